@@ -1,0 +1,603 @@
+#include "cli/cli.h"
+
+#include <fstream>
+#include <map>
+#include <optional>
+#include <set>
+#include <sstream>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/time.h"
+#include "cli/records_jsonl.h"
+#include "compiler/ir/target.h"
+#include "compiler/ir/workload.h"
+#include "google/protobuf/util/json_util.h"
+#include "proto/client.h"
+#include "proto/protocol.h"
+#include "tunefarm/v1/tuning.grpc.pb.h"
+
+namespace tunefarm::cli {
+namespace {
+
+namespace v1 = ::tunefarm::v1;
+
+constexpr int kExitOk = 0;
+constexpr int kExitFailed = 1;
+constexpr int kExitUsage = 2;
+constexpr int kExitUnreachable = 3;
+constexpr int kImportBatch = 1000;
+
+constexpr const char* kUsage = R"(usage: tunefarm [--server=HOST:PORT] [--token_file=F] [--tls_ca=F] [--timeout=SEC] COMMAND
+
+commands:
+  import FILE.jsonl             import records (JSON lines; '-' reads stdin)
+  export [-o FILE] [--workload=KEY] [--target=T] [--job=ID] [--status=S]
+  records [--workload=KEY] [--target=T] [--job=ID] [--status=S] [--limit=N] [--json]
+  best --target=T (--workload=KEY | --job=ID) [--top=N] [--json]
+  submit SPEC.json [--target=T] [--device_key=K] [--trials=N] [--name=NAME]
+  jobs [--state=S]              list jobs, newest first
+  job ID                        one job and its tasks
+  watch ID                      follow a job's progress until it ends
+  cancel ID
+  resume ID
+  devices                       workers and agents known to the server
+  version
+status S: ok, compile_error, runtime_error, wrong_result, timeout, lost
+state S:  queued, running, waiting_for_device, interrupted, succeeded, failed, cancelled
+)";
+
+struct Failure {
+  int code;
+  std::string message;
+};
+
+// Parsed command line: flags (--name=value, --name value, -o value) and positionals.
+struct Args {
+  std::map<std::string, std::string> flags;
+  std::vector<std::string> positional;
+};
+
+// Flags that take no value.
+const std::set<std::string> kBoolFlags = {"json", "help"};
+
+bool ParseArgs(const std::vector<std::string>& in, size_t begin, Args* out, std::string* error) {
+  for (size_t i = begin; i < in.size(); ++i) {
+    const std::string& a = in[i];
+    if (a == "-o") {
+      if (i + 1 >= in.size()) return *error = "-o needs a file name", false;
+      out->flags["o"] = in[++i];
+    } else if (a.rfind("--", 0) == 0 && a.size() > 2) {
+      std::string name = a.substr(2), value;
+      size_t eq = name.find('=');
+      if (eq != std::string::npos) {
+        value = name.substr(eq + 1);
+        name = name.substr(0, eq);
+      } else if (kBoolFlags.count(name)) {
+        value = "true";
+      } else {
+        if (i + 1 >= in.size()) return *error = absl::StrCat("--", name, " needs a value"), false;
+        value = in[++i];
+      }
+      std::replace(name.begin(), name.end(), '-', '_');
+      out->flags[name] = value;
+    } else {
+      out->positional.push_back(a);
+    }
+  }
+  return true;
+}
+
+class Client {
+ public:
+  Client(ClientOptions options, absl::Duration timeout)
+      : options_(std::move(options)), timeout_(timeout) {}
+
+  absl::Status Connect() {
+    absl::StatusOr<std::shared_ptr<grpc::Channel>> ch = MakeChannel(options_);
+    if (!ch.ok()) return ch.status();
+    stub_ = v1::TuningService::NewStub(*ch);
+    return absl::OkStatus();
+  }
+  v1::TuningService::Stub& stub() { return *stub_; }
+  std::unique_ptr<grpc::ClientContext> Context(absl::Duration timeout = absl::ZeroDuration()) {
+    return MakeContext(options_, timeout == absl::ZeroDuration() ? timeout_ : timeout);
+  }
+  const std::string& server() const { return options_.server; }
+
+ private:
+  ClientOptions options_;
+  absl::Duration timeout_;
+  std::unique_ptr<v1::TuningService::Stub> stub_;
+};
+
+Failure RpcFailure(const Client& c, const grpc::Status& s) {
+  if (s.error_code() == grpc::StatusCode::UNAVAILABLE ||
+      s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
+    return {kExitUnreachable,
+            absl::StrCat("cannot reach the server at ", c.server(), ": ", s.error_message())};
+  }
+  return {kExitFailed, s.error_message()};
+}
+
+Failure Usage(const std::string& msg) { return {kExitUsage, msg}; }
+
+// Throws nothing; commands return std::optional-like Failure via this type.
+using Result = std::optional<Failure>;
+
+bool ParseInt64(const std::string& s, int64_t* v) { return absl::SimpleAtoi(s, v); }
+
+Result CheckFlags(const Args& a, const std::set<std::string>& allowed, const std::string& cmd) {
+  for (const auto& [k, v] : a.flags) {
+    if (!allowed.count(k)) return Usage(absl::StrCat("unknown flag --", k, " for '", cmd, "'"));
+  }
+  return std::nullopt;
+}
+
+Result StatusFromName(const std::string& name, v1::MeasureStatus* out) {
+  std::string upper = "MEASURE_STATUS_" + absl::AsciiStrToUpper(name);
+  if (!v1::MeasureStatus_Parse(upper, out) || *out == v1::MEASURE_STATUS_UNSPECIFIED) {
+    return Usage(absl::StrCat("unknown status '", name, "'"));
+  }
+  return std::nullopt;
+}
+
+Result StateFromName(const std::string& name, v1::JobState* out) {
+  std::string upper = "JOB_STATE_" + absl::AsciiStrToUpper(name);
+  if (!v1::JobState_Parse(upper, out) || *out == v1::JOB_STATE_UNSPECIFIED) {
+    return Usage(absl::StrCat("unknown job state '", name, "'"));
+  }
+  return std::nullopt;
+}
+
+std::string ShortName(const std::string& enum_name, const std::string& prefix) {
+  return absl::AsciiStrToLower(enum_name.substr(prefix.size()));
+}
+
+std::string StateName(v1::JobState s) { return ShortName(v1::JobState_Name(s), "JOB_STATE_"); }
+std::string StatusName(v1::MeasureStatus s) {
+  return ShortName(v1::MeasureStatus_Name(s), "MEASURE_STATUS_");
+}
+
+Result BuildFilter(const Args& a, v1::RecordFilter* f) {
+  if (a.flags.count("workload")) f->set_workload_key(a.flags.at("workload"));
+  if (a.flags.count("target")) {
+    absl::StatusOr<ir::Target> t = ir::Target::Parse(a.flags.at("target"));
+    if (!t.ok()) return Usage(std::string(t.status().message()));
+    f->mutable_target()->set_spec(t->ToString());
+  }
+  if (a.flags.count("job")) {
+    int64_t id;
+    if (!ParseInt64(a.flags.at("job"), &id) || id <= 0) return Usage("--job needs a job id");
+    f->set_job_id(id);
+  }
+  if (a.flags.count("status")) {
+    v1::MeasureStatus s;
+    if (Result r = StatusFromName(a.flags.at("status"), &s)) return r;
+    f->set_status(s);
+  }
+  return std::nullopt;
+}
+
+double MeanCost(const v1::Record& r) {
+  double sum = 0;
+  for (double c : r.costs_sec()) sum += c;
+  return r.costs_sec_size() ? sum / r.costs_sec_size() : 0;
+}
+
+std::string JsonOf(const google::protobuf::Message& m) {
+  google::protobuf::util::JsonPrintOptions o;
+  o.preserve_proto_field_names = true;
+  std::string s;
+  (void)google::protobuf::util::MessageToJsonString(m, &s, o);
+  return s;
+}
+
+void PrintRecordRow(const v1::Record& r, std::ostream& out) {
+  double flops = 0;
+  if (auto cw = ir::Canonicalize(r.workload()); cw.ok()) flops = cw->flops;
+  double mean = MeanCost(r);
+  out << absl::StrFormat("%-8d %-36s %-14s %12s %10s  %s\n", r.record_id(), r.workload_key(),
+                         StatusName(r.status()),
+                         mean > 0 ? absl::StrFormat("%.3f", mean * 1e6) : "-",
+                         mean > 0 ? absl::StrFormat("%.2f", flops / mean * 1e-9) : "-",
+                         r.target().spec());
+}
+
+void PrintRecordHeader(std::ostream& out) {
+  out << absl::StrFormat("%-8s %-36s %-14s %12s %10s  %s\n", "record", "workload", "status",
+                         "mean_us", "gflops", "target");
+}
+
+// ---- commands ----
+
+Result CmdImport(Client& c, const Args& a, std::ostream& out) {
+  if (Result r = CheckFlags(a, {}, "import")) return r;
+  if (a.positional.size() != 1) return Usage("import takes one file (or '-')");
+  const std::string& path = a.positional[0];
+  absl::StatusOr<std::vector<v1::Record>> records;
+  if (path == "-") {
+    records = ParseRecordsJsonl(std::cin, "<stdin>");
+  } else {
+    std::ifstream in(path);
+    if (!in) return Usage(absl::StrCat("cannot read ", path));
+    records = ParseRecordsJsonl(in, path);
+  }
+  if (!records.ok()) return Usage(std::string(records.status().message()));
+  int64_t imported = 0, duplicates = 0;
+  for (size_t i = 0; i < records->size(); i += kImportBatch) {
+    v1::ImportRecordsRequest req;
+    req.set_protocol_version(kProtocolVersion);
+    size_t end = std::min(records->size(), i + kImportBatch);
+    for (size_t j = i; j < end; ++j) *req.add_records() = (*records)[j];
+    v1::ImportRecordsResponse resp;
+    grpc::Status s = c.stub().ImportRecords(c.Context().get(), req, &resp);
+    if (!s.ok()) {
+      Failure f = RpcFailure(c, s);
+      f.message = absl::StrCat(f.message, " (records ", i + 1, "-", end, " of ", records->size(),
+                               " not imported; ", imported + duplicates, " before them were)");
+      return f;
+    }
+    imported += resp.imported();
+    duplicates += resp.duplicates();
+  }
+  out << "imported " << imported << " records (" << duplicates << " already present) from "
+      << path << "\n";
+  return std::nullopt;
+}
+
+Result CmdExport(Client& c, const Args& a, std::ostream& out) {
+  if (Result r = CheckFlags(a, {"o", "workload", "target", "job", "status"}, "export")) return r;
+  if (!a.positional.empty()) return Usage("export takes no positional arguments");
+  v1::ExportRecordsRequest req;
+  req.set_protocol_version(kProtocolVersion);
+  if (Result r = BuildFilter(a, req.mutable_filter())) return r;
+  std::ofstream file;
+  std::string tmp;
+  std::ostream* dest = &out;
+  if (a.flags.count("o")) {
+    // Write beside the target and rename at the end: no half-written export.
+    tmp = a.flags.at("o") + ".partial";
+    file.open(tmp);
+    if (!file) return Usage(absl::StrCat("cannot write ", a.flags.at("o")));
+    dest = &file;
+  }
+  auto ctx = c.Context(absl::Hours(1));
+  auto reader = c.stub().ExportRecords(ctx.get(), req);
+  v1::RecordChunk chunk;
+  int64_t n = 0;
+  while (reader->Read(&chunk)) {
+    for (const v1::Record& r : chunk.records()) *dest << RecordToJsonLine(r) << "\n", ++n;
+  }
+  grpc::Status s = reader->Finish();
+  if (!s.ok()) {
+    if (!tmp.empty()) std::remove(tmp.c_str());
+    return RpcFailure(c, s);
+  }
+  if (!tmp.empty()) {
+    file.close();
+    if (!file || std::rename(tmp.c_str(), a.flags.at("o").c_str()) != 0) {
+      return Failure{kExitFailed, absl::StrCat("cannot write ", a.flags.at("o"))};
+    }
+    out << "exported " << n << " records to " << a.flags.at("o") << "\n";
+  }
+  return std::nullopt;
+}
+
+Result CmdRecords(Client& c, const Args& a, std::ostream& out) {
+  if (Result r = CheckFlags(a, {"workload", "target", "job", "status", "limit", "json"}, "records"))
+    return r;
+  v1::ListRecordsRequest req;
+  req.set_protocol_version(kProtocolVersion);
+  if (Result r = BuildFilter(a, req.mutable_filter())) return r;
+  if (a.flags.count("limit")) {
+    int64_t n;
+    if (!ParseInt64(a.flags.at("limit"), &n) || n <= 0) return Usage("--limit needs a positive number");
+    req.set_limit(static_cast<int32_t>(std::min<int64_t>(n, 10000)));
+  }
+  v1::ListRecordsResponse resp;
+  grpc::Status s = c.stub().ListRecords(c.Context().get(), req, &resp);
+  if (!s.ok()) return RpcFailure(c, s);
+  if (a.flags.count("json")) {
+    for (const v1::Record& r : resp.records()) out << RecordToJsonLine(r) << "\n";
+    return std::nullopt;
+  }
+  PrintRecordHeader(out);
+  for (const v1::Record& r : resp.records()) PrintRecordRow(r, out);
+  return std::nullopt;
+}
+
+Result CmdBest(Client& c, const Args& a, std::ostream& out) {
+  if (Result r = CheckFlags(a, {"workload", "job", "target", "top", "json"}, "best")) return r;
+  v1::QueryBestRequest req;
+  req.set_protocol_version(kProtocolVersion);
+  if (a.flags.count("workload") == a.flags.count("job")) {
+    return Usage("best needs exactly one of --workload=KEY or --job=ID");
+  }
+  if (a.flags.count("workload")) {
+    req.mutable_workload()->set_workload_key(a.flags.at("workload"));
+    if (!a.flags.count("target")) return Usage("best --workload needs --target");
+  } else {
+    int64_t id;
+    if (!ParseInt64(a.flags.at("job"), &id) || id <= 0) return Usage("--job needs a job id");
+    req.set_job_id(id);
+  }
+  if (a.flags.count("target")) req.mutable_target()->set_spec(a.flags.at("target"));
+  if (a.flags.count("top")) {
+    int64_t k;
+    if (!ParseInt64(a.flags.at("top"), &k) || k <= 0 || k > 1000) return Usage("--top needs 1..1000");
+    req.set_top_k(static_cast<int32_t>(k));
+  }
+  v1::QueryBestResponse resp;
+  grpc::Status s = c.stub().QueryBest(c.Context().get(), req, &resp);
+  if (!s.ok()) return RpcFailure(c, s);
+  if (a.flags.count("json")) {
+    out << JsonOf(resp) << "\n";
+    return std::nullopt;
+  }
+  PrintRecordHeader(out);
+  for (const v1::BestEntry& e : resp.entries()) {
+    if (e.records().empty()) {
+      out << absl::StrFormat("%-8s %-36s %-14s\n", "-", e.workload_key(), "no valid record");
+    }
+    for (const v1::Record& r : e.records()) PrintRecordRow(r, out);
+  }
+  return std::nullopt;
+}
+
+Result CmdSubmit(Client& c, const Args& a, std::ostream& out) {
+  if (Result r = CheckFlags(a, {"target", "device_key", "trials", "name"}, "submit")) return r;
+  if (a.positional.size() != 1) return Usage("submit takes one job spec file (JSON JobSpec)");
+  std::ifstream in(a.positional[0]);
+  if (!in) return Usage(absl::StrCat("cannot read ", a.positional[0]));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  v1::SubmitJobRequest req;
+  req.set_protocol_version(kProtocolVersion);
+  auto st = google::protobuf::util::JsonStringToMessage(ss.str(), req.mutable_spec());
+  if (!st.ok()) {
+    return Usage(absl::StrCat(a.positional[0], ": not a job spec: ", st.message().as_string()));
+  }
+  if (a.flags.count("target")) req.mutable_spec()->mutable_target()->set_spec(a.flags.at("target"));
+  if (a.flags.count("device_key")) req.mutable_spec()->set_device_key(a.flags.at("device_key"));
+  if (a.flags.count("name")) req.mutable_spec()->set_name(a.flags.at("name"));
+  if (a.flags.count("trials")) {
+    int64_t n;
+    if (!ParseInt64(a.flags.at("trials"), &n) || n <= 0) return Usage("--trials needs a positive number");
+    req.mutable_spec()->mutable_budget()->set_max_trials(n);
+  }
+  v1::SubmitJobResponse resp;
+  grpc::Status s = c.stub().SubmitJob(c.Context().get(), req, &resp);
+  if (!s.ok()) return RpcFailure(c, s);
+  out << "submitted job " << resp.job_id() << "\n";
+  return std::nullopt;
+}
+
+void PrintJobLine(const v1::Job& j, std::ostream& out) {
+  out << absl::StrFormat("%-6d %-20s %-12s %6d %8d  %s\n", j.job_id(), j.spec().name(),
+                         StateName(j.state()), j.tasks_size(), j.trials_done(),
+                         j.spec().target().spec());
+}
+
+Result CmdJobs(Client& c, const Args& a, std::ostream& out) {
+  if (Result r = CheckFlags(a, {"state"}, "jobs")) return r;
+  v1::ListJobsRequest req;
+  req.set_protocol_version(kProtocolVersion);
+  if (a.flags.count("state")) {
+    v1::JobState st;
+    if (Result r = StateFromName(a.flags.at("state"), &st)) return r;
+    req.set_state(st);
+  }
+  v1::ListJobsResponse resp;
+  grpc::Status s = c.stub().ListJobs(c.Context().get(), req, &resp);
+  if (!s.ok()) return RpcFailure(c, s);
+  out << absl::StrFormat("%-6s %-20s %-12s %6s %8s  %s\n", "job", "name", "state", "tasks",
+                         "trials", "target");
+  for (const v1::Job& j : resp.jobs()) PrintJobLine(j, out);
+  return std::nullopt;
+}
+
+Result JobIdArg(const Args& a, const std::string& cmd, int64_t* id) {
+  if (Result r = CheckFlags(a, {}, cmd)) return r;
+  if (a.positional.size() != 1 || !ParseInt64(a.positional[0], id) || *id <= 0) {
+    return Usage(absl::StrCat(cmd, " takes one job id"));
+  }
+  return std::nullopt;
+}
+
+void PrintJob(const v1::Job& j, std::ostream& out) {
+  out << "job " << j.job_id() << " \"" << j.spec().name() << "\": " << StateName(j.state())
+      << " (" << j.status_message() << ")\n";
+  out << "target: " << j.spec().target().spec() << "   device key: " << j.spec().device_key()
+      << "   trials: " << j.trials_done() << "\n";
+  out << absl::StrFormat("%-36s %7s %10s %7s %12s  %s\n", "task", "weight", "mflops", "trials",
+                         "best_us", "workload");
+  for (const v1::Task& t : j.tasks()) {
+    out << absl::StrFormat("%-36s %7g %10.2f %7d %12s  %s\n", t.workload_key(), t.weight(),
+                           t.flops() * 1e-6, t.trials(),
+                           t.best_cost_sec() > 0 ? absl::StrFormat("%.3f", t.best_cost_sec() * 1e6)
+                                                 : "-",
+                           ir::Describe(t.workload()));
+  }
+}
+
+Result CmdJob(Client& c, const Args& a, std::ostream& out) {
+  int64_t id;
+  if (Result r = JobIdArg(a, "job", &id)) return r;
+  v1::GetJobRequest req;
+  req.set_protocol_version(kProtocolVersion);
+  req.set_job_id(id);
+  v1::Job job;
+  grpc::Status s = c.stub().GetJob(c.Context().get(), req, &job);
+  if (!s.ok()) return RpcFailure(c, s);
+  PrintJob(job, out);
+  return std::nullopt;
+}
+
+Result CmdCancel(Client& c, const Args& a, std::ostream& out) {
+  int64_t id;
+  if (Result r = JobIdArg(a, "cancel", &id)) return r;
+  v1::CancelJobRequest req;
+  req.set_protocol_version(kProtocolVersion);
+  req.set_job_id(id);
+  v1::Job job;
+  grpc::Status s = c.stub().CancelJob(c.Context().get(), req, &job);
+  if (!s.ok()) return RpcFailure(c, s);
+  out << "job " << id << " " << StateName(job.state()) << "\n";
+  return std::nullopt;
+}
+
+Result CmdResume(Client& c, const Args& a, std::ostream& out) {
+  int64_t id;
+  if (Result r = JobIdArg(a, "resume", &id)) return r;
+  v1::ResumeJobRequest req;
+  req.set_protocol_version(kProtocolVersion);
+  req.set_job_id(id);
+  v1::Job job;
+  grpc::Status s = c.stub().ResumeJob(c.Context().get(), req, &job);
+  if (!s.ok()) return RpcFailure(c, s);
+  out << "job " << id << " " << StateName(job.state()) << "\n";
+  return std::nullopt;
+}
+
+Result CmdWatch(Client& c, const Args& a, std::ostream& out) {
+  int64_t id;
+  if (Result r = JobIdArg(a, "watch", &id)) return r;
+  v1::WatchJobRequest req;
+  req.set_protocol_version(kProtocolVersion);
+  req.set_job_id(id);
+  auto ctx = c.Context(absl::Hours(24 * 30));
+  auto reader = c.stub().WatchJob(ctx.get(), req);
+  v1::JobEvent ev;
+  while (reader->Read(&ev)) {
+    out << absl::FormatTime("%H:%M:%S", absl::FromUnixMillis(ev.timestamp_unix_ms()),
+                            absl::LocalTimeZone())
+        << " job " << ev.job_id() << " " << StateName(ev.state()) << " trials=" << ev.trials_done()
+        << " " << ev.message() << std::endl;
+  }
+  grpc::Status s = reader->Finish();
+  if (!s.ok()) return RpcFailure(c, s);
+  return std::nullopt;
+}
+
+Result CmdDevices(Client& c, const Args& a, std::ostream& out) {
+  if (Result r = CheckFlags(a, {"json"}, "devices")) return r;
+  v1::ListDevicesRequest req;
+  req.set_protocol_version(kProtocolVersion);
+  v1::ListDevicesResponse resp;
+  grpc::Status s = c.stub().ListDevices(c.Context().get(), req, &resp);
+  if (!s.ok()) return RpcFailure(c, s);
+  if (a.flags.count("json")) {
+    out << JsonOf(resp) << "\n";
+    return std::nullopt;
+  }
+  out << absl::StrFormat("%-28s %-7s %-18s %-8s %5s  %s\n", "device", "role", "key", "state",
+                         "cores", "details");
+  for (const v1::Device& d : resp.devices()) {
+    const v1::Capabilities& cap = d.capabilities();
+    std::string details;
+    if (d.role() == v1::ROLE_WORKER) {
+      details = absl::StrCat("builds ", absl::StrJoin(cap.build_triples(), ","));
+      if (cap.cuda_archs_size()) {
+        absl::StrAppend(&details, " cuda ", cap.cuda_archs(0), "..",
+                        cap.cuda_archs(cap.cuda_archs_size() - 1));
+      }
+    } else {
+      details = absl::StrCat(cap.cpu_model(), ", ",
+                             cap.has_gpu() ? cap.gpu_name() : std::string("no GPU"));
+    }
+    out << absl::StrFormat("%-28s %-7s %-18s %-8s %5d  %s\n", d.device_id(),
+                           ShortName(v1::Role_Name(d.role()), "ROLE_"), d.device_key(),
+                           ShortName(v1::DeviceState_Name(d.state()), "DEVICE_STATE_"),
+                           cap.cores(), details);
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  // Global flags come before the command.
+  size_t i = 0;
+  std::vector<std::string> global;
+  while (i < args.size() && args[i].rfind("--", 0) == 0) {
+    global.push_back(args[i]);
+    if (args[i].find('=') == std::string::npos && args[i] != "--help" && i + 1 < args.size()) {
+      global.push_back(args[++i]);
+    }
+    ++i;
+  }
+  Args g;
+  std::string error;
+  if (!ParseArgs(global, 0, &g, &error)) {
+    err << "tunefarm: error: " << error << "\n";
+    return kExitUsage;
+  }
+  if (g.flags.count("help") || i >= args.size() || args[i] == "help") {
+    (i >= args.size() && !g.flags.count("help") ? err : out) << kUsage;
+    return i >= args.size() && !g.flags.count("help") ? kExitUsage : kExitOk;
+  }
+  const std::string cmd = args[i];
+  if (cmd == "version") {
+    out << "tunefarm " << TUNEFARM_VERSION << " (protocol " << kProtocolVersion << ")\n";
+    return kExitOk;
+  }
+  Args a;
+  if (!ParseArgs(args, i + 1, &a, &error)) {
+    err << "tunefarm: error: " << error << "\n";
+    return kExitUsage;
+  }
+  ClientOptions opts;
+  int64_t timeout_s = 30;
+  for (const auto& [k, v] : g.flags) {
+    if (k == "server") {
+      opts.server = v;
+    } else if (k == "tls_ca") {
+      opts.tls_ca_file = v;
+    } else if (k == "token_file") {
+      absl::StatusOr<std::string> t = ReadTokenFile(v);
+      if (!t.ok()) {
+        err << "tunefarm: error: " << t.status().message() << "\n";
+        return kExitUsage;
+      }
+      opts.token = *t;
+    } else if (k == "timeout") {
+      if (!absl::SimpleAtoi(v, &timeout_s) || timeout_s <= 0) {
+        err << "tunefarm: error: --timeout needs a positive number of seconds\n";
+        return kExitUsage;
+      }
+    } else {
+      err << "tunefarm: error: unknown global flag --" << k << "\n";
+      return kExitUsage;
+    }
+  }
+  using Command = Result (*)(Client&, const Args&, std::ostream&);
+  static const std::map<std::string, Command> kCommands = {
+      {"import", CmdImport}, {"export", CmdExport}, {"records", CmdRecords},
+      {"best", CmdBest},     {"submit", CmdSubmit}, {"jobs", CmdJobs},
+      {"job", CmdJob},       {"watch", CmdWatch},   {"cancel", CmdCancel},
+      {"resume", CmdResume}, {"devices", CmdDevices}};
+  auto it = kCommands.find(cmd);
+  if (it == kCommands.end()) {
+    err << "tunefarm: error: unknown command '" << cmd << "' (tunefarm help lists them)\n";
+    return kExitUsage;
+  }
+  Client client(opts, absl::Seconds(timeout_s));
+  if (absl::Status s = client.Connect(); !s.ok()) {
+    err << "tunefarm: error: " << s.message() << "\n";
+    return kExitUsage;
+  }
+  Result r = it->second(client, a, out);
+  if (r) {
+    // One line, whatever the message holds.
+    std::replace(r->message.begin(), r->message.end(), '\n', ' ');
+    err << "tunefarm: error: " << r->message << "\n";
+    return r->code;
+  }
+  return kExitOk;
+}
+
+}  // namespace tunefarm::cli

@@ -1,0 +1,72 @@
+#include "compiler/codegen/llvm_target.h"
+
+#include <memory>
+#include <mutex>
+
+#include "absl/strings/str_cat.h"
+#include "llvm/Config/llvm-config.h"
+#include "llvm/MC/MCSubtargetInfo.h"
+#include "llvm/MC/TargetRegistry.h"
+#include "llvm/Support/TargetSelect.h"
+#include "llvm/Target/TargetMachine.h"
+#include "llvm/TargetParser/Triple.h"
+
+namespace tunefarm::codegen {
+namespace {
+
+void InitTargetsOnce() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    LLVMInitializeX86TargetInfo();
+    LLVMInitializeX86Target();
+    LLVMInitializeX86TargetMC();
+    LLVMInitializeX86AsmPrinter();
+    LLVMInitializeAArch64TargetInfo();
+    LLVMInitializeAArch64Target();
+    LLVMInitializeAArch64TargetMC();
+    LLVMInitializeAArch64AsmPrinter();
+  });
+}
+
+}  // namespace
+
+std::string LLVMVersion() { return LLVM_VERSION_STRING; }
+
+std::vector<std::string> BuildableTriples() {
+  return {"x86_64-linux-gnu", "aarch64-linux-gnu"};
+}
+
+absl::Status CheckLLVMTarget(const ir::Target& target) {
+  if (target.kind != ir::Target::Kind::kLLVM) {
+    return absl::InvalidArgumentError("not an llvm target");
+  }
+  InitTargetsOnce();
+  std::string error;
+  const llvm::Target* t = llvm::TargetRegistry::lookupTarget(target.triple, error);
+  if (t == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("target field -mtriple='", target.triple, "': ", error));
+  }
+  std::unique_ptr<llvm::MCSubtargetInfo> sti(
+      t->createMCSubtargetInfo(target.triple, target.cpu, ""));
+  if (sti == nullptr) return absl::InternalError("LLVM made no subtarget info");
+  if (target.cpu != "generic" && !sti->isCPUStringValid(target.cpu)) {
+    return absl::InvalidArgumentError(absl::StrCat("target field -mcpu='", target.cpu,
+                                                   "' is not a CPU LLVM ", LLVMVersion(),
+                                                   " knows for ", target.triple));
+  }
+  for (const std::string& attr : target.attrs) {
+    std::string name = attr.substr(1);
+    bool known = false;
+    for (const llvm::SubtargetFeatureKV& kv : sti->getAllProcessorFeatures()) {
+      if (name == kv.Key) known = true;
+    }
+    if (!known) {
+      return absl::InvalidArgumentError(absl::StrCat("target field -mattr: feature '", name,
+                                                     "' is unknown for ", target.triple));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace tunefarm::codegen

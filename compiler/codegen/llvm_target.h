@@ -1,0 +1,22 @@
+// What the LLVM back end of this build can generate code for.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "compiler/ir/target.h"
+
+namespace tunefarm::codegen {
+
+// "19.1.7"
+std::string LLVMVersion();
+
+// Triples this build can emit objects for (x86_64 and aarch64 Linux).
+std::vector<std::string> BuildableTriples();
+
+// OK when LLVM has a back end for the target's triple and knows its -mcpu and
+// -mattr features; InvalidArgument naming the unknown one otherwise.
+absl::Status CheckLLVMTarget(const ir::Target& target);
+
+}  // namespace tunefarm::codegen

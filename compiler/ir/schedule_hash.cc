@@ -1,0 +1,24 @@
+#include "compiler/ir/schedule_hash.h"
+
+#include "common/sha256.h"
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
+
+namespace tunefarm::ir {
+
+std::string ScheduleHash(const ::tunefarm::v1::Schedule& schedule) {
+  // sketch_id is statistics, not structure: two sketches that produce the same
+  // steps are the same schedule.
+  ::tunefarm::v1::Schedule copy = schedule;
+  copy.clear_sketch_id();
+  std::string bytes;
+  {
+    google::protobuf::io::StringOutputStream out(&bytes);
+    google::protobuf::io::CodedOutputStream coded(&out);
+    coded.SetSerializationDeterministic(true);
+    copy.SerializeToCodedStream(&coded);
+  }
+  return Sha256Hex(bytes);
+}
+
+}  // namespace tunefarm::ir

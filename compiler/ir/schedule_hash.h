@@ -1,0 +1,14 @@
+// Content hash of a schedule: equal schedules hash equal, so the search can
+// skip candidates already measured and the database can index them.
+#pragma once
+
+#include <string>
+
+#include "tunefarm/v1/schedule.pb.h"
+
+namespace tunefarm::ir {
+
+// Hex SHA-256 of the schedule's deterministic serialisation.
+std::string ScheduleHash(const ::tunefarm::v1::Schedule& schedule);
+
+}  // namespace tunefarm::ir

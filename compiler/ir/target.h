@@ -1,0 +1,44 @@
+// Code generation targets, parsed from their string form.
+//
+//   llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a78 -mattr=+neon -num-cores=6
+//   cuda -arch=sm_87 -max-threads-per-block=1024 -max-shared-memory-per-block=49152
+//
+// Parse() fills defaults (llvm: -mtriple=x86_64-linux-gnu -mcpu=generic;
+// cuda: the arch's limits) and ToString() prints the canonical form, options
+// in a fixed order, so equal targets have equal strings. A bad string is an
+// InvalidArgument naming the bad field. Whether LLVM knows the CPU is checked
+// by the code generator, not here.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace tunefarm::ir {
+
+struct Target {
+  enum class Kind { kLLVM, kCUDA };
+  Kind kind = Kind::kLLVM;
+
+  // llvm
+  std::string triple;
+  std::string cpu;
+  std::vector<std::string> attrs;  // "+avx512f", "-sse4a", in the order given
+  int num_cores = 0;               // 0: all cores of the device
+
+  // cuda
+  int sm = 0;  // 87 for sm_87
+  int max_threads_per_block = 0;
+  int max_shared_memory_per_block = 0;
+  int max_registers_per_thread = 0;
+
+  static absl::StatusOr<Target> Parse(const std::string& spec);
+  std::string ToString() const;
+
+  bool is_gpu() const { return kind == Kind::kCUDA; }
+  // "x86_64", "aarch64" (llvm) or "sm_87" (cuda).
+  std::string arch() const;
+};
+
+}  // namespace tunefarm::ir

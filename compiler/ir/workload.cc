@@ -1,0 +1,333 @@
+#include "compiler/ir/workload.h"
+
+#include <algorithm>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/sha256.h"
+#include "common/status_macros.h"
+#include "google/protobuf/util/json_util.h"
+
+namespace tunefarm::ir {
+namespace {
+
+using absl::InvalidArgumentError;
+using absl::StrAppend;
+using absl::StrCat;
+
+int64_t Product(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+std::vector<int64_t> ShapeOf(const v1::TensorSpec& t) {
+  return std::vector<int64_t>(t.shape().begin(), t.shape().end());
+}
+
+absl::Status CheckRank(const v1::Workload& w, int input, int rank, const char* what) {
+  if (w.inputs_size() <= input) {
+    return InvalidArgumentError(StrCat(OpName(w.op()), ": missing inputs[", input, "] (", what, ")"));
+  }
+  const auto& shape = w.inputs(input).shape();
+  if (shape.size() != rank) {
+    return InvalidArgumentError(StrCat(OpName(w.op()), ": inputs[", input, "] (", what,
+                                       ") must have rank ", rank, ", got ", shape.size()));
+  }
+  return absl::OkStatus();
+}
+
+// Fills an omitted pair/quad attribute with `fill`; rejects other lengths.
+absl::Status DefaultList(google::protobuf::RepeatedField<int64_t>* list, int n, int64_t fill,
+                         int64_t min_value, const std::string& field) {
+  if (list->empty()) {
+    for (int i = 0; i < n; ++i) list->Add(fill);
+  }
+  if (list->size() != n) {
+    return InvalidArgumentError(StrCat(field, " must have ", n, " values, got ", list->size()));
+  }
+  for (int64_t v : *list) {
+    if (v < min_value) return InvalidArgumentError(StrCat(field, " value ", v, " < ", min_value));
+  }
+  return absl::OkStatus();
+}
+
+// Output extent of a sliding window; 0 or less means the window never fits.
+int64_t WindowOut(int64_t in, int64_t pad_lo, int64_t pad_hi, int64_t kernel, int64_t stride,
+                  int64_t dilation, bool ceil_mode = false) {
+  int64_t span = in + pad_lo + pad_hi - dilation * (kernel - 1) - 1;
+  if (span < 0) return 0;
+  return (ceil_mode ? (span + stride - 1) / stride : span / stride) + 1;
+}
+
+absl::StatusOr<double> CanonConv2d(v1::Workload* w, std::vector<int64_t>* out) {
+  if (!w->has_conv2d()) w->mutable_conv2d();
+  auto* a = w->mutable_conv2d();
+  if (a->layout() == v1::DATA_LAYOUT_UNSPECIFIED) a->set_layout(v1::DATA_LAYOUT_NCHW);
+  TF_RETURN_IF_ERROR(DefaultList(a->mutable_strides(), 2, 1, 1, "conv2d.strides"));
+  TF_RETURN_IF_ERROR(DefaultList(a->mutable_pads(), 4, 0, 0, "conv2d.pads"));
+  TF_RETURN_IF_ERROR(DefaultList(a->mutable_dilations(), 2, 1, 1, "conv2d.dilations"));
+  if (a->groups() == 0) a->set_groups(1);
+  if (a->groups() < 0) return InvalidArgumentError("conv2d.groups must be positive");
+  TF_RETURN_IF_ERROR(CheckRank(*w, 0, 4, "data"));
+  TF_RETURN_IF_ERROR(CheckRank(*w, 1, 4, "weight"));
+  std::vector<int64_t> d = ShapeOf(w->inputs(0)), k = ShapeOf(w->inputs(1));
+  bool nchw = a->layout() == v1::DATA_LAYOUT_NCHW;
+  bool transpose = w->op() == v1::OP_KIND_CONV2D_TRANSPOSE;
+  if (transpose && !nchw) return InvalidArgumentError("conv2d_transpose supports NCHW only");
+  int64_t n = d[0], c = nchw ? d[1] : d[3], h = nchw ? d[2] : d[1], wd = nchw ? d[3] : d[2];
+  // Weights: OIHW for NCHW, HWIO for NHWC, IOHW (C, K/groups, R, S) for transpose.
+  int64_t kk, kc, r, s;
+  if (transpose) {
+    kc = k[0], kk = k[1] * a->groups(), r = k[2], s = k[3];
+  } else if (nchw) {
+    kk = k[0], kc = k[1], r = k[2], s = k[3];
+  } else {
+    r = k[0], s = k[1], kc = k[2], kk = k[3];
+  }
+  int64_t g = a->groups();
+  if (c % g != 0 || kk % g != 0) {
+    return InvalidArgumentError(
+        StrCat("conv2d.groups ", g, " must divide input channels ", c, " and output channels ", kk));
+  }
+  if (!transpose && kc != c / g) {
+    return InvalidArgumentError(StrCat("conv2d weight has ", kc, " input channels per group, data ",
+                                       "has ", c, " channels in ", g, " groups"));
+  }
+  if (transpose && kc != c) {
+    return InvalidArgumentError(
+        StrCat("conv2d_transpose weight has ", kc, " input channels, data has ", c));
+  }
+  const auto& st = a->strides();
+  const auto& p = a->pads();
+  const auto& dl = a->dilations();
+  int64_t oh, ow;
+  if (transpose) {
+    oh = (h - 1) * st[0] - p[0] - p[2] + dl[0] * (r - 1) + 1;
+    ow = (wd - 1) * st[1] - p[1] - p[3] + dl[1] * (s - 1) + 1;
+  } else {
+    oh = WindowOut(h, p[0], p[2], r, st[0], dl[0]);
+    ow = WindowOut(wd, p[1], p[3], s, st[1], dl[1]);
+  }
+  if (oh <= 0 || ow <= 0) {
+    return InvalidArgumentError(StrCat("conv2d output would be empty (", oh, "x", ow,
+                                       "): kernel larger than padded input"));
+  }
+  *out = nchw ? std::vector<int64_t>{n, kk, oh, ow} : std::vector<int64_t>{n, oh, ow, kk};
+  double macs = transpose ? double(n) * c * h * wd * (kk / g) * r * s
+                          : double(n) * kk * oh * ow * (c / g) * r * s;
+  return 2.0 * macs;
+}
+
+absl::StatusOr<double> CanonMatmul(v1::Workload* w, std::vector<int64_t>* out) {
+  const bool batch = w->op() == v1::OP_KIND_BATCH_MATMUL;
+  const bool dense = w->op() == v1::OP_KIND_DENSE;
+  if (!w->has_matmul()) w->mutable_matmul();
+  if (dense && (w->matmul().transpose_a() || w->matmul().transpose_b())) {
+    // dense is matmul(data, weight^T) by definition.
+    return InvalidArgumentError("dense takes no transpose attributes (weight is [N,K])");
+  }
+  int rank = batch ? 3 : 2;
+  TF_RETURN_IF_ERROR(CheckRank(*w, 0, rank, "a"));
+  TF_RETURN_IF_ERROR(CheckRank(*w, 1, rank, "b"));
+  std::vector<int64_t> a = ShapeOf(w->inputs(0)), b = ShapeOf(w->inputs(1));
+  int o = batch ? 1 : 0;
+  bool ta = w->matmul().transpose_a(), tb = dense || w->matmul().transpose_b();
+  int64_t m = ta ? a[o + 1] : a[o], ka = ta ? a[o] : a[o + 1];
+  int64_t kb = tb ? b[o + 1] : b[o], n = tb ? b[o] : b[o + 1];
+  if (ka != kb) {
+    return InvalidArgumentError(
+        StrCat(OpName(w->op()), ": reduction extents differ (", ka, " vs ", kb, ")"));
+  }
+  int64_t bs = 1;
+  if (batch) {
+    if (a[0] != b[0] && a[0] != 1 && b[0] != 1) {
+      return InvalidArgumentError(
+          StrCat("batch_matmul: batch sizes ", a[0], " and ", b[0], " do not broadcast"));
+    }
+    bs = std::max(a[0], b[0]);
+    *out = {bs, m, n};
+  } else {
+    *out = {m, n};
+  }
+  return 2.0 * bs * m * n * ka;
+}
+
+absl::StatusOr<double> CanonPool(v1::Workload* w, std::vector<int64_t>* out) {
+  if (!w->has_pool2d()) return InvalidArgumentError("pool2d: missing pool2d attributes");
+  auto* a = w->mutable_pool2d();
+  if (a->kind() == v1::POOL_KIND_UNSPECIFIED) return InvalidArgumentError("pool2d.kind is unset");
+  if (a->layout() == v1::DATA_LAYOUT_UNSPECIFIED) a->set_layout(v1::DATA_LAYOUT_NCHW);
+  TF_RETURN_IF_ERROR(CheckRank(*w, 0, 4, "data"));
+  std::vector<int64_t> d = ShapeOf(w->inputs(0));
+  bool nchw = a->layout() == v1::DATA_LAYOUT_NCHW;
+  int64_t n = d[0], c = nchw ? d[1] : d[3], h = nchw ? d[2] : d[1], wd = nchw ? d[3] : d[2];
+  if (a->kind() == v1::POOL_KIND_GLOBAL_AVG) {
+    if (!a->kernel().empty() || !a->strides().empty() || !a->pads().empty()) {
+      return InvalidArgumentError("pool2d: global pooling takes no kernel, strides or pads");
+    }
+    *out = nchw ? std::vector<int64_t>{n, c, 1, 1} : std::vector<int64_t>{n, 1, 1, c};
+    return double(n) * c * h * wd;
+  }
+  TF_RETURN_IF_ERROR(DefaultList(a->mutable_kernel(), 2, 0, 1, "pool2d.kernel"));
+  TF_RETURN_IF_ERROR(DefaultList(a->mutable_strides(), 2, 1, 1, "pool2d.strides"));
+  TF_RETURN_IF_ERROR(DefaultList(a->mutable_pads(), 4, 0, 0, "pool2d.pads"));
+  const auto& k = a->kernel();
+  const auto& p = a->pads();
+  int64_t oh = WindowOut(h, p[0], p[2], k[0], a->strides(0), 1, a->ceil_mode());
+  int64_t ow = WindowOut(wd, p[1], p[3], k[1], a->strides(1), 1, a->ceil_mode());
+  if (oh <= 0 || ow <= 0) return InvalidArgumentError("pool2d output would be empty");
+  *out = nchw ? std::vector<int64_t>{n, c, oh, ow} : std::vector<int64_t>{n, oh, ow, c};
+  return double(Product(*out)) * k[0] * k[1];
+}
+
+absl::StatusOr<double> CanonElementwise(v1::Workload* w, std::vector<int64_t>* out) {
+  if (!w->has_elementwise() || w->elementwise().kind() == v1::ELEMENTWISE_KIND_UNSPECIFIED) {
+    return InvalidArgumentError("elementwise.kind is unset");
+  }
+  v1::ElementwiseKind kind = w->elementwise().kind();
+  bool binary = kind == v1::ELEMENTWISE_KIND_ADD || kind == v1::ELEMENTWISE_KIND_SUB ||
+                kind == v1::ELEMENTWISE_KIND_MUL || kind == v1::ELEMENTWISE_KIND_DIV;
+  int want = binary ? 2 : 1;
+  if (w->inputs_size() != want) {
+    return InvalidArgumentError(StrCat("elementwise: expected ", want, " inputs, got ",
+                                       w->inputs_size()));
+  }
+  if (kind == v1::ELEMENTWISE_KIND_CLIP && !(w->elementwise().min() <= w->elementwise().max())) {
+    return InvalidArgumentError("elementwise clip: min > max");
+  }
+  std::vector<int64_t> shape = ShapeOf(w->inputs(0));
+  if (binary) {
+    // Numpy broadcasting, aligned at the innermost dimension.
+    std::vector<int64_t> b = ShapeOf(w->inputs(1));
+    size_t rank = std::max(shape.size(), b.size());
+    std::vector<int64_t> r(rank);
+    for (size_t i = 0; i < rank; ++i) {
+      int64_t x = i < rank - shape.size() ? 1 : shape[i - (rank - shape.size())];
+      int64_t y = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
+      if (x != y && x != 1 && y != 1) {
+        return InvalidArgumentError(StrCat("elementwise: shapes do not broadcast at dimension ", i,
+                                           " (", x, " vs ", y, ")"));
+      }
+      r[i] = std::max(x, y);
+    }
+    shape = r;
+  }
+  *out = shape;
+  return double(Product(shape));
+}
+
+double EpilogueFlopsPerElement(const v1::Epilogue& e) {
+  switch (e.kind()) {
+    case v1::EPILOGUE_KIND_SIGMOID: return 3;
+    case v1::EPILOGUE_KIND_SILU:
+    case v1::EPILOGUE_KIND_HARDSWISH: return 4;
+    case v1::EPILOGUE_KIND_RELU6:
+    case v1::EPILOGUE_KIND_CLIP:
+    case v1::EPILOGUE_KIND_LEAKY_RELU: return 2;
+    default: return 1;
+  }
+}
+
+}  // namespace
+
+std::string OpName(v1::OpKind op) {
+  switch (op) {
+    case v1::OP_KIND_CONV2D: return "conv2d";
+    case v1::OP_KIND_DENSE: return "dense";
+    case v1::OP_KIND_MATMUL: return "matmul";
+    case v1::OP_KIND_BATCH_MATMUL: return "batch_matmul";
+    case v1::OP_KIND_POOL2D: return "pool2d";
+    case v1::OP_KIND_ELEMENTWISE: return "elementwise";
+    case v1::OP_KIND_CONV2D_TRANSPOSE: return "conv2d_transpose";
+    default: return "unknown";
+  }
+}
+
+absl::StatusOr<CanonicalWorkload> Canonicalize(const v1::Workload& workload) {
+  CanonicalWorkload c;
+  c.workload = workload;
+  v1::Workload* w = &c.workload;
+  if (!v1::OpKind_IsValid(w->op()) || w->op() == v1::OP_KIND_UNSPECIFIED) {
+    return InvalidArgumentError(StrCat("workload.op is unset or unknown (", w->op(), ")"));
+  }
+  if (w->inputs_size() == 0) return InvalidArgumentError("workload has no inputs");
+  for (int i = 0; i < w->inputs_size(); ++i) {
+    auto* t = w->mutable_inputs(i);
+    if (t->shape().empty()) return InvalidArgumentError(StrCat("inputs[", i, "] has no shape"));
+    for (int64_t d : t->shape()) {
+      if (d <= 0 || d > (int64_t{1} << 31)) {
+        return InvalidArgumentError(StrCat("inputs[", i, "] has dimension ", d));
+      }
+    }
+    if (t->dtype() == v1::DTYPE_UNSPECIFIED) t->set_dtype(v1::DTYPE_FLOAT32);
+    if (!v1::DType_IsValid(t->dtype())) {
+      return InvalidArgumentError(StrCat("inputs[", i, "] has unknown dtype ", t->dtype()));
+    }
+  }
+  if (w->out_dtype() == v1::DTYPE_UNSPECIFIED) w->set_out_dtype(w->inputs(0).dtype());
+  if (!v1::DType_IsValid(w->out_dtype())) return InvalidArgumentError("unknown out_dtype");
+
+  // Attributes that belong to another op would make two equal workloads differ.
+  bool wants_conv = w->op() == v1::OP_KIND_CONV2D || w->op() == v1::OP_KIND_CONV2D_TRANSPOSE;
+  if ((w->has_conv2d() && !wants_conv) ||
+      (w->has_pool2d() && w->op() != v1::OP_KIND_POOL2D) ||
+      (w->has_elementwise() && w->op() != v1::OP_KIND_ELEMENTWISE) ||
+      (w->has_matmul() && w->op() != v1::OP_KIND_DENSE && w->op() != v1::OP_KIND_MATMUL &&
+       w->op() != v1::OP_KIND_BATCH_MATMUL)) {
+    return InvalidArgumentError(StrCat(OpName(w->op()), ": attributes of another op are set"));
+  }
+
+  absl::StatusOr<double> flops;
+  switch (w->op()) {
+    case v1::OP_KIND_CONV2D:
+    case v1::OP_KIND_CONV2D_TRANSPOSE: flops = CanonConv2d(w, &c.output_shape); break;
+    case v1::OP_KIND_DENSE:
+    case v1::OP_KIND_MATMUL:
+    case v1::OP_KIND_BATCH_MATMUL: flops = CanonMatmul(w, &c.output_shape); break;
+    case v1::OP_KIND_POOL2D: flops = CanonPool(w, &c.output_shape); break;
+    case v1::OP_KIND_ELEMENTWISE: flops = CanonElementwise(w, &c.output_shape); break;
+    default: return InvalidArgumentError("unsupported op");
+  }
+  if (!flops.ok()) return flops.status();
+  double out_elems = double(Product(c.output_shape));
+  double epi = 0;
+  for (int i = 0; i < w->epilogue_size(); ++i) {
+    const v1::Epilogue& e = w->epilogue(i);
+    if (!v1::EpilogueKind_IsValid(e.kind()) || e.kind() == v1::EPILOGUE_KIND_UNSPECIFIED) {
+      return InvalidArgumentError(StrCat("epilogue[", i, "] kind is unset or unknown"));
+    }
+    if (e.kind() == v1::EPILOGUE_KIND_CLIP && !(e.min() <= e.max())) {
+      return InvalidArgumentError(StrCat("epilogue[", i, "] clip: min > max"));
+    }
+    epi += EpilogueFlopsPerElement(e) * out_elems;
+  }
+  c.flops = *flops + epi;
+
+  google::protobuf::util::JsonPrintOptions opts;
+  opts.preserve_proto_field_names = true;
+  auto st = google::protobuf::util::MessageToJsonString(c.workload, &c.canonical_json, opts);
+  if (!st.ok()) return absl::InternalError(StrCat("workload to JSON: ", st.ToString()));
+  c.key = StrCat(OpName(w->op()), "-", Sha256Hex(c.canonical_json).substr(0, 24));
+  return c;
+}
+
+std::string Describe(const v1::Workload& w) {
+  std::vector<std::string> shapes;
+  for (const auto& t : w.inputs()) shapes.push_back(absl::StrJoin(t.shape(), "x"));
+  std::string s = StrCat(OpName(w.op()), " ", absl::StrJoin(shapes, " * "));
+  if (w.has_conv2d()) {
+    StrAppend(&s, " s", absl::StrJoin(w.conv2d().strides(), ","), " p",
+              absl::StrJoin(w.conv2d().pads(), ","));
+    if (w.conv2d().groups() > 1) StrAppend(&s, " g", w.conv2d().groups());
+  }
+  for (const auto& e : w.epilogue()) {
+    std::string name = v1::EpilogueKind_Name(e.kind());
+    absl::AsciiStrToLower(&name);
+    StrAppend(&s, " +", name.substr(std::string("epilogue_kind_").size()));
+  }
+  return s;
+}
+
+}  // namespace tunefarm::ir

@@ -1,0 +1,37 @@
+// Workloads: canonical form, stable key, output shape and FLOP count.
+//
+// A workload is canonicalised before anything keys on it: omitted attributes
+// take their defaults (strides 1, pads 0, dilations 1, groups 1, out_dtype =
+// the first input's dtype), then it is validated. Two workloads that describe
+// the same computation have the same canonical JSON and hence the same key.
+// Errors are InvalidArgument and name the offending field.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "tunefarm/v1/workload.pb.h"
+
+namespace tunefarm::ir {
+
+namespace v1 = ::tunefarm::v1;
+
+struct CanonicalWorkload {
+  v1::Workload workload;         // defaults filled in
+  std::string canonical_json;    // deterministic JSON of `workload`
+  std::string key;               // "<op>-<24 hex digits of sha256(canonical_json)>"
+  std::vector<int64_t> output_shape;
+  double flops = 0;              // main computation plus epilogue, per run
+};
+
+absl::StatusOr<CanonicalWorkload> Canonicalize(const v1::Workload& workload);
+
+// Short op name used as the key prefix: "conv2d", "dense", ...
+std::string OpName(v1::OpKind op);
+
+// "conv2d 1x64x56x56 * 64x64x3x3 s1 p1 +bias+relu"-style one-line summary.
+std::string Describe(const v1::Workload& workload);
+
+}  // namespace tunefarm::ir

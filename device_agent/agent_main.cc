@@ -1,0 +1,96 @@
+// tunefarm-agent: runs on a board, dials out to the tuning server and
+// measures the kernels it is handed.
+//
+//   tunefarm-agent --server=HOST:PORT --key=jetson-orin-nano [--token_file=F] [--tls_ca=F]
+//
+// Reconnects with back-off when the server goes away. Stops on SIGINT/SIGTERM.
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <thread>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "common/logging.h"
+#include "device_agent/capabilities.h"
+#include "google/protobuf/util/json_util.h"
+#include "proto/farm_session.h"
+
+ABSL_FLAG(std::string, server, "127.0.0.1:7070", "tuning server address HOST:PORT");
+ABSL_FLAG(std::string, key, "", "device key: the pool this board measures for (required)");
+ABSL_FLAG(std::string, device_id, "", "stable name of this board (default: the host name)");
+ABSL_FLAG(std::string, token_file, "", "file holding the bearer token");
+ABSL_FLAG(std::string, tls_ca, "", "PEM CA certificate; connect with TLS");
+ABSL_FLAG(bool, print_capabilities, false, "print the detected capabilities as JSON and exit");
+ABSL_FLAG(std::string, log_level, "info", "trace, debug, info, warn, error");
+
+namespace {
+int Fail(const std::string& msg, int code) {
+  std::fprintf(stderr, "tunefarm-agent: %s\n", msg.c_str());
+  return code;
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage("the tunefarm device agent");
+  absl::ParseCommandLine(argc, argv);
+  if (absl::Status s = tunefarm::InitLogging(absl::GetFlag(FLAGS_log_level)); !s.ok()) {
+    return Fail(std::string(s.message()), 2);
+  }
+  tunefarm::v1::Capabilities caps = tunefarm::agent::DetectCapabilities();
+  if (absl::GetFlag(FLAGS_print_capabilities)) {
+    std::string json;
+    google::protobuf::util::JsonPrintOptions o;
+    o.add_whitespace = true;
+    o.preserve_proto_field_names = true;
+    (void)google::protobuf::util::MessageToJsonString(caps, &json, o);
+    std::printf("%s", json.c_str());
+    return 0;
+  }
+  if (absl::GetFlag(FLAGS_key).empty()) return Fail("--key is required (e.g. --key=x86-avx512)", 2);
+
+  sigset_t stop;
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGINT);
+  sigaddset(&stop, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop, nullptr);
+
+  tunefarm::FarmSession::Options opts;
+  opts.client.server = absl::GetFlag(FLAGS_server);
+  opts.client.tls_ca_file = absl::GetFlag(FLAGS_tls_ca);
+  if (!absl::GetFlag(FLAGS_token_file).empty()) {
+    auto token = tunefarm::ReadTokenFile(absl::GetFlag(FLAGS_token_file));
+    if (!token.ok()) return Fail(std::string(token.status().message()), 2);
+    opts.client.token = *token;
+  }
+  opts.role = tunefarm::v1::ROLE_AGENT;
+  opts.device_key = absl::GetFlag(FLAGS_key);
+  opts.device_id = absl::GetFlag(FLAGS_device_id);
+  if (opts.device_id.empty()) {
+    char host[256] = {0};
+    gethostname(host, sizeof(host) - 1);
+    opts.device_id = host;
+  }
+  opts.capabilities = caps;
+  auto log = tunefarm::Logger("agent");
+  log->info("event=starting device={} key={} cpu=\"{}\" cores={} gpu=\"{}\"", opts.device_id,
+            opts.device_key, caps.cpu_model(), caps.cores(),
+            caps.has_gpu() ? caps.gpu_name() : "no GPU");
+  tunefarm::FarmSession session(opts, log);
+  std::thread signals([&] {
+    int sig = 0;
+    sigwait(&stop, &sig);
+    log->info("event=signal signal={}", sig);
+    session.Stop();
+  });
+  session.Run([&](const tunefarm::v1::WorkLease& lease) {
+    // Measurement (sandboxed runner, timing) is not built yet; the server
+    // hands out no leases until it is.
+    log->error("event=lease_ignored lease={} reason=\"measurement not built in this agent\"",
+               lease.lease_id());
+  });
+  signals.join();
+  return 0;
+}

@@ -1,0 +1,136 @@
+#include "proto/farm_session.h"
+
+#include <random>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "proto/protocol.h"
+
+namespace tunefarm {
+
+FarmSession::FarmSession(Options options, std::shared_ptr<spdlog::logger> log)
+    : options_(std::move(options)), log_(std::move(log)) {}
+
+void FarmSession::Stop() {
+  std::lock_guard<std::mutex> lock(mu_);
+  stop_ = true;
+  if (stream_ctx_ != nullptr) stream_ctx_->TryCancel();
+  cv_.notify_all();
+}
+
+bool FarmSession::SleepUnlessStopped(absl::Duration d) {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait_for(lock, absl::ToChronoNanoseconds(d), [this] { return stop_; });
+  return !stop_;
+}
+
+void FarmSession::Run(const WorkHandler& handler) {
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = MakeChannel(options_.client);
+  if (!channel.ok()) {
+    log_->error("event=channel_failed error=\"{}\"", std::string(channel.status().message()));
+    return;
+  }
+  auto stub = v1::FarmService::NewStub(*channel);
+  std::mt19937_64 rng{std::random_device{}()};
+  absl::Duration backoff = options_.min_backoff;
+  while (true) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stop_) return;
+    }
+    int before = registrations_.load();
+    absl::Status s = RunOnce(*stub, handler);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stop_) return;
+    }
+    // A session that got as far as registering resets the back-off.
+    if (registrations_.load() != before) backoff = options_.min_backoff;
+    double jitter = std::uniform_real_distribution<double>(0.8, 1.2)(rng);
+    absl::Duration wait = backoff * jitter;
+    log_->warn("event=disconnected server={} error=\"{}\" retry_in_ms={}", options_.client.server,
+               std::string(s.message()), absl::ToInt64Milliseconds(wait));
+    if (!SleepUnlessStopped(wait)) return;
+    backoff = std::min(backoff * 2, options_.max_backoff);
+  }
+}
+
+absl::Status FarmSession::RunOnce(v1::FarmService::Stub& stub, const WorkHandler& handler) {
+  v1::RegisterRequest reg;
+  reg.set_protocol_version(kProtocolVersion);
+  reg.set_role(options_.role);
+  reg.set_device_id(options_.device_id);
+  reg.set_device_key(options_.device_key);
+  *reg.mutable_capabilities() = options_.capabilities;
+  v1::RegisterResponse reg_resp;
+  {
+    auto ctx = MakeContext(options_.client, absl::Seconds(10));
+    grpc::Status s = stub.Register(ctx.get(), reg, &reg_resp);
+    if (!s.ok()) return FromGrpcStatus(s);
+  }
+  registrations_.fetch_add(1);
+  log_->info("event=registered server={} device={} key={} session={}", options_.client.server,
+             options_.device_id, options_.device_key, reg_resp.session_id());
+
+  grpc::ClientContext stream_ctx;
+  if (!options_.client.token.empty()) {
+    stream_ctx.AddMetadata("authorization", "Bearer " + options_.client.token);
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stop_) return absl::CancelledError("stopping");
+    stream_ctx_ = &stream_ctx;
+  }
+  v1::StreamWorkRequest req;
+  req.set_protocol_version(kProtocolVersion);
+  req.set_session_id(reg_resp.session_id());
+  req.set_max_in_flight(options_.max_in_flight);
+  std::unique_ptr<grpc::ClientReader<v1::WorkLease>> reader = stub.StreamWork(&stream_ctx, req);
+
+  // Heartbeats run beside the blocking stream read; a heartbeat that fails or
+  // that the server answers with register_again cancels the stream.
+  std::mutex hb_mu;
+  std::condition_variable hb_cv;
+  bool hb_done = false;
+  absl::Duration interval = absl::Milliseconds(std::max(reg_resp.heartbeat_interval_ms(), 50));
+  std::thread heartbeat([&] {
+    int failures = 0;
+    std::unique_lock<std::mutex> lock(hb_mu);
+    while (!hb_cv.wait_for(lock, absl::ToChronoNanoseconds(interval), [&] { return hb_done; })) {
+      lock.unlock();
+      v1::HeartbeatRequest hb;
+      hb.set_protocol_version(kProtocolVersion);
+      hb.set_session_id(reg_resp.session_id());
+      v1::HeartbeatResponse hb_resp;
+      auto ctx = MakeContext(options_.client, interval * 2);
+      grpc::Status s = stub.Heartbeat(ctx.get(), hb, &hb_resp);
+      failures = s.ok() ? 0 : failures + 1;
+      bool lost = hb_resp.register_again() || failures >= 3;
+      lock.lock();
+      if (lost) {
+        log_->warn("event=session_lost register_again={} heartbeat_failures={}",
+                   hb_resp.register_again(), failures);
+        stream_ctx.TryCancel();
+        return;
+      }
+    }
+  });
+
+  v1::WorkLease lease;
+  while (reader->Read(&lease)) handler(lease);
+  grpc::Status status = reader->Finish();
+  {
+    std::lock_guard<std::mutex> lock(hb_mu);
+    hb_done = true;
+    hb_cv.notify_all();
+  }
+  heartbeat.join();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stream_ctx_ = nullptr;
+  }
+  if (status.ok()) return absl::UnavailableError("work stream closed by the server");
+  return FromGrpcStatus(status);
+}
+
+}  // namespace tunefarm

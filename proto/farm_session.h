@@ -1,0 +1,65 @@
+// FarmSession: the dial-out loop of a compile worker or a device agent.
+//
+// Run() registers with the server, opens the StreamWork call and sends
+// heartbeats, handing each work lease to the handler. When the server goes
+// away, restarts, or forgets the session, it registers again after an
+// exponential back-off (capped, with jitter), forever, until Stop(). Nothing
+// ever dials the process: it works behind NAT, WSL or Docker.
+// Run() blocks; Stop() may be called from any thread.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "absl/time/time.h"
+#include "proto/client.h"
+#include "spdlog/logger.h"
+#include "tunefarm/v1/farm.grpc.pb.h"
+
+namespace tunefarm {
+
+class FarmSession {
+ public:
+  struct Options {
+    ClientOptions client;
+    v1::Role role = v1::ROLE_AGENT;
+    std::string device_id;
+    std::string device_key;
+    v1::Capabilities capabilities;
+    absl::Duration min_backoff = absl::Milliseconds(200);
+    absl::Duration max_backoff = absl::Seconds(30);
+    int max_in_flight = 1;
+  };
+  // Called on the Run() thread for every lease.
+  using WorkHandler = std::function<void(const v1::WorkLease&)>;
+
+  FarmSession(Options options, std::shared_ptr<spdlog::logger> log);
+
+  void Run(const WorkHandler& handler);
+  void Stop();
+
+  // How many times Register succeeded (for status output and tests).
+  int registrations() const { return registrations_.load(); }
+
+ private:
+  // One connected period: register, stream, heartbeat. Returns when the
+  // stream ends for any reason.
+  absl::Status RunOnce(v1::FarmService::Stub& stub, const WorkHandler& handler);
+  // Waits `d` or until Stop(); false when stopping.
+  bool SleepUnlessStopped(absl::Duration d);
+
+  const Options options_;
+  std::shared_ptr<spdlog::logger> log_;
+  std::atomic<int> registrations_{0};
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;                             // guarded by mu_
+  grpc::ClientContext* stream_ctx_ = nullptr;     // guarded by mu_
+};
+
+}  // namespace tunefarm

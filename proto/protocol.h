@@ -1,0 +1,30 @@
+// Protocol constants and the status conversions shared by every process that
+// speaks tunefarm.v1 over gRPC.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "grpcpp/grpcpp.h"
+
+namespace tunefarm {
+
+// The version every request carries in its protocol_version field.
+inline constexpr uint32_t kProtocolVersion = 1;
+
+// Largest message a server or client accepts (artifacts and ONNX models
+// travel in messages).
+inline constexpr int kMaxMessageBytes = 256 << 20;
+
+// OK for kProtocolVersion; FAILED_PRECONDITION naming both versions otherwise.
+grpc::Status CheckProtocolVersion(uint32_t version);
+
+// absl and gRPC share their code numbering.
+grpc::Status ToGrpcStatus(const absl::Status& s);
+absl::Status FromGrpcStatus(const grpc::Status& s);
+
+// Channel arguments with the message size limits set.
+grpc::ChannelArguments DefaultChannelArguments();
+
+}  // namespace tunefarm

@@ -1,0 +1,68 @@
+#include "server/device_registry.h"
+
+#include <random>
+
+#include "absl/strings/str_format.h"
+#include "common/status_macros.h"
+
+namespace tunefarm::server {
+namespace {
+std::string NewSessionId() {
+  static std::mutex mu;
+  static std::mt19937_64 rng{std::random_device{}()};
+  std::lock_guard<std::mutex> lock(mu);
+  return absl::StrFormat("%016x%016x", rng(), rng());
+}
+}  // namespace
+
+absl::StatusOr<std::string> DeviceRegistry::Register(const v1::Device& device) {
+  v1::Device d = device;
+  int64_t now = absl::ToUnixMillis(absl::Now());
+  d.set_registered_unix_ms(now);
+  d.set_last_seen_unix_ms(now);
+  TF_RETURN_IF_ERROR(log_.UpsertDevice(d));
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto it = sessions_.begin(); it != sessions_.end();) {
+    it = it->second.device_id == d.device_id() ? sessions_.erase(it) : std::next(it);
+  }
+  std::string id = NewSessionId();
+  sessions_[id] = Session{d.device_id(), absl::Now()};
+  return id;
+}
+
+bool DeviceRegistry::AliveLocked(const Session& s) const {
+  return absl::Now() - s.last_seen < 3 * heartbeat_interval_;
+}
+
+bool DeviceRegistry::Heartbeat(const std::string& session_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = sessions_.find(session_id);
+  if (it == sessions_.end()) return false;
+  if (!AliveLocked(it->second)) {
+    sessions_.erase(it);
+    return false;
+  }
+  it->second.last_seen = absl::Now();
+  return true;
+}
+
+bool DeviceRegistry::SessionAlive(const std::string& session_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = sessions_.find(session_id);
+  return it != sessions_.end() && AliveLocked(it->second);
+}
+
+absl::StatusOr<std::vector<v1::Device>> DeviceRegistry::List() {
+  TF_ASSIGN_OR_RETURN(std::vector<v1::Device> devices, log_.ListDevices());
+  std::lock_guard<std::mutex> lock(mu_);
+  for (v1::Device& d : devices) {
+    for (const auto& [id, s] : sessions_) {
+      if (s.device_id != d.device_id()) continue;
+      d.set_last_seen_unix_ms(absl::ToUnixMillis(s.last_seen));
+      if (AliveLocked(s)) d.set_state(v1::DEVICE_STATE_ONLINE);
+    }
+  }
+  return devices;
+}
+
+}  // namespace tunefarm::server

@@ -1,0 +1,54 @@
+// DeviceRegistry: which workers and agents are connected right now.
+//
+// Registration is persisted in the log database (one row per device_id, so a
+// board that reconnects keeps its row); sessions and heartbeats live in
+// memory, so after a server restart every process registers again (the
+// Heartbeat reply tells it to). A device is online while its session's last
+// heartbeat is younger than three heartbeat intervals. Thread safe.
+#pragma once
+
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "server/tuning_log.h"
+
+namespace tunefarm::server {
+
+class DeviceRegistry {
+ public:
+  DeviceRegistry(TuningLog& log, absl::Duration heartbeat_interval)
+      : log_(log), heartbeat_interval_(heartbeat_interval) {}
+
+  absl::Duration heartbeat_interval() const { return heartbeat_interval_; }
+
+  // Stores the device and opens a session for it; returns the session id.
+  // A previous session of the same device_id is closed.
+  absl::StatusOr<std::string> Register(const v1::Device& device);
+
+  // Records a heartbeat; false when the session is unknown (closed, expired
+  // or from before a restart).
+  bool Heartbeat(const std::string& session_id);
+
+  bool SessionAlive(const std::string& session_id);
+
+  // Every device ever registered, with its current state.
+  absl::StatusOr<std::vector<v1::Device>> List();
+
+ private:
+  struct Session {
+    std::string device_id;
+    absl::Time last_seen;
+  };
+  bool AliveLocked(const Session& s) const;
+
+  TuningLog& log_;
+  const absl::Duration heartbeat_interval_;
+  std::mutex mu_;
+  std::map<std::string, Session> sessions_;  // by session id
+};
+
+}  // namespace tunefarm::server

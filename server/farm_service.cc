@@ -1,0 +1,101 @@
+#include "server/farm_service.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/logging.h"
+
+namespace tunefarm::server {
+namespace {
+grpc::Status Invalid(const std::string& msg) {
+  return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, msg);
+}
+
+bool ValidId(const std::string& s) {
+  if (s.empty() || s.size() > 128) return false;
+  for (char c : s) {
+    if (!(isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.' || c == ':'))
+      return false;
+  }
+  return true;
+}
+}  // namespace
+
+void FarmService::Shutdown() {
+  std::lock_guard<std::mutex> lock(mu_);
+  shutdown_ = true;
+  cv_.notify_all();
+}
+
+grpc::Status FarmService::Register(grpc::ServerContext* ctx, const v1::RegisterRequest* req,
+                                   v1::RegisterResponse* resp) {
+  grpc::Status gate = gate_.Check(ctx, req->protocol_version());
+  if (!gate.ok()) return gate;
+  if (req->role() != v1::ROLE_WORKER && req->role() != v1::ROLE_AGENT) {
+    return Invalid("Register: role must be ROLE_WORKER or ROLE_AGENT");
+  }
+  if (!ValidId(req->device_id())) {
+    return Invalid(absl::StrCat("Register: device_id '", req->device_id(),
+                                "' must be 1-128 characters of [A-Za-z0-9._:-]"));
+  }
+  if (req->role() == v1::ROLE_AGENT && !ValidId(req->device_key())) {
+    return Invalid(absl::StrCat("Register: an agent needs a device_key of [A-Za-z0-9._:-], got '",
+                                req->device_key(), "'"));
+  }
+  v1::Device d;
+  d.set_device_id(req->device_id());
+  d.set_role(req->role());
+  d.set_device_key(req->device_key());
+  *d.mutable_capabilities() = req->capabilities();
+  d.set_peer(ctx->peer());
+  absl::StatusOr<std::string> session = devices_.Register(d);
+  if (!session.ok()) {
+    return grpc::Status(static_cast<grpc::StatusCode>(session.status().code()),
+                        std::string(session.status().message()));
+  }
+  resp->set_session_id(*session);
+  resp->set_heartbeat_interval_ms(
+      static_cast<int32_t>(absl::ToInt64Milliseconds(devices_.heartbeat_interval())));
+  resp->set_lease_timeout_ms(
+      static_cast<int32_t>(absl::ToInt64Milliseconds(3 * devices_.heartbeat_interval())));
+  Logger("server")->info("event=registered device={} role={} key={} peer={}", req->device_id(),
+                         v1::Role_Name(req->role()), req->device_key(), ctx->peer());
+  return grpc::Status::OK;
+}
+
+grpc::Status FarmService::StreamWork(grpc::ServerContext* ctx, const v1::StreamWorkRequest* req,
+                                     grpc::ServerWriter<v1::WorkLease>* writer) {
+  grpc::Status gate = gate_.Check(ctx, req->protocol_version());
+  if (!gate.ok()) return gate;
+  if (!devices_.SessionAlive(req->session_id())) {
+    return grpc::Status(grpc::StatusCode::NOT_FOUND, "unknown or expired session; register again");
+  }
+  // Send the initial metadata now, so the client sees the stream is open.
+  writer->SendInitialMetadata();
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!shutdown_) {
+    cv_.wait_for(lock, std::chrono::milliseconds(500));
+    if (ctx->IsCancelled()) return grpc::Status::CANCELLED;
+    if (!devices_.SessionAlive(req->session_id())) {
+      return grpc::Status(grpc::StatusCode::NOT_FOUND, "session expired; register again");
+    }
+  }
+  return grpc::Status(grpc::StatusCode::UNAVAILABLE, "server shutting down");
+}
+
+grpc::Status FarmService::ReportResult(grpc::ServerContext* ctx,
+                                       const v1::ReportResultRequest* req,
+                                       v1::ReportResultResponse* resp) {
+  grpc::Status gate = gate_.Check(ctx, req->protocol_version());
+  if (!gate.ok()) return gate;
+  return grpc::Status(grpc::StatusCode::NOT_FOUND,
+                      absl::StrCat("unknown lease '", req->lease_id(), "'"));
+}
+
+grpc::Status FarmService::Heartbeat(grpc::ServerContext* ctx, const v1::HeartbeatRequest* req,
+                                    v1::HeartbeatResponse* resp) {
+  grpc::Status gate = gate_.Check(ctx, req->protocol_version());
+  if (!gate.ok()) return gate;
+  if (!devices_.Heartbeat(req->session_id())) resp->set_register_again(true);
+  return grpc::Status::OK;
+}
+
+}  // namespace tunefarm::server

@@ -1,0 +1,42 @@
+// FarmService: where compile workers and device agents dial in. Register
+// and Heartbeat are served by the DeviceRegistry. StreamWork holds the
+// process's work stream open for as long as its session lives; the work
+// queues that feed it arrive with the farm (no lease is handed out yet, so
+// ReportResult answers NOT_FOUND for every lease id). Thread safe.
+#pragma once
+
+#include <condition_variable>
+#include <mutex>
+
+#include "server/device_registry.h"
+#include "server/request_gate.h"
+#include "tunefarm/v1/farm.grpc.pb.h"
+
+namespace tunefarm::server {
+
+class FarmService final : public v1::FarmService::Service {
+ public:
+  FarmService(DeviceRegistry& devices, const RequestGate& gate)
+      : devices_(devices), gate_(gate) {}
+
+  // Ends open work streams promptly; call before grpc::Server::Shutdown.
+  void Shutdown();
+
+  grpc::Status Register(grpc::ServerContext* ctx, const v1::RegisterRequest* req,
+                        v1::RegisterResponse* resp) override;
+  grpc::Status StreamWork(grpc::ServerContext* ctx, const v1::StreamWorkRequest* req,
+                          grpc::ServerWriter<v1::WorkLease>* writer) override;
+  grpc::Status ReportResult(grpc::ServerContext* ctx, const v1::ReportResultRequest* req,
+                            v1::ReportResultResponse* resp) override;
+  grpc::Status Heartbeat(grpc::ServerContext* ctx, const v1::HeartbeatRequest* req,
+                         v1::HeartbeatResponse* resp) override;
+
+ private:
+  DeviceRegistry& devices_;
+  const RequestGate& gate_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool shutdown_ = false;  // guarded by mu_
+};
+
+}  // namespace tunefarm::server

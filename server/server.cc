@@ -1,0 +1,87 @@
+#include "server/server.h"
+
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "common/logging.h"
+#include "common/status_macros.h"
+#include "proto/protocol.h"
+#include "server/device_registry.h"
+#include "server/farm_service.h"
+#include "server/request_gate.h"
+#include "server/tuning_log.h"
+#include "server/tuning_service.h"
+
+namespace tunefarm::server {
+namespace {
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<TunefarmServer>> TunefarmServer::Start(const Options& options) {
+  std::unique_ptr<TunefarmServer> s(new TunefarmServer());
+  TuningLog::Options db_opts;
+  db_opts.path = options.db_path;
+  TF_ASSIGN_OR_RETURN(s->log_, TuningLog::Open(db_opts));
+  if (!options.tokens_file.empty()) {
+    TF_ASSIGN_OR_RETURN(RequestGate gate, RequestGate::FromTokensFile(options.tokens_file));
+    s->gate_ = std::make_unique<RequestGate>(std::move(gate));
+  } else {
+    s->gate_ = std::make_unique<RequestGate>();
+  }
+  s->devices_ = std::make_unique<DeviceRegistry>(*s->log_, options.heartbeat_interval);
+  s->tuning_ = std::make_unique<TuningService>(*s->log_, *s->devices_, *s->gate_);
+  s->farm_ = std::make_unique<FarmService>(*s->devices_, *s->gate_);
+
+  std::shared_ptr<grpc::ServerCredentials> creds;
+  if (options.tls_cert_file.empty() != options.tls_key_file.empty()) {
+    return absl::InvalidArgumentError("TLS needs both a certificate and a key file");
+  }
+  if (!options.tls_cert_file.empty()) {
+    grpc::SslServerCredentialsOptions ssl;
+    grpc::SslServerCredentialsOptions::PemKeyCertPair pair;
+    TF_ASSIGN_OR_RETURN(pair.cert_chain, ReadFile(options.tls_cert_file));
+    TF_ASSIGN_OR_RETURN(pair.private_key, ReadFile(options.tls_key_file));
+    ssl.pem_key_cert_pairs.push_back(std::move(pair));
+    creds = grpc::SslServerCredentials(ssl);
+  } else {
+    creds = grpc::InsecureServerCredentials();
+  }
+
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(options.listen, creds, &s->port_);
+  builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
+  builder.SetMaxSendMessageSize(kMaxMessageBytes);
+  builder.RegisterService(s->tuning_.get());
+  builder.RegisterService(s->farm_.get());
+  s->server_ = builder.BuildAndStart();
+  if (s->server_ == nullptr || s->port_ == 0) {
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", options.listen));
+  }
+  Logger("server")->info("event=started listen={} port={} db={} tls={} tokens={}", options.listen,
+                         s->port_, options.db_path, !options.tls_cert_file.empty(),
+                         !options.tokens_file.empty());
+  return s;
+}
+
+void TunefarmServer::Shutdown() {
+  if (shut_down_ || server_ == nullptr) return;  // stopped, or never started
+  shut_down_ = true;
+  tuning_->Shutdown();
+  farm_->Shutdown();
+  server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  server_->Wait();
+  Logger("server")->info("event=stopped");
+}
+
+void TunefarmServer::Wait() { server_->Wait(); }
+
+TunefarmServer::~TunefarmServer() { Shutdown(); }
+
+}  // namespace tunefarm::server

@@ -1,0 +1,59 @@
+// TunefarmServer: the tuning server's services, database and gRPC server in
+// one object, so the binary and in-process tests start it the same way.
+//
+//   TunefarmServer::Options opts;
+//   opts.listen = "127.0.0.1:0";
+//   TF_ASSIGN_OR_RETURN(auto server, TunefarmServer::Start(opts));
+//   int port = server->port();
+//   ...
+//   server->Shutdown();
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "grpcpp/grpcpp.h"
+
+namespace tunefarm::server {
+
+class TuningLog;
+class DeviceRegistry;
+class RequestGate;
+class TuningService;
+class FarmService;
+
+class TunefarmServer {
+ public:
+  struct Options {
+    std::string listen = "127.0.0.1:7070";
+    std::string db_path = "tunefarm.db";
+    std::string tls_cert_file;  // with tls_key_file: serve TLS
+    std::string tls_key_file;
+    std::string tokens_file;    // when set, every call needs one of its tokens
+    absl::Duration heartbeat_interval = absl::Seconds(5);
+  };
+
+  static absl::StatusOr<std::unique_ptr<TunefarmServer>> Start(const Options& options);
+  ~TunefarmServer();
+
+  int port() const { return port_; }
+  // Stops accepting calls, ends open streams, waits for handlers, closes the db.
+  void Shutdown();
+  void Wait();
+
+ private:
+  TunefarmServer() = default;
+
+  std::unique_ptr<TuningLog> log_;
+  std::unique_ptr<RequestGate> gate_;
+  std::unique_ptr<DeviceRegistry> devices_;
+  std::unique_ptr<TuningService> tuning_;
+  std::unique_ptr<FarmService> farm_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+  bool shut_down_ = false;
+};
+
+}  // namespace tunefarm::server

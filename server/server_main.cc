@@ -1,0 +1,65 @@
+// tunefarm-server: the tuning server.
+//
+//   tunefarm-server --listen=127.0.0.1:7070 --db=tunefarm.db
+//
+// Stops cleanly on SIGINT/SIGTERM. With --port_file it writes the bound port
+// there once it listens (use --listen=127.0.0.1:0 to let the OS pick).
+#include <signal.h>
+
+#include <cstdio>
+#include <fstream>
+#include <thread>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "common/logging.h"
+#include "server/server.h"
+
+ABSL_FLAG(std::string, listen, "127.0.0.1:7070", "address:port to serve on (port 0: any)");
+ABSL_FLAG(std::string, db, "tunefarm.db", "SQLite log database file (created if absent)");
+ABSL_FLAG(std::string, tls_cert, "", "PEM certificate chain; serve TLS (needs --tls_key)");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key for --tls_cert");
+ABSL_FLAG(std::string, tokens_file, "", "file of accepted bearer tokens, one per line");
+ABSL_FLAG(std::string, port_file, "", "write the bound port to this file once listening");
+ABSL_FLAG(int, heartbeat_interval_ms, 5000, "heartbeat interval asked of workers and agents");
+ABSL_FLAG(std::string, log_level, "info", "trace, debug, info, warn, error");
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage("the tunefarm tuning server");
+  absl::ParseCommandLine(argc, argv);
+  if (absl::Status s = tunefarm::InitLogging(absl::GetFlag(FLAGS_log_level)); !s.ok()) {
+    std::fprintf(stderr, "tunefarm-server: %s\n", std::string(s.message()).c_str());
+    return 2;
+  }
+  // Block the stop signals in every thread; one thread waits for them.
+  sigset_t stop;
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGINT);
+  sigaddset(&stop, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop, nullptr);
+
+  tunefarm::server::TunefarmServer::Options opts;
+  opts.listen = absl::GetFlag(FLAGS_listen);
+  opts.db_path = absl::GetFlag(FLAGS_db);
+  opts.tls_cert_file = absl::GetFlag(FLAGS_tls_cert);
+  opts.tls_key_file = absl::GetFlag(FLAGS_tls_key);
+  opts.tokens_file = absl::GetFlag(FLAGS_tokens_file);
+  opts.heartbeat_interval = absl::Milliseconds(absl::GetFlag(FLAGS_heartbeat_interval_ms));
+  auto server = tunefarm::server::TunefarmServer::Start(opts);
+  if (!server.ok()) {
+    std::fprintf(stderr, "tunefarm-server: %s\n", std::string(server.status().message()).c_str());
+    return 1;
+  }
+  if (!absl::GetFlag(FLAGS_port_file).empty()) {
+    // Write then rename, so a reader never sees a partial number.
+    std::string tmp = absl::GetFlag(FLAGS_port_file) + ".tmp";
+    std::ofstream(tmp) << (*server)->port() << "\n";
+    std::rename(tmp.c_str(), absl::GetFlag(FLAGS_port_file).c_str());
+  }
+  int sig = 0;
+  sigwait(&stop, &sig);
+  tunefarm::Logger("server")->info("event=signal signal={}", sig);
+  (*server)->Shutdown();
+  return 0;
+}

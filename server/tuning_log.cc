@@ -1,0 +1,725 @@
+// All SQL of the log database lives in this file.
+#include "server/tuning_log.h"
+
+#include <cmath>
+#include <random>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "common/sha256.h"
+#include "common/status_macros.h"
+#include "compiler/ir/schedule_hash.h"
+#include "compiler/ir/target.h"
+#include "compiler/ir/workload.h"
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
+#include "server/sqlite_db.h"
+
+namespace tunefarm::server {
+namespace {
+
+using internal::Db;
+using internal::Stmt;
+
+// "TFM1": marks a file as a tunefarm database (PRAGMA application_id).
+constexpr int64_t kApplicationId = 0x54464D31;
+
+// kMigrations[i] takes the schema from version i to version i + 1.
+const char* const kMigrations[] = {
+    // 0 -> 1
+    R"sql(
+CREATE TABLE schema_version (
+  version INTEGER NOT NULL PRIMARY KEY,
+  applied_unix_ms INTEGER NOT NULL
+);
+CREATE TABLE workloads (
+  id INTEGER PRIMARY KEY,
+  key TEXT NOT NULL UNIQUE,
+  op TEXT NOT NULL,
+  canonical_json TEXT NOT NULL,
+  workload BLOB NOT NULL,
+  flops REAL NOT NULL
+);
+CREATE TABLE targets (
+  id INTEGER PRIMARY KEY,
+  spec TEXT NOT NULL UNIQUE,
+  kind TEXT NOT NULL,
+  arch TEXT NOT NULL
+);
+CREATE TABLE devices (
+  id INTEGER PRIMARY KEY,
+  device_id TEXT NOT NULL UNIQUE,
+  role INTEGER NOT NULL,
+  device_key TEXT NOT NULL,
+  capabilities BLOB NOT NULL,
+  registered_unix_ms INTEGER NOT NULL,
+  last_seen_unix_ms INTEGER NOT NULL,
+  peer TEXT NOT NULL
+);
+CREATE TABLE jobs (
+  id INTEGER PRIMARY KEY,
+  name TEXT NOT NULL,
+  spec BLOB NOT NULL,
+  target_id INTEGER NOT NULL REFERENCES targets(id),
+  device_key TEXT NOT NULL,
+  seed INTEGER NOT NULL,
+  state INTEGER NOT NULL,
+  status_message TEXT NOT NULL,
+  created_unix_ms INTEGER NOT NULL,
+  updated_unix_ms INTEGER NOT NULL
+);
+CREATE INDEX jobs_state ON jobs(state);
+CREATE TABLE tasks (
+  id INTEGER PRIMARY KEY,
+  job_id INTEGER NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,
+  workload_id INTEGER NOT NULL REFERENCES workloads(id),
+  weight REAL NOT NULL,
+  UNIQUE (job_id, workload_id)
+);
+CREATE TABLE records (
+  id INTEGER PRIMARY KEY,
+  workload_id INTEGER NOT NULL REFERENCES workloads(id),
+  target_id INTEGER NOT NULL REFERENCES targets(id),
+  schedule BLOB NOT NULL,
+  schedule_hash TEXT NOT NULL,
+  status INTEGER NOT NULL,
+  costs TEXT NOT NULL,
+  mean_cost REAL,
+  error TEXT NOT NULL,
+  build_sec REAL NOT NULL,
+  run_sec REAL NOT NULL,
+  device_key TEXT NOT NULL,
+  device_id TEXT NOT NULL,
+  job_id INTEGER REFERENCES jobs(id),
+  timestamp_unix_ms INTEGER NOT NULL,
+  fingerprint BLOB NOT NULL,
+  content_hash TEXT NOT NULL UNIQUE
+);
+CREATE INDEX records_best ON records(workload_id, target_id, mean_cost) WHERE status = 1;
+CREATE INDEX records_schedule ON records(workload_id, target_id, schedule_hash);
+CREATE INDEX records_job ON records(job_id, workload_id);
+)sql",
+};
+static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == TuningLog::kSchemaVersion);
+
+int64_t NowMs() { return absl::ToUnixMillis(absl::Now()); }
+
+std::string DeterministicBytes(const google::protobuf::Message& m) {
+  std::string bytes;
+  google::protobuf::io::StringOutputStream out(&bytes);
+  google::protobuf::io::CodedOutputStream coded(&out);
+  coded.SetSerializationDeterministic(true);
+  m.SerializeToCodedStream(&coded);
+  coded.Trim();
+  return bytes;
+}
+
+std::string FormatCosts(const google::protobuf::RepeatedField<double>& costs) {
+  std::vector<std::string> parts;
+  for (double c : costs) parts.push_back(absl::StrFormat("%.17g", c));
+  return absl::StrJoin(parts, ",");
+}
+
+// Columns every record query selects, in the order RowToRecord reads them.
+constexpr const char* kRecordColumns =
+    "r.id, w.key, w.workload, t.spec, r.schedule, r.status, r.costs, r.error, r.build_sec, "
+    "r.run_sec, r.device_key, r.device_id, r.job_id, r.timestamp_unix_ms, r.fingerprint, "
+    "r.schedule_hash FROM records r JOIN workloads w ON w.id = r.workload_id "
+    "JOIN targets t ON t.id = r.target_id";
+
+absl::StatusOr<v1::Record> RowToRecord(const Stmt& st, const std::string& path) {
+  v1::Record r;
+  r.set_record_id(st.Int(0));
+  r.set_workload_key(st.Text(1));
+  bool ok = r.mutable_workload()->ParseFromString(st.Blob(2));
+  r.mutable_target()->set_spec(st.Text(3));
+  ok = ok && r.mutable_schedule()->ParseFromString(st.Blob(4));
+  r.set_status(static_cast<v1::MeasureStatus>(st.Int(5)));
+  for (absl::string_view c : absl::StrSplit(st.Text(6), ',', absl::SkipEmpty())) {
+    double v = 0;
+    ok = ok && absl::SimpleAtod(c, &v);
+    r.add_costs_sec(v);
+  }
+  r.set_error(st.Text(7));
+  r.set_build_sec(st.Double(8));
+  r.set_run_sec(st.Double(9));
+  r.set_device_key(st.Text(10));
+  r.set_device_id(st.Text(11));
+  r.set_job_id(st.IsNull(12) ? 0 : st.Int(12));
+  r.set_timestamp_unix_ms(st.Int(13));
+  ok = ok && r.mutable_fingerprint()->ParseFromString(st.Blob(14));
+  r.set_schedule_hash(st.Text(15));
+  if (!ok) {
+    return absl::DataLossError(
+        absl::StrCat("record ", r.record_id(), " in ", path, " does not decode"));
+  }
+  return r;
+}
+
+// A record checked and reduced to what is stored.
+struct PreparedRecord {
+  v1::Record record;  // workload and target canonical
+  ir::CanonicalWorkload workload;
+  std::string target_spec;
+  std::string target_kind;
+  std::string target_arch;
+  std::string schedule_hash;
+  std::string content_hash;
+  double mean_cost = 0;
+};
+
+absl::StatusOr<PreparedRecord> PrepareRecord(const v1::Record& in) {
+  PreparedRecord p;
+  p.record = in;
+  v1::Record& r = p.record;
+  if (!r.has_workload()) return absl::InvalidArgumentError("no workload");
+  absl::StatusOr<ir::CanonicalWorkload> cw = ir::Canonicalize(r.workload());
+  if (!cw.ok()) return absl::InvalidArgumentError(absl::StrCat("workload: ", cw.status().message()));
+  p.workload = *std::move(cw);
+  if (!r.workload_key().empty() && r.workload_key() != p.workload.key) {
+    return absl::InvalidArgumentError(absl::StrCat("workload_key ", r.workload_key(),
+                                                   " does not match the workload (",
+                                                   p.workload.key, ")"));
+  }
+  absl::StatusOr<ir::Target> target = ir::Target::Parse(r.target().spec());
+  if (!target.ok()) return target.status();
+  p.target_spec = target->ToString();
+  p.target_kind = target->is_gpu() ? "cuda" : "llvm";
+  p.target_arch = target->arch();
+  if (!v1::MeasureStatus_IsValid(r.status()) || r.status() == v1::MEASURE_STATUS_UNSPECIFIED) {
+    return absl::InvalidArgumentError(absl::StrCat("status is unset or unknown (", r.status(), ")"));
+  }
+  if (r.status() == v1::MEASURE_STATUS_OK) {
+    if (r.costs_sec().empty()) return absl::InvalidArgumentError("status OK but no costs_sec");
+    double sum = 0;
+    for (double c : r.costs_sec()) {
+      if (!std::isfinite(c) || c <= 0) {
+        return absl::InvalidArgumentError(absl::StrCat("costs_sec has ", c, " (must be > 0)"));
+      }
+      sum += c;
+    }
+    p.mean_cost = sum / r.costs_sec_size();
+  }
+  for (double v : {r.build_sec(), r.run_sec()}) {
+    if (!std::isfinite(v) || v < 0) {
+      return absl::InvalidArgumentError(absl::StrCat("build_sec/run_sec is ", v));
+    }
+  }
+  if (r.job_id() < 0) return absl::InvalidArgumentError("job_id is negative");
+  if (r.timestamp_unix_ms() <= 0) r.set_timestamp_unix_ms(NowMs());
+  *r.mutable_workload() = p.workload.workload;
+  r.mutable_target()->set_spec(p.target_spec);
+  p.schedule_hash = ir::ScheduleHash(r.schedule());
+
+  // Identity: everything a measurement says, but not where it is filed.
+  v1::Record identity = r;
+  identity.clear_record_id();
+  identity.clear_job_id();
+  identity.clear_workload_key();
+  identity.clear_schedule_hash();
+  p.content_hash = Sha256Hex(DeterministicBytes(identity));
+  return p;
+}
+
+
+}  // namespace
+
+TuningLog::TuningLog(std::unique_ptr<internal::Db> db, std::string path)
+    : db_(std::move(db)), path_(std::move(path)) {}
+
+TuningLog::~TuningLog() = default;
+
+absl::StatusOr<std::unique_ptr<TuningLog>> TuningLog::Open(const Options& options) {
+  TF_ASSIGN_OR_RETURN(std::unique_ptr<Db> db, Db::Open(options.path));
+  const std::string& path = options.path;
+  TF_RETURN_IF_ERROR(db->Exec(absl::StrCat("PRAGMA busy_timeout = ", options.busy_timeout_ms)));
+  // Reading the schema is the first access to the file's header.
+  absl::StatusOr<int64_t> n_tables = db->QueryInt("SELECT count(*) FROM sqlite_master");
+  if (!n_tables.ok()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        path, " is not a tunefarm database (", n_tables.status().message(), ")"));
+  }
+  TF_ASSIGN_OR_RETURN(int64_t app_id, db->QueryInt("PRAGMA application_id"));
+  if (*n_tables > 0 && app_id != kApplicationId) {
+    Stmt st(db->raw(), path);
+    TF_RETURN_IF_ERROR(st.Prepare(
+        "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name LIMIT 5"));
+    std::vector<std::string> names;
+    while (true) {
+      TF_ASSIGN_OR_RETURN(bool row, st.Step());
+      if (!row) break;
+      names.push_back(st.Text(0));
+    }
+    return absl::FailedPreconditionError(
+        absl::StrFormat("%s is an SQLite database of another program, not tunefarm's "
+                        "(application_id 0x%x, tables: %s)",
+                        path, app_id, absl::StrJoin(names, ", ")));
+  }
+  TF_ASSIGN_OR_RETURN(std::string mode, db->QueryText("PRAGMA journal_mode = WAL"));
+  if (mode != "wal") {
+    return absl::FailedPreconditionError(
+        absl::StrCat(path, ": cannot switch to WAL journal mode (got '", mode, "')"));
+  }
+  TF_RETURN_IF_ERROR(db->Exec("PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;"));
+  if (options.max_page_count > 0) {
+    TF_RETURN_IF_ERROR(
+        db->Exec(absl::StrCat("PRAGMA max_page_count = ", options.max_page_count)));
+  }
+  std::unique_ptr<TuningLog> log(new TuningLog(std::move(db), path));
+  TF_RETURN_IF_ERROR(log->Migrate());
+  return log;
+}
+
+absl::Status TuningLog::Migrate() {
+  std::lock_guard<std::mutex> lock(mu_);
+  while (true) {
+    TF_RETURN_IF_ERROR(db_->Exec("BEGIN IMMEDIATE"));
+    auto version_or = [&]() -> absl::StatusOr<int64_t> {
+      TF_ASSIGN_OR_RETURN(int64_t has, db_->QueryInt("SELECT count(*) FROM sqlite_master WHERE "
+                                                     "type = 'table' AND name = 'schema_version'"));
+      if (!has) return 0;
+      return db_->QueryInt("SELECT coalesce(max(version), 0) FROM schema_version");
+    }();
+    if (!version_or.ok()) {
+      db_->Exec("ROLLBACK").IgnoreError();
+      return version_or.status();
+    }
+    int64_t version = *version_or;
+    if (version > kSchemaVersion) {
+      db_->Exec("ROLLBACK").IgnoreError();
+      return absl::FailedPreconditionError(absl::StrCat(
+          path_, " has schema version ", version, ", newer than this tunefarm (", TUNEFARM_VERSION,
+          ") understands (", kSchemaVersion, "); use a newer tunefarm"));
+    }
+    if (version == kSchemaVersion) return db_->Exec("COMMIT");
+    absl::Status s = db_->Exec(kMigrations[version]);
+    if (s.ok() && version == 0) {
+      s = db_->Exec(absl::StrCat("PRAGMA application_id = ", kApplicationId));
+    }
+    if (s.ok()) {
+      s = db_->Exec(absl::StrCat("INSERT INTO schema_version (version, applied_unix_ms) VALUES (",
+                                 version + 1, ", ", NowMs(), ")"));
+    }
+    if (s.ok()) s = db_->Exec("COMMIT");
+    if (!s.ok()) {
+      db_->Exec("ROLLBACK").IgnoreError();
+      return absl::Status(s.code(), absl::StrCat("migrating ", path_, " to schema version ",
+                                                 version + 1, ": ", s.message()));
+    }
+  }
+}
+
+absl::StatusOr<int> TuningLog::SchemaVersion() {
+  std::lock_guard<std::mutex> lock(mu_);
+  TF_ASSIGN_OR_RETURN(int64_t v, db_->QueryInt("SELECT max(version) FROM schema_version"));
+  return static_cast<int>(v);
+}
+
+absl::StatusOr<int64_t> TuningLog::InternWorkload(const v1::Workload& workload,
+                                                  std::string* key) {
+  TF_ASSIGN_OR_RETURN(ir::CanonicalWorkload cw, ir::Canonicalize(workload));
+  *key = cw.key;
+  Stmt ins(db_->raw(), path_);
+  TF_RETURN_IF_ERROR(ins.Prepare(
+      "INSERT OR IGNORE INTO workloads (key, op, canonical_json, workload, flops) "
+      "VALUES (?, ?, ?, ?, ?)"));
+  ins.Bind(1, cw.key).Bind(2, ir::OpName(cw.workload.op())).Bind(3, cw.canonical_json);
+  ins.BindBlob(4, DeterministicBytes(cw.workload)).Bind(5, cw.flops);
+  TF_RETURN_IF_ERROR(ins.Run());
+  Stmt sel(db_->raw(), path_);
+  TF_RETURN_IF_ERROR(sel.Prepare("SELECT id FROM workloads WHERE key = ?"));
+  sel.Bind(1, cw.key);
+  TF_ASSIGN_OR_RETURN(bool row, sel.Step());
+  if (!row) return absl::InternalError("workload vanished after insert");
+  return sel.Int(0);
+}
+
+absl::StatusOr<int64_t> TuningLog::InternTarget(const std::string& spec, std::string* canonical) {
+  TF_ASSIGN_OR_RETURN(ir::Target t, ir::Target::Parse(spec));
+  *canonical = t.ToString();
+  Stmt ins(db_->raw(), path_);
+  TF_RETURN_IF_ERROR(
+      ins.Prepare("INSERT OR IGNORE INTO targets (spec, kind, arch) VALUES (?, ?, ?)"));
+  ins.Bind(1, *canonical).Bind(2, t.is_gpu() ? "cuda" : "llvm").Bind(3, t.arch());
+  TF_RETURN_IF_ERROR(ins.Run());
+  Stmt sel(db_->raw(), path_);
+  TF_RETURN_IF_ERROR(sel.Prepare("SELECT id FROM targets WHERE spec = ?"));
+  sel.Bind(1, *canonical);
+  TF_ASSIGN_OR_RETURN(bool row, sel.Step());
+  if (!row) return absl::InternalError("target vanished after insert");
+  return sel.Int(0);
+}
+
+absl::StatusOr<TuningLog::CommitResult> TuningLog::CommitRecords(
+    const std::vector<v1::Record>& records) {
+  std::vector<PreparedRecord> prepared;
+  prepared.reserve(records.size());
+  for (size_t i = 0; i < records.size(); ++i) {
+    absl::StatusOr<PreparedRecord> p = PrepareRecord(records[i]);
+    if (!p.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("record ", i, ": ", p.status().message()));
+    }
+    prepared.push_back(*std::move(p));
+  }
+
+  std::lock_guard<std::mutex> lock(mu_);
+  CommitResult result;
+  TF_RETURN_IF_ERROR(db_->Exec("BEGIN IMMEDIATE"));
+  absl::Status s = [&]() -> absl::Status {
+    Stmt ins(db_->raw(), path_);
+    TF_RETURN_IF_ERROR(ins.Prepare(
+        "INSERT OR IGNORE INTO records (workload_id, target_id, schedule, schedule_hash, status, "
+        "costs, mean_cost, error, build_sec, run_sec, device_key, device_id, job_id, "
+        "timestamp_unix_ms, fingerprint, content_hash) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
+    Stmt dup(db_->raw(), path_);
+    TF_RETURN_IF_ERROR(dup.Prepare("SELECT id FROM records WHERE content_hash = ?"));
+    Stmt job(db_->raw(), path_);
+    TF_RETURN_IF_ERROR(job.Prepare("SELECT 1 FROM jobs WHERE id = ?"));
+    for (size_t i = 0; i < prepared.size(); ++i) {
+      const PreparedRecord& p = prepared[i];
+      const v1::Record& r = p.record;
+      std::string key, spec;
+      TF_ASSIGN_OR_RETURN(int64_t wid, InternWorkload(r.workload(), &key));
+      TF_ASSIGN_OR_RETURN(int64_t tid, InternTarget(r.target().spec(), &spec));
+      if (r.job_id() != 0) {
+        job.Bind(1, r.job_id());
+        TF_ASSIGN_OR_RETURN(bool exists, job.Step());
+        TF_RETURN_IF_ERROR(job.Reset());
+        if (!exists) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("record ", i, ": job_id ", r.job_id(), " does not exist"));
+        }
+      }
+      ins.Bind(1, wid).Bind(2, tid).BindBlob(3, DeterministicBytes(r.schedule()));
+      ins.Bind(4, p.schedule_hash).Bind(5, int64_t{r.status()}).Bind(6, FormatCosts(r.costs_sec()));
+      if (r.status() == v1::MEASURE_STATUS_OK) {
+        ins.Bind(7, p.mean_cost);
+      } else {
+        ins.BindNull(7);
+      }
+      ins.Bind(8, r.error()).Bind(9, r.build_sec()).Bind(10, r.run_sec());
+      ins.Bind(11, r.device_key()).Bind(12, r.device_id());
+      if (r.job_id() != 0) {
+        ins.Bind(13, r.job_id());
+      } else {
+        ins.BindNull(13);
+      }
+      ins.Bind(14, r.timestamp_unix_ms()).BindBlob(15, DeterministicBytes(r.fingerprint()));
+      ins.Bind(16, p.content_hash);
+      TF_RETURN_IF_ERROR(ins.Run());
+      if (sqlite3_changes(db_->raw()) == 1) {
+        result.record_ids.push_back(sqlite3_last_insert_rowid(db_->raw()));
+        ++result.inserted;
+      } else {
+        dup.Bind(1, p.content_hash);
+        TF_ASSIGN_OR_RETURN(bool row, dup.Step());
+        if (!row) return absl::InternalError("record neither inserted nor present");
+        result.record_ids.push_back(dup.Int(0));
+        TF_RETURN_IF_ERROR(dup.Reset());
+        ++result.duplicates;
+      }
+    }
+    return db_->Exec("COMMIT");
+  }();
+  if (!s.ok()) {
+    // Nothing of this batch is kept. ROLLBACK can fail if SQLite already
+    // rolled back on its own (e.g. SQLITE_FULL); either way the batch is gone.
+    db_->Exec("ROLLBACK").IgnoreError();
+    return absl::Status(s.code(), absl::StrCat("committing ", records.size(),
+                                               " records (none stored): ", s.message()));
+  }
+  return result;
+}
+
+absl::StatusOr<std::vector<v1::Record>> TuningLog::TopK(const std::string& workload_key,
+                                                        const std::string& target_spec, int k) {
+  TF_ASSIGN_OR_RETURN(ir::Target t, ir::Target::Parse(target_spec));
+  std::lock_guard<std::mutex> lock(mu_);
+  Stmt st(db_->raw(), path_);
+  TF_RETURN_IF_ERROR(st.Prepare(absl::StrCat(
+      "SELECT ", kRecordColumns,
+      " WHERE r.workload_id = (SELECT id FROM workloads WHERE key = ?) "
+      "AND r.target_id = (SELECT id FROM targets WHERE spec = ?) AND r.status = 1 "
+      "ORDER BY r.mean_cost, r.id LIMIT ?")));
+  st.Bind(1, workload_key).Bind(2, t.ToString()).Bind(3, int64_t{std::max(k, 1)});
+  std::vector<v1::Record> out;
+  while (true) {
+    TF_ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) break;
+    TF_ASSIGN_OR_RETURN(v1::Record r, RowToRecord(st, path_));
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+absl::StatusOr<std::string> TuningLog::ExplainTopK() {
+  std::lock_guard<std::mutex> lock(mu_);
+  Stmt st(db_->raw(), path_);
+  TF_RETURN_IF_ERROR(st.Prepare(absl::StrCat(
+      "EXPLAIN QUERY PLAN SELECT ", kRecordColumns,
+      " WHERE r.workload_id = (SELECT id FROM workloads WHERE key = ?) "
+      "AND r.target_id = (SELECT id FROM targets WHERE spec = ?) AND r.status = 1 "
+      "ORDER BY r.mean_cost, r.id LIMIT ?")));
+  std::string plan;
+  while (true) {
+    TF_ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) break;
+    absl::StrAppend(&plan, st.Text(3), "\n");
+  }
+  return plan;
+}
+
+absl::StatusOr<std::vector<v1::Record>> TuningLog::ListRecords(const RecordQuery& q) {
+  std::string target_spec;
+  if (!q.target_spec.empty()) {
+    TF_ASSIGN_OR_RETURN(ir::Target t, ir::Target::Parse(q.target_spec));
+    target_spec = t.ToString();
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  std::string sql = absl::StrCat("SELECT ", kRecordColumns, " WHERE r.id > ?1");
+  if (!q.workload_key.empty()) absl::StrAppend(&sql, " AND w.key = ?2");
+  if (!target_spec.empty()) absl::StrAppend(&sql, " AND t.spec = ?3");
+  if (q.job_id != 0) absl::StrAppend(&sql, " AND r.job_id = ?4");
+  if (q.status != v1::MEASURE_STATUS_UNSPECIFIED) absl::StrAppend(&sql, " AND r.status = ?5");
+  absl::StrAppend(&sql, " ORDER BY r.id LIMIT ?6");
+  Stmt st(db_->raw(), path_);
+  TF_RETURN_IF_ERROR(st.Prepare(sql));
+  st.Bind(1, q.after_record_id).Bind(2, q.workload_key).Bind(3, target_spec);
+  st.Bind(4, q.job_id).Bind(5, int64_t{q.status}).Bind(6, int64_t{std::max(q.limit, 1)});
+  std::vector<v1::Record> out;
+  while (true) {
+    TF_ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) break;
+    TF_ASSIGN_OR_RETURN(v1::Record r, RowToRecord(st, path_));
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+absl::StatusOr<int64_t> TuningLog::CountRecords() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return db_->QueryInt("SELECT count(*) FROM records");
+}
+
+absl::StatusOr<v1::Workload> TuningLog::GetWorkload(const std::string& workload_key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Stmt st(db_->raw(), path_);
+  TF_RETURN_IF_ERROR(st.Prepare("SELECT workload FROM workloads WHERE key = ?"));
+  st.Bind(1, workload_key);
+  TF_ASSIGN_OR_RETURN(bool row, st.Step());
+  if (!row) return absl::NotFoundError(absl::StrCat("no workload with key ", workload_key));
+  v1::Workload w;
+  if (!w.ParseFromString(st.Blob(0))) {
+    return absl::DataLossError(absl::StrCat("workload ", workload_key, " does not decode"));
+  }
+  return w;
+}
+
+absl::StatusOr<int64_t> TuningLog::CreateJob(const v1::JobSpec& in) {
+  v1::JobSpec spec = in;
+  if (spec.onnx_model().size() > 0) {
+    return absl::UnimplementedError(
+        "jobs from ONNX models are not supported yet (model import is not built); "
+        "submit explicit tasks");
+  }
+  if (spec.tasks().empty()) return absl::InvalidArgumentError("job has no tasks");
+  absl::StatusOr<ir::Target> target = ir::Target::Parse(spec.target().spec());
+  if (!target.ok()) return target.status();
+  spec.mutable_target()->set_spec(target->ToString());
+  if (spec.device_key().empty()) {
+    return absl::InvalidArgumentError("job has no device_key (which agents measure it)");
+  }
+  const v1::Budget& b = spec.budget();
+  if (b.max_trials() < 0 || b.max_seconds() < 0 || b.max_trials_per_task() < 0) {
+    return absl::InvalidArgumentError("budget values must not be negative");
+  }
+  if (!v1::SearchStrategy_IsValid(spec.strategy())) {
+    return absl::InvalidArgumentError("unknown search strategy");
+  }
+  if (spec.strategy() == v1::SEARCH_STRATEGY_UNSPECIFIED) {
+    spec.set_strategy(v1::SEARCH_STRATEGY_EVOLUTIONARY);
+  }
+  if (spec.seed() == 0) {
+    std::random_device rd;
+    spec.set_seed((uint64_t{rd()} << 32 | rd()) | 1);
+  }
+  // Canonical workloads; the same workload twice adds up its weight.
+  std::vector<std::pair<ir::CanonicalWorkload, double>> tasks;
+  for (int i = 0; i < spec.tasks_size(); ++i) {
+    const v1::TaskSpec& t = spec.tasks(i);
+    absl::StatusOr<ir::CanonicalWorkload> cw = ir::Canonicalize(t.workload());
+    if (!cw.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("task ", i, ": ", cw.status().message()));
+    }
+    double weight = t.weight() == 0 ? 1 : t.weight();
+    if (!std::isfinite(weight) || weight < 0) {
+      return absl::InvalidArgumentError(absl::StrCat("task ", i, ": weight ", t.weight()));
+    }
+    bool merged = false;
+    for (auto& [existing, w] : tasks) {
+      if (existing.key == cw->key) w += weight, merged = true;
+    }
+    if (!merged) tasks.emplace_back(*std::move(cw), weight);
+  }
+  spec.clear_tasks();
+  for (auto& [cw, w] : tasks) {
+    v1::TaskSpec* t = spec.add_tasks();
+    *t->mutable_workload() = cw.workload;
+    t->set_weight(w);
+  }
+
+  std::lock_guard<std::mutex> lock(mu_);
+  TF_RETURN_IF_ERROR(db_->Exec("BEGIN IMMEDIATE"));
+  absl::StatusOr<int64_t> job_id = [&]() -> absl::StatusOr<int64_t> {
+    std::string canonical;
+    TF_ASSIGN_OR_RETURN(int64_t tid, InternTarget(spec.target().spec(), &canonical));
+    int64_t now = NowMs();
+    Stmt ins(db_->raw(), path_);
+    TF_RETURN_IF_ERROR(ins.Prepare(
+        "INSERT INTO jobs (name, spec, target_id, device_key, seed, state, status_message, "
+        "created_unix_ms, updated_unix_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"));
+    ins.Bind(1, spec.name()).BindBlob(2, DeterministicBytes(spec)).Bind(3, tid);
+    ins.Bind(4, spec.device_key()).Bind(5, static_cast<int64_t>(spec.seed()));
+    ins.Bind(6, int64_t{v1::JOB_STATE_QUEUED}).Bind(7, "queued").Bind(8, now).Bind(9, now);
+    TF_RETURN_IF_ERROR(ins.Run());
+    int64_t id = sqlite3_last_insert_rowid(db_->raw());
+    Stmt task(db_->raw(), path_);
+    TF_RETURN_IF_ERROR(
+        task.Prepare("INSERT INTO tasks (job_id, workload_id, weight) VALUES (?, ?, ?)"));
+    for (const v1::TaskSpec& t : spec.tasks()) {
+      std::string key;
+      TF_ASSIGN_OR_RETURN(int64_t wid, InternWorkload(t.workload(), &key));
+      task.Bind(1, id).Bind(2, wid).Bind(3, t.weight());
+      TF_RETURN_IF_ERROR(task.Run());
+    }
+    TF_RETURN_IF_ERROR(db_->Exec("COMMIT"));
+    return id;
+  }();
+  if (!job_id.ok()) db_->Exec("ROLLBACK").IgnoreError();
+  return job_id;
+}
+
+absl::StatusOr<v1::Job> TuningLog::LoadJobLocked(int64_t job_id) {
+  Stmt st(db_->raw(), path_);
+  TF_RETURN_IF_ERROR(st.Prepare(
+      "SELECT spec, state, status_message, created_unix_ms, updated_unix_ms, target_id "
+      "FROM jobs WHERE id = ?"));
+  st.Bind(1, job_id);
+  TF_ASSIGN_OR_RETURN(bool row, st.Step());
+  if (!row) return absl::NotFoundError(absl::StrCat("no job ", job_id));
+  v1::Job job;
+  job.set_job_id(job_id);
+  if (!job.mutable_spec()->ParseFromString(st.Blob(0))) {
+    return absl::DataLossError(absl::StrCat("job ", job_id, " spec does not decode"));
+  }
+  job.set_state(static_cast<v1::JobState>(st.Int(1)));
+  job.set_status_message(st.Text(2));
+  job.set_created_unix_ms(st.Int(3));
+  job.set_updated_unix_ms(st.Int(4));
+  int64_t target_id = st.Int(5);
+
+  Stmt tasks(db_->raw(), path_);
+  TF_RETURN_IF_ERROR(tasks.Prepare(
+      "SELECT k.id, w.id, w.key, w.workload, k.weight, w.flops, "
+      "(SELECT count(*) FROM records r WHERE r.job_id = k.job_id AND r.workload_id = w.id), "
+      "(SELECT min(mean_cost) FROM records r WHERE r.workload_id = w.id AND r.target_id = ?2 "
+      " AND r.status = 1) "
+      "FROM tasks k JOIN workloads w ON w.id = k.workload_id WHERE k.job_id = ?1 ORDER BY k.id"));
+  tasks.Bind(1, job_id).Bind(2, target_id);
+  while (true) {
+    TF_ASSIGN_OR_RETURN(bool more, tasks.Step());
+    if (!more) break;
+    v1::Task* t = job.add_tasks();
+    t->set_task_id(tasks.Int(0));
+    t->set_workload_key(tasks.Text(2));
+    t->mutable_workload()->ParseFromString(tasks.Blob(3));
+    t->set_weight(tasks.Double(4));
+    t->set_flops(tasks.Double(5));
+    t->set_trials(tasks.Int(6));
+    t->set_best_cost_sec(tasks.IsNull(7) ? 0 : tasks.Double(7));
+    job.set_trials_done(job.trials_done() + t->trials());
+  }
+  return job;
+}
+
+absl::StatusOr<v1::Job> TuningLog::GetJob(int64_t job_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return LoadJobLocked(job_id);
+}
+
+absl::StatusOr<std::vector<v1::Job>> TuningLog::ListJobs(v1::JobState state, int limit) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Stmt st(db_->raw(), path_);
+  TF_RETURN_IF_ERROR(st.Prepare(
+      "SELECT id FROM jobs WHERE (?1 = 0 OR state = ?1) ORDER BY id DESC LIMIT ?2"));
+  st.Bind(1, int64_t{state}).Bind(2, int64_t{std::max(limit, 1)});
+  std::vector<int64_t> ids;
+  while (true) {
+    TF_ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) break;
+    ids.push_back(st.Int(0));
+  }
+  std::vector<v1::Job> jobs;
+  for (int64_t id : ids) {
+    TF_ASSIGN_OR_RETURN(v1::Job job, LoadJobLocked(id));
+    jobs.push_back(std::move(job));
+  }
+  return jobs;
+}
+
+absl::Status TuningLog::SetJobState(int64_t job_id, v1::JobState state,
+                                    const std::string& message) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Stmt st(db_->raw(), path_);
+  TF_RETURN_IF_ERROR(st.Prepare(
+      "UPDATE jobs SET state = ?, status_message = ?, updated_unix_ms = ? WHERE id = ?"));
+  st.Bind(1, int64_t{state}).Bind(2, message).Bind(3, NowMs()).Bind(4, job_id);
+  TF_RETURN_IF_ERROR(st.Run());
+  if (sqlite3_changes(db_->raw()) == 0) return absl::NotFoundError(absl::StrCat("no job ", job_id));
+  return absl::OkStatus();
+}
+
+absl::Status TuningLog::UpsertDevice(const v1::Device& d) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Stmt st(db_->raw(), path_);
+  TF_RETURN_IF_ERROR(st.Prepare(
+      "INSERT INTO devices (device_id, role, device_key, capabilities, registered_unix_ms, "
+      "last_seen_unix_ms, peer) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) "
+      "ON CONFLICT (device_id) DO UPDATE SET role = ?2, device_key = ?3, capabilities = ?4, "
+      "registered_unix_ms = ?5, last_seen_unix_ms = ?6, peer = ?7"));
+  st.Bind(1, d.device_id()).Bind(2, int64_t{d.role()}).Bind(3, d.device_key());
+  st.BindBlob(4, DeterministicBytes(d.capabilities())).Bind(5, d.registered_unix_ms());
+  st.Bind(6, d.last_seen_unix_ms()).Bind(7, d.peer());
+  return st.Run();
+}
+
+absl::StatusOr<std::vector<v1::Device>> TuningLog::ListDevices() {
+  std::lock_guard<std::mutex> lock(mu_);
+  Stmt st(db_->raw(), path_);
+  TF_RETURN_IF_ERROR(st.Prepare(
+      "SELECT device_id, role, device_key, capabilities, registered_unix_ms, last_seen_unix_ms, "
+      "peer FROM devices ORDER BY device_id"));
+  std::vector<v1::Device> out;
+  while (true) {
+    TF_ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) break;
+    v1::Device d;
+    d.set_device_id(st.Text(0));
+    d.set_role(static_cast<v1::Role>(st.Int(1)));
+    d.set_device_key(st.Text(2));
+    d.mutable_capabilities()->ParseFromString(st.Blob(3));
+    d.set_registered_unix_ms(st.Int(4));
+    d.set_last_seen_unix_ms(st.Int(5));
+    d.set_peer(st.Text(6));
+    d.set_state(v1::DEVICE_STATE_OFFLINE);
+    out.push_back(std::move(d));
+  }
+  return out;
+}
+
+}  // namespace tunefarm::server

@@ -1,0 +1,116 @@
+// TuningLog: the SQLite log database that holds every workload, target, job,
+// task, device and measurement record of a farm.
+//
+// Durability contract: CommitRecords() writes a whole batch in one
+// transaction (WAL, synchronous=FULL). When it returns OK every record of the
+// batch is on disk and survives a crash of this process or the machine; when
+// it returns an error none of the batch is stored and what was stored before
+// is untouched. Records are deduplicated by content, so committing the same
+// record twice (a retried report, a re-import) stores it once.
+//
+// Errors: a file that is not SQLite, or SQLite that is not a tunefarm
+// database -> FailedPrecondition/DataLoss naming the file; a schema newer than
+// this build -> FailedPrecondition; a full disk -> ResourceExhausted; bad
+// records -> InvalidArgument naming the record's index and field.
+//
+// Thread safe: one connection, serialised by an internal mutex. Several
+// processes may open the same file (SQLite locking, busy timeout).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "tunefarm/v1/records.pb.h"
+
+namespace tunefarm::server {
+
+namespace v1 = ::tunefarm::v1;
+
+namespace internal {
+class Db;
+}
+
+class TuningLog {
+ public:
+  struct Options {
+    std::string path = "tunefarm.db";
+    int busy_timeout_ms = 10000;
+    // Caps the file at this many pages (0: no cap). Lets tests fill the "disk".
+    int64_t max_page_count = 0;
+  };
+
+  // The schema this build writes; older files are migrated forward on open.
+  static constexpr int kSchemaVersion = 1;
+
+  static absl::StatusOr<std::unique_ptr<TuningLog>> Open(const Options& options);
+  ~TuningLog();
+
+  const std::string& path() const { return path_; }
+  absl::StatusOr<int> SchemaVersion();
+
+  // ---- records ----
+  struct CommitResult {
+    // One id per input record, in order; a duplicate gets the id of the
+    // record already stored.
+    std::vector<int64_t> record_ids;
+    int64_t inserted = 0;
+    int64_t duplicates = 0;
+  };
+  // Validates and stores `records` in one transaction. Server-assigned
+  // fields (record_id, workload_key, schedule_hash) are computed here; a
+  // non-empty workload_key must match. job_id must name a stored job or be 0.
+  absl::StatusOr<CommitResult> CommitRecords(const std::vector<v1::Record>& records);
+
+  // Best `k` OK records of a workload on a target, lowest mean cost first.
+  absl::StatusOr<std::vector<v1::Record>> TopK(const std::string& workload_key,
+                                               const std::string& target_spec, int k);
+
+  struct RecordQuery {
+    std::string workload_key;  // empty: any
+    std::string target_spec;   // empty: any
+    int64_t job_id = 0;        // 0: any
+    v1::MeasureStatus status = v1::MEASURE_STATUS_UNSPECIFIED;
+    int64_t after_record_id = 0;
+    int limit = 100;
+  };
+  // Records in id order.
+  absl::StatusOr<std::vector<v1::Record>> ListRecords(const RecordQuery& query);
+  absl::StatusOr<int64_t> CountRecords();
+
+  // The SQL plan of the TopK query, for checking that it is an index lookup.
+  absl::StatusOr<std::string> ExplainTopK();
+
+  // ---- workloads and targets ----
+  // The stored workload with this key, NotFound otherwise.
+  absl::StatusOr<v1::Workload> GetWorkload(const std::string& workload_key);
+
+  // ---- jobs ----
+  // Validates and stores a job with its tasks (state QUEUED). The seed is
+  // drawn when the spec has none, and stored.
+  absl::StatusOr<int64_t> CreateJob(const v1::JobSpec& spec);
+  absl::StatusOr<v1::Job> GetJob(int64_t job_id);
+  // Newest first. state UNSPECIFIED: all.
+  absl::StatusOr<std::vector<v1::Job>> ListJobs(v1::JobState state, int limit);
+  absl::Status SetJobState(int64_t job_id, v1::JobState state, const std::string& message);
+
+  // ---- devices ----
+  absl::Status UpsertDevice(const v1::Device& device);
+  absl::StatusOr<std::vector<v1::Device>> ListDevices();
+
+ private:
+  TuningLog(std::unique_ptr<internal::Db> db, std::string path);
+  absl::Status Migrate();
+  absl::StatusOr<int64_t> InternWorkload(const v1::Workload& workload, std::string* key);
+  absl::StatusOr<int64_t> InternTarget(const std::string& spec, std::string* canonical);
+  absl::StatusOr<v1::Job> LoadJobLocked(int64_t job_id);
+
+  std::mutex mu_;
+  std::unique_ptr<internal::Db> db_;
+  std::string path_;
+};
+
+}  // namespace tunefarm::server

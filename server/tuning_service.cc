@@ -1,0 +1,275 @@
+#include "server/tuning_service.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/logging.h"
+#include "compiler/ir/target.h"
+#include "compiler/ir/workload.h"
+#include "proto/protocol.h"
+
+namespace tunefarm::server {
+namespace {
+
+constexpr int kDefaultListLimit = 100;
+constexpr int kMaxListLimit = 10000;
+constexpr int kExportChunk = 500;
+
+bool IsFinal(v1::JobState s) {
+  return s == v1::JOB_STATE_SUCCEEDED || s == v1::JOB_STATE_FAILED ||
+         s == v1::JOB_STATE_CANCELLED;
+}
+
+grpc::Status Invalid(const std::string& msg) {
+  return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, msg);
+}
+
+// Converts a filter to a TuningLog query; the target must parse.
+absl::StatusOr<TuningLog::RecordQuery> ToQuery(const v1::RecordFilter& f) {
+  TuningLog::RecordQuery q;
+  q.workload_key = f.workload_key();
+  q.target_spec = f.target().spec();
+  if (!q.target_spec.empty()) {
+    absl::StatusOr<ir::Target> t = ir::Target::Parse(q.target_spec);
+    if (!t.ok()) return t.status();
+  }
+  q.job_id = f.job_id();
+  if (!v1::MeasureStatus_IsValid(f.status())) {
+    return absl::InvalidArgumentError(absl::StrCat("unknown status filter ", f.status()));
+  }
+  q.status = f.status();
+  return q;
+}
+
+#define TF_GATE(req)                                                     \
+  do {                                                                   \
+    grpc::Status gate_status = gate_.Check(ctx, (req)->protocol_version()); \
+    if (!gate_status.ok()) return gate_status;                           \
+  } while (0)
+
+}  // namespace
+
+void TuningService::Shutdown() {
+  std::lock_guard<std::mutex> lock(mu_);
+  shutdown_ = true;
+  changed_.notify_all();
+}
+
+void TuningService::NotifyJobsChanged() {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++generation_;
+  changed_.notify_all();
+}
+
+grpc::Status TuningService::SubmitJob(grpc::ServerContext* ctx, const v1::SubmitJobRequest* req,
+                                      v1::SubmitJobResponse* resp) {
+  TF_GATE(req);
+  absl::StatusOr<int64_t> id = log_.CreateJob(req->spec());
+  if (!id.ok()) return ToGrpcStatus(id.status());
+  resp->set_job_id(*id);
+  Logger("server")->info("event=job_submitted job={} tasks={} target=\"{}\"", *id,
+                         req->spec().tasks_size(), req->spec().target().spec());
+  NotifyJobsChanged();
+  return grpc::Status::OK;
+}
+
+grpc::Status TuningService::GetJob(grpc::ServerContext* ctx, const v1::GetJobRequest* req,
+                                   v1::Job* resp) {
+  TF_GATE(req);
+  absl::StatusOr<v1::Job> job = log_.GetJob(req->job_id());
+  if (!job.ok()) return ToGrpcStatus(job.status());
+  *resp = *std::move(job);
+  return grpc::Status::OK;
+}
+
+grpc::Status TuningService::ListJobs(grpc::ServerContext* ctx, const v1::ListJobsRequest* req,
+                                     v1::ListJobsResponse* resp) {
+  TF_GATE(req);
+  if (!v1::JobState_IsValid(req->state())) return Invalid("unknown job state filter");
+  if (req->limit() < 0) return Invalid("limit must not be negative");
+  int limit = req->limit() == 0 ? kDefaultListLimit : std::min(req->limit(), kMaxListLimit);
+  absl::StatusOr<std::vector<v1::Job>> jobs = log_.ListJobs(req->state(), limit);
+  if (!jobs.ok()) return ToGrpcStatus(jobs.status());
+  for (v1::Job& j : *jobs) *resp->add_jobs() = std::move(j);
+  return grpc::Status::OK;
+}
+
+grpc::Status TuningService::WatchJob(grpc::ServerContext* ctx, const v1::WatchJobRequest* req,
+                                     grpc::ServerWriter<v1::JobEvent>* writer) {
+  TF_GATE(req);
+  v1::JobState last_state = v1::JOB_STATE_UNSPECIFIED;
+  int64_t last_trials = -1;
+  while (true) {
+    uint64_t seen;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      seen = generation_;
+    }
+    absl::StatusOr<v1::Job> job = log_.GetJob(req->job_id());
+    if (!job.ok()) return ToGrpcStatus(job.status());
+    if (job->state() != last_state || job->trials_done() != last_trials) {
+      v1::JobEvent ev;
+      ev.set_job_id(job->job_id());
+      ev.set_state(job->state());
+      ev.set_trials_done(job->trials_done());
+      ev.set_message(job->status_message());
+      ev.set_timestamp_unix_ms(job->updated_unix_ms());
+      if (!writer->Write(ev)) return grpc::Status::OK;  // client went away
+      last_state = job->state();
+      last_trials = job->trials_done();
+    }
+    if (IsFinal(job->state())) return grpc::Status::OK;
+    std::unique_lock<std::mutex> lock(mu_);
+    // Wake on a change, at shutdown, or every half second to notice a
+    // cancelled call (gRPC's sync API has no cancellation callback).
+    changed_.wait_for(lock, std::chrono::milliseconds(500),
+                      [&] { return generation_ != seen || shutdown_; });
+    if (shutdown_) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "server shutting down");
+    if (ctx->IsCancelled()) return grpc::Status::CANCELLED;
+  }
+}
+
+grpc::Status TuningService::CancelJob(grpc::ServerContext* ctx, const v1::CancelJobRequest* req,
+                                      v1::Job* resp) {
+  TF_GATE(req);
+  absl::StatusOr<v1::Job> job = log_.GetJob(req->job_id());
+  if (!job.ok()) return ToGrpcStatus(job.status());
+  if (IsFinal(job->state())) {
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                        absl::StrCat("job ", req->job_id(), " has already ended (",
+                                     v1::JobState_Name(job->state()), ")"));
+  }
+  absl::Status s = log_.SetJobState(req->job_id(), v1::JOB_STATE_CANCELLED, "cancelled by user");
+  if (!s.ok()) return ToGrpcStatus(s);
+  Logger("server")->info("event=job_cancelled job={}", req->job_id());
+  NotifyJobsChanged();
+  absl::StatusOr<v1::Job> after = log_.GetJob(req->job_id());
+  if (!after.ok()) return ToGrpcStatus(after.status());
+  *resp = *std::move(after);
+  return grpc::Status::OK;
+}
+
+grpc::Status TuningService::ResumeJob(grpc::ServerContext* ctx, const v1::ResumeJobRequest* req,
+                                      v1::Job* resp) {
+  TF_GATE(req);
+  return grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
+                      "ResumeJob: this server does not run tuning yet, so there is nothing to "
+                      "resume");
+}
+
+grpc::Status TuningService::QueryBest(grpc::ServerContext* ctx, const v1::QueryBestRequest* req,
+                                      v1::QueryBestResponse* resp) {
+  TF_GATE(req);
+  if (req->top_k() < 0 || req->top_k() > 1000) return Invalid("top_k must be in [0, 1000]");
+  int k = req->top_k() == 0 ? 1 : req->top_k();
+  std::string target = req->target().spec();
+  std::vector<std::pair<std::string, double>> keys;  // workload key, weight
+  switch (req->query_case()) {
+    case v1::QueryBestRequest::kWorkload: {
+      const v1::WorkloadQuery& q = req->workload();
+      if (q.has_workload()) {
+        absl::StatusOr<ir::CanonicalWorkload> cw = ir::Canonicalize(q.workload());
+        if (!cw.ok()) return ToGrpcStatus(cw.status());
+        keys.emplace_back(cw->key, 1);
+      } else if (!q.workload_key().empty()) {
+        keys.emplace_back(q.workload_key(), 1);
+      } else {
+        return Invalid("QueryBest: give a workload_key or a workload");
+      }
+      break;
+    }
+    case v1::QueryBestRequest::kJobId: {
+      absl::StatusOr<v1::Job> job = log_.GetJob(req->job_id());
+      if (!job.ok()) return ToGrpcStatus(job.status());
+      if (target.empty()) target = job->spec().target().spec();
+      for (const v1::Task& t : job->tasks()) keys.emplace_back(t.workload_key(), t.weight());
+      break;
+    }
+    case v1::QueryBestRequest::kModel:
+      return grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
+                          "QueryBest by model: ONNX import is not built yet; query by workload "
+                          "key or by job");
+    default:
+      return Invalid("QueryBest: no query (workload, model or job_id)");
+  }
+  if (target.empty()) return Invalid("QueryBest: target is required");
+  absl::StatusOr<ir::Target> parsed = ir::Target::Parse(target);
+  if (!parsed.ok()) return ToGrpcStatus(parsed.status());
+  for (const auto& [key, weight] : keys) {
+    absl::StatusOr<std::vector<v1::Record>> top = log_.TopK(key, target, k);
+    if (!top.ok()) return ToGrpcStatus(top.status());
+    v1::BestEntry* e = resp->add_entries();
+    e->set_workload_key(key);
+    e->set_weight(weight);
+    for (v1::Record& r : *top) *e->add_records() = std::move(r);
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status TuningService::ListRecords(grpc::ServerContext* ctx,
+                                        const v1::ListRecordsRequest* req,
+                                        v1::ListRecordsResponse* resp) {
+  TF_GATE(req);
+  absl::StatusOr<TuningLog::RecordQuery> q = ToQuery(req->filter());
+  if (!q.ok()) return ToGrpcStatus(q.status());
+  if (req->limit() < 0 || req->limit() > kMaxListLimit) {
+    return Invalid(absl::StrCat("limit must be in [0, ", kMaxListLimit, "]"));
+  }
+  q->limit = req->limit() == 0 ? kDefaultListLimit : req->limit();
+  q->after_record_id = req->after_record_id();
+  absl::StatusOr<std::vector<v1::Record>> records = log_.ListRecords(*q);
+  if (!records.ok()) return ToGrpcStatus(records.status());
+  if (static_cast<int>(records->size()) == q->limit) {
+    resp->set_last_record_id(records->back().record_id());
+  }
+  for (v1::Record& r : *records) *resp->add_records() = std::move(r);
+  return grpc::Status::OK;
+}
+
+grpc::Status TuningService::ExportRecords(grpc::ServerContext* ctx,
+                                          const v1::ExportRecordsRequest* req,
+                                          grpc::ServerWriter<v1::RecordChunk>* writer) {
+  TF_GATE(req);
+  absl::StatusOr<TuningLog::RecordQuery> q = ToQuery(req->filter());
+  if (!q.ok()) return ToGrpcStatus(q.status());
+  q->limit = kExportChunk;
+  while (true) {
+    if (ctx->IsCancelled()) return grpc::Status::CANCELLED;
+    absl::StatusOr<std::vector<v1::Record>> records = log_.ListRecords(*q);
+    if (!records.ok()) return ToGrpcStatus(records.status());
+    if (records->empty()) return grpc::Status::OK;
+    q->after_record_id = records->back().record_id();
+    v1::RecordChunk chunk;
+    for (v1::Record& r : *records) *chunk.add_records() = std::move(r);
+    if (!writer->Write(chunk)) return grpc::Status::CANCELLED;
+  }
+}
+
+grpc::Status TuningService::ImportRecords(grpc::ServerContext* ctx,
+                                          const v1::ImportRecordsRequest* req,
+                                          v1::ImportRecordsResponse* resp) {
+  TF_GATE(req);
+  std::vector<v1::Record> records(req->records().begin(), req->records().end());
+  // Job ids are local to the farm that made the record.
+  for (v1::Record& r : records) {
+    r.clear_job_id();
+    r.clear_record_id();
+  }
+  absl::StatusOr<TuningLog::CommitResult> res = log_.CommitRecords(records);
+  if (!res.ok()) return ToGrpcStatus(res.status());
+  resp->set_imported(res->inserted);
+  resp->set_duplicates(res->duplicates);
+  Logger("server")->info("event=records_imported imported={} duplicates={}", res->inserted,
+                         res->duplicates);
+  return grpc::Status::OK;
+}
+
+grpc::Status TuningService::ListDevices(grpc::ServerContext* ctx,
+                                        const v1::ListDevicesRequest* req,
+                                        v1::ListDevicesResponse* resp) {
+  TF_GATE(req);
+  absl::StatusOr<std::vector<v1::Device>> devices = devices_.List();
+  if (!devices.ok()) return ToGrpcStatus(devices.status());
+  for (v1::Device& d : *devices) *resp->add_devices() = std::move(d);
+  return grpc::Status::OK;
+}
+
+}  // namespace tunefarm::server

@@ -1,0 +1,213 @@
+// End to end: the real tunefarm-server, tunefarm CLI, tunefarm-agent and
+// tunefarm-worker binaries on 127.0.0.1 with ports picked by the OS.
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <fstream>
+
+#include "absl/strings/match.h"
+#include "cli/records_jsonl.h"
+#include "gtest/gtest.h"
+#include "tests/server/test_records.h"
+#include "tests/testing/process.h"
+#include "tests/testing/temp_dir.h"
+
+namespace tunefarm {
+namespace {
+
+using testing::BinPath;
+using testing::CommandResult;
+using testing::RunCommand;
+using testing::ServerProcess;
+
+class E2ETest : public ::testing::Test {
+ protected:
+  CommandResult Cli(const ServerProcess& server, std::vector<std::string> args) {
+    args.insert(args.begin(), {BinPath("tunefarm"), "--server=" + server.address()});
+    return RunCommand(args, dir_.path());
+  }
+  std::string WriteRecords(int n) {
+    std::string path = dir_.File("records.jsonl");
+    std::ofstream out(path);
+    for (int i = 1; i <= n; ++i) {
+      v1::Record r =
+          testing::MakeRecord(testing::Conv2d(32, 32, 28), testing::kTargetX86, 1e-3 / i, i);
+      out << cli::RecordToJsonLine(r) << "\n";
+    }
+    return path;
+  }
+  std::string WorkloadKey(const ServerProcess& server) {
+    CommandResult r = Cli(server, {"records", "--limit=1", "--json"});
+    size_t at = r.out.find("\"workload_key\":\"");
+    if (at == std::string::npos) return "";
+    at += 16;
+    return r.out.substr(at, r.out.find('"', at) - at);
+  }
+
+  testing::TempDir dir_;
+};
+
+TEST_F(E2ETest, ImportQueryRestartQueryAgain) {
+  std::string db = dir_.File("farm.db");
+  auto server = ServerProcess::Start(db, dir_.path());
+  ASSERT_TRUE(server.ok()) << server.status();
+
+  CommandResult imp = Cli(**server, {"import", WriteRecords(40)});
+  ASSERT_EQ(imp.exit_code, 0) << imp.err;
+  EXPECT_TRUE(absl::StrContains(imp.out, "imported 40 records (0 already present)")) << imp.out;
+  // Importing again changes nothing.
+  imp = Cli(**server, {"import", dir_.File("records.jsonl")});
+  EXPECT_TRUE(absl::StrContains(imp.out, "imported 0 records (40 already present)")) << imp.out;
+
+  std::string key = WorkloadKey(**server);
+  ASSERT_FALSE(key.empty());
+  std::vector<std::string> best_args = {"best", "--workload=" + key,
+                                        "--target=llvm -mcpu=skylake-avx512", "--json"};
+  CommandResult best = Cli(**server, best_args);
+  ASSERT_EQ(best.exit_code, 0) << best.err;
+  // Salt 40 is the fastest record (1e-3 / 40 s).
+  EXPECT_TRUE(absl::StrContains(best.out, "\"lengths\":[\"40\",\"4\"]")) << best.out;
+  std::string before = best.out;
+
+  auto stopped = (*server)->Stop();
+  ASSERT_TRUE(stopped.ok());
+  EXPECT_EQ(DescribeWaitStatus(*stopped), "exited with 0");
+
+  auto again = ServerProcess::Start(db, dir_.path());
+  ASSERT_TRUE(again.ok()) << again.status();
+  best = Cli(**again, best_args);
+  ASSERT_EQ(best.exit_code, 0) << best.err;
+  EXPECT_EQ(best.out, before);
+
+  // The human table names the record and its speed.
+  CommandResult table = Cli(**again, {"best", "--workload=" + key, "--target=" +
+                                      std::string(testing::kTargetX86), "--top=3"});
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_TRUE(absl::StrContains(table.out, "mean_us")) << table.out;
+  EXPECT_TRUE(absl::StrContains(table.out, "25.000")) << table.out;  // 1e-3/40 s = 25 us
+
+  // Export gives back the 40 records, and a second farm imports them all.
+  std::string exported = dir_.File("export.jsonl");
+  CommandResult ex = Cli(**again, {"export", "-o", exported});
+  ASSERT_EQ(ex.exit_code, 0) << ex.err;
+  EXPECT_TRUE(absl::StrContains(ex.out, "exported 40 records")) << ex.out;
+  testing::TempDir other_dir;
+  auto other = ServerProcess::Start(other_dir.File("other.db"), other_dir.path());
+  ASSERT_TRUE(other.ok());
+  imp = Cli(**other, {"import", exported});
+  EXPECT_TRUE(absl::StrContains(imp.out, "imported 40 records")) << imp.out << imp.err;
+}
+
+TEST_F(E2ETest, ErrorsAreOneLineWithExitCodes) {
+  auto server = ServerProcess::Start(dir_.File("farm.db"), dir_.path());
+  ASSERT_TRUE(server.ok()) << server.status();
+  std::string bad = dir_.File("bad.jsonl");
+  testing::WriteFile(bad, "{\"status\": 1}\nnot json\n");
+  CommandResult r = Cli(**server, {"import", bad});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "tunefarm: error: " + bad + ":2: not a record: " +
+                       r.err.substr(r.err.find("not a record: ") + 14));
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+
+  r = Cli(**server, {"best", "--workload=x", "--target=llvm -mcpu"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(absl::StrContains(r.err, "-name=value")) << r.err;
+  r = Cli(**server, {"frobnicate"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(absl::StrContains(r.err, "unknown command 'frobnicate'")) << r.err;
+  r = Cli(**server, {"job", "12345"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(absl::StrContains(r.err, "no job 12345")) << r.err;
+  r = Cli(**server, {"records", "--bogus=1"});
+  EXPECT_EQ(r.exit_code, 2);
+
+  // Nothing listens on the port of a stopped server.
+  std::string addr = (*server)->address();
+  ASSERT_TRUE((*server)->Stop().ok());
+  r = RunCommand({BinPath("tunefarm"), "--server=" + addr, "--timeout=2", "jobs"}, dir_.path());
+  EXPECT_EQ(r.exit_code, 3);
+  EXPECT_TRUE(absl::StrContains(r.err, "cannot reach the server")) << r.err;
+
+  // A server refuses a file that is not its database, with one line, exit 1.
+  std::string junk = dir_.File("junk.db");
+  testing::WriteFile(junk, std::string(4096, 'j'));
+  r = RunCommand({BinPath("tunefarm-server"), "--listen=127.0.0.1:0", "--db=" + junk},
+                 dir_.path());
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(absl::StrContains(r.err, "is not a tunefarm database")) << r.err;
+}
+
+TEST_F(E2ETest, JobsThroughTheCli) {
+  auto server = ServerProcess::Start(dir_.File("farm.db"), dir_.path());
+  ASSERT_TRUE(server.ok()) << server.status();
+  std::string spec = dir_.File("job.json");
+  testing::WriteFile(spec, R"({"name": "demo", "tasks": [
+    {"workload": {"op": "OP_KIND_DENSE", "inputs": [{"shape": [1, 512]}, {"shape": [1000, 512]}]},
+     "weight": 1}]})");
+  CommandResult r = Cli(**server, {"submit", spec, "--target=llvm -mcpu=znver3",
+                                   "--device_key=x86-avx2", "--trials=100"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "submitted job 1\n");
+  r = Cli(**server, {"job", "1"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.out, "queued")) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "dense 1x512 * 1000x512")) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "1.02")) << r.out;  // 2*1000*512 flops = 1.02 MFLOP
+  r = Cli(**server, {"cancel", "1"});
+  EXPECT_EQ(r.out, "job 1 cancelled\n");
+  r = Cli(**server, {"watch", "1"});
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_TRUE(absl::StrContains(r.out, "cancelled")) << r.out;
+  r = Cli(**server, {"jobs", "--state=cancelled"});
+  EXPECT_TRUE(absl::StrContains(r.out, "demo")) << r.out;
+}
+
+TEST_F(E2ETest, AgentAndWorkerDialInAndReconnect) {
+  std::string db = dir_.File("farm.db");
+  auto server = ServerProcess::Start(db, dir_.path(), {"--heartbeat_interval_ms=200"});
+  ASSERT_TRUE(server.ok()) << server.status();
+  int port = (*server)->port();
+  std::string addr = (*server)->address();
+  Subprocess::Options quiet;
+  quiet.capture_stdout = false;
+  quiet.stderr_path = dir_.File("procs.log");
+  auto agent = Subprocess::Start({BinPath("tunefarm-agent"), "--server=" + addr,
+                                  "--key=x86-test", "--device_id=agent-1"},
+                                 quiet);
+  auto worker = Subprocess::Start({BinPath("tunefarm-worker"), "--server=" + addr,
+                                   "--device_id=worker-1"},
+                                  quiet);
+  ASSERT_TRUE(agent.ok() && worker.ok());
+  auto both_online = [&](ServerProcess& s) {
+    CommandResult r = Cli(s, {"devices"});
+    size_t online = 0, pos = 0;
+    while ((pos = r.out.find(" online ", pos)) != std::string::npos) ++online, ++pos;
+    return online == 2 && absl::StrContains(r.out, "agent-1") &&
+           absl::StrContains(r.out, "worker-1");
+  };
+  EXPECT_TRUE(testing::WaitFor([&] { return both_online(**server); }, absl::Seconds(60)))
+      << Cli(**server, {"devices"}).out << testing::ReadFileOrEmpty(dir_.File("procs.log"));
+  CommandResult devices = Cli(**server, {"devices"});
+  EXPECT_TRUE(absl::StrContains(devices.out, "builds x86_64-linux-gnu,aarch64-linux-gnu"))
+      << devices.out;
+
+  // The server dies hard; a new one on the same port and file gets both back.
+  (*server)->process().Kill(SIGKILL);
+  ASSERT_TRUE((*server)->process().Wait(absl::Seconds(10)).ok());
+  auto revived = ServerProcess::Start(db, dir_.path(),
+                                      {"--heartbeat_interval_ms=200",
+                                       "--listen=127.0.0.1:" + std::to_string(port)});
+  ASSERT_TRUE(revived.ok()) << revived.status();
+  EXPECT_TRUE(testing::WaitFor([&] { return both_online(**revived); }, absl::Seconds(60)))
+      << Cli(**revived, {"devices"}).out;
+
+  for (auto* p : {&*agent, &*worker}) {
+    (*p)->Kill(SIGTERM);
+    auto st = (*p)->Wait(absl::Seconds(20));
+    ASSERT_TRUE(st.ok());
+    EXPECT_EQ(DescribeWaitStatus(*st), "exited with 0");
+  }
+}
+
+}  // namespace
+}  // namespace tunefarm

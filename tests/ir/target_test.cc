@@ -1,0 +1,59 @@
+#include "compiler/ir/target.h"
+
+#include "gtest/gtest.h"
+
+namespace tunefarm::ir {
+namespace {
+
+TEST(Target, LlvmCanonicalForm) {
+  auto t = Target::Parse("llvm   -num-cores=6 -mcpu=cortex-a78 -mtriple=aarch64-linux-gnu");
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(t->ToString(), "llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a78 -num-cores=6");
+  EXPECT_EQ(t->arch(), "aarch64");
+  EXPECT_FALSE(t->is_gpu());
+  // Round trip.
+  EXPECT_EQ(Target::Parse(t->ToString())->ToString(), t->ToString());
+  EXPECT_EQ(Target::Parse("llvm")->ToString(), "llvm -mtriple=x86_64-linux-gnu -mcpu=generic");
+  auto attrs = Target::Parse("llvm -mcpu=haswell -mattr=+avx2,+fma");
+  ASSERT_TRUE(attrs.ok());
+  EXPECT_EQ(attrs->attrs, (std::vector<std::string>{"+avx2", "+fma"}));
+}
+
+TEST(Target, CudaDefaultsAreMaterialised) {
+  auto a = Target::Parse("cuda -arch=sm_87");
+  auto b = Target::Parse("cuda -max-threads-per-block=1024 -arch=sm_87");
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(a->ToString(), b->ToString());
+  EXPECT_EQ(a->ToString(),
+            "cuda -arch=sm_87 -max-threads-per-block=1024 -max-shared-memory-per-block=49152 "
+            "-max-registers-per-thread=255");
+  EXPECT_TRUE(a->is_gpu());
+  EXPECT_EQ(a->arch(), "sm_87");
+}
+
+TEST(Target, ErrorsNameTheField) {
+  std::vector<std::pair<std::string, std::string>> cases = {
+      {"", "empty"},
+      {"opencl", "opencl"},
+      {"llvm -mtriple=riscv64-linux-gnu", "-mtriple"},
+      {"llvm -mcpu", "-name=value"},
+      {"llvm -mcpu=a -mcpu=b", "twice"},
+      {"llvm -num-cores=0", "-num-cores"},
+      {"llvm -num-cores=abc", "-num-cores"},
+      {"llvm -mattr=avx2", "-mattr"},
+      {"llvm -arch=sm_80", "-arch"},
+      {"cuda", "-arch"},
+      {"cuda -arch=compute_80", "-arch"},
+      {"cuda -arch=sm_87 -max-threads-per-block=4096", "-max-threads-per-block"},
+      {"cuda -arch=sm_87 -mcpu=x", "-mcpu"},
+  };
+  for (const auto& [spec, expect] : cases) {
+    auto t = Target::Parse(spec);
+    ASSERT_FALSE(t.ok()) << spec;
+    EXPECT_NE(std::string(t.status().message()).find(expect), std::string::npos)
+        << spec << ": " << t.status().message();
+  }
+}
+
+}  // namespace
+}  // namespace tunefarm::ir

@@ -1,0 +1,150 @@
+#include "compiler/ir/workload.h"
+
+#include "gtest/gtest.h"
+#include "tests/server/test_records.h"
+
+namespace tunefarm::ir {
+namespace {
+
+using ::tunefarm::testing::Conv2d;
+using ::tunefarm::testing::Dense;
+
+TEST(Workload, Conv2dShapeFlopsAndStableKey) {
+  auto c = Canonicalize(Conv2d(64, 128, 56));
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->output_shape, (std::vector<int64_t>{1, 128, 56, 56}));
+  double main = 2.0 * 128 * 56 * 56 * 64 * 9;
+  EXPECT_DOUBLE_EQ(c->flops, main + 2.0 * 128 * 56 * 56);  // + bias + relu
+  EXPECT_EQ(c->key.rfind("conv2d-", 0), 0u);
+  EXPECT_EQ(c->key.size(), std::string("conv2d-").size() + 24);
+  // Defaults are filled in, so spelling them out gives the same key.
+  v1::Workload explicit_w = Conv2d(64, 128, 56);
+  explicit_w.mutable_conv2d()->add_strides(1);
+  explicit_w.mutable_conv2d()->add_strides(1);
+  explicit_w.mutable_conv2d()->add_dilations(1);
+  explicit_w.mutable_conv2d()->add_dilations(1);
+  explicit_w.mutable_conv2d()->set_groups(1);
+  explicit_w.set_out_dtype(v1::DTYPE_FLOAT32);
+  auto c2 = Canonicalize(explicit_w);
+  ASSERT_TRUE(c2.ok());
+  EXPECT_EQ(c->key, c2->key);
+  EXPECT_EQ(c->canonical_json, c2->canonical_json);
+  // A different shape is a different key.
+  EXPECT_NE(c->key, Canonicalize(Conv2d(64, 128, 28))->key);
+}
+
+TEST(Workload, StridedDilatedDepthwiseAsymmetric) {
+  v1::Workload w = Conv2d(32, 32, 17);
+  w.mutable_inputs(1)->set_shape(1, 1);  // weight [32, 1, 3, 3]
+  auto* a = w.mutable_conv2d();
+  a->set_groups(32);
+  a->add_strides(2);
+  a->add_strides(1);
+  a->clear_pads();
+  for (int64_t p : {0, 1, 1, 2}) a->add_pads(p);
+  a->add_dilations(2);
+  a->add_dilations(1);
+  auto c = Canonicalize(w);
+  ASSERT_TRUE(c.ok()) << c.status();
+  // H: (17 + 0 + 1 - 2*2 - 1) / 2 + 1 = 7; W: (17 + 1 + 2 - 2 - 1) / 1 + 1 = 18.
+  EXPECT_EQ(c->output_shape, (std::vector<int64_t>{1, 32, 7, 18}));
+  EXPECT_DOUBLE_EQ(c->flops, 2.0 * 32 * 7 * 18 * 1 * 9 + 2.0 * 32 * 7 * 18);
+}
+
+TEST(Workload, Nhwc) {
+  v1::Workload w;
+  w.set_op(v1::OP_KIND_CONV2D);
+  auto* d = w.add_inputs();
+  for (int64_t x : {1, 10, 10, 8}) d->add_shape(x);
+  auto* k = w.add_inputs();
+  for (int64_t x : {1, 1, 8, 16}) k->add_shape(x);  // HWIO
+  w.mutable_conv2d()->set_layout(v1::DATA_LAYOUT_NHWC);
+  auto c = Canonicalize(w);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->output_shape, (std::vector<int64_t>{1, 10, 10, 16}));
+}
+
+TEST(Workload, MatmulFamilies) {
+  auto d = Canonicalize(Dense(8, 1000, 512));
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->output_shape, (std::vector<int64_t>{8, 1000}));
+  EXPECT_DOUBLE_EQ(d->flops, 2.0 * 8 * 1000 * 512);
+
+  v1::Workload bmm;
+  bmm.set_op(v1::OP_KIND_BATCH_MATMUL);
+  auto* a = bmm.add_inputs();
+  for (int64_t x : {12, 64, 128}) a->add_shape(x);
+  auto* b = bmm.add_inputs();
+  for (int64_t x : {12, 256, 128}) b->add_shape(x);
+  bmm.mutable_matmul()->set_transpose_b(true);
+  auto c = Canonicalize(bmm);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->output_shape, (std::vector<int64_t>{12, 64, 256}));
+  bmm.mutable_matmul()->set_transpose_b(false);
+  EXPECT_FALSE(Canonicalize(bmm).ok());  // 128 vs 256 reduction extents
+}
+
+TEST(Workload, PoolAndElementwise) {
+  v1::Workload p;
+  p.set_op(v1::OP_KIND_POOL2D);
+  auto* d = p.add_inputs();
+  for (int64_t x : {1, 64, 112, 112}) d->add_shape(x);
+  auto* a = p.mutable_pool2d();
+  a->set_kind(v1::POOL_KIND_MAX);
+  a->add_kernel(3), a->add_kernel(3);
+  a->add_strides(2), a->add_strides(2);
+  for (int i = 0; i < 4; ++i) a->add_pads(1);
+  auto c = Canonicalize(p);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->output_shape, (std::vector<int64_t>{1, 64, 56, 56}));
+
+  v1::Workload e;
+  e.set_op(v1::OP_KIND_ELEMENTWISE);
+  e.mutable_elementwise()->set_kind(v1::ELEMENTWISE_KIND_ADD);
+  auto* x = e.add_inputs();
+  for (int64_t v : {1, 64, 8, 8}) x->add_shape(v);
+  auto* y = e.add_inputs();
+  for (int64_t v : {64, 1, 1}) y->add_shape(v);
+  auto ce = Canonicalize(e);
+  ASSERT_TRUE(ce.ok()) << ce.status();
+  EXPECT_EQ(ce->output_shape, (std::vector<int64_t>{1, 64, 8, 8}));
+  y->set_shape(0, 3);
+  EXPECT_FALSE(Canonicalize(e).ok());
+}
+
+// Each bad workload is rejected with a message naming what is wrong.
+TEST(Workload, ErrorsNameTheField) {
+  struct Case {
+    std::function<void(v1::Workload*)> mutate;
+    std::string expect;
+  };
+  std::vector<Case> cases = {
+      {[](v1::Workload* w) { w->set_op(v1::OP_KIND_UNSPECIFIED); }, "workload.op"},
+      {[](v1::Workload* w) { w->mutable_conv2d()->set_groups(3); }, "conv2d.groups"},
+      {[](v1::Workload* w) { w->mutable_conv2d()->add_strides(1); }, "conv2d.strides"},
+      {[](v1::Workload* w) { w->mutable_inputs(0)->set_shape(2, 0); }, "inputs[0]"},
+      {[](v1::Workload* w) { w->mutable_inputs(1)->add_shape(1); }, "inputs[1]"},
+      {[](v1::Workload* w) { w->mutable_inputs(1)->set_shape(2, 99); }, "empty"},
+      {[](v1::Workload* w) { w->add_epilogue(); }, "epilogue[2]"},
+      {[](v1::Workload* w) { w->mutable_pool2d()->set_kind(v1::POOL_KIND_MAX); }, "another op"},
+      {[](v1::Workload* w) { w->clear_inputs(); }, "no inputs"},
+  };
+  for (const Case& c : cases) {
+    v1::Workload w = ::tunefarm::testing::Conv2d(16, 16, 8);
+    c.mutate(&w);
+    auto r = Canonicalize(w);
+    ASSERT_FALSE(r.ok()) << c.expect;
+    EXPECT_TRUE(absl::IsInvalidArgument(r.status()));
+    EXPECT_NE(std::string(r.status().message()).find(c.expect), std::string::npos)
+        << r.status().message();
+  }
+}
+
+TEST(Workload, Describe) {
+  auto c = Canonicalize(Conv2d(3, 16, 32));
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(Describe(c->workload), "conv2d 1x3x32x32 * 16x3x3x3 s1,1 p1,1,1,1 +bias_add +relu");
+}
+
+}  // namespace
+}  // namespace tunefarm::ir

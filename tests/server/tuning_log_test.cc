@@ -1,0 +1,366 @@
+#include "server/tuning_log.h"
+
+#include <sqlite3.h>
+
+#include <fstream>
+
+#include "gtest/gtest.h"
+#include "tests/server/test_records.h"
+#include "tests/testing/temp_dir.h"
+
+namespace tunefarm::server {
+namespace {
+
+using ::tunefarm::testing::Conv2d;
+using ::tunefarm::testing::Dense;
+using ::tunefarm::testing::kTargetX86;
+using ::tunefarm::testing::MakeRecord;
+using ::tunefarm::testing::TempDir;
+
+std::unique_ptr<TuningLog> OpenOrDie(const std::string& path, int64_t max_pages = 0) {
+  TuningLog::Options o;
+  o.path = path;
+  o.max_page_count = max_pages;
+  auto log = TuningLog::Open(o);
+  EXPECT_TRUE(log.ok()) << log.status();
+  return log.ok() ? *std::move(log) : nullptr;
+}
+
+// Runs one SQL statement on a file with the plain SQLite API.
+void RawExec(const std::string& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  char* err = nullptr;
+  int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err);
+  EXPECT_EQ(rc, SQLITE_OK) << (err ? err : "");
+  sqlite3_free(err);
+  sqlite3_close(db);
+}
+
+TEST(TuningLog, CommitAndTopK) {
+  TempDir dir;
+  auto log = OpenOrDie(dir.File("t.db"));
+  ASSERT_NE(log, nullptr);
+  EXPECT_EQ(*log->SchemaVersion(), TuningLog::kSchemaVersion);
+  v1::Workload conv = Conv2d(64, 64, 56);
+  std::vector<v1::Record> batch;
+  for (int i = 1; i <= 20; ++i) batch.push_back(MakeRecord(conv, kTargetX86, 1e-3 / i, i));
+  v1::Record failed = MakeRecord(conv, kTargetX86, 1e-9, 99);
+  failed.set_status(v1::MEASURE_STATUS_RUNTIME_ERROR);
+  failed.clear_costs_sec();
+  failed.set_error("segfault");
+  batch.push_back(failed);
+  auto res = log->CommitRecords(batch);
+  ASSERT_TRUE(res.ok()) << res.status();
+  EXPECT_EQ(res->inserted, 21);
+  EXPECT_EQ(res->duplicates, 0);
+  EXPECT_EQ(*log->CountRecords(), 21);
+
+  std::string key = res->record_ids.empty() ? "" : log->ListRecords({})->front().workload_key();
+  auto top = log->TopK(key, kTargetX86, 3);
+  ASSERT_TRUE(top.ok()) << top.status();
+  ASSERT_EQ(top->size(), 3u);
+  // Best first: salt 20 has the lowest cost; the runtime error never counts.
+  EXPECT_EQ((*top)[0].schedule().steps(0).split().lengths(0), 20);
+  EXPECT_EQ((*top)[1].schedule().steps(0).split().lengths(0), 19);
+  EXPECT_EQ((*top)[0].costs_sec_size(), 3);
+  EXPECT_EQ((*top)[0].device_id(), "test-board");
+  EXPECT_EQ((*top)[0].schedule_hash().size(), 64u);
+  // The target is matched in canonical form, however it is spelled.
+  auto same = log->TopK(key, "llvm -mcpu=skylake-avx512 -mtriple=x86_64-linux-gnu", 1);
+  ASSERT_TRUE(same.ok());
+  ASSERT_EQ(same->size(), 1u);
+  EXPECT_EQ(same->front().record_id(), (*top)[0].record_id());
+  // Another target knows nothing.
+  EXPECT_TRUE(log->TopK(key, "llvm -mcpu=znver3", 1)->empty());
+}
+
+TEST(TuningLog, RecordsSurviveReopenExactly) {
+  TempDir dir;
+  v1::Record in = MakeRecord(Dense(16, 256, 512), kTargetX86, 2e-5, 5);
+  int64_t id;
+  {
+    auto log = OpenOrDie(dir.File("t.db"));
+    auto res = log->CommitRecords({in});
+    ASSERT_TRUE(res.ok()) << res.status();
+    id = res->record_ids[0];
+  }
+  auto log = OpenOrDie(dir.File("t.db"));
+  auto all = log->ListRecords({});
+  ASSERT_TRUE(all.ok());
+  ASSERT_EQ(all->size(), 1u);
+  const v1::Record& out = all->front();
+  EXPECT_EQ(out.record_id(), id);
+  EXPECT_EQ(out.costs_sec_size(), 3);
+  for (int i = 0; i < 3; ++i) EXPECT_DOUBLE_EQ(out.costs_sec(i), in.costs_sec(i));
+  EXPECT_EQ(out.schedule().SerializeAsString(), in.schedule().SerializeAsString());
+  EXPECT_EQ(out.fingerprint().compiler(), "tunefarm test");
+  EXPECT_EQ(out.timestamp_unix_ms(), in.timestamp_unix_ms());
+}
+
+TEST(TuningLog, DuplicatesAreStoredOnce) {
+  TempDir dir;
+  auto log = OpenOrDie(dir.File("t.db"));
+  v1::Record r = MakeRecord(Conv2d(8, 8, 8), kTargetX86, 1e-5, 1);
+  ASSERT_TRUE(log->CommitRecords({r}).ok());
+  auto again = log->CommitRecords({r, MakeRecord(Conv2d(8, 8, 8), kTargetX86, 1e-5, 2)});
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->inserted, 1);
+  EXPECT_EQ(again->duplicates, 1);
+  EXPECT_EQ(*log->CountRecords(), 2);
+}
+
+TEST(TuningLog, BadRecordRejectsWholeBatch) {
+  TempDir dir;
+  auto log = OpenOrDie(dir.File("t.db"));
+  std::vector<v1::Record> batch = {MakeRecord(Conv2d(8, 8, 8), kTargetX86, 1e-5, 1),
+                                   MakeRecord(Conv2d(8, 8, 8), kTargetX86, 1e-5, 2)};
+  struct Case {
+    std::function<void(v1::Record*)> mutate;
+    std::string expect;
+  };
+  std::vector<Case> cases = {
+      {[](v1::Record* r) { r->mutable_target()->set_spec("llvm -mcpu"); }, "record 1: target"},
+      {[](v1::Record* r) { r->mutable_workload()->mutable_conv2d()->set_groups(3); },
+       "record 1: workload: conv2d.groups"},
+      {[](v1::Record* r) { r->set_costs_sec(0, -1); }, "costs_sec"},
+      {[](v1::Record* r) { r->set_costs_sec(0, std::nan("")); }, "costs_sec"},
+      {[](v1::Record* r) { r->clear_costs_sec(); }, "no costs_sec"},
+      {[](v1::Record* r) { r->set_status(v1::MEASURE_STATUS_UNSPECIFIED); }, "status"},
+      {[](v1::Record* r) { r->set_workload_key("conv2d-000000000000000000000000"); },
+       "does not match"},
+      {[](v1::Record* r) { r->set_job_id(77); }, "job_id 77 does not exist"},
+      {[](v1::Record* r) { r->clear_workload(); }, "no workload"},
+  };
+  for (const Case& c : cases) {
+    std::vector<v1::Record> bad = batch;
+    c.mutate(&bad[1]);
+    auto res = log->CommitRecords(bad);
+    ASSERT_FALSE(res.ok()) << c.expect;
+    EXPECT_TRUE(absl::IsInvalidArgument(res.status())) << res.status();
+    EXPECT_NE(std::string(res.status().message()).find(c.expect), std::string::npos)
+        << res.status();
+    EXPECT_EQ(*log->CountRecords(), 0) << "a rejected batch left records behind";
+  }
+}
+
+TEST(TuningLog, TopKIsAnIndexLookup) {
+  TempDir dir;
+  auto log = OpenOrDie(dir.File("t.db"));
+  auto plan = log->ExplainTopK();
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_NE(plan->find("USING INDEX records_best"), std::string::npos) << *plan;
+  EXPECT_EQ(plan->find("SCAN r"), std::string::npos) << *plan;
+  EXPECT_EQ(plan->find("USE TEMP B-TREE"), std::string::npos) << *plan;
+}
+
+TEST(TuningLog, ListRecordsFiltersAndPages) {
+  TempDir dir;
+  auto log = OpenOrDie(dir.File("t.db"));
+  std::vector<v1::Record> batch;
+  for (int i = 1; i <= 10; ++i) batch.push_back(MakeRecord(Conv2d(8, 8, 8), kTargetX86, 1e-5, i));
+  for (int i = 1; i <= 5; ++i) batch.push_back(MakeRecord(Dense(4, 4, 4), "llvm", 1e-6, i));
+  ASSERT_TRUE(log->CommitRecords(batch).ok());
+  TuningLog::RecordQuery q;
+  q.target_spec = "llvm";
+  EXPECT_EQ(log->ListRecords(q)->size(), 5u);
+  q = {};
+  q.limit = 4;
+  std::vector<int64_t> ids;
+  while (true) {
+    auto page = log->ListRecords(q);
+    ASSERT_TRUE(page.ok());
+    if (page->empty()) break;
+    for (const auto& r : *page) ids.push_back(r.record_id());
+    q.after_record_id = page->back().record_id();
+  }
+  EXPECT_EQ(ids.size(), 15u);
+  EXPECT_TRUE(std::is_sorted(ids.begin(), ids.end()));
+}
+
+TEST(TuningLog, JobsStoreTasksAndState) {
+  TempDir dir;
+  auto log = OpenOrDie(dir.File("t.db"));
+  v1::JobSpec spec;
+  spec.set_name("two tasks");
+  spec.mutable_target()->set_spec("llvm -mcpu=skylake-avx512");
+  spec.set_device_key("x86-avx512");
+  auto* t1 = spec.add_tasks();
+  *t1->mutable_workload() = Conv2d(8, 8, 8);
+  auto* t2 = spec.add_tasks();
+  *t2->mutable_workload() = Dense(4, 4, 4);
+  t2->set_weight(2);
+  auto* t3 = spec.add_tasks();  // same as t1: weights add up
+  *t3->mutable_workload() = Conv2d(8, 8, 8);
+  auto id = log->CreateJob(spec);
+  ASSERT_TRUE(id.ok()) << id.status();
+  auto job = log->GetJob(*id);
+  ASSERT_TRUE(job.ok());
+  EXPECT_EQ(job->state(), v1::JOB_STATE_QUEUED);
+  ASSERT_EQ(job->tasks_size(), 2);
+  EXPECT_EQ(job->tasks(0).weight(), 2);
+  EXPECT_EQ(job->tasks(1).weight(), 2);
+  EXPECT_NE(job->spec().seed(), 0u);
+  EXPECT_EQ(job->spec().target().spec(), "llvm -mtriple=x86_64-linux-gnu -mcpu=skylake-avx512");
+
+  // Records of the job count as its trials and give the task its best cost.
+  v1::Record r = MakeRecord(Conv2d(8, 8, 8), kTargetX86, 4e-6, 1);
+  r.set_job_id(*id);
+  ASSERT_TRUE(log->CommitRecords({r}).ok());
+  job = log->GetJob(*id);
+  EXPECT_EQ(job->trials_done(), 1);
+  EXPECT_EQ(job->tasks(0).trials(), 1);
+  EXPECT_NEAR(job->tasks(0).best_cost_sec(), 4e-6, 1e-12);
+
+  ASSERT_TRUE(log->SetJobState(*id, v1::JOB_STATE_CANCELLED, "by test").ok());
+  EXPECT_EQ(log->ListJobs(v1::JOB_STATE_CANCELLED, 10)->size(), 1u);
+  EXPECT_EQ(log->ListJobs(v1::JOB_STATE_QUEUED, 10)->size(), 0u);
+  EXPECT_TRUE(absl::IsNotFound(log->GetJob(999).status()));
+  EXPECT_TRUE(absl::IsNotFound(log->SetJobState(999, v1::JOB_STATE_FAILED, "")));
+
+  spec.clear_device_key();
+  EXPECT_TRUE(absl::IsInvalidArgument(log->CreateJob(spec).status()));
+  spec.set_device_key("k");
+  spec.set_onnx_model("onnx bytes");
+  EXPECT_TRUE(absl::IsUnimplemented(log->CreateJob(spec).status()));
+}
+
+TEST(TuningLog, DevicesUpsert) {
+  TempDir dir;
+  auto log = OpenOrDie(dir.File("t.db"));
+  v1::Device d;
+  d.set_device_id("orin-1");
+  d.set_role(v1::ROLE_AGENT);
+  d.set_device_key("jetson-orin-nano");
+  d.mutable_capabilities()->set_cores(6);
+  ASSERT_TRUE(log->UpsertDevice(d).ok());
+  d.mutable_capabilities()->set_cores(8);
+  ASSERT_TRUE(log->UpsertDevice(d).ok());
+  auto all = log->ListDevices();
+  ASSERT_EQ(all->size(), 1u);
+  EXPECT_EQ(all->front().capabilities().cores(), 8);
+}
+
+// ---- bad files ----
+
+TEST(TuningLog, GarbageFileIsNotADatabase) {
+  TempDir dir;
+  std::string path = dir.File("garbage.db");
+  std::string junk;
+  for (int i = 0; i < 8192; ++i) junk.push_back(static_cast<char>((i * 7919) % 251));
+  testing::WriteFile(path, junk);
+  TuningLog::Options o;
+  o.path = path;
+  auto log = TuningLog::Open(o);
+  ASSERT_FALSE(log.ok());
+  EXPECT_NE(std::string(log.status().message()).find("is not a tunefarm database"),
+            std::string::npos)
+      << log.status();
+  EXPECT_EQ(testing::ReadFileOrEmpty(path), junk) << "the file was modified";
+}
+
+TEST(TuningLog, ForeignSqliteDatabaseIsRefused) {
+  TempDir dir;
+  std::string path = dir.File("other.db");
+  RawExec(path, "CREATE TABLE photos (id INTEGER, path TEXT); INSERT INTO photos VALUES (1, 'x');");
+  TuningLog::Options o;
+  o.path = path;
+  auto log = TuningLog::Open(o);
+  ASSERT_FALSE(log.ok());
+  EXPECT_TRUE(absl::IsFailedPrecondition(log.status()));
+  EXPECT_NE(std::string(log.status().message()).find("another program"), std::string::npos);
+  EXPECT_NE(std::string(log.status().message()).find("photos"), std::string::npos);
+}
+
+TEST(TuningLog, NewerSchemaIsRefused) {
+  TempDir dir;
+  std::string path = dir.File("t.db");
+  { ASSERT_NE(OpenOrDie(path), nullptr); }
+  RawExec(path, "INSERT INTO schema_version VALUES (7, 0)");
+  TuningLog::Options o;
+  o.path = path;
+  auto log = TuningLog::Open(o);
+  ASSERT_FALSE(log.ok());
+  EXPECT_TRUE(absl::IsFailedPrecondition(log.status()));
+  EXPECT_NE(std::string(log.status().message()).find("schema version 7"), std::string::npos)
+      << log.status();
+}
+
+TEST(TuningLog, CorruptPagesGiveAnErrorNotACrash) {
+  TempDir dir;
+  std::string path = dir.File("t.db");
+  {
+    auto log = OpenOrDie(path);
+    std::vector<v1::Record> batch;
+    for (int i = 1; i <= 300; ++i) batch.push_back(MakeRecord(Conv2d(8, 8, 8), kTargetX86, 1e-5, i));
+    ASSERT_TRUE(log->CommitRecords(batch).ok());
+  }
+  RawExec(path, "PRAGMA wal_checkpoint(TRUNCATE)");
+  std::string bytes = testing::ReadFileOrEmpty(path);
+  ASSERT_GT(bytes.size(), 16384u);
+  // Scribble over everything after the first two pages.
+  for (size_t i = 8192; i < bytes.size(); ++i) bytes[i] = static_cast<char>(0xA5 ^ (i & 0xff));
+  testing::WriteFile(path, bytes);
+  TuningLog::Options o;
+  o.path = path;
+  auto log = TuningLog::Open(o);
+  if (!log.ok()) {
+    EXPECT_FALSE(std::string(log.status().message()).empty());
+    return;
+  }
+  auto records = (*log)->ListRecords({});
+  ASSERT_FALSE(records.ok());
+  EXPECT_TRUE(absl::IsDataLoss(records.status())) << records.status();
+  EXPECT_NE(std::string(records.status().message()).find("malformed"), std::string::npos)
+      << records.status();
+}
+
+TEST(TuningLog, FullDiskLosesNothingCommitted) {
+  TempDir dir;
+  std::string path = dir.File("t.db");
+  // Find how big the empty database is, then leave room for a little more.
+  { ASSERT_NE(OpenOrDie(path), nullptr); }
+  int64_t base_pages = 0;
+  {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+    sqlite3_stmt* st = nullptr;
+    sqlite3_prepare_v2(db, "PRAGMA page_count", -1, &st, nullptr);
+    ASSERT_EQ(sqlite3_step(st), SQLITE_ROW);
+    base_pages = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+  }
+  auto log = OpenOrDie(path, base_pages + 12);
+  ASSERT_NE(log, nullptr);
+  int64_t committed = 0;
+  absl::Status failure;
+  for (int b = 0; b < 1000 && failure.ok(); ++b) {
+    std::vector<v1::Record> batch;
+    for (int i = 0; i < 10; ++i) {
+      v1::Record r = MakeRecord(Conv2d(8, 8, 8), kTargetX86, 1e-5, b * 10 + i + 1);
+      r.set_error(std::string(200, 'e'));  // make records take space
+      batch.push_back(r);
+    }
+    auto res = log->CommitRecords(batch);
+    if (res.ok()) {
+      committed += res->inserted;
+    } else {
+      failure = res.status();
+    }
+  }
+  ASSERT_FALSE(failure.ok()) << "the page cap never filled";
+  EXPECT_TRUE(absl::IsResourceExhausted(failure)) << failure;
+  EXPECT_NE(std::string(failure.message()).find("none stored"), std::string::npos) << failure;
+  EXPECT_GT(committed, 0);
+  EXPECT_EQ(*log->CountRecords(), committed);
+  log.reset();
+  // Reopened without the cap: everything acknowledged is there, file intact.
+  auto reopened = OpenOrDie(path);
+  EXPECT_EQ(*reopened->CountRecords(), committed);
+  auto more = reopened->CommitRecords({MakeRecord(Dense(2, 2, 2), kTargetX86, 1e-6, 1)});
+  EXPECT_TRUE(more.ok()) << more.status();
+}
+
+}  // namespace
+}  // namespace tunefarm::server

@@ -1,0 +1,81 @@
+#include "tests/testing/process.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/ascii.h"
+#include "tests/testing/temp_dir.h"
+
+namespace tunefarm::testing {
+
+std::string BinPath(const std::string& name) { return std::string(TF_BIN_DIR) + "/" + name; }
+std::string TestBinPath(const std::string& name) {
+  return std::string(TF_TEST_BIN_DIR) + "/" + name;
+}
+
+bool WaitFor(const std::function<bool()>& pred, absl::Duration timeout) {
+  absl::Time deadline = absl::Now() + timeout;
+  absl::Duration step = absl::Milliseconds(2);
+  while (true) {
+    if (pred()) return true;
+    if (absl::Now() > deadline) return false;
+    absl::SleepFor(step);
+    step = std::min(step * 2, absl::Milliseconds(100));
+  }
+}
+
+CommandResult RunCommand(const std::vector<std::string>& argv, const std::string& scratch_dir) {
+  static std::atomic<int> counter{0};
+  std::string err_path = absl::StrCat(scratch_dir, "/cmd-", getpid(), "-", counter++, ".err");
+  Subprocess::Options opts;
+  opts.stderr_path = err_path;
+  CommandResult r;
+  auto child = Subprocess::Start(argv, opts);
+  if (!child.ok()) return r;
+  std::string line;
+  while ((*child)->ReadLine(&line, absl::Seconds(120)).ok()) r.out += line + "\n";
+  auto status = (*child)->Wait(absl::Seconds(120));
+  if (status.ok() && WIFEXITED(*status)) r.exit_code = WEXITSTATUS(*status);
+  r.err = ReadFileOrEmpty(err_path);
+  return r;
+}
+
+absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(
+    const std::string& db, const std::string& dir, const std::vector<std::string>& extra) {
+  static std::atomic<int> counter{0};
+  std::string port_file = absl::StrCat(dir, "/port-", counter++);
+  std::vector<std::string> argv = {BinPath("tunefarm-server"), "--listen=127.0.0.1:0",
+                                   "--db=" + db, "--port_file=" + port_file,
+                                   "--log_level=warn"};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  Subprocess::Options opts;
+  opts.capture_stdout = false;
+  opts.stderr_path = dir + "/server.log";
+  auto proc = Subprocess::Start(argv, opts);
+  if (!proc.ok()) return proc.status();
+  auto s = std::unique_ptr<ServerProcess>(new ServerProcess());
+  s->proc_ = *std::move(proc);
+  bool up = WaitFor(
+      [&] {
+        std::string text(absl::StripAsciiWhitespace(ReadFileOrEmpty(port_file)));
+        return absl::SimpleAtoi(text, &s->port_) && s->port_ > 0;
+      },
+      absl::Seconds(30));
+  if (!up) {
+    return absl::DeadlineExceededError(
+        absl::StrCat("server did not write its port; log:\n", ReadFileOrEmpty(dir + "/server.log")));
+  }
+  return s;
+}
+
+absl::StatusOr<int> ServerProcess::Stop() {
+  proc_->Kill(SIGTERM);
+  return proc_->Wait(absl::Seconds(30));
+}
+
+}  // namespace tunefarm::testing

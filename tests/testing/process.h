@@ -1,0 +1,49 @@
+// Helpers for tests that start the real binaries: where they are, waiting on
+// a condition with a deadline, and a server started on port 0.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/subprocess.h"
+
+namespace tunefarm::testing {
+
+// Absolute path of a binary in build/bin, and of a test helper in build/tests.
+std::string BinPath(const std::string& name);
+std::string TestBinPath(const std::string& name);
+
+// Polls `pred` (with a short, growing pause) until it is true or `timeout`
+// passes. Returns whether it became true.
+bool WaitFor(const std::function<bool()>& pred, absl::Duration timeout);
+
+// Runs a command to completion; returns its stdout, and its exit code in *code.
+struct CommandResult {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+CommandResult RunCommand(const std::vector<std::string>& argv, const std::string& scratch_dir);
+
+// tunefarm-server on 127.0.0.1 port 0 with the given db, killed when the
+// object dies.
+class ServerProcess {
+ public:
+  static absl::StatusOr<std::unique_ptr<ServerProcess>> Start(
+      const std::string& db, const std::string& dir, const std::vector<std::string>& extra = {});
+  int port() const { return port_; }
+  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+  Subprocess& process() { return *proc_; }
+  // SIGTERM, then wait for a clean exit; returns the wait status.
+  absl::StatusOr<int> Stop();
+
+ private:
+  std::unique_ptr<Subprocess> proc_;
+  int port_ = 0;
+};
+
+}  // namespace tunefarm::testing

@@ -1,0 +1,29 @@
+#include "worker/worker_capabilities.h"
+
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include "absl/strings/str_cat.h"
+#include "compiler/codegen/llvm_target.h"
+#include "compiler/codegen/nvrtc_info.h"
+
+namespace tunefarm::worker {
+
+::tunefarm::v1::Capabilities DetectWorkerCapabilities() {
+  ::tunefarm::v1::Capabilities caps;
+  utsname u{};
+  uname(&u);
+  caps.set_triple(absl::StrCat(u.machine, "-linux-gnu"));
+  caps.set_os(absl::StrCat(u.sysname, " ", u.release));
+  caps.set_cores(static_cast<int32_t>(sysconf(_SC_NPROCESSORS_ONLN)));
+  caps.set_memory_bytes(static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE));
+  for (const std::string& t : codegen::BuildableTriples()) caps.add_build_triples(t);
+  for (const std::string& a : codegen::NvrtcSupportedArchs()) caps.add_cuda_archs(a);
+  caps.set_version(TUNEFARM_VERSION);
+  caps.mutable_fingerprint()->set_compiler(
+      absl::StrCat("tunefarm ", TUNEFARM_VERSION, " LLVM ", codegen::LLVMVersion()));
+  caps.mutable_fingerprint()->set_cuda_toolkit(codegen::NvrtcVersion());
+  return caps;
+}
+
+}  // namespace tunefarm::worker
