@@ -437,30 +437,29 @@ Result CmdJob(Client& c, const Args& a, std::ostream& out) {
   return std::nullopt;
 }
 
-Result CmdCancel(Client& c, const Args& a, std::ostream& out) {
+// cancel / resume: one job id in, the job's new state out.
+template <typename Request>
+Result JobAction(Client& c, const Args& a, std::ostream& out, const std::string& cmd,
+                 grpc::Status (v1::TuningService::Stub::*rpc)(grpc::ClientContext*,
+                                                              const Request&, v1::Job*)) {
   int64_t id;
-  if (Result r = JobIdArg(a, "cancel", &id)) return r;
-  v1::CancelJobRequest req;
+  if (Result r = JobIdArg(a, cmd, &id)) return r;
+  Request req;
   req.set_protocol_version(kProtocolVersion);
   req.set_job_id(id);
   v1::Job job;
-  grpc::Status s = c.stub().CancelJob(c.Context().get(), req, &job);
+  grpc::Status s = (c.stub().*rpc)(c.Context().get(), req, &job);
   if (!s.ok()) return RpcFailure(c, s);
   out << "job " << id << " " << StateName(job.state()) << "\n";
   return std::nullopt;
 }
 
+Result CmdCancel(Client& c, const Args& a, std::ostream& out) {
+  return JobAction<v1::CancelJobRequest>(c, a, out, "cancel", &v1::TuningService::Stub::CancelJob);
+}
+
 Result CmdResume(Client& c, const Args& a, std::ostream& out) {
-  int64_t id;
-  if (Result r = JobIdArg(a, "resume", &id)) return r;
-  v1::ResumeJobRequest req;
-  req.set_protocol_version(kProtocolVersion);
-  req.set_job_id(id);
-  v1::Job job;
-  grpc::Status s = c.stub().ResumeJob(c.Context().get(), req, &job);
-  if (!s.ok()) return RpcFailure(c, s);
-  out << "job " << id << " " << StateName(job.state()) << "\n";
-  return std::nullopt;
+  return JobAction<v1::ResumeJobRequest>(c, a, out, "resume", &v1::TuningService::Stub::ResumeJob);
 }
 
 Result CmdWatch(Client& c, const Args& a, std::ostream& out) {

@@ -4,11 +4,7 @@
 //   tunefarm-agent --server=HOST:PORT --key=jetson-orin-nano [--token_file=F] [--tls_ca=F]
 //
 // Reconnects with back-off when the server goes away. Stops on SIGINT/SIGTERM.
-#include <signal.h>
-#include <unistd.h>
-
 #include <cstdio>
-#include <thread>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -27,9 +23,9 @@ ABSL_FLAG(bool, print_capabilities, false, "print the detected capabilities as J
 ABSL_FLAG(std::string, log_level, "info", "trace, debug, info, warn, error");
 
 namespace {
-int Fail(const std::string& msg, int code) {
+int Fail(const std::string& msg) {
   std::fprintf(stderr, "tunefarm-agent: %s\n", msg.c_str());
-  return code;
+  return 2;
 }
 }  // namespace
 
@@ -37,7 +33,7 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage("the tunefarm device agent");
   absl::ParseCommandLine(argc, argv);
   if (absl::Status s = tunefarm::InitLogging(absl::GetFlag(FLAGS_log_level)); !s.ok()) {
-    return Fail(std::string(s.message()), 2);
+    return Fail(std::string(s.message()));
   }
   tunefarm::v1::Capabilities caps = tunefarm::agent::DetectCapabilities();
   if (absl::GetFlag(FLAGS_print_capabilities)) {
@@ -49,48 +45,31 @@ int main(int argc, char** argv) {
     std::printf("%s", json.c_str());
     return 0;
   }
-  if (absl::GetFlag(FLAGS_key).empty()) return Fail("--key is required (e.g. --key=x86-avx512)", 2);
-
-  sigset_t stop;
-  sigemptyset(&stop);
-  sigaddset(&stop, SIGINT);
-  sigaddset(&stop, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &stop, nullptr);
+  if (absl::GetFlag(FLAGS_key).empty()) return Fail("--key is required (e.g. --key=x86-avx512)");
+  auto client = tunefarm::ClientOptionsFromFlags(
+      absl::GetFlag(FLAGS_server), absl::GetFlag(FLAGS_tls_ca), absl::GetFlag(FLAGS_token_file));
+  if (!client.ok()) return Fail(std::string(client.status().message()));
 
   tunefarm::FarmSession::Options opts;
-  opts.client.server = absl::GetFlag(FLAGS_server);
-  opts.client.tls_ca_file = absl::GetFlag(FLAGS_tls_ca);
-  if (!absl::GetFlag(FLAGS_token_file).empty()) {
-    auto token = tunefarm::ReadTokenFile(absl::GetFlag(FLAGS_token_file));
-    if (!token.ok()) return Fail(std::string(token.status().message()), 2);
-    opts.client.token = *token;
-  }
+  opts.client = *client;
   opts.role = tunefarm::v1::ROLE_AGENT;
   opts.device_key = absl::GetFlag(FLAGS_key);
   opts.device_id = absl::GetFlag(FLAGS_device_id);
-  if (opts.device_id.empty()) {
-    char host[256] = {0};
-    gethostname(host, sizeof(host) - 1);
-    opts.device_id = host;
-  }
+  if (opts.device_id.empty()) opts.device_id = tunefarm::HostName();
   opts.capabilities = caps;
   auto log = tunefarm::Logger("agent");
   log->info("event=starting device={} key={} cpu=\"{}\" cores={} gpu=\"{}\"", opts.device_id,
             opts.device_key, caps.cpu_model(), caps.cores(),
             caps.has_gpu() ? caps.gpu_name() : "no GPU");
   tunefarm::FarmSession session(opts, log);
-  std::thread signals([&] {
-    int sig = 0;
-    sigwait(&stop, &sig);
-    log->info("event=signal signal={}", sig);
-    session.Stop();
-  });
-  session.Run([&](const tunefarm::v1::WorkLease& lease) {
-    // Measurement (sandboxed runner, timing) is not built yet; the server
-    // hands out no leases until it is.
-    log->error("event=lease_ignored lease={} reason=\"measurement not built in this agent\"",
-               lease.lease_id());
-  });
-  signals.join();
+  tunefarm::RunUntilSignalled(
+      session,
+      [&](const tunefarm::v1::WorkLease& lease) {
+        // Measurement (sandboxed runner, timing) is not built yet; the server
+        // hands out no leases until it is.
+        log->error("event=lease_ignored lease={} reason=\"measurement not built\"",
+                   lease.lease_id());
+      },
+      *log);
   return 0;
 }

@@ -1,5 +1,8 @@
 #include "proto/farm_session.h"
 
+#include <signal.h>
+#include <unistd.h>
+
 #include <random>
 #include <thread>
 
@@ -131,6 +134,44 @@ absl::Status FarmSession::RunOnce(v1::FarmService::Stub& stub, const WorkHandler
   }
   if (status.ok()) return absl::UnavailableError("work stream closed by the server");
   return FromGrpcStatus(status);
+}
+
+absl::StatusOr<ClientOptions> ClientOptionsFromFlags(const std::string& server,
+                                                     const std::string& tls_ca_file,
+                                                     const std::string& token_file) {
+  ClientOptions o;
+  o.server = server;
+  o.tls_ca_file = tls_ca_file;
+  if (!token_file.empty()) {
+    absl::StatusOr<std::string> token = ReadTokenFile(token_file);
+    if (!token.ok()) return token.status();
+    o.token = *token;
+  }
+  return o;
+}
+
+std::string HostName() {
+  char host[256] = {0};
+  gethostname(host, sizeof(host) - 1);
+  return host;
+}
+
+void RunUntilSignalled(FarmSession& session, const FarmSession::WorkHandler& handler,
+                       spdlog::logger& log) {
+  sigset_t stop;
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGINT);
+  sigaddset(&stop, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop, nullptr);
+  std::thread signals([&] {
+    int sig = 0;
+    sigwait(&stop, &sig);
+    log.info("event=signal signal={}", sig);
+    session.Stop();
+  });
+  session.Run(handler);
+  // Run returns only after Stop(), which only the signal thread calls.
+  signals.join();
 }
 
 }  // namespace tunefarm

@@ -62,4 +62,18 @@ class FarmSession {
   grpc::ClientContext* stream_ctx_ = nullptr;     // guarded by mu_
 };
 
+// The connection options from the usual --server, --tls_ca and --token_file
+// flags; an unreadable or empty token file is an error.
+absl::StatusOr<ClientOptions> ClientOptionsFromFlags(const std::string& server,
+                                                     const std::string& tls_ca_file,
+                                                     const std::string& token_file);
+
+// This machine's host name.
+std::string HostName();
+
+// Blocks SIGINT and SIGTERM in the calling thread (and so in the threads it
+// starts later), runs `session` and stops it when one of them arrives.
+void RunUntilSignalled(FarmSession& session, const FarmSession::WorkHandler& handler,
+                       spdlog::logger& log);
+
 }  // namespace tunefarm

@@ -42,7 +42,7 @@ echo
 echo "== devices (both dialled in; nothing dials them)"
 "${TF[@]}" devices
 
-CPU=$(gcc -march=native -Q --help=target 2>/dev/null | awk '$1 == "-march=" {print $2; exit}')
+CPU=$( (gcc -march=native -Q --help=target 2>/dev/null || true) | awk '$1 == "-march=" {print $2}' | head -n1)
 TARGET="llvm -mtriple=x86_64-linux-gnu -mcpu=${CPU:-generic} -num-cores=$(nproc)"
 echo
 echo "== submitting scripts/demo/resnet18_blocks.json for target: $TARGET"

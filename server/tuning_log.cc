@@ -131,6 +131,15 @@ constexpr const char* kRecordColumns =
     "r.schedule_hash FROM records r JOIN workloads w ON w.id = r.workload_id "
     "JOIN targets t ON t.id = r.target_id";
 
+// Best OK records of one (workload, target): served by the partial index
+// records_best, so it is an index lookup whatever the table size.
+std::string TopKSql() {
+  return absl::StrCat("SELECT ", kRecordColumns,
+                      " WHERE r.workload_id = (SELECT id FROM workloads WHERE key = ?) "
+                      "AND r.target_id = (SELECT id FROM targets WHERE spec = ?) "
+                      "AND r.status = 1 ORDER BY r.mean_cost, r.id LIMIT ?");
+}
+
 absl::StatusOr<v1::Record> RowToRecord(const Stmt& st, const std::string& path) {
   v1::Record r;
   r.set_record_id(st.Int(0));
@@ -441,11 +450,7 @@ absl::StatusOr<std::vector<v1::Record>> TuningLog::TopK(const std::string& workl
   TF_ASSIGN_OR_RETURN(ir::Target t, ir::Target::Parse(target_spec));
   std::lock_guard<std::mutex> lock(mu_);
   Stmt st(db_->raw(), path_);
-  TF_RETURN_IF_ERROR(st.Prepare(absl::StrCat(
-      "SELECT ", kRecordColumns,
-      " WHERE r.workload_id = (SELECT id FROM workloads WHERE key = ?) "
-      "AND r.target_id = (SELECT id FROM targets WHERE spec = ?) AND r.status = 1 "
-      "ORDER BY r.mean_cost, r.id LIMIT ?")));
+  TF_RETURN_IF_ERROR(st.Prepare(TopKSql()));
   st.Bind(1, workload_key).Bind(2, t.ToString()).Bind(3, int64_t{std::max(k, 1)});
   std::vector<v1::Record> out;
   while (true) {
@@ -460,11 +465,7 @@ absl::StatusOr<std::vector<v1::Record>> TuningLog::TopK(const std::string& workl
 absl::StatusOr<std::string> TuningLog::ExplainTopK() {
   std::lock_guard<std::mutex> lock(mu_);
   Stmt st(db_->raw(), path_);
-  TF_RETURN_IF_ERROR(st.Prepare(absl::StrCat(
-      "EXPLAIN QUERY PLAN SELECT ", kRecordColumns,
-      " WHERE r.workload_id = (SELECT id FROM workloads WHERE key = ?) "
-      "AND r.target_id = (SELECT id FROM targets WHERE spec = ?) AND r.status = 1 "
-      "ORDER BY r.mean_cost, r.id LIMIT ?")));
+  TF_RETURN_IF_ERROR(st.Prepare(absl::StrCat("EXPLAIN QUERY PLAN ", TopKSql())));
   std::string plan;
   while (true) {
     TF_ASSIGN_OR_RETURN(bool row, st.Step());
@@ -585,7 +586,7 @@ absl::StatusOr<int64_t> TuningLog::CreateJob(const v1::JobSpec& in) {
         "created_unix_ms, updated_unix_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"));
     ins.Bind(1, spec.name()).BindBlob(2, DeterministicBytes(spec)).Bind(3, tid);
     ins.Bind(4, spec.device_key()).Bind(5, static_cast<int64_t>(spec.seed()));
-    ins.Bind(6, int64_t{v1::JOB_STATE_QUEUED}).Bind(7, "queued").Bind(8, now).Bind(9, now);
+    ins.Bind(6, int64_t{v1::JOB_STATE_QUEUED}).Bind(7, "stored; this server does not run tuning yet").Bind(8, now).Bind(9, now);
     TF_RETURN_IF_ERROR(ins.Run());
     int64_t id = sqlite3_last_insert_rowid(db_->raw());
     Stmt task(db_->raw(), path_);

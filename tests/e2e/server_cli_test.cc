@@ -211,3 +211,27 @@ TEST_F(E2ETest, AgentAndWorkerDialInAndReconnect) {
 
 }  // namespace
 }  // namespace tunefarm
+
+namespace tunefarm {
+namespace {
+
+// The agent must build and run on a board with few packages: no compiler,
+// cost model or database in its binary.
+TEST(Layout, AgentLinksNoCompilerOrDatabase) {
+  testing::TempDir dir;
+  CommandResult r = RunCommand({"/usr/bin/ldd", BinPath("tunefarm-agent")}, dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.out, "libgrpc++")) << r.out;
+  for (const char* lib : {"libLLVM", "libxgboost", "libsqlite3", "libnvrtc", "libcuda"}) {
+    EXPECT_FALSE(absl::StrContains(r.out, lib)) << lib << " in\n" << r.out;
+  }
+  // It starts without a GPU and says what it found.
+  CommandResult caps =
+      RunCommand({BinPath("tunefarm-agent"), "--print_capabilities"}, dir.path());
+  ASSERT_EQ(caps.exit_code, 0) << caps.err;
+  EXPECT_TRUE(absl::StrContains(caps.out, "\"cores\"")) << caps.out;
+  EXPECT_TRUE(absl::StrContains(caps.out, "-linux-gnu")) << caps.out;
+}
+
+}  // namespace
+}  // namespace tunefarm
