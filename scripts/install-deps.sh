@@ -16,7 +16,7 @@ FULL_PKGS=(
   libsqlite3-dev sqlite3
   libxgboost-dev xgboost
   llvm-19-dev lld-19 libzstd-dev
-  libgtest-dev libgmock-dev
+  libgtest-dev libgmock-dev openssl
 )
 
 pkgs=("${FULL_PKGS[@]}")

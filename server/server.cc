@@ -56,8 +56,9 @@ absl::StatusOr<std::unique_ptr<TunefarmServer>> TunefarmServer::Start(const Opti
 
   grpc::ServerBuilder builder;
   builder.AddListeningPort(options.listen, creds, &s->port_);
-  builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
-  builder.SetMaxSendMessageSize(kMaxMessageBytes);
+  int max_bytes = options.max_message_bytes > 0 ? options.max_message_bytes : kMaxMessageBytes;
+  builder.SetMaxReceiveMessageSize(max_bytes);
+  builder.SetMaxSendMessageSize(max_bytes);
   builder.RegisterService(s->tuning_.get());
   builder.RegisterService(s->farm_.get());
   s->server_ = builder.BuildAndStart();

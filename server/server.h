@@ -33,6 +33,8 @@ class TunefarmServer {
     std::string tls_key_file;
     std::string tokens_file;    // when set, every call needs one of its tokens
     absl::Duration heartbeat_interval = absl::Seconds(5);
+    // Largest request or response; bigger ones fail with RESOURCE_EXHAUSTED.
+    int max_message_bytes = 0;  // 0: kMaxMessageBytes (256 MiB)
   };
 
   static absl::StatusOr<std::unique_ptr<TunefarmServer>> Start(const Options& options);

@@ -235,3 +235,47 @@ TEST(Layout, AgentLinksNoCompilerOrDatabase) {
 
 }  // namespace
 }  // namespace tunefarm
+
+namespace tunefarm {
+namespace {
+
+// TLS and tokens together, with a certificate made for the test.
+TEST(Security, TlsAndTokens) {
+  testing::TempDir dir;
+  std::string key = dir.File("key.pem"), cert = dir.File("cert.pem");
+  CommandResult gen = RunCommand(
+      {"/usr/bin/openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+       "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", key,
+       "-out", cert},
+      dir.path());
+  ASSERT_EQ(gen.exit_code, 0) << gen.err;
+  testing::WriteFile(dir.File("tokens"), "farm-token\n");
+  testing::WriteFile(dir.File("my-token"), "farm-token\n");
+  testing::WriteFile(dir.File("bad-token"), "guess\n");
+  auto server = ServerProcess::Start(
+      dir.File("tls.db"), dir.path(),
+      {"--tls_cert=" + cert, "--tls_key=" + key, "--tokens_file=" + dir.File("tokens")});
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto cli = [&](std::vector<std::string> extra) {
+    std::vector<std::string> argv = {BinPath("tunefarm"), "--server=" + (*server)->address(),
+                                     "--timeout=5"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    argv.push_back("jobs");
+    return RunCommand(argv, dir.path());
+  };
+  CommandResult ok = cli({"--tls_ca=" + cert, "--token_file=" + dir.File("my-token")});
+  EXPECT_EQ(ok.exit_code, 0) << ok.err;
+  EXPECT_TRUE(absl::StrContains(ok.out, "state")) << ok.out;
+  CommandResult no_token = cli({"--tls_ca=" + cert});
+  EXPECT_EQ(no_token.exit_code, 1);
+  EXPECT_TRUE(absl::StrContains(no_token.err, "requires a token")) << no_token.err;
+  CommandResult wrong = cli({"--tls_ca=" + cert, "--token_file=" + dir.File("bad-token")});
+  EXPECT_EQ(wrong.exit_code, 1);
+  EXPECT_TRUE(absl::StrContains(wrong.err, "token not accepted")) << wrong.err;
+  // Plain text to a TLS port does not get through.
+  CommandResult plain = cli({"--token_file=" + dir.File("my-token")});
+  EXPECT_NE(plain.exit_code, 0);
+}
+
+}  // namespace
+}  // namespace tunefarm

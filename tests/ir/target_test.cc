@@ -1,5 +1,7 @@
 #include "compiler/ir/target.h"
 
+#include <random>
+
 #include "gtest/gtest.h"
 
 namespace tunefarm::ir {
@@ -53,6 +55,33 @@ TEST(Target, ErrorsNameTheField) {
     EXPECT_NE(std::string(t.status().message()).find(expect), std::string::npos)
         << spec << ": " << t.status().message();
   }
+}
+
+// Random target strings: each parses to a canonical form that parses to
+// itself, or is refused with a message; never a crash.
+TEST(Target, FuzzedSpecsRoundTripOrFail) {
+  const std::vector<std::string> words = {
+      "llvm", "cuda", "-mtriple=x86_64-linux-gnu", "-mtriple=aarch64-linux-gnu", "-mcpu=znver3",
+      "-mcpu=", "-mattr=+avx2,-fma", "-mattr=+", "-num-cores=4", "-num-cores=-1", "-arch=sm_90",
+      "-arch=sm_", "-max-threads-per-block=256", "=", "-", "--", "-x=y", " ", "sm_87", "\t"};
+  std::mt19937 rng(3);
+  int parsed = 0;
+  for (int i = 0; i < 5000; ++i) {
+    std::string spec = rng() % 5 ? (rng() % 2 ? "llvm" : "cuda") : "";
+    int n = rng() % 4;
+    for (int j = 0; j < n; ++j) spec += " " + words[rng() % words.size()];
+    if (rng() % 4 == 0 && !spec.empty()) spec[rng() % spec.size()] = static_cast<char>(rng() % 128);
+    auto t = Target::Parse(spec);
+    if (!t.ok()) {
+      EXPECT_FALSE(t.status().message().empty());
+      continue;
+    }
+    ++parsed;
+    auto again = Target::Parse(t->ToString());
+    ASSERT_TRUE(again.ok()) << spec << " -> " << t->ToString() << ": " << again.status();
+    EXPECT_EQ(again->ToString(), t->ToString());
+  }
+  EXPECT_GT(parsed, 200);
 }
 
 }  // namespace

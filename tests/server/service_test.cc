@@ -23,12 +23,13 @@ using ::tunefarm::testing::MakeRecord;
 
 class ServiceTest : public ::testing::Test {
  protected:
-  void StartServer(const std::string& tokens_file = "") {
+  void StartServer(const std::string& tokens_file = "", int max_message_bytes = 0) {
     TunefarmServer::Options o;
     o.listen = "127.0.0.1:0";
     o.db_path = dir_.File("svc.db");
     o.tokens_file = tokens_file;
     o.heartbeat_interval = absl::Milliseconds(100);
+    o.max_message_bytes = max_message_bytes;
     auto s = TunefarmServer::Start(o);
     ASSERT_TRUE(s.ok()) << s.status();
     server_ = *std::move(s);
@@ -167,6 +168,26 @@ TEST_F(ServiceTest, JobLifecycleAndWatch) {
   grpc::Status s = tuning_->SubmitJob(Ctx().get(), bad, &resp);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_NE(s.error_message().find("-mtriple"), std::string::npos);
+}
+
+TEST_F(ServiceTest, OversizedRequestIsRefusedAndStoresNothing) {
+  StartServer("", 1 << 20);
+  v1::ImportRecordsRequest imp;
+  imp.set_protocol_version(kProtocolVersion);
+  for (int i = 1; i <= 300; ++i) {
+    v1::Record r = MakeRecord(Conv2d(8, 8, 8), kTargetX86, 1e-3, i);
+    r.set_error(std::string(8000, 'x'));  // ~2.4 MB in all
+    *imp.add_records() = r;
+  }
+  v1::ImportRecordsResponse resp;
+  grpc::Status s = tuning_->ImportRecords(Ctx().get(), imp, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << s.error_message();
+  EXPECT_NE(s.error_message().find("message larger than max"), std::string::npos)
+      << s.error_message();
+  imp.mutable_records()->DeleteSubrange(10, 290);
+  s = tuning_->ImportRecords(Ctx().get(), imp, &resp);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(resp.imported(), 10);
 }
 
 TEST_F(ServiceTest, TokensAreRequiredWhenConfigured) {
