@@ -16,9 +16,14 @@ using absl::InvalidArgumentError;
 using absl::StrAppend;
 using absl::StrCat;
 
-int64_t Product(const std::vector<int64_t>& shape) {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
+// Strides, pads, dilations and kernel sizes beyond this are refused.
+constexpr int64_t kMaxAttr = int64_t{1} << 20;
+// Tensors beyond this many elements are refused, so no shape arithmetic overflows.
+constexpr double kMaxElements = double(int64_t{1} << 40);
+
+double Product(const std::vector<int64_t>& shape) {
+  double n = 1;
+  for (int64_t d : shape) n *= double(d);
   return n;
 }
 
@@ -48,7 +53,10 @@ absl::Status DefaultList(google::protobuf::RepeatedField<int64_t>* list, int n, 
     return InvalidArgumentError(StrCat(field, " must have ", n, " values, got ", list->size()));
   }
   for (int64_t v : *list) {
-    if (v < min_value) return InvalidArgumentError(StrCat(field, " value ", v, " < ", min_value));
+    if (v < min_value || v > kMaxAttr) {
+      return InvalidArgumentError(
+          StrCat(field, " value ", v, " is outside [", min_value, ", ", kMaxAttr, "]"));
+    }
   }
   return absl::OkStatus();
 }
@@ -69,7 +77,9 @@ absl::StatusOr<double> CanonConv2d(v1::Workload* w, std::vector<int64_t>* out) {
   TF_RETURN_IF_ERROR(DefaultList(a->mutable_pads(), 4, 0, 0, "conv2d.pads"));
   TF_RETURN_IF_ERROR(DefaultList(a->mutable_dilations(), 2, 1, 1, "conv2d.dilations"));
   if (a->groups() == 0) a->set_groups(1);
-  if (a->groups() < 0) return InvalidArgumentError("conv2d.groups must be positive");
+  if (a->groups() < 0 || a->groups() > kMaxAttr) {
+    return InvalidArgumentError(StrCat("conv2d.groups ", a->groups(), " is out of range"));
+  }
   TF_RETURN_IF_ERROR(CheckRank(*w, 0, 4, "data"));
   TF_RETURN_IF_ERROR(CheckRank(*w, 1, 4, "weight"));
   std::vector<int64_t> d = ShapeOf(w->inputs(0)), k = ShapeOf(w->inputs(1));
@@ -179,7 +189,7 @@ absl::StatusOr<double> CanonPool(v1::Workload* w, std::vector<int64_t>* out) {
   int64_t ow = WindowOut(wd, p[1], p[3], k[1], a->strides(1), 1, a->ceil_mode());
   if (oh <= 0 || ow <= 0) return InvalidArgumentError("pool2d output would be empty");
   *out = nchw ? std::vector<int64_t>{n, c, oh, ow} : std::vector<int64_t>{n, oh, ow, c};
-  return double(Product(*out)) * k[0] * k[1];
+  return Product(*out) * k[0] * k[1];
 }
 
 absl::StatusOr<double> CanonElementwise(v1::Workload* w, std::vector<int64_t>* out) {
@@ -215,7 +225,7 @@ absl::StatusOr<double> CanonElementwise(v1::Workload* w, std::vector<int64_t>* o
     shape = r;
   }
   *out = shape;
-  return double(Product(shape));
+  return Product(shape);
 }
 
 double EpilogueFlopsPerElement(const v1::Epilogue& e) {
@@ -261,6 +271,11 @@ absl::StatusOr<CanonicalWorkload> Canonicalize(const v1::Workload& workload) {
         return InvalidArgumentError(StrCat("inputs[", i, "] has dimension ", d));
       }
     }
+    double elems = Product(ShapeOf(*t));
+    if (t->shape_size() > 8 || elems > kMaxElements) {
+      return InvalidArgumentError(StrCat("inputs[", i, "] is too large (rank ", t->shape_size(),
+                                         ", ", elems, " elements; limits 8 and 2^40)"));
+    }
     if (t->dtype() == v1::DTYPE_UNSPECIFIED) t->set_dtype(v1::DTYPE_FLOAT32);
     if (!v1::DType_IsValid(t->dtype())) {
       return InvalidArgumentError(StrCat("inputs[", i, "] has unknown dtype ", t->dtype()));
@@ -291,7 +306,8 @@ absl::StatusOr<CanonicalWorkload> Canonicalize(const v1::Workload& workload) {
     default: return InvalidArgumentError("unsupported op");
   }
   if (!flops.ok()) return flops.status();
-  double out_elems = double(Product(c.output_shape));
+  double out_elems = Product(c.output_shape);
+  if (out_elems > kMaxElements) return InvalidArgumentError("output is too large (> 2^40 elements)");
   double epi = 0;
   for (int i = 0; i < w->epilogue_size(); ++i) {
     const v1::Epilogue& e = w->epilogue(i);

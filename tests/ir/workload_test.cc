@@ -1,5 +1,8 @@
 #include "compiler/ir/workload.h"
 
+#include <climits>
+#include <random>
+
 #include "gtest/gtest.h"
 #include "tests/server/test_records.h"
 
@@ -138,6 +141,59 @@ TEST(Workload, ErrorsNameTheField) {
     EXPECT_NE(std::string(r.status().message()).find(c.expect), std::string::npos)
         << r.status().message();
   }
+}
+
+// Random workloads, including absurd shapes and attributes: each one is either
+// canonical (and canonicalising it again changes nothing) or refused with a
+// message; never a crash or an overflow.
+TEST(Workload, FuzzedWorkloadsNeverCrash) {
+  std::mt19937_64 rng(11);
+  const std::vector<int64_t> dims = {1, 2, 3, 7, 64, 0, -1, int64_t{1} << 31, int64_t{1} << 40,
+                                     INT64_MAX};
+  auto pick = [&] { return dims[rng() % dims.size()]; };
+  int ok = 0;
+  for (int i = 0; i < 20000; ++i) {
+    v1::Workload w;
+    w.set_op(static_cast<v1::OpKind>(rng() % 9));
+    int n_inputs = rng() % 4;
+    for (int j = 0; j < n_inputs; ++j) {
+      auto* t = w.add_inputs();
+      int rank = rng() % 6;
+      for (int r = 0; r < rank; ++r) t->add_shape(rng() % 3 ? int64_t(1 + rng() % 64) : pick());
+      t->set_dtype(static_cast<v1::DType>(rng() % 10));
+    }
+    switch (rng() % 5) {
+      case 0: {
+        auto* a = w.mutable_conv2d();
+        a->set_layout(static_cast<v1::DataLayout>(rng() % 4));
+        for (int k = 0; k < int(rng() % 3); ++k) a->add_strides(rng() % 2 ? 1 : pick());
+        for (int k = 0; k < int(rng() % 5); ++k) a->add_pads(rng() % 2 ? 1 : pick());
+        a->set_groups(rng() % 2 ? 1 : pick());
+        break;
+      }
+      case 1: w.mutable_matmul()->set_transpose_b(rng() % 2); break;
+      case 2: {
+        auto* p = w.mutable_pool2d();
+        p->set_kind(static_cast<v1::PoolKind>(rng() % 5));
+        for (int k = 0; k < int(rng() % 3); ++k) p->add_kernel(rng() % 2 ? 3 : pick());
+        break;
+      }
+      case 3: w.mutable_elementwise()->set_kind(static_cast<v1::ElementwiseKind>(rng() % 12)); break;
+      default: break;
+    }
+    if (rng() % 3 == 0) w.add_epilogue()->set_kind(static_cast<v1::EpilogueKind>(rng() % 11));
+    auto c = Canonicalize(w);
+    if (!c.ok()) {
+      EXPECT_FALSE(c.status().message().empty());
+      continue;
+    }
+    ++ok;
+    EXPECT_GT(c->flops, 0);
+    auto again = Canonicalize(c->workload);
+    ASSERT_TRUE(again.ok()) << again.status();
+    EXPECT_EQ(again->key, c->key);
+  }
+  EXPECT_GT(ok, 10);
 }
 
 TEST(Workload, Describe) {
