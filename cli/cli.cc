@@ -115,10 +115,14 @@ class Client {
 };
 
 Failure RpcFailure(const Client& c, const grpc::Status& s) {
-  if (s.error_code() == grpc::StatusCode::UNAVAILABLE ||
-      s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
+  if (s.error_code() == grpc::StatusCode::UNAVAILABLE) {
     return {kExitUnreachable,
             absl::StrCat("cannot reach the server at ", c.server(), ": ", s.error_message())};
+  }
+  if (s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
+    return {kExitUnreachable,
+            absl::StrCat("no answer from the server at ", c.server(),
+                         " in time; the request may or may not have taken effect")};
   }
   return {kExitFailed, s.error_message()};
 }
@@ -153,7 +157,9 @@ Result StateFromName(const std::string& name, v1::JobState* out) {
   return std::nullopt;
 }
 
+// "JOB_STATE_QUEUED" -> "queued"; a value this client does not know stays visible.
 std::string ShortName(const std::string& enum_name, const std::string& prefix) {
+  if (enum_name.rfind(prefix, 0) != 0) return enum_name.empty() ? "unknown" : enum_name;
   return absl::AsciiStrToLower(enum_name.substr(prefix.size()));
 }
 
@@ -237,8 +243,10 @@ Result CmdImport(Client& c, const Args& a, std::ostream& out) {
     grpc::Status s = c.stub().ImportRecords(c.Context().get(), req, &resp);
     if (!s.ok()) {
       Failure f = RpcFailure(c, s);
+      // Importing again is safe: records already stored count as duplicates.
       f.message = absl::StrCat(f.message, " (records ", i + 1, "-", end, " of ", records->size(),
-                               " not imported; ", imported + duplicates, " before them were)");
+                               " not confirmed; ", imported + duplicates,
+                               " before them were imported; importing again is safe)");
       return f;
     }
     imported += resp.imported();

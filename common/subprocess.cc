@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -36,7 +37,10 @@ absl::StatusOr<std::unique_ptr<Subprocess>> Subprocess::Start(const std::vector<
       if (fd >= 0) dup2(fd, STDERR_FILENO);
     }
     execv(args[0], args.data());
-    std::fprintf(stderr, "exec %s: %s\n", args[0], std::strerror(errno));
+    // Only async-signal-safe calls between fork and exec/_exit.
+    static const char kMsg[] = "exec failed\n";
+    ssize_t ignored = write(STDERR_FILENO, kMsg, sizeof(kMsg) - 1);
+    (void)ignored;
     _exit(127);
   }
   if (options.capture_stdout) close(fds[1]);
@@ -72,7 +76,8 @@ absl::Status Subprocess::ReadLine(std::string* line, absl::Duration timeout) {
     absl::Duration left = deadline - absl::Now();
     if (left <= absl::ZeroDuration()) return absl::DeadlineExceededError("no line from child");
     pollfd pfd{stdout_fd_, POLLIN, 0};
-    int r = poll(&pfd, 1, static_cast<int>(absl::ToInt64Milliseconds(left)) + 1);
+    int64_t wait_ms = std::min<int64_t>(absl::ToInt64Milliseconds(left), 1 << 30) + 1;
+    int r = poll(&pfd, 1, static_cast<int>(wait_ms));
     if (r < 0 && errno != EINTR) return absl::InternalError(std::strerror(errno));
     if (r <= 0) continue;
     char buf[4096];

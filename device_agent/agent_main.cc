@@ -62,7 +62,7 @@ int main(int argc, char** argv) {
             opts.device_key, caps.cpu_model(), caps.cores(),
             caps.has_gpu() ? caps.gpu_name() : "no GPU");
   tunefarm::FarmSession session(opts, log);
-  tunefarm::RunUntilSignalled(
+  absl::Status run = tunefarm::RunUntilSignalled(
       session,
       [&](const tunefarm::v1::WorkLease& lease) {
         // Measurement (sandboxed runner, timing) is not built yet; the server
@@ -71,5 +71,9 @@ int main(int argc, char** argv) {
                    lease.lease_id());
       },
       *log);
+  if (!run.ok()) {
+    std::fprintf(stderr, "tunefarm-agent: %s\n", std::string(run.message()).c_str());
+    return 1;
+  }
   return 0;
 }

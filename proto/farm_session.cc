@@ -27,25 +27,22 @@ bool FarmSession::SleepUnlessStopped(absl::Duration d) {
   return !stop_;
 }
 
-void FarmSession::Run(const WorkHandler& handler) {
+absl::Status FarmSession::Run(const WorkHandler& handler) {
   absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = MakeChannel(options_.client);
-  if (!channel.ok()) {
-    log_->error("event=channel_failed error=\"{}\"", std::string(channel.status().message()));
-    return;
-  }
+  if (!channel.ok()) return channel.status();
   auto stub = v1::FarmService::NewStub(*channel);
   std::mt19937_64 rng{std::random_device{}()};
   absl::Duration backoff = options_.min_backoff;
   while (true) {
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (stop_) return;
+      if (stop_) return absl::OkStatus();
     }
     int before = registrations_.load();
     absl::Status s = RunOnce(*stub, handler);
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (stop_) return;
+      if (stop_) return absl::OkStatus();
     }
     // A session that got as far as registering resets the back-off.
     if (registrations_.load() != before) backoff = options_.min_backoff;
@@ -53,7 +50,7 @@ void FarmSession::Run(const WorkHandler& handler) {
     absl::Duration wait = backoff * jitter;
     log_->warn("event=disconnected server={} error=\"{}\" retry_in_ms={}", options_.client.server,
                std::string(s.message()), absl::ToInt64Milliseconds(wait));
-    if (!SleepUnlessStopped(wait)) return;
+    if (!SleepUnlessStopped(wait)) return absl::OkStatus();
     backoff = std::min(backoff * 2, options_.max_backoff);
   }
 }
@@ -156,8 +153,8 @@ std::string HostName() {
   return host;
 }
 
-void RunUntilSignalled(FarmSession& session, const FarmSession::WorkHandler& handler,
-                       spdlog::logger& log) {
+absl::Status RunUntilSignalled(FarmSession& session, const FarmSession::WorkHandler& handler,
+                               spdlog::logger& log) {
   sigset_t stop;
   sigemptyset(&stop);
   sigaddset(&stop, SIGINT);
@@ -169,9 +166,12 @@ void RunUntilSignalled(FarmSession& session, const FarmSession::WorkHandler& han
     log.info("event=signal signal={}", sig);
     session.Stop();
   });
-  session.Run(handler);
-  // Run returns only after Stop(), which only the signal thread calls.
+  absl::Status s = session.Run(handler);
+  // Run returns OK only after Stop(), which the signal thread calls; on an
+  // error, wake that thread with a signal of our own.
+  if (!s.ok()) kill(getpid(), SIGTERM);
   signals.join();
+  return s;
 }
 
 }  // namespace tunefarm

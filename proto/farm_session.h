@@ -39,7 +39,9 @@ class FarmSession {
 
   FarmSession(Options options, std::shared_ptr<spdlog::logger> log);
 
-  void Run(const WorkHandler& handler);
+  // Returns OK after Stop(); an error only when it cannot even try (a bad
+  // TLS CA file, say). Connection failures are retried, never returned.
+  absl::Status Run(const WorkHandler& handler);
   void Stop();
 
   // How many times Register succeeded (for status output and tests).
@@ -73,7 +75,8 @@ std::string HostName();
 
 // Blocks SIGINT and SIGTERM in the calling thread (and so in the threads it
 // starts later), runs `session` and stops it when one of them arrives.
-void RunUntilSignalled(FarmSession& session, const FarmSession::WorkHandler& handler,
+// Returns Run()'s status.
+absl::Status RunUntilSignalled(FarmSession& session, const FarmSession::WorkHandler& handler,
                        spdlog::logger& log);
 
 }  // namespace tunefarm

@@ -19,7 +19,8 @@ absl::Status SqliteStatus(sqlite3* db, int rc, absl::string_view what, absl::str
       return absl::DataLossError(text);
     case SQLITE_BUSY:
     case SQLITE_LOCKED:
-      return absl::UnavailableError(text);
+      // Another process held the database past the busy timeout: retry later.
+      return absl::AbortedError(text);
     case SQLITE_CANTOPEN:
     case SQLITE_READONLY:
     case SQLITE_PERM:
@@ -27,7 +28,7 @@ absl::Status SqliteStatus(sqlite3* db, int rc, absl::string_view what, absl::str
     case SQLITE_CONSTRAINT:
       return absl::InvalidArgumentError(text);
     case SQLITE_IOERR:
-      return absl::UnavailableError(text);
+      return absl::InternalError(text);
     default:
       return absl::InternalError(text);
   }

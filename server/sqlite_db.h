@@ -16,7 +16,7 @@ namespace tunefarm::server::internal {
 
 // Maps an SQLite result code to a Status whose message names the operation,
 // the database file and sqlite3_errmsg. SQLITE_FULL -> ResourceExhausted,
-// SQLITE_CORRUPT / SQLITE_NOTADB -> DataLoss, SQLITE_BUSY -> Unavailable.
+// SQLITE_CORRUPT / SQLITE_NOTADB -> DataLoss, SQLITE_BUSY -> Aborted (retry).
 absl::Status SqliteStatus(sqlite3* db, int rc, absl::string_view what, absl::string_view path);
 
 class Stmt {

@@ -219,7 +219,6 @@ absl::StatusOr<PreparedRecord> PrepareRecord(const v1::Record& in) {
     }
   }
   if (r.job_id() < 0) return absl::InvalidArgumentError("job_id is negative");
-  if (r.timestamp_unix_ms() <= 0) r.set_timestamp_unix_ms(NowMs());
   *r.mutable_workload() = p.workload.workload;
   r.mutable_target()->set_spec(p.target_spec);
   p.schedule_hash = ir::ScheduleHash(r.schedule());
@@ -231,6 +230,8 @@ absl::StatusOr<PreparedRecord> PrepareRecord(const v1::Record& in) {
   identity.clear_workload_key();
   identity.clear_schedule_hash();
   p.content_hash = Sha256Hex(DeterministicBytes(identity));
+  // Filled in after hashing, so a record sent twice without a time is one record.
+  if (r.timestamp_unix_ms() <= 0) r.set_timestamp_unix_ms(NowMs());
   return p;
 }
 
@@ -248,10 +249,11 @@ absl::StatusOr<std::unique_ptr<TuningLog>> TuningLog::Open(const Options& option
   TF_RETURN_IF_ERROR(db->Exec(absl::StrCat("PRAGMA busy_timeout = ", options.busy_timeout_ms)));
   // Reading the schema is the first access to the file's header.
   absl::StatusOr<int64_t> n_tables = db->QueryInt("SELECT count(*) FROM sqlite_master");
-  if (!n_tables.ok()) {
+  if (absl::IsDataLoss(n_tables.status())) {
     return absl::FailedPreconditionError(absl::StrCat(
         path, " is not a tunefarm database (", n_tables.status().message(), ")"));
   }
+  if (!n_tables.ok()) return n_tables.status();
   TF_ASSIGN_OR_RETURN(int64_t app_id, db->QueryInt("PRAGMA application_id"));
   if (*n_tables > 0 && app_id != kApplicationId) {
     Stmt st(db->raw(), path);
@@ -683,6 +685,26 @@ absl::Status TuningLog::SetJobState(int64_t job_id, v1::JobState state,
   TF_RETURN_IF_ERROR(st.Run());
   if (sqlite3_changes(db_->raw()) == 0) return absl::NotFoundError(absl::StrCat("no job ", job_id));
   return absl::OkStatus();
+}
+
+absl::StatusOr<v1::Job> TuningLog::CancelJob(int64_t job_id, const std::string& message) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Stmt st(db_->raw(), path_);
+  // One statement decides and writes, so a job that ends meanwhile stays ended.
+  TF_RETURN_IF_ERROR(st.Prepare(
+      "UPDATE jobs SET state = ?, status_message = ?, updated_unix_ms = ? "
+      "WHERE id = ? AND state NOT IN (?, ?, ?)"));
+  st.Bind(1, int64_t{v1::JOB_STATE_CANCELLED}).Bind(2, message).Bind(3, NowMs()).Bind(4, job_id);
+  st.Bind(5, int64_t{v1::JOB_STATE_SUCCEEDED}).Bind(6, int64_t{v1::JOB_STATE_FAILED});
+  st.Bind(7, int64_t{v1::JOB_STATE_CANCELLED});
+  TF_RETURN_IF_ERROR(st.Run());
+  bool changed = sqlite3_changes(db_->raw()) == 1;
+  TF_ASSIGN_OR_RETURN(v1::Job job, LoadJobLocked(job_id));
+  if (!changed) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "job ", job_id, " has already ended (", v1::JobState_Name(job.state()), ")"));
+  }
+  return job;
 }
 
 absl::Status TuningLog::UpsertDevice(const v1::Device& d) {

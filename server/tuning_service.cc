@@ -130,20 +130,11 @@ grpc::Status TuningService::WatchJob(grpc::ServerContext* ctx, const v1::WatchJo
 grpc::Status TuningService::CancelJob(grpc::ServerContext* ctx, const v1::CancelJobRequest* req,
                                       v1::Job* resp) {
   TF_GATE(req);
-  absl::StatusOr<v1::Job> job = log_.GetJob(req->job_id());
+  absl::StatusOr<v1::Job> job = log_.CancelJob(req->job_id(), "cancelled by user");
   if (!job.ok()) return ToGrpcStatus(job.status());
-  if (IsFinal(job->state())) {
-    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
-                        absl::StrCat("job ", req->job_id(), " has already ended (",
-                                     v1::JobState_Name(job->state()), ")"));
-  }
-  absl::Status s = log_.SetJobState(req->job_id(), v1::JOB_STATE_CANCELLED, "cancelled by user");
-  if (!s.ok()) return ToGrpcStatus(s);
   Logger("server")->info("event=job_cancelled job={}", req->job_id());
   NotifyJobsChanged();
-  absl::StatusOr<v1::Job> after = log_.GetJob(req->job_id());
-  if (!after.ok()) return ToGrpcStatus(after.status());
-  *resp = *std::move(after);
+  *resp = *std::move(job);
   return grpc::Status::OK;
 }
 

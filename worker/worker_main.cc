@@ -41,7 +41,7 @@ int main(int argc, char** argv) {
             opts.capabilities.build_triples_size(), opts.capabilities.cuda_archs_size(),
             opts.capabilities.cores());
   tunefarm::FarmSession session(opts, log);
-  tunefarm::RunUntilSignalled(
+  absl::Status run = tunefarm::RunUntilSignalled(
       session,
       [&](const tunefarm::v1::WorkLease& lease) {
         // Building candidates is not wired yet; the server hands out no
@@ -49,5 +49,9 @@ int main(int argc, char** argv) {
         log->error("event=lease_ignored lease={} reason=\"builds not wired\"", lease.lease_id());
       },
       *log);
+  if (!run.ok()) {
+    std::fprintf(stderr, "tunefarm-worker: %s\n", std::string(run.message()).c_str());
+    return 1;
+  }
   return 0;
 }

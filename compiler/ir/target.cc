@@ -1,5 +1,6 @@
 #include "compiler/ir/target.h"
 
+#include <algorithm>
 #include <set>
 
 #include "absl/strings/numbers.h"
@@ -75,6 +76,9 @@ absl::StatusOr<Target> Target::Parse(const std::string& spec) {
           }
           t.attrs.emplace_back(a);
         }
+        // Feature order carries no meaning: sort, so one target has one spelling.
+        std::sort(t.attrs.begin(), t.attrs.end());
+        t.attrs.erase(std::unique(t.attrs.begin(), t.attrs.end()), t.attrs.end());
       } else if (name == "-num-cores") {
         if (auto s = ParseInt(name, value, 1, 4096, &t.num_cores); !s.ok()) return s;
       } else {

@@ -24,7 +24,7 @@ struct Target {
   // llvm
   std::string triple;
   std::string cpu;
-  std::vector<std::string> attrs;  // "+avx512f", "-sse4a", in the order given
+  std::vector<std::string> attrs;  // "+avx512f", "-sse4a", sorted, no repeats
   int num_cores = 0;               // 0: all cores of the device
 
   // cuda

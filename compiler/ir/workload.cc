@@ -72,6 +72,7 @@ int64_t WindowOut(int64_t in, int64_t pad_lo, int64_t pad_hi, int64_t kernel, in
 absl::StatusOr<double> CanonConv2d(v1::Workload* w, std::vector<int64_t>* out) {
   if (!w->has_conv2d()) w->mutable_conv2d();
   auto* a = w->mutable_conv2d();
+  if (!v1::DataLayout_IsValid(a->layout())) return InvalidArgumentError("conv2d.layout is unknown");
   if (a->layout() == v1::DATA_LAYOUT_UNSPECIFIED) a->set_layout(v1::DATA_LAYOUT_NCHW);
   TF_RETURN_IF_ERROR(DefaultList(a->mutable_strides(), 2, 1, 1, "conv2d.strides"));
   TF_RETURN_IF_ERROR(DefaultList(a->mutable_pads(), 4, 0, 0, "conv2d.pads"));
@@ -167,7 +168,10 @@ absl::StatusOr<double> CanonMatmul(v1::Workload* w, std::vector<int64_t>* out) {
 absl::StatusOr<double> CanonPool(v1::Workload* w, std::vector<int64_t>* out) {
   if (!w->has_pool2d()) return InvalidArgumentError("pool2d: missing pool2d attributes");
   auto* a = w->mutable_pool2d();
-  if (a->kind() == v1::POOL_KIND_UNSPECIFIED) return InvalidArgumentError("pool2d.kind is unset");
+  if (a->kind() == v1::POOL_KIND_UNSPECIFIED || !v1::PoolKind_IsValid(a->kind())) {
+    return InvalidArgumentError("pool2d.kind is unset or unknown");
+  }
+  if (!v1::DataLayout_IsValid(a->layout())) return InvalidArgumentError("pool2d.layout is unknown");
   if (a->layout() == v1::DATA_LAYOUT_UNSPECIFIED) a->set_layout(v1::DATA_LAYOUT_NCHW);
   TF_RETURN_IF_ERROR(CheckRank(*w, 0, 4, "data"));
   std::vector<int64_t> d = ShapeOf(w->inputs(0));
@@ -180,6 +184,7 @@ absl::StatusOr<double> CanonPool(v1::Workload* w, std::vector<int64_t>* out) {
     *out = nchw ? std::vector<int64_t>{n, c, 1, 1} : std::vector<int64_t>{n, 1, 1, c};
     return double(n) * c * h * wd;
   }
+  if (a->kernel().empty()) return InvalidArgumentError("pool2d.kernel is required ([h, w])");
   TF_RETURN_IF_ERROR(DefaultList(a->mutable_kernel(), 2, 0, 1, "pool2d.kernel"));
   TF_RETURN_IF_ERROR(DefaultList(a->mutable_strides(), 2, 1, 1, "pool2d.strides"));
   TF_RETURN_IF_ERROR(DefaultList(a->mutable_pads(), 4, 0, 0, "pool2d.pads"));
@@ -193,8 +198,9 @@ absl::StatusOr<double> CanonPool(v1::Workload* w, std::vector<int64_t>* out) {
 }
 
 absl::StatusOr<double> CanonElementwise(v1::Workload* w, std::vector<int64_t>* out) {
-  if (!w->has_elementwise() || w->elementwise().kind() == v1::ELEMENTWISE_KIND_UNSPECIFIED) {
-    return InvalidArgumentError("elementwise.kind is unset");
+  if (!w->has_elementwise() || w->elementwise().kind() == v1::ELEMENTWISE_KIND_UNSPECIFIED ||
+      !v1::ElementwiseKind_IsValid(w->elementwise().kind())) {
+    return InvalidArgumentError("elementwise.kind is unset or unknown");
   }
   v1::ElementwiseKind kind = w->elementwise().kind();
   bool binary = kind == v1::ELEMENTWISE_KIND_ADD || kind == v1::ELEMENTWISE_KIND_SUB ||
@@ -341,7 +347,8 @@ std::string Describe(const v1::Workload& w) {
   for (const auto& e : w.epilogue()) {
     std::string name = v1::EpilogueKind_Name(e.kind());
     absl::AsciiStrToLower(&name);
-    StrAppend(&s, " +", name.substr(std::string("epilogue_kind_").size()));
+    const std::string prefix = "epilogue_kind_";
+    StrAppend(&s, " +", name.rfind(prefix, 0) == 0 ? name.substr(prefix.size()) : "unknown");
   }
   return s;
 }

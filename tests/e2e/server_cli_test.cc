@@ -201,6 +201,13 @@ TEST_F(E2ETest, AgentAndWorkerDialInAndReconnect) {
   EXPECT_TRUE(testing::WaitFor([&] { return both_online(**revived); }, absl::Seconds(60)))
       << Cli(**revived, {"devices"}).out;
 
+  // A process that cannot even try (its CA file is missing) says so and exits.
+  CommandResult bad = RunCommand({BinPath("tunefarm-agent"), "--server=" + addr, "--key=k",
+                                  "--tls_ca=/nonexistent/ca.pem"},
+                                 dir_.path());
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_TRUE(absl::StrContains(bad.err, "cannot read CA file /nonexistent/ca.pem")) << bad.err;
+
   for (auto* p : {&*agent, &*worker}) {
     (*p)->Kill(SIGTERM);
     auto st = (*p)->Wait(absl::Seconds(20));

@@ -19,6 +19,9 @@ TEST(Target, LlvmCanonicalForm) {
   auto attrs = Target::Parse("llvm -mcpu=haswell -mattr=+avx2,+fma");
   ASSERT_TRUE(attrs.ok());
   EXPECT_EQ(attrs->attrs, (std::vector<std::string>{"+avx2", "+fma"}));
+  // Feature order and repeats do not make another target.
+  EXPECT_EQ(Target::Parse("llvm -mcpu=haswell -mattr=+fma,+avx2,+fma")->ToString(),
+            attrs->ToString());
 }
 
 TEST(Target, CudaDefaultsAreMaterialised) {

@@ -215,7 +215,7 @@ TEST_F(ServiceTest, FarmSessionRegistersAndShowsOnline) {
   o.device_key = "x86-avx512";
   o.capabilities.set_cores(4);
   FarmSession session(o, Logger("test"));
-  std::thread t([&] { session.Run([](const v1::WorkLease&) {}); });
+  std::thread t([&] { session.Run([](const v1::WorkLease&) {}).IgnoreError(); });
   auto device = [&](v1::Device* d) {
     v1::ListDevicesRequest req;
     req.set_protocol_version(kProtocolVersion);

@@ -108,6 +108,16 @@ TEST(TuningLog, DuplicatesAreStoredOnce) {
   EXPECT_EQ(again->inserted, 1);
   EXPECT_EQ(again->duplicates, 1);
   EXPECT_EQ(*log->CountRecords(), 2);
+  // A record sent without a time stamp gets one, and is still one record
+  // when sent again (a retried import).
+  v1::Record untimed = MakeRecord(Conv2d(8, 8, 8), kTargetX86, 1e-5, 3);
+  untimed.clear_timestamp_unix_ms();
+  auto first = log->CommitRecords({untimed});
+  auto second = log->CommitRecords({untimed});
+  ASSERT_TRUE(first.ok() && second.ok());
+  EXPECT_EQ(second->duplicates, 1);
+  EXPECT_EQ(second->record_ids[0], first->record_ids[0]);
+  EXPECT_GT(log->ListRecords({})->back().timestamp_unix_ms(), 0);
 }
 
 TEST(TuningLog, BadRecordRejectsWholeBatch) {
