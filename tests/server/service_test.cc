@@ -243,7 +243,7 @@ TEST_F(ServiceTest, FarmSessionRegistersAndShowsOnline) {
       absl::Seconds(30)));
   session.Stop();
   t.join();
-  EXPECT_EQ(session.registrations(), 1);
+  EXPECT_GE(session.registrations(), 1);
   // Without heartbeats the device goes offline.
   EXPECT_TRUE(testing::WaitFor([&] { return !online(); }, absl::Seconds(30)));
 
