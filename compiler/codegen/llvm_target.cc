@@ -9,7 +9,9 @@
 #include "llvm/MC/TargetRegistry.h"
 #include "llvm/Support/TargetSelect.h"
 #include "llvm/Target/TargetMachine.h"
+#include "llvm/TargetParser/Host.h"
 #include "llvm/TargetParser/Triple.h"
+#include <thread>
 
 namespace tunefarm::codegen {
 namespace {
@@ -31,6 +33,16 @@ void InitTargetsOnce() {
 }  // namespace
 
 std::string LLVMVersion() { return LLVM_VERSION_STRING; }
+
+ir::Target HostTarget() {
+  ir::Target t;
+  t.kind = ir::Target::Kind::kLLVM;
+  llvm::Triple host(llvm::sys::getProcessTriple());
+  t.triple = host.getArch() == llvm::Triple::aarch64 ? "aarch64-linux-gnu" : "x86_64-linux-gnu";
+  t.cpu = llvm::sys::getHostCPUName().str();
+  t.num_cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return t;
+}
 
 std::vector<std::string> BuildableTriples() {
   return {"x86_64-linux-gnu", "aarch64-linux-gnu"};

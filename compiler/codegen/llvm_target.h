@@ -15,6 +15,9 @@ std::string LLVMVersion();
 // Triples this build can emit objects for (x86_64 and aarch64 Linux).
 std::vector<std::string> BuildableTriples();
 
+// The machine this process runs on as an llvm target (host CPU name, all cores).
+ir::Target HostTarget();
+
 // OK when LLVM has a back end for the target's triple and knows its -mcpu and
 // -mattr features; InvalidArgument naming the unknown one otherwise.
 absl::Status CheckLLVMTarget(const ir::Target& target);

@@ -1,0 +1,492 @@
+#include "compiler/codegen/llvm_codegen.h"
+
+#include <chrono>
+#include <mutex>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/kernel_abi.h"
+#include "common/status_macros.h"
+#include "llvm/Analysis/CGSCCPassManager.h"
+#include "llvm/Analysis/LoopAnalysisManager.h"
+#include "llvm/IR/IRBuilder.h"
+#include "llvm/IR/Intrinsics.h"
+#include "llvm/IR/LLVMContext.h"
+#include "llvm/IR/LegacyPassManager.h"
+#include "llvm/IR/Module.h"
+#include "llvm/IR/Verifier.h"
+#include "llvm/MC/TargetRegistry.h"
+#include "llvm/Passes/PassBuilder.h"
+#include "llvm/Support/TargetSelect.h"
+#include "llvm/Support/raw_ostream.h"
+#include "llvm/Target/TargetMachine.h"
+#include "llvm/Target/TargetOptions.h"
+
+namespace tunefarm::codegen {
+namespace {
+
+using ir::ExprKind;
+using ir::ExprNode;
+using ir::Op;
+using ir::ScalarType;
+using ir::StmtKind;
+
+void InitLLVMOnce() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    LLVMInitializeX86TargetInfo();
+    LLVMInitializeX86Target();
+    LLVMInitializeX86TargetMC();
+    LLVMInitializeX86AsmPrinter();
+    LLVMInitializeAArch64TargetInfo();
+    LLVMInitializeAArch64Target();
+    LLVMInitializeAArch64TargetMC();
+    LLVMInitializeAArch64AsmPrinter();
+  });
+}
+
+bool WantsWideVectors(const ir::Target& t) {
+  static const char* kCpus[] = {"skylake-avx512", "cascadelake", "cooperlake", "cannonlake",
+                                "icelake-client", "icelake-server", "tigerlake", "sapphirerapids",
+                                "emeraldrapids", "graniterapids", "znver4", "znver5", "x86-64-v4"};
+  for (const char* c : kCpus) {
+    if (t.cpu == c) return true;
+  }
+  for (const std::string& a : t.attrs) {
+    if (a == "+avx512f") return true;
+  }
+  return false;
+}
+
+// Field indices of TFRuntime as an LLVM struct.
+enum RuntimeField { kAbi = 0, kThreads, kParallelFor, kCtx, kAlloc, kFree };
+
+class CodeGen {
+ public:
+  CodeGen(llvm::LLVMContext& ctx, llvm::Module& mod, const ir::ComputeDAG& dag)
+      : ctx_(ctx), mod_(mod), b_(ctx), dag_(dag), buffers_(dag.tensors.size(), nullptr) {
+    ptr_ = llvm::PointerType::getUnqual(ctx);
+    i64_ = llvm::Type::getInt64Ty(ctx);
+    i32_ = llvm::Type::getInt32Ty(ctx);
+    f32_ = llvm::Type::getFloatTy(ctx);
+    runtime_ty_ = llvm::StructType::get(ctx, {i32_, i32_, ptr_, ptr_, ptr_, ptr_});
+    llvm::FastMathFlags fmf;
+    fmf.setAllowContract(true);  // a*b+c may become an FMA
+    b_.setFastMathFlags(fmf);
+  }
+
+  void Generate(const ir::Stmt& program, const std::vector<std::string>& fn_attrs_kv) {
+    fn_attrs_kv_ = fn_attrs_kv;
+    // tf_body(noalias buffers..., rt): the real work, with noalias on every buffer.
+    std::vector<llvm::Type*> params(dag_.args.size(), ptr_);
+    params.push_back(ptr_);
+    auto* body_ty = llvm::FunctionType::get(i32_, params, false);
+    body_fn_ = llvm::Function::Create(body_ty, llvm::Function::InternalLinkage, "tf_body", mod_);
+    for (size_t i = 0; i < dag_.args.size(); ++i) {
+      body_fn_->addParamAttr(unsigned(i), llvm::Attribute::NoAlias);
+      body_fn_->addParamAttr(unsigned(i), llvm::Attribute::NoCapture);
+    }
+    Decorate(body_fn_, fn_attrs_kv);
+    fn_ = body_fn_;
+    b_.SetInsertPoint(llvm::BasicBlock::Create(ctx_, "entry", body_fn_));
+    for (size_t i = 0; i < dag_.args.size(); ++i) buffers_[dag_.args[i]] = body_fn_->getArg(unsigned(i));
+    rt_ = body_fn_->getArg(unsigned(dag_.args.size()));
+    GenStmt(program);
+    b_.CreateRet(llvm::ConstantInt::get(i32_, 0));
+
+    // tf_main(void* const* buffers, const TFRuntime* rt)
+    auto* main_ty = llvm::FunctionType::get(i32_, {ptr_, ptr_}, false);
+    auto* main = llvm::Function::Create(main_ty, llvm::Function::ExternalLinkage, TF_KERNEL_ENTRY, mod_);
+    Decorate(main, fn_attrs_kv);
+    b_.SetInsertPoint(llvm::BasicBlock::Create(ctx_, "entry", main));
+    std::vector<llvm::Value*> args;
+    for (size_t i = 0; i < dag_.args.size(); ++i) {
+      llvm::Value* slot = b_.CreateConstGEP1_64(ptr_, main->getArg(0), i);
+      args.push_back(b_.CreateLoad(ptr_, slot));
+    }
+    args.push_back(main->getArg(1));
+    b_.CreateRet(b_.CreateCall(body_fn_, args));
+  }
+
+ private:
+  void Decorate(llvm::Function* f, const std::vector<std::string>& kv) {
+    for (size_t i = 0; i + 1 < kv.size(); i += 2) f->addFnAttr(kv[i], kv[i + 1]);
+    f->addFnAttr(llvm::Attribute::NoUnwind);
+  }
+
+  llvm::Value* Lookup(const ExprNode* var) {
+    for (auto it = vars_.rbegin(); it != vars_.rend(); ++it) {
+      if (it->first == var) return it->second;
+    }
+    TF_CHECK(false && "unbound loop variable in codegen");
+    return nullptr;
+  }
+
+  llvm::Type* TypeOf(ScalarType t) {
+    switch (t) {
+      case ScalarType::kBool: return llvm::Type::getInt1Ty(ctx_);
+      case ScalarType::kInt64: return i64_;
+      case ScalarType::kFloat32: return f32_;
+      case ScalarType::kFloat64: return llvm::Type::getDoubleTy(ctx_);
+    }
+    return nullptr;
+  }
+
+  llvm::Value* FlatIndex(int tensor, const std::vector<ir::Expr>& idx) {
+    const std::vector<int64_t>& shape = dag_.tensors[tensor].shape;
+    llvm::Value* flat = nullptr;
+    for (size_t d = 0; d < shape.size(); ++d) {
+      llvm::Value* v = GenExpr(idx[d]);
+      flat = flat ? b_.CreateAdd(b_.CreateMul(flat, llvm::ConstantInt::get(i64_, shape[d]), "", false, true), v, "", false, true) : v;
+    }
+    return flat ? flat : llvm::ConstantInt::get(i64_, 0);
+  }
+
+  llvm::Value* FloorDivInt(llvm::Value* a, llvm::Value* b) {
+    llvm::Value* q = b_.CreateSDiv(a, b);
+    llvm::Value* r = b_.CreateSRem(a, b);
+    llvm::Value* zero = llvm::ConstantInt::get(i64_, 0);
+    llvm::Value* adjust = b_.CreateAnd(b_.CreateICmpNE(r, zero),
+                                       b_.CreateICmpNE(b_.CreateICmpSLT(r, zero), b_.CreateICmpSLT(b, zero)));
+    return b_.CreateSub(q, b_.CreateZExt(adjust, i64_));
+  }
+
+  llvm::Value* GenExpr(const ir::Expr& e) {
+    const ExprNode& n = *e.get();
+    switch (n.kind) {
+      case ExprKind::kIntImm:
+        return n.type == ScalarType::kBool ? llvm::ConstantInt::getBool(ctx_, n.int_value != 0)
+                                           : llvm::ConstantInt::get(i64_, n.int_value, true);
+      case ExprKind::kFloatImm: return llvm::ConstantFP::get(TypeOf(n.type), n.float_value);
+      case ExprKind::kVar: return Lookup(e.get());
+      case ExprKind::kBinary: {
+        llvm::Value* a = GenExpr(n.args[0]);
+        llvm::Value* c = GenExpr(n.args[1]);
+        if (n.type == ScalarType::kInt64) {
+          switch (n.op) {
+            case Op::kAdd: return b_.CreateAdd(a, c, "", false, true);
+            case Op::kSub: return b_.CreateSub(a, c, "", false, true);
+            case Op::kMul: return b_.CreateMul(a, c, "", false, true);
+            case Op::kFloorDiv: return FloorDivInt(a, c);
+            case Op::kFloorMod: return b_.CreateSub(a, b_.CreateMul(FloorDivInt(a, c), c));
+            case Op::kMin: return b_.CreateSelect(b_.CreateICmpSLT(c, a), c, a);
+            case Op::kMax: return b_.CreateSelect(b_.CreateICmpSLT(a, c), c, a);
+            default: break;
+          }
+        } else {
+          switch (n.op) {
+            case Op::kAdd: return b_.CreateFAdd(a, c);
+            case Op::kSub: return b_.CreateFSub(a, c);
+            case Op::kMul: return b_.CreateFMul(a, c);
+            case Op::kDiv: return b_.CreateFDiv(a, c);
+            // Same as std::min / std::max, which the reference uses.
+            case Op::kMin: return b_.CreateSelect(b_.CreateFCmpOLT(c, a), c, a);
+            case Op::kMax: return b_.CreateSelect(b_.CreateFCmpOLT(a, c), c, a);
+            default: break;
+          }
+        }
+        TF_CHECK(false && "unsupported binary op");
+        return nullptr;
+      }
+      case ExprKind::kCmp: {
+        llvm::Value* a = GenExpr(n.args[0]);
+        llvm::Value* c = GenExpr(n.args[1]);
+        bool isf = ir::IsFloat(n.args[0]->type);
+        llvm::CmpInst::Predicate p;
+        switch (n.op) {
+          case Op::kLt: p = isf ? llvm::CmpInst::FCMP_OLT : llvm::CmpInst::ICMP_SLT; break;
+          case Op::kLe: p = isf ? llvm::CmpInst::FCMP_OLE : llvm::CmpInst::ICMP_SLE; break;
+          case Op::kGt: p = isf ? llvm::CmpInst::FCMP_OGT : llvm::CmpInst::ICMP_SGT; break;
+          case Op::kGe: p = isf ? llvm::CmpInst::FCMP_OGE : llvm::CmpInst::ICMP_SGE; break;
+          case Op::kEq: p = isf ? llvm::CmpInst::FCMP_OEQ : llvm::CmpInst::ICMP_EQ; break;
+          default: p = isf ? llvm::CmpInst::FCMP_UNE : llvm::CmpInst::ICMP_NE; break;
+        }
+        return isf ? b_.CreateFCmp(p, a, c) : b_.CreateICmp(p, a, c);
+      }
+      case ExprKind::kAnd: return b_.CreateAnd(GenExpr(n.args[0]), GenExpr(n.args[1]));
+      case ExprKind::kOr: return b_.CreateOr(GenExpr(n.args[0]), GenExpr(n.args[1]));
+      case ExprKind::kNot: return b_.CreateNot(GenExpr(n.args[0]));
+      case ExprKind::kSelect:
+        return b_.CreateSelect(GenExpr(n.args[0]), GenExpr(n.args[1]), GenExpr(n.args[2]));
+      case ExprKind::kCast: {
+        llvm::Value* x = GenExpr(n.args[0]);
+        bool from_f = ir::IsFloat(n.args[0]->type), to_f = ir::IsFloat(n.type);
+        if (!from_f && to_f) return b_.CreateSIToFP(x, TypeOf(n.type));
+        if (from_f && !to_f) return b_.CreateFPToSI(x, TypeOf(n.type));
+        if (from_f && to_f) return b_.CreateFPCast(x, TypeOf(n.type));
+        return b_.CreateIntCast(x, TypeOf(n.type), true);
+      }
+      case ExprKind::kCall: {
+        llvm::Value* x = GenExpr(n.args[0]);
+        llvm::Intrinsic::ID id = llvm::Intrinsic::not_intrinsic;
+        switch (n.op) {
+          case Op::kExp: id = llvm::Intrinsic::exp; break;
+          case Op::kSqrt: id = llvm::Intrinsic::sqrt; break;
+          case Op::kAbs: id = llvm::Intrinsic::fabs; break;
+          default: break;
+        }
+        if (id != llvm::Intrinsic::not_intrinsic) {
+          llvm::Function* f = llvm::Intrinsic::getDeclaration(&mod_, id, {x->getType()});
+          return b_.CreateCall(f, {x});
+        }
+        llvm::FunctionCallee tanhf =
+            mod_.getOrInsertFunction("tanhf", llvm::FunctionType::get(f32_, {f32_}, false));
+        return b_.CreateCall(tanhf, {x});
+      }
+      case ExprKind::kLoad: {
+        llvm::Value* base = buffers_[n.tensor];
+        TF_CHECK(base != nullptr);
+        llvm::Value* addr = b_.CreateInBoundsGEP(f32_, base, FlatIndex(n.tensor, n.args));
+        return b_.CreateAlignedLoad(f32_, addr, llvm::Align(4));
+      }
+    }
+    return nullptr;
+  }
+
+  llvm::MDNode* LoopMetadata(ir::ForKind kind) {
+    std::vector<llvm::Metadata*> ops = {nullptr};
+    auto flag = [&](const char* name) {
+      ops.push_back(llvm::MDNode::get(ctx_, {llvm::MDString::get(ctx_, name)}));
+    };
+    auto flag_true = [&](const char* name) {
+      ops.push_back(llvm::MDNode::get(
+          ctx_, {llvm::MDString::get(ctx_, name),
+                 llvm::ConstantAsMetadata::get(llvm::ConstantInt::getTrue(ctx_))}));
+    };
+    if (kind == ir::ForKind::kVectorized) flag_true("llvm.loop.vectorize.enable");
+    else if (kind == ir::ForKind::kUnrolled) flag("llvm.loop.unroll.full");
+    else return nullptr;
+    llvm::MDNode* md = llvm::MDNode::getDistinct(ctx_, ops);
+    md->replaceOperandWith(0, md);
+    return md;
+  }
+
+  // A counted loop: for (v = begin; v < end; ++v) body. `end` > `begin` is not assumed.
+  void GenLoop(const ir::Expr& var, llvm::Value* begin, llvm::Value* end, ir::ForKind kind,
+               const ir::Stmt& body) {
+    llvm::BasicBlock* pre = b_.GetInsertBlock();
+    auto* header = llvm::BasicBlock::Create(ctx_, "loop", fn_);
+    auto* loop_body = llvm::BasicBlock::Create(ctx_, "body", fn_);
+    auto* exit = llvm::BasicBlock::Create(ctx_, "exit", fn_);
+    b_.CreateBr(header);
+    b_.SetInsertPoint(header);
+    llvm::PHINode* phi = b_.CreatePHI(i64_, 2, var->name);
+    phi->addIncoming(begin, pre);
+    b_.CreateCondBr(b_.CreateICmpSLT(phi, end), loop_body, exit);
+    b_.SetInsertPoint(loop_body);
+    vars_.emplace_back(var.get(), phi);
+    GenStmt(body);
+    vars_.pop_back();
+    llvm::Value* next = b_.CreateAdd(phi, llvm::ConstantInt::get(i64_, 1), "", true, true);
+    llvm::BranchInst* back = b_.CreateBr(header);
+    if (llvm::MDNode* md = LoopMetadata(kind)) back->setMetadata(llvm::LLVMContext::MD_loop, md);
+    phi->addIncoming(next, b_.GetInsertBlock());
+    b_.SetInsertPoint(exit);
+  }
+
+  // Outlines a parallel loop into tf_par_N(closure, begin, end) and hands it
+  // to rt->parallel_for. The closure carries the buffers, the runtime and the
+  // enclosing loop variables.
+  void GenParallel(const ir::StmtNode& s) {
+    std::vector<llvm::Type*> fields = {ptr_};  // rt
+    std::vector<int> tensors;
+    for (size_t t = 0; t < buffers_.size(); ++t) {
+      if (buffers_[t]) tensors.push_back(int(t)), fields.push_back(ptr_);
+    }
+    for (size_t v = 0; v < vars_.size(); ++v) fields.push_back(i64_);
+    auto* closure_ty = llvm::StructType::get(ctx_, fields);
+    llvm::IRBuilderBase::InsertPoint saved_ip = b_.saveIP();
+    llvm::Function* parent = fn_;
+
+    llvm::Value* closure;
+    {
+      llvm::IRBuilder<> entry(&parent->getEntryBlock(), parent->getEntryBlock().begin());
+      closure = entry.CreateAlloca(closure_ty);
+    }
+    unsigned f = 0;
+    b_.CreateStore(rt_, b_.CreateStructGEP(closure_ty, closure, f++));
+    for (int t : tensors) b_.CreateStore(buffers_[t], b_.CreateStructGEP(closure_ty, closure, f++));
+    for (auto& [var, val] : vars_) b_.CreateStore(val, b_.CreateStructGEP(closure_ty, closure, f++));
+
+    auto* par_ty = llvm::FunctionType::get(llvm::Type::getVoidTy(ctx_), {ptr_, i64_, i64_}, false);
+    auto* par = llvm::Function::Create(par_ty, llvm::Function::InternalLinkage,
+                                       absl::StrCat("tf_par_", parallel_count_++), mod_);
+    Decorate(par, fn_attrs_kv_);
+    // The call below: rt->parallel_for(rt->ctx, extent, closure, par)
+    llvm::Value* pf = b_.CreateLoad(ptr_, b_.CreateStructGEP(runtime_ty_, rt_, kParallelFor));
+    llvm::Value* ctx = b_.CreateLoad(ptr_, b_.CreateStructGEP(runtime_ty_, rt_, kCtx));
+    auto* pf_ty = llvm::FunctionType::get(i32_, {ptr_, i64_, ptr_, ptr_}, false);
+    b_.CreateCall(pf_ty, pf, {ctx, llvm::ConstantInt::get(i64_, s.extent), closure, par});
+    llvm::IRBuilderBase::InsertPoint after = b_.saveIP();
+    (void)saved_ip;
+
+    // Body of tf_par_N.
+    std::vector<llvm::Value*> saved_buffers = buffers_;
+    auto saved_vars = vars_;
+    llvm::Value* saved_rt = rt_;
+    fn_ = par;
+    b_.SetInsertPoint(llvm::BasicBlock::Create(ctx_, "entry", par));
+    llvm::Value* c = par->getArg(0);
+    f = 0;
+    rt_ = b_.CreateLoad(ptr_, b_.CreateStructGEP(closure_ty, c, f++));
+    for (int t : tensors) buffers_[t] = b_.CreateLoad(ptr_, b_.CreateStructGEP(closure_ty, c, f++));
+    for (auto& [var, val] : vars_) val = b_.CreateLoad(i64_, b_.CreateStructGEP(closure_ty, c, f++));
+    ++in_parallel_;
+    GenLoop(s.var, par->getArg(1), par->getArg(2), ir::ForKind::kSerial, s.body[0]);
+    --in_parallel_;
+    b_.CreateRetVoid();
+
+    fn_ = parent;
+    buffers_ = std::move(saved_buffers);
+    vars_ = std::move(saved_vars);
+    rt_ = saved_rt;
+    b_.restoreIP(after);
+  }
+
+  void GenStmt(const ir::Stmt& s) {
+    switch (s->kind) {
+      case StmtKind::kFor:
+        if (s->for_kind == ir::ForKind::kParallel && in_parallel_ == 0 && s->extent > 1) {
+          GenParallel(*s);
+        } else {
+          ir::ForKind kind = s->for_kind == ir::ForKind::kParallel ? ir::ForKind::kSerial : s->for_kind;
+          GenLoop(s->var, llvm::ConstantInt::get(i64_, 0), llvm::ConstantInt::get(i64_, s->extent),
+                  kind, s->body[0]);
+        }
+        return;
+      case StmtKind::kStore: {
+        llvm::Value* v = GenExpr(s->value);
+        llvm::Value* addr = b_.CreateInBoundsGEP(f32_, buffers_[s->tensor], FlatIndex(s->tensor, s->indices));
+        b_.CreateAlignedStore(v, addr, llvm::Align(4));
+        return;
+      }
+      case StmtKind::kSeq:
+        for (const ir::Stmt& x : s->body) GenStmt(x);
+        return;
+      case StmtKind::kIf: {
+        auto* then_bb = llvm::BasicBlock::Create(ctx_, "then", fn_);
+        auto* done = llvm::BasicBlock::Create(ctx_, "endif", fn_);
+        b_.CreateCondBr(GenExpr(s->cond), then_bb, done);
+        b_.SetInsertPoint(then_bb);
+        GenStmt(s->body[0]);
+        b_.CreateBr(done);
+        b_.SetInsertPoint(done);
+        return;
+      }
+      case StmtKind::kAllocate: {
+        int64_t bytes = dag_.NumElements(s->tensor) * 4;
+        llvm::Value* alloc = b_.CreateLoad(ptr_, b_.CreateStructGEP(runtime_ty_, rt_, kAlloc));
+        llvm::Value* ctx = b_.CreateLoad(ptr_, b_.CreateStructGEP(runtime_ty_, rt_, kCtx));
+        auto* alloc_ty = llvm::FunctionType::get(ptr_, {ptr_, i64_}, false);
+        llvm::Value* p = b_.CreateCall(alloc_ty, alloc, {ctx, llvm::ConstantInt::get(i64_, bytes)});
+        buffers_[s->tensor] = p;
+        GenStmt(s->body[0]);
+        buffers_[s->tensor] = nullptr;
+        llvm::Value* free_fn = b_.CreateLoad(ptr_, b_.CreateStructGEP(runtime_ty_, rt_, kFree));
+        auto* free_ty = llvm::FunctionType::get(llvm::Type::getVoidTy(ctx_), {ptr_, ptr_}, false);
+        b_.CreateCall(free_ty, free_fn, {ctx, p});
+        return;
+      }
+    }
+  }
+
+  llvm::LLVMContext& ctx_;
+  llvm::Module& mod_;
+  llvm::IRBuilder<> b_;
+  const ir::ComputeDAG& dag_;
+  std::vector<llvm::Value*> buffers_;
+  std::vector<std::pair<const ExprNode*, llvm::Value*>> vars_;
+  llvm::Value* rt_ = nullptr;
+  llvm::Function* fn_ = nullptr;
+  llvm::Function* body_fn_ = nullptr;
+  llvm::Type *ptr_, *i64_, *i32_, *f32_;
+  llvm::StructType* runtime_ty_;
+  int in_parallel_ = 0;
+  int parallel_count_ = 0;
+  std::vector<std::string> fn_attrs_kv_;
+};
+
+double MsSince(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+absl::StatusOr<CpuArtifact> CompileCpu(const ir::ComputeDAG& dag, const ir::Stmt& program,
+                                       const ir::Target& target, const CpuCompileOptions& options) {
+  if (target.is_gpu()) return absl::InvalidArgumentError("CompileCpu needs an llvm target");
+  InitLLVMOnce();
+  auto t0 = std::chrono::steady_clock::now();
+  std::string error;
+  const llvm::Target* llvm_target = llvm::TargetRegistry::lookupTarget(target.triple, error);
+  if (llvm_target == nullptr) return absl::InvalidArgumentError(absl::StrCat("-mtriple: ", error));
+  std::string features = absl::StrJoin(target.attrs, ",");
+  llvm::TargetOptions topts;
+  std::unique_ptr<llvm::TargetMachine> tm(llvm_target->createTargetMachine(
+      target.triple, target.cpu, features, topts, llvm::Reloc::PIC_, std::nullopt,
+      llvm::CodeGenOptLevel::Aggressive));
+  if (tm == nullptr) return absl::InternalError("LLVM made no TargetMachine");
+
+  llvm::LLVMContext ctx;
+  auto mod = std::make_unique<llvm::Module>("tunefarm_kernel", ctx);
+  mod->setTargetTriple(target.triple);
+  mod->setDataLayout(tm->createDataLayout());
+  std::vector<std::string> attrs = {"target-cpu", target.cpu};
+  if (!features.empty()) attrs.insert(attrs.end(), {"target-features", features});
+  if (WantsWideVectors(target)) {
+    // LLVM prefers 256-bit vectors on these cores, which halves FMA throughput.
+    attrs.insert(attrs.end(), {"prefer-vector-width", "512", "min-legal-vector-width", "512"});
+  }
+  CodeGen gen(ctx, *mod, dag);
+  gen.Generate(program, attrs);
+  std::string verify;
+  llvm::raw_string_ostream vs(verify);
+  if (llvm::verifyModule(*mod, &vs)) {
+    return absl::InternalError(absl::StrCat("generated LLVM IR is invalid: ", vs.str()));
+  }
+
+  {
+    llvm::LoopAnalysisManager lam;
+    llvm::FunctionAnalysisManager fam;
+    llvm::CGSCCAnalysisManager cgam;
+    llvm::ModuleAnalysisManager mam;
+    llvm::PipelineTuningOptions pto;
+    pto.LoopVectorization = true;
+    pto.SLPVectorization = true;
+    llvm::PassBuilder pb(tm.get(), pto);
+    pb.registerModuleAnalyses(mam);
+    pb.registerCGSCCAnalyses(cgam);
+    pb.registerFunctionAnalyses(fam);
+    pb.registerLoopAnalyses(lam);
+    pb.crossRegisterProxies(lam, fam, cgam, mam);
+    llvm::ModulePassManager mpm = pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3);
+    mpm.run(*mod, mam);
+  }
+  CpuArtifact out;
+  if (options.keep_llvm_ir) {
+    llvm::raw_string_ostream os(out.llvm_ir);
+    mod->print(os, nullptr);
+  }
+  auto emit = [&](llvm::CodeGenFileType type, std::string* dest) -> absl::Status {
+    llvm::SmallVector<char, 0> buf;
+    llvm::raw_svector_ostream os(buf);
+    llvm::legacy::PassManager pm;  // LLVM 19's code generator still runs on the legacy PM
+    if (tm->addPassesToEmitFile(pm, os, nullptr, type)) {
+      return absl::InternalError("the target cannot emit this file type");
+    }
+    pm.run(*mod);
+    dest->assign(buf.begin(), buf.end());
+    return absl::OkStatus();
+  };
+  if (options.keep_assembly) TF_RETURN_IF_ERROR(emit(llvm::CodeGenFileType::AssemblyFile, &out.assembly));
+  TF_RETURN_IF_ERROR(emit(llvm::CodeGenFileType::ObjectFile, &out.object));
+  out.codegen_ms = MsSince(t0);
+  if (options.link) {
+    auto t1 = std::chrono::steady_clock::now();
+    TF_ASSIGN_OR_RETURN(out.shared_object, LinkSharedObject(out.object));
+    out.link_ms = MsSince(t1);
+  }
+  return out;
+}
+
+}  // namespace tunefarm::codegen

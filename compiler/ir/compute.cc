@@ -1,0 +1,419 @@
+// Operator definitions: each op of the Workload message written as stages of
+// the tensor IR.
+#include "compiler/ir/compute.h"
+
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "compiler/ir/workload.h"
+
+namespace tunefarm::ir {
+namespace {
+
+namespace v1 = ::tunefarm::v1;
+using absl::StrCat;
+
+constexpr ScalarType kF32 = ScalarType::kFloat32;
+
+Expr F(double v) { return FloatImm(v, kF32); }
+Expr I(int64_t v) { return IntImm(v); }
+Expr Clamp(Expr x, int64_t lo, int64_t hi) { return Max(Min(std::move(x), I(hi)), I(lo)); }
+
+class Builder {
+ public:
+  int AddTensor(const std::string& name, std::vector<int64_t> shape, TensorDecl::Role role,
+                bool constant = false) {
+    TensorDecl t;
+    t.name = name;
+    t.shape = std::move(shape);
+    t.role = role;
+    t.is_constant = constant;
+    dag_.tensors.push_back(std::move(t));
+    return static_cast<int>(dag_.tensors.size()) - 1;
+  }
+  int AddInput(const std::string& name, std::vector<int64_t> shape, bool constant = false) {
+    int id = AddTensor(name, std::move(shape), TensorDecl::Role::kInput, constant);
+    dag_.args.push_back(id);
+    return id;
+  }
+  const std::vector<int64_t>& Shape(int t) const { return dag_.tensors[t].shape; }
+
+  // Fresh axes named after `names` with the extents of `shape`.
+  std::vector<IterVar> Axes(const std::vector<int64_t>& shape, const std::vector<std::string>& names) {
+    std::vector<IterVar> axes;
+    for (size_t i = 0; i < shape.size(); ++i) {
+      axes.push_back({Var(i < names.size() ? names[i] : StrCat("i", i)), shape[i]});
+    }
+    return axes;
+  }
+
+  // Adds a stage producing a new intermediate tensor; returns the tensor id.
+  int AddStage(const std::string& name, std::vector<IterVar> axes, std::vector<IterVar> reduce,
+               ReduceKind kind, Expr body, bool inlinable) {
+    std::vector<int64_t> shape;
+    for (const IterVar& a : axes) shape.push_back(a.extent);
+    int t = AddTensor(name, shape, TensorDecl::Role::kIntermediate);
+    Stage s;
+    s.name = name;
+    s.output = t;
+    s.axes = std::move(axes);
+    s.reduce_axes = std::move(reduce);
+    s.reduce = kind;
+    s.body = std::move(body);
+    s.inlinable = inlinable;
+    dag_.stages.push_back(std::move(s));
+    return t;
+  }
+
+  Expr Read(int tensor, std::vector<Expr> idx) { return Load(tensor, kF32, std::move(idx)); }
+
+  ComputeDAG Finish(int out) {
+    dag_.tensors[out].role = TensorDecl::Role::kOutput;
+    dag_.tensors[out].name = "out";
+    dag_.output = out;
+    dag_.args.push_back(out);
+    return std::move(dag_);
+  }
+
+  // A copy of `src` padded by pads[d] = {lo, hi} with `fill`; inlinable.
+  int Pad(int src, const std::vector<std::pair<int64_t, int64_t>>& pads, double fill) {
+    bool any = false;
+    for (auto [lo, hi] : pads) any |= lo != 0 || hi != 0;
+    if (!any) return src;
+    const std::vector<int64_t> in = Shape(src);
+    std::vector<int64_t> shape;
+    for (size_t d = 0; d < in.size(); ++d) shape.push_back(in[d] + pads[d].first + pads[d].second);
+    std::vector<IterVar> axes = Axes(shape, {"p0", "p1", "p2", "p3"});
+    Expr inside = BoolImm(true);
+    std::vector<Expr> idx;
+    for (size_t d = 0; d < in.size(); ++d) {
+      Expr x = axes[d].var - I(pads[d].first);
+      if (pads[d].first != 0 || pads[d].second != 0) {
+        inside = And(inside, And(x >= I(0), x < I(in[d])));
+        x = Clamp(x, 0, in[d] - 1);  // never read out of bounds, even when not selected
+      }
+      idx.push_back(x);
+    }
+    return AddStage(StrCat(dag_.tensors[src].name, "_pad"), axes, {}, ReduceKind::kNone,
+                    Select(inside, Read(src, idx), F(fill)), /*inlinable=*/true);
+  }
+
+  ComputeDAG dag_;
+};
+
+// ---- conv2d ----
+
+int Conv2d(Builder& b, const v1::Workload& w) {
+  const auto& a = w.conv2d();
+  bool nchw = a.layout() == v1::DATA_LAYOUT_NCHW;
+  std::vector<int64_t> ds(w.inputs(0).shape().begin(), w.inputs(0).shape().end());
+  std::vector<int64_t> ks(w.inputs(1).shape().begin(), w.inputs(1).shape().end());
+  int data = b.AddInput("data", ds);
+  int weight = b.AddInput("weight", ks, /*constant=*/true);
+  int64_t g = a.groups(), sh = a.strides(0), sw = a.strides(1), dh = a.dilations(0),
+          dw = a.dilations(1);
+  int64_t pt = a.pads(0), pl = a.pads(1), pb = a.pads(2), pr = a.pads(3);
+  int64_t n = ds[0], c = nchw ? ds[1] : ds[3], h = nchw ? ds[2] : ds[1], wd = nchw ? ds[3] : ds[2];
+  int64_t k = nchw ? ks[0] : ks[3], r = nchw ? ks[2] : ks[0], s = nchw ? ks[3] : ks[1];
+  int64_t cg = c / g, kg = k / g;
+  int64_t oh = (h + pt + pb - dh * (r - 1) - 1) / sh + 1;
+  int64_t ow = (wd + pl + pr - dw * (s - 1) - 1) / sw + 1;
+  int padded = nchw ? b.Pad(data, {{0, 0}, {0, 0}, {pt, pb}, {pl, pr}}, 0)
+                    : b.Pad(data, {{0, 0}, {pt, pb}, {pl, pr}, {0, 0}}, 0);
+  std::vector<IterVar> axes = nchw ? b.Axes({n, k, oh, ow}, {"n", "k", "y", "x"})
+                                   : b.Axes({n, oh, ow, k}, {"n", "y", "x", "k"});
+  std::vector<IterVar> red = b.Axes({cg, r, s}, {"rc", "ry", "rx"});
+  Expr vn = axes[0].var, vk = nchw ? axes[1].var : axes[3].var;
+  Expr vy = nchw ? axes[2].var : axes[1].var, vx = nchw ? axes[3].var : axes[2].var;
+  Expr rc = red[0].var, ry = red[1].var, rx = red[2].var;
+  Expr ch = g == 1 ? rc : FloorDiv(vk, I(kg)) * I(cg) + rc;
+  Expr iy = vy * I(sh) + ry * I(dh), ix = vx * I(sw) + rx * I(dw);
+  Expr in = nchw ? b.Read(padded, {vn, ch, iy, ix}) : b.Read(padded, {vn, iy, ix, ch});
+  Expr wt = nchw ? b.Read(weight, {vk, rc, ry, rx}) : b.Read(weight, {ry, rx, rc, vk});
+  return b.AddStage("conv", axes, red, ReduceKind::kSum, in * wt, false);
+}
+
+int Conv2dTranspose(Builder& b, const v1::Workload& w) {
+  const auto& a = w.conv2d();
+  std::vector<int64_t> ds(w.inputs(0).shape().begin(), w.inputs(0).shape().end());
+  std::vector<int64_t> ks(w.inputs(1).shape().begin(), w.inputs(1).shape().end());
+  int data = b.AddInput("data", ds);
+  int weight = b.AddInput("weight", ks, true);
+  int64_t g = a.groups(), sh = a.strides(0), sw = a.strides(1), dh = a.dilations(0),
+          dw = a.dilations(1), pt = a.pads(0), pl = a.pads(1), pb = a.pads(2), pr = a.pads(3);
+  int64_t n = ds[0], c = ds[1], h = ds[2], wd = ds[3], kg = ks[1], k = kg * g, cg = c / g;
+  int64_t r = ks[2], s = ks[3];
+  int64_t oh = (h - 1) * sh - pt - pb + dh * (r - 1) + 1;
+  int64_t ow = (wd - 1) * sw - pl - pr + dw * (s - 1) + 1;
+  std::vector<IterVar> axes = b.Axes({n, k, oh, ow}, {"n", "k", "y", "x"});
+  std::vector<IterVar> red = b.Axes({cg, r, s}, {"rc", "ry", "rx"});
+  Expr vk = axes[1].var, rc = red[0].var;
+  Expr ch = FloorDiv(vk, I(kg)) * I(cg) + rc;
+  // Output y gathers input rows t/sh where t = y + pt - ry*dh is a multiple of sh.
+  Expr ty = axes[2].var + I(pt) - red[1].var * I(dh);
+  Expr tx = axes[3].var + I(pl) - red[2].var * I(dw);
+  Expr ok = And(And(ty >= I(0), Cmp(Op::kEq, FloorMod(ty, I(sh)), I(0))),
+                And(tx >= I(0), Cmp(Op::kEq, FloorMod(tx, I(sw)), I(0))));
+  Expr iy = FloorDiv(ty, I(sh)), ix = FloorDiv(tx, I(sw));
+  ok = And(ok, And(iy < I(h), ix < I(wd)));
+  Expr in = b.Read(data, {axes[0].var, ch, Clamp(iy, 0, h - 1), Clamp(ix, 0, wd - 1)});
+  Expr wt = b.Read(weight, {ch, FloorMod(vk, I(kg)), red[1].var, red[2].var});
+  return b.AddStage("conv_transpose", axes, red, ReduceKind::kSum, Select(ok, in * wt, F(0)),
+                    false);
+}
+
+// ---- matmul family ----
+
+int Matmul(Builder& b, const v1::Workload& w) {
+  bool batch = w.op() == v1::OP_KIND_BATCH_MATMUL, dense = w.op() == v1::OP_KIND_DENSE;
+  std::vector<int64_t> as(w.inputs(0).shape().begin(), w.inputs(0).shape().end());
+  std::vector<int64_t> bs(w.inputs(1).shape().begin(), w.inputs(1).shape().end());
+  int A = b.AddInput(dense ? "data" : "a", as);
+  int B = b.AddInput(dense ? "weight" : "b", bs, dense);
+  bool ta = w.matmul().transpose_a(), tb = dense || w.matmul().transpose_b();
+  int o = batch ? 1 : 0;
+  int64_t m = ta ? as[o + 1] : as[o], kk = ta ? as[o] : as[o + 1], n = tb ? bs[o] : bs[o + 1];
+  std::vector<int64_t> shape = {m, n};
+  std::vector<std::string> names = {"i", "j"};
+  int64_t bsz = 1;
+  if (batch) {
+    bsz = std::max(as[0], bs[0]);
+    shape.insert(shape.begin(), bsz);
+    names.insert(names.begin(), "b");
+  }
+  std::vector<IterVar> axes = b.Axes(shape, names);
+  std::vector<IterVar> red = b.Axes({kk}, {"rk"});
+  Expr i = axes[o].var, j = axes[o + 1].var, rk = red[0].var;
+  std::vector<Expr> ai = ta ? std::vector<Expr>{rk, i} : std::vector<Expr>{i, rk};
+  std::vector<Expr> bi = tb ? std::vector<Expr>{j, rk} : std::vector<Expr>{rk, j};
+  if (batch) {
+    ai.insert(ai.begin(), as[0] == 1 ? I(0) : axes[0].var);
+    bi.insert(bi.begin(), bs[0] == 1 ? I(0) : axes[0].var);
+  }
+  return b.AddStage(dense ? "dense" : "matmul", axes, red, ReduceKind::kSum,
+                    b.Read(A, ai) * b.Read(B, bi), false);
+}
+
+// ---- pooling ----
+
+int Pool(Builder& b, const v1::Workload& w) {
+  const auto& a = w.pool2d();
+  bool nchw = a.layout() == v1::DATA_LAYOUT_NCHW;
+  std::vector<int64_t> ds(w.inputs(0).shape().begin(), w.inputs(0).shape().end());
+  int data = b.AddInput("data", ds);
+  int64_t n = ds[0], c = nchw ? ds[1] : ds[3], h = nchw ? ds[2] : ds[1], wd = nchw ? ds[3] : ds[2];
+  auto at = [&](Expr vn, Expr vc, Expr y, Expr x) {
+    return nchw ? std::vector<Expr>{vn, vc, y, x} : std::vector<Expr>{vn, y, x, vc};
+  };
+  if (a.kind() == v1::POOL_KIND_GLOBAL_AVG) {
+    std::vector<IterVar> axes = nchw ? b.Axes({n, c, 1, 1}, {"n", "c", "y", "x"})
+                                     : b.Axes({n, 1, 1, c}, {"n", "y", "x", "c"});
+    std::vector<IterVar> red = b.Axes({h, wd}, {"ry", "rx"});
+    Expr vc = nchw ? axes[1].var : axes[3].var;
+    int sum = b.AddStage("pool_sum", axes, red, ReduceKind::kSum,
+                         b.Read(data, at(axes[0].var, vc, red[0].var, red[1].var)), false);
+    std::vector<IterVar> out_axes = b.Axes(b.Shape(sum), {"n", "a1", "a2", "a3"});
+    std::vector<Expr> idx;
+    for (const IterVar& v : out_axes) idx.push_back(v.var);
+    return b.AddStage("pool_avg", out_axes, {}, ReduceKind::kNone,
+                      b.Read(sum, idx) * F(1.0 / double(h * wd)), true);
+  }
+  int64_t kh = a.kernel(0), kw = a.kernel(1), sh = a.strides(0), sw = a.strides(1);
+  int64_t pt = a.pads(0), pl = a.pads(1), pb = a.pads(2), pr = a.pads(3);
+  auto out_extent = [&](int64_t in, int64_t lo, int64_t hi, int64_t k, int64_t s) {
+    int64_t span = in + lo + hi - k;
+    return (a.ceil_mode() ? (span + s - 1) / s : span / s) + 1;
+  };
+  int64_t oh = out_extent(h, pt, pb, kh, sh), ow = out_extent(wd, pl, pr, kw, sw);
+  // ceil_mode may read past the bottom/right padding: pad enough for it.
+  int64_t extra_b = std::max<int64_t>(0, (oh - 1) * sh + kh - (h + pt + pb));
+  int64_t extra_r = std::max<int64_t>(0, (ow - 1) * sw + kw - (wd + pl + pr));
+  bool is_max = a.kind() == v1::POOL_KIND_MAX;
+  double fill = is_max ? -std::numeric_limits<double>::infinity() : 0.0;
+  int padded = nchw ? b.Pad(data, {{0, 0}, {0, 0}, {pt, pb + extra_b}, {pl, pr + extra_r}}, fill)
+                    : b.Pad(data, {{0, 0}, {pt, pb + extra_b}, {pl, pr + extra_r}, {0, 0}}, fill);
+  std::vector<IterVar> axes = nchw ? b.Axes({n, c, oh, ow}, {"n", "c", "y", "x"})
+                                   : b.Axes({n, oh, ow, c}, {"n", "y", "x", "c"});
+  std::vector<IterVar> red = b.Axes({kh, kw}, {"ry", "rx"});
+  Expr vc = nchw ? axes[1].var : axes[3].var, vy = nchw ? axes[2].var : axes[1].var,
+       vx = nchw ? axes[3].var : axes[2].var;
+  Expr val = b.Read(padded, at(axes[0].var, vc, vy * I(sh) + red[0].var, vx * I(sw) + red[1].var));
+  int red_t = b.AddStage(is_max ? "pool_max" : "pool_sum", axes, red,
+                         is_max ? ReduceKind::kMax : ReduceKind::kSum, val, false);
+  if (is_max) return red_t;
+  std::vector<IterVar> out_axes = nchw ? b.Axes({n, c, oh, ow}, {"n", "c", "y", "x"})
+                                       : b.Axes({n, oh, ow, c}, {"n", "y", "x", "c"});
+  std::vector<Expr> idx;
+  for (const IterVar& v : out_axes) idx.push_back(v.var);
+  Expr oy = nchw ? out_axes[2].var : out_axes[1].var, ox = nchw ? out_axes[3].var : out_axes[2].var;
+  Expr count;
+  if (a.count_include_pad()) {
+    // Window cells inside the input plus its declared padding.
+    Expr y0 = oy * I(sh), x0 = ox * I(sw);
+    Expr cy = Min(y0 + I(kh), I(h + pt + pb)) - y0, cx = Min(x0 + I(kw), I(wd + pl + pr)) - x0;
+    count = Cast(ScalarType::kFloat32, cy * cx);
+  } else {
+    Expr y0 = oy * I(sh) - I(pt), x0 = ox * I(sw) - I(pl);
+    Expr cy = Min(y0 + I(kh), I(h)) - Max(y0, I(0)), cx = Min(x0 + I(kw), I(wd)) - Max(x0, I(0));
+    count = Cast(ScalarType::kFloat32, Max(cy * cx, I(1)));
+  }
+  return b.AddStage("pool_avg", out_axes, {}, ReduceKind::kNone, b.Read(red_t, idx) / count, true);
+}
+
+// ---- elementwise and epilogues ----
+
+Expr Activation(v1::EpilogueKind kind, Expr x, const v1::Epilogue& e) {
+  switch (kind) {
+    case v1::EPILOGUE_KIND_RELU: return Max(x, F(0));
+    case v1::EPILOGUE_KIND_RELU6: return Min(Max(x, F(0)), F(6));
+    case v1::EPILOGUE_KIND_CLIP: return Min(Max(x, F(e.min())), F(e.max()));
+    case v1::EPILOGUE_KIND_LEAKY_RELU: return Select(x < F(0), x * F(e.alpha()), x);
+    case v1::EPILOGUE_KIND_SIGMOID: return F(1) / (F(1) + Call(Op::kExp, F(0) - x));
+    case v1::EPILOGUE_KIND_SILU: return x / (F(1) + Call(Op::kExp, F(0) - x));
+    case v1::EPILOGUE_KIND_HARDSWISH: return x * Min(Max(x + F(3), F(0)), F(6)) * F(1.0 / 6.0);
+    default: return x;
+  }
+}
+
+int Elementwise(Builder& b, const v1::Workload& w) {
+  const auto& a = w.elementwise();
+  std::vector<int64_t> s0(w.inputs(0).shape().begin(), w.inputs(0).shape().end());
+  int x = b.AddInput("x", s0);
+  std::vector<int64_t> out = s0;
+  int y = -1;
+  std::vector<int64_t> s1;
+  if (w.inputs_size() == 2) {
+    s1.assign(w.inputs(1).shape().begin(), w.inputs(1).shape().end());
+    y = b.AddInput("y", s1);
+    size_t rank = std::max(s0.size(), s1.size());
+    out.assign(rank, 1);
+    for (size_t i = 0; i < rank; ++i) {
+      int64_t u = i < rank - s0.size() ? 1 : s0[i - (rank - s0.size())];
+      int64_t v = i < rank - s1.size() ? 1 : s1[i - (rank - s1.size())];
+      out[i] = std::max(u, v);
+    }
+  }
+  std::vector<IterVar> axes = b.Axes(out, {"i0", "i1", "i2", "i3", "i4", "i5", "i6", "i7"});
+  // Broadcast: align at the innermost dimension; size-1 dimensions read index 0.
+  auto bcast = [&](const std::vector<int64_t>& shape) {
+    std::vector<Expr> idx;
+    size_t off = out.size() - shape.size();
+    for (size_t d = 0; d < shape.size(); ++d) idx.push_back(shape[d] == 1 ? I(0) : axes[off + d].var);
+    return idx;
+  };
+  Expr vx = b.Read(x, bcast(s0));
+  Expr value;
+  switch (a.kind()) {
+    case v1::ELEMENTWISE_KIND_ADD: value = vx + b.Read(y, bcast(s1)); break;
+    case v1::ELEMENTWISE_KIND_SUB: value = vx - b.Read(y, bcast(s1)); break;
+    case v1::ELEMENTWISE_KIND_MUL: value = vx * b.Read(y, bcast(s1)); break;
+    case v1::ELEMENTWISE_KIND_DIV: value = vx / b.Read(y, bcast(s1)); break;
+    case v1::ELEMENTWISE_KIND_RELU: value = Max(vx, F(0)); break;
+    case v1::ELEMENTWISE_KIND_SIGMOID:
+      value = Activation(v1::EPILOGUE_KIND_SIGMOID, vx, v1::Epilogue()); break;
+    case v1::ELEMENTWISE_KIND_SILU: value = Activation(v1::EPILOGUE_KIND_SILU, vx, v1::Epilogue()); break;
+    case v1::ELEMENTWISE_KIND_HARDSWISH:
+      value = Activation(v1::EPILOGUE_KIND_HARDSWISH, vx, v1::Epilogue()); break;
+    case v1::ELEMENTWISE_KIND_CLIP: value = Min(Max(vx, F(a.min())), F(a.max())); break;
+    default: value = vx; break;
+  }
+  return b.AddStage("elementwise", axes, {}, ReduceKind::kNone, value, true);
+}
+
+// Index of the channel dimension the bias follows.
+int ChannelDim(const v1::Workload& w, size_t rank) {
+  if (w.has_conv2d()) return w.conv2d().layout() == v1::DATA_LAYOUT_NHWC ? 3 : 1;
+  if (w.has_pool2d()) return w.pool2d().layout() == v1::DATA_LAYOUT_NHWC ? 3 : 1;
+  return static_cast<int>(rank) - 1;
+}
+
+}  // namespace
+
+std::vector<std::string> ComputeDAG::TensorNames() const {
+  std::vector<std::string> names;
+  for (const TensorDecl& t : tensors) names.push_back(t.name);
+  return names;
+}
+
+int64_t ComputeDAG::NumElements(int tensor) const {
+  int64_t n = 1;
+  for (int64_t d : tensors[tensor].shape) n *= d;
+  return n;
+}
+
+int ComputeDAG::ProducerOf(int tensor) const {
+  for (size_t i = 0; i < stages.size(); ++i) {
+    if (stages[i].output == tensor) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+absl::StatusOr<ComputeDAG> BuildComputeDAG(const v1::Workload& workload) {
+  absl::StatusOr<CanonicalWorkload> cw = Canonicalize(workload);
+  if (!cw.ok()) return cw.status();
+  const v1::Workload& w = cw->workload;
+  for (const auto& t : w.inputs()) {
+    if (t.dtype() != v1::DTYPE_FLOAT32) {
+      return absl::UnimplementedError(StrCat("dtype ", v1::DType_Name(t.dtype()),
+                                             " is not supported yet (float32 only)"));
+    }
+  }
+  Builder b;
+  int main = -1;
+  switch (w.op()) {
+    case v1::OP_KIND_CONV2D: main = Conv2d(b, w); break;
+    case v1::OP_KIND_CONV2D_TRANSPOSE: main = Conv2dTranspose(b, w); break;
+    case v1::OP_KIND_DENSE:
+    case v1::OP_KIND_MATMUL:
+    case v1::OP_KIND_BATCH_MATMUL: main = Matmul(b, w); break;
+    case v1::OP_KIND_POOL2D: main = Pool(b, w); break;
+    case v1::OP_KIND_ELEMENTWISE: main = Elementwise(b, w); break;
+    default: return absl::UnimplementedError(StrCat("op ", OpName(w.op()), " has no definition"));
+  }
+  if (w.epilogue_size() == 0) return b.Finish(main);
+
+  // All epilogues in one elementwise stage reading the main result.
+  std::vector<int64_t> shape = b.Shape(main);
+  int ch = ChannelDim(w, shape.size());
+  int bias = -1, residual = -1;
+  for (const v1::Epilogue& e : w.epilogue()) {
+    if (e.kind() == v1::EPILOGUE_KIND_BIAS_ADD && bias < 0) {
+      bias = b.AddInput("bias", {shape[ch]}, true);
+    }
+    if (e.kind() == v1::EPILOGUE_KIND_RESIDUAL_ADD && residual < 0) {
+      residual = b.AddInput("residual", shape);
+    }
+  }
+  std::vector<IterVar> axes = b.Axes(shape, {"e0", "e1", "e2", "e3", "e4"});
+  std::vector<Expr> idx;
+  for (const IterVar& a : axes) idx.push_back(a.var);
+  Expr v = b.Read(main, idx);
+  for (const v1::Epilogue& e : w.epilogue()) {
+    if (e.kind() == v1::EPILOGUE_KIND_BIAS_ADD) {
+      v = v + b.Read(bias, {axes[ch].var});
+    } else if (e.kind() == v1::EPILOGUE_KIND_RESIDUAL_ADD) {
+      v = v + b.Read(residual, idx);
+    } else {
+      v = Activation(e.kind(), v, e);
+    }
+  }
+  return b.Finish(b.AddStage("epilogue", axes, {}, ReduceKind::kNone, v, true));
+}
+
+std::string ToString(const ComputeDAG& dag) {
+  std::vector<std::string> names = dag.TensorNames();
+  std::string out;
+  for (const Stage& s : dag.stages) {
+    std::vector<std::string> axes, red;
+    for (const IterVar& a : s.axes) axes.push_back(StrCat(ToString(a.var), ":", a.extent));
+    for (const IterVar& a : s.reduce_axes) red.push_back(StrCat(ToString(a.var), ":", a.extent));
+    absl::StrAppend(&out, names[s.output], "[", absl::StrJoin(axes, ", "), "] = ",
+                    s.reduce == ReduceKind::kSum ? "sum" : s.reduce == ReduceKind::kMax ? "max" : "",
+                    red.empty() ? "" : StrCat("{", absl::StrJoin(red, ", "), "} "),
+                    ToString(s.body, &names), "\n");
+  }
+  return out;
+}
+
+}  // namespace tunefarm::ir

@@ -1,0 +1,277 @@
+#include "compiler/ir/expr.h"
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/status_macros.h"
+
+namespace tunefarm::ir {
+namespace {
+
+Expr Make(ExprNode n) { return Expr(std::make_shared<const ExprNode>(std::move(n))); }
+
+int64_t FloorDivInt(int64_t a, int64_t b) {
+  int64_t q = a / b;
+  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+int64_t FloorModInt(int64_t a, int64_t b) { return a - FloorDivInt(a, b) * b; }
+
+const char* OpSymbol(Op op) {
+  switch (op) {
+    case Op::kAdd: return "+";
+    case Op::kSub: return "-";
+    case Op::kMul: return "*";
+    case Op::kDiv: return "/";
+    case Op::kFloorDiv: return "//";
+    case Op::kFloorMod: return "%";
+    case Op::kLt: return "<";
+    case Op::kLe: return "<=";
+    case Op::kGt: return ">";
+    case Op::kGe: return ">=";
+    case Op::kEq: return "==";
+    case Op::kNe: return "!=";
+    default: return "?";
+  }
+}
+
+const char* CallName(Op op) {
+  switch (op) {
+    case Op::kExp: return "exp";
+    case Op::kSqrt: return "sqrt";
+    case Op::kTanh: return "tanh";
+    case Op::kAbs: return "abs";
+    default: return "?";
+  }
+}
+
+}  // namespace
+
+bool IsFloat(ScalarType t) { return t == ScalarType::kFloat32 || t == ScalarType::kFloat64; }
+
+bool IsConstInt(const Expr& e, int64_t* value) {
+  if (!e.defined() || e->kind != ExprKind::kIntImm) return false;
+  if (value) *value = e->int_value;
+  return true;
+}
+
+Expr IntImm(int64_t v) {
+  ExprNode n{ExprKind::kIntImm, ScalarType::kInt64};
+  n.int_value = v;
+  return Make(std::move(n));
+}
+
+Expr FloatImm(double v, ScalarType t) {
+  ExprNode n{ExprKind::kFloatImm, t};
+  n.float_value = v;
+  return Make(std::move(n));
+}
+
+Expr BoolImm(bool v) {
+  ExprNode n{ExprKind::kIntImm, ScalarType::kBool};
+  n.int_value = v ? 1 : 0;
+  return Make(std::move(n));
+}
+
+Expr Var(const std::string& name, ScalarType t) {
+  ExprNode n{ExprKind::kVar, t};
+  n.name = name;
+  return Make(std::move(n));
+}
+
+Expr Binary(Op op, Expr a, Expr b) {
+  TF_CHECK(a.defined() && b.defined());
+  TF_CHECK(a->type == b->type);
+  int64_t x, y;
+  bool ca = IsConstInt(a, &x), cb = IsConstInt(b, &y);
+  if (a->type == ScalarType::kInt64) {
+    // Constant folding and the identities lowering produces most.
+    if (ca && cb) {
+      switch (op) {
+        case Op::kAdd: return IntImm(x + y);
+        case Op::kSub: return IntImm(x - y);
+        case Op::kMul: return IntImm(x * y);
+        case Op::kFloorDiv: if (y != 0) return IntImm(FloorDivInt(x, y)); break;
+        case Op::kFloorMod: if (y != 0) return IntImm(FloorModInt(x, y)); break;
+        case Op::kMin: return IntImm(std::min(x, y));
+        case Op::kMax: return IntImm(std::max(x, y));
+        default: break;
+      }
+    }
+    if (op == Op::kAdd && ca && x == 0) return b;
+    if ((op == Op::kAdd || op == Op::kSub) && cb && y == 0) return a;
+    if (op == Op::kMul && ((ca && x == 0) || (cb && y == 0))) return IntImm(0);
+    if (op == Op::kMul && ca && x == 1) return b;
+    if ((op == Op::kMul || op == Op::kFloorDiv) && cb && y == 1) return a;
+    if (op == Op::kFloorMod && cb && y == 1) return IntImm(0);
+  }
+  ExprNode n{ExprKind::kBinary, a->type};
+  n.op = op;
+  n.args = {std::move(a), std::move(b)};
+  return Make(std::move(n));
+}
+
+Expr Cmp(Op op, Expr a, Expr b) {
+  TF_CHECK(a->type == b->type);
+  int64_t x, y;
+  if (IsConstInt(a, &x) && IsConstInt(b, &y) && a->type == ScalarType::kInt64) {
+    switch (op) {
+      case Op::kLt: return BoolImm(x < y);
+      case Op::kLe: return BoolImm(x <= y);
+      case Op::kGt: return BoolImm(x > y);
+      case Op::kGe: return BoolImm(x >= y);
+      case Op::kEq: return BoolImm(x == y);
+      case Op::kNe: return BoolImm(x != y);
+      default: break;
+    }
+  }
+  ExprNode n{ExprKind::kCmp, ScalarType::kBool};
+  n.op = op;
+  n.args = {std::move(a), std::move(b)};
+  return Make(std::move(n));
+}
+
+Expr And(Expr a, Expr b) {
+  int64_t v;
+  if (IsConstInt(a, &v)) return v ? b : a;
+  if (IsConstInt(b, &v)) return v ? a : b;
+  ExprNode n{ExprKind::kAnd, ScalarType::kBool};
+  n.args = {std::move(a), std::move(b)};
+  return Make(std::move(n));
+}
+
+Expr Or(Expr a, Expr b) {
+  int64_t v;
+  if (IsConstInt(a, &v)) return v ? a : b;
+  if (IsConstInt(b, &v)) return v ? b : a;
+  ExprNode n{ExprKind::kOr, ScalarType::kBool};
+  n.args = {std::move(a), std::move(b)};
+  return Make(std::move(n));
+}
+
+Expr Not(Expr a) {
+  int64_t v;
+  if (IsConstInt(a, &v)) return BoolImm(!v);
+  ExprNode n{ExprKind::kNot, ScalarType::kBool};
+  n.args = {std::move(a)};
+  return Make(std::move(n));
+}
+
+Expr Select(Expr cond, Expr t, Expr f) {
+  TF_CHECK(t->type == f->type);
+  int64_t v;
+  if (IsConstInt(cond, &v)) return v ? t : f;
+  ExprNode n{ExprKind::kSelect, t->type};
+  n.args = {std::move(cond), std::move(t), std::move(f)};
+  return Make(std::move(n));
+}
+
+Expr Cast(ScalarType t, Expr x) {
+  if (x->type == t) return x;
+  if (x->kind == ExprKind::kIntImm && IsFloat(t)) return FloatImm(double(x->int_value), t);
+  if (x->kind == ExprKind::kFloatImm && IsFloat(t)) return FloatImm(x->float_value, t);
+  ExprNode n{ExprKind::kCast, t};
+  n.args = {std::move(x)};
+  return Make(std::move(n));
+}
+
+Expr Call(Op fn, Expr x) {
+  TF_CHECK(IsFloat(x->type));
+  ExprNode n{ExprKind::kCall, x->type};
+  n.op = fn;
+  n.args = {std::move(x)};
+  return Make(std::move(n));
+}
+
+Expr Load(int tensor, ScalarType t, std::vector<Expr> indices) {
+  ExprNode n{ExprKind::kLoad, t};
+  n.tensor = tensor;
+  n.args = std::move(indices);
+  return Make(std::move(n));
+}
+
+Expr Min(Expr a, Expr b) { return Binary(Op::kMin, std::move(a), std::move(b)); }
+Expr Max(Expr a, Expr b) { return Binary(Op::kMax, std::move(a), std::move(b)); }
+Expr FloorDiv(Expr a, Expr b) { return Binary(Op::kFloorDiv, std::move(a), std::move(b)); }
+Expr FloorMod(Expr a, Expr b) { return Binary(Op::kFloorMod, std::move(a), std::move(b)); }
+Expr operator+(Expr a, Expr b) { return Binary(Op::kAdd, std::move(a), std::move(b)); }
+Expr operator-(Expr a, Expr b) { return Binary(Op::kSub, std::move(a), std::move(b)); }
+Expr operator*(Expr a, Expr b) { return Binary(Op::kMul, std::move(a), std::move(b)); }
+Expr operator/(Expr a, Expr b) { return Binary(Op::kDiv, std::move(a), std::move(b)); }
+Expr operator<(Expr a, Expr b) { return Cmp(Op::kLt, std::move(a), std::move(b)); }
+Expr operator<=(Expr a, Expr b) { return Cmp(Op::kLe, std::move(a), std::move(b)); }
+Expr operator>=(Expr a, Expr b) { return Cmp(Op::kGe, std::move(a), std::move(b)); }
+
+std::string ToString(const Expr& e, const std::vector<std::string>* names) {
+  if (!e.defined()) return "<undef>";
+  const ExprNode& n = *e.get();
+  auto arg = [&](int i) { return ToString(n.args[i], names); };
+  switch (n.kind) {
+    case ExprKind::kIntImm:
+      return n.type == ScalarType::kBool ? (n.int_value ? "true" : "false")
+                                         : absl::StrCat(n.int_value);
+    case ExprKind::kFloatImm: return absl::StrCat(n.float_value, "f");
+    case ExprKind::kVar: return n.name;
+    case ExprKind::kBinary:
+      if (n.op == Op::kMin || n.op == Op::kMax) {
+        return absl::StrCat(n.op == Op::kMin ? "min(" : "max(", arg(0), ", ", arg(1), ")");
+      }
+      return absl::StrCat("(", arg(0), " ", OpSymbol(n.op), " ", arg(1), ")");
+    case ExprKind::kCmp: return absl::StrCat("(", arg(0), " ", OpSymbol(n.op), " ", arg(1), ")");
+    case ExprKind::kAnd: return absl::StrCat("(", arg(0), " && ", arg(1), ")");
+    case ExprKind::kOr: return absl::StrCat("(", arg(0), " || ", arg(1), ")");
+    case ExprKind::kNot: return absl::StrCat("!", arg(0));
+    case ExprKind::kSelect: return absl::StrCat("select(", arg(0), ", ", arg(1), ", ", arg(2), ")");
+    case ExprKind::kCast: return absl::StrCat("cast(", arg(0), ")");
+    case ExprKind::kCall: return absl::StrCat(CallName(n.op), "(", arg(0), ")");
+    case ExprKind::kLoad: {
+      std::vector<std::string> idx;
+      for (size_t i = 0; i < n.args.size(); ++i) idx.push_back(arg(static_cast<int>(i)));
+      std::string name = names && n.tensor >= 0 && n.tensor < int(names->size())
+                             ? (*names)[n.tensor]
+                             : absl::StrCat("T", n.tensor);
+      return absl::StrCat(name, "[", absl::StrJoin(idx, ", "), "]");
+    }
+  }
+  return "?";
+}
+
+Expr Substitute(const Expr& e, const std::vector<VarMapEntry>& map) {
+  if (!e.defined()) return e;
+  const ExprNode& n = *e.get();
+  if (n.kind == ExprKind::kVar) {
+    for (const VarMapEntry& m : map) {
+      if (m.var == e.get()) return m.value;
+    }
+    return e;
+  }
+  if (n.args.empty()) return e;
+  std::vector<Expr> args;
+  bool changed = false;
+  for (const Expr& a : n.args) {
+    args.push_back(Substitute(a, map));
+    changed |= !args.back().same_as(a);
+  }
+  if (!changed) return e;
+  switch (n.kind) {
+    case ExprKind::kBinary: return Binary(n.op, args[0], args[1]);
+    case ExprKind::kCmp: return Cmp(n.op, args[0], args[1]);
+    case ExprKind::kAnd: return And(args[0], args[1]);
+    case ExprKind::kOr: return Or(args[0], args[1]);
+    case ExprKind::kNot: return Not(args[0]);
+    case ExprKind::kSelect: return Select(args[0], args[1], args[2]);
+    case ExprKind::kCast: return Cast(n.type, args[0]);
+    case ExprKind::kCall: return Call(n.op, args[0]);
+    case ExprKind::kLoad: return Load(n.tensor, n.type, std::move(args));
+    default: return e;
+  }
+}
+
+void VisitLoads(const Expr& e, const std::function<void(const ExprNode&)>& fn) {
+  if (!e.defined()) return;
+  if (e->kind == ExprKind::kLoad) fn(*e.get());
+  for (const Expr& a : e->args) VisitLoads(a, fn);
+}
+
+}  // namespace tunefarm::ir

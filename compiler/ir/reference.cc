@@ -1,0 +1,191 @@
+#include "compiler/ir/reference.h"
+
+#include <cmath>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+
+namespace tunefarm::ir {
+namespace {
+
+struct Value {
+  int64_t i = 0;
+  double f = 0;
+};
+
+class Interpreter {
+ public:
+  Interpreter(const ComputeDAG& dag, std::vector<std::vector<double>>* buffers)
+      : dag_(dag), buffers_(*buffers) {}
+
+  void Bind(const ExprNode* var, int64_t v) {
+    for (auto& [p, val] : env_) {
+      if (p == var) {
+        val = v;
+        return;
+      }
+    }
+    env_.emplace_back(var, v);
+  }
+
+  Value Eval(const Expr& e) {
+    const ExprNode& n = *e.get();
+    Value r;
+    switch (n.kind) {
+      case ExprKind::kIntImm: r.i = n.int_value; return r;
+      case ExprKind::kFloatImm: r.f = n.float_value; return r;
+      case ExprKind::kVar:
+        for (auto& [p, val] : env_) {
+          if (p == &n) return Value{val, 0};
+        }
+        TF_CHECK(false && "unbound variable");
+        return r;
+      case ExprKind::kBinary: {
+        Value a = Eval(n.args[0]), b = Eval(n.args[1]);
+        if (n.type == ScalarType::kInt64) {
+          switch (n.op) {
+            case Op::kAdd: r.i = a.i + b.i; break;
+            case Op::kSub: r.i = a.i - b.i; break;
+            case Op::kMul: r.i = a.i * b.i; break;
+            case Op::kFloorDiv: r.i = FloorDivI(a.i, b.i); break;
+            case Op::kFloorMod: r.i = a.i - FloorDivI(a.i, b.i) * b.i; break;
+            case Op::kMin: r.i = std::min(a.i, b.i); break;
+            case Op::kMax: r.i = std::max(a.i, b.i); break;
+            default: TF_CHECK(false && "bad int op");
+          }
+        } else {
+          switch (n.op) {
+            case Op::kAdd: r.f = a.f + b.f; break;
+            case Op::kSub: r.f = a.f - b.f; break;
+            case Op::kMul: r.f = a.f * b.f; break;
+            case Op::kDiv: r.f = a.f / b.f; break;
+            case Op::kMin: r.f = std::min(a.f, b.f); break;
+            case Op::kMax: r.f = std::max(a.f, b.f); break;
+            default: TF_CHECK(false && "bad float op");
+          }
+        }
+        return r;
+      }
+      case ExprKind::kCmp: {
+        Value a = Eval(n.args[0]), b = Eval(n.args[1]);
+        bool isf = IsFloat(n.args[0]->type);
+        double x = isf ? a.f : double(a.i), y = isf ? b.f : double(b.i);
+        int64_t xi = a.i, yi = b.i;
+        bool v = false;
+        switch (n.op) {
+          case Op::kLt: v = isf ? x < y : xi < yi; break;
+          case Op::kLe: v = isf ? x <= y : xi <= yi; break;
+          case Op::kGt: v = isf ? x > y : xi > yi; break;
+          case Op::kGe: v = isf ? x >= y : xi >= yi; break;
+          case Op::kEq: v = isf ? x == y : xi == yi; break;
+          case Op::kNe: v = isf ? x != y : xi != yi; break;
+          default: break;
+        }
+        r.i = v;
+        return r;
+      }
+      case ExprKind::kAnd: r.i = Eval(n.args[0]).i && Eval(n.args[1]).i; return r;
+      case ExprKind::kOr: r.i = Eval(n.args[0]).i || Eval(n.args[1]).i; return r;
+      case ExprKind::kNot: r.i = !Eval(n.args[0]).i; return r;
+      case ExprKind::kSelect: return Eval(n.args[0]).i ? Eval(n.args[1]) : Eval(n.args[2]);
+      case ExprKind::kCast: {
+        Value a = Eval(n.args[0]);
+        if (IsFloat(n.type)) r.f = IsFloat(n.args[0]->type) ? a.f : double(a.i);
+        else r.i = IsFloat(n.args[0]->type) ? int64_t(a.f) : a.i;
+        return r;
+      }
+      case ExprKind::kCall: {
+        double x = Eval(n.args[0]).f;
+        switch (n.op) {
+          case Op::kExp: r.f = std::exp(x); break;
+          case Op::kSqrt: r.f = std::sqrt(x); break;
+          case Op::kTanh: r.f = std::tanh(x); break;
+          case Op::kAbs: r.f = std::fabs(x); break;
+          default: break;
+        }
+        return r;
+      }
+      case ExprKind::kLoad: {
+        const std::vector<int64_t>& shape = dag_.tensors[n.tensor].shape;
+        int64_t flat = 0;
+        for (size_t d = 0; d < shape.size(); ++d) {
+          int64_t idx = Eval(n.args[d]).i;
+          TF_CHECK(idx >= 0 && idx < shape[d]);
+          flat = flat * shape[d] + idx;
+        }
+        r.f = buffers_[n.tensor][flat];
+        return r;
+      }
+    }
+    return r;
+  }
+
+  void RunStage(const Stage& s) {
+    std::vector<double>& out = buffers_[s.output];
+    out.assign(dag_.NumElements(s.output), 0);
+    std::vector<int64_t> idx(s.axes.size(), 0);
+    for (int64_t flat = 0; flat < int64_t(out.size()); ++flat) {
+      int64_t rest = flat;
+      for (int d = int(s.axes.size()) - 1; d >= 0; --d) {
+        idx[d] = rest % s.axes[d].extent;
+        rest /= s.axes[d].extent;
+      }
+      for (size_t d = 0; d < s.axes.size(); ++d) Bind(s.axes[d].var.get(), idx[d]);
+      if (s.reduce == ReduceKind::kNone) {
+        out[flat] = Eval(s.body).f;
+        continue;
+      }
+      double acc = s.reduce == ReduceKind::kSum ? 0.0 : -std::numeric_limits<double>::infinity();
+      Reduce(s, 0, &acc);
+      out[flat] = acc;
+    }
+  }
+
+ private:
+  static int64_t FloorDivI(int64_t a, int64_t b) {
+    int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+  }
+
+  void Reduce(const Stage& s, size_t level, double* acc) {
+    if (level == s.reduce_axes.size()) {
+      double v = Eval(s.body).f;
+      *acc = s.reduce == ReduceKind::kSum ? *acc + v : std::max(*acc, v);
+      return;
+    }
+    for (int64_t i = 0; i < s.reduce_axes[level].extent; ++i) {
+      Bind(s.reduce_axes[level].var.get(), i);
+      Reduce(s, level + 1, acc);
+    }
+  }
+
+  const ComputeDAG& dag_;
+  std::vector<std::vector<double>>& buffers_;
+  std::vector<std::pair<const ExprNode*, int64_t>> env_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::vector<double>> EvaluateReference(const ComputeDAG& dag,
+                                                      const std::vector<std::vector<float>>& inputs) {
+  if (inputs.size() + 1 != dag.args.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("reference: ", dag.args.size() - 1, " inputs expected, got ", inputs.size()));
+  }
+  std::vector<std::vector<double>> buffers(dag.tensors.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    int t = dag.args[i];
+    if (int64_t(inputs[i].size()) != dag.NumElements(t)) {
+      return absl::InvalidArgumentError(absl::StrCat("reference: input ", dag.tensors[t].name,
+                                                     " has ", inputs[i].size(), " values, expected ",
+                                                     dag.NumElements(t)));
+    }
+    buffers[t].assign(inputs[i].begin(), inputs[i].end());
+  }
+  Interpreter interp(dag, &buffers);
+  for (const Stage& s : dag.stages) interp.RunStage(s);
+  return buffers[dag.output];
+}
+
+}  // namespace tunefarm::ir

@@ -1,0 +1,18 @@
+// The float64 reference: interprets a compute DAG directly, stage by stage,
+// in double precision. Slow and obviously right; generated kernels are
+// checked against it.
+#pragma once
+
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "compiler/ir/compute.h"
+
+namespace tunefarm::ir {
+
+// `inputs` holds one buffer per kernel input (dag.args without the output),
+// row-major. Returns the output tensor.
+absl::StatusOr<std::vector<double>> EvaluateReference(const ComputeDAG& dag,
+                                                      const std::vector<std::vector<float>>& inputs);
+
+}  // namespace tunefarm::ir

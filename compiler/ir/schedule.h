@@ -1,0 +1,81 @@
+// ScheduleState: the loop structure of every stage of a ComputeDAG as a
+// schedule (a tunefarm.v1.Schedule trace) shapes it, and the lowering of that
+// state to the loop IR.
+//
+//   TF_ASSIGN_OR_RETURN(ComputeDAG dag, BuildComputeDAG(workload));
+//   TF_ASSIGN_OR_RETURN(ScheduleState st, ScheduleState::Replay(dag, schedule, target));
+//   Stmt program = Lower(st);
+//
+// Replay applies the steps in order; a step that does not apply is an
+// InvalidArgument "step N (kind): reason" (Unimplemented for primitives not
+// built yet), never a crash or a silently different program.
+#pragma once
+
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "compiler/ir/compute.h"
+#include "compiler/ir/stmt.h"
+#include "compiler/ir/target.h"
+#include "tunefarm/v1/schedule.pb.h"
+
+namespace tunefarm::ir {
+
+struct LoopIter {
+  Expr var;
+  int64_t extent = 0;
+  bool reduce = false;
+  ForKind kind = ForKind::kSerial;
+};
+
+struct StageState {
+  enum class Location { kRoot, kInline };
+  std::vector<LoopIter> iters;     // leaf loops, outermost first
+  std::vector<Expr> axis_values;   // spatial then reduce axes, as functions of the leaf vars
+  // Guards from splits whose factors do not divide the extent; `reduce` when
+  // the guarded axis is a reduction axis.
+  struct Guard {
+    Expr cond;
+    bool reduce;
+  };
+  std::vector<Guard> guards;
+  Location location = Location::kRoot;
+  int64_t auto_unroll_max_step = 0;
+};
+
+class ScheduleState {
+ public:
+  static ScheduleState Initial(const ComputeDAG& dag);
+  static absl::StatusOr<ScheduleState> Replay(const ComputeDAG& dag,
+                                              const ::tunefarm::v1::Schedule& schedule,
+                                              const Target& target);
+
+  absl::Status Apply(const ::tunefarm::v1::Step& step, int index, const Target& target);
+
+  const ComputeDAG& dag() const { return *dag_; }
+  const std::vector<StageState>& stages() const { return stages_; }
+
+ private:
+  explicit ScheduleState(const ComputeDAG& dag) : dag_(&dag) {}
+  absl::Status Split(const ::tunefarm::v1::SplitStep& s);
+  absl::Status Reorder(const ::tunefarm::v1::ReorderStep& s);
+  absl::Status Fuse(const ::tunefarm::v1::FuseStep& s);
+  absl::Status Annotate(const ::tunefarm::v1::AnnotateStep& s, const Target& target);
+  absl::Status Inline(int stage);
+  absl::Status CheckStage(int stage) const;
+  absl::Status CheckIter(int stage, int iter) const;
+  void SubstituteLeaf(StageState& st, const ExprNode* var, const Expr& value);
+
+  const ComputeDAG* dag_;
+  std::vector<StageState> stages_;
+};
+
+// The schedule an untuned build uses: padding inlined, outer spatial loops
+// fused and parallel, the innermost spatial loop split by the vector width
+// and vectorized, reductions in between.
+::tunefarm::v1::Schedule DefaultSchedule(const ComputeDAG& dag, const Target& target);
+
+// The loop program of a scheduled state.
+Stmt Lower(const ScheduleState& state);
+
+}  // namespace tunefarm::ir

@@ -1,0 +1,94 @@
+#include "compiler/ir/stmt.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace tunefarm::ir {
+
+Stmt For(Expr var, int64_t extent, ForKind kind, Stmt body) {
+  auto n = std::make_shared<StmtNode>();
+  n->kind = StmtKind::kFor;
+  n->var = std::move(var);
+  n->extent = extent;
+  n->for_kind = kind;
+  n->body = {std::move(body)};
+  return n;
+}
+
+Stmt Store(int tensor, std::vector<Expr> indices, Expr value) {
+  auto n = std::make_shared<StmtNode>();
+  n->kind = StmtKind::kStore;
+  n->tensor = tensor;
+  n->indices = std::move(indices);
+  n->value = std::move(value);
+  return n;
+}
+
+Stmt Seq(std::vector<Stmt> stmts) {
+  if (stmts.size() == 1) return stmts[0];
+  auto n = std::make_shared<StmtNode>();
+  n->kind = StmtKind::kSeq;
+  n->body = std::move(stmts);
+  return n;
+}
+
+Stmt IfThen(Expr cond, Stmt then_case) {
+  int64_t v;
+  if (IsConstInt(cond, &v) && v) return then_case;
+  auto n = std::make_shared<StmtNode>();
+  n->kind = StmtKind::kIf;
+  n->cond = std::move(cond);
+  n->body = {std::move(then_case)};
+  return n;
+}
+
+Stmt Allocate(int tensor, Stmt body) {
+  auto n = std::make_shared<StmtNode>();
+  n->kind = StmtKind::kAllocate;
+  n->tensor = tensor;
+  n->body = {std::move(body)};
+  return n;
+}
+
+namespace {
+void Print(const Stmt& s, const std::vector<std::string>* names, int indent, std::string* out) {
+  std::string pad(indent * 2, ' ');
+  switch (s->kind) {
+    case StmtKind::kFor: {
+      static const char* kKinds[] = {"for", "parallel", "vectorized", "unrolled"};
+      absl::StrAppend(out, pad, kKinds[int(s->for_kind)], " ", ToString(s->var), " in 0..",
+                      s->extent, ":\n");
+      Print(s->body[0], names, indent + 1, out);
+      break;
+    }
+    case StmtKind::kStore: {
+      std::vector<std::string> idx;
+      for (const Expr& e : s->indices) idx.push_back(ToString(e, names));
+      std::string name = names ? (*names)[s->tensor] : absl::StrCat("T", s->tensor);
+      absl::StrAppend(out, pad, name, "[", absl::StrJoin(idx, ", "), "] = ",
+                      ToString(s->value, names), "\n");
+      break;
+    }
+    case StmtKind::kSeq:
+      for (const Stmt& b : s->body) Print(b, names, indent, out);
+      break;
+    case StmtKind::kIf:
+      absl::StrAppend(out, pad, "if ", ToString(s->cond, names), ":\n");
+      Print(s->body[0], names, indent + 1, out);
+      break;
+    case StmtKind::kAllocate:
+      absl::StrAppend(out, pad, "allocate ",
+                      names ? (*names)[s->tensor] : absl::StrCat("T", s->tensor), "\n");
+      Print(s->body[0], names, indent, out);
+      break;
+  }
+}
+}  // namespace
+
+std::string ToString(const Stmt& s, const std::vector<std::string>* names) {
+  std::string out;
+  Print(s, names, 0, &out);
+  return out;
+}
+
+}  // namespace tunefarm::ir

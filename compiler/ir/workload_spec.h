@@ -1,0 +1,22 @@
+// Workloads written on a command line:
+//
+//   conv2d_nchw(N=1,C=64,H=56,W=56,K=64,R=3,S=3,stride=1,pad=1)+bias+relu
+//   depthwise_conv2d_nchw(N=1,C=144,H=56,W=56,R=3,S=3,stride=1,pad=1)
+//   matmul(M=512,N=512,K=512)        dense(M=1,N=1000,K=512)+bias
+//
+// ParseWorkloadSpec returns the Workload message; a malformed spec is an
+// InvalidArgument that quotes the spec and points at the bad part
+// ("at column 14: ..."). WorkloadSpecHelp() lists every op and attribute.
+#pragma once
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "tunefarm/v1/workload.pb.h"
+
+namespace tunefarm::ir {
+
+absl::StatusOr<::tunefarm::v1::Workload> ParseWorkloadSpec(const std::string& spec);
+std::string WorkloadSpecHelp();
+
+}  // namespace tunefarm::ir

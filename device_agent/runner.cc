@@ -1,0 +1,144 @@
+#include "device_agent/runner.h"
+
+#include <dlfcn.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <mutex>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+
+namespace tunefarm::runner {
+
+// Workers wait for a new generation; each claims chunks with an atomic
+// counter, the caller works too, and the last one out wakes the caller.
+struct ThreadPool::Impl {
+  std::mutex mu;
+  std::condition_variable work_cv, done_cv;
+  uint64_t generation = 0;
+  bool stop = false;
+  int64_t n = 0, chunk = 1;
+  void* closure = nullptr;
+  TFParallelBody body = nullptr;
+  std::atomic<int64_t> next{0};
+  int busy = 0;
+  std::vector<std::thread> threads;
+
+  void Work() {
+    while (true) {
+      int64_t begin = next.fetch_add(chunk);
+      if (begin >= n) return;
+      body(closure, begin, std::min(n, begin + chunk));
+    }
+  }
+
+  void Loop() {
+    uint64_t seen = 0;
+    while (true) {
+      {
+        std::unique_lock<std::mutex> lock(mu);
+        work_cv.wait(lock, [&] { return stop || generation != seen; });
+        if (stop) return;
+        seen = generation;
+      }
+      Work();
+      std::lock_guard<std::mutex> lock(mu);
+      if (--busy == 0) done_cv.notify_all();
+    }
+  }
+
+  int32_t ParallelFor(int64_t count, void* c, TFParallelBody b, int workers) {
+    if (count <= 0) return 0;
+    if (threads.empty() || count == 1) {
+      b(c, 0, count);
+      return 0;
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      n = count;
+      // A few chunks per thread balances uneven work without much overhead.
+      chunk = std::max<int64_t>(1, count / (int64_t(workers) * 4));
+      closure = c;
+      body = b;
+      next.store(0);
+      busy = int(threads.size());
+      ++generation;
+    }
+    work_cv.notify_all();
+    Work();
+    std::unique_lock<std::mutex> lock(mu);
+    done_cv.wait(lock, [&] { return busy == 0; });
+    return 0;
+  }
+};
+
+ThreadPool::ThreadPool(int num_threads) : impl_(new Impl), num_threads_(std::max(1, num_threads)) {
+  for (int i = 1; i < num_threads_; ++i) impl_->threads.emplace_back([this] { impl_->Loop(); });
+  runtime_.abi_version = TF_KERNEL_ABI_VERSION;
+  runtime_.num_threads = num_threads_;
+  runtime_.ctx = this;
+  runtime_.parallel_for = [](void* ctx, int64_t n, void* closure, TFParallelBody body) -> int32_t {
+    auto* self = static_cast<ThreadPool*>(ctx);
+    return self->impl_->ParallelFor(n, closure, body, self->num_threads_);
+  };
+  runtime_.alloc = [](void*, int64_t bytes) -> void* {
+    size_t size = (static_cast<size_t>(bytes) + 63) / 64 * 64;
+    return aligned_alloc(64, size == 0 ? 64 : size);
+  };
+  runtime_.free = [](void*, void* p) { ::free(p); };
+}
+
+ThreadPool::~ThreadPool() {
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    impl_->stop = true;
+  }
+  impl_->work_cv.notify_all();
+  for (std::thread& t : impl_->threads) t.join();
+}
+
+absl::StatusOr<std::unique_ptr<KernelLibrary>> KernelLibrary::Load(const std::string& so) {
+  const char* tmp = getenv("TMPDIR");
+  std::string path = std::string(tmp ? tmp : "/tmp") + "/tunefarm-kernel-XXXXXX.so";
+  int fd = mkstemps(path.data(), 3);
+  if (fd < 0) return absl::InternalError(absl::StrCat("mkstemps: ", std::strerror(errno)));
+  bool ok = write(fd, so.data(), so.size()) == static_cast<ssize_t>(so.size());
+  close(fd);
+  if (!ok) {
+    unlink(path.c_str());
+    return absl::InternalError("cannot write the kernel to a temporary file");
+  }
+  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  unlink(path.c_str());  // the mapping stays valid
+  if (handle == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat("dlopen: ", dlerror()));
+  }
+  void* sym = dlsym(handle, TF_KERNEL_ENTRY);
+  if (sym == nullptr) {
+    dlclose(handle);
+    return absl::InvalidArgumentError(absl::StrCat("no ", TF_KERNEL_ENTRY, " in the shared object"));
+  }
+  std::unique_ptr<KernelLibrary> lib(new KernelLibrary());
+  lib->handle_ = handle;
+  lib->entry_ = reinterpret_cast<TFKernelFn>(sym);
+  return lib;
+}
+
+KernelLibrary::~KernelLibrary() {
+  if (handle_) dlclose(handle_);
+}
+
+AlignedBuffer::AlignedBuffer(int64_t count) : count_(count) {
+  size_t bytes = (static_cast<size_t>(std::max<int64_t>(count, 1)) * 4 + 63) / 64 * 64;
+  data_ = static_cast<float*>(aligned_alloc(64, bytes));
+}
+
+AlignedBuffer::~AlignedBuffer() { free(data_); }
+
+}  // namespace tunefarm::runner

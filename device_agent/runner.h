@@ -1,0 +1,66 @@
+// The CPU kernel runner: loads a kernel shared object, gives it the runtime
+// of common/kernel_abi.h (a thread pool for parallel loops, aligned
+// temporaries) and runs or times it. Used by tests and benchmarks now, and by
+// the agent's sandboxed measurement process. Links no compiler code.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/kernel_abi.h"
+
+namespace tunefarm::runner {
+
+// A fixed pool of threads serving TFRuntime::parallel_for. Thread safe for
+// one parallel_for at a time (kernels call it from one thread).
+class ThreadPool {
+ public:
+  explicit ThreadPool(int num_threads);
+  ~ThreadPool();
+  int num_threads() const { return num_threads_; }
+  // The runtime table handed to kernels; valid while the pool lives.
+  const TFRuntime* runtime() const { return &runtime_; }
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  int num_threads_;
+  TFRuntime runtime_;
+};
+
+class KernelLibrary {
+ public:
+  // Loads an ELF shared object given as bytes (written to a private file,
+  // dlopen'ed, and unlinked).
+  static absl::StatusOr<std::unique_ptr<KernelLibrary>> Load(const std::string& shared_object);
+  ~KernelLibrary();
+
+  TFKernelFn entry() const { return entry_; }
+  int32_t Run(void* const* buffers, const ThreadPool& pool) const {
+    return entry_(buffers, pool.runtime());
+  }
+
+ private:
+  KernelLibrary() = default;
+  void* handle_ = nullptr;
+  TFKernelFn entry_ = nullptr;
+};
+
+// A 64-byte aligned float buffer.
+class AlignedBuffer {
+ public:
+  explicit AlignedBuffer(int64_t count);
+  ~AlignedBuffer();
+  AlignedBuffer(const AlignedBuffer&) = delete;
+  AlignedBuffer& operator=(const AlignedBuffer&) = delete;
+  float* data() { return data_; }
+  int64_t size() const { return count_; }
+
+ private:
+  float* data_;
+  int64_t count_;
+};
+
+}  // namespace tunefarm::runner

@@ -1,0 +1,29 @@
+// Compiles a (workload, schedule) pair for a CPU target, runs it on random
+// inputs and compares the output with the float64 reference.
+#pragma once
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "compiler/ir/target.h"
+#include "tunefarm/v1/schedule.pb.h"
+#include "tunefarm/v1/workload.pb.h"
+
+namespace tunefarm::testing {
+
+struct KernelCheck {
+  double max_abs_error = 0;
+  double max_rel_error = 0;  // |out - ref| / max(1, |ref|)
+  int64_t outputs = 0;
+  double compile_ms = 0;
+};
+
+// schedule == nullptr: the default schedule. Errors: the schedule did not
+// apply, the kernel did not build or load, or an output is off by more than
+// `tolerance` (relative to max(1, |ref|)).
+absl::StatusOr<KernelCheck> CheckKernel(const ::tunefarm::v1::Workload& workload,
+                                        const ::tunefarm::v1::Schedule* schedule,
+                                        const ir::Target& target, uint64_t seed,
+                                        double tolerance = 1e-4, int threads = 2);
+
+}  // namespace tunefarm::testing
