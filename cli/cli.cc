@@ -12,6 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
+#include "cli/compile_cmd.h"
 #include "cli/records_jsonl.h"
 #include "compiler/ir/target.h"
 #include "compiler/ir/workload.h"
@@ -45,6 +46,7 @@ commands:
   cancel ID
   resume ID
   devices                       workers and agents known to the server
+  compile --workload SPEC --target T --emit ir|llvm|asm|obj|so   (no server; see compile --help)
   version
 status S: ok, compile_error, runtime_error, wrong_result, timeout, lost
 state S:  queued, running, waiting_for_device, interrupted, succeeded, failed, cancelled
@@ -548,6 +550,9 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
     return i >= args.size() && !g.flags.count("help") ? kExitUsage : kExitOk;
   }
   const std::string cmd = args[i];
+  if (cmd == "compile") {
+    return RunCompile(std::vector<std::string>(args.begin() + i + 1, args.end()), out, err);
+  }
   if (cmd == "version") {
     out << "tunefarm " << TUNEFARM_VERSION << " (protocol " << kProtocolVersion << ")\n";
     return kExitOk;

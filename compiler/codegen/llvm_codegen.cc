@@ -253,7 +253,11 @@ class CodeGen {
           ctx_, {llvm::MDString::get(ctx_, name),
                  llvm::ConstantAsMetadata::get(llvm::ConstantInt::getTrue(ctx_))}));
     };
-    if (kind == ir::ForKind::kVectorized) flag_true("llvm.loop.vectorize.enable");
+    if (kind == ir::ForKind::kVectorized) {
+      // Keep the full-unroll pass off this loop, so the loop vectorizer sees it.
+      flag_true("llvm.loop.vectorize.enable");
+      flag("llvm.loop.unroll.disable");
+    }
     else if (kind == ir::ForKind::kUnrolled) flag("llvm.loop.unroll.full");
     else return nullptr;
     llvm::MDNode* md = llvm::MDNode::getDistinct(ctx_, ops);
@@ -320,19 +324,45 @@ class CodeGen {
     llvm::IRBuilderBase::InsertPoint after = b_.saveIP();
     (void)saved_ip;
 
-    // Body of tf_par_N.
+    // tf_par_N unpacks the closure and calls tf_par_N_body, whose buffer
+    // parameters are noalias like tf_body's (a closure field carries none).
+    std::vector<llvm::Type*> inner_params = {ptr_};  // rt
+    for (size_t t = 0; t < tensors.size(); ++t) inner_params.push_back(ptr_);
+    for (size_t v = 0; v < vars_.size(); ++v) inner_params.push_back(i64_);
+    inner_params.push_back(i64_);  // begin
+    inner_params.push_back(i64_);  // end
+    auto* inner_ty = llvm::FunctionType::get(llvm::Type::getVoidTy(ctx_), inner_params, false);
+    auto* inner = llvm::Function::Create(inner_ty, llvm::Function::InternalLinkage,
+                                         absl::StrCat(par->getName().str(), "_body"), mod_);
+    Decorate(inner, fn_attrs_kv_);
+    for (size_t t = 0; t < tensors.size(); ++t) {
+      inner->addParamAttr(unsigned(1 + t), llvm::Attribute::NoAlias);
+    }
     std::vector<llvm::Value*> saved_buffers = buffers_;
     auto saved_vars = vars_;
     llvm::Value* saved_rt = rt_;
-    fn_ = par;
-    b_.SetInsertPoint(llvm::BasicBlock::Create(ctx_, "entry", par));
-    llvm::Value* c = par->getArg(0);
-    f = 0;
-    rt_ = b_.CreateLoad(ptr_, b_.CreateStructGEP(closure_ty, c, f++));
-    for (int t : tensors) buffers_[t] = b_.CreateLoad(ptr_, b_.CreateStructGEP(closure_ty, c, f++));
-    for (auto& [var, val] : vars_) val = b_.CreateLoad(i64_, b_.CreateStructGEP(closure_ty, c, f++));
+    {
+      b_.SetInsertPoint(llvm::BasicBlock::Create(ctx_, "entry", par));
+      llvm::Value* c = par->getArg(0);
+      std::vector<llvm::Value*> call_args;
+      for (unsigned k = 0; k < fields.size(); ++k) {
+        call_args.push_back(b_.CreateLoad(fields[k], b_.CreateStructGEP(closure_ty, c, k)));
+      }
+      call_args.push_back(par->getArg(1));
+      call_args.push_back(par->getArg(2));
+      b_.CreateCall(inner, call_args);
+      b_.CreateRetVoid();
+    }
+    fn_ = inner;
+    b_.SetInsertPoint(llvm::BasicBlock::Create(ctx_, "entry", inner));
+    unsigned arg = 0;
+    rt_ = inner->getArg(arg++);
+    for (int t : tensors) buffers_[t] = inner->getArg(arg++);
+    for (auto& [var, val] : vars_) val = inner->getArg(arg++);
+    llvm::Value* begin = inner->getArg(arg++);
+    llvm::Value* end = inner->getArg(arg++);
     ++in_parallel_;
-    GenLoop(s.var, par->getArg(1), par->getArg(2), ir::ForKind::kSerial, s.body[0]);
+    GenLoop(s.var, begin, end, ir::ForKind::kSerial, s.body[0]);
     --in_parallel_;
     b_.CreateRetVoid();
 
@@ -445,7 +475,7 @@ absl::StatusOr<CpuArtifact> CompileCpu(const ir::ComputeDAG& dag, const ir::Stmt
     return absl::InternalError(absl::StrCat("generated LLVM IR is invalid: ", vs.str()));
   }
 
-  {
+  if (options.optimize) {
     llvm::LoopAnalysisManager lam;
     llvm::FunctionAnalysisManager fam;
     llvm::CGSCCAnalysisManager cgam;

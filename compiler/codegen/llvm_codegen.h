@@ -17,6 +17,7 @@ struct CpuCompileOptions {
   bool keep_llvm_ir = false;  // fill CpuArtifact::llvm_ir (after O3)
   bool keep_assembly = false;  // fill CpuArtifact::assembly
   bool link = true;            // produce the shared object
+  bool optimize = true;        // run the O3 pipeline (off: for looking at the IR we emit)
 };
 
 struct CpuArtifact {

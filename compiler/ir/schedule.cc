@@ -67,6 +67,8 @@ Expr InlineInto(const Expr& e, int tensor, const Stage& stage) {
   }
 }
 
+constexpr int64_t kMaxUnrolledCopies = 512;
+
 bool IsAvx512(const Target& t) {
   static const std::set<std::string> kCpus = {
       "skylake-avx512", "cascadelake", "cooperlake", "cannonlake", "icelake-client",
@@ -274,7 +276,10 @@ absl::Status ScheduleState::Annotate(const v1::AnnotateStep& s, const Target& ta
       it.kind = ForKind::kVectorized;
       return absl::OkStatus();
     case v1::ANNOTATION_UNROLL:
-      if (it.extent > 4096) return InvalidArgumentError("cannot unroll a loop of more than 4096");
+      if (it.extent > kMaxUnrolledCopies) {
+        return InvalidArgumentError(StrCat("cannot unroll a loop of ", it.extent, " iterations (at most ",
+                                           kMaxUnrolledCopies, ")"));
+      }
       it.kind = ForKind::kUnrolled;
       return absl::OkStatus();
     default:
@@ -463,6 +468,17 @@ Stmt Lower(const ScheduleState& state) {
         product *= st.iters[k].extent;
         if (product > st.auto_unroll_max_step) break;
         if (kinds[k] == ForKind::kSerial) kinds[k] = ForKind::kUnrolled;
+      }
+    }
+    // Unrolling is a hint: never more than kMaxUnrolledCopies copies of a
+    // body, however the loops nest (outer unroll marks beyond it are dropped).
+    int64_t copies = 1;
+    for (int k = int(st.iters.size()) - 1; k >= 0; --k) {
+      if (kinds[k] != ForKind::kUnrolled) continue;
+      if (copies * st.iters[k].extent > kMaxUnrolledCopies) {
+        kinds[k] = ForKind::kSerial;
+      } else {
+        copies *= st.iters[k].extent;
       }
     }
     for (int k = int(st.iters.size()) - 1; k >= 0; --k) {

@@ -1,0 +1,148 @@
+#include "cli/compile_cmd.h"
+
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "compiler/codegen/llvm_codegen.h"
+#include "compiler/codegen/llvm_target.h"
+#include "compiler/ir/compute.h"
+#include "compiler/ir/schedule.h"
+#include "compiler/ir/workload_spec.h"
+#include "google/protobuf/text_format.h"
+#include "google/protobuf/util/json_util.h"
+
+namespace tunefarm::cli {
+namespace {
+
+constexpr const char* kHelp = R"(usage: tunefarm compile --workload SPEC --target T [--schedule FILE|default]
+                        --emit ir|llvm|asm|obj|so|schedule [-o FILE]
+
+  --workload  the workload, e.g. 'conv2d_nchw(N=1,C=64,H=56,W=56,K=64,R=3,S=3,stride=1,pad=1)+bias+relu'
+  --target    e.g. 'llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a78' ('host' for this machine)
+  --schedule  a tunefarm.v1.Schedule as JSON or text format; default: the default schedule
+  --emit      ir: the lowered loop program; llvm: LLVM IR after O3 (llvm-noopt: before);
+              asm; obj: ELF object;
+              so: shared object; schedule: the schedule used, as JSON
+  -o          output file (default: stdout; obj and so need -o)
+
+)";
+
+int Fail(std::ostream& err, int code, const std::string& msg) {
+  std::string one_line = msg;
+  std::replace(one_line.begin(), one_line.end(), '\n', ' ');
+  err << "tunefarm: error: " << one_line << "\n";
+  return code;
+}
+
+}  // namespace
+
+int RunCompile(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  std::map<std::string, std::string> flags;
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string a = args[i];
+    if (a == "--help" || a == "-h") {
+      out << kHelp << ir::WorkloadSpecHelp();
+      return 0;
+    }
+    std::string name, value;
+    if (a == "-o") {
+      name = "o";
+    } else if (a.rfind("--", 0) == 0) {
+      name = a.substr(2);
+      size_t eq = name.find('=');
+      if (eq != std::string::npos) {
+        value = name.substr(eq + 1);
+        name = name.substr(0, eq);
+      }
+    } else {
+      return Fail(err, 2, absl::StrCat("compile: unexpected argument '", a, "' (see --help)"));
+    }
+    if (value.empty() && (a == "-o" || a.find('=') == std::string::npos)) {
+      if (i + 1 >= args.size()) return Fail(err, 2, absl::StrCat(a, " needs a value"));
+      value = args[++i];
+    }
+    if (name != "workload" && name != "target" && name != "schedule" && name != "emit" &&
+        name != "o") {
+      return Fail(err, 2, absl::StrCat("compile: unknown flag --", name, " (see --help)"));
+    }
+    flags[name] = value;
+  }
+  for (const char* required : {"workload", "target", "emit"}) {
+    if (!flags.count(required)) return Fail(err, 2, absl::StrCat("compile needs --", required));
+  }
+  auto workload = ir::ParseWorkloadSpec(flags["workload"]);
+  if (!workload.ok()) return Fail(err, 2, std::string(workload.status().message()));
+  ir::Target target;
+  if (flags["target"] == "host") {
+    target = codegen::HostTarget();
+  } else {
+    auto t = ir::Target::Parse(flags["target"]);
+    if (!t.ok()) return Fail(err, 2, std::string(t.status().message()));
+    target = *t;
+  }
+  if (target.is_gpu()) return Fail(err, 1, "CUDA code generation is not built yet");
+  if (absl::Status s = codegen::CheckLLVMTarget(target); !s.ok()) {
+    return Fail(err, 2, std::string(s.message()));
+  }
+  auto dag = ir::BuildComputeDAG(*workload);
+  if (!dag.ok()) return Fail(err, 1, std::string(dag.status().message()));
+  v1::Schedule schedule;
+  if (!flags.count("schedule") || flags["schedule"] == "default") {
+    schedule = ir::DefaultSchedule(*dag, target);
+  } else {
+    std::ifstream in(flags["schedule"]);
+    if (!in) return Fail(err, 2, absl::StrCat("cannot read ", flags["schedule"]));
+    std::stringstream ss;
+    ss << in.rdbuf();
+    if (!google::protobuf::util::JsonStringToMessage(ss.str(), &schedule).ok() &&
+        !google::protobuf::TextFormat::ParseFromString(ss.str(), &schedule)) {
+      return Fail(err, 2, absl::StrCat(flags["schedule"], " is not a Schedule (JSON or text)"));
+    }
+  }
+  auto state = ir::ScheduleState::Replay(*dag, schedule, target);
+  if (!state.ok()) return Fail(err, 1, absl::StrCat("schedule: ", state.status().message()));
+  ir::Stmt program = ir::Lower(*state);
+
+  const std::string emit = flags["emit"];
+  std::string text;
+  bool binary = false;
+  if (emit == "ir") {
+    std::vector<std::string> names = dag->TensorNames();
+    text = ir::ToString(program, &names);
+  } else if (emit == "schedule") {
+    google::protobuf::util::JsonPrintOptions o;
+    o.add_whitespace = true;
+    (void)google::protobuf::util::MessageToJsonString(schedule, &text, o);
+  } else if (emit == "llvm" || emit == "llvm-noopt" || emit == "asm" || emit == "obj" ||
+             emit == "so") {
+    codegen::CpuCompileOptions o;
+    o.keep_llvm_ir = emit == "llvm" || emit == "llvm-noopt";
+    o.optimize = emit != "llvm-noopt";
+    o.keep_assembly = emit == "asm";
+    o.link = emit == "so";
+    auto art = codegen::CompileCpu(*dag, program, target, o);
+    if (!art.ok()) return Fail(err, 1, std::string(art.status().message()));
+    text = o.keep_llvm_ir ? art->llvm_ir
+           : emit == "asm" ? art->assembly
+           : emit == "obj" ? art->object
+                           : art->shared_object;
+    binary = emit == "obj" || emit == "so";
+  } else if (emit == "cuda") {
+    return Fail(err, 1, "--emit cuda needs a cuda target, and CUDA code generation is not built yet");
+  } else {
+    return Fail(err, 2, absl::StrCat("--emit ", emit, " is not one of ir, llvm, asm, obj, so, schedule"));
+  }
+  if (!flags.count("o")) {
+    if (binary) return Fail(err, 2, absl::StrCat("--emit ", emit, " needs -o FILE"));
+    out << text;
+    return 0;
+  }
+  std::ofstream f(flags["o"], std::ios::binary);
+  f << text;
+  if (!f) return Fail(err, 1, absl::StrCat("cannot write ", flags["o"]));
+  return 0;
+}
+
+}  // namespace tunefarm::cli

@@ -1,0 +1,111 @@
+#include "compiler/ir/random_schedule.h"
+
+#include <numeric>
+
+#include "common/status_macros.h"
+#include "compiler/ir/schedule.h"
+
+namespace tunefarm::ir {
+namespace {
+
+namespace v1 = ::tunefarm::v1;
+
+int64_t Pick(std::mt19937_64& rng, int64_t lo, int64_t hi) {
+  return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
+}
+
+// A split factor for an extent: usually a divisor, sometimes not.
+int64_t Factor(std::mt19937_64& rng, int64_t extent) {
+  if (extent <= 1) return 1;
+  if (Pick(rng, 0, 3) == 0) return Pick(rng, 1, extent);
+  std::vector<int64_t> divisors;
+  for (int64_t d = 1; d <= extent; ++d) {
+    if (extent % d == 0) divisors.push_back(d);
+  }
+  return divisors[Pick(rng, 0, int64_t(divisors.size()) - 1)];
+}
+
+}  // namespace
+
+v1::Schedule RandomSchedule(const ComputeDAG& dag, const Target& target, std::mt19937_64& rng) {
+  v1::Schedule sched;
+  ScheduleState st = ScheduleState::Initial(dag);
+  // Steps are tried on the state first and kept only if they apply.
+  auto try_apply = [&](const v1::Step& step) {
+    if (!st.Apply(step, sched.steps_size(), target).ok()) return false;
+    *sched.add_steps() = step;
+    return true;
+  };
+  for (size_t i = 0; i < dag.stages.size(); ++i) {
+    const Stage& s = dag.stages[i];
+    if (s.inlinable && s.output != dag.output && Pick(rng, 0, 4) != 0) {
+      v1::Step step;
+      step.mutable_compute_inline()->set_stage(int(i));
+      try_apply(step);
+    }
+  }
+  for (size_t i = 0; i < dag.stages.size(); ++i) {
+    if (st.stages()[i].location == StageState::Location::kInline) continue;
+    int stage = int(i);
+    // Multi-level splits, innermost loops first so indices stay valid.
+    int n = int(st.stages()[i].iters.size());
+    for (int it = n - 1; it >= 0; --it) {
+      int levels = int(Pick(rng, 0, 2));
+      if (levels == 0) continue;
+      int64_t extent = st.stages()[i].iters[it].extent;
+      v1::Step step;
+      auto* sp = step.mutable_split();
+      sp->set_stage(stage);
+      sp->set_iter(it);
+      int64_t rest = extent;
+      for (int l = 0; l < levels; ++l) {
+        int64_t f = Factor(rng, rest);
+        sp->add_lengths(f);
+        rest = std::max<int64_t>(1, (rest + f - 1) / f);
+      }
+      try_apply(step);
+    }
+    n = int(st.stages()[i].iters.size());
+    if (Pick(rng, 0, 2) != 0) {
+      v1::Step step;
+      auto* ro = step.mutable_reorder();
+      ro->set_stage(stage);
+      std::vector<int> order(n);
+      std::iota(order.begin(), order.end(), 0);
+      std::shuffle(order.begin(), order.end(), rng);
+      for (int o : order) ro->add_order(o);
+      try_apply(step);
+    }
+    if (n >= 2 && Pick(rng, 0, 1) == 0) {
+      v1::Step step;
+      auto* f = step.mutable_fuse();
+      f->set_stage(stage);
+      int first = int(Pick(rng, 0, n - 2));
+      f->add_iters(first);
+      f->add_iters(first + 1);
+      try_apply(step);
+    }
+    n = int(st.stages()[i].iters.size());
+    for (v1::Annotation a : {v1::ANNOTATION_PARALLEL, v1::ANNOTATION_VECTORIZE, v1::ANNOTATION_UNROLL}) {
+      if (Pick(rng, 0, 2) == 0) continue;
+      v1::Step step;
+      auto* an = step.mutable_annotate();
+      an->set_stage(stage);
+      an->set_iter(a == v1::ANNOTATION_VECTORIZE ? n - 1 : int(Pick(rng, 0, n - 1)));
+      an->set_annotation(a);
+      try_apply(step);
+    }
+    if (Pick(rng, 0, 1) == 0) {
+      v1::Step step;
+      auto* p = step.mutable_pragma();
+      p->set_stage(stage);
+      p->set_kind(v1::PRAGMA_KIND_AUTO_UNROLL_MAX_STEP);
+      static const int64_t kSteps[] = {0, 16, 64, 512};
+      p->set_value(kSteps[Pick(rng, 0, 3)]);
+      try_apply(step);
+    }
+  }
+  return sched;
+}
+
+}  // namespace tunefarm::ir

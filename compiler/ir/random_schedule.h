@@ -1,0 +1,18 @@
+// Random points of the schedule space, for property tests and as the
+// exploration part of the search: any sequence of valid primitives, with
+// tile sizes that need not divide the extents.
+#pragma once
+
+#include <random>
+
+#include "compiler/ir/compute.h"
+#include "compiler/ir/target.h"
+#include "tunefarm/v1/schedule.pb.h"
+
+namespace tunefarm::ir {
+
+// Every step of the result applies (Replay succeeds). Deterministic for a seed.
+::tunefarm::v1::Schedule RandomSchedule(const ComputeDAG& dag, const Target& target,
+                                        std::mt19937_64& rng);
+
+}  // namespace tunefarm::ir

@@ -1,0 +1,156 @@
+// Code generation checks that need no reference run: vector width, cross
+// targets, bad schedules, and the printed loop program.
+#include "compiler/codegen/llvm_codegen.h"
+
+#include "absl/strings/match.h"
+#include "compiler/codegen/llvm_target.h"
+#include "compiler/ir/compute.h"
+#include "compiler/ir/schedule.h"
+#include "compiler/ir/workload_spec.h"
+#include "google/protobuf/text_format.h"
+#include "gtest/gtest.h"
+
+namespace tunefarm {
+namespace {
+
+struct Built {
+  ir::ComputeDAG dag;
+  ir::Stmt program;
+};
+
+Built Build(const std::string& spec, const std::string& target_spec) {
+  auto w = ir::ParseWorkloadSpec(spec);
+  EXPECT_TRUE(w.ok()) << w.status();
+  auto dag = ir::BuildComputeDAG(*w);
+  EXPECT_TRUE(dag.ok()) << dag.status();
+  auto target = ir::Target::Parse(target_spec);
+  EXPECT_TRUE(target.ok());
+  Built b{*std::move(dag), nullptr};
+  // The state points at b.dag, so replay after the move.
+  auto st = ir::ScheduleState::Replay(b.dag, ir::DefaultSchedule(b.dag, *target), *target);
+  EXPECT_TRUE(st.ok()) << st.status();
+  b.program = ir::Lower(*st);
+  return b;
+}
+
+TEST(Codegen, Avx512TargetsUseZmmRegisters) {
+  const std::string target_spec = "llvm -mtriple=x86_64-linux-gnu -mcpu=skylake-avx512";
+  Built b = Build("conv2d_nchw(N=1,C=16,H=28,W=32,K=16,R=3,S=3,pad=1)+bias+relu", target_spec);
+  codegen::CpuCompileOptions o;
+  o.keep_assembly = true;
+  o.keep_llvm_ir = true;
+  auto art = codegen::CompileCpu(b.dag, b.program, *ir::Target::Parse(target_spec), o);
+  ASSERT_TRUE(art.ok()) << art.status();
+  EXPECT_TRUE(absl::StrContains(art->llvm_ir, "\"prefer-vector-width\"=\"512\"")) << art->llvm_ir;
+  EXPECT_TRUE(absl::StrContains(art->assembly, "zmm")) << "no 512-bit vector code";
+  EXPECT_TRUE(absl::StrContains(art->assembly, "vfmadd")) << "no FMA in the conv";
+  // The same kernel for haswell has no zmm (AVX2 only).
+  const std::string haswell = "llvm -mtriple=x86_64-linux-gnu -mcpu=haswell";
+  auto h = codegen::CompileCpu(b.dag, b.program, *ir::Target::Parse(haswell), o);
+  ASSERT_TRUE(h.ok());
+  EXPECT_FALSE(absl::StrContains(h->assembly, "zmm"));
+  EXPECT_TRUE(absl::StrContains(h->assembly, "ymm"));
+}
+
+TEST(Codegen, CrossCompilesForAarch64) {
+  for (const char* cpu : {"cortex-a78", "carmel", "neoverse-n1"}) {
+    std::string spec = std::string("llvm -mtriple=aarch64-linux-gnu -mcpu=") + cpu;
+    Built b = Build("dense(M=4,N=64,K=32)+bias+relu", spec);
+    codegen::CpuCompileOptions o;
+    o.keep_assembly = true;
+    auto art = codegen::CompileCpu(b.dag, b.program, *ir::Target::Parse(spec), o);
+    ASSERT_TRUE(art.ok()) << cpu << ": " << art.status();
+    // ELF64, e_machine 183 = EM_AARCH64, e_type 3 = ET_DYN for the shared object.
+    ASSERT_GT(art->shared_object.size(), 64u);
+    EXPECT_EQ(art->shared_object.substr(0, 4), "\x7f" "ELF");
+    EXPECT_EQ(static_cast<unsigned char>(art->shared_object[18]), 183);
+    EXPECT_EQ(static_cast<unsigned char>(art->shared_object[16]), 3);
+    EXPECT_TRUE(absl::StrContains(art->assembly, "fmla") ||
+                absl::StrContains(art->assembly, "fmadd"))
+        << cpu;
+  }
+}
+
+TEST(Codegen, LoweredProgramReadsLikeTheSchedule) {
+  Built b = Build("matmul(M=4,N=32,K=8)", "llvm -mcpu=skylake-avx512");
+  std::vector<std::string> names = b.dag.TensorNames();
+  std::string text = ir::ToString(b.program, &names);
+  // Default: rows parallel, a 16-wide vector loop inside the reduction.
+  // Default: rows parallel, a 16-wide vector loop inside the reduction; the
+  // accumulator is zeroed by its own nest since the vector loop sits inside
+  // the reduction loop.
+  EXPECT_EQ(text,
+            "parallel i.init in 0..4:\n"
+            "  for j.init in 0..32:\n"
+            "    out[i.init, j.init] = 0f\n"
+            "parallel i in 0..4:\n"
+            "  for j.o in 0..2:\n"
+            "    for rk in 0..8:\n"
+            "      vectorized j.i0 in 0..16:\n"
+            "        out[i, ((j.o * 16) + j.i0)] = (out[i, ((j.o * 16) + j.i0)] + (a[i, rk] * b[rk, ((j.o * 16) + j.i0)]))\n");
+}
+
+absl::Status ApplyOne(const std::string& workload, const std::string& step_text) {
+  auto dag = ir::BuildComputeDAG(*ir::ParseWorkloadSpec(workload));
+  v1::Schedule s;
+  auto st = ir::ScheduleState::Initial(*dag);
+  v1::Step step;
+  if (!google::protobuf::TextFormat::ParseFromString(step_text, &step)) {
+    return absl::InternalError("bad test step");
+  }
+  *s.add_steps() = step;
+  return ir::ScheduleState::Replay(*dag, s, *ir::Target::Parse("llvm")).status();
+}
+
+TEST(Schedule, BadStepsAreRefusedWithTheReason) {
+  const std::string conv = "conv2d_nchw(N=1,C=4,H=8,W=8,K=4,R=3,S=3,pad=1)";
+  struct Case {
+    std::string step, expect;
+  };
+  // Stage 0 is the padding stage, stage 1 the convolution (n,k,y,x,rc,ry,rx).
+  std::vector<Case> cases = {
+      {"split { stage: 1 iter: 2 lengths: 0 }", "split length 0"},
+      {"split { stage: 1 iter: 9 lengths: 2 }", "loop 9 of stage 1 does not exist"},
+      {"split { stage: 7 iter: 0 lengths: 2 }", "stage 7 does not exist"},
+      {"annotate { stage: 1 iter: 4 annotation: ANNOTATION_VECTORIZE }", "vectorize a reduction"},
+      {"annotate { stage: 1 iter: 5 annotation: ANNOTATION_PARALLEL }", "parallelize a reduction"},
+      {"annotate { stage: 1 iter: 0 annotation: ANNOTATION_THREAD_X }", "GPU targets"},
+      {"reorder { stage: 1 order: [0, 1, 2] }", "order has 3 loops"},
+      {"reorder { stage: 1 order: [0, 0, 1, 2, 3, 4, 5] }", "not a permutation"},
+      {"fuse { stage: 1 iters: [3, 4] }", "reduction loop with a spatial loop"},
+      {"fuse { stage: 1 iters: [0, 2] }", "consecutive"},
+      {"compute_inline { stage: 1 }", "cannot inline a reduction"},
+      {"compute_at { stage: 0 target_stage: 1 target_iter: 3 }", "not built yet"},
+      {"", "empty step"},
+  };
+  for (const Case& c : cases) {
+    absl::Status s = ApplyOne(conv, c.step);
+    ASSERT_FALSE(s.ok()) << c.step;
+    EXPECT_TRUE(absl::StrContains(s.message(), "step 0")) << s;
+    EXPECT_TRUE(absl::StrContains(s.message(), c.expect)) << c.step << " -> " << s;
+  }
+}
+
+TEST(WorkloadSpec, ErrorsPointAtTheBadPart) {
+  struct Case {
+    std::string spec, expect;
+  };
+  std::vector<Case> cases = {
+      {"conv3d(N=1)", "column 1: unknown op 'conv3d'"},
+      {"conv2d_nchw(N=1,C=64,H=56,W=56,K=64,R=3,S=3,strid=2)", "column 45: unknown attribute 'strid'"},
+      {"conv2d_nchw(N=1,C=64,H=56,W=56,K=64,R=3)", "needs S"},
+      {"matmul(M=512,N=x,K=512)", "column 16: expected a number for N"},
+      {"matmul(M=8,N=8,K=8)+gelu", "column 21: unknown epilogue 'gelu'"},
+      {"matmul(M=8,N=8,K=8", "expected ',' or ')'"},
+      {"conv2d_nchw(N=1,C=6,H=8,W=8,K=4,R=3,S=3,groups=4)", "groups"},
+  };
+  for (const Case& c : cases) {
+    auto w = ir::ParseWorkloadSpec(c.spec);
+    ASSERT_FALSE(w.ok()) << c.spec;
+    EXPECT_TRUE(absl::StrContains(w.status().message(), c.expect)) << w.status();
+  }
+  EXPECT_TRUE(absl::StrContains(ir::WorkloadSpecHelp(), "depthwise_conv2d_nchw"));
+}
+
+}  // namespace
+}  // namespace tunefarm
