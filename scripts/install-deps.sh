@@ -17,6 +17,8 @@ FULL_PKGS=(
   libxgboost-dev xgboost
   llvm-19-dev lld-19 libzstd-dev
   libgtest-dev libgmock-dev openssl
+  qemu-user g++-aarch64-linux-gnu
+  libdnnl-dev libopenblas-dev
 )
 
 pkgs=("${FULL_PKGS[@]}")

@@ -13,49 +13,39 @@
 
 namespace tunefarm::testing {
 
-absl::StatusOr<KernelCheck> CheckKernel(const v1::Workload& workload, const v1::Schedule* schedule,
-                                        const ir::Target& target, uint64_t seed, double tolerance,
-                                        int threads) {
+absl::StatusOr<KernelCheck> CheckKernelWith(const v1::Workload& workload,
+                                            const v1::Schedule* schedule, const ir::Target& target,
+                                            uint64_t seed, double tolerance,
+                                            const KernelRunFn& run) {
   TF_ASSIGN_OR_RETURN(ir::ComputeDAG dag, ir::BuildComputeDAG(workload));
   v1::Schedule sched = schedule ? *schedule : ir::DefaultSchedule(dag, target);
   TF_ASSIGN_OR_RETURN(ir::ScheduleState state, ir::ScheduleState::Replay(dag, sched, target));
   ir::Stmt program = ir::Lower(state);
   TF_ASSIGN_OR_RETURN(codegen::CpuArtifact art, codegen::CompileCpu(dag, program, target));
-  TF_ASSIGN_OR_RETURN(auto lib, runner::KernelLibrary::Load(art.shared_object));
 
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   std::vector<std::vector<float>> inputs;
-  std::vector<std::unique_ptr<runner::AlignedBuffer>> buffers;
-  std::vector<void*> ptrs;
   for (size_t i = 0; i + 1 < dag.args.size(); ++i) {
-    int64_t n = dag.NumElements(dag.args[i]);
-    std::vector<float> v(n);
+    std::vector<float> v(dag.NumElements(dag.args[i]));
     for (float& x : v) {
       x = dist(rng);
       if (x == 0.0f) x = 0.5f;  // random, never zero
     }
-    auto buf = std::make_unique<runner::AlignedBuffer>(n);
-    std::copy(v.begin(), v.end(), buf->data());
-    ptrs.push_back(buf->data());
-    buffers.push_back(std::move(buf));
     inputs.push_back(std::move(v));
   }
   int64_t n_out = dag.NumElements(dag.output);
-  auto out = std::make_unique<runner::AlignedBuffer>(n_out);
-  std::fill(out->data(), out->data() + n_out, std::nanf(""));  // every output must be written
-  ptrs.push_back(out->data());
-
-  runner::ThreadPool pool(threads);
-  int32_t rc = lib->Run(ptrs.data(), pool);
-  if (rc != 0) return absl::InternalError(absl::StrCat("kernel returned ", rc));
+  TF_ASSIGN_OR_RETURN(std::vector<float> out, run(art.shared_object, inputs, n_out));
+  if (int64_t(out.size()) != n_out) {
+    return absl::InternalError(absl::StrCat("kernel gave ", out.size(), " outputs, expected ", n_out));
+  }
   TF_ASSIGN_OR_RETURN(std::vector<double> ref, ir::EvaluateReference(dag, inputs));
 
   KernelCheck check;
   check.outputs = n_out;
   check.compile_ms = art.codegen_ms + art.link_ms;
   for (int64_t i = 0; i < n_out; ++i) {
-    double o = out->data()[i], r = ref[i];
+    double o = out[i], r = ref[i];
     double abs_err = std::fabs(o - r);
     double rel = abs_err / std::max(1.0, std::fabs(r));
     if (!(rel <= tolerance)) {  // also catches NaN
@@ -66,6 +56,31 @@ absl::StatusOr<KernelCheck> CheckKernel(const v1::Workload& workload, const v1::
     check.max_rel_error = std::max(check.max_rel_error, rel);
   }
   return check;
+}
+
+absl::StatusOr<KernelCheck> CheckKernel(const v1::Workload& workload, const v1::Schedule* schedule,
+                                        const ir::Target& target, uint64_t seed, double tolerance,
+                                        int threads) {
+  KernelRunFn run = [threads](const std::string& so, const std::vector<std::vector<float>>& inputs,
+                              int64_t n_out) -> absl::StatusOr<std::vector<float>> {
+    TF_ASSIGN_OR_RETURN(auto lib, runner::KernelLibrary::Load(so));
+    std::vector<std::unique_ptr<runner::AlignedBuffer>> buffers;
+    std::vector<void*> ptrs;
+    for (const std::vector<float>& in : inputs) {
+      auto buf = std::make_unique<runner::AlignedBuffer>(int64_t(in.size()));
+      std::copy(in.begin(), in.end(), buf->data());
+      ptrs.push_back(buf->data());
+      buffers.push_back(std::move(buf));
+    }
+    runner::AlignedBuffer out(n_out);
+    std::fill(out.data(), out.data() + n_out, std::nanf(""));  // every output must be written
+    ptrs.push_back(out.data());
+    runner::ThreadPool pool(threads);
+    int32_t rc = lib->Run(ptrs.data(), pool);
+    if (rc != 0) return absl::InternalError(absl::StrCat("kernel returned ", rc));
+    return std::vector<float>(out.data(), out.data() + n_out);
+  };
+  return CheckKernelWith(workload, schedule, target, seed, tolerance, run);
 }
 
 }  // namespace tunefarm::testing

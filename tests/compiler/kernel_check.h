@@ -2,7 +2,9 @@
 // inputs and compares the output with the float64 reference.
 #pragma once
 
+#include <functional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "compiler/ir/target.h"
@@ -17,6 +19,17 @@ struct KernelCheck {
   int64_t outputs = 0;
   double compile_ms = 0;
 };
+
+// Runs a kernel shared object on `inputs` and returns its output.
+using KernelRunFn = std::function<absl::StatusOr<std::vector<float>>(
+    const std::string& shared_object, const std::vector<std::vector<float>>& inputs,
+    int64_t output_size)>;
+
+// The same check with another way of running the kernel (e.g. under qemu).
+absl::StatusOr<KernelCheck> CheckKernelWith(const ::tunefarm::v1::Workload& workload,
+                                            const ::tunefarm::v1::Schedule* schedule,
+                                            const ir::Target& target, uint64_t seed,
+                                            double tolerance, const KernelRunFn& run);
 
 // schedule == nullptr: the default schedule. Errors: the schedule did not
 // apply, the kernel did not build or load, or an output is off by more than
