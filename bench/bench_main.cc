@@ -1,0 +1,32 @@
+// tunefarm-bench: performance against references measured in the same run.
+//
+//   tunefarm-bench kernels [--samples N] [--threads 1,2] [--only SUBSTR] [--json FILE]
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace tunefarm::bench {
+int RunKernelsBench(const std::vector<std::string>& args);
+}
+
+int main(int argc, char** argv) {
+  // Debian's OpenBLAS misdetects recent CPUs and falls back to slow kernels;
+  // the core type is read when the library loads, so set it and start again.
+  if (getenv("OPENBLAS_CORETYPE") == nullptr) {
+    setenv("OPENBLAS_CORETYPE", "SkylakeX", 1);
+    execv("/proc/self/exe", argv);
+    std::perror("re-exec");
+  }
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty() || args[0] != "kernels") {
+    std::fprintf(stderr,
+                 "usage: tunefarm-bench kernels [--samples N] [--threads 1,2] [--only SUBSTR] "
+                 "[--json FILE]\n");
+    return 2;
+  }
+  return tunefarm::bench::RunKernelsBench(std::vector<std::string>(args.begin() + 1, args.end()));
+}
