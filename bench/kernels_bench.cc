@@ -2,7 +2,12 @@
 // a seeded random sample from the schedule space, beside oneDNN and OpenBLAS
 // measured in the same run, on the anchor workloads. Every kernel whose time
 // is reported is first checked against a reference output.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -77,6 +82,28 @@ double MaxRelError(const float* got, const std::vector<float>& want) {
     worst = std::max(worst, e);
   }
   return worst;
+}
+
+// Runs the kernel once in a forked child; true if it finished within `limit_s`.
+bool RunsWithin(const Candidate& c, const std::vector<void*>& ptrs, int threads, double limit_s) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    runner::ThreadPool pool(threads);  // the parent's pool threads do not exist here
+    c.lib->Run(ptrs.data(), pool);
+    _exit(0);
+  }
+  if (pid < 0) return false;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(limit_s);
+  int status = 0;
+  while (waitpid(pid, &status, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      return false;
+    }
+    usleep(1000);
+  }
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
 }
 
 std::string Num(double v) { return std::isnan(v) ? "null" : absl::StrFormat("%.2f", v); }
@@ -176,8 +203,14 @@ int RunKernelsBench(const std::vector<std::string>& args) {
       // The sample: one quick timing each, the best few re-timed properly and checked.
       std::vector<std::pair<double, int>> quick;
       for (size_t i = 0; i < sampled.size(); ++i) {
-        quick.emplace_back(TimeIt([&] { run(sampled[i]); }, 5, 1), int(i));
-        if (quick.back().first > 50 * def_s) quick.back().first = INFINITY;
+        // One run in a child process with a deadline first: random schedules
+        // can be very slow (a parallel loop deep inside serial ones), and such
+        // a candidate is not worth timing properly.
+        double limit = std::max(0.2, 4 * def_s);
+        double t = RunsWithin(sampled[i], ptrs, threads, limit)
+                       ? TimeIt([&] { run(sampled[i]); }, 5, 1)
+                       : INFINITY;
+        quick.emplace_back(t, int(i));
       }
       std::sort(quick.begin(), quick.end());
       double best_s = NAN;

@@ -9,6 +9,7 @@
 #include "common/status_macros.h"
 #include "llvm/Analysis/CGSCCPassManager.h"
 #include "llvm/Analysis/LoopAnalysisManager.h"
+#include "llvm/IR/DiagnosticInfo.h"
 #include "llvm/IR/IRBuilder.h"
 #include "llvm/IR/Intrinsics.h"
 #include "llvm/IR/LLVMContext.h"
@@ -458,6 +459,15 @@ absl::StatusOr<CpuArtifact> CompileCpu(const ir::ComputeDAG& dag, const ir::Stmt
   if (tm == nullptr) return absl::InternalError("LLVM made no TargetMachine");
 
   llvm::LLVMContext ctx;
+  // Optimisation remarks and "loop not vectorized" warnings are hints about a
+  // candidate, not failures; keep them off stderr (a search compiles thousands).
+  ctx.setDiagnosticHandlerCallBack(
+      [](const llvm::DiagnosticInfo* info, void*) {
+        if (info->getSeverity() == llvm::DS_Error) {
+          llvm::errs() << "tunefarm codegen: LLVM error diagnostic\n";
+        }
+      },
+      nullptr);
   auto mod = std::make_unique<llvm::Module>("tunefarm_kernel", ctx);
   mod->setTargetTriple(target.triple);
   mod->setDataLayout(tm->createDataLayout());

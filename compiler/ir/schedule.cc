@@ -470,16 +470,22 @@ Stmt Lower(const ScheduleState& state) {
         if (kinds[k] == ForKind::kSerial) kinds[k] = ForKind::kUnrolled;
       }
     }
-    // Unrolling is a hint: never more than kMaxUnrolledCopies copies of a
-    // body, however the loops nest (outer unroll marks beyond it are dropped).
+    // Unrolling is a hint, honoured only for a chain of innermost loops (all
+    // unrolled or vectorized inside it) and never beyond kMaxUnrolledCopies
+    // copies of the body: unrolling a loop that holds a loop nest multiplies
+    // code size (and LLVM's compile time) without helping the inner loops.
     int64_t copies = 1;
+    bool innermost_chain = true;
     for (int k = int(st.iters.size()) - 1; k >= 0; --k) {
-      if (kinds[k] != ForKind::kUnrolled) continue;
-      if (copies * st.iters[k].extent > kMaxUnrolledCopies) {
-        kinds[k] = ForKind::kSerial;
-      } else {
-        copies *= st.iters[k].extent;
+      if (kinds[k] == ForKind::kUnrolled) {
+        if (!innermost_chain || copies * st.iters[k].extent > kMaxUnrolledCopies) {
+          kinds[k] = ForKind::kSerial;
+        } else {
+          copies *= st.iters[k].extent;
+        }
       }
+      innermost_chain = innermost_chain &&
+                        (kinds[k] == ForKind::kUnrolled || kinds[k] == ForKind::kVectorized);
     }
     for (int k = int(st.iters.size()) - 1; k >= 0; --k) {
       inner = For(st.iters[k].var, st.iters[k].extent, kinds[k], inner);
