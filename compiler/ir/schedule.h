@@ -71,8 +71,8 @@ class ScheduleState {
 };
 
 // The schedule an untuned build uses: padding inlined, outer spatial loops
-// fused and parallel, the innermost spatial loop split by the vector width
-// and vectorized, reductions in between.
+// fused and parallel, then the reduction loops, then the innermost spatial
+// loop, whole and vectorized.
 ::tunefarm::v1::Schedule DefaultSchedule(const ComputeDAG& dag, const Target& target);
 
 // The loop program of a scheduled state.

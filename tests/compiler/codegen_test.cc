@@ -75,19 +75,16 @@ TEST(Codegen, LoweredProgramReadsLikeTheSchedule) {
   Built b = Build("matmul(M=4,N=32,K=8)", "llvm -mcpu=skylake-avx512");
   std::vector<std::string> names = b.dag.TensorNames();
   std::string text = ir::ToString(b.program, &names);
-  // Default: rows parallel, a 16-wide vector loop inside the reduction.
-  // Default: rows parallel, a 16-wide vector loop inside the reduction; the
-  // accumulator is zeroed by its own nest since the vector loop sits inside
-  // the reduction loop.
+  // Default: rows parallel, the reduction, then the whole row as one vector
+  // loop; the accumulator is zeroed by its own nest first.
   EXPECT_EQ(text,
             "parallel i.init in 0..4:\n"
             "  for j.init in 0..32:\n"
             "    out[i.init, j.init] = 0f\n"
             "parallel i in 0..4:\n"
-            "  for j.o in 0..2:\n"
-            "    for rk in 0..8:\n"
-            "      vectorized j.i0 in 0..16:\n"
-            "        out[i, ((j.o * 16) + j.i0)] = (out[i, ((j.o * 16) + j.i0)] + (a[i, rk] * b[rk, ((j.o * 16) + j.i0)]))\n");
+            "  for rk in 0..8:\n"
+            "    vectorized j in 0..32:\n"
+            "      out[i, j] = (out[i, j] + (a[i, rk] * b[rk, j]))\n");
 }
 
 absl::Status ApplyOne(const std::string& workload, const std::string& step_text) {
