@@ -146,14 +146,38 @@ class CodeGen {
   llvm::Value* FloorDivInt(llvm::Value* a, llvm::Value* b) {
     llvm::Value* q = b_.CreateSDiv(a, b);
     llvm::Value* r = b_.CreateSRem(a, b);
-    llvm::Value* zero = llvm::ConstantInt::get(i64_, 0);
+    llvm::Value* zero = llvm::ConstantInt::get(a->getType(), 0);
     llvm::Value* adjust = b_.CreateAnd(b_.CreateICmpNE(r, zero),
                                        b_.CreateICmpNE(b_.CreateICmpSLT(r, zero), b_.CreateICmpSLT(b, zero)));
-    return b_.CreateSub(q, b_.CreateZExt(adjust, i64_));
+    return b_.CreateSub(q, b_.CreateZExt(adjust, a->getType()));
+  }
+
+  // Broadcasts scalars to the vector width when the other operand is a vector.
+  void Match(llvm::Value*& a, llvm::Value*& b) {
+    bool va = a->getType()->isVectorTy(), vb = b->getType()->isVectorTy();
+    if (va && !vb) b = b_.CreateVectorSplat(lanes_, b);
+    if (vb && !va) a = b_.CreateVectorSplat(lanes_, a);
+  }
+  llvm::Value* Widen(llvm::Value* v) {
+    return v->getType()->isVectorTy() ? v : b_.CreateVectorSplat(lanes_, v);
   }
 
   llvm::Value* GenExpr(const ir::Expr& e) {
     const ExprNode& n = *e.get();
+    if (vec_var_ != nullptr) {
+      if (n.kind == ExprKind::kVar && e.get() == vec_var_) {
+        // chunk base + <0, 1, ..., lanes-1>
+        std::vector<llvm::Constant*> ramp;
+        for (int i = 0; i < lanes_; ++i) ramp.push_back(llvm::ConstantInt::get(i64_, i));
+        return b_.CreateAdd(b_.CreateVectorSplat(lanes_, Lookup(e.get())),
+                            llvm::ConstantVector::get(ramp));
+      }
+      if (n.kind == ExprKind::kLoad) return GenVectorLoad(n);
+      if (n.kind == ExprKind::kCall && n.op != Op::kExp && n.op != Op::kSqrt && n.op != Op::kAbs) {
+        llvm::Value* x = GenExpr(n.args[0]);
+        if (x->getType()->isVectorTy()) return ScalarizeTanh(x);
+      }
+    }
     switch (n.kind) {
       case ExprKind::kIntImm:
         return n.type == ScalarType::kBool ? llvm::ConstantInt::getBool(ctx_, n.int_value != 0)
@@ -163,6 +187,7 @@ class CodeGen {
       case ExprKind::kBinary: {
         llvm::Value* a = GenExpr(n.args[0]);
         llvm::Value* c = GenExpr(n.args[1]);
+        Match(a, c);
         if (n.type == ScalarType::kInt64) {
           switch (n.op) {
             case Op::kAdd: return b_.CreateAdd(a, c, "", false, true);
@@ -192,6 +217,7 @@ class CodeGen {
       case ExprKind::kCmp: {
         llvm::Value* a = GenExpr(n.args[0]);
         llvm::Value* c = GenExpr(n.args[1]);
+        Match(a, c);
         bool isf = ir::IsFloat(n.args[0]->type);
         llvm::CmpInst::Predicate p;
         switch (n.op) {
@@ -204,18 +230,31 @@ class CodeGen {
         }
         return isf ? b_.CreateFCmp(p, a, c) : b_.CreateICmp(p, a, c);
       }
-      case ExprKind::kAnd: return b_.CreateAnd(GenExpr(n.args[0]), GenExpr(n.args[1]));
-      case ExprKind::kOr: return b_.CreateOr(GenExpr(n.args[0]), GenExpr(n.args[1]));
+      case ExprKind::kAnd:
+      case ExprKind::kOr: {
+        llvm::Value* a = GenExpr(n.args[0]);
+        llvm::Value* c = GenExpr(n.args[1]);
+        Match(a, c);
+        return n.kind == ExprKind::kAnd ? b_.CreateAnd(a, c) : b_.CreateOr(a, c);
+      }
       case ExprKind::kNot: return b_.CreateNot(GenExpr(n.args[0]));
-      case ExprKind::kSelect:
-        return b_.CreateSelect(GenExpr(n.args[0]), GenExpr(n.args[1]), GenExpr(n.args[2]));
+      case ExprKind::kSelect: {
+        llvm::Value* cond = GenExpr(n.args[0]);
+        llvm::Value* t = GenExpr(n.args[1]);
+        llvm::Value* f = GenExpr(n.args[2]);
+        Match(t, f);
+        if (cond->getType()->isVectorTy() && !t->getType()->isVectorTy()) t = Widen(t), f = Widen(f);
+        return b_.CreateSelect(cond, t, f);
+      }
       case ExprKind::kCast: {
         llvm::Value* x = GenExpr(n.args[0]);
         bool from_f = ir::IsFloat(n.args[0]->type), to_f = ir::IsFloat(n.type);
-        if (!from_f && to_f) return b_.CreateSIToFP(x, TypeOf(n.type));
-        if (from_f && !to_f) return b_.CreateFPToSI(x, TypeOf(n.type));
-        if (from_f && to_f) return b_.CreateFPCast(x, TypeOf(n.type));
-        return b_.CreateIntCast(x, TypeOf(n.type), true);
+        llvm::Type* to = TypeOf(n.type);
+        if (x->getType()->isVectorTy()) to = llvm::VectorType::get(to, lanes_, false);
+        if (!from_f && to_f) return b_.CreateSIToFP(x, to);
+        if (from_f && !to_f) return b_.CreateFPToSI(x, to);
+        if (from_f && to_f) return b_.CreateFPCast(x, to);
+        return b_.CreateIntCast(x, to, true);
       }
       case ExprKind::kCall: {
         llvm::Value* x = GenExpr(n.args[0]);
@@ -242,6 +281,146 @@ class CodeGen {
       }
     }
     return nullptr;
+  }
+
+  // The flat (row-major) index of a tensor access as an IR expression.
+  ir::Expr FlatIndexExpr(int tensor, const std::vector<ir::Expr>& idx) {
+    const std::vector<int64_t>& shape = dag_.tensors[tensor].shape;
+    ir::Expr flat;
+    for (size_t d = 0; d < shape.size(); ++d) {
+      flat = flat.defined() ? flat * ir::IntImm(shape[d]) + idx[d] : idx[d];
+    }
+    return flat.defined() ? flat : ir::IntImm(0);
+  }
+
+  static bool Mentions(const ir::Expr& e, const ExprNode* var) {
+    if (e.get() == var) return true;
+    for (const ir::Expr& a : e->args) {
+      if (Mentions(a, var)) return true;
+    }
+    return false;
+  }
+
+  // The coefficient of `var` in `e` when e is affine in it (var not under
+  // division, min/max, select or a load); false otherwise.
+  static bool LinearCoeff(const ir::Expr& e, const ExprNode* var, int64_t* coeff) {
+    if (!Mentions(e, var)) return *coeff = 0, true;
+    if (e.get() == var) return *coeff = 1, true;
+    if (e->kind != ExprKind::kBinary) return false;
+    int64_t a = 0, b = 0, k = 0;
+    switch (e->op) {
+      case Op::kAdd:
+      case Op::kSub:
+        if (!LinearCoeff(e->args[0], var, &a) || !LinearCoeff(e->args[1], var, &b)) return false;
+        *coeff = e->op == Op::kAdd ? a + b : a - b;
+        return true;
+      case Op::kMul:
+        if (ir::IsConstInt(e->args[0], &k) && LinearCoeff(e->args[1], var, &b)) return *coeff = k * b, true;
+        if (ir::IsConstInt(e->args[1], &k) && LinearCoeff(e->args[0], var, &a)) return *coeff = k * a, true;
+        return false;
+      default:
+        return false;
+    }
+  }
+
+  // Address of element 0 of the vector access: the flat index with the
+  // vectorized variable at the chunk base (scalar code).
+  llvm::Value* ScalarAddress(int tensor, const ir::Expr& flat) {
+    const ExprNode* saved = vec_var_;
+    vec_var_ = nullptr;
+    llvm::Value* index = GenExpr(flat);
+    vec_var_ = saved;
+    return b_.CreateInBoundsGEP(f32_, buffers_[tensor], index);
+  }
+
+  llvm::Value* AllTrue() { return llvm::ConstantInt::getTrue(llvm::VectorType::get(b_.getInt1Ty(), lanes_, false)); }
+
+  llvm::Value* GenVectorLoad(const ExprNode& n) {
+    TF_CHECK(buffers_[n.tensor] != nullptr);
+    ir::Expr flat = FlatIndexExpr(n.tensor, n.args);
+    if (!Mentions(flat, vec_var_)) {  // the same element in every lane
+      const ExprNode* saved = vec_var_;
+      vec_var_ = nullptr;
+      llvm::Value* v = b_.CreateAlignedLoad(f32_, ScalarAddress(n.tensor, flat), llvm::Align(4));
+      vec_var_ = saved;
+      return v;
+    }
+    auto* vty = llvm::VectorType::get(f32_, lanes_, false);
+    llvm::Value* mask = mask_ ? mask_ : AllTrue();
+    int64_t coeff = 0;
+    if (LinearCoeff(flat, vec_var_, &coeff) && coeff == 1) {
+      return b_.CreateMaskedLoad(vty, ScalarAddress(n.tensor, flat), llvm::Align(4), mask);
+    }
+    llvm::Value* ptrs = b_.CreateInBoundsGEP(f32_, buffers_[n.tensor], Widen(GenExpr(flat)));
+    return b_.CreateMaskedGather(vty, ptrs, llvm::Align(4), mask);
+  }
+
+  void GenVectorStore(const ir::StmtNode& s) {
+    llvm::Value* v = Widen(GenExpr(s.value));
+    ir::Expr flat = FlatIndexExpr(s.tensor, s.indices);
+    llvm::Value* mask = mask_ ? mask_ : AllTrue();
+    int64_t coeff = 0;
+    if (LinearCoeff(flat, vec_var_, &coeff) && coeff == 1) {
+      b_.CreateMaskedStore(v, ScalarAddress(s.tensor, flat), llvm::Align(4), mask);
+      return;
+    }
+    // Lanes store to distinct elements (a loop variable always reaches the
+    // output index injectively), so a scatter keeps the scalar meaning.
+    llvm::Value* ptrs = b_.CreateInBoundsGEP(f32_, buffers_[s.tensor], Widen(GenExpr(flat)));
+    b_.CreateMaskedScatter(v, ptrs, llvm::Align(4), mask);
+  }
+
+  llvm::Value* ScalarizeTanh(llvm::Value* x) {
+    llvm::FunctionCallee tanhf =
+        mod_.getOrInsertFunction("tanhf", llvm::FunctionType::get(f32_, {f32_}, false));
+    llvm::Value* out = llvm::PoisonValue::get(x->getType());
+    for (int i = 0; i < lanes_; ++i) {
+      llvm::Value* lane = b_.CreateExtractElement(x, uint64_t(i));
+      out = b_.CreateInsertElement(out, b_.CreateCall(tanhf, {lane}), uint64_t(i));
+    }
+    return out;
+  }
+
+  static bool HasLoop(const ir::Stmt& s) {
+    if (s->kind == StmtKind::kFor || s->kind == StmtKind::kAllocate) return true;
+    for (const ir::Stmt& b : s->body) {
+      if (HasLoop(b)) return true;
+    }
+    return false;
+  }
+
+  // A vectorized loop with no loop inside: chunks of `vector_lanes_`, the loop
+  // variable a vector, a mask for the tail and for guards inside.
+  void GenVectorLoop(const ir::StmtNode& s) {
+    lanes_ = vector_lanes_;
+    int64_t chunks = (s.extent + lanes_ - 1) / lanes_;
+    ir::Expr chunk = ir::Var(s.var->name + ".v");
+    llvm::BasicBlock* pre = b_.GetInsertBlock();
+    auto* header = llvm::BasicBlock::Create(ctx_, "vloop", fn_);
+    auto* body = llvm::BasicBlock::Create(ctx_, "vbody", fn_);
+    auto* exit = llvm::BasicBlock::Create(ctx_, "vexit", fn_);
+    b_.CreateBr(header);
+    b_.SetInsertPoint(header);
+    llvm::PHINode* phi = b_.CreatePHI(i64_, 2, chunk->name);
+    phi->addIncoming(llvm::ConstantInt::get(i64_, 0), pre);
+    b_.CreateCondBr(b_.CreateICmpSLT(phi, llvm::ConstantInt::get(i64_, chunks)), body, exit);
+    b_.SetInsertPoint(body);
+    llvm::Value* base = b_.CreateMul(phi, llvm::ConstantInt::get(i64_, lanes_), "", true, true);
+    vars_.emplace_back(s.var.get(), base);
+    vec_var_ = s.var.get();
+    llvm::Value* saved_mask = mask_;
+    if (s.extent % lanes_ != 0) {
+      // Lanes past the extent in the last chunk do nothing.
+      mask_ = b_.CreateICmpSLT(GenExpr(s.var), b_.CreateVectorSplat(lanes_, llvm::ConstantInt::get(i64_, s.extent)));
+    }
+    GenStmt(s.body[0]);
+    mask_ = saved_mask;
+    vec_var_ = nullptr;
+    vars_.pop_back();
+    llvm::Value* next = b_.CreateAdd(phi, llvm::ConstantInt::get(i64_, 1), "", true, true);
+    b_.CreateBr(header);
+    phi->addIncoming(next, b_.GetInsertBlock());
+    b_.SetInsertPoint(exit);
   }
 
   llvm::MDNode* LoopMetadata(ir::ForKind kind) {
@@ -379,6 +558,9 @@ class CodeGen {
       case StmtKind::kFor:
         if (s->for_kind == ir::ForKind::kParallel && in_parallel_ == 0 && s->extent > 1) {
           GenParallel(*s);
+        } else if (s->for_kind == ir::ForKind::kVectorized && vec_var_ == nullptr &&
+                   s->extent > 1 && !HasLoop(s->body[0])) {
+          GenVectorLoop(*s);
         } else {
           ir::ForKind kind = s->for_kind == ir::ForKind::kParallel ? ir::ForKind::kSerial : s->for_kind;
           GenLoop(s->var, llvm::ConstantInt::get(i64_, 0), llvm::ConstantInt::get(i64_, s->extent),
@@ -386,6 +568,10 @@ class CodeGen {
         }
         return;
       case StmtKind::kStore: {
+        if (vec_var_ != nullptr) {
+          GenVectorStore(*s);
+          return;
+        }
         llvm::Value* v = GenExpr(s->value);
         llvm::Value* addr = b_.CreateInBoundsGEP(f32_, buffers_[s->tensor], FlatIndex(s->tensor, s->indices));
         b_.CreateAlignedStore(v, addr, llvm::Align(4));
@@ -395,6 +581,16 @@ class CodeGen {
         for (const ir::Stmt& x : s->body) GenStmt(x);
         return;
       case StmtKind::kIf: {
+        if (vec_var_ != nullptr) {
+          llvm::Value* cond = GenExpr(s->cond);
+          if (cond->getType()->isVectorTy()) {
+            llvm::Value* saved = mask_;
+            mask_ = mask_ ? b_.CreateAnd(mask_, cond) : cond;
+            GenStmt(s->body[0]);
+            mask_ = saved;
+            return;
+          }
+        }
         auto* then_bb = llvm::BasicBlock::Create(ctx_, "then", fn_);
         auto* done = llvm::BasicBlock::Create(ctx_, "endif", fn_);
         b_.CreateCondBr(GenExpr(s->cond), then_bb, done);
@@ -434,6 +630,14 @@ class CodeGen {
   llvm::StructType* runtime_ty_;
   int in_parallel_ = 0;
   int parallel_count_ = 0;
+  // Explicit vectorization state: the vectorized loop's variable while its
+  // body is generated, the lane count, and the active-lane mask (or null).
+  const ExprNode* vec_var_ = nullptr;
+  int lanes_ = 16;
+  llvm::Value* mask_ = nullptr;
+ public:
+  int vector_lanes_ = 16;
+ private:
   std::vector<std::string> fn_attrs_kv_;
 };
 
@@ -478,6 +682,8 @@ absl::StatusOr<CpuArtifact> CompileCpu(const ir::ComputeDAG& dag, const ir::Stmt
     attrs.insert(attrs.end(), {"prefer-vector-width", "512", "min-legal-vector-width", "512"});
   }
   CodeGen gen(ctx, *mod, dag);
+  // Lanes per vector chunk: one full vector register of floats.
+  gen.vector_lanes_ = target.arch() == "aarch64" ? 4 : WantsWideVectors(target) ? 16 : 8;
   gen.Generate(program, attrs);
   std::string verify;
   llvm::raw_string_ostream vs(verify);
