@@ -52,6 +52,31 @@ TEST(Codegen, Avx512TargetsUseZmmRegisters) {
   EXPECT_TRUE(absl::StrContains(h->assembly, "ymm"));
 }
 
+TEST(Codegen, VectorizedLoopsBecomeVectorCode) {
+  const std::string t = "llvm -mtriple=x86_64-linux-gnu -mcpu=skylake-avx512";
+  codegen::CpuCompileOptions o;
+  o.keep_llvm_ir = true;
+  o.optimize = false;  // our own IR, before LLVM touches it
+  o.link = false;
+  // 20 columns: one full 16-lane chunk and a masked tail.
+  Built tail = Build("matmul(M=4,N=20,K=8)", t);
+  auto art = codegen::CompileCpu(tail.dag, tail.program, *ir::Target::Parse(t), o);
+  ASSERT_TRUE(art.ok()) << art.status();
+  EXPECT_TRUE(absl::StrContains(art->llvm_ir, "@llvm.masked.load.v16f32")) << art->llvm_ir;
+  EXPECT_TRUE(absl::StrContains(art->llvm_ir, "@llvm.masked.store.v16f32")) << art->llvm_ir;
+  // b[j, rk] with j vectorized is strided: a gather.
+  Built strided = Build("matmul(M=4,N=32,K=8,transpose_b=1)", t);
+  art = codegen::CompileCpu(strided.dag, strided.program, *ir::Target::Parse(t), o);
+  ASSERT_TRUE(art.ok());
+  EXPECT_TRUE(absl::StrContains(art->llvm_ir, "@llvm.masked.gather.v16f32")) << art->llvm_ir;
+  // aarch64 vectors are 4 floats.
+  const std::string arm = "llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a78";
+  Built a = Build("matmul(M=4,N=32,K=8)", arm);
+  art = codegen::CompileCpu(a.dag, a.program, *ir::Target::Parse(arm), o);
+  ASSERT_TRUE(art.ok());
+  EXPECT_TRUE(absl::StrContains(art->llvm_ir, "<4 x float>")) << art->llvm_ir;
+}
+
 TEST(Codegen, CrossCompilesForAarch64) {
   for (const char* cpu : {"cortex-a78", "carmel", "neoverse-n1"}) {
     std::string spec = std::string("llvm -mtriple=aarch64-linux-gnu -mcpu=") + cpu;
