@@ -351,6 +351,20 @@ class CodeGen {
     if (LinearCoeff(flat, vec_var_, &coeff) && coeff == 1) {
       return b_.CreateMaskedLoad(vty, ScalarAddress(n.tensor, flat), llvm::Align(4), mask);
     }
+    if (coeff >= 2 && coeff <= 4) {
+      // Stride 2-4 (strided convolutions): one wide masked load of the span,
+      // then every coeff-th element; elements between lanes are not read.
+      int wide = lanes_ * int(coeff);
+      std::vector<int> spread(wide), pick(lanes_);
+      for (int j = 0; j < wide; ++j) spread[j] = j % coeff == 0 ? j / int(coeff) : lanes_;
+      for (int i = 0; i < lanes_; ++i) pick[i] = i * int(coeff);
+      // Lane i's mask bit goes to element i*coeff; the rest are false.
+      llvm::Value* wide_mask = b_.CreateShuffleVector(
+          mask, llvm::ConstantInt::getFalse(mask->getType()), spread);
+      auto* wty = llvm::VectorType::get(f32_, wide, false);
+      llvm::Value* all = b_.CreateMaskedLoad(wty, ScalarAddress(n.tensor, flat), llvm::Align(4), wide_mask);
+      return b_.CreateShuffleVector(all, pick);
+    }
     llvm::Value* ptrs = b_.CreateInBoundsGEP(f32_, buffers_[n.tensor], Widen(GenExpr(flat)));
     return b_.CreateMaskedGather(vty, ptrs, llvm::Align(4), mask);
   }
@@ -392,7 +406,17 @@ class CodeGen {
   // A vectorized loop with no loop inside: chunks of `vector_lanes_`, the loop
   // variable a vector, a mask for the tail and for guards inside.
   void GenVectorLoop(const ir::StmtNode& s) {
-    lanes_ = vector_lanes_;
+    // Prefer a lane count that divides the extent (no masked tail); else a
+    // full register with a mask, or the smallest power of two covering a
+    // short loop.
+    lanes_ = 0;
+    for (int w = vector_lanes_; w >= 4 && lanes_ == 0; w /= 2) {
+      if (s.extent % w == 0) lanes_ = w;
+    }
+    if (lanes_ == 0) {
+      lanes_ = vector_lanes_;
+      while (lanes_ > 4 && lanes_ / 2 >= s.extent) lanes_ /= 2;
+    }
     int64_t chunks = (s.extent + lanes_ - 1) / lanes_;
     ir::Expr chunk = ir::Var(s.var->name + ".v");
     llvm::BasicBlock* pre = b_.GetInsertBlock();

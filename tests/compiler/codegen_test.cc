@@ -58,8 +58,7 @@ TEST(Codegen, VectorizedLoopsBecomeVectorCode) {
   o.keep_llvm_ir = true;
   o.optimize = false;  // our own IR, before LLVM touches it
   o.link = false;
-  // 20 columns: one full 16-lane chunk and a masked tail.
-  Built tail = Build("matmul(M=4,N=20,K=8)", t);
+  Built tail = Build("matmul(M=4,N=21,K=8)", t);  // 16 lanes + a masked tail
   auto art = codegen::CompileCpu(tail.dag, tail.program, *ir::Target::Parse(t), o);
   ASSERT_TRUE(art.ok()) << art.status();
   EXPECT_TRUE(absl::StrContains(art->llvm_ir, "@llvm.masked.load.v16f32")) << art->llvm_ir;
@@ -69,6 +68,11 @@ TEST(Codegen, VectorizedLoopsBecomeVectorCode) {
   art = codegen::CompileCpu(strided.dag, strided.program, *ir::Target::Parse(t), o);
   ASSERT_TRUE(art.ok());
   EXPECT_TRUE(absl::StrContains(art->llvm_ir, "@llvm.masked.gather.v16f32")) << art->llvm_ir;
+  // A stride-2 input row (strided convolution): one wide masked load, then a shuffle.
+  Built s2 = Build("conv2d_nchw(N=1,C=4,H=32,W=32,K=4,R=1,S=1,stride=2)", t);
+  art = codegen::CompileCpu(s2.dag, s2.program, *ir::Target::Parse(t), o);
+  ASSERT_TRUE(art.ok());
+  EXPECT_TRUE(absl::StrContains(art->llvm_ir, "@llvm.masked.load.v32f32")) << art->llvm_ir;
   // aarch64 vectors are 4 floats.
   const std::string arm = "llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a78";
   Built a = Build("matmul(M=4,N=32,K=8)", arm);
