@@ -7,6 +7,7 @@
 #include "absl/strings/str_join.h"
 #include "common/kernel_abi.h"
 #include "common/status_macros.h"
+#include "compiler/codegen/llvm_target.h"
 #include "llvm/Analysis/CGSCCPassManager.h"
 #include "llvm/Analysis/LoopAnalysisManager.h"
 #include "llvm/IR/DiagnosticInfo.h"
@@ -31,20 +32,6 @@ using ir::ExprNode;
 using ir::Op;
 using ir::ScalarType;
 using ir::StmtKind;
-
-void InitLLVMOnce() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    LLVMInitializeX86TargetInfo();
-    LLVMInitializeX86Target();
-    LLVMInitializeX86TargetMC();
-    LLVMInitializeX86AsmPrinter();
-    LLVMInitializeAArch64TargetInfo();
-    LLVMInitializeAArch64Target();
-    LLVMInitializeAArch64TargetMC();
-    LLVMInitializeAArch64AsmPrinter();
-  });
-}
 
 bool WantsWideVectors(const ir::Target& t) {
   static const char* kCpus[] = {"skylake-avx512", "cascadelake", "cooperlake", "cannonlake",
@@ -674,7 +661,7 @@ double MsSince(std::chrono::steady_clock::time_point t0) {
 absl::StatusOr<CpuArtifact> CompileCpu(const ir::ComputeDAG& dag, const ir::Stmt& program,
                                        const ir::Target& target, const CpuCompileOptions& options) {
   if (target.is_gpu()) return absl::InvalidArgumentError("CompileCpu needs an llvm target");
-  InitLLVMOnce();
+  InitLLVMTargets();
   auto t0 = std::chrono::steady_clock::now();
   std::string error;
   const llvm::Target* llvm_target = llvm::TargetRegistry::lookupTarget(target.triple, error);

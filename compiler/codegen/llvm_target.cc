@@ -16,7 +16,7 @@
 namespace tunefarm::codegen {
 namespace {
 
-void InitTargetsOnce() {
+void InitTargetsOnceImpl() {
   static std::once_flag once;
   std::call_once(once, [] {
     LLVMInitializeX86TargetInfo();
@@ -31,6 +31,8 @@ void InitTargetsOnce() {
 }
 
 }  // namespace
+
+void InitLLVMTargets() { InitTargetsOnceImpl(); }
 
 std::string LLVMVersion() { return LLVM_VERSION_STRING; }
 
@@ -52,7 +54,7 @@ absl::Status CheckLLVMTarget(const ir::Target& target) {
   if (target.kind != ir::Target::Kind::kLLVM) {
     return absl::InvalidArgumentError("not an llvm target");
   }
-  InitTargetsOnce();
+  InitLLVMTargets();
   std::string error;
   const llvm::Target* t = llvm::TargetRegistry::lookupTarget(target.triple, error);
   if (t == nullptr) {

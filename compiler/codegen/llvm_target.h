@@ -9,6 +9,9 @@
 
 namespace tunefarm::codegen {
 
+// Registers the x86 and aarch64 back ends with LLVM (once; thread safe).
+void InitLLVMTargets();
+
 // "19.1.7"
 std::string LLVMVersion();
 

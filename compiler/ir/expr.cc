@@ -237,6 +237,22 @@ std::string ToString(const Expr& e, const std::vector<std::string>* names) {
   return "?";
 }
 
+Expr WithArgs(const Expr& e, std::vector<Expr> args) {
+  const ExprNode& n = *e.get();
+  switch (n.kind) {
+    case ExprKind::kBinary: return Binary(n.op, args[0], args[1]);
+    case ExprKind::kCmp: return Cmp(n.op, args[0], args[1]);
+    case ExprKind::kAnd: return And(args[0], args[1]);
+    case ExprKind::kOr: return Or(args[0], args[1]);
+    case ExprKind::kNot: return Not(args[0]);
+    case ExprKind::kSelect: return Select(args[0], args[1], args[2]);
+    case ExprKind::kCast: return Cast(n.type, args[0]);
+    case ExprKind::kCall: return Call(n.op, args[0]);
+    case ExprKind::kLoad: return Load(n.tensor, n.type, std::move(args));
+    default: return e;
+  }
+}
+
 Expr Substitute(const Expr& e, const std::vector<VarMapEntry>& map) {
   if (!e.defined()) return e;
   const ExprNode& n = *e.get();
@@ -254,18 +270,7 @@ Expr Substitute(const Expr& e, const std::vector<VarMapEntry>& map) {
     changed |= !args.back().same_as(a);
   }
   if (!changed) return e;
-  switch (n.kind) {
-    case ExprKind::kBinary: return Binary(n.op, args[0], args[1]);
-    case ExprKind::kCmp: return Cmp(n.op, args[0], args[1]);
-    case ExprKind::kAnd: return And(args[0], args[1]);
-    case ExprKind::kOr: return Or(args[0], args[1]);
-    case ExprKind::kNot: return Not(args[0]);
-    case ExprKind::kSelect: return Select(args[0], args[1], args[2]);
-    case ExprKind::kCast: return Cast(n.type, args[0]);
-    case ExprKind::kCall: return Call(n.op, args[0]);
-    case ExprKind::kLoad: return Load(n.tensor, n.type, std::move(args));
-    default: return e;
-  }
+  return WithArgs(e, std::move(args));
 }
 
 void VisitLoads(const Expr& e, const std::function<void(const ExprNode&)>& fn) {

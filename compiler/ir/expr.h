@@ -102,6 +102,10 @@ bool IsFloat(ScalarType t);
 // tensor names come from `tensor_names` when given.
 std::string ToString(const Expr& e, const std::vector<std::string>* tensor_names = nullptr);
 
+// A node of the same kind, op and type as `e` with other arguments (the
+// constructors above fold constants again).
+Expr WithArgs(const Expr& e, std::vector<Expr> args);
+
 // Replaces variables (by identity) with expressions.
 struct VarMapEntry {
   const ExprNode* var;

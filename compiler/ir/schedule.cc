@@ -52,19 +52,7 @@ Expr InlineInto(const Expr& e, int tensor, const Stage& stage) {
     changed |= !args.back().same_as(a);
   }
   if (!changed) return e;
-  const ExprNode& n = *e.get();
-  switch (n.kind) {
-    case ExprKind::kBinary: return Binary(n.op, args[0], args[1]);
-    case ExprKind::kCmp: return Cmp(n.op, args[0], args[1]);
-    case ExprKind::kAnd: return And(args[0], args[1]);
-    case ExprKind::kOr: return Or(args[0], args[1]);
-    case ExprKind::kNot: return Not(args[0]);
-    case ExprKind::kSelect: return Select(args[0], args[1], args[2]);
-    case ExprKind::kCast: return Cast(n.type, args[0]);
-    case ExprKind::kCall: return Call(n.op, args[0]);
-    case ExprKind::kLoad: return Load(n.tensor, n.type, std::move(args));
-    default: return e;
-  }
+  return WithArgs(e, std::move(args));
 }
 
 constexpr int64_t kMaxUnrolledCopies = 512;
