@@ -1,6 +1,7 @@
 #include "compiler/codegen/llvm_codegen.h"
 
 #include <chrono>
+#include <functional>
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
@@ -326,11 +327,7 @@ class CodeGen {
     TF_CHECK(buffers_[n.tensor] != nullptr);
     ir::Expr flat = FlatIndexExpr(n.tensor, n.args);
     if (!Mentions(flat, vec_var_)) {  // the same element in every lane
-      const ExprNode* saved = vec_var_;
-      vec_var_ = nullptr;
-      llvm::Value* v = b_.CreateAlignedLoad(f32_, ScalarAddress(n.tensor, flat), llvm::Align(4));
-      vec_var_ = saved;
-      return v;
+      return b_.CreateAlignedLoad(f32_, ScalarAddress(n.tensor, flat), llvm::Align(4));
     }
     auto* vty = llvm::VectorType::get(f32_, lanes_, false);
     llvm::Value* mask = mask_ ? mask_ : AllTrue();
@@ -405,33 +402,22 @@ class CodeGen {
       while (lanes_ > 4 && lanes_ / 2 >= s.extent) lanes_ /= 2;
     }
     int64_t chunks = (s.extent + lanes_ - 1) / lanes_;
-    ir::Expr chunk = ir::Var(s.var->name + ".v");
-    llvm::BasicBlock* pre = b_.GetInsertBlock();
-    auto* header = llvm::BasicBlock::Create(ctx_, "vloop", fn_);
-    auto* body = llvm::BasicBlock::Create(ctx_, "vbody", fn_);
-    auto* exit = llvm::BasicBlock::Create(ctx_, "vexit", fn_);
-    b_.CreateBr(header);
-    b_.SetInsertPoint(header);
-    llvm::PHINode* phi = b_.CreatePHI(i64_, 2, chunk->name);
-    phi->addIncoming(llvm::ConstantInt::get(i64_, 0), pre);
-    b_.CreateCondBr(b_.CreateICmpSLT(phi, llvm::ConstantInt::get(i64_, chunks)), body, exit);
-    b_.SetInsertPoint(body);
-    llvm::Value* base = b_.CreateMul(phi, llvm::ConstantInt::get(i64_, lanes_), "", true, true);
-    vars_.emplace_back(s.var.get(), base);
-    vec_var_ = s.var.get();
-    llvm::Value* saved_mask = mask_;
-    if (s.extent % lanes_ != 0) {
-      // Lanes past the extent in the last chunk do nothing.
-      mask_ = b_.CreateICmpSLT(GenExpr(s.var), b_.CreateVectorSplat(lanes_, llvm::ConstantInt::get(i64_, s.extent)));
-    }
-    GenStmt(s.body[0]);
-    mask_ = saved_mask;
-    vec_var_ = nullptr;
-    vars_.pop_back();
-    llvm::Value* next = b_.CreateAdd(phi, llvm::ConstantInt::get(i64_, 1), "", true, true);
-    b_.CreateBr(header);
-    phi->addIncoming(next, b_.GetInsertBlock());
-    b_.SetInsertPoint(exit);
+    EmitCountedLoop(s.var->name + ".v", llvm::ConstantInt::get(i64_, 0),
+                    llvm::ConstantInt::get(i64_, chunks), nullptr, [&](llvm::Value* chunk) {
+      llvm::Value* base = b_.CreateMul(chunk, llvm::ConstantInt::get(i64_, lanes_), "", true, true);
+      vars_.emplace_back(s.var.get(), base);
+      vec_var_ = s.var.get();
+      llvm::Value* saved_mask = mask_;
+      if (s.extent % lanes_ != 0) {
+        // Lanes past the extent in the last chunk do nothing.
+        mask_ = b_.CreateICmpSLT(GenExpr(s.var), b_.CreateVectorSplat(
+                                                     lanes_, llvm::ConstantInt::get(i64_, s.extent)));
+      }
+      GenStmt(s.body[0]);
+      mask_ = saved_mask;
+      vec_var_ = nullptr;
+      vars_.pop_back();
+    });
   }
 
   llvm::MDNode* LoopMetadata(ir::ForKind kind) {
@@ -456,27 +442,35 @@ class CodeGen {
     return md;
   }
 
-  // A counted loop: for (v = begin; v < end; ++v) body. `end` > `begin` is not assumed.
-  void GenLoop(const ir::Expr& var, llvm::Value* begin, llvm::Value* end, ir::ForKind kind,
-               const ir::Stmt& body) {
+  // The skeleton of a counted loop: for (i = begin; i < end; ++i) emit(i),
+  // with `md` (if any) on the back edge. `end` > `begin` is not assumed.
+  void EmitCountedLoop(const std::string& name, llvm::Value* begin, llvm::Value* end,
+                       llvm::MDNode* md, const std::function<void(llvm::Value*)>& emit) {
     llvm::BasicBlock* pre = b_.GetInsertBlock();
     auto* header = llvm::BasicBlock::Create(ctx_, "loop", fn_);
     auto* loop_body = llvm::BasicBlock::Create(ctx_, "body", fn_);
     auto* exit = llvm::BasicBlock::Create(ctx_, "exit", fn_);
     b_.CreateBr(header);
     b_.SetInsertPoint(header);
-    llvm::PHINode* phi = b_.CreatePHI(i64_, 2, var->name);
+    llvm::PHINode* phi = b_.CreatePHI(i64_, 2, name);
     phi->addIncoming(begin, pre);
     b_.CreateCondBr(b_.CreateICmpSLT(phi, end), loop_body, exit);
     b_.SetInsertPoint(loop_body);
-    vars_.emplace_back(var.get(), phi);
-    GenStmt(body);
-    vars_.pop_back();
+    emit(phi);
     llvm::Value* next = b_.CreateAdd(phi, llvm::ConstantInt::get(i64_, 1), "", true, true);
     llvm::BranchInst* back = b_.CreateBr(header);
-    if (llvm::MDNode* md = LoopMetadata(kind)) back->setMetadata(llvm::LLVMContext::MD_loop, md);
+    if (md != nullptr) back->setMetadata(llvm::LLVMContext::MD_loop, md);
     phi->addIncoming(next, b_.GetInsertBlock());
     b_.SetInsertPoint(exit);
+  }
+
+  void GenLoop(const ir::Expr& var, llvm::Value* begin, llvm::Value* end, ir::ForKind kind,
+               const ir::Stmt& body) {
+    EmitCountedLoop(var->name, begin, end, LoopMetadata(kind), [&](llvm::Value* i) {
+      vars_.emplace_back(var.get(), i);
+      GenStmt(body);
+      vars_.pop_back();
+    });
   }
 
   // Outlines a parallel loop into tf_par_N(closure, begin, end) and hands it
@@ -592,19 +586,17 @@ class CodeGen {
         for (const ir::Stmt& x : s->body) GenStmt(x);
         return;
       case StmtKind::kIf: {
-        if (vec_var_ != nullptr) {
-          llvm::Value* cond = GenExpr(s->cond);
-          if (cond->getType()->isVectorTy()) {
-            llvm::Value* saved = mask_;
-            mask_ = mask_ ? b_.CreateAnd(mask_, cond) : cond;
-            GenStmt(s->body[0]);
-            mask_ = saved;
-            return;
-          }
+        llvm::Value* cond = GenExpr(s->cond);
+        if (cond->getType()->isVectorTy()) {  // a guard on the vector lanes: a mask
+          llvm::Value* saved = mask_;
+          mask_ = mask_ ? b_.CreateAnd(mask_, cond) : cond;
+          GenStmt(s->body[0]);
+          mask_ = saved;
+          return;
         }
         auto* then_bb = llvm::BasicBlock::Create(ctx_, "then", fn_);
         auto* done = llvm::BasicBlock::Create(ctx_, "endif", fn_);
-        b_.CreateCondBr(GenExpr(s->cond), then_bb, done);
+        b_.CreateCondBr(cond, then_bb, done);
         b_.SetInsertPoint(then_bb);
         GenStmt(s->body[0]);
         b_.CreateBr(done);
