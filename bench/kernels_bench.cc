@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <random>
 #include <sstream>
 
@@ -22,6 +23,7 @@
 #include "compiler/codegen/llvm_codegen.h"
 #include "compiler/codegen/llvm_target.h"
 #include "compiler/ir/compute.h"
+#include "compiler/ir/handwritten.h"
 #include "compiler/ir/random_schedule.h"
 #include "compiler/ir/reference.h"
 #include "compiler/ir/schedule.h"
@@ -57,16 +59,32 @@ const Anchor kAnchors[] = {
 struct Candidate {
   std::unique_ptr<runner::KernelLibrary> lib;
   double compile_ms = 0;
+  // The kernel's arguments: the shared buffers, except weights the schedule
+  // repacked (layout_pack), which are packed once here, like a deployment does.
+  std::vector<void*> ptrs;
+  std::vector<std::unique_ptr<runner::AlignedBuffer>> packed;
 };
 
 absl::StatusOr<Candidate> Build(const ir::ComputeDAG& dag, const v1::Schedule& s,
-                                const ir::Target& target) {
+                                const ir::Target& target,
+                                const std::vector<std::vector<float>>& inputs,
+                                const std::vector<void*>& ptrs) {
   absl::StatusOr<ir::ScheduleState> st = ir::ScheduleState::Replay(dag, s, target);
   if (!st.ok()) return st.status();
-  absl::StatusOr<codegen::CpuArtifact> art = codegen::CompileCpu(dag, ir::Lower(*st), target);
+  absl::StatusOr<codegen::CpuArtifact> art = codegen::CompileCpu(st->dag(), ir::Lower(*st), target);
   if (!art.ok()) return art.status();
   Candidate c;
   c.compile_ms = art->codegen_ms + art->link_ms;
+  c.ptrs = ptrs;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    int arg = st->dag().args[i];
+    if (st->dag().tensors[arg].packed_from < 0) continue;
+    std::vector<float> p = ir::PackConstant(st->dag(), arg, inputs[i]);
+    auto buf = std::make_unique<runner::AlignedBuffer>(int64_t(p.size()));
+    std::copy(p.begin(), p.end(), buf->data());
+    c.ptrs[i] = buf->data();
+    c.packed.push_back(std::move(buf));
+  }
   absl::StatusOr<std::unique_ptr<runner::KernelLibrary>> lib = runner::KernelLibrary::Load(art->shared_object);
   if (!lib.ok()) return lib.status();
   c.lib = *std::move(lib);
@@ -85,11 +103,11 @@ double MaxRelError(const float* got, const std::vector<float>& want) {
 }
 
 // Runs the kernel once in a forked child; true if it finished within `limit_s`.
-bool RunsWithin(const Candidate& c, const std::vector<void*>& ptrs, int threads, double limit_s) {
+bool RunsWithin(const Candidate& c, int threads, double limit_s) {
   pid_t pid = fork();
   if (pid == 0) {
     runner::ThreadPool pool(threads);  // the parent's pool threads do not exist here
-    c.lib->Run(ptrs.data(), pool);
+    c.lib->Run(c.ptrs.data(), pool);
     _exit(0);
   }
   if (pid < 0) return false;
@@ -115,12 +133,20 @@ int RunKernelsBench(const std::vector<std::string>& args) {
   std::vector<int> thread_counts = {1, 2};
   std::string only, json_path;
   uint64_t seed = 2026;
+  std::optional<ir::ConvTile> tile_override;
   for (size_t i = 0; i < args.size(); ++i) {
     auto value = [&]() { return i + 1 < args.size() ? args[++i] : std::string(); };
     if (args[i] == "--samples") samples = std::atoi(value().c_str());
     else if (args[i] == "--only") only = value();
     else if (args[i] == "--json") json_path = value();
-    else if (args[i] == "--seed") seed = std::strtoull(value().c_str(), nullptr, 10);
+    else if (args[i] == "--tile") {
+      // channels,rows,cols for the hand-written convolution schedule
+      std::vector<std::string> p = absl::StrSplit(value(), ',');
+      if (p.size() == 3) {
+        tile_override = ir::ConvTile{std::atoll(p[0].c_str()), std::atoll(p[1].c_str()),
+                                     std::atoll(p[2].c_str())};
+      }
+    } else if (args[i] == "--seed") seed = std::strtoull(value().c_str(), nullptr, 10);
     else if (args[i] == "--threads") {
       thread_counts.clear();
       for (absl::string_view t : absl::StrSplit(value(), ',')) {
@@ -140,8 +166,8 @@ int RunKernelsBench(const std::vector<std::string>& args) {
     peak[t] = MeasurePeakGflops(t);
     std::printf("measured FMA peak, %d thread(s): %.1f GFLOP/s\n", t, peak[t]);
   }
-  std::printf("\n%-28s %3s %9s %9s %9s %9s %7s %7s %9s %8s\n", "workload", "thr", "default",
-              "sampled", "onednn", "openblas", "def/dn", "smp/dn", "%peak", "comp_ms");
+  std::printf("\n%-28s %3s %9s %9s %9s %9s %9s %7s %7s %7s %9s %8s\n", "workload", "thr", "default",
+              "sampled", "handwrit", "onednn", "openblas", "def/dn", "smp/dn", "hw/dn", "%peak", "comp_ms");
   std::vector<std::string> rows;
   for (const Anchor& a : kAnchors) {
     if (!only.empty() && std::string(a.name).find(only) == std::string::npos) continue;
@@ -167,16 +193,29 @@ int RunKernelsBench(const std::vector<std::string>& args) {
     ptrs.push_back(out.data());
 
     // Default schedule and the sample, compiled once, timed per thread count.
-    auto def = Build(dag, ir::DefaultSchedule(dag, target), target);
+    auto def = Build(dag, ir::DefaultSchedule(dag, target), target, inputs, ptrs);
     if (!def.ok()) {
       std::printf("%-28s default schedule failed: %s\n", a.name, std::string(def.status().message()).c_str());
       continue;
     }
     std::vector<double> compile_ms = {def->compile_ms};
+    // The hand-written schedule (convolutions): what the space can express.
+    std::optional<Candidate> hand;
+    if (cw.workload.op() == v1::OP_KIND_CONV2D) {
+      ir::ConvTile tile = tile_override ? *tile_override : ir::PickConvTile(dag, target);
+      auto hs = ir::HandwrittenConv2dSchedule(dag, target, tile);
+      auto hc = hs.ok() ? Build(dag, *hs, target, inputs, ptrs) : absl::StatusOr<Candidate>(hs.status());
+      if (hc.ok()) {
+        hand = *std::move(hc);
+      } else {
+        std::printf("%-28s hand-written schedule failed: %s\n", a.name,
+                    std::string(hc.status().message()).c_str());
+      }
+    }
     std::vector<Candidate> sampled;
     for (int s = 0; s < samples; ++s) {
       v1::Schedule sched = ir::RandomSchedule(dag, target, rng);
-      auto c = Build(dag, sched, target);
+      auto c = Build(dag, sched, target, inputs, ptrs);
       if (c.ok()) {
         compile_ms.push_back(c->compile_ms);
         sampled.push_back(*std::move(c));
@@ -196,7 +235,7 @@ int RunKernelsBench(const std::vector<std::string>& args) {
         ref_store.assign(r->begin(), r->end());
         want = &ref_store;
       }
-      auto run = [&](const Candidate& c) { c.lib->Run(ptrs.data(), pool); };
+      auto run = [&](const Candidate& c) { c.lib->Run(c.ptrs.data(), pool); };
       run(*def);
       double def_err = MaxRelError(out.data(), *want);
       double def_s = TimeIt([&] { run(*def); });
@@ -207,7 +246,7 @@ int RunKernelsBench(const std::vector<std::string>& args) {
         // can be very slow (a parallel loop deep inside serial ones), and such
         // a candidate is not worth timing properly.
         double limit = std::max(0.2, 4 * def_s);
-        double t = RunsWithin(sampled[i], ptrs, threads, limit)
+        double t = RunsWithin(sampled[i], threads, limit)
                        ? TimeIt([&] { run(sampled[i]); }, 5, 1)
                        : INFINITY;
         quick.emplace_back(t, int(i));
@@ -224,20 +263,31 @@ int RunKernelsBench(const std::vector<std::string>& args) {
         double t = TimeIt([&] { run(c); });
         if (std::isnan(best_s) || t < best_s) best_s = t;
       }
+      double hand_s = NAN;
+      if (hand) {
+        run(*hand);
+        if (MaxRelError(out.data(), *want) > 1e-3) {
+          std::printf("%-28s hand-written schedule gave a wrong result\n", a.name);
+        } else {
+          hand_s = TimeIt([&] { run(*hand); });
+        }
+      }
       double gf = cw.flops * 1e-9;
+      double hand_g = gf / hand_s;
       double def_g = gf / def_s, smp_g = gf / best_s;
       double dnn_g = dnn ? gf / dnn->seconds : NAN, blas_g = blas ? gf / blas->seconds : NAN;
-      std::printf("%-28s %3d %9.1f %9s %9s %9s %7s %7s %8.1f%% %8.1f%s\n", a.name, threads, def_g,
-                  Num(smp_g).c_str(), Num(dnn_g).c_str(), Num(blas_g).c_str(),
-                  Num(def_g / dnn_g).c_str(), Num(smp_g / dnn_g).c_str(),
-                  100 * std::max(def_g, std::isnan(smp_g) ? 0 : smp_g) / peak[threads], median_compile,
+      double best_g = std::max({def_g, std::isnan(smp_g) ? 0 : smp_g, std::isnan(hand_g) ? 0 : hand_g});
+      std::printf("%-28s %3d %9.1f %9s %9s %9s %9s %7s %7s %7s %8.1f%% %8.1f%s\n", a.name, threads, def_g,
+                  Num(smp_g).c_str(), Num(hand_g).c_str(), Num(dnn_g).c_str(), Num(blas_g).c_str(),
+                  Num(def_g / dnn_g).c_str(), Num(smp_g / dnn_g).c_str(), Num(hand_g / dnn_g).c_str(),
+                  100 * best_g / peak[threads], median_compile,
                   def_err > 1e-3 ? "  DEFAULT WRONG" : "");
       std::fflush(stdout);
       rows.push_back(absl::StrCat(
           "{\"workload\": \"", a.name, "\", \"spec\": \"", a.spec, "\", \"threads\": ", threads,
           ", \"default_gflops\": ", Num(def_g), ", \"sampled_best_gflops\": ", Num(smp_g),
           ", \"samples\": ", sampled.size(), ", \"onednn_gflops\": ", Num(dnn_g),
-          ", \"openblas_gflops\": ", Num(blas_g), ", \"handwritten_gflops\": null",
+          ", \"openblas_gflops\": ", Num(blas_g), ", \"handwritten_gflops\": ", Num(hand_g),
           ", \"peak_gflops\": ", Num(peak[threads]), ", \"compile_ms_median\": ",
           Num(median_compile), "}"));
     }

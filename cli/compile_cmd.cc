@@ -8,6 +8,7 @@
 #include "compiler/codegen/llvm_codegen.h"
 #include "compiler/codegen/llvm_target.h"
 #include "compiler/ir/compute.h"
+#include "compiler/ir/handwritten.h"
 #include "compiler/ir/schedule.h"
 #include "compiler/ir/workload_spec.h"
 #include "google/protobuf/text_format.h"
@@ -16,12 +17,13 @@
 namespace tunefarm::cli {
 namespace {
 
-constexpr const char* kHelp = R"(usage: tunefarm compile --workload SPEC --target T [--schedule FILE|default]
+constexpr const char* kHelp = R"(usage: tunefarm compile --workload SPEC --target T [--schedule FILE|default|handwritten]
                         --emit ir|llvm|asm|obj|so|schedule [-o FILE]
 
   --workload  the workload, e.g. 'conv2d_nchw(N=1,C=64,H=56,W=56,K=64,R=3,S=3,stride=1,pad=1)+bias+relu'
   --target    e.g. 'llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a78' ('host' for this machine)
-  --schedule  a tunefarm.v1.Schedule as JSON or text format; default: the default schedule
+  --schedule  a tunefarm.v1.Schedule as JSON or text format; default: the default schedule;
+              handwritten: the hand-written register-tiled schedule (conv2d only)
   --emit      ir: the lowered loop program; llvm: LLVM IR after O3 (llvm-noopt: before);
               asm; obj: ELF object;
               so: shared object; schedule: the schedule used, as JSON
@@ -91,6 +93,10 @@ int RunCompile(const std::vector<std::string>& args, std::ostream& out, std::ost
   v1::Schedule schedule;
   if (!flags.count("schedule") || flags["schedule"] == "default") {
     schedule = ir::DefaultSchedule(*dag, target);
+  } else if (flags["schedule"] == "handwritten") {
+    auto hw = ir::HandwrittenConv2dSchedule(*dag, target, ir::PickConvTile(*dag, target));
+    if (!hw.ok()) return Fail(err, 1, absl::StrCat("handwritten schedule: ", hw.status().message()));
+    schedule = *std::move(hw);
   } else {
     std::ifstream in(flags["schedule"]);
     if (!in) return Fail(err, 2, absl::StrCat("cannot read ", flags["schedule"]));
@@ -109,7 +115,7 @@ int RunCompile(const std::vector<std::string>& args, std::ostream& out, std::ost
   std::string text;
   bool binary = false;
   if (emit == "ir") {
-    std::vector<std::string> names = dag->TensorNames();
+    std::vector<std::string> names = state->dag().TensorNames();
     text = ir::ToString(program, &names);
   } else if (emit == "schedule") {
     google::protobuf::util::JsonPrintOptions o;
@@ -122,7 +128,7 @@ int RunCompile(const std::vector<std::string>& args, std::ostream& out, std::ost
     o.optimize = emit != "llvm-noopt";
     o.keep_assembly = emit == "asm";
     o.link = emit == "so";
-    auto art = codegen::CompileCpu(*dag, program, target, o);
+    auto art = codegen::CompileCpu(state->dag(), program, target, o);
     if (!art.ok()) return Fail(err, 1, std::string(art.status().message()));
     text = o.keep_llvm_ir ? art->llvm_ir
            : emit == "asm" ? art->assembly

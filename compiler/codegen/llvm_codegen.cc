@@ -34,19 +34,6 @@ using ir::Op;
 using ir::ScalarType;
 using ir::StmtKind;
 
-bool WantsWideVectors(const ir::Target& t) {
-  static const char* kCpus[] = {"skylake-avx512", "cascadelake", "cooperlake", "cannonlake",
-                                "icelake-client", "icelake-server", "tigerlake", "sapphirerapids",
-                                "emeraldrapids", "graniterapids", "znver4", "znver5", "x86-64-v4"};
-  for (const char* c : kCpus) {
-    if (t.cpu == c) return true;
-  }
-  for (const std::string& a : t.attrs) {
-    if (a == "+avx512f") return true;
-  }
-  return false;
-}
-
 // Field indices of TFRuntime as an LLVM struct.
 enum RuntimeField { kAbi = 0, kThreads, kParallelFor, kCtx, kAlloc, kFree };
 
@@ -54,6 +41,7 @@ class CodeGen {
  public:
   CodeGen(llvm::LLVMContext& ctx, llvm::Module& mod, const ir::ComputeDAG& dag)
       : ctx_(ctx), mod_(mod), b_(ctx), dag_(dag), buffers_(dag.tensors.size(), nullptr) {
+    for (const ir::TensorDecl& t : dag.tensors) shapes_.push_back(t.shape);
     ptr_ = llvm::PointerType::getUnqual(ctx);
     i64_ = llvm::Type::getInt64Ty(ctx);
     i32_ = llvm::Type::getInt32Ty(ctx);
@@ -122,7 +110,7 @@ class CodeGen {
   }
 
   llvm::Value* FlatIndex(int tensor, const std::vector<ir::Expr>& idx) {
-    const std::vector<int64_t>& shape = dag_.tensors[tensor].shape;
+    const std::vector<int64_t>& shape = shapes_[tensor];
     llvm::Value* flat = nullptr;
     for (size_t d = 0; d < shape.size(); ++d) {
       llvm::Value* v = GenExpr(idx[d]);
@@ -273,7 +261,7 @@ class CodeGen {
 
   // The flat (row-major) index of a tensor access as an IR expression.
   ir::Expr FlatIndexExpr(int tensor, const std::vector<ir::Expr>& idx) {
-    const std::vector<int64_t>& shape = dag_.tensors[tensor].shape;
+    const std::vector<int64_t>& shape = shapes_[tensor];
     ir::Expr flat;
     for (size_t d = 0; d < shape.size(); ++d) {
       flat = flat.defined() ? flat * ir::IntImm(shape[d]) + idx[d] : idx[d];
@@ -333,6 +321,8 @@ class CodeGen {
     llvm::Value* mask = mask_ ? mask_ : AllTrue();
     int64_t coeff = 0;
     if (LinearCoeff(flat, vec_var_, &coeff) && coeff == 1) {
+      // Unmasked accesses stay plain loads, which SROA can keep in registers.
+      if (mask_ == nullptr) return b_.CreateAlignedLoad(vty, ScalarAddress(n.tensor, flat), llvm::Align(4));
       return b_.CreateMaskedLoad(vty, ScalarAddress(n.tensor, flat), llvm::Align(4), mask);
     }
     if (coeff >= 2 && coeff <= 4) {
@@ -359,7 +349,11 @@ class CodeGen {
     llvm::Value* mask = mask_ ? mask_ : AllTrue();
     int64_t coeff = 0;
     if (LinearCoeff(flat, vec_var_, &coeff) && coeff == 1) {
-      b_.CreateMaskedStore(v, ScalarAddress(s.tensor, flat), llvm::Align(4), mask);
+      if (mask_ == nullptr) {
+        b_.CreateAlignedStore(v, ScalarAddress(s.tensor, flat), llvm::Align(4));
+      } else {
+        b_.CreateMaskedStore(v, ScalarAddress(s.tensor, flat), llvm::Align(4), mask);
+      }
       return;
     }
     // Lanes store to distinct elements (a loop variable always reaches the
@@ -604,7 +598,23 @@ class CodeGen {
         return;
       }
       case StmtKind::kAllocate: {
-        int64_t bytes = dag_.NumElements(s->tensor) * 4;
+        std::vector<int64_t> saved_shape = shapes_[s->tensor];
+        shapes_[s->tensor] = s->shape;
+        int64_t elements = 1;
+        for (int64_t e : s->shape) elements *= e;
+        if (s->local) {
+          // A small region (an accumulator tile): a stack array in the entry
+          // block of the function running the loop, so SROA can promote it.
+          llvm::IRBuilder<> entry(&fn_->getEntryBlock(), fn_->getEntryBlock().begin());
+          llvm::AllocaInst* a = entry.CreateAlloca(f32_, llvm::ConstantInt::get(i64_, elements));
+          a->setAlignment(llvm::Align(64));
+          buffers_[s->tensor] = a;
+          GenStmt(s->body[0]);
+          buffers_[s->tensor] = nullptr;
+          shapes_[s->tensor] = saved_shape;
+          return;
+        }
+        int64_t bytes = elements * 4;
         llvm::Value* alloc = b_.CreateLoad(ptr_, b_.CreateStructGEP(runtime_ty_, rt_, kAlloc));
         llvm::Value* ctx = b_.CreateLoad(ptr_, b_.CreateStructGEP(runtime_ty_, rt_, kCtx));
         auto* alloc_ty = llvm::FunctionType::get(ptr_, {ptr_, i64_}, false);
@@ -615,6 +625,7 @@ class CodeGen {
         llvm::Value* free_fn = b_.CreateLoad(ptr_, b_.CreateStructGEP(runtime_ty_, rt_, kFree));
         auto* free_ty = llvm::FunctionType::get(llvm::Type::getVoidTy(ctx_), {ptr_, ptr_}, false);
         b_.CreateCall(free_ty, free_fn, {ctx, p});
+        shapes_[s->tensor] = saved_shape;
         return;
       }
     }
@@ -625,6 +636,7 @@ class CodeGen {
   llvm::IRBuilder<> b_;
   const ir::ComputeDAG& dag_;
   std::vector<llvm::Value*> buffers_;
+  std::vector<std::vector<int64_t>> shapes_;  // the allocation's shape where it is a region
   std::vector<std::pair<const ExprNode*, llvm::Value*>> vars_;
   llvm::Value* rt_ = nullptr;
   llvm::Function* fn_ = nullptr;
@@ -680,13 +692,13 @@ absl::StatusOr<CpuArtifact> CompileCpu(const ir::ComputeDAG& dag, const ir::Stmt
   mod->setDataLayout(tm->createDataLayout());
   std::vector<std::string> attrs = {"target-cpu", target.cpu};
   if (!features.empty()) attrs.insert(attrs.end(), {"target-features", features});
-  if (WantsWideVectors(target)) {
+  if (target.wide_vectors()) {
     // LLVM prefers 256-bit vectors on these cores, which halves FMA throughput.
     attrs.insert(attrs.end(), {"prefer-vector-width", "512", "min-legal-vector-width", "512"});
   }
   CodeGen gen(ctx, *mod, dag);
   // Lanes per vector chunk: one full vector register of floats.
-  gen.vector_lanes_ = target.arch() == "aarch64" ? 4 : WantsWideVectors(target) ? 16 : 8;
+  gen.vector_lanes_ = target.float_lanes();
   gen.Generate(program, attrs);
   std::string verify;
   llvm::raw_string_ostream vs(verify);

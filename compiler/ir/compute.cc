@@ -2,6 +2,7 @@
 // the tensor IR.
 #include "compiler/ir/compute.h"
 
+#include <algorithm>
 #include <limits>
 
 #include "absl/strings/str_cat.h"
@@ -347,6 +348,52 @@ int ComputeDAG::ProducerOf(int tensor) const {
     if (stages[i].output == tensor) return static_cast<int>(i);
   }
   return -1;
+}
+
+std::vector<int> StageInputs(const Stage& stage) {
+  std::vector<int> inputs;
+  VisitLoads(stage.body, [&](const ExprNode& n) {
+    if (std::find(inputs.begin(), inputs.end(), n.tensor) == inputs.end()) inputs.push_back(n.tensor);
+  });
+  return inputs;
+}
+
+std::vector<Expr> PackedIndex(const TensorDecl& packed, const std::vector<Expr>& index) {
+  std::vector<Expr> outer, inner(packed.pack_inner.size());
+  for (size_t d = 0; d < index.size(); ++d) {
+    int64_t b = packed.pack_block[d];
+    if (b == 0) {
+      outer.push_back(index[d]);
+      continue;
+    }
+    outer.push_back(FloorDiv(index[d], IntImm(b)));
+    size_t pos = std::find(packed.pack_inner.begin(), packed.pack_inner.end(), int(d)) -
+                 packed.pack_inner.begin();
+    inner[pos] = FloorMod(index[d], IntImm(b));
+  }
+  outer.insert(outer.end(), inner.begin(), inner.end());
+  return outer;
+}
+
+std::vector<float> PackConstant(const ComputeDAG& dag, int packed, const std::vector<float>& original) {
+  const TensorDecl& p = dag.tensors[packed];
+  const std::vector<int64_t>& shape = dag.tensors[p.packed_from].shape;
+  std::vector<float> out(dag.NumElements(packed), 0.0f);
+  std::vector<int64_t> idx(shape.size(), 0);
+  std::vector<Expr> idx_expr(shape.size());
+  for (int64_t flat = 0; flat < int64_t(original.size()); ++flat) {
+    int64_t rest = flat;
+    for (int d = int(shape.size()) - 1; d >= 0; --d) {
+      idx[d] = rest % shape[d];
+      rest /= shape[d];
+    }
+    for (size_t d = 0; d < shape.size(); ++d) idx_expr[d] = IntImm(idx[d]);
+    int64_t at = 0;
+    std::vector<Expr> pi = PackedIndex(p, idx_expr);
+    for (size_t d = 0; d < pi.size(); ++d) at = at * p.shape[d] + pi[d]->int_value;
+    out[at] = original[flat];
+  }
+  return out;
 }
 
 absl::StatusOr<ComputeDAG> BuildComputeDAG(const v1::Workload& workload) {

@@ -22,6 +22,14 @@ struct TensorDecl {
   Role role = Role::kInput;
   // Inputs that are constant at deploy time (weights, bias) may be repacked.
   bool is_constant = false;
+  // A blocked copy of tensor `packed_from` made by a layout_pack step: the
+  // outer dimensions (ceil(extent / block), or the extent where block is 0)
+  // in the original order, then one dimension per blocked original
+  // dimension, in the order `pack_inner`. The caller packs the data (see
+  // PackConstant); the kernel reads only the packed copy.
+  int packed_from = -1;
+  std::vector<int64_t> pack_block;
+  std::vector<int> pack_inner;
 };
 
 struct IterVar {
@@ -53,6 +61,18 @@ struct ComputeDAG {
   // Index of the stage writing `tensor`, -1 for inputs.
   int ProducerOf(int tensor) const;
 };
+
+// The tensors `stage` reads, each once, in the order its body first loads them
+// (the "operand index" of schedule steps).
+std::vector<int> StageInputs(const Stage& stage);
+
+// The packed form of a tensor (a layout_pack result): the element of the
+// original tensor at `index`, as an index into the packed tensor.
+std::vector<Expr> PackedIndex(const TensorDecl& packed, const std::vector<Expr>& index);
+
+// Fills the packed tensor `packed` of `dag` from the original tensor's data
+// (row-major, original shape). Elements past the original extents are zero.
+std::vector<float> PackConstant(const ComputeDAG& dag, int packed, const std::vector<float>& original);
 
 // The compute DAG of a canonical workload (see Canonicalize in workload.h).
 absl::StatusOr<ComputeDAG> BuildComputeDAG(const ::tunefarm::v1::Workload& canonical);

@@ -1,6 +1,7 @@
 #include "compiler/ir/schedule.h"
 
 #include <algorithm>
+#include <functional>
 #include <numeric>
 #include <limits>
 #include <set>
@@ -8,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
+#include "compiler/ir/simplify.h"
 
 namespace tunefarm::ir {
 namespace {
@@ -92,7 +94,7 @@ absl::Status ScheduleState::CheckStage(int stage) const {
         StrCat("stage ", stage, " does not exist (the program has ", stages_.size(), " stages)"));
   }
   if (stages_[stage].location == StageState::Location::kInline) {
-    return InvalidArgumentError(StrCat("stage ", stage, " (", dag_->stages[stage].name,
+    return InvalidArgumentError(StrCat("stage ", stage, " (", dag_.stages[stage].name,
                                        ") is inlined and has no loops"));
   }
   return absl::OkStatus();
@@ -129,12 +131,21 @@ absl::Status ScheduleState::Apply(const v1::Step& step, int index, const Target&
       break;
     }
     case v1::Step::kComputeInline: s = Inline(step.compute_inline().stage()); break;
-    case v1::Step::kComputeRoot: s = CheckStage(step.compute_root().stage()); break;
-    case v1::Step::kComputeAt:
+    case v1::Step::kComputeRoot: {
+      int stage = step.compute_root().stage();
+      s = CheckStage(stage);
+      if (s.ok() && stages_[stage].location == StageState::Location::kAt) {
+        stages_[stage].location = StageState::Location::kRoot;
+        stages_[stage].attach_stage = -1;
+        stages_[stage].attach_var = Expr();
+      }
+      break;
+    }
+    case v1::Step::kComputeAt: s = ComputeAt(step.compute_at()); break;
+    case v1::Step::kCacheWrite: s = CacheWrite(step.cache_write(), target); break;
+    case v1::Step::kLayoutPack: s = LayoutPack(step.layout_pack()); break;
     case v1::Step::kCacheRead:
-    case v1::Step::kCacheWrite:
     case v1::Step::kStorageAlign:
-    case v1::Step::kLayoutPack:
     case v1::Step::kFollowSplit:
       return absl::UnimplementedError(
           StrCat("step ", index, " (", StepName(step), "): this primitive is not built yet"));
@@ -182,6 +193,8 @@ absl::Status ScheduleState::Split(const v1::SplitStep& s) {
   SubstituteLeaf(st, it.var.get(), value);
   st.iters.erase(st.iters.begin() + s.iter());
   st.iters.insert(st.iters.begin() + s.iter(), fresh.begin(), fresh.end());
+  // Stages computed inside the split loop move into its innermost part.
+  MoveAttachments(it.var.get(), fresh.back().var);
   return absl::OkStatus();
 }
 
@@ -223,6 +236,9 @@ absl::Status ScheduleState::Fuse(const v1::FuseStep& s) {
     const LoopIter& it = st.iters[first + k];
     if (it.reduce != reduce) return InvalidArgumentError("cannot fuse a reduction loop with a spatial loop");
     if (it.kind != ForKind::kSerial) return InvalidArgumentError("cannot fuse an annotated loop");
+    if (st.location == StageState::Location::kAt && !it.reduce) {
+      return InvalidArgumentError("cannot fuse the spatial loops of a stage computed at another");
+    }
     extent *= it.extent;
     if (extent > (int64_t{1} << 40)) return InvalidArgumentError("fused extent too large");
     name += (k ? "." : "") + it.var->name;
@@ -234,6 +250,7 @@ absl::Status ScheduleState::Fuse(const v1::FuseStep& s) {
     Expr v = FloorMod(FloorDiv(fused.var, IntImm(inner)), IntImm(it.extent));
     if (k == 0) v = FloorDiv(fused.var, IntImm(inner));
     SubstituteLeaf(st, it.var.get(), v);
+    MoveAttachments(it.var.get(), fused.var);
     inner *= it.extent;
   }
   st.iters.erase(st.iters.begin() + first, st.iters.begin() + first + n);
@@ -272,16 +289,210 @@ absl::Status ScheduleState::Annotate(const v1::AnnotateStep& s, const Target& ta
 
 absl::Status ScheduleState::Inline(int stage) {
   TF_RETURN_IF_ERROR(CheckStage(stage));
-  const Stage& s = dag_->stages[stage];
+  const Stage& s = dag_.stages[stage];
   if (s.reduce != ReduceKind::kNone) return InvalidArgumentError("cannot inline a reduction");
-  if (s.output == dag_->output) return InvalidArgumentError("cannot inline the output stage");
+  if (s.output == dag_.output) return InvalidArgumentError("cannot inline the output stage");
   StageState& st = stages_[stage];
   for (const LoopIter& it : st.iters) {
     if (it.kind != ForKind::kSerial || st.iters.size() != s.axes.size()) {
       return InvalidArgumentError("cannot inline a stage whose loops were transformed");
     }
   }
+  for (const StageState& other : stages_) {
+    if (other.location == StageState::Location::kAt) {
+      return InvalidArgumentError("compute_inline must come before compute_at steps");
+    }
+  }
   st.location = StageState::Location::kInline;
+  return absl::OkStatus();
+}
+
+void ScheduleState::MoveAttachments(const ExprNode* from, const Expr& to) {
+  for (StageState& other : stages_) {
+    if (other.location == StageState::Location::kAt && other.attach_var.get() == from) {
+      other.attach_var = to;
+    }
+  }
+}
+
+bool ScheduleState::ReadsTensor(int stage, int tensor) const {
+  bool reads = false;
+  VisitLoads(dag_.stages[stage].body, [&](const ExprNode& n) {
+    if (n.tensor == tensor) {
+      reads = true;
+      return;
+    }
+    int p = dag_.ProducerOf(n.tensor);
+    if (p >= 0 && stages_[p].location == StageState::Location::kInline && ReadsTensor(p, tensor)) {
+      reads = true;
+    }
+  });
+  return reads;
+}
+
+absl::Status ScheduleState::ComputeAt(const v1::ComputeAtStep& s) {
+  TF_RETURN_IF_ERROR(CheckStage(s.stage()));
+  TF_RETURN_IF_ERROR(CheckIter(s.target_stage(), s.target_iter()));
+  const Stage& producer = dag_.stages[s.stage()];
+  if (producer.output == dag_.output) return InvalidArgumentError("the output stage stays at the root");
+  if (s.target_stage() <= s.stage()) {
+    return InvalidArgumentError(StrCat("stage ", s.target_stage(), " does not come after stage ", s.stage()));
+  }
+  if (stages_[s.target_stage()].location != StageState::Location::kRoot) {
+    return InvalidArgumentError(StrCat("stage ", s.target_stage(), " is itself computed at another stage"));
+  }
+  for (size_t j = 0; j < stages_.size(); ++j) {
+    if (stages_[j].location == StageState::Location::kAt && stages_[j].attach_stage == s.stage()) {
+      return InvalidArgumentError(StrCat("stage ", j, " is computed at stage ", s.stage()));
+    }
+    if (int(j) == s.stage() || stages_[j].location == StageState::Location::kInline) continue;
+    bool reads = ReadsTensor(int(j), producer.output);
+    if (int(j) == s.target_stage() && !reads) {
+      return InvalidArgumentError(StrCat("stage ", j, " (", dag_.stages[j].name, ") does not read ",
+                                         producer.name));
+    }
+    if (int(j) != s.target_stage() && reads) {
+      return InvalidArgumentError(StrCat(producer.name, " is also read by stage ", j, " (",
+                                         dag_.stages[j].name, ")"));
+    }
+  }
+  // The region computed in each iteration is a box of the output; the
+  // stage's spatial loops must cover each output axis as plain (split, not
+  // fused) loops for the box to shrink them.
+  StageState& st = stages_[s.stage()];
+  std::set<const ExprNode*> used;
+  for (size_t d = 0; d < producer.axes.size(); ++d) {
+    LinearForm f = Linearize(st.axis_values[d], {});
+    for (const auto& [atom, coef] : f.terms) {
+      bool leaf = false;
+      for (const LoopIter& it : st.iters) leaf |= it.var.same_as(atom) && !it.reduce;
+      if (!leaf || coef <= 0 || !used.insert(atom.get()).second) {
+        return InvalidArgumentError(StrCat("axis ", d, " of ", producer.name,
+                                           " is not a plain split of its loops (fused?)"));
+      }
+    }
+  }
+  st.location = StageState::Location::kAt;
+  st.attach_stage = s.target_stage();
+  st.attach_var = stages_[s.target_stage()].iters[s.target_iter()].var;
+  return absl::OkStatus();
+}
+
+absl::Status ScheduleState::CacheWrite(const v1::CacheWriteStep& s, const Target& target) {
+  TF_RETURN_IF_ERROR(CheckStage(s.stage()));
+  if (s.scope() == v1::MEMORY_SCOPE_SHARED && !target.is_gpu()) {
+    return InvalidArgumentError("shared memory is for GPU targets");
+  }
+  const int stage = s.stage();
+  const Stage orig = dag_.stages[stage];
+  StageState& st = stages_[stage];
+  if (st.location != StageState::Location::kRoot || !st.guards.empty() ||
+      st.iters.size() != orig.axes.size() + orig.reduce_axes.size()) {
+    return InvalidArgumentError("cache_write must come before the stage's loops are transformed");
+  }
+  for (const LoopIter& it : st.iters) {
+    if (it.kind != ForKind::kSerial) {
+      return InvalidArgumentError("cache_write must come before the stage's loops are annotated");
+    }
+  }
+  for (const StageState& other : stages_) {
+    if (other.location == StageState::Location::kAt && other.attach_stage == stage) {
+      return InvalidArgumentError("cache_write of a stage that others are computed at");
+    }
+  }
+  // The new stage computes into `name.local`; the old one becomes a copy.
+  TensorDecl local = dag_.tensors[orig.output];
+  local.name += ".local";
+  local.role = TensorDecl::Role::kIntermediate;
+  local.is_constant = false;
+  dag_.tensors.push_back(local);
+  int local_id = int(dag_.tensors.size()) - 1;
+  Stage compute = orig;
+  compute.name += ".local";
+  compute.output = local_id;
+  compute.inlinable = false;
+  Stage copy;
+  copy.name = orig.name;
+  copy.output = orig.output;
+  std::vector<Expr> idx;
+  for (const IterVar& a : orig.axes) {
+    copy.axes.push_back({Var(a.var->name + ".c"), a.extent});
+    idx.push_back(copy.axes.back().var);
+  }
+  copy.body = Load(local_id, dag_.tensors[orig.output].type, idx);
+  copy.inlinable = true;
+  dag_.stages[stage] = copy;
+  dag_.stages.insert(dag_.stages.begin() + stage, compute);
+  for (StageState& other : stages_) {
+    if (other.attach_stage >= stage) ++other.attach_stage;
+  }
+  StageState copy_state;
+  for (const IterVar& a : copy.axes) {
+    copy_state.iters.push_back({a.var, a.extent, false, ForKind::kSerial});
+    copy_state.axis_values.push_back(a.var);
+  }
+  stages_.insert(stages_.begin() + stage + 1, copy_state);
+  return absl::OkStatus();
+}
+
+absl::Status ScheduleState::LayoutPack(const v1::LayoutPackStep& s) {
+  TF_RETURN_IF_ERROR(CheckStage(s.stage()));
+  std::vector<int> inputs = StageInputs(dag_.stages[s.stage()]);
+  if (s.input() < 0 || s.input() >= int(inputs.size())) {
+    return InvalidArgumentError(StrCat("stage ", s.stage(), " has no operand ", s.input(), " (it reads ",
+                                       inputs.size(), ")"));
+  }
+  int tensor = inputs[s.input()];
+  const TensorDecl orig = dag_.tensors[tensor];
+  auto arg = std::find(dag_.args.begin(), dag_.args.end(), tensor);
+  if (!orig.is_constant || arg == dag_.args.end()) {
+    return InvalidArgumentError(StrCat("operand ", s.input(), " (", orig.name,
+                                       ") is not a constant input; only weights can be repacked"));
+  }
+  if (s.block_size() != int(orig.shape.size())) {
+    return InvalidArgumentError(StrCat(orig.name, " has ", orig.shape.size(), " dimensions, block has ",
+                                       s.block_size()));
+  }
+  TensorDecl packed = orig;
+  packed.name += ".packed";
+  packed.packed_from = tensor;
+  packed.shape.clear();
+  std::vector<int> blocked;
+  for (int d = 0; d < s.block_size(); ++d) {
+    int64_t b = s.block(d);
+    if (b < 0 || b > orig.shape[d]) {
+      return InvalidArgumentError(StrCat("block ", b, " for dimension ", d, " of extent ", orig.shape[d]));
+    }
+    packed.pack_block.push_back(b);
+    packed.shape.push_back(b == 0 ? orig.shape[d] : (orig.shape[d] + b - 1) / b);
+    if (b > 0) blocked.push_back(d);
+  }
+  if (blocked.empty()) return InvalidArgumentError("no dimension is blocked");
+  if (s.inner_dims_size() == 0) {
+    packed.pack_inner = blocked;
+  } else {
+    packed.pack_inner.assign(s.inner_dims().begin(), s.inner_dims().end());
+    std::vector<int> sorted = packed.pack_inner;
+    std::sort(sorted.begin(), sorted.end());
+    if (sorted != blocked) {
+      return InvalidArgumentError("inner_dims must list each blocked dimension once");
+    }
+  }
+  for (int d : packed.pack_inner) packed.shape.push_back(packed.pack_block[d]);
+  dag_.tensors.push_back(packed);
+  int packed_id = int(dag_.tensors.size()) - 1;
+  *arg = packed_id;
+  // Every reader of the constant now reads the packed copy.
+  std::function<Expr(const Expr&)> rewrite = [&](const Expr& e) -> Expr {
+    if (!e.defined() || e->args.empty()) return e;
+    std::vector<Expr> args;
+    for (const Expr& a : e->args) args.push_back(rewrite(a));
+    if (e->kind == ExprKind::kLoad && e->tensor == tensor) {
+      return Load(packed_id, e->type, PackedIndex(dag_.tensors[packed_id], args));
+    }
+    return WithArgs(e, std::move(args));
+  };
+  for (Stage& stage : dag_.stages) stage.body = rewrite(stage.body);
   return absl::OkStatus();
 }
 
@@ -371,37 +582,281 @@ v1::Schedule DefaultSchedule(const ComputeDAG& dag, const Target& target) {
   return sched;
 }
 
-Stmt Lower(const ScheduleState& state) {
-  const ComputeDAG& dag = state.dag();
-  // Bodies with inlined producers substituted, in stage order.
-  std::vector<Expr> bodies;
-  for (const Stage& s : dag.stages) bodies.push_back(s.body);
-  for (size_t i = 0; i < dag.stages.size(); ++i) {
-    if (state.stages()[i].location != StageState::Location::kInline) continue;
-    Stage inlined = dag.stages[i];
-    inlined.body = bodies[i];
-    for (size_t j = i + 1; j < dag.stages.size(); ++j) {
-      bodies[j] = InlineInto(bodies[j], inlined.output, inlined);
+namespace {
+
+bool Mentions(const Expr& e, const std::set<const ExprNode*>& vars) {
+  if (vars.count(e.get())) return true;
+  for (const Expr& a : e->args) {
+    if (Mentions(a, vars)) return true;
+  }
+  return false;
+}
+
+// The box of a tensor that the loops inside an attach point read:
+// [lo[d], lo[d] + extent[d]) per dimension, lo in the outer loop variables.
+struct Region {
+  std::vector<Expr> lo;
+  std::vector<int64_t> extent;
+  std::vector<bool> full;             // dimension not analysed: the whole extent
+  std::vector<LinearForm> outer;      // lo[d] = outer[d] + lo_const[d]
+  std::vector<int64_t> lo_const;
+  std::vector<bool> guard_lo, guard_hi;  // lo[d] + i may leave [0, shape[d])
+};
+
+// How a stage computed at another stores its region: one buffer dimension
+// per spatial loop, in loop order; loop `iter` covers output axis `axis`
+// with coefficient `coef` (mixed radix: coef = product of the finer loops).
+struct LocalLayout {
+  struct Dim {
+    int iter;
+    int axis;
+    int64_t coef;
+    bool outermost;  // the loop with the largest coefficient of its axis
+    int64_t extent;  // shrunk to the region
+  };
+  std::vector<Dim> dims;
+  std::vector<int64_t> Shape() const {
+    std::vector<int64_t> s;
+    for (const Dim& d : dims) s.push_back(d.extent);
+    return s;
+  }
+};
+
+class Lowerer {
+ public:
+  explicit Lowerer(const ScheduleState& state) : state_(state), dag_(state.dag()) {
+    for (const Stage& s : dag_.stages) bodies_.push_back(s.body);
+    for (size_t i = 0; i < dag_.stages.size(); ++i) {
+      if (state_.stages()[i].location != StageState::Location::kInline) continue;
+      Stage inlined = dag_.stages[i];
+      inlined.body = bodies_[i];
+      for (size_t j = i + 1; j < dag_.stages.size(); ++j) {
+        bodies_[j] = InlineInto(bodies_[j], inlined.output, inlined);
+      }
     }
   }
 
-  std::vector<Stmt> nests;
-  std::vector<int> allocs;
-  for (size_t i = 0; i < dag.stages.size(); ++i) {
-    const StageState& st = state.stages()[i];
-    if (st.location == StageState::Location::kInline) continue;
-    const Stage& s = dag.stages[i];
-    if (s.output != dag.output) allocs.push_back(s.output);
+  Stmt Run() {
+    std::vector<Stmt> nests;
+    std::vector<int> allocs;
+    for (size_t i = 0; i < dag_.stages.size(); ++i) {
+      if (state_.stages()[i].location != StageState::Location::kRoot) continue;
+      const Stage& s = dag_.stages[i];
+      if (s.output != dag_.output) allocs.push_back(s.output);
+      Nest(int(i), nullptr, nullptr, &nests);
+    }
+    Stmt program = Seq(nests);
+    for (auto it = allocs.rbegin(); it != allocs.rend(); ++it) {
+      program = Allocate(*it, dag_.tensors[*it].shape, false, program);
+    }
+    return SimplifyProgram(program);
+  }
+
+ private:
+  static constexpr int64_t kMaxStackBytes = 64 * 1024;
+
+  // The region of `tensor` read by loads in `value` inside loops iters[k+1..].
+  Region InferRegion(int tensor, const Expr& value, const std::vector<LoopIter>& iters, int k) {
+    const std::vector<int64_t>& shape = dag_.tensors[tensor].shape;
+    size_t nd = shape.size();
+    VarRanges ranges;
+    std::set<const ExprNode*> inner;
+    for (size_t t = 0; t < iters.size(); ++t) {
+      ranges[iters[t].var.get()] = iters[t].extent;
+      if (int(t) > k) inner.insert(iters[t].var.get());
+    }
+    std::vector<std::vector<Expr>> loads;
+    VisitLoads(value, [&](const ExprNode& n) {
+      if (n.tensor == tensor) loads.push_back(n.args);
+    });
+    Region r;
+    r.lo.resize(nd);
+    r.extent.resize(nd);
+    r.full.assign(nd, false);
+    r.outer.resize(nd);
+    r.lo_const.assign(nd, 0);
+    r.guard_lo.assign(nd, true);
+    r.guard_hi.assign(nd, true);
+    for (size_t d = 0; d < nd; ++d) {
+      bool ok = !loads.empty();
+      std::string key;
+      int64_t lo = 0, hi = 0;
+      for (size_t l = 0; l < loads.size() && ok; ++l) {
+        LinearForm f = Linearize(loads[l][d], ranges);
+        LinearForm out, in;
+        for (const auto& [atom, coef] : f.terms) (Mentions(atom, inner) ? in : out).Add(atom, coef);
+        int64_t il, ih;
+        if (!Bounds(in, ranges, &il, &ih)) {
+          ok = false;
+          break;
+        }
+        std::string k2 = ToString(FromLinear(out));
+        if (l == 0) {
+          key = k2;
+          r.outer[d] = out;
+          lo = f.constant + il, hi = f.constant + ih;
+        } else if (k2 != key) {
+          ok = false;
+        } else {
+          lo = std::min(lo, f.constant + il), hi = std::max(hi, f.constant + ih);
+        }
+      }
+      if (!ok) {
+        r.full[d] = true;
+        r.lo[d] = IntImm(0);
+        r.extent[d] = shape[d];
+        r.guard_lo[d] = r.guard_hi[d] = false;
+        continue;
+      }
+      r.lo_const[d] = lo;
+      r.outer[d].constant = lo;
+      r.lo[d] = FromLinear(r.outer[d]);
+      r.extent[d] = hi - lo + 1;
+      int64_t lmin, lmax;
+      if (Bounds(r.outer[d], ranges, &lmin, &lmax)) {
+        r.guard_lo[d] = lmin < 0;
+        r.guard_hi[d] = lmax + r.extent[d] > shape[d];
+      }
+    }
+    return r;
+  }
+
+  LocalLayout Layout(int stage, const Region& region) {
+    const StageState& st = state_.stages()[stage];
+    const Stage& s = dag_.stages[stage];
+    LocalLayout layout;
+    std::vector<LinearForm> forms;
+    for (size_t d = 0; d < s.axes.size(); ++d) forms.push_back(Linearize(st.axis_values[d], {}));
+    for (size_t t = 0; t < st.iters.size(); ++t) {
+      const LoopIter& it = st.iters[t];
+      if (it.reduce) continue;
+      LocalLayout::Dim dim{int(t), -1, 0, false, it.extent};
+      for (size_t d = 0; d < forms.size(); ++d) {
+        int64_t c = forms[d].CoeffOf(it.var.get());
+        if (c > 0) dim.axis = int(d), dim.coef = c;
+      }
+      if (dim.axis >= 0) {
+        int64_t ext = region.extent[dim.axis];
+        dim.extent = std::min(it.extent, (ext + dim.coef - 1) / dim.coef);
+        int64_t largest = 0;
+        for (const auto& term : forms[dim.axis].terms) largest = std::max(largest, term.second);
+        dim.outermost = dim.coef == largest;
+      }
+      layout.dims.push_back(dim);
+    }
+    return layout;
+  }
+
+  // Loads of `tensor` in `value` rewritten to the local buffer's coordinates.
+  Expr RewriteLoads(const Expr& value, int tensor, const Region& region, const LocalLayout& layout,
+                    const VarRanges& ranges) {
+    if (!value.defined() || value->args.empty()) return value;
+    std::vector<Expr> args;
+    for (const Expr& a : value->args) args.push_back(RewriteLoads(a, tensor, region, layout, ranges));
+    if (value->kind != ExprKind::kLoad || value->tensor != tensor) return WithArgs(value, std::move(args));
+    std::vector<Expr> rel(args.size());
+    for (size_t d = 0; d < args.size(); ++d) {
+      if (region.full[d]) {
+        rel[d] = args[d];
+        continue;
+      }
+      LinearForm f = Linearize(args[d], ranges);
+      for (const auto& [atom, coef] : region.outer[d].terms) f.Add(atom, -coef);
+      f.constant -= region.lo_const[d];
+      rel[d] = FromLinear(f);
+    }
+    std::vector<Expr> idx;
+    for (const LocalLayout::Dim& dim : layout.dims) {
+      if (dim.axis < 0) {
+        idx.push_back(IntImm(0));
+        continue;
+      }
+      Expr c = FloorDiv(rel[dim.axis], IntImm(dim.coef));
+      const LoopIter& it = state_.stages()[dag_.ProducerOf(tensor)].iters[dim.iter];
+      idx.push_back(dim.outermost ? c : FloorMod(c, IntImm(it.extent)));
+    }
+    return Load(tensor, value->type, std::move(idx));
+  }
+
+  // Appends the loop nest(s) of `stage` to `out`. For a stage computed at
+  // another, `region` is the box it computes and `layout` its buffer.
+  void Nest(int stage, const Region* region, const LocalLayout* layout, std::vector<Stmt>* out) {
+    const StageState& st = state_.stages()[stage];
+    const Stage& s = dag_.stages[stage];
     size_t ns = s.axes.size();
+    std::vector<LoopIter> iters = st.iters;
+    if (layout != nullptr) {
+      for (const LocalLayout::Dim& d : layout->dims) iters[d.iter].extent = d.extent;
+    }
+    VarRanges ranges;
+    for (const LoopIter& it : iters) ranges[it.var.get()] = it.extent;
+
     std::vector<VarMapEntry> map;
     std::vector<Expr> out_idx;
+    std::vector<int64_t> out_shape;
+    Expr spatial_guards = BoolImm(true);
     for (size_t d = 0; d < st.axis_values.size(); ++d) {
       const IterVar& a = d < ns ? s.axes[d] : s.reduce_axes[d - ns];
-      map.push_back({a.var.get(), st.axis_values[d]});
-      if (d < ns) out_idx.push_back(st.axis_values[d]);
+      Expr v = st.axis_values[d];
+      if (region != nullptr && d < ns) {
+        int64_t lo, hi;
+        if (!Bounds(v, ranges, &lo, &hi) || hi >= region->extent[d]) {
+          spatial_guards = And(spatial_guards, v < IntImm(region->extent[d]));
+        }
+        v = region->lo[d] + v;
+        if (region->guard_lo[d]) spatial_guards = And(spatial_guards, v >= IntImm(0));
+        if (region->guard_hi[d]) spatial_guards = And(spatial_guards, v < IntImm(a.extent));
+      }
+      map.push_back({a.var.get(), v});
+      if (d < ns && region == nullptr) out_idx.push_back(v), out_shape.push_back(a.extent);
     }
-    Expr value = Substitute(bodies[i], map);
-    Expr all_guards = BoolImm(true), spatial_guards = BoolImm(true);
+    if (layout != nullptr) {
+      for (const LocalLayout::Dim& d : layout->dims) {
+        out_idx.push_back(iters[d.iter].var);
+        out_shape.push_back(d.extent);
+      }
+    }
+    Expr value = Substitute(bodies_[stage], map);
+
+    // Stages computed inside this one's loops: their regions, nests and buffers.
+    struct Attached {
+      int stage;
+      int pos;
+      Region region;
+      LocalLayout layout;
+      std::vector<Stmt> nest;
+    };
+    std::vector<Attached> attached;
+    for (size_t j = 0; j < dag_.stages.size(); ++j) {
+      const StageState& pj = state_.stages()[j];
+      if (pj.location != StageState::Location::kAt || pj.attach_stage != stage) continue;
+      int pos = -1;
+      for (size_t t = 0; t < iters.size(); ++t) {
+        if (iters[t].var.same_as(pj.attach_var)) pos = int(t);
+      }
+      Attached a{int(j), pos, {}, {}, {}};
+      int tensor = dag_.stages[j].output;
+      a.region = InferRegion(tensor, value, iters, pos);
+      a.layout = Layout(int(j), a.region);
+      Nest(int(j), &a.region, &a.layout, &a.nest);
+      value = RewriteLoads(value, tensor, a.region, a.layout, ranges);
+      attached.push_back(std::move(a));
+    }
+    auto wrap_attached = [&](int pos, Stmt body) {
+      for (auto it = attached.rbegin(); it != attached.rend(); ++it) {
+        if (it->pos != pos) continue;
+        std::vector<Stmt> seq = it->nest;
+        seq.push_back(body);
+        std::vector<int64_t> shape = it->layout.Shape();
+        int tensor = dag_.stages[it->stage].output;
+        int64_t bytes = 4;
+        for (int64_t e : shape) bytes *= e;
+        body = Allocate(tensor, shape, bytes <= kMaxStackBytes, Seq(seq));
+      }
+      return body;
+    };
+
+    Expr all_guards = spatial_guards;
     for (const StageState::Guard& g : st.guards) {
       all_guards = And(all_guards, g.cond);
       if (!g.reduce) spatial_guards = And(spatial_guards, g.cond);
@@ -421,35 +876,24 @@ Stmt Lower(const ScheduleState& state) {
       // The initialisation can sit just outside the reduction loops when every
       // reduction loop is inside every spatial loop; otherwise it gets its own nest.
       int last_spatial = -1;
-      for (size_t k = 0; k < st.iters.size(); ++k) {
-        if (st.iters[k].reduce && first_reduce < 0) first_reduce = int(k);
-        if (!st.iters[k].reduce) last_spatial = int(k);
+      for (size_t k = 0; k < iters.size(); ++k) {
+        if (iters[k].reduce && first_reduce < 0) first_reduce = int(k);
+        if (!iters[k].reduce) last_spatial = int(k);
       }
       if (first_reduce > last_spatial) {
         init = IfThen(spatial_guards, Store(s.output, out_idx, init_value));
       } else {
-        std::vector<IterVar> fresh;
-        std::vector<Expr> idx;
-        for (size_t d = 0; d < ns; ++d) {
-          fresh.push_back({Var(s.axes[d].var->name + ".init"), s.axes[d].extent});
-          idx.push_back(fresh.back().var);
-        }
-        Stmt init_nest = Store(s.output, idx, init_value);
-        for (int d = int(ns) - 1; d >= 0; --d) {
-          init_nest = For(fresh[d].var, fresh[d].extent, d == 0 ? ForKind::kParallel : ForKind::kSerial,
-                          init_nest);
-        }
-        nests.push_back(init_nest);
+        init_value_ = init_value;  // a nest of its own, built below with the final loop kinds
         first_reduce = -1;
       }
     }
     // Auto-unroll: innermost serial loops whose extents multiply to at most the limit.
     std::vector<ForKind> kinds;
-    for (const LoopIter& it : st.iters) kinds.push_back(it.kind);
+    for (const LoopIter& it : iters) kinds.push_back(it.kind);
     if (st.auto_unroll_max_step > 0) {
       int64_t product = 1;
-      for (int k = int(st.iters.size()) - 1; k >= 0; --k) {
-        product *= st.iters[k].extent;
+      for (int k = int(iters.size()) - 1; k >= 0; --k) {
+        product *= iters[k].extent;
         if (product > st.auto_unroll_max_step) break;
         if (kinds[k] == ForKind::kSerial) kinds[k] = ForKind::kUnrolled;
       }
@@ -460,26 +904,51 @@ Stmt Lower(const ScheduleState& state) {
     // code size (and LLVM's compile time) without helping the inner loops.
     int64_t copies = 1;
     bool innermost_chain = true;
-    for (int k = int(st.iters.size()) - 1; k >= 0; --k) {
+    for (int k = int(iters.size()) - 1; k >= 0; --k) {
       if (kinds[k] == ForKind::kUnrolled) {
-        if (!innermost_chain || copies * st.iters[k].extent > kMaxUnrolledCopies) {
+        if (!innermost_chain || copies * iters[k].extent > kMaxUnrolledCopies) {
           kinds[k] = ForKind::kSerial;
         } else {
-          copies *= st.iters[k].extent;
+          copies *= iters[k].extent;
         }
       }
       innermost_chain = innermost_chain &&
                         (kinds[k] == ForKind::kUnrolled || kinds[k] == ForKind::kVectorized);
     }
-    for (int k = int(st.iters.size()) - 1; k >= 0; --k) {
-      inner = For(st.iters[k].var, st.iters[k].extent, kinds[k], inner);
+    if (init_value_.defined()) {
+      // The initialisation runs over the stage's spatial loops (same order,
+      // same annotations, fresh variables) before the reduction nest.
+      std::vector<VarMapEntry> fresh;
+      for (const LoopIter& it : iters) {
+        if (!it.reduce) fresh.push_back({it.var.get(), Var(it.var->name + ".init")});
+      }
+      std::vector<Expr> idx;
+      for (const Expr& e : out_idx) idx.push_back(Substitute(e, fresh));
+      Stmt init_nest = IfThen(Substitute(spatial_guards, fresh), Store(s.output, idx, init_value_));
+      size_t f = fresh.size();
+      for (int k = int(iters.size()) - 1; k >= 0; --k) {
+        if (iters[k].reduce) continue;
+        init_nest = For(fresh[--f].value, iters[k].extent, kinds[k], init_nest);
+      }
+      out->push_back(init_nest);
+      init_value_ = Expr();
+    }
+    for (int k = int(iters.size()) - 1; k >= 0; --k) {
+      inner = wrap_attached(k, inner);
+      inner = For(iters[k].var, iters[k].extent, kinds[k], inner);
       if (k == first_reduce) inner = Seq({init, inner});
     }
-    nests.push_back(inner);
+    out->push_back(wrap_attached(-1, inner));
   }
-  Stmt program = Seq(nests);
-  for (auto it = allocs.rbegin(); it != allocs.rend(); ++it) program = Allocate(*it, program);
-  return program;
-}
+
+  const ScheduleState& state_;
+  const ComputeDAG& dag_;
+  std::vector<Expr> bodies_;  // with inlined producers substituted
+  Expr init_value_;           // the pending initialisation nest's value
+};
+
+}  // namespace
+
+Stmt Lower(const ScheduleState& state) { return Lowerer(state).Run(); }
 
 }  // namespace tunefarm::ir

@@ -29,7 +29,10 @@ struct LoopIter {
 };
 
 struct StageState {
-  enum class Location { kRoot, kInline };
+  // kAt: computed inside loop `attach_var` of stage `attach_stage`, over the
+  // region of its output that the loops inside that one read, into a buffer
+  // of that region's size (on the stack when small).
+  enum class Location { kRoot, kInline, kAt };
   std::vector<LoopIter> iters;     // leaf loops, outermost first
   std::vector<Expr> axis_values;   // spatial then reduce axes, as functions of the leaf vars
   // Guards from splits whose factors do not divide the extent; `reduce` when
@@ -40,6 +43,8 @@ struct StageState {
   };
   std::vector<Guard> guards;
   Location location = Location::kRoot;
+  int attach_stage = -1;
+  Expr attach_var;
   int64_t auto_unroll_max_step = 0;
 };
 
@@ -52,21 +57,28 @@ class ScheduleState {
 
   absl::Status Apply(const ::tunefarm::v1::Step& step, int index, const Target& target);
 
-  const ComputeDAG& dag() const { return *dag_; }
+  // The program being scheduled: the workload's DAG plus the stages and
+  // tensors that cache_write and layout_pack steps added. Compile this one.
+  const ComputeDAG& dag() const { return dag_; }
   const std::vector<StageState>& stages() const { return stages_; }
 
  private:
-  explicit ScheduleState(const ComputeDAG& dag) : dag_(&dag) {}
+  explicit ScheduleState(const ComputeDAG& dag) : dag_(dag) {}
   absl::Status Split(const ::tunefarm::v1::SplitStep& s);
   absl::Status Reorder(const ::tunefarm::v1::ReorderStep& s);
   absl::Status Fuse(const ::tunefarm::v1::FuseStep& s);
   absl::Status Annotate(const ::tunefarm::v1::AnnotateStep& s, const Target& target);
   absl::Status Inline(int stage);
+  absl::Status ComputeAt(const ::tunefarm::v1::ComputeAtStep& s);
+  absl::Status CacheWrite(const ::tunefarm::v1::CacheWriteStep& s, const Target& target);
+  absl::Status LayoutPack(const ::tunefarm::v1::LayoutPackStep& s);
+  bool ReadsTensor(int stage, int tensor) const;
+  void MoveAttachments(const ExprNode* from, const Expr& to);
   absl::Status CheckStage(int stage) const;
   absl::Status CheckIter(int stage, int iter) const;
   void SubstituteLeaf(StageState& st, const ExprNode* var, const Expr& value);
 
-  const ComputeDAG* dag_;
+  ComputeDAG dag_;
   std::vector<StageState> stages_;
 };
 

@@ -42,10 +42,12 @@ Stmt IfThen(Expr cond, Stmt then_case) {
   return n;
 }
 
-Stmt Allocate(int tensor, Stmt body) {
+Stmt Allocate(int tensor, std::vector<int64_t> shape, bool local, Stmt body) {
   auto n = std::make_shared<StmtNode>();
   n->kind = StmtKind::kAllocate;
   n->tensor = tensor;
+  n->shape = std::move(shape);
+  n->local = local;
   n->body = {std::move(body)};
   return n;
 }
@@ -77,8 +79,9 @@ void Print(const Stmt& s, const std::vector<std::string>* names, int indent, std
       Print(s->body[0], names, indent + 1, out);
       break;
     case StmtKind::kAllocate:
-      absl::StrAppend(out, pad, "allocate ",
-                      names ? (*names)[s->tensor] : absl::StrCat("T", s->tensor), "\n");
+      absl::StrAppend(out, pad, s->local ? "allocate local " : "allocate ",
+                      names ? (*names)[s->tensor] : absl::StrCat("T", s->tensor), "[",
+                      absl::StrJoin(s->shape, ", "), "]\n");
       Print(s->body[0], names, indent, out);
       break;
   }

@@ -28,6 +28,10 @@ struct StmtNode {
   Expr value;
   // kIf
   Expr cond;
+  // kAllocate: the buffer's shape (a region of the tensor for a stage
+  // computed inside another's loop) and whether it lives on the stack.
+  std::vector<int64_t> shape;
+  bool local = false;
   // kFor, kIf, kAllocate: body[0]; kSeq: the statements in order
   std::vector<Stmt> body;
 };
@@ -36,7 +40,7 @@ Stmt For(Expr var, int64_t extent, ForKind kind, Stmt body);
 Stmt Store(int tensor, std::vector<Expr> indices, Expr value);
 Stmt Seq(std::vector<Stmt> stmts);
 Stmt IfThen(Expr cond, Stmt then_case);
-Stmt Allocate(int tensor, Stmt body);
+Stmt Allocate(int tensor, std::vector<int64_t> shape, bool local, Stmt body);
 
 std::string ToString(const Stmt& s, const std::vector<std::string>* tensor_names = nullptr);
 

@@ -139,4 +139,23 @@ std::string Target::arch() const {
   return triple.substr(0, triple.find('-'));
 }
 
+bool Target::wide_vectors() const {
+  static const char* kCpus[] = {"skylake-avx512", "cascadelake", "cooperlake", "cannonlake",
+                                "icelake-client", "icelake-server", "tigerlake", "sapphirerapids",
+                                "emeraldrapids", "graniterapids", "znver4", "znver5", "x86-64-v4"};
+  if (kind != Kind::kLLVM) return false;
+  for (const char* c : kCpus) {
+    if (cpu == c) return true;
+  }
+  for (const std::string& a : attrs) {
+    if (a == "+avx512f") return true;
+  }
+  return false;
+}
+
+int Target::float_lanes() const {
+  if (arch() == "aarch64") return 4;
+  return wide_vectors() ? 16 : 8;
+}
+
 }  // namespace tunefarm::ir

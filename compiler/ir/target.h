@@ -39,6 +39,11 @@ struct Target {
   bool is_gpu() const { return kind == Kind::kCUDA; }
   // "x86_64", "aarch64" (llvm) or "sm_87" (cuda).
   std::string arch() const;
+  // x86 cores with AVX-512 that kernels should use at full 512-bit width
+  // (LLVM's own tuning prefers 256-bit vectors on them).
+  bool wide_vectors() const;
+  // float32 lanes of one vector register: 16 (AVX-512), 8 (AVX2), 4 (NEON).
+  int float_lanes() const;
 };
 
 }  // namespace tunefarm::ir

@@ -108,7 +108,7 @@ TEST(Codegen, LoweredProgramReadsLikeTheSchedule) {
   // loop; the accumulator is zeroed by its own nest first.
   EXPECT_EQ(text,
             "parallel i.init in 0..4:\n"
-            "  for j.init in 0..32:\n"
+            "  vectorized j.init in 0..32:\n"
             "    out[i.init, j.init] = 0f\n"
             "parallel i in 0..4:\n"
             "  for rk in 0..8:\n"
@@ -146,7 +146,16 @@ TEST(Schedule, BadStepsAreRefusedWithTheReason) {
       {"fuse { stage: 1 iters: [3, 4] }", "reduction loop with a spatial loop"},
       {"fuse { stage: 1 iters: [0, 2] }", "consecutive"},
       {"compute_inline { stage: 1 }", "cannot inline a reduction"},
-      {"compute_at { stage: 0 target_stage: 1 target_iter: 3 }", "not built yet"},
+      {"compute_at { stage: 1 target_stage: 0 target_iter: 0 }", "output stage stays at the root"},
+      {"compute_at { stage: 0 target_stage: 1 target_iter: 9 }", "loop 9 of stage 1 does not exist"},
+      {"cache_write { stage: 1 scope: MEMORY_SCOPE_SHARED }", "shared memory is for GPU targets"},
+      {"layout_pack { stage: 1 input: 0 block: [4, 0, 0, 0] }", "not a constant input"},
+      {"layout_pack { stage: 1 input: 1 block: [4, 0, 0] }", "has 4 dimensions, block has 3"},
+      {"layout_pack { stage: 1 input: 1 block: [0, 0, 0, 0] }", "no dimension is blocked"},
+      {"layout_pack { stage: 1 input: 1 block: [5, 0, 0, 0] }", "block 5 for dimension 0"},
+      {"layout_pack { stage: 1 input: 1 block: [2, 2, 0, 0] inner_dims: [1] }", "each blocked dimension once"},
+      {"layout_pack { stage: 1 input: 3 block: [2] }", "has no operand 3"},
+      {"cache_read { stage: 1 input: 0 scope: MEMORY_SCOPE_LOCAL }", "not built yet"},
       {"", "empty step"},
   };
   for (const Case& c : cases) {

@@ -21,7 +21,7 @@ absl::StatusOr<KernelCheck> CheckKernelWith(const v1::Workload& workload,
   v1::Schedule sched = schedule ? *schedule : ir::DefaultSchedule(dag, target);
   TF_ASSIGN_OR_RETURN(ir::ScheduleState state, ir::ScheduleState::Replay(dag, sched, target));
   ir::Stmt program = ir::Lower(state);
-  TF_ASSIGN_OR_RETURN(codegen::CpuArtifact art, codegen::CompileCpu(dag, program, target));
+  TF_ASSIGN_OR_RETURN(codegen::CpuArtifact art, codegen::CompileCpu(state.dag(), program, target));
 
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
@@ -35,7 +35,16 @@ absl::StatusOr<KernelCheck> CheckKernelWith(const v1::Workload& workload,
     inputs.push_back(std::move(v));
   }
   int64_t n_out = dag.NumElements(dag.output);
-  TF_ASSIGN_OR_RETURN(std::vector<float> out, run(art.shared_object, inputs, n_out));
+  // Weights the schedule repacked (layout_pack) are packed once, as a
+  // deployment would; the reference reads the original layout.
+  std::vector<std::vector<float>> kernel_inputs = inputs;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    int arg = state.dag().args[i];
+    if (state.dag().tensors[arg].packed_from >= 0) {
+      kernel_inputs[i] = ir::PackConstant(state.dag(), arg, inputs[i]);
+    }
+  }
+  TF_ASSIGN_OR_RETURN(std::vector<float> out, run(art.shared_object, kernel_inputs, n_out));
   if (int64_t(out.size()) != n_out) {
     return absl::InternalError(absl::StrCat("kernel gave ", out.size(), " outputs, expected ", n_out));
   }

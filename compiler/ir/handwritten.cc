@@ -1,0 +1,177 @@
+#include "compiler/ir/handwritten.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "compiler/ir/schedule.h"
+
+namespace tunefarm::ir {
+namespace {
+
+namespace v1 = ::tunefarm::v1;
+
+// The convolution stage: the first reduction whose body reads a constant.
+int ConvStage(const ComputeDAG& dag) {
+  for (size_t i = 0; i < dag.stages.size(); ++i) {
+    const Stage& s = dag.stages[i];
+    if (s.reduce != ReduceKind::kSum || s.axes.size() != 4 || s.reduce_axes.size() != 3) continue;
+    for (int t : StageInputs(s)) {
+      if (dag.tensors[t].is_constant && dag.tensors[t].shape.size() == 4) return int(i);
+    }
+  }
+  return -1;
+}
+
+class Builder {
+ public:
+  Builder(const ComputeDAG& dag, const Target& target)
+      : state_(ScheduleState::Initial(dag)), target_(target) {}
+
+  absl::Status Add(v1::Step step) {
+    TF_RETURN_IF_ERROR(state_.Apply(step, sched_.steps_size(), target_));
+    *sched_.add_steps() = std::move(step);
+    return absl::OkStatus();
+  }
+  absl::Status Split(int stage, int iter, std::vector<int64_t> lengths) {
+    v1::Step s;
+    s.mutable_split()->set_stage(stage);
+    s.mutable_split()->set_iter(iter);
+    for (int64_t l : lengths) s.mutable_split()->add_lengths(l);
+    return Add(s);
+  }
+  absl::Status Reorder(int stage, std::vector<int> order) {
+    v1::Step s;
+    s.mutable_reorder()->set_stage(stage);
+    for (int o : order) s.mutable_reorder()->add_order(o);
+    return Add(s);
+  }
+  absl::Status Fuse(int stage, std::vector<int> iters) {
+    v1::Step s;
+    s.mutable_fuse()->set_stage(stage);
+    for (int i : iters) s.mutable_fuse()->add_iters(i);
+    return Add(s);
+  }
+  absl::Status Annotate(int stage, int iter, v1::Annotation a) {
+    v1::Step s;
+    s.mutable_annotate()->set_stage(stage);
+    s.mutable_annotate()->set_iter(iter);
+    s.mutable_annotate()->set_annotation(a);
+    return Add(s);
+  }
+  const ScheduleState& state() const { return state_; }
+  v1::Schedule Take() { return std::move(sched_); }
+
+ private:
+  ScheduleState state_;
+  const Target& target_;
+  v1::Schedule sched_;
+};
+
+}  // namespace
+
+ConvTile PickConvTile(const ComputeDAG& dag, const Target& target) {
+  ConvTile tile;
+  int conv = ConvStage(dag);
+  if (conv < 0) return tile;
+  const Stage& s = dag.stages[conv];
+  int64_t lanes = target.float_lanes();
+  int64_t k_blocks = std::max<int64_t>(1, s.axes[1].extent / lanes), w = s.axes[3].extent;
+  // Accumulators (cols x channel blocks vectors) plus the weight vectors and
+  // a broadcast must fit the register file with room for LLVM's scheduling:
+  // 32 vector registers with AVX-512 and NEON, 16 with AVX2.
+  int64_t budget = lanes == 8 ? 12 : 24;
+  int64_t best_acc = 0, best_loads = 0;
+  for (int64_t cols = 1; cols <= std::min<int64_t>(w, 16); ++cols) {
+    if (w % cols != 0 && cols != std::min<int64_t>(w, 16)) continue;
+    for (int64_t blocks = 1; blocks <= std::min<int64_t>(k_blocks, 4); ++blocks) {
+      if (k_blocks % blocks != 0) continue;
+      int64_t acc = cols * blocks;
+      if (acc > budget) continue;
+      // More accumulators first; then fewer loads per FMA.
+      int64_t loads = (cols + blocks) * 1000 / acc;
+      if (acc > best_acc || (acc == best_acc && loads < best_loads)) {
+        best_acc = acc, best_loads = loads;
+        tile.cols = cols, tile.channels = blocks * lanes;
+      }
+    }
+  }
+  tile.rows = 1;
+  return tile;
+}
+
+absl::StatusOr<v1::Schedule> HandwrittenConv2dSchedule(const ComputeDAG& dag, const Target& target,
+                                                       const ConvTile& tile) {
+  int conv = ConvStage(dag);
+  if (conv < 0) return absl::InvalidArgumentError("not a 2-d convolution");
+  int64_t lanes = target.float_lanes();
+  if (tile.channels <= 0 || tile.channels % lanes != 0 || tile.rows <= 0 || tile.cols <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat("tile channels must be a positive multiple of ",
+                                                   lanes, ", rows and cols positive"));
+  }
+  Builder b(dag, target);
+  // Padding is a stage of its own (computed once, no clamps in the hot loop).
+  // The convolution's only reader is the output tile's stage: the fused
+  // epilogue, or a write-back stage made by cache_write.
+  int local = conv, out = conv + 1;
+  if (dag.stages[conv].output == dag.output) {
+    v1::Step cw;
+    cw.mutable_cache_write()->set_stage(conv);
+    cw.mutable_cache_write()->set_scope(v1::MEMORY_SCOPE_LOCAL);
+    TF_RETURN_IF_ERROR(b.Add(cw));
+  } else if (out >= int(dag.stages.size()) || dag.stages[out].output != dag.output) {
+    return absl::InvalidArgumentError("the convolution's epilogue is not the last stage");
+  }
+  // Stages before the convolution (padding): one parallel pass, vectorized rows.
+  for (int i = 0; i < conv; ++i) {
+    const auto& iters = b.state().stages()[i].iters;
+    if (b.state().stages()[i].location != StageState::Location::kRoot || iters.size() < 2) continue;
+    std::vector<int> outer;
+    for (int k = 0; k + 1 < int(iters.size()); ++k) outer.push_back(k);
+    if (outer.size() >= 2) TF_RETURN_IF_ERROR(b.Fuse(i, outer));
+    TF_RETURN_IF_ERROR(b.Annotate(i, 0, v1::ANNOTATION_PARALLEL));
+    TF_RETURN_IF_ERROR(b.Annotate(i, 1, v1::ANNOTATION_VECTORIZE));
+  }
+  // Weights -> [O/v][I][H][W][v].
+  {
+    v1::Step lp;
+    auto* p = lp.mutable_layout_pack();
+    p->set_stage(local);
+    std::vector<int> inputs = StageInputs(b.state().dag().stages[local]);
+    int operand = -1;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      if (b.state().dag().tensors[inputs[i]].is_constant) operand = int(i);
+    }
+    p->set_input(operand);
+    for (int64_t blk : {lanes, int64_t(0), int64_t(0), int64_t(0)}) p->add_block(blk);
+    TF_RETURN_IF_ERROR(b.Add(lp));
+  }
+  // Output tile stage: n, k, y, x -> (n k.o y.o x.o) fused parallel, then
+  // k.a y.i x.i k.v: the tile's write-back, vectorized over channels.
+  const int64_t blocks = tile.channels / lanes;
+  TF_RETURN_IF_ERROR(b.Split(out, 1, {blocks, lanes}));   // n k.o k.a k.v y x
+  TF_RETURN_IF_ERROR(b.Split(out, 4, {tile.rows}));       // n k.o k.a k.v y.o y.i x
+  TF_RETURN_IF_ERROR(b.Split(out, 6, {tile.cols}));       // n k.o k.a k.v y.o y.i x.o x.i
+  TF_RETURN_IF_ERROR(b.Reorder(out, {0, 1, 4, 6, 5, 7, 2, 3}));  // n k.o y.o x.o y.i x.i k.a k.v
+  TF_RETURN_IF_ERROR(b.Fuse(out, {0, 1, 2, 3}));          // f y.i x.i k.a k.v
+  TF_RETURN_IF_ERROR(b.Annotate(out, 0, v1::ANNOTATION_PARALLEL));
+  TF_RETURN_IF_ERROR(b.Annotate(out, 4, v1::ANNOTATION_VECTORIZE));
+  for (int i : {1, 2, 3}) TF_RETURN_IF_ERROR(b.Annotate(out, i, v1::ANNOTATION_UNROLL));
+  // Local stage: n k y x rc ry rx -> n k.o y.o x.o rc ry rx y.i x.i k.a k.v.
+  TF_RETURN_IF_ERROR(b.Split(local, 1, {blocks, lanes}));  // n k.o k.a k.v y x rc ry rx
+  TF_RETURN_IF_ERROR(b.Split(local, 4, {tile.rows}));      // n k.o k.a k.v y.o y.i x rc ry rx
+  TF_RETURN_IF_ERROR(b.Split(local, 6, {tile.cols}));      // n k.o k.a k.v y.o y.i x.o x.i rc ry rx
+  TF_RETURN_IF_ERROR(b.Reorder(local, {0, 1, 4, 6, 8, 9, 10, 5, 7, 2, 3}));
+  TF_RETURN_IF_ERROR(b.Annotate(local, 10, v1::ANNOTATION_VECTORIZE));
+  for (int i : {7, 8, 9}) TF_RETURN_IF_ERROR(b.Annotate(local, i, v1::ANNOTATION_UNROLL));
+  {
+    v1::Step at;
+    at.mutable_compute_at()->set_stage(local);
+    at.mutable_compute_at()->set_target_stage(out);
+    at.mutable_compute_at()->set_target_iter(0);
+    TF_RETURN_IF_ERROR(b.Add(at));
+  }
+  return b.Take();
+}
+
+}  // namespace tunefarm::ir

@@ -1,0 +1,48 @@
+// Schedules written by hand in the schedule space: what the space can
+// express, and the floor the search has to beat.
+//
+// HandwrittenConv2dSchedule is the classic direct convolution for CPUs with
+// wide vectors, as a tunefarm.v1.Schedule (every step is an ordinary
+// primitive, so the search can reach it too):
+//   - layout_pack: weights OIHW -> [O/v][I][H][W][v], v = vector lanes, so
+//     the v output channels of one (i, h, w) are one contiguous vector;
+//   - cache_write (or, with an epilogue, the epilogue stage itself): the
+//     output tile is accumulated in a local buffer of
+//     rows x cols x (channels / v) vectors that LLVM keeps in registers;
+//   - the local stage is computed at the output tile loop (compute_at), with
+//     the reduction (input channel, kernel row, kernel column) outside the
+//     register tile and the tile unrolled, vectorized over output channels:
+//     each step is one weight vector load per channel block, one broadcast
+//     input element per output pixel and rows*cols*(channels/v) FMAs;
+//   - the write-back (and the fused epilogue) runs once per tile;
+//   - tiles over (batch, channel block, row block, column block) are fused
+//     into one parallel loop.
+#pragma once
+
+#include <cstdint>
+
+#include "absl/status/statusor.h"
+#include "compiler/ir/compute.h"
+#include "compiler/ir/target.h"
+#include "tunefarm/v1/schedule.pb.h"
+
+namespace tunefarm::ir {
+
+struct ConvTile {
+  int64_t channels = 32;  // output channels per tile (a multiple of the vector lanes)
+  int64_t rows = 1;       // output rows per tile
+  int64_t cols = 14;      // output columns per tile
+};
+
+// A register tile for the convolution of `dag`: as wide a row segment as
+// divides the output width (up to 14), and as many channel vectors as keep
+// the accumulators within the register file.
+ConvTile PickConvTile(const ComputeDAG& dag, const Target& target);
+
+// The schedule above for a conv2d_nchw DAG (padding, convolution, optional
+// epilogue); an error if the DAG is not one.
+absl::StatusOr<::tunefarm::v1::Schedule> HandwrittenConv2dSchedule(const ComputeDAG& dag,
+                                                                   const Target& target,
+                                                                   const ConvTile& tile);
+
+}  // namespace tunefarm::ir

@@ -1,0 +1,250 @@
+#include "compiler/ir/simplify.h"
+
+#include <algorithm>
+
+namespace tunefarm::ir {
+namespace {
+
+int64_t FloorDivInt(int64_t a, int64_t b) {
+  int64_t q = a / b;
+  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+bool AtomBounds(const Expr& a, const VarRanges& ranges, int64_t* lo, int64_t* hi) {
+  const ExprNode& n = *a.get();
+  int64_t c;
+  switch (n.kind) {
+    case ExprKind::kIntImm: *lo = *hi = n.int_value; return true;
+    case ExprKind::kVar: {
+      auto it = ranges.find(a.get());
+      if (it == ranges.end() || it->second < 1) return false;
+      *lo = 0, *hi = it->second - 1;
+      return true;
+    }
+    case ExprKind::kBinary: {
+      if (n.type != ScalarType::kInt64) return false;
+      if (n.op == Op::kFloorMod && IsConstInt(n.args[1], &c) && c > 0) {
+        int64_t xl, xh;
+        if (Bounds(n.args[0], ranges, &xl, &xh) && xl >= 0 && xh < c) {
+          *lo = xl, *hi = xh;
+        } else {
+          *lo = 0, *hi = c - 1;
+        }
+        return true;
+      }
+      int64_t al, ah, bl, bh;
+      if (n.op == Op::kFloorDiv && IsConstInt(n.args[1], &c) && c > 0) {
+        if (!Bounds(n.args[0], ranges, &al, &ah)) return false;
+        *lo = FloorDivInt(al, c), *hi = FloorDivInt(ah, c);
+        return true;
+      }
+      if (n.op != Op::kMin && n.op != Op::kMax) return false;
+      if (!Bounds(n.args[0], ranges, &al, &ah) || !Bounds(n.args[1], ranges, &bl, &bh)) return false;
+      if (n.op == Op::kMin) *lo = std::min(al, bl), *hi = std::min(ah, bh);
+      else *lo = std::max(al, bl), *hi = std::max(ah, bh);
+      return true;
+    }
+    default: return false;
+  }
+}
+
+// Splits `f` into q*c + r with every coefficient of r below c in magnitude
+// class (terms whose coefficient c divides go to q).
+void DivideOut(const LinearForm& f, int64_t c, LinearForm* q, LinearForm* r) {
+  for (const auto& [atom, coef] : f.terms) {
+    if (coef % c == 0) q->Add(atom, coef / c);
+    else r->Add(atom, coef);
+  }
+  q->constant = FloorDivInt(f.constant, c);
+  r->constant = f.constant - q->constant * c;
+}
+
+}  // namespace
+
+int64_t LinearForm::CoeffOf(const ExprNode* atom) const {
+  for (const auto& [a, coef] : terms) {
+    if (a.get() == atom) return coef;
+  }
+  return 0;
+}
+
+void LinearForm::Add(const Expr& atom, int64_t coef) {
+  if (coef == 0) return;
+  for (auto& t : terms) {
+    if (t.first.same_as(atom)) {
+      t.second += coef;
+      if (t.second == 0) terms.erase(terms.begin() + (&t - terms.data()));
+      return;
+    }
+  }
+  terms.emplace_back(atom, coef);
+}
+
+LinearForm Linearize(const Expr& e, const VarRanges& ranges) {
+  LinearForm f;
+  const ExprNode& n = *e.get();
+  int64_t c;
+  if (n.kind == ExprKind::kIntImm) {
+    f.constant = n.int_value;
+    return f;
+  }
+  if (n.kind == ExprKind::kVar) {
+    auto it = ranges.find(e.get());
+    if (it == ranges.end() || it->second != 1) f.Add(e, 1);  // a loop of one iteration is 0
+    return f;
+  }
+  if (n.kind == ExprKind::kBinary && n.type == ScalarType::kInt64) {
+    switch (n.op) {
+      case Op::kAdd:
+      case Op::kSub: {
+        f = Linearize(n.args[0], ranges);
+        LinearForm b = Linearize(n.args[1], ranges);
+        int64_t sign = n.op == Op::kAdd ? 1 : -1;
+        for (const auto& [atom, coef] : b.terms) f.Add(atom, sign * coef);
+        f.constant += sign * b.constant;
+        return f;
+      }
+      case Op::kMul: {
+        int side = IsConstInt(n.args[0], &c) ? 1 : IsConstInt(n.args[1], &c) ? 0 : -1;
+        if (side < 0) break;
+        f = Linearize(n.args[side], ranges);
+        for (auto& t : f.terms) t.second *= c;
+        f.constant *= c;
+        if (c == 0) f = LinearForm();
+        return f;
+      }
+      case Op::kFloorDiv:
+      case Op::kFloorMod: {
+        if (!IsConstInt(n.args[1], &c) || c <= 0) break;
+        LinearForm q, r;
+        DivideOut(Linearize(n.args[0], ranges), c, &q, &r);
+        int64_t lo, hi;
+        bool fits = Bounds(r, ranges, &lo, &hi) && lo >= 0 && hi < c;
+        if (n.op == Op::kFloorDiv) {
+          // floordiv(q*c + r, c) = q + floordiv(r, c), and floordiv(r, c) = 0 when 0 <= r < c.
+          if (!fits) q.Add(FloorDiv(FromLinear(r), IntImm(c)), 1);
+          return q;
+        }
+        if (fits) return r;  // floormod(q*c + r, c) = floormod(r, c) = r
+        f.Add(FloorMod(FromLinear(r), IntImm(c)), 1);
+        return f;
+      }
+      default: break;
+    }
+  }
+  // An atom: simplify inside it.
+  if (!n.args.empty()) {
+    std::vector<Expr> args;
+    for (const Expr& a : n.args) {
+      args.push_back(a->type == ScalarType::kInt64 ? SimplifyIndex(a, ranges) : SimplifyExpr(a, ranges));
+    }
+    f.Add(WithArgs(e, std::move(args)), 1);
+  } else {
+    f.Add(e, 1);
+  }
+  return f;
+}
+
+Expr FromLinear(const LinearForm& f) {
+  Expr out;
+  for (const auto& [atom, coef] : f.terms) {
+    Expr t = coef == 1 ? atom : atom * IntImm(coef);
+    out = out.defined() ? out + t : t;
+  }
+  if (!out.defined()) return IntImm(f.constant);
+  return f.constant == 0 ? out : out + IntImm(f.constant);
+}
+
+bool Bounds(const LinearForm& f, const VarRanges& ranges, int64_t* lo, int64_t* hi) {
+  int64_t l = f.constant, h = f.constant;
+  for (const auto& [atom, coef] : f.terms) {
+    int64_t al, ah;
+    if (!AtomBounds(atom, ranges, &al, &ah)) return false;
+    if (coef >= 0) l += coef * al, h += coef * ah;
+    else l += coef * ah, h += coef * al;
+  }
+  *lo = l, *hi = h;
+  return true;
+}
+
+bool Bounds(const Expr& e, const VarRanges& ranges, int64_t* lo, int64_t* hi) {
+  if (e->type != ScalarType::kInt64) return false;
+  return Bounds(Linearize(e, ranges), ranges, lo, hi);
+}
+
+Expr SimplifyIndex(const Expr& e, const VarRanges& ranges) {
+  if (e->type != ScalarType::kInt64) return SimplifyExpr(e, ranges);
+  return FromLinear(Linearize(e, ranges));
+}
+
+Expr SimplifyExpr(const Expr& e, const VarRanges& ranges) {
+  if (!e.defined()) return e;
+  const ExprNode& n = *e.get();
+  if (n.type == ScalarType::kInt64) return SimplifyIndex(e, ranges);
+  if (n.args.empty()) return e;
+  if (n.kind == ExprKind::kCmp && n.args[0]->type == ScalarType::kInt64) {
+    LinearForm d = Linearize(n.args[0] - n.args[1], ranges);
+    int64_t lo, hi;
+    if (Bounds(d, ranges, &lo, &hi)) {
+      switch (n.op) {
+        case Op::kLt: if (hi < 0) return BoolImm(true); if (lo >= 0) return BoolImm(false); break;
+        case Op::kLe: if (hi <= 0) return BoolImm(true); if (lo > 0) return BoolImm(false); break;
+        case Op::kGt: if (lo > 0) return BoolImm(true); if (hi <= 0) return BoolImm(false); break;
+        case Op::kGe: if (lo >= 0) return BoolImm(true); if (hi < 0) return BoolImm(false); break;
+        default: break;
+      }
+    }
+  }
+  std::vector<Expr> args;
+  bool changed = false;
+  for (const Expr& a : n.args) {
+    args.push_back(SimplifyExpr(a, ranges));
+    changed |= !args.back().same_as(a);
+  }
+  if (!changed) return e;
+  return WithArgs(e, std::move(args));
+}
+
+namespace {
+
+Stmt SimplifyStmt(const Stmt& s, VarRanges& ranges) {
+  switch (s->kind) {
+    case StmtKind::kFor: {
+      ranges[s->var.get()] = s->extent;
+      Stmt body = SimplifyStmt(s->body[0], ranges);
+      ranges.erase(s->var.get());
+      return For(s->var, s->extent, s->for_kind, body);
+    }
+    case StmtKind::kStore: {
+      std::vector<Expr> idx;
+      for (const Expr& i : s->indices) idx.push_back(SimplifyIndex(i, ranges));
+      return Store(s->tensor, std::move(idx), SimplifyExpr(s->value, ranges));
+    }
+    case StmtKind::kSeq: {
+      std::vector<Stmt> body;
+      for (const Stmt& b : s->body) body.push_back(SimplifyStmt(b, ranges));
+      return Seq(std::move(body));
+    }
+    case StmtKind::kIf: {
+      Expr cond = SimplifyExpr(s->cond, ranges);
+      int64_t v;
+      if (IsConstInt(cond, &v) && !v) return Seq({});
+      return IfThen(cond, SimplifyStmt(s->body[0], ranges));
+    }
+    case StmtKind::kAllocate: {
+      auto n = std::make_shared<StmtNode>(*s);
+      n->body = {SimplifyStmt(s->body[0], ranges)};
+      return n;
+    }
+  }
+  return s;
+}
+
+}  // namespace
+
+Stmt SimplifyProgram(const Stmt& s) {
+  VarRanges ranges;
+  return SimplifyStmt(s, ranges);
+}
+
+}  // namespace tunefarm::ir

@@ -1,0 +1,174 @@
+// cache_write, compute_at and layout_pack: the programs they make, and the
+// hand-written convolution schedule built from them, checked against the
+// float64 reference on random inputs (tails included).
+#include <google/protobuf/text_format.h>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_split.h"
+#include "compiler/codegen/llvm_codegen.h"
+#include "compiler/codegen/llvm_target.h"
+#include "compiler/ir/compute.h"
+#include "compiler/ir/handwritten.h"
+#include "compiler/ir/schedule.h"
+#include "compiler/ir/workload_spec.h"
+#include "gtest/gtest.h"
+#include "tests/compiler/kernel_check.h"
+
+namespace tunefarm {
+namespace {
+
+namespace v1 = ::tunefarm::v1;
+
+v1::Schedule Parse(const std::string& text) {
+  v1::Schedule s;
+  EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(text, &s)) << text;
+  return s;
+}
+
+std::string LoweredText(const std::string& spec, const v1::Schedule& s) {
+  auto dag = ir::BuildComputeDAG(*ir::ParseWorkloadSpec(spec));
+  auto st = ir::ScheduleState::Replay(*dag, s, codegen::HostTarget());
+  EXPECT_TRUE(st.ok()) << st.status();
+  if (!st.ok()) return "";
+  std::vector<std::string> names = st->dag().TensorNames();
+  return ir::ToString(ir::Lower(*st), &names);
+}
+
+// matmul: cache_write, then the local stage tiled and computed per output tile.
+const char* kMatmulTiled = R"pb(
+  steps { cache_write { stage: 0 scope: MEMORY_SCOPE_LOCAL } }
+  steps { split { stage: 1 iter: 0 lengths: 4 } }
+  steps { split { stage: 1 iter: 2 lengths: 8 } }
+  steps { reorder { stage: 1 order: [0, 2, 1, 3] } }
+  steps { annotate { stage: 1 iter: 0 annotation: ANNOTATION_PARALLEL } }
+  steps { split { stage: 0 iter: 0 lengths: 4 } }
+  steps { split { stage: 0 iter: 2 lengths: 8 } }
+  steps { reorder { stage: 0 order: [0, 2, 4, 1, 3] } }
+  steps { annotate { stage: 0 iter: 4 annotation: ANNOTATION_VECTORIZE } }
+  steps { annotate { stage: 0 iter: 3 annotation: ANNOTATION_UNROLL } }
+  steps { compute_at { stage: 0 target_stage: 1 target_iter: 1 } }
+)pb";
+
+TEST(Primitives, CacheWriteComputesATileInALocalBuffer) {
+  std::string text = LoweredText("matmul(M=16,N=32,K=8)", Parse(kMatmulTiled));
+  // The accumulator is a 4x8 stack buffer inside the tile loops, written back once.
+  EXPECT_TRUE(absl::StrContains(text, "allocate local out.local[1, 1, 4, 8]")) << text;
+  EXPECT_TRUE(absl::StrContains(text, "for rk in 0..8")) << text;
+  EXPECT_FALSE(absl::StrContains(text, "allocate out.local[")) << text;
+}
+
+TEST(Primitives, CacheWriteAndComputeAtMatchReference) {
+  for (const char* spec : {"matmul(M=16,N=32,K=8)", "matmul(M=13,N=29,K=7)", "matmul(M=4,N=8,K=3)"}) {
+    v1::Schedule s = Parse(kMatmulTiled);
+    auto check = testing::CheckKernel(*ir::ParseWorkloadSpec(spec), &s, codegen::HostTarget(), 7);
+    ASSERT_TRUE(check.ok()) << spec << ": " << check.status();
+    EXPECT_GT(check->outputs, 0);
+  }
+}
+
+TEST(Primitives, ComputeAtFusesTheConvolutionIntoItsEpilogue) {
+  // Stages: 0 padding, 1 convolution, 2 bias+relu. The convolution runs per
+  // (k, y) row of the epilogue into a row-sized buffer.
+  const char* sched = R"pb(
+    steps { compute_at { stage: 1 target_stage: 2 target_iter: 2 } }
+  )pb";
+  std::string spec = "conv2d_nchw(N=1,C=3,H=9,W=7,K=5,R=3,S=3,pad=1)+bias+relu";
+  std::string text = LoweredText(spec, Parse(sched));
+  EXPECT_TRUE(absl::StrContains(text, "allocate local conv[1, 1, 1, 7]")) << text;
+  v1::Schedule s = Parse(sched);
+  auto check = testing::CheckKernel(*ir::ParseWorkloadSpec(spec), &s, codegen::HostTarget(), 3);
+  ASSERT_TRUE(check.ok()) << check.status();
+}
+
+TEST(Primitives, ComputeAtPaddingIntoTheConvolution) {
+  // The padded input is computed per output row: a 3-row halo region.
+  const char* sched = R"pb(
+    steps { compute_at { stage: 0 target_stage: 1 target_iter: 2 } }
+  )pb";
+  std::string spec = "conv2d_nchw(N=1,C=2,H=8,W=6,K=3,R=3,S=3,pad=1,stride=1)";
+  std::string text = LoweredText(spec, Parse(sched));
+  EXPECT_TRUE(absl::StrContains(text, "allocate local data_pad[1, 2, 3, 8]")) << text;
+  v1::Schedule s = Parse(sched);
+  auto check = testing::CheckKernel(*ir::ParseWorkloadSpec(spec), &s, codegen::HostTarget(), 5);
+  ASSERT_TRUE(check.ok()) << check.status();
+  // Stride 2: rows y*2 .. y*2+2.
+  spec = "conv2d_nchw(N=1,C=2,H=9,W=9,K=3,R=3,S=3,pad=1,stride=2)";
+  check = testing::CheckKernel(*ir::ParseWorkloadSpec(spec), &s, codegen::HostTarget(), 6);
+  ASSERT_TRUE(check.ok()) << check.status();
+}
+
+TEST(Primitives, LayoutPackBlocksTheWeights) {
+  const char* sched = R"pb(
+    steps { layout_pack { stage: 0 input: 1 block: [8, 4] inner_dims: [0, 1] } }
+  )pb";
+  std::string spec = "dense(M=6,N=10,K=20)";
+  auto dag = ir::BuildComputeDAG(*ir::ParseWorkloadSpec(spec));
+  auto st = ir::ScheduleState::Replay(*dag, Parse(sched), codegen::HostTarget());
+  ASSERT_TRUE(st.ok()) << st.status();
+  int packed = st->dag().args[1];
+  const ir::TensorDecl& t = st->dag().tensors[packed];
+  EXPECT_EQ(t.packed_from, dag->args[1]);
+  // weight[N=10, K=20] -> [ceil(10/8), ceil(20/4), 8, 4]
+  EXPECT_EQ(t.shape, (std::vector<int64_t>{2, 5, 8, 4}));
+  std::vector<float> orig(200);
+  for (int i = 0; i < 200; ++i) orig[i] = float(i + 1);
+  std::vector<float> p = ir::PackConstant(st->dag(), packed, orig);
+  ASSERT_EQ(p.size(), 2u * 5 * 8 * 4);
+  // weight[9, 13] is at [1, 3, 1, 1]; weight[10.., *] does not exist and is zero.
+  EXPECT_EQ(p[((1 * 5 + 3) * 8 + 1) * 4 + 1], orig[9 * 20 + 13]);
+  EXPECT_EQ(p[((1 * 5 + 3) * 8 + 2) * 4 + 1], 0.0f);
+  v1::Schedule s = Parse(sched);
+  auto check = testing::CheckKernel(*ir::ParseWorkloadSpec(spec), &s, codegen::HostTarget(), 9);
+  ASSERT_TRUE(check.ok()) << check.status();
+}
+
+TEST(Handwritten, Conv2dScheduleMatchesReference) {
+  ir::Target target = codegen::HostTarget();
+  for (const char* spec : {
+           "conv2d_nchw(N=1,C=16,H=14,W=14,K=32,R=3,S=3,pad=1)",
+           "conv2d_nchw(N=1,C=8,H=7,W=7,K=64,R=3,S=3,pad=1)",
+           "conv2d_nchw(N=2,C=5,H=11,W=13,K=24,R=3,S=3,pad=1)",                  // tails everywhere
+           "conv2d_nchw(N=1,C=16,H=20,W=20,K=16,R=3,S=3,stride=2,pad=1)+bias+relu",
+           "conv2d_nchw(N=1,C=16,H=10,W=10,K=32,R=1,S=1)+bias+silu",
+       }) {
+    auto w = ir::ParseWorkloadSpec(spec);
+    ASSERT_TRUE(w.ok()) << w.status();
+    auto dag = ir::BuildComputeDAG(*w);
+    ir::ConvTile tile = ir::PickConvTile(*dag, target);
+    auto s = ir::HandwrittenConv2dSchedule(*dag, target, tile);
+    ASSERT_TRUE(s.ok()) << spec << ": " << s.status();
+    auto check = testing::CheckKernel(*w, &*s, target, 11);
+    ASSERT_TRUE(check.ok()) << spec << ": " << check.status();
+    EXPECT_GT(check->outputs, 0);
+  }
+}
+
+TEST(Handwritten, RegisterTileStaysInRegisters) {
+  // The accumulator tile must not live in memory: the local buffer is
+  // promoted to registers and the hot loop is FMAs on zmm registers.
+  ir::Target target = *ir::Target::Parse("llvm -mtriple=x86_64-linux-gnu -mcpu=skylake-avx512");
+  auto w = ir::ParseWorkloadSpec("conv2d_nchw(N=1,C=16,H=14,W=14,K=32,R=3,S=3,pad=1)");
+  auto dag = ir::BuildComputeDAG(*w);
+  auto s = ir::HandwrittenConv2dSchedule(*dag, target, ir::PickConvTile(*dag, target));
+  ASSERT_TRUE(s.ok()) << s.status();
+  auto st = ir::ScheduleState::Replay(*dag, *s, target);
+  ASSERT_TRUE(st.ok()) << st.status();
+  codegen::CpuCompileOptions o;
+  o.keep_assembly = true;
+  o.link = false;
+  auto art = codegen::CompileCpu(st->dag(), ir::Lower(*st), target, o);
+  ASSERT_TRUE(art.ok()) << art.status();
+  // zmm FMAs for the whole tile (7 columns x 2 channel vectors, LLVM may
+  // unroll further), and no zmm register ever goes through the stack.
+  int fmas = 0, stack = 0;
+  for (absl::string_view line : absl::StrSplit(art->assembly, '\n')) {
+    if (!absl::StrContains(line, "zmm")) continue;
+    if (absl::StrContains(line, "vfmadd")) ++fmas;
+    if (absl::StrContains(line, "(%rsp)")) ++stack;
+  }
+  EXPECT_GE(fmas, 14) << art->assembly;
+  EXPECT_EQ(stack, 0) << "the accumulator tile spilled";
+}
+
+}  // namespace
+}  // namespace tunefarm
