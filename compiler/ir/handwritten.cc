@@ -16,9 +16,12 @@ int ConvStage(const ComputeDAG& dag) {
   for (size_t i = 0; i < dag.stages.size(); ++i) {
     const Stage& s = dag.stages[i];
     if (s.reduce != ReduceKind::kSum || s.axes.size() != 4 || s.reduce_axes.size() != 3) continue;
-    for (int t : StageInputs(s)) {
-      if (dag.tensors[t].is_constant && dag.tensors[t].shape.size() == 4) return int(i);
-    }
+    // NCHW: the weight's first dimension is the output channel axis.
+    bool weight = false;
+    VisitLoads(s.body, [&](const ExprNode& n) {
+      weight |= dag.tensors[n.tensor].is_constant && n.args.size() == 4 && n.args[0].same_as(s.axes[1].var);
+    });
+    if (weight) return int(i);
   }
   return -1;
 }

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
+#include "compiler/ir/handwritten.h"
 #include "compiler/ir/simplify.h"
 
 namespace tunefarm::ir {
@@ -497,6 +498,12 @@ absl::Status ScheduleState::LayoutPack(const v1::LayoutPackStep& s) {
 }
 
 v1::Schedule DefaultSchedule(const ComputeDAG& dag, const Target& target) {
+  // Convolutions get the hand-written register-tiled schedule where it applies.
+  absl::StatusOr<v1::Schedule> conv = HandwrittenConv2dSchedule(dag, target, PickConvTile(dag, target));
+  if (conv.ok()) {
+    conv->set_is_default(true);
+    return *std::move(conv);
+  }
   v1::Schedule sched;
   sched.set_is_default(true);
   ScheduleState st = ScheduleState::Initial(dag);

@@ -82,9 +82,11 @@ class ScheduleState {
   std::vector<StageState> stages_;
 };
 
-// The schedule an untuned build uses: padding inlined, outer spatial loops
-// fused and parallel, then the reduction loops, then the innermost spatial
-// loop, whole and vectorized.
+// The schedule an untuned build uses. NCHW convolutions: the hand-written
+// register-tiled schedule (handwritten.h). Everything else: padding kept as a
+// pass of its own, other cheap stages inlined, outer spatial loops fused and
+// parallel, then the reduction loops, then the innermost spatial loop, whole
+// and vectorized.
 ::tunefarm::v1::Schedule DefaultSchedule(const ComputeDAG& dag, const Target& target);
 
 // The loop program of a scheduled state.

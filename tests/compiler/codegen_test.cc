@@ -25,11 +25,10 @@ Built Build(const std::string& spec, const std::string& target_spec) {
   EXPECT_TRUE(dag.ok()) << dag.status();
   auto target = ir::Target::Parse(target_spec);
   EXPECT_TRUE(target.ok());
-  Built b{*std::move(dag), nullptr};
-  // The state points at b.dag, so replay after the move.
-  auto st = ir::ScheduleState::Replay(b.dag, ir::DefaultSchedule(b.dag, *target), *target);
+  auto st = ir::ScheduleState::Replay(*dag, ir::DefaultSchedule(*dag, *target), *target);
   EXPECT_TRUE(st.ok()) << st.status();
-  b.program = ir::Lower(*st);
+  // The scheduled program's DAG (with any repacked weights) is what compiles.
+  Built b{st->dag(), ir::Lower(*st)};
   return b;
 }
 

@@ -50,7 +50,7 @@ TEST_P(RandomScheduleTest, RandomPairsMatchReference) {
   const ir::Target target = codegen::HostTarget();
   std::mt19937_64 rng(1000 + GetParam());
   int pairs = PairsPerShard();
-  int steps = 0;
+  int steps = 0, tiled = 0;
   for (int i = 0; i < pairs; ++i) {
     const std::string& spec = Workloads()[rng() % Workloads().size()];
     auto w = ir::ParseWorkloadSpec(spec);
@@ -59,12 +59,16 @@ TEST_P(RandomScheduleTest, RandomPairsMatchReference) {
     ASSERT_TRUE(dag.ok());
     v1::Schedule sched = ir::RandomSchedule(*dag, target, rng);
     steps += sched.steps_size();
+    tiled += sched.sketch_id() == 1;
     auto check = testing::CheckKernel(*w, &sched, target, rng(), 1e-4, 1 + int(rng() % 3));
     ASSERT_TRUE(check.ok()) << spec << "\nschedule: " << sched.ShortDebugString() << "\n"
                             << check.status();
   }
-  std::printf("shard %d: %d pairs, %.1f steps per schedule\n", GetParam(), pairs,
-              double(steps) / pairs);
+  std::printf("shard %d: %d pairs (%d multi-level tiled), %.1f steps per schedule\n", GetParam(),
+              pairs, tiled, double(steps) / pairs);
+  // Most workloads reduce: about a third of the pairs take the tiling sketch
+  // (cache_write/compute_at/layout_pack); none would mean the sketch broke.
+  EXPECT_GE(tiled, pairs / 8);
 }
 
 INSTANTIATE_TEST_SUITE_P(Shards, RandomScheduleTest, ::testing::Range(0, kShards));
