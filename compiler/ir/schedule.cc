@@ -145,7 +145,7 @@ absl::Status ScheduleState::Apply(const v1::Step& step, int index, const Target&
     case v1::Step::kComputeAt: s = ComputeAt(step.compute_at()); break;
     case v1::Step::kCacheWrite: s = CacheWrite(step.cache_write(), target); break;
     case v1::Step::kLayoutPack: s = LayoutPack(step.layout_pack()); break;
-    case v1::Step::kCacheRead:
+    case v1::Step::kCacheRead: s = CacheRead(step.cache_read(), target); break;
     case v1::Step::kStorageAlign:
     case v1::Step::kFollowSplit:
       return absl::UnimplementedError(
@@ -433,6 +433,73 @@ absl::Status ScheduleState::CacheWrite(const v1::CacheWriteStep& s, const Target
     copy_state.axis_values.push_back(a.var);
   }
   stages_.insert(stages_.begin() + stage + 1, copy_state);
+  return absl::OkStatus();
+}
+
+absl::Status ScheduleState::CacheRead(const v1::CacheReadStep& s, const Target& target) {
+  TF_RETURN_IF_ERROR(CheckStage(s.stage()));
+  if (s.scope() == v1::MEMORY_SCOPE_SHARED && !target.is_gpu()) {
+    return InvalidArgumentError("shared memory is for GPU targets");
+  }
+  std::vector<int> inputs = StageInputs(dag_.stages[s.stage()]);
+  if (s.input() < 0 || s.input() >= int(inputs.size())) {
+    return InvalidArgumentError(StrCat("stage ", s.stage(), " has no operand ", s.input(), " (it reads ",
+                                       inputs.size(), ")"));
+  }
+  const int tensor = inputs[s.input()];
+  std::vector<int> readers(s.reader_stages().begin(), s.reader_stages().end());
+  if (readers.empty()) readers.push_back(s.stage());
+  for (int r : readers) {
+    TF_RETURN_IF_ERROR(CheckStage(r));
+    if (!ReadsTensor(r, tensor) || stages_[r].location == StageState::Location::kInline) {
+      return InvalidArgumentError(StrCat("reader stage ", r, " does not read ", dag_.tensors[tensor].name));
+    }
+  }
+  for (const StageState& st : stages_) {
+    if (st.location == StageState::Location::kAt) {
+      return InvalidArgumentError("cache_read must come before compute_at steps");
+    }
+  }
+  // The copy stage: right after the tensor's producer (first, for an input).
+  TensorDecl copy_t = dag_.tensors[tensor];
+  copy_t.name += s.scope() == v1::MEMORY_SCOPE_SHARED ? ".shared" : ".local";
+  copy_t.role = TensorDecl::Role::kIntermediate;
+  copy_t.is_constant = false;
+  copy_t.packed_from = -1;
+  copy_t.pack_block.clear();
+  copy_t.pack_inner.clear();
+  dag_.tensors.push_back(copy_t);
+  const int copy_id = int(dag_.tensors.size()) - 1;
+  Stage copy;
+  copy.name = copy_t.name;
+  copy.output = copy_id;
+  std::vector<Expr> idx;
+  for (size_t d = 0; d < copy_t.shape.size(); ++d) {
+    copy.axes.push_back({Var(StrCat("c", d)), copy_t.shape[d]});
+    idx.push_back(copy.axes.back().var);
+  }
+  copy.body = Load(tensor, copy_t.type, idx);
+  copy.inlinable = true;
+  // Readers load the copy.
+  std::function<Expr(const Expr&)> rewrite = [&](const Expr& e) -> Expr {
+    if (!e.defined() || e->args.empty()) return e;
+    std::vector<Expr> args;
+    for (const Expr& a : e->args) args.push_back(rewrite(a));
+    if (e->kind == ExprKind::kLoad && e->tensor == tensor) return Load(copy_id, e->type, std::move(args));
+    return WithArgs(e, std::move(args));
+  };
+  for (int r : readers) dag_.stages[r].body = rewrite(dag_.stages[r].body);
+  int at = dag_.ProducerOf(tensor) + 1;
+  dag_.stages.insert(dag_.stages.begin() + at, copy);
+  for (StageState& other : stages_) {
+    if (other.attach_stage >= at) ++other.attach_stage;
+  }
+  StageState st;
+  for (const IterVar& a : copy.axes) {
+    st.iters.push_back({a.var, a.extent, false, ForKind::kSerial});
+    st.axis_values.push_back(a.var);
+  }
+  stages_.insert(stages_.begin() + at, st);
   return absl::OkStatus();
 }
 

@@ -72,6 +72,7 @@ class ScheduleState {
   absl::Status ComputeAt(const ::tunefarm::v1::ComputeAtStep& s);
   absl::Status CacheWrite(const ::tunefarm::v1::CacheWriteStep& s, const Target& target);
   absl::Status LayoutPack(const ::tunefarm::v1::LayoutPackStep& s);
+  absl::Status CacheRead(const ::tunefarm::v1::CacheReadStep& s, const Target& target);
   bool ReadsTensor(int stage, int tensor) const;
   void MoveAttachments(const ExprNode* from, const Expr& to);
   absl::Status CheckStage(int stage) const;

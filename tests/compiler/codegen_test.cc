@@ -154,7 +154,9 @@ TEST(Schedule, BadStepsAreRefusedWithTheReason) {
       {"layout_pack { stage: 1 input: 1 block: [5, 0, 0, 0] }", "block 5 for dimension 0"},
       {"layout_pack { stage: 1 input: 1 block: [2, 2, 0, 0] inner_dims: [1] }", "each blocked dimension once"},
       {"layout_pack { stage: 1 input: 3 block: [2] }", "has no operand 3"},
-      {"cache_read { stage: 1 input: 0 scope: MEMORY_SCOPE_LOCAL }", "not built yet"},
+      {"cache_read { stage: 1 input: 2 scope: MEMORY_SCOPE_LOCAL }", "has no operand 2"},
+      {"cache_read { stage: 1 input: 0 scope: MEMORY_SCOPE_LOCAL reader_stages: 0 }", "does not read"},
+      {"follow_split { stage: 1 iter: 0 src_step: 0 n_split: 1 }", "not built yet"},
       {"", "empty step"},
   };
   for (const Case& c : cases) {

@@ -97,6 +97,23 @@ TEST(Primitives, ComputeAtPaddingIntoTheConvolution) {
   ASSERT_TRUE(check.ok()) << check.status();
 }
 
+TEST(Primitives, CacheReadCopiesAnInputTilePerOutputTile) {
+  // matmul: a's rows for one output row block are copied into a local
+  // buffer inside that block's loop, then read from there.
+  const char* sched = R"pb(
+    steps { cache_read { stage: 0 input: 0 scope: MEMORY_SCOPE_LOCAL } }
+    steps { split { stage: 1 iter: 0 lengths: 4 } }
+    steps { compute_at { stage: 0 target_stage: 1 target_iter: 0 } }
+  )pb";
+  for (const char* spec : {"matmul(M=16,N=12,K=9)", "matmul(M=15,N=7,K=5)"}) {
+    std::string text = LoweredText(spec, Parse(sched));
+    EXPECT_TRUE(absl::StrContains(text, "allocate local a.local[4, ")) << text;
+    v1::Schedule s = Parse(sched);
+    auto check = testing::CheckKernel(*ir::ParseWorkloadSpec(spec), &s, codegen::HostTarget(), 4);
+    ASSERT_TRUE(check.ok()) << spec << ": " << check.status();
+  }
+}
+
 TEST(Primitives, LayoutPackBlocksTheWeights) {
   const char* sched = R"pb(
     steps { layout_pack { stage: 0 input: 1 block: [8, 4] inner_dims: [0, 1] } }
