@@ -6,7 +6,9 @@
  *   int32_t tf_main(void* const* buffers, const TFRuntime* rt);
  *
  * `buffers` holds the kernel's tensors in argument order (inputs, then the
- * output), each a dense row-major float array aligned to 64 bytes. Parallel
+ * output), each a dense row-major float array aligned to 64 bytes. A weight
+ * the schedule repacked (layout_pack) is passed in its packed layout, the
+ * scheduled DAG's tensor for that argument (ir::PackConstant fills it). Parallel
  * loops call rt->parallel_for; temporary buffers come from rt->alloc. The
  * kernel returns 0. The runtime is passed in, so the shared object has no
  * undefined symbols of ours (only libm's for exp/tanh). */

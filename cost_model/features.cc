@@ -1,0 +1,304 @@
+#include "cost_model/features.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "compiler/ir/simplify.h"
+
+namespace tunefarm::cost_model {
+namespace {
+
+using ir::Expr;
+using ir::ExprKind;
+using ir::ExprNode;
+using ir::ForKind;
+using ir::Op;
+using ir::Stmt;
+using ir::StmtKind;
+
+float Log(double x) { return float(std::log2(1.0 + std::max(0.0, x))); }
+
+enum Header {
+  kAdd, kMul, kDiv, kMinMax, kMath, kCmpSelect, kIntOps, kIterations, kDepth, kVecLen, kVecProduct,
+  kVecInnermost, kUnrollProduct, kUnrollCount, kParallelProduct, kWorkPerParallel, kReduceUpdate,
+  kLocalStore, kLocalBytes, kIntensity, kNumBuffers,
+};
+enum BufferCol {
+  kKind, kBytes, kBytesPerParallel, kLines, kInnerStride, kVecStride, kReuseCount, kReuseIters,
+  kReuseBytes, kAccessCount,
+};
+
+struct OpCounts {
+  double add = 0, mul = 0, div = 0, minmax = 0, math = 0, cmpsel = 0, intops = 0;
+};
+
+void CountOps(const Expr& e, OpCounts* c) {
+  if (!e.defined()) return;
+  const ExprNode& n = *e.get();
+  bool f = ir::IsFloat(n.type);
+  switch (n.kind) {
+    case ExprKind::kBinary:
+      if (!f) {
+        c->intops += 1;
+      } else if (n.op == Op::kAdd || n.op == Op::kSub) {
+        c->add += 1;
+      } else if (n.op == Op::kMul) {
+        c->mul += 1;
+      } else if (n.op == Op::kDiv) {
+        c->div += 1;
+      } else if (n.op == Op::kMin || n.op == Op::kMax) {
+        c->minmax += 1;
+      }
+      break;
+    case ExprKind::kCall: c->math += 1; break;
+    case ExprKind::kCmp: (ir::IsFloat(n.args[0]->type) ? c->cmpsel : c->intops) += 1; break;
+    case ExprKind::kSelect: if (f) c->cmpsel += 1; break;
+    default: break;
+  }
+  for (const Expr& a : n.args) CountOps(a, c);
+}
+
+bool Mentions(const Expr& e, const ExprNode* var) {
+  if (e.get() == var) return true;
+  for (const Expr& a : e->args) {
+    if (Mentions(a, var)) return true;
+  }
+  return false;
+}
+
+struct Loop {
+  Expr var;
+  int64_t extent;
+  ForKind kind;
+};
+
+struct Access {
+  int tensor;
+  std::vector<Expr> idx;
+  int kind;  // 1 read, 2 write, 3 read-write
+  int count;
+};
+
+class Extractor {
+ public:
+  explicit Extractor(const ir::ComputeDAG& dag) : dag_(dag) {
+    for (const ir::TensorDecl& t : dag.tensors) shapes_.push_back(t.shape);
+    local_.assign(dag.tensors.size(), false);
+  }
+
+  ProgramFeatures Run(const Stmt& program) {
+    Visit(program);
+    return std::move(out_);
+  }
+
+ private:
+  void Visit(const Stmt& s) {
+    switch (s->kind) {
+      case StmtKind::kFor:
+        loops_.push_back({s->var, s->extent, s->for_kind});
+        Visit(s->body[0]);
+        loops_.pop_back();
+        return;
+      case StmtKind::kSeq:
+        for (const Stmt& b : s->body) Visit(b);
+        return;
+      case StmtKind::kIf:
+        Visit(s->body[0]);
+        return;
+      case StmtKind::kAllocate: {
+        std::vector<int64_t> saved = shapes_[s->tensor];
+        bool saved_local = local_[s->tensor];
+        shapes_[s->tensor] = s->shape;
+        local_[s->tensor] = s->local;
+        Visit(s->body[0]);
+        shapes_[s->tensor] = saved;
+        local_[s->tensor] = saved_local;
+        return;
+      }
+      case StmtKind::kStore:
+        Row(*s);
+        return;
+    }
+  }
+
+  int64_t Elements(int tensor) const {
+    int64_t n = 1;
+    for (int64_t d : shapes_[tensor]) n *= d;
+    return n;
+  }
+
+  // Distinct elements an access touches while loops [first, end) run and the
+  // loops outside stay fixed; per dimension the span of its index, capped by
+  // the extent. `lines`: 64-byte lines, the last dimension taken as contiguous.
+  double Span(const Access& a, size_t first, double* lines) const {
+    ir::VarRanges ranges;
+    std::vector<ir::VarMapEntry> fixed;
+    for (size_t k = 0; k < loops_.size(); ++k) {
+      if (k >= first) ranges[loops_[k].var.get()] = loops_[k].extent;
+      else fixed.push_back({loops_[k].var.get(), ir::IntImm(0)});
+    }
+    const std::vector<int64_t>& shape = shapes_[a.tensor];
+    double elements = 1, outer = 1, last = 1;
+    for (size_t d = 0; d < a.idx.size(); ++d) {
+      int64_t lo, hi;
+      double span = double(shape[d]);
+      if (ir::Bounds(ir::Substitute(a.idx[d], fixed), ranges, &lo, &hi)) {
+        span = std::min<double>(span, double(hi - lo + 1));
+      }
+      elements *= span;
+      if (d + 1 < a.idx.size()) outer *= span;
+      else last = span;
+    }
+    if (lines) *lines = outer * std::ceil(last * 4 / 64.0);
+    return elements;
+  }
+
+  // Elements between consecutive iterations of `var` in the flat buffer; the
+  // buffer's size when the index is not affine in it (a gather).
+  double Stride(const Access& a, const ExprNode* var) const {
+    const std::vector<int64_t>& shape = shapes_[a.tensor];
+    double stride = 0, step = 1;
+    for (int d = int(a.idx.size()) - 1; d >= 0; --d) {
+      ir::LinearForm f = ir::Linearize(a.idx[d], {});
+      for (const auto& [atom, coef] : f.terms) {
+        if (atom.get() == var) stride += double(coef) * step;
+        else if (Mentions(atom, var)) return double(Elements(a.tensor));
+      }
+      step *= double(shape[d]);
+    }
+    return std::fabs(stride);
+  }
+
+  void Row(const ir::StmtNode& store) {
+    FeatureRow row{};
+    double iterations = 1, vec_product = 1, unroll_product = 1, parallel_product = 1;
+    int unrolled = 0, vec_len = 0;
+    size_t first_parallel = loops_.size();
+    const ExprNode* vec_var = nullptr;
+    for (size_t k = 0; k < loops_.size(); ++k) {
+      const Loop& l = loops_[k];
+      iterations *= double(l.extent);
+      if (l.kind == ForKind::kVectorized) vec_product *= double(l.extent), vec_len = int(l.extent), vec_var = l.var.get();
+      if (l.kind == ForKind::kUnrolled) unroll_product *= double(l.extent), ++unrolled;
+      if (l.kind == ForKind::kParallel) {
+        parallel_product *= double(l.extent);
+        if (first_parallel == loops_.size()) first_parallel = k;
+      }
+    }
+    OpCounts ops;
+    CountOps(store.value, &ops);
+    for (const Expr& i : store.indices) CountOps(i, &ops);
+    row[kAdd] = Log(ops.add * iterations);
+    row[kMul] = Log(ops.mul * iterations);
+    row[kDiv] = Log(ops.div * iterations);
+    row[kMinMax] = Log(ops.minmax * iterations);
+    row[kMath] = Log(ops.math * iterations);
+    row[kCmpSelect] = Log(ops.cmpsel * iterations);
+    row[kIntOps] = Log(ops.intops * iterations);
+    row[kIterations] = Log(iterations);
+    row[kDepth] = float(loops_.size());
+    row[kVecLen] = Log(vec_len);
+    row[kVecProduct] = Log(vec_var ? vec_product : 0);
+    row[kVecInnermost] = !loops_.empty() && loops_.back().kind == ForKind::kVectorized;
+    row[kUnrollProduct] = Log(unrolled ? unroll_product : 0);
+    row[kUnrollCount] = float(unrolled);
+    row[kParallelProduct] = Log(first_parallel < loops_.size() ? parallel_product : 0);
+    row[kWorkPerParallel] = Log(iterations / parallel_product);
+    row[kLocalStore] = local_[store.tensor];
+    row[kLocalBytes] = local_[store.tensor] ? Log(double(Elements(store.tensor)) * 4) : 0;
+
+    // The buffers: the stored one, and each loaded one (grouped by tensor).
+    std::vector<Access> accesses = {{store.tensor, store.indices, 2, 1}};
+    ir::VisitLoads(store.value, [&](const ExprNode& n) {
+      for (Access& a : accesses) {
+        if (a.tensor == n.tensor) {
+          if (a.kind == 2) a.kind = 3;
+          ++a.count;
+          return;
+        }
+      }
+      accesses.push_back({n.tensor, n.args, 1, 1});
+    });
+    row[kReduceUpdate] = accesses[0].kind == 3;
+    struct Scored {
+      std::array<float, kBufferFeatures> f;
+      double bytes;
+    };
+    std::vector<Scored> scored;
+    double total_bytes = 0;
+    size_t par_first = first_parallel < loops_.size() ? first_parallel + 1 : 0;
+    for (const Access& a : accesses) {
+      Scored s{};
+      double lines = 0;
+      s.bytes = Span(a, 0, &lines) * 4;
+      total_bytes += s.bytes;
+      s.f[kKind] = float(a.kind);
+      s.f[kBytes] = Log(s.bytes);
+      s.f[kBytesPerParallel] = Log(Span(a, par_first, nullptr) * 4);
+      s.f[kLines] = Log(lines);
+      s.f[kInnerStride] = loops_.empty() ? 0 : Log(Stride(a, loops_.back().var.get()));
+      s.f[kVecStride] = vec_var ? Log(Stride(a, vec_var)) : 0;
+      // Reuse: loops whose variable the index does not use.
+      double reuse = 1;
+      int innermost_reuse = -1;
+      for (size_t k = 0; k < loops_.size(); ++k) {
+        bool used = false;
+        for (const Expr& i : a.idx) used |= Mentions(i, loops_[k].var.get());
+        if (!used) reuse *= double(loops_[k].extent), innermost_reuse = int(k);
+      }
+      s.f[kReuseCount] = Log(innermost_reuse >= 0 ? reuse : 0);
+      if (innermost_reuse >= 0) {
+        double dist = 1;
+        for (size_t k = innermost_reuse + 1; k < loops_.size(); ++k) dist *= double(loops_[k].extent);
+        s.f[kReuseIters] = Log(dist);
+        s.f[kReuseBytes] = Log(Span(a, innermost_reuse + 1, nullptr) * 4);
+      }
+      s.f[kAccessCount] = float(a.count);
+      scored.push_back(s);
+    }
+    row[kNumBuffers] = float(accesses.size());
+    double flops = (ops.add + ops.mul + ops.div + ops.minmax + ops.math + ops.cmpsel) * iterations;
+    row[kIntensity] = Log(total_bytes > 0 ? flops / total_bytes : 0);
+    // The stored buffer first, then the others by bytes touched.
+    std::stable_sort(scored.begin() + 1, scored.end(),
+                     [](const Scored& x, const Scored& y) { return x.bytes > y.bytes; });
+    for (size_t b = 0; b < scored.size() && b < size_t(kBuffersPerStore); ++b) {
+      std::copy(scored[b].f.begin(), scored[b].f.end(), row.begin() + kStoreHeader + b * kBufferFeatures);
+    }
+    out_.rows.push_back(row);
+  }
+
+  const ir::ComputeDAG& dag_;
+  std::vector<Loop> loops_;
+  std::vector<std::vector<int64_t>> shapes_;
+  std::vector<bool> local_;
+  ProgramFeatures out_;
+};
+
+}  // namespace
+
+ProgramFeatures ExtractFeatures(const ir::ComputeDAG& dag, const ir::Stmt& program) {
+  return Extractor(dag).Run(program);
+}
+
+const std::vector<std::string>& FeatureNames() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> n = {
+        "float_add_sub", "float_mul", "float_div", "float_min_max", "float_math", "float_cmp_select",
+        "int_ops", "iterations", "loop_depth", "vector_len", "vector_product", "vector_innermost",
+        "unroll_product", "unroll_count", "parallel_product", "work_per_parallel_iter",
+        "reduction_update", "local_store", "local_bytes", "arith_intensity", "num_buffers"};
+    for (int b = 0; b < kBuffersPerStore; ++b) {
+      for (const char* f : {"kind", "bytes", "bytes_per_parallel_iter", "cache_lines", "innermost_stride",
+                            "vector_stride", "reuse_count", "reuse_distance_iters", "reuse_distance_bytes",
+                            "access_count"}) {
+        n.push_back(absl::StrCat("buf", b, ".", f));
+      }
+    }
+    return n;
+  }();
+  return names;
+}
+
+}  // namespace tunefarm::cost_model
