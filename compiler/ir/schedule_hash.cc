@@ -7,10 +7,11 @@
 namespace tunefarm::ir {
 
 std::string ScheduleHash(const ::tunefarm::v1::Schedule& schedule) {
-  // sketch_id is statistics, not structure: two sketches that produce the same
-  // steps are the same schedule.
+  // sketch_id and decisions are provenance, not structure: two sketches that
+  // produce the same steps are the same schedule.
   ::tunefarm::v1::Schedule copy = schedule;
   copy.clear_sketch_id();
+  copy.clear_decisions();
   std::string bytes;
   {
     google::protobuf::io::StringOutputStream out(&bytes);

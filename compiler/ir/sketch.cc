@@ -1,0 +1,390 @@
+#include "compiler/ir/sketch.h"
+
+#include <algorithm>
+
+#include "compiler/ir/schedule.h"
+
+namespace tunefarm::ir {
+namespace {
+
+namespace v1 = ::tunefarm::v1;
+
+int64_t Pick(std::mt19937_64& rng, int64_t lo, int64_t hi) {
+  return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
+}
+
+// Builds a schedule step by step on a state; the first step that does not
+// apply fails the whole sketch.
+class Steps {
+ public:
+  Steps(const ComputeDAG& dag, const Target& target) : st_(ScheduleState::Initial(dag)), target_(target) {}
+  bool ok() const { return ok_; }
+  const ScheduleState& state() const { return st_; }
+  v1::Schedule Take() { return std::move(sched_); }
+
+  void Add(const v1::Step& step) {
+    if (!ok_) return;
+    ok_ = st_.Apply(step, sched_.steps_size(), target_).ok();
+    if (ok_) *sched_.add_steps() = step;
+  }
+  int IndexOf(int stage, const ExprNode* var) const {
+    const auto& iters = st_.stages()[stage].iters;
+    for (size_t i = 0; i < iters.size(); ++i) {
+      if (iters[i].var.get() == var) return int(i);
+    }
+    return -1;
+  }
+  // Splits loop `var` of `stage`; returns the new loops' variables, outermost first.
+  std::vector<const ExprNode*> Split(int stage, const ExprNode* var, const std::vector<int64_t>& lengths) {
+    int at = IndexOf(stage, var);
+    if (!ok_ || at < 0) return ok_ = false, std::vector<const ExprNode*>();
+    v1::Step step;
+    step.mutable_split()->set_stage(stage);
+    step.mutable_split()->set_iter(at);
+    for (int64_t l : lengths) step.mutable_split()->add_lengths(l);
+    Add(step);
+    std::vector<const ExprNode*> out;
+    for (size_t k = 0; ok_ && k <= lengths.size(); ++k) out.push_back(st_.stages()[stage].iters[at + k].var.get());
+    return out;
+  }
+  void Reorder(int stage, const std::vector<const ExprNode*>& order) {
+    v1::Step step;
+    step.mutable_reorder()->set_stage(stage);
+    for (const ExprNode* v : order) step.mutable_reorder()->add_order(IndexOf(stage, v));
+    Add(step);
+  }
+  void Annotate(int stage, const ExprNode* var, v1::Annotation a) {
+    v1::Step step;
+    step.mutable_annotate()->set_stage(stage);
+    step.mutable_annotate()->set_iter(IndexOf(stage, var));
+    step.mutable_annotate()->set_annotation(a);
+    Add(step);
+  }
+
+ private:
+  ScheduleState st_;
+  const Target& target_;
+  v1::Schedule sched_;
+  bool ok_ = true;
+};
+
+// A factor for a tile level: a divisor of `extent` up to `limit` mostly.
+int64_t TileFactor(std::mt19937_64& rng, int64_t extent, int64_t limit) {
+  limit = std::max<int64_t>(1, std::min(limit, extent));
+  std::vector<int64_t> divisors;
+  for (int64_t d = 1; d <= limit; ++d) {
+    if (extent % d == 0) divisors.push_back(d);
+  }
+  if (Pick(rng, 0, 5) == 0) return Pick(rng, 1, limit);
+  return divisors[Pick(rng, 0, int64_t(divisors.size()) - 1)];
+}
+
+int MainStage(const ComputeDAG& dag) {
+  int main = -1;
+  for (size_t i = 0; i < dag.stages.size(); ++i) {
+    if (dag.stages[i].reduce == ReduceKind::kSum && !dag.stages[i].reduce_axes.empty()) main = int(i);
+  }
+  return main;
+}
+
+// Layout of the decision vector.
+enum Fixed { kPadPass, kVecAxis, kUnrollTile, kPragma, kPack, kFixed };
+constexpr int kPerAxis = 4;  // m, t2, t3, consumer unroll
+constexpr int64_t kPragmaSteps[] = {0, 16, 64, 512};
+
+struct Shape {
+  int ns = 0, nr = 0;
+  std::vector<int64_t> spatial, reduce;
+  size_t size() const { return kFixed + kPerAxis * ns + nr; }
+};
+
+Shape ShapeOf(const ComputeDAG& dag) {
+  Shape s;
+  const Stage& m = dag.stages[MainStage(dag)];
+  for (const IterVar& a : m.axes) s.spatial.push_back(a.extent);
+  for (const IterVar& a : m.reduce_axes) s.reduce.push_back(a.extent);
+  s.ns = int(s.spatial.size()), s.nr = int(s.reduce.size());
+  return s;
+}
+
+// Tile sizes of axis `a`: t3 (the register tile; near the vector width on
+// the vector axis), then t2 and m (S2 and S1; 1 when `register_only`).
+void SampleAxis(const Shape& sh, int a, int v, int64_t lanes, bool register_only, std::mt19937_64& rng,
+                std::vector<int64_t>* d) {
+  int64_t ext = sh.spatial[a];
+  int64_t t3;
+  if (a == v) {
+    static const int kMul[] = {1, 1, 2, 4};
+    int64_t want = std::max<int64_t>(1, lanes * kMul[Pick(rng, 0, 3)] / (Pick(rng, 0, 3) == 0 ? 2 : 1));
+    t3 = std::min(ext, want);
+  } else {
+    t3 = TileFactor(rng, ext, 16);
+  }
+  int64_t rest = (ext + t3 - 1) / t3;
+  int64_t t2 = register_only ? 1 : TileFactor(rng, rest, 4);
+  rest = (rest + t2 - 1) / t2;
+  int64_t m = register_only ? 1 : TileFactor(rng, rest, 4);
+  size_t at = kFixed + kPerAxis * a;
+  (*d)[at] = m, (*d)[at + 1] = t2, (*d)[at + 2] = t3;
+}
+
+// Vector registers the accumulator tile takes.
+int64_t Accumulators(const Shape& sh, const std::vector<int64_t>& d, int64_t lanes) {
+  int v = int(d[kVecAxis]);
+  int64_t acc = 1;
+  for (int a = 0; a < sh.ns; ++a) {
+    int64_t t3 = d[kFixed + kPerAxis * a + 2];
+    acc *= a == v ? (t3 + lanes - 1) / lanes : t3;
+  }
+  return acc;
+}
+
+}  // namespace
+
+bool HasTilingSketch(const ComputeDAG& dag) { return MainStage(dag) >= 0; }
+
+std::vector<int64_t> SampleTilingDecisions(const ComputeDAG& dag, const Target& target, std::mt19937_64& rng) {
+  if (!HasTilingSketch(dag)) return {};
+  Shape sh = ShapeOf(dag);
+  std::vector<int64_t> d(sh.size(), 1);
+  const int64_t lanes = target.float_lanes();
+  d[kPadPass] = Pick(rng, 0, 3) != 0;
+  std::vector<int> candidates;
+  for (int a = 0; a < sh.ns; ++a) {
+    if (sh.spatial[a] >= 2) candidates.push_back(a);
+  }
+  int v = candidates.empty() ? sh.ns - 1 : candidates[Pick(rng, 0, int64_t(candidates.size()) - 1)];
+  d[kVecAxis] = v;
+  d[kUnrollTile] = Pick(rng, 0, 3) != 0;
+  d[kPragma] = Pick(rng, 0, 1) == 0 ? Pick(rng, 0, 3) : -1;
+  d[kPack] = Pick(rng, 0, 3) != 0;
+  bool register_only = Pick(rng, 0, 1) == 0;
+  for (int tries = 0; tries < 20; ++tries) {
+    for (int a = 0; a < sh.ns; ++a) SampleAxis(sh, a, v, lanes, register_only, rng, &d);
+    if (Accumulators(sh, d, lanes) <= 28) break;
+    for (int a = 0; a < sh.ns; ++a) {
+      if (a != v) d[kFixed + kPerAxis * a + 2] = 1;
+    }
+  }
+  for (int a = 0; a < sh.ns; ++a) d[kFixed + kPerAxis * a + 3] = Pick(rng, 0, 3) != 0;
+  for (int r = 0; r < sh.nr; ++r) d[kFixed + kPerAxis * sh.ns + r] = TileFactor(rng, sh.reduce[r], 8);
+  return d;
+}
+
+std::vector<int64_t> MutateTilingDecisions(const ComputeDAG& dag, const Target& target,
+                                           const std::vector<int64_t>& decisions, std::mt19937_64& rng) {
+  if (!HasTilingSketch(dag)) return decisions;
+  Shape sh = ShapeOf(dag);
+  if (decisions.size() != sh.size()) return SampleTilingDecisions(dag, target, rng);
+  const int64_t lanes = target.float_lanes();
+  std::vector<int64_t> d = decisions;
+  for (int tries = 0; tries < 8; ++tries) {
+    d = decisions;
+    switch (Pick(rng, 0, 9)) {
+      case 0: case 1: case 2: case 3: {  // tile sizes of one axis, one level
+        int a = int(Pick(rng, 0, sh.ns - 1));
+        int level = int(Pick(rng, 0, 2));
+        size_t at = kFixed + kPerAxis * a;
+        int64_t ext = sh.spatial[a];
+        if (level == 2) {
+          std::vector<int64_t> tmp = d;
+          SampleAxis(sh, a, int(d[kVecAxis]), lanes, false, rng, &tmp);
+          d[at + 2] = tmp[at + 2];
+        } else {
+          int64_t inner = d[at + 2] * (level == 0 ? d[at + 1] : 1);
+          int64_t rest = std::max<int64_t>(1, (ext + inner - 1) / inner);
+          d[at + level] = TileFactor(rng, rest, 8);
+        }
+        break;
+      }
+      case 4: {  // a reduction split
+        if (sh.nr == 0) break;
+        int r = int(Pick(rng, 0, sh.nr - 1));
+        d[kFixed + kPerAxis * sh.ns + r] = TileFactor(rng, sh.reduce[r], 16);
+        break;
+      }
+      case 5: {  // the vector axis (and its tile)
+        int v = int(Pick(rng, 0, sh.ns - 1));
+        d[kVecAxis] = v;
+        SampleAxis(sh, v, v, lanes, d[kFixed + kPerAxis * v] == 1, rng, &d);
+        break;
+      }
+      case 6: d[kUnrollTile] = !d[kUnrollTile]; break;
+      case 7: d[kPragma] = Pick(rng, -1, 3); break;
+      case 8: d[kPack] = !d[kPack]; break;
+      default: {
+        if (Pick(rng, 0, 1) == 0) {
+          d[kPadPass] = !d[kPadPass];
+        } else {
+          int a = int(Pick(rng, 0, sh.ns - 1));
+          d[kFixed + kPerAxis * a + 3] = !d[kFixed + kPerAxis * a + 3];
+        }
+      }
+    }
+    if (d != decisions && Accumulators(sh, d, lanes) <= 32) return d;
+  }
+  return d;
+}
+
+absl::StatusOr<v1::Schedule> BuildTiledSchedule(const ComputeDAG& dag, const Target& target,
+                                                const std::vector<int64_t>& decisions) {
+  int main = MainStage(dag);
+  if (main < 0) return absl::InvalidArgumentError("no reduction to tile");
+  Shape sh = ShapeOf(dag);
+  if (decisions.size() != sh.size()) {
+    return absl::InvalidArgumentError("decisions do not match the workload");
+  }
+  const std::vector<int64_t>& d = decisions;
+  const int ns = sh.ns;
+  const int v = int(d[kVecAxis]);
+  if (v < 0 || v >= ns) return absl::InvalidArgumentError("bad vector axis");
+  std::vector<int64_t> m(ns), t2(ns), t3(ns);
+  for (int a = 0; a < ns; ++a) {
+    m[a] = d[kFixed + kPerAxis * a], t2[a] = d[kFixed + kPerAxis * a + 1], t3[a] = d[kFixed + kPerAxis * a + 2];
+    if (m[a] < 1 || t2[a] < 1 || t3[a] < 1) return absl::InvalidArgumentError("tile size below 1");
+  }
+  Steps b(dag, target);
+  // Cheap stages: inlined, except padding read by the reduction, which stays
+  // a pass of its own when the decision says so.
+  std::vector<int> passes;
+  for (int i = 0; i < int(dag.stages.size()); ++i) {
+    const Stage& s = dag.stages[i];
+    if (!s.inlinable || s.output == dag.output) continue;
+    bool feeds_main = false;
+    VisitLoads(dag.stages[main].body, [&](const ExprNode& n) { feeds_main |= n.tensor == s.output; });
+    if (feeds_main && d[kPadPass]) {
+      passes.push_back(i);
+      continue;
+    }
+    v1::Step step;
+    step.mutable_compute_inline()->set_stage(i);
+    b.Add(step);
+  }
+  int local = main, consumer = -1;
+  if (dag.stages[main].output == dag.output) {
+    v1::Step step;
+    step.mutable_cache_write()->set_stage(main);
+    step.mutable_cache_write()->set_scope(v1::MEMORY_SCOPE_LOCAL);
+    b.Add(step);
+    consumer = main + 1;
+  } else {
+    for (int j = main + 1; j < int(dag.stages.size()); ++j) {
+      if (b.state().stages()[j].location == StageState::Location::kRoot) consumer = j;
+    }
+    if (consumer < 0 || dag.stages[consumer].output != dag.output) {
+      return absl::InvalidArgumentError("the reduction's consumer is not the output");
+    }
+  }
+  if (!b.ok()) return absl::InvalidArgumentError("sketch does not apply");
+  const ComputeDAG& sdag = b.state().dag();
+  const Stage& L = sdag.stages[local];
+  const Stage& C = sdag.stages[consumer];
+  if (C.axes.size() != L.axes.size()) return absl::InvalidArgumentError("consumer shape differs");
+  for (size_t a = 0; a < L.axes.size(); ++a) {
+    if (C.axes[a].extent != L.axes[a].extent) return absl::InvalidArgumentError("consumer shape differs");
+  }
+  for (int p : passes) {
+    const auto& iters = b.state().stages()[p].iters;
+    if (iters.size() < 2) continue;
+    if (iters.size() > 2) {
+      v1::Step step;
+      step.mutable_fuse()->set_stage(p);
+      for (size_t k = 0; k + 1 < iters.size(); ++k) step.mutable_fuse()->add_iters(int(k));
+      b.Add(step);
+    }
+    b.Annotate(p, b.state().stages()[p].iters[0].var.get(), v1::ANNOTATION_PARALLEL);
+    b.Annotate(p, b.state().stages()[p].iters.back().var.get(), v1::ANNOTATION_VECTORIZE);
+  }
+  // The consumer: tiles of m*t2*t3 per axis, split like the local stage so
+  // its reads of the tile are plain; outer tile loops fused and parallel.
+  std::vector<std::vector<const ExprNode*>> cl(ns), ll(ns);
+  for (int a = 0; a < ns; ++a) cl[a] = b.Split(consumer, C.axes[a].var.get(), {m[a], t2[a], t3[a]});
+  if (!b.ok()) return absl::InvalidArgumentError("tile sizes do not apply");
+  std::vector<const ExprNode*> order;
+  for (int level = 0; level < 4; ++level) {
+    for (int a = 0; a < ns; ++a) {
+      if (level == 3 && a == v) continue;
+      order.push_back(cl[a][level]);
+    }
+  }
+  order.push_back(cl[v][3]);
+  b.Reorder(consumer, order);
+  if (ns >= 2) {
+    v1::Step step;
+    step.mutable_fuse()->set_stage(consumer);
+    for (int a = 0; a < ns; ++a) step.mutable_fuse()->add_iters(a);
+    b.Add(step);
+  }
+  if (!b.ok()) return absl::InvalidArgumentError("consumer tiling does not apply");
+  b.Annotate(consumer, b.state().stages()[consumer].iters[0].var.get(), v1::ANNOTATION_PARALLEL);
+  if (t3[v] > 1) b.Annotate(consumer, cl[v][3], v1::ANNOTATION_VECTORIZE);
+  for (int a = 0; a < ns; ++a) {
+    if (a != v && t3[a] > 1 && d[kFixed + kPerAxis * a + 3]) b.Annotate(consumer, cl[a][3], v1::ANNOTATION_UNROLL);
+  }
+  // The local stage: S0 S1 R0 S2 R1 S3.
+  for (int a = 0; a < ns; ++a) ll[a] = b.Split(local, L.axes[a].var.get(), {m[a], t2[a], t3[a]});
+  std::vector<std::vector<const ExprNode*>> rl;
+  for (int r = 0; r < sh.nr; ++r) {
+    int64_t inner = std::clamp<int64_t>(d[kFixed + kPerAxis * ns + r], 1, L.reduce_axes[r].extent);
+    rl.push_back(b.Split(local, L.reduce_axes[r].var.get(), {inner}));
+  }
+  if (!b.ok()) return absl::InvalidArgumentError("local tiling does not apply");
+  order.clear();
+  for (int a = 0; a < ns; ++a) order.push_back(ll[a][0]);
+  for (int a = 0; a < ns; ++a) order.push_back(ll[a][1]);
+  for (auto& r : rl) order.push_back(r[0]);
+  for (int a = 0; a < ns; ++a) order.push_back(ll[a][2]);
+  for (auto& r : rl) order.push_back(r[1]);
+  for (int a = 0; a < ns; ++a) {
+    if (a != v) order.push_back(ll[a][3]);
+  }
+  order.push_back(ll[v][3]);
+  b.Reorder(local, order);
+  if (t3[v] > 1) b.Annotate(local, ll[v][3], v1::ANNOTATION_VECTORIZE);
+  for (int a = 0; a < ns; ++a) {
+    if (a != v && t3[a] > 1 && d[kUnrollTile]) b.Annotate(local, ll[a][3], v1::ANNOTATION_UNROLL);
+  }
+  if (d[kPragma] >= 0 && d[kPragma] < 4) {
+    v1::Step step;
+    step.mutable_pragma()->set_stage(local);
+    step.mutable_pragma()->set_kind(v1::PRAGMA_KIND_AUTO_UNROLL_MAX_STEP);
+    step.mutable_pragma()->set_value(kPragmaSteps[d[kPragma]]);
+    b.Add(step);
+  }
+  // Constant operands indexed by the vector axis: blocked by the vector tile.
+  if (t3[v] > 1 && d[kPack]) {
+    std::vector<int> inputs = StageInputs(L);
+    for (size_t op = 0; op < inputs.size(); ++op) {
+      const TensorDecl& t = sdag.tensors[inputs[op]];
+      if (!t.is_constant) continue;
+      int dim = -1;
+      VisitLoads(L.body, [&](const ExprNode& n) {
+        if (n.tensor != inputs[op]) return;
+        for (size_t k = 0; k < n.args.size(); ++k) {
+          if (n.args[k].same_as(L.axes[v].var)) dim = int(k);
+        }
+      });
+      if (dim < 0 || t.shape[dim] < t3[v]) continue;
+      v1::Step step;
+      auto* lp = step.mutable_layout_pack();
+      lp->set_stage(local);
+      lp->set_input(int(op));
+      for (size_t k = 0; k < t.shape.size(); ++k) lp->add_block(int(k) == dim ? t3[v] : 0);
+      b.Add(step);
+    }
+  }
+  {
+    v1::Step step;
+    step.mutable_compute_at()->set_stage(local);
+    step.mutable_compute_at()->set_target_stage(consumer);
+    step.mutable_compute_at()->set_target_iter(0);
+    b.Add(step);
+  }
+  if (!b.ok()) return absl::InvalidArgumentError("sketch step does not apply");
+  v1::Schedule out = b.Take();
+  out.set_sketch_id(kTilingSketchId);
+  for (int64_t x : d) out.add_decisions(x);
+  return out;
+}
+
+}  // namespace tunefarm::ir

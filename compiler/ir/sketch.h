@@ -1,0 +1,44 @@
+// The multi-level tiling sketch (Ansor's CPU "SSRSRS" rule) as explicit
+// decisions: a flat vector of integers that, with the DAG and target, builds
+// one schedule. Sampling draws decisions at random; the evolutionary search
+// mutates them. The decisions travel in Schedule.decisions, so a measured
+// record can be mutated later.
+//
+// The reduction computes into a local tile (cache_write, or the fused
+// epilogue stage as the write-back via compute_at) computed at the parallel
+// tile loop of its consumer; its loops are S0 S1 R0 S2 R1 S3, the consumer is
+// split the same way, one spatial axis is vectorized at S3, the other S3
+// loops unrolled, and constant operands indexed by the vector axis packed so
+// the vector is contiguous.
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "compiler/ir/compute.h"
+#include "compiler/ir/target.h"
+#include "tunefarm/v1/schedule.pb.h"
+
+namespace tunefarm::ir {
+
+constexpr int kTilingSketchId = 1;
+
+// Whether the DAG has a reduction the sketch applies to.
+bool HasTilingSketch(const ComputeDAG& dag);
+
+std::vector<int64_t> SampleTilingDecisions(const ComputeDAG& dag, const Target& target,
+                                           std::mt19937_64& rng);
+
+// The schedule of `decisions` (sketch_id kTilingSketchId, decisions set), or
+// an error if they do not fit the DAG.
+absl::StatusOr<::tunefarm::v1::Schedule> BuildTiledSchedule(const ComputeDAG& dag, const Target& target,
+                                                            const std::vector<int64_t>& decisions);
+
+// A neighbour: one decision changed (a tile size, the vector axis or length,
+// a reduction split, unrolling, the auto-unroll pragma, packing, padding).
+std::vector<int64_t> MutateTilingDecisions(const ComputeDAG& dag, const Target& target,
+                                           const std::vector<int64_t>& decisions, std::mt19937_64& rng);
+
+}  // namespace tunefarm::ir

@@ -1,0 +1,140 @@
+#include "server/search/policy.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "compiler/ir/random_schedule.h"
+#include "compiler/ir/schedule.h"
+#include "compiler/ir/schedule_hash.h"
+#include "compiler/ir/sketch.h"
+
+namespace tunefarm::search {
+
+namespace v1 = ::tunefarm::v1;
+
+const char* StrategyName(Strategy s) { return s == Strategy::kRandom ? "random" : "evolutionary"; }
+
+absl::StatusOr<Strategy> ParseStrategy(absl::string_view name) {
+  if (name == "random") return Strategy::kRandom;
+  if (name == "evolutionary") return Strategy::kEvolutionary;
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown search strategy '", std::string(name), "' (random, evolutionary)"));
+}
+
+void TaskHistory::Add(const v1::Schedule& schedule, const MeasureResult& result) {
+  measured.insert(ir::ScheduleHash(schedule));
+  ++trials;
+  if (result.status != MeasureResult::Status::kOk) return;
+  Entry e{schedule, result.seconds};
+  auto at = std::upper_bound(ok.begin(), ok.end(), e,
+                             [](const Entry& a, const Entry& b) { return a.seconds < b.seconds; });
+  ok.insert(at, std::move(e));
+}
+
+absl::StatusOr<cost_model::ProgramFeatures> FeaturesOf(const Task& task, const v1::Schedule& s) {
+  TF_ASSIGN_OR_RETURN(ir::ScheduleState st, ir::ScheduleState::Replay(task.dag, s, task.target));
+  return cost_model::ExtractFeatures(st.dag(), ir::Lower(st));
+}
+
+std::vector<v1::Schedule> SearchPolicy::Random(const Task& task, const TaskHistory& history, int n,
+                                               std::set<std::string>* taken) {
+  std::vector<v1::Schedule> out;
+  for (int tries = 0; int(out.size()) < n && tries < n * 20; ++tries) {
+    v1::Schedule s = ir::RandomSchedule(task.dag, task.target, rng_);
+    std::string h = ir::ScheduleHash(s);
+    if (history.measured.count(h) || !taken->insert(h).second) continue;
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+std::vector<v1::Schedule> SearchPolicy::Propose(const Task& task, const TaskHistory& history,
+                                                const cost_model::CostModel* model, int n) {
+  std::set<std::string> taken;
+  if (strategy_ == Strategy::kRandom || !ir::HasTilingSketch(task.dag)) {
+    return Random(task, history, n, &taken);
+  }
+  // Parents: the best measured schedules that carry sketch decisions.
+  std::vector<std::vector<int64_t>> parents;
+  for (const TaskHistory::Entry& e : history.ok) {
+    if (e.schedule.sketch_id() != ir::kTilingSketchId || e.schedule.decisions().empty()) continue;
+    parents.emplace_back(e.schedule.decisions().begin(), e.schedule.decisions().end());
+    if (int(parents.size()) >= options_.parents) break;
+  }
+  struct Cand {
+    v1::Schedule schedule;
+    std::vector<int64_t> decisions;
+    std::string hash;
+    float score = 0;
+  };
+  std::vector<Cand> all;
+  std::set<std::string> seen;
+  auto add = [&](std::vector<int64_t> d) -> Cand* {
+    absl::StatusOr<v1::Schedule> s = ir::BuildTiledSchedule(task.dag, task.target, d);
+    if (!s.ok()) return nullptr;
+    std::string h = ir::ScheduleHash(*s);
+    if (!seen.insert(h).second) return nullptr;
+    all.push_back({*std::move(s), std::move(d), h, 0});
+    return &all.back();
+  };
+  auto score = [&](size_t from) {
+    if (model == nullptr || !model->trained()) {
+      for (size_t i = from; i < all.size(); ++i) all[i].score = float(std::uniform_real_distribution<>(0, 1)(rng_));
+      return;
+    }
+    std::vector<cost_model::ProgramFeatures> feats;
+    std::vector<size_t> idx;
+    for (size_t i = from; i < all.size(); ++i) {
+      absl::StatusOr<cost_model::ProgramFeatures> f = FeaturesOf(task, all[i].schedule);
+      if (!f.ok()) {
+        all[i].score = -1e30f;
+        continue;
+      }
+      feats.push_back(*std::move(f));
+      idx.push_back(i);
+    }
+    std::vector<const cost_model::ProgramFeatures*> ptrs;
+    for (const auto& f : feats) ptrs.push_back(&f);
+    absl::StatusOr<std::vector<float>> s = model->Predict(ptrs);
+    for (size_t k = 0; k < idx.size(); ++k) all[idx[k]].score = s.ok() ? (*s)[k] : 0;
+  };
+  std::uniform_real_distribution<> coin(0, 1);
+  for (int tries = 0; int(all.size()) < options_.population && tries < options_.population * 4; ++tries) {
+    if (!parents.empty() && coin(rng_) < options_.mutate_fraction) {
+      // Better parents more often: the index of the min of two draws.
+      size_t p = std::min(rng_() % parents.size(), rng_() % parents.size());
+      add(ir::MutateTilingDecisions(task.dag, task.target, parents[p], rng_));
+    } else {
+      add(ir::SampleTilingDecisions(task.dag, task.target, rng_));
+    }
+  }
+  score(0);
+  for (int g = 0; g < options_.generations; ++g) {
+    // Survivors: the better-scored half; children: their mutations.
+    std::vector<size_t> order(all.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return all[a].score > all[b].score; });
+    size_t keep = std::max<size_t>(1, order.size() / 2);
+    size_t before = all.size();
+    for (int tries = 0; all.size() - before < keep && tries < int(keep) * 4; ++tries) {
+      const Cand& parent = all[order[rng_() % keep]];
+      add(ir::MutateTilingDecisions(task.dag, task.target, parent.decisions, rng_));
+    }
+    score(before);
+  }
+  std::sort(all.begin(), all.end(), [](const Cand& a, const Cand& b) { return a.score > b.score; });
+  int n_random = std::min(n, int(std::round(n * options_.epsilon)));
+  std::vector<v1::Schedule> out;
+  for (const Cand& c : all) {
+    if (int(out.size()) >= n - n_random) break;
+    if (history.measured.count(c.hash) || !taken.insert(c.hash).second) continue;
+    out.push_back(c.schedule);
+  }
+  std::vector<v1::Schedule> extra = Random(task, history, n - int(out.size()), &taken);
+  out.insert(out.end(), extra.begin(), extra.end());
+  return out;
+}
+
+}  // namespace tunefarm::search

@@ -1,0 +1,70 @@
+// Search policies: which schedules of a task to measure next.
+//
+//   random        fresh samples of the space (both sketches);
+//   evolutionary  a population of sketch decisions (fresh samples plus
+//                 mutations of the best measured), evolved for a few
+//                 generations under the cost model's score; the best-scored
+//                 unmeasured candidates are proposed, with an epsilon of
+//                 fresh random ones for exploration.
+// Neither ever proposes a schedule whose hash the task's history holds.
+#pragma once
+
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "cost_model/xgb_model.h"
+#include "server/search/task.h"
+
+namespace tunefarm::search {
+
+enum class Strategy { kRandom, kEvolutionary };
+const char* StrategyName(Strategy s);
+absl::StatusOr<Strategy> ParseStrategy(absl::string_view name);
+
+struct EvolutionOptions {
+  int population = 128;
+  int generations = 3;
+  double mutate_fraction = 0.7;  // of the initial population, when there are parents
+  int parents = 8;               // best measured schedules mutated
+  double epsilon = 0.1;          // fraction of each batch drawn at random
+};
+
+// What has been measured for a task.
+struct TaskHistory {
+  std::set<std::string> measured;  // schedule hashes, any outcome
+  struct Entry {
+    ::tunefarm::v1::Schedule schedule;
+    double seconds;
+  };
+  std::vector<Entry> ok;           // successful measurements, best first
+  int trials = 0;
+  double best_seconds() const { return ok.empty() ? 0 : ok.front().seconds; }
+  void Add(const ::tunefarm::v1::Schedule& schedule, const MeasureResult& result);
+};
+
+// Program features of a schedule, or an error if it does not lower.
+absl::StatusOr<cost_model::ProgramFeatures> FeaturesOf(const Task& task, const ::tunefarm::v1::Schedule& s);
+
+class SearchPolicy {
+ public:
+  SearchPolicy(Strategy strategy, EvolutionOptions options, uint64_t seed)
+      : strategy_(strategy), options_(options), rng_(seed) {}
+
+  // Up to `n` unmeasured, distinct schedules. `model` may be null or
+  // untrained (then candidates are not ranked).
+  std::vector<::tunefarm::v1::Schedule> Propose(const Task& task, const TaskHistory& history,
+                                                const cost_model::CostModel* model, int n);
+
+ private:
+  std::vector<::tunefarm::v1::Schedule> Random(const Task& task, const TaskHistory& history, int n,
+                                               std::set<std::string>* taken);
+  Strategy strategy_;
+  EvolutionOptions options_;
+  std::mt19937_64 rng_;
+};
+
+}  // namespace tunefarm::search

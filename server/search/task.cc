@@ -1,0 +1,33 @@
+#include "server/search/task.h"
+
+#include "common/status_macros.h"
+#include "compiler/ir/workload.h"
+
+namespace tunefarm::search {
+
+absl::StatusOr<Task> Task::Make(const ::tunefarm::v1::Workload& workload, const ir::Target& target,
+                                std::string name, double weight) {
+  TF_ASSIGN_OR_RETURN(ir::CanonicalWorkload cw, ir::Canonicalize(workload));
+  Task t;
+  t.workload = cw.workload;
+  t.key = cw.key;
+  t.flops = cw.flops;
+  t.target = target;
+  t.weight = weight;
+  t.name = name.empty() ? cw.key : std::move(name);
+  TF_ASSIGN_OR_RETURN(t.dag, ir::BuildComputeDAG(cw.workload));
+  return t;
+}
+
+const char* StatusName(MeasureResult::Status s) {
+  switch (s) {
+    case MeasureResult::Status::kOk: return "ok";
+    case MeasureResult::Status::kBuildError: return "build_error";
+    case MeasureResult::Status::kWrongResult: return "wrong_result";
+    case MeasureResult::Status::kRuntimeError: return "runtime_error";
+    case MeasureResult::Status::kTimeout: return "timeout";
+  }
+  return "?";
+}
+
+}  // namespace tunefarm::search

@@ -1,0 +1,58 @@
+#include "server/search/task_scheduler.h"
+
+#include <cstddef>
+#include <limits>
+
+namespace tunefarm::search {
+
+TaskScheduler::TaskScheduler(std::vector<double> weights, TaskSchedulerOptions options)
+    : weights_(std::move(weights)),
+      options_(options),
+      history_(weights_.size()),
+      since_improved_(weights_.size(), 0),
+      stopped_(weights_.size(), false) {}
+
+int TaskScheduler::Next() const {
+  // Warm-up: round robin, in task order.
+  for (int r = 0; r < options_.warmup_rounds; ++r) {
+    for (size_t t = 0; t < weights_.size(); ++t) {
+      if (!stopped_[t] && int(history_[t].size()) <= r) return int(t);
+    }
+  }
+  int best = -1;
+  double best_grad = std::numeric_limits<double>::infinity();
+  for (size_t t = 0; t < weights_.size(); ++t) {
+    if (stopped_[t]) continue;
+    double g = Gradient(int(t));
+    if (g < best_grad) best_grad = g, best = int(t);
+  }
+  return best;
+}
+
+double TaskScheduler::Gradient(int task) const {
+  const std::vector<double>& h = history_[task];
+  if (h.empty() || h.back() <= 0) {
+    // Nothing valid measured yet: as urgent as it gets.
+    return -std::numeric_limits<double>::max();
+  }
+  int n = int(h.size());
+  double backward = 0;
+  if (n > options_.window) {
+    double before = h[n - 1 - options_.window];
+    if (before > 0) backward = (h.back() - before) / options_.window;
+  }
+  double forward = -h.back() / n;
+  return weights_[task] * (options_.alpha * backward + (1 - options_.alpha) * forward);
+}
+
+void TaskScheduler::Update(int task, double best_seconds) {
+  std::vector<double>& h = history_[task];
+  bool improved = h.empty() || h.back() <= 0 || (best_seconds > 0 && best_seconds < h.back());
+  h.push_back(best_seconds);
+  since_improved_[task] = improved ? 0 : since_improved_[task] + 1;
+  if (options_.early_stop_rounds > 0 && since_improved_[task] >= options_.early_stop_rounds) {
+    stopped_[task] = true;
+  }
+}
+
+}  // namespace tunefarm::search

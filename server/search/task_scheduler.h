@@ -1,0 +1,46 @@
+// Which task of a job to tune next (Ansor's gradient task scheduler).
+//
+// The objective is the weighted end-to-end latency f = sum_i w_i * best_i
+// (w_i: occurrences of task i in the model). After a round-robin warm-up,
+// the next round goes to the task with the most negative estimated
+// df/dtrial: w_i * (alpha * backward + (1 - alpha) * forward), where
+// backward is the best latency's change per round over the last `window`
+// rounds of that task and forward the optimistic -best_i / rounds_i. A task
+// whose best has not improved for `early_stop_rounds` of its rounds stops.
+#pragma once
+
+#include <vector>
+
+namespace tunefarm::search {
+
+struct TaskSchedulerOptions {
+  int warmup_rounds = 1;      // rounds per task before the gradient rule
+  int window = 3;
+  double alpha = 0.2;
+  int early_stop_rounds = 0;  // 0: never stop a task early
+};
+
+class TaskScheduler {
+ public:
+  TaskScheduler(std::vector<double> weights, TaskSchedulerOptions options = {});
+
+  // The task for the next round, or -1 when every task has stopped.
+  int Next() const;
+  // After a round of `task`: its best latency so far (0: nothing valid yet).
+  void Update(int task, double best_seconds);
+  // No more candidates for `task` (space exhausted) or stopped by the caller.
+  void Stop(int task) { stopped_[task] = true; }
+
+  int rounds(int task) const { return int(history_[task].size()); }
+  bool stopped(int task) const { return stopped_[task]; }
+
+ private:
+  double Gradient(int task) const;
+  std::vector<double> weights_;
+  TaskSchedulerOptions options_;
+  std::vector<std::vector<double>> history_;  // best latency after each round
+  std::vector<int> since_improved_;
+  std::vector<bool> stopped_;
+};
+
+}  // namespace tunefarm::search

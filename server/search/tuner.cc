@@ -1,0 +1,95 @@
+#include "server/search/tuner.h"
+
+#include <chrono>
+#include <limits>
+
+#include "common/status_macros.h"
+#include "compiler/ir/schedule.h"
+#include "compiler/ir/schedule_hash.h"
+
+namespace tunefarm::search {
+
+namespace v1 = ::tunefarm::v1;
+
+Tuner::Tuner(std::vector<Task> tasks, Measurer* measurer, TuneOptions options)
+    : tasks_(std::move(tasks)),
+      measurer_(measurer),
+      options_(options),
+      histories_(tasks_.size()),
+      default_seconds_(tasks_.size(), 0),
+      policy_(options.strategy, options.evolution, options.seed),
+      model_(options.objective) {}
+
+void Tuner::Record(int task, const v1::Schedule& s, const MeasureResult& r) {
+  histories_[task].Add(s, r);
+  if (options_.strategy != Strategy::kEvolutionary) return;
+  absl::StatusOr<cost_model::ProgramFeatures> f = FeaturesOf(tasks_[task], s);
+  if (f.ok()) {
+    measured_.push_back({task, *std::move(f), r.status == MeasureResult::Status::kOk ? r.seconds : 0});
+  }
+}
+
+void Tuner::AddHistory(int task, const v1::Schedule& schedule, const MeasureResult& result) {
+  Record(task, schedule, result);
+}
+
+absl::Status Tuner::Retrain() {
+  if (options_.strategy != Strategy::kEvolutionary || measured_.size() < 8) return absl::OkStatus();
+  std::vector<double> best(tasks_.size(), std::numeric_limits<double>::infinity());
+  for (const Measured& m : measured_) {
+    if (m.seconds > 0) best[m.task] = std::min(best[m.task], m.seconds);
+  }
+  std::vector<cost_model::Sample> samples;
+  for (const Measured& m : measured_) {
+    float label = m.seconds > 0 ? float(best[m.task] / m.seconds) : 0.0f;
+    samples.push_back({&m.features, label, m.task});
+  }
+  return model_.Train(samples);
+}
+
+absl::Status Tuner::Run(const std::function<void(const Trial&)>& on_trial) {
+  auto start = std::chrono::steady_clock::now();
+  auto elapsed = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  auto out_of_budget = [&] {
+    return trials_ >= options_.max_trials || (options_.max_seconds > 0 && elapsed() >= options_.max_seconds);
+  };
+  auto measure = [&](int task, const std::vector<v1::Schedule>& batch) {
+    std::vector<MeasureResult> results = measurer_->Measure(tasks_[task], batch);
+    for (size_t i = 0; i < batch.size(); ++i) {
+      Record(task, batch[i], results[i]);
+      if (on_trial) on_trial({task, trials_, batch[i], results[i], elapsed()});
+      ++trials_;
+    }
+    return results;
+  };
+  std::vector<double> weights;
+  for (const Task& t : tasks_) weights.push_back(t.weight);
+  TaskScheduler scheduler(weights, options_.scheduler);
+  if (options_.measure_default) {
+    for (size_t t = 0; t < tasks_.size() && !out_of_budget(); ++t) {
+      v1::Schedule def = ir::DefaultSchedule(tasks_[t].dag, tasks_[t].target);
+      if (histories_[t].measured.count(ir::ScheduleHash(def))) continue;
+      std::vector<MeasureResult> r = measure(int(t), {def});
+      if (r[0].status == MeasureResult::Status::kOk) default_seconds_[t] = r[0].seconds;
+    }
+  }
+  TF_RETURN_IF_ERROR(Retrain());
+  while (!out_of_budget()) {
+    int task = scheduler.Next();
+    if (task < 0) break;
+    int n = std::min(options_.batch, options_.max_trials - trials_);
+    std::vector<v1::Schedule> batch = policy_.Propose(tasks_[task], histories_[task], &model_, n);
+    if (batch.empty()) {
+      scheduler.Stop(task);  // nothing new left to try
+      continue;
+    }
+    measure(task, batch);
+    scheduler.Update(task, histories_[task].best_seconds());
+    TF_RETURN_IF_ERROR(Retrain());
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace tunefarm::search

@@ -1,0 +1,81 @@
+// The tuning loop over the tasks of a job:
+//
+//   measure each task's default schedule (the floor a tuned build keeps);
+//   repeat until the trial or time budget is spent:
+//     task = the task scheduler's pick
+//     batch = the policy's proposals for it (never anything measured before)
+//     results = measurer.Measure(batch)
+//     histories and the cost model (retrained on every result) updated
+//
+// Records already measured (a resumed job, or the database's records for
+// the target: warm start) enter through AddHistory and are never measured
+// again. `on_trial` sees every result as it arrives (to store it).
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "cost_model/xgb_model.h"
+#include "server/search/policy.h"
+#include "server/search/task.h"
+#include "server/search/task_scheduler.h"
+
+namespace tunefarm::search {
+
+struct TuneOptions {
+  Strategy strategy = Strategy::kEvolutionary;
+  int max_trials = 64;        // measurements, defaults included
+  double max_seconds = 0;     // wall time; 0: no limit
+  int batch = 16;
+  uint64_t seed = 1;
+  EvolutionOptions evolution;
+  TaskSchedulerOptions scheduler;
+  cost_model::Objective objective = cost_model::Objective::kPackSum;
+  bool measure_default = true;
+};
+
+struct Trial {
+  int task;
+  int index;                  // 0-based over the whole run
+  ::tunefarm::v1::Schedule schedule;
+  MeasureResult result;
+  double elapsed_s;           // since Run started
+};
+
+class Tuner {
+ public:
+  Tuner(std::vector<Task> tasks, Measurer* measurer, TuneOptions options);
+
+  void AddHistory(int task, const ::tunefarm::v1::Schedule& schedule, const MeasureResult& result);
+  absl::Status Run(const std::function<void(const Trial&)>& on_trial = {});
+
+  const std::vector<Task>& tasks() const { return tasks_; }
+  const TaskHistory& history(int task) const { return histories_[task]; }
+  double default_seconds(int task) const { return default_seconds_[task]; }
+  int trials() const { return trials_; }
+  const cost_model::CostModel& model() const { return model_; }
+
+ private:
+  absl::Status Retrain();
+  void Record(int task, const ::tunefarm::v1::Schedule& s, const MeasureResult& r);
+
+  std::vector<Task> tasks_;
+  Measurer* measurer_;
+  TuneOptions options_;
+  std::vector<TaskHistory> histories_;
+  std::vector<double> default_seconds_;
+  SearchPolicy policy_;
+  cost_model::CostModel model_;
+  // Training data: features of every measured candidate, with its outcome.
+  struct Measured {
+    int task;
+    cost_model::ProgramFeatures features;
+    double seconds;  // 0: failed
+  };
+  std::vector<Measured> measured_;
+  int trials_ = 0;
+};
+
+}  // namespace tunefarm::search

@@ -1,0 +1,164 @@
+// The task scheduler on synthetic tasks, the policies' no-repeat guarantee,
+// and a short real tuning run on this machine through the local measurer.
+#include <cmath>
+#include <cstdio>
+#include <set>
+
+#include "compiler/codegen/llvm_target.h"
+#include "compiler/ir/schedule.h"
+#include "compiler/ir/schedule_hash.h"
+#include "compiler/ir/sketch.h"
+#include "compiler/ir/workload_spec.h"
+#include "gtest/gtest.h"
+#include "server/search/local_measurer.h"
+#include "server/search/policy.h"
+#include "server/search/task_scheduler.h"
+#include "server/search/tuner.h"
+
+namespace tunefarm {
+namespace {
+
+namespace v1 = ::tunefarm::v1;
+using search::MeasureResult;
+
+TEST(TaskScheduler, WarmUpThenGradientThenEarlyStop) {
+  // Task 1 weighs 5x; task 2 never improves and stops after 3 rounds.
+  search::TaskSchedulerOptions o;
+  o.early_stop_rounds = 3;
+  search::TaskScheduler s({1, 5, 1}, o);
+  std::vector<double> best = {1.0, 1.0, 1.0};
+  std::vector<int> picks;
+  for (int round = 0; round < 40; ++round) {
+    int t = s.Next();
+    if (t < 0) break;
+    picks.push_back(t);
+    if (t != 2) best[t] *= 0.97;  // tasks 0 and 1 keep improving a little
+    s.Update(t, best[t]);
+  }
+  ASSERT_GE(picks.size(), 3u);
+  EXPECT_EQ(picks[0], 0);
+  EXPECT_EQ(picks[1], 1);
+  EXPECT_EQ(picks[2], 2);
+  int n1 = int(std::count(picks.begin(), picks.end(), 1));
+  int n0 = int(std::count(picks.begin(), picks.end(), 0));
+  EXPECT_GT(n1, 2 * n0) << "the heavier task should get most rounds";
+  EXPECT_TRUE(s.stopped(2));
+  EXPECT_LE(s.rounds(2), 1 + o.early_stop_rounds);
+  // Stopping everything ends the run.
+  s.Stop(0);
+  s.Stop(1);
+  EXPECT_EQ(s.Next(), -1);
+}
+
+TEST(TaskScheduler, TaskWithNothingValidGoesFirst) {
+  search::TaskScheduler s({1, 1});
+  s.Update(0, 0.5);
+  s.Update(1, 0);  // nothing valid yet
+  EXPECT_EQ(s.Next(), 1);
+}
+
+search::Task MakeTask(const std::string& spec) {
+  auto w = ir::ParseWorkloadSpec(spec);
+  EXPECT_TRUE(w.ok()) << w.status();
+  auto t = search::Task::Make(*w, codegen::HostTarget(), spec);
+  EXPECT_TRUE(t.ok()) << t.status();
+  return *std::move(t);
+}
+
+TEST(SearchPolicy, NeverProposesAMeasuredSchedule) {
+  search::Task task = MakeTask("matmul(M=16,N=32,K=8)");
+  for (auto strategy : {search::Strategy::kRandom, search::Strategy::kEvolutionary}) {
+    search::SearchPolicy policy(strategy, {}, 5);
+    search::TaskHistory history;
+    MeasureResult ok;
+    ok.seconds = 1e-3;
+    std::set<std::string> seen;
+    for (int round = 0; round < 6; ++round) {
+      std::vector<v1::Schedule> batch = policy.Propose(task, history, nullptr, 12);
+      EXPECT_FALSE(batch.empty());
+      for (const v1::Schedule& s : batch) {
+        std::string h = ir::ScheduleHash(s);
+        EXPECT_TRUE(seen.insert(h).second) << "proposed twice";
+        EXPECT_FALSE(history.measured.count(h));
+        ok.seconds *= 0.99;
+        history.Add(s, ok);
+      }
+    }
+    EXPECT_EQ(history.trials, int(seen.size()));
+  }
+}
+
+TEST(Sketch, MutationsChangeOneDecisionAndStillBuild) {
+  search::Task task = MakeTask("conv2d_nchw(N=1,C=8,H=10,W=10,K=16,R=3,S=3,pad=1)");
+  std::mt19937_64 rng(3);
+  int built = 0, differ = 0;
+  for (int i = 0; i < 50; ++i) {
+    std::vector<int64_t> d = ir::SampleTilingDecisions(task.dag, task.target, rng);
+    std::vector<int64_t> m = ir::MutateTilingDecisions(task.dag, task.target, d, rng);
+    differ += m != d;
+    auto s = ir::BuildTiledSchedule(task.dag, task.target, m);
+    if (!s.ok()) continue;
+    ++built;
+    EXPECT_EQ(std::vector<int64_t>(s->decisions().begin(), s->decisions().end()), m);
+    EXPECT_TRUE(ir::ScheduleState::Replay(task.dag, *s, task.target).ok());
+  }
+  EXPECT_GE(differ, 45);
+  EXPECT_GE(built, 45);
+  EXPECT_FALSE(ir::BuildTiledSchedule(task.dag, task.target, {1, 2, 3}).ok());
+}
+
+TEST(LocalMeasurer, BadScheduleIsABuildErrorWithTheReason) {
+  search::Task task = MakeTask("matmul(M=8,N=8,K=8)");
+  v1::Schedule bad;
+  bad.add_steps()->mutable_split()->set_stage(0);  // no lengths
+  search::LocalMeasurer m;
+  std::vector<MeasureResult> r = m.Measure(task, {bad, ir::DefaultSchedule(task.dag, task.target)});
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_EQ(r[0].status, MeasureResult::Status::kBuildError);
+  EXPECT_NE(r[0].error.find("no split lengths"), std::string::npos) << r[0].error;
+  EXPECT_EQ(r[1].status, MeasureResult::Status::kOk) << r[1].error;
+  EXPECT_GT(r[1].seconds, 0);
+}
+
+TEST(Tuner, ShortRealRunMeasuresEachCandidateOnceAndKeepsTheDefaultAsFloor) {
+  std::vector<search::Task> tasks = {MakeTask("matmul(M=64,N=64,K=64)"),
+                                     MakeTask("conv2d_nchw(N=1,C=8,H=14,W=14,K=16,R=3,S=3,pad=1)")};
+  search::LocalMeasureOptions mo;
+  mo.min_repeat_ms = 2;
+  mo.repeats = 3;
+  search::LocalMeasurer measurer(mo);
+  search::TuneOptions o;
+  o.max_trials = 40;
+  o.batch = 8;
+  o.evolution.population = 48;
+  o.evolution.generations = 2;
+  search::Tuner tuner(tasks, &measurer, o);
+  std::vector<std::set<std::string>> hashes(tasks.size());
+  int trials = 0, ok = 0;
+  absl::Status s = tuner.Run([&](const search::Trial& t) {
+    EXPECT_EQ(t.index, trials++);
+    EXPECT_TRUE(hashes[t.task].insert(ir::ScheduleHash(t.schedule)).second) << "measured twice";
+    if (t.index < int(tasks.size())) {
+      EXPECT_TRUE(t.schedule.is_default());
+    }
+    ok += t.result.status == MeasureResult::Status::kOk;
+    // Everything the local path builds is correct: no wrong result, ever.
+    EXPECT_NE(t.result.status, MeasureResult::Status::kWrongResult) << t.result.error;
+  });
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ(trials, o.max_trials);
+  EXPECT_EQ(tuner.trials(), o.max_trials);
+  EXPECT_GT(ok, o.max_trials / 2);
+  EXPECT_TRUE(tuner.model().trained());
+  for (size_t t = 0; t < tasks.size(); ++t) {
+    ASSERT_GT(tuner.default_seconds(t), 0);
+    double best = tuner.history(t).best_seconds();
+    EXPECT_LE(best, tuner.default_seconds(t));  // the default is a candidate: the floor holds
+    std::printf("%s: default %.1f GFLOP/s, best of %d trials %.1f GFLOP/s\n", tasks[t].name.c_str(),
+                tasks[t].flops / tuner.default_seconds(t) * 1e-9, tuner.history(t).trials,
+                tasks[t].flops / best * 1e-9);
+  }
+}
+
+}  // namespace
+}  // namespace tunefarm
