@@ -1,6 +1,8 @@
 // tunefarm-bench: performance against references measured in the same run.
 //
 //   tunefarm-bench kernels [--samples N] [--threads 1,2] [--only SUBSTR] [--json FILE]
+//   tunefarm-bench search [--budgets 64,128,256,512] [--seeds 3] [--threads 1] [--only SUBSTR]
+//                         [--json FILE] [--svg FILE]
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -11,6 +13,7 @@
 
 namespace tunefarm::bench {
 int RunKernelsBench(const std::vector<std::string>& args);
+int RunSearchBench(const std::vector<std::string>& args);
 }
 
 int main(int argc, char** argv) {
@@ -24,11 +27,15 @@ int main(int argc, char** argv) {
     std::perror("re-exec");
   }
   std::vector<std::string> args(argv + 1, argv + argc);
-  if (args.empty() || args[0] != "kernels") {
+  if (args.empty() || (args[0] != "kernels" && args[0] != "search")) {
     std::fprintf(stderr,
                  "usage: tunefarm-bench kernels [--samples N] [--threads 1,2] [--only SUBSTR] "
-                 "[--json FILE]\n");
+                 "[--json FILE]\n"
+                 "       tunefarm-bench search [--budgets 64,128,256,512] [--seeds 3] [--threads 1] "
+                 "[--only SUBSTR] [--json FILE] [--svg FILE]\n");
     return 2;
   }
-  return tunefarm::bench::RunKernelsBench(std::vector<std::string>(args.begin() + 1, args.end()));
+  std::vector<std::string> rest(args.begin() + 1, args.end());
+  if (args[0] == "search") return tunefarm::bench::RunSearchBench(rest);
+  return tunefarm::bench::RunKernelsBench(rest);
 }

@@ -13,6 +13,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
 #include "cli/compile_cmd.h"
+#include "cli/tune_cmd.h"
 #include "cli/records_jsonl.h"
 #include "compiler/ir/target.h"
 #include "compiler/ir/workload.h"
@@ -47,6 +48,7 @@ commands:
   resume ID
   devices                       workers and agents known to the server
   compile --workload SPEC --target T --emit ir|llvm|asm|obj|so   (no server; see compile --help)
+  tune --workload SPEC [--trials N] [--db FILE]   tune on this machine, no server (see tune --help)
   version
 status S: ok, compile_error, runtime_error, wrong_result, timeout, lost
 state S:  queued, running, waiting_for_device, interrupted, succeeded, failed, cancelled
@@ -552,6 +554,9 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
   const std::string cmd = args[i];
   if (cmd == "compile") {
     return RunCompile(std::vector<std::string>(args.begin() + i + 1, args.end()), out, err);
+  }
+  if (cmd == "tune") {
+    return RunTune(std::vector<std::string>(args.begin() + i + 1, args.end()), out, err);
   }
   if (cmd == "version") {
     out << "tunefarm " << TUNEFARM_VERSION << " (protocol " << kProtocolVersion << ")\n";

@@ -22,10 +22,9 @@ Tuner::Tuner(std::vector<Task> tasks, Measurer* measurer, TuneOptions options)
 
 void Tuner::Record(int task, const v1::Schedule& s, const MeasureResult& r) {
   histories_[task].Add(s, r);
-  if (options_.strategy != Strategy::kEvolutionary) return;
   absl::StatusOr<cost_model::ProgramFeatures> f = FeaturesOf(tasks_[task], s);
   if (f.ok()) {
-    measured_.push_back({task, *std::move(f), r.status == MeasureResult::Status::kOk ? r.seconds : 0});
+    measured_.push_back({task, task, *std::move(f), r.status == MeasureResult::Status::kOk ? r.seconds : 0});
   }
 }
 
@@ -33,16 +32,23 @@ void Tuner::AddHistory(int task, const v1::Schedule& schedule, const MeasureResu
   Record(task, schedule, result);
 }
 
+void Tuner::AddTransferRecord(const Task& other, const v1::Schedule& schedule, double seconds) {
+  absl::StatusOr<cost_model::ProgramFeatures> f = FeaturesOf(other, schedule);
+  if (!f.ok()) return;
+  auto [it, fresh] = transfer_groups_.emplace(other.key, int(tasks_.size() + transfer_groups_.size()));
+  measured_.push_back({-1, it->second, *std::move(f), seconds});
+}
+
 absl::Status Tuner::Retrain() {
   if (options_.strategy != Strategy::kEvolutionary || measured_.size() < 8) return absl::OkStatus();
-  std::vector<double> best(tasks_.size(), std::numeric_limits<double>::infinity());
-  for (const Measured& m : measured_) {
-    if (m.seconds > 0) best[m.task] = std::min(best[m.task], m.seconds);
+  std::vector<double> best(tasks_.size() + transfer_groups_.size(), std::numeric_limits<double>::infinity());
+  for (const MeasuredProgram& m : measured_) {
+    if (m.seconds > 0) best[m.group] = std::min(best[m.group], m.seconds);
   }
   std::vector<cost_model::Sample> samples;
-  for (const Measured& m : measured_) {
-    float label = m.seconds > 0 ? float(best[m.task] / m.seconds) : 0.0f;
-    samples.push_back({&m.features, label, m.task});
+  for (const MeasuredProgram& m : measured_) {
+    float label = m.seconds > 0 ? float(best[m.group] / m.seconds) : 0.0f;
+    samples.push_back({&m.features, label, m.group});
   }
   return model_.Train(samples);
 }

@@ -13,6 +13,8 @@
 #pragma once
 
 #include <functional>
+#include <map>
+#include <string>
 #include <memory>
 #include <vector>
 
@@ -49,6 +51,9 @@ class Tuner {
   Tuner(std::vector<Task> tasks, Measurer* measurer, TuneOptions options);
 
   void AddHistory(int task, const ::tunefarm::v1::Schedule& schedule, const MeasureResult& result);
+  // A record of another workload on the same target: training data for the
+  // cost model only (transfer across tasks and jobs).
+  void AddTransferRecord(const Task& other, const ::tunefarm::v1::Schedule& schedule, double seconds);
   absl::Status Run(const std::function<void(const Trial&)>& on_trial = {});
 
   const std::vector<Task>& tasks() const { return tasks_; }
@@ -56,6 +61,15 @@ class Tuner {
   double default_seconds(int task) const { return default_seconds_[task]; }
   int trials() const { return trials_; }
   const cost_model::CostModel& model() const { return model_; }
+
+  // Every measured candidate's features and outcome (seconds 0: failed).
+  struct MeasuredProgram {
+    int task;   // -1: a transfer record
+    int group;  // labels are normalised per group (task or other workload)
+    cost_model::ProgramFeatures features;
+    double seconds;
+  };
+  const std::vector<MeasuredProgram>& measured() const { return measured_; }
 
  private:
   absl::Status Retrain();
@@ -68,13 +82,8 @@ class Tuner {
   std::vector<double> default_seconds_;
   SearchPolicy policy_;
   cost_model::CostModel model_;
-  // Training data: features of every measured candidate, with its outcome.
-  struct Measured {
-    int task;
-    cost_model::ProgramFeatures features;
-    double seconds;  // 0: failed
-  };
-  std::vector<Measured> measured_;
+  std::vector<MeasuredProgram> measured_;  // the model's training data
+  std::map<std::string, int> transfer_groups_;
   int trials_ = 0;
 };
 

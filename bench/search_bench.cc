@@ -1,0 +1,283 @@
+// tunefarm-bench search: random vs evolutionary+XGBoost search on anchor
+// workloads, same measurement budgets, several seeds, on this machine (the
+// local measurer: LLVM build, forked run, output checked, median timing).
+// Prints best GFLOP/s per budget, trials to reach 90% of the best value seen
+// by either strategy, the ratio to oneDNN measured in the same run, trials
+// per minute, and the cost model's quality per objective on held-out
+// records; writes JSON rows and an SVG plot of best-so-far against trials.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <random>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "bench/references.h"
+#include "compiler/codegen/llvm_target.h"
+#include "compiler/ir/schedule.h"
+#include "compiler/ir/workload_spec.h"
+#include "cost_model/xgb_model.h"
+#include "server/search/local_measurer.h"
+#include "server/search/tuner.h"
+
+namespace tunefarm::bench {
+namespace {
+
+namespace v1 = ::tunefarm::v1;
+
+struct Anchor {
+  const char* name;
+  const char* spec;
+};
+const Anchor kAnchors[] = {
+    {"gemm_1024", "matmul(M=1024,N=1024,K=1024)"},
+    {"resnet_c64_h56_3x3", "conv2d_nchw(N=1,C=64,H=56,W=56,K=64,R=3,S=3,pad=1)"},
+    {"resnet_c128_h28_3x3", "conv2d_nchw(N=1,C=128,H=28,W=28,K=128,R=3,S=3,pad=1)"},
+    {"mbv2_dw_c144_h56", "depthwise_conv2d_nchw(N=1,C=144,H=56,W=56,R=3,S=3,pad=1)"},
+};
+
+struct Run {
+  std::string workload, strategy;
+  uint64_t seed;
+  std::vector<double> best_so_far;  // GFLOP/s after each trial
+  double minutes = 0;
+  std::vector<search::Tuner::MeasuredProgram> measured;
+};
+
+std::vector<int> ParseList(const std::string& s) {
+  std::vector<int> out;
+  for (absl::string_view p : absl::StrSplit(s, ',')) {
+    int v = 0;
+    if (absl::SimpleAtoi(p, &v) && v > 0) out.push_back(v);
+  }
+  return out;
+}
+
+std::string Num(double v) { return std::isnan(v) ? "null" : absl::StrFormat("%.2f", v); }
+
+// Best-so-far curves, mean over seeds per strategy, one panel per workload.
+void WriteSvg(const std::string& path, const std::vector<Run>& runs, const std::map<std::string, double>& onednn) {
+  std::vector<std::string> names;
+  for (const Run& r : runs) {
+    if (std::find(names.begin(), names.end(), r.workload) == names.end()) names.push_back(r.workload);
+  }
+  const int pw = 420, ph = 260, pad = 50;
+  std::ofstream f(path);
+  f << absl::StrFormat("<svg xmlns='http://www.w3.org/2000/svg' width='%d' height='%d' font-family='sans-serif' font-size='11'>\n",
+                       pw * 2, ph * int((names.size() + 1) / 2));
+  for (size_t w = 0; w < names.size(); ++w) {
+    int ox = int(w % 2) * pw, oy = int(w / 2) * ph;
+    double ymax = 1, xmax = 1;
+    std::map<std::string, std::vector<double>> mean;
+    std::map<std::string, int> count;
+    for (const Run& r : runs) {
+      if (r.workload != names[w]) continue;
+      auto& m = mean[r.strategy];
+      if (m.size() < r.best_so_far.size()) m.resize(r.best_so_far.size(), 0);
+      for (size_t i = 0; i < r.best_so_far.size(); ++i) m[i] += r.best_so_far[i];
+      ++count[r.strategy];
+    }
+    for (auto& [s, m] : mean) {
+      for (double& v : m) v /= count[s];
+      for (double v : m) ymax = std::max(ymax, v);
+      xmax = std::max(xmax, double(m.size()));
+    }
+    auto dn = onednn.find(names[w]);
+    if (dn != onednn.end()) ymax = std::max(ymax, dn->second);
+    ymax *= 1.1;
+    auto X = [&](double x) { return ox + pad + (pw - 2 * pad) * x / xmax; };
+    auto Y = [&](double y) { return oy + ph - pad + -(ph - 2 * pad) * y / ymax; };
+    f << absl::StrFormat("<text x='%d' y='%d' font-weight='bold'>%s</text>\n", ox + pad, oy + 20, names[w]);
+    f << absl::StrFormat("<line x1='%f' y1='%f' x2='%f' y2='%f' stroke='black'/>\n", X(0), Y(0), X(xmax), Y(0));
+    f << absl::StrFormat("<line x1='%f' y1='%f' x2='%f' y2='%f' stroke='black'/>\n", X(0), Y(0), X(0), Y(ymax));
+    f << absl::StrFormat("<text x='%f' y='%f'>trials (%d)</text>\n", X(xmax) - 60, Y(0) + 25, int(xmax));
+    f << absl::StrFormat("<text x='%f' y='%f'>GFLOP/s (max %.0f)</text>\n", X(0) - 40, Y(ymax) - 5, ymax);
+    const char* colors[] = {"#d62728", "#1f77b4"};
+    int c = 0;
+    for (auto& [s, m] : mean) {
+      std::string pts;
+      for (size_t i = 0; i < m.size(); ++i) absl::StrAppend(&pts, absl::StrFormat("%.1f,%.1f ", X(i + 1), Y(m[i])));
+      f << absl::StrFormat("<polyline fill='none' stroke='%s' stroke-width='2' points='%s'/>\n", colors[c % 2], pts);
+      f << absl::StrFormat("<text x='%f' y='%f' fill='%s'>%s</text>\n", X(xmax) - 90, Y(0) - 15 - 14 * c,
+                           colors[c % 2], s);
+      ++c;
+    }
+    if (dn != onednn.end()) {
+      f << absl::StrFormat("<line x1='%f' y1='%f' x2='%f' y2='%f' stroke='gray' stroke-dasharray='4'/>\n", X(0),
+                           Y(dn->second), X(xmax), Y(dn->second));
+      f << absl::StrFormat("<text x='%f' y='%f' fill='gray'>oneDNN %.0f</text>\n", X(0) + 5, Y(dn->second) - 4,
+                           dn->second);
+    }
+  }
+  f << "</svg>\n";
+}
+
+}  // namespace
+
+int RunSearchBench(const std::vector<std::string>& args) {
+  std::vector<int> budgets = {64, 128, 256, 512};
+  int seeds = 3, threads = 1;
+  std::string only, json_path, svg_path;
+  for (size_t i = 0; i < args.size(); ++i) {
+    auto value = [&]() { return i + 1 < args.size() ? args[++i] : std::string(); };
+    if (args[i] == "--budgets") budgets = ParseList(value());
+    else if (args[i] == "--seeds") seeds = std::max(1, std::atoi(value().c_str()));
+    else if (args[i] == "--threads") threads = std::max(1, std::atoi(value().c_str()));
+    else if (args[i] == "--only") only = value();
+    else if (args[i] == "--json") json_path = value();
+    else if (args[i] == "--svg") svg_path = value();
+    else {
+      std::fprintf(stderr, "tunefarm-bench search: unknown argument %s\n", args[i].c_str());
+      return 2;
+    }
+  }
+  if (budgets.empty()) return 2;
+  std::sort(budgets.begin(), budgets.end());
+  const int max_trials = budgets.back();
+  ir::Target target = codegen::HostTarget();
+  std::printf("target: %s   threads: %d   budgets: %s   seeds: %d\n", target.ToString().c_str(), threads,
+              absl::StrJoin(budgets, ",").c_str(), seeds);
+  std::vector<Run> runs;
+  std::map<std::string, double> onednn;
+  std::vector<std::string> rows;
+  for (const Anchor& a : kAnchors) {
+    if (!only.empty() && std::string(a.name).find(only) == std::string::npos) continue;
+    v1::Workload w = *ir::ParseWorkloadSpec(a.spec);
+    search::Task task = *search::Task::Make(w, target, a.name);
+    std::vector<Run*> mine;
+    double default_g = NAN;
+    {
+      search::LocalMeasureOptions mo;
+      mo.threads = threads;
+      search::LocalMeasurer measurer(mo);
+      auto r = measurer.Measure(task, {ir::DefaultSchedule(task.dag, target)});
+      if (r[0].status == search::MeasureResult::Status::kOk) default_g = task.flops / r[0].seconds * 1e-9;
+      std::printf("%-22s default schedule: %.1f GFLOP/s\n", a.name, default_g);
+    }
+    for (search::Strategy strategy : {search::Strategy::kRandom, search::Strategy::kEvolutionary}) {
+      for (int seed = 0; seed < seeds; ++seed) {
+        search::LocalMeasureOptions mo;
+        mo.threads = threads;
+        search::LocalMeasurer measurer(mo);
+        search::TuneOptions o;
+        o.strategy = strategy;
+        o.max_trials = max_trials;
+        o.seed = 1000 + seed;
+        // The default schedule is not a trial here: the strategies are
+        // compared on what they find themselves (it is timed separately).
+        o.measure_default = false;
+        search::Tuner tuner({task}, &measurer, o);
+        Run run{a.name, search::StrategyName(strategy), uint64_t(seed), {}, 0, {}};
+        double best = 0;
+        auto t0 = std::chrono::steady_clock::now();
+        absl::Status s = tuner.Run([&](const search::Trial& t) {
+          if (t.result.status == search::MeasureResult::Status::kOk) {
+            best = std::max(best, task.flops / t.result.seconds * 1e-9);
+          }
+          run.best_so_far.push_back(best);
+        });
+        run.minutes = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / 60;
+        if (!s.ok()) std::printf("%s %s seed %d: %s\n", a.name, run.strategy.c_str(), seed, s.ToString().c_str());
+        run.measured = tuner.measured();
+        std::printf("%-22s %-12s seed %d: best %.1f GFLOP/s after %zu trials, %.1f trials/min\n", a.name,
+                    run.strategy.c_str(), seed, best, run.best_so_far.size(),
+                    double(run.best_so_far.size()) / std::max(1e-9, run.minutes));
+        std::fflush(stdout);
+        runs.push_back(std::move(run));
+      }
+    }
+    for (Run& r : runs) {
+      if (r.workload == a.name) mine.push_back(&r);
+    }
+    // oneDNN on the same workload, after tuning (no threads of its own during our runs).
+    std::vector<std::vector<float>> inputs;
+    std::mt19937_64 rng(7);
+    std::uniform_real_distribution<float> d(-1, 1);
+    for (size_t i = 0; i + 1 < task.dag.args.size(); ++i) {
+      std::vector<float> v(task.dag.NumElements(task.dag.args[i]));
+      for (float& x : v) x = d(rng);
+      inputs.push_back(std::move(v));
+    }
+    std::optional<ReferenceRun> dnn = RunOneDnn(w, inputs, threads);
+    if (!dnn) dnn = RunOpenBlas(w, inputs, threads);
+    double dnn_g = dnn ? task.flops / dnn->seconds * 1e-9 : NAN;
+    onednn[a.name] = dnn_g;
+    double top = 0;
+    for (Run* r : mine) top = std::max(top, r->best_so_far.empty() ? 0 : r->best_so_far.back());
+    std::printf("\n%-22s %-12s %4s %6s %9s %9s %7s\n", "workload", "strategy", "seed", "trials", "best", "to_90%",
+                "/oneDNN");
+    for (Run* r : mine) {
+      int to90 = -1;
+      for (size_t i = 0; i < r->best_so_far.size(); ++i) {
+        if (r->best_so_far[i] >= 0.9 * top) {
+          to90 = int(i) + 1;
+          break;
+        }
+      }
+      for (int b : budgets) {
+        double best = r->best_so_far.empty() ? 0 : r->best_so_far[std::min<size_t>(b, r->best_so_far.size()) - 1];
+        int to90_b = to90 > 0 && to90 <= b ? to90 : -1;
+        std::printf("%-22s %-12s %4llu %6d %9.1f %9s %7s\n", a.name, r->strategy.c_str(),
+                    static_cast<unsigned long long>(r->seed), b, best,
+                    to90_b > 0 ? std::to_string(to90_b).c_str() : "-", Num(best / dnn_g).c_str());
+        rows.push_back(absl::StrCat("{\"workload\": \"", a.name, "\", \"strategy\": \"", r->strategy,
+                                    "\", \"trials\": ", b, ", \"seed\": ", r->seed, ", \"threads\": ", threads,
+                                    ", \"best_gflops\": ", Num(best), ", \"trials_to_90pct\": ",
+                                    to90_b > 0 ? std::to_string(to90_b) : "null", ", \"onednn_gflops\": ",
+                                    Num(dnn_g), ", \"default_gflops\": ", Num(default_g),
+                                    ", \"trials_per_minute\": ",
+                                    Num(double(r->best_so_far.size()) / std::max(1e-9, r->minutes)), "}"));
+      }
+    }
+    // The cost model's quality per objective: train on 70% of this
+    // workload's measured programs (all runs), test on the rest.
+    std::vector<const search::Tuner::MeasuredProgram*> all;
+    for (Run* r : mine) {
+      for (const auto& m : r->measured) all.push_back(&m);
+    }
+    std::shuffle(all.begin(), all.end(), std::mt19937_64(11));
+    double best_s = INFINITY;
+    for (const auto* m : all) {
+      if (m->seconds > 0) best_s = std::min(best_s, m->seconds);
+    }
+    size_t cut = all.size() * 7 / 10;
+    std::vector<cost_model::Sample> train, test;
+    for (size_t i = 0; i < all.size(); ++i) {
+      float label = all[i]->seconds > 0 ? float(best_s / all[i]->seconds) : 0.0f;
+      (i < cut ? train : test).push_back({&all[i]->features, label, 0});
+    }
+    for (auto obj : {cost_model::Objective::kPackSum, cost_model::Objective::kPairwiseRank,
+                     cost_model::Objective::kRegression}) {
+      cost_model::CostModel model(obj);
+      if (train.empty() || test.empty() || !model.Train(train).ok()) continue;
+      std::vector<const cost_model::ProgramFeatures*> ps;
+      for (const auto& s : test) ps.push_back(s.features);
+      auto t0 = std::chrono::steady_clock::now();
+      auto scores = model.Predict(ps);
+      double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (!scores.ok()) continue;
+      cost_model::ModelQuality q = cost_model::EvaluateModel(*scores, test, 10);
+      std::printf("model %-10s on %-22s train %zu test %zu: pairwise accuracy %.3f, recall@10 %.2f, %.0f predictions/s\n",
+                  cost_model::ObjectiveName(obj), a.name, train.size(), test.size(), q.pairwise_accuracy,
+                  q.recall_at_k, double(ps.size()) / std::max(1e-9, secs));
+    }
+    std::printf("\n");
+    std::fflush(stdout);
+  }
+  if (!json_path.empty()) {
+    std::ofstream f(json_path);
+    f << "{\"target\": \"" << target.ToString() << "\", \"rows\": [\n";
+    for (size_t i = 0; i < rows.size(); ++i) f << "  " << rows[i] << (i + 1 < rows.size() ? ",\n" : "\n");
+    f << "]}\n";
+  }
+  if (!svg_path.empty()) WriteSvg(svg_path, runs, onednn);
+  return 0;
+}
+
+}  // namespace tunefarm::bench

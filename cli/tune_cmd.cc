@@ -1,0 +1,218 @@
+#include "cli/tune_cmd.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <map>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "compiler/codegen/llvm_target.h"
+#include "compiler/ir/workload.h"
+#include "compiler/ir/workload_spec.h"
+#include "server/search/local_measurer.h"
+#include "server/search/tuner.h"
+#include "server/tuning_log.h"
+
+namespace tunefarm::cli {
+namespace {
+
+namespace v1 = ::tunefarm::v1;
+
+constexpr const char* kHelp = R"(usage: tunefarm tune --workload SPEC [--target T|host] [--trials N] [--seconds S]
+                     [--strategy evolutionary|random] [--threads N] [--batch N] [--seed N]
+                     [--db FILE] [--save-model FILE]
+
+Tunes one workload on this machine: schedules are compiled here, run in a
+child process, checked against a reference on random inputs and timed. Every
+result is stored in the log database (default tunefarm.db) as it arrives.
+Records already in the database for this workload and target are never
+measured again, and every record for the target trains the cost model from
+the start (warm start).
+
+  --trials    measurements, the default schedule included (default 64)
+  --seconds   wall-time budget (default: none)
+  --strategy  evolutionary (default: cost-model guided) or random
+  --threads   kernel threads (default 1)
+  --save-model  write the final cost model to FILE
+)";
+
+int Fail(std::ostream& err, int code, const std::string& msg) {
+  std::string one_line = msg;
+  std::replace(one_line.begin(), one_line.end(), '\n', ' ');
+  err << "tunefarm: error: " << one_line << "\n";
+  return code;
+}
+
+v1::MeasureStatus ToProto(search::MeasureResult::Status s) {
+  switch (s) {
+    case search::MeasureResult::Status::kOk: return v1::MEASURE_STATUS_OK;
+    case search::MeasureResult::Status::kBuildError: return v1::MEASURE_STATUS_COMPILE_ERROR;
+    case search::MeasureResult::Status::kWrongResult: return v1::MEASURE_STATUS_WRONG_RESULT;
+    case search::MeasureResult::Status::kRuntimeError: return v1::MEASURE_STATUS_RUNTIME_ERROR;
+    case search::MeasureResult::Status::kTimeout: return v1::MEASURE_STATUS_TIMEOUT;
+  }
+  return v1::MEASURE_STATUS_UNSPECIFIED;
+}
+
+search::MeasureResult FromRecord(const v1::Record& r) {
+  search::MeasureResult m;
+  if (r.status() == v1::MEASURE_STATUS_OK && r.costs_sec_size() > 0) {
+    std::vector<double> c(r.costs_sec().begin(), r.costs_sec().end());
+    std::sort(c.begin(), c.end());
+    m.seconds = c[c.size() / 2];
+  } else {
+    m.status = search::MeasureResult::Status::kRuntimeError;  // any failure: not a parent
+    m.error = r.error();
+  }
+  return m;
+}
+
+}  // namespace
+
+int RunTune(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  std::map<std::string, std::string> flags = {{"target", "host"}, {"trials", "64"}, {"strategy", "evolutionary"},
+                                              {"threads", "1"}, {"batch", "16"}, {"seed", "1"},
+                                              {"db", "tunefarm.db"}, {"seconds", "0"}};
+  static const char* kKnown[] = {"workload", "target", "trials", "seconds", "strategy", "threads",
+                                 "batch", "seed", "db", "save-model"};
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--help" || a == "-h") {
+      out << kHelp;
+      return 0;
+    }
+    if (a.rfind("--", 0) != 0) return Fail(err, 2, absl::StrCat("tune: unexpected argument '", a, "'"));
+    std::string name = a.substr(2), value;
+    size_t eq = name.find('=');
+    if (eq != std::string::npos) {
+      value = name.substr(eq + 1);
+      name = name.substr(0, eq);
+    } else {
+      if (i + 1 >= args.size()) return Fail(err, 2, absl::StrCat(a, " needs a value"));
+      value = args[++i];
+    }
+    if (std::find(std::begin(kKnown), std::end(kKnown), name) == std::end(kKnown)) {
+      return Fail(err, 2, absl::StrCat("tune: unknown flag --", name, " (see --help)"));
+    }
+    flags[name] = value;
+  }
+  if (!flags.count("workload")) return Fail(err, 2, "tune needs --workload");
+  auto workload = ir::ParseWorkloadSpec(flags["workload"]);
+  if (!workload.ok()) return Fail(err, 2, std::string(workload.status().message()));
+  ir::Target target;
+  if (flags["target"] == "host") {
+    target = codegen::HostTarget();
+  } else {
+    auto t = ir::Target::Parse(flags["target"]);
+    if (!t.ok()) return Fail(err, 2, std::string(t.status().message()));
+    target = *t;
+  }
+  if (target.is_gpu()) return Fail(err, 1, "tuning CUDA targets is not built yet");
+  if (target.arch() != codegen::HostTarget().arch()) {
+    return Fail(err, 1, absl::StrCat("tune runs kernels on this machine (", codegen::HostTarget().arch(),
+                                     "); ", target.arch(), " needs a device agent"));
+  }
+  if (absl::Status s = codegen::CheckLLVMTarget(target); !s.ok()) return Fail(err, 2, std::string(s.message()));
+  int64_t trials = 0, threads = 0, batch = 0, seed = 0;
+  double seconds = 0;
+  if (!absl::SimpleAtoi(flags["trials"], &trials) || trials < 1) return Fail(err, 2, "--trials needs a positive number");
+  if (!absl::SimpleAtoi(flags["threads"], &threads) || threads < 1) return Fail(err, 2, "--threads needs a positive number");
+  if (!absl::SimpleAtoi(flags["batch"], &batch) || batch < 1) return Fail(err, 2, "--batch needs a positive number");
+  if (!absl::SimpleAtoi(flags["seed"], &seed)) return Fail(err, 2, "--seed needs a number");
+  if (!absl::SimpleAtod(flags["seconds"], &seconds) || seconds < 0) return Fail(err, 2, "--seconds needs a number of seconds");
+  auto strategy = search::ParseStrategy(flags["strategy"]);
+  if (!strategy.ok()) return Fail(err, 2, std::string(strategy.status().message()));
+
+  auto task = search::Task::Make(*workload, target, flags["workload"]);
+  if (!task.ok()) return Fail(err, 1, std::string(task.status().message()));
+  server::TuningLog::Options lo;
+  lo.path = flags["db"];
+  auto log = server::TuningLog::Open(lo);
+  if (!log.ok()) return Fail(err, 1, std::string(log.status().message()));
+
+  search::LocalMeasureOptions mo;
+  mo.threads = int(threads);
+  search::LocalMeasurer measurer(mo);
+  search::TuneOptions o;
+  o.strategy = *strategy;
+  o.max_trials = int(trials);
+  o.max_seconds = seconds;
+  o.batch = int(batch);
+  o.seed = uint64_t(seed);
+  search::Tuner tuner({*task}, &measurer, o);
+
+  // Warm start: this workload's records are history; the target's others train the model.
+  const std::string spec = target.ToString();
+  std::map<std::string, search::Task> others;
+  int64_t prior = 0, transfer = 0;
+  server::TuningLog::RecordQuery q;
+  q.target_spec = spec;
+  q.limit = 1000;
+  for (;;) {
+    auto page = (*log)->ListRecords(q);
+    if (!page.ok()) return Fail(err, 1, std::string(page.status().message()));
+    for (const v1::Record& r : *page) {
+      if (r.workload_key() == task->key) {
+        tuner.AddHistory(0, r.schedule(), FromRecord(r));
+        ++prior;
+      } else if (r.status() == v1::MEASURE_STATUS_OK) {
+        auto it = others.find(r.workload_key());
+        if (it == others.end()) {
+          auto t = search::Task::Make(r.workload(), target);
+          if (!t.ok()) continue;
+          it = others.emplace(r.workload_key(), *std::move(t)).first;
+        }
+        search::MeasureResult m = FromRecord(r);
+        tuner.AddTransferRecord(it->second, r.schedule(), m.seconds);
+        ++transfer;
+      }
+    }
+    if (int(page->size()) < q.limit) break;
+    q.after_record_id = page->back().record_id();
+  }
+  out << absl::StrFormat("tuning %s on %s: %d trials, %s; %d earlier records of this workload, %d of others\n",
+                         flags["workload"], spec, trials, search::StrategyName(*strategy), prior, transfer);
+  v1::Fingerprint fp;
+  fp.set_compiler(absl::StrCat("tunefarm ", TUNEFARM_VERSION, " LLVM ", codegen::LLVMVersion()));
+  absl::Status store_error;
+  double best = 0;
+  absl::Status s = tuner.Run([&](const search::Trial& t) {
+    v1::Record r;
+    *r.mutable_workload() = task->workload;
+    r.mutable_target()->set_spec(spec);
+    *r.mutable_schedule() = t.schedule;
+    r.set_status(ToProto(t.result.status));
+    if (t.result.status == search::MeasureResult::Status::kOk) {
+      r.add_costs_sec(t.result.seconds);
+      best = std::max(best, task->flops / t.result.seconds * 1e-9);
+    }
+    r.set_error(t.result.error);
+    r.set_build_sec(t.result.compile_ms * 1e-3);
+    r.set_device_key("local");
+    *r.mutable_fingerprint() = fp;
+    auto c = (*log)->CommitRecords({r});
+    if (!c.ok() && store_error.ok()) store_error = c.status();
+    if ((t.index + 1) % o.batch == 0 || t.index + 1 == o.max_trials) {
+      out << absl::StrFormat("  trial %d  best %.1f GFLOP/s  (%.0f s)\n", t.index + 1, best, t.elapsed_s);
+      out.flush();
+    }
+  });
+  if (!store_error.ok()) return Fail(err, 1, absl::StrCat("storing records: ", store_error.message()));
+  if (!s.ok()) return Fail(err, 1, std::string(s.message()));
+  const search::TaskHistory& h = tuner.history(0);
+  if (h.ok.empty()) return Fail(err, 1, "no candidate ran successfully");
+  double def = tuner.default_seconds(0);
+  out << absl::StrFormat("best %.1f GFLOP/s (%.3f ms)", task->flops / h.best_seconds() * 1e-9, h.best_seconds() * 1e3);
+  if (def > 0) out << absl::StrFormat(", default schedule %.1f GFLOP/s: %.2fx", task->flops / def * 1e-9, def / h.best_seconds());
+  out << "\n";
+  if (flags.count("save-model")) {
+    auto bytes = tuner.model().Serialize();
+    std::ofstream f(flags["save-model"], std::ios::binary);
+    if (!bytes.ok() || !(f << *bytes)) return Fail(err, 1, absl::StrCat("cannot write ", flags["save-model"]));
+  }
+  return 0;
+}
+
+}  // namespace tunefarm::cli
