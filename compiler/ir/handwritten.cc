@@ -12,6 +12,14 @@ namespace {
 namespace v1 = ::tunefarm::v1;
 
 // The convolution stage: the first reduction whose body reads a constant.
+bool Mentions(const Expr& e, const ExprNode* var) {
+  if (e.get() == var) return true;
+  for (const Expr& a : e->args) {
+    if (Mentions(a, var)) return true;
+  }
+  return false;
+}
+
 int ConvStage(const ComputeDAG& dag) {
   for (size_t i = 0; i < dag.stages.size(); ++i) {
     const Stage& s = dag.stages[i];
@@ -21,7 +29,15 @@ int ConvStage(const ComputeDAG& dag) {
     VisitLoads(s.body, [&](const ExprNode& n) {
       weight |= dag.tensors[n.tensor].is_constant && n.args.size() == 4 && n.args[0].same_as(s.axes[1].var);
     });
-    if (weight) return int(i);
+    // The input must not depend on the output channel (grouped and depthwise
+    // convolutions do): the schedule broadcasts one input element to a
+    // vector of output channels.
+    bool input_per_channel = false;
+    VisitLoads(s.body, [&](const ExprNode& n) {
+      if (dag.tensors[n.tensor].is_constant) return;
+      for (const Expr& a : n.args) input_per_channel |= Mentions(a, s.axes[1].var.get());
+    });
+    if (weight && !input_per_channel) return int(i);
   }
   return -1;
 }

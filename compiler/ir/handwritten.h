@@ -40,7 +40,8 @@ struct ConvTile {
 ConvTile PickConvTile(const ComputeDAG& dag, const Target& target);
 
 // The schedule above for a conv2d_nchw DAG (padding, convolution, optional
-// epilogue); an error if the DAG is not one.
+// epilogue); an error if the DAG is not one, or if its input depends on the
+// output channel (grouped, depthwise).
 absl::StatusOr<::tunefarm::v1::Schedule> HandwrittenConv2dSchedule(const ComputeDAG& dag,
                                                                    const Target& target,
                                                                    const ConvTile& tile);

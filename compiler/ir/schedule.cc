@@ -805,15 +805,23 @@ class Lowerer {
       const LoopIter& it = st.iters[t];
       if (it.reduce) continue;
       LocalLayout::Dim dim{int(t), -1, 0, false, it.extent};
-      for (size_t d = 0; d < forms.size(); ++d) {
-        int64_t c = forms[d].CoeffOf(it.var.get());
-        if (c > 0) dim.axis = int(d), dim.coef = c;
+      // A loop of one iteration (a split by 1) shares its coefficient with
+      // the next loop out; it is always 0 and takes no part in the radix.
+      if (it.extent > 1) {
+        for (size_t d = 0; d < forms.size(); ++d) {
+          int64_t c = forms[d].CoeffOf(it.var.get());
+          if (c > 0) dim.axis = int(d), dim.coef = c;
+        }
       }
       if (dim.axis >= 0) {
         int64_t ext = region.extent[dim.axis];
         dim.extent = std::min(it.extent, (ext + dim.coef - 1) / dim.coef);
         int64_t largest = 0;
-        for (const auto& term : forms[dim.axis].terms) largest = std::max(largest, term.second);
+        for (const auto& [atom, coef] : forms[dim.axis].terms) {
+          for (const LoopIter& other : st.iters) {
+            if (other.var.same_as(atom) && other.extent > 1) largest = std::max(largest, coef);
+          }
+        }
         dim.outermost = dim.coef == largest;
       }
       layout.dims.push_back(dim);

@@ -66,6 +66,25 @@ TEST(Primitives, CacheWriteAndComputeAtMatchReference) {
   }
 }
 
+TEST(Primitives, ComputeAtRegionSpanningSeveralTilesWithUnitSplits) {
+  // The local stage splits i by 1 (a loop of one iteration that shares its
+  // coefficient with i.o) and is computed at the consumer's outer row block
+  // of 4 rows: the buffer's coordinates must come from the loops that
+  // iterate, not from the unit loop.
+  const char* sched = R"pb(
+    steps { cache_write { stage: 0 scope: MEMORY_SCOPE_LOCAL } }
+    steps { split { stage: 1 iter: 0 lengths: 4 } }
+    steps { split { stage: 0 iter: 0 lengths: 1 } }
+    steps { split { stage: 0 iter: 2 lengths: [1, 8] } }
+    steps { compute_at { stage: 0 target_stage: 1 target_iter: 0 } }
+  )pb";
+  for (const char* spec : {"matmul(M=16,N=16,K=5)", "matmul(M=14,N=19,K=3)"}) {
+    v1::Schedule s = Parse(sched);
+    auto check = testing::CheckKernel(*ir::ParseWorkloadSpec(spec), &s, codegen::HostTarget(), 21);
+    ASSERT_TRUE(check.ok()) << spec << ": " << check.status() << "\n" << LoweredText(spec, s);
+  }
+}
+
 TEST(Primitives, ComputeAtFusesTheConvolutionIntoItsEpilogue) {
   // Stages: 0 padding, 1 convolution, 2 bias+relu. The convolution runs per
   // (k, y) row of the epilogue into a row-sized buffer.
