@@ -122,7 +122,7 @@ ConvTile PickConvTile(const ComputeDAG& dag, const Target& target) {
 absl::StatusOr<v1::Schedule> HandwrittenConv2dSchedule(const ComputeDAG& dag, const Target& target,
                                                        const ConvTile& tile) {
   int conv = ConvStage(dag);
-  if (conv < 0) return absl::InvalidArgumentError("not a 2-d convolution");
+  if (conv < 0) return absl::InvalidArgumentError("not a dense NCHW convolution (grouped and depthwise ones are not covered)");
   int64_t lanes = target.float_lanes();
   if (tile.channels <= 0 || tile.channels % lanes != 0 || tile.rows <= 0 || tile.cols <= 0) {
     return absl::InvalidArgumentError(absl::StrCat("tile channels must be a positive multiple of ",

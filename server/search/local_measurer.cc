@@ -169,8 +169,11 @@ MeasureResult LocalMeasurer::RunChild(const Task& task, const TaskData& data, co
         (*lib)->Run(ptrs.data(), pool);
         double once = std::max(1e-7, Now() - t0);
         int64_t inner = std::max<int64_t>(1, int64_t(options_.min_repeat_ms * 1e-3 / options_.repeats / once));
+        // A slow candidate is timed fewer times: it will not be the best, and
+        // a search must not spend its minutes on it.
+        int repeats = std::max(1, std::min(options_.repeats, int(options_.max_timing_s / once)));
         std::vector<double> times;
-        for (int r = 0; r < options_.repeats; ++r) {
+        for (int r = 0; r < repeats; ++r) {
           double s = Now();
           for (int64_t k = 0; k < inner; ++k) (*lib)->Run(ptrs.data(), pool);
           times.push_back((Now() - s) / double(inner));

@@ -21,6 +21,7 @@ struct LocalMeasureOptions {
   int compile_threads = 2;
   double min_repeat_ms = 20;   // time repeats until this much has run
   int repeats = 5;             // median of this many timings
+  double max_timing_s = 0.5;   // fewer repeats for kernels slower than this / repeats
   double timeout_s = 10;       // per candidate, run and check included
   double tolerance = 1e-3;     // relative to max(1, |reference|)
 };

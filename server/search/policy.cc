@@ -110,6 +110,15 @@ std::vector<v1::Schedule> SearchPolicy::Propose(const Task& task, const TaskHist
       add(ir::SampleTilingDecisions(task.dag, task.target, rng_));
     }
   }
+  // A quarter as many from the whole space (the plain-primitive sketch too):
+  // on some workloads (depthwise) the tiling sketch is not the best shape.
+  for (int k = 0; k < options_.population / 4; ++k) {
+    v1::Schedule s = ir::RandomSchedule(task.dag, task.target, rng_);
+    std::string h = ir::ScheduleHash(s);
+    if (!seen.insert(h).second) continue;
+    std::vector<int64_t> d(s.decisions().begin(), s.decisions().end());
+    all.push_back({std::move(s), std::move(d), h, 0});
+  }
   score(0);
   for (int g = 0; g < options_.generations; ++g) {
     // Survivors: the better-scored half; children: their mutations.
@@ -119,8 +128,9 @@ std::vector<v1::Schedule> SearchPolicy::Propose(const Task& task, const TaskHist
     size_t keep = std::max<size_t>(1, order.size() / 2);
     size_t before = all.size();
     for (int tries = 0; all.size() - before < keep && tries < int(keep) * 4; ++tries) {
-      const Cand& parent = all[order[rng_() % keep]];
-      add(ir::MutateTilingDecisions(task.dag, task.target, parent.decisions, rng_));
+      const std::vector<int64_t> parent = all[order[rng_() % keep]].decisions;
+      if (parent.empty()) continue;  // a plain-primitive schedule: selected, not mutated
+      add(ir::MutateTilingDecisions(task.dag, task.target, parent, rng_));
     }
     score(before);
   }
