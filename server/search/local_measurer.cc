@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "common/status_macros.h"
 #include "common/subprocess.h"
 #include "compiler/codegen/llvm_codegen.h"
@@ -27,6 +28,7 @@ namespace v1 = ::tunefarm::v1;
 using Status = MeasureResult::Status;
 
 struct LocalMeasurer::TaskData {
+  double best_seconds = 0;                 // fastest ok result so far (0: none)
   std::vector<std::vector<float>> inputs;  // original layouts
   std::vector<float> reference;
   std::string reference_source;            // "float64 interpreter" or "default schedule"
@@ -117,6 +119,10 @@ absl::StatusOr<LocalMeasurer::TaskData*> LocalMeasurer::Prepare(const Task& task
 MeasureResult LocalMeasurer::RunChild(const Task& task, const TaskData& data, const std::string& so,
                                       const ir::ComputeDAG& scheduled, float* shared_out) const {
   MeasureResult result;
+  // Once something ran, a candidate far slower than the best is cut short:
+  // it will not win, and a search must not spend its minutes on it.
+  double limit = options_.timeout_s;
+  if (data.best_seconds > 0) limit = std::min(limit, 0.25 + options_.slow_factor * data.best_seconds);
   int fds[2];
   if (pipe(fds) != 0) {
     result.status = Status::kRuntimeError;
@@ -196,7 +202,7 @@ MeasureResult LocalMeasurer::RunChild(const Task& task, const TaskData& data, co
   }
   ChildReport rep{};
   size_t got = 0;
-  double deadline = Now() + options_.timeout_s;
+  double deadline = Now() + limit;
   bool timed_out = false;
   while (got < sizeof(rep)) {
     double left = deadline - Now();
@@ -216,7 +222,9 @@ MeasureResult LocalMeasurer::RunChild(const Task& task, const TaskData& data, co
   waitpid(pid, &wstatus, 0);
   if (timed_out) {
     result.status = Status::kTimeout;
-    result.error = absl::StrCat("no result within ", options_.timeout_s, " s");
+    result.error = limit < options_.timeout_s
+                       ? absl::StrFormat("stopped after %.2f s: far slower than the best so far", limit)
+                       : absl::StrCat("no result within ", options_.timeout_s, " s");
   } else if (got < sizeof(rep)) {
     result.status = Status::kRuntimeError;
     result.error = absl::StrCat("kernel process ", DescribeWaitStatus(wstatus));
@@ -257,6 +265,10 @@ std::vector<MeasureResult> LocalMeasurer::Measure(const Task& task, const std::v
       results[i].error = std::string(built[i].artifact.status().message());
     } else {
       results[i] = RunChild(task, **data, built[i].artifact->shared_object, built[i].dag);
+      if (results[i].status == Status::kOk &&
+          ((*data)->best_seconds == 0 || results[i].seconds < (*data)->best_seconds)) {
+        (*data)->best_seconds = results[i].seconds;
+      }
     }
     results[i].compile_ms = built[i].ms;
   }
