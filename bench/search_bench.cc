@@ -62,15 +62,19 @@ std::vector<int> ParseList(const std::string& s) {
 std::string Num(double v) { return std::isnan(v) ? "null" : absl::StrFormat("%.2f", v); }
 
 // Best-so-far curves, mean over seeds per strategy, one panel per workload.
-void WriteSvg(const std::string& path, const std::vector<Run>& runs, const std::map<std::string, double>& onednn) {
+void WriteSvg(const std::string& path, const std::vector<Run>& runs,
+              const std::map<std::string, double>& onednn) {
   std::vector<std::string> names;
   for (const Run& r : runs) {
-    if (std::find(names.begin(), names.end(), r.workload) == names.end()) names.push_back(r.workload);
+    if (std::find(names.begin(), names.end(), r.workload) == names.end())
+      names.push_back(r.workload);
   }
   const int pw = 420, ph = 260, pad = 50;
   std::ofstream f(path);
-  f << absl::StrFormat("<svg xmlns='http://www.w3.org/2000/svg' width='%d' height='%d' font-family='sans-serif' font-size='11'>\n",
-                       pw * 2, ph * int((names.size() + 1) / 2));
+  f << absl::StrFormat(
+      "<svg xmlns='http://www.w3.org/2000/svg' width='%d' height='%d' font-family='sans-serif' "
+      "font-size='11'>\n",
+      pw * 2, ph * int((names.size() + 1) / 2));
   for (size_t w = 0; w < names.size(); ++w) {
     int ox = int(w % 2) * pw, oy = int(w / 2) * ph;
     double ymax = 1, xmax = 1;
@@ -93,26 +97,34 @@ void WriteSvg(const std::string& path, const std::vector<Run>& runs, const std::
     ymax *= 1.1;
     auto X = [&](double x) { return ox + pad + (pw - 2 * pad) * x / xmax; };
     auto Y = [&](double y) { return oy + ph - pad + -(ph - 2 * pad) * y / ymax; };
-    f << absl::StrFormat("<text x='%d' y='%d' font-weight='bold'>%s</text>\n", ox + pad, oy + 20, names[w]);
-    f << absl::StrFormat("<line x1='%f' y1='%f' x2='%f' y2='%f' stroke='black'/>\n", X(0), Y(0), X(xmax), Y(0));
-    f << absl::StrFormat("<line x1='%f' y1='%f' x2='%f' y2='%f' stroke='black'/>\n", X(0), Y(0), X(0), Y(ymax));
-    f << absl::StrFormat("<text x='%f' y='%f'>trials (%d)</text>\n", X(xmax) - 60, Y(0) + 25, int(xmax));
-    f << absl::StrFormat("<text x='%f' y='%f'>GFLOP/s (max %.0f)</text>\n", X(0) - 40, Y(ymax) - 5, ymax);
+    f << absl::StrFormat("<text x='%d' y='%d' font-weight='bold'>%s</text>\n", ox + pad, oy + 20,
+                         names[w]);
+    f << absl::StrFormat("<line x1='%f' y1='%f' x2='%f' y2='%f' stroke='black'/>\n", X(0), Y(0),
+                         X(xmax), Y(0));
+    f << absl::StrFormat("<line x1='%f' y1='%f' x2='%f' y2='%f' stroke='black'/>\n", X(0), Y(0),
+                         X(0), Y(ymax));
+    f << absl::StrFormat("<text x='%f' y='%f'>trials (%d)</text>\n", X(xmax) - 60, Y(0) + 25,
+                         int(xmax));
+    f << absl::StrFormat("<text x='%f' y='%f'>GFLOP/s (max %.0f)</text>\n", X(0) - 40, Y(ymax) - 5,
+                         ymax);
     const char* colors[] = {"#d62728", "#1f77b4"};
     int c = 0;
     for (auto& [s, m] : mean) {
       std::string pts;
-      for (size_t i = 0; i < m.size(); ++i) absl::StrAppend(&pts, absl::StrFormat("%.1f,%.1f ", X(i + 1), Y(m[i])));
-      f << absl::StrFormat("<polyline fill='none' stroke='%s' stroke-width='2' points='%s'/>\n", colors[c % 2], pts);
-      f << absl::StrFormat("<text x='%f' y='%f' fill='%s'>%s</text>\n", X(xmax) - 90, Y(0) - 15 - 14 * c,
-                           colors[c % 2], s);
+      for (size_t i = 0; i < m.size(); ++i)
+        absl::StrAppend(&pts, absl::StrFormat("%.1f,%.1f ", X(i + 1), Y(m[i])));
+      f << absl::StrFormat("<polyline fill='none' stroke='%s' stroke-width='2' points='%s'/>\n",
+                           colors[c % 2], pts);
+      f << absl::StrFormat("<text x='%f' y='%f' fill='%s'>%s</text>\n", X(xmax) - 90,
+                           Y(0) - 15 - 14 * c, colors[c % 2], s);
       ++c;
     }
     if (dn != onednn.end()) {
-      f << absl::StrFormat("<line x1='%f' y1='%f' x2='%f' y2='%f' stroke='gray' stroke-dasharray='4'/>\n", X(0),
-                           Y(dn->second), X(xmax), Y(dn->second));
-      f << absl::StrFormat("<text x='%f' y='%f' fill='gray'>oneDNN %.0f</text>\n", X(0) + 5, Y(dn->second) - 4,
-                           dn->second);
+      f << absl::StrFormat(
+          "<line x1='%f' y1='%f' x2='%f' y2='%f' stroke='gray' stroke-dasharray='4'/>\n", X(0),
+          Y(dn->second), X(xmax), Y(dn->second));
+      f << absl::StrFormat("<text x='%f' y='%f' fill='gray'>oneDNN %.0f</text>\n", X(0) + 5,
+                           Y(dn->second) - 4, dn->second);
     }
   }
   f << "</svg>\n";
@@ -126,12 +138,18 @@ int RunSearchBench(const std::vector<std::string>& args) {
   std::string only, json_path, svg_path;
   for (size_t i = 0; i < args.size(); ++i) {
     auto value = [&]() { return i + 1 < args.size() ? args[++i] : std::string(); };
-    if (args[i] == "--budgets") budgets = ParseList(value());
-    else if (args[i] == "--seeds") seeds = std::max(1, std::atoi(value().c_str()));
-    else if (args[i] == "--threads") threads = std::max(1, std::atoi(value().c_str()));
-    else if (args[i] == "--only") only = value();
-    else if (args[i] == "--json") json_path = value();
-    else if (args[i] == "--svg") svg_path = value();
+    if (args[i] == "--budgets")
+      budgets = ParseList(value());
+    else if (args[i] == "--seeds")
+      seeds = std::max(1, std::atoi(value().c_str()));
+    else if (args[i] == "--threads")
+      threads = std::max(1, std::atoi(value().c_str()));
+    else if (args[i] == "--only")
+      only = value();
+    else if (args[i] == "--json")
+      json_path = value();
+    else if (args[i] == "--svg")
+      svg_path = value();
     else {
       std::fprintf(stderr, "tunefarm-bench search: unknown argument %s\n", args[i].c_str());
       return 2;
@@ -141,8 +159,8 @@ int RunSearchBench(const std::vector<std::string>& args) {
   std::sort(budgets.begin(), budgets.end());
   const int max_trials = budgets.back();
   ir::Target target = codegen::HostTarget();
-  std::printf("target: %s   threads: %d   budgets: %s   seeds: %d\n", target.ToString().c_str(), threads,
-              absl::StrJoin(budgets, ",").c_str(), seeds);
+  std::printf("target: %s   threads: %d   budgets: %s   seeds: %d\n", target.ToString().c_str(),
+              threads, absl::StrJoin(budgets, ",").c_str(), seeds);
   std::vector<Run> runs;
   std::map<std::string, double> onednn;
   std::vector<std::string> rows;
@@ -157,7 +175,8 @@ int RunSearchBench(const std::vector<std::string>& args) {
       mo.threads = threads;
       search::LocalMeasurer measurer(mo);
       auto r = measurer.Measure(task, {ir::DefaultSchedule(task.dag, target)});
-      if (r[0].status == search::MeasureResult::Status::kOk) default_g = task.flops / r[0].seconds * 1e-9;
+      if (r[0].status == search::MeasureResult::Status::kOk)
+        default_g = task.flops / r[0].seconds * 1e-9;
       std::printf("%-22s default schedule: %.1f GFLOP/s\n", a.name, default_g);
     }
     for (search::Strategy strategy : {search::Strategy::kRandom, search::Strategy::kEvolutionary}) {
@@ -182,11 +201,14 @@ int RunSearchBench(const std::vector<std::string>& args) {
           }
           run.best_so_far.push_back(best);
         });
-        run.minutes = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / 60;
-        if (!s.ok()) std::printf("%s %s seed %d: %s\n", a.name, run.strategy.c_str(), seed, s.ToString().c_str());
+        run.minutes =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / 60;
+        if (!s.ok())
+          std::printf("%s %s seed %d: %s\n", a.name, run.strategy.c_str(), seed,
+                      s.ToString().c_str());
         run.measured = tuner.measured();
-        std::printf("%-22s %-12s seed %d: best %.1f GFLOP/s after %zu trials, %.1f trials/min\n", a.name,
-                    run.strategy.c_str(), seed, best, run.best_so_far.size(),
+        std::printf("%-22s %-12s seed %d: best %.1f GFLOP/s after %zu trials, %.1f trials/min\n",
+                    a.name, run.strategy.c_str(), seed, best, run.best_so_far.size(),
                     double(run.best_so_far.size()) / std::max(1e-9, run.minutes));
         std::fflush(stdout);
         runs.push_back(std::move(run));
@@ -210,8 +232,8 @@ int RunSearchBench(const std::vector<std::string>& args) {
     onednn[a.name] = dnn_g;
     double top = 0;
     for (Run* r : mine) top = std::max(top, r->best_so_far.empty() ? 0 : r->best_so_far.back());
-    std::printf("\n%-22s %-12s %4s %6s %9s %9s %7s\n", "workload", "strategy", "seed", "trials", "best", "to_90%",
-                "/oneDNN");
+    std::printf("\n%-22s %-12s %4s %6s %9s %9s %7s\n", "workload", "strategy", "seed", "trials",
+                "best", "to_90%", "/oneDNN");
     for (Run* r : mine) {
       int to90 = -1;
       for (size_t i = 0; i < r->best_so_far.size(); ++i) {
@@ -221,18 +243,20 @@ int RunSearchBench(const std::vector<std::string>& args) {
         }
       }
       for (int b : budgets) {
-        double best = r->best_so_far.empty() ? 0 : r->best_so_far[std::min<size_t>(b, r->best_so_far.size()) - 1];
+        double best = r->best_so_far.empty()
+                          ? 0
+                          : r->best_so_far[std::min<size_t>(b, r->best_so_far.size()) - 1];
         int to90_b = to90 > 0 && to90 <= b ? to90 : -1;
         std::printf("%-22s %-12s %4llu %6d %9.1f %9s %7s\n", a.name, r->strategy.c_str(),
                     static_cast<unsigned long long>(r->seed), b, best,
                     to90_b > 0 ? std::to_string(to90_b).c_str() : "-", Num(best / dnn_g).c_str());
-        rows.push_back(absl::StrCat("{\"workload\": \"", a.name, "\", \"strategy\": \"", r->strategy,
-                                    "\", \"trials\": ", b, ", \"seed\": ", r->seed, ", \"threads\": ", threads,
-                                    ", \"best_gflops\": ", Num(best), ", \"trials_to_90pct\": ",
-                                    to90_b > 0 ? std::to_string(to90_b) : "null", ", \"onednn_gflops\": ",
-                                    Num(dnn_g), ", \"default_gflops\": ", Num(default_g),
-                                    ", \"trials_per_minute\": ",
-                                    Num(double(r->best_so_far.size()) / std::max(1e-9, r->minutes)), "}"));
+        rows.push_back(absl::StrCat(
+            "{\"workload\": \"", a.name, "\", \"strategy\": \"", r->strategy, "\", \"trials\": ", b,
+            ", \"seed\": ", r->seed, ", \"threads\": ", threads, ", \"best_gflops\": ", Num(best),
+            ", \"trials_to_90pct\": ", to90_b > 0 ? std::to_string(to90_b) : "null",
+            ", \"onednn_gflops\": ", Num(dnn_g), ", \"default_gflops\": ", Num(default_g),
+            ", \"trials_per_minute\": ",
+            Num(double(r->best_so_far.size()) / std::max(1e-9, r->minutes)), "}"));
       }
     }
     // The cost model's quality per objective: train on 70% of this
@@ -263,9 +287,11 @@ int RunSearchBench(const std::vector<std::string>& args) {
       double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       if (!scores.ok()) continue;
       cost_model::ModelQuality q = cost_model::EvaluateModel(*scores, test, 10);
-      std::printf("model %-10s on %-22s train %zu test %zu: pairwise accuracy %.3f, recall@10 %.2f, %.0f predictions/s\n",
-                  cost_model::ObjectiveName(obj), a.name, train.size(), test.size(), q.pairwise_accuracy,
-                  q.recall_at_k, double(ps.size()) / std::max(1e-9, secs));
+      std::printf(
+          "model %-10s on %-22s train %zu test %zu: pairwise accuracy %.3f, recall@10 %.2f, %.0f "
+          "predictions/s\n",
+          cost_model::ObjectiveName(obj), a.name, train.size(), test.size(), q.pairwise_accuracy,
+          q.recall_at_k, double(ps.size()) / std::max(1e-9, secs));
     }
     std::printf("\n");
     std::fflush(stdout);
@@ -273,7 +299,8 @@ int RunSearchBench(const std::vector<std::string>& args) {
   if (!json_path.empty()) {
     std::ofstream f(json_path);
     f << "{\"target\": \"" << target.ToString() << "\", \"rows\": [\n";
-    for (size_t i = 0; i < rows.size(); ++i) f << "  " << rows[i] << (i + 1 < rows.size() ? ",\n" : "\n");
+    for (size_t i = 0; i < rows.size(); ++i)
+      f << "  " << rows[i] << (i + 1 < rows.size() ? ",\n" : "\n");
     f << "]}\n";
   }
   if (!svg_path.empty()) WriteSvg(svg_path, runs, onednn);

@@ -20,7 +20,8 @@ namespace {
 
 namespace v1 = ::tunefarm::v1;
 
-constexpr const char* kHelp = R"(usage: tunefarm tune --workload SPEC [--target T|host] [--trials N] [--seconds S]
+constexpr const char* kHelp =
+    R"(usage: tunefarm tune --workload SPEC [--target T|host] [--trials N] [--seconds S]
                      [--strategy evolutionary|random] [--threads N] [--batch N] [--seed N]
                      [--db FILE] [--save-model FILE]
 
@@ -47,11 +48,16 @@ int Fail(std::ostream& err, int code, const std::string& msg) {
 
 v1::MeasureStatus ToProto(search::MeasureResult::Status s) {
   switch (s) {
-    case search::MeasureResult::Status::kOk: return v1::MEASURE_STATUS_OK;
-    case search::MeasureResult::Status::kBuildError: return v1::MEASURE_STATUS_COMPILE_ERROR;
-    case search::MeasureResult::Status::kWrongResult: return v1::MEASURE_STATUS_WRONG_RESULT;
-    case search::MeasureResult::Status::kRuntimeError: return v1::MEASURE_STATUS_RUNTIME_ERROR;
-    case search::MeasureResult::Status::kTimeout: return v1::MEASURE_STATUS_TIMEOUT;
+    case search::MeasureResult::Status::kOk:
+      return v1::MEASURE_STATUS_OK;
+    case search::MeasureResult::Status::kBuildError:
+      return v1::MEASURE_STATUS_COMPILE_ERROR;
+    case search::MeasureResult::Status::kWrongResult:
+      return v1::MEASURE_STATUS_WRONG_RESULT;
+    case search::MeasureResult::Status::kRuntimeError:
+      return v1::MEASURE_STATUS_RUNTIME_ERROR;
+    case search::MeasureResult::Status::kTimeout:
+      return v1::MEASURE_STATUS_TIMEOUT;
   }
   return v1::MEASURE_STATUS_UNSPECIFIED;
 }
@@ -72,18 +78,19 @@ search::MeasureResult FromRecord(const v1::Record& r) {
 }  // namespace
 
 int RunTune(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
-  std::map<std::string, std::string> flags = {{"target", "host"}, {"trials", "64"}, {"strategy", "evolutionary"},
-                                              {"threads", "1"}, {"batch", "16"}, {"seed", "1"},
-                                              {"db", "tunefarm.db"}, {"seconds", "0"}};
-  static const char* kKnown[] = {"workload", "target", "trials", "seconds", "strategy", "threads",
-                                 "batch", "seed", "db", "save-model"};
+  std::map<std::string, std::string> flags = {
+      {"target", "host"}, {"trials", "64"}, {"strategy", "evolutionary"}, {"threads", "1"},
+      {"batch", "16"},    {"seed", "1"},    {"db", "tunefarm.db"},        {"seconds", "0"}};
+  static const char* kKnown[] = {"workload", "target", "trials", "seconds", "strategy",
+                                 "threads",  "batch",  "seed",   "db",      "save-model"};
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     if (a == "--help" || a == "-h") {
       out << kHelp;
       return 0;
     }
-    if (a.rfind("--", 0) != 0) return Fail(err, 2, absl::StrCat("tune: unexpected argument '", a, "'"));
+    if (a.rfind("--", 0) != 0)
+      return Fail(err, 2, absl::StrCat("tune: unexpected argument '", a, "'"));
     std::string name = a.substr(2), value;
     size_t eq = name.find('=');
     if (eq != std::string::npos) {
@@ -111,17 +118,23 @@ int RunTune(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   }
   if (target.is_gpu()) return Fail(err, 1, "tuning CUDA targets is not built yet");
   if (target.arch() != codegen::HostTarget().arch()) {
-    return Fail(err, 1, absl::StrCat("tune runs kernels on this machine (", codegen::HostTarget().arch(),
-                                     "); ", target.arch(), " needs a device agent"));
+    return Fail(err, 1,
+                absl::StrCat("tune runs kernels on this machine (", codegen::HostTarget().arch(),
+                             "); ", target.arch(), " needs a device agent"));
   }
-  if (absl::Status s = codegen::CheckLLVMTarget(target); !s.ok()) return Fail(err, 2, std::string(s.message()));
+  if (absl::Status s = codegen::CheckLLVMTarget(target); !s.ok())
+    return Fail(err, 2, std::string(s.message()));
   int64_t trials = 0, threads = 0, batch = 0, seed = 0;
   double seconds = 0;
-  if (!absl::SimpleAtoi(flags["trials"], &trials) || trials < 1) return Fail(err, 2, "--trials needs a positive number");
-  if (!absl::SimpleAtoi(flags["threads"], &threads) || threads < 1) return Fail(err, 2, "--threads needs a positive number");
-  if (!absl::SimpleAtoi(flags["batch"], &batch) || batch < 1) return Fail(err, 2, "--batch needs a positive number");
+  if (!absl::SimpleAtoi(flags["trials"], &trials) || trials < 1)
+    return Fail(err, 2, "--trials needs a positive number");
+  if (!absl::SimpleAtoi(flags["threads"], &threads) || threads < 1)
+    return Fail(err, 2, "--threads needs a positive number");
+  if (!absl::SimpleAtoi(flags["batch"], &batch) || batch < 1)
+    return Fail(err, 2, "--batch needs a positive number");
   if (!absl::SimpleAtoi(flags["seed"], &seed)) return Fail(err, 2, "--seed needs a number");
-  if (!absl::SimpleAtod(flags["seconds"], &seconds) || seconds < 0) return Fail(err, 2, "--seconds needs a number of seconds");
+  if (!absl::SimpleAtod(flags["seconds"], &seconds) || seconds < 0)
+    return Fail(err, 2, "--seconds needs a number of seconds");
   auto strategy = search::ParseStrategy(flags["strategy"]);
   if (!strategy.ok()) return Fail(err, 2, std::string(strategy.status().message()));
 
@@ -172,8 +185,9 @@ int RunTune(const std::vector<std::string>& args, std::ostream& out, std::ostrea
     if (int(page->size()) < q.limit) break;
     q.after_record_id = page->back().record_id();
   }
-  out << absl::StrFormat("tuning %s on %s: %d trials, %s; %d earlier records of this workload, %d of others\n",
-                         flags["workload"], spec, trials, search::StrategyName(*strategy), prior, transfer);
+  out << absl::StrFormat(
+      "tuning %s on %s: %d trials, %s; %d earlier records of this workload, %d of others\n",
+      flags["workload"], spec, trials, search::StrategyName(*strategy), prior, transfer);
   v1::Fingerprint fp;
   fp.set_compiler(absl::StrCat("tunefarm ", TUNEFARM_VERSION, " LLVM ", codegen::LLVMVersion()));
   absl::Status store_error;
@@ -195,22 +209,28 @@ int RunTune(const std::vector<std::string>& args, std::ostream& out, std::ostrea
     auto c = (*log)->CommitRecords({r});
     if (!c.ok() && store_error.ok()) store_error = c.status();
     if ((t.index + 1) % o.batch == 0 || t.index + 1 == o.max_trials) {
-      out << absl::StrFormat("  trial %d  best %.1f GFLOP/s  (%.0f s)\n", t.index + 1, best, t.elapsed_s);
+      out << absl::StrFormat("  trial %d  best %.1f GFLOP/s  (%.0f s)\n", t.index + 1, best,
+                             t.elapsed_s);
       out.flush();
     }
   });
-  if (!store_error.ok()) return Fail(err, 1, absl::StrCat("storing records: ", store_error.message()));
+  if (!store_error.ok())
+    return Fail(err, 1, absl::StrCat("storing records: ", store_error.message()));
   if (!s.ok()) return Fail(err, 1, std::string(s.message()));
   const search::TaskHistory& h = tuner.history(0);
   if (h.ok.empty()) return Fail(err, 1, "no candidate ran successfully");
   double def = tuner.default_seconds(0);
-  out << absl::StrFormat("best %.1f GFLOP/s (%.3f ms)", task->flops / h.best_seconds() * 1e-9, h.best_seconds() * 1e3);
-  if (def > 0) out << absl::StrFormat(", default schedule %.1f GFLOP/s: %.2fx", task->flops / def * 1e-9, def / h.best_seconds());
+  out << absl::StrFormat("best %.1f GFLOP/s (%.3f ms)", task->flops / h.best_seconds() * 1e-9,
+                         h.best_seconds() * 1e3);
+  if (def > 0)
+    out << absl::StrFormat(", default schedule %.1f GFLOP/s: %.2fx", task->flops / def * 1e-9,
+                           def / h.best_seconds());
   out << "\n";
   if (flags.count("save-model")) {
     auto bytes = tuner.model().Serialize();
     std::ofstream f(flags["save-model"], std::ios::binary);
-    if (!bytes.ok() || !(f << *bytes)) return Fail(err, 1, absl::StrCat("cannot write ", flags["save-model"]));
+    if (!bytes.ok() || !(f << *bytes))
+      return Fail(err, 1, absl::StrCat("cannot write ", flags["save-model"]));
   }
   return 0;
 }

@@ -20,13 +20,39 @@ using ir::StmtKind;
 float Log(double x) { return float(std::log2(1.0 + std::max(0.0, x))); }
 
 enum Header {
-  kAdd, kMul, kDiv, kMinMax, kMath, kCmpSelect, kIntOps, kIterations, kDepth, kVecLen, kVecProduct,
-  kVecInnermost, kUnrollProduct, kUnrollCount, kParallelProduct, kWorkPerParallel, kReduceUpdate,
-  kLocalStore, kLocalBytes, kIntensity, kNumBuffers,
+  kAdd,
+  kMul,
+  kDiv,
+  kMinMax,
+  kMath,
+  kCmpSelect,
+  kIntOps,
+  kIterations,
+  kDepth,
+  kVecLen,
+  kVecProduct,
+  kVecInnermost,
+  kUnrollProduct,
+  kUnrollCount,
+  kParallelProduct,
+  kWorkPerParallel,
+  kReduceUpdate,
+  kLocalStore,
+  kLocalBytes,
+  kIntensity,
+  kNumBuffers,
 };
 enum BufferCol {
-  kKind, kBytes, kBytesPerParallel, kLines, kInnerStride, kVecStride, kReuseCount, kReuseIters,
-  kReuseBytes, kAccessCount,
+  kKind,
+  kBytes,
+  kBytesPerParallel,
+  kLines,
+  kInnerStride,
+  kVecStride,
+  kReuseCount,
+  kReuseIters,
+  kReuseBytes,
+  kAccessCount,
 };
 
 struct OpCounts {
@@ -51,10 +77,17 @@ void CountOps(const Expr& e, OpCounts* c) {
         c->minmax += 1;
       }
       break;
-    case ExprKind::kCall: c->math += 1; break;
-    case ExprKind::kCmp: (ir::IsFloat(n.args[0]->type) ? c->cmpsel : c->intops) += 1; break;
-    case ExprKind::kSelect: if (f) c->cmpsel += 1; break;
-    default: break;
+    case ExprKind::kCall:
+      c->math += 1;
+      break;
+    case ExprKind::kCmp:
+      (ir::IsFloat(n.args[0]->type) ? c->cmpsel : c->intops) += 1;
+      break;
+    case ExprKind::kSelect:
+      if (f) c->cmpsel += 1;
+      break;
+    default:
+      break;
   }
   for (const Expr& a : n.args) CountOps(a, c);
 }
@@ -135,8 +168,10 @@ class Extractor {
     ir::VarRanges ranges;
     std::vector<ir::VarMapEntry> fixed;
     for (size_t k = 0; k < loops_.size(); ++k) {
-      if (k >= first) ranges[loops_[k].var.get()] = loops_[k].extent;
-      else fixed.push_back({loops_[k].var.get(), ir::IntImm(0)});
+      if (k >= first)
+        ranges[loops_[k].var.get()] = loops_[k].extent;
+      else
+        fixed.push_back({loops_[k].var.get(), ir::IntImm(0)});
     }
     const std::vector<int64_t>& shape = shapes_[a.tensor];
     double elements = 1, outer = 1, last = 1;
@@ -147,8 +182,10 @@ class Extractor {
         span = std::min<double>(span, double(hi - lo + 1));
       }
       elements *= span;
-      if (d + 1 < a.idx.size()) outer *= span;
-      else last = span;
+      if (d + 1 < a.idx.size())
+        outer *= span;
+      else
+        last = span;
     }
     if (lines) *lines = outer * std::ceil(last * 4 / 64.0);
     return elements;
@@ -162,8 +199,10 @@ class Extractor {
     for (int d = int(a.idx.size()) - 1; d >= 0; --d) {
       ir::LinearForm f = ir::Linearize(a.idx[d], {});
       for (const auto& [atom, coef] : f.terms) {
-        if (atom.get() == var) stride += double(coef) * step;
-        else if (Mentions(atom, var)) return double(Elements(a.tensor));
+        if (atom.get() == var)
+          stride += double(coef) * step;
+        else if (Mentions(atom, var))
+          return double(Elements(a.tensor));
       }
       step *= double(shape[d]);
     }
@@ -179,7 +218,8 @@ class Extractor {
     for (size_t k = 0; k < loops_.size(); ++k) {
       const Loop& l = loops_[k];
       iterations *= double(l.extent);
-      if (l.kind == ForKind::kVectorized) vec_product *= double(l.extent), vec_len = int(l.extent), vec_var = l.var.get();
+      if (l.kind == ForKind::kVectorized)
+        vec_product *= double(l.extent), vec_len = int(l.extent), vec_var = l.var.get();
       if (l.kind == ForKind::kUnrolled) unroll_product *= double(l.extent), ++unrolled;
       if (l.kind == ForKind::kParallel) {
         parallel_product *= double(l.extent);
@@ -250,7 +290,8 @@ class Extractor {
       s.f[kReuseCount] = Log(innermost_reuse >= 0 ? reuse : 0);
       if (innermost_reuse >= 0) {
         double dist = 1;
-        for (size_t k = innermost_reuse + 1; k < loops_.size(); ++k) dist *= double(loops_[k].extent);
+        for (size_t k = innermost_reuse + 1; k < loops_.size(); ++k)
+          dist *= double(loops_[k].extent);
         s.f[kReuseIters] = Log(dist);
         s.f[kReuseBytes] = Log(Span(a, innermost_reuse + 1, nullptr) * 4);
       }
@@ -264,7 +305,8 @@ class Extractor {
     std::stable_sort(scored.begin() + 1, scored.end(),
                      [](const Scored& x, const Scored& y) { return x.bytes > y.bytes; });
     for (size_t b = 0; b < scored.size() && b < size_t(kBuffersPerStore); ++b) {
-      std::copy(scored[b].f.begin(), scored[b].f.end(), row.begin() + kStoreHeader + b * kBufferFeatures);
+      std::copy(scored[b].f.begin(), scored[b].f.end(),
+                row.begin() + kStoreHeader + b * kBufferFeatures);
     }
     out_.rows.push_back(row);
   }
@@ -285,14 +327,16 @@ ProgramFeatures ExtractFeatures(const ir::ComputeDAG& dag, const ir::Stmt& progr
 const std::vector<std::string>& FeatureNames() {
   static const std::vector<std::string> names = [] {
     std::vector<std::string> n = {
-        "float_add_sub", "float_mul", "float_div", "float_min_max", "float_math", "float_cmp_select",
-        "int_ops", "iterations", "loop_depth", "vector_len", "vector_product", "vector_innermost",
-        "unroll_product", "unroll_count", "parallel_product", "work_per_parallel_iter",
-        "reduction_update", "local_store", "local_bytes", "arith_intensity", "num_buffers"};
+        "float_add_sub",    "float_mul",        "float_div",        "float_min_max",
+        "float_math",       "float_cmp_select", "int_ops",          "iterations",
+        "loop_depth",       "vector_len",       "vector_product",   "vector_innermost",
+        "unroll_product",   "unroll_count",     "parallel_product", "work_per_parallel_iter",
+        "reduction_update", "local_store",      "local_bytes",      "arith_intensity",
+        "num_buffers"};
     for (int b = 0; b < kBuffersPerStore; ++b) {
-      for (const char* f : {"kind", "bytes", "bytes_per_parallel_iter", "cache_lines", "innermost_stride",
-                            "vector_stride", "reuse_count", "reuse_distance_iters", "reuse_distance_bytes",
-                            "access_count"}) {
+      for (const char* f : {"kind", "bytes", "bytes_per_parallel_iter", "cache_lines",
+                            "innermost_stride", "vector_stride", "reuse_count",
+                            "reuse_distance_iters", "reuse_distance_bytes", "access_count"}) {
         n.push_back(absl::StrCat("buf", b, ".", f));
       }
     }

@@ -17,9 +17,9 @@ absl::Status XgbError(const char* what) {
   return absl::InternalError(absl::StrCat("xgboost ", what, ": ", XGBGetLastError()));
 }
 
-#define TF_XGB(call, what)                    \
-  do {                                        \
-    if ((call) != 0) return XgbError(what);   \
+#define TF_XGB(call, what)                  \
+  do {                                      \
+    if ((call) != 0) return XgbError(what); \
   } while (0)
 
 // A DMatrix that frees itself.
@@ -42,8 +42,8 @@ bool PerStore(Objective o) { return o == Objective::kPackSum; }
 
 // Rows for `programs`: every store row (pack-sum) or one column-sum row per
 // program. `owner[r]` is the program of row r.
-void Rows(Objective o, const std::vector<const ProgramFeatures*>& programs, std::vector<float>* data,
-          std::vector<size_t>* owner) {
+void Rows(Objective o, const std::vector<const ProgramFeatures*>& programs,
+          std::vector<float>* data, std::vector<size_t>* owner) {
   for (size_t p = 0; p < programs.size(); ++p) {
     if (PerStore(o)) {
       for (const FeatureRow& r : programs[p]->rows) {
@@ -67,9 +67,12 @@ constexpr const char* kMagic = "tunefarm-cost-model-v1 ";
 
 const char* ObjectiveName(Objective o) {
   switch (o) {
-    case Objective::kPackSum: return "pack-sum";
-    case Objective::kPairwiseRank: return "rank";
-    case Objective::kRegression: return "regression";
+    case Objective::kPackSum:
+      return "pack-sum";
+    case Objective::kPairwiseRank:
+      return "rank";
+    case Objective::kRegression:
+      return "regression";
   }
   return "?";
 }
@@ -78,8 +81,8 @@ absl::StatusOr<Objective> ParseObjective(absl::string_view name) {
   for (Objective o : {Objective::kPackSum, Objective::kPairwiseRank, Objective::kRegression}) {
     if (name == ObjectiveName(o)) return o;
   }
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown cost model objective '", std::string(name), "' (pack-sum, rank, regression)"));
+  return absl::InvalidArgumentError(absl::StrCat(
+      "unknown cost model objective '", std::string(name), "' (pack-sum, rank, regression)"));
 }
 
 CostModel::CostModel(Objective objective) : objective_(objective) {}
@@ -122,7 +125,8 @@ absl::Status CostModel::Train(const std::vector<Sample>& samples, const TrainOpt
   if (booster_) XGBoosterFree(booster_), booster_ = nullptr;
   DMatrixHandle dm = m.get();
   TF_XGB(XGBoosterCreate(&dm, 1, &booster_), "create");
-  const char* objective = objective_ == Objective::kPairwiseRank ? "rank:pairwise" : "reg:squarederror";
+  const char* objective =
+      objective_ == Objective::kPairwiseRank ? "rank:pairwise" : "reg:squarederror";
   std::vector<std::pair<std::string, std::string>> params = {
       {"objective", objective},
       {"max_depth", std::to_string(options.max_depth)},
@@ -135,7 +139,8 @@ absl::Status CostModel::Train(const std::vector<Sample>& samples, const TrainOpt
       {"verbosity", "0"},
   };
   if (PerStore(objective_)) params.push_back({"base_score", "0"});
-  for (const auto& [k, v] : params) TF_XGB(XGBoosterSetParam(booster_, k.c_str(), v.c_str()), "param");
+  for (const auto& [k, v] : params)
+    TF_XGB(XGBoosterSetParam(booster_, k.c_str(), v.c_str()), "param");
   for (int round = 0; round < options.rounds; ++round) {
     if (!PerStore(objective_)) {
       TF_XGB(XGBoosterUpdateOneIter(booster_, round, m.get()), "update");
@@ -155,12 +160,14 @@ absl::Status CostModel::Train(const std::vector<Sample>& samples, const TrainOpt
       grad[r] = float(w * (sum[p] - labels[p]));
       hess[r] = w;
     }
-    TF_XGB(XGBoosterBoostOneIter(booster_, m.get(), grad.data(), hess.data(), grad.size()), "boost");
+    TF_XGB(XGBoosterBoostOneIter(booster_, m.get(), grad.data(), hess.data(), grad.size()),
+           "boost");
   }
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<float>> CostModel::Predict(const std::vector<const ProgramFeatures*>& programs) const {
+absl::StatusOr<std::vector<float>> CostModel::Predict(
+    const std::vector<const ProgramFeatures*>& programs) const {
   std::vector<float> scores(programs.size(), 0.0f);
   if (!booster_ || programs.empty()) return scores;
   std::vector<float> data;
@@ -171,7 +178,8 @@ absl::StatusOr<std::vector<float>> CostModel::Predict(const std::vector<const Pr
   TF_RETURN_IF_ERROR(m.Create(data, owner.size()));
   bst_ulong len = 0;
   const float* pred = nullptr;
-  TF_XGB(XGBoosterPredict(booster_, m.get(), PerStore(objective_) ? 1 : 0, 0, 0, &len, &pred), "predict");
+  TF_XGB(XGBoosterPredict(booster_, m.get(), PerStore(objective_) ? 1 : 0, 0, 0, &len, &pred),
+         "predict");
   for (size_t r = 0; r < owner.size() && r < len; ++r) scores[owner[r]] += pred[r];
   return scores;
 }
@@ -196,13 +204,15 @@ absl::StatusOr<std::unique_ptr<CostModel>> CostModel::Deserialize(const std::str
   auto model = std::make_unique<CostModel>(o);
   if (nl + 1 == bytes.size()) return model;  // untrained
   TF_XGB(XGBoosterCreate(nullptr, 0, &model->booster_), "create");
-  if (XGBoosterLoadModelFromBuffer(model->booster_, bytes.data() + nl + 1, bytes.size() - nl - 1) != 0) {
+  if (XGBoosterLoadModelFromBuffer(model->booster_, bytes.data() + nl + 1, bytes.size() - nl - 1) !=
+      0) {
     return absl::InvalidArgumentError(absl::StrCat("corrupt cost model: ", XGBGetLastError()));
   }
   return model;
 }
 
-ModelQuality EvaluateModel(const std::vector<float>& scores, const std::vector<Sample>& samples, int k) {
+ModelQuality EvaluateModel(const std::vector<float>& scores, const std::vector<Sample>& samples,
+                           int k) {
   ModelQuality q;
   q.k = k;
   std::map<int, std::vector<size_t>> groups;
@@ -221,8 +231,10 @@ ModelQuality EvaluateModel(const std::vector<float>& scores, const std::vector<S
     }
     if (int(idx.size()) < k || k <= 0) continue;
     std::vector<size_t> by_label = idx, by_score = idx;
-    std::sort(by_label.begin(), by_label.end(), [&](size_t x, size_t y) { return samples[x].label > samples[y].label; });
-    std::sort(by_score.begin(), by_score.end(), [&](size_t x, size_t y) { return scores[x] > scores[y]; });
+    std::sort(by_label.begin(), by_label.end(),
+              [&](size_t x, size_t y) { return samples[x].label > samples[y].label; });
+    std::sort(by_score.begin(), by_score.end(),
+              [&](size_t x, size_t y) { return scores[x] > scores[y]; });
     int hit = 0;
     for (int i = 0; i < k; ++i) {
       hit += std::find(by_score.begin(), by_score.begin() + k, by_label[i]) != by_score.begin() + k;

@@ -55,7 +55,8 @@ class CostModel {
   absl::Status Train(const std::vector<Sample>& samples, const TrainOptions& options = {});
   // One score per program; higher is predicted faster. An untrained model
   // scores everything 0.
-  absl::StatusOr<std::vector<float>> Predict(const std::vector<const ProgramFeatures*>& programs) const;
+  absl::StatusOr<std::vector<float>> Predict(
+      const std::vector<const ProgramFeatures*>& programs) const;
 
   // The objective and the booster, as bytes (for the database or a file).
   absl::StatusOr<std::string> Serialize() const;
@@ -78,6 +79,7 @@ struct ModelQuality {
   int64_t pairs = 0;
   int k = 0;
 };
-ModelQuality EvaluateModel(const std::vector<float>& scores, const std::vector<Sample>& samples, int k);
+ModelQuality EvaluateModel(const std::vector<float>& scores, const std::vector<Sample>& samples,
+                           int k);
 
 }  // namespace tunefarm::cost_model

@@ -27,7 +27,8 @@ int ConvStage(const ComputeDAG& dag) {
     // NCHW: the weight's first dimension is the output channel axis.
     bool weight = false;
     VisitLoads(s.body, [&](const ExprNode& n) {
-      weight |= dag.tensors[n.tensor].is_constant && n.args.size() == 4 && n.args[0].same_as(s.axes[1].var);
+      weight |= dag.tensors[n.tensor].is_constant && n.args.size() == 4 &&
+                n.args[0].same_as(s.axes[1].var);
     });
     // The input must not depend on the output channel (grouped and depthwise
     // convolutions do): the schedule broadcasts one input element to a
@@ -122,7 +123,10 @@ ConvTile PickConvTile(const ComputeDAG& dag, const Target& target) {
 absl::StatusOr<v1::Schedule> HandwrittenConv2dSchedule(const ComputeDAG& dag, const Target& target,
                                                        const ConvTile& tile) {
   int conv = ConvStage(dag);
-  if (conv < 0) return absl::InvalidArgumentError("not a dense NCHW convolution (grouped and depthwise ones are not covered)");
+  if (conv < 0) {
+    return absl::InvalidArgumentError(
+        "not a dense NCHW convolution (grouped and depthwise ones are not covered)");
+  }
   int64_t lanes = target.float_lanes();
   if (tile.channels <= 0 || tile.channels % lanes != 0 || tile.rows <= 0 || tile.cols <= 0) {
     return absl::InvalidArgumentError(absl::StrCat("tile channels must be a positive multiple of ",
@@ -168,11 +172,11 @@ absl::StatusOr<v1::Schedule> HandwrittenConv2dSchedule(const ComputeDAG& dag, co
   // Output tile stage: n, k, y, x -> (n k.o y.o x.o) fused parallel, then
   // k.a y.i x.i k.v: the tile's write-back, vectorized over channels.
   const int64_t blocks = tile.channels / lanes;
-  TF_RETURN_IF_ERROR(b.Split(out, 1, {blocks, lanes}));   // n k.o k.a k.v y x
-  TF_RETURN_IF_ERROR(b.Split(out, 4, {tile.rows}));       // n k.o k.a k.v y.o y.i x
-  TF_RETURN_IF_ERROR(b.Split(out, 6, {tile.cols}));       // n k.o k.a k.v y.o y.i x.o x.i
+  TF_RETURN_IF_ERROR(b.Split(out, 1, {blocks, lanes}));          // n k.o k.a k.v y x
+  TF_RETURN_IF_ERROR(b.Split(out, 4, {tile.rows}));              // n k.o k.a k.v y.o y.i x
+  TF_RETURN_IF_ERROR(b.Split(out, 6, {tile.cols}));              // n k.o k.a k.v y.o y.i x.o x.i
   TF_RETURN_IF_ERROR(b.Reorder(out, {0, 1, 4, 6, 5, 7, 2, 3}));  // n k.o y.o x.o y.i x.i k.a k.v
-  TF_RETURN_IF_ERROR(b.Fuse(out, {0, 1, 2, 3}));          // f y.i x.i k.a k.v
+  TF_RETURN_IF_ERROR(b.Fuse(out, {0, 1, 2, 3}));                 // f y.i x.i k.a k.v
   TF_RETURN_IF_ERROR(b.Annotate(out, 0, v1::ANNOTATION_PARALLEL));
   TF_RETURN_IF_ERROR(b.Annotate(out, 4, v1::ANNOTATION_VECTORIZE));
   for (int i : {1, 2, 3}) TF_RETURN_IF_ERROR(b.Annotate(out, i, v1::ANNOTATION_UNROLL));

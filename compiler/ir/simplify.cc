@@ -14,7 +14,9 @@ bool AtomBounds(const Expr& a, const VarRanges& ranges, int64_t* lo, int64_t* hi
   const ExprNode& n = *a.get();
   int64_t c;
   switch (n.kind) {
-    case ExprKind::kIntImm: *lo = *hi = n.int_value; return true;
+    case ExprKind::kIntImm:
+      *lo = *hi = n.int_value;
+      return true;
     case ExprKind::kVar: {
       auto it = ranges.find(a.get());
       if (it == ranges.end() || it->second < 1) return false;
@@ -39,12 +41,16 @@ bool AtomBounds(const Expr& a, const VarRanges& ranges, int64_t* lo, int64_t* hi
         return true;
       }
       if (n.op != Op::kMin && n.op != Op::kMax) return false;
-      if (!Bounds(n.args[0], ranges, &al, &ah) || !Bounds(n.args[1], ranges, &bl, &bh)) return false;
-      if (n.op == Op::kMin) *lo = std::min(al, bl), *hi = std::min(ah, bh);
-      else *lo = std::max(al, bl), *hi = std::max(ah, bh);
+      if (!Bounds(n.args[0], ranges, &al, &ah) || !Bounds(n.args[1], ranges, &bl, &bh))
+        return false;
+      if (n.op == Op::kMin)
+        *lo = std::min(al, bl), *hi = std::min(ah, bh);
+      else
+        *lo = std::max(al, bl), *hi = std::max(ah, bh);
       return true;
     }
-    default: return false;
+    default:
+      return false;
   }
 }
 
@@ -52,8 +58,10 @@ bool AtomBounds(const Expr& a, const VarRanges& ranges, int64_t* lo, int64_t* hi
 // class (terms whose coefficient c divides go to q).
 void DivideOut(const LinearForm& f, int64_t c, LinearForm* q, LinearForm* r) {
   for (const auto& [atom, coef] : f.terms) {
-    if (coef % c == 0) q->Add(atom, coef / c);
-    else r->Add(atom, coef);
+    if (coef % c == 0)
+      q->Add(atom, coef / c);
+    else
+      r->Add(atom, coef);
   }
   q->constant = FloorDivInt(f.constant, c);
   r->constant = f.constant - q->constant * c;
@@ -129,14 +137,16 @@ LinearForm Linearize(const Expr& e, const VarRanges& ranges) {
         f.Add(FloorMod(FromLinear(r), IntImm(c)), 1);
         return f;
       }
-      default: break;
+      default:
+        break;
     }
   }
   // An atom: simplify inside it.
   if (!n.args.empty()) {
     std::vector<Expr> args;
     for (const Expr& a : n.args) {
-      args.push_back(a->type == ScalarType::kInt64 ? SimplifyIndex(a, ranges) : SimplifyExpr(a, ranges));
+      args.push_back(a->type == ScalarType::kInt64 ? SimplifyIndex(a, ranges)
+                                                   : SimplifyExpr(a, ranges));
     }
     f.Add(WithArgs(e, std::move(args)), 1);
   } else {
@@ -160,8 +170,10 @@ bool Bounds(const LinearForm& f, const VarRanges& ranges, int64_t* lo, int64_t* 
   for (const auto& [atom, coef] : f.terms) {
     int64_t al, ah;
     if (!AtomBounds(atom, ranges, &al, &ah)) return false;
-    if (coef >= 0) l += coef * al, h += coef * ah;
-    else l += coef * ah, h += coef * al;
+    if (coef >= 0)
+      l += coef * al, h += coef * ah;
+    else
+      l += coef * ah, h += coef * al;
   }
   *lo = l, *hi = h;
   return true;
@@ -187,11 +199,24 @@ Expr SimplifyExpr(const Expr& e, const VarRanges& ranges) {
     int64_t lo, hi;
     if (Bounds(d, ranges, &lo, &hi)) {
       switch (n.op) {
-        case Op::kLt: if (hi < 0) return BoolImm(true); if (lo >= 0) return BoolImm(false); break;
-        case Op::kLe: if (hi <= 0) return BoolImm(true); if (lo > 0) return BoolImm(false); break;
-        case Op::kGt: if (lo > 0) return BoolImm(true); if (hi <= 0) return BoolImm(false); break;
-        case Op::kGe: if (lo >= 0) return BoolImm(true); if (hi < 0) return BoolImm(false); break;
-        default: break;
+        case Op::kLt:
+          if (hi < 0) return BoolImm(true);
+          if (lo >= 0) return BoolImm(false);
+          break;
+        case Op::kLe:
+          if (hi <= 0) return BoolImm(true);
+          if (lo > 0) return BoolImm(false);
+          break;
+        case Op::kGt:
+          if (lo > 0) return BoolImm(true);
+          if (hi <= 0) return BoolImm(false);
+          break;
+        case Op::kGe:
+          if (lo >= 0) return BoolImm(true);
+          if (hi < 0) return BoolImm(false);
+          break;
+        default:
+          break;
       }
     }
   }

@@ -17,7 +17,8 @@ int64_t Pick(std::mt19937_64& rng, int64_t lo, int64_t hi) {
 // apply fails the whole sketch.
 class Steps {
  public:
-  Steps(const ComputeDAG& dag, const Target& target) : st_(ScheduleState::Initial(dag)), target_(target) {}
+  Steps(const ComputeDAG& dag, const Target& target)
+      : st_(ScheduleState::Initial(dag)), target_(target) {}
   bool ok() const { return ok_; }
   const ScheduleState& state() const { return st_; }
   v1::Schedule Take() { return std::move(sched_); }
@@ -35,7 +36,8 @@ class Steps {
     return -1;
   }
   // Splits loop `var` of `stage`; returns the new loops' variables, outermost first.
-  std::vector<const ExprNode*> Split(int stage, const ExprNode* var, const std::vector<int64_t>& lengths) {
+  std::vector<const ExprNode*> Split(int stage, const ExprNode* var,
+                                     const std::vector<int64_t>& lengths) {
     int at = IndexOf(stage, var);
     if (!ok_ || at < 0) return ok_ = false, std::vector<const ExprNode*>();
     v1::Step step;
@@ -44,7 +46,8 @@ class Steps {
     for (int64_t l : lengths) step.mutable_split()->add_lengths(l);
     Add(step);
     std::vector<const ExprNode*> out;
-    for (size_t k = 0; ok_ && k <= lengths.size(); ++k) out.push_back(st_.stages()[stage].iters[at + k].var.get());
+    for (size_t k = 0; ok_ && k <= lengths.size(); ++k)
+      out.push_back(st_.stages()[stage].iters[at + k].var.get());
     return out;
   }
   void Reorder(int stage, const std::vector<const ExprNode*>& order) {
@@ -82,7 +85,8 @@ int64_t TileFactor(std::mt19937_64& rng, int64_t extent, int64_t limit) {
 int MainStage(const ComputeDAG& dag) {
   int main = -1;
   for (size_t i = 0; i < dag.stages.size(); ++i) {
-    if (dag.stages[i].reduce == ReduceKind::kSum && !dag.stages[i].reduce_axes.empty()) main = int(i);
+    if (dag.stages[i].reduce == ReduceKind::kSum && !dag.stages[i].reduce_axes.empty())
+      main = int(i);
   }
   return main;
 }
@@ -109,13 +113,14 @@ Shape ShapeOf(const ComputeDAG& dag) {
 
 // Tile sizes of axis `a`: t3 (the register tile; near the vector width on
 // the vector axis), then t2 and m (S2 and S1; 1 when `register_only`).
-void SampleAxis(const Shape& sh, int a, int v, int64_t lanes, bool register_only, std::mt19937_64& rng,
-                std::vector<int64_t>* d) {
+void SampleAxis(const Shape& sh, int a, int v, int64_t lanes, bool register_only,
+                std::mt19937_64& rng, std::vector<int64_t>* d) {
   int64_t ext = sh.spatial[a];
   int64_t t3;
   if (a == v) {
     static const int kMul[] = {1, 1, 2, 4};
-    int64_t want = std::max<int64_t>(1, lanes * kMul[Pick(rng, 0, 3)] / (Pick(rng, 0, 3) == 0 ? 2 : 1));
+    int64_t want =
+        std::max<int64_t>(1, lanes * kMul[Pick(rng, 0, 3)] / (Pick(rng, 0, 3) == 0 ? 2 : 1));
     t3 = std::min(ext, want);
   } else {
     t3 = TileFactor(rng, ext, 16);
@@ -143,7 +148,8 @@ int64_t Accumulators(const Shape& sh, const std::vector<int64_t>& d, int64_t lan
 
 bool HasTilingSketch(const ComputeDAG& dag) { return MainStage(dag) >= 0; }
 
-std::vector<int64_t> SampleTilingDecisions(const ComputeDAG& dag, const Target& target, std::mt19937_64& rng) {
+std::vector<int64_t> SampleTilingDecisions(const ComputeDAG& dag, const Target& target,
+                                           std::mt19937_64& rng) {
   if (!HasTilingSketch(dag)) return {};
   Shape sh = ShapeOf(dag);
   std::vector<int64_t> d(sh.size(), 1);
@@ -167,12 +173,14 @@ std::vector<int64_t> SampleTilingDecisions(const ComputeDAG& dag, const Target& 
     }
   }
   for (int a = 0; a < sh.ns; ++a) d[kFixed + kPerAxis * a + 3] = Pick(rng, 0, 3) != 0;
-  for (int r = 0; r < sh.nr; ++r) d[kFixed + kPerAxis * sh.ns + r] = TileFactor(rng, sh.reduce[r], 8);
+  for (int r = 0; r < sh.nr; ++r)
+    d[kFixed + kPerAxis * sh.ns + r] = TileFactor(rng, sh.reduce[r], 8);
   return d;
 }
 
 std::vector<int64_t> MutateTilingDecisions(const ComputeDAG& dag, const Target& target,
-                                           const std::vector<int64_t>& decisions, std::mt19937_64& rng) {
+                                           const std::vector<int64_t>& decisions,
+                                           std::mt19937_64& rng) {
   if (!HasTilingSketch(dag)) return decisions;
   Shape sh = ShapeOf(dag);
   if (decisions.size() != sh.size()) return SampleTilingDecisions(dag, target, rng);
@@ -181,7 +189,10 @@ std::vector<int64_t> MutateTilingDecisions(const ComputeDAG& dag, const Target& 
   for (int tries = 0; tries < 8; ++tries) {
     d = decisions;
     switch (Pick(rng, 0, 9)) {
-      case 0: case 1: case 2: case 3: {  // tile sizes of one axis, one level
+      case 0:
+      case 1:
+      case 2:
+      case 3: {  // tile sizes of one axis, one level
         int a = int(Pick(rng, 0, sh.ns - 1));
         int level = int(Pick(rng, 0, 2));
         size_t at = kFixed + kPerAxis * a;
@@ -209,9 +220,15 @@ std::vector<int64_t> MutateTilingDecisions(const ComputeDAG& dag, const Target& 
         SampleAxis(sh, v, v, lanes, d[kFixed + kPerAxis * v] == 1, rng, &d);
         break;
       }
-      case 6: d[kUnrollTile] = !d[kUnrollTile]; break;
-      case 7: d[kPragma] = Pick(rng, -1, 3); break;
-      case 8: d[kPack] = !d[kPack]; break;
+      case 6:
+        d[kUnrollTile] = !d[kUnrollTile];
+        break;
+      case 7:
+        d[kPragma] = Pick(rng, -1, 3);
+        break;
+      case 8:
+        d[kPack] = !d[kPack];
+        break;
       default: {
         if (Pick(rng, 0, 1) == 0) {
           d[kPadPass] = !d[kPadPass];
@@ -240,7 +257,8 @@ absl::StatusOr<v1::Schedule> BuildTiledSchedule(const ComputeDAG& dag, const Tar
   if (v < 0 || v >= ns) return absl::InvalidArgumentError("bad vector axis");
   std::vector<int64_t> m(ns), t2(ns), t3(ns);
   for (int a = 0; a < ns; ++a) {
-    m[a] = d[kFixed + kPerAxis * a], t2[a] = d[kFixed + kPerAxis * a + 1], t3[a] = d[kFixed + kPerAxis * a + 2];
+    m[a] = d[kFixed + kPerAxis * a], t2[a] = d[kFixed + kPerAxis * a + 1],
+    t3[a] = d[kFixed + kPerAxis * a + 2];
     if (m[a] < 1 || t2[a] < 1 || t3[a] < 1) return absl::InvalidArgumentError("tile size below 1");
   }
   Steps b(dag, target);
@@ -251,7 +269,8 @@ absl::StatusOr<v1::Schedule> BuildTiledSchedule(const ComputeDAG& dag, const Tar
     const Stage& s = dag.stages[i];
     if (!s.inlinable || s.output == dag.output) continue;
     bool feeds_main = false;
-    VisitLoads(dag.stages[main].body, [&](const ExprNode& n) { feeds_main |= n.tensor == s.output; });
+    VisitLoads(dag.stages[main].body,
+               [&](const ExprNode& n) { feeds_main |= n.tensor == s.output; });
     if (feeds_main && d[kPadPass]) {
       passes.push_back(i);
       continue;
@@ -281,7 +300,8 @@ absl::StatusOr<v1::Schedule> BuildTiledSchedule(const ComputeDAG& dag, const Tar
   const Stage& C = sdag.stages[consumer];
   if (C.axes.size() != L.axes.size()) return absl::InvalidArgumentError("consumer shape differs");
   for (size_t a = 0; a < L.axes.size(); ++a) {
-    if (C.axes[a].extent != L.axes[a].extent) return absl::InvalidArgumentError("consumer shape differs");
+    if (C.axes[a].extent != L.axes[a].extent)
+      return absl::InvalidArgumentError("consumer shape differs");
   }
   for (int p : passes) {
     const auto& iters = b.state().stages()[p].iters;
@@ -319,7 +339,8 @@ absl::StatusOr<v1::Schedule> BuildTiledSchedule(const ComputeDAG& dag, const Tar
   b.Annotate(consumer, b.state().stages()[consumer].iters[0].var.get(), v1::ANNOTATION_PARALLEL);
   if (t3[v] > 1) b.Annotate(consumer, cl[v][3], v1::ANNOTATION_VECTORIZE);
   for (int a = 0; a < ns; ++a) {
-    if (a != v && t3[a] > 1 && d[kFixed + kPerAxis * a + 3]) b.Annotate(consumer, cl[a][3], v1::ANNOTATION_UNROLL);
+    if (a != v && t3[a] > 1 && d[kFixed + kPerAxis * a + 3])
+      b.Annotate(consumer, cl[a][3], v1::ANNOTATION_UNROLL);
   }
   // The local stage: S0 S1 R0 S2 R1 S3.
   for (int a = 0; a < ns; ++a) ll[a] = b.Split(local, L.axes[a].var.get(), {m[a], t2[a], t3[a]});

@@ -33,12 +33,14 @@ std::vector<int64_t> SampleTilingDecisions(const ComputeDAG& dag, const Target& 
 
 // The schedule of `decisions` (sketch_id kTilingSketchId, decisions set), or
 // an error if they do not fit the DAG.
-absl::StatusOr<::tunefarm::v1::Schedule> BuildTiledSchedule(const ComputeDAG& dag, const Target& target,
+absl::StatusOr<::tunefarm::v1::Schedule> BuildTiledSchedule(const ComputeDAG& dag,
+                                                            const Target& target,
                                                             const std::vector<int64_t>& decisions);
 
 // A neighbour: one decision changed (a tile size, the vector axis or length,
 // a reduction split, unrolling, the auto-unroll pragma, packing, padding).
 std::vector<int64_t> MutateTilingDecisions(const ComputeDAG& dag, const Target& target,
-                                           const std::vector<int64_t>& decisions, std::mt19937_64& rng);
+                                           const std::vector<int64_t>& decisions,
+                                           std::mt19937_64& rng);
 
 }  // namespace tunefarm::ir

@@ -31,14 +31,14 @@ struct LocalMeasurer::TaskData {
   double best_seconds = 0;                 // fastest ok result so far (0: none)
   std::vector<std::vector<float>> inputs;  // original layouts
   std::vector<float> reference;
-  std::string reference_source;            // "float64 interpreter" or "default schedule"
+  std::string reference_source;  // "float64 interpreter" or "default schedule"
 };
 
 namespace {
 
 // What the child writes back.
 struct ChildReport {
-  int32_t status;     // Status
+  int32_t status;  // Status
   int32_t rc;
   double seconds;
   double worst_error;
@@ -97,11 +97,13 @@ absl::StatusOr<LocalMeasurer::TaskData*> LocalMeasurer::Prepare(const Task& task
     Built def = Compile(task, ir::DefaultSchedule(task.dag, task.target));
     if (!def.artifact.ok()) return def.artifact.status();
     // The child writes the output into a shared mapping; no reference yet.
-    void* shared = mmap(nullptr, n_out * sizeof(float), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    void* shared = mmap(nullptr, n_out * sizeof(float), PROT_READ | PROT_WRITE,
+                        MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (shared == MAP_FAILED) return absl::InternalError("mmap failed");
     TaskData probe;  // no reference: nothing to compare against yet
     probe.inputs = data->inputs;
-    MeasureResult r = RunChild(task, probe, def.artifact->shared_object, def.dag, static_cast<float*>(shared));
+    MeasureResult r =
+        RunChild(task, probe, def.artifact->shared_object, def.dag, static_cast<float*>(shared));
     if (r.status == Status::kOk) {
       data->reference.assign(static_cast<float*>(shared), static_cast<float*>(shared) + n_out);
     }
@@ -122,7 +124,8 @@ MeasureResult LocalMeasurer::RunChild(const Task& task, const TaskData& data, co
   // Once something ran, a candidate far slower than the best is cut short:
   // it will not win, and a search must not spend its minutes on it.
   double limit = options_.timeout_s;
-  if (data.best_seconds > 0) limit = std::min(limit, 0.25 + options_.slow_factor * data.best_seconds);
+  if (data.best_seconds > 0)
+    limit = std::min(limit, 0.25 + options_.slow_factor * data.best_seconds);
   int fds[2];
   if (pipe(fds) != 0) {
     result.status = Status::kRuntimeError;
@@ -174,7 +177,8 @@ MeasureResult LocalMeasurer::RunChild(const Task& task, const TaskData& data, co
         double t0 = Now();
         (*lib)->Run(ptrs.data(), pool);
         double once = std::max(1e-7, Now() - t0);
-        int64_t inner = std::max<int64_t>(1, int64_t(options_.min_repeat_ms * 1e-3 / options_.repeats / once));
+        int64_t inner =
+            std::max<int64_t>(1, int64_t(options_.min_repeat_ms * 1e-3 / options_.repeats / once));
         // A slow candidate is timed fewer times: it will not be the best, and
         // a search must not spend its minutes on it.
         int repeats = std::max(1, std::min(options_.repeats, int(options_.max_timing_s / once)));
@@ -187,7 +191,8 @@ MeasureResult LocalMeasurer::RunChild(const Task& task, const TaskData& data, co
         std::sort(times.begin(), times.end());
         rep.seconds = times[times.size() / 2];
       }
-      if (shared_out != nullptr && rep.rc == 0) std::copy(out.data(), out.data() + n_out, shared_out);
+      if (shared_out != nullptr && rep.rc == 0)
+        std::copy(out.data(), out.data() + n_out, shared_out);
     }
     ssize_t unused = write(fds[1], &rep, sizeof(rep));
     (void)unused;
@@ -222,9 +227,10 @@ MeasureResult LocalMeasurer::RunChild(const Task& task, const TaskData& data, co
   waitpid(pid, &wstatus, 0);
   if (timed_out) {
     result.status = Status::kTimeout;
-    result.error = limit < options_.timeout_s
-                       ? absl::StrFormat("stopped after %.2f s: far slower than the best so far", limit)
-                       : absl::StrCat("no result within ", options_.timeout_s, " s");
+    result.error =
+        limit < options_.timeout_s
+            ? absl::StrFormat("stopped after %.2f s: far slower than the best so far", limit)
+            : absl::StrCat("no result within ", options_.timeout_s, " s");
   } else if (got < sizeof(rep)) {
     result.status = Status::kRuntimeError;
     result.error = absl::StrCat("kernel process ", DescribeWaitStatus(wstatus));
@@ -232,7 +238,8 @@ MeasureResult LocalMeasurer::RunChild(const Task& task, const TaskData& data, co
     result.status = Status(rep.status);
     result.seconds = rep.seconds;
     if (result.status == Status::kWrongResult) {
-      result.error = absl::StrCat("output ", rep.bad_index, " off by ", rep.worst_error, " (relative)");
+      result.error =
+          absl::StrCat("output ", rep.bad_index, " off by ", rep.worst_error, " (relative)");
     } else if (result.status == Status::kRuntimeError) {
       result.error = absl::StrCat("kernel returned ", rep.rc);
     }
@@ -240,7 +247,8 @@ MeasureResult LocalMeasurer::RunChild(const Task& task, const TaskData& data, co
   return result;
 }
 
-std::vector<MeasureResult> LocalMeasurer::Measure(const Task& task, const std::vector<v1::Schedule>& schedules) {
+std::vector<MeasureResult> LocalMeasurer::Measure(const Task& task,
+                                                  const std::vector<v1::Schedule>& schedules) {
   std::vector<MeasureResult> results(schedules.size());
   absl::StatusOr<TaskData*> data = Prepare(task);
   if (!data.ok()) {
@@ -254,7 +262,8 @@ std::vector<MeasureResult> LocalMeasurer::Measure(const Task& task, const std::v
   std::vector<Built> built(schedules.size());
   std::atomic<size_t> next{0};
   auto worker = [&] {
-    for (size_t i = next++; i < schedules.size(); i = next++) built[i] = Compile(task, schedules[i]);
+    for (size_t i = next++; i < schedules.size(); i = next++)
+      built[i] = Compile(task, schedules[i]);
   };
   std::vector<std::thread> pool;
   for (int t = 0; t < std::max(1, options_.compile_threads); ++t) pool.emplace_back(worker);

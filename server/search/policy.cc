@@ -81,7 +81,8 @@ std::vector<v1::Schedule> SearchPolicy::Propose(const Task& task, const TaskHist
   };
   auto score = [&](size_t from) {
     if (model == nullptr || !model->trained()) {
-      for (size_t i = from; i < all.size(); ++i) all[i].score = float(std::uniform_real_distribution<>(0, 1)(rng_));
+      for (size_t i = from; i < all.size(); ++i)
+        all[i].score = float(std::uniform_real_distribution<>(0, 1)(rng_));
       return;
     }
     std::vector<cost_model::ProgramFeatures> feats;
@@ -101,7 +102,8 @@ std::vector<v1::Schedule> SearchPolicy::Propose(const Task& task, const TaskHist
     for (size_t k = 0; k < idx.size(); ++k) all[idx[k]].score = s.ok() ? (*s)[k] : 0;
   };
   std::uniform_real_distribution<> coin(0, 1);
-  for (int tries = 0; int(all.size()) < options_.population && tries < options_.population * 4; ++tries) {
+  for (int tries = 0; int(all.size()) < options_.population && tries < options_.population * 4;
+       ++tries) {
     if (!parents.empty() && coin(rng_) < options_.mutate_fraction) {
       // Better parents more often: the index of the min of two draws.
       size_t p = std::min(rng_() % parents.size(), rng_() % parents.size());
@@ -124,7 +126,8 @@ std::vector<v1::Schedule> SearchPolicy::Propose(const Task& task, const TaskHist
     // Survivors: the better-scored half; children: their mutations.
     std::vector<size_t> order(all.size());
     std::iota(order.begin(), order.end(), 0);
-    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return all[a].score > all[b].score; });
+    std::sort(order.begin(), order.end(),
+              [&](size_t a, size_t b) { return all[a].score > all[b].score; });
     size_t keep = std::max<size_t>(1, order.size() / 2);
     size_t before = all.size();
     for (int tries = 0; all.size() - before < keep && tries < int(keep) * 4; ++tries) {

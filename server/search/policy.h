@@ -40,14 +40,15 @@ struct TaskHistory {
     ::tunefarm::v1::Schedule schedule;
     double seconds;
   };
-  std::vector<Entry> ok;           // successful measurements, best first
+  std::vector<Entry> ok;  // successful measurements, best first
   int trials = 0;
   double best_seconds() const { return ok.empty() ? 0 : ok.front().seconds; }
   void Add(const ::tunefarm::v1::Schedule& schedule, const MeasureResult& result);
 };
 
 // Program features of a schedule, or an error if it does not lower.
-absl::StatusOr<cost_model::ProgramFeatures> FeaturesOf(const Task& task, const ::tunefarm::v1::Schedule& s);
+absl::StatusOr<cost_model::ProgramFeatures> FeaturesOf(const Task& task,
+                                                       const ::tunefarm::v1::Schedule& s);
 
 class SearchPolicy {
  public:

@@ -21,11 +21,16 @@ absl::StatusOr<Task> Task::Make(const ::tunefarm::v1::Workload& workload, const 
 
 const char* StatusName(MeasureResult::Status s) {
   switch (s) {
-    case MeasureResult::Status::kOk: return "ok";
-    case MeasureResult::Status::kBuildError: return "build_error";
-    case MeasureResult::Status::kWrongResult: return "wrong_result";
-    case MeasureResult::Status::kRuntimeError: return "runtime_error";
-    case MeasureResult::Status::kTimeout: return "timeout";
+    case MeasureResult::Status::kOk:
+      return "ok";
+    case MeasureResult::Status::kBuildError:
+      return "build_error";
+    case MeasureResult::Status::kWrongResult:
+      return "wrong_result";
+    case MeasureResult::Status::kRuntimeError:
+      return "runtime_error";
+    case MeasureResult::Status::kTimeout:
+      return "timeout";
   }
   return "?";
 }

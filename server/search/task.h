@@ -16,24 +16,25 @@
 namespace tunefarm::search {
 
 struct Task {
-  std::string name;                 // for logs ("resnet_c64_h56_3x3")
+  std::string name;                   // for logs ("resnet_c64_h56_3x3")
   ::tunefarm::v1::Workload workload;  // canonical
-  std::string key;                  // workload key
+  std::string key;                    // workload key
   ir::ComputeDAG dag;
   ir::Target target;
   double flops = 0;
-  double weight = 1;                // occurrences in the model
+  double weight = 1;  // occurrences in the model
 
-  static absl::StatusOr<Task> Make(const ::tunefarm::v1::Workload& workload, const ir::Target& target,
-                                   std::string name = "", double weight = 1);
+  static absl::StatusOr<Task> Make(const ::tunefarm::v1::Workload& workload,
+                                   const ir::Target& target, std::string name = "",
+                                   double weight = 1);
 };
 
 struct MeasureResult {
   enum class Status { kOk, kBuildError, kWrongResult, kRuntimeError, kTimeout };
   Status status = Status::kOk;
-  double seconds = 0;     // median run time (kOk)
+  double seconds = 0;  // median run time (kOk)
   double compile_ms = 0;
-  std::string error;      // one line (not kOk)
+  std::string error;  // one line (not kOk)
 };
 const char* StatusName(MeasureResult::Status s);
 
@@ -42,8 +43,8 @@ const char* StatusName(MeasureResult::Status s);
 class Measurer {
  public:
   virtual ~Measurer() = default;
-  virtual std::vector<MeasureResult> Measure(const Task& task,
-                                             const std::vector<::tunefarm::v1::Schedule>& schedules) = 0;
+  virtual std::vector<MeasureResult> Measure(
+      const Task& task, const std::vector<::tunefarm::v1::Schedule>& schedules) = 0;
 };
 
 }  // namespace tunefarm::search

@@ -14,7 +14,7 @@
 namespace tunefarm::search {
 
 struct TaskSchedulerOptions {
-  int warmup_rounds = 1;      // rounds per task before the gradient rule
+  int warmup_rounds = 1;  // rounds per task before the gradient rule
   int window = 3;
   double alpha = 0.2;
   int early_stop_rounds = 0;  // 0: never stop a task early

@@ -24,7 +24,8 @@ void Tuner::Record(int task, const v1::Schedule& s, const MeasureResult& r) {
   histories_[task].Add(s, r);
   absl::StatusOr<cost_model::ProgramFeatures> f = FeaturesOf(tasks_[task], s);
   if (f.ok()) {
-    measured_.push_back({task, task, *std::move(f), r.status == MeasureResult::Status::kOk ? r.seconds : 0});
+    measured_.push_back(
+        {task, task, *std::move(f), r.status == MeasureResult::Status::kOk ? r.seconds : 0});
   }
 }
 
@@ -35,13 +36,15 @@ void Tuner::AddHistory(int task, const v1::Schedule& schedule, const MeasureResu
 void Tuner::AddTransferRecord(const Task& other, const v1::Schedule& schedule, double seconds) {
   absl::StatusOr<cost_model::ProgramFeatures> f = FeaturesOf(other, schedule);
   if (!f.ok()) return;
-  auto [it, fresh] = transfer_groups_.emplace(other.key, int(tasks_.size() + transfer_groups_.size()));
+  auto [it, fresh] =
+      transfer_groups_.emplace(other.key, int(tasks_.size() + transfer_groups_.size()));
   measured_.push_back({-1, it->second, *std::move(f), seconds});
 }
 
 absl::Status Tuner::Retrain() {
   if (options_.strategy != Strategy::kEvolutionary || measured_.size() < 8) return absl::OkStatus();
-  std::vector<double> best(tasks_.size() + transfer_groups_.size(), std::numeric_limits<double>::infinity());
+  std::vector<double> best(tasks_.size() + transfer_groups_.size(),
+                           std::numeric_limits<double>::infinity());
   for (const MeasuredProgram& m : measured_) {
     if (m.seconds > 0) best[m.group] = std::min(best[m.group], m.seconds);
   }
@@ -59,7 +62,8 @@ absl::Status Tuner::Run(const std::function<void(const Trial&)>& on_trial) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   };
   auto out_of_budget = [&] {
-    return trials_ >= options_.max_trials || (options_.max_seconds > 0 && elapsed() >= options_.max_seconds);
+    return trials_ >= options_.max_trials ||
+           (options_.max_seconds > 0 && elapsed() >= options_.max_seconds);
   };
   auto measure = [&](int task, const std::vector<v1::Schedule>& batch) {
     std::vector<MeasureResult> results = measurer_->Measure(tasks_[task], batch);

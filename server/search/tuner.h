@@ -14,8 +14,8 @@
 
 #include <functional>
 #include <map>
-#include <string>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -28,8 +28,8 @@ namespace tunefarm::search {
 
 struct TuneOptions {
   Strategy strategy = Strategy::kEvolutionary;
-  int max_trials = 64;        // measurements, defaults included
-  double max_seconds = 0;     // wall time; 0: no limit
+  int max_trials = 64;     // measurements, defaults included
+  double max_seconds = 0;  // wall time; 0: no limit
   int batch = 16;
   uint64_t seed = 1;
   EvolutionOptions evolution;
@@ -40,10 +40,10 @@ struct TuneOptions {
 
 struct Trial {
   int task;
-  int index;                  // 0-based over the whole run
+  int index;  // 0-based over the whole run
   ::tunefarm::v1::Schedule schedule;
   MeasureResult result;
-  double elapsed_s;           // since Run started
+  double elapsed_s;  // since Run started
 };
 
 class Tuner {
@@ -53,7 +53,8 @@ class Tuner {
   void AddHistory(int task, const ::tunefarm::v1::Schedule& schedule, const MeasureResult& result);
   // A record of another workload on the same target: training data for the
   // cost model only (transfer across tasks and jobs).
-  void AddTransferRecord(const Task& other, const ::tunefarm::v1::Schedule& schedule, double seconds);
+  void AddTransferRecord(const Task& other, const ::tunefarm::v1::Schedule& schedule,
+                         double seconds);
   absl::Status Run(const std::function<void(const Trial&)>& on_trial = {});
 
   const std::vector<Task>& tasks() const { return tasks_; }

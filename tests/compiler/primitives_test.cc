@@ -39,11 +39,21 @@ const char* kMatmulTiled = R"pb(
   steps { cache_write { stage: 0 scope: MEMORY_SCOPE_LOCAL } }
   steps { split { stage: 1 iter: 0 lengths: 4 } }
   steps { split { stage: 1 iter: 2 lengths: 8 } }
-  steps { reorder { stage: 1 order: [0, 2, 1, 3] } }
+  steps {
+    reorder {
+      stage: 1
+      order: [ 0, 2, 1, 3 ]
+    }
+  }
   steps { annotate { stage: 1 iter: 0 annotation: ANNOTATION_PARALLEL } }
   steps { split { stage: 0 iter: 0 lengths: 4 } }
   steps { split { stage: 0 iter: 2 lengths: 8 } }
-  steps { reorder { stage: 0 order: [0, 2, 4, 1, 3] } }
+  steps {
+    reorder {
+      stage: 0
+      order: [ 0, 2, 4, 1, 3 ]
+    }
+  }
   steps { annotate { stage: 0 iter: 4 annotation: ANNOTATION_VECTORIZE } }
   steps { annotate { stage: 0 iter: 3 annotation: ANNOTATION_UNROLL } }
   steps { compute_at { stage: 0 target_stage: 1 target_iter: 1 } }
@@ -58,7 +68,8 @@ TEST(Primitives, CacheWriteComputesATileInALocalBuffer) {
 }
 
 TEST(Primitives, CacheWriteAndComputeAtMatchReference) {
-  for (const char* spec : {"matmul(M=16,N=32,K=8)", "matmul(M=13,N=29,K=7)", "matmul(M=4,N=8,K=3)"}) {
+  for (const char* spec :
+       {"matmul(M=16,N=32,K=8)", "matmul(M=13,N=29,K=7)", "matmul(M=4,N=8,K=3)"}) {
     v1::Schedule s = Parse(kMatmulTiled);
     auto check = testing::CheckKernel(*ir::ParseWorkloadSpec(spec), &s, codegen::HostTarget(), 7);
     ASSERT_TRUE(check.ok()) << spec << ": " << check.status();
@@ -75,7 +86,13 @@ TEST(Primitives, ComputeAtRegionSpanningSeveralTilesWithUnitSplits) {
     steps { cache_write { stage: 0 scope: MEMORY_SCOPE_LOCAL } }
     steps { split { stage: 1 iter: 0 lengths: 4 } }
     steps { split { stage: 0 iter: 0 lengths: 1 } }
-    steps { split { stage: 0 iter: 2 lengths: [1, 8] } }
+    steps {
+      split {
+        stage: 0
+        iter: 2
+        lengths: [ 1, 8 ]
+      }
+    }
     steps { compute_at { stage: 0 target_stage: 1 target_iter: 0 } }
   )pb";
   for (const char* spec : {"matmul(M=16,N=16,K=5)", "matmul(M=14,N=19,K=3)"}) {
@@ -135,7 +152,14 @@ TEST(Primitives, CacheReadCopiesAnInputTilePerOutputTile) {
 
 TEST(Primitives, LayoutPackBlocksTheWeights) {
   const char* sched = R"pb(
-    steps { layout_pack { stage: 0 input: 1 block: [8, 4] inner_dims: [0, 1] } }
+    steps {
+      layout_pack {
+        stage: 0
+        input: 1
+        block: [ 8, 4 ]
+        inner_dims: [ 0, 1 ]
+      }
+    }
   )pb";
   std::string spec = "dense(M=6,N=10,K=20)";
   auto dag = ir::BuildComputeDAG(*ir::ParseWorkloadSpec(spec));
@@ -163,7 +187,7 @@ TEST(Handwritten, Conv2dScheduleMatchesReference) {
   for (const char* spec : {
            "conv2d_nchw(N=1,C=16,H=14,W=14,K=32,R=3,S=3,pad=1)",
            "conv2d_nchw(N=1,C=8,H=7,W=7,K=64,R=3,S=3,pad=1)",
-           "conv2d_nchw(N=2,C=5,H=11,W=13,K=24,R=3,S=3,pad=1)",                  // tails everywhere
+           "conv2d_nchw(N=2,C=5,H=11,W=13,K=24,R=3,S=3,pad=1)",  // tails everywhere
            "conv2d_nchw(N=1,C=16,H=20,W=20,K=16,R=3,S=3,stride=2,pad=1)+bias+relu",
            "conv2d_nchw(N=1,C=16,H=10,W=10,K=32,R=1,S=1)+bias+silu",
        }) {

@@ -105,7 +105,8 @@ Data MakeData(int n, uint64_t seed) {
   Data d;
   ir::Target t = codegen::HostTarget();
   std::mt19937_64 rng(seed);
-  const char* specs[] = {"matmul(M=32,N=48,K=16)", "conv2d_nchw(N=1,C=8,H=12,W=12,K=16,R=3,S=3,pad=1)"};
+  const char* specs[] = {"matmul(M=32,N=48,K=16)",
+                         "conv2d_nchw(N=1,C=8,H=12,W=12,K=16,R=3,S=3,pad=1)"};
   d.programs.reserve(n);
   std::vector<double> raw;
   for (int i = 0; i < n; ++i) {
@@ -113,7 +114,8 @@ Data MakeData(int n, uint64_t seed) {
     auto st = ir::ScheduleState::Replay(*dag, ir::RandomSchedule(*dag, t, rng), t);
     d.programs.push_back(cost_model::ExtractFeatures(st->dag(), ir::Lower(*st)));
     double v = 0;
-    for (const auto& r : d.programs.back().rows) v += Col(r, "vector_len") + 2 * Col(r, "unroll_count");
+    for (const auto& r : d.programs.back().rows)
+      v += Col(r, "vector_len") + 2 * Col(r, "unroll_count");
     raw.push_back(v);
   }
   for (int g = 0; g < 2; ++g) {

@@ -27,8 +27,16 @@ std::vector<v1::Record> AllRecords(const std::string& db) {
 TEST(TuneCli, StoresEveryTrialAndNeverRemeasures) {
   testing::TempDir dir;
   std::string db = dir.File("t.db");
-  std::vector<std::string> cmd = {testing::BinPath("tunefarm"), "tune", "--workload", "matmul(M=32,N=48,K=16)",
-                                  "--trials", "12", "--batch", "4", "--db", db};
+  std::vector<std::string> cmd = {testing::BinPath("tunefarm"),
+                                  "tune",
+                                  "--workload",
+                                  "matmul(M=32,N=48,K=16)",
+                                  "--trials",
+                                  "12",
+                                  "--batch",
+                                  "4",
+                                  "--db",
+                                  db};
   testing::CommandResult r = testing::RunCommand(cmd, dir.path());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(absl::StrContains(r.out, "default schedule")) << r.out;
@@ -42,7 +50,8 @@ TEST(TuneCli, StoresEveryTrialAndNeverRemeasures) {
   ASSERT_EQ(all.size(), 24u);
   std::set<std::string> hashes;
   for (const v1::Record& rec : all) {
-    EXPECT_TRUE(hashes.insert(rec.schedule_hash()).second) << "measured twice: " << rec.schedule_hash();
+    EXPECT_TRUE(hashes.insert(rec.schedule_hash()).second)
+        << "measured twice: " << rec.schedule_hash();
     EXPECT_NE(rec.status(), v1::MEASURE_STATUS_WRONG_RESULT) << rec.error();
     EXPECT_FALSE(rec.fingerprint().compiler().empty());
   }
