@@ -30,7 +30,7 @@ struct EvolutionOptions {
   int generations = 3;
   double mutate_fraction = 0.7;  // of the initial population, when there are parents
   int parents = 8;               // best measured schedules mutated
-  double epsilon = 0.1;          // fraction of each batch drawn at random
+  double epsilon = 0.25;         // fraction of each batch drawn at random
 };
 
 // What has been measured for a task.

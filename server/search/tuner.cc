@@ -42,7 +42,7 @@ void Tuner::AddTransferRecord(const Task& other, const v1::Schedule& schedule, d
 }
 
 absl::Status Tuner::Retrain() {
-  if (options_.strategy != Strategy::kEvolutionary || measured_.size() < 8) return absl::OkStatus();
+  if (options_.strategy != Strategy::kEvolutionary || measured_.size() < 32) return absl::OkStatus();
   std::vector<double> best(tasks_.size() + transfer_groups_.size(),
                            std::numeric_limits<double>::infinity());
   for (const MeasuredProgram& m : measured_) {
