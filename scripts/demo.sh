@@ -51,9 +51,11 @@ echo "== submitting scripts/demo/resnet18_blocks.json for target: $TARGET"
 echo
 cat <<'MSG'
 == what this demo does not do yet
-The tuning loop is not built: the compiler (code generation), the search with
-its cost model, and measurement on the agent land in later issues. The job
-above is stored and listed, but stays queued, so there is no before/after
-table to print yet. Records can already be imported, queried and exported:
+The farm does not run jobs yet: the server does not hand work to workers and
+agents (a later issue). The job above is stored and listed, but stays queued,
+so there is no before/after table to print yet. Tuning works locally, without
+the farm, and stores its records the same way:
+  tunefarm tune --workload 'conv2d_nchw(N=1,C=64,H=56,W=56,K=64,R=3,S=3,pad=1)' --trials 64
+Records can be imported, queried and exported:
   tunefarm import FILE.jsonl / tunefarm best --workload=KEY --target=T / tunefarm export
 MSG
