@@ -92,14 +92,6 @@ void CountOps(const Expr& e, OpCounts* c) {
   for (const Expr& a : n.args) CountOps(a, c);
 }
 
-bool Mentions(const Expr& e, const ExprNode* var) {
-  if (e.get() == var) return true;
-  for (const Expr& a : e->args) {
-    if (Mentions(a, var)) return true;
-  }
-  return false;
-}
-
 struct Loop {
   Expr var;
   int64_t extent;
@@ -201,7 +193,7 @@ class Extractor {
       for (const auto& [atom, coef] : f.terms) {
         if (atom.get() == var)
           stride += double(coef) * step;
-        else if (Mentions(atom, var))
+        else if (ir::Mentions(atom, var))
           return double(Elements(a.tensor));
       }
       step *= double(shape[d]);
@@ -284,7 +276,7 @@ class Extractor {
       int innermost_reuse = -1;
       for (size_t k = 0; k < loops_.size(); ++k) {
         bool used = false;
-        for (const Expr& i : a.idx) used |= Mentions(i, loops_[k].var.get());
+        for (const Expr& i : a.idx) used |= ir::Mentions(i, loops_[k].var.get());
         if (!used) reuse *= double(loops_[k].extent), innermost_reuse = int(k);
       }
       s.f[kReuseCount] = Log(innermost_reuse >= 0 ? reuse : 0);

@@ -269,18 +269,10 @@ class CodeGen {
     return flat.defined() ? flat : ir::IntImm(0);
   }
 
-  static bool Mentions(const ir::Expr& e, const ExprNode* var) {
-    if (e.get() == var) return true;
-    for (const ir::Expr& a : e->args) {
-      if (Mentions(a, var)) return true;
-    }
-    return false;
-  }
-
   // The coefficient of `var` in `e` when e is affine in it (var not under
   // division, min/max, select or a load); false otherwise.
   static bool LinearCoeff(const ir::Expr& e, const ExprNode* var, int64_t* coeff) {
-    if (!Mentions(e, var)) return *coeff = 0, true;
+    if (!ir::Mentions(e, var)) return *coeff = 0, true;
     if (e.get() == var) return *coeff = 1, true;
     if (e->kind != ExprKind::kBinary) return false;
     int64_t a = 0, b = 0, k = 0;
@@ -314,7 +306,7 @@ class CodeGen {
   llvm::Value* GenVectorLoad(const ExprNode& n) {
     TF_CHECK(buffers_[n.tensor] != nullptr);
     ir::Expr flat = FlatIndexExpr(n.tensor, n.args);
-    if (!Mentions(flat, vec_var_)) {  // the same element in every lane
+    if (!ir::Mentions(flat, vec_var_)) {  // the same element in every lane
       return b_.CreateAlignedLoad(f32_, ScalarAddress(n.tensor, flat), llvm::Align(4));
     }
     auto* vty = llvm::VectorType::get(f32_, lanes_, false);

@@ -396,6 +396,18 @@ std::vector<float> PackConstant(const ComputeDAG& dag, int packed, const std::ve
   return out;
 }
 
+std::vector<std::pair<size_t, std::vector<float>>> PackedArguments(
+    const ComputeDAG& scheduled, const std::vector<std::vector<float>>& inputs) {
+  std::vector<std::pair<size_t, std::vector<float>>> packed;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    int arg = scheduled.args[i];
+    if (scheduled.tensors[arg].packed_from >= 0) {
+      packed.emplace_back(i, PackConstant(scheduled, arg, inputs[i]));
+    }
+  }
+  return packed;
+}
+
 absl::StatusOr<ComputeDAG> BuildComputeDAG(const v1::Workload& workload) {
   absl::StatusOr<CanonicalWorkload> cw = Canonicalize(workload);
   if (!cw.ok()) return cw.status();

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -73,6 +74,13 @@ std::vector<Expr> PackedIndex(const TensorDecl& packed, const std::vector<Expr>&
 // Fills the packed tensor `packed` of `dag` from the original tensor's data
 // (row-major, original shape). Elements past the original extents are zero.
 std::vector<float> PackConstant(const ComputeDAG& dag, int packed, const std::vector<float>& original);
+
+// The kernel arguments a schedule repacked: (argument index, packed data)
+// for each input of `scheduled` (a ScheduleState's DAG) that layout_pack
+// replaced, packed from `inputs` (original layouts, one per kernel input).
+// The other inputs are passed as they are.
+std::vector<std::pair<size_t, std::vector<float>>> PackedArguments(
+    const ComputeDAG& scheduled, const std::vector<std::vector<float>>& inputs);
 
 // The compute DAG of a canonical workload (see Canonicalize in workload.h).
 absl::StatusOr<ComputeDAG> BuildComputeDAG(const ::tunefarm::v1::Workload& canonical);

@@ -273,6 +273,31 @@ Expr Substitute(const Expr& e, const std::vector<VarMapEntry>& map) {
   return WithArgs(e, std::move(args));
 }
 
+Expr MapLoads(const Expr& e,
+               const std::function<Expr(const ExprNode& load, const std::vector<Expr>& args)>& fn) {
+  if (!e.defined() || e->args.empty()) return e;
+  std::vector<Expr> args;
+  bool changed = false;
+  for (const Expr& a : e->args) {
+    args.push_back(MapLoads(a, fn));
+    changed |= !args.back().same_as(a);
+  }
+  if (e->kind == ExprKind::kLoad) {
+    Expr r = fn(*e.get(), args);
+    if (r.defined()) return r;
+  }
+  if (!changed) return e;
+  return WithArgs(e, std::move(args));
+}
+
+bool Mentions(const Expr& e, const ExprNode* var) {
+  if (e.get() == var) return true;
+  for (const Expr& a : e->args) {
+    if (Mentions(a, var)) return true;
+  }
+  return false;
+}
+
 void VisitLoads(const Expr& e, const std::function<void(const ExprNode&)>& fn) {
   if (!e.defined()) return;
   if (e->kind == ExprKind::kLoad) fn(*e.get());

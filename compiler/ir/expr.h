@@ -113,6 +113,14 @@ struct VarMapEntry {
 };
 Expr Substitute(const Expr& e, const std::vector<VarMapEntry>& map);
 
+// Whether `var` (by identity) occurs anywhere in `e`.
+bool Mentions(const Expr& e, const ExprNode* var);
+
+// Rewrites loads bottom up: `fn` gets each Load node with its (already
+// rewritten) indices and returns the replacement, or an undefined Expr to
+// keep the load. Nodes nothing changed under are returned as they were.
+Expr MapLoads(const Expr& e, const std::function<Expr(const ExprNode& load, const std::vector<Expr>& args)>& fn);
+
 // Calls `fn` on every Load node in `e`.
 void VisitLoads(const Expr& e, const std::function<void(const ExprNode&)>& fn);
 

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "compiler/ir/schedule.h"
+#include "compiler/ir/schedule_builder.h"
 
 namespace tunefarm::ir {
 namespace {
@@ -12,14 +13,6 @@ namespace {
 namespace v1 = ::tunefarm::v1;
 
 // The convolution stage: the first reduction whose body reads a constant.
-bool Mentions(const Expr& e, const ExprNode* var) {
-  if (e.get() == var) return true;
-  for (const Expr& a : e->args) {
-    if (Mentions(a, var)) return true;
-  }
-  return false;
-}
-
 int ConvStage(const ComputeDAG& dag) {
   for (size_t i = 0; i < dag.stages.size(); ++i) {
     const Stage& s = dag.stages[i];
@@ -42,51 +35,6 @@ int ConvStage(const ComputeDAG& dag) {
   }
   return -1;
 }
-
-class Builder {
- public:
-  Builder(const ComputeDAG& dag, const Target& target)
-      : state_(ScheduleState::Initial(dag)), target_(target) {}
-
-  absl::Status Add(v1::Step step) {
-    TF_RETURN_IF_ERROR(state_.Apply(step, sched_.steps_size(), target_));
-    *sched_.add_steps() = std::move(step);
-    return absl::OkStatus();
-  }
-  absl::Status Split(int stage, int iter, std::vector<int64_t> lengths) {
-    v1::Step s;
-    s.mutable_split()->set_stage(stage);
-    s.mutable_split()->set_iter(iter);
-    for (int64_t l : lengths) s.mutable_split()->add_lengths(l);
-    return Add(s);
-  }
-  absl::Status Reorder(int stage, std::vector<int> order) {
-    v1::Step s;
-    s.mutable_reorder()->set_stage(stage);
-    for (int o : order) s.mutable_reorder()->add_order(o);
-    return Add(s);
-  }
-  absl::Status Fuse(int stage, std::vector<int> iters) {
-    v1::Step s;
-    s.mutable_fuse()->set_stage(stage);
-    for (int i : iters) s.mutable_fuse()->add_iters(i);
-    return Add(s);
-  }
-  absl::Status Annotate(int stage, int iter, v1::Annotation a) {
-    v1::Step s;
-    s.mutable_annotate()->set_stage(stage);
-    s.mutable_annotate()->set_iter(iter);
-    s.mutable_annotate()->set_annotation(a);
-    return Add(s);
-  }
-  const ScheduleState& state() const { return state_; }
-  v1::Schedule Take() { return std::move(sched_); }
-
- private:
-  ScheduleState state_;
-  const Target& target_;
-  v1::Schedule sched_;
-};
 
 }  // namespace
 
@@ -132,7 +80,7 @@ absl::StatusOr<v1::Schedule> HandwrittenConv2dSchedule(const ComputeDAG& dag, co
     return absl::InvalidArgumentError(absl::StrCat("tile channels must be a positive multiple of ",
                                                    lanes, ", rows and cols positive"));
   }
-  Builder b(dag, target);
+  ScheduleBuilder b(dag, target);
   // Padding is a stage of its own (computed once, no clamps in the hot loop).
   // The convolution's only reader is the output tile's stage: the fused
   // epilogue, or a write-back stage made by cache_write.

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <limits>
+#include <random>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
@@ -186,6 +187,21 @@ absl::StatusOr<std::vector<double>> EvaluateReference(const ComputeDAG& dag,
   Interpreter interp(dag, &buffers);
   for (const Stage& s : dag.stages) interp.RunStage(s);
   return buffers[dag.output];
+}
+
+std::vector<std::vector<float>> RandomInputs(const ComputeDAG& dag, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<std::vector<float>> inputs;
+  for (size_t i = 0; i + 1 < dag.args.size(); ++i) {
+    std::vector<float> v(dag.NumElements(dag.args[i]));
+    for (float& x : v) {
+      x = dist(rng);
+      if (x == 0.0f) x = 0.5f;  // random, never zero
+    }
+    inputs.push_back(std::move(v));
+  }
+  return inputs;
 }
 
 }  // namespace tunefarm::ir

@@ -3,6 +3,7 @@
 // checked against it.
 #pragma once
 
+#include <cstdint>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -14,5 +15,9 @@ namespace tunefarm::ir {
 // row-major. Returns the output tensor.
 absl::StatusOr<std::vector<double>> EvaluateReference(const ComputeDAG& dag,
                                                       const std::vector<std::vector<float>>& inputs);
+
+// Random inputs for `dag` (one buffer per kernel input), uniform in [-1, 1)
+// and never zero, deterministic for a seed.
+std::vector<std::vector<float>> RandomInputs(const ComputeDAG& dag, uint64_t seed);
 
 }  // namespace tunefarm::ir

@@ -1,7 +1,6 @@
 #include "compiler/ir/schedule.h"
 
 #include <algorithm>
-#include <functional>
 #include <numeric>
 #include <limits>
 #include <set>
@@ -40,22 +39,33 @@ const char* StepName(const v1::Step& s) {
 
 // Replaces loads of `tensor` in `e` by `stage`'s body at the loaded indices.
 Expr InlineInto(const Expr& e, int tensor, const Stage& stage) {
-  if (!e.defined() || e->args.empty()) return e;
-  if (e->kind == ExprKind::kLoad && e->tensor == tensor) {
+  return MapLoads(e, [&](const ExprNode& load, const std::vector<Expr>& args) {
+    if (load.tensor != tensor) return Expr();
     std::vector<VarMapEntry> map;
-    for (size_t d = 0; d < stage.axes.size(); ++d) {
-      map.push_back({stage.axes[d].var.get(), InlineInto(e->args[d], tensor, stage)});
-    }
+    for (size_t d = 0; d < stage.axes.size(); ++d) map.push_back({stage.axes[d].var.get(), args[d]});
     return Substitute(stage.body, map);
+  });
+}
+
+// A stage's loops before any step: its axes, then its reduction axes.
+StageState InitialStageState(const Stage& s) {
+  StageState ss;
+  for (const IterVar& a : s.axes) {
+    ss.iters.push_back({a.var, a.extent, false, ForKind::kSerial});
+    ss.axis_values.push_back(a.var);
   }
-  std::vector<Expr> args;
-  bool changed = false;
-  for (const Expr& a : e->args) {
-    args.push_back(InlineInto(a, tensor, stage));
-    changed |= !args.back().same_as(a);
+  for (const IterVar& a : s.reduce_axes) {
+    ss.iters.push_back({a.var, a.extent, true, ForKind::kSerial});
+    ss.axis_values.push_back(a.var);
   }
-  if (!changed) return e;
-  return WithArgs(e, std::move(args));
+  return ss;
+}
+
+absl::Status CheckScope(v1::MemoryScope scope, const Target& target) {
+  if (scope == v1::MEMORY_SCOPE_SHARED && !target.is_gpu()) {
+    return InvalidArgumentError("shared memory is for GPU targets");
+  }
+  return absl::OkStatus();
 }
 
 constexpr int64_t kMaxUnrolledCopies = 512;
@@ -64,18 +74,7 @@ constexpr int64_t kMaxUnrolledCopies = 512;
 
 ScheduleState ScheduleState::Initial(const ComputeDAG& dag) {
   ScheduleState st(dag);
-  for (const Stage& s : dag.stages) {
-    StageState ss;
-    for (const IterVar& a : s.axes) {
-      ss.iters.push_back({a.var, a.extent, false, ForKind::kSerial});
-      ss.axis_values.push_back(a.var);
-    }
-    for (const IterVar& a : s.reduce_axes) {
-      ss.iters.push_back({a.var, a.extent, true, ForKind::kSerial});
-      ss.axis_values.push_back(a.var);
-    }
-    st.stages_.push_back(std::move(ss));
-  }
+  for (const Stage& s : dag.stages) st.stages_.push_back(InitialStageState(s));
   return st;
 }
 
@@ -379,11 +378,27 @@ absl::Status ScheduleState::ComputeAt(const v1::ComputeAtStep& s) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<int> ScheduleState::Operand(int stage, int input) const {
+  std::vector<int> inputs = StageInputs(dag_.stages[stage]);
+  if (input < 0 || input >= int(inputs.size())) {
+    return InvalidArgumentError(
+        StrCat("stage ", stage, " has no operand ", input, " (it reads ", inputs.size(), ")"));
+  }
+  return inputs[input];
+}
+
+void ScheduleState::InsertStage(int at, Stage stage) {
+  StageState st = InitialStageState(stage);
+  dag_.stages.insert(dag_.stages.begin() + at, std::move(stage));
+  for (StageState& other : stages_) {
+    if (other.attach_stage >= at) ++other.attach_stage;
+  }
+  stages_.insert(stages_.begin() + at, std::move(st));
+}
+
 absl::Status ScheduleState::CacheWrite(const v1::CacheWriteStep& s, const Target& target) {
   TF_RETURN_IF_ERROR(CheckStage(s.stage()));
-  if (s.scope() == v1::MEMORY_SCOPE_SHARED && !target.is_gpu()) {
-    return InvalidArgumentError("shared memory is for GPU targets");
-  }
+  TF_RETURN_IF_ERROR(CheckScope(s.scope(), target));
   const int stage = s.stage();
   const Stage orig = dag_.stages[stage];
   StageState& st = stages_[stage];
@@ -422,31 +437,17 @@ absl::Status ScheduleState::CacheWrite(const v1::CacheWriteStep& s, const Target
   }
   copy.body = Load(local_id, dag_.tensors[orig.output].type, idx);
   copy.inlinable = true;
-  dag_.stages[stage] = copy;
-  dag_.stages.insert(dag_.stages.begin() + stage, compute);
-  for (StageState& other : stages_) {
-    if (other.attach_stage >= stage) ++other.attach_stage;
-  }
-  StageState copy_state;
-  for (const IterVar& a : copy.axes) {
-    copy_state.iters.push_back({a.var, a.extent, false, ForKind::kSerial});
-    copy_state.axis_values.push_back(a.var);
-  }
-  stages_.insert(stages_.begin() + stage + 1, copy_state);
+  // The stage's loop state stays with the computing stage (same variables);
+  // nothing is attached to it (checked above).
+  dag_.stages[stage] = compute;
+  InsertStage(stage + 1, std::move(copy));
   return absl::OkStatus();
 }
 
 absl::Status ScheduleState::CacheRead(const v1::CacheReadStep& s, const Target& target) {
   TF_RETURN_IF_ERROR(CheckStage(s.stage()));
-  if (s.scope() == v1::MEMORY_SCOPE_SHARED && !target.is_gpu()) {
-    return InvalidArgumentError("shared memory is for GPU targets");
-  }
-  std::vector<int> inputs = StageInputs(dag_.stages[s.stage()]);
-  if (s.input() < 0 || s.input() >= int(inputs.size())) {
-    return InvalidArgumentError(StrCat("stage ", s.stage(), " has no operand ", s.input(), " (it reads ",
-                                       inputs.size(), ")"));
-  }
-  const int tensor = inputs[s.input()];
+  TF_RETURN_IF_ERROR(CheckScope(s.scope(), target));
+  TF_ASSIGN_OR_RETURN(const int tensor, Operand(s.stage(), s.input()));
   std::vector<int> readers(s.reader_stages().begin(), s.reader_stages().end());
   if (readers.empty()) readers.push_back(s.stage());
   for (int r : readers) {
@@ -481,36 +482,18 @@ absl::Status ScheduleState::CacheRead(const v1::CacheReadStep& s, const Target& 
   copy.body = Load(tensor, copy_t.type, idx);
   copy.inlinable = true;
   // Readers load the copy.
-  std::function<Expr(const Expr&)> rewrite = [&](const Expr& e) -> Expr {
-    if (!e.defined() || e->args.empty()) return e;
-    std::vector<Expr> args;
-    for (const Expr& a : e->args) args.push_back(rewrite(a));
-    if (e->kind == ExprKind::kLoad && e->tensor == tensor) return Load(copy_id, e->type, std::move(args));
-    return WithArgs(e, std::move(args));
-  };
-  for (int r : readers) dag_.stages[r].body = rewrite(dag_.stages[r].body);
-  int at = dag_.ProducerOf(tensor) + 1;
-  dag_.stages.insert(dag_.stages.begin() + at, copy);
-  for (StageState& other : stages_) {
-    if (other.attach_stage >= at) ++other.attach_stage;
+  for (int r : readers) {
+    dag_.stages[r].body = MapLoads(dag_.stages[r].body, [&](const ExprNode& load, const std::vector<Expr>& args) {
+      return load.tensor == tensor ? Load(copy_id, load.type, args) : Expr();
+    });
   }
-  StageState st;
-  for (const IterVar& a : copy.axes) {
-    st.iters.push_back({a.var, a.extent, false, ForKind::kSerial});
-    st.axis_values.push_back(a.var);
-  }
-  stages_.insert(stages_.begin() + at, st);
+  InsertStage(dag_.ProducerOf(tensor) + 1, std::move(copy));
   return absl::OkStatus();
 }
 
 absl::Status ScheduleState::LayoutPack(const v1::LayoutPackStep& s) {
   TF_RETURN_IF_ERROR(CheckStage(s.stage()));
-  std::vector<int> inputs = StageInputs(dag_.stages[s.stage()]);
-  if (s.input() < 0 || s.input() >= int(inputs.size())) {
-    return InvalidArgumentError(StrCat("stage ", s.stage(), " has no operand ", s.input(), " (it reads ",
-                                       inputs.size(), ")"));
-  }
-  int tensor = inputs[s.input()];
+  TF_ASSIGN_OR_RETURN(const int tensor, Operand(s.stage(), s.input()));
   const TensorDecl orig = dag_.tensors[tensor];
   auto arg = std::find(dag_.args.begin(), dag_.args.end(), tensor);
   if (!orig.is_constant || arg == dag_.args.end()) {
@@ -551,16 +534,12 @@ absl::Status ScheduleState::LayoutPack(const v1::LayoutPackStep& s) {
   int packed_id = int(dag_.tensors.size()) - 1;
   *arg = packed_id;
   // Every reader of the constant now reads the packed copy.
-  std::function<Expr(const Expr&)> rewrite = [&](const Expr& e) -> Expr {
-    if (!e.defined() || e->args.empty()) return e;
-    std::vector<Expr> args;
-    for (const Expr& a : e->args) args.push_back(rewrite(a));
-    if (e->kind == ExprKind::kLoad && e->tensor == tensor) {
-      return Load(packed_id, e->type, PackedIndex(dag_.tensors[packed_id], args));
-    }
-    return WithArgs(e, std::move(args));
-  };
-  for (Stage& stage : dag_.stages) stage.body = rewrite(stage.body);
+  for (Stage& stage : dag_.stages) {
+    stage.body = MapLoads(stage.body, [&](const ExprNode& load, const std::vector<Expr>& args) {
+      return load.tensor == tensor ? Load(packed_id, load.type, PackedIndex(dag_.tensors[packed_id], args))
+                                   : Expr();
+    });
+  }
   return absl::OkStatus();
 }
 
@@ -658,10 +637,10 @@ v1::Schedule DefaultSchedule(const ComputeDAG& dag, const Target& target) {
 
 namespace {
 
-bool Mentions(const Expr& e, const std::set<const ExprNode*>& vars) {
+bool MentionsAny(const Expr& e, const std::set<const ExprNode*>& vars) {
   if (vars.count(e.get())) return true;
   for (const Expr& a : e->args) {
-    if (Mentions(a, vars)) return true;
+    if (MentionsAny(a, vars)) return true;
   }
   return false;
 }
@@ -758,7 +737,7 @@ class Lowerer {
       for (size_t l = 0; l < loads.size() && ok; ++l) {
         LinearForm f = Linearize(loads[l][d], ranges);
         LinearForm out, in;
-        for (const auto& [atom, coef] : f.terms) (Mentions(atom, inner) ? in : out).Add(atom, coef);
+        for (const auto& [atom, coef] : f.terms) (MentionsAny(atom, inner) ? in : out).Add(atom, coef);
         int64_t il, ih;
         if (!Bounds(in, ranges, &il, &ih)) {
           ok = false;
@@ -832,32 +811,31 @@ class Lowerer {
   // Loads of `tensor` in `value` rewritten to the local buffer's coordinates.
   Expr RewriteLoads(const Expr& value, int tensor, const Region& region, const LocalLayout& layout,
                     const VarRanges& ranges) {
-    if (!value.defined() || value->args.empty()) return value;
-    std::vector<Expr> args;
-    for (const Expr& a : value->args) args.push_back(RewriteLoads(a, tensor, region, layout, ranges));
-    if (value->kind != ExprKind::kLoad || value->tensor != tensor) return WithArgs(value, std::move(args));
-    std::vector<Expr> rel(args.size());
-    for (size_t d = 0; d < args.size(); ++d) {
-      if (region.full[d]) {
-        rel[d] = args[d];
-        continue;
+    const StageState& producer = state_.stages()[dag_.ProducerOf(tensor)];
+    return MapLoads(value, [&](const ExprNode& load, const std::vector<Expr>& args) {
+      if (load.tensor != tensor) return Expr();
+      std::vector<Expr> rel(args.size());
+      for (size_t d = 0; d < args.size(); ++d) {
+        if (region.full[d]) {
+          rel[d] = args[d];
+          continue;
+        }
+        LinearForm f = Linearize(args[d], ranges);
+        for (const auto& [atom, coef] : region.outer[d].terms) f.Add(atom, -coef);
+        f.constant -= region.lo_const[d];
+        rel[d] = FromLinear(f);
       }
-      LinearForm f = Linearize(args[d], ranges);
-      for (const auto& [atom, coef] : region.outer[d].terms) f.Add(atom, -coef);
-      f.constant -= region.lo_const[d];
-      rel[d] = FromLinear(f);
-    }
-    std::vector<Expr> idx;
-    for (const LocalLayout::Dim& dim : layout.dims) {
-      if (dim.axis < 0) {
-        idx.push_back(IntImm(0));
-        continue;
+      std::vector<Expr> idx;
+      for (const LocalLayout::Dim& dim : layout.dims) {
+        if (dim.axis < 0) {
+          idx.push_back(IntImm(0));
+          continue;
+        }
+        Expr c = FloorDiv(rel[dim.axis], IntImm(dim.coef));
+        idx.push_back(dim.outermost ? c : FloorMod(c, IntImm(producer.iters[dim.iter].extent)));
       }
-      Expr c = FloorDiv(rel[dim.axis], IntImm(dim.coef));
-      const LoopIter& it = state_.stages()[dag_.ProducerOf(tensor)].iters[dim.iter];
-      idx.push_back(dim.outermost ? c : FloorMod(c, IntImm(it.extent)));
-    }
-    return Load(tensor, value->type, std::move(idx));
+      return Load(tensor, load.type, std::move(idx));
+    });
   }
 
   // Appends the loop nest(s) of `stage` to `out`. For a stage computed at

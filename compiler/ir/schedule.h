@@ -74,6 +74,10 @@ class ScheduleState {
   absl::Status LayoutPack(const ::tunefarm::v1::LayoutPackStep& s);
   absl::Status CacheRead(const ::tunefarm::v1::CacheReadStep& s, const Target& target);
   bool ReadsTensor(int stage, int tensor) const;
+  // The tensor of operand `input` of `stage` (StageInputs order).
+  absl::StatusOr<int> Operand(int stage, int input) const;
+  // Inserts `stage` (with untransformed loops) at index `at`, renumbering attachments.
+  void InsertStage(int at, Stage stage);
   void MoveAttachments(const ExprNode* from, const Expr& to);
   absl::Status CheckStage(int stage) const;
   absl::Status CheckIter(int stage, int iter) const;

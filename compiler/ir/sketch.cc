@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "compiler/ir/schedule.h"
+#include "compiler/ir/schedule_builder.h"
 
 namespace tunefarm::ir {
 namespace {
@@ -12,64 +13,6 @@ namespace v1 = ::tunefarm::v1;
 int64_t Pick(std::mt19937_64& rng, int64_t lo, int64_t hi) {
   return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
 }
-
-// Builds a schedule step by step on a state; the first step that does not
-// apply fails the whole sketch.
-class Steps {
- public:
-  Steps(const ComputeDAG& dag, const Target& target)
-      : st_(ScheduleState::Initial(dag)), target_(target) {}
-  bool ok() const { return ok_; }
-  const ScheduleState& state() const { return st_; }
-  v1::Schedule Take() { return std::move(sched_); }
-
-  void Add(const v1::Step& step) {
-    if (!ok_) return;
-    ok_ = st_.Apply(step, sched_.steps_size(), target_).ok();
-    if (ok_) *sched_.add_steps() = step;
-  }
-  int IndexOf(int stage, const ExprNode* var) const {
-    const auto& iters = st_.stages()[stage].iters;
-    for (size_t i = 0; i < iters.size(); ++i) {
-      if (iters[i].var.get() == var) return int(i);
-    }
-    return -1;
-  }
-  // Splits loop `var` of `stage`; returns the new loops' variables, outermost first.
-  std::vector<const ExprNode*> Split(int stage, const ExprNode* var,
-                                     const std::vector<int64_t>& lengths) {
-    int at = IndexOf(stage, var);
-    if (!ok_ || at < 0) return ok_ = false, std::vector<const ExprNode*>();
-    v1::Step step;
-    step.mutable_split()->set_stage(stage);
-    step.mutable_split()->set_iter(at);
-    for (int64_t l : lengths) step.mutable_split()->add_lengths(l);
-    Add(step);
-    std::vector<const ExprNode*> out;
-    for (size_t k = 0; ok_ && k <= lengths.size(); ++k)
-      out.push_back(st_.stages()[stage].iters[at + k].var.get());
-    return out;
-  }
-  void Reorder(int stage, const std::vector<const ExprNode*>& order) {
-    v1::Step step;
-    step.mutable_reorder()->set_stage(stage);
-    for (const ExprNode* v : order) step.mutable_reorder()->add_order(IndexOf(stage, v));
-    Add(step);
-  }
-  void Annotate(int stage, const ExprNode* var, v1::Annotation a) {
-    v1::Step step;
-    step.mutable_annotate()->set_stage(stage);
-    step.mutable_annotate()->set_iter(IndexOf(stage, var));
-    step.mutable_annotate()->set_annotation(a);
-    Add(step);
-  }
-
- private:
-  ScheduleState st_;
-  const Target& target_;
-  v1::Schedule sched_;
-  bool ok_ = true;
-};
 
 // A factor for a tile level: a divisor of `extent` up to `limit` mostly.
 int64_t TileFactor(std::mt19937_64& rng, int64_t extent, int64_t limit) {
@@ -261,7 +204,7 @@ absl::StatusOr<v1::Schedule> BuildTiledSchedule(const ComputeDAG& dag, const Tar
     t3[a] = d[kFixed + kPerAxis * a + 2];
     if (m[a] < 1 || t2[a] < 1 || t3[a] < 1) return absl::InvalidArgumentError("tile size below 1");
   }
-  Steps b(dag, target);
+  ScheduleBuilder b(dag, target);
   // Cheap stages: inlined, except padding read by the reduction, which stays
   // a pass of its own when the decision says so.
   std::vector<int> passes;
@@ -312,13 +255,14 @@ absl::StatusOr<v1::Schedule> BuildTiledSchedule(const ComputeDAG& dag, const Tar
       for (size_t k = 0; k + 1 < iters.size(); ++k) step.mutable_fuse()->add_iters(int(k));
       b.Add(step);
     }
-    b.Annotate(p, b.state().stages()[p].iters[0].var.get(), v1::ANNOTATION_PARALLEL);
-    b.Annotate(p, b.state().stages()[p].iters.back().var.get(), v1::ANNOTATION_VECTORIZE);
+    b.AnnotateLoop(p, b.state().stages()[p].iters[0].var.get(), v1::ANNOTATION_PARALLEL);
+    b.AnnotateLoop(p, b.state().stages()[p].iters.back().var.get(), v1::ANNOTATION_VECTORIZE);
   }
   // The consumer: tiles of m*t2*t3 per axis, split like the local stage so
   // its reads of the tile are plain; outer tile loops fused and parallel.
   std::vector<std::vector<const ExprNode*>> cl(ns), ll(ns);
-  for (int a = 0; a < ns; ++a) cl[a] = b.Split(consumer, C.axes[a].var.get(), {m[a], t2[a], t3[a]});
+  for (int a = 0; a < ns; ++a)
+    cl[a] = b.SplitLoop(consumer, C.axes[a].var.get(), {m[a], t2[a], t3[a]});
   if (!b.ok()) return absl::InvalidArgumentError("tile sizes do not apply");
   std::vector<const ExprNode*> order;
   for (int level = 0; level < 4; ++level) {
@@ -328,7 +272,7 @@ absl::StatusOr<v1::Schedule> BuildTiledSchedule(const ComputeDAG& dag, const Tar
     }
   }
   order.push_back(cl[v][3]);
-  b.Reorder(consumer, order);
+  b.ReorderLoops(consumer, order);
   if (ns >= 2) {
     v1::Step step;
     step.mutable_fuse()->set_stage(consumer);
@@ -336,18 +280,20 @@ absl::StatusOr<v1::Schedule> BuildTiledSchedule(const ComputeDAG& dag, const Tar
     b.Add(step);
   }
   if (!b.ok()) return absl::InvalidArgumentError("consumer tiling does not apply");
-  b.Annotate(consumer, b.state().stages()[consumer].iters[0].var.get(), v1::ANNOTATION_PARALLEL);
-  if (t3[v] > 1) b.Annotate(consumer, cl[v][3], v1::ANNOTATION_VECTORIZE);
+  b.AnnotateLoop(consumer, b.state().stages()[consumer].iters[0].var.get(),
+                 v1::ANNOTATION_PARALLEL);
+  if (t3[v] > 1) b.AnnotateLoop(consumer, cl[v][3], v1::ANNOTATION_VECTORIZE);
   for (int a = 0; a < ns; ++a) {
     if (a != v && t3[a] > 1 && d[kFixed + kPerAxis * a + 3])
-      b.Annotate(consumer, cl[a][3], v1::ANNOTATION_UNROLL);
+      b.AnnotateLoop(consumer, cl[a][3], v1::ANNOTATION_UNROLL);
   }
   // The local stage: S0 S1 R0 S2 R1 S3.
-  for (int a = 0; a < ns; ++a) ll[a] = b.Split(local, L.axes[a].var.get(), {m[a], t2[a], t3[a]});
+  for (int a = 0; a < ns; ++a)
+    ll[a] = b.SplitLoop(local, L.axes[a].var.get(), {m[a], t2[a], t3[a]});
   std::vector<std::vector<const ExprNode*>> rl;
   for (int r = 0; r < sh.nr; ++r) {
     int64_t inner = std::clamp<int64_t>(d[kFixed + kPerAxis * ns + r], 1, L.reduce_axes[r].extent);
-    rl.push_back(b.Split(local, L.reduce_axes[r].var.get(), {inner}));
+    rl.push_back(b.SplitLoop(local, L.reduce_axes[r].var.get(), {inner}));
   }
   if (!b.ok()) return absl::InvalidArgumentError("local tiling does not apply");
   order.clear();
@@ -360,10 +306,11 @@ absl::StatusOr<v1::Schedule> BuildTiledSchedule(const ComputeDAG& dag, const Tar
     if (a != v) order.push_back(ll[a][3]);
   }
   order.push_back(ll[v][3]);
-  b.Reorder(local, order);
-  if (t3[v] > 1) b.Annotate(local, ll[v][3], v1::ANNOTATION_VECTORIZE);
+  b.ReorderLoops(local, order);
+  if (t3[v] > 1) b.AnnotateLoop(local, ll[v][3], v1::ANNOTATION_VECTORIZE);
   for (int a = 0; a < ns; ++a) {
-    if (a != v && t3[a] > 1 && d[kUnrollTile]) b.Annotate(local, ll[a][3], v1::ANNOTATION_UNROLL);
+    if (a != v && t3[a] > 1 && d[kUnrollTile])
+      b.AnnotateLoop(local, ll[a][3], v1::ANNOTATION_UNROLL);
   }
   if (d[kPragma] >= 0 && d[kPragma] < 4) {
     v1::Step step;

@@ -10,7 +10,6 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
-#include <random>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -75,19 +74,11 @@ LocalMeasurer::LocalMeasurer(LocalMeasureOptions options) : options_(options) {}
 LocalMeasurer::~LocalMeasurer() = default;
 
 absl::StatusOr<LocalMeasurer::TaskData*> LocalMeasurer::Prepare(const Task& task) {
-  auto it = tasks_.find(task.key + "|" + task.target.ToString());
+  const std::string cache_key = task.key + "|" + task.target.ToString();
+  auto it = tasks_.find(cache_key);
   if (it != tasks_.end()) return it->second.get();
   auto data = std::make_unique<TaskData>();
-  std::mt19937_64 rng(std::hash<std::string>()(task.key));
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  for (size_t i = 0; i + 1 < task.dag.args.size(); ++i) {
-    std::vector<float> v(task.dag.NumElements(task.dag.args[i]));
-    for (float& x : v) {
-      x = dist(rng);
-      if (x == 0.0f) x = 0.5f;  // random, never zero
-    }
-    data->inputs.push_back(std::move(v));
-  }
+  data->inputs = ir::RandomInputs(task.dag, std::hash<std::string>()(task.key));
   int64_t n_out = task.dag.NumElements(task.dag.output);
   if (task.flops <= kMaxInterpretedFlops) {
     TF_ASSIGN_OR_RETURN(std::vector<double> ref, ir::EvaluateReference(task.dag, data->inputs));
@@ -114,7 +105,7 @@ absl::StatusOr<LocalMeasurer::TaskData*> LocalMeasurer::Prepare(const Task& task
     data->reference_source = "default schedule";
   }
   TaskData* out = data.get();
-  tasks_[task.key + "|" + task.target.ToString()] = std::move(data);
+  tasks_[cache_key] = std::move(data);
   return out;
 }
 
@@ -140,14 +131,11 @@ MeasureResult LocalMeasurer::RunChild(const Task& task, const TaskData& data, co
     if (lib.ok()) {
       std::vector<std::unique_ptr<runner::AlignedBuffer>> bufs;
       std::vector<void*> ptrs;
-      for (size_t i = 0; i < data.inputs.size(); ++i) {
-        int arg = scheduled.args[i];
-        std::vector<float> packed;
-        const std::vector<float>* src = &data.inputs[i];
-        if (scheduled.tensors[arg].packed_from >= 0) {
-          packed = ir::PackConstant(scheduled, arg, data.inputs[i]);
-          src = &packed;
-        }
+      std::vector<const std::vector<float>*> args;
+      for (const std::vector<float>& in : data.inputs) args.push_back(&in);
+      auto packed = ir::PackedArguments(scheduled, data.inputs);
+      for (const auto& [i, p] : packed) args[i] = &p;
+      for (const std::vector<float>* src : args) {
         auto b = std::make_unique<runner::AlignedBuffer>(int64_t(src->size()));
         std::copy(src->begin(), src->end(), b->data());
         ptrs.push_back(b->data());

@@ -1,7 +1,6 @@
 #include "tests/compiler/kernel_check.h"
 
 #include <cmath>
-#include <random>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
@@ -23,27 +22,12 @@ absl::StatusOr<KernelCheck> CheckKernelWith(const v1::Workload& workload,
   ir::Stmt program = ir::Lower(state);
   TF_ASSIGN_OR_RETURN(codegen::CpuArtifact art, codegen::CompileCpu(state.dag(), program, target));
 
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  std::vector<std::vector<float>> inputs;
-  for (size_t i = 0; i + 1 < dag.args.size(); ++i) {
-    std::vector<float> v(dag.NumElements(dag.args[i]));
-    for (float& x : v) {
-      x = dist(rng);
-      if (x == 0.0f) x = 0.5f;  // random, never zero
-    }
-    inputs.push_back(std::move(v));
-  }
+  std::vector<std::vector<float>> inputs = ir::RandomInputs(dag, seed);
   int64_t n_out = dag.NumElements(dag.output);
   // Weights the schedule repacked (layout_pack) are packed once, as a
   // deployment would; the reference reads the original layout.
   std::vector<std::vector<float>> kernel_inputs = inputs;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    int arg = state.dag().args[i];
-    if (state.dag().tensors[arg].packed_from >= 0) {
-      kernel_inputs[i] = ir::PackConstant(state.dag(), arg, inputs[i]);
-    }
-  }
+  for (auto& [i, packed] : ir::PackedArguments(state.dag(), inputs)) kernel_inputs[i] = std::move(packed);
   TF_ASSIGN_OR_RETURN(std::vector<float> out, run(art.shared_object, kernel_inputs, n_out));
   if (int64_t(out.size()) != n_out) {
     return absl::InternalError(absl::StrCat("kernel gave ", out.size(), " outputs, expected ", n_out));

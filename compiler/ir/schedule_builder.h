@@ -1,0 +1,54 @@
+// Writes a Schedule step by step on a live ScheduleState, so each step can
+// name loops as the previous steps left them (by index, or by the loop's
+// variable). The first step that does not apply is kept in status(); it and
+// every later step are left out, so a chain of steps is checked once.
+//
+//   ScheduleBuilder b(dag, target);
+//   std::vector<const ExprNode*> k = b.SplitLoop(stage, axis_var, {4, 16});
+//   b.AnnotateLoop(stage, k.back(), v1::ANNOTATION_VECTORIZE);
+//   if (!b.ok()) return b.status();
+//   v1::Schedule s = b.Take();
+#pragma once
+
+#include <vector>
+
+#include "absl/status/status.h"
+#include "compiler/ir/schedule.h"
+
+namespace tunefarm::ir {
+
+class ScheduleBuilder {
+ public:
+  ScheduleBuilder(const ComputeDAG& dag, const Target& target)
+      : state_(ScheduleState::Initial(dag)), target_(target) {}
+
+  // Applies `step` and records it; returns status().
+  absl::Status Add(const ::tunefarm::v1::Step& step);
+
+  // Loops named by index in the stage's current loop list.
+  absl::Status Split(int stage, int iter, const std::vector<int64_t>& lengths);
+  absl::Status Reorder(int stage, const std::vector<int>& order);
+  absl::Status Fuse(int stage, const std::vector<int>& iters);
+  absl::Status Annotate(int stage, int iter, ::tunefarm::v1::Annotation a);
+
+  // Loops named by their variable. SplitLoop returns the new loops'
+  // variables, outermost first (empty once a step failed).
+  int IndexOf(int stage, const ExprNode* var) const;
+  std::vector<const ExprNode*> SplitLoop(int stage, const ExprNode* var,
+                                         const std::vector<int64_t>& lengths);
+  absl::Status ReorderLoops(int stage, const std::vector<const ExprNode*>& order);
+  absl::Status AnnotateLoop(int stage, const ExprNode* var, ::tunefarm::v1::Annotation a);
+
+  bool ok() const { return status_.ok(); }
+  const absl::Status& status() const { return status_; }
+  const ScheduleState& state() const { return state_; }
+  ::tunefarm::v1::Schedule Take() { return std::move(sched_); }
+
+ private:
+  ScheduleState state_;
+  const Target& target_;
+  ::tunefarm::v1::Schedule sched_;
+  absl::Status status_;
+};
+
+}  // namespace tunefarm::ir
