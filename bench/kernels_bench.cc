@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "bench/anchors.h"
 #include "bench/references.h"
 #include "compiler/codegen/llvm_codegen.h"
 #include "compiler/codegen/llvm_target.h"
@@ -35,26 +36,6 @@ namespace tunefarm::bench {
 namespace {
 
 namespace v1 = ::tunefarm::v1;
-
-struct Anchor {
-  const char* name;
-  const char* spec;
-};
-
-const Anchor kAnchors[] = {
-    {"gemm_512", "matmul(M=512,N=512,K=512)"},
-    {"gemm_1024", "matmul(M=1024,N=1024,K=1024)"},
-    {"gemm_128x3072x768", "matmul(M=128,N=3072,K=768)"},
-    {"resnet_c64_h56_3x3", "conv2d_nchw(N=1,C=64,H=56,W=56,K=64,R=3,S=3,pad=1)"},
-    {"resnet_c128_h28_3x3", "conv2d_nchw(N=1,C=128,H=28,W=28,K=128,R=3,S=3,pad=1)"},
-    {"resnet_c256_h14_3x3", "conv2d_nchw(N=1,C=256,H=14,W=14,K=256,R=3,S=3,pad=1)"},
-    {"resnet_c512_h7_3x3", "conv2d_nchw(N=1,C=512,H=7,W=7,K=512,R=3,S=3,pad=1)"},
-    {"resnet_c64_c128_h56_1x1_s2", "conv2d_nchw(N=1,C=64,H=56,W=56,K=128,R=1,S=1,stride=2)"},
-    {"yolo_c32_h160_3x3_s2", "conv2d_nchw(N=1,C=32,H=160,W=160,K=64,R=3,S=3,stride=2,pad=1)"},
-    {"yolo_c128_h40_1x1", "conv2d_nchw(N=1,C=128,H=40,W=40,K=128,R=1,S=1)"},
-    {"mbv2_dw_c144_h56", "depthwise_conv2d_nchw(N=1,C=144,H=56,W=56,R=3,S=3,pad=1)"},
-    {"mbv2_dw_c576_h14", "depthwise_conv2d_nchw(N=1,C=576,H=14,W=14,R=3,S=3,pad=1)"},
-};
 
 struct Candidate {
   std::unique_ptr<runner::KernelLibrary> lib;
@@ -76,10 +57,7 @@ absl::StatusOr<Candidate> Build(const ir::ComputeDAG& dag, const v1::Schedule& s
   Candidate c;
   c.compile_ms = art->codegen_ms + art->link_ms;
   c.ptrs = ptrs;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    int arg = st->dag().args[i];
-    if (st->dag().tensors[arg].packed_from < 0) continue;
-    std::vector<float> p = ir::PackConstant(st->dag(), arg, inputs[i]);
+  for (auto& [i, p] : ir::PackedArguments(st->dag(), inputs)) {
     auto buf = std::make_unique<runner::AlignedBuffer>(int64_t(p.size()));
     std::copy(p.begin(), p.end(), buf->data());
     c.ptrs[i] = buf->data();
@@ -169,7 +147,7 @@ int RunKernelsBench(const std::vector<std::string>& args) {
   std::printf("\n%-28s %3s %9s %9s %9s %9s %9s %7s %7s %7s %9s %8s\n", "workload", "thr", "default",
               "sampled", "handwrit", "onednn", "openblas", "def/dn", "smp/dn", "hw/dn", "%peak", "comp_ms");
   std::vector<std::string> rows;
-  for (const Anchor& a : kAnchors) {
+  for (const Anchor& a : KernelAnchors()) {
     if (!only.empty() && std::string(a.name).find(only) == std::string::npos) continue;
     v1::Workload w = *ir::ParseWorkloadSpec(a.spec);
     ir::CanonicalWorkload cw = *ir::Canonicalize(w);

@@ -18,8 +18,10 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "bench/anchors.h"
 #include "bench/references.h"
 #include "compiler/codegen/llvm_target.h"
+#include "compiler/ir/reference.h"
 #include "compiler/ir/schedule.h"
 #include "compiler/ir/workload_spec.h"
 #include "cost_model/xgb_model.h"
@@ -31,16 +33,9 @@ namespace {
 
 namespace v1 = ::tunefarm::v1;
 
-struct Anchor {
-  const char* name;
-  const char* spec;
-};
-const Anchor kAnchors[] = {
-    {"gemm_1024", "matmul(M=1024,N=1024,K=1024)"},
-    {"resnet_c64_h56_3x3", "conv2d_nchw(N=1,C=64,H=56,W=56,K=64,R=3,S=3,pad=1)"},
-    {"resnet_c128_h28_3x3", "conv2d_nchw(N=1,C=128,H=28,W=28,K=128,R=3,S=3,pad=1)"},
-    {"mbv2_dw_c144_h56", "depthwise_conv2d_nchw(N=1,C=144,H=56,W=56,R=3,S=3,pad=1)"},
-};
+// The search issue's subset of the kernel anchors.
+const char* const kSearchAnchors[] = {"gemm_1024", "resnet_c64_h56_3x3", "resnet_c128_h28_3x3",
+                                      "mbv2_dw_c144_h56"};
 
 struct Run {
   std::string workload, strategy;
@@ -164,7 +159,11 @@ int RunSearchBench(const std::vector<std::string>& args) {
   std::vector<Run> runs;
   std::map<std::string, double> onednn;
   std::vector<std::string> rows;
-  for (const Anchor& a : kAnchors) {
+  for (const Anchor& a : KernelAnchors()) {
+    if (std::find_if(std::begin(kSearchAnchors), std::end(kSearchAnchors),
+                     [&](const char* n) { return std::string(n) == a.name; }) == std::end(kSearchAnchors)) {
+      continue;
+    }
     if (!only.empty() && std::string(a.name).find(only) == std::string::npos) continue;
     v1::Workload w = *ir::ParseWorkloadSpec(a.spec);
     search::Task task = *search::Task::Make(w, target, a.name);
@@ -218,14 +217,7 @@ int RunSearchBench(const std::vector<std::string>& args) {
       if (r.workload == a.name) mine.push_back(&r);
     }
     // oneDNN on the same workload, after tuning (no threads of its own during our runs).
-    std::vector<std::vector<float>> inputs;
-    std::mt19937_64 rng(7);
-    std::uniform_real_distribution<float> d(-1, 1);
-    for (size_t i = 0; i + 1 < task.dag.args.size(); ++i) {
-      std::vector<float> v(task.dag.NumElements(task.dag.args[i]));
-      for (float& x : v) x = d(rng);
-      inputs.push_back(std::move(v));
-    }
+    std::vector<std::vector<float>> inputs = ir::RandomInputs(task.dag, 7);
     std::optional<ReferenceRun> dnn = RunOneDnn(w, inputs, threads);
     if (!dnn) dnn = RunOpenBlas(w, inputs, threads);
     double dnn_g = dnn ? task.flops / dnn->seconds * 1e-9 : NAN;

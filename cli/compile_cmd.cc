@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "cli/command_util.h"
 #include "compiler/codegen/llvm_codegen.h"
 #include "compiler/codegen/llvm_target.h"
 #include "compiler/ir/compute.h"
@@ -30,13 +31,6 @@ constexpr const char* kHelp = R"(usage: tunefarm compile --workload SPEC --targe
   -o          output file (default: stdout; obj and so need -o)
 
 )";
-
-int Fail(std::ostream& err, int code, const std::string& msg) {
-  std::string one_line = msg;
-  std::replace(one_line.begin(), one_line.end(), '\n', ' ');
-  err << "tunefarm: error: " << one_line << "\n";
-  return code;
-}
 
 }  // namespace
 
@@ -76,14 +70,9 @@ int RunCompile(const std::vector<std::string>& args, std::ostream& out, std::ost
   }
   auto workload = ir::ParseWorkloadSpec(flags["workload"]);
   if (!workload.ok()) return Fail(err, 2, std::string(workload.status().message()));
-  ir::Target target;
-  if (flags["target"] == "host") {
-    target = codegen::HostTarget();
-  } else {
-    auto t = ir::Target::Parse(flags["target"]);
-    if (!t.ok()) return Fail(err, 2, std::string(t.status().message()));
-    target = *t;
-  }
+  absl::StatusOr<ir::Target> parsed_target = ParseTargetFlag(flags["target"]);
+  if (!parsed_target.ok()) return Fail(err, 2, std::string(parsed_target.status().message()));
+  const ir::Target target = *parsed_target;
   if (target.is_gpu()) return Fail(err, 1, "CUDA code generation is not built yet");
   if (absl::Status s = codegen::CheckLLVMTarget(target); !s.ok()) {
     return Fail(err, 2, std::string(s.message()));

@@ -8,6 +8,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "cli/command_util.h"
 #include "compiler/codegen/llvm_target.h"
 #include "compiler/ir/workload.h"
 #include "compiler/ir/workload_spec.h"
@@ -38,13 +39,6 @@ the start (warm start).
   --threads   kernel threads (default 1)
   --save-model  write the final cost model to FILE
 )";
-
-int Fail(std::ostream& err, int code, const std::string& msg) {
-  std::string one_line = msg;
-  std::replace(one_line.begin(), one_line.end(), '\n', ' ');
-  err << "tunefarm: error: " << one_line << "\n";
-  return code;
-}
 
 v1::MeasureStatus ToProto(search::MeasureResult::Status s) {
   switch (s) {
@@ -108,14 +102,9 @@ int RunTune(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   if (!flags.count("workload")) return Fail(err, 2, "tune needs --workload");
   auto workload = ir::ParseWorkloadSpec(flags["workload"]);
   if (!workload.ok()) return Fail(err, 2, std::string(workload.status().message()));
-  ir::Target target;
-  if (flags["target"] == "host") {
-    target = codegen::HostTarget();
-  } else {
-    auto t = ir::Target::Parse(flags["target"]);
-    if (!t.ok()) return Fail(err, 2, std::string(t.status().message()));
-    target = *t;
-  }
+  absl::StatusOr<ir::Target> parsed_target = ParseTargetFlag(flags["target"]);
+  if (!parsed_target.ok()) return Fail(err, 2, std::string(parsed_target.status().message()));
+  const ir::Target target = *parsed_target;
   if (target.is_gpu()) return Fail(err, 1, "tuning CUDA targets is not built yet");
   if (target.arch() != codegen::HostTarget().arch()) {
     return Fail(err, 1,

@@ -1,0 +1,31 @@
+// The anchor workloads of the benchmarks (the compiler issue's list).
+#pragma once
+
+#include <vector>
+
+namespace tunefarm::bench {
+
+struct Anchor {
+  const char* name;
+  const char* spec;
+};
+
+inline const std::vector<Anchor>& KernelAnchors() {
+  static const std::vector<Anchor> anchors = {
+      {"gemm_512", "matmul(M=512,N=512,K=512)"},
+      {"gemm_1024", "matmul(M=1024,N=1024,K=1024)"},
+      {"gemm_128x3072x768", "matmul(M=128,N=3072,K=768)"},
+      {"resnet_c64_h56_3x3", "conv2d_nchw(N=1,C=64,H=56,W=56,K=64,R=3,S=3,pad=1)"},
+      {"resnet_c128_h28_3x3", "conv2d_nchw(N=1,C=128,H=28,W=28,K=128,R=3,S=3,pad=1)"},
+      {"resnet_c256_h14_3x3", "conv2d_nchw(N=1,C=256,H=14,W=14,K=256,R=3,S=3,pad=1)"},
+      {"resnet_c512_h7_3x3", "conv2d_nchw(N=1,C=512,H=7,W=7,K=512,R=3,S=3,pad=1)"},
+      {"resnet_c64_c128_h56_1x1_s2", "conv2d_nchw(N=1,C=64,H=56,W=56,K=128,R=1,S=1,stride=2)"},
+      {"yolo_c32_h160_3x3_s2", "conv2d_nchw(N=1,C=32,H=160,W=160,K=64,R=3,S=3,stride=2,pad=1)"},
+      {"yolo_c128_h40_1x1", "conv2d_nchw(N=1,C=128,H=40,W=40,K=128,R=1,S=1)"},
+      {"mbv2_dw_c144_h56", "depthwise_conv2d_nchw(N=1,C=144,H=56,W=56,R=3,S=3,pad=1)"},
+      {"mbv2_dw_c576_h14", "depthwise_conv2d_nchw(N=1,C=576,H=14,W=14,R=3,S=3,pad=1)"},
+  };
+  return anchors;
+}
+
+}  // namespace tunefarm::bench
