@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <random>
 
 #include "absl/strings/numbers.h"
@@ -43,7 +44,27 @@ struct Run {
   std::vector<double> best_so_far;  // GFLOP/s after each trial
   double minutes = 0;
   std::vector<search::Tuner::MeasuredProgram> measured;
+  std::optional<v1::Schedule> best;  // the fastest schedule the run found
 };
+
+// GFLOP/s of `schedules` on `threads` kernel threads, timed after tuning
+// (nothing else of ours running); NaN where a schedule fails.
+std::vector<double> TimeSchedules(const search::Task& task,
+                                  const std::vector<v1::Schedule>& schedules, int threads) {
+  search::LocalMeasureOptions mo;
+  mo.threads = threads;
+  mo.repeats = 9;
+  mo.min_repeat_ms = 50;
+  search::LocalMeasurer measurer(mo);
+  std::vector<double> out;
+  for (const search::MeasureResult& r : measurer.Measure(task, schedules)) {
+    if (r.status != search::MeasureResult::Status::kOk)
+      std::printf("  (%d threads: %s)\n", threads, r.error.c_str());
+    out.push_back(r.status == search::MeasureResult::Status::kOk ? task.flops / r.seconds * 1e-9
+                                                                 : NAN);
+  }
+  return out;
+}
 
 std::vector<int> ParseList(const std::string& s) {
   std::vector<int> out;
@@ -158,7 +179,7 @@ int RunSearchBench(const std::vector<std::string>& args) {
               threads, absl::StrJoin(budgets, ",").c_str(), seeds);
   std::vector<Run> runs;
   std::map<std::string, double> onednn;
-  std::vector<std::string> rows;
+  std::vector<std::string> rows, finals_json;
   for (const Anchor& a : KernelAnchors()) {
     if (std::find_if(std::begin(kSearchAnchors), std::end(kSearchAnchors),
                      [&](const char* n) { return std::string(n) == a.name; }) == std::end(kSearchAnchors)) {
@@ -206,6 +227,7 @@ int RunSearchBench(const std::vector<std::string>& args) {
           std::printf("%s %s seed %d: %s\n", a.name, run.strategy.c_str(), seed,
                       s.ToString().c_str());
         run.measured = tuner.measured();
+        if (!tuner.history(0).ok.empty()) run.best = tuner.history(0).ok.front().schedule;
         std::printf("%-22s %-12s seed %d: best %.1f GFLOP/s after %zu trials, %.1f trials/min\n",
                     a.name, run.strategy.c_str(), seed, best, run.best_so_far.size(),
                     double(run.best_so_far.size()) / std::max(1e-9, run.minutes));
@@ -222,33 +244,77 @@ int RunSearchBench(const std::vector<std::string>& args) {
     if (!dnn) dnn = RunOpenBlas(w, inputs, threads);
     double dnn_g = dnn ? task.flops / dnn->seconds * 1e-9 : NAN;
     onednn[a.name] = dnn_g;
-    double top = 0;
-    for (Run* r : mine) top = std::max(top, r->best_so_far.empty() ? 0 : r->best_so_far.back());
     std::printf("\n%-22s %-12s %4s %6s %9s %9s %7s\n", "workload", "strategy", "seed", "trials",
                 "best", "to_90%", "/oneDNN");
-    for (Run* r : mine) {
-      int to90 = -1;
-      for (size_t i = 0; i < r->best_so_far.size(); ++i) {
-        if (r->best_so_far[i] >= 0.9 * top) {
-          to90 = int(i) + 1;
-          break;
+    auto best_at = [](const Run* r, int b) {
+      return r->best_so_far.empty() ? 0.0
+                                    : r->best_so_far[std::min<size_t>(b, r->best_so_far.size()) - 1];
+    };
+    for (int b : budgets) {
+      // 90% of the best value either strategy reached within this budget.
+      double top = 0;
+      for (Run* r : mine) top = std::max(top, best_at(r, b));
+      std::map<std::string, std::vector<double>> to90_by_strategy;
+      for (Run* r : mine) {
+        int to90 = -1;
+        for (size_t i = 0; i < r->best_so_far.size() && int(i) < b; ++i) {
+          if (r->best_so_far[i] >= 0.9 * top) {
+            to90 = int(i) + 1;
+            break;
+          }
         }
-      }
-      for (int b : budgets) {
-        double best = r->best_so_far.empty()
-                          ? 0
-                          : r->best_so_far[std::min<size_t>(b, r->best_so_far.size()) - 1];
-        int to90_b = to90 > 0 && to90 <= b ? to90 : -1;
+        // A run that never got there counts as needing the whole budget.
+        to90_by_strategy[r->strategy].push_back(to90 > 0 ? to90 : b);
+        double best = best_at(r, b);
         std::printf("%-22s %-12s %4llu %6d %9.1f %9s %7s\n", a.name, r->strategy.c_str(),
                     static_cast<unsigned long long>(r->seed), b, best,
-                    to90_b > 0 ? std::to_string(to90_b).c_str() : "-", Num(best / dnn_g).c_str());
+                    to90 > 0 ? std::to_string(to90).c_str() : "-", Num(best / dnn_g).c_str());
         rows.push_back(absl::StrCat(
             "{\"workload\": \"", a.name, "\", \"strategy\": \"", r->strategy, "\", \"trials\": ", b,
             ", \"seed\": ", r->seed, ", \"threads\": ", threads, ", \"best_gflops\": ", Num(best),
-            ", \"trials_to_90pct\": ", to90_b > 0 ? std::to_string(to90_b) : "null",
+            ", \"trials_to_90pct\": ", to90 > 0 ? std::to_string(to90) : "null",
             ", \"onednn_gflops\": ", Num(dnn_g), ", \"default_gflops\": ", Num(default_g),
             ", \"trials_per_minute\": ",
             Num(double(r->best_so_far.size()) / std::max(1e-9, r->minutes)), "}"));
+      }
+      auto mean = [](const std::vector<double>& v) {
+        double s = 0;
+        for (double x : v) s += x;
+        return v.empty() ? NAN : s / v.size();
+      };
+      double ev = mean(to90_by_strategy["evolutionary"]), rn = mean(to90_by_strategy["random"]);
+      std::printf("%-22s budget %d: mean trials to 90%% of %.1f: evolutionary %.1f, random %.1f "
+                  "(ratio %.2f)\n",
+                  a.name, b, 0.9 * top, ev, rn, ev / rn);
+    }
+    // The final kernels on 1 and 2 threads beside oneDNN, all timed now.
+    std::vector<v1::Schedule> finals = {ir::DefaultSchedule(task.dag, target)};
+    std::vector<Run*> with_best;
+    for (Run* r : mine) {
+      if (r->best) {
+        finals.push_back(*r->best);
+        with_best.push_back(r);
+      }
+    }
+    for (int th : {1, 2}) {
+      std::vector<double> g = TimeSchedules(task, finals, th);
+      std::optional<ReferenceRun> ref = RunOneDnn(w, inputs, th);
+      if (!ref) ref = RunOpenBlas(w, inputs, th);
+      double ref_g = ref ? task.flops / ref->seconds * 1e-9 : NAN;
+      std::printf("%-22s %d thread(s): oneDNN %.1f GFLOP/s, default %.1f (%sx)\n", a.name, th,
+                  ref_g, g[0], Num(g[0] / ref_g).c_str());
+      for (size_t i = 0; i < with_best.size(); ++i) {
+        const Run* r = with_best[i];
+        std::printf("%-22s %d thread(s): %-12s seed %llu best %.1f GFLOP/s (%sx oneDNN), tuned in "
+                    "%.1f min\n",
+                    a.name, th, r->strategy.c_str(), static_cast<unsigned long long>(r->seed),
+                    g[i + 1], Num(g[i + 1] / ref_g).c_str(), r->minutes);
+        finals_json.push_back(absl::StrCat(
+            "{\"workload\": \"", a.name, "\", \"strategy\": \"", r->strategy,
+            "\", \"seed\": ", r->seed, ", \"trials\": ", r->best_so_far.size(),
+            ", \"tuning_minutes\": ", Num(r->minutes), ", \"threads\": ", th,
+            ", \"gflops\": ", Num(g[i + 1]), ", \"default_gflops\": ", Num(g[0]),
+            ", \"onednn_gflops\": ", Num(ref_g), "}"));
       }
     }
     // The cost model's quality per objective: train on 70% of this
@@ -293,6 +359,9 @@ int RunSearchBench(const std::vector<std::string>& args) {
     f << "{\"target\": \"" << target.ToString() << "\", \"rows\": [\n";
     for (size_t i = 0; i < rows.size(); ++i)
       f << "  " << rows[i] << (i + 1 < rows.size() ? ",\n" : "\n");
+    f << "], \"finals\": [\n";
+    for (size_t i = 0; i < finals_json.size(); ++i)
+      f << "  " << finals_json[i] << (i + 1 < finals_json.size() ? ",\n" : "\n");
     f << "]}\n";
   }
   if (!svg_path.empty()) WriteSvg(svg_path, runs, onednn);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <iterator>
 #include <map>
 
 #include "absl/strings/numbers.h"
@@ -24,20 +25,23 @@ namespace v1 = ::tunefarm::v1;
 constexpr const char* kHelp =
     R"(usage: tunefarm tune --workload SPEC [--target T|host] [--trials N] [--seconds S]
                      [--strategy evolutionary|random] [--threads N] [--batch N] [--seed N]
-                     [--db FILE] [--save-model FILE]
+                     [--db FILE] [--load-model FILE] [--save-model FILE]
 
 Tunes one workload on this machine: schedules are compiled here, run in a
 child process, checked against a reference on random inputs and timed. Every
 result is stored in the log database (default tunefarm.db) as it arrives.
 Records already in the database for this workload and target are never
 measured again, and every record for the target trains the cost model from
-the start (warm start).
+the start (warm start). The cost model of the last run on the target is
+stored in the database too: it steers the first batches of the next run
+until that run has records enough to train its own.
 
   --trials    measurements, the default schedule included (default 64)
   --seconds   wall-time budget (default: none)
   --strategy  evolutionary (default: cost-model guided) or random
   --threads   kernel threads (default 1)
-  --save-model  write the final cost model to FILE
+  --load-model  start from the cost model in FILE instead of the database's
+  --save-model  also write the final cost model to FILE
 )";
 
 v1::MeasureStatus ToProto(search::MeasureResult::Status s) {
@@ -76,7 +80,7 @@ int RunTune(const std::vector<std::string>& args, std::ostream& out, std::ostrea
       {"target", "host"}, {"trials", "64"}, {"strategy", "evolutionary"}, {"threads", "1"},
       {"batch", "16"},    {"seed", "1"},    {"db", "tunefarm.db"},        {"seconds", "0"}};
   static const char* kKnown[] = {"workload", "target", "trials", "seconds", "strategy",
-                                 "threads",  "batch",  "seed",   "db",      "save-model"};
+                                 "threads",  "batch",  "seed",   "db",      "save-model", "load-model"};
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     if (a == "--help" || a == "-h") {
@@ -174,9 +178,32 @@ int RunTune(const std::vector<std::string>& args, std::ostream& out, std::ostrea
     if (int(page->size()) < q.limit) break;
     q.after_record_id = page->back().record_id();
   }
+  // The starting model: a file named by the user, else the database's newest for the target.
+  std::string model_from;
+  if (flags.count("load-model")) {
+    std::ifstream f(flags["load-model"], std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    if (!f.good() && !f.eof()) return Fail(err, 1, absl::StrCat("cannot read ", flags["load-model"]));
+    auto m = cost_model::CostModel::Deserialize(bytes);
+    if (!m.ok())
+      return Fail(err, 1, absl::StrCat(flags["load-model"], ": ", m.status().message()));
+    tuner.SetInitialModel(*std::move(m));
+    model_from = flags["load-model"];
+  } else if (auto stored = (*log)->LatestCostModel(spec); stored.ok()) {
+    auto m = cost_model::CostModel::Deserialize(stored->bytes);
+    if (m.ok()) {
+      tuner.SetInitialModel(*std::move(m));
+      model_from = absl::StrCat("stored model #", stored->id, " (", stored->trained_on, " records)");
+    } else {
+      out << "ignoring stored cost model #" << stored->id << ": " << m.status().message() << "\n";
+    }
+  } else if (!absl::IsNotFound(stored.status())) {
+    return Fail(err, 1, std::string(stored.status().message()));
+  }
   out << absl::StrFormat(
       "tuning %s on %s: %d trials, %s; %d earlier records of this workload, %d of others\n",
       flags["workload"], spec, trials, search::StrategyName(*strategy), prior, transfer);
+  if (!model_from.empty()) out << "cost model: " << model_from << "\n";
   v1::Fingerprint fp;
   fp.set_compiler(absl::StrCat("tunefarm ", TUNEFARM_VERSION, " LLVM ", codegen::LLVMVersion()));
   absl::Status store_error;
@@ -215,6 +242,17 @@ int RunTune(const std::vector<std::string>& args, std::ostream& out, std::ostrea
     out << absl::StrFormat(", default schedule %.1f GFLOP/s: %.2fx", task->flops / def * 1e-9,
                            def / h.best_seconds());
   out << "\n";
+  if (tuner.model().trained()) {
+    server::TuningLog::StoredCostModel m;
+    m.target_spec = spec;
+    m.objective = cost_model::ObjectiveName(tuner.model().objective());
+    m.trained_on = int64_t(tuner.measured().size());
+    auto bytes = tuner.model().Serialize();
+    if (!bytes.ok()) return Fail(err, 1, std::string(bytes.status().message()));
+    m.bytes = *std::move(bytes);
+    if (auto id = (*log)->SaveCostModel(m); !id.ok())
+      return Fail(err, 1, std::string(id.status().message()));
+  }
   if (flags.count("save-model")) {
     auto bytes = tuner.model().Serialize();
     std::ofstream f(flags["save-model"], std::ios::binary);

@@ -208,6 +208,14 @@ absl::StatusOr<std::unique_ptr<CostModel>> CostModel::Deserialize(const std::str
       0) {
     return absl::InvalidArgumentError(absl::StrCat("corrupt cost model: ", XGBGetLastError()));
   }
+  // A model from a build with another feature layout would score garbage.
+  bst_ulong features = 0;
+  TF_XGB(XGBoosterGetNumFeature(model->booster_, &features), "read the feature count of");
+  if (features != bst_ulong(kStoreFeatures)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cost model was trained on ", features, " features per store, this build "
+                     "extracts ", kStoreFeatures, " (retrain it from the records)"));
+  }
   return model;
 }
 

@@ -103,6 +103,18 @@ CREATE INDEX records_best ON records(workload_id, target_id, mean_cost) WHERE st
 CREATE INDEX records_schedule ON records(workload_id, target_id, schedule_hash);
 CREATE INDEX records_job ON records(job_id, workload_id);
 )sql",
+    // 1 -> 2: cost-model snapshots per target (warm start without retraining).
+    R"sql(
+CREATE TABLE cost_models (
+  id INTEGER PRIMARY KEY,
+  target_id INTEGER NOT NULL REFERENCES targets(id),
+  objective TEXT NOT NULL,
+  trained_on INTEGER NOT NULL,
+  created_unix_ms INTEGER NOT NULL,
+  model BLOB NOT NULL
+);
+CREATE INDEX cost_models_target ON cost_models(target_id, id);
+)sql",
 };
 static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == TuningLog::kSchemaVersion);
 
@@ -743,6 +755,63 @@ absl::StatusOr<std::vector<v1::Device>> TuningLog::ListDevices() {
     out.push_back(std::move(d));
   }
   return out;
+}
+
+absl::StatusOr<int64_t> TuningLog::SaveCostModel(const StoredCostModel& model) {
+  if (model.bytes.empty()) return absl::InvalidArgumentError("cost model: no bytes to store");
+  if (model.objective.empty()) return absl::InvalidArgumentError("cost model: objective missing");
+  std::lock_guard<std::mutex> lock(mu_);
+  TF_RETURN_IF_ERROR(db_->Exec("BEGIN IMMEDIATE"));
+  int64_t id = 0;
+  absl::Status s = [&]() -> absl::Status {
+    std::string spec;
+    TF_ASSIGN_OR_RETURN(int64_t tid, InternTarget(model.target_spec, &spec));
+    Stmt ins(db_->raw(), path_);
+    TF_RETURN_IF_ERROR(
+        ins.Prepare("INSERT INTO cost_models (target_id, objective, trained_on, created_unix_ms, "
+                    "model) VALUES (?, ?, ?, ?, ?)"));
+    ins.Bind(1, tid).Bind(2, model.objective).Bind(3, model.trained_on).Bind(4, NowMs());
+    ins.BindBlob(5, model.bytes);
+    TF_RETURN_IF_ERROR(ins.Run());
+    id = sqlite3_last_insert_rowid(db_->raw());
+    // Older snapshots of the target are superseded; keep the last few.
+    Stmt prune(db_->raw(), path_);
+    TF_RETURN_IF_ERROR(prune.Prepare(
+        "DELETE FROM cost_models WHERE target_id = ?1 AND id NOT IN "
+        "(SELECT id FROM cost_models WHERE target_id = ?1 ORDER BY id DESC LIMIT ?2)"));
+    prune.Bind(1, tid).Bind(2, int64_t{kCostModelsKept});
+    TF_RETURN_IF_ERROR(prune.Run());
+    return db_->Exec("COMMIT");
+  }();
+  if (!s.ok()) {
+    db_->Exec("ROLLBACK").IgnoreError();
+    return absl::Status(s.code(), absl::StrCat("storing cost model (not stored): ", s.message()));
+  }
+  return id;
+}
+
+absl::StatusOr<TuningLog::StoredCostModel> TuningLog::LatestCostModel(
+    const std::string& target_spec) {
+  TF_ASSIGN_OR_RETURN(ir::Target t, ir::Target::Parse(target_spec));
+  std::lock_guard<std::mutex> lock(mu_);
+  Stmt st(db_->raw(), path_);
+  TF_RETURN_IF_ERROR(st.Prepare(
+      "SELECT m.id, t.spec, m.objective, m.trained_on, m.created_unix_ms, m.model "
+      "FROM cost_models m JOIN targets t ON t.id = m.target_id WHERE t.spec = ? "
+      "ORDER BY m.id DESC LIMIT 1"));
+  st.Bind(1, t.ToString());
+  TF_ASSIGN_OR_RETURN(bool row, st.Step());
+  if (!row) {
+    return absl::NotFoundError(absl::StrCat("no cost model stored for target ", t.ToString()));
+  }
+  StoredCostModel m;
+  m.id = st.Int(0);
+  m.target_spec = st.Text(1);
+  m.objective = st.Text(2);
+  m.trained_on = st.Int(3);
+  m.created_unix_ms = st.Int(4);
+  m.bytes = st.Blob(5);
+  return m;
 }
 
 }  // namespace tunefarm::server

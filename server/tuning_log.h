@@ -44,7 +44,7 @@ class TuningLog {
   };
 
   // The schema this build writes; older files are migrated forward on open.
-  static constexpr int kSchemaVersion = 1;
+  static constexpr int kSchemaVersion = 2;
 
   static absl::StatusOr<std::unique_ptr<TuningLog>> Open(const Options& options);
   ~TuningLog();
@@ -99,6 +99,22 @@ class TuningLog {
   // Moves a job that has not ended to CANCELLED; FailedPrecondition if it
   // had already succeeded, failed or been cancelled.
   absl::StatusOr<v1::Job> CancelJob(int64_t job_id, const std::string& message);
+
+  // ---- cost models ----
+  // A serialized cost model (cost_model::CostModel::Serialize) for a target.
+  struct StoredCostModel {
+    int64_t id = 0;  // assigned on save
+    std::string target_spec;
+    std::string objective;
+    int64_t trained_on = 0;  // records it was trained on
+    int64_t created_unix_ms = 0;
+    std::string bytes;
+  };
+  // Stores a snapshot; the newest kCostModelsKept per target are kept.
+  static constexpr int kCostModelsKept = 3;
+  absl::StatusOr<int64_t> SaveCostModel(const StoredCostModel& model);
+  // The newest snapshot for the target; NotFound when there is none.
+  absl::StatusOr<StoredCostModel> LatestCostModel(const std::string& target_spec);
 
   // ---- devices ----
   absl::Status UpsertDevice(const v1::Device& device);

@@ -18,7 +18,11 @@ Tuner::Tuner(std::vector<Task> tasks, Measurer* measurer, TuneOptions options)
       histories_(tasks_.size()),
       default_seconds_(tasks_.size(), 0),
       policy_(options.strategy, options.evolution, options.seed),
-      model_(options.objective) {}
+      model_(std::make_unique<cost_model::CostModel>(options.objective)) {}
+
+void Tuner::SetInitialModel(std::unique_ptr<cost_model::CostModel> model) {
+  if (model != nullptr) model_ = std::move(model);
+}
 
 void Tuner::Record(int task, const v1::Schedule& s, const MeasureResult& r) {
   histories_[task].Add(s, r);
@@ -53,7 +57,10 @@ absl::Status Tuner::Retrain() {
     float label = m.seconds > 0 ? float(best[m.group] / m.seconds) : 0.0f;
     samples.push_back({&m.features, label, m.group});
   }
-  return model_.Train(samples);
+  auto model = std::make_unique<cost_model::CostModel>(options_.objective);
+  TF_RETURN_IF_ERROR(model->Train(samples));
+  model_ = std::move(model);
+  return absl::OkStatus();
 }
 
 absl::Status Tuner::Run(const std::function<void(const Trial&)>& on_trial) {
@@ -90,7 +97,7 @@ absl::Status Tuner::Run(const std::function<void(const Trial&)>& on_trial) {
     int task = scheduler.Next();
     if (task < 0) break;
     int n = std::min(options_.batch, options_.max_trials - trials_);
-    std::vector<v1::Schedule> batch = policy_.Propose(tasks_[task], histories_[task], &model_, n);
+    std::vector<v1::Schedule> batch = policy_.Propose(tasks_[task], histories_[task], model_.get(), n);
     if (batch.empty()) {
       scheduler.Stop(task);  // nothing new left to try
       continue;

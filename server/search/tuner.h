@@ -61,7 +61,11 @@ class Tuner {
   const TaskHistory& history(int task) const { return histories_[task]; }
   double default_seconds(int task) const { return default_seconds_[task]; }
   int trials() const { return trials_; }
-  const cost_model::CostModel& model() const { return model_; }
+  const cost_model::CostModel& model() const { return *model_; }
+  // A model trained before this run (the database's snapshot for the
+  // target, or a file): steers the search until the run has enough records
+  // of its own to train one (then it is replaced).
+  void SetInitialModel(std::unique_ptr<cost_model::CostModel> model);
 
   // Every measured candidate's features and outcome (seconds 0: failed).
   struct MeasuredProgram {
@@ -82,7 +86,7 @@ class Tuner {
   std::vector<TaskHistory> histories_;
   std::vector<double> default_seconds_;
   SearchPolicy policy_;
-  cost_model::CostModel model_;
+  std::unique_ptr<cost_model::CostModel> model_;
   std::vector<MeasuredProgram> measured_;  // the model's training data
   std::map<std::string, int> transfer_groups_;
   int trials_ = 0;

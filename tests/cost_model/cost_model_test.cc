@@ -10,6 +10,7 @@
 #include "cost_model/features.h"
 #include "cost_model/xgb_model.h"
 #include "gtest/gtest.h"
+#include "xgboost/c_api.h"
 
 namespace tunefarm {
 namespace {
@@ -161,6 +162,29 @@ TEST(CostModel, SavesAndLoads) {
   std::string cut = bytes->substr(0, bytes->size() / 2);
   EXPECT_FALSE(cost_model::CostModel::Deserialize(cut).ok());
   EXPECT_FALSE(cost_model::ParseObjective("lambdarank").ok());
+}
+
+TEST(CostModel, RefusesAModelOfAnotherFeatureLayout) {
+  // A booster trained on 3 columns behind a valid header: an older build's model.
+  std::vector<float> x = {1, 2, 3, 4, 5, 6, 7, 8, 9, 1, 0, 1};
+  std::vector<float> y = {1, 2, 3, 4};
+  DMatrixHandle dm = nullptr;
+  ASSERT_EQ(XGDMatrixCreateFromMat(x.data(), 4, 3, NAN, &dm), 0);
+  ASSERT_EQ(XGDMatrixSetFloatInfo(dm, "label", y.data(), 4), 0);
+  BoosterHandle b = nullptr;
+  ASSERT_EQ(XGBoosterCreate(&dm, 1, &b), 0);
+  ASSERT_EQ(XGBoosterUpdateOneIter(b, 0, dm), 0);
+  bst_ulong len = 0;
+  const char* buf = nullptr;
+  ASSERT_EQ(XGBoosterSaveModelToBuffer(b, "{\"format\": \"ubj\"}", &len, &buf), 0);
+  std::string bytes = std::string("tunefarm-cost-model-v1 pack-sum\n") + std::string(buf, len);
+  XGBoosterFree(b);
+  XGDMatrixFree(dm);
+  auto m = cost_model::CostModel::Deserialize(bytes);
+  ASSERT_FALSE(m.ok());
+  EXPECT_TRUE(absl::IsFailedPrecondition(m.status())) << m.status();
+  EXPECT_NE(std::string(m.status().message()).find("3 features"), std::string::npos)
+      << m.status();
 }
 
 }  // namespace

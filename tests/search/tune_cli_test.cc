@@ -1,6 +1,7 @@
 // `tunefarm tune` end to end: the real binary tunes on this machine, stores
 // every trial in the log database, and a second run resumes from those
 // records without measuring any schedule twice.
+#include <fstream>
 #include <set>
 
 #include "absl/strings/match.h"
@@ -46,6 +47,7 @@ TEST(TuneCli, StoresEveryTrialAndNeverRemeasures) {
   r = testing::RunCommand(cmd, dir.path());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(absl::StrContains(r.out, "12 earlier records of this workload")) << r.out;
+  EXPECT_FALSE(absl::StrContains(r.out, "cost model:")) << r.out;  // 12 < 32: none trained
   std::vector<v1::Record> all = AllRecords(db);
   ASSERT_EQ(all.size(), 24u);
   std::set<std::string> hashes;
@@ -55,6 +57,48 @@ TEST(TuneCli, StoresEveryTrialAndNeverRemeasures) {
     EXPECT_NE(rec.status(), v1::MEASURE_STATUS_WRONG_RESULT) << rec.error();
     EXPECT_FALSE(rec.fingerprint().compiler().empty());
   }
+}
+
+// The cost model of a run lands in the database and steers the next run on
+// the target; a model file works the same way, and a bad one is refused.
+TEST(TuneCli, CostModelIsStoredAndLoaded) {
+  testing::TempDir dir;
+  std::string db = dir.File("t.db"), model = dir.File("m.bin");
+  auto tune = [&](const std::string& spec, std::vector<std::string> extra) {
+    std::vector<std::string> cmd = {testing::BinPath("tunefarm"), "tune", "--workload", spec,
+                                    "--trials", "36", "--batch", "12", "--db", db};
+    cmd.insert(cmd.end(), extra.begin(), extra.end());
+    return testing::RunCommand(cmd, dir.path());
+  };
+  testing::CommandResult r = tune("matmul(M=32,N=48,K=16)", {"--save-model", model});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  server::TuningLog::Options o;
+  o.path = db;
+  std::string target;
+  {
+    auto log = server::TuningLog::Open(o);
+    ASSERT_TRUE(log.ok());
+    target = AllRecords(db).front().target().spec();
+    auto m = (*log)->LatestCostModel(target);
+    ASSERT_TRUE(m.ok()) << m.status();
+    EXPECT_EQ(m->objective, "pack-sum");
+    EXPECT_GE(m->trained_on, 32);
+  }
+  r = tune("matmul(M=24,N=40,K=8)", {});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.out, "cost model: stored model #1")) << r.out;
+  r = tune("matmul(M=16,N=40,K=8)", {"--load-model", model, "--db", dir.File("fresh.db")});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.out, "cost model: " + model)) << r.out;
+  {
+    std::ofstream(dir.File("bad.bin")) << "not a model";
+  }
+  r = tune("matmul(M=16,N=40,K=8)", {"--load-model", dir.File("bad.bin")});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(absl::StrContains(r.err, "bad.bin: not a tunefarm cost model")) << r.err;
+  r = tune("matmul(M=16,N=40,K=8)", {"--load-model", dir.File("missing.bin")});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(absl::StrContains(r.err, "cannot read")) << r.err;
 }
 
 TEST(TuneCli, BadInputIsOneLineAndExitCode2) {

@@ -296,6 +296,74 @@ TEST(TuningLog, NewerSchemaIsRefused) {
       << log.status();
 }
 
+TEST(TuningLog, CostModelsPerTargetNewestKept) {
+  TempDir dir;
+  auto log = OpenOrDie(dir.File("t.db"));
+  ASSERT_NE(log, nullptr);
+  EXPECT_TRUE(absl::IsNotFound(log->LatestCostModel(kTargetX86).status()));
+  std::vector<int64_t> ids;
+  for (int i = 0; i < 5; ++i) {
+    TuningLog::StoredCostModel m;
+    m.target_spec = kTargetX86;
+    m.objective = "pack-sum";
+    m.trained_on = 100 * i;
+    m.bytes = std::string("model\0bytes", 11) + std::to_string(i);
+    auto id = log->SaveCostModel(m);
+    ASSERT_TRUE(id.ok()) << id.status();
+    ids.push_back(*id);
+  }
+  // Spelled another way, the same canonical target.
+  auto latest = log->LatestCostModel("llvm -mcpu=skylake-avx512 -mtriple=x86_64-linux-gnu");
+  ASSERT_TRUE(latest.ok()) << latest.status();
+  EXPECT_EQ(latest->id, ids.back());
+  EXPECT_EQ(latest->trained_on, 400);
+  EXPECT_EQ(latest->bytes, std::string("model\0bytes4", 12));
+  EXPECT_TRUE(absl::IsNotFound(log->LatestCostModel("llvm -mcpu=znver3").status()));
+  TuningLog::StoredCostModel other;
+  other.target_spec = "llvm -mcpu=znver3";
+  other.objective = "rank";
+  other.bytes = "x";
+  ASSERT_TRUE(log->SaveCostModel(other).ok());
+  EXPECT_EQ(log->LatestCostModel(kTargetX86)->id, ids.back());
+  log.reset();
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(dir.File("t.db").c_str(), &db), SQLITE_OK);
+  sqlite3_stmt* st = nullptr;
+  ASSERT_EQ(sqlite3_prepare_v2(db, "SELECT count(*) FROM cost_models", -1, &st, nullptr),
+            SQLITE_OK);
+  ASSERT_EQ(sqlite3_step(st), SQLITE_ROW);
+  EXPECT_EQ(sqlite3_column_int(st, 0), TuningLog::kCostModelsKept + 1);
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+  // Bad input stores nothing.
+  log = OpenOrDie(dir.File("t.db"));
+  TuningLog::StoredCostModel bad;
+  bad.target_spec = "banana -arch=9";
+  bad.objective = "pack-sum";
+  bad.bytes = "x";
+  EXPECT_FALSE(log->SaveCostModel(bad).ok());
+  bad.target_spec = kTargetX86;
+  bad.bytes.clear();
+  EXPECT_TRUE(absl::IsInvalidArgument(log->SaveCostModel(bad).status()));
+  EXPECT_EQ(log->LatestCostModel(kTargetX86)->id, ids.back());
+}
+
+TEST(TuningLog, MigratesAVersion1File) {
+  TempDir dir;
+  std::string path = dir.File("t.db");
+  { ASSERT_NE(OpenOrDie(path), nullptr); }
+  // Back to what version 1 wrote: no cost_models table.
+  RawExec(path, "DROP TABLE cost_models; DELETE FROM schema_version WHERE version = 2");
+  auto log = OpenOrDie(path);
+  ASSERT_NE(log, nullptr);
+  EXPECT_EQ(*log->SchemaVersion(), 2);
+  TuningLog::StoredCostModel m;
+  m.target_spec = kTargetX86;
+  m.objective = "pack-sum";
+  m.bytes = "x";
+  EXPECT_TRUE(log->SaveCostModel(m).ok());
+}
+
 TEST(TuningLog, CorruptPagesGiveAnErrorNotACrash) {
   TempDir dir;
   std::string path = dir.File("t.db");
