@@ -41,10 +41,11 @@ class LocalMeasurer : public Measurer {
  private:
   struct TaskData;
   absl::StatusOr<TaskData*> Prepare(const Task& task);
-  // Runs (checks, times) one kernel in a forked child; `shared_out`, a
-  // MAP_SHARED buffer, receives the output when given.
+  // Runs (checks, times) one kernel in the sandbox; `output` receives the
+  // kernel's output when given.
   MeasureResult RunChild(const Task& task, const TaskData& data, const std::string& shared_object,
-                         const ir::ComputeDAG& scheduled, float* shared_out = nullptr) const;
+                         const ir::ComputeDAG& scheduled,
+                         std::vector<float>* output = nullptr) const;
 
   LocalMeasureOptions options_;
   std::map<std::string, std::unique_ptr<TaskData>> tasks_;

@@ -1,0 +1,43 @@
+// The measurement sandbox: runs one kernel shared object in a child process
+// (fork), with a wall-time limit counted from the start of this measurement
+// and an address-space limit, checks its output against a reference and
+// times it. A kernel that crashes, hangs, exhausts memory or returns an error
+// becomes an outcome; the calling process (agent, local tuner) carries on.
+// Links no compiler code.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tunefarm::runner {
+
+struct SandboxOptions {
+  int threads = 1;                 // kernel threads
+  double min_repeat_ms = 20;       // the repeats together run the kernel at least this long
+  int repeats = 5;                 // timings kept; the median is the result
+  double max_timing_s = 0.5;       // fewer repeats for kernels slower than this / repeats
+  double time_limit_s = 10;        // from the fork: check and timing included
+  int64_t memory_limit_bytes = 0;  // RLIMIT_AS of the child; 0: none
+  double tolerance = 1e-3;         // relative to max(1, |reference|)
+};
+
+struct SandboxOutcome {
+  enum class Status { kOk, kWrongResult, kRuntimeError, kTimeout };
+  Status status = Status::kRuntimeError;
+  double seconds = 0;         // median of the repeats (kOk)
+  std::vector<double> costs;  // every repeat, seconds per run
+  double run_s = 0;           // wall time of the whole measurement
+  std::string error;          // one line (not kOk)
+};
+
+// `args`: the kernel's input buffers in ABI order (already packed where the
+// schedule packs constants); the output buffer of `n_out` floats is added
+// last. `reference` (n_out values, or empty: no check). When `output` is not
+// null it receives the kernel's output (for making a reference).
+SandboxOutcome MeasureInSandbox(const std::string& shared_object,
+                                const std::vector<const std::vector<float>*>& args, int64_t n_out,
+                                const std::vector<float>& reference, const SandboxOptions& options,
+                                std::vector<float>* output = nullptr);
+
+}  // namespace tunefarm::runner

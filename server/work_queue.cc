@@ -1,0 +1,288 @@
+#include "server/work_queue.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+
+namespace tunefarm::server {
+
+void WorkQueue::RunAll(Callbacks& callbacks) {
+  for (auto& c : callbacks) c();
+  callbacks.clear();
+}
+
+void WorkQueue::Submit(Item item) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Queued q;
+  q.id = next_item_++;
+  std::string key = item.queue;
+  q.item = std::move(item);
+  queues_[key].push_back(std::move(q));
+  cv_.notify_all();
+}
+
+void WorkQueue::OpenSession(const std::string& session_id, const std::string& device_id,
+                            std::vector<std::string> queues, int max_in_flight) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Session& s = sessions_[session_id];
+  s.device_id = device_id;
+  s.queues = std::move(queues);
+  s.max_in_flight = std::max(1, max_in_flight);
+  cv_.notify_all();
+}
+
+void WorkQueue::CloseSession(const std::string& session_id) {
+  Callbacks callbacks;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = sessions_.find(session_id);
+    if (it == sessions_.end()) return;
+    std::set<std::string> held = it->second.leases;
+    std::string device = it->second.device_id;
+    sessions_.erase(it);
+    for (const std::string& id : held) {
+      auto l = leases_.find(id);
+      if (l == leases_.end()) continue;
+      Lease lease = std::move(l->second);
+      leases_.erase(l);
+      RequeueLocked(std::move(lease), absl::StrCat("device ", device, " disconnected"), &callbacks);
+    }
+    cv_.notify_all();
+  }
+  RunAll(callbacks);
+}
+
+bool WorkQueue::SessionOpen(const std::string& session_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return sessions_.count(session_id) > 0;
+}
+
+void WorkQueue::RequeueLocked(Lease lease, const std::string& why, Callbacks* callbacks) {
+  const std::string lease_id = lease.q.item.work.lease_id();
+  Queued q = std::move(lease.q);
+  q.attempts++;
+  q.last_device = why;
+  if (q.attempts >= options_.max_attempts) {
+    Done done = std::move(q.item.done);
+    std::string msg = absl::StrCat("work lost ", q.attempts, " times (last: ", why, ")");
+    callbacks->push_back([done, msg] { done(absl::AbortedError(msg)); });
+    return;
+  }
+  late_[lease_id] = q.id;
+  std::string key = q.item.queue;
+  queues_[key].push_front(std::move(q));
+  cv_.notify_all();
+}
+
+void WorkQueue::ExpireLocked(Callbacks* callbacks) {
+  absl::Time now = options_.now();
+  std::vector<std::string> expired;
+  for (const auto& [id, l] : leases_) {
+    if (l.deadline < now) expired.push_back(id);
+  }
+  for (const std::string& id : expired) {
+    auto l = leases_.find(id);
+    Lease lease = std::move(l->second);
+    leases_.erase(l);
+    auto s = sessions_.find(lease.session_id);
+    std::string device = "?";
+    if (s != sessions_.end()) {
+      s->second.leases.erase(id);
+      device = s->second.device_id;
+    }
+    RequeueLocked(std::move(lease), absl::StrCat("device ", device, " missed its lease deadline"),
+                  callbacks);
+  }
+}
+
+void WorkQueue::Expire() {
+  Callbacks callbacks;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ExpireLocked(&callbacks);
+  }
+  RunAll(callbacks);
+}
+
+std::optional<WorkQueue::Queued> WorkQueue::TakeLocked(const Session& s) {
+  if (int(s.leases.size()) >= s.max_in_flight) return std::nullopt;
+  std::deque<Queued>* best_q = nullptr;
+  std::deque<Queued>::iterator best;
+  for (const std::string& key : s.queues) {
+    auto qi = queues_.find(key);
+    if (qi == queues_.end()) continue;
+    for (auto it = qi->second.begin(); it != qi->second.end(); ++it) {
+      if (best_q == nullptr) {
+        best_q = &qi->second, best = it;
+        continue;
+      }
+      const Item& a = it->item;
+      const Item& b = best->item;
+      if (a.priority != b.priority) {
+        if (a.priority > b.priority) best_q = &qi->second, best = it;
+        continue;
+      }
+      // Same priority: the job served least so far; ties keep queue order
+      // (a re-queued item sits at the front).
+      if (a.job_id != b.job_id && served_[a.job_id] < served_[b.job_id]) {
+        best_q = &qi->second, best = it;
+      }
+    }
+  }
+  if (best_q == nullptr) return std::nullopt;
+  Queued q = std::move(*best);
+  best_q->erase(best);
+  return q;
+}
+
+std::optional<v1::WorkLease> WorkQueue::Next(const std::string& session_id, absl::Duration wait) {
+  Callbacks callbacks;
+  std::optional<v1::WorkLease> out;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    absl::Time until = absl::Now() + wait;
+    while (true) {
+      ExpireLocked(&callbacks);
+      auto s = sessions_.find(session_id);
+      if (s == sessions_.end()) break;
+      std::optional<Queued> q = TakeLocked(s->second);
+      if (q) {
+        std::string id = absl::StrCat("L", next_lease_++);
+        q->item.work.set_lease_id(id);
+        q->item.work.set_job_id(q->item.job_id);
+        absl::Time deadline = options_.now() + options_.lease_timeout;
+        q->item.work.set_deadline_unix_ms(absl::ToUnixMillis(deadline));
+        served_[q->item.job_id]++;
+        out = q->item.work;
+        s->second.leases.insert(id);
+        leases_[id] = Lease{*std::move(q), session_id, deadline};
+        break;
+      }
+      absl::Duration left = until - absl::Now();
+      if (left <= absl::ZeroDuration()) break;
+      // Wake now and then to expire leases of silent sessions.
+      cv_.wait_for(lock, absl::ToChronoNanoseconds(std::min(left, absl::Milliseconds(200))));
+    }
+  }
+  RunAll(callbacks);
+  return out;
+}
+
+std::vector<std::string> WorkQueue::Heartbeat(const std::string& session_id,
+                                              const std::vector<std::string>& held) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::string> gone;
+  auto s = sessions_.find(session_id);
+  if (s == sessions_.end()) return held;
+  absl::Time deadline = options_.now() + options_.lease_timeout;
+  for (const std::string& id : s->second.leases) leases_[id].deadline = deadline;
+  for (const std::string& id : held) {
+    if (!s->second.leases.count(id)) gone.push_back(id);
+  }
+  return gone;
+}
+
+absl::StatusOr<bool> WorkQueue::Complete(const std::string& session_id,
+                                         const v1::ReportResultRequest& result) {
+  Done done;
+  bool live = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    const std::string& id = result.lease_id();
+    auto l = leases_.find(id);
+    if (l != leases_.end()) {
+      if (l->second.session_id != session_id) {
+        return absl::PermissionDeniedError(
+            absl::StrCat("lease '", id, "' belongs to another session"));
+      }
+      done = std::move(l->second.q.item.done);
+      auto s = sessions_.find(session_id);
+      if (s != sessions_.end()) s->second.leases.erase(id);
+      leases_.erase(l);
+      live = true;
+    } else if (auto late = late_.find(id); late != late_.end()) {
+      // The work went back to the queue; the first result for it wins.
+      int64_t item = late->second;
+      late_.erase(late);
+      for (auto& [key, q] : queues_) {
+        auto it = std::find_if(q.begin(), q.end(), [&](const Queued& x) { return x.id == item; });
+        if (it != q.end()) {
+          done = std::move(it->item.done);
+          q.erase(it);
+          break;
+        }
+      }
+      if (!done) {
+        for (auto it = leases_.begin(); it != leases_.end(); ++it) {
+          if (it->second.q.id != item) continue;
+          done = std::move(it->second.q.item.done);
+          auto s = sessions_.find(it->second.session_id);
+          if (s != sessions_.end()) s->second.leases.erase(it->first);
+          leases_.erase(it);
+          break;
+        }
+      }
+    }
+    if (!done) {
+      return absl::NotFoundError(absl::StrCat("unknown or already completed lease '", id, "'"));
+    }
+    cv_.notify_all();  // a slot of the session is free
+  }
+  done(result);
+  return live;
+}
+
+void WorkQueue::CancelJob(int64_t job_id) {
+  Callbacks callbacks;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [key, q] : queues_) {
+      for (auto it = q.begin(); it != q.end();) {
+        if (it->item.job_id != job_id) {
+          ++it;
+          continue;
+        }
+        Done done = std::move(it->item.done);
+        callbacks.push_back([done] { done(absl::CancelledError("the job was cancelled")); });
+        it = q.erase(it);
+      }
+    }
+    for (auto it = leases_.begin(); it != leases_.end();) {
+      if (it->second.q.item.job_id != job_id) {
+        ++it;
+        continue;
+      }
+      Done done = std::move(it->second.q.item.done);
+      callbacks.push_back([done] { done(absl::CancelledError("the job was cancelled")); });
+      auto s = sessions_.find(it->second.session_id);
+      if (s != sessions_.end()) s->second.leases.erase(it->first);
+      it = leases_.erase(it);
+    }
+    cv_.notify_all();
+  }
+  RunAll(callbacks);
+}
+
+std::map<std::string, int> WorkQueue::QueuedByKey() {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::map<std::string, int> out;
+  for (const auto& [key, q] : queues_) {
+    if (!q.empty()) out[key] = int(q.size());
+  }
+  return out;
+}
+
+int WorkQueue::LeasesOut() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return int(leases_.size());
+}
+
+bool WorkQueue::HasTaker(const std::string& queue) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [id, s] : sessions_) {
+    if (std::find(s.queues.begin(), s.queues.end(), queue) != s.queues.end()) return true;
+  }
+  return false;
+}
+
+}  // namespace tunefarm::server

@@ -1,0 +1,165 @@
+// The farm's work queue: matching work to sessions, fairness across jobs,
+// leases that expire and come back, bounded retries, cancellation, late
+// results. The clock is injected, so expiry needs no waiting.
+#include "server/work_queue.h"
+
+#include <memory>
+
+#include "gtest/gtest.h"
+
+namespace tunefarm::server {
+namespace {
+
+struct Fixture {
+  absl::Time now = absl::FromUnixSeconds(1000000);
+  std::unique_ptr<WorkQueue> q;
+  // What each item's done callback received, by its tag.
+  std::map<std::string, std::vector<absl::StatusOr<v1::ReportResultRequest>>> done;
+
+  Fixture() {
+    WorkQueue::Options o;
+    o.lease_timeout = absl::Seconds(10);
+    o.max_attempts = 2;
+    o.now = [this] { return now; };
+    q = std::make_unique<WorkQueue>(o);
+  }
+  void Add(const std::string& queue, int64_t job, int priority, const std::string& tag) {
+    WorkQueue::Item item;
+    item.queue = queue;
+    item.job_id = job;
+    item.priority = priority;
+    item.work.mutable_measure()->set_artifact_sha256(tag);
+    item.done = [this, tag](absl::StatusOr<v1::ReportResultRequest> r) { done[tag].push_back(r); };
+    q->Submit(std::move(item));
+  }
+  // The tag of the next lease for `session`, "" when none.
+  std::string Take(const std::string& session, v1::WorkLease* lease = nullptr) {
+    auto l = q->Next(session, absl::ZeroDuration());
+    if (!l) return "";
+    if (lease) *lease = *l;
+    return l->measure().artifact_sha256();
+  }
+  absl::StatusOr<bool> Report(const std::string& session, const v1::WorkLease& lease) {
+    v1::ReportResultRequest r;
+    r.set_lease_id(lease.lease_id());
+    r.mutable_measure()->set_status(v1::MEASURE_STATUS_OK);
+    return q->Complete(session, r);
+  }
+};
+
+TEST(WorkQueue, MatchesKeysAndIsFairAcrossJobs) {
+  Fixture f;
+  const std::string orin = WorkQueue::MeasureQueue("jetson-orin-nano");
+  for (int i = 0; i < 4; ++i) f.Add(orin, 1, 0, "a" + std::to_string(i));
+  for (int i = 0; i < 2; ++i) f.Add(orin, 2, 0, "b" + std::to_string(i));
+  f.Add(WorkQueue::BuildQueue("x86_64-linux-gnu"), 3, 9, "build");
+  f.q->OpenSession("s1", "board-1", {orin}, 1);
+  f.q->OpenSession("w1", "worker-1", {WorkQueue::BuildQueue("aarch64-linux-gnu")}, 4);
+  EXPECT_TRUE(f.q->HasTaker(orin));
+  EXPECT_FALSE(f.q->HasTaker(WorkQueue::BuildQueue("x86_64-linux-gnu")));
+  EXPECT_EQ(f.Take("w1"), "");  // no aarch64 builds queued; x86 is not its
+  std::vector<std::string> order;
+  for (int i = 0; i < 6; ++i) {
+    v1::WorkLease lease;
+    order.push_back(f.Take("s1", &lease));
+    EXPECT_EQ(f.Take("s1"), "") << "max_in_flight 1";
+    EXPECT_GT(lease.job_id(), 0);
+    ASSERT_TRUE(f.Report("s1", lease).ok());
+  }
+  // The two jobs alternate while both have work; a job's items keep their order.
+  EXPECT_EQ(order, (std::vector<std::string>{"a0", "b0", "a1", "b1", "a2", "a3"}));
+  for (const std::string& t : order) EXPECT_EQ(f.done[t].size(), 1u) << t;
+  // Higher priority first.
+  f.Add(orin, 4, 0, "low");
+  f.Add(orin, 5, 7, "high");
+  EXPECT_EQ(f.Take("s1"), "high");
+}
+
+TEST(WorkQueue, ExpiredLeaseGoesToAnotherDeviceAndLateResultCounts) {
+  Fixture f;
+  const std::string key = WorkQueue::MeasureQueue("x86");
+  f.Add(key, 1, 0, "c");
+  f.q->OpenSession("s1", "board-1", {key}, 1);
+  f.q->OpenSession("s2", "board-2", {key}, 1);
+  v1::WorkLease first, second;
+  ASSERT_EQ(f.Take("s1", &first), "c");
+  // Heartbeats keep a lease alive however long the work takes.
+  for (int i = 0; i < 5; ++i) {
+    f.now += absl::Seconds(8);
+    EXPECT_TRUE(f.q->Heartbeat("s1", {first.lease_id()}).empty());
+  }
+  EXPECT_EQ(f.Take("s2"), "");
+  // s1 goes silent: its lease expires, and s2 gets the work.
+  f.now += absl::Seconds(11);
+  ASSERT_EQ(f.Take("s2", &second), "c");
+  EXPECT_NE(second.lease_id(), first.lease_id());
+  EXPECT_EQ(f.q->Heartbeat("s1", {first.lease_id()}),
+            std::vector<std::string>{first.lease_id()});  // drop it
+  EXPECT_TRUE(f.done["c"].empty());
+  // s1's late result arrives first: it completes the work once; s2's copy is revoked.
+  auto late = f.Report("s1", first);
+  ASSERT_TRUE(late.ok()) << late.status();
+  EXPECT_FALSE(*late);
+  ASSERT_EQ(f.done["c"].size(), 1u);
+  EXPECT_TRUE(f.done["c"][0].ok());
+  EXPECT_EQ(f.q->Heartbeat("s2", {second.lease_id()}), std::vector<std::string>{second.lease_id()});
+  EXPECT_TRUE(absl::IsNotFound(f.Report("s2", second).status()));
+  EXPECT_EQ(f.done["c"].size(), 1u);
+  EXPECT_EQ(f.q->LeasesOut(), 0);
+}
+
+TEST(WorkQueue, WorkThatKillsTwoDevicesEndsWithAnError) {
+  Fixture f;
+  const std::string key = WorkQueue::MeasureQueue("x86");
+  f.Add(key, 1, 0, "bad");
+  f.q->OpenSession("s1", "board-1", {key}, 1);
+  ASSERT_EQ(f.Take("s1"), "bad");
+  f.q->CloseSession("s1");  // the agent died
+  EXPECT_TRUE(f.done["bad"].empty());
+  EXPECT_EQ(f.q->QueuedByKey()[key], 1);
+  f.q->OpenSession("s2", "board-2", {key}, 1);
+  ASSERT_EQ(f.Take("s2"), "bad");
+  f.q->CloseSession("s2");
+  ASSERT_EQ(f.done["bad"].size(), 1u);
+  EXPECT_TRUE(absl::IsAborted(f.done["bad"][0].status()));
+  EXPECT_NE(std::string(f.done["bad"][0].status().message()).find("lost 2 times"),
+            std::string::npos)
+      << f.done["bad"][0].status();
+  EXPECT_TRUE(f.q->QueuedByKey().empty());
+}
+
+TEST(WorkQueue, CancelDropsQueuedAndLeasedWorkOfTheJobOnly) {
+  Fixture f;
+  const std::string key = WorkQueue::MeasureQueue("x86");
+  f.Add(key, 1, 0, "j1-a");
+  f.Add(key, 1, 0, "j1-b");
+  f.Add(key, 2, 0, "j2");
+  f.q->OpenSession("s1", "board-1", {key}, 1);
+  v1::WorkLease lease;
+  ASSERT_EQ(f.Take("s1", &lease), "j1-a");
+  f.q->CancelJob(1);
+  EXPECT_TRUE(absl::IsCancelled(f.done["j1-a"].at(0).status()));
+  EXPECT_TRUE(absl::IsCancelled(f.done["j1-b"].at(0).status()));
+  EXPECT_TRUE(f.done["j2"].empty());
+  EXPECT_EQ(f.q->Heartbeat("s1", {lease.lease_id()}), std::vector<std::string>{lease.lease_id()});
+  EXPECT_TRUE(absl::IsNotFound(f.Report("s1", lease).status()));
+  EXPECT_EQ(f.Take("s1"), "j2");
+}
+
+TEST(WorkQueue, ALeaseIsAnsweredOnlyByItsSession) {
+  Fixture f;
+  const std::string key = WorkQueue::MeasureQueue("x86");
+  f.Add(key, 1, 0, "x");
+  f.q->OpenSession("s1", "board-1", {key}, 1);
+  f.q->OpenSession("s2", "board-2", {key}, 1);
+  v1::WorkLease lease;
+  ASSERT_EQ(f.Take("s1", &lease), "x");
+  EXPECT_TRUE(absl::IsPermissionDenied(f.Report("s2", lease).status()));
+  v1::WorkLease forged;
+  forged.set_lease_id("L999");
+  EXPECT_TRUE(absl::IsNotFound(f.Report("s1", forged).status()));
+  EXPECT_TRUE(f.Report("s1", lease).ok());
+}
+
+}  // namespace
+}  // namespace tunefarm::server
