@@ -3,7 +3,8 @@
 //
 //   tunefarm-agent --server=HOST:PORT --key=jetson-orin-nano [--token_file=F] [--tls_ca=F]
 //
-// Reconnects with back-off when the server goes away. Stops on SIGINT/SIGTERM.
+// Reconnects with back-off when the server goes away. Every kernel runs in a
+// sandboxed child process; one measurement at a time. Stops on SIGINT/SIGTERM.
 #include <cstdio>
 
 #include "absl/flags/flag.h"
@@ -11,6 +12,7 @@
 #include "absl/flags/usage.h"
 #include "common/logging.h"
 #include "device_agent/capabilities.h"
+#include "device_agent/measure_handler.h"
 #include "google/protobuf/util/json_util.h"
 #include "proto/farm_session.h"
 
@@ -20,6 +22,7 @@ ABSL_FLAG(std::string, device_id, "", "stable name of this board (default: the h
 ABSL_FLAG(std::string, token_file, "", "file holding the bearer token");
 ABSL_FLAG(std::string, tls_ca, "", "PEM CA certificate; connect with TLS");
 ABSL_FLAG(bool, print_capabilities, false, "print the detected capabilities as JSON and exit");
+ABSL_FLAG(int64_t, memory_limit_mb, 4096, "address space a measured kernel may add, in MiB");
 ABSL_FLAG(std::string, log_level, "info", "trace, debug, info, warn, error");
 
 namespace {
@@ -61,14 +64,27 @@ int main(int argc, char** argv) {
   log->info("event=starting device={} key={} cpu=\"{}\" cores={} gpu=\"{}\"", opts.device_id,
             opts.device_key, caps.cpu_model(), caps.cores(),
             caps.has_gpu() ? caps.gpu_name() : "no GPU");
+  tunefarm::agent::MeasureHandlerOptions mo;
+  mo.memory_limit_bytes = absl::GetFlag(FLAGS_memory_limit_mb) << 20;
+  mo.fingerprint = caps.fingerprint();
+  tunefarm::agent::MeasureHandler handler(mo);
   tunefarm::FarmSession session(opts, log);
   absl::Status run = tunefarm::RunUntilSignalled(
       session,
       [&](const tunefarm::v1::WorkLease& lease) {
-        // Measurement (sandboxed runner, timing) is not built yet; the server
-        // hands out no leases until it is.
-        log->error("event=lease_ignored lease={} reason=\"measurement not built\"",
-                   lease.lease_id());
+        tunefarm::v1::ReportResultRequest r;
+        if (!lease.has_measure()) {
+          r.mutable_measure()->set_status(tunefarm::v1::MEASURE_STATUS_RUNTIME_ERROR);
+          r.mutable_measure()->set_error("an agent measures; this lease is not a measurement");
+          return r;
+        }
+        *r.mutable_measure() = handler.Measure(lease.measure());
+        log->info("event=measured lease={} job={} status={} median_us={:.1f} error=\"{}\"",
+                  lease.lease_id(), lease.job_id(),
+                  tunefarm::v1::MeasureStatus_Name(r.measure().status()),
+                  r.measure().costs_sec_size() ? r.measure().costs_sec(0) * 1e6 : 0.0,
+                  r.measure().error());
+        return r;
       },
       *log);
   if (!run.ok()) {

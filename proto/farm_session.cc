@@ -4,7 +4,9 @@
 #include <unistd.h>
 
 #include <random>
+#include <set>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "proto/protocol.h"
@@ -87,6 +89,11 @@ absl::Status FarmSession::RunOnce(v1::FarmService::Stub& stub, const WorkHandler
   req.set_max_in_flight(options_.max_in_flight);
   std::unique_ptr<grpc::ClientReader<v1::WorkLease>> reader = stub.StreamWork(&stream_ctx, req);
 
+  // Leases being worked on: named in heartbeats, so the server keeps them.
+  std::mutex held_mu;
+  std::set<std::string> held;
+  std::vector<std::thread> workers;
+
   // Heartbeats run beside the blocking stream read; a heartbeat that fails or
   // that the server answers with register_again cancels the stream.
   std::mutex hb_mu;
@@ -101,6 +108,10 @@ absl::Status FarmSession::RunOnce(v1::FarmService::Stub& stub, const WorkHandler
       v1::HeartbeatRequest hb;
       hb.set_protocol_version(kProtocolVersion);
       hb.set_session_id(reg_resp.session_id());
+      {
+        std::lock_guard<std::mutex> h(held_mu);
+        for (const std::string& id : held) hb.add_held_lease_ids(id);
+      }
       v1::HeartbeatResponse hb_resp;
       auto ctx = MakeContext(options_.client, interval * 2);
       grpc::Status s = stub.Heartbeat(ctx.get(), hb, &hb_resp);
@@ -117,8 +128,40 @@ absl::Status FarmSession::RunOnce(v1::FarmService::Stub& stub, const WorkHandler
   });
 
   v1::WorkLease lease;
-  while (reader->Read(&lease)) handler(lease);
+  while (reader->Read(&lease)) {
+    {
+      std::lock_guard<std::mutex> h(held_mu);
+      held.insert(lease.lease_id());
+    }
+    workers.emplace_back([&, lease] {
+      v1::ReportResultRequest result = handler(lease);
+      result.set_protocol_version(kProtocolVersion);
+      result.set_session_id(reg_resp.session_id());
+      result.set_lease_id(lease.lease_id());
+      // A few tries across a brief outage; after that the lease expires on
+      // the server and the work is re-issued.
+      for (int attempt = 0; attempt < 5; ++attempt) {
+        v1::ReportResultResponse resp;
+        auto ctx = MakeContext(options_.client, absl::Seconds(30));
+        grpc::Status s = stub.ReportResult(ctx.get(), result, &resp);
+        if (s.ok()) {
+          reported_.fetch_add(1);
+          break;
+        }
+        log_->warn("event=report_failed lease={} attempt={} error=\"{}\"", lease.lease_id(),
+                   attempt + 1, s.error_message());
+        if (s.error_code() != grpc::StatusCode::UNAVAILABLE &&
+            s.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED) {
+          break;  // the server refused it (expired, cancelled): nothing to retry
+        }
+        if (!SleepUnlessStopped(absl::Milliseconds(200 << attempt))) break;
+      }
+      std::lock_guard<std::mutex> h(held_mu);
+      held.erase(lease.lease_id());
+    });
+  }
   grpc::Status status = reader->Finish();
+  for (std::thread& t : workers) t.join();
   {
     std::lock_guard<std::mutex> lock(hb_mu);
     hb_done = true;

@@ -34,8 +34,10 @@ class FarmSession {
     absl::Duration max_backoff = absl::Seconds(30);
     int max_in_flight = 1;
   };
-  // Called on the Run() thread for every lease.
-  using WorkHandler = std::function<void(const v1::WorkLease&)>;
+  // Called for every lease, on a thread of its own (at most max_in_flight
+  // at once); returns the result to report (the build or measure field set).
+  // The session reports it, retrying while the server is briefly away.
+  using WorkHandler = std::function<v1::ReportResultRequest(const v1::WorkLease&)>;
 
   FarmSession(Options options, std::shared_ptr<spdlog::logger> log);
 
@@ -46,6 +48,8 @@ class FarmSession {
 
   // How many times Register succeeded (for status output and tests).
   int registrations() const { return registrations_.load(); }
+  // Results the server acknowledged.
+  int reported() const { return reported_.load(); }
 
  private:
   // One connected period: register, stream, heartbeat. Returns when the
@@ -57,11 +61,12 @@ class FarmSession {
   const Options options_;
   std::shared_ptr<spdlog::logger> log_;
   std::atomic<int> registrations_{0};
+  std::atomic<int> reported_{0};
 
   std::mutex mu_;
   std::condition_variable cv_;
-  bool stop_ = false;                             // guarded by mu_
-  grpc::ClientContext* stream_ctx_ = nullptr;     // guarded by mu_
+  bool stop_ = false;                          // guarded by mu_
+  grpc::ClientContext* stream_ctx_ = nullptr;  // guarded by mu_
 };
 
 // The connection options from the usual --server, --tls_ca and --token_file
@@ -77,6 +82,6 @@ std::string HostName();
 // starts later), runs `session` and stops it when one of them arrives.
 // Returns Run()'s status.
 absl::Status RunUntilSignalled(FarmSession& session, const FarmSession::WorkHandler& handler,
-                       spdlog::logger& log);
+                               spdlog::logger& log);
 
 }  // namespace tunefarm

@@ -1,5 +1,8 @@
 #include "server/farm_service.h"
 
+#include <algorithm>
+#include <optional>
+
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
 
@@ -51,6 +54,18 @@ grpc::Status FarmService::Register(grpc::ServerContext* ctx, const v1::RegisterR
     return grpc::Status(static_cast<grpc::StatusCode>(session.status().code()),
                         std::string(session.status().message()));
   }
+  SessionInfo info;
+  info.device_id = req->device_id();
+  if (req->role() == v1::ROLE_WORKER) {
+    for (const std::string& t : req->capabilities().build_triples())
+      info.queues.push_back(WorkQueue::BuildQueue(t));
+  } else {
+    info.queues.push_back(WorkQueue::MeasureQueue(req->device_key()));
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    sessions_[*session] = std::move(info);
+  }
   resp->set_session_id(*session);
   resp->set_heartbeat_interval_ms(
       static_cast<int32_t>(absl::ToInt64Milliseconds(devices_.heartbeat_interval())));
@@ -68,33 +83,69 @@ grpc::Status FarmService::StreamWork(grpc::ServerContext* ctx, const v1::StreamW
   if (!devices_.SessionAlive(req->session_id())) {
     return grpc::Status(grpc::StatusCode::NOT_FOUND, "unknown or expired session; register again");
   }
+  SessionInfo info;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = sessions_.find(req->session_id());
+    if (it != sessions_.end()) info = it->second;
+  }
   // Send the initial metadata now, so the client sees the stream is open.
   writer->SendInitialMetadata();
-  std::unique_lock<std::mutex> lock(mu_);
-  while (!shutdown_) {
-    cv_.wait_for(lock, std::chrono::milliseconds(500));
-    if (ctx->IsCancelled()) return grpc::Status::CANCELLED;
+  queue_.OpenSession(req->session_id(), info.device_id, info.queues,
+                     std::max(1, req->max_in_flight()));
+  grpc::Status end(grpc::StatusCode::UNAVAILABLE, "server shutting down");
+  while (true) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (shutdown_) break;
+    }
+    if (ctx->IsCancelled()) {
+      end = grpc::Status::CANCELLED;
+      break;
+    }
     if (!devices_.SessionAlive(req->session_id())) {
-      return grpc::Status(grpc::StatusCode::NOT_FOUND, "session expired; register again");
+      end = grpc::Status(grpc::StatusCode::NOT_FOUND, "session expired; register again");
+      break;
+    }
+    std::optional<v1::WorkLease> lease = queue_.Next(req->session_id(), absl::Milliseconds(300));
+    if (!lease) continue;
+    if (!writer->Write(*lease)) {
+      end = grpc::Status::CANCELLED;
+      break;
     }
   }
-  return grpc::Status(grpc::StatusCode::UNAVAILABLE, "server shutting down");
+  // Whatever the session still holds goes back to the queue.
+  queue_.CloseSession(req->session_id());
+  return end;
 }
 
-grpc::Status FarmService::ReportResult(grpc::ServerContext* ctx,
-                                       const v1::ReportResultRequest* req,
+grpc::Status FarmService::ReportResult(grpc::ServerContext* ctx, const v1::ReportResultRequest* req,
                                        v1::ReportResultResponse* resp) {
   grpc::Status gate = gate_.Check(ctx, req->protocol_version());
   if (!gate.ok()) return gate;
-  return grpc::Status(grpc::StatusCode::NOT_FOUND,
-                      absl::StrCat("unknown lease '", req->lease_id(), "'"));
+  if (req->result_case() == v1::ReportResultRequest::RESULT_NOT_SET) {
+    return Invalid("ReportResult: neither a build nor a measure result");
+  }
+  absl::StatusOr<bool> live = queue_.Complete(req->session_id(), *req);
+  if (!live.ok()) {
+    return grpc::Status(static_cast<grpc::StatusCode>(live.status().code()),
+                        std::string(live.status().message()));
+  }
+  resp->set_lease_was_live(*live);
+  return grpc::Status::OK;
 }
 
 grpc::Status FarmService::Heartbeat(grpc::ServerContext* ctx, const v1::HeartbeatRequest* req,
                                     v1::HeartbeatResponse* resp) {
   grpc::Status gate = gate_.Check(ctx, req->protocol_version());
   if (!gate.ok()) return gate;
-  if (!devices_.Heartbeat(req->session_id())) resp->set_register_again(true);
+  if (!devices_.Heartbeat(req->session_id())) {
+    resp->set_register_again(true);
+    return grpc::Status::OK;
+  }
+  std::vector<std::string> held(req->held_lease_ids().begin(), req->held_lease_ids().end());
+  for (const std::string& id : queue_.Heartbeat(req->session_id(), held))
+    resp->add_revoked_lease_ids(id);
   return grpc::Status::OK;
 }
 

@@ -1,23 +1,29 @@
 // FarmService: where compile workers and device agents dial in. Register
 // and Heartbeat are served by the DeviceRegistry. StreamWork holds the
-// process's work stream open for as long as its session lives; the work
-// queues that feed it arrive with the farm (no lease is handed out yet, so
-// ReportResult answers NOT_FOUND for every lease id). Thread safe.
+// process's work stream open for as long as its session lives and writes
+// down it the leases the WorkQueue hands the session: builds for the
+// triples a worker can build, measurements for an agent's device key.
+// ReportResult completes a lease; Heartbeat keeps the session's leases
+// alive and names those it holds that were taken back. Thread safe.
 #pragma once
 
 #include <condition_variable>
+#include <map>
 #include <mutex>
+#include <string>
+#include <vector>
 
 #include "server/device_registry.h"
 #include "server/request_gate.h"
+#include "server/work_queue.h"
 #include "tunefarm/v1/farm.grpc.pb.h"
 
 namespace tunefarm::server {
 
 class FarmService final : public v1::FarmService::Service {
  public:
-  FarmService(DeviceRegistry& devices, const RequestGate& gate)
-      : devices_(devices), gate_(gate) {}
+  FarmService(DeviceRegistry& devices, WorkQueue& queue, const RequestGate& gate)
+      : devices_(devices), queue_(queue), gate_(gate) {}
 
   // Ends open work streams promptly; call before grpc::Server::Shutdown.
   void Shutdown();
@@ -33,10 +39,16 @@ class FarmService final : public v1::FarmService::Service {
 
  private:
   DeviceRegistry& devices_;
+  WorkQueue& queue_;
   const RequestGate& gate_;
   std::mutex mu_;
   std::condition_variable cv_;
   bool shutdown_ = false;  // guarded by mu_
+  struct SessionInfo {
+    std::string device_id;
+    std::vector<std::string> queues;
+  };
+  std::map<std::string, SessionInfo> sessions_;  // guarded by mu_
 };
 
 }  // namespace tunefarm::server

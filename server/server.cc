@@ -9,9 +9,11 @@
 #include "proto/protocol.h"
 #include "server/device_registry.h"
 #include "server/farm_service.h"
+#include "server/job_runner.h"
 #include "server/request_gate.h"
 #include "server/tuning_log.h"
 #include "server/tuning_service.h"
+#include "server/work_queue.h"
 
 namespace tunefarm::server {
 namespace {
@@ -36,8 +38,15 @@ absl::StatusOr<std::unique_ptr<TunefarmServer>> TunefarmServer::Start(const Opti
     s->gate_ = std::make_unique<RequestGate>();
   }
   s->devices_ = std::make_unique<DeviceRegistry>(*s->log_, options.heartbeat_interval);
-  s->tuning_ = std::make_unique<TuningService>(*s->log_, *s->devices_, *s->gate_);
-  s->farm_ = std::make_unique<FarmService>(*s->devices_, *s->gate_);
+  WorkQueue::Options qo;
+  qo.lease_timeout = 3 * options.heartbeat_interval;
+  s->queue_ = std::make_unique<WorkQueue>(qo);
+  TunefarmServer* raw = s.get();
+  s->jobs_ = std::make_unique<JobRunner>(
+      *s->log_, *s->queue_, [raw] { raw->tuning_->NotifyJobsChanged(); }, JobRunner::Options());
+  s->tuning_ =
+      std::make_unique<TuningService>(*s->log_, *s->devices_, *s->queue_, *s->jobs_, *s->gate_);
+  s->farm_ = std::make_unique<FarmService>(*s->devices_, *s->queue_, *s->gate_);
 
   std::shared_ptr<grpc::ServerCredentials> creds;
   if (options.tls_cert_file.empty() != options.tls_key_file.empty()) {
@@ -68,12 +77,29 @@ absl::StatusOr<std::unique_ptr<TunefarmServer>> TunefarmServer::Start(const Opti
   Logger("server")->info("event=started listen={} port={} db={} tls={} tokens={}", options.listen,
                          s->port_, options.db_path, !options.tls_cert_file.empty(),
                          !options.tokens_file.empty());
+  // Jobs left behind: queued ones start; ones the last server was running
+  // are interrupted (or resumed with auto_resume).
+  for (v1::JobState st :
+       {v1::JOB_STATE_QUEUED, v1::JOB_STATE_RUNNING, v1::JOB_STATE_WAITING_FOR_DEVICE}) {
+    TF_ASSIGN_OR_RETURN(std::vector<v1::Job> jobs, s->log_->ListJobs(st, 10000));
+    for (const v1::Job& j : jobs) {
+      if (st == v1::JOB_STATE_QUEUED || options.auto_resume) {
+        s->jobs_->Start(j.job_id());
+      } else {
+        TF_RETURN_IF_ERROR(s->log_->SetJobState(
+            j.job_id(), v1::JOB_STATE_INTERRUPTED,
+            absl::StrCat("the server stopped after ", j.trials_done(), " trials; `tunefarm resume ",
+                         j.job_id(), "` continues it")));
+      }
+    }
+  }
   return s;
 }
 
 void TunefarmServer::Shutdown() {
   if (shut_down_ || server_ == nullptr) return;  // stopped, or never started
   shut_down_ = true;
+  jobs_->Shutdown();  // running jobs become INTERRUPTED
   tuning_->Shutdown();
   farm_->Shutdown();
   server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));

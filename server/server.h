@@ -23,6 +23,8 @@ class DeviceRegistry;
 class RequestGate;
 class TuningService;
 class FarmService;
+class WorkQueue;
+class JobRunner;
 
 class TunefarmServer {
  public:
@@ -35,6 +37,9 @@ class TunefarmServer {
     absl::Duration heartbeat_interval = absl::Seconds(5);
     // Largest request or response; bigger ones fail with RESOURCE_EXHAUSTED.
     int max_message_bytes = 0;  // 0: kMaxMessageBytes (256 MiB)
+    // Jobs the previous server left running: resume them at start-up
+    // (otherwise they are marked INTERRUPTED for `tunefarm resume`).
+    bool auto_resume = false;
   };
 
   static absl::StatusOr<std::unique_ptr<TunefarmServer>> Start(const Options& options);
@@ -51,6 +56,8 @@ class TunefarmServer {
   std::unique_ptr<TuningLog> log_;
   std::unique_ptr<RequestGate> gate_;
   std::unique_ptr<DeviceRegistry> devices_;
+  std::unique_ptr<WorkQueue> queue_;
+  std::unique_ptr<JobRunner> jobs_;
   std::unique_ptr<TuningService> tuning_;
   std::unique_ptr<FarmService> farm_;
   std::unique_ptr<grpc::Server> server_;

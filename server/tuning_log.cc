@@ -699,6 +699,20 @@ absl::Status TuningLog::SetJobState(int64_t job_id, v1::JobState state,
   return absl::OkStatus();
 }
 
+absl::StatusOr<bool> TuningLog::UpdateActiveJob(int64_t job_id, v1::JobState state,
+                                                const std::string& message) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Stmt st(db_->raw(), path_);
+  TF_RETURN_IF_ERROR(st.Prepare(
+      "UPDATE jobs SET state = ?, status_message = ?, updated_unix_ms = ? "
+      "WHERE id = ? AND state NOT IN (?, ?, ?)"));
+  st.Bind(1, int64_t{state}).Bind(2, message).Bind(3, NowMs()).Bind(4, job_id);
+  st.Bind(5, int64_t{v1::JOB_STATE_SUCCEEDED}).Bind(6, int64_t{v1::JOB_STATE_FAILED});
+  st.Bind(7, int64_t{v1::JOB_STATE_CANCELLED});
+  TF_RETURN_IF_ERROR(st.Run());
+  return sqlite3_changes(db_->raw()) > 0;
+}
+
 absl::StatusOr<v1::Job> TuningLog::CancelJob(int64_t job_id, const std::string& message) {
   std::lock_guard<std::mutex> lock(mu_);
   Stmt st(db_->raw(), path_);

@@ -96,6 +96,10 @@ class TuningLog {
   // Newest first. state UNSPECIFIED: all.
   absl::StatusOr<std::vector<v1::Job>> ListJobs(v1::JobState state, int limit);
   absl::Status SetJobState(int64_t job_id, v1::JobState state, const std::string& message);
+  // Sets the state only if the job has not ended (succeeded, failed,
+  // cancelled): a runner never overwrites a cancel. Returns whether it did.
+  absl::StatusOr<bool> UpdateActiveJob(int64_t job_id, v1::JobState state,
+                                       const std::string& message);
   // Moves a job that has not ended to CANCELLED; FailedPrecondition if it
   // had already succeeded, failed or been cancelled.
   absl::StatusOr<v1::Job> CancelJob(int64_t job_id, const std::string& message);

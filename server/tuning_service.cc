@@ -14,8 +14,7 @@ constexpr int kMaxListLimit = 10000;
 constexpr int kExportChunk = 500;
 
 bool IsFinal(v1::JobState s) {
-  return s == v1::JOB_STATE_SUCCEEDED || s == v1::JOB_STATE_FAILED ||
-         s == v1::JOB_STATE_CANCELLED;
+  return s == v1::JOB_STATE_SUCCEEDED || s == v1::JOB_STATE_FAILED || s == v1::JOB_STATE_CANCELLED;
 }
 
 grpc::Status Invalid(const std::string& msg) {
@@ -39,10 +38,10 @@ absl::StatusOr<TuningLog::RecordQuery> ToQuery(const v1::RecordFilter& f) {
   return q;
 }
 
-#define TF_GATE(req)                                                     \
-  do {                                                                   \
+#define TF_GATE(req)                                                        \
+  do {                                                                      \
     grpc::Status gate_status = gate_.Check(ctx, (req)->protocol_version()); \
-    if (!gate_status.ok()) return gate_status;                           \
+    if (!gate_status.ok()) return gate_status;                              \
   } while (0)
 
 }  // namespace
@@ -68,6 +67,7 @@ grpc::Status TuningService::SubmitJob(grpc::ServerContext* ctx, const v1::Submit
   Logger("server")->info("event=job_submitted job={} tasks={} target=\"{}\"", *id,
                          req->spec().tasks_size(), req->spec().target().spec());
   NotifyJobsChanged();
+  jobs_.Start(*id);
   return grpc::Status::OK;
 }
 
@@ -132,6 +132,8 @@ grpc::Status TuningService::CancelJob(grpc::ServerContext* ctx, const v1::Cancel
   TF_GATE(req);
   absl::StatusOr<v1::Job> job = log_.CancelJob(req->job_id(), "cancelled by user");
   if (!job.ok()) return ToGrpcStatus(job.status());
+  jobs_.Stop(req->job_id());
+  queue_.CancelJob(req->job_id());
   Logger("server")->info("event=job_cancelled job={}", req->job_id());
   NotifyJobsChanged();
   *resp = *std::move(job);
@@ -141,9 +143,32 @@ grpc::Status TuningService::CancelJob(grpc::ServerContext* ctx, const v1::Cancel
 grpc::Status TuningService::ResumeJob(grpc::ServerContext* ctx, const v1::ResumeJobRequest* req,
                                       v1::Job* resp) {
   TF_GATE(req);
-  return grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
-                      "ResumeJob: this server does not run tuning yet, so there is nothing to "
-                      "resume");
+  absl::StatusOr<v1::Job> job = log_.GetJob(req->job_id());
+  if (!job.ok()) return ToGrpcStatus(job.status());
+  switch (job->state()) {
+    case v1::JOB_STATE_SUCCEEDED:
+    case v1::JOB_STATE_CANCELLED:
+      return grpc::Status(
+          grpc::StatusCode::FAILED_PRECONDITION,
+          absl::StrCat("job ", req->job_id(), " has ended (", v1::JobState_Name(job->state()),
+                       "); there is nothing to resume"));
+    default:
+      break;
+  }
+  if (!jobs_.Running(req->job_id())) {
+    absl::Status s =
+        log_.SetJobState(req->job_id(), v1::JOB_STATE_QUEUED,
+                         absl::StrCat("resuming after ", job->trials_done(), " trials"));
+    if (!s.ok()) return ToGrpcStatus(s);
+    jobs_.Start(req->job_id());
+    Logger("server")->info("event=job_resumed job={} trials_done={}", req->job_id(),
+                           job->trials_done());
+    NotifyJobsChanged();
+  }
+  job = log_.GetJob(req->job_id());
+  if (!job.ok()) return ToGrpcStatus(job.status());
+  *resp = *std::move(job);
+  return grpc::Status::OK;
 }
 
 grpc::Status TuningService::QueryBest(grpc::ServerContext* ctx, const v1::QueryBestRequest* req,
@@ -195,8 +220,7 @@ grpc::Status TuningService::QueryBest(grpc::ServerContext* ctx, const v1::QueryB
   return grpc::Status::OK;
 }
 
-grpc::Status TuningService::ListRecords(grpc::ServerContext* ctx,
-                                        const v1::ListRecordsRequest* req,
+grpc::Status TuningService::ListRecords(grpc::ServerContext* ctx, const v1::ListRecordsRequest* req,
                                         v1::ListRecordsResponse* resp) {
   TF_GATE(req);
   absl::StatusOr<TuningLog::RecordQuery> q = ToQuery(req->filter());
@@ -253,8 +277,7 @@ grpc::Status TuningService::ImportRecords(grpc::ServerContext* ctx,
   return grpc::Status::OK;
 }
 
-grpc::Status TuningService::ListDevices(grpc::ServerContext* ctx,
-                                        const v1::ListDevicesRequest* req,
+grpc::Status TuningService::ListDevices(grpc::ServerContext* ctx, const v1::ListDevicesRequest* req,
                                         v1::ListDevicesResponse* resp) {
   TF_GATE(req);
   absl::StatusOr<std::vector<v1::Device>> devices = devices_.List();

@@ -9,6 +9,8 @@
 #include <mutex>
 
 #include "server/device_registry.h"
+#include "server/job_runner.h"
+#include "server/work_queue.h"
 #include "server/request_gate.h"
 #include "server/tuning_log.h"
 #include "tunefarm/v1/tuning.grpc.pb.h"
@@ -17,8 +19,12 @@ namespace tunefarm::server {
 
 class TuningService final : public v1::TuningService::Service {
  public:
-  TuningService(TuningLog& log, DeviceRegistry& devices, const RequestGate& gate)
-      : log_(log), devices_(devices), gate_(gate) {}
+  TuningService(TuningLog& log, DeviceRegistry& devices, WorkQueue& queue, JobRunner& jobs,
+                const RequestGate& gate)
+      : log_(log), devices_(devices), queue_(queue), jobs_(jobs), gate_(gate) {}
+
+  // Wakes WatchJob streams (the job runner calls it on every change).
+  void NotifyJobsChanged();
 
   // Ends WatchJob streams promptly; call before grpc::Server::Shutdown.
   void Shutdown();
@@ -47,10 +53,10 @@ class TuningService final : public v1::TuningService::Service {
                            v1::ListDevicesResponse* resp) override;
 
  private:
-  void NotifyJobsChanged();
-
   TuningLog& log_;
   DeviceRegistry& devices_;
+  WorkQueue& queue_;
+  JobRunner& jobs_;
   const RequestGate& gate_;
 
   std::mutex mu_;

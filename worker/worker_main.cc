@@ -4,6 +4,7 @@
 //   tunefarm-worker --server=HOST:PORT [--token_file=F] [--tls_ca=F]
 //
 // Reconnects with back-off when the server goes away. Stops on SIGINT/SIGTERM.
+#include <algorithm>
 #include <cstdio>
 
 #include "absl/flags/flag.h"
@@ -11,12 +12,14 @@
 #include "absl/flags/usage.h"
 #include "common/logging.h"
 #include "proto/farm_session.h"
+#include "worker/builder.h"
 #include "worker/worker_capabilities.h"
 
 ABSL_FLAG(std::string, server, "127.0.0.1:7070", "tuning server address HOST:PORT");
 ABSL_FLAG(std::string, device_id, "", "stable name of this worker (default: worker-<host name>)");
 ABSL_FLAG(std::string, token_file, "", "file holding the bearer token");
 ABSL_FLAG(std::string, tls_ca, "", "PEM CA certificate; connect with TLS");
+ABSL_FLAG(int, threads, 0, "builds at once (default: one per core)");
 ABSL_FLAG(std::string, log_level, "info", "trace, debug, info, warn, error");
 
 int main(int argc, char** argv) {
@@ -36,6 +39,8 @@ int main(int argc, char** argv) {
   opts.device_id = absl::GetFlag(FLAGS_device_id);
   if (opts.device_id.empty()) opts.device_id = "worker-" + tunefarm::HostName();
   opts.capabilities = tunefarm::worker::DetectWorkerCapabilities();
+  opts.max_in_flight = absl::GetFlag(FLAGS_threads) > 0 ? absl::GetFlag(FLAGS_threads)
+                                                        : std::max(1, opts.capabilities.cores());
   auto log = tunefarm::Logger("worker");
   log->info("event=starting device={} triples={} cuda_archs={} cores={}", opts.device_id,
             opts.capabilities.build_triples_size(), opts.capabilities.cuda_archs_size(),
@@ -44,9 +49,16 @@ int main(int argc, char** argv) {
   absl::Status run = tunefarm::RunUntilSignalled(
       session,
       [&](const tunefarm::v1::WorkLease& lease) {
-        // Building candidates is not wired yet; the server hands out no
-        // leases until it is.
-        log->error("event=lease_ignored lease={} reason=\"builds not wired\"", lease.lease_id());
+        tunefarm::v1::ReportResultRequest r;
+        if (!lease.has_build()) {
+          r.mutable_build()->set_error("a worker builds; this lease is not a build");
+          return r;
+        }
+        *r.mutable_build() = tunefarm::worker::Build(lease.build());
+        log->debug("event=built lease={} job={} bytes={} sec={:.3f} error=\"{}\"", lease.lease_id(),
+                   lease.job_id(), r.build().artifact().size(), r.build().compile_sec(),
+                   r.build().error());
+        return r;
       },
       *log);
   if (!run.ok()) {

@@ -46,7 +46,8 @@ void Tuner::AddTransferRecord(const Task& other, const v1::Schedule& schedule, d
 }
 
 absl::Status Tuner::Retrain() {
-  if (options_.strategy != Strategy::kEvolutionary || measured_.size() < 32) return absl::OkStatus();
+  if (options_.strategy != Strategy::kEvolutionary || measured_.size() < 32)
+    return absl::OkStatus();
   std::vector<double> best(tasks_.size() + transfer_groups_.size(),
                            std::numeric_limits<double>::infinity());
   for (const MeasuredProgram& m : measured_) {
@@ -69,6 +70,7 @@ absl::Status Tuner::Run(const std::function<void(const Trial&)>& on_trial) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   };
   auto out_of_budget = [&] {
+    if (options_.stop && options_.stop()) return true;
     return trials_ >= options_.max_trials ||
            (options_.max_seconds > 0 && elapsed() >= options_.max_seconds);
   };
@@ -76,7 +78,7 @@ absl::Status Tuner::Run(const std::function<void(const Trial&)>& on_trial) {
     std::vector<MeasureResult> results = measurer_->Measure(tasks_[task], batch);
     for (size_t i = 0; i < batch.size(); ++i) {
       Record(task, batch[i], results[i]);
-      if (on_trial) on_trial({task, trials_, batch[i], results[i], elapsed()});
+      if (on_trial) on_trial({task, trials_, int(i), batch[i], results[i], elapsed()});
       ++trials_;
     }
     return results;
@@ -97,7 +99,8 @@ absl::Status Tuner::Run(const std::function<void(const Trial&)>& on_trial) {
     int task = scheduler.Next();
     if (task < 0) break;
     int n = std::min(options_.batch, options_.max_trials - trials_);
-    std::vector<v1::Schedule> batch = policy_.Propose(tasks_[task], histories_[task], model_.get(), n);
+    std::vector<v1::Schedule> batch =
+        policy_.Propose(tasks_[task], histories_[task], model_.get(), n);
     if (batch.empty()) {
       scheduler.Stop(task);  // nothing new left to try
       continue;

@@ -36,11 +36,14 @@ struct TuneOptions {
   TaskSchedulerOptions scheduler;
   cost_model::Objective objective = cost_model::Objective::kPackSum;
   bool measure_default = true;
+  // Checked between batches: true ends the run (a cancelled or stopping job).
+  std::function<bool()> stop;
 };
 
 struct Trial {
   int task;
-  int index;  // 0-based over the whole run
+  int index;        // 0-based over the whole run
+  int batch_index;  // position in the batch the measurer was handed
   ::tunefarm::v1::Schedule schedule;
   MeasureResult result;
   double elapsed_s;  // since Run started

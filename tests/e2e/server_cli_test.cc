@@ -4,6 +4,8 @@
 #include <sys/wait.h>
 
 #include <fstream>
+#include <set>
+#include <sstream>
 
 #include "absl/strings/match.h"
 #include "cli/records_jsonl.h"
@@ -80,8 +82,8 @@ TEST_F(E2ETest, ImportQueryRestartQueryAgain) {
   EXPECT_EQ(best.out, before);
 
   // The human table names the record and its speed.
-  CommandResult table = Cli(**again, {"best", "--workload=" + key, "--target=" +
-                                      std::string(testing::kTargetX86), "--top=3"});
+  CommandResult table = Cli(**again, {"best", "--workload=" + key,
+                                      "--target=" + std::string(testing::kTargetX86), "--top=3"});
   ASSERT_EQ(table.exit_code, 0) << table.err;
   EXPECT_TRUE(absl::StrContains(table.out, "mean_us")) << table.out;
   EXPECT_TRUE(absl::StrContains(table.out, "25.000")) << table.out;  // 1e-3/40 s = 25 us
@@ -105,8 +107,8 @@ TEST_F(E2ETest, ErrorsAreOneLineWithExitCodes) {
   testing::WriteFile(bad, "{\"status\": 1}\nnot json\n");
   CommandResult r = Cli(**server, {"import", bad});
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_EQ(r.err, "tunefarm: error: " + bad + ":2: not a record: " +
-                       r.err.substr(r.err.find("not a record: ") + 14));
+  EXPECT_EQ(r.err, "tunefarm: error: " + bad +
+                       ":2: not a record: " + r.err.substr(r.err.find("not a record: ") + 14));
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
 
   r = Cli(**server, {"best", "--workload=x", "--target=llvm -mcpu"});
@@ -131,8 +133,7 @@ TEST_F(E2ETest, ErrorsAreOneLineWithExitCodes) {
   // A server refuses a file that is not its database, with one line, exit 1.
   std::string junk = dir_.File("junk.db");
   testing::WriteFile(junk, std::string(4096, 'j'));
-  r = RunCommand({BinPath("tunefarm-server"), "--listen=127.0.0.1:0", "--db=" + junk},
-                 dir_.path());
+  r = RunCommand({BinPath("tunefarm-server"), "--listen=127.0.0.1:0", "--db=" + junk}, dir_.path());
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_TRUE(absl::StrContains(r.err, "is not a tunefarm database")) << r.err;
 }
@@ -148,9 +149,16 @@ TEST_F(E2ETest, JobsThroughTheCli) {
                                    "--device_key=x86-avx2", "--trials=100"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, "submitted job 1\n");
+  // No worker or agent is connected: the job waits and says for what.
+  EXPECT_TRUE(testing::WaitFor(
+      [&] {
+        return absl::StrContains(Cli(**server, {"job", "1"}).out, "waiting");
+      },
+      absl::Seconds(30)));
   r = Cli(**server, {"job", "1"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_TRUE(absl::StrContains(r.out, "queued")) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "waiting for a compile worker that builds x86_64-linux-gnu"))
+      << r.out;
   EXPECT_TRUE(absl::StrContains(r.out, "dense 1x512 * 1000x512")) << r.out;
   EXPECT_TRUE(absl::StrContains(r.out, "1.02")) << r.out;  // 2*1000*512 flops = 1.02 MFLOP
   r = Cli(**server, {"cancel", "1"});
@@ -171,12 +179,11 @@ TEST_F(E2ETest, AgentAndWorkerDialInAndReconnect) {
   Subprocess::Options quiet;
   quiet.capture_stdout = false;
   quiet.stderr_path = dir_.File("procs.log");
-  auto agent = Subprocess::Start({BinPath("tunefarm-agent"), "--server=" + addr,
-                                  "--key=x86-test", "--device_id=agent-1"},
-                                 quiet);
-  auto worker = Subprocess::Start({BinPath("tunefarm-worker"), "--server=" + addr,
-                                   "--device_id=worker-1"},
-                                  quiet);
+  auto agent = Subprocess::Start(
+      {BinPath("tunefarm-agent"), "--server=" + addr, "--key=x86-test", "--device_id=agent-1"},
+      quiet);
+  auto worker = Subprocess::Start(
+      {BinPath("tunefarm-worker"), "--server=" + addr, "--device_id=worker-1"}, quiet);
   ASSERT_TRUE(agent.ok() && worker.ok());
   auto both_online = [&](ServerProcess& s) {
     CommandResult r = Cli(s, {"devices"});
@@ -194,20 +201,105 @@ TEST_F(E2ETest, AgentAndWorkerDialInAndReconnect) {
   // The server dies hard; a new one on the same port and file gets both back.
   (*server)->process().Kill(SIGKILL);
   ASSERT_TRUE((*server)->process().Wait(absl::Seconds(10)).ok());
-  auto revived = ServerProcess::Start(db, dir_.path(),
-                                      {"--heartbeat_interval_ms=200",
-                                       "--listen=127.0.0.1:" + std::to_string(port)});
+  auto revived = ServerProcess::Start(
+      db, dir_.path(),
+      {"--heartbeat_interval_ms=200", "--listen=127.0.0.1:" + std::to_string(port)});
   ASSERT_TRUE(revived.ok()) << revived.status();
   EXPECT_TRUE(testing::WaitFor([&] { return both_online(**revived); }, absl::Seconds(60)))
       << Cli(**revived, {"devices"}).out;
 
   // A process that cannot even try (its CA file is missing) says so and exits.
-  CommandResult bad = RunCommand({BinPath("tunefarm-agent"), "--server=" + addr, "--key=k",
-                                  "--tls_ca=/nonexistent/ca.pem"},
-                                 dir_.path());
+  CommandResult bad = RunCommand(
+      {BinPath("tunefarm-agent"), "--server=" + addr, "--key=k", "--tls_ca=/nonexistent/ca.pem"},
+      dir_.path());
   EXPECT_EQ(bad.exit_code, 1);
   EXPECT_TRUE(absl::StrContains(bad.err, "cannot read CA file /nonexistent/ca.pem")) << bad.err;
 
+  for (auto* p : {&*agent, &*worker}) {
+    (*p)->Kill(SIGTERM);
+    auto st = (*p)->Wait(absl::Seconds(20));
+    ASSERT_TRUE(st.ok());
+    EXPECT_EQ(DescribeWaitStatus(*st), "exited with 0");
+  }
+}
+
+// The farm runs a job: the server's search hands builds to the worker and
+// measurements to the agent; every result lands in the database with the
+// job's id; then the server is killed mid-job, restarted, and `resume`
+// finishes the budget without measuring any schedule twice.
+TEST_F(E2ETest, FarmRunsAJobAndResumesItAfterAServerCrash) {
+  std::string db = dir_.File("farm.db");
+  auto server = ServerProcess::Start(db, dir_.path(), {"--heartbeat_interval_ms=200"});
+  ASSERT_TRUE(server.ok()) << server.status();
+  int port = (*server)->port();
+  std::string addr = (*server)->address();
+  Subprocess::Options quiet;
+  quiet.capture_stdout = false;
+  quiet.stderr_path = dir_.File("procs.log");
+  auto agent = Subprocess::Start(
+      {BinPath("tunefarm-agent"), "--server=" + addr, "--key=x86-test", "--device_id=agent-1"},
+      quiet);
+  auto worker = Subprocess::Start(
+      {BinPath("tunefarm-worker"), "--server=" + addr, "--device_id=worker-1", "--threads=2"},
+      quiet);
+  ASSERT_TRUE(agent.ok() && worker.ok());
+  std::string spec = dir_.File("job.json");
+  testing::WriteFile(spec, R"({"name": "farm", "tasks": [
+    {"workload": {"op": "OP_KIND_DENSE", "inputs": [{"shape": [8, 48]}, {"shape": [40, 48]}]}},
+    {"workload": {"op": "OP_KIND_DENSE", "inputs": [{"shape": [4, 32]}, {"shape": [24, 32]}]},
+     "weight": 2}]})");
+  const int kTrials = 60;
+  CommandResult r = Cli(**server, {"submit", spec, "--target=llvm", "--device_key=x86-test",
+                                   "--trials=" + std::to_string(kTrials)});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto records = [&](ServerProcess& s) {
+    CommandResult out = Cli(s, {"records", "--job=1", "--limit=1000", "--json"});
+    std::istringstream in(out.out);
+    auto parsed = cli::ParseRecordsJsonl(in, "records --json");
+    EXPECT_TRUE(parsed.ok()) << parsed.status();
+    return parsed.ok() ? *parsed : std::vector<v1::Record>();
+  };
+  // Part of the budget, then the server dies hard.
+  ASSERT_TRUE(testing::WaitFor([&] { return records(**server).size() >= 20; }, absl::Seconds(120)))
+      << Cli(**server, {"job", "1"}).out << testing::ReadFileOrEmpty(dir_.File("procs.log"));
+  (*server)->process().Kill(SIGKILL);
+  ASSERT_TRUE((*server)->process().Wait(absl::Seconds(10)).ok());
+  auto revived = ServerProcess::Start(
+      db, dir_.path(),
+      {"--heartbeat_interval_ms=200", "--listen=127.0.0.1:" + std::to_string(port)});
+  ASSERT_TRUE(revived.ok()) << revived.status();
+  r = Cli(**revived, {"job", "1"});
+  EXPECT_TRUE(absl::StrContains(r.out, "interrupted")) << r.out;
+  size_t before = records(**revived).size();
+  EXPECT_GE(before, 20u);
+  EXPECT_LT(before, size_t(kTrials));
+  r = Cli(**revived, {"resume", "1"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_TRUE(testing::WaitFor(
+      [&] {
+        return absl::StrContains(Cli(**revived, {"job", "1"}).out, "succeeded");
+      },
+      absl::Seconds(180)))
+      << Cli(**revived, {"job", "1"}).out << testing::ReadFileOrEmpty(dir_.File("procs.log"));
+  std::vector<v1::Record> all = records(**revived);
+  EXPECT_EQ(all.size(), size_t(kTrials));
+  std::set<std::string> seen;
+  int ok = 0;
+  for (const v1::Record& rec : all) {
+    const std::string line = cli::RecordToJsonLine(rec);
+    EXPECT_TRUE(seen.insert(rec.workload_key() + rec.schedule_hash()).second)
+        << "measured twice: " << line;
+    EXPECT_EQ(rec.device_key(), "x86-test");
+    EXPECT_EQ(rec.job_id(), 1);
+    EXPECT_NE(rec.status(), v1::MEASURE_STATUS_WRONG_RESULT) << line;
+    if (rec.status() == v1::MEASURE_STATUS_OK) {
+      ++ok;
+      EXPECT_GT(rec.costs_sec_size(), 0);
+      EXPECT_FALSE(rec.fingerprint().compiler().empty()) << line;
+      EXPECT_FALSE(rec.fingerprint().cpu_model().empty()) << line;
+    }
+  }
+  EXPECT_GT(ok, kTrials / 2);
   for (auto* p : {&*agent, &*worker}) {
     (*p)->Kill(SIGTERM);
     auto st = (*p)->Wait(absl::Seconds(20));
@@ -233,8 +325,7 @@ TEST(Layout, AgentLinksNoCompilerOrDatabase) {
     EXPECT_FALSE(absl::StrContains(r.out, lib)) << lib << " in\n" << r.out;
   }
   // It starts without a GPU and says what it found.
-  CommandResult caps =
-      RunCommand({BinPath("tunefarm-agent"), "--print_capabilities"}, dir.path());
+  CommandResult caps = RunCommand({BinPath("tunefarm-agent"), "--print_capabilities"}, dir.path());
   ASSERT_EQ(caps.exit_code, 0) << caps.err;
   EXPECT_TRUE(absl::StrContains(caps.out, "\"cores\"")) << caps.out;
   EXPECT_TRUE(absl::StrContains(caps.out, "-linux-gnu")) << caps.out;
@@ -251,9 +342,8 @@ TEST(Security, TlsAndTokens) {
   testing::TempDir dir;
   std::string key = dir.File("key.pem"), cert = dir.File("cert.pem");
   CommandResult gen = RunCommand(
-      {"/usr/bin/openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-       "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", key,
-       "-out", cert},
+      {"/usr/bin/openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj",
+       "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", key, "-out", cert},
       dir.path());
   ASSERT_EQ(gen.exit_code, 0) << gen.err;
   testing::WriteFile(dir.File("tokens"), "farm-token\n");

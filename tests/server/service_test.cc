@@ -85,7 +85,8 @@ TEST_F(ServiceTest, ImportQueryExport) {
   StartServer();
   v1::ImportRecordsRequest imp;
   imp.set_protocol_version(kProtocolVersion);
-  for (int i = 1; i <= 30; ++i) *imp.add_records() = MakeRecord(Conv2d(8, 8, 8), kTargetX86, 1e-3 / i, i);
+  for (int i = 1; i <= 30; ++i)
+    *imp.add_records() = MakeRecord(Conv2d(8, 8, 8), kTargetX86, 1e-3 / i, i);
   imp.mutable_records(0)->set_job_id(12345);  // foreign job ids are dropped, not an error
   v1::ImportRecordsResponse imp_resp;
   grpc::Status s = tuning_->ImportRecords(Ctx().get(), imp, &imp_resp);
@@ -140,7 +141,10 @@ TEST_F(ServiceTest, JobLifecycleAndWatch) {
   auto reader = tuning_->WatchJob(watch_ctx.get(), w);
   v1::JobEvent ev;
   ASSERT_TRUE(reader->Read(&ev));
-  EXPECT_EQ(ev.state(), v1::JOB_STATE_QUEUED);
+  // The job starts at once; with no worker or agent connected it waits.
+  EXPECT_TRUE(ev.state() == v1::JOB_STATE_QUEUED || ev.state() == v1::JOB_STATE_RUNNING ||
+              ev.state() == v1::JOB_STATE_WAITING_FOR_DEVICE)
+      << v1::JobState_Name(ev.state());
 
   v1::CancelJobRequest c;
   c.set_protocol_version(kProtocolVersion);
@@ -149,8 +153,9 @@ TEST_F(ServiceTest, JobLifecycleAndWatch) {
   ASSERT_TRUE(tuning_->CancelJob(Ctx().get(), c, &job).ok());
   EXPECT_EQ(job.state(), v1::JOB_STATE_CANCELLED);
   // The watcher sees the change and its stream ends.
-  ASSERT_TRUE(reader->Read(&ev));
-  EXPECT_EQ(ev.state(), v1::JOB_STATE_CANCELLED);
+  do {
+    ASSERT_TRUE(reader->Read(&ev));
+  } while (ev.state() != v1::JOB_STATE_CANCELLED);
   EXPECT_FALSE(reader->Read(&ev));
   EXPECT_TRUE(reader->Finish().ok());
 
@@ -215,7 +220,9 @@ TEST_F(ServiceTest, FarmSessionRegistersAndShowsOnline) {
   o.device_key = "x86-avx512";
   o.capabilities.set_cores(4);
   FarmSession session(o, Logger("test"));
-  std::thread t([&] { session.Run([](const v1::WorkLease&) {}).IgnoreError(); });
+  std::thread t([&] {
+    session.Run([](const v1::WorkLease&) { return v1::ReportResultRequest(); }).IgnoreError();
+  });
   auto device = [&](v1::Device* d) {
     v1::ListDevicesRequest req;
     req.set_protocol_version(kProtocolVersion);

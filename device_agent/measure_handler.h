@@ -1,0 +1,44 @@
+// The device agent's work: a MeasureRequest in, a MeasureResult out.
+//
+// The inputs are random (from the request's seed, never zeros); the output
+// is checked against a reference before anything is timed: the float64
+// interpreter for small workloads, else the default schedule shipped in the
+// request (run once per workload and seed, then cached). The kernel runs in
+// the sandbox (forked child, time limit from the start of the measurement,
+// memory limit), so a crash, hang or runaway allocation is a result and the
+// agent keeps serving. One measurement at a time per agent (a mutex): timings
+// must not disturb each other. Thread safe.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "tunefarm/v1/farm.pb.h"
+
+namespace tunefarm::agent {
+
+struct MeasureHandlerOptions {
+  int64_t memory_limit_bytes = int64_t{4} << 30;  // beyond what the agent has mapped
+  double default_timeout_s = 10;
+  ::tunefarm::v1::Fingerprint fingerprint;  // stamped on every result
+};
+
+class MeasureHandler {
+ public:
+  // Workloads up to this many flops are checked against the float64 interpreter.
+  static constexpr double kMaxInterpretedFlops = 5e7;
+
+  explicit MeasureHandler(MeasureHandlerOptions options) : options_(std::move(options)) {}
+
+  ::tunefarm::v1::MeasureResult Measure(const ::tunefarm::v1::MeasureRequest& request);
+
+ private:
+  MeasureHandlerOptions options_;
+  std::mutex mu_;                                         // one measurement at a time
+  std::map<std::string, std::vector<float>> references_;  // by workload key + seed
+};
+
+}  // namespace tunefarm::agent

@@ -1,0 +1,220 @@
+#include "server/job_runner.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/logging.h"
+#include "compiler/ir/target.h"
+#include "server/remote_measurer.h"
+#include "server/search/tuner.h"
+
+namespace tunefarm::server {
+
+namespace {
+
+search::MeasureResult FromRecord(const v1::Record& r) {
+  search::MeasureResult m;
+  if (r.status() == v1::MEASURE_STATUS_OK && r.costs_sec_size() > 0) {
+    std::vector<double> c(r.costs_sec().begin(), r.costs_sec().end());
+    std::sort(c.begin(), c.end());
+    m.seconds = c[c.size() / 2];
+  } else {
+    m.status = search::MeasureResult::Status::kRuntimeError;  // any failure: not a parent
+    m.error = r.error();
+  }
+  return m;
+}
+
+}  // namespace
+
+JobRunner::~JobRunner() { Shutdown(); }
+
+void JobRunner::Reap() {
+  for (auto it = jobs_.begin(); it != jobs_.end();) {
+    if (it->second->done) {
+      it->second->thread.join();
+      it = jobs_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void JobRunner::Start(int64_t job_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (shutting_down_) return;
+  Reap();
+  if (jobs_.count(job_id)) return;
+  auto r = std::make_unique<Running_>();
+  Running_* raw = r.get();
+  jobs_[job_id] = std::move(r);
+  raw->thread = std::thread([this, job_id, raw] { RunJob(job_id, raw); });
+}
+
+void JobRunner::Stop(int64_t job_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = jobs_.find(job_id);
+  if (it != jobs_.end()) it->second->stop = true;
+}
+
+bool JobRunner::Running(int64_t job_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = jobs_.find(job_id);
+  return it != jobs_.end() && !it->second->done;
+}
+
+void JobRunner::Shutdown() {
+  std::map<int64_t, std::unique_ptr<Running_>> jobs;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    shutting_down_ = true;
+    jobs.swap(jobs_);
+  }
+  for (auto& [id, r] : jobs) r->stop = true;
+  for (auto& [id, r] : jobs) {
+    r->thread.join();
+    absl::StatusOr<v1::Job> job = log_.GetJob(id);
+    if (job.ok() &&
+        (job->state() == v1::JOB_STATE_RUNNING || job->state() == v1::JOB_STATE_QUEUED ||
+         job->state() == v1::JOB_STATE_WAITING_FOR_DEVICE)) {
+      log_.UpdateActiveJob(id, v1::JOB_STATE_INTERRUPTED,
+                           absl::StrCat("the server stopped after ", job->trials_done(),
+                                        " trials; `tunefarm resume ", id, "` continues it"))
+          .IgnoreError();
+    }
+  }
+}
+
+void JobRunner::RunJob(int64_t job_id, Running_* running) {
+  auto log = Logger("server");
+  auto finish = [&](v1::JobState state, const std::string& msg) {
+    if (absl::StatusOr<bool> u = log_.UpdateActiveJob(job_id, state, msg); !u.ok()) {
+      log->error("event=job_state_failed job={} error=\"{}\"", job_id,
+                 std::string(u.status().message()));
+    }
+    log->info("event=job_ended job={} state={} message=\"{}\"", job_id, v1::JobState_Name(state),
+              msg);
+    on_change_();
+    running->done = true;
+  };
+  absl::StatusOr<v1::Job> job = log_.GetJob(job_id);
+  if (!job.ok()) return finish(v1::JOB_STATE_FAILED, std::string(job.status().message()));
+  const v1::JobSpec& spec = job->spec();
+  absl::StatusOr<ir::Target> target = ir::Target::Parse(spec.target().spec());
+  if (!target.ok()) return finish(v1::JOB_STATE_FAILED, std::string(target.status().message()));
+  if (target->is_gpu()) return finish(v1::JOB_STATE_FAILED, "tuning CUDA targets is not built yet");
+  const std::string target_spec = target->ToString();
+
+  std::vector<search::Task> tasks;
+  std::map<std::string, int> task_of;
+  for (const v1::Task& t : job->tasks()) {
+    absl::StatusOr<search::Task> st = search::Task::Make(t.workload(), *target, "", t.weight());
+    if (!st.ok()) {
+      return finish(v1::JOB_STATE_FAILED,
+                    absl::StrCat("task ", t.task_id(), ": ", st.status().message()));
+    }
+    task_of[st->key] = int(tasks.size());
+    tasks.push_back(*std::move(st));
+  }
+  const int64_t budget = spec.budget().max_trials() > 0
+                             ? spec.budget().max_trials()
+                             : int64_t(options_.default_trials_per_task) * int64_t(tasks.size());
+  const int64_t done_before = job->trials_done();
+
+  RemoteMeasurer::Options mo;
+  mo.job_id = job_id;
+  mo.priority = spec.priority();
+  mo.device_key = spec.device_key();
+  mo.measure = spec.measure();
+  mo.input_seed = spec.seed();
+  mo.stopped = [running] { return running->stop.load(); };
+  mo.on_wait = [&](const std::string& why) {
+    log_.UpdateActiveJob(
+            job_id, why.empty() ? v1::JOB_STATE_RUNNING : v1::JOB_STATE_WAITING_FOR_DEVICE, why)
+        .IgnoreError();
+    on_change_();
+  };
+  RemoteMeasurer measurer(queue_, mo);
+
+  search::TuneOptions o;
+  o.strategy = spec.strategy() == v1::SEARCH_STRATEGY_RANDOM ? search::Strategy::kRandom
+                                                             : search::Strategy::kEvolutionary;
+  o.max_trials = int(std::max<int64_t>(0, budget - done_before));
+  o.max_seconds = double(spec.budget().max_seconds());
+  o.batch = options_.batch;
+  // A resumed job draws from a fresh stream (its earlier draws are in the records).
+  o.seed = spec.seed() + uint64_t(done_before);
+  o.stop = [running] { return running->stop.load(); };
+  search::Tuner tuner(tasks, &measurer, o);
+
+  // Warm start and resume: what the database knows about this target.
+  std::map<std::string, search::Task> others;
+  TuningLog::RecordQuery q;
+  q.target_spec = target_spec;
+  q.limit = 1000;
+  for (;;) {
+    absl::StatusOr<std::vector<v1::Record>> page = log_.ListRecords(q);
+    if (!page.ok()) return finish(v1::JOB_STATE_FAILED, std::string(page.status().message()));
+    for (const v1::Record& r : *page) {
+      auto t = task_of.find(r.workload_key());
+      if (t != task_of.end()) {
+        tuner.AddHistory(t->second, r.schedule(), FromRecord(r));
+      } else if (r.status() == v1::MEASURE_STATUS_OK) {
+        auto it = others.find(r.workload_key());
+        if (it == others.end()) {
+          absl::StatusOr<search::Task> ot = search::Task::Make(r.workload(), *target);
+          if (!ot.ok()) continue;
+          it = others.emplace(r.workload_key(), *std::move(ot)).first;
+        }
+        tuner.AddTransferRecord(it->second, r.schedule(), FromRecord(r).seconds);
+      }
+    }
+    if (int(page->size()) < q.limit) break;
+    q.after_record_id = page->back().record_id();
+  }
+  log_.UpdateActiveJob(
+          job_id, v1::JOB_STATE_RUNNING,
+          done_before > 0 ? absl::StrCat("resumed after ", done_before, " trials") : "")
+      .IgnoreError();
+  on_change_();
+  log->info("event=job_started job={} tasks={} budget={} done_before={} device_key={}", job_id,
+            tasks.size(), budget, done_before, spec.device_key());
+
+  absl::Status store_error;
+  absl::Status s = tuner.Run([&](const search::Trial& t) {
+    if (running->stop) return;  // results of cancelled work are not results
+    const std::vector<RemoteMeasurer::Detail>& details = measurer.details();
+    if (t.batch_index >= int(details.size())) return;
+    const RemoteMeasurer::Detail& d = details[t.batch_index];
+    if (d.cancelled) return;
+    v1::Record r;
+    *r.mutable_workload() = tasks[t.task].workload;
+    r.mutable_target()->set_spec(target_spec);
+    *r.mutable_schedule() = t.schedule;
+    r.set_job_id(job_id);
+    r.set_device_key(spec.device_key());
+    r.set_status(d.status);
+    for (double c : d.costs) r.add_costs_sec(c);
+    if (d.status != v1::MEASURE_STATUS_OK) r.clear_costs_sec();
+    r.set_error(t.result.error);
+    r.set_build_sec(d.build_sec);
+    r.set_run_sec(d.run_sec);
+    *r.mutable_fingerprint() = d.fingerprint;
+    r.set_timestamp_unix_ms(absl::ToUnixMillis(absl::Now()));
+    auto c = log_.CommitRecords({r});
+    if (!c.ok() && store_error.ok()) store_error = c.status();
+    on_change_();
+  });
+  if (running->stop) {
+    running->done = true;
+    return;  // cancelled or shutting down: the state was set by whoever stopped it
+  }
+  if (!store_error.ok()) {
+    return finish(v1::JOB_STATE_FAILED, absl::StrCat("storing records: ", store_error.message()));
+  }
+  if (!s.ok()) return finish(v1::JOB_STATE_FAILED, std::string(s.message()));
+  finish(v1::JOB_STATE_SUCCEEDED, absl::StrCat(tuner.trials(), " trials this run"));
+}
+
+}  // namespace tunefarm::server

@@ -1,0 +1,63 @@
+// JobRunner: runs the tuning loop of each job on the farm, one thread per
+// running job. The job's tasks are tuned by the search (search::Tuner) with
+// a RemoteMeasurer; every result is committed to the log database with the
+// job id as it arrives (so trials done = the job's records), and the job's
+// state moves QUEUED -> RUNNING (WAITING_FOR_DEVICE while no worker or agent
+// can take its work) -> SUCCEEDED / FAILED / CANCELLED. A job stopped by a
+// server shutdown is left INTERRUPTED.
+//
+// Start-up of a job (first run or resume): the records already in the
+// database for its workloads on its target are history (never measured
+// again) and the target's other records train the cost model (warm start);
+// the budget already spent is the job's own record count.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "server/tuning_log.h"
+#include "server/work_queue.h"
+
+namespace tunefarm::server {
+
+class JobRunner {
+ public:
+  struct Options {
+    int default_trials_per_task = 64;  // when the budget names no trial count
+    int batch = 16;
+  };
+  JobRunner(TuningLog& log, WorkQueue& queue, std::function<void()> on_change, Options options)
+      : log_(log), queue_(queue), on_change_(std::move(on_change)), options_(options) {}
+  ~JobRunner();
+
+  // Runs the job on a thread of its own (no-op if it is running already).
+  void Start(int64_t job_id);
+  // Stops a running job's loop; the caller has already stored its state.
+  void Stop(int64_t job_id);
+  // Stops every job: their state becomes INTERRUPTED (resumable).
+  void Shutdown();
+  bool Running(int64_t job_id);
+
+ private:
+  struct Running_ {
+    std::thread thread;
+    std::atomic<bool> stop{false};
+    std::atomic<bool> done{false};
+  };
+  void RunJob(int64_t job_id, Running_* r);
+  void Reap();
+
+  TuningLog& log_;
+  WorkQueue& queue_;
+  std::function<void()> on_change_;
+  const Options options_;
+  std::mutex mu_;
+  bool shutting_down_ = false;
+  std::map<int64_t, std::unique_ptr<Running_>> jobs_;
+};
+
+}  // namespace tunefarm::server

@@ -1,0 +1,207 @@
+#include "server/remote_measurer.h"
+
+#include "absl/strings/str_cat.h"
+#include "compiler/ir/schedule.h"
+
+namespace tunefarm::server {
+
+namespace {
+
+using search::MeasureResult;
+using Status = MeasureResult::Status;
+
+Status FromProto(v1::MeasureStatus s) {
+  switch (s) {
+    case v1::MEASURE_STATUS_OK:
+      return Status::kOk;
+    case v1::MEASURE_STATUS_COMPILE_ERROR:
+      return Status::kBuildError;
+    case v1::MEASURE_STATUS_WRONG_RESULT:
+      return Status::kWrongResult;
+    case v1::MEASURE_STATUS_TIMEOUT:
+      return Status::kTimeout;
+    default:
+      return Status::kRuntimeError;
+  }
+}
+
+v1::WorkLease BuildWork(const search::Task& task, const v1::Schedule& schedule) {
+  v1::WorkLease w;
+  v1::BuildRequest* b = w.mutable_build();
+  *b->mutable_workload() = task.workload;
+  b->mutable_target()->set_spec(task.target.ToString());
+  *b->mutable_schedule() = schedule;
+  b->set_kind(v1::ARTIFACT_KIND_SHARED_OBJECT);
+  return w;
+}
+
+}  // namespace
+
+void RemoteMeasurer::Wait(const search::Task& task, const int& pending,
+                          std::unique_lock<std::mutex>& lock) {
+  const std::string build_q = WorkQueue::BuildQueue(task.target.triple);
+  const std::string measure_q = WorkQueue::MeasureQueue(options_.device_key);
+  std::string said;
+  while (pending > 0) {
+    if (cv_.wait_for(lock, std::chrono::milliseconds(250), [&] { return pending == 0; })) break;
+    lock.unlock();
+    if (options_.stopped()) {
+      // Outstanding work of the job is dropped; its callbacks mark it cancelled.
+      queue_.CancelJob(options_.job_id);
+      lock.lock();
+      continue;
+    }
+    std::string why;
+    if (!queue_.HasTaker(build_q)) {
+      why = absl::StrCat("waiting for a compile worker that builds ", task.target.triple);
+    } else if (!queue_.HasTaker(measure_q)) {
+      why = absl::StrCat("waiting for an agent with device key ", options_.device_key);
+    }
+    if (why != said) options_.on_wait(why);
+    said = why;
+    lock.lock();
+  }
+  if (!said.empty()) options_.on_wait("");
+}
+
+const RemoteMeasurer::Reference& RemoteMeasurer::ReferenceFor(const search::Task& task) {
+  std::unique_lock<std::mutex> lock(mu_);
+  auto it = references_.find(task.key);
+  if (it != references_.end() && it->second.error.empty()) return it->second;
+  Reference& ref = references_[task.key];
+  ref = Reference();
+  ref.schedule = ir::DefaultSchedule(task.dag, task.target);
+  int pending = 1;
+  WorkQueue::Item item;
+  item.queue = WorkQueue::BuildQueue(task.target.triple);
+  item.job_id = options_.job_id;
+  item.priority = options_.priority + 1;  // everything of the task waits on it
+  item.work = BuildWork(task, ref.schedule);
+  item.done = [this, &ref, &pending](absl::StatusOr<v1::ReportResultRequest> r) {
+    std::lock_guard<std::mutex> l(mu_);
+    if (!r.ok()) {
+      ref.error = std::string(r.status().message());
+    } else if (!r->has_build() || !r->build().error().empty()) {
+      ref.error = r->has_build() ? r->build().error() : "the worker answered with no build";
+    } else {
+      ref.artifact = r->build().artifact();
+    }
+    --pending;
+    cv_.notify_all();
+  };
+  lock.unlock();
+  queue_.Submit(std::move(item));
+  lock.lock();
+  Wait(task, pending, lock);
+  if (ref.artifact.empty() && ref.error.empty()) ref.error = "cancelled";
+  return ref;
+}
+
+std::vector<MeasureResult> RemoteMeasurer::Measure(const search::Task& task,
+                                                   const std::vector<v1::Schedule>& schedules) {
+  const size_t n = schedules.size();
+  std::vector<MeasureResult> results(n);
+  details_.assign(n, Detail());
+  const Reference* ref = nullptr;
+  // The agent checks small workloads against its own float64 interpreter.
+  constexpr double kAgentInterpretsUpTo = 5e7;
+  if (task.flops > kAgentInterpretsUpTo) {
+    ref = &ReferenceFor(task);
+    if (!ref->error.empty()) {
+      for (size_t i = 0; i < n; ++i) {
+        results[i].status = Status::kBuildError;
+        results[i].error = absl::StrCat("reference (default schedule): ", ref->error);
+        details_[i].status = v1::MEASURE_STATUS_COMPILE_ERROR;
+        details_[i].cancelled = options_.stopped();
+      }
+      return results;
+    }
+  }
+  std::unique_lock<std::mutex> lock(mu_);
+  int pending = int(n);
+  // Runs with mu_ held: the end of candidate i.
+  auto finish = [&](size_t i, v1::MeasureStatus status, const std::string& error) {
+    details_[i].status = status;
+    results[i].status = FromProto(status);
+    results[i].error = error;
+    --pending;
+    cv_.notify_all();
+  };
+  auto lost = [&](size_t i, const absl::Status& s) {
+    details_[i].cancelled = absl::IsCancelled(s);
+    finish(i, absl::IsCancelled(s) ? v1::MEASURE_STATUS_RUNTIME_ERROR : v1::MEASURE_STATUS_LOST,
+           std::string(s.message()));
+  };
+  std::vector<WorkQueue::Item> builds;
+  for (size_t i = 0; i < n; ++i) {
+    WorkQueue::Item item;
+    item.queue = WorkQueue::BuildQueue(task.target.triple);
+    item.job_id = options_.job_id;
+    item.priority = options_.priority;
+    item.work = BuildWork(task, schedules[i]);
+    item.done = [&, i](absl::StatusOr<v1::ReportResultRequest> r) {
+      std::unique_lock<std::mutex> l(mu_);
+      if (!r.ok()) return lost(i, r.status());
+      if (!r->has_build()) return finish(i, v1::MEASURE_STATUS_COMPILE_ERROR, "no build result");
+      const v1::BuildResult& b = r->build();
+      details_[i].build_sec = b.compile_sec();
+      results[i].compile_ms = b.compile_sec() * 1e3;
+      *details_[i].fingerprint.mutable_compiler() = b.fingerprint().compiler();
+      if (!b.error().empty()) return finish(i, v1::MEASURE_STATUS_COMPILE_ERROR, b.error());
+      WorkQueue::Item m;
+      m.queue = WorkQueue::MeasureQueue(options_.device_key);
+      m.job_id = options_.job_id;
+      m.priority = options_.priority;
+      v1::MeasureRequest* req = m.work.mutable_measure();
+      *req->mutable_workload() = task.workload;
+      req->mutable_target()->set_spec(task.target.ToString());
+      *req->mutable_schedule() = schedules[i];
+      req->set_kind(b.kind());
+      req->set_artifact(b.artifact());
+      req->set_artifact_sha256(b.artifact_sha256());
+      *req->mutable_options() = options_.measure;
+      req->set_input_seed(options_.input_seed);
+      req->set_threads(options_.threads);
+      if (ref != nullptr) {
+        req->set_reference_artifact(ref->artifact);
+        *req->mutable_reference_schedule() = ref->schedule;
+      }
+      m.done = [&, i](absl::StatusOr<v1::ReportResultRequest> r) {
+        std::lock_guard<std::mutex> l(mu_);
+        if (!r.ok()) return lost(i, r.status());
+        if (!r->has_measure()) {
+          return finish(i, v1::MEASURE_STATUS_RUNTIME_ERROR,
+                        "the agent answered with no measurement");
+        }
+        const v1::MeasureResult& mr = r->measure();
+        Detail& d = details_[i];
+        d.costs.assign(mr.costs_sec().begin(), mr.costs_sec().end());
+        d.run_sec = mr.run_sec();
+        std::string compiler = d.fingerprint.compiler();
+        d.fingerprint = mr.fingerprint();
+        d.fingerprint.set_compiler(compiler);
+        v1::MeasureStatus st = mr.status();
+        if (st == v1::MEASURE_STATUS_OK && d.costs.empty()) {
+          st = v1::MEASURE_STATUS_RUNTIME_ERROR;
+          return finish(i, st, "the agent reported success without timings");
+        }
+        if (st == v1::MEASURE_STATUS_OK) {
+          std::vector<double> c = d.costs;
+          std::sort(c.begin(), c.end());
+          results[i].seconds = c[c.size() / 2];
+        }
+        finish(i, st, mr.error());
+      };
+      l.unlock();
+      queue_.Submit(std::move(m));
+    };
+    builds.push_back(std::move(item));
+  }
+  lock.unlock();
+  for (WorkQueue::Item& b : builds) queue_.Submit(std::move(b));
+  lock.lock();
+  Wait(task, pending, lock);
+  return results;
+}
+
+}  // namespace tunefarm::server

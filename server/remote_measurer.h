@@ -1,0 +1,71 @@
+// RemoteMeasurer: the search's Measurer over the farm. Every candidate is a
+// build lease (any compile worker that builds the target's triple) and then
+// a measure lease (any agent of the job's device key); the batch's leases
+// are all queued at once, so builds and measurements overlap across
+// workers and agents. Workloads too big for the agent's float64 reference
+// get the default schedule's build attached as the reference.
+//
+// While no worker or agent can take the job's work, Measure keeps waiting
+// and says so through `on_wait`; when `stopped` turns true it cancels the
+// job's outstanding work and returns (those results are marked cancelled).
+#pragma once
+
+#include <functional>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "server/search/task.h"
+#include "server/work_queue.h"
+#include "tunefarm/v1/records.pb.h"
+
+namespace tunefarm::server {
+
+class RemoteMeasurer : public search::Measurer {
+ public:
+  struct Options {
+    int64_t job_id = 0;
+    int priority = 0;
+    std::string device_key;
+    v1::MeasureOptions measure;
+    int threads = 1;
+    uint64_t input_seed = 1;
+    std::function<bool()> stopped = [] { return false; };
+    std::function<void(const std::string&)> on_wait = [](const std::string&) {};
+  };
+  // What a record needs beyond search::MeasureResult.
+  struct Detail {
+    v1::MeasureStatus status = v1::MEASURE_STATUS_UNSPECIFIED;
+    std::vector<double> costs;
+    double build_sec = 0, run_sec = 0;
+    v1::Fingerprint fingerprint;  // the worker's compiler + the agent's device
+    bool cancelled = false;
+  };
+
+  RemoteMeasurer(WorkQueue& queue, Options options) : queue_(queue), options_(std::move(options)) {}
+
+  std::vector<search::MeasureResult> Measure(const search::Task& task,
+                                             const std::vector<v1::Schedule>& schedules) override;
+  // Details of the last batch, in its order.
+  const std::vector<Detail>& details() const { return details_; }
+
+ private:
+  struct Reference {
+    std::string artifact;
+    v1::Schedule schedule;
+    std::string error;
+  };
+  const Reference& ReferenceFor(const search::Task& task);
+  // Blocks until `pending` reaches 0 (or the job stops).
+  void Wait(const search::Task& task, const int& pending, std::unique_lock<std::mutex>& lock);
+
+  WorkQueue& queue_;
+  Options options_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<std::string, Reference> references_;  // by task key
+  std::vector<Detail> details_;
+};
+
+}  // namespace tunefarm::server
