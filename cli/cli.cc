@@ -420,19 +420,25 @@ Result JobIdArg(const Args& a, const std::string& cmd, int64_t* id) {
   return std::nullopt;
 }
 
-void PrintJob(const v1::Job& j, std::ostream& out) {
+// `default_cost`: the default schedule's mean cost per workload key, from
+// the job's records (empty where it was not measured).
+void PrintJob(const v1::Job& j, const std::map<std::string, double>& default_cost,
+              std::ostream& out) {
   out << "job " << j.job_id() << " \"" << j.spec().name() << "\": " << StateName(j.state())
       << " (" << j.status_message() << ")\n";
   out << "target: " << j.spec().target().spec() << "   device key: " << j.spec().device_key()
       << "   trials: " << j.trials_done() << "\n";
-  out << absl::StrFormat("%-36s %7s %10s %7s %12s  %s\n", "task", "weight", "mflops", "trials",
-                         "best_us", "workload");
+  out << absl::StrFormat("%-36s %7s %10s %7s %12s %12s %8s  %s\n", "task", "weight", "mflops",
+                         "trials", "default_us", "best_us", "speedup", "workload");
   for (const v1::Task& t : j.tasks()) {
-    out << absl::StrFormat("%-36s %7g %10.2f %7d %12s  %s\n", t.workload_key(), t.weight(),
-                           t.flops() * 1e-6, t.trials(),
-                           t.best_cost_sec() > 0 ? absl::StrFormat("%.3f", t.best_cost_sec() * 1e6)
-                                                 : "-",
-                           ir::Describe(t.workload()));
+    auto d = default_cost.find(t.workload_key());
+    double def = d == default_cost.end() ? 0 : d->second;
+    double best = t.best_cost_sec();
+    out << absl::StrFormat(
+        "%-36s %7g %10.2f %7d %12s %12s %8s  %s\n", t.workload_key(), t.weight(), t.flops() * 1e-6,
+        t.trials(), def > 0 ? absl::StrFormat("%.3f", def * 1e6) : "-",
+        best > 0 ? absl::StrFormat("%.3f", best * 1e6) : "-",
+        def > 0 && best > 0 ? absl::StrFormat("%.2fx", def / best) : "-", ir::Describe(t.workload()));
   }
 }
 
@@ -445,7 +451,27 @@ Result CmdJob(Client& c, const Args& a, std::ostream& out) {
   v1::Job job;
   grpc::Status s = c.stub().GetJob(c.Context().get(), req, &job);
   if (!s.ok()) return RpcFailure(c, s);
-  PrintJob(job, out);
+  // The default schedule's cost per task, from the job's records.
+  std::map<std::string, double> default_cost;
+  v1::ListRecordsRequest lr;
+  lr.set_protocol_version(kProtocolVersion);
+  lr.mutable_filter()->set_job_id(id);
+  lr.mutable_filter()->set_status(v1::MEASURE_STATUS_OK);
+  lr.set_limit(10000);
+  while (true) {
+    v1::ListRecordsResponse resp;
+    s = c.stub().ListRecords(c.Context().get(), lr, &resp);
+    if (!s.ok()) return RpcFailure(c, s);
+    for (const v1::Record& r : resp.records()) {
+      if (!r.schedule().is_default() || r.costs_sec().empty()) continue;
+      double sum = 0;
+      for (double c : r.costs_sec()) sum += c;
+      default_cost[r.workload_key()] = sum / r.costs_sec_size();
+    }
+    if (resp.last_record_id() == 0 || resp.records().empty()) break;
+    lr.set_after_record_id(resp.last_record_id());
+  }
+  PrintJob(job, default_cost, out);
   return std::nullopt;
 }
 

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # make demo: a whole farm on this machine, on loopback. Starts tunefarm-server
 # (SQLite file in demo-run/), a compile worker and a device agent, waits for
-# them to register, submits the bundled ResNet-18 blocks as a tuning job and
-# shows what the server knows. Everything is stopped on exit.
+# them to register, submits the bundled ResNet-18 blocks as a tuning job,
+# watches it run through the farm and prints default vs tuned per task.
+# Everything is stopped on exit.
 set -euo pipefail
 BUILD=${1:-build}
 BIN="$BUILD/bin"
@@ -46,16 +47,19 @@ CPU=$( (gcc -march=native -Q --help=target 2>/dev/null || true) | awk '$1 == "-m
 TARGET="llvm -mtriple=x86_64-linux-gnu -mcpu=${CPU:-generic} -num-cores=$(nproc)"
 echo
 echo "== submitting scripts/demo/resnet18_blocks.json for target: $TARGET"
-"${TF[@]}" submit scripts/demo/resnet18_blocks.json --target="$TARGET"
+TRIALS=${DEMO_TRIALS:-150}
+"${TF[@]}" submit scripts/demo/resnet18_blocks.json --target="$TARGET" --trials="$TRIALS"
+echo
+echo "== tuning through the farm: the worker builds, the agent measures ($TRIALS trials)"
+"${TF[@]}" watch 1
+echo
+echo "== before (default schedule) and after (best found), per task"
 "${TF[@]}" job 1
 echo
 cat <<'MSG'
-== what this demo does not do yet
-The farm does not run jobs yet: the server does not hand work to workers and
-agents (a later issue). The job above is stored and listed, but stays queued,
-so there is no before/after table to print yet. Tuning works locally, without
-the farm, and stores its records the same way:
-  tunefarm tune --workload 'conv2d_nchw(N=1,C=64,H=56,W=56,K=64,R=3,S=3,pad=1)' --trials 64
-Records can be imported, queried and exported:
-  tunefarm import FILE.jsonl / tunefarm best --workload=KEY --target=T / tunefarm export
+== next
+  tunefarm best --job=1                      the best record per task
+  tunefarm records --job=1                   every measurement of the job
+  tunefarm export -o records.jsonl           records to share with another farm
+  tunefarm tune --workload SPEC --trials 64  tuning on this machine, no server
 MSG
