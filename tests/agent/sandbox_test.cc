@@ -1,0 +1,110 @@
+// The measurement sandbox against kernels that misbehave on purpose: wrong
+// output, a segfault, a hang, a runaway allocation, an error code, bytes that
+// are not a library. Each becomes an outcome; the test process carries on.
+// The kernels are small C files built with the system C compiler.
+#include "device_agent/sandbox.h"
+
+#include <fstream>
+#include <random>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "tests/testing/process.h"
+#include "tests/testing/temp_dir.h"
+
+namespace tunefarm::runner {
+namespace {
+
+using Status = SandboxOutcome::Status;
+
+constexpr int64_t kN = 4096;
+
+// A kernel with body `body` (over float* in, float* out, n = kN), as .so bytes.
+std::string BuildKernel(const testing::TempDir& dir, const std::string& name,
+                        const std::string& body) {
+  std::string c = dir.File(name + ".c"), so = dir.File(name + ".so");
+  std::ofstream(c) << "#include <stdint.h>\n#include <stdlib.h>\n#include <string.h>\n"
+                   << "int32_t tf_main(void* const* b, const void* rt) {\n"
+                   << "  const float* in = (const float*)b[0]; float* out = (float*)b[1];\n"
+                   << "  long n = " << kN << ";\n"
+                   << body << "\n  return 0;\n}\n";
+  testing::CommandResult r =
+      testing::RunCommand({"/usr/bin/cc", "-O2", "-shared", "-fPIC", "-o", so, c}, dir.path());
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  std::ifstream f(so, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+}
+
+struct Data {
+  std::vector<float> in, twice;
+  Data() {
+    std::mt19937 rng(7);
+    std::uniform_real_distribution<float> u(-1, 1);
+    for (int64_t i = 0; i < kN; ++i) {
+      in.push_back(u(rng));
+      twice.push_back(2 * in.back());
+    }
+  }
+};
+
+SandboxOutcome Measure(const std::string& so, const Data& d, SandboxOptions o = {}) {
+  return MeasureInSandbox(so, {&d.in}, kN, d.twice, o);
+}
+
+TEST(Sandbox, CorrectKernelIsCheckedAndTimed) {
+  testing::TempDir dir;
+  Data d;
+  std::string so = BuildKernel(dir, "ok", "for (long i = 0; i < n; ++i) out[i] = 2 * in[i];");
+  SandboxOptions o;
+  o.repeats = 7;
+  std::vector<float> out;
+  SandboxOutcome r = MeasureInSandbox(so, {&d.in}, kN, d.twice, o, &out);
+  ASSERT_EQ(r.status, Status::kOk) << r.error;
+  EXPECT_EQ(r.costs.size(), 7u);
+  EXPECT_GT(r.seconds, 0);
+  EXPECT_GE(r.run_s, 0);
+  EXPECT_EQ(out, d.twice);
+}
+
+TEST(Sandbox, MisbehavingKernelsBecomeOutcomes) {
+  testing::TempDir dir;
+  Data d;
+  SandboxOutcome wrong = Measure(
+      BuildKernel(dir, "wrong", "for (long i = 0; i < n; ++i) out[i] = 2 * in[i] + (i == 9);"), d);
+  EXPECT_EQ(wrong.status, Status::kWrongResult);
+  EXPECT_TRUE(absl::StrContains(wrong.error, "output 9 off by")) << wrong.error;
+
+  SandboxOutcome segv = Measure(BuildKernel(dir, "segv", "*(volatile int*)0 = 1;"), d);
+  EXPECT_EQ(segv.status, Status::kRuntimeError);
+  EXPECT_TRUE(absl::StrContains(segv.error, "signal 11")) << segv.error;
+
+  SandboxOptions quick;
+  quick.time_limit_s = 0.5;
+  SandboxOutcome hang =
+      Measure(BuildKernel(dir, "hang", "for (volatile int x = 0;;) ++x;"), d, quick);
+  EXPECT_EQ(hang.status, Status::kTimeout);
+  EXPECT_TRUE(absl::StrContains(hang.error, "no result within 0.50 s")) << hang.error;
+
+  // 8 GiB against a 256 MiB allowance: the allocation fails inside the kernel.
+  SandboxOptions small;
+  small.memory_limit_bytes = int64_t{256} << 20;
+  SandboxOutcome hog = Measure(BuildKernel(dir, "hog",
+                                           "char* p = malloc(1ul << 33); if (!p) return 7;\n"
+                                           "memset(p, 1, 1ul << 33); out[0] = p[99];"),
+                               d, small);
+  EXPECT_EQ(hog.status, Status::kRuntimeError);
+  EXPECT_TRUE(absl::StrContains(hog.error, "kernel returned 7")) << hog.error;
+
+  SandboxOutcome garbage = Measure("this is not an ELF file", d);
+  EXPECT_EQ(garbage.status, Status::kRuntimeError);
+  EXPECT_TRUE(absl::StrContains(garbage.error, "did not load")) << garbage.error;
+
+  // And the process that ran all of them still measures.
+  SandboxOutcome ok =
+      Measure(BuildKernel(dir, "ok2", "for (long i = 0; i < n; ++i) out[i] = in[i] + in[i];"), d);
+  EXPECT_EQ(ok.status, Status::kOk) << ok.error;
+}
+
+}  // namespace
+}  // namespace tunefarm::runner
