@@ -1,6 +1,9 @@
 #include "cli/cli.h"
 
+#include <unistd.h>
+
 #include <fstream>
+#include <iostream>
 #include <map>
 #include <optional>
 #include <set>
@@ -500,23 +503,66 @@ Result CmdResume(Client& c, const Args& a, std::ostream& out) {
   return JobAction<v1::ResumeJobRequest>(c, a, out, "resume", &v1::TuningService::Stub::ResumeJob);
 }
 
+// "1m05s", "42s".
+std::string ShortDuration(double s) {
+  if (s < 60) return absl::StrFormat("%.0fs", s);
+  if (s < 3600) return absl::StrFormat("%dm%02ds", int(s) / 60, int(s) % 60);
+  return absl::StrFormat("%dh%02dm", int(s) / 3600, int(s) % 3600 / 60);
+}
+
 Result CmdWatch(Client& c, const Args& a, std::ostream& out) {
   int64_t id;
   if (Result r = JobIdArg(a, "watch", &id)) return r;
+  v1::GetJobRequest get;
+  get.set_protocol_version(kProtocolVersion);
+  get.set_job_id(id);
+  v1::Job job;
+  grpc::Status s = c.stub().GetJob(c.Context().get(), get, &job);
+  if (!s.ok()) return RpcFailure(c, s);
+  const int64_t total = job.spec().budget().max_trials();
+  // A progress bar redrawn in place on a terminal; one line per change when piped.
+  const bool terminal = &out == &std::cout && isatty(STDOUT_FILENO);
   v1::WatchJobRequest req;
   req.set_protocol_version(kProtocolVersion);
   req.set_job_id(id);
   auto ctx = c.Context(absl::Hours(24 * 30));
   auto reader = c.stub().WatchJob(ctx.get(), req);
   v1::JobEvent ev;
+  absl::Time first_time = absl::Now();
+  int64_t first_trials = -1;
+  v1::JobState last = v1::JOB_STATE_UNSPECIFIED;
   while (reader->Read(&ev)) {
-    out << absl::FormatTime("%H:%M:%S", absl::FromUnixMillis(ev.timestamp_unix_ms()),
-                            absl::LocalTimeZone())
-        << " job " << ev.job_id() << " " << StateName(ev.state()) << " trials=" << ev.trials_done()
-        << " " << ev.message() << std::endl;
+    last = ev.state();
+    if (first_trials < 0) first_trials = ev.trials_done(), first_time = absl::Now();
+    std::string progress = absl::StrCat("trials ", ev.trials_done());
+    std::string eta;
+    if (total > 0) {
+      absl::StrAppend(&progress, "/", total);
+      double rate = double(ev.trials_done() - first_trials) /
+                    std::max(1e-3, absl::ToDoubleSeconds(absl::Now() - first_time));
+      if (rate > 0 && ev.trials_done() < total && ev.state() == v1::JOB_STATE_RUNNING)
+        eta = absl::StrCat("  about ", ShortDuration((total - ev.trials_done()) / rate), " left");
+    }
+    if (terminal) {
+      constexpr int kWidth = 30;
+      int filled = total > 0 ? int(kWidth * std::min<int64_t>(ev.trials_done(), total) / total) : 0;
+      out << "\r[" << std::string(filled, '#') << std::string(kWidth - filled, '.') << "] "
+          << progress << "  " << StateName(ev.state()) << eta
+          << (ev.message().empty() ? "" : "  " + ev.message()) << "\x1b[K" << std::flush;
+    } else {
+      out << absl::FormatTime("%H:%M:%S", absl::FromUnixMillis(ev.timestamp_unix_ms()),
+                              absl::LocalTimeZone())
+          << " job " << ev.job_id() << " " << StateName(ev.state()) << " " << progress << eta
+          << " " << ev.message() << std::endl;
+    }
   }
-  grpc::Status s = reader->Finish();
+  if (terminal) out << "\n";
+  s = reader->Finish();
   if (!s.ok()) return RpcFailure(c, s);
+  if (last == v1::JOB_STATE_SUCCEEDED) {
+    out << "\n";
+    return CmdJob(c, a, out);  // default vs best per task
+  }
   return std::nullopt;
 }
 

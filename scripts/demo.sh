@@ -51,10 +51,8 @@ TRIALS=${DEMO_TRIALS:-150}
 "${TF[@]}" submit scripts/demo/resnet18_blocks.json --target="$TARGET" --trials="$TRIALS"
 echo
 echo "== tuning through the farm: the worker builds, the agent measures ($TRIALS trials)"
+echo "   (then the default schedule's time against the best found, per task)"
 "${TF[@]}" watch 1
-echo
-echo "== before (default schedule) and after (best found), per task"
-"${TF[@]}" job 1
 echo
 cat <<'MSG'
 == next
