@@ -135,6 +135,29 @@ void JobRunner::RunJob(int64_t job_id, Running_* running) {
         .IgnoreError();
     on_change_();
   };
+  std::mutex store_mu;
+  absl::Status store_error;
+  mo.on_result = [&](const search::Task& task, const v1::Schedule& schedule,
+                     const search::MeasureResult& result, const RemoteMeasurer::Detail& d) {
+    v1::Record r;
+    *r.mutable_workload() = task.workload;
+    r.mutable_target()->set_spec(target_spec);
+    *r.mutable_schedule() = schedule;
+    r.set_job_id(job_id);
+    r.set_device_key(spec.device_key());
+    r.set_status(d.status);
+    if (d.status == v1::MEASURE_STATUS_OK) {
+      for (double c : d.costs) r.add_costs_sec(c);
+    }
+    r.set_error(result.error);
+    r.set_build_sec(d.build_sec);
+    r.set_run_sec(d.run_sec);
+    *r.mutable_fingerprint() = d.fingerprint;
+    r.set_timestamp_unix_ms(absl::ToUnixMillis(absl::Now()));
+    absl::StatusOr<TuningLog::CommitResult> c = log_.CommitRecords({r});
+    std::lock_guard<std::mutex> l(store_mu);
+    if (!c.ok() && store_error.ok()) store_error = c.status();
+  };
   RemoteMeasurer measurer(queue_, mo);
 
   search::TuneOptions o;
@@ -181,36 +204,12 @@ void JobRunner::RunJob(int64_t job_id, Running_* running) {
   log->info("event=job_started job={} tasks={} budget={} done_before={} device_key={}", job_id,
             tasks.size(), budget, done_before, spec.device_key());
 
-  absl::Status store_error;
-  absl::Status s = tuner.Run([&](const search::Trial& t) {
-    if (running->stop) return;  // results of cancelled work are not results
-    const std::vector<RemoteMeasurer::Detail>& details = measurer.details();
-    if (t.batch_index >= int(details.size())) return;
-    const RemoteMeasurer::Detail& d = details[t.batch_index];
-    if (d.cancelled) return;
-    v1::Record r;
-    *r.mutable_workload() = tasks[t.task].workload;
-    r.mutable_target()->set_spec(target_spec);
-    *r.mutable_schedule() = t.schedule;
-    r.set_job_id(job_id);
-    r.set_device_key(spec.device_key());
-    r.set_status(d.status);
-    for (double c : d.costs) r.add_costs_sec(c);
-    if (d.status != v1::MEASURE_STATUS_OK) r.clear_costs_sec();
-    r.set_error(t.result.error);
-    r.set_build_sec(d.build_sec);
-    r.set_run_sec(d.run_sec);
-    *r.mutable_fingerprint() = d.fingerprint;
-    r.set_timestamp_unix_ms(absl::ToUnixMillis(absl::Now()));
-    auto c = log_.CommitRecords({r});
-    if (!c.ok() && store_error.ok()) store_error = c.status();
-    on_change_();
-  });
+  absl::Status s = tuner.Run([&](const search::Trial&) { on_change_(); });
   if (running->stop) {
     running->done = true;
     return;  // cancelled or shutting down: the state was set by whoever stopped it
   }
-  if (!store_error.ok()) {
+  if (std::lock_guard<std::mutex> l(store_mu); !store_error.ok()) {
     return finish(v1::JOB_STATE_FAILED, absl::StrCat("storing records: ", store_error.message()));
   }
   if (!s.ok()) return finish(v1::JOB_STATE_FAILED, std::string(s.message()));

@@ -124,6 +124,9 @@ std::vector<MeasureResult> RemoteMeasurer::Measure(const search::Task& task,
     details_[i].status = status;
     results[i].status = FromProto(status);
     results[i].error = error;
+    if (!details_[i].cancelled && options_.on_result) {
+      options_.on_result(task, schedules[i], results[i], details_[i]);
+    }
     --pending;
     cv_.notify_all();
   };

@@ -24,16 +24,6 @@ namespace tunefarm::server {
 
 class RemoteMeasurer : public search::Measurer {
  public:
-  struct Options {
-    int64_t job_id = 0;
-    int priority = 0;
-    std::string device_key;
-    v1::MeasureOptions measure;
-    int threads = 1;
-    uint64_t input_seed = 1;
-    std::function<bool()> stopped = [] { return false; };
-    std::function<void(const std::string&)> on_wait = [](const std::string&) {};
-  };
   // What a record needs beyond search::MeasureResult.
   struct Detail {
     v1::MeasureStatus status = v1::MEASURE_STATUS_UNSPECIFIED;
@@ -43,6 +33,22 @@ class RemoteMeasurer : public search::Measurer {
     bool cancelled = false;
   };
 
+  struct Options {
+    int64_t job_id = 0;
+    int priority = 0;
+    std::string device_key;
+    v1::MeasureOptions measure;
+    int threads = 1;
+    uint64_t input_seed = 1;
+    std::function<bool()> stopped = [] { return false; };
+    std::function<void(const std::string&)> on_wait = [](const std::string&) {};
+    // Called once per candidate as its result arrives (not for cancelled
+    // work), before the result's ReportResult is acknowledged: the job
+    // commits the record here, so an acknowledged result is a stored one.
+    std::function<void(const search::Task&, const v1::Schedule&, const search::MeasureResult&,
+                       const Detail&)>
+        on_result;
+  };
   RemoteMeasurer(WorkQueue& queue, Options options) : queue_(queue), options_(std::move(options)) {}
 
   std::vector<search::MeasureResult> Measure(const search::Task& task,
