@@ -63,7 +63,8 @@ absl::StatusOr<Candidate> Build(const ir::ComputeDAG& dag, const v1::Schedule& s
     c.ptrs[i] = buf->data();
     c.packed.push_back(std::move(buf));
   }
-  absl::StatusOr<std::unique_ptr<runner::KernelLibrary>> lib = runner::KernelLibrary::Load(art->shared_object);
+  absl::StatusOr<std::unique_ptr<runner::KernelLibrary>> lib =
+      runner::KernelLibrary::Load(art->shared_object);
   if (!lib.ok()) return lib.status();
   c.lib = *std::move(lib);
   return c;
@@ -114,9 +115,12 @@ int RunKernelsBench(const std::vector<std::string>& args) {
   std::optional<ir::ConvTile> tile_override;
   for (size_t i = 0; i < args.size(); ++i) {
     auto value = [&]() { return i + 1 < args.size() ? args[++i] : std::string(); };
-    if (args[i] == "--samples") samples = std::atoi(value().c_str());
-    else if (args[i] == "--only") only = value();
-    else if (args[i] == "--json") json_path = value();
+    if (args[i] == "--samples")
+      samples = std::atoi(value().c_str());
+    else if (args[i] == "--only")
+      only = value();
+    else if (args[i] == "--json")
+      json_path = value();
     else if (args[i] == "--tile") {
       // channels,rows,cols for the hand-written convolution schedule
       std::vector<std::string> p = absl::StrSplit(value(), ',');
@@ -124,7 +128,8 @@ int RunKernelsBench(const std::vector<std::string>& args) {
         tile_override = ir::ConvTile{std::atoll(p[0].c_str()), std::atoll(p[1].c_str()),
                                      std::atoll(p[2].c_str())};
       }
-    } else if (args[i] == "--seed") seed = std::strtoull(value().c_str(), nullptr, 10);
+    } else if (args[i] == "--seed")
+      seed = std::strtoull(value().c_str(), nullptr, 10);
     else if (args[i] == "--threads") {
       thread_counts.clear();
       for (absl::string_view t : absl::StrSplit(value(), ',')) {
@@ -145,7 +150,8 @@ int RunKernelsBench(const std::vector<std::string>& args) {
     std::printf("measured FMA peak, %d thread(s): %.1f GFLOP/s\n", t, peak[t]);
   }
   std::printf("\n%-28s %3s %9s %9s %9s %9s %9s %7s %7s %7s %9s %8s\n", "workload", "thr", "default",
-              "sampled", "handwrit", "onednn", "openblas", "def/dn", "smp/dn", "hw/dn", "%peak", "comp_ms");
+              "sampled", "handwrit", "onednn", "openblas", "def/dn", "smp/dn", "hw/dn", "%peak",
+              "comp_ms");
   std::vector<std::string> rows;
   for (const Anchor& a : KernelAnchors()) {
     if (!only.empty() && std::string(a.name).find(only) == std::string::npos) continue;
@@ -173,7 +179,8 @@ int RunKernelsBench(const std::vector<std::string>& args) {
     // Default schedule and the sample, compiled once, timed per thread count.
     auto def = Build(dag, ir::DefaultSchedule(dag, target), target, inputs, ptrs);
     if (!def.ok()) {
-      std::printf("%-28s default schedule failed: %s\n", a.name, std::string(def.status().message()).c_str());
+      std::printf("%-28s default schedule failed: %s\n", a.name,
+                  std::string(def.status().message()).c_str());
       continue;
     }
     std::vector<double> compile_ms = {def->compile_ms};
@@ -182,7 +189,8 @@ int RunKernelsBench(const std::vector<std::string>& args) {
     if (cw.workload.op() == v1::OP_KIND_CONV2D) {
       ir::ConvTile tile = tile_override ? *tile_override : ir::PickConvTile(dag, target);
       auto hs = ir::HandwrittenConv2dSchedule(dag, target, tile);
-      auto hc = hs.ok() ? Build(dag, *hs, target, inputs, ptrs) : absl::StatusOr<Candidate>(hs.status());
+      auto hc =
+          hs.ok() ? Build(dag, *hs, target, inputs, ptrs) : absl::StatusOr<Candidate>(hs.status());
       if (hc.ok()) {
         hand = *std::move(hc);
       } else {
@@ -224,9 +232,8 @@ int RunKernelsBench(const std::vector<std::string>& args) {
         // can be very slow (a parallel loop deep inside serial ones), and such
         // a candidate is not worth timing properly.
         double limit = std::max(0.2, 4 * def_s);
-        double t = RunsWithin(sampled[i], threads, limit)
-                       ? TimeIt([&] { run(sampled[i]); }, 5, 1)
-                       : INFINITY;
+        double t = RunsWithin(sampled[i], threads, limit) ? TimeIt([&] { run(sampled[i]); }, 5, 1)
+                                                          : INFINITY;
         quick.emplace_back(t, int(i));
       }
       std::sort(quick.begin(), quick.end());
@@ -235,7 +242,8 @@ int RunKernelsBench(const std::vector<std::string>& args) {
         const Candidate& c = sampled[quick[i].second];
         run(c);
         if (MaxRelError(out.data(), *want) > 1e-3) {
-          std::printf("%-28s sampled schedule %d gave a wrong result (dropped)\n", a.name, quick[i].second);
+          std::printf("%-28s sampled schedule %d gave a wrong result (dropped)\n", a.name,
+                      quick[i].second);
           continue;
         }
         double t = TimeIt([&] { run(c); });
@@ -254,11 +262,12 @@ int RunKernelsBench(const std::vector<std::string>& args) {
       double hand_g = gf / hand_s;
       double def_g = gf / def_s, smp_g = gf / best_s;
       double dnn_g = dnn ? gf / dnn->seconds : NAN, blas_g = blas ? gf / blas->seconds : NAN;
-      double best_g = std::max({def_g, std::isnan(smp_g) ? 0 : smp_g, std::isnan(hand_g) ? 0 : hand_g});
-      std::printf("%-28s %3d %9.1f %9s %9s %9s %9s %7s %7s %7s %8.1f%% %8.1f%s\n", a.name, threads, def_g,
-                  Num(smp_g).c_str(), Num(hand_g).c_str(), Num(dnn_g).c_str(), Num(blas_g).c_str(),
-                  Num(def_g / dnn_g).c_str(), Num(smp_g / dnn_g).c_str(), Num(hand_g / dnn_g).c_str(),
-                  100 * best_g / peak[threads], median_compile,
+      double best_g =
+          std::max({def_g, std::isnan(smp_g) ? 0 : smp_g, std::isnan(hand_g) ? 0 : hand_g});
+      std::printf("%-28s %3d %9.1f %9s %9s %9s %9s %7s %7s %7s %8.1f%% %8.1f%s\n", a.name, threads,
+                  def_g, Num(smp_g).c_str(), Num(hand_g).c_str(), Num(dnn_g).c_str(),
+                  Num(blas_g).c_str(), Num(def_g / dnn_g).c_str(), Num(smp_g / dnn_g).c_str(),
+                  Num(hand_g / dnn_g).c_str(), 100 * best_g / peak[threads], median_compile,
                   def_err > 1e-3 ? "  DEFAULT WRONG" : "");
       std::fflush(stdout);
       rows.push_back(absl::StrCat(
@@ -266,14 +275,15 @@ int RunKernelsBench(const std::vector<std::string>& args) {
           ", \"default_gflops\": ", Num(def_g), ", \"sampled_best_gflops\": ", Num(smp_g),
           ", \"samples\": ", sampled.size(), ", \"onednn_gflops\": ", Num(dnn_g),
           ", \"openblas_gflops\": ", Num(blas_g), ", \"handwritten_gflops\": ", Num(hand_g),
-          ", \"peak_gflops\": ", Num(peak[threads]), ", \"compile_ms_median\": ",
-          Num(median_compile), "}"));
+          ", \"peak_gflops\": ", Num(peak[threads]),
+          ", \"compile_ms_median\": ", Num(median_compile), "}"));
     }
   }
   if (!json_path.empty()) {
     std::ofstream f(json_path);
     f << "{\"target\": \"" << target.ToString() << "\", \"rows\": [\n";
-    for (size_t i = 0; i < rows.size(); ++i) f << "  " << rows[i] << (i + 1 < rows.size() ? ",\n" : "\n");
+    for (size_t i = 0; i < rows.size(); ++i)
+      f << "  " << rows[i] << (i + 1 < rows.size() ? ",\n" : "\n");
     f << "]}\n";
   }
   return 0;

@@ -181,8 +181,9 @@ int RunSearchBench(const std::vector<std::string>& args) {
   std::map<std::string, double> onednn;
   std::vector<std::string> rows, finals_json;
   for (const Anchor& a : KernelAnchors()) {
-    if (std::find_if(std::begin(kSearchAnchors), std::end(kSearchAnchors),
-                     [&](const char* n) { return std::string(n) == a.name; }) == std::end(kSearchAnchors)) {
+    if (std::find_if(std::begin(kSearchAnchors), std::end(kSearchAnchors), [&](const char* n) {
+          return std::string(n) == a.name;
+        }) == std::end(kSearchAnchors)) {
       continue;
     }
     if (!only.empty() && std::string(a.name).find(only) == std::string::npos) continue;
@@ -247,8 +248,9 @@ int RunSearchBench(const std::vector<std::string>& args) {
     std::printf("\n%-22s %-12s %4s %6s %9s %9s %7s\n", "workload", "strategy", "seed", "trials",
                 "best", "to_90%", "/oneDNN");
     auto best_at = [](const Run* r, int b) {
-      return r->best_so_far.empty() ? 0.0
-                                    : r->best_so_far[std::min<size_t>(b, r->best_so_far.size()) - 1];
+      return r->best_so_far.empty()
+                 ? 0.0
+                 : r->best_so_far[std::min<size_t>(b, r->best_so_far.size()) - 1];
     };
     for (int b : budgets) {
       // 90% of the best value either strategy reached within this budget.
@@ -283,9 +285,10 @@ int RunSearchBench(const std::vector<std::string>& args) {
         return v.empty() ? NAN : s / v.size();
       };
       double ev = mean(to90_by_strategy["evolutionary"]), rn = mean(to90_by_strategy["random"]);
-      std::printf("%-22s budget %d: mean trials to 90%% of %.1f: evolutionary %.1f, random %.1f "
-                  "(ratio %.2f)\n",
-                  a.name, b, 0.9 * top, ev, rn, ev / rn);
+      std::printf(
+          "%-22s budget %d: mean trials to 90%% of %.1f: evolutionary %.1f, random %.1f "
+          "(ratio %.2f)\n",
+          a.name, b, 0.9 * top, ev, rn, ev / rn);
     }
     // The final kernels on 1 and 2 threads beside oneDNN, all timed now.
     std::vector<v1::Schedule> finals = {ir::DefaultSchedule(task.dag, target)};
@@ -305,16 +308,17 @@ int RunSearchBench(const std::vector<std::string>& args) {
                   ref_g, g[0], Num(g[0] / ref_g).c_str());
       for (size_t i = 0; i < with_best.size(); ++i) {
         const Run* r = with_best[i];
-        std::printf("%-22s %d thread(s): %-12s seed %llu best %.1f GFLOP/s (%sx oneDNN), tuned in "
-                    "%.1f min\n",
-                    a.name, th, r->strategy.c_str(), static_cast<unsigned long long>(r->seed),
-                    g[i + 1], Num(g[i + 1] / ref_g).c_str(), r->minutes);
-        finals_json.push_back(absl::StrCat(
-            "{\"workload\": \"", a.name, "\", \"strategy\": \"", r->strategy,
-            "\", \"seed\": ", r->seed, ", \"trials\": ", r->best_so_far.size(),
-            ", \"tuning_minutes\": ", Num(r->minutes), ", \"threads\": ", th,
-            ", \"gflops\": ", Num(g[i + 1]), ", \"default_gflops\": ", Num(g[0]),
-            ", \"onednn_gflops\": ", Num(ref_g), "}"));
+        std::printf(
+            "%-22s %d thread(s): %-12s seed %llu best %.1f GFLOP/s (%sx oneDNN), tuned in "
+            "%.1f min\n",
+            a.name, th, r->strategy.c_str(), static_cast<unsigned long long>(r->seed), g[i + 1],
+            Num(g[i + 1] / ref_g).c_str(), r->minutes);
+        finals_json.push_back(
+            absl::StrCat("{\"workload\": \"", a.name, "\", \"strategy\": \"", r->strategy,
+                         "\", \"seed\": ", r->seed, ", \"trials\": ", r->best_so_far.size(),
+                         ", \"tuning_minutes\": ", Num(r->minutes), ", \"threads\": ", th,
+                         ", \"gflops\": ", Num(g[i + 1]), ", \"default_gflops\": ", Num(g[0]),
+                         ", \"onednn_gflops\": ", Num(ref_g), "}"));
       }
     }
     // The cost model's quality per objective: train on 70% of this

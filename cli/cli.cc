@@ -16,8 +16,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
 #include "cli/compile_cmd.h"
-#include "cli/tune_cmd.h"
 #include "cli/records_jsonl.h"
+#include "cli/tune_cmd.h"
 #include "compiler/ir/target.h"
 #include "compiler/ir/workload.h"
 #include "google/protobuf/util/json_util.h"
@@ -36,7 +36,8 @@ constexpr int kExitUsage = 2;
 constexpr int kExitUnreachable = 3;
 constexpr int kImportBatch = 1000;
 
-constexpr const char* kUsage = R"(usage: tunefarm [--server=HOST:PORT] [--token_file=F] [--tls_ca=F] [--timeout=SEC] COMMAND
+constexpr const char* kUsage =
+    R"(usage: tunefarm [--server=HOST:PORT] [--token_file=F] [--tls_ca=F] [--timeout=SEC] COMMAND
 
 commands:
   import FILE.jsonl             import records (JSON lines; '-' reads stdin)
@@ -213,11 +214,10 @@ void PrintRecordRow(const v1::Record& r, std::ostream& out) {
   double flops = 0;
   if (auto cw = ir::Canonicalize(r.workload()); cw.ok()) flops = cw->flops;
   double mean = MeanCost(r);
-  out << absl::StrFormat("%-8d %-36s %-14s %12s %10s  %s\n", r.record_id(), r.workload_key(),
-                         StatusName(r.status()),
-                         mean > 0 ? absl::StrFormat("%.3f", mean * 1e6) : "-",
-                         mean > 0 ? absl::StrFormat("%.2f", flops / mean * 1e-9) : "-",
-                         r.target().spec());
+  out << absl::StrFormat(
+      "%-8d %-36s %-14s %12s %10s  %s\n", r.record_id(), r.workload_key(), StatusName(r.status()),
+      mean > 0 ? absl::StrFormat("%.3f", mean * 1e6) : "-",
+      mean > 0 ? absl::StrFormat("%.2f", flops / mean * 1e-9) : "-", r.target().spec());
 }
 
 void PrintRecordHeader(std::ostream& out) {
@@ -259,8 +259,8 @@ Result CmdImport(Client& c, const Args& a, std::ostream& out) {
     imported += resp.imported();
     duplicates += resp.duplicates();
   }
-  out << "imported " << imported << " records (" << duplicates << " already present) from "
-      << path << "\n";
+  out << "imported " << imported << " records (" << duplicates << " already present) from " << path
+      << "\n";
   return std::nullopt;
 }
 
@@ -310,7 +310,8 @@ Result CmdRecords(Client& c, const Args& a, std::ostream& out) {
   if (Result r = BuildFilter(a, req.mutable_filter())) return r;
   if (a.flags.count("limit")) {
     int64_t n;
-    if (!ParseInt64(a.flags.at("limit"), &n) || n <= 0) return Usage("--limit needs a positive number");
+    if (!ParseInt64(a.flags.at("limit"), &n) || n <= 0)
+      return Usage("--limit needs a positive number");
     req.set_limit(static_cast<int32_t>(std::min<int64_t>(n, 10000)));
   }
   v1::ListRecordsResponse resp;
@@ -343,7 +344,8 @@ Result CmdBest(Client& c, const Args& a, std::ostream& out) {
   if (a.flags.count("target")) req.mutable_target()->set_spec(a.flags.at("target"));
   if (a.flags.count("top")) {
     int64_t k;
-    if (!ParseInt64(a.flags.at("top"), &k) || k <= 0 || k > 1000) return Usage("--top needs 1..1000");
+    if (!ParseInt64(a.flags.at("top"), &k) || k <= 0 || k > 1000)
+      return Usage("--top needs 1..1000");
     req.set_top_k(static_cast<int32_t>(k));
   }
   v1::QueryBestResponse resp;
@@ -381,7 +383,8 @@ Result CmdSubmit(Client& c, const Args& a, std::ostream& out) {
   if (a.flags.count("name")) req.mutable_spec()->set_name(a.flags.at("name"));
   if (a.flags.count("trials")) {
     int64_t n;
-    if (!ParseInt64(a.flags.at("trials"), &n) || n <= 0) return Usage("--trials needs a positive number");
+    if (!ParseInt64(a.flags.at("trials"), &n) || n <= 0)
+      return Usage("--trials needs a positive number");
     req.mutable_spec()->mutable_budget()->set_max_trials(n);
   }
   v1::SubmitJobResponse resp;
@@ -427,8 +430,8 @@ Result JobIdArg(const Args& a, const std::string& cmd, int64_t* id) {
 // the job's records (empty where it was not measured).
 void PrintJob(const v1::Job& j, const std::map<std::string, double>& default_cost,
               std::ostream& out) {
-  out << "job " << j.job_id() << " \"" << j.spec().name() << "\": " << StateName(j.state())
-      << " (" << j.status_message() << ")\n";
+  out << "job " << j.job_id() << " \"" << j.spec().name() << "\": " << StateName(j.state()) << " ("
+      << j.status_message() << ")\n";
   out << "target: " << j.spec().target().spec() << "   device key: " << j.spec().device_key()
       << "   trials: " << j.trials_done() << "\n";
   out << absl::StrFormat("%-36s %7s %10s %7s %12s %12s %8s  %s\n", "task", "weight", "mflops",
@@ -437,11 +440,12 @@ void PrintJob(const v1::Job& j, const std::map<std::string, double>& default_cos
     auto d = default_cost.find(t.workload_key());
     double def = d == default_cost.end() ? 0 : d->second;
     double best = t.best_cost_sec();
-    out << absl::StrFormat(
-        "%-36s %7g %10.2f %7d %12s %12s %8s  %s\n", t.workload_key(), t.weight(), t.flops() * 1e-6,
-        t.trials(), def > 0 ? absl::StrFormat("%.3f", def * 1e6) : "-",
-        best > 0 ? absl::StrFormat("%.3f", best * 1e6) : "-",
-        def > 0 && best > 0 ? absl::StrFormat("%.2fx", def / best) : "-", ir::Describe(t.workload()));
+    out << absl::StrFormat("%-36s %7g %10.2f %7d %12s %12s %8s  %s\n", t.workload_key(), t.weight(),
+                           t.flops() * 1e-6, t.trials(),
+                           def > 0 ? absl::StrFormat("%.3f", def * 1e6) : "-",
+                           best > 0 ? absl::StrFormat("%.3f", best * 1e6) : "-",
+                           def > 0 && best > 0 ? absl::StrFormat("%.2fx", def / best) : "-",
+                           ir::Describe(t.workload()));
   }
 }
 
@@ -481,8 +485,8 @@ Result CmdJob(Client& c, const Args& a, std::ostream& out) {
 // cancel / resume: one job id in, the job's new state out.
 template <typename Request>
 Result JobAction(Client& c, const Args& a, std::ostream& out, const std::string& cmd,
-                 grpc::Status (v1::TuningService::Stub::*rpc)(grpc::ClientContext*,
-                                                              const Request&, v1::Job*)) {
+                 grpc::Status (v1::TuningService::Stub::*rpc)(grpc::ClientContext*, const Request&,
+                                                              v1::Job*)) {
   int64_t id;
   if (Result r = JobIdArg(a, cmd, &id)) return r;
   Request req;
@@ -552,8 +556,8 @@ Result CmdWatch(Client& c, const Args& a, std::ostream& out) {
     } else {
       out << absl::FormatTime("%H:%M:%S", absl::FromUnixMillis(ev.timestamp_unix_ms()),
                               absl::LocalTimeZone())
-          << " job " << ev.job_id() << " " << StateName(ev.state()) << " " << progress << eta
-          << " " << ev.message() << std::endl;
+          << " job " << ev.job_id() << " " << StateName(ev.state()) << " " << progress << eta << " "
+          << ev.message() << std::endl;
     }
   }
   if (terminal) out << "\n";
@@ -594,8 +598,8 @@ Result CmdDevices(Client& c, const Args& a, std::ostream& out) {
     }
     out << absl::StrFormat("%-28s %-7s %-18s %-8s %5d  %s\n", d.device_id(),
                            ShortName(v1::Role_Name(d.role()), "ROLE_"), d.device_key(),
-                           ShortName(v1::DeviceState_Name(d.state()), "DEVICE_STATE_"),
-                           cap.cores(), details);
+                           ShortName(v1::DeviceState_Name(d.state()), "DEVICE_STATE_"), cap.cores(),
+                           details);
   }
   return std::nullopt;
 }
@@ -665,10 +669,9 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
   }
   using Command = Result (*)(Client&, const Args&, std::ostream&);
   static const std::map<std::string, Command> kCommands = {
-      {"import", CmdImport}, {"export", CmdExport}, {"records", CmdRecords},
-      {"best", CmdBest},     {"submit", CmdSubmit}, {"jobs", CmdJobs},
-      {"job", CmdJob},       {"watch", CmdWatch},   {"cancel", CmdCancel},
-      {"resume", CmdResume}, {"devices", CmdDevices}};
+      {"import", CmdImport}, {"export", CmdExport}, {"records", CmdRecords}, {"best", CmdBest},
+      {"submit", CmdSubmit}, {"jobs", CmdJobs},     {"job", CmdJob},         {"watch", CmdWatch},
+      {"cancel", CmdCancel}, {"resume", CmdResume}, {"devices", CmdDevices}};
   auto it = kCommands.find(cmd);
   if (it == kCommands.end()) {
     err << "tunefarm: error: unknown command '" << cmd << "' (tunefarm help lists them)\n";

@@ -18,7 +18,8 @@
 namespace tunefarm::cli {
 namespace {
 
-constexpr const char* kHelp = R"(usage: tunefarm compile --workload SPEC --target T [--schedule FILE|default|handwritten]
+constexpr const char* kHelp =
+    R"(usage: tunefarm compile --workload SPEC --target T [--schedule FILE|default|handwritten]
                         --emit ir|llvm|asm|obj|so|schedule [-o FILE]
 
   --workload  the workload, e.g. 'conv2d_nchw(N=1,C=64,H=56,W=56,K=64,R=3,S=3,stride=1,pad=1)+bias+relu'
@@ -84,7 +85,8 @@ int RunCompile(const std::vector<std::string>& args, std::ostream& out, std::ost
     schedule = ir::DefaultSchedule(*dag, target);
   } else if (flags["schedule"] == "handwritten") {
     auto hw = ir::HandwrittenConv2dSchedule(*dag, target, ir::PickConvTile(*dag, target));
-    if (!hw.ok()) return Fail(err, 1, absl::StrCat("handwritten schedule: ", hw.status().message()));
+    if (!hw.ok())
+      return Fail(err, 1, absl::StrCat("handwritten schedule: ", hw.status().message()));
     schedule = *std::move(hw);
   } else {
     std::ifstream in(flags["schedule"]);
@@ -119,15 +121,17 @@ int RunCompile(const std::vector<std::string>& args, std::ostream& out, std::ost
     o.link = emit == "so";
     auto art = codegen::CompileCpu(state->dag(), program, target, o);
     if (!art.ok()) return Fail(err, 1, std::string(art.status().message()));
-    text = o.keep_llvm_ir ? art->llvm_ir
+    text = o.keep_llvm_ir  ? art->llvm_ir
            : emit == "asm" ? art->assembly
            : emit == "obj" ? art->object
                            : art->shared_object;
     binary = emit == "obj" || emit == "so";
   } else if (emit == "cuda") {
-    return Fail(err, 1, "--emit cuda needs a cuda target, and CUDA code generation is not built yet");
+    return Fail(err, 1,
+                "--emit cuda needs a cuda target, and CUDA code generation is not built yet");
   } else {
-    return Fail(err, 2, absl::StrCat("--emit ", emit, " is not one of ir, llvm, asm, obj, so, schedule"));
+    return Fail(err, 2,
+                absl::StrCat("--emit ", emit, " is not one of ir, llvm, asm, obj, so, schedule"));
   }
   if (!flags.count("o")) {
     if (binary) return Fail(err, 2, absl::StrCat("--emit ", emit, " needs -o FILE"));

@@ -79,8 +79,9 @@ int RunTune(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   std::map<std::string, std::string> flags = {
       {"target", "host"}, {"trials", "64"}, {"strategy", "evolutionary"}, {"threads", "1"},
       {"batch", "16"},    {"seed", "1"},    {"db", "tunefarm.db"},        {"seconds", "0"}};
-  static const char* kKnown[] = {"workload", "target", "trials", "seconds", "strategy",
-                                 "threads",  "batch",  "seed",   "db",      "save-model", "load-model"};
+  static const char* kKnown[] = {"workload", "target",     "trials",    "seconds",
+                                 "strategy", "threads",    "batch",     "seed",
+                                 "db",       "save-model", "load-model"};
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     if (a == "--help" || a == "-h") {
@@ -183,17 +184,18 @@ int RunTune(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   if (flags.count("load-model")) {
     std::ifstream f(flags["load-model"], std::ios::binary);
     std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-    if (!f.good() && !f.eof()) return Fail(err, 1, absl::StrCat("cannot read ", flags["load-model"]));
+    if (!f.good() && !f.eof())
+      return Fail(err, 1, absl::StrCat("cannot read ", flags["load-model"]));
     auto m = cost_model::CostModel::Deserialize(bytes);
-    if (!m.ok())
-      return Fail(err, 1, absl::StrCat(flags["load-model"], ": ", m.status().message()));
+    if (!m.ok()) return Fail(err, 1, absl::StrCat(flags["load-model"], ": ", m.status().message()));
     tuner.SetInitialModel(*std::move(m));
     model_from = flags["load-model"];
   } else if (auto stored = (*log)->LatestCostModel(spec); stored.ok()) {
     auto m = cost_model::CostModel::Deserialize(stored->bytes);
     if (m.ok()) {
       tuner.SetInitialModel(*std::move(m));
-      model_from = absl::StrCat("stored model #", stored->id, " (", stored->trained_on, " records)");
+      model_from =
+          absl::StrCat("stored model #", stored->id, " (", stored->trained_on, " records)");
     } else {
       out << "ignoring stored cost model #" << stored->id << ": " << m.status().message() << "\n";
     }

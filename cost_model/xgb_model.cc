@@ -212,9 +212,11 @@ absl::StatusOr<std::unique_ptr<CostModel>> CostModel::Deserialize(const std::str
   bst_ulong features = 0;
   TF_XGB(XGBoosterGetNumFeature(model->booster_, &features), "read the feature count of");
   if (features != bst_ulong(kStoreFeatures)) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("cost model was trained on ", features, " features per store, this build "
-                     "extracts ", kStoreFeatures, " (retrain it from the records)"));
+    return absl::FailedPreconditionError(absl::StrCat("cost model was trained on ", features,
+                                                      " features per store, this build "
+                                                      "extracts ",
+                                                      kStoreFeatures,
+                                                      " (retrain it from the records)"));
   }
   return model;
 }

@@ -33,7 +33,7 @@ class TunefarmServer {
     std::string db_path = "tunefarm.db";
     std::string tls_cert_file;  // with tls_key_file: serve TLS
     std::string tls_key_file;
-    std::string tokens_file;    // when set, every call needs one of its tokens
+    std::string tokens_file;  // when set, every call needs one of its tokens
     absl::Duration heartbeat_interval = absl::Seconds(5);
     // Largest request or response; bigger ones fail with RESOURCE_EXHAUSTED.
     int max_message_bytes = 0;  // 0: kMaxMessageBytes (256 MiB)

@@ -52,8 +52,9 @@ int main(int argc, char** argv) {
   opts.auto_resume = absl::GetFlag(FLAGS_auto_resume);
   int max_mb = absl::GetFlag(FLAGS_max_message_mb);
   if (max_mb < 1 || max_mb > 2047 || absl::GetFlag(FLAGS_heartbeat_interval_ms) < 10) {
-    std::fprintf(stderr, "tunefarm-server: --max_message_mb must be 1..2047 and "
-                         "--heartbeat_interval_ms at least 10\n");
+    std::fprintf(stderr,
+                 "tunefarm-server: --max_message_mb must be 1..2047 and "
+                 "--heartbeat_interval_ms at least 10\n");
     return 2;
   }
   opts.max_message_bytes = max_mb << 20;

@@ -199,12 +199,12 @@ absl::StatusOr<PreparedRecord> PrepareRecord(const v1::Record& in) {
   v1::Record& r = p.record;
   if (!r.has_workload()) return absl::InvalidArgumentError("no workload");
   absl::StatusOr<ir::CanonicalWorkload> cw = ir::Canonicalize(r.workload());
-  if (!cw.ok()) return absl::InvalidArgumentError(absl::StrCat("workload: ", cw.status().message()));
+  if (!cw.ok())
+    return absl::InvalidArgumentError(absl::StrCat("workload: ", cw.status().message()));
   p.workload = *std::move(cw);
   if (!r.workload_key().empty() && r.workload_key() != p.workload.key) {
-    return absl::InvalidArgumentError(absl::StrCat("workload_key ", r.workload_key(),
-                                                   " does not match the workload (",
-                                                   p.workload.key, ")"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "workload_key ", r.workload_key(), " does not match the workload (", p.workload.key, ")"));
   }
   absl::StatusOr<ir::Target> target = ir::Target::Parse(r.target().spec());
   if (!target.ok()) return target.status();
@@ -212,7 +212,8 @@ absl::StatusOr<PreparedRecord> PrepareRecord(const v1::Record& in) {
   p.target_kind = target->is_gpu() ? "cuda" : "llvm";
   p.target_arch = target->arch();
   if (!v1::MeasureStatus_IsValid(r.status()) || r.status() == v1::MEASURE_STATUS_UNSPECIFIED) {
-    return absl::InvalidArgumentError(absl::StrCat("status is unset or unknown (", r.status(), ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("status is unset or unknown (", r.status(), ")"));
   }
   if (r.status() == v1::MEASURE_STATUS_OK) {
     if (r.costs_sec().empty()) return absl::InvalidArgumentError("status OK but no costs_sec");
@@ -247,7 +248,6 @@ absl::StatusOr<PreparedRecord> PrepareRecord(const v1::Record& in) {
   return p;
 }
 
-
 }  // namespace
 
 TuningLog::TuningLog(std::unique_ptr<internal::Db> db, std::string path)
@@ -262,15 +262,15 @@ absl::StatusOr<std::unique_ptr<TuningLog>> TuningLog::Open(const Options& option
   // Reading the schema is the first access to the file's header.
   absl::StatusOr<int64_t> n_tables = db->QueryInt("SELECT count(*) FROM sqlite_master");
   if (absl::IsDataLoss(n_tables.status())) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        path, " is not a tunefarm database (", n_tables.status().message(), ")"));
+    return absl::FailedPreconditionError(
+        absl::StrCat(path, " is not a tunefarm database (", n_tables.status().message(), ")"));
   }
   if (!n_tables.ok()) return n_tables.status();
   TF_ASSIGN_OR_RETURN(int64_t app_id, db->QueryInt("PRAGMA application_id"));
   if (*n_tables > 0 && app_id != kApplicationId) {
     Stmt st(db->raw(), path);
-    TF_RETURN_IF_ERROR(st.Prepare(
-        "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name LIMIT 5"));
+    TF_RETURN_IF_ERROR(
+        st.Prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name LIMIT 5"));
     std::vector<std::string> names;
     while (true) {
       TF_ASSIGN_OR_RETURN(bool row, st.Step());
@@ -289,8 +289,7 @@ absl::StatusOr<std::unique_ptr<TuningLog>> TuningLog::Open(const Options& option
   }
   TF_RETURN_IF_ERROR(db->Exec("PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;"));
   if (options.max_page_count > 0) {
-    TF_RETURN_IF_ERROR(
-        db->Exec(absl::StrCat("PRAGMA max_page_count = ", options.max_page_count)));
+    TF_RETURN_IF_ERROR(db->Exec(absl::StrCat("PRAGMA max_page_count = ", options.max_page_count)));
   }
   std::unique_ptr<TuningLog> log(new TuningLog(std::move(db), path));
   TF_RETURN_IF_ERROR(log->Migrate());
@@ -342,14 +341,13 @@ absl::StatusOr<int> TuningLog::SchemaVersion() {
   return static_cast<int>(v);
 }
 
-absl::StatusOr<int64_t> TuningLog::InternWorkload(const v1::Workload& workload,
-                                                  std::string* key) {
+absl::StatusOr<int64_t> TuningLog::InternWorkload(const v1::Workload& workload, std::string* key) {
   TF_ASSIGN_OR_RETURN(ir::CanonicalWorkload cw, ir::Canonicalize(workload));
   *key = cw.key;
   Stmt ins(db_->raw(), path_);
-  TF_RETURN_IF_ERROR(ins.Prepare(
-      "INSERT OR IGNORE INTO workloads (key, op, canonical_json, workload, flops) "
-      "VALUES (?, ?, ?, ?, ?)"));
+  TF_RETURN_IF_ERROR(
+      ins.Prepare("INSERT OR IGNORE INTO workloads (key, op, canonical_json, workload, flops) "
+                  "VALUES (?, ?, ?, ?, ?)"));
   ins.Bind(1, cw.key).Bind(2, ir::OpName(cw.workload.op())).Bind(3, cw.canonical_json);
   ins.BindBlob(4, DeterministicBytes(cw.workload)).Bind(5, cw.flops);
   TF_RETURN_IF_ERROR(ins.Run());
@@ -600,7 +598,10 @@ absl::StatusOr<int64_t> TuningLog::CreateJob(const v1::JobSpec& in) {
         "created_unix_ms, updated_unix_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"));
     ins.Bind(1, spec.name()).BindBlob(2, DeterministicBytes(spec)).Bind(3, tid);
     ins.Bind(4, spec.device_key()).Bind(5, static_cast<int64_t>(spec.seed()));
-    ins.Bind(6, int64_t{v1::JOB_STATE_QUEUED}).Bind(7, "stored; this server does not run tuning yet").Bind(8, now).Bind(9, now);
+    ins.Bind(6, int64_t{v1::JOB_STATE_QUEUED})
+        .Bind(7, "stored; this server does not run tuning yet")
+        .Bind(8, now)
+        .Bind(9, now);
     TF_RETURN_IF_ERROR(ins.Run());
     int64_t id = sqlite3_last_insert_rowid(db_->raw());
     Stmt task(db_->raw(), path_);
@@ -621,9 +622,9 @@ absl::StatusOr<int64_t> TuningLog::CreateJob(const v1::JobSpec& in) {
 
 absl::StatusOr<v1::Job> TuningLog::LoadJobLocked(int64_t job_id) {
   Stmt st(db_->raw(), path_);
-  TF_RETURN_IF_ERROR(st.Prepare(
-      "SELECT spec, state, status_message, created_unix_ms, updated_unix_ms, target_id "
-      "FROM jobs WHERE id = ?"));
+  TF_RETURN_IF_ERROR(
+      st.Prepare("SELECT spec, state, status_message, created_unix_ms, updated_unix_ms, target_id "
+                 "FROM jobs WHERE id = ?"));
   st.Bind(1, job_id);
   TF_ASSIGN_OR_RETURN(bool row, st.Step());
   if (!row) return absl::NotFoundError(absl::StrCat("no job ", job_id));
@@ -670,8 +671,8 @@ absl::StatusOr<v1::Job> TuningLog::GetJob(int64_t job_id) {
 absl::StatusOr<std::vector<v1::Job>> TuningLog::ListJobs(v1::JobState state, int limit) {
   std::lock_guard<std::mutex> lock(mu_);
   Stmt st(db_->raw(), path_);
-  TF_RETURN_IF_ERROR(st.Prepare(
-      "SELECT id FROM jobs WHERE (?1 = 0 OR state = ?1) ORDER BY id DESC LIMIT ?2"));
+  TF_RETURN_IF_ERROR(
+      st.Prepare("SELECT id FROM jobs WHERE (?1 = 0 OR state = ?1) ORDER BY id DESC LIMIT ?2"));
   st.Bind(1, int64_t{state}).Bind(2, int64_t{std::max(limit, 1)});
   std::vector<int64_t> ids;
   while (true) {
@@ -703,9 +704,9 @@ absl::StatusOr<bool> TuningLog::UpdateActiveJob(int64_t job_id, v1::JobState sta
                                                 const std::string& message) {
   std::lock_guard<std::mutex> lock(mu_);
   Stmt st(db_->raw(), path_);
-  TF_RETURN_IF_ERROR(st.Prepare(
-      "UPDATE jobs SET state = ?, status_message = ?, updated_unix_ms = ? "
-      "WHERE id = ? AND state NOT IN (?, ?, ?)"));
+  TF_RETURN_IF_ERROR(
+      st.Prepare("UPDATE jobs SET state = ?, status_message = ?, updated_unix_ms = ? "
+                 "WHERE id = ? AND state NOT IN (?, ?, ?)"));
   st.Bind(1, int64_t{state}).Bind(2, message).Bind(3, NowMs()).Bind(4, job_id);
   st.Bind(5, int64_t{v1::JOB_STATE_SUCCEEDED}).Bind(6, int64_t{v1::JOB_STATE_FAILED});
   st.Bind(7, int64_t{v1::JOB_STATE_CANCELLED});
@@ -717,9 +718,9 @@ absl::StatusOr<v1::Job> TuningLog::CancelJob(int64_t job_id, const std::string& 
   std::lock_guard<std::mutex> lock(mu_);
   Stmt st(db_->raw(), path_);
   // One statement decides and writes, so a job that ends meanwhile stays ended.
-  TF_RETURN_IF_ERROR(st.Prepare(
-      "UPDATE jobs SET state = ?, status_message = ?, updated_unix_ms = ? "
-      "WHERE id = ? AND state NOT IN (?, ?, ?)"));
+  TF_RETURN_IF_ERROR(
+      st.Prepare("UPDATE jobs SET state = ?, status_message = ?, updated_unix_ms = ? "
+                 "WHERE id = ? AND state NOT IN (?, ?, ?)"));
   st.Bind(1, int64_t{v1::JOB_STATE_CANCELLED}).Bind(2, message).Bind(3, NowMs()).Bind(4, job_id);
   st.Bind(5, int64_t{v1::JOB_STATE_SUCCEEDED}).Bind(6, int64_t{v1::JOB_STATE_FAILED});
   st.Bind(7, int64_t{v1::JOB_STATE_CANCELLED});
@@ -727,8 +728,8 @@ absl::StatusOr<v1::Job> TuningLog::CancelJob(int64_t job_id, const std::string& 
   bool changed = sqlite3_changes(db_->raw()) == 1;
   TF_ASSIGN_OR_RETURN(v1::Job job, LoadJobLocked(job_id));
   if (!changed) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "job ", job_id, " has already ended (", v1::JobState_Name(job.state()), ")"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("job ", job_id, " has already ended (", v1::JobState_Name(job.state()), ")"));
   }
   return job;
 }
@@ -809,10 +810,10 @@ absl::StatusOr<TuningLog::StoredCostModel> TuningLog::LatestCostModel(
   TF_ASSIGN_OR_RETURN(ir::Target t, ir::Target::Parse(target_spec));
   std::lock_guard<std::mutex> lock(mu_);
   Stmt st(db_->raw(), path_);
-  TF_RETURN_IF_ERROR(st.Prepare(
-      "SELECT m.id, t.spec, m.objective, m.trained_on, m.created_unix_ms, m.model "
-      "FROM cost_models m JOIN targets t ON t.id = m.target_id WHERE t.spec = ? "
-      "ORDER BY m.id DESC LIMIT 1"));
+  TF_RETURN_IF_ERROR(
+      st.Prepare("SELECT m.id, t.spec, m.objective, m.trained_on, m.created_unix_ms, m.model "
+                 "FROM cost_models m JOIN targets t ON t.id = m.target_id WHERE t.spec = ? "
+                 "ORDER BY m.id DESC LIMIT 1"));
   st.Bind(1, t.ToString());
   TF_ASSIGN_OR_RETURN(bool row, st.Step());
   if (!row) {

@@ -10,9 +10,9 @@
 
 #include "server/device_registry.h"
 #include "server/job_runner.h"
-#include "server/work_queue.h"
 #include "server/request_gate.h"
 #include "server/tuning_log.h"
+#include "server/work_queue.h"
 #include "tunefarm/v1/tuning.grpc.pb.h"
 
 namespace tunefarm::server {

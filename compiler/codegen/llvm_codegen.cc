@@ -66,14 +66,16 @@ class CodeGen {
     Decorate(body_fn_, fn_attrs_kv);
     fn_ = body_fn_;
     b_.SetInsertPoint(llvm::BasicBlock::Create(ctx_, "entry", body_fn_));
-    for (size_t i = 0; i < dag_.args.size(); ++i) buffers_[dag_.args[i]] = body_fn_->getArg(unsigned(i));
+    for (size_t i = 0; i < dag_.args.size(); ++i)
+      buffers_[dag_.args[i]] = body_fn_->getArg(unsigned(i));
     rt_ = body_fn_->getArg(unsigned(dag_.args.size()));
     GenStmt(program);
     b_.CreateRet(llvm::ConstantInt::get(i32_, 0));
 
     // tf_main(void* const* buffers, const TFRuntime* rt)
     auto* main_ty = llvm::FunctionType::get(i32_, {ptr_, ptr_}, false);
-    auto* main = llvm::Function::Create(main_ty, llvm::Function::ExternalLinkage, TF_KERNEL_ENTRY, mod_);
+    auto* main =
+        llvm::Function::Create(main_ty, llvm::Function::ExternalLinkage, TF_KERNEL_ENTRY, mod_);
     Decorate(main, fn_attrs_kv);
     b_.SetInsertPoint(llvm::BasicBlock::Create(ctx_, "entry", main));
     std::vector<llvm::Value*> args;
@@ -101,10 +103,14 @@ class CodeGen {
 
   llvm::Type* TypeOf(ScalarType t) {
     switch (t) {
-      case ScalarType::kBool: return llvm::Type::getInt1Ty(ctx_);
-      case ScalarType::kInt64: return i64_;
-      case ScalarType::kFloat32: return f32_;
-      case ScalarType::kFloat64: return llvm::Type::getDoubleTy(ctx_);
+      case ScalarType::kBool:
+        return llvm::Type::getInt1Ty(ctx_);
+      case ScalarType::kInt64:
+        return i64_;
+      case ScalarType::kFloat32:
+        return f32_;
+      case ScalarType::kFloat64:
+        return llvm::Type::getDoubleTy(ctx_);
     }
     return nullptr;
   }
@@ -114,7 +120,10 @@ class CodeGen {
     llvm::Value* flat = nullptr;
     for (size_t d = 0; d < shape.size(); ++d) {
       llvm::Value* v = GenExpr(idx[d]);
-      flat = flat ? b_.CreateAdd(b_.CreateMul(flat, llvm::ConstantInt::get(i64_, shape[d]), "", false, true), v, "", false, true) : v;
+      flat = flat ? b_.CreateAdd(
+                        b_.CreateMul(flat, llvm::ConstantInt::get(i64_, shape[d]), "", false, true),
+                        v, "", false, true)
+                  : v;
     }
     return flat ? flat : llvm::ConstantInt::get(i64_, 0);
   }
@@ -123,8 +132,9 @@ class CodeGen {
     llvm::Value* q = b_.CreateSDiv(a, b);
     llvm::Value* r = b_.CreateSRem(a, b);
     llvm::Value* zero = llvm::ConstantInt::get(a->getType(), 0);
-    llvm::Value* adjust = b_.CreateAnd(b_.CreateICmpNE(r, zero),
-                                       b_.CreateICmpNE(b_.CreateICmpSLT(r, zero), b_.CreateICmpSLT(b, zero)));
+    llvm::Value* adjust =
+        b_.CreateAnd(b_.CreateICmpNE(r, zero),
+                     b_.CreateICmpNE(b_.CreateICmpSLT(r, zero), b_.CreateICmpSLT(b, zero)));
     return b_.CreateSub(q, b_.CreateZExt(adjust, a->getType()));
   }
 
@@ -158,33 +168,50 @@ class CodeGen {
       case ExprKind::kIntImm:
         return n.type == ScalarType::kBool ? llvm::ConstantInt::getBool(ctx_, n.int_value != 0)
                                            : llvm::ConstantInt::get(i64_, n.int_value, true);
-      case ExprKind::kFloatImm: return llvm::ConstantFP::get(TypeOf(n.type), n.float_value);
-      case ExprKind::kVar: return Lookup(e.get());
+      case ExprKind::kFloatImm:
+        return llvm::ConstantFP::get(TypeOf(n.type), n.float_value);
+      case ExprKind::kVar:
+        return Lookup(e.get());
       case ExprKind::kBinary: {
         llvm::Value* a = GenExpr(n.args[0]);
         llvm::Value* c = GenExpr(n.args[1]);
         Match(a, c);
         if (n.type == ScalarType::kInt64) {
           switch (n.op) {
-            case Op::kAdd: return b_.CreateAdd(a, c, "", false, true);
-            case Op::kSub: return b_.CreateSub(a, c, "", false, true);
-            case Op::kMul: return b_.CreateMul(a, c, "", false, true);
-            case Op::kFloorDiv: return FloorDivInt(a, c);
-            case Op::kFloorMod: return b_.CreateSub(a, b_.CreateMul(FloorDivInt(a, c), c));
-            case Op::kMin: return b_.CreateSelect(b_.CreateICmpSLT(c, a), c, a);
-            case Op::kMax: return b_.CreateSelect(b_.CreateICmpSLT(a, c), c, a);
-            default: break;
+            case Op::kAdd:
+              return b_.CreateAdd(a, c, "", false, true);
+            case Op::kSub:
+              return b_.CreateSub(a, c, "", false, true);
+            case Op::kMul:
+              return b_.CreateMul(a, c, "", false, true);
+            case Op::kFloorDiv:
+              return FloorDivInt(a, c);
+            case Op::kFloorMod:
+              return b_.CreateSub(a, b_.CreateMul(FloorDivInt(a, c), c));
+            case Op::kMin:
+              return b_.CreateSelect(b_.CreateICmpSLT(c, a), c, a);
+            case Op::kMax:
+              return b_.CreateSelect(b_.CreateICmpSLT(a, c), c, a);
+            default:
+              break;
           }
         } else {
           switch (n.op) {
-            case Op::kAdd: return b_.CreateFAdd(a, c);
-            case Op::kSub: return b_.CreateFSub(a, c);
-            case Op::kMul: return b_.CreateFMul(a, c);
-            case Op::kDiv: return b_.CreateFDiv(a, c);
+            case Op::kAdd:
+              return b_.CreateFAdd(a, c);
+            case Op::kSub:
+              return b_.CreateFSub(a, c);
+            case Op::kMul:
+              return b_.CreateFMul(a, c);
+            case Op::kDiv:
+              return b_.CreateFDiv(a, c);
             // Same as std::min / std::max, which the reference uses.
-            case Op::kMin: return b_.CreateSelect(b_.CreateFCmpOLT(c, a), c, a);
-            case Op::kMax: return b_.CreateSelect(b_.CreateFCmpOLT(a, c), c, a);
-            default: break;
+            case Op::kMin:
+              return b_.CreateSelect(b_.CreateFCmpOLT(c, a), c, a);
+            case Op::kMax:
+              return b_.CreateSelect(b_.CreateFCmpOLT(a, c), c, a);
+            default:
+              break;
           }
         }
         TF_CHECK(false && "unsupported binary op");
@@ -197,12 +224,24 @@ class CodeGen {
         bool isf = ir::IsFloat(n.args[0]->type);
         llvm::CmpInst::Predicate p;
         switch (n.op) {
-          case Op::kLt: p = isf ? llvm::CmpInst::FCMP_OLT : llvm::CmpInst::ICMP_SLT; break;
-          case Op::kLe: p = isf ? llvm::CmpInst::FCMP_OLE : llvm::CmpInst::ICMP_SLE; break;
-          case Op::kGt: p = isf ? llvm::CmpInst::FCMP_OGT : llvm::CmpInst::ICMP_SGT; break;
-          case Op::kGe: p = isf ? llvm::CmpInst::FCMP_OGE : llvm::CmpInst::ICMP_SGE; break;
-          case Op::kEq: p = isf ? llvm::CmpInst::FCMP_OEQ : llvm::CmpInst::ICMP_EQ; break;
-          default: p = isf ? llvm::CmpInst::FCMP_UNE : llvm::CmpInst::ICMP_NE; break;
+          case Op::kLt:
+            p = isf ? llvm::CmpInst::FCMP_OLT : llvm::CmpInst::ICMP_SLT;
+            break;
+          case Op::kLe:
+            p = isf ? llvm::CmpInst::FCMP_OLE : llvm::CmpInst::ICMP_SLE;
+            break;
+          case Op::kGt:
+            p = isf ? llvm::CmpInst::FCMP_OGT : llvm::CmpInst::ICMP_SGT;
+            break;
+          case Op::kGe:
+            p = isf ? llvm::CmpInst::FCMP_OGE : llvm::CmpInst::ICMP_SGE;
+            break;
+          case Op::kEq:
+            p = isf ? llvm::CmpInst::FCMP_OEQ : llvm::CmpInst::ICMP_EQ;
+            break;
+          default:
+            p = isf ? llvm::CmpInst::FCMP_UNE : llvm::CmpInst::ICMP_NE;
+            break;
         }
         return isf ? b_.CreateFCmp(p, a, c) : b_.CreateICmp(p, a, c);
       }
@@ -213,13 +252,15 @@ class CodeGen {
         Match(a, c);
         return n.kind == ExprKind::kAnd ? b_.CreateAnd(a, c) : b_.CreateOr(a, c);
       }
-      case ExprKind::kNot: return b_.CreateNot(GenExpr(n.args[0]));
+      case ExprKind::kNot:
+        return b_.CreateNot(GenExpr(n.args[0]));
       case ExprKind::kSelect: {
         llvm::Value* cond = GenExpr(n.args[0]);
         llvm::Value* t = GenExpr(n.args[1]);
         llvm::Value* f = GenExpr(n.args[2]);
         Match(t, f);
-        if (cond->getType()->isVectorTy() && !t->getType()->isVectorTy()) t = Widen(t), f = Widen(f);
+        if (cond->getType()->isVectorTy() && !t->getType()->isVectorTy())
+          t = Widen(t), f = Widen(f);
         return b_.CreateSelect(cond, t, f);
       }
       case ExprKind::kCast: {
@@ -236,10 +277,17 @@ class CodeGen {
         llvm::Value* x = GenExpr(n.args[0]);
         llvm::Intrinsic::ID id = llvm::Intrinsic::not_intrinsic;
         switch (n.op) {
-          case Op::kExp: id = llvm::Intrinsic::exp; break;
-          case Op::kSqrt: id = llvm::Intrinsic::sqrt; break;
-          case Op::kAbs: id = llvm::Intrinsic::fabs; break;
-          default: break;
+          case Op::kExp:
+            id = llvm::Intrinsic::exp;
+            break;
+          case Op::kSqrt:
+            id = llvm::Intrinsic::sqrt;
+            break;
+          case Op::kAbs:
+            id = llvm::Intrinsic::fabs;
+            break;
+          default:
+            break;
         }
         if (id != llvm::Intrinsic::not_intrinsic) {
           llvm::Function* f = llvm::Intrinsic::getDeclaration(&mod_, id, {x->getType()});
@@ -283,8 +331,10 @@ class CodeGen {
         *coeff = e->op == Op::kAdd ? a + b : a - b;
         return true;
       case Op::kMul:
-        if (ir::IsConstInt(e->args[0], &k) && LinearCoeff(e->args[1], var, &b)) return *coeff = k * b, true;
-        if (ir::IsConstInt(e->args[1], &k) && LinearCoeff(e->args[0], var, &a)) return *coeff = k * a, true;
+        if (ir::IsConstInt(e->args[0], &k) && LinearCoeff(e->args[1], var, &b))
+          return *coeff = k * b, true;
+        if (ir::IsConstInt(e->args[1], &k) && LinearCoeff(e->args[0], var, &a))
+          return *coeff = k * a, true;
         return false;
       default:
         return false;
@@ -301,7 +351,9 @@ class CodeGen {
     return b_.CreateInBoundsGEP(f32_, buffers_[tensor], index);
   }
 
-  llvm::Value* AllTrue() { return llvm::ConstantInt::getTrue(llvm::VectorType::get(b_.getInt1Ty(), lanes_, false)); }
+  llvm::Value* AllTrue() {
+    return llvm::ConstantInt::getTrue(llvm::VectorType::get(b_.getInt1Ty(), lanes_, false));
+  }
 
   llvm::Value* GenVectorLoad(const ExprNode& n) {
     TF_CHECK(buffers_[n.tensor] != nullptr);
@@ -314,7 +366,8 @@ class CodeGen {
     int64_t coeff = 0;
     if (LinearCoeff(flat, vec_var_, &coeff) && coeff == 1) {
       // Unmasked accesses stay plain loads, which SROA can keep in registers.
-      if (mask_ == nullptr) return b_.CreateAlignedLoad(vty, ScalarAddress(n.tensor, flat), llvm::Align(4));
+      if (mask_ == nullptr)
+        return b_.CreateAlignedLoad(vty, ScalarAddress(n.tensor, flat), llvm::Align(4));
       return b_.CreateMaskedLoad(vty, ScalarAddress(n.tensor, flat), llvm::Align(4), mask);
     }
     if (coeff >= 2 && coeff <= 4) {
@@ -325,10 +378,11 @@ class CodeGen {
       for (int j = 0; j < wide; ++j) spread[j] = j % coeff == 0 ? j / int(coeff) : lanes_;
       for (int i = 0; i < lanes_; ++i) pick[i] = i * int(coeff);
       // Lane i's mask bit goes to element i*coeff; the rest are false.
-      llvm::Value* wide_mask = b_.CreateShuffleVector(
-          mask, llvm::ConstantInt::getFalse(mask->getType()), spread);
+      llvm::Value* wide_mask =
+          b_.CreateShuffleVector(mask, llvm::ConstantInt::getFalse(mask->getType()), spread);
       auto* wty = llvm::VectorType::get(f32_, wide, false);
-      llvm::Value* all = b_.CreateMaskedLoad(wty, ScalarAddress(n.tensor, flat), llvm::Align(4), wide_mask);
+      llvm::Value* all =
+          b_.CreateMaskedLoad(wty, ScalarAddress(n.tensor, flat), llvm::Align(4), wide_mask);
       return b_.CreateShuffleVector(all, pick);
     }
     llvm::Value* ptrs = b_.CreateInBoundsGEP(f32_, buffers_[n.tensor], Widen(GenExpr(flat)));
@@ -390,20 +444,22 @@ class CodeGen {
     int64_t chunks = (s.extent + lanes_ - 1) / lanes_;
     EmitCountedLoop(s.var->name + ".v", llvm::ConstantInt::get(i64_, 0),
                     llvm::ConstantInt::get(i64_, chunks), nullptr, [&](llvm::Value* chunk) {
-      llvm::Value* base = b_.CreateMul(chunk, llvm::ConstantInt::get(i64_, lanes_), "", true, true);
-      vars_.emplace_back(s.var.get(), base);
-      vec_var_ = s.var.get();
-      llvm::Value* saved_mask = mask_;
-      if (s.extent % lanes_ != 0) {
-        // Lanes past the extent in the last chunk do nothing.
-        mask_ = b_.CreateICmpSLT(GenExpr(s.var), b_.CreateVectorSplat(
-                                                     lanes_, llvm::ConstantInt::get(i64_, s.extent)));
-      }
-      GenStmt(s.body[0]);
-      mask_ = saved_mask;
-      vec_var_ = nullptr;
-      vars_.pop_back();
-    });
+                      llvm::Value* base =
+                          b_.CreateMul(chunk, llvm::ConstantInt::get(i64_, lanes_), "", true, true);
+                      vars_.emplace_back(s.var.get(), base);
+                      vec_var_ = s.var.get();
+                      llvm::Value* saved_mask = mask_;
+                      if (s.extent % lanes_ != 0) {
+                        // Lanes past the extent in the last chunk do nothing.
+                        mask_ = b_.CreateICmpSLT(
+                            GenExpr(s.var),
+                            b_.CreateVectorSplat(lanes_, llvm::ConstantInt::get(i64_, s.extent)));
+                      }
+                      GenStmt(s.body[0]);
+                      mask_ = saved_mask;
+                      vec_var_ = nullptr;
+                      vars_.pop_back();
+                    });
   }
 
   llvm::MDNode* LoopMetadata(ir::ForKind kind) {
@@ -420,9 +476,10 @@ class CodeGen {
       // Keep the full-unroll pass off this loop, so the loop vectorizer sees it.
       flag_true("llvm.loop.vectorize.enable");
       flag("llvm.loop.unroll.disable");
-    }
-    else if (kind == ir::ForKind::kUnrolled) flag("llvm.loop.unroll.full");
-    else return nullptr;
+    } else if (kind == ir::ForKind::kUnrolled)
+      flag("llvm.loop.unroll.full");
+    else
+      return nullptr;
     llvm::MDNode* md = llvm::MDNode::getDistinct(ctx_, ops);
     md->replaceOperandWith(0, md);
     return md;
@@ -481,7 +538,8 @@ class CodeGen {
     unsigned f = 0;
     b_.CreateStore(rt_, b_.CreateStructGEP(closure_ty, closure, f++));
     for (int t : tensors) b_.CreateStore(buffers_[t], b_.CreateStructGEP(closure_ty, closure, f++));
-    for (auto& [var, val] : vars_) b_.CreateStore(val, b_.CreateStructGEP(closure_ty, closure, f++));
+    for (auto& [var, val] : vars_)
+      b_.CreateStore(val, b_.CreateStructGEP(closure_ty, closure, f++));
 
     auto* par_ty = llvm::FunctionType::get(llvm::Type::getVoidTy(ctx_), {ptr_, i64_, i64_}, false);
     auto* par = llvm::Function::Create(par_ty, llvm::Function::InternalLinkage,
@@ -553,7 +611,8 @@ class CodeGen {
                    s->extent > 1 && !HasLoop(s->body[0])) {
           GenVectorLoop(*s);
         } else {
-          ir::ForKind kind = s->for_kind == ir::ForKind::kParallel ? ir::ForKind::kSerial : s->for_kind;
+          ir::ForKind kind =
+              s->for_kind == ir::ForKind::kParallel ? ir::ForKind::kSerial : s->for_kind;
           GenLoop(s->var, llvm::ConstantInt::get(i64_, 0), llvm::ConstantInt::get(i64_, s->extent),
                   kind, s->body[0]);
         }
@@ -564,7 +623,8 @@ class CodeGen {
           return;
         }
         llvm::Value* v = GenExpr(s->value);
-        llvm::Value* addr = b_.CreateInBoundsGEP(f32_, buffers_[s->tensor], FlatIndex(s->tensor, s->indices));
+        llvm::Value* addr =
+            b_.CreateInBoundsGEP(f32_, buffers_[s->tensor], FlatIndex(s->tensor, s->indices));
         b_.CreateAlignedStore(v, addr, llvm::Align(4));
         return;
       }
@@ -642,8 +702,10 @@ class CodeGen {
   const ExprNode* vec_var_ = nullptr;
   int lanes_ = 16;
   llvm::Value* mask_ = nullptr;
+
  public:
   int vector_lanes_ = 16;
+
  private:
   std::vector<std::string> fn_attrs_kv_;
 };
@@ -731,7 +793,8 @@ absl::StatusOr<CpuArtifact> CompileCpu(const ir::ComputeDAG& dag, const ir::Stmt
     dest->assign(buf.begin(), buf.end());
     return absl::OkStatus();
   };
-  if (options.keep_assembly) TF_RETURN_IF_ERROR(emit(llvm::CodeGenFileType::AssemblyFile, &out.assembly));
+  if (options.keep_assembly)
+    TF_RETURN_IF_ERROR(emit(llvm::CodeGenFileType::AssemblyFile, &out.assembly));
   TF_RETURN_IF_ERROR(emit(llvm::CodeGenFileType::ObjectFile, &out.object));
   out.codegen_ms = MsSince(t0);
   if (options.link) {

@@ -41,7 +41,8 @@ class Builder {
   const std::vector<int64_t>& Shape(int t) const { return dag_.tensors[t].shape; }
 
   // Fresh axes named after `names` with the extents of `shape`.
-  std::vector<IterVar> Axes(const std::vector<int64_t>& shape, const std::vector<std::string>& names) {
+  std::vector<IterVar> Axes(const std::vector<int64_t>& shape,
+                            const std::vector<std::string>& names) {
     std::vector<IterVar> axes;
     for (size_t i = 0; i < shape.size(); ++i) {
       axes.push_back({Var(i < names.size() ? names[i] : StrCat("i", i)), shape[i]});
@@ -266,14 +267,22 @@ int Pool(Builder& b, const v1::Workload& w) {
 
 Expr Activation(v1::EpilogueKind kind, Expr x, const v1::Epilogue& e) {
   switch (kind) {
-    case v1::EPILOGUE_KIND_RELU: return Max(x, F(0));
-    case v1::EPILOGUE_KIND_RELU6: return Min(Max(x, F(0)), F(6));
-    case v1::EPILOGUE_KIND_CLIP: return Min(Max(x, F(e.min())), F(e.max()));
-    case v1::EPILOGUE_KIND_LEAKY_RELU: return Select(x < F(0), x * F(e.alpha()), x);
-    case v1::EPILOGUE_KIND_SIGMOID: return F(1) / (F(1) + Call(Op::kExp, F(0) - x));
-    case v1::EPILOGUE_KIND_SILU: return x / (F(1) + Call(Op::kExp, F(0) - x));
-    case v1::EPILOGUE_KIND_HARDSWISH: return x * Min(Max(x + F(3), F(0)), F(6)) * F(1.0 / 6.0);
-    default: return x;
+    case v1::EPILOGUE_KIND_RELU:
+      return Max(x, F(0));
+    case v1::EPILOGUE_KIND_RELU6:
+      return Min(Max(x, F(0)), F(6));
+    case v1::EPILOGUE_KIND_CLIP:
+      return Min(Max(x, F(e.min())), F(e.max()));
+    case v1::EPILOGUE_KIND_LEAKY_RELU:
+      return Select(x < F(0), x * F(e.alpha()), x);
+    case v1::EPILOGUE_KIND_SIGMOID:
+      return F(1) / (F(1) + Call(Op::kExp, F(0) - x));
+    case v1::EPILOGUE_KIND_SILU:
+      return x / (F(1) + Call(Op::kExp, F(0) - x));
+    case v1::EPILOGUE_KIND_HARDSWISH:
+      return x * Min(Max(x + F(3), F(0)), F(6)) * F(1.0 / 6.0);
+    default:
+      return x;
   }
 }
 
@@ -300,24 +309,43 @@ int Elementwise(Builder& b, const v1::Workload& w) {
   auto bcast = [&](const std::vector<int64_t>& shape) {
     std::vector<Expr> idx;
     size_t off = out.size() - shape.size();
-    for (size_t d = 0; d < shape.size(); ++d) idx.push_back(shape[d] == 1 ? I(0) : axes[off + d].var);
+    for (size_t d = 0; d < shape.size(); ++d)
+      idx.push_back(shape[d] == 1 ? I(0) : axes[off + d].var);
     return idx;
   };
   Expr vx = b.Read(x, bcast(s0));
   Expr value;
   switch (a.kind()) {
-    case v1::ELEMENTWISE_KIND_ADD: value = vx + b.Read(y, bcast(s1)); break;
-    case v1::ELEMENTWISE_KIND_SUB: value = vx - b.Read(y, bcast(s1)); break;
-    case v1::ELEMENTWISE_KIND_MUL: value = vx * b.Read(y, bcast(s1)); break;
-    case v1::ELEMENTWISE_KIND_DIV: value = vx / b.Read(y, bcast(s1)); break;
-    case v1::ELEMENTWISE_KIND_RELU: value = Max(vx, F(0)); break;
+    case v1::ELEMENTWISE_KIND_ADD:
+      value = vx + b.Read(y, bcast(s1));
+      break;
+    case v1::ELEMENTWISE_KIND_SUB:
+      value = vx - b.Read(y, bcast(s1));
+      break;
+    case v1::ELEMENTWISE_KIND_MUL:
+      value = vx * b.Read(y, bcast(s1));
+      break;
+    case v1::ELEMENTWISE_KIND_DIV:
+      value = vx / b.Read(y, bcast(s1));
+      break;
+    case v1::ELEMENTWISE_KIND_RELU:
+      value = Max(vx, F(0));
+      break;
     case v1::ELEMENTWISE_KIND_SIGMOID:
-      value = Activation(v1::EPILOGUE_KIND_SIGMOID, vx, v1::Epilogue()); break;
-    case v1::ELEMENTWISE_KIND_SILU: value = Activation(v1::EPILOGUE_KIND_SILU, vx, v1::Epilogue()); break;
+      value = Activation(v1::EPILOGUE_KIND_SIGMOID, vx, v1::Epilogue());
+      break;
+    case v1::ELEMENTWISE_KIND_SILU:
+      value = Activation(v1::EPILOGUE_KIND_SILU, vx, v1::Epilogue());
+      break;
     case v1::ELEMENTWISE_KIND_HARDSWISH:
-      value = Activation(v1::EPILOGUE_KIND_HARDSWISH, vx, v1::Epilogue()); break;
-    case v1::ELEMENTWISE_KIND_CLIP: value = Min(Max(vx, F(a.min())), F(a.max())); break;
-    default: value = vx; break;
+      value = Activation(v1::EPILOGUE_KIND_HARDSWISH, vx, v1::Epilogue());
+      break;
+    case v1::ELEMENTWISE_KIND_CLIP:
+      value = Min(Max(vx, F(a.min())), F(a.max()));
+      break;
+    default:
+      value = vx;
+      break;
   }
   return b.AddStage("elementwise", axes, {}, ReduceKind::kNone, value, true);
 }
@@ -353,7 +381,8 @@ int ComputeDAG::ProducerOf(int tensor) const {
 std::vector<int> StageInputs(const Stage& stage) {
   std::vector<int> inputs;
   VisitLoads(stage.body, [&](const ExprNode& n) {
-    if (std::find(inputs.begin(), inputs.end(), n.tensor) == inputs.end()) inputs.push_back(n.tensor);
+    if (std::find(inputs.begin(), inputs.end(), n.tensor) == inputs.end())
+      inputs.push_back(n.tensor);
   });
   return inputs;
 }
@@ -375,7 +404,8 @@ std::vector<Expr> PackedIndex(const TensorDecl& packed, const std::vector<Expr>&
   return outer;
 }
 
-std::vector<float> PackConstant(const ComputeDAG& dag, int packed, const std::vector<float>& original) {
+std::vector<float> PackConstant(const ComputeDAG& dag, int packed,
+                                const std::vector<float>& original) {
   const TensorDecl& p = dag.tensors[packed];
   const std::vector<int64_t>& shape = dag.tensors[p.packed_from].shape;
   std::vector<float> out(dag.NumElements(packed), 0.0f);
@@ -414,21 +444,32 @@ absl::StatusOr<ComputeDAG> BuildComputeDAG(const v1::Workload& workload) {
   const v1::Workload& w = cw->workload;
   for (const auto& t : w.inputs()) {
     if (t.dtype() != v1::DTYPE_FLOAT32) {
-      return absl::UnimplementedError(StrCat("dtype ", v1::DType_Name(t.dtype()),
-                                             " is not supported yet (float32 only)"));
+      return absl::UnimplementedError(
+          StrCat("dtype ", v1::DType_Name(t.dtype()), " is not supported yet (float32 only)"));
     }
   }
   Builder b;
   int main = -1;
   switch (w.op()) {
-    case v1::OP_KIND_CONV2D: main = Conv2d(b, w); break;
-    case v1::OP_KIND_CONV2D_TRANSPOSE: main = Conv2dTranspose(b, w); break;
+    case v1::OP_KIND_CONV2D:
+      main = Conv2d(b, w);
+      break;
+    case v1::OP_KIND_CONV2D_TRANSPOSE:
+      main = Conv2dTranspose(b, w);
+      break;
     case v1::OP_KIND_DENSE:
     case v1::OP_KIND_MATMUL:
-    case v1::OP_KIND_BATCH_MATMUL: main = Matmul(b, w); break;
-    case v1::OP_KIND_POOL2D: main = Pool(b, w); break;
-    case v1::OP_KIND_ELEMENTWISE: main = Elementwise(b, w); break;
-    default: return absl::UnimplementedError(StrCat("op ", OpName(w.op()), " has no definition"));
+    case v1::OP_KIND_BATCH_MATMUL:
+      main = Matmul(b, w);
+      break;
+    case v1::OP_KIND_POOL2D:
+      main = Pool(b, w);
+      break;
+    case v1::OP_KIND_ELEMENTWISE:
+      main = Elementwise(b, w);
+      break;
+    default:
+      return absl::UnimplementedError(StrCat("op ", OpName(w.op()), " has no definition"));
   }
   if (w.epilogue_size() == 0) return b.Finish(main);
 
@@ -468,7 +509,9 @@ std::string ToString(const ComputeDAG& dag) {
     for (const IterVar& a : s.axes) axes.push_back(StrCat(ToString(a.var), ":", a.extent));
     for (const IterVar& a : s.reduce_axes) red.push_back(StrCat(ToString(a.var), ":", a.extent));
     absl::StrAppend(&out, names[s.output], "[", absl::StrJoin(axes, ", "), "] = ",
-                    s.reduce == ReduceKind::kSum ? "sum" : s.reduce == ReduceKind::kMax ? "max" : "",
+                    s.reduce == ReduceKind::kSum   ? "sum"
+                    : s.reduce == ReduceKind::kMax ? "max"
+                                                   : "",
                     red.empty() ? "" : StrCat("{", absl::StrJoin(red, ", "), "} "),
                     ToString(s.body, &names), "\n");
   }

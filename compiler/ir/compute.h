@@ -42,20 +42,20 @@ enum class ReduceKind { kNone, kSum, kMax };
 
 struct Stage {
   std::string name;
-  int output = -1;                  // tensor id
-  std::vector<IterVar> axes;        // one per output dimension
+  int output = -1;            // tensor id
+  std::vector<IterVar> axes;  // one per output dimension
   std::vector<IterVar> reduce_axes;
   ReduceKind reduce = ReduceKind::kNone;
-  Expr body;                        // the value, or the term that is reduced
+  Expr body;  // the value, or the term that is reduced
   // A cheap stage (padding, elementwise) that may be inlined into its readers.
   bool inlinable = false;
 };
 
 struct ComputeDAG {
   std::vector<TensorDecl> tensors;
-  std::vector<Stage> stages;        // topological order
-  std::vector<int> args;            // kernel arguments: inputs in order, then the output
-  int output = -1;                  // tensor id
+  std::vector<Stage> stages;  // topological order
+  std::vector<int> args;      // kernel arguments: inputs in order, then the output
+  int output = -1;            // tensor id
 
   std::vector<std::string> TensorNames() const;
   int64_t NumElements(int tensor) const;
@@ -73,7 +73,8 @@ std::vector<Expr> PackedIndex(const TensorDecl& packed, const std::vector<Expr>&
 
 // Fills the packed tensor `packed` of `dag` from the original tensor's data
 // (row-major, original shape). Elements past the original extents are zero.
-std::vector<float> PackConstant(const ComputeDAG& dag, int packed, const std::vector<float>& original);
+std::vector<float> PackConstant(const ComputeDAG& dag, int packed,
+                                const std::vector<float>& original);
 
 // The kernel arguments a schedule repacked: (argument index, packed data)
 // for each input of `scheduled` (a ScheduleState's DAG) that layout_pack

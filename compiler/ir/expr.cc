@@ -20,29 +20,47 @@ int64_t FloorModInt(int64_t a, int64_t b) { return a - FloorDivInt(a, b) * b; }
 
 const char* OpSymbol(Op op) {
   switch (op) {
-    case Op::kAdd: return "+";
-    case Op::kSub: return "-";
-    case Op::kMul: return "*";
-    case Op::kDiv: return "/";
-    case Op::kFloorDiv: return "//";
-    case Op::kFloorMod: return "%";
-    case Op::kLt: return "<";
-    case Op::kLe: return "<=";
-    case Op::kGt: return ">";
-    case Op::kGe: return ">=";
-    case Op::kEq: return "==";
-    case Op::kNe: return "!=";
-    default: return "?";
+    case Op::kAdd:
+      return "+";
+    case Op::kSub:
+      return "-";
+    case Op::kMul:
+      return "*";
+    case Op::kDiv:
+      return "/";
+    case Op::kFloorDiv:
+      return "//";
+    case Op::kFloorMod:
+      return "%";
+    case Op::kLt:
+      return "<";
+    case Op::kLe:
+      return "<=";
+    case Op::kGt:
+      return ">";
+    case Op::kGe:
+      return ">=";
+    case Op::kEq:
+      return "==";
+    case Op::kNe:
+      return "!=";
+    default:
+      return "?";
   }
 }
 
 const char* CallName(Op op) {
   switch (op) {
-    case Op::kExp: return "exp";
-    case Op::kSqrt: return "sqrt";
-    case Op::kTanh: return "tanh";
-    case Op::kAbs: return "abs";
-    default: return "?";
+    case Op::kExp:
+      return "exp";
+    case Op::kSqrt:
+      return "sqrt";
+    case Op::kTanh:
+      return "tanh";
+    case Op::kAbs:
+      return "abs";
+    default:
+      return "?";
   }
 }
 
@@ -89,14 +107,24 @@ Expr Binary(Op op, Expr a, Expr b) {
     // Constant folding and the identities lowering produces most.
     if (ca && cb) {
       switch (op) {
-        case Op::kAdd: return IntImm(x + y);
-        case Op::kSub: return IntImm(x - y);
-        case Op::kMul: return IntImm(x * y);
-        case Op::kFloorDiv: if (y != 0) return IntImm(FloorDivInt(x, y)); break;
-        case Op::kFloorMod: if (y != 0) return IntImm(FloorModInt(x, y)); break;
-        case Op::kMin: return IntImm(std::min(x, y));
-        case Op::kMax: return IntImm(std::max(x, y));
-        default: break;
+        case Op::kAdd:
+          return IntImm(x + y);
+        case Op::kSub:
+          return IntImm(x - y);
+        case Op::kMul:
+          return IntImm(x * y);
+        case Op::kFloorDiv:
+          if (y != 0) return IntImm(FloorDivInt(x, y));
+          break;
+        case Op::kFloorMod:
+          if (y != 0) return IntImm(FloorModInt(x, y));
+          break;
+        case Op::kMin:
+          return IntImm(std::min(x, y));
+        case Op::kMax:
+          return IntImm(std::max(x, y));
+        default:
+          break;
       }
     }
     if (op == Op::kAdd && ca && x == 0) return b;
@@ -117,13 +145,20 @@ Expr Cmp(Op op, Expr a, Expr b) {
   int64_t x, y;
   if (IsConstInt(a, &x) && IsConstInt(b, &y) && a->type == ScalarType::kInt64) {
     switch (op) {
-      case Op::kLt: return BoolImm(x < y);
-      case Op::kLe: return BoolImm(x <= y);
-      case Op::kGt: return BoolImm(x > y);
-      case Op::kGe: return BoolImm(x >= y);
-      case Op::kEq: return BoolImm(x == y);
-      case Op::kNe: return BoolImm(x != y);
-      default: break;
+      case Op::kLt:
+        return BoolImm(x < y);
+      case Op::kLe:
+        return BoolImm(x <= y);
+      case Op::kGt:
+        return BoolImm(x > y);
+      case Op::kGe:
+        return BoolImm(x >= y);
+      case Op::kEq:
+        return BoolImm(x == y);
+      case Op::kNe:
+        return BoolImm(x != y);
+      default:
+        break;
     }
   }
   ExprNode n{ExprKind::kCmp, ScalarType::kBool};
@@ -211,20 +246,29 @@ std::string ToString(const Expr& e, const std::vector<std::string>* names) {
     case ExprKind::kIntImm:
       return n.type == ScalarType::kBool ? (n.int_value ? "true" : "false")
                                          : absl::StrCat(n.int_value);
-    case ExprKind::kFloatImm: return absl::StrCat(n.float_value, "f");
-    case ExprKind::kVar: return n.name;
+    case ExprKind::kFloatImm:
+      return absl::StrCat(n.float_value, "f");
+    case ExprKind::kVar:
+      return n.name;
     case ExprKind::kBinary:
       if (n.op == Op::kMin || n.op == Op::kMax) {
         return absl::StrCat(n.op == Op::kMin ? "min(" : "max(", arg(0), ", ", arg(1), ")");
       }
       return absl::StrCat("(", arg(0), " ", OpSymbol(n.op), " ", arg(1), ")");
-    case ExprKind::kCmp: return absl::StrCat("(", arg(0), " ", OpSymbol(n.op), " ", arg(1), ")");
-    case ExprKind::kAnd: return absl::StrCat("(", arg(0), " && ", arg(1), ")");
-    case ExprKind::kOr: return absl::StrCat("(", arg(0), " || ", arg(1), ")");
-    case ExprKind::kNot: return absl::StrCat("!", arg(0));
-    case ExprKind::kSelect: return absl::StrCat("select(", arg(0), ", ", arg(1), ", ", arg(2), ")");
-    case ExprKind::kCast: return absl::StrCat("cast(", arg(0), ")");
-    case ExprKind::kCall: return absl::StrCat(CallName(n.op), "(", arg(0), ")");
+    case ExprKind::kCmp:
+      return absl::StrCat("(", arg(0), " ", OpSymbol(n.op), " ", arg(1), ")");
+    case ExprKind::kAnd:
+      return absl::StrCat("(", arg(0), " && ", arg(1), ")");
+    case ExprKind::kOr:
+      return absl::StrCat("(", arg(0), " || ", arg(1), ")");
+    case ExprKind::kNot:
+      return absl::StrCat("!", arg(0));
+    case ExprKind::kSelect:
+      return absl::StrCat("select(", arg(0), ", ", arg(1), ", ", arg(2), ")");
+    case ExprKind::kCast:
+      return absl::StrCat("cast(", arg(0), ")");
+    case ExprKind::kCall:
+      return absl::StrCat(CallName(n.op), "(", arg(0), ")");
     case ExprKind::kLoad: {
       std::vector<std::string> idx;
       for (size_t i = 0; i < n.args.size(); ++i) idx.push_back(arg(static_cast<int>(i)));
@@ -240,16 +284,26 @@ std::string ToString(const Expr& e, const std::vector<std::string>* names) {
 Expr WithArgs(const Expr& e, std::vector<Expr> args) {
   const ExprNode& n = *e.get();
   switch (n.kind) {
-    case ExprKind::kBinary: return Binary(n.op, args[0], args[1]);
-    case ExprKind::kCmp: return Cmp(n.op, args[0], args[1]);
-    case ExprKind::kAnd: return And(args[0], args[1]);
-    case ExprKind::kOr: return Or(args[0], args[1]);
-    case ExprKind::kNot: return Not(args[0]);
-    case ExprKind::kSelect: return Select(args[0], args[1], args[2]);
-    case ExprKind::kCast: return Cast(n.type, args[0]);
-    case ExprKind::kCall: return Call(n.op, args[0]);
-    case ExprKind::kLoad: return Load(n.tensor, n.type, std::move(args));
-    default: return e;
+    case ExprKind::kBinary:
+      return Binary(n.op, args[0], args[1]);
+    case ExprKind::kCmp:
+      return Cmp(n.op, args[0], args[1]);
+    case ExprKind::kAnd:
+      return And(args[0], args[1]);
+    case ExprKind::kOr:
+      return Or(args[0], args[1]);
+    case ExprKind::kNot:
+      return Not(args[0]);
+    case ExprKind::kSelect:
+      return Select(args[0], args[1], args[2]);
+    case ExprKind::kCast:
+      return Cast(n.type, args[0]);
+    case ExprKind::kCall:
+      return Call(n.op, args[0]);
+    case ExprKind::kLoad:
+      return Load(n.tensor, n.type, std::move(args));
+    default:
+      return e;
   }
 }
 
@@ -274,7 +328,7 @@ Expr Substitute(const Expr& e, const std::vector<VarMapEntry>& map) {
 }
 
 Expr MapLoads(const Expr& e,
-               const std::function<Expr(const ExprNode& load, const std::vector<Expr>& args)>& fn) {
+              const std::function<Expr(const ExprNode& load, const std::vector<Expr>& args)>& fn) {
   if (!e.defined() || e->args.empty()) return e;
   std::vector<Expr> args;
   bool changed = false;

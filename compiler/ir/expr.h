@@ -28,18 +28,33 @@ enum class ExprKind : uint8_t {
   kNot,
   kSelect,  // args: cond, true value, false value
   kCast,
-  kCall,    // op in Exp..Abs, one float argument
-  kLoad,    // tensor id, args = indices
+  kCall,  // op in Exp..Abs, one float argument
+  kLoad,  // tensor id, args = indices
 };
 
 enum class Op : uint8_t {
   kNone,
   // binary
-  kAdd, kSub, kMul, kDiv, kFloorDiv, kFloorMod, kMin, kMax,
+  kAdd,
+  kSub,
+  kMul,
+  kDiv,
+  kFloorDiv,
+  kFloorMod,
+  kMin,
+  kMax,
   // compare
-  kLt, kLe, kGt, kGe, kEq, kNe,
+  kLt,
+  kLe,
+  kGt,
+  kGe,
+  kEq,
+  kNe,
   // unary math calls
-  kExp, kSqrt, kTanh, kAbs,
+  kExp,
+  kSqrt,
+  kTanh,
+  kAbs,
 };
 
 struct ExprNode;
@@ -119,7 +134,8 @@ bool Mentions(const Expr& e, const ExprNode* var);
 // Rewrites loads bottom up: `fn` gets each Load node with its (already
 // rewritten) indices and returns the replacement, or an undefined Expr to
 // keep the load. Nodes nothing changed under are returned as they were.
-Expr MapLoads(const Expr& e, const std::function<Expr(const ExprNode& load, const std::vector<Expr>& args)>& fn);
+Expr MapLoads(const Expr& e,
+              const std::function<Expr(const ExprNode& load, const std::vector<Expr>& args)>& fn);
 
 // Calls `fn` on every Load node in `e`.
 void VisitLoads(const Expr& e, const std::function<void(const ExprNode&)>& fn);

@@ -34,8 +34,12 @@ class Interpreter {
     const ExprNode& n = *e.get();
     Value r;
     switch (n.kind) {
-      case ExprKind::kIntImm: r.i = n.int_value; return r;
-      case ExprKind::kFloatImm: r.f = n.float_value; return r;
+      case ExprKind::kIntImm:
+        r.i = n.int_value;
+        return r;
+      case ExprKind::kFloatImm:
+        r.f = n.float_value;
+        return r;
       case ExprKind::kVar:
         for (auto& [p, val] : env_) {
           if (p == &n) return Value{val, 0};
@@ -46,24 +50,52 @@ class Interpreter {
         Value a = Eval(n.args[0]), b = Eval(n.args[1]);
         if (n.type == ScalarType::kInt64) {
           switch (n.op) {
-            case Op::kAdd: r.i = a.i + b.i; break;
-            case Op::kSub: r.i = a.i - b.i; break;
-            case Op::kMul: r.i = a.i * b.i; break;
-            case Op::kFloorDiv: r.i = FloorDivI(a.i, b.i); break;
-            case Op::kFloorMod: r.i = a.i - FloorDivI(a.i, b.i) * b.i; break;
-            case Op::kMin: r.i = std::min(a.i, b.i); break;
-            case Op::kMax: r.i = std::max(a.i, b.i); break;
-            default: TF_CHECK(false && "bad int op");
+            case Op::kAdd:
+              r.i = a.i + b.i;
+              break;
+            case Op::kSub:
+              r.i = a.i - b.i;
+              break;
+            case Op::kMul:
+              r.i = a.i * b.i;
+              break;
+            case Op::kFloorDiv:
+              r.i = FloorDivI(a.i, b.i);
+              break;
+            case Op::kFloorMod:
+              r.i = a.i - FloorDivI(a.i, b.i) * b.i;
+              break;
+            case Op::kMin:
+              r.i = std::min(a.i, b.i);
+              break;
+            case Op::kMax:
+              r.i = std::max(a.i, b.i);
+              break;
+            default:
+              TF_CHECK(false && "bad int op");
           }
         } else {
           switch (n.op) {
-            case Op::kAdd: r.f = a.f + b.f; break;
-            case Op::kSub: r.f = a.f - b.f; break;
-            case Op::kMul: r.f = a.f * b.f; break;
-            case Op::kDiv: r.f = a.f / b.f; break;
-            case Op::kMin: r.f = std::min(a.f, b.f); break;
-            case Op::kMax: r.f = std::max(a.f, b.f); break;
-            default: TF_CHECK(false && "bad float op");
+            case Op::kAdd:
+              r.f = a.f + b.f;
+              break;
+            case Op::kSub:
+              r.f = a.f - b.f;
+              break;
+            case Op::kMul:
+              r.f = a.f * b.f;
+              break;
+            case Op::kDiv:
+              r.f = a.f / b.f;
+              break;
+            case Op::kMin:
+              r.f = std::min(a.f, b.f);
+              break;
+            case Op::kMax:
+              r.f = std::max(a.f, b.f);
+              break;
+            default:
+              TF_CHECK(false && "bad float op");
           }
         }
         return r;
@@ -75,35 +107,66 @@ class Interpreter {
         int64_t xi = a.i, yi = b.i;
         bool v = false;
         switch (n.op) {
-          case Op::kLt: v = isf ? x < y : xi < yi; break;
-          case Op::kLe: v = isf ? x <= y : xi <= yi; break;
-          case Op::kGt: v = isf ? x > y : xi > yi; break;
-          case Op::kGe: v = isf ? x >= y : xi >= yi; break;
-          case Op::kEq: v = isf ? x == y : xi == yi; break;
-          case Op::kNe: v = isf ? x != y : xi != yi; break;
-          default: break;
+          case Op::kLt:
+            v = isf ? x < y : xi < yi;
+            break;
+          case Op::kLe:
+            v = isf ? x <= y : xi <= yi;
+            break;
+          case Op::kGt:
+            v = isf ? x > y : xi > yi;
+            break;
+          case Op::kGe:
+            v = isf ? x >= y : xi >= yi;
+            break;
+          case Op::kEq:
+            v = isf ? x == y : xi == yi;
+            break;
+          case Op::kNe:
+            v = isf ? x != y : xi != yi;
+            break;
+          default:
+            break;
         }
         r.i = v;
         return r;
       }
-      case ExprKind::kAnd: r.i = Eval(n.args[0]).i && Eval(n.args[1]).i; return r;
-      case ExprKind::kOr: r.i = Eval(n.args[0]).i || Eval(n.args[1]).i; return r;
-      case ExprKind::kNot: r.i = !Eval(n.args[0]).i; return r;
-      case ExprKind::kSelect: return Eval(n.args[0]).i ? Eval(n.args[1]) : Eval(n.args[2]);
+      case ExprKind::kAnd:
+        r.i = Eval(n.args[0]).i && Eval(n.args[1]).i;
+        return r;
+      case ExprKind::kOr:
+        r.i = Eval(n.args[0]).i || Eval(n.args[1]).i;
+        return r;
+      case ExprKind::kNot:
+        r.i = !Eval(n.args[0]).i;
+        return r;
+      case ExprKind::kSelect:
+        return Eval(n.args[0]).i ? Eval(n.args[1]) : Eval(n.args[2]);
       case ExprKind::kCast: {
         Value a = Eval(n.args[0]);
-        if (IsFloat(n.type)) r.f = IsFloat(n.args[0]->type) ? a.f : double(a.i);
-        else r.i = IsFloat(n.args[0]->type) ? int64_t(a.f) : a.i;
+        if (IsFloat(n.type))
+          r.f = IsFloat(n.args[0]->type) ? a.f : double(a.i);
+        else
+          r.i = IsFloat(n.args[0]->type) ? int64_t(a.f) : a.i;
         return r;
       }
       case ExprKind::kCall: {
         double x = Eval(n.args[0]).f;
         switch (n.op) {
-          case Op::kExp: r.f = std::exp(x); break;
-          case Op::kSqrt: r.f = std::sqrt(x); break;
-          case Op::kTanh: r.f = std::tanh(x); break;
-          case Op::kAbs: r.f = std::fabs(x); break;
-          default: break;
+          case Op::kExp:
+            r.f = std::exp(x);
+            break;
+          case Op::kSqrt:
+            r.f = std::sqrt(x);
+            break;
+          case Op::kTanh:
+            r.f = std::tanh(x);
+            break;
+          case Op::kAbs:
+            r.f = std::fabs(x);
+            break;
+          default:
+            break;
         }
         return r;
       }
@@ -168,8 +231,8 @@ class Interpreter {
 
 }  // namespace
 
-absl::StatusOr<std::vector<double>> EvaluateReference(const ComputeDAG& dag,
-                                                      const std::vector<std::vector<float>>& inputs) {
+absl::StatusOr<std::vector<double>> EvaluateReference(
+    const ComputeDAG& dag, const std::vector<std::vector<float>>& inputs) {
   if (inputs.size() + 1 != dag.args.size()) {
     return absl::InvalidArgumentError(
         absl::StrCat("reference: ", dag.args.size() - 1, " inputs expected, got ", inputs.size()));
@@ -179,8 +242,8 @@ absl::StatusOr<std::vector<double>> EvaluateReference(const ComputeDAG& dag,
     int t = dag.args[i];
     if (int64_t(inputs[i].size()) != dag.NumElements(t)) {
       return absl::InvalidArgumentError(absl::StrCat("reference: input ", dag.tensors[t].name,
-                                                     " has ", inputs[i].size(), " values, expected ",
-                                                     dag.NumElements(t)));
+                                                     " has ", inputs[i].size(),
+                                                     " values, expected ", dag.NumElements(t)));
     }
     buffers[t].assign(inputs[i].begin(), inputs[i].end());
   }

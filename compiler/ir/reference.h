@@ -13,8 +13,8 @@ namespace tunefarm::ir {
 
 // `inputs` holds one buffer per kernel input (dag.args without the output),
 // row-major. Returns the output tensor.
-absl::StatusOr<std::vector<double>> EvaluateReference(const ComputeDAG& dag,
-                                                      const std::vector<std::vector<float>>& inputs);
+absl::StatusOr<std::vector<double>> EvaluateReference(
+    const ComputeDAG& dag, const std::vector<std::vector<float>>& inputs);
 
 // Random inputs for `dag` (one buffer per kernel input), uniform in [-1, 1)
 // and never zero, deterministic for a seed.

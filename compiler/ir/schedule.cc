@@ -1,8 +1,8 @@
 #include "compiler/ir/schedule.h"
 
 #include <algorithm>
-#include <numeric>
 #include <limits>
+#include <numeric>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -20,20 +20,34 @@ using absl::StrCat;
 
 const char* StepName(const v1::Step& s) {
   switch (s.kind_case()) {
-    case v1::Step::kSplit: return "split";
-    case v1::Step::kReorder: return "reorder";
-    case v1::Step::kFuse: return "fuse";
-    case v1::Step::kAnnotate: return "annotate";
-    case v1::Step::kPragma: return "pragma";
-    case v1::Step::kComputeAt: return "compute_at";
-    case v1::Step::kComputeInline: return "compute_inline";
-    case v1::Step::kComputeRoot: return "compute_root";
-    case v1::Step::kCacheRead: return "cache_read";
-    case v1::Step::kCacheWrite: return "cache_write";
-    case v1::Step::kStorageAlign: return "storage_align";
-    case v1::Step::kLayoutPack: return "layout_pack";
-    case v1::Step::kFollowSplit: return "follow_split";
-    default: return "empty";
+    case v1::Step::kSplit:
+      return "split";
+    case v1::Step::kReorder:
+      return "reorder";
+    case v1::Step::kFuse:
+      return "fuse";
+    case v1::Step::kAnnotate:
+      return "annotate";
+    case v1::Step::kPragma:
+      return "pragma";
+    case v1::Step::kComputeAt:
+      return "compute_at";
+    case v1::Step::kComputeInline:
+      return "compute_inline";
+    case v1::Step::kComputeRoot:
+      return "compute_root";
+    case v1::Step::kCacheRead:
+      return "cache_read";
+    case v1::Step::kCacheWrite:
+      return "cache_write";
+    case v1::Step::kStorageAlign:
+      return "storage_align";
+    case v1::Step::kLayoutPack:
+      return "layout_pack";
+    case v1::Step::kFollowSplit:
+      return "follow_split";
+    default:
+      return "empty";
   }
 }
 
@@ -42,7 +56,8 @@ Expr InlineInto(const Expr& e, int tensor, const Stage& stage) {
   return MapLoads(e, [&](const ExprNode& load, const std::vector<Expr>& args) {
     if (load.tensor != tensor) return Expr();
     std::vector<VarMapEntry> map;
-    for (size_t d = 0; d < stage.axes.size(); ++d) map.push_back({stage.axes[d].var.get(), args[d]});
+    for (size_t d = 0; d < stage.axes.size(); ++d)
+      map.push_back({stage.axes[d].var.get(), args[d]});
     return Substitute(stage.body, map);
   });
 }
@@ -94,8 +109,8 @@ absl::Status ScheduleState::CheckStage(int stage) const {
         StrCat("stage ", stage, " does not exist (the program has ", stages_.size(), " stages)"));
   }
   if (stages_[stage].location == StageState::Location::kInline) {
-    return InvalidArgumentError(StrCat("stage ", stage, " (", dag_.stages[stage].name,
-                                       ") is inlined and has no loops"));
+    return InvalidArgumentError(
+        StrCat("stage ", stage, " (", dag_.stages[stage].name, ") is inlined and has no loops"));
   }
   return absl::OkStatus();
 }
@@ -103,8 +118,9 @@ absl::Status ScheduleState::CheckStage(int stage) const {
 absl::Status ScheduleState::CheckIter(int stage, int iter) const {
   TF_RETURN_IF_ERROR(CheckStage(stage));
   if (iter < 0 || iter >= int(stages_[stage].iters.size())) {
-    return InvalidArgumentError(StrCat("loop ", iter, " of stage ", stage, " does not exist (it has ",
-                                       stages_[stage].iters.size(), " loops)"));
+    return InvalidArgumentError(StrCat("loop ", iter, " of stage ", stage,
+                                       " does not exist (it has ", stages_[stage].iters.size(),
+                                       " loops)"));
   }
   return absl::OkStatus();
 }
@@ -112,10 +128,18 @@ absl::Status ScheduleState::CheckIter(int stage, int iter) const {
 absl::Status ScheduleState::Apply(const v1::Step& step, int index, const Target& target) {
   absl::Status s;
   switch (step.kind_case()) {
-    case v1::Step::kSplit: s = Split(step.split()); break;
-    case v1::Step::kReorder: s = Reorder(step.reorder()); break;
-    case v1::Step::kFuse: s = Fuse(step.fuse()); break;
-    case v1::Step::kAnnotate: s = Annotate(step.annotate(), target); break;
+    case v1::Step::kSplit:
+      s = Split(step.split());
+      break;
+    case v1::Step::kReorder:
+      s = Reorder(step.reorder());
+      break;
+    case v1::Step::kFuse:
+      s = Fuse(step.fuse());
+      break;
+    case v1::Step::kAnnotate:
+      s = Annotate(step.annotate(), target);
+      break;
     case v1::Step::kPragma: {
       const v1::PragmaStep& p = step.pragma();
       s = CheckStage(p.stage());
@@ -130,7 +154,9 @@ absl::Status ScheduleState::Apply(const v1::Step& step, int index, const Target&
       }
       break;
     }
-    case v1::Step::kComputeInline: s = Inline(step.compute_inline().stage()); break;
+    case v1::Step::kComputeInline:
+      s = Inline(step.compute_inline().stage());
+      break;
     case v1::Step::kComputeRoot: {
       int stage = step.compute_root().stage();
       s = CheckStage(stage);
@@ -141,15 +167,24 @@ absl::Status ScheduleState::Apply(const v1::Step& step, int index, const Target&
       }
       break;
     }
-    case v1::Step::kComputeAt: s = ComputeAt(step.compute_at()); break;
-    case v1::Step::kCacheWrite: s = CacheWrite(step.cache_write(), target); break;
-    case v1::Step::kLayoutPack: s = LayoutPack(step.layout_pack()); break;
-    case v1::Step::kCacheRead: s = CacheRead(step.cache_read(), target); break;
+    case v1::Step::kComputeAt:
+      s = ComputeAt(step.compute_at());
+      break;
+    case v1::Step::kCacheWrite:
+      s = CacheWrite(step.cache_write(), target);
+      break;
+    case v1::Step::kLayoutPack:
+      s = LayoutPack(step.layout_pack());
+      break;
+    case v1::Step::kCacheRead:
+      s = CacheRead(step.cache_read(), target);
+      break;
     case v1::Step::kStorageAlign:
     case v1::Step::kFollowSplit:
       return absl::UnimplementedError(
           StrCat("step ", index, " (", StepName(step), "): this primitive is not built yet"));
-    default: s = InvalidArgumentError("empty step");
+    default:
+      s = InvalidArgumentError("empty step");
   }
   if (s.ok()) return s;
   return absl::Status(s.code(), StrCat("step ", index, " (", StepName(step), "): ", s.message()));
@@ -173,10 +208,12 @@ absl::Status ScheduleState::Split(const v1::SplitStep& s) {
   for (int64_t l : lengths) {
     if (l <= 0) return InvalidArgumentError(StrCat("split length ", l, " (must be positive)"));
     if (l > it.extent) {
-      return InvalidArgumentError(StrCat("split length ", l, " exceeds the loop extent ", it.extent));
+      return InvalidArgumentError(
+          StrCat("split length ", l, " exceeds the loop extent ", it.extent));
     }
     inner *= l;
-    if (inner > it.extent * 64) return InvalidArgumentError("split lengths multiply past the extent");
+    if (inner > it.extent * 64)
+      return InvalidArgumentError("split lengths multiply past the extent");
   }
   int64_t outer = (it.extent + inner - 1) / inner;
   std::string base = it.var->name;
@@ -202,8 +239,8 @@ absl::Status ScheduleState::Reorder(const v1::ReorderStep& s) {
   TF_RETURN_IF_ERROR(CheckStage(s.stage()));
   StageState& st = stages_[s.stage()];
   if (s.order_size() != int(st.iters.size())) {
-    return InvalidArgumentError(StrCat("order has ", s.order_size(), " loops, the stage has ",
-                                       st.iters.size()));
+    return InvalidArgumentError(
+        StrCat("order has ", s.order_size(), " loops, the stage has ", st.iters.size()));
   }
   std::vector<bool> seen(st.iters.size(), false);
   std::vector<LoopIter> next;
@@ -234,7 +271,8 @@ absl::Status ScheduleState::Fuse(const v1::FuseStep& s) {
   std::string name;
   for (int k = 0; k < n; ++k) {
     const LoopIter& it = st.iters[first + k];
-    if (it.reduce != reduce) return InvalidArgumentError("cannot fuse a reduction loop with a spatial loop");
+    if (it.reduce != reduce)
+      return InvalidArgumentError("cannot fuse a reduction loop with a spatial loop");
     if (it.kind != ForKind::kSerial) return InvalidArgumentError("cannot fuse an annotated loop");
     if (st.location == StageState::Location::kAt && !it.reduce) {
       return InvalidArgumentError("cannot fuse the spatial loops of a stage computed at another");
@@ -273,8 +311,8 @@ absl::Status ScheduleState::Annotate(const v1::AnnotateStep& s, const Target& ta
       return absl::OkStatus();
     case v1::ANNOTATION_UNROLL:
       if (it.extent > kMaxUnrolledCopies) {
-        return InvalidArgumentError(StrCat("cannot unroll a loop of ", it.extent, " iterations (at most ",
-                                           kMaxUnrolledCopies, ")"));
+        return InvalidArgumentError(StrCat("cannot unroll a loop of ", it.extent,
+                                           " iterations (at most ", kMaxUnrolledCopies, ")"));
       }
       it.kind = ForKind::kUnrolled;
       return absl::OkStatus();
@@ -334,12 +372,15 @@ absl::Status ScheduleState::ComputeAt(const v1::ComputeAtStep& s) {
   TF_RETURN_IF_ERROR(CheckStage(s.stage()));
   TF_RETURN_IF_ERROR(CheckIter(s.target_stage(), s.target_iter()));
   const Stage& producer = dag_.stages[s.stage()];
-  if (producer.output == dag_.output) return InvalidArgumentError("the output stage stays at the root");
+  if (producer.output == dag_.output)
+    return InvalidArgumentError("the output stage stays at the root");
   if (s.target_stage() <= s.stage()) {
-    return InvalidArgumentError(StrCat("stage ", s.target_stage(), " does not come after stage ", s.stage()));
+    return InvalidArgumentError(
+        StrCat("stage ", s.target_stage(), " does not come after stage ", s.stage()));
   }
   if (stages_[s.target_stage()].location != StageState::Location::kRoot) {
-    return InvalidArgumentError(StrCat("stage ", s.target_stage(), " is itself computed at another stage"));
+    return InvalidArgumentError(
+        StrCat("stage ", s.target_stage(), " is itself computed at another stage"));
   }
   for (size_t j = 0; j < stages_.size(); ++j) {
     if (stages_[j].location == StageState::Location::kAt && stages_[j].attach_stage == s.stage()) {
@@ -348,12 +389,12 @@ absl::Status ScheduleState::ComputeAt(const v1::ComputeAtStep& s) {
     if (int(j) == s.stage() || stages_[j].location == StageState::Location::kInline) continue;
     bool reads = ReadsTensor(int(j), producer.output);
     if (int(j) == s.target_stage() && !reads) {
-      return InvalidArgumentError(StrCat("stage ", j, " (", dag_.stages[j].name, ") does not read ",
-                                         producer.name));
+      return InvalidArgumentError(
+          StrCat("stage ", j, " (", dag_.stages[j].name, ") does not read ", producer.name));
     }
     if (int(j) != s.target_stage() && reads) {
-      return InvalidArgumentError(StrCat(producer.name, " is also read by stage ", j, " (",
-                                         dag_.stages[j].name, ")"));
+      return InvalidArgumentError(
+          StrCat(producer.name, " is also read by stage ", j, " (", dag_.stages[j].name, ")"));
     }
   }
   // The region computed in each iteration is a box of the output; the
@@ -453,7 +494,8 @@ absl::Status ScheduleState::CacheRead(const v1::CacheReadStep& s, const Target& 
   for (int r : readers) {
     TF_RETURN_IF_ERROR(CheckStage(r));
     if (!ReadsTensor(r, tensor) || stages_[r].location == StageState::Location::kInline) {
-      return InvalidArgumentError(StrCat("reader stage ", r, " does not read ", dag_.tensors[tensor].name));
+      return InvalidArgumentError(
+          StrCat("reader stage ", r, " does not read ", dag_.tensors[tensor].name));
     }
   }
   for (const StageState& st : stages_) {
@@ -483,9 +525,10 @@ absl::Status ScheduleState::CacheRead(const v1::CacheReadStep& s, const Target& 
   copy.inlinable = true;
   // Readers load the copy.
   for (int r : readers) {
-    dag_.stages[r].body = MapLoads(dag_.stages[r].body, [&](const ExprNode& load, const std::vector<Expr>& args) {
-      return load.tensor == tensor ? Load(copy_id, load.type, args) : Expr();
-    });
+    dag_.stages[r].body =
+        MapLoads(dag_.stages[r].body, [&](const ExprNode& load, const std::vector<Expr>& args) {
+          return load.tensor == tensor ? Load(copy_id, load.type, args) : Expr();
+        });
   }
   InsertStage(dag_.ProducerOf(tensor) + 1, std::move(copy));
   return absl::OkStatus();
@@ -501,8 +544,8 @@ absl::Status ScheduleState::LayoutPack(const v1::LayoutPackStep& s) {
                                        ") is not a constant input; only weights can be repacked"));
   }
   if (s.block_size() != int(orig.shape.size())) {
-    return InvalidArgumentError(StrCat(orig.name, " has ", orig.shape.size(), " dimensions, block has ",
-                                       s.block_size()));
+    return InvalidArgumentError(
+        StrCat(orig.name, " has ", orig.shape.size(), " dimensions, block has ", s.block_size()));
   }
   TensorDecl packed = orig;
   packed.name += ".packed";
@@ -512,7 +555,8 @@ absl::Status ScheduleState::LayoutPack(const v1::LayoutPackStep& s) {
   for (int d = 0; d < s.block_size(); ++d) {
     int64_t b = s.block(d);
     if (b < 0 || b > orig.shape[d]) {
-      return InvalidArgumentError(StrCat("block ", b, " for dimension ", d, " of extent ", orig.shape[d]));
+      return InvalidArgumentError(
+          StrCat("block ", b, " for dimension ", d, " of extent ", orig.shape[d]));
     }
     packed.pack_block.push_back(b);
     packed.shape.push_back(b == 0 ? orig.shape[d] : (orig.shape[d] + b - 1) / b);
@@ -536,8 +580,9 @@ absl::Status ScheduleState::LayoutPack(const v1::LayoutPackStep& s) {
   // Every reader of the constant now reads the packed copy.
   for (Stage& stage : dag_.stages) {
     stage.body = MapLoads(stage.body, [&](const ExprNode& load, const std::vector<Expr>& args) {
-      return load.tensor == tensor ? Load(packed_id, load.type, PackedIndex(dag_.tensors[packed_id], args))
-                                   : Expr();
+      return load.tensor == tensor
+                 ? Load(packed_id, load.type, PackedIndex(dag_.tensors[packed_id], args))
+                 : Expr();
     });
   }
   return absl::OkStatus();
@@ -545,7 +590,8 @@ absl::Status ScheduleState::LayoutPack(const v1::LayoutPackStep& s) {
 
 v1::Schedule DefaultSchedule(const ComputeDAG& dag, const Target& target) {
   // Convolutions get the hand-written register-tiled schedule where it applies.
-  absl::StatusOr<v1::Schedule> conv = HandwrittenConv2dSchedule(dag, target, PickConvTile(dag, target));
+  absl::StatusOr<v1::Schedule> conv =
+      HandwrittenConv2dSchedule(dag, target, PickConvTile(dag, target));
   if (conv.ok()) {
     conv->set_is_default(true);
     return *std::move(conv);
@@ -650,8 +696,8 @@ bool MentionsAny(const Expr& e, const std::set<const ExprNode*>& vars) {
 struct Region {
   std::vector<Expr> lo;
   std::vector<int64_t> extent;
-  std::vector<bool> full;             // dimension not analysed: the whole extent
-  std::vector<LinearForm> outer;      // lo[d] = outer[d] + lo_const[d]
+  std::vector<bool> full;         // dimension not analysed: the whole extent
+  std::vector<LinearForm> outer;  // lo[d] = outer[d] + lo_const[d]
   std::vector<int64_t> lo_const;
   std::vector<bool> guard_lo, guard_hi;  // lo[d] + i may leave [0, shape[d])
 };
@@ -737,7 +783,8 @@ class Lowerer {
       for (size_t l = 0; l < loads.size() && ok; ++l) {
         LinearForm f = Linearize(loads[l][d], ranges);
         LinearForm out, in;
-        for (const auto& [atom, coef] : f.terms) (MentionsAny(atom, inner) ? in : out).Add(atom, coef);
+        for (const auto& [atom, coef] : f.terms)
+          (MentionsAny(atom, inner) ? in : out).Add(atom, coef);
         int64_t il, ih;
         if (!Bounds(in, ranges, &il, &ih)) {
           ok = false;
@@ -972,8 +1019,8 @@ class Lowerer {
           copies *= iters[k].extent;
         }
       }
-      innermost_chain = innermost_chain &&
-                        (kinds[k] == ForKind::kUnrolled || kinds[k] == ForKind::kVectorized);
+      innermost_chain =
+          innermost_chain && (kinds[k] == ForKind::kUnrolled || kinds[k] == ForKind::kVectorized);
     }
     if (init_value_.defined()) {
       // The initialisation runs over the stage's spatial loops (same order,

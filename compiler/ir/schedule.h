@@ -33,8 +33,8 @@ struct StageState {
   // region of its output that the loops inside that one read, into a buffer
   // of that region's size (on the stack when small).
   enum class Location { kRoot, kInline, kAt };
-  std::vector<LoopIter> iters;     // leaf loops, outermost first
-  std::vector<Expr> axis_values;   // spatial then reduce axes, as functions of the leaf vars
+  std::vector<LoopIter> iters;    // leaf loops, outermost first
+  std::vector<Expr> axis_values;  // spatial then reduce axes, as functions of the leaf vars
   // Guards from splits whose factors do not divide the extent; `reduce` when
   // the guarded axis is a reduction axis.
   struct Guard {

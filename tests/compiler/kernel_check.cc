@@ -27,10 +27,12 @@ absl::StatusOr<KernelCheck> CheckKernelWith(const v1::Workload& workload,
   // Weights the schedule repacked (layout_pack) are packed once, as a
   // deployment would; the reference reads the original layout.
   std::vector<std::vector<float>> kernel_inputs = inputs;
-  for (auto& [i, packed] : ir::PackedArguments(state.dag(), inputs)) kernel_inputs[i] = std::move(packed);
+  for (auto& [i, packed] : ir::PackedArguments(state.dag(), inputs))
+    kernel_inputs[i] = std::move(packed);
   TF_ASSIGN_OR_RETURN(std::vector<float> out, run(art.shared_object, kernel_inputs, n_out));
   if (int64_t(out.size()) != n_out) {
-    return absl::InternalError(absl::StrCat("kernel gave ", out.size(), " outputs, expected ", n_out));
+    return absl::InternalError(
+        absl::StrCat("kernel gave ", out.size(), " outputs, expected ", n_out));
   }
   TF_ASSIGN_OR_RETURN(std::vector<double> ref, ir::EvaluateReference(dag, inputs));
 

@@ -183,8 +183,7 @@ TEST(CostModel, RefusesAModelOfAnotherFeatureLayout) {
   auto m = cost_model::CostModel::Deserialize(bytes);
   ASSERT_FALSE(m.ok());
   EXPECT_TRUE(absl::IsFailedPrecondition(m.status())) << m.status();
-  EXPECT_NE(std::string(m.status().message()).find("3 features"), std::string::npos)
-      << m.status();
+  EXPECT_NE(std::string(m.status().message()).find("3 features"), std::string::npos) << m.status();
 }
 
 }  // namespace

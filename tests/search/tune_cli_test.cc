@@ -65,8 +65,16 @@ TEST(TuneCli, CostModelIsStoredAndLoaded) {
   testing::TempDir dir;
   std::string db = dir.File("t.db"), model = dir.File("m.bin");
   auto tune = [&](const std::string& spec, std::vector<std::string> extra) {
-    std::vector<std::string> cmd = {testing::BinPath("tunefarm"), "tune", "--workload", spec,
-                                    "--trials", "36", "--batch", "12", "--db", db};
+    std::vector<std::string> cmd = {testing::BinPath("tunefarm"),
+                                    "tune",
+                                    "--workload",
+                                    spec,
+                                    "--trials",
+                                    "36",
+                                    "--batch",
+                                    "12",
+                                    "--db",
+                                    db};
     cmd.insert(cmd.end(), extra.begin(), extra.end());
     return testing::RunCommand(cmd, dir.path());
   };
@@ -90,9 +98,7 @@ TEST(TuneCli, CostModelIsStoredAndLoaded) {
   r = tune("matmul(M=16,N=40,K=8)", {"--load-model", model, "--db", dir.File("fresh.db")});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(absl::StrContains(r.out, "cost model: " + model)) << r.out;
-  {
-    std::ofstream(dir.File("bad.bin")) << "not a model";
-  }
+  { std::ofstream(dir.File("bad.bin")) << "not a model"; }
   r = tune("matmul(M=16,N=40,K=8)", {"--load-model", dir.File("bad.bin")});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_TRUE(absl::StrContains(r.err, "bad.bin: not a tunefarm cost model")) << r.err;

@@ -370,7 +370,8 @@ TEST(TuningLog, CorruptPagesGiveAnErrorNotACrash) {
   {
     auto log = OpenOrDie(path);
     std::vector<v1::Record> batch;
-    for (int i = 1; i <= 300; ++i) batch.push_back(MakeRecord(Conv2d(8, 8, 8), kTargetX86, 1e-5, i));
+    for (int i = 1; i <= 300; ++i)
+      batch.push_back(MakeRecord(Conv2d(8, 8, 8), kTargetX86, 1e-5, i));
     ASSERT_TRUE(log->CommitRecords(batch).ok());
   }
   RawExec(path, "PRAGMA wal_checkpoint(TRUNCATE)");
