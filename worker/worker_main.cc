@@ -6,12 +6,14 @@
 // Reconnects with back-off when the server goes away. Stops on SIGINT/SIGTERM.
 #include <algorithm>
 #include <cstdio>
+#include <optional>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "common/logging.h"
 #include "proto/farm_session.h"
+#include "worker/artifact_cache.h"
 #include "worker/builder.h"
 #include "worker/worker_capabilities.h"
 
@@ -19,6 +21,7 @@ ABSL_FLAG(std::string, server, "127.0.0.1:7070", "tuning server address HOST:POR
 ABSL_FLAG(std::string, device_id, "", "stable name of this worker (default: worker-<host name>)");
 ABSL_FLAG(std::string, token_file, "", "file holding the bearer token");
 ABSL_FLAG(std::string, tls_ca, "", "PEM CA certificate; connect with TLS");
+ABSL_FLAG(int64_t, cache_mb, 512, "artifact cache size in MiB (content-addressed)");
 ABSL_FLAG(int, threads, 0, "builds at once (default: one per core)");
 ABSL_FLAG(std::string, log_level, "info", "trace, debug, info, warn, error");
 
@@ -45,6 +48,7 @@ int main(int argc, char** argv) {
   log->info("event=starting device={} triples={} cuda_archs={} cores={}", opts.device_id,
             opts.capabilities.build_triples_size(), opts.capabilities.cuda_archs_size(),
             opts.capabilities.cores());
+  tunefarm::worker::ArtifactCache cache(absl::GetFlag(FLAGS_cache_mb) << 20);
   tunefarm::FarmSession session(opts, log);
   absl::Status run = tunefarm::RunUntilSignalled(
       session,
@@ -54,7 +58,14 @@ int main(int argc, char** argv) {
           r.mutable_build()->set_error("a worker builds; this lease is not a build");
           return r;
         }
+        const std::string key = tunefarm::worker::ArtifactCache::Key(lease.build());
+        if (std::optional<tunefarm::v1::BuildResult> hit = cache.Find(key)) {
+          *r.mutable_build() = *std::move(hit);
+          r.mutable_build()->set_compile_sec(0);
+          return r;
+        }
         *r.mutable_build() = tunefarm::worker::Build(lease.build());
+        cache.Insert(key, r.build());
         log->debug("event=built lease={} job={} bytes={} sec={:.3f} error=\"{}\"", lease.lease_id(),
                    lease.job_id(), r.build().artifact().size(), r.build().compile_sec(),
                    r.build().error());

@@ -1,0 +1,110 @@
+// The worker's build and the agent's measurement, without the network: a
+// real candidate built by worker::Build is measured by the agent's
+// MeasureHandler against the reference; bad requests come back as results
+// naming the problem; the artifact cache builds a candidate once.
+#include "worker/builder.h"
+
+#include "absl/strings/match.h"
+#include "common/sha256.h"
+#include "compiler/codegen/llvm_target.h"
+#include "compiler/ir/random_schedule.h"
+#include "compiler/ir/schedule.h"
+#include "compiler/ir/workload.h"
+#include "compiler/ir/workload_spec.h"
+#include "device_agent/measure_handler.h"
+#include "gtest/gtest.h"
+#include "worker/artifact_cache.h"
+
+namespace tunefarm {
+namespace {
+
+v1::BuildRequest Request(const std::string& spec, uint64_t seed) {
+  v1::BuildRequest req;
+  *req.mutable_workload() = ir::Canonicalize(*ir::ParseWorkloadSpec(spec))->workload;
+  ir::Target t = codegen::HostTarget();
+  req.mutable_target()->set_spec(t.ToString());
+  auto dag = ir::BuildComputeDAG(req.workload());
+  std::mt19937_64 rng(seed);
+  *req.mutable_schedule() =
+      seed == 0 ? ir::DefaultSchedule(*dag, t) : ir::RandomSchedule(*dag, t, rng);
+  req.set_kind(v1::ARTIFACT_KIND_SHARED_OBJECT);
+  return req;
+}
+
+v1::MeasureRequest ToMeasure(const v1::BuildRequest& b, const v1::BuildResult& r) {
+  v1::MeasureRequest m;
+  *m.mutable_workload() = b.workload();
+  *m.mutable_target() = b.target();
+  *m.mutable_schedule() = b.schedule();
+  m.set_kind(r.kind());
+  m.set_artifact(r.artifact());
+  m.set_input_seed(42);
+  return m;
+}
+
+TEST(Worker, BuildsWhatTheAgentMeasuresCorrectly) {
+  agent::MeasureHandlerOptions o;
+  o.fingerprint.set_cpu_model("test-cpu");
+  agent::MeasureHandler agent(o);
+  int ok = 0;
+  for (uint64_t seed = 0; seed < 6; ++seed) {
+    v1::BuildRequest b =
+        Request("conv2d_nchw(N=1,C=8,H=10,W=10,K=16,R=3,S=3,pad=1)+bias+relu", seed);
+    v1::BuildResult r = worker::Build(b);
+    ASSERT_TRUE(r.error().empty()) << r.error();
+    EXPECT_EQ(r.artifact_sha256(), Sha256Hex(r.artifact()));
+    EXPECT_TRUE(absl::StrContains(r.fingerprint().compiler(), "LLVM"));
+    v1::MeasureResult m = agent.Measure(ToMeasure(b, r));
+    EXPECT_EQ(m.status(), v1::MEASURE_STATUS_OK) << m.error();
+    EXPECT_EQ(m.fingerprint().cpu_model(), "test-cpu");
+    ok += m.status() == v1::MEASURE_STATUS_OK && m.costs_sec_size() > 0;
+  }
+  EXPECT_EQ(ok, 6);
+  v1::BuildRequest small = Request("matmul(M=16,N=16,K=16)", 0);
+  v1::BuildResult built = worker::Build(small);
+  v1::MeasureRequest m = ToMeasure(small, built);
+  // Same shapes, but the kernel of a transposed product: the reference catches it.
+  v1::BuildRequest t = Request("matmul(M=16,N=16,K=16,transpose_b=1)", 0);
+  v1::BuildResult transposed = worker::Build(t);
+  ASSERT_TRUE(transposed.error().empty()) << transposed.error();
+  m.set_artifact(transposed.artifact());
+  EXPECT_EQ(agent.Measure(m).status(), v1::MEASURE_STATUS_WRONG_RESULT);
+}
+
+TEST(Worker, BadRequestsAreResultsNotCrashes) {
+  v1::BuildRequest b = Request("matmul(M=8,N=8,K=8)", 0);
+  b.mutable_target()->set_spec("banana");
+  EXPECT_TRUE(absl::StartsWith(worker::Build(b).error(), "target:")) << worker::Build(b).error();
+  b = Request("matmul(M=8,N=8,K=8)", 0);
+  v1::Step* step = b.mutable_schedule()->add_steps();
+  step->mutable_split()->set_stage(999);
+  v1::BuildResult r = worker::Build(b);
+  EXPECT_TRUE(absl::StartsWith(r.error(), "schedule:")) << r.error();
+  EXPECT_TRUE(r.artifact().empty());
+}
+
+TEST(Worker, ArtifactCacheBuildsOnceAndEvictsLeastRecent) {
+  v1::BuildRequest a = Request("matmul(M=8,N=8,K=8)", 0);
+  v1::BuildRequest b = Request("matmul(M=8,N=8,K=8)", 3);
+  EXPECT_EQ(worker::ArtifactCache::Key(a), worker::ArtifactCache::Key(a));
+  EXPECT_NE(worker::ArtifactCache::Key(a), worker::ArtifactCache::Key(b));
+  v1::BuildResult ra = worker::Build(a), rb = worker::Build(b);
+  ASSERT_TRUE(ra.error().empty() && rb.error().empty());
+  int64_t one = int64_t(std::max(ra.artifact().size(), rb.artifact().size()));
+  worker::ArtifactCache cache(one + one / 2);  // room for one artifact
+  cache.Insert(worker::ArtifactCache::Key(a), ra);
+  auto hit = cache.Find(worker::ArtifactCache::Key(a));
+  ASSERT_TRUE(hit.has_value());
+  EXPECT_EQ(hit->artifact(), ra.artifact());
+  cache.Insert(worker::ArtifactCache::Key(b), rb);  // evicts a
+  EXPECT_FALSE(cache.Find(worker::ArtifactCache::Key(a)).has_value());
+  EXPECT_TRUE(cache.Find(worker::ArtifactCache::Key(b)).has_value());
+  EXPECT_EQ(cache.hits(), 2);
+  v1::BuildResult failed;
+  failed.set_error("build: boom");
+  cache.Insert("k", failed);
+  EXPECT_FALSE(cache.Find("k").has_value());
+}
+
+}  // namespace
+}  // namespace tunefarm
