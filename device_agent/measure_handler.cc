@@ -1,5 +1,7 @@
 #include "device_agent/measure_handler.h"
 
+#include <thread>
+
 #include "absl/strings/str_cat.h"
 #include "compiler/ir/compute.h"
 #include "compiler/ir/reference.h"
@@ -69,7 +71,8 @@ v1::MeasureResult MeasureHandler::Measure(const v1::MeasureRequest& req) {
   const int64_t n_out = dag->NumElements(dag->output);
 
   runner::SandboxOptions so;
-  so.threads = std::max(1, req.threads());
+  so.threads = req.threads() > 0 ? req.threads()
+                                  : std::max(1, int(std::thread::hardware_concurrency()));
   if (req.options().repeat() > 0) so.repeats = req.options().repeat();
   if (req.options().min_repeat_ms() > 0) so.min_repeat_ms = req.options().min_repeat_ms();
   so.time_limit_s = req.options().timeout_ms() > 0 ? req.options().timeout_ms() * 1e-3

@@ -128,6 +128,7 @@ void JobRunner::RunJob(int64_t job_id, Running_* running) {
   mo.device_key = spec.device_key();
   mo.measure = spec.measure();
   mo.input_seed = spec.seed();
+  mo.threads = target->num_cores;  // -num-cores of the target; 0: all of the board's
   mo.stopped = [running] { return running->stop.load(); };
   mo.on_wait = [&](const std::string& why) {
     log_.UpdateActiveJob(
