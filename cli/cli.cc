@@ -20,6 +20,7 @@
 #include "cli/tune_cmd.h"
 #include "compiler/ir/target.h"
 #include "compiler/ir/workload.h"
+#include "compiler/ir/workload_spec.h"
 #include "google/protobuf/util/json_util.h"
 #include "proto/client.h"
 #include "proto/protocol.h"
@@ -44,9 +45,10 @@ commands:
   export [-o FILE] [--workload=KEY] [--target=T] [--job=ID] [--status=S]
   records [--workload=KEY] [--target=T] [--job=ID] [--status=S] [--limit=N] [--json]
   best --target=T (--workload=KEY | --job=ID) [--top=N] [--json]
-  submit SPEC.json [--target=T] [--device_key=K] [--trials=N] [--name=NAME]
-  jobs [--state=S]              list jobs, newest first
-  job ID                        one job and its tasks
+  submit (SPEC.json | --workloads=FILE) [--target=T] [--device_key=K] [--trials=N]
+         [--time_limit=SEC] [--name=NAME]
+  jobs [--state=S] [--json]     list jobs, newest first
+  job ID [--json]               one job: tasks, default vs best time
   watch ID                      follow a job's progress until it ends
   cancel ID
   resume ID
@@ -365,18 +367,61 @@ Result CmdBest(Client& c, const Args& a, std::ostream& out) {
   return std::nullopt;
 }
 
+// --workloads FILE: one workload spec per line (`SPEC` or `SPEC xWEIGHT`),
+// blank lines and # comments skipped; a bad line names FILE:LINE.
+Result ReadWorkloadsFile(const std::string& path, v1::JobSpec* spec) {
+  std::ifstream in(path);
+  if (!in) return Usage(absl::StrCat("cannot read ", path));
+  std::string line;
+  for (int n = 1; std::getline(in, line); ++n) {
+    std::string text(absl::StripAsciiWhitespace(line.substr(0, line.find('#'))));
+    if (text.empty()) continue;
+    double weight = 1;
+    size_t x = text.rfind(" x");
+    if (x != std::string::npos && absl::SimpleAtod(text.substr(x + 2), &weight)) {
+      text = std::string(absl::StripAsciiWhitespace(text.substr(0, x)));
+      if (!(weight > 0)) return Usage(absl::StrCat(path, ":", n, ": weight must be positive"));
+    }
+    absl::StatusOr<v1::Workload> w = ir::ParseWorkloadSpec(text);
+    if (!w.ok()) return Usage(absl::StrCat(path, ":", n, ": ", w.status().message()));
+    v1::TaskSpec* t = spec->add_tasks();
+    *t->mutable_workload() = *std::move(w);
+    t->set_weight(weight);
+  }
+  if (spec->tasks().empty()) return Usage(absl::StrCat(path, ": no workloads"));
+  return std::nullopt;
+}
+
 Result CmdSubmit(Client& c, const Args& a, std::ostream& out) {
-  if (Result r = CheckFlags(a, {"target", "device_key", "trials", "name"}, "submit")) return r;
-  if (a.positional.size() != 1) return Usage("submit takes one job spec file (JSON JobSpec)");
-  std::ifstream in(a.positional[0]);
-  if (!in) return Usage(absl::StrCat("cannot read ", a.positional[0]));
-  std::stringstream ss;
-  ss << in.rdbuf();
+  if (Result r = CheckFlags(
+          a, {"target", "device_key", "trials", "name", "workloads", "time_limit"}, "submit")) {
+    return r;
+  }
   v1::SubmitJobRequest req;
   req.set_protocol_version(kProtocolVersion);
-  auto st = google::protobuf::util::JsonStringToMessage(ss.str(), req.mutable_spec());
-  if (!st.ok()) {
-    return Usage(absl::StrCat(a.positional[0], ": not a job spec: ", st.message().as_string()));
+  if (a.flags.count("workloads")) {
+    if (!a.positional.empty())
+      return Usage("submit takes a job spec file or --workloads, not both");
+    if (Result r = ReadWorkloadsFile(a.flags.at("workloads"), req.mutable_spec())) return r;
+  } else {
+    if (a.positional.size() != 1) {
+      return Usage("submit takes one job spec file (JSON JobSpec) or --workloads FILE");
+    }
+    std::ifstream in(a.positional[0]);
+    if (!in) return Usage(absl::StrCat("cannot read ", a.positional[0]));
+    std::stringstream ss;
+    ss << in.rdbuf();
+    auto st = google::protobuf::util::JsonStringToMessage(ss.str(), req.mutable_spec());
+    if (!st.ok()) {
+      return Usage(absl::StrCat(a.positional[0], ": not a job spec: ", st.message().as_string()));
+    }
+  }
+  if (a.flags.count("time_limit")) {
+    int64_t sec;
+    if (!ParseInt64(a.flags.at("time_limit"), &sec) || sec <= 0) {
+      return Usage("--time_limit needs a positive number of seconds");
+    }
+    req.mutable_spec()->mutable_budget()->set_max_seconds(sec);
   }
   if (a.flags.count("target")) req.mutable_spec()->mutable_target()->set_spec(a.flags.at("target"));
   if (a.flags.count("device_key")) req.mutable_spec()->set_device_key(a.flags.at("device_key"));
@@ -401,7 +446,7 @@ void PrintJobLine(const v1::Job& j, std::ostream& out) {
 }
 
 Result CmdJobs(Client& c, const Args& a, std::ostream& out) {
-  if (Result r = CheckFlags(a, {"state"}, "jobs")) return r;
+  if (Result r = CheckFlags(a, {"state", "json"}, "jobs")) return r;
   v1::ListJobsRequest req;
   req.set_protocol_version(kProtocolVersion);
   if (a.flags.count("state")) {
@@ -412,14 +457,19 @@ Result CmdJobs(Client& c, const Args& a, std::ostream& out) {
   v1::ListJobsResponse resp;
   grpc::Status s = c.stub().ListJobs(c.Context().get(), req, &resp);
   if (!s.ok()) return RpcFailure(c, s);
+  if (a.flags.count("json")) {
+    out << JsonOf(resp) << "\n";
+    return std::nullopt;
+  }
   out << absl::StrFormat("%-6s %-20s %-12s %6s %8s  %s\n", "job", "name", "state", "tasks",
                          "trials", "target");
   for (const v1::Job& j : resp.jobs()) PrintJobLine(j, out);
   return std::nullopt;
 }
 
-Result JobIdArg(const Args& a, const std::string& cmd, int64_t* id) {
-  if (Result r = CheckFlags(a, {}, cmd)) return r;
+Result JobIdArg(const Args& a, const std::string& cmd, int64_t* id,
+                const std::set<std::string>& flags = {}) {
+  if (Result r = CheckFlags(a, flags, cmd)) return r;
   if (a.positional.size() != 1 || !ParseInt64(a.positional[0], id) || *id <= 0) {
     return Usage(absl::StrCat(cmd, " takes one job id"));
   }
@@ -451,13 +501,17 @@ void PrintJob(const v1::Job& j, const std::map<std::string, double>& default_cos
 
 Result CmdJob(Client& c, const Args& a, std::ostream& out) {
   int64_t id;
-  if (Result r = JobIdArg(a, "job", &id)) return r;
+  if (Result r = JobIdArg(a, "job", &id, {"json"})) return r;
   v1::GetJobRequest req;
   req.set_protocol_version(kProtocolVersion);
   req.set_job_id(id);
   v1::Job job;
   grpc::Status s = c.stub().GetJob(c.Context().get(), req, &job);
   if (!s.ok()) return RpcFailure(c, s);
+  if (a.flags.count("json")) {
+    out << JsonOf(job) << "\n";
+    return std::nullopt;
+  }
   // The default schedule's cost per task, from the job's records.
   std::map<std::string, double> default_cost;
   v1::ListRecordsRequest lr;

@@ -168,6 +168,25 @@ TEST_F(E2ETest, JobsThroughTheCli) {
   EXPECT_TRUE(absl::StrContains(r.out, "cancelled")) << r.out;
   r = Cli(**server, {"jobs", "--state=cancelled"});
   EXPECT_TRUE(absl::StrContains(r.out, "demo")) << r.out;
+
+  // A plain list of workload specs; a bad line is named.
+  std::string list = dir_.File("workloads.txt");
+  testing::WriteFile(list, "# two tasks\nmatmul(M=8,N=8,K=8)\n\nmatmul(M=4,N=4,K=4) x3\n");
+  r = Cli(**server, {"submit", "--workloads=" + list, "--target=llvm", "--device_key=none",
+                     "--time_limit=600"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "submitted job 2\n");
+  r = Cli(**server, {"job", "2", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.out, "\"max_seconds\":\"600\"")) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "\"weight\":3")) << r.out;
+  testing::WriteFile(list, "matmul(M=8,N=8,K=8)\nmatmul(M=8,N=8)\n");
+  r = Cli(**server, {"submit", "--workloads=" + list, "--device_key=none"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(absl::StrContains(r.err, "workloads.txt:2: ")) << r.err;
+  r = Cli(**server, {"jobs", "--json"});
+  EXPECT_TRUE(absl::StrContains(r.out, "\"jobs\"")) << r.out;
+  Cli(**server, {"cancel", "2"});
 }
 
 TEST_F(E2ETest, AgentAndWorkerDialInAndReconnect) {
