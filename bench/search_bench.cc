@@ -152,6 +152,9 @@ int RunSearchBench(const std::vector<std::string>& args) {
   std::vector<int> budgets = {64, 128, 256, 512};
   int seeds = 3, threads = 1;
   std::string only, json_path, svg_path;
+  cost_model::Objective objective = cost_model::Objective::kPackSum;
+  std::vector<search::Strategy> strategies = {search::Strategy::kRandom,
+                                              search::Strategy::kEvolutionary};
   for (size_t i = 0; i < args.size(); ++i) {
     auto value = [&]() { return i + 1 < args.size() ? args[++i] : std::string(); };
     if (args[i] == "--budgets")
@@ -166,7 +169,25 @@ int RunSearchBench(const std::vector<std::string>& args) {
       json_path = value();
     else if (args[i] == "--svg")
       svg_path = value();
-    else {
+    else if (args[i] == "--objective") {
+      auto o = cost_model::ParseObjective(value());
+      if (!o.ok()) {
+        std::fprintf(stderr, "tunefarm-bench search: %s\n", std::string(o.status().message()).c_str());
+        return 2;
+      }
+      objective = *o;
+    } else if (args[i] == "--strategies") {
+      strategies.clear();
+      for (absl::string_view n : absl::StrSplit(value(), ',')) {
+        auto st = search::ParseStrategy(n);
+        if (!st.ok()) {
+          std::fprintf(stderr, "tunefarm-bench search: %s\n",
+                       std::string(st.status().message()).c_str());
+          return 2;
+        }
+        strategies.push_back(*st);
+      }
+    } else {
       std::fprintf(stderr, "tunefarm-bench search: unknown argument %s\n", args[i].c_str());
       return 2;
     }
@@ -175,8 +196,9 @@ int RunSearchBench(const std::vector<std::string>& args) {
   std::sort(budgets.begin(), budgets.end());
   const int max_trials = budgets.back();
   ir::Target target = codegen::HostTarget();
-  std::printf("target: %s   threads: %d   budgets: %s   seeds: %d\n", target.ToString().c_str(),
-              threads, absl::StrJoin(budgets, ",").c_str(), seeds);
+  std::printf("target: %s   threads: %d   budgets: %s   seeds: %d   objective: %s\n",
+              target.ToString().c_str(), threads, absl::StrJoin(budgets, ",").c_str(), seeds,
+              cost_model::ObjectiveName(objective));
   std::vector<Run> runs;
   std::map<std::string, double> onednn;
   std::vector<std::string> rows, finals_json;
@@ -200,13 +222,14 @@ int RunSearchBench(const std::vector<std::string>& args) {
         default_g = task.flops / r[0].seconds * 1e-9;
       std::printf("%-22s default schedule: %.1f GFLOP/s\n", a.name, default_g);
     }
-    for (search::Strategy strategy : {search::Strategy::kRandom, search::Strategy::kEvolutionary}) {
+    for (search::Strategy strategy : strategies) {
       for (int seed = 0; seed < seeds; ++seed) {
         search::LocalMeasureOptions mo;
         mo.threads = threads;
         search::LocalMeasurer measurer(mo);
         search::TuneOptions o;
         o.strategy = strategy;
+        o.objective = objective;
         o.max_trials = max_trials;
         o.seed = 1000 + seed;
         // The default schedule is not a trial here: the strategies are
