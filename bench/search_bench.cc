@@ -172,7 +172,8 @@ int RunSearchBench(const std::vector<std::string>& args) {
     else if (args[i] == "--objective") {
       auto o = cost_model::ParseObjective(value());
       if (!o.ok()) {
-        std::fprintf(stderr, "tunefarm-bench search: %s\n", std::string(o.status().message()).c_str());
+        std::fprintf(stderr, "tunefarm-bench search: %s\n",
+                     std::string(o.status().message()).c_str());
         return 2;
       }
       objective = *o;

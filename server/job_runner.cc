@@ -1,6 +1,7 @@
 #include "server/job_runner.h"
 
 #include <algorithm>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -173,6 +174,22 @@ void JobRunner::RunJob(int64_t job_id, Running_* running) {
   search::Tuner tuner(tasks, &measurer, o);
 
   // Warm start and resume: what the database knows about this target.
+  // The hardware of the job's device key, as its agents reported it.
+  std::set<std::string> cpus;
+  if (absl::StatusOr<std::vector<v1::Device>> devices = log_.ListDevices(); devices.ok()) {
+    for (const v1::Device& d : *devices) {
+      if (d.role() == v1::ROLE_AGENT && d.device_key() == spec.device_key() &&
+          !d.capabilities().cpu_model().empty()) {
+        cpus.insert(d.capabilities().cpu_model());
+      }
+    }
+  }
+  auto foreign = [&](const v1::Record& r) {
+    return !cpus.empty() && !r.fingerprint().cpu_model().empty() &&
+           !cpus.count(r.fingerprint().cpu_model());
+  };
+  const bool refuse = options_.fingerprint_policy == Options::FingerprintPolicy::kRefuse;
+  int64_t other_hardware = 0;
   std::map<std::string, search::Task> others;
   TuningLog::RecordQuery q;
   q.target_spec = target_spec;
@@ -182,6 +199,9 @@ void JobRunner::RunJob(int64_t job_id, Running_* running) {
     if (!page.ok()) return finish(v1::JOB_STATE_FAILED, std::string(page.status().message()));
     for (const v1::Record& r : *page) {
       auto t = task_of.find(r.workload_key());
+      const bool mismatch = foreign(r);
+      other_hardware += mismatch;
+      if (mismatch && refuse) continue;
       if (t != task_of.end()) {
         tuner.AddHistory(t->second, r.schedule(), FromRecord(r));
       } else if (r.status() == v1::MEASURE_STATUS_OK) {
@@ -204,6 +224,10 @@ void JobRunner::RunJob(int64_t job_id, Running_* running) {
   on_change_();
   log->info("event=job_started job={} tasks={} budget={} done_before={} device_key={}", job_id,
             tasks.size(), budget, done_before, spec.device_key());
+  if (other_hardware > 0) {
+    log->warn("event=foreign_records job={} records={} policy={}", job_id, other_hardware,
+              refuse ? "refuse" : "warn");
+  }
 
   absl::Status s = tuner.Run([&](const search::Trial&) { on_change_(); });
   if (running->stop) {
@@ -214,7 +238,13 @@ void JobRunner::RunJob(int64_t job_id, Running_* running) {
     return finish(v1::JOB_STATE_FAILED, absl::StrCat("storing records: ", store_error.message()));
   }
   if (!s.ok()) return finish(v1::JOB_STATE_FAILED, std::string(s.message()));
-  finish(v1::JOB_STATE_SUCCEEDED, absl::StrCat(tuner.trials(), " trials this run"));
+  std::string note;
+  if (other_hardware > 0) {
+    note = absl::StrCat("; ", other_hardware, " records measured on other hardware ",
+                        refuse ? "left out" : "reused", " (fingerprint policy ",
+                        refuse ? "refuse" : "warn", ")");
+  }
+  finish(v1::JOB_STATE_SUCCEEDED, absl::StrCat(tuner.trials(), " trials this run", note));
 }
 
 }  // namespace tunefarm::server

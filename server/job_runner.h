@@ -9,7 +9,8 @@
 // Start-up of a job (first run or resume): the records already in the
 // database for its workloads on its target are history (never measured
 // again) and the target's other records train the cost model (warm start);
-// the budget already spent is the job's own record count.
+// the budget already spent is the job's own record count. Records made on
+// other hardware are reused with a warning or left out, by policy.
 #pragma once
 
 #include <atomic>
@@ -29,6 +30,12 @@ class JobRunner {
   struct Options {
     int default_trials_per_task = 64;  // when the budget names no trial count
     int batch = 16;
+    // Records of the job's workloads measured on other hardware (CPU model
+    // in the fingerprint unlike every agent registered under the job's
+    // device key): kWarn reuses them and says how many in the job's status;
+    // kRefuse leaves them out, so those schedules are measured again.
+    enum class FingerprintPolicy { kWarn, kRefuse };
+    FingerprintPolicy fingerprint_policy = FingerprintPolicy::kWarn;
   };
   JobRunner(TuningLog& log, WorkQueue& queue, std::function<void()> on_change, Options options)
       : log_(log), queue_(queue), on_change_(std::move(on_change)), options_(options) {}

@@ -18,7 +18,8 @@ absl::StatusOr<RequestGate> RequestGate::FromTokensFile(const std::string& path)
     if (t.empty() || t[0] == '#') continue;
     tokens.insert(t);
   }
-  if (tokens.empty()) return absl::InvalidArgumentError(absl::StrCat("tokens file ", path, " has no tokens"));
+  if (tokens.empty())
+    return absl::InvalidArgumentError(absl::StrCat("tokens file ", path, " has no tokens"));
   return RequestGate(std::move(tokens));
 }
 

@@ -42,8 +42,15 @@ absl::StatusOr<std::unique_ptr<TunefarmServer>> TunefarmServer::Start(const Opti
   qo.lease_timeout = 3 * options.heartbeat_interval;
   s->queue_ = std::make_unique<WorkQueue>(qo);
   TunefarmServer* raw = s.get();
+  JobRunner::Options jo;
+  if (options.fingerprint_policy == "refuse") {
+    jo.fingerprint_policy = JobRunner::Options::FingerprintPolicy::kRefuse;
+  } else if (options.fingerprint_policy != "warn") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "fingerprint policy '", options.fingerprint_policy, "' is not one of warn, refuse"));
+  }
   s->jobs_ = std::make_unique<JobRunner>(
-      *s->log_, *s->queue_, [raw] { raw->tuning_->NotifyJobsChanged(); }, JobRunner::Options());
+      *s->log_, *s->queue_, [raw] { raw->tuning_->NotifyJobsChanged(); }, jo);
   s->tuning_ =
       std::make_unique<TuningService>(*s->log_, *s->devices_, *s->queue_, *s->jobs_, *s->gate_);
   s->farm_ = std::make_unique<FarmService>(*s->devices_, *s->queue_, *s->gate_);

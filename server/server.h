@@ -40,6 +40,8 @@ class TunefarmServer {
     // Jobs the previous server left running: resume them at start-up
     // (otherwise they are marked INTERRUPTED for `tunefarm resume`).
     bool auto_resume = false;
+    // Records of other hardware: "warn" (reuse, say so) or "refuse" (leave out).
+    std::string fingerprint_policy = "warn";
   };
 
   static absl::StatusOr<std::unique_ptr<TunefarmServer>> Start(const Options& options);

@@ -24,6 +24,8 @@ ABSL_FLAG(std::string, tokens_file, "", "file of accepted bearer tokens, one per
 ABSL_FLAG(std::string, port_file, "", "write the bound port to this file once listening");
 ABSL_FLAG(bool, auto_resume, false,
           "resume the jobs the previous server was running (otherwise they are INTERRUPTED)");
+ABSL_FLAG(std::string, fingerprint_policy, "warn",
+          "records measured on other hardware: warn (reuse them, say so) or refuse (leave out)");
 ABSL_FLAG(int, heartbeat_interval_ms, 5000, "heartbeat interval asked of workers and agents");
 ABSL_FLAG(int, max_message_mb, 256, "largest request or response in MiB");
 ABSL_FLAG(std::string, log_level, "info", "trace, debug, info, warn, error");
@@ -50,6 +52,7 @@ int main(int argc, char** argv) {
   opts.tokens_file = absl::GetFlag(FLAGS_tokens_file);
   opts.heartbeat_interval = absl::Milliseconds(absl::GetFlag(FLAGS_heartbeat_interval_ms));
   opts.auto_resume = absl::GetFlag(FLAGS_auto_resume);
+  opts.fingerprint_policy = absl::GetFlag(FLAGS_fingerprint_policy);
   int max_mb = absl::GetFlag(FLAGS_max_message_mb);
   if (max_mb < 1 || max_mb > 2047 || absl::GetFlag(FLAGS_heartbeat_interval_ms) < 10) {
     std::fprintf(stderr,

@@ -267,7 +267,7 @@ TEST_F(E2ETest, FarmRunsAJobAndResumesItAfterAServerCrash) {
     {"workload": {"op": "OP_KIND_DENSE", "inputs": [{"shape": [8, 48]}, {"shape": [40, 48]}]}},
     {"workload": {"op": "OP_KIND_DENSE", "inputs": [{"shape": [4, 32]}, {"shape": [24, 32]}]},
      "weight": 2}]})");
-  const int kTrials = 60;
+  const int kTrials = 120;  // far more than the 20 seen before the kill
   CommandResult r = Cli(**server, {"submit", spec, "--target=llvm", "--device_key=x86-test",
                                    "--trials=" + std::to_string(kTrials)});
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -324,6 +324,60 @@ TEST_F(E2ETest, FarmRunsAJobAndResumesItAfterAServerCrash) {
     auto st = (*p)->Wait(absl::Seconds(20));
     ASSERT_TRUE(st.ok());
     EXPECT_EQ(DescribeWaitStatus(*st), "exited with 0");
+  }
+}
+
+// Records of the job's workload made on other hardware (another CPU model in
+// their fingerprint): reused with a note by default, left out (and measured
+// again) with --fingerprint_policy=refuse.
+TEST_F(E2ETest, RecordsFromOtherHardwareFollowThePolicy) {
+  for (std::string policy : {"refuse", "warn"}) {
+    testing::TempDir dir;
+    auto server =
+        ServerProcess::Start(dir.File("farm.db"), dir.path(),
+                             {"--heartbeat_interval_ms=200", "--fingerprint_policy=" + policy});
+    ASSERT_TRUE(server.ok()) << server.status();
+    std::string addr = (*server)->address();
+    Subprocess::Options quiet;
+    quiet.capture_stdout = false;
+    quiet.stderr_path = dir.File("procs.log");
+    auto agent = Subprocess::Start(
+        {BinPath("tunefarm-agent"), "--server=" + addr, "--key=x86-test", "--device_id=a1"}, quiet);
+    auto worker = Subprocess::Start(
+        {BinPath("tunefarm-worker"), "--server=" + addr, "--device_id=w1"}, quiet);
+    ASSERT_TRUE(agent.ok() && worker.ok());
+    ASSERT_TRUE(testing::WaitFor(
+        [&] { return absl::StrContains(Cli(**server, {"devices"}).out, " online "); },
+        absl::Seconds(60)));
+    std::string records = dir.File("foreign.jsonl");
+    {
+      std::ofstream out(records);
+      for (int i = 1; i <= 5; ++i) {
+        v1::Record r = testing::MakeRecord(testing::Dense(8, 40, 48), "llvm", 1e-6 * i, i);
+        r.mutable_fingerprint()->set_cpu_model("Imaginary CPU 9000");
+        out << cli::RecordToJsonLine(r) << "\n";
+      }
+    }
+    ASSERT_EQ(Cli(**server, {"import", records}).exit_code, 0);
+    std::string spec = dir.File("job.json");
+    testing::WriteFile(spec, R"({"name": "fp", "tasks": [
+      {"workload": {"op": "OP_KIND_DENSE", "inputs": [{"shape": [8, 48]}, {"shape": [40, 48]}]}}]})");
+    CommandResult r =
+        Cli(**server, {"submit", spec, "--target=llvm", "--device_key=x86-test", "--trials=8"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    ASSERT_TRUE(testing::WaitFor(
+        [&] {
+          return absl::StrContains(Cli(**server, {"job", "1"}).out, "succeeded");
+        },
+        absl::Seconds(120)))
+        << Cli(**server, {"job", "1"}).out << testing::ReadFileOrEmpty(dir.File("procs.log"));
+    r = Cli(**server, {"job", "1"});
+    EXPECT_TRUE(absl::StrContains(r.out, absl::StrCat("5 records measured on other hardware ",
+                                                      policy == "refuse" ? "left out" : "reused",
+                                                      " (fingerprint policy ", policy, ")")))
+        << r.out;
+    for (auto* p : {&*agent, &*worker}) (*p)->Kill(SIGTERM);
+    for (auto* p : {&*agent, &*worker}) ASSERT_TRUE((*p)->Wait(absl::Seconds(20)).ok());
   }
 }
 
