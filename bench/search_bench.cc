@@ -152,7 +152,7 @@ int RunSearchBench(const std::vector<std::string>& args) {
   std::vector<int> budgets = {64, 128, 256, 512};
   int seeds = 3, threads = 1;
   std::string only, json_path, svg_path;
-  cost_model::Objective objective = cost_model::Objective::kPackSum;
+  cost_model::Objective objective = cost_model::Objective::kRegression;  // docs/benchmarks.md
   std::vector<search::Strategy> strategies = {search::Strategy::kRandom,
                                               search::Strategy::kEvolutionary};
   for (size_t i = 0; i < args.size(); ++i) {

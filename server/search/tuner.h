@@ -34,7 +34,7 @@ struct TuneOptions {
   uint64_t seed = 1;
   EvolutionOptions evolution;
   TaskSchedulerOptions scheduler;
-  cost_model::Objective objective = cost_model::Objective::kPackSum;
+  cost_model::Objective objective = cost_model::Objective::kRegression;  // docs/benchmarks.md
   bool measure_default = true;
   // Checked between batches: true ends the run (a cancelled or stopping job).
   std::function<bool()> stop;

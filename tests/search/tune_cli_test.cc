@@ -89,7 +89,7 @@ TEST(TuneCli, CostModelIsStoredAndLoaded) {
     target = AllRecords(db).front().target().spec();
     auto m = (*log)->LatestCostModel(target);
     ASSERT_TRUE(m.ok()) << m.status();
-    EXPECT_EQ(m->objective, "pack-sum");
+    EXPECT_EQ(m->objective, "regression");
     EXPECT_GE(m->trained_on, 32);
   }
   r = tune("matmul(M=24,N=40,K=8)", {});
