@@ -26,6 +26,8 @@ v1::MeasureStatus ToProto(runner::SandboxOutcome::Status s) {
       return v1::MEASURE_STATUS_RUNTIME_ERROR;
     case runner::SandboxOutcome::Status::kTimeout:
       return v1::MEASURE_STATUS_TIMEOUT;
+    case runner::SandboxOutcome::Status::kLoadError:
+      return v1::MEASURE_STATUS_UPLOAD_ERROR;
   }
   return v1::MEASURE_STATUS_RUNTIME_ERROR;
 }
@@ -57,6 +59,9 @@ v1::MeasureResult MeasureHandler::Measure(const v1::MeasureRequest& req) {
     out.set_error(msg);
     return out;
   };
+  if (req.artifact().empty()) {
+    return fail(v1::MEASURE_STATUS_UPLOAD_ERROR, "the measurement carries no artifact");
+  }
   if (req.kind() != v1::ARTIFACT_KIND_SHARED_OBJECT) {
     return fail(v1::MEASURE_STATUS_RUNTIME_ERROR, "this agent runs CPU shared objects only");
   }

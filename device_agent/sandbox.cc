@@ -1,120 +1,104 @@
 #include "device_agent/sandbox.h"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/mman.h>
-#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <climits>
 #include <cmath>
-#include <cstdio>
+#include <cstring>
 #include <memory>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/subprocess.h"
-#include "device_agent/runner.h"
+#include "device_agent/sandbox_wire.h"
 
 namespace tunefarm::runner {
 namespace {
 
 using Status = SandboxOutcome::Status;
 
-constexpr int kMaxRepeats = 64;
-
-// What the child writes back through the pipe.
-struct ChildReport {
-  int32_t status;
-  int32_t rc;
-  int32_t repeats;
-  int32_t load_failed;
-  double worst_error;
-  int64_t bad_index;
-  double costs[kMaxRepeats];
-};
-
 double Now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-// The child's address space may grow by `extra` bytes beyond what it
-// inherited (the parent's mappings count toward RLIMIT_AS too).
-void LimitAddressSpace(int64_t extra) {
-  if (extra <= 0) return;
-  long pages = 0;
-  if (FILE* f = std::fopen("/proc/self/statm", "r")) {
-    if (std::fscanf(f, "%ld", &pages) != 1) pages = 0;
-    std::fclose(f);
-  }
-  rlim_t limit = rlim_t(pages) * rlim_t(sysconf(_SC_PAGESIZE)) + rlim_t(extra);
-  rlimit rl{limit, limit};
-  setrlimit(RLIMIT_AS, &rl);
+bool Executable(const std::string& path) {
+  return !path.empty() && access(path.c_str(), X_OK) == 0;
 }
 
-[[noreturn]] void ChildMain(int fd, const std::string& so,
-                            const std::vector<const std::vector<float>*>& args, int64_t n_out,
-                            const std::vector<float>& reference, const SandboxOptions& o,
-                            float* shared_out) {
-  LimitAddressSpace(o.memory_limit_bytes);
-  ChildReport rep{};
-  rep.status = int32_t(Status::kRuntimeError);
-  rep.bad_index = -1;
-  auto lib = KernelLibrary::Load(so);
-  if (!lib.ok()) {
-    rep.load_failed = 1;
-  } else {
-    std::vector<std::unique_ptr<AlignedBuffer>> bufs;
-    std::vector<void*> ptrs;
-    for (const std::vector<float>* src : args) {
-      auto b = std::make_unique<AlignedBuffer>(int64_t(src->size()));
-      std::copy(src->begin(), src->end(), b->data());
-      ptrs.push_back(b->data());
-      bufs.push_back(std::move(b));
-    }
-    AlignedBuffer out(n_out);
-    std::fill(out.data(), out.data() + n_out, std::nanf(""));
-    ptrs.push_back(out.data());
-    ThreadPool pool(o.threads);
-    rep.rc = (*lib)->Run(ptrs.data(), pool);
-    rep.status = int32_t(rep.rc == 0 ? Status::kOk : Status::kRuntimeError);
-    if (rep.rc == 0 && !reference.empty()) {
-      for (int64_t i = 0; i < n_out; ++i) {
-        double e = std::fabs(double(out.data()[i]) - reference[i]) /
-                   std::max(1.0, std::fabs(double(reference[i])));
-        if (!(e <= o.tolerance)) {  // NaN too
-          rep.status = int32_t(Status::kWrongResult);
-          rep.worst_error = std::isnan(e) ? INFINITY : e;
-          rep.bad_index = i;
-          break;
-        }
-        rep.worst_error = std::max(rep.worst_error, e);
-      }
-    }
-    if (shared_out != nullptr && rep.rc == 0) std::copy(out.data(), out.data() + n_out, shared_out);
-    if (rep.status == int32_t(Status::kOk)) {
-      double t0 = Now();
-      (*lib)->Run(ptrs.data(), pool);  // warm-up
-      double once = std::max(1e-7, Now() - t0);
-      int repeats =
-          std::clamp(int(o.max_timing_s / once), 1, std::clamp(o.repeats, 1, kMaxRepeats));
-      int64_t inner = std::max<int64_t>(1, int64_t(o.min_repeat_ms * 1e-3 / repeats / once));
-      for (int r = 0; r < repeats; ++r) {
-        double s = Now();
-        for (int64_t k = 0; k < inner; ++k) (*lib)->Run(ptrs.data(), pool);
-        rep.costs[r] = (Now() - s) / double(inner);
-      }
-      rep.repeats = repeats;
-    }
+// The runner: $TUNEFARM_RUNNER, beside this executable, or where the build
+// put it.
+std::string FindRunner() {
+  if (const char* env = getenv("TUNEFARM_RUNNER"); env != nullptr && Executable(env)) return env;
+  char self[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (n > 0) {
+    std::string dir(self, size_t(n));
+    dir = dir.substr(0, dir.rfind('/'));
+    if (Executable(dir + "/tunefarm-runner")) return dir + "/tunefarm-runner";
   }
-  ssize_t unused = write(fd, &rep, sizeof(rep));
-  (void)unused;
-  _exit(0);
+#ifdef TF_RUNNER_BUILD_PATH
+  if (Executable(TF_RUNNER_BUILD_PATH)) return TF_RUNNER_BUILD_PATH;
+#endif
+  return "";
+}
+
+bool WriteAll(int fd, const void* data, size_t n) {
+  const char* p = static_cast<const char*>(data);
+  while (n > 0) {
+    ssize_t w = write(fd, p, n);
+    if (w <= 0) return false;
+    p += w;
+    n -= size_t(w);
+  }
+  return true;
+}
+
+// The request in a memfd (sandbox_wire.h); -1 on failure.
+int WriteRequest(const std::string& so, const std::vector<const std::vector<float>*>& args,
+                 int64_t n_out, const std::vector<float>& reference, const SandboxOptions& o,
+                 bool want_output) {
+  int fd = int(syscall(SYS_memfd_create, "tunefarm-run", MFD_CLOEXEC));
+  if (fd < 0) return -1;
+  wire::RunRequestHeader h{};
+  h.magic = wire::kMagic;
+  h.threads = o.threads;
+  h.repeats = o.repeats;
+  h.want_output = want_output;
+  h.min_repeat_ms = o.min_repeat_ms;
+  h.max_timing_s = o.max_timing_s;
+  h.tolerance = o.tolerance;
+  h.memory_limit_bytes = o.memory_limit_bytes;
+  h.n_out = n_out;
+  h.n_args = int64_t(args.size());
+  h.so_bytes = int64_t(so.size());
+  h.reference_count = int64_t(reference.size());
+  bool ok = WriteAll(fd, &h, sizeof(h)) && WriteAll(fd, so.data(), so.size());
+  for (const std::vector<float>* a : args) {
+    int64_t count = int64_t(a->size());
+    ok = ok && WriteAll(fd, &count, sizeof(count)) && WriteAll(fd, a->data(), a->size() * 4);
+  }
+  ok = ok && WriteAll(fd, reference.data(), reference.size() * 4);
+  if (!ok) {
+    close(fd);
+    return -1;
+  }
+  return fd;
 }
 
 }  // namespace
+
+const std::string& RunnerPath() {
+  static const std::string path = FindRunner();
+  return path;
+}
 
 SandboxOutcome MeasureInSandbox(const std::string& shared_object,
                                 const std::vector<const std::vector<float>*>& args, int64_t n_out,
@@ -126,43 +110,45 @@ SandboxOutcome MeasureInSandbox(const std::string& shared_object,
     result.error = absl::StrCat("reference has ", reference.size(), " values, the output ", n_out);
     return result;
   }
-  float* shared = nullptr;
-  size_t shared_bytes = size_t(std::max<int64_t>(1, n_out)) * sizeof(float);
-  if (output != nullptr) {
-    void* m =
-        mmap(nullptr, shared_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    if (m == MAP_FAILED) {
-      result.error = "mmap of the output buffer failed";
-      return result;
-    }
-    shared = static_cast<float*>(m);
-  }
-  auto unmap = [&] {
-    if (shared != nullptr) munmap(shared, shared_bytes);
-  };
-  int fds[2];
-  if (pipe(fds) != 0) {
-    unmap();
-    result.error = "pipe failed";
+  const std::string runner = options.runner_path.empty() ? RunnerPath() : options.runner_path;
+  if (!Executable(runner)) {
+    result.error =
+        "tunefarm-runner not found (install it beside this program or set "
+        "TUNEFARM_RUNNER)";
     return result;
   }
+  const bool want_output = output != nullptr;
+  int req = WriteRequest(shared_object, args, n_out, reference, options, want_output);
+  int fds[2];
+  if (req < 0 || pipe2(fds, O_CLOEXEC) != 0) {
+    if (req >= 0) close(req);
+    result.error = "cannot set up the measurement process (memfd or pipe failed)";
+    return result;
+  }
+  // Everything the child touches is ready before fork: between fork and exec
+  // it only makes async-signal-safe calls (the caller has other threads).
+  const char* argv[] = {runner.c_str(), nullptr};
   pid_t pid = fork();
   if (pid == 0) {
-    close(fds[0]);
-    ChildMain(fds[1], shared_object, args, n_out, reference, options, shared);
+    if (dup2(req, wire::kRequestFd) < 0 || dup2(fds[1], wire::kReportFd) < 0) _exit(126);
+    syscall(SYS_close_range, wire::kReportFd + 1, ~0U, 0);
+    execv(argv[0], const_cast<char* const*>(argv));
+    _exit(127);
   }
+  close(req);
   close(fds[1]);
   if (pid < 0) {
     close(fds[0]);
-    unmap();
     result.error = "fork failed";
     return result;
   }
-  ChildReport rep{};
+  wire::RunReport rep{};
+  std::vector<float> out(want_output ? size_t(n_out) : 0);
+  const size_t want = sizeof(rep) + out.size() * 4;
   size_t got = 0;
   const double deadline = start + options.time_limit_s;
   bool timed_out = false;
-  while (got < sizeof(rep)) {
+  while (got < want) {
     double left = deadline - Now();
     if (left <= 0) {
       timed_out = true;
@@ -170,43 +156,58 @@ SandboxOutcome MeasureInSandbox(const std::string& shared_object,
     }
     pollfd p{fds[0], POLLIN, 0};
     if (poll(&p, 1, int(std::ceil(left * 1000))) <= 0) continue;
-    ssize_t n = read(fds[0], reinterpret_cast<char*>(&rep) + got, sizeof(rep) - got);
+    char* dst = got < sizeof(rep) ? reinterpret_cast<char*>(&rep) + got
+                                  : reinterpret_cast<char*>(out.data()) + (got - sizeof(rep));
+    size_t room = got < sizeof(rep) ? sizeof(rep) - got : want - got;
+    ssize_t n = read(fds[0], dst, room);
     if (n <= 0) break;
     got += size_t(n);
+    if (got == sizeof(rep) && (rep.load_failed || rep.bad_request)) break;  // no output follows
   }
   close(fds[0]);
   if (timed_out) kill(pid, SIGKILL);
   int wstatus = 0;
   waitpid(pid, &wstatus, 0);
   result.run_s = Now() - start;
+  const bool have_report = got >= sizeof(rep) && rep.magic == wire::kMagic;
   if (timed_out) {
     result.status = Status::kTimeout;
     result.error = absl::StrFormat("no result within %.2f s", options.time_limit_s);
-  } else if (got < sizeof(rep)) {
+  } else if (!have_report) {
     result.status = Status::kRuntimeError;
-    result.error = absl::StrCat("kernel process ", DescribeWaitStatus(wstatus));
+    result.error = WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 127
+                       ? absl::StrCat("cannot run ", runner)
+                       : absl::StrCat("kernel process ", DescribeWaitStatus(wstatus));
+  } else if (rep.bad_request) {
+    result.status = Status::kRuntimeError;
+    result.error = absl::StrCat(
+        "runner: ", std::string(rep.message, strnlen(rep.message, sizeof(rep.message))));
   } else if (rep.load_failed) {
-    result.status = Status::kRuntimeError;
-    result.error = "the kernel library did not load";
+    result.status = Status::kLoadError;
+    result.error =
+        absl::StrCat("the kernel library did not load: ",
+                     std::string(rep.message, strnlen(rep.message, sizeof(rep.message))));
   } else {
-    result.status = Status(rep.status);
-    if (result.status == Status::kWrongResult) {
-      result.error =
-          absl::StrCat("output ", rep.bad_index, " off by ", rep.worst_error, " (relative)");
-    } else if (result.status == Status::kRuntimeError) {
-      result.error = absl::StrCat("kernel returned ", rep.rc);
-    } else {
-      result.costs.assign(rep.costs, rep.costs + std::clamp(rep.repeats, 1, kMaxRepeats));
-      std::vector<double> sorted = result.costs;
-      std::sort(sorted.begin(), sorted.end());
-      result.seconds = sorted[sorted.size() / 2];
+    switch (rep.status) {
+      case wire::RunStatus::kWrongResult:
+        result.status = Status::kWrongResult;
+        result.error =
+            absl::StrCat("output ", rep.bad_index, " off by ", rep.worst_error, " (relative)");
+        break;
+      case wire::RunStatus::kOk: {
+        result.status = Status::kOk;
+        result.costs.assign(rep.costs, rep.costs + std::clamp(rep.repeats, 1, wire::kMaxRepeats));
+        std::vector<double> sorted = result.costs;
+        std::sort(sorted.begin(), sorted.end());
+        result.seconds = sorted[sorted.size() / 2];
+        break;
+      }
+      default:
+        result.status = Status::kRuntimeError;
+        result.error = absl::StrCat("kernel returned ", rep.rc);
     }
+    if (want_output && got == want && rep.rc == 0) *output = std::move(out);
   }
-  if (output != nullptr && result.status != Status::kTimeout && got == sizeof(rep) && rep.rc == 0 &&
-      !rep.load_failed) {
-    output->assign(shared, shared + n_out);
-  }
-  unmap();
   return result;
 }
 

@@ -1,7 +1,8 @@
 // The measurement sandbox: runs one kernel shared object in a child process
-// (fork), with a wall-time limit counted from the start of this measurement
-// and an address-space limit, checks its output against a reference and
-// times it. A kernel that crashes, hangs, exhausts memory or returns an error
+// (fork, then exec of tunefarm-runner, so none of the caller's threads or
+// locks are inherited), with a wall-time limit counted from the start of this
+// measurement and an address-space limit, checks its output against a
+// reference and times it. A kernel that crashes, hangs, exhausts memory or returns an error
 // becomes an outcome; the calling process (agent, local tuner) carries on.
 // Links no compiler code.
 #pragma once
@@ -20,10 +21,13 @@ struct SandboxOptions {
   double time_limit_s = 10;        // from the fork: check and timing included
   int64_t memory_limit_bytes = 0;  // RLIMIT_AS of the child; 0: none
   double tolerance = 1e-3;         // relative to max(1, |reference|)
+  std::string runner_path;         // empty: RunnerPath()
 };
 
 struct SandboxOutcome {
-  enum class Status { kOk, kWrongResult, kRuntimeError, kTimeout };
+  // kLoadError: the bytes did not load as a kernel library on this machine
+  // (corrupt, or built for another one).
+  enum class Status { kOk, kWrongResult, kRuntimeError, kTimeout, kLoadError };
   Status status = Status::kRuntimeError;
   double seconds = 0;         // median of the repeats (kOk)
   std::vector<double> costs;  // every repeat, seconds per run
@@ -39,5 +43,10 @@ SandboxOutcome MeasureInSandbox(const std::string& shared_object,
                                 const std::vector<const std::vector<float>*>& args, int64_t n_out,
                                 const std::vector<float>& reference, const SandboxOptions& options,
                                 std::vector<float>* output = nullptr);
+
+// The tunefarm-runner executable the sandbox runs: $TUNEFARM_RUNNER, else
+// beside the current executable, else the one in the build tree; empty when
+// none is found (measurements then fail with a runtime error saying so).
+const std::string& RunnerPath();
 
 }  // namespace tunefarm::runner

@@ -115,6 +115,7 @@ MeasureResult LocalMeasurer::RunChild(const Task& task, const TaskData& data, co
       result.status = Status::kWrongResult;
       break;
     case runner::SandboxOutcome::Status::kRuntimeError:
+    case runner::SandboxOutcome::Status::kLoadError:
       result.status = Status::kRuntimeError;
       break;
     case runner::SandboxOutcome::Status::kTimeout:

@@ -97,8 +97,16 @@ TEST(Sandbox, MisbehavingKernelsBecomeOutcomes) {
   EXPECT_TRUE(absl::StrContains(hog.error, "kernel returned 7")) << hog.error;
 
   SandboxOutcome garbage = Measure("this is not an ELF file", d);
-  EXPECT_EQ(garbage.status, Status::kRuntimeError);
+  EXPECT_EQ(garbage.status, Status::kLoadError);
   EXPECT_TRUE(absl::StrContains(garbage.error, "did not load")) << garbage.error;
+
+  // Without its runner the sandbox says so instead of measuring in-process.
+  SandboxOptions nowhere;
+  nowhere.runner_path = dir.File("no-such-runner");
+  SandboxOutcome lost = Measure(
+      BuildKernel(dir, "ok1", "for (long i = 0; i < n; ++i) out[i] = 2 * in[i];"), d, nowhere);
+  EXPECT_EQ(lost.status, Status::kRuntimeError);
+  EXPECT_TRUE(absl::StrContains(lost.error, "tunefarm-runner not found")) << lost.error;
 
   // And the process that ran all of them still measures.
   SandboxOutcome ok =

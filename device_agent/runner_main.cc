@@ -1,0 +1,180 @@
+// tunefarm-runner: the process the measurement sandbox execs for every
+// kernel it measures. It reads one request (sandbox_wire.h) from fd 3,
+// limits its own address space, loads the kernel, checks its output against
+// the reference, times it and writes the report to fd 4. A kernel that
+// crashes or hangs takes only this process down; the sandbox turns that into
+// an outcome. Not meant to be run by hand.
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "device_agent/runner.h"
+#include "device_agent/sandbox_wire.h"
+
+namespace {
+
+using tunefarm::runner::AlignedBuffer;
+using tunefarm::runner::KernelLibrary;
+using tunefarm::runner::ThreadPool;
+namespace wire = tunefarm::runner::wire;
+
+double Now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// The address space may grow by `extra` bytes beyond what the runner holds
+// once started (the request mapping included).
+void LimitAddressSpace(int64_t extra) {
+  if (extra <= 0) return;
+  long pages = 0;
+  if (FILE* f = std::fopen("/proc/self/statm", "r")) {
+    if (std::fscanf(f, "%ld", &pages) != 1) pages = 0;
+    std::fclose(f);
+  }
+  rlim_t limit = rlim_t(pages) * rlim_t(sysconf(_SC_PAGESIZE)) + rlim_t(extra);
+  rlimit rl{limit, limit};
+  setrlimit(RLIMIT_AS, &rl);
+}
+
+bool WriteAll(int fd, const void* data, size_t n) {
+  const char* p = static_cast<const char*>(data);
+  while (n > 0) {
+    ssize_t w = write(fd, p, n);
+    if (w <= 0) return false;
+    p += w;
+    n -= size_t(w);
+  }
+  return true;
+}
+
+int Report(wire::RunReport& rep, const float* output, int64_t n_out) {
+  rep.magic = wire::kMagic;
+  bool ok = WriteAll(wire::kReportFd, &rep, sizeof(rep));
+  if (ok && output != nullptr) ok = WriteAll(wire::kReportFd, output, size_t(n_out) * 4);
+  return ok ? 0 : 1;
+}
+
+int BadRequest(const char* why) {
+  wire::RunReport rep{};
+  rep.status = wire::RunStatus::kRuntimeError;
+  rep.bad_request = 1;
+  std::snprintf(rep.message, sizeof(rep.message), "%s", why);
+  return Report(rep, nullptr, 0);
+}
+
+}  // namespace
+
+int main() {
+  struct stat st {};
+  if (fstat(wire::kRequestFd, &st) != 0 || st.st_size < int64_t(sizeof(wire::RunRequestHeader))) {
+    return BadRequest("no request on fd 3");
+  }
+  const size_t size = size_t(st.st_size);
+  void* map = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, wire::kRequestFd, 0);
+  if (map == MAP_FAILED) return BadRequest("cannot map the request");
+  const char* p = static_cast<const char*>(map);
+  const char* end = p + size;
+  wire::RunRequestHeader h;
+  std::memcpy(&h, p, sizeof(h));
+  p += sizeof(h);
+  if (h.magic != wire::kMagic) return BadRequest("request from another tunefarm build");
+  auto take = [&](int64_t bytes) -> const char* {
+    if (bytes < 0 || bytes > end - p) return nullptr;
+    const char* at = p;
+    p += bytes;
+    return at;
+  };
+  const char* so = take(h.so_bytes);
+  if (so == nullptr || h.n_out < 0 || h.n_args < 0 || h.n_args > 1024) {
+    return BadRequest("truncated request");
+  }
+  struct Arg {
+    const char* data;
+    int64_t count;
+  };
+  std::vector<Arg> args;
+  for (int64_t i = 0; i < h.n_args; ++i) {
+    int64_t count = 0;
+    const char* c = take(sizeof(count));
+    if (c == nullptr) return BadRequest("truncated request");
+    std::memcpy(&count, c, sizeof(count));
+    const char* data = count >= 0 && count <= (end - p) / 4 ? take(count * 4) : nullptr;
+    if (data == nullptr) return BadRequest("truncated request");
+    args.push_back({data, count});
+  }
+  const char* ref_bytes = h.reference_count >= 0 && h.reference_count <= (end - p) / 4
+                              ? take(h.reference_count * 4)
+                              : nullptr;
+  if (ref_bytes == nullptr) return BadRequest("truncated request");
+  // The floats sit at 8-byte offsets after the counts; copy the reference
+  // rather than rely on alignment.
+  std::vector<float> reference(size_t(h.reference_count));
+  std::memcpy(reference.data(), ref_bytes, reference.size() * 4);
+
+  LimitAddressSpace(h.memory_limit_bytes);
+  wire::RunReport rep{};
+  rep.status = wire::RunStatus::kRuntimeError;
+  rep.bad_index = -1;
+  auto lib = KernelLibrary::Load(std::string(so, size_t(h.so_bytes)));
+  if (!lib.ok()) {
+    rep.load_failed = 1;
+    std::snprintf(rep.message, sizeof(rep.message), "%s",
+                  std::string(lib.status().message()).c_str());
+    return Report(rep, nullptr, 0);
+  }
+  std::vector<std::unique_ptr<AlignedBuffer>> bufs;
+  std::vector<void*> ptrs;
+  for (const Arg& a : args) {
+    auto b = std::make_unique<AlignedBuffer>(a.count);
+    std::memcpy(b->data(), a.data, size_t(a.count) * 4);
+    ptrs.push_back(b->data());
+    bufs.push_back(std::move(b));
+  }
+  munmap(map, size);  // the inputs are copied; give the kernel the room
+  AlignedBuffer out(h.n_out);
+  std::fill(out.data(), out.data() + h.n_out, std::nanf(""));
+  ptrs.push_back(out.data());
+  ThreadPool pool(std::max(1, h.threads));
+  rep.rc = (*lib)->Run(ptrs.data(), pool);
+  rep.status = rep.rc == 0 ? wire::RunStatus::kOk : wire::RunStatus::kRuntimeError;
+  if (rep.rc == 0 && !reference.empty()) {
+    for (int64_t i = 0; i < h.n_out; ++i) {
+      double e = std::fabs(double(out.data()[i]) - reference[size_t(i)]) /
+                 std::max(1.0, std::fabs(double(reference[size_t(i)])));
+      if (!(e <= h.tolerance)) {  // NaN too
+        rep.status = wire::RunStatus::kWrongResult;
+        rep.worst_error = std::isnan(e) ? INFINITY : e;
+        rep.bad_index = i;
+        break;
+      }
+      rep.worst_error = std::max(rep.worst_error, e);
+    }
+  }
+  std::vector<float> first;
+  if (h.want_output) first.assign(out.data(), out.data() + h.n_out);
+  if (rep.status == wire::RunStatus::kOk) {
+    double t0 = Now();
+    (*lib)->Run(ptrs.data(), pool);  // warm-up
+    double once = std::max(1e-7, Now() - t0);
+    int repeats =
+        std::clamp(int(h.max_timing_s / once), 1, std::clamp(int(h.repeats), 1, wire::kMaxRepeats));
+    int64_t inner = std::max<int64_t>(1, int64_t(h.min_repeat_ms * 1e-3 / repeats / once));
+    for (int r = 0; r < repeats; ++r) {
+      double s = Now();
+      for (int64_t k = 0; k < inner; ++k) (*lib)->Run(ptrs.data(), pool);
+      rep.costs[r] = (Now() - s) / double(inner);
+    }
+    rep.repeats = repeats;
+  }
+  return Report(rep, h.want_output ? first.data() : nullptr, h.n_out);
+}

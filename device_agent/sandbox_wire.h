@@ -1,0 +1,52 @@
+// What the measurement sandbox (sandbox.cc) and its runner process
+// (runner_main.cc) exchange. Both come from the same build and run on the
+// same machine, so the structs go over as raw bytes; the magic catches a
+// runner from another build.
+//
+// Parent -> runner, in a memfd passed as fd 3:
+//   RunRequestHeader, shared object bytes, then per argument an int64 count
+//   and that many floats, then reference_count floats.
+// Runner -> parent, through a pipe on fd 4:
+//   RunReport, then (when want_output) n_out floats of the kernel's output.
+#pragma once
+
+#include <cstdint>
+
+namespace tunefarm::runner::wire {
+
+constexpr uint32_t kMagic = 0x31524654;  // "TFR1"
+constexpr int kMaxRepeats = 64;
+constexpr int kRequestFd = 3;
+constexpr int kReportFd = 4;
+
+struct RunRequestHeader {
+  uint32_t magic;
+  int32_t threads;
+  int32_t repeats;
+  int32_t want_output;
+  double min_repeat_ms;
+  double max_timing_s;
+  double tolerance;
+  int64_t memory_limit_bytes;  // address space the runner may add after start-up
+  int64_t n_out;
+  int64_t n_args;
+  int64_t so_bytes;
+  int64_t reference_count;
+};
+
+enum class RunStatus : int32_t { kOk = 0, kWrongResult = 1, kRuntimeError = 2 };
+
+struct RunReport {
+  uint32_t magic;
+  RunStatus status;
+  int32_t rc;
+  int32_t repeats;
+  int32_t load_failed;  // the shared object did not load
+  int32_t bad_request;  // the request could not be read
+  double worst_error;
+  int64_t bad_index;
+  double costs[kMaxRepeats];
+  char message[160];  // why it did not load / the request was bad
+};
+
+}  // namespace tunefarm::runner::wire
