@@ -3,6 +3,7 @@
 //   tunefarm-bench kernels [--samples N] [--threads 1,2] [--only SUBSTR] [--json FILE]
 //   tunefarm-bench search [--budgets 64,128,256,512] [--seeds 3] [--threads 1] [--only SUBSTR]
 //                         [--json FILE] [--svg FILE]
+//   tunefarm-bench farm [--agents 1,10,100] [--seconds 10] [--trials 96] [--json FILE]
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -14,7 +15,8 @@
 namespace tunefarm::bench {
 int RunKernelsBench(const std::vector<std::string>& args);
 int RunSearchBench(const std::vector<std::string>& args);
-}
+int RunFarmBench(const std::vector<std::string>& args);
+}  // namespace tunefarm::bench
 
 int main(int argc, char** argv) {
   // Debian's OpenBLAS misdetects recent CPUs and falls back to slow kernels;
@@ -27,15 +29,19 @@ int main(int argc, char** argv) {
     std::perror("re-exec");
   }
   std::vector<std::string> args(argv + 1, argv + argc);
-  if (args.empty() || (args[0] != "kernels" && args[0] != "search")) {
-    std::fprintf(stderr,
-                 "usage: tunefarm-bench kernels [--samples N] [--threads 1,2] [--only SUBSTR] "
-                 "[--json FILE]\n"
-                 "       tunefarm-bench search [--budgets 64,128,256,512] [--seeds 3] [--threads 1] "
-                 "[--only SUBSTR] [--json FILE] [--svg FILE]\n");
+  if (args.empty() || (args[0] != "kernels" && args[0] != "search" && args[0] != "farm")) {
+    std::fprintf(
+        stderr,
+        "usage: tunefarm-bench kernels [--samples N] [--threads 1,2] [--only SUBSTR] "
+        "[--json FILE]\n"
+        "       tunefarm-bench search [--budgets 64,128,256,512] [--seeds 3] [--threads 1] "
+        "[--only SUBSTR] [--json FILE] [--svg FILE]\n"
+        "       tunefarm-bench farm [--agents 1,10,100] [--seconds 10] [--trials 96] "
+        "[--json FILE]\n");
     return 2;
   }
   std::vector<std::string> rest(args.begin() + 1, args.end());
   if (args[0] == "search") return tunefarm::bench::RunSearchBench(rest);
+  if (args[0] == "farm") return tunefarm::bench::RunFarmBench(rest);
   return tunefarm::bench::RunKernelsBench(rest);
 }

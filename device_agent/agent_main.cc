@@ -78,6 +78,7 @@ int main(int argc, char** argv) {
           r.mutable_measure()->set_error("an agent measures; this lease is not a measurement");
           return r;
         }
+        log->info("event=measuring lease={} job={}", lease.lease_id(), lease.job_id());
         *r.mutable_measure() = handler.Measure(lease.measure());
         log->info("event=measured lease={} job={} status={} median_us={:.1f} error=\"{}\"",
                   lease.lease_id(), lease.job_id(),

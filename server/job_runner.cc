@@ -156,9 +156,9 @@ void JobRunner::RunJob(int64_t job_id, Running_* running) {
     r.set_run_sec(d.run_sec);
     *r.mutable_fingerprint() = d.fingerprint;
     r.set_timestamp_unix_ms(absl::ToUnixMillis(absl::Now()));
-    absl::StatusOr<TuningLog::CommitResult> c = log_.CommitRecords({r});
+    absl::Status c = commits_.Commit(r);
     std::lock_guard<std::mutex> l(store_mu);
-    if (!c.ok() && store_error.ok()) store_error = c.status();
+    if (!c.ok() && store_error.ok()) store_error = c;
   };
   RemoteMeasurer measurer(queue_, mo);
 
@@ -168,6 +168,7 @@ void JobRunner::RunJob(int64_t job_id, Running_* running) {
   o.max_trials = int(std::max<int64_t>(0, budget - done_before));
   o.max_seconds = double(spec.budget().max_seconds());
   o.batch = options_.batch;
+  o.keep_features = false;  // the job trains no model beyond its own search's
   // A resumed job draws from a fresh stream (its earlier draws are in the records).
   o.seed = spec.seed() + uint64_t(done_before);
   o.stop = [running] { return running->stop.load(); };

@@ -20,6 +20,7 @@
 #include <mutex>
 #include <thread>
 
+#include "server/group_commit.h"
 #include "server/tuning_log.h"
 #include "server/work_queue.h"
 
@@ -59,6 +60,7 @@ class JobRunner {
   void Reap();
 
   TuningLog& log_;
+  GroupCommitter commits_{log_};  // results of all jobs
   WorkQueue& queue_;
   std::function<void()> on_change_;
   const Options options_;

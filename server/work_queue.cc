@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "common/logging.h"
 
 namespace tunefarm::server {
 
@@ -11,14 +12,29 @@ void WorkQueue::RunAll(Callbacks& callbacks) {
   callbacks.clear();
 }
 
+void WorkQueue::WakeOneLocked(const std::string& queue) {
+  for (auto& [id, s] : sessions_) {
+    if (!s.waiting || int(s.leases.size()) >= s.max_in_flight) continue;
+    if (std::find(s.queues.begin(), s.queues.end(), queue) == s.queues.end()) continue;
+    s.waiting = false;  // the next piece of work wakes another one
+    s.cv->notify_one();
+    return;
+  }
+}
+
+void WorkQueue::WakeAllLocked() {
+  for (auto& [id, s] : sessions_) s.cv->notify_all();
+}
+
 void WorkQueue::Submit(Item item) {
   std::lock_guard<std::mutex> lock(mu_);
   Queued q;
   q.id = next_item_++;
   std::string key = item.queue;
   q.item = std::move(item);
+  q.item.work.set_queued_unix_us(absl::ToUnixMicros(options_.now()));
   queues_[key].push_back(std::move(q));
-  cv_.notify_all();
+  WakeOneLocked(key);
 }
 
 void WorkQueue::OpenSession(const std::string& session_id, const std::string& device_id,
@@ -28,7 +44,6 @@ void WorkQueue::OpenSession(const std::string& session_id, const std::string& de
   s.device_id = device_id;
   s.queues = std::move(queues);
   s.max_in_flight = std::max(1, max_in_flight);
-  cv_.notify_all();
 }
 
 void WorkQueue::CloseSession(const std::string& session_id) {
@@ -39,6 +54,7 @@ void WorkQueue::CloseSession(const std::string& session_id) {
     if (it == sessions_.end()) return;
     std::set<std::string> held = it->second.leases;
     std::string device = it->second.device_id;
+    it->second.cv->notify_all();  // its Next returns
     sessions_.erase(it);
     for (const std::string& id : held) {
       auto l = leases_.find(id);
@@ -47,7 +63,6 @@ void WorkQueue::CloseSession(const std::string& session_id) {
       leases_.erase(l);
       RequeueLocked(std::move(lease), absl::StrCat("device ", device, " disconnected"), &callbacks);
     }
-    cv_.notify_all();
   }
   RunAll(callbacks);
 }
@@ -62,6 +77,8 @@ void WorkQueue::RequeueLocked(Lease lease, const std::string& why, Callbacks* ca
   Queued q = std::move(lease.q);
   q.attempts++;
   q.last_device = why;
+  Logger("server")->warn("event=work_requeued lease={} job={} queue={} attempts={} why=\"{}\"",
+                         lease_id, q.item.job_id, q.item.queue, q.attempts, why);
   if (q.attempts >= options_.max_attempts) {
     Done done = std::move(q.item.done);
     std::string msg = absl::StrCat("work lost ", q.attempts, " times (last: ", why, ")");
@@ -71,11 +88,16 @@ void WorkQueue::RequeueLocked(Lease lease, const std::string& why, Callbacks* ca
   late_[lease_id] = q.id;
   std::string key = q.item.queue;
   queues_[key].push_front(std::move(q));
-  cv_.notify_all();
+  WakeOneLocked(key);
 }
 
 void WorkQueue::ExpireLocked(Callbacks* callbacks) {
   absl::Time now = options_.now();
+  // Leases live for lease_timeout and heartbeats only extend them: a scan
+  // every 50 ms finds each expiry soon enough without walking every lease
+  // on every call.
+  if (now < next_expiry_scan_) return;
+  next_expiry_scan_ = now + absl::Milliseconds(50);
   std::vector<std::string> expired;
   for (const auto& [id, l] : leases_) {
     if (l.deadline < now) expired.push_back(id);
@@ -99,6 +121,7 @@ void WorkQueue::Expire() {
   Callbacks callbacks;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    next_expiry_scan_ = absl::InfinitePast();
     ExpireLocked(&callbacks);
   }
   RunAll(callbacks);
@@ -161,7 +184,11 @@ std::optional<v1::WorkLease> WorkQueue::Next(const std::string& session_id, absl
       absl::Duration left = until - absl::Now();
       if (left <= absl::ZeroDuration()) break;
       // Wake now and then to expire leases of silent sessions.
-      cv_.wait_for(lock, absl::ToChronoNanoseconds(std::min(left, absl::Milliseconds(200))));
+      std::shared_ptr<std::condition_variable> cv = s->second.cv;
+      s->second.waiting = true;
+      cv->wait_for(lock, absl::ToChronoNanoseconds(std::min(left, absl::Milliseconds(200))));
+      if (auto again = sessions_.find(session_id); again != sessions_.end())
+        again->second.waiting = false;
     }
   }
   RunAll(callbacks);
@@ -197,7 +224,10 @@ absl::StatusOr<bool> WorkQueue::Complete(const std::string& session_id,
       }
       done = std::move(l->second.q.item.done);
       auto s = sessions_.find(session_id);
-      if (s != sessions_.end()) s->second.leases.erase(id);
+      if (s != sessions_.end()) {
+        s->second.leases.erase(id);
+        s->second.cv->notify_all();  // a slot of the session is free
+      }
       leases_.erase(l);
       live = true;
     } else if (auto late = late_.find(id); late != late_.end()) {
@@ -217,7 +247,10 @@ absl::StatusOr<bool> WorkQueue::Complete(const std::string& session_id,
           if (it->second.q.id != item) continue;
           done = std::move(it->second.q.item.done);
           auto s = sessions_.find(it->second.session_id);
-          if (s != sessions_.end()) s->second.leases.erase(it->first);
+          if (s != sessions_.end()) {
+            s->second.leases.erase(it->first);
+            s->second.cv->notify_all();
+          }
           leases_.erase(it);
           break;
         }
@@ -226,7 +259,6 @@ absl::StatusOr<bool> WorkQueue::Complete(const std::string& session_id,
     if (!done) {
       return absl::NotFoundError(absl::StrCat("unknown or already completed lease '", id, "'"));
     }
-    cv_.notify_all();  // a slot of the session is free
   }
   done(result);
   return live;
@@ -258,7 +290,7 @@ void WorkQueue::CancelJob(int64_t job_id) {
       if (s != sessions_.end()) s->second.leases.erase(it->first);
       it = leases_.erase(it);
     }
-    cv_.notify_all();
+    WakeAllLocked();
   }
   RunAll(callbacks);
 }

@@ -22,6 +22,7 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -109,16 +110,23 @@ class WorkQueue {
     std::vector<std::string> queues;
     int max_in_flight = 1;
     std::set<std::string> leases;
+    // Each session waits on its own condition, so new work wakes one
+    // session that can take it, not every connected device.
+    std::shared_ptr<std::condition_variable> cv = std::make_shared<std::condition_variable>();
+    bool waiting = false;
   };
   using Callbacks = std::vector<std::function<void()>>;
   void RequeueLocked(Lease lease, const std::string& why, Callbacks* callbacks);
   void ExpireLocked(Callbacks* callbacks);
   std::optional<Queued> TakeLocked(const Session& s);
   static void RunAll(Callbacks& callbacks);
+  // Wakes one waiting session that takes from `queue` and has room.
+  void WakeOneLocked(const std::string& queue);
+  void WakeAllLocked();
 
   const Options options_;
   std::mutex mu_;
-  std::condition_variable cv_;
+  absl::Time next_expiry_scan_ = absl::InfinitePast();
   std::map<std::string, std::deque<Queued>> queues_;
   std::map<std::string, Lease> leases_;  // by lease id
   std::map<std::string, Session> sessions_;

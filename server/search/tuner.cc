@@ -26,6 +26,7 @@ void Tuner::SetInitialModel(std::unique_ptr<cost_model::CostModel> model) {
 
 void Tuner::Record(int task, const v1::Schedule& s, const MeasureResult& r) {
   histories_[task].Add(s, r);
+  if (!options_.keep_features && options_.strategy == Strategy::kRandom) return;
   absl::StatusOr<cost_model::ProgramFeatures> f = FeaturesOf(tasks_[task], s);
   if (f.ok()) {
     measured_.push_back(
@@ -38,6 +39,7 @@ void Tuner::AddHistory(int task, const v1::Schedule& schedule, const MeasureResu
 }
 
 void Tuner::AddTransferRecord(const Task& other, const v1::Schedule& schedule, double seconds) {
+  if (!options_.keep_features && options_.strategy == Strategy::kRandom) return;
   absl::StatusOr<cost_model::ProgramFeatures> f = FeaturesOf(other, schedule);
   if (!f.ok()) return;
   auto [it, fresh] =

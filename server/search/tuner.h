@@ -36,6 +36,10 @@ struct TuneOptions {
   TaskSchedulerOptions scheduler;
   cost_model::Objective objective = cost_model::Objective::kRegression;  // docs/benchmarks.md
   bool measure_default = true;
+  // Keep the features of every measured program (the cost model's training
+  // data, measured()). Off for a random search whose caller trains no model
+  // from it: extracting features is most of the search's own cost per trial.
+  bool keep_features = true;
   // Checked between batches: true ends the run (a cancelled or stopping job).
   std::function<bool()> stop;
 };

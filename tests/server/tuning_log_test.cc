@@ -3,8 +3,10 @@
 #include <sqlite3.h>
 
 #include <fstream>
+#include <thread>
 
 #include "gtest/gtest.h"
+#include "server/group_commit.h"
 #include "tests/server/test_records.h"
 #include "tests/testing/temp_dir.h"
 
@@ -162,6 +164,41 @@ TEST(TuningLog, TopKIsAnIndexLookup) {
   EXPECT_NE(plan->find("USING INDEX records_best"), std::string::npos) << *plan;
   EXPECT_EQ(plan->find("SCAN r"), std::string::npos) << *plan;
   EXPECT_EQ(plan->find("USE TEMP B-TREE"), std::string::npos) << *plan;
+}
+
+// Many threads committing one record each, as the farm's result handlers
+// do: every good record is stored (fewer transactions than records when
+// they overlap), and the one bad record fails only its own caller.
+TEST(GroupCommitter, ConcurrentRecordsShareTransactionsAndABadOneFailsAlone) {
+  TempDir dir;
+  auto log = OpenOrDie(dir.File("t.db"));
+  GroupCommitter commits(*log);
+  constexpr int kThreads = 8, kEach = 40;
+  std::vector<std::thread> threads;
+  std::atomic<int> failed{0};
+  std::string failure;
+  std::mutex mu;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kEach; ++i) {
+        v1::Record r = MakeRecord(Conv2d(8, 8, 8), kTargetX86, 1e-5 * (1 + i), t * 1000 + i + 1);
+        if (t == 3 && i == 17) r.set_job_id(77);  // no such job
+        absl::Status s = commits.Commit(r);
+        if (!s.ok()) {
+          ++failed;
+          std::lock_guard<std::mutex> l(mu);
+          failure = std::string(s.message());
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(failed.load(), 1);
+  EXPECT_NE(failure.find("job_id 77 does not exist"), std::string::npos) << failure;
+  TuningLog::RecordQuery q;
+  q.limit = 1000;
+  EXPECT_EQ(log->ListRecords(q)->size(), size_t(kThreads * kEach - 1));
+  EXPECT_GE(commits.transactions(), 1);
 }
 
 TEST(TuningLog, ListRecordsFiltersAndPages) {

@@ -1,0 +1,47 @@
+#include "server/group_commit.h"
+
+#include <vector>
+
+namespace tunefarm::server {
+
+int64_t GroupCommitter::transactions() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return transactions_;
+}
+
+absl::Status GroupCommitter::Commit(const v1::Record& record) {
+  Pending mine{&record};
+  std::unique_lock<std::mutex> lock(mu_);
+  queue_.push_back(&mine);
+  cv_.wait(lock, [&] { return mine.done || !committing_; });
+  if (mine.done) return mine.status;
+  // No commit in progress: this caller writes everything queued so far
+  // (its own record included), then hands over to the next waiter.
+  committing_ = true;
+  std::vector<Pending*> batch(queue_.begin(), queue_.end());
+  queue_.clear();
+  lock.unlock();
+  std::vector<v1::Record> records;
+  records.reserve(batch.size());
+  for (Pending* p : batch) records.push_back(*p->record);
+  absl::Status s = log_.CommitRecords(records).status();
+  int64_t transactions = 1;
+  if (!s.ok() && batch.size() > 1 && absl::IsInvalidArgument(s)) {
+    // A bad record refuses the whole batch: find it by committing singly.
+    transactions = 0;
+    for (Pending* p : batch) {
+      p->status = log_.CommitRecords({*p->record}).status();
+      ++transactions;
+    }
+  } else {
+    for (Pending* p : batch) p->status = s;
+  }
+  lock.lock();
+  transactions_ += transactions;
+  for (Pending* p : batch) p->done = true;
+  committing_ = false;
+  cv_.notify_all();
+  return mine.status;
+}
+
+}  // namespace tunefarm::server

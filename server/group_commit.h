@@ -1,0 +1,47 @@
+// GroupCommitter: records that arrive at the same time from many devices go
+// to the database in one transaction (one fsync) instead of one each.
+//
+// Commit() returns once the record is on disk (or with the reason it is
+// not), so a caller may acknowledge a result as soon as Commit returns OK,
+// exactly as with TuningLog::CommitRecords. A caller that finds no commit in
+// progress writes everything queued by then (its own record included) in one
+// transaction; records that arrive meanwhile wait and go in the next one. A batch the
+// database refuses as a whole is retried record by record, so one bad record
+// fails only its own caller.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+
+#include "absl/status/status.h"
+#include "server/tuning_log.h"
+
+namespace tunefarm::server {
+
+class GroupCommitter {
+ public:
+  explicit GroupCommitter(TuningLog& log) : log_(log) {}
+
+  absl::Status Commit(const v1::Record& record);
+
+  // Transactions written so far (records per transaction, for the log).
+  int64_t transactions() const;
+
+ private:
+  struct Pending {
+    const v1::Record* record;
+    absl::Status status;
+    bool done = false;
+  };
+
+  TuningLog& log_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Pending*> queue_;
+  bool committing_ = false;
+  int64_t transactions_ = 0;
+};
+
+}  // namespace tunefarm::server
