@@ -126,7 +126,16 @@ grpc::Status FarmService::ReportResult(grpc::ServerContext* ctx, const v1::Repor
   if (req->result_case() == v1::ReportResultRequest::RESULT_NOT_SET) {
     return Invalid("ReportResult: neither a build nor a measure result");
   }
-  absl::StatusOr<bool> live = queue_.Complete(req->session_id(), *req);
+  const v1::ReportResultRequest* result = req;
+  v1::ReportResultRequest stamped;
+  if (req->has_measure()) {
+    stamped = *req;
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = sessions_.find(req->session_id());
+    stamped.mutable_measure()->set_device_id(it != sessions_.end() ? it->second.device_id : "");
+    result = &stamped;
+  }
+  absl::StatusOr<bool> live = queue_.Complete(req->session_id(), *result);
   if (!live.ok()) {
     return grpc::Status(static_cast<grpc::StatusCode>(live.status().code()),
                         std::string(live.status().message()));

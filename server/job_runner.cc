@@ -147,6 +147,7 @@ void JobRunner::RunJob(int64_t job_id, Running_* running) {
     *r.mutable_schedule() = schedule;
     r.set_job_id(job_id);
     r.set_device_key(spec.device_key());
+    r.set_device_id(d.device_id);
     r.set_status(d.status);
     if (d.status == v1::MEASURE_STATUS_OK) {
       for (double c : d.costs) r.add_costs_sec(c);

@@ -180,6 +180,7 @@ std::vector<MeasureResult> RemoteMeasurer::Measure(const search::Task& task,
         Detail& d = details_[i];
         d.costs.assign(mr.costs_sec().begin(), mr.costs_sec().end());
         d.run_sec = mr.run_sec();
+        d.device_id = mr.device_id();
         std::string compiler = d.fingerprint.compiler();
         d.fingerprint = mr.fingerprint();
         d.fingerprint.set_compiler(compiler);

@@ -30,6 +30,7 @@ class RemoteMeasurer : public search::Measurer {
     std::vector<double> costs;
     double build_sec = 0, run_sec = 0;
     v1::Fingerprint fingerprint;  // the worker's compiler + the agent's device
+    std::string device_id;        // the agent that measured it
     bool cancelled = false;
   };
 

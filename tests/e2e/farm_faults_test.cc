@@ -1,0 +1,167 @@
+// The farm under faults, with the real binaries on 127.0.0.1: one server,
+// two compile workers and three device agents run two jobs at once; one
+// agent is SIGKILLed in the middle of a measurement. Both jobs finish with
+// exactly their budgets, the killed agent's work is re-run on another agent,
+// and what the CLI reports matches the records in the database.
+#include <signal.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "cli/records_jsonl.h"
+#include "google/protobuf/util/json_util.h"
+#include "gtest/gtest.h"
+#include "tests/testing/process.h"
+#include "tests/testing/temp_dir.h"
+
+namespace tunefarm {
+namespace {
+
+using testing::BinPath;
+using testing::CommandResult;
+using testing::RunCommand;
+using testing::ServerProcess;
+
+int Count(const std::string& text, const std::string& what) {
+  int n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+TEST(FarmFaults, TwoJobsOnTwoWorkersAndThreeAgentsSurviveAKilledAgent) {
+  testing::TempDir dir;
+  auto server =
+      ServerProcess::Start(dir.File("farm.db"), dir.path(), {"--heartbeat_interval_ms=200"});
+  ASSERT_TRUE(server.ok()) << server.status();
+  const std::string addr = (*server)->address();
+  auto cli = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), {BinPath("tunefarm"), "--server=" + addr});
+    return RunCommand(args, dir.path());
+  };
+  std::vector<std::unique_ptr<Subprocess>> procs;
+  auto start = [&](std::vector<std::string> argv, const std::string& log) {
+    Subprocess::Options o;
+    o.capture_stdout = false;
+    o.stderr_path = dir.File(log);
+    auto p = Subprocess::Start(argv, o);
+    EXPECT_TRUE(p.ok()) << p.status();
+    procs.push_back(p.ok() ? *std::move(p) : nullptr);
+    return procs.back().get();
+  };
+  for (int w = 1; w <= 2; ++w) {
+    start({BinPath("tunefarm-worker"), "--server=" + addr, absl::StrCat("--device_id=worker-", w),
+           "--threads=1"},
+          absl::StrCat("worker-", w, ".log"));
+  }
+  Subprocess* victim = nullptr;
+  for (int a = 1; a <= 3; ++a) {
+    Subprocess* p = start({BinPath("tunefarm-agent"), "--server=" + addr, "--key=x86-test",
+                           absl::StrCat("--device_id=agent-", a)},
+                          absl::StrCat("agent-", a, ".log"));
+    if (a == 3) victim = p;
+  }
+  ASSERT_NE(victim, nullptr);
+  ASSERT_TRUE(testing::WaitFor([&] { return Count(cli({"devices"}).out, " online ") == 5; },
+                               absl::Seconds(60)))
+      << cli({"devices"}).out;
+
+  // Two jobs at once; every measurement runs for at least 150 ms, so an
+  // agent spends most of its time inside one.
+  const int kTrials = 24;
+  for (const char* shapes : {"[8, 48]}, {\"shape\": [40, 48]", "[4, 32]}, {\"shape\": [24, 32]"}) {
+    std::string spec = dir.File(absl::StrCat("job-", Count(shapes, "4"), ".json"));
+    testing::WriteFile(spec, absl::StrCat(R"({"name": "farm", "measure": {"min_repeat_ms": 150},
+      "tasks": [{"workload": {"op": "OP_KIND_DENSE", "inputs": [{"shape": )",
+                                          shapes, "}]}}]}"));
+    CommandResult r = cli({"submit", spec, "--target=llvm -num-cores=1", "--device_key=x86-test",
+                           "--trials=" + std::to_string(kTrials)});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+  }
+
+  // Kill agent-3 while it is measuring: it has started a lease it has not
+  // finished, after at least one result.
+  const std::string victim_log = dir.File("agent-3.log");
+  ASSERT_TRUE(testing::WaitFor(
+      [&] {
+        std::string log = testing::ReadFileOrEmpty(victim_log);
+        int started = Count(log, "event=measuring "), finished = Count(log, "event=measured ");
+        return finished >= 1 && started > finished;
+      },
+      absl::Seconds(120)))
+      << testing::ReadFileOrEmpty(victim_log);
+  victim->Kill(SIGKILL);
+  ASSERT_TRUE(victim->Wait(absl::Seconds(10)).ok());
+
+  for (const char* job : {"1", "2"}) {
+    ASSERT_TRUE(testing::WaitFor(
+        [&] {
+          return absl::StrContains(cli({"job", job}).out, "succeeded");
+        },
+        absl::Seconds(240)))
+        << cli({"job", job}).out << testing::ReadFileOrEmpty(dir.File("server.log"));
+  }
+  // The lost lease went back to the queue and was measured by another agent.
+  const std::string server_log = testing::ReadFileOrEmpty(dir.File("server.log"));
+  EXPECT_TRUE(absl::StrContains(server_log, "event=work_requeued")) << server_log;
+  EXPECT_TRUE(absl::StrContains(server_log, "device agent-3 disconnected")) << server_log;
+
+  CommandResult out = cli({"records", "--limit=1000", "--json"});
+  ASSERT_EQ(out.exit_code, 0) << out.err;
+  std::istringstream in(out.out);
+  auto records = cli::ParseRecordsJsonl(in, "records --json");
+  ASSERT_TRUE(records.ok()) << records.status();
+  std::map<int64_t, int> per_job;
+  std::map<int64_t, std::pair<int64_t, int64_t>> id_range;  // first and last record id per job
+  std::map<std::string, double> best;                       // per workload, mean of costs
+  std::set<std::string> seen, devices;
+  for (const v1::Record& r : *records) {
+    const std::string line = cli::RecordToJsonLine(r);
+    ++per_job[r.job_id()];
+    auto [range, fresh] = id_range.try_emplace(r.job_id(), r.record_id(), r.record_id());
+    range->second.first = std::min(range->second.first, r.record_id());
+    range->second.second = std::max(range->second.second, r.record_id());
+    EXPECT_TRUE(seen.insert(r.workload_key() + r.schedule_hash()).second) << "twice: " << line;
+    EXPECT_NE(r.status(), v1::MEASURE_STATUS_LOST) << line;
+    EXPECT_NE(r.status(), v1::MEASURE_STATUS_WRONG_RESULT) << line;
+    devices.insert(r.device_id());
+    if (r.status() == v1::MEASURE_STATUS_OK) {
+      double mean = 0;
+      for (double c : r.costs_sec()) mean += c / r.costs_sec_size();
+      auto [b, first] = best.try_emplace(r.workload_key(), mean);
+      if (!first) b->second = std::min(b->second, mean);
+    }
+  }
+  EXPECT_EQ(per_job[1], kTrials);
+  EXPECT_EQ(per_job[2], kTrials);
+  // Fair across jobs: the second job's work interleaves with the first's.
+  EXPECT_LT(id_range[2].first, id_range[1].second);
+  EXPECT_TRUE(devices.count("agent-1") && devices.count("agent-2")) << devices.size();
+
+  // What `job --json` says per task is what the records say.
+  for (const char* job : {"1", "2"}) {
+    CommandResult j = cli({"job", job, "--json"});
+    ASSERT_EQ(j.exit_code, 0) << j.err;
+    v1::Job parsed;
+    ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(j.out, &parsed).ok()) << j.out;
+    EXPECT_EQ(parsed.trials_done(), kTrials);
+    ASSERT_EQ(parsed.tasks_size(), 1);
+    const v1::Task& t = parsed.tasks(0);
+    ASSERT_TRUE(best.count(t.workload_key())) << j.out;
+    EXPECT_NEAR(t.best_cost_sec(), best[t.workload_key()], 1e-12) << j.out;
+    EXPECT_EQ(t.trials(), kTrials);
+  }
+  for (auto& p : procs) {
+    if (p.get() == victim) continue;
+    p->Kill(SIGTERM);
+    auto st = p->Wait(absl::Seconds(20));
+    ASSERT_TRUE(st.ok());
+    EXPECT_EQ(DescribeWaitStatus(*st), "exited with 0");
+  }
+}
+
+}  // namespace
+}  // namespace tunefarm
