@@ -13,6 +13,7 @@
 #include "common/logging.h"
 #include "device_agent/capabilities.h"
 #include "device_agent/measure_handler.h"
+#include "device_agent/sandbox.h"
 #include "google/protobuf/util/json_util.h"
 #include "proto/farm_session.h"
 
@@ -49,6 +50,10 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (absl::GetFlag(FLAGS_key).empty()) return Fail("--key is required (e.g. --key=x86-avx512)");
+  if (tunefarm::runner::RunnerPath().empty()) {
+    return Fail("tunefarm-runner not found beside tunefarm-agent (install both, or set "
+                "TUNEFARM_RUNNER)");
+  }
   auto client = tunefarm::ClientOptionsFromFlags(
       absl::GetFlag(FLAGS_server), absl::GetFlag(FLAGS_tls_ca), absl::GetFlag(FLAGS_token_file));
   if (!client.ok()) return Fail(std::string(client.status().message()));

@@ -173,7 +173,19 @@ void JobRunner::RunJob(int64_t job_id, Running_* running) {
   // A resumed job draws from a fresh stream (its earlier draws are in the records).
   o.seed = spec.seed() + uint64_t(done_before);
   o.stop = [running] { return running->stop.load(); };
+  // After every batch the search's own state goes to the database beside the
+  // records, so a resume continues exactly where this run stops.
+  search::Tuner* tuner_ptr = nullptr;
+  o.on_batch = [&] {
+    absl::StatusOr<v1::SearchSnapshot> snap = tuner_ptr->Snapshot();
+    absl::Status s =
+        snap.ok() ? log_.SaveJobSnapshot(job_id, snap->SerializeAsString()) : snap.status();
+    if (!s.ok()) {
+      log->warn("event=snapshot_failed job={} error=\"{}\"", job_id, std::string(s.message()));
+    }
+  };
   search::Tuner tuner(tasks, &measurer, o);
+  tuner_ptr = &tuner;
 
   // Warm start and resume: what the database knows about this target.
   // The hardware of the job's device key, as its agents reported it.
@@ -219,9 +231,24 @@ void JobRunner::RunJob(int64_t job_id, Running_* running) {
     if (int(page->size()) < q.limit) break;
     q.after_record_id = page->back().record_id();
   }
-  log_.UpdateActiveJob(
-          job_id, v1::JOB_STATE_RUNNING,
-          done_before > 0 ? absl::StrCat("resumed after ", done_before, " trials") : "")
+  bool restored = false;
+  if (done_before > 0) {
+    absl::StatusOr<std::string> bytes = log_.LoadJobSnapshot(job_id);
+    v1::SearchSnapshot snap;
+    absl::Status s = !bytes.ok()                     ? bytes.status()
+                     : !snap.ParseFromString(*bytes) ? absl::DataLossError("unreadable snapshot")
+                                                     : tuner.Restore(snap);
+    restored = s.ok();
+    if (!restored) {
+      log->warn("event=search_state_not_restored job={} error=\"{}\" (continuing from the records)",
+                job_id, std::string(s.message()));
+    }
+  }
+  log_.UpdateActiveJob(job_id, v1::JOB_STATE_RUNNING,
+                       done_before > 0
+                           ? absl::StrCat("resumed after ", done_before, " trials",
+                                          restored ? " from its saved search state" : "")
+                           : "")
       .IgnoreError();
   on_change_();
   log->info("event=job_started job={} tasks={} budget={} done_before={} device_key={}", job_id,
@@ -245,6 +272,10 @@ void JobRunner::RunJob(int64_t job_id, Running_* running) {
     note = absl::StrCat("; ", other_hardware, " records measured on other hardware ",
                         refuse ? "left out" : "reused", " (fingerprint policy ",
                         refuse ? "refuse" : "warn", ")");
+  }
+  if (done_before > 0) {
+    note = absl::StrCat(note, "; resumed after ", done_before, " trials",
+                        restored ? " from its saved search state" : " (search state rebuilt)");
   }
   finish(v1::JOB_STATE_SUCCEEDED, absl::StrCat(tuner.trials(), " trials this run", note));
 }

@@ -115,6 +115,14 @@ CREATE TABLE cost_models (
 );
 CREATE INDEX cost_models_target ON cost_models(target_id, id);
 )sql",
+    // 2 -> 3: each job's search state, for an exact resume.
+    R"sql(
+CREATE TABLE job_snapshots (
+  job_id INTEGER PRIMARY KEY REFERENCES jobs(id) ON DELETE CASCADE,
+  updated_unix_ms INTEGER NOT NULL,
+  snapshot BLOB NOT NULL
+);
+)sql",
 };
 static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == TuningLog::kSchemaVersion);
 
@@ -827,6 +835,33 @@ absl::StatusOr<TuningLog::StoredCostModel> TuningLog::LatestCostModel(
   m.created_unix_ms = st.Int(4);
   m.bytes = st.Blob(5);
   return m;
+}
+
+absl::Status TuningLog::SaveJobSnapshot(int64_t job_id, const std::string& bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Stmt st(db_->raw(), path_);
+  TF_RETURN_IF_ERROR(
+      st.Prepare("INSERT INTO job_snapshots (job_id, updated_unix_ms, snapshot) VALUES (?, ?, ?) "
+                 "ON CONFLICT(job_id) DO UPDATE SET updated_unix_ms = excluded.updated_unix_ms, "
+                 "snapshot = excluded.snapshot"));
+  st.Bind(1, job_id).Bind(2, NowMs());
+  st.BindBlob(3, bytes);
+  absl::Status s = st.Run();
+  if (!s.ok()) {
+    return absl::Status(
+        s.code(), absl::StrCat("storing the search state of job ", job_id, ": ", s.message()));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> TuningLog::LoadJobSnapshot(int64_t job_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Stmt st(db_->raw(), path_);
+  TF_RETURN_IF_ERROR(st.Prepare("SELECT snapshot FROM job_snapshots WHERE job_id = ?"));
+  st.Bind(1, job_id);
+  TF_ASSIGN_OR_RETURN(bool row, st.Step());
+  if (!row) return absl::NotFoundError(absl::StrCat("job ", job_id, " has no search state yet"));
+  return st.Blob(0);
 }
 
 }  // namespace tunefarm::server

@@ -44,7 +44,7 @@ class TuningLog {
   };
 
   // The schema this build writes; older files are migrated forward on open.
-  static constexpr int kSchemaVersion = 2;
+  static constexpr int kSchemaVersion = 3;
 
   static absl::StatusOr<std::unique_ptr<TuningLog>> Open(const Options& options);
   ~TuningLog();
@@ -119,6 +119,11 @@ class TuningLog {
   absl::StatusOr<int64_t> SaveCostModel(const StoredCostModel& model);
   // The newest snapshot for the target; NotFound when there is none.
   absl::StatusOr<StoredCostModel> LatestCostModel(const std::string& target_spec);
+
+  // A job's search state (v1::SearchSnapshot bytes), replaced on every save;
+  // NotFound when the job has none yet.
+  absl::Status SaveJobSnapshot(int64_t job_id, const std::string& bytes);
+  absl::StatusOr<std::string> LoadJobSnapshot(int64_t job_id);
 
   // ---- devices ----
   absl::Status UpsertDevice(const v1::Device& device);

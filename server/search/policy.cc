@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
@@ -148,6 +149,21 @@ std::vector<v1::Schedule> SearchPolicy::Propose(const Task& task, const TaskHist
   std::vector<v1::Schedule> extra = Random(task, history, n - int(out.size()), &taken);
   out.insert(out.end(), extra.begin(), extra.end());
   return out;
+}
+
+std::string SearchPolicy::RngState() const {
+  std::ostringstream out;
+  out << rng_;
+  return out.str();
+}
+
+bool SearchPolicy::SetRngState(const std::string& state) {
+  std::istringstream in(state);
+  std::mt19937_64 rng;
+  in >> rng;
+  if (in.fail()) return false;
+  rng_ = rng;
+  return true;
 }
 
 }  // namespace tunefarm::search

@@ -60,6 +60,10 @@ class SearchPolicy {
   std::vector<::tunefarm::v1::Schedule> Propose(const Task& task, const TaskHistory& history,
                                                 const cost_model::CostModel* model, int n);
 
+  // The random generator's state as text, and back (false: not a state).
+  std::string RngState() const;
+  bool SetRngState(const std::string& state);
+
  private:
   std::vector<::tunefarm::v1::Schedule> Random(const Task& task, const TaskHistory& history, int n,
                                                std::set<std::string>* taken);

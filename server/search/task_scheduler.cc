@@ -3,6 +3,8 @@
 #include <cstddef>
 #include <limits>
 
+#include "absl/strings/str_cat.h"
+
 namespace tunefarm::search {
 
 TaskScheduler::TaskScheduler(std::vector<double> weights, TaskSchedulerOptions options)
@@ -53,6 +55,30 @@ void TaskScheduler::Update(int task, double best_seconds) {
   if (options_.early_stop_rounds > 0 && since_improved_[task] >= options_.early_stop_rounds) {
     stopped_[task] = true;
   }
+}
+
+void TaskScheduler::SaveTo(::tunefarm::v1::SearchSnapshot* snapshot) const {
+  snapshot->clear_tasks();
+  for (size_t t = 0; t < weights_.size(); ++t) {
+    auto* rounds = snapshot->add_tasks();
+    for (double b : history_[t]) rounds->add_best_after_round(b);
+    rounds->set_since_improved(since_improved_[t]);
+    rounds->set_stopped(stopped_[t]);
+  }
+}
+
+absl::Status TaskScheduler::RestoreFrom(const ::tunefarm::v1::SearchSnapshot& snapshot) {
+  if (size_t(snapshot.tasks_size()) != weights_.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("snapshot has ", snapshot.tasks_size(), " tasks, the job ", weights_.size()));
+  }
+  for (size_t t = 0; t < weights_.size(); ++t) {
+    const auto& rounds = snapshot.tasks(int(t));
+    history_[t].assign(rounds.best_after_round().begin(), rounds.best_after_round().end());
+    since_improved_[t] = rounds.since_improved();
+    stopped_[t] = rounds.stopped();
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace tunefarm::search

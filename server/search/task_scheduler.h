@@ -11,6 +11,9 @@
 
 #include <vector>
 
+#include "absl/status/status.h"
+#include "tunefarm/v1/records.pb.h"
+
 namespace tunefarm::search {
 
 struct TaskSchedulerOptions {
@@ -33,6 +36,10 @@ class TaskScheduler {
 
   int rounds(int task) const { return int(history_[task].size()); }
   bool stopped(int task) const { return stopped_[task]; }
+
+  // The rounds so far, and back (a resumed job continues its allocation).
+  void SaveTo(::tunefarm::v1::SearchSnapshot* snapshot) const;
+  absl::Status RestoreFrom(const ::tunefarm::v1::SearchSnapshot& snapshot);
 
  private:
   double Gradient(int task) const;

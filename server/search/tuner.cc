@@ -3,6 +3,7 @@
 #include <chrono>
 #include <limits>
 
+#include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "compiler/ir/schedule.h"
 #include "compiler/ir/schedule_hash.h"
@@ -18,10 +19,50 @@ Tuner::Tuner(std::vector<Task> tasks, Measurer* measurer, TuneOptions options)
       histories_(tasks_.size()),
       default_seconds_(tasks_.size(), 0),
       policy_(options.strategy, options.evolution, options.seed),
+      scheduler_(
+          [&] {
+            std::vector<double> w;
+            for (const Task& t : tasks_) w.push_back(t.weight);
+            return w;
+          }(),
+          options.scheduler),
       model_(std::make_unique<cost_model::CostModel>(options.objective)) {}
 
 void Tuner::SetInitialModel(std::unique_ptr<cost_model::CostModel> model) {
   if (model != nullptr) model_ = std::move(model);
+}
+
+absl::StatusOr<v1::SearchSnapshot> Tuner::Snapshot() const {
+  v1::SearchSnapshot snap;
+  snap.set_trials(trials_);
+  snap.set_rng_state(policy_.RngState());
+  scheduler_.SaveTo(&snap);
+  if (model_ != nullptr && model_->trained()) {
+    TF_ASSIGN_OR_RETURN(std::string bytes, model_->Serialize());
+    snap.set_cost_model(std::move(bytes));
+  }
+  return snap;
+}
+
+absl::Status Tuner::Restore(const v1::SearchSnapshot& snapshot) {
+  // Everything is checked before anything is applied.
+  if (size_t(snapshot.tasks_size()) != tasks_.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("snapshot has ", snapshot.tasks_size(), " tasks, this run ", tasks_.size()));
+  }
+  std::unique_ptr<cost_model::CostModel> model;
+  if (!snapshot.cost_model().empty()) {
+    TF_ASSIGN_OR_RETURN(model, cost_model::CostModel::Deserialize(snapshot.cost_model()));
+  }
+  if (!policy_.SetRngState(snapshot.rng_state())) {
+    return absl::InvalidArgumentError("snapshot: not a random-generator state");
+  }
+  TF_RETURN_IF_ERROR(scheduler_.RestoreFrom(snapshot));
+  if (model != nullptr) {
+    model_ = std::move(model);
+    restored_model_ = true;
+  }
+  return absl::OkStatus();
 }
 
 void Tuner::Record(int task, const v1::Schedule& s, const MeasureResult& r) {
@@ -85,9 +126,6 @@ absl::Status Tuner::Run(const std::function<void(const Trial&)>& on_trial) {
     }
     return results;
   };
-  std::vector<double> weights;
-  for (const Task& t : tasks_) weights.push_back(t.weight);
-  TaskScheduler scheduler(weights, options_.scheduler);
   if (options_.measure_default) {
     for (size_t t = 0; t < tasks_.size() && !out_of_budget(); ++t) {
       v1::Schedule def = ir::DefaultSchedule(tasks_[t].dag, tasks_[t].target);
@@ -96,20 +134,22 @@ absl::Status Tuner::Run(const std::function<void(const Trial&)>& on_trial) {
       if (r[0].status == MeasureResult::Status::kOk) default_seconds_[t] = r[0].seconds;
     }
   }
-  TF_RETURN_IF_ERROR(Retrain());
+  // A restored model is the one the interrupted run would have used next.
+  if (!restored_model_) TF_RETURN_IF_ERROR(Retrain());
   while (!out_of_budget()) {
-    int task = scheduler.Next();
+    int task = scheduler_.Next();
     if (task < 0) break;
     int n = std::min(options_.batch, options_.max_trials - trials_);
     std::vector<v1::Schedule> batch =
         policy_.Propose(tasks_[task], histories_[task], model_.get(), n);
     if (batch.empty()) {
-      scheduler.Stop(task);  // nothing new left to try
+      scheduler_.Stop(task);  // nothing new left to try
       continue;
     }
     measure(task, batch);
-    scheduler.Update(task, histories_[task].best_seconds());
+    scheduler_.Update(task, histories_[task].best_seconds());
     TF_RETURN_IF_ERROR(Retrain());
+    if (options_.on_batch) options_.on_batch();
   }
   return absl::OkStatus();
 }

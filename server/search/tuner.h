@@ -42,6 +42,9 @@ struct TuneOptions {
   bool keep_features = true;
   // Checked between batches: true ends the run (a cancelled or stopping job).
   std::function<bool()> stop;
+  // Called after every batch is recorded and the model retrained (a job
+  // saves its Snapshot() here).
+  std::function<void()> on_batch;
 };
 
 struct Trial {
@@ -74,6 +77,13 @@ class Tuner {
   // of its own to train one (then it is replaced).
   void SetInitialModel(std::unique_ptr<cost_model::CostModel> model);
 
+  // The search's own state (random generator, task rounds, cost model):
+  // with the records, what a resumed run needs to continue exactly as the
+  // interrupted one would have. Restore before Run, after AddHistory; the
+  // restored model is used as is (not retrained at the start of Run).
+  absl::StatusOr<::tunefarm::v1::SearchSnapshot> Snapshot() const;
+  absl::Status Restore(const ::tunefarm::v1::SearchSnapshot& snapshot);
+
   // Every measured candidate's features and outcome (seconds 0: failed).
   struct MeasuredProgram {
     int task;   // -1: a transfer record
@@ -93,7 +103,9 @@ class Tuner {
   std::vector<TaskHistory> histories_;
   std::vector<double> default_seconds_;
   SearchPolicy policy_;
+  TaskScheduler scheduler_;
   std::unique_ptr<cost_model::CostModel> model_;
+  bool restored_model_ = false;
   std::vector<MeasuredProgram> measured_;  // the model's training data
   std::map<std::string, int> transfer_groups_;
   int trials_ = 0;

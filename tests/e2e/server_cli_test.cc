@@ -300,6 +300,10 @@ TEST_F(E2ETest, FarmRunsAJobAndResumesItAfterAServerCrash) {
       },
       absl::Seconds(180)))
       << Cli(**revived, {"job", "1"}).out << testing::ReadFileOrEmpty(dir_.File("procs.log"));
+  EXPECT_TRUE(absl::StrContains(
+      Cli(**revived, {"job", "1"}).out,
+      "resumed after " + std::to_string(before) + " trials from its saved search state"))
+      << Cli(**revived, {"job", "1"}).out;
   std::vector<v1::Record> all = records(**revived);
   EXPECT_EQ(all.size(), size_t(kTrials));
   std::set<std::string> seen;

@@ -2,6 +2,8 @@
 // and a short real tuning run on this machine through the local measurer.
 #include <cmath>
 #include <cstdio>
+#include <map>
+#include <optional>
 #include <set>
 
 #include "compiler/codegen/llvm_target.h"
@@ -158,6 +160,93 @@ TEST(Tuner, ShortRealRunMeasuresEachCandidateOnceAndKeepsTheDefaultAsFloor) {
                 tasks[t].flops / tuner.default_seconds(t) * 1e-9, tuner.history(t).trials,
                 tasks[t].flops / best * 1e-9);
   }
+}
+
+// Exact resume: a run is interrupted after its second batch; a new tuner
+// given what the database would hold (the measured records and the saved
+// snapshot) proposes exactly the third batch the uninterrupted run measured.
+// The second run's measurer replays the first run's real measurements (the
+// records), so both see the same numbers.
+class ReplayMeasurer : public search::Measurer {
+ public:
+  explicit ReplayMeasurer(std::map<std::string, MeasureResult> results)
+      : results_(std::move(results)) {}
+  std::vector<MeasureResult> Measure(const search::Task&,
+                                     const std::vector<v1::Schedule>& schedules) override {
+    std::vector<MeasureResult> out;
+    for (const v1::Schedule& s : schedules) {
+      auto it = results_.find(ir::ScheduleHash(s));
+      MeasureResult r;
+      r.status = MeasureResult::Status::kRuntimeError;
+      r.error = "not measured by the first run";
+      out.push_back(it != results_.end() ? it->second : r);
+    }
+    return out;
+  }
+
+ private:
+  std::map<std::string, MeasureResult> results_;
+};
+
+TEST(Tuner, ResumedRunProposesWhatTheInterruptedOneWould) {
+  std::vector<search::Task> tasks = {MakeTask("matmul(M=32,N=48,K=64)")};
+  search::LocalMeasureOptions mo;
+  mo.min_repeat_ms = 2;
+  mo.repeats = 3;
+  search::LocalMeasurer measurer(mo);
+  search::TuneOptions o;
+  o.max_trials = 1 + 3 * 16;  // the default, then three batches
+  o.batch = 16;
+  o.evolution.population = 64;
+  o.evolution.generations = 2;
+  o.seed = 11;
+  std::vector<search::Trial> trials;
+  std::optional<v1::SearchSnapshot> after_two;
+  int batches = 0;
+  search::Tuner* first_ptr = nullptr;
+  o.on_batch = [&] {
+    if (++batches == 2) {
+      auto snap = first_ptr->Snapshot();
+      ASSERT_TRUE(snap.ok()) << snap.status();
+      after_two = *snap;
+    }
+  };
+  search::Tuner first(tasks, &measurer, o);
+  first_ptr = &first;
+  ASSERT_TRUE(first.Run([&](const search::Trial& t) { trials.push_back(t); }).ok());
+  ASSERT_EQ(trials.size(), size_t(o.max_trials));
+  ASSERT_TRUE(after_two.has_value());
+  EXPECT_FALSE(after_two->cost_model().empty());  // 33 records: the model was trained
+  EXPECT_EQ(after_two->trials(), 33);
+
+  // The resumed run: the first 33 records, the snapshot, a fresh seed.
+  std::map<std::string, MeasureResult> measured;
+  for (const search::Trial& t : trials) measured[ir::ScheduleHash(t.schedule)] = t.result;
+  ReplayMeasurer replay(measured);
+  search::TuneOptions o2 = o;
+  o2.on_batch = nullptr;
+  o2.seed = 999;
+  o2.max_trials = 16;
+  search::Tuner second(tasks, &replay, o2);
+  for (int i = 0; i < 33; ++i) second.AddHistory(0, trials[i].schedule, trials[i].result);
+  ASSERT_TRUE(second.Restore(*after_two).ok());
+  std::vector<std::string> proposed;
+  ASSERT_TRUE(
+      second.Run([&](const search::Trial& t) { proposed.push_back(ir::ScheduleHash(t.schedule)); })
+          .ok());
+  ASSERT_EQ(proposed.size(), 16u);
+  for (int i = 0; i < 16; ++i) {
+    EXPECT_EQ(proposed[i], ir::ScheduleHash(trials[33 + i].schedule)) << "trial " << 33 + i;
+  }
+
+  // A snapshot of another job's shape is refused, not half-applied.
+  v1::SearchSnapshot wrong = *after_two;
+  wrong.add_tasks();
+  search::Tuner third(tasks, &replay, o2);
+  EXPECT_FALSE(third.Restore(wrong).ok());
+  wrong = *after_two;
+  wrong.set_rng_state("not a state");
+  EXPECT_FALSE(third.Restore(wrong).ok());
 }
 
 }  // namespace

@@ -389,16 +389,51 @@ TEST(TuningLog, MigratesAVersion1File) {
   TempDir dir;
   std::string path = dir.File("t.db");
   { ASSERT_NE(OpenOrDie(path), nullptr); }
-  // Back to what version 1 wrote: no cost_models table.
-  RawExec(path, "DROP TABLE cost_models; DELETE FROM schema_version WHERE version = 2");
+  // Back to what version 1 wrote: no cost_models or job_snapshots tables.
+  RawExec(path,
+          "DROP TABLE cost_models; DROP TABLE job_snapshots; "
+          "DELETE FROM schema_version WHERE version >= 2");
   auto log = OpenOrDie(path);
   ASSERT_NE(log, nullptr);
-  EXPECT_EQ(*log->SchemaVersion(), 2);
+  EXPECT_EQ(*log->SchemaVersion(), TuningLog::kSchemaVersion);
   TuningLog::StoredCostModel m;
   m.target_spec = kTargetX86;
   m.objective = "pack-sum";
   m.bytes = "x";
   EXPECT_TRUE(log->SaveCostModel(m).ok());
+  v1::JobSpec spec;
+  spec.mutable_target()->set_spec(kTargetX86);
+  spec.set_device_key("x86-avx512");
+  *spec.add_tasks()->mutable_workload() = Dense(4, 4, 4);
+  auto job = log->CreateJob(spec);
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_TRUE(log->SaveJobSnapshot(*job, "state").ok());
+}
+
+// A job's search state is replaced on every save, belongs to an existing
+// job, and survives reopening.
+TEST(TuningLog, JobSnapshotsReplaceAndSurviveReopen) {
+  TempDir dir;
+  std::string path = dir.File("t.db");
+  int64_t job = 0;
+  {
+    auto log = OpenOrDie(path);
+    EXPECT_TRUE(absl::IsNotFound(log->LoadJobSnapshot(1).status()));
+    v1::JobSpec spec;
+    spec.mutable_target()->set_spec(kTargetX86);
+    spec.set_device_key("x86-avx512");
+    *spec.add_tasks()->mutable_workload() = Dense(4, 4, 4);
+    auto id = log->CreateJob(spec);
+    ASSERT_TRUE(id.ok()) << id.status();
+    job = *id;
+    ASSERT_TRUE(log->SaveJobSnapshot(job, "first").ok());
+    ASSERT_TRUE(log->SaveJobSnapshot(job, std::string("second\0bytes", 12)).ok());
+    EXPECT_FALSE(log->SaveJobSnapshot(job + 100, "no such job").ok());
+  }
+  auto log = OpenOrDie(path);
+  auto got = log->LoadJobSnapshot(job);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(*got, std::string("second\0bytes", 12));
 }
 
 TEST(TuningLog, CorruptPagesGiveAnErrorNotACrash) {
