@@ -216,7 +216,7 @@ absl::StatusOr<Row> Throughput(int agents, double seconds) {
 
   // Each job keeps a batch of 16 in flight; enough jobs for every agent.
   Api api(server->address);
-  const int jobs = std::max(2, (agents * 3 + 15) / 16);
+  const int jobs = std::max(4, (agents * 3 + 15) / 16);
   std::vector<int64_t> ids;
   for (int j = 0; j < jobs; ++j) {
     v1::JobSpec spec;
