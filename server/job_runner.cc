@@ -188,22 +188,33 @@ void JobRunner::RunJob(int64_t job_id, Running_* running) {
   tuner_ptr = &tuner;
 
   // Warm start and resume: what the database knows about this target.
-  // The hardware of the job's device key, as its agents reported it.
-  std::set<std::string> cpus;
+  // The hardware of the job's device key, as its agents reported it, and
+  // the compilers of the workers that build for the target.
+  std::set<std::string> cpus, compilers;
   if (absl::StatusOr<std::vector<v1::Device>> devices = log_.ListDevices(); devices.ok()) {
     for (const v1::Device& d : *devices) {
+      const v1::Capabilities& c = d.capabilities();
       if (d.role() == v1::ROLE_AGENT && d.device_key() == spec.device_key() &&
-          !d.capabilities().cpu_model().empty()) {
-        cpus.insert(d.capabilities().cpu_model());
+          !c.cpu_model().empty()) {
+        cpus.insert(c.cpu_model());
+      }
+      if (d.role() == v1::ROLE_WORKER && !c.fingerprint().compiler().empty() &&
+          std::find(c.build_triples().begin(), c.build_triples().end(), target->triple) !=
+              c.build_triples().end()) {
+        compilers.insert(c.fingerprint().compiler());
       }
     }
   }
-  auto foreign = [&](const v1::Record& r) {
+  auto other_hardware = [&](const v1::Record& r) {
     return !cpus.empty() && !r.fingerprint().cpu_model().empty() &&
            !cpus.count(r.fingerprint().cpu_model());
   };
+  auto other_toolchain = [&](const v1::Record& r) {
+    return !compilers.empty() && !r.fingerprint().compiler().empty() &&
+           !compilers.count(r.fingerprint().compiler());
+  };
   const bool refuse = options_.fingerprint_policy == Options::FingerprintPolicy::kRefuse;
-  int64_t other_hardware = 0;
+  int64_t n_hardware = 0, n_toolchain = 0;
   std::map<std::string, search::Task> others;
   TuningLog::RecordQuery q;
   q.target_spec = target_spec;
@@ -213,9 +224,11 @@ void JobRunner::RunJob(int64_t job_id, Running_* running) {
     if (!page.ok()) return finish(v1::JOB_STATE_FAILED, std::string(page.status().message()));
     for (const v1::Record& r : *page) {
       auto t = task_of.find(r.workload_key());
-      const bool mismatch = foreign(r);
-      other_hardware += mismatch;
-      if (mismatch && refuse) continue;
+      const bool hardware = other_hardware(r);
+      const bool toolchain = !hardware && other_toolchain(r);
+      n_hardware += hardware;
+      n_toolchain += toolchain;
+      if ((hardware || toolchain) && refuse) continue;
       if (t != task_of.end()) {
         tuner.AddHistory(t->second, r.schedule(), FromRecord(r));
       } else if (r.status() == v1::MEASURE_STATUS_OK) {
@@ -253,9 +266,9 @@ void JobRunner::RunJob(int64_t job_id, Running_* running) {
   on_change_();
   log->info("event=job_started job={} tasks={} budget={} done_before={} device_key={}", job_id,
             tasks.size(), budget, done_before, spec.device_key());
-  if (other_hardware > 0) {
-    log->warn("event=foreign_records job={} records={} policy={}", job_id, other_hardware,
-              refuse ? "refuse" : "warn");
+  if (n_hardware + n_toolchain > 0) {
+    log->warn("event=foreign_records job={} other_hardware={} other_toolchain={} policy={}", job_id,
+              n_hardware, n_toolchain, refuse ? "refuse" : "warn");
   }
 
   absl::Status s = tuner.Run([&](const search::Trial&) { on_change_(); });
@@ -268,10 +281,15 @@ void JobRunner::RunJob(int64_t job_id, Running_* running) {
   }
   if (!s.ok()) return finish(v1::JOB_STATE_FAILED, std::string(s.message()));
   std::string note;
-  if (other_hardware > 0) {
-    note = absl::StrCat("; ", other_hardware, " records measured on other hardware ",
-                        refuse ? "left out" : "reused", " (fingerprint policy ",
-                        refuse ? "refuse" : "warn", ")");
+  const char* fate = refuse ? "left out" : "reused";
+  const char* policy = refuse ? "refuse" : "warn";
+  if (n_hardware > 0) {
+    note = absl::StrCat("; ", n_hardware, " records measured on other hardware ", fate,
+                        " (fingerprint policy ", policy, ")");
+  }
+  if (n_toolchain > 0) {
+    absl::StrAppend(&note, "; ", n_toolchain, " records built by another compiler ", fate,
+                    " (fingerprint policy ", policy, ")");
   }
   if (done_before > 0) {
     note = absl::StrCat(note, "; resumed after ", done_before, " trials",

@@ -361,6 +361,13 @@ TEST_F(E2ETest, RecordsFromOtherHardwareFollowThePolicy) {
         r.mutable_fingerprint()->set_cpu_model("Imaginary CPU 9000");
         out << cli::RecordToJsonLine(r) << "\n";
       }
+      // Same board (no CPU named), another compiler than the worker's.
+      for (int i = 6; i <= 8; ++i) {
+        v1::Record r = testing::MakeRecord(testing::Dense(8, 40, 48), "llvm", 1e-6 * i, i);
+        r.mutable_fingerprint()->clear_cpu_model();
+        r.mutable_fingerprint()->set_compiler("tunefarm 0.1 LLVM 14.0.6");
+        out << cli::RecordToJsonLine(r) << "\n";
+      }
     }
     ASSERT_EQ(Cli(**server, {"import", records}).exit_code, 0);
     std::string spec = dir.File("job.json");
@@ -379,6 +386,9 @@ TEST_F(E2ETest, RecordsFromOtherHardwareFollowThePolicy) {
     EXPECT_TRUE(absl::StrContains(r.out, absl::StrCat("5 records measured on other hardware ",
                                                       policy == "refuse" ? "left out" : "reused",
                                                       " (fingerprint policy ", policy, ")")))
+        << r.out;
+    EXPECT_TRUE(absl::StrContains(r.out, absl::StrCat("3 records built by another compiler ",
+                                                      policy == "refuse" ? "left out" : "reused")))
         << r.out;
     for (auto* p : {&*agent, &*worker}) (*p)->Kill(SIGTERM);
     for (auto* p : {&*agent, &*worker}) ASSERT_TRUE((*p)->Wait(absl::Seconds(20)).ok());
