@@ -49,14 +49,14 @@ commands:
          [--time_limit=SEC] [--name=NAME]
   jobs [--state=S] [--json]     list jobs, newest first
   job ID [--json]               one job: tasks, default vs best time
-  watch ID                      follow a job's progress until it ends
+  watch ID [--json]             follow a job's progress until it ends
   cancel ID
   resume ID
   devices                       workers and agents known to the server
   compile --workload SPEC --target T --emit ir|llvm|asm|obj|so   (no server; see compile --help)
   tune --workload SPEC [--trials N] [--db FILE]   tune on this machine, no server (see tune --help)
   version
-status S: ok, compile_error, runtime_error, wrong_result, timeout, lost
+status S: ok, compile_error, upload_error, runtime_error, wrong_result, timeout, lost
 state S:  queued, running, waiting_for_device, interrupted, succeeded, failed, cancelled
 )";
 
@@ -570,7 +570,8 @@ std::string ShortDuration(double s) {
 
 Result CmdWatch(Client& c, const Args& a, std::ostream& out) {
   int64_t id;
-  if (Result r = JobIdArg(a, "watch", &id)) return r;
+  if (Result r = JobIdArg(a, "watch", &id, {"json"})) return r;
+  const bool json = a.flags.count("json") > 0;
   v1::GetJobRequest get;
   get.set_protocol_version(kProtocolVersion);
   get.set_job_id(id);
@@ -601,7 +602,9 @@ Result CmdWatch(Client& c, const Args& a, std::ostream& out) {
       if (rate > 0 && ev.trials_done() < total && ev.state() == v1::JOB_STATE_RUNNING)
         eta = absl::StrCat("  about ", ShortDuration((total - ev.trials_done()) / rate), " left");
     }
-    if (terminal) {
+    if (json) {
+      out << JsonOf(ev) << std::endl;  // one event per line, as it arrives
+    } else if (terminal) {
       constexpr int kWidth = 30;
       int filled = total > 0 ? int(kWidth * std::min<int64_t>(ev.trials_done(), total) / total) : 0;
       out << "\r[" << std::string(filled, '#') << std::string(kWidth - filled, '.') << "] "
@@ -614,10 +617,10 @@ Result CmdWatch(Client& c, const Args& a, std::ostream& out) {
           << ev.message() << std::endl;
     }
   }
-  if (terminal) out << "\n";
+  if (terminal && !json) out << "\n";
   s = reader->Finish();
   if (!s.ok()) return RpcFailure(c, s);
-  if (last == v1::JOB_STATE_SUCCEEDED) {
+  if (last == v1::JOB_STATE_SUCCEEDED && !json) {
     out << "\n";
     return CmdJob(c, a, out);  // default vs best per task
   }

@@ -8,6 +8,8 @@
 #include <sstream>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "cli/records_jsonl.h"
 #include "gtest/gtest.h"
 #include "tests/server/test_records.h"
@@ -166,6 +168,13 @@ TEST_F(E2ETest, JobsThroughTheCli) {
   r = Cli(**server, {"watch", "1"});
   EXPECT_EQ(r.exit_code, 0);
   EXPECT_TRUE(absl::StrContains(r.out, "cancelled")) << r.out;
+  r = Cli(**server, {"watch", "1", "--json"});
+  EXPECT_EQ(r.exit_code, 0);
+  ASSERT_FALSE(r.out.empty());
+  for (absl::string_view line : absl::StrSplit(absl::StripSuffix(r.out, "\n"), '\n')) {
+    EXPECT_TRUE(absl::StartsWith(line, "{") && absl::EndsWith(line, "}")) << line;
+  }
+  EXPECT_TRUE(absl::StrContains(r.out, "JOB_STATE_CANCELLED")) << r.out;
   r = Cli(**server, {"jobs", "--state=cancelled"});
   EXPECT_TRUE(absl::StrContains(r.out, "demo")) << r.out;
 
