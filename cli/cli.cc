@@ -17,6 +17,7 @@
 #include "absl/time/time.h"
 #include "cli/compile_cmd.h"
 #include "cli/records_jsonl.h"
+#include "cli/tasks_cmd.h"
 #include "cli/tune_cmd.h"
 #include "compiler/ir/target.h"
 #include "compiler/ir/workload.h"
@@ -54,6 +55,7 @@ commands:
   resume ID
   devices                       workers and agents known to the server
   compile --workload SPEC --target T --emit ir|llvm|asm|obj|so   (no server; see compile --help)
+  tasks MODEL.onnx [--shape NAME=DIMS] [--json]   the model's tunable workloads (no server)
   tune --workload SPEC [--trials N] [--db FILE]   tune on this machine, no server (see tune --help)
   version
 status S: ok, compile_error, upload_error, runtime_error, wrong_result, timeout, lost
@@ -687,6 +689,9 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
   const std::string cmd = args[i];
   if (cmd == "compile") {
     return RunCompile(std::vector<std::string>(args.begin() + i + 1, args.end()), out, err);
+  }
+  if (cmd == "tasks") {
+    return RunTasks(std::vector<std::string>(args.begin() + i + 1, args.end()), out, err);
   }
   if (cmd == "tune") {
     return RunTune(std::vector<std::string>(args.begin() + i + 1, args.end()), out, err);

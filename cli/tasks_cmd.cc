@@ -1,0 +1,130 @@
+#include "cli/tasks_cmd.h"
+
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "cli/command_util.h"
+#include "deploy/onnx_import.h"
+#include "deploy/tasks.h"
+#include "google/protobuf/util/json_util.h"
+
+namespace tunefarm::cli {
+namespace {
+
+constexpr const char* kHelp =
+    R"(usage: tunefarm tasks MODEL.onnx [--target T|host] [--shape NAME=D1xD2x...]... [--json]
+
+Imports an ONNX model and prints its tunable workloads (convolutions,
+dense and matmul layers, with the bias, BatchNormalization, activation and
+residual add that fuse into them), each once, with its weight (how often it
+occurs), its FLOPs and its share of the whole model's FLOPs. These are the
+tasks a tuning job for the model gets.
+
+  --shape   a shape for an input with dynamic dimensions (repeat per input;
+            NAME may be left out when the model has one input)
+  --json    {"model": ..., "opset": N, "model_flops": F, "tasks": [...]}
+)";
+
+std::string Json(const google::protobuf::Message& m) {
+  std::string s;
+  google::protobuf::util::JsonPrintOptions o;
+  o.preserve_proto_field_names = true;
+  (void)google::protobuf::util::MessageToJsonString(m, &s, o);
+  return s;
+}
+
+std::string Quote(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    if (static_cast<unsigned char>(c) < 0x20) {
+      out += absl::StrFormat("\\u%04x", c);
+      continue;
+    }
+    out += c;
+  }
+  return out + "\"";
+}
+
+}  // namespace
+
+int RunTasks(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  std::string model_path, target = "host";
+  bool json = false;
+  deploy::ImportOptions opts;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--help" || a == "-h") {
+      out << kHelp;
+      return 0;
+    }
+    if (a == "--json") {
+      json = true;
+      continue;
+    }
+    if (a.rfind("--", 0) != 0) {
+      if (!model_path.empty()) return Fail(err, 2, "tasks takes one model file");
+      model_path = a;
+      continue;
+    }
+    std::string name = a.substr(2), value;
+    size_t eq = name.find('=');
+    if (eq != std::string::npos) {
+      value = name.substr(eq + 1);
+      name = name.substr(0, eq);
+    } else {
+      if (i + 1 >= args.size()) return Fail(err, 2, absl::StrCat(a, " needs a value"));
+      value = args[++i];
+    }
+    if (name == "target") {
+      target = value;
+    } else if (name == "shape") {
+      auto s = deploy::ParseShapeOverride(value);
+      if (!s.ok()) return Fail(err, 2, std::string(s.status().message()));
+      opts.input_shapes[s->first] = s->second;
+    } else {
+      return Fail(err, 2, absl::StrCat("tasks: unknown flag --", name, " (see --help)"));
+    }
+  }
+  if (model_path.empty()) return Fail(err, 2, "tasks needs a model file (MODEL.onnx)");
+  absl::StatusOr<ir::Target> t = ParseTargetFlag(target);
+  if (!t.ok()) return Fail(err, 2, std::string(t.status().message()));
+  absl::StatusOr<deploy::Model> model = deploy::ImportOnnxFile(model_path, opts);
+  if (!model.ok()) return Fail(err, 2, std::string(model.status().message()));
+  absl::StatusOr<deploy::TaskExtraction> ex = deploy::ExtractTasks(*model);
+  if (!ex.ok()) return Fail(err, 2, std::string(ex.status().message()));
+  const double total = std::max(ex->model_flops, 1.0);
+  if (json) {
+    out << "{\"model\": " << Quote(model_path) << ", \"opset\": " << model->opset
+        << ", \"ir_version\": " << model->ir_version << ", \"target\": " << Quote(t->ToString())
+        << ", \"model_flops\": " << absl::StrFormat("%.0f", ex->model_flops) << ", \"tasks\": [";
+    for (size_t i = 0; i < ex->tasks.size(); ++i) {
+      const deploy::ModelTask& task = ex->tasks[i];
+      out << (i ? ",\n  " : "\n  ") << "{\"key\": " << Quote(task.key)
+          << ", \"weight\": " << task.weight
+          << ", \"flops\": " << absl::StrFormat("%.0f", task.flops)
+          << ", \"share\": " << absl::StrFormat("%.4f", task.flops * task.weight / total)
+          << ", \"description\": " << Quote(task.description)
+          << ", \"workload\": " << Json(task.workload) << ", \"nodes\": [";
+      for (size_t k = 0; k < task.nodes.size(); ++k) out << (k ? ", " : "") << Quote(task.nodes[k]);
+      out << "]}";
+    }
+    out << "\n]}\n";
+    return 0;
+  }
+  out << absl::StrFormat("%s: IR %d, opset %d, %d nodes, %.3f GFLOP; %d tasks cover %.1f%%\n",
+                         model_path, model->ir_version, model->opset, model->nodes.size(),
+                         ex->model_flops * 1e-9, ex->tasks.size(), 100 * ex->task_flops / total);
+  out << absl::StrFormat("%3s %6s %10s %7s  %-30s %s\n", "#", "weight", "MFLOP", "share", "key",
+                         "workload");
+  for (size_t i = 0; i < ex->tasks.size(); ++i) {
+    const deploy::ModelTask& task = ex->tasks[i];
+    out << absl::StrFormat("%3d %6d %10.2f %6.1f%%  %-30s %s\n", i + 1, task.weight,
+                           task.flops * 1e-6, 100 * task.flops * task.weight / total, task.key,
+                           task.description);
+  }
+  return 0;
+}
+
+}  // namespace tunefarm::cli

@@ -1,0 +1,83 @@
+// ONNX import: a model file becomes a graph of nodes in topological order
+// with every value's static shape, and the constant tensors (initializers,
+// Constant nodes, and shape arithmetic folded once the input shapes are
+// fixed: Shape -> Gather/Slice -> Concat -> Reshape).
+//
+//   deploy::ImportOptions o;
+//   o.input_shapes["images"] = {1, 3, 640, 640};  // for dynamic dimensions
+//   TF_ASSIGN_OR_RETURN(deploy::Model m, deploy::ImportOnnxFile("yolo.onnx", o));
+//
+// Errors name what is wrong: a file that is not an ONNX model, an IR
+// version or opset outside what is supported, an unsupported operator (with
+// the node and the opset), a dynamic dimension without an override (with the
+// input and dimension), a value nothing produces, a cycle, a shape that does
+// not work out. Never a crash: the importer is fuzzed.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace onnx {
+class NodeProto;
+}
+
+namespace tunefarm::deploy {
+
+// A constant tensor: float data or int64 data (shape arithmetic), row-major.
+struct Constant {
+  std::vector<int64_t> shape;
+  bool is_int = false;
+  std::vector<float> floats;
+  std::vector<int64_t> ints;
+  int64_t size() const;
+};
+
+struct Node {
+  std::string op;                   // op_type, e.g. "Conv"
+  std::string name;                 // the node's name, or "<op>#<index>" when it has none
+  std::vector<std::string> inputs;  // "" for an omitted optional input
+  std::vector<std::string> outputs;
+  // Attributes, by name (ints, floats, strings; tensors become Constants).
+  std::map<std::string, std::vector<int64_t>> ints;
+  std::map<std::string, std::vector<float>> floats;
+  std::map<std::string, std::string> strings;
+
+  int64_t Int(const std::string& attr, int64_t fallback) const;
+  float Float(const std::string& attr, float fallback) const;
+  std::vector<int64_t> Ints(const std::string& attr) const;
+};
+
+struct Model {
+  int64_t ir_version = 0;
+  int64_t opset = 0;  // of the default ("" / "ai.onnx") domain
+  std::string producer;
+  std::vector<std::string> inputs;  // graph inputs that are not initializers
+  std::vector<std::string> outputs;
+  std::vector<Node> nodes;  // topological order; folded constants removed
+  std::map<std::string, std::vector<int64_t>> shapes;  // every value
+  std::map<std::string, Constant> constants;
+  // Consumers of each value (node indices), for fusion passes.
+  std::map<std::string, std::vector<int>> consumers;
+};
+
+struct ImportOptions {
+  // Shapes for graph inputs (overriding what the model says; required for
+  // dimensions the model leaves symbolic).
+  std::map<std::string, std::vector<int64_t>> input_shapes;
+};
+
+absl::StatusOr<Model> ImportOnnx(const std::string& bytes, const ImportOptions& options = {});
+absl::StatusOr<Model> ImportOnnxFile(const std::string& path, const ImportOptions& options = {});
+
+// "1x3x224x224" -> {1, 3, 224, 224}; "name=1x3x224x224" splits at '='.
+absl::StatusOr<std::pair<std::string, std::vector<int64_t>>> ParseShapeOverride(
+    const std::string& text);
+
+// The operators the importer understands (for error messages and docs).
+const std::vector<std::string>& SupportedOps();
+
+}  // namespace tunefarm::deploy

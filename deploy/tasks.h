@@ -1,0 +1,34 @@
+// Task extraction: the tunable workloads of an imported model (convolutions,
+// dense/matmul layers) with what fuses into them (bias, BatchNormalization
+// folded into the weights, activation, residual add), deduplicated, with
+// their weights (occurrences in the model) and FLOPs.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "deploy/onnx_import.h"
+#include "tunefarm/v1/workload.pb.h"
+
+namespace tunefarm::deploy {
+
+struct ModelTask {
+  v1::Workload workload;
+  std::string key;  // canonical workload key
+  std::string
+      description;   // one line, e.g. "conv2d 1x64x56x56 * 64x64x3x3 s1,1 p1,1,1,1 +bias+relu"
+  double flops = 0;  // one occurrence
+  int weight = 0;    // occurrences in the model
+  std::vector<std::string> nodes;  // the nodes of its first occurrence (anchor first)
+};
+
+struct TaskExtraction {
+  std::vector<ModelTask> tasks;  // in order of first appearance
+  double model_flops = 0;        // every node of the model
+  double task_flops = 0;         // the tasks' share of it, weights counted
+};
+
+absl::StatusOr<TaskExtraction> ExtractTasks(const Model& model);
+
+}  // namespace tunefarm::deploy

@@ -1,0 +1,97 @@
+"""Writes the ONNX models the deploy tests import (run with /usr/bin/python3,
+which sees Debian's python3-onnx). Usage: make_models.py OUT_DIR"""
+import os
+import sys
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+out = sys.argv[1]
+rng = np.random.default_rng(0)
+
+
+def init(name, shape):
+    return numpy_helper.from_array(rng.standard_normal(shape).astype(np.float32), name)
+
+
+def ints(name, values):
+    return numpy_helper.from_array(np.array(values, dtype=np.int64), name)
+
+
+def save(name, nodes, inputs, outputs, inits, opset=13, ir=7, check=True):
+    graph = helper.make_graph(nodes, name, inputs, outputs, inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = ir
+    if check:
+        onnx.checker.check_model(model)
+    onnx.save(model, os.path.join(out, name + ".onnx"))
+
+
+def tensor(name, shape):
+    return helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)
+
+
+# A small CNN: conv+BN+relu, a repeated conv, a residual block, maxpool, a
+# strided conv with SiLU, global pooling, a shape subgraph and a dense layer.
+tiny = [
+    helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1], name="conv1"),
+    helper.make_node("BatchNormalization", ["c1", "s", "b", "m", "v"], ["n1"], name="bn1"),
+    helper.make_node("Relu", ["n1"], ["r1"], name="relu1"),
+    helper.make_node("Conv", ["r1", "w2"], ["c2"], pads=[1, 1, 1, 1], name="conv2"),
+    helper.make_node("Relu", ["c2"], ["r2"], name="relu2"),
+    helper.make_node("Conv", ["r2", "w3"], ["c3"], pads=[1, 1, 1, 1], name="conv3"),
+    helper.make_node("Add", ["c3", "r1"], ["a3"], name="add3"),
+    helper.make_node("Relu", ["a3"], ["r3"], name="relu3"),
+    helper.make_node("Conv", ["r3", "w2"], ["c4"], pads=[1, 1, 1, 1], name="conv2_again"),
+    helper.make_node("Relu", ["c4"], ["r4"], name="relu4"),
+    helper.make_node("MaxPool", ["r4"], ["p"], kernel_shape=[2, 2], strides=[2, 2], name="pool"),
+    helper.make_node("Conv", ["p", "w4"], ["c5"], pads=[1, 1, 1, 1], strides=[2, 2], name="conv5"),
+    helper.make_node("Sigmoid", ["c5"], ["s5"], name="sig5"),
+    helper.make_node("Mul", ["c5", "s5"], ["m5"], name="silu5"),
+    helper.make_node("GlobalAveragePool", ["m5"], ["g"], name="gap"),
+    helper.make_node("Shape", ["g"], ["gs"], name="shape"),
+    helper.make_node("Gather", ["gs", "zero"], ["n"], axis=0, name="gather"),
+    helper.make_node("Concat", ["n", "minus1"], ["newshape"], axis=0, name="concat"),
+    helper.make_node("Reshape", ["g", "newshape"], ["f"], name="reshape"),
+    helper.make_node("Gemm", ["f", "fc_w", "fc_b"], ["y"], transB=1, name="fc"),
+]
+tiny_inits = [init("w1", (16, 3, 3, 3)), init("b1", (16,)), init("s", (16,)), init("b", (16,)),
+              init("m", (16,)), init("v", (16,)), init("w2", (16, 16, 3, 3)),
+              init("w3", (16, 16, 3, 3)), init("w4", (32, 16, 3, 3)), init("fc_w", (10, 32)),
+              init("fc_b", (10,)), ints("zero", [0]), ints("minus1", [-1])]
+save("tiny", tiny, [tensor("x", [1, 3, 16, 16])], [tensor("y", [1, 10])], tiny_inits)
+save("tiny_dynamic", tiny, [tensor("x", ["N", 3, 16, 16])], [tensor("y", ["N", 10])], tiny_inits)
+
+# Opset 9 forms: Clip with attributes, Slice with attributes, Upsample with
+# a scales input; a 1-D convolution with asymmetric pads; Unsqueeze axes as
+# an attribute.
+old = [
+    helper.make_node("Conv", ["x", "w"], ["c"], pads=[2, 1], name="conv1d"),
+    helper.make_node("Clip", ["c"], ["r6"], min=0.0, max=6.0, name="relu6"),
+    helper.make_node("Unsqueeze", ["r6"], ["u"], axes=[2], name="unsq"),
+    helper.make_node("Upsample", ["u", "scales"], ["up"], mode="nearest", name="up"),
+    helper.make_node("Slice", ["up"], ["y"], starts=[1], ends=[15], axes=[3], name="slice"),
+]
+save("opset9", old, [tensor("x", [1, 4, 12])], [tensor("y", [1, 8, 2, 14])],
+     [init("w", (8, 4, 3)),
+      numpy_helper.from_array(np.array([1, 1, 2, 2], dtype=np.float32), "scales")], opset=9,
+     ir=4)
+
+unsupported = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv"),
+               helper.make_node("TopK", ["c", "k"], ["y", "i"], name="the_topk")]
+save("unsupported", unsupported, [tensor("x", [1, 2, 4, 4])], [tensor("y", [1, 2, 4, 2])],
+     [init("w", (2, 2, 1, 1)), ints("k", [2])])
+
+then = helper.make_graph([helper.make_node("Identity", ["x"], ["t"])], "then", [], [tensor("t", None)])
+save("control_flow",
+     [helper.make_node("If", ["cond"], ["y"], then_branch=then, else_branch=then, name="branch")],
+     [helper.make_tensor_value_info("cond", TensorProto.BOOL, [1]), tensor("x", [2])],
+     [tensor("y", None)], [], check=False)
+
+cycle = [helper.make_node("Relu", ["x2"], ["x1"], name="a"),
+         helper.make_node("Relu", ["x1"], ["x2"], name="b")]
+save("cycle", cycle, [tensor("x", [2])], [tensor("x2", [2])], [], check=False)
+
+save("opset19", [helper.make_node("Relu", ["x"], ["y"])], [tensor("x", [2])], [tensor("y", [2])],
+     [], opset=19, ir=9, check=False)
