@@ -10,10 +10,12 @@
 #include <sstream>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "cli/compile_cmd.h"
 #include "cli/records_jsonl.h"
@@ -22,6 +24,7 @@
 #include "compiler/ir/target.h"
 #include "compiler/ir/workload.h"
 #include "compiler/ir/workload_spec.h"
+#include "deploy/onnx_import.h"
 #include "google/protobuf/util/json_util.h"
 #include "proto/client.h"
 #include "proto/protocol.h"
@@ -46,7 +49,7 @@ commands:
   export [-o FILE] [--workload=KEY] [--target=T] [--job=ID] [--status=S]
   records [--workload=KEY] [--target=T] [--job=ID] [--status=S] [--limit=N] [--json]
   best --target=T (--workload=KEY | --job=ID) [--top=N] [--json]
-  submit (SPEC.json | --workloads=FILE) [--target=T] [--device_key=K] [--trials=N]
+  submit (SPEC.json | MODEL.onnx [--shape=NAME=DIMS,...] | --workloads=FILE) [--target=T] [--device_key=K] [--trials=N]
          [--time_limit=SEC] [--name=NAME]
   jobs [--state=S] [--json]     list jobs, newest first
   job ID [--json]               one job: tasks, default vs best time
@@ -396,7 +399,8 @@ Result ReadWorkloadsFile(const std::string& path, v1::JobSpec* spec) {
 
 Result CmdSubmit(Client& c, const Args& a, std::ostream& out) {
   if (Result r = CheckFlags(
-          a, {"target", "device_key", "trials", "name", "workloads", "time_limit"}, "submit")) {
+          a, {"target", "device_key", "trials", "name", "workloads", "time_limit", "shape"},
+          "submit")) {
     return r;
   }
   v1::SubmitJobRequest req;
@@ -405,10 +409,31 @@ Result CmdSubmit(Client& c, const Args& a, std::ostream& out) {
     if (!a.positional.empty())
       return Usage("submit takes a job spec file or --workloads, not both");
     if (Result r = ReadWorkloadsFile(a.flags.at("workloads"), req.mutable_spec())) return r;
+  } else if (a.positional.size() == 1 && absl::EndsWith(a.positional[0], ".onnx")) {
+    // A model: the server extracts its tasks (weights = occurrences).
+    std::ifstream in(a.positional[0], std::ios::binary);
+    if (!in) return Usage(absl::StrCat("cannot read ", a.positional[0]));
+    std::stringstream ss;
+    ss << in.rdbuf();
+    req.mutable_spec()->set_onnx_model(ss.str());
+    std::string base = a.positional[0].substr(a.positional[0].rfind('/') + 1);
+    req.mutable_spec()->set_name(base.substr(0, base.size() - 5));
+    if (a.flags.count("shape")) {
+      for (absl::string_view one : absl::StrSplit(a.flags.at("shape"), ',')) {
+        auto parsed = deploy::ParseShapeOverride(std::string(one));
+        if (!parsed.ok()) return Usage(std::string(parsed.status().message()));
+        v1::InputShape* is = req.mutable_spec()->add_input_shapes();
+        is->set_name(parsed->first);
+        for (int64_t d : parsed->second) is->add_shape(d);
+      }
+    }
   } else {
     if (a.positional.size() != 1) {
-      return Usage("submit takes one job spec file (JSON JobSpec) or --workloads FILE");
+      return Usage(
+          "submit takes one job spec file (JSON JobSpec), a model (MODEL.onnx) or "
+          "--workloads FILE");
     }
+    if (a.flags.count("shape")) return Usage("--shape goes with a model (MODEL.onnx)");
     std::ifstream in(a.positional[0]);
     if (!in) return Usage(absl::StrCat("cannot read ", a.positional[0]));
     std::stringstream ss;

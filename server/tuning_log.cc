@@ -544,9 +544,9 @@ absl::StatusOr<v1::Workload> TuningLog::GetWorkload(const std::string& workload_
 absl::StatusOr<int64_t> TuningLog::CreateJob(const v1::JobSpec& in) {
   v1::JobSpec spec = in;
   if (spec.onnx_model().size() > 0) {
-    return absl::UnimplementedError(
-        "jobs from ONNX models are not supported yet (model import is not built); "
-        "submit explicit tasks");
+    return absl::InvalidArgumentError(
+        "a job is stored with its tasks: extract them from the ONNX model first "
+        "(SubmitJob does)");
   }
   if (spec.tasks().empty()) return absl::InvalidArgumentError("job has no tasks");
   absl::StatusOr<ir::Target> target = ir::Target::Parse(spec.target().spec());

@@ -4,6 +4,8 @@
 #include "common/logging.h"
 #include "compiler/ir/target.h"
 #include "compiler/ir/workload.h"
+#include "deploy/onnx_import.h"
+#include "deploy/tasks.h"
 #include "proto/protocol.h"
 
 namespace tunefarm::server {
@@ -61,11 +63,32 @@ void TuningService::NotifyJobsChanged() {
 grpc::Status TuningService::SubmitJob(grpc::ServerContext* ctx, const v1::SubmitJobRequest* req,
                                       v1::SubmitJobResponse* resp) {
   TF_GATE(req);
-  absl::StatusOr<int64_t> id = log_.CreateJob(req->spec());
+  v1::JobSpec spec = req->spec();
+  if (!spec.onnx_model().empty()) {
+    // A model: its tasks are extracted here; the job keeps the tasks, not
+    // the model's bytes (weights are the client's to keep).
+    if (spec.tasks_size() > 0) return Invalid("SubmitJob: give tasks or an ONNX model, not both");
+    deploy::ImportOptions o;
+    for (const v1::InputShape& s : spec.input_shapes()) {
+      o.input_shapes[s.name()].assign(s.shape().begin(), s.shape().end());
+    }
+    absl::StatusOr<deploy::Model> model = deploy::ImportOnnx(spec.onnx_model(), o);
+    if (!model.ok()) return Invalid(absl::StrCat("model: ", model.status().message()));
+    absl::StatusOr<deploy::TaskExtraction> ex = deploy::ExtractTasks(*model);
+    if (!ex.ok()) return Invalid(absl::StrCat("model: ", ex.status().message()));
+    if (ex->tasks.empty()) return Invalid("model: it has no tunable layers (conv, dense, matmul)");
+    for (const deploy::ModelTask& t : ex->tasks) {
+      v1::TaskSpec* ts = spec.add_tasks();
+      *ts->mutable_workload() = t.workload;
+      ts->set_weight(t.weight);
+    }
+    spec.clear_onnx_model();
+  }
+  absl::StatusOr<int64_t> id = log_.CreateJob(spec);
   if (!id.ok()) return ToGrpcStatus(id.status());
   resp->set_job_id(*id);
   Logger("server")->info("event=job_submitted job={} tasks={} target=\"{}\"", *id,
-                         req->spec().tasks_size(), req->spec().target().spec());
+                         spec.tasks_size(), spec.target().spec());
   NotifyJobsChanged();
   jobs_.Start(*id);
   return grpc::Status::OK;

@@ -269,7 +269,7 @@ TEST(TuningLog, JobsStoreTasksAndState) {
   EXPECT_TRUE(absl::IsInvalidArgument(log->CreateJob(spec).status()));
   spec.set_device_key("k");
   spec.set_onnx_model("onnx bytes");
-  EXPECT_TRUE(absl::IsUnimplemented(log->CreateJob(spec).status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(log->CreateJob(spec).status()));
 }
 
 TEST(TuningLog, DevicesUpsert) {

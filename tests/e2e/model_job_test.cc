@@ -1,0 +1,79 @@
+// A tuning job from an ONNX model through the farm: the server imports the
+// model and makes its tasks (weights = occurrences), the worker and agent
+// tune them; a model with an unsupported operator is refused with a message
+// naming it. Models are written by Debian's python3-onnx.
+#include <signal.h>
+
+#include "absl/strings/match.h"
+#include "google/protobuf/util/json_util.h"
+#include "gtest/gtest.h"
+#include "tests/testing/process.h"
+#include "tests/testing/temp_dir.h"
+#include "tunefarm/v1/records.pb.h"
+
+namespace tunefarm {
+namespace {
+
+using testing::BinPath;
+using testing::RunCommand;
+
+TEST(ModelJob, SubmitAnOnnxModelAndTuneItsTasks) {
+  testing::TempDir dir;
+  testing::CommandResult gen = RunCommand(
+      {"/usr/bin/python3", std::string(TF_SOURCE_DIR) + "/tests/deploy/make_models.py", dir.path()},
+      dir.path());
+  if (gen.exit_code != 0) GTEST_SKIP() << "python3-onnx is not installed: " << gen.err;
+  auto server = testing::ServerProcess::Start(dir.File("farm.db"), dir.path(),
+                                              {"--heartbeat_interval_ms=200"});
+  ASSERT_TRUE(server.ok()) << server.status();
+  const std::string addr = (*server)->address();
+  auto cli = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), {BinPath("tunefarm"), "--server=" + addr});
+    return RunCommand(args, dir.path());
+  };
+  // Refused: an operator the importer does not know; a dynamic input without a shape.
+  testing::CommandResult r =
+      cli({"submit", dir.File("unsupported.onnx"), "--target=llvm", "--device_key=x86-test"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(absl::StrContains(r.err, "model: unsupported operator 'TopK' (node 'the_topk'"))
+      << r.err;
+  r = cli({"submit", dir.File("tiny_dynamic.onnx"), "--target=llvm", "--device_key=x86-test"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(absl::StrContains(r.err, "give its shape with --shape x=")) << r.err;
+  r = cli({"jobs"});
+  EXPECT_FALSE(absl::StrContains(r.out, "tiny")) << r.out;
+
+  Subprocess::Options quiet;
+  quiet.capture_stdout = false;
+  quiet.stderr_path = dir.File("procs.log");
+  auto agent = Subprocess::Start(
+      {BinPath("tunefarm-agent"), "--server=" + addr, "--key=x86-test", "--device_id=a1"}, quiet);
+  auto worker =
+      Subprocess::Start({BinPath("tunefarm-worker"), "--server=" + addr, "--device_id=w1"}, quiet);
+  ASSERT_TRUE(agent.ok() && worker.ok());
+  r = cli({"submit", dir.File("tiny_dynamic.onnx"), "--shape=x=1x3x16x16", "--target=llvm",
+           "--device_key=x86-test", "--trials=12"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_TRUE(testing::WaitFor(
+      [&] {
+        return absl::StrContains(cli({"job", "1"}).out, "succeeded");
+      },
+      absl::Seconds(180)))
+      << cli({"job", "1"}).out << testing::ReadFileOrEmpty(dir.File("procs.log"));
+  r = cli({"job", "1", "--json"});
+  v1::Job job;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(r.out, &job).ok()) << r.out;
+  EXPECT_EQ(job.spec().name(), "tiny_dynamic");
+  EXPECT_TRUE(job.spec().onnx_model().empty());  // the job keeps its tasks, not the weights
+  ASSERT_EQ(job.tasks_size(), 5);
+  EXPECT_EQ(job.tasks(1).weight(), 2);  // the conv that occurs twice
+  EXPECT_EQ(job.trials_done(), 12);
+  int measured = 0;
+  for (const v1::Task& t : job.tasks()) measured += t.best_cost_sec() > 0;
+  EXPECT_EQ(measured, 5);  // every task's default schedule at least
+  for (auto* p : {&*agent, &*worker}) (*p)->Kill(SIGTERM);
+  for (auto* p : {&*agent, &*worker}) ASSERT_TRUE((*p)->Wait(absl::Seconds(20)).ok());
+}
+
+}  // namespace
+}  // namespace tunefarm
