@@ -25,6 +25,7 @@
 #include "compiler/ir/workload.h"
 #include "compiler/ir/workload_spec.h"
 #include "deploy/onnx_import.h"
+#include "deploy/tasks.h"
 #include "google/protobuf/util/json_util.h"
 #include "proto/client.h"
 #include "proto/protocol.h"
@@ -48,7 +49,7 @@ commands:
   import FILE.jsonl             import records (JSON lines; '-' reads stdin)
   export [-o FILE] [--workload=KEY] [--target=T] [--job=ID] [--status=S]
   records [--workload=KEY] [--target=T] [--job=ID] [--status=S] [--limit=N] [--json]
-  best --target=T (--workload=KEY | --job=ID) [--top=N] [--json]
+  best --target=T (--workload=KEY | --job=ID | --model=MODEL.onnx) [--top=N] [--json]
   submit (SPEC.json | MODEL.onnx [--shape=NAME=DIMS,...] | --workloads=FILE) [--target=T] [--device_key=K] [--trials=N]
          [--time_limit=SEC] [--name=NAME]
   jobs [--state=S] [--json]     list jobs, newest first
@@ -334,13 +335,37 @@ Result CmdRecords(Client& c, const Args& a, std::ostream& out) {
 }
 
 Result CmdBest(Client& c, const Args& a, std::ostream& out) {
-  if (Result r = CheckFlags(a, {"workload", "job", "target", "top", "json"}, "best")) return r;
+  if (Result r =
+          CheckFlags(a, {"workload", "job", "model", "shape", "target", "top", "json"}, "best")) {
+    return r;
+  }
   v1::QueryBestRequest req;
   req.set_protocol_version(kProtocolVersion);
-  if (a.flags.count("workload") == a.flags.count("job")) {
-    return Usage("best needs exactly one of --workload=KEY or --job=ID");
+  if (a.flags.count("workload") + a.flags.count("job") + a.flags.count("model") != 1) {
+    return Usage("best needs exactly one of --workload=KEY, --job=ID or --model=MODEL.onnx");
   }
-  if (a.flags.count("workload")) {
+  // A model: its tasks are found here (as `tunefarm tasks` does) and each
+  // is asked for by its workload key.
+  std::vector<std::string> model_keys;
+  if (a.flags.count("model")) {
+    if (!a.flags.count("target")) return Usage("best --model needs --target");
+    deploy::ImportOptions o;
+    if (a.flags.count("shape")) {
+      for (absl::string_view one : absl::StrSplit(a.flags.at("shape"), ',')) {
+        auto parsed = deploy::ParseShapeOverride(std::string(one));
+        if (!parsed.ok()) return Usage(std::string(parsed.status().message()));
+        o.input_shapes[parsed->first] = parsed->second;
+      }
+    }
+    absl::StatusOr<deploy::Model> m = deploy::ImportOnnxFile(a.flags.at("model"), o);
+    if (!m.ok()) return Usage(std::string(m.status().message()));
+    absl::StatusOr<deploy::TaskExtraction> ex = deploy::ExtractTasks(*m);
+    if (!ex.ok()) return Usage(std::string(ex.status().message()));
+    for (const deploy::ModelTask& t : ex->tasks) model_keys.push_back(t.key);
+  }
+  if (a.flags.count("model")) {
+    // handled below, one query per task
+  } else if (a.flags.count("workload")) {
     req.mutable_workload()->set_workload_key(a.flags.at("workload"));
     if (!a.flags.count("target")) return Usage("best --workload needs --target");
   } else {
@@ -356,8 +381,18 @@ Result CmdBest(Client& c, const Args& a, std::ostream& out) {
     req.set_top_k(static_cast<int32_t>(k));
   }
   v1::QueryBestResponse resp;
-  grpc::Status s = c.stub().QueryBest(c.Context().get(), req, &resp);
-  if (!s.ok()) return RpcFailure(c, s);
+  if (!model_keys.empty()) {
+    for (const std::string& key : model_keys) {
+      req.mutable_workload()->set_workload_key(key);
+      v1::QueryBestResponse one;
+      grpc::Status s = c.stub().QueryBest(c.Context().get(), req, &one);
+      if (!s.ok()) return RpcFailure(c, s);
+      for (const v1::BestEntry& e : one.entries()) *resp.add_entries() = e;
+    }
+  } else {
+    grpc::Status s = c.stub().QueryBest(c.Context().get(), req, &resp);
+    if (!s.ok()) return RpcFailure(c, s);
+  }
   if (a.flags.count("json")) {
     out << JsonOf(resp) << "\n";
     return std::nullopt;

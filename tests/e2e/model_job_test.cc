@@ -10,6 +10,7 @@
 #include "tests/testing/process.h"
 #include "tests/testing/temp_dir.h"
 #include "tunefarm/v1/records.pb.h"
+#include "tunefarm/v1/tuning.pb.h"
 
 namespace tunefarm {
 namespace {
@@ -71,6 +72,22 @@ TEST(ModelJob, SubmitAnOnnxModelAndTuneItsTasks) {
   int measured = 0;
   for (const v1::Task& t : job.tasks()) measured += t.best_cost_sec() > 0;
   EXPECT_EQ(measured, 5);  // every task's default schedule at least
+
+  // The best records per task of the model, found by importing it again.
+  r = cli({"best", "--model=" + dir.File("tiny_dynamic.onnx"), "--shape=x=1x3x16x16",
+           "--target=llvm", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  v1::QueryBestResponse best;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(r.out, &best).ok()) << r.out;
+  ASSERT_EQ(best.entries_size(), 5);
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_EQ(best.entries(i).workload_key(), job.tasks(i).workload_key());
+    ASSERT_GT(best.entries(i).records_size(), 0);
+    EXPECT_EQ(best.entries(i).records(0).status(), v1::MEASURE_STATUS_OK);
+  }
+  r = cli({"best", "--model=" + dir.File("tiny_dynamic.onnx"), "--target=llvm"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(absl::StrContains(r.err, "give its shape with --shape")) << r.err;
   for (auto* p : {&*agent, &*worker}) (*p)->Kill(SIGTERM);
   for (auto* p : {&*agent, &*worker}) ASSERT_TRUE((*p)->Wait(absl::Seconds(20)).ok());
 }
