@@ -76,10 +76,12 @@ v1::MeasureResult MeasureHandler::Measure(const v1::MeasureRequest& req) {
   const int64_t n_out = dag->NumElements(dag->output);
 
   runner::SandboxOptions so;
-  so.threads = req.threads() > 0 ? req.threads()
-                                  : std::max(1, int(std::thread::hardware_concurrency()));
+  so.threads =
+      req.threads() > 0 ? req.threads() : std::max(1, int(std::thread::hardware_concurrency()));
   if (req.options().repeat() > 0) so.repeats = req.options().repeat();
   if (req.options().min_repeat_ms() > 0) so.min_repeat_ms = req.options().min_repeat_ms();
+  if (req.options().number() > 0) so.number = req.options().number();
+  so.flush_cache = req.options().flush_cache();
   so.time_limit_s = req.options().timeout_ms() > 0 ? req.options().timeout_ms() * 1e-3
                                                    : options_.default_timeout_s;
   so.memory_limit_bytes = options_.memory_limit_bytes;

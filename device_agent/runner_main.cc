@@ -168,11 +168,34 @@ int main() {
     double once = std::max(1e-7, Now() - t0);
     int repeats =
         std::clamp(int(h.max_timing_s / once), 1, std::clamp(int(h.repeats), 1, wire::kMaxRepeats));
-    int64_t inner = std::max<int64_t>(1, int64_t(h.min_repeat_ms * 1e-3 / repeats / once));
+    // Runs per repeat: as given, else enough for min_repeat_ms (1 when the
+    // cache is flushed, so every timed run starts cold).
+    int64_t inner = h.number > 0 ? h.number
+                    : h.flush_cache
+                        ? 1
+                        : std::max<int64_t>(1, int64_t(h.min_repeat_ms * 1e-3 / repeats / once));
+    // Flushing: write a buffer twice the last-level cache before each timed
+    // run (not timed), so weights and inputs come from memory.
+    std::vector<char> flush;
+    if (h.flush_cache) {
+      long llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
+      flush.assign(size_t(std::max<long>(llc > 0 ? 2 * llc : 0, 64L << 20)), 1);
+    }
     for (int r = 0; r < repeats; ++r) {
-      double s = Now();
-      for (int64_t k = 0; k < inner; ++k) (*lib)->Run(ptrs.data(), pool);
-      rep.costs[r] = (Now() - s) / double(inner);
+      double spent = 0;
+      if (flush.empty()) {
+        double s = Now();
+        for (int64_t k = 0; k < inner; ++k) (*lib)->Run(ptrs.data(), pool);
+        spent = Now() - s;
+      } else {
+        for (int64_t k = 0; k < inner; ++k) {
+          for (size_t i = 0; i < flush.size(); i += 64) flush[i] = char(flush[i] + 1);
+          double s = Now();
+          (*lib)->Run(ptrs.data(), pool);
+          spent += Now() - s;
+        }
+      }
+      rep.costs[r] = spent / double(inner);
     }
     rep.repeats = repeats;
   }

@@ -72,6 +72,8 @@ int WriteRequest(const std::string& so, const std::vector<const std::vector<floa
   h.threads = o.threads;
   h.repeats = o.repeats;
   h.want_output = want_output;
+  h.number = o.number;
+  h.flush_cache = o.flush_cache;
   h.min_repeat_ms = o.min_repeat_ms;
   h.max_timing_s = o.max_timing_s;
   h.tolerance = o.tolerance;

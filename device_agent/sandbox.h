@@ -17,6 +17,8 @@ struct SandboxOptions {
   int threads = 1;                 // kernel threads
   double min_repeat_ms = 20;       // the repeats together run the kernel at least this long
   int repeats = 5;                 // timings kept; the median is the result
+  int number = 0;                  // runs per repeat; 0: enough for min_repeat_ms
+  bool flush_cache = false;        // flush the last-level cache before every timed run
   double max_timing_s = 0.5;       // fewer repeats for kernels slower than this / repeats
   double time_limit_s = 10;        // from the fork: check and timing included
   int64_t memory_limit_bytes = 0;  // RLIMIT_AS of the child; 0: none

@@ -24,6 +24,8 @@ struct RunRequestHeader {
   int32_t threads;
   int32_t repeats;
   int32_t want_output;
+  int32_t number;       // runs per repeat; 0: from min_repeat_ms
+  int32_t flush_cache;  // flush the last-level cache before every timed run
   double min_repeat_ms;
   double max_timing_s;
   double tolerance;

@@ -65,6 +65,16 @@ TEST(Sandbox, CorrectKernelIsCheckedAndTimed) {
   EXPECT_GT(r.seconds, 0);
   EXPECT_GE(r.run_s, 0);
   EXPECT_EQ(out, d.twice);
+
+  // Cold-cache timing: a fixed number of runs per repeat, the last-level
+  // cache flushed before each (not timed).
+  o.number = 2;
+  o.flush_cache = true;
+  o.repeats = 3;
+  SandboxOutcome cold = MeasureInSandbox(so, {&d.in}, kN, d.twice, o);
+  ASSERT_EQ(cold.status, Status::kOk) << cold.error;
+  EXPECT_EQ(cold.costs.size(), 3u);
+  for (double c : cold.costs) EXPECT_GT(c, 0);
 }
 
 TEST(Sandbox, MisbehavingKernelsBecomeOutcomes) {
