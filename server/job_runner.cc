@@ -188,31 +188,48 @@ void JobRunner::RunJob(int64_t job_id, Running_* running) {
   tuner_ptr = &tuner;
 
   // Warm start and resume: what the database knows about this target.
-  // The hardware of the job's device key, as its agents reported it, and
-  // the compilers of the workers that build for the target.
-  std::set<std::string> cpus, compilers;
+  // Per fingerprint field, the values the job's agents (board: CPU, GPU,
+  // CUDA driver, L4T release) and the target's workers (compiler, CUDA
+  // toolkit) report. A record whose field has a value none of them reports
+  // was made elsewhere; an empty field on either side says nothing.
+  using Field = std::string (*)(const v1::Fingerprint&);
+  const std::vector<Field> board = {[](const v1::Fingerprint& f) { return f.cpu_model(); },
+                                    [](const v1::Fingerprint& f) { return f.gpu_name(); },
+                                    [](const v1::Fingerprint& f) { return f.cuda_driver(); },
+                                    [](const v1::Fingerprint& f) { return f.l4t_release(); }};
+  const std::vector<Field> toolchain = {[](const v1::Fingerprint& f) { return f.compiler(); },
+                                        [](const v1::Fingerprint& f) { return f.cuda_toolkit(); }};
+  std::vector<std::set<std::string>> seen_board(board.size()), seen_tools(toolchain.size());
   if (absl::StatusOr<std::vector<v1::Device>> devices = log_.ListDevices(); devices.ok()) {
     for (const v1::Device& d : *devices) {
       const v1::Capabilities& c = d.capabilities();
-      if (d.role() == v1::ROLE_AGENT && d.device_key() == spec.device_key() &&
-          !c.cpu_model().empty()) {
-        cpus.insert(c.cpu_model());
+      if (d.role() == v1::ROLE_AGENT && d.device_key() == spec.device_key()) {
+        v1::Fingerprint f = c.fingerprint();
+        if (f.cpu_model().empty()) f.set_cpu_model(c.cpu_model());
+        for (size_t i = 0; i < board.size(); ++i) {
+          if (!board[i](f).empty()) seen_board[i].insert(board[i](f));
+        }
       }
-      if (d.role() == v1::ROLE_WORKER && !c.fingerprint().compiler().empty() &&
+      if (d.role() == v1::ROLE_WORKER &&
           std::find(c.build_triples().begin(), c.build_triples().end(), target->triple) !=
               c.build_triples().end()) {
-        compilers.insert(c.fingerprint().compiler());
+        for (size_t i = 0; i < toolchain.size(); ++i) {
+          if (!toolchain[i](c.fingerprint()).empty())
+            seen_tools[i].insert(toolchain[i](c.fingerprint()));
+        }
       }
     }
   }
-  auto other_hardware = [&](const v1::Record& r) {
-    return !cpus.empty() && !r.fingerprint().cpu_model().empty() &&
-           !cpus.count(r.fingerprint().cpu_model());
+  auto differs = [](const v1::Record& r, const std::vector<Field>& fields,
+                    const std::vector<std::set<std::string>>& seen) {
+    for (size_t i = 0; i < fields.size(); ++i) {
+      const std::string v = fields[i](r.fingerprint());
+      if (!v.empty() && !seen[i].empty() && !seen[i].count(v)) return true;
+    }
+    return false;
   };
-  auto other_toolchain = [&](const v1::Record& r) {
-    return !compilers.empty() && !r.fingerprint().compiler().empty() &&
-           !compilers.count(r.fingerprint().compiler());
-  };
+  auto other_hardware = [&](const v1::Record& r) { return differs(r, board, seen_board); };
+  auto other_toolchain = [&](const v1::Record& r) { return differs(r, toolchain, seen_tools); };
   const bool refuse = options_.fingerprint_policy == Options::FingerprintPolicy::kRefuse;
   int64_t n_hardware = 0, n_toolchain = 0;
   std::map<std::string, search::Task> others;
