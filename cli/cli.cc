@@ -19,6 +19,7 @@
 #include "absl/time/time.h"
 #include "cli/compile_cmd.h"
 #include "cli/records_jsonl.h"
+#include "cli/model_cmd.h"
 #include "cli/tasks_cmd.h"
 #include "cli/tune_cmd.h"
 #include "compiler/ir/target.h"
@@ -61,6 +62,8 @@ commands:
   compile --workload SPEC --target T --emit ir|llvm|asm|obj|so   (no server; see compile --help)
   tasks MODEL.onnx [--shape NAME=DIMS] [--json]   the model's tunable workloads (no server)
   tune --workload SPEC [--trials N] [--db FILE]   tune on this machine, no server (see tune --help)
+  build MODEL.onnx -o MODEL.tfpkg [--target T] [--db FILE]   whole model, best records (no server)
+  run MODEL.tfpkg [--input NAME=F.npy] [--repeat N]   run a built model here (see run --help)
   version
 status S: ok, compile_error, upload_error, runtime_error, wrong_result, timeout, lost
 state S:  queued, running, waiting_for_device, interrupted, succeeded, failed, cancelled
@@ -752,6 +755,12 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
   }
   if (cmd == "tasks") {
     return RunTasks(std::vector<std::string>(args.begin() + i + 1, args.end()), out, err);
+  }
+  if (cmd == "build") {
+    return RunBuild(std::vector<std::string>(args.begin() + i + 1, args.end()), out, err);
+  }
+  if (cmd == "run") {
+    return RunModel(std::vector<std::string>(args.begin() + i + 1, args.end()), out, err);
   }
   if (cmd == "tune") {
     return RunTune(std::vector<std::string>(args.begin() + i + 1, args.end()), out, err);

@@ -27,6 +27,17 @@ v1::TensorSpec Spec(const Shape& s) {
   return t;
 }
 
+// Whether a constant of shape `s` broadcast against `out` varies only along
+// dimension `axis` (a bias per channel), e.g. [C,1,1] against [N,C,H,W].
+bool PerChannel(Shape s, const Shape& out, size_t axis) {
+  if (s.size() > out.size()) return false;
+  s.insert(s.begin(), out.size() - s.size(), 1);
+  for (size_t d = 0; d < out.size(); ++d) {
+    if (s[d] != (d == axis ? out[d] : 1)) return false;
+  }
+  return true;
+}
+
 class Extractor {
  public:
   explicit Extractor(const Model& m) : m_(m) {}
@@ -36,7 +47,8 @@ class Extractor {
   bool Anchor(const Node& n, v1::Workload* w);
   // Follows single-consumer chains from the anchor's output and adds the
   // epilogues that fuse; returns the nodes taken.
-  std::vector<int> Fuse(int anchor, v1::Workload* w);
+  // Nodes already fused into an earlier kernel are never taken again.
+  std::vector<int> Fuse(int anchor, v1::Workload* w, const std::set<int>& fused);
 
  private:
   const Shape& S(const std::string& v) const { return m_.shapes.at(v); }
@@ -55,6 +67,8 @@ class Extractor {
 
 bool Extractor::Anchor(const Node& n, v1::Workload* w) {
   if (n.op == "Conv" || n.op == "ConvTranspose") {
+    if (n.inputs.size() < 2 || !IsConst(n.inputs[1])) return false;  // kernels pack their weights
+    if (n.inputs.size() > 2 && !n.inputs[2].empty() && !IsConst(n.inputs[2])) return false;
     Shape x = S(n.inputs[0]), k = S(n.inputs[1]);
     const bool conv1d = x.size() == 3;
     if (conv1d) {  // as 2-D with H = 1
@@ -103,7 +117,14 @@ bool Extractor::Anchor(const Node& n, v1::Workload* w) {
     if (n.Float("alpha", 1) != 1.0f) return false;
     const bool ta = n.Int("transA", 0), tb = n.Int("transB", 0);
     const Shape a = S(n.inputs[0]), b = S(n.inputs[1]);
-    if (!ta && tb) {
+    if (n.inputs.size() > 2 && !n.inputs[2].empty()) {
+      // C must be a bias per output column added once (the bias epilogue).
+      const Shape& out = S(n.outputs[0]);
+      if (!IsConst(n.inputs[2]) || n.Float("beta", 1) != 1.0f ||
+          !PerChannel(S(n.inputs[2]), out, out.size() - 1))
+        return false;
+    }
+    if (!ta && tb && IsConst(n.inputs[1])) {
       w->set_op(v1::OP_KIND_DENSE);
     } else {
       w->set_op(v1::OP_KIND_MATMUL);
@@ -138,27 +159,24 @@ bool Extractor::Anchor(const Node& n, v1::Workload* w) {
   return false;
 }
 
-std::vector<int> Extractor::Fuse(int anchor, v1::Workload* w) {
+std::vector<int> Extractor::Fuse(int anchor, v1::Workload* w, const std::set<int>& fused) {
   std::vector<int> taken = {anchor};
   const Node& a = m_.nodes[size_t(anchor)];
   const bool is_conv = a.op == "Conv" || a.op == "ConvTranspose";
   const Shape out = S(a.outputs[0]);
-  const int64_t channels = is_conv ? out[1] : out.back();
   bool bias = false, residual = false, activation = false;
   auto add = [&](v1::EpilogueKind k) {
     v1::Epilogue* e = w->add_epilogue();
     e->set_kind(k);
     return e;
   };
-  // Bias: the op's own bias input (Conv B, Gemm C of N values).
-  if ((is_conv && a.inputs.size() > 2 && !a.inputs[2].empty()) ||
-      (a.op == "Gemm" && a.inputs.size() > 2 && !a.inputs[2].empty() &&
-       Elements(S(a.inputs[2])) == double(channels) && a.Float("beta", 1) == 1.0f)) {
+  // Bias: the op's own bias input (Conv B, Gemm C per column; Anchor
+  // refused any other C).
+  if ((is_conv || a.op == "Gemm") && a.inputs.size() > 2 && !a.inputs[2].empty()) {
     add(v1::EPILOGUE_KIND_BIAS_ADD);
     bias = true;
-  } else if (a.op == "Gemm" && a.inputs.size() > 2 && !a.inputs[2].empty()) {
-    return taken;  // a C of another shape: kept as it is (untuned epilogue)
   }
+  const size_t ch_axis = is_conv ? 1 : out.size() - 1;
   std::string cur = a.outputs[0];
   while (true) {
     int next = OnlyConsumer(cur);
@@ -188,19 +206,24 @@ std::vector<int> Extractor::Fuse(int anchor, v1::Workload* w) {
       }
       break;
     }
-    if (next < 0) break;
+    if (next < 0 || fused.count(next)) break;
     const Node& n = m_.nodes[size_t(next)];
-    if (n.op == "BatchNormalization" && is_conv && !activation && !residual) {
+    auto consts_from = [&](size_t first) {
+      for (size_t i = first; i < n.inputs.size(); ++i)
+        if (n.inputs[i].empty() || !IsConst(n.inputs[i])) return false;
+      return n.inputs.size() == 5 && n.outputs.size() == 1 && n.Int("training_mode", 0) == 0;
+    };
+    if (n.op == "BatchNormalization" && is_conv && !activation && !residual && consts_from(1)) {
       // Folded into the weights and a bias at build time.
       if (!bias) add(v1::EPILOGUE_KIND_BIAS_ADD);
       bias = true;
     } else if ((n.op == "Add" || n.op == "Sub") && n.inputs.size() == 2) {
       const std::string& other = n.inputs[0] == cur ? n.inputs[1] : n.inputs[0];
-      if (IsConst(other) && Elements(S(other)) == double(channels) && !activation && !residual &&
-          n.op == "Add") {
+      if (IsConst(other) && PerChannel(S(other), out, ch_axis) && !activation && !residual &&
+          n.op == "Add" && S(n.outputs[0]) == out) {
         if (!bias) add(v1::EPILOGUE_KIND_BIAS_ADD);
         bias = true;
-      } else if (!IsConst(other) && S(other) == out && !residual && n.op == "Add") {
+      } else if (!IsConst(other) && other != cur && S(other) == out && !residual && n.op == "Add") {
         add(v1::EPILOGUE_KIND_RESIDUAL_ADD);
         residual = true;
       } else {
@@ -293,7 +316,7 @@ absl::StatusOr<TaskExtraction> ExtractTasks(const Model& model) {
     if (fused.count(int(i))) continue;
     v1::Workload w;
     if (!x.Anchor(n, &w)) continue;
-    std::vector<int> taken = x.Fuse(int(i), &w);
+    std::vector<int> taken = x.Fuse(int(i), &w, fused);
     absl::StatusOr<ir::CanonicalWorkload> c = ir::Canonicalize(w);
     if (!c.ok()) {
       // Not expressible as a tunable workload with these epilogues: try the
@@ -315,6 +338,7 @@ absl::StatusOr<TaskExtraction> ExtractTasks(const Model& model) {
       ex.tasks.push_back(std::move(t));
     }
     ModelTask& t = ex.tasks[it->second];
+    ex.occurrences.push_back({int(it->second), taken});
     ++t.weight;
     ex.task_flops += t.flops;
   }

@@ -23,10 +23,17 @@ struct ModelTask {
   std::vector<std::string> nodes;  // the nodes of its first occurrence (anchor first)
 };
 
+// One place in the model where a task's kernel computes its nodes.
+struct TaskOccurrence {
+  int task = -1;           // index into TaskExtraction::tasks
+  std::vector<int> nodes;  // indices into Model::nodes, anchor first, in fusion order
+};
+
 struct TaskExtraction {
-  std::vector<ModelTask> tasks;  // in order of first appearance
-  double model_flops = 0;        // every node of the model
-  double task_flops = 0;         // the tasks' share of it, weights counted
+  std::vector<ModelTask> tasks;             // in order of first appearance
+  std::vector<TaskOccurrence> occurrences;  // in model order
+  double model_flops = 0;                   // every node of the model
+  double task_flops = 0;                    // the tasks' share of it, weights counted
 };
 
 absl::StatusOr<TaskExtraction> ExtractTasks(const Model& model);

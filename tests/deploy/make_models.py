@@ -15,6 +15,10 @@ def init(name, shape):
     return numpy_helper.from_array(rng.standard_normal(shape).astype(np.float32), name)
 
 
+def positive(name, shape):  # BatchNorm variances
+    return numpy_helper.from_array(rng.uniform(0.5, 1.5, shape).astype(np.float32), name)
+
+
 def ints(name, values):
     return numpy_helper.from_array(np.array(values, dtype=np.int64), name)
 
@@ -57,7 +61,7 @@ tiny = [
     helper.make_node("Gemm", ["f", "fc_w", "fc_b"], ["y"], transB=1, name="fc"),
 ]
 tiny_inits = [init("w1", (16, 3, 3, 3)), init("b1", (16,)), init("s", (16,)), init("b", (16,)),
-              init("m", (16,)), init("v", (16,)), init("w2", (16, 16, 3, 3)),
+              init("m", (16,)), positive("v", (16,)), init("w2", (16, 16, 3, 3)),
               init("w3", (16, 16, 3, 3)), init("w4", (32, 16, 3, 3)), init("fc_w", (10, 32)),
               init("fc_b", (10,)), ints("zero", [0]), ints("minus1", [-1])]
 save("tiny", tiny, [tensor("x", [1, 3, 16, 16])], [tensor("y", [1, 10])], tiny_inits)

@@ -1,0 +1,297 @@
+#include "deploy/graph_runtime.h"
+
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "compiler/ir/compute.h"
+#include "compiler/ir/schedule.h"
+#include "compiler/ir/target.h"
+#include "compiler/ir/workload.h"
+#include "deploy/onnx_import.h"
+#include "deploy/ops.h"
+#include "device_agent/runner.h"
+
+namespace tunefarm::deploy {
+namespace {
+
+using absl::StrCat;
+using Dims = std::vector<int64_t>;
+constexpr int64_t kMaxElements = int64_t(1) << 32;
+
+absl::Status Bad(const std::string& what) {
+  return absl::InvalidArgumentError(StrCat("package: ", what));
+}
+
+absl::StatusOr<int64_t> Numel(const google::protobuf::RepeatedField<int64_t>& shape,
+                              const std::string& what) {
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    if (d < 0 || d > kMaxElements) return Bad(StrCat(what, " has dimension ", d));
+    n *= d;
+    if (n > kMaxElements) return Bad(StrCat(what, " is too large"));
+  }
+  return n;
+}
+
+Node FromPackage(const v1::PackageNode& p) {
+  Node n;
+  n.op = p.op();
+  n.name = p.name();
+  n.inputs.assign(p.inputs().begin(), p.inputs().end());
+  n.outputs.assign(p.outputs().begin(), p.outputs().end());
+  for (const auto& [k, v] : p.ints()) n.ints[k].assign(v.v().begin(), v.v().end());
+  for (const auto& [k, v] : p.floats()) n.floats[k].assign(v.v().begin(), v.v().end());
+  for (const auto& [k, v] : p.strings()) n.strings[k] = v;
+  return n;
+}
+
+}  // namespace
+
+struct GraphRuntime::Impl {
+  v1::ModelPackage pkg;
+  Options options;
+  std::unique_ptr<runner::ThreadPool> pool;
+  std::vector<std::unique_ptr<runner::KernelLibrary>> libs;
+  std::unique_ptr<runner::AlignedBuffer> arena;
+  std::vector<std::unique_ptr<runner::AlignedBuffer>> owned;
+  struct Tensor {
+    float* data = nullptr;
+    Dims shape;
+    int64_t size = 0;
+    const Constant* constant = nullptr;
+  };
+  std::map<std::string, Tensor> tensors;
+  std::map<std::string, Constant> constants;
+  struct Step {
+    int kernel = -1;
+    std::vector<void*> buffers;
+    Node node;
+    OpArgs<float> args;
+  };
+  std::vector<Step> steps;
+  std::vector<double> step_sec;
+
+  absl::Status Init();
+};
+
+absl::Status GraphRuntime::Impl::Init() {
+  if (pkg.format_version() != 1)
+    return Bad(StrCat("format version ", pkg.format_version(), " (this build reads 1)"));
+  absl::StatusOr<ir::Target> target = ir::Target::Parse(pkg.target());
+  if (!target.ok()) return Bad(StrCat("target: ", target.status().message()));
+  pool = std::make_unique<runner::ThreadPool>(options.threads);
+  if (pkg.arena_bytes() < 0 || pkg.arena_bytes() > kMaxElements * 4) return Bad("arena size");
+  if (!options.keep_values)
+    arena = std::make_unique<runner::AlignedBuffer>((pkg.arena_bytes() + 3) / 4 + 16);
+  for (const v1::PackageTensor& c : pkg.constants()) {
+    TF_ASSIGN_OR_RETURN(int64_t n, Numel(c.shape(), StrCat("constant '", c.name(), "'")));
+    Constant k;
+    k.shape.assign(c.shape().begin(), c.shape().end());
+    k.is_int = c.is_int();
+    auto buf = std::make_unique<runner::AlignedBuffer>(std::max<int64_t>(n, 1));
+    if (c.is_int()) {
+      if (c.i64_size() != n) return Bad(StrCat("constant '", c.name(), "' has the wrong size"));
+      k.ints.assign(c.i64().begin(), c.i64().end());
+      for (int64_t i = 0; i < n; ++i) buf->data()[i] = float(k.ints[size_t(i)]);
+    } else {
+      if (int64_t(c.f32().size()) != n * 4)
+        return Bad(StrCat("constant '", c.name(), "' has the wrong size"));
+      std::memcpy(buf->data(), c.f32().data(), c.f32().size());
+      k.floats.assign(buf->data(), buf->data() + n);
+    }
+    if (constants.count(c.name())) return Bad(StrCat("constant '", c.name(), "' twice"));
+    auto& stored = constants[c.name()] = std::move(k);
+    tensors[c.name()] = Tensor{buf->data(), stored.shape, n, &stored};
+    owned.push_back(std::move(buf));
+  }
+  for (const v1::PackageValue& v : pkg.values()) {
+    TF_ASSIGN_OR_RETURN(int64_t n, Numel(v.shape(), StrCat("value '", v.name(), "'")));
+    if (tensors.count(v.name())) return Bad(StrCat("value '", v.name(), "' twice"));
+    float* p;
+    if (options.keep_values) {
+      auto buf = std::make_unique<runner::AlignedBuffer>(std::max<int64_t>(n, 1));
+      p = buf->data();
+      owned.push_back(std::move(buf));
+    } else {
+      if (v.offset() < 0 || v.offset() % 64 != 0 || v.offset() + n * 4 > pkg.arena_bytes())
+        return Bad(StrCat("value '", v.name(), "' lies outside the arena"));
+      p = arena->data() + v.offset() / 4;
+    }
+    tensors[v.name()] = Tensor{p, Dims(v.shape().begin(), v.shape().end()), n, nullptr};
+  }
+  for (const std::string& name : pkg.inputs())
+    if (!tensors.count(name)) return Bad(StrCat("input '", name, "' has no value"));
+  for (const std::string& name : pkg.outputs())
+    if (!tensors.count(name)) return Bad(StrCat("output '", name, "' has no value"));
+  // Kernels: loaded, and their argument sizes checked against their workloads.
+  std::vector<std::vector<int64_t>> arg_sizes;
+  for (const v1::PackageKernel& k : pkg.kernels()) {
+    absl::StatusOr<ir::ComputeDAG> dag = ir::BuildComputeDAG(k.workload());
+    if (!dag.ok()) return Bad(StrCat("kernel ", k.workload_key(), ": ", dag.status().message()));
+    absl::StatusOr<ir::ScheduleState> st = ir::ScheduleState::Replay(*dag, k.schedule(), *target);
+    if (!st.ok()) return Bad(StrCat("kernel ", k.workload_key(), ": ", st.status().message()));
+    std::vector<int64_t> sizes;
+    for (int a : st->dag().args) sizes.push_back(st->dag().NumElements(a));
+    arg_sizes.push_back(std::move(sizes));
+    absl::StatusOr<std::unique_ptr<runner::KernelLibrary>> lib =
+        runner::KernelLibrary::Load(k.shared_object());
+    if (!lib.ok()) return Bad(StrCat("kernel ", k.workload_key(), ": ", lib.status().message()));
+    libs.push_back(*std::move(lib));
+  }
+  const TFRuntime* rt = pool->runtime();
+  for (int s = 0; s < pkg.steps_size(); ++s) {
+    const v1::PackageStep& ps = pkg.steps(s);
+    Step st;
+    if (ps.has_kernel()) {
+      const v1::KernelStep& k = ps.kernel();
+      if (k.kernel() < 0 || k.kernel() >= int(libs.size()))
+        return Bad(StrCat("step ", s, " names kernel ", k.kernel()));
+      st.kernel = k.kernel();
+      const auto& sizes = arg_sizes[size_t(k.kernel())];
+      if (size_t(k.args_size()) != sizes.size())
+        return Bad(StrCat("step ", s, " passes ", k.args_size(), " arguments, the kernel takes ",
+                          sizes.size()));
+      for (int i = 0; i < k.args_size(); ++i) {
+        auto t = tensors.find(k.args(i));
+        if (t == tensors.end()) return Bad(StrCat("step ", s, " uses unknown '", k.args(i), "'"));
+        if (t->second.size != sizes[size_t(i)])
+          return Bad(StrCat("step ", s, ": '", k.args(i), "' has ", t->second.size,
+                            " elements, the kernel reads ", sizes[size_t(i)]));
+        st.buffers.push_back(t->second.data);
+      }
+    } else if (ps.has_node()) {
+      st.node = FromPackage(ps.node());
+    } else {
+      return Bad(StrCat("step ", s, " is empty"));
+    }
+    steps.push_back(std::move(st));
+  }
+  // Node arguments point into `steps`, so fill them once the vector is final.
+  for (Step& st : steps) {
+    if (st.kernel >= 0) continue;
+    OpArgs<float>& a = st.args;
+    a.node = &st.node;
+    a.opset = pkg.opset();
+    a.parallel = rt->parallel_for;
+    a.parallel_ctx = rt->ctx;
+    for (const std::string& in : st.node.inputs) {
+      if (in.empty()) {
+        a.in.push_back(nullptr);
+        a.in_shapes.push_back({});
+        a.in_const.push_back(nullptr);
+        continue;
+      }
+      auto t = tensors.find(in);
+      if (t == tensors.end())
+        return Bad(StrCat("node '", st.node.name, "' uses unknown '", in, "'"));
+      a.in.push_back(t->second.data);
+      a.in_shapes.push_back(t->second.shape);
+      a.in_const.push_back(t->second.constant);
+    }
+    for (const std::string& out : st.node.outputs) {
+      auto t = tensors.find(out);
+      if (out.empty() || t == tensors.end()) {
+        a.out.push_back(nullptr);
+        a.out_shapes.push_back({});
+        continue;
+      }
+      if (t->second.constant) return Bad(StrCat("node '", st.node.name, "' writes a constant"));
+      a.out.push_back(t->second.data);
+      a.out_shapes.push_back(t->second.shape);
+    }
+  }
+  return absl::OkStatus();
+}
+
+GraphRuntime::GraphRuntime(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+GraphRuntime::~GraphRuntime() = default;
+
+absl::StatusOr<std::unique_ptr<GraphRuntime>> GraphRuntime::Load(const v1::ModelPackage& package,
+                                                                 const Options& options) {
+  auto impl = std::make_unique<Impl>();
+  impl->pkg = package;
+  impl->options = options;
+  if (impl->options.threads < 1) impl->options.threads = 1;
+  TF_RETURN_IF_ERROR(impl->Init());
+  return std::unique_ptr<GraphRuntime>(new GraphRuntime(std::move(impl)));
+}
+
+absl::StatusOr<v1::ModelPackage> GraphRuntime::ReadPackage(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(StrCat("cannot read ", path));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  v1::ModelPackage pkg;
+  if (!pkg.ParseFromString(ss.str()) || pkg.format_version() == 0)
+    return absl::InvalidArgumentError(StrCat(path, " is not a tunefarm model package"));
+  return pkg;
+}
+
+const v1::ModelPackage& GraphRuntime::package() const { return impl_->pkg; }
+
+std::vector<int64_t> GraphRuntime::Shape(const std::string& value) const {
+  auto t = impl_->tensors.find(value);
+  return t == impl_->tensors.end() ? std::vector<int64_t>() : t->second.shape;
+}
+
+absl::Status GraphRuntime::Run(const std::map<std::string, std::vector<float>>& inputs,
+                               std::map<std::string, std::vector<float>>* outputs) {
+  Impl& m = *impl_;
+  for (const std::string& name : m.pkg.inputs()) {
+    auto it = inputs.find(name);
+    if (it == inputs.end()) return absl::InvalidArgumentError(StrCat("no input '", name, "'"));
+    const Impl::Tensor& t = m.tensors.at(name);
+    if (int64_t(it->second.size()) != t.size)
+      return absl::InvalidArgumentError(StrCat("input '", name, "' has ", it->second.size(),
+                                               " elements, the model needs ", t.size));
+    std::copy(it->second.begin(), it->second.end(), t.data);
+  }
+  for (const auto& [name, v] : inputs) {
+    if (std::find(m.pkg.inputs().begin(), m.pkg.inputs().end(), name) == m.pkg.inputs().end())
+      return absl::InvalidArgumentError(StrCat("'", name, "' is not an input of the model"));
+  }
+  m.step_sec.assign(m.options.profile ? m.steps.size() : 0, 0.0);
+  for (size_t s = 0; s < m.steps.size(); ++s) {
+    Impl::Step& st = m.steps[s];
+    auto t0 = std::chrono::steady_clock::now();
+    if (st.kernel >= 0) {
+      if (int32_t rc = m.libs[size_t(st.kernel)]->Run(st.buffers.data(), *m.pool); rc != 0)
+        return absl::InternalError(StrCat("step ", s, ": kernel returned ", rc));
+    } else {
+      TF_RETURN_IF_ERROR(RunOp(st.args));
+    }
+    if (m.options.profile)
+      m.step_sec[s] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+  if (outputs != nullptr) {
+    outputs->clear();
+    for (const std::string& name : m.pkg.outputs()) {
+      const Impl::Tensor& t = m.tensors.at(name);
+      (*outputs)[name].assign(t.data, t.data + t.size);
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<float>> GraphRuntime::Value(const std::string& name) const {
+  auto t = impl_->tensors.find(name);
+  if (t == impl_->tensors.end()) return absl::NotFoundError(StrCat("no value '", name, "'"));
+  return std::vector<float>(t->second.data, t->second.data + t->second.size);
+}
+
+const std::vector<double>& GraphRuntime::StepSeconds() const { return impl_->step_sec; }
+
+std::string GraphRuntime::StepLabel(int step) const {
+  const v1::PackageStep& s = impl_->pkg.steps(step);
+  if (s.has_kernel()) {
+    const v1::PackageKernel& k = impl_->pkg.kernels(s.kernel().kernel());
+    return StrCat(k.tuned() ? "tuned " : "default ", k.description());
+  }
+  return StrCat(s.node().op(), " ", s.node().name());
+}
+
+}  // namespace tunefarm::deploy

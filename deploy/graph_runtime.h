@@ -1,0 +1,53 @@
+// The graph runtime: loads a ModelPackage (its kernels through the kernel
+// runtime of device_agent/runner.h, its weights, its memory plan) and runs
+// it: compiled kernels for the tasks, native operators for the rest.
+//
+//   TF_ASSIGN_OR_RETURN(auto rt, deploy::GraphRuntime::Load(pkg, {.threads = 2}));
+//   TF_RETURN_IF_ERROR(rt->Run(inputs, &outputs));
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "tunefarm/v1/package.pb.h"
+
+namespace tunefarm::deploy {
+
+class GraphRuntime {
+ public:
+  struct Options {
+    int threads = 1;
+    // Every value gets its own buffer (no arena sharing), so Value() can
+    // read any of them after Run (for checking against a reference).
+    bool keep_values = false;
+    // Time every step (StepSeconds after Run).
+    bool profile = false;
+  };
+  static absl::StatusOr<std::unique_ptr<GraphRuntime>> Load(const v1::ModelPackage& package,
+                                                            const Options& options);
+  // Reads and parses a package file; a file that is not one is an error that says so.
+  static absl::StatusOr<v1::ModelPackage> ReadPackage(const std::string& path);
+  ~GraphRuntime();
+
+  const v1::ModelPackage& package() const;
+  std::vector<int64_t> Shape(const std::string& value) const;  // empty if unknown
+
+  // One tensor per package input (row-major float32, the input's shape).
+  absl::Status Run(const std::map<std::string, std::vector<float>>& inputs,
+                   std::map<std::string, std::vector<float>>* outputs);
+  // A value of the last run (keep_values, or an input/output).
+  absl::StatusOr<std::vector<float>> Value(const std::string& name) const;
+  // Seconds per step of the last run (profile), and a label per step.
+  const std::vector<double>& StepSeconds() const;
+  std::string StepLabel(int step) const;
+
+ private:
+  struct Impl;
+  explicit GraphRuntime(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tunefarm::deploy

@@ -1,0 +1,22 @@
+// NumPy .npy files (format 1.0-3.0, little-endian float32 or float64, C
+// order) for model inputs and outputs: what `tunefarm run` reads and writes.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace tunefarm::deploy {
+
+struct NpyArray {
+  std::vector<int64_t> shape;
+  std::vector<float> data;  // float64 files are converted
+};
+
+// Errors say what is wrong with the file (never a crash: fuzzed).
+absl::StatusOr<NpyArray> ParseNpy(const std::string& bytes);
+std::string WriteNpy(const std::vector<int64_t>& shape, const std::vector<float>& data);
+
+}  // namespace tunefarm::deploy

@@ -1,0 +1,1130 @@
+#include "deploy/ops.h"
+
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <numeric>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+
+namespace tunefarm::deploy {
+namespace {
+
+using Shape = std::vector<int64_t>;
+using absl::StrCat;
+
+int64_t Numel(const Shape& s) {
+  int64_t n = 1;
+  for (int64_t d : s) n *= d;
+  return n;
+}
+
+Shape Strides(const Shape& s) {
+  Shape st(s.size(), 1);
+  for (int i = int(s.size()) - 2; i >= 0; --i) st[size_t(i)] = st[size_t(i) + 1] * s[size_t(i) + 1];
+  return st;
+}
+
+int64_t Axis(int64_t a, size_t rank) { return a < 0 ? a + int64_t(rank) : a; }
+
+template <typename F>
+void ParallelFor(int32_t (*par)(void*, int64_t, void*, TFParallelBody), void* ctx, int64_t n, F f) {
+  if (par == nullptr || n < 2) {
+    f(int64_t(0), n);
+    return;
+  }
+  par(ctx, n, &f, [](void* c, int64_t b, int64_t e) { (*static_cast<F*>(c))(b, e); });
+}
+
+template <typename T>
+class Op {
+ public:
+  explicit Op(const OpArgs<T>& a) : a_(a), n_(*a.node) {}
+  absl::Status Run();
+
+ private:
+  absl::Status Error(const std::string& what) const {
+    return absl::UnimplementedError(StrCat("node '", n_.name, "' (", n_.op, "): ", what));
+  }
+  bool Has(size_t i) const { return i < n_.inputs.size() && !n_.inputs[i].empty(); }
+  const T* In(size_t i) const { return a_.in[i]; }
+  const Shape& InShape(size_t i) const { return a_.in_shapes[i]; }
+  T* Out(size_t i = 0) const { return i < a_.out.size() ? a_.out[i] : nullptr; }
+  const Shape& OutShape(size_t i = 0) const { return a_.out_shapes[i]; }
+  // An input read as parameters: an integer or float constant, or a runtime
+  // value (converted).
+  bool Params(size_t i, std::vector<double>* v) const {
+    v->clear();
+    if (!Has(i)) return false;
+    if (const Constant* c = a_.in_const[i]; c != nullptr) {
+      if (c->is_int) {
+        v->assign(c->ints.begin(), c->ints.end());
+      } else {
+        v->assign(c->floats.begin(), c->floats.end());
+      }
+      return true;
+    }
+    if (a_.in[i] == nullptr) return false;
+    int64_t n = Numel(a_.in_shapes[i]);
+    for (int64_t k = 0; k < n; ++k) v->push_back(double(a_.in[i][k]));
+    return true;
+  }
+  template <typename F>
+  void Parallel(int64_t n, F f) const {
+    ParallelFor(a_.parallel, a_.parallel_ctx, n, f);
+  }
+
+  absl::Status Unary();
+  template <typename F>
+  absl::Status Broadcast(size_t first, size_t count, F f);
+  absl::Status Conv();
+  absl::Status ConvTranspose();
+  absl::Status Gemm();
+  absl::Status MatMul();
+  absl::Status Norm();
+  absl::Status Pool();
+  absl::Status Concat();
+  absl::Status Split();
+  absl::Status Slice();
+  absl::Status Transpose();
+  absl::Status Pad();
+  absl::Status Resize();
+  absl::Status Softmax();
+  absl::Status Reduce();
+  absl::Status Gather();
+  // Spatial pads [begin..., end...] of a conv or pool node with `sp` spatial dims.
+  absl::Status SpatialPads(const Shape& in, const Shape& out, const Shape& k, const Shape& s,
+                           const Shape& d, Shape* pads) const;
+
+  const OpArgs<T>& a_;
+  const Node& n_;
+};
+
+template <typename T>
+absl::Status Op<T>::Unary() {
+  const std::string& op = n_.op;
+  const T* x = In(0);
+  T* y = Out();
+  const int64_t n = Numel(OutShape());
+  std::function<double(double)> f;
+  if (op == "Relu") {
+    f = [](double v) { return v > 0 ? v : 0.0; };
+  } else if (op == "Abs") {
+    f = [](double v) { return std::fabs(v); };
+  } else if (op == "Neg") {
+    f = [](double v) { return -v; };
+  } else if (op == "Ceil") {
+    f = [](double v) { return std::ceil(v); };
+  } else if (op == "Floor") {
+    f = [](double v) { return std::floor(v); };
+  } else if (op == "Reciprocal") {
+    f = [](double v) { return 1.0 / v; };
+  } else if (op == "Sigmoid") {
+    f = [](double v) { return 1.0 / (1.0 + std::exp(-v)); };
+  } else if (op == "Tanh") {
+    f = [](double v) { return std::tanh(v); };
+  } else if (op == "Exp") {
+    f = [](double v) { return std::exp(v); };
+  } else if (op == "Erf") {
+    f = [](double v) { return std::erf(v); };
+  } else if (op == "Sqrt") {
+    f = [](double v) { return std::sqrt(v); };
+  } else if (op == "Softplus") {
+    f = [](double v) { return v > 30 ? v : std::log1p(std::exp(v)); };
+  } else if (op == "Elu") {
+    const double alpha = n_.Float("alpha", 1.0f);
+    f = [alpha](double v) { return v >= 0 ? v : alpha * (std::exp(v) - 1); };
+  } else if (op == "Selu") {
+    const double alpha = n_.Float("alpha", 1.67326319217681884765625f);
+    const double gamma = n_.Float("gamma", 1.05070102214813232421875f);
+    f = [alpha, gamma](double v) { return v > 0 ? gamma * v : gamma * alpha * (std::exp(v) - 1); };
+  } else if (op == "LeakyRelu") {
+    const double alpha = n_.Float("alpha", 0.01f);
+    f = [alpha](double v) { return v >= 0 ? v : alpha * v; };
+  } else if (op == "HardSigmoid") {
+    const double alpha = n_.Float("alpha", 0.2f), beta = n_.Float("beta", 0.5f);
+    f = [alpha, beta](double v) { return std::max(0.0, std::min(1.0, alpha * v + beta)); };
+  } else if (op == "HardSwish") {
+    f = [](double v) { return v * std::max(0.0, std::min(1.0, v / 6 + 0.5)); };
+  } else if (op == "Gelu") {
+    const std::string approx = n_.strings.count("approximate") ? n_.strings.at("approximate") : "";
+    if (approx == "tanh") {
+      f = [](double v) {
+        return 0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)));
+      };
+    } else {
+      f = [](double v) { return 0.5 * v * (1 + std::erf(v / std::sqrt(2.0))); };
+    }
+  } else if (op == "Clip") {
+    double lo = -std::numeric_limits<double>::infinity(), hi = -lo;
+    if (a_.opset < 11) {
+      if (n_.floats.count("min")) lo = n_.Float("min", 0);
+      if (n_.floats.count("max")) hi = n_.Float("max", 0);
+    } else {
+      std::vector<double> v;
+      if (Params(1, &v) && !v.empty()) lo = v[0];
+      if (Params(2, &v) && !v.empty()) hi = v[0];
+    }
+    f = [lo, hi](double v) { return std::min(hi, std::max(lo, v)); };
+  } else if (op == "Cast") {
+    const int64_t to = n_.Int("to", 1);
+    if (to == 9) {  // BOOL
+      f = [](double v) { return v != 0 ? 1.0 : 0.0; };
+    } else if (to == 2 || to == 3 || to == 4 || to == 5 || to == 6 || to == 7 || to == 12 ||
+               to == 13) {  // integer types: truncation toward zero
+      f = [](double v) { return std::trunc(v); };
+    } else if (to == 1 || to == 11) {
+      f = [](double v) { return v; };
+    } else {
+      return Error(StrCat("cast to element type ", to, " is not supported"));
+    }
+  } else {
+    return Error("not a unary operator");
+  }
+  Parallel(n, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) y[i] = T(f(double(x[i])));
+  });
+  return absl::OkStatus();
+}
+
+// Applies f to the broadcast inputs [first, first + count) elementwise.
+template <typename T>
+template <typename F>
+absl::Status Op<T>::Broadcast(size_t first, size_t count, F f) {
+  const Shape& os = OutShape();
+  const size_t r = os.size();
+  const int64_t total = Numel(os);
+  std::vector<const T*> ptr(count);
+  std::vector<Shape> st(count, Shape(r, 0));
+  bool same = true;
+  for (size_t k = 0; k < count; ++k) {
+    ptr[k] = In(first + k);
+    if (ptr[k] == nullptr) return Error(StrCat("input ", first + k, " is missing"));
+    const Shape& s = InShape(first + k);
+    if (s.size() > r) return Error("input has more dimensions than the output");
+    Shape full(r - s.size(), 1);
+    full.insert(full.end(), s.begin(), s.end());
+    if (full != os) same = false;
+    Shape fs = Strides(full);
+    for (size_t d = 0; d < r; ++d) {
+      if (full[d] != os[d] && full[d] != 1) return Error("shapes do not broadcast");
+      st[k][d] = full[d] == 1 ? 0 : fs[d];
+    }
+  }
+  T* y = Out();
+  if (same || r == 0) {
+    Parallel(total, [&](int64_t b, int64_t e) {
+      T v[4];
+      for (int64_t i = b; i < e; ++i) {
+        for (size_t k = 0; k < count; ++k) v[k] = ptr[k][i];
+        y[i] = f(v);
+      }
+    });
+    return absl::OkStatus();
+  }
+  const int64_t inner = os[r - 1];
+  const int64_t rows = total / std::max<int64_t>(inner, 1);
+  Parallel(rows, [&](int64_t b, int64_t e) {
+    T v[4];
+    int64_t off[4];
+    for (int64_t row = b; row < e; ++row) {
+      int64_t rem = row;
+      for (size_t k = 0; k < count; ++k) off[k] = 0;
+      for (int d = int(r) - 2; d >= 0; --d) {
+        int64_t idx = rem % os[size_t(d)];
+        rem /= os[size_t(d)];
+        for (size_t k = 0; k < count; ++k) off[k] += idx * st[k][size_t(d)];
+      }
+      T* yr = y + row * inner;
+      for (int64_t i = 0; i < inner; ++i) {
+        for (size_t k = 0; k < count; ++k) v[k] = ptr[k][off[k] + i * st[k][r - 1]];
+        yr[i] = f(v);
+      }
+    }
+  });
+  return absl::OkStatus();
+}
+
+template <typename T>
+absl::Status Op<T>::SpatialPads(const Shape& in, const Shape& out, const Shape& k, const Shape& s,
+                                const Shape& d, Shape* pads) const {
+  const size_t sp = k.size();
+  const std::string ap = n_.strings.count("auto_pad") ? n_.strings.at("auto_pad") : "NOTSET";
+  *pads = n_.Ints("pads");
+  if (ap == "SAME_UPPER" || ap == "SAME_LOWER") {
+    pads->assign(2 * sp, 0);
+    for (size_t i = 0; i < sp; ++i) {
+      int64_t total = std::max<int64_t>(0, (out[i] - 1) * s[i] + (k[i] - 1) * d[i] + 1 - in[i]);
+      int64_t small = total / 2, big = total - small;
+      (*pads)[i] = ap == "SAME_UPPER" ? small : big;
+      (*pads)[i + sp] = ap == "SAME_UPPER" ? big : small;
+    }
+  } else if (ap == "VALID" || pads->empty()) {
+    pads->assign(2 * sp, 0);
+  }
+  if (pads->size() != 2 * sp) return Error("pads do not match the spatial dimensions");
+  return absl::OkStatus();
+}
+
+template <typename T>
+absl::Status Op<T>::Conv() {
+  Shape x = InShape(0), w = InShape(1), y = OutShape();
+  const size_t sp = x.size() - 2;
+  if (sp < 1 || sp > 2) return Error(StrCat(sp, " spatial dimensions are not supported"));
+  Shape k(w.begin() + 2, w.end()), s = n_.Ints("strides"), d = n_.Ints("dilations"), pads;
+  if (s.empty()) s.assign(sp, 1);
+  if (d.empty()) d.assign(sp, 1);
+  TF_RETURN_IF_ERROR(
+      SpatialPads(Shape(x.begin() + 2, x.end()), Shape(y.begin() + 2, y.end()), k, s, d, &pads));
+  if (sp == 1) {  // as 2-D with H = 1
+    x.insert(x.begin() + 2, 1);
+    w.insert(w.begin() + 2, 1);
+    y.insert(y.begin() + 2, 1);
+    s.insert(s.begin(), 1);
+    d.insert(d.begin(), 1);
+    pads = {0, pads[0], 0, pads[1]};
+  }
+  const int64_t N = x[0], C = x[1], H = x[2], W = x[3], K = y[1], OH = y[2], OW = y[3];
+  const int64_t G = n_.Int("group", 1);
+  if (G < 1 || C % G != 0 || K % G != 0 || w[1] != C / G)
+    return Error("group does not divide the channels");
+  const int64_t Cg = C / G, Kg = K / G, R = w[2], S = w[3];
+  const T* in = In(0);
+  const T* wt = In(1);
+  const T* bias = Has(2) ? In(2) : nullptr;
+  T* out = Out();
+  Parallel(N * K, [&](int64_t b, int64_t e) {
+    for (int64_t nk = b; nk < e; ++nk) {
+      const int64_t n = nk / K, oc = nk % K, g = oc / Kg;
+      T* o = out + nk * OH * OW;
+      std::fill(o, o + OH * OW, bias ? bias[oc] : T(0));
+      for (int64_t c = 0; c < Cg; ++c) {
+        const T* ip = in + (n * C + g * Cg + c) * H * W;
+        for (int64_t r = 0; r < R; ++r) {
+          for (int64_t q = 0; q < S; ++q) {
+            const T wv = wt[((oc * Cg + c) * R + r) * S + q];
+            const int64_t ho = r * d[0] - pads[0], wo = q * d[1] - pads[1];
+            for (int64_t oh = 0; oh < OH; ++oh) {
+              const int64_t ih = oh * s[0] + ho;
+              if (ih < 0 || ih >= H) continue;
+              T* orow = o + oh * OW;
+              const T* irow = ip + ih * W;
+              // ow with 0 <= ow * s1 + wo < W
+              int64_t lo = wo >= 0 ? 0 : (-wo + s[1] - 1) / s[1];
+              int64_t hi = W - 1 - wo < 0 ? 0 : std::min(OW, (W - 1 - wo) / s[1] + 1);
+              for (int64_t ow = lo; ow < hi; ++ow) orow[ow] += wv * irow[ow * s[1] + wo];
+            }
+          }
+        }
+      }
+    }
+  });
+  return absl::OkStatus();
+}
+
+template <typename T>
+absl::Status Op<T>::ConvTranspose() {
+  Shape x = InShape(0), w = InShape(1), y = OutShape();
+  const size_t sp = x.size() - 2;
+  if (sp < 1 || sp > 2) return Error(StrCat(sp, " spatial dimensions are not supported"));
+  Shape k(w.begin() + 2, w.end()), s = n_.Ints("strides"), d = n_.Ints("dilations");
+  if (s.empty()) s.assign(sp, 1);
+  if (d.empty()) d.assign(sp, 1);
+  Shape pads = n_.Ints("pads");
+  const std::string ap = n_.strings.count("auto_pad") ? n_.strings.at("auto_pad") : "NOTSET";
+  Shape op = n_.Ints("output_padding");
+  if (op.empty()) op.assign(sp, 0);
+  if (!n_.Ints("output_shape").empty() || ap == "SAME_UPPER" || ap == "SAME_LOWER") {
+    pads.assign(2 * sp, 0);
+    for (size_t i = 0; i < sp; ++i) {
+      int64_t total = s[i] * (x[2 + i] - 1) + op[i] + ((k[i] - 1) * d[i] + 1) - y[2 + i];
+      total = std::max<int64_t>(total, 0);
+      if (ap == "SAME_UPPER") {
+        pads[i] = total / 2;
+        pads[i + sp] = total - total / 2;
+      } else {
+        pads[i] = total - total / 2;
+        pads[i + sp] = total / 2;
+      }
+    }
+  }
+  if (pads.empty()) pads.assign(2 * sp, 0);
+  if (sp == 1) {
+    x.insert(x.begin() + 2, 1);
+    w.insert(w.begin() + 2, 1);
+    y.insert(y.begin() + 2, 1);
+    s.insert(s.begin(), 1);
+    d.insert(d.begin(), 1);
+    pads = {0, pads[0], 0, pads[1]};
+  }
+  const int64_t N = x[0], C = x[1], H = x[2], W = x[3], K = y[1], OH = y[2], OW = y[3];
+  const int64_t G = n_.Int("group", 1);
+  if (G < 1 || C % G != 0 || w[0] != C || w[1] * G != K) return Error("group does not match");
+  const int64_t Cg = C / G, Kg = K / G, R = w[2], S = w[3];
+  const T* in = In(0);
+  const T* wt = In(1);
+  const T* bias = Has(2) ? In(2) : nullptr;
+  T* out = Out();
+  Parallel(N * K, [&](int64_t b, int64_t e) {
+    for (int64_t nk = b; nk < e; ++nk) {
+      const int64_t n = nk / K, oc = nk % K, g = oc / Kg, kk = oc % Kg;
+      T* o = out + nk * OH * OW;
+      std::fill(o, o + OH * OW, bias ? bias[oc] : T(0));
+      for (int64_t c = 0; c < Cg; ++c) {
+        const T* ip = in + (n * C + g * Cg + c) * H * W;
+        for (int64_t r = 0; r < R; ++r) {
+          for (int64_t q = 0; q < S; ++q) {
+            const T wv = wt[(((g * Cg + c) * Kg + kk) * R + r) * S + q];
+            for (int64_t ih = 0; ih < H; ++ih) {
+              const int64_t oh = ih * s[0] - pads[0] + r * d[0];
+              if (oh < 0 || oh >= OH) continue;
+              for (int64_t iw = 0; iw < W; ++iw) {
+                const int64_t ow = iw * s[1] - pads[1] + q * d[1];
+                if (ow >= 0 && ow < OW) o[oh * OW + ow] += wv * ip[ih * W + iw];
+              }
+            }
+          }
+        }
+      }
+    }
+  });
+  return absl::OkStatus();
+}
+
+template <typename T>
+absl::Status Op<T>::Gemm() {
+  const Shape &as = InShape(0), &bs = InShape(1);
+  if (as.size() != 2 || bs.size() != 2) return Error("Gemm needs 2-D inputs");
+  const bool ta = n_.Int("transA", 0), tb = n_.Int("transB", 0);
+  const double alpha = n_.Float("alpha", 1), beta = n_.Float("beta", 1);
+  const int64_t M = ta ? as[1] : as[0], K = ta ? as[0] : as[1], N = tb ? bs[0] : bs[1];
+  const T* A = In(0);
+  const T* B = In(1);
+  T* Y = Out();
+  Shape cst(2, 0);
+  const T* C = Has(2) ? In(2) : nullptr;
+  if (C != nullptr) {
+    Shape cs = InShape(2);
+    while (cs.size() < 2) cs.insert(cs.begin(), 1);
+    cst = {cs[0] == 1 ? 0 : cs[1], cs[1] == 1 ? 0 : 1};
+  }
+  Parallel(M, [&](int64_t b, int64_t e) {
+    std::vector<double> acc(static_cast<size_t>(N));
+    for (int64_t m = b; m < e; ++m) {
+      std::fill(acc.begin(), acc.end(), 0.0);
+      for (int64_t k = 0; k < K; ++k) {
+        const double av = double(ta ? A[k * M + m] : A[m * K + k]);
+        if (tb) {
+          for (int64_t n = 0; n < N; ++n) acc[size_t(n)] += av * double(B[n * K + k]);
+        } else {
+          const T* br = B + k * N;
+          for (int64_t n = 0; n < N; ++n) acc[size_t(n)] += av * double(br[n]);
+        }
+      }
+      for (int64_t n = 0; n < N; ++n) {
+        double v = alpha * acc[size_t(n)];
+        if (C != nullptr) v += beta * double(C[m * cst[0] + n * cst[1]]);
+        Y[m * N + n] = T(v);
+      }
+    }
+  });
+  return absl::OkStatus();
+}
+
+template <typename T>
+absl::Status Op<T>::MatMul() {
+  Shape as = InShape(0), bs = InShape(1);
+  const bool a1 = as.size() == 1, b1 = bs.size() == 1;
+  if (a1) as.insert(as.begin(), 1);
+  if (b1) bs.push_back(1);
+  const int64_t M = as[as.size() - 2], K = as.back(), N = bs.back();
+  if (bs[bs.size() - 2] != K) return Error("inner dimensions differ");
+  const size_t r = std::max(as.size(), bs.size());
+  Shape ab(as.begin(), as.end() - 2), bb(bs.begin(), bs.end() - 2);
+  ab.insert(ab.begin(), r - as.size(), 1);
+  bb.insert(bb.begin(), r - bs.size(), 1);
+  Shape ob(r - 2);
+  for (size_t i = 0; i + 2 < r; ++i) ob[i] = std::max(ab[i], bb[i]);
+  const int64_t batches = Numel(ob);
+  const Shape ast = Strides(ab), bst = Strides(bb);
+  const T* A = In(0);
+  const T* B = In(1);
+  T* Y = Out();
+  Parallel(batches * M, [&](int64_t b, int64_t e) {
+    std::vector<double> acc(static_cast<size_t>(N));
+    for (int64_t bm = b; bm < e; ++bm) {
+      const int64_t bi = bm / M, m = bm % M;
+      int64_t rem = bi, aoff = 0, boff = 0;
+      for (int i = int(ob.size()) - 1; i >= 0; --i) {
+        int64_t idx = rem % ob[size_t(i)];
+        rem /= ob[size_t(i)];
+        if (ab[size_t(i)] != 1) aoff += idx * ast[size_t(i)];
+        if (bb[size_t(i)] != 1) boff += idx * bst[size_t(i)];
+      }
+      const T* ar = A + aoff * M * K + m * K;
+      const T* bp = B + boff * K * N;
+      std::fill(acc.begin(), acc.end(), 0.0);
+      for (int64_t k = 0; k < K; ++k) {
+        const double av = double(ar[k]);
+        const T* br = bp + k * N;
+        for (int64_t n = 0; n < N; ++n) acc[size_t(n)] += av * double(br[n]);
+      }
+      T* yr = Y + bm * N;
+      for (int64_t n = 0; n < N; ++n) yr[n] = T(acc[size_t(n)]);
+    }
+  });
+  return absl::OkStatus();
+}
+
+template <typename T>
+absl::Status Op<T>::Norm() {
+  const Shape& xs = InShape(0);
+  const T* x = In(0);
+  T* y = Out();
+  if (n_.op == "BatchNormalization") {
+    if (n_.Int("training_mode", 0) != 0) return Error("training_mode is not supported");
+    const double eps = n_.Float("epsilon", 1e-5f);
+    const int64_t N = xs[0], C = xs.size() > 1 ? xs[1] : 1;
+    const int64_t inner = Numel(xs) / std::max<int64_t>(N * C, 1);
+    const T *sc = In(1), *bi = In(2), *mean = In(3), *var = In(4);
+    Parallel(N * C, [&](int64_t b, int64_t e) {
+      for (int64_t nc = b; nc < e; ++nc) {
+        const int64_t c = nc % C;
+        const double mul = double(sc[c]) / std::sqrt(double(var[c]) + eps);
+        const double add = double(bi[c]) - double(mean[c]) * mul;
+        for (int64_t i = 0; i < inner; ++i)
+          y[nc * inner + i] = T(double(x[nc * inner + i]) * mul + add);
+      }
+    });
+    return absl::OkStatus();
+  }
+  if (n_.op == "InstanceNormalization") {
+    const double eps = n_.Float("epsilon", 1e-5f);
+    const int64_t N = xs[0], C = xs[1], inner = Numel(xs) / (N * C);
+    const T *sc = In(1), *bi = In(2);
+    Parallel(N * C, [&](int64_t b, int64_t e) {
+      for (int64_t nc = b; nc < e; ++nc) {
+        const int64_t c = nc % C;
+        const T* p = x + nc * inner;
+        double mean = 0, var = 0;
+        for (int64_t i = 0; i < inner; ++i) mean += double(p[i]);
+        mean /= double(inner);
+        for (int64_t i = 0; i < inner; ++i) var += (double(p[i]) - mean) * (double(p[i]) - mean);
+        var /= double(inner);
+        const double inv = 1 / std::sqrt(var + eps);
+        for (int64_t i = 0; i < inner; ++i)
+          y[nc * inner + i] = T((double(p[i]) - mean) * inv * double(sc[c]) + double(bi[c]));
+      }
+    });
+    return absl::OkStatus();
+  }
+  // LayerNormalization: over the dimensions from `axis` on.
+  const int64_t axis = Axis(n_.Int("axis", -1), xs.size());
+  if (axis < 0 || axis >= int64_t(xs.size())) return Error("axis out of range");
+  const double eps = n_.Float("epsilon", 1e-5f);
+  const int64_t inner = Numel(Shape(xs.begin() + axis, xs.end()));
+  const int64_t outer = Numel(xs) / std::max<int64_t>(inner, 1);
+  const T* sc = In(1);
+  const T* bi = Has(2) ? In(2) : nullptr;
+  auto bcast = [&](size_t i) {  // scale/bias broadcast over the normalized dims
+    const Shape& s = InShape(i);
+    return Numel(s) == inner ? inner : Numel(s);
+  };
+  const int64_t sc_n = bcast(1), bi_n = bi ? bcast(2) : 1;
+  if (inner % sc_n != 0 || inner % bi_n != 0) return Error("scale or bias does not broadcast");
+  T* mean_out = Out(1);
+  T* inv_out = Out(2);
+  Parallel(outer, [&](int64_t b, int64_t e) {
+    for (int64_t o = b; o < e; ++o) {
+      const T* p = x + o * inner;
+      double mean = 0, var = 0;
+      for (int64_t i = 0; i < inner; ++i) mean += double(p[i]);
+      mean /= double(inner);
+      for (int64_t i = 0; i < inner; ++i) var += (double(p[i]) - mean) * (double(p[i]) - mean);
+      var /= double(inner);
+      const double inv = 1 / std::sqrt(var + eps);
+      for (int64_t i = 0; i < inner; ++i) {
+        double v = (double(p[i]) - mean) * inv * double(sc[i % sc_n]);
+        if (bi) v += double(bi[i % bi_n]);
+        y[o * inner + i] = T(v);
+      }
+      if (mean_out) mean_out[o] = T(mean);
+      if (inv_out) inv_out[o] = T(inv);
+    }
+  });
+  return absl::OkStatus();
+}
+
+template <typename T>
+absl::Status Op<T>::Pool() {
+  Shape x = InShape(0), y = OutShape();
+  const bool global = n_.op == "GlobalAveragePool" || n_.op == "GlobalMaxPool";
+  const bool is_max = n_.op == "MaxPool" || n_.op == "GlobalMaxPool";
+  if (Out(1) != nullptr) return Error("the Indices output is not supported");
+  const size_t sp = x.size() - 2;
+  const T* in = In(0);
+  T* out = Out();
+  if (global) {
+    const int64_t NC = x[0] * x[1], inner = Numel(x) / NC;
+    Parallel(NC, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) {
+        const T* p = in + i * inner;
+        double acc = is_max ? -std::numeric_limits<double>::infinity() : 0.0;
+        for (int64_t j = 0; j < inner; ++j)
+          acc = is_max ? std::max(acc, double(p[j])) : acc + double(p[j]);
+        out[i] = T(is_max ? acc : acc / double(inner));
+      }
+    });
+    return absl::OkStatus();
+  }
+  if (sp < 1 || sp > 2) return Error(StrCat(sp, " spatial dimensions are not supported"));
+  Shape k = n_.Ints("kernel_shape"), s = n_.Ints("strides"), d = n_.Ints("dilations"), pads;
+  if (k.size() != sp) return Error("kernel_shape does not match the input");
+  if (s.empty()) s.assign(sp, 1);
+  if (d.empty()) d.assign(sp, 1);
+  TF_RETURN_IF_ERROR(
+      SpatialPads(Shape(x.begin() + 2, x.end()), Shape(y.begin() + 2, y.end()), k, s, d, &pads));
+  if (sp == 1) {
+    x.insert(x.begin() + 2, 1);
+    y.insert(y.begin() + 2, 1);
+    k.insert(k.begin(), 1);
+    s.insert(s.begin(), 1);
+    d.insert(d.begin(), 1);
+    pads = {0, pads[0], 0, pads[1]};
+  }
+  const bool include_pad = n_.Int("count_include_pad", 0) != 0;
+  const int64_t H = x[2], W = x[3], OH = y[2], OW = y[3];
+  Parallel(x[0] * x[1], [&](int64_t b, int64_t e) {
+    for (int64_t nc = b; nc < e; ++nc) {
+      const T* ip = in + nc * H * W;
+      T* op = out + nc * OH * OW;
+      for (int64_t oh = 0; oh < OH; ++oh) {
+        for (int64_t ow = 0; ow < OW; ++ow) {
+          double acc = is_max ? -std::numeric_limits<double>::infinity() : 0.0;
+          int64_t count = 0, padded = 0;
+          for (int64_t r = 0; r < k[0]; ++r) {
+            const int64_t ih = oh * s[0] - pads[0] + r * d[0];
+            for (int64_t q = 0; q < k[1]; ++q) {
+              const int64_t iw = ow * s[1] - pads[1] + q * d[1];
+              if (ih < 0 || iw < 0 || ih >= H || iw >= W) {
+                // Inside the explicit padding (not past it, for ceil_mode).
+                if (ih >= -pads[0] && iw >= -pads[1] && ih < H + pads[2] && iw < W + pads[3])
+                  ++padded;
+                continue;
+              }
+              const double v = double(ip[ih * W + iw]);
+              acc = is_max ? std::max(acc, v) : acc + v;
+              ++count;
+            }
+          }
+          if (!is_max) acc /= double(include_pad ? count + padded : std::max<int64_t>(count, 1));
+          op[oh * OW + ow] = T(acc);
+        }
+      }
+    }
+  });
+  return absl::OkStatus();
+}
+
+template <typename T>
+absl::Status Op<T>::Concat() {
+  const Shape& os = OutShape();
+  const int64_t axis = Axis(n_.Int("axis", 0), os.size());
+  if (axis < 0 || axis >= int64_t(os.size())) return Error("axis out of range");
+  const int64_t outer = Numel(Shape(os.begin(), os.begin() + axis));
+  const int64_t inner = Numel(Shape(os.begin() + axis + 1, os.end()));
+  T* y = Out();
+  int64_t at = 0;
+  for (size_t i = 0; i < n_.inputs.size(); ++i) {
+    if (!Has(i)) continue;
+    const int64_t len = InShape(i).empty() ? 1 : InShape(i)[size_t(axis)] * inner;
+    const T* x = In(i);
+    if (x == nullptr) return Error(StrCat("input ", i, " is not a float tensor"));
+    for (int64_t o = 0; o < outer; ++o)
+      std::copy(x + o * len, x + (o + 1) * len, y + o * os[size_t(axis)] * inner + at);
+    at += len;
+  }
+  return absl::OkStatus();
+}
+
+template <typename T>
+absl::Status Op<T>::Split() {
+  const Shape& xs = InShape(0);
+  const int64_t axis = Axis(n_.Int("axis", 0), xs.size());
+  if (axis < 0 || axis >= int64_t(xs.size())) return Error("axis out of range");
+  const int64_t outer = Numel(Shape(xs.begin(), xs.begin() + axis));
+  const int64_t inner = Numel(Shape(xs.begin() + axis + 1, xs.end()));
+  const T* x = In(0);
+  int64_t at = 0;
+  for (size_t i = 0; i < a_.out.size(); ++i) {
+    const int64_t len = OutShape(i)[size_t(axis)] * inner;
+    if (T* y = Out(i); y != nullptr) {
+      for (int64_t o = 0; o < outer; ++o)
+        std::copy(x + o * xs[size_t(axis)] * inner + at,
+                  x + o * xs[size_t(axis)] * inner + at + len, y + o * len);
+    }
+    at += len;
+  }
+  return absl::OkStatus();
+}
+
+template <typename T>
+absl::Status Op<T>::Slice() {
+  const Shape& xs = InShape(0);
+  const size_t r = xs.size();
+  std::vector<double> starts, ends, axes, steps;
+  if (a_.opset < 10) {
+    for (int64_t v : n_.Ints("starts")) starts.push_back(double(v));
+    for (int64_t v : n_.Ints("ends")) ends.push_back(double(v));
+    for (int64_t v : n_.Ints("axes")) axes.push_back(double(v));
+  } else {
+    if (!Params(1, &starts) || !Params(2, &ends)) return Error("starts and ends must be constant");
+    Params(3, &axes);
+    Params(4, &steps);
+  }
+  if (axes.empty())
+    for (size_t i = 0; i < starts.size(); ++i) axes.push_back(double(i));
+  if (steps.empty()) steps.assign(starts.size(), 1);
+  Shape start(r, 0), step(r, 1);
+  for (size_t i = 0; i < starts.size() && i < axes.size(); ++i) {
+    const int64_t ax = Axis(int64_t(axes[i]), r);
+    if (ax < 0 || ax >= int64_t(r)) return Error("axis out of range");
+    const int64_t dim = xs[size_t(ax)], st = int64_t(steps[i]);
+    if (st == 0) return Error("a step of 0");
+    double b = starts[i];
+    if (b < 0) b += double(dim);
+    b = st > 0 ? std::clamp(b, 0.0, double(dim)) : std::clamp(b, 0.0, double(dim - 1));
+    start[size_t(ax)] = int64_t(b);
+    step[size_t(ax)] = st;
+  }
+  const Shape& os = OutShape();
+  const Shape xst = Strides(xs);
+  const int64_t total = Numel(os);
+  const T* x = In(0);
+  T* y = Out();
+  Shape idx(r, 0);
+  for (int64_t i = 0; i < total; ++i) {
+    int64_t off = 0;
+    for (size_t dd = 0; dd < r; ++dd) off += (start[dd] + idx[dd] * step[dd]) * xst[dd];
+    y[i] = x[off];
+    for (int dd = int(r) - 1; dd >= 0; --dd) {
+      if (++idx[size_t(dd)] < os[size_t(dd)]) break;
+      idx[size_t(dd)] = 0;
+    }
+  }
+  return absl::OkStatus();
+}
+
+template <typename T>
+absl::Status Op<T>::Transpose() {
+  const Shape& xs = InShape(0);
+  const size_t r = xs.size();
+  Shape perm = n_.Ints("perm");
+  if (perm.empty())
+    for (size_t i = 0; i < r; ++i) perm.push_back(int64_t(r - 1 - i));
+  if (perm.size() != r) return Error("perm does not match the rank");
+  const Shape xst = Strides(xs);
+  const Shape& os = OutShape();
+  Shape st(r);
+  for (size_t i = 0; i < r; ++i) st[i] = xst[size_t(perm[i])];
+  const T* x = In(0);
+  T* y = Out();
+  const int64_t inner = r ? os[r - 1] : 1, rows = Numel(os) / std::max<int64_t>(inner, 1);
+  Parallel(rows, [&](int64_t b, int64_t e) {
+    for (int64_t row = b; row < e; ++row) {
+      int64_t rem = row, off = 0;
+      for (int dd = int(r) - 2; dd >= 0; --dd) {
+        off += (rem % os[size_t(dd)]) * st[size_t(dd)];
+        rem /= os[size_t(dd)];
+      }
+      const int64_t s = r ? st[r - 1] : 0;
+      for (int64_t i = 0; i < inner; ++i) y[row * inner + i] = x[off + i * s];
+    }
+  });
+  return absl::OkStatus();
+}
+
+template <typename T>
+absl::Status Op<T>::Pad() {
+  const Shape& xs = InShape(0);
+  const size_t r = xs.size();
+  const std::string mode = n_.strings.count("mode") ? n_.strings.at("mode") : "constant";
+  std::vector<double> pads, value, axes;
+  double cval = 0;
+  if (a_.opset < 11) {
+    for (int64_t v : n_.Ints("pads")) pads.push_back(double(v));
+    cval = n_.Float("value", 0);
+  } else {
+    if (!Params(1, &pads)) return Error("pads must be constant");
+    if (Params(2, &value) && !value.empty()) cval = value[0];
+    Params(3, &axes);
+  }
+  Shape begin(r, 0);
+  if (axes.empty()) {
+    if (pads.size() != 2 * r) return Error("pads do not match the rank");
+    for (size_t i = 0; i < r; ++i) begin[i] = int64_t(pads[i]);
+  } else {
+    if (pads.size() != 2 * axes.size()) return Error("pads do not match the axes");
+    for (size_t i = 0; i < axes.size(); ++i)
+      begin[size_t(Axis(int64_t(axes[i]), r))] = int64_t(pads[i]);
+  }
+  if (mode != "constant" && mode != "reflect" && mode != "edge")
+    return Error(StrCat("mode '", mode, "' is not supported"));
+  const Shape& os = OutShape();
+  const Shape xst = Strides(xs);
+  const T* x = In(0);
+  T* y = Out();
+  const int64_t total = Numel(os);
+  Shape idx(r, 0);
+  for (int64_t i = 0; i < total; ++i) {
+    int64_t off = 0;
+    bool outside = false;
+    for (size_t dd = 0; dd < r; ++dd) {
+      int64_t v = idx[dd] - begin[dd];
+      const int64_t n = xs[dd];
+      if (v < 0 || v >= n) {
+        if (mode == "constant") {
+          outside = true;
+          break;
+        }
+        if (mode == "edge") {
+          v = std::clamp<int64_t>(v, 0, n - 1);
+        } else {  // reflect
+          if (n == 1) {
+            v = 0;
+          } else {
+            const int64_t period = 2 * (n - 1);
+            v = ((v % period) + period) % period;
+            if (v >= n) v = period - v;
+          }
+        }
+      }
+      off += v * xst[dd];
+    }
+    y[i] = outside ? T(cval) : x[off];
+    for (int dd = int(r) - 1; dd >= 0; --dd) {
+      if (++idx[size_t(dd)] < os[size_t(dd)]) break;
+      idx[size_t(dd)] = 0;
+    }
+  }
+  return absl::OkStatus();
+}
+
+template <typename T>
+absl::Status Op<T>::Resize() {
+  const Shape& xs = InShape(0);
+  const Shape& os = OutShape();
+  const size_t r = xs.size();
+  std::string mode = n_.strings.count("mode") ? n_.strings.at("mode") : "nearest";
+  std::string coord = "asymmetric", nearest = "floor";
+  std::vector<double> scales;
+  if (n_.op == "Upsample") {
+    if (n_.floats.count("scales")) {
+      for (float f : n_.floats.at("scales")) scales.push_back(f);
+    } else {
+      Params(1, &scales);
+    }
+  } else if (a_.opset < 11) {
+    Params(1, &scales);
+    nearest = "round_prefer_floor";
+  } else {
+    coord = n_.strings.count("coordinate_transformation_mode")
+                ? n_.strings.at("coordinate_transformation_mode")
+                : "half_pixel";
+    nearest =
+        n_.strings.count("nearest_mode") ? n_.strings.at("nearest_mode") : "round_prefer_floor";
+    Params(2, &scales);
+    if (n_.Int("antialias", 0) != 0) return Error("antialias is not supported");
+    if (!n_.Ints("axes").empty()) return Error("the axes attribute is not supported");
+  }
+  if (mode == "bilinear") mode = "linear";
+  if (mode != "nearest" && mode != "linear")
+    return Error(StrCat("mode '", mode, "' is not supported"));
+  if (coord != "half_pixel" && coord != "pytorch_half_pixel" && coord != "align_corners" &&
+      coord != "asymmetric" && coord != "tf_half_pixel_for_nearest")
+    return Error(StrCat("coordinate_transformation_mode '", coord, "' is not supported"));
+  if (scales.size() != r) {
+    scales.assign(r, 1);
+    for (size_t i = 0; i < r; ++i) scales[i] = double(os[i]) / double(xs[i]);
+  }
+  // Source coordinate of output index i along dim d.
+  auto src = [&](size_t d, int64_t i) {
+    const double s = scales[d], in = double(xs[d]), out = double(os[d]);
+    if (coord == "half_pixel") return (double(i) + 0.5) / s - 0.5;
+    if (coord == "pytorch_half_pixel") return out > 1 ? (double(i) + 0.5) / s - 0.5 : 0.0;
+    if (coord == "align_corners") return out > 1 ? double(i) * (in - 1) / (out - 1) : 0.0;
+    if (coord == "tf_half_pixel_for_nearest") return (double(i) + 0.5) / s;
+    return double(i) / s;
+  };
+  auto round = [&](double v) -> int64_t {
+    if (nearest == "floor") return int64_t(std::floor(v));
+    if (nearest == "ceil") return int64_t(std::ceil(v));
+    if (nearest == "round_prefer_ceil") return int64_t(std::floor(v + 0.5));
+    // round_prefer_floor
+    return v == std::floor(v) + 0.5 ? int64_t(std::floor(v)) : int64_t(std::round(v));
+  };
+  // Per dim: two source indices and weights.
+  std::vector<std::vector<int64_t>> i0(r), i1(r);
+  std::vector<std::vector<double>> w1(r);
+  for (size_t d = 0; d < r; ++d) {
+    for (int64_t i = 0; i < os[d]; ++i) {
+      double c = src(d, i);
+      if (mode == "nearest") {
+        int64_t k = std::clamp<int64_t>(round(c), 0, xs[d] - 1);
+        i0[d].push_back(k);
+        i1[d].push_back(k);
+        w1[d].push_back(0);
+      } else {
+        c = std::clamp(c, 0.0, double(xs[d] - 1));
+        int64_t lo = int64_t(std::floor(c));
+        int64_t hi = std::min<int64_t>(lo + 1, xs[d] - 1);
+        i0[d].push_back(lo);
+        i1[d].push_back(hi);
+        w1[d].push_back(c - double(lo));
+      }
+    }
+  }
+  const Shape xst = Strides(xs);
+  const T* x = In(0);
+  T* y = Out();
+  const int64_t total = Numel(os);
+  // Dims that interpolate (linear, with a fractional weight somewhere).
+  std::vector<size_t> lin;
+  if (mode == "linear") {
+    for (size_t d = 0; d < r; ++d)
+      if (xs[d] != os[d] || scales[d] != 1) lin.push_back(d);
+  }
+  Shape idx(r, 0);
+  for (int64_t i = 0; i < total; ++i) {
+    int64_t base = 0;
+    for (size_t d = 0; d < r; ++d) base += i0[d][size_t(idx[d])] * xst[d];
+    double v;
+    if (lin.empty()) {
+      v = double(x[base]);
+    } else {
+      v = 0;
+      const size_t corners = size_t(1) << lin.size();
+      for (size_t cmask = 0; cmask < corners; ++cmask) {
+        double w = 1;
+        int64_t off = base;
+        for (size_t j = 0; j < lin.size(); ++j) {
+          const size_t d = lin[j];
+          const double f = w1[d][size_t(idx[d])];
+          if (cmask & (size_t(1) << j)) {
+            w *= f;
+            off += (i1[d][size_t(idx[d])] - i0[d][size_t(idx[d])]) * xst[d];
+          } else {
+            w *= 1 - f;
+          }
+        }
+        if (w != 0) v += w * double(x[off]);
+      }
+    }
+    y[i] = T(v);
+    for (int d = int(r) - 1; d >= 0; --d) {
+      if (++idx[size_t(d)] < os[size_t(d)]) break;
+      idx[size_t(d)] = 0;
+    }
+  }
+  return absl::OkStatus();
+}
+
+template <typename T>
+absl::Status Op<T>::Softmax() {
+  const Shape& xs = InShape(0);
+  const bool log = n_.op == "LogSoftmax";
+  const int64_t axis = Axis(n_.Int("axis", a_.opset < 13 ? 1 : -1), xs.size());
+  if (axis < 0 || axis >= int64_t(xs.size())) return Error("axis out of range");
+  // Before opset 13 the input is coerced to 2-D at `axis`; from 13 on the
+  // reduction is over `axis` alone.
+  int64_t len, inner;
+  if (a_.opset < 13) {
+    len = Numel(Shape(xs.begin() + axis, xs.end()));
+    inner = 1;
+  } else {
+    len = xs[size_t(axis)];
+    inner = Numel(Shape(xs.begin() + axis + 1, xs.end()));
+  }
+  const int64_t outer = Numel(xs) / std::max<int64_t>(len * inner, 1);
+  const T* x = In(0);
+  T* y = Out();
+  Parallel(outer * inner, [&](int64_t b, int64_t e) {
+    for (int64_t oi = b; oi < e; ++oi) {
+      const int64_t o = oi / inner, i = oi % inner;
+      const T* p = x + o * len * inner + i;
+      T* q = y + o * len * inner + i;
+      double mx = -std::numeric_limits<double>::infinity();
+      for (int64_t k = 0; k < len; ++k) mx = std::max(mx, double(p[k * inner]));
+      double sum = 0;
+      for (int64_t k = 0; k < len; ++k) sum += std::exp(double(p[k * inner]) - mx);
+      for (int64_t k = 0; k < len; ++k) {
+        const double v = double(p[k * inner]) - mx;
+        q[k * inner] = T(log ? v - std::log(sum) : std::exp(v) / sum);
+      }
+    }
+  });
+  return absl::OkStatus();
+}
+
+template <typename T>
+absl::Status Op<T>::Reduce() {
+  const Shape& xs = InShape(0);
+  const size_t r = xs.size();
+  std::vector<double> axes;
+  const bool axes_input = (n_.op == "ReduceSum" && a_.opset >= 13) || a_.opset >= 18;
+  if (axes_input) {
+    Params(1, &axes);
+  } else {
+    for (int64_t v : n_.Ints("axes")) axes.push_back(double(v));
+  }
+  std::vector<bool> reduced(r, false);
+  if (axes.empty()) {
+    if (axes_input && n_.Int("noop_with_empty_axes", 0) != 0) {
+      std::copy(In(0), In(0) + Numel(xs), Out());
+      return absl::OkStatus();
+    }
+    reduced.assign(r, true);
+  }
+  for (double a : axes) {
+    const int64_t ax = Axis(int64_t(a), r);
+    if (ax < 0 || ax >= int64_t(r)) return Error("axis out of range");
+    reduced[size_t(ax)] = true;
+  }
+  // Output strides over the input's dims (0 where reduced).
+  Shape kept;
+  for (size_t d = 0; d < r; ++d) kept.push_back(reduced[d] ? 1 : xs[d]);
+  const Shape kst = Strides(kept);
+  const int64_t out_n = Numel(kept), in_n = Numel(xs);
+  const bool is_max = n_.op == "ReduceMax";
+  std::vector<double> acc(size_t(out_n), is_max ? -std::numeric_limits<double>::infinity() : 0.0);
+  const T* x = In(0);
+  Shape idx(r, 0);
+  for (int64_t i = 0; i < in_n; ++i) {
+    int64_t o = 0;
+    for (size_t d = 0; d < r; ++d)
+      if (!reduced[d]) o += idx[d] * kst[d];
+    acc[size_t(o)] =
+        is_max ? std::max(acc[size_t(o)], double(x[i])) : acc[size_t(o)] + double(x[i]);
+    for (int d = int(r) - 1; d >= 0; --d) {
+      if (++idx[size_t(d)] < xs[size_t(d)]) break;
+      idx[size_t(d)] = 0;
+    }
+  }
+  const double count = double(in_n) / double(std::max<int64_t>(out_n, 1));
+  T* y = Out();
+  for (int64_t o = 0; o < out_n; ++o)
+    y[o] = T(n_.op == "ReduceMean" ? acc[size_t(o)] / count : acc[size_t(o)]);
+  return absl::OkStatus();
+}
+
+template <typename T>
+absl::Status Op<T>::Gather() {
+  const Shape& xs = InShape(0);
+  const int64_t axis = Axis(n_.Int("axis", 0), xs.size());
+  if (axis < 0 || axis >= int64_t(xs.size())) return Error("axis out of range");
+  std::vector<double> idx;
+  if (!Params(1, &idx)) return Error("indices are missing");
+  const int64_t outer = Numel(Shape(xs.begin(), xs.begin() + axis));
+  const int64_t inner = Numel(Shape(xs.begin() + axis + 1, xs.end()));
+  const int64_t dim = xs[size_t(axis)];
+  const T* x = In(0);
+  T* y = Out();
+  for (int64_t o = 0; o < outer; ++o) {
+    for (size_t j = 0; j < idx.size(); ++j) {
+      int64_t k = int64_t(idx[j]);
+      if (k < 0) k += dim;
+      if (k < 0 || k >= dim) return Error(StrCat("index ", int64_t(idx[j]), " out of range"));
+      std::copy(x + (o * dim + k) * inner, x + (o * dim + k + 1) * inner,
+                y + (o * int64_t(idx.size()) + int64_t(j)) * inner);
+    }
+  }
+  return absl::OkStatus();
+}
+
+template <typename T>
+absl::Status Op<T>::Run() {
+  const std::string& op = n_.op;
+  if (a_.out.empty() || Out() == nullptr) return Error("no output");
+  for (size_t i = 0; i < n_.inputs.size(); ++i) {
+    if (Has(i) && a_.in[i] == nullptr && a_.in_const[i] == nullptr)
+      return Error(StrCat("input '", n_.inputs[i], "' has no data"));
+  }
+  if (IsCopyOp(op)) {
+    if (In(0) == nullptr) return Error("input is not a float tensor");
+    std::copy(In(0), In(0) + Numel(OutShape()), Out());
+    if (op == "Dropout" && Out(1) != nullptr) std::fill(Out(1), Out(1) + Numel(OutShape(1)), T(1));
+    return absl::OkStatus();
+  }
+  for (size_t i = 0; i < n_.inputs.size() && i < 1; ++i) {
+    if (Has(i) && In(i) == nullptr) return Error("the data input is not a float tensor");
+  }
+  if (op == "Add") return Broadcast(0, 2, [](const T* v) { return T(v[0] + v[1]); });
+  if (op == "Sub") return Broadcast(0, 2, [](const T* v) { return T(v[0] - v[1]); });
+  if (op == "Mul") return Broadcast(0, 2, [](const T* v) { return T(v[0] * v[1]); });
+  if (op == "Div") return Broadcast(0, 2, [](const T* v) { return T(v[0] / v[1]); });
+  if (op == "Pow") return Broadcast(0, 2, [](const T* v) { return T(std::pow(v[0], v[1])); });
+  if (op == "Equal") return Broadcast(0, 2, [](const T* v) { return T(v[0] == v[1]); });
+  if (op == "Greater") return Broadcast(0, 2, [](const T* v) { return T(v[0] > v[1]); });
+  if (op == "Less") return Broadcast(0, 2, [](const T* v) { return T(v[0] < v[1]); });
+  if (op == "PRelu")
+    return Broadcast(0, 2, [](const T* v) { return v[0] < 0 ? T(v[0] * v[1]) : v[0]; });
+  if (op == "Where") return Broadcast(0, 3, [](const T* v) { return v[0] != T(0) ? v[1] : v[2]; });
+  if (op == "Max" || op == "Min") {
+    const bool mx = op == "Max";
+    if (n_.inputs.size() == 1) {
+      std::copy(In(0), In(0) + Numel(OutShape()), Out());
+      return absl::OkStatus();
+    }
+    if (n_.inputs.size() > 4) return Error("more than 4 inputs");
+    const size_t cnt = n_.inputs.size();
+    return Broadcast(0, cnt, [cnt, mx](const T* v) {
+      T r = v[0];
+      for (size_t k = 1; k < cnt; ++k) r = mx ? std::max(r, v[k]) : std::min(r, v[k]);
+      return r;
+    });
+  }
+  if (op == "Conv") return Conv();
+  if (op == "ConvTranspose") return ConvTranspose();
+  if (op == "Gemm") return Gemm();
+  if (op == "MatMul") return MatMul();
+  if (op == "BatchNormalization" || op == "InstanceNormalization" || op == "LayerNormalization")
+    return Norm();
+  if (op == "MaxPool" || op == "AveragePool" || op == "GlobalAveragePool" || op == "GlobalMaxPool")
+    return Pool();
+  if (op == "Concat") return Concat();
+  if (op == "Split") return Split();
+  if (op == "Slice") return Slice();
+  if (op == "Transpose") return Transpose();
+  if (op == "Pad") return Pad();
+  if (op == "Resize" || op == "Upsample") return Resize();
+  if (op == "Softmax" || op == "LogSoftmax") return Softmax();
+  if (op == "ReduceMean" || op == "ReduceSum" || op == "ReduceMax") return Reduce();
+  if (op == "Gather") return Gather();
+  return Unary();
+}
+
+}  // namespace
+
+bool IsCopyOp(const std::string& op) {
+  return op == "Reshape" || op == "Flatten" || op == "Squeeze" || op == "Unsqueeze" ||
+         op == "Identity" || op == "Dropout";
+}
+
+template <typename T>
+absl::Status RunOp(const OpArgs<T>& args) {
+  if (args.node == nullptr) return absl::InvalidArgumentError("no node");
+  if (args.in.size() != args.node->inputs.size() || args.in_const.size() != args.in.size() ||
+      args.in_shapes.size() != args.in.size() || args.out.size() != args.out_shapes.size())
+    return absl::InvalidArgumentError(
+        StrCat("node '", args.node->name, "': argument counts do not match"));
+  return Op<T>(args).Run();
+}
+
+template absl::Status RunOp<float>(const OpArgs<float>&);
+template absl::Status RunOp<double>(const OpArgs<double>&);
+
+}  // namespace tunefarm::deploy

@@ -1,0 +1,42 @@
+// Native operators: every ONNX operator the importer accepts, on dense
+// row-major tensors, for T = float (the graph runtime's path for what is not
+// a compiled kernel) and T = double (the float64 reference the tests compare
+// builds against). Output shapes come from the importer's shape inference;
+// an operator form we do not compute (Resize cubic, MaxPool indices, ...)
+// is an Unimplemented error naming the node, never a wrong result.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "common/kernel_abi.h"
+#include "deploy/onnx_import.h"
+
+namespace tunefarm::deploy {
+
+template <typename T>
+struct OpArgs {
+  const Node* node = nullptr;
+  int64_t opset = 0;
+  // One entry per node input: data (nullptr for an omitted input or an
+  // integer constant), its shape, and the constant behind it (nullptr for a
+  // runtime value) for inputs read as parameters (shapes, axes, pads).
+  std::vector<const T*> in;
+  std::vector<std::vector<int64_t>> in_shapes;
+  std::vector<const Constant*> in_const;
+  std::vector<T*> out;  // nullptr for an omitted output
+  std::vector<std::vector<int64_t>> out_shapes;
+  // Splits [0, n) into chunks run in parallel (nullptr: serial).
+  int32_t (*parallel)(void* ctx, int64_t n, void* closure, TFParallelBody body) = nullptr;
+  void* parallel_ctx = nullptr;
+};
+
+template <typename T>
+absl::Status RunOp(const OpArgs<T>& args);
+
+// Operators whose output is a copy of their first input (Reshape, Flatten,
+// Squeeze, Unsqueeze, Identity, Dropout): the runtime may alias them.
+bool IsCopyOp(const std::string& op);
+
+}  // namespace tunefarm::deploy

@@ -1,0 +1,443 @@
+#include "deploy/package_build.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/status_macros.h"
+#include "compiler/codegen/llvm_codegen.h"
+#include "compiler/codegen/llvm_target.h"
+#include "compiler/ir/compute.h"
+#include "compiler/ir/reference.h"
+#include "compiler/ir/schedule.h"
+#include "compiler/ir/workload.h"
+#include "device_agent/runner.h"
+
+namespace tunefarm::deploy {
+namespace {
+
+namespace v1 = ::tunefarm::v1;
+using absl::StrCat;
+using Shape = std::vector<int64_t>;
+
+int64_t Numel(const Shape& s) {
+  int64_t n = 1;
+  for (int64_t d : s) n *= d;
+  return n;
+}
+
+struct Built {
+  ir::ComputeDAG dag;       // the scheduled DAG (packed tensors)
+  ir::ComputeDAG original;  // before scheduling (argument names)
+  std::string shared_object;
+  v1::Schedule schedule;  // what was replayed
+};
+
+absl::StatusOr<Built> Compile(const v1::Workload& workload, const v1::Schedule* schedule,
+                              const ir::Target& target) {
+  TF_ASSIGN_OR_RETURN(ir::CanonicalWorkload cw, ir::Canonicalize(workload));
+  TF_ASSIGN_OR_RETURN(ir::ComputeDAG dag, ir::BuildComputeDAG(cw.workload));
+  v1::Schedule s = schedule ? *schedule : ir::DefaultSchedule(dag, target);
+  TF_ASSIGN_OR_RETURN(ir::ScheduleState st, ir::ScheduleState::Replay(dag, s, target));
+  TF_ASSIGN_OR_RETURN(codegen::CpuArtifact a, codegen::CompileCpu(st.dag(), ir::Lower(st), target));
+  return Built{st.dag(), dag, std::move(a.shared_object), s};
+}
+
+// Median seconds of a kernel on random inputs, on this machine.
+absl::StatusOr<double> TimeHere(const Built& b, int threads) {
+  TF_ASSIGN_OR_RETURN(auto lib, runner::KernelLibrary::Load(b.shared_object));
+  runner::ThreadPool pool(threads);
+  std::vector<std::vector<float>> inputs = ir::RandomInputs(b.original, 7);
+  std::vector<std::unique_ptr<runner::AlignedBuffer>> bufs;
+  std::vector<void*> ptrs;
+  for (size_t i = 0; i < b.dag.args.size(); ++i) {
+    const int t = b.dag.args[i];
+    auto buf = std::make_unique<runner::AlignedBuffer>(b.dag.NumElements(t));
+    std::vector<float> data;
+    if (i < inputs.size()) {
+      data = b.dag.tensors[size_t(t)].packed_from >= 0 ? ir::PackConstant(b.dag, t, inputs[i])
+                                                       : inputs[i];
+    }
+    std::copy(data.begin(), data.end(), buf->data());
+    ptrs.push_back(buf->data());
+    bufs.push_back(std::move(buf));
+  }
+  lib->Run(ptrs.data(), pool);  // warm-up
+  std::vector<double> sec;
+  for (int r = 0; r < 7; ++r) {
+    auto t0 = std::chrono::steady_clock::now();
+    int runs = 0;
+    double el = 0;
+    do {
+      if (lib->Run(ptrs.data(), pool) != 0) return absl::InternalError("kernel returned an error");
+      ++runs;
+      el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    } while (el < 0.002);
+    sec.push_back(el / runs);
+  }
+  std::sort(sec.begin(), sec.end());
+  return sec[sec.size() / 2];
+}
+
+void PutFloats(v1::PackageTensor* t, const Shape& shape, const std::vector<float>& data) {
+  t->clear_shape();
+  for (int64_t d : shape) t->add_shape(d);
+  t->set_f32(std::string(reinterpret_cast<const char*>(data.data()), data.size() * sizeof(float)));
+}
+
+void PutNode(const Node& n, v1::PackageNode* p) {
+  p->set_op(n.op);
+  p->set_name(n.name);
+  for (const auto& i : n.inputs) p->add_inputs(i);
+  for (const auto& o : n.outputs) p->add_outputs(o);
+  for (const auto& [k, v] : n.ints) {
+    auto& dst = (*p->mutable_ints())[k];
+    for (int64_t x : v) dst.add_v(x);
+  }
+  for (const auto& [k, v] : n.floats) {
+    auto& dst = (*p->mutable_floats())[k];
+    for (float x : v) dst.add_v(x);
+  }
+  for (const auto& [k, v] : n.strings) (*p->mutable_strings())[k] = v;
+}
+
+bool RunsHere(const ir::Target& target) {
+  return target.ToString() == codegen::HostTarget().ToString();
+}
+
+}  // namespace
+
+int64_t PlanMemory(const std::vector<std::pair<int, int>>& lifetimes,
+                   const std::vector<int64_t>& bytes, std::vector<int64_t>* offsets) {
+  const size_t n = lifetimes.size();
+  offsets->assign(n, 0);
+  std::vector<size_t> order(n);
+  for (size_t i = 0; i < n; ++i) order[i] = i;
+  // Largest first, then earliest: the classic greedy by size.
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    if (bytes[a] != bytes[b]) return bytes[a] > bytes[b];
+    return lifetimes[a].first < lifetimes[b].first;
+  });
+  auto round = [](int64_t v) { return (v + 63) / 64 * 64; };
+  std::vector<size_t> placed;
+  int64_t arena = 0;
+  for (size_t i : order) {
+    // Intervals taken by placed values alive at the same time, sorted.
+    std::vector<std::pair<int64_t, int64_t>> busy;
+    for (size_t j : placed) {
+      if (lifetimes[j].first <= lifetimes[i].second && lifetimes[i].first <= lifetimes[j].second)
+        busy.push_back({(*offsets)[j], (*offsets)[j] + round(bytes[j])});
+    }
+    std::sort(busy.begin(), busy.end());
+    int64_t at = 0, best = -1, best_gap = INT64_MAX;
+    const int64_t need = round(bytes[i]);
+    for (const auto& [b, e] : busy) {
+      if (b - at >= need && b - at < best_gap) {
+        best = at;
+        best_gap = b - at;
+      }
+      at = std::max(at, e);
+    }
+    (*offsets)[i] = best >= 0 ? best : at;
+    arena = std::max(arena, (*offsets)[i] + need);
+    placed.push_back(i);
+  }
+  return arena;
+}
+
+absl::StatusOr<v1::ModelPackage> BuildPackage(const Model& model, const ir::Target& target,
+                                              const BuildOptions& options) {
+  if (target.is_gpu())
+    return absl::UnimplementedError("building a model for a CUDA target is not built yet");
+  TF_RETURN_IF_ERROR(codegen::CheckLLVMTarget(target));
+  TF_ASSIGN_OR_RETURN(TaskExtraction ex, ExtractTasks(model));
+  v1::ModelPackage pkg;
+  pkg.set_format_version(1);
+  pkg.set_target(target.ToString());
+  pkg.set_model_name(options.model_name);
+  pkg.set_model_sha256(options.model_sha256);
+  pkg.set_opset(model.opset);
+  pkg.set_layout("NCHW");
+  pkg.set_built_by(StrCat("tunefarm ", TUNEFARM_VERSION, " LLVM ", codegen::LLVMVersion()));
+  for (const auto& i : model.inputs) pkg.add_inputs(i);
+  for (const auto& o : model.outputs) pkg.add_outputs(o);
+
+  // Kernels, one per task.
+  std::vector<Built> built(ex.tasks.size());
+  for (size_t t = 0; t < ex.tasks.size(); ++t) {
+    const ModelTask& task = ex.tasks[t];
+    KernelChoice choice;
+    choice.why = "no tuning records";
+    if (options.choose) {
+      absl::StatusOr<KernelChoice> c = options.choose(task);
+      if (!c.ok())
+        return absl::Status(c.status().code(),
+                            StrCat("task ", task.description, ": ", c.status().message()));
+      choice = *c;
+    }
+    TF_ASSIGN_OR_RETURN(Built def, Compile(task.workload, nullptr, target));
+    Built use = def;
+    if (choice.tuned) {
+      absl::StatusOr<Built> tuned = Compile(task.workload, &choice.schedule, target);
+      if (!tuned.ok()) {
+        choice.tuned = false;
+        choice.why = StrCat("the tuned schedule (record ", choice.record_id,
+                            ") does not build: ", tuned.status().message());
+      } else if (choice.default_sec > 0 && choice.tuned_sec > 0) {
+        if (choice.tuned_sec < choice.default_sec) {
+          use = *std::move(tuned);
+        } else {
+          choice.tuned = false;
+          choice.why = absl::StrFormat("the default schedule measured faster (%.3g ms vs %.3g ms)",
+                                       choice.default_sec * 1e3, choice.tuned_sec * 1e3);
+        }
+      } else if (options.compare_locally && RunsHere(target)) {
+        absl::StatusOr<double> td = TimeHere(def, options.threads);
+        absl::StatusOr<double> tt = TimeHere(*tuned, options.threads);
+        if (!td.ok() || !tt.ok()) {
+          choice.tuned = false;
+          choice.why = StrCat("timing here failed: ", (!td.ok() ? td : tt).status().message());
+        } else {
+          choice.default_sec = *td;
+          choice.tuned_sec = *tt;
+          if (*tt < *td) {
+            use = *std::move(tuned);
+            choice.why = absl::StrFormat("tuned record %d; timed here: %.3g ms vs default %.3g ms",
+                                         choice.record_id, *tt * 1e3, *td * 1e3);
+          } else {
+            choice.tuned = false;
+            choice.why = absl::StrFormat("timed here, the default was faster (%.3g vs %.3g ms)",
+                                         *td * 1e3, *tt * 1e3);
+          }
+        }
+      } else {
+        choice.tuned = false;
+        choice.why = "the default schedule has no time on the tuned record's device to compare";
+      }
+    }
+    built[t] = std::move(use);
+    v1::PackageKernel* k = pkg.add_kernels();
+    k->set_workload_key(task.key);
+    k->set_description(task.description);
+    *k->mutable_workload() = task.workload;
+    *k->mutable_schedule() = built[t].schedule;
+    if (choice.tuned) k->set_record_id(choice.record_id);
+    k->set_tuned(choice.tuned);
+    k->set_tuned_sec(choice.tuned_sec);
+    k->set_default_sec(choice.default_sec);
+    k->set_choice(choice.why);
+    k->set_shared_object(built[t].shared_object);
+  }
+
+  // Steps in model order; a fused kernel sits where its last node was.
+  std::map<int, size_t> last_of;  // node index -> occurrence
+  std::set<int> fused;
+  for (size_t o = 0; o < ex.occurrences.size(); ++o) {
+    const TaskOccurrence& oc = ex.occurrences[o];
+    last_of[*std::max_element(oc.nodes.begin(), oc.nodes.end())] = o;
+    fused.insert(oc.nodes.begin(), oc.nodes.end());
+  }
+  std::map<std::string, v1::PackageTensor> consts;  // what the steps reference
+  auto use_const = [&](const std::string& name) {
+    if (consts.count(name)) return;
+    const Constant& c = model.constants.at(name);
+    v1::PackageTensor t;
+    t.set_name(name);
+    if (c.is_int) {
+      for (int64_t d : c.shape) t.add_shape(d);
+      t.set_is_int(true);
+      for (int64_t v : c.ints) t.add_i64(v);
+    } else {
+      PutFloats(&t, c.shape, c.floats);
+    }
+    consts[name] = std::move(t);
+  };
+  auto const_floats = [&](const std::string& name) {
+    const Constant& c = model.constants.at(name);
+    if (!c.is_int) return c.floats;
+    return std::vector<float>(c.ints.begin(), c.ints.end());
+  };
+
+  for (size_t i = 0; i < model.nodes.size(); ++i) {
+    const Node& n = model.nodes[i];
+    auto lo = last_of.find(int(i));
+    if (lo == last_of.end()) {
+      if (fused.count(int(i))) continue;
+      PutNode(n, pkg.add_steps()->mutable_node());
+      for (const std::string& in : n.inputs)
+        if (!in.empty() && model.constants.count(in)) use_const(in);
+      continue;
+    }
+    const TaskOccurrence& oc = ex.occurrences[lo->second];
+    const ModelTask& task = ex.tasks[size_t(oc.task)];
+    const Built& b = built[size_t(oc.task)];
+    const Node& a = model.nodes[size_t(oc.nodes[0])];
+    const bool is_conv = a.op == "Conv" || a.op == "ConvTranspose";
+    const std::string out_value = model.nodes[size_t(oc.nodes.back())].outputs[0];
+
+    // Weight and bias with everything linear before the activation folded in.
+    std::vector<float> weight, bias;
+    Shape wshape;
+    const bool const_weight = model.constants.count(a.inputs[1]) > 0;
+    if (const_weight) {
+      weight = const_floats(a.inputs[1]);
+      wshape = model.shapes.at(a.inputs[1]);
+    }
+    const Shape& aout = model.shapes.at(a.outputs[0]);
+    const int64_t channels = is_conv ? aout[1] : aout.back();
+    bool has_bias = false;
+    for (const auto& e : task.workload.epilogue())
+      has_bias |= e.kind() == v1::EPILOGUE_KIND_BIAS_ADD;
+    if (has_bias) bias.assign(size_t(channels), 0.0f);
+    if (a.inputs.size() > 2 && !a.inputs[2].empty()) {
+      std::vector<float> b0 = const_floats(a.inputs[2]);
+      if (int64_t(b0.size()) != channels)
+        return absl::InternalError(StrCat("node '", a.name, "': bias size"));
+      for (size_t c = 0; c < b0.size(); ++c) bias[c] += b0[c];
+    }
+    std::string residual;
+    std::string cur = a.outputs[0];
+    for (size_t k = 1; k < oc.nodes.size(); ++k) {
+      const Node& f = model.nodes[size_t(oc.nodes[k])];
+      if (f.op == "BatchNormalization") {
+        std::vector<float> sc = const_floats(f.inputs[1]), be = const_floats(f.inputs[2]),
+                           mean = const_floats(f.inputs[3]), var = const_floats(f.inputs[4]);
+        const double eps = f.Float("epsilon", 1e-5f);
+        const int64_t per = int64_t(weight.size()) / channels;
+        const int64_t groups = a.Int("group", 1);
+        for (int64_t c = 0; c < channels; ++c) {
+          const double s = double(sc[size_t(c)]) / std::sqrt(double(var[size_t(c)]) + eps);
+          bias[size_t(c)] = float((double(bias[size_t(c)]) - mean[size_t(c)]) * s + be[size_t(c)]);
+          if (a.op == "Conv") {
+            for (int64_t j = 0; j < per; ++j)
+              weight[size_t(c * per + j)] = float(weight[size_t(c * per + j)] * s);
+          } else {  // ConvTranspose: weight [C_in, K/groups, ...], output channel g*Kg+k
+            const int64_t kg = wshape[1], cin = wshape[0], cg = cin / groups;
+            const int64_t spatial = Numel(Shape(wshape.begin() + 2, wshape.end()));
+            const int64_t g = c / kg, kk = c % kg;
+            for (int64_t ci = g * cg; ci < (g + 1) * cg; ++ci)
+              for (int64_t j = 0; j < spatial; ++j) {
+                float& w = weight[size_t((ci * kg + kk) * spatial + j)];
+                w = float(w * s);
+              }
+          }
+        }
+      } else if ((f.op == "Add") && f.inputs.size() == 2) {
+        const std::string& other = f.inputs[0] == cur ? f.inputs[1] : f.inputs[0];
+        if (model.constants.count(other)) {
+          std::vector<float> add = const_floats(other);
+          for (int64_t c = 0; c < channels; ++c) bias[size_t(c)] += add[size_t(c)];
+        } else {
+          residual = other;
+        }
+      }
+      if (f.op != "Sigmoid") cur = f.outputs[0];
+    }
+
+    v1::KernelStep* ks = pkg.add_steps()->mutable_kernel();
+    ks->set_kernel(oc.task);
+    for (int nidx : oc.nodes) ks->add_nodes(model.nodes[size_t(nidx)].name);
+    const size_t n_inputs = b.original.args.size() - 1;
+    for (size_t ai = 0; ai < b.original.args.size(); ++ai) {
+      if (ai == n_inputs) {
+        ks->add_args(out_value);
+        break;
+      }
+      const std::string& role = b.original.tensors[size_t(b.original.args[ai])].name;
+      std::string src;
+      std::vector<float> data;
+      bool derived = false;
+      if (role == "data" || role == "a") {
+        src = a.inputs[0];
+      } else if (role == "weight" || role == "b") {
+        if (const_weight) {
+          derived = true;
+          data = weight;
+          src = StrCat(a.name, "/weight");
+        } else {
+          src = a.inputs[1];
+        }
+      } else if (role == "bias") {
+        derived = true;
+        data = bias;
+        src = StrCat(a.name, "/bias");
+      } else if (role == "residual") {
+        if (residual.empty()) return absl::InternalError(StrCat("node '", a.name, "': residual"));
+        src = residual;
+      } else {
+        return absl::InternalError(StrCat("task ", task.description, ": argument '", role, "'"));
+      }
+      const int t = b.dag.args[ai];
+      if (b.dag.tensors[size_t(t)].packed_from >= 0) {
+        if (!derived)
+          return absl::InternalError(StrCat("node '", a.name, "': a packed runtime value"));
+        data = ir::PackConstant(b.dag, t, data);
+        src = StrCat(src, "@packed");
+        v1::PackageTensor pt;
+        pt.set_name(src);
+        PutFloats(&pt, b.dag.tensors[size_t(t)].shape, data);
+        consts[src] = std::move(pt);
+      } else if (derived) {
+        v1::PackageTensor pt;
+        pt.set_name(src);
+        PutFloats(&pt, b.dag.tensors[size_t(t)].shape, data);
+        consts[src] = std::move(pt);
+      } else if (model.constants.count(src)) {
+        use_const(src);
+      }
+      ks->add_args(src);
+    }
+  }
+  for (const std::string& o : model.outputs)
+    if (model.constants.count(o)) use_const(o);
+  for (auto& [name, t] : consts) *pkg.add_constants() = std::move(t);
+
+  // Runtime values and the memory plan. Inputs are defined before step 0,
+  // outputs live past the last step.
+  std::map<std::string, std::pair<int, int>> life;
+  auto touch = [&](const std::string& v, int step) {
+    if (v.empty() || consts.count(v)) return;
+    auto [it, fresh] = life.try_emplace(v, step, step);
+    it->second.first = std::min(it->second.first, step);
+    it->second.second = std::max(it->second.second, step);
+  };
+  for (const std::string& in : model.inputs) touch(in, -1);
+  const int nsteps = pkg.steps_size();
+  for (int s = 0; s < nsteps; ++s) {
+    const v1::PackageStep& st = pkg.steps(s);
+    if (st.has_kernel()) {
+      for (const std::string& v : st.kernel().args()) touch(v, s);
+    } else {
+      for (const std::string& v : st.node().inputs()) touch(v, s);
+      for (const std::string& v : st.node().outputs()) touch(v, s);
+    }
+  }
+  for (const std::string& o : model.outputs) touch(o, nsteps);
+  std::vector<std::string> names;
+  std::vector<std::pair<int, int>> lifetimes;
+  std::vector<int64_t> bytes;
+  for (const auto& [v, l] : life) {
+    auto sh = model.shapes.find(v);
+    if (sh == model.shapes.end())
+      return absl::InternalError(StrCat("value '", v, "' has no shape"));
+    names.push_back(v);
+    lifetimes.push_back(l);
+    bytes.push_back(Numel(sh->second) * int64_t(sizeof(float)));
+  }
+  std::vector<int64_t> offsets;
+  pkg.set_arena_bytes(PlanMemory(lifetimes, bytes, &offsets));
+  for (size_t i = 0; i < names.size(); ++i) {
+    v1::PackageValue* pv = pkg.add_values();
+    pv->set_name(names[i]);
+    for (int64_t d : model.shapes.at(names[i])) pv->add_shape(d);
+    pv->set_offset(offsets[i]);
+  }
+  return pkg;
+}
+
+}  // namespace tunefarm::deploy

@@ -1,0 +1,55 @@
+// Whole-model build: an imported model becomes a ModelPackage (package.proto)
+// for one target. Every task occurrence is a compiled kernel (the task's
+// chosen schedule, or its default schedule) placed where the last node it
+// fuses was; BatchNorm and constant bias adds are folded into the kernel's
+// weights and bias; weights are packed into the layouts the schedules chose;
+// every other node runs natively in the graph runtime. All kernels read and
+// write NCHW (the layout ONNX models come in), so no layout transforms appear
+// between tuned and untuned layers. Intermediates share one arena, planned
+// statically from their lifetimes.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "compiler/ir/target.h"
+#include "deploy/onnx_import.h"
+#include "deploy/tasks.h"
+#include "tunefarm/v1/package.pb.h"
+#include "tunefarm/v1/schedule.pb.h"
+
+namespace tunefarm::deploy {
+
+// What a task's kernel is built from.
+struct KernelChoice {
+  bool tuned = false;     // false: the default schedule
+  v1::Schedule schedule;  // when tuned
+  int64_t record_id = 0;
+  double tuned_sec = 0;  // measured means on one device (0: unknown)
+  double default_sec = 0;
+  std::string why;  // one line
+};
+
+struct BuildOptions {
+  std::string model_name;
+  std::string model_sha256;
+  // Picks each task's schedule; unset: every task uses its default schedule.
+  std::function<absl::StatusOr<KernelChoice>(const ModelTask&)> choose;
+  // When a tuned schedule has no default-schedule time on the same device
+  // and the target is this machine: time both kernels here (threads) and
+  // keep the faster. Otherwise such a task keeps its default schedule.
+  bool compare_locally = true;
+  int threads = 1;
+};
+
+absl::StatusOr<v1::ModelPackage> BuildPackage(const Model& model, const ir::Target& target,
+                                              const BuildOptions& options = {});
+
+// The static memory plan: offsets (64-byte aligned) for values with the
+// given lifetimes [first step, last step] (inclusive) and sizes in bytes, so
+// that no two values alive at the same step overlap. Returns the arena size.
+int64_t PlanMemory(const std::vector<std::pair<int, int>>& lifetimes,
+                   const std::vector<int64_t>& bytes, std::vector<int64_t>* offsets);
+
+}  // namespace tunefarm::deploy

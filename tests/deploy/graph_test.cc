@@ -1,0 +1,407 @@
+// Whole-model build and the graph runtime: ResNet-18, MobileNetV2 and a
+// YOLOv5s-shaped network written by python3-onnx (tests/deploy/make_zoo.py,
+// random weights) are built with default schedules and run on random inputs;
+// every value the package materialises is compared with a float64 run of the
+// imported model, node by node. Also: the never-slower rule, the memory plan,
+// bad packages, .npy files, and the CLI (build, run).
+#include <cmath>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include "absl/strings/match.h"
+#include "compiler/codegen/llvm_target.h"
+#include "compiler/ir/compute.h"
+#include "compiler/ir/random_schedule.h"
+#include "deploy/graph_runtime.h"
+#include "deploy/interpreter.h"
+#include "deploy/npy.h"
+#include "deploy/package_build.h"
+#include "gtest/gtest.h"
+#include "tests/testing/process.h"
+#include "tests/testing/temp_dir.h"
+
+namespace tunefarm::deploy {
+namespace {
+
+namespace v1 = ::tunefarm::v1;
+
+class GraphTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new testing::TempDir();
+    const std::string src = std::string(TF_SOURCE_DIR) + "/tests/deploy/";
+    testing::CommandResult a = testing::RunCommand(
+        {"/usr/bin/python3", src + "make_zoo.py", dir_->path(), "--yolo-size", "160"},
+        dir_->path());
+    testing::CommandResult b = testing::RunCommand(
+        {"/usr/bin/python3", src + "make_models.py", dir_->path()}, dir_->path());
+    ok_ = a.exit_code == 0 && b.exit_code == 0;
+    why_ = a.err + b.err;
+  }
+  static void TearDownTestSuite() { delete dir_; }
+  void SetUp() override {
+    if (!ok_) GTEST_SKIP() << "python3-onnx is not installed (/usr/bin/python3): " << why_;
+  }
+  static Model Import(const std::string& name) {
+    absl::StatusOr<Model> m = ImportOnnxFile(dir_->File(name + ".onnx"));
+    EXPECT_TRUE(m.ok()) << m.status();
+    return m.ok() ? *m : Model();
+  }
+
+  static testing::TempDir* dir_;
+  static bool ok_;
+  static std::string why_;
+};
+testing::TempDir* GraphTest::dir_ = nullptr;
+bool GraphTest::ok_ = false;
+std::string GraphTest::why_;
+
+// Largest |a - ref| over a tensor, relative to the tensor's largest |ref|.
+double RelError(const std::vector<float>& a, const std::vector<double>& ref) {
+  double err = 0, scale = 1e-6;
+  if (a.size() != ref.size()) return INFINITY;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    const double d = std::fabs(double(a[i]) - ref[i]);
+    if (!(d <= err)) err = std::isnan(d) ? INFINITY : d;
+    scale = std::max(scale, std::fabs(ref[i]));
+  }
+  return err / scale;
+}
+
+// Builds `model` (default schedules unless `options` choose), runs the
+// package with every value kept and checks each value against the float64
+// interpreter. Returns the number of values compared.
+int CheckAgainstReference(const Model& model, const BuildOptions& options,
+                          v1::ModelPackage* built = nullptr) {
+  absl::StatusOr<v1::ModelPackage> pkg = BuildPackage(model, codegen::HostTarget(), options);
+  EXPECT_TRUE(pkg.ok()) << pkg.status();
+  if (!pkg.ok()) return 0;
+  if (built) *built = *pkg;
+  GraphRuntime::Options ro;
+  ro.threads = 2;
+  ro.keep_values = true;
+  auto rt = GraphRuntime::Load(*pkg, ro);
+  EXPECT_TRUE(rt.ok()) << rt.status();
+  if (!rt.ok()) return 0;
+  Values<float> in = RandomModelInputs(model, 11);
+  std::map<std::string, std::vector<float>> out;
+  absl::Status s = (*rt)->Run(in, &out);
+  EXPECT_TRUE(s.ok()) << s;
+  Values<double> in64;
+  for (const auto& [k, v] : in) in64[k].assign(v.begin(), v.end());
+  absl::StatusOr<Values<double>> ref = Interpret(model, in64);
+  EXPECT_TRUE(ref.ok()) << ref.status();
+  if (!ref.ok()) return 0;
+  int compared = 0;
+  for (const v1::PackageValue& v : pkg->values()) {
+    auto r = ref->find(v.name());
+    if (r == ref->end()) continue;
+    absl::StatusOr<std::vector<float>> got = (*rt)->Value(v.name());
+    EXPECT_TRUE(got.ok());
+    EXPECT_LT(RelError(*got, r->second), 2e-4) << "value " << v.name();
+    ++compared;
+  }
+  // The same package on its planned arena gives the same outputs.
+  ro.keep_values = false;
+  auto arena = GraphRuntime::Load(*pkg, ro);
+  EXPECT_TRUE(arena.ok()) << arena.status();
+  std::map<std::string, std::vector<float>> out2;
+  EXPECT_TRUE((*arena)->Run(in, &out2).ok());
+  for (const std::string& o : model.outputs) {
+    EXPECT_LT(RelError(out2[o], ref->at(o)), 2e-4) << "output " << o << " on the arena";
+    EXPECT_EQ(out2[o], out[o]) << "output " << o << " differs between arena and separate buffers";
+  }
+  return compared;
+}
+
+TEST_F(GraphTest, ResNet18MatchesTheFloat64Reference) {
+  Model m = Import("resnet18");
+  v1::ModelPackage pkg;
+  int compared = CheckAgainstReference(m, {}, &pkg);
+  // Kernels write the fused values (conv+bn+relu, ..., add+relu): 21 steps
+  // and the pooling, flatten and output values between them.
+  EXPECT_GE(compared, 23);
+  EXPECT_EQ(pkg.kernels_size(), 19);
+  int kernel_steps = 0;
+  for (const auto& s : pkg.steps()) kernel_steps += s.has_kernel();
+  EXPECT_EQ(kernel_steps, 21);  // 20 convolutions (BN folded) and the dense layer
+  // The arena is far smaller than the sum of the values it holds.
+  int64_t total = 0;
+  for (const auto& v : pkg.values()) {
+    int64_t n = 4;
+    for (int64_t d : v.shape()) n *= d;
+    total += n;
+  }
+  EXPECT_LT(pkg.arena_bytes(), total / 2);
+}
+
+TEST_F(GraphTest, MobileNetV2MatchesTheFloat64Reference) {
+  EXPECT_GE(CheckAgainstReference(Import("mobilenet_v2"), {}), 50);
+}
+
+TEST_F(GraphTest, YoloShapedNetworkMatchesTheFloat64Reference) {
+  Model m = Import("yolov5s_160");
+  ASSERT_EQ(m.outputs.size(), 3u);
+  EXPECT_GE(CheckAgainstReference(m, {}), 60);
+}
+
+TEST_F(GraphTest, SmallModelsWithOldOpsetFormsMatch) {
+  for (const char* name : {"tiny", "opset9"}) {
+    SCOPED_TRACE(name);
+    EXPECT_GE(CheckAgainstReference(Import(name), {}), 2);
+  }
+}
+
+// The never-slower rule: a tuned schedule is used only where it measured
+// faster than the default on the same device; the result is right either way.
+TEST_F(GraphTest, TunedKernelOnlyWhereItBeatsTheDefault) {
+  Model m = Import("tiny");
+  absl::StatusOr<TaskExtraction> ex = ExtractTasks(m);
+  ASSERT_TRUE(ex.ok());
+  ASSERT_GE(ex->tasks.size(), 3u);
+  std::mt19937_64 rng(5);
+  const ir::Target host = codegen::HostTarget();
+  int asked = 0;
+  BuildOptions o;
+  o.compare_locally = false;
+  o.choose = [&](const ModelTask& t) -> absl::StatusOr<KernelChoice> {
+    KernelChoice c;
+    auto dag = ir::BuildComputeDAG(t.workload);
+    if (!dag.ok()) return dag.status();
+    c.tuned = true;
+    c.schedule = ir::RandomSchedule(*dag, host, rng);
+    c.record_id = 100 + asked;
+    // Even tasks: the tuned one measured faster; odd: slower; the last: no
+    // default time (and no local comparison), so the default is kept.
+    if (asked == int(ex->tasks.size()) - 1) {
+      c.tuned_sec = 1e-3;
+    } else if (asked % 2 == 0) {
+      c.tuned_sec = 1e-3;
+      c.default_sec = 2e-3;
+    } else {
+      c.tuned_sec = 3e-3;
+      c.default_sec = 2e-3;
+    }
+    ++asked;
+    return c;
+  };
+  v1::ModelPackage pkg;
+  EXPECT_GE(CheckAgainstReference(m, o, &pkg), 2);
+  ASSERT_EQ(pkg.kernels_size(), int(ex->tasks.size()));
+  for (int k = 0; k < pkg.kernels_size(); ++k) {
+    const v1::PackageKernel& kern = pkg.kernels(k);
+    SCOPED_TRACE(kern.description() + ": " + kern.choice());
+    const bool last = k == pkg.kernels_size() - 1;
+    EXPECT_EQ(kern.tuned(), !last && k % 2 == 0);
+    EXPECT_EQ(kern.schedule().is_default(), !kern.tuned());
+    if (kern.tuned()) EXPECT_EQ(kern.record_id(), 100 + k);
+    if (!last && k % 2 == 1) EXPECT_TRUE(absl::StrContains(kern.choice(), "measured faster"));
+    if (last) EXPECT_TRUE(absl::StrContains(kern.choice(), "no time on the tuned record"));
+  }
+}
+
+// Where no default time is stored and the target is this machine, both
+// kernels are timed here and the faster kept (the choice says which).
+TEST_F(GraphTest, TunedWithoutADefaultTimeIsComparedHere) {
+  Model m = Import("tiny");
+  std::mt19937_64 rng(9);
+  BuildOptions o;
+  o.choose = [&](const ModelTask& t) -> absl::StatusOr<KernelChoice> {
+    KernelChoice c;
+    auto dag = ir::BuildComputeDAG(t.workload);
+    if (!dag.ok()) return dag.status();
+    c.tuned = true;
+    c.schedule = ir::RandomSchedule(*dag, codegen::HostTarget(), rng);
+    c.record_id = 7;
+    return c;
+  };
+  v1::ModelPackage pkg;
+  EXPECT_GE(CheckAgainstReference(m, o, &pkg), 2);
+  for (const auto& k : pkg.kernels()) {
+    EXPECT_GT(k.default_sec(), 0) << k.choice();
+    EXPECT_GT(k.tuned_sec(), 0) << k.choice();
+    EXPECT_EQ(k.tuned(), k.tuned_sec() < k.default_sec()) << k.choice();
+    EXPECT_TRUE(absl::StrContains(k.choice(), "timed here")) << k.choice();
+  }
+}
+
+TEST(MemoryPlan, LiveValuesNeverOverlap) {
+  std::mt19937_64 rng(3);
+  for (int round = 0; round < 300; ++round) {
+    const int n = 1 + int(rng() % 40);
+    std::vector<std::pair<int, int>> life;
+    std::vector<int64_t> bytes;
+    int64_t sum = 0;
+    for (int i = 0; i < n; ++i) {
+      int a = int(rng() % 30), b = a + int(rng() % 8);
+      life.push_back({a, b});
+      bytes.push_back(1 + int64_t(rng() % 5000));
+      sum += (bytes.back() + 63) / 64 * 64;
+    }
+    std::vector<int64_t> off;
+    const int64_t arena = PlanMemory(life, bytes, &off);
+    ASSERT_EQ(off.size(), size_t(n));
+    EXPECT_LE(arena, sum);
+    for (int i = 0; i < n; ++i) {
+      EXPECT_EQ(off[size_t(i)] % 64, 0);
+      EXPECT_LE(off[size_t(i)] + bytes[size_t(i)], arena);
+      for (int j = i + 1; j < n; ++j) {
+        const bool alive = life[size_t(i)].first <= life[size_t(j)].second &&
+                           life[size_t(j)].first <= life[size_t(i)].second;
+        const bool overlap = off[size_t(i)] < off[size_t(j)] + bytes[size_t(j)] &&
+                             off[size_t(j)] < off[size_t(i)] + bytes[size_t(i)];
+        ASSERT_FALSE(alive && overlap) << "round " << round << " values " << i << ", " << j;
+      }
+    }
+  }
+}
+
+TEST_F(GraphTest, BadPackagesAreRefusedWithTheReason) {
+  Model m = Import("tiny");
+  absl::StatusOr<v1::ModelPackage> pkg = BuildPackage(m, codegen::HostTarget());
+  ASSERT_TRUE(pkg.ok()) << pkg.status();
+  auto refused = [&](v1::ModelPackage p, const std::string& why) {
+    auto rt = GraphRuntime::Load(p, {});
+    ASSERT_FALSE(rt.ok()) << "accepted; wanted: " << why;
+    EXPECT_TRUE(absl::StrContains(rt.status().message(), why)) << rt.status();
+  };
+  v1::ModelPackage p = *pkg;
+  p.set_format_version(9);
+  refused(p, "format version 9");
+  p = *pkg;
+  for (auto& s : *p.mutable_steps()) {
+    if (s.has_kernel()) {
+      s.mutable_kernel()->set_args(0, "nowhere");
+      break;
+    }
+  }
+  refused(p, "unknown 'nowhere'");
+  p = *pkg;
+  p.mutable_values(0)->set_offset(p.arena_bytes());
+  refused(p, "outside the arena");
+  p = *pkg;
+  p.mutable_constants(0)->set_f32("abc");
+  refused(p, "wrong size");
+  p = *pkg;
+  for (auto& s : *p.mutable_steps()) {
+    if (s.has_kernel()) {
+      s.mutable_kernel()->add_args(s.kernel().args(0));
+      break;
+    }
+  }
+  refused(p, "arguments, the kernel takes");
+  p = *pkg;
+  p.mutable_kernels(0)->set_shared_object("not an ELF file");
+  refused(p, "kernel ");
+  // Structural fuzz: random field damage is an error or a working package, never a crash.
+  std::mt19937_64 rng(1);
+  for (int i = 0; i < 200; ++i) {
+    p = *pkg;
+    switch (rng() % 5) {
+      case 0:
+        p.mutable_values(int(rng() % p.values_size()))->set_shape(0, int64_t(rng() % 100000));
+        break;
+      case 1:
+        p.mutable_values(int(rng() % p.values_size()))->set_offset(int64_t(rng() % 100000) * 64);
+        break;
+      case 2:
+        p.set_arena_bytes(int64_t(rng() % 100000));
+        break;
+      case 3:
+        p.mutable_steps(int(rng() % p.steps_size()))->Clear();
+        break;
+      case 4:
+        p.mutable_constants(int(rng() % p.constants_size()))->add_shape(int64_t(rng() % 4));
+        break;
+    }
+    auto rt = GraphRuntime::Load(p, {});
+    if (rt.ok()) {
+      std::map<std::string, std::vector<float>> out;
+      (void)(*rt)->Run(RandomModelInputs(m, 1), &out);
+    }
+  }
+}
+
+TEST(Npy, RoundTripAndFuzz) {
+  std::vector<float> data = {1.5f, -2, 3, 4, 5, 6};
+  std::string bytes = WriteNpy({2, 3}, data);
+  absl::StatusOr<NpyArray> a = ParseNpy(bytes);
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->shape, (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(a->data, data);
+  EXPECT_EQ(bytes.size() % 64, 24u);  // header padded to 64 bytes, then 24 bytes of data
+  EXPECT_FALSE(ParseNpy("hello").ok());
+  std::string wrong = bytes;
+  wrong.replace(wrong.find("<f4"), 3, "<i8");
+  EXPECT_TRUE(absl::StrContains(ParseNpy(wrong).status().message(), "element type"));
+  EXPECT_TRUE(absl::StrContains(ParseNpy(bytes.substr(0, bytes.size() - 4)).status().message(),
+                                "the shape needs 24"));
+  std::mt19937_64 rng(2);
+  for (int i = 0; i < 3000; ++i) {
+    std::string b = bytes;
+    if (rng() % 2) b.resize(rng() % b.size());
+    for (int k = 0; k < 3 && !b.empty(); ++k) b[rng() % b.size()] = char(rng());
+    absl::StatusOr<NpyArray> r = ParseNpy(b);
+    if (r.ok()) {
+      int64_t n = 1;
+      for (int64_t d : r->shape) n *= d;
+      EXPECT_EQ(int64_t(r->data.size()), n);
+    }
+  }
+}
+
+TEST_F(GraphTest, CliBuildsAndRunsAModel) {
+  const std::string cli = std::string(TF_BIN_DIR) + "/tunefarm";
+  const std::string model = dir_->File("tiny.onnx"), pkg = dir_->File("tiny.tfpkg");
+  // Usage errors: exit 2 with one line; a bad model: exit 1 naming it.
+  testing::CommandResult r = testing::RunCommand({cli, "build", model, "--untuned"}, dir_->path());
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(absl::StrContains(r.err, "build needs -o")) << r.err;
+  r = testing::RunCommand({cli, "build", dir_->File("unsupported.onnx"), "-o", pkg, "--untuned"},
+                          dir_->path());
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(absl::StrContains(r.err, "unsupported.onnx")) << r.err;
+  r = testing::RunCommand({cli, "build", model, "-o", pkg, "--db", dir_->File("none.db")},
+                          dir_->path());
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(absl::StrContains(r.err, "no log database")) << r.err;
+  r = testing::RunCommand({cli, "build", model, "-o", pkg, "--untuned"}, dir_->path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.out, "0 tuned")) << r.out;
+
+  // Run with an input from a .npy file; the output file matches the reference.
+  Model m = Import("tiny");
+  Values<float> in = RandomModelInputs(m, 4);
+  testing::WriteFile(dir_->File("x.npy"), WriteNpy(m.shapes.at("x"), in.at("x")));
+  r = testing::RunCommand({cli, "run", pkg, "--input", "x=" + dir_->File("x.npy"), "--output-dir",
+                           dir_->File("out"), "--repeat", "3", "--threads", "2"},
+                          dir_->path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.out, "median of 3")) << r.out;
+  absl::StatusOr<NpyArray> y = ParseNpy(testing::ReadFileOrEmpty(dir_->File("out/y.npy")));
+  ASSERT_TRUE(y.ok()) << y.status();
+  EXPECT_EQ(y->shape, (std::vector<int64_t>{1, 10}));
+  Values<double> in64;
+  in64["x"].assign(in.at("x").begin(), in.at("x").end());
+  auto ref = Interpret(m, in64);
+  ASSERT_TRUE(ref.ok());
+  EXPECT_LT(RelError(y->data, ref->at("y")), 2e-4);
+
+  // Bad run inputs: one line each, exit 1 or 2.
+  r = testing::RunCommand({cli, "run", model}, dir_->path());
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(absl::StrContains(r.err, "is not a tunefarm model package")) << r.err;
+  testing::WriteFile(dir_->File("small.npy"), WriteNpy({1, 3}, {1, 2, 3}));
+  r = testing::RunCommand({cli, "run", pkg, "--input", "x=" + dir_->File("small.npy")},
+                          dir_->path());
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(absl::StrContains(r.err, "needs shape 1x3x16x16")) << r.err;
+  r = testing::RunCommand({cli, "run", pkg, "--input", "nope=" + dir_->File("x.npy")},
+                          dir_->path());
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(absl::StrContains(r.err, "'nope' is not an input")) << r.err;
+}
+
+}  // namespace
+}  // namespace tunefarm::deploy
