@@ -26,7 +26,7 @@ namespace {
 
 constexpr int64_t kMaxDim = int64_t{1} << 31;
 constexpr double kMaxElements = 1e12;
-constexpr int64_t kMinOpset = 7, kMaxOpset = 18, kMaxIrVersion = 10;
+constexpr int64_t kMinOpset = 6, kMaxOpset = 18, kMaxIrVersion = 10;
 
 std::string ShapeText(const Shape& s) { return s.empty() ? "scalar" : absl::StrJoin(s, "x"); }
 
@@ -263,8 +263,10 @@ absl::Status Importer::Conv(const Node& n, bool transpose) {
     std::vector<int64_t> oshape = n.Ints("output_shape");
     for (size_t i = 0; i < sp; ++i) {
       int64_t o = oshape.size() == sp ? oshape[i]
-                                      : strides[i] * (x[2 + i] - 1) + outpad[i] +
-                                            (w[2 + i] - 1) * dil[i] + 1 - pads[i] - pads[i + sp];
+                  : (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER")
+                      ? x[2 + i] * strides[i]
+                      : strides[i] * (x[2 + i] - 1) + outpad[i] + (w[2 + i] - 1) * dil[i] + 1 -
+                            (auto_pad == "VALID" ? 0 : pads[i] + pads[i + sp]);
       if (o <= 0) return Error(n, "the output would be empty");
       out.push_back(o);
     }
@@ -479,6 +481,18 @@ absl::Status Importer::Run(const Node& n, bool* folded) {
     }
     if (op == "Softmax" || op == "LogSoftmax" || op == "LayerNormalization") {
       TF_RETURN_IF_ERROR(Axis(n, n.Int("axis", -1), x.size()).status());
+    }
+    if (op == "LayerNormalization") {  // Mean and InvStdDev: x's shape, 1 from `axis` on
+      TF_ASSIGN_OR_RETURN(int64_t axis, Axis(n, n.Int("axis", -1), x.size()));
+      Shape stat = x;
+      for (size_t d = size_t(axis); d < stat.size(); ++d) stat[d] = 1;
+      for (size_t o = 1; o < n.outputs.size() && o < 3; ++o)
+        if (!n.outputs[o].empty()) TF_RETURN_IF_ERROR(Set(n, o, stat));
+    } else if (op == "Dropout" && n.outputs.size() > 1 && !n.outputs[1].empty()) {
+      TF_RETURN_IF_ERROR(Set(n, 1, x));  // the mask
+    } else if (op == "BatchNormalization" && n.outputs.size() > 1) {
+      for (size_t o = 1; o < n.outputs.size(); ++o)
+        if (!n.outputs[o].empty()) return Error(n, "training-mode outputs are not supported");
     }
     return Set(n, 0, x);
   }
@@ -736,6 +750,7 @@ absl::Status Importer::Run(const Node& n, bool* folded) {
       TF_ASSIGN_OR_RETURN(axes, ConstInts(n, 1));
     }
     const bool keep = n.Int("keepdims", 1) != 0;
+    if (axes.empty() && n.Int("noop_with_empty_axes", 0) != 0) return Set(n, 0, x);
     std::vector<bool> reduce(x.size(), axes.empty());
     for (int64_t a : axes) {
       TF_ASSIGN_OR_RETURN(int64_t ax, Axis(n, a, x.size()));
@@ -763,6 +778,36 @@ absl::Status Importer::Run(const Node& n, bool* folded) {
   return InvalidArgumentError(StrCat("unsupported operator '", op, "' (node '", n.name, "', opset ",
                                      m_.opset,
                                      "); supported: ", absl::StrJoin(SupportedOps(), ", ")));
+}
+
+// Before opset 7, Add/Sub/Mul/Div/Pow took broadcast=1 with an `axis`
+// where B's dimensions start in A; as numpy broadcasting that is B with
+// trailing 1s, so a constant B gets a reshaped copy.
+absl::Status LegacyBroadcast(Model* m, Node* n) {
+  static const std::set<std::string> kOps = {"Add", "Sub", "Mul", "Div", "Pow"};
+  if (m->opset >= 7 || !kOps.count(n->op) || n->Int("broadcast", 0) == 0 ||
+      !n->ints.count("axis") || n->inputs.size() != 2)
+    return absl::OkStatus();
+  auto a = m->shapes.find(n->inputs[0]), b = m->shapes.find(n->inputs[1]);
+  if (a == m->shapes.end() || b == m->shapes.end()) return absl::OkStatus();
+  int64_t axis = n->Int("axis", 0);
+  if (axis < 0) axis += int64_t(a->second.size());
+  const int64_t pad = int64_t(a->second.size()) - axis - int64_t(b->second.size());
+  if (axis < 0 || pad < 0)
+    return InvalidArgumentError(StrCat("node '", n->name, "': broadcast axis out of range"));
+  if (pad == 0) return absl::OkStatus();
+  auto c = m->constants.find(n->inputs[1]);
+  if (c == m->constants.end()) {
+    return absl::UnimplementedError(StrCat("node '", n->name, "' (", n->op,
+                                           "): legacy broadcast with an axis needs a constant B"));
+  }
+  Constant copy = c->second;
+  copy.shape.insert(copy.shape.end(), size_t(pad), 1);
+  const std::string name = StrCat(n->inputs[1], "@axis", axis);
+  m->shapes[name] = copy.shape;
+  m->constants[name] = std::move(copy);
+  n->inputs[1] = name;
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -916,6 +961,11 @@ absl::StatusOr<Model> ImportOnnx(const std::string& bytes, const ImportOptions& 
   }
   for (const onnx::ValueInfoProto& in : g.input()) {
     if (m.constants.count(in.name())) continue;  // an initializer listed as input
+    if (in.has_type() && !in.type().has_tensor_type()) {
+      return InvalidArgumentError(StrCat("input '", in.name(),
+                                         "' is not a tensor (sequences, maps and optionals are not "
+                                         "supported)"));
+    }
     m.inputs.push_back(in.name());
     auto o = options.input_shapes.find(in.name());
     if (o == options.input_shapes.end() && options.input_shapes.count("")) {
@@ -1069,6 +1119,7 @@ absl::StatusOr<Model> ImportOnnx(const std::string& bytes, const ImportOptions& 
   Importer imp(&m);
   for (int i : order) {
     bool folded = false;
+    TF_RETURN_IF_ERROR(LegacyBroadcast(&m, &nodes[size_t(i)]));
     TF_RETURN_IF_ERROR(imp.Run(nodes[size_t(i)], &folded));
     if (folded) {
       // A folded reshape-like op keeps its values under the inferred shape.

@@ -847,13 +847,16 @@ absl::Status Op<T>::Resize() {
   if (coord != "half_pixel" && coord != "pytorch_half_pixel" && coord != "align_corners" &&
       coord != "asymmetric" && coord != "tf_half_pixel_for_nearest")
     return Error(StrCat("coordinate_transformation_mode '", coord, "' is not supported"));
-  if (scales.size() != r) {
+  const bool given = scales.size() == r;
+  if (!given) {
     scales.assign(r, 1);
     for (size_t i = 0; i < r; ++i) scales[i] = double(os[i]) / double(xs[i]);
   }
-  // Source coordinate of output index i along dim d.
+  // Source coordinate of output index i along dim d. With scales given, the
+  // resized length in the formulas is in * scale, not rounded.
   auto src = [&](size_t d, int64_t i) {
-    const double s = scales[d], in = double(xs[d]), out = double(os[d]);
+    const double s = scales[d], in = double(xs[d]);
+    const double out = given ? in * s : double(os[d]);
     if (coord == "half_pixel") return (double(i) + 0.5) / s - 0.5;
     if (coord == "pytorch_half_pixel") return out > 1 ? (double(i) + 0.5) / s - 0.5 : 0.0;
     if (coord == "align_corners") return out > 1 ? double(i) * (in - 1) / (out - 1) : 0.0;
@@ -1055,6 +1058,9 @@ absl::Status Op<T>::Run() {
   }
   if (IsCopyOp(op)) {
     if (In(0) == nullptr) return Error("input is not a float tensor");
+    std::vector<double> training;
+    if (op == "Dropout" && Params(2, &training) && !training.empty() && training[0] != 0)
+      return Error("training mode (random dropout) is not supported");
     std::copy(In(0), In(0) + Numel(OutShape()), Out());
     if (op == "Dropout" && Out(1) != nullptr) std::fill(Out(1), Out(1) + Numel(OutShape(1)), T(1));
     return absl::OkStatus();
@@ -1121,6 +1127,14 @@ absl::Status RunOp(const OpArgs<T>& args) {
       args.in_shapes.size() != args.in.size() || args.out.size() != args.out_shapes.size())
     return absl::InvalidArgumentError(
         StrCat("node '", args.node->name, "': argument counts do not match"));
+  if (args.node->op == "PRelu" && args.in_shapes.size() == 2 && args.in_shapes[0].size() > 2 &&
+      args.in_shapes[1].size() == 1 && args.in_shapes[1][0] == args.in_shapes[0][1] &&
+      args.in_shapes[1][0] != args.in_shapes[0].back()) {
+    // A slope per channel (the pre-opset-7 form): [C] as [C, 1, ..., 1].
+    OpArgs<T> per_channel = args;
+    per_channel.in_shapes[1].resize(args.in_shapes[0].size() - 1, 1);
+    return Op<T>(per_channel).Run();
+  }
   return Op<T>(args).Run();
 }
 

@@ -19,7 +19,7 @@ FULL_PKGS=(
   libgtest-dev libgmock-dev openssl
   qemu-user g++-aarch64-linux-gnu
   libdnnl-dev libopenblas-dev
-  libonnx-dev python3-onnx
+  libonnx-dev python3-onnx libonnx-testdata
 )
 
 pkgs=("${FULL_PKGS[@]}")

@@ -1,0 +1,274 @@
+// The ONNX backend tests from Debian's libonnx-testdata (node/, with the
+// *_expanded chains; pytorch-converted/; pytorch-operator/): every case is
+// imported with its input shapes, built for this machine with default
+// schedules, run by the graph runtime and compared with the expected outputs.
+// A case we do not support must be refused with a clear error (import, build
+// or an operator form the runtime does not compute); a case that builds must
+// match. The list of passing and refused cases is kept in
+// docs/onnx-node-tests.md; set TF_WRITE_NODE_TEST_DOC=1 to regenerate it.
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "compiler/codegen/llvm_target.h"
+#include "deploy/graph_runtime.h"
+#include "deploy/package_build.h"
+#include "gtest/gtest.h"
+#include "onnx/onnx_pb.h"
+
+namespace tunefarm::deploy {
+namespace {
+
+namespace fs = std::filesystem;
+constexpr const char* kData = "/usr/share/libonnx-testdata/data";
+const char* kSuites[] = {"node", "pytorch-converted", "pytorch-operator"};
+
+std::string Read(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// A tensor as doubles; false for element types we do not read.
+bool ToDoubles(const onnx::TensorProto& t, std::vector<double>* out) {
+  out->clear();
+  const std::string& raw = t.raw_data();
+  auto from_raw = [&](auto sample) {
+    using E = decltype(sample);
+    for (size_t i = 0; i + sizeof(E) <= raw.size(); i += sizeof(E)) {
+      E v;
+      std::memcpy(&v, raw.data() + i, sizeof(E));
+      out->push_back(double(v));
+    }
+  };
+  switch (t.data_type()) {
+    case onnx::TensorProto::FLOAT:
+      if (!raw.empty()) {
+        from_raw(float());
+      } else {
+        out->assign(t.float_data().begin(), t.float_data().end());
+      }
+      return true;
+    case onnx::TensorProto::DOUBLE:
+      if (!raw.empty()) {
+        from_raw(double());
+      } else {
+        out->assign(t.double_data().begin(), t.double_data().end());
+      }
+      return true;
+    case onnx::TensorProto::INT64:
+      if (!raw.empty()) {
+        from_raw(int64_t());
+      } else {
+        out->assign(t.int64_data().begin(), t.int64_data().end());
+      }
+      return true;
+    case onnx::TensorProto::BOOL:
+    case onnx::TensorProto::UINT8:
+      if (!raw.empty()) {
+        from_raw(uint8_t());
+      } else {
+        out->assign(t.int32_data().begin(), t.int32_data().end());
+      }
+      return true;
+    case onnx::TensorProto::INT32:
+      if (!raw.empty()) {
+        from_raw(int32_t());
+      } else {
+        out->assign(t.int32_data().begin(), t.int32_data().end());
+      }
+      return true;
+    default:
+      return false;
+  }
+}
+
+struct Outcome {
+  enum Kind { kPass, kRefused, kFail } kind = kFail;
+  std::string why;
+};
+
+Outcome RunCase(const fs::path& dir) {
+  const fs::path data = dir / "test_data_set_0";
+  const std::string bytes = Read(dir / "model.onnx");
+  onnx::ModelProto mp;
+  if (!mp.ParseFromString(bytes)) return {Outcome::kRefused, "model does not parse"};
+  // Inputs in the order of the graph's non-initializer inputs.
+  std::vector<std::string> names;
+  {
+    std::set<std::string> inits;
+    for (const auto& i : mp.graph().initializer()) inits.insert(i.name());
+    for (const auto& i : mp.graph().input())
+      if (!inits.count(i.name())) names.push_back(i.name());
+  }
+  std::vector<onnx::TensorProto> given;
+  for (size_t k = 0;; ++k) {
+    fs::path f = data / absl::StrCat("input_", k, ".pb");
+    if (!fs::exists(f)) break;
+    onnx::TensorProto t;
+    if (!t.ParseFromString(Read(f))) return {Outcome::kFail, "input does not parse"};
+    if (k >= names.size()) return {Outcome::kRefused, "more inputs than the graph declares"};
+    given.push_back(std::move(t));
+  }
+  // Float tensors are runtime inputs. Integer and boolean inputs (shapes,
+  // indices, axes, conditions) and float scalars are parameters: they are
+  // bound as initializers with the test's values, as a deployment would fix
+  // them. `bind_floats` also binds the float inputs after the first (a
+  // Resize's scales given as an input, ...).
+  auto attempt = [&](bool bind_floats, ImportOptions* io,
+                     std::map<std::string, std::vector<float>>* inputs) -> absl::StatusOr<Model> {
+    onnx::ModelProto copy = mp;
+    for (size_t k = 0; k < given.size(); ++k) {
+      const onnx::TensorProto& t = given[k];
+      const bool is_float = t.data_type() == onnx::TensorProto::FLOAT;
+      const bool param = t.data_type() == onnx::TensorProto::INT64 ||
+                         t.data_type() == onnx::TensorProto::INT32 ||
+                         t.data_type() == onnx::TensorProto::BOOL ||
+                         (is_float && (t.dims_size() == 0 || (bind_floats && k > 0)));
+      if (param) {
+        onnx::TensorProto* init = copy.mutable_graph()->add_initializer();
+        *init = t;
+        init->set_name(names[k]);
+        continue;
+      }
+      if (!is_float) {
+        return absl::UnimplementedError(
+            absl::StrCat("input of element type ",
+                         onnx::TensorProto::DataType_Name(
+                             static_cast<onnx::TensorProto::DataType>(t.data_type()))));
+      }
+      std::vector<double> v;
+      ToDoubles(t, &v);
+      io->input_shapes[names[k]].assign(t.dims().begin(), t.dims().end());
+      (*inputs)[names[k]].assign(v.begin(), v.end());
+    }
+    return ImportOnnx(copy.SerializeAsString(), *io);
+  };
+  ImportOptions io;
+  std::map<std::string, std::vector<float>> inputs;
+  absl::StatusOr<Model> m = attempt(false, &io, &inputs);
+  if (!m.ok() && absl::StrContains(m.status().message(), "must be constant")) {
+    io = {};
+    inputs.clear();
+    m = attempt(true, &io, &inputs);
+  }
+  if (!m.ok()) return {Outcome::kRefused, std::string(m.status().message())};
+  if (m->inputs.size() != inputs.size()) return {Outcome::kRefused, "optional inputs left out"};
+  absl::StatusOr<v1::ModelPackage> pkg = BuildPackage(*m, codegen::HostTarget());
+  if (!pkg.ok()) {
+    return {pkg.status().code() == absl::StatusCode::kUnimplemented ? Outcome::kRefused
+                                                                    : Outcome::kFail,
+            absl::StrCat("build: ", pkg.status().message())};
+  }
+  absl::StatusOr<std::unique_ptr<GraphRuntime>> rt = GraphRuntime::Load(*pkg, {});
+  if (!rt.ok()) return {Outcome::kFail, absl::StrCat("load: ", rt.status().message())};
+  std::map<std::string, std::vector<float>> outputs;
+  if (absl::Status s = (*rt)->Run(inputs, &outputs); !s.ok()) {
+    return {s.code() == absl::StatusCode::kUnimplemented ? Outcome::kRefused : Outcome::kFail,
+            absl::StrCat("run: ", s.message())};
+  }
+  for (size_t k = 0; k < m->outputs.size(); ++k) {
+    fs::path f = data / absl::StrCat("output_", k, ".pb");
+    onnx::TensorProto t;
+    if (!t.ParseFromString(Read(f))) return {Outcome::kFail, "expected output does not parse"};
+    std::vector<double> want;
+    if (!ToDoubles(t, &want))
+      return {Outcome::kRefused, absl::StrCat("output of element type ", t.data_type())};
+    const std::vector<float>& got = outputs[m->outputs[k]];
+    if (got.size() != want.size())
+      return {Outcome::kFail,
+              absl::StrCat("output ", k, " has ", got.size(), " values, expected ", want.size())};
+    for (size_t i = 0; i < want.size(); ++i) {
+      const double g = got[i], w = want[i];
+      if (std::isnan(w) && std::isnan(g)) continue;
+      if (std::isinf(w) && g == w) continue;
+      if (!(std::fabs(g - w) <= 1e-3 * std::fabs(w) + 1e-4))
+        return {Outcome::kFail, absl::StrFormat("output %d[%d] = %.7g, expected %.7g", k, i, g, w)};
+    }
+  }
+  return {Outcome::kPass, ""};
+}
+
+// Results of every suite, for the docs check.
+std::map<std::string, std::map<std::string, Outcome>>& Results() {
+  static auto* r = new std::map<std::string, std::map<std::string, Outcome>>();
+  return *r;
+}
+
+// docs/onnx-node-tests.md lists what passes and what is refused (and why);
+// it must agree with this build.
+std::string Doc() {
+  std::string out =
+      "# ONNX backend tests (libonnx-testdata 1.12)\n\n"
+      "Generated by `TF_WRITE_NODE_TEST_DOC=1 build/tests/onnx_node_test`; the test fails when\n"
+      "this file and the build disagree. Each case is imported, built for the host with default\n"
+      "schedules, run by the graph runtime and compared with the expected outputs\n"
+      "(|got - want| <= 1e-3 |want| + 1e-4). Integer and boolean inputs and float scalars are\n"
+      "parameters (shapes, indices, axes): they are bound as initializers with the test's values,\n"
+      "as a deployment fixes them. Refused cases end with a clear error.\n\n";
+  for (const char* suite : kSuites) {
+    const auto& r = Results()[suite];
+    int pass = 0;
+    for (const auto& [n, o] : r) pass += o.kind == Outcome::kPass;
+    absl::StrAppend(&out, "## ", suite, ": ", pass, " of ", r.size(), " pass\n\n");
+    std::string passed, refused;
+    for (const auto& [n, o] : r) {
+      if (o.kind == Outcome::kPass) absl::StrAppend(&passed, passed.empty() ? "" : ", ", n);
+      if (o.kind != Outcome::kPass) {
+        std::string why = o.why.substr(0, 150);
+        for (char& c : why)
+          if (c == '\n' || c == '|') c = ' ';
+        absl::StrAppend(&refused, "- ", n, ": ", why, "\n");
+      }
+    }
+    absl::StrAppend(&out, "Passing: ", passed, "\n\nRefused:\n\n", refused, "\n");
+  }
+  return out;
+}
+
+TEST(OnnxNodeTest, EveryCaseMatchesOrIsRefusedWithAReason) {
+  if (!fs::exists(kData)) GTEST_SKIP() << "libonnx-testdata is not installed (" << kData << ")";
+  for (const char* suite : kSuites) {
+    const fs::path root = fs::path(kData) / suite;
+    std::vector<fs::path> cases;
+    for (const auto& e : fs::directory_iterator(root))
+      if (fs::exists(e.path() / "model.onnx")) cases.push_back(e.path());
+    std::sort(cases.begin(), cases.end());
+    int pass = 0, refused = 0, fail = 0;
+    auto& results = Results()[suite];
+    for (const fs::path& c : cases) {
+      Outcome o = RunCase(c);
+      results[c.filename().string()] = o;
+      if (o.kind == Outcome::kPass) ++pass;
+      if (o.kind == Outcome::kRefused) ++refused;
+      if (o.kind == Outcome::kFail) {
+        ++fail;
+        ADD_FAILURE() << suite << "/" << c.filename().string() << ": " << o.why;
+      }
+    }
+    std::printf("%s: %d cases, %d pass, %d refused with a reason, %d fail\n", suite,
+                int(cases.size()), pass, refused, fail);
+    EXPECT_GT(pass, int(cases.size()) / 4) << suite << ": too few cases pass";
+  }
+  const std::string path = std::string(TF_SOURCE_DIR) + "/docs/onnx-node-tests.md";
+  const std::string doc = Doc();
+  if (getenv("TF_WRITE_NODE_TEST_DOC") != nullptr) {
+    std::ofstream(path) << doc;
+    std::printf("wrote %s\n", path.c_str());
+    return;
+  }
+  EXPECT_EQ(Read(path), doc) << path << " is out of date: TF_WRITE_NODE_TEST_DOC=1 "
+                             << "build/tests/onnx_node_test regenerates it";
+}
+
+}  // namespace
+}  // namespace tunefarm::deploy
