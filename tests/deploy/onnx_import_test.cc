@@ -148,7 +148,7 @@ TEST_F(OnnxTest, BadModelsAreClearErrors) {
   e = Error("control_flow");
   EXPECT_TRUE(absl::StrContains(e, "If node 'branch': control flow")) << e;
   EXPECT_EQ(Error("cycle"), Path("cycle") + ": the graph has a cycle through node 'a'");
-  EXPECT_EQ(Error("opset19"), Path("opset19") + ": opset 19 is not supported (7 to 18)");
+  EXPECT_EQ(Error("opset19"), Path("opset19") + ": opset 19 is not supported (6 to 18)");
   EXPECT_EQ(Error("no_such_file"), "cannot read " + Path("no_such_file"));
   EXPECT_EQ(std::string(ImportOnnx("").status().message()),
             "not an ONNX model (the protobuf does not parse)");
