@@ -4,6 +4,8 @@
 //   tunefarm-bench search [--budgets 64,128,256,512] [--seeds 3] [--threads 1] [--only SUBSTR]
 //                         [--json FILE] [--svg FILE]
 //   tunefarm-bench farm [--agents 1,10,100] [--seconds 10] [--trials 96] [--json FILE]
+//   tunefarm-bench models [--trials 300] [--threads 1,2] [--repeat 20] [--yolo-size 640] [--json
+//   FILE]
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -16,6 +18,7 @@ namespace tunefarm::bench {
 int RunKernelsBench(const std::vector<std::string>& args);
 int RunSearchBench(const std::vector<std::string>& args);
 int RunFarmBench(const std::vector<std::string>& args);
+int RunModelsBench(const std::vector<std::string>& args);
 }  // namespace tunefarm::bench
 
 int main(int argc, char** argv) {
@@ -29,7 +32,8 @@ int main(int argc, char** argv) {
     std::perror("re-exec");
   }
   std::vector<std::string> args(argv + 1, argv + argc);
-  if (args.empty() || (args[0] != "kernels" && args[0] != "search" && args[0] != "farm")) {
+  if (args.empty() ||
+      (args[0] != "kernels" && args[0] != "search" && args[0] != "farm" && args[0] != "models")) {
     std::fprintf(
         stderr,
         "usage: tunefarm-bench kernels [--samples N] [--threads 1,2] [--only SUBSTR] "
@@ -37,11 +41,14 @@ int main(int argc, char** argv) {
         "       tunefarm-bench search [--budgets 64,128,256,512] [--seeds 3] [--threads 1] "
         "[--only SUBSTR] [--json FILE] [--svg FILE]\n"
         "       tunefarm-bench farm [--agents 1,10,100] [--seconds 10] [--trials 96] "
-        "[--json FILE]\n");
+        "[--json FILE]\n"
+        "       tunefarm-bench models [--trials 300] [--threads 1,2] [--repeat 20] "
+        "[--yolo-size 640] [--only NAME] [--json FILE]\n");
     return 2;
   }
   std::vector<std::string> rest(args.begin() + 1, args.end());
   if (args[0] == "search") return tunefarm::bench::RunSearchBench(rest);
   if (args[0] == "farm") return tunefarm::bench::RunFarmBench(rest);
+  if (args[0] == "models") return tunefarm::bench::RunModelsBench(rest);
   return tunefarm::bench::RunKernelsBench(rest);
 }

@@ -336,6 +336,21 @@ absl::Status Importer::FoldOrShape(const Node& n, bool* folded) {
     *folded = true;
     return SetConst(n, 0, c);
   }
+  if (n.op == "ConstantOfShape") {
+    const Constant* shape = Const(n, 0);
+    if (shape == nullptr || !shape->is_int) return Error(n, "the shape input must be constant");
+    Constant c;
+    c.shape = shape->ints;
+    TF_RETURN_IF_ERROR(CheckShape(c.shape, StrCat("node '", n.name, "' output")));
+    c.is_int = n.ints.count("value") > 0;
+    if (c.is_int) {
+      c.ints.assign(size_t(c.size()), n.ints.at("value")[0]);
+    } else {
+      c.floats.assign(size_t(c.size()), n.Float("value", 0.0f));
+    }
+    *folded = true;
+    return SetConst(n, 0, c);
+  }
   if (!all_const) return absl::OkStatus();
   static const std::set<std::string> kFoldable = {
       "Gather", "Concat", "Unsqueeze", "Squeeze", "Cast",    "Slice",  "Identity",
@@ -841,6 +856,7 @@ const std::vector<std::string>& SupportedOps() {
                                                         "Clip",
                                                         "Concat",
                                                         "Constant",
+                                                        "ConstantOfShape",
                                                         "Conv",
                                                         "ConvTranspose",
                                                         "Div",
@@ -1035,6 +1051,19 @@ absl::StatusOr<Model> ImportOnnx(const std::string& bytes, const ImportOptions& 
           n.strings[a.name()] = a.s();
           break;
         case onnx::AttributeProto::TENSOR:
+          if (n.op == "ConstantOfShape" && a.name() == "value") {
+            TF_ASSIGN_OR_RETURN(Constant c,
+                                FromTensor(a.t(), StrCat("ConstantOfShape node '", n.name, "'")));
+            if (c.size() != 1) {
+              return InvalidArgumentError(
+                  StrCat("ConstantOfShape node '", n.name, "': value must have one element"));
+            }
+            if (c.is_int) {
+              n.ints["value"] = {c.ints[0]};
+            } else {
+              n.floats["value"] = {c.floats[0]};
+            }
+          }
           if (n.op == "Constant" && a.name() == "value" && !n.outputs.empty()) {
             TF_ASSIGN_OR_RETURN(Constant c,
                                 FromTensor(a.t(), StrCat("Constant node '", n.name, "'")));

@@ -1,0 +1,299 @@
+// tunefarm-bench models: end-to-end latency of whole models on this CPU,
+// untuned (default schedules) vs tuned (a trial budget of the local search,
+// all the model's tasks under the gradient task scheduler) vs ONNX Runtime
+// (npm's onnxruntime-node, driven by bench/ort_run.js) in the same run, at
+// 1 and 2 threads. The tuned package's outputs are checked against ONNX
+// Runtime's on the same inputs before any time is reported.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "common/status_macros.h"
+#include "common/subprocess.h"
+#include "compiler/codegen/llvm_target.h"
+#include "deploy/graph_runtime.h"
+#include "deploy/interpreter.h"
+#include "deploy/npy.h"
+#include "deploy/package_build.h"
+#include "server/search/local_measurer.h"
+#include "server/search/task.h"
+#include "server/search/tuner.h"
+
+namespace tunefarm::bench {
+namespace {
+
+namespace fs = std::filesystem;
+using deploy::GraphRuntime;
+
+std::string CacheDir() {
+  if (const char* c = getenv("TUNEFARM_CACHE")) return c;
+  const char* home = getenv("HOME");
+  return std::string(home ? home : "/root") + "/.cache/tunefarm";
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+// Median latency (s) of a package at `threads`, after two warm-up runs.
+absl::StatusOr<double> TimePackage(const v1::ModelPackage& pkg, int threads, int repeat,
+                                   const std::map<std::string, std::vector<float>>& in,
+                                   std::map<std::string, std::vector<float>>* out) {
+  GraphRuntime::Options o;
+  o.threads = threads;
+  TF_ASSIGN_OR_RETURN(auto rt, GraphRuntime::Load(pkg, o));
+  for (int i = 0; i < 2; ++i) TF_RETURN_IF_ERROR(rt->Run(in, out));
+  std::vector<double> sec;
+  for (int i = 0; i < repeat; ++i) {
+    auto t0 = std::chrono::steady_clock::now();
+    TF_RETURN_IF_ERROR(rt->Run(in, nullptr));
+    sec.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  return Median(sec);
+}
+
+// ONNX Runtime through node: latency (s) and, with out_dir, its outputs.
+absl::StatusOr<double> TimeOrt(const std::string& model, int threads, int repeat,
+                               const std::vector<std::string>& input_flags,
+                               const std::string& out_dir) {
+  std::vector<std::string> argv = {"/usr/bin/env",
+                                   "node",
+                                   std::string(TF_SOURCE_DIR) + "/bench/ort_run.js",
+                                   model,
+                                   "--threads",
+                                   std::to_string(threads),
+                                   "--repeat",
+                                   std::to_string(repeat)};
+  argv.insert(argv.end(), input_flags.begin(), input_flags.end());
+  if (!out_dir.empty()) {
+    argv.push_back("--out");
+    argv.push_back(out_dir);
+  }
+  TF_ASSIGN_OR_RETURN(auto child, Subprocess::Start(argv));
+  std::string line;
+  absl::Status s = child->ReadLine(&line, absl::Minutes(10));
+  TF_ASSIGN_OR_RETURN(int rc, child->Wait(absl::Seconds(30)));
+  if (!s.ok() || rc != 0) return absl::InternalError("ort_run.js failed (see its stderr)");
+  const size_t at = line.find("\"latency_ms\":");
+  double ms = 0;
+  if (at == std::string::npos ||
+      !absl::SimpleAtod(line.substr(at + 13, line.find(',', at) - at - 13), &ms))
+    return absl::InternalError(absl::StrCat("ort_run.js printed: ", line));
+  return ms / 1e3;
+}
+
+struct ModelSpec {
+  std::string name;
+  std::string path;
+};
+
+}  // namespace
+
+int RunModelsBench(const std::vector<std::string>& args) {
+  int trials = 300, repeat = 20, yolo = 640;
+  std::vector<int> thread_list = {1, 2};
+  std::string only, json_path;
+  for (size_t i = 0; i + 1 < args.size(); i += 2) {
+    const std::string& k = args[i];
+    const std::string& v = args[i + 1];
+    if (k == "--trials") {
+      trials = std::stoi(v);
+    } else if (k == "--repeat") {
+      repeat = std::stoi(v);
+    } else if (k == "--yolo-size") {
+      yolo = std::stoi(v);
+    } else if (k == "--only") {
+      only = v;
+    } else if (k == "--json") {
+      json_path = v;
+    } else if (k == "--threads") {
+      thread_list.clear();
+      for (absl::string_view t : absl::StrSplit(v, ','))
+        thread_list.push_back(std::stoi(std::string(t)));
+    } else {
+      std::fprintf(stderr, "models: unknown flag %s\n", k.c_str());
+      return 2;
+    }
+  }
+  const fs::path tmp = fs::temp_directory_path() / absl::StrCat("tf-models-", getpid());
+  fs::create_directories(tmp);
+  {
+    std::vector<std::string> argv = {"/usr/bin/python3",
+                                     std::string(TF_SOURCE_DIR) + "/tests/deploy/make_zoo.py",
+                                     tmp.string(), "--yolo-size", std::to_string(yolo)};
+    auto child = Subprocess::Start(argv, {false, ""});
+    if (!child.ok() || !(*child)->Wait(absl::Minutes(5)).ok()) {
+      std::fprintf(stderr, "models: make_zoo.py failed (python3-onnx installed?)\n");
+      return 1;
+    }
+  }
+  std::vector<ModelSpec> models = {
+      {"resnet18", (tmp / "resnet18.onnx").string()},
+      {"mobilenet_v2", (tmp / "mobilenet_v2.onnx").string()},
+      {absl::StrCat("yolov5s_", yolo), (tmp / absl::StrCat("yolov5s_", yolo, ".onnx")).string()},
+      {"blazeface_back_256", CacheDir() + "/models/blazeface_back_256.onnx"}};
+  const bool have_ort =
+      fs::exists(CacheDir() + "/ort/node_modules/onnxruntime-node") || getenv("ORT_NODE");
+  if (!have_ort)
+    std::printf("ONNX Runtime not fetched (scripts/fetch-models.sh): no peer column\n");
+  const ir::Target host = codegen::HostTarget();
+  std::string rows;
+  std::printf("%-20s %3s %12s %12s %14s %8s %10s %10s  %s\n", "model", "thr", "untuned ms",
+              "tuned ms", "onnxruntime ms", "trials", "tuned/unt", "ORT/tuned", "tuned kernels");
+  for (const ModelSpec& spec : models) {
+    if (!only.empty() && spec.name.find(only) == std::string::npos) continue;
+    if (!fs::exists(spec.path)) {
+      std::printf("%-20s skipped: %s missing (scripts/fetch-models.sh)\n", spec.name.c_str(),
+                  spec.path.c_str());
+      continue;
+    }
+    auto model = deploy::ImportOnnxFile(spec.path);
+    if (!model.ok()) {
+      std::printf("%-20s import failed: %s\n", spec.name.c_str(),
+                  std::string(model.status().message()).c_str());
+      continue;
+    }
+    auto ex = deploy::ExtractTasks(*model);
+    if (!ex.ok()) return 1;
+    auto untuned = deploy::BuildPackage(*model, host);
+    if (!untuned.ok()) {
+      std::printf("%-20s build failed: %s\n", spec.name.c_str(),
+                  std::string(untuned.status().message()).c_str());
+      continue;
+    }
+    // Tune every task of the model together (weights = occurrences).
+    std::vector<search::Task> tasks;
+    for (const deploy::ModelTask& t : ex->tasks) {
+      auto task = search::Task::Make(t.workload, host, t.description, t.weight);
+      if (!task.ok()) return 1;
+      tasks.push_back(*std::move(task));
+    }
+    search::LocalMeasureOptions mo;
+    mo.threads = thread_list.back();
+    search::LocalMeasurer measurer(mo);
+    search::TuneOptions to;
+    to.max_trials = std::max<int>(trials, int(tasks.size()) * 2);
+    to.seed = 1;
+    search::Tuner tuner(tasks, &measurer, to);
+    auto t0 = std::chrono::steady_clock::now();
+    if (absl::Status s = tuner.Run(); !s.ok()) {
+      std::printf("%-20s tuning failed: %s\n", spec.name.c_str(), std::string(s.message()).c_str());
+      continue;
+    }
+    const double tune_s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    deploy::BuildOptions bo;
+    bo.compare_locally = false;
+    bo.choose = [&](const deploy::ModelTask& t) -> absl::StatusOr<deploy::KernelChoice> {
+      deploy::KernelChoice c;
+      for (size_t i = 0; i < tuner.tasks().size(); ++i) {
+        if (tuner.tasks()[i].key != t.key) continue;
+        const search::TaskHistory& h = tuner.history(int(i));
+        c.default_sec = tuner.default_seconds(int(i));
+        if (h.ok.empty() || h.ok.front().schedule.is_default()) {
+          c.why = "the default schedule measured best";
+          return c;
+        }
+        c.tuned = true;
+        c.schedule = h.ok.front().schedule;
+        c.tuned_sec = h.ok.front().seconds;
+        return c;
+      }
+      c.why = "not tuned";
+      return c;
+    };
+    auto tuned = deploy::BuildPackage(*model, host, bo);
+    if (!tuned.ok()) {
+      std::printf("%-20s tuned build failed: %s\n", spec.name.c_str(),
+                  std::string(tuned.status().message()).c_str());
+      continue;
+    }
+    int tuned_kernels = 0;
+    for (const auto& k : tuned->kernels()) tuned_kernels += k.tuned();
+    std::map<std::string, std::vector<float>> in = deploy::RandomModelInputs(*model, 3);
+    std::vector<std::string> input_flags;
+    for (const auto& [name, v] : in) {
+      const fs::path f = tmp / absl::StrCat(spec.name, "_in_", input_flags.size() / 2, ".npy");
+      std::ofstream(f, std::ios::binary) << deploy::WriteNpy(model->shapes.at(name), v);
+      input_flags.push_back("--input");
+      input_flags.push_back(absl::StrCat(name, "=", f.string()));
+    }
+    // Correctness first: the tuned outputs against ONNX Runtime's.
+    std::string check = "not checked against ONNX Runtime";
+    const fs::path ort_out = tmp / (spec.name + "_ort");
+    if (have_ort && TimeOrt(spec.path, 1, 1, input_flags, ort_out.string()).ok()) {
+      std::map<std::string, std::vector<float>> ours;
+      auto rt = GraphRuntime::Load(*tuned, {});
+      if (!rt.ok() || !(*rt)->Run(in, &ours).ok()) return 1;
+      double worst = 0;
+      for (const std::string& o : model->outputs) {
+        std::string safe = o;
+        for (char& ch : safe)
+          if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '_' && ch != '-' && ch != '.')
+            ch = '_';
+        std::ifstream f(ort_out / (safe + ".npy"), std::ios::binary);
+        std::stringstream ss;
+        ss << f.rdbuf();
+        auto theirs = deploy::ParseNpy(ss.str());
+        if (!theirs.ok() || theirs->data.size() != ours[o].size()) {
+          worst = INFINITY;
+          continue;
+        }
+        double err = 0, scale = 1e-6;
+        for (size_t i = 0; i < ours[o].size(); ++i) {
+          err = std::max(err, double(std::fabs(ours[o][i] - theirs->data[i])));
+          scale = std::max(scale, double(std::fabs(theirs->data[i])));
+        }
+        worst = std::max(worst, err / scale);
+      }
+      check = absl::StrFormat("max error vs ONNX Runtime %.2g of the output's range", worst);
+      if (!(worst < 1e-3)) {
+        std::printf("%-20s WRONG: the tuned package differs from ONNX Runtime (%s)\n",
+                    spec.name.c_str(), check.c_str());
+        continue;
+      }
+    }
+    for (int th : thread_list) {
+      std::map<std::string, std::vector<float>> out;
+      auto u = TimePackage(*untuned, th, repeat, in, &out);
+      auto t = TimePackage(*tuned, th, repeat, in, &out);
+      if (!u.ok() || !t.ok()) return 1;
+      double ort = 0;
+      if (have_ort) {
+        auto o = TimeOrt(spec.path, th, repeat, input_flags, "");
+        if (o.ok()) ort = *o;
+      }
+      std::printf("%-20s %3d %12.2f %12.2f %14s %8d %10.2f %10s  %d/%d (tuning %.0f s)\n",
+                  spec.name.c_str(), th, *u * 1e3, *t * 1e3,
+                  ort > 0 ? absl::StrFormat("%.2f", ort * 1e3).c_str() : "-", tuner.trials(),
+                  *u / *t, ort > 0 ? absl::StrFormat("%.2f", ort / *t).c_str() : "-", tuned_kernels,
+                  tuned->kernels_size(), tune_s);
+      absl::StrAppend(&rows, rows.empty() ? "" : ",\n  ",
+                      absl::StrFormat("{\"model\": \"%s\", \"threads\": %d, \"untuned_ms\": %.3f, "
+                                      "\"tuned_ms\": %.3f, \"trials\": %d, \"onnxruntime_ms\": %s, "
+                                      "\"tuned_kernels\": %d, \"kernels\": %d, \"tuning_s\": %.1f, "
+                                      "\"check\": \"%s\"}",
+                                      spec.name, th, *u * 1e3, *t * 1e3, tuner.trials(),
+                                      ort > 0 ? absl::StrFormat("%.3f", ort * 1e3) : "null",
+                                      tuned_kernels, tuned->kernels_size(), tune_s, check));
+    }
+    std::printf("%-20s %s\n", "", check.c_str());
+    std::fflush(stdout);
+  }
+  if (!json_path.empty()) std::ofstream(json_path) << "{\"rows\": [\n  " << rows << "\n]}\n";
+  std::error_code ec;
+  fs::remove_all(tmp, ec);
+  return 0;
+}
+
+}  // namespace tunefarm::bench

