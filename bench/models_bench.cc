@@ -45,21 +45,30 @@ double Median(std::vector<double> v) {
   return v.empty() ? 0 : v[v.size() / 2];
 }
 
-// Median latency (s) of a package at `threads`, after two warm-up runs.
-absl::StatusOr<double> TimePackage(const v1::ModelPackage& pkg, int threads, int repeat,
-                                   const std::map<std::string, std::vector<float>>& in,
-                                   std::map<std::string, std::vector<float>>* out) {
+// Median latencies (s) of two packages at `threads`, runs interleaved (so
+// drift on a shared machine hits both alike), after two warm-up runs each.
+absl::StatusOr<std::pair<double, double>> TimePackages(
+    const v1::ModelPackage& a, const v1::ModelPackage& b, int threads, int repeat,
+    const std::map<std::string, std::vector<float>>& in) {
   GraphRuntime::Options o;
   o.threads = threads;
-  TF_ASSIGN_OR_RETURN(auto rt, GraphRuntime::Load(pkg, o));
-  for (int i = 0; i < 2; ++i) TF_RETURN_IF_ERROR(rt->Run(in, out));
-  std::vector<double> sec;
-  for (int i = 0; i < repeat; ++i) {
-    auto t0 = std::chrono::steady_clock::now();
-    TF_RETURN_IF_ERROR(rt->Run(in, nullptr));
-    sec.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  TF_ASSIGN_OR_RETURN(auto ra, GraphRuntime::Load(a, o));
+  TF_ASSIGN_OR_RETURN(auto rb, GraphRuntime::Load(b, o));
+  for (int i = 0; i < 2; ++i) {
+    TF_RETURN_IF_ERROR(ra->Run(in, nullptr));
+    TF_RETURN_IF_ERROR(rb->Run(in, nullptr));
   }
-  return Median(sec);
+  std::vector<double> sa, sb;
+  for (int i = 0; i < repeat; ++i) {
+    for (int k = 0; k < 2; ++k) {
+      GraphRuntime* r = ((i + k) % 2 == 0 ? ra : rb).get();
+      auto t0 = std::chrono::steady_clock::now();
+      TF_RETURN_IF_ERROR(r->Run(in, nullptr));
+      (r == ra.get() ? sa : sb)
+          .push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+  }
+  return std::make_pair(Median(sa), Median(sb));
 }
 
 // ONNX Runtime through node: latency (s) and, with out_dir, its outputs.
@@ -264,10 +273,10 @@ int RunModelsBench(const std::vector<std::string>& args) {
       }
     }
     for (int th : thread_list) {
-      std::map<std::string, std::vector<float>> out;
-      auto u = TimePackage(*untuned, th, repeat, in, &out);
-      auto t = TimePackage(*tuned, th, repeat, in, &out);
-      if (!u.ok() || !t.ok()) return 1;
+      auto times = TimePackages(*untuned, *tuned, th, repeat, in);
+      if (!times.ok()) return 1;
+      const double* u = &times->first;
+      const double* t = &times->second;
       double ort = 0;
       if (have_ort) {
         auto o = TimeOrt(spec.path, th, repeat, input_flags, "");
