@@ -195,12 +195,23 @@ int RunModelsBench(const std::vector<std::string>& args) {
     to.seed = 1;
     search::Tuner tuner(tasks, &measurer, to);
     auto t0 = std::chrono::steady_clock::now();
-    if (absl::Status s = tuner.Run(); !s.ok()) {
+    int failures = 0;
+    std::string first_error;
+    auto on_trial = [&](const search::Trial& t) {
+      if (t.result.status != search::MeasureResult::Status::kOk) {
+        if (failures++ == 0) first_error = t.result.error;
+      }
+    };
+    if (absl::Status s = tuner.Run(on_trial); !s.ok()) {
       std::printf("%-20s tuning failed: %s\n", spec.name.c_str(), std::string(s.message()).c_str());
       continue;
     }
     const double tune_s =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (failures > 0) {
+      std::printf("%-20s %d of %d trials failed; the first: %s\n", spec.name.c_str(), failures,
+                  tuner.trials(), first_error.c_str());
+    }
     deploy::BuildOptions bo;
     bo.compare_locally = false;
     bo.choose = [&](const deploy::ModelTask& t) -> absl::StatusOr<deploy::KernelChoice> {

@@ -127,6 +127,25 @@ SandboxOutcome MeasureInSandbox(const std::string& shared_object,
     result.error = "cannot set up the measurement process (memfd or pipe failed)";
     return result;
   }
+  // The child dup2s these onto fds 3 and 4. One already there would stay
+  // close-on-exec (dup2 onto itself changes nothing) or be overwritten by the
+  // other, so both move above 4 first (a process with few files open gets
+  // fd 3 for its memfd).
+  auto above = [](int fd) {
+    if (fd > wire::kReportFd) return fd;
+    int moved = fcntl(fd, F_DUPFD_CLOEXEC, wire::kReportFd + 1);
+    close(fd);
+    return moved;
+  };
+  req = above(req);
+  fds[0] = above(fds[0]);
+  fds[1] = above(fds[1]);
+  if (req < 0 || fds[0] < 0 || fds[1] < 0) {
+    for (int fd : {req, fds[0], fds[1]})
+      if (fd >= 0) close(fd);
+    result.error = "cannot set up the measurement process (no file descriptors)";
+    return result;
+  }
   // Everything the child touches is ready before fork: between fork and exec
   // it only makes async-signal-safe calls (the caller has other threads).
   const char* argv[] = {runner.c_str(), nullptr};

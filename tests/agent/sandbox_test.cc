@@ -4,6 +4,9 @@
 // The kernels are small C files built with the system C compiler.
 #include "device_agent/sandbox.h"
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <fstream>
 #include <random>
 
@@ -75,6 +78,25 @@ TEST(Sandbox, CorrectKernelIsCheckedAndTimed) {
   ASSERT_EQ(cold.status, Status::kOk) << cold.error;
   EXPECT_EQ(cold.costs.size(), 3u);
   for (double c : cold.costs) EXPECT_GT(c, 0);
+}
+
+// A process with only stdin/stdout/stderr open gets fd 3 for the request
+// memfd: the measurement must still reach the runner.
+TEST(Sandbox, MeasuresWhenTheLowDescriptorsAreFree) {
+  testing::TempDir dir;
+  Data d;
+  std::string so = BuildKernel(dir, "low", "for (long i = 0; i < n; ++i) out[i] = 2 * in[i];");
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    for (int fd = 3; fd < 1024; ++fd) close(fd);
+    SandboxOutcome r = Measure(so, d);
+    _exit(r.status == Status::kOk ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+      << "the measurement failed with fds 3 and up free";
 }
 
 TEST(Sandbox, MisbehavingKernelsBecomeOutcomes) {
