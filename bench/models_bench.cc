@@ -233,6 +233,24 @@ int RunModelsBench(const std::vector<std::string>& args) {
       return c;
     };
     auto tuned = deploy::BuildPackage(*model, host, bo);
+    // Never slower: tuned kernels that do not pay inside the model go back
+    // to their default schedules.
+    int reverted = 0;
+    if (tuned.ok()) {
+      auto slower = deploy::TunedKernelsNotFasterInModel(*untuned, *tuned, thread_list.back());
+      if (slower.ok() && !slower->empty()) {
+        reverted = int(slower->size());
+        auto tuner_choice = bo.choose;
+        bo.choose =
+            [&, tuner_choice](const deploy::ModelTask& t) -> absl::StatusOr<deploy::KernelChoice> {
+          if (!slower->count(t.key)) return tuner_choice(t);
+          deploy::KernelChoice c;
+          c.why = "the tuned kernel was not faster inside the model";
+          return c;
+        };
+        tuned = deploy::BuildPackage(*model, host, bo);
+      }
+    }
     if (!tuned.ok()) {
       std::printf("%-20s tuned build failed: %s\n", spec.name.c_str(),
                   std::string(tuned.status().message()).c_str());
@@ -293,11 +311,12 @@ int RunModelsBench(const std::vector<std::string>& args) {
         auto o = TimeOrt(spec.path, th, repeat, input_flags, "");
         if (o.ok()) ort = *o;
       }
-      std::printf("%-20s %3d %12.2f %12.2f %14s %8d %10.2f %10s  %d/%d (tuning %.0f s)\n",
-                  spec.name.c_str(), th, *u * 1e3, *t * 1e3,
-                  ort > 0 ? absl::StrFormat("%.2f", ort * 1e3).c_str() : "-", tuner.trials(),
-                  *u / *t, ort > 0 ? absl::StrFormat("%.2f", ort / *t).c_str() : "-", tuned_kernels,
-                  tuned->kernels_size(), tune_s);
+      std::printf(
+          "%-20s %3d %12.2f %12.2f %14s %8d %10.2f %10s  %d/%d, %d reverted (tuning %.0f s)\n",
+          spec.name.c_str(), th, *u * 1e3, *t * 1e3,
+          ort > 0 ? absl::StrFormat("%.2f", ort * 1e3).c_str() : "-", tuner.trials(), *u / *t,
+          ort > 0 ? absl::StrFormat("%.2f", ort / *t).c_str() : "-", tuned_kernels,
+          tuned->kernels_size(), tune_s);
       absl::StrAppend(&rows, rows.empty() ? "" : ",\n  ",
                       absl::StrFormat("{\"model\": \"%s\", \"threads\": %d, \"untuned_ms\": %.3f, "
                                       "\"tuned_ms\": %.3f, \"trials\": %d, \"onnxruntime_ms\": %s, "

@@ -15,6 +15,7 @@
 #include "cli/command_util.h"
 #include "common/sha256.h"
 #include "common/status_macros.h"
+#include "compiler/codegen/llvm_target.h"
 #include "deploy/graph_runtime.h"
 #include "deploy/npy.h"
 #include "deploy/onnx_import.h"
@@ -37,7 +38,8 @@ timed here with --threads). BatchNorm and bias adds are folded into the
 weights, weights are packed for the kernels, and intermediates share one
 statically planned arena. The package runs with `tunefarm run`.
 
-  --untuned  default schedules only (ignores the database)
+  --untuned         default schedules only (ignores the database)
+  --no-model-check  skip timing tuned kernels inside the model (host targets)
 )";
 
 constexpr const char* kRunHelp =
@@ -175,8 +177,8 @@ int RunBuild(const std::vector<std::string>& args, std::ostream& out, std::ostre
   }
   Flags f;
   std::string error;
-  if (!ParseFlags(args, {"output", "target", "db", "shape", "threads"}, {"untuned"}, "build", &f,
-                  &error))
+  if (!ParseFlags(args, {"output", "target", "db", "shape", "threads"},
+                  {"untuned", "no-model-check"}, "build", &f, &error))
     return Fail(err, 2, error);
   if (f.positional.empty()) return Fail(err, 2, "build needs a model file (MODEL.onnx)");
   const std::string output = Value(f, "output", "");
@@ -219,6 +221,30 @@ int RunBuild(const std::vector<std::string>& args, std::ostream& out, std::ostre
   auto t0 = std::chrono::steady_clock::now();
   absl::StatusOr<v1::ModelPackage> pkg = deploy::BuildPackage(*model, *target, bo);
   if (!pkg.ok()) return Fail(err, 1, absl::StrCat(f.positional, ": ", pkg.status().message()));
+  int tuned_kernels = 0;
+  for (const auto& k : pkg->kernels()) tuned_kernels += k.tuned();
+  // On this machine, tuned kernels must also pay inside the model.
+  if (tuned_kernels > 0 && !Has(f, "no-model-check") &&
+      target->ToString() == codegen::HostTarget().ToString()) {
+    deploy::BuildOptions plain = bo;
+    plain.choose = nullptr;
+    absl::StatusOr<v1::ModelPackage> untuned = deploy::BuildPackage(*model, *target, plain);
+    if (!untuned.ok()) return Fail(err, 1, std::string(untuned.status().message()));
+    auto slower = deploy::TunedKernelsNotFasterInModel(*untuned, *pkg, int(threads));
+    if (!slower.ok()) return Fail(err, 1, std::string(slower.status().message()));
+    if (!slower->empty()) {
+      auto from_log = bo.choose;
+      bo.choose = [&,
+                   from_log](const deploy::ModelTask& t) -> absl::StatusOr<deploy::KernelChoice> {
+        if (!slower->count(t.key)) return from_log(t);
+        deploy::KernelChoice c;
+        c.why = "the tuned kernel was not faster inside the model (timed here)";
+        return c;
+      };
+      pkg = deploy::BuildPackage(*model, *target, bo);
+      if (!pkg.ok()) return Fail(err, 1, absl::StrCat(f.positional, ": ", pkg.status().message()));
+    }
+  }
   std::string serialized;
   if (!pkg->SerializeToString(&serialized)) return Fail(err, 1, "the package does not serialize");
   {

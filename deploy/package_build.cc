@@ -16,6 +16,7 @@
 #include "compiler/ir/reference.h"
 #include "compiler/ir/schedule.h"
 #include "compiler/ir/workload.h"
+#include "deploy/graph_runtime.h"
 #include "device_agent/runner.h"
 
 namespace tunefarm::deploy {
@@ -112,6 +113,55 @@ bool RunsHere(const ir::Target& target) {
 
 }  // namespace
 
+absl::StatusOr<std::set<std::string>> TunedKernelsNotFasterInModel(const v1::ModelPackage& untuned,
+                                                                   const v1::ModelPackage& tuned,
+                                                                   int threads, int runs,
+                                                                   double margin) {
+  if (untuned.steps_size() != tuned.steps_size())
+    return absl::InvalidArgumentError("the two builds have different steps");
+  GraphRuntime::Options o;
+  o.threads = threads;
+  o.profile = true;
+  TF_ASSIGN_OR_RETURN(auto ru, GraphRuntime::Load(untuned, o));
+  TF_ASSIGN_OR_RETURN(auto rt, GraphRuntime::Load(tuned, o));
+  std::map<std::string, std::vector<float>> in;
+  for (const std::string& name : untuned.inputs()) {
+    int64_t n = 1;
+    for (int64_t d : ru->Shape(name)) n *= d;
+    std::vector<float>& v = in[name];
+    v.resize(size_t(n));
+    for (size_t i = 0; i < v.size(); ++i) v[i] = float((i * 7919) % 2001) / 1000.0f - 1.0f;
+  }
+  const int steps = untuned.steps_size();
+  std::vector<std::vector<double>> su(static_cast<size_t>(steps)), st(static_cast<size_t>(steps));
+  for (int r = 0; r < runs + 1; ++r) {
+    for (int k = 0; k < 2; ++k) {
+      GraphRuntime* g = ((r + k) % 2 == 0 ? ru : rt).get();
+      TF_RETURN_IF_ERROR(g->Run(in, nullptr));
+      if (r == 0) continue;  // warm-up
+      auto& dst = g == ru.get() ? su : st;
+      for (int s = 0; s < steps; ++s) dst[size_t(s)].push_back(g->StepSeconds()[size_t(s)]);
+    }
+  }
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v.empty() ? 0.0 : v[v.size() / 2];
+  };
+  std::map<std::string, std::pair<double, double>> by_task;  // key -> (default, tuned)
+  for (int s = 0; s < steps; ++s) {
+    if (!tuned.steps(s).has_kernel()) continue;
+    const v1::PackageKernel& k = tuned.kernels(tuned.steps(s).kernel().kernel());
+    if (!k.tuned()) continue;
+    auto& p = by_task[k.workload_key()];
+    p.first += median(su[size_t(s)]);
+    p.second += median(st[size_t(s)]);
+  }
+  std::set<std::string> slower;
+  for (const auto& [key, p] : by_task)
+    if (!(p.second < p.first * (1 - margin))) slower.insert(key);
+  return slower;
+}
+
 int64_t PlanMemory(const std::vector<std::pair<int, int>>& lifetimes,
                    const std::vector<int64_t>& bytes, std::vector<int64_t>* offsets) {
   const size_t n = lifetimes.size();
@@ -189,7 +239,7 @@ absl::StatusOr<v1::ModelPackage> BuildPackage(const Model& model, const ir::Targ
         choice.why = StrCat("the tuned schedule (record ", choice.record_id,
                             ") does not build: ", tuned.status().message());
       } else if (choice.default_sec > 0 && choice.tuned_sec > 0) {
-        if (choice.tuned_sec < choice.default_sec) {
+        if (choice.tuned_sec < choice.default_sec * 0.98) {
           use = *std::move(tuned);
         } else {
           choice.tuned = false;

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <functional>
+#include <set>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -45,6 +46,19 @@ struct BuildOptions {
 
 absl::StatusOr<v1::ModelPackage> BuildPackage(const Model& model, const ir::Target& target,
                                               const BuildOptions& options = {});
+
+// The in-model check of the never-slower rule, on this machine: runs the
+// untuned and the tuned build of one model (same graph, same steps)
+// interleaved with every step timed, and returns the workload keys of the
+// tasks whose tuned kernels, summed over their steps, were not at least
+// `margin` faster than the default kernels in the same places. A kernel
+// faster alone can lose inside the model (cold weights, the neighbours'
+// cache footprint); a rebuild with these tasks on their default schedules
+// keeps only what pays.
+absl::StatusOr<std::set<std::string>> TunedKernelsNotFasterInModel(const v1::ModelPackage& untuned,
+                                                                   const v1::ModelPackage& tuned,
+                                                                   int threads, int runs = 15,
+                                                                   double margin = 0.02);
 
 // The static memory plan: offsets (64-byte aligned) for values with the
 // given lifetimes [first step, last step] (inclusive) and sizes in bytes, so
