@@ -11,12 +11,12 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <sstream>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "common/file_util.h"
 #include "common/status_macros.h"
 #include "common/subprocess.h"
 #include "compiler/codegen/llvm_target.h"
@@ -275,14 +275,9 @@ int RunModelsBench(const std::vector<std::string>& args) {
       if (!rt.ok() || !(*rt)->Run(in, &ours).ok()) return 1;
       double worst = 0;
       for (const std::string& o : model->outputs) {
-        std::string safe = o;
-        for (char& ch : safe)
-          if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '_' && ch != '-' && ch != '.')
-            ch = '_';
-        std::ifstream f(ort_out / (safe + ".npy"), std::ios::binary);
-        std::stringstream ss;
-        ss << f.rdbuf();
-        auto theirs = deploy::ParseNpy(ss.str());
+        absl::StatusOr<std::string> bytes = ReadFile((ort_out / deploy::NpyFileName(o)).string());
+        absl::StatusOr<deploy::NpyArray> theirs =
+            bytes.ok() ? deploy::ParseNpy(*bytes) : bytes.status();
         if (!theirs.ok() || theirs->data.size() != ours[o].size()) {
           worst = INFINITY;
           continue;

@@ -7,12 +7,12 @@
 #include <fstream>
 #include <map>
 #include <random>
-#include <sstream>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "cli/command_util.h"
+#include "common/file_util.h"
 #include "common/sha256.h"
 #include "common/status_macros.h"
 #include "compiler/codegen/llvm_target.h"
@@ -156,14 +156,6 @@ absl::StatusOr<deploy::KernelChoice> ChooseFromLog(server::TuningLog* log,
                                 c.tuned_sec * 1e3, c.default_sec * 1e3, b.device_key())
               : absl::StrCat("record ", b.record_id());
   return c;
-}
-
-absl::StatusOr<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 }  // namespace
@@ -355,11 +347,7 @@ int RunModel(const std::vector<std::string>& args, std::ostream& out, std::ostre
     std::error_code ec;
     std::filesystem::create_directories(dir, ec);
     for (const auto& [name, v] : outputs) {
-      std::string safe = name;
-      for (char& c : safe)
-        if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '-' && c != '.')
-          c = '_';
-      std::ofstream o(std::filesystem::path(dir) / (safe + ".npy"), std::ios::binary);
+      std::ofstream o(std::filesystem::path(dir) / deploy::NpyFileName(name), std::ios::binary);
       const std::string bytes = deploy::WriteNpy((*rt)->Shape(name), v);
       o.write(bytes.data(), std::streamsize(bytes.size()));
       if (!o) return Fail(err, 1, absl::StrCat("cannot write into ", dir));

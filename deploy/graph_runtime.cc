@@ -2,10 +2,9 @@
 
 #include <chrono>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "common/file_util.h"
 #include "common/status_macros.h"
 #include "compiler/ir/compute.h"
 #include "compiler/ir/schedule.h"
@@ -221,12 +220,9 @@ absl::StatusOr<std::unique_ptr<GraphRuntime>> GraphRuntime::Load(const v1::Model
 }
 
 absl::StatusOr<v1::ModelPackage> GraphRuntime::ReadPackage(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(StrCat("cannot read ", path));
-  std::stringstream ss;
-  ss << in.rdbuf();
+  TF_ASSIGN_OR_RETURN(std::string bytes, ReadFile(path));
   v1::ModelPackage pkg;
-  if (!pkg.ParseFromString(ss.str()) || pkg.format_version() == 0)
+  if (!pkg.ParseFromString(bytes) || pkg.format_version() == 0)
     return absl::InvalidArgumentError(StrCat(path, " is not a tunefarm model package"));
   return pkg;
 }

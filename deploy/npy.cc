@@ -100,6 +100,15 @@ absl::StatusOr<NpyArray> ParseNpy(const std::string& bytes) {
   return out;
 }
 
+std::string NpyFileName(const std::string& value) {
+  std::string name = value;
+  for (char& c : name) {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '-' && c != '.')
+      c = '_';
+  }
+  return name + ".npy";
+}
+
 std::string WriteNpy(const std::vector<int64_t>& shape, const std::vector<float>& data) {
   std::string dims;
   for (int64_t d : shape) absl::StrAppend(&dims, d, ",");

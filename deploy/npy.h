@@ -19,4 +19,9 @@ struct NpyArray {
 absl::StatusOr<NpyArray> ParseNpy(const std::string& bytes);
 std::string WriteNpy(const std::vector<int64_t>& shape, const std::vector<float>& data);
 
+// The file an output value is written to (`tunefarm run --output-dir`, and
+// bench/ort_run.js, which must agree): the value's name with every character
+// other than [A-Za-z0-9_.-] replaced by '_', plus ".npy".
+std::string NpyFileName(const std::string& value);
+
 }  // namespace tunefarm::deploy

@@ -3,16 +3,15 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <fstream>
 #include <functional>
 #include <numeric>
 #include <set>
-#include <sstream>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "common/file_util.h"
 #include "common/status_macros.h"
 #include "onnx/onnx_pb.h"  // defines ONNX_API, then includes onnx-ml.pb.h
 
@@ -1173,11 +1172,8 @@ absl::StatusOr<Model> ImportOnnx(const std::string& bytes, const ImportOptions& 
 }
 
 absl::StatusOr<Model> ImportOnnxFile(const std::string& path, const ImportOptions& options) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(StrCat("cannot read ", path));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  absl::StatusOr<Model> m = ImportOnnx(ss.str(), options);
+  TF_ASSIGN_OR_RETURN(std::string bytes, ReadFile(path));
+  absl::StatusOr<Model> m = ImportOnnx(bytes, options);
   if (!m.ok()) return absl::Status(m.status().code(), StrCat(path, ": ", m.status().message()));
   return m;
 }

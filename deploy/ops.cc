@@ -31,6 +31,24 @@ Shape Strides(const Shape& s) {
 
 int64_t Axis(int64_t a, size_t rank) { return a < 0 ? a + int64_t(rank) : a; }
 
+// Steps a row-major multi-index over `dims` to the next element.
+void NextIndex(Shape* idx, const Shape& dims) {
+  for (int d = int(dims.size()) - 1; d >= 0; --d) {
+    if (++(*idx)[size_t(d)] < dims[size_t(d)]) return;
+    (*idx)[size_t(d)] = 0;
+  }
+}
+
+// A 1-D convolution or pooling as a 2-D one with H = 1: data and output
+// [N, C, L] become [N, C, 1, L]; strides, dilations and pads gain the H entries.
+void LiftTo2D(Shape* x, Shape* y, Shape* strides, Shape* dilations, Shape* pads) {
+  x->insert(x->begin() + 2, 1);
+  y->insert(y->begin() + 2, 1);
+  strides->insert(strides->begin(), 1);
+  dilations->insert(dilations->begin(), 1);
+  *pads = {0, (*pads)[0], 0, (*pads)[1]};
+}
+
 template <typename F>
 void ParallelFor(int32_t (*par)(void*, int64_t, void*, TFParallelBody), void* ctx, int64_t n, F f) {
   if (par == nullptr || n < 2) {
@@ -281,12 +299,8 @@ absl::Status Op<T>::Conv() {
   TF_RETURN_IF_ERROR(
       SpatialPads(Shape(x.begin() + 2, x.end()), Shape(y.begin() + 2, y.end()), k, s, d, &pads));
   if (sp == 1) {  // as 2-D with H = 1
-    x.insert(x.begin() + 2, 1);
+    LiftTo2D(&x, &y, &s, &d, &pads);
     w.insert(w.begin() + 2, 1);
-    y.insert(y.begin() + 2, 1);
-    s.insert(s.begin(), 1);
-    d.insert(d.begin(), 1);
-    pads = {0, pads[0], 0, pads[1]};
   }
   const int64_t N = x[0], C = x[1], H = x[2], W = x[3], K = y[1], OH = y[2], OW = y[3];
   const int64_t G = n_.Int("group", 1);
@@ -354,12 +368,8 @@ absl::Status Op<T>::ConvTranspose() {
   }
   if (pads.empty()) pads.assign(2 * sp, 0);
   if (sp == 1) {
-    x.insert(x.begin() + 2, 1);
+    LiftTo2D(&x, &y, &s, &d, &pads);
     w.insert(w.begin() + 2, 1);
-    y.insert(y.begin() + 2, 1);
-    s.insert(s.begin(), 1);
-    d.insert(d.begin(), 1);
-    pads = {0, pads[0], 0, pads[1]};
   }
   const int64_t N = x[0], C = x[1], H = x[2], W = x[3], K = y[1], OH = y[2], OW = y[3];
   const int64_t G = n_.Int("group", 1);
@@ -589,12 +599,8 @@ absl::Status Op<T>::Pool() {
   TF_RETURN_IF_ERROR(
       SpatialPads(Shape(x.begin() + 2, x.end()), Shape(y.begin() + 2, y.end()), k, s, d, &pads));
   if (sp == 1) {
-    x.insert(x.begin() + 2, 1);
-    y.insert(y.begin() + 2, 1);
+    LiftTo2D(&x, &y, &s, &d, &pads);
     k.insert(k.begin(), 1);
-    s.insert(s.begin(), 1);
-    d.insert(d.begin(), 1);
-    pads = {0, pads[0], 0, pads[1]};
   }
   const bool include_pad = n_.Int("count_include_pad", 0) != 0;
   const int64_t H = x[2], W = x[3], OH = y[2], OW = y[3];
@@ -711,10 +717,7 @@ absl::Status Op<T>::Slice() {
     int64_t off = 0;
     for (size_t dd = 0; dd < r; ++dd) off += (start[dd] + idx[dd] * step[dd]) * xst[dd];
     y[i] = x[off];
-    for (int dd = int(r) - 1; dd >= 0; --dd) {
-      if (++idx[size_t(dd)] < os[size_t(dd)]) break;
-      idx[size_t(dd)] = 0;
-    }
+    NextIndex(&idx, os);
   }
   return absl::OkStatus();
 }
@@ -806,10 +809,7 @@ absl::Status Op<T>::Pad() {
       off += v * xst[dd];
     }
     y[i] = outside ? T(cval) : x[off];
-    for (int dd = int(r) - 1; dd >= 0; --dd) {
-      if (++idx[size_t(dd)] < os[size_t(dd)]) break;
-      idx[size_t(dd)] = 0;
-    }
+    NextIndex(&idx, os);
   }
   return absl::OkStatus();
 }
@@ -928,10 +928,7 @@ absl::Status Op<T>::Resize() {
       }
     }
     y[i] = T(v);
-    for (int d = int(r) - 1; d >= 0; --d) {
-      if (++idx[size_t(d)] < os[size_t(d)]) break;
-      idx[size_t(d)] = 0;
-    }
+    NextIndex(&idx, os);
   }
   return absl::OkStatus();
 }
@@ -1012,10 +1009,7 @@ absl::Status Op<T>::Reduce() {
       if (!reduced[d]) o += idx[d] * kst[d];
     acc[size_t(o)] =
         is_max ? std::max(acc[size_t(o)], double(x[i])) : acc[size_t(o)] + double(x[i]);
-    for (int d = int(r) - 1; d >= 0; --d) {
-      if (++idx[size_t(d)] < xs[size_t(d)]) break;
-      idx[size_t(d)] = 0;
-    }
+    NextIndex(&idx, xs);
   }
   const double count = double(in_n) / double(std::max<int64_t>(out_n, 1));
   T* y = Out();

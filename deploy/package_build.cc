@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -230,8 +231,8 @@ absl::StatusOr<v1::ModelPackage> BuildPackage(const Model& model, const ir::Targ
                             StrCat("task ", task.description, ": ", c.status().message()));
       choice = *c;
     }
-    TF_ASSIGN_OR_RETURN(Built def, Compile(task.workload, nullptr, target));
-    Built use = def;
+    // The default kernel is compiled only where it is used or timed.
+    std::optional<Built> use;
     if (choice.tuned) {
       absl::StatusOr<Built> tuned = Compile(task.workload, &choice.schedule, target);
       if (!tuned.ok()) {
@@ -247,9 +248,11 @@ absl::StatusOr<v1::ModelPackage> BuildPackage(const Model& model, const ir::Targ
                                        choice.default_sec * 1e3, choice.tuned_sec * 1e3);
         }
       } else if (options.compare_locally && RunsHere(target)) {
+        TF_ASSIGN_OR_RETURN(Built def, Compile(task.workload, nullptr, target));
         absl::StatusOr<double> td = TimeHere(def, options.threads);
         absl::StatusOr<double> tt = TimeHere(*tuned, options.threads);
         if (!td.ok() || !tt.ok()) {
+          use = std::move(def);
           choice.tuned = false;
           choice.why = StrCat("timing here failed: ", (!td.ok() ? td : tt).status().message());
         } else {
@@ -260,6 +263,7 @@ absl::StatusOr<v1::ModelPackage> BuildPackage(const Model& model, const ir::Targ
             choice.why = absl::StrFormat("tuned record %d; timed here: %.3g ms vs default %.3g ms",
                                          choice.record_id, *tt * 1e3, *td * 1e3);
           } else {
+            use = std::move(def);
             choice.tuned = false;
             choice.why = absl::StrFormat("timed here, the default was faster (%.3g vs %.3g ms)",
                                          *td * 1e3, *tt * 1e3);
@@ -270,7 +274,11 @@ absl::StatusOr<v1::ModelPackage> BuildPackage(const Model& model, const ir::Targ
         choice.why = "the default schedule has no time on the tuned record's device to compare";
       }
     }
-    built[t] = std::move(use);
+    if (!use) {
+      TF_ASSIGN_OR_RETURN(Built def, Compile(task.workload, nullptr, target));
+      use = std::move(def);
+    }
+    built[t] = *std::move(use);
     v1::PackageKernel* k = pkg.add_kernels();
     k->set_workload_key(task.key);
     k->set_description(task.description);
@@ -428,11 +436,8 @@ absl::StatusOr<v1::ModelPackage> BuildPackage(const Model& model, const ir::Targ
           return absl::InternalError(StrCat("node '", a.name, "': a packed runtime value"));
         data = ir::PackConstant(b.dag, t, data);
         src = StrCat(src, "@packed");
-        v1::PackageTensor pt;
-        pt.set_name(src);
-        PutFloats(&pt, b.dag.tensors[size_t(t)].shape, data);
-        consts[src] = std::move(pt);
-      } else if (derived) {
+      }
+      if (derived) {  // stored in the kernel's layout (packed or as is)
         v1::PackageTensor pt;
         pt.set_name(src);
         PutFloats(&pt, b.dag.tensors[size_t(t)].shape, data);

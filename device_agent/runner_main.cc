@@ -46,21 +46,10 @@ void LimitAddressSpace(int64_t extra) {
   setrlimit(RLIMIT_AS, &rl);
 }
 
-bool WriteAll(int fd, const void* data, size_t n) {
-  const char* p = static_cast<const char*>(data);
-  while (n > 0) {
-    ssize_t w = write(fd, p, n);
-    if (w <= 0) return false;
-    p += w;
-    n -= size_t(w);
-  }
-  return true;
-}
-
 int Report(wire::RunReport& rep, const float* output, int64_t n_out) {
   rep.magic = wire::kMagic;
-  bool ok = WriteAll(wire::kReportFd, &rep, sizeof(rep));
-  if (ok && output != nullptr) ok = WriteAll(wire::kReportFd, output, size_t(n_out) * 4);
+  bool ok = wire::WriteAll(wire::kReportFd, &rep, sizeof(rep));
+  if (ok && output != nullptr) ok = wire::WriteAll(wire::kReportFd, output, size_t(n_out) * 4);
   return ok ? 0 : 1;
 }
 

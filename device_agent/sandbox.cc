@@ -50,17 +50,6 @@ std::string FindRunner() {
   return "";
 }
 
-bool WriteAll(int fd, const void* data, size_t n) {
-  const char* p = static_cast<const char*>(data);
-  while (n > 0) {
-    ssize_t w = write(fd, p, n);
-    if (w <= 0) return false;
-    p += w;
-    n -= size_t(w);
-  }
-  return true;
-}
-
 // The request in a memfd (sandbox_wire.h); -1 on failure.
 int WriteRequest(const std::string& so, const std::vector<const std::vector<float>*>& args,
                  int64_t n_out, const std::vector<float>& reference, const SandboxOptions& o,
@@ -82,12 +71,13 @@ int WriteRequest(const std::string& so, const std::vector<const std::vector<floa
   h.n_args = int64_t(args.size());
   h.so_bytes = int64_t(so.size());
   h.reference_count = int64_t(reference.size());
-  bool ok = WriteAll(fd, &h, sizeof(h)) && WriteAll(fd, so.data(), so.size());
+  bool ok = wire::WriteAll(fd, &h, sizeof(h)) && wire::WriteAll(fd, so.data(), so.size());
   for (const std::vector<float>* a : args) {
     int64_t count = int64_t(a->size());
-    ok = ok && WriteAll(fd, &count, sizeof(count)) && WriteAll(fd, a->data(), a->size() * 4);
+    ok = ok && wire::WriteAll(fd, &count, sizeof(count)) &&
+         wire::WriteAll(fd, a->data(), a->size() * 4);
   }
-  ok = ok && WriteAll(fd, reference.data(), reference.size() * 4);
+  ok = ok && wire::WriteAll(fd, reference.data(), reference.size() * 4);
   if (!ok) {
     close(fd);
     return -1;

@@ -10,9 +10,24 @@
 //   RunReport, then (when want_output) n_out floats of the kernel's output.
 #pragma once
 
+#include <unistd.h>
+
+#include <cstddef>
 #include <cstdint>
 
 namespace tunefarm::runner::wire {
+
+// Writes all n bytes (short writes continued); false on an error.
+inline bool WriteAll(int fd, const void* data, size_t n) {
+  const char* p = static_cast<const char*>(data);
+  while (n > 0) {
+    ssize_t w = write(fd, p, n);
+    if (w <= 0) return false;
+    p += w;
+    n -= size_t(w);
+  }
+  return true;
+}
 
 constexpr uint32_t kMagic = 0x31524654;  // "TFR1"
 constexpr int kMaxRepeats = 64;

@@ -1,9 +1,7 @@
 #include "server/server.h"
 
-#include <fstream>
-#include <sstream>
-
 #include "absl/strings/str_cat.h"
+#include "common/file_util.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "proto/protocol.h"
@@ -16,16 +14,6 @@
 #include "server/work_queue.h"
 
 namespace tunefarm::server {
-namespace {
-absl::StatusOr<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-}  // namespace
-
 absl::StatusOr<std::unique_ptr<TunefarmServer>> TunefarmServer::Start(const Options& options) {
   std::unique_ptr<TunefarmServer> s(new TunefarmServer());
   TuningLog::Options db_opts;

@@ -12,7 +12,6 @@
 #include <fstream>
 #include <map>
 #include <set>
-#include <sstream>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -23,6 +22,7 @@
 #include "deploy/package_build.h"
 #include "gtest/gtest.h"
 #include "onnx/onnx_pb.h"
+#include "tests/testing/temp_dir.h"
 
 namespace tunefarm::deploy {
 namespace {
@@ -31,12 +31,7 @@ namespace fs = std::filesystem;
 constexpr const char* kData = "/usr/share/libonnx-testdata/data";
 const char* kSuites[] = {"node", "pytorch-converted", "pytorch-operator"};
 
-std::string Read(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+std::string Read(const fs::path& p) { return testing::ReadFileOrEmpty(p.string()); }
 
 // A tensor as doubles; false for element types we do not read.
 bool ToDoubles(const onnx::TensorProto& t, std::vector<double>* out) {

@@ -7,7 +7,6 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -28,13 +27,6 @@ namespace fs = std::filesystem;
 std::string Cache() {
   if (const char* c = getenv("TUNEFARM_CACHE")) return c;
   return std::string(getenv("HOME") ? getenv("HOME") : "/root") + "/.cache/tunefarm";
-}
-
-std::string Read(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 class OrtOracle : public ::testing::TestWithParam<const char*> {
@@ -86,11 +78,8 @@ TEST_P(OrtOracle, OutputsMatchOnnxRuntime) {
     ASSERT_TRUE((*rt)->Run(in, &ours).ok());
     ASSERT_FALSE(m->outputs.empty());
     for (const std::string& o : m->outputs) {
-      std::string safe = o;
-      for (char& c : safe)
-        if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '-' && c != '.')
-          c = '_';
-      auto theirs = ParseNpy(Read(fs::path(dir.File(absl::StrCat("ort", seed))) / (safe + ".npy")));
+      auto theirs = ParseNpy(testing::ReadFileOrEmpty(
+          (fs::path(dir.File(absl::StrCat("ort", seed))) / NpyFileName(o)).string()));
       ASSERT_TRUE(theirs.ok()) << o << ": " << theirs.status();
       ASSERT_EQ(theirs->data.size(), ours[o].size()) << o;
       double err = 0, scale = 1e-6;
