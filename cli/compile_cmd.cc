@@ -9,6 +9,8 @@
 #include "compiler/codegen/llvm_codegen.h"
 #include "compiler/codegen/llvm_target.h"
 #include "compiler/ir/compute.h"
+#include "absl/strings/str_join.h"
+#include "compiler/codegen/cuda_codegen.h"
 #include "compiler/ir/handwritten.h"
 #include "compiler/ir/schedule.h"
 #include "compiler/ir/workload_spec.h"
@@ -20,15 +22,18 @@ namespace {
 
 constexpr const char* kHelp =
     R"(usage: tunefarm compile --workload SPEC --target T [--schedule FILE|default|handwritten]
-                        --emit ir|llvm|asm|obj|so|schedule [-o FILE]
+                        --emit ir|llvm|asm|obj|so|cuda|ptx|cubin|schedule [-o FILE]
 
   --workload  the workload, e.g. 'conv2d_nchw(N=1,C=64,H=56,W=56,K=64,R=3,S=3,stride=1,pad=1)+bias+relu'
-  --target    e.g. 'llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a78' ('host' for this machine)
+  --target    e.g. 'llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a78' ('host' for this machine),
+              'cuda -arch=sm_87' (no GPU needed: NVRTC compiles here)
   --schedule  a tunefarm.v1.Schedule as JSON or text format; default: the default schedule;
               handwritten: the hand-written register-tiled schedule (conv2d only)
   --emit      ir: the lowered loop program; llvm: LLVM IR after O3 (llvm-noopt: before);
               asm; obj: ELF object;
-              so: shared object; schedule: the schedule used, as JSON
+              so: shared object; schedule: the schedule used, as JSON;
+              cuda targets: cuda: the generated CUDA C; ptx; cubin (needs -o);
+              ptx and cubin print each kernel's launch and resources on stderr
   -o          output file (default: stdout; obj and so need -o)
 
 )";
@@ -74,9 +79,10 @@ int RunCompile(const std::vector<std::string>& args, std::ostream& out, std::ost
   absl::StatusOr<ir::Target> parsed_target = ParseTargetFlag(flags["target"]);
   if (!parsed_target.ok()) return Fail(err, 2, std::string(parsed_target.status().message()));
   const ir::Target target = *parsed_target;
-  if (target.is_gpu()) return Fail(err, 1, "CUDA code generation is not built yet");
-  if (absl::Status s = codegen::CheckLLVMTarget(target); !s.ok()) {
-    return Fail(err, 2, std::string(s.message()));
+  if (!target.is_gpu()) {
+    if (absl::Status s = codegen::CheckLLVMTarget(target); !s.ok()) {
+      return Fail(err, 2, std::string(s.message()));
+    }
   }
   auto dag = ir::BuildComputeDAG(*workload);
   if (!dag.ok()) return Fail(err, 1, std::string(dag.status().message()));
@@ -112,6 +118,34 @@ int RunCompile(const std::vector<std::string>& args, std::ostream& out, std::ost
     google::protobuf::util::JsonPrintOptions o;
     o.add_whitespace = true;
     (void)google::protobuf::util::MessageToJsonString(schedule, &text, o);
+  } else if (emit == "cuda" || emit == "ptx" || emit == "cubin") {
+    if (!target.is_gpu()) {
+      return Fail(err, 2, absl::StrCat("--emit ", emit, " needs a cuda target, e.g. 'cuda -arch=sm_87'"));
+    }
+    auto program_or = codegen::EmitCuda(state->dag(), program, target);
+    if (!program_or.ok()) return Fail(err, 1, std::string(program_or.status().message()));
+    if (emit == "cuda") {
+      text = program_or->source;
+    } else {
+      codegen::CudaCompileOptions o;
+      o.cubin = emit == "cubin";
+      o.ptx = emit == "ptx";
+      auto art = codegen::CompileCuda(*program_or, target, o);
+      if (!art.ok()) return Fail(err, 1, std::string(art.status().message()));
+      text = emit == "ptx" ? art->ptx : art->cubin;
+      binary = emit == "cubin";
+      for (const codegen::GpuKernel& k : art->program.kernels) {
+        err << k.name << ": grid " << absl::StrJoin(k.grid, "x") << ", block "
+            << absl::StrJoin(k.block, "x") << ", " << k.shared_bytes << " B shared";
+        if (k.registers >= 0) {
+          err << ", " << k.registers << " registers, " << k.spill_store_bytes
+              << " B spill stores, " << k.spill_load_bytes << " B spill loads";
+        }
+        err << "\n";
+      }
+    }
+  } else if (target.is_gpu() && emit != "ir" && emit != "schedule") {
+    return Fail(err, 2, absl::StrCat("--emit ", emit, " is for llvm targets; a cuda target emits cuda, ptx or cubin"));
   } else if (emit == "llvm" || emit == "llvm-noopt" || emit == "asm" || emit == "obj" ||
              emit == "so") {
     codegen::CpuCompileOptions o;
@@ -126,12 +160,10 @@ int RunCompile(const std::vector<std::string>& args, std::ostream& out, std::ost
            : emit == "obj" ? art->object
                            : art->shared_object;
     binary = emit == "obj" || emit == "so";
-  } else if (emit == "cuda") {
-    return Fail(err, 1,
-                "--emit cuda needs a cuda target, and CUDA code generation is not built yet");
   } else {
-    return Fail(err, 2,
-                absl::StrCat("--emit ", emit, " is not one of ir, llvm, asm, obj, so, schedule"));
+    return Fail(err, 2, absl::StrCat("--emit ", emit,
+                                     " is not one of ir, llvm, asm, obj, so, cuda, ptx, cubin, "
+                                     "schedule"));
   }
   if (!flags.count("o")) {
     if (binary) return Fail(err, 2, absl::StrCat("--emit ", emit, " needs -o FILE"));

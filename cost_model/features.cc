@@ -144,6 +144,8 @@ class Extractor {
       case StmtKind::kStore:
         Row(*s);
         return;
+      case StmtKind::kBarrier:
+        return;
     }
   }
 

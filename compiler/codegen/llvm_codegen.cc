@@ -631,6 +631,8 @@ class CodeGen {
       case StmtKind::kSeq:
         for (const ir::Stmt& x : s->body) GenStmt(x);
         return;
+      case StmtKind::kBarrier:  // GPU programs never reach the CPU back end
+        return;
       case StmtKind::kIf: {
         llvm::Value* cond = GenExpr(s->cond);
         if (cond->getType()->isVectorTy()) {  // a guard on the vector lanes: a mask

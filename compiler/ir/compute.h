@@ -29,6 +29,10 @@ struct TensorDecl {
   // dimension, in the order `pack_inner`. The caller packs the data (see
   // PackConstant); the kernel reads only the packed copy.
   int packed_from = -1;
+  // A cache_read copy in GPU shared memory: computed at a loop of its
+  // reader, it holds the box the whole thread block reads, fetched by all the
+  // block's threads together (see Lower).
+  bool shared = false;
   std::vector<int64_t> pack_block;
   std::vector<int> pack_inner;
 };

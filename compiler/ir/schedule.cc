@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
+#include "compiler/ir/gpu_sketch.h"
 #include "compiler/ir/handwritten.h"
 #include "compiler/ir/simplify.h"
 
@@ -97,6 +98,7 @@ absl::StatusOr<ScheduleState> ScheduleState::Replay(const ComputeDAG& dag,
                                                     const v1::Schedule& schedule,
                                                     const Target& target) {
   ScheduleState st = Initial(dag);
+  st.gpu_ = target.is_gpu();
   for (int i = 0; i < schedule.steps_size(); ++i) {
     TF_RETURN_IF_ERROR(st.Apply(schedule.steps(i), i, target));
   }
@@ -126,6 +128,7 @@ absl::Status ScheduleState::CheckIter(int stage, int iter) const {
 }
 
 absl::Status ScheduleState::Apply(const v1::Step& step, int index, const Target& target) {
+  gpu_ = gpu_ || target.is_gpu();
   absl::Status s;
   switch (step.kind_case()) {
     case v1::Step::kSplit:
@@ -180,6 +183,8 @@ absl::Status ScheduleState::Apply(const v1::Step& step, int index, const Target&
       s = CacheRead(step.cache_read(), target);
       break;
     case v1::Step::kStorageAlign:
+      s = StorageAlign(step.storage_align(), target);
+      break;
     case v1::Step::kFollowSplit:
       return absl::UnimplementedError(
           StrCat("step ", index, " (", StepName(step), "): this primitive is not built yet"));
@@ -298,16 +303,24 @@ absl::Status ScheduleState::Fuse(const v1::FuseStep& s) {
 
 absl::Status ScheduleState::Annotate(const v1::AnnotateStep& s, const Target& target) {
   TF_RETURN_IF_ERROR(CheckIter(s.stage(), s.iter()));
-  LoopIter& it = stages_[s.stage()].iters[s.iter()];
+  StageState& st = stages_[s.stage()];
+  LoopIter& it = st.iters[s.iter()];
   if (it.kind != ForKind::kSerial) return InvalidArgumentError("loop is already annotated");
   switch (s.annotation()) {
     case v1::ANNOTATION_PARALLEL:
-      if (it.reduce) return InvalidArgumentError("cannot parallelize a reduction loop");
-      it.kind = ForKind::kParallel;
-      return absl::OkStatus();
     case v1::ANNOTATION_VECTORIZE:
-      if (it.reduce) return InvalidArgumentError("cannot vectorize a reduction loop");
-      it.kind = ForKind::kVectorized;
+      if (target.is_gpu()) {
+        return InvalidArgumentError(StrCat(v1::Annotation_Name(s.annotation()),
+                                           " is for CPU targets; on cuda, bind the loop to "
+                                           "blockIdx/threadIdx or unroll it"));
+      }
+      if (it.reduce) {
+        return InvalidArgumentError(s.annotation() == v1::ANNOTATION_PARALLEL
+                                        ? "cannot parallelize a reduction loop"
+                                        : "cannot vectorize a reduction loop");
+      }
+      it.kind = s.annotation() == v1::ANNOTATION_PARALLEL ? ForKind::kParallel
+                                                          : ForKind::kVectorized;
       return absl::OkStatus();
     case v1::ANNOTATION_UNROLL:
       if (it.extent > kMaxUnrolledCopies) {
@@ -316,13 +329,70 @@ absl::Status ScheduleState::Annotate(const v1::AnnotateStep& s, const Target& ta
       }
       it.kind = ForKind::kUnrolled;
       return absl::OkStatus();
-    default:
+    case v1::ANNOTATION_BLOCK_X:
+    case v1::ANNOTATION_BLOCK_Y:
+    case v1::ANNOTATION_BLOCK_Z:
+    case v1::ANNOTATION_THREAD_X:
+    case v1::ANNOTATION_THREAD_Y:
+    case v1::ANNOTATION_THREAD_Z:
+    case v1::ANNOTATION_VTHREAD: {
       if (!target.is_gpu()) {
         return InvalidArgumentError(StrCat("binding to ", v1::Annotation_Name(s.annotation()),
                                            " is for GPU targets, not ", target.ToString()));
       }
-      return absl::UnimplementedError("GPU thread binding is not built yet");
+      static const ForKind kKinds[] = {ForKind::kBlockX,  ForKind::kBlockY,  ForKind::kBlockZ,
+                                       ForKind::kThreadX, ForKind::kThreadY, ForKind::kThreadZ,
+                                       ForKind::kVThread};
+      ForKind kind = kKinds[s.annotation() - v1::ANNOTATION_BLOCK_X];
+      if (it.reduce) {
+        return InvalidArgumentError(StrCat("cannot bind reduction loop ", it.var->name, " to ",
+                                           BindingName(kind),
+                                           " (cross-thread reductions are not built)"));
+      }
+      if (st.location != StageState::Location::kRoot) {
+        return InvalidArgumentError(StrCat("stage ", s.stage(), " (", dag_.stages[s.stage()].name,
+                                           ") is computed at another stage; only root stages "
+                                           "bind loops to the grid"));
+      }
+      for (const LoopIter& other : st.iters) {
+        if (other.kind == kind) {
+          return InvalidArgumentError(StrCat("stage ", s.stage(), " already binds ",
+                                             other.var->name, " to ", BindingName(kind)));
+        }
+      }
+      it.kind = kind;
+      return absl::OkStatus();
+    }
+    default:
+      return InvalidArgumentError("unknown annotation");
   }
+}
+
+absl::Status ScheduleState::StorageAlign(const v1::StorageAlignStep& s, const Target& target) {
+  TF_RETURN_IF_ERROR(CheckStage(s.stage()));
+  if (!target.is_gpu()) {
+    return InvalidArgumentError("storage_align pads GPU shared memory; the target is " +
+                                target.ToString());
+  }
+  const TensorDecl& t = dag_.tensors[dag_.stages[s.stage()].output];
+  if (!t.shared) {
+    return InvalidArgumentError(StrCat("stage ", s.stage(), " (", t.name,
+                                       ") is not a shared-memory copy (cache_read into shared)"));
+  }
+  if (s.iter() < 0 || s.iter() + 1 >= int(t.shape.size())) {
+    return InvalidArgumentError(StrCat("dimension ", s.iter(), " of ", t.name,
+                                       " has no inner dimension to pad (it has ", t.shape.size(),
+                                       ")"));
+  }
+  if (s.factor() < 1 || s.factor() > 1024 || s.offset() < 0 || s.offset() >= s.factor()) {
+    return InvalidArgumentError(
+        StrCat("factor ", s.factor(), " / offset ", s.offset(), ": need 0 <= offset < factor"));
+  }
+  StageState& st = stages_[s.stage()];
+  st.align_dim = s.iter();
+  st.align_factor = s.factor();
+  st.align_offset = s.offset();
+  return absl::OkStatus();
 }
 
 absl::Status ScheduleState::Inline(int stage) {
@@ -378,12 +448,17 @@ absl::Status ScheduleState::ComputeAt(const v1::ComputeAtStep& s) {
     return InvalidArgumentError(
         StrCat("stage ", s.target_stage(), " does not come after stage ", s.stage()));
   }
-  if (stages_[s.target_stage()].location != StageState::Location::kRoot) {
+  // One level of nesting, except that on a GPU a shared-memory copy may sit
+  // inside a stage that is itself computed at another (a register tile
+  // computed at a thread loop, staging its inputs per reduction step).
+  const bool shared_copy = gpu_ && dag_.tensors[producer.output].shared;
+  if (stages_[s.target_stage()].location != StageState::Location::kRoot && !shared_copy) {
     return InvalidArgumentError(
         StrCat("stage ", s.target_stage(), " is itself computed at another stage"));
   }
   for (size_t j = 0; j < stages_.size(); ++j) {
-    if (stages_[j].location == StageState::Location::kAt && stages_[j].attach_stage == s.stage()) {
+    if (stages_[j].location == StageState::Location::kAt && stages_[j].attach_stage == s.stage() &&
+        !(gpu_ && dag_.tensors[dag_.stages[j].output].shared)) {
       return InvalidArgumentError(StrCat("stage ", j, " is computed at stage ", s.stage()));
     }
     if (int(j) == s.stage() || stages_[j].location == StageState::Location::kInline) continue;
@@ -440,6 +515,10 @@ void ScheduleState::InsertStage(int at, Stage stage) {
 absl::Status ScheduleState::CacheWrite(const v1::CacheWriteStep& s, const Target& target) {
   TF_RETURN_IF_ERROR(CheckStage(s.stage()));
   TF_RETURN_IF_ERROR(CheckScope(s.scope(), target));
+  if (s.scope() == v1::MEMORY_SCOPE_SHARED) {
+    return absl::UnimplementedError(
+        "cache_write into shared memory is not built; accumulate in local (registers)");
+  }
   const int stage = s.stage();
   const Stage orig = dag_.stages[stage];
   StageState& st = stages_[stage];
@@ -506,6 +585,7 @@ absl::Status ScheduleState::CacheRead(const v1::CacheReadStep& s, const Target& 
   // The copy stage: right after the tensor's producer (first, for an input).
   TensorDecl copy_t = dag_.tensors[tensor];
   copy_t.name += s.scope() == v1::MEMORY_SCOPE_SHARED ? ".shared" : ".local";
+  copy_t.shared = s.scope() == v1::MEMORY_SCOPE_SHARED;
   copy_t.role = TensorDecl::Role::kIntermediate;
   copy_t.is_constant = false;
   copy_t.packed_from = -1;
@@ -589,6 +669,7 @@ absl::Status ScheduleState::LayoutPack(const v1::LayoutPackStep& s) {
 }
 
 v1::Schedule DefaultSchedule(const ComputeDAG& dag, const Target& target) {
+  if (target.is_gpu()) return DefaultGpuSchedule(dag, target);
   // Convolutions get the hand-written register-tiled schedule where it applies.
   absl::StatusOr<v1::Schedule> conv =
       HandwrittenConv2dSchedule(dag, target, PickConvTile(dag, target));
@@ -742,6 +823,14 @@ class Lowerer {
       if (state_.stages()[i].location != StageState::Location::kRoot) continue;
       const Stage& s = dag_.stages[i];
       if (s.output != dag_.output) allocs.push_back(s.output);
+      thread_loops_.clear();
+      for (const LoopIter& it : state_.stages()[i].iters) {
+        if (IsThreadBound(it.kind)) thread_loops_.push_back({it.var, it.extent});
+      }
+      // threadIdx.x varies fastest in the block's linear thread index.
+      std::sort(thread_loops_.begin(), thread_loops_.end(), [&](const auto& a, const auto& b) {
+        return KindOf(i, a.first) < KindOf(i, b.first);
+      });
       Nest(int(i), nullptr, nullptr, &nests);
     }
     Stmt program = Seq(nests);
@@ -755,11 +844,18 @@ class Lowerer {
   static constexpr int64_t kMaxStackBytes = 64 * 1024;
 
   // The region of `tensor` read by loads in `value` inside loops iters[k+1..].
-  Region InferRegion(int tensor, const Expr& value, const std::vector<LoopIter>& iters, int k) {
+  // `block_wide`: the region the whole GPU thread block reads (its
+  // thread-bound loops, wherever they are, count as inner loops).
+  Region InferRegion(int tensor, const Expr& value, const std::vector<LoopIter>& iters, int k,
+                     bool block_wide = false) {
     const std::vector<int64_t>& shape = dag_.tensors[tensor].shape;
     size_t nd = shape.size();
     VarRanges ranges;
     std::set<const ExprNode*> inner;
+    if (block_wide) {
+      ranges = enclosing_ranges_;
+      for (const auto& [var, extent] : thread_loops_) inner.insert(var.get());
+    }
     for (size_t t = 0; t < iters.size(); ++t) {
       ranges[iters[t].var.get()] = iters[t].extent;
       if (int(t) > k) inner.insert(iters[t].var.get());
@@ -885,6 +981,95 @@ class Lowerer {
     });
   }
 
+  ForKind KindOf(size_t stage, const Expr& var) const {
+    for (const LoopIter& it : state_.stages()[stage].iters) {
+      if (it.var.same_as(var)) return it.kind;
+    }
+    return ForKind::kSerial;
+  }
+
+  // The shape of a shared-memory box: the region's extents, the last one
+  // widened so that dimension `align_dim` has a stride of factor*k + offset.
+  std::vector<int64_t> SharedShape(int stage, const Region& region) {
+    std::vector<int64_t> shape = region.extent;
+    const StageState& st = state_.stages()[stage];
+    if (st.align_dim < 0 || st.align_dim + 1 >= int(shape.size())) return shape;
+    int64_t mid = 1;
+    for (size_t d = st.align_dim + 1; d + 1 < shape.size(); ++d) mid *= shape[d];
+    for (int64_t last = shape.back(); last < shape.back() + 1024; ++last) {
+      if ((mid * last) % st.align_factor == st.align_offset) {
+        shape.back() = last;
+        break;
+      }
+    }
+    return shape;
+  }
+
+  // All the block's threads copy the box of the shared stage's output:
+  // element e (row-major in the box) by linear thread e mod (block size).
+  Stmt CooperativeFetch(int stage, const Region& region) {
+    const Stage& s = dag_.stages[stage];
+    int64_t total = 1;
+    for (int64_t e : region.extent) total *= e;
+    Expr tid = IntImm(0);
+    int64_t threads = 1;
+    for (const auto& [var, extent] : thread_loops_) {
+      tid = tid + var * IntImm(threads);
+      threads *= extent;
+    }
+    Expr it = Var(s.name + ".fetch");
+    Expr e = it * IntImm(threads) + tid;
+    int64_t iterations = (total + threads - 1) / threads;
+    Expr cond = total % threads != 0 ? e < IntImm(total) : BoolImm(true);
+    std::vector<VarMapEntry> map;
+    std::vector<Expr> idx;
+    int64_t inner = total;
+    for (size_t d = 0; d < s.axes.size(); ++d) {
+      inner /= region.extent[d];
+      Expr c = FloorDiv(e, IntImm(inner));
+      if (d > 0) c = FloorMod(c, IntImm(region.extent[d]));
+      idx.push_back(c);
+      Expr at = region.lo[d] + c;
+      if (region.guard_lo[d]) cond = And(cond, at >= IntImm(0));
+      if (region.guard_hi[d]) cond = And(cond, at < IntImm(s.axes[d].extent));
+      map.push_back({s.axes[d].var.get(), at});
+    }
+    Stmt store = IfThen(cond, Store(s.output, idx, Substitute(bodies_[stage], map)));
+    return For(it, iterations, iterations <= 8 ? ForKind::kUnrolled : ForKind::kSerial, store);
+  }
+
+  // Loads of a shared box's tensor in `value`, rewritten to box coordinates.
+  Expr RewriteBoxLoads(const Expr& value, int tensor, const Region& region,
+                       const VarRanges& ranges) {
+    return MapLoads(value, [&](const ExprNode& load, const std::vector<Expr>& args) {
+      if (load.tensor != tensor) return Expr();
+      std::vector<Expr> idx(args.size());
+      for (size_t d = 0; d < args.size(); ++d) {
+        if (region.full[d]) {
+          idx[d] = args[d];
+          continue;
+        }
+        LinearForm f = Linearize(args[d], ranges);
+        for (const auto& [atom, coef] : region.outer[d].terms) {
+          // Atoms rebuilt by Linearize are equal in form, not in identity.
+          std::string key = ToString(atom);
+          bool done = false;
+          for (auto& [a2, c2] : f.terms) {
+            if (c2 == coef && ToString(a2) == key) {
+              f.Add(a2, -coef);
+              done = true;
+              break;
+            }
+          }
+          if (!done) f.Add(atom, -coef);
+        }
+        f.constant -= region.lo_const[d];
+        idx[d] = FromLinear(f);
+      }
+      return Load(tensor, load.type, std::move(idx));
+    });
+  }
+
   // Appends the loop nest(s) of `stage` to `out`. For a stage computed at
   // another, `region` is the box it computes and `layout` its buffer.
   void Nest(int stage, const Region* region, const LocalLayout* layout, std::vector<Stmt>* out) {
@@ -932,6 +1117,8 @@ class Lowerer {
       Region region;
       LocalLayout layout;
       std::vector<Stmt> nest;
+      bool shared = false;
+      std::vector<int64_t> shared_shape;
     };
     std::vector<Attached> attached;
     for (size_t j = 0; j < dag_.stages.size(); ++j) {
@@ -941,24 +1128,47 @@ class Lowerer {
       for (size_t t = 0; t < iters.size(); ++t) {
         if (iters[t].var.same_as(pj.attach_var)) pos = int(t);
       }
-      Attached a{int(j), pos, {}, {}, {}};
+      Attached a{int(j), pos, {}, {}, {}, false, {}};
       int tensor = dag_.stages[j].output;
-      a.region = InferRegion(tensor, value, iters, pos);
-      a.layout = Layout(int(j), a.region);
-      Nest(int(j), &a.region, &a.layout, &a.nest);
-      value = RewriteLoads(value, tensor, a.region, a.layout, ranges);
+      // The loops around the attach point, for stages nested further in.
+      VarRanges saved = enclosing_ranges_;
+      for (int t = 0; t <= pos; ++t) enclosing_ranges_[iters[t].var.get()] = iters[t].extent;
+      if (state_.is_gpu() && dag_.tensors[tensor].shared) {
+        a.shared = true;
+        a.region = InferRegion(tensor, value, iters, pos, /*block_wide=*/true);
+        a.shared_shape = SharedShape(int(j), a.region);
+        a.nest.push_back(CooperativeFetch(int(j), a.region));
+        VarRanges all = enclosing_ranges_;
+        for (const LoopIter& it : iters) all[it.var.get()] = it.extent;
+        value = RewriteBoxLoads(value, tensor, a.region, all);
+      } else {
+        a.region = InferRegion(tensor, value, iters, pos);
+        a.layout = Layout(int(j), a.region);
+        Nest(int(j), &a.region, &a.layout, &a.nest);
+        value = RewriteLoads(value, tensor, a.region, a.layout, ranges);
+      }
+      enclosing_ranges_ = saved;
       attached.push_back(std::move(a));
     }
     auto wrap_attached = [&](int pos, Stmt body) {
       for (auto it = attached.rbegin(); it != attached.rend(); ++it) {
         if (it->pos != pos) continue;
+        int tensor = dag_.stages[it->stage].output;
+        if (it->shared) {
+          // The first barrier keeps the fetch from overwriting what other
+          // threads still read in the previous iteration; the second makes
+          // the whole box visible before anyone reads it.
+          body = AllocateShared(tensor, it->shared_shape,
+                                Seq({Barrier(), it->nest[0], Barrier(), body}));
+          continue;
+        }
         std::vector<Stmt> seq = it->nest;
         seq.push_back(body);
         std::vector<int64_t> shape = it->layout.Shape();
-        int tensor = dag_.stages[it->stage].output;
         int64_t bytes = 4;
         for (int64_t e : shape) bytes *= e;
-        body = Allocate(tensor, shape, bytes <= kMaxStackBytes, Seq(seq));
+        // On a GPU a stage computed at another is a per-thread array.
+        body = Allocate(tensor, shape, bytes <= kMaxStackBytes || state_.is_gpu(), Seq(seq));
       }
       return body;
     };
@@ -1052,6 +1262,10 @@ class Lowerer {
   const ComputeDAG& dag_;
   std::vector<Expr> bodies_;  // with inlined producers substituted
   Expr init_value_;           // the pending initialisation nest's value
+  // GPU: the thread-bound loops of the root stage being lowered (x, y, z),
+  // and the ranges of the loops around the stage being nested.
+  std::vector<std::pair<Expr, int64_t>> thread_loops_;
+  VarRanges enclosing_ranges_;
 };
 
 }  // namespace

@@ -46,6 +46,11 @@ struct StageState {
   int attach_stage = -1;
   Expr attach_var;
   int64_t auto_unroll_max_step = 0;
+  // storage_align: the stride of buffer dimension `align_dim` is padded to
+  // factor*k + offset elements (GPU shared memory, against bank conflicts).
+  int align_dim = -1;
+  int align_factor = 0;
+  int align_offset = 0;
 };
 
 class ScheduleState {
@@ -61,6 +66,8 @@ class ScheduleState {
   // tensors that cache_write and layout_pack steps added. Compile this one.
   const ComputeDAG& dag() const { return dag_; }
   const std::vector<StageState>& stages() const { return stages_; }
+  // Scheduled for a CUDA target: loops may be bound to the grid.
+  bool is_gpu() const { return gpu_; }
 
  private:
   explicit ScheduleState(const ComputeDAG& dag) : dag_(dag) {}
@@ -83,8 +90,11 @@ class ScheduleState {
   absl::Status CheckIter(int stage, int iter) const;
   void SubstituteLeaf(StageState& st, const ExprNode* var, const Expr& value);
 
+  absl::Status StorageAlign(const ::tunefarm::v1::StorageAlignStep& s, const Target& target);
+
   ComputeDAG dag_;
   std::vector<StageState> stages_;
+  bool gpu_ = false;
 };
 
 // The schedule an untuned build uses. NCHW convolutions: the hand-written
@@ -95,6 +105,15 @@ class ScheduleState {
 ::tunefarm::v1::Schedule DefaultSchedule(const ComputeDAG& dag, const Target& target);
 
 // The loop program of a scheduled state.
+//
+// On a GPU target every nest at the root of the program is one kernel: its
+// loops bound to blockIdx/threadIdx make the grid, vthread loops and the
+// rest run inside each thread. A stage computed at another lives in each
+// thread's registers, except a shared-memory copy (cache_read into shared):
+// its buffer holds the box the whole block reads inside the attach loop
+// (thread-bound loops count as inner there), and all the block's threads
+// fetch it together, element e of the box by thread e mod (block size),
+// between two barriers; its own loops do not shape the fetch.
 Stmt Lower(const ScheduleState& state);
 
 }  // namespace tunefarm::ir

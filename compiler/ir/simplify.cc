@@ -261,6 +261,8 @@ Stmt SimplifyStmt(const Stmt& s, VarRanges& ranges) {
       n->body = {SimplifyStmt(s->body[0], ranges)};
       return n;
     }
+    case StmtKind::kBarrier:
+      return s;
   }
   return s;
 }

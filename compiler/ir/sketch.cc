@@ -91,6 +91,8 @@ int64_t Accumulators(const Shape& sh, const std::vector<int64_t>& d, int64_t lan
 
 bool HasTilingSketch(const ComputeDAG& dag) { return MainStage(dag) >= 0; }
 
+int TilingMainStage(const ComputeDAG& dag) { return MainStage(dag); }
+
 std::vector<int64_t> SampleTilingDecisions(const ComputeDAG& dag, const Target& target,
                                            std::mt19937_64& rng) {
   if (!HasTilingSketch(dag)) return {};

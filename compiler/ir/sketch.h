@@ -27,6 +27,8 @@ constexpr int kTilingSketchId = 1;
 
 // Whether the DAG has a reduction the sketch applies to.
 bool HasTilingSketch(const ComputeDAG& dag);
+// The stage of that reduction (the last sum with reduction axes), or -1.
+int TilingMainStage(const ComputeDAG& dag);
 
 std::vector<int64_t> SampleTilingDecisions(const ComputeDAG& dag, const Target& target,
                                            std::mt19937_64& rng);

@@ -5,6 +5,8 @@
 
 namespace tunefarm::ir {
 
+using absl::StrCat;
+
 Stmt For(Expr var, int64_t extent, ForKind kind, Stmt body) {
   auto n = std::make_shared<StmtNode>();
   n->kind = StmtKind::kFor;
@@ -52,14 +54,61 @@ Stmt Allocate(int tensor, std::vector<int64_t> shape, bool local, Stmt body) {
   return n;
 }
 
+Stmt AllocateShared(int tensor, std::vector<int64_t> shape, Stmt body) {
+  auto n = std::make_shared<StmtNode>();
+  n->kind = StmtKind::kAllocate;
+  n->tensor = tensor;
+  n->shape = std::move(shape);
+  n->shared = true;
+  n->body = {std::move(body)};
+  return n;
+}
+
+Stmt Barrier() {
+  auto n = std::make_shared<StmtNode>();
+  n->kind = StmtKind::kBarrier;
+  return n;
+}
+
+bool IsBlockBound(ForKind k) {
+  return k == ForKind::kBlockX || k == ForKind::kBlockY || k == ForKind::kBlockZ;
+}
+
+bool IsThreadBound(ForKind k) {
+  return k == ForKind::kThreadX || k == ForKind::kThreadY || k == ForKind::kThreadZ;
+}
+
+const char* BindingName(ForKind k) {
+  switch (k) {
+    case ForKind::kBlockX:
+      return "blockIdx.x";
+    case ForKind::kBlockY:
+      return "blockIdx.y";
+    case ForKind::kBlockZ:
+      return "blockIdx.z";
+    case ForKind::kThreadX:
+      return "threadIdx.x";
+    case ForKind::kThreadY:
+      return "threadIdx.y";
+    case ForKind::kThreadZ:
+      return "threadIdx.z";
+    case ForKind::kVThread:
+      return "vthread";
+    default:
+      return "";
+  }
+}
+
 namespace {
 void Print(const Stmt& s, const std::vector<std::string>* names, int indent, std::string* out) {
   std::string pad(indent * 2, ' ');
   switch (s->kind) {
     case StmtKind::kFor: {
       static const char* kKinds[] = {"for", "parallel", "vectorized", "unrolled"};
-      absl::StrAppend(out, pad, kKinds[int(s->for_kind)], " ", ToString(s->var), " in 0..",
-                      s->extent, ":\n");
+      const char* kind = int(s->for_kind) < 4 ? kKinds[int(s->for_kind)] : "bind";
+      std::string binding = int(s->for_kind) < 4 ? "" : StrCat(" (", BindingName(s->for_kind), ")");
+      absl::StrAppend(out, pad, kind, " ", ToString(s->var), " in 0..", s->extent, binding,
+                      ":\n");
       Print(s->body[0], names, indent + 1, out);
       break;
     }
@@ -79,10 +128,16 @@ void Print(const Stmt& s, const std::vector<std::string>* names, int indent, std
       Print(s->body[0], names, indent + 1, out);
       break;
     case StmtKind::kAllocate:
-      absl::StrAppend(out, pad, s->local ? "allocate local " : "allocate ",
+      absl::StrAppend(out, pad,
+                      s->shared  ? "allocate shared "
+                      : s->local ? "allocate local "
+                                 : "allocate ",
                       names ? (*names)[s->tensor] : absl::StrCat("T", s->tensor), "[",
                       absl::StrJoin(s->shape, ", "), "]\n");
       Print(s->body[0], names, indent, out);
+      break;
+    case StmtKind::kBarrier:
+      absl::StrAppend(out, pad, "barrier\n");
       break;
   }
 }

@@ -10,8 +10,30 @@
 
 namespace tunefarm::ir {
 
-enum class ForKind : uint8_t { kSerial, kParallel, kVectorized, kUnrolled };
-enum class StmtKind : uint8_t { kFor, kStore, kSeq, kIf, kAllocate };
+// kBlock*/kThread* loops are bound to the CUDA grid: each thread of the
+// launch runs the body once with the loop variable set to its block or thread
+// index (guarded when the extent is below the launch's). kVThread is a
+// virtual thread: a serial loop inside each thread (TVM's vthread).
+enum class ForKind : uint8_t {
+  kSerial,
+  kParallel,
+  kVectorized,
+  kUnrolled,
+  kBlockX,
+  kBlockY,
+  kBlockZ,
+  kThreadX,
+  kThreadY,
+  kThreadZ,
+  kVThread,
+};
+// kBarrier: every thread of a GPU block waits there (__syncthreads).
+enum class StmtKind : uint8_t { kFor, kStore, kSeq, kIf, kAllocate, kBarrier };
+
+bool IsBlockBound(ForKind k);
+bool IsThreadBound(ForKind k);
+// "blockIdx.x", "threadIdx.y", "vthread", or "" for CPU kinds.
+const char* BindingName(ForKind k);
 
 struct StmtNode;
 using Stmt = std::shared_ptr<const StmtNode>;
@@ -29,9 +51,13 @@ struct StmtNode {
   // kIf
   Expr cond;
   // kAllocate: the buffer's shape (a region of the tensor for a stage
-  // computed inside another's loop) and whether it lives on the stack.
+  // computed inside another's loop) and whether it lives on the stack (CPU)
+  // or in each thread's registers (GPU), or in the GPU block's shared memory.
+  // `shape` may be wider than the region in its last dimension
+  // (storage_align padding); indices stay below the region's extents.
   std::vector<int64_t> shape;
   bool local = false;
+  bool shared = false;
   // kFor, kIf, kAllocate: body[0]; kSeq: the statements in order
   std::vector<Stmt> body;
 };
@@ -41,6 +67,8 @@ Stmt Store(int tensor, std::vector<Expr> indices, Expr value);
 Stmt Seq(std::vector<Stmt> stmts);
 Stmt IfThen(Expr cond, Stmt then_case);
 Stmt Allocate(int tensor, std::vector<int64_t> shape, bool local, Stmt body);
+Stmt AllocateShared(int tensor, std::vector<int64_t> shape, Stmt body);
+Stmt Barrier();
 
 std::string ToString(const Stmt& s, const std::vector<std::string>* tensor_names = nullptr);
 

@@ -1,0 +1,326 @@
+// The CUDA back end on a machine without a GPU: GPU schedules lowered and run
+// by the SIMT interpreter against the float64 reference; CUDA C compiled by
+// NVRTC for sm_75, sm_87 and sm_90 and the cubins read back; limits refused
+// with their reason.
+#include <random>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "compiler/codegen/cuda_codegen.h"
+#include "compiler/codegen/nvrtc_info.h"
+#include "compiler/ir/gpu_launch.h"
+#include "compiler/ir/gpu_sketch.h"
+#include "compiler/ir/reference.h"
+#include "compiler/ir/schedule.h"
+#include "compiler/ir/workload_spec.h"
+#include "gtest/gtest.h"
+#include "tests/compiler/gpu_sim.h"
+
+namespace tunefarm {
+namespace {
+
+namespace v1 = ::tunefarm::v1;
+
+ir::Target Cuda(const std::string& spec = "cuda -arch=sm_87") {
+  auto t = ir::Target::Parse(spec);
+  EXPECT_TRUE(t.ok()) << t.status();
+  return *t;
+}
+
+ir::ComputeDAG Dag(const std::string& spec) {
+  auto w = ir::ParseWorkloadSpec(spec);
+  EXPECT_TRUE(w.ok()) << spec << ": " << w.status();
+  auto dag = ir::BuildComputeDAG(*w);
+  EXPECT_TRUE(dag.ok()) << dag.status();
+  return *dag;
+}
+
+// Small odd shapes: tails everywhere, padding, strides, epilogues.
+const std::vector<std::string>& Workloads() {
+  static const std::vector<std::string> specs = {
+      "conv2d_nchw(N=1,C=7,H=9,W=11,K=10,R=3,S=3,pad=1)+bias+relu",
+      "conv2d_nchw(N=1,C=5,H=9,W=9,K=6,R=1,S=1,stride=2)",
+      "conv2d_nchw(N=1,C=4,H=10,W=8,K=6,R=3,S=3,stride=2,pad_top=0,pad_left=1,pad_bottom=1,"
+      "pad_right=0)",
+      "depthwise_conv2d_nchw(N=1,C=9,H=11,W=11,R=3,S=3,stride=2,pad=1)+bias+relu6",
+      "dense(M=5,N=31,K=17)+bias",
+      "matmul(M=24,N=20,K=19)",
+      "batch_matmul(B=2,M=5,N=11,K=3)",
+      "max_pool2d_nchw(N=1,C=3,H=13,W=13,R=3,S=3,stride=2,pad=1)",
+      "global_avg_pool2d_nchw(N=1,C=5,H=7,W=3)",
+      "add(N=1,C=3,H=5,W=11)+sigmoid"};
+  return specs;
+}
+
+struct Simulated {
+  double max_rel_error = 0;
+  testing::GpuSimStats stats;
+};
+
+absl::StatusOr<Simulated> Simulate(const ir::ComputeDAG& dag, const v1::Schedule& sched,
+                                   const ir::Target& target, uint64_t seed,
+                                   const std::function<ir::Stmt(ir::Stmt)>& edit = nullptr) {
+  TF_ASSIGN_OR_RETURN(ir::ScheduleState st, ir::ScheduleState::Replay(dag, sched, target));
+  ir::Stmt program = ir::Lower(st);
+  if (edit) program = edit(program);
+  std::vector<std::vector<float>> inputs = ir::RandomInputs(dag, seed);
+  TF_ASSIGN_OR_RETURN(std::vector<double> ref, ir::EvaluateReference(dag, inputs));
+  std::vector<std::vector<float>> args = inputs;
+  for (auto& [i, packed] : ir::PackedArguments(st.dag(), inputs)) args[i] = std::move(packed);
+  args.push_back(std::vector<float>(ref.size(), std::nanf("")));
+  Simulated out;
+  TF_ASSIGN_OR_RETURN(std::vector<float> got,
+                      testing::SimulateGpu(st.dag(), program, target, args, &out.stats));
+  if (got.size() != ref.size()) return absl::InternalError("output size");
+  for (size_t i = 0; i < ref.size(); ++i) {
+    double err = std::abs(got[i] - ref[i]) / std::max(1.0, std::abs(ref[i]));
+    if (!(err <= 1e-4)) {
+      return absl::InternalError(absl::StrCat("output ", i, " is ", got[i], ", reference ",
+                                              ref[i]));
+    }
+    out.max_rel_error = std::max(out.max_rel_error, err);
+  }
+  return out;
+}
+
+TEST(GpuSchedule, DefaultsMatchReferenceInTheSimulator) {
+  const ir::Target target = Cuda();
+  for (const std::string& spec : Workloads()) {
+    ir::ComputeDAG dag = Dag(spec);
+    v1::Schedule sched = ir::DefaultSchedule(dag, target);
+    auto r = Simulate(dag, sched, target, 7);
+    ASSERT_TRUE(r.ok()) << spec << ": " << r.status();
+    EXPECT_GT(r->stats.threads_per_block, 1) << spec;
+  }
+}
+
+TEST(GpuSchedule, RandomSchedulesMatchReferenceInTheSimulator) {
+  const ir::Target target = Cuda();
+  std::mt19937_64 rng(2026);
+  int pairs = 0, tiled = 0, with_barriers = 0;
+  for (int i = 0; i < 120; ++i) {
+    const std::string& spec = Workloads()[i % Workloads().size()];
+    ir::ComputeDAG dag = Dag(spec);
+    v1::Schedule sched = ir::RandomGpuSchedule(dag, target, rng);
+    auto r = Simulate(dag, sched, target, 100 + i);
+    ASSERT_TRUE(r.ok()) << spec << " schedule " << sched.ShortDebugString() << ": " << r.status();
+    ++pairs;
+    tiled += sched.sketch_id() == ir::kGpuTilingSketchId;
+    with_barriers += r->stats.barriers > 0;
+  }
+  EXPECT_EQ(pairs, 120);
+  // The tiling sketch (shared memory, barriers) must be a good part of it.
+  EXPECT_GE(tiled, 40);
+  EXPECT_GE(with_barriers, 40);
+}
+
+ir::Stmt DropBarriers(const ir::Stmt& s) {
+  if (s->kind == ir::StmtKind::kBarrier) return ir::Seq({});
+  if (s->body.empty()) return s;
+  auto n = std::make_shared<ir::StmtNode>(*s);
+  for (ir::Stmt& b : n->body) b = DropBarriers(b);
+  return n;
+}
+
+TEST(GpuSchedule, SimulatorCatchesAMissingBarrier) {
+  const ir::Target target = Cuda();
+  ir::ComputeDAG dag = Dag("matmul(M=32,N=32,K=32)");
+  std::vector<int64_t> d = ir::DefaultGpuTilingDecisions(dag, target);
+  auto sched = ir::BuildGpuTiledSchedule(dag, target, d);
+  ASSERT_TRUE(sched.ok()) << sched.status();
+  ASSERT_TRUE(Simulate(dag, *sched, target, 1).ok());
+  auto broken = Simulate(dag, *sched, target, 1, DropBarriers);
+  ASSERT_FALSE(broken.ok());
+  EXPECT_TRUE(absl::StrContains(broken.status().message(), "race")) << broken.status();
+}
+
+TEST(GpuSchedule, LoweredTiledProgramStagesInSharedMemory) {
+  const ir::Target target = Cuda();
+  ir::ComputeDAG dag = Dag("conv2d_nchw(N=1,C=8,H=12,W=12,K=16,R=3,S=3,pad=1)+bias+relu");
+  auto sched = ir::BuildGpuTiledSchedule(dag, target, ir::DefaultGpuTilingDecisions(dag, target));
+  ASSERT_TRUE(sched.ok()) << sched.status();
+  auto st = ir::ScheduleState::Replay(dag, *sched, target);
+  ASSERT_TRUE(st.ok()) << st.status();
+  std::vector<std::string> names = st->dag().TensorNames();
+  std::string text = ir::ToString(ir::Lower(*st), &names);
+  EXPECT_TRUE(absl::StrContains(text, "(blockIdx.x)")) << text;
+  EXPECT_TRUE(absl::StrContains(text, "(threadIdx.x)")) << text;
+  EXPECT_TRUE(absl::StrContains(text, "allocate shared ")) << text;
+  EXPECT_TRUE(absl::StrContains(text, "allocate local ")) << text;
+  EXPECT_TRUE(absl::StrContains(text, "barrier")) << text;
+}
+
+TEST(GpuSchedule, PrimitivesRefusedWithReasons) {
+  ir::ComputeDAG dag = Dag("matmul(M=16,N=16,K=16)");
+  auto refuse = [&](const ir::Target& target, v1::Step step, const std::string& why) {
+    v1::Schedule s;
+    *s.add_steps() = step;
+    auto st = ir::ScheduleState::Replay(dag, s, target);
+    ASSERT_FALSE(st.ok()) << why;
+    EXPECT_TRUE(absl::StrContains(st.status().message(), why)) << st.status();
+  };
+  v1::Step bind;
+  bind.mutable_annotate()->set_stage(0);
+  bind.mutable_annotate()->set_iter(0);
+  bind.mutable_annotate()->set_annotation(v1::ANNOTATION_THREAD_X);
+  auto host = ir::Target::Parse("llvm");
+  ASSERT_TRUE(host.ok());
+  refuse(*host, bind, "is for GPU targets");
+  v1::Step par = bind;
+  par.mutable_annotate()->set_annotation(v1::ANNOTATION_PARALLEL);
+  refuse(Cuda(), par, "is for CPU targets");
+  v1::Step reduce = bind;
+  reduce.mutable_annotate()->set_iter(2);
+  refuse(Cuda(), reduce, "cannot bind reduction loop");
+  v1::Step align;
+  align.mutable_storage_align()->set_stage(0);
+  align.mutable_storage_align()->set_factor(32);
+  refuse(Cuda(), align, "not a shared-memory copy");
+}
+
+TEST(GpuLimits, TooManyThreadsAndTooMuchSharedMemoryAreRefused) {
+  ir::ComputeDAG dag = Dag("matmul(M=64,N=64,K=64)");
+  ir::Target small = Cuda("cuda -arch=sm_87 -max-threads-per-block=64");
+  auto fused = ir::GpuFusedSchedule(dag, small, 128);
+  ASSERT_TRUE(fused.ok());
+  auto st = ir::ScheduleState::Replay(dag, *fused, small);
+  ASSERT_TRUE(st.ok());
+  auto plan = ir::PlanGpuLaunches(ir::Lower(*st), small);
+  ASSERT_FALSE(plan.ok());
+  EXPECT_TRUE(absl::StrContains(plan.status().message(), "128 threads per block exceed"))
+      << plan.status();
+  auto emitted = codegen::EmitCuda(st->dag(), ir::Lower(*st), small);
+  EXPECT_FALSE(emitted.ok());
+
+  // The whole K in one shared tile: 64x64 floats per operand = 32 KiB.
+  ir::Target tiny_smem = Cuda("cuda -arch=sm_87 -max-shared-memory-per-block=16384");
+  std::vector<int64_t> d = ir::DefaultGpuTilingDecisions(dag, tiny_smem);
+  d[4 * 2 + 1] = 64;  // R2 of the reduction axis
+  auto tiled = ir::BuildGpuTiledSchedule(dag, tiny_smem, d);
+  ASSERT_TRUE(tiled.ok()) << tiled.status();
+  auto st2 = ir::ScheduleState::Replay(dag, *tiled, tiny_smem);
+  ASSERT_TRUE(st2.ok());
+  auto plan2 = ir::PlanGpuLaunches(ir::Lower(*st2), tiny_smem);
+  ASSERT_FALSE(plan2.ok());
+  EXPECT_TRUE(absl::StrContains(plan2.status().message(), "bytes of shared memory exceed"))
+      << plan2.status();
+  // The default for that target fits it.
+  auto def = ir::ScheduleState::Replay(dag, ir::DefaultSchedule(dag, tiny_smem), tiny_smem);
+  ASSERT_TRUE(def.ok());
+  EXPECT_TRUE(ir::PlanGpuLaunches(ir::Lower(*def), tiny_smem).ok());
+}
+
+// ---- NVRTC: real compilation for three archs (no GPU needed) ----
+
+class NvrtcTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!codegen::HaveNvrtc()) GTEST_SKIP() << "this build has no CUDA toolkit (NVRTC)";
+  }
+};
+
+absl::StatusOr<codegen::GpuArtifact> Build(const ir::ComputeDAG& dag, const v1::Schedule& sched,
+                                           const ir::Target& target,
+                                           codegen::CudaCompileOptions options = {}) {
+  TF_ASSIGN_OR_RETURN(ir::ScheduleState st, ir::ScheduleState::Replay(dag, sched, target));
+  TF_ASSIGN_OR_RETURN(codegen::GpuProgram p, codegen::EmitCuda(st.dag(), ir::Lower(st), target));
+  return codegen::CompileCuda(p, target, options);
+}
+
+TEST_F(NvrtcTest, SupportsTheArchsWeTarget) {
+  std::vector<std::string> archs = codegen::NvrtcSupportedArchs();
+  for (const char* a : {"sm_75", "sm_87", "sm_90"}) {
+    EXPECT_NE(std::find(archs.begin(), archs.end(), a), archs.end()) << a;
+  }
+}
+
+TEST_F(NvrtcTest, RandomPairsCompileForThreeArchsAndTheCubinsSayWhatPtxasSaid) {
+  std::mt19937_64 rng(77);
+  int built = 0;
+  for (const char* arch : {"sm_75", "sm_87", "sm_90"}) {
+    ir::Target target = Cuda(std::string("cuda -arch=") + arch);
+    for (int i = 0; i < 12; ++i) {
+      const std::string& spec = Workloads()[rng() % Workloads().size()];
+      ir::ComputeDAG dag = Dag(spec);
+      v1::Schedule sched = ir::RandomGpuSchedule(dag, target, rng);
+      auto a = Build(dag, sched, target);
+      ASSERT_TRUE(a.ok()) << arch << " " << spec << ": " << a.status();
+      auto info = codegen::ReadCubin(a->cubin);
+      ASSERT_TRUE(info.ok()) << info.status();
+      ASSERT_EQ(info->size(), a->program.kernels.size()) << a->program.source;
+      for (const codegen::GpuKernel& k : a->program.kernels) {
+        auto it = std::find_if(info->begin(), info->end(),
+                               [&](const codegen::CubinKernelInfo& c) { return c.name == k.name; });
+        ASSERT_NE(it, info->end()) << k.name;
+        EXPECT_EQ(it->registers, k.registers) << k.name << "\n" << a->log;
+        // The section also holds alignment and, from sm_90, 1 KiB reserved.
+        EXPECT_GE(it->shared_bytes, k.shared_bytes) << k.name;
+        EXPECT_LE(it->shared_bytes, k.shared_bytes + 1024 + 16) << k.name;
+        EXPECT_GT(it->code_bytes, 0);
+        EXPECT_GE(k.spill_store_bytes, 0) << a->log;
+      }
+      ++built;
+    }
+  }
+  EXPECT_EQ(built, 36);
+}
+
+TEST_F(NvrtcTest, DefaultSchedulesDoNotSpill) {
+  for (const char* arch : {"sm_75", "sm_87", "sm_90"}) {
+    ir::Target target = Cuda(std::string("cuda -arch=") + arch);
+    for (const std::string& spec :
+         {std::string("conv2d_nchw(N=1,C=64,H=56,W=56,K=64,R=3,S=3,pad=1)+bias+relu"),
+          std::string("matmul(M=1024,N=1024,K=1024)"),
+          std::string("depthwise_conv2d_nchw(N=1,C=144,H=56,W=56,R=3,S=3,pad=1)"),
+          std::string("add(N=1,C=64,H=56,W=56)+relu")}) {
+      ir::ComputeDAG dag = Dag(spec);
+      auto a = Build(dag, ir::DefaultSchedule(dag, target), target);
+      ASSERT_TRUE(a.ok()) << arch << " " << spec << ": " << a.status();
+      for (const codegen::GpuKernel& k : a->program.kernels) {
+        EXPECT_EQ(k.spill_store_bytes, 0) << arch << " " << spec << "\n" << a->log;
+        EXPECT_EQ(k.spill_load_bytes, 0) << arch << " " << spec;
+        EXPECT_GT(k.registers, 0);
+      }
+    }
+  }
+}
+
+TEST_F(NvrtcTest, PtxOnRequest) {
+  ir::Target target = Cuda("cuda -arch=sm_87");
+  ir::ComputeDAG dag = Dag("dense(M=5,N=31,K=17)+bias");
+  codegen::CudaCompileOptions opts;
+  opts.cubin = false;
+  opts.ptx = true;
+  auto a = Build(dag, ir::DefaultSchedule(dag, target), target, opts);
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_TRUE(a->cubin.empty());
+  EXPECT_TRUE(absl::StrContains(a->ptx, ".target sm_87")) << a->ptx.substr(0, 400);
+  EXPECT_TRUE(absl::StrContains(a->ptx, ".entry tf_kernel_0"));
+}
+
+TEST_F(NvrtcTest, UnbuildableArchAndRegisterLimitAreClearErrors) {
+  ir::ComputeDAG dag = Dag("matmul(M=64,N=64,K=64)");
+  ir::Target xavier = Cuda("cuda -arch=sm_72");
+  auto a = Build(dag, ir::DefaultSchedule(dag, xavier), xavier);
+  ASSERT_FALSE(a.ok());
+  EXPECT_EQ(a.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(absl::StrContains(a.status().message(), "cannot build sm_72")) << a.status();
+
+  ir::Target few_regs = Cuda("cuda -arch=sm_87 -max-registers-per-thread=16");
+  auto b = Build(dag, ir::DefaultSchedule(dag, few_regs), few_regs);
+  ASSERT_FALSE(b.ok());
+  EXPECT_TRUE(absl::StrContains(b.status().message(), "registers per thread")) << b.status();
+}
+
+TEST(CubinReader, RefusesWhatIsNotACubin) {
+  EXPECT_FALSE(codegen::ReadCubin("").ok());
+  EXPECT_FALSE(codegen::ReadCubin(std::string(100, 'x')).ok());
+  std::string truncated = "\x7f" "ELF";
+  truncated += std::string("\x02\x01", 2) + std::string(60, '\0');
+  truncated[0x28] = '\x7f';  // section table far past the end
+  EXPECT_FALSE(codegen::ReadCubin(truncated).ok());
+}
+
+}  // namespace
+}  // namespace tunefarm

@@ -1,0 +1,378 @@
+#include "tests/compiler/gpu_sim.h"
+
+#include <cmath>
+#include <map>
+#include <unordered_map>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "compiler/ir/gpu_launch.h"
+
+namespace tunefarm::testing {
+namespace {
+
+using absl::StrCat;
+using ir::Expr;
+using ir::ExprKind;
+using ir::ExprNode;
+using ir::ForKind;
+using ir::Op;
+using ir::Stmt;
+using ir::StmtKind;
+
+int64_t FloorDiv(int64_t a, int64_t b) {
+  int64_t q = a / b;
+  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+struct SharedCell {
+  int64_t write_epoch = -1, read_epoch = -1;
+  int writer = -1, reader = -1;  // reader -2: several threads
+};
+
+class BlockSim {
+ public:
+  BlockSim(const ir::ComputeDAG& dag, const ir::GpuLaunch& launch,
+           std::map<int, std::vector<float>>* global, int64_t block_id)
+      : dag_(dag), launch_(launch), global_(global) {
+    threads_ = int(launch.block[0] * launch.block[1] * launch.block[2]);
+    for (const ir::TensorDecl& t : dag.tensors) shapes_.push_back(t.shape);
+    int64_t b[3] = {block_id % launch.grid[0], (block_id / launch.grid[0]) % launch.grid[1],
+                    block_id / (launch.grid[0] * launch.grid[1])};
+    for (const auto& [var, kind] : launch.bound) {
+      std::vector<int64_t>& v = vars_[var];
+      v.resize(threads_);
+      for (int t = 0; t < threads_; ++t) {
+        int64_t th[3] = {t % launch.block[0], (t / launch.block[0]) % launch.block[1],
+                         t / (launch.block[0] * launch.block[1])};
+        v[t] = ir::IsBlockBound(kind) ? b[int(kind) - int(ForKind::kBlockX)]
+                                      : th[int(kind) - int(ForKind::kThreadX)];
+      }
+    }
+  }
+
+  absl::Status Run(int64_t* barriers) {
+    TF_RETURN_IF_ERROR(Exec(launch_.nest, std::vector<bool>(threads_, true)));
+    *barriers = epoch_;
+    return absl::OkStatus();
+  }
+
+ private:
+  absl::Status Exec(const Stmt& s, const std::vector<bool>& mask) {
+    switch (s->kind) {
+      case StmtKind::kFor: {
+        if (ir::IsBlockBound(s->for_kind) || ir::IsThreadBound(s->for_kind)) {
+          std::vector<bool> inner = mask;
+          const std::vector<int64_t>& v = vars_.at(s->var.get());
+          for (int t = 0; t < threads_; ++t) inner[t] = inner[t] && v[t] < s->extent;
+          return Exec(s->body[0], inner);
+        }
+        std::vector<int64_t>& v = vars_[s->var.get()];
+        for (int64_t i = 0; i < s->extent; ++i) {
+          v.assign(threads_, i);
+          TF_RETURN_IF_ERROR(Exec(s->body[0], mask));
+        }
+        vars_.erase(s->var.get());
+        return absl::OkStatus();
+      }
+      case StmtKind::kSeq:
+        for (const Stmt& b : s->body) TF_RETURN_IF_ERROR(Exec(b, mask));
+        return absl::OkStatus();
+      case StmtKind::kIf: {
+        std::vector<bool> inner = mask;
+        for (int t = 0; t < threads_; ++t) {
+          if (!inner[t]) continue;
+          TF_ASSIGN_OR_RETURN(int64_t c, EvalInt(s->cond, t));
+          inner[t] = c != 0;
+        }
+        return Exec(s->body[0], inner);
+      }
+      case StmtKind::kAllocate: {
+        std::vector<int64_t> saved = shapes_[s->tensor];
+        shapes_[s->tensor] = s->shape;
+        int64_t n = 1;
+        for (int64_t e : s->shape) n *= e;
+        if (s->shared) {
+          // One array for the block; NaN until written, so a read of an
+          // element nobody fetched spoils the result.
+          if (!shared_.count(s->tensor)) {
+            shared_[s->tensor].assign(n, std::nanf(""));
+            cells_[s->tensor].assign(n, SharedCell());
+          }
+          TF_RETURN_IF_ERROR(Exec(s->body[0], mask));
+        } else {
+          auto saved_local = std::move(local_[s->tensor]);
+          local_[s->tensor].assign(threads_, std::vector<float>(n, std::nanf("")));
+          TF_RETURN_IF_ERROR(Exec(s->body[0], mask));
+          local_[s->tensor] = std::move(saved_local);
+          if (local_[s->tensor].empty()) local_.erase(s->tensor);
+        }
+        shapes_[s->tensor] = saved;
+        return absl::OkStatus();
+      }
+      case StmtKind::kBarrier:
+        for (int t = 0; t < threads_; ++t) {
+          if (!mask[t]) return absl::InternalError(StrCat("barrier not reached by thread ", t));
+        }
+        ++epoch_;
+        return absl::OkStatus();
+      case StmtKind::kStore:
+        for (int t = 0; t < threads_; ++t) {
+          if (!mask[t]) continue;
+          TF_ASSIGN_OR_RETURN(double v, EvalFloat(s->value, t));
+          TF_ASSIGN_OR_RETURN(float* p, Address(s->tensor, s->indices, t, /*write=*/true));
+          *p = float(v);
+        }
+        return absl::OkStatus();
+    }
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<float*> Address(int tensor, const std::vector<Expr>& idx, int t, bool write) {
+    const std::vector<int64_t>& shape = shapes_[tensor];
+    if (idx.size() != shape.size())
+      return absl::InternalError(StrCat(dag_.tensors[tensor].name, ": index rank"));
+    int64_t flat = 0;
+    for (size_t d = 0; d < idx.size(); ++d) {
+      TF_ASSIGN_OR_RETURN(int64_t i, EvalInt(idx[d], t));
+      if (i < 0 || i >= shape[d]) {
+        return absl::OutOfRangeError(StrCat(write ? "write" : "read", " of ",
+                                            dag_.tensors[tensor].name, " index ", i,
+                                            " in dimension ", d, " of extent ", shape[d],
+                                            " (thread ", t, ")"));
+      }
+      flat = flat * shape[d] + i;
+    }
+    if (auto it = shared_.find(tensor); it != shared_.end()) {
+      SharedCell& c = cells_[tensor][flat];
+      if (write) {
+        if ((c.write_epoch == epoch_ && c.writer != t) ||
+            (c.read_epoch == epoch_ && c.reader != t)) {
+          return absl::InternalError(StrCat("shared-memory race on ", dag_.tensors[tensor].name,
+                                            "[", flat, "]: thread ", t,
+                                            " writes with no barrier after another thread"));
+        }
+        c.write_epoch = epoch_, c.writer = t;
+      } else {
+        if (c.write_epoch == epoch_ && c.writer != t) {
+          return absl::InternalError(StrCat("shared-memory race on ", dag_.tensors[tensor].name,
+                                            "[", flat, "]: thread ", t, " reads what thread ",
+                                            c.writer, " wrote with no barrier between"));
+        }
+        if (c.read_epoch != epoch_) c.read_epoch = epoch_, c.reader = t;
+        else if (c.reader != t) c.reader = -2;
+      }
+      return &it->second[flat];
+    }
+    if (auto it = local_.find(tensor); it != local_.end()) return &it->second[t][flat];
+    auto it = global_->find(tensor);
+    if (it == global_->end()) {
+      return absl::InternalError(StrCat(dag_.tensors[tensor].name, " is not allocated here"));
+    }
+    return &it->second[flat];
+  }
+
+  absl::StatusOr<int64_t> EvalInt(const Expr& e, int t) {
+    const ExprNode& n = *e.get();
+    switch (n.kind) {
+      case ExprKind::kIntImm:
+        return n.int_value;
+      case ExprKind::kVar: {
+        auto it = vars_.find(e.get());
+        if (it == vars_.end()) return absl::InternalError("unbound variable " + n.name);
+        return it->second[t];
+      }
+      case ExprKind::kBinary: {
+        TF_ASSIGN_OR_RETURN(int64_t a, EvalInt(n.args[0], t));
+        TF_ASSIGN_OR_RETURN(int64_t b, EvalInt(n.args[1], t));
+        switch (n.op) {
+          case Op::kAdd:
+            return a + b;
+          case Op::kSub:
+            return a - b;
+          case Op::kMul:
+            return a * b;
+          case Op::kFloorDiv:
+            return FloorDiv(a, b);
+          case Op::kFloorMod:
+            return a - FloorDiv(a, b) * b;
+          case Op::kMin:
+            return std::min(a, b);
+          case Op::kMax:
+            return std::max(a, b);
+          default:
+            break;
+        }
+        break;
+      }
+      case ExprKind::kCmp: {
+        if (ir::IsFloat(n.args[0]->type)) {
+          TF_ASSIGN_OR_RETURN(double a, EvalFloat(n.args[0], t));
+          TF_ASSIGN_OR_RETURN(double b, EvalFloat(n.args[1], t));
+          return Compare(n.op, a, b);
+        }
+        TF_ASSIGN_OR_RETURN(int64_t a, EvalInt(n.args[0], t));
+        TF_ASSIGN_OR_RETURN(int64_t b, EvalInt(n.args[1], t));
+        return Compare(n.op, double(a), double(b));
+      }
+      case ExprKind::kAnd:
+      case ExprKind::kOr: {
+        TF_ASSIGN_OR_RETURN(int64_t a, EvalInt(n.args[0], t));
+        if (n.kind == ExprKind::kAnd && !a) return 0;
+        if (n.kind == ExprKind::kOr && a) return 1;
+        TF_ASSIGN_OR_RETURN(int64_t b, EvalInt(n.args[1], t));
+        return b != 0;
+      }
+      case ExprKind::kNot: {
+        TF_ASSIGN_OR_RETURN(int64_t a, EvalInt(n.args[0], t));
+        return !a;
+      }
+      case ExprKind::kSelect: {
+        TF_ASSIGN_OR_RETURN(int64_t c, EvalInt(n.args[0], t));
+        return EvalInt(n.args[c ? 1 : 2], t);
+      }
+      case ExprKind::kCast: {
+        TF_ASSIGN_OR_RETURN(double v, EvalFloat(n.args[0], t));
+        return int64_t(v);
+      }
+      default:
+        break;
+    }
+    return absl::InternalError("integer expression not understood: " + ir::ToString(e));
+  }
+
+  static int64_t Compare(Op op, double a, double b) {
+    switch (op) {
+      case Op::kLt:
+        return a < b;
+      case Op::kLe:
+        return a <= b;
+      case Op::kGt:
+        return a > b;
+      case Op::kGe:
+        return a >= b;
+      case Op::kEq:
+        return a == b;
+      default:
+        return a != b;
+    }
+  }
+
+  // float32 arithmetic, as the GPU does it.
+  absl::StatusOr<double> EvalFloat(const Expr& e, int t) {
+    const ExprNode& n = *e.get();
+    if (!ir::IsFloat(n.type)) {
+      TF_ASSIGN_OR_RETURN(int64_t v, EvalInt(e, t));
+      return double(v);
+    }
+    switch (n.kind) {
+      case ExprKind::kFloatImm:
+        return double(float(n.float_value));
+      case ExprKind::kBinary: {
+        TF_ASSIGN_OR_RETURN(double a, EvalFloat(n.args[0], t));
+        TF_ASSIGN_OR_RETURN(double b, EvalFloat(n.args[1], t));
+        float x = float(a), y = float(b);
+        switch (n.op) {
+          case Op::kAdd:
+            return double(x + y);
+          case Op::kSub:
+            return double(x - y);
+          case Op::kMul:
+            return double(x * y);
+          case Op::kDiv:
+            return double(x / y);
+          case Op::kMin:
+            return double(std::fmin(x, y));
+          case Op::kMax:
+            return double(std::fmax(x, y));
+          default:
+            break;
+        }
+        break;
+      }
+      case ExprKind::kSelect: {
+        TF_ASSIGN_OR_RETURN(int64_t c, EvalInt(n.args[0], t));
+        return EvalFloat(n.args[c ? 1 : 2], t);
+      }
+      case ExprKind::kCast:
+        return EvalFloat(n.args[0], t);
+      case ExprKind::kCall: {
+        TF_ASSIGN_OR_RETURN(double a, EvalFloat(n.args[0], t));
+        float x = float(a);
+        switch (n.op) {
+          case Op::kExp:
+            return double(std::exp(x));
+          case Op::kSqrt:
+            return double(std::sqrt(x));
+          case Op::kTanh:
+            return double(std::tanh(x));
+          case Op::kAbs:
+            return double(std::fabs(x));
+          default:
+            break;
+        }
+        break;
+      }
+      case ExprKind::kLoad: {
+        TF_ASSIGN_OR_RETURN(float* p, Address(n.tensor, n.args, t, /*write=*/false));
+        return double(*p);
+      }
+      default:
+        break;
+    }
+    return absl::InternalError("float expression not understood: " + ir::ToString(e));
+  }
+
+  const ir::ComputeDAG& dag_;
+  const ir::GpuLaunch& launch_;
+  std::map<int, std::vector<float>>* global_;
+  int threads_ = 1;
+  int64_t epoch_ = 0;
+  std::vector<std::vector<int64_t>> shapes_;
+  std::unordered_map<const ExprNode*, std::vector<int64_t>> vars_;
+  std::map<int, std::vector<float>> shared_;
+  std::map<int, std::vector<SharedCell>> cells_;
+  std::map<int, std::vector<std::vector<float>>> local_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::vector<float>> SimulateGpu(const ir::ComputeDAG& dag, const ir::Stmt& program,
+                                               const ir::Target& target,
+                                               std::vector<std::vector<float>> args,
+                                               GpuSimStats* stats) {
+  TF_ASSIGN_OR_RETURN(ir::GpuLaunchPlan plan, ir::PlanGpuLaunches(program, target));
+  if (args.size() != dag.args.size()) return absl::InvalidArgumentError("argument count");
+  std::map<int, std::vector<float>> global;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (int64_t(args[i].size()) != dag.NumElements(dag.args[i]))
+      return absl::InvalidArgumentError(StrCat("argument ", i, " has the wrong size"));
+    global[dag.args[i]] = std::move(args[i]);
+  }
+  for (const auto& [tensor, shape] : plan.workspace) {
+    int64_t n = 1;
+    for (int64_t e : shape) n *= e;
+    global[tensor].assign(n, std::nanf(""));
+  }
+  GpuSimStats local_stats;
+  for (const ir::GpuLaunch& k : plan.kernels) {
+    int64_t blocks = k.grid[0] * k.grid[1] * k.grid[2];
+    for (int64_t b = 0; b < blocks; ++b) {
+      int64_t barriers = 0;
+      absl::Status s = BlockSim(dag, k, &global, b).Run(&barriers);
+      if (!s.ok()) {
+        return absl::Status(s.code(), StrCat("tf_kernel_", local_stats.kernels, " block ", b, ": ",
+                                             s.message()));
+      }
+      if (b == 0) local_stats.barriers += barriers;
+    }
+    ++local_stats.kernels;
+    local_stats.blocks += blocks;
+    local_stats.threads_per_block =
+        std::max(local_stats.threads_per_block, k.block[0] * k.block[1] * k.block[2]);
+  }
+  if (stats) *stats = local_stats;
+  return std::move(global[dag.output]);
+}
+
+}  // namespace tunefarm::testing
