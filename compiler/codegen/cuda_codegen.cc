@@ -234,8 +234,7 @@ class KernelEmitter {
         if (block || ir::IsThreadBound(s->for_kind)) {
           // The variable is the block or thread index (set at the top); a
           // guard only where the launch is wider than this loop.
-          int axis = block ? int(s->for_kind) - int(ForKind::kBlockX)
-                           : int(s->for_kind) - int(ForKind::kThreadX);
+          int axis = ir::BindingAxis(s->for_kind);
           int64_t launch = block ? kernel_.grid[axis] : kernel_.block[axis];
           if (s->extent < launch) {
             StrAppend(out, pad, "if (", VarName(s->var.get()), " < ", s->extent, ") {\n");

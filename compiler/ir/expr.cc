@@ -11,12 +11,6 @@ namespace {
 
 Expr Make(ExprNode n) { return Expr(std::make_shared<const ExprNode>(std::move(n))); }
 
-int64_t FloorDivInt(int64_t a, int64_t b) {
-  int64_t q = a / b;
-  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
-}
-
-int64_t FloorModInt(int64_t a, int64_t b) { return a - FloorDivInt(a, b) * b; }
 
 const char* OpSymbol(Op op) {
   switch (op) {
@@ -65,6 +59,13 @@ const char* CallName(Op op) {
 }
 
 }  // namespace
+
+int64_t FloorDivInt(int64_t a, int64_t b) {
+  int64_t q = a / b;
+  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+int64_t FloorModInt(int64_t a, int64_t b) { return a - FloorDivInt(a, b) * b; }
 
 bool IsFloat(ScalarType t) { return t == ScalarType::kFloat32 || t == ScalarType::kFloat64; }
 

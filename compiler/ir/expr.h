@@ -111,6 +111,9 @@ Expr operator<=(Expr a, Expr b);
 Expr operator>=(Expr a, Expr b);
 
 bool IsConstInt(const Expr& e, int64_t* value = nullptr);
+// Integer floor division and modulo (rounding toward minus infinity); b != 0.
+int64_t FloorDivInt(int64_t a, int64_t b);
+int64_t FloorModInt(int64_t a, int64_t b);
 bool IsFloat(ScalarType t);
 
 // Human-readable form, e.g. "(i*16 + j)" or "A[n, c, (h + r), (w + s)]";

@@ -17,8 +17,7 @@ class Scanner {
       case StmtKind::kFor: {
         bool block = IsBlockBound(s->for_kind);
         if (block || IsThreadBound(s->for_kind)) {
-          int axis = block ? int(s->for_kind) - int(ForKind::kBlockX)
-                           : int(s->for_kind) - int(ForKind::kThreadX);
+          int axis = BindingAxis(s->for_kind);
           int64_t& seen = (block ? grid_seen_ : block_seen_)[axis];
           if (seen != 0 && seen != s->extent) {
             return absl::InvalidArgumentError(StrCat(

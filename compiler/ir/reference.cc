@@ -60,10 +60,10 @@ class Interpreter {
               r.i = a.i * b.i;
               break;
             case Op::kFloorDiv:
-              r.i = FloorDivI(a.i, b.i);
+              r.i = FloorDivInt(a.i, b.i);
               break;
             case Op::kFloorMod:
-              r.i = a.i - FloorDivI(a.i, b.i) * b.i;
+              r.i = FloorModInt(a.i, b.i);
               break;
             case Op::kMin:
               r.i = std::min(a.i, b.i);
@@ -207,11 +207,6 @@ class Interpreter {
   }
 
  private:
-  static int64_t FloorDivI(int64_t a, int64_t b) {
-    int64_t q = a / b;
-    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
-  }
-
   void Reduce(const Stage& s, size_t level, double* acc) {
     if (level == s.reduce_axes.size()) {
       double v = Eval(s.body).f;

@@ -5,10 +5,6 @@
 namespace tunefarm::ir {
 namespace {
 
-int64_t FloorDivInt(int64_t a, int64_t b) {
-  int64_t q = a / b;
-  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
-}
 
 bool AtomBounds(const Expr& a, const VarRanges& ranges, int64_t* lo, int64_t* hi) {
   const ExprNode& n = *a.get();

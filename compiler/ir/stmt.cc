@@ -78,6 +78,10 @@ bool IsThreadBound(ForKind k) {
   return k == ForKind::kThreadX || k == ForKind::kThreadY || k == ForKind::kThreadZ;
 }
 
+int BindingAxis(ForKind k) {
+  return IsBlockBound(k) ? int(k) - int(ForKind::kBlockX) : int(k) - int(ForKind::kThreadX);
+}
+
 const char* BindingName(ForKind k) {
   switch (k) {
     case ForKind::kBlockX:

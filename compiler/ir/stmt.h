@@ -32,6 +32,8 @@ enum class StmtKind : uint8_t { kFor, kStore, kSeq, kIf, kAllocate, kBarrier };
 
 bool IsBlockBound(ForKind k);
 bool IsThreadBound(ForKind k);
+// 0, 1, 2 for the x, y, z of a block- or thread-bound kind.
+int BindingAxis(ForKind k);
 // "blockIdx.x", "threadIdx.y", "vthread", or "" for CPU kinds.
 const char* BindingName(ForKind k);
 

@@ -20,11 +20,6 @@ using ir::Op;
 using ir::Stmt;
 using ir::StmtKind;
 
-int64_t FloorDiv(int64_t a, int64_t b) {
-  int64_t q = a / b;
-  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
-}
-
 struct SharedCell {
   int64_t write_epoch = -1, read_epoch = -1;
   int writer = -1, reader = -1;  // reader -2: several threads
@@ -45,8 +40,7 @@ class BlockSim {
       for (int t = 0; t < threads_; ++t) {
         int64_t th[3] = {t % launch.block[0], (t / launch.block[0]) % launch.block[1],
                          t / (launch.block[0] * launch.block[1])};
-        v[t] = ir::IsBlockBound(kind) ? b[int(kind) - int(ForKind::kBlockX)]
-                                      : th[int(kind) - int(ForKind::kThreadX)];
+        v[t] = ir::IsBlockBound(kind) ? b[ir::BindingAxis(kind)] : th[ir::BindingAxis(kind)];
       }
     }
   }
@@ -193,9 +187,9 @@ class BlockSim {
           case Op::kMul:
             return a * b;
           case Op::kFloorDiv:
-            return FloorDiv(a, b);
+            return ir::FloorDivInt(a, b);
           case Op::kFloorMod:
-            return a - FloorDiv(a, b) * b;
+            return ir::FloorModInt(a, b);
           case Op::kMin:
             return std::min(a, b);
           case Op::kMax:
