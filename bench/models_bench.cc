@@ -311,7 +311,7 @@ int RunModelsBench(const std::vector<std::string>& args) {
           spec.name.c_str(), th, *u * 1e3, *t * 1e3,
           ort > 0 ? absl::StrFormat("%.2f", ort * 1e3).c_str() : "-", tuner.trials(), *u / *t,
           ort > 0 ? absl::StrFormat("%.2f", ort / *t).c_str() : "-", tuned_kernels,
-          tuned->kernels_size(), tune_s);
+          tuned->kernels_size(), reverted, tune_s);
       absl::StrAppend(&rows, rows.empty() ? "" : ",\n  ",
                       absl::StrFormat("{\"model\": \"%s\", \"threads\": %d, \"untuned_ms\": %.3f, "
                                       "\"tuned_ms\": %.3f, \"trials\": %d, \"onnxruntime_ms\": %s, "

@@ -64,6 +64,7 @@ commands:
   tune --workload SPEC [--trials N] [--db FILE]   tune on this machine, no server (see tune --help)
   build MODEL.onnx -o MODEL.tfpkg [--target T] [--db FILE]   whole model, best records (no server)
   run MODEL.tfpkg [--input NAME=F.npy] [--repeat N]   run a built model here (see run --help)
+  run MODEL.tfpkg --device-key KEY [--repeat N]   run it on an agent of KEY, timed there
   version
 status S: ok, compile_error, upload_error, runtime_error, wrong_result, timeout, lost
 state S:  queued, running, waiting_for_device, interrupted, succeeded, failed, cancelled
@@ -759,9 +760,8 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
   if (cmd == "build") {
     return RunBuild(std::vector<std::string>(args.begin() + i + 1, args.end()), out, err);
   }
-  if (cmd == "run") {
-    return RunModel(std::vector<std::string>(args.begin() + i + 1, args.end()), out, err);
-  }
+  const std::vector<std::string> rest(args.begin() + i + 1, args.end());
+  if (cmd == "run" && !RunsOnAgent(rest)) return RunModel(rest, out, err);
   if (cmd == "tune") {
     return RunTune(std::vector<std::string>(args.begin() + i + 1, args.end()), out, err);
   }
@@ -798,6 +798,7 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
       return kExitUsage;
     }
   }
+  if (cmd == "run") return RunModelOnAgent(opts, absl::Seconds(timeout_s), rest, out, err);
   using Command = Result (*)(Client&, const Args&, std::ostream&);
   static const std::map<std::string, Command> kCommands = {
       {"import", CmdImport}, {"export", CmdExport}, {"records", CmdRecords}, {"best", CmdBest},

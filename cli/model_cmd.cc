@@ -6,8 +6,9 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <random>
+#include <cstring>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -20,6 +21,9 @@
 #include "deploy/npy.h"
 #include "deploy/onnx_import.h"
 #include "deploy/package_build.h"
+#include "proto/client.h"
+#include "proto/protocol.h"
+#include "tunefarm/v1/tuning.grpc.pb.h"
 #include "server/tuning_log.h"
 
 namespace tunefarm::cli {
@@ -45,12 +49,20 @@ statically planned arena. The package runs with `tunefarm run`.
 constexpr const char* kRunHelp =
     R"(usage: tunefarm run MODEL.tfpkg [--input NAME=FILE.npy]... [--seed N] [--threads N]
                     [--repeat N] [--output-dir DIR] [--profile] [--json]
+       tunefarm [--server=HOST:PORT] run MODEL.tfpkg --device-key KEY [--seed N]
+                    [--threads N] [--repeat N] [--time-limit SEC] [--output-dir DIR] [--json]
 
 Runs a built model on this machine. Inputs come from .npy files (float32 or
 float64, C order); inputs not given are filled with seeded uniform random
 values in [-1, 1). Prints each output's shape and statistics; --output-dir
 writes OUTPUT.npy files; --repeat N runs N more times and prints the median
 latency; --profile prints the time of every step.
+
+With --device-key the package goes through the server to a connected agent
+of that key and runs there in a child process of the agent's (end-to-end
+timing on the board): one untimed run, then --repeat timed runs (default 10);
+the outputs come back (seeded inputs, the same --seed gives the same inputs
+as a local run). --threads 0 uses every core of the board.
 )";
 
 struct Flags {
@@ -156,6 +168,86 @@ absl::StatusOr<deploy::KernelChoice> ChooseFromLog(server::TuningLog* log,
                                 c.tuned_sec * 1e3, c.default_sec * 1e3, b.device_key())
               : absl::StrCat("record ", b.record_id());
   return c;
+}
+
+struct ModelOutput {
+  std::string name;
+  std::vector<int64_t> shape;
+  std::vector<float> values;
+};
+
+std::string ShortStatus(v1::MeasureStatus s) {
+  std::string n = v1::MeasureStatus_Name(s);
+  if (n.rfind("MEASURE_STATUS_", 0) == 0) n = n.substr(15);
+  return absl::AsciiStrToLower(n);
+}
+
+// What `run` prints, here or from an agent (`where` names the board; empty:
+// this machine): each output's statistics, the median latency; --output-dir
+// writes the outputs as .npy files. Returns the exit code.
+int ReportRun(const Flags& f, const std::string& package, int threads, double first,
+              std::vector<double> lat, const std::vector<ModelOutput>& outputs,
+              const std::string& where, std::ostream& out, std::ostream& err) {
+  std::sort(lat.begin(), lat.end());
+  const double median = lat.empty() ? first : lat[lat.size() / 2];
+  const std::string dir = Value(f, "output-dir", "");
+  if (!dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    for (const ModelOutput& o : outputs) {
+      std::ofstream file(std::filesystem::path(dir) / deploy::NpyFileName(o.name),
+                         std::ios::binary);
+      const std::string bytes = deploy::WriteNpy(o.shape, o.values);
+      file.write(bytes.data(), std::streamsize(bytes.size()));
+      if (!file) return Fail(err, 1, absl::StrCat("cannot write into ", dir));
+    }
+  }
+  const bool json = Has(f, "json");
+  if (json) {
+    out << "{\"package\": \"" << package << "\", \"threads\": " << threads
+        << absl::StrFormat(", \"latency_ms\": %.4f, \"runs\": %d", median * 1e3,
+                           lat.empty() ? 1 : lat.size());
+    if (!where.empty()) {
+      out << absl::StrFormat(", \"device\": \"%s\", \"latencies_ms\": [", where);
+      for (size_t i = 0; i < lat.size(); ++i) out << (i ? ", " : "") << lat[i] * 1e3;
+      out << "]";
+    }
+    out << ", \"outputs\": [";
+  }
+  bool firsto = true;
+  for (const ModelOutput& o : outputs) {
+    const std::vector<float>& v = o.values;
+    double mn = INFINITY, mx = -INFINITY, sum = 0;
+    for (float x : v) {
+      mn = std::min(mn, double(x));
+      mx = std::max(mx, double(x));
+      sum += x;
+    }
+    std::string shape;
+    for (int64_t d : o.shape) absl::StrAppend(&shape, shape.empty() ? "" : "x", d);
+    const double mean = v.empty() ? 0 : sum / double(v.size());
+    if (json) {
+      out << (firsto ? "" : ", ")
+          << absl::StrFormat(
+                 "{\"name\": \"%s\", \"shape\": \"%s\", \"min\": %g, \"max\": %g, "
+                 "\"mean\": %g}",
+                 o.name, shape, mn, mx, mean);
+    } else {
+      out << absl::StrFormat("%s %s: min %g max %g mean %g; first:", o.name, shape, mn, mx, mean);
+      for (size_t i = 0; i < std::min<size_t>(5, v.size()); ++i) out << " " << v[i];
+      out << "\n";
+    }
+    firsto = false;
+  }
+  if (json) {
+    out << "]}\n";
+  } else {
+    out << absl::StrFormat("latency %.3f ms (%s, %d thread%s%s)\n", median * 1e3,
+                           lat.empty() ? "one run" : absl::StrCat("median of ", lat.size()),
+                           threads, threads == 1 ? "" : "s",
+                           where.empty() ? "" : absl::StrCat(", on ", where));
+  }
+  return 0;
 }
 
 }  // namespace
@@ -293,7 +385,7 @@ int RunModel(const std::vector<std::string>& args, std::ostream& out, std::ostre
   ro.profile = Has(f, "profile");
   absl::StatusOr<std::unique_ptr<deploy::GraphRuntime>> rt = deploy::GraphRuntime::Load(*pkg, ro);
   if (!rt.ok()) return Fail(err, 1, absl::StrCat(f.positional, ": ", rt.status().message()));
-  std::map<std::string, std::vector<float>> inputs;
+  std::map<std::string, std::vector<float>> inputs = (*rt)->SeededInputs(uint64_t(seed));
   if (f.values.count("input")) {
     for (const std::string& spec : f.values.at("input")) {
       const size_t eq = spec.find('=');
@@ -318,16 +410,6 @@ int RunModel(const std::vector<std::string>& args, std::ostream& out, std::ostre
       inputs[name] = std::move(a->data);
     }
   }
-  std::mt19937_64 rng{static_cast<uint64_t>(seed)};
-  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  for (const std::string& name : pkg->inputs()) {
-    if (inputs.count(name)) continue;
-    int64_t n = 1;
-    for (int64_t d : (*rt)->Shape(name)) n *= d;
-    std::vector<float>& v = inputs[name];
-    v.resize(size_t(n));
-    for (float& x : v) x = u(rng);
-  }
   std::map<std::string, std::vector<float>> outputs;
   auto t0 = std::chrono::steady_clock::now();
   if (absl::Status s = (*rt)->Run(inputs, &outputs); !s.ok())
@@ -340,63 +422,101 @@ int RunModel(const std::vector<std::string>& args, std::ostream& out, std::ostre
       return Fail(err, 1, std::string(s.message()));
     lat.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count());
   }
-  std::sort(lat.begin(), lat.end());
-  const double median = lat.empty() ? first : lat[lat.size() / 2];
-  const std::string dir = Value(f, "output-dir", "");
-  if (!dir.empty()) {
-    std::error_code ec;
-    std::filesystem::create_directories(dir, ec);
-    for (const auto& [name, v] : outputs) {
-      std::ofstream o(std::filesystem::path(dir) / deploy::NpyFileName(name), std::ios::binary);
-      const std::string bytes = deploy::WriteNpy((*rt)->Shape(name), v);
-      o.write(bytes.data(), std::streamsize(bytes.size()));
-      if (!o) return Fail(err, 1, absl::StrCat("cannot write into ", dir));
-    }
-  }
-  const bool json = Has(f, "json");
-  if (json)
-    out << "{\"package\": \"" << f.positional << "\", \"threads\": " << threads
-        << absl::StrFormat(", \"latency_ms\": %.4f, \"runs\": %d", median * 1e3,
-                           lat.empty() ? 1 : lat.size())
-        << ", \"outputs\": [";
-  bool firsto = true;
-  for (const std::string& name : pkg->outputs()) {
-    const std::vector<float>& v = outputs[name];
-    double mn = INFINITY, mx = -INFINITY, sum = 0;
-    for (float x : v) {
-      mn = std::min(mn, double(x));
-      mx = std::max(mx, double(x));
-      sum += x;
-    }
-    std::string shape;
-    for (int64_t d : (*rt)->Shape(name)) absl::StrAppend(&shape, shape.empty() ? "" : "x", d);
-    const double mean = v.empty() ? 0 : sum / double(v.size());
-    if (json) {
-      out << (firsto ? "" : ", ")
-          << absl::StrFormat(
-                 "{\"name\": \"%s\", \"shape\": \"%s\", \"min\": %g, \"max\": %g, "
-                 "\"mean\": %g}",
-                 name, shape, mn, mx, mean);
-    } else {
-      out << absl::StrFormat("%s %s: min %g max %g mean %g; first:", name, shape, mn, mx, mean);
-      for (size_t i = 0; i < std::min<size_t>(5, v.size()); ++i) out << " " << v[i];
-      out << "\n";
-    }
-    firsto = false;
-  }
-  if (json) {
-    out << "]}\n";
-  } else {
-    out << absl::StrFormat("latency %.3f ms (%s, %d thread%s)\n", median * 1e3,
-                           lat.empty() ? "one run" : absl::StrCat("median of ", lat.size()),
-                           threads, threads == 1 ? "" : "s");
-  }
-  if (ro.profile && !json) {
+  std::vector<ModelOutput> outs;
+  for (const std::string& name : pkg->outputs())
+    outs.push_back({name, (*rt)->Shape(name), std::move(outputs[name])});
+  if (int code = ReportRun(f, f.positional, int(threads), first, lat, outs, "", out, err))
+    return code;
+  if (ro.profile && !Has(f, "json")) {
     const auto& sec = (*rt)->StepSeconds();
     for (size_t s = 0; s < sec.size(); ++s)
       out << absl::StrFormat("  %4d %9.3f ms  %s\n", s, sec[s] * 1e3, (*rt)->StepLabel(int(s)));
   }
   return 0;
+}
+
+bool RunsOnAgent(const std::vector<std::string>& args) {
+  for (const std::string& a : args) {
+    if (a.rfind("--device-key", 0) == 0 || a.rfind("--device_key", 0) == 0) return true;
+  }
+  return false;
+}
+
+int RunModelOnAgent(const ClientOptions& client, absl::Duration timeout,
+                    const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  Flags f;
+  std::string error;
+  std::vector<std::string> norm;
+  for (std::string a : args) {  // --device_key and --device-key alike
+    if (a.rfind("--device_key", 0) == 0) a.replace(0, 12, "--device-key");
+    if (a.rfind("--time_limit", 0) == 0) a.replace(0, 12, "--time-limit");
+    if (a.rfind("--output_dir", 0) == 0) a.replace(0, 12, "--output-dir");
+    norm.push_back(a);
+  }
+  if (!ParseFlags(norm, {"device-key", "seed", "threads", "repeat", "output-dir", "time-limit"},
+                  {"json"}, "run", &f, &error))
+    return Fail(err, 2, absl::StrCat(error, " (on an agent: --input and --profile are local only)"));
+  if (f.positional.empty()) return Fail(err, 2, "run needs a package file (MODEL.tfpkg)");
+  const std::string key = Value(f, "device-key", "");
+  if (key.empty()) return Fail(err, 2, "--device-key needs the key of the agents to run on");
+  int64_t threads = 1, repeat = 10, seed = 1;
+  double time_limit = 300;
+  if (!absl::SimpleAtoi(Value(f, "threads", "1"), &threads) || threads < 0 || threads > 256)
+    return Fail(err, 2, "--threads needs a number from 0 (every core) to 256");
+  if (!absl::SimpleAtoi(Value(f, "repeat", "10"), &repeat) || repeat < 1 || repeat > 1000)
+    return Fail(err, 2, "--repeat needs a number from 1 to 1000 on an agent");
+  if (!absl::SimpleAtoi(Value(f, "seed", "1"), &seed)) return Fail(err, 2, "--seed needs a number");
+  if (!absl::SimpleAtod(Value(f, "time-limit", "300"), &time_limit) || !(time_limit > 0) ||
+      time_limit > 86400)
+    return Fail(err, 2, "--time-limit needs seconds, more than 0 and at most 86400");
+  absl::StatusOr<std::string> bytes = ReadFile(f.positional);
+  if (!bytes.ok()) return Fail(err, 1, std::string(bytes.status().message()));
+  absl::StatusOr<v1::ModelPackage> pkg = deploy::GraphRuntime::ParsePackage(*bytes, f.positional);
+  if (!pkg.ok()) return Fail(err, 1, std::string(pkg.status().message()));
+
+  v1::RunModelRequest req;
+  req.set_protocol_version(kProtocolVersion);
+  req.set_device_key(key);
+  v1::ModelRunRequest* run = req.mutable_run();
+  run->set_package(std::move(*bytes));
+  run->set_threads(int32_t(threads));
+  run->set_repeats(int32_t(repeat));
+  run->set_input_seed(uint64_t(seed));
+  run->set_return_outputs(true);
+  run->set_time_limit_s(time_limit);
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = MakeChannel(client);
+  if (!channel.ok()) return Fail(err, 2, std::string(channel.status().message()));
+  auto stub = v1::TuningService::NewStub(*channel);
+  // The run may wait behind the measurement the agent is doing, then takes
+  // up to its time limit there.
+  auto ctx = MakeContext(client, timeout + absl::Seconds(time_limit));
+  v1::RunModelResponse resp;
+  grpc::Status st = stub->RunModel(ctx.get(), req, &resp);
+  if (!st.ok()) {
+    if (st.error_code() == grpc::StatusCode::UNAVAILABLE)
+      return Fail(err, 3, absl::StrCat("cannot reach the server at ", client.server, ": ",
+                                      st.error_message()));
+    if (st.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED)
+      return Fail(err, 3, absl::StrCat("no answer from the server at ", client.server,
+                                      " in time"));
+    return Fail(err, 1, st.error_message());
+  }
+  const v1::ModelRunResult& r = resp.result();
+  if (r.status() != v1::MEASURE_STATUS_OK) {
+    return Fail(err, 1,
+                absl::StrCat("on ", r.device_id().empty() ? key : r.device_id(), ": ",
+                             ShortStatus(r.status()), ": ", r.error()));
+  }
+  std::vector<ModelOutput> outs;
+  for (const v1::PackageTensor& t : r.outputs()) {
+    ModelOutput o{t.name(), {t.shape().begin(), t.shape().end()}, {}};
+    o.values.resize(t.f32().size() / 4);
+    memcpy(o.values.data(), t.f32().data(), o.values.size() * 4);
+    outs.push_back(std::move(o));
+  }
+  std::vector<double> lat(r.latencies_sec().begin(), r.latencies_sec().end());
+  return ReportRun(f, f.positional, r.threads(), lat.empty() ? 0 : lat[0], lat, outs,
+                   absl::StrCat(r.device_id(), " (", key, ")"), out, err);
 }
 
 }  // namespace tunefarm::cli

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <random>
 
 #include "absl/strings/str_cat.h"
 #include "common/file_util.h"
@@ -221,10 +222,29 @@ absl::StatusOr<std::unique_ptr<GraphRuntime>> GraphRuntime::Load(const v1::Model
 
 absl::StatusOr<v1::ModelPackage> GraphRuntime::ReadPackage(const std::string& path) {
   TF_ASSIGN_OR_RETURN(std::string bytes, ReadFile(path));
+  return ParsePackage(bytes, path);
+}
+
+absl::StatusOr<v1::ModelPackage> GraphRuntime::ParsePackage(const std::string& bytes,
+                                                            const std::string& what) {
   v1::ModelPackage pkg;
   if (!pkg.ParseFromString(bytes) || pkg.format_version() == 0)
-    return absl::InvalidArgumentError(StrCat(path, " is not a tunefarm model package"));
+    return absl::InvalidArgumentError(StrCat(what, " is not a tunefarm model package"));
   return pkg;
+}
+
+std::map<std::string, std::vector<float>> GraphRuntime::SeededInputs(uint64_t seed) const {
+  std::mt19937_64 rng{seed};
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::map<std::string, std::vector<float>> inputs;
+  for (const std::string& name : impl_->pkg.inputs()) {
+    int64_t n = 1;
+    for (int64_t d : Shape(name)) n *= d;
+    std::vector<float>& v = inputs[name];
+    v.resize(size_t(n));
+    for (float& x : v) x = u(rng);
+  }
+  return inputs;
 }
 
 const v1::ModelPackage& GraphRuntime::package() const { return impl_->pkg; }

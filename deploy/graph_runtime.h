@@ -30,6 +30,9 @@ class GraphRuntime {
                                                             const Options& options);
   // Reads and parses a package file; a file that is not one is an error that says so.
   static absl::StatusOr<v1::ModelPackage> ReadPackage(const std::string& path);
+  // Parses package bytes; `what` names them in the error ("model.tfpkg").
+  static absl::StatusOr<v1::ModelPackage> ParsePackage(const std::string& bytes,
+                                                       const std::string& what);
   ~GraphRuntime();
 
   const v1::ModelPackage& package() const;
@@ -38,6 +41,9 @@ class GraphRuntime {
   // One tensor per package input (row-major float32, the input's shape).
   absl::Status Run(const std::map<std::string, std::vector<float>>& inputs,
                    std::map<std::string, std::vector<float>>* outputs);
+  // One tensor per package input, uniform in [-1, 1) from `seed`: the inputs
+  // `tunefarm run --seed` makes here and an agent makes for a farm run.
+  std::map<std::string, std::vector<float>> SeededInputs(uint64_t seed) const;
   // A value of the last run (keep_values, or an input/output).
   absl::StatusOr<std::vector<float>> Value(const std::string& name) const;
   // Seconds per step of the last run (profile), and a label per step.

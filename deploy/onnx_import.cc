@@ -832,19 +832,6 @@ int64_t Constant::size() const {
   return n;
 }
 
-int64_t Node::Int(const std::string& attr, int64_t fallback) const {
-  auto it = ints.find(attr);
-  return it == ints.end() || it->second.empty() ? fallback : it->second[0];
-}
-float Node::Float(const std::string& attr, float fallback) const {
-  auto it = floats.find(attr);
-  return it == floats.end() || it->second.empty() ? fallback : it->second[0];
-}
-std::vector<int64_t> Node::Ints(const std::string& attr) const {
-  auto it = ints.find(attr);
-  return it == ints.end() ? std::vector<int64_t>() : it->second;
-}
-
 const std::vector<std::string>& SupportedOps() {
   static const auto* ops = new std::vector<std::string>{"Abs",
                                                         "Add",

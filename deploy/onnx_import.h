@@ -46,9 +46,18 @@ struct Node {
   std::map<std::string, std::vector<float>> floats;
   std::map<std::string, std::string> strings;
 
-  int64_t Int(const std::string& attr, int64_t fallback) const;
-  float Float(const std::string& attr, float fallback) const;
-  std::vector<int64_t> Ints(const std::string& attr) const;
+  int64_t Int(const std::string& attr, int64_t fallback) const {
+    auto it = ints.find(attr);
+    return it == ints.end() || it->second.empty() ? fallback : it->second[0];
+  }
+  float Float(const std::string& attr, float fallback) const {
+    auto it = floats.find(attr);
+    return it == floats.end() || it->second.empty() ? fallback : it->second[0];
+  }
+  std::vector<int64_t> Ints(const std::string& attr) const {
+    auto it = ints.find(attr);
+    return it == ints.end() ? std::vector<int64_t>() : it->second;
+  }
 };
 
 struct Model {

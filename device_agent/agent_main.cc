@@ -1,5 +1,6 @@
 // tunefarm-agent: runs on a board, dials out to the tuning server and
-// measures the kernels it is handed.
+// measures the kernels it is handed, and runs whole built models it is
+// handed (end-to-end timing, tunefarm-model-runner).
 //
 //   tunefarm-agent --server=HOST:PORT --key=jetson-orin-nano [--token_file=F] [--tls_ca=F]
 //
@@ -13,6 +14,7 @@
 #include "common/logging.h"
 #include "device_agent/capabilities.h"
 #include "device_agent/measure_handler.h"
+#include "device_agent/model_run.h"
 #include "device_agent/sandbox.h"
 #include "google/protobuf/util/json_util.h"
 #include "proto/farm_session.h"
@@ -78,6 +80,20 @@ int main(int argc, char** argv) {
       session,
       [&](const tunefarm::v1::WorkLease& lease) {
         tunefarm::v1::ReportResultRequest r;
+        if (lease.has_model_run()) {
+          log->info("event=model_run lease={} package_bytes={} threads={} repeats={}",
+                    lease.lease_id(), lease.model_run().package().size(),
+                    lease.model_run().threads(), lease.model_run().repeats());
+          tunefarm::runner::ModelRunOptions ro;
+          ro.memory_limit_bytes = mo.memory_limit_bytes;
+          *r.mutable_model_run() = tunefarm::runner::RunModelInChild(lease.model_run(), ro);
+          *r.mutable_model_run()->mutable_fingerprint() = caps.fingerprint();
+          log->info("event=model_ran lease={} status={} runs={} load_ms={:.1f} error=\"{}\"",
+                    lease.lease_id(), tunefarm::v1::MeasureStatus_Name(r.model_run().status()),
+                    r.model_run().latencies_sec_size(), r.model_run().load_sec() * 1e3,
+                    r.model_run().error());
+          return r;
+        }
         if (!lease.has_measure()) {
           r.mutable_measure()->set_status(tunefarm::v1::MEASURE_STATUS_RUNTIME_ERROR);
           r.mutable_measure()->set_error("an agent measures; this lease is not a measurement");

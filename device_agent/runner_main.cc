@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "device_agent/child_exec.h"
 #include "device_agent/runner.h"
 #include "device_agent/sandbox_wire.h"
 
@@ -30,20 +31,6 @@ namespace wire = tunefarm::runner::wire;
 
 double Now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-// The address space may grow by `extra` bytes beyond what the runner holds
-// once started (the request mapping included).
-void LimitAddressSpace(int64_t extra) {
-  if (extra <= 0) return;
-  long pages = 0;
-  if (FILE* f = std::fopen("/proc/self/statm", "r")) {
-    if (std::fscanf(f, "%ld", &pages) != 1) pages = 0;
-    std::fclose(f);
-  }
-  rlim_t limit = rlim_t(pages) * rlim_t(sysconf(_SC_PAGESIZE)) + rlim_t(extra);
-  rlimit rl{limit, limit};
-  setrlimit(RLIMIT_AS, &rl);
 }
 
 int Report(wire::RunReport& rep, const float* output, int64_t n_out) {
@@ -110,7 +97,7 @@ int main() {
   std::vector<float> reference(size_t(h.reference_count));
   std::memcpy(reference.data(), ref_bytes, reference.size() * 4);
 
-  LimitAddressSpace(h.memory_limit_bytes);
+  tunefarm::runner::LimitAddressSpace(h.memory_limit_bytes);
   wire::RunReport rep{};
   rep.status = wire::RunStatus::kRuntimeError;
   rep.bad_index = -1;

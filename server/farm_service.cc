@@ -124,15 +124,17 @@ grpc::Status FarmService::ReportResult(grpc::ServerContext* ctx, const v1::Repor
   grpc::Status gate = gate_.Check(ctx, req->protocol_version());
   if (!gate.ok()) return gate;
   if (req->result_case() == v1::ReportResultRequest::RESULT_NOT_SET) {
-    return Invalid("ReportResult: neither a build nor a measure result");
+    return Invalid("ReportResult: neither a build, a measure nor a model-run result");
   }
   const v1::ReportResultRequest* result = req;
   v1::ReportResultRequest stamped;
-  if (req->has_measure()) {
+  if (req->has_measure() || req->has_model_run()) {
     stamped = *req;
     std::lock_guard<std::mutex> lock(mu_);
     auto it = sessions_.find(req->session_id());
-    stamped.mutable_measure()->set_device_id(it != sessions_.end() ? it->second.device_id : "");
+    const std::string device = it != sessions_.end() ? it->second.device_id : "";
+    if (req->has_measure()) stamped.mutable_measure()->set_device_id(device);
+    if (req->has_model_run()) stamped.mutable_model_run()->set_device_id(device);
     result = &stamped;
   }
   absl::StatusOr<bool> live = queue_.Complete(req->session_id(), *result);

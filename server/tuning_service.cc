@@ -6,7 +6,9 @@
 #include "compiler/ir/workload.h"
 #include "deploy/onnx_import.h"
 #include "deploy/tasks.h"
+#include "device_agent/model_run.h"
 #include "proto/protocol.h"
+#include "tunefarm/v1/package.pb.h"
 
 namespace tunefarm::server {
 namespace {
@@ -306,6 +308,91 @@ grpc::Status TuningService::ListDevices(grpc::ServerContext* ctx, const v1::List
   absl::StatusOr<std::vector<v1::Device>> devices = devices_.List();
   if (!devices.ok()) return ToGrpcStatus(devices.status());
   for (v1::Device& d : *devices) *resp->add_devices() = std::move(d);
+  return grpc::Status::OK;
+}
+
+grpc::Status TuningService::RunModel(grpc::ServerContext* ctx, const v1::RunModelRequest* req,
+                                     v1::RunModelResponse* resp) {
+  TF_GATE(req);
+  const v1::ModelRunRequest& run = req->run();
+  if (req->device_key().empty()) return Invalid("RunModel: device_key is required");
+  v1::ModelPackage pkg;
+  if (run.package().empty() || !pkg.ParseFromString(run.package()) || pkg.format_version() == 0)
+    return Invalid("RunModel: the package is not a tunefarm model package (tunefarm build -o)");
+  if (run.threads() < 0 || run.threads() > 256)
+    return Invalid(absl::StrCat("RunModel: threads ", run.threads(), " is not in 0..256"));
+  if (run.repeats() < 0 || run.repeats() > runner::kMaxModelRepeats)
+    return Invalid(absl::StrCat("RunModel: repeats ", run.repeats(), " is not in 0..",
+                                runner::kMaxModelRepeats));
+  if (!(run.time_limit_s() >= 0) || run.time_limit_s() > 24 * 3600)
+    return Invalid("RunModel: time_limit_s must be between 0 (default) and 86400");
+  const std::string queue = WorkQueue::MeasureQueue(req->device_key());
+  // Taking work now, or registered and about to (its stream opens after
+  // registration).
+  bool connected = queue_.HasTaker(queue);
+  if (!connected) {
+    absl::StatusOr<std::vector<v1::Device>> devices = devices_.List();
+    if (!devices.ok()) return ToGrpcStatus(devices.status());
+    for (const v1::Device& d : *devices) {
+      connected = connected || (d.role() == v1::ROLE_AGENT && d.device_key() == req->device_key() &&
+                                d.state() == v1::DEVICE_STATE_ONLINE);
+    }
+  }
+  if (!connected) {
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                        absl::StrCat("RunModel: no agent is connected under device key '",
+                                     req->device_key(), "' (tunefarm devices lists them)"));
+  }
+  // The run waits in the key's queue like a measurement, ahead of tuning
+  // work; an id of its own (negative: never a job's) lets it be dropped
+  // when the caller goes away.
+  struct Wait {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+    absl::StatusOr<v1::ReportResultRequest> result = absl::UnknownError("");
+  };
+  auto wait = std::make_shared<Wait>();
+  const int64_t run_id = -next_model_run_.fetch_add(1);
+  WorkQueue::Item item;
+  item.queue = queue;
+  item.job_id = run_id;
+  item.priority = kModelRunPriority;
+  *item.work.mutable_model_run() = run;
+  item.done = [wait](absl::StatusOr<v1::ReportResultRequest> r) {
+    std::lock_guard<std::mutex> lock(wait->mu);
+    wait->result = std::move(r);
+    wait->done = true;
+    wait->cv.notify_all();
+  };
+  queue_.Submit(std::move(item));
+  Logger("server")->info("event=model_run_queued run={} key={} package_bytes={}", -run_id,
+                         req->device_key(), run.package().size());
+  std::unique_lock<std::mutex> lock(wait->mu);
+  while (!wait->done) {
+    wait->cv.wait_for(lock, std::chrono::milliseconds(100));
+    if (wait->done) break;
+    bool stopping;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      stopping = shutdown_;
+    }
+    if (ctx->IsCancelled() || stopping) {
+      lock.unlock();
+      queue_.CancelJob(run_id);
+      return grpc::Status(grpc::StatusCode::CANCELLED,
+                          stopping ? "RunModel: the server is shutting down"
+                                   : "RunModel: the caller went away; the run was dropped");
+    }
+  }
+  if (!wait->result.ok()) {
+    const absl::Status& s = wait->result.status();
+    return grpc::Status(grpc::StatusCode::ABORTED,
+                        absl::StrCat("RunModel: the run did not complete: ", s.message()));
+  }
+  if (!wait->result->has_model_run())
+    return grpc::Status(grpc::StatusCode::INTERNAL, "RunModel: the agent answered with no run");
+  *resp->mutable_result() = wait->result->model_run();
   return grpc::Status::OK;
 }
 

@@ -51,6 +51,8 @@ class TuningService final : public v1::TuningService::Service {
                              v1::ImportRecordsResponse* resp) override;
   grpc::Status ListDevices(grpc::ServerContext* ctx, const v1::ListDevicesRequest* req,
                            v1::ListDevicesResponse* resp) override;
+  grpc::Status RunModel(grpc::ServerContext* ctx, const v1::RunModelRequest* req,
+                        v1::RunModelResponse* resp) override;
 
  private:
   TuningLog& log_;
@@ -58,6 +60,9 @@ class TuningService final : public v1::TuningService::Service {
   WorkQueue& queue_;
   JobRunner& jobs_;
   const RequestGate& gate_;
+  // Model runs go ahead of tuning work in their key's queue.
+  static constexpr int kModelRunPriority = 1000;
+  std::atomic<int64_t> next_model_run_{1};
 
   std::mutex mu_;
   std::condition_variable changed_;

@@ -1,7 +1,8 @@
 // A tuning job from an ONNX model through the farm: the server imports the
 // model and makes its tasks (weights = occurrences), the worker and agent
 // tune them; a model with an unsupported operator is refused with a message
-// naming it. Models are written by Debian's python3-onnx.
+// naming it. A built package runs on an agent through the server and gives
+// the outputs a local run gives. Models are written by Debian's python3-onnx.
 #include <signal.h>
 
 #include "absl/strings/match.h"
@@ -9,6 +10,7 @@
 #include "gtest/gtest.h"
 #include "tests/testing/process.h"
 #include "tests/testing/temp_dir.h"
+#include "tunefarm/v1/package.pb.h"
 #include "tunefarm/v1/records.pb.h"
 #include "tunefarm/v1/tuning.pb.h"
 
@@ -90,6 +92,91 @@ TEST(ModelJob, SubmitAnOnnxModelAndTuneItsTasks) {
   EXPECT_TRUE(absl::StrContains(r.err, "give its shape with --shape")) << r.err;
   for (auto* p : {&*agent, &*worker}) (*p)->Kill(SIGTERM);
   for (auto* p : {&*agent, &*worker}) ASSERT_TRUE((*p)->Wait(absl::Seconds(20)).ok());
+}
+
+
+// `tunefarm run PKG --device-key K`: the package travels through the server
+// to an agent, runs in the agent's model-runner process and comes back with
+// the latencies there and the outputs, which equal a local run's on the same
+// seeded inputs. A package that does not load there, or a run past its time
+// limit, is an error naming the board, and the agent carries on.
+TEST(ModelJob, BuiltPackageRunsOnAnAgent) {
+  testing::TempDir dir;
+  testing::CommandResult gen = RunCommand(
+      {"/usr/bin/python3", std::string(TF_SOURCE_DIR) + "/tests/deploy/make_models.py", dir.path()},
+      dir.path());
+  if (gen.exit_code != 0) GTEST_SKIP() << "python3-onnx is not installed: " << gen.err;
+  const std::string pkg = dir.File("tiny.tfpkg");
+  testing::CommandResult r = RunCommand(
+      {BinPath("tunefarm"), "build", dir.File("tiny.onnx"), "--untuned", "-o", pkg}, dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = RunCommand({BinPath("tunefarm"), "run", pkg, "--seed=7", "--output-dir", dir.File("local")},
+                 dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string local_y = testing::ReadFileOrEmpty(dir.File("local/y.npy"));
+  ASSERT_FALSE(local_y.empty());
+
+  auto server = testing::ServerProcess::Start(dir.File("farm.db"), dir.path(),
+                                              {"--heartbeat_interval_ms=200"});
+  ASSERT_TRUE(server.ok()) << server.status();
+  const std::string addr = (*server)->address();
+  auto cli = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), {BinPath("tunefarm"), "--server=" + addr});
+    return RunCommand(args, dir.path());
+  };
+  r = cli({"run", pkg, "--device-key=x86-test"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(absl::StrContains(r.err, "no agent is connected under device key 'x86-test'"))
+      << r.err;
+
+  Subprocess::Options quiet;
+  quiet.capture_stdout = false;
+  quiet.stderr_path = dir.File("procs.log");
+  auto agent = Subprocess::Start(
+      {BinPath("tunefarm-agent"), "--server=" + addr, "--key=x86-test", "--device_id=a1"}, quiet);
+  ASSERT_TRUE(agent.ok());
+  ASSERT_TRUE(testing::WaitFor(
+      [&] { return absl::StrContains(cli({"devices"}).out, "online"); }, absl::Seconds(30)));
+
+  r = cli({"run", pkg, "--device-key=x86-test", "--seed=7", "--repeat=5", "--output-dir",
+           dir.File("farm"), "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err << testing::ReadFileOrEmpty(dir.File("procs.log"));
+  EXPECT_TRUE(absl::StrContains(r.out, "\"device\": \"a1 (x86-test)\"")) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "\"runs\": 5")) << r.out;
+  EXPECT_FALSE(absl::StrContains(r.out, "\"latency_ms\": 0.0000")) << r.out;
+  EXPECT_EQ(testing::ReadFileOrEmpty(dir.File("farm/y.npy")), local_y);
+  // Another seed, other inputs: other outputs.
+  r = cli({"run", pkg, "--device-key=x86-test", "--seed=8", "--output-dir", dir.File("farm8")});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.out, "on a1 (x86-test)")) << r.out;
+  EXPECT_NE(testing::ReadFileOrEmpty(dir.File("farm8/y.npy")), local_y);
+
+  // A package whose kernel is not a loadable library on the board.
+  v1::ModelPackage p;
+  ASSERT_TRUE(p.ParseFromString(testing::ReadFileOrEmpty(pkg)));
+  ASSERT_GT(p.kernels_size(), 0);
+  p.mutable_kernels(0)->set_shared_object("\x7f" "ELF but not really");
+  testing::WriteFile(dir.File("broken.tfpkg"), p.SerializeAsString());
+  r = cli({"run", dir.File("broken.tfpkg"), "--device-key=x86-test"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(absl::StrContains(r.err, "on a1: upload_error: the package did not load here"))
+      << r.err;
+  // A run that cannot finish in its time limit is killed there.
+  r = cli({"run", pkg, "--device-key=x86-test", "--repeat=1000", "--time-limit=0.001"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(absl::StrContains(r.err, "on a1: timeout: the model did not finish within"))
+      << r.err;
+  // Not a package at all: refused before anything is sent.
+  testing::WriteFile(dir.File("junk.tfpkg"), "junk");
+  r = cli({"run", dir.File("junk.tfpkg"), "--device-key=x86-test"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(absl::StrContains(r.err, "is not a tunefarm model package")) << r.err;
+  // The agent is still there and serves the next run.
+  r = cli({"run", pkg, "--device-key=x86-test", "--seed=7", "--output-dir", dir.File("again")});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(testing::ReadFileOrEmpty(dir.File("again/y.npy")), local_y);
+  (*agent)->Kill(SIGTERM);
+  ASSERT_TRUE((*agent)->Wait(absl::Seconds(20)).ok());
 }
 
 }  // namespace

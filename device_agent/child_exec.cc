@@ -1,0 +1,134 @@
+#include "device_agent/child_exec.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <climits>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+
+namespace tunefarm::runner {
+
+double MonotonicSeconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+void LimitAddressSpace(int64_t extra) {
+  if (extra <= 0) return;
+  long pages = 0;
+  if (FILE* f = std::fopen("/proc/self/statm", "r")) {
+    if (std::fscanf(f, "%ld", &pages) != 1) pages = 0;
+    std::fclose(f);
+  }
+  rlim_t limit = rlim_t(pages) * rlim_t(sysconf(_SC_PAGESIZE)) + rlim_t(extra);
+  rlimit rl{limit, limit};
+  setrlimit(RLIMIT_AS, &rl);
+}
+
+bool Executable(const std::string& path) {
+  return !path.empty() && access(path.c_str(), X_OK) == 0;
+}
+
+std::string FindHelper(const char* env_var, const std::string& name, const char* build_path) {
+  if (const char* env = getenv(env_var); env != nullptr && Executable(env)) return env;
+  char self[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (n > 0) {
+    std::string dir(self, size_t(n));
+    dir = dir.substr(0, dir.rfind('/'));
+    if (Executable(dir + "/" + name)) return dir + "/" + name;
+  }
+  if (build_path != nullptr && Executable(build_path)) return build_path;
+  return "";
+}
+
+int NewRequestFile(const char* name) {
+  return int(syscall(SYS_memfd_create, name, MFD_CLOEXEC));
+}
+
+ChildExchange ExchangeWithChild(const std::string& executable, int request_fd, double deadline_s,
+                                size_t max_report) {
+  ChildExchange x;
+  int fds[2];
+  if (request_fd < 0 || pipe2(fds, O_CLOEXEC) != 0) {
+    if (request_fd >= 0) close(request_fd);
+    x.error = "cannot set up the child process (request file or pipe failed)";
+    return x;
+  }
+  // The child dup2s these onto fds 3 and 4. One already there would stay
+  // close-on-exec (dup2 onto itself changes nothing) or be overwritten by the
+  // other, so all move above 4 first (a process with few files open gets
+  // fd 3 for its request file).
+  auto above = [](int fd) {
+    if (fd > kChildReportFd) return fd;
+    int moved = fcntl(fd, F_DUPFD_CLOEXEC, kChildReportFd + 1);
+    close(fd);
+    return moved;
+  };
+  int req = above(request_fd);
+  fds[0] = above(fds[0]);
+  fds[1] = above(fds[1]);
+  if (req < 0 || fds[0] < 0 || fds[1] < 0) {
+    for (int fd : {req, fds[0], fds[1]})
+      if (fd >= 0) close(fd);
+    x.error = "cannot set up the child process (no file descriptors)";
+    return x;
+  }
+  const char* argv[] = {executable.c_str(), nullptr};
+  pid_t pid = fork();
+  if (pid == 0) {
+    if (dup2(req, kChildRequestFd) < 0 || dup2(fds[1], kChildReportFd) < 0) _exit(126);
+    syscall(SYS_close_range, kChildReportFd + 1, ~0U, 0);
+    execv(argv[0], const_cast<char* const*>(argv));
+    _exit(127);
+  }
+  close(req);
+  close(fds[1]);
+  if (pid < 0) {
+    close(fds[0]);
+    x.error = "fork failed";
+    return x;
+  }
+  x.started = true;
+  char buf[1 << 16];
+  for (;;) {
+    double left = deadline_s - MonotonicSeconds();
+    if (left <= 0) {
+      x.timed_out = true;
+      break;
+    }
+    pollfd p{fds[0], POLLIN, 0};
+    if (poll(&p, 1, int(std::ceil(left * 1000))) <= 0) continue;
+    ssize_t n = read(fds[0], buf, sizeof(buf));
+    if (n <= 0) break;  // the child closed fd 4 (exited)
+    if (x.report.size() < max_report)
+      x.report.append(buf, std::min(size_t(n), max_report - x.report.size()));
+  }
+  close(fds[0]);
+  if (x.timed_out) kill(pid, SIGKILL);
+  // After end of stream the child is exiting; one that closed fd 4 and kept
+  // running is given until the deadline, then killed.
+  for (;;) {
+    pid_t r = waitpid(pid, &x.wait_status, x.timed_out ? 0 : WNOHANG);
+    if (r == pid || (r < 0 && errno != EINTR)) break;
+    if (r == 0 && MonotonicSeconds() >= deadline_s) {
+      kill(pid, SIGKILL);
+      x.timed_out = true;
+    } else if (r == 0) {
+      usleep(1000);
+    }
+  }
+  return x;
+}
+
+}  // namespace tunefarm::runner

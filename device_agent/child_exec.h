@@ -1,0 +1,50 @@
+// One request/report exchange with a helper executable in a child process:
+// what the measurement sandbox (kernels, tunefarm-runner) and the model runs
+// (whole packages, tunefarm-model-runner) share. The request is a memfd the
+// child reads as fd 3; the child writes its report to a pipe on fd 4 and
+// exits. The child is fork+exec'd (none of the caller's threads or locks are
+// inherited) with every other descriptor closed; past the time limit it is
+// killed. Between fork and exec only async-signal-safe calls are made.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace tunefarm::runner {
+
+constexpr int kChildRequestFd = 3;
+constexpr int kChildReportFd = 4;
+
+struct ChildExchange {
+  bool started = false;    // false: setup failed (error says why), no child ran
+  bool timed_out = false;  // killed at the time limit
+  int wait_status = 0;     // as waitpid reports it (started)
+  std::string report;      // what the child wrote to fd 4, up to max_report bytes
+  std::string error;
+};
+
+// An anonymous, close-on-exec file for a request; -1 on failure.
+int NewRequestFile(const char* name);
+
+// Runs `executable` with `request_fd` (taken over and closed) as its fd 3
+// and collects its report until it closes fd 4 or exits. `deadline_s` is
+// absolute, on the clock of MonotonicSeconds().
+ChildExchange ExchangeWithChild(const std::string& executable, int request_fd, double deadline_s,
+                                size_t max_report);
+
+double MonotonicSeconds();
+
+// In the child: the address space may grow by `extra` bytes beyond what the
+// process holds now (0: no limit).
+void LimitAddressSpace(int64_t extra);
+
+// Whether `path` names a file this process may execute.
+bool Executable(const std::string& path);
+
+// A helper executable: $ENV_VAR if set and executable, else `name` beside
+// the current executable, else `build_path` (where the build put it); empty
+// when none is found.
+std::string FindHelper(const char* env_var, const std::string& name, const char* build_path);
+
+}  // namespace tunefarm::runner

@@ -1,0 +1,82 @@
+#include "device_agent/model_run.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/subprocess.h"
+#include "device_agent/child_exec.h"
+#include "device_agent/sandbox_wire.h"
+
+namespace tunefarm::runner {
+
+const std::string& ModelRunnerPath() {
+#ifdef TF_MODEL_RUNNER_BUILD_PATH
+  static const std::string path = FindHelper("TUNEFARM_MODEL_RUNNER", "tunefarm-model-runner",
+                                             TF_MODEL_RUNNER_BUILD_PATH);
+#else
+  static const std::string path =
+      FindHelper("TUNEFARM_MODEL_RUNNER", "tunefarm-model-runner", nullptr);
+#endif
+  return path;
+}
+
+v1::ModelRunResult RunModelInChild(const v1::ModelRunRequest& request,
+                                   const ModelRunOptions& options) {
+  const double start = MonotonicSeconds();
+  v1::ModelRunResult result;
+  result.set_status(v1::MEASURE_STATUS_RUNTIME_ERROR);
+  auto finish = [&](v1::MeasureStatus status, const std::string& error) {
+    result.set_status(status);
+    result.set_error(error);
+    result.set_run_sec(MonotonicSeconds() - start);
+    return result;
+  };
+  const std::string runner = options.runner_path.empty() ? ModelRunnerPath() : options.runner_path;
+  if (!Executable(runner)) {
+    return finish(v1::MEASURE_STATUS_RUNTIME_ERROR,
+                  "tunefarm-model-runner not found (install it beside tunefarm-agent or set "
+                  "TUNEFARM_MODEL_RUNNER)");
+  }
+  const double limit =
+      request.time_limit_s() > 0 ? request.time_limit_s() : kDefaultModelTimeLimitS;
+  const std::string body = request.SerializeAsString();
+  ModelRunWireHeader h{};
+  h.magic = kModelRunMagic;
+  h.memory_limit_bytes = options.memory_limit_bytes;
+  h.request_bytes = int64_t(body.size());
+  int fd = NewRequestFile("tunefarm-model");
+  if (fd < 0 || !wire::WriteAll(fd, &h, sizeof(h)) ||
+      !wire::WriteAll(fd, body.data(), body.size())) {
+    if (fd >= 0) close(fd);
+    return finish(v1::MEASURE_STATUS_RUNTIME_ERROR,
+                  "cannot set up the model process (request file failed)");
+  }
+  // The report carries the outputs when asked for: allow the package's size
+  // plus room, which is more than any output set of that package.
+  const size_t max_report = (size_t(64) << 20) + request.package().size();
+  ChildExchange x = ExchangeWithChild(runner, fd, start + limit, max_report);
+  if (!x.started) return finish(v1::MEASURE_STATUS_RUNTIME_ERROR, x.error);
+  if (x.timed_out) {
+    return finish(v1::MEASURE_STATUS_TIMEOUT,
+                  absl::StrFormat("the model did not finish within %.0f s (load, warm-up and "
+                                  "%d runs)",
+                                  limit,
+                                  request.repeats() > 0 ? request.repeats()
+                                                        : kDefaultModelRepeats));
+  }
+  v1::ModelRunResult reported;
+  if (x.report.empty() || !reported.ParseFromString(x.report) ||
+      reported.status() == v1::MEASURE_STATUS_UNSPECIFIED) {
+    const int w = x.wait_status;
+    return finish(v1::MEASURE_STATUS_RUNTIME_ERROR,
+                  WIFEXITED(w) && WEXITSTATUS(w) == 127
+                      ? absl::StrCat("cannot run ", runner)
+                      : absl::StrCat("model process ", DescribeWaitStatus(w), " with no report"));
+  }
+  reported.set_run_sec(MonotonicSeconds() - start);
+  return reported;
+}
+
+}  // namespace tunefarm::runner

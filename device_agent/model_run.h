@@ -1,0 +1,45 @@
+// Whole-model runs on an agent: a package from a ModelRunRequest runs in a
+// child process (tunefarm-model-runner, through child_exec.h), so a kernel
+// that crashes or hangs inside the model becomes a RUNTIME_ERROR or TIMEOUT
+// result and the agent carries on.
+//
+// Wire (both ends come from the same build): the request file holds a
+// ModelRunWireHeader, then the serialized ModelRunRequest; the child writes
+// a serialized ModelRunResult to fd 4.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "tunefarm/v1/farm.pb.h"
+
+namespace tunefarm::runner {
+
+namespace v1 = ::tunefarm::v1;
+
+struct ModelRunWireHeader {
+  uint32_t magic;  // kModelRunMagic
+  uint32_t reserved;
+  int64_t memory_limit_bytes;  // address space the child may add after start-up; 0: none
+  int64_t request_bytes;
+};
+constexpr uint32_t kModelRunMagic = 0x314d4654;  // "TFM1"
+constexpr double kDefaultModelTimeLimitS = 300;
+constexpr int kDefaultModelRepeats = 10;
+constexpr int kMaxModelRepeats = 1000;
+
+struct ModelRunOptions {
+  int64_t memory_limit_bytes = 0;
+  std::string runner_path;  // empty: ModelRunnerPath()
+};
+
+// Runs the request's package in a child process; never throws, never
+// returns without a status set.
+v1::ModelRunResult RunModelInChild(const v1::ModelRunRequest& request,
+                                   const ModelRunOptions& options);
+
+// tunefarm-model-runner: $TUNEFARM_MODEL_RUNNER, beside this executable, or
+// in the build tree; empty when none is found.
+const std::string& ModelRunnerPath();
+
+}  // namespace tunefarm::runner

@@ -1,0 +1,104 @@
+// tunefarm-model-runner: the process an agent execs for every whole-model
+// run (model_run.h). It reads the request from fd 3, limits its own address
+// space, loads the package with the graph runtime, runs it once untimed
+// (the outputs, when asked for, come from that run), times the repeats and
+// writes a ModelRunResult to fd 4. A kernel that crashes or hangs takes only
+// this process down. Not meant to be run by hand.
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "deploy/graph_runtime.h"
+#include "device_agent/child_exec.h"
+#include "device_agent/model_run.h"
+#include "device_agent/sandbox_wire.h"
+
+namespace {
+
+namespace v1 = tunefarm::v1;
+namespace runner = tunefarm::runner;
+
+int Report(const v1::ModelRunResult& r) {
+  const std::string bytes = r.SerializeAsString();
+  return runner::wire::WriteAll(runner::kChildReportFd, bytes.data(), bytes.size()) ? 0 : 1;
+}
+
+int Fail(v1::MeasureStatus status, const std::string& error) {
+  v1::ModelRunResult r;
+  r.set_status(status);
+  r.set_error(error);
+  return Report(r);
+}
+
+double Now() { return runner::MonotonicSeconds(); }
+
+}  // namespace
+
+int main() {
+  struct stat st {};
+  if (fstat(runner::kChildRequestFd, &st) != 0 ||
+      st.st_size < int64_t(sizeof(runner::ModelRunWireHeader))) {
+    return Fail(v1::MEASURE_STATUS_RUNTIME_ERROR, "model runner: no request on fd 3");
+  }
+  const size_t size = size_t(st.st_size);
+  void* map = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, runner::kChildRequestFd, 0);
+  if (map == MAP_FAILED) return Fail(v1::MEASURE_STATUS_RUNTIME_ERROR, "cannot map the request");
+  runner::ModelRunWireHeader h;
+  std::memcpy(&h, map, sizeof(h));
+  if (h.magic != runner::kModelRunMagic)
+    return Fail(v1::MEASURE_STATUS_RUNTIME_ERROR, "model request from another tunefarm build");
+  v1::ModelRunRequest req;
+  if (h.request_bytes < 0 || size_t(h.request_bytes) > size - sizeof(h) ||
+      !req.ParseFromArray(static_cast<const char*>(map) + sizeof(h), int(h.request_bytes))) {
+    return Fail(v1::MEASURE_STATUS_RUNTIME_ERROR, "model runner: truncated request");
+  }
+  munmap(map, size);
+  runner::LimitAddressSpace(h.memory_limit_bytes);
+
+  v1::ModelRunResult result;
+  const int threads =
+      req.threads() > 0 ? req.threads() : std::max(1, int(std::thread::hardware_concurrency()));
+  result.set_threads(threads);
+  const double t_load = Now();
+  absl::StatusOr<v1::ModelPackage> pkg =
+      tunefarm::deploy::GraphRuntime::ParsePackage(req.package(), "the package sent");
+  if (!pkg.ok()) return Fail(v1::MEASURE_STATUS_UPLOAD_ERROR, std::string(pkg.status().message()));
+  req.clear_package();
+  tunefarm::deploy::GraphRuntime::Options ro;
+  ro.threads = threads;
+  auto rt = tunefarm::deploy::GraphRuntime::Load(*pkg, ro);
+  if (!rt.ok()) {
+    return Fail(v1::MEASURE_STATUS_UPLOAD_ERROR,
+                absl::StrCat("the package did not load here: ", rt.status().message()));
+  }
+  result.set_load_sec(Now() - t_load);
+  const auto inputs = (*rt)->SeededInputs(req.input_seed());
+  std::map<std::string, std::vector<float>> outputs;
+  if (absl::Status s = (*rt)->Run(inputs, &outputs); !s.ok())
+    return Fail(v1::MEASURE_STATUS_RUNTIME_ERROR, std::string(s.message()));
+  const int repeats = std::min(req.repeats() > 0 ? req.repeats() : runner::kDefaultModelRepeats,
+                               runner::kMaxModelRepeats);
+  for (int r = 0; r < repeats; ++r) {
+    const double t = Now();
+    if (absl::Status s = (*rt)->Run(inputs, nullptr); !s.ok())
+      return Fail(v1::MEASURE_STATUS_RUNTIME_ERROR, std::string(s.message()));
+    result.add_latencies_sec(Now() - t);
+  }
+  if (req.return_outputs()) {
+    for (const std::string& name : pkg->outputs()) {
+      v1::PackageTensor* t = result.add_outputs();
+      t->set_name(name);
+      for (int64_t d : (*rt)->Shape(name)) t->add_shape(d);
+      const std::vector<float>& v = outputs[name];
+      t->set_f32(std::string(reinterpret_cast<const char*>(v.data()), v.size() * 4));
+    }
+  }
+  result.set_status(v1::MEASURE_STATUS_OK);
+  return Report(result);
+}
