@@ -45,9 +45,16 @@ double Median(std::vector<double> v) {
   return v.empty() ? 0 : v[v.size() / 2];
 }
 
+struct PairTiming {
+  double a = 0, b = 0;  // median latencies (s)
+  double a_over_b = 0;  // median over the pairs of a_i / b_i
+};
+
 // Median latencies (s) of two packages at `threads`, runs interleaved (so
-// drift on a shared machine hits both alike), after two warm-up runs each.
-absl::StatusOr<std::pair<double, double>> TimePackages(
+// drift on a shared machine hits both alike), after two warm-up runs each;
+// the ratio is taken pair by pair (run i of each, back to back), which
+// cancels the slow drifts of this shared machine's load.
+absl::StatusOr<PairTiming> TimePackages(
     const v1::ModelPackage& a, const v1::ModelPackage& b, int threads, int repeat,
     const std::map<std::string, std::vector<float>>& in) {
   GraphRuntime::Options o;
@@ -68,7 +75,9 @@ absl::StatusOr<std::pair<double, double>> TimePackages(
           .push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     }
   }
-  return std::make_pair(Median(sa), Median(sb));
+  std::vector<double> ratio;
+  for (size_t i = 0; i < sa.size(); ++i) ratio.push_back(sa[i] / sb[i]);
+  return PairTiming{Median(sa), Median(sb), Median(ratio)};
 }
 
 // ONNX Runtime through node: latency (s) and, with out_dir, its outputs.
@@ -158,7 +167,7 @@ int RunModelsBench(const std::vector<std::string>& args) {
   const ir::Target host = codegen::HostTarget();
   std::string rows;
   std::printf("%-20s %3s %12s %12s %14s %8s %10s %10s  %s\n", "model", "thr", "untuned ms",
-              "tuned ms", "onnxruntime ms", "trials", "tuned/unt", "ORT/tuned", "tuned kernels");
+              "tuned ms", "onnxruntime ms", "trials", "speedup", "ORT/tuned", "tuned kernels");
   for (const ModelSpec& spec : models) {
     if (!only.empty() && spec.name.find(only) == std::string::npos) continue;
     if (!fs::exists(spec.path)) {
@@ -235,9 +244,19 @@ int RunModelsBench(const std::vector<std::string>& args) {
     auto tuned = deploy::BuildPackage(*model, host, bo);
     // Never slower: tuned kernels that do not pay inside the model go back
     // to their default schedules.
+    // Checked at every thread count the model is timed at: a kernel tuned
+    // at one count may not pay at another.
     int reverted = 0;
     if (tuned.ok()) {
-      auto slower = deploy::TunedKernelsNotFasterInModel(*untuned, *tuned, thread_list.back());
+      absl::StatusOr<std::set<std::string>> slower = std::set<std::string>();
+      for (int th : thread_list) {
+        auto s = deploy::TunedKernelsNotFasterInModel(*untuned, *tuned, th);
+        if (!s.ok()) {
+          slower = s.status();
+          break;
+        }
+        slower->insert(s->begin(), s->end());
+      }
       if (slower.ok() && !slower->empty()) {
         reverted = int(slower->size());
         auto tuner_choice = bo.choose;
@@ -299,8 +318,8 @@ int RunModelsBench(const std::vector<std::string>& args) {
     for (int th : thread_list) {
       auto times = TimePackages(*untuned, *tuned, th, repeat, in);
       if (!times.ok()) return 1;
-      const double* u = &times->first;
-      const double* t = &times->second;
+      const double* u = &times->a;
+      const double* t = &times->b;
       double ort = 0;
       if (have_ort) {
         auto o = TimeOrt(spec.path, th, repeat, input_flags, "");
@@ -309,17 +328,20 @@ int RunModelsBench(const std::vector<std::string>& args) {
       std::printf(
           "%-20s %3d %12.2f %12.2f %14s %8d %10.2f %10s  %d/%d, %d reverted (tuning %.0f s)\n",
           spec.name.c_str(), th, *u * 1e3, *t * 1e3,
-          ort > 0 ? absl::StrFormat("%.2f", ort * 1e3).c_str() : "-", tuner.trials(), *u / *t,
+          ort > 0 ? absl::StrFormat("%.2f", ort * 1e3).c_str() : "-", tuner.trials(),
+          times->a_over_b,
           ort > 0 ? absl::StrFormat("%.2f", ort / *t).c_str() : "-", tuned_kernels,
           tuned->kernels_size(), reverted, tune_s);
       absl::StrAppend(&rows, rows.empty() ? "" : ",\n  ",
                       absl::StrFormat("{\"model\": \"%s\", \"threads\": %d, \"untuned_ms\": %.3f, "
                                       "\"tuned_ms\": %.3f, \"trials\": %d, \"onnxruntime_ms\": %s, "
-                                      "\"tuned_kernels\": %d, \"kernels\": %d, \"tuning_s\": %.1f, "
+                                      "\"tuned_kernels\": %d, \"kernels\": %d, \"reverted\": %d, "
+                                      "\"speedup_paired\": %.4f, \"tuning_s\": %.1f, "
                                       "\"check\": \"%s\"}",
                                       spec.name, th, *u * 1e3, *t * 1e3, tuner.trials(),
                                       ort > 0 ? absl::StrFormat("%.3f", ort * 1e3) : "null",
-                                      tuned_kernels, tuned->kernels_size(), tune_s, check));
+                                      tuned_kernels, tuned->kernels_size(), reverted,
+                                      times->a_over_b, tune_s, check));
     }
     std::printf("%-20s %s\n", "", check.c_str());
     std::fflush(stdout);

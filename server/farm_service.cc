@@ -59,6 +59,8 @@ grpc::Status FarmService::Register(grpc::ServerContext* ctx, const v1::RegisterR
   if (req->role() == v1::ROLE_WORKER) {
     for (const std::string& t : req->capabilities().build_triples())
       info.queues.push_back(WorkQueue::BuildQueue(t));
+    for (const std::string& a : req->capabilities().cuda_archs())
+      info.queues.push_back(WorkQueue::CudaBuildQueue(a));
   } else {
     info.queues.push_back(WorkQueue::MeasureQueue(req->device_key()));
   }

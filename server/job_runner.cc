@@ -104,7 +104,11 @@ void JobRunner::RunJob(int64_t job_id, Running_* running) {
   const v1::JobSpec& spec = job->spec();
   absl::StatusOr<ir::Target> target = ir::Target::Parse(spec.target().spec());
   if (!target.ok()) return finish(v1::JOB_STATE_FAILED, std::string(target.status().message()));
-  if (target->is_gpu()) return finish(v1::JOB_STATE_FAILED, "tuning CUDA targets is not built yet");
+  if (target->is_gpu()) {
+    return finish(v1::JOB_STATE_FAILED,
+                  "tuning CUDA targets through the farm is not built yet: workers build cubins "
+                  "(tunefarm compile --emit cubin), agents do not time them yet");
+  }
   const std::string target_spec = target->ToString();
 
   std::vector<search::Task> tasks;

@@ -31,15 +31,21 @@ v1::WorkLease BuildWork(const search::Task& task, const v1::Schedule& schedule) 
   *b->mutable_workload() = task.workload;
   b->mutable_target()->set_spec(task.target.ToString());
   *b->mutable_schedule() = schedule;
-  b->set_kind(v1::ARTIFACT_KIND_SHARED_OBJECT);
+  b->set_kind(task.target.is_gpu() ? v1::ARTIFACT_KIND_CUBIN : v1::ARTIFACT_KIND_SHARED_OBJECT);
   return w;
+}
+
+// Workers take CPU builds by LLVM triple and CUDA builds by arch.
+std::string BuildQueueOf(const ir::Target& target) {
+  return target.is_gpu() ? WorkQueue::CudaBuildQueue(target.arch())
+                         : WorkQueue::BuildQueue(target.triple);
 }
 
 }  // namespace
 
 void RemoteMeasurer::Wait(const search::Task& task, const int& pending,
                           std::unique_lock<std::mutex>& lock) {
-  const std::string build_q = WorkQueue::BuildQueue(task.target.triple);
+  const std::string build_q = BuildQueueOf(task.target);
   const std::string measure_q = WorkQueue::MeasureQueue(options_.device_key);
   std::string said;
   while (pending > 0) {
@@ -53,7 +59,8 @@ void RemoteMeasurer::Wait(const search::Task& task, const int& pending,
     }
     std::string why;
     if (!queue_.HasTaker(build_q)) {
-      why = absl::StrCat("waiting for a compile worker that builds ", task.target.triple);
+      why = absl::StrCat("waiting for a compile worker that builds ",
+                         task.target.is_gpu() ? task.target.arch() : task.target.triple);
     } else if (!queue_.HasTaker(measure_q)) {
       why = absl::StrCat("waiting for an agent with device key ", options_.device_key);
     }
@@ -73,7 +80,7 @@ const RemoteMeasurer::Reference& RemoteMeasurer::ReferenceFor(const search::Task
   ref.schedule = ir::DefaultSchedule(task.dag, task.target);
   int pending = 1;
   WorkQueue::Item item;
-  item.queue = WorkQueue::BuildQueue(task.target.triple);
+  item.queue = BuildQueueOf(task.target);
   item.job_id = options_.job_id;
   item.priority = options_.priority + 1;  // everything of the task waits on it
   item.work = BuildWork(task, ref.schedule);
@@ -138,7 +145,7 @@ std::vector<MeasureResult> RemoteMeasurer::Measure(const search::Task& task,
   std::vector<WorkQueue::Item> builds;
   for (size_t i = 0; i < n; ++i) {
     WorkQueue::Item item;
-    item.queue = WorkQueue::BuildQueue(task.target.triple);
+    item.queue = BuildQueueOf(task.target);
     item.job_id = options_.job_id;
     item.priority = options_.priority;
     item.work = BuildWork(task, schedules[i]);

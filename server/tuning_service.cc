@@ -1,6 +1,11 @@
 #include "server/tuning_service.h"
 
+#include <algorithm>
+#include <set>
+
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/logging.h"
 #include "compiler/ir/target.h"
 #include "compiler/ir/workload.h"
@@ -86,6 +91,9 @@ grpc::Status TuningService::SubmitJob(grpc::ServerContext* ctx, const v1::Submit
     }
     spec.clear_onnx_model();
   }
+  if (absl::StatusOr<ir::Target> t = ir::Target::Parse(spec.target().spec()); t.ok() && t->is_gpu()) {
+    if (grpc::Status g = CheckCudaBuilders(*t); !g.ok()) return g;
+  }
   absl::StatusOr<int64_t> id = log_.CreateJob(spec);
   if (!id.ok()) return ToGrpcStatus(id.status());
   resp->set_job_id(*id);
@@ -94,6 +102,45 @@ grpc::Status TuningService::SubmitJob(grpc::ServerContext* ctx, const v1::Submit
   NotifyJobsChanged();
   jobs_.Start(*id);
   return grpc::Status::OK;
+}
+
+// A CUDA job needs a worker whose toolkit builds its arch. With workers
+// connected and none that can, the job is refused now, naming what they
+// build, rather than queued for a worker that may never come; with no
+// worker connected at all it waits, as CPU jobs do.
+grpc::Status TuningService::CheckCudaBuilders(const ir::Target& target) {
+  absl::StatusOr<std::vector<v1::Device>> devices = devices_.List();
+  if (!devices.ok()) return ToGrpcStatus(devices.status());
+  std::set<std::string> archs;
+  std::set<std::string> toolkits;
+  int workers = 0;
+  for (const v1::Device& d : *devices) {
+    if (d.role() != v1::ROLE_WORKER || d.state() != v1::DEVICE_STATE_ONLINE) continue;
+    ++workers;
+    const v1::Capabilities& c = d.capabilities();
+    archs.insert(c.cuda_archs().begin(), c.cuda_archs().end());
+    if (!c.fingerprint().cuda_toolkit().empty()) toolkits.insert(c.fingerprint().cuda_toolkit());
+  }
+  if (workers == 0 || archs.count(target.arch())) return grpc::Status::OK;
+  auto number = [](const std::string& a) {
+    int n = 0;
+    return a.size() > 3 && absl::SimpleAtoi(a.substr(3), &n) ? n : 0;
+  };
+  std::vector<std::string> sorted(archs.begin(), archs.end());
+  std::sort(sorted.begin(), sorted.end(),
+            [&](const std::string& a, const std::string& b) { return number(a) < number(b); });
+  std::string msg = absl::StrCat("SubmitJob: no connected compile worker builds ", target.arch());
+  if (sorted.empty()) {
+    absl::StrAppend(&msg, " (", workers, " connected, none with a CUDA toolkit)");
+  } else {
+    absl::StrAppend(&msg, " (the ", workers, " connected build ", absl::StrJoin(sorted, ", "),
+                    toolkits.empty() ? "" : absl::StrCat(" with ", absl::StrJoin(toolkits, ", ")),
+                    ")");
+    if (number(target.arch()) > 0 && number(target.arch()) < number(sorted.front()))
+      absl::StrAppend(&msg, "; older archs need a worker with an older CUDA toolkit (sm_72, "
+                            "Jetson Xavier: CUDA 12 or older)");
+  }
+  return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, msg);
 }
 
 grpc::Status TuningService::GetJob(grpc::ServerContext* ctx, const v1::GetJobRequest* req,

@@ -8,6 +8,7 @@
 #include <condition_variable>
 #include <mutex>
 
+#include "compiler/ir/target.h"
 #include "server/device_registry.h"
 #include "server/job_runner.h"
 #include "server/request_gate.h"
@@ -55,6 +56,8 @@ class TuningService final : public v1::TuningService::Service {
                         v1::RunModelResponse* resp) override;
 
  private:
+  grpc::Status CheckCudaBuilders(const ir::Target& target);
+
   TuningLog& log_;
   DeviceRegistry& devices_;
   WorkQueue& queue_;

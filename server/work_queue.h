@@ -2,7 +2,8 @@
 // hand it to connected workers and agents.
 //
 // Work is queued under a key: "build:<triple>" (any worker that lists the
-// triple among its build_triples) or "measure:<device key>" (any agent
+// triple among its build_triples), "build:cuda:<sm_XX>" (any worker that
+// lists the arch among its cuda_archs) or "measure:<device key>" (any agent
 // registered under that key). A session takes work with Next(); the server
 // writes each lease down the session's StreamWork call. A lease lives while
 // its session heartbeats (every heartbeat extends all of the session's
@@ -60,6 +61,7 @@ class WorkQueue {
   explicit WorkQueue(Options options) : options_(std::move(options)) {}
 
   static std::string BuildQueue(const std::string& triple) { return "build:" + triple; }
+  static std::string CudaBuildQueue(const std::string& arch) { return "build:cuda:" + arch; }
   static std::string MeasureQueue(const std::string& device_key) { return "measure:" + device_key; }
 
   void Submit(Item item);

@@ -412,12 +412,60 @@ namespace {
 
 // The agent must build and run on a board with few packages: no compiler,
 // cost model or database in its binary.
+// A CUDA job whose arch no connected worker's toolkit builds is refused at
+// submission, naming what the workers build, instead of waiting forever.
+TEST_F(E2ETest, CudaJobNeedsAWorkerThatBuildsItsArch) {
+  auto server =
+      ServerProcess::Start(dir_.File("farm.db"), dir_.path(), {"--heartbeat_interval_ms=200"});
+  ASSERT_TRUE(server.ok()) << server.status();
+  const std::string list = dir_.File("w.txt");
+  testing::WriteFile(list, "matmul(M=64,N=64,K=64)\n");
+  // No worker at all: the job is accepted and waits, like a CPU job.
+  CommandResult r = Cli(**server, {"submit", "--workloads=" + list, "--target=cuda -arch=sm_72",
+                                   "--device_key=xavier"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  Cli(**server, {"cancel", "1"});
+
+  Subprocess::Options quiet;
+  quiet.capture_stdout = false;
+  quiet.stderr_path = dir_.File("procs.log");
+  auto worker = Subprocess::Start(
+      {BinPath("tunefarm-worker"), "--server=" + (*server)->address(), "--device_id=w1"}, quiet);
+  ASSERT_TRUE(worker.ok());
+  ASSERT_TRUE(testing::WaitFor(
+      [&] { return absl::StrContains(Cli(**server, {"devices"}).out, "online"); },
+      absl::Seconds(30)));
+  const bool has_cuda = absl::StrContains(Cli(**server, {"devices"}).out, " cuda sm_");
+  r = Cli(**server, {"submit", "--workloads=" + list, "--target=cuda -arch=sm_72",
+                     "--device_key=xavier"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(absl::StrContains(r.err, "no connected compile worker builds sm_72 (the 1 connected "))
+      << r.err;
+  if (has_cuda) {
+    EXPECT_TRUE(absl::StrContains(r.err, "build sm_75, sm_80")) << r.err;
+    EXPECT_TRUE(absl::StrContains(r.err, "Jetson Xavier: CUDA 12 or older")) << r.err;
+    r = Cli(**server, {"submit", "--workloads=" + list, "--target=cuda -arch=sm_87",
+                       "--device_key=orin"});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+  } else {
+    EXPECT_TRUE(absl::StrContains(r.err, "none with a CUDA toolkit")) << r.err;
+  }
+  (*worker)->Kill(SIGTERM);
+  ASSERT_TRUE((*worker)->Wait(absl::Seconds(20)).ok());
+}
+
 TEST(Layout, AgentLinksNoCompilerOrDatabase) {
   testing::TempDir dir;
   CommandResult r = RunCommand({"/usr/bin/ldd", BinPath("tunefarm-agent")}, dir.path());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(absl::StrContains(r.out, "libgrpc++")) << r.out;
   for (const char* lib : {"libLLVM", "libxgboost", "libsqlite3", "libnvrtc", "libcuda"}) {
+    EXPECT_FALSE(absl::StrContains(r.out, lib)) << lib << " in\n" << r.out;
+  }
+  // Nor does the process that runs whole models on the board.
+  r = RunCommand({"/usr/bin/ldd", BinPath("tunefarm-model-runner")}, dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* lib : {"libLLVM", "libxgboost", "libsqlite3", "libnvrtc", "libcuda", "onnx"}) {
     EXPECT_FALSE(absl::StrContains(r.out, lib)) << lib << " in\n" << r.out;
   }
   // It starts without a GPU and says what it found.

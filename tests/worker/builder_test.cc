@@ -7,6 +7,7 @@
 #include "absl/strings/match.h"
 #include "common/sha256.h"
 #include "compiler/codegen/llvm_target.h"
+#include "compiler/codegen/nvrtc_info.h"
 #include "compiler/ir/random_schedule.h"
 #include "compiler/ir/schedule.h"
 #include "compiler/ir/workload.h"
@@ -80,6 +81,59 @@ TEST(Worker, BadRequestsAreResultsNotCrashes) {
   step->mutable_split()->set_stage(999);
   v1::BuildResult r = worker::Build(b);
   EXPECT_TRUE(absl::StartsWith(r.error(), "schedule:")) << r.error();
+  EXPECT_TRUE(r.artifact().empty());
+}
+
+// A CUDA target: the worker builds a cubin through NVRTC (no GPU needed) and
+// sends it as a GpuModule with every kernel's launch and resources; PTX on
+// request; an arch its toolkit cannot build is a result naming those it can.
+TEST(Worker, BuildsCudaModulesWithTheirLaunches) {
+  if (codegen::NvrtcSupportedArchs().empty()) GTEST_SKIP() << "no CUDA toolkit in this build";
+  v1::BuildRequest req;
+  *req.mutable_workload() =
+      ir::Canonicalize(*ir::ParseWorkloadSpec("dense(M=64,N=96,K=128)+bias+relu"))->workload;
+  req.mutable_target()->set_spec("cuda -arch=sm_87");
+  auto t = ir::Target::Parse(req.target().spec());
+  ASSERT_TRUE(t.ok());
+  auto dag = ir::BuildComputeDAG(req.workload());
+  ASSERT_TRUE(dag.ok());
+  *req.mutable_schedule() = ir::DefaultSchedule(*dag, *t);
+  req.set_kind(v1::ARTIFACT_KIND_CUBIN);
+  v1::BuildResult r = worker::Build(req);
+  ASSERT_TRUE(r.error().empty()) << r.error();
+  EXPECT_EQ(r.kind(), v1::ARTIFACT_KIND_CUBIN);
+  EXPECT_EQ(r.artifact_sha256(), Sha256Hex(r.artifact()));
+  v1::GpuModule m;
+  ASSERT_TRUE(m.ParseFromString(r.artifact()));
+  EXPECT_EQ(m.arch(), "sm_87");
+  EXPECT_EQ(m.image().substr(0, 4), "\x7f" "ELF");
+  ASSERT_GE(m.kernels_size(), 1);
+  int max_registers = 0;
+  for (const v1::GpuModule::Kernel& k : m.kernels()) {
+    EXPECT_EQ(k.grid_size(), 3);
+    EXPECT_EQ(k.block_size(), 3);
+    EXPECT_GT(k.block(0) * k.block(1) * k.block(2), 1);
+    EXPECT_GT(k.registers(), 0);
+    EXPECT_EQ(k.spill_store_bytes(), 0);
+    EXPECT_FALSE(k.params().empty());
+    EXPECT_TRUE(absl::StrContains(m.image(), k.name())) << k.name();  // in the ELF's symbols
+    max_registers = std::max(max_registers, k.registers());
+  }
+  EXPECT_EQ(r.registers_per_thread(), max_registers);
+  EXPECT_EQ(r.spill_bytes(), 0);
+  EXPECT_FALSE(r.fingerprint().cuda_toolkit().empty());
+
+  req.set_kind(v1::ARTIFACT_KIND_PTX);
+  r = worker::Build(req);
+  ASSERT_TRUE(r.error().empty()) << r.error();
+  EXPECT_EQ(r.kind(), v1::ARTIFACT_KIND_PTX);
+  ASSERT_TRUE(m.ParseFromString(r.artifact()));
+  EXPECT_TRUE(absl::StrContains(m.image(), ".target sm_87")) << m.image().substr(0, 400);
+
+  req.mutable_target()->set_spec("cuda -arch=sm_72");
+  req.set_kind(v1::ARTIFACT_KIND_CUBIN);
+  r = worker::Build(req);
+  EXPECT_TRUE(absl::StrContains(r.error(), "sm_75")) << r.error();
   EXPECT_TRUE(r.artifact().empty());
 }
 
