@@ -17,6 +17,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
+#include "cli/command_util.h"
 #include "cli/compile_cmd.h"
 #include "cli/records_jsonl.h"
 #include "cli/model_cmd.h"
@@ -37,10 +38,6 @@ namespace {
 
 namespace v1 = ::tunefarm::v1;
 
-constexpr int kExitOk = 0;
-constexpr int kExitFailed = 1;
-constexpr int kExitUsage = 2;
-constexpr int kExitUnreachable = 3;
 constexpr int kImportBatch = 1000;
 
 constexpr const char* kUsage =
@@ -135,16 +132,8 @@ class Client {
 };
 
 Failure RpcFailure(const Client& c, const grpc::Status& s) {
-  if (s.error_code() == grpc::StatusCode::UNAVAILABLE) {
-    return {kExitUnreachable,
-            absl::StrCat("cannot reach the server at ", c.server(), ": ", s.error_message())};
-  }
-  if (s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
-    return {kExitUnreachable,
-            absl::StrCat("no answer from the server at ", c.server(),
-                         " in time; the request may or may not have taken effect")};
-  }
-  return {kExitFailed, s.error_message()};
+  RpcError e = DescribeRpcError(s, c.server());
+  return {e.code, std::move(e.message)};
 }
 
 Failure Usage(const std::string& msg) { return {kExitUsage, msg}; }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "absl/strings/str_cat.h"
 #include "compiler/codegen/llvm_target.h"
 
 namespace tunefarm::cli {
@@ -11,6 +12,19 @@ int Fail(std::ostream& err, int code, const std::string& msg) {
   std::replace(one_line.begin(), one_line.end(), '\n', ' ');
   err << "tunefarm: error: " << one_line << "\n";
   return code;
+}
+
+RpcError DescribeRpcError(const grpc::Status& s, const std::string& server) {
+  if (s.error_code() == grpc::StatusCode::UNAVAILABLE) {
+    return {kExitUnreachable,
+            absl::StrCat("cannot reach the server at ", server, ": ", s.error_message())};
+  }
+  if (s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
+    return {kExitUnreachable,
+            absl::StrCat("no answer from the server at ", server,
+                         " in time; the request may or may not have taken effect")};
+  }
+  return {kExitFailed, s.error_message()};
 }
 
 absl::StatusOr<ir::Target> ParseTargetFlag(const std::string& value) {

@@ -1,4 +1,5 @@
-// Pieces the server-less commands (compile, tune) share.
+// Pieces the commands share: exit codes, error lines, --target values and
+// what a failed call to the server means to the user.
 #pragma once
 
 #include <ostream>
@@ -6,8 +7,22 @@
 
 #include "absl/status/statusor.h"
 #include "compiler/ir/target.h"
+#include "grpcpp/support/status.h"
 
 namespace tunefarm::cli {
+
+constexpr int kExitOk = 0;
+constexpr int kExitFailed = 1;
+constexpr int kExitUsage = 2;
+constexpr int kExitUnreachable = 3;
+
+// A failed RPC as an exit code and one message: the server unreachable or
+// silent (kExitUnreachable, naming `server`), or its own refusal (kExitFailed).
+struct RpcError {
+  int code;
+  std::string message;
+};
+RpcError DescribeRpcError(const grpc::Status& s, const std::string& server);
 
 // Writes "tunefarm: error: MSG" as one line and returns `code`.
 int Fail(std::ostream& err, int code, const std::string& msg);

@@ -493,13 +493,8 @@ int RunModelOnAgent(const ClientOptions& client, absl::Duration timeout,
   v1::RunModelResponse resp;
   grpc::Status st = stub->RunModel(ctx.get(), req, &resp);
   if (!st.ok()) {
-    if (st.error_code() == grpc::StatusCode::UNAVAILABLE)
-      return Fail(err, 3, absl::StrCat("cannot reach the server at ", client.server, ": ",
-                                      st.error_message()));
-    if (st.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED)
-      return Fail(err, 3, absl::StrCat("no answer from the server at ", client.server,
-                                      " in time"));
-    return Fail(err, 1, st.error_message());
+    RpcError e = DescribeRpcError(st, client.server);
+    return Fail(err, e.code, e.message);
   }
   const v1::ModelRunResult& r = resp.result();
   if (r.status() != v1::MEASURE_STATUS_OK) {

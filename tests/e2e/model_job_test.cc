@@ -20,20 +20,41 @@ namespace {
 using testing::BinPath;
 using testing::RunCommand;
 
-TEST(ModelJob, SubmitAnOnnxModelAndTuneItsTasks) {
-  testing::TempDir dir;
-  testing::CommandResult gen = RunCommand(
-      {"/usr/bin/python3", std::string(TF_SOURCE_DIR) + "/tests/deploy/make_models.py", dir.path()},
-      dir.path());
-  if (gen.exit_code != 0) GTEST_SKIP() << "python3-onnx is not installed: " << gen.err;
-  auto server = testing::ServerProcess::Start(dir.File("farm.db"), dir.path(),
-                                              {"--heartbeat_interval_ms=200"});
-  ASSERT_TRUE(server.ok()) << server.status();
-  const std::string addr = (*server)->address();
-  auto cli = [&](std::vector<std::string> args) {
-    args.insert(args.begin(), {BinPath("tunefarm"), "--server=" + addr});
+// The generated models in a scratch directory, a server on port 0 and the
+// CLI pointed at it; farm processes log to procs.log.
+class ModelJob : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    testing::CommandResult gen = RunCommand(
+        {"/usr/bin/python3", std::string(TF_SOURCE_DIR) + "/tests/deploy/make_models.py",
+         dir.path()},
+        dir.path());
+    if (gen.exit_code != 0) GTEST_SKIP() << "python3-onnx is not installed: " << gen.err;
+  }
+  void StartServer() {
+    auto s = testing::ServerProcess::Start(dir.File("farm.db"), dir.path(),
+                                           {"--heartbeat_interval_ms=200"});
+    ASSERT_TRUE(s.ok()) << s.status();
+    server = *std::move(s);
+  }
+  testing::CommandResult cli(std::vector<std::string> args) {
+    args.insert(args.begin(), {BinPath("tunefarm"), "--server=" + server->address()});
     return RunCommand(args, dir.path());
-  };
+  }
+  absl::StatusOr<std::unique_ptr<Subprocess>> StartFarmProcess(std::vector<std::string> argv) {
+    Subprocess::Options quiet;
+    quiet.capture_stdout = false;
+    quiet.stderr_path = dir.File("procs.log");
+    argv.insert(argv.begin() + 1, "--server=" + server->address());
+    return Subprocess::Start(argv, quiet);
+  }
+
+  testing::TempDir dir;
+  std::unique_ptr<testing::ServerProcess> server;
+};
+
+TEST_F(ModelJob, SubmitAnOnnxModelAndTuneItsTasks) {
+  ASSERT_NO_FATAL_FAILURE(StartServer());
   // Refused: an operator the importer does not know; a dynamic input without a shape.
   testing::CommandResult r =
       cli({"submit", dir.File("unsupported.onnx"), "--target=llvm", "--device_key=x86-test"});
@@ -46,13 +67,8 @@ TEST(ModelJob, SubmitAnOnnxModelAndTuneItsTasks) {
   r = cli({"jobs"});
   EXPECT_FALSE(absl::StrContains(r.out, "tiny")) << r.out;
 
-  Subprocess::Options quiet;
-  quiet.capture_stdout = false;
-  quiet.stderr_path = dir.File("procs.log");
-  auto agent = Subprocess::Start(
-      {BinPath("tunefarm-agent"), "--server=" + addr, "--key=x86-test", "--device_id=a1"}, quiet);
-  auto worker =
-      Subprocess::Start({BinPath("tunefarm-worker"), "--server=" + addr, "--device_id=w1"}, quiet);
+  auto agent = StartFarmProcess({BinPath("tunefarm-agent"), "--key=x86-test", "--device_id=a1"});
+  auto worker = StartFarmProcess({BinPath("tunefarm-worker"), "--device_id=w1"});
   ASSERT_TRUE(agent.ok() && worker.ok());
   r = cli({"submit", dir.File("tiny_dynamic.onnx"), "--shape=x=1x3x16x16", "--target=llvm",
            "--device_key=x86-test", "--trials=12"});
@@ -100,12 +116,7 @@ TEST(ModelJob, SubmitAnOnnxModelAndTuneItsTasks) {
 // the latencies there and the outputs, which equal a local run's on the same
 // seeded inputs. A package that does not load there, or a run past its time
 // limit, is an error naming the board, and the agent carries on.
-TEST(ModelJob, BuiltPackageRunsOnAnAgent) {
-  testing::TempDir dir;
-  testing::CommandResult gen = RunCommand(
-      {"/usr/bin/python3", std::string(TF_SOURCE_DIR) + "/tests/deploy/make_models.py", dir.path()},
-      dir.path());
-  if (gen.exit_code != 0) GTEST_SKIP() << "python3-onnx is not installed: " << gen.err;
+TEST_F(ModelJob, BuiltPackageRunsOnAnAgent) {
   const std::string pkg = dir.File("tiny.tfpkg");
   testing::CommandResult r = RunCommand(
       {BinPath("tunefarm"), "build", dir.File("tiny.onnx"), "--untuned", "-o", pkg}, dir.path());
@@ -116,24 +127,13 @@ TEST(ModelJob, BuiltPackageRunsOnAnAgent) {
   const std::string local_y = testing::ReadFileOrEmpty(dir.File("local/y.npy"));
   ASSERT_FALSE(local_y.empty());
 
-  auto server = testing::ServerProcess::Start(dir.File("farm.db"), dir.path(),
-                                              {"--heartbeat_interval_ms=200"});
-  ASSERT_TRUE(server.ok()) << server.status();
-  const std::string addr = (*server)->address();
-  auto cli = [&](std::vector<std::string> args) {
-    args.insert(args.begin(), {BinPath("tunefarm"), "--server=" + addr});
-    return RunCommand(args, dir.path());
-  };
+  ASSERT_NO_FATAL_FAILURE(StartServer());
   r = cli({"run", pkg, "--device-key=x86-test"});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_TRUE(absl::StrContains(r.err, "no agent is connected under device key 'x86-test'"))
       << r.err;
 
-  Subprocess::Options quiet;
-  quiet.capture_stdout = false;
-  quiet.stderr_path = dir.File("procs.log");
-  auto agent = Subprocess::Start(
-      {BinPath("tunefarm-agent"), "--server=" + addr, "--key=x86-test", "--device_id=a1"}, quiet);
+  auto agent = StartFarmProcess({BinPath("tunefarm-agent"), "--key=x86-test", "--device_id=a1"});
   ASSERT_TRUE(agent.ok());
   ASSERT_TRUE(testing::WaitFor(
       [&] { return absl::StrContains(cli({"devices"}).out, "online"); }, absl::Seconds(30)));
