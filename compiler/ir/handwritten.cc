@@ -36,6 +36,30 @@ int ConvStage(const ComputeDAG& dag) {
   return -1;
 }
 
+// The dense stage: a sum over one reduction axis with two spatial axes that
+// reads a constant matrix as weight[j, k] (j the second output axis).
+int DenseStage(const ComputeDAG& dag) {
+  for (size_t i = 0; i < dag.stages.size(); ++i) {
+    const Stage& s = dag.stages[i];
+    if (s.reduce != ReduceKind::kSum || s.axes.size() != 2 || s.reduce_axes.size() != 1) continue;
+    bool weight = false;
+    VisitLoads(s.body, [&](const ExprNode& n) {
+      weight |= dag.tensors[n.tensor].is_constant && n.args.size() == 2 &&
+                n.args[0].same_as(s.axes[1].var) && n.args[1].same_as(s.reduce_axes[0].var);
+    });
+    if (weight) return int(i);
+  }
+  return -1;
+}
+
+// The largest divisor of n that is at most `limit`.
+int64_t DivisorAtMost(int64_t n, int64_t limit) {
+  for (int64_t d = std::min(n, limit); d > 1; --d) {
+    if (n % d == 0) return d;
+  }
+  return 1;
+}
+
 }  // namespace
 
 ConvTile PickConvTile(const ComputeDAG& dag, const Target& target) {
@@ -135,6 +159,80 @@ absl::StatusOr<v1::Schedule> HandwrittenConv2dSchedule(const ComputeDAG& dag, co
   TF_RETURN_IF_ERROR(b.Reorder(local, {0, 1, 4, 6, 8, 9, 10, 5, 7, 2, 3}));
   TF_RETURN_IF_ERROR(b.Annotate(local, 10, v1::ANNOTATION_VECTORIZE));
   for (int i : {7, 8, 9}) TF_RETURN_IF_ERROR(b.Annotate(local, i, v1::ANNOTATION_UNROLL));
+  {
+    v1::Step at;
+    at.mutable_compute_at()->set_stage(local);
+    at.mutable_compute_at()->set_target_stage(out);
+    at.mutable_compute_at()->set_target_iter(0);
+    TF_RETURN_IF_ERROR(b.Add(at));
+  }
+  return b.Take();
+}
+
+absl::StatusOr<v1::Schedule> HandwrittenDenseSchedule(const ComputeDAG& dag,
+                                                      const Target& target) {
+  int dense = DenseStage(dag);
+  if (dense < 0) return absl::InvalidArgumentError("not a dense with a constant [N,K] weight");
+  const Stage& s = dag.stages[dense];
+  const int64_t m = s.axes[0].extent, n = s.axes[1].extent;
+  int64_t lanes = 0;
+  for (int64_t v : {int64_t(target.float_lanes()), int64_t(8), int64_t(4)}) {
+    if (v <= target.float_lanes() && n % v == 0) {
+      lanes = v;
+      break;
+    }
+  }
+  if (lanes == 0) {
+    return absl::InvalidArgumentError(absl::StrCat("N = ", n, " is not a multiple of 4"));
+  }
+  // Register tile: up to 4 data rows, and channel blocks so that
+  // rows * blocks accumulators stay well inside the register file.
+  const int64_t budget = target.float_lanes() == 8 ? 12 : 24;
+  const int64_t rows = DivisorAtMost(m, 4);
+  const int64_t blocks = DivisorAtMost(n / lanes, std::min<int64_t>(6, budget / rows));
+  ScheduleBuilder b(dag, target);
+  int local = dense, out = dense + 1;
+  if (s.output == dag.output) {
+    v1::Step cw;
+    cw.mutable_cache_write()->set_stage(dense);
+    cw.mutable_cache_write()->set_scope(v1::MEMORY_SCOPE_LOCAL);
+    TF_RETURN_IF_ERROR(b.Add(cw));
+  } else if (out >= int(dag.stages.size()) || dag.stages[out].output != dag.output) {
+    return absl::InvalidArgumentError("the dense's epilogue is not the last stage");
+  }
+  for (int i = 0; i < dense; ++i) {
+    if (b.state().stages()[i].location == StageState::Location::kRoot) {
+      return absl::InvalidArgumentError("the dense's inputs are computed in the kernel");
+    }
+  }
+  {
+    v1::Step lp;
+    auto* p = lp.mutable_layout_pack();
+    p->set_stage(local);
+    std::vector<int> inputs = StageInputs(b.state().dag().stages[local]);
+    int operand = -1;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      if (b.state().dag().tensors[inputs[i]].is_constant) operand = int(i);
+    }
+    p->set_input(operand);
+    p->add_block(lanes);
+    p->add_block(0);
+    TF_RETURN_IF_ERROR(b.Add(lp));
+  }
+  // Output tile stage: i j -> (i.o j.o) parallel, i.i j.a j.v.
+  TF_RETURN_IF_ERROR(b.Split(out, 1, {blocks, lanes}));  // i j.o j.a j.v
+  TF_RETURN_IF_ERROR(b.Split(out, 0, {rows}));           // i.o i.i j.o j.a j.v
+  TF_RETURN_IF_ERROR(b.Reorder(out, {0, 2, 1, 3, 4}));   // i.o j.o i.i j.a j.v
+  TF_RETURN_IF_ERROR(b.Fuse(out, {0, 1}));               // f i.i j.a j.v
+  TF_RETURN_IF_ERROR(b.Annotate(out, 0, v1::ANNOTATION_PARALLEL));
+  TF_RETURN_IF_ERROR(b.Annotate(out, 3, v1::ANNOTATION_VECTORIZE));
+  for (int i : {1, 2}) TF_RETURN_IF_ERROR(b.Annotate(out, i, v1::ANNOTATION_UNROLL));
+  // Local stage: i j k -> i.o j.o k i.i j.a j.v.
+  TF_RETURN_IF_ERROR(b.Split(local, 1, {blocks, lanes}));   // i j.o j.a j.v k
+  TF_RETURN_IF_ERROR(b.Split(local, 0, {rows}));            // i.o i.i j.o j.a j.v k
+  TF_RETURN_IF_ERROR(b.Reorder(local, {0, 2, 5, 1, 3, 4}));  // i.o j.o k i.i j.a j.v
+  TF_RETURN_IF_ERROR(b.Annotate(local, 5, v1::ANNOTATION_VECTORIZE));
+  for (int i : {3, 4}) TF_RETURN_IF_ERROR(b.Annotate(local, i, v1::ANNOTATION_UNROLL));
   {
     v1::Step at;
     at.mutable_compute_at()->set_stage(local);

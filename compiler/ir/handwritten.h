@@ -46,4 +46,15 @@ absl::StatusOr<::tunefarm::v1::Schedule> HandwrittenConv2dSchedule(const Compute
                                                                    const Target& target,
                                                                    const ConvTile& tile);
 
+// Dense (data [M,K] x weight [N,K]^T) on CPUs: the weight would be read
+// across its rows by a loop vectorized over N (a gather per element), so it
+// is packed [N/v][K][v] and the output is computed in register tiles of
+// rows x (blocks * v), the reduction outside the tile: each step loads
+// `blocks` contiguous weight vectors and broadcasts `rows` data elements.
+// Tiles are fused into one parallel loop. v is the widest of the target's
+// lanes, 8 or 4 that divides N; an error if none does, or if the DAG is not
+// a dense with a constant weight.
+absl::StatusOr<::tunefarm::v1::Schedule> HandwrittenDenseSchedule(const ComputeDAG& dag,
+                                                                  const Target& target);
+
 }  // namespace tunefarm::ir

@@ -677,6 +677,11 @@ v1::Schedule DefaultSchedule(const ComputeDAG& dag, const Target& target) {
     conv->set_is_default(true);
     return *std::move(conv);
   }
+  absl::StatusOr<v1::Schedule> dense = HandwrittenDenseSchedule(dag, target);
+  if (dense.ok()) {
+    dense->set_is_default(true);
+    return *std::move(dense);
+  }
   v1::Schedule sched;
   sched.set_is_default(true);
   ScheduleState st = ScheduleState::Initial(dag);

@@ -203,6 +203,39 @@ TEST(Handwritten, Conv2dScheduleMatchesReference) {
   }
 }
 
+TEST(Handwritten, DenseScheduleMatchesReference) {
+  // The default for dense is the packed, register-tiled schedule wherever N
+  // is a multiple of 4 (16, 8 and 4 lanes, tails in M), the plain one else.
+  ir::Target target = codegen::HostTarget();
+  for (const char* spec : {
+           "dense(M=1,N=1000,K=512)+bias",  // ResNet-18's classifier: 8 lanes
+           "dense(M=7,N=64,K=33)",
+           "dense(M=6,N=20,K=5)+bias+relu",
+           "dense(M=2,N=12,K=130)",
+       }) {
+    auto w = ir::ParseWorkloadSpec(spec);
+    ASSERT_TRUE(w.ok()) << w.status();
+    auto dag = ir::BuildComputeDAG(*w);
+    auto s = ir::HandwrittenDenseSchedule(*dag, target);
+    ASSERT_TRUE(s.ok()) << spec << ": " << s.status();
+    v1::Schedule def = ir::DefaultSchedule(*dag, target);
+    bool packs = false;
+    for (const v1::Step& step : def.steps()) packs |= step.has_layout_pack();
+    EXPECT_TRUE(packs) << spec << ": the default schedule does not pack the weight";
+    for (const v1::Schedule* sched : {&*s, &def}) {
+      auto check = testing::CheckKernel(*w, sched, target, 13);
+      ASSERT_TRUE(check.ok()) << spec << ": " << check.status();
+      EXPECT_GT(check->outputs, 0);
+    }
+  }
+  auto odd = ir::BuildComputeDAG(*ir::ParseWorkloadSpec("dense(M=3,N=13,K=9)"));
+  auto s = ir::HandwrittenDenseSchedule(*odd, target);
+  ASSERT_FALSE(s.ok());
+  EXPECT_TRUE(absl::StrContains(s.status().message(), "13")) << s.status();
+  auto mm = ir::BuildComputeDAG(*ir::ParseWorkloadSpec("matmul(M=4,N=16,K=8)"));
+  EXPECT_FALSE(ir::HandwrittenDenseSchedule(*mm, target).ok()) << "matmul's b is [K,N]";
+}
+
 TEST(Handwritten, RegisterTileStaysInRegisters) {
   // The accumulator tile must not live in memory: the local buffer is
   // promoted to registers and the hot loop is FMAs on zmm registers.
