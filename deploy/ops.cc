@@ -604,26 +604,50 @@ absl::Status Op<T>::Pool() {
   }
   const bool include_pad = n_.Int("count_include_pad", 0) != 0;
   const int64_t H = x[2], W = x[3], OH = y[2], OW = y[3];
+  if (is_max) {
+    // Separable: per output row, the max over the window's rows of each
+    // input column (contiguous, vectorized), then the max over the window's
+    // columns of that row. Windows entirely in the padding give -inf.
+    Parallel(x[0] * x[1], [&](int64_t b, int64_t e) {
+      std::vector<T> col(static_cast<size_t>(W));
+      const T lowest = -std::numeric_limits<T>::infinity();
+      for (int64_t nc = b; nc < e; ++nc) {
+        const T* ip = in + nc * H * W;
+        T* op = out + nc * OH * OW;
+        for (int64_t oh = 0; oh < OH; ++oh) {
+          std::fill(col.begin(), col.end(), lowest);
+          for (int64_t r = 0; r < k[0]; ++r) {
+            const int64_t ih = oh * s[0] - pads[0] + r * d[0];
+            if (ih < 0 || ih >= H) continue;
+            const T* row = ip + ih * W;
+            T* c = col.data();
+            for (int64_t iw = 0; iw < W; ++iw) c[iw] = std::max(c[iw], row[iw]);
+          }
+          for (int64_t ow = 0; ow < OW; ++ow) {
+            const int64_t iw0 = ow * s[1] - pads[1];
+            T m = lowest;
+            if (iw0 >= 0 && iw0 + (k[1] - 1) * d[1] < W) {
+              for (int64_t q = 0; q < k[1]; ++q) m = std::max(m, col[size_t(iw0 + q * d[1])]);
+            } else {
+              for (int64_t q = 0; q < k[1]; ++q) {
+                const int64_t iw = iw0 + q * d[1];
+                if (iw >= 0 && iw < W) m = std::max(m, col[size_t(iw)]);
+              }
+            }
+            op[oh * OW + ow] = m;
+          }
+        }
+      }
+    });
+    return absl::OkStatus();
+  }
   Parallel(x[0] * x[1], [&](int64_t b, int64_t e) {
     for (int64_t nc = b; nc < e; ++nc) {
       const T* ip = in + nc * H * W;
       T* op = out + nc * OH * OW;
       for (int64_t oh = 0; oh < OH; ++oh) {
         for (int64_t ow = 0; ow < OW; ++ow) {
-          const int64_t ih0 = oh * s[0] - pads[0], iw0 = ow * s[1] - pads[1];
-          if (is_max && ih0 >= 0 && iw0 >= 0 && ih0 + (k[0] - 1) * d[0] < H &&
-              iw0 + (k[1] - 1) * d[1] < W) {
-            // The window lies inside the input (most of them): no bounds
-            // checks, and max is exact in T.
-            T m = -std::numeric_limits<T>::infinity();
-            for (int64_t r = 0; r < k[0]; ++r) {
-              const T* row = ip + (ih0 + r * d[0]) * W + iw0;
-              for (int64_t q = 0; q < k[1]; ++q) m = std::max(m, row[q * d[1]]);
-            }
-            op[oh * OW + ow] = m;
-            continue;
-          }
-          double acc = is_max ? -std::numeric_limits<double>::infinity() : 0.0;
+          double acc = 0.0;
           int64_t count = 0, padded = 0;
           for (int64_t r = 0; r < k[0]; ++r) {
             const int64_t ih = oh * s[0] - pads[0] + r * d[0];
@@ -635,12 +659,11 @@ absl::Status Op<T>::Pool() {
                   ++padded;
                 continue;
               }
-              const double v = double(ip[ih * W + iw]);
-              acc = is_max ? std::max(acc, v) : acc + v;
+              acc += double(ip[ih * W + iw]);
               ++count;
             }
           }
-          if (!is_max) acc /= double(include_pad ? count + padded : std::max<int64_t>(count, 1));
+          acc /= double(include_pad ? count + padded : std::max<int64_t>(count, 1));
           op[oh * OW + ow] = T(acc);
         }
       }
