@@ -1,7 +1,8 @@
 // tunefarm-bench: performance against references measured in the same run.
 //
 //   tunefarm-bench kernels [--samples N] [--threads 1,2] [--only SUBSTR] [--json FILE]
-//   tunefarm-bench search [--budgets 64,128,256,512] [--seeds 3] [--threads 1] [--only SUBSTR]
+//   tunefarm-bench search [--budgets 64,128,256,512] [--seeds 3] [--threads 1] [--only S1,S2]
+//                         [--transfer] [--strategies random,evolutionary] [--objective O]
 //                         [--json FILE] [--svg FILE]
 //   tunefarm-bench farm [--agents 1,10,100] [--seconds 10] [--trials 96] [--json FILE]
 //   tunefarm-bench models [--trials 300] [--threads 1,2] [--repeat 20] [--yolo-size 640] [--json
@@ -39,7 +40,8 @@ int main(int argc, char** argv) {
         "usage: tunefarm-bench kernels [--samples N] [--threads 1,2] [--only SUBSTR] "
         "[--json FILE]\n"
         "       tunefarm-bench search [--budgets 64,128,256,512] [--seeds 3] [--threads 1] "
-        "[--only SUBSTR] [--json FILE] [--svg FILE]\n"
+        "[--only S1,S2] [--transfer] [--strategies random,evolutionary] [--objective O] "
+        "[--json FILE] [--svg FILE]\n"
         "       tunefarm-bench farm [--agents 1,10,100] [--seconds 10] [--trials 96] "
         "[--json FILE]\n"
         "       tunefarm-bench models [--trials 300] [--threads 1,2] [--repeat 20] "

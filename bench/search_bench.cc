@@ -13,6 +13,7 @@
 #include <map>
 #include <optional>
 #include <random>
+#include <set>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -24,6 +25,7 @@
 #include "compiler/codegen/llvm_target.h"
 #include "compiler/ir/reference.h"
 #include "compiler/ir/schedule.h"
+#include "compiler/ir/schedule_hash.h"
 #include "compiler/ir/workload_spec.h"
 #include "cost_model/xgb_model.h"
 #include "server/search/local_measurer.h"
@@ -45,7 +47,20 @@ struct Run {
   double minutes = 0;
   std::vector<search::Tuner::MeasuredProgram> measured;
   std::optional<v1::Schedule> best;  // the fastest schedule the run found
+  std::vector<search::TaskHistory::Entry> ok;  // every successful measurement
+  bool transfer = false;                       // started from other workloads' records
 };
+
+// The records of a workload benched earlier in this run: what a job on the
+// same target finds in the database before it starts (--transfer).
+struct TransferSource {
+  search::Task task;
+  std::vector<search::TaskHistory::Entry> records;
+};
+
+// At most this many records per earlier workload (features are extracted
+// for each before the run starts).
+constexpr size_t kTransferPerWorkload = 512;
 
 // GFLOP/s of `schedules` on `threads` kernel threads, timed after tuning
 // (nothing else of ours running); NaN where a schedule fails.
@@ -151,7 +166,9 @@ void WriteSvg(const std::string& path, const std::vector<Run>& runs,
 int RunSearchBench(const std::vector<std::string>& args) {
   std::vector<int> budgets = {64, 128, 256, 512};
   int seeds = 3, threads = 1;
-  std::string only, json_path, svg_path;
+  bool transfer = false;
+  std::vector<std::string> only;
+  std::string json_path, svg_path;
   cost_model::Objective objective = cost_model::Objective::kRegression;  // docs/benchmarks.md
   std::vector<search::Strategy> strategies = {search::Strategy::kRandom,
                                               search::Strategy::kEvolutionary};
@@ -164,7 +181,9 @@ int RunSearchBench(const std::vector<std::string>& args) {
     else if (args[i] == "--threads")
       threads = std::max(1, std::atoi(value().c_str()));
     else if (args[i] == "--only")
-      only = value();
+      only = absl::StrSplit(value(), ',', absl::SkipEmpty());
+    else if (args[i] == "--transfer")
+      transfer = true;
     else if (args[i] == "--json")
       json_path = value();
     else if (args[i] == "--svg")
@@ -197,10 +216,12 @@ int RunSearchBench(const std::vector<std::string>& args) {
   std::sort(budgets.begin(), budgets.end());
   const int max_trials = budgets.back();
   ir::Target target = codegen::HostTarget();
-  std::printf("target: %s   threads: %d   budgets: %s   seeds: %d   objective: %s\n",
-              target.ToString().c_str(), threads, absl::StrJoin(budgets, ",").c_str(), seeds,
-              cost_model::ObjectiveName(objective));
+  std::printf(
+      "target: %s   threads: %d   budgets: %s   seeds: %d   objective: %s   transfer: %s\n",
+      target.ToString().c_str(), threads, absl::StrJoin(budgets, ",").c_str(), seeds,
+      cost_model::ObjectiveName(objective), transfer ? "yes" : "no");
   std::vector<Run> runs;
+  std::vector<TransferSource> earlier;
   std::map<std::string, double> onednn;
   std::vector<std::string> rows, finals_json;
   for (const Anchor& a : KernelAnchors()) {
@@ -209,7 +230,11 @@ int RunSearchBench(const std::vector<std::string>& args) {
         }) == std::end(kSearchAnchors)) {
       continue;
     }
-    if (!only.empty() && std::string(a.name).find(only) == std::string::npos) continue;
+    if (!only.empty() && std::none_of(only.begin(), only.end(), [&](const std::string& o) {
+          return std::string(a.name).find(o) != std::string::npos;
+        })) {
+      continue;
+    }
     v1::Workload w = *ir::ParseWorkloadSpec(a.spec);
     search::Task task = *search::Task::Make(w, target, a.name);
     std::vector<Run*> mine;
@@ -237,7 +262,15 @@ int RunSearchBench(const std::vector<std::string>& args) {
         // compared on what they find themselves (it is timed separately).
         o.measure_default = false;
         search::Tuner tuner({task}, &measurer, o);
-        Run run{a.name, search::StrategyName(strategy), uint64_t(seed), {}, 0, {}};
+        Run run{a.name, search::StrategyName(strategy), uint64_t(seed), {}, 0, {}, {}, {}, false};
+        if (transfer && strategy == search::Strategy::kEvolutionary) {
+          // As a job starts from the database's records of other workloads
+          // on the target: the cost model trains on them from the start.
+          for (const TransferSource& src : earlier) {
+            for (const auto& e : src.records) tuner.AddTransferRecord(src.task, e.schedule, e.seconds);
+          }
+          run.transfer = !earlier.empty();
+        }
         double best = 0;
         auto t0 = std::chrono::steady_clock::now();
         absl::Status s = tuner.Run([&](const search::Trial& t) {
@@ -251,17 +284,37 @@ int RunSearchBench(const std::vector<std::string>& args) {
         if (!s.ok())
           std::printf("%s %s seed %d: %s\n", a.name, run.strategy.c_str(), seed,
                       s.ToString().c_str());
-        run.measured = tuner.measured();
-        if (!tuner.history(0).ok.empty()) run.best = tuner.history(0).ok.front().schedule;
-        std::printf("%-22s %-12s seed %d: best %.1f GFLOP/s after %zu trials, %.1f trials/min\n",
-                    a.name, run.strategy.c_str(), seed, best, run.best_so_far.size(),
-                    double(run.best_so_far.size()) / std::max(1e-9, run.minutes));
+        run.measured.clear();
+        for (const auto& m : tuner.measured()) {
+          if (m.task >= 0) run.measured.push_back(m);  // this workload's own programs
+        }
+        run.ok = tuner.history(0).ok;
+        if (!run.ok.empty()) run.best = run.ok.front().schedule;
+        std::printf(
+            "%-22s %-12s seed %d: best %.1f GFLOP/s after %zu trials, %.1f trials/min%s\n", a.name,
+            run.strategy.c_str(), seed, best, run.best_so_far.size(),
+            double(run.best_so_far.size()) / std::max(1e-9, run.minutes),
+            run.transfer ? absl::StrCat(", warm from ", earlier.size(), " earlier workload(s)").c_str()
+                         : "");
         std::fflush(stdout);
         runs.push_back(std::move(run));
       }
     }
     for (Run& r : runs) {
       if (r.workload == a.name) mine.push_back(&r);
+    }
+    if (transfer) {
+      // This workload's distinct successful records, for the workloads after it.
+      TransferSource src{task, {}};
+      std::set<std::string> seen;
+      for (Run* r : mine) {
+        for (const auto& e : r->ok) {
+          if (seen.insert(ir::ScheduleHash(e.schedule)).second) src.records.push_back(e);
+        }
+      }
+      std::shuffle(src.records.begin(), src.records.end(), std::mt19937_64(5));
+      if (src.records.size() > kTransferPerWorkload) src.records.resize(kTransferPerWorkload);
+      earlier.push_back(std::move(src));
     }
     // oneDNN on the same workload, after tuning (no threads of its own during our runs).
     std::vector<std::vector<float>> inputs = ir::RandomInputs(task.dag, 7);
@@ -297,7 +350,8 @@ int RunSearchBench(const std::vector<std::string>& args) {
                     to90 > 0 ? std::to_string(to90).c_str() : "-", Num(best / dnn_g).c_str());
         rows.push_back(absl::StrCat(
             "{\"workload\": \"", a.name, "\", \"strategy\": \"", r->strategy, "\", \"trials\": ", b,
-            ", \"seed\": ", r->seed, ", \"threads\": ", threads, ", \"best_gflops\": ", Num(best),
+            ", \"seed\": ", r->seed, ", \"threads\": ", threads,
+            ", \"transfer\": ", r->transfer ? "true" : "false", ", \"best_gflops\": ", Num(best),
             ", \"trials_to_90pct\": ", to90 > 0 ? std::to_string(to90) : "null",
             ", \"onednn_gflops\": ", Num(dnn_g), ", \"default_gflops\": ", Num(default_g),
             ", \"trials_per_minute\": ",
