@@ -2,6 +2,8 @@
 
 #include <chrono>
 #include <functional>
+#include <limits>
+#include <map>
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
@@ -255,6 +257,9 @@ class CodeGen {
       case ExprKind::kNot:
         return b_.CreateNot(GenExpr(n.args[0]));
       case ExprKind::kSelect: {
+        if (vec_var_ != nullptr) {
+          if (llvm::Value* v = GenGuardedVectorLoad(n)) return v;
+        }
         llvm::Value* cond = GenExpr(n.args[0]);
         llvm::Value* t = GenExpr(n.args[1]);
         llvm::Value* f = GenExpr(n.args[2]);
@@ -387,6 +392,75 @@ class CodeGen {
     }
     llvm::Value* ptrs = b_.CreateInBoundsGEP(f32_, buffers_[n.tensor], Widen(GenExpr(flat)));
     return b_.CreateMaskedGather(vty, ptrs, llvm::Align(4), mask);
+  }
+
+  // select(cond, T[clamp(x0, lo, hi), ...], f), the padding pattern: where
+  // `cond` bounds every clamped index (a conjunct x >= lo and one x <= hi,
+  // or tighter), the clamps change nothing in the lanes cond selects, so the
+  // unclamped access is contiguous along the vector: one masked load whose
+  // masked-off lanes are f and never read. Null when the pattern does not
+  // hold (the caller then evaluates both sides, the load as a gather).
+  llvm::Value* GenGuardedVectorLoad(const ExprNode& n) {
+    const ir::Expr& load = n.args[1];
+    if (load->kind != ExprKind::kLoad || load->type != ScalarType::kFloat32 ||
+        buffers_[load->tensor] == nullptr) {
+      return nullptr;
+    }
+    // Bounds the condition proves: text of the bounded expression -> [lo, hi].
+    std::map<std::string, std::pair<int64_t, int64_t>> bounds;
+    std::function<void(const ir::Expr&)> collect = [&](const ir::Expr& c) {
+      if (c->kind == ExprKind::kAnd) {
+        collect(c->args[0]);
+        collect(c->args[1]);
+        return;
+      }
+      int64_t k = 0;
+      if (c->kind != ExprKind::kCmp || !ir::IsConstInt(c->args[1], &k)) return;
+      auto& b = bounds.emplace(ir::ToString(c->args[0]),
+                               std::make_pair(std::numeric_limits<int64_t>::min(),
+                                              std::numeric_limits<int64_t>::max()))
+                    .first->second;
+      switch (c->op) {
+        case Op::kGe: b.first = std::max(b.first, k); break;
+        case Op::kGt: b.first = std::max(b.first, k + 1); break;
+        case Op::kLe: b.second = std::min(b.second, k); break;
+        case Op::kLt: b.second = std::min(b.second, k - 1); break;
+        default: break;
+      }
+    };
+    collect(n.args[0]);
+    std::vector<ir::Expr> idx;
+    bool clamped = false;
+    for (const ir::Expr& a : load->args) {
+      int64_t lo = 0, hi = 0;
+      // max(min(x, hi), lo)
+      if (a->kind == ExprKind::kBinary && a->op == Op::kMax && ir::IsConstInt(a->args[1], &lo) &&
+          a->args[0]->kind == ExprKind::kBinary && a->args[0]->op == Op::kMin &&
+          ir::IsConstInt(a->args[0]->args[1], &hi)) {
+        const ir::Expr& x = a->args[0]->args[0];
+        auto b = bounds.find(ir::ToString(x));
+        if (b == bounds.end() || b->second.first < lo || b->second.second > hi) return nullptr;
+        idx.push_back(x);
+        clamped = true;
+      } else {
+        idx.push_back(a);
+      }
+    }
+    ir::Expr flat = FlatIndexExpr(load->tensor, idx);
+    int64_t coeff = 0;
+    if (!clamped || !LinearCoeff(flat, vec_var_, &coeff) || coeff != 1) return nullptr;
+    llvm::Value* cond = GenExpr(n.args[0]);
+    if (!cond->getType()->isVectorTy()) cond = b_.CreateVectorSplat(lanes_, cond);
+    if (mask_ != nullptr) cond = b_.CreateAnd(cond, mask_);
+    // Lane 0's element may lie outside the buffer (left padding): a plain
+    // GEP, not inbounds, and only the selected lanes are dereferenced.
+    const ExprNode* saved = vec_var_;
+    vec_var_ = nullptr;
+    llvm::Value* index = GenExpr(flat);
+    vec_var_ = saved;
+    llvm::Value* addr = b_.CreateGEP(f32_, buffers_[load->tensor], index);
+    auto* vty = llvm::VectorType::get(f32_, lanes_, false);
+    return b_.CreateMaskedLoad(vty, addr, llvm::Align(4), cond, Widen(GenExpr(n.args[2])));
   }
 
   void GenVectorStore(const ir::StmtNode& s) {
