@@ -448,7 +448,7 @@ class CodeGen {
     }
     ir::Expr flat = FlatIndexExpr(load->tensor, idx);
     int64_t coeff = 0;
-    if (!clamped || !LinearCoeff(flat, vec_var_, &coeff) || coeff != 1) return nullptr;
+    if (!clamped || !LinearCoeff(flat, vec_var_, &coeff) || coeff < 1 || coeff > 4) return nullptr;
     llvm::Value* cond = GenExpr(n.args[0]);
     if (!cond->getType()->isVectorTy()) cond = b_.CreateVectorSplat(lanes_, cond);
     if (mask_ != nullptr) cond = b_.CreateAnd(cond, mask_);
@@ -459,8 +459,24 @@ class CodeGen {
     llvm::Value* index = GenExpr(flat);
     vec_var_ = saved;
     llvm::Value* addr = b_.CreateGEP(f32_, buffers_[load->tensor], index);
-    auto* vty = llvm::VectorType::get(f32_, lanes_, false);
-    return b_.CreateMaskedLoad(vty, addr, llvm::Align(4), cond, Widen(GenExpr(n.args[2])));
+    llvm::Value* fill = GenExpr(n.args[2]);
+    if (fill->getType()->isVectorTy()) return nullptr;  // a per-lane fill: not the padding pattern
+    if (coeff == 1) {
+      auto* vty = llvm::VectorType::get(f32_, lanes_, false);
+      return b_.CreateMaskedLoad(vty, addr, llvm::Align(4), cond, Widen(fill));
+    }
+    // Stride 2-4: the span as one wide masked load, then every coeff-th
+    // element (as GenVectorLoad does), the fill where cond is false.
+    const int wide = lanes_ * int(coeff);
+    std::vector<int> spread(wide), pick(lanes_);
+    for (int j = 0; j < wide; ++j) spread[j] = j % coeff == 0 ? j / int(coeff) : lanes_;
+    for (int i = 0; i < lanes_; ++i) pick[i] = i * int(coeff);
+    llvm::Value* wide_mask =
+        b_.CreateShuffleVector(cond, llvm::ConstantInt::getFalse(cond->getType()), spread);
+    auto* wty = llvm::VectorType::get(f32_, wide, false);
+    llvm::Value* all = b_.CreateMaskedLoad(wty, addr, llvm::Align(4), wide_mask,
+                                           b_.CreateVectorSplat(wide, fill));
+    return b_.CreateShuffleVector(all, pick);
   }
 
   void GenVectorStore(const ir::StmtNode& s) {
