@@ -270,6 +270,28 @@ int RunModelsBench(const std::vector<std::string>& args) {
         tuned = deploy::BuildPackage(*model, host, bo);
       }
     }
+    // The whole tuned build must beat the untuned one at every thread count
+    // timed; else every tuned kernel goes back (the untuned build ships).
+    bool whole_reverted = false;
+    if (tuned.ok()) {
+      int still_tuned = 0;
+      for (const auto& k : tuned->kernels()) still_tuned += k.tuned();
+      for (int th : thread_list) {
+        if (still_tuned == 0 || whole_reverted) break;
+        auto s = deploy::PairedSpeedup(*untuned, *tuned, th);
+        if (!s.ok()) {
+          tuned = s.status();
+          break;
+        }
+        if (*s < 1.0) {
+          std::printf("%-20s tuned build %.3fx of untuned as a whole at %d threads: reverted\n",
+                      spec.name.c_str(), *s, th);
+          whole_reverted = true;
+          reverted += still_tuned;
+          tuned = untuned;
+        }
+      }
+    }
     if (!tuned.ok()) {
       std::printf("%-20s tuned build failed: %s\n", spec.name.c_str(),
                   std::string(tuned.status().message()).c_str());

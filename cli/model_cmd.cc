@@ -328,6 +328,23 @@ int RunBuild(const std::vector<std::string>& args, std::ostream& out, std::ostre
       pkg = deploy::BuildPackage(*model, *target, bo);
       if (!pkg.ok()) return Fail(err, 1, absl::StrCat(f.positional, ": ", pkg.status().message()));
     }
+    // And the tuned build as a whole must beat the untuned one.
+    int still_tuned = 0;
+    for (const auto& k : pkg->kernels()) still_tuned += k.tuned();
+    if (still_tuned > 0) {
+      auto speedup = deploy::PairedSpeedup(*untuned, *pkg, int(threads));
+      if (!speedup.ok()) return Fail(err, 1, std::string(speedup.status().message()));
+      if (*speedup < 1.0) {
+        bo.choose = [](const deploy::ModelTask&) -> absl::StatusOr<deploy::KernelChoice> {
+          deploy::KernelChoice c;
+          c.why = "the tuned build was not faster than the untuned one as a whole (timed here)";
+          return c;
+        };
+        pkg = deploy::BuildPackage(*model, *target, bo);
+        if (!pkg.ok())
+          return Fail(err, 1, absl::StrCat(f.positional, ": ", pkg.status().message()));
+      }
+    }
   }
   std::string serialized;
   if (!pkg->SerializeToString(&serialized)) return Fail(err, 1, "the package does not serialize");

@@ -163,6 +163,30 @@ absl::StatusOr<std::set<std::string>> TunedKernelsNotFasterInModel(const v1::Mod
   return slower;
 }
 
+absl::StatusOr<double> PairedSpeedup(const v1::ModelPackage& untuned,
+                                     const v1::ModelPackage& tuned, int threads, int runs) {
+  GraphRuntime::Options o;
+  o.threads = threads;
+  TF_ASSIGN_OR_RETURN(auto ru, GraphRuntime::Load(untuned, o));
+  TF_ASSIGN_OR_RETURN(auto rt, GraphRuntime::Load(tuned, o));
+  const std::map<std::string, std::vector<float>> in = ru->SeededInputs(7);
+  std::vector<double> ratios;
+  for (int r = 0; r < runs + 1; ++r) {
+    double secs[2] = {0, 0};
+    for (int k = 0; k < 2; ++k) {
+      const int which = (r + k) % 2;  // 0: untuned
+      GraphRuntime* g = (which == 0 ? ru : rt).get();
+      auto t0 = std::chrono::steady_clock::now();
+      TF_RETURN_IF_ERROR(g->Run(in, nullptr));
+      secs[which] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    }
+    if (r > 0 && secs[1] > 0) ratios.push_back(secs[0] / secs[1]);  // run 0 warms up
+  }
+  if (ratios.empty()) return absl::InvalidArgumentError("no timed runs");
+  std::sort(ratios.begin(), ratios.end());
+  return ratios[ratios.size() / 2];
+}
+
 int64_t PlanMemory(const std::vector<std::pair<int, int>>& lifetimes,
                    const std::vector<int64_t>& bytes, std::vector<int64_t>* offsets) {
   const size_t n = lifetimes.size();

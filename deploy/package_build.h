@@ -60,6 +60,14 @@ absl::StatusOr<std::set<std::string>> TunedKernelsNotFasterInModel(const v1::Mod
                                                                    int threads, int runs = 15,
                                                                    double margin = 0.02);
 
+// The whole-model side of the never-slower rule: the median, over `runs`
+// back-to-back pairs of runs at `threads` (alternating which goes first),
+// of untuned latency / tuned latency. Below 1, the tuned build as a whole
+// lost on this machine (a kernel can win alone and in its own steps yet
+// slow its neighbours), and the untuned build is the one to keep.
+absl::StatusOr<double> PairedSpeedup(const v1::ModelPackage& untuned,
+                                     const v1::ModelPackage& tuned, int threads, int runs = 15);
+
 // The static memory plan: offsets (64-byte aligned) for values with the
 // given lifetimes [first step, last step] (inclusive) and sizes in bytes, so
 // that no two values alive at the same step overlap. Returns the arena size.

@@ -226,6 +226,23 @@ TEST_F(GraphTest, TunedWithoutADefaultTimeIsComparedHere) {
   }
 }
 
+// The whole-model comparison behind never-slower: a ratio of paired runs
+// (no claim on its value here: this machine is noisy), and the reason when
+// a build does not load.
+TEST_F(GraphTest, PairedSpeedupComparesWholeBuilds) {
+  Model m = Import("tiny");
+  absl::StatusOr<v1::ModelPackage> pkg = BuildPackage(m, codegen::HostTarget());
+  ASSERT_TRUE(pkg.ok()) << pkg.status();
+  absl::StatusOr<double> same = PairedSpeedup(*pkg, *pkg, 1, 5);
+  ASSERT_TRUE(same.ok()) << same.status();
+  EXPECT_TRUE(std::isfinite(*same) && *same > 0) << *same;
+  v1::ModelPackage broken = *pkg;
+  broken.mutable_kernels(0)->set_shared_object("not an ELF file");
+  absl::StatusOr<double> bad = PairedSpeedup(*pkg, broken, 1, 5);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_TRUE(absl::StrContains(bad.status().message(), "kernel ")) << bad.status();
+}
+
 TEST(MemoryPlan, LiveValuesNeverOverlap) {
   std::mt19937_64 rng(3);
   for (int round = 0; round < 300; ++round) {
