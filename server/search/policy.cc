@@ -29,6 +29,8 @@ void TaskHistory::Add(const v1::Schedule& schedule, const MeasureResult& result)
   ++trials;
   if (result.status != MeasureResult::Status::kOk) return;
   Entry e{schedule, result.seconds};
+  // A new best by at least 1% restarts the stall count.
+  if (ok.empty() || result.seconds < ok.front().seconds * 0.99) last_improvement = trials;
   auto at = std::upper_bound(ok.begin(), ok.end(), e,
                              [](const Entry& a, const Entry& b) { return a.seconds < b.seconds; });
   ok.insert(at, std::move(e));
@@ -139,12 +141,37 @@ std::vector<v1::Schedule> SearchPolicy::Propose(const Task& task, const TaskHist
     score(before);
   }
   std::sort(all.begin(), all.end(), [](const Cand& a, const Cand& b) { return a.score > b.score; });
-  int n_random = std::min(n, int(std::round(n * options_.epsilon)));
+  // Stalled (no new best in the last two batches' worth of trials): the
+  // model and the parents hold the search in one corner, so half the batch
+  // explores at random until a better schedule turns up.
+  const bool stalled = !history.ok.empty() && history.trials - history.last_improvement >= 2 * n;
+  const double epsilon = stalled ? std::max(options_.epsilon, options_.stalled_epsilon)
+                                 : options_.epsilon;
+  int n_random = std::min(n, int(std::round(n * epsilon)));
   std::vector<v1::Schedule> out;
-  for (const Cand& c : all) {
-    if (int(out.size()) >= n - n_random) break;
-    if (history.measured.count(c.hash) || !taken.insert(c.hash).second) continue;
-    out.push_back(c.schedule);
+  // Best-scored first, but a candidate one decision away from one already
+  // in the batch waits for a second pass: a batch of near-copies measures
+  // one corner of the space (the model's favourite) many times over.
+  std::vector<const std::vector<int64_t>*> picked;
+  auto near_picked = [&](const Cand& c) {
+    for (const std::vector<int64_t>* p : picked) {
+      if (p->size() != c.decisions.size() || c.decisions.empty()) continue;
+      int diff = 0;
+      for (size_t i = 0; i < p->size() && diff <= options_.min_distance - 1; ++i)
+        diff += (*p)[i] != c.decisions[i];
+      if (diff < options_.min_distance) return true;
+    }
+    return false;
+  };
+  for (int pass = 0; pass < 2; ++pass) {
+    for (const Cand& c : all) {
+      if (int(out.size()) >= n - n_random) break;
+      if (history.measured.count(c.hash) || taken.count(c.hash)) continue;
+      if (pass == 0 && near_picked(c)) continue;
+      taken.insert(c.hash);
+      picked.push_back(&c.decisions);
+      out.push_back(c.schedule);
+    }
   }
   std::vector<v1::Schedule> extra = Random(task, history, n - int(out.size()), &taken);
   out.insert(out.end(), extra.begin(), extra.end());

@@ -31,6 +31,12 @@ struct EvolutionOptions {
   double mutate_fraction = 0.7;  // of the initial population, when there are parents
   int parents = 8;               // best measured schedules mutated
   double epsilon = 0.25;         // fraction of each batch drawn at random
+  // Candidates in one batch differ in at least this many decisions while
+  // enough such candidates exist (1: no constraint).
+  int min_distance = 2;
+  // Fraction drawn at random once the task has gone two batches without a
+  // new best (1% better).
+  double stalled_epsilon = 0.5;
 };
 
 // What has been measured for a task.
@@ -42,6 +48,7 @@ struct TaskHistory {
   };
   std::vector<Entry> ok;  // successful measurements, best first
   int trials = 0;
+  int last_improvement = 0;  // `trials` when the best last improved by 1%
   double best_seconds() const { return ok.empty() ? 0 : ok.front().seconds; }
   void Add(const ::tunefarm::v1::Schedule& schedule, const MeasureResult& result);
 };

@@ -90,6 +90,49 @@ TEST(SearchPolicy, NeverProposesAMeasuredSchedule) {
   }
 }
 
+TEST(SearchPolicy, BatchesAreSpreadAndStallsAreCounted) {
+  search::Task task = MakeTask("conv2d_nchw(N=1,C=8,H=10,W=10,K=16,R=3,S=3,pad=1)");
+  search::EvolutionOptions eo;
+  search::SearchPolicy policy(search::Strategy::kEvolutionary, eo, 11);
+  search::TaskHistory history;
+  MeasureResult r;
+  r.seconds = 1e-3;
+  // Parents to mutate, each one a new best: no stall.
+  for (const v1::Schedule& s : policy.Propose(task, history, nullptr, 16)) {
+    r.seconds *= 0.9;
+    history.Add(s, r);
+  }
+  EXPECT_EQ(history.last_improvement, history.trials);
+  const int n = 12;
+  const int chosen = n - int(std::round(n * eo.epsilon));  // the rest is random
+  std::vector<v1::Schedule> batch = policy.Propose(task, history, nullptr, n);
+  ASSERT_EQ(int(batch.size()), n);
+  // The chosen part: sketch decision vectors at least min_distance apart
+  // (a population of 128 always has that many).
+  for (int a = 0; a < chosen; ++a) {
+    for (int b = a + 1; b < chosen; ++b) {
+      const auto& da = batch[a].decisions();
+      const auto& db = batch[b].decisions();
+      if (da.empty() || db.empty() || da.size() != db.size()) continue;
+      int diff = 0;
+      for (int i = 0; i < da.size(); ++i) diff += da[i] != db[i];
+      EXPECT_GE(diff, eo.min_distance) << "candidates " << a << " and " << b;
+    }
+  }
+  // Slower results do not move the last improvement; a 0.5% gain is not one.
+  const int best_at = history.last_improvement;
+  for (const v1::Schedule& s : batch) {
+    MeasureResult slow;
+    slow.seconds = history.best_seconds() * (s.decisions().empty() ? 2.0 : 0.995);
+    history.Add(s, slow);
+  }
+  EXPECT_EQ(history.last_improvement, best_at);
+  MeasureResult failed;
+  failed.status = MeasureResult::Status::kTimeout;
+  history.Add(batch[0], failed);
+  EXPECT_EQ(history.last_improvement, best_at);
+}
+
 TEST(Sketch, MutationsChangeOneDecisionAndStillBuild) {
   search::Task task = MakeTask("conv2d_nchw(N=1,C=8,H=10,W=10,K=16,R=3,S=3,pad=1)");
   std::mt19937_64 rng(3);
