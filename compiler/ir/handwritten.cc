@@ -72,21 +72,19 @@ ConvTile PickConvTile(const ComputeDAG& dag, const Target& target) {
   // Accumulators (cols x channel blocks vectors) plus the weight vectors and
   // a broadcast must fit the register file with room for LLVM's scheduling:
   // 32 vector registers with AVX-512 and NEON, 16 with AVX2.
-  int64_t budget = lanes == 8 ? 12 : 16;
-  // A tile's weights (channels x C x R x S floats) are re-read for every
-  // tile; beyond 32 KB (an L1 data cache) at most 2 channel vectors.
-  // Measured at 1 / 2 threads, 4 cols x 4 vectors -> 8 cols x 2 vectors:
-  // the 7x7 stride-2 stem 73 -> 113 / 106 -> 153 GFLOP/s, YOLO's 3x3 C32
-  // stride 2 (5 x 4 -> 8 x 2) 88 -> 119 / 120 -> 167, ResNet C64 H56 145 ->
-  // 151 / 215 -> 260; ResNet's 14- and 7-wide layers already pick 7 x 2.
-  int64_t weight_floats_per_channel = 1;
-  for (const IterVar& r : s.reduce_axes) weight_floats_per_channel *= r.extent;
+  int64_t budget = lanes == 8 ? 12 : 24;
+  // Few input channels (an RGB stem): at most 2 channel vectors. Measured
+  // at 1 / 2 threads on ResNet-18's 7x7 stride-2 stem (C = 3, K = 64):
+  // 4 cols x 4 vectors 73 / 106 GFLOP/s, 8 x 2 113 / 153. The same cap on
+  // layers with many input channels lost up to 2x (YOLO's 1x1 C256 convs),
+  // so it stays with the shallow reductions it was measured on.
+  const bool shallow = s.reduce_axes[0].extent < lanes;
   int64_t best_acc = 0, best_loads = 0;
   for (int64_t cols = 1; cols <= std::min<int64_t>(w, 16); ++cols) {
     if (w % cols != 0 && cols != std::min<int64_t>(w, 16)) continue;
     for (int64_t blocks = 1; blocks <= std::min<int64_t>(k_blocks, 4); ++blocks) {
       if (k_blocks % blocks != 0) continue;
-      if (blocks > 2 && blocks * lanes * weight_floats_per_channel * 4 > 32 * 1024) continue;
+      if (shallow && blocks > 2) continue;
       int64_t acc = cols * blocks;
       if (acc > budget) continue;
       // More accumulators first; then fewer loads per FMA.
