@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "common/status_macros.h"
 #include "compiler/ir/schedule.h"
 #include "compiler/ir/schedule_builder.h"
@@ -60,6 +61,48 @@ int64_t DivisorAtMost(int64_t n, int64_t limit) {
   return 1;
 }
 
+// The register-tiled reduction `stage` accumulates into a local tile whose
+// write-back is the stage after it: a cache_write stage when `stage` writes
+// the output, else its fused epilogue, which must be the last stage.
+absl::Status TileWriteBack(ScheduleBuilder& b, const ComputeDAG& dag, int stage,
+                           absl::string_view what) {
+  const int out = stage + 1;
+  if (dag.stages[stage].output == dag.output) {
+    v1::Step cw;
+    cw.mutable_cache_write()->set_stage(stage);
+    cw.mutable_cache_write()->set_scope(v1::MEMORY_SCOPE_LOCAL);
+    return b.Add(cw);
+  }
+  if (out >= int(dag.stages.size()) || dag.stages[out].output != dag.output) {
+    return absl::InvalidArgumentError(absl::StrCat("the ", what, "'s epilogue is not the last stage"));
+  }
+  return absl::OkStatus();
+}
+
+// layout_pack of `stage`'s constant operand (the weight) with `block`.
+absl::Status PackWeight(ScheduleBuilder& b, int stage, const std::vector<int64_t>& block) {
+  v1::Step lp;
+  auto* p = lp.mutable_layout_pack();
+  p->set_stage(stage);
+  std::vector<int> inputs = StageInputs(b.state().dag().stages[stage]);
+  int operand = -1;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (b.state().dag().tensors[inputs[i]].is_constant) operand = int(i);
+  }
+  p->set_input(operand);
+  for (int64_t blk : block) p->add_block(blk);
+  return b.Add(lp);
+}
+
+// The local tile computed at the write-back's outermost (parallel) loop.
+absl::Status ComputeAtTileLoop(ScheduleBuilder& b, int local, int out) {
+  v1::Step at;
+  at.mutable_compute_at()->set_stage(local);
+  at.mutable_compute_at()->set_target_stage(out);
+  at.mutable_compute_at()->set_target_iter(0);
+  return b.Add(at);
+}
+
 }  // namespace
 
 ConvTile PickConvTile(const ComputeDAG& dag, const Target& target) {
@@ -115,15 +158,8 @@ absl::StatusOr<v1::Schedule> HandwrittenConv2dSchedule(const ComputeDAG& dag, co
   // Padding is a stage of its own (computed once, no clamps in the hot loop).
   // The convolution's only reader is the output tile's stage: the fused
   // epilogue, or a write-back stage made by cache_write.
-  int local = conv, out = conv + 1;
-  if (dag.stages[conv].output == dag.output) {
-    v1::Step cw;
-    cw.mutable_cache_write()->set_stage(conv);
-    cw.mutable_cache_write()->set_scope(v1::MEMORY_SCOPE_LOCAL);
-    TF_RETURN_IF_ERROR(b.Add(cw));
-  } else if (out >= int(dag.stages.size()) || dag.stages[out].output != dag.output) {
-    return absl::InvalidArgumentError("the convolution's epilogue is not the last stage");
-  }
+  const int local = conv, out = conv + 1;
+  TF_RETURN_IF_ERROR(TileWriteBack(b, dag, conv, "convolution"));
   // Stages before the convolution (padding): one parallel pass, vectorized rows.
   for (int i = 0; i < conv; ++i) {
     const auto& iters = b.state().stages()[i].iters;
@@ -135,19 +171,7 @@ absl::StatusOr<v1::Schedule> HandwrittenConv2dSchedule(const ComputeDAG& dag, co
     TF_RETURN_IF_ERROR(b.Annotate(i, 1, v1::ANNOTATION_VECTORIZE));
   }
   // Weights -> [O/v][I][H][W][v].
-  {
-    v1::Step lp;
-    auto* p = lp.mutable_layout_pack();
-    p->set_stage(local);
-    std::vector<int> inputs = StageInputs(b.state().dag().stages[local]);
-    int operand = -1;
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      if (b.state().dag().tensors[inputs[i]].is_constant) operand = int(i);
-    }
-    p->set_input(operand);
-    for (int64_t blk : {lanes, int64_t(0), int64_t(0), int64_t(0)}) p->add_block(blk);
-    TF_RETURN_IF_ERROR(b.Add(lp));
-  }
+  TF_RETURN_IF_ERROR(PackWeight(b, local, {lanes, 0, 0, 0}));
   // Output tile stage: n, k, y, x -> (n k.o y.o x.o) fused parallel, then
   // k.a y.i x.i k.v: the tile's write-back, vectorized over channels.
   const int64_t blocks = tile.channels / lanes;
@@ -166,13 +190,7 @@ absl::StatusOr<v1::Schedule> HandwrittenConv2dSchedule(const ComputeDAG& dag, co
   TF_RETURN_IF_ERROR(b.Reorder(local, {0, 1, 4, 6, 8, 9, 10, 5, 7, 2, 3}));
   TF_RETURN_IF_ERROR(b.Annotate(local, 10, v1::ANNOTATION_VECTORIZE));
   for (int i : {7, 8, 9}) TF_RETURN_IF_ERROR(b.Annotate(local, i, v1::ANNOTATION_UNROLL));
-  {
-    v1::Step at;
-    at.mutable_compute_at()->set_stage(local);
-    at.mutable_compute_at()->set_target_stage(out);
-    at.mutable_compute_at()->set_target_iter(0);
-    TF_RETURN_IF_ERROR(b.Add(at));
-  }
+  TF_RETURN_IF_ERROR(ComputeAtTileLoop(b, local, out));
   return b.Take();
 }
 
@@ -198,34 +216,15 @@ absl::StatusOr<v1::Schedule> HandwrittenDenseSchedule(const ComputeDAG& dag,
   const int64_t rows = DivisorAtMost(m, 4);
   const int64_t blocks = DivisorAtMost(n / lanes, std::min<int64_t>(6, budget / rows));
   ScheduleBuilder b(dag, target);
-  int local = dense, out = dense + 1;
-  if (s.output == dag.output) {
-    v1::Step cw;
-    cw.mutable_cache_write()->set_stage(dense);
-    cw.mutable_cache_write()->set_scope(v1::MEMORY_SCOPE_LOCAL);
-    TF_RETURN_IF_ERROR(b.Add(cw));
-  } else if (out >= int(dag.stages.size()) || dag.stages[out].output != dag.output) {
-    return absl::InvalidArgumentError("the dense's epilogue is not the last stage");
-  }
+  const int local = dense, out = dense + 1;
+  TF_RETURN_IF_ERROR(TileWriteBack(b, dag, dense, "dense"));
   for (int i = 0; i < dense; ++i) {
     if (b.state().stages()[i].location == StageState::Location::kRoot) {
       return absl::InvalidArgumentError("the dense's inputs are computed in the kernel");
     }
   }
-  {
-    v1::Step lp;
-    auto* p = lp.mutable_layout_pack();
-    p->set_stage(local);
-    std::vector<int> inputs = StageInputs(b.state().dag().stages[local]);
-    int operand = -1;
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      if (b.state().dag().tensors[inputs[i]].is_constant) operand = int(i);
-    }
-    p->set_input(operand);
-    p->add_block(lanes);
-    p->add_block(0);
-    TF_RETURN_IF_ERROR(b.Add(lp));
-  }
+  // Weight [N,K] -> [N/v][K][v].
+  TF_RETURN_IF_ERROR(PackWeight(b, local, {lanes, 0}));
   // Output tile stage: i j -> (i.o j.o) parallel, i.i j.a j.v.
   TF_RETURN_IF_ERROR(b.Split(out, 1, {blocks, lanes}));  // i j.o j.a j.v
   TF_RETURN_IF_ERROR(b.Split(out, 0, {rows}));           // i.o i.i j.o j.a j.v
@@ -240,13 +239,7 @@ absl::StatusOr<v1::Schedule> HandwrittenDenseSchedule(const ComputeDAG& dag,
   TF_RETURN_IF_ERROR(b.Reorder(local, {0, 2, 5, 1, 3, 4}));  // i.o j.o k i.i j.a j.v
   TF_RETURN_IF_ERROR(b.Annotate(local, 5, v1::ANNOTATION_VECTORIZE));
   for (int i : {3, 4}) TF_RETURN_IF_ERROR(b.Annotate(local, i, v1::ANNOTATION_UNROLL));
-  {
-    v1::Step at;
-    at.mutable_compute_at()->set_stage(local);
-    at.mutable_compute_at()->set_target_stage(out);
-    at.mutable_compute_at()->set_target_iter(0);
-    TF_RETURN_IF_ERROR(b.Add(at));
-  }
+  TF_RETURN_IF_ERROR(ComputeAtTileLoop(b, local, out));
   return b.Take();
 }
 
