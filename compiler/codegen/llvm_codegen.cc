@@ -347,13 +347,36 @@ class CodeGen {
   }
 
   // Address of element 0 of the vector access: the flat index with the
-  // vectorized variable at the chunk base (scalar code).
-  llvm::Value* ScalarAddress(int tensor, const ir::Expr& flat) {
+  // vectorized variable at the chunk base (scalar code). Not `inbounds` where
+  // lane 0's element may lie outside the buffer (a masked-off padding lane).
+  llvm::Value* ScalarAddress(int tensor, const ir::Expr& flat, bool inbounds = true) {
     const ExprNode* saved = vec_var_;
     vec_var_ = nullptr;
     llvm::Value* index = GenExpr(flat);
     vec_var_ = saved;
-    return b_.CreateInBoundsGEP(f32_, buffers_[tensor], index);
+    return inbounds ? b_.CreateInBoundsGEP(f32_, buffers_[tensor], index)
+                    : b_.CreateGEP(f32_, buffers_[tensor], index);
+  }
+
+  // Stride 2-4 (strided convolutions): one wide masked load of the span at
+  // `addr`, then every coeff-th element; elements between lanes are not
+  // read. Lanes whose mask bit is off get `fill` (a scalar), or are undefined
+  // without one.
+  llvm::Value* StridedMaskedLoad(llvm::Value* addr, int coeff, llvm::Value* mask,
+                                 llvm::Value* fill) {
+    const int wide = lanes_ * coeff;
+    std::vector<int> spread(wide), pick(lanes_);
+    for (int j = 0; j < wide; ++j) spread[j] = j % coeff == 0 ? j / coeff : lanes_;
+    for (int i = 0; i < lanes_; ++i) pick[i] = i * coeff;
+    // Lane i's mask bit goes to element i*coeff; the rest are false.
+    llvm::Value* wide_mask =
+        b_.CreateShuffleVector(mask, llvm::ConstantInt::getFalse(mask->getType()), spread);
+    auto* wty = llvm::VectorType::get(f32_, wide, false);
+    llvm::Value* all =
+        fill ? b_.CreateMaskedLoad(wty, addr, llvm::Align(4), wide_mask,
+                                   b_.CreateVectorSplat(wide, fill))
+             : b_.CreateMaskedLoad(wty, addr, llvm::Align(4), wide_mask);
+    return b_.CreateShuffleVector(all, pick);
   }
 
   llvm::Value* AllTrue() {
@@ -375,21 +398,8 @@ class CodeGen {
         return b_.CreateAlignedLoad(vty, ScalarAddress(n.tensor, flat), llvm::Align(4));
       return b_.CreateMaskedLoad(vty, ScalarAddress(n.tensor, flat), llvm::Align(4), mask);
     }
-    if (coeff >= 2 && coeff <= 4) {
-      // Stride 2-4 (strided convolutions): one wide masked load of the span,
-      // then every coeff-th element; elements between lanes are not read.
-      int wide = lanes_ * int(coeff);
-      std::vector<int> spread(wide), pick(lanes_);
-      for (int j = 0; j < wide; ++j) spread[j] = j % coeff == 0 ? j / int(coeff) : lanes_;
-      for (int i = 0; i < lanes_; ++i) pick[i] = i * int(coeff);
-      // Lane i's mask bit goes to element i*coeff; the rest are false.
-      llvm::Value* wide_mask =
-          b_.CreateShuffleVector(mask, llvm::ConstantInt::getFalse(mask->getType()), spread);
-      auto* wty = llvm::VectorType::get(f32_, wide, false);
-      llvm::Value* all =
-          b_.CreateMaskedLoad(wty, ScalarAddress(n.tensor, flat), llvm::Align(4), wide_mask);
-      return b_.CreateShuffleVector(all, pick);
-    }
+    if (coeff >= 2 && coeff <= 4)
+      return StridedMaskedLoad(ScalarAddress(n.tensor, flat), int(coeff), mask, nullptr);
     llvm::Value* ptrs = b_.CreateInBoundsGEP(f32_, buffers_[n.tensor], Widen(GenExpr(flat)));
     return b_.CreateMaskedGather(vty, ptrs, llvm::Align(4), mask);
   }
@@ -449,34 +459,21 @@ class CodeGen {
     ir::Expr flat = FlatIndexExpr(load->tensor, idx);
     int64_t coeff = 0;
     if (!clamped || !LinearCoeff(flat, vec_var_, &coeff) || coeff < 1 || coeff > 4) return nullptr;
+    // A per-lane fill is not the padding pattern (checked before any code
+    // is emitted: the caller then evaluates the select as usual).
+    if (ir::Mentions(n.args[2], vec_var_)) return nullptr;
     llvm::Value* cond = GenExpr(n.args[0]);
     if (!cond->getType()->isVectorTy()) cond = b_.CreateVectorSplat(lanes_, cond);
     if (mask_ != nullptr) cond = b_.CreateAnd(cond, mask_);
-    // Lane 0's element may lie outside the buffer (left padding): a plain
-    // GEP, not inbounds, and only the selected lanes are dereferenced.
-    const ExprNode* saved = vec_var_;
-    vec_var_ = nullptr;
-    llvm::Value* index = GenExpr(flat);
-    vec_var_ = saved;
-    llvm::Value* addr = b_.CreateGEP(f32_, buffers_[load->tensor], index);
+    // Lane 0's element may lie outside the buffer (left padding); only the
+    // selected lanes are dereferenced.
+    llvm::Value* addr = ScalarAddress(load->tensor, flat, /*inbounds=*/false);
     llvm::Value* fill = GenExpr(n.args[2]);
-    if (fill->getType()->isVectorTy()) return nullptr;  // a per-lane fill: not the padding pattern
     if (coeff == 1) {
       auto* vty = llvm::VectorType::get(f32_, lanes_, false);
       return b_.CreateMaskedLoad(vty, addr, llvm::Align(4), cond, Widen(fill));
     }
-    // Stride 2-4: the span as one wide masked load, then every coeff-th
-    // element (as GenVectorLoad does), the fill where cond is false.
-    const int wide = lanes_ * int(coeff);
-    std::vector<int> spread(wide), pick(lanes_);
-    for (int j = 0; j < wide; ++j) spread[j] = j % coeff == 0 ? j / int(coeff) : lanes_;
-    for (int i = 0; i < lanes_; ++i) pick[i] = i * int(coeff);
-    llvm::Value* wide_mask =
-        b_.CreateShuffleVector(cond, llvm::ConstantInt::getFalse(cond->getType()), spread);
-    auto* wty = llvm::VectorType::get(f32_, wide, false);
-    llvm::Value* all = b_.CreateMaskedLoad(wty, addr, llvm::Align(4), wide_mask,
-                                           b_.CreateVectorSplat(wide, fill));
-    return b_.CreateShuffleVector(all, pick);
+    return StridedMaskedLoad(addr, int(coeff), cond, fill);
   }
 
   void GenVectorStore(const ir::StmtNode& s) {
