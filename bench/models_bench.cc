@@ -40,46 +40,6 @@ std::string CacheDir() {
   return std::string(home ? home : "/root") + "/.cache/tunefarm";
 }
 
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
-
-struct PairTiming {
-  double a = 0, b = 0;  // median latencies (s)
-  double a_over_b = 0;  // median over the pairs of a_i / b_i
-};
-
-// Median latencies (s) of two packages at `threads`, runs interleaved (so
-// drift on a shared machine hits both alike), after two warm-up runs each;
-// the ratio is taken pair by pair (run i of each, back to back), which
-// cancels the slow drifts of this shared machine's load.
-absl::StatusOr<PairTiming> TimePackages(
-    const v1::ModelPackage& a, const v1::ModelPackage& b, int threads, int repeat,
-    const std::map<std::string, std::vector<float>>& in) {
-  GraphRuntime::Options o;
-  o.threads = threads;
-  TF_ASSIGN_OR_RETURN(auto ra, GraphRuntime::Load(a, o));
-  TF_ASSIGN_OR_RETURN(auto rb, GraphRuntime::Load(b, o));
-  for (int i = 0; i < 2; ++i) {
-    TF_RETURN_IF_ERROR(ra->Run(in, nullptr));
-    TF_RETURN_IF_ERROR(rb->Run(in, nullptr));
-  }
-  std::vector<double> sa, sb;
-  for (int i = 0; i < repeat; ++i) {
-    for (int k = 0; k < 2; ++k) {
-      GraphRuntime* r = ((i + k) % 2 == 0 ? ra : rb).get();
-      auto t0 = std::chrono::steady_clock::now();
-      TF_RETURN_IF_ERROR(r->Run(in, nullptr));
-      (r == ra.get() ? sa : sb)
-          .push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-    }
-  }
-  std::vector<double> ratio;
-  for (size_t i = 0; i < sa.size(); ++i) ratio.push_back(sa[i] / sb[i]);
-  return PairTiming{Median(sa), Median(sb), Median(ratio)};
-}
-
 // ONNX Runtime through node: latency (s) and, with out_dir, its outputs.
 absl::StatusOr<double> TimeOrt(const std::string& model, int threads, int repeat,
                                const std::vector<std::string>& input_flags,
@@ -338,10 +298,10 @@ int RunModelsBench(const std::vector<std::string>& args) {
       }
     }
     for (int th : thread_list) {
-      auto times = TimePackages(*untuned, *tuned, th, repeat, in);
+      auto times = deploy::TimePaired(*untuned, *tuned, th, repeat, &in);
       if (!times.ok()) return 1;
-      const double* u = &times->a;
-      const double* t = &times->b;
+      const double* u = &times->a_seconds;
+      const double* t = &times->b_seconds;
       double ort = 0;
       if (have_ort) {
         auto o = TimeOrt(spec.path, th, repeat, input_flags, "");

@@ -163,28 +163,48 @@ absl::StatusOr<std::set<std::string>> TunedKernelsNotFasterInModel(const v1::Mod
   return slower;
 }
 
-absl::StatusOr<double> PairedSpeedup(const v1::ModelPackage& untuned,
-                                     const v1::ModelPackage& tuned, int threads, int runs) {
+absl::StatusOr<PairedTiming> TimePaired(const v1::ModelPackage& a, const v1::ModelPackage& b,
+                                        int threads, int runs,
+                                        const std::map<std::string, std::vector<float>>* inputs) {
   GraphRuntime::Options o;
   o.threads = threads;
-  TF_ASSIGN_OR_RETURN(auto ru, GraphRuntime::Load(untuned, o));
-  TF_ASSIGN_OR_RETURN(auto rt, GraphRuntime::Load(tuned, o));
-  const std::map<std::string, std::vector<float>> in = ru->SeededInputs(7);
-  std::vector<double> ratios;
-  for (int r = 0; r < runs + 1; ++r) {
+  TF_ASSIGN_OR_RETURN(auto ra, GraphRuntime::Load(a, o));
+  TF_ASSIGN_OR_RETURN(auto rb, GraphRuntime::Load(b, o));
+  std::map<std::string, std::vector<float>> seeded;
+  if (inputs == nullptr) {
+    seeded = ra->SeededInputs(7);
+    inputs = &seeded;
+  }
+  for (int i = 0; i < 2; ++i) {
+    TF_RETURN_IF_ERROR(ra->Run(*inputs, nullptr));
+    TF_RETURN_IF_ERROR(rb->Run(*inputs, nullptr));
+  }
+  std::vector<double> sa, sb, ratio;
+  for (int i = 0; i < runs; ++i) {
     double secs[2] = {0, 0};
     for (int k = 0; k < 2; ++k) {
-      const int which = (r + k) % 2;  // 0: untuned
-      GraphRuntime* g = (which == 0 ? ru : rt).get();
+      const int which = (i + k) % 2;  // 0: a
+      GraphRuntime* g = (which == 0 ? ra : rb).get();
       auto t0 = std::chrono::steady_clock::now();
-      TF_RETURN_IF_ERROR(g->Run(in, nullptr));
+      TF_RETURN_IF_ERROR(g->Run(*inputs, nullptr));
       secs[which] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     }
-    if (r > 0 && secs[1] > 0) ratios.push_back(secs[0] / secs[1]);  // run 0 warms up
+    sa.push_back(secs[0]);
+    sb.push_back(secs[1]);
+    ratio.push_back(secs[0] / std::max(secs[1], 1e-12));
   }
-  if (ratios.empty()) return absl::InvalidArgumentError("no timed runs");
-  std::sort(ratios.begin(), ratios.end());
-  return ratios[ratios.size() / 2];
+  if (ratio.empty()) return absl::InvalidArgumentError("no timed runs");
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  return PairedTiming{median(sa), median(sb), median(ratio)};
+}
+
+absl::StatusOr<double> PairedSpeedup(const v1::ModelPackage& untuned,
+                                     const v1::ModelPackage& tuned, int threads, int runs) {
+  TF_ASSIGN_OR_RETURN(PairedTiming t, TimePaired(untuned, tuned, threads, runs));
+  return t.a_over_b;
 }
 
 int64_t PlanMemory(const std::vector<std::pair<int, int>>& lifetimes,

@@ -10,8 +10,10 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "compiler/ir/target.h"
@@ -60,11 +62,22 @@ absl::StatusOr<std::set<std::string>> TunedKernelsNotFasterInModel(const v1::Mod
                                                                    int threads, int runs = 15,
                                                                    double margin = 0.02);
 
-// The whole-model side of the never-slower rule: the median, over `runs`
-// back-to-back pairs of runs at `threads` (alternating which goes first),
-// of untuned latency / tuned latency. Below 1, the tuned build as a whole
-// lost on this machine (a kernel can win alone and in its own steps yet
-// slow its neighbours), and the untuned build is the one to keep.
+// Two builds of one model timed against each other at `threads`: after
+// two warm-up runs each, `runs` back-to-back pairs, the order alternating
+// (drift on a shared machine hits both alike). `inputs` null: the seeded
+// inputs of `a` (GraphRuntime::SeededInputs(7)).
+struct PairedTiming {
+  double a_seconds = 0, b_seconds = 0;  // median latencies
+  double a_over_b = 0;                  // median over the pairs of a_i / b_i
+};
+absl::StatusOr<PairedTiming> TimePaired(
+    const v1::ModelPackage& a, const v1::ModelPackage& b, int threads, int runs,
+    const std::map<std::string, std::vector<float>>* inputs = nullptr);
+
+// The whole-model side of the never-slower rule: TimePaired(untuned,
+// tuned).a_over_b. Below 1, the tuned build as a whole lost on this machine
+// (a kernel can win alone and in its own steps yet slow its neighbours),
+// and the untuned build is the one to keep.
 absl::StatusOr<double> PairedSpeedup(const v1::ModelPackage& untuned,
                                      const v1::ModelPackage& tuned, int threads, int runs = 15);
 
