@@ -74,6 +74,7 @@ int main(int argc, char** argv) {
   tunefarm::agent::MeasureHandlerOptions mo;
   mo.memory_limit_bytes = absl::GetFlag(FLAGS_memory_limit_mb) << 20;
   mo.fingerprint = caps.fingerprint();
+  mo.gpu = caps.has_gpu();
   tunefarm::agent::MeasureHandler handler(mo);
   tunefarm::FarmSession session(opts, log);
   absl::Status run = tunefarm::RunUntilSignalled(

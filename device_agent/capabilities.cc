@@ -1,6 +1,5 @@
 #include "device_agent/capabilities.h"
 
-#include <dlfcn.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
@@ -11,6 +10,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "device_agent/cuda_driver.h"
 
 namespace tunefarm::agent {
 namespace {
@@ -40,34 +40,12 @@ std::string CpuinfoField(const std::string& key) {
   return "";
 }
 
-// The CUDA driver API entry points the agent uses, resolved at run time.
-struct CudaDriver {
-  using CUresult = int;
-  CUresult (*cuInit)(unsigned int) = nullptr;
-  CUresult (*cuDriverGetVersion)(int*) = nullptr;
-  CUresult (*cuDeviceGetCount)(int*) = nullptr;
-  CUresult (*cuDeviceGet)(int*, int) = nullptr;
-  CUresult (*cuDeviceGetName)(char*, int, int) = nullptr;
-  CUresult (*cuDeviceGetAttribute)(int*, int, int) = nullptr;
-};
-
+// The first CUDA device, through the driver opened at run time; nothing
+// when there is no driver or no device.
 void DetectGpu(v1::Capabilities* caps) {
-  void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-  if (lib == nullptr) return;  // no driver: no GPU
-  CudaDriver d;
-  d.cuInit = reinterpret_cast<decltype(d.cuInit)>(dlsym(lib, "cuInit"));
-  d.cuDriverGetVersion =
-      reinterpret_cast<decltype(d.cuDriverGetVersion)>(dlsym(lib, "cuDriverGetVersion"));
-  d.cuDeviceGetCount =
-      reinterpret_cast<decltype(d.cuDeviceGetCount)>(dlsym(lib, "cuDeviceGetCount"));
-  d.cuDeviceGet = reinterpret_cast<decltype(d.cuDeviceGet)>(dlsym(lib, "cuDeviceGet"));
-  d.cuDeviceGetName = reinterpret_cast<decltype(d.cuDeviceGetName)>(dlsym(lib, "cuDeviceGetName"));
-  d.cuDeviceGetAttribute =
-      reinterpret_cast<decltype(d.cuDeviceGetAttribute)>(dlsym(lib, "cuDeviceGetAttribute"));
-  if (!d.cuInit || !d.cuDriverGetVersion || !d.cuDeviceGetCount || !d.cuDeviceGet ||
-      !d.cuDeviceGetName || !d.cuDeviceGetAttribute || d.cuInit(0) != 0) {
-    return;
-  }
+  absl::StatusOr<const runner::CudaDriver*> driver = runner::CudaDriver::Get();
+  if (!driver.ok()) return;
+  const runner::CudaDriver& d = **driver;
   int version = 0;
   if (d.cuDriverGetVersion(&version) == 0) {
     caps->mutable_fingerprint()->set_cuda_driver(
@@ -75,16 +53,14 @@ void DetectGpu(v1::Capabilities* caps) {
   }
   int count = 0;
   if (d.cuDeviceGetCount(&count) != 0 || count == 0) return;
-  int dev = 0;
+  runner::CudaDriver::CUdevice dev = 0;
   if (d.cuDeviceGet(&dev, 0) != 0) return;
   char name[256] = {0};
   d.cuDeviceGetName(name, sizeof(name) - 1, dev);
-  // CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75, _MINOR = 76,
-  // CU_DEVICE_ATTRIBUTE_CLOCK_RATE = 13 (kHz).
   int major = 0, minor = 0, clock_khz = 0;
-  d.cuDeviceGetAttribute(&major, 75, dev);
-  d.cuDeviceGetAttribute(&minor, 76, dev);
-  d.cuDeviceGetAttribute(&clock_khz, 13, dev);
+  d.cuDeviceGetAttribute(&major, runner::kCuAttrComputeCapabilityMajor, dev);
+  d.cuDeviceGetAttribute(&minor, runner::kCuAttrComputeCapabilityMinor, dev);
+  d.cuDeviceGetAttribute(&clock_khz, runner::kCuAttrClockRate, dev);
   caps->set_has_gpu(true);
   caps->set_gpu_name(name);
   caps->add_cuda_archs(absl::StrCat("sm_", major, minor));

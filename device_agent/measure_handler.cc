@@ -1,5 +1,6 @@
 #include "device_agent/measure_handler.h"
 
+#include <map>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -32,15 +33,36 @@ v1::MeasureStatus ToProto(runner::SandboxOutcome::Status s) {
   return v1::MEASURE_STATUS_RUNTIME_ERROR;
 }
 
-// The kernel's input buffers for `schedule` (constants packed where it packs them).
-absl::StatusOr<std::vector<std::vector<float>>> Arguments(
-    const ir::ComputeDAG& dag, const v1::Schedule& schedule, const ir::Target& target,
-    const std::vector<std::vector<float>>& in) {
+// What the sandbox is handed for one build of `schedule`: the kernel's input
+// buffers (constants packed where it packs them) and the kernel bytes (the
+// shared object, or the GPU plan of a CUDA build).
+struct Prepared {
+  std::vector<std::vector<float>> args;
+  std::string kernel;
+};
+
+absl::StatusOr<Prepared> Prepare(const ir::ComputeDAG& dag, const v1::Schedule& schedule,
+                                 const ir::Target& target,
+                                 const std::vector<std::vector<float>>& in,
+                                 const std::string& artifact, bool cuda) {
   absl::StatusOr<ir::ScheduleState> st = ir::ScheduleState::Replay(dag, schedule, target);
   if (!st.ok()) return st.status();
-  std::vector<std::vector<float>> args = in;
-  for (auto& [i, packed] : ir::PackedArguments(st->dag(), in)) args[i] = std::move(packed);
-  return args;
+  Prepared p;
+  p.args = in;
+  for (auto& [i, packed] : ir::PackedArguments(st->dag(), in)) p.args[i] = std::move(packed);
+  if (!cuda) {
+    p.kernel = artifact;
+    return p;
+  }
+  v1::GpuModule module;
+  if (!module.ParseFromString(artifact))
+    return absl::InvalidArgumentError("the artifact is not a GpuModule");
+  absl::StatusOr<runner::GpuPlan> plan = PlanFromModule(module, st->dag());
+  if (!plan.ok()) return plan.status();
+  absl::StatusOr<std::string> bytes = runner::EncodeGpuPlan(*plan);
+  if (!bytes.ok()) return bytes.status();
+  p.kernel = *std::move(bytes);
+  return p;
 }
 
 std::vector<const std::vector<float>*> Pointers(const std::vector<std::vector<float>>& v) {
@@ -50,6 +72,39 @@ std::vector<const std::vector<float>*> Pointers(const std::vector<std::vector<fl
 }
 
 }  // namespace
+
+absl::StatusOr<runner::GpuPlan> PlanFromModule(const v1::GpuModule& module,
+                                               const ir::ComputeDAG& dag) {
+  runner::GpuPlan plan;
+  plan.image = module.image();
+  const int n_inputs = int(dag.args.size()) - 1;
+  std::map<int, int> buffer_of;  // tensor id -> buffer index
+  for (size_t i = 0; i < dag.args.size(); ++i) buffer_of[dag.args[i]] = int(i);
+  for (const v1::GpuModule::Workspace& w : module.workspace()) {
+    buffer_of.emplace(w.tensor(), n_inputs + 1 + int(plan.workspace_bytes.size()));
+    plan.workspace_bytes.push_back(w.bytes());
+  }
+  for (const v1::GpuModule::Kernel& k : module.kernels()) {
+    runner::GpuPlan::Kernel pk;
+    pk.name = k.name();
+    if (k.grid_size() != 3 || k.block_size() != 3) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("kernel ", k.name(), ": a launch has 3 grid and 3 block dimensions"));
+    }
+    for (int i = 0; i < 3; ++i) pk.grid[i] = k.grid(i), pk.block[i] = k.block(i);
+    for (int t : k.params()) {
+      auto it = buffer_of.find(t);
+      if (it == buffer_of.end()) {
+        return absl::InvalidArgumentError(absl::StrCat("kernel ", k.name(), ": parameter tensor ",
+                                                       t,
+                                                       " is neither an argument nor a workspace"));
+      }
+      pk.buffers.push_back(it->second);
+    }
+    plan.kernels.push_back(std::move(pk));
+  }
+  return plan;
+}
 
 v1::MeasureResult MeasureHandler::Measure(const v1::MeasureRequest& req) {
   v1::MeasureResult out;
@@ -62,8 +117,13 @@ v1::MeasureResult MeasureHandler::Measure(const v1::MeasureRequest& req) {
   if (req.artifact().empty()) {
     return fail(v1::MEASURE_STATUS_UPLOAD_ERROR, "the measurement carries no artifact");
   }
-  if (req.kind() != v1::ARTIFACT_KIND_SHARED_OBJECT) {
-    return fail(v1::MEASURE_STATUS_RUNTIME_ERROR, "this agent runs CPU shared objects only");
+  const bool cuda = req.kind() == v1::ARTIFACT_KIND_CUBIN || req.kind() == v1::ARTIFACT_KIND_PTX;
+  if (!cuda && req.kind() != v1::ARTIFACT_KIND_SHARED_OBJECT) {
+    return fail(v1::MEASURE_STATUS_RUNTIME_ERROR, "unknown artifact kind");
+  }
+  if (cuda && !options_.gpu) {
+    return fail(v1::MEASURE_STATUS_RUNTIME_ERROR,
+                "this agent has no GPU: it cannot run a CUDA build (cubin/PTX)");
   }
   absl::StatusOr<ir::Target> target = ir::Target::Parse(req.target().spec());
   if (!target.ok())
@@ -85,6 +145,7 @@ v1::MeasureResult MeasureHandler::Measure(const v1::MeasureRequest& req) {
   so.time_limit_s = req.options().timeout_ms() > 0 ? req.options().timeout_ms() * 1e-3
                                                    : options_.default_timeout_s;
   so.memory_limit_bytes = options_.memory_limit_bytes;
+  so.cuda = cuda;
 
   std::lock_guard<std::mutex> lock(mu_);
   const std::string ref_key = absl::StrCat(cw->key, "|", req.input_seed());
@@ -96,16 +157,17 @@ v1::MeasureResult MeasureHandler::Measure(const v1::MeasureRequest& req) {
       if (!r.ok()) return fail(v1::MEASURE_STATUS_RUNTIME_ERROR, std::string(r.status().message()));
       reference.assign(r->begin(), r->end());
     } else if (!req.reference_artifact().empty()) {
-      auto args = Arguments(*dag, req.reference_schedule(), *target, inputs);
-      if (!args.ok()) {
+      auto p =
+          Prepare(*dag, req.reference_schedule(), *target, inputs, req.reference_artifact(), cuda);
+      if (!p.ok()) {
         return fail(v1::MEASURE_STATUS_RUNTIME_ERROR,
-                    absl::StrCat("reference schedule: ", args.status().message()));
+                    absl::StrCat("reference schedule: ", p.status().message()));
       }
       runner::SandboxOptions ro = so;
       ro.repeats = 1;
       ro.min_repeat_ms = 0;
-      runner::SandboxOutcome o = runner::MeasureInSandbox(req.reference_artifact(), Pointers(*args),
-                                                          n_out, {}, ro, &reference);
+      runner::SandboxOutcome o =
+          runner::MeasureInSandbox(p->kernel, Pointers(p->args), n_out, {}, ro, &reference);
       if (o.status != runner::SandboxOutcome::Status::kOk) {
         return fail(v1::MEASURE_STATUS_RUNTIME_ERROR,
                     absl::StrCat("the reference (default schedule) failed: ", o.error));
@@ -117,13 +179,12 @@ v1::MeasureResult MeasureHandler::Measure(const v1::MeasureRequest& req) {
     }
     ref = references_.emplace(ref_key, std::move(reference)).first;
   }
-  auto args = Arguments(*dag, req.schedule(), *target, inputs);
-  if (!args.ok()) {
-    return fail(v1::MEASURE_STATUS_RUNTIME_ERROR,
-                absl::StrCat("schedule: ", args.status().message()));
+  auto p = Prepare(*dag, req.schedule(), *target, inputs, req.artifact(), cuda);
+  if (!p.ok()) {
+    return fail(v1::MEASURE_STATUS_RUNTIME_ERROR, absl::StrCat("schedule: ", p.status().message()));
   }
   runner::SandboxOutcome o =
-      runner::MeasureInSandbox(req.artifact(), Pointers(*args), n_out, ref->second, so);
+      runner::MeasureInSandbox(p->kernel, Pointers(p->args), n_out, ref->second, so);
   out.set_status(ToProto(o.status));
   out.set_error(o.error);
   for (double c : o.costs) out.add_costs_sec(c);

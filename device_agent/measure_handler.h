@@ -1,4 +1,6 @@
 // The device agent's work: a MeasureRequest in, a MeasureResult out.
+// CPU shared objects, and CUDA builds (cubin or PTX in a GpuModule) on an
+// agent with a GPU: those run in the same sandbox, timed with CUDA events.
 //
 // The inputs are random (from the request's seed, never zeros); the output
 // is checked against a reference before anything is timed: the float64
@@ -16,6 +18,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
+#include "compiler/ir/compute.h"
+#include "device_agent/gpu_plan.h"
 #include "tunefarm/v1/farm.pb.h"
 
 namespace tunefarm::agent {
@@ -24,7 +29,14 @@ struct MeasureHandlerOptions {
   int64_t memory_limit_bytes = int64_t{4} << 30;  // beyond what the agent has mapped
   double default_timeout_s = 10;
   ::tunefarm::v1::Fingerprint fingerprint;  // stamped on every result
+  bool gpu = false;  // the board has a CUDA device (Capabilities.has_gpu)
 };
+
+// The runner's plan of a CUDA build (GpuModule) for the scheduled DAG
+// `dag`: each kernel parameter, a tensor id, becomes the index of the
+// argument (dag.args order, the output last) or of the workspace it names.
+absl::StatusOr<runner::GpuPlan> PlanFromModule(const ::tunefarm::v1::GpuModule& module,
+                                               const ir::ComputeDAG& dag);
 
 class MeasureHandler {
  public:

@@ -1,7 +1,8 @@
 // tunefarm-runner: the process the measurement sandbox execs for every
 // kernel it measures. It reads one request (sandbox_wire.h) from fd 3,
 // limits its own address space, loads the kernel, checks its output against
-// the reference, times it and writes the report to fd 4. A kernel that
+// the reference, times it and writes the report to fd 4. A CUDA plan
+// (gpu_plan.h) runs on device 0 through the driver opened at run time. A kernel that
 // crashes or hangs takes only this process down; the sandbox turns that into
 // an outcome. Not meant to be run by hand.
 #include <sys/mman.h>
@@ -18,13 +19,18 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/string_view.h"
 #include "device_agent/child_exec.h"
+#include "device_agent/cuda_driver.h"
+#include "device_agent/gpu_plan.h"
 #include "device_agent/runner.h"
 #include "device_agent/sandbox_wire.h"
 
 namespace {
 
 using tunefarm::runner::AlignedBuffer;
+using tunefarm::runner::CudaDriver;
+using tunefarm::runner::GpuSession;
 using tunefarm::runner::KernelLibrary;
 using tunefarm::runner::ThreadPool;
 namespace wire = tunefarm::runner::wire;
@@ -46,6 +52,94 @@ int BadRequest(const char* why) {
   rep.bad_request = 1;
   std::snprintf(rep.message, sizeof(rep.message), "%s", why);
   return Report(rep, nullptr, 0);
+}
+
+void SetMessage(wire::RunReport& rep, absl::string_view text) {
+  std::snprintf(rep.message, sizeof(rep.message), "%.*s", int(text.size()), text.data());
+}
+
+// The output against the reference: wrong at the first element off by more
+// than the tolerance (relative to max(1, |reference|)) or NaN.
+void CheckOutput(const float* out, int64_t n_out, const std::vector<float>& reference,
+                 double tolerance, wire::RunReport& rep) {
+  if (reference.empty()) return;
+  for (int64_t i = 0; i < n_out; ++i) {
+    double e = std::fabs(double(out[i]) - reference[size_t(i)]) /
+               std::max(1.0, std::fabs(double(reference[size_t(i)])));
+    if (!(e <= tolerance)) {  // NaN too
+      rep.status = wire::RunStatus::kWrongResult;
+      rep.worst_error = std::isnan(e) ? INFINITY : e;
+      rep.bad_index = i;
+      return;
+    }
+    rep.worst_error = std::max(rep.worst_error, e);
+  }
+}
+
+struct Arg {
+  const char* data;
+  int64_t count;
+};
+
+// A CUDA plan on device 0: load, copy the inputs up, run once and check,
+// then time with events (the warm-up run sizes the repeats as on the CPU).
+// Every CUDA failure is a runtime error carrying the driver's reason; a
+// module the driver refuses is a load failure.
+int RunGpu(const wire::RunRequestHeader& h, const char* plan_bytes, const std::vector<Arg>& args,
+           const std::vector<float>& reference) {
+  wire::RunReport rep{};
+  rep.status = wire::RunStatus::kRuntimeError;
+  rep.bad_index = -1;
+  absl::StatusOr<tunefarm::runner::GpuPlan> plan =
+      tunefarm::runner::DecodeGpuPlan(plan_bytes, size_t(h.so_bytes), h.n_args);
+  if (!plan.ok()) return BadRequest(std::string(plan.status().message()).c_str());
+  absl::StatusOr<const CudaDriver*> driver = CudaDriver::Get();
+  if (!driver.ok()) {
+    SetMessage(rep, driver.status().message());
+    return Report(rep, nullptr, 0);
+  }
+  std::vector<std::pair<const float*, int64_t>> inputs;
+  for (const Arg& a : args) inputs.push_back({reinterpret_cast<const float*>(a.data), a.count});
+  auto session = GpuSession::Open(**driver, *plan, inputs, h.n_out);
+  if (!session.ok()) {
+    rep.load_failed = session.status().code() == absl::StatusCode::kFailedPrecondition;
+    SetMessage(rep, session.status().message());
+    return Report(rep, nullptr, 0);
+  }
+  GpuSession& s = **session;
+  std::vector<float> out(size_t(h.n_out));
+  absl::Status st = s.Run();
+  if (st.ok()) st = s.ReadOutput(out.data());
+  if (!st.ok()) {
+    SetMessage(rep, st.message());
+    return Report(rep, nullptr, 0);
+  }
+  rep.status = wire::RunStatus::kOk;
+  CheckOutput(out.data(), h.n_out, reference, h.tolerance, rep);
+  if (rep.status == wire::RunStatus::kOk) {
+    absl::StatusOr<double> once = s.Time(1, false);  // warm-up
+    int repeats = 0;
+    if (once.ok()) {
+      repeats = std::clamp(int(h.max_timing_s / std::max(1e-7, *once)), 1,
+                           std::clamp(int(h.repeats), 1, wire::kMaxRepeats));
+      int64_t inner = h.number > 0 ? h.number
+                                   : std::max<int64_t>(1, int64_t(h.min_repeat_ms * 1e-3 / repeats /
+                                                                  std::max(1e-7, *once)));
+      for (int r = 0; r < repeats && once.ok(); ++r) {
+        absl::StatusOr<double> t = s.Time(inner, h.flush_cache != 0);
+        if (!t.ok())
+          once = t.status();
+        else
+          rep.costs[r] = *t;
+      }
+    }
+    if (!once.ok()) {
+      rep.status = wire::RunStatus::kRuntimeError;
+      SetMessage(rep, once.status().message());
+    }
+    rep.repeats = repeats;
+  }
+  return Report(rep, h.want_output ? out.data() : nullptr, h.n_out);
 }
 
 }  // namespace
@@ -74,10 +168,6 @@ int main() {
   if (so == nullptr || h.n_out < 0 || h.n_args < 0 || h.n_args > 1024) {
     return BadRequest("truncated request");
   }
-  struct Arg {
-    const char* data;
-    int64_t count;
-  };
   std::vector<Arg> args;
   for (int64_t i = 0; i < h.n_args; ++i) {
     int64_t count = 0;
@@ -97,6 +187,10 @@ int main() {
   std::vector<float> reference(size_t(h.reference_count));
   std::memcpy(reference.data(), ref_bytes, reference.size() * 4);
 
+  // The CUDA driver reserves address space far beyond what it uses, so a
+  // GPU measurement has no address-space limit (the time limit still holds).
+  if (h.device == wire::Device::kCuda) return RunGpu(h, so, args, reference);
+  if (h.device != wire::Device::kCpu) return BadRequest("unknown device in the request");
   tunefarm::runner::LimitAddressSpace(h.memory_limit_bytes);
   wire::RunReport rep{};
   rep.status = wire::RunStatus::kRuntimeError;
@@ -123,19 +217,7 @@ int main() {
   ThreadPool pool(std::max(1, h.threads));
   rep.rc = (*lib)->Run(ptrs.data(), pool);
   rep.status = rep.rc == 0 ? wire::RunStatus::kOk : wire::RunStatus::kRuntimeError;
-  if (rep.rc == 0 && !reference.empty()) {
-    for (int64_t i = 0; i < h.n_out; ++i) {
-      double e = std::fabs(double(out.data()[i]) - reference[size_t(i)]) /
-                 std::max(1.0, std::fabs(double(reference[size_t(i)])));
-      if (!(e <= h.tolerance)) {  // NaN too
-        rep.status = wire::RunStatus::kWrongResult;
-        rep.worst_error = std::isnan(e) ? INFINITY : e;
-        rep.bad_index = i;
-        break;
-      }
-      rep.worst_error = std::max(rep.worst_error, e);
-    }
-  }
+  if (rep.rc == 0) CheckOutput(out.data(), h.n_out, reference, h.tolerance, rep);
   std::vector<float> first;
   if (h.want_output) first.assign(out.data(), out.data() + h.n_out);
   if (rep.status == wire::RunStatus::kOk) {

@@ -27,6 +27,7 @@ int WriteRequest(const std::string& so, const std::vector<const std::vector<floa
   if (fd < 0) return -1;
   wire::RunRequestHeader h{};
   h.magic = wire::kMagic;
+  h.device = o.cuda ? wire::Device::kCuda : wire::Device::kCpu;
   h.threads = o.threads;
   h.repeats = o.repeats;
   h.want_output = want_output;
@@ -136,7 +137,9 @@ SandboxOutcome MeasureInSandbox(const std::string& shared_object,
       }
       default:
         result.status = Status::kRuntimeError;
-        result.error = absl::StrCat("kernel returned ", rep.rc);
+        result.error = rep.message[0] != '\0'
+                           ? std::string(rep.message, strnlen(rep.message, sizeof(rep.message)))
+                           : absl::StrCat("kernel returned ", rep.rc);
     }
     if (want_output && got == want && rep.rc == 0) {
       output->resize(size_t(n_out));

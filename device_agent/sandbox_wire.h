@@ -4,8 +4,9 @@
 // runner from another build.
 //
 // Parent -> runner, in a memfd passed as fd 3:
-//   RunRequestHeader, shared object bytes, then per argument an int64 count
-//   and that many floats, then reference_count floats.
+//   RunRequestHeader, the kernel (a shared object, or for device kCuda a
+//   GpuPlan in EncodeGpuPlan's form), then per argument an int64 count and
+//   that many floats, then reference_count floats.
 // Runner -> parent, through a pipe on fd 4:
 //   RunReport, then (when want_output) n_out floats of the kernel's output.
 #pragma once
@@ -29,13 +30,16 @@ inline bool WriteAll(int fd, const void* data, size_t n) {
   return true;
 }
 
-constexpr uint32_t kMagic = 0x31524654;  // "TFR1"
+constexpr uint32_t kMagic = 0x32524654;  // "TFR2"
 constexpr int kMaxRepeats = 64;
 constexpr int kRequestFd = 3;
 constexpr int kReportFd = 4;
 
+enum class Device : int32_t { kCpu = 0, kCuda = 1 };
+
 struct RunRequestHeader {
   uint32_t magic;
+  Device device;
   int32_t threads;
   int32_t repeats;
   int32_t want_output;
@@ -63,7 +67,7 @@ struct RunReport {
   double worst_error;
   int64_t bad_index;
   double costs[kMaxRepeats];
-  char message[160];  // why it did not load / the request was bad
+  char message[160];  // why it did not load / the request was bad / the GPU failed
 };
 
 }  // namespace tunefarm::runner::wire

@@ -107,7 +107,8 @@ void JobRunner::RunJob(int64_t job_id, Running_* running) {
   if (target->is_gpu()) {
     return finish(v1::JOB_STATE_FAILED,
                   "tuning CUDA targets through the farm is not built yet: workers build cubins "
-                  "(tunefarm compile --emit cubin), agents do not time them yet");
+                  "and agents with a GPU time them, but the search does not propose GPU "
+                  "schedules yet");
   }
   const std::string target_spec = target->ToString();
 

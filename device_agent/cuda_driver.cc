@@ -1,0 +1,231 @@
+#include "device_agent/cuda_driver.h"
+
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+namespace tunefarm::runner {
+namespace {
+
+#define TF_CUDA_RETURN_IF_ERROR(driver, call, what)                               \
+  do {                                                                            \
+    if (absl::Status _st = (driver).Check((call), (what)); !_st.ok()) return _st; \
+  } while (0)
+
+// Resolves `name` (or, when given, `preferred` first) into `*fn`; false if
+// neither is exported.
+template <typename Fn>
+bool Resolve(void* lib, Fn* fn, const char* name, const char* preferred = nullptr) {
+  void* p = preferred != nullptr ? dlsym(lib, preferred) : nullptr;
+  if (p == nullptr) p = dlsym(lib, name);
+  *fn = reinterpret_cast<Fn>(p);
+  return p != nullptr;
+}
+
+absl::StatusOr<const CudaDriver*> Load() {
+  void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (lib == nullptr) {
+    return absl::UnavailableError("no GPU: the CUDA driver (libcuda.so.1) is not installed");
+  }
+  static CudaDriver d;
+  const char* missing = nullptr;
+  auto need = [&](auto* fn, const char* name, const char* preferred = nullptr) {
+    if (!Resolve(lib, fn, name, preferred) && missing == nullptr) missing = name;
+  };
+  // The versioned names are the ones CUDA's headers have used since 4.0 / 12.8.
+  need(&d.cuInit, "cuInit");
+  need(&d.cuDriverGetVersion, "cuDriverGetVersion");
+  need(&d.cuDeviceGetCount, "cuDeviceGetCount");
+  need(&d.cuDeviceGet, "cuDeviceGet");
+  need(&d.cuDeviceGetName, "cuDeviceGetName");
+  need(&d.cuDeviceGetAttribute, "cuDeviceGetAttribute");
+  need(&d.cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain");
+  need(&d.cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease", "cuDevicePrimaryCtxRelease_v2");
+  need(&d.cuCtxSetCurrent, "cuCtxSetCurrent");
+  need(&d.cuCtxSynchronize, "cuCtxSynchronize");
+  need(&d.cuModuleLoadData, "cuModuleLoadData");
+  need(&d.cuModuleUnload, "cuModuleUnload");
+  need(&d.cuModuleGetFunction, "cuModuleGetFunction");
+  need(&d.cuMemAlloc, "cuMemAlloc_v2");
+  need(&d.cuMemFree, "cuMemFree_v2");
+  need(&d.cuMemcpyHtoD, "cuMemcpyHtoD_v2");
+  need(&d.cuMemcpyDtoH, "cuMemcpyDtoH_v2");
+  need(&d.cuMemsetD8, "cuMemsetD8_v2");
+  need(&d.cuMemsetD32, "cuMemsetD32_v2");
+  need(&d.cuLaunchKernel, "cuLaunchKernel");
+  need(&d.cuEventCreate, "cuEventCreate");
+  need(&d.cuEventRecord, "cuEventRecord");
+  need(&d.cuEventSynchronize, "cuEventSynchronize");
+  need(&d.cuEventElapsedTime, "cuEventElapsedTime", "cuEventElapsedTime_v2");
+  need(&d.cuEventDestroy, "cuEventDestroy_v2");
+  need(&d.cuGetErrorName, "cuGetErrorName");
+  need(&d.cuGetErrorString, "cuGetErrorString");
+  if (missing != nullptr) {
+    return absl::UnavailableError(
+        absl::StrCat("no GPU: libcuda.so.1 lacks ", missing, " (a driver older than CUDA 12?)"));
+  }
+  if (CudaDriver::CUresult r = d.cuInit(0); r != 0) {
+    return absl::UnavailableError(absl::StrCat("no GPU: cuInit failed: ", d.Describe(r)));
+  }
+  return &d;
+}
+
+}  // namespace
+
+absl::StatusOr<const CudaDriver*> CudaDriver::Get() {
+  static const absl::StatusOr<const CudaDriver*> driver = Load();
+  return driver;
+}
+
+std::string CudaDriver::Describe(CUresult r) const {
+  const char* name = nullptr;
+  const char* text = nullptr;
+  if (cuGetErrorName == nullptr || cuGetErrorName(r, &name) != 0 || name == nullptr)
+    return absl::StrCat("CUDA error ", r);
+  if (cuGetErrorString != nullptr && cuGetErrorString(r, &text) == 0 && text != nullptr)
+    return absl::StrCat(name, ": ", text);
+  return name;
+}
+
+absl::Status CudaDriver::Check(CUresult r, const char* what) const {
+  if (r == 0) return absl::OkStatus();
+  return absl::InternalError(absl::StrCat(what, ": ", Describe(r)));
+}
+
+absl::StatusOr<std::unique_ptr<GpuSession>> GpuSession::Open(
+    const CudaDriver& d, const GpuPlan& plan,
+    const std::vector<std::pair<const float*, int64_t>>& inputs, int64_t n_out) {
+  std::unique_ptr<GpuSession> s(new GpuSession(d));
+  s->kernels_ = plan.kernels;
+  s->n_out_ = n_out;
+  int count = 0;
+  if (d.cuDeviceGetCount(&count) != 0 || count < 1)
+    return absl::UnavailableError("no GPU: the CUDA driver sees no device");
+  absl::Status st = d.Check(d.cuDeviceGet(&s->device_, 0), "cuDeviceGet");
+  CudaDriver::CUcontext ctx = nullptr;
+  if (st.ok()) st = d.Check(d.cuDevicePrimaryCtxRetain(&ctx, s->device_), "context");
+  if (!st.ok()) return st;
+  s->retained_ = true;
+  if (absl::Status c = d.Check(d.cuCtxSetCurrent(ctx), "context"); !c.ok()) return c;
+  // PTX must end in NUL for the JIT; a cubin is unaffected by one more byte.
+  std::string image = plan.image;
+  image.push_back('\0');
+  if (absl::Status c =
+          d.Check(d.cuModuleLoadData(&s->module_, image.data()), "the module did not load");
+      !c.ok()) {
+    return absl::FailedPreconditionError(c.message());
+  }
+  for (const GpuPlan::Kernel& k : plan.kernels) {
+    CudaDriver::CUfunction f = nullptr;
+    if (d.cuModuleGetFunction(&f, s->module_, k.name.c_str()) != 0) {
+      return absl::FailedPreconditionError(absl::StrCat("the module has no kernel '", k.name, "'"));
+    }
+    s->functions_.push_back(f);
+  }
+  std::vector<int64_t> bytes;
+  for (const auto& [data, count] : inputs) bytes.push_back(count * 4);
+  bytes.push_back(n_out * 4);
+  for (int64_t w : plan.workspace_bytes) bytes.push_back(w);
+  for (int64_t b : bytes) {
+    CudaDriver::CUdeviceptr p = 0;
+    TF_CUDA_RETURN_IF_ERROR(d, d.cuMemAlloc(&p, size_t(std::max<int64_t>(b, 4))), "device memory");
+    s->buffers_.push_back(p);
+  }
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    TF_CUDA_RETURN_IF_ERROR(
+        d, d.cuMemcpyHtoD(s->buffers_[i], inputs[i].first, size_t(inputs[i].second) * 4),
+        "copy to the device");
+  }
+  s->output_index_ = inputs.size();
+  uint32_t nan;
+  const float qnan = std::nanf("");
+  std::memcpy(&nan, &qnan, 4);
+  TF_CUDA_RETURN_IF_ERROR(d, d.cuMemsetD32(s->buffers_[s->output_index_], nan, size_t(n_out)),
+                          "output fill");
+  TF_CUDA_RETURN_IF_ERROR(d, d.cuEventCreate(&s->start_, 0), "event");
+  TF_CUDA_RETURN_IF_ERROR(d, d.cuEventCreate(&s->stop_, 0), "event");
+  return s;
+}
+
+GpuSession::~GpuSession() {
+  // Best effort: after a fault the context is gone and these fail; the
+  // process exits right after anyway.
+  if (start_ != nullptr) d_.cuEventDestroy(start_);
+  if (stop_ != nullptr) d_.cuEventDestroy(stop_);
+  if (flush_ != 0) d_.cuMemFree(flush_);
+  for (CudaDriver::CUdeviceptr p : buffers_) d_.cuMemFree(p);
+  if (module_ != nullptr) d_.cuModuleUnload(module_);
+  if (retained_) d_.cuDevicePrimaryCtxRelease(device_);
+}
+
+absl::Status GpuSession::Launch() {
+  for (size_t k = 0; k < kernels_.size(); ++k) {
+    const GpuPlan::Kernel& kernel = kernels_[k];
+    std::vector<CudaDriver::CUdeviceptr> values;
+    for (int b : kernel.buffers) values.push_back(buffers_[size_t(b)]);
+    std::vector<void*> params;
+    for (CudaDriver::CUdeviceptr& v : values) params.push_back(&v);
+    CudaDriver::CUresult r = d_.cuLaunchKernel(
+        functions_[k], unsigned(kernel.grid[0]), unsigned(kernel.grid[1]), unsigned(kernel.grid[2]),
+        unsigned(kernel.block[0]), unsigned(kernel.block[1]), unsigned(kernel.block[2]), 0, nullptr,
+        params.data(), nullptr);
+    if (r != 0) {
+      return absl::InternalError(absl::StrCat("launch of ", kernel.name, " (grid ", kernel.grid[0],
+                                              "x", kernel.grid[1], "x", kernel.grid[2], ", block ",
+                                              kernel.block[0], "x", kernel.block[1], "x",
+                                              kernel.block[2], "): ", d_.Describe(r)));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GpuSession::Run() {
+  if (absl::Status s = Launch(); !s.ok()) return s;
+  return d_.Check(d_.cuCtxSynchronize(), "kernel execution");
+}
+
+absl::Status GpuSession::ReadOutput(float* out) const {
+  return d_.Check(d_.cuMemcpyDtoH(out, buffers_[output_index_], size_t(n_out_) * 4),
+                  "copy from the device");
+}
+
+absl::StatusOr<double> GpuSession::Time(int64_t runs, bool flush_l2) {
+  runs = std::max<int64_t>(1, runs);
+  if (flush_l2 && flush_ == 0) {
+    int l2 = 0;
+    d_.cuDeviceGetAttribute(&l2, kCuAttrL2CacheSize, device_);
+    flush_bytes_ = size_t(std::max(l2, 1 << 20)) * 2;
+    TF_CUDA_RETURN_IF_ERROR(d_, d_.cuMemAlloc(&flush_, flush_bytes_), "L2 flush buffer");
+  }
+  auto timed = [&](int64_t n, float* ms) -> absl::Status {
+    TF_CUDA_RETURN_IF_ERROR(d_, d_.cuEventRecord(start_, nullptr), "event");
+    for (int64_t i = 0; i < n; ++i) {
+      if (absl::Status s = Launch(); !s.ok()) return s;
+    }
+    TF_CUDA_RETURN_IF_ERROR(d_, d_.cuEventRecord(stop_, nullptr), "event");
+    TF_CUDA_RETURN_IF_ERROR(d_, d_.cuEventSynchronize(stop_), "kernel execution");
+    return d_.Check(d_.cuEventElapsedTime(ms, start_, stop_), "event time");
+  };
+  double total_ms = 0;
+  if (!flush_l2) {
+    float ms = 0;
+    if (absl::Status s = timed(runs, &ms); !s.ok()) return s;
+    total_ms = ms;
+  } else {
+    for (int64_t i = 0; i < runs; ++i) {
+      // A write over twice L2 evicts the inputs and weights; the memset runs
+      // on the same stream, before the start event.
+      TF_CUDA_RETURN_IF_ERROR(d_, d_.cuMemsetD8(flush_, uint8_t(i), flush_bytes_), "L2 flush");
+      float ms = 0;
+      if (absl::Status s = timed(1, &ms); !s.ok()) return s;
+      total_ms += ms;
+    }
+  }
+  return total_ms * 1e-3 / double(runs);
+}
+
+}  // namespace tunefarm::runner

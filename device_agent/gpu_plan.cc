@@ -1,0 +1,118 @@
+#include "device_agent/gpu_plan.h"
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+namespace tunefarm::runner {
+namespace {
+
+constexpr uint32_t kPlanMagic = 0x4c504654;  // "TFPL"
+
+// Fixed-size records, copied as bytes (writer and reader are one build).
+struct PlanHeader {
+  uint32_t magic;
+  int32_t n_kernels;
+  int32_t n_workspace;
+  int32_t reserved;
+  int64_t image_bytes;
+};
+
+struct KernelRecord {
+  char name[kMaxGpuKernelName + 1];
+  int64_t grid[3];
+  int64_t block[3];
+  int32_t n_params;
+  int32_t params[kMaxGpuParams];
+};
+
+template <typename T>
+void Put(std::string* out, const T& v) {
+  out->append(reinterpret_cast<const char*>(&v), sizeof(v));
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> EncodeGpuPlan(const GpuPlan& plan) {
+  if (plan.kernels.empty() || plan.kernels.size() > size_t(kMaxGpuKernels)) {
+    return absl::InvalidArgumentError(absl::StrCat("a GPU plan has 1 to ", kMaxGpuKernels,
+                                                   " kernels, not ", plan.kernels.size()));
+  }
+  std::string out;
+  PlanHeader h{kPlanMagic, int32_t(plan.kernels.size()), int32_t(plan.workspace_bytes.size()), 0,
+               int64_t(plan.image.size())};
+  Put(&out, h);
+  for (const GpuPlan::Kernel& k : plan.kernels) {
+    if (k.name.empty() || k.name.size() > size_t(kMaxGpuKernelName) ||
+        k.buffers.size() > size_t(kMaxGpuParams)) {
+      return absl::InvalidArgumentError(absl::StrCat("kernel '", k.name, "': names of 1 to ",
+                                                     kMaxGpuKernelName, " characters and at most ",
+                                                     kMaxGpuParams, " parameters"));
+    }
+    KernelRecord r{};
+    std::memcpy(r.name, k.name.data(), k.name.size());
+    for (int i = 0; i < 3; ++i) r.grid[i] = k.grid[i], r.block[i] = k.block[i];
+    r.n_params = int32_t(k.buffers.size());
+    for (size_t i = 0; i < k.buffers.size(); ++i) r.params[i] = k.buffers[i];
+    Put(&out, r);
+  }
+  for (int64_t b : plan.workspace_bytes) Put(&out, b);
+  out.append(plan.image);
+  return out;
+}
+
+absl::StatusOr<GpuPlan> DecodeGpuPlan(const char* data, size_t size, int64_t n_args) {
+  auto bad = [](const std::string& why) {
+    return absl::InvalidArgumentError(absl::StrCat("GPU plan: ", why));
+  };
+  PlanHeader h;
+  if (size < sizeof(h)) return bad("truncated header");
+  std::memcpy(&h, data, sizeof(h));
+  if (h.magic != kPlanMagic) return bad("not a plan from this build");
+  if (h.n_kernels < 1 || h.n_kernels > kMaxGpuKernels) return bad("kernel count out of range");
+  if (h.n_workspace < 0 || h.n_workspace > 1024) return bad("workspace count out of range");
+  const size_t fixed = sizeof(h) + size_t(h.n_kernels) * sizeof(KernelRecord) +
+                       size_t(h.n_workspace) * sizeof(int64_t);
+  if (h.image_bytes < 1 || size < fixed || size - fixed != uint64_t(h.image_bytes)) {
+    return bad("sizes do not add up");
+  }
+  const int64_t n_buffers = n_args + 1 + h.n_workspace;
+  GpuPlan plan;
+  const char* p = data + sizeof(h);
+  for (int k = 0; k < h.n_kernels; ++k, p += sizeof(KernelRecord)) {
+    KernelRecord r;
+    std::memcpy(&r, p, sizeof(r));
+    GpuPlan::Kernel kernel;
+    kernel.name.assign(r.name, strnlen(r.name, sizeof(r.name)));
+    if (kernel.name.empty() || kernel.name.size() > size_t(kMaxGpuKernelName))
+      return bad(absl::StrCat("kernel ", k, " has no name"));
+    for (int i = 0; i < 3; ++i) {
+      // CUDA's own limits: grid x < 2^31, y and z < 2^16, blocks of 1024.
+      if (r.grid[i] < 1 || r.grid[i] > (i == 0 ? 0x7fffffffLL : 65535) || r.block[i] < 1 ||
+          r.block[i] > 1024) {
+        return bad(absl::StrCat("kernel ", kernel.name, ": launch dimension out of range"));
+      }
+      kernel.grid[i] = r.grid[i], kernel.block[i] = r.block[i];
+    }
+    if (r.n_params < 0 || r.n_params > kMaxGpuParams)
+      return bad(absl::StrCat("kernel ", kernel.name, ": parameter count out of range"));
+    for (int i = 0; i < r.n_params; ++i) {
+      if (r.params[i] < 0 || r.params[i] >= n_buffers) {
+        return bad(absl::StrCat("kernel ", kernel.name, ": parameter ", i, " names buffer ",
+                                r.params[i], " of ", n_buffers));
+      }
+      kernel.buffers.push_back(r.params[i]);
+    }
+    plan.kernels.push_back(std::move(kernel));
+  }
+  for (int w = 0; w < h.n_workspace; ++w, p += sizeof(int64_t)) {
+    int64_t bytes;
+    std::memcpy(&bytes, p, sizeof(bytes));
+    if (bytes < 0 || bytes > (int64_t{1} << 40)) return bad("workspace size out of range");
+    plan.workspace_bytes.push_back(bytes);
+  }
+  plan.image.assign(p, size_t(h.image_bytes));
+  return plan;
+}
+
+}  // namespace tunefarm::runner

@@ -1,0 +1,45 @@
+// What the GPU runner needs of a CUDA build: the module image (cubin or PTX)
+// and each kernel's launch, with its parameters as buffer indices. The
+// worker ships a GpuModule (farm.proto) whose parameters are tensor ids; the
+// agent maps them to buffers (PlanFromModule in the measurement handler) and
+// sends the plan to the runner process in the flat form below, so the runner
+// parses no protobuf.
+//
+// Buffers: 0..n_args-1 the kernel inputs in ABI order, n_args the output,
+// n_args+1+w workspace w.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace tunefarm::runner {
+
+struct GpuPlan {
+  struct Kernel {
+    std::string name;
+    std::array<int64_t, 3> grid = {1, 1, 1};
+    std::array<int64_t, 3> block = {1, 1, 1};
+    std::vector<int> buffers;  // one per kernel parameter
+  };
+  std::string image;  // cubin (ELF) or PTX text
+  std::vector<Kernel> kernels;
+  std::vector<int64_t> workspace_bytes;
+};
+
+// Limits of the flat form (a plan past them is refused when encoded).
+constexpr int kMaxGpuKernels = 64;
+constexpr int kMaxGpuParams = 64;
+constexpr int kMaxGpuKernelName = 63;
+
+// The flat bytes of `plan`; InvalidArgument past the limits above.
+absl::StatusOr<std::string> EncodeGpuPlan(const GpuPlan& plan);
+// Back from bytes; InvalidArgument naming what is wrong for anything that
+// is not a plan `n_args` inputs can run (truncated, counts out of range,
+// a parameter naming no buffer, a launch dimension below 1).
+absl::StatusOr<GpuPlan> DecodeGpuPlan(const char* data, size_t size, int64_t n_args);
+
+}  // namespace tunefarm::runner

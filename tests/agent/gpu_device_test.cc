@@ -1,0 +1,165 @@
+// On a machine with an NVIDIA GPU (ctest label gpu; every test here skips,
+// reported as skipped, where there is none): worker-built CUDA modules of
+// random GPU schedules measured by the agent's handler, each checked against
+// the float64 reference on random inputs before it is timed; a kernel that
+// faults is a runtime error and one that spins is a timeout, and the agent
+// measures correctly right after both.
+#include <random>
+
+#include "absl/strings/match.h"
+#include "compiler/codegen/cuda_codegen.h"
+#include "compiler/codegen/nvrtc_info.h"
+#include "compiler/ir/gpu_sketch.h"
+#include "compiler/ir/workload.h"
+#include "compiler/ir/workload_spec.h"
+#include "device_agent/capabilities.h"
+#include "device_agent/measure_handler.h"
+#include "gtest/gtest.h"
+#include "worker/builder.h"
+
+namespace tunefarm {
+namespace {
+
+class GpuDevice : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    caps_ = agent::DetectCapabilities();
+    if (!caps_.has_gpu()) GTEST_SKIP() << "no GPU on this machine";
+    if (codegen::NvrtcSupportedArchs().empty()) GTEST_SKIP() << "no CUDA toolkit in this build";
+    target_spec_ = "cuda -arch=" + caps_.cuda_archs(0);
+    agent::MeasureHandlerOptions o;
+    o.gpu = true;
+    handler_ = std::make_unique<agent::MeasureHandler>(o);
+  }
+
+  v1::MeasureRequest Request(const std::string& spec, const v1::Schedule& schedule,
+                             const v1::BuildResult& built) {
+    v1::MeasureRequest m;
+    *m.mutable_workload() = ir::Canonicalize(*ir::ParseWorkloadSpec(spec))->workload;
+    m.mutable_target()->set_spec(target_spec_);
+    *m.mutable_schedule() = schedule;
+    m.set_kind(built.kind());
+    m.set_artifact(built.artifact());
+    m.set_input_seed(17);
+    m.mutable_options()->set_timeout_ms(5000);
+    return m;
+  }
+
+  v1::BuildResult Build(const std::string& spec, const v1::Schedule& schedule,
+                        v1::ArtifactKind kind = v1::ARTIFACT_KIND_CUBIN) {
+    v1::BuildRequest req;
+    *req.mutable_workload() = ir::Canonicalize(*ir::ParseWorkloadSpec(spec))->workload;
+    req.mutable_target()->set_spec(target_spec_);
+    *req.mutable_schedule() = schedule;
+    req.set_kind(kind);
+    return worker::Build(req);
+  }
+
+  // A module of one hand-written kernel over `spec`'s arguments: a fault
+  // the generated code cannot produce on demand.
+  v1::BuildResult HandWritten(const std::string& spec, const std::string& body) {
+    ir::ComputeDAG dag = *ir::BuildComputeDAG(*ir::ParseWorkloadSpec(spec));
+    ir::Target t = *ir::Target::Parse(target_spec_);
+    codegen::GpuProgram p;
+    p.source =
+        "extern \"C\" __global__ void tf_kernel_0(const float* x, float* out) {" + body + "}\n";
+    codegen::GpuKernel k;
+    k.name = "tf_kernel_0";
+    k.block = {32, 1, 1};
+    k.params = dag.args;
+    p.kernels.push_back(k);
+    v1::BuildResult r;
+    absl::StatusOr<codegen::GpuArtifact> a = codegen::CompileCuda(p, t);
+    if (!a.ok()) {
+      r.set_error(std::string(a.status().message()));
+      return r;
+    }
+    v1::GpuModule m;
+    m.set_arch(t.arch());
+    m.set_image(a->cubin);
+    v1::GpuModule::Kernel* mk = m.add_kernels();
+    mk->set_name(k.name);
+    for (int i = 0; i < 3; ++i) mk->add_grid(k.grid[i]), mk->add_block(k.block[i]);
+    for (int p : k.params) mk->add_params(p);
+    r.set_kind(v1::ARTIFACT_KIND_CUBIN);
+    r.set_artifact(m.SerializeAsString());
+    return r;
+  }
+
+  v1::Capabilities caps_;
+  std::string target_spec_;
+  std::unique_ptr<agent::MeasureHandler> handler_;
+};
+
+TEST_F(GpuDevice, RandomSchedulesMatchTheReference) {
+  const char* specs[] = {"dense(M=64,N=96,K=128)+bias+relu",
+                         "conv2d_nchw(N=1,C=16,H=14,W=14,K=32,R=3,S=3,pad=1)+bias+relu",
+                         "depthwise_conv2d_nchw(N=1,C=32,H=28,W=28,R=3,S=3,pad=1)",
+                         "matmul(M=128,N=128,K=64)"};
+  ir::Target t = *ir::Target::Parse(target_spec_);
+  std::mt19937_64 rng(5);
+  int measured = 0, built = 0;
+  for (const char* spec : specs) {
+    ir::ComputeDAG dag = *ir::BuildComputeDAG(*ir::ParseWorkloadSpec(spec));
+    for (int i = 0; i < 12; ++i) {
+      v1::Schedule s = i == 0 ? ir::DefaultGpuSchedule(dag, t) : ir::RandomGpuSchedule(dag, t, rng);
+      v1::BuildResult b = Build(spec, s);
+      if (!b.error().empty()) continue;  // past a launch limit: refused before any device
+      ++built;
+      v1::MeasureResult r = handler_->Measure(Request(spec, s, b));
+      EXPECT_EQ(r.status(), v1::MEASURE_STATUS_OK) << spec << " #" << i << ": " << r.error();
+      if (r.status() == v1::MEASURE_STATUS_OK) {
+        ++measured;
+        ASSERT_GT(r.costs_sec_size(), 0);
+        EXPECT_GT(r.costs_sec(0), 0);
+      }
+    }
+  }
+  std::printf("GPU: %d of %d built random schedules measured correct on %s\n", measured, built,
+              caps_.gpu_name().c_str());
+  EXPECT_GE(built, 24);
+  EXPECT_EQ(measured, built);
+  // PTX instead of a cubin: the driver JIT-compiles it.
+  const char* spec = specs[0];
+  ir::ComputeDAG dag = *ir::BuildComputeDAG(*ir::ParseWorkloadSpec(spec));
+  v1::Schedule s = ir::DefaultGpuSchedule(dag, t);
+  v1::BuildResult ptx = Build(spec, s, v1::ARTIFACT_KIND_PTX);
+  ASSERT_TRUE(ptx.error().empty()) << ptx.error();
+  v1::MeasureResult r = handler_->Measure(Request(spec, s, ptx));
+  EXPECT_EQ(r.status(), v1::MEASURE_STATUS_OK) << r.error();
+}
+
+TEST_F(GpuDevice, WrongFaultingAndSpinningKernelsAreResults) {
+  const std::string spec = "relu(N=1,C=1,H=1,W=32)";
+  ir::ComputeDAG dag = *ir::BuildComputeDAG(*ir::ParseWorkloadSpec(spec));
+  ir::Target t = *ir::Target::Parse(target_spec_);
+  v1::Schedule def = ir::DefaultGpuSchedule(dag, t);
+  v1::Schedule fused = *ir::GpuFusedSchedule(dag, t, 32);
+
+  v1::BuildResult wrong = HandWritten(spec, "out[threadIdx.x] = x[threadIdx.x] + 1.0f;");
+  ASSERT_TRUE(wrong.error().empty()) << wrong.error();
+  EXPECT_EQ(handler_->Measure(Request(spec, fused, wrong)).status(),
+            v1::MEASURE_STATUS_WRONG_RESULT);
+
+  v1::BuildResult fault =
+      HandWritten(spec, "((float*)0)[threadIdx.x + (1 << 26)] = x[threadIdx.x];");
+  ASSERT_TRUE(fault.error().empty()) << fault.error();
+  v1::MeasureResult r = handler_->Measure(Request(spec, fused, fault));
+  EXPECT_EQ(r.status(), v1::MEASURE_STATUS_RUNTIME_ERROR) << r.error();
+  EXPECT_TRUE(absl::StrContains(r.error(), "CUDA_ERROR")) << r.error();
+
+  v1::BuildResult spin =
+      HandWritten(spec, "while (*(volatile const float*)x < 1e30f) {} out[threadIdx.x] = 0.0f;");
+  ASSERT_TRUE(spin.error().empty()) << spin.error();
+  v1::MeasureRequest req = Request(spec, fused, spin);
+  req.mutable_options()->set_timeout_ms(1500);
+  EXPECT_EQ(handler_->Measure(req).status(), v1::MEASURE_STATUS_TIMEOUT);
+
+  v1::BuildResult good = Build(spec, def);
+  ASSERT_TRUE(good.error().empty()) << good.error();
+  r = handler_->Measure(Request(spec, def, good));
+  EXPECT_EQ(r.status(), v1::MEASURE_STATUS_OK) << r.error();
+}
+
+}  // namespace
+}  // namespace tunefarm

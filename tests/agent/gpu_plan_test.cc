@@ -1,0 +1,173 @@
+// The agent's GPU path on any machine: the runner's plan of a CUDA build
+// (encoded, decoded, refused when damaged), its parameter mapping from a real
+// worker-built GpuModule, and the answers of an agent or a runner without a
+// GPU. The GPU itself is exercised by gpu_device_test (label gpu).
+#include "device_agent/gpu_plan.h"
+
+#include <random>
+
+#include "absl/strings/match.h"
+#include "compiler/codegen/nvrtc_info.h"
+#include "compiler/ir/schedule.h"
+#include "compiler/ir/workload.h"
+#include "compiler/ir/workload_spec.h"
+#include "device_agent/cuda_driver.h"
+#include "device_agent/measure_handler.h"
+#include "device_agent/sandbox.h"
+#include "gtest/gtest.h"
+#include "worker/builder.h"
+
+namespace tunefarm {
+namespace {
+
+runner::GpuPlan TwoKernels() {
+  runner::GpuPlan plan;
+  plan.image = std::string(
+                   "\x7f"
+                   "ELF") +
+               std::string(300, 'x');
+  plan.kernels.push_back({"tf_kernel_0", {4, 2, 1}, {128, 1, 1}, {0, 3}});
+  plan.kernels.push_back({"tf_kernel_1", {1, 1, 1}, {32, 8, 1}, {3, 1, 2}});
+  plan.workspace_bytes = {4096};
+  return plan;
+}
+
+TEST(GpuPlan, RoundTripsAndRefusesDamage) {
+  const runner::GpuPlan plan = TwoKernels();
+  absl::StatusOr<std::string> bytes = runner::EncodeGpuPlan(plan);
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  // 2 inputs: buffers 0, 1; output 2; workspace 3.
+  absl::StatusOr<runner::GpuPlan> back = runner::DecodeGpuPlan(bytes->data(), bytes->size(), 2);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->image, plan.image);
+  EXPECT_EQ(back->workspace_bytes, plan.workspace_bytes);
+  ASSERT_EQ(back->kernels.size(), 2u);
+  for (size_t k = 0; k < 2; ++k) {
+    EXPECT_EQ(back->kernels[k].name, plan.kernels[k].name);
+    EXPECT_EQ(back->kernels[k].grid, plan.kernels[k].grid);
+    EXPECT_EQ(back->kernels[k].block, plan.kernels[k].block);
+    EXPECT_EQ(back->kernels[k].buffers, plan.kernels[k].buffers);
+  }
+  // With one input there are only 3 buffers: buffer 3 names none.
+  absl::StatusOr<runner::GpuPlan> short_args =
+      runner::DecodeGpuPlan(bytes->data(), bytes->size(), 1);
+  ASSERT_FALSE(short_args.ok());
+  EXPECT_TRUE(absl::StrContains(short_args.status().message(), "names buffer 3 of 3"))
+      << short_args.status();
+  // Every truncation is refused.
+  for (size_t n = 0; n < bytes->size(); n += 7) {
+    EXPECT_FALSE(runner::DecodeGpuPlan(bytes->data(), n, 2).ok()) << n;
+  }
+  // Random damage: refused, or a plan whose every launch and buffer is in range.
+  std::mt19937_64 rng(3);
+  int refused = 0;
+  for (int i = 0; i < 2000; ++i) {
+    std::string damaged = *bytes;
+    for (int k = 0; k < 4; ++k) damaged[rng() % damaged.size()] = char(rng());
+    absl::StatusOr<runner::GpuPlan> p = runner::DecodeGpuPlan(damaged.data(), damaged.size(), 2);
+    if (!p.ok()) {
+      ++refused;
+      continue;
+    }
+    for (const auto& k : p->kernels) {
+      for (int d = 0; d < 3; ++d) {
+        EXPECT_GE(k.grid[d], 1);
+        EXPECT_GE(k.block[d], 1);
+        EXPECT_LE(k.block[d], 1024);
+      }
+      for (int b : k.buffers) {
+        EXPECT_GE(b, 0);
+        EXPECT_LT(b, 3 + int(p->workspace_bytes.size()));
+      }
+    }
+  }
+  EXPECT_GT(refused, 0);
+  // Past the limits: refused when encoded.
+  runner::GpuPlan none = plan;
+  none.kernels.clear();
+  EXPECT_FALSE(runner::EncodeGpuPlan(none).ok());
+  runner::GpuPlan long_name = plan;
+  long_name.kernels[0].name = std::string(80, 'k');
+  EXPECT_FALSE(runner::EncodeGpuPlan(long_name).ok());
+}
+
+// The worker's module for a dense layer: parameters, tensor ids in the
+// scheduled DAG, become argument indices (inputs, then the output).
+TEST(GpuPlan, MapsAWorkerModulesParametersToArguments) {
+  if (codegen::NvrtcSupportedArchs().empty()) GTEST_SKIP() << "no CUDA toolkit in this build";
+  v1::BuildRequest req;
+  *req.mutable_workload() =
+      ir::Canonicalize(*ir::ParseWorkloadSpec("dense(M=64,N=96,K=128)+bias+relu"))->workload;
+  req.mutable_target()->set_spec("cuda -arch=sm_90");
+  absl::StatusOr<ir::Target> t = ir::Target::Parse(req.target().spec());
+  ASSERT_TRUE(t.ok());
+  absl::StatusOr<ir::ComputeDAG> dag = ir::BuildComputeDAG(req.workload());
+  ASSERT_TRUE(dag.ok());
+  *req.mutable_schedule() = ir::DefaultSchedule(*dag, *t);
+  req.set_kind(v1::ARTIFACT_KIND_CUBIN);
+  v1::BuildResult r = worker::Build(req);
+  ASSERT_TRUE(r.error().empty()) << r.error();
+  v1::GpuModule m;
+  ASSERT_TRUE(m.ParseFromString(r.artifact()));
+  auto st = ir::ScheduleState::Replay(*dag, req.schedule(), *t);
+  ASSERT_TRUE(st.ok());
+  const ir::ComputeDAG& sdag = st->dag();
+  absl::StatusOr<runner::GpuPlan> plan = agent::PlanFromModule(m, sdag);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_EQ(plan->kernels.size(), size_t(m.kernels_size()));
+  const int n_inputs = int(sdag.args.size()) - 1;  // data, weight, bias
+  EXPECT_EQ(n_inputs, 3);
+  bool writes_output = false;
+  for (int k = 0; k < m.kernels_size(); ++k) {
+    ASSERT_EQ(plan->kernels[k].buffers.size(), size_t(m.kernels(k).params_size()));
+    for (int p = 0; p < m.kernels(k).params_size(); ++p) {
+      int tensor = m.kernels(k).params(p), buffer = plan->kernels[k].buffers[p];
+      if (buffer <= n_inputs) {
+        EXPECT_EQ(sdag.args[buffer], tensor);
+      } else {
+        EXPECT_EQ(m.workspace(buffer - n_inputs - 1).tensor(), tensor);
+      }
+      writes_output |= buffer == n_inputs;
+    }
+  }
+  EXPECT_TRUE(writes_output);
+  EXPECT_EQ(plan->image, m.image());
+  absl::StatusOr<std::string> bytes = runner::EncodeGpuPlan(*plan);
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  EXPECT_TRUE(runner::DecodeGpuPlan(bytes->data(), bytes->size(), n_inputs).ok());
+  // A parameter naming a tensor that is neither an argument nor a workspace.
+  m.mutable_kernels(0)->set_params(0, 9999);
+  absl::StatusOr<runner::GpuPlan> bad = agent::PlanFromModule(m, sdag);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_TRUE(absl::StrContains(bad.status().message(), "tensor 9999")) << bad.status();
+}
+
+// Without a GPU: the agent refuses a CUDA build with a reason, and the
+// runner, handed a plan anyway, answers that there is no GPU.
+TEST(GpuPlan, WithoutAGpuTheAnswerSaysSo) {
+  agent::MeasureHandlerOptions o;
+  o.gpu = false;
+  agent::MeasureHandler handler(o);
+  v1::MeasureRequest req;
+  *req.mutable_workload() =
+      ir::Canonicalize(*ir::ParseWorkloadSpec("relu(N=1,C=4,H=8,W=8)"))->workload;
+  req.mutable_target()->set_spec("cuda -arch=sm_87");
+  req.set_kind(v1::ARTIFACT_KIND_CUBIN);
+  req.set_artifact("not read");
+  v1::MeasureResult r = handler.Measure(req);
+  EXPECT_EQ(r.status(), v1::MEASURE_STATUS_RUNTIME_ERROR);
+  EXPECT_TRUE(absl::StrContains(r.error(), "no GPU")) << r.error();
+
+  if (runner::CudaDriver::Get().ok()) GTEST_SKIP() << "this machine has a CUDA driver";
+  absl::StatusOr<std::string> plan = runner::EncodeGpuPlan(TwoKernels());
+  ASSERT_TRUE(plan.ok());
+  std::vector<float> a(10, 1.0f), b(10, 2.0f);
+  runner::SandboxOptions so;
+  so.cuda = true;
+  runner::SandboxOutcome out = runner::MeasureInSandbox(*plan, {&a, &b}, 10, {}, so);
+  EXPECT_EQ(out.status, runner::SandboxOutcome::Status::kRuntimeError);
+  EXPECT_TRUE(absl::StrContains(out.error, "no GPU")) << out.error;
+}
+
+}  // namespace
+}  // namespace tunefarm
