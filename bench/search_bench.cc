@@ -296,6 +296,12 @@ int RunSearchBench(const std::vector<std::string>& args) {
             double(run.best_so_far.size()) / std::max(1e-9, run.minutes),
             run.transfer ? absl::StrCat(", warm from ", earlier.size(), " earlier workload(s)").c_str()
                          : "");
+        // Best so far at every 16 trials: where a slow start shows.
+        std::string curve;
+        for (size_t i = 15; i < run.best_so_far.size(); i += 16)
+          absl::StrAppend(&curve, curve.empty() ? "" : " ", int(std::round(run.best_so_far[i])));
+        std::printf("%-22s %-12s seed %d: best every 16 trials: %s\n", a.name,
+                    run.strategy.c_str(), seed, curve.c_str());
         std::fflush(stdout);
         runs.push_back(std::move(run));
       }
