@@ -121,8 +121,10 @@ absl::StatusOr<std::unique_ptr<GpuSession>> GpuSession::Open(
   }
   for (const GpuPlan::Kernel& k : plan.kernels) {
     CudaDriver::CUfunction f = nullptr;
-    if (d.cuModuleGetFunction(&f, s->module_, k.name.c_str()) != 0) {
-      return absl::FailedPreconditionError(absl::StrCat("the module has no kernel '", k.name, "'"));
+    if (CudaDriver::CUresult r = d.cuModuleGetFunction(&f, s->module_, k.name.c_str()); r != 0) {
+      // With lazy loading (CUDA 12.2+) a bad image can show up only here.
+      return absl::FailedPreconditionError(
+          absl::StrCat("kernel '", k.name, "' not loaded from the module: ", d.Describe(r)));
     }
     s->functions_.push_back(f);
   }
@@ -146,6 +148,18 @@ absl::StatusOr<std::unique_ptr<GpuSession>> GpuSession::Open(
   std::memcpy(&nan, &qnan, 4);
   TF_CUDA_RETURN_IF_ERROR(d, d.cuMemsetD32(s->buffers_[s->output_index_], nan, size_t(n_out)),
                           "output fill");
+  // Each launch's parameter values (device pointers) and the pointers to
+  // them that cuLaunchKernel reads, built once.
+  for (const GpuPlan::Kernel& k : plan.kernels) {
+    std::vector<CudaDriver::CUdeviceptr> values;
+    for (int b : k.buffers) values.push_back(s->buffers_[size_t(b)]);
+    s->values_.push_back(std::move(values));
+  }
+  for (std::vector<CudaDriver::CUdeviceptr>& values : s->values_) {
+    std::vector<void*> params;
+    for (CudaDriver::CUdeviceptr& v : values) params.push_back(&v);
+    s->params_.push_back(std::move(params));
+  }
   TF_CUDA_RETURN_IF_ERROR(d, d.cuEventCreate(&s->start_, 0), "event");
   TF_CUDA_RETURN_IF_ERROR(d, d.cuEventCreate(&s->stop_, 0), "event");
   return s;
@@ -162,30 +176,39 @@ GpuSession::~GpuSession() {
   if (retained_) d_.cuDevicePrimaryCtxRelease(device_);
 }
 
+absl::Status GpuSession::LaunchOne(size_t k) {
+  const GpuPlan::Kernel& kernel = kernels_[k];
+  CudaDriver::CUresult r = d_.cuLaunchKernel(
+      functions_[k], unsigned(kernel.grid[0]), unsigned(kernel.grid[1]), unsigned(kernel.grid[2]),
+      unsigned(kernel.block[0]), unsigned(kernel.block[1]), unsigned(kernel.block[2]), 0, nullptr,
+      params_[k].data(), nullptr);
+  if (r == 0) return absl::OkStatus();
+  return absl::InternalError(absl::StrCat("launch of ", LaunchName(k), ": ", d_.Describe(r)));
+}
+
+std::string GpuSession::LaunchName(size_t k) const {
+  const GpuPlan::Kernel& kernel = kernels_[k];
+  return absl::StrCat(kernel.name, " (grid ", kernel.grid[0], "x", kernel.grid[1], "x",
+                      kernel.grid[2], ", block ", kernel.block[0], "x", kernel.block[1], "x",
+                      kernel.block[2], ")");
+}
+
 absl::Status GpuSession::Launch() {
   for (size_t k = 0; k < kernels_.size(); ++k) {
-    const GpuPlan::Kernel& kernel = kernels_[k];
-    std::vector<CudaDriver::CUdeviceptr> values;
-    for (int b : kernel.buffers) values.push_back(buffers_[size_t(b)]);
-    std::vector<void*> params;
-    for (CudaDriver::CUdeviceptr& v : values) params.push_back(&v);
-    CudaDriver::CUresult r = d_.cuLaunchKernel(
-        functions_[k], unsigned(kernel.grid[0]), unsigned(kernel.grid[1]), unsigned(kernel.grid[2]),
-        unsigned(kernel.block[0]), unsigned(kernel.block[1]), unsigned(kernel.block[2]), 0, nullptr,
-        params.data(), nullptr);
-    if (r != 0) {
-      return absl::InternalError(absl::StrCat("launch of ", kernel.name, " (grid ", kernel.grid[0],
-                                              "x", kernel.grid[1], "x", kernel.grid[2], ", block ",
-                                              kernel.block[0], "x", kernel.block[1], "x",
-                                              kernel.block[2], "): ", d_.Describe(r)));
-    }
+    if (absl::Status s = LaunchOne(k); !s.ok()) return s;
   }
   return absl::OkStatus();
 }
 
 absl::Status GpuSession::Run() {
-  if (absl::Status s = Launch(); !s.ok()) return s;
-  return d_.Check(d_.cuCtxSynchronize(), "kernel execution");
+  // Synchronized after each kernel, so a fault names the kernel that made it
+  // (faults surface asynchronously, at the next synchronization).
+  for (size_t k = 0; k < kernels_.size(); ++k) {
+    if (absl::Status s = LaunchOne(k); !s.ok()) return s;
+    if (CudaDriver::CUresult r = d_.cuCtxSynchronize(); r != 0)
+      return absl::InternalError(absl::StrCat(LaunchName(k), " failed: ", d_.Describe(r)));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status GpuSession::ReadOutput(float* out) const {

@@ -103,12 +103,16 @@ class GpuSession {
  private:
   explicit GpuSession(const CudaDriver& d) : d_(d) {}
   absl::Status Launch();  // all kernels, no synchronization
+  absl::Status LaunchOne(size_t k);
+  std::string LaunchName(size_t k) const;
   const CudaDriver& d_;
   CudaDriver::CUdevice device_ = 0;
   bool retained_ = false;
   CudaDriver::CUmodule module_ = nullptr;
   std::vector<CudaDriver::CUfunction> functions_;
-  std::vector<CudaDriver::CUdeviceptr> buffers_;  // inputs, output, workspaces
+  std::vector<CudaDriver::CUdeviceptr> buffers_;              // inputs, output, workspaces
+  std::vector<std::vector<CudaDriver::CUdeviceptr>> values_;  // per kernel, its parameters
+  std::vector<std::vector<void*>> params_;                    // per kernel, pointers into values_
   int64_t n_out_ = 0;
   size_t output_index_ = 0;
   std::vector<GpuPlan::Kernel> kernels_;

@@ -86,14 +86,17 @@ absl::StatusOr<GpuPlan> DecodeGpuPlan(const char* data, size_t size, int64_t n_a
     kernel.name.assign(r.name, strnlen(r.name, sizeof(r.name)));
     if (kernel.name.empty() || kernel.name.size() > size_t(kMaxGpuKernelName))
       return bad(absl::StrCat("kernel ", k, " has no name"));
+    // CUDA's own limits: grid x < 2^31, y and z < 2^16; block x, y 1024,
+    // z 64, and 1024 threads in all.
+    static constexpr int64_t kGridMax[3] = {0x7fffffffLL, 65535, 65535};
+    static constexpr int64_t kBlockMax[3] = {1024, 1024, 64};
     for (int i = 0; i < 3; ++i) {
-      // CUDA's own limits: grid x < 2^31, y and z < 2^16, blocks of 1024.
-      if (r.grid[i] < 1 || r.grid[i] > (i == 0 ? 0x7fffffffLL : 65535) || r.block[i] < 1 ||
-          r.block[i] > 1024) {
+      if (r.grid[i] < 1 || r.grid[i] > kGridMax[i] || r.block[i] < 1 || r.block[i] > kBlockMax[i])
         return bad(absl::StrCat("kernel ", kernel.name, ": launch dimension out of range"));
-      }
       kernel.grid[i] = r.grid[i], kernel.block[i] = r.block[i];
     }
+    if (r.block[0] * r.block[1] * r.block[2] > 1024)
+      return bad(absl::StrCat("kernel ", kernel.name, ": more than 1024 threads per block"));
     if (r.n_params < 0 || r.n_params > kMaxGpuParams)
       return bad(absl::StrCat("kernel ", kernel.name, ": parameter count out of range"));
     for (int i = 0; i < r.n_params; ++i) {

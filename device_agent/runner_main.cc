@@ -122,9 +122,13 @@ int RunGpu(const wire::RunRequestHeader& h, const char* plan_bytes, const std::v
     if (once.ok()) {
       repeats = std::clamp(int(h.max_timing_s / std::max(1e-7, *once)), 1,
                            std::clamp(int(h.repeats), 1, wire::kMaxRepeats));
+      // As on the CPU: 1 run per repeat when flushing (each run after its
+      // own flush, which is not timed but takes a while).
       int64_t inner = h.number > 0 ? h.number
-                                   : std::max<int64_t>(1, int64_t(h.min_repeat_ms * 1e-3 / repeats /
-                                                                  std::max(1e-7, *once)));
+                      : h.flush_cache
+                          ? 1
+                          : std::max<int64_t>(1, int64_t(h.min_repeat_ms * 1e-3 / repeats /
+                                                         std::max(1e-7, *once)));
       for (int r = 0; r < repeats && once.ok(); ++r) {
         absl::StatusOr<double> t = s.Time(inner, h.flush_cache != 0);
         if (!t.ok())

@@ -4,7 +4,9 @@
 // the float64 reference on random inputs before it is timed; a kernel that
 // faults is a runtime error and one that spins is a timeout, and the agent
 // measures correctly right after both.
+#include <cstdlib>
 #include <random>
+#include <utility>
 
 #include "absl/strings/match.h"
 #include "compiler/codegen/cuda_codegen.h"
@@ -26,6 +28,18 @@ class GpuDevice : public ::testing::Test {
     caps_ = agent::DetectCapabilities();
     if (!caps_.has_gpu()) GTEST_SKIP() << "no GPU on this machine";
     if (codegen::NvrtcSupportedArchs().empty()) GTEST_SKIP() << "no CUDA toolkit in this build";
+    // A driver older than the toolkit cannot load what it builds
+    // (CUDA_ERROR_UNSUPPORTED_PTX_VERSION): say so rather than fail.
+    const std::string driver = caps_.fingerprint().cuda_driver(), nvrtc = codegen::NvrtcVersion();
+    auto version = [](const std::string& v) {  // "13.0" -> {13, 0}
+      size_t dot = v.find('.');
+      return std::make_pair(std::atoi(v.c_str()),
+                            dot == std::string::npos ? 0 : std::atoi(v.c_str() + dot + 1));
+    };
+    if (version(driver) < version(nvrtc)) {
+      GTEST_SKIP() << "the GPU's driver (CUDA " << driver << ") is older than this build's NVRTC ("
+                   << nvrtc << ")";
+    }
     target_spec_ = "cuda -arch=" + caps_.cuda_archs(0);
     agent::MeasureHandlerOptions o;
     o.gpu = true;
@@ -141,8 +155,10 @@ TEST_F(GpuDevice, WrongFaultingAndSpinningKernelsAreResults) {
   EXPECT_EQ(handler_->Measure(Request(spec, fused, wrong)).status(),
             v1::MEASURE_STATUS_WRONG_RESULT);
 
+  // An address far past any allocation, through a volatile pointer so the
+  // compiler cannot reason the store away.
   v1::BuildResult fault =
-      HandWritten(spec, "((float*)0)[threadIdx.x + (1 << 26)] = x[threadIdx.x];");
+      HandWritten(spec, "float* volatile p = out + (1ll << 36); p[threadIdx.x] = x[threadIdx.x];");
   ASSERT_TRUE(fault.error().empty()) << fault.error();
   v1::MeasureResult r = handler_->Measure(Request(spec, fused, fault));
   EXPECT_EQ(r.status(), v1::MEASURE_STATUS_RUNTIME_ERROR) << r.error();
