@@ -7,14 +7,10 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 
 namespace tunefarm::runner {
 namespace {
-
-#define TF_CUDA_RETURN_IF_ERROR(driver, call, what)                               \
-  do {                                                                            \
-    if (absl::Status _st = (driver).Check((call), (what)); !_st.ok()) return _st; \
-  } while (0)
 
 // Resolves `name` (or, when given, `preferred` first) into `*fn`; false if
 // neither is exported.
@@ -105,12 +101,11 @@ absl::StatusOr<std::unique_ptr<GpuSession>> GpuSession::Open(
   int count = 0;
   if (d.cuDeviceGetCount(&count) != 0 || count < 1)
     return absl::UnavailableError("no GPU: the CUDA driver sees no device");
-  absl::Status st = d.Check(d.cuDeviceGet(&s->device_, 0), "cuDeviceGet");
+  TF_RETURN_IF_ERROR(d.Check(d.cuDeviceGet(&s->device_, 0), "cuDeviceGet"));
   CudaDriver::CUcontext ctx = nullptr;
-  if (st.ok()) st = d.Check(d.cuDevicePrimaryCtxRetain(&ctx, s->device_), "context");
-  if (!st.ok()) return st;
+  TF_RETURN_IF_ERROR(d.Check(d.cuDevicePrimaryCtxRetain(&ctx, s->device_), "context"));
   s->retained_ = true;
-  if (absl::Status c = d.Check(d.cuCtxSetCurrent(ctx), "context"); !c.ok()) return c;
+  TF_RETURN_IF_ERROR(d.Check(d.cuCtxSetCurrent(ctx), "context"));
   // PTX must end in NUL for the JIT; a cubin is unaffected by one more byte.
   std::string image = plan.image;
   image.push_back('\0');
@@ -134,20 +129,20 @@ absl::StatusOr<std::unique_ptr<GpuSession>> GpuSession::Open(
   for (int64_t w : plan.workspace_bytes) bytes.push_back(w);
   for (int64_t b : bytes) {
     CudaDriver::CUdeviceptr p = 0;
-    TF_CUDA_RETURN_IF_ERROR(d, d.cuMemAlloc(&p, size_t(std::max<int64_t>(b, 4))), "device memory");
+    TF_RETURN_IF_ERROR(d.Check(d.cuMemAlloc(&p, size_t(std::max<int64_t>(b, 4))), "device memory"));
     s->buffers_.push_back(p);
   }
   for (size_t i = 0; i < inputs.size(); ++i) {
-    TF_CUDA_RETURN_IF_ERROR(
-        d, d.cuMemcpyHtoD(s->buffers_[i], inputs[i].first, size_t(inputs[i].second) * 4),
-        "copy to the device");
+    TF_RETURN_IF_ERROR(
+        d.Check(d.cuMemcpyHtoD(s->buffers_[i], inputs[i].first, size_t(inputs[i].second) * 4),
+                "copy to the device"));
   }
   s->output_index_ = inputs.size();
   uint32_t nan;
   const float qnan = std::nanf("");
   std::memcpy(&nan, &qnan, 4);
-  TF_CUDA_RETURN_IF_ERROR(d, d.cuMemsetD32(s->buffers_[s->output_index_], nan, size_t(n_out)),
-                          "output fill");
+  TF_RETURN_IF_ERROR(
+      d.Check(d.cuMemsetD32(s->buffers_[s->output_index_], nan, size_t(n_out)), "output fill"));
   // Each launch's parameter values (device pointers) and the pointers to
   // them that cuLaunchKernel reads, built once.
   for (const GpuPlan::Kernel& k : plan.kernels) {
@@ -160,8 +155,8 @@ absl::StatusOr<std::unique_ptr<GpuSession>> GpuSession::Open(
     for (CudaDriver::CUdeviceptr& v : values) params.push_back(&v);
     s->params_.push_back(std::move(params));
   }
-  TF_CUDA_RETURN_IF_ERROR(d, d.cuEventCreate(&s->start_, 0), "event");
-  TF_CUDA_RETURN_IF_ERROR(d, d.cuEventCreate(&s->stop_, 0), "event");
+  TF_RETURN_IF_ERROR(d.Check(d.cuEventCreate(&s->start_, 0), "event"));
+  TF_RETURN_IF_ERROR(d.Check(d.cuEventCreate(&s->stop_, 0), "event"));
   return s;
 }
 
@@ -195,7 +190,7 @@ std::string GpuSession::LaunchName(size_t k) const {
 
 absl::Status GpuSession::Launch() {
   for (size_t k = 0; k < kernels_.size(); ++k) {
-    if (absl::Status s = LaunchOne(k); !s.ok()) return s;
+    TF_RETURN_IF_ERROR(LaunchOne(k));
   }
   return absl::OkStatus();
 }
@@ -204,7 +199,7 @@ absl::Status GpuSession::Run() {
   // Synchronized after each kernel, so a fault names the kernel that made it
   // (faults surface asynchronously, at the next synchronization).
   for (size_t k = 0; k < kernels_.size(); ++k) {
-    if (absl::Status s = LaunchOne(k); !s.ok()) return s;
+    TF_RETURN_IF_ERROR(LaunchOne(k));
     if (CudaDriver::CUresult r = d_.cuCtxSynchronize(); r != 0)
       return absl::InternalError(absl::StrCat(LaunchName(k), " failed: ", d_.Describe(r)));
   }
@@ -222,29 +217,29 @@ absl::StatusOr<double> GpuSession::Time(int64_t runs, bool flush_l2) {
     int l2 = 0;
     d_.cuDeviceGetAttribute(&l2, kCuAttrL2CacheSize, device_);
     flush_bytes_ = size_t(std::max(l2, 1 << 20)) * 2;
-    TF_CUDA_RETURN_IF_ERROR(d_, d_.cuMemAlloc(&flush_, flush_bytes_), "L2 flush buffer");
+    TF_RETURN_IF_ERROR(d_.Check(d_.cuMemAlloc(&flush_, flush_bytes_), "L2 flush buffer"));
   }
   auto timed = [&](int64_t n, float* ms) -> absl::Status {
-    TF_CUDA_RETURN_IF_ERROR(d_, d_.cuEventRecord(start_, nullptr), "event");
+    TF_RETURN_IF_ERROR(d_.Check(d_.cuEventRecord(start_, nullptr), "event"));
     for (int64_t i = 0; i < n; ++i) {
-      if (absl::Status s = Launch(); !s.ok()) return s;
+      TF_RETURN_IF_ERROR(Launch());
     }
-    TF_CUDA_RETURN_IF_ERROR(d_, d_.cuEventRecord(stop_, nullptr), "event");
-    TF_CUDA_RETURN_IF_ERROR(d_, d_.cuEventSynchronize(stop_), "kernel execution");
+    TF_RETURN_IF_ERROR(d_.Check(d_.cuEventRecord(stop_, nullptr), "event"));
+    TF_RETURN_IF_ERROR(d_.Check(d_.cuEventSynchronize(stop_), "kernel execution"));
     return d_.Check(d_.cuEventElapsedTime(ms, start_, stop_), "event time");
   };
   double total_ms = 0;
   if (!flush_l2) {
     float ms = 0;
-    if (absl::Status s = timed(runs, &ms); !s.ok()) return s;
+    TF_RETURN_IF_ERROR(timed(runs, &ms));
     total_ms = ms;
   } else {
     for (int64_t i = 0; i < runs; ++i) {
       // A write over twice L2 evicts the inputs and weights; the memset runs
       // on the same stream, before the start event.
-      TF_CUDA_RETURN_IF_ERROR(d_, d_.cuMemsetD8(flush_, uint8_t(i), flush_bytes_), "L2 flush");
+      TF_RETURN_IF_ERROR(d_.Check(d_.cuMemsetD8(flush_, uint8_t(i), flush_bytes_), "L2 flush"));
       float ms = 0;
-      if (absl::Status s = timed(1, &ms); !s.ok()) return s;
+      TF_RETURN_IF_ERROR(timed(1, &ms));
       total_ms += ms;
     }
   }

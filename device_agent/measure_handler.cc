@@ -4,6 +4,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "compiler/ir/compute.h"
 #include "compiler/ir/reference.h"
 #include "compiler/ir/schedule.h"
@@ -45,11 +46,10 @@ absl::StatusOr<Prepared> Prepare(const ir::ComputeDAG& dag, const v1::Schedule& 
                                  const ir::Target& target,
                                  const std::vector<std::vector<float>>& in,
                                  const std::string& artifact, bool cuda) {
-  absl::StatusOr<ir::ScheduleState> st = ir::ScheduleState::Replay(dag, schedule, target);
-  if (!st.ok()) return st.status();
+  TF_ASSIGN_OR_RETURN(ir::ScheduleState st, ir::ScheduleState::Replay(dag, schedule, target));
   Prepared p;
   p.args = in;
-  for (auto& [i, packed] : ir::PackedArguments(st->dag(), in)) p.args[i] = std::move(packed);
+  for (auto& [i, packed] : ir::PackedArguments(st.dag(), in)) p.args[i] = std::move(packed);
   if (!cuda) {
     p.kernel = artifact;
     return p;
@@ -57,11 +57,8 @@ absl::StatusOr<Prepared> Prepare(const ir::ComputeDAG& dag, const v1::Schedule& 
   v1::GpuModule module;
   if (!module.ParseFromString(artifact))
     return absl::InvalidArgumentError("the artifact is not a GpuModule");
-  absl::StatusOr<runner::GpuPlan> plan = PlanFromModule(module, st->dag());
-  if (!plan.ok()) return plan.status();
-  absl::StatusOr<std::string> bytes = runner::EncodeGpuPlan(*plan);
-  if (!bytes.ok()) return bytes.status();
-  p.kernel = *std::move(bytes);
+  TF_ASSIGN_OR_RETURN(runner::GpuPlan plan, PlanFromModule(module, st.dag()));
+  TF_ASSIGN_OR_RETURN(p.kernel, runner::EncodeGpuPlan(plan));
   return p;
 }
 

@@ -81,6 +81,27 @@ struct Arg {
   int64_t count;
 };
 
+// How the timing goes, from one warm-up run of `once` seconds: repeats (as
+// many as fit max_timing_s, at most as asked) and runs per repeat (as given,
+// else enough for min_repeat_ms; 1 when the cache is flushed, so every timed
+// run starts cold). The same for CPU and GPU kernels.
+struct TimingPlan {
+  int repeats;
+  int64_t inner;
+};
+
+TimingPlan PlanTiming(const wire::RunRequestHeader& h, double once) {
+  once = std::max(1e-7, once);
+  TimingPlan t;
+  t.repeats =
+      std::clamp(int(h.max_timing_s / once), 1, std::clamp(int(h.repeats), 1, wire::kMaxRepeats));
+  t.inner = h.number > 0 ? h.number
+            : h.flush_cache
+                ? 1
+                : std::max<int64_t>(1, int64_t(h.min_repeat_ms * 1e-3 / t.repeats / once));
+  return t;
+}
+
 // A CUDA plan on device 0: load, copy the inputs up, run once and check,
 // then time with events (the warm-up run sizes the repeats as on the CPU).
 // Every CUDA failure is a runtime error carrying the driver's reason; a
@@ -120,21 +141,14 @@ int RunGpu(const wire::RunRequestHeader& h, const char* plan_bytes, const std::v
     absl::StatusOr<double> once = s.Time(1, false);  // warm-up
     int repeats = 0;
     if (once.ok()) {
-      repeats = std::clamp(int(h.max_timing_s / std::max(1e-7, *once)), 1,
-                           std::clamp(int(h.repeats), 1, wire::kMaxRepeats));
-      // As on the CPU: 1 run per repeat when flushing (each run after its
-      // own flush, which is not timed but takes a while).
-      int64_t inner = h.number > 0 ? h.number
-                      : h.flush_cache
-                          ? 1
-                          : std::max<int64_t>(1, int64_t(h.min_repeat_ms * 1e-3 / repeats /
-                                                         std::max(1e-7, *once)));
+      const TimingPlan t = PlanTiming(h, *once);
+      repeats = t.repeats;
       for (int r = 0; r < repeats && once.ok(); ++r) {
-        absl::StatusOr<double> t = s.Time(inner, h.flush_cache != 0);
-        if (!t.ok())
-          once = t.status();
+        absl::StatusOr<double> spent = s.Time(t.inner, h.flush_cache != 0);
+        if (!spent.ok())
+          once = spent.status();
         else
-          rep.costs[r] = *t;
+          rep.costs[r] = *spent;
       }
     }
     if (!once.ok()) {
@@ -227,15 +241,9 @@ int main() {
   if (rep.status == wire::RunStatus::kOk) {
     double t0 = Now();
     (*lib)->Run(ptrs.data(), pool);  // warm-up
-    double once = std::max(1e-7, Now() - t0);
-    int repeats =
-        std::clamp(int(h.max_timing_s / once), 1, std::clamp(int(h.repeats), 1, wire::kMaxRepeats));
-    // Runs per repeat: as given, else enough for min_repeat_ms (1 when the
-    // cache is flushed, so every timed run starts cold).
-    int64_t inner = h.number > 0 ? h.number
-                    : h.flush_cache
-                        ? 1
-                        : std::max<int64_t>(1, int64_t(h.min_repeat_ms * 1e-3 / repeats / once));
+    const TimingPlan t = PlanTiming(h, Now() - t0);
+    const int repeats = t.repeats;
+    const int64_t inner = t.inner;
     // Flushing: write a buffer twice the last-level cache before each timed
     // run (not timed), so weights and inputs come from memory.
     std::vector<char> flush;
