@@ -13,6 +13,7 @@
 #include "compiler/codegen/llvm_target.h"
 #include "compiler/ir/workload.h"
 #include "compiler/ir/workload_spec.h"
+#include "server/search/gpu_local_measurer.h"
 #include "server/search/local_measurer.h"
 #include "server/search/tuner.h"
 #include "server/tuning_log.h"
@@ -28,7 +29,8 @@ constexpr const char* kHelp =
                      [--db FILE] [--load-model FILE] [--save-model FILE]
 
 Tunes one workload on this machine: schedules are compiled here, run in a
-child process, checked against a reference on random inputs and timed. Every
+child process, checked against a reference on random inputs and timed (a
+cuda target on this machine's GPU: NVRTC builds, CUDA-event timings). Every
 result is stored in the log database (default tunefarm.db) as it arrives.
 Records already in the database for this workload and target are never
 measured again, and every record for the target trains the cost model from
@@ -39,7 +41,7 @@ until that run has records enough to train its own.
   --trials    measurements, the default schedule included (default 64)
   --seconds   wall-time budget (default: none)
   --strategy  evolutionary (default: cost-model guided) or random
-  --threads   kernel threads (default 1)
+  --threads   kernel threads (default 1; CPU targets)
   --load-model  start from the cost model in FILE instead of the database's
   --save-model  also write the final cost model to FILE
 )";
@@ -110,14 +112,22 @@ int RunTune(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   absl::StatusOr<ir::Target> parsed_target = ParseTargetFlag(flags["target"]);
   if (!parsed_target.ok()) return Fail(err, 2, std::string(parsed_target.status().message()));
   const ir::Target target = *parsed_target;
-  if (target.is_gpu()) return Fail(err, 1, "tuning CUDA targets is not built yet");
-  if (target.arch() != codegen::HostTarget().arch()) {
-    return Fail(err, 1,
-                absl::StrCat("tune runs kernels on this machine (", codegen::HostTarget().arch(),
-                             "); ", target.arch(), " needs a device agent"));
+  if (target.is_gpu()) {
+    if (absl::Status s = search::GpuLocalMeasurer::Check(target); !s.ok()) {
+      return Fail(err, 1,
+                  absl::StrCat("tune runs kernels on this machine: ", s.message(),
+                               "; a job submitted to a farm (tunefarm submit) tunes ",
+                               target.arch(), " on a device agent with that GPU"));
+    }
+  } else {
+    if (target.arch() != codegen::HostTarget().arch()) {
+      return Fail(err, 1,
+                  absl::StrCat("tune runs kernels on this machine (", codegen::HostTarget().arch(),
+                               "); ", target.arch(), " needs a device agent"));
+    }
+    if (absl::Status s = codegen::CheckLLVMTarget(target); !s.ok())
+      return Fail(err, 2, std::string(s.message()));
   }
-  if (absl::Status s = codegen::CheckLLVMTarget(target); !s.ok())
-    return Fail(err, 2, std::string(s.message()));
   int64_t trials = 0, threads = 0, batch = 0, seed = 0;
   double seconds = 0;
   if (!absl::SimpleAtoi(flags["trials"], &trials) || trials < 1)
@@ -141,14 +151,21 @@ int RunTune(const std::vector<std::string>& args, std::ostream& out, std::ostrea
 
   search::LocalMeasureOptions mo;
   mo.threads = int(threads);
-  search::LocalMeasurer measurer(mo);
+  std::unique_ptr<search::Measurer> measurer;
+  if (target.is_gpu()) {
+    search::GpuLocalMeasureOptions go;
+    go.input_seed = uint64_t(seed);
+    measurer = std::make_unique<search::GpuLocalMeasurer>(go);
+  } else {
+    measurer = std::make_unique<search::LocalMeasurer>(mo);
+  }
   search::TuneOptions o;
   o.strategy = *strategy;
   o.max_trials = int(trials);
   o.max_seconds = seconds;
   o.batch = int(batch);
   o.seed = uint64_t(seed);
-  search::Tuner tuner({*task}, &measurer, o);
+  search::Tuner tuner({*task}, measurer.get(), o);
 
   // Warm start: this workload's records are history; the target's others train the model.
   const std::string spec = target.ToString();
@@ -207,6 +224,7 @@ int RunTune(const std::vector<std::string>& args, std::ostream& out, std::ostrea
       flags["workload"], spec, trials, search::StrategyName(*strategy), prior, transfer);
   if (!model_from.empty()) out << "cost model: " << model_from << "\n";
   v1::Fingerprint fp;
+  if (target.is_gpu()) fp = search::GpuLocalMeasurer::MachineFingerprint();
   fp.set_compiler(absl::StrCat("tunefarm ", TUNEFARM_VERSION, " LLVM ", codegen::LLVMVersion()));
   absl::Status store_error;
   double best = 0;

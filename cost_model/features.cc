@@ -41,6 +41,12 @@ enum Header {
   kLocalBytes,
   kIntensity,
   kNumBuffers,
+  kGpuBlocks,
+  kGpuThreads,
+  kGpuVThreads,
+  kWorkPerThread,
+  kSharedStore,
+  kSharedBytes,
 };
 enum BufferCol {
   kKind,
@@ -110,6 +116,7 @@ class Extractor {
   explicit Extractor(const ir::ComputeDAG& dag) : dag_(dag) {
     for (const ir::TensorDecl& t : dag.tensors) shapes_.push_back(t.shape);
     local_.assign(dag.tensors.size(), false);
+    shared_.assign(dag.tensors.size(), false);
   }
 
   ProgramFeatures Run(const Stmt& program) {
@@ -133,12 +140,17 @@ class Extractor {
         return;
       case StmtKind::kAllocate: {
         std::vector<int64_t> saved = shapes_[s->tensor];
-        bool saved_local = local_[s->tensor];
+        bool saved_local = local_[s->tensor], saved_shared = shared_[s->tensor];
         shapes_[s->tensor] = s->shape;
         local_[s->tensor] = s->local;
+        shared_[s->tensor] = s->shared;
+        const double shared_bytes = s->shared ? double(Elements(s->tensor)) * 4 : 0;
+        shared_bytes_ += shared_bytes;
         Visit(s->body[0]);
+        shared_bytes_ -= shared_bytes;
         shapes_[s->tensor] = saved;
         local_[s->tensor] = saved_local;
+        shared_[s->tensor] = saved_shared;
         return;
       }
       case StmtKind::kStore:
@@ -206,6 +218,8 @@ class Extractor {
   void Row(const ir::StmtNode& store) {
     FeatureRow row{};
     double iterations = 1, vec_product = 1, unroll_product = 1, parallel_product = 1;
+    double blocks = 1, threads = 1, vthreads = 1;
+    bool gpu = false;
     int unrolled = 0, vec_len = 0;
     size_t first_parallel = loops_.size();
     const ExprNode* vec_var = nullptr;
@@ -218,6 +232,23 @@ class Extractor {
       if (l.kind == ForKind::kParallel) {
         parallel_product *= double(l.extent);
         if (first_parallel == loops_.size()) first_parallel = k;
+      }
+      switch (l.kind) {
+        case ForKind::kBlockX:
+        case ForKind::kBlockY:
+        case ForKind::kBlockZ:
+          blocks *= double(l.extent), gpu = true;
+          break;
+        case ForKind::kThreadX:
+        case ForKind::kThreadY:
+        case ForKind::kThreadZ:
+          threads *= double(l.extent), gpu = true;
+          break;
+        case ForKind::kVThread:
+          vthreads *= double(l.extent), gpu = true;
+          break;
+        default:
+          break;
       }
     }
     OpCounts ops;
@@ -241,6 +272,14 @@ class Extractor {
     row[kWorkPerParallel] = Log(iterations / parallel_product);
     row[kLocalStore] = local_[store.tensor];
     row[kLocalBytes] = local_[store.tensor] ? Log(double(Elements(store.tensor)) * 4) : 0;
+    if (gpu) {
+      row[kGpuBlocks] = Log(blocks);
+      row[kGpuThreads] = Log(threads);
+      row[kGpuVThreads] = Log(vthreads);
+      row[kWorkPerThread] = Log(iterations / (blocks * threads));
+    }
+    row[kSharedStore] = shared_[store.tensor];
+    row[kSharedBytes] = Log(shared_bytes_);
 
     // The buffers: the stored one, and each loaded one (grouped by tensor).
     std::vector<Access> accesses = {{store.tensor, store.indices, 2, 1}};
@@ -308,7 +347,8 @@ class Extractor {
   const ir::ComputeDAG& dag_;
   std::vector<Loop> loops_;
   std::vector<std::vector<int64_t>> shapes_;
-  std::vector<bool> local_;
+  std::vector<bool> local_, shared_;
+  double shared_bytes_ = 0;  // shared memory allocated around the current statement
   ProgramFeatures out_;
 };
 
@@ -326,7 +366,8 @@ const std::vector<std::string>& FeatureNames() {
         "loop_depth",       "vector_len",       "vector_product",   "vector_innermost",
         "unroll_product",   "unroll_count",     "parallel_product", "work_per_parallel_iter",
         "reduction_update", "local_store",      "local_bytes",      "arith_intensity",
-        "num_buffers"};
+        "num_buffers",      "gpu_blocks",       "gpu_threads",      "gpu_vthreads",
+        "work_per_thread",  "shared_store",     "shared_bytes"};
     for (int b = 0; b < kBuffersPerStore; ++b) {
       for (const char* f : {"kind", "bytes", "bytes_per_parallel_iter", "cache_lines",
                             "innermost_stride", "vector_stride", "reuse_count",

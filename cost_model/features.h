@@ -21,7 +21,7 @@ namespace tunefarm::cost_model {
 
 constexpr int kBuffersPerStore = 5;
 constexpr int kBufferFeatures = 10;
-constexpr int kStoreHeader = 21;
+constexpr int kStoreHeader = 27;
 constexpr int kStoreFeatures = kStoreHeader + kBuffersPerStore * kBufferFeatures;
 
 using FeatureRow = std::array<float, kStoreFeatures>;

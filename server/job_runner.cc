@@ -104,12 +104,6 @@ void JobRunner::RunJob(int64_t job_id, Running_* running) {
   const v1::JobSpec& spec = job->spec();
   absl::StatusOr<ir::Target> target = ir::Target::Parse(spec.target().spec());
   if (!target.ok()) return finish(v1::JOB_STATE_FAILED, std::string(target.status().message()));
-  if (target->is_gpu()) {
-    return finish(v1::JOB_STATE_FAILED,
-                  "tuning CUDA targets through the farm is not built yet: workers build cubins "
-                  "and agents with a GPU time them, but the search does not propose GPU "
-                  "schedules yet");
-  }
   const std::string target_spec = target->ToString();
 
   std::vector<search::Task> tasks;
@@ -215,9 +209,10 @@ void JobRunner::RunJob(int64_t job_id, Running_* running) {
           if (!board[i](f).empty()) seen_board[i].insert(board[i](f));
         }
       }
+      const auto& builds = target->is_gpu() ? c.cuda_archs() : c.build_triples();
+      const std::string want = target->is_gpu() ? target->arch() : target->triple;
       if (d.role() == v1::ROLE_WORKER &&
-          std::find(c.build_triples().begin(), c.build_triples().end(), target->triple) !=
-              c.build_triples().end()) {
+          std::find(builds.begin(), builds.end(), want) != builds.end()) {
         for (size_t i = 0; i < toolchain.size(); ++i) {
           if (!toolchain[i](c.fingerprint()).empty())
             seen_tools[i].insert(toolchain[i](c.fingerprint()));

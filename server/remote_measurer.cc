@@ -10,21 +10,6 @@ namespace {
 using search::MeasureResult;
 using Status = MeasureResult::Status;
 
-Status FromProto(v1::MeasureStatus s) {
-  switch (s) {
-    case v1::MEASURE_STATUS_OK:
-      return Status::kOk;
-    case v1::MEASURE_STATUS_COMPILE_ERROR:
-      return Status::kBuildError;
-    case v1::MEASURE_STATUS_WRONG_RESULT:
-      return Status::kWrongResult;
-    case v1::MEASURE_STATUS_TIMEOUT:
-      return Status::kTimeout;
-    default:
-      return Status::kRuntimeError;
-  }
-}
-
 v1::WorkLease BuildWork(const search::Task& task, const v1::Schedule& schedule) {
   v1::WorkLease w;
   v1::BuildRequest* b = w.mutable_build();
@@ -129,7 +114,7 @@ std::vector<MeasureResult> RemoteMeasurer::Measure(const search::Task& task,
   // Runs with mu_ held: the end of candidate i.
   auto finish = [&](size_t i, v1::MeasureStatus status, const std::string& error) {
     details_[i].status = status;
-    results[i].status = FromProto(status);
+    results[i].status = search::StatusFromProto(status);
     results[i].error = error;
     if (!details_[i].cancelled && options_.on_result) {
       options_.on_result(task, schedules[i], results[i], details_[i]);

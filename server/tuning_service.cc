@@ -91,8 +91,10 @@ grpc::Status TuningService::SubmitJob(grpc::ServerContext* ctx, const v1::Submit
     }
     spec.clear_onnx_model();
   }
-  if (absl::StatusOr<ir::Target> t = ir::Target::Parse(spec.target().spec()); t.ok() && t->is_gpu()) {
+  if (absl::StatusOr<ir::Target> t = ir::Target::Parse(spec.target().spec());
+      t.ok() && t->is_gpu()) {
     if (grpc::Status g = CheckCudaBuilders(*t); !g.ok()) return g;
+    if (grpc::Status g = CheckCudaAgents(*t, spec.device_key()); !g.ok()) return g;
   }
   absl::StatusOr<int64_t> id = log_.CreateJob(spec);
   if (!id.ok()) return ToGrpcStatus(id.status());
@@ -137,10 +139,41 @@ grpc::Status TuningService::CheckCudaBuilders(const ir::Target& target) {
                     toolkits.empty() ? "" : absl::StrCat(" with ", absl::StrJoin(toolkits, ", ")),
                     ")");
     if (number(target.arch()) > 0 && number(target.arch()) < number(sorted.front()))
-      absl::StrAppend(&msg, "; older archs need a worker with an older CUDA toolkit (sm_72, "
-                            "Jetson Xavier: CUDA 12 or older)");
+      absl::StrAppend(&msg,
+                      "; older archs need a worker with an older CUDA toolkit (sm_72, "
+                      "Jetson Xavier: CUDA 12 or older)");
   }
   return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, msg);
+}
+
+// Likewise its device key needs an agent with a GPU of the target's arch:
+// with agents of the key connected and none such, the job is refused naming
+// what they have; with none connected it waits for one.
+grpc::Status TuningService::CheckCudaAgents(const ir::Target& target,
+                                            const std::string& device_key) {
+  absl::StatusOr<std::vector<v1::Device>> devices = devices_.List();
+  if (!devices.ok()) return ToGrpcStatus(devices.status());
+  std::vector<std::string> seen;
+  for (const v1::Device& d : *devices) {
+    if (d.role() != v1::ROLE_AGENT || d.state() != v1::DEVICE_STATE_ONLINE ||
+        d.device_key() != device_key) {
+      continue;
+    }
+    const v1::Capabilities& c = d.capabilities();
+    if (c.has_gpu() && std::find(c.cuda_archs().begin(), c.cuda_archs().end(), target.arch()) !=
+                           c.cuda_archs().end()) {
+      return grpc::Status::OK;
+    }
+    seen.push_back(absl::StrCat(
+        d.device_id(), ": ",
+        !c.has_gpu() ? "no GPU"
+                     : absl::StrCat(c.gpu_name(), " ", absl::StrJoin(c.cuda_archs(), "/"))));
+  }
+  if (seen.empty()) return grpc::Status::OK;
+  return grpc::Status(
+      grpc::StatusCode::FAILED_PRECONDITION,
+      absl::StrCat("SubmitJob: no connected agent with device key '", device_key, "' has a ",
+                   target.arch(), " GPU (", absl::StrJoin(seen, "; "), ")"));
 }
 
 grpc::Status TuningService::GetJob(grpc::ServerContext* ctx, const v1::GetJobRequest* req,

@@ -57,6 +57,7 @@ class TuningService final : public v1::TuningService::Service {
 
  private:
   grpc::Status CheckCudaBuilders(const ir::Target& target);
+  grpc::Status CheckCudaAgents(const ir::Target& target, const std::string& device_key);
 
   TuningLog& log_;
   DeviceRegistry& devices_;

@@ -85,8 +85,7 @@ bool Fits(const Shape& sh, const std::vector<int64_t>& d, const Target& target) 
     const int64_t* x = &d[kPerSpatial * sh.ns() + kPerReduce * r];
     if (x[0] < 1 || x[1] < 1 || x[0] * x[1] > sh.reduce[r]) return false;
   }
-  return Threads(sh, d) <= target.max_threads_per_block &&
-         Accumulators(sh, d) <= kMaxAccumulators;
+  return Threads(sh, d) <= target.max_threads_per_block && Accumulators(sh, d) <= kMaxAccumulators;
 }
 
 // Thread, vthread and register tiles of spatial axis `a` for a thread budget.
@@ -210,7 +209,8 @@ absl::StatusOr<v1::Schedule> BuildGpuTiledSchedule(const ComputeDAG& dag, const 
   if (decisions.size() != sh.size())
     return absl::InvalidArgumentError("decisions do not match the workload");
   const std::vector<int64_t>& d = decisions;
-  if (!Fits(sh, d, target)) return absl::InvalidArgumentError("decisions exceed the target's limits");
+  if (!Fits(sh, d, target))
+    return absl::InvalidArgumentError("decisions exceed the target's limits");
   const int ns = sh.ns(), nr = sh.nr();
 
   ScheduleBuilder b(dag, target);
@@ -381,21 +381,17 @@ absl::StatusOr<v1::Schedule> GpuFusedSchedule(const ComputeDAG& dag, const Targe
   return out;
 }
 
-namespace {
-
-// Whether the schedule replays, lowers and launches within the target's limits.
-bool Launches(const ComputeDAG& dag, const Target& target, const v1::Schedule& sched) {
-  absl::StatusOr<ScheduleState> st = ScheduleState::Replay(dag, sched, target);
-  return st.ok() && PlanGpuLaunches(Lower(*st), target).ok();
+absl::Status CheckGpuLaunch(const ComputeDAG& dag, const Target& target,
+                            const v1::Schedule& schedule) {
+  TF_ASSIGN_OR_RETURN(ScheduleState st, ScheduleState::Replay(dag, schedule, target));
+  return PlanGpuLaunches(Lower(st), target).status();
 }
-
-}  // namespace
 
 v1::Schedule DefaultGpuSchedule(const ComputeDAG& dag, const Target& target) {
   if (HasTilingSketch(dag)) {
     absl::StatusOr<v1::Schedule> tiled =
         BuildGpuTiledSchedule(dag, target, DefaultGpuTilingDecisions(dag, target));
-    if (tiled.ok() && Launches(dag, target, *tiled)) {
+    if (tiled.ok() && CheckGpuLaunch(dag, target, *tiled).ok()) {
       tiled->set_is_default(true);
       return *std::move(tiled);
     }
@@ -413,7 +409,7 @@ v1::Schedule RandomGpuSchedule(const ComputeDAG& dag, const Target& target, std:
       std::vector<int64_t> d = SampleGpuTilingDecisions(dag, target, rng);
       if (Pick(rng, 0, 2) == 0) d = MutateGpuTilingDecisions(dag, target, d, rng);
       absl::StatusOr<v1::Schedule> tiled = BuildGpuTiledSchedule(dag, target, d);
-      if (tiled.ok() && Launches(dag, target, *tiled)) return *std::move(tiled);
+      if (tiled.ok() && CheckGpuLaunch(dag, target, *tiled).ok()) return *std::move(tiled);
     }
   }
   static const int64_t kThreads[] = {32, 64, 128, 256, 512, 1024};

@@ -54,6 +54,13 @@ absl::StatusOr<::tunefarm::v1::Schedule> GpuFusedSchedule(const ComputeDAG& dag,
 // where it applies and fits the target, else the fused schedule.
 ::tunefarm::v1::Schedule DefaultGpuSchedule(const ComputeDAG& dag, const Target& target);
 
+// Whether `schedule` replays, lowers and launches within the target's
+// limits (threads per block, block and grid dimensions, shared memory); the
+// reason when not. Register use is only known after the build (the CUDA
+// back end checks it).
+absl::Status CheckGpuLaunch(const ComputeDAG& dag, const Target& target,
+                            const ::tunefarm::v1::Schedule& schedule);
+
 // A random GPU schedule: tiling-sketch samples (most) and fused schedules
 // with a random block size. Every one replays; the launch limits are checked
 // when the program is emitted (EmitCuda).

@@ -4,6 +4,7 @@
 #include <numeric>
 
 #include "common/status_macros.h"
+#include "compiler/ir/gpu_sketch.h"
 #include "compiler/ir/schedule.h"
 #include "compiler/ir/sketch.h"
 
@@ -30,6 +31,7 @@ int64_t Factor(std::mt19937_64& rng, int64_t extent) {
 }  // namespace
 
 v1::Schedule RandomSchedule(const ComputeDAG& dag, const Target& target, std::mt19937_64& rng) {
+  if (target.is_gpu()) return RandomGpuSchedule(dag, target, rng);
   if (Pick(rng, 0, 1) == 0 && HasTilingSketch(dag)) {
     absl::StatusOr<v1::Schedule> tiled =
         BuildTiledSchedule(dag, target, SampleTilingDecisions(dag, target, rng));
@@ -93,7 +95,8 @@ v1::Schedule RandomSchedule(const ComputeDAG& dag, const Target& target, std::mt
       try_apply(step);
     }
     n = int(st.stages()[i].iters.size());
-    for (v1::Annotation a : {v1::ANNOTATION_PARALLEL, v1::ANNOTATION_VECTORIZE, v1::ANNOTATION_UNROLL}) {
+    for (v1::Annotation a :
+         {v1::ANNOTATION_PARALLEL, v1::ANNOTATION_VECTORIZE, v1::ANNOTATION_UNROLL}) {
       if (Pick(rng, 0, 2) == 0) continue;
       v1::Step step;
       auto* an = step.mutable_annotate();

@@ -12,6 +12,8 @@
 namespace tunefarm::ir {
 
 // Every step of the result applies (Replay succeeds). Deterministic for a seed.
+// On a cuda target this is RandomGpuSchedule (gpu_sketch.h): the GPU
+// sketches, every one within the target's launch limits.
 ::tunefarm::v1::Schedule RandomSchedule(const ComputeDAG& dag, const Target& target,
                                         std::mt19937_64& rng);
 

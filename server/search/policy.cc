@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "compiler/ir/gpu_sketch.h"
 #include "compiler/ir/random_schedule.h"
 #include "compiler/ir/schedule.h"
 #include "compiler/ir/schedule_hash.h"
@@ -41,6 +42,29 @@ absl::StatusOr<cost_model::ProgramFeatures> FeaturesOf(const Task& task, const v
   return cost_model::ExtractFeatures(st.dag(), ir::Lower(st));
 }
 
+namespace {
+
+// The tiling sketch of a target: the CPU's "SSRSRS" or the GPU's "SSSRRSRS"
+// (both as decision vectors: sampled, mutated, built into a schedule).
+struct TilingSketch {
+  int id;
+  std::vector<int64_t> (*sample)(const ir::ComputeDAG&, const ir::Target&, std::mt19937_64&);
+  std::vector<int64_t> (*mutate)(const ir::ComputeDAG&, const ir::Target&,
+                                 const std::vector<int64_t>&, std::mt19937_64&);
+  absl::StatusOr<v1::Schedule> (*build)(const ir::ComputeDAG&, const ir::Target&,
+                                        const std::vector<int64_t>&);
+};
+
+const TilingSketch& SketchFor(const ir::Target& target) {
+  static const TilingSketch cpu{ir::kTilingSketchId, ir::SampleTilingDecisions,
+                                ir::MutateTilingDecisions, ir::BuildTiledSchedule};
+  static const TilingSketch gpu{ir::kGpuTilingSketchId, ir::SampleGpuTilingDecisions,
+                                ir::MutateGpuTilingDecisions, ir::BuildGpuTiledSchedule};
+  return target.is_gpu() ? gpu : cpu;
+}
+
+}  // namespace
+
 std::vector<v1::Schedule> SearchPolicy::Random(const Task& task, const TaskHistory& history, int n,
                                                std::set<std::string>* taken) {
   std::vector<v1::Schedule> out;
@@ -59,10 +83,11 @@ std::vector<v1::Schedule> SearchPolicy::Propose(const Task& task, const TaskHist
   if (strategy_ == Strategy::kRandom || !ir::HasTilingSketch(task.dag)) {
     return Random(task, history, n, &taken);
   }
+  const TilingSketch& sketch = SketchFor(task.target);
   // Parents: the best measured schedules that carry sketch decisions.
   std::vector<std::vector<int64_t>> parents;
   for (const TaskHistory::Entry& e : history.ok) {
-    if (e.schedule.sketch_id() != ir::kTilingSketchId || e.schedule.decisions().empty()) continue;
+    if (e.schedule.sketch_id() != sketch.id || e.schedule.decisions().empty()) continue;
     parents.emplace_back(e.schedule.decisions().begin(), e.schedule.decisions().end());
     if (int(parents.size()) >= options_.parents) break;
   }
@@ -75,10 +100,18 @@ std::vector<v1::Schedule> SearchPolicy::Propose(const Task& task, const TaskHist
   std::vector<Cand> all;
   std::set<std::string> seen;
   auto add = [&](std::vector<int64_t> d) -> Cand* {
-    absl::StatusOr<v1::Schedule> s = ir::BuildTiledSchedule(task.dag, task.target, d);
+    absl::StatusOr<v1::Schedule> s = sketch.build(task.dag, task.target, d);
     if (!s.ok()) return nullptr;
     std::string h = ir::ScheduleHash(*s);
     if (!seen.insert(h).second) return nullptr;
+    // A GPU candidate past the target's launch limits never reaches a device.
+    if (task.target.is_gpu()) {
+      if (absl::Status launch = ir::CheckGpuLaunch(task.dag, task.target, *s); !launch.ok()) {
+        ++rejected_;
+        last_rejection_ = std::string(launch.message());
+        return nullptr;
+      }
+    }
     all.push_back({*std::move(s), std::move(d), h, 0});
     return &all.back();
   };
@@ -110,13 +143,14 @@ std::vector<v1::Schedule> SearchPolicy::Propose(const Task& task, const TaskHist
     if (!parents.empty() && coin(rng_) < options_.mutate_fraction) {
       // Better parents more often: the index of the min of two draws.
       size_t p = std::min(rng_() % parents.size(), rng_() % parents.size());
-      add(ir::MutateTilingDecisions(task.dag, task.target, parents[p], rng_));
+      add(sketch.mutate(task.dag, task.target, parents[p], rng_));
     } else {
-      add(ir::SampleTilingDecisions(task.dag, task.target, rng_));
+      add(sketch.sample(task.dag, task.target, rng_));
     }
   }
-  // A quarter as many from the whole space (the plain-primitive sketch too):
-  // on some workloads (depthwise) the tiling sketch is not the best shape.
+  // A quarter as many from the whole space (the plain-primitive sketch, or
+  // the GPU's fused one, too): on some workloads (depthwise) the tiling
+  // sketch is not the best shape.
   for (int k = 0; k < options_.population / 4; ++k) {
     v1::Schedule s = ir::RandomSchedule(task.dag, task.target, rng_);
     std::string h = ir::ScheduleHash(s);
@@ -134,9 +168,11 @@ std::vector<v1::Schedule> SearchPolicy::Propose(const Task& task, const TaskHist
     size_t keep = std::max<size_t>(1, order.size() / 2);
     size_t before = all.size();
     for (int tries = 0; all.size() - before < keep && tries < int(keep) * 4; ++tries) {
-      const std::vector<int64_t> parent = all[order[rng_() % keep]].decisions;
-      if (parent.empty()) continue;  // a plain-primitive schedule: selected, not mutated
-      add(ir::MutateTilingDecisions(task.dag, task.target, parent, rng_));
+      const Cand& c = all[order[rng_() % keep]];
+      // Another sketch's schedule (plain primitives, GPU fused): selected, not mutated.
+      if (c.schedule.sketch_id() != sketch.id || c.decisions.empty()) continue;
+      const std::vector<int64_t> parent = c.decisions;
+      add(sketch.mutate(task.dag, task.target, parent, rng_));
     }
     score(before);
   }
@@ -145,8 +181,8 @@ std::vector<v1::Schedule> SearchPolicy::Propose(const Task& task, const TaskHist
   // model and the parents hold the search in one corner, so half the batch
   // explores at random until a better schedule turns up.
   const bool stalled = !history.ok.empty() && history.trials - history.last_improvement >= 2 * n;
-  const double epsilon = stalled ? std::max(options_.epsilon, options_.stalled_epsilon)
-                                 : options_.epsilon;
+  const double epsilon =
+      stalled ? std::max(options_.epsilon, options_.stalled_epsilon) : options_.epsilon;
   int n_random = std::min(n, int(std::round(n * epsilon)));
   std::vector<v1::Schedule> out;
   // Best-scored first, but a candidate one decision away from one already

@@ -1,6 +1,7 @@
 // Search policies: which schedules of a task to measure next.
 //
-//   random        fresh samples of the space (both sketches);
+//   random        fresh samples of the space (every sketch of the target:
+//                 CPU tiling and plain primitives; GPU tiling and fused);
 //   evolutionary  a population of sketch decisions (fresh samples plus
 //                 mutations of the best measured), evolved for a few
 //                 generations under the cost model's score; the best-scored
@@ -71,12 +72,19 @@ class SearchPolicy {
   std::string RngState() const;
   bool SetRngState(const std::string& state);
 
+  // GPU candidates dropped before measurement for exceeding the target's
+  // launch limits, and the last reason.
+  int64_t rejected() const { return rejected_; }
+  const std::string& last_rejection() const { return last_rejection_; }
+
  private:
   std::vector<::tunefarm::v1::Schedule> Random(const Task& task, const TaskHistory& history, int n,
                                                std::set<std::string>* taken);
   Strategy strategy_;
   EvolutionOptions options_;
   std::mt19937_64 rng_;
+  int64_t rejected_ = 0;
+  std::string last_rejection_;
 };
 
 }  // namespace tunefarm::search

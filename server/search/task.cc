@@ -35,4 +35,20 @@ const char* StatusName(MeasureResult::Status s) {
   return "?";
 }
 
+MeasureResult::Status StatusFromProto(::tunefarm::v1::MeasureStatus s) {
+  namespace v1 = ::tunefarm::v1;
+  switch (s) {
+    case v1::MEASURE_STATUS_OK:
+      return MeasureResult::Status::kOk;
+    case v1::MEASURE_STATUS_COMPILE_ERROR:
+      return MeasureResult::Status::kBuildError;
+    case v1::MEASURE_STATUS_WRONG_RESULT:
+      return MeasureResult::Status::kWrongResult;
+    case v1::MEASURE_STATUS_TIMEOUT:
+      return MeasureResult::Status::kTimeout;
+    default:
+      return MeasureResult::Status::kRuntimeError;
+  }
+}
+
 }  // namespace tunefarm::search

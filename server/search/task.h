@@ -10,6 +10,7 @@
 #include "absl/status/statusor.h"
 #include "compiler/ir/compute.h"
 #include "compiler/ir/target.h"
+#include "tunefarm/v1/records.pb.h"
 #include "tunefarm/v1/schedule.pb.h"
 #include "tunefarm/v1/workload.pb.h"
 
@@ -37,6 +38,9 @@ struct MeasureResult {
   std::string error;  // one line (not kOk)
 };
 const char* StatusName(MeasureResult::Status s);
+// A measurement's outcome as the farm reports it (records, agents), in the
+// search's terms: lost and upload errors are runtime errors.
+MeasureResult::Status StatusFromProto(::tunefarm::v1::MeasureStatus s);
 
 // Builds and times candidates of a task. Implementations: LocalMeasurer
 // (this machine), and the farm's remote builders and agents.

@@ -4,6 +4,7 @@
 #include <random>
 
 #include "compiler/codegen/llvm_target.h"
+#include "compiler/ir/gpu_sketch.h"
 #include "compiler/ir/random_schedule.h"
 #include "compiler/ir/schedule.h"
 #include "compiler/ir/workload_spec.h"
@@ -93,6 +94,61 @@ TEST(Features, AnnotationsShowUp) {
   EXPECT_FLOAT_EQ(Col(upd, "work_per_parallel_iter"), L(5 * 32));
   // out[i, j] along the vector loop: stride 1.
   EXPECT_FLOAT_EQ(Col(upd, "buf0.vector_stride"), L(1));
+}
+
+TEST(Features, GpuBindingAndSharedMemoryCheckedByHand) {
+  auto dag = ir::BuildComputeDAG(*ir::ParseWorkloadSpec("matmul(M=4,N=8,K=2)"));
+  ir::Target t = *ir::Target::Parse("cuda -arch=sm_87");
+  // Fused, 8 threads a block: for bx in 4 (blockIdx.x): for tx in 8
+  // (threadIdx.x): { out = 0; for rk in 2: out += a * b }.
+  auto fused = ir::GpuFusedSchedule(*dag, t, 8);
+  ASSERT_TRUE(fused.ok()) << fused.status();
+  auto st = ir::ScheduleState::Replay(*dag, *fused, t);
+  ASSERT_TRUE(st.ok()) << st.status();
+  cost_model::ProgramFeatures f = cost_model::ExtractFeatures(st->dag(), ir::Lower(*st));
+  ASSERT_EQ(f.rows.size(), 2u);
+  for (const auto& row : f.rows) {
+    EXPECT_FLOAT_EQ(Col(row, "gpu_blocks"), L(4));
+    EXPECT_FLOAT_EQ(Col(row, "gpu_threads"), L(8));
+    EXPECT_FLOAT_EQ(Col(row, "gpu_vthreads"), L(1));
+    EXPECT_FLOAT_EQ(Col(row, "shared_store"), 0);
+    EXPECT_FLOAT_EQ(Col(row, "shared_bytes"), 0);
+    EXPECT_FLOAT_EQ(Col(row, "parallel_product"), 0);  // CPU threads: none
+  }
+  EXPECT_FLOAT_EQ(Col(f.rows[0], "work_per_thread"), L(1));
+  EXPECT_FLOAT_EQ(Col(f.rows[1], "work_per_thread"), L(2));
+
+  // The tiling sketch: i = 2 threads x 2 registers, j = 4 threads x 2
+  // registers, one block of 8 threads; rk in one R0 step, so a[4, 2] (32
+  // bytes) and b[2, 8] (64 bytes) are staged whole in shared memory.
+  //           i: vthread thread S3 S4 | j: vthread thread S3 S4 | rk: R1 R2 | unroll align
+  std::vector<int64_t> d = {1, 2, 1, 2, 1, 4, 1, 2, 1, 2, 0, 0};
+  auto tiled = ir::BuildGpuTiledSchedule(*dag, t, d);
+  ASSERT_TRUE(tiled.ok()) << tiled.status();
+  st = ir::ScheduleState::Replay(*dag, *tiled, t);
+  ASSERT_TRUE(st.ok()) << st.status();
+  f = cost_model::ExtractFeatures(st->dag(), ir::Lower(*st));
+  int shared_rows = 0, updates = 0;
+  for (const auto& row : f.rows) {
+    EXPECT_FLOAT_EQ(Col(row, "gpu_blocks"), L(1));
+    EXPECT_FLOAT_EQ(Col(row, "gpu_threads"), L(8));
+    if (Col(row, "shared_store") == 1) ++shared_rows;
+    if (Col(row, "reduction_update") == 1) {
+      ++updates;
+      EXPECT_FLOAT_EQ(Col(row, "shared_bytes"), L(32 + 64));
+      EXPECT_FLOAT_EQ(Col(row, "local_store"), 1);
+      EXPECT_FLOAT_EQ(Col(row, "local_bytes"), L(2 * 2 * 4));  // the register tile
+      EXPECT_FLOAT_EQ(Col(row, "work_per_thread"), L(4 * 8 * 2 / 8));
+    }
+  }
+  EXPECT_EQ(shared_rows, 2);  // the two cooperative fetches
+  EXPECT_EQ(updates, 1);
+  // A CPU program has no GPU columns.
+  auto cpu = ir::ScheduleState::Replay(*dag, {}, codegen::HostTarget());
+  for (const auto& row : cost_model::ExtractFeatures(cpu->dag(), ir::Lower(*cpu)).rows) {
+    EXPECT_FLOAT_EQ(Col(row, "gpu_threads"), 0);
+    EXPECT_FLOAT_EQ(Col(row, "work_per_thread"), 0);
+  }
 }
 
 // Programs from the schedule space with a label the features determine, so

@@ -412,8 +412,9 @@ namespace {
 
 // The agent must build and run on a board with few packages: no compiler,
 // cost model or database in its binary.
-// A CUDA job whose arch no connected worker's toolkit builds is refused at
-// submission, naming what the workers build, instead of waiting forever.
+// A CUDA job whose arch no connected worker's toolkit builds, or whose
+// device key's connected agents have no GPU of its arch, is refused at
+// submission, naming what they have, instead of waiting forever.
 TEST_F(E2ETest, CudaJobNeedsAWorkerThatBuildsItsArch) {
   auto server =
       ServerProcess::Start(dir_.File("farm.db"), dir_.path(), {"--heartbeat_interval_ms=200"});
@@ -432,21 +433,41 @@ TEST_F(E2ETest, CudaJobNeedsAWorkerThatBuildsItsArch) {
   auto worker = Subprocess::Start(
       {BinPath("tunefarm-worker"), "--server=" + (*server)->address(), "--device_id=w1"}, quiet);
   ASSERT_TRUE(worker.ok());
-  ASSERT_TRUE(testing::WaitFor(
-      [&] { return absl::StrContains(Cli(**server, {"devices"}).out, "online"); },
-      absl::Seconds(30)));
+  ASSERT_TRUE(
+      testing::WaitFor([&] { return absl::StrContains(Cli(**server, {"devices"}).out, "online"); },
+                       absl::Seconds(30)));
   const bool has_cuda = absl::StrContains(Cli(**server, {"devices"}).out, " cuda sm_");
-  r = Cli(**server, {"submit", "--workloads=" + list, "--target=cuda -arch=sm_72",
-                     "--device_key=xavier"});
+  r = Cli(**server,
+          {"submit", "--workloads=" + list, "--target=cuda -arch=sm_72", "--device_key=xavier"});
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_TRUE(absl::StrContains(r.err, "no connected compile worker builds sm_72 (the 1 connected "))
+  EXPECT_TRUE(
+      absl::StrContains(r.err, "no connected compile worker builds sm_72 (the 1 connected "))
       << r.err;
   if (has_cuda) {
     EXPECT_TRUE(absl::StrContains(r.err, "build sm_75, sm_80")) << r.err;
     EXPECT_TRUE(absl::StrContains(r.err, "Jetson Xavier: CUDA 12 or older")) << r.err;
-    r = Cli(**server, {"submit", "--workloads=" + list, "--target=cuda -arch=sm_87",
-                       "--device_key=orin"});
+    // No agent of the key yet: accepted, it waits for one.
+    r = Cli(**server,
+            {"submit", "--workloads=" + list, "--target=cuda -arch=sm_87", "--device_key=orin"});
     EXPECT_EQ(r.exit_code, 0) << r.err;
+    Cli(**server, {"cancel", "2"});
+    // An agent of the key connected, but without an sm_87 GPU (none here,
+    // or another arch on a machine with a GPU): refused, naming the agent.
+    auto agent = Subprocess::Start({BinPath("tunefarm-agent"), "--server=" + (*server)->address(),
+                                    "--key=orin", "--device_id=a1"},
+                                   quiet);
+    ASSERT_TRUE(agent.ok());
+    ASSERT_TRUE(
+        testing::WaitFor([&] { return absl::StrContains(Cli(**server, {"devices"}).out, "a1"); },
+                         absl::Seconds(30)));
+    r = Cli(**server,
+            {"submit", "--workloads=" + list, "--target=cuda -arch=sm_87", "--device_key=orin"});
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_TRUE(
+        absl::StrContains(r.err, "no connected agent with device key 'orin' has a sm_87 GPU (a1: "))
+        << r.err;
+    (*agent)->Kill(SIGTERM);
+    ASSERT_TRUE((*agent)->Wait(absl::Seconds(20)).ok());
   } else {
     EXPECT_TRUE(absl::StrContains(r.err, "none with a CUDA toolkit")) << r.err;
   }

@@ -6,7 +6,11 @@
 #include <optional>
 #include <set>
 
+#include "absl/strings/match.h"
+#include "compiler/codegen/cuda_codegen.h"
 #include "compiler/codegen/llvm_target.h"
+#include "compiler/codegen/nvrtc_info.h"
+#include "compiler/ir/gpu_sketch.h"
 #include "compiler/ir/schedule.h"
 #include "compiler/ir/schedule_hash.h"
 #include "compiler/ir/sketch.h"
@@ -88,6 +92,80 @@ TEST(SearchPolicy, NeverProposesAMeasuredSchedule) {
     }
     EXPECT_EQ(history.trials, int(seen.size()));
   }
+}
+
+// On a cuda target both strategies propose GPU sketches only: the tiling
+// sketch (mutations of the measured best once there are any) and the fused
+// one, each within the target's launch limits; a candidate past them is
+// dropped before measurement with the reason. A few are built with NVRTC.
+TEST(SearchPolicy, ProposesGpuSchedulesWithinTheTargetsLimits) {
+  // A small block limit and 6 KiB of shared memory, so some samples exceed them.
+  ir::Target t = *ir::Target::Parse(
+      "cuda -arch=sm_87 -max-threads-per-block=256 -max-shared-memory-per-block=6144");
+  const std::vector<std::string> archs = codegen::NvrtcSupportedArchs();
+  const bool nvrtc = std::find(archs.begin(), archs.end(), "sm_87") != archs.end();
+  int built = 0;
+  int64_t rejected = 0;
+  for (const char* spec :
+       {"conv2d_nchw(N=1,C=64,H=14,W=14,K=64,R=3,S=3,pad=1)", "matmul(M=128,N=128,K=128)"}) {
+    auto w = ir::ParseWorkloadSpec(spec);
+    ASSERT_TRUE(w.ok());
+    auto task = search::Task::Make(*w, t, spec);
+    ASSERT_TRUE(task.ok()) << task.status();
+    for (auto strategy : {search::Strategy::kRandom, search::Strategy::kEvolutionary}) {
+      search::SearchPolicy policy(strategy, {}, 3);
+      search::TaskHistory history;
+      std::set<std::string> seen;
+      int tiled = 0, mutated = 0;
+      for (int round = 0; round < 3; ++round) {
+        std::vector<v1::Schedule> batch = policy.Propose(*task, history, nullptr, 16);
+        ASSERT_EQ(batch.size(), 16u) << spec;
+        for (const v1::Schedule& s : batch) {
+          EXPECT_TRUE(s.sketch_id() == ir::kGpuTilingSketchId ||
+                      s.sketch_id() == ir::kGpuFusedSketchId)
+              << s.sketch_id();
+          absl::Status launch = ir::CheckGpuLaunch(task->dag, t, s);
+          EXPECT_TRUE(launch.ok()) << spec << ": " << launch;
+          EXPECT_TRUE(seen.insert(ir::ScheduleHash(s)).second) << "proposed twice";
+          tiled += s.sketch_id() == ir::kGpuTilingSketchId;
+          // One decision away from a measured tiled schedule: a mutation.
+          for (const auto& e : history.ok) {
+            if (e.schedule.decisions_size() != s.decisions_size()) continue;
+            int diff = 0;
+            for (int i = 0; i < s.decisions_size(); ++i)
+              diff += e.schedule.decisions(i) != s.decisions(i);
+            if (diff == 1) {
+              ++mutated;
+              break;
+            }
+          }
+          if (nvrtc && built < 6 && round == 0) {
+            auto st = ir::ScheduleState::Replay(task->dag, s, t);
+            ASSERT_TRUE(st.ok());
+            auto program = codegen::EmitCuda(st->dag(), ir::Lower(*st), t);
+            ASSERT_TRUE(program.ok()) << program.status();
+            auto a = codegen::CompileCuda(*program, t);
+            EXPECT_TRUE(a.ok()) << a.status();
+            ++built;
+          }
+          // Time from the decisions, so the measured best has a shape.
+          MeasureResult r;
+          r.seconds = 1e-3 * (1 + s.decisions_size() + (s.decisions_size() ? s.decisions(0) : 0));
+          history.Add(s, r);
+        }
+      }
+      EXPECT_GT(tiled, 24) << spec;
+      if (strategy == search::Strategy::kEvolutionary) EXPECT_GT(mutated, 0) << spec;
+      rejected += policy.rejected();
+      if (policy.rejected() > 0) {
+        EXPECT_TRUE(absl::StrContains(policy.last_rejection(), "shared memory") ||
+                    absl::StrContains(policy.last_rejection(), "threads"))
+            << policy.last_rejection();
+      }
+    }
+  }
+  EXPECT_GT(rejected, 0) << "6 KiB of shared memory should turn some candidates away";
+  if (nvrtc) EXPECT_EQ(built, 6);
 }
 
 TEST(SearchPolicy, BatchesAreSpreadAndStallsAreCounted) {

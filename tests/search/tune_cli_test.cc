@@ -1,11 +1,14 @@
 // `tunefarm tune` end to end: the real binary tunes on this machine, stores
 // every trial in the log database, and a second run resumes from those
 // records without measuring any schedule twice.
+#include <algorithm>
 #include <fstream>
 #include <set>
 
 #include "absl/strings/match.h"
+#include "device_agent/capabilities.h"
 #include "gtest/gtest.h"
+#include "server/search/gpu_local_measurer.h"
 #include "server/tuning_log.h"
 #include "tests/testing/process.h"
 #include "tests/testing/temp_dir.h"
@@ -105,6 +108,47 @@ TEST(TuneCli, CostModelIsStoredAndLoaded) {
   r = tune("matmul(M=16,N=40,K=8)", {"--load-model", dir.File("missing.bin")});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_TRUE(absl::StrContains(r.err, "cannot read")) << r.err;
+}
+
+// A cuda target tunes on this machine's GPU (NVRTC builds, the agent's
+// sandboxed measurement); without one the answer is one line saying why.
+TEST(TuneCli, CudaTargetTunesOnThisMachinesGpuOrSaysWhyNot) {
+  testing::TempDir dir;
+  v1::Capabilities caps = agent::DetectCapabilities();
+  const std::string arch = caps.has_gpu() ? caps.cuda_archs(0) : "sm_87";
+  auto target = ir::Target::Parse("cuda -arch=" + arch);
+  ASSERT_TRUE(target.ok());
+  const absl::Status usable = search::GpuLocalMeasurer::Check(*target);
+  std::string db = dir.File("gpu.db");
+  testing::CommandResult r =
+      testing::RunCommand({testing::BinPath("tunefarm"), "tune", "--workload",
+                           "conv2d_nchw(N=1,C=32,H=28,W=28,K=32,R=3,S=3,pad=1)", "--target",
+                           "cuda -arch=" + arch, "--trials", "32", "--db", db},
+                          dir.path());
+  if (!usable.ok()) {
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_TRUE(absl::StrContains(r.err, std::string(usable.message()))) << r.err;
+    EXPECT_TRUE(absl::StrContains(r.err, "tunefarm submit")) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    GTEST_SKIP() << "no GPU to tune on here: " << usable;
+  }
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  std::vector<v1::Record> all = AllRecords(db);
+  ASSERT_EQ(all.size(), 32u);
+  int ok = 0;
+  double def = 0, best = 1e30;
+  for (const v1::Record& rec : all) {
+    EXPECT_NE(rec.status(), v1::MEASURE_STATUS_WRONG_RESULT) << rec.error();
+    EXPECT_FALSE(rec.fingerprint().gpu_name().empty());
+    EXPECT_FALSE(rec.fingerprint().cuda_toolkit().empty());
+    if (rec.status() != v1::MEASURE_STATUS_OK) continue;
+    ++ok;
+    if (rec.schedule().is_default()) def = rec.costs_sec(0);
+    best = std::min(best, rec.costs_sec(0));
+  }
+  EXPECT_GT(ok, 16);
+  ASSERT_GT(def, 0) << "the default schedule was not measured";
+  EXPECT_LT(best, def) << "32 GPU trials found nothing faster than the default";
 }
 
 TEST(TuneCli, BadInputIsOneLineAndExitCode2) {
