@@ -1,6 +1,6 @@
 // tunefarm-bench: performance against references measured in the same run.
 //
-//   tunefarm-bench kernels [--samples N] [--threads 1,2] [--only SUBSTR] [--json FILE]
+//   tunefarm-bench kernels [--target host|cuda] [--samples N] [--threads 1,2] [--only SUBSTR] [--json FILE]
 //   tunefarm-bench search [--budgets 64,128,256,512] [--seeds 3] [--threads 1] [--only S1,S2]
 //                         [--transfer] [--strategies random,evolutionary] [--objective O]
 //                         [--json FILE] [--svg FILE]
@@ -37,8 +37,8 @@ int main(int argc, char** argv) {
       (args[0] != "kernels" && args[0] != "search" && args[0] != "farm" && args[0] != "models")) {
     std::fprintf(
         stderr,
-        "usage: tunefarm-bench kernels [--samples N] [--threads 1,2] [--only SUBSTR] "
-        "[--json FILE]\n"
+        "usage: tunefarm-bench kernels [--target host|cuda[ -arch=sm_XX]] [--samples N] "
+        "[--threads 1,2] [--only SUBSTR] [--json FILE]\n"
         "       tunefarm-bench search [--budgets 64,128,256,512] [--seeds 3] [--threads 1] "
         "[--only S1,S2] [--transfer] [--strategies random,evolutionary] [--objective O] "
         "[--json FILE] [--svg FILE]\n"

@@ -107,16 +107,24 @@ std::string Num(double v) { return std::isnan(v) ? "null" : absl::StrFormat("%.2
 
 }  // namespace
 
+int RunGpuKernelsBench(const std::string& target_flag, int samples, uint64_t seed,
+                       const std::string& only, const std::string& json_path);
+
 int RunKernelsBench(const std::vector<std::string>& args) {
   int samples = 200;
   std::vector<int> thread_counts = {1, 2};
   std::string only, json_path;
   uint64_t seed = 2026;
   std::optional<ir::ConvTile> tile_override;
+  std::string target_flag;
+  bool samples_given = false;
   for (size_t i = 0; i < args.size(); ++i) {
     auto value = [&]() { return i + 1 < args.size() ? args[++i] : std::string(); };
-    if (args[i] == "--samples")
+    if (args[i] == "--samples") {
       samples = std::atoi(value().c_str());
+      samples_given = true;
+    } else if (args[i] == "--target")
+      target_flag = value();
     else if (args[i] == "--only")
       only = value();
     else if (args[i] == "--json")
@@ -140,6 +148,14 @@ int RunKernelsBench(const std::vector<std::string>& args) {
       std::fprintf(stderr, "tunefarm-bench: unknown argument %s\n", args[i].c_str());
       return 2;
     }
+  }
+  if (target_flag.rfind("cuda", 0) == 0) {
+    // NVRTC builds and GPU timings: 32 samples keep the run within minutes.
+    return RunGpuKernelsBench(target_flag, samples_given ? samples : 32, seed, only, json_path);
+  }
+  if (!target_flag.empty() && target_flag != "host") {
+    std::fprintf(stderr, "tunefarm-bench: kernels --target takes host or cuda[ -arch=sm_XX]\n");
+    return 2;
   }
   ir::Target target = codegen::HostTarget();
   std::printf("target: %s   samples: %d   seed: %llu\n", target.ToString().c_str(), samples,

@@ -1,0 +1,237 @@
+#include "bench/cuda_references.h"
+
+#include <algorithm>
+#include <functional>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+
+#ifdef TF_HAVE_CUDA_REFS
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <cudnn.h>
+#endif
+
+namespace tunefarm::bench {
+
+namespace v1 = ::tunefarm::v1;
+
+#ifndef TF_HAVE_CUDA_REFS
+
+bool HaveCudaReferences() { return false; }
+
+absl::StatusOr<GpuReferenceRun> RunCudaReference(const v1::Workload&,
+                                                 const std::vector<std::vector<float>>&) {
+  return absl::UnavailableError("this build has no cuBLAS/cuDNN (CUDA toolkit not found)");
+}
+
+#else
+
+namespace {
+
+absl::Status Check(cudaError_t e, const char* what) {
+  if (e == cudaSuccess) return absl::OkStatus();
+  return absl::InternalError(absl::StrCat(what, ": ", cudaGetErrorString(e)));
+}
+absl::Status Check(cublasStatus_t e, const char* what) {
+  if (e == CUBLAS_STATUS_SUCCESS) return absl::OkStatus();
+  return absl::InternalError(absl::StrCat(what, ": cuBLAS status ", int(e)));
+}
+absl::Status Check(cudnnStatus_t e, const char* what) {
+  if (e == CUDNN_STATUS_SUCCESS) return absl::OkStatus();
+  return absl::InternalError(absl::StrCat(what, ": ", cudnnGetErrorString(e)));
+}
+
+#define TF_CUDA_REF(expr)                                   \
+  do {                                                      \
+    if (absl::Status _s = Check((expr), #expr); !_s.ok()) { \
+      return _s;                                            \
+    }                                                       \
+  } while (0)
+
+// Device buffers freed on every path.
+class DeviceBuffers {
+ public:
+  ~DeviceBuffers() {
+    for (void* p : ptrs_) cudaFree(p);
+  }
+  absl::StatusOr<float*> Upload(const std::vector<float>& host) {
+    TF_ASSIGN_OR_RETURN(void* p, Alloc(host.size() * sizeof(float)));
+    TF_CUDA_REF(cudaMemcpy(p, host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice));
+    return static_cast<float*>(p);
+  }
+  absl::StatusOr<void*> Alloc(size_t bytes) {
+    void* p = nullptr;
+    TF_CUDA_REF(cudaMalloc(&p, std::max<size_t>(bytes, 4)));
+    ptrs_.push_back(p);
+    return p;
+  }
+
+ private:
+  std::vector<void*> ptrs_;
+};
+
+// Median seconds of `launch`, each run after an untimed write over twice the L2.
+absl::StatusOr<double> TimeGpu(const std::function<absl::Status()>& launch, DeviceBuffers* mem) {
+  int device = 0, l2 = 0;
+  TF_CUDA_REF(cudaGetDevice(&device));
+  TF_CUDA_REF(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device));
+  const size_t flush_bytes = size_t(std::max(l2, 1 << 20)) * 2;
+  TF_ASSIGN_OR_RETURN(void* flush, mem->Alloc(flush_bytes));
+  for (int i = 0; i < 3; ++i) TF_RETURN_IF_ERROR(launch());
+  TF_CUDA_REF(cudaDeviceSynchronize());
+  cudaEvent_t start, stop;
+  TF_CUDA_REF(cudaEventCreate(&start));
+  TF_CUDA_REF(cudaEventCreate(&stop));
+  std::vector<double> times;
+  double total = 0;
+  absl::Status s;
+  while (s.ok() && (times.size() < 5 || (total < 0.2 && times.size() < 200))) {
+    s = Check(cudaMemsetAsync(flush, int(times.size() & 0xff), flush_bytes), "flush L2");
+    if (s.ok()) s = Check(cudaEventRecord(start), "cudaEventRecord");
+    if (s.ok()) s = launch();
+    if (s.ok()) s = Check(cudaEventRecord(stop), "cudaEventRecord");
+    if (s.ok()) s = Check(cudaEventSynchronize(stop), "cudaEventSynchronize");
+    float ms = 0;
+    if (s.ok()) s = Check(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
+    times.push_back(ms * 1e-3);
+    total += ms * 1e-3;
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  TF_RETURN_IF_ERROR(s);
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
+absl::StatusOr<GpuReferenceRun> CuBlas(const v1::Workload& w,
+                                       const std::vector<std::vector<float>>& inputs) {
+  const bool ta = w.op() == v1::OP_KIND_MATMUL && w.matmul().transpose_a();
+  const bool tb = w.op() == v1::OP_KIND_DENSE || w.matmul().transpose_b();
+  const auto& as = w.inputs(0).shape();
+  const auto& bs = w.inputs(1).shape();
+  const int m = int(ta ? as[1] : as[0]), k = int(ta ? as[0] : as[1]), n = int(tb ? bs[0] : bs[1]);
+  DeviceBuffers mem;
+  TF_ASSIGN_OR_RETURN(float* a, mem.Upload(inputs[0]));
+  TF_ASSIGN_OR_RETURN(float* b, mem.Upload(inputs[1]));
+  TF_ASSIGN_OR_RETURN(void* c, mem.Alloc(size_t(m) * n * sizeof(float)));
+  cublasHandle_t h;
+  TF_CUDA_REF(cublasCreate(&h));
+  // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T.
+  const float one = 1, zero = 0;
+  auto launch = [&]() -> absl::Status {
+    return Check(
+        cublasSgemm(h, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k,
+                    &one, b, int(bs[1]), a, int(as[1]), &zero, static_cast<float*>(c), n),
+        "cublasSgemm");
+  };
+  GpuReferenceRun run;
+  run.library = "cublas";
+  absl::Status s = Check(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
+  absl::StatusOr<double> t = s.ok() ? TimeGpu(launch, &mem) : absl::StatusOr<double>(s);
+  if (t.ok()) {
+    run.seconds = *t;
+    run.output.resize(size_t(m) * n);
+    s = Check(
+        cudaMemcpy(run.output.data(), c, run.output.size() * sizeof(float), cudaMemcpyDeviceToHost),
+        "cudaMemcpy");
+  }
+  cublasDestroy(h);
+  if (!t.ok()) return t.status();
+  TF_RETURN_IF_ERROR(s);
+  return run;
+}
+
+absl::StatusOr<GpuReferenceRun> CuDnn(const v1::Workload& w,
+                                      const std::vector<std::vector<float>>& inputs) {
+  const auto& xs = w.inputs(0).shape();  // N C H W
+  const auto& ws = w.inputs(1).shape();  // K C/g R S
+  const v1::Conv2dAttrs& c = w.conv2d();
+  auto at = [](const auto& v, int i, int64_t d) { return v.size() > i ? int(v[i]) : int(d); };
+  const int groups = std::max<int>(1, int(c.groups()));
+  cudnnHandle_t h;
+  TF_CUDA_REF(cudnnCreate(&h));
+  cudnnTensorDescriptor_t xd = nullptr, yd = nullptr;
+  cudnnFilterDescriptor_t wd = nullptr;
+  cudnnConvolutionDescriptor_t cd = nullptr;
+  DeviceBuffers mem;
+  GpuReferenceRun run;
+  auto body = [&]() -> absl::Status {
+    TF_CUDA_REF(cudnnCreateTensorDescriptor(&xd));
+    TF_CUDA_REF(cudnnCreateTensorDescriptor(&yd));
+    TF_CUDA_REF(cudnnCreateFilterDescriptor(&wd));
+    TF_CUDA_REF(cudnnCreateConvolutionDescriptor(&cd));
+    TF_CUDA_REF(cudnnSetTensor4dDescriptor(xd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, int(xs[0]),
+                                           int(xs[1]), int(xs[2]), int(xs[3])));
+    TF_CUDA_REF(cudnnSetFilter4dDescriptor(wd, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, int(ws[0]),
+                                           int(ws[1]), int(ws[2]), int(ws[3])));
+    // Pads [top, left, bottom, right]: cuDNN takes one pad per side pair.
+    if (at(c.pads(), 0, 0) != at(c.pads(), 2, at(c.pads(), 0, 0)) ||
+        at(c.pads(), 1, 0) != at(c.pads(), 3, at(c.pads(), 1, 0))) {
+      return absl::UnimplementedError("cuDNN takes symmetric padding only");
+    }
+    TF_CUDA_REF(cudnnSetConvolution2dDescriptor(cd, at(c.pads(), 0, 0), at(c.pads(), 1, 0),
+                                                at(c.strides(), 0, 1), at(c.strides(), 1, 1),
+                                                at(c.dilations(), 0, 1), at(c.dilations(), 1, 1),
+                                                CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+    TF_CUDA_REF(cudnnSetConvolutionGroupCount(cd, groups));
+    TF_CUDA_REF(cudnnSetConvolutionMathType(cd, CUDNN_FMA_MATH));
+    int n = 0, k = 0, oh = 0, ow = 0;
+    TF_CUDA_REF(cudnnGetConvolution2dForwardOutputDim(cd, xd, wd, &n, &k, &oh, &ow));
+    TF_CUDA_REF(cudnnSetTensor4dDescriptor(yd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, n, k, oh, ow));
+    TF_ASSIGN_OR_RETURN(float* x, mem.Upload(inputs[0]));
+    TF_ASSIGN_OR_RETURN(float* wt, mem.Upload(inputs[1]));
+    TF_ASSIGN_OR_RETURN(void* y, mem.Alloc(size_t(n) * k * oh * ow * sizeof(float)));
+    // cuDNN's own pick: every algorithm it has, timed by it; the fastest that succeeded.
+    constexpr int kMaxAlgos = 16;
+    cudnnConvolutionFwdAlgoPerf_t perf[kMaxAlgos];
+    int found = 0;
+    TF_CUDA_REF(cudnnFindConvolutionForwardAlgorithm(h, xd, wd, cd, yd, kMaxAlgos, &found, perf));
+    int pick = -1;
+    for (int i = 0; i < found && pick < 0; ++i) {
+      if (perf[i].status == CUDNN_STATUS_SUCCESS) pick = i;
+    }
+    if (pick < 0) return absl::InternalError("cuDNN found no forward algorithm for this layer");
+    const cudnnConvolutionFwdAlgo_t algo = perf[pick].algo;
+    size_t ws_bytes = 0;
+    TF_CUDA_REF(cudnnGetConvolutionForwardWorkspaceSize(h, xd, wd, cd, yd, algo, &ws_bytes));
+    TF_ASSIGN_OR_RETURN(void* work, mem.Alloc(ws_bytes));
+    const float one = 1, zero = 0;
+    auto launch = [&]() -> absl::Status {
+      return Check(
+          cudnnConvolutionForward(h, &one, xd, x, wd, wt, cd, algo, work, ws_bytes, &zero, yd, y),
+          "cudnnConvolutionForward");
+    };
+    TF_ASSIGN_OR_RETURN(run.seconds, TimeGpu(launch, &mem));
+    run.library = absl::StrCat("cudnn (algo ", int(algo), ")");
+    run.output.resize(size_t(n) * k * oh * ow);
+    TF_CUDA_REF(cudaMemcpy(run.output.data(), y, run.output.size() * sizeof(float),
+                           cudaMemcpyDeviceToHost));
+    return absl::OkStatus();
+  };
+  absl::Status s = body();
+  if (cd) cudnnDestroyConvolutionDescriptor(cd);
+  if (wd) cudnnDestroyFilterDescriptor(wd);
+  if (yd) cudnnDestroyTensorDescriptor(yd);
+  if (xd) cudnnDestroyTensorDescriptor(xd);
+  cudnnDestroy(h);
+  TF_RETURN_IF_ERROR(s);
+  return run;
+}
+
+}  // namespace
+
+bool HaveCudaReferences() { return true; }
+
+absl::StatusOr<GpuReferenceRun> RunCudaReference(const v1::Workload& w,
+                                                 const std::vector<std::vector<float>>& inputs) {
+  if (w.epilogue_size() > 0) return absl::NotFoundError("no library reference with an epilogue");
+  if (w.op() == v1::OP_KIND_DENSE || w.op() == v1::OP_KIND_MATMUL) return CuBlas(w, inputs);
+  if (w.op() == v1::OP_KIND_CONV2D && w.conv2d().layout() == v1::DATA_LAYOUT_NCHW)
+    return CuDnn(w, inputs);
+  return absl::NotFoundError("no cuBLAS/cuDNN reference for this op");
+}
+
+#endif
+
+}  // namespace tunefarm::bench

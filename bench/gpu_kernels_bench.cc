@@ -1,0 +1,177 @@
+// tunefarm-bench kernels --target cuda: on this machine's GPU, GFLOP/s of
+// the default GPU schedule and of the best of a seeded random sample of GPU
+// schedules, beside cuBLAS (GEMM) and cuDNN (convolutions) measured in the
+// same run. Our kernels go through the farm's own path (the worker's NVRTC
+// build, the agent's sandboxed measurement: checked against the reference on
+// random inputs, then CUDA-event timed with the L2 flushed between runs);
+// the libraries are timed the same way in this process, and their outputs
+// are checked against the float64 reference where it is affordable.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "bench/cuda_references.h"
+#include "compiler/ir/gpu_sketch.h"
+#include "compiler/ir/reference.h"
+#include "compiler/ir/schedule.h"
+#include "compiler/ir/workload.h"
+#include "compiler/ir/workload_spec.h"
+#include "device_agent/capabilities.h"
+#include "server/search/gpu_local_measurer.h"
+
+namespace tunefarm::bench {
+namespace {
+
+namespace v1 = ::tunefarm::v1;
+
+struct GpuAnchor {
+  const char* name;
+  const char* spec;
+};
+
+// The GPU issue's list: GEMM 1024^3 and 4096^3, the ResNet-18 3x3 layers at
+// batch 1 and 16, a depthwise layer.
+const std::vector<GpuAnchor>& GpuAnchors() {
+  static const std::vector<GpuAnchor> anchors = {
+      {"gemm_1024", "matmul(M=1024,N=1024,K=1024)"},
+      {"gemm_4096", "matmul(M=4096,N=4096,K=4096)"},
+      {"resnet_c64_h56_3x3_b1", "conv2d_nchw(N=1,C=64,H=56,W=56,K=64,R=3,S=3,pad=1)"},
+      {"resnet_c128_h28_3x3_b1", "conv2d_nchw(N=1,C=128,H=28,W=28,K=128,R=3,S=3,pad=1)"},
+      {"resnet_c256_h14_3x3_b1", "conv2d_nchw(N=1,C=256,H=14,W=14,K=256,R=3,S=3,pad=1)"},
+      {"resnet_c512_h7_3x3_b1", "conv2d_nchw(N=1,C=512,H=7,W=7,K=512,R=3,S=3,pad=1)"},
+      {"resnet_c64_h56_3x3_b16", "conv2d_nchw(N=16,C=64,H=56,W=56,K=64,R=3,S=3,pad=1)"},
+      {"resnet_c128_h28_3x3_b16", "conv2d_nchw(N=16,C=128,H=28,W=28,K=128,R=3,S=3,pad=1)"},
+      {"resnet_c256_h14_3x3_b16", "conv2d_nchw(N=16,C=256,H=14,W=14,K=256,R=3,S=3,pad=1)"},
+      {"resnet_c512_h7_3x3_b16", "conv2d_nchw(N=16,C=512,H=7,W=7,K=512,R=3,S=3,pad=1)"},
+      {"mbv2_dw_c144_h56", "depthwise_conv2d_nchw(N=1,C=144,H=56,W=56,R=3,S=3,pad=1)"},
+  };
+  return anchors;
+}
+
+// Above this many flops the float64 interpreter is too slow to check the
+// libraries' outputs (our kernels are checked either way).
+constexpr double kCheckLibraryUpTo = 3e9;
+
+std::string Num(double v) { return std::isnan(v) ? "null" : absl::StrFormat("%.1f", v); }
+
+}  // namespace
+
+int RunGpuKernelsBench(const std::string& target_flag, int samples, uint64_t seed,
+                       const std::string& only, const std::string& json_path) {
+  v1::Capabilities caps = agent::DetectCapabilities();
+  std::string spec = target_flag;
+  if (spec == "cuda") {
+    if (!caps.has_gpu()) {
+      std::fprintf(stderr, "tunefarm-bench: kernels --target cuda: no GPU on this machine\n");
+      return 1;
+    }
+    spec = "cuda -arch=" + caps.cuda_archs(0);
+  }
+  absl::StatusOr<ir::Target> target = ir::Target::Parse(spec);
+  if (!target.ok() || !target->is_gpu()) {
+    std::fprintf(
+        stderr, "tunefarm-bench: --target %s: %s\n", spec.c_str(),
+        target.ok() ? "not a cuda target" : std::string(target.status().message()).c_str());
+    return 2;
+  }
+  if (absl::Status s = search::GpuLocalMeasurer::Check(*target); !s.ok()) {
+    std::fprintf(stderr, "tunefarm-bench: kernels --target %s: %s\n", spec.c_str(),
+                 std::string(s.message()).c_str());
+    return 1;
+  }
+  if (!HaveCudaReferences()) {
+    std::fprintf(stderr, "tunefarm-bench: this build has no cuBLAS/cuDNN to compare with\n");
+    return 1;
+  }
+  std::printf("target: %s   GPU: %s   driver: CUDA %s   samples: %d   seed: %llu\n",
+              target->ToString().c_str(), caps.gpu_name().c_str(),
+              caps.fingerprint().cuda_driver().c_str(), samples,
+              static_cast<unsigned long long>(seed));
+  std::printf("\n%-26s %9s %9s %9s %7s %7s %6s %8s  %s\n", "workload", "default", "sampled",
+              "library", "def/lib", "smp/lib", "ok", "comp_ms", "library");
+  search::GpuLocalMeasureOptions mo;
+  mo.timeout_s = 5;
+  mo.input_seed = seed;
+  search::GpuLocalMeasurer measurer(mo);
+  std::vector<std::string> rows;
+  int checked = 0, wrong = 0;
+  for (const GpuAnchor& a : GpuAnchors()) {
+    if (!only.empty() && std::string(a.name).find(only) == std::string::npos) continue;
+    absl::StatusOr<search::Task> task =
+        search::Task::Make(*ir::ParseWorkloadSpec(a.spec), *target, a.name);
+    if (!task.ok()) {
+      std::printf("%-26s %s\n", a.name, std::string(task.status().message()).c_str());
+      continue;
+    }
+    std::mt19937_64 rng(seed);
+    std::vector<v1::Schedule> schedules = {ir::DefaultSchedule(task->dag, *target)};
+    for (int s = 0; s < samples; ++s)
+      schedules.push_back(ir::RandomGpuSchedule(task->dag, *target, rng));
+    std::vector<search::MeasureResult> got = measurer.Measure(*task, schedules);
+    int ok = 0;
+    double best_s = NAN;
+    std::vector<double> compile_ms;
+    for (size_t i = 0; i < got.size(); ++i) {
+      compile_ms.push_back(got[i].compile_ms);
+      if (got[i].status == search::MeasureResult::Status::kWrongResult) ++wrong;
+      if (got[i].status != search::MeasureResult::Status::kOk) continue;
+      ++ok;
+      if (i > 0 && (std::isnan(best_s) || got[i].seconds < best_s)) best_s = got[i].seconds;
+    }
+    checked += ok;
+    std::sort(compile_ms.begin(), compile_ms.end());
+    const double def_s = got[0].status == search::MeasureResult::Status::kOk ? got[0].seconds : NAN;
+    if (std::isnan(def_s)) {
+      std::printf("%-26s default schedule: %s: %s\n", a.name, search::StatusName(got[0].status),
+                  got[0].error.c_str());
+    }
+    // The library, on the inputs the measurement used.
+    const std::vector<std::vector<float>> inputs = ir::RandomInputs(task->dag, seed);
+    absl::StatusOr<GpuReferenceRun> lib = RunCudaReference(task->workload, inputs);
+    std::string lib_note;
+    if (!lib.ok()) {
+      lib_note = std::string(lib.status().message());
+    } else if (task->flops <= kCheckLibraryUpTo) {
+      absl::StatusOr<std::vector<double>> want = ir::EvaluateReference(task->dag, inputs);
+      double err = 0;
+      for (size_t i = 0; want.ok() && i < want->size(); ++i) {
+        err = std::max(
+            err, std::fabs(lib->output[i] - (*want)[i]) / std::max(1.0, std::fabs((*want)[i])));
+      }
+      lib_note = absl::StrFormat("%s, max rel. error %.1e", lib->library, err);
+    } else {
+      lib_note = absl::StrCat(lib->library, ", unchecked (too big for the interpreter)");
+    }
+    const double gf = task->flops * 1e-9;
+    const double def_g = gf / def_s, smp_g = gf / best_s,
+                 lib_g = lib.ok() ? gf / lib->seconds : NAN;
+    std::printf("%-26s %9s %9s %9s %7s %7s %3d/%-3d %7.0f  %s\n", a.name, Num(def_g).c_str(),
+                Num(smp_g).c_str(), Num(lib_g).c_str(),
+                absl::StrFormat("%.2f", def_g / lib_g).c_str(),
+                absl::StrFormat("%.2f", smp_g / lib_g).c_str(), ok, int(got.size()),
+                compile_ms[compile_ms.size() / 2], lib_note.c_str());
+    std::fflush(stdout);
+    rows.push_back(absl::StrCat(
+        "{\"workload\": \"", a.name, "\", \"spec\": \"", a.spec,
+        "\", \"default_gflops\": ", Num(def_g), ", \"sampled_best_gflops\": ", Num(smp_g),
+        ", \"samples\": ", samples, ", \"ok\": ", ok, ", \"library_gflops\": ", Num(lib_g),
+        ", \"library\": \"", lib.ok() ? lib->library : "", "\"}"));
+  }
+  std::printf("\n%d kernels checked against the reference and timed, %d wrong results\n", checked,
+              wrong);
+  if (!json_path.empty()) {
+    std::ofstream f(json_path);
+    f << "{\"target\": \"" << target->ToString() << "\", \"gpu\": \"" << caps.gpu_name()
+      << "\", \"rows\": [\n";
+    for (size_t i = 0; i < rows.size(); ++i)
+      f << "  " << rows[i] << (i + 1 < rows.size() ? ",\n" : "\n");
+    f << "]}\n";
+  }
+  return wrong > 0 ? 1 : 0;
+}
+
+}  // namespace tunefarm::bench
