@@ -5,8 +5,8 @@
 
 #include "absl/strings/match.h"
 #include "device_agent/capabilities.h"
-#include "server/search/gpu_local_measurer.h"
 #include "gtest/gtest.h"
+#include "server/search/gpu_local_measurer.h"
 #include "tests/testing/process.h"
 #include "tests/testing/temp_dir.h"
 
@@ -16,18 +16,18 @@ namespace {
 TEST(BenchSmoke, KernelsWritesRowsWithEveryField) {
   testing::TempDir dir;
   std::string json = dir.File("bench.json");
-  testing::CommandResult r = testing::RunCommand(
-      {testing::BinPath("tunefarm-bench"), "kernels", "--samples", "2", "--threads", "1",
-       "--only", "gemm_512", "--json", json},
-      dir.path());
+  testing::CommandResult r =
+      testing::RunCommand({testing::BinPath("tunefarm-bench"), "kernels", "--samples", "2",
+                           "--threads", "1", "--only", "gemm_512", "--json", json},
+                          dir.path());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(absl::StrContains(r.out, "gemm_512")) << r.out;
   EXPECT_FALSE(absl::StrContains(r.out, "WRONG")) << r.out;
   std::string text = testing::ReadFileOrEmpty(json);
-  for (const char* field : {"\"workload\": \"gemm_512\"", "\"threads\": 1", "\"default_gflops\": ",
-                            "\"sampled_best_gflops\": ", "\"onednn_gflops\": ",
-                            "\"openblas_gflops\": ", "\"handwritten_gflops\": null",
-                            "\"peak_gflops\": ", "\"compile_ms_median\": "}) {
+  for (const char* field :
+       {"\"workload\": \"gemm_512\"", "\"threads\": 1", "\"default_gflops\": ",
+        "\"sampled_best_gflops\": ", "\"onednn_gflops\": ", "\"openblas_gflops\": ",
+        "\"handwritten_gflops\": null", "\"peak_gflops\": ", "\"compile_ms_median\": "}) {
     EXPECT_TRUE(absl::StrContains(text, field)) << field << " missing in\n" << text;
   }
   EXPECT_FALSE(absl::StrContains(text, "\"default_gflops\": null")) << text;
@@ -39,10 +39,10 @@ TEST(BenchSmoke, KernelsWritesRowsWithEveryField) {
 TEST(BenchSmoke, GpuKernelsRunOrSayWhyNot) {
   testing::TempDir dir;
   std::string json = dir.File("gpu.json");
-  testing::CommandResult r = testing::RunCommand(
-      {testing::BinPath("tunefarm-bench"), "kernels", "--target", "cuda", "--samples", "2",
-       "--only", "gemm_1024", "--json", json},
-      dir.path());
+  testing::CommandResult r =
+      testing::RunCommand({testing::BinPath("tunefarm-bench"), "kernels", "--target", "cuda",
+                           "--samples", "2", "--only", "gemm_1024", "--json", json},
+                          dir.path());
   v1::Capabilities caps = agent::DetectCapabilities();
   absl::Status usable =
       caps.has_gpu()
@@ -56,9 +56,9 @@ TEST(BenchSmoke, GpuKernelsRunOrSayWhyNot) {
   }
   ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
   std::string text = testing::ReadFileOrEmpty(json);
-  for (const char* field : {"\"workload\": \"gemm_1024\"", "\"default_gflops\": ",
-                            "\"sampled_best_gflops\": ", "\"library_gflops\": ",
-                            "\"library\": \"cublas\""}) {
+  for (const char* field :
+       {"\"workload\": \"gemm_1024\"", "\"default_gflops\": ", "\"sampled_best_gflops\": ",
+        "\"library_gflops\": ", "\"library\": \"cublas\""}) {
     EXPECT_TRUE(absl::StrContains(text, field)) << field << " missing in\n" << text;
   }
   EXPECT_FALSE(absl::StrContains(text, "\"default_gflops\": null")) << text;
