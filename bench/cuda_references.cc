@@ -187,12 +187,18 @@ absl::StatusOr<GpuReferenceRun> CuDnn(const v1::Workload& w,
     cudnnConvolutionFwdAlgoPerf_t perf[kMaxAlgos];
     int found = 0;
     TF_CUDA_REF(cudnnFindConvolutionForwardAlgorithm(h, xd, wd, cd, yd, kMaxAlgos, &found, perf));
+    // The fastest that ran in strict fp32 (FMA math: no TF32 tensor cores).
     int pick = -1;
     for (int i = 0; i < found && pick < 0; ++i) {
-      if (perf[i].status == CUDNN_STATUS_SUCCESS) pick = i;
+      if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].mathType != CUDNN_TENSOR_OP_MATH &&
+          perf[i].mathType != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) {
+        pick = i;
+      }
     }
-    if (pick < 0) return absl::InternalError("cuDNN found no forward algorithm for this layer");
+    if (pick < 0)
+      return absl::InternalError("cuDNN found no fp32 forward algorithm for this layer");
     const cudnnConvolutionFwdAlgo_t algo = perf[pick].algo;
+    TF_CUDA_REF(cudnnSetConvolutionMathType(cd, perf[pick].mathType));
     size_t ws_bytes = 0;
     TF_CUDA_REF(cudnnGetConvolutionForwardWorkspaceSize(h, xd, wd, cd, yd, algo, &ws_bytes));
     TF_ASSIGN_OR_RETURN(void* work, mem.Alloc(ws_bytes));
@@ -226,10 +232,17 @@ bool HaveCudaReferences() { return true; }
 absl::StatusOr<GpuReferenceRun> RunCudaReference(const v1::Workload& w,
                                                  const std::vector<std::vector<float>>& inputs) {
   if (w.epilogue_size() > 0) return absl::NotFoundError("no library reference with an epilogue");
-  if (w.op() == v1::OP_KIND_DENSE || w.op() == v1::OP_KIND_MATMUL) return CuBlas(w, inputs);
-  if (w.op() == v1::OP_KIND_CONV2D && w.conv2d().layout() == v1::DATA_LAYOUT_NCHW)
-    return CuDnn(w, inputs);
-  return absl::NotFoundError("no cuBLAS/cuDNN reference for this op");
+  absl::StatusOr<GpuReferenceRun> run =
+      absl::NotFoundError("no cuBLAS/cuDNN reference for this op");
+  if (w.op() == v1::OP_KIND_DENSE || w.op() == v1::OP_KIND_MATMUL) {
+    run = CuBlas(w, inputs);
+  } else if (w.op() == v1::OP_KIND_CONV2D && w.conv2d().layout() == v1::DATA_LAYOUT_NCHW) {
+    run = CuDnn(w, inputs);
+  }
+  // No context of this process stays on the GPU while the next workload's
+  // kernels run in runner processes (an exclusive-process GPU would refuse them).
+  cudaDeviceReset();
+  return run;
 }
 
 #endif

@@ -166,6 +166,7 @@ void WriteSvg(const std::string& path, const std::vector<Run>& runs,
 int RunSearchBench(const std::vector<std::string>& args) {
   std::vector<int> budgets = {64, 128, 256, 512};
   int seeds = 3, threads = 1;
+  int min_train = search::TuneOptions().min_train_records;
   bool transfer = false;
   std::vector<std::string> only;
   std::string json_path, svg_path;
@@ -184,6 +185,8 @@ int RunSearchBench(const std::vector<std::string>& args) {
       only = absl::StrSplit(value(), ',', absl::SkipEmpty());
     else if (args[i] == "--transfer")
       transfer = true;
+    else if (args[i] == "--min-train")
+      min_train = std::max(1, std::atoi(value().c_str()));
     else if (args[i] == "--json")
       json_path = value();
     else if (args[i] == "--svg")
@@ -256,6 +259,7 @@ int RunSearchBench(const std::vector<std::string>& args) {
         search::TuneOptions o;
         o.strategy = strategy;
         o.objective = objective;
+        o.min_train_records = min_train;
         o.max_trials = max_trials;
         o.seed = 1000 + seed;
         // The default schedule is not a trial here: the strategies are

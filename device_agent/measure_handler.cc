@@ -149,7 +149,7 @@ v1::MeasureResult MeasureHandler::Measure(const v1::MeasureRequest& req) {
   auto ref = references_.find(ref_key);
   if (ref == references_.end()) {
     std::vector<float> reference;
-    if (cw->flops <= kMaxInterpretedFlops) {
+    if (cw->flops <= options_.max_interpreted_flops) {
       absl::StatusOr<std::vector<double>> r = ir::EvaluateReference(*dag, inputs);
       if (!r.ok()) return fail(v1::MEASURE_STATUS_RUNTIME_ERROR, std::string(r.status().message()));
       reference.assign(r->begin(), r->end());

@@ -30,6 +30,9 @@ struct MeasureHandlerOptions {
   double default_timeout_s = 10;
   ::tunefarm::v1::Fingerprint fingerprint;  // stamped on every result
   bool gpu = false;  // the board has a CUDA device (Capabilities.has_gpu)
+  // Workloads up to this many flops are checked against the float64
+  // interpreter; bigger ones against the request's reference artifact.
+  double max_interpreted_flops = 5e7;
 };
 
 // The runner's plan of a CUDA build (GpuModule) for the scheduled DAG
@@ -40,7 +43,7 @@ absl::StatusOr<runner::GpuPlan> PlanFromModule(const ::tunefarm::v1::GpuModule& 
 
 class MeasureHandler {
  public:
-  // Workloads up to this many flops are checked against the float64 interpreter.
+  // The default of MeasureHandlerOptions::max_interpreted_flops.
   static constexpr double kMaxInterpretedFlops = 5e7;
 
   explicit MeasureHandler(MeasureHandlerOptions options) : options_(std::move(options)) {}

@@ -142,6 +142,7 @@ std::vector<MeasureResult> RemoteMeasurer::Measure(const search::Task& task,
       details_[i].build_sec = b.compile_sec();
       results[i].compile_ms = b.compile_sec() * 1e3;
       *details_[i].fingerprint.mutable_compiler() = b.fingerprint().compiler();
+      *details_[i].fingerprint.mutable_cuda_toolkit() = b.fingerprint().cuda_toolkit();
       if (!b.error().empty()) return finish(i, v1::MEASURE_STATUS_COMPILE_ERROR, b.error());
       WorkQueue::Item m;
       m.queue = WorkQueue::MeasureQueue(options_.device_key);
@@ -173,9 +174,11 @@ std::vector<MeasureResult> RemoteMeasurer::Measure(const search::Task& task,
         d.costs.assign(mr.costs_sec().begin(), mr.costs_sec().end());
         d.run_sec = mr.run_sec();
         d.device_id = mr.device_id();
-        std::string compiler = d.fingerprint.compiler();
+        // The board's fingerprint, with the toolchain the worker built with.
+        v1::Fingerprint built = d.fingerprint;
         d.fingerprint = mr.fingerprint();
-        d.fingerprint.set_compiler(compiler);
+        d.fingerprint.set_compiler(built.compiler());
+        if (!built.cuda_toolkit().empty()) d.fingerprint.set_cuda_toolkit(built.cuda_toolkit());
         v1::MeasureStatus st = mr.status();
         if (st == v1::MEASURE_STATUS_OK && d.costs.empty()) {
           st = v1::MEASURE_STATUS_RUNTIME_ERROR;

@@ -52,7 +52,9 @@ absl::Status GpuLocalMeasurer::Check(const ir::Target& target) {
                                                       archs.empty() ? " (no toolkit)" : ""));
   }
   const std::string driver = caps.fingerprint().cuda_driver(), nvrtc = codegen::NvrtcVersion();
-  if (Version(driver) < Version(nvrtc)) {
+  // Cubins load on any driver of NVRTC's major version (minor-version
+  // compatibility); an older major cannot load them.
+  if (Version(driver).first < Version(nvrtc).first) {
     return absl::FailedPreconditionError(absl::StrCat("the GPU's driver (CUDA ", driver,
                                                       ") is older than this build's NVRTC (", nvrtc,
                                                       ") and cannot load its cubins"));
@@ -72,6 +74,7 @@ GpuLocalMeasurer::GpuLocalMeasurer(GpuLocalMeasureOptions options) : options_(op
   agent::MeasureHandlerOptions o;
   o.gpu = true;
   o.default_timeout_s = options.timeout_s;
+  o.max_interpreted_flops = options.max_interpreted_flops;
   handler_ = std::make_unique<agent::MeasureHandler>(o);
 }
 
@@ -84,7 +87,7 @@ std::vector<MeasureResult> GpuLocalMeasurer::Measure(const Task& task,
   // schedule's build, run by the handler once per workload and seed.
   const std::string* reference = nullptr;
   v1::Schedule reference_schedule;
-  if (task.flops > agent::MeasureHandler::kMaxInterpretedFlops) {
+  if (task.flops > options_.max_interpreted_flops) {
     reference_schedule = ir::DefaultSchedule(task.dag, task.target);
     auto it = references_.find(task.key);
     if (it == references_.end()) {

@@ -29,6 +29,9 @@ struct GpuLocalMeasureOptions {
   double timeout_s = 10;  // per candidate, check and timing included
   uint64_t input_seed = 1;
   bool flush_l2 = true;
+  // Candidates of workloads up to this many flops are checked against the
+  // float64 interpreter; bigger ones against the default schedule's build.
+  double max_interpreted_flops = 5e7;
 };
 
 class GpuLocalMeasurer : public Measurer {

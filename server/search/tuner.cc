@@ -89,7 +89,7 @@ void Tuner::AddTransferRecord(const Task& other, const v1::Schedule& schedule, d
 }
 
 absl::Status Tuner::Retrain() {
-  if (options_.strategy != Strategy::kEvolutionary || measured_.size() < 32)
+  if (options_.strategy != Strategy::kEvolutionary || int(measured_.size()) < options_.min_train_records)
     return absl::OkStatus();
   std::vector<double> best(tasks_.size() + transfer_groups_.size(),
                            std::numeric_limits<double>::infinity());

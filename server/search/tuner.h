@@ -35,6 +35,9 @@ struct TuneOptions {
   EvolutionOptions evolution;
   TaskSchedulerOptions scheduler;
   cost_model::Objective objective = cost_model::Objective::kRegression;  // docs/benchmarks.md
+  // The cost model is (re)trained once this many programs are measured
+  // (transfer records included); before that, candidates are not ranked.
+  int min_train_records = 32;
   bool measure_default = true;
   // Keep the features of every measured program (the cost model's training
   // data, measured()). Off for a random search whose caller trains no model

@@ -17,6 +17,7 @@
 #include "device_agent/capabilities.h"
 #include "device_agent/measure_handler.h"
 #include "gtest/gtest.h"
+#include "server/search/gpu_local_measurer.h"
 #include "worker/builder.h"
 
 namespace tunefarm {
@@ -27,20 +28,13 @@ class GpuDevice : public ::testing::Test {
   void SetUp() override {
     caps_ = agent::DetectCapabilities();
     if (!caps_.has_gpu()) GTEST_SKIP() << "no GPU on this machine";
-    if (codegen::NvrtcSupportedArchs().empty()) GTEST_SKIP() << "no CUDA toolkit in this build";
-    // A driver older than the toolkit cannot load what it builds
-    // (CUDA_ERROR_UNSUPPORTED_PTX_VERSION): say so rather than fail.
-    const std::string driver = caps_.fingerprint().cuda_driver(), nvrtc = codegen::NvrtcVersion();
-    auto version = [](const std::string& v) {  // "13.0" -> {13, 0}
-      size_t dot = v.find('.');
-      return std::make_pair(std::atoi(v.c_str()),
-                            dot == std::string::npos ? 0 : std::atoi(v.c_str() + dot + 1));
-    };
-    if (version(driver) < version(nvrtc)) {
-      GTEST_SKIP() << "the GPU's driver (CUDA " << driver << ") is older than this build's NVRTC ("
-                   << nvrtc << ")";
-    }
     target_spec_ = "cuda -arch=" + caps_.cuda_archs(0);
+    // No toolkit in this build, or a driver too old for what NVRTC builds
+    // (CUDA_ERROR_UNSUPPORTED_PTX_VERSION): say so rather than fail.
+    if (absl::Status s = search::GpuLocalMeasurer::Check(*ir::Target::Parse(target_spec_));
+        !s.ok()) {
+      GTEST_SKIP() << s;
+    }
     agent::MeasureHandlerOptions o;
     o.gpu = true;
     handler_ = std::make_unique<agent::MeasureHandler>(o);

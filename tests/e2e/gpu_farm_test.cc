@@ -4,8 +4,10 @@
 // GPU run as processes on 127.0.0.1; every candidate the GPU search proposes
 // is built by the worker, checked against the reference and timed by the
 // agent, and lands in the database; the job beats its default schedule.
+#include <algorithm>
 #include <map>
 #include <sstream>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "cli/records_jsonl.h"
@@ -82,7 +84,9 @@ TEST(GpuFarm, CudaJobIsBuiltByAWorkerAndTimedByAnAgentWithTheGpu) {
     ++ok;
     EXPECT_FALSE(rec.fingerprint().gpu_name().empty());
     EXPECT_FALSE(rec.fingerprint().cuda_toolkit().empty());
-    const double t = rec.costs_sec(0);
+    std::vector<double> c(rec.costs_sec().begin(), rec.costs_sec().end());
+    std::sort(c.begin(), c.end());
+    const double t = c[c.size() / 2];
     if (rec.schedule().is_default()) def[rec.workload_key()] = t;
     if (!best.count(rec.workload_key()) || t < best[rec.workload_key()])
       best[rec.workload_key()] = t;

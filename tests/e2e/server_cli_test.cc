@@ -447,19 +447,35 @@ TEST_F(E2ETest, CudaJobNeedsAWorkerThatBuildsItsArch) {
     EXPECT_TRUE(absl::StrContains(r.err, "build sm_75, sm_80")) << r.err;
     EXPECT_TRUE(absl::StrContains(r.err, "Jetson Xavier: CUDA 12 or older")) << r.err;
     // No agent of the key yet: accepted, it waits for one.
-    r = Cli(**server,
-            {"submit", "--workloads=" + list, "--target=cuda -arch=sm_87", "--device_key=orin"});
+    r = Cli(**server, {"submit", "--workloads=" + list, "--target=cuda -arch=sm_87",
+                       "--device_key=orin", "--trials=4"});
     EXPECT_EQ(r.exit_code, 0) << r.err;
-    Cli(**server, {"cancel", "2"});
-    // An agent of the key connected, but without an sm_87 GPU (none here,
-    // or another arch on a machine with a GPU): refused, naming the agent.
+    // The agent that then comes has no sm_87 GPU (none here, another arch on
+    // a machine with a GPU): the worker builds real sm_87 cubins, the agent
+    // cannot run them, and every trial is a runtime error with the reason,
+    // stamped with the toolkit that built it.
     auto agent = Subprocess::Start({BinPath("tunefarm-agent"), "--server=" + (*server)->address(),
                                     "--key=orin", "--device_id=a1"},
                                    quiet);
     ASSERT_TRUE(agent.ok());
-    ASSERT_TRUE(
-        testing::WaitFor([&] { return absl::StrContains(Cli(**server, {"devices"}).out, "a1"); },
-                         absl::Seconds(30)));
+    ASSERT_TRUE(testing::WaitFor(
+        [&] {
+          return absl::StrContains(Cli(**server, {"job", "2"}).out, "succeeded");
+        },
+        absl::Seconds(120)))
+        << Cli(**server, {"job", "2"}).out << testing::ReadFileOrEmpty(dir_.File("procs.log"));
+    std::istringstream in(Cli(**server, {"records", "--job=2", "--json"}).out);
+    auto records = cli::ParseRecordsJsonl(in, "records --json");
+    ASSERT_TRUE(records.ok()) << records.status();
+    EXPECT_EQ(records->size(), 4u);
+    for (const v1::Record& rec : *records) {
+      EXPECT_EQ(rec.status(), v1::MEASURE_STATUS_RUNTIME_ERROR) << cli::RecordToJsonLine(rec);
+      EXPECT_TRUE(absl::StrContains(rec.error(), "GPU") || absl::StrContains(rec.error(), "CUDA"))
+          << rec.error();
+      EXPECT_FALSE(rec.fingerprint().cuda_toolkit().empty()) << cli::RecordToJsonLine(rec);
+      EXPECT_EQ(rec.device_id(), "a1");
+    }
+    // Now that it is connected, a new sm_87 job is refused, naming the agent.
     r = Cli(**server,
             {"submit", "--workloads=" + list, "--target=cuda -arch=sm_87", "--device_key=orin"});
     EXPECT_EQ(r.exit_code, 1);
