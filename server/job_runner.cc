@@ -138,6 +138,13 @@ void JobRunner::RunJob(int64_t job_id, Running_* running) {
   };
   std::mutex store_mu;
   absl::Status store_error;
+  // A device that fails every candidate the same way (an agent without the
+  // GPU the target needs, a runner it cannot start) would spend the whole
+  // budget on that error: after kSameDeviceFailures in a row the job stops.
+  constexpr int kSameDeviceFailures = 16;
+  int same_failures = 0;
+  std::string last_failure;
+  std::atomic<bool> device_broken{false};
   mo.on_result = [&](const search::Task& task, const v1::Schedule& schedule,
                      const search::MeasureResult& result, const RemoteMeasurer::Detail& d) {
     v1::Record r;
@@ -159,6 +166,16 @@ void JobRunner::RunJob(int64_t job_id, Running_* running) {
     absl::Status c = commits_.Commit(r);
     std::lock_guard<std::mutex> l(store_mu);
     if (!c.ok() && store_error.ok()) store_error = c;
+    const bool device_failure = d.status == v1::MEASURE_STATUS_RUNTIME_ERROR ||
+                                d.status == v1::MEASURE_STATUS_UPLOAD_ERROR;
+    if (!device_failure) {
+      same_failures = 0;
+    } else if (result.error == last_failure) {
+      if (++same_failures >= kSameDeviceFailures) device_broken = true;
+    } else {
+      same_failures = 1;
+      last_failure = result.error;
+    }
   };
   RemoteMeasurer measurer(queue_, mo);
 
@@ -171,7 +188,7 @@ void JobRunner::RunJob(int64_t job_id, Running_* running) {
   o.keep_features = false;  // the job trains no model beyond its own search's
   // A resumed job draws from a fresh stream (its earlier draws are in the records).
   o.seed = spec.seed() + uint64_t(done_before);
-  o.stop = [running] { return running->stop.load(); };
+  o.stop = [running, &device_broken] { return running->stop.load() || device_broken.load(); };
   // After every batch the search's own state goes to the database beside the
   // records, so a resume continues exactly where this run stops.
   search::Tuner* tuner_ptr = nullptr;
@@ -297,6 +314,13 @@ void JobRunner::RunJob(int64_t job_id, Running_* running) {
     return finish(v1::JOB_STATE_FAILED, absl::StrCat("storing records: ", store_error.message()));
   }
   if (!s.ok()) return finish(v1::JOB_STATE_FAILED, std::string(s.message()));
+  if (device_broken) {
+    std::lock_guard<std::mutex> l(store_mu);
+    return finish(v1::JOB_STATE_FAILED,
+                  absl::StrCat("stopped after ", tuner.trials(), " trials: the last ",
+                               same_failures, " failed on the device with the same error: ",
+                               last_failure));
+  }
   std::string note;
   const char* fate = refuse ? "left out" : "reused";
   const char* policy = refuse ? "refuse" : "warn";
