@@ -85,21 +85,21 @@ std::vector<MeasureResult> GpuLocalMeasurer::Measure(const Task& task,
   std::vector<MeasureResult> out(schedules.size());
   // Above the handler's interpreter limit the reference is the default
   // schedule's build, run by the handler once per workload and seed.
-  const std::string* reference = nullptr;
-  v1::Schedule reference_schedule;
+  const Reference* reference = nullptr;
   if (task.flops > options_.max_interpreted_flops) {
-    reference_schedule = ir::DefaultSchedule(task.dag, task.target);
     auto it = references_.find(task.key);
     if (it == references_.end()) {
-      v1::BuildResult ref = BuildFor(task, reference_schedule);
-      if (!ref.error().empty()) {
+      Reference ref{ir::DefaultSchedule(task.dag, task.target), ""};
+      v1::BuildResult built = BuildFor(task, ref.schedule);
+      if (!built.error().empty()) {
         for (MeasureResult& r : out) {
           r.status = MeasureResult::Status::kBuildError;
-          r.error = absl::StrCat("reference (default schedule): ", ref.error());
+          r.error = absl::StrCat("reference (default schedule): ", built.error());
         }
         return out;
       }
-      it = references_.emplace(task.key, ref.artifact()).first;
+      ref.artifact = built.artifact();
+      it = references_.emplace(task.key, std::move(ref)).first;
     }
     reference = &it->second;
   }
@@ -122,8 +122,8 @@ std::vector<MeasureResult> GpuLocalMeasurer::Measure(const Task& task,
     m.mutable_options()->set_timeout_ms(int32_t(options_.timeout_s * 1e3));
     m.mutable_options()->set_flush_cache(options_.flush_l2);
     if (reference != nullptr) {
-      m.set_reference_artifact(*reference);
-      *m.mutable_reference_schedule() = reference_schedule;
+      m.set_reference_artifact(reference->artifact);
+      *m.mutable_reference_schedule() = reference->schedule;
     }
     v1::MeasureResult got = handler_->Measure(m);
     r.status = StatusFromProto(got.status());

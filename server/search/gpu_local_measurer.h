@@ -18,6 +18,7 @@
 
 #include "absl/status/status.h"
 #include "server/search/task.h"
+#include "tunefarm/v1/schedule.pb.h"
 
 namespace tunefarm::agent {
 class MeasureHandler;
@@ -54,7 +55,11 @@ class GpuLocalMeasurer : public Measurer {
  private:
   GpuLocalMeasureOptions options_;
   std::unique_ptr<agent::MeasureHandler> handler_;
-  std::map<std::string, std::string> references_;  // task key: the default schedule's build
+  struct Reference {
+    ::tunefarm::v1::Schedule schedule;  // the default schedule
+    std::string artifact;               // its build
+  };
+  std::map<std::string, Reference> references_;  // by task key
 };
 
 }  // namespace tunefarm::search

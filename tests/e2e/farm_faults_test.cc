@@ -23,7 +23,6 @@ namespace {
 
 using testing::BinPath;
 using testing::CommandResult;
-using testing::RunCommand;
 using testing::ServerProcess;
 
 int Count(const std::string& text, const std::string& what) {
@@ -39,8 +38,7 @@ TEST(FarmFaults, TwoJobsOnTwoWorkersAndThreeAgentsSurviveAKilledAgent) {
   ASSERT_TRUE(server.ok()) << server.status();
   const std::string addr = (*server)->address();
   auto cli = [&](std::vector<std::string> args) {
-    args.insert(args.begin(), {BinPath("tunefarm"), "--server=" + addr});
-    return RunCommand(args, dir.path());
+    return (*server)->Cli(std::move(args), dir.path());
   };
   std::vector<std::unique_ptr<Subprocess>> procs;
   auto start = [&](std::vector<std::string> argv, const std::string& log) {

@@ -37,8 +37,7 @@ TEST(GpuFarm, CudaJobIsBuiltByAWorkerAndTimedByAnAgentWithTheGpu) {
   ASSERT_TRUE(server.ok()) << server.status();
   const std::string addr = (*server)->address();
   auto cli = [&](std::vector<std::string> args) {
-    args.insert(args.begin(), {BinPath("tunefarm"), "--server=" + addr});
-    return testing::RunCommand(args, dir.path());
+    return (*server)->Cli(std::move(args), dir.path());
   };
   Subprocess::Options quiet;
   quiet.capture_stdout = false;

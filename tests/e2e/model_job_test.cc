@@ -38,8 +38,7 @@ class ModelJob : public ::testing::Test {
     server = *std::move(s);
   }
   testing::CommandResult cli(std::vector<std::string> args) {
-    args.insert(args.begin(), {BinPath("tunefarm"), "--server=" + server->address()});
-    return RunCommand(args, dir.path());
+    return server->Cli(std::move(args), dir.path());
   }
   absl::StatusOr<std::unique_ptr<Subprocess>> StartFarmProcess(std::vector<std::string> argv) {
     Subprocess::Options quiet;

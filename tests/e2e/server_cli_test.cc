@@ -27,8 +27,7 @@ using testing::ServerProcess;
 class E2ETest : public ::testing::Test {
  protected:
   CommandResult Cli(const ServerProcess& server, std::vector<std::string> args) {
-    args.insert(args.begin(), {BinPath("tunefarm"), "--server=" + server.address()});
-    return RunCommand(args, dir_.path());
+    return server.Cli(std::move(args), dir_.path());
   }
   std::string WriteRecords(int n) {
     std::string path = dir_.File("records.jsonl");

@@ -73,6 +73,12 @@ absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(
   return s;
 }
 
+CommandResult ServerProcess::Cli(std::vector<std::string> args,
+                                 const std::string& scratch_dir) const {
+  args.insert(args.begin(), {BinPath("tunefarm"), "--server=" + address()});
+  return RunCommand(args, scratch_dir);
+}
+
 absl::StatusOr<int> ServerProcess::Stop() {
   proc_->Kill(SIGTERM);
   return proc_->Wait(absl::Seconds(30));

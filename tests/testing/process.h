@@ -38,6 +38,8 @@ class ServerProcess {
   int port() const { return port_; }
   std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
   Subprocess& process() { return *proc_; }
+  // `tunefarm --server=<this server> args...`, run in `scratch_dir`.
+  CommandResult Cli(std::vector<std::string> args, const std::string& scratch_dir) const;
   // SIGTERM, then wait for a clean exit; returns the wait status.
   absl::StatusOr<int> Stop();
 
