@@ -2,7 +2,7 @@
 //
 //   tunefarm-bench kernels [--target host|cuda] [--samples N] [--threads 1,2] [--only SUBSTR] [--json FILE]
 //   tunefarm-bench search [--budgets 64,128,256,512] [--seeds 3] [--threads 1] [--only S1,S2]
-//                         [--transfer] [--strategies random,evolutionary] [--objective O]
+//                         [--warm-db FILE [--pool-trials 128]] [--strategies random,evolutionary] [--objective O]
 //                         [--json FILE] [--svg FILE]
 //   tunefarm-bench farm [--agents 1,10,100] [--seconds 10] [--trials 96] [--json FILE]
 //   tunefarm-bench models [--trials 300] [--threads 1,2] [--repeat 20] [--yolo-size 640] [--json
@@ -40,7 +40,7 @@ int main(int argc, char** argv) {
         "usage: tunefarm-bench kernels [--target host|cuda[ -arch=sm_XX]] [--samples N] "
         "[--threads 1,2] [--only SUBSTR] [--json FILE]\n"
         "       tunefarm-bench search [--budgets 64,128,256,512] [--seeds 3] [--threads 1] "
-        "[--only S1,S2] [--transfer] [--strategies random,evolutionary] [--objective O] "
+        "[--only S1,S2] [--warm-db FILE [--pool-trials 128]] [--strategies random,evolutionary] [--objective O] "
         "[--min-train N] "
         "[--json FILE] [--svg FILE]\n"
         "       tunefarm-bench farm [--agents 1,10,100] [--seconds 10] [--trials 96] "

@@ -27,9 +27,12 @@
 #include "compiler/ir/schedule.h"
 #include "compiler/ir/schedule_hash.h"
 #include "compiler/ir/workload_spec.h"
+#include "common/status_macros.h"
 #include "cost_model/xgb_model.h"
 #include "server/search/local_measurer.h"
 #include "server/search/tuner.h"
+#include "server/tuning_log.h"
+#include "server/warm_start.h"
 
 namespace tunefarm::bench {
 namespace {
@@ -48,19 +51,66 @@ struct Run {
   std::vector<search::Tuner::MeasuredProgram> measured;
   std::optional<v1::Schedule> best;  // the fastest schedule the run found
   std::vector<search::TaskHistory::Entry> ok;  // every successful measurement
-  bool transfer = false;                       // started from other workloads' records
+  int64_t warm = 0;                            // records of other workloads it started from
 };
 
-// The records of a workload benched earlier in this run: what a job on the
-// same target finds in the database before it starts (--transfer).
-struct TransferSource {
-  search::Task task;
-  std::vector<search::TaskHistory::Entry> records;
-};
+// What the database of a farm that has tuned other layers before holds
+// (--warm-db): the kernel anchors outside the search set, and more
+// MobileNetV2 depthwise layers. None of them is a benchmarked workload.
+std::vector<std::pair<std::string, std::string>> PoolWorkloads() {
+  std::vector<std::pair<std::string, std::string>> pool;
+  for (const Anchor& a : KernelAnchors()) {
+    if (std::none_of(std::begin(kSearchAnchors), std::end(kSearchAnchors),
+                     [&](const char* n) { return std::string(n) == a.name; }))
+      pool.push_back({a.name, a.spec});
+  }
+  pool.push_back({"mbv2_dw_c32_h112", "depthwise_conv2d_nchw(N=1,C=32,H=112,W=112,R=3,S=3,pad=1)"});
+  pool.push_back({"mbv2_dw_c192_h28", "depthwise_conv2d_nchw(N=1,C=192,H=28,W=28,R=3,S=3,pad=1)"});
+  pool.push_back({"mbv2_dw_c384_h14", "depthwise_conv2d_nchw(N=1,C=384,H=14,W=14,R=3,S=3,pad=1)"});
+  pool.push_back({"mbv2_dw_c960_h7", "depthwise_conv2d_nchw(N=1,C=960,H=7,W=7,R=3,S=3,pad=1)"});
+  return pool;
+}
 
-// At most this many records per earlier workload (features are extracted
-// for each before the run starts).
-constexpr size_t kTransferPerWorkload = 512;
+// Tops up the pool in `log` to `trials` records per workload (random
+// search on this machine, as `tunefarm tune --strategy random --db` does);
+// returns the pool's workload keys.
+absl::StatusOr<std::set<std::string>> FillPool(server::TuningLog& log, const ir::Target& target,
+                                               int trials, int threads) {
+  std::set<std::string> keys;
+  const std::string spec = target.ToString();
+  for (const auto& [name, text] : PoolWorkloads()) {
+    absl::StatusOr<v1::Workload> w = ir::ParseWorkloadSpec(text);
+    if (!w.ok()) return w.status();
+    absl::StatusOr<search::Task> task = search::Task::Make(*w, target, name);
+    if (!task.ok()) return task.status();
+    keys.insert(task->key);
+    search::LocalMeasureOptions mo;
+    mo.threads = threads;
+    search::LocalMeasurer measurer(mo);
+    search::TuneOptions o;
+    o.strategy = search::Strategy::kRandom;
+    o.measure_default = false;
+    o.seed = 500;
+    search::Tuner tuner({*task}, &measurer, o);
+    const std::string key = task->key;
+    TF_ASSIGN_OR_RETURN(server::WarmStartCounts have,
+                        server::WarmStart(log, target, spec, {{key, 0}}, tuner,
+                                          [&](const v1::Record& r) { return r.workload_key() == key; }));
+    o.max_trials = trials - int(have.history);
+    if (o.max_trials <= 0) continue;
+    std::printf("pool: %-28s %lld records, measuring %d more\n", name.c_str(),
+                static_cast<long long>(have.history), o.max_trials);
+    std::fflush(stdout);
+    search::Tuner fill({*task}, &measurer, o);
+    absl::Status stored;
+    TF_RETURN_IF_ERROR(fill.Run([&](const search::Trial& t) {
+      auto c = log.CommitRecords({server::RecordOfTrial(*task, spec, t)});
+      if (!c.ok() && stored.ok()) stored = c.status();
+    }));
+    TF_RETURN_IF_ERROR(stored);
+  }
+  return keys;
+}
 
 // GFLOP/s of `schedules` on `threads` kernel threads, timed after tuning
 // (nothing else of ours running); NaN where a schedule fails.
@@ -167,7 +217,8 @@ int RunSearchBench(const std::vector<std::string>& args) {
   std::vector<int> budgets = {64, 128, 256, 512};
   int seeds = 3, threads = 1;
   int min_train = search::TuneOptions().min_train_records;
-  bool transfer = false;
+  std::string warm_db;
+  int pool_trials = 128;
   std::vector<std::string> only;
   std::string json_path, svg_path;
   cost_model::Objective objective = cost_model::Objective::kRegression;  // docs/benchmarks.md
@@ -183,8 +234,10 @@ int RunSearchBench(const std::vector<std::string>& args) {
       threads = std::max(1, std::atoi(value().c_str()));
     else if (args[i] == "--only")
       only = absl::StrSplit(value(), ',', absl::SkipEmpty());
-    else if (args[i] == "--transfer")
-      transfer = true;
+    else if (args[i] == "--warm-db")
+      warm_db = value();
+    else if (args[i] == "--pool-trials")
+      pool_trials = std::max(1, std::atoi(value().c_str()));
     else if (args[i] == "--min-train")
       min_train = std::max(1, std::atoi(value().c_str()));
     else if (args[i] == "--json")
@@ -220,11 +273,27 @@ int RunSearchBench(const std::vector<std::string>& args) {
   const int max_trials = budgets.back();
   ir::Target target = codegen::HostTarget();
   std::printf(
-      "target: %s   threads: %d   budgets: %s   seeds: %d   objective: %s   transfer: %s\n",
+      "target: %s   threads: %d   budgets: %s   seeds: %d   objective: %s   warm start: %s\n",
       target.ToString().c_str(), threads, absl::StrJoin(budgets, ",").c_str(), seeds,
-      cost_model::ObjectiveName(objective), transfer ? "yes" : "no");
+      cost_model::ObjectiveName(objective), warm_db.empty() ? "none (cold)" : warm_db.c_str());
+  std::unique_ptr<server::TuningLog> log;
+  std::set<std::string> pool_keys;
+  if (!warm_db.empty()) {
+    server::TuningLog::Options lo;
+    lo.path = warm_db;
+    absl::StatusOr<std::unique_ptr<server::TuningLog>> opened = server::TuningLog::Open(lo);
+    absl::StatusOr<std::set<std::string>> keys =
+        opened.ok() ? FillPool(**opened, target, pool_trials, threads)
+                    : absl::StatusOr<std::set<std::string>>(opened.status());
+    if (!keys.ok()) {
+      std::fprintf(stderr, "tunefarm-bench search: %s: %s\n", warm_db.c_str(),
+                   std::string(keys.status().message()).c_str());
+      return 1;
+    }
+    log = *std::move(opened);
+    pool_keys = *std::move(keys);
+  }
   std::vector<Run> runs;
-  std::vector<TransferSource> earlier;
   std::map<std::string, double> onednn;
   std::vector<std::string> rows, finals_json;
   for (const Anchor& a : KernelAnchors()) {
@@ -266,14 +335,20 @@ int RunSearchBench(const std::vector<std::string>& args) {
         // compared on what they find themselves (it is timed separately).
         o.measure_default = false;
         search::Tuner tuner({task}, &measurer, o);
-        Run run{a.name, search::StrategyName(strategy), uint64_t(seed), {}, 0, {}, {}, {}, false};
-        if (transfer && strategy == search::Strategy::kEvolutionary) {
-          // As a job starts from the database's records of other workloads
-          // on the target: the cost model trains on them from the start.
-          for (const TransferSource& src : earlier) {
-            for (const auto& e : src.records) tuner.AddTransferRecord(src.task, e.schedule, e.seconds);
+        Run run{a.name, search::StrategyName(strategy), uint64_t(seed), {}, 0, {}, {}, {}, 0};
+        if (log != nullptr) {
+          // As a job starts from the database: the pool's records train the
+          // cost model from the first batch (random search does not use them).
+          auto warm = server::WarmStart(*log, target, target.ToString(), {{task.key, 0}}, tuner,
+                                        [&](const v1::Record& r) {
+                                          return pool_keys.count(r.workload_key()) > 0;
+                                        });
+          if (!warm.ok()) {
+            std::fprintf(stderr, "tunefarm-bench search: %s: %s\n", warm_db.c_str(),
+                         std::string(warm.status().message()).c_str());
+            return 1;
           }
-          run.transfer = !earlier.empty();
+          run.warm = warm->transfer;
         }
         double best = 0;
         auto t0 = std::chrono::steady_clock::now();
@@ -298,8 +373,9 @@ int RunSearchBench(const std::vector<std::string>& args) {
             "%-22s %-12s seed %d: best %.1f GFLOP/s after %zu trials, %.1f trials/min%s\n", a.name,
             run.strategy.c_str(), seed, best, run.best_so_far.size(),
             double(run.best_so_far.size()) / std::max(1e-9, run.minutes),
-            run.transfer ? absl::StrCat(", warm from ", earlier.size(), " earlier workload(s)").c_str()
-                         : "");
+            run.warm > 0 && strategy == search::Strategy::kEvolutionary
+                ? absl::StrCat(", warm from ", run.warm, " records of other workloads").c_str()
+                : "");
         // Best so far at every 16 trials: where a slow start shows.
         std::string curve;
         for (size_t i = 15; i < run.best_so_far.size(); i += 16)
@@ -312,19 +388,6 @@ int RunSearchBench(const std::vector<std::string>& args) {
     }
     for (Run& r : runs) {
       if (r.workload == a.name) mine.push_back(&r);
-    }
-    if (transfer) {
-      // This workload's distinct successful records, for the workloads after it.
-      TransferSource src{task, {}};
-      std::set<std::string> seen;
-      for (Run* r : mine) {
-        for (const auto& e : r->ok) {
-          if (seen.insert(ir::ScheduleHash(e.schedule)).second) src.records.push_back(e);
-        }
-      }
-      std::shuffle(src.records.begin(), src.records.end(), std::mt19937_64(5));
-      if (src.records.size() > kTransferPerWorkload) src.records.resize(kTransferPerWorkload);
-      earlier.push_back(std::move(src));
     }
     // oneDNN on the same workload, after tuning (no threads of its own during our runs).
     std::vector<std::vector<float>> inputs = ir::RandomInputs(task.dag, 7);
@@ -361,7 +424,7 @@ int RunSearchBench(const std::vector<std::string>& args) {
         rows.push_back(absl::StrCat(
             "{\"workload\": \"", a.name, "\", \"strategy\": \"", r->strategy, "\", \"trials\": ", b,
             ", \"seed\": ", r->seed, ", \"threads\": ", threads,
-            ", \"transfer\": ", r->transfer ? "true" : "false", ", \"best_gflops\": ", Num(best),
+            ", \"warm_records\": ", r->strategy == "evolutionary" ? r->warm : 0, ", \"best_gflops\": ", Num(best),
             ", \"trials_to_90pct\": ", to90 > 0 ? std::to_string(to90) : "null",
             ", \"onednn_gflops\": ", Num(dnn_g), ", \"default_gflops\": ", Num(default_g),
             ", \"trials_per_minute\": ",

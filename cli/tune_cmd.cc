@@ -17,6 +17,7 @@
 #include "server/search/local_measurer.h"
 #include "server/search/tuner.h"
 #include "server/tuning_log.h"
+#include "server/warm_start.h"
 
 namespace tunefarm::cli {
 namespace {
@@ -45,35 +46,6 @@ until that run has records enough to train its own.
   --load-model  start from the cost model in FILE instead of the database's
   --save-model  also write the final cost model to FILE
 )";
-
-v1::MeasureStatus ToProto(search::MeasureResult::Status s) {
-  switch (s) {
-    case search::MeasureResult::Status::kOk:
-      return v1::MEASURE_STATUS_OK;
-    case search::MeasureResult::Status::kBuildError:
-      return v1::MEASURE_STATUS_COMPILE_ERROR;
-    case search::MeasureResult::Status::kWrongResult:
-      return v1::MEASURE_STATUS_WRONG_RESULT;
-    case search::MeasureResult::Status::kRuntimeError:
-      return v1::MEASURE_STATUS_RUNTIME_ERROR;
-    case search::MeasureResult::Status::kTimeout:
-      return v1::MEASURE_STATUS_TIMEOUT;
-  }
-  return v1::MEASURE_STATUS_UNSPECIFIED;
-}
-
-search::MeasureResult FromRecord(const v1::Record& r) {
-  search::MeasureResult m;
-  if (r.status() == v1::MEASURE_STATUS_OK && r.costs_sec_size() > 0) {
-    std::vector<double> c(r.costs_sec().begin(), r.costs_sec().end());
-    std::sort(c.begin(), c.end());
-    m.seconds = c[c.size() / 2];
-  } else {
-    m.status = search::MeasureResult::Status::kRuntimeError;  // any failure: not a parent
-    m.error = r.error();
-  }
-  return m;
-}
 
 }  // namespace
 
@@ -169,33 +141,8 @@ int RunTune(const std::vector<std::string>& args, std::ostream& out, std::ostrea
 
   // Warm start: this workload's records are history; the target's others train the model.
   const std::string spec = target.ToString();
-  std::map<std::string, search::Task> others;
-  int64_t prior = 0, transfer = 0;
-  server::TuningLog::RecordQuery q;
-  q.target_spec = spec;
-  q.limit = 1000;
-  for (;;) {
-    auto page = (*log)->ListRecords(q);
-    if (!page.ok()) return Fail(err, 1, std::string(page.status().message()));
-    for (const v1::Record& r : *page) {
-      if (r.workload_key() == task->key) {
-        tuner.AddHistory(0, r.schedule(), FromRecord(r));
-        ++prior;
-      } else if (r.status() == v1::MEASURE_STATUS_OK) {
-        auto it = others.find(r.workload_key());
-        if (it == others.end()) {
-          auto t = search::Task::Make(r.workload(), target);
-          if (!t.ok()) continue;
-          it = others.emplace(r.workload_key(), *std::move(t)).first;
-        }
-        search::MeasureResult m = FromRecord(r);
-        tuner.AddTransferRecord(it->second, r.schedule(), m.seconds);
-        ++transfer;
-      }
-    }
-    if (int(page->size()) < q.limit) break;
-    q.after_record_id = page->back().record_id();
-  }
+  auto warm = server::WarmStart(**log, target, spec, {{task->key, 0}}, tuner);
+  if (!warm.ok()) return Fail(err, 1, std::string(warm.status().message()));
   // The starting model: a file named by the user, else the database's newest for the target.
   std::string model_from;
   if (flags.count("load-model")) {
@@ -221,7 +168,8 @@ int RunTune(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   }
   out << absl::StrFormat(
       "tuning %s on %s: %d trials, %s; %d earlier records of this workload, %d of others\n",
-      flags["workload"], spec, trials, search::StrategyName(*strategy), prior, transfer);
+      flags["workload"], spec, trials, search::StrategyName(*strategy), warm->history,
+      warm->transfer);
   if (!model_from.empty()) out << "cost model: " << model_from << "\n";
   v1::Fingerprint fp;
   if (target.is_gpu()) fp = search::GpuLocalMeasurer::MachineFingerprint();
@@ -229,18 +177,9 @@ int RunTune(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   absl::Status store_error;
   double best = 0;
   absl::Status s = tuner.Run([&](const search::Trial& t) {
-    v1::Record r;
-    *r.mutable_workload() = task->workload;
-    r.mutable_target()->set_spec(spec);
-    *r.mutable_schedule() = t.schedule;
-    r.set_status(ToProto(t.result.status));
-    if (t.result.status == search::MeasureResult::Status::kOk) {
-      r.add_costs_sec(t.result.seconds);
+    v1::Record r = server::RecordOfTrial(*task, spec, t);
+    if (t.result.status == search::MeasureResult::Status::kOk)
       best = std::max(best, task->flops / t.result.seconds * 1e-9);
-    }
-    r.set_error(t.result.error);
-    r.set_build_sec(t.result.compile_ms * 1e-3);
-    r.set_device_key("local");
     *r.mutable_fingerprint() = fp;
     auto c = (*log)->CommitRecords({r});
     if (!c.ok() && store_error.ok()) store_error = c.status();

@@ -9,25 +9,9 @@
 #include "compiler/ir/target.h"
 #include "server/remote_measurer.h"
 #include "server/search/tuner.h"
+#include "server/warm_start.h"
 
 namespace tunefarm::server {
-
-namespace {
-
-search::MeasureResult FromRecord(const v1::Record& r) {
-  search::MeasureResult m;
-  if (r.status() == v1::MEASURE_STATUS_OK && r.costs_sec_size() > 0) {
-    std::vector<double> c(r.costs_sec().begin(), r.costs_sec().end());
-    std::sort(c.begin(), c.end());
-    m.seconds = c[c.size() / 2];
-  } else {
-    m.status = search::MeasureResult::Status::kRuntimeError;  // any failure: not a parent
-    m.error = r.error();
-  }
-  return m;
-}
-
-}  // namespace
 
 JobRunner::~JobRunner() { Shutdown(); }
 
@@ -249,35 +233,15 @@ void JobRunner::RunJob(int64_t job_id, Running_* running) {
   auto other_toolchain = [&](const v1::Record& r) { return differs(r, toolchain, seen_tools); };
   const bool refuse = options_.fingerprint_policy == Options::FingerprintPolicy::kRefuse;
   int64_t n_hardware = 0, n_toolchain = 0;
-  std::map<std::string, search::Task> others;
-  TuningLog::RecordQuery q;
-  q.target_spec = target_spec;
-  q.limit = 1000;
-  for (;;) {
-    absl::StatusOr<std::vector<v1::Record>> page = log_.ListRecords(q);
-    if (!page.ok()) return finish(v1::JOB_STATE_FAILED, std::string(page.status().message()));
-    for (const v1::Record& r : *page) {
-      auto t = task_of.find(r.workload_key());
-      const bool hardware = other_hardware(r);
-      const bool toolchain = !hardware && other_toolchain(r);
-      n_hardware += hardware;
-      n_toolchain += toolchain;
-      if ((hardware || toolchain) && refuse) continue;
-      if (t != task_of.end()) {
-        tuner.AddHistory(t->second, r.schedule(), FromRecord(r));
-      } else if (r.status() == v1::MEASURE_STATUS_OK) {
-        auto it = others.find(r.workload_key());
-        if (it == others.end()) {
-          absl::StatusOr<search::Task> ot = search::Task::Make(r.workload(), *target);
-          if (!ot.ok()) continue;
-          it = others.emplace(r.workload_key(), *std::move(ot)).first;
-        }
-        tuner.AddTransferRecord(it->second, r.schedule(), FromRecord(r).seconds);
-      }
-    }
-    if (int(page->size()) < q.limit) break;
-    q.after_record_id = page->back().record_id();
-  }
+  absl::StatusOr<WarmStartCounts> warm =
+      WarmStart(log_, *target, target_spec, task_of, tuner, [&](const v1::Record& r) {
+        const bool hardware = other_hardware(r);
+        const bool toolchain = !hardware && other_toolchain(r);
+        n_hardware += hardware;
+        n_toolchain += toolchain;
+        return !((hardware || toolchain) && refuse);
+      });
+  if (!warm.ok()) return finish(v1::JOB_STATE_FAILED, std::string(warm.status().message()));
   bool restored = false;
   if (done_before > 0) {
     absl::StatusOr<std::string> bytes = log_.LoadJobSnapshot(job_id);

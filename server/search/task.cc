@@ -51,4 +51,21 @@ MeasureResult::Status StatusFromProto(::tunefarm::v1::MeasureStatus s) {
   }
 }
 
+::tunefarm::v1::MeasureStatus StatusToProto(MeasureResult::Status s) {
+  namespace v1 = ::tunefarm::v1;
+  switch (s) {
+    case MeasureResult::Status::kOk:
+      return v1::MEASURE_STATUS_OK;
+    case MeasureResult::Status::kBuildError:
+      return v1::MEASURE_STATUS_COMPILE_ERROR;
+    case MeasureResult::Status::kWrongResult:
+      return v1::MEASURE_STATUS_WRONG_RESULT;
+    case MeasureResult::Status::kRuntimeError:
+      return v1::MEASURE_STATUS_RUNTIME_ERROR;
+    case MeasureResult::Status::kTimeout:
+      return v1::MEASURE_STATUS_TIMEOUT;
+  }
+  return v1::MEASURE_STATUS_UNSPECIFIED;
+}
+
 }  // namespace tunefarm::search

@@ -41,6 +41,7 @@ const char* StatusName(MeasureResult::Status s);
 // A measurement's outcome as the farm reports it (records, agents), in the
 // search's terms: lost and upload errors are runtime errors.
 MeasureResult::Status StatusFromProto(::tunefarm::v1::MeasureStatus s);
+::tunefarm::v1::MeasureStatus StatusToProto(MeasureResult::Status s);
 
 // Builds and times candidates of a task. Implementations: LocalMeasurer
 // (this machine), and the farm's remote builders and agents.

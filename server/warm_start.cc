@@ -1,0 +1,75 @@
+#include "server/warm_start.h"
+
+#include <algorithm>
+#include <vector>
+
+namespace tunefarm::server {
+
+search::MeasureResult ResultFromRecord(const v1::Record& r) {
+  search::MeasureResult m;
+  if (r.status() == v1::MEASURE_STATUS_OK && r.costs_sec_size() > 0) {
+    std::vector<double> c(r.costs_sec().begin(), r.costs_sec().end());
+    std::sort(c.begin(), c.end());
+    m.seconds = c[c.size() / 2];
+  } else {
+    m.status = search::MeasureResult::Status::kRuntimeError;
+    m.error = r.error();
+  }
+  return m;
+}
+
+v1::Record RecordOfTrial(const search::Task& task, const std::string& target_spec,
+                         const search::Trial& trial) {
+  v1::Record r;
+  *r.mutable_workload() = task.workload;
+  r.mutable_target()->set_spec(target_spec);
+  *r.mutable_schedule() = trial.schedule;
+  r.set_status(search::StatusToProto(trial.result.status));
+  if (trial.result.status == search::MeasureResult::Status::kOk)
+    r.add_costs_sec(trial.result.seconds);
+  r.set_error(trial.result.error);
+  r.set_build_sec(trial.result.compile_ms * 1e-3);
+  r.set_device_key("local");
+  return r;
+}
+
+absl::StatusOr<WarmStartCounts> WarmStart(TuningLog& log, const ir::Target& target,
+                                          const std::string& target_spec,
+                                          const std::map<std::string, int>& task_of,
+                                          search::Tuner& tuner,
+                                          const std::function<bool(const v1::Record&)>& keep) {
+  WarmStartCounts counts;
+  std::map<std::string, search::Task> others;
+  TuningLog::RecordQuery q;
+  q.target_spec = target_spec;
+  q.limit = 1000;
+  for (;;) {
+    absl::StatusOr<std::vector<v1::Record>> page = log.ListRecords(q);
+    if (!page.ok()) return page.status();
+    for (const v1::Record& r : *page) {
+      if (keep && !keep(r)) {
+        ++counts.skipped;
+        continue;
+      }
+      auto t = task_of.find(r.workload_key());
+      if (t != task_of.end()) {
+        tuner.AddHistory(t->second, r.schedule(), ResultFromRecord(r));
+        ++counts.history;
+      } else if (r.status() == v1::MEASURE_STATUS_OK) {
+        auto it = others.find(r.workload_key());
+        if (it == others.end()) {
+          absl::StatusOr<search::Task> other = search::Task::Make(r.workload(), target);
+          if (!other.ok()) continue;
+          it = others.emplace(r.workload_key(), *std::move(other)).first;
+        }
+        tuner.AddTransferRecord(it->second, r.schedule(), ResultFromRecord(r).seconds);
+        ++counts.transfer;
+      }
+    }
+    if (int(page->size()) < q.limit) break;
+    q.after_record_id = page->back().record_id();
+  }
+  return counts;
+}
+
+}  // namespace tunefarm::server

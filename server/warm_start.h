@@ -1,0 +1,45 @@
+// The log database as the search's memory: what a new run on a target
+// starts from (warm start), and how a trial becomes a record.
+//
+//   records of the run's own workloads   history: never measured again,
+//                                         the best are mutation parents;
+//   successful records of other workloads  cost-model training data
+//                                         (transfer across tasks and jobs).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "compiler/ir/target.h"
+#include "server/search/tuner.h"
+#include "server/tuning_log.h"
+
+namespace tunefarm::server {
+
+// A stored record as a search result: the median of its costs when OK;
+// any failure is a runtime error (never a parent).
+search::MeasureResult ResultFromRecord(const v1::Record& r);
+
+// A trial of `task` on `target_spec` as a record to commit (no job, device
+// key "local" unless set later).
+v1::Record RecordOfTrial(const search::Task& task, const std::string& target_spec,
+                         const search::Trial& trial);
+
+struct WarmStartCounts {
+  int64_t history = 0;   // records of the tuner's own workloads
+  int64_t transfer = 0;  // records of other workloads, for the cost model
+  int64_t skipped = 0;   // refused by `keep`
+};
+
+// Feeds `tuner` every record of `target_spec` in `log`. `task_of` maps the
+// tuner's workload keys to task indices. `keep` (optional) refuses records:
+// made on other hardware, or of workloads a benchmark holds out.
+absl::StatusOr<WarmStartCounts> WarmStart(
+    TuningLog& log, const ir::Target& target, const std::string& target_spec,
+    const std::map<std::string, int>& task_of, search::Tuner& tuner,
+    const std::function<bool(const v1::Record&)>& keep = nullptr);
+
+}  // namespace tunefarm::server
