@@ -219,6 +219,7 @@ int RunSearchBench(const std::vector<std::string>& args) {
   int min_train = search::TuneOptions().min_train_records;
   std::string warm_db;
   int pool_trials = 128;
+  search::EvolutionOptions evolution;
   std::vector<std::string> only;
   std::string json_path, svg_path;
   cost_model::Objective objective = cost_model::Objective::kRegression;  // docs/benchmarks.md
@@ -238,6 +239,12 @@ int RunSearchBench(const std::vector<std::string>& args) {
       warm_db = value();
     else if (args[i] == "--pool-trials")
       pool_trials = std::max(1, std::atoi(value().c_str()));
+    else if (args[i] == "--population")
+      evolution.population = std::max(1, std::atoi(value().c_str()));
+    else if (args[i] == "--generations")
+      evolution.generations = std::max(0, std::atoi(value().c_str()));
+    else if (args[i] == "--epsilon")
+      evolution.epsilon = std::clamp(std::atof(value().c_str()), 0.0, 1.0);
     else if (args[i] == "--min-train")
       min_train = std::max(1, std::atoi(value().c_str()));
     else if (args[i] == "--json")
@@ -329,6 +336,7 @@ int RunSearchBench(const std::vector<std::string>& args) {
         o.strategy = strategy;
         o.objective = objective;
         o.min_train_records = min_train;
+        o.evolution = evolution;
         o.max_trials = max_trials;
         o.seed = 1000 + seed;
         // The default schedule is not a trial here: the strategies are
