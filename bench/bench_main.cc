@@ -41,7 +41,7 @@ int main(int argc, char** argv) {
         "[--threads 1,2] [--only SUBSTR] [--json FILE]\n"
         "       tunefarm-bench search [--budgets 64,128,256,512] [--seeds 3] [--threads 1] "
         "[--only S1,S2] [--warm-db FILE [--pool-trials 128]] [--strategies random,evolutionary] [--objective O] "
-        "[--min-train N] "
+        "[--min-train N] [--population N] [--generations N] [--epsilon F] "
         "[--json FILE] [--svg FILE]\n"
         "       tunefarm-bench farm [--agents 1,10,100] [--seconds 10] [--trials 96] "
         "[--json FILE]\n"
