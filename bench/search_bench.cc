@@ -22,12 +22,12 @@
 #include "absl/strings/str_split.h"
 #include "bench/anchors.h"
 #include "bench/references.h"
+#include "common/status_macros.h"
 #include "compiler/codegen/llvm_target.h"
 #include "compiler/ir/reference.h"
 #include "compiler/ir/schedule.h"
 #include "compiler/ir/schedule_hash.h"
 #include "compiler/ir/workload_spec.h"
-#include "common/status_macros.h"
 #include "cost_model/xgb_model.h"
 #include "server/search/local_measurer.h"
 #include "server/search/tuner.h"
@@ -49,7 +49,7 @@ struct Run {
   std::vector<double> best_so_far;  // GFLOP/s after each trial
   double minutes = 0;
   std::vector<search::Tuner::MeasuredProgram> measured;
-  std::optional<v1::Schedule> best;  // the fastest schedule the run found
+  std::optional<v1::Schedule> best;            // the fastest schedule the run found
   std::vector<search::TaskHistory::Entry> ok;  // every successful measurement
   int64_t warm = 0;                            // records of other workloads it started from
 };
@@ -87,21 +87,27 @@ absl::StatusOr<std::set<std::string>> FillPool(server::TuningLog& log, const ir:
     search::LocalMeasureOptions mo;
     mo.threads = threads;
     search::LocalMeasurer measurer(mo);
+    const std::string key = task->key;
+    server::TuningLog::RecordQuery q;
+    q.workload_key = key;
+    q.target_spec = spec;
+    q.limit = trials;
+    TF_ASSIGN_OR_RETURN(std::vector<v1::Record> have, log.ListRecords(q));
     search::TuneOptions o;
     o.strategy = search::Strategy::kRandom;
     o.measure_default = false;
     o.seed = 500;
-    search::Tuner tuner({*task}, &measurer, o);
-    const std::string key = task->key;
-    TF_ASSIGN_OR_RETURN(server::WarmStartCounts have,
-                        server::WarmStart(log, target, spec, {{key, 0}}, tuner,
-                                          [&](const v1::Record& r) { return r.workload_key() == key; }));
-    o.max_trials = trials - int(have.history);
+    o.max_trials = trials - int(have.size());
     if (o.max_trials <= 0) continue;
-    std::printf("pool: %-28s %lld records, measuring %d more\n", name.c_str(),
-                static_cast<long long>(have.history), o.max_trials);
+    std::printf("pool: %-28s %zu records, measuring %d more\n", name.c_str(), have.size(),
+                o.max_trials);
     std::fflush(stdout);
+    // The stored records are history: a top-up never measures them again.
     search::Tuner fill({*task}, &measurer, o);
+    TF_RETURN_IF_ERROR(
+        server::WarmStart(log, target, spec, {{key, 0}}, fill, [&](const v1::Record& r) {
+          return r.workload_key() == key;
+        }).status());
     absl::Status stored;
     TF_RETURN_IF_ERROR(fill.Run([&](const search::Trial& t) {
       auto c = log.CommitRecords({server::RecordOfTrial(*task, spec, t)});
@@ -344,13 +350,12 @@ int RunSearchBench(const std::vector<std::string>& args) {
         o.measure_default = false;
         search::Tuner tuner({task}, &measurer, o);
         Run run{a.name, search::StrategyName(strategy), uint64_t(seed), {}, 0, {}, {}, {}, 0};
-        if (log != nullptr) {
+        if (log != nullptr && strategy == search::Strategy::kEvolutionary) {
           // As a job starts from the database: the pool's records train the
-          // cost model from the first batch (random search does not use them).
-          auto warm = server::WarmStart(*log, target, target.ToString(), {{task.key, 0}}, tuner,
-                                        [&](const v1::Record& r) {
-                                          return pool_keys.count(r.workload_key()) > 0;
-                                        });
+          // cost model from the first batch (random search has no model).
+          auto warm = server::WarmStart(
+              *log, target, target.ToString(), {{task.key, 0}}, tuner,
+              [&](const v1::Record& r) { return pool_keys.count(r.workload_key()) > 0; });
           if (!warm.ok()) {
             std::fprintf(stderr, "tunefarm-bench search: %s: %s\n", warm_db.c_str(),
                          std::string(warm.status().message()).c_str());
@@ -381,15 +386,15 @@ int RunSearchBench(const std::vector<std::string>& args) {
             "%-22s %-12s seed %d: best %.1f GFLOP/s after %zu trials, %.1f trials/min%s\n", a.name,
             run.strategy.c_str(), seed, best, run.best_so_far.size(),
             double(run.best_so_far.size()) / std::max(1e-9, run.minutes),
-            run.warm > 0 && strategy == search::Strategy::kEvolutionary
+            run.warm > 0
                 ? absl::StrCat(", warm from ", run.warm, " records of other workloads").c_str()
                 : "");
         // Best so far at every 16 trials: where a slow start shows.
         std::string curve;
         for (size_t i = 15; i < run.best_so_far.size(); i += 16)
           absl::StrAppend(&curve, curve.empty() ? "" : " ", int(std::round(run.best_so_far[i])));
-        std::printf("%-22s %-12s seed %d: best every 16 trials: %s\n", a.name,
-                    run.strategy.c_str(), seed, curve.c_str());
+        std::printf("%-22s %-12s seed %d: best every 16 trials: %s\n", a.name, run.strategy.c_str(),
+                    seed, curve.c_str());
         std::fflush(stdout);
         runs.push_back(std::move(run));
       }
@@ -431,11 +436,10 @@ int RunSearchBench(const std::vector<std::string>& args) {
                     to90 > 0 ? std::to_string(to90).c_str() : "-", Num(best / dnn_g).c_str());
         rows.push_back(absl::StrCat(
             "{\"workload\": \"", a.name, "\", \"strategy\": \"", r->strategy, "\", \"trials\": ", b,
-            ", \"seed\": ", r->seed, ", \"threads\": ", threads,
-            ", \"warm_records\": ", r->strategy == "evolutionary" ? r->warm : 0, ", \"best_gflops\": ", Num(best),
-            ", \"trials_to_90pct\": ", to90 > 0 ? std::to_string(to90) : "null",
-            ", \"onednn_gflops\": ", Num(dnn_g), ", \"default_gflops\": ", Num(default_g),
-            ", \"trials_per_minute\": ",
+            ", \"seed\": ", r->seed, ", \"threads\": ", threads, ", \"warm_records\": ", r->warm,
+            ", \"best_gflops\": ", Num(best), ", \"trials_to_90pct\": ",
+            to90 > 0 ? std::to_string(to90) : "null", ", \"onednn_gflops\": ", Num(dnn_g),
+            ", \"default_gflops\": ", Num(default_g), ", \"trials_per_minute\": ",
             Num(double(r->best_so_far.size()) / std::max(1e-9, r->minutes)), "}"));
       }
       auto mean = [](const std::vector<double>& v) {
