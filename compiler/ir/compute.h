@@ -33,6 +33,10 @@ struct TensorDecl {
   // reader, it holds the box the whole thread block reads, fetched by all the
   // block's threads together (see Lower).
   bool shared = false;
+  // Any cache_read copy (shared or local): it may be computed inside a stage
+  // that is itself computed at another (staging a reduction's operand per
+  // reduction step).
+  bool cache_copy = false;
   std::vector<int64_t> pack_block;
   std::vector<int> pack_inner;
 };

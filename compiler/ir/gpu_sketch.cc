@@ -109,14 +109,6 @@ void SampleReduce(const Shape& sh, int r, std::mt19937_64& rng, std::vector<int6
   x[0] = Pick(rng, 0, 1) == 0 ? RandomDivisor(rng, sh.reduce[r] / x[1], 8) : 1;
 }
 
-int FindStage(const ScheduleState& st, const std::string& name) {
-  const auto& stages = st.dag().stages;
-  for (size_t i = 0; i < stages.size(); ++i) {
-    if (stages[i].name == name) return int(i);
-  }
-  return -1;
-}
-
 }  // namespace
 
 std::vector<int64_t> SampleGpuTilingDecisions(const ComputeDAG& dag, const Target& target,

@@ -319,8 +319,8 @@ absl::Status ScheduleState::Annotate(const v1::AnnotateStep& s, const Target& ta
                                         ? "cannot parallelize a reduction loop"
                                         : "cannot vectorize a reduction loop");
       }
-      it.kind = s.annotation() == v1::ANNOTATION_PARALLEL ? ForKind::kParallel
-                                                          : ForKind::kVectorized;
+      it.kind =
+          s.annotation() == v1::ANNOTATION_PARALLEL ? ForKind::kParallel : ForKind::kVectorized;
       return absl::OkStatus();
     case v1::ANNOTATION_UNROLL:
       if (it.extent > kMaxUnrolledCopies) {
@@ -448,17 +448,17 @@ absl::Status ScheduleState::ComputeAt(const v1::ComputeAtStep& s) {
     return InvalidArgumentError(
         StrCat("stage ", s.target_stage(), " does not come after stage ", s.stage()));
   }
-  // One level of nesting, except that on a GPU a shared-memory copy may sit
-  // inside a stage that is itself computed at another (a register tile
-  // computed at a thread loop, staging its inputs per reduction step).
-  const bool shared_copy = gpu_ && dag_.tensors[producer.output].shared;
-  if (stages_[s.target_stage()].location != StageState::Location::kRoot && !shared_copy) {
+  // One level of nesting, except that a cache_read copy may sit inside a
+  // stage that is itself computed at another (a register tile computed at a
+  // thread loop or a CPU tile, staging its inputs per reduction step).
+  const bool copy = dag_.tensors[producer.output].cache_copy;
+  if (stages_[s.target_stage()].location != StageState::Location::kRoot && !copy) {
     return InvalidArgumentError(
         StrCat("stage ", s.target_stage(), " is itself computed at another stage"));
   }
   for (size_t j = 0; j < stages_.size(); ++j) {
     if (stages_[j].location == StageState::Location::kAt && stages_[j].attach_stage == s.stage() &&
-        !(gpu_ && dag_.tensors[dag_.stages[j].output].shared)) {
+        !dag_.tensors[dag_.stages[j].output].cache_copy) {
       return InvalidArgumentError(StrCat("stage ", j, " is computed at stage ", s.stage()));
     }
     if (int(j) == s.stage() || stages_[j].location == StageState::Location::kInline) continue;
@@ -586,6 +586,7 @@ absl::Status ScheduleState::CacheRead(const v1::CacheReadStep& s, const Target& 
   TensorDecl copy_t = dag_.tensors[tensor];
   copy_t.name += s.scope() == v1::MEMORY_SCOPE_SHARED ? ".shared" : ".local";
   copy_t.shared = s.scope() == v1::MEMORY_SCOPE_SHARED;
+  copy_t.cache_copy = true;
   copy_t.role = TensorDecl::Role::kIntermediate;
   copy_t.is_constant = false;
   copy_t.packed_from = -1;

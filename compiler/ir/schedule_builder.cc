@@ -70,4 +70,12 @@ absl::Status ScheduleBuilder::AnnotateLoop(int stage, const ExprNode* var, v1::A
   return Annotate(stage, IndexOf(stage, var), a);
 }
 
+int FindStage(const ScheduleState& st, const std::string& name) {
+  const auto& stages = st.dag().stages;
+  for (size_t i = 0; i < stages.size(); ++i) {
+    if (stages[i].name == name) return int(i);
+  }
+  return -1;
+}
+
 }  // namespace tunefarm::ir

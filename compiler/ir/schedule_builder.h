@@ -51,4 +51,8 @@ class ScheduleBuilder {
   absl::Status status_;
 };
 
+// The index of the stage named `name` in `st`, or -1: steps that insert
+// stages (cache_read, cache_write) move the others.
+int FindStage(const ScheduleState& st, const std::string& name);
+
 }  // namespace tunefarm::ir

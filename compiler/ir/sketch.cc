@@ -14,6 +14,17 @@ int64_t Pick(std::mt19937_64& rng, int64_t lo, int64_t hi) {
   return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
 }
 
+// A divisor of `extent` in [lo, hi], uniformly; TileFactor(extent, hi) when there is none.
+int64_t TileFactor(std::mt19937_64& rng, int64_t extent, int64_t limit);
+int64_t DivisorBetween(std::mt19937_64& rng, int64_t extent, int64_t lo, int64_t hi) {
+  std::vector<int64_t> divisors;
+  for (int64_t d = lo; d <= std::min(hi, extent); ++d) {
+    if (extent % d == 0) divisors.push_back(d);
+  }
+  if (divisors.empty()) return TileFactor(rng, extent, hi);
+  return divisors[Pick(rng, 0, int64_t(divisors.size()) - 1)];
+}
+
 // A factor for a tile level: a divisor of `extent` up to `limit` mostly.
 int64_t TileFactor(std::mt19937_64& rng, int64_t extent, int64_t limit) {
   limit = std::max<int64_t>(1, std::min(limit, extent));
@@ -54,9 +65,24 @@ Shape ShapeOf(const ComputeDAG& dag) {
   return s;
 }
 
+// Three shapes of tiling, sampled equally often:
+// - register: the register tile alone (S1 = S2 = 1), short or long reduction steps;
+// - narrow: a few register tiles in S1 and S2, short reduction steps;
+// - blocked: tens of register tiles in S2 (off the vector axis) per long
+//   reduction step, so the operand tiles of a step stay in L1 while the
+//   accumulators go through memory once per step. A GEMM needs this: on
+//   Sapphire Rapids a 256x64 tile of 4x64 register tiles with 128-long
+//   steps reaches oneDNN, the other two shapes 0.4-0.8x of it.
+// The register tile is bounded by the accumulators it takes, the local
+// (accumulator) tile by L2.
+enum class Mode { kRegister, kNarrow, kBlocked };
+constexpr int64_t kNarrowS2 = 4, kWideS2 = 64;
+constexpr int64_t kNarrowReduce = 8, kMinBlockedReduce = 16, kWideReduce = 256;
+constexpr int64_t kMaxLocalElements = 16384;
+
 // Tile sizes of axis `a`: t3 (the register tile; near the vector width on
 // the vector axis), then t2 and m (S2 and S1; 1 when `register_only`).
-void SampleAxis(const Shape& sh, int a, int v, int64_t lanes, bool register_only,
+void SampleAxis(const Shape& sh, int a, int v, int64_t lanes, bool register_only, int64_t s2_limit,
                 std::mt19937_64& rng, std::vector<int64_t>* d) {
   int64_t ext = sh.spatial[a];
   int64_t t3;
@@ -69,7 +95,7 @@ void SampleAxis(const Shape& sh, int a, int v, int64_t lanes, bool register_only
     t3 = TileFactor(rng, ext, 16);
   }
   int64_t rest = (ext + t3 - 1) / t3;
-  int64_t t2 = register_only ? 1 : TileFactor(rng, rest, 4);
+  int64_t t2 = register_only ? 1 : TileFactor(rng, rest, s2_limit);
   rest = (rest + t2 - 1) / t2;
   int64_t m = register_only ? 1 : TileFactor(rng, rest, 4);
   size_t at = kFixed + kPerAxis * a;
@@ -85,6 +111,32 @@ int64_t Accumulators(const Shape& sh, const std::vector<int64_t>& d, int64_t lan
     acc *= a == v ? (t3 + lanes - 1) / lanes : t3;
   }
   return acc;
+}
+
+// Elements of the local (accumulator) tile: m*t2*t3 over the spatial axes.
+int64_t LocalElements(const Shape& sh, const std::vector<int64_t>& d) {
+  int64_t n = 1;
+  for (int a = 0; a < sh.ns; ++a) {
+    size_t at = kFixed + kPerAxis * a;
+    n *= d[at] * d[at + 1] * d[at + 2];
+  }
+  return n;
+}
+
+// Brings the local tile within kMaxLocalElements by dropping the largest
+// S2 factors, then the largest S1 factors, to 1.
+void FitLocalTile(const Shape& sh, std::vector<int64_t>* d) {
+  for (int level = 1; level >= 0 && LocalElements(sh, *d) > kMaxLocalElements; --level) {
+    while (LocalElements(sh, *d) > kMaxLocalElements) {
+      size_t widest = 0;
+      for (int a = 0; a < sh.ns; ++a) {
+        size_t at = kFixed + kPerAxis * a + level;
+        if (widest == 0 || (*d)[at] > (*d)[widest]) widest = at;
+      }
+      if ((*d)[widest] == 1) break;
+      (*d)[widest] = 1;
+    }
+  }
 }
 
 }  // namespace
@@ -109,17 +161,27 @@ std::vector<int64_t> SampleTilingDecisions(const ComputeDAG& dag, const Target& 
   d[kUnrollTile] = Pick(rng, 0, 3) != 0;
   d[kPragma] = Pick(rng, 0, 1) == 0 ? Pick(rng, 0, 3) : -1;
   d[kPack] = Pick(rng, 0, 3) != 0;
-  bool register_only = Pick(rng, 0, 1) == 0;
+  const Mode mode = Mode(Pick(rng, 0, 2));
+  const bool register_only = mode == Mode::kRegister;
   for (int tries = 0; tries < 20; ++tries) {
-    for (int a = 0; a < sh.ns; ++a) SampleAxis(sh, a, v, lanes, register_only, rng, &d);
+    for (int a = 0; a < sh.ns; ++a) {
+      const int64_t s2_limit = mode == Mode::kBlocked && a != v ? kWideS2 : kNarrowS2;
+      SampleAxis(sh, a, v, lanes, register_only, s2_limit, rng, &d);
+    }
     if (Accumulators(sh, d, lanes) <= 28) break;
     for (int a = 0; a < sh.ns; ++a) {
       if (a != v) d[kFixed + kPerAxis * a + 2] = 1;
     }
   }
+  FitLocalTile(sh, &d);
   for (int a = 0; a < sh.ns; ++a) d[kFixed + kPerAxis * a + 3] = Pick(rng, 0, 3) != 0;
-  for (int r = 0; r < sh.nr; ++r)
-    d[kFixed + kPerAxis * sh.ns + r] = TileFactor(rng, sh.reduce[r], 8);
+  const bool long_steps =
+      mode == Mode::kBlocked || (mode == Mode::kRegister && Pick(rng, 0, 1) == 0);
+  for (int r = 0; r < sh.nr; ++r) {
+    d[kFixed + kPerAxis * sh.ns + r] =
+        long_steps ? DivisorBetween(rng, sh.reduce[r], kMinBlockedReduce, kWideReduce)
+                   : TileFactor(rng, sh.reduce[r], kNarrowReduce);
+  }
   return d;
 }
 
@@ -144,25 +206,26 @@ std::vector<int64_t> MutateTilingDecisions(const ComputeDAG& dag, const Target& 
         int64_t ext = sh.spatial[a];
         if (level == 2) {
           std::vector<int64_t> tmp = d;
-          SampleAxis(sh, a, int(d[kVecAxis]), lanes, false, rng, &tmp);
+          SampleAxis(sh, a, int(d[kVecAxis]), lanes, false, kNarrowS2, rng, &tmp);
           d[at + 2] = tmp[at + 2];
         } else {
           int64_t inner = d[at + 2] * (level == 0 ? d[at + 1] : 1);
           int64_t rest = std::max<int64_t>(1, (ext + inner - 1) / inner);
-          d[at + level] = TileFactor(rng, rest, 8);
+          d[at + level] = TileFactor(rng, rest, level == 1 && Pick(rng, 0, 1) ? kWideS2 : 8);
         }
         break;
       }
       case 4: {  // a reduction split
         if (sh.nr == 0) break;
         int r = int(Pick(rng, 0, sh.nr - 1));
-        d[kFixed + kPerAxis * sh.ns + r] = TileFactor(rng, sh.reduce[r], 16);
+        d[kFixed + kPerAxis * sh.ns + r] =
+            TileFactor(rng, sh.reduce[r], Pick(rng, 0, 1) ? kWideReduce : 2 * kNarrowReduce);
         break;
       }
       case 5: {  // the vector axis (and its tile)
         int v = int(Pick(rng, 0, sh.ns - 1));
         d[kVecAxis] = v;
-        SampleAxis(sh, v, v, lanes, d[kFixed + kPerAxis * v] == 1, rng, &d);
+        SampleAxis(sh, v, v, lanes, d[kFixed + kPerAxis * v] == 1, kNarrowS2, rng, &d);
         break;
       }
       case 6:
@@ -183,7 +246,9 @@ std::vector<int64_t> MutateTilingDecisions(const ComputeDAG& dag, const Target& 
         }
       }
     }
-    if (d != decisions && Accumulators(sh, d, lanes) <= 32) return d;
+    if (d != decisions && Accumulators(sh, d, lanes) <= 32 &&
+        LocalElements(sh, d) <= kMaxLocalElements)
+      return d;
   }
   return d;
 }
@@ -321,12 +386,17 @@ absl::StatusOr<v1::Schedule> BuildTiledSchedule(const ComputeDAG& dag, const Tar
     step.mutable_pragma()->set_value(kPragmaSteps[d[kPragma]]);
     b.Add(step);
   }
-  // Constant operands indexed by the vector axis: blocked by the vector tile.
+  // Operands indexed by the vector axis get a blocked layout: a constant
+  // (weight) is repacked by the vector tile once, ahead of time; any other
+  // input is copied per reduction step into a buffer of its tile (the
+  // cache_read below), so the register tile streams contiguous rows instead
+  // of rows a whole tensor row apart.
+  std::vector<std::pair<int, std::string>> copied;  // operand, copy's name
+  const std::string local_name = L.name, consumer_name = C.name;
   if (t3[v] > 1 && d[kPack]) {
     std::vector<int> inputs = StageInputs(L);
     for (size_t op = 0; op < inputs.size(); ++op) {
       const TensorDecl& t = sdag.tensors[inputs[op]];
-      if (!t.is_constant) continue;
       int dim = -1;
       VisitLoads(L.body, [&](const ExprNode& n) {
         if (n.tensor != inputs[op]) return;
@@ -335,6 +405,11 @@ absl::StatusOr<v1::Schedule> BuildTiledSchedule(const ComputeDAG& dag, const Tar
         }
       });
       if (dim < 0 || t.shape[dim] < t3[v]) continue;
+      if (!t.is_constant) {
+        if (t.role == TensorDecl::Role::kInput && dim + 1 == int(t.shape.size()) && sh.nr > 0)
+          copied.emplace_back(int(op), t.name + ".local");
+        continue;
+      }
       v1::Step step;
       auto* lp = step.mutable_layout_pack();
       lp->set_stage(local);
@@ -342,6 +417,27 @@ absl::StatusOr<v1::Schedule> BuildTiledSchedule(const ComputeDAG& dag, const Tar
       for (size_t k = 0; k < t.shape.size(); ++k) lp->add_block(int(k) == dim ? t3[v] : 0);
       b.Add(step);
     }
+  }
+  for (const auto& [op, name] : copied) {
+    v1::Step step;
+    auto* cr = step.mutable_cache_read();
+    cr->set_stage(FindStage(b.state(), local_name));
+    cr->set_input(op);
+    cr->set_scope(v1::MEMORY_SCOPE_LOCAL);
+    b.Add(step);
+  }
+  if (!b.ok()) return absl::InvalidArgumentError("sketch step does not apply");
+  local = FindStage(b.state(), local_name);
+  consumer = FindStage(b.state(), consumer_name);
+  for (const auto& copy : copied) {
+    const int cs = FindStage(b.state(), copy.second);
+    if (cs < 0) return absl::InvalidArgumentError("the operand copy is missing");
+    b.AnnotateLoop(cs, b.state().stages()[cs].iters.back().var.get(), v1::ANNOTATION_VECTORIZE);
+    v1::Step step;
+    step.mutable_compute_at()->set_stage(cs);
+    step.mutable_compute_at()->set_target_stage(local);
+    step.mutable_compute_at()->set_target_iter(b.IndexOf(local, rl.back()[0]));
+    b.Add(step);
   }
   {
     v1::Step step;

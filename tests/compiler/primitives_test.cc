@@ -3,7 +3,10 @@
 // float64 reference on random inputs (tails included).
 #include <google/protobuf/text_format.h>
 
+#include <random>
+
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "compiler/codegen/llvm_codegen.h"
 #include "compiler/codegen/llvm_target.h"
@@ -148,6 +151,52 @@ TEST(Primitives, CacheReadCopiesAnInputTilePerOutputTile) {
     v1::Schedule s = Parse(sched);
     auto check = testing::CheckKernel(*ir::ParseWorkloadSpec(spec), &s, codegen::HostTarget(), 4);
     ASSERT_TRUE(check.ok()) << spec << ": " << check.status();
+  }
+}
+
+TEST(Primitives, TilingSketchCopiesAStreamedOperandPerReductionStep) {
+  // matmul's b is read along the vector axis (its rows a whole row of b
+  // apart) and is no weight to repack: with the pack decision the sketch
+  // copies its tile for each reduction step into a local buffer, computed
+  // inside the local stage that is itself computed per output tile. Tails
+  // on every axis (the last step's copy reads past K: guarded).
+  ir::Target target = codegen::HostTarget();
+  const int64_t lanes = target.float_lanes();
+  for (const char* spec : {"matmul(M=37,N=45,K=29)", "batch_matmul(B=2,M=9,N=33,K=20)"}) {
+    auto w = ir::ParseWorkloadSpec(spec);
+    auto dag = ir::BuildComputeDAG(*w);
+    ASSERT_TRUE(dag.ok()) << dag.status();
+    std::mt19937_64 rng(11);
+    int copies = 0;
+    for (int i = 0; i < 12; ++i) {
+      std::vector<int64_t> d = ir::SampleTilingDecisions(*dag, target, rng);
+      const size_t n = d.size();
+      d[1] = int64_t(dag->stages.back().axes.size()) - 1;  // the vector axis: b's columns
+      d[4] = 1;                                            // pack
+      d[n - 3] = std::min<int64_t>(lanes, 16);             // its register tile
+      d[n - 1] = 4 + i % 5;                                // the reduction step
+      auto s = ir::BuildTiledSchedule(*dag, target, d);
+      ASSERT_TRUE(s.ok()) << spec << ": " << s.status();
+      bool copy = false;
+      for (const v1::Step& step : s->steps()) copy |= step.has_cache_read();
+      copies += copy;
+      auto st = ir::ScheduleState::Replay(*dag, *s, target);
+      ASSERT_TRUE(st.ok()) << st.status();
+      std::vector<std::string> names = st->dag().TensorNames();
+      std::string text = ir::ToString(ir::Lower(*st), &names);
+      if (copy) {  // allocated inside the reduction-step loop, one step long
+        size_t step = text.find("for rk.o in "), alloc = text.find("allocate local b.local[");
+        ASSERT_NE(alloc, std::string::npos) << text;
+        EXPECT_LT(step, alloc) << text;
+        std::string dims = text.substr(alloc + 23, text.find(']', alloc) - alloc - 23);
+        std::vector<std::string> extents = absl::StrSplit(dims, ", ");
+        ASSERT_GE(extents.size(), 2u) << dims;
+        EXPECT_EQ(extents[extents.size() - 2], absl::StrCat(d[n - 1])) << text;
+      }
+      auto check = testing::CheckKernel(*w, &*s, target, 30 + i);
+      ASSERT_TRUE(check.ok()) << spec << " " << i << ": " << check.status();
+    }
+    EXPECT_GT(copies, 0) << spec;
   }
 }
 
