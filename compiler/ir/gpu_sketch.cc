@@ -221,14 +221,8 @@ absl::StatusOr<v1::Schedule> BuildGpuTiledSchedule(const ComputeDAG& dag, const 
   if (!b.ok()) return b.status();
   // Every operand of the reduction staged in shared memory.
   const int n_operands = int(StageInputs(b.state().dag().stages[main]).size());
-  for (int op = 0; op < n_operands; ++op) {
-    v1::Step step;
-    auto* cr = step.mutable_cache_read();
-    cr->set_stage(FindStage(b.state(), local_name));
-    cr->set_input(op);
-    cr->set_scope(v1::MEMORY_SCOPE_SHARED);
-    b.Add(step);
-  }
+  for (int op = 0; op < n_operands; ++op)
+    b.CacheRead(FindStage(b.state(), local_name), op, v1::MEMORY_SCOPE_SHARED);
   if (!b.ok()) return b.status();
   // Cheap stages (padding, the epilogue's inputs) inlined into their readers.
   for (size_t i = 0; i < b.state().dag().stages.size(); ++i) {
@@ -308,12 +302,7 @@ absl::StatusOr<v1::Schedule> BuildGpuTiledSchedule(const ComputeDAG& dag, const 
   for (size_t i = 0; i < b.state().dag().stages.size(); ++i) {
     const ComputeDAG& sdag = b.state().dag();
     if (!sdag.tensors[sdag.stages[i].output].shared) continue;
-    v1::Step step;
-    auto* ca = step.mutable_compute_at();
-    ca->set_stage(int(i));
-    ca->set_target_stage(L);
-    ca->set_target_iter(b.IndexOf(L, attach));
-    b.Add(step);
+    b.ComputeAt(int(i), L, b.IndexOf(L, attach));
     if (d[sh.unroll_at() + 1] && sdag.tensors[sdag.stages[i].output].shape.size() >= 2) {
       v1::Step align;
       auto* sa = align.mutable_storage_align();
@@ -324,13 +313,7 @@ absl::StatusOr<v1::Schedule> BuildGpuTiledSchedule(const ComputeDAG& dag, const 
       b.Add(align);
     }
   }
-  {
-    v1::Step step;
-    step.mutable_compute_at()->set_stage(L);
-    step.mutable_compute_at()->set_target_stage(C);
-    step.mutable_compute_at()->set_target_iter(2);
-    b.Add(step);
-  }
+  b.ComputeAt(L, C, 2);
   if (!b.ok()) return b.status();
   v1::Schedule out = b.Take();
   out.set_sketch_id(kGpuTilingSketchId);

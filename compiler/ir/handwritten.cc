@@ -94,15 +94,6 @@ absl::Status PackWeight(ScheduleBuilder& b, int stage, const std::vector<int64_t
   return b.Add(lp);
 }
 
-// The local tile computed at the write-back's outermost (parallel) loop.
-absl::Status ComputeAtTileLoop(ScheduleBuilder& b, int local, int out) {
-  v1::Step at;
-  at.mutable_compute_at()->set_stage(local);
-  at.mutable_compute_at()->set_target_stage(out);
-  at.mutable_compute_at()->set_target_iter(0);
-  return b.Add(at);
-}
-
 }  // namespace
 
 ConvTile PickConvTile(const ComputeDAG& dag, const Target& target) {
@@ -190,7 +181,8 @@ absl::StatusOr<v1::Schedule> HandwrittenConv2dSchedule(const ComputeDAG& dag, co
   TF_RETURN_IF_ERROR(b.Reorder(local, {0, 1, 4, 6, 8, 9, 10, 5, 7, 2, 3}));
   TF_RETURN_IF_ERROR(b.Annotate(local, 10, v1::ANNOTATION_VECTORIZE));
   for (int i : {7, 8, 9}) TF_RETURN_IF_ERROR(b.Annotate(local, i, v1::ANNOTATION_UNROLL));
-  TF_RETURN_IF_ERROR(ComputeAtTileLoop(b, local, out));
+  // The local tile computed at the write-back's outermost (parallel) loop.
+  TF_RETURN_IF_ERROR(b.ComputeAt(local, out, 0));
   return b.Take();
 }
 
@@ -239,7 +231,8 @@ absl::StatusOr<v1::Schedule> HandwrittenDenseSchedule(const ComputeDAG& dag,
   TF_RETURN_IF_ERROR(b.Reorder(local, {0, 2, 5, 1, 3, 4}));  // i.o j.o k i.i j.a j.v
   TF_RETURN_IF_ERROR(b.Annotate(local, 5, v1::ANNOTATION_VECTORIZE));
   for (int i : {3, 4}) TF_RETURN_IF_ERROR(b.Annotate(local, i, v1::ANNOTATION_UNROLL));
-  TF_RETURN_IF_ERROR(ComputeAtTileLoop(b, local, out));
+  // The local tile computed at the write-back's outermost (parallel) loop.
+  TF_RETURN_IF_ERROR(b.ComputeAt(local, out, 0));
   return b.Take();
 }
 

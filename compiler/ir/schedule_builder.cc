@@ -41,6 +41,22 @@ absl::Status ScheduleBuilder::Annotate(int stage, int iter, v1::Annotation a) {
   return Add(s);
 }
 
+absl::Status ScheduleBuilder::CacheRead(int stage, int input, v1::MemoryScope scope) {
+  v1::Step s;
+  s.mutable_cache_read()->set_stage(stage);
+  s.mutable_cache_read()->set_input(input);
+  s.mutable_cache_read()->set_scope(scope);
+  return Add(s);
+}
+
+absl::Status ScheduleBuilder::ComputeAt(int stage, int target_stage, int target_iter) {
+  v1::Step s;
+  s.mutable_compute_at()->set_stage(stage);
+  s.mutable_compute_at()->set_target_stage(target_stage);
+  s.mutable_compute_at()->set_target_iter(target_iter);
+  return Add(s);
+}
+
 int ScheduleBuilder::IndexOf(int stage, const ExprNode* var) const {
   const auto& iters = state_.stages()[stage].iters;
   for (size_t i = 0; i < iters.size(); ++i) {

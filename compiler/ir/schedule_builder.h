@@ -30,6 +30,8 @@ class ScheduleBuilder {
   absl::Status Reorder(int stage, const std::vector<int>& order);
   absl::Status Fuse(int stage, const std::vector<int>& iters);
   absl::Status Annotate(int stage, int iter, ::tunefarm::v1::Annotation a);
+  absl::Status CacheRead(int stage, int input, ::tunefarm::v1::MemoryScope scope);
+  absl::Status ComputeAt(int stage, int target_stage, int target_iter);
 
   // Loops named by their variable. SplitLoop returns the new loops'
   // variables, outermost first (empty once a step failed).

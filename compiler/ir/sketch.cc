@@ -14,25 +14,27 @@ int64_t Pick(std::mt19937_64& rng, int64_t lo, int64_t hi) {
   return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
 }
 
-// A divisor of `extent` in [lo, hi], uniformly; TileFactor(extent, hi) when there is none.
-int64_t TileFactor(std::mt19937_64& rng, int64_t extent, int64_t limit);
-int64_t DivisorBetween(std::mt19937_64& rng, int64_t extent, int64_t lo, int64_t hi) {
+// The divisors of `extent` in [lo, hi], ascending.
+std::vector<int64_t> Divisors(int64_t extent, int64_t lo, int64_t hi) {
   std::vector<int64_t> divisors;
   for (int64_t d = lo; d <= std::min(hi, extent); ++d) {
     if (extent % d == 0) divisors.push_back(d);
   }
-  if (divisors.empty()) return TileFactor(rng, extent, hi);
-  return divisors[Pick(rng, 0, int64_t(divisors.size()) - 1)];
+  return divisors;
 }
 
 // A factor for a tile level: a divisor of `extent` up to `limit` mostly.
 int64_t TileFactor(std::mt19937_64& rng, int64_t extent, int64_t limit) {
   limit = std::max<int64_t>(1, std::min(limit, extent));
-  std::vector<int64_t> divisors;
-  for (int64_t d = 1; d <= limit; ++d) {
-    if (extent % d == 0) divisors.push_back(d);
-  }
+  std::vector<int64_t> divisors = Divisors(extent, 1, limit);
   if (Pick(rng, 0, 5) == 0) return Pick(rng, 1, limit);
+  return divisors[Pick(rng, 0, int64_t(divisors.size()) - 1)];
+}
+
+// A divisor of `extent` in [lo, hi], uniformly; TileFactor(extent, hi) when there is none.
+int64_t DivisorBetween(std::mt19937_64& rng, int64_t extent, int64_t lo, int64_t hi) {
+  std::vector<int64_t> divisors = Divisors(extent, lo, hi);
+  if (divisors.empty()) return TileFactor(rng, extent, hi);
   return divisors[Pick(rng, 0, int64_t(divisors.size()) - 1)];
 }
 
@@ -418,14 +420,8 @@ absl::StatusOr<v1::Schedule> BuildTiledSchedule(const ComputeDAG& dag, const Tar
       b.Add(step);
     }
   }
-  for (const auto& [op, name] : copied) {
-    v1::Step step;
-    auto* cr = step.mutable_cache_read();
-    cr->set_stage(FindStage(b.state(), local_name));
-    cr->set_input(op);
-    cr->set_scope(v1::MEMORY_SCOPE_LOCAL);
-    b.Add(step);
-  }
+  for (const auto& copy : copied)
+    b.CacheRead(FindStage(b.state(), local_name), copy.first, v1::MEMORY_SCOPE_LOCAL);
   if (!b.ok()) return absl::InvalidArgumentError("sketch step does not apply");
   local = FindStage(b.state(), local_name);
   consumer = FindStage(b.state(), consumer_name);
@@ -433,19 +429,9 @@ absl::StatusOr<v1::Schedule> BuildTiledSchedule(const ComputeDAG& dag, const Tar
     const int cs = FindStage(b.state(), copy.second);
     if (cs < 0) return absl::InvalidArgumentError("the operand copy is missing");
     b.AnnotateLoop(cs, b.state().stages()[cs].iters.back().var.get(), v1::ANNOTATION_VECTORIZE);
-    v1::Step step;
-    step.mutable_compute_at()->set_stage(cs);
-    step.mutable_compute_at()->set_target_stage(local);
-    step.mutable_compute_at()->set_target_iter(b.IndexOf(local, rl.back()[0]));
-    b.Add(step);
+    b.ComputeAt(cs, local, b.IndexOf(local, rl.back()[0]));
   }
-  {
-    v1::Step step;
-    step.mutable_compute_at()->set_stage(local);
-    step.mutable_compute_at()->set_target_stage(consumer);
-    step.mutable_compute_at()->set_target_iter(0);
-    b.Add(step);
-  }
+  b.ComputeAt(local, consumer, 0);
   if (!b.ok()) return absl::InvalidArgumentError("sketch step does not apply");
   v1::Schedule out = b.Take();
   out.set_sketch_id(kTilingSketchId);
