@@ -99,14 +99,18 @@ absl::Status CostModel::Train(const std::vector<Sample>& samples, const TrainOpt
   std::stable_sort(order.begin(), order.end(),
                    [&](size_t a, size_t b) { return samples[a].group < samples[b].group; });
   std::vector<const ProgramFeatures*> programs;
-  std::vector<float> labels;
+  std::vector<float> labels, weights, group_weights;
   std::vector<unsigned> groups;
   int prev_group = 0;
   for (size_t i : order) {
     if (samples[i].features->rows.empty()) continue;
     programs.push_back(samples[i].features);
     labels.push_back(samples[i].label);
-    if (groups.empty() || samples[i].group != prev_group) groups.push_back(0);
+    weights.push_back(samples[i].weight);
+    if (groups.empty() || samples[i].group != prev_group) {
+      groups.push_back(0);
+      group_weights.push_back(samples[i].weight);
+    }
     ++groups.back();
     prev_group = samples[i].group;
   }
@@ -116,11 +120,20 @@ absl::Status CostModel::Train(const std::vector<Sample>& samples, const TrainOpt
   Rows(objective_, programs, &data, &owner);
   Matrix m;
   TF_RETURN_IF_ERROR(m.Create(data, owner.size()));
+  const bool weighted =
+      std::any_of(weights.begin(), weights.end(), [](float w) { return w != 1.0f; });
   if (!PerStore(objective_)) {
     TF_XGB(XGDMatrixSetFloatInfo(m.get(), "label", labels.data(), labels.size()), "labels");
   }
+  if (objective_ == Objective::kRegression && weighted) {
+    TF_XGB(XGDMatrixSetFloatInfo(m.get(), "weight", weights.data(), weights.size()), "weights");
+  }
   if (objective_ == Objective::kPairwiseRank) {
     TF_XGB(XGDMatrixSetUIntInfo(m.get(), "group", groups.data(), groups.size()), "groups");
+    if (weighted) {
+      TF_XGB(XGDMatrixSetFloatInfo(m.get(), "weight", group_weights.data(), group_weights.size()),
+             "group weights");
+    }
   }
   if (booster_) XGBoosterFree(booster_), booster_ = nullptr;
   DMatrixHandle dm = m.get();
@@ -156,7 +169,7 @@ absl::Status CostModel::Train(const std::vector<Sample>& samples, const TrainOpt
     std::vector<float> grad(owner.size()), hess(owner.size());
     for (size_t r = 0; r < owner.size(); ++r) {
       size_t p = owner[r];
-      float w = std::max(0.05f, labels[p]);
+      float w = std::max(0.05f, labels[p]) * weights[p];
       grad[r] = float(w * (sum[p] - labels[p]));
       hess[r] = w;
     }

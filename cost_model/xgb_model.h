@@ -34,6 +34,9 @@ struct Sample {
   const ProgramFeatures* features;
   float label;  // throughput / best throughput of its task, in [0, 1]
   int group;    // task
+  // Instance weight (ranking: the weight of its group, taken from the
+  // group's first sample).
+  float weight = 1;
 };
 
 struct TrainOptions {

@@ -1,5 +1,6 @@
 #include "server/search/tuner.h"
 
+#include <algorithm>
 #include <chrono>
 #include <limits>
 
@@ -96,10 +97,17 @@ absl::Status Tuner::Retrain() {
   for (const MeasuredProgram& m : measured_) {
     if (m.seconds > 0) best[m.group] = std::min(best[m.group], m.seconds);
   }
+  // The run's own records weigh as much, together, as the transfer records
+  // of other workloads: a warm database holds thousands of those, and with
+  // equal weights they outvoted what the run learns of its own tasks (a
+  // GEMM run stayed in the schedules the convolutions favour).
+  int64_t own = 0, transfer = 0;
+  for (const MeasuredProgram& m : measured_) ++(m.task < 0 ? transfer : own);
+  const float own_weight = own > 0 ? std::max(1.0f, float(transfer) / float(own)) : 1.0f;
   std::vector<cost_model::Sample> samples;
   for (const MeasuredProgram& m : measured_) {
     float label = m.seconds > 0 ? float(best[m.group] / m.seconds) : 0.0f;
-    samples.push_back({&m.features, label, m.group});
+    samples.push_back({&m.features, label, m.group, m.task < 0 ? 1.0f : own_weight});
   }
   auto model = std::make_unique<cost_model::CostModel>(options_.objective);
   TF_RETURN_IF_ERROR(model->Train(samples));

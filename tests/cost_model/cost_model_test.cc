@@ -199,6 +199,37 @@ TEST(CostModel, LearnsAndRanksHeldOutPrograms) {
   }
 }
 
+TEST(CostModel, WeightsDecideBetweenConflictingRecords) {
+  // Every program twice: once with its label, once (another group) with the
+  // label reversed. The heavier copy wins, whichever it is, for every
+  // objective (regression: per record; ranking: per group; pack-sum: in
+  // the gradient). Pack-sum also weighs a record by its label, which favours
+  // the reversed copy of a slow program, so the weight is large.
+  Data train = MakeData(160, 1), test = MakeData(80, 2);
+  std::vector<const cost_model::ProgramFeatures*> ps;
+  for (const auto& s : test.samples) ps.push_back(s.features);
+  for (auto o : {cost_model::Objective::kPackSum, cost_model::Objective::kPairwiseRank,
+                 cost_model::Objective::kRegression}) {
+    for (bool reversed_heavy : {false, true}) {
+      std::vector<cost_model::Sample> samples;
+      for (const auto& x : train.samples) {
+        samples.push_back({x.features, x.label, x.group, reversed_heavy ? 1.0f : 100.0f});
+        samples.push_back({x.features, 1 - x.label, x.group + 2, reversed_heavy ? 100.0f : 1.0f});
+      }
+      cost_model::CostModel m(o);
+      ASSERT_TRUE(m.Train(samples).ok()) << cost_model::ObjectiveName(o);
+      auto scores = m.Predict(ps);
+      ASSERT_TRUE(scores.ok()) << scores.status();
+      double acc = cost_model::EvaluateModel(*scores, test.samples, 5).pairwise_accuracy;
+      if (reversed_heavy) {
+        EXPECT_LT(acc, 0.3) << cost_model::ObjectiveName(o);
+      } else {
+        EXPECT_GT(acc, 0.7) << cost_model::ObjectiveName(o);
+      }
+    }
+  }
+}
+
 TEST(CostModel, SavesAndLoads) {
   Data train = MakeData(60, 3);
   cost_model::CostModel m(cost_model::Objective::kPackSum);
