@@ -395,6 +395,14 @@ int RunSearchBench(const std::vector<std::string>& args) {
           absl::StrAppend(&curve, curve.empty() ? "" : " ", int(std::round(run.best_so_far[i])));
         std::printf("%-22s %-12s seed %d: best every 16 trials: %s\n", a.name, run.strategy.c_str(),
                     seed, curve.c_str());
+        // The fastest schedules' sketch decisions: where the run ended up.
+        for (size_t i = 0; i < std::min<size_t>(3, run.ok.size()); ++i) {
+          const v1::Schedule& b = run.ok[i].schedule;
+          std::printf(
+              "%-22s %-12s seed %d: #%zu %.1f GFLOP/s, decisions [%s]\n", a.name,
+              run.strategy.c_str(), seed, i + 1, task.flops / run.ok[i].seconds * 1e-9,
+              b.decisions().empty() ? "not a sketch" : absl::StrJoin(b.decisions(), ",").c_str());
+        }
         std::fflush(stdout);
         runs.push_back(std::move(run));
       }

@@ -187,6 +187,19 @@ std::vector<int64_t> SampleTilingDecisions(const ComputeDAG& dag, const Target& 
   return d;
 }
 
+int TilingShape(const ComputeDAG& dag, const std::vector<int64_t>& decisions) {
+  if (!HasTilingSketch(dag)) return 0;
+  Shape sh = ShapeOf(dag);
+  if (decisions.size() != sh.size()) return 0;
+  bool tiled = false, wide = false;
+  for (int a = 0; a < sh.ns; ++a) {
+    size_t at = kFixed + kPerAxis * a;
+    tiled |= decisions[at] > 1 || decisions[at + 1] > 1;
+    wide |= a != decisions[kVecAxis] && decisions[at + 1] > kNarrowS2;
+  }
+  return int(wide ? Mode::kBlocked : tiled ? Mode::kNarrow : Mode::kRegister);
+}
+
 std::vector<int64_t> MutateTilingDecisions(const ComputeDAG& dag, const Target& target,
                                            const std::vector<int64_t>& decisions,
                                            std::mt19937_64& rng) {

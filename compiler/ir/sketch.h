@@ -39,6 +39,13 @@ absl::StatusOr<::tunefarm::v1::Schedule> BuildTiledSchedule(const ComputeDAG& da
                                                             const Target& target,
                                                             const std::vector<int64_t>& decisions);
 
+// The tile shapes the sampler draws from (register, narrow, blocked; see
+// sketch.cc) and the one `decisions` has: register when no S1 or S2 tile is
+// above 1, blocked when an S2 tile off the vector axis is wider than the
+// narrow shape's, else narrow. The search keeps each shape in its batches.
+constexpr int kTilingShapes = 3;
+int TilingShape(const ComputeDAG& dag, const std::vector<int64_t>& decisions);
+
 // A neighbour: one decision changed (a tile size, the vector axis or length,
 // a reduction split, unrolling, the auto-unroll pragma, packing, padding).
 std::vector<int64_t> MutateTilingDecisions(const ComputeDAG& dag, const Target& target,

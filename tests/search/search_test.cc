@@ -211,6 +211,50 @@ TEST(SearchPolicy, BatchesAreSpreadAndStallsAreCounted) {
   EXPECT_EQ(history.last_improvement, best_at);
 }
 
+// A model that scores one tile shape far above the others still gets a
+// candidate of every shape into each batch (the model's own choice among
+// them), so the run learns what the other shapes do on its workload.
+TEST(SearchPolicy, EveryBatchMeasuresEachTileShape) {
+  search::Task task = MakeTask("matmul(M=64,N=64,K=64)");
+  std::mt19937_64 rng(9);
+  std::vector<cost_model::ProgramFeatures> programs;
+  std::vector<float> labels;
+  std::map<int, int> sampled;
+  for (int i = 0; i < 120; ++i) {
+    std::vector<int64_t> d = ir::SampleTilingDecisions(task.dag, task.target, rng);
+    auto s = ir::BuildTiledSchedule(task.dag, task.target, d);
+    ASSERT_TRUE(s.ok()) << s.status();
+    auto f = search::FeaturesOf(task, *s);
+    ASSERT_TRUE(f.ok()) << f.status();
+    int shape = ir::TilingShape(task.dag, d);
+    ++sampled[shape];
+    programs.push_back(*std::move(f));
+    labels.push_back(shape == 0 ? 1.0f : 0.05f);
+  }
+  ASSERT_EQ(sampled.size(), size_t(ir::kTilingShapes));
+  std::vector<cost_model::Sample> samples;
+  for (size_t i = 0; i < programs.size(); ++i) samples.push_back({&programs[i], labels[i], 0});
+  cost_model::CostModel model(cost_model::Objective::kRegression);
+  ASSERT_TRUE(model.Train(samples).ok());
+  search::EvolutionOptions eo;
+  eo.epsilon = 0;  // every candidate chosen by the model
+  search::SearchPolicy policy(search::Strategy::kEvolutionary, eo, 4);
+  search::TaskHistory history;
+  for (int round = 0; round < 3; ++round) {
+    std::map<int, int> shapes;
+    for (const v1::Schedule& s : policy.Propose(task, history, &model, 12)) {
+      ASSERT_EQ(s.sketch_id(), ir::kTilingSketchId);
+      ++shapes[ir::TilingShape(task.dag, {s.decisions().begin(), s.decisions().end()})];
+      MeasureResult r;
+      r.seconds = 1e-3;
+      history.Add(s, r);
+    }
+    EXPECT_EQ(shapes.size(), size_t(ir::kTilingShapes)) << "round " << round;
+    // The model's favourite still fills most of the batch.
+    EXPECT_GE(shapes[0], 8) << "round " << round;
+  }
+}
+
 TEST(Sketch, MutationsChangeOneDecisionAndStillBuild) {
   search::Task task = MakeTask("conv2d_nchw(N=1,C=8,H=10,W=10,K=16,R=3,S=3,pad=1)");
   std::mt19937_64 rng(3);
