@@ -188,7 +188,7 @@ std::vector<v1::Schedule> SearchPolicy::Propose(const Task& task, const TaskHist
   int n_random = std::min(n, int(std::round(n * epsilon)));
   std::vector<v1::Schedule> out;
   // Best-scored first, but a candidate one decision away from one already
-  // in the batch waits for a second pass: a batch of near-copies measures
+  // in the batch waits for the last pass: a batch of near-copies measures
   // one corner of the space (the model's favourite) many times over.
   std::vector<const std::vector<int64_t>*> picked;
   auto near_picked = [&](const Cand& c) {
@@ -201,34 +201,26 @@ std::vector<v1::Schedule> SearchPolicy::Propose(const Task& task, const TaskHist
     }
     return false;
   };
-  auto take = [&](const Cand& c) {
-    taken.insert(c.hash);
-    picked.push_back(&c.decisions);
-    out.push_back(c.schedule);
-  };
-  // First the best-scored candidate of each tile shape: the model extrapolates
-  // badly to a shape the run has not measured (a GEMM run that started in
-  // register tiles scored the blocked ones low and stayed at 0.55x oneDNN,
-  // where a blocked tile with a packed operand reaches 0.95x), so every batch
-  // measures each shape's most promising candidate.
-  if (sketch.shapes > 1) {
-    std::vector<bool> have(sketch.shapes, false);
-    for (const Cand& c : all) {
-      if (int(out.size()) >= n - n_random) break;
-      if (c.schedule.sketch_id() != sketch.id) continue;
-      int shape = ir::TilingShape(task.dag, c.decisions);
-      if (have[shape] || history.measured.count(c.hash) || taken.count(c.hash) || near_picked(c))
-        continue;
-      have[shape] = true;
-      take(c);
-    }
-  }
-  for (int pass = 0; pass < 2; ++pass) {
+  // Pass 0 takes the best-scored candidate of each tile shape first: the
+  // model extrapolates badly to a shape the run has not measured (a GEMM run
+  // that started in register tiles scored the blocked ones low and stayed at
+  // 0.55x oneDNN, where a blocked tile with a packed operand reaches 0.95x),
+  // so every batch measures each shape's most promising candidate.
+  std::vector<bool> have_shape(sketch.shapes, false);
+  for (int pass = sketch.shapes > 1 ? 0 : 1; pass < 3; ++pass) {
     for (const Cand& c : all) {
       if (int(out.size()) >= n - n_random) break;
       if (history.measured.count(c.hash) || taken.count(c.hash)) continue;
-      if (pass == 0 && near_picked(c)) continue;
-      take(c);
+      if (pass < 2 && near_picked(c)) continue;
+      if (pass == 0) {
+        if (c.schedule.sketch_id() != sketch.id) continue;
+        int shape = ir::TilingShape(task.dag, c.decisions);
+        if (have_shape[shape]) continue;
+        have_shape[shape] = true;
+      }
+      taken.insert(c.hash);
+      picked.push_back(&c.decisions);
+      out.push_back(c.schedule);
     }
   }
   std::vector<v1::Schedule> extra = Random(task, history, n - int(out.size()), &taken);

@@ -94,15 +94,15 @@ absl::Status Tuner::Retrain() {
     return absl::OkStatus();
   std::vector<double> best(tasks_.size() + transfer_groups_.size(),
                            std::numeric_limits<double>::infinity());
-  for (const MeasuredProgram& m : measured_) {
-    if (m.seconds > 0) best[m.group] = std::min(best[m.group], m.seconds);
-  }
   // The run's own records weigh as much, together, as the transfer records
   // of other workloads: a warm database holds thousands of those, and with
   // equal weights they outvoted what the run learns of its own tasks (a
   // GEMM run stayed in the schedules the convolutions favour).
   int64_t own = 0, transfer = 0;
-  for (const MeasuredProgram& m : measured_) ++(m.task < 0 ? transfer : own);
+  for (const MeasuredProgram& m : measured_) {
+    if (m.seconds > 0) best[m.group] = std::min(best[m.group], m.seconds);
+    ++(m.task < 0 ? transfer : own);
+  }
   const float own_weight = own > 0 ? std::max(1.0f, float(transfer) / float(own)) : 1.0f;
   std::vector<cost_model::Sample> samples;
   for (const MeasuredProgram& m : measured_) {
