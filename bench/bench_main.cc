@@ -1,9 +1,11 @@
 // tunefarm-bench: performance against references measured in the same run.
 //
-//   tunefarm-bench kernels [--target host|cuda] [--samples N] [--threads 1,2] [--only SUBSTR] [--json FILE]
-//   tunefarm-bench search [--budgets 64,128,256,512] [--seeds 3] [--threads 1] [--only S1,S2]
-//                         [--warm-db FILE [--pool-trials 128]] [--strategies random,evolutionary] [--objective O]
-//                         [--json FILE] [--svg FILE]
+//   tunefarm-bench kernels [--target host|cuda] [--samples N] [--threads 1,2] [--only SUBSTR]
+//   [--json FILE] tunefarm-bench search [--budgets 64,128,256,512] [--seeds 3] [--threads 1]
+//   [--only S1,S2]
+//                         [--warm-db FILE [--pool-trials 128]] [--strategies random,evolutionary]
+//                         [--objective O]
+//                         [--json FILE] [--svg FILE] [--trace]
 //   tunefarm-bench farm [--agents 1,10,100] [--seconds 10] [--trials 96] [--json FILE]
 //   tunefarm-bench models [--trials 300] [--threads 1,2] [--repeat 20] [--yolo-size 640] [--json
 //   FILE]
@@ -40,9 +42,10 @@ int main(int argc, char** argv) {
         "usage: tunefarm-bench kernels [--target host|cuda[ -arch=sm_XX]] [--samples N] "
         "[--threads 1,2] [--only SUBSTR] [--json FILE]\n"
         "       tunefarm-bench search [--budgets 64,128,256,512] [--seeds 3] [--threads 1] "
-        "[--only S1,S2] [--warm-db FILE [--pool-trials 128]] [--strategies random,evolutionary] [--objective O] "
+        "[--only S1,S2] [--warm-db FILE [--pool-trials 128]] [--strategies random,evolutionary] "
+        "[--objective O] "
         "[--min-train N] [--population N] [--generations N] [--epsilon F] "
-        "[--json FILE] [--svg FILE]\n"
+        "[--json FILE] [--svg FILE] [--trace]\n"
         "       tunefarm-bench farm [--agents 1,10,100] [--seconds 10] [--trials 96] "
         "[--json FILE]\n"
         "       tunefarm-bench models [--trials 300] [--threads 1,2] [--repeat 20] "

@@ -27,6 +27,7 @@
 #include "compiler/ir/reference.h"
 #include "compiler/ir/schedule.h"
 #include "compiler/ir/schedule_hash.h"
+#include "compiler/ir/sketch.h"
 #include "compiler/ir/workload_spec.h"
 #include "cost_model/xgb_model.h"
 #include "server/search/local_measurer.h"
@@ -228,6 +229,7 @@ int RunSearchBench(const std::vector<std::string>& args) {
   search::EvolutionOptions evolution;
   std::vector<std::string> only;
   std::string json_path, svg_path;
+  bool trace = false;
   cost_model::Objective objective = cost_model::Objective::kRegression;  // docs/benchmarks.md
   std::vector<search::Strategy> strategies = {search::Strategy::kRandom,
                                               search::Strategy::kEvolutionary};
@@ -255,6 +257,8 @@ int RunSearchBench(const std::vector<std::string>& args) {
       min_train = std::max(1, std::atoi(value().c_str()));
     else if (args[i] == "--json")
       json_path = value();
+    else if (args[i] == "--trace")
+      trace = true;
     else if (args[i] == "--svg")
       svg_path = value();
     else if (args[i] == "--objective") {
@@ -370,6 +374,18 @@ int RunSearchBench(const std::vector<std::string>& args) {
             best = std::max(best, task.flops / t.result.seconds * 1e-9);
           }
           run.best_so_far.push_back(best);
+          if (trace) {
+            const v1::Schedule& s = t.schedule;
+            std::printf(
+                "  trial %3d  %7.1f GFLOP/s  shape %d  [%s]\n", t.index,
+                t.result.status == search::MeasureResult::Status::kOk
+                    ? task.flops / t.result.seconds * 1e-9
+                    : 0.0,
+                s.decisions().empty()
+                    ? -1
+                    : ir::TilingShape(task.dag, {s.decisions().begin(), s.decisions().end()}),
+                s.decisions().empty() ? "not a sketch" : absl::StrJoin(s.decisions(), ",").c_str());
+          }
         });
         run.minutes =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / 60;

@@ -200,6 +200,51 @@ int TilingShape(const ComputeDAG& dag, const std::vector<int64_t>& decisions) {
   return int(wide ? Mode::kBlocked : tiled ? Mode::kNarrow : Mode::kRegister);
 }
 
+int TilingStratum(const ComputeDAG& dag, const std::vector<int64_t>& decisions) {
+  if (!HasTilingSketch(dag)) return 0;
+  Shape sh = ShapeOf(dag);
+  if (decisions.size() != sh.size()) return 0;
+  const int64_t v = decisions[kVecAxis];
+  // Packing applies only to a vector tile wider than one element.
+  const bool packed =
+      decisions[kPack] != 0 && v >= 0 && v < sh.ns && decisions[kFixed + kPerAxis * v + 2] > 1;
+  return TilingShape(dag, decisions) + (packed ? kTilingShapes : 0);
+}
+
+std::vector<int64_t> MoveTilingDecisions(const ComputeDAG& dag, const Target& /*target*/,
+                                         const std::vector<int64_t>& decisions, int stratum,
+                                         std::mt19937_64& rng) {
+  if (!HasTilingSketch(dag) || stratum < 0 || stratum >= kTilingStrata) return decisions;
+  Shape sh = ShapeOf(dag);
+  if (decisions.size() != sh.size()) return decisions;
+  std::vector<int64_t> d = decisions;
+  d[kPack] = stratum >= kTilingShapes;
+  const Mode mode = Mode(stratum % kTilingShapes);
+  if (int(mode) == TilingShape(dag, decisions)) return d;
+  const int64_t v = d[kVecAxis];
+  for (int a = 0; a < sh.ns; ++a) {
+    size_t at = kFixed + kPerAxis * a;
+    int64_t rest = (sh.spatial[a] + d[at + 2] - 1) / std::max<int64_t>(1, d[at + 2]);
+    if (mode == Mode::kRegister) {
+      d[at] = d[at + 1] = 1;
+      continue;
+    }
+    d[at + 1] = mode == Mode::kBlocked && a != v ? DivisorBetween(rng, rest, kNarrowS2 + 1, kWideS2)
+                                                 : TileFactor(rng, rest, kNarrowS2);
+    d[at] = TileFactor(rng, (rest + d[at + 1] - 1) / d[at + 1], 4);
+  }
+  FitLocalTile(sh, &d);
+  for (int r = 0; r < sh.nr; ++r) {
+    int64_t& step = d[kFixed + kPerAxis * sh.ns + r];
+    if (mode == Mode::kBlocked) {
+      step = DivisorBetween(rng, sh.reduce[r], kMinBlockedReduce, kWideReduce);
+    } else if (mode == Mode::kNarrow) {
+      step = TileFactor(rng, sh.reduce[r], kNarrowReduce);
+    }
+  }
+  return d;
+}
+
 std::vector<int64_t> MutateTilingDecisions(const ComputeDAG& dag, const Target& target,
                                            const std::vector<int64_t>& decisions,
                                            std::mt19937_64& rng) {

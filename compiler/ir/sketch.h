@@ -46,6 +46,23 @@ absl::StatusOr<::tunefarm::v1::Schedule> BuildTiledSchedule(const ComputeDAG& da
 constexpr int kTilingShapes = 3;
 int TilingShape(const ComputeDAG& dag, const std::vector<int64_t>& decisions);
 
+// The stratum the search keeps in its batches: the tile shape, and whether
+// an operand is packed by the vector tile (shape + kTilingShapes when it
+// is). The two choices decide most of a kernel's speed and the cost model
+// extrapolates badly across them: trained on convolutions, it scored
+// unpacked register tiles best for GEMM 1024, where packed blocked tiles
+// run at twice their speed.
+constexpr int kTilingStrata = 2 * kTilingShapes;
+int TilingStratum(const ComputeDAG& dag, const std::vector<int64_t>& decisions);
+
+// `decisions` moved into `stratum`: the register tile, vector axis,
+// unrolling and padding kept; the packing set by the stratum; when the
+// shape changes, the S1/S2 tiles and reduction steps drawn for the new
+// shape. A paired trial of the best schedule in another stratum.
+std::vector<int64_t> MoveTilingDecisions(const ComputeDAG& dag, const Target& target,
+                                         const std::vector<int64_t>& decisions, int stratum,
+                                         std::mt19937_64& rng);
+
 // A neighbour: one decision changed (a tile size, the vector axis or length,
 // a reduction split, unrolling, the auto-unroll pragma, packing, padding).
 std::vector<int64_t> MutateTilingDecisions(const ComputeDAG& dag, const Target& target,

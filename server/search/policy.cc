@@ -53,15 +53,22 @@ struct TilingSketch {
                                  const std::vector<int64_t>&, std::mt19937_64&);
   absl::StatusOr<v1::Schedule> (*build)(const ir::ComputeDAG&, const ir::Target&,
                                         const std::vector<int64_t>&);
-  int shapes;  // tile shapes each batch keeps (ir::TilingShape), 1: no such classes
+  int strata;  // classes each batch keeps (ir::TilingStratum), 1: no such classes
+  // Decisions moved into another stratum (null when strata is 1).
+  std::vector<int64_t> (*move)(const ir::ComputeDAG&, const ir::Target&,
+                               const std::vector<int64_t>&, int, std::mt19937_64&);
 };
 
 const TilingSketch& SketchFor(const ir::Target& target) {
-  static const TilingSketch cpu{ir::kTilingSketchId, ir::SampleTilingDecisions,
+  static const TilingSketch cpu{ir::kTilingSketchId,       ir::SampleTilingDecisions,
                                 ir::MutateTilingDecisions, ir::BuildTiledSchedule,
-                                ir::kTilingShapes};
-  static const TilingSketch gpu{ir::kGpuTilingSketchId, ir::SampleGpuTilingDecisions,
-                                ir::MutateGpuTilingDecisions, ir::BuildGpuTiledSchedule, 1};
+                                ir::kTilingStrata,         ir::MoveTilingDecisions};
+  static const TilingSketch gpu{ir::kGpuTilingSketchId,
+                                ir::SampleGpuTilingDecisions,
+                                ir::MutateGpuTilingDecisions,
+                                ir::BuildGpuTiledSchedule,
+                                1,
+                                nullptr};
   return target.is_gpu() ? gpu : cpu;
 }
 
@@ -139,6 +146,16 @@ std::vector<v1::Schedule> SearchPolicy::Propose(const Task& task, const TaskHist
     absl::StatusOr<std::vector<float>> s = model->Predict(ptrs);
     for (size_t k = 0; k < idx.size(); ++k) all[idx[k]].score = s.ok() ? (*s)[k] : 0;
   };
+  // The best measured schedules moved into every other stratum: the
+  // stratum's pick in pass 0 below is then most likely the best schedule
+  // with the packing or tile shape changed, a paired trial of that choice,
+  // rather than the model's guess at tile sizes it has not measured there.
+  if (sketch.move != nullptr) {
+    for (size_t p = 0; p < parents.size() && int(p) < options_.moved_parents; ++p) {
+      for (int k = 0; k < sketch.strata; ++k)
+        add(sketch.move(task.dag, task.target, parents[p], k, rng_));
+    }
+  }
   std::uniform_real_distribution<> coin(0, 1);
   for (int tries = 0; int(all.size()) < options_.population && tries < options_.population * 4;
        ++tries) {
@@ -201,22 +218,38 @@ std::vector<v1::Schedule> SearchPolicy::Propose(const Task& task, const TaskHist
     }
     return false;
   };
-  // Pass 0 takes the best-scored candidate of each tile shape first: the
-  // model extrapolates badly to a shape the run has not measured (a GEMM run
-  // that started in register tiles scored the blocked ones low and stayed at
-  // 0.55x oneDNN, where a blocked tile with a packed operand reaches 0.95x),
-  // so every batch measures each shape's most promising candidate.
-  std::vector<bool> have_shape(sketch.shapes, false);
-  for (int pass = sketch.shapes > 1 ? 0 : 1; pass < 3; ++pass) {
+  // Pass 0 takes the best-scored candidate of each stratum (tile shape,
+  // packed or not) first: the model extrapolates badly to a stratum the run
+  // has not measured (a GEMM run warm from convolutions proposed unpacked
+  // register tiles for three batches, at 0.5x of the packed blocked ones),
+  // so each stratum is measured until it has enough trials to be judged,
+  // and for as long as it stays near the task's best.
+  // Covered: picked for this batch, or judged (enough trials, far from the best).
+  std::vector<bool> covered(sketch.strata, false);
+  if (sketch.strata > 1) {
+    std::vector<int> count(sketch.strata, 0);
+    std::vector<double> best(sketch.strata, 0);
+    for (const TaskHistory::Entry& e : history.ok) {
+      if (e.schedule.sketch_id() != sketch.id) continue;
+      int k = ir::TilingStratum(task.dag,
+                                {e.schedule.decisions().begin(), e.schedule.decisions().end()});
+      if (count[k]++ == 0) best[k] = e.seconds;  // history.ok is best first
+    }
+    for (int k = 0; k < sketch.strata; ++k) {
+      covered[k] = count[k] >= options_.stratum_trials &&
+                   history.best_seconds() < options_.stratum_keep * best[k];
+    }
+  }
+  for (int pass = sketch.strata > 1 ? 0 : 1; pass < 3; ++pass) {
     for (const Cand& c : all) {
       if (int(out.size()) >= n - n_random) break;
       if (history.measured.count(c.hash) || taken.count(c.hash)) continue;
       if (pass < 2 && near_picked(c)) continue;
       if (pass == 0) {
         if (c.schedule.sketch_id() != sketch.id) continue;
-        int shape = ir::TilingShape(task.dag, c.decisions);
-        if (have_shape[shape]) continue;
-        have_shape[shape] = true;
+        int k = ir::TilingStratum(task.dag, c.decisions);
+        if (covered[k]) continue;
+        covered[k] = true;
       }
       taken.insert(c.hash);
       picked.push_back(&c.decisions);

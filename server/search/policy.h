@@ -38,6 +38,16 @@ struct EvolutionOptions {
   // Fraction drawn at random once the task has gone two batches without a
   // new best (1% better).
   double stalled_epsilon = 0.5;
+  // Each batch opens with the best-scored candidate of every stratum of the
+  // tiling sketch (ir::TilingStratum: tile shape, packed or not) until the
+  // stratum has this many measurements and its best is below
+  // `stratum_keep` of the task's best (throughput); then it competes on
+  // score alone.
+  int stratum_trials = 4;
+  double stratum_keep = 0.8;
+  // The best measured schedules moved into each other stratum (packing
+  // toggled, tile shape changed) join the population.
+  int moved_parents = 2;
 };
 
 // What has been measured for a task.
