@@ -1,11 +1,10 @@
 // tunefarm-bench: performance against references measured in the same run.
 //
-//   tunefarm-bench kernels [--target host|cuda] [--samples N] [--threads 1,2] [--only SUBSTR]
-//   [--json FILE] tunefarm-bench search [--budgets 64,128,256,512] [--seeds 3] [--threads 1]
-//   [--only S1,S2]
+//   tunefarm-bench kernels [--target host|cuda] [--samples N] [--threads 1,2]
+//                          [--only SUBSTR] [--json FILE]
+//   tunefarm-bench search [--budgets 64,128,256,512] [--seeds 3] [--threads 1] [--only S1,S2]
 //                         [--warm-db FILE [--pool-trials 128]] [--strategies random,evolutionary]
-//                         [--objective O]
-//                         [--json FILE] [--svg FILE] [--trace]
+//                         [--objective O] [--json FILE] [--svg FILE] [--trace]
 //   tunefarm-bench farm [--agents 1,10,100] [--seconds 10] [--trials 96] [--json FILE]
 //   tunefarm-bench models [--trials 300] [--threads 1,2] [--repeat 20] [--yolo-size 640] [--json
 //   FILE]
