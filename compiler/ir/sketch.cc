@@ -224,14 +224,20 @@ std::vector<int64_t> MoveTilingDecisions(const ComputeDAG& dag, const Target& /*
   const int64_t v = d[kVecAxis];
   for (int a = 0; a < sh.ns; ++a) {
     size_t at = kFixed + kPerAxis * a;
+    d[at] = d[at + 1] = 1;
+  }
+  // Register: the register tile alone. Narrow: a few of them in S1 and S2.
+  // Blocked: as many in S2 off the vector axis as the local tile holds.
+  for (int a = 0; mode != Mode::kRegister && a < sh.ns; ++a) {
+    size_t at = kFixed + kPerAxis * a;
     int64_t rest = (sh.spatial[a] + d[at + 2] - 1) / std::max<int64_t>(1, d[at + 2]);
-    if (mode == Mode::kRegister) {
-      d[at] = d[at + 1] = 1;
-      continue;
+    if (mode == Mode::kNarrow) {
+      d[at + 1] = TileFactor(rng, rest, kNarrowS2);
+      d[at] = TileFactor(rng, (rest + d[at + 1] - 1) / d[at + 1], 4);
+    } else if (a != v) {
+      int64_t room = kMaxLocalElements / std::max<int64_t>(1, LocalElements(sh, d));
+      d[at + 1] = DivisorBetween(rng, rest, kNarrowS2 + 1, std::min(kWideS2, room));
     }
-    d[at + 1] = mode == Mode::kBlocked && a != v ? DivisorBetween(rng, rest, kNarrowS2 + 1, kWideS2)
-                                                 : TileFactor(rng, rest, kNarrowS2);
-    d[at] = TileFactor(rng, (rest + d[at + 1] - 1) / d[at + 1], 4);
   }
   FitLocalTile(sh, &d);
   for (int r = 0; r < sh.nr; ++r) {

@@ -47,11 +47,12 @@ constexpr int kTilingShapes = 3;
 int TilingShape(const ComputeDAG& dag, const std::vector<int64_t>& decisions);
 
 // The stratum the search keeps in its batches: the tile shape, and whether
-// an operand is packed by the vector tile (shape + kTilingShapes when it
-// is). The two choices decide most of a kernel's speed and the cost model
-// extrapolates badly across them: trained on convolutions, it scored
-// unpacked register tiles best for GEMM 1024, where packed blocked tiles
-// run at twice their speed.
+// packing is on with a vector tile (shape + kTilingShapes when it is). It
+// packs nothing when no operand has the vector axis where the build packs
+// it (GEMM's a along m): that builds the unpacked program. The two choices
+// decide most of a kernel's speed, and the cost model extrapolates badly
+// across them: trained on convolutions, it scored unpacked register tiles
+// best for GEMM 1024, where packed blocked tiles run at twice their speed.
 constexpr int kTilingStrata = 2 * kTilingShapes;
 int TilingStratum(const ComputeDAG& dag, const std::vector<int64_t>& decisions);
 

@@ -152,8 +152,12 @@ std::vector<v1::Schedule> SearchPolicy::Propose(const Task& task, const TaskHist
   // rather than the model's guess at tile sizes it has not measured there.
   if (sketch.move != nullptr) {
     for (size_t p = 0; p < parents.size() && int(p) < options_.moved_parents; ++p) {
-      for (int k = 0; k < sketch.strata; ++k)
-        add(sketch.move(task.dag, task.target, parents[p], k, rng_));
+      for (int k = 0; k < sketch.strata; ++k) {
+        std::vector<int64_t> d = sketch.move(task.dag, task.target, parents[p], k, rng_);
+        // Not every move applies (no vector tile to pack, an axis too short
+        // to block): those would only repeat the parent's stratum.
+        if (ir::TilingStratum(task.dag, d) == k) add(std::move(d));
+      }
     }
   }
   std::uniform_real_distribution<> coin(0, 1);
