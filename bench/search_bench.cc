@@ -218,6 +218,11 @@ void WriteSvg(const std::string& path, const std::vector<Run>& runs,
   f << "</svg>\n";
 }
 
+// A schedule's sketch decisions as text, for the logs.
+std::string DecisionsText(const v1::Schedule& s) {
+  return s.decisions().empty() ? "not a sketch" : absl::StrJoin(s.decisions(), ",");
+}
+
 }  // namespace
 
 int RunSearchBench(const std::vector<std::string>& args) {
@@ -376,15 +381,14 @@ int RunSearchBench(const std::vector<std::string>& args) {
           run.best_so_far.push_back(best);
           if (trace) {
             const v1::Schedule& s = t.schedule;
-            std::printf(
-                "  trial %3d  %7.1f GFLOP/s  shape %d  [%s]\n", t.index,
-                t.result.status == search::MeasureResult::Status::kOk
-                    ? task.flops / t.result.seconds * 1e-9
-                    : 0.0,
-                s.decisions().empty()
-                    ? -1
-                    : ir::TilingShape(task.dag, {s.decisions().begin(), s.decisions().end()}),
-                s.decisions().empty() ? "not a sketch" : absl::StrJoin(s.decisions(), ",").c_str());
+            std::printf("  trial %3d  %7.1f GFLOP/s  shape %d  [%s]\n", t.index,
+                        t.result.status == search::MeasureResult::Status::kOk
+                            ? task.flops / t.result.seconds * 1e-9
+                            : 0.0,
+                        s.decisions().empty() ? -1
+                                              : ir::TilingShape(task.dag, {s.decisions().begin(),
+                                                                           s.decisions().end()}),
+                        DecisionsText(s).c_str());
           }
         });
         run.minutes =
@@ -414,10 +418,9 @@ int RunSearchBench(const std::vector<std::string>& args) {
         // The fastest schedules' sketch decisions: where the run ended up.
         for (size_t i = 0; i < std::min<size_t>(3, run.ok.size()); ++i) {
           const v1::Schedule& b = run.ok[i].schedule;
-          std::printf(
-              "%-22s %-12s seed %d: #%zu %.1f GFLOP/s, decisions [%s]\n", a.name,
-              run.strategy.c_str(), seed, i + 1, task.flops / run.ok[i].seconds * 1e-9,
-              b.decisions().empty() ? "not a sketch" : absl::StrJoin(b.decisions(), ",").c_str());
+          std::printf("%-22s %-12s seed %d: #%zu %.1f GFLOP/s, decisions [%s]\n", a.name,
+                      run.strategy.c_str(), seed, i + 1, task.flops / run.ok[i].seconds * 1e-9,
+                      DecisionsText(b).c_str());
         }
         std::fflush(stdout);
         runs.push_back(std::move(run));

@@ -82,6 +82,31 @@ constexpr int64_t kNarrowS2 = 4, kWideS2 = 64;
 constexpr int64_t kNarrowReduce = 8, kMinBlockedReduce = 16, kWideReduce = 256;
 constexpr int64_t kMaxLocalElements = 16384;
 
+// The S2 tile (t2, up to `s2_limit`) and then the S1 tile (m) of an axis
+// with `rest` register tiles.
+void DrawOuterTiles(std::mt19937_64& rng, int64_t rest, int64_t s2_limit, int64_t* m, int64_t* t2) {
+  *t2 = TileFactor(rng, rest, s2_limit);
+  *m = TileFactor(rng, (rest + *t2 - 1) / *t2, 4);
+}
+
+// A reduction step: long (a divisor between kMinBlockedReduce and
+// kWideReduce) or short (up to kNarrowReduce).
+int64_t DrawReduceStep(std::mt19937_64& rng, int64_t extent, bool long_steps) {
+  return long_steps ? DivisorBetween(rng, extent, kMinBlockedReduce, kWideReduce)
+                    : TileFactor(rng, extent, kNarrowReduce);
+}
+
+// The tile shape of `d` (see TilingShape).
+Mode ModeOf(const Shape& sh, const std::vector<int64_t>& d) {
+  bool tiled = false, wide = false;
+  for (int a = 0; a < sh.ns; ++a) {
+    size_t at = kFixed + kPerAxis * a;
+    tiled |= d[at] > 1 || d[at + 1] > 1;
+    wide |= a != d[kVecAxis] && d[at + 1] > kNarrowS2;
+  }
+  return wide ? Mode::kBlocked : tiled ? Mode::kNarrow : Mode::kRegister;
+}
+
 // Tile sizes of axis `a`: t3 (the register tile; near the vector width on
 // the vector axis), then t2 and m (S2 and S1; 1 when `register_only`).
 void SampleAxis(const Shape& sh, int a, int v, int64_t lanes, bool register_only, int64_t s2_limit,
@@ -96,10 +121,8 @@ void SampleAxis(const Shape& sh, int a, int v, int64_t lanes, bool register_only
   } else {
     t3 = TileFactor(rng, ext, 16);
   }
-  int64_t rest = (ext + t3 - 1) / t3;
-  int64_t t2 = register_only ? 1 : TileFactor(rng, rest, s2_limit);
-  rest = (rest + t2 - 1) / t2;
-  int64_t m = register_only ? 1 : TileFactor(rng, rest, 4);
+  int64_t m = 1, t2 = 1;
+  if (!register_only) DrawOuterTiles(rng, (ext + t3 - 1) / t3, s2_limit, &m, &t2);
   size_t at = kFixed + kPerAxis * a;
   (*d)[at] = m, (*d)[at + 1] = t2, (*d)[at + 2] = t3;
 }
@@ -179,11 +202,8 @@ std::vector<int64_t> SampleTilingDecisions(const ComputeDAG& dag, const Target& 
   for (int a = 0; a < sh.ns; ++a) d[kFixed + kPerAxis * a + 3] = Pick(rng, 0, 3) != 0;
   const bool long_steps =
       mode == Mode::kBlocked || (mode == Mode::kRegister && Pick(rng, 0, 1) == 0);
-  for (int r = 0; r < sh.nr; ++r) {
-    d[kFixed + kPerAxis * sh.ns + r] =
-        long_steps ? DivisorBetween(rng, sh.reduce[r], kMinBlockedReduce, kWideReduce)
-                   : TileFactor(rng, sh.reduce[r], kNarrowReduce);
-  }
+  for (int r = 0; r < sh.nr; ++r)
+    d[kFixed + kPerAxis * sh.ns + r] = DrawReduceStep(rng, sh.reduce[r], long_steps);
   return d;
 }
 
@@ -191,13 +211,7 @@ int TilingShape(const ComputeDAG& dag, const std::vector<int64_t>& decisions) {
   if (!HasTilingSketch(dag)) return 0;
   Shape sh = ShapeOf(dag);
   if (decisions.size() != sh.size()) return 0;
-  bool tiled = false, wide = false;
-  for (int a = 0; a < sh.ns; ++a) {
-    size_t at = kFixed + kPerAxis * a;
-    tiled |= decisions[at] > 1 || decisions[at + 1] > 1;
-    wide |= a != decisions[kVecAxis] && decisions[at + 1] > kNarrowS2;
-  }
-  return int(wide ? Mode::kBlocked : tiled ? Mode::kNarrow : Mode::kRegister);
+  return int(ModeOf(sh, decisions));
 }
 
 int TilingStratum(const ComputeDAG& dag, const std::vector<int64_t>& decisions) {
@@ -208,7 +222,7 @@ int TilingStratum(const ComputeDAG& dag, const std::vector<int64_t>& decisions) 
   // Packing applies only to a vector tile wider than one element.
   const bool packed =
       decisions[kPack] != 0 && v >= 0 && v < sh.ns && decisions[kFixed + kPerAxis * v + 2] > 1;
-  return TilingShape(dag, decisions) + (packed ? kTilingShapes : 0);
+  return int(ModeOf(sh, decisions)) + (packed ? kTilingShapes : 0);
 }
 
 std::vector<int64_t> MoveTilingDecisions(const ComputeDAG& dag, const Target& /*target*/,
@@ -220,7 +234,7 @@ std::vector<int64_t> MoveTilingDecisions(const ComputeDAG& dag, const Target& /*
   std::vector<int64_t> d = decisions;
   d[kPack] = stratum >= kTilingShapes;
   const Mode mode = Mode(stratum % kTilingShapes);
-  if (int(mode) == TilingShape(dag, decisions)) return d;
+  if (mode == ModeOf(sh, decisions)) return d;
   const int64_t v = d[kVecAxis];
   for (int a = 0; a < sh.ns; ++a) {
     size_t at = kFixed + kPerAxis * a;
@@ -232,22 +246,16 @@ std::vector<int64_t> MoveTilingDecisions(const ComputeDAG& dag, const Target& /*
     size_t at = kFixed + kPerAxis * a;
     int64_t rest = (sh.spatial[a] + d[at + 2] - 1) / std::max<int64_t>(1, d[at + 2]);
     if (mode == Mode::kNarrow) {
-      d[at + 1] = TileFactor(rng, rest, kNarrowS2);
-      d[at] = TileFactor(rng, (rest + d[at + 1] - 1) / d[at + 1], 4);
+      DrawOuterTiles(rng, rest, kNarrowS2, &d[at], &d[at + 1]);
     } else if (a != v) {
       int64_t room = kMaxLocalElements / std::max<int64_t>(1, LocalElements(sh, d));
       d[at + 1] = DivisorBetween(rng, rest, kNarrowS2 + 1, std::min(kWideS2, room));
     }
   }
   FitLocalTile(sh, &d);
-  for (int r = 0; r < sh.nr; ++r) {
-    int64_t& step = d[kFixed + kPerAxis * sh.ns + r];
-    if (mode == Mode::kBlocked) {
-      step = DivisorBetween(rng, sh.reduce[r], kMinBlockedReduce, kWideReduce);
-    } else if (mode == Mode::kNarrow) {
-      step = TileFactor(rng, sh.reduce[r], kNarrowReduce);
-    }
-  }
+  // Register tiles keep their steps, short or long.
+  for (int r = 0; mode != Mode::kRegister && r < sh.nr; ++r)
+    d[kFixed + kPerAxis * sh.ns + r] = DrawReduceStep(rng, sh.reduce[r], mode == Mode::kBlocked);
   return d;
 }
 
