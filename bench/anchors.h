@@ -1,6 +1,8 @@
 // The anchor workloads of the benchmarks (the compiler issue's list).
 #pragma once
 
+#include <algorithm>
+#include <string>
 #include <vector>
 
 namespace tunefarm::bench {
@@ -26,6 +28,18 @@ inline const std::vector<Anchor>& KernelAnchors() {
       {"mbv2_dw_c576_h14", "depthwise_conv2d_nchw(N=1,C=576,H=14,W=14,R=3,S=3,pad=1)"},
   };
   return anchors;
+}
+
+// --only: a comma-separated list of substrings; empty selects every anchor.
+inline bool Selected(const std::string& name, const std::string& only) {
+  if (only.empty()) return true;
+  for (size_t start = 0; start <= only.size();) {
+    size_t comma = std::min(only.find(',', start), only.size());
+    if (comma > start && name.find(only.substr(start, comma - start)) != std::string::npos)
+      return true;
+    start = comma + 1;
+  }
+  return false;
 }
 
 }  // namespace tunefarm::bench

@@ -1,7 +1,7 @@
 // tunefarm-bench: performance against references measured in the same run.
 //
 //   tunefarm-bench kernels [--target host|cuda] [--samples N] [--threads 1,2]
-//                          [--only SUBSTR] [--json FILE]
+//                          [--only S1,S2] [--json FILE]
 //   tunefarm-bench search [--budgets 64,128,256,512] [--seeds 3] [--threads 1] [--only S1,S2]
 //                         [--warm-db FILE [--pool-trials 128]] [--strategies random,evolutionary]
 //                         [--objective O] [--json FILE] [--svg FILE] [--trace]
@@ -39,7 +39,7 @@ int main(int argc, char** argv) {
     std::fprintf(
         stderr,
         "usage: tunefarm-bench kernels [--target host|cuda[ -arch=sm_XX]] [--samples N] "
-        "[--threads 1,2] [--only SUBSTR] [--json FILE]\n"
+        "[--threads 1,2] [--only S1,S2] [--json FILE]\n"
         "       tunefarm-bench search [--budgets 64,128,256,512] [--seeds 3] [--threads 1] "
         "[--only S1,S2] [--warm-db FILE [--pool-trials 128]] [--strategies random,evolutionary] "
         "[--objective O] "

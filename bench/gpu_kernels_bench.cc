@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "bench/anchors.h"
 #include "bench/cuda_references.h"
 #include "compiler/ir/gpu_sketch.h"
 #include "compiler/ir/reference.h"
@@ -28,15 +29,10 @@ namespace {
 
 namespace v1 = ::tunefarm::v1;
 
-struct GpuAnchor {
-  const char* name;
-  const char* spec;
-};
-
 // The GPU issue's list: GEMM 1024^3 and 4096^3, the ResNet-18 3x3 layers at
 // batch 1 and 16, a depthwise layer.
-const std::vector<GpuAnchor>& GpuAnchors() {
-  static const std::vector<GpuAnchor> anchors = {
+const std::vector<Anchor>& Anchors() {
+  static const std::vector<Anchor> anchors = {
       {"gemm_1024", "matmul(M=1024,N=1024,K=1024)"},
       {"gemm_4096", "matmul(M=4096,N=4096,K=4096)"},
       {"resnet_c64_h56_3x3_b1", "conv2d_nchw(N=1,C=64,H=56,W=56,K=64,R=3,S=3,pad=1)"},
@@ -102,8 +98,8 @@ int RunGpuKernelsBench(const std::string& target_flag, int samples, uint64_t see
   search::GpuLocalMeasurer measurer(mo);
   std::vector<std::string> rows;
   int checked = 0, wrong = 0;
-  for (const GpuAnchor& a : GpuAnchors()) {
-    if (!only.empty() && std::string(a.name).find(only) == std::string::npos) continue;
+  for (const Anchor& a : Anchors()) {
+    if (!Selected(a.name, only)) continue;
     absl::StatusOr<search::Task> task =
         search::Task::Make(*ir::ParseWorkloadSpec(a.spec), *target, a.name);
     if (!task.ok()) {

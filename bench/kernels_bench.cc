@@ -170,7 +170,7 @@ int RunKernelsBench(const std::vector<std::string>& args) {
               "comp_ms");
   std::vector<std::string> rows;
   for (const Anchor& a : KernelAnchors()) {
-    if (!only.empty() && std::string(a.name).find(only) == std::string::npos) continue;
+    if (!Selected(a.name, only)) continue;
     v1::Workload w = *ir::ParseWorkloadSpec(a.spec);
     ir::CanonicalWorkload cw = *ir::Canonicalize(w);
     ir::ComputeDAG dag = *ir::BuildComputeDAG(w);

@@ -232,7 +232,7 @@ int RunSearchBench(const std::vector<std::string>& args) {
   std::string warm_db;
   int pool_trials = 128;
   search::EvolutionOptions evolution;
-  std::vector<std::string> only;
+  std::string only;
   std::string json_path, svg_path;
   bool trace = false;
   cost_model::Objective objective = cost_model::Objective::kRegression;  // docs/benchmarks.md
@@ -247,7 +247,7 @@ int RunSearchBench(const std::vector<std::string>& args) {
     else if (args[i] == "--threads")
       threads = std::max(1, std::atoi(value().c_str()));
     else if (args[i] == "--only")
-      only = absl::StrSplit(value(), ',', absl::SkipEmpty());
+      only = value();
     else if (args[i] == "--warm-db")
       warm_db = value();
     else if (args[i] == "--pool-trials")
@@ -324,11 +324,7 @@ int RunSearchBench(const std::vector<std::string>& args) {
         }) == std::end(kSearchAnchors)) {
       continue;
     }
-    if (!only.empty() && std::none_of(only.begin(), only.end(), [&](const std::string& o) {
-          return std::string(a.name).find(o) != std::string::npos;
-        })) {
-      continue;
-    }
+    if (!Selected(a.name, only)) continue;
     v1::Workload w = *ir::ParseWorkloadSpec(a.spec);
     search::Task task = *search::Task::Make(w, target, a.name);
     std::vector<Run*> mine;

@@ -1,14 +1,20 @@
 #include "compiler/ir/reference.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <random>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 
 namespace tunefarm::ir {
 namespace {
+
+// Body evaluations below which a stage is not worth a thread (the
+// interpreter does some tens of millions a second).
+constexpr int64_t kWorkPerThread = 4'000'000;
 
 struct Value {
   int64_t i = 0;
@@ -185,11 +191,11 @@ class Interpreter {
     return r;
   }
 
-  void RunStage(const Stage& s) {
+  // Output elements [begin, end) of `s`; its buffer is already sized.
+  void RunStage(const Stage& s, int64_t begin, int64_t end) {
     std::vector<double>& out = buffers_[s.output];
-    out.assign(dag_.NumElements(s.output), 0);
     std::vector<int64_t> idx(s.axes.size(), 0);
-    for (int64_t flat = 0; flat < int64_t(out.size()); ++flat) {
+    for (int64_t flat = begin; flat < end; ++flat) {
       int64_t rest = flat;
       for (int d = int(s.axes.size()) - 1; d >= 0; --d) {
         idx[d] = rest % s.axes[d].extent;
@@ -242,8 +248,28 @@ absl::StatusOr<std::vector<double>> EvaluateReference(
     }
     buffers[t].assign(inputs[i].begin(), inputs[i].end());
   }
-  Interpreter interp(dag, &buffers);
-  for (const Stage& s : dag.stages) interp.RunStage(s);
+  // A stage's output elements are independent: big stages are split into
+  // contiguous ranges, one interpreter (its own variable bindings) per
+  // thread, all reading the finished buffers of earlier stages.
+  const int hw = std::max(1, int(std::thread::hardware_concurrency()));
+  for (const Stage& s : dag.stages) {
+    const int64_t n = dag.NumElements(s.output);
+    buffers[s.output].assign(n, 0);
+    int64_t per_element = 1;
+    for (const IterVar& r : s.reduce_axes) per_element *= r.extent;
+    const int64_t threads = std::min<int64_t>({hw, n, n * per_element / kWorkPerThread + 1});
+    if (threads <= 1) {
+      Interpreter(dag, &buffers).RunStage(s, 0, n);
+      continue;
+    }
+    std::vector<std::thread> pool;
+    for (int64_t t = 0; t < threads; ++t) {
+      pool.emplace_back([&, t] {
+        Interpreter(dag, &buffers).RunStage(s, n * t / threads, n * (t + 1) / threads);
+      });
+    }
+    for (std::thread& th : pool) th.join();
+  }
   return buffers[dag.output];
 }
 

@@ -1,6 +1,6 @@
 // The float64 reference: interprets a compute DAG directly, stage by stage,
 // in double precision. Slow and obviously right; generated kernels are
-// checked against it.
+// checked against it. Big stages are split across threads.
 #pragma once
 
 #include <cstdint>

@@ -3,6 +3,8 @@
 #include <climits>
 #include <random>
 
+#include "compiler/ir/reference.h"
+#include "compiler/ir/workload_spec.h"
 #include "gtest/gtest.h"
 #include "tests/server/test_records.h"
 
@@ -200,6 +202,29 @@ TEST(Workload, Describe) {
   auto c = Canonicalize(Conv2d(3, 16, 32));
   ASSERT_TRUE(c.ok());
   EXPECT_EQ(Describe(c->workload), "conv2d 1x3x32x32 * 16x3x3x3 s1,1 p1,1,1,1 +bias_add +relu");
+}
+
+// A stage big enough to be split across threads (about 6.3 million body
+// evaluations) gives exactly what a plain loop in the same order gives.
+TEST(Reference, SplitStagesMatchAPlainLoop) {
+  const int64_t M = 256, N = 192, K = 128;
+  absl::StatusOr<ComputeDAG> dag =
+      BuildComputeDAG(*ParseWorkloadSpec(absl::StrCat("matmul(M=", M, ",N=", N, ",K=", K, ")")));
+  ASSERT_TRUE(dag.ok()) << dag.status();
+  const std::vector<std::vector<float>> in = RandomInputs(*dag, 3);
+  ASSERT_EQ(in.size(), 2u);
+  absl::StatusOr<std::vector<double>> got = EvaluateReference(*dag, in);
+  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_EQ(int64_t(got->size()), M * N);
+  int64_t mismatches = 0;
+  for (int64_t m = 0; m < M; ++m) {
+    for (int64_t n = 0; n < N; ++n) {
+      double acc = 0;
+      for (int64_t k = 0; k < K; ++k) acc += double(in[0][m * K + k]) * double(in[1][k * N + n]);
+      if ((*got)[m * N + n] != acc) ++mismatches;
+    }
+  }
+  EXPECT_EQ(mismatches, 0);
 }
 
 }  // namespace

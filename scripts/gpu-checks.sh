@@ -1,0 +1,54 @@
+#!/bin/bash
+# The checks that need an NVIDIA GPU, run against a build that already
+# exists (on the GPU machine or copied there with its libraries):
+#   1. the tests that skip where there is no GPU (ctest label gpu, plus the
+#      GPU cases of tune_cli_test and bench_smoke_test), run as binaries so
+#      no ctest tree is needed;
+#   2. tunefarm-bench kernels --target cuda, the table for docs/benchmarks.md.
+#
+#   usage: scripts/gpu-checks.sh [BUILD_DIR] [OUT_DIR] [BENCH_ARGS...]
+#
+# Writes OUT_DIR/tests.log, OUT_DIR/bench.log and OUT_DIR/gpu-kernels.json.
+# Exit status: 0 when every test passed (none skipped) and the bench found
+# no wrong result; 1 otherwise.
+set -u
+build=${1:-build}
+out=${2:-gpu-checks}
+shift $(($# < 2 ? $# : 2))
+mkdir -p "$out"
+: >"$out/tests.log"
+
+if ! nvidia-smi -L >>"$out/tests.log" 2>&1; then
+  echo "gpu-checks: nvidia-smi found no GPU" | tee -a "$out/tests.log"
+  exit 1
+fi
+
+rc=0
+# run NAME BINARY [ARGS...]: one gtest binary; a skip counts as a failure,
+# since on a GPU machine nothing here has a reason to skip.
+run() {
+  local name=$1
+  shift
+  echo "== $name" | tee -a "$out/tests.log"
+  timeout 300 "$@" 2>&1 | tee -a "$out/tests.log" >"$out/$name.log"
+  local status=${PIPESTATUS[0]}
+  if [ "$status" -ne 0 ]; then
+    echo "gpu-checks: $name exited with $status" | tee -a "$out/tests.log"
+    rc=1
+  elif grep -q '\[  SKIPPED \]' "$out/$name.log"; then
+    echo "gpu-checks: $name skipped a test" | tee -a "$out/tests.log"
+    rc=1
+  fi
+  rm -f "$out/$name.log"
+}
+
+run gpu_device_test "$build/tests/gpu_device_test"
+run gpu_farm_test "$build/tests/gpu_farm_test"
+run tune_cli_test "$build/tests/tune_cli_test" --gtest_filter='TuneCli.Cuda*'
+run bench_smoke_test "$build/tests/bench_smoke_test" --gtest_filter='BenchSmoke.Gpu*'
+
+echo "== tunefarm-bench kernels --target cuda $*" | tee -a "$out/tests.log"
+timeout 480 "$build/bin/tunefarm-bench" kernels --target cuda --json "$out/gpu-kernels.json" "$@" \
+  2>&1 | tee "$out/bench.log"
+[ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
+exit $rc
