@@ -225,6 +225,16 @@ int TilingStratum(const ComputeDAG& dag, const std::vector<int64_t>& decisions) 
   return int(ModeOf(sh, decisions)) + (packed ? kTilingShapes : 0);
 }
 
+std::vector<int64_t> TilingStructure(const ComputeDAG& dag, const std::vector<int64_t>& decisions) {
+  if (!HasTilingSketch(dag)) return {};
+  Shape sh = ShapeOf(dag);
+  if (decisions.size() != sh.size()) return {};
+  std::vector<int64_t> d = decisions;
+  d[kPadPass] = d[kUnrollTile] = d[kPragma] = 0;
+  for (int a = 0; a < sh.ns; ++a) d[kFixed + kPerAxis * a + 3] = 0;
+  return d;
+}
+
 std::vector<int64_t> MoveTilingDecisions(const ComputeDAG& dag, const Target& /*target*/,
                                          const std::vector<int64_t>& decisions, int stratum,
                                          std::mt19937_64& rng) {

@@ -56,6 +56,13 @@ int TilingShape(const ComputeDAG& dag, const std::vector<int64_t>& decisions);
 constexpr int kTilingStrata = 2 * kTilingShapes;
 int TilingStratum(const ComputeDAG& dag, const std::vector<int64_t>& decisions);
 
+// The tiling decisions of `decisions` (vector axis, packing, every tile
+// size, reduction steps), with those that only change how the same tiles are
+// unrolled or padded (padding, unroll flags, the auto-unroll pragma) set to
+// 0. Two candidates with equal structures compute the same tiles in the same
+// order. Empty when `decisions` do not fit the DAG.
+std::vector<int64_t> TilingStructure(const ComputeDAG& dag, const std::vector<int64_t>& decisions);
+
 // `decisions` moved into `stratum`: the register tile, vector axis,
 // unrolling and padding kept; the packing set by the stratum; when the
 // shape changes, the S1/S2 tiles and reduction steps drawn for the new

@@ -28,8 +28,9 @@ absl::StatusOr<Strategy> ParseStrategy(absl::string_view name) {
 void TaskHistory::Add(const v1::Schedule& schedule, const MeasureResult& result) {
   measured.insert(ir::ScheduleHash(schedule));
   ++trials;
+  if (schedule.decisions().empty()) ++plain_trials;
   if (result.status != MeasureResult::Status::kOk) return;
-  Entry e{schedule, result.seconds};
+  Entry e{schedule, result.seconds, trials};
   // A new best by at least 1% restarts the stall count.
   if (ok.empty() || result.seconds < ok.front().seconds * 0.99) last_improvement = trials;
   auto at = std::upper_bound(ok.begin(), ok.end(), e,
@@ -86,6 +87,21 @@ std::vector<v1::Schedule> SearchPolicy::Random(const Task& task, const TaskHisto
   return out;
 }
 
+std::vector<v1::Schedule> SearchPolicy::SketchSamples(const Task& task, const TaskHistory& history,
+                                                      int n, std::set<std::string>* taken) {
+  const TilingSketch& sketch = SketchFor(task.target);
+  std::vector<v1::Schedule> out;
+  for (int tries = 0; int(out.size()) < n && tries < n * 20; ++tries) {
+    absl::StatusOr<v1::Schedule> s =
+        sketch.build(task.dag, task.target, sketch.sample(task.dag, task.target, rng_));
+    if (!s.ok()) continue;
+    std::string h = ir::ScheduleHash(*s);
+    if (history.measured.count(h) || !taken->insert(h).second) continue;
+    out.push_back(*std::move(s));
+  }
+  return out;
+}
+
 std::vector<v1::Schedule> SearchPolicy::Propose(const Task& task, const TaskHistory& history,
                                                 const cost_model::CostModel* model, int n) {
   std::set<std::string> taken;
@@ -105,7 +121,24 @@ std::vector<v1::Schedule> SearchPolicy::Propose(const Task& task, const TaskHist
     std::vector<int64_t> decisions;
     std::string hash;
     float score = 0;
+    std::vector<int64_t> structure;  // ir::TilingStructure; empty outside the CPU sketch
   };
+  // Schedules outside the tiling sketch (plain primitives) are judged like
+  // a stratum: once they have `stratum_trials` trials and none runs within
+  // `stratum_keep` of the task's best, the population and the random share
+  // of each batch come from the tiling sketch alone. On GEMM 1024 most plain
+  // schedules time out or run at 5-15 GFLOP/s: two trials of every batch.
+  bool plain_judged = false;
+  if (sketch.strata > 1 && history.plain_trials >= options_.stratum_trials) {
+    double plain_best = 0;  // seconds; history.ok is best first
+    for (const TaskHistory::Entry& e : history.ok) {
+      if (e.schedule.decisions().empty()) {
+        plain_best = e.seconds;
+        break;
+      }
+    }
+    plain_judged = plain_best == 0 || history.best_seconds() < options_.stratum_keep * plain_best;
+  }
   std::vector<Cand> all;
   std::set<std::string> seen;
   auto add = [&](std::vector<int64_t> d) -> Cand* {
@@ -121,7 +154,9 @@ std::vector<v1::Schedule> SearchPolicy::Propose(const Task& task, const TaskHist
         return nullptr;
       }
     }
-    all.push_back({*std::move(s), std::move(d), h, 0});
+    std::vector<int64_t> structure =
+        sketch.strata > 1 ? ir::TilingStructure(task.dag, d) : std::vector<int64_t>{};
+    all.push_back({*std::move(s), std::move(d), h, 0, std::move(structure)});
     return &all.back();
   };
   auto score = [&](size_t from) {
@@ -150,13 +185,16 @@ std::vector<v1::Schedule> SearchPolicy::Propose(const Task& task, const TaskHist
   // stratum's pick in pass 0 below is then most likely the best schedule
   // with the packing or tile shape changed, a paired trial of that choice,
   // rather than the model's guess at tile sizes it has not measured there.
+  // moved_best[k]: the hash of the best schedule's move into stratum k.
+  std::vector<std::string> moved_best(sketch.strata);
   if (sketch.move != nullptr) {
     for (size_t p = 0; p < parents.size() && int(p) < options_.moved_parents; ++p) {
       for (int k = 0; k < sketch.strata; ++k) {
         std::vector<int64_t> d = sketch.move(task.dag, task.target, parents[p], k, rng_);
         // Not every move applies (no vector tile to pack, an axis too short
         // to block): those would only repeat the parent's stratum.
-        if (ir::TilingStratum(task.dag, d) == k) add(std::move(d));
+        if (ir::TilingStratum(task.dag, d) != k) continue;
+        if (add(std::move(d)) != nullptr && p == 0) moved_best[k] = all.back().hash;
       }
     }
   }
@@ -174,12 +212,12 @@ std::vector<v1::Schedule> SearchPolicy::Propose(const Task& task, const TaskHist
   // A quarter as many from the whole space (the plain-primitive sketch, or
   // the GPU's fused one, too): on some workloads (depthwise) the tiling
   // sketch is not the best shape.
-  for (int k = 0; k < options_.population / 4; ++k) {
+  for (int k = 0; !plain_judged && k < options_.population / 4; ++k) {
     v1::Schedule s = ir::RandomSchedule(task.dag, task.target, rng_);
     std::string h = ir::ScheduleHash(s);
     if (!seen.insert(h).second) continue;
     std::vector<int64_t> d(s.decisions().begin(), s.decisions().end());
-    all.push_back({std::move(s), std::move(d), h, 0});
+    all.push_back({std::move(s), std::move(d), h, 0, {}});
   }
   score(0);
   for (int g = 0; g < options_.generations; ++g) {
@@ -211,13 +249,16 @@ std::vector<v1::Schedule> SearchPolicy::Propose(const Task& task, const TaskHist
   // Best-scored first, but a candidate one decision away from one already
   // in the batch waits for the last pass: a batch of near-copies measures
   // one corner of the space (the model's favourite) many times over.
-  std::vector<const std::vector<int64_t>*> picked;
+  // With `distinct_tiles`, so does one with the same tiles as a picked one.
+  std::vector<const Cand*> picked;
   auto near_picked = [&](const Cand& c) {
-    for (const std::vector<int64_t>* p : picked) {
-      if (p->size() != c.decisions.size() || c.decisions.empty()) continue;
+    for (const Cand* p : picked) {
+      if (options_.distinct_tiles && !c.structure.empty() && c.structure == p->structure)
+        return true;
+      if (p->decisions.size() != c.decisions.size() || c.decisions.empty()) continue;
       int diff = 0;
-      for (size_t i = 0; i < p->size() && diff <= options_.min_distance - 1; ++i)
-        diff += (*p)[i] != c.decisions[i];
+      for (size_t i = 0; i < p->decisions.size() && diff <= options_.min_distance - 1; ++i)
+        diff += p->decisions[i] != c.decisions[i];
       if (diff < options_.min_distance) return true;
     }
     return false;
@@ -230,19 +271,32 @@ std::vector<v1::Schedule> SearchPolicy::Propose(const Task& task, const TaskHist
   // and for as long as it stays near the task's best.
   // Covered: picked for this batch, or judged (enough trials, far from the best).
   std::vector<bool> covered(sketch.strata, false);
+  std::vector<const Cand*> paired;  // moves of the best into judged strata, measured first
   if (sketch.strata > 1) {
-    std::vector<int> count(sketch.strata, 0);
+    std::vector<int> count(sketch.strata, 0), last(sketch.strata, 0);
     std::vector<double> best(sketch.strata, 0);
     for (const TaskHistory::Entry& e : history.ok) {
       if (e.schedule.sketch_id() != sketch.id) continue;
       int k = ir::TilingStratum(task.dag,
                                 {e.schedule.decisions().begin(), e.schedule.decisions().end()});
       if (count[k]++ == 0) best[k] = e.seconds;  // history.ok is best first
+      last[k] = std::max(last[k], e.trial);
     }
     for (int k = 0; k < sketch.strata; ++k) {
       covered[k] = count[k] >= options_.stratum_trials &&
                    history.best_seconds() < options_.stratum_keep * best[k];
+      // Judged before the best last improved: the new best, moved here.
+      if (!covered[k] || last[k] >= history.last_improvement || moved_best[k].empty()) continue;
+      for (const Cand& c : all) {
+        if (c.hash == moved_best[k]) paired.push_back(&c);
+      }
     }
+  }
+  for (const Cand* c : paired) {
+    if (int(out.size()) >= n - n_random) break;
+    if (history.measured.count(c->hash) || !taken.insert(c->hash).second) continue;
+    picked.push_back(c);
+    out.push_back(c->schedule);
   }
   for (int pass = sketch.strata > 1 ? 0 : 1; pass < 3; ++pass) {
     for (const Cand& c : all) {
@@ -256,11 +310,13 @@ std::vector<v1::Schedule> SearchPolicy::Propose(const Task& task, const TaskHist
         covered[k] = true;
       }
       taken.insert(c.hash);
-      picked.push_back(&c.decisions);
+      picked.push_back(&c);
       out.push_back(c.schedule);
     }
   }
-  std::vector<v1::Schedule> extra = Random(task, history, n - int(out.size()), &taken);
+  std::vector<v1::Schedule> extra = plain_judged
+                                        ? SketchSamples(task, history, n - int(out.size()), &taken)
+                                        : Random(task, history, n - int(out.size()), &taken);
   out.insert(out.end(), extra.begin(), extra.end());
   return out;
 }

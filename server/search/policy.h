@@ -46,8 +46,13 @@ struct EvolutionOptions {
   int stratum_trials = 4;
   double stratum_keep = 0.8;
   // The best measured schedules moved into each other stratum (packing
-  // toggled, tile shape changed) join the population.
+  // toggled, tile shape changed) join the population. A judged stratum not
+  // tried since the task's best last improved gets the move of that best
+  // schedule into it: a paired trial of the new best's shape and packing.
   int moved_parents = 2;
+  // No two candidates of a batch have the same tiles (ir::TilingStructure:
+  // they differ only in unrolling or padding) while others remain.
+  bool distinct_tiles = true;
 };
 
 // What has been measured for a task.
@@ -56,9 +61,11 @@ struct TaskHistory {
   struct Entry {
     ::tunefarm::v1::Schedule schedule;
     double seconds;
+    int trial = 0;  // `trials` once it was added: 1 for the first
   };
   std::vector<Entry> ok;  // successful measurements, best first
   int trials = 0;
+  int plain_trials = 0;      // of schedules outside every sketch (no decisions), any outcome
   int last_improvement = 0;  // `trials` when the best last improved by 1%
   double best_seconds() const { return ok.empty() ? 0 : ok.front().seconds; }
   void Add(const ::tunefarm::v1::Schedule& schedule, const MeasureResult& result);
@@ -90,6 +97,9 @@ class SearchPolicy {
  private:
   std::vector<::tunefarm::v1::Schedule> Random(const Task& task, const TaskHistory& history, int n,
                                                std::set<std::string>* taken);
+  // Up to `n` unmeasured samples of the target's tiling sketch.
+  std::vector<::tunefarm::v1::Schedule> SketchSamples(const Task& task, const TaskHistory& history,
+                                                      int n, std::set<std::string>* taken);
   Strategy strategy_;
   EvolutionOptions options_;
   std::mt19937_64 rng_;

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <map>
 #include <optional>
+#include <random>
 #include <set>
 
 #include "absl/strings/match.h"
@@ -195,6 +196,10 @@ TEST(SearchPolicy, BatchesAreSpreadAndStallsAreCounted) {
       int diff = 0;
       for (int i = 0; i < da.size(); ++i) diff += da[i] != db[i];
       EXPECT_GE(diff, eo.min_distance) << "candidates " << a << " and " << b;
+      // Nor the same tiles unrolled or padded another way.
+      EXPECT_NE(ir::TilingStructure(task.dag, {da.begin(), da.end()}),
+                ir::TilingStructure(task.dag, {db.begin(), db.end()}))
+          << "candidates " << a << " and " << b;
     }
   }
   // Slower results do not move the last improvement; a 0.5% gain is not one.
@@ -272,6 +277,101 @@ TEST(SearchPolicy, EveryBatchMeasuresEachStratumUntilItIsJudged) {
       EXPECT_GE(favourite, 6) << "round " << round;
     }
   }
+}
+
+// Once the task's best improves, every stratum judged before that gets the
+// new best moved into it: the same register tile with that stratum's
+// shape and packing, measured in the next batch.
+TEST(SearchPolicy, JudgedStrataGetTheNewBestMovedIntoThem) {
+  search::Task task = MakeTask("matmul(M=1024,N=1024,K=1024)");
+  search::EvolutionOptions eo;
+  eo.epsilon = 0;
+  search::SearchPolicy policy(search::Strategy::kEvolutionary, eo, 6);
+  search::TaskHistory history;
+  std::mt19937_64 rng(8);
+  MeasureResult slow;
+  slow.seconds = 1e-1;
+  // Every stratum judged: stratum_trials trials each, all 100x slower than the best below.
+  std::vector<int> count(ir::kTilingStrata, 0);
+  int full = 0;
+  for (int i = 0; i < 5000 && full < ir::kTilingStrata; ++i) {
+    std::vector<int64_t> d = ir::SampleTilingDecisions(task.dag, task.target, rng);
+    int k = ir::TilingStratum(task.dag, d);
+    if (count[k] >= eo.stratum_trials) continue;
+    auto s = ir::BuildTiledSchedule(task.dag, task.target, d);
+    if (!s.ok() || history.measured.count(ir::ScheduleHash(*s))) continue;
+    history.Add(*s, slow);
+    full += ++count[k] == eo.stratum_trials;
+  }
+  ASSERT_EQ(full, ir::kTilingStrata);
+  // The new best: a packed register tile 4x32 along n, 100x faster.
+  std::vector<int64_t> best = ir::SampleTilingDecisions(task.dag, task.target, rng);
+  best[1] = 1;  // vector axis n
+  best[4] = 1;  // packed
+  for (int a = 0; a < 2; ++a) {
+    best[5 + 4 * a] = best[5 + 4 * a + 1] = 1;  // no S1/S2 tiles: the register shape
+    best[5 + 4 * a + 2] = a == 0 ? 4 : 32;
+  }
+  const int best_stratum = ir::TilingStratum(task.dag, best);
+  ASSERT_EQ(best_stratum, ir::kTilingShapes);  // register, packed
+  MeasureResult fast;
+  fast.seconds = 1e-3;
+  history.Add(*ir::BuildTiledSchedule(task.dag, task.target, best), fast);
+  std::set<int> paired;
+  for (const v1::Schedule& s : policy.Propose(task, history, nullptr, 16)) {
+    std::vector<int64_t> d(s.decisions().begin(), s.decisions().end());
+    if (d.size() != best.size() || d[1] != best[1] || d[7] != best[7] || d[11] != best[11])
+      continue;
+    paired.insert(ir::TilingStratum(task.dag, d));
+  }
+  for (int k = 0; k < ir::kTilingStrata; ++k) {
+    if (k == best_stratum) continue;
+    EXPECT_TRUE(paired.count(k)) << "stratum " << k << " got no move of the new best";
+  }
+}
+
+// Plain-primitive schedules (outside the tiling sketch) come into the
+// batches until they have been tried as often as a stratum is and none
+// runs near the best; then every proposal is a sketch schedule.
+TEST(SearchPolicy, PlainSchedulesStopOnceJudged) {
+  search::Task task = MakeTask("matmul(M=256,N=256,K=256)");
+  search::EvolutionOptions eo;
+  search::SearchPolicy policy(search::Strategy::kEvolutionary, eo, 13);
+  search::TaskHistory history;
+  int plain_before = 0;
+  MeasureResult ok, failed;
+  ok.seconds = 1e-3;
+  failed.status = MeasureResult::Status::kTimeout;
+  for (int round = 0; round < 8 && history.plain_trials < eo.stratum_trials; ++round) {
+    for (const v1::Schedule& s : policy.Propose(task, history, nullptr, 16)) {
+      plain_before += s.decisions().empty();
+      history.Add(s, s.decisions().empty() ? failed : ok);
+    }
+  }
+  ASSERT_GE(plain_before, eo.stratum_trials);
+  EXPECT_EQ(history.plain_trials, plain_before);
+  for (int round = 0; round < 3; ++round) {
+    for (const v1::Schedule& s : policy.Propose(task, history, nullptr, 16)) {
+      EXPECT_FALSE(s.decisions().empty()) << "round " << round << ": a plain schedule";
+      history.Add(s, ok);
+    }
+  }
+}
+
+TEST(Sketch, TilingStructureIgnoresUnrollingAndPadding) {
+  search::Task task = MakeTask("conv2d_nchw(N=1,C=8,H=10,W=10,K=16,R=3,S=3,pad=1)");
+  std::mt19937_64 rng(5);
+  std::vector<int64_t> d = ir::SampleTilingDecisions(task.dag, task.target, rng);
+  std::vector<int64_t> cosmetic = d, tiles = d;
+  cosmetic[0] ^= 1;                                // padding
+  cosmetic[2] ^= 1;                                // unroll the register tile
+  cosmetic[3] = cosmetic[3] == 2 ? 3 : 2;          // auto-unroll pragma
+  cosmetic[5 + 3] = cosmetic[5 + 3] == 1 ? 0 : 1;  // consumer unroll of axis 0
+  tiles[5 + 2] += 1;                               // the register tile of axis 0
+  EXPECT_EQ(ir::TilingStructure(task.dag, d), ir::TilingStructure(task.dag, cosmetic));
+  EXPECT_NE(ir::TilingStructure(task.dag, d), ir::TilingStructure(task.dag, tiles));
+  EXPECT_FALSE(ir::TilingStructure(task.dag, d).empty());
+  EXPECT_TRUE(ir::TilingStructure(task.dag, {1, 2, 3}).empty());
 }
 
 TEST(Sketch, MutationsChangeOneDecisionAndStillBuild) {
