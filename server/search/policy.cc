@@ -1,6 +1,7 @@
 #include "server/search/policy.h"
 
 #include <algorithm>
+#include <functional>
 #include <numeric>
 #include <sstream>
 
@@ -75,31 +76,33 @@ const TilingSketch& SketchFor(const ir::Target& target) {
 
 }  // namespace
 
-std::vector<v1::Schedule> SearchPolicy::Random(const Task& task, const TaskHistory& history, int n,
-                                               std::set<std::string>* taken) {
+std::vector<v1::Schedule> SearchPolicy::Fresh(
+    const TaskHistory& history, int n, std::set<std::string>* taken,
+    const std::function<absl::StatusOr<v1::Schedule>()>& draw) {
   std::vector<v1::Schedule> out;
   for (int tries = 0; int(out.size()) < n && tries < n * 20; ++tries) {
-    v1::Schedule s = ir::RandomSchedule(task.dag, task.target, rng_);
-    std::string h = ir::ScheduleHash(s);
-    if (history.measured.count(h) || !taken->insert(h).second) continue;
-    out.push_back(std::move(s));
-  }
-  return out;
-}
-
-std::vector<v1::Schedule> SearchPolicy::SketchSamples(const Task& task, const TaskHistory& history,
-                                                      int n, std::set<std::string>* taken) {
-  const TilingSketch& sketch = SketchFor(task.target);
-  std::vector<v1::Schedule> out;
-  for (int tries = 0; int(out.size()) < n && tries < n * 20; ++tries) {
-    absl::StatusOr<v1::Schedule> s =
-        sketch.build(task.dag, task.target, sketch.sample(task.dag, task.target, rng_));
+    absl::StatusOr<v1::Schedule> s = draw();
     if (!s.ok()) continue;
     std::string h = ir::ScheduleHash(*s);
     if (history.measured.count(h) || !taken->insert(h).second) continue;
     out.push_back(*std::move(s));
   }
   return out;
+}
+
+std::vector<v1::Schedule> SearchPolicy::Random(const Task& task, const TaskHistory& history, int n,
+                                               std::set<std::string>* taken) {
+  return Fresh(history, n, taken, [&]() -> absl::StatusOr<v1::Schedule> {
+    return ir::RandomSchedule(task.dag, task.target, rng_);
+  });
+}
+
+std::vector<v1::Schedule> SearchPolicy::SketchSamples(const Task& task, const TaskHistory& history,
+                                                      int n, std::set<std::string>* taken) {
+  const TilingSketch& sketch = SketchFor(task.target);
+  return Fresh(history, n, taken, [&] {
+    return sketch.build(task.dag, task.target, sketch.sample(task.dag, task.target, rng_));
+  });
 }
 
 std::vector<v1::Schedule> SearchPolicy::Propose(const Task& task, const TaskHistory& history,

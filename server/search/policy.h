@@ -10,6 +10,7 @@
 // Neither ever proposes a schedule whose hash the task's history holds.
 #pragma once
 
+#include <functional>
 #include <random>
 #include <set>
 #include <string>
@@ -97,6 +98,11 @@ class SearchPolicy {
  private:
   std::vector<::tunefarm::v1::Schedule> Random(const Task& task, const TaskHistory& history, int n,
                                                std::set<std::string>* taken);
+  // Up to `n` distinct schedules from `draw` (errors skipped), none measured
+  // or in `taken`; each is added to `taken`.
+  std::vector<::tunefarm::v1::Schedule> Fresh(
+      const TaskHistory& history, int n, std::set<std::string>* taken,
+      const std::function<absl::StatusOr<::tunefarm::v1::Schedule>()>& draw);
   // Up to `n` unmeasured samples of the target's tiling sketch.
   std::vector<::tunefarm::v1::Schedule> SketchSamples(const Task& task, const TaskHistory& history,
                                                       int n, std::set<std::string>* taken);
