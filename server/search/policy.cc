@@ -31,7 +31,7 @@ void TaskHistory::Add(const v1::Schedule& schedule, const MeasureResult& result)
   ++trials;
   if (schedule.decisions().empty()) ++plain_trials;
   if (result.status != MeasureResult::Status::kOk) return;
-  Entry e{schedule, result.seconds, trials};
+  Entry e{schedule, result.seconds};
   // A new best by at least 1% restarts the stall count.
   if (ok.empty() || result.seconds < ok.front().seconds * 0.99) last_improvement = trials;
   auto at = std::upper_bound(ok.begin(), ok.end(), e,
@@ -274,30 +274,35 @@ std::vector<v1::Schedule> SearchPolicy::Propose(const Task& task, const TaskHist
   // and for as long as it stays near the task's best.
   // Covered: picked for this batch, or judged (enough trials, far from the best).
   std::vector<bool> covered(sketch.strata, false);
-  std::vector<const Cand*> paired;  // moves of the best into judged strata, measured first
+  // Moves of the best into judged strata (stratum, candidate), measured first.
+  std::vector<std::pair<int, const Cand*>> paired;
   if (sketch.strata > 1) {
-    std::vector<int> count(sketch.strata, 0), last(sketch.strata, 0);
+    std::vector<int> count(sketch.strata, 0);
     std::vector<double> best(sketch.strata, 0);
     for (const TaskHistory::Entry& e : history.ok) {
       if (e.schedule.sketch_id() != sketch.id) continue;
       int k = ir::TilingStratum(task.dag,
                                 {e.schedule.decisions().begin(), e.schedule.decisions().end()});
       if (count[k]++ == 0) best[k] = e.seconds;  // history.ok is best first
-      last[k] = std::max(last[k], e.trial);
     }
+    std::vector<int>& at = paired_at_[task.key];
+    at.resize(sketch.strata, -1);
     for (int k = 0; k < sketch.strata; ++k) {
       covered[k] = count[k] >= options_.stratum_trials &&
                    history.best_seconds() < options_.stratum_keep * best[k];
-      // Judged before the best last improved: the new best, moved here.
-      if (!covered[k] || last[k] >= history.last_improvement || moved_best[k].empty()) continue;
+      // Judged, and the best has improved since its last move here: the
+      // new best, moved here. Not "tried since": a random sample that lands
+      // in the stratum says nothing of the new best's tiles there.
+      if (!covered[k] || at[k] == history.last_improvement || moved_best[k].empty()) continue;
       for (const Cand& c : all) {
-        if (c.hash == moved_best[k]) paired.push_back(&c);
+        if (c.hash == moved_best[k]) paired.push_back({k, &c});
       }
     }
   }
-  for (const Cand* c : paired) {
+  for (const auto& [k, c] : paired) {
     if (int(out.size()) >= n - n_random) break;
     if (history.measured.count(c->hash) || !taken.insert(c->hash).second) continue;
+    paired_at_[task.key][k] = history.last_improvement;
     picked.push_back(c);
     out.push_back(c->schedule);
   }

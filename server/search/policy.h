@@ -11,6 +11,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <random>
 #include <set>
 #include <string>
@@ -62,7 +63,6 @@ struct TaskHistory {
   struct Entry {
     ::tunefarm::v1::Schedule schedule;
     double seconds;
-    int trial = 0;  // `trials` once it was added: 1 for the first
   };
   std::vector<Entry> ok;  // successful measurements, best first
   int trials = 0;
@@ -111,6 +111,9 @@ class SearchPolicy {
   std::mt19937_64 rng_;
   int64_t rejected_ = 0;
   std::string last_rejection_;
+  // Per task key and stratum: the task's `last_improvement` when its best
+  // was last moved into the stratum (-1: never). A resumed run pairs again.
+  std::map<std::string, std::vector<int>> paired_at_;
 };
 
 }  // namespace tunefarm::search

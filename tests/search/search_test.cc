@@ -269,10 +269,14 @@ TEST(SearchPolicy, EveryBatchMeasuresEachStratumUntilItIsJudged) {
       // Every stratum, and the model's favourite still fills most of the batch.
       EXPECT_EQ(strata.size(), size_t(ir::kTilingStrata)) << "round " << round;
       EXPECT_GE(favourite, 8) << "round " << round;
+    } else if (round == 2) {
+      // Two trials each at a tenth of the best: judged. Each judged stratum
+      // gets the best moved into it once (four other tile shapes).
+      EXPECT_LE(other_tiles, 4 + 2) << "round " << round;
+      EXPECT_GE(favourite, 6) << "round " << round;
     } else {
-      // Two trials each at a tenth of the best: judged, the favourite takes
-      // over (another tile may still come in on its score; forced picks
-      // would be one per other stratum, four).
+      // Then the favourite takes over (another tile may still come in on its
+      // score; forced picks would be one per other stratum, four).
       EXPECT_LE(other_tiles, 2) << "round " << round;
       EXPECT_GE(favourite, 6) << "round " << round;
     }
@@ -317,17 +321,41 @@ TEST(SearchPolicy, JudgedStrataGetTheNewBestMovedIntoThem) {
   MeasureResult fast;
   fast.seconds = 1e-3;
   history.Add(*ir::BuildTiledSchedule(task.dag, task.target, best), fast);
+  // A random sample lands in every stratum after the new best: it says
+  // nothing of the best's tiles there, so the moves are still owed.
+  std::vector<bool> sampled(ir::kTilingStrata, false);
+  for (int i = 0; i < 5000 && std::count(sampled.begin(), sampled.end(), false) > 0; ++i) {
+    std::vector<int64_t> d = ir::SampleTilingDecisions(task.dag, task.target, rng);
+    int k = ir::TilingStratum(task.dag, d);
+    auto s = ir::BuildTiledSchedule(task.dag, task.target, d);
+    if (sampled[k] || !s.ok() || history.measured.count(ir::ScheduleHash(*s))) continue;
+    history.Add(*s, slow);
+    sampled[k] = true;
+  }
+  // The batch opens with the moves of the best, one per other stratum: its
+  // vector axis and register tile there.
+  std::vector<v1::Schedule> batch = policy.Propose(task, history, nullptr, 16);
+  ASSERT_GE(batch.size(), size_t(ir::kTilingStrata));
   std::set<int> paired;
-  for (const v1::Schedule& s : policy.Propose(task, history, nullptr, 16)) {
-    std::vector<int64_t> d(s.decisions().begin(), s.decisions().end());
-    if (d.size() != best.size() || d[1] != best[1] || d[7] != best[7] || d[11] != best[11])
-      continue;
+  for (int i = 0; i < ir::kTilingStrata - 1; ++i) {
+    std::vector<int64_t> d(batch[i].decisions().begin(), batch[i].decisions().end());
+    ASSERT_EQ(d.size(), best.size()) << "schedule " << i;
+    EXPECT_TRUE(d[1] == best[1] && d[7] == best[7] && d[11] == best[11])
+        << "schedule " << i << " is not a move of the best";
     paired.insert(ir::TilingStratum(task.dag, d));
   }
   for (int k = 0; k < ir::kTilingStrata; ++k) {
     if (k == best_stratum) continue;
     EXPECT_TRUE(paired.count(k)) << "stratum " << k << " got no move of the new best";
   }
+  // Measured (and slower): the same best is not moved again. The next batch
+  // opens with the one stratum still open, the best's own.
+  for (const v1::Schedule& s : batch) history.Add(s, slow);
+  batch = policy.Propose(task, history, nullptr, 16);
+  ASSERT_FALSE(batch.empty());
+  EXPECT_EQ(ir::TilingStratum(task.dag, {batch[0].decisions().begin(), batch[0].decisions().end()}),
+            best_stratum)
+      << "the same best was moved again";
 }
 
 // Plain-primitive schedules (outside the tiling sketch) come into the
