@@ -119,6 +119,9 @@ absl::StatusOr<std::set<std::string>> FillPool(server::TuningLog& log, const ir:
   return keys;
 }
 
+// Rounds of the final timing; each kernel's best round counts.
+constexpr int kFinalRounds = 3;
+
 // GFLOP/s of `schedules` on `threads` kernel threads, timed after tuning
 // (nothing else of ours running); NaN where a schedule fails.
 std::vector<double> TimeSchedules(const search::Task& task,
@@ -338,8 +341,10 @@ int RunSearchBench(const std::vector<std::string>& args) {
         default_g = task.flops / r[0].seconds * 1e-9;
       std::printf("%-22s default schedule: %.1f GFLOP/s\n", a.name, default_g);
     }
-    for (search::Strategy strategy : strategies) {
-      for (int seed = 0; seed < seeds; ++seed) {
+    // Seed by seed, the strategies one after the other: this VM slows for
+    // minutes at a time, and a slow spell then falls on both strategies.
+    for (int seed = 0; seed < seeds; ++seed) {
+      for (search::Strategy strategy : strategies) {
         search::LocalMeasureOptions mo;
         mo.threads = threads;
         search::LocalMeasurer measurer(mo);
@@ -486,10 +491,17 @@ int RunSearchBench(const std::vector<std::string>& args) {
       }
     }
     for (int th : {1, 2}) {
-      std::vector<double> g = TimeSchedules(task, finals, th);
-      std::optional<ReferenceRun> ref = RunOneDnn(w, inputs, th);
-      if (!ref) ref = RunOpenBlas(w, inputs, th);
-      double ref_g = ref ? task.flops / ref->seconds * 1e-9 : NAN;
+      // Best of three rounds, each timing every kernel and then oneDNN: a
+      // slow spell of this VM lowers one round, not one kernel's figure.
+      std::vector<double> g(finals.size(), NAN);
+      double ref_g = NAN;
+      for (int round = 0; round < kFinalRounds; ++round) {
+        std::vector<double> gr = TimeSchedules(task, finals, th);
+        for (size_t i = 0; i < g.size(); ++i) g[i] = std::fmax(g[i], gr[i]);
+        std::optional<ReferenceRun> ref = RunOneDnn(w, inputs, th);
+        if (!ref) ref = RunOpenBlas(w, inputs, th);
+        if (ref) ref_g = std::fmax(ref_g, task.flops / ref->seconds * 1e-9);
+      }
       std::printf("%-22s %d thread(s): oneDNN %.1f GFLOP/s, default %.1f (%sx)\n", a.name, th,
                   ref_g, g[0], Num(g[0] / ref_g).c_str());
       for (size_t i = 0; i < with_best.size(); ++i) {
