@@ -5,14 +5,16 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "cli/command_util.h"
+#include "compiler/codegen/cuda_codegen.h"
 #include "compiler/codegen/llvm_codegen.h"
 #include "compiler/codegen/llvm_target.h"
 #include "compiler/ir/compute.h"
-#include "absl/strings/str_join.h"
-#include "compiler/codegen/cuda_codegen.h"
+#include "compiler/ir/gpu_sketch.h"
 #include "compiler/ir/handwritten.h"
 #include "compiler/ir/schedule.h"
+#include "compiler/ir/sketch.h"
 #include "compiler/ir/workload_spec.h"
 #include "google/protobuf/text_format.h"
 #include "google/protobuf/util/json_util.h"
@@ -28,7 +30,9 @@ constexpr const char* kHelp =
   --target    e.g. 'llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a78' ('host' for this machine),
               'cuda -arch=sm_87' (no GPU needed: NVRTC compiles here)
   --schedule  a tunefarm.v1.Schedule as JSON or text format; default: the default schedule;
-              handwritten: the hand-written register-tiled schedule (conv2d only)
+              handwritten: the hand-written register-tiled schedule (conv2d only);
+              a schedule with a sketch_id and decisions but no steps is built from
+              that sketch (the decisions `tunefarm-bench search --trace` prints)
   --emit      ir: the lowered loop program; llvm: LLVM IR after O3 (llvm-noopt: before);
               asm; obj: ELF object;
               so: shared object; schedule: the schedule used, as JSON;
@@ -102,6 +106,24 @@ int RunCompile(const std::vector<std::string>& args, std::ostream& out, std::ost
     if (!google::protobuf::util::JsonStringToMessage(ss.str(), &schedule).ok() &&
         !google::protobuf::TextFormat::ParseFromString(ss.str(), &schedule)) {
       return Fail(err, 2, absl::StrCat(flags["schedule"], " is not a Schedule (JSON or text)"));
+    }
+    if (schedule.steps().empty() && !schedule.decisions().empty()) {
+      const std::vector<int64_t> d(schedule.decisions().begin(), schedule.decisions().end());
+      absl::StatusOr<v1::Schedule> built;
+      if (schedule.sketch_id() == ir::kTilingSketchId && !target.is_gpu()) {
+        built = ir::BuildTiledSchedule(*dag, target, d);
+      } else if (schedule.sketch_id() == ir::kGpuTilingSketchId && target.is_gpu()) {
+        built = ir::BuildGpuTiledSchedule(*dag, target, d);
+      } else {
+        return Fail(
+            err, 2,
+            absl::StrCat(flags["schedule"], ": decisions of sketch ", schedule.sketch_id(),
+                         " do not build on target ", target.ToString(), " (sketch ",
+                         target.is_gpu() ? ir::kGpuTilingSketchId : ir::kTilingSketchId, " does)"));
+      }
+      if (!built.ok())
+        return Fail(err, 2, absl::StrCat(flags["schedule"], ": ", built.status().message()));
+      schedule = *std::move(built);
     }
   }
   auto state = ir::ScheduleState::Replay(*dag, schedule, target);

@@ -3,10 +3,16 @@
 // records without measuring any schedule twice.
 #include <algorithm>
 #include <fstream>
+#include <random>
 #include <set>
 
 #include "absl/strings/match.h"
+#include "compiler/codegen/llvm_target.h"
+#include "compiler/ir/schedule_hash.h"
+#include "compiler/ir/sketch.h"
+#include "compiler/ir/workload_spec.h"
 #include "device_agent/capabilities.h"
+#include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "server/search/gpu_local_measurer.h"
 #include "server/tuning_log.h"
@@ -164,6 +170,56 @@ TEST(TuneCli, BadInputIsOneLineAndExitCode2) {
     testing::CommandResult r = testing::RunCommand(args, dir.path());
     EXPECT_EQ(r.exit_code, 2) << args[2];
     EXPECT_TRUE(absl::StartsWith(r.err, "tunefarm: error: ")) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  }
+}
+
+// `tunefarm compile --schedule FILE` with only a sketch id and decisions
+// (what `tunefarm-bench search --trace` prints) builds that sketch's
+// schedule; decisions that do not fit, or another target's sketch, are one
+// line and exit code 2.
+TEST(CompileCli, DecisionsAloneBuildTheSketchSchedule) {
+  testing::TempDir dir;
+  const std::string spec = "matmul(M=64,N=48,K=32)";
+  ir::Target host = codegen::HostTarget();
+  auto dag = ir::BuildComputeDAG(*ir::ParseWorkloadSpec(spec));
+  ASSERT_TRUE(dag.ok()) << dag.status();
+  std::mt19937_64 rng(3);
+  auto write = [&](const std::string& name, int sketch, const std::vector<int64_t>& d) {
+    v1::Schedule s;
+    s.set_sketch_id(sketch);
+    for (int64_t x : d) s.add_decisions(x);
+    std::string json;
+    EXPECT_TRUE(google::protobuf::util::MessageToJsonString(s, &json).ok());
+    std::ofstream(dir.File(name)) << json;
+    return dir.File(name);
+  };
+  for (int i = 0; i < 3; ++i) {
+    std::vector<int64_t> d = ir::SampleTilingDecisions(*dag, host, rng);
+    auto want = ir::BuildTiledSchedule(*dag, host, d);
+    ASSERT_TRUE(want.ok()) << want.status();
+    testing::CommandResult r = testing::RunCommand(
+        {testing::BinPath("tunefarm"), "compile", "--workload", spec, "--target", "host",
+         "--schedule", write("d.json", ir::kTilingSketchId, d), "--emit", "schedule"},
+        dir.path());
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    v1::Schedule got;
+    ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(r.out, &got).ok()) << r.out;
+    EXPECT_GT(got.steps_size(), 0);
+    EXPECT_EQ(ir::ScheduleHash(got), ir::ScheduleHash(*want)) << r.out;
+  }
+  std::vector<int64_t> good = ir::SampleTilingDecisions(*dag, host, rng);
+  std::vector<int64_t> short_d(good.begin(), good.end() - 1);
+  for (auto [file, target] : std::vector<std::pair<std::string, std::string>>{
+           {write("short.json", ir::kTilingSketchId, short_d), "host"},
+           {write("cpu.json", ir::kTilingSketchId, good), "cuda -arch=sm_87"}}) {
+    testing::CommandResult r =
+        testing::RunCommand({testing::BinPath("tunefarm"), "compile", "--workload", spec,
+                             "--target", target, "--schedule", file, "--emit", "ir"},
+                            dir.path());
+    EXPECT_EQ(r.exit_code, 2) << file << ": " << r.out;
+    EXPECT_TRUE(absl::StartsWith(r.err, "tunefarm: error: ")) << r.err;
+    EXPECT_TRUE(absl::StrContains(r.err, file)) << r.err;
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
   }
 }
