@@ -48,9 +48,9 @@ struct EvolutionOptions {
   int stratum_trials = 4;
   double stratum_keep = 0.8;
   // The best measured schedules moved into each other stratum (packing
-  // toggled, tile shape changed) join the population. A judged stratum not
-  // tried since the task's best last improved gets the move of that best
-  // schedule into it: a paired trial of the new best's shape and packing.
+  // toggled, tile shape changed) join the population. Each time the task's
+  // best improves by 1%, every judged stratum gets the move of that best
+  // into it once: a paired trial of the new best's shape and packing.
   int moved_parents = 2;
   // No two candidates of a batch have the same tiles (ir::TilingStructure:
   // they differ only in unrolling or padding) while others remain.
