@@ -49,8 +49,9 @@ struct Run {
   uint64_t seed;
   std::vector<double> best_so_far;  // GFLOP/s after each trial
   double minutes = 0;
+  double budget_minutes = 0;  // up to the largest budget
   std::vector<search::Tuner::MeasuredProgram> measured;
-  std::optional<v1::Schedule> best;            // the fastest schedule the run found
+  std::optional<v1::Schedule> best;            // the fastest schedule within the largest budget
   std::vector<search::TaskHistory::Entry> ok;  // every successful measurement
   int64_t warm = 0;                            // records of other workloads it started from
 };
@@ -234,6 +235,7 @@ int RunSearchBench(const std::vector<std::string>& args) {
   int min_train = search::TuneOptions().min_train_records;
   std::string warm_db;
   int pool_trials = 128;
+  int run_to = 0;  // --run-to: every run goes on to this many trials
   search::EvolutionOptions evolution;
   std::string only;
   std::string json_path, svg_path;
@@ -253,6 +255,8 @@ int RunSearchBench(const std::vector<std::string>& args) {
       only = value();
     else if (args[i] == "--warm-db")
       warm_db = value();
+    else if (args[i] == "--run-to")
+      run_to = std::max(0, std::atoi(value().c_str()));
     else if (args[i] == "--pool-trials")
       pool_trials = std::max(1, std::atoi(value().c_str()));
     else if (args[i] == "--population")
@@ -320,7 +324,7 @@ int RunSearchBench(const std::vector<std::string>& args) {
   }
   std::vector<Run> runs;
   std::map<std::string, double> onednn;
-  std::vector<std::string> rows, finals_json;
+  std::vector<std::string> rows, finals_json, run_to_rows;
   for (const Anchor& a : KernelAnchors()) {
     if (std::find_if(std::begin(kSearchAnchors), std::end(kSearchAnchors), [&](const char* n) {
           return std::string(n) == a.name;
@@ -353,13 +357,15 @@ int RunSearchBench(const std::vector<std::string>& args) {
         o.objective = objective;
         o.min_train_records = min_train;
         o.evolution = evolution;
-        o.max_trials = max_trials;
+        // Past the largest budget (--run-to) a run only tells how many
+        // trials it needs to reach what the budgets' best runs reached.
+        o.max_trials = std::max(max_trials, run_to);
         o.seed = 1000 + seed;
         // The default schedule is not a trial here: the strategies are
         // compared on what they find themselves (it is timed separately).
         o.measure_default = false;
         search::Tuner tuner({task}, &measurer, o);
-        Run run{a.name, search::StrategyName(strategy), uint64_t(seed), {}, 0, {}, {}, {}, 0};
+        Run run{a.name, search::StrategyName(strategy), uint64_t(seed), {}, 0, 0, {}, {}, {}, 0};
         if (log != nullptr && strategy == search::Strategy::kEvolutionary) {
           // As a job starts from the database: the pool's records train the
           // cost model from the first batch (random search has no model).
@@ -377,9 +383,14 @@ int RunSearchBench(const std::vector<std::string>& args) {
         auto t0 = std::chrono::steady_clock::now();
         absl::Status s = tuner.Run([&](const search::Trial& t) {
           if (t.result.status == search::MeasureResult::Status::kOk) {
-            best = std::max(best, task.flops / t.result.seconds * 1e-9);
+            double g = task.flops / t.result.seconds * 1e-9;
+            if (g > best && int(run.best_so_far.size()) < max_trials) run.best = t.schedule;
+            best = std::max(best, g);
           }
           run.best_so_far.push_back(best);
+          if (int(run.best_so_far.size()) <= max_trials)
+            run.budget_minutes =
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / 60;
           if (trace) {
             const v1::Schedule& s = t.schedule;
             std::printf("  trial %3d  %7.1f GFLOP/s  shape %d  [%s]\n", t.index,
@@ -402,7 +413,6 @@ int RunSearchBench(const std::vector<std::string>& args) {
           if (m.task >= 0) run.measured.push_back(m);  // this workload's own programs
         }
         run.ok = tuner.history(0).ok;
-        if (!run.ok.empty()) run.best = run.ok.front().schedule;
         std::printf(
             "%-22s %-12s seed %d: best %.1f GFLOP/s after %zu trials, %.1f trials/min%s\n", a.name,
             run.strategy.c_str(), seed, best, run.best_so_far.size(),
@@ -480,6 +490,32 @@ int RunSearchBench(const std::vector<std::string>& args) {
           "%-22s budget %d: mean trials to 90%% of %.1f: evolutionary %.1f, random %.1f "
           "(ratio %.2f)\n",
           a.name, b, 0.9 * top, ev, rn, ev / rn);
+      if (run_to > b) {
+        // The same 90% line, looked for over the whole runs: a run that
+        // never got there within the budget needs more than the budget,
+        // and here shows how many more (one that never got there at all
+        // counts as its length).
+        std::map<std::string, std::vector<double>> beyond;
+        for (Run* r : mine) {
+          size_t i = 0;
+          while (i < r->best_so_far.size() && r->best_so_far[i] < 0.9 * top) ++i;
+          beyond[r->strategy].push_back(double(i < r->best_so_far.size() ? i + 1 : i));
+          std::printf("%-22s %-12s %4llu %6d trials to 90%% of the budget's best, run to %zu: %s\n",
+                      a.name, r->strategy.c_str(), static_cast<unsigned long long>(r->seed), b,
+                      r->best_so_far.size(),
+                      i < r->best_so_far.size() ? std::to_string(i + 1).c_str() : "never");
+          run_to_rows.push_back(absl::StrCat(
+              "{\"workload\": \"", a.name, "\", \"strategy\": \"", r->strategy,
+              "\", \"trials\": ", b, ", \"seed\": ", r->seed,
+              ", \"run_to\": ", r->best_so_far.size(), ", \"trials_to_90pct_of_budget_best\": ",
+              i < r->best_so_far.size() ? std::to_string(i + 1) : "null", "}"));
+        }
+        double evb = mean(beyond["evolutionary"]), rnb = mean(beyond["random"]);
+        std::printf(
+            "%-22s budget %d, runs to %d: mean trials to 90%% of %.1f: evolutionary %.1f, "
+            "random %.1f (ratio %.2f)\n",
+            a.name, b, run_to, 0.9 * top, evb, rnb, evb / rnb);
+      }
     }
     // The final kernels on 1 and 2 threads beside oneDNN, all timed now.
     std::vector<v1::Schedule> finals = {ir::DefaultSchedule(task.dag, target)};
@@ -510,13 +546,13 @@ int RunSearchBench(const std::vector<std::string>& args) {
             "%-22s %d thread(s): %-12s seed %llu best %.1f GFLOP/s (%sx oneDNN), tuned in "
             "%.1f min\n",
             a.name, th, r->strategy.c_str(), static_cast<unsigned long long>(r->seed), g[i + 1],
-            Num(g[i + 1] / ref_g).c_str(), r->minutes);
-        finals_json.push_back(
-            absl::StrCat("{\"workload\": \"", a.name, "\", \"strategy\": \"", r->strategy,
-                         "\", \"seed\": ", r->seed, ", \"trials\": ", r->best_so_far.size(),
-                         ", \"tuning_minutes\": ", Num(r->minutes), ", \"threads\": ", th,
-                         ", \"gflops\": ", Num(g[i + 1]), ", \"default_gflops\": ", Num(g[0]),
-                         ", \"onednn_gflops\": ", Num(ref_g), "}"));
+            Num(g[i + 1] / ref_g).c_str(), r->budget_minutes);
+        finals_json.push_back(absl::StrCat(
+            "{\"workload\": \"", a.name, "\", \"strategy\": \"", r->strategy, "\", \"seed\": ",
+            r->seed, ", \"trials\": ", std::min<size_t>(max_trials, r->best_so_far.size()),
+            ", \"tuning_minutes\": ", Num(r->budget_minutes), ", \"threads\": ", th,
+            ", \"gflops\": ", Num(g[i + 1]), ", \"default_gflops\": ", Num(g[0]),
+            ", \"onednn_gflops\": ", Num(ref_g), "}"));
       }
     }
     // The cost model's quality per objective: train on 70% of this
@@ -564,6 +600,9 @@ int RunSearchBench(const std::vector<std::string>& args) {
     f << "], \"finals\": [\n";
     for (size_t i = 0; i < finals_json.size(); ++i)
       f << "  " << finals_json[i] << (i + 1 < finals_json.size() ? ",\n" : "\n");
+    f << "], \"run_to\": [\n";
+    for (size_t i = 0; i < run_to_rows.size(); ++i)
+      f << "  " << run_to_rows[i] << (i + 1 < run_to_rows.size() ? ",\n" : "\n");
     f << "]}\n";
   }
   if (!svg_path.empty()) WriteSvg(svg_path, runs, onednn);

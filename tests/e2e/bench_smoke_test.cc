@@ -2,6 +2,10 @@
 // timing is asserted (this machine is shared and noisy): only that every
 // field is there and every number is a number.
 #include <algorithm>
+#include <map>
+#include <regex>
+#include <sstream>
+#include <utility>
 
 #include "absl/strings/match.h"
 #include "device_agent/capabilities.h"
@@ -63,6 +67,56 @@ TEST(BenchSmoke, GpuKernelsRunOrSayWhyNot) {
   }
   EXPECT_FALSE(absl::StrContains(text, "\"default_gflops\": null")) << text;
   EXPECT_FALSE(absl::StrContains(text, "\"library_gflops\": null")) << text;
+}
+
+// The search bench: a row per strategy, budget and seed with the fields the
+// issue names, and with --run-to the same 90% line looked for over the
+// whole runs. A run that got there within the budget got there at the same
+// trial; one that did not needs more than the budget. The finals are each
+// run's best within the largest budget.
+TEST(BenchSmoke, SearchWritesRowsAndWholeRunFigures) {
+  testing::TempDir dir;
+  std::string json = dir.File("search.json");
+  testing::CommandResult r =
+      testing::RunCommand({testing::BinPath("tunefarm-bench"), "search", "--only", "mbv2_dw",
+                           "--seeds", "1", "--budgets", "8,16", "--run-to", "40", "--json", json},
+                          dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  std::string text = testing::ReadFileOrEmpty(json);
+  const std::regex row(
+      "\"strategy\": \"(\\w+)\", \"trials\": (\\d+), \"seed\": 0, \"threads\": 1, .*"
+      "\"best_gflops\": [0-9.]+, \"trials_to_90pct\": (null|\\d+), \"onednn_gflops\": [0-9.]+");
+  const std::regex whole(
+      "\"strategy\": \"(\\w+)\", \"trials\": (\\d+), \"seed\": 0, \"run_to\": (\\d+), "
+      "\"trials_to_90pct_of_budget_best\": (null|\\d+)");
+  const std::regex final_row("\"seed\": 0, \"trials\": (\\d+), \"tuning_minutes\"");
+  std::map<std::pair<std::string, int>, std::string> within, beyond;
+  int finals = 0;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    std::smatch m;
+    if (std::regex_search(line, m, whole)) {
+      EXPECT_GE(std::stoi(m[3]), 40) << line;
+      beyond[{m[1].str(), std::stoi(m[2])}] = m[4].str();
+    } else if (std::regex_search(line, m, row)) {
+      within[{m[1].str(), std::stoi(m[2])}] = m[3].str();
+    } else if (std::regex_search(line, m, final_row)) {
+      EXPECT_EQ(std::stoi(m[1]), 16) << line;
+      ++finals;
+    }
+  }
+  EXPECT_EQ(within.size(), 4u) << text;
+  EXPECT_EQ(beyond.size(), 4u) << text;
+  EXPECT_EQ(finals, 4) << text;  // 2 strategies x 1 and 2 threads
+  for (const auto& [key, to90] : within) {
+    ASSERT_TRUE(beyond.count(key)) << key.first << " " << key.second << " has no whole-run row";
+    const std::string& b = beyond[key];
+    if (to90 != "null") {
+      EXPECT_EQ(b, to90) << key.first << " at budget " << key.second;
+    } else if (b != "null") {
+      EXPECT_GT(std::stoi(b), key.second) << key.first << " at budget " << key.second;
+    }
+  }
 }
 
 }  // namespace
