@@ -49,7 +49,7 @@ commands:
   records [--workload=KEY] [--target=T] [--job=ID] [--status=S] [--limit=N] [--json]
   best --target=T (--workload=KEY | --job=ID | --model=MODEL.onnx) [--top=N] [--json]
   submit (SPEC.json | MODEL.onnx [--shape=NAME=DIMS,...] | --workloads=FILE) [--target=T] [--device_key=K] [--trials=N]
-         [--time_limit=SEC] [--name=NAME]
+         [--time_limit=SEC] [--trials_per_task=N] [--early_stop=N] [--strategy=evolutionary|random] [--name=NAME]
   jobs [--state=S] [--json]     list jobs, newest first
   job ID [--json]               one job: tasks, default vs best time
   watch ID [--json]             follow a job's progress until it ends
@@ -426,9 +426,10 @@ Result ReadWorkloadsFile(const std::string& path, v1::JobSpec* spec) {
 }
 
 Result CmdSubmit(Client& c, const Args& a, std::ostream& out) {
-  if (Result r = CheckFlags(
-          a, {"target", "device_key", "trials", "name", "workloads", "time_limit", "shape"},
-          "submit")) {
+  if (Result r = CheckFlags(a,
+                            {"target", "device_key", "trials", "name", "workloads", "time_limit",
+                             "shape", "trials_per_task", "early_stop", "strategy"},
+                            "submit")) {
     return r;
   }
   v1::SubmitJobRequest req;
@@ -487,6 +488,28 @@ Result CmdSubmit(Client& c, const Args& a, std::ostream& out) {
       return Usage("--trials needs a positive number");
     req.mutable_spec()->mutable_budget()->set_max_trials(n);
   }
+  if (a.flags.count("trials_per_task")) {
+    int64_t n;
+    if (!ParseInt64(a.flags.at("trials_per_task"), &n) || n <= 0)
+      return Usage("--trials_per_task needs a positive number");
+    req.mutable_spec()->mutable_budget()->set_max_trials_per_task(n);
+  }
+  if (a.flags.count("early_stop")) {
+    int64_t n;
+    if (!ParseInt64(a.flags.at("early_stop"), &n) || n <= 0)
+      return Usage("--early_stop needs a positive number of trials");
+    req.mutable_spec()->mutable_budget()->set_early_stop_trials(n);
+  }
+  if (a.flags.count("strategy")) {
+    const std::string& name = a.flags.at("strategy");
+    if (name == "evolutionary") {
+      req.mutable_spec()->set_strategy(v1::SEARCH_STRATEGY_EVOLUTIONARY);
+    } else if (name == "random") {
+      req.mutable_spec()->set_strategy(v1::SEARCH_STRATEGY_RANDOM);
+    } else {
+      return Usage(absl::StrCat("unknown search strategy '", name, "' (evolutionary, random)"));
+    }
+  }
   v1::SubmitJobResponse resp;
   grpc::Status s = c.stub().SubmitJob(c.Context().get(), req, &resp);
   if (!s.ok()) return RpcFailure(c, s);
@@ -539,6 +562,20 @@ void PrintJob(const v1::Job& j, const std::map<std::string, double>& default_cos
       << j.status_message() << ")\n";
   out << "target: " << j.spec().target().spec() << "   device key: " << j.spec().device_key()
       << "   trials: " << j.trials_done() << "\n";
+  const v1::Budget& b = j.spec().budget();
+  std::string budget;
+  if (b.max_trials() > 0) absl::StrAppend(&budget, "   trials ", b.max_trials());
+  if (b.max_trials_per_task() > 0)
+    absl::StrAppend(&budget, "   per task ", b.max_trials_per_task());
+  if (b.max_seconds() > 0) absl::StrAppend(&budget, "   wall time ", b.max_seconds(), " s");
+  if (b.early_stop_trials() > 0) {
+    absl::StrAppend(&budget, "   early stop after ", b.early_stop_trials(),
+                    " trials without a better schedule");
+  }
+  out << "search: "
+      << (j.spec().strategy() == v1::SEARCH_STRATEGY_RANDOM ? "random" : "evolutionary")
+      << "   budget:" << (budget.empty() ? "   the server's default trials per task" : budget)
+      << "\n";
   out << absl::StrFormat("%-36s %7s %10s %7s %12s %12s %8s  %s\n", "task", "weight", "mflops",
                          "trials", "default_us", "best_us", "speedup", "workload");
   for (const v1::Task& t : j.tasks()) {

@@ -26,7 +26,7 @@ namespace v1 = ::tunefarm::v1;
 
 constexpr const char* kHelp =
     R"(usage: tunefarm tune --workload SPEC [--target T|host] [--trials N] [--seconds S]
-                     [--strategy evolutionary|random] [--threads N] [--batch N] [--seed N]
+                     [--early-stop N] [--strategy evolutionary|random] [--threads N] [--batch N] [--seed N]
                      [--db FILE] [--load-model FILE] [--save-model FILE]
 
 Tunes one workload on this machine: schedules are compiled here, run in a
@@ -36,11 +36,13 @@ result is stored in the log database (default tunefarm.db) as it arrives.
 Records already in the database for this workload and target are never
 measured again, and every record for the target trains the cost model from
 the start (warm start). The cost model of the last run on the target is
-stored in the database too: it steers the first batches of the next run
-until that run has records enough to train its own.
+stored in the database too: it ranks the next run's first batch, and is
+retrained on everything after it.
 
-  --trials    measurements, the default schedule included (default 64)
+  --trials    measurements, the default schedule included (default 64;
+              0 with --seconds: as many as the wall time allows)
   --seconds   wall-time budget (default: none)
+  --early-stop  stop once N trials in a row found nothing better (default: never)
   --strategy  evolutionary (default: cost-model guided) or random
   --threads   kernel threads (default 1; CPU targets)
   --load-model  start from the cost model in FILE instead of the database's
@@ -51,11 +53,12 @@ until that run has records enough to train its own.
 
 int RunTune(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   std::map<std::string, std::string> flags = {
-      {"target", "host"}, {"trials", "64"}, {"strategy", "evolutionary"}, {"threads", "1"},
-      {"batch", "16"},    {"seed", "1"},    {"db", "tunefarm.db"},        {"seconds", "0"}};
-  static const char* kKnown[] = {"workload", "target",     "trials",    "seconds",
-                                 "strategy", "threads",    "batch",     "seed",
-                                 "db",       "save-model", "load-model"};
+      {"target", "host"},    {"trials", "64"}, {"strategy", "evolutionary"},
+      {"threads", "1"},      {"batch", "16"},  {"seed", "1"},
+      {"db", "tunefarm.db"}, {"seconds", "0"}, {"early-stop", "0"}};
+  static const char* kKnown[] = {"workload", "target",     "trials",     "seconds",
+                                 "strategy", "threads",    "batch",      "seed",
+                                 "db",       "save-model", "load-model", "early-stop"};
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     if (a == "--help" || a == "-h") {
@@ -100,17 +103,19 @@ int RunTune(const std::vector<std::string>& args, std::ostream& out, std::ostrea
     if (absl::Status s = codegen::CheckLLVMTarget(target); !s.ok())
       return Fail(err, 2, std::string(s.message()));
   }
-  int64_t trials = 0, threads = 0, batch = 0, seed = 0;
+  int64_t trials = 0, threads = 0, batch = 0, seed = 0, early_stop = 0;
   double seconds = 0;
-  if (!absl::SimpleAtoi(flags["trials"], &trials) || trials < 1)
-    return Fail(err, 2, "--trials needs a positive number");
+  if (!absl::SimpleAtod(flags["seconds"], &seconds) || seconds < 0)
+    return Fail(err, 2, "--seconds needs a number of seconds");
+  if (!absl::SimpleAtoi(flags["trials"], &trials) || trials < 0 || (trials == 0 && seconds <= 0))
+    return Fail(err, 2, "--trials needs a positive number (or 0 with --seconds)");
+  if (!absl::SimpleAtoi(flags["early-stop"], &early_stop) || early_stop < 0)
+    return Fail(err, 2, "--early-stop needs a number of trials");
   if (!absl::SimpleAtoi(flags["threads"], &threads) || threads < 1)
     return Fail(err, 2, "--threads needs a positive number");
   if (!absl::SimpleAtoi(flags["batch"], &batch) || batch < 1)
     return Fail(err, 2, "--batch needs a positive number");
   if (!absl::SimpleAtoi(flags["seed"], &seed)) return Fail(err, 2, "--seed needs a number");
-  if (!absl::SimpleAtod(flags["seconds"], &seconds) || seconds < 0)
-    return Fail(err, 2, "--seconds needs a number of seconds");
   auto strategy = search::ParseStrategy(flags["strategy"]);
   if (!strategy.ok()) return Fail(err, 2, std::string(strategy.status().message()));
 
@@ -133,8 +138,10 @@ int RunTune(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   }
   search::TuneOptions o;
   o.strategy = *strategy;
-  o.max_trials = int(trials);
+  o.max_trials =
+      trials > 0 ? int(std::min<int64_t>(trials, search::kNoTrialLimit)) : search::kNoTrialLimit;
   o.max_seconds = seconds;
+  o.early_stop_trials = int(std::min<int64_t>(early_stop, search::kNoTrialLimit));
   o.batch = int(batch);
   o.seed = uint64_t(seed);
   search::Tuner tuner({*task}, measurer.get(), o);
@@ -154,22 +161,20 @@ int RunTune(const std::vector<std::string>& args, std::ostream& out, std::ostrea
     if (!m.ok()) return Fail(err, 1, absl::StrCat(flags["load-model"], ": ", m.status().message()));
     tuner.SetInitialModel(*std::move(m));
     model_from = flags["load-model"];
-  } else if (auto stored = (*log)->LatestCostModel(spec); stored.ok()) {
-    auto m = cost_model::CostModel::Deserialize(stored->bytes);
-    if (m.ok()) {
-      tuner.SetInitialModel(*std::move(m));
-      model_from =
-          absl::StrCat("stored model #", stored->id, " (", stored->trained_on, " records)");
-    } else {
-      out << "ignoring stored cost model #" << stored->id << ": " << m.status().message() << "\n";
+  } else {
+    auto from = server::StartFromStoredModel(**log, spec, tuner);
+    if (!from.ok()) return Fail(err, 1, std::string(from.status().message()));
+    if (from->loaded) {
+      model_from = from->note;
+    } else if (!from->note.empty()) {
+      out << from->note << "\n";
     }
-  } else if (!absl::IsNotFound(stored.status())) {
-    return Fail(err, 1, std::string(stored.status().message()));
   }
   out << absl::StrFormat(
-      "tuning %s on %s: %d trials, %s; %d earlier records of this workload, %d of others\n",
-      flags["workload"], spec, trials, search::StrategyName(*strategy), warm->history,
-      warm->transfer);
+      "tuning %s on %s: %s, %s; %d earlier records of this workload, %d of others\n",
+      flags["workload"], spec,
+      trials > 0 ? absl::StrCat(trials, " trials") : absl::StrCat(seconds, " s of trials"),
+      search::StrategyName(*strategy), warm->history, warm->transfer);
   if (!model_from.empty()) out << "cost model: " << model_from << "\n";
   v1::Fingerprint fp;
   if (target.is_gpu()) fp = search::GpuLocalMeasurer::MachineFingerprint();
@@ -201,17 +206,8 @@ int RunTune(const std::vector<std::string>& args, std::ostream& out, std::ostrea
     out << absl::StrFormat(", default schedule %.1f GFLOP/s: %.2fx", task->flops / def * 1e-9,
                            def / h.best_seconds());
   out << "\n";
-  if (tuner.model().trained()) {
-    server::TuningLog::StoredCostModel m;
-    m.target_spec = spec;
-    m.objective = cost_model::ObjectiveName(tuner.model().objective());
-    m.trained_on = int64_t(tuner.measured().size());
-    auto bytes = tuner.model().Serialize();
-    if (!bytes.ok()) return Fail(err, 1, std::string(bytes.status().message()));
-    m.bytes = *std::move(bytes);
-    if (auto id = (*log)->SaveCostModel(m); !id.ok())
-      return Fail(err, 1, std::string(id.status().message()));
-  }
+  if (absl::Status m = server::StoreModel(**log, spec, tuner); !m.ok())
+    return Fail(err, 1, std::string(m.message()));
   if (flags.count("save-model")) {
     auto bytes = tuner.model().Serialize();
     std::ofstream f(flags["save-model"], std::ios::binary);

@@ -101,8 +101,12 @@ void JobRunner::RunJob(int64_t job_id, Running_* running) {
     task_of[st->key] = int(tasks.size());
     tasks.push_back(*std::move(st));
   }
-  const int64_t budget = spec.budget().max_trials() > 0
-                             ? spec.budget().max_trials()
+  // The trial budget over all tasks: the spec's; none when it sets only a
+  // per-task limit or a wall time; else the server's default per task.
+  const v1::Budget& b = spec.budget();
+  const int64_t budget = b.max_trials() > 0 ? b.max_trials()
+                         : b.max_trials_per_task() > 0 || b.max_seconds() > 0
+                             ? int64_t{search::kNoTrialLimit}
                              : int64_t(options_.default_trials_per_task) * int64_t(tasks.size());
   const int64_t done_before = job->trials_done();
 
@@ -166,8 +170,10 @@ void JobRunner::RunJob(int64_t job_id, Running_* running) {
   search::TuneOptions o;
   o.strategy = spec.strategy() == v1::SEARCH_STRATEGY_RANDOM ? search::Strategy::kRandom
                                                              : search::Strategy::kEvolutionary;
-  o.max_trials = int(std::max<int64_t>(0, budget - done_before));
-  o.max_seconds = double(spec.budget().max_seconds());
+  o.max_trials = int(std::clamp<int64_t>(budget - done_before, 0, search::kNoTrialLimit));
+  o.max_seconds = double(b.max_seconds());
+  o.max_trials_per_task = int(std::min<int64_t>(b.max_trials_per_task(), search::kNoTrialLimit));
+  o.early_stop_trials = int(std::min<int64_t>(b.early_stop_trials(), search::kNoTrialLimit));
   o.batch = options_.batch;
   o.keep_features = false;  // the job trains no model beyond its own search's
   // A resumed job draws from a fresh stream (its earlier draws are in the records).
@@ -186,6 +192,8 @@ void JobRunner::RunJob(int64_t job_id, Running_* running) {
   };
   search::Tuner tuner(tasks, &measurer, o);
   tuner_ptr = &tuner;
+  // tasks[i] is job->tasks(i): a resumed job's trials count towards the per-task limit.
+  for (int i = 0; i < job->tasks_size(); ++i) tuner.AddEarlierTrials(i, job->tasks(i).trials());
 
   // Warm start and resume: what the database knows about this target.
   // Per fingerprint field, the values the job's agents (board: CPU, GPU,
@@ -242,6 +250,18 @@ void JobRunner::RunJob(int64_t job_id, Running_* running) {
         return !((hardware || toolchain) && refuse);
       });
   if (!warm.ok()) return finish(v1::JOB_STATE_FAILED, std::string(warm.status().message()));
+  // The target's newest stored cost model ranks the first batch (a resumed
+  // job's own snapshot, restored below, replaces it).
+  absl::StatusOr<StoredModelStart> model_start;
+  if (o.strategy == search::Strategy::kEvolutionary) {
+    model_start = StartFromStoredModel(log_, target_spec, tuner);
+    if (!model_start.ok()) {
+      return finish(v1::JOB_STATE_FAILED, std::string(model_start.status().message()));
+    }
+    if (!model_start->note.empty()) {
+      log->info("event=cost_model job={} {}", job_id, model_start->note);
+    }
+  }
   bool restored = false;
   if (done_before > 0) {
     absl::StatusOr<std::string> bytes = log_.LoadJobSnapshot(job_id);
@@ -262,8 +282,9 @@ void JobRunner::RunJob(int64_t job_id, Running_* running) {
                            : "")
       .IgnoreError();
   on_change_();
-  log->info("event=job_started job={} tasks={} budget={} done_before={} device_key={}", job_id,
-            tasks.size(), budget, done_before, spec.device_key());
+  log->info("event=job_started job={} tasks={} strategy={} budget={} done_before={} device_key={}",
+            job_id, tasks.size(), search::StrategyName(o.strategy), budget, done_before,
+            spec.device_key());
   if (n_hardware + n_toolchain > 0) {
     log->warn("event=foreign_records job={} other_hardware={} other_toolchain={} policy={}", job_id,
               n_hardware, n_toolchain, refuse ? "refuse" : "warn");
@@ -285,12 +306,27 @@ void JobRunner::RunJob(int64_t job_id, Running_* running) {
                                same_failures, " failed on the device with the same error: ",
                                last_failure));
   }
+  // The final model is the next job's (or `tunefarm tune`'s) starting model
+  // on this target.
+  if (absl::Status m = StoreModel(log_, target_spec, tuner); !m.ok()) {
+    log->warn("event=cost_model_not_stored job={} error=\"{}\"", job_id, std::string(m.message()));
+  }
   std::string note;
+  if (tuner.end() == search::Tuner::End::kSeconds) {
+    note = absl::StrCat("; wall-time budget of ", b.max_seconds(), " s reached");
+  } else if (tuner.end() == search::Tuner::End::kTasksDone) {
+    note =
+        "; every task stopped (at its trial limit, no better schedule for the early-stop "
+        "trials, or none left to try)";
+  }
+  if (model_start.ok() && model_start->loaded && !restored) {
+    absl::StrAppend(&note, "; the search started from ", model_start->note);
+  }
   const char* fate = refuse ? "left out" : "reused";
   const char* policy = refuse ? "refuse" : "warn";
   if (n_hardware > 0) {
-    note = absl::StrCat("; ", n_hardware, " records measured on other hardware ", fate,
-                        " (fingerprint policy ", policy, ")");
+    absl::StrAppend(&note, "; ", n_hardware, " records measured on other hardware ", fate,
+                    " (fingerprint policy ", policy, ")");
   }
   if (n_toolchain > 0) {
     absl::StrAppend(&note, "; ", n_toolchain, " records built by another compiler ", fate,

@@ -556,7 +556,8 @@ absl::StatusOr<int64_t> TuningLog::CreateJob(const v1::JobSpec& in) {
     return absl::InvalidArgumentError("job has no device_key (which agents measure it)");
   }
   const v1::Budget& b = spec.budget();
-  if (b.max_trials() < 0 || b.max_seconds() < 0 || b.max_trials_per_task() < 0) {
+  if (b.max_trials() < 0 || b.max_seconds() < 0 || b.max_trials_per_task() < 0 ||
+      b.early_stop_trials() < 0) {
     return absl::InvalidArgumentError("budget values must not be negative");
   }
   if (!v1::SearchStrategy_IsValid(spec.strategy())) {

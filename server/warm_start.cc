@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+
 namespace tunefarm::server {
 
 search::MeasureResult ResultFromRecord(const v1::Record& r) {
@@ -70,6 +73,34 @@ absl::StatusOr<WarmStartCounts> WarmStart(TuningLog& log, const ir::Target& targ
     q.after_record_id = page->back().record_id();
   }
   return counts;
+}
+
+absl::StatusOr<StoredModelStart> StartFromStoredModel(TuningLog& log,
+                                                      const std::string& target_spec,
+                                                      search::Tuner& tuner) {
+  absl::StatusOr<TuningLog::StoredCostModel> stored = log.LatestCostModel(target_spec);
+  if (absl::IsNotFound(stored.status())) return StoredModelStart{};
+  if (!stored.ok()) return stored.status();
+  absl::StatusOr<std::unique_ptr<cost_model::CostModel>> m =
+      cost_model::CostModel::Deserialize(stored->bytes);
+  if (!m.ok()) {
+    return StoredModelStart{false, absl::StrCat("ignoring stored cost model #", stored->id, ": ",
+                                                m.status().message())};
+  }
+  tuner.SetInitialModel(*std::move(m));
+  return StoredModelStart{
+      true, absl::StrCat("stored model #", stored->id, " (", stored->trained_on, " records)")};
+}
+
+absl::Status StoreModel(TuningLog& log, const std::string& target_spec,
+                        const search::Tuner& tuner) {
+  if (!tuner.model().trained()) return absl::OkStatus();
+  TuningLog::StoredCostModel m;
+  m.target_spec = target_spec;
+  m.objective = cost_model::ObjectiveName(tuner.model().objective());
+  m.trained_on = int64_t(tuner.measured().size());
+  TF_ASSIGN_OR_RETURN(m.bytes, tuner.model().Serialize());
+  return log.SaveCostModel(m).status();
 }
 
 }  // namespace tunefarm::server

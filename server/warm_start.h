@@ -42,4 +42,19 @@ absl::StatusOr<WarmStartCounts> WarmStart(
     const std::map<std::string, int>& task_of, search::Tuner& tuner,
     const std::function<bool(const v1::Record&)>& keep = nullptr);
 
+// The newest cost model stored for `target_spec` as the tuner's starting
+// model (Tuner::SetInitialModel). `note` says which model, or why a stored
+// one was skipped (another feature layout); empty when there is none.
+struct StoredModelStart {
+  bool loaded = false;
+  std::string note;
+};
+absl::StatusOr<StoredModelStart> StartFromStoredModel(TuningLog& log,
+                                                      const std::string& target_spec,
+                                                      search::Tuner& tuner);
+
+// Stores the tuner's model for `target_spec`, the next run's starting model;
+// nothing when it was never trained.
+absl::Status StoreModel(TuningLog& log, const std::string& target_spec, const search::Tuner& tuner);
+
 }  // namespace tunefarm::server

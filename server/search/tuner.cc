@@ -26,16 +26,33 @@ Tuner::Tuner(std::vector<Task> tasks, Measurer* measurer, TuneOptions options)
             for (const Task& t : tasks_) w.push_back(t.weight);
             return w;
           }(),
-          options.scheduler),
-      model_(std::make_unique<cost_model::CostModel>(options.objective)) {}
+          [&] {
+            TaskSchedulerOptions so = options.scheduler;
+            if (options.early_stop_trials > 0) {
+              so.early_stop_rounds = (options.early_stop_trials + std::max(1, options.batch) - 1) /
+                                     std::max(1, options.batch);
+            }
+            return so;
+          }()),
+      model_(std::make_unique<cost_model::CostModel>(options.objective)),
+      task_trials_(tasks_.size(), 0) {}
+
+double Tuner::seconds() const {
+  if (!running_) return seconds_before_;
+  return seconds_before_ +
+         std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+}
 
 void Tuner::SetInitialModel(std::unique_ptr<cost_model::CostModel> model) {
-  if (model != nullptr) model_ = std::move(model);
+  if (model == nullptr) return;
+  model_ = std::move(model);
+  initial_model_ = true;
 }
 
 absl::StatusOr<v1::SearchSnapshot> Tuner::Snapshot() const {
   v1::SearchSnapshot snap;
   snap.set_trials(trials_);
+  snap.set_seconds(seconds());
   snap.set_rng_state(policy_.RngState());
   scheduler_.SaveTo(&snap);
   if (model_ != nullptr && model_->trained()) {
@@ -63,6 +80,7 @@ absl::Status Tuner::Restore(const v1::SearchSnapshot& snapshot) {
     model_ = std::move(model);
     restored_model_ = true;
   }
+  seconds_before_ = std::max(0.0, snapshot.seconds());
   return absl::OkStatus();
 }
 
@@ -116,14 +134,35 @@ absl::Status Tuner::Retrain() {
 }
 
 absl::Status Tuner::Run(const std::function<void(const Trial&)>& on_trial) {
-  auto start = std::chrono::steady_clock::now();
+  start_ = std::chrono::steady_clock::now();
+  running_ = true;
+  struct NotRunning {
+    Tuner* t;
+    ~NotRunning() {
+      t->seconds_before_ = t->seconds();
+      t->running_ = false;
+    }
+  } not_running{this};
   auto elapsed = [&] {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   };
   auto out_of_budget = [&] {
-    if (options_.stop && options_.stop()) return true;
-    return trials_ >= options_.max_trials ||
-           (options_.max_seconds > 0 && elapsed() >= options_.max_seconds);
+    if (options_.stop && options_.stop()) {
+      end_ = End::kStopped;
+    } else if (trials_ >= options_.max_trials) {
+      end_ = End::kTrials;
+    } else if (options_.max_seconds > 0 && seconds() >= options_.max_seconds) {
+      end_ = End::kSeconds;
+    } else {
+      return false;
+    }
+    return true;
+  };
+  // Trials `task` may still take under max_trials_per_task.
+  auto task_left = [&](int task) {
+    return options_.max_trials_per_task > 0
+               ? std::max<int64_t>(0, options_.max_trials_per_task - task_trials_[task])
+               : int64_t{kNoTrialLimit};
   };
   auto measure = [&](int task, const std::vector<v1::Schedule>& batch) {
     std::vector<MeasureResult> results = measurer_->Measure(tasks_[task], batch);
@@ -131,23 +170,34 @@ absl::Status Tuner::Run(const std::function<void(const Trial&)>& on_trial) {
       Record(task, batch[i], results[i]);
       if (on_trial) on_trial({task, trials_, int(i), batch[i], results[i], elapsed()});
       ++trials_;
+      ++task_trials_[task];
     }
     return results;
   };
   if (options_.measure_default) {
     for (size_t t = 0; t < tasks_.size() && !out_of_budget(); ++t) {
       v1::Schedule def = ir::DefaultSchedule(tasks_[t].dag, tasks_[t].target);
-      if (histories_[t].measured.count(ir::ScheduleHash(def))) continue;
+      if (histories_[t].measured.count(ir::ScheduleHash(def)) || task_left(int(t)) == 0) continue;
       std::vector<MeasureResult> r = measure(int(t), {def});
       if (r[0].status == MeasureResult::Status::kOk) default_seconds_[t] = r[0].seconds;
     }
   }
-  // A restored model is the one the interrupted run would have used next.
-  if (!restored_model_) TF_RETURN_IF_ERROR(Retrain());
+  // A restored model is the one the interrupted run would have used next;
+  // an initial one was trained on what the database holds (retraining on
+  // the same records would only cost time).
+  if (!restored_model_ && !initial_model_) TF_RETURN_IF_ERROR(Retrain());
   while (!out_of_budget()) {
     int task = scheduler_.Next();
-    if (task < 0) break;
-    int n = std::min(options_.batch, options_.max_trials - trials_);
+    if (task < 0) {
+      end_ = End::kTasksDone;
+      break;
+    }
+    if (task_left(task) == 0) {
+      scheduler_.Stop(task);
+      continue;
+    }
+    int n =
+        int(std::min<int64_t>({options_.batch, options_.max_trials - trials_, task_left(task)}));
     std::vector<v1::Schedule> batch =
         policy_.Propose(tasks_[task], histories_[task], model_.get(), n);
     if (batch.empty()) {

@@ -12,7 +12,9 @@
 // again. `on_trial` sees every result as it arrives (to store it).
 #pragma once
 
+#include <chrono>
 #include <functional>
+#include <limits>
 #include <map>
 #include <memory>
 #include <string>
@@ -26,10 +28,16 @@
 
 namespace tunefarm::search {
 
+constexpr int kNoTrialLimit = std::numeric_limits<int>::max();
+
 struct TuneOptions {
   Strategy strategy = Strategy::kEvolutionary;
-  int max_trials = 64;     // measurements, defaults included
-  double max_seconds = 0;  // wall time; 0: no limit
+  int max_trials = 64;          // measurements, defaults included (kNoTrialLimit: none)
+  double max_seconds = 0;       // wall time, a restored run's earlier time included; 0: no limit
+  int max_trials_per_task = 0;  // this task's measurements, earlier ones included; 0: no limit
+  // A task whose best has not improved for this many of its trials stops
+  // (TaskSchedulerOptions::early_stop_rounds, in batches); 0: never.
+  int early_stop_trials = 0;
   int batch = 16;
   uint64_t seed = 1;
   EvolutionOptions evolution;
@@ -64,6 +72,9 @@ class Tuner {
   Tuner(std::vector<Task> tasks, Measurer* measurer, TuneOptions options);
 
   void AddHistory(int task, const ::tunefarm::v1::Schedule& schedule, const MeasureResult& result);
+  // Trials of `task` an earlier run of the same job made (a resumed job):
+  // they count towards max_trials_per_task.
+  void AddEarlierTrials(int task, int64_t n) { task_trials_[task] += n; }
   // A record of another workload on the same target: training data for the
   // cost model only (transfer across tasks and jobs).
   void AddTransferRecord(const Task& other, const ::tunefarm::v1::Schedule& schedule,
@@ -74,10 +85,20 @@ class Tuner {
   const TaskHistory& history(int task) const { return histories_[task]; }
   double default_seconds(int task) const { return default_seconds_[task]; }
   int trials() const { return trials_; }
+  int64_t task_trials(int task) const { return task_trials_[task]; }
+  // Why the last Run ended.
+  enum class End { kNotRun, kTrials, kSeconds, kStopped, kTasksDone };
+  End end() const { return end_; }
+  // kTasksDone: every task at its per-task limit, stopped early (no better
+  // schedule for early_stop_trials) or out of new schedules.
+  // Wall time spent tuning: this run's, plus a restored run's earlier time.
+  double seconds() const;
   const cost_model::CostModel& model() const { return *model_; }
-  // A model trained before this run (the database's snapshot for the
-  // target, or a file): steers the search until the run has enough records
-  // of its own to train one (then it is replaced).
+  // A model trained before this run (the database's newest for the target,
+  // or a file): it ranks the first batch as it is, and is replaced by a
+  // model retrained on everything after that batch (or, with fewer than
+  // min_train_records, once there are enough). Without one, a run with
+  // enough warm-start records trains its first model before the first batch.
   void SetInitialModel(std::unique_ptr<cost_model::CostModel> model);
 
   // The search's own state (random generator, task rounds, cost model):
@@ -109,9 +130,15 @@ class Tuner {
   TaskScheduler scheduler_;
   std::unique_ptr<cost_model::CostModel> model_;
   bool restored_model_ = false;
+  bool initial_model_ = false;
   std::vector<MeasuredProgram> measured_;  // the model's training data
   std::map<std::string, int> transfer_groups_;
   int trials_ = 0;
+  std::vector<int64_t> task_trials_;
+  double seconds_before_ = 0;  // restored
+  std::chrono::steady_clock::time_point start_;
+  bool running_ = false;
+  End end_ = End::kNotRun;
 };
 
 }  // namespace tunefarm::search

@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -336,6 +337,93 @@ TEST_F(E2ETest, FarmRunsAJobAndResumesItAfterAServerCrash) {
     auto st = (*p)->Wait(absl::Seconds(20));
     ASSERT_TRUE(st.ok());
     EXPECT_EQ(DescribeWaitStatus(*st), "exited with 0");
+  }
+}
+
+// What a job's spec chooses, through the CLI and the real farm: a per-task
+// trial limit with no total; the random strategy with a wall time alone;
+// early stop. An evolutionary job stores its final cost model, and the next
+// one on the target starts from it.
+TEST_F(E2ETest, JobBudgetsStrategiesAndTheStoredModel) {
+  std::string db = dir_.File("farm.db");
+  auto server = ServerProcess::Start(db, dir_.path(), {"--heartbeat_interval_ms=200"});
+  ASSERT_TRUE(server.ok()) << server.status();
+  std::string addr = (*server)->address();
+  Subprocess::Options quiet;
+  quiet.capture_stdout = false;
+  quiet.stderr_path = dir_.File("procs.log");
+  auto agent = Subprocess::Start(
+      {BinPath("tunefarm-agent"), "--server=" + addr, "--key=x86-test", "--device_id=agent-1"},
+      quiet);
+  auto worker = Subprocess::Start(
+      {BinPath("tunefarm-worker"), "--server=" + addr, "--device_id=worker-1", "--threads=2"},
+      quiet);
+  ASSERT_TRUE(agent.ok() && worker.ok());
+  std::string spec = dir_.File("job.json");
+  testing::WriteFile(spec, R"({"name": "budgets", "tasks": [
+    {"workload": {"op": "OP_KIND_DENSE", "inputs": [{"shape": [8, 48]}, {"shape": [40, 48]}]}},
+    {"workload": {"op": "OP_KIND_DENSE", "inputs": [{"shape": [4, 32]}, {"shape": [24, 32]}]}}]})");
+  auto records = [&](int job) {
+    CommandResult out = Cli(**server, {"records", "--job=" + std::to_string(job), "--limit=1000",
+                                       "--json"});
+    std::istringstream in(out.out);
+    auto parsed = cli::ParseRecordsJsonl(in, "records --json");
+    EXPECT_TRUE(parsed.ok()) << parsed.status();
+    return parsed.ok() ? *parsed : std::vector<v1::Record>();
+  };
+  auto finished = [&](int job) {
+    const std::string id = std::to_string(job);
+    bool done = testing::WaitFor(
+        [&] { return absl::StrContains(Cli(**server, {"job", id}).out, "succeeded"); },
+        absl::Seconds(300));
+    std::string out = Cli(**server, {"job", id}).out;
+    EXPECT_TRUE(done) << out << testing::ReadFileOrEmpty(dir_.File("procs.log"));
+    return out;
+  };
+
+  // 1: 40 trials per task, no total.
+  CommandResult r = Cli(**server, {"submit", spec, "--target=llvm", "--device_key=x86-test",
+                                   "--trials_per_task=40"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::string job = finished(1);
+  EXPECT_TRUE(absl::StrContains(job, "search: evolutionary   budget:   per task 40")) << job;
+  EXPECT_TRUE(absl::StrContains(job, "every task stopped")) << job;
+  std::map<std::string, int> per_task;
+  for (const v1::Record& rec : records(1)) ++per_task[rec.workload_key()];
+  ASSERT_EQ(per_task.size(), 2u);
+  for (const auto& [key, n] : per_task) EXPECT_EQ(n, 40) << key;
+
+  // 2: random, 3 seconds of wall time and no trial count.
+  r = Cli(**server, {"submit", spec, "--target=llvm", "--device_key=x86-test",
+                     "--strategy=random", "--time_limit=3"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  job = finished(2);
+  EXPECT_TRUE(absl::StrContains(job, "search: random   budget:   wall time 3 s")) << job;
+  EXPECT_TRUE(absl::StrContains(job, "wall-time budget of 3 s reached")) << job;
+  EXPECT_FALSE(records(2).empty());
+
+  // 3: evolutionary from job 1's stored model; it stops once a round of
+  // each task finds nothing better, long before 1,000 trials.
+  r = Cli(**server, {"submit", spec, "--target=llvm", "--device_key=x86-test", "--trials=1000",
+                     "--early_stop=8"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  job = finished(3);
+  EXPECT_TRUE(absl::StrContains(job, "early stop after 8 trials")) << job;
+  EXPECT_TRUE(absl::StrContains(job, "every task stopped")) << job;
+  EXPECT_TRUE(absl::StrContains(job, "the search started from stored model #")) << job;
+  EXPECT_LT(records(3).size(), 1000u);
+  std::printf("job 3 stopped early after %zu trials:\n%s", records(3).size(), job.c_str());
+
+  // Bad values are one line and exit 2.
+  r = Cli(**server, {"submit", spec, "--device_key=x86-test", "--strategy=greedy"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(absl::StrContains(r.err, "unknown search strategy 'greedy'")) << r.err;
+  r = Cli(**server, {"submit", spec, "--device_key=x86-test", "--early_stop=-3"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(absl::StrContains(r.err, "--early_stop needs a positive number")) << r.err;
+  for (auto* p : {&*agent, &*worker}) {
+    (*p)->Kill(SIGTERM);
+    ASSERT_TRUE((*p)->Wait(absl::Seconds(20)).ok());
   }
 }
 

@@ -1,6 +1,8 @@
 // The task scheduler on synthetic tasks, the policies' no-repeat guarantee,
 // and a short real tuning run on this machine through the local measurer.
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <cstdio>
 #include <map>
 #include <optional>
@@ -459,8 +461,8 @@ TEST(LocalMeasurer, BadScheduleIsABuildErrorWithTheReason) {
   EXPECT_GT(r[1].seconds, 0);
 }
 
-TEST(Tuner, ShortRealRunMeasuresEachCandidateOnceAndKeepsTheDefaultAsFloor) {
-  std::vector<search::Task> tasks = {MakeTask("matmul(M=64,N=64,K=64)"),
+TEST(Tuner, ShortRealRunMeasuresEachCandidateOnceAndBeatsTheDefault) {
+  std::vector<search::Task> tasks = {MakeTask("matmul(M=256,N=256,K=256)"),
                                      MakeTask("conv2d_nchw(N=1,C=8,H=14,W=14,K=16,R=3,S=3,pad=1)")};
   search::LocalMeasureOptions mo;
   mo.min_repeat_ms = 2;
@@ -492,11 +494,151 @@ TEST(Tuner, ShortRealRunMeasuresEachCandidateOnceAndKeepsTheDefaultAsFloor) {
   for (size_t t = 0; t < tasks.size(); ++t) {
     ASSERT_GT(tuner.default_seconds(t), 0);
     double best = tuner.history(t).best_seconds();
-    EXPECT_LE(best, tuner.default_seconds(t));  // the default is a candidate: the floor holds
+    // The search improves on the default. Neither default has a register
+    // tile; the tuned kernels ran 1.5-1.9x faster in five runs here, so a
+    // noisy repeat cannot close the gap.
+    EXPECT_LT(best, tuner.default_seconds(t)) << tasks[t].name;
     std::printf("%s: default %.1f GFLOP/s, best of %d trials %.1f GFLOP/s\n", tasks[t].name.c_str(),
                 tasks[t].flops / tuner.default_seconds(t) * 1e-9, tuner.history(t).trials,
                 tasks[t].flops / best * 1e-9);
   }
+}
+
+// The measurer of a run, watched: which cost model the tuner held when each
+// batch was handed over.
+class WatchedMeasurer : public search::Measurer {
+ public:
+  explicit WatchedMeasurer(search::Measurer* real) : real_(real) {}
+  std::vector<MeasureResult> Measure(const search::Task& task,
+                                     const std::vector<v1::Schedule>& schedules) override {
+    if (tuner != nullptr) models.push_back(&tuner->model());
+    return real_->Measure(task, schedules);
+  }
+  const search::Tuner* tuner = nullptr;
+  std::vector<const cost_model::CostModel*> models;
+
+ private:
+  search::Measurer* real_;
+};
+
+search::LocalMeasurer QuickMeasurer() {
+  search::LocalMeasureOptions mo;
+  mo.min_repeat_ms = 1;
+  mo.repeats = 2;
+  return search::LocalMeasurer(mo);
+}
+
+// A stored model (the database's newest for the target) ranks the first
+// batch as it is, though the run starts with records enough to train one;
+// the model is retrained after that batch.
+TEST(Tuner, StoredModelRanksTheFirstBatch) {
+  std::vector<search::Task> tasks = {MakeTask("matmul(M=32,N=32,K=32)")};
+  search::LocalMeasurer local = QuickMeasurer();
+  search::TuneOptions o;
+  o.max_trials = 1 + 16;
+  o.batch = 8;
+  o.min_train_records = 8;
+  o.evolution.population = 32;
+  o.evolution.generations = 1;
+  std::vector<search::Trial> trials;
+  search::Tuner first(tasks, &local, o);
+  ASSERT_TRUE(first.Run([&](const search::Trial& t) { trials.push_back(t); }).ok());
+  ASSERT_TRUE(first.model().trained());
+  auto bytes = first.model().Serialize();
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+
+  for (bool with_stored_model : {true, false}) {
+    WatchedMeasurer watched(&local);
+    o.max_trials = 8;
+    search::Tuner second(tasks, &watched, o);
+    watched.tuner = &second;
+    for (const search::Trial& t : trials) second.AddHistory(0, t.schedule, t.result);
+    const cost_model::CostModel* stored = nullptr;
+    if (with_stored_model) {
+      auto model = cost_model::CostModel::Deserialize(*bytes);
+      ASSERT_TRUE(model.ok()) << model.status();
+      stored = model->get();
+      second.SetInitialModel(*std::move(model));
+    }
+    ASSERT_TRUE(second.Run().ok());
+    ASSERT_EQ(watched.models.size(), 1u);  // the default is in the history: one batch
+    if (with_stored_model) {
+      EXPECT_EQ(watched.models[0], stored) << "the stored model was replaced before it ranked";
+    } else {
+      EXPECT_TRUE(watched.models[0]->trained()) << "17 records: a model before the first batch";
+    }
+    EXPECT_NE(&second.model(), stored);  // retrained after the batch
+    EXPECT_TRUE(second.model().trained());
+  }
+}
+
+// Budgets: a per-task limit that counts a resumed job's earlier trials; a
+// run without a trial limit that ends at its wall time, which counts the
+// restored run's time; early stop once a task finds nothing better.
+TEST(Tuner, PerTaskLimitsWallTimeAndEarlyStop) {
+  std::vector<search::Task> tasks = {MakeTask("matmul(M=16,N=32,K=8)"),
+                                     MakeTask("matmul(M=8,N=24,K=16)")};
+  search::LocalMeasurer local = QuickMeasurer();
+  search::TuneOptions o;
+  o.max_trials = search::kNoTrialLimit;
+  o.max_trials_per_task = 10;
+  o.batch = 4;
+  o.evolution.population = 16;
+  o.evolution.generations = 1;
+  std::map<int, int> per_task;
+  {
+    search::Tuner tuner(tasks, &local, o);
+    tuner.AddEarlierTrials(0, 4);
+    ASSERT_TRUE(tuner.Run([&](const search::Trial& t) { ++per_task[t.task]; }).ok());
+    EXPECT_EQ(per_task[0], 6);
+    EXPECT_EQ(per_task[1], 10);
+    EXPECT_EQ(tuner.task_trials(0), 10);
+    EXPECT_EQ(tuner.trials(), 16);
+    EXPECT_EQ(tuner.end(), search::Tuner::End::kTasksDone);
+  }
+
+  // Wall time only: the run stops at the first check past it.
+  o.max_trials_per_task = 0;
+  o.max_seconds = 0.5;
+  v1::SearchSnapshot snap;
+  {
+    search::Tuner tuner(tasks, &local, o);
+    ASSERT_TRUE(tuner.Run().ok());
+    EXPECT_EQ(tuner.end(), search::Tuner::End::kSeconds);
+    EXPECT_GT(tuner.trials(), 0);
+    EXPECT_GE(tuner.seconds(), 0.5);
+    auto s = tuner.Snapshot();
+    ASSERT_TRUE(s.ok()) << s.status();
+    snap = *s;
+    EXPECT_GE(snap.seconds(), 0.5);
+  }
+  // Resumed with that time spent: nothing is left to measure.
+  {
+    search::Tuner tuner(tasks, &local, o);
+    ASSERT_TRUE(tuner.Restore(snap).ok());
+    ASSERT_TRUE(tuner.Run().ok());
+    EXPECT_EQ(tuner.trials(), 0);
+    EXPECT_EQ(tuner.end(), search::Tuner::End::kSeconds);
+  }
+
+  // Early stop: one task; it ends when a whole batch (4 trials) finds
+  // nothing better than the best before it, long before 200 trials.
+  o.max_seconds = 0;
+  o.max_trials = 200;
+  o.early_stop_trials = 4;
+  std::vector<double> seconds;
+  search::Tuner tuner({tasks[0]}, &local, o);
+  ASSERT_TRUE(tuner
+                  .Run([&](const search::Trial& t) {
+                    seconds.push_back(t.result.status == MeasureResult::Status::kOk
+                                          ? t.result.seconds
+                                          : std::numeric_limits<double>::infinity());
+                  })
+                  .ok());
+  EXPECT_EQ(tuner.end(), search::Tuner::End::kTasksDone);
+  ASSERT_GE(seconds.size(), 5u);
+  const double before_last = *std::min_element(seconds.begin(), seconds.end() - 4);
+  EXPECT_EQ(*std::min_element(seconds.begin(), seconds.end()), before_last);
 }
 
 // Exact resume: a run is interrupted after its second batch; a new tuner
