@@ -31,6 +31,7 @@
 #include "compiler/ir/workload_spec.h"
 #include "cost_model/xgb_model.h"
 #include "server/search/local_measurer.h"
+#include "server/search/policy.h"
 #include "server/search/tuner.h"
 #include "server/tuning_log.h"
 #include "server/warm_start.h"
@@ -324,7 +325,7 @@ int RunSearchBench(const std::vector<std::string>& args) {
   }
   std::vector<Run> runs;
   std::map<std::string, double> onednn;
-  std::vector<std::string> rows, finals_json, run_to_rows;
+  std::vector<std::string> rows, finals_json, run_to_rows, model_rows;
   for (const Anchor& a : KernelAnchors()) {
     if (std::find_if(std::begin(kSearchAnchors), std::end(kSearchAnchors), [&](const char* n) {
           return std::string(n) == a.name;
@@ -583,11 +584,41 @@ int RunSearchBench(const std::vector<std::string>& args) {
       double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       if (!scores.ok()) continue;
       cost_model::ModelQuality q = cost_model::EvaluateModel(*scores, test, 10);
+      // What the search pays per candidate it ranks: the schedule built from
+      // fresh sketch decisions, replayed and lowered, its features, the
+      // prediction (on one core).
+      std::mt19937_64 rng(5);
+      std::vector<cost_model::ProgramFeatures> fresh;
+      auto s0 = std::chrono::steady_clock::now();
+      for (int i = 0; i < 512; ++i) {
+        auto sched = ir::BuildTiledSchedule(
+            task.dag, target, ir::SampleTilingDecisions(task.dag, target, rng));
+        if (!sched.ok()) continue;
+        auto f = search::FeaturesOf(task, *sched);
+        if (f.ok()) fresh.push_back(*std::move(f));
+      }
+      std::vector<const cost_model::ProgramFeatures*> fresh_ps;
+      for (const auto& f : fresh) fresh_ps.push_back(&f);
+      auto fresh_scores = model.Predict(fresh_ps);
+      const double scored_per_s =
+          fresh_scores.ok() ? double(fresh.size()) /
+                                  std::max(1e-9, std::chrono::duration<double>(
+                                                     std::chrono::steady_clock::now() - s0)
+                                                     .count())
+                            : NAN;
+      const double predictions_per_s = double(ps.size()) / std::max(1e-9, secs);
       std::printf(
           "model %-10s on %-22s train %zu test %zu: pairwise accuracy %.3f, recall@10 %.2f, %.0f "
-          "predictions/s\n",
+          "predictions/s, %.0f candidates scored/s (built, lowered, features, predicted)\n",
           cost_model::ObjectiveName(obj), a.name, train.size(), test.size(), q.pairwise_accuracy,
-          q.recall_at_k, double(ps.size()) / std::max(1e-9, secs));
+          q.recall_at_k, predictions_per_s, scored_per_s);
+      model_rows.push_back(absl::StrCat(
+          "{\"workload\": \"", a.name, "\", \"objective\": \"", cost_model::ObjectiveName(obj),
+          "\", \"train\": ", train.size(), ", \"test\": ", test.size(),
+          ", \"pairwise_accuracy\": ", absl::StrFormat("%.4f", q.pairwise_accuracy),
+          ", \"recall_at_10\": ", absl::StrFormat("%.3f", q.recall_at_k),
+          ", \"predictions_per_s\": ", Num(predictions_per_s),
+          ", \"candidates_scored_per_s\": ", Num(scored_per_s), "}"));
     }
     std::printf("\n");
     std::fflush(stdout);
@@ -603,6 +634,9 @@ int RunSearchBench(const std::vector<std::string>& args) {
     f << "], \"run_to\": [\n";
     for (size_t i = 0; i < run_to_rows.size(); ++i)
       f << "  " << run_to_rows[i] << (i + 1 < run_to_rows.size() ? ",\n" : "\n");
+    f << "], \"models\": [\n";
+    for (size_t i = 0; i < model_rows.size(); ++i)
+      f << "  " << model_rows[i] << (i + 1 < model_rows.size() ? ",\n" : "\n");
     f << "]}\n";
   }
   if (!svg_path.empty()) WriteSvg(svg_path, runs, onednn);

@@ -59,6 +59,7 @@ enum BufferCol {
   kReuseIters,
   kReuseBytes,
   kAccessCount,
+  kAccessedBytes,
 };
 
 struct OpCounts {
@@ -329,6 +330,9 @@ class Extractor {
         s.f[kReuseBytes] = Log(Span(a, innermost_reuse + 1, nullptr) * 4);
       }
       s.f[kAccessCount] = float(a.count);
+      // All the bytes the nest reads and writes there, reuse included (bytes
+      // is the distinct ones).
+      s.f[kAccessedBytes] = Log(double(a.count) * iterations * 4);
       scored.push_back(s);
     }
     row[kNumBuffers] = float(accesses.size());
@@ -371,7 +375,8 @@ const std::vector<std::string>& FeatureNames() {
     for (int b = 0; b < kBuffersPerStore; ++b) {
       for (const char* f : {"kind", "bytes", "bytes_per_parallel_iter", "cache_lines",
                             "innermost_stride", "vector_stride", "reuse_count",
-                            "reuse_distance_iters", "reuse_distance_bytes", "access_count"}) {
+                            "reuse_distance_iters", "reuse_distance_bytes", "access_count",
+                            "accessed_bytes"}) {
         n.push_back(absl::StrCat("buf", b, ".", f));
       }
     }

@@ -20,7 +20,7 @@
 namespace tunefarm::cost_model {
 
 constexpr int kBuffersPerStore = 5;
-constexpr int kBufferFeatures = 10;
+constexpr int kBufferFeatures = 11;
 constexpr int kStoreHeader = 27;
 constexpr int kStoreFeatures = kStoreHeader + kBuffersPerStore * kBufferFeatures;
 

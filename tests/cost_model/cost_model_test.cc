@@ -7,6 +7,7 @@
 #include "compiler/ir/gpu_sketch.h"
 #include "compiler/ir/random_schedule.h"
 #include "compiler/ir/schedule.h"
+#include "compiler/ir/schedule_builder.h"
 #include "compiler/ir/workload_spec.h"
 #include "cost_model/features.h"
 #include "cost_model/xgb_model.h"
@@ -18,6 +19,7 @@ namespace {
 
 using cost_model::FeatureNames;
 using cost_model::kStoreFeatures;
+namespace v1 = ::tunefarm::v1;
 
 float L(double x) { return float(std::log2(1 + x)); }
 
@@ -44,6 +46,7 @@ TEST(Features, MatmulLoopsCheckedByHand) {
   EXPECT_FLOAT_EQ(Col(init, "num_buffers"), 1);
   EXPECT_FLOAT_EQ(Col(init, "buf0.kind"), 2);  // write
   EXPECT_FLOAT_EQ(Col(init, "buf0.bytes"), L(4 * 8 * 4));
+  EXPECT_FLOAT_EQ(Col(init, "buf0.accessed_bytes"), L(32 * 4));  // each element once
 
   const auto& upd = f.rows[1];
   EXPECT_FLOAT_EQ(Col(upd, "iterations"), L(64));
@@ -65,6 +68,7 @@ TEST(Features, MatmulLoopsCheckedByHand) {
   EXPECT_FLOAT_EQ(Col(upd, "buf0.reuse_distance_iters"), L(1));
   EXPECT_FLOAT_EQ(Col(upd, "buf0.reuse_distance_bytes"), L(4));
   EXPECT_FLOAT_EQ(Col(upd, "buf0.access_count"), 2);  // the store and the load
+  EXPECT_FLOAT_EQ(Col(upd, "buf0.accessed_bytes"), L(2 * 64 * 4));  // 128 distinct
   // buf1: b[rk, j] (64 bytes): stride 8 along rk, reused across i (4x, 16 iterations apart).
   EXPECT_FLOAT_EQ(Col(upd, "buf1.kind"), 1);
   EXPECT_FLOAT_EQ(Col(upd, "buf1.bytes"), L(64));
@@ -72,6 +76,8 @@ TEST(Features, MatmulLoopsCheckedByHand) {
   EXPECT_FLOAT_EQ(Col(upd, "buf1.reuse_count"), L(4));
   EXPECT_FLOAT_EQ(Col(upd, "buf1.reuse_distance_iters"), L(16));
   EXPECT_FLOAT_EQ(Col(upd, "buf1.reuse_distance_bytes"), L(64));
+  EXPECT_FLOAT_EQ(Col(upd, "buf1.accessed_bytes"), L(64 * 4));
+  EXPECT_FLOAT_EQ(Col(upd, "buf1.cache_lines"), L(2));  // 2 rows of 32 bytes
   // buf2: a[i, rk] (32 bytes): stride 1, reused across j (8x, 2 iterations apart).
   EXPECT_FLOAT_EQ(Col(upd, "buf2.bytes"), L(32));
   EXPECT_FLOAT_EQ(Col(upd, "buf2.innermost_stride"), L(1));
@@ -94,6 +100,51 @@ TEST(Features, AnnotationsShowUp) {
   EXPECT_FLOAT_EQ(Col(upd, "work_per_parallel_iter"), L(5 * 32));
   // out[i, j] along the vector loop: stride 1.
   EXPECT_FLOAT_EQ(Col(upd, "buf0.vector_stride"), L(1));
+  EXPECT_FLOAT_EQ(Col(upd, "unroll_count"), 0);
+  EXPECT_FLOAT_EQ(Col(upd, "unroll_product"), 0);
+  // Inside one parallel iteration (one i): out[i, :] 32 floats, b (the
+  // larger input, buf1) all 5x32 of it, a[i, :] 5 floats.
+  EXPECT_FLOAT_EQ(Col(upd, "buf0.bytes_per_parallel_iter"), L(32 * 4));
+  EXPECT_FLOAT_EQ(Col(upd, "buf1.bytes_per_parallel_iter"), L(5 * 32 * 4));
+  EXPECT_FLOAT_EQ(Col(upd, "buf2.bytes_per_parallel_iter"), L(5 * 4));
+  EXPECT_FLOAT_EQ(Col(upd, "buf1.bytes"), L(5 * 32 * 4));
+  EXPECT_FLOAT_EQ(Col(upd, "buf2.bytes"), L(6 * 5 * 4));
+
+  // j split 4x8 and moved inside rk, both parts unrolled (unrolling is
+  // honoured on innermost loops only).
+  ir::ScheduleBuilder b(*dag, t);
+  ASSERT_TRUE(b.Split(0, 1, {8}).ok());          // i j.0 j.1 rk
+  ASSERT_TRUE(b.Reorder(0, {0, 3, 1, 2}).ok());  // i rk j.0 j.1
+  ASSERT_TRUE(b.Annotate(0, 2, v1::ANNOTATION_UNROLL).ok());
+  ASSERT_TRUE(b.Annotate(0, 3, v1::ANNOTATION_UNROLL).ok());
+  auto unrolled = ir::ScheduleState::Replay(*dag, b.Take(), t);
+  ASSERT_TRUE(unrolled.ok()) << unrolled.status();
+  f = cost_model::ExtractFeatures(unrolled->dag(), ir::Lower(*unrolled));
+  for (const auto& row : f.rows) {
+    EXPECT_FLOAT_EQ(Col(row, "unroll_count"), 2);
+    EXPECT_FLOAT_EQ(Col(row, "unroll_product"), L(4 * 8));
+    EXPECT_FLOAT_EQ(Col(row, "parallel_product"), 0);
+    EXPECT_FLOAT_EQ(Col(row, "work_per_parallel_iter"), Col(row, "iterations"));
+  }
+}
+
+// Pairwise accuracy and recall of the true top-k on scores made by hand.
+TEST(CostModel, QualityMeasuresCheckedByHand) {
+  cost_model::ProgramFeatures none;
+  // Group 0: labels 4 3 2 1, scores rank them 4 2 3 1 (one pair of 6 swapped).
+  // Group 1: labels 3 2 1, scores exactly reversed (0 of 3 pairs right).
+  std::vector<cost_model::Sample> samples = {{&none, 4, 0}, {&none, 3, 0}, {&none, 2, 0},
+                                             {&none, 1, 0}, {&none, 3, 1}, {&none, 2, 1},
+                                             {&none, 1, 1}};
+  std::vector<float> scores = {0.9f, 0.5f, 0.6f, 0.1f, 0.1f, 0.2f, 0.3f};
+  cost_model::ModelQuality q = cost_model::EvaluateModel(scores, samples, 2);
+  EXPECT_EQ(q.pairs, 9);
+  EXPECT_DOUBLE_EQ(q.pairwise_accuracy, 5.0 / 9.0);
+  // Top 2: group 0 predicts {4, 2} for the true {4, 3}: 1/2; group 1 predicts
+  // {1, 2} for {3, 2}: 1/2.
+  EXPECT_DOUBLE_EQ(q.recall_at_k, 0.5);
+  q = cost_model::EvaluateModel(scores, samples, 4);  // group 1 is too small for k = 4
+  EXPECT_DOUBLE_EQ(q.recall_at_k, 1.0);
 }
 
 TEST(Features, GpuBindingAndSharedMemoryCheckedByHand) {

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <map>
 #include <regex>
+#include <set>
 #include <sstream>
 #include <utility>
 
@@ -76,15 +77,17 @@ TEST(BenchSmoke, GpuKernelsRunOrSayWhyNot) {
 // run's best within the largest budget.
 TEST(BenchSmoke, SearchWritesRowsAndWholeRunFigures) {
   testing::TempDir dir;
-  std::string json = dir.File("search.json");
+  std::string json = dir.File("search.json"), svg = dir.File("search.svg");
   testing::CommandResult r =
       testing::RunCommand({testing::BinPath("tunefarm-bench"), "search", "--only", "mbv2_dw",
-                           "--seeds", "1", "--budgets", "8,16", "--run-to", "40", "--json", json},
+                           "--seeds", "1", "--budgets", "8,16", "--run-to", "40", "--json", json,
+                           "--svg", svg},
                           dir.path());
   ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
   std::string text = testing::ReadFileOrEmpty(json);
   const std::regex row(
-      "\"strategy\": \"(\\w+)\", \"trials\": (\\d+), \"seed\": 0, \"threads\": 1, .*"
+      "\"workload\": \"mbv2_dw_c144_h56\", \"strategy\": \"(\\w+)\", \"trials\": (\\d+), "
+      "\"seed\": 0, \"threads\": 1, .*"
       "\"best_gflops\": [0-9.]+, \"trials_to_90pct\": (null|\\d+), \"onednn_gflops\": [0-9.]+");
   const std::regex whole(
       "\"strategy\": \"(\\w+)\", \"trials\": (\\d+), \"seed\": 0, \"run_to\": (\\d+), "
@@ -117,6 +120,36 @@ TEST(BenchSmoke, SearchWritesRowsAndWholeRunFigures) {
       EXPECT_GT(std::stoi(b), key.second) << key.first << " at budget " << key.second;
     }
   }
+
+  // The cost model's quality on held-out records, per objective, and what
+  // scoring a fresh candidate costs end to end.
+  const std::regex model_row(
+      "\"objective\": \"([a-z-]+)\", .*\"pairwise_accuracy\": ([0-9.]+), \"recall_at_10\": "
+      "([0-9.]+), .*\"candidates_scored_per_s\": ([0-9.]+)");
+  std::set<std::string> objectives;
+  std::istringstream model_lines(text);
+  for (std::string line; std::getline(model_lines, line);) {
+    std::smatch m;
+    if (!std::regex_search(line, m, model_row)) continue;
+    objectives.insert(m[1].str());
+    EXPECT_LE(std::stod(m[2]), 1.0) << line;
+    EXPECT_LE(std::stod(m[3]), 1.0) << line;
+    EXPECT_GT(std::stod(m[4]), 0) << line;
+  }
+  EXPECT_EQ(objectives.size(), 3u) << text;
+
+  // The plot: one panel, a best-so-far curve per strategy over the 40 trials.
+  const std::string plot = testing::ReadFileOrEmpty(svg);
+  EXPECT_TRUE(absl::StartsWith(plot, "<svg ") && absl::EndsWith(plot, "</svg>\n")) << plot;
+  EXPECT_TRUE(absl::StrContains(plot, ">mbv2_dw_c144_h56</text>")) << plot;
+  const std::regex curve("<polyline [^>]*points='([^']*)'");
+  int curves = 0;
+  for (std::sregex_iterator it(plot.begin(), plot.end(), curve), end; it != end; ++it) {
+    ++curves;
+    const std::string pts = (*it)[1].str();
+    EXPECT_EQ(std::count(pts.begin(), pts.end(), ','), 40) << pts;
+  }
+  EXPECT_EQ(curves, 2) << plot;
 }
 
 }  // namespace
