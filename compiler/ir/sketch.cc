@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "absl/strings/str_cat.h"
 #include "compiler/ir/schedule.h"
 #include "compiler/ir/schedule_builder.h"
 
@@ -47,16 +48,44 @@ int MainStage(const ComputeDAG& dag) {
   return main;
 }
 
-// Layout of the decision vector.
+// Layout of the decision vector: the fixed decisions, kPerAxis per spatial
+// axis, one reduction step per reduction axis, then the placement (compute
+// location, parallel loops). The placement came later: a vector without it
+// (the legacy length, as older records store it) builds with the defaults,
+// which are the schedule those records measured.
 enum Fixed { kPadPass, kVecAxis, kUnrollTile, kPragma, kPack, kFixed };
 constexpr int kPerAxis = 4;  // m, t2, t3, consumer unroll
+enum Placement { kComputeAt, kParallel, kPlacement };
 constexpr int64_t kPragmaSteps[] = {0, 16, 64, 512};
+
+// The consumer loop the local tile is computed at: the innermost of its S0,
+// S1 or S2 loops (the local tile then holds m*t2*t3, t2*t3 or t3 per axis).
+constexpr int64_t kComputeAtS0 = 0, kComputeAtS2 = 2;
 
 struct Shape {
   int ns = 0, nr = 0;
   std::vector<int64_t> spatial, reduce;
-  size_t size() const { return kFixed + kPerAxis * ns + nr; }
+  size_t legacy_size() const { return kFixed + kPerAxis * ns + nr; }
+  size_t size() const { return legacy_size() + kPlacement; }
+  size_t compute_at() const { return legacy_size() + kComputeAt; }
+  size_t parallel() const { return legacy_size() + kParallel; }
+  // Default parallel loops: every S0 loop, fused.
+  int64_t default_parallel() const { return ns; }
 };
+
+// Whether `d` has a length of the layout (with or without the placement).
+bool Fits(const Shape& sh, const std::vector<int64_t>& d) {
+  return d.size() == sh.size() || d.size() == sh.legacy_size();
+}
+
+// `d` in the current layout: a legacy vector gets the default placement.
+std::vector<int64_t> Normalized(const Shape& sh, std::vector<int64_t> d) {
+  if (d.size() == sh.legacy_size()) {
+    d.push_back(kComputeAtS0);
+    d.push_back(sh.default_parallel());
+  }
+  return d;
+}
 
 Shape ShapeOf(const ComputeDAG& dag) {
   Shape s;
@@ -94,17 +123,6 @@ void DrawOuterTiles(std::mt19937_64& rng, int64_t rest, int64_t s2_limit, int64_
 int64_t DrawReduceStep(std::mt19937_64& rng, int64_t extent, bool long_steps) {
   return long_steps ? DivisorBetween(rng, extent, kMinBlockedReduce, kWideReduce)
                     : TileFactor(rng, extent, kNarrowReduce);
-}
-
-// The tile shape of `d` (see TilingShape).
-Mode ModeOf(const Shape& sh, const std::vector<int64_t>& d) {
-  bool tiled = false, wide = false;
-  for (int a = 0; a < sh.ns; ++a) {
-    size_t at = kFixed + kPerAxis * a;
-    tiled |= d[at] > 1 || d[at + 1] > 1;
-    wide |= a != d[kVecAxis] && d[at + 1] > kNarrowS2;
-  }
-  return wide ? Mode::kBlocked : tiled ? Mode::kNarrow : Mode::kRegister;
 }
 
 // Tile sizes of axis `a`: t3 (the register tile; near the vector width on
@@ -164,6 +182,136 @@ void FitLocalTile(const Shape& sh, std::vector<int64_t>* d) {
   }
 }
 
+// The consumer's outer loops, outermost first: S0 of every axis, then S1
+// of every axis. The first `parallel` of them are fused and parallel.
+int64_t OuterExtent(const Shape& sh, const std::vector<int64_t>& d, int j) {
+  const int a = j % sh.ns;
+  const size_t at = kFixed + kPerAxis * a;
+  if (j >= sh.ns) return d[at];
+  const int64_t tile = std::max<int64_t>(1, d[at] * d[at + 1] * d[at + 2]);
+  return (sh.spatial[a] + tile - 1) / tile;
+}
+
+// Whether every loop of tile level `level` (1: S1, 2: S2) is one iteration
+// long: computing at it is computing one level out.
+bool LevelTrivial(const Shape& sh, const std::vector<int64_t>& d, int level) {
+  for (int a = 0; a < sh.ns; ++a) {
+    if (d[kFixed + kPerAxis * a + level - 1] > 1) return false;
+  }
+  return true;
+}
+
+// The most outer loops that may be parallel with the local tile computed at
+// `level`: the S0 loops, and the S1 loops too once the tile is computed
+// inside them.
+int64_t MaxParallel(const Shape& sh, int64_t level) {
+  return level == kComputeAtS0 ? sh.ns : 2 * sh.ns;
+}
+
+struct Place {
+  int64_t level;
+  int64_t parallel;
+};
+
+// Whether the placement of `d` (current layout) is in range.
+bool PlacementValid(const Shape& sh, const std::vector<int64_t>& d) {
+  const int64_t level = d[sh.compute_at()], p = d[sh.parallel()];
+  return level >= kComputeAtS0 && level <= kComputeAtS2 && p >= 1 && p <= MaxParallel(sh, level);
+}
+
+// The placement `d` (current layout, valid) builds: the same program with
+// no needless difference from the default. A compute location whose loops
+// out to the next level are all one iteration long is that level; parallel
+// loops fused with outer loops of one iteration are fewer loops, or all the
+// S0 loops (the default) when the S0 loops they leave out are all one
+// iteration long. So equal programs build equal steps (one schedule hash).
+Place EffectivePlacement(const Shape& sh, const std::vector<int64_t>& d) {
+  Place pl{d[sh.compute_at()], d[sh.parallel()]};
+  while (pl.level > kComputeAtS0 && LevelTrivial(sh, d, int(pl.level))) --pl.level;
+  // Parallel S1 loops left past a location moved out are one iteration long.
+  pl.parallel = std::min(pl.parallel, MaxParallel(sh, pl.level));
+  const int64_t ns = sh.default_parallel();
+  if (pl.parallel < ns) {
+    bool rest_trivial = true;
+    for (int j = int(pl.parallel); j < ns; ++j) rest_trivial &= OuterExtent(sh, d, j) == 1;
+    if (rest_trivial) pl.parallel = ns;
+  }
+  while (pl.parallel > 1 && pl.parallel != ns && OuterExtent(sh, d, int(pl.parallel) - 1) == 1)
+    --pl.parallel;
+  return pl;
+}
+
+// The tile shape of `d` (current layout; see TilingShape): of the local
+// tile, so of the S1 and S2 tiles inside the compute location.
+Mode ModeOf(const Shape& sh, const std::vector<int64_t>& d) {
+  const int64_t level = PlacementValid(sh, d) ? EffectivePlacement(sh, d).level : kComputeAtS0;
+  bool tiled = false, wide = false;
+  for (int a = 0; a < sh.ns; ++a) {
+    size_t at = kFixed + kPerAxis * a;
+    const int64_t m = level < 1 ? d[at] : 1, t2 = level < 2 ? d[at + 1] : 1;
+    tiled |= m > 1 || t2 > 1;
+    wide |= a != d[kVecAxis] && t2 > kNarrowS2;
+  }
+  return wide ? Mode::kBlocked : tiled ? Mode::kNarrow : Mode::kRegister;
+}
+
+// The compute locations other than the effective one of `d` that build
+// another program (a level whose loops are not all one iteration long).
+std::vector<int64_t> OtherLevels(const Shape& sh, const std::vector<int64_t>& d) {
+  const int64_t now = EffectivePlacement(sh, d).level;
+  std::vector<int64_t> out;
+  for (int64_t level = kComputeAtS0; level <= kComputeAtS2; ++level) {
+    if (level != now && (level == kComputeAtS0 || !LevelTrivial(sh, d, int(level))))
+      out.push_back(level);
+  }
+  return out;
+}
+
+// The parallel loop counts other than the effective one of `d` that build
+// another program with its compute location.
+std::vector<int64_t> OtherParallel(const Shape& sh, const std::vector<int64_t>& d) {
+  const Place now = EffectivePlacement(sh, d);
+  std::vector<int64_t> out;
+  std::vector<int64_t> e = d;
+  for (int64_t p = 1; p <= MaxParallel(sh, d[sh.compute_at()]); ++p) {
+    e[sh.parallel()] = p;
+    const Place pl = EffectivePlacement(sh, e);
+    if (pl.parallel == p && pl.parallel != now.parallel) out.push_back(p);
+  }
+  return out;
+}
+
+// Draws the placement of `d` (current layout, tiles of shape `mode` set):
+// the default (the tile at the S0 loop, every S0 loop parallel) is the most
+// likely, since it is known good. Half the time a deeper location that
+// keeps the shape and builds another program: for narrow and blocked tiles
+// the S1 loop (the S1 tiles move to the consumer); for a register tile the
+// S2 loop, with S1 and S2 tiles drawn as a narrow shape's, which then only
+// order the consumer's register tiles. A quarter of the time another
+// parallel loop count that builds another program.
+void DrawPlacement(const Shape& sh, Mode mode, std::mt19937_64& rng, std::vector<int64_t>* d) {
+  (*d)[sh.compute_at()] = kComputeAtS0;
+  (*d)[sh.parallel()] = sh.default_parallel();
+  if (Pick(rng, 0, 1) == 1) {
+    std::vector<int64_t> e = *d;
+    if (mode == Mode::kRegister) {
+      for (int a = 0; a < sh.ns; ++a) {
+        size_t at = kFixed + kPerAxis * a;
+        int64_t rest = (sh.spatial[a] + e[at + 2] - 1) / std::max<int64_t>(1, e[at + 2]);
+        DrawOuterTiles(rng, rest, kNarrowS2, &e[at], &e[at + 1]);
+      }
+      FitLocalTile(sh, &e);
+      e[sh.compute_at()] = kComputeAtS2;
+    } else {
+      e[sh.compute_at()] = 1;
+    }
+    if (EffectivePlacement(sh, e).level > kComputeAtS0 && ModeOf(sh, e) == mode) *d = e;
+  }
+  std::vector<int64_t> counts = OtherParallel(sh, *d);
+  if (Pick(rng, 0, 3) == 0 && !counts.empty())
+    (*d)[sh.parallel()] = counts[Pick(rng, 0, int64_t(counts.size()) - 1)];
+}
+
 }  // namespace
 
 bool HasTilingSketch(const ComputeDAG& dag) { return MainStage(dag) >= 0; }
@@ -204,34 +352,40 @@ std::vector<int64_t> SampleTilingDecisions(const ComputeDAG& dag, const Target& 
       mode == Mode::kBlocked || (mode == Mode::kRegister && Pick(rng, 0, 1) == 0);
   for (int r = 0; r < sh.nr; ++r)
     d[kFixed + kPerAxis * sh.ns + r] = DrawReduceStep(rng, sh.reduce[r], long_steps);
+  DrawPlacement(sh, mode, rng, &d);
   return d;
 }
 
 int TilingShape(const ComputeDAG& dag, const std::vector<int64_t>& decisions) {
   if (!HasTilingSketch(dag)) return 0;
   Shape sh = ShapeOf(dag);
-  if (decisions.size() != sh.size()) return 0;
-  return int(ModeOf(sh, decisions));
+  if (!Fits(sh, decisions)) return 0;
+  return int(ModeOf(sh, Normalized(sh, decisions)));
 }
 
 int TilingStratum(const ComputeDAG& dag, const std::vector<int64_t>& decisions) {
   if (!HasTilingSketch(dag)) return 0;
   Shape sh = ShapeOf(dag);
-  if (decisions.size() != sh.size()) return 0;
+  if (!Fits(sh, decisions)) return 0;
   const int64_t v = decisions[kVecAxis];
   // Packing applies only to a vector tile wider than one element.
   const bool packed =
       decisions[kPack] != 0 && v >= 0 && v < sh.ns && decisions[kFixed + kPerAxis * v + 2] > 1;
-  return int(ModeOf(sh, decisions)) + (packed ? kTilingShapes : 0);
+  return int(ModeOf(sh, Normalized(sh, decisions))) + (packed ? kTilingShapes : 0);
 }
 
 std::vector<int64_t> TilingStructure(const ComputeDAG& dag, const std::vector<int64_t>& decisions) {
   if (!HasTilingSketch(dag)) return {};
   Shape sh = ShapeOf(dag);
-  if (decisions.size() != sh.size()) return {};
-  std::vector<int64_t> d = decisions;
+  if (!Fits(sh, decisions)) return {};
+  std::vector<int64_t> d = Normalized(sh, decisions);
   d[kPadPass] = d[kUnrollTile] = d[kPragma] = 0;
   for (int a = 0; a < sh.ns; ++a) d[kFixed + kPerAxis * a + 3] = 0;
+  if (PlacementValid(sh, d)) {
+    const Place pl = EffectivePlacement(sh, d);
+    d[sh.compute_at()] = pl.level;
+    d[sh.parallel()] = pl.parallel;
+  }
   return d;
 }
 
@@ -240,11 +394,13 @@ std::vector<int64_t> MoveTilingDecisions(const ComputeDAG& dag, const Target& /*
                                          std::mt19937_64& rng) {
   if (!HasTilingSketch(dag) || stratum < 0 || stratum >= kTilingStrata) return decisions;
   Shape sh = ShapeOf(dag);
-  if (decisions.size() != sh.size()) return decisions;
-  std::vector<int64_t> d = decisions;
+  if (!Fits(sh, decisions)) return decisions;
+  // The placement (compute location, parallel loops) is kept, or moved
+  // out as far as the new shape needs to show in the local tile.
+  std::vector<int64_t> d = Normalized(sh, decisions);
   d[kPack] = stratum >= kTilingShapes;
   const Mode mode = Mode(stratum % kTilingShapes);
-  if (mode == ModeOf(sh, decisions)) return d;
+  if (mode == ModeOf(sh, d)) return d;
   const int64_t v = d[kVecAxis];
   for (int a = 0; a < sh.ns; ++a) {
     size_t at = kFixed + kPerAxis * a;
@@ -266,6 +422,10 @@ std::vector<int64_t> MoveTilingDecisions(const ComputeDAG& dag, const Target& /*
   // Register tiles keep their steps, short or long.
   for (int r = 0; mode != Mode::kRegister && r < sh.nr; ++r)
     d[kFixed + kPerAxis * sh.ns + r] = DrawReduceStep(rng, sh.reduce[r], mode == Mode::kBlocked);
+  if (PlacementValid(sh, d)) {
+    while (d[sh.compute_at()] > kComputeAtS0 && ModeOf(sh, d) != mode) --d[sh.compute_at()];
+    d[sh.parallel()] = std::min(d[sh.parallel()], MaxParallel(sh, d[sh.compute_at()]));
+  }
   return d;
 }
 
@@ -274,12 +434,13 @@ std::vector<int64_t> MutateTilingDecisions(const ComputeDAG& dag, const Target& 
                                            std::mt19937_64& rng) {
   if (!HasTilingSketch(dag)) return decisions;
   Shape sh = ShapeOf(dag);
-  if (decisions.size() != sh.size()) return SampleTilingDecisions(dag, target, rng);
+  if (!Fits(sh, decisions)) return SampleTilingDecisions(dag, target, rng);
   const int64_t lanes = target.float_lanes();
-  std::vector<int64_t> d = decisions;
+  const std::vector<int64_t> parent = Normalized(sh, decisions);
+  std::vector<int64_t> d = parent;
   for (int tries = 0; tries < 8; ++tries) {
-    d = decisions;
-    switch (Pick(rng, 0, 9)) {
+    d = parent;
+    switch (Pick(rng, 0, 11)) {
       case 0:
       case 1:
       case 2:
@@ -321,16 +482,31 @@ std::vector<int64_t> MutateTilingDecisions(const ComputeDAG& dag, const Target& 
       case 8:
         d[kPack] = !d[kPack];
         break;
-      default: {
+      case 9: {
         if (Pick(rng, 0, 1) == 0) {
           d[kPadPass] = !d[kPadPass];
         } else {
           int a = int(Pick(rng, 0, sh.ns - 1));
           d[kFixed + kPerAxis * a + 3] = !d[kFixed + kPerAxis * a + 3];
         }
+        break;
+      }
+      case 10: {  // the compute location (parallel loops past it dropped)
+        if (!PlacementValid(sh, d)) break;
+        std::vector<int64_t> levels = OtherLevels(sh, d);
+        if (levels.empty()) break;
+        const int64_t level = levels[Pick(rng, 0, int64_t(levels.size()) - 1)];
+        d[sh.compute_at()] = level;
+        d[sh.parallel()] = std::min(d[sh.parallel()], MaxParallel(sh, level));
+        break;
+      }
+      default: {  // the parallel loops
+        if (!PlacementValid(sh, d)) break;
+        std::vector<int64_t> counts = OtherParallel(sh, d);
+        if (!counts.empty()) d[sh.parallel()] = counts[Pick(rng, 0, int64_t(counts.size()) - 1)];
       }
     }
-    if (d != decisions && Accumulators(sh, d, lanes) <= 32 &&
+    if (d != parent && Accumulators(sh, d, lanes) <= 32 &&
         LocalElements(sh, d) <= kMaxLocalElements)
       return d;
   }
@@ -342,13 +518,18 @@ absl::StatusOr<v1::Schedule> BuildTiledSchedule(const ComputeDAG& dag, const Tar
   int main = MainStage(dag);
   if (main < 0) return absl::InvalidArgumentError("no reduction to tile");
   Shape sh = ShapeOf(dag);
-  if (decisions.size() != sh.size()) {
+  if (!Fits(sh, decisions)) {
     return absl::InvalidArgumentError("decisions do not match the workload");
   }
-  const std::vector<int64_t>& d = decisions;
+  const std::vector<int64_t> d = Normalized(sh, decisions);
   const int ns = sh.ns;
   const int v = int(d[kVecAxis]);
   if (v < 0 || v >= ns) return absl::InvalidArgumentError("bad vector axis");
+  if (!PlacementValid(sh, d)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "bad placement: compute location ", d[sh.compute_at()], " (0-2), parallel loops ",
+        d[sh.parallel()], " (1-", ns, " at location 0, 1-", 2 * ns, " deeper)"));
+  }
   std::vector<int64_t> m(ns), t2(ns), t3(ns);
   for (int a = 0; a < ns; ++a) {
     m[a] = d[kFixed + kPerAxis * a], t2[a] = d[kFixed + kPerAxis * a + 1],
@@ -410,7 +591,9 @@ absl::StatusOr<v1::Schedule> BuildTiledSchedule(const ComputeDAG& dag, const Tar
     b.AnnotateLoop(p, b.state().stages()[p].iters.back().var.get(), v1::ANNOTATION_VECTORIZE);
   }
   // The consumer: tiles of m*t2*t3 per axis, split like the local stage so
-  // its reads of the tile are plain; outer tile loops fused and parallel.
+  // its reads of the tile are plain; its first `parallel` outer loops (S0
+  // of every axis, then S1) fused and parallel.
+  const Place place = EffectivePlacement(sh, d);
   std::vector<std::vector<const ExprNode*>> cl(ns), ll(ns);
   for (int a = 0; a < ns; ++a)
     cl[a] = b.SplitLoop(consumer, C.axes[a].var.get(), {m[a], t2[a], t3[a]});
@@ -424,10 +607,10 @@ absl::StatusOr<v1::Schedule> BuildTiledSchedule(const ComputeDAG& dag, const Tar
   }
   order.push_back(cl[v][3]);
   b.ReorderLoops(consumer, order);
-  if (ns >= 2) {
+  if (place.parallel >= 2) {
     v1::Step step;
     step.mutable_fuse()->set_stage(consumer);
-    for (int a = 0; a < ns; ++a) step.mutable_fuse()->add_iters(a);
+    for (int j = 0; j < place.parallel; ++j) step.mutable_fuse()->add_iters(j);
     b.Add(step);
   }
   if (!b.ok()) return absl::InvalidArgumentError("consumer tiling does not apply");
@@ -513,7 +696,12 @@ absl::StatusOr<v1::Schedule> BuildTiledSchedule(const ComputeDAG& dag, const Tar
     b.AnnotateLoop(cs, b.state().stages()[cs].iters.back().var.get(), v1::ANNOTATION_VECTORIZE);
     b.ComputeAt(cs, local, b.IndexOf(local, rl.back()[0]));
   }
-  b.ComputeAt(local, consumer, 0);
+  // The local tile at the innermost consumer loop of its level: the fused
+  // parallel loop when that loop is in it (the default: all S0 loops fused).
+  const int attach =
+      place.parallel >= (place.level + 1) * ns ? 0 : b.IndexOf(consumer, cl[ns - 1][place.level]);
+  if (attach < 0) return absl::InvalidArgumentError("the compute location is gone");
+  b.ComputeAt(local, consumer, attach);
   if (!b.ok()) return absl::InvalidArgumentError("sketch step does not apply");
   v1::Schedule out = b.Take();
   out.set_sketch_id(kTilingSketchId);
