@@ -1,14 +1,15 @@
 // Code generation checks that need no reference run: vector width, cross
 // targets, bad schedules, and the printed loop program.
-#include "compiler/codegen/llvm_codegen.h"
-
 #include "absl/strings/match.h"
+#include "compiler/codegen/llvm_codegen.h"
 #include "compiler/codegen/llvm_target.h"
 #include "compiler/ir/compute.h"
 #include "compiler/ir/schedule.h"
 #include "compiler/ir/workload_spec.h"
 #include "google/protobuf/text_format.h"
 #include "gtest/gtest.h"
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/TargetParser/X86TargetParser.h"
 
 namespace tunefarm {
 namespace {
@@ -49,6 +50,29 @@ TEST(Codegen, Avx512TargetsUseZmmRegisters) {
   ASSERT_TRUE(h.ok());
   EXPECT_FALSE(absl::StrContains(h->assembly, "zmm"));
   EXPECT_TRUE(absl::StrContains(h->assembly, "ymm"));
+}
+
+// Every x86 CPU LLVM knows with AVX-512F gets 16-float vectors and the
+// 512-bit preference, and no other does.
+TEST(Codegen, WideVectorsExactlyOnAvx512Cpus) {
+  llvm::SmallVector<llvm::StringRef, 128> cpus;
+  llvm::X86::fillValidCPUArchList(cpus, /*Only64Bit=*/true);
+  ASSERT_GT(cpus.size(), 30u);
+  int wide = 0;
+  for (llvm::StringRef cpu : cpus) {
+    llvm::SmallVector<llvm::StringRef, 128> features;
+    llvm::X86::getFeaturesForCPU(cpu, features);
+    // Any AVX-512 subset implies AVX-512F (LLVM's x86-64-v4 entry lists avx512vl and the
+    // others, but not avx512f itself).
+    const bool avx512 = std::any_of(features.begin(), features.end(),
+                                    [](llvm::StringRef f) { return f.starts_with("avx512"); });
+    auto t = ir::Target::Parse("llvm -mtriple=x86_64-linux-gnu -mcpu=" + cpu.str());
+    ASSERT_TRUE(t.ok()) << cpu.str() << ": " << t.status();
+    EXPECT_EQ(t->wide_vectors(), avx512) << cpu.str();
+    EXPECT_EQ(t->float_lanes(), avx512 ? 16 : 8) << cpu.str();
+    wide += avx512;
+  }
+  EXPECT_GE(wide, 15);
 }
 
 TEST(Codegen, VectorizedLoopsBecomeVectorCode) {
