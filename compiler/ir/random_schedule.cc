@@ -34,7 +34,7 @@ v1::Schedule RandomSchedule(const ComputeDAG& dag, const Target& target, std::mt
   if (target.is_gpu()) return RandomGpuSchedule(dag, target, rng);
   if (Pick(rng, 0, 1) == 0 && HasTilingSketch(dag)) {
     absl::StatusOr<v1::Schedule> tiled =
-        BuildTiledSchedule(dag, target, SampleTilingDecisions(dag, target, rng));
+        BuildTiledSchedule(dag, target, SampleTilingDecisionsAnyPlacement(dag, target, rng));
     if (tiled.ok()) return *std::move(tiled);
   }
   v1::Schedule sched;

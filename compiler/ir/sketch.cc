@@ -318,8 +318,10 @@ bool HasTilingSketch(const ComputeDAG& dag) { return MainStage(dag) >= 0; }
 
 int TilingMainStage(const ComputeDAG& dag) { return MainStage(dag); }
 
-std::vector<int64_t> SampleTilingDecisions(const ComputeDAG& dag, const Target& target,
-                                           std::mt19937_64& rng) {
+namespace {
+
+std::vector<int64_t> Sample(const ComputeDAG& dag, const Target& target, std::mt19937_64& rng,
+                            bool any_placement) {
   if (!HasTilingSketch(dag)) return {};
   Shape sh = ShapeOf(dag);
   std::vector<int64_t> d(sh.size(), 1);
@@ -352,8 +354,25 @@ std::vector<int64_t> SampleTilingDecisions(const ComputeDAG& dag, const Target& 
       mode == Mode::kBlocked || (mode == Mode::kRegister && Pick(rng, 0, 1) == 0);
   for (int r = 0; r < sh.nr; ++r)
     d[kFixed + kPerAxis * sh.ns + r] = DrawReduceStep(rng, sh.reduce[r], long_steps);
-  DrawPlacement(sh, mode, rng, &d);
+  if (any_placement) {
+    DrawPlacement(sh, mode, rng, &d);
+  } else {
+    d[sh.compute_at()] = kComputeAtS0;
+    d[sh.parallel()] = sh.default_parallel();
+  }
   return d;
+}
+
+}  // namespace
+
+std::vector<int64_t> SampleTilingDecisions(const ComputeDAG& dag, const Target& target,
+                                           std::mt19937_64& rng) {
+  return Sample(dag, target, rng, false);
+}
+
+std::vector<int64_t> SampleTilingDecisionsAnyPlacement(const ComputeDAG& dag, const Target& target,
+                                                       std::mt19937_64& rng) {
+  return Sample(dag, target, rng, true);
 }
 
 int TilingShape(const ComputeDAG& dag, const std::vector<int64_t>& decisions) {

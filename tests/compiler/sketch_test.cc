@@ -377,7 +377,13 @@ TEST(TilingSketch, SamplingAndMutationReachThePlacements) {
     int fewer = 0, more = 0;
     int shapes[3] = {0, 0, 0}, shape_moved = 0;
     for (int i = 0; i < n; ++i) {
-      std::vector<int64_t> d = ir::SampleTilingDecisions(dag, target, rng);
+      // The search's own samples keep the default placement.
+      const std::vector<int64_t> plain = ir::SampleTilingDecisions(dag, target, rng);
+      ASSERT_EQ(plain.size(), size_t(kFixed + kPerAxis * ns +
+                                     dag.stages[ir::TilingMainStage(dag)].reduce_axes.size() + 2));
+      EXPECT_EQ(plain[plain.size() - 2], 0) << spec;
+      EXPECT_EQ(plain.back(), ns) << spec;
+      std::vector<int64_t> d = ir::SampleTilingDecisionsAnyPlacement(dag, target, rng);
       ASSERT_EQ(d.size(), size_t(kFixed + kPerAxis * ns +
                                  dag.stages[ir::TilingMainStage(dag)].reduce_axes.size() + 2));
       const size_t at = d.size() - 2;

@@ -274,9 +274,10 @@ TEST(SearchPolicy, EveryBatchMeasuresEachStratumUntilItIsJudged) {
       history.Add(s, r);
     }
     if (round < 2) {
-      // Every stratum, and the model's favourite still fills most of the batch.
+      // Every stratum, and the model's favourite still fills most of the
+      // batch (at most 8: four picks go to the other tile shapes).
       EXPECT_EQ(strata.size(), size_t(ir::kTilingStrata)) << "round " << round;
-      EXPECT_GE(favourite, 8) << "round " << round;
+      EXPECT_GE(favourite, 7) << "round " << round;
     } else if (round == 2) {
       // Two trials each at a tenth of the best: judged. Each judged stratum
       // gets the best moved into it once (four other tile shapes).
