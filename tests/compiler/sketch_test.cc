@@ -362,6 +362,34 @@ TEST(TilingSketch, LegacyDecisionsBuildTheScheduleTheyBuiltBefore) {
 // (c) Mutations change the compute location and the parallel loops about a
 // twelfth of the time each, to values that build another program; sampling
 // keeps the default placement the most likely; what they make builds and runs.
+// A placement never leaves the parallel loop fewer iterations than the
+// target's cores where the default placement has enough: on one thread the
+// search cannot see an idle core.
+TEST(TilingSketch, ParallelLoopKeepsEveryCoreBusy) {
+  const ir::Target target =
+      *ir::Target::Parse("llvm -mtriple=x86_64-linux-gnu -mcpu=skylake-avx512 -num-cores=2");
+  const std::string spec = "conv2d_nchw(N=1,C=16,H=14,W=14,K=32,R=3,S=3,pad=1)";
+  ir::ComputeDAG dag = Dag(spec);
+  const int ns = SpatialAxes(dag);
+  std::mt19937_64 rng(23);
+  int checked = 0, fewer = 0;
+  for (int i = 0; i < 300; ++i) {
+    std::vector<int64_t> d = ir::SampleTilingDecisionsAnyPlacement(dag, target, rng);
+    for (const std::vector<int64_t>& c : {d, ir::MutateTilingDecisions(dag, target, d, rng)}) {
+      auto s = ir::BuildTiledSchedule(dag, target, c);
+      auto def = ir::BuildTiledSchedule(
+          dag, target, WithPlacement(std::vector<int64_t>(c.begin(), c.end() - 2), 0, ns));
+      ASSERT_TRUE(s.ok() && def.ok()) << s.status() << def.status();
+      if (Inspect(dag, *def, target).parallel_extent < 2) continue;
+      ++checked;
+      fewer += c[c.size() - 1] < ns;
+      EXPECT_GE(Inspect(dag, *s, target).parallel_extent, 2) << "sample " << i;
+    }
+  }
+  EXPECT_GT(checked, 400);
+  EXPECT_GT(fewer, 10);  // fewer parallel loops are still drawn where they keep both cores
+}
+
 TEST(TilingSketch, SamplingAndMutationReachThePlacements) {
   const ir::Target target = codegen::HostTarget();
   for (const std::string spec :
