@@ -7,7 +7,10 @@
 #include <map>
 #include <numeric>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "common/sha256.h"
 #include "common/status_macros.h"
 
 namespace tunefarm::cost_model {
@@ -61,7 +64,11 @@ void Rows(Objective o, const std::vector<const ProgramFeatures*>& programs,
   }
 }
 
-constexpr const char* kMagic = "tunefarm-cost-model-v1 ";
+// "tunefarm-cost-model-v2 OBJECTIVE [BYTES SHA256]\n" and XGBoost's UBJSON:
+// libxgboost 1.7 reads a truncated UBJSON buffer past its end (a test's
+// half model crashed it), so the size and checksum are checked first.
+constexpr const char* kMagic = "tunefarm-cost-model-v2 ";
+constexpr const char* kOldMagic = "tunefarm-cost-model-v1 ";
 
 }  // namespace
 
@@ -198,24 +205,43 @@ absl::StatusOr<std::vector<float>> CostModel::Predict(
 }
 
 absl::StatusOr<std::string> CostModel::Serialize() const {
-  std::string out = absl::StrCat(kMagic, ObjectiveName(objective_), "\n");
-  if (!booster_) return out;
+  if (!booster_) return absl::StrCat(kMagic, ObjectiveName(objective_), "\n");
   bst_ulong len = 0;
   const char* buf = nullptr;
   TF_XGB(XGBoosterSaveModelToBuffer(booster_, "{\"format\": \"ubj\"}", &len, &buf), "save");
-  out.append(buf, len);
-  return out;
+  const std::string payload(buf, len);
+  return absl::StrCat(kMagic, ObjectiveName(objective_), " ", len, " ", Sha256Hex(payload), "\n",
+                      payload);
 }
 
 absl::StatusOr<std::unique_ptr<CostModel>> CostModel::Deserialize(const std::string& bytes) {
-  size_t magic = std::string(kMagic).size();
-  size_t nl = bytes.find('\n');
+  const size_t magic = std::string(kMagic).size();
+  const size_t nl = bytes.find('\n');
+  if (bytes.compare(0, magic, kOldMagic) == 0) {
+    return absl::FailedPreconditionError(
+        "cost model written by an older tunefarm build (no checksum); retrain it from the records");
+  }
   if (bytes.compare(0, magic, kMagic) != 0 || nl == std::string::npos) {
     return absl::InvalidArgumentError("not a tunefarm cost model (bad header)");
   }
-  TF_ASSIGN_OR_RETURN(Objective o, ParseObjective(bytes.substr(magic, nl - magic)));
+  std::vector<std::string> fields =
+      absl::StrSplit(bytes.substr(magic, nl - magic), ' ', absl::SkipEmpty());
+  if (fields.empty()) return absl::InvalidArgumentError("cost model header names no objective");
+  TF_ASSIGN_OR_RETURN(Objective o, ParseObjective(fields[0]));
   auto model = std::make_unique<CostModel>(o);
-  if (nl + 1 == bytes.size()) return model;  // untrained
+  const std::string_view payload = std::string_view(bytes).substr(nl + 1);
+  if (fields.size() == 1 && payload.empty()) return model;  // untrained
+  size_t size = 0;
+  if (fields.size() != 3 || !absl::SimpleAtoi(fields[1], &size)) {
+    return absl::InvalidArgumentError("corrupt cost model: bad header");
+  }
+  if (payload.size() != size) {
+    return absl::InvalidArgumentError(absl::StrCat("corrupt cost model: ", payload.size(), " of ",
+                                                   size, " bytes (truncated or padded)"));
+  }
+  if (Sha256Hex(payload) != fields[2]) {
+    return absl::InvalidArgumentError("corrupt cost model: checksum mismatch");
+  }
   TF_XGB(XGBoosterCreate(nullptr, 0, &model->booster_), "create");
   if (XGBoosterLoadModelFromBuffer(model->booster_, bytes.data() + nl + 1, bytes.size() - nl - 1) !=
       0) {
