@@ -472,34 +472,26 @@ Result CmdSubmit(Client& c, const Args& a, std::ostream& out) {
       return Usage(absl::StrCat(a.positional[0], ": not a job spec: ", st.message().as_string()));
     }
   }
-  if (a.flags.count("time_limit")) {
-    int64_t sec;
-    if (!ParseInt64(a.flags.at("time_limit"), &sec) || sec <= 0) {
-      return Usage("--time_limit needs a positive number of seconds");
-    }
-    req.mutable_spec()->mutable_budget()->set_max_seconds(sec);
+  // Budget flags, each a positive number when given.
+  v1::Budget* budget = req.mutable_spec()->mutable_budget();
+  struct BudgetFlag {
+    const char* name;
+    const char* unit;
+    void (v1::Budget::*set)(int64_t);
+  };
+  for (const BudgetFlag& f : {BudgetFlag{"time_limit", " of seconds", &v1::Budget::set_max_seconds},
+                              BudgetFlag{"trials", "", &v1::Budget::set_max_trials},
+                              BudgetFlag{"trials_per_task", "", &v1::Budget::set_max_trials_per_task},
+                              BudgetFlag{"early_stop", " of trials", &v1::Budget::set_early_stop_trials}}) {
+    if (!a.flags.count(f.name)) continue;
+    int64_t n;
+    if (!ParseInt64(a.flags.at(f.name), &n) || n <= 0)
+      return Usage(absl::StrCat("--", f.name, " needs a positive number", f.unit));
+    (budget->*f.set)(n);
   }
   if (a.flags.count("target")) req.mutable_spec()->mutable_target()->set_spec(a.flags.at("target"));
   if (a.flags.count("device_key")) req.mutable_spec()->set_device_key(a.flags.at("device_key"));
   if (a.flags.count("name")) req.mutable_spec()->set_name(a.flags.at("name"));
-  if (a.flags.count("trials")) {
-    int64_t n;
-    if (!ParseInt64(a.flags.at("trials"), &n) || n <= 0)
-      return Usage("--trials needs a positive number");
-    req.mutable_spec()->mutable_budget()->set_max_trials(n);
-  }
-  if (a.flags.count("trials_per_task")) {
-    int64_t n;
-    if (!ParseInt64(a.flags.at("trials_per_task"), &n) || n <= 0)
-      return Usage("--trials_per_task needs a positive number");
-    req.mutable_spec()->mutable_budget()->set_max_trials_per_task(n);
-  }
-  if (a.flags.count("early_stop")) {
-    int64_t n;
-    if (!ParseInt64(a.flags.at("early_stop"), &n) || n <= 0)
-      return Usage("--early_stop needs a positive number of trials");
-    req.mutable_spec()->mutable_budget()->set_early_stop_trials(n);
-  }
   if (a.flags.count("strategy")) {
     const std::string& name = a.flags.at("strategy");
     if (name == "evolutionary") {

@@ -48,6 +48,22 @@ class E2ETest : public ::testing::Test {
     return r.out.substr(at, r.out.find('"', at) - at);
   }
 
+  // An agent of key x86-test and a 2-thread worker dialling `addr`; their
+  // logs go to procs.log.
+  std::pair<absl::StatusOr<std::unique_ptr<Subprocess>>,
+            absl::StatusOr<std::unique_ptr<Subprocess>>>
+  StartAgentAndWorker(const std::string& addr) {
+    Subprocess::Options quiet;
+    quiet.capture_stdout = false;
+    quiet.stderr_path = dir_.File("procs.log");
+    return {Subprocess::Start({BinPath("tunefarm-agent"), "--server=" + addr, "--key=x86-test",
+                               "--device_id=agent-1"},
+                              quiet),
+            Subprocess::Start({BinPath("tunefarm-worker"), "--server=" + addr,
+                               "--device_id=worker-1", "--threads=2"},
+                              quiet)};
+  }
+
   testing::TempDir dir_;
 };
 
@@ -261,15 +277,7 @@ TEST_F(E2ETest, FarmRunsAJobAndResumesItAfterAServerCrash) {
   ASSERT_TRUE(server.ok()) << server.status();
   int port = (*server)->port();
   std::string addr = (*server)->address();
-  Subprocess::Options quiet;
-  quiet.capture_stdout = false;
-  quiet.stderr_path = dir_.File("procs.log");
-  auto agent = Subprocess::Start(
-      {BinPath("tunefarm-agent"), "--server=" + addr, "--key=x86-test", "--device_id=agent-1"},
-      quiet);
-  auto worker = Subprocess::Start(
-      {BinPath("tunefarm-worker"), "--server=" + addr, "--device_id=worker-1", "--threads=2"},
-      quiet);
+  auto [agent, worker] = StartAgentAndWorker(addr);
   ASSERT_TRUE(agent.ok() && worker.ok());
   std::string spec = dir_.File("job.json");
   testing::WriteFile(spec, R"({"name": "farm", "tasks": [
@@ -349,15 +357,7 @@ TEST_F(E2ETest, JobBudgetsStrategiesAndTheStoredModel) {
   auto server = ServerProcess::Start(db, dir_.path(), {"--heartbeat_interval_ms=200"});
   ASSERT_TRUE(server.ok()) << server.status();
   std::string addr = (*server)->address();
-  Subprocess::Options quiet;
-  quiet.capture_stdout = false;
-  quiet.stderr_path = dir_.File("procs.log");
-  auto agent = Subprocess::Start(
-      {BinPath("tunefarm-agent"), "--server=" + addr, "--key=x86-test", "--device_id=agent-1"},
-      quiet);
-  auto worker = Subprocess::Start(
-      {BinPath("tunefarm-worker"), "--server=" + addr, "--device_id=worker-1", "--threads=2"},
-      quiet);
+  auto [agent, worker] = StartAgentAndWorker(addr);
   ASSERT_TRUE(agent.ok() && worker.ok());
   std::string spec = dir_.File("job.json");
   testing::WriteFile(spec, R"({"name": "budgets", "tasks": [
