@@ -573,6 +573,24 @@ int RunSearchBench(const std::vector<std::string>& args) {
       float label = all[i]->seconds > 0 ? float(best_s / all[i]->seconds) : 0.0f;
       (i < cut ? train : test).push_back({&all[i]->features, label, 0});
     }
+    // What the search pays per candidate it ranks: the schedule built from
+    // fresh sketch decisions, replayed and lowered, and its features (the
+    // same for every objective, so timed once), then the prediction; on one
+    // core.
+    std::mt19937_64 rng(5);
+    std::vector<cost_model::ProgramFeatures> fresh;
+    auto f0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < 512; ++i) {
+      auto sched = ir::BuildTiledSchedule(task.dag, target,
+                                          ir::SampleTilingDecisions(task.dag, target, rng));
+      if (!sched.ok()) continue;
+      auto f = search::FeaturesOf(task, *sched);
+      if (f.ok()) fresh.push_back(*std::move(f));
+    }
+    const double feature_secs =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - f0).count();
+    std::vector<const cost_model::ProgramFeatures*> fresh_ps;
+    for (const auto& f : fresh) fresh_ps.push_back(&f);
     for (auto obj : {cost_model::Objective::kPackSum, cost_model::Objective::kPairwiseRank,
                      cost_model::Objective::kRegression}) {
       cost_model::CostModel model(obj);
@@ -584,27 +602,12 @@ int RunSearchBench(const std::vector<std::string>& args) {
       double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       if (!scores.ok()) continue;
       cost_model::ModelQuality q = cost_model::EvaluateModel(*scores, test, 10);
-      // What the search pays per candidate it ranks: the schedule built from
-      // fresh sketch decisions, replayed and lowered, its features, the
-      // prediction (on one core).
-      std::mt19937_64 rng(5);
-      std::vector<cost_model::ProgramFeatures> fresh;
-      auto s0 = std::chrono::steady_clock::now();
-      for (int i = 0; i < 512; ++i) {
-        auto sched = ir::BuildTiledSchedule(
-            task.dag, target, ir::SampleTilingDecisions(task.dag, target, rng));
-        if (!sched.ok()) continue;
-        auto f = search::FeaturesOf(task, *sched);
-        if (f.ok()) fresh.push_back(*std::move(f));
-      }
-      std::vector<const cost_model::ProgramFeatures*> fresh_ps;
-      for (const auto& f : fresh) fresh_ps.push_back(&f);
+      auto p0 = std::chrono::steady_clock::now();
       auto fresh_scores = model.Predict(fresh_ps);
+      const double predict_secs =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - p0).count();
       const double scored_per_s =
-          fresh_scores.ok() ? double(fresh.size()) /
-                                  std::max(1e-9, std::chrono::duration<double>(
-                                                     std::chrono::steady_clock::now() - s0)
-                                                     .count())
+          fresh_scores.ok() ? double(fresh.size()) / std::max(1e-9, feature_secs + predict_secs)
                             : NAN;
       const double predictions_per_s = double(ps.size()) / std::max(1e-9, secs);
       std::printf(

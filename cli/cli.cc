@@ -19,8 +19,8 @@
 #include "absl/time/time.h"
 #include "cli/command_util.h"
 #include "cli/compile_cmd.h"
-#include "cli/records_jsonl.h"
 #include "cli/model_cmd.h"
+#include "cli/records_jsonl.h"
 #include "cli/tasks_cmd.h"
 #include "cli/tune_cmd.h"
 #include "compiler/ir/target.h"
@@ -31,6 +31,7 @@
 #include "google/protobuf/util/json_util.h"
 #include "proto/client.h"
 #include "proto/protocol.h"
+#include "server/search/policy.h"
 #include "tunefarm/v1/tuning.grpc.pb.h"
 
 namespace tunefarm::cli {
@@ -493,14 +494,11 @@ Result CmdSubmit(Client& c, const Args& a, std::ostream& out) {
   if (a.flags.count("device_key")) req.mutable_spec()->set_device_key(a.flags.at("device_key"));
   if (a.flags.count("name")) req.mutable_spec()->set_name(a.flags.at("name"));
   if (a.flags.count("strategy")) {
-    const std::string& name = a.flags.at("strategy");
-    if (name == "evolutionary") {
-      req.mutable_spec()->set_strategy(v1::SEARCH_STRATEGY_EVOLUTIONARY);
-    } else if (name == "random") {
-      req.mutable_spec()->set_strategy(v1::SEARCH_STRATEGY_RANDOM);
-    } else {
-      return Usage(absl::StrCat("unknown search strategy '", name, "' (evolutionary, random)"));
-    }
+    absl::StatusOr<search::Strategy> st = search::ParseStrategy(a.flags.at("strategy"));
+    if (!st.ok()) return Usage(std::string(st.status().message()));
+    req.mutable_spec()->set_strategy(*st == search::Strategy::kRandom
+                                         ? v1::SEARCH_STRATEGY_RANDOM
+                                         : v1::SEARCH_STRATEGY_EVOLUTIONARY);
   }
   v1::SubmitJobResponse resp;
   grpc::Status s = c.stub().SubmitJob(c.Context().get(), req, &resp);

@@ -86,11 +86,11 @@ class Tuner {
   double default_seconds(int task) const { return default_seconds_[task]; }
   int trials() const { return trials_; }
   int64_t task_trials(int task) const { return task_trials_[task]; }
-  // Why the last Run ended.
+  // Why the last Run ended. kTasksDone: every task at its per-task limit,
+  // stopped early (no better schedule for early_stop_trials) or out of new
+  // schedules.
   enum class End { kNotRun, kTrials, kSeconds, kStopped, kTasksDone };
   End end() const { return end_; }
-  // kTasksDone: every task at its per-task limit, stopped early (no better
-  // schedule for early_stop_trials) or out of new schedules.
   // Wall time spent tuning: this run's, plus a restored run's earlier time.
   double seconds() const;
   const cost_model::CostModel& model() const { return *model_; }

@@ -48,6 +48,16 @@ class E2ETest : public ::testing::Test {
     return r.out.substr(at, r.out.find('"', at) - at);
   }
 
+  // The records of job `job`, through `tunefarm records --json`.
+  std::vector<v1::Record> JobRecords(const ServerProcess& server, int job) {
+    CommandResult out =
+        Cli(server, {"records", "--job=" + std::to_string(job), "--limit=1000", "--json"});
+    std::istringstream in(out.out);
+    auto parsed = cli::ParseRecordsJsonl(in, "records --json");
+    EXPECT_TRUE(parsed.ok()) << parsed.status();
+    return parsed.ok() ? *parsed : std::vector<v1::Record>();
+  }
+
   // An agent of key x86-test and a 2-thread worker dialling `addr`; their
   // logs go to procs.log.
   std::pair<absl::StatusOr<std::unique_ptr<Subprocess>>,
@@ -288,13 +298,7 @@ TEST_F(E2ETest, FarmRunsAJobAndResumesItAfterAServerCrash) {
   CommandResult r = Cli(**server, {"submit", spec, "--target=llvm", "--device_key=x86-test",
                                    "--trials=" + std::to_string(kTrials)});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  auto records = [&](ServerProcess& s) {
-    CommandResult out = Cli(s, {"records", "--job=1", "--limit=1000", "--json"});
-    std::istringstream in(out.out);
-    auto parsed = cli::ParseRecordsJsonl(in, "records --json");
-    EXPECT_TRUE(parsed.ok()) << parsed.status();
-    return parsed.ok() ? *parsed : std::vector<v1::Record>();
-  };
+  auto records = [&](ServerProcess& s) { return JobRecords(s, 1); };
   // Part of the budget, then the server dies hard.
   ASSERT_TRUE(testing::WaitFor([&] { return records(**server).size() >= 20; }, absl::Seconds(120)))
       << Cli(**server, {"job", "1"}).out << testing::ReadFileOrEmpty(dir_.File("procs.log"));
@@ -363,14 +367,7 @@ TEST_F(E2ETest, JobBudgetsStrategiesAndTheStoredModel) {
   testing::WriteFile(spec, R"({"name": "budgets", "tasks": [
     {"workload": {"op": "OP_KIND_DENSE", "inputs": [{"shape": [8, 48]}, {"shape": [40, 48]}]}},
     {"workload": {"op": "OP_KIND_DENSE", "inputs": [{"shape": [4, 32]}, {"shape": [24, 32]}]}}]})");
-  auto records = [&](int job) {
-    CommandResult out = Cli(**server, {"records", "--job=" + std::to_string(job), "--limit=1000",
-                                       "--json"});
-    std::istringstream in(out.out);
-    auto parsed = cli::ParseRecordsJsonl(in, "records --json");
-    EXPECT_TRUE(parsed.ok()) << parsed.status();
-    return parsed.ok() ? *parsed : std::vector<v1::Record>();
-  };
+  auto records = [&](int job) { return JobRecords(**server, job); };
   auto finished = [&](int job) {
     const std::string id = std::to_string(job);
     bool done = testing::WaitFor(
