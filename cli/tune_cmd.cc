@@ -206,13 +206,22 @@ int RunTune(const std::vector<std::string>& args, std::ostream& out, std::ostrea
     out << absl::StrFormat(", default schedule %.1f GFLOP/s: %.2fx", task->flops / def * 1e-9,
                            def / h.best_seconds());
   out << "\n";
-  if (absl::Status m = server::StoreModel(**log, spec, tuner); !m.ok())
+  // Serialized once, for the file and the database.
+  std::string bytes;
+  if (flags.count("save-model") && tuner.model().trained()) {
+    absl::StatusOr<std::string> s = tuner.model().Serialize();
+    if (!s.ok()) return Fail(err, 1, std::string(s.status().message()));
+    bytes = *std::move(s);
+  }
+  if (absl::Status m = server::StoreModel(**log, spec, tuner, bytes); !m.ok())
     return Fail(err, 1, std::string(m.message()));
   if (flags.count("save-model")) {
-    auto bytes = tuner.model().Serialize();
     std::ofstream f(flags["save-model"], std::ios::binary);
-    if (!bytes.ok() || !(f << *bytes))
-      return Fail(err, 1, absl::StrCat("cannot write ", flags["save-model"]));
+    if (bytes.empty() || !(f << bytes)) {
+      return Fail(err, 1,
+                  bytes.empty() ? "--save-model: no cost model was trained (too few records)"
+                                : absl::StrCat("cannot write ", flags["save-model"]));
+    }
   }
   return 0;
 }

@@ -92,14 +92,18 @@ absl::StatusOr<StoredModelStart> StartFromStoredModel(TuningLog& log,
       true, absl::StrCat("stored model #", stored->id, " (", stored->trained_on, " records)")};
 }
 
-absl::Status StoreModel(TuningLog& log, const std::string& target_spec,
-                        const search::Tuner& tuner) {
-  if (!tuner.model().trained()) return absl::OkStatus();
+absl::Status StoreModel(TuningLog& log, const std::string& target_spec, const search::Tuner& tuner,
+                        std::string bytes) {
+  if (!tuner.model().trained() || tuner.model_trained_on() == 0) return absl::OkStatus();
   TuningLog::StoredCostModel m;
   m.target_spec = target_spec;
   m.objective = cost_model::ObjectiveName(tuner.model().objective());
-  m.trained_on = int64_t(tuner.measured().size());
-  TF_ASSIGN_OR_RETURN(m.bytes, tuner.model().Serialize());
+  m.trained_on = tuner.model_trained_on();
+  if (bytes.empty()) {
+    TF_ASSIGN_OR_RETURN(m.bytes, tuner.model().Serialize());
+  } else {
+    m.bytes = std::move(bytes);
+  }
   return log.SaveCostModel(m).status();
 }
 

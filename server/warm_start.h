@@ -53,8 +53,11 @@ absl::StatusOr<StoredModelStart> StartFromStoredModel(TuningLog& log,
                                                       const std::string& target_spec,
                                                       search::Tuner& tuner);
 
-// Stores the tuner's model for `target_spec`, the next run's starting model;
-// nothing when it was never trained.
-absl::Status StoreModel(TuningLog& log, const std::string& target_spec, const search::Tuner& tuner);
+// Stores the tuner's model for `target_spec`, the next run's starting model,
+// with the count of programs it was trained on; nothing unless this run
+// retrained it (an initial or restored model is already stored, or came
+// from a file). `bytes`: the model already serialized (empty: serialized here).
+absl::Status StoreModel(TuningLog& log, const std::string& target_spec, const search::Tuner& tuner,
+                        std::string bytes = "");
 
 }  // namespace tunefarm::server

@@ -329,6 +329,19 @@ std::vector<v1::Schedule> SearchPolicy::Propose(const Task& task, const TaskHist
   return out;
 }
 
+std::vector<int> SearchPolicy::PairedAt(const std::string& task_key) const {
+  auto it = paired_at_.find(task_key);
+  return it == paired_at_.end() ? std::vector<int>{} : it->second;
+}
+
+void SearchPolicy::SetPairedAt(const std::string& task_key, std::vector<int> at) {
+  if (at.empty()) {
+    paired_at_.erase(task_key);
+  } else {
+    paired_at_[task_key] = std::move(at);
+  }
+}
+
 std::string SearchPolicy::RngState() const {
   std::ostringstream out;
   out << rng_;

@@ -90,6 +90,12 @@ class SearchPolicy {
   std::string RngState() const;
   bool SetRngState(const std::string& state);
 
+  // Per stratum of `task_key`'s tiling sketch: the task's `last_improvement`
+  // when its best was last moved into the stratum (-1: never); empty when
+  // none was. Saved with a job's search state and restored with it.
+  std::vector<int> PairedAt(const std::string& task_key) const;
+  void SetPairedAt(const std::string& task_key, std::vector<int> at);
+
   // GPU candidates dropped before measurement for exceeding the target's
   // launch limits, and the last reason.
   int64_t rejected() const { return rejected_; }
@@ -112,7 +118,7 @@ class SearchPolicy {
   int64_t rejected_ = 0;
   std::string last_rejection_;
   // Per task key and stratum: the task's `last_improvement` when its best
-  // was last moved into the stratum (-1: never). A resumed run pairs again.
+  // was last moved into the stratum (-1: never).
   std::map<std::string, std::vector<int>> paired_at_;
 };
 

@@ -47,6 +47,7 @@ void Tuner::SetInitialModel(std::unique_ptr<cost_model::CostModel> model) {
   if (model == nullptr) return;
   model_ = std::move(model);
   initial_model_ = true;
+  model_trained_on_ = 0;
 }
 
 absl::StatusOr<v1::SearchSnapshot> Tuner::Snapshot() const {
@@ -55,6 +56,9 @@ absl::StatusOr<v1::SearchSnapshot> Tuner::Snapshot() const {
   snap.set_seconds(seconds());
   snap.set_rng_state(policy_.RngState());
   scheduler_.SaveTo(&snap);
+  for (size_t t = 0; t < tasks_.size(); ++t) {
+    for (int at : policy_.PairedAt(tasks_[t].key)) snap.mutable_tasks(int(t))->add_paired_at(at);
+  }
   if (model_ != nullptr && model_->trained()) {
     TF_ASSIGN_OR_RETURN(std::string bytes, model_->Serialize());
     snap.set_cost_model(std::move(bytes));
@@ -75,10 +79,23 @@ absl::Status Tuner::Restore(const v1::SearchSnapshot& snapshot) {
   if (!policy_.SetRngState(snapshot.rng_state())) {
     return absl::InvalidArgumentError("snapshot: not a random-generator state");
   }
+  for (const auto& rounds : snapshot.tasks()) {
+    for (int at : rounds.paired_at()) {
+      if (at < -1) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("snapshot: paired trial count ", at, " is not a trial count"));
+      }
+    }
+  }
   TF_RETURN_IF_ERROR(scheduler_.RestoreFrom(snapshot));
+  for (size_t t = 0; t < tasks_.size(); ++t) {
+    const auto& at = snapshot.tasks(int(t)).paired_at();
+    policy_.SetPairedAt(tasks_[t].key, std::vector<int>(at.begin(), at.end()));
+  }
   if (model != nullptr) {
     model_ = std::move(model);
     restored_model_ = true;
+    model_trained_on_ = 0;
   }
   seconds_before_ = std::max(0.0, snapshot.seconds());
   return absl::OkStatus();
@@ -130,6 +147,7 @@ absl::Status Tuner::Retrain() {
   auto model = std::make_unique<cost_model::CostModel>(options_.objective);
   TF_RETURN_IF_ERROR(model->Train(samples));
   model_ = std::move(model);
+  model_trained_on_ = int64_t(samples.size());
   return absl::OkStatus();
 }
 

@@ -94,6 +94,9 @@ class Tuner {
   // Wall time spent tuning: this run's, plus a restored run's earlier time.
   double seconds() const;
   const cost_model::CostModel& model() const { return *model_; }
+  // Programs the model was last retrained on in this process (measured()
+  // then); 0 while it is an initial or restored model, or untrained.
+  int64_t model_trained_on() const { return model_trained_on_; }
   // A model trained before this run (the database's newest for the target,
   // or a file): it ranks the first batch as it is, and is replaced by a
   // model retrained on everything after that batch (or, with fewer than
@@ -131,6 +134,7 @@ class Tuner {
   std::unique_ptr<cost_model::CostModel> model_;
   bool restored_model_ = false;
   bool initial_model_ = false;
+  int64_t model_trained_on_ = 0;
   std::vector<MeasuredProgram> measured_;  // the model's training data
   std::map<std::string, int> transfer_groups_;
   int trials_ = 0;

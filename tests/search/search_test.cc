@@ -569,6 +569,7 @@ TEST(Tuner, StoredModelRanksTheFirstBatch) {
       ASSERT_TRUE(model.ok()) << model.status();
       stored = model->get();
       second.SetInitialModel(*std::move(model));
+      EXPECT_EQ(second.model_trained_on(), 0);  // not trained by this run: not stored again
     }
     ASSERT_TRUE(second.Run().ok());
     ASSERT_EQ(watched.models.size(), 1u);  // the default is in the history: one batch
@@ -579,6 +580,7 @@ TEST(Tuner, StoredModelRanksTheFirstBatch) {
     }
     EXPECT_NE(&second.model(), stored);  // retrained after the batch
     EXPECT_TRUE(second.model().trained());
+    EXPECT_EQ(second.model_trained_on(), int64_t(second.measured().size()));
   }
 }
 
@@ -688,10 +690,6 @@ TEST(Tuner, ResumedRunProposesWhatTheInterruptedOneWould) {
   o.batch = 16;
   o.evolution.population = 64;
   o.evolution.generations = 2;
-  // The policy's memory of which improvement it paired into which stratum
-  // is not in the snapshot (a resumed run pairs once more, docs/search.md):
-  // without moves of the best, the saved state is all there is.
-  o.evolution.moved_parents = 0;
   o.seed = 11;
   std::vector<search::Trial> trials;
   std::optional<v1::SearchSnapshot> after_two;
@@ -711,6 +709,8 @@ TEST(Tuner, ResumedRunProposesWhatTheInterruptedOneWould) {
   ASSERT_TRUE(after_two.has_value());
   EXPECT_FALSE(after_two->cost_model().empty());  // 33 records: the model was trained
   EXPECT_EQ(after_two->trials(), 33);
+  // The moves of the best the policy paired are part of the saved state.
+  EXPECT_EQ(after_two->tasks(0).paired_at_size(), ir::kTilingStrata);
 
   // The resumed run: the first 33 records, the snapshot, a fresh seed.
   std::map<std::string, MeasureResult> measured;
@@ -739,6 +739,9 @@ TEST(Tuner, ResumedRunProposesWhatTheInterruptedOneWould) {
   EXPECT_FALSE(third.Restore(wrong).ok());
   wrong = *after_two;
   wrong.set_rng_state("not a state");
+  EXPECT_FALSE(third.Restore(wrong).ok());
+  wrong = *after_two;
+  wrong.mutable_tasks(0)->add_paired_at(-7);
   EXPECT_FALSE(third.Restore(wrong).ok());
 }
 

@@ -73,13 +73,14 @@ TEST(TuneCli, StoresEveryTrialAndNeverRemeasures) {
 TEST(TuneCli, CostModelIsStoredAndLoaded) {
   testing::TempDir dir;
   std::string db = dir.File("t.db"), model = dir.File("m.bin");
-  auto tune = [&](const std::string& spec, std::vector<std::string> extra) {
+  auto tune = [&](const std::string& spec, std::vector<std::string> extra,
+                  const std::string& trials = "36") {
     std::vector<std::string> cmd = {testing::BinPath("tunefarm"),
                                     "tune",
                                     "--workload",
                                     spec,
                                     "--trials",
-                                    "36",
+                                    trials,
                                     "--batch",
                                     "12",
                                     "--db",
@@ -107,6 +108,22 @@ TEST(TuneCli, CostModelIsStoredAndLoaded) {
   r = tune("matmul(M=16,N=40,K=8)", {"--load-model", model, "--db", dir.File("fresh.db")});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(absl::StrContains(r.out, "cost model: " + model)) << r.out;
+  // Too few trials to retrain: the loaded model is not stored again as if
+  // this run had trained it; --save-model still writes the model it used.
+  const std::string few = dir.File("few.db"), copy = dir.File("copy.bin");
+  r = tune("matmul(M=16,N=40,K=8)", {"--load-model", model, "--db", few, "--save-model", copy},
+           "6");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  {
+    server::TuningLog::Options fo;
+    fo.path = few;
+    auto log = server::TuningLog::Open(fo);
+    ASSERT_TRUE(log.ok());
+    EXPECT_EQ(AllRecords(few).size(), 6u);
+    EXPECT_EQ((*log)->LatestCostModel(target).status().code(), absl::StatusCode::kNotFound);
+  }
+  std::ifstream saved(copy, std::ios::binary);
+  EXPECT_TRUE(saved.good() && saved.peek() != EOF) << "--save-model wrote nothing";
   { std::ofstream(dir.File("bad.bin")) << "not a model"; }
   r = tune("matmul(M=16,N=40,K=8)", {"--load-model", dir.File("bad.bin")});
   EXPECT_EQ(r.exit_code, 1);
