@@ -163,6 +163,7 @@ v1::MeasureResult MeasureHandler::Measure(const v1::MeasureRequest& req) {
       runner::SandboxOptions ro = so;
       ro.repeats = 1;
       ro.min_repeat_ms = 0;
+      ro.warmup_ms = 0;  // only its output counts
       runner::SandboxOutcome o =
           runner::MeasureInSandbox(p->kernel, Pointers(p->args), n_out, {}, ro, &reference);
       if (o.status != runner::SandboxOutcome::Status::kOk) {

@@ -81,7 +81,7 @@ struct Arg {
   int64_t count;
 };
 
-// How the timing goes, from one warm-up run of `once` seconds: repeats (as
+// How the timing goes, from the last warm-up run of `once` seconds: repeats (as
 // many as fit max_timing_s, at most as asked) and runs per repeat (as given,
 // else enough for min_repeat_ms; 1 when the cache is flushed, so every timed
 // run starts cold). The same for CPU and GPU kernels.
@@ -103,7 +103,7 @@ TimingPlan PlanTiming(const wire::RunRequestHeader& h, double once) {
 }
 
 // A CUDA plan on device 0: load, copy the inputs up, run once and check,
-// then time with events (the warm-up run sizes the repeats as on the CPU).
+// then time with events (the warm-up runs size the repeats as on the CPU).
 // Every CUDA failure is a runtime error carrying the driver's reason; a
 // module the driver refuses is a load failure.
 int RunGpu(const wire::RunRequestHeader& h, const char* plan_bytes, const std::vector<Arg>& args,
@@ -138,7 +138,11 @@ int RunGpu(const wire::RunRequestHeader& h, const char* plan_bytes, const std::v
   rep.status = wire::RunStatus::kOk;
   CheckOutput(out.data(), h.n_out, reference, h.tolerance, rep);
   if (rep.status == wire::RunStatus::kOk) {
-    absl::StatusOr<double> once = s.Time(1, false);  // warm-up
+    // Warm-up: runs until warmup_ms has passed (clocks ramp up); the last
+    // one sizes the timing.
+    absl::StatusOr<double> once = s.Time(1, false);
+    for (double t0 = Now(); once.ok() && Now() - t0 < h.warmup_ms * 1e-3;)
+      once = s.Time(1, false);
     int repeats = 0;
     if (once.ok()) {
       const TimingPlan t = PlanTiming(h, *once);
@@ -239,9 +243,17 @@ int main() {
   std::vector<float> first;
   if (h.want_output) first.assign(out.data(), out.data() + h.n_out);
   if (rep.status == wire::RunStatus::kOk) {
-    double t0 = Now();
-    (*lib)->Run(ptrs.data(), pool);  // warm-up
-    const TimingPlan t = PlanTiming(h, Now() - t0);
+    // Warm-up: runs until warmup_ms has passed (a fresh process runs the
+    // first milliseconds slower); the last one sizes the timing.
+    const double t0 = Now();
+    double once = 0, s = t0;
+    do {
+      (*lib)->Run(ptrs.data(), pool);
+      const double e = Now();
+      once = e - s;
+      s = e;
+    } while (s - t0 < h.warmup_ms * 1e-3);
+    const TimingPlan t = PlanTiming(h, once);
     const int repeats = t.repeats;
     const int64_t inner = t.inner;
     // Flushing: write a buffer twice the last-level cache before each timed

@@ -34,6 +34,7 @@ int WriteRequest(const std::string& so, const std::vector<const std::vector<floa
   h.number = o.number;
   h.flush_cache = o.flush_cache;
   h.min_repeat_ms = o.min_repeat_ms;
+  h.warmup_ms = o.warmup_ms;
   h.max_timing_s = o.max_timing_s;
   h.tolerance = o.tolerance;
   h.memory_limit_bytes = o.memory_limit_bytes;

@@ -30,7 +30,7 @@ inline bool WriteAll(int fd, const void* data, size_t n) {
   return true;
 }
 
-constexpr uint32_t kMagic = 0x32524654;  // "TFR2"
+constexpr uint32_t kMagic = 0x33524654;  // "TFR3"
 constexpr int kMaxRepeats = 64;
 constexpr int kRequestFd = 3;
 constexpr int kReportFd = 4;
@@ -46,6 +46,7 @@ struct RunRequestHeader {
   int32_t number;       // runs per repeat; 0: from min_repeat_ms
   int32_t flush_cache;  // flush the last-level cache before every timed run
   double min_repeat_ms;
+  double warmup_ms;  // untimed runs until this much has run (at least one)
   double max_timing_s;
   double tolerance;
   int64_t memory_limit_bytes;  // address space the runner may add after start-up

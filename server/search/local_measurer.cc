@@ -91,13 +91,15 @@ MeasureResult LocalMeasurer::RunChild(const Task& task, const TaskData& data, co
   runner::SandboxOptions so_opts;
   so_opts.threads = options_.threads;
   so_opts.min_repeat_ms = options_.min_repeat_ms;
+  so_opts.warmup_ms = options_.warmup_ms;
   so_opts.repeats = options_.repeats;
   so_opts.max_timing_s = options_.max_timing_s;
   so_opts.tolerance = options_.tolerance;
   so_opts.time_limit_s = options_.timeout_s;
-  const bool cut_short =
-      data.best_seconds > 0 && 0.25 + options_.slow_factor * data.best_seconds < options_.timeout_s;
-  if (cut_short) so_opts.time_limit_s = 0.25 + options_.slow_factor * data.best_seconds;
+  const double short_limit_s = 0.25 + (options_.warmup_ms + options_.min_repeat_ms) * 1e-3 +
+                               options_.slow_factor * data.best_seconds;
+  const bool cut_short = data.best_seconds > 0 && short_limit_s < options_.timeout_s;
+  if (cut_short) so_opts.time_limit_s = short_limit_s;
   std::vector<const std::vector<float>*> args;
   for (const std::vector<float>& in : data.inputs) args.push_back(&in);
   auto packed = ir::PackedArguments(scheduled, data.inputs);

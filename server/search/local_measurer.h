@@ -20,11 +20,12 @@ struct LocalMeasureOptions {
   int threads = 1;  // kernel threads
   int compile_threads = 2;
   double min_repeat_ms = 20;  // time repeats until this much has run
+  double warmup_ms = 30;      // untimed runs first (runner::SandboxOptions)
   int repeats = 5;            // median of this many timings
   double max_timing_s = 0.5;  // fewer repeats for kernels slower than this / repeats
   double timeout_s = 10;      // per candidate, run and check included
-  // Once the task has a result: candidates are stopped after
-  // 0.25 s + slow_factor x the best time (reported as timeout).
+  // Once the task has a result: candidates are stopped after 0.25 s +
+  // warm-up + min_repeat_ms + slow_factor x the best time (reported as timeout).
   double slow_factor = 40;
   double tolerance = 1e-3;  // relative to max(1, |reference|)
 };

@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <fstream>
 #include <random>
 
@@ -27,7 +28,8 @@ constexpr int64_t kN = 4096;
 std::string BuildKernel(const testing::TempDir& dir, const std::string& name,
                         const std::string& body) {
   std::string c = dir.File(name + ".c"), so = dir.File(name + ".so");
-  std::ofstream(c) << "#include <stdint.h>\n#include <stdlib.h>\n#include <string.h>\n"
+  std::ofstream(c) << "#include <stdint.h>\n#include <stdio.h>\n#include <stdlib.h>\n"
+                   << "#include <string.h>\n#include <time.h>\n"
                    << "int32_t tf_main(void* const* b, const void* rt) {\n"
                    << "  const float* in = (const float*)b[0]; float* out = (float*)b[1];\n"
                    << "  long n = " << kN << ";\n"
@@ -78,6 +80,42 @@ TEST(Sandbox, CorrectKernelIsCheckedAndTimed) {
   ASSERT_EQ(cold.status, Status::kOk) << cold.error;
   EXPECT_EQ(cold.costs.size(), 3u);
   for (double c : cold.costs) EXPECT_GT(c, 0);
+}
+
+// The timed runs start only after warmup_ms of untimed runs. The kernel
+// appends each call's CLOCK_MONOTONIC time to a file: the first call is the
+// check, the last `repeats` x `number` are timed, the ones between warm up.
+TEST(Sandbox, TimingStartsAfterTheWarmUp) {
+  testing::TempDir dir;
+  Data d;
+  const std::string log = dir.File("calls.txt");
+  std::string so = BuildKernel(
+      dir, "stamped",
+      absl::StrCat("struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t);\n",
+                   "FILE* f = fopen(\"", log, "\", \"a\");\n",
+                   "fprintf(f, \"%.9f\\n\", t.tv_sec + 1e-9 * t.tv_nsec); fclose(f);\n",
+                   "for (long i = 0; i < n; ++i) out[i] = 2 * in[i];"));
+  for (double warmup_ms : {0.0, 150.0}) {
+    std::remove(log.c_str());
+    SandboxOptions o;
+    o.warmup_ms = warmup_ms;
+    o.number = 2;
+    o.repeats = 3;
+    SandboxOutcome r = Measure(so, d, o);
+    ASSERT_EQ(r.status, Status::kOk) << r.error;
+    std::vector<double> calls;
+    std::ifstream f(log);
+    for (double t; f >> t;) calls.push_back(t);
+    ASSERT_GE(calls.size(), 1u + 1u + 6u);  // check, at least one warm-up, 3 x 2 timed
+    const double first_warmup = calls[1], first_timed = calls[calls.size() - 6];
+    if (warmup_ms == 0) {
+      EXPECT_EQ(calls.size(), 8u) << "one warm-up run without a warm-up time";
+    } else {
+      // (1 ms for the runner's clock read before the first warm-up call)
+      EXPECT_GE(first_timed - first_warmup, (warmup_ms - 1) * 1e-3)
+          << "the timing began " << first_timed - first_warmup << " s into the warm-up";
+    }
+  }
 }
 
 // A process with only stdin/stdout/stderr open gets fd 3 for the request
