@@ -43,7 +43,7 @@ int main(int argc, char** argv) {
         "       tunefarm-bench search [--budgets 64,128,256,512] [--seeds 3] [--threads 1] "
         "[--only S1,S2] [--warm-db FILE [--pool-trials 128]] [--strategies random,evolutionary] "
         "[--objective O] "
-        "[--min-train N] [--population N] [--generations N] [--epsilon F] [--run-to N] "
+        "[--min-train N] [--population N] [--generations N] [--epsilon F] [--stalled-neighbors F] [--run-to N] "
         "[--json FILE] [--svg FILE] [--trace]\n"
         "       tunefarm-bench farm [--agents 1,10,100] [--seconds 10] [--trials 96] "
         "[--json FILE]\n"

@@ -322,6 +322,22 @@ std::vector<v1::Schedule> SearchPolicy::Propose(const Task& task, const TaskHist
       out.push_back(c.schedule);
     }
   }
+  // Stalled: part of the exploration share goes to unranked neighbours of
+  // the best (one decision changed).
+  if (stalled && !parents.empty()) {
+    const int want =
+        std::min(n - int(out.size()), int(std::round(n_random * options_.stalled_neighbors)));
+    for (int tries = 0, got = 0; got < want && tries < want * 8; ++tries) {
+      absl::StatusOr<v1::Schedule> s =
+          sketch.build(task.dag, task.target, sketch.mutate(task.dag, task.target, parents[0], rng_));
+      if (!s.ok()) continue;
+      if (task.target.is_gpu() && !ir::CheckGpuLaunch(task.dag, task.target, *s).ok()) continue;
+      std::string h = ir::ScheduleHash(*s);
+      if (history.measured.count(h) || !taken.insert(h).second) continue;
+      out.push_back(*std::move(s));
+      ++got;
+    }
+  }
   std::vector<v1::Schedule> extra = plain_judged
                                         ? SketchSamples(task, history, n - int(out.size()), &taken)
                                         : Random(task, history, n - int(out.size()), &taken);

@@ -40,6 +40,10 @@ struct EvolutionOptions {
   // Fraction drawn at random once the task has gone two batches without a
   // new best (1% better).
   double stalled_epsilon = 0.5;
+  // Of that stalled share, this fraction goes to one-decision mutations of
+  // the best schedule, unranked (the model holds back the neighbours it
+  // scores low, and random samples rarely land near the best).
+  double stalled_neighbors = 0.5;
   // Each batch opens with the best-scored candidate of every stratum of the
   // tiling sketch (ir::TilingStratum: tile shape, packed or not) until the
   // stratum has this many measurements and its best is below

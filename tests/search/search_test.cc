@@ -222,6 +222,37 @@ TEST(SearchPolicy, BatchesAreSpreadAndStallsAreCounted) {
   failed.status = MeasureResult::Status::kTimeout;
   history.Add(batch[0], failed);
   EXPECT_EQ(history.last_improvement, best_at);
+
+  // Two batches without a new best: a stall. Half the batch is exploration,
+  // and half of that the best schedule with one decision changed, right
+  // after the model's choices.
+  for (const v1::Schedule& s : policy.Propose(task, history, nullptr, n)) {
+    MeasureResult slow;
+    slow.seconds = history.best_seconds() * 1.5;
+    history.Add(s, slow);
+  }
+  ASSERT_GE(history.trials - history.last_improvement, 2 * n);
+  v1::Schedule best;  // the best tiling-sketch schedule: the one mutated
+  for (const auto& e : history.ok) {
+    if (e.schedule.sketch_id() == ir::kTilingSketchId && !e.schedule.decisions().empty()) {
+      best = e.schedule;
+      break;
+    }
+  }
+  ASSERT_FALSE(best.decisions().empty());
+  const int n_random = int(std::round(n * eo.stalled_epsilon));
+  const int neighbours = int(std::round(n_random * eo.stalled_neighbors));
+  ASSERT_GT(neighbours, 0);
+  std::vector<v1::Schedule> stalled = policy.Propose(task, history, nullptr, n);
+  ASSERT_EQ(int(stalled.size()), n);
+  for (int i = n - n_random; i < n - n_random + neighbours; ++i) {
+    const auto& d = stalled[i].decisions();
+    ASSERT_EQ(d.size(), best.decisions().size()) << "candidate " << i;
+    int diff = 0;
+    for (int k = 0; k < d.size(); ++k) diff += d[k] != best.decisions(k);
+    EXPECT_EQ(diff, 1) << "candidate " << i << " is not a neighbour of the best";
+    EXPECT_EQ(history.measured.count(ir::ScheduleHash(stalled[i])), 0u);
+  }
 }
 
 // A model that scores one tile shape far above the others still gets a
@@ -253,6 +284,7 @@ TEST(SearchPolicy, EveryBatchMeasuresEachStratumUntilItIsJudged) {
   ASSERT_TRUE(model.Train(samples).ok());
   search::EvolutionOptions eo;
   eo.epsilon = 0;  // every candidate chosen by the model
+  eo.stalled_epsilon = 0;  // also once the best stops improving (round 3)
   eo.stratum_trials = 2;
   search::SearchPolicy policy(search::Strategy::kEvolutionary, eo, 4);
   search::TaskHistory history;
