@@ -327,16 +327,17 @@ std::vector<v1::Schedule> SearchPolicy::Propose(const Task& task, const TaskHist
   if (stalled && !parents.empty()) {
     const int want =
         std::min(n - int(out.size()), int(std::round(n_random * options_.stalled_neighbors)));
-    for (int tries = 0, got = 0; got < want && tries < want * 8; ++tries) {
-      absl::StatusOr<v1::Schedule> s =
-          sketch.build(task.dag, task.target, sketch.mutate(task.dag, task.target, parents[0], rng_));
-      if (!s.ok()) continue;
-      if (task.target.is_gpu() && !ir::CheckGpuLaunch(task.dag, task.target, *s).ok()) continue;
-      std::string h = ir::ScheduleHash(*s);
-      if (history.measured.count(h) || !taken.insert(h).second) continue;
-      out.push_back(*std::move(s));
-      ++got;
-    }
+    std::vector<v1::Schedule> near =
+        Fresh(history, want, &taken, [&]() -> absl::StatusOr<v1::Schedule> {
+          absl::StatusOr<v1::Schedule> s = sketch.build(
+              task.dag, task.target, sketch.mutate(task.dag, task.target, parents[0], rng_));
+          if (s.ok() && task.target.is_gpu()) {
+            if (absl::Status launch = ir::CheckGpuLaunch(task.dag, task.target, *s); !launch.ok())
+              return launch;
+          }
+          return s;
+        });
+    out.insert(out.end(), near.begin(), near.end());
   }
   std::vector<v1::Schedule> extra = plain_judged
                                         ? SketchSamples(task, history, n - int(out.size()), &taken)

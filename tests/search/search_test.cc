@@ -74,6 +74,15 @@ search::Task MakeTask(const std::string& spec, const ir::Target& target = codege
   return *std::move(t);
 }
 
+// How many sketch decisions two schedules of the same decision length differ in.
+int DecisionsApart(const v1::Schedule& a, const v1::Schedule& b) {
+  EXPECT_EQ(a.decisions_size(), b.decisions_size());
+  int diff = 0;
+  for (int i = 0; i < std::min(a.decisions_size(), b.decisions_size()); ++i)
+    diff += a.decisions(i) != b.decisions(i);
+  return diff;
+}
+
 // A fixed target for the policy tests that measure nothing: their counts
 // depend on the space, which depends on the vector width.
 ir::Target Avx2Target() {
@@ -140,10 +149,7 @@ TEST(SearchPolicy, ProposesGpuSchedulesWithinTheTargetsLimits) {
           // One decision away from a measured tiled schedule: a mutation.
           for (const auto& e : history.ok) {
             if (e.schedule.decisions_size() != s.decisions_size()) continue;
-            int diff = 0;
-            for (int i = 0; i < s.decisions_size(); ++i)
-              diff += e.schedule.decisions(i) != s.decisions(i);
-            if (diff == 1) {
+            if (DecisionsApart(e.schedule, s) == 1) {
               ++mutated;
               break;
             }
@@ -201,9 +207,8 @@ TEST(SearchPolicy, BatchesAreSpreadAndStallsAreCounted) {
       const auto& da = batch[a].decisions();
       const auto& db = batch[b].decisions();
       if (da.empty() || db.empty() || da.size() != db.size()) continue;
-      int diff = 0;
-      for (int i = 0; i < da.size(); ++i) diff += da[i] != db[i];
-      EXPECT_GE(diff, eo.min_distance) << "candidates " << a << " and " << b;
+      EXPECT_GE(DecisionsApart(batch[a], batch[b]), eo.min_distance)
+          << "candidates " << a << " and " << b;
       // Nor the same tiles unrolled or padded another way.
       EXPECT_NE(ir::TilingStructure(task.dag, {da.begin(), da.end()}),
                 ir::TilingStructure(task.dag, {db.begin(), db.end()}))
@@ -246,11 +251,9 @@ TEST(SearchPolicy, BatchesAreSpreadAndStallsAreCounted) {
   std::vector<v1::Schedule> stalled = policy.Propose(task, history, nullptr, n);
   ASSERT_EQ(int(stalled.size()), n);
   for (int i = n - n_random; i < n - n_random + neighbours; ++i) {
-    const auto& d = stalled[i].decisions();
-    ASSERT_EQ(d.size(), best.decisions().size()) << "candidate " << i;
-    int diff = 0;
-    for (int k = 0; k < d.size(); ++k) diff += d[k] != best.decisions(k);
-    EXPECT_EQ(diff, 1) << "candidate " << i << " is not a neighbour of the best";
+    ASSERT_EQ(stalled[i].decisions_size(), best.decisions_size()) << "candidate " << i;
+    EXPECT_EQ(DecisionsApart(stalled[i], best), 1)
+        << "candidate " << i << " is not a neighbour of the best";
     EXPECT_EQ(history.measured.count(ir::ScheduleHash(stalled[i])), 0u);
   }
 }
