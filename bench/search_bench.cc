@@ -268,6 +268,8 @@ int RunSearchBench(const std::vector<std::string>& args) {
       evolution.epsilon = std::clamp(std::atof(value().c_str()), 0.0, 1.0);
     else if (args[i] == "--stalled-neighbors")
       evolution.stalled_neighbors = std::clamp(std::atof(value().c_str()), 0.0, 1.0);
+    else if (args[i] == "--transferred")
+      evolution.transferred = std::max(0, std::atoi(value().c_str()));
     else if (args[i] == "--min-train")
       min_train = std::max(1, std::atoi(value().c_str()));
     else if (args[i] == "--json")

@@ -452,6 +452,53 @@ std::vector<int64_t> MutateTilingDecisions(const ComputeDAG& dag, const Target& 
 
 namespace {
 
+// The largest divisor of `extent` at most `t` (clamped to [1, extent]) when
+// one is at least half of it, else `t` clamped: a tile that divided its
+// axis in another workload divides this one's where a near size does.
+int64_t NearDivisor(int64_t extent, int64_t t) {
+  t = std::clamp<int64_t>(t, 1, std::max<int64_t>(1, extent));
+  for (int64_t f = t; 2 * f >= t; --f) {
+    if (extent % f == 0) return f;
+  }
+  return t;
+}
+
+}  // namespace
+
+std::vector<int64_t> FitTilingDecisions(const ComputeDAG& dag, const Target& target,
+                                        const std::vector<int64_t>& decisions) {
+  if (!HasTilingSketch(dag)) return {};
+  const Shape sh = ShapeOf(dag);
+  if (!Fits(sh, decisions)) return {};
+  std::vector<int64_t> d = Normalized(sh, decisions);
+  const int64_t v = d[kVecAxis];
+  if (v < 0 || v >= sh.ns) return {};
+  for (int a = 0; a < sh.ns; ++a) {
+    const size_t at = kFixed + kPerAxis * a;
+    const int64_t ext = sh.spatial[a];
+    // The vector tile keeps its lanes (only clamped to the axis).
+    const int64_t t3 =
+        a == v ? std::clamp<int64_t>(d[at + 2], 1, ext) : NearDivisor(ext, d[at + 2]);
+    const int64_t rest = (ext + t3 - 1) / t3;
+    const int64_t t2 = NearDivisor(rest, d[at + 1]);
+    d[at] = NearDivisor((rest + t2 - 1) / t2, d[at]);
+    d[at + 1] = t2;
+    d[at + 2] = t3;
+  }
+  FitLocalTile(sh, &d);
+  for (int r = 0; r < sh.nr; ++r) {
+    int64_t& step = d[kFixed + kPerAxis * sh.ns + r];
+    step = NearDivisor(sh.reduce[r], step);
+  }
+  if (!PlacementValid(sh, d)) {
+    d[sh.compute_at()] = kComputeAtS0;
+    d[sh.parallel()] = sh.default_parallel();
+  }
+  return KeepCoresBusy(dag, target, d);
+}
+
+namespace {
+
 std::vector<int64_t> MoveTiles(const ComputeDAG& dag, const std::vector<int64_t>& decisions,
                                int stratum, std::mt19937_64& rng) {
   if (!HasTilingSketch(dag) || stratum < 0 || stratum >= kTilingStrata) return decisions;

@@ -113,4 +113,15 @@ std::vector<int64_t> MutateTilingDecisions(const ComputeDAG& dag, const Target& 
                                            const std::vector<int64_t>& decisions,
                                            std::mt19937_64& rng);
 
+// `decisions` of another workload's tiling sketch with the same layout (as
+// many spatial and reduction axes), fitted to this DAG: every tile clamped
+// to its axis, and moved to a divisor of it where one lies within half of
+// its size (the vector tile is only clamped: it keeps its lanes); the local
+// tile within bounds, reduction steps likewise; an out-of-range placement
+// reset to the default; the cores kept busy. Empty when the layout differs.
+// A new task's search opens with the best schedules of similar workloads so
+// fitted (EvolutionOptions::transferred).
+std::vector<int64_t> FitTilingDecisions(const ComputeDAG& dag, const Target& target,
+                                        const std::vector<int64_t>& decisions);
+
 }  // namespace tunefarm::ir

@@ -119,6 +119,14 @@ std::vector<v1::Schedule> SearchPolicy::Propose(const Task& task, const TaskHist
     parents.emplace_back(e.schedule.decisions().begin(), e.schedule.decisions().end());
     if (int(parents.size()) >= options_.parents) break;
   }
+  // No parent of its own yet: the best of similar workloads stand in, as
+  // mutation parents, and open the batch as they are.
+  std::vector<std::vector<int64_t>> seeds;
+  if (parents.empty() && options_.transferred > 0) {
+    auto it = transferred_.find(task.key);
+    if (it != transferred_.end()) seeds = it->second;
+  }
+  const std::vector<std::vector<int64_t>>& mutate_from = parents.empty() ? seeds : parents;
   struct Cand {
     v1::Schedule schedule;
     std::vector<int64_t> decisions;
@@ -201,13 +209,19 @@ std::vector<v1::Schedule> SearchPolicy::Propose(const Task& task, const TaskHist
       }
     }
   }
+  std::vector<std::string> seeded;  // hashes of the seeds, nearest workload first
+  for (const std::vector<int64_t>& d : seeds) {
+    if (int(seeded.size()) >= options_.transferred) break;
+    if (add(d) != nullptr && !history.measured.count(all.back().hash))
+      seeded.push_back(all.back().hash);
+  }
   std::uniform_real_distribution<> coin(0, 1);
   for (int tries = 0; int(all.size()) < options_.population && tries < options_.population * 4;
        ++tries) {
-    if (!parents.empty() && coin(rng_) < options_.mutate_fraction) {
+    if (!mutate_from.empty() && coin(rng_) < options_.mutate_fraction) {
       // Better parents more often: the index of the min of two draws.
-      size_t p = std::min(rng_() % parents.size(), rng_() % parents.size());
-      add(sketch.mutate(task.dag, task.target, parents[p], rng_));
+      size_t p = std::min(rng_() % mutate_from.size(), rng_() % mutate_from.size());
+      add(sketch.mutate(task.dag, task.target, mutate_from[p], rng_));
     } else {
       add(sketch.sample(task.dag, task.target, rng_));
     }
@@ -306,6 +320,17 @@ std::vector<v1::Schedule> SearchPolicy::Propose(const Task& task, const TaskHist
     picked.push_back(c);
     out.push_back(c->schedule);
   }
+  for (const std::string& h : seeded) {
+    if (int(out.size()) >= n - n_random) break;
+    if (history.measured.count(h) || !taken.insert(h).second) continue;
+    for (const Cand& c : all) {
+      if (c.hash != h) continue;
+      // The seed stands for its stratum in this batch.
+      if (sketch.strata > 1) covered[ir::TilingStratum(task.dag, c.decisions)] = true;
+      picked.push_back(&c);
+      out.push_back(c.schedule);
+    }
+  }
   for (int pass = sketch.strata > 1 ? 0 : 1; pass < 3; ++pass) {
     for (const Cand& c : all) {
       if (int(out.size()) >= n - n_random) break;
@@ -356,6 +381,15 @@ void SearchPolicy::SetPairedAt(const std::string& task_key, std::vector<int> at)
     paired_at_.erase(task_key);
   } else {
     paired_at_[task_key] = std::move(at);
+  }
+}
+
+void SearchPolicy::SetTransferred(const std::string& task_key,
+                                  std::vector<std::vector<int64_t>> decisions) {
+  if (decisions.empty()) {
+    transferred_.erase(task_key);
+  } else {
+    transferred_[task_key] = std::move(decisions);
   }
 }
 

@@ -59,6 +59,14 @@ struct EvolutionOptions {
   // No two candidates of a batch have the same tiles (ir::TilingStructure:
   // they differ only in unrolling or padding) while others remain.
   bool distinct_tiles = true;
+  // A task with no measured sketch schedule of its own opens its batch with
+  // up to this many best schedules of similar workloads (SetTransferred),
+  // unranked, and mutates them. A model trained on other workloads ranks a
+  // new task's candidates poorly: warm from the bench's pool, ResNet C128's
+  // first batch of 16 reached 94-108 GFLOP/s, twice led by w-vectorized
+  // tiles at 27-38; the fitted bests of the pool's 1x1 and strided layers
+  // ran at 111-113 as its second to fourth trials (docs/search.md).
+  int transferred = 4;
 };
 
 // What has been measured for a task.
@@ -100,6 +108,11 @@ class SearchPolicy {
   std::vector<int> PairedAt(const std::string& task_key) const;
   void SetPairedAt(const std::string& task_key, std::vector<int> at);
 
+  // The decisions (CPU tiling sketch) of the best schedules of other
+  // workloads like `task_key`'s, fitted to it, nearest first: where its
+  // search starts while it has no measured schedule of its own.
+  void SetTransferred(const std::string& task_key, std::vector<std::vector<int64_t>> decisions);
+
   // GPU candidates dropped before measurement for exceeding the target's
   // launch limits, and the last reason.
   int64_t rejected() const { return rejected_; }
@@ -124,6 +137,7 @@ class SearchPolicy {
   // Per task key and stratum: the task's `last_improvement` when its best
   // was last moved into the stratum (-1: never).
   std::map<std::string, std::vector<int>> paired_at_;
+  std::map<std::string, std::vector<std::vector<int64_t>>> transferred_;
 };
 
 }  // namespace tunefarm::search

@@ -2,12 +2,14 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "compiler/ir/schedule.h"
 #include "compiler/ir/schedule_hash.h"
+#include "compiler/ir/sketch.h"
 
 namespace tunefarm::search {
 
@@ -122,6 +124,74 @@ void Tuner::AddTransferRecord(const Task& other, const v1::Schedule& schedule, d
   auto [it, fresh] =
       transfer_groups_.emplace(other.key, int(tasks_.size() + transfer_groups_.size()));
   measured_.push_back({-1, it->second, *std::move(f), seconds});
+  if (seconds <= 0 || other.target.is_gpu() || schedule.sketch_id() != ir::kTilingSketchId ||
+      schedule.decisions().empty())
+    return;
+  auto o = others_.find(other.key);
+  if (o == others_.end()) o = others_.emplace(other.key, OtherWorkload{other, {}}).first;
+  auto& best = o->second.best;
+  best.emplace_back(seconds,
+                    std::vector<int64_t>(schedule.decisions().begin(), schedule.decisions().end()));
+  std::sort(best.begin(), best.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  if (best.size() > kKeptPerWorkload) best.resize(kKeptPerWorkload);
+}
+
+namespace {
+
+// The extents of the tiling sketch's main stage: spatial axes, then -1,
+// then reduction axes (equal lengths: the same decision layout).
+std::vector<int64_t> LoopExtents(const ir::ComputeDAG& dag) {
+  std::vector<int64_t> out;
+  const int main = ir::TilingMainStage(dag);
+  if (main < 0) return out;
+  for (const ir::IterVar& a : dag.stages[main].axes) out.push_back(a.extent);
+  out.push_back(-1);
+  for (const ir::IterVar& a : dag.stages[main].reduce_axes) out.push_back(a.extent);
+  return out;
+}
+
+}  // namespace
+
+void Tuner::SeedFromOtherWorkloads() {
+  for (const Task& task : tasks_) {
+    if (task.target.is_gpu() || !ir::HasTilingSketch(task.dag)) continue;
+    const std::vector<int64_t> mine = LoopExtents(task.dag);
+    // (rank within its workload, distance, decisions): every workload's
+    // best before any second best, nearer workloads first.
+    struct Seed {
+      size_t rank;
+      double distance;
+      std::vector<int64_t> decisions;
+    };
+    std::vector<Seed> seeds;
+    for (const auto& [key, other] : others_) {
+      if (other.task.workload.op() != task.workload.op()) continue;
+      const std::vector<int64_t> theirs = LoopExtents(other.task.dag);
+      if (theirs.size() != mine.size()) continue;
+      // Sum of |log ratio| of the extents: a ResNet C256 3x3 layer is
+      // nearer to C128's than a 1x1 layer with C128's channels.
+      double distance = 0;
+      bool same_layout = true;
+      for (size_t i = 0; i < mine.size(); ++i) {
+        if ((mine[i] < 0) != (theirs[i] < 0)) same_layout = false;
+        if (mine[i] > 0 && theirs[i] > 0)
+          distance += std::abs(std::log(double(mine[i]) / double(theirs[i])));
+      }
+      if (!same_layout) continue;
+      for (size_t r = 0; r < other.best.size(); ++r) {
+        std::vector<int64_t> d =
+            ir::FitTilingDecisions(task.dag, task.target, other.best[r].second);
+        if (!d.empty()) seeds.push_back({r, distance, std::move(d)});
+      }
+    }
+    std::stable_sort(seeds.begin(), seeds.end(), [](const Seed& a, const Seed& b) {
+      return a.rank != b.rank ? a.rank < b.rank : a.distance < b.distance;
+    });
+    std::vector<std::vector<int64_t>> out;
+    for (Seed& s : seeds) out.push_back(std::move(s.decisions));
+    policy_.SetTransferred(task.key, std::move(out));
+  }
 }
 
 absl::Status Tuner::Retrain() {
@@ -204,6 +274,7 @@ absl::Status Tuner::Run(const std::function<void(const Trial&)>& on_trial) {
   // an initial one was trained on what the database holds (retraining on
   // the same records would only cost time).
   if (!restored_model_ && !initial_model_) TF_RETURN_IF_ERROR(Retrain());
+  if (options_.strategy == Strategy::kEvolutionary) SeedFromOtherWorkloads();
   while (!out_of_budget()) {
     int task = scheduler_.Next();
     if (task < 0) {

@@ -76,7 +76,10 @@ class Tuner {
   // they count towards max_trials_per_task.
   void AddEarlierTrials(int task, int64_t n) { task_trials_[task] += n; }
   // A record of another workload on the same target: training data for the
-  // cost model only (transfer across tasks and jobs).
+  // cost model (transfer across tasks and jobs); the best two CPU tiling
+  // schedules of each such workload also seed the evolutionary search of
+  // this run's tasks of the same operator and loop layout, fitted to them
+  // (EvolutionOptions::transferred), nearest workload first.
   void AddTransferRecord(const Task& other, const ::tunefarm::v1::Schedule& schedule,
                          double seconds);
   absl::Status Run(const std::function<void(const Trial&)>& on_trial = {});
@@ -122,6 +125,8 @@ class Tuner {
 
  private:
   absl::Status Retrain();
+  // Hands the policy each task's fitted schedules of other workloads.
+  void SeedFromOtherWorkloads();
   void Record(int task, const ::tunefarm::v1::Schedule& s, const MeasureResult& r);
 
   std::vector<Task> tasks_;
@@ -137,6 +142,14 @@ class Tuner {
   int64_t model_trained_on_ = 0;
   std::vector<MeasuredProgram> measured_;  // the model's training data
   std::map<std::string, int> transfer_groups_;
+  // Per other workload: its task, and its best tiling decisions with their
+  // seconds (at most kKeptPerWorkload, best first).
+  struct OtherWorkload {
+    Task task;
+    std::vector<std::pair<double, std::vector<int64_t>>> best;
+  };
+  static constexpr size_t kKeptPerWorkload = 2;
+  std::map<std::string, OtherWorkload> others_;
   int trials_ = 0;
   std::vector<int64_t> task_trials_;
   double seconds_before_ = 0;  // restored

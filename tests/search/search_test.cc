@@ -430,6 +430,55 @@ TEST(SearchPolicy, PlainSchedulesStopOnceJudged) {
   }
 }
 
+// A task with nothing measured opens its batch with the transferred
+// schedules (other workloads' best, fitted), in order and unranked, and
+// stops using them once it has a measured sketch schedule of its own.
+TEST(SearchPolicy, NewTaskOpensWithTransferredSchedules) {
+  search::Task task = MakeTask("conv2d_nchw(N=1,C=8,H=10,W=10,K=16,R=3,S=3,pad=1)");
+  search::Task other = MakeTask("conv2d_nchw(N=1,C=16,H=14,W=14,K=32,R=3,S=3,pad=1)");
+  std::mt19937_64 rng(21);
+  std::vector<std::vector<int64_t>> seeds;
+  std::vector<std::string> hashes;
+  while (seeds.size() < 6) {
+    std::vector<int64_t> d = ir::FitTilingDecisions(
+        task.dag, task.target, ir::SampleTilingDecisions(other.dag, other.target, rng));
+    auto s = ir::BuildTiledSchedule(task.dag, task.target, d);
+    if (!s.ok() || std::count(hashes.begin(), hashes.end(), ir::ScheduleHash(*s))) continue;
+    seeds.push_back(d);
+    hashes.push_back(ir::ScheduleHash(*s));
+  }
+  search::EvolutionOptions eo;
+  eo.transferred = 4;
+  search::SearchPolicy policy(search::Strategy::kEvolutionary, eo, 5);
+  policy.SetTransferred(task.key, seeds);
+  search::TaskHistory history;
+  // The first seed was measured already (it failed): the next four open the batch.
+  MeasureResult failed;
+  failed.status = MeasureResult::Status::kTimeout;
+  history.Add(*ir::BuildTiledSchedule(task.dag, task.target, seeds[0]), failed);
+  std::vector<v1::Schedule> batch = policy.Propose(task, history, nullptr, 12);
+  ASSERT_EQ(batch.size(), 12u);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(ir::ScheduleHash(batch[i]), hashes[i + 1]) << i;
+  auto seeds_in = [&](const std::vector<v1::Schedule>& b) {
+    int n = 0;
+    for (const v1::Schedule& s : b) n += std::count(hashes.begin(), hashes.end(), ir::ScheduleHash(s));
+    return n;
+  };
+  EXPECT_EQ(seeds_in(batch), 4) << "at most `transferred` seeds";
+  // With schedules of its own measured, the task's own best are the parents.
+  MeasureResult ok;
+  ok.seconds = 1e-4;
+  for (const v1::Schedule& s : batch) history.Add(s, ok);
+  EXPECT_EQ(seeds_in(policy.Propose(task, history, nullptr, 12)), 0);
+  // Off: no seed in the batch.
+  eo.transferred = 0;
+  search::SearchPolicy off(search::Strategy::kEvolutionary, eo, 5);
+  off.SetTransferred(task.key, seeds);
+  std::vector<v1::Schedule> plain = off.Propose(task, search::TaskHistory(), nullptr, 12);
+  ASSERT_FALSE(plain.empty());
+  EXPECT_EQ(seeds_in(plain), 0);
+}
+
 TEST(Sketch, TilingStructureIgnoresUnrollingAndPadding) {
   search::Task task = MakeTask("conv2d_nchw(N=1,C=8,H=10,W=10,K=16,R=3,S=3,pad=1)");
   std::mt19937_64 rng(5);
@@ -488,6 +537,45 @@ TEST(Sketch, MovesKeepTheRegisterTileAndLandInTheStratum) {
     }
   }
   EXPECT_GE(landed, tried * 9 / 10);
+}
+
+// Another workload's decisions fitted to this one, by hand: each tile
+// clamped to its axis and moved to a divisor within half of it (the vector
+// tile only clamped), reduction steps likewise, the placement kept when in
+// range and reset when not; another layout fits nothing.
+TEST(Sketch, FittedDecisionsClampTilesToDivisorsAndBuild) {
+  search::Task task = MakeTask("conv2d_nchw(N=1,C=8,H=10,W=10,K=16,R=3,S=3,pad=1)");
+  // Fixed: padding pass, vector axis k, unroll tile, pragma, pack; then
+  // (S1, S2, S3, consumer unroll) for n, k, h, w; steps for c, r, s; the
+  // compute location and the parallel loops. As for a K32 H14 C16 layer.
+  const std::vector<int64_t> theirs = {1, 1, 1, 2, 1,                     //
+                                       1, 1, 1, 1, 1, 1, 32, 1,          // n; k: 32-wide vector tile
+                                       1, 2, 7, 1, 1, 1, 14, 1,          // h 2x7; w 14
+                                       16, 3, 1, 0, 4};
+  const std::vector<int64_t> fitted = ir::FitTilingDecisions(task.dag, task.target, theirs);
+  const std::vector<int64_t> want = {1, 1, 1, 2, 1,                       //
+                                     1, 1, 1, 1, 1, 1, 16, 1,            // k: clamped to 16
+                                     1, 2, 5, 1, 1, 1, 10, 1,            // h 7 -> 5; w 14 -> 10
+                                     8, 3, 1, 0, 4};                     // c 16 -> 8
+  EXPECT_EQ(fitted, want);
+  auto built = ir::BuildTiledSchedule(task.dag, task.target, fitted);
+  ASSERT_TRUE(built.ok()) << built.status();
+  EXPECT_TRUE(ir::ScheduleState::Replay(task.dag, *built, task.target).ok());
+  // h 4 -> 2 (a divisor within half); an out-of-range placement -> default.
+  std::vector<int64_t> odd = theirs;
+  odd[5 + 4 * 2 + 2] = 4;
+  odd[24] = 7;
+  const std::vector<int64_t> odd_fit = ir::FitTilingDecisions(task.dag, task.target, odd);
+  ASSERT_EQ(odd_fit.size(), want.size());
+  EXPECT_EQ(odd_fit[5 + 4 * 2 + 2], 2);
+  EXPECT_EQ(odd_fit[24], 0);
+  EXPECT_EQ(odd_fit[25], 4);
+  // A GEMM's layout (2 spatial axes, 1 reduction) does not fit a convolution.
+  search::Task gemm = MakeTask("matmul(M=64,N=64,K=64)");
+  std::mt19937_64 rng(2);
+  EXPECT_TRUE(ir::FitTilingDecisions(
+                  task.dag, task.target, ir::SampleTilingDecisions(gemm.dag, gemm.target, rng))
+                  .empty());
 }
 
 TEST(LocalMeasurer, BadScheduleIsABuildErrorWithTheReason) {
@@ -616,6 +704,66 @@ TEST(Tuner, StoredModelRanksTheFirstBatch) {
     EXPECT_NE(&second.model(), stored);  // retrained after the batch
     EXPECT_TRUE(second.model().trained());
     EXPECT_EQ(second.model_trained_on(), int64_t(second.measured().size()));
+  }
+}
+
+// Records of other workloads seed a new task: the best schedule of each
+// workload of the same operator and loop layout, nearer workloads first,
+// then each one's second best, fitted; a third best and other operators
+// are not used.
+TEST(Tuner, NewTaskStartsFromTheBestOfSimilarWorkloads) {
+  search::Task mine = MakeTask("conv2d_nchw(N=1,C=8,H=10,W=10,K=16,R=3,S=3,pad=1)");
+  search::Task near = MakeTask("conv2d_nchw(N=1,C=16,H=14,W=14,K=32,R=3,S=3,pad=1)");
+  search::Task far = MakeTask("conv2d_nchw(N=1,C=64,H=28,W=28,K=64,R=3,S=3,pad=1)");
+  search::Task gemm = MakeTask("matmul(M=64,N=64,K=64)");
+  std::mt19937_64 rng(8);
+  auto sample = [&](const search::Task& t) {
+    return *ir::BuildTiledSchedule(t.dag, t.target, ir::SampleTilingDecisions(t.dag, t.target, rng));
+  };
+  auto fitted = [&](const v1::Schedule& s) {
+    auto b = ir::BuildTiledSchedule(
+        mine.dag, mine.target,
+        ir::FitTilingDecisions(mine.dag, mine.target, {s.decisions().begin(), s.decisions().end()}));
+    EXPECT_TRUE(b.ok()) << b.status();
+    return b.ok() ? ir::ScheduleHash(*b) : std::string();
+  };
+  const v1::Schedule near1 = sample(near), near2 = sample(near), near3 = sample(near);
+  const v1::Schedule far1 = sample(far);
+  const std::vector<std::string> want = {fitted(near1), fitted(far1), fitted(near2)};
+  ASSERT_EQ(std::set<std::string>(want.begin(), want.end()).size(), 3u);
+  ASSERT_NE(fitted(near3), want[2]);
+
+  search::LocalMeasurer local = QuickMeasurer();
+  search::TuneOptions o;
+  o.measure_default = false;
+  o.max_trials = 8;
+  o.batch = 8;
+  o.evolution.population = 16;
+  o.evolution.generations = 1;
+  std::vector<std::string> seen;
+  for (bool similar : {true, false}) {
+    search::Tuner tuner({mine}, &local, o);
+    // Out of order: the tuner keeps each workload's best two.
+    tuner.AddTransferRecord(near, near3, 3e-4);
+    tuner.AddTransferRecord(near, near2, 2e-4);
+    tuner.AddTransferRecord(gemm, sample(gemm), 1e-5);
+    if (similar) {
+      tuner.AddTransferRecord(near, near1, 1e-4);
+      tuner.AddTransferRecord(far, far1, 1e-4);
+    }
+    seen.clear();
+    ASSERT_TRUE(tuner.Run([&](const search::Trial& t) {
+      seen.push_back(ir::ScheduleHash(t.schedule));
+    }).ok());
+    ASSERT_EQ(seen.size(), 8u);
+    if (similar) {
+      for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(seen[i], want[i]) << "trial " << i;
+      EXPECT_EQ(std::count(seen.begin(), seen.end(), fitted(near3)), 0) << "a third best";
+    } else {
+      // Only `near` left: its best two, best first.
+      EXPECT_EQ(seen[0], fitted(near2));
+      EXPECT_EQ(seen[1], fitted(near3));
+    }
   }
 }
 
