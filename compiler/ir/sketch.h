@@ -118,7 +118,9 @@ std::vector<int64_t> MutateTilingDecisions(const ComputeDAG& dag, const Target& 
 // to its axis, and moved to a divisor of it where one lies within half of
 // its size (the vector tile is only clamped: it keeps its lanes); the local
 // tile within bounds, reduction steps likewise; an out-of-range placement
-// reset to the default; the cores kept busy. Empty when the layout differs.
+// reset to the default; the cores kept busy. Empty when the vector's length
+// fits no layout of this DAG; the caller checks that the axes correspond
+// (the same operator, layout and grouping).
 // A new task's search opens with the best schedules of similar workloads so
 // fitted (EvolutionOptions::transferred).
 std::vector<int64_t> FitTilingDecisions(const ComputeDAG& dag, const Target& target,

@@ -322,11 +322,14 @@ std::vector<v1::Schedule> SearchPolicy::Propose(const Task& task, const TaskHist
   }
   for (const std::string& h : seeded) {
     if (int(out.size()) >= n - n_random) break;
-    if (history.measured.count(h) || !taken.insert(h).second) continue;
+    if (history.measured.count(h) || taken.count(h)) continue;
     for (const Cand& c : all) {
       if (c.hash != h) continue;
+      // Two seeds with the same tiles (fitting can make them so) are one.
+      if (near_picked(c)) break;
       // The seed stands for its stratum in this batch.
       if (sketch.strata > 1) covered[ir::TilingStratum(task.dag, c.decisions)] = true;
+      taken.insert(h);
       picked.push_back(&c);
       out.push_back(c.schedule);
     }

@@ -59,9 +59,11 @@ struct EvolutionOptions {
   // No two candidates of a batch have the same tiles (ir::TilingStructure:
   // they differ only in unrolling or padding) while others remain.
   bool distinct_tiles = true;
-  // A task with no measured sketch schedule of its own opens its batch with
+  // A task with no measured sketch schedule that ran opens its batch with
   // up to this many best schedules of similar workloads (SetTransferred),
-  // unranked, and mutates them. A model trained on other workloads ranks a
+  // unranked and no two with the same tiles; all of those it was handed are
+  // its mutation parents until then (better parents, nearer workloads, more
+  // often). A model trained on other workloads ranks a
   // new task's candidates poorly: warm from the bench's pool, ResNet C128's
   // first batch of 16 reached 94-108 GFLOP/s, twice led by w-vectorized
   // tiles at 27-38; the fitted bests of the pool's 1x1 and strided layers

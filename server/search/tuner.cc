@@ -130,14 +130,39 @@ void Tuner::AddTransferRecord(const Task& other, const v1::Schedule& schedule, d
   auto o = others_.find(other.key);
   if (o == others_.end()) o = others_.emplace(other.key, OtherWorkload{other, {}}).first;
   auto& best = o->second.best;
-  best.emplace_back(seconds,
-                    std::vector<int64_t>(schedule.decisions().begin(), schedule.decisions().end()));
+  std::vector<int64_t> d(schedule.decisions().begin(), schedule.decisions().end());
+  // A schedule measured twice keeps one place, at its better time.
+  auto same = std::find_if(best.begin(), best.end(), [&](const auto& b) { return b.second == d; });
+  if (same != best.end()) {
+    same->first = std::min(same->first, seconds);
+  } else {
+    best.emplace_back(seconds, std::move(d));
+  }
   std::sort(best.begin(), best.end(),
             [](const auto& a, const auto& b) { return a.first < b.first; });
   if (best.size() > kKeptPerWorkload) best.resize(kKeptPerWorkload);
 }
 
 namespace {
+
+// What must match for one workload's schedules to seed another's search:
+// the operator, the dtypes, and what orders or reads the loops differently
+// (a convolution's layout and grouping, a matmul's transposes).
+std::string SeedClass(const v1::Workload& w) {
+  std::string c = absl::StrCat(w.op(), ":", w.out_dtype());
+  for (const v1::TensorSpec& t : w.inputs()) absl::StrAppend(&c, ",", t.dtype());
+  if (w.has_conv2d()) {
+    const v1::Conv2dAttrs& a = w.conv2d();
+    const auto& ds = w.inputs(0).shape();
+    const int64_t channels =
+        ds.size() == 4 ? (a.layout() == v1::DATA_LAYOUT_NHWC ? ds[3] : ds[1]) : 0;
+    absl::StrAppend(&c, ":", a.layout(), ":",
+                    a.groups() <= 1 ? "dense" : a.groups() == channels ? "depthwise" : "grouped");
+  } else if (w.has_matmul()) {
+    absl::StrAppend(&c, ":", w.matmul().transpose_a(), w.matmul().transpose_b());
+  }
+  return c;
+}
 
 // The extents of the tiling sketch's main stage: spatial axes, then -1,
 // then reduction axes (equal lengths: the same decision layout).
@@ -166,7 +191,7 @@ void Tuner::SeedFromOtherWorkloads() {
     };
     std::vector<Seed> seeds;
     for (const auto& [key, other] : others_) {
-      if (other.task.workload.op() != task.workload.op()) continue;
+      if (SeedClass(other.task.workload) != SeedClass(task.workload)) continue;
       const std::vector<int64_t> theirs = LoopExtents(other.task.dag);
       if (theirs.size() != mine.size()) continue;
       // Sum of |log ratio| of the extents: a ResNet C256 3x3 layer is

@@ -439,7 +439,7 @@ TEST(SearchPolicy, NewTaskOpensWithTransferredSchedules) {
   std::mt19937_64 rng(21);
   std::vector<std::vector<int64_t>> seeds;
   std::vector<std::string> hashes;
-  while (seeds.size() < 6) {
+  while (seeds.size() < 8) {
     std::vector<int64_t> d = ir::FitTilingDecisions(
         task.dag, task.target, ir::SampleTilingDecisions(other.dag, other.target, rng));
     auto s = ir::BuildTiledSchedule(task.dag, task.target, d);
@@ -465,7 +465,8 @@ TEST(SearchPolicy, NewTaskOpensWithTransferredSchedules) {
     return n;
   };
   EXPECT_EQ(seeds_in(batch), 4) << "at most `transferred` seeds";
-  // With schedules of its own measured, the task's own best are the parents.
+  // With schedules of its own measured, the task's own best are the parents
+  // (three seeds are left).
   MeasureResult ok;
   ok.seconds = 1e-4;
   for (const v1::Schedule& s : batch) history.Add(s, ok);
@@ -570,6 +571,13 @@ TEST(Sketch, FittedDecisionsClampTilesToDivisorsAndBuild) {
   EXPECT_EQ(odd_fit[5 + 4 * 2 + 2], 2);
   EXPECT_EQ(odd_fit[24], 0);
   EXPECT_EQ(odd_fit[25], 4);
+  // The vector tile keeps its lanes: 16 of K20's channels, where a divisor
+  // within half would be 10.
+  search::Task k20 = MakeTask("conv2d_nchw(N=1,C=8,H=10,W=10,K=20,R=3,S=3,pad=1)");
+  std::vector<int64_t> lanes16 = theirs;
+  lanes16[5 + 4 + 2] = 16;
+  EXPECT_EQ(ir::FitTilingDecisions(k20.dag, k20.target, lanes16)[5 + 4 + 2], 16);
+  EXPECT_EQ(ir::FitTilingDecisions(k20.dag, k20.target, theirs)[5 + 4 + 2], 20);
   // A GEMM's layout (2 spatial axes, 1 reduction) does not fit a convolution.
   search::Task gemm = MakeTask("matmul(M=64,N=64,K=64)");
   std::mt19937_64 rng(2);
@@ -716,6 +724,10 @@ TEST(Tuner, NewTaskStartsFromTheBestOfSimilarWorkloads) {
   search::Task near = MakeTask("conv2d_nchw(N=1,C=16,H=14,W=14,K=32,R=3,S=3,pad=1)");
   search::Task far = MakeTask("conv2d_nchw(N=1,C=64,H=28,W=28,K=64,R=3,S=3,pad=1)");
   search::Task gemm = MakeTask("matmul(M=64,N=64,K=64)");
+  // The same loop counts, but other loops (NHWC orders them n, y, x, k) or
+  // other reads (depthwise): never seeds, though nearer than `near`.
+  search::Task nhwc = MakeTask("conv2d_nhwc(N=1,C=8,H=10,W=10,K=16,R=3,S=3,pad=1)");
+  search::Task dw = MakeTask("depthwise_conv2d_nchw(N=1,C=16,H=10,W=10,R=3,S=3,pad=1)");
   std::mt19937_64 rng(8);
   auto sample = [&](const search::Task& t) {
     return *ir::BuildTiledSchedule(t.dag, t.target, ir::SampleTilingDecisions(t.dag, t.target, rng));
@@ -747,6 +759,9 @@ TEST(Tuner, NewTaskStartsFromTheBestOfSimilarWorkloads) {
     tuner.AddTransferRecord(near, near3, 3e-4);
     tuner.AddTransferRecord(near, near2, 2e-4);
     tuner.AddTransferRecord(gemm, sample(gemm), 1e-5);
+    tuner.AddTransferRecord(nhwc, sample(nhwc), 1e-5);
+    tuner.AddTransferRecord(dw, sample(dw), 1e-5);
+    tuner.AddTransferRecord(near, near2, 1.5e-4);  // measured again: one place
     if (similar) {
       tuner.AddTransferRecord(near, near1, 1e-4);
       tuner.AddTransferRecord(far, far1, 1e-4);
@@ -760,7 +775,7 @@ TEST(Tuner, NewTaskStartsFromTheBestOfSimilarWorkloads) {
       for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(seen[i], want[i]) << "trial " << i;
       EXPECT_EQ(std::count(seen.begin(), seen.end(), fitted(near3)), 0) << "a third best";
     } else {
-      // Only `near` left: its best two, best first.
+      // Only `near` left: its best two, best first (near2 once).
       EXPECT_EQ(seen[0], fitted(near2));
       EXPECT_EQ(seen[1], fitted(near3));
     }
