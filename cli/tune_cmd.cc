@@ -170,11 +170,15 @@ int RunTune(const std::vector<std::string>& args, std::ostream& out, std::ostrea
       out << from->note << "\n";
     }
   }
+  tuner.SeedFromOtherWorkloads();
   out << absl::StrFormat(
-      "tuning %s on %s: %s, %s; %d earlier records of this workload, %d of others\n",
+      "tuning %s on %s: %s, %s; %d earlier records of this workload, %d of others%s\n",
       flags["workload"], spec,
       trials > 0 ? absl::StrCat(trials, " trials") : absl::StrCat(seconds, " s of trials"),
-      search::StrategyName(*strategy), warm->history, warm->transfer);
+      search::StrategyName(*strategy), warm->history, warm->transfer,
+      tuner.seeds(0) > 0
+          ? absl::StrCat(" (", tuner.seeds(0), " schedules of similar workloads to start from)")
+          : "");
   if (!model_from.empty()) out << "cost model: " << model_from << "\n";
   v1::Fingerprint fp;
   if (target.is_gpu()) fp = search::GpuLocalMeasurer::MachineFingerprint();

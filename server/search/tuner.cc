@@ -37,7 +37,8 @@ Tuner::Tuner(std::vector<Task> tasks, Measurer* measurer, TuneOptions options)
             return so;
           }()),
       model_(std::make_unique<cost_model::CostModel>(options.objective)),
-      task_trials_(tasks_.size(), 0) {}
+      task_trials_(tasks_.size(), 0),
+      seeds_(tasks_.size(), 0) {}
 
 double Tuner::seconds() const {
   if (!running_) return seconds_before_;
@@ -179,7 +180,9 @@ std::vector<int64_t> LoopExtents(const ir::ComputeDAG& dag) {
 }  // namespace
 
 void Tuner::SeedFromOtherWorkloads() {
-  for (const Task& task : tasks_) {
+  if (options_.strategy != Strategy::kEvolutionary) return;
+  for (size_t t = 0; t < tasks_.size(); ++t) {
+    const Task& task = tasks_[t];
     if (task.target.is_gpu() || !ir::HasTilingSketch(task.dag)) continue;
     const std::vector<int64_t> mine = LoopExtents(task.dag);
     // (rank within its workload, distance, decisions): every workload's
@@ -215,6 +218,12 @@ void Tuner::SeedFromOtherWorkloads() {
     });
     std::vector<std::vector<int64_t>> out;
     for (Seed& s : seeds) out.push_back(std::move(s.decisions));
+    // A task with a tiling schedule of its own that ran starts from that.
+    const bool own = std::any_of(
+        histories_[t].ok.begin(), histories_[t].ok.end(), [](const TaskHistory::Entry& e) {
+          return e.schedule.sketch_id() == ir::kTilingSketchId && !e.schedule.decisions().empty();
+        });
+    seeds_[t] = own ? 0 : int(out.size());
     policy_.SetTransferred(task.key, std::move(out));
   }
 }
@@ -299,7 +308,7 @@ absl::Status Tuner::Run(const std::function<void(const Trial&)>& on_trial) {
   // an initial one was trained on what the database holds (retraining on
   // the same records would only cost time).
   if (!restored_model_ && !initial_model_) TF_RETURN_IF_ERROR(Retrain());
-  if (options_.strategy == Strategy::kEvolutionary) SeedFromOtherWorkloads();
+  SeedFromOtherWorkloads();
   while (!out_of_budget()) {
     int task = scheduler_.Next();
     if (task < 0) {

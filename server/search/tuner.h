@@ -83,6 +83,13 @@ class Tuner {
   void AddTransferRecord(const Task& other, const ::tunefarm::v1::Schedule& schedule,
                          double seconds);
   absl::Status Run(const std::function<void(const Trial&)>& on_trial = {});
+  // Hands the policy each task's fitted schedules of other workloads (the
+  // transfer records' best; Run does this too, after any AddTransferRecord).
+  void SeedFromOtherWorkloads();
+  // How many of them `task` starts from: 0 before, for a random search,
+  // where no similar workload has a tiling schedule, or where the task has
+  // one of its own that ran (its own best are the parents then).
+  int seeds(int task) const { return seeds_[task]; }
 
   const std::vector<Task>& tasks() const { return tasks_; }
   const TaskHistory& history(int task) const { return histories_[task]; }
@@ -125,8 +132,6 @@ class Tuner {
 
  private:
   absl::Status Retrain();
-  // Hands the policy each task's fitted schedules of other workloads.
-  void SeedFromOtherWorkloads();
   void Record(int task, const ::tunefarm::v1::Schedule& s, const MeasureResult& r);
 
   std::vector<Task> tasks_;
@@ -152,6 +157,7 @@ class Tuner {
   std::map<std::string, OtherWorkload> others_;
   int trials_ = 0;
   std::vector<int64_t> task_trials_;
+  std::vector<int> seeds_;  // per task: schedules of other workloads handed to the policy
   double seconds_before_ = 0;  // restored
   std::chrono::steady_clock::time_point start_;
   bool running_ = false;

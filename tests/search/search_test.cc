@@ -771,6 +771,7 @@ TEST(Tuner, NewTaskStartsFromTheBestOfSimilarWorkloads) {
       seen.push_back(ir::ScheduleHash(t.schedule));
     }).ok());
     ASSERT_EQ(seen.size(), 8u);
+    EXPECT_EQ(tuner.seeds(0), similar ? 3 : 2);
     if (similar) {
       for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(seen[i], want[i]) << "trial " << i;
       EXPECT_EQ(std::count(seen.begin(), seen.end(), fitted(near3)), 0) << "a third best";

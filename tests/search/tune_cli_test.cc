@@ -102,9 +102,13 @@ TEST(TuneCli, CostModelIsStoredAndLoaded) {
     EXPECT_EQ(m->objective, "regression");
     EXPECT_GE(m->trained_on, 32);
   }
+  EXPECT_FALSE(absl::StrContains(r.out, "similar workloads")) << r.out;  // an empty database
   r = tune("matmul(M=24,N=40,K=8)", {});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(absl::StrContains(r.out, "cost model: stored model #1")) << r.out;
+  // The first workload's best two tiling schedules, fitted, start the search.
+  EXPECT_TRUE(absl::StrContains(r.out, "(2 schedules of similar workloads to start from)"))
+      << r.out;
   r = tune("matmul(M=16,N=40,K=8)", {"--load-model", model, "--db", dir.File("fresh.db")});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(absl::StrContains(r.out, "cost model: " + model)) << r.out;
