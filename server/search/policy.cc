@@ -39,6 +39,16 @@ void TaskHistory::Add(const v1::Schedule& schedule, const MeasureResult& result)
   ok.insert(at, std::move(e));
 }
 
+std::vector<std::vector<int64_t>> TaskHistory::BestDecisions(int sketch_id, int n) const {
+  std::vector<std::vector<int64_t>> out;
+  for (const Entry& e : ok) {
+    if (int(out.size()) >= n) break;
+    if (e.schedule.sketch_id() != sketch_id || e.schedule.decisions().empty()) continue;
+    out.emplace_back(e.schedule.decisions().begin(), e.schedule.decisions().end());
+  }
+  return out;
+}
+
 absl::StatusOr<cost_model::ProgramFeatures> FeaturesOf(const Task& task, const v1::Schedule& s) {
   TF_ASSIGN_OR_RETURN(ir::ScheduleState st, ir::ScheduleState::Replay(task.dag, s, task.target));
   return cost_model::ExtractFeatures(st.dag(), ir::Lower(st));
@@ -113,12 +123,8 @@ std::vector<v1::Schedule> SearchPolicy::Propose(const Task& task, const TaskHist
   }
   const TilingSketch& sketch = SketchFor(task.target);
   // Parents: the best measured schedules that carry sketch decisions.
-  std::vector<std::vector<int64_t>> parents;
-  for (const TaskHistory::Entry& e : history.ok) {
-    if (e.schedule.sketch_id() != sketch.id || e.schedule.decisions().empty()) continue;
-    parents.emplace_back(e.schedule.decisions().begin(), e.schedule.decisions().end());
-    if (int(parents.size()) >= options_.parents) break;
-  }
+  const std::vector<std::vector<int64_t>> parents =
+      history.BestDecisions(sketch.id, options_.parents);
   // No parent of its own yet: the best of similar workloads stand in, as
   // mutation parents, and open the batch as they are.
   std::vector<std::vector<int64_t>> seeds;
@@ -323,16 +329,14 @@ std::vector<v1::Schedule> SearchPolicy::Propose(const Task& task, const TaskHist
   for (const std::string& h : seeded) {
     if (int(out.size()) >= n - n_random) break;
     if (history.measured.count(h) || taken.count(h)) continue;
-    for (const Cand& c : all) {
-      if (c.hash != h) continue;
-      // Two seeds with the same tiles (fitting can make them so) are one.
-      if (near_picked(c)) break;
-      // The seed stands for its stratum in this batch.
-      if (sketch.strata > 1) covered[ir::TilingStratum(task.dag, c.decisions)] = true;
-      taken.insert(h);
-      picked.push_back(&c);
-      out.push_back(c.schedule);
-    }
+    const auto c = std::find_if(all.begin(), all.end(), [&](const Cand& x) { return x.hash == h; });
+    // Two seeds with the same tiles (fitting can make them so) are one.
+    if (c == all.end() || near_picked(*c)) continue;
+    // The seed stands for its stratum in this batch.
+    if (sketch.strata > 1) covered[ir::TilingStratum(task.dag, c->decisions)] = true;
+    taken.insert(h);
+    picked.push_back(&*c);
+    out.push_back(c->schedule);
   }
   for (int pass = sketch.strata > 1 ? 0 : 1; pass < 3; ++pass) {
     for (const Cand& c : all) {

@@ -83,6 +83,9 @@ struct TaskHistory {
   int plain_trials = 0;      // of schedules outside every sketch (no decisions), any outcome
   int last_improvement = 0;  // `trials` when the best last improved by 1%
   double best_seconds() const { return ok.empty() ? 0 : ok.front().seconds; }
+  // The decisions of the best (at most `n`) successful schedules of sketch
+  // `sketch_id` that carry decisions, best first: the mutation parents.
+  std::vector<std::vector<int64_t>> BestDecisions(int sketch_id, int n) const;
   void Add(const ::tunefarm::v1::Schedule& schedule, const MeasureResult& result);
 };
 

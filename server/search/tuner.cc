@@ -185,6 +185,7 @@ void Tuner::SeedFromOtherWorkloads() {
     const Task& task = tasks_[t];
     if (task.target.is_gpu() || !ir::HasTilingSketch(task.dag)) continue;
     const std::vector<int64_t> mine = LoopExtents(task.dag);
+    const std::string mine_class = SeedClass(task.workload);
     // (rank within its workload, distance, decisions): every workload's
     // best before any second best, nearer workloads first.
     struct Seed {
@@ -194,7 +195,7 @@ void Tuner::SeedFromOtherWorkloads() {
     };
     std::vector<Seed> seeds;
     for (const auto& [key, other] : others_) {
-      if (SeedClass(other.task.workload) != SeedClass(task.workload)) continue;
+      if (SeedClass(other.task.workload) != mine_class) continue;
       const std::vector<int64_t> theirs = LoopExtents(other.task.dag);
       if (theirs.size() != mine.size()) continue;
       // Sum of |log ratio| of the extents: a ResNet C256 3x3 layer is
@@ -219,10 +220,7 @@ void Tuner::SeedFromOtherWorkloads() {
     std::vector<std::vector<int64_t>> out;
     for (Seed& s : seeds) out.push_back(std::move(s.decisions));
     // A task with a tiling schedule of its own that ran starts from that.
-    const bool own = std::any_of(
-        histories_[t].ok.begin(), histories_[t].ok.end(), [](const TaskHistory::Entry& e) {
-          return e.schedule.sketch_id() == ir::kTilingSketchId && !e.schedule.decisions().empty();
-        });
+    const bool own = !histories_[t].BestDecisions(ir::kTilingSketchId, 1).empty();
     seeds_[t] = own ? 0 : int(out.size());
     policy_.SetTransferred(task.key, std::move(out));
   }
