@@ -25,9 +25,15 @@ int RunModelsBench(const std::vector<std::string>& args);
 
 int main(int argc, char** argv) {
   // Debian's OpenBLAS misdetects recent CPUs and falls back to slow kernels;
-  // the core type is read when the library loads, so set it and start again.
+  // the core type is read when the library loads, so set it (from what this
+  // CPU and its OS support: an AVX-512 kernel on a CPU without it dies of
+  // SIGILL) and start again.
   if (getenv("OPENBLAS_CORETYPE") == nullptr) {
-    setenv("OPENBLAS_CORETYPE", "SkylakeX", 1);
+    __builtin_cpu_init();
+    const char* core = __builtin_cpu_supports("avx512f")                                   ? "SkylakeX"
+                       : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? "Haswell"
+                                                                                           : "Prescott";
+    setenv("OPENBLAS_CORETYPE", core, 1);
     // OpenMP threads of oneDNN must not spin while our kernels are timed.
     setenv("OMP_WAIT_POLICY", "passive", 1);
     execv("/proc/self/exe", argv);

@@ -1,7 +1,10 @@
 // tunefarm-bench kernels: GFLOP/s of the default schedule and of the best of
 // a seeded random sample from the schedule space, beside oneDNN and OpenBLAS
-// measured in the same run, on the anchor workloads. Every kernel whose time
-// is reported is first checked against a reference output.
+// measured in the same run, on the anchor workloads. Every kernel and library
+// whose time is reported is first checked against the float64 reference (its
+// output NaN-filled before each run); a wrong one is reported as null with
+// its error, and the bench exits 1. Every reported time is the same
+// statistic: the median of one TimeIt.
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -169,6 +172,7 @@ int RunKernelsBench(const std::vector<std::string>& args) {
               "sampled", "handwrit", "onednn", "openblas", "def/dn", "smp/dn", "hw/dn", "%peak",
               "comp_ms");
   std::vector<std::string> rows;
+  bool failures = false;  // a wrong kernel or library output: exit 1
   for (const Anchor& a : KernelAnchors()) {
     if (!Selected(a.name, only)) continue;
     v1::Workload w = *ir::ParseWorkloadSpec(a.spec);
@@ -226,73 +230,109 @@ int RunKernelsBench(const std::vector<std::string>& args) {
     std::sort(compile_ms.begin(), compile_ms.end());
     double median_compile = compile_ms[compile_ms.size() / 2];
 
+    // One reference for every output of this workload: the float64
+    // interpreter. oneDNN, OpenBLAS and each of our kernels are checked
+    // against it; a wrong one is reported as null with the reason.
+    absl::StatusOr<std::vector<double>> ref64 = ir::EvaluateReference(dag, inputs);
+    if (!ref64.ok()) {
+      std::printf("%-28s no reference: %s\n", a.name, std::string(ref64.status().message()).c_str());
+      failures = true;
+      continue;
+    }
+    const std::vector<float> want(ref64->begin(), ref64->end());
+    const int64_t n_out = dag.NumElements(dag.output);
     for (int threads : thread_counts) {
       runner::ThreadPool pool(threads);
+      std::vector<std::string> errors;
+      auto wrong = [&](const std::string& who, double err) {
+        errors.push_back(absl::StrFormat("%s: max relative error %g against the float64 reference",
+                                         who, err));
+        std::printf("%-28s %d thr: %s\n", a.name, threads, errors.back().c_str());
+      };
       std::optional<ReferenceRun> dnn = RunOneDnn(w, inputs, threads);
       std::optional<ReferenceRun> blas = RunOpenBlas(w, inputs, threads);
-      const std::vector<float>* want = dnn ? &dnn->output : blas ? &blas->output : nullptr;
-      std::vector<float> ref_store;
-      if (!want) {
-        auto r = ir::EvaluateReference(dag, inputs);
-        ref_store.assign(r->begin(), r->end());
-        want = &ref_store;
+      for (auto [lib, name] : {std::pair{&dnn, "oneDNN"}, std::pair{&blas, "OpenBLAS"}}) {
+        if (!*lib) continue;
+        double err = MaxRelError((*lib)->output.data(), want);
+        if (err > 1e-3) {
+          wrong(name, err);
+          lib->reset();
+        }
       }
       auto run = [&](const Candidate& c) { c.lib->Run(c.ptrs.data(), pool); };
-      run(*def);
-      double def_err = MaxRelError(out.data(), *want);
-      double def_s = TimeIt([&] { run(*def); });
-      // The sample: one quick timing each, the best few re-timed properly and checked.
+      // Every candidate starts from a NaN-filled output, so one that writes
+      // nothing cannot pass on an earlier kernel's result.
+      auto check = [&](const Candidate& c) {
+        std::fill(out.data(), out.data() + n_out, std::nanf(""));
+        run(c);
+        return MaxRelError(out.data(), want);
+      };
+      double def_s = NAN;
+      if (double err = check(*def); err > 1e-3) {
+        wrong("default schedule", err);
+      } else {
+        def_s = TimeIt([&] { run(*def); });
+      }
+      // The sample: one quick timing each, the best few checked and timed
+      // properly; the fastest of those is timed once more, exactly as the
+      // references are, and that time is the one reported.
       std::vector<std::pair<double, int>> quick;
+      const double limit = std::max(0.2, 4 * (std::isnan(def_s) ? 0.05 : def_s));
       for (size_t i = 0; i < sampled.size(); ++i) {
         // One run in a child process with a deadline first: random schedules
         // can be very slow (a parallel loop deep inside serial ones), and such
         // a candidate is not worth timing properly.
-        double limit = std::max(0.2, 4 * def_s);
         double t = RunsWithin(sampled[i], threads, limit) ? TimeIt([&] { run(sampled[i]); }, 5, 1)
                                                           : INFINITY;
         quick.emplace_back(t, int(i));
       }
       std::sort(quick.begin(), quick.end());
-      double best_s = NAN;
+      int best = -1;
+      double best_sel = INFINITY;
       for (size_t i = 0; i < std::min<size_t>(3, quick.size()); ++i) {
         const Candidate& c = sampled[quick[i].second];
-        run(c);
-        if (MaxRelError(out.data(), *want) > 1e-3) {
-          std::printf("%-28s sampled schedule %d gave a wrong result (dropped)\n", a.name,
-                      quick[i].second);
+        if (double err = check(c); err > 1e-3) {
+          std::printf("%-28s sampled schedule %d gave a wrong result (max relative error %g; "
+                      "dropped)\n", a.name, quick[i].second, err);
           continue;
         }
         double t = TimeIt([&] { run(c); });
-        if (std::isnan(best_s) || t < best_s) best_s = t;
+        if (t < best_sel) best_sel = t, best = quick[i].second;
       }
+      const double best_s = best >= 0 ? TimeIt([&] { run(sampled[best]); }) : NAN;
       double hand_s = NAN;
       if (hand) {
-        run(*hand);
-        if (MaxRelError(out.data(), *want) > 1e-3) {
-          std::printf("%-28s hand-written schedule gave a wrong result\n", a.name);
+        if (double err = check(*hand); err > 1e-3) {
+          wrong("hand-written schedule", err);
         } else {
           hand_s = TimeIt([&] { run(*hand); });
         }
       }
+      if (!errors.empty()) failures = true;
       double gf = cw.flops * 1e-9;
       double hand_g = gf / hand_s;
       double def_g = gf / def_s, smp_g = gf / best_s;
       double dnn_g = dnn ? gf / dnn->seconds : NAN, blas_g = blas ? gf / blas->seconds : NAN;
-      double best_g =
-          std::max({def_g, std::isnan(smp_g) ? 0 : smp_g, std::isnan(hand_g) ? 0 : hand_g});
-      std::printf("%-28s %3d %9.1f %9s %9s %9s %9s %7s %7s %7s %8.1f%% %8.1f%s\n", a.name, threads,
-                  def_g, Num(smp_g).c_str(), Num(hand_g).c_str(), Num(dnn_g).c_str(),
+      double best_g = 0;
+      for (double g : {def_g, smp_g, hand_g})
+        if (!std::isnan(g)) best_g = std::max(best_g, g);
+      std::printf("%-28s %3d %9s %9s %9s %9s %9s %7s %7s %7s %8.1f%% %8.1f%s\n", a.name, threads,
+                  Num(def_g).c_str(), Num(smp_g).c_str(), Num(hand_g).c_str(), Num(dnn_g).c_str(),
                   Num(blas_g).c_str(), Num(def_g / dnn_g).c_str(), Num(smp_g / dnn_g).c_str(),
                   Num(hand_g / dnn_g).c_str(), 100 * best_g / peak[threads], median_compile,
-                  def_err > 1e-3 ? "  DEFAULT WRONG" : "");
+                  errors.empty() ? "" : "  WRONG (see above)");
       std::fflush(stdout);
+      std::string errors_json;
+      for (const std::string& e : errors) {
+        absl::StrAppend(&errors_json, errors_json.empty() ? "" : ", ", "\"", e, "\"");
+      }
       rows.push_back(absl::StrCat(
           "{\"workload\": \"", a.name, "\", \"spec\": \"", a.spec, "\", \"threads\": ", threads,
           ", \"default_gflops\": ", Num(def_g), ", \"sampled_best_gflops\": ", Num(smp_g),
           ", \"samples\": ", sampled.size(), ", \"onednn_gflops\": ", Num(dnn_g),
           ", \"openblas_gflops\": ", Num(blas_g), ", \"handwritten_gflops\": ", Num(hand_g),
           ", \"peak_gflops\": ", Num(peak[threads]),
-          ", \"compile_ms_median\": ", Num(median_compile), "}"));
+          ", \"compile_ms_median\": ", Num(median_compile), ", \"errors\": [", errors_json, "]}"));
     }
   }
   if (!json_path.empty()) {
@@ -301,6 +341,10 @@ int RunKernelsBench(const std::vector<std::string>& args) {
     for (size_t i = 0; i < rows.size(); ++i)
       f << "  " << rows[i] << (i + 1 < rows.size() ? ",\n" : "\n");
     f << "]}\n";
+  }
+  if (failures) {
+    std::fprintf(stderr, "tunefarm-bench: a kernel or library gave a wrong result (above)\n");
+    return 1;
   }
   return 0;
 }

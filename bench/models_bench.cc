@@ -2,8 +2,9 @@
 // untuned (default schedules) vs tuned (a trial budget of the local search,
 // all the model's tasks under the gradient task scheduler) vs ONNX Runtime
 // (npm's onnxruntime-node, driven by bench/ort_run.js) in the same run, at
-// 1 and 2 threads. The tuned package's outputs are checked against ONNX
-// Runtime's on the same inputs before any time is reported.
+// 1 and 2 threads. Both packages' outputs are checked against ONNX Runtime's
+// on the same inputs before any time is reported; without ONNX Runtime, or
+// with a package that differs, nothing is timed and the bench exits 1.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -122,8 +123,14 @@ int RunModelsBench(const std::vector<std::string>& args) {
       {"blazeface_back_256", CacheDir() + "/models/blazeface_back_256.onnx"}};
   const bool have_ort =
       fs::exists(CacheDir() + "/ort/node_modules/onnxruntime-node") || getenv("ORT_NODE");
-  if (!have_ort)
-    std::printf("ONNX Runtime not fetched (scripts/fetch-models.sh): no peer column\n");
+  if (!have_ort) {
+    // Every timing here rests on an output check against ONNX Runtime.
+    std::fprintf(stderr,
+                 "tunefarm-bench: models: ONNX Runtime is not fetched (run "
+                 "scripts/fetch-models.sh); nothing is timed unchecked\n");
+    return 1;
+  }
+  bool failures = false;  // a package that differs from ONNX Runtime, or no check: exit 1
   const ir::Target host = codegen::HostTarget();
   std::string rows;
   std::printf("%-20s %3s %12s %12s %14s %8s %10s %10s  %s\n", "model", "thr", "untuned ms",
@@ -267,35 +274,43 @@ int RunModelsBench(const std::vector<std::string>& args) {
       input_flags.push_back("--input");
       input_flags.push_back(absl::StrCat(name, "=", f.string()));
     }
-    // Correctness first: the tuned outputs against ONNX Runtime's.
-    std::string check = "not checked against ONNX Runtime";
+    // Correctness first: both packages' outputs against ONNX Runtime's.
     const fs::path ort_out = tmp / (spec.name + "_ort");
-    if (have_ort && TimeOrt(spec.path, 1, 1, input_flags, ort_out.string()).ok()) {
+    if (!TimeOrt(spec.path, 1, 1, input_flags, ort_out.string()).ok()) {
+      std::printf("%-20s ONNX Runtime did not run the model: nothing to check against, not timed\n",
+                  spec.name.c_str());
+      failures = true;
+      continue;
+    }
+    auto worst_error = [&](const v1::ModelPackage& pkg) {
       std::map<std::string, std::vector<float>> ours;
-      auto rt = GraphRuntime::Load(*tuned, {});
-      if (!rt.ok() || !(*rt)->Run(in, &ours).ok()) return 1;
+      auto rt = GraphRuntime::Load(pkg, {});
+      if (!rt.ok() || !(*rt)->Run(in, &ours).ok()) return double(INFINITY);
       double worst = 0;
       for (const std::string& o : model->outputs) {
         absl::StatusOr<std::string> bytes = ReadFile((ort_out / deploy::NpyFileName(o)).string());
         absl::StatusOr<deploy::NpyArray> theirs =
             bytes.ok() ? deploy::ParseNpy(*bytes) : bytes.status();
-        if (!theirs.ok() || theirs->data.size() != ours[o].size()) {
-          worst = INFINITY;
-          continue;
-        }
+        if (!theirs.ok() || theirs->data.size() != ours[o].size()) return double(INFINITY);
         double err = 0, scale = 1e-6;
         for (size_t i = 0; i < ours[o].size(); ++i) {
-          err = std::max(err, double(std::fabs(ours[o][i] - theirs->data[i])));
+          const double d = std::fabs(ours[o][i] - theirs->data[i]);
+          if (!(d <= err)) err = std::isnan(d) ? INFINITY : d;
           scale = std::max(scale, double(std::fabs(theirs->data[i])));
         }
         worst = std::max(worst, err / scale);
       }
-      check = absl::StrFormat("max error vs ONNX Runtime %.2g of the output's range", worst);
-      if (!(worst < 1e-3)) {
-        std::printf("%-20s WRONG: the tuned package differs from ONNX Runtime (%s)\n",
-                    spec.name.c_str(), check.c_str());
-        continue;
-      }
+      return worst;
+    };
+    const double tuned_err = worst_error(*tuned), untuned_err = worst_error(*untuned);
+    const std::string check =
+        absl::StrFormat("max error vs ONNX Runtime %.2g (untuned %.2g) of the output's range",
+                        tuned_err, untuned_err);
+    if (!(tuned_err < 1e-3) || !(untuned_err < 1e-3)) {
+      std::printf("%-20s WRONG: a package differs from ONNX Runtime (%s); not timed\n",
+                  spec.name.c_str(), check.c_str());
+      failures = true;
+      continue;
     }
     for (int th : thread_list) {
       auto times = deploy::TimePaired(*untuned, *tuned, th, repeat, &in);
@@ -303,10 +318,7 @@ int RunModelsBench(const std::vector<std::string>& args) {
       const double* u = &times->a_seconds;
       const double* t = &times->b_seconds;
       double ort = 0;
-      if (have_ort) {
-        auto o = TimeOrt(spec.path, th, repeat, input_flags, "");
-        if (o.ok()) ort = *o;
-      }
+      if (auto o = TimeOrt(spec.path, th, repeat, input_flags, ""); o.ok()) ort = *o;
       std::printf(
           "%-20s %3d %12.2f %12.2f %14s %8d %10.2f %10s  %d/%d, %d reverted (tuning %.0f s)\n",
           spec.name.c_str(), th, *u * 1e3, *t * 1e3,
@@ -331,7 +343,7 @@ int RunModelsBench(const std::vector<std::string>& args) {
   if (!json_path.empty()) std::ofstream(json_path) << "{\"rows\": [\n  " << rows << "\n]}\n";
   std::error_code ec;
   fs::remove_all(tmp, ec);
-  return 0;
+  return failures ? 1 : 0;
 }
 
 }  // namespace tunefarm::bench

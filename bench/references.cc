@@ -53,14 +53,16 @@ __attribute__((target("avx2,fma"))) double FmaLoop256(int64_t iters) {
 
 }  // namespace
 
-double TimeIt(const std::function<void()>& fn, double min_ms, int repeats) {
-  fn();  // warm-up
+double TimeIt(const std::function<void()>& fn, const Timing& timing) {
+  const auto w0 = Clock::now();
+  do fn();  // warm-up
+  while (Seconds(w0, Clock::now()) * 1e3 < timing.warmup_ms);
   auto t0 = Clock::now();
   fn();
   double one = std::max(Seconds(t0, Clock::now()), 1e-7);
-  int number = std::max(1, int(min_ms / 1000.0 / one));
+  int number = std::max(1, int(timing.min_ms / 1000.0 / one));
   std::vector<double> times;
-  for (int r = 0; r < repeats; ++r) {
+  for (int r = 0; r < timing.repeats; ++r) {
     auto a = Clock::now();
     for (int i = 0; i < number; ++i) fn();
     times.push_back(Seconds(a, Clock::now()) / number);
@@ -94,7 +96,8 @@ double MeasurePeakGflops(int threads) {
 }
 
 std::optional<ReferenceRun> RunOpenBlas(const v1::Workload& w,
-                                        const std::vector<std::vector<float>>& inputs, int threads) {
+                                        const std::vector<std::vector<float>>& inputs, int threads,
+                                        const Timing& timing) {
   if (w.op() != v1::OP_KIND_DENSE && w.op() != v1::OP_KIND_MATMUL) return std::nullopt;
   if (w.epilogue_size() > 0) return std::nullopt;
   bool ta = w.matmul().transpose_a(), tb = w.op() == v1::OP_KIND_DENSE || w.matmul().transpose_b();
@@ -109,12 +112,13 @@ std::optional<ReferenceRun> RunOpenBlas(const v1::Workload& w,
                 k, 1.0f, inputs[0].data(), int(as[1]), inputs[1].data(), int(bs[1]), 0.0f,
                 run.output.data(), n);
   };
-  run.seconds = TimeIt(fn);
+  run.seconds = TimeIt(fn, timing);
   return run;
 }
 
 std::optional<ReferenceRun> RunOneDnn(const v1::Workload& w,
-                                      const std::vector<std::vector<float>>& inputs, int threads) {
+                                      const std::vector<std::vector<float>>& inputs, int threads,
+                                      const Timing& timing) {
   using namespace dnnl;
   using dt = memory::data_type;
   using tag = memory::format_tag;
@@ -174,10 +178,12 @@ std::optional<ReferenceRun> RunOneDnn(const v1::Workload& w,
       args[DNNL_ARG_BIAS] = bias_mem;
     }
     convolution_forward conv(pd);
-    run.seconds = TimeIt([&] {
-      conv.execute(strm, args);
-      strm.wait();
-    });
+    run.seconds = TimeIt(
+        [&] {
+          conv.execute(strm, args);
+          strm.wait();
+        },
+        timing);
     run.output.assign(size_t(dst[0] * dst[1] * dst[2] * dst[3]), 0);
     memory user_dst({dst, dt::f32, tag::nchw}, eng, run.output.data());
     reorder(conv_dst, user_dst).execute(strm, conv_dst, user_dst);
@@ -199,10 +205,12 @@ std::optional<ReferenceRun> RunOneDnn(const v1::Workload& w,
     memory cm(c_md, eng, run.output.data());
     matmul mm(pd);
     std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}};
-    run.seconds = TimeIt([&] {
-      mm.execute(strm, args);
-      strm.wait();
-    });
+    run.seconds = TimeIt(
+        [&] {
+          mm.execute(strm, args);
+          strm.wait();
+        },
+        timing);
     return run;
   }
   return std::nullopt;

@@ -16,19 +16,33 @@ struct ReferenceRun {
   std::vector<float> output;    // in the workload's own layout
 };
 
+// How a time is taken: at least `warmup_ms` of untimed runs (at least one),
+// then `repeats` repeats of at least `min_ms` each; the median repeat's time
+// per run. Compare two times only when both were taken the same way.
+struct Timing {
+  double min_ms = 40;
+  int repeats = 5;
+  double warmup_ms = 0;
+};
+
 // oneDNN with its preferred ("any") layouts; only the primitive is timed
 // (reorders of inputs and output are not). nullopt for ops it does not cover.
 std::optional<ReferenceRun> RunOneDnn(const ::tunefarm::v1::Workload& w,
-                                      const std::vector<std::vector<float>>& inputs, int threads);
+                                      const std::vector<std::vector<float>>& inputs, int threads,
+                                      const Timing& timing = {});
 
 // OpenBLAS sgemm for dense/matmul; nullopt otherwise.
 std::optional<ReferenceRun> RunOpenBlas(const ::tunefarm::v1::Workload& w,
-                                        const std::vector<std::vector<float>>& inputs, int threads);
+                                        const std::vector<std::vector<float>>& inputs, int threads,
+                                        const Timing& timing = {});
 
 // Measured peak FMA throughput (GFLOP/s) of this CPU with `threads` threads.
 double MeasurePeakGflops(int threads);
 
-// Median seconds of fn() over repeats of at least min_ms each.
-double TimeIt(const std::function<void()>& fn, double min_ms = 40, int repeats = 5);
+// Median seconds of fn() per run, taken as `timing` says.
+double TimeIt(const std::function<void()>& fn, const Timing& timing);
+inline double TimeIt(const std::function<void()>& fn, double min_ms = 40, int repeats = 5) {
+  return TimeIt(fn, Timing{min_ms, repeats, 0});
+}
 
 }  // namespace tunefarm::bench
