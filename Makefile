@@ -2,7 +2,7 @@
 BUILD ?= build
 JOBS ?= $(shell nproc)
 
-.PHONY: all deps configure build test demo agent clean
+.PHONY: all deps configure build test models demo agent clean
 
 all: build
 
@@ -16,9 +16,18 @@ configure: deps
 build: configure
 	cmake --build $(BUILD) -j $(JOBS)
 
-# Unit and end-to-end tests (GPU tests skip themselves where there is no GPU).
-test: build
-	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 600
+# Unit and end-to-end tests, then the report: counts and every skip with its
+# cause. Only "no GPU" may skip (TF_ALLOWED_SKIPS widens that): the models and
+# ONNX Runtime the tests compare with are fetched first (npm).
+test: build models
+	@cd $(BUILD) && rm -f ctest-junit.xml && \
+	  ctest --output-on-failure -j $(JOBS) --timeout 600 --output-junit ctest-junit.xml; \
+	  rc=$$?; cd $(CURDIR) && scripts/test-report.py $(BUILD)/ctest-junit.xml && exit $$rc
+
+# Pretrained models and ONNX Runtime (scripts/fetch-models.sh; cached).
+models:
+	@scripts/fetch-models.sh >/dev/null || \
+	  echo "make: fetching the models failed; the tests that need them will skip" >&2
 
 # The main job on loopback: server + worker + agent, a bundled workload set.
 demo: build

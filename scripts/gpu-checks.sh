@@ -2,8 +2,8 @@
 # The checks that need an NVIDIA GPU, run against a build that already
 # exists (on the GPU machine or copied there with its libraries):
 #   1. the tests that skip where there is no GPU (ctest label gpu, plus the
-#      GPU cases of tune_cli_test and bench_smoke_test), run as binaries so
-#      no ctest tree is needed;
+#      GPU cases of tune_cli_test and bench_smoke_test) and the NVRTC tests,
+#      run as binaries so no ctest tree is needed;
 #   2. tunefarm-bench kernels --target cuda, the table for docs/benchmarks.md.
 #
 #   usage: scripts/gpu-checks.sh [BUILD_DIR] [OUT_DIR] [BENCH_ARGS...]
@@ -35,13 +35,23 @@ run() {
   if [ "$status" -ne 0 ]; then
     echo "gpu-checks: $name exited with $status" | tee -a "$out/tests.log"
     rc=1
-  elif grep -q '\[  SKIPPED \]' "$out/$name.log"; then
+  elif grep -E '^\[[a-z0-9-]+\] ' "$out/$name.log" | grep -qv '^\[has-gpu\] '; then
+    # A skip's message starts with its cause (tests/testing/skip.h); only
+    # the no-driver checks skip on a machine with a GPU.
     echo "gpu-checks: $name skipped a test" | tee -a "$out/tests.log"
     rc=1
   fi
   rm -f "$out/$name.log"
 }
 
+# The CUDA toolkit's half of the suite (NVRTC builds, no GPU needed): here,
+# too, none of it may skip.
+run cuda_test "$build/tests/cuda_test"
+run gpu_plan_test "$build/tests/gpu_plan_test"
+run worker_test "$build/tests/worker_test"
+run codegen_test "$build/tests/codegen_test"
+run search_test "$build/tests/search_test" --gtest_filter='SearchPolicy.ProposesGpu*'
+run e2e_test "$build/tests/e2e_test" --gtest_filter='*Cuda*'
 run gpu_device_test "$build/tests/gpu_device_test"
 run gpu_farm_test "$build/tests/gpu_farm_test"
 run tune_cli_test "$build/tests/tune_cli_test" --gtest_filter='TuneCli.Cuda*'

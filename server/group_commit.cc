@@ -9,6 +9,16 @@ int64_t GroupCommitter::transactions() const {
   return transactions_;
 }
 
+int64_t GroupCommitter::queued() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return int64_t(queue_.size());
+}
+
+bool GroupCommitter::writing() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return committing_;
+}
+
 absl::Status GroupCommitter::Commit(const v1::Record& record) {
   Pending mine{&record};
   std::unique_lock<std::mutex> lock(mu_);

@@ -29,6 +29,11 @@ class GroupCommitter {
   // Transactions written so far (records per transaction, for the log).
   int64_t transactions() const;
 
+  // Records waiting for the next transaction (not yet taken by a writer).
+  int64_t queued() const;
+  // Whether a transaction is being written now.
+  bool writing() const;
+
  private:
   struct Pending {
     const v1::Record* record;

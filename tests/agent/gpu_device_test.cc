@@ -18,6 +18,7 @@
 #include "device_agent/measure_handler.h"
 #include "gtest/gtest.h"
 #include "server/search/gpu_local_measurer.h"
+#include "tests/testing/skip.h"
 #include "worker/builder.h"
 
 namespace tunefarm {
@@ -27,13 +28,13 @@ class GpuDevice : public ::testing::Test {
  protected:
   void SetUp() override {
     caps_ = agent::DetectCapabilities();
-    if (!caps_.has_gpu()) GTEST_SKIP() << "no GPU on this machine";
+    if (!caps_.has_gpu()) TF_SKIP("no-gpu") << "no GPU on this machine";
     target_spec_ = "cuda -arch=" + caps_.cuda_archs(0);
     // No toolkit in this build, or a driver too old for what NVRTC builds
     // (CUDA_ERROR_UNSUPPORTED_PTX_VERSION): say so rather than fail.
     if (absl::Status s = search::GpuLocalMeasurer::Check(*ir::Target::Parse(target_spec_));
         !s.ok()) {
-      GTEST_SKIP() << s;
+      TF_SKIP("gpu-unusable") << s;
     }
     agent::MeasureHandlerOptions o;
     o.gpu = true;

@@ -15,6 +15,7 @@
 #include "device_agent/measure_handler.h"
 #include "device_agent/sandbox.h"
 #include "gtest/gtest.h"
+#include "tests/testing/skip.h"
 #include "worker/builder.h"
 
 namespace tunefarm {
@@ -95,7 +96,7 @@ TEST(GpuPlan, RoundTripsAndRefusesDamage) {
 // The worker's module for a dense layer: parameters, tensor ids in the
 // scheduled DAG, become argument indices (inputs, then the output).
 TEST(GpuPlan, MapsAWorkerModulesParametersToArguments) {
-  if (codegen::NvrtcSupportedArchs().empty()) GTEST_SKIP() << "no CUDA toolkit in this build";
+  if (codegen::NvrtcSupportedArchs().empty()) TF_SKIP("no-cuda-toolkit") << "no CUDA toolkit in this build";
   v1::BuildRequest req;
   *req.mutable_workload() =
       ir::Canonicalize(*ir::ParseWorkloadSpec("dense(M=64,N=96,K=128)+bias+relu"))->workload;
@@ -159,7 +160,7 @@ TEST(GpuPlan, WithoutAGpuTheAnswerSaysSo) {
   EXPECT_EQ(r.status(), v1::MEASURE_STATUS_RUNTIME_ERROR);
   EXPECT_TRUE(absl::StrContains(r.error(), "no GPU")) << r.error();
 
-  if (runner::CudaDriver::Get().ok()) GTEST_SKIP() << "this machine has a CUDA driver";
+  if (runner::CudaDriver::Get().ok()) TF_SKIP("has-gpu") << "this machine has a CUDA driver";
   absl::StatusOr<std::string> plan = runner::EncodeGpuPlan(TwoKernels());
   ASSERT_TRUE(plan.ok());
   std::vector<float> a(10, 1.0f), b(10, 2.0f);

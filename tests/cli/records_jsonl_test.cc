@@ -59,14 +59,22 @@ TEST(RecordsJsonl, FuzzedLinesNeverCrash) {
     std::stringstream ss(line + "\n");
     auto out = ParseRecordsJsonl(ss, "fuzz");
     if (out.ok()) {
+      // An accepted line is one record that survives its own round trip.
       ++ok;
+      ASSERT_EQ(out->size(), 1u) << line;
+      std::stringstream again(RecordToJsonLine(out->front()) + "\n");
+      auto back = ParseRecordsJsonl(again, "again");
+      ASSERT_TRUE(back.ok()) << line << ": " << back.status();
+      ASSERT_EQ(back->size(), 1u);
+      EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(out->front(), back->front()))
+          << line;
     } else {
       ++rejected;
       EXPECT_EQ(std::string(out.status().message()).rfind("fuzz:1:", 0), 0u) << out.status();
     }
   }
   EXPECT_GT(rejected, 1000);
-  EXPECT_EQ(ok + rejected, 3000);
+  EXPECT_GT(ok, 0) << "no mutated line parsed: the round trip above was never checked";
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include "gtest/gtest.h"
 #include "tests/compiler/kernel_check.h"
 #include "tests/testing/process.h"
+#include "tests/testing/skip.h"
 #include "tests/testing/temp_dir.h"
 
 namespace tunefarm {
@@ -52,7 +53,7 @@ bool QemuAvailable() {
 }
 
 TEST(Aarch64, KernelsRunUnderQemuAndMatchTheReference) {
-  if (!QemuAvailable()) GTEST_SKIP() << "qemu-user or the aarch64 cross compiler is not installed";
+  if (!QemuAvailable()) TF_SKIP("no-package") << "qemu-user or the aarch64 cross compiler is not installed";
   testing::TempDir dir;
   const std::vector<std::string> specs = {
       "conv2d_nchw(N=1,C=8,H=10,W=10,K=12,R=3,S=3,pad=1)+bias+relu",

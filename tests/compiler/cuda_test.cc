@@ -3,6 +3,7 @@
 // NVRTC for sm_75, sm_87 and sm_90 and the cubins read back; limits refused
 // with their reason.
 #include <random>
+#include <set>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -16,6 +17,7 @@
 #include "compiler/ir/workload_spec.h"
 #include "gtest/gtest.h"
 #include "tests/compiler/gpu_sim.h"
+#include "tests/testing/skip.h"
 
 namespace tunefarm {
 namespace {
@@ -98,18 +100,20 @@ TEST(GpuSchedule, DefaultsMatchReferenceInTheSimulator) {
 TEST(GpuSchedule, RandomSchedulesMatchReferenceInTheSimulator) {
   const ir::Target target = Cuda();
   std::mt19937_64 rng(2026);
-  int pairs = 0, tiled = 0, with_barriers = 0;
+  int tiled = 0, with_barriers = 0;
+  std::set<std::string> distinct;
   for (int i = 0; i < 120; ++i) {
     const std::string& spec = Workloads()[i % Workloads().size()];
     ir::ComputeDAG dag = Dag(spec);
     v1::Schedule sched = ir::RandomGpuSchedule(dag, target, rng);
     auto r = Simulate(dag, sched, target, 100 + i);
     ASSERT_TRUE(r.ok()) << spec << " schedule " << sched.ShortDebugString() << ": " << r.status();
-    ++pairs;
+    distinct.insert(spec + sched.SerializeAsString());
     tiled += sched.sketch_id() == ir::kGpuTilingSketchId;
     with_barriers += r->stats.barriers > 0;
   }
-  EXPECT_EQ(pairs, 120);
+  // The draws differ: 120 pairs are not a few schedules checked many times.
+  EXPECT_GE(distinct.size(), 100u);
   // The tiling sketch (shared memory, barriers) must be a good part of it.
   EXPECT_GE(tiled, 40);
   EXPECT_GE(with_barriers, 40);
@@ -216,7 +220,7 @@ TEST(GpuLimits, TooManyThreadsAndTooMuchSharedMemoryAreRefused) {
 class NvrtcTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!codegen::HaveNvrtc()) GTEST_SKIP() << "this build has no CUDA toolkit (NVRTC)";
+    if (!codegen::HaveNvrtc()) TF_SKIP("no-cuda-toolkit") << "this build has no CUDA toolkit (NVRTC)";
   }
 };
 

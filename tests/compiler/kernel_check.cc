@@ -12,52 +12,42 @@
 
 namespace tunefarm::testing {
 
-absl::StatusOr<KernelCheck> CheckKernelWith(const v1::Workload& workload,
-                                            const v1::Schedule* schedule, const ir::Target& target,
-                                            uint64_t seed, double tolerance,
-                                            const KernelRunFn& run) {
-  TF_ASSIGN_OR_RETURN(ir::ComputeDAG dag, ir::BuildComputeDAG(workload));
+namespace {
+
+struct Built {
+  std::vector<float> out;
+  double compile_ms = 0;
+  int steps = 0;
+};
+
+absl::StatusOr<Built> BuildAndRun(const ir::ComputeDAG& dag, const v1::Schedule* schedule,
+                                  const ir::Target& target,
+                                  const std::vector<std::vector<float>>& inputs,
+                                  const KernelRunFn& run) {
   v1::Schedule sched = schedule ? *schedule : ir::DefaultSchedule(dag, target);
   TF_ASSIGN_OR_RETURN(ir::ScheduleState state, ir::ScheduleState::Replay(dag, sched, target));
   ir::Stmt program = ir::Lower(state);
   TF_ASSIGN_OR_RETURN(codegen::CpuArtifact art, codegen::CompileCpu(state.dag(), program, target));
-
-  std::vector<std::vector<float>> inputs = ir::RandomInputs(dag, seed);
   int64_t n_out = dag.NumElements(dag.output);
   // Weights the schedule repacked (layout_pack) are packed once, as a
   // deployment would; the reference reads the original layout.
   std::vector<std::vector<float>> kernel_inputs = inputs;
   for (auto& [i, packed] : ir::PackedArguments(state.dag(), inputs))
     kernel_inputs[i] = std::move(packed);
-  TF_ASSIGN_OR_RETURN(std::vector<float> out, run(art.shared_object, kernel_inputs, n_out));
-  if (int64_t(out.size()) != n_out) {
+  Built b;
+  TF_ASSIGN_OR_RETURN(b.out, run(art.shared_object, kernel_inputs, n_out));
+  if (int64_t(b.out.size()) != n_out) {
     return absl::InternalError(
-        absl::StrCat("kernel gave ", out.size(), " outputs, expected ", n_out));
+        absl::StrCat("kernel gave ", b.out.size(), " outputs, expected ", n_out));
   }
-  TF_ASSIGN_OR_RETURN(std::vector<double> ref, ir::EvaluateReference(dag, inputs));
-
-  KernelCheck check;
-  check.outputs = n_out;
-  check.compile_ms = art.codegen_ms + art.link_ms;
-  for (int64_t i = 0; i < n_out; ++i) {
-    double o = out[i], r = ref[i];
-    double abs_err = std::fabs(o - r);
-    double rel = abs_err / std::max(1.0, std::fabs(r));
-    if (!(rel <= tolerance)) {  // also catches NaN
-      return absl::InternalError(absl::StrCat("output ", i, " is ", o, ", reference ", r,
-                                              " (schedule of ", sched.steps_size(), " steps)"));
-    }
-    check.max_abs_error = std::max(check.max_abs_error, abs_err);
-    check.max_rel_error = std::max(check.max_rel_error, rel);
-  }
-  return check;
+  b.compile_ms = art.codegen_ms + art.link_ms;
+  b.steps = sched.steps_size();
+  return b;
 }
 
-absl::StatusOr<KernelCheck> CheckKernel(const v1::Workload& workload, const v1::Schedule* schedule,
-                                        const ir::Target& target, uint64_t seed, double tolerance,
-                                        int threads) {
-  KernelRunFn run = [threads](const std::string& so, const std::vector<std::vector<float>>& inputs,
-                              int64_t n_out) -> absl::StatusOr<std::vector<float>> {
+KernelRunFn InProcess(int threads) {
+  return [threads](const std::string& so, const std::vector<std::vector<float>>& inputs,
+                   int64_t n_out) -> absl::StatusOr<std::vector<float>> {
     TF_ASSIGN_OR_RETURN(auto lib, runner::KernelLibrary::Load(so));
     std::vector<std::unique_ptr<runner::AlignedBuffer>> buffers;
     std::vector<void*> ptrs;
@@ -75,7 +65,56 @@ absl::StatusOr<KernelCheck> CheckKernel(const v1::Workload& workload, const v1::
     if (rc != 0) return absl::InternalError(absl::StrCat("kernel returned ", rc));
     return std::vector<float>(out.data(), out.data() + n_out);
   };
-  return CheckKernelWith(workload, schedule, target, seed, tolerance, run);
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<float>> RunKernel(const v1::Workload& workload,
+                                             const v1::Schedule* schedule,
+                                             const ir::Target& target,
+                                             const std::vector<std::vector<float>>& inputs,
+                                             int threads) {
+  TF_ASSIGN_OR_RETURN(ir::ComputeDAG dag, ir::BuildComputeDAG(workload));
+  if (inputs.size() + 1 != dag.args.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(inputs.size(), " inputs for a kernel of ", dag.args.size() - 1));
+  }
+  TF_ASSIGN_OR_RETURN(Built b, BuildAndRun(dag, schedule, target, inputs, InProcess(threads)));
+  return std::move(b.out);
+}
+
+absl::StatusOr<KernelCheck> CheckKernelWith(const v1::Workload& workload,
+                                            const v1::Schedule* schedule, const ir::Target& target,
+                                            uint64_t seed, double tolerance,
+                                            const KernelRunFn& run) {
+  TF_ASSIGN_OR_RETURN(ir::ComputeDAG dag, ir::BuildComputeDAG(workload));
+  std::vector<std::vector<float>> inputs = ir::RandomInputs(dag, seed);
+  TF_ASSIGN_OR_RETURN(Built built, BuildAndRun(dag, schedule, target, inputs, run));
+  const std::vector<float>& out = built.out;
+  const int64_t n_out = int64_t(out.size());
+  TF_ASSIGN_OR_RETURN(std::vector<double> ref, ir::EvaluateReference(dag, inputs));
+
+  KernelCheck check;
+  check.outputs = n_out;
+  check.compile_ms = built.compile_ms;
+  for (int64_t i = 0; i < n_out; ++i) {
+    double o = out[i], r = ref[i];
+    double abs_err = std::fabs(o - r);
+    double rel = abs_err / std::max(1.0, std::fabs(r));
+    if (!(rel <= tolerance)) {  // also catches NaN
+      return absl::InternalError(absl::StrCat("output ", i, " is ", o, ", reference ", r,
+                                              " (schedule of ", built.steps, " steps)"));
+    }
+    check.max_abs_error = std::max(check.max_abs_error, abs_err);
+    check.max_rel_error = std::max(check.max_rel_error, rel);
+  }
+  return check;
+}
+
+absl::StatusOr<KernelCheck> CheckKernel(const v1::Workload& workload, const v1::Schedule* schedule,
+                                        const ir::Target& target, uint64_t seed, double tolerance,
+                                        int threads) {
+  return CheckKernelWith(workload, schedule, target, seed, tolerance, InProcess(threads));
 }
 
 }  // namespace tunefarm::testing

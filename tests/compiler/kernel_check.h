@@ -31,6 +31,16 @@ absl::StatusOr<KernelCheck> CheckKernelWith(const ::tunefarm::v1::Workload& work
                                             const ir::Target& target, uint64_t seed,
                                             double tolerance, const KernelRunFn& run);
 
+// Builds (workload, schedule or the default when null) for `target` and runs
+// it once on `inputs` (one per kernel input, in their original layouts; the
+// ones the schedule packs are packed here). Every output must be written:
+// the buffer starts as NaN.
+absl::StatusOr<std::vector<float>> RunKernel(const ::tunefarm::v1::Workload& workload,
+                                             const ::tunefarm::v1::Schedule* schedule,
+                                             const ir::Target& target,
+                                             const std::vector<std::vector<float>>& inputs,
+                                             int threads = 2);
+
 // schedule == nullptr: the default schedule. Errors: the schedule did not
 // apply, the kernel did not build or load, or an output is off by more than
 // `tolerance` (relative to max(1, |ref|)).

@@ -2,7 +2,7 @@
 // YOLOv5s-shaped network written by python3-onnx (tests/deploy/make_zoo.py,
 // random weights) are built with default schedules and run on random inputs;
 // every value the package materialises is compared with a float64 run of the
-// imported model, node by node. Also: the never-slower rule, the memory plan,
+// imported model, node by node, and the outputs with ONNX Runtime. Also: the never-slower rule, the memory plan,
 // bad packages, .npy files, and the CLI (build, run).
 #include <cmath>
 #include <fstream>
@@ -18,7 +18,9 @@
 #include "deploy/npy.h"
 #include "deploy/package_build.h"
 #include "gtest/gtest.h"
+#include "tests/deploy/ort_runner.h"
 #include "tests/testing/process.h"
+#include "tests/testing/skip.h"
 #include "tests/testing/temp_dir.h"
 
 namespace tunefarm::deploy {
@@ -41,7 +43,7 @@ class GraphTest : public ::testing::Test {
   }
   static void TearDownTestSuite() { delete dir_; }
   void SetUp() override {
-    if (!ok_) GTEST_SKIP() << "python3-onnx is not installed (/usr/bin/python3): " << why_;
+    if (!ok_) TF_SKIP("no-package") << "python3-onnx is not installed (/usr/bin/python3): " << why_;
   }
   static Model Import(const std::string& name) {
     absl::StatusOr<Model> m = ImportOnnxFile(dir_->File(name + ".onnx"));
@@ -71,9 +73,12 @@ double RelError(const std::vector<float>& a, const std::vector<double>& ref) {
 
 // Builds `model` (default schedules unless `options` choose), runs the
 // package with every value kept and checks each value against the float64
-// interpreter. Returns the number of values compared.
+// interpreter; given the model's file, its outputs are also checked against
+// ONNX Runtime (a reference that is not ours), or the test is reported as
+// skipped where ONNX Runtime is not fetched. Returns the number of values
+// compared with the interpreter.
 int CheckAgainstReference(const Model& model, const BuildOptions& options,
-                          v1::ModelPackage* built = nullptr) {
+                          v1::ModelPackage* built = nullptr, const std::string& onnx_path = "") {
   absl::StatusOr<v1::ModelPackage> pkg = BuildPackage(model, codegen::HostTarget(), options);
   EXPECT_TRUE(pkg.ok()) << pkg.status();
   if (!pkg.ok()) return 0;
@@ -112,13 +117,25 @@ int CheckAgainstReference(const Model& model, const BuildOptions& options,
     EXPECT_LT(RelError(out2[o], ref->at(o)), 2e-4) << "output " << o << " on the arena";
     EXPECT_EQ(out2[o], out[o]) << "output " << o << " differs between arena and separate buffers";
   }
+  if (!onnx_path.empty()) {
+    if (absl::Status ort = testing::OrtAvailable(); !ort.ok()) {
+      TF_SKIP_NOTE("no-models") << "outputs not compared with ONNX Runtime: " << ort.message();
+      return compared;
+    }
+    testing::TempDir scratch;
+    auto theirs = testing::RunOrt(onnx_path, in, model.shapes, model.outputs, scratch.path());
+    EXPECT_TRUE(theirs.ok()) << theirs.status();
+    if (theirs.ok()) {
+      EXPECT_LT(testing::MaxOutputError(out, *theirs, model.outputs), 1e-4) << "against ONNX Runtime";
+    }
+  }
   return compared;
 }
 
 TEST_F(GraphTest, ResNet18MatchesTheFloat64Reference) {
   Model m = Import("resnet18");
   v1::ModelPackage pkg;
-  int compared = CheckAgainstReference(m, {}, &pkg);
+  int compared = CheckAgainstReference(m, {}, &pkg, dir_->File("resnet18.onnx"));
   // Kernels write the fused values (conv+bn+relu, ..., add+relu): 21 steps
   // and the pooling, flatten and output values between them.
   EXPECT_GE(compared, 23);
@@ -137,19 +154,23 @@ TEST_F(GraphTest, ResNet18MatchesTheFloat64Reference) {
 }
 
 TEST_F(GraphTest, MobileNetV2MatchesTheFloat64Reference) {
-  EXPECT_GE(CheckAgainstReference(Import("mobilenet_v2"), {}), 50);
+  EXPECT_GE(CheckAgainstReference(Import("mobilenet_v2"), {}, nullptr,
+                                  dir_->File("mobilenet_v2.onnx")),
+            50);
 }
 
 TEST_F(GraphTest, YoloShapedNetworkMatchesTheFloat64Reference) {
   Model m = Import("yolov5s_160");
   ASSERT_EQ(m.outputs.size(), 3u);
-  EXPECT_GE(CheckAgainstReference(m, {}), 60);
+  EXPECT_GE(CheckAgainstReference(m, {}, nullptr, dir_->File("yolov5s_160.onnx")), 60);
 }
 
 TEST_F(GraphTest, SmallModelsWithOldOpsetFormsMatch) {
   for (const char* name : {"tiny", "opset9"}) {
     SCOPED_TRACE(name);
-    EXPECT_GE(CheckAgainstReference(Import(name), {}), 2);
+    EXPECT_GE(CheckAgainstReference(Import(name), {}, nullptr,
+                                    dir_->File(std::string(name) + ".onnx")),
+              2);
   }
 }
 

@@ -12,6 +12,7 @@
 #include "deploy/tasks.h"
 #include "gtest/gtest.h"
 #include "tests/testing/process.h"
+#include "tests/testing/skip.h"
 #include "tests/testing/temp_dir.h"
 
 namespace tunefarm::deploy {
@@ -32,7 +33,7 @@ class OnnxTest : public ::testing::Test {
   }
   static void TearDownTestSuite() { delete dir_; }
   void SetUp() override {
-    if (!ok_) GTEST_SKIP() << "python3-onnx is not installed (/usr/bin/python3): " << why_;
+    if (!ok_) TF_SKIP("no-package") << "python3-onnx is not installed (/usr/bin/python3): " << why_;
   }
   static std::string Path(const std::string& name) { return dir_->File(name + ".onnx"); }
   static std::string Bytes(const std::string& name) {

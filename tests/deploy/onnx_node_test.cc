@@ -22,6 +22,7 @@
 #include "deploy/package_build.h"
 #include "gtest/gtest.h"
 #include "onnx/onnx_pb.h"
+#include "tests/testing/skip.h"
 #include "tests/testing/temp_dir.h"
 
 namespace tunefarm::deploy {
@@ -231,7 +232,7 @@ std::string Doc() {
 }
 
 TEST(OnnxNodeTest, EveryCaseMatchesOrIsRefusedWithAReason) {
-  if (!fs::exists(kData)) GTEST_SKIP() << "libonnx-testdata is not installed (" << kData << ")";
+  if (!fs::exists(kData)) TF_SKIP("no-package") << "libonnx-testdata is not installed (" << kData << ")";
   for (const char* suite : kSuites) {
     const fs::path root = fs::path(kData) / suite;
     std::vector<fs::path> cases;

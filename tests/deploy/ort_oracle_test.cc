@@ -17,6 +17,8 @@
 #include "deploy/npy.h"
 #include "deploy/package_build.h"
 #include "gtest/gtest.h"
+#include "tests/deploy/ort_runner.h"
+#include "tests/testing/skip.h"
 #include "tests/testing/temp_dir.h"
 
 namespace tunefarm::deploy {
@@ -24,22 +26,15 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string Cache() {
-  if (const char* c = getenv("TUNEFARM_CACHE")) return c;
-  return std::string(getenv("HOME") ? getenv("HOME") : "/root") + "/.cache/tunefarm";
-}
-
 class OrtOracle : public ::testing::TestWithParam<const char*> {
  protected:
   void SetUp() override {
-    if (!fs::exists(Cache() + "/ort/node_modules/onnxruntime-node"))
-      GTEST_SKIP() << "ONNX Runtime is not fetched: run scripts/fetch-models.sh";
-    if (system("node --version > /dev/null 2>&1") != 0) GTEST_SKIP() << "node is not installed";
+    if (absl::Status s = testing::OrtAvailable(); !s.ok()) TF_SKIP("no-models") << s.message();
   }
 };
 
 TEST_P(OrtOracle, OutputsMatchOnnxRuntime) {
-  const std::string path = Cache() + "/models/" + GetParam() + ".onnx";
+  const std::string path = testing::ModelCache() + "/models/" + GetParam() + ".onnx";
   ASSERT_TRUE(fs::exists(path)) << path << " missing: run scripts/fetch-models.sh";
   absl::StatusOr<Model> m = ImportOnnxFile(path);
   ASSERT_TRUE(m.ok()) << m.status();
@@ -50,46 +45,15 @@ TEST_P(OrtOracle, OutputsMatchOnnxRuntime) {
   auto rt = GraphRuntime::Load(*pkg, ro);
   ASSERT_TRUE(rt.ok()) << rt.status();
   testing::TempDir dir;
+  ASSERT_FALSE(m->outputs.empty());
   for (uint64_t seed : {1, 2}) {
     Values<float> in = RandomModelInputs(*m, seed);
-    std::vector<std::string> argv = {"/usr/bin/env",
-                                     "node",
-                                     std::string(TF_SOURCE_DIR) + "/bench/ort_run.js",
-                                     path,
-                                     "--threads",
-                                     "1",
-                                     "--repeat",
-                                     "1",
-                                     "--out",
-                                     dir.File(absl::StrCat("ort", seed))};
-    for (const auto& [name, v] : in) {
-      const std::string f = dir.File(absl::StrCat("in", seed, ".npy"));
-      std::ofstream(f, std::ios::binary) << WriteNpy(m->shapes.at(name), v);
-      argv.push_back("--input");
-      argv.push_back(name + "=" + f);
-    }
-    auto child = Subprocess::Start(argv);
-    ASSERT_TRUE(child.ok()) << child.status();
-    std::string line;
-    ASSERT_TRUE((*child)->ReadLine(&line, absl::Minutes(2)).ok());
-    auto rc = (*child)->Wait(absl::Seconds(30));
-    ASSERT_TRUE(rc.ok() && *rc == 0) << line;
+    auto theirs = testing::RunOrt(path, in, m->shapes, m->outputs, dir.path());
+    ASSERT_TRUE(theirs.ok()) << theirs.status();
     std::map<std::string, std::vector<float>> ours;
     ASSERT_TRUE((*rt)->Run(in, &ours).ok());
-    ASSERT_FALSE(m->outputs.empty());
-    for (const std::string& o : m->outputs) {
-      auto theirs = ParseNpy(testing::ReadFileOrEmpty(
-          (fs::path(dir.File(absl::StrCat("ort", seed))) / NpyFileName(o)).string()));
-      ASSERT_TRUE(theirs.ok()) << o << ": " << theirs.status();
-      ASSERT_EQ(theirs->data.size(), ours[o].size()) << o;
-      double err = 0, scale = 1e-6;
-      for (size_t i = 0; i < ours[o].size(); ++i) {
-        const double d = std::fabs(double(ours[o][i]) - theirs->data[i]);
-        if (!(d <= err)) err = std::isnan(d) ? INFINITY : d;
-        scale = std::max(scale, double(std::fabs(theirs->data[i])));
-      }
-      EXPECT_LT(err / scale, 1e-4) << GetParam() << " output " << o << " seed " << seed;
-    }
+    EXPECT_LT(testing::MaxOutputError(ours, *theirs, m->outputs), 1e-4)
+        << GetParam() << " seed " << seed;
   }
 }
 
@@ -99,8 +63,8 @@ INSTANTIATE_TEST_SUITE_P(BlazeFace, OrtOracle,
 // Silero VAD's opset-18 "ifless" export still branches on the sample rate at
 // the top level: a clear refusal naming the If, after reading IR 10.
 TEST(Silero, ControlFlowIsRefusedWithAReason) {
-  const std::string path = Cache() + "/models/silero_vad_op18_ifless.onnx";
-  if (!fs::exists(path)) GTEST_SKIP() << path << " missing: run scripts/fetch-models.sh";
+  const std::string path = testing::ModelCache() + "/models/silero_vad_op18_ifless.onnx";
+  if (!fs::exists(path)) TF_SKIP("no-models") << path << " missing: run scripts/fetch-models.sh";
   ImportOptions o;
   o.input_shapes["input"] = {1, 512};
   o.input_shapes["state"] = {2, 1, 128};

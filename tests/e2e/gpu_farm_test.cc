@@ -16,6 +16,7 @@
 #include "gtest/gtest.h"
 #include "server/search/gpu_local_measurer.h"
 #include "tests/testing/process.h"
+#include "tests/testing/skip.h"
 #include "tests/testing/temp_dir.h"
 
 namespace tunefarm {
@@ -27,10 +28,10 @@ using testing::ServerProcess;
 
 TEST(GpuFarm, CudaJobIsBuiltByAWorkerAndTimedByAnAgentWithTheGpu) {
   v1::Capabilities caps = agent::DetectCapabilities();
-  if (!caps.has_gpu()) GTEST_SKIP() << "no GPU on this machine";
+  if (!caps.has_gpu()) TF_SKIP("no-gpu") << "no GPU on this machine";
   const std::string target = "cuda -arch=" + caps.cuda_archs(0);
   if (absl::Status s = search::GpuLocalMeasurer::Check(*ir::Target::Parse(target)); !s.ok())
-    GTEST_SKIP() << s;
+    TF_SKIP("gpu-unusable") << s;
   testing::TempDir dir;
   auto server =
       ServerProcess::Start(dir.File("farm.db"), dir.path(), {"--heartbeat_interval_ms=200"});

@@ -9,6 +9,7 @@
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "tests/testing/process.h"
+#include "tests/testing/skip.h"
 #include "tests/testing/temp_dir.h"
 #include "tunefarm/v1/package.pb.h"
 #include "tunefarm/v1/records.pb.h"
@@ -29,7 +30,7 @@ class ModelJob : public ::testing::Test {
         {"/usr/bin/python3", std::string(TF_SOURCE_DIR) + "/tests/deploy/make_models.py",
          dir.path()},
         dir.path());
-    if (gen.exit_code != 0) GTEST_SKIP() << "python3-onnx is not installed: " << gen.err;
+    if (gen.exit_code != 0) TF_SKIP("no-package") << "python3-onnx is not installed: " << gen.err;
   }
   void StartServer() {
     auto s = testing::ServerProcess::Start(dir.File("farm.db"), dir.path(),

@@ -12,9 +12,11 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "cli/records_jsonl.h"
+#include "compiler/codegen/nvrtc_info.h"
 #include "gtest/gtest.h"
 #include "tests/server/test_records.h"
 #include "tests/testing/process.h"
+#include "tests/testing/skip.h"
 #include "tests/testing/temp_dir.h"
 
 namespace tunefarm {
@@ -129,7 +131,10 @@ TEST_F(E2ETest, ImportQueryRestartQueryAgain) {
 }
 
 TEST_F(E2ETest, ErrorsAreOneLineWithExitCodes) {
-  auto server = ServerProcess::Start(dir_.File("farm.db"), dir_.path());
+  // Held until the end, so the port stays closed after the server stops.
+  auto port = testing::ReservedPort::Take();
+  ASSERT_TRUE(port.ok()) << port.status();
+  auto server = ServerProcess::Start(dir_.File("farm.db"), dir_.path(), {(*port)->listen_flag()});
   ASSERT_TRUE(server.ok()) << server.status();
   std::string bad = dir_.File("bad.jsonl");
   testing::WriteFile(bad, "{\"status\": 1}\nnot json\n");
@@ -226,9 +231,12 @@ TEST_F(E2ETest, JobsThroughTheCli) {
 
 TEST_F(E2ETest, AgentAndWorkerDialInAndReconnect) {
   std::string db = dir_.File("farm.db");
-  auto server = ServerProcess::Start(db, dir_.path(), {"--heartbeat_interval_ms=200"});
+  // The restarted server takes the same port, held here meanwhile.
+  auto port = testing::ReservedPort::Take();
+  ASSERT_TRUE(port.ok()) << port.status();
+  auto server = ServerProcess::Start(db, dir_.path(),
+                                     {"--heartbeat_interval_ms=200", (*port)->listen_flag()});
   ASSERT_TRUE(server.ok()) << server.status();
-  int port = (*server)->port();
   std::string addr = (*server)->address();
   Subprocess::Options quiet;
   quiet.capture_stdout = false;
@@ -257,7 +265,7 @@ TEST_F(E2ETest, AgentAndWorkerDialInAndReconnect) {
   ASSERT_TRUE((*server)->process().Wait(absl::Seconds(10)).ok());
   auto revived = ServerProcess::Start(
       db, dir_.path(),
-      {"--heartbeat_interval_ms=200", "--listen=127.0.0.1:" + std::to_string(port)});
+      {"--heartbeat_interval_ms=200", (*port)->listen_flag()});
   ASSERT_TRUE(revived.ok()) << revived.status();
   EXPECT_TRUE(testing::WaitFor([&] { return both_online(**revived); }, absl::Seconds(60)))
       << Cli(**revived, {"devices"}).out;
@@ -283,9 +291,12 @@ TEST_F(E2ETest, AgentAndWorkerDialInAndReconnect) {
 // finishes the budget without measuring any schedule twice.
 TEST_F(E2ETest, FarmRunsAJobAndResumesItAfterAServerCrash) {
   std::string db = dir_.File("farm.db");
-  auto server = ServerProcess::Start(db, dir_.path(), {"--heartbeat_interval_ms=200"});
+  // The restarted server takes the same port, held here meanwhile.
+  auto port = testing::ReservedPort::Take();
+  ASSERT_TRUE(port.ok()) << port.status();
+  auto server = ServerProcess::Start(db, dir_.path(),
+                                     {"--heartbeat_interval_ms=200", (*port)->listen_flag()});
   ASSERT_TRUE(server.ok()) << server.status();
-  int port = (*server)->port();
   std::string addr = (*server)->address();
   auto [agent, worker] = StartAgentAndWorker(addr);
   ASSERT_TRUE(agent.ok() && worker.ok());
@@ -306,7 +317,7 @@ TEST_F(E2ETest, FarmRunsAJobAndResumesItAfterAServerCrash) {
   ASSERT_TRUE((*server)->process().Wait(absl::Seconds(10)).ok());
   auto revived = ServerProcess::Start(
       db, dir_.path(),
-      {"--heartbeat_interval_ms=200", "--listen=127.0.0.1:" + std::to_string(port)});
+      {"--heartbeat_interval_ms=200", (*port)->listen_flag()});
   ASSERT_TRUE(revived.ok()) << revived.status();
   r = Cli(**revived, {"job", "1"});
   EXPECT_TRUE(absl::StrContains(r.out, "interrupted")) << r.out;
@@ -521,6 +532,8 @@ TEST_F(E2ETest, CudaJobNeedsAWorkerThatBuildsItsArch) {
       testing::WaitFor([&] { return absl::StrContains(Cli(**server, {"devices"}).out, "online"); },
                        absl::Seconds(30)));
   const bool has_cuda = absl::StrContains(Cli(**server, {"devices"}).out, " cuda sm_");
+  // The worker is this build's: it builds CUDA exactly when the build has NVRTC.
+  ASSERT_EQ(has_cuda, codegen::HaveNvrtc()) << Cli(**server, {"devices"}).out;
   r = Cli(**server,
           {"submit", "--workloads=" + list, "--target=cuda -arch=sm_72", "--device_key=xavier"});
   EXPECT_EQ(r.exit_code, 1);
@@ -577,6 +590,7 @@ TEST_F(E2ETest, CudaJobNeedsAWorkerThatBuildsItsArch) {
   }
   (*worker)->Kill(SIGTERM);
   ASSERT_TRUE((*worker)->Wait(absl::Seconds(20)).ok());
+  if (!has_cuda) TF_SKIP("no-cuda-toolkit") << "the CUDA worker's half was not run";
 }
 
 TEST(Layout, AgentLinksNoCompilerOrDatabase) {

@@ -2,6 +2,7 @@
 
 #include "compiler/codegen/nvrtc_info.h"
 #include "gtest/gtest.h"
+#include "tests/testing/skip.h"
 
 namespace tunefarm::codegen {
 namespace {
@@ -31,7 +32,7 @@ TEST(LLVMTarget, UnknownCpuOrFeatureIsNamed) {
 }
 
 TEST(NvrtcInfo, ArchListMatchesBuild) {
-  if (!HaveNvrtc()) GTEST_SKIP() << "built without CUDA";
+  if (!HaveNvrtc()) TF_SKIP("no-cuda-toolkit") << "built without CUDA";
   std::vector<std::string> archs = NvrtcSupportedArchs();
   ASSERT_FALSE(archs.empty());
   for (const std::string& a : archs) EXPECT_EQ(a.rfind("sm_", 0), 0u) << a;

@@ -17,6 +17,7 @@
 #include "server/search/gpu_local_measurer.h"
 #include "server/tuning_log.h"
 #include "tests/testing/process.h"
+#include "tests/testing/skip.h"
 #include "tests/testing/temp_dir.h"
 
 namespace tunefarm {
@@ -157,7 +158,8 @@ TEST(TuneCli, CudaTargetTunesOnThisMachinesGpuOrSaysWhyNot) {
     EXPECT_TRUE(absl::StrContains(r.err, std::string(usable.message()))) << r.err;
     EXPECT_TRUE(absl::StrContains(r.err, "tunefarm submit")) << r.err;
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
-    GTEST_SKIP() << "no GPU to tune on here: " << usable;
+    if (!caps.has_gpu()) TF_SKIP("no-gpu") << "no GPU to tune on here: " << usable;
+    TF_SKIP("gpu-unusable") << usable;
   }
   ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
   std::vector<v1::Record> all = AllRecords(db);

@@ -1,10 +1,15 @@
 #include "tests/testing/process.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
+#include <cstring>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -43,6 +48,30 @@ CommandResult RunCommand(const std::vector<std::string>& argv, const std::string
   if (status.ok() && WIFEXITED(*status)) r.exit_code = WEXITSTATUS(*status);
   r.err = ReadFileOrEmpty(err_path);
   return r;
+}
+
+absl::StatusOr<std::unique_ptr<ReservedPort>> ReservedPort::Take() {
+  auto r = std::unique_ptr<ReservedPort>(new ReservedPort());
+  r->fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (r->fd_ < 0) return absl::InternalError(absl::StrCat("socket: ", strerror(errno)));
+  int one = 1;
+  if (setsockopt(r->fd_, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) != 0)
+    return absl::InternalError(absl::StrCat("SO_REUSEPORT: ", strerror(errno)));
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = 0;
+  socklen_t len = sizeof(a);
+  if (bind(r->fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 ||
+      getsockname(r->fd_, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    return absl::InternalError(absl::StrCat("bind 127.0.0.1:0: ", strerror(errno)));
+  }
+  r->port_ = ntohs(a.sin_port);
+  return r;
+}
+
+ReservedPort::~ReservedPort() {
+  if (fd_ >= 0) close(fd_);
 }
 
 absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(

@@ -29,6 +29,22 @@ struct CommandResult {
 };
 CommandResult RunCommand(const std::vector<std::string>& argv, const std::string& scratch_dir);
 
+// A port on 127.0.0.1 held for the life of the object: bound (SO_REUSEPORT,
+// not listening), so no other process is given it as port 0 while a server
+// started on it (gRPC binds with SO_REUSEPORT too) is down between restarts,
+// and a client dialling it meanwhile is refused.
+class ReservedPort {
+ public:
+  static absl::StatusOr<std::unique_ptr<ReservedPort>> Take();
+  ~ReservedPort();
+  int port() const { return port_; }
+  std::string listen_flag() const { return "--listen=127.0.0.1:" + std::to_string(port_); }
+
+ private:
+  int fd_ = -1;
+  int port_ = 0;
+};
+
 // tunefarm-server on 127.0.0.1 port 0 with the given db, killed when the
 // object dies.
 class ServerProcess {

@@ -2,6 +2,7 @@
 // real candidate built by worker::Build is measured by the agent's
 // MeasureHandler against the reference; bad requests come back as results
 // naming the problem; the artifact cache builds a candidate once.
+#include "tests/testing/skip.h"
 #include "worker/builder.h"
 
 #include "absl/strings/match.h"
@@ -88,7 +89,7 @@ TEST(Worker, BadRequestsAreResultsNotCrashes) {
 // sends it as a GpuModule with every kernel's launch and resources; PTX on
 // request; an arch its toolkit cannot build is a result naming those it can.
 TEST(Worker, BuildsCudaModulesWithTheirLaunches) {
-  if (codegen::NvrtcSupportedArchs().empty()) GTEST_SKIP() << "no CUDA toolkit in this build";
+  if (codegen::NvrtcSupportedArchs().empty()) TF_SKIP("no-cuda-toolkit") << "no CUDA toolkit in this build";
   v1::BuildRequest req;
   *req.mutable_workload() =
       ir::Canonicalize(*ir::ParseWorkloadSpec("dense(M=64,N=96,K=128)+bias+relu"))->workload;
