@@ -454,9 +454,16 @@ TEST_F(E2ETest, RecordsFromOtherHardwareFollowThePolicy) {
     auto worker = Subprocess::Start(
         {BinPath("tunefarm-worker"), "--server=" + addr, "--device_id=w1"}, quiet);
     ASSERT_TRUE(agent.ok() && worker.ok());
-    ASSERT_TRUE(testing::WaitFor(
-        [&] { return absl::StrContains(Cli(**server, {"devices"}).out, " online "); },
-        absl::Seconds(60)));
+    // Both must be registered before the job starts: its warm start tells
+    // foreign records by the fingerprints of the devices it knows then.
+    auto online = [&] {
+      size_t n = 0, pos = 0;
+      const std::string out = Cli(**server, {"devices"}).out;
+      while ((pos = out.find(" online ", pos)) != std::string::npos) ++n, ++pos;
+      return n == 2;
+    };
+    ASSERT_TRUE(testing::WaitFor(online, absl::Seconds(60)))
+        << Cli(**server, {"devices"}).out << testing::ReadFileOrEmpty(dir.File("procs.log"));
     std::string records = dir.File("foreign.jsonl");
     {
       std::ofstream out(records);
