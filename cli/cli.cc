@@ -19,6 +19,7 @@
 #include "absl/time/time.h"
 #include "cli/command_util.h"
 #include "cli/compile_cmd.h"
+#include "cli/flags.h"
 #include "cli/model_cmd.h"
 #include "cli/records_jsonl.h"
 #include "cli/tasks_cmd.h"
@@ -68,46 +69,30 @@ status S: ok, compile_error, upload_error, runtime_error, wrong_result, timeout,
 state S:  queued, running, waiting_for_device, interrupted, succeeded, failed, cancelled
 )";
 
+// The usage lines of one command (kUsage's lines from "  CMD" up to the next command).
+std::string CommandUsage(const std::string& cmd) {
+  std::string out = "usage: tunefarm [global flags] ";
+  bool in = false;
+  for (absl::string_view line : absl::StrSplit(kUsage, '\n')) {
+    if (absl::StartsWith(line, absl::StrCat("  ", cmd, " ")) || line == absl::StrCat("  ", cmd)) {
+      in = true;
+      absl::StrAppend(&out, absl::StripLeadingAsciiWhitespace(line), "\n");
+    } else if (in && absl::StartsWith(line, "         ")) {
+      absl::StrAppend(&out, "  ", absl::StripLeadingAsciiWhitespace(line), "\n");
+    } else {
+      in = false;
+    }
+  }
+  absl::StrAppend(&out, "flags take --a-b or --a_b; `tunefarm help` lists every command\n");
+  return out;
+}
+
 struct Failure {
   int code;
   std::string message;
 };
 
-// Parsed command line: flags (--name=value, --name value, -o value) and positionals.
-struct Args {
-  std::map<std::string, std::string> flags;
-  std::vector<std::string> positional;
-};
-
-// Flags that take no value.
-const std::set<std::string> kBoolFlags = {"json", "help"};
-
-bool ParseArgs(const std::vector<std::string>& in, size_t begin, Args* out, std::string* error) {
-  for (size_t i = begin; i < in.size(); ++i) {
-    const std::string& a = in[i];
-    if (a == "-o") {
-      if (i + 1 >= in.size()) return *error = "-o needs a file name", false;
-      out->flags["o"] = in[++i];
-    } else if (a.rfind("--", 0) == 0 && a.size() > 2) {
-      std::string name = a.substr(2), value;
-      size_t eq = name.find('=');
-      if (eq != std::string::npos) {
-        value = name.substr(eq + 1);
-        name = name.substr(0, eq);
-      } else if (kBoolFlags.count(name)) {
-        value = "true";
-      } else {
-        if (i + 1 >= in.size()) return *error = absl::StrCat("--", name, " needs a value"), false;
-        value = in[++i];
-      }
-      std::replace(name.begin(), name.end(), '-', '_');
-      out->flags[name] = value;
-    } else {
-      out->positional.push_back(a);
-    }
-  }
-  return true;
-}
+using Args = Flags;
 
 class Client {
  public:
@@ -144,13 +129,6 @@ using Result = std::optional<Failure>;
 
 bool ParseInt64(const std::string& s, int64_t* v) { return absl::SimpleAtoi(s, v); }
 
-Result CheckFlags(const Args& a, const std::set<std::string>& allowed, const std::string& cmd) {
-  for (const auto& [k, v] : a.flags) {
-    if (!allowed.count(k)) return Usage(absl::StrCat("unknown flag --", k, " for '", cmd, "'"));
-  }
-  return std::nullopt;
-}
-
 Result StatusFromName(const std::string& name, v1::MeasureStatus* out) {
   std::string upper = "MEASURE_STATUS_" + absl::AsciiStrToUpper(name);
   if (!v1::MeasureStatus_Parse(upper, out) || *out == v1::MEASURE_STATUS_UNSPECIFIED) {
@@ -179,20 +157,20 @@ std::string StatusName(v1::MeasureStatus s) {
 }
 
 Result BuildFilter(const Args& a, v1::RecordFilter* f) {
-  if (a.flags.count("workload")) f->set_workload_key(a.flags.at("workload"));
-  if (a.flags.count("target")) {
-    absl::StatusOr<ir::Target> t = ir::Target::Parse(a.flags.at("target"));
+  if (a.Has("workload")) f->set_workload_key(a.Get("workload"));
+  if (a.Has("target")) {
+    absl::StatusOr<ir::Target> t = ir::Target::Parse(a.Get("target"));
     if (!t.ok()) return Usage(std::string(t.status().message()));
     f->mutable_target()->set_spec(t->ToString());
   }
-  if (a.flags.count("job")) {
+  if (a.Has("job")) {
     int64_t id;
-    if (!ParseInt64(a.flags.at("job"), &id) || id <= 0) return Usage("--job needs a job id");
+    if (!ParseInt64(a.Get("job"), &id) || id <= 0) return Usage("--job needs a job id");
     f->set_job_id(id);
   }
-  if (a.flags.count("status")) {
+  if (a.Has("status")) {
     v1::MeasureStatus s;
-    if (Result r = StatusFromName(a.flags.at("status"), &s)) return r;
+    if (Result r = StatusFromName(a.Get("status"), &s)) return r;
     f->set_status(s);
   }
   return std::nullopt;
@@ -230,9 +208,8 @@ void PrintRecordHeader(std::ostream& out) {
 // ---- commands ----
 
 Result CmdImport(Client& c, const Args& a, std::ostream& out) {
-  if (Result r = CheckFlags(a, {}, "import")) return r;
-  if (a.positional.size() != 1) return Usage("import takes one file (or '-')");
-  const std::string& path = a.positional[0];
+  if (a.positional().size() != 1) return Usage("import takes one file (or '-')");
+  const std::string& path = a.positional()[0];
   absl::StatusOr<std::vector<v1::Record>> records;
   if (path == "-") {
     records = ParseRecordsJsonl(std::cin, "<stdin>");
@@ -267,19 +244,18 @@ Result CmdImport(Client& c, const Args& a, std::ostream& out) {
 }
 
 Result CmdExport(Client& c, const Args& a, std::ostream& out) {
-  if (Result r = CheckFlags(a, {"o", "workload", "target", "job", "status"}, "export")) return r;
-  if (!a.positional.empty()) return Usage("export takes no positional arguments");
+  if (!a.positional().empty()) return Usage("export takes no positional arguments");
   v1::ExportRecordsRequest req;
   req.set_protocol_version(kProtocolVersion);
   if (Result r = BuildFilter(a, req.mutable_filter())) return r;
   std::ofstream file;
   std::string tmp;
   std::ostream* dest = &out;
-  if (a.flags.count("o")) {
+  if (a.Has("o")) {
     // Write beside the target and rename at the end: no half-written export.
-    tmp = a.flags.at("o") + ".partial";
+    tmp = a.Get("o") + ".partial";
     file.open(tmp);
-    if (!file) return Usage(absl::StrCat("cannot write ", a.flags.at("o")));
+    if (!file) return Usage(absl::StrCat("cannot write ", a.Get("o")));
     dest = &file;
   }
   auto ctx = c.Context(absl::Hours(1));
@@ -296,30 +272,28 @@ Result CmdExport(Client& c, const Args& a, std::ostream& out) {
   }
   if (!tmp.empty()) {
     file.close();
-    if (!file || std::rename(tmp.c_str(), a.flags.at("o").c_str()) != 0) {
-      return Failure{kExitFailed, absl::StrCat("cannot write ", a.flags.at("o"))};
+    if (!file || std::rename(tmp.c_str(), a.Get("o").c_str()) != 0) {
+      return Failure{kExitFailed, absl::StrCat("cannot write ", a.Get("o"))};
     }
-    out << "exported " << n << " records to " << a.flags.at("o") << "\n";
+    out << "exported " << n << " records to " << a.Get("o") << "\n";
   }
   return std::nullopt;
 }
 
 Result CmdRecords(Client& c, const Args& a, std::ostream& out) {
-  if (Result r = CheckFlags(a, {"workload", "target", "job", "status", "limit", "json"}, "records"))
-    return r;
   v1::ListRecordsRequest req;
   req.set_protocol_version(kProtocolVersion);
   if (Result r = BuildFilter(a, req.mutable_filter())) return r;
-  if (a.flags.count("limit")) {
+  if (a.Has("limit")) {
     int64_t n;
-    if (!ParseInt64(a.flags.at("limit"), &n) || n <= 0)
+    if (!ParseInt64(a.Get("limit"), &n) || n <= 0)
       return Usage("--limit needs a positive number");
     req.set_limit(static_cast<int32_t>(std::min<int64_t>(n, 10000)));
   }
   v1::ListRecordsResponse resp;
   grpc::Status s = c.stub().ListRecords(c.Context().get(), req, &resp);
   if (!s.ok()) return RpcFailure(c, s);
-  if (a.flags.count("json")) {
+  if (a.Has("json")) {
     for (const v1::Record& r : resp.records()) out << RecordToJsonLine(r) << "\n";
     return std::nullopt;
   }
@@ -329,48 +303,44 @@ Result CmdRecords(Client& c, const Args& a, std::ostream& out) {
 }
 
 Result CmdBest(Client& c, const Args& a, std::ostream& out) {
-  if (Result r =
-          CheckFlags(a, {"workload", "job", "model", "shape", "target", "top", "json"}, "best")) {
-    return r;
-  }
   v1::QueryBestRequest req;
   req.set_protocol_version(kProtocolVersion);
-  if (a.flags.count("workload") + a.flags.count("job") + a.flags.count("model") != 1) {
+  if (a.Has("workload") + a.Has("job") + a.Has("model") != 1) {
     return Usage("best needs exactly one of --workload=KEY, --job=ID or --model=MODEL.onnx");
   }
   // A model: its tasks are found here (as `tunefarm tasks` does) and each
   // is asked for by its workload key.
   std::vector<std::string> model_keys;
-  if (a.flags.count("model")) {
-    if (!a.flags.count("target")) return Usage("best --model needs --target");
+  if (a.Has("model")) {
+    if (!a.Has("target")) return Usage("best --model needs --target");
     deploy::ImportOptions o;
-    if (a.flags.count("shape")) {
-      for (absl::string_view one : absl::StrSplit(a.flags.at("shape"), ',')) {
+    if (a.Has("shape")) {
+      for (absl::string_view one : absl::StrSplit(a.Get("shape"), ',')) {
         auto parsed = deploy::ParseShapeOverride(std::string(one));
         if (!parsed.ok()) return Usage(std::string(parsed.status().message()));
         o.input_shapes[parsed->first] = parsed->second;
       }
     }
-    absl::StatusOr<deploy::Model> m = deploy::ImportOnnxFile(a.flags.at("model"), o);
+    absl::StatusOr<deploy::Model> m = deploy::ImportOnnxFile(a.Get("model"), o);
     if (!m.ok()) return Usage(std::string(m.status().message()));
     absl::StatusOr<deploy::TaskExtraction> ex = deploy::ExtractTasks(*m);
     if (!ex.ok()) return Usage(std::string(ex.status().message()));
     for (const deploy::ModelTask& t : ex->tasks) model_keys.push_back(t.key);
   }
-  if (a.flags.count("model")) {
+  if (a.Has("model")) {
     // handled below, one query per task
-  } else if (a.flags.count("workload")) {
-    req.mutable_workload()->set_workload_key(a.flags.at("workload"));
-    if (!a.flags.count("target")) return Usage("best --workload needs --target");
+  } else if (a.Has("workload")) {
+    req.mutable_workload()->set_workload_key(a.Get("workload"));
+    if (!a.Has("target")) return Usage("best --workload needs --target");
   } else {
     int64_t id;
-    if (!ParseInt64(a.flags.at("job"), &id) || id <= 0) return Usage("--job needs a job id");
+    if (!ParseInt64(a.Get("job"), &id) || id <= 0) return Usage("--job needs a job id");
     req.set_job_id(id);
   }
-  if (a.flags.count("target")) req.mutable_target()->set_spec(a.flags.at("target"));
-  if (a.flags.count("top")) {
+  if (a.Has("target")) req.mutable_target()->set_spec(a.Get("target"));
+  if (a.Has("top")) {
     int64_t k;
-    if (!ParseInt64(a.flags.at("top"), &k) || k <= 0 || k > 1000)
+    if (!ParseInt64(a.Get("top"), &k) || k <= 0 || k > 1000)
       return Usage("--top needs 1..1000");
     req.set_top_k(static_cast<int32_t>(k));
   }
@@ -387,7 +357,7 @@ Result CmdBest(Client& c, const Args& a, std::ostream& out) {
     grpc::Status s = c.stub().QueryBest(c.Context().get(), req, &resp);
     if (!s.ok()) return RpcFailure(c, s);
   }
-  if (a.flags.count("json")) {
+  if (a.Has("json")) {
     out << JsonOf(resp) << "\n";
     return std::nullopt;
   }
@@ -427,29 +397,23 @@ Result ReadWorkloadsFile(const std::string& path, v1::JobSpec* spec) {
 }
 
 Result CmdSubmit(Client& c, const Args& a, std::ostream& out) {
-  if (Result r = CheckFlags(a,
-                            {"target", "device_key", "trials", "name", "workloads", "time_limit",
-                             "shape", "trials_per_task", "early_stop", "strategy"},
-                            "submit")) {
-    return r;
-  }
   v1::SubmitJobRequest req;
   req.set_protocol_version(kProtocolVersion);
-  if (a.flags.count("workloads")) {
-    if (!a.positional.empty())
+  if (a.Has("workloads")) {
+    if (!a.positional().empty())
       return Usage("submit takes a job spec file or --workloads, not both");
-    if (Result r = ReadWorkloadsFile(a.flags.at("workloads"), req.mutable_spec())) return r;
-  } else if (a.positional.size() == 1 && absl::EndsWith(a.positional[0], ".onnx")) {
+    if (Result r = ReadWorkloadsFile(a.Get("workloads"), req.mutable_spec())) return r;
+  } else if (a.positional().size() == 1 && absl::EndsWith(a.positional()[0], ".onnx")) {
     // A model: the server extracts its tasks (weights = occurrences).
-    std::ifstream in(a.positional[0], std::ios::binary);
-    if (!in) return Usage(absl::StrCat("cannot read ", a.positional[0]));
+    std::ifstream in(a.positional()[0], std::ios::binary);
+    if (!in) return Usage(absl::StrCat("cannot read ", a.positional()[0]));
     std::stringstream ss;
     ss << in.rdbuf();
     req.mutable_spec()->set_onnx_model(ss.str());
-    std::string base = a.positional[0].substr(a.positional[0].rfind('/') + 1);
+    std::string base = a.positional()[0].substr(a.positional()[0].rfind('/') + 1);
     req.mutable_spec()->set_name(base.substr(0, base.size() - 5));
-    if (a.flags.count("shape")) {
-      for (absl::string_view one : absl::StrSplit(a.flags.at("shape"), ',')) {
+    if (a.Has("shape")) {
+      for (absl::string_view one : absl::StrSplit(a.Get("shape"), ',')) {
         auto parsed = deploy::ParseShapeOverride(std::string(one));
         if (!parsed.ok()) return Usage(std::string(parsed.status().message()));
         v1::InputShape* is = req.mutable_spec()->add_input_shapes();
@@ -458,19 +422,19 @@ Result CmdSubmit(Client& c, const Args& a, std::ostream& out) {
       }
     }
   } else {
-    if (a.positional.size() != 1) {
+    if (a.positional().size() != 1) {
       return Usage(
           "submit takes one job spec file (JSON JobSpec), a model (MODEL.onnx) or "
           "--workloads FILE");
     }
-    if (a.flags.count("shape")) return Usage("--shape goes with a model (MODEL.onnx)");
-    std::ifstream in(a.positional[0]);
-    if (!in) return Usage(absl::StrCat("cannot read ", a.positional[0]));
+    if (a.Has("shape")) return Usage("--shape goes with a model (MODEL.onnx)");
+    std::ifstream in(a.positional()[0]);
+    if (!in) return Usage(absl::StrCat("cannot read ", a.positional()[0]));
     std::stringstream ss;
     ss << in.rdbuf();
     auto st = google::protobuf::util::JsonStringToMessage(ss.str(), req.mutable_spec());
     if (!st.ok()) {
-      return Usage(absl::StrCat(a.positional[0], ": not a job spec: ", st.message().as_string()));
+      return Usage(absl::StrCat(a.positional()[0], ": not a job spec: ", st.message().as_string()));
     }
   }
   // Budget flags, each a positive number when given.
@@ -484,17 +448,17 @@ Result CmdSubmit(Client& c, const Args& a, std::ostream& out) {
                               BudgetFlag{"trials", "", &v1::Budget::set_max_trials},
                               BudgetFlag{"trials_per_task", "", &v1::Budget::set_max_trials_per_task},
                               BudgetFlag{"early_stop", " of trials", &v1::Budget::set_early_stop_trials}}) {
-    if (!a.flags.count(f.name)) continue;
+    if (!a.Has(f.name)) continue;
     int64_t n;
-    if (!ParseInt64(a.flags.at(f.name), &n) || n <= 0)
+    if (!ParseInt64(a.Get(f.name), &n) || n <= 0)
       return Usage(absl::StrCat("--", f.name, " needs a positive number", f.unit));
     (budget->*f.set)(n);
   }
-  if (a.flags.count("target")) req.mutable_spec()->mutable_target()->set_spec(a.flags.at("target"));
-  if (a.flags.count("device_key")) req.mutable_spec()->set_device_key(a.flags.at("device_key"));
-  if (a.flags.count("name")) req.mutable_spec()->set_name(a.flags.at("name"));
-  if (a.flags.count("strategy")) {
-    absl::StatusOr<search::Strategy> st = search::ParseStrategy(a.flags.at("strategy"));
+  if (a.Has("target")) req.mutable_spec()->mutable_target()->set_spec(a.Get("target"));
+  if (a.Has("device_key")) req.mutable_spec()->set_device_key(a.Get("device_key"));
+  if (a.Has("name")) req.mutable_spec()->set_name(a.Get("name"));
+  if (a.Has("strategy")) {
+    absl::StatusOr<search::Strategy> st = search::ParseStrategy(a.Get("strategy"));
     if (!st.ok()) return Usage(std::string(st.status().message()));
     req.mutable_spec()->set_strategy(*st == search::Strategy::kRandom
                                          ? v1::SEARCH_STRATEGY_RANDOM
@@ -514,18 +478,17 @@ void PrintJobLine(const v1::Job& j, std::ostream& out) {
 }
 
 Result CmdJobs(Client& c, const Args& a, std::ostream& out) {
-  if (Result r = CheckFlags(a, {"state", "json"}, "jobs")) return r;
   v1::ListJobsRequest req;
   req.set_protocol_version(kProtocolVersion);
-  if (a.flags.count("state")) {
+  if (a.Has("state")) {
     v1::JobState st;
-    if (Result r = StateFromName(a.flags.at("state"), &st)) return r;
+    if (Result r = StateFromName(a.Get("state"), &st)) return r;
     req.set_state(st);
   }
   v1::ListJobsResponse resp;
   grpc::Status s = c.stub().ListJobs(c.Context().get(), req, &resp);
   if (!s.ok()) return RpcFailure(c, s);
-  if (a.flags.count("json")) {
+  if (a.Has("json")) {
     out << JsonOf(resp) << "\n";
     return std::nullopt;
   }
@@ -535,10 +498,8 @@ Result CmdJobs(Client& c, const Args& a, std::ostream& out) {
   return std::nullopt;
 }
 
-Result JobIdArg(const Args& a, const std::string& cmd, int64_t* id,
-                const std::set<std::string>& flags = {}) {
-  if (Result r = CheckFlags(a, flags, cmd)) return r;
-  if (a.positional.size() != 1 || !ParseInt64(a.positional[0], id) || *id <= 0) {
+Result JobIdArg(const Args& a, const std::string& cmd, int64_t* id) {
+  if (a.positional().size() != 1 || !ParseInt64(a.positional()[0], id) || *id <= 0) {
     return Usage(absl::StrCat(cmd, " takes one job id"));
   }
   return std::nullopt;
@@ -583,14 +544,14 @@ void PrintJob(const v1::Job& j, const std::map<std::string, double>& default_cos
 
 Result CmdJob(Client& c, const Args& a, std::ostream& out) {
   int64_t id;
-  if (Result r = JobIdArg(a, "job", &id, {"json"})) return r;
+  if (Result r = JobIdArg(a, "job", &id)) return r;
   v1::GetJobRequest req;
   req.set_protocol_version(kProtocolVersion);
   req.set_job_id(id);
   v1::Job job;
   grpc::Status s = c.stub().GetJob(c.Context().get(), req, &job);
   if (!s.ok()) return RpcFailure(c, s);
-  if (a.flags.count("json")) {
+  if (a.Has("json")) {
     out << JsonOf(job) << "\n";
     return std::nullopt;
   }
@@ -652,8 +613,8 @@ std::string ShortDuration(double s) {
 
 Result CmdWatch(Client& c, const Args& a, std::ostream& out) {
   int64_t id;
-  if (Result r = JobIdArg(a, "watch", &id, {"json"})) return r;
-  const bool json = a.flags.count("json") > 0;
+  if (Result r = JobIdArg(a, "watch", &id)) return r;
+  const bool json = a.Has("json") > 0;
   v1::GetJobRequest get;
   get.set_protocol_version(kProtocolVersion);
   get.set_job_id(id);
@@ -710,13 +671,12 @@ Result CmdWatch(Client& c, const Args& a, std::ostream& out) {
 }
 
 Result CmdDevices(Client& c, const Args& a, std::ostream& out) {
-  if (Result r = CheckFlags(a, {"json"}, "devices")) return r;
   v1::ListDevicesRequest req;
   req.set_protocol_version(kProtocolVersion);
   v1::ListDevicesResponse resp;
   grpc::Status s = c.stub().ListDevices(c.Context().get(), req, &resp);
   if (!s.ok()) return RpcFailure(c, s);
-  if (a.flags.count("json")) {
+  if (a.Has("json")) {
     out << JsonOf(resp) << "\n";
     return std::nullopt;
   }
@@ -756,15 +716,19 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
     }
     ++i;
   }
-  Args g;
-  std::string error;
-  if (!ParseArgs(global, 0, &g, &error)) {
-    err << "tunefarm: error: " << error << "\n";
+  absl::StatusOr<Flags> g =
+      ParseFlags(global, FlagSpec{{"server", "tls_ca", "token_file", "timeout"}, {}}, "tunefarm");
+  if (!g.ok()) {
+    err << "tunefarm: error: " << g.status().message() << "\n";
     return kExitUsage;
   }
-  if (g.flags.count("help") || i >= args.size() || args[i] == "help") {
-    (i >= args.size() && !g.flags.count("help") ? err : out) << kUsage;
-    return i >= args.size() && !g.flags.count("help") ? kExitUsage : kExitOk;
+  if (!g->positional().empty()) {
+    err << "tunefarm: error: unexpected argument '" << g->positional()[0] << "'\n";
+    return kExitUsage;
+  }
+  if (g->help() || i >= args.size() || args[i] == "help") {
+    (i >= args.size() && !g->help() ? err : out) << kUsage;
+    return i >= args.size() && !g->help() ? kExitUsage : kExitOk;
   }
   const std::string cmd = args[i];
   if (cmd == "compile") {
@@ -785,15 +749,13 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
     out << "tunefarm " << TUNEFARM_VERSION << " (protocol " << kProtocolVersion << ")\n";
     return kExitOk;
   }
-  Args a;
-  if (!ParseArgs(args, i + 1, &a, &error)) {
-    err << "tunefarm: error: " << error << "\n";
-    return kExitUsage;
-  }
   ClientOptions opts;
   int64_t timeout_s = 30;
-  for (const auto& [k, v] : g.flags) {
-    if (k == "server") {
+  for (const auto& [k, values] : g->given()) {
+    const std::string& v = values.back();
+    if (k == "help") {
+      continue;
+    } else if (k == "server") {
       opts.server = v;
     } else if (k == "tls_ca") {
       opts.tls_ca_file = v;
@@ -816,21 +778,46 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
   }
   if (cmd == "run") return RunModelOnAgent(opts, absl::Seconds(timeout_s), rest, out, err);
   using Command = Result (*)(Client&, const Args&, std::ostream&);
-  static const std::map<std::string, Command> kCommands = {
-      {"import", CmdImport}, {"export", CmdExport}, {"records", CmdRecords}, {"best", CmdBest},
-      {"submit", CmdSubmit}, {"jobs", CmdJobs},     {"job", CmdJob},         {"watch", CmdWatch},
-      {"cancel", CmdCancel}, {"resume", CmdResume}, {"devices", CmdDevices}};
+  struct Entry {
+    Command run;
+    FlagSpec flags;
+  };
+  static const std::map<std::string, Entry> kCommands = {
+      {"import", {CmdImport, {}}},
+      {"export", {CmdExport, {{"o", "workload", "target", "job", "status"}, {}}}},
+      {"records", {CmdRecords, {{"workload", "target", "job", "status", "limit"}, {"json"}}}},
+      {"best", {CmdBest, {{"workload", "job", "model", "shape", "target", "top"}, {"json"}}}},
+      {"submit",
+       {CmdSubmit,
+        {{"target", "device_key", "trials", "name", "workloads", "time_limit", "shape",
+          "trials_per_task", "early_stop", "strategy"},
+         {}}}},
+      {"jobs", {CmdJobs, {{"state"}, {"json"}}}},
+      {"job", {CmdJob, {{}, {"json"}}}},
+      {"watch", {CmdWatch, {{}, {"json"}}}},
+      {"cancel", {CmdCancel, {}}},
+      {"resume", {CmdResume, {}}},
+      {"devices", {CmdDevices, {{}, {"json"}}}}};
   auto it = kCommands.find(cmd);
   if (it == kCommands.end()) {
     err << "tunefarm: error: unknown command '" << cmd << "' (tunefarm help lists them)\n";
     return kExitUsage;
+  }
+  absl::StatusOr<Flags> a = ParseFlags(rest, it->second.flags, cmd);
+  if (!a.ok()) {
+    err << "tunefarm: error: " << a.status().message() << "\n";
+    return kExitUsage;
+  }
+  if (a->help()) {
+    out << CommandUsage(cmd);
+    return kExitOk;
   }
   Client client(opts, absl::Seconds(timeout_s));
   if (absl::Status s = client.Connect(); !s.ok()) {
     err << "tunefarm: error: " << s.message() << "\n";
     return kExitUsage;
   }
-  Result r = it->second(client, a, out);
+  Result r = it->second.run(client, *a, out);
   if (r) {
     // One line, whatever the message holds.
     std::replace(r->message.begin(), r->message.end(), '\n', ' ');

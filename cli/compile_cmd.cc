@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "cli/command_util.h"
+#include "cli/flags.h"
 #include "compiler/codegen/cuda_codegen.h"
 #include "compiler/codegen/llvm_codegen.h"
 #include "compiler/codegen/llvm_target.h"
@@ -45,36 +46,19 @@ constexpr const char* kHelp =
 }  // namespace
 
 int RunCompile(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
-  std::map<std::string, std::string> flags;
-  for (size_t i = 0; i < args.size(); ++i) {
-    std::string a = args[i];
-    if (a == "--help" || a == "-h") {
-      out << kHelp << ir::WorkloadSpecHelp();
-      return 0;
-    }
-    std::string name, value;
-    if (a == "-o") {
-      name = "o";
-    } else if (a.rfind("--", 0) == 0) {
-      name = a.substr(2);
-      size_t eq = name.find('=');
-      if (eq != std::string::npos) {
-        value = name.substr(eq + 1);
-        name = name.substr(0, eq);
-      }
-    } else {
-      return Fail(err, 2, absl::StrCat("compile: unexpected argument '", a, "' (see --help)"));
-    }
-    if (value.empty() && (a == "-o" || a.find('=') == std::string::npos)) {
-      if (i + 1 >= args.size()) return Fail(err, 2, absl::StrCat(a, " needs a value"));
-      value = args[++i];
-    }
-    if (name != "workload" && name != "target" && name != "schedule" && name != "emit" &&
-        name != "o") {
-      return Fail(err, 2, absl::StrCat("compile: unknown flag --", name, " (see --help)"));
-    }
-    flags[name] = value;
+  absl::StatusOr<Flags> parsed =
+      ParseFlags(args, FlagSpec{{"workload", "target", "schedule", "emit", "o"}, {}}, "compile");
+  if (!parsed.ok()) return Fail(err, 2, std::string(parsed.status().message()));
+  if (parsed->help()) {
+    out << kHelp << ir::WorkloadSpecHelp();
+    return 0;
   }
+  if (!parsed->positional().empty()) {
+    return Fail(err, 2, absl::StrCat("compile: unexpected argument '", parsed->positional()[0],
+                                     "' (see --help)"));
+  }
+  std::map<std::string, std::string> flags;
+  for (const auto& [name, values] : parsed->given()) flags[name] = values.back();
   for (const char* required : {"workload", "target", "emit"}) {
     if (!flags.count(required)) return Fail(err, 2, absl::StrCat("compile needs --", required));
   }

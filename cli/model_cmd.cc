@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "cli/command_util.h"
+#include "cli/flags.h"
 #include "common/file_util.h"
 #include "common/sha256.h"
 #include "common/status_macros.h"
@@ -65,60 +66,15 @@ the outputs come back (seeded inputs, the same --seed gives the same inputs
 as a local run). --threads 0 uses every core of the board.
 )";
 
-struct Flags {
-  std::string positional;
-  std::map<std::string, std::vector<std::string>> values;
-  std::vector<std::string> switches;
-};
-
-// Parses `--name value`, `--name=value`, switches and one positional argument.
-bool ParseFlags(const std::vector<std::string>& args, const std::vector<std::string>& with_value,
-                const std::vector<std::string>& switches, const std::string& cmd, Flags* f,
-                std::string* error) {
-  for (size_t i = 0; i < args.size(); ++i) {
-    std::string a = args[i];
-    if (a == "-o") a = "--output";
-    if (a.rfind("--", 0) != 0) {
-      if (!f->positional.empty()) {
-        *error = absl::StrCat(cmd, ": unexpected argument '", a, "'");
-        return false;
-      }
-      f->positional = a;
-      continue;
-    }
-    std::string name = a.substr(2), value;
-    const size_t eq = name.find('=');
-    if (eq != std::string::npos) {
-      value = name.substr(eq + 1);
-      name = name.substr(0, eq);
-    }
-    if (std::find(switches.begin(), switches.end(), name) != switches.end() &&
-        eq == std::string::npos) {
-      f->switches.push_back(name);
-      continue;
-    }
-    if (std::find(with_value.begin(), with_value.end(), name) == with_value.end()) {
-      *error = absl::StrCat(cmd, ": unknown flag --", name, " (see --help)");
-      return false;
-    }
-    if (eq == std::string::npos) {
-      if (i + 1 >= args.size()) {
-        *error = absl::StrCat("--", name, " needs a value");
-        return false;
-      }
-      value = args[++i];
-    }
-    f->values[name].push_back(value);
+// ParseFlags, with at most one positional argument (the model or package file).
+absl::StatusOr<Flags> ParseWithOneFile(const std::vector<std::string>& args, const FlagSpec& spec,
+                                       const std::string& cmd) {
+  absl::StatusOr<Flags> f = ParseFlags(args, spec, cmd);
+  if (f.ok() && f->positional().size() > 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(cmd, ": unexpected argument '", f->positional()[1], "'"));
   }
-  return true;
-}
-
-bool Has(const Flags& f, const std::string& sw) {
-  return std::find(f.switches.begin(), f.switches.end(), sw) != f.switches.end();
-}
-std::string Value(const Flags& f, const std::string& name, const std::string& fallback) {
-  auto it = f.values.find(name);
-  return it == f.values.end() ? fallback : it->second.back();
+  return f;
 }
 
 double Mean(const v1::Record& r) {
@@ -190,7 +146,7 @@ int ReportRun(const Flags& f, const std::string& package, int threads, double fi
               const std::string& where, std::ostream& out, std::ostream& err) {
   std::sort(lat.begin(), lat.end());
   const double median = lat.empty() ? first : lat[lat.size() / 2];
-  const std::string dir = Value(f, "output-dir", "");
+  const std::string dir = f.Get("output_dir", "");
   if (!dir.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(dir, ec);
@@ -202,7 +158,7 @@ int ReportRun(const Flags& f, const std::string& package, int threads, double fi
       if (!file) return Fail(err, 1, absl::StrCat("cannot write into ", dir));
     }
   }
-  const bool json = Has(f, "json");
+  const bool json = f.Has("json");
   if (json) {
     out << "{\"package\": \"" << package << "\", \"threads\": " << threads
         << absl::StrFormat(", \"latency_ms\": %.4f, \"runs\": %d", median * 1e3,
@@ -259,39 +215,39 @@ int RunBuild(const std::vector<std::string>& args, std::ostream& out, std::ostre
       return 0;
     }
   }
-  Flags f;
-  std::string error;
-  if (!ParseFlags(args, {"output", "target", "db", "shape", "threads"},
-                  {"untuned", "no-model-check"}, "build", &f, &error))
-    return Fail(err, 2, error);
-  if (f.positional.empty()) return Fail(err, 2, "build needs a model file (MODEL.onnx)");
-  const std::string output = Value(f, "output", "");
+  absl::StatusOr<Flags> parsed = ParseWithOneFile(
+      args, FlagSpec{{"output", "target", "db", "shape", "threads"}, {"untuned", "no_model_check"}},
+      "build");
+  if (!parsed.ok()) return Fail(err, 2, std::string(parsed.status().message()));
+  const Flags& f = *parsed;
+  if (f.positional().empty()) return Fail(err, 2, "build needs a model file (MODEL.onnx)");
+  const std::string output = f.Get("output", "");
   if (output.empty()) return Fail(err, 2, "build needs -o MODEL.tfpkg");
-  absl::StatusOr<ir::Target> target = ParseTargetFlag(Value(f, "target", "host"));
+  absl::StatusOr<ir::Target> target = ParseTargetFlag(f.Get("target", "host"));
   if (!target.ok()) return Fail(err, 2, std::string(target.status().message()));
   int64_t threads = 1;
-  if (!absl::SimpleAtoi(Value(f, "threads", "1"), &threads) || threads < 1 || threads > 256)
+  if (!absl::SimpleAtoi(f.Get("threads", "1"), &threads) || threads < 1 || threads > 256)
     return Fail(err, 2, "--threads needs a number from 1 to 256");
   deploy::ImportOptions io;
-  if (f.values.count("shape")) {
-    for (const std::string& s : f.values.at("shape")) {
+  if (f.Has("shape")) {
+    for (const std::string& s : f.All("shape")) {
       auto o = deploy::ParseShapeOverride(s);
       if (!o.ok()) return Fail(err, 2, std::string(o.status().message()));
       io.input_shapes[o->first] = o->second;
     }
   }
-  absl::StatusOr<std::string> bytes = ReadFile(f.positional);
+  absl::StatusOr<std::string> bytes = ReadFile(f.positional()[0]);
   if (!bytes.ok()) return Fail(err, 1, std::string(bytes.status().message()));
   absl::StatusOr<deploy::Model> model = deploy::ImportOnnx(*bytes, io);
-  if (!model.ok()) return Fail(err, 1, absl::StrCat(f.positional, ": ", model.status().message()));
+  if (!model.ok()) return Fail(err, 1, absl::StrCat(f.positional()[0], ": ", model.status().message()));
   deploy::BuildOptions bo;
-  bo.model_name = std::filesystem::path(f.positional).filename().string();
+  bo.model_name = std::filesystem::path(f.positional()[0]).filename().string();
   bo.model_sha256 = Sha256Hex(*bytes);
   bo.threads = int(threads);
   std::unique_ptr<server::TuningLog> log;
-  if (!Has(f, "untuned")) {
+  if (!f.Has("untuned")) {
     server::TuningLog::Options lo;
-    lo.path = Value(f, "db", "tunefarm.db");
+    lo.path = f.Get("db", "tunefarm.db");
     if (!std::filesystem::exists(lo.path))
       return Fail(err, 1,
                   absl::StrCat("no log database at ", lo.path, " (--untuned builds without one)"));
@@ -304,11 +260,11 @@ int RunBuild(const std::vector<std::string>& args, std::ostream& out, std::ostre
   }
   auto t0 = std::chrono::steady_clock::now();
   absl::StatusOr<v1::ModelPackage> pkg = deploy::BuildPackage(*model, *target, bo);
-  if (!pkg.ok()) return Fail(err, 1, absl::StrCat(f.positional, ": ", pkg.status().message()));
+  if (!pkg.ok()) return Fail(err, 1, absl::StrCat(f.positional()[0], ": ", pkg.status().message()));
   int tuned_kernels = 0;
   for (const auto& k : pkg->kernels()) tuned_kernels += k.tuned();
   // On this machine, tuned kernels must also pay inside the model.
-  if (tuned_kernels > 0 && !Has(f, "no-model-check") &&
+  if (tuned_kernels > 0 && !f.Has("no_model_check") &&
       target->ToString() == codegen::HostTarget().ToString()) {
     deploy::BuildOptions plain = bo;
     plain.choose = nullptr;
@@ -326,7 +282,7 @@ int RunBuild(const std::vector<std::string>& args, std::ostream& out, std::ostre
         return c;
       };
       pkg = deploy::BuildPackage(*model, *target, bo);
-      if (!pkg.ok()) return Fail(err, 1, absl::StrCat(f.positional, ": ", pkg.status().message()));
+      if (!pkg.ok()) return Fail(err, 1, absl::StrCat(f.positional()[0], ": ", pkg.status().message()));
     }
     // And the tuned build as a whole must beat the untuned one.
     int still_tuned = 0;
@@ -342,7 +298,7 @@ int RunBuild(const std::vector<std::string>& args, std::ostream& out, std::ostre
         };
         pkg = deploy::BuildPackage(*model, *target, bo);
         if (!pkg.ok())
-          return Fail(err, 1, absl::StrCat(f.positional, ": ", pkg.status().message()));
+          return Fail(err, 1, absl::StrCat(f.positional()[0], ": ", pkg.status().message()));
       }
     }
   }
@@ -383,28 +339,28 @@ int RunModel(const std::vector<std::string>& args, std::ostream& out, std::ostre
       return 0;
     }
   }
-  Flags f;
-  std::string error;
-  if (!ParseFlags(args, {"input", "seed", "threads", "repeat", "output-dir"}, {"profile", "json"},
-                  "run", &f, &error))
-    return Fail(err, 2, error);
-  if (f.positional.empty()) return Fail(err, 2, "run needs a package file (MODEL.tfpkg)");
+  absl::StatusOr<Flags> parsed = ParseWithOneFile(
+      args, FlagSpec{{"input", "seed", "threads", "repeat", "output_dir"}, {"profile", "json"}},
+      "run");
+  if (!parsed.ok()) return Fail(err, 2, std::string(parsed.status().message()));
+  const Flags& f = *parsed;
+  if (f.positional().empty()) return Fail(err, 2, "run needs a package file (MODEL.tfpkg)");
   int64_t threads = 1, repeat = 0, seed = 1;
-  if (!absl::SimpleAtoi(Value(f, "threads", "1"), &threads) || threads < 1 || threads > 256)
+  if (!absl::SimpleAtoi(f.Get("threads", "1"), &threads) || threads < 1 || threads > 256)
     return Fail(err, 2, "--threads needs a number from 1 to 256");
-  if (!absl::SimpleAtoi(Value(f, "repeat", "0"), &repeat) || repeat < 0)
+  if (!absl::SimpleAtoi(f.Get("repeat", "0"), &repeat) || repeat < 0)
     return Fail(err, 2, "--repeat needs a number >= 0");
-  if (!absl::SimpleAtoi(Value(f, "seed", "1"), &seed)) return Fail(err, 2, "--seed needs a number");
-  absl::StatusOr<v1::ModelPackage> pkg = deploy::GraphRuntime::ReadPackage(f.positional);
+  if (!absl::SimpleAtoi(f.Get("seed", "1"), &seed)) return Fail(err, 2, "--seed needs a number");
+  absl::StatusOr<v1::ModelPackage> pkg = deploy::GraphRuntime::ReadPackage(f.positional()[0]);
   if (!pkg.ok()) return Fail(err, 1, std::string(pkg.status().message()));
   deploy::GraphRuntime::Options ro;
   ro.threads = int(threads);
-  ro.profile = Has(f, "profile");
+  ro.profile = f.Has("profile");
   absl::StatusOr<std::unique_ptr<deploy::GraphRuntime>> rt = deploy::GraphRuntime::Load(*pkg, ro);
-  if (!rt.ok()) return Fail(err, 1, absl::StrCat(f.positional, ": ", rt.status().message()));
+  if (!rt.ok()) return Fail(err, 1, absl::StrCat(f.positional()[0], ": ", rt.status().message()));
   std::map<std::string, std::vector<float>> inputs = (*rt)->SeededInputs(uint64_t(seed));
-  if (f.values.count("input")) {
-    for (const std::string& spec : f.values.at("input")) {
+  if (f.Has("input")) {
+    for (const std::string& spec : f.All("input")) {
       const size_t eq = spec.find('=');
       std::string name = eq == std::string::npos ? "" : spec.substr(0, eq);
       const std::string file = eq == std::string::npos ? spec : spec.substr(eq + 1);
@@ -442,9 +398,9 @@ int RunModel(const std::vector<std::string>& args, std::ostream& out, std::ostre
   std::vector<ModelOutput> outs;
   for (const std::string& name : pkg->outputs())
     outs.push_back({name, (*rt)->Shape(name), std::move(outputs[name])});
-  if (int code = ReportRun(f, f.positional, int(threads), first, lat, outs, "", out, err))
+  if (int code = ReportRun(f, f.positional()[0], int(threads), first, lat, outs, "", out, err))
     return code;
-  if (ro.profile && !Has(f, "json")) {
+  if (ro.profile && !f.Has("json")) {
     const auto& sec = (*rt)->StepSeconds();
     for (size_t s = 0; s < sec.size(); ++s)
       out << absl::StrFormat("  %4d %9.3f ms  %s\n", s, sec[s] * 1e3, (*rt)->StepLabel(int(s)));
@@ -461,34 +417,35 @@ bool RunsOnAgent(const std::vector<std::string>& args) {
 
 int RunModelOnAgent(const ClientOptions& client, absl::Duration timeout,
                     const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
-  Flags f;
-  std::string error;
-  std::vector<std::string> norm;
-  for (std::string a : args) {  // --device_key and --device-key alike
-    if (a.rfind("--device_key", 0) == 0) a.replace(0, 12, "--device-key");
-    if (a.rfind("--time_limit", 0) == 0) a.replace(0, 12, "--time-limit");
-    if (a.rfind("--output_dir", 0) == 0) a.replace(0, 12, "--output-dir");
-    norm.push_back(a);
+  absl::StatusOr<Flags> parsed = ParseWithOneFile(
+      args,
+      FlagSpec{{"device_key", "seed", "threads", "repeat", "output_dir", "time_limit"}, {"json"}},
+      "run");
+  if (!parsed.ok()) {
+    return Fail(err, 2, absl::StrCat(parsed.status().message(),
+                                     " (on an agent: --input and --profile are local only)"));
   }
-  if (!ParseFlags(norm, {"device-key", "seed", "threads", "repeat", "output-dir", "time-limit"},
-                  {"json"}, "run", &f, &error))
-    return Fail(err, 2, absl::StrCat(error, " (on an agent: --input and --profile are local only)"));
-  if (f.positional.empty()) return Fail(err, 2, "run needs a package file (MODEL.tfpkg)");
-  const std::string key = Value(f, "device-key", "");
+  const Flags& f = *parsed;
+  if (f.help()) {
+    out << kRunHelp;
+    return 0;
+  }
+  if (f.positional().empty()) return Fail(err, 2, "run needs a package file (MODEL.tfpkg)");
+  const std::string key = f.Get("device_key", "");
   if (key.empty()) return Fail(err, 2, "--device-key needs the key of the agents to run on");
   int64_t threads = 1, repeat = 10, seed = 1;
   double time_limit = 300;
-  if (!absl::SimpleAtoi(Value(f, "threads", "1"), &threads) || threads < 0 || threads > 256)
+  if (!absl::SimpleAtoi(f.Get("threads", "1"), &threads) || threads < 0 || threads > 256)
     return Fail(err, 2, "--threads needs a number from 0 (every core) to 256");
-  if (!absl::SimpleAtoi(Value(f, "repeat", "10"), &repeat) || repeat < 1 || repeat > 1000)
+  if (!absl::SimpleAtoi(f.Get("repeat", "10"), &repeat) || repeat < 1 || repeat > 1000)
     return Fail(err, 2, "--repeat needs a number from 1 to 1000 on an agent");
-  if (!absl::SimpleAtoi(Value(f, "seed", "1"), &seed)) return Fail(err, 2, "--seed needs a number");
-  if (!absl::SimpleAtod(Value(f, "time-limit", "300"), &time_limit) || !(time_limit > 0) ||
+  if (!absl::SimpleAtoi(f.Get("seed", "1"), &seed)) return Fail(err, 2, "--seed needs a number");
+  if (!absl::SimpleAtod(f.Get("time_limit", "300"), &time_limit) || !(time_limit > 0) ||
       time_limit > 86400)
     return Fail(err, 2, "--time-limit needs seconds, more than 0 and at most 86400");
-  absl::StatusOr<std::string> bytes = ReadFile(f.positional);
+  absl::StatusOr<std::string> bytes = ReadFile(f.positional()[0]);
   if (!bytes.ok()) return Fail(err, 1, std::string(bytes.status().message()));
-  absl::StatusOr<v1::ModelPackage> pkg = deploy::GraphRuntime::ParsePackage(*bytes, f.positional);
+  absl::StatusOr<v1::ModelPackage> pkg = deploy::GraphRuntime::ParsePackage(*bytes, f.positional()[0]);
   if (!pkg.ok()) return Fail(err, 1, std::string(pkg.status().message()));
 
   v1::RunModelRequest req;
@@ -527,7 +484,7 @@ int RunModelOnAgent(const ClientOptions& client, absl::Duration timeout,
     outs.push_back(std::move(o));
   }
   std::vector<double> lat(r.latencies_sec().begin(), r.latencies_sec().end());
-  return ReportRun(f, f.positional, r.threads(), lat.empty() ? 0 : lat[0], lat, outs,
+  return ReportRun(f, f.positional()[0], r.threads(), lat.empty() ? 0 : lat[0], lat, outs,
                    absl::StrCat(r.device_id(), " (", key, ")"), out, err);
 }
 

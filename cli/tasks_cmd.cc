@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "cli/command_util.h"
+#include "cli/flags.h"
 #include "deploy/onnx_import.h"
 #include "deploy/tasks.h"
 #include "google/protobuf/util/json_util.h"
@@ -53,39 +54,20 @@ int RunTasks(const std::vector<std::string>& args, std::ostream& out, std::ostre
   std::string model_path, target = "host";
   bool json = false;
   deploy::ImportOptions opts;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (a == "--help" || a == "-h") {
-      out << kHelp;
-      return 0;
-    }
-    if (a == "--json") {
-      json = true;
-      continue;
-    }
-    if (a.rfind("--", 0) != 0) {
-      if (!model_path.empty()) return Fail(err, 2, "tasks takes one model file");
-      model_path = a;
-      continue;
-    }
-    std::string name = a.substr(2), value;
-    size_t eq = name.find('=');
-    if (eq != std::string::npos) {
-      value = name.substr(eq + 1);
-      name = name.substr(0, eq);
-    } else {
-      if (i + 1 >= args.size()) return Fail(err, 2, absl::StrCat(a, " needs a value"));
-      value = args[++i];
-    }
-    if (name == "target") {
-      target = value;
-    } else if (name == "shape") {
-      auto s = deploy::ParseShapeOverride(value);
-      if (!s.ok()) return Fail(err, 2, std::string(s.status().message()));
-      opts.input_shapes[s->first] = s->second;
-    } else {
-      return Fail(err, 2, absl::StrCat("tasks: unknown flag --", name, " (see --help)"));
-    }
+  absl::StatusOr<Flags> parsed = ParseFlags(args, FlagSpec{{"target", "shape"}, {"json"}}, "tasks");
+  if (!parsed.ok()) return Fail(err, 2, std::string(parsed.status().message()));
+  if (parsed->help()) {
+    out << kHelp;
+    return 0;
+  }
+  if (parsed->positional().size() > 1) return Fail(err, 2, "tasks takes one model file");
+  if (!parsed->positional().empty()) model_path = parsed->positional()[0];
+  json = parsed->Has("json");
+  target = parsed->Get("target", target);
+  for (const std::string& value : parsed->All("shape")) {
+    auto s = deploy::ParseShapeOverride(value);
+    if (!s.ok()) return Fail(err, 2, std::string(s.status().message()));
+    opts.input_shapes[s->first] = s->second;
   }
   if (model_path.empty()) return Fail(err, 2, "tasks needs a model file (MODEL.onnx)");
   absl::StatusOr<ir::Target> t = ParseTargetFlag(target);

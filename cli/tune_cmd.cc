@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "cli/command_util.h"
+#include "cli/flags.h"
 #include "compiler/codegen/llvm_target.h"
 #include "compiler/ir/workload.h"
 #include "compiler/ir/workload_spec.h"
@@ -52,35 +53,26 @@ retrained on everything after it.
 }  // namespace
 
 int RunTune(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  absl::StatusOr<Flags> parsed =
+      ParseFlags(args,
+                 FlagSpec{{"workload", "target", "trials", "seconds", "strategy", "threads", "batch",
+                           "seed", "db", "save_model", "load_model", "early_stop"},
+                          {}},
+                 "tune");
+  if (!parsed.ok()) return Fail(err, 2, std::string(parsed.status().message()));
+  if (parsed->help()) {
+    out << kHelp;
+    return 0;
+  }
+  if (!parsed->positional().empty()) {
+    return Fail(err, 2, absl::StrCat("tune: unexpected argument '", parsed->positional()[0], "'"));
+  }
+  // Every flag's value, or its default.
   std::map<std::string, std::string> flags = {
       {"target", "host"},    {"trials", "64"}, {"strategy", "evolutionary"},
       {"threads", "1"},      {"batch", "16"},  {"seed", "1"},
-      {"db", "tunefarm.db"}, {"seconds", "0"}, {"early-stop", "0"}};
-  static const char* kKnown[] = {"workload", "target",     "trials",     "seconds",
-                                 "strategy", "threads",    "batch",      "seed",
-                                 "db",       "save-model", "load-model", "early-stop"};
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (a == "--help" || a == "-h") {
-      out << kHelp;
-      return 0;
-    }
-    if (a.rfind("--", 0) != 0)
-      return Fail(err, 2, absl::StrCat("tune: unexpected argument '", a, "'"));
-    std::string name = a.substr(2), value;
-    size_t eq = name.find('=');
-    if (eq != std::string::npos) {
-      value = name.substr(eq + 1);
-      name = name.substr(0, eq);
-    } else {
-      if (i + 1 >= args.size()) return Fail(err, 2, absl::StrCat(a, " needs a value"));
-      value = args[++i];
-    }
-    if (std::find(std::begin(kKnown), std::end(kKnown), name) == std::end(kKnown)) {
-      return Fail(err, 2, absl::StrCat("tune: unknown flag --", name, " (see --help)"));
-    }
-    flags[name] = value;
-  }
+      {"db", "tunefarm.db"}, {"seconds", "0"}, {"early_stop", "0"}};
+  for (const auto& [name, values] : parsed->given()) flags[name] = values.back();
   if (!flags.count("workload")) return Fail(err, 2, "tune needs --workload");
   auto workload = ir::ParseWorkloadSpec(flags["workload"]);
   if (!workload.ok()) return Fail(err, 2, std::string(workload.status().message()));
@@ -109,7 +101,7 @@ int RunTune(const std::vector<std::string>& args, std::ostream& out, std::ostrea
     return Fail(err, 2, "--seconds needs a number of seconds");
   if (!absl::SimpleAtoi(flags["trials"], &trials) || trials < 0 || (trials == 0 && seconds <= 0))
     return Fail(err, 2, "--trials needs a positive number (or 0 with --seconds)");
-  if (!absl::SimpleAtoi(flags["early-stop"], &early_stop) || early_stop < 0)
+  if (!absl::SimpleAtoi(flags["early_stop"], &early_stop) || early_stop < 0)
     return Fail(err, 2, "--early-stop needs a number of trials");
   if (!absl::SimpleAtoi(flags["threads"], &threads) || threads < 1)
     return Fail(err, 2, "--threads needs a positive number");
@@ -152,15 +144,15 @@ int RunTune(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   if (!warm.ok()) return Fail(err, 1, std::string(warm.status().message()));
   // The starting model: a file named by the user, else the database's newest for the target.
   std::string model_from;
-  if (flags.count("load-model")) {
-    std::ifstream f(flags["load-model"], std::ios::binary);
+  if (flags.count("load_model")) {
+    std::ifstream f(flags["load_model"], std::ios::binary);
     std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
     if (!f.good() && !f.eof())
-      return Fail(err, 1, absl::StrCat("cannot read ", flags["load-model"]));
+      return Fail(err, 1, absl::StrCat("cannot read ", flags["load_model"]));
     auto m = cost_model::CostModel::Deserialize(bytes);
-    if (!m.ok()) return Fail(err, 1, absl::StrCat(flags["load-model"], ": ", m.status().message()));
+    if (!m.ok()) return Fail(err, 1, absl::StrCat(flags["load_model"], ": ", m.status().message()));
     tuner.SetInitialModel(*std::move(m));
-    model_from = flags["load-model"];
+    model_from = flags["load_model"];
   } else {
     auto from = server::StartFromStoredModel(**log, spec, tuner);
     if (!from.ok()) return Fail(err, 1, std::string(from.status().message()));
@@ -212,19 +204,19 @@ int RunTune(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   out << "\n";
   // Serialized once, for the file and the database.
   std::string bytes;
-  if (flags.count("save-model") && tuner.model().trained()) {
+  if (flags.count("save_model") && tuner.model().trained()) {
     absl::StatusOr<std::string> s = tuner.model().Serialize();
     if (!s.ok()) return Fail(err, 1, std::string(s.status().message()));
     bytes = *std::move(s);
   }
   if (absl::Status m = server::StoreModel(**log, spec, tuner, bytes); !m.ok())
     return Fail(err, 1, std::string(m.message()));
-  if (flags.count("save-model")) {
-    std::ofstream f(flags["save-model"], std::ios::binary);
+  if (flags.count("save_model")) {
+    std::ofstream f(flags["save_model"], std::ios::binary);
     if (bytes.empty() || !(f << bytes)) {
       return Fail(err, 1,
                   bytes.empty() ? "--save-model: no cost model was trained (too few records)"
-                                : absl::StrCat("cannot write ", flags["save-model"]));
+                                : absl::StrCat("cannot write ", flags["save_model"]));
     }
   }
   return 0;

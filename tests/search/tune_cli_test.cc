@@ -195,6 +195,26 @@ TEST(TuneCli, BadInputIsOneLineAndExitCode2) {
     EXPECT_TRUE(absl::StartsWith(r.err, "tunefarm: error: ")) << r.err;
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
   }
+  // Every command takes --a-b and --a_b alike and names the flag meant.
+  for (std::vector<std::string> args : {
+           std::vector<std::string>{"tune", "--early-stp", "4"},
+           {"compile", "--workload", "matmul(M=4,N=4,K=4)", "--emitt", "ir"},
+           {"tasks", "m.onnx", "--shapes", "x=1"},
+           {"build", "m.onnx", "--untunned"},
+       }) {
+    args.insert(args.begin(), testing::BinPath("tunefarm"));
+    testing::CommandResult r = testing::RunCommand(args, dir.path());
+    EXPECT_EQ(r.exit_code, 2) << args[1];
+    EXPECT_TRUE(absl::StrContains(r.err, "; did you mean --")) << r.err;
+  }
+  testing::CommandResult r = testing::RunCommand(
+      {testing::BinPath("tunefarm"), "tune", "--workload", "matmul(M=8,N=8,K=8)", "--trials", "4",
+       "--early_stop", "2", "--db", dir.File("t.db")},
+      dir.path());
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  r = testing::RunCommand({testing::BinPath("tunefarm"), "submit", "--help"}, dir.path());
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.out, "submit (SPEC.json")) << r.out;
 }
 
 // `tunefarm compile --schedule FILE` with only a sketch id and decisions

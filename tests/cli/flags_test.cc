@@ -1,0 +1,59 @@
+#include "cli/flags.h"
+
+#include "gtest/gtest.h"
+
+namespace tunefarm::cli {
+namespace {
+
+const FlagSpec kSpec = {{"early_stop", "device-key", "shape", "o"}, {"json"}};
+
+TEST(Flags, DashAndUnderscoreAreOneFlag) {
+  auto f = ParseFlags({"--early-stop=8", "--device_key", "orin", "x.json"}, kSpec, "submit");
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_EQ(f->Get("early_stop"), "8");
+  EXPECT_EQ(f->Get("early-stop"), "8");
+  EXPECT_EQ(f->Get("device-key"), "orin");
+  EXPECT_TRUE(f->Has("device_key"));
+  EXPECT_EQ(f->positional(), std::vector<std::string>{"x.json"});
+  EXPECT_FALSE(f->Has("json"));
+  EXPECT_EQ(f->Get("shape", "none"), "none");
+}
+
+TEST(Flags, RepeatedValuesSwitchesAndShortForms) {
+  auto f = ParseFlags({"--shape", "a=1x2", "--json", "-o", "out.bin", "--shape=b=3"}, kSpec,
+                      "build");
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_EQ(f->All("shape"), (std::vector<std::string>{"a=1x2", "b=3"}));
+  EXPECT_EQ(f->Get("shape"), "b=3");
+  EXPECT_TRUE(f->Has("json"));
+  EXPECT_EQ(f->Get("o"), "out.bin");
+  EXPECT_FALSE(f->help());
+  // --help wins over everything else on the line, errors included.
+  auto h = ParseFlags({"--frobnicate", "-h", "--shape"}, kSpec, "build");
+  ASSERT_TRUE(h.ok()) << h.status();
+  EXPECT_TRUE(h->help());
+  EXPECT_FALSE(h->Has("shape"));
+  // -o is "output" where the command has that flag.
+  auto g = ParseFlags({"-o", "m.tfpkg"}, FlagSpec{{"output"}, {}}, "build");
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(g->Get("output"), "m.tfpkg");
+}
+
+TEST(Flags, ErrorsNameTheFlagAndTheNearestKnownOne) {
+  auto f = ParseFlags({"--early-stp=3"}, kSpec, "tune");
+  ASSERT_FALSE(f.ok());
+  EXPECT_EQ(f.status().message(),
+            "tune: unknown flag --early_stp; did you mean --early_stop? (see --help)");
+  f = ParseFlags({"--frobnicate"}, kSpec, "tune");
+  ASSERT_FALSE(f.ok());
+  EXPECT_EQ(f.status().message(), "tune: unknown flag --frobnicate (see --help)");
+  f = ParseFlags({"--shape"}, kSpec, "tune");
+  ASSERT_FALSE(f.ok());
+  EXPECT_EQ(f.status().message(), "--shape needs a value");
+  f = ParseFlags({"--json=yes"}, kSpec, "jobs");
+  ASSERT_FALSE(f.ok());
+  EXPECT_EQ(f.status().message(), "jobs: --json takes no value");
+}
+
+}  // namespace
+}  // namespace tunefarm::cli
