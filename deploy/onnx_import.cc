@@ -13,6 +13,7 @@
 #include "absl/strings/str_split.h"
 #include "common/file_util.h"
 #include "common/status_macros.h"
+#include "compiler/ir/workload.h"
 #include "onnx/onnx_pb.h"  // defines ONNX_API, then includes onnx-ml.pb.h
 
 namespace tunefarm::deploy {
@@ -304,8 +305,7 @@ absl::Status Importer::Pool(const Node& n) {
     } else if (auto_pad == "VALID") {
       o = (x[2 + i] - ek) / strides[i] + 1;
     } else {
-      double span = double(x[2 + i] + pads[i] + pads[i + sp] - ek) / double(strides[i]);
-      o = int64_t(ceil ? std::ceil(span) : std::floor(span)) + 1;
+      o = ir::WindowOutput(x[2 + i], pads[i], pads[i + sp], k[i], strides[i], dil[i], ceil);
     }
     if (o <= 0) return Error(n, "the output would be empty");
     out.push_back(o);

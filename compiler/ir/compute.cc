@@ -223,11 +223,8 @@ int Pool(Builder& b, const v1::Workload& w) {
   }
   int64_t kh = a.kernel(0), kw = a.kernel(1), sh = a.strides(0), sw = a.strides(1);
   int64_t pt = a.pads(0), pl = a.pads(1), pb = a.pads(2), pr = a.pads(3);
-  auto out_extent = [&](int64_t in, int64_t lo, int64_t hi, int64_t k, int64_t s) {
-    int64_t span = in + lo + hi - k;
-    return (a.ceil_mode() ? (span + s - 1) / s : span / s) + 1;
-  };
-  int64_t oh = out_extent(h, pt, pb, kh, sh), ow = out_extent(wd, pl, pr, kw, sw);
+  int64_t oh = WindowOutput(h, pt, pb, kh, sh, 1, a.ceil_mode()),
+          ow = WindowOutput(wd, pl, pr, kw, sw, 1, a.ceil_mode());
   // ceil_mode may read past the bottom/right padding: pad enough for it.
   int64_t extra_b = std::max<int64_t>(0, (oh - 1) * sh + kh - (h + pt + pb));
   int64_t extra_r = std::max<int64_t>(0, (ow - 1) * sw + kw - (wd + pl + pr));

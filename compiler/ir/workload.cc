@@ -61,13 +61,6 @@ absl::Status DefaultList(google::protobuf::RepeatedField<int64_t>* list, int n, 
   return absl::OkStatus();
 }
 
-// Output extent of a sliding window; 0 or less means the window never fits.
-int64_t WindowOut(int64_t in, int64_t pad_lo, int64_t pad_hi, int64_t kernel, int64_t stride,
-                  int64_t dilation, bool ceil_mode = false) {
-  int64_t span = in + pad_lo + pad_hi - dilation * (kernel - 1) - 1;
-  if (span < 0) return 0;
-  return (ceil_mode ? (span + stride - 1) / stride : span / stride) + 1;
-}
 
 absl::StatusOr<double> CanonConv2d(v1::Workload* w, std::vector<int64_t>* out) {
   if (!w->has_conv2d()) w->mutable_conv2d();
@@ -118,8 +111,8 @@ absl::StatusOr<double> CanonConv2d(v1::Workload* w, std::vector<int64_t>* out) {
     oh = (h - 1) * st[0] - p[0] - p[2] + dl[0] * (r - 1) + 1;
     ow = (wd - 1) * st[1] - p[1] - p[3] + dl[1] * (s - 1) + 1;
   } else {
-    oh = WindowOut(h, p[0], p[2], r, st[0], dl[0]);
-    ow = WindowOut(wd, p[1], p[3], s, st[1], dl[1]);
+    oh = WindowOutput(h, p[0], p[2], r, st[0], dl[0]);
+    ow = WindowOutput(wd, p[1], p[3], s, st[1], dl[1]);
   }
   if (oh <= 0 || ow <= 0) {
     return InvalidArgumentError(StrCat("conv2d output would be empty (", oh, "x", ow,
@@ -190,8 +183,8 @@ absl::StatusOr<double> CanonPool(v1::Workload* w, std::vector<int64_t>* out) {
   TF_RETURN_IF_ERROR(DefaultList(a->mutable_pads(), 4, 0, 0, "pool2d.pads"));
   const auto& k = a->kernel();
   const auto& p = a->pads();
-  int64_t oh = WindowOut(h, p[0], p[2], k[0], a->strides(0), 1, a->ceil_mode());
-  int64_t ow = WindowOut(wd, p[1], p[3], k[1], a->strides(1), 1, a->ceil_mode());
+  int64_t oh = WindowOutput(h, p[0], p[2], k[0], a->strides(0), 1, a->ceil_mode());
+  int64_t ow = WindowOutput(wd, p[1], p[3], k[1], a->strides(1), 1, a->ceil_mode());
   if (oh <= 0 || ow <= 0) return InvalidArgumentError("pool2d output would be empty");
   *out = nchw ? std::vector<int64_t>{n, c, oh, ow} : std::vector<int64_t>{n, oh, ow, c};
   return Product(*out) * k[0] * k[1];
@@ -247,6 +240,15 @@ double EpilogueFlopsPerElement(const v1::Epilogue& e) {
 }
 
 }  // namespace
+
+int64_t WindowOutput(int64_t in, int64_t pad_lo, int64_t pad_hi, int64_t kernel, int64_t stride,
+                     int64_t dilation, bool ceil_mode) {
+  const int64_t span = in + pad_lo + pad_hi - dilation * (kernel - 1) - 1;
+  if (span < 0 || stride <= 0) return 0;
+  int64_t out = (ceil_mode ? (span + stride - 1) / stride : span / stride) + 1;
+  if (ceil_mode && out > 1 && (out - 1) * stride >= in + pad_lo) --out;
+  return out;
+}
 
 std::string OpName(v1::OpKind op) {
   switch (op) {

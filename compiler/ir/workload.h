@@ -28,6 +28,12 @@ struct CanonicalWorkload {
 
 absl::StatusOr<CanonicalWorkload> Canonicalize(const v1::Workload& workload);
 
+// Output extent of a sliding window over `in` cells padded by pad_lo/pad_hi;
+// 0 when no window fits. ceil_mode counts a last partial window, except one
+// that would start in the high padding (ONNX Runtime's and PyTorch's rule).
+int64_t WindowOutput(int64_t in, int64_t pad_lo, int64_t pad_hi, int64_t kernel, int64_t stride,
+                     int64_t dilation = 1, bool ceil_mode = false);
+
 // Short op name used as the key prefix: "conv2d", "dense", ...
 std::string OpName(v1::OpKind op);
 

@@ -246,9 +246,11 @@ std::vector<float> MainOp(Dnnl& d, const v1::Workload& w, const std::vector<std:
       for (int i = 0; i < 2; ++i) {
         const int64_t span = in_hw[i] + pl[i] + pr[i] - kernel[i];
         out[i] = (a.ceil_mode() ? (span + strides[i] - 1) / strides[i] : span / strides[i]) + 1;
-        // ceil mode: the last window may reach past the right pad; oneDNN
-        // takes that as more right padding (cases here keep it out of averages
-        // that count padding, where the two conventions differ).
+        // ceil mode (ONNX Runtime's and PyTorch's rule): no window starts in
+        // the right padding. The last window may reach past the right pad;
+        // oneDNN takes that as more right padding (cases here keep it out of
+        // averages that count padding, where the two conventions differ).
+        if (a.ceil_mode() && (out[i] - 1) * strides[i] >= in_hw[i] + pl[i]) --out[i];
         if (a.ceil_mode()) pr[i] = (out[i] - 1) * strides[i] + kernel[i] - in_hw[i] - pl[i];
       }
       const Tag act = nhwc ? Tag::nhwc : Tag::nchw;
@@ -470,6 +472,8 @@ std::vector<PoolCase> PoolCases() {
       {"avg_include_pad", kAvg, 1, 4, 9, 9, {3, 3}, {2, 2}, {1, 1, 1, 1}, true},
       {"avg_exclude_pad", kAvg, 1, 4, 9, 9, {3, 3}, {2, 2}, {1, 1, 1, 1}, false},
       {"avg_exclude_pad_ceil_mode", kAvg, 1, 3, 10, 11, {3, 3}, {2, 2}, {1, 1, 1, 1}, false, true},
+      {"max_ceil_mode_no_window_in_right_pad", kMax, 1, 2, 10, 11, {2, 2}, {2, 2}, {0, 0, 1, 1},
+       false, true},
       {"avg_asymmetric_pads", kAvg, 1, 2, 8, 8, {2, 3}, {1, 2}, {0, 1, 1, 2}, true},
       {"max_nhwc", kMax, 1, 5, 9, 10, {3, 3}, {2, 2}, {1, 1, 1, 1}, false, false, true},
       {"avg_nhwc_exclude_pad", kAvg, 1, 5, 9, 10, {3, 3}, {1, 1}, {1, 1, 1, 1}, false, false, true},

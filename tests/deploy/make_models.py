@@ -67,6 +67,17 @@ tiny_inits = [init("w1", (16, 3, 3, 3)), init("b1", (16,)), init("s", (16,)), in
 save("tiny", tiny, [tensor("x", [1, 3, 16, 16])], [tensor("y", [1, 10])], tiny_inits)
 save("tiny_dynamic", tiny, [tensor("x", ["N", 3, 16, 16])], [tensor("y", ["N", 10])], tiny_inits)
 
+# Pooling in ceil mode where a last window would start in the right padding
+# (ONNX Runtime drops it), then a convolution that compiles, pooled again.
+pool_ceil = [
+    helper.make_node("MaxPool", ["x"], ["p1"], kernel_shape=[2, 2], strides=[2, 2],
+                     pads=[0, 0, 1, 1], ceil_mode=1, name="maxpool_ceil"),
+    helper.make_node("Conv", ["p1", "wp"], ["c1"], pads=[1, 1, 1, 1], name="conv"),
+    helper.make_node("AveragePool", ["c1"], ["y"], kernel_shape=[3, 3], strides=[2, 2],
+                     pads=[1, 1, 1, 1], ceil_mode=1, count_include_pad=0, name="avgpool_ceil"),
+]
+save("pool_ceil", pool_ceil, [tensor("x", [1, 4, 10, 11])], [tensor("y", [1, 8, 3, 4])], [init("wp", (8, 4, 3, 3))])
+
 # Opset 9 forms: Clip with attributes, Slice with attributes, Upsample with
 # a scales input; a 1-D convolution with asymmetric pads; Unsqueeze axes as
 # an attribute.
