@@ -1,14 +1,15 @@
 #!/usr/bin/env python3
 """The test suite's summary: counts, every skip with its cause, and a verdict.
 
-    scripts/test-report.py BUILD/ctest-junit.xml
+    scripts/test-report.py BUILD/ctest-junit.xml [BUILD/skips-allowed.txt]
 
 Reads ctest's JUnit file (ctest --output-junit). Every skip in the suite
 starts its message with a cause in brackets (tests/testing/skip.h); a skip is
 allowed only when its cause is in $TF_ALLOWED_SKIPS (comma-separated; default
-"no-gpu,has-gpu", the one fact a CI machine may lack). Exit status: 0 when
-nothing failed and every skip is allowed, 1 otherwise, 2 when the file is
-missing or unreadable.
+"no-gpu,has-gpu", the one fact a CI machine may lack) or listed, one per
+line, in the build's skips-allowed.txt (CMake writes no-cuda-toolkit there
+when it found no CUDA toolkit). Exit status: 0 when nothing failed and every
+skip is allowed, 1 otherwise, 2 when the file is missing or unreadable.
 """
 import os
 import re
@@ -31,7 +32,7 @@ def skip_reason(output):
 
 
 def main(argv):
-    if len(argv) != 2:
+    if len(argv) not in (2, 3):
         print(__doc__.strip().splitlines()[2].strip(), file=sys.stderr)
         return 2
     try:
@@ -40,6 +41,11 @@ def main(argv):
         print(f"test-report: cannot read {argv[1]}: {e}", file=sys.stderr)
         return 2
     allowed = {c for c in os.environ.get("TF_ALLOWED_SKIPS", "no-gpu,has-gpu").split(",") if c}
+    if len(argv) == 3 and os.path.exists(argv[2]):
+        for line in open(argv[2], encoding="utf-8"):
+            line = line.split("#", 1)[0].strip()
+            if line:
+                allowed.add(line)
     passed, failed, skipped = [], [], []
     for case in root.iter("testcase"):
         name = case.get("name")

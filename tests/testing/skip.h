@@ -7,6 +7,7 @@
 //   no-cuda-toolkit  this build found no CUDA toolkit (NVRTC)
 //   no-models        scripts/fetch-models.sh has not been run (or node is missing)
 //   no-package       a Debian package of scripts/install-deps.sh is missing
+//   gpu-unusable     a GPU, but no toolkit for it or a driver older than the toolkit
 #pragma once
 
 #include "gtest/gtest.h"
