@@ -306,8 +306,9 @@ grpc::Status TuningService::QueryBest(grpc::ServerContext* ctx, const v1::QueryB
     }
     case v1::QueryBestRequest::kModel:
       return grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
-                          "QueryBest by model: ONNX import is not built yet; query by workload "
-                          "key or by job");
+                          "QueryBest by model is not served: import the model on the client "
+                          "(`tunefarm best --model` does) and query its tasks by workload key, "
+                          "or query by job");
     default:
       return Invalid("QueryBest: no query (workload, model or job_id)");
   }
