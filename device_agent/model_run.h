@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <string>
 
+#include "proto/protocol.h"
 #include "tunefarm/v1/farm.pb.h"
 
 namespace tunefarm::runner {
@@ -26,7 +27,6 @@ struct ModelRunWireHeader {
 constexpr uint32_t kModelRunMagic = 0x314d4654;  // "TFM1"
 constexpr double kDefaultModelTimeLimitS = 300;
 constexpr int kDefaultModelRepeats = 10;
-constexpr int kMaxModelRepeats = 1000;
 
 struct ModelRunOptions {
   int64_t memory_limit_bytes = 0;

@@ -83,7 +83,7 @@ int main() {
   if (absl::Status s = (*rt)->Run(inputs, &outputs); !s.ok())
     return Fail(v1::MEASURE_STATUS_RUNTIME_ERROR, std::string(s.message()));
   const int repeats = std::min(req.repeats() > 0 ? req.repeats() : runner::kDefaultModelRepeats,
-                               runner::kMaxModelRepeats);
+                               tunefarm::kMaxModelRepeats);
   for (int r = 0; r < repeats; ++r) {
     const double t = Now();
     if (absl::Status s = (*rt)->Run(inputs, nullptr); !s.ok())

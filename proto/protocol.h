@@ -17,6 +17,10 @@ inline constexpr uint32_t kProtocolVersion = 1;
 // travel in messages).
 inline constexpr int kMaxMessageBytes = 256 << 20;
 
+// Most timed runs one ModelRunRequest may ask for (the server refuses more;
+// the agent's model runner caps at it).
+inline constexpr int kMaxModelRepeats = 1000;
+
 // OK for kProtocolVersion; FAILED_PRECONDITION naming both versions otherwise.
 grpc::Status CheckProtocolVersion(uint32_t version);
 

@@ -11,7 +11,6 @@
 #include "compiler/ir/workload.h"
 #include "deploy/onnx_import.h"
 #include "deploy/tasks.h"
-#include "device_agent/model_run.h"
 #include "proto/protocol.h"
 #include "tunefarm/v1/package.pb.h"
 
@@ -402,9 +401,9 @@ grpc::Status TuningService::RunModel(grpc::ServerContext* ctx, const v1::RunMode
     return Invalid("RunModel: the package is not a tunefarm model package (tunefarm build -o)");
   if (run.threads() < 0 || run.threads() > 256)
     return Invalid(absl::StrCat("RunModel: threads ", run.threads(), " is not in 0..256"));
-  if (run.repeats() < 0 || run.repeats() > runner::kMaxModelRepeats)
+  if (run.repeats() < 0 || run.repeats() > kMaxModelRepeats)
     return Invalid(absl::StrCat("RunModel: repeats ", run.repeats(), " is not in 0..",
-                                runner::kMaxModelRepeats));
+                                kMaxModelRepeats));
   if (!(run.time_limit_s() >= 0) || run.time_limit_s() > 24 * 3600)
     return Invalid("RunModel: time_limit_s must be between 0 (default) and 86400");
   const std::string queue = WorkQueue::MeasureQueue(req->device_key());
