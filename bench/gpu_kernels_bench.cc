@@ -24,7 +24,7 @@
 #include "compiler/ir/schedule.h"
 #include "compiler/ir/workload.h"
 #include "compiler/ir/workload_spec.h"
-#include "device_agent/capabilities.h"
+#include "device_agent/runtime/capabilities.h"
 #include "server/search/gpu_local_measurer.h"
 
 namespace tunefarm::bench {

@@ -33,7 +33,7 @@
 #include "compiler/ir/schedule.h"
 #include "compiler/ir/workload.h"
 #include "compiler/ir/workload_spec.h"
-#include "device_agent/runner.h"
+#include "device_agent/runtime/runner.h"
 
 namespace tunefarm::bench {
 namespace {

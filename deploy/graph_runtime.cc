@@ -13,7 +13,7 @@
 #include "compiler/ir/workload.h"
 #include "deploy/onnx_import.h"
 #include "deploy/ops.h"
-#include "device_agent/runner.h"
+#include "device_agent/runtime/runner.h"
 
 namespace tunefarm::deploy {
 namespace {

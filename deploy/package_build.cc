@@ -18,7 +18,7 @@
 #include "compiler/ir/schedule.h"
 #include "compiler/ir/workload.h"
 #include "deploy/graph_runtime.h"
-#include "device_agent/runner.h"
+#include "device_agent/runtime/runner.h"
 
 namespace tunefarm::deploy {
 namespace {

@@ -12,10 +12,10 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "common/logging.h"
-#include "device_agent/capabilities.h"
+#include "device_agent/runtime/capabilities.h"
 #include "device_agent/measure_handler.h"
-#include "device_agent/model_run.h"
-#include "device_agent/sandbox.h"
+#include "device_agent/runtime/model_run.h"
+#include "device_agent/runtime/sandbox.h"
 #include "google/protobuf/util/json_util.h"
 #include "proto/farm_session.h"
 

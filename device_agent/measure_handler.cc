@@ -10,7 +10,7 @@
 #include "compiler/ir/schedule.h"
 #include "compiler/ir/target.h"
 #include "compiler/ir/workload.h"
-#include "device_agent/sandbox.h"
+#include "device_agent/runtime/sandbox.h"
 
 namespace tunefarm::agent {
 

@@ -20,7 +20,7 @@
 
 #include "absl/status/statusor.h"
 #include "compiler/ir/compute.h"
-#include "device_agent/gpu_plan.h"
+#include "device_agent/runtime/gpu_plan.h"
 #include "tunefarm/v1/farm.pb.h"
 
 namespace tunefarm::agent {

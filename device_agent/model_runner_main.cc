@@ -15,9 +15,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "deploy/graph_runtime.h"
-#include "device_agent/child_exec.h"
-#include "device_agent/model_run.h"
-#include "device_agent/sandbox_wire.h"
+#include "device_agent/runtime/child_exec.h"
+#include "device_agent/runtime/model_run.h"
+#include "device_agent/runtime/sandbox_wire.h"
 
 namespace {
 

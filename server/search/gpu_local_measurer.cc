@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "compiler/codegen/nvrtc_info.h"
 #include "compiler/ir/schedule.h"
-#include "device_agent/capabilities.h"
+#include "device_agent/runtime/capabilities.h"
 #include "device_agent/measure_handler.h"
 #include "worker/builder.h"
 

@@ -12,7 +12,7 @@
 #include "compiler/codegen/llvm_codegen.h"
 #include "compiler/ir/reference.h"
 #include "compiler/ir/schedule.h"
-#include "device_agent/sandbox.h"
+#include "device_agent/runtime/sandbox.h"
 
 namespace tunefarm::search {
 

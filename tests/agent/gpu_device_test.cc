@@ -14,7 +14,7 @@
 #include "compiler/ir/gpu_sketch.h"
 #include "compiler/ir/workload.h"
 #include "compiler/ir/workload_spec.h"
-#include "device_agent/capabilities.h"
+#include "device_agent/runtime/capabilities.h"
 #include "device_agent/measure_handler.h"
 #include "gtest/gtest.h"
 #include "server/search/gpu_local_measurer.h"

@@ -2,7 +2,7 @@
 // (encoded, decoded, refused when damaged), its parameter mapping from a real
 // worker-built GpuModule, and the answers of an agent or a runner without a
 // GPU. The GPU itself is exercised by gpu_device_test (label gpu).
-#include "device_agent/gpu_plan.h"
+#include "device_agent/runtime/gpu_plan.h"
 
 #include <random>
 
@@ -11,9 +11,9 @@
 #include "compiler/ir/schedule.h"
 #include "compiler/ir/workload.h"
 #include "compiler/ir/workload_spec.h"
-#include "device_agent/cuda_driver.h"
+#include "device_agent/runtime/cuda_driver.h"
 #include "device_agent/measure_handler.h"
-#include "device_agent/sandbox.h"
+#include "device_agent/runtime/sandbox.h"
 #include "gtest/gtest.h"
 #include "tests/testing/skip.h"
 #include "worker/builder.h"

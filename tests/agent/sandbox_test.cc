@@ -2,7 +2,7 @@
 // output, a segfault, a hang, a runaway allocation, an error code, bytes that
 // are not a library. Each becomes an outcome; the test process carries on.
 // The kernels are small C files built with the system C compiler.
-#include "device_agent/sandbox.h"
+#include "device_agent/runtime/sandbox.h"
 
 #include <sys/wait.h>
 #include <unistd.h>

@@ -8,7 +8,7 @@
 #include "compiler/ir/compute.h"
 #include "compiler/ir/reference.h"
 #include "compiler/ir/schedule.h"
-#include "device_agent/runner.h"
+#include "device_agent/runtime/runner.h"
 
 namespace tunefarm::testing {
 

@@ -9,7 +9,7 @@
 #include <utility>
 
 #include "absl/strings/match.h"
-#include "device_agent/capabilities.h"
+#include "device_agent/runtime/capabilities.h"
 #include "gtest/gtest.h"
 #include "server/search/gpu_local_measurer.h"
 #include "tests/testing/process.h"

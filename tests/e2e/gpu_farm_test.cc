@@ -12,7 +12,7 @@
 #include "absl/strings/match.h"
 #include "cli/records_jsonl.h"
 #include "common/subprocess.h"
-#include "device_agent/capabilities.h"
+#include "device_agent/runtime/capabilities.h"
 #include "gtest/gtest.h"
 #include "server/search/gpu_local_measurer.h"
 #include "tests/testing/process.h"

@@ -11,7 +11,7 @@
 #include "compiler/ir/schedule_hash.h"
 #include "compiler/ir/sketch.h"
 #include "compiler/ir/workload_spec.h"
-#include "device_agent/capabilities.h"
+#include "device_agent/runtime/capabilities.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "server/search/gpu_local_measurer.h"

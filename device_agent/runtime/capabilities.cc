@@ -1,4 +1,4 @@
-#include "device_agent/capabilities.h"
+#include "device_agent/runtime/capabilities.h"
 
 #include <sys/utsname.h>
 #include <unistd.h>
@@ -10,7 +10,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "device_agent/cuda_driver.h"
+#include "device_agent/runtime/cuda_driver.h"
 
 namespace tunefarm::agent {
 namespace {

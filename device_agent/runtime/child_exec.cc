@@ -1,4 +1,4 @@
-#include "device_agent/child_exec.h"
+#include "device_agent/runtime/child_exec.h"
 
 #include <fcntl.h>
 #include <poll.h>

@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "device_agent/gpu_plan.h"
+#include "device_agent/runtime/gpu_plan.h"
 
 namespace tunefarm::runner {
 

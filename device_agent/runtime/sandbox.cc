@@ -1,4 +1,4 @@
-#include "device_agent/sandbox.h"
+#include "device_agent/runtime/sandbox.h"
 
 #include <sys/wait.h>
 #include <unistd.h>
@@ -9,8 +9,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/subprocess.h"
-#include "device_agent/child_exec.h"
-#include "device_agent/sandbox_wire.h"
+#include "device_agent/runtime/child_exec.h"
+#include "device_agent/runtime/sandbox_wire.h"
 
 namespace tunefarm::runner {
 namespace {

@@ -1,4 +1,4 @@
-#include "device_agent/runner.h"
+#include "device_agent/runtime/runner.h"
 
 #include <dlfcn.h>
 #include <stdlib.h>

@@ -1,4 +1,4 @@
-#include "device_agent/cuda_driver.h"
+#include "device_agent/runtime/cuda_driver.h"
 
 #include <dlfcn.h>
 

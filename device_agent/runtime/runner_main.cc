@@ -20,11 +20,11 @@
 #include <vector>
 
 #include "absl/strings/string_view.h"
-#include "device_agent/child_exec.h"
-#include "device_agent/cuda_driver.h"
-#include "device_agent/gpu_plan.h"
-#include "device_agent/runner.h"
-#include "device_agent/sandbox_wire.h"
+#include "device_agent/runtime/child_exec.h"
+#include "device_agent/runtime/cuda_driver.h"
+#include "device_agent/runtime/gpu_plan.h"
+#include "device_agent/runtime/runner.h"
+#include "device_agent/runtime/sandbox_wire.h"
 
 namespace {
 

@@ -1,4 +1,4 @@
-#include "device_agent/gpu_plan.h"
+#include "device_agent/runtime/gpu_plan.h"
 
 #include <cstring>
 
