@@ -59,18 +59,6 @@ constexpr double kInterpretUpTo = 4e9;
 
 int CpuThreads() { return std::max(1, int(std::thread::hardware_concurrency())); }
 
-// Largest error of `got` relative to max(1, |want|); +inf for NaN or a size mismatch.
-template <typename T>
-double MaxRelError(const std::vector<float>& got, const std::vector<T>& want) {
-  if (got.size() != want.size()) return INFINITY;
-  double err = 0;
-  for (size_t i = 0; i < want.size(); ++i) {
-    const double e = std::fabs(got[i] - double(want[i])) / std::max(1.0, std::fabs(double(want[i])));
-    if (!(e <= err)) err = std::isnan(e) ? INFINITY : e;
-  }
-  return err;
-}
-
 std::string Num(double v) { return std::isnan(v) ? "null" : absl::StrFormat("%.1f", v); }
 
 }  // namespace
@@ -174,11 +162,17 @@ int RunGpuKernelsBench(const std::string& target_flag, int samples, uint64_t see
       std::string against;
       if (task->flops <= kInterpretUpTo) {
         absl::StatusOr<std::vector<double>> want = ir::EvaluateReference(task->dag, inputs);
-        if (want.ok()) err = MaxRelError(lib->output, *want), against = "float64 reference";
+        if (want.ok()) {
+          err = MaxRelError(lib->output.data(), lib->output.size(), *want);
+          against = "float64 reference";
+        }
       } else {
         std::optional<ReferenceRun> cpu = RunOneDnn(task->workload, inputs, CpuThreads());
         if (!cpu) cpu = RunOpenBlas(task->workload, inputs, CpuThreads());
-        if (cpu) err = MaxRelError(lib->output, cpu->output), against = "CPU library";
+        if (cpu) {
+          err = MaxRelError(lib->output.data(), lib->output.size(), cpu->output);
+          against = "CPU library";
+        }
       }
       lib_note = absl::StrFormat("%s, max rel. error %.1e against the %s", lib->library, err,
                                  against.empty() ? "(none)" : against);

@@ -73,16 +73,6 @@ absl::StatusOr<Candidate> Build(const ir::ComputeDAG& dag, const v1::Schedule& s
   return c;
 }
 
-// Relative error of `got` against `want`; +inf if any value is off badly.
-double MaxRelError(const float* got, const std::vector<float>& want) {
-  double worst = 0;
-  for (size_t i = 0; i < want.size(); ++i) {
-    double e = std::fabs(double(got[i]) - want[i]) / std::max(1.0, std::fabs(double(want[i])));
-    if (!(e <= 1e30)) return INFINITY;
-    worst = std::max(worst, e);
-  }
-  return worst;
-}
 
 // Runs the kernel once in a forked child; true if it finished within `limit_s`.
 bool RunsWithin(const Candidate& c, int threads, double limit_s) {
@@ -253,7 +243,7 @@ int RunKernelsBench(const std::vector<std::string>& args) {
       std::optional<ReferenceRun> blas = RunOpenBlas(w, inputs, threads);
       for (auto [lib, name] : {std::pair{&dnn, "oneDNN"}, std::pair{&blas, "OpenBLAS"}}) {
         if (!*lib) continue;
-        double err = MaxRelError((*lib)->output.data(), want);
+        double err = MaxRelError((*lib)->output.data(), (*lib)->output.size(), want);
         if (err > 1e-3) {
           wrong(name, err);
           lib->reset();
@@ -265,7 +255,7 @@ int RunKernelsBench(const std::vector<std::string>& args) {
       auto check = [&](const Candidate& c) {
         std::fill(out.data(), out.data() + n_out, std::nanf(""));
         run(c);
-        return MaxRelError(out.data(), want);
+        return MaxRelError(out.data(), size_t(n_out), want);
       };
       double def_s = NAN;
       if (double err = check(*def); err > 1e-3) {

@@ -3,6 +3,9 @@
 // against it in the same run.
 #pragma once
 
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
 #include <functional>
 #include <optional>
 #include <vector>
@@ -24,6 +27,22 @@ struct Timing {
   int repeats = 5;
   double warmup_ms = 0;
 };
+
+// Largest |got[i] - want[i]| / max(1, |want[i]|) over the n values of `got`:
+// how every bench checks an output, ours or a library's. +inf when n differs
+// from want's size or a value is NaN or off beyond 1e30.
+template <typename T>
+double MaxRelError(const float* got, size_t n, const std::vector<T>& want) {
+  if (n != want.size()) return INFINITY;
+  double worst = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const double e = std::fabs(double(got[i]) - double(want[i])) /
+                     std::max(1.0, std::fabs(double(want[i])));
+    if (!(e <= 1e30)) return INFINITY;
+    worst = std::max(worst, e);
+  }
+  return worst;
+}
 
 // oneDNN with its preferred ("any") layouts; only the primitive is timed
 // (reorders of inputs and output are not). nullopt for ops it does not cover.

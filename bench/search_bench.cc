@@ -467,12 +467,8 @@ int RunSearchBench(const std::vector<std::string>& args) {
     // The library's output against the float64 reference: a wrong library is no baseline.
     if (dnn) {
       absl::StatusOr<std::vector<double>> want = ir::EvaluateReference(task.dag, inputs);
-      double err = want.ok() && want->size() == dnn->output.size() ? 0 : INFINITY;
-      for (size_t i = 0; std::isfinite(err) && i < dnn->output.size(); ++i) {
-        const double e =
-            std::fabs(dnn->output[i] - (*want)[i]) / std::max(1.0, std::fabs((*want)[i]));
-        if (!(e <= err)) err = std::isnan(e) ? INFINITY : e;
-      }
+      const double err =
+          want.ok() ? MaxRelError(dnn->output.data(), dnn->output.size(), *want) : INFINITY;
       if (!(err <= 1e-3)) {
         std::printf("%-22s the library's output is wrong (max relative error %g): no ratios\n",
                     a.name, err);

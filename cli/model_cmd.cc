@@ -209,17 +209,15 @@ int ReportRun(const Flags& f, const std::string& package, int threads, double fi
 }  // namespace
 
 int RunBuild(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
-  for (const auto& a : args) {
-    if (a == "--help" || a == "-h") {
-      out << kBuildHelp;
-      return 0;
-    }
-  }
   absl::StatusOr<Flags> parsed = ParseWithOneFile(
       args, FlagSpec{{"output", "target", "db", "shape", "threads"}, {"untuned", "no_model_check"}},
       "build");
   if (!parsed.ok()) return Fail(err, 2, std::string(parsed.status().message()));
   const Flags& f = *parsed;
+  if (f.help()) {
+    out << kBuildHelp;
+    return 0;
+  }
   if (f.positional().empty()) return Fail(err, 2, "build needs a model file (MODEL.onnx)");
   const std::string output = f.Get("output", "");
   if (output.empty()) return Fail(err, 2, "build needs -o MODEL.tfpkg");
@@ -333,17 +331,15 @@ int RunBuild(const std::vector<std::string>& args, std::ostream& out, std::ostre
 }
 
 int RunModel(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
-  for (const auto& a : args) {
-    if (a == "--help" || a == "-h") {
-      out << kRunHelp;
-      return 0;
-    }
-  }
   absl::StatusOr<Flags> parsed = ParseWithOneFile(
       args, FlagSpec{{"input", "seed", "threads", "repeat", "output_dir"}, {"profile", "json"}},
       "run");
   if (!parsed.ok()) return Fail(err, 2, std::string(parsed.status().message()));
   const Flags& f = *parsed;
+  if (f.help()) {
+    out << kRunHelp;
+    return 0;
+  }
   if (f.positional().empty()) return Fail(err, 2, "run needs a package file (MODEL.tfpkg)");
   int64_t threads = 1, repeat = 0, seed = 1;
   if (!absl::SimpleAtoi(f.Get("threads", "1"), &threads) || threads < 1 || threads > 256)

@@ -293,7 +293,6 @@ std::vector<float> MainOp(Dnnl& d, const v1::Workload& w, const std::vector<std:
       Dims x = shape(0);
       *out_dims = x;
       *channel_dim = int(x.size()) - 1;
-      std::vector<float> v = in[0];
       auto plain = [&](const Dims& dims) {
         Dims st(dims.size(), 1);
         for (int i = int(dims.size()) - 2; i >= 0; --i) st[i] = st[i + 1] * dims[i + 1];
@@ -323,7 +322,7 @@ std::vector<float> MainOp(Dnnl& d, const v1::Workload& w, const std::vector<std:
         case v1::ELEMENTWISE_KIND_HARDSWISH: alg = dnnl::algorithm::eltwise_hardswish; break;
         default: alg = dnnl::algorithm::eltwise_clip, alpha = a.min(), beta = a.max(); break;
       }
-      memory m = d.Mem(plain(x), v.data());
+      memory m = d.Mem(plain(x), in[0].data());
       dnnl::eltwise_forward::desc desc(dnnl::prop_kind::forward_inference, alg, m.get_desc(), alpha,
                                        beta);
       dnnl::eltwise_forward(dnnl::eltwise_forward::primitive_desc(desc, d.engine))
