@@ -1,0 +1,35 @@
+// Calling a built kernel from its KernelSignature alone (workload.proto): the
+// sizes of its arguments, its random inputs and the packing of constants.
+// Used by whoever runs kernels (the runtime, the agent, the graph runtime)
+// and by the compiler that writes the signature, so both sides pack alike.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "tunefarm/v1/workload.pb.h"
+
+namespace tunefarm {
+
+// Elements of the argument as its caller holds it (the logical shape).
+int64_t LogicalElements(const v1::KernelArgument& arg);
+// The shape the kernel reads (the packed one where the argument is packed).
+std::vector<int64_t> KernelShape(const v1::KernelArgument& arg);
+int64_t KernelElements(const v1::KernelArgument& arg);
+
+// OK when every argument is float32 with positive extents, its packing is
+// consistent (one block per dimension, each split dimension named once in
+// pack_inner) and all arguments together hold at most `max_elements`
+// elements; otherwise INVALID_ARGUMENT naming the argument.
+absl::Status CheckSignature(const v1::KernelSignature& signature, int64_t max_elements);
+
+// `logical` (row-major, LogicalElements values) in the layout the kernel
+// reads: a copy where the argument is not packed.
+std::vector<float> PackArgument(const v1::KernelArgument& arg, const std::vector<float>& logical);
+
+// The random inputs of a kernel (every argument but the last), logical
+// layouts, from FillUniform(seed, argument index).
+std::vector<std::vector<float>> RandomInputs(const v1::KernelSignature& signature, uint64_t seed);
+
+}  // namespace tunefarm
