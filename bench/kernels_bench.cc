@@ -24,7 +24,7 @@
 #include "absl/strings/str_split.h"
 #include "bench/anchors.h"
 #include "bench/references.h"
-#include "compiler/codegen/llvm_codegen.h"
+#include "compiler/codegen/build.h"
 #include "compiler/codegen/llvm_target.h"
 #include "compiler/ir/compute.h"
 #include "compiler/ir/handwritten.h"
@@ -34,6 +34,7 @@
 #include "compiler/ir/workload.h"
 #include "compiler/ir/workload_spec.h"
 #include "device_agent/runtime/runner.h"
+#include "proto/kernel_signature.h"
 
 namespace tunefarm::bench {
 namespace {
@@ -53,21 +54,22 @@ absl::StatusOr<Candidate> Build(const ir::ComputeDAG& dag, const v1::Schedule& s
                                 const ir::Target& target,
                                 const std::vector<std::vector<float>>& inputs,
                                 const std::vector<void*>& ptrs) {
-  absl::StatusOr<ir::ScheduleState> st = ir::ScheduleState::Replay(dag, s, target);
-  if (!st.ok()) return st.status();
-  absl::StatusOr<codegen::CpuArtifact> art = codegen::CompileCpu(st->dag(), ir::Lower(*st), target);
+  absl::StatusOr<codegen::Artifact> art = codegen::Build(dag, target, s);
   if (!art.ok()) return art.status();
   Candidate c;
-  c.compile_ms = art->codegen_ms + art->link_ms;
+  c.compile_ms = art->seconds * 1e3;
   c.ptrs = ptrs;
-  for (auto& [i, p] : ir::PackedArguments(st->dag(), inputs)) {
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const v1::KernelArgument& a = art->signature.args(int(i));
+    if (a.pack_block_size() == 0) continue;
+    std::vector<float> p = PackArgument(a, inputs[i]);
     auto buf = std::make_unique<runner::AlignedBuffer>(int64_t(p.size()));
     std::copy(p.begin(), p.end(), buf->data());
     c.ptrs[i] = buf->data();
     c.packed.push_back(std::move(buf));
   }
   absl::StatusOr<std::unique_ptr<runner::KernelLibrary>> lib =
-      runner::KernelLibrary::Load(art->shared_object);
+      runner::KernelLibrary::Load(art->bytes);
   if (!lib.ok()) return lib.status();
   c.lib = *std::move(lib);
   return c;

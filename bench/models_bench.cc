@@ -21,9 +21,9 @@
 #include "common/status_macros.h"
 #include "common/subprocess.h"
 #include "compiler/codegen/llvm_target.h"
-#include "deploy/graph_runtime.h"
+#include "device_agent/runtime/graph_runtime.h"
 #include "deploy/interpreter.h"
-#include "deploy/npy.h"
+#include "device_agent/runtime/npy.h"
 #include "deploy/package_build.h"
 #include "server/search/local_measurer.h"
 #include "server/search/task.h"
@@ -33,7 +33,7 @@ namespace tunefarm::bench {
 namespace {
 
 namespace fs = std::filesystem;
-using deploy::GraphRuntime;
+using runner::GraphRuntime;
 
 std::string CacheDir() {
   if (const char* c = getenv("TUNEFARM_CACHE")) return c;
@@ -270,7 +270,7 @@ int RunModelsBench(const std::vector<std::string>& args) {
     std::vector<std::string> input_flags;
     for (const auto& [name, v] : in) {
       const fs::path f = tmp / absl::StrCat(spec.name, "_in_", input_flags.size() / 2, ".npy");
-      std::ofstream(f, std::ios::binary) << deploy::WriteNpy(model->shapes.at(name), v);
+      std::ofstream(f, std::ios::binary) << runner::WriteNpy(model->shapes.at(name), v);
       input_flags.push_back("--input");
       input_flags.push_back(absl::StrCat(name, "=", f.string()));
     }
@@ -288,9 +288,9 @@ int RunModelsBench(const std::vector<std::string>& args) {
       if (!rt.ok() || !(*rt)->Run(in, &ours).ok()) return double(INFINITY);
       double worst = 0;
       for (const std::string& o : model->outputs) {
-        absl::StatusOr<std::string> bytes = ReadFile((ort_out / deploy::NpyFileName(o)).string());
-        absl::StatusOr<deploy::NpyArray> theirs =
-            bytes.ok() ? deploy::ParseNpy(*bytes) : bytes.status();
+        absl::StatusOr<std::string> bytes = ReadFile((ort_out / runner::NpyFileName(o)).string());
+        absl::StatusOr<runner::NpyArray> theirs =
+            bytes.ok() ? runner::ParseNpy(*bytes) : bytes.status();
         if (!theirs.ok() || theirs->data.size() != ours[o].size()) return double(INFINITY);
         double err = 0, scale = 1e-6;
         for (size_t i = 0; i < ours[o].size(); ++i) {

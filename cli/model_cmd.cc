@@ -18,8 +18,8 @@
 #include "common/sha256.h"
 #include "common/status_macros.h"
 #include "compiler/codegen/llvm_target.h"
-#include "deploy/graph_runtime.h"
-#include "deploy/npy.h"
+#include "device_agent/runtime/graph_runtime.h"
+#include "device_agent/runtime/npy.h"
 #include "deploy/onnx_import.h"
 #include "deploy/package_build.h"
 #include "proto/client.h"
@@ -151,9 +151,9 @@ int ReportRun(const Flags& f, const std::string& package, int threads, double fi
     std::error_code ec;
     std::filesystem::create_directories(dir, ec);
     for (const ModelOutput& o : outputs) {
-      std::ofstream file(std::filesystem::path(dir) / deploy::NpyFileName(o.name),
+      std::ofstream file(std::filesystem::path(dir) / runner::NpyFileName(o.name),
                          std::ios::binary);
-      const std::string bytes = deploy::WriteNpy(o.shape, o.values);
+      const std::string bytes = runner::WriteNpy(o.shape, o.values);
       file.write(bytes.data(), std::streamsize(bytes.size()));
       if (!file) return Fail(err, 1, absl::StrCat("cannot write into ", dir));
     }
@@ -347,12 +347,12 @@ int RunModel(const std::vector<std::string>& args, std::ostream& out, std::ostre
   if (!absl::SimpleAtoi(f.Get("repeat", "0"), &repeat) || repeat < 0)
     return Fail(err, 2, "--repeat needs a number >= 0");
   if (!absl::SimpleAtoi(f.Get("seed", "1"), &seed)) return Fail(err, 2, "--seed needs a number");
-  absl::StatusOr<v1::ModelPackage> pkg = deploy::GraphRuntime::ReadPackage(f.positional()[0]);
+  absl::StatusOr<v1::ModelPackage> pkg = runner::GraphRuntime::ReadPackage(f.positional()[0]);
   if (!pkg.ok()) return Fail(err, 1, std::string(pkg.status().message()));
-  deploy::GraphRuntime::Options ro;
+  runner::GraphRuntime::Options ro;
   ro.threads = int(threads);
   ro.profile = f.Has("profile");
-  absl::StatusOr<std::unique_ptr<deploy::GraphRuntime>> rt = deploy::GraphRuntime::Load(*pkg, ro);
+  absl::StatusOr<std::unique_ptr<runner::GraphRuntime>> rt = runner::GraphRuntime::Load(*pkg, ro);
   if (!rt.ok()) return Fail(err, 1, absl::StrCat(f.positional()[0], ": ", rt.status().message()));
   std::map<std::string, std::vector<float>> inputs = (*rt)->SeededInputs(uint64_t(seed));
   if (f.Has("input")) {
@@ -369,7 +369,7 @@ int RunModel(const std::vector<std::string>& args, std::ostream& out, std::ostre
         return Fail(err, 2, absl::StrCat("'", name, "' is not an input of the model"));
       absl::StatusOr<std::string> bytes = ReadFile(file);
       if (!bytes.ok()) return Fail(err, 1, std::string(bytes.status().message()));
-      absl::StatusOr<deploy::NpyArray> a = deploy::ParseNpy(*bytes);
+      absl::StatusOr<runner::NpyArray> a = runner::ParseNpy(*bytes);
       if (!a.ok()) return Fail(err, 1, absl::StrCat(file, ": ", a.status().message()));
       if (a->shape != (*rt)->Shape(name)) {
         std::string want;
@@ -441,7 +441,7 @@ int RunModelOnAgent(const ClientOptions& client, absl::Duration timeout,
     return Fail(err, 2, "--time-limit needs seconds, more than 0 and at most 86400");
   absl::StatusOr<std::string> bytes = ReadFile(f.positional()[0]);
   if (!bytes.ok()) return Fail(err, 1, std::string(bytes.status().message()));
-  absl::StatusOr<v1::ModelPackage> pkg = deploy::GraphRuntime::ParsePackage(*bytes, f.positional()[0]);
+  absl::StatusOr<v1::ModelPackage> pkg = runner::GraphRuntime::ParsePackage(*bytes, f.positional()[0]);
   if (!pkg.ok()) return Fail(err, 1, std::string(pkg.status().message()));
 
   v1::RunModelRequest req;

@@ -7,9 +7,9 @@
  *
  * `buffers` holds the kernel's tensors in argument order (inputs, then the
  * output), each a dense row-major float array aligned to 64 bytes. A weight
- * the schedule repacked (layout_pack) is passed in its packed layout, the
- * scheduled DAG's tensor for that argument (ir::PackConstant fills it). Parallel
- * loops call rt->parallel_for; temporary buffers come from rt->alloc. The
+ * the schedule repacked (layout_pack) is passed in the packed layout its
+ * KernelSignature describes (PackArgument of proto/kernel_signature.h fills
+ * it). Parallel loops call rt->parallel_for; temporary buffers come from rt->alloc. The
  * kernel returns 0. The runtime is passed in, so the shared object has no
  * undefined symbols of ours (only libm's for exp/tanh). */
 #ifndef TUNEFARM_COMMON_KERNEL_ABI_H_

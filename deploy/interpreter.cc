@@ -4,9 +4,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
-#include "deploy/ops.h"
+#include "device_agent/runtime/ops.h"
 
 namespace tunefarm::deploy {
+
+using runner::OpArgs;
+using runner::RunOp;
 namespace {
 
 int64_t Numel(const std::vector<int64_t>& s) {

@@ -826,12 +826,6 @@ absl::Status LegacyBroadcast(Model* m, Node* n) {
 
 }  // namespace
 
-int64_t Constant::size() const {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  return n;
-}
-
 const std::vector<std::string>& SupportedOps() {
   static const auto* ops = new std::vector<std::string>{"Abs",
                                                         "Add",

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "device_agent/runtime/graph_node.h"
 
 namespace onnx {
 class NodeProto;
@@ -27,38 +28,8 @@ class NodeProto;
 
 namespace tunefarm::deploy {
 
-// A constant tensor: float data or int64 data (shape arithmetic), row-major.
-struct Constant {
-  std::vector<int64_t> shape;
-  bool is_int = false;
-  std::vector<float> floats;
-  std::vector<int64_t> ints;
-  int64_t size() const;
-};
-
-struct Node {
-  std::string op;                   // op_type, e.g. "Conv"
-  std::string name;                 // the node's name, or "<op>#<index>" when it has none
-  std::vector<std::string> inputs;  // "" for an omitted optional input
-  std::vector<std::string> outputs;
-  // Attributes, by name (ints, floats, strings; tensors become Constants).
-  std::map<std::string, std::vector<int64_t>> ints;
-  std::map<std::string, std::vector<float>> floats;
-  std::map<std::string, std::string> strings;
-
-  int64_t Int(const std::string& attr, int64_t fallback) const {
-    auto it = ints.find(attr);
-    return it == ints.end() || it->second.empty() ? fallback : it->second[0];
-  }
-  float Float(const std::string& attr, float fallback) const {
-    auto it = floats.find(attr);
-    return it == floats.end() || it->second.empty() ? fallback : it->second[0];
-  }
-  std::vector<int64_t> Ints(const std::string& attr) const {
-    auto it = ints.find(attr);
-    return it == ints.end() ? std::vector<int64_t>() : it->second;
-  }
-};
+using runner::Constant;
+using runner::Node;
 
 struct Model {
   int64_t ir_version = 0;

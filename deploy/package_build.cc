@@ -11,16 +11,20 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
-#include "compiler/codegen/llvm_codegen.h"
+#include "compiler/codegen/build.h"
 #include "compiler/codegen/llvm_target.h"
 #include "compiler/ir/compute.h"
 #include "compiler/ir/reference.h"
 #include "compiler/ir/schedule.h"
 #include "compiler/ir/workload.h"
-#include "deploy/graph_runtime.h"
+#include "device_agent/runtime/graph_runtime.h"
 #include "device_agent/runtime/runner.h"
+#include "proto/kernel_signature.h"
 
 namespace tunefarm::deploy {
+
+using runner::GraphRuntime;
+using runner::kPackageFormatVersion;
 namespace {
 
 namespace v1 = ::tunefarm::v1;
@@ -34,10 +38,10 @@ int64_t Numel(const Shape& s) {
 }
 
 struct Built {
-  ir::ComputeDAG dag;       // the scheduled DAG (packed tensors)
   ir::ComputeDAG original;  // before scheduling (argument names)
   std::string shared_object;
   v1::Schedule schedule;  // what was replayed
+  v1::KernelSignature signature;
 };
 
 absl::StatusOr<Built> Compile(const v1::Workload& workload, const v1::Schedule* schedule,
@@ -46,26 +50,24 @@ absl::StatusOr<Built> Compile(const v1::Workload& workload, const v1::Schedule* 
   TF_ASSIGN_OR_RETURN(ir::ComputeDAG dag, ir::BuildComputeDAG(cw.workload));
   v1::Schedule s = schedule ? *schedule : ir::DefaultSchedule(dag, target);
   TF_ASSIGN_OR_RETURN(ir::ScheduleState st, ir::ScheduleState::Replay(dag, s, target));
-  TF_ASSIGN_OR_RETURN(codegen::CpuArtifact a, codegen::CompileCpu(st.dag(), ir::Lower(st), target));
-  return Built{st.dag(), dag, std::move(a.shared_object), s};
+  TF_ASSIGN_OR_RETURN(codegen::Artifact a, codegen::Build(st, target));
+  return Built{dag, std::move(a.bytes), s, std::move(a.signature)};
 }
 
 // Median seconds of a kernel on random inputs, on this machine.
 absl::StatusOr<double> TimeHere(const Built& b, int threads) {
   TF_ASSIGN_OR_RETURN(auto lib, runner::KernelLibrary::Load(b.shared_object));
   runner::ThreadPool pool(threads);
-  std::vector<std::vector<float>> inputs = ir::RandomInputs(b.original, 7);
+  std::vector<std::vector<float>> inputs = RandomInputs(b.signature, 7);
   std::vector<std::unique_ptr<runner::AlignedBuffer>> bufs;
   std::vector<void*> ptrs;
-  for (size_t i = 0; i < b.dag.args.size(); ++i) {
-    const int t = b.dag.args[i];
-    auto buf = std::make_unique<runner::AlignedBuffer>(b.dag.NumElements(t));
-    std::vector<float> data;
-    if (i < inputs.size()) {
-      data = b.dag.tensors[size_t(t)].packed_from >= 0 ? ir::PackConstant(b.dag, t, inputs[i])
-                                                       : inputs[i];
+  for (int i = 0; i < b.signature.args_size(); ++i) {
+    const v1::KernelArgument& a = b.signature.args(i);
+    auto buf = std::make_unique<runner::AlignedBuffer>(KernelElements(a));
+    if (size_t(i) < inputs.size()) {
+      std::vector<float> data = PackArgument(a, inputs[size_t(i)]);
+      std::copy(data.begin(), data.end(), buf->data());
     }
-    std::copy(data.begin(), data.end(), buf->data());
     ptrs.push_back(buf->data());
     bufs.push_back(std::move(buf));
   }
@@ -252,7 +254,7 @@ absl::StatusOr<v1::ModelPackage> BuildPackage(const Model& model, const ir::Targ
   TF_RETURN_IF_ERROR(codegen::CheckLLVMTarget(target));
   TF_ASSIGN_OR_RETURN(TaskExtraction ex, ExtractTasks(model));
   v1::ModelPackage pkg;
-  pkg.set_format_version(1);
+  pkg.set_format_version(kPackageFormatVersion);
   pkg.set_target(target.ToString());
   pkg.set_model_name(options.model_name);
   pkg.set_model_sha256(options.model_sha256);
@@ -334,6 +336,7 @@ absl::StatusOr<v1::ModelPackage> BuildPackage(const Model& model, const ir::Targ
     k->set_default_sec(choice.default_sec);
     k->set_choice(choice.why);
     k->set_shared_object(built[t].shared_object);
+    *k->mutable_signature() = built[t].signature;
   }
 
   // Steps in model order; a fused kernel sits where its last node was.
@@ -474,17 +477,17 @@ absl::StatusOr<v1::ModelPackage> BuildPackage(const Model& model, const ir::Targ
       } else {
         return absl::InternalError(StrCat("task ", task.description, ": argument '", role, "'"));
       }
-      const int t = b.dag.args[ai];
-      if (b.dag.tensors[size_t(t)].packed_from >= 0) {
+      const v1::KernelArgument& arg = b.signature.args(int(ai));
+      if (arg.pack_block_size() != 0) {
         if (!derived)
           return absl::InternalError(StrCat("node '", a.name, "': a packed runtime value"));
-        data = ir::PackConstant(b.dag, t, data);
+        data = PackArgument(arg, data);
         src = StrCat(src, "@packed");
       }
       if (derived) {  // stored in the kernel's layout (packed or as is)
         v1::PackageTensor pt;
         pt.set_name(src);
-        PutFloats(&pt, b.dag.tensors[size_t(t)].shape, data);
+        PutFloats(&pt, KernelShape(arg), data);
         consts[src] = std::move(pt);
       } else if (model.constants.count(src)) {
         use_const(src);

@@ -1,16 +1,12 @@
 #include "device_agent/measure_handler.h"
 
-#include <map>
+#include <algorithm>
+#include <cstring>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "common/status_macros.h"
-#include "compiler/ir/compute.h"
-#include "compiler/ir/reference.h"
-#include "compiler/ir/schedule.h"
-#include "compiler/ir/target.h"
-#include "compiler/ir/workload.h"
-#include "device_agent/runtime/sandbox.h"
+#include "device_agent/runtime/measure.h"
+#include "proto/kernel_signature.h"
 
 namespace tunefarm::agent {
 
@@ -34,74 +30,7 @@ v1::MeasureStatus ToProto(runner::SandboxOutcome::Status s) {
   return v1::MEASURE_STATUS_RUNTIME_ERROR;
 }
 
-// What the sandbox is handed for one build of `schedule`: the kernel's input
-// buffers (constants packed where it packs them) and the kernel bytes (the
-// shared object, or the GPU plan of a CUDA build).
-struct Prepared {
-  std::vector<std::vector<float>> args;
-  std::string kernel;
-};
-
-absl::StatusOr<Prepared> Prepare(const ir::ComputeDAG& dag, const v1::Schedule& schedule,
-                                 const ir::Target& target,
-                                 const std::vector<std::vector<float>>& in,
-                                 const std::string& artifact, bool cuda) {
-  TF_ASSIGN_OR_RETURN(ir::ScheduleState st, ir::ScheduleState::Replay(dag, schedule, target));
-  Prepared p;
-  p.args = in;
-  for (auto& [i, packed] : ir::PackedArguments(st.dag(), in)) p.args[i] = std::move(packed);
-  if (!cuda) {
-    p.kernel = artifact;
-    return p;
-  }
-  v1::GpuModule module;
-  if (!module.ParseFromString(artifact))
-    return absl::InvalidArgumentError("the artifact is not a GpuModule");
-  TF_ASSIGN_OR_RETURN(runner::GpuPlan plan, PlanFromModule(module, st.dag()));
-  TF_ASSIGN_OR_RETURN(p.kernel, runner::EncodeGpuPlan(plan));
-  return p;
-}
-
-std::vector<const std::vector<float>*> Pointers(const std::vector<std::vector<float>>& v) {
-  std::vector<const std::vector<float>*> out;
-  for (const auto& x : v) out.push_back(&x);
-  return out;
-}
-
 }  // namespace
-
-absl::StatusOr<runner::GpuPlan> PlanFromModule(const v1::GpuModule& module,
-                                               const ir::ComputeDAG& dag) {
-  runner::GpuPlan plan;
-  plan.image = module.image();
-  const int n_inputs = int(dag.args.size()) - 1;
-  std::map<int, int> buffer_of;  // tensor id -> buffer index
-  for (size_t i = 0; i < dag.args.size(); ++i) buffer_of[dag.args[i]] = int(i);
-  for (const v1::GpuModule::Workspace& w : module.workspace()) {
-    buffer_of.emplace(w.tensor(), n_inputs + 1 + int(plan.workspace_bytes.size()));
-    plan.workspace_bytes.push_back(w.bytes());
-  }
-  for (const v1::GpuModule::Kernel& k : module.kernels()) {
-    runner::GpuPlan::Kernel pk;
-    pk.name = k.name();
-    if (k.grid_size() != 3 || k.block_size() != 3) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("kernel ", k.name(), ": a launch has 3 grid and 3 block dimensions"));
-    }
-    for (int i = 0; i < 3; ++i) pk.grid[i] = k.grid(i), pk.block[i] = k.block(i);
-    for (int t : k.params()) {
-      auto it = buffer_of.find(t);
-      if (it == buffer_of.end()) {
-        return absl::InvalidArgumentError(absl::StrCat("kernel ", k.name(), ": parameter tensor ",
-                                                       t,
-                                                       " is neither an argument nor a workspace"));
-      }
-      pk.buffers.push_back(it->second);
-    }
-    plan.kernels.push_back(std::move(pk));
-  }
-  return plan;
-}
 
 v1::MeasureResult MeasureHandler::Measure(const v1::MeasureRequest& req) {
   v1::MeasureResult out;
@@ -122,15 +51,16 @@ v1::MeasureResult MeasureHandler::Measure(const v1::MeasureRequest& req) {
     return fail(v1::MEASURE_STATUS_RUNTIME_ERROR,
                 "this agent has no GPU: it cannot run a CUDA build (cubin/PTX)");
   }
-  absl::StatusOr<ir::Target> target = ir::Target::Parse(req.target().spec());
-  if (!target.ok())
-    return fail(v1::MEASURE_STATUS_RUNTIME_ERROR, std::string(target.status().message()));
-  absl::StatusOr<ir::CanonicalWorkload> cw = ir::Canonicalize(req.workload());
-  if (!cw.ok()) return fail(v1::MEASURE_STATUS_RUNTIME_ERROR, std::string(cw.status().message()));
-  absl::StatusOr<ir::ComputeDAG> dag = ir::BuildComputeDAG(cw->workload);
-  if (!dag.ok()) return fail(v1::MEASURE_STATUS_RUNTIME_ERROR, std::string(dag.status().message()));
-  const std::vector<std::vector<float>> inputs = ir::RandomInputs(*dag, req.input_seed());
-  const int64_t n_out = dag->NumElements(dag->output);
+  // Checked before any buffer is made here: a huge workload is a result,
+  // not an allocation failure of the agent.
+  if (absl::Status s = CheckSignature(req.signature(),
+                                      runner::MaxKernelElements(options_.memory_limit_bytes));
+      !s.ok()) {
+    return fail(v1::MEASURE_STATUS_RUNTIME_ERROR, absl::StrCat("signature: ", s.message()));
+  }
+  const std::vector<std::vector<float>> inputs = RandomInputs(req.signature(), req.input_seed());
+  const v1::KernelArgument& out_arg = req.signature().args(req.signature().args_size() - 1);
+  const int64_t n_out = KernelElements(out_arg);
 
   runner::SandboxOptions so;
   so.threads =
@@ -142,47 +72,50 @@ v1::MeasureResult MeasureHandler::Measure(const v1::MeasureRequest& req) {
   so.time_limit_s = req.options().timeout_ms() > 0 ? req.options().timeout_ms() * 1e-3
                                                    : options_.default_timeout_s;
   so.memory_limit_bytes = options_.memory_limit_bytes;
-  so.cuda = cuda;
 
   std::lock_guard<std::mutex> lock(mu_);
-  const std::string ref_key = absl::StrCat(cw->key, "|", req.input_seed());
-  auto ref = references_.find(ref_key);
-  if (ref == references_.end()) {
-    std::vector<float> reference;
-    if (cw->flops <= options_.max_interpreted_flops) {
-      absl::StatusOr<std::vector<double>> r = ir::EvaluateReference(*dag, inputs);
-      if (!r.ok()) return fail(v1::MEASURE_STATUS_RUNTIME_ERROR, std::string(r.status().message()));
-      reference.assign(r->begin(), r->end());
-    } else if (!req.reference_artifact().empty()) {
-      auto p =
-          Prepare(*dag, req.reference_schedule(), *target, inputs, req.reference_artifact(), cuda);
-      if (!p.ok()) {
+  const std::string& key = req.reference_key();
+  const std::vector<float>* reference = nullptr;
+  std::vector<float> made;
+  if (auto it = references_.find(key); !key.empty() && it != references_.end()) {
+    reference = &it->second;
+  } else {
+    if (!req.reference_output().empty()) {
+      if (int64_t(req.reference_output().size()) != n_out * 4) {
         return fail(v1::MEASURE_STATUS_RUNTIME_ERROR,
-                    absl::StrCat("reference schedule: ", p.status().message()));
+                    absl::StrCat("the reference output has ", req.reference_output().size(),
+                                 " bytes, the kernel writes ", n_out * 4));
       }
+      made.resize(size_t(n_out));
+      std::memcpy(made.data(), req.reference_output().data(), made.size() * 4);
+    } else if (!req.reference_artifact().empty()) {
+      runner::Kernel k{req.kind(), req.reference_artifact(), req.reference_signature()};
       runner::SandboxOptions ro = so;
       ro.repeats = 1;
       ro.min_repeat_ms = 0;
       ro.warmup_ms = 0;  // only its output counts
-      runner::SandboxOutcome o =
-          runner::MeasureInSandbox(p->kernel, Pointers(p->args), n_out, {}, ro, &reference);
+      runner::SandboxOutcome o = runner::Measure(k, inputs, {}, ro, &made);
       if (o.status != runner::SandboxOutcome::Status::kOk) {
         return fail(v1::MEASURE_STATUS_RUNTIME_ERROR,
                     absl::StrCat("the reference (default schedule) failed: ", o.error));
       }
     } else {
       return fail(v1::MEASURE_STATUS_RUNTIME_ERROR,
-                  "no reference: the workload is too big for the interpreter and the request "
-                  "carries no reference artifact");
+                  "no reference: the request carries neither a reference output nor a "
+                  "reference build");
     }
-    ref = references_.emplace(ref_key, std::move(reference)).first;
+    reference = &made;
+    if (!key.empty()) {
+      if (references_.size() >= options_.max_cached_references) {
+        references_.erase(reference_order_.front());
+        reference_order_.erase(reference_order_.begin());
+      }
+      reference_order_.push_back(key);
+      reference = &(references_[key] = std::move(made));
+    }
   }
-  auto p = Prepare(*dag, req.schedule(), *target, inputs, req.artifact(), cuda);
-  if (!p.ok()) {
-    return fail(v1::MEASURE_STATUS_RUNTIME_ERROR, absl::StrCat("schedule: ", p.status().message()));
-  }
-  runner::SandboxOutcome o =
-      runner::MeasureInSandbox(p->kernel, Pointers(p->args), n_out, ref->second, so);
+  runner::Kernel k{req.kind(), req.artifact(), req.signature()};
+  runner::SandboxOutcome o = runner::Measure(k, inputs, *reference, so);
   out.set_status(ToProto(o.status));
   out.set_error(o.error);
   for (double c : o.costs) out.add_costs_sec(c);

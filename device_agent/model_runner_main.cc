@@ -14,7 +14,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "deploy/graph_runtime.h"
+#include "device_agent/runtime/graph_runtime.h"
 #include "device_agent/runtime/child_exec.h"
 #include "device_agent/runtime/model_run.h"
 #include "device_agent/runtime/sandbox_wire.h"
@@ -67,12 +67,12 @@ int main() {
   result.set_threads(threads);
   const double t_load = Now();
   absl::StatusOr<v1::ModelPackage> pkg =
-      tunefarm::deploy::GraphRuntime::ParsePackage(req.package(), "the package sent");
+      tunefarm::runner::GraphRuntime::ParsePackage(req.package(), "the package sent");
   if (!pkg.ok()) return Fail(v1::MEASURE_STATUS_UPLOAD_ERROR, std::string(pkg.status().message()));
   req.clear_package();
-  tunefarm::deploy::GraphRuntime::Options ro;
+  tunefarm::runner::GraphRuntime::Options ro;
   ro.threads = threads;
-  auto rt = tunefarm::deploy::GraphRuntime::Load(*pkg, ro);
+  auto rt = tunefarm::runner::GraphRuntime::Load(*pkg, ro);
   if (!rt.ok()) {
     return Fail(v1::MEASURE_STATUS_UPLOAD_ERROR,
                 absl::StrCat("the package did not load here: ", rt.status().message()));

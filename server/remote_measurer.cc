@@ -1,6 +1,7 @@
 #include "server/remote_measurer.h"
 
 #include "absl/strings/str_cat.h"
+#include "compiler/ir/reference.h"
 #include "compiler/ir/schedule.h"
 
 namespace tunefarm::server {
@@ -56,6 +57,24 @@ void RemoteMeasurer::Wait(const search::Task& task, const int& pending,
   if (!said.empty()) options_.on_wait("");
 }
 
+const RemoteMeasurer::Reference& RemoteMeasurer::InterpretedFor(const search::Task& task) {
+  std::unique_lock<std::mutex> lock(mu_);
+  auto it = references_.find(task.key);
+  if (it != references_.end()) return it->second;
+  lock.unlock();
+  Reference ref;
+  absl::StatusOr<std::vector<double>> out =
+      ir::EvaluateReference(task.dag, ir::RandomInputs(task.dag, options_.input_seed));
+  if (!out.ok()) {
+    ref.error = std::string(out.status().message());
+  } else {
+    std::vector<float> f(out->begin(), out->end());
+    ref.output.assign(reinterpret_cast<const char*>(f.data()), f.size() * sizeof(float));
+  }
+  lock.lock();
+  return references_[task.key] = std::move(ref);
+}
+
 const RemoteMeasurer::Reference& RemoteMeasurer::ReferenceFor(const search::Task& task) {
   std::unique_lock<std::mutex> lock(mu_);
   auto it = references_.find(task.key);
@@ -77,6 +96,7 @@ const RemoteMeasurer::Reference& RemoteMeasurer::ReferenceFor(const search::Task
       ref.error = r->has_build() ? r->build().error() : "the worker answered with no build";
     } else {
       ref.artifact = r->build().artifact();
+      ref.signature = r->build().signature();
     }
     --pending;
     cv_.notify_all();
@@ -94,21 +114,19 @@ std::vector<MeasureResult> RemoteMeasurer::Measure(const search::Task& task,
   const size_t n = schedules.size();
   std::vector<MeasureResult> results(n);
   details_.assign(n, Detail());
-  const Reference* ref = nullptr;
-  // The agent checks small workloads against its own float64 interpreter.
-  constexpr double kAgentInterpretsUpTo = 5e7;
-  if (task.flops > kAgentInterpretsUpTo) {
-    ref = &ReferenceFor(task);
-    if (!ref->error.empty()) {
-      for (size_t i = 0; i < n; ++i) {
-        results[i].status = Status::kBuildError;
-        results[i].error = absl::StrCat("reference (default schedule): ", ref->error);
-        details_[i].status = v1::MEASURE_STATUS_COMPILE_ERROR;
-        details_[i].cancelled = options_.stopped();
-      }
-      return results;
+  const bool interpreted = ir::InterpretReference(task.dag, task.flops);
+  const Reference* ref = interpreted ? &InterpretedFor(task) : &ReferenceFor(task);
+  if (!ref->error.empty()) {
+    for (size_t i = 0; i < n; ++i) {
+      results[i].status = Status::kBuildError;
+      results[i].error = absl::StrCat(
+          interpreted ? "reference (interpreter): " : "reference (default schedule): ", ref->error);
+      details_[i].status = v1::MEASURE_STATUS_COMPILE_ERROR;
+      details_[i].cancelled = options_.stopped();
     }
+    return results;
   }
+  const std::string ref_key = absl::StrCat(task.key, "|", options_.input_seed);
   std::unique_lock<std::mutex> lock(mu_);
   int pending = int(n);
   // Runs with mu_ held: the end of candidate i.
@@ -158,8 +176,13 @@ std::vector<MeasureResult> RemoteMeasurer::Measure(const search::Task& task,
       *req->mutable_options() = options_.measure;
       req->set_input_seed(options_.input_seed);
       req->set_threads(options_.threads);
-      if (ref != nullptr) {
+      *req->mutable_signature() = b.signature();
+      req->set_reference_key(ref_key);
+      if (!ref->output.empty()) {
+        req->set_reference_output(ref->output);
+      } else {
         req->set_reference_artifact(ref->artifact);
+        *req->mutable_reference_signature() = ref->signature;
         *req->mutable_reference_schedule() = ref->schedule;
       }
       m.done = [&, i](absl::StatusOr<v1::ReportResultRequest> r) {

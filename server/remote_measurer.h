@@ -58,11 +58,16 @@ class RemoteMeasurer : public search::Measurer {
   const std::vector<Detail>& details() const { return details_; }
 
  private:
+  // What a task's measurements are checked against: the interpreter's
+  // output (float32 bytes), or the default schedule's build.
   struct Reference {
+    std::string output;
     std::string artifact;
+    v1::KernelSignature signature;
     v1::Schedule schedule;
     std::string error;
   };
+  const Reference& InterpretedFor(const search::Task& task);
   const Reference& ReferenceFor(const search::Task& task);
   // Blocks until `pending` reaches 0 (or the job stops).
   void Wait(const search::Task& task, const int& pending, std::unique_lock<std::mutex>& lock);

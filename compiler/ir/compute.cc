@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "compiler/ir/workload.h"
+#include "proto/kernel_signature.h"
 
 namespace tunefarm::ir {
 namespace {
@@ -401,26 +402,34 @@ std::vector<Expr> PackedIndex(const TensorDecl& packed, const std::vector<Expr>&
   return outer;
 }
 
+namespace {
+
+v1::KernelArgument ArgumentOf(const ComputeDAG& dag, int tensor) {
+  const TensorDecl& t = dag.tensors[size_t(tensor)];
+  v1::KernelArgument a;
+  a.set_dtype(v1::DTYPE_FLOAT32);
+  a.set_tensor(tensor);
+  if (t.packed_from < 0) {
+    for (int64_t e : t.shape) a.add_shape(e);
+    return a;
+  }
+  for (int64_t e : dag.tensors[size_t(t.packed_from)].shape) a.add_shape(e);
+  for (int64_t b : t.pack_block) a.add_pack_block(b);
+  for (int d : t.pack_inner) a.add_pack_inner(d);
+  return a;
+}
+
+}  // namespace
+
 std::vector<float> PackConstant(const ComputeDAG& dag, int packed,
                                 const std::vector<float>& original) {
-  const TensorDecl& p = dag.tensors[packed];
-  const std::vector<int64_t>& shape = dag.tensors[p.packed_from].shape;
-  std::vector<float> out(dag.NumElements(packed), 0.0f);
-  std::vector<int64_t> idx(shape.size(), 0);
-  std::vector<Expr> idx_expr(shape.size());
-  for (int64_t flat = 0; flat < int64_t(original.size()); ++flat) {
-    int64_t rest = flat;
-    for (int d = int(shape.size()) - 1; d >= 0; --d) {
-      idx[d] = rest % shape[d];
-      rest /= shape[d];
-    }
-    for (size_t d = 0; d < shape.size(); ++d) idx_expr[d] = IntImm(idx[d]);
-    int64_t at = 0;
-    std::vector<Expr> pi = PackedIndex(p, idx_expr);
-    for (size_t d = 0; d < pi.size(); ++d) at = at * p.shape[d] + pi[d]->int_value;
-    out[at] = original[flat];
-  }
-  return out;
+  return PackArgument(ArgumentOf(dag, packed), original);
+}
+
+v1::KernelSignature SignatureOf(const ComputeDAG& scheduled) {
+  v1::KernelSignature s;
+  for (int t : scheduled.args) *s.add_args() = ArgumentOf(scheduled, t);
+  return s;
 }
 
 std::vector<std::pair<size_t, std::vector<float>>> PackedArguments(
@@ -428,7 +437,7 @@ std::vector<std::pair<size_t, std::vector<float>>> PackedArguments(
   std::vector<std::pair<size_t, std::vector<float>>> packed;
   for (size_t i = 0; i < inputs.size(); ++i) {
     int arg = scheduled.args[i];
-    if (scheduled.tensors[arg].packed_from >= 0) {
+    if (scheduled.tensors[size_t(arg)].packed_from >= 0) {
       packed.emplace_back(i, PackConstant(scheduled, arg, inputs[i]));
     }
   }

@@ -84,6 +84,11 @@ std::vector<Expr> PackedIndex(const TensorDecl& packed, const std::vector<Expr>&
 std::vector<float> PackConstant(const ComputeDAG& dag, int packed,
                                 const std::vector<float>& original);
 
+// How to call the kernel built from `scheduled` (a ScheduleState's DAG): one
+// KernelArgument per dag.args entry, with the packing of each argument a
+// layout_pack step replaced.
+::tunefarm::v1::KernelSignature SignatureOf(const ComputeDAG& scheduled);
+
 // The kernel arguments a schedule repacked: (argument index, packed data)
 // for each input of `scheduled` (a ScheduleState's DAG) that layout_pack
 // replaced, packed from `inputs` (original layouts, one per kernel input).

@@ -3,10 +3,10 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <random>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "common/random_fill.h"
 #include "common/status_macros.h"
 
 namespace tunefarm::ir {
@@ -273,16 +273,15 @@ absl::StatusOr<std::vector<double>> EvaluateReference(
   return buffers[dag.output];
 }
 
+bool InterpretReference(const ComputeDAG& dag, double flops) {
+  return flops <= kMaxInterpretedFlops && dag.NumElements(dag.output) <= kMaxInterpretedOutput;
+}
+
 std::vector<std::vector<float>> RandomInputs(const ComputeDAG& dag, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   std::vector<std::vector<float>> inputs;
   for (size_t i = 0; i + 1 < dag.args.size(); ++i) {
-    std::vector<float> v(dag.NumElements(dag.args[i]));
-    for (float& x : v) {
-      x = dist(rng);
-      if (x == 0.0f) x = 0.5f;  // random, never zero
-    }
+    std::vector<float> v(size_t(dag.NumElements(dag.args[i])));
+    FillUniform(seed, uint64_t(i), v.data(), int64_t(v.size()));
     inputs.push_back(std::move(v));
   }
   return inputs;

@@ -1,9 +1,9 @@
 // What the GPU runner needs of a CUDA build: the module image (cubin or PTX)
 // and each kernel's launch, with its parameters as buffer indices. The
 // worker ships a GpuModule (farm.proto) whose parameters are tensor ids; the
-// agent maps them to buffers (PlanFromModule in the measurement handler) and
-// sends the plan to the runner process in the flat form below, so the runner
-// parses no protobuf.
+// runtime maps them to buffers (PlanFromModule in measure.h, through the
+// build's KernelSignature) and sends the plan to the runner process in the
+// flat form below, so the runner parses no protobuf.
 //
 // Buffers: 0..n_args-1 the kernel inputs in ABI order, n_args the output,
 // n_args+1+w workspace w.

@@ -12,6 +12,7 @@
 #include "compiler/codegen/cuda_codegen.h"
 #include "compiler/codegen/nvrtc_info.h"
 #include "compiler/ir/gpu_sketch.h"
+#include "compiler/ir/reference.h"
 #include "compiler/ir/workload.h"
 #include "compiler/ir/workload_spec.h"
 #include "device_agent/runtime/capabilities.h"
@@ -49,7 +50,13 @@ class GpuDevice : public ::testing::Test {
     *m.mutable_schedule() = schedule;
     m.set_kind(built.kind());
     m.set_artifact(built.artifact());
+    *m.mutable_signature() = built.signature();
     m.set_input_seed(17);
+    // The reference the server sends: the interpreter's output.
+    ir::ComputeDAG dag = *ir::BuildComputeDAG(m.workload());
+    std::vector<double> want = *ir::EvaluateReference(dag, ir::RandomInputs(dag, 17));
+    std::vector<float> f(want.begin(), want.end());
+    m.set_reference_output(std::string(reinterpret_cast<const char*>(f.data()), f.size() * 4));
     m.mutable_options()->set_timeout_ms(5000);
     return m;
   }
@@ -92,6 +99,7 @@ class GpuDevice : public ::testing::Test {
     for (int p : k.params) mk->add_params(p);
     r.set_kind(v1::ARTIFACT_KIND_CUBIN);
     r.set_artifact(m.SerializeAsString());
+    *r.mutable_signature() = ir::SignatureOf(dag);
     return r;
   }
 

@@ -13,6 +13,7 @@
 #include "compiler/ir/workload_spec.h"
 #include "device_agent/runtime/cuda_driver.h"
 #include "device_agent/measure_handler.h"
+#include "device_agent/runtime/measure.h"
 #include "device_agent/runtime/sandbox.h"
 #include "gtest/gtest.h"
 #include "tests/testing/skip.h"
@@ -114,7 +115,7 @@ TEST(GpuPlan, MapsAWorkerModulesParametersToArguments) {
   auto st = ir::ScheduleState::Replay(*dag, req.schedule(), *t);
   ASSERT_TRUE(st.ok());
   const ir::ComputeDAG& sdag = st->dag();
-  absl::StatusOr<runner::GpuPlan> plan = agent::PlanFromModule(m, sdag);
+  absl::StatusOr<runner::GpuPlan> plan = runner::PlanFromModule(m, r.signature());
   ASSERT_TRUE(plan.ok()) << plan.status();
   ASSERT_EQ(plan->kernels.size(), size_t(m.kernels_size()));
   const int n_inputs = int(sdag.args.size()) - 1;  // data, weight, bias
@@ -139,7 +140,7 @@ TEST(GpuPlan, MapsAWorkerModulesParametersToArguments) {
   EXPECT_TRUE(runner::DecodeGpuPlan(bytes->data(), bytes->size(), n_inputs).ok());
   // A parameter naming a tensor that is neither an argument nor a workspace.
   m.mutable_kernels(0)->set_params(0, 9999);
-  absl::StatusOr<runner::GpuPlan> bad = agent::PlanFromModule(m, sdag);
+  absl::StatusOr<runner::GpuPlan> bad = runner::PlanFromModule(m, r.signature());
   ASSERT_FALSE(bad.ok());
   EXPECT_TRUE(absl::StrContains(bad.status().message(), "tensor 9999")) << bad.status();
 }

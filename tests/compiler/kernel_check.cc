@@ -4,11 +4,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
-#include "compiler/codegen/llvm_codegen.h"
+#include "compiler/codegen/build.h"
 #include "compiler/ir/compute.h"
 #include "compiler/ir/reference.h"
 #include "compiler/ir/schedule.h"
 #include "device_agent/runtime/runner.h"
+#include "proto/kernel_signature.h"
 
 namespace tunefarm::testing {
 
@@ -25,22 +26,20 @@ absl::StatusOr<Built> BuildAndRun(const ir::ComputeDAG& dag, const v1::Schedule*
                                   const std::vector<std::vector<float>>& inputs,
                                   const KernelRunFn& run) {
   v1::Schedule sched = schedule ? *schedule : ir::DefaultSchedule(dag, target);
-  TF_ASSIGN_OR_RETURN(ir::ScheduleState state, ir::ScheduleState::Replay(dag, sched, target));
-  ir::Stmt program = ir::Lower(state);
-  TF_ASSIGN_OR_RETURN(codegen::CpuArtifact art, codegen::CompileCpu(state.dag(), program, target));
+  TF_ASSIGN_OR_RETURN(codegen::Artifact art, codegen::Build(dag, target, sched));
   int64_t n_out = dag.NumElements(dag.output);
   // Weights the schedule repacked (layout_pack) are packed once, as a
   // deployment would; the reference reads the original layout.
-  std::vector<std::vector<float>> kernel_inputs = inputs;
-  for (auto& [i, packed] : ir::PackedArguments(state.dag(), inputs))
-    kernel_inputs[i] = std::move(packed);
+  std::vector<std::vector<float>> kernel_inputs;
+  for (size_t i = 0; i < inputs.size(); ++i)
+    kernel_inputs.push_back(PackArgument(art.signature.args(int(i)), inputs[i]));
   Built b;
-  TF_ASSIGN_OR_RETURN(b.out, run(art.shared_object, kernel_inputs, n_out));
+  TF_ASSIGN_OR_RETURN(b.out, run(art.bytes, kernel_inputs, n_out));
   if (int64_t(b.out.size()) != n_out) {
     return absl::InternalError(
         absl::StrCat("kernel gave ", b.out.size(), " outputs, expected ", n_out));
   }
-  b.compile_ms = art.codegen_ms + art.link_ms;
+  b.compile_ms = art.seconds * 1e3;
   b.steps = sched.steps_size();
   return b;
 }

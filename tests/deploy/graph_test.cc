@@ -13,9 +13,9 @@
 #include "compiler/codegen/llvm_target.h"
 #include "compiler/ir/compute.h"
 #include "compiler/ir/random_schedule.h"
-#include "deploy/graph_runtime.h"
+#include "device_agent/runtime/graph_runtime.h"
 #include "deploy/interpreter.h"
-#include "deploy/npy.h"
+#include "device_agent/runtime/npy.h"
 #include "deploy/package_build.h"
 #include "gtest/gtest.h"
 #include "tests/deploy/ort_runner.h"
@@ -24,6 +24,11 @@
 #include "tests/testing/temp_dir.h"
 
 namespace tunefarm::deploy {
+
+using runner::GraphRuntime;
+using runner::NpyArray;
+using runner::ParseNpy;
+using runner::WriteNpy;
 namespace {
 
 namespace v1 = ::tunefarm::v1;
@@ -307,6 +312,9 @@ TEST_F(GraphTest, BadPackagesAreRefusedWithTheReason) {
   v1::ModelPackage p = *pkg;
   p.set_format_version(9);
   refused(p, "format version 9");
+  p = *pkg;
+  p.mutable_kernels(0)->clear_signature();
+  refused(p, "the kernel has no arguments");
   p = *pkg;
   for (auto& s : *p.mutable_steps()) {
     if (s.has_kernel()) {

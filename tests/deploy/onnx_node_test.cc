@@ -18,7 +18,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "compiler/codegen/llvm_target.h"
-#include "deploy/graph_runtime.h"
+#include "device_agent/runtime/graph_runtime.h"
 #include "deploy/package_build.h"
 #include "gtest/gtest.h"
 #include "onnx/onnx_pb.h"
@@ -26,6 +26,8 @@
 #include "tests/testing/temp_dir.h"
 
 namespace tunefarm::deploy {
+
+using runner::GraphRuntime;
 namespace {
 
 namespace fs = std::filesystem;

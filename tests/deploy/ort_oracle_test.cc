@@ -12,9 +12,9 @@
 #include "absl/strings/str_cat.h"
 #include "common/subprocess.h"
 #include "compiler/codegen/llvm_target.h"
-#include "deploy/graph_runtime.h"
+#include "device_agent/runtime/graph_runtime.h"
 #include "deploy/interpreter.h"
-#include "deploy/npy.h"
+#include "device_agent/runtime/npy.h"
 #include "deploy/package_build.h"
 #include "gtest/gtest.h"
 #include "tests/deploy/ort_runner.h"
@@ -22,6 +22,8 @@
 #include "tests/testing/temp_dir.h"
 
 namespace tunefarm::deploy {
+
+using runner::GraphRuntime;
 namespace {
 
 namespace fs = std::filesystem;

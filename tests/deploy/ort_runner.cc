@@ -7,7 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/subprocess.h"
-#include "deploy/npy.h"
+#include "device_agent/runtime/npy.h"
 #include "tests/testing/temp_dir.h"
 
 namespace tunefarm::testing {
@@ -40,7 +40,7 @@ absl::StatusOr<deploy::Values<float>> RunOrt(const std::string& model_path,
   int i = 0;
   for (const auto& [name, v] : inputs) {
     const std::string f = absl::StrCat(out_dir, "-in", i++, ".npy");
-    std::ofstream(f, std::ios::binary) << deploy::WriteNpy(shapes.at(name), v);
+    std::ofstream(f, std::ios::binary) << runner::WriteNpy(shapes.at(name), v);
     argv.push_back("--input");
     argv.push_back(name + "=" + f);
   }
@@ -53,8 +53,8 @@ absl::StatusOr<deploy::Values<float>> RunOrt(const std::string& model_path,
   if (*rc != 0) return absl::InternalError(absl::StrCat("ort_run.js exited with ", *rc, ": ", all));
   deploy::Values<float> got;
   for (const std::string& o : outputs) {
-    absl::StatusOr<deploy::NpyArray> a =
-        deploy::ParseNpy(ReadFileOrEmpty((fs::path(out_dir) / deploy::NpyFileName(o)).string()));
+    absl::StatusOr<runner::NpyArray> a =
+        runner::ParseNpy(ReadFileOrEmpty((fs::path(out_dir) / runner::NpyFileName(o)).string()));
     if (!a.ok()) return absl::InternalError(absl::StrCat("output ", o, ": ", a.status().message()));
     got[o] = a->data;
   }

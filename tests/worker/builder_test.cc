@@ -1,7 +1,9 @@
 // The worker's build and the agent's measurement, without the network: a
 // real candidate built by worker::Build is measured by the agent's
-// MeasureHandler against the reference; bad requests come back as results
-// naming the problem; the artifact cache builds a candidate once.
+// MeasureHandler against the reference the server would send (the
+// interpreter's output, or the default schedule's build); bad requests come
+// back as results naming the problem; the artifact cache builds a candidate
+// once.
 #include "tests/testing/skip.h"
 #include "worker/builder.h"
 
@@ -10,6 +12,7 @@
 #include "compiler/codegen/llvm_target.h"
 #include "compiler/codegen/nvrtc_info.h"
 #include "compiler/ir/random_schedule.h"
+#include "compiler/ir/reference.h"
 #include "compiler/ir/schedule.h"
 #include "compiler/ir/workload.h"
 #include "compiler/ir/workload_spec.h"
@@ -33,6 +36,14 @@ v1::BuildRequest Request(const std::string& spec, uint64_t seed) {
   return req;
 }
 
+// The float64 interpreter's output for the inputs of `seed`, as float32 bytes.
+std::string InterpretedOutput(const v1::Workload& w, uint64_t seed) {
+  auto dag = ir::BuildComputeDAG(w);
+  auto out = ir::EvaluateReference(*dag, ir::RandomInputs(*dag, seed));
+  std::vector<float> f(out->begin(), out->end());
+  return std::string(reinterpret_cast<const char*>(f.data()), f.size() * sizeof(float));
+}
+
 v1::MeasureRequest ToMeasure(const v1::BuildRequest& b, const v1::BuildResult& r) {
   v1::MeasureRequest m;
   *m.mutable_workload() = b.workload();
@@ -40,7 +51,9 @@ v1::MeasureRequest ToMeasure(const v1::BuildRequest& b, const v1::BuildResult& r
   *m.mutable_schedule() = b.schedule();
   m.set_kind(r.kind());
   m.set_artifact(r.artifact());
+  *m.mutable_signature() = r.signature();
   m.set_input_seed(42);
+  m.set_reference_output(InterpretedOutput(b.workload(), 42));
   return m;
 }
 
@@ -71,6 +84,65 @@ TEST(Worker, BuildsWhatTheAgentMeasuresCorrectly) {
   ASSERT_TRUE(transposed.error().empty()) << transposed.error();
   m.set_artifact(transposed.artifact());
   EXPECT_EQ(agent.Measure(m).status(), v1::MEASURE_STATUS_WRONG_RESULT);
+}
+
+// Above the interpreter's limit the reference is the default schedule's
+// build, run once by the agent and kept per reference_key: a wrong kernel is
+// caught against it, and a later request of the key needs no reference.
+TEST(Worker, AgentChecksAgainstAReferenceBuildAndKeepsIt) {
+  agent::MeasureHandler agent({});
+  v1::BuildRequest def = Request("matmul(M=32,N=24,K=40)", 0);
+  v1::BuildResult def_built = worker::Build(def);
+  ASSERT_TRUE(def_built.error().empty()) << def_built.error();
+  v1::BuildRequest cand = Request("matmul(M=32,N=24,K=40)", 5);
+  v1::BuildResult built = worker::Build(cand);
+  ASSERT_TRUE(built.error().empty()) << built.error();
+  v1::MeasureRequest m = ToMeasure(cand, built);
+  m.clear_reference_output();
+  m.set_reference_artifact(def_built.artifact());
+  *m.mutable_reference_signature() = def_built.signature();
+  m.set_reference_key("matmul-32x24x40|42");
+  v1::MeasureResult got = agent.Measure(m);
+  EXPECT_EQ(got.status(), v1::MEASURE_STATUS_OK) << got.error();
+  v1::BuildResult wrong = worker::Build(Request("matmul(M=32,N=24,K=40,transpose_b=1)", 0));
+  ASSERT_TRUE(wrong.error().empty()) << wrong.error();
+  m.clear_reference_artifact();
+  m.clear_reference_signature();
+  m.set_artifact(wrong.artifact());
+  EXPECT_EQ(agent.Measure(m).status(), v1::MEASURE_STATUS_WRONG_RESULT);
+  m.set_reference_key("never-seen");
+  got = agent.Measure(m);
+  EXPECT_EQ(got.status(), v1::MEASURE_STATUS_RUNTIME_ERROR);
+  EXPECT_TRUE(absl::StrContains(got.error(), "no reference")) << got.error();
+}
+
+// What the agent is handed is checked before it makes a buffer: a kernel
+// whose arguments would not fit its memory limit, a missing signature and a
+// reference of the wrong size are results naming the problem.
+TEST(Worker, AgentRefusesOversizedOrInconsistentRequests) {
+  agent::MeasureHandlerOptions o;
+  o.memory_limit_bytes = int64_t{1} << 30;
+  agent::MeasureHandler agent(o);
+  v1::BuildRequest b = Request("matmul(M=16,N=16,K=16)", 0);
+  v1::MeasureRequest m = ToMeasure(b, worker::Build(b));
+  v1::MeasureRequest huge = m;
+  // dense(M=1, K=2^20, N=2^19): a 2 TiB weight.
+  huge.mutable_signature()->mutable_args(1)->set_shape(0, int64_t{1} << 20);
+  huge.mutable_signature()->mutable_args(1)->set_shape(1, int64_t{1} << 19);
+  v1::MeasureResult got = agent.Measure(huge);
+  EXPECT_EQ(got.status(), v1::MEASURE_STATUS_RUNTIME_ERROR);
+  EXPECT_TRUE(absl::StrContains(got.error(), "too large")) << got.error();
+  v1::MeasureRequest unsigned_req = m;
+  unsigned_req.clear_signature();
+  got = agent.Measure(unsigned_req);
+  EXPECT_EQ(got.status(), v1::MEASURE_STATUS_RUNTIME_ERROR);
+  EXPECT_TRUE(absl::StrContains(got.error(), "signature")) << got.error();
+  v1::MeasureRequest short_ref = m;
+  short_ref.set_reference_output(m.reference_output().substr(4));
+  got = agent.Measure(short_ref);
+  EXPECT_EQ(got.status(), v1::MEASURE_STATUS_RUNTIME_ERROR);
+  EXPECT_TRUE(absl::StrContains(got.error(), "reference output")) << got.error();
+  EXPECT_EQ(agent.Measure(m).status(), v1::MEASURE_STATUS_OK);
 }
 
 TEST(Worker, BadRequestsAreResultsNotCrashes) {

@@ -2,7 +2,7 @@
 // runtime of device_agent/runner.h, its weights, its memory plan) and runs
 // it: compiled kernels for the tasks, native operators for the rest.
 //
-//   TF_ASSIGN_OR_RETURN(auto rt, deploy::GraphRuntime::Load(pkg, {.threads = 2}));
+//   TF_ASSIGN_OR_RETURN(auto rt, runner::GraphRuntime::Load(pkg, {.threads = 2}));
 //   TF_RETURN_IF_ERROR(rt->Run(inputs, &outputs));
 #pragma once
 
@@ -14,7 +14,11 @@
 #include "absl/status/statusor.h"
 #include "tunefarm/v1/package.pb.h"
 
-namespace tunefarm::deploy {
+namespace tunefarm::runner {
+
+// The ModelPackage format this build writes and reads (2: kernels carry
+// their KernelSignature).
+inline constexpr int kPackageFormatVersion = 2;
 
 class GraphRuntime {
  public:
@@ -56,4 +60,4 @@ class GraphRuntime {
   std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace tunefarm::deploy
+}  // namespace tunefarm::runner

@@ -1,4 +1,4 @@
-#include "deploy/ops.h"
+#include "device_agent/runtime/ops.h"
 
 #include <algorithm>
 #include <cfloat>
@@ -11,7 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 
-namespace tunefarm::deploy {
+namespace tunefarm::runner {
 namespace {
 
 using Shape = std::vector<int64_t>;
@@ -1171,4 +1171,4 @@ absl::Status RunOp(const OpArgs<T>& args) {
 template absl::Status RunOp<float>(const OpArgs<float>&);
 template absl::Status RunOp<double>(const OpArgs<double>&);
 
-}  // namespace tunefarm::deploy
+}  // namespace tunefarm::runner

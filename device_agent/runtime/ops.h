@@ -11,9 +11,9 @@
 
 #include "absl/status/status.h"
 #include "common/kernel_abi.h"
-#include "deploy/onnx_import.h"
+#include "device_agent/runtime/graph_node.h"
 
-namespace tunefarm::deploy {
+namespace tunefarm::runner {
 
 template <typename T>
 struct OpArgs {
@@ -39,4 +39,4 @@ absl::Status RunOp(const OpArgs<T>& args);
 // Squeeze, Unsqueeze, Identity, Dropout): the runtime may alias them.
 bool IsCopyOp(const std::string& op);
 
-}  // namespace tunefarm::deploy
+}  // namespace tunefarm::runner

@@ -1,21 +1,18 @@
-#include "deploy/graph_runtime.h"
+#include "device_agent/runtime/graph_runtime.h"
 
 #include <chrono>
 #include <cstring>
-#include <random>
 
 #include "absl/strings/str_cat.h"
 #include "common/file_util.h"
 #include "common/status_macros.h"
-#include "compiler/ir/compute.h"
-#include "compiler/ir/schedule.h"
-#include "compiler/ir/target.h"
-#include "compiler/ir/workload.h"
-#include "deploy/onnx_import.h"
-#include "deploy/ops.h"
+#include "common/random_fill.h"
+#include "device_agent/runtime/graph_node.h"
+#include "device_agent/runtime/ops.h"
 #include "device_agent/runtime/runner.h"
+#include "proto/kernel_signature.h"
 
-namespace tunefarm::deploy {
+namespace tunefarm::runner {
 namespace {
 
 using absl::StrCat;
@@ -79,10 +76,10 @@ struct GraphRuntime::Impl {
 };
 
 absl::Status GraphRuntime::Impl::Init() {
-  if (pkg.format_version() != 1)
-    return Bad(StrCat("format version ", pkg.format_version(), " (this build reads 1)"));
-  absl::StatusOr<ir::Target> target = ir::Target::Parse(pkg.target());
-  if (!target.ok()) return Bad(StrCat("target: ", target.status().message()));
+  if (pkg.format_version() != kPackageFormatVersion) {
+    return Bad(StrCat("format version ", pkg.format_version(), " (this build reads ",
+                      kPackageFormatVersion, "; rebuild the package with tunefarm build)"));
+  }
   pool = std::make_unique<runner::ThreadPool>(options.threads);
   if (pkg.arena_bytes() < 0 || pkg.arena_bytes() > kMaxElements * 4) return Bad("arena size");
   if (!options.keep_values)
@@ -127,15 +124,13 @@ absl::Status GraphRuntime::Impl::Init() {
     if (!tensors.count(name)) return Bad(StrCat("input '", name, "' has no value"));
   for (const std::string& name : pkg.outputs())
     if (!tensors.count(name)) return Bad(StrCat("output '", name, "' has no value"));
-  // Kernels: loaded, and their argument sizes checked against their workloads.
+  // Kernels: loaded, and their argument sizes taken from their signatures.
   std::vector<std::vector<int64_t>> arg_sizes;
   for (const v1::PackageKernel& k : pkg.kernels()) {
-    absl::StatusOr<ir::ComputeDAG> dag = ir::BuildComputeDAG(k.workload());
-    if (!dag.ok()) return Bad(StrCat("kernel ", k.workload_key(), ": ", dag.status().message()));
-    absl::StatusOr<ir::ScheduleState> st = ir::ScheduleState::Replay(*dag, k.schedule(), *target);
-    if (!st.ok()) return Bad(StrCat("kernel ", k.workload_key(), ": ", st.status().message()));
+    if (absl::Status s = CheckSignature(k.signature(), kMaxElements); !s.ok())
+      return Bad(StrCat("kernel ", k.workload_key(), ": ", s.message()));
     std::vector<int64_t> sizes;
-    for (int a : st->dag().args) sizes.push_back(st->dag().NumElements(a));
+    for (const v1::KernelArgument& a : k.signature().args()) sizes.push_back(KernelElements(a));
     arg_sizes.push_back(std::move(sizes));
     absl::StatusOr<std::unique_ptr<runner::KernelLibrary>> lib =
         runner::KernelLibrary::Load(k.shared_object());
@@ -234,15 +229,14 @@ absl::StatusOr<v1::ModelPackage> GraphRuntime::ParsePackage(const std::string& b
 }
 
 std::map<std::string, std::vector<float>> GraphRuntime::SeededInputs(uint64_t seed) const {
-  std::mt19937_64 rng{seed};
-  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
   std::map<std::string, std::vector<float>> inputs;
-  for (const std::string& name : impl_->pkg.inputs()) {
+  for (int i = 0; i < impl_->pkg.inputs_size(); ++i) {
+    const std::string& name = impl_->pkg.inputs(i);
     int64_t n = 1;
     for (int64_t d : Shape(name)) n *= d;
     std::vector<float>& v = inputs[name];
     v.resize(size_t(n));
-    for (float& x : v) x = u(rng);
+    FillUniform(seed, uint64_t(i), v.data(), n);
   }
   return inputs;
 }
@@ -310,4 +304,4 @@ std::string GraphRuntime::StepLabel(int step) const {
   return StrCat(s.node().op(), " ", s.node().name());
 }
 
-}  // namespace tunefarm::deploy
+}  // namespace tunefarm::runner

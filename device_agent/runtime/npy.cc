@@ -1,4 +1,4 @@
-#include "deploy/npy.h"
+#include "device_agent/runtime/npy.h"
 
 #include <cstring>
 
@@ -8,7 +8,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 
-namespace tunefarm::deploy {
+namespace tunefarm::runner {
 namespace {
 
 absl::Status Bad(const std::string& what) {
@@ -128,4 +128,4 @@ std::string WriteNpy(const std::vector<int64_t>& shape, const std::vector<float>
   return out;
 }
 
-}  // namespace tunefarm::deploy
+}  // namespace tunefarm::runner

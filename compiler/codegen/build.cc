@@ -1,0 +1,130 @@
+#include "compiler/codegen/build.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "absl/strings/str_cat.h"
+#include "common/sha256.h"
+#include "compiler/codegen/cuda_codegen.h"
+#include "compiler/codegen/llvm_target.h"
+#include "compiler/codegen/nvrtc_info.h"
+#include "compiler/ir/workload.h"
+
+namespace tunefarm::codegen {
+
+namespace v1 = ::tunefarm::v1;
+
+namespace {
+
+absl::Status Prefixed(absl::string_view stage, const absl::Status& s) {
+  return absl::Status(s.code(), absl::StrCat(stage, ": ", s.message()));
+}
+
+// CUDA C through NVRTC, packed with its launches as a GpuModule.
+absl::Status BuildGpu(const ir::ScheduleState& st, const ir::Target& target, bool ptx,
+                      Artifact* out) {
+  absl::StatusOr<GpuProgram> program = EmitCuda(st.dag(), ir::Lower(st), target);
+  if (!program.ok()) return program.status();
+  CudaCompileOptions co;
+  co.ptx = ptx;
+  co.cubin = !ptx;
+  absl::StatusOr<GpuArtifact> a = CompileCuda(*program, target, co);
+  if (!a.ok()) return a.status();
+  v1::GpuModule m;
+  m.set_arch(target.arch());
+  m.set_image(ptx ? a->ptx : a->cubin);
+  for (const GpuKernel& k : a->program.kernels) {
+    v1::GpuModule::Kernel* mk = m.add_kernels();
+    mk->set_name(k.name);
+    for (int64_t g : k.grid) mk->add_grid(g);
+    for (int64_t b : k.block) mk->add_block(b);
+    mk->set_shared_bytes(k.shared_bytes);
+    for (int p : k.params) mk->add_params(p);
+    mk->set_registers(k.registers);
+    mk->set_spill_store_bytes(k.spill_store_bytes);
+    mk->set_spill_load_bytes(k.spill_load_bytes);
+    out->registers = std::max(out->registers, k.registers);
+    out->shared_bytes = std::max(out->shared_bytes, k.shared_bytes);
+    out->spill_bytes +=
+        std::max<int64_t>(0, k.spill_store_bytes) + std::max<int64_t>(0, k.spill_load_bytes);
+  }
+  for (const auto& [tensor, bytes] : a->program.workspace) {
+    v1::GpuModule::Workspace* w = m.add_workspace();
+    w->set_tensor(tensor);
+    w->set_bytes(bytes);
+  }
+  out->kind = ptx ? v1::ARTIFACT_KIND_PTX : v1::ARTIFACT_KIND_CUBIN;
+  out->bytes = m.SerializeAsString();
+  return absl::OkStatus();
+}
+
+double Since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+absl::StatusOr<Artifact> Build(const ir::ScheduleState& scheduled, const ir::Target& target,
+                               const BuildOptions& options) {
+  const auto t0 = std::chrono::steady_clock::now();
+  Artifact out;
+  out.signature = ir::SignatureOf(scheduled.dag());
+  if (target.is_gpu()) {
+    if (absl::Status s = BuildGpu(scheduled, target, options.ptx, &out); !s.ok())
+      return Prefixed("build", s);
+  } else {
+    if (absl::Status s = CheckLLVMTarget(target); !s.ok()) return Prefixed("target", s);
+    absl::StatusOr<CpuArtifact> a =
+        CompileCpu(scheduled.dag(), ir::Lower(scheduled), target, options.cpu);
+    if (!a.ok()) return Prefixed("build", a.status());
+    out.kind = v1::ARTIFACT_KIND_SHARED_OBJECT;
+    out.bytes = std::move(a->shared_object);
+    out.llvm_ir = std::move(a->llvm_ir);
+    out.assembly = std::move(a->assembly);
+  }
+  out.seconds = Since(t0);
+  return out;
+}
+
+absl::StatusOr<Artifact> Build(const ir::ComputeDAG& dag, const ir::Target& target,
+                               const v1::Schedule& schedule, const BuildOptions& options) {
+  const auto t0 = std::chrono::steady_clock::now();
+  absl::StatusOr<ir::ScheduleState> st = ir::ScheduleState::Replay(dag, schedule, target);
+  if (!st.ok()) return Prefixed("schedule", st.status());
+  absl::StatusOr<Artifact> a = Build(*st, target, options);
+  if (a.ok()) a->seconds = Since(t0);
+  return a;
+}
+
+absl::StatusOr<Artifact> Build(const v1::Workload& workload, const ir::Target& target,
+                               const v1::Schedule& schedule, const BuildOptions& options) {
+  const auto t0 = std::chrono::steady_clock::now();
+  absl::StatusOr<ir::ComputeDAG> dag = ir::BuildComputeDAG(workload);
+  if (!dag.ok()) return Prefixed("workload", dag.status());
+  absl::StatusOr<Artifact> a = Build(*dag, target, schedule, options);
+  if (a.ok()) a->seconds = Since(t0);
+  return a;
+}
+
+v1::BuildResult ToBuildResult(Artifact artifact) {
+  v1::BuildResult out;
+  out.set_kind(artifact.kind);
+  out.set_artifact_sha256(Sha256Hex(artifact.bytes));
+  out.set_artifact(std::move(artifact.bytes));
+  *out.mutable_signature() = std::move(artifact.signature);
+  out.set_compile_sec(artifact.seconds);
+  out.mutable_fingerprint()->set_compiler(CompilerFingerprint());
+  if (artifact.kind != v1::ARTIFACT_KIND_SHARED_OBJECT) {
+    out.set_registers_per_thread(artifact.registers);
+    out.set_shared_bytes(int32_t(artifact.shared_bytes));
+    out.set_spill_bytes(int32_t(artifact.spill_bytes));
+    out.mutable_fingerprint()->set_cuda_toolkit(NvrtcVersion());
+  }
+  return out;
+}
+
+std::string CompilerFingerprint() {
+  return absl::StrCat("tunefarm ", TUNEFARM_VERSION, " LLVM ", LLVMVersion());
+}
+
+}  // namespace tunefarm::codegen
