@@ -142,13 +142,13 @@ int RunModelsBench(const std::vector<std::string>& args) {
                   spec.path.c_str());
       continue;
     }
-    auto model = deploy::ImportOnnxFile(spec.path);
+    auto model = frontend::ImportOnnxFile(spec.path);
     if (!model.ok()) {
       std::printf("%-20s import failed: %s\n", spec.name.c_str(),
                   std::string(model.status().message()).c_str());
       continue;
     }
-    auto ex = deploy::ExtractTasks(*model);
+    auto ex = frontend::ExtractTasks(*model);
     if (!ex.ok()) return 1;
     auto untuned = deploy::BuildPackage(*model, host);
     if (!untuned.ok()) {
@@ -158,7 +158,7 @@ int RunModelsBench(const std::vector<std::string>& args) {
     }
     // Tune every task of the model together (weights = occurrences).
     std::vector<search::Task> tasks;
-    for (const deploy::ModelTask& t : ex->tasks) {
+    for (const frontend::ModelTask& t : ex->tasks) {
       auto task = search::Task::Make(t.workload, host, t.description, t.weight);
       if (!task.ok()) return 1;
       tasks.push_back(*std::move(task));
@@ -190,7 +190,7 @@ int RunModelsBench(const std::vector<std::string>& args) {
     }
     deploy::BuildOptions bo;
     bo.compare_locally = false;
-    bo.choose = [&](const deploy::ModelTask& t) -> absl::StatusOr<deploy::KernelChoice> {
+    bo.choose = [&](const frontend::ModelTask& t) -> absl::StatusOr<deploy::KernelChoice> {
       deploy::KernelChoice c;
       for (size_t i = 0; i < tuner.tasks().size(); ++i) {
         if (tuner.tasks()[i].key != t.key) continue;
@@ -228,7 +228,7 @@ int RunModelsBench(const std::vector<std::string>& args) {
         reverted = int(slower->size());
         auto tuner_choice = bo.choose;
         bo.choose =
-            [&, tuner_choice](const deploy::ModelTask& t) -> absl::StatusOr<deploy::KernelChoice> {
+            [&, tuner_choice](const frontend::ModelTask& t) -> absl::StatusOr<deploy::KernelChoice> {
           if (!slower->count(t.key)) return tuner_choice(t);
           deploy::KernelChoice c;
           c.why = "the tuned kernel was not faster inside the model";

@@ -27,8 +27,8 @@
 #include "compiler/ir/target.h"
 #include "compiler/ir/workload.h"
 #include "compiler/ir/workload_spec.h"
-#include "deploy/onnx_import.h"
-#include "deploy/tasks.h"
+#include "compiler/frontend/onnx_import.h"
+#include "compiler/frontend/tasks.h"
 #include "google/protobuf/util/json_util.h"
 #include "proto/client.h"
 #include "proto/protocol.h"
@@ -313,19 +313,19 @@ Result CmdBest(Client& c, const Args& a, std::ostream& out) {
   std::vector<std::string> model_keys;
   if (a.Has("model")) {
     if (!a.Has("target")) return Usage("best --model needs --target");
-    deploy::ImportOptions o;
+    frontend::ImportOptions o;
     if (a.Has("shape")) {
       for (absl::string_view one : absl::StrSplit(a.Get("shape"), ',')) {
-        auto parsed = deploy::ParseShapeOverride(std::string(one));
+        auto parsed = frontend::ParseShapeOverride(std::string(one));
         if (!parsed.ok()) return Usage(std::string(parsed.status().message()));
         o.input_shapes[parsed->first] = parsed->second;
       }
     }
-    absl::StatusOr<deploy::Model> m = deploy::ImportOnnxFile(a.Get("model"), o);
+    absl::StatusOr<frontend::Model> m = frontend::ImportOnnxFile(a.Get("model"), o);
     if (!m.ok()) return Usage(std::string(m.status().message()));
-    absl::StatusOr<deploy::TaskExtraction> ex = deploy::ExtractTasks(*m);
+    absl::StatusOr<frontend::TaskExtraction> ex = frontend::ExtractTasks(*m);
     if (!ex.ok()) return Usage(std::string(ex.status().message()));
-    for (const deploy::ModelTask& t : ex->tasks) model_keys.push_back(t.key);
+    for (const frontend::ModelTask& t : ex->tasks) model_keys.push_back(t.key);
   }
   if (a.Has("model")) {
     // handled below, one query per task
@@ -414,7 +414,7 @@ Result CmdSubmit(Client& c, const Args& a, std::ostream& out) {
     req.mutable_spec()->set_name(base.substr(0, base.size() - 5));
     if (a.Has("shape")) {
       for (absl::string_view one : absl::StrSplit(a.Get("shape"), ',')) {
-        auto parsed = deploy::ParseShapeOverride(std::string(one));
+        auto parsed = frontend::ParseShapeOverride(std::string(one));
         if (!parsed.ok()) return Usage(std::string(parsed.status().message()));
         v1::InputShape* is = req.mutable_spec()->add_input_shapes();
         is->set_name(parsed->first);

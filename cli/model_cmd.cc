@@ -20,7 +20,7 @@
 #include "compiler/codegen/llvm_target.h"
 #include "device_agent/runtime/graph_runtime.h"
 #include "device_agent/runtime/npy.h"
-#include "deploy/onnx_import.h"
+#include "compiler/frontend/onnx_import.h"
 #include "deploy/package_build.h"
 #include "proto/client.h"
 #include "proto/protocol.h"
@@ -87,7 +87,7 @@ double Mean(const v1::Record& r) {
 // target, compared with the default schedule's record on the same device.
 absl::StatusOr<deploy::KernelChoice> ChooseFromLog(server::TuningLog* log,
                                                    const std::string& target_spec,
-                                                   const deploy::ModelTask& task) {
+                                                   const frontend::ModelTask& task) {
   deploy::KernelChoice c;
   TF_ASSIGN_OR_RETURN(std::vector<v1::Record> best, log->TopK(task.key, target_spec, 1));
   if (best.empty()) {
@@ -226,17 +226,17 @@ int RunBuild(const std::vector<std::string>& args, std::ostream& out, std::ostre
   int64_t threads = 1;
   if (!absl::SimpleAtoi(f.Get("threads", "1"), &threads) || threads < 1 || threads > 256)
     return Fail(err, 2, "--threads needs a number from 1 to 256");
-  deploy::ImportOptions io;
+  frontend::ImportOptions io;
   if (f.Has("shape")) {
     for (const std::string& s : f.All("shape")) {
-      auto o = deploy::ParseShapeOverride(s);
+      auto o = frontend::ParseShapeOverride(s);
       if (!o.ok()) return Fail(err, 2, std::string(o.status().message()));
       io.input_shapes[o->first] = o->second;
     }
   }
   absl::StatusOr<std::string> bytes = ReadFile(f.positional()[0]);
   if (!bytes.ok()) return Fail(err, 1, std::string(bytes.status().message()));
-  absl::StatusOr<deploy::Model> model = deploy::ImportOnnx(*bytes, io);
+  absl::StatusOr<frontend::Model> model = frontend::ImportOnnx(*bytes, io);
   if (!model.ok()) return Fail(err, 1, absl::StrCat(f.positional()[0], ": ", model.status().message()));
   deploy::BuildOptions bo;
   bo.model_name = std::filesystem::path(f.positional()[0]).filename().string();
@@ -254,7 +254,7 @@ int RunBuild(const std::vector<std::string>& args, std::ostream& out, std::ostre
     log = *std::move(opened);
     const std::string spec = target->ToString();
     server::TuningLog* l = log.get();
-    bo.choose = [l, spec](const deploy::ModelTask& t) { return ChooseFromLog(l, spec, t); };
+    bo.choose = [l, spec](const frontend::ModelTask& t) { return ChooseFromLog(l, spec, t); };
   }
   auto t0 = std::chrono::steady_clock::now();
   absl::StatusOr<v1::ModelPackage> pkg = deploy::BuildPackage(*model, *target, bo);
@@ -273,7 +273,7 @@ int RunBuild(const std::vector<std::string>& args, std::ostream& out, std::ostre
     if (!slower->empty()) {
       auto from_log = bo.choose;
       bo.choose = [&,
-                   from_log](const deploy::ModelTask& t) -> absl::StatusOr<deploy::KernelChoice> {
+                   from_log](const frontend::ModelTask& t) -> absl::StatusOr<deploy::KernelChoice> {
         if (!slower->count(t.key)) return from_log(t);
         deploy::KernelChoice c;
         c.why = "the tuned kernel was not faster inside the model (timed here)";
@@ -289,7 +289,7 @@ int RunBuild(const std::vector<std::string>& args, std::ostream& out, std::ostre
       auto speedup = deploy::PairedSpeedup(*untuned, *pkg, int(threads));
       if (!speedup.ok()) return Fail(err, 1, std::string(speedup.status().message()));
       if (*speedup < 1.0) {
-        bo.choose = [](const deploy::ModelTask&) -> absl::StatusOr<deploy::KernelChoice> {
+        bo.choose = [](const frontend::ModelTask&) -> absl::StatusOr<deploy::KernelChoice> {
           deploy::KernelChoice c;
           c.why = "the tuned build was not faster than the untuned one as a whole (timed here)";
           return c;

@@ -6,8 +6,8 @@
 #include "absl/strings/str_format.h"
 #include "cli/command_util.h"
 #include "cli/flags.h"
-#include "deploy/onnx_import.h"
-#include "deploy/tasks.h"
+#include "compiler/frontend/onnx_import.h"
+#include "compiler/frontend/tasks.h"
 #include "google/protobuf/util/json_util.h"
 
 namespace tunefarm::cli {
@@ -53,7 +53,7 @@ std::string Quote(const std::string& s) {
 int RunTasks(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   std::string model_path, target = "host";
   bool json = false;
-  deploy::ImportOptions opts;
+  frontend::ImportOptions opts;
   absl::StatusOr<Flags> parsed = ParseFlags(args, FlagSpec{{"target", "shape"}, {"json"}}, "tasks");
   if (!parsed.ok()) return Fail(err, 2, std::string(parsed.status().message()));
   if (parsed->help()) {
@@ -65,16 +65,16 @@ int RunTasks(const std::vector<std::string>& args, std::ostream& out, std::ostre
   json = parsed->Has("json");
   target = parsed->Get("target", target);
   for (const std::string& value : parsed->All("shape")) {
-    auto s = deploy::ParseShapeOverride(value);
+    auto s = frontend::ParseShapeOverride(value);
     if (!s.ok()) return Fail(err, 2, std::string(s.status().message()));
     opts.input_shapes[s->first] = s->second;
   }
   if (model_path.empty()) return Fail(err, 2, "tasks needs a model file (MODEL.onnx)");
   absl::StatusOr<ir::Target> t = ParseTargetFlag(target);
   if (!t.ok()) return Fail(err, 2, std::string(t.status().message()));
-  absl::StatusOr<deploy::Model> model = deploy::ImportOnnxFile(model_path, opts);
+  absl::StatusOr<frontend::Model> model = frontend::ImportOnnxFile(model_path, opts);
   if (!model.ok()) return Fail(err, 2, std::string(model.status().message()));
-  absl::StatusOr<deploy::TaskExtraction> ex = deploy::ExtractTasks(*model);
+  absl::StatusOr<frontend::TaskExtraction> ex = frontend::ExtractTasks(*model);
   if (!ex.ok()) return Fail(err, 2, std::string(ex.status().message()));
   const double total = std::max(ex->model_flops, 1.0);
   if (json) {
@@ -82,7 +82,7 @@ int RunTasks(const std::vector<std::string>& args, std::ostream& out, std::ostre
         << ", \"ir_version\": " << model->ir_version << ", \"target\": " << Quote(t->ToString())
         << ", \"model_flops\": " << absl::StrFormat("%.0f", ex->model_flops) << ", \"tasks\": [";
     for (size_t i = 0; i < ex->tasks.size(); ++i) {
-      const deploy::ModelTask& task = ex->tasks[i];
+      const frontend::ModelTask& task = ex->tasks[i];
       out << (i ? ",\n  " : "\n  ") << "{\"key\": " << Quote(task.key)
           << ", \"weight\": " << task.weight
           << ", \"flops\": " << absl::StrFormat("%.0f", task.flops)
@@ -101,7 +101,7 @@ int RunTasks(const std::vector<std::string>& args, std::ostream& out, std::ostre
   out << absl::StrFormat("%3s %6s %10s %7s  %-30s %s\n", "#", "weight", "MFLOP", "share", "key",
                          "workload");
   for (size_t i = 0; i < ex->tasks.size(); ++i) {
-    const deploy::ModelTask& task = ex->tasks[i];
+    const frontend::ModelTask& task = ex->tasks[i];
     out << absl::StrFormat("%3d %6d %10.2f %6.1f%%  %-30s %s\n", i + 1, task.weight,
                            task.flops * 1e-6, 100 * task.flops * task.weight / total, task.key,
                            task.description);

@@ -8,6 +8,9 @@
 
 namespace tunefarm::deploy {
 
+using frontend::Model;
+using runner::Node;
+
 using runner::OpArgs;
 using runner::RunOp;
 namespace {

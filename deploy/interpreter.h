@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "deploy/onnx_import.h"
+#include "compiler/frontend/onnx_import.h"
 
 namespace tunefarm::deploy {
 
@@ -18,9 +18,9 @@ using Values = std::map<std::string, std::vector<T>>;
 // `inputs` holds one tensor per model input (row-major, the model's shape).
 // Returns every value the nodes produced, plus the inputs.
 template <typename T>
-absl::StatusOr<Values<T>> Interpret(const Model& model, const Values<T>& inputs);
+absl::StatusOr<Values<T>> Interpret(const frontend::Model& model, const Values<T>& inputs);
 
 // Random inputs for a model (uniform in [-1, 1), seeded), one per input.
-Values<float> RandomModelInputs(const Model& model, uint64_t seed);
+Values<float> RandomModelInputs(const frontend::Model& model, uint64_t seed);
 
 }  // namespace tunefarm::deploy

@@ -23,6 +23,14 @@
 
 namespace tunefarm::deploy {
 
+using frontend::ExtractTasks;
+using runner::Constant;
+using runner::Node;
+using frontend::Model;
+using frontend::ModelTask;
+using frontend::TaskExtraction;
+using frontend::TaskOccurrence;
+
 using runner::GraphRuntime;
 using runner::kPackageFormatVersion;
 namespace {

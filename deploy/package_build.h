@@ -17,8 +17,8 @@
 
 #include "absl/status/statusor.h"
 #include "compiler/ir/target.h"
-#include "deploy/onnx_import.h"
-#include "deploy/tasks.h"
+#include "compiler/frontend/onnx_import.h"
+#include "compiler/frontend/tasks.h"
 #include "tunefarm/v1/package.pb.h"
 #include "tunefarm/v1/schedule.pb.h"
 
@@ -38,7 +38,7 @@ struct BuildOptions {
   std::string model_name;
   std::string model_sha256;
   // Picks each task's schedule; unset: every task uses its default schedule.
-  std::function<absl::StatusOr<KernelChoice>(const ModelTask&)> choose;
+  std::function<absl::StatusOr<KernelChoice>(const frontend::ModelTask&)> choose;
   // When a tuned schedule has no default-schedule time on the same device
   // and the target is this machine: time both kernels here (threads) and
   // keep the faster. Otherwise such a task keeps its default schedule.
@@ -46,7 +46,7 @@ struct BuildOptions {
   int threads = 1;
 };
 
-absl::StatusOr<v1::ModelPackage> BuildPackage(const Model& model, const ir::Target& target,
+absl::StatusOr<v1::ModelPackage> BuildPackage(const frontend::Model& model, const ir::Target& target,
                                               const BuildOptions& options = {});
 
 // The in-model check of the never-slower rule, on this machine: runs the

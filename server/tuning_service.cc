@@ -9,8 +9,8 @@
 #include "common/logging.h"
 #include "compiler/ir/target.h"
 #include "compiler/ir/workload.h"
-#include "deploy/onnx_import.h"
-#include "deploy/tasks.h"
+#include "compiler/frontend/onnx_import.h"
+#include "compiler/frontend/tasks.h"
 #include "proto/protocol.h"
 #include "tunefarm/v1/package.pb.h"
 
@@ -74,16 +74,16 @@ grpc::Status TuningService::SubmitJob(grpc::ServerContext* ctx, const v1::Submit
     // A model: its tasks are extracted here; the job keeps the tasks, not
     // the model's bytes (weights are the client's to keep).
     if (spec.tasks_size() > 0) return Invalid("SubmitJob: give tasks or an ONNX model, not both");
-    deploy::ImportOptions o;
+    frontend::ImportOptions o;
     for (const v1::InputShape& s : spec.input_shapes()) {
       o.input_shapes[s.name()].assign(s.shape().begin(), s.shape().end());
     }
-    absl::StatusOr<deploy::Model> model = deploy::ImportOnnx(spec.onnx_model(), o);
+    absl::StatusOr<frontend::Model> model = frontend::ImportOnnx(spec.onnx_model(), o);
     if (!model.ok()) return Invalid(absl::StrCat("model: ", model.status().message()));
-    absl::StatusOr<deploy::TaskExtraction> ex = deploy::ExtractTasks(*model);
+    absl::StatusOr<frontend::TaskExtraction> ex = frontend::ExtractTasks(*model);
     if (!ex.ok()) return Invalid(absl::StrCat("model: ", ex.status().message()));
     if (ex->tasks.empty()) return Invalid("model: it has no tunable layers (conv, dense, matmul)");
-    for (const deploy::ModelTask& t : ex->tasks) {
+    for (const frontend::ModelTask& t : ex->tasks) {
       v1::TaskSpec* ts = spec.add_tasks();
       *ts->mutable_workload() = t.workload;
       ts->set_weight(t.weight);

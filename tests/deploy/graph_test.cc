@@ -25,6 +25,12 @@
 
 namespace tunefarm::deploy {
 
+using frontend::ExtractTasks;
+using frontend::ImportOnnxFile;
+using frontend::Model;
+using frontend::ModelTask;
+using frontend::TaskExtraction;
+
 using runner::GraphRuntime;
 using runner::NpyArray;
 using runner::ParseNpy;

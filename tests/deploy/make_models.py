@@ -98,6 +98,13 @@ unsupported = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv"),
 save("unsupported", unsupported, [tensor("x", [1, 2, 4, 4])], [tensor("y", [1, 2, 4, 2])],
      [init("w", (2, 2, 1, 1)), ints("k", [2])])
 
+many = [helper.make_node("Log", ["x"], ["l"], name="log1"),
+        helper.make_node("GreaterOrEqual", ["l", "x"], ["g1"], name="ge1"),
+        helper.make_node("GreaterOrEqual", ["x", "l"], ["g2"], name="ge2"),
+        helper.make_node("And", ["g1", "g2"], ["y"], name="both")]
+save("many_unsupported", many, [tensor("x", [2, 3])],
+     [helper.make_tensor_value_info("y", TensorProto.BOOL, [2, 3])], [], check=False)
+
 then = helper.make_graph([helper.make_node("Identity", ["x"], ["t"])], "then", [], [tensor("t", None)])
 save("control_flow",
      [helper.make_node("If", ["cond"], ["y"], then_branch=then, else_branch=then, name="branch")],

@@ -27,6 +27,10 @@
 
 namespace tunefarm::deploy {
 
+using frontend::ImportOnnx;
+using frontend::ImportOptions;
+using frontend::Model;
+
 using runner::GraphRuntime;
 namespace {
 

@@ -23,6 +23,10 @@
 
 namespace tunefarm::deploy {
 
+using frontend::ImportOnnxFile;
+using frontend::ImportOptions;
+using frontend::Model;
+
 using runner::GraphRuntime;
 namespace {
 

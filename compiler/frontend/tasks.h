@@ -8,10 +8,10 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "deploy/onnx_import.h"
+#include "compiler/frontend/onnx_import.h"
 #include "tunefarm/v1/workload.pb.h"
 
-namespace tunefarm::deploy {
+namespace tunefarm::frontend {
 
 struct ModelTask {
   v1::Workload workload;
@@ -38,4 +38,4 @@ struct TaskExtraction {
 
 absl::StatusOr<TaskExtraction> ExtractTasks(const Model& model);
 
-}  // namespace tunefarm::deploy
+}  // namespace tunefarm::frontend

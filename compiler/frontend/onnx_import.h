@@ -26,7 +26,7 @@ namespace onnx {
 class NodeProto;
 }
 
-namespace tunefarm::deploy {
+namespace tunefarm::frontend {
 
 using runner::Constant;
 using runner::Node;
@@ -60,4 +60,4 @@ absl::StatusOr<std::pair<std::string, std::vector<int64_t>>> ParseShapeOverride(
 // The operators the importer understands (for error messages and docs).
 const std::vector<std::string>& SupportedOps();
 
-}  // namespace tunefarm::deploy
+}  // namespace tunefarm::frontend

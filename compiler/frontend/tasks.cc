@@ -1,4 +1,4 @@
-#include "deploy/tasks.h"
+#include "compiler/frontend/tasks.h"
 
 #include <cfloat>
 #include <map>
@@ -8,7 +8,7 @@
 #include "common/status_macros.h"
 #include "compiler/ir/workload.h"
 
-namespace tunefarm::deploy {
+namespace tunefarm::frontend {
 namespace {
 
 namespace v1 = ::tunefarm::v1;
@@ -345,4 +345,4 @@ absl::StatusOr<TaskExtraction> ExtractTasks(const Model& model) {
   return ex;
 }
 
-}  // namespace tunefarm::deploy
+}  // namespace tunefarm::frontend

@@ -1,4 +1,4 @@
-#include "deploy/onnx_import.h"
+#include "compiler/frontend/onnx_import.h"
 
 #include <algorithm>
 #include <cmath>
@@ -16,7 +16,7 @@
 #include "compiler/ir/workload.h"
 #include "onnx/onnx_pb.h"  // defines ONNX_API, then includes onnx-ml.pb.h
 
-namespace tunefarm::deploy {
+namespace tunefarm::frontend {
 
 using absl::InvalidArgumentError;
 using absl::StrCat;
@@ -914,6 +914,50 @@ absl::StatusOr<std::pair<std::string, std::vector<int64_t>>> ParseShapeOverride(
   return std::make_pair(name, shape);
 }
 
+namespace {
+
+// Every node whose operator this build cannot import, named in one error:
+// by operator (sorted), up to three node names each.
+absl::Status CheckOpsSupported(const std::vector<Node>& nodes, int64_t opset) {
+  const std::vector<std::string>& supported = SupportedOps();
+  std::map<std::string, std::vector<std::string>> missing;  // op -> node names
+  for (const Node& n : nodes) {
+    if (std::find(supported.begin(), supported.end(), n.op) == supported.end())
+      missing[n.op].push_back(n.name);
+  }
+  if (missing.empty()) return absl::OkStatus();
+  const bool control_flow = missing.count("If") || missing.count("Loop") || missing.count("Scan");
+  constexpr char kStaticFlow[] =
+      "control flow (If, Loop, Scan) is not supported; export the model with static control "
+      "flow (e.g. torch.onnx.export of a traced model)";
+  if (missing.size() == 1 && control_flow) {
+    const auto& [op, names] = *missing.begin();
+    return InvalidArgumentError(StrCat(op, " node '", names[0], "': ", kStaticFlow));
+  }
+  auto nodes_of = [](const std::vector<std::string>& names) {
+    std::vector<std::string> quoted;
+    for (size_t i = 0; i < names.size() && i < 3; ++i) quoted.push_back(StrCat("'", names[i], "'"));
+    std::string text = StrCat(names.size() == 1 ? "node " : "nodes ", absl::StrJoin(quoted, ", "));
+    if (names.size() > 3) absl::StrAppend(&text, " and ", names.size() - 3, " more");
+    return text;
+  };
+  std::string msg;
+  if (missing.size() == 1) {
+    const auto& [op, names] = *missing.begin();
+    msg = StrCat("unsupported operator '", op, "' (", nodes_of(names), ", opset ", opset, ")");
+  } else {
+    std::vector<std::string> parts;
+    for (const auto& [op, names] : missing) parts.push_back(StrCat("'", op, "' (", nodes_of(names), ")"));
+    msg = StrCat(missing.size(), " unsupported operators (opset ", opset, "): ",
+                 absl::StrJoin(parts, ", "));
+    if (control_flow) absl::StrAppend(&msg, "; ", kStaticFlow);
+  }
+  return InvalidArgumentError(
+      StrCat(msg, "; supported: ", absl::StrJoin(supported, ", ")));
+}
+
+}  // namespace
+
 absl::StatusOr<Model> ImportOnnx(const std::string& bytes, const ImportOptions& options) {
   onnx::ModelProto proto;
   if (bytes.empty() || !proto.ParseFromString(bytes)) {
@@ -1079,6 +1123,7 @@ absl::StatusOr<Model> ImportOnnx(const std::string& bytes, const ImportOptions& 
     }
     nodes.push_back(std::move(n));
   }
+  TF_RETURN_IF_ERROR(CheckOpsSupported(nodes, m.opset));
   // Kahn's algorithm over value producers.
   std::map<std::string, int> producer;
   for (size_t i = 0; i < nodes.size(); ++i) {
@@ -1159,4 +1204,4 @@ absl::StatusOr<Model> ImportOnnxFile(const std::string& path, const ImportOption
   return m;
 }
 
-}  // namespace tunefarm::deploy
+}  // namespace tunefarm::frontend

@@ -2,20 +2,20 @@
 // (tests/deploy/make_models.py): shapes, folding of shape subgraphs, fusion,
 // weights and FLOPs checked by hand; old opset forms; every bad model a clear
 // error; and a fuzzer over truncated and corrupted bytes.
-#include "deploy/onnx_import.h"
+#include "compiler/frontend/onnx_import.h"
 
 #include <fstream>
 #include <random>
 #include <sstream>
 
 #include "absl/strings/match.h"
-#include "deploy/tasks.h"
+#include "compiler/frontend/tasks.h"
 #include "gtest/gtest.h"
 #include "tests/testing/process.h"
 #include "tests/testing/skip.h"
 #include "tests/testing/temp_dir.h"
 
-namespace tunefarm::deploy {
+namespace tunefarm::frontend {
 namespace {
 
 namespace v1 = ::tunefarm::v1;
@@ -146,6 +146,12 @@ TEST_F(OnnxTest, OldOpsetFormsAndConv1d) {
 TEST_F(OnnxTest, BadModelsAreClearErrors) {
   std::string e = Error("unsupported");
   EXPECT_TRUE(absl::StrContains(e, "unsupported operator 'TopK' (node 'the_topk', opset 13)")) << e;
+  // Every unsupported operator at once, by operator, with its nodes.
+  e = Error("many_unsupported");
+  EXPECT_TRUE(absl::StrContains(e, "3 unsupported operators (opset 13): 'And' (node 'both'), "
+                                   "'GreaterOrEqual' (nodes 'ge1', 'ge2'), 'Log' (node 'log1'); "
+                                   "supported: Abs, Add"))
+      << e;
   e = Error("control_flow");
   EXPECT_TRUE(absl::StrContains(e, "If node 'branch': control flow")) << e;
   EXPECT_EQ(Error("cycle"), Path("cycle") + ": the graph has a cycle through node 'a'");
@@ -183,4 +189,4 @@ TEST_F(OnnxTest, FuzzedBytesNeverCrash) {
 }
 
 }  // namespace
-}  // namespace tunefarm::deploy
+}  // namespace tunefarm::frontend
