@@ -32,9 +32,10 @@
 #include "cost_model/xgb_model.h"
 #include "server/search/local_measurer.h"
 #include "server/search/policy.h"
+#include "server/search/store_canon.h"
 #include "server/search/tuner.h"
-#include "server/tuning_log.h"
-#include "server/warm_start.h"
+#include "server/search/warm_start.h"
+#include "server/store/tuning_log.h"
 
 namespace tunefarm::bench {
 namespace {
@@ -77,7 +78,7 @@ std::vector<std::pair<std::string, std::string>> PoolWorkloads() {
 // Tops up the pool in `log` to `trials` records per workload (random
 // search on this machine, as `tunefarm tune --strategy random --db` does);
 // returns the pool's workload keys.
-absl::StatusOr<std::set<std::string>> FillPool(server::TuningLog& log, const ir::Target& target,
+absl::StatusOr<std::set<std::string>> FillPool(store::TuningLog& log, const ir::Target& target,
                                                int trials, int threads) {
   std::set<std::string> keys;
   const std::string spec = target.ToString();
@@ -91,7 +92,7 @@ absl::StatusOr<std::set<std::string>> FillPool(server::TuningLog& log, const ir:
     mo.threads = threads;
     search::LocalMeasurer measurer(mo);
     const std::string key = task->key;
-    server::TuningLog::RecordQuery q;
+    store::TuningLog::RecordQuery q;
     q.workload_key = key;
     q.target_spec = spec;
     q.limit = trials;
@@ -108,12 +109,12 @@ absl::StatusOr<std::set<std::string>> FillPool(server::TuningLog& log, const ir:
     // The stored records are history: a top-up never measures them again.
     search::Tuner fill({*task}, &measurer, o);
     TF_RETURN_IF_ERROR(
-        server::WarmStart(log, target, spec, {{key, 0}}, fill, [&](const v1::Record& r) {
+        search::WarmStart(log, target, spec, {{key, 0}}, fill, [&](const v1::Record& r) {
           return r.workload_key() == key;
         }).status());
     absl::Status stored;
     TF_RETURN_IF_ERROR(fill.Run([&](const search::Trial& t) {
-      auto c = log.CommitRecords({server::RecordOfTrial(*task, spec, t)});
+      auto c = log.CommitRecords({search::RecordOfTrial(*task, spec, t)});
       if (!c.ok() && stored.ok()) stored = c.status();
     }));
     TF_RETURN_IF_ERROR(stored);
@@ -324,12 +325,13 @@ int RunSearchBench(const std::vector<std::string>& args) {
       "target: %s   threads: %d   budgets: %s   seeds: %d   objective: %s   warm start: %s\n",
       target.ToString().c_str(), threads, absl::StrJoin(budgets, ",").c_str(), seeds,
       cost_model::ObjectiveName(objective), warm_db.empty() ? "none (cold)" : warm_db.c_str());
-  std::unique_ptr<server::TuningLog> log;
+  std::unique_ptr<store::TuningLog> log;
   std::set<std::string> pool_keys;
   if (!warm_db.empty()) {
-    server::TuningLog::Options lo;
+    store::TuningLog::Options lo;
+    lo.canon = search::CompilerCanon();
     lo.path = warm_db;
-    absl::StatusOr<std::unique_ptr<server::TuningLog>> opened = server::TuningLog::Open(lo);
+    absl::StatusOr<std::unique_ptr<store::TuningLog>> opened = store::TuningLog::Open(lo);
     absl::StatusOr<std::set<std::string>> keys =
         opened.ok() ? FillPool(**opened, target, pool_trials, threads)
                     : absl::StatusOr<std::set<std::string>>(opened.status());
@@ -389,7 +391,7 @@ int RunSearchBench(const std::vector<std::string>& args) {
         if (log != nullptr && strategy == search::Strategy::kEvolutionary) {
           // As a job starts from the database: the pool's records train the
           // cost model from the first batch (random search has no model).
-          auto warm = server::WarmStart(
+          auto warm = search::WarmStart(
               *log, target, target.ToString(), {{task.key, 0}}, tuner,
               [&](const v1::Record& r) { return pool_keys.count(r.workload_key()) > 0; });
           if (!warm.ok()) {

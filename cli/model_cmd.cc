@@ -18,14 +18,15 @@
 #include "common/sha256.h"
 #include "common/status_macros.h"
 #include "compiler/codegen/llvm_target.h"
-#include "device_agent/runtime/graph_runtime.h"
-#include "device_agent/runtime/npy.h"
 #include "compiler/frontend/onnx_import.h"
 #include "deploy/package_build.h"
+#include "device_agent/runtime/graph_runtime.h"
+#include "device_agent/runtime/npy.h"
 #include "proto/client.h"
 #include "proto/protocol.h"
+#include "server/search/store_canon.h"
+#include "server/store/tuning_log.h"
 #include "tunefarm/v1/tuning.grpc.pb.h"
-#include "server/tuning_log.h"
 
 namespace tunefarm::cli {
 namespace {
@@ -85,7 +86,7 @@ double Mean(const v1::Record& r) {
 
 // Picks a task's kernel from the log database: the best record for the
 // target, compared with the default schedule's record on the same device.
-absl::StatusOr<deploy::KernelChoice> ChooseFromLog(server::TuningLog* log,
+absl::StatusOr<deploy::KernelChoice> ChooseFromLog(store::TuningLog* log,
                                                    const std::string& target_spec,
                                                    const frontend::ModelTask& task) {
   deploy::KernelChoice c;
@@ -104,7 +105,7 @@ absl::StatusOr<deploy::KernelChoice> ChooseFromLog(server::TuningLog* log,
   c.schedule = b.schedule();
   c.record_id = b.record_id();
   c.tuned_sec = Mean(b);
-  server::TuningLog::RecordQuery q;
+  store::TuningLog::RecordQuery q;
   q.workload_key = task.key;
   q.target_spec = target_spec;
   q.status = v1::MEASURE_STATUS_OK;
@@ -242,18 +243,19 @@ int RunBuild(const std::vector<std::string>& args, std::ostream& out, std::ostre
   bo.model_name = std::filesystem::path(f.positional()[0]).filename().string();
   bo.model_sha256 = Sha256Hex(*bytes);
   bo.threads = int(threads);
-  std::unique_ptr<server::TuningLog> log;
+  std::unique_ptr<store::TuningLog> log;
   if (!f.Has("untuned")) {
-    server::TuningLog::Options lo;
+    store::TuningLog::Options lo;
+    lo.canon = search::CompilerCanon();
     lo.path = f.Get("db", "tunefarm.db");
     if (!std::filesystem::exists(lo.path))
       return Fail(err, 1,
                   absl::StrCat("no log database at ", lo.path, " (--untuned builds without one)"));
-    auto opened = server::TuningLog::Open(lo);
+    auto opened = store::TuningLog::Open(lo);
     if (!opened.ok()) return Fail(err, 1, std::string(opened.status().message()));
     log = *std::move(opened);
     const std::string spec = target->ToString();
-    server::TuningLog* l = log.get();
+    store::TuningLog* l = log.get();
     bo.choose = [l, spec](const frontend::ModelTask& t) { return ChooseFromLog(l, spec, t); };
   }
   auto t0 = std::chrono::steady_clock::now();

@@ -16,9 +16,10 @@
 #include "compiler/ir/workload_spec.h"
 #include "server/search/gpu_local_measurer.h"
 #include "server/search/local_measurer.h"
+#include "server/search/store_canon.h"
 #include "server/search/tuner.h"
-#include "server/tuning_log.h"
-#include "server/warm_start.h"
+#include "server/search/warm_start.h"
+#include "server/store/tuning_log.h"
 
 namespace tunefarm::cli {
 namespace {
@@ -113,9 +114,10 @@ int RunTune(const std::vector<std::string>& args, std::ostream& out, std::ostrea
 
   auto task = search::Task::Make(*workload, target, flags["workload"]);
   if (!task.ok()) return Fail(err, 1, std::string(task.status().message()));
-  server::TuningLog::Options lo;
+  store::TuningLog::Options lo;
+  lo.canon = search::CompilerCanon();
   lo.path = flags["db"];
-  auto log = server::TuningLog::Open(lo);
+  auto log = store::TuningLog::Open(lo);
   if (!log.ok()) return Fail(err, 1, std::string(log.status().message()));
 
   search::LocalMeasureOptions mo;
@@ -140,7 +142,7 @@ int RunTune(const std::vector<std::string>& args, std::ostream& out, std::ostrea
 
   // Warm start: this workload's records are history; the target's others train the model.
   const std::string spec = target.ToString();
-  auto warm = server::WarmStart(**log, target, spec, {{task->key, 0}}, tuner);
+  auto warm = search::WarmStart(**log, target, spec, {{task->key, 0}}, tuner);
   if (!warm.ok()) return Fail(err, 1, std::string(warm.status().message()));
   // The starting model: a file named by the user, else the database's newest for the target.
   std::string model_from;
@@ -154,7 +156,7 @@ int RunTune(const std::vector<std::string>& args, std::ostream& out, std::ostrea
     tuner.SetInitialModel(*std::move(m));
     model_from = flags["load_model"];
   } else {
-    auto from = server::StartFromStoredModel(**log, spec, tuner);
+    auto from = search::StartFromStoredModel(**log, spec, tuner);
     if (!from.ok()) return Fail(err, 1, std::string(from.status().message()));
     if (from->loaded) {
       model_from = from->note;
@@ -178,7 +180,7 @@ int RunTune(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   absl::Status store_error;
   double best = 0;
   absl::Status s = tuner.Run([&](const search::Trial& t) {
-    v1::Record r = server::RecordOfTrial(*task, spec, t);
+    v1::Record r = search::RecordOfTrial(*task, spec, t);
     if (t.result.status == search::MeasureResult::Status::kOk)
       best = std::max(best, task->flops / t.result.seconds * 1e-9);
     *r.mutable_fingerprint() = fp;
@@ -209,7 +211,7 @@ int RunTune(const std::vector<std::string>& args, std::ostream& out, std::ostrea
     if (!s.ok()) return Fail(err, 1, std::string(s.status().message()));
     bytes = *std::move(s);
   }
-  if (absl::Status m = server::StoreModel(**log, spec, tuner, bytes); !m.ok())
+  if (absl::Status m = search::StoreModel(**log, spec, tuner, bytes); !m.ok())
     return Fail(err, 1, std::string(m.message()));
   if (flags.count("save_model")) {
     std::ofstream f(flags["save_model"], std::ios::binary);

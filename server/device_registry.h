@@ -14,13 +14,13 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "server/tuning_log.h"
+#include "server/store/tuning_log.h"
 
 namespace tunefarm::server {
 
 class DeviceRegistry {
  public:
-  DeviceRegistry(TuningLog& log, absl::Duration heartbeat_interval)
+  DeviceRegistry(store::TuningLog& log, absl::Duration heartbeat_interval)
       : log_(log), heartbeat_interval_(heartbeat_interval) {}
 
   absl::Duration heartbeat_interval() const { return heartbeat_interval_; }
@@ -45,7 +45,7 @@ class DeviceRegistry {
   };
   bool AliveLocked(const Session& s) const;
 
-  TuningLog& log_;
+  store::TuningLog& log_;
   const absl::Duration heartbeat_interval_;
   std::mutex mu_;
   std::map<std::string, Session> sessions_;  // by session id

@@ -9,7 +9,7 @@
 #include "compiler/ir/target.h"
 #include "server/remote_measurer.h"
 #include "server/search/tuner.h"
-#include "server/warm_start.h"
+#include "server/search/warm_start.h"
 
 namespace tunefarm::server {
 
@@ -241,8 +241,8 @@ void JobRunner::RunJob(int64_t job_id, Running_* running) {
   auto other_toolchain = [&](const v1::Record& r) { return differs(r, toolchain, seen_tools); };
   const bool refuse = options_.fingerprint_policy == Options::FingerprintPolicy::kRefuse;
   int64_t n_hardware = 0, n_toolchain = 0;
-  absl::StatusOr<WarmStartCounts> warm =
-      WarmStart(log_, *target, target_spec, task_of, tuner, [&](const v1::Record& r) {
+  absl::StatusOr<search::WarmStartCounts> warm =
+      search::WarmStart(log_, *target, target_spec, task_of, tuner, [&](const v1::Record& r) {
         const bool hardware = other_hardware(r);
         const bool toolchain = !hardware && other_toolchain(r);
         n_hardware += hardware;
@@ -252,9 +252,9 @@ void JobRunner::RunJob(int64_t job_id, Running_* running) {
   if (!warm.ok()) return finish(v1::JOB_STATE_FAILED, std::string(warm.status().message()));
   // The target's newest stored cost model ranks the first batch (a resumed
   // job's own snapshot, restored below, replaces it).
-  absl::StatusOr<StoredModelStart> model_start;
+  absl::StatusOr<search::StoredModelStart> model_start;
   if (o.strategy == search::Strategy::kEvolutionary) {
-    model_start = StartFromStoredModel(log_, target_spec, tuner);
+    model_start = search::StartFromStoredModel(log_, target_spec, tuner);
     if (!model_start.ok()) {
       return finish(v1::JOB_STATE_FAILED, std::string(model_start.status().message()));
     }
@@ -308,7 +308,7 @@ void JobRunner::RunJob(int64_t job_id, Running_* running) {
   }
   // The final model is the next job's (or `tunefarm tune`'s) starting model
   // on this target.
-  if (absl::Status m = StoreModel(log_, target_spec, tuner); !m.ok()) {
+  if (absl::Status m = search::StoreModel(log_, target_spec, tuner); !m.ok()) {
     log->warn("event=cost_model_not_stored job={} error=\"{}\"", job_id, std::string(m.message()));
   }
   std::string note;

@@ -20,8 +20,8 @@
 #include <mutex>
 #include <thread>
 
-#include "server/group_commit.h"
-#include "server/tuning_log.h"
+#include "server/store/group_commit.h"
+#include "server/store/tuning_log.h"
 #include "server/work_queue.h"
 
 namespace tunefarm::server {
@@ -38,7 +38,7 @@ class JobRunner {
     enum class FingerprintPolicy { kWarn, kRefuse };
     FingerprintPolicy fingerprint_policy = FingerprintPolicy::kWarn;
   };
-  JobRunner(TuningLog& log, WorkQueue& queue, std::function<void()> on_change, Options options)
+  JobRunner(store::TuningLog& log, WorkQueue& queue, std::function<void()> on_change, Options options)
       : log_(log), queue_(queue), on_change_(std::move(on_change)), options_(options) {}
   ~JobRunner();
 
@@ -59,8 +59,8 @@ class JobRunner {
   void RunJob(int64_t job_id, Running_* r);
   void Reap();
 
-  TuningLog& log_;
-  GroupCommitter commits_{log_};  // results of all jobs
+  store::TuningLog& log_;
+  store::GroupCommitter commits_{log_};  // results of all jobs
   WorkQueue& queue_;
   std::function<void()> on_change_;
   const Options options_;

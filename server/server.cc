@@ -9,16 +9,18 @@
 #include "server/farm_service.h"
 #include "server/job_runner.h"
 #include "server/request_gate.h"
-#include "server/tuning_log.h"
+#include "server/search/store_canon.h"
+#include "server/store/tuning_log.h"
 #include "server/tuning_service.h"
 #include "server/work_queue.h"
 
 namespace tunefarm::server {
 absl::StatusOr<std::unique_ptr<TunefarmServer>> TunefarmServer::Start(const Options& options) {
   std::unique_ptr<TunefarmServer> s(new TunefarmServer());
-  TuningLog::Options db_opts;
+  store::TuningLog::Options db_opts;
+  db_opts.canon = search::CompilerCanon();
   db_opts.path = options.db_path;
-  TF_ASSIGN_OR_RETURN(s->log_, TuningLog::Open(db_opts));
+  TF_ASSIGN_OR_RETURN(s->log_, store::TuningLog::Open(db_opts));
   if (!options.tokens_file.empty()) {
     TF_ASSIGN_OR_RETURN(RequestGate gate, RequestGate::FromTokensFile(options.tokens_file));
     s->gate_ = std::make_unique<RequestGate>(std::move(gate));

@@ -16,9 +16,12 @@
 #include "absl/time/time.h"
 #include "grpcpp/grpcpp.h"
 
+namespace tunefarm::store {
+class TuningLog;
+}
+
 namespace tunefarm::server {
 
-class TuningLog;
 class DeviceRegistry;
 class RequestGate;
 class TuningService;
@@ -55,7 +58,7 @@ class TunefarmServer {
  private:
   TunefarmServer() = default;
 
-  std::unique_ptr<TuningLog> log_;
+  std::unique_ptr<store::TuningLog> log_;
   std::unique_ptr<RequestGate> gate_;
   std::unique_ptr<DeviceRegistry> devices_;
   std::unique_ptr<WorkQueue> queue_;

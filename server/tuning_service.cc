@@ -30,8 +30,8 @@ grpc::Status Invalid(const std::string& msg) {
 }
 
 // Converts a filter to a TuningLog query; the target must parse.
-absl::StatusOr<TuningLog::RecordQuery> ToQuery(const v1::RecordFilter& f) {
-  TuningLog::RecordQuery q;
+absl::StatusOr<store::TuningLog::RecordQuery> ToQuery(const v1::RecordFilter& f) {
+  store::TuningLog::RecordQuery q;
   q.workload_key = f.workload_key();
   q.target_spec = f.target().spec();
   if (!q.target_spec.empty()) {
@@ -328,7 +328,7 @@ grpc::Status TuningService::QueryBest(grpc::ServerContext* ctx, const v1::QueryB
 grpc::Status TuningService::ListRecords(grpc::ServerContext* ctx, const v1::ListRecordsRequest* req,
                                         v1::ListRecordsResponse* resp) {
   TF_GATE(req);
-  absl::StatusOr<TuningLog::RecordQuery> q = ToQuery(req->filter());
+  absl::StatusOr<store::TuningLog::RecordQuery> q = ToQuery(req->filter());
   if (!q.ok()) return ToGrpcStatus(q.status());
   if (req->limit() < 0 || req->limit() > kMaxListLimit) {
     return Invalid(absl::StrCat("limit must be in [0, ", kMaxListLimit, "]"));
@@ -348,7 +348,7 @@ grpc::Status TuningService::ExportRecords(grpc::ServerContext* ctx,
                                           const v1::ExportRecordsRequest* req,
                                           grpc::ServerWriter<v1::RecordChunk>* writer) {
   TF_GATE(req);
-  absl::StatusOr<TuningLog::RecordQuery> q = ToQuery(req->filter());
+  absl::StatusOr<store::TuningLog::RecordQuery> q = ToQuery(req->filter());
   if (!q.ok()) return ToGrpcStatus(q.status());
   q->limit = kExportChunk;
   while (true) {
@@ -373,7 +373,7 @@ grpc::Status TuningService::ImportRecords(grpc::ServerContext* ctx,
     r.clear_job_id();
     r.clear_record_id();
   }
-  absl::StatusOr<TuningLog::CommitResult> res = log_.CommitRecords(records);
+  absl::StatusOr<store::TuningLog::CommitResult> res = log_.CommitRecords(records);
   if (!res.ok()) return ToGrpcStatus(res.status());
   resp->set_imported(res->inserted);
   resp->set_duplicates(res->duplicates);

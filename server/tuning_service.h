@@ -12,7 +12,7 @@
 #include "server/device_registry.h"
 #include "server/job_runner.h"
 #include "server/request_gate.h"
-#include "server/tuning_log.h"
+#include "server/store/tuning_log.h"
 #include "server/work_queue.h"
 #include "tunefarm/v1/tuning.grpc.pb.h"
 
@@ -20,7 +20,7 @@ namespace tunefarm::server {
 
 class TuningService final : public v1::TuningService::Service {
  public:
-  TuningService(TuningLog& log, DeviceRegistry& devices, WorkQueue& queue, JobRunner& jobs,
+  TuningService(store::TuningLog& log, DeviceRegistry& devices, WorkQueue& queue, JobRunner& jobs,
                 const RequestGate& gate)
       : log_(log), devices_(devices), queue_(queue), jobs_(jobs), gate_(gate) {}
 
@@ -59,7 +59,7 @@ class TuningService final : public v1::TuningService::Service {
   grpc::Status CheckCudaBuilders(const ir::Target& target);
   grpc::Status CheckCudaAgents(const ir::Target& target, const std::string& device_key);
 
-  TuningLog& log_;
+  store::TuningLog& log_;
   DeviceRegistry& devices_;
   WorkQueue& queue_;
   JobRunner& jobs_;

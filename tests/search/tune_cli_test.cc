@@ -15,7 +15,8 @@
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "server/search/gpu_local_measurer.h"
-#include "server/tuning_log.h"
+#include "server/search/store_canon.h"
+#include "server/store/tuning_log.h"
 #include "tests/testing/process.h"
 #include "tests/testing/skip.h"
 #include "tests/testing/temp_dir.h"
@@ -24,11 +25,12 @@ namespace tunefarm {
 namespace {
 
 std::vector<v1::Record> AllRecords(const std::string& db) {
-  server::TuningLog::Options o;
+  store::TuningLog::Options o;
+  o.canon = search::CompilerCanon();
   o.path = db;
-  auto log = server::TuningLog::Open(o);
+  auto log = store::TuningLog::Open(o);
   EXPECT_TRUE(log.ok()) << log.status();
-  server::TuningLog::RecordQuery q;
+  store::TuningLog::RecordQuery q;
   q.limit = 10000;
   auto r = (*log)->ListRecords(q);
   EXPECT_TRUE(r.ok());
@@ -91,11 +93,12 @@ TEST(TuneCli, CostModelIsStoredAndLoaded) {
   };
   testing::CommandResult r = tune("matmul(M=32,N=48,K=16)", {"--save-model", model});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  server::TuningLog::Options o;
+  store::TuningLog::Options o;
+  o.canon = search::CompilerCanon();
   o.path = db;
   std::string target;
   {
-    auto log = server::TuningLog::Open(o);
+    auto log = store::TuningLog::Open(o);
     ASSERT_TRUE(log.ok());
     target = AllRecords(db).front().target().spec();
     auto m = (*log)->LatestCostModel(target);
@@ -120,9 +123,10 @@ TEST(TuneCli, CostModelIsStoredAndLoaded) {
            "6");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   {
-    server::TuningLog::Options fo;
+    store::TuningLog::Options fo;
+    fo.canon = search::CompilerCanon();
     fo.path = few;
-    auto log = server::TuningLog::Open(fo);
+    auto log = store::TuningLog::Open(fo);
     ASSERT_TRUE(log.ok());
     EXPECT_EQ(AllRecords(few).size(), 6u);
     EXPECT_EQ((*log)->LatestCostModel(target).status().code(), absl::StatusCode::kNotFound);

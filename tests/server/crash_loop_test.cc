@@ -10,7 +10,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
-#include "server/tuning_log.h"
+#include "server/search/store_canon.h"
+#include "server/store/tuning_log.h"
 #include "tests/testing/process.h"
 #include "tests/testing/temp_dir.h"
 
@@ -65,12 +66,13 @@ TEST(CrashLoop, AcknowledgedRecordsSurviveSigkill) {
   EXPECT_EQ(kills_mid_run, kKills);
   EXPECT_EQ(IntegrityCheck(db), "ok");
 
-  TuningLog::Options o;
+  store::TuningLog::Options o;
+  o.canon = search::CompilerCanon();
   o.path = db;
-  auto log = TuningLog::Open(o);
+  auto log = store::TuningLog::Open(o);
   ASSERT_TRUE(log.ok()) << log.status();
   std::set<int64_t> found;
-  TuningLog::RecordQuery q;
+  store::TuningLog::RecordQuery q;
   q.limit = 5000;
   while (true) {
     auto page = (*log)->ListRecords(q);

@@ -1,12 +1,14 @@
-#include "server/tuning_log.h"
+#include "server/store/tuning_log.h"
 
 #include <sqlite3.h>
 
 #include <fstream>
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "gtest/gtest.h"
-#include "server/group_commit.h"
+#include "server/search/store_canon.h"
+#include "server/store/group_commit.h"
 #include "tests/server/test_records.h"
 #include "tests/testing/temp_dir.h"
 
@@ -19,11 +21,12 @@ using ::tunefarm::testing::kTargetX86;
 using ::tunefarm::testing::MakeRecord;
 using ::tunefarm::testing::TempDir;
 
-std::unique_ptr<TuningLog> OpenOrDie(const std::string& path, int64_t max_pages = 0) {
-  TuningLog::Options o;
+std::unique_ptr<store::TuningLog> OpenOrDie(const std::string& path, int64_t max_pages = 0) {
+  store::TuningLog::Options o;
+  o.canon = search::CompilerCanon();
   o.path = path;
   o.max_page_count = max_pages;
-  auto log = TuningLog::Open(o);
+  auto log = store::TuningLog::Open(o);
   EXPECT_TRUE(log.ok()) << log.status();
   return log.ok() ? *std::move(log) : nullptr;
 }
@@ -39,11 +42,43 @@ void RawExec(const std::string& path, const std::string& sql) {
   sqlite3_close(db);
 }
 
+// The store files things under the canonical forms it is given and holds
+// no compiler code: no forms, no database; a form that fails makes the
+// record invalid, named by its index.
+TEST(TuningLog, UsesTheCanonicalFormsItIsGiven) {
+  TempDir dir;
+  store::TuningLog::Options o;
+  o.path = dir.File("t.db");
+  absl::StatusOr<std::unique_ptr<store::TuningLog>> none = store::TuningLog::Open(o);
+  ASSERT_FALSE(none.ok());
+  EXPECT_TRUE(absl::StrContains(none.status().message(), "canon")) << none.status();
+  o.canon = search::CompilerCanon();
+  auto compiler_target = o.canon.target;
+  o.canon.target = [compiler_target](const std::string& spec)
+      -> absl::StatusOr<store::Canon::Target> {
+    if (absl::StrContains(spec, "znver3")) return absl::InvalidArgumentError("no znver3 here");
+    return compiler_target(spec);
+  };
+  auto log = store::TuningLog::Open(o);
+  ASSERT_TRUE(log.ok()) << log.status();
+  v1::Record ok = MakeRecord(Conv2d(16, 16, 14), kTargetX86, 1e-3, 1);
+  v1::Record refused = ok;
+  refused.mutable_target()->set_spec("llvm -mtriple=x86_64-linux-gnu -mcpu=znver3");
+  absl::StatusOr<store::TuningLog::CommitResult> r = (*log)->CommitRecords({ok, refused});
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(absl::StrContains(r.status().message(), "record 1")) << r.status();
+  EXPECT_TRUE(absl::StrContains(r.status().message(), "no znver3 here")) << r.status();
+  EXPECT_EQ(*(*log)->CountRecords(), 0);  // the batch is all or nothing
+  r = (*log)->CommitRecords({ok});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->inserted, 1);
+}
+
 TEST(TuningLog, CommitAndTopK) {
   TempDir dir;
   auto log = OpenOrDie(dir.File("t.db"));
   ASSERT_NE(log, nullptr);
-  EXPECT_EQ(*log->SchemaVersion(), TuningLog::kSchemaVersion);
+  EXPECT_EQ(*log->SchemaVersion(), store::TuningLog::kSchemaVersion);
   v1::Workload conv = Conv2d(64, 64, 56);
   std::vector<v1::Record> batch;
   for (int i = 1; i <= 20; ++i) batch.push_back(MakeRecord(conv, kTargetX86, 1e-3 / i, i));
@@ -173,16 +208,17 @@ TEST(TuningLog, TopKIsAnIndexLookup) {
 // waits; every record that arrives meanwhile must go in one next transaction.
 TEST(GroupCommitter, RecordsArrivingDuringACommitShareOneTransaction) {
   TempDir dir;
-  TuningLog::Options o;
+  store::TuningLog::Options o;
+  o.canon = search::CompilerCanon();
   o.path = dir.File("t.db");
   o.busy_timeout_ms = 600000;
-  auto log = TuningLog::Open(o);
+  auto log = store::TuningLog::Open(o);
   ASSERT_TRUE(log.ok()) << log.status();
   sqlite3* blocker = nullptr;
   ASSERT_EQ(sqlite3_open(o.path.c_str(), &blocker), SQLITE_OK);
   ASSERT_EQ(sqlite3_exec(blocker, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr), SQLITE_OK);
 
-  GroupCommitter commits(**log);
+  store::GroupCommitter commits(**log);
   constexpr int kWriters = 12;
   std::vector<absl::Status> results(kWriters);
   std::vector<std::thread> writers;
@@ -216,7 +252,7 @@ TEST(GroupCommitter, RecordsArrivingDuringACommitShareOneTransaction) {
 TEST(GroupCommitter, ConcurrentRecordsAndABadOneFailsAlone) {
   TempDir dir;
   auto log = OpenOrDie(dir.File("t.db"));
-  GroupCommitter commits(*log);
+  store::GroupCommitter commits(*log);
   constexpr int kThreads = 8, kEach = 40;
   std::vector<std::thread> threads;
   std::atomic<int> failed{0};
@@ -239,7 +275,7 @@ TEST(GroupCommitter, ConcurrentRecordsAndABadOneFailsAlone) {
   for (auto& th : threads) th.join();
   EXPECT_EQ(failed.load(), 1);
   EXPECT_NE(failure.find("job_id 77 does not exist"), std::string::npos) << failure;
-  TuningLog::RecordQuery q;
+  store::TuningLog::RecordQuery q;
   q.limit = 1000;
   EXPECT_EQ(log->ListRecords(q)->size(), size_t(kThreads * kEach - 1));
 }
@@ -251,7 +287,7 @@ TEST(TuningLog, ListRecordsFiltersAndPages) {
   for (int i = 1; i <= 10; ++i) batch.push_back(MakeRecord(Conv2d(8, 8, 8), kTargetX86, 1e-5, i));
   for (int i = 1; i <= 5; ++i) batch.push_back(MakeRecord(Dense(4, 4, 4), "llvm", 1e-6, i));
   ASSERT_TRUE(log->CommitRecords(batch).ok());
-  TuningLog::RecordQuery q;
+  store::TuningLog::RecordQuery q;
   q.target_spec = "llvm";
   EXPECT_EQ(log->ListRecords(q)->size(), 5u);
   q = {};
@@ -339,9 +375,10 @@ TEST(TuningLog, GarbageFileIsNotADatabase) {
   std::string junk;
   for (int i = 0; i < 8192; ++i) junk.push_back(static_cast<char>((i * 7919) % 251));
   testing::WriteFile(path, junk);
-  TuningLog::Options o;
+  store::TuningLog::Options o;
+  o.canon = search::CompilerCanon();
   o.path = path;
-  auto log = TuningLog::Open(o);
+  auto log = store::TuningLog::Open(o);
   ASSERT_FALSE(log.ok());
   EXPECT_NE(std::string(log.status().message()).find("is not a tunefarm database"),
             std::string::npos)
@@ -353,9 +390,10 @@ TEST(TuningLog, ForeignSqliteDatabaseIsRefused) {
   TempDir dir;
   std::string path = dir.File("other.db");
   RawExec(path, "CREATE TABLE photos (id INTEGER, path TEXT); INSERT INTO photos VALUES (1, 'x');");
-  TuningLog::Options o;
+  store::TuningLog::Options o;
+  o.canon = search::CompilerCanon();
   o.path = path;
-  auto log = TuningLog::Open(o);
+  auto log = store::TuningLog::Open(o);
   ASSERT_FALSE(log.ok());
   EXPECT_TRUE(absl::IsFailedPrecondition(log.status()));
   EXPECT_NE(std::string(log.status().message()).find("another program"), std::string::npos);
@@ -367,9 +405,10 @@ TEST(TuningLog, NewerSchemaIsRefused) {
   std::string path = dir.File("t.db");
   { ASSERT_NE(OpenOrDie(path), nullptr); }
   RawExec(path, "INSERT INTO schema_version VALUES (7, 0)");
-  TuningLog::Options o;
+  store::TuningLog::Options o;
+  o.canon = search::CompilerCanon();
   o.path = path;
-  auto log = TuningLog::Open(o);
+  auto log = store::TuningLog::Open(o);
   ASSERT_FALSE(log.ok());
   EXPECT_TRUE(absl::IsFailedPrecondition(log.status()));
   EXPECT_NE(std::string(log.status().message()).find("schema version 7"), std::string::npos)
@@ -383,7 +422,7 @@ TEST(TuningLog, CostModelsPerTargetNewestKept) {
   EXPECT_TRUE(absl::IsNotFound(log->LatestCostModel(kTargetX86).status()));
   std::vector<int64_t> ids;
   for (int i = 0; i < 5; ++i) {
-    TuningLog::StoredCostModel m;
+    store::TuningLog::StoredCostModel m;
     m.target_spec = kTargetX86;
     m.objective = "pack-sum";
     m.trained_on = 100 * i;
@@ -399,7 +438,7 @@ TEST(TuningLog, CostModelsPerTargetNewestKept) {
   EXPECT_EQ(latest->trained_on, 400);
   EXPECT_EQ(latest->bytes, std::string("model\0bytes4", 12));
   EXPECT_TRUE(absl::IsNotFound(log->LatestCostModel("llvm -mcpu=znver3").status()));
-  TuningLog::StoredCostModel other;
+  store::TuningLog::StoredCostModel other;
   other.target_spec = "llvm -mcpu=znver3";
   other.objective = "rank";
   other.bytes = "x";
@@ -412,12 +451,12 @@ TEST(TuningLog, CostModelsPerTargetNewestKept) {
   ASSERT_EQ(sqlite3_prepare_v2(db, "SELECT count(*) FROM cost_models", -1, &st, nullptr),
             SQLITE_OK);
   ASSERT_EQ(sqlite3_step(st), SQLITE_ROW);
-  EXPECT_EQ(sqlite3_column_int(st, 0), TuningLog::kCostModelsKept + 1);
+  EXPECT_EQ(sqlite3_column_int(st, 0), store::TuningLog::kCostModelsKept + 1);
   sqlite3_finalize(st);
   sqlite3_close(db);
   // Bad input stores nothing.
   log = OpenOrDie(dir.File("t.db"));
-  TuningLog::StoredCostModel bad;
+  store::TuningLog::StoredCostModel bad;
   bad.target_spec = "banana -arch=9";
   bad.objective = "pack-sum";
   bad.bytes = "x";
@@ -438,8 +477,8 @@ TEST(TuningLog, MigratesAVersion1File) {
           "DELETE FROM schema_version WHERE version >= 2");
   auto log = OpenOrDie(path);
   ASSERT_NE(log, nullptr);
-  EXPECT_EQ(*log->SchemaVersion(), TuningLog::kSchemaVersion);
-  TuningLog::StoredCostModel m;
+  EXPECT_EQ(*log->SchemaVersion(), store::TuningLog::kSchemaVersion);
+  store::TuningLog::StoredCostModel m;
   m.target_spec = kTargetX86;
   m.objective = "pack-sum";
   m.bytes = "x";
@@ -495,11 +534,12 @@ TEST(TuningLog, CorruptPagesGiveAnErrorNotACrash) {
   // Scribble over everything after the first two pages.
   for (size_t i = 8192; i < bytes.size(); ++i) bytes[i] = static_cast<char>(0xA5 ^ (i & 0xff));
   testing::WriteFile(path, bytes);
-  TuningLog::Options o;
+  store::TuningLog::Options o;
+  o.canon = search::CompilerCanon();
   o.path = path;
   // The first two pages (header, schema) are intact, so the file opens; the
   // damage shows when the records are read.
-  auto log = TuningLog::Open(o);
+  auto log = store::TuningLog::Open(o);
   ASSERT_TRUE(log.ok()) << log.status();
   auto records = (*log)->ListRecords({});
   ASSERT_FALSE(records.ok());

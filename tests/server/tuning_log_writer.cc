@@ -7,7 +7,8 @@
 #include <cstdlib>
 #include <string>
 
-#include "server/tuning_log.h"
+#include "server/search/store_canon.h"
+#include "server/store/tuning_log.h"
 #include "tests/server/test_records.h"
 
 int main(int argc, char** argv) {
@@ -15,11 +16,12 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: tuning_log_writer DB FIRST_SALT BATCH_SIZE\n");
     return 2;
   }
-  tunefarm::server::TuningLog::Options o;
+  tunefarm::store::TuningLog::Options o;
+  o.canon = tunefarm::search::CompilerCanon();
   o.path = argv[1];
   int64_t salt = std::atoll(argv[2]);
   int batch_size = std::atoi(argv[3]);
-  auto log = tunefarm::server::TuningLog::Open(o);
+  auto log = tunefarm::store::TuningLog::Open(o);
   if (!log.ok()) {
     std::fprintf(stderr, "open: %s\n", std::string(log.status().message()).c_str());
     return 1;

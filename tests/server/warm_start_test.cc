@@ -1,10 +1,11 @@
-#include "server/warm_start.h"
+#include "server/search/warm_start.h"
 
 #include <random>
 
 #include "compiler/ir/random_schedule.h"
 #include "compiler/ir/schedule.h"
 #include "gtest/gtest.h"
+#include "server/search/store_canon.h"
 #include "tests/server/test_records.h"
 #include "tests/testing/temp_dir.h"
 
@@ -28,14 +29,15 @@ class NoMeasurer : public search::Measurer {
 // A record of `task` with schedule `s`, as a local run stores it.
 v1::Record Stored(const search::Task& task, const v1::Schedule& s, search::MeasureResult r) {
   search::Trial t{0, 0, 0, s, std::move(r), 0};
-  return RecordOfTrial(task, kTargetX86, t);
+  return search::RecordOfTrial(task, kTargetX86, t);
 }
 
 TEST(WarmStart, OwnRecordsAreHistoryOthersTrainTheModelAndKeepFilters) {
   TempDir dir;
-  TuningLog::Options lo;
+  store::TuningLog::Options lo;
+  lo.canon = search::CompilerCanon();
   lo.path = dir.File("warm.db");
-  auto log = TuningLog::Open(lo);
+  auto log = store::TuningLog::Open(lo);
   ASSERT_TRUE(log.ok()) << log.status();
   ir::Target target = *ir::Target::Parse(kTargetX86);
   search::Task mine = *search::Task::Make(Dense(32, 32, 32), target, "mine");
@@ -64,7 +66,7 @@ TEST(WarmStart, OwnRecordsAreHistoryOthersTrainTheModelAndKeepFilters) {
   o.strategy = search::Strategy::kEvolutionary;
   NoMeasurer none;
   search::Tuner tuner({mine}, &none, o);
-  auto counts = WarmStart(**log, target, kTargetX86, {{mine.key, 0}}, tuner,
+  auto counts = search::WarmStart(**log, target, kTargetX86, {{mine.key, 0}}, tuner,
                           [&](const v1::Record& r) { return r.workload_key() != held_out.key; });
   ASSERT_TRUE(counts.ok()) << counts.status();
   // Own: all three, the failed one too (never measured again); other: its
@@ -82,7 +84,7 @@ TEST(WarmStart, OwnRecordsAreHistoryOthersTrainTheModelAndKeepFilters) {
 
   // Without a filter the held-out workload trains the model too.
   search::Tuner all({mine}, &none, o);
-  auto everything = WarmStart(**log, target, kTargetX86, {{mine.key, 0}}, all);
+  auto everything = search::WarmStart(**log, target, kTargetX86, {{mine.key, 0}}, all);
   ASSERT_TRUE(everything.ok());
   EXPECT_EQ(everything->transfer, 8);
   EXPECT_EQ(everything->skipped, 0);
@@ -97,7 +99,7 @@ TEST(WarmStart, RecordRoundTripKeepsTheOutcome) {
   v1::Record r = Stored(t, ir::DefaultSchedule(t.dag, target), ok);
   EXPECT_EQ(r.status(), v1::MEASURE_STATUS_OK);
   EXPECT_DOUBLE_EQ(r.build_sec(), 0.04);
-  search::MeasureResult back = ResultFromRecord(r);
+  search::MeasureResult back = search::ResultFromRecord(r);
   EXPECT_EQ(back.status, search::MeasureResult::Status::kOk);
   EXPECT_DOUBLE_EQ(back.seconds, 2.5e-5);
 
@@ -107,7 +109,7 @@ TEST(WarmStart, RecordRoundTripKeepsTheOutcome) {
   v1::Record rt = Stored(t, ir::DefaultSchedule(t.dag, target), late);
   EXPECT_EQ(rt.status(), v1::MEASURE_STATUS_TIMEOUT);
   EXPECT_EQ(rt.costs_sec_size(), 0);
-  search::MeasureResult lost = ResultFromRecord(rt);
+  search::MeasureResult lost = search::ResultFromRecord(rt);
   EXPECT_NE(lost.status, search::MeasureResult::Status::kOk);
   EXPECT_EQ(lost.error, "stopped after 0.30 s");
 }

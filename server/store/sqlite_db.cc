@@ -1,11 +1,11 @@
-#include "server/sqlite_db.h"
+#include "server/store/sqlite_db.h"
 
 #include <memory>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 
-namespace tunefarm::server::internal {
+namespace tunefarm::store::internal {
 
 absl::Status SqliteStatus(sqlite3* db, int rc, absl::string_view what, absl::string_view path) {
   if (rc == SQLITE_OK || rc == SQLITE_DONE || rc == SQLITE_ROW) return absl::OkStatus();
@@ -130,4 +130,4 @@ absl::StatusOr<int64_t> Db::QueryInt(absl::string_view sql) {
   return row ? st.Int(0) : 0;
 }
 
-}  // namespace tunefarm::server::internal
+}  // namespace tunefarm::store::internal

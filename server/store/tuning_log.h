@@ -24,9 +24,10 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "server/store/canon.h"
 #include "tunefarm/v1/records.pb.h"
 
-namespace tunefarm::server {
+namespace tunefarm::store {
 
 namespace v1 = ::tunefarm::v1;
 
@@ -41,6 +42,8 @@ class TuningLog {
     int busy_timeout_ms = 10000;
     // Caps the file at this many pages (0: no cap). Lets tests fill the "disk".
     int64_t max_page_count = 0;
+    // Canonical forms (required; search::CompilerCanon() is the compiler's).
+    Canon canon;
   };
 
   // The schema this build writes; older files are migrated forward on open.
@@ -130,7 +133,7 @@ class TuningLog {
   absl::StatusOr<std::vector<v1::Device>> ListDevices();
 
  private:
-  TuningLog(std::unique_ptr<internal::Db> db, std::string path);
+  TuningLog(std::unique_ptr<internal::Db> db, std::string path, Canon canon);
   absl::Status Migrate();
   absl::StatusOr<int64_t> InternWorkload(const v1::Workload& workload, std::string* key);
   absl::StatusOr<int64_t> InternTarget(const std::string& spec, std::string* canonical);
@@ -139,6 +142,7 @@ class TuningLog {
   std::mutex mu_;
   std::unique_ptr<internal::Db> db_;
   std::string path_;
+  const Canon canon_;
 };
 
-}  // namespace tunefarm::server
+}  // namespace tunefarm::store

@@ -1,5 +1,5 @@
 // All SQL of the log database lives in this file.
-#include "server/tuning_log.h"
+#include "server/store/tuning_log.h"
 
 #include <cmath>
 #include <random>
@@ -12,14 +12,11 @@
 #include "absl/time/clock.h"
 #include "common/sha256.h"
 #include "common/status_macros.h"
-#include "compiler/ir/schedule_hash.h"
-#include "compiler/ir/target.h"
-#include "compiler/ir/workload.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
-#include "server/sqlite_db.h"
+#include "server/store/sqlite_db.h"
 
-namespace tunefarm::server {
+namespace tunefarm::store {
 namespace {
 
 using internal::Db;
@@ -192,7 +189,7 @@ absl::StatusOr<v1::Record> RowToRecord(const Stmt& st, const std::string& path) 
 // A record checked and reduced to what is stored.
 struct PreparedRecord {
   v1::Record record;  // workload and target canonical
-  ir::CanonicalWorkload workload;
+  Canon::Workload workload;
   std::string target_spec;
   std::string target_kind;
   std::string target_arch;
@@ -201,12 +198,12 @@ struct PreparedRecord {
   double mean_cost = 0;
 };
 
-absl::StatusOr<PreparedRecord> PrepareRecord(const v1::Record& in) {
+absl::StatusOr<PreparedRecord> PrepareRecord(const v1::Record& in, const Canon& canon) {
   PreparedRecord p;
   p.record = in;
   v1::Record& r = p.record;
   if (!r.has_workload()) return absl::InvalidArgumentError("no workload");
-  absl::StatusOr<ir::CanonicalWorkload> cw = ir::Canonicalize(r.workload());
+  absl::StatusOr<Canon::Workload> cw = canon.workload(r.workload());
   if (!cw.ok())
     return absl::InvalidArgumentError(absl::StrCat("workload: ", cw.status().message()));
   p.workload = *std::move(cw);
@@ -214,11 +211,11 @@ absl::StatusOr<PreparedRecord> PrepareRecord(const v1::Record& in) {
     return absl::InvalidArgumentError(absl::StrCat(
         "workload_key ", r.workload_key(), " does not match the workload (", p.workload.key, ")"));
   }
-  absl::StatusOr<ir::Target> target = ir::Target::Parse(r.target().spec());
+  absl::StatusOr<Canon::Target> target = canon.target(r.target().spec());
   if (!target.ok()) return target.status();
-  p.target_spec = target->ToString();
-  p.target_kind = target->is_gpu() ? "cuda" : "llvm";
-  p.target_arch = target->arch();
+  p.target_spec = target->spec;
+  p.target_kind = target->kind;
+  p.target_arch = target->arch;
   if (!v1::MeasureStatus_IsValid(r.status()) || r.status() == v1::MEASURE_STATUS_UNSPECIFIED) {
     return absl::InvalidArgumentError(
         absl::StrCat("status is unset or unknown (", r.status(), ")"));
@@ -242,7 +239,7 @@ absl::StatusOr<PreparedRecord> PrepareRecord(const v1::Record& in) {
   if (r.job_id() < 0) return absl::InvalidArgumentError("job_id is negative");
   *r.mutable_workload() = p.workload.workload;
   r.mutable_target()->set_spec(p.target_spec);
-  p.schedule_hash = ir::ScheduleHash(r.schedule());
+  p.schedule_hash = canon.schedule_hash(r.schedule());
 
   // Identity: everything a measurement says, but not where it is filed.
   v1::Record identity = r;
@@ -258,12 +255,15 @@ absl::StatusOr<PreparedRecord> PrepareRecord(const v1::Record& in) {
 
 }  // namespace
 
-TuningLog::TuningLog(std::unique_ptr<internal::Db> db, std::string path)
-    : db_(std::move(db)), path_(std::move(path)) {}
+TuningLog::TuningLog(std::unique_ptr<internal::Db> db, std::string path, Canon canon)
+    : db_(std::move(db)), path_(std::move(path)), canon_(std::move(canon)) {}
 
 TuningLog::~TuningLog() = default;
 
 absl::StatusOr<std::unique_ptr<TuningLog>> TuningLog::Open(const Options& options) {
+  if (!options.canon.complete()) {
+    return absl::InvalidArgumentError("TuningLog::Options::canon is not set");
+  }
   TF_ASSIGN_OR_RETURN(std::unique_ptr<Db> db, Db::Open(options.path));
   const std::string& path = options.path;
   TF_RETURN_IF_ERROR(db->Exec(absl::StrCat("PRAGMA busy_timeout = ", options.busy_timeout_ms)));
@@ -299,7 +299,7 @@ absl::StatusOr<std::unique_ptr<TuningLog>> TuningLog::Open(const Options& option
   if (options.max_page_count > 0) {
     TF_RETURN_IF_ERROR(db->Exec(absl::StrCat("PRAGMA max_page_count = ", options.max_page_count)));
   }
-  std::unique_ptr<TuningLog> log(new TuningLog(std::move(db), path));
+  std::unique_ptr<TuningLog> log(new TuningLog(std::move(db), path, options.canon));
   TF_RETURN_IF_ERROR(log->Migrate());
   return log;
 }
@@ -350,13 +350,13 @@ absl::StatusOr<int> TuningLog::SchemaVersion() {
 }
 
 absl::StatusOr<int64_t> TuningLog::InternWorkload(const v1::Workload& workload, std::string* key) {
-  TF_ASSIGN_OR_RETURN(ir::CanonicalWorkload cw, ir::Canonicalize(workload));
+  TF_ASSIGN_OR_RETURN(Canon::Workload cw, canon_.workload(workload));
   *key = cw.key;
   Stmt ins(db_->raw(), path_);
   TF_RETURN_IF_ERROR(
       ins.Prepare("INSERT OR IGNORE INTO workloads (key, op, canonical_json, workload, flops) "
                   "VALUES (?, ?, ?, ?, ?)"));
-  ins.Bind(1, cw.key).Bind(2, ir::OpName(cw.workload.op())).Bind(3, cw.canonical_json);
+  ins.Bind(1, cw.key).Bind(2, cw.op).Bind(3, cw.canonical_json);
   ins.BindBlob(4, DeterministicBytes(cw.workload)).Bind(5, cw.flops);
   TF_RETURN_IF_ERROR(ins.Run());
   Stmt sel(db_->raw(), path_);
@@ -368,12 +368,12 @@ absl::StatusOr<int64_t> TuningLog::InternWorkload(const v1::Workload& workload, 
 }
 
 absl::StatusOr<int64_t> TuningLog::InternTarget(const std::string& spec, std::string* canonical) {
-  TF_ASSIGN_OR_RETURN(ir::Target t, ir::Target::Parse(spec));
-  *canonical = t.ToString();
+  TF_ASSIGN_OR_RETURN(Canon::Target t, canon_.target(spec));
+  *canonical = t.spec;
   Stmt ins(db_->raw(), path_);
   TF_RETURN_IF_ERROR(
       ins.Prepare("INSERT OR IGNORE INTO targets (spec, kind, arch) VALUES (?, ?, ?)"));
-  ins.Bind(1, *canonical).Bind(2, t.is_gpu() ? "cuda" : "llvm").Bind(3, t.arch());
+  ins.Bind(1, *canonical).Bind(2, t.kind).Bind(3, t.arch);
   TF_RETURN_IF_ERROR(ins.Run());
   Stmt sel(db_->raw(), path_);
   TF_RETURN_IF_ERROR(sel.Prepare("SELECT id FROM targets WHERE spec = ?"));
@@ -388,7 +388,7 @@ absl::StatusOr<TuningLog::CommitResult> TuningLog::CommitRecords(
   std::vector<PreparedRecord> prepared;
   prepared.reserve(records.size());
   for (size_t i = 0; i < records.size(); ++i) {
-    absl::StatusOr<PreparedRecord> p = PrepareRecord(records[i]);
+    absl::StatusOr<PreparedRecord> p = PrepareRecord(records[i], canon_);
     if (!p.ok()) {
       return absl::InvalidArgumentError(absl::StrCat("record ", i, ": ", p.status().message()));
     }
@@ -467,11 +467,11 @@ absl::StatusOr<TuningLog::CommitResult> TuningLog::CommitRecords(
 
 absl::StatusOr<std::vector<v1::Record>> TuningLog::TopK(const std::string& workload_key,
                                                         const std::string& target_spec, int k) {
-  TF_ASSIGN_OR_RETURN(ir::Target t, ir::Target::Parse(target_spec));
+  TF_ASSIGN_OR_RETURN(Canon::Target t, canon_.target(target_spec));
   std::lock_guard<std::mutex> lock(mu_);
   Stmt st(db_->raw(), path_);
   TF_RETURN_IF_ERROR(st.Prepare(TopKSql()));
-  st.Bind(1, workload_key).Bind(2, t.ToString()).Bind(3, int64_t{std::max(k, 1)});
+  st.Bind(1, workload_key).Bind(2, t.spec).Bind(3, int64_t{std::max(k, 1)});
   std::vector<v1::Record> out;
   while (true) {
     TF_ASSIGN_OR_RETURN(bool row, st.Step());
@@ -498,8 +498,8 @@ absl::StatusOr<std::string> TuningLog::ExplainTopK() {
 absl::StatusOr<std::vector<v1::Record>> TuningLog::ListRecords(const RecordQuery& q) {
   std::string target_spec;
   if (!q.target_spec.empty()) {
-    TF_ASSIGN_OR_RETURN(ir::Target t, ir::Target::Parse(q.target_spec));
-    target_spec = t.ToString();
+    TF_ASSIGN_OR_RETURN(Canon::Target t, canon_.target(q.target_spec));
+    target_spec = t.spec;
   }
   std::lock_guard<std::mutex> lock(mu_);
   std::string sql = absl::StrCat("SELECT ", kRecordColumns, " WHERE r.id > ?1");
@@ -549,9 +549,9 @@ absl::StatusOr<int64_t> TuningLog::CreateJob(const v1::JobSpec& in) {
         "(SubmitJob does)");
   }
   if (spec.tasks().empty()) return absl::InvalidArgumentError("job has no tasks");
-  absl::StatusOr<ir::Target> target = ir::Target::Parse(spec.target().spec());
+  absl::StatusOr<Canon::Target> target = canon_.target(spec.target().spec());
   if (!target.ok()) return target.status();
-  spec.mutable_target()->set_spec(target->ToString());
+  spec.mutable_target()->set_spec(target->spec);
   if (spec.device_key().empty()) {
     return absl::InvalidArgumentError("job has no device_key (which agents measure it)");
   }
@@ -571,10 +571,10 @@ absl::StatusOr<int64_t> TuningLog::CreateJob(const v1::JobSpec& in) {
     spec.set_seed((uint64_t{rd()} << 32 | rd()) | 1);
   }
   // Canonical workloads; the same workload twice adds up its weight.
-  std::vector<std::pair<ir::CanonicalWorkload, double>> tasks;
+  std::vector<std::pair<Canon::Workload, double>> tasks;
   for (int i = 0; i < spec.tasks_size(); ++i) {
     const v1::TaskSpec& t = spec.tasks(i);
-    absl::StatusOr<ir::CanonicalWorkload> cw = ir::Canonicalize(t.workload());
+    absl::StatusOr<Canon::Workload> cw = canon_.workload(t.workload());
     if (!cw.ok()) {
       return absl::InvalidArgumentError(absl::StrCat("task ", i, ": ", cw.status().message()));
     }
@@ -816,17 +816,17 @@ absl::StatusOr<int64_t> TuningLog::SaveCostModel(const StoredCostModel& model) {
 
 absl::StatusOr<TuningLog::StoredCostModel> TuningLog::LatestCostModel(
     const std::string& target_spec) {
-  TF_ASSIGN_OR_RETURN(ir::Target t, ir::Target::Parse(target_spec));
+  TF_ASSIGN_OR_RETURN(Canon::Target t, canon_.target(target_spec));
   std::lock_guard<std::mutex> lock(mu_);
   Stmt st(db_->raw(), path_);
   TF_RETURN_IF_ERROR(
       st.Prepare("SELECT m.id, t.spec, m.objective, m.trained_on, m.created_unix_ms, m.model "
                  "FROM cost_models m JOIN targets t ON t.id = m.target_id WHERE t.spec = ? "
                  "ORDER BY m.id DESC LIMIT 1"));
-  st.Bind(1, t.ToString());
+  st.Bind(1, t.spec);
   TF_ASSIGN_OR_RETURN(bool row, st.Step());
   if (!row) {
-    return absl::NotFoundError(absl::StrCat("no cost model stored for target ", t.ToString()));
+    return absl::NotFoundError(absl::StrCat("no cost model stored for target ", t.spec));
   }
   StoredCostModel m;
   m.id = st.Int(0);
@@ -865,4 +865,4 @@ absl::StatusOr<std::string> TuningLog::LoadJobSnapshot(int64_t job_id) {
   return st.Blob(0);
 }
 
-}  // namespace tunefarm::server
+}  // namespace tunefarm::store

@@ -12,7 +12,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
-namespace tunefarm::server::internal {
+namespace tunefarm::store::internal {
 
 // Maps an SQLite result code to a Status whose message names the operation,
 // the database file and sqlite3_errmsg. SQLITE_FULL -> ResourceExhausted,
@@ -72,4 +72,4 @@ class Db {
   std::string path_;
 };
 
-}  // namespace tunefarm::server::internal
+}  // namespace tunefarm::store::internal

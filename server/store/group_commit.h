@@ -16,9 +16,9 @@
 #include <mutex>
 
 #include "absl/status/status.h"
-#include "server/tuning_log.h"
+#include "server/store/tuning_log.h"
 
-namespace tunefarm::server {
+namespace tunefarm::store {
 
 class GroupCommitter {
  public:
@@ -49,4 +49,4 @@ class GroupCommitter {
   int64_t transactions_ = 0;
 };
 
-}  // namespace tunefarm::server
+}  // namespace tunefarm::store

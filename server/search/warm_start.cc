@@ -1,4 +1,4 @@
-#include "server/warm_start.h"
+#include "server/search/warm_start.h"
 
 #include <algorithm>
 #include <vector>
@@ -6,29 +6,29 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 
-namespace tunefarm::server {
+namespace tunefarm::search {
 
-search::MeasureResult ResultFromRecord(const v1::Record& r) {
-  search::MeasureResult m;
+MeasureResult ResultFromRecord(const v1::Record& r) {
+  MeasureResult m;
   if (r.status() == v1::MEASURE_STATUS_OK && r.costs_sec_size() > 0) {
     std::vector<double> c(r.costs_sec().begin(), r.costs_sec().end());
     std::sort(c.begin(), c.end());
     m.seconds = c[c.size() / 2];
   } else {
-    m.status = search::MeasureResult::Status::kRuntimeError;
+    m.status = MeasureResult::Status::kRuntimeError;
     m.error = r.error();
   }
   return m;
 }
 
-v1::Record RecordOfTrial(const search::Task& task, const std::string& target_spec,
-                         const search::Trial& trial) {
+v1::Record RecordOfTrial(const Task& task, const std::string& target_spec,
+                         const Trial& trial) {
   v1::Record r;
   *r.mutable_workload() = task.workload;
   r.mutable_target()->set_spec(target_spec);
   *r.mutable_schedule() = trial.schedule;
-  r.set_status(search::StatusToProto(trial.result.status));
-  if (trial.result.status == search::MeasureResult::Status::kOk)
+  r.set_status(StatusToProto(trial.result.status));
+  if (trial.result.status == MeasureResult::Status::kOk)
     r.add_costs_sec(trial.result.seconds);
   r.set_error(trial.result.error);
   r.set_build_sec(trial.result.compile_ms * 1e-3);
@@ -36,14 +36,14 @@ v1::Record RecordOfTrial(const search::Task& task, const std::string& target_spe
   return r;
 }
 
-absl::StatusOr<WarmStartCounts> WarmStart(TuningLog& log, const ir::Target& target,
+absl::StatusOr<WarmStartCounts> WarmStart(store::TuningLog& log, const ir::Target& target,
                                           const std::string& target_spec,
                                           const std::map<std::string, int>& task_of,
-                                          search::Tuner& tuner,
+                                          Tuner& tuner,
                                           const std::function<bool(const v1::Record&)>& keep) {
   WarmStartCounts counts;
-  std::map<std::string, search::Task> others;
-  TuningLog::RecordQuery q;
+  std::map<std::string, Task> others;
+  store::TuningLog::RecordQuery q;
   q.target_spec = target_spec;
   q.limit = 1000;
   for (;;) {
@@ -61,7 +61,7 @@ absl::StatusOr<WarmStartCounts> WarmStart(TuningLog& log, const ir::Target& targ
       } else if (r.status() == v1::MEASURE_STATUS_OK) {
         auto it = others.find(r.workload_key());
         if (it == others.end()) {
-          absl::StatusOr<search::Task> other = search::Task::Make(r.workload(), target);
+          absl::StatusOr<Task> other = Task::Make(r.workload(), target);
           if (!other.ok()) continue;
           it = others.emplace(r.workload_key(), *std::move(other)).first;
         }
@@ -75,10 +75,10 @@ absl::StatusOr<WarmStartCounts> WarmStart(TuningLog& log, const ir::Target& targ
   return counts;
 }
 
-absl::StatusOr<StoredModelStart> StartFromStoredModel(TuningLog& log,
+absl::StatusOr<StoredModelStart> StartFromStoredModel(store::TuningLog& log,
                                                       const std::string& target_spec,
-                                                      search::Tuner& tuner) {
-  absl::StatusOr<TuningLog::StoredCostModel> stored = log.LatestCostModel(target_spec);
+                                                      Tuner& tuner) {
+  absl::StatusOr<store::TuningLog::StoredCostModel> stored = log.LatestCostModel(target_spec);
   if (absl::IsNotFound(stored.status())) return StoredModelStart{};
   if (!stored.ok()) return stored.status();
   absl::StatusOr<std::unique_ptr<cost_model::CostModel>> m =
@@ -92,10 +92,10 @@ absl::StatusOr<StoredModelStart> StartFromStoredModel(TuningLog& log,
       true, absl::StrCat("stored model #", stored->id, " (", stored->trained_on, " records)")};
 }
 
-absl::Status StoreModel(TuningLog& log, const std::string& target_spec, const search::Tuner& tuner,
+absl::Status StoreModel(store::TuningLog& log, const std::string& target_spec, const Tuner& tuner,
                         std::string bytes) {
   if (!tuner.model().trained() || tuner.model_trained_on() == 0) return absl::OkStatus();
-  TuningLog::StoredCostModel m;
+  store::TuningLog::StoredCostModel m;
   m.target_spec = target_spec;
   m.objective = cost_model::ObjectiveName(tuner.model().objective());
   m.trained_on = tuner.model_trained_on();
@@ -107,4 +107,4 @@ absl::Status StoreModel(TuningLog& log, const std::string& target_spec, const se
   return log.SaveCostModel(m).status();
 }
 
-}  // namespace tunefarm::server
+}  // namespace tunefarm::search

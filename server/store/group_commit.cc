@@ -1,8 +1,8 @@
-#include "server/group_commit.h"
+#include "server/store/group_commit.h"
 
 #include <vector>
 
-namespace tunefarm::server {
+namespace tunefarm::store {
 
 int64_t GroupCommitter::transactions() const {
   std::lock_guard<std::mutex> lock(mu_);
@@ -54,4 +54,4 @@ absl::Status GroupCommitter::Commit(const v1::Record& record) {
   return mine.status;
 }
 
-}  // namespace tunefarm::server
+}  // namespace tunefarm::store

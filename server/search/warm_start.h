@@ -15,18 +15,18 @@
 #include "absl/status/statusor.h"
 #include "compiler/ir/target.h"
 #include "server/search/tuner.h"
-#include "server/tuning_log.h"
+#include "server/store/tuning_log.h"
 
-namespace tunefarm::server {
+namespace tunefarm::search {
 
 // A stored record as a search result: the median of its costs when OK;
 // any failure is a runtime error (never a parent).
-search::MeasureResult ResultFromRecord(const v1::Record& r);
+MeasureResult ResultFromRecord(const v1::Record& r);
 
 // A trial of `task` on `target_spec` as a record to commit (no job, device
 // key "local" unless set later).
-v1::Record RecordOfTrial(const search::Task& task, const std::string& target_spec,
-                         const search::Trial& trial);
+v1::Record RecordOfTrial(const Task& task, const std::string& target_spec,
+                         const Trial& trial);
 
 struct WarmStartCounts {
   int64_t history = 0;   // records of the tuner's own workloads
@@ -38,8 +38,8 @@ struct WarmStartCounts {
 // tuner's workload keys to task indices. `keep` (optional) refuses records:
 // made on other hardware, or of workloads a benchmark holds out.
 absl::StatusOr<WarmStartCounts> WarmStart(
-    TuningLog& log, const ir::Target& target, const std::string& target_spec,
-    const std::map<std::string, int>& task_of, search::Tuner& tuner,
+    store::TuningLog& log, const ir::Target& target, const std::string& target_spec,
+    const std::map<std::string, int>& task_of, Tuner& tuner,
     const std::function<bool(const v1::Record&)>& keep = nullptr);
 
 // The newest cost model stored for `target_spec` as the tuner's starting
@@ -49,15 +49,15 @@ struct StoredModelStart {
   bool loaded = false;
   std::string note;
 };
-absl::StatusOr<StoredModelStart> StartFromStoredModel(TuningLog& log,
+absl::StatusOr<StoredModelStart> StartFromStoredModel(store::TuningLog& log,
                                                       const std::string& target_spec,
-                                                      search::Tuner& tuner);
+                                                      Tuner& tuner);
 
 // Stores the tuner's model for `target_spec`, the next run's starting model,
 // with the count of programs it was trained on; nothing unless this run
 // retrained it (an initial or restored model is already stored, or came
 // from a file). `bytes`: the model already serialized (empty: serialized here).
-absl::Status StoreModel(TuningLog& log, const std::string& target_spec, const search::Tuner& tuner,
+absl::Status StoreModel(store::TuningLog& log, const std::string& target_spec, const Tuner& tuner,
                         std::string bytes = "");
 
-}  // namespace tunefarm::server
+}  // namespace tunefarm::search
