@@ -15,7 +15,7 @@
 #include "compiler/codegen/llvm_target.h"
 #include "compiler/ir/compute.h"
 #include "compiler/ir/reference.h"
-#include "compiler/ir/schedule.h"
+#include "compiler/schedule/schedule.h"
 #include "compiler/ir/workload.h"
 #include "device_agent/runtime/graph_runtime.h"
 #include "device_agent/runtime/runner.h"

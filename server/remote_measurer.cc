@@ -2,7 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "compiler/ir/reference.h"
-#include "compiler/ir/schedule.h"
+#include "compiler/schedule/schedule.h"
 
 namespace tunefarm::server {
 

@@ -18,7 +18,7 @@
 #include "absl/status/statusor.h"
 #include "compiler/codegen/llvm_codegen.h"
 #include "compiler/ir/compute.h"
-#include "compiler/ir/schedule.h"
+#include "compiler/schedule/schedule.h"
 #include "compiler/ir/target.h"
 #include "tunefarm/v1/farm.pb.h"
 

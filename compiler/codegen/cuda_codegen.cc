@@ -12,7 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
-#include "compiler/ir/gpu_launch.h"
+#include "compiler/schedule/gpu_launch.h"
 
 namespace tunefarm::codegen {
 namespace {

@@ -9,7 +9,7 @@
 #include "common/status_macros.h"
 #include "compiler/codegen/build.h"
 #include "compiler/ir/reference.h"
-#include "compiler/ir/schedule.h"
+#include "compiler/schedule/schedule.h"
 #include "device_agent/runtime/measure.h"
 
 namespace tunefarm::search {

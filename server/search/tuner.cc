@@ -7,9 +7,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
-#include "compiler/ir/schedule.h"
+#include "compiler/schedule/schedule.h"
 #include "compiler/ir/schedule_hash.h"
-#include "compiler/ir/sketch.h"
+#include "compiler/schedule/sketch.h"
 
 namespace tunefarm::search {
 

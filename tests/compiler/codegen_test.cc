@@ -4,7 +4,7 @@
 #include "compiler/codegen/llvm_codegen.h"
 #include "compiler/codegen/llvm_target.h"
 #include "compiler/ir/compute.h"
-#include "compiler/ir/schedule.h"
+#include "compiler/schedule/schedule.h"
 #include "compiler/ir/workload_spec.h"
 #include "google/protobuf/text_format.h"
 #include "gtest/gtest.h"

@@ -7,7 +7,7 @@
 #include "compiler/codegen/build.h"
 #include "compiler/ir/compute.h"
 #include "compiler/ir/reference.h"
-#include "compiler/ir/schedule.h"
+#include "compiler/schedule/schedule.h"
 #include "device_agent/runtime/runner.h"
 #include "proto/kernel_signature.h"
 

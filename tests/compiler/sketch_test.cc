@@ -9,9 +9,9 @@
 
 #include "compiler/codegen/llvm_target.h"
 #include "compiler/ir/compute.h"
-#include "compiler/ir/schedule.h"
+#include "compiler/schedule/schedule.h"
 #include "compiler/ir/schedule_hash.h"
-#include "compiler/ir/sketch.h"
+#include "compiler/schedule/sketch.h"
 #include "compiler/ir/workload_spec.h"
 #include "gtest/gtest.h"
 #include "tests/compiler/kernel_check.h"

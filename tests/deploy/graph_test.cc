@@ -12,7 +12,7 @@
 #include "absl/strings/match.h"
 #include "compiler/codegen/llvm_target.h"
 #include "compiler/ir/compute.h"
-#include "compiler/ir/random_schedule.h"
+#include "compiler/schedule/random_schedule.h"
 #include "device_agent/runtime/graph_runtime.h"
 #include "deploy/interpreter.h"
 #include "device_agent/runtime/npy.h"

@@ -9,7 +9,7 @@
 #include "absl/strings/match.h"
 #include "compiler/codegen/llvm_target.h"
 #include "compiler/ir/schedule_hash.h"
-#include "compiler/ir/sketch.h"
+#include "compiler/schedule/sketch.h"
 #include "compiler/ir/workload_spec.h"
 #include "device_agent/runtime/capabilities.h"
 #include "google/protobuf/util/json_util.h"

@@ -1,12 +1,12 @@
-#include "compiler/ir/random_schedule.h"
+#include "compiler/schedule/random_schedule.h"
 
 #include <algorithm>
 #include <numeric>
 
 #include "common/status_macros.h"
-#include "compiler/ir/gpu_sketch.h"
-#include "compiler/ir/schedule.h"
-#include "compiler/ir/sketch.h"
+#include "compiler/schedule/gpu_sketch.h"
+#include "compiler/schedule/schedule.h"
+#include "compiler/schedule/sketch.h"
 
 namespace tunefarm::ir {
 namespace {

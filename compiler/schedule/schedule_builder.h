@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "compiler/ir/schedule.h"
+#include "compiler/schedule/schedule.h"
 
 namespace tunefarm::ir {
 

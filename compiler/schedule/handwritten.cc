@@ -1,12 +1,12 @@
-#include "compiler/ir/handwritten.h"
+#include "compiler/schedule/handwritten.h"
 
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "common/status_macros.h"
-#include "compiler/ir/schedule.h"
-#include "compiler/ir/schedule_builder.h"
+#include "compiler/schedule/schedule.h"
+#include "compiler/schedule/schedule_builder.h"
 
 namespace tunefarm::ir {
 namespace {

@@ -11,7 +11,7 @@
 #include "absl/strings/match.h"
 #include "compiler/codegen/cuda_codegen.h"
 #include "compiler/codegen/nvrtc_info.h"
-#include "compiler/ir/gpu_sketch.h"
+#include "compiler/schedule/gpu_sketch.h"
 #include "compiler/ir/reference.h"
 #include "compiler/ir/workload.h"
 #include "compiler/ir/workload_spec.h"

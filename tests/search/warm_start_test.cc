@@ -2,8 +2,8 @@
 
 #include <random>
 
-#include "compiler/ir/random_schedule.h"
-#include "compiler/ir/schedule.h"
+#include "compiler/schedule/random_schedule.h"
+#include "compiler/schedule/schedule.h"
 #include "gtest/gtest.h"
 #include "server/search/store_canon.h"
 #include "tests/server/test_records.h"

@@ -1,4 +1,4 @@
-#include "compiler/ir/schedule.h"
+#include "compiler/schedule/schedule.h"
 
 #include <algorithm>
 #include <limits>
@@ -8,8 +8,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
-#include "compiler/ir/gpu_sketch.h"
-#include "compiler/ir/handwritten.h"
+#include "compiler/schedule/gpu_sketch.h"
+#include "compiler/schedule/handwritten.h"
 #include "compiler/ir/simplify.h"
 
 namespace tunefarm::ir {

@@ -1,13 +1,13 @@
-#include "compiler/ir/gpu_sketch.h"
+#include "compiler/schedule/gpu_sketch.h"
 
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
-#include "compiler/ir/gpu_launch.h"
-#include "compiler/ir/schedule.h"
-#include "compiler/ir/schedule_builder.h"
-#include "compiler/ir/sketch.h"
+#include "compiler/schedule/gpu_launch.h"
+#include "compiler/schedule/schedule.h"
+#include "compiler/schedule/schedule_builder.h"
+#include "compiler/schedule/sketch.h"
 
 namespace tunefarm::ir {
 namespace {

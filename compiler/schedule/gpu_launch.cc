@@ -1,4 +1,4 @@
-#include "compiler/ir/gpu_launch.h"
+#include "compiler/schedule/gpu_launch.h"
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"

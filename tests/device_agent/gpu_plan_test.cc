@@ -8,7 +8,7 @@
 
 #include "absl/strings/match.h"
 #include "compiler/codegen/nvrtc_info.h"
-#include "compiler/ir/schedule.h"
+#include "compiler/schedule/schedule.h"
 #include "compiler/ir/workload.h"
 #include "compiler/ir/workload_spec.h"
 #include "device_agent/runtime/cuda_driver.h"

@@ -1,10 +1,10 @@
-#include "compiler/ir/sketch.h"
+#include "compiler/schedule/sketch.h"
 
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "compiler/ir/schedule.h"
-#include "compiler/ir/schedule_builder.h"
+#include "compiler/schedule/schedule.h"
+#include "compiler/schedule/schedule_builder.h"
 
 namespace tunefarm::ir {
 namespace {

@@ -1,4 +1,4 @@
-#include "compiler/ir/schedule_builder.h"
+#include "compiler/schedule/schedule_builder.h"
 
 namespace tunefarm::ir {
 
