@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "compiler/ir/functor.h"
 #include "compiler/ir/simplify.h"
 
 namespace tunefarm::cost_model {
@@ -66,37 +67,46 @@ struct OpCounts {
   double add = 0, mul = 0, div = 0, minmax = 0, math = 0, cmpsel = 0, intops = 0;
 };
 
-void CountOps(const Expr& e, OpCounts* c) {
-  if (!e.defined()) return;
-  const ExprNode& n = *e.get();
-  bool f = ir::IsFloat(n.type);
-  switch (n.kind) {
-    case ExprKind::kBinary:
-      if (!f) {
-        c->intops += 1;
-      } else if (n.op == Op::kAdd || n.op == Op::kSub) {
-        c->add += 1;
-      } else if (n.op == Op::kMul) {
-        c->mul += 1;
-      } else if (n.op == Op::kDiv) {
-        c->div += 1;
-      } else if (n.op == Op::kMin || n.op == Op::kMax) {
-        c->minmax += 1;
-      }
-      break;
-    case ExprKind::kCall:
-      c->math += 1;
-      break;
-    case ExprKind::kCmp:
-      (ir::IsFloat(n.args[0]->type) ? c->cmpsel : c->intops) += 1;
-      break;
-    case ExprKind::kSelect:
-      if (f) c->cmpsel += 1;
-      break;
-    default:
-      break;
+// Counts the arithmetic of an expression by kind (float adds, multiplies,
+// ...; integer index arithmetic apart).
+class OpCounter : public ir::ExprVisitor {
+ public:
+  explicit OpCounter(OpCounts* c) : c_(c) {}
+
+ protected:
+  void VisitBinary(const Expr& e) override {
+    if (!ir::IsFloat(e->type)) {
+      c_->intops += 1;
+    } else if (e->op == Op::kAdd || e->op == Op::kSub) {
+      c_->add += 1;
+    } else if (e->op == Op::kMul) {
+      c_->mul += 1;
+    } else if (e->op == Op::kDiv) {
+      c_->div += 1;
+    } else if (e->op == Op::kMin || e->op == Op::kMax) {
+      c_->minmax += 1;
+    }
+    ExprVisitor::VisitBinary(e);
   }
-  for (const Expr& a : n.args) CountOps(a, c);
+  void VisitCall(const Expr& e) override {
+    c_->math += 1;
+    ExprVisitor::VisitCall(e);
+  }
+  void VisitCmp(const Expr& e) override {
+    (ir::IsFloat(e->args[0]->type) ? c_->cmpsel : c_->intops) += 1;
+    ExprVisitor::VisitCmp(e);
+  }
+  void VisitSelect(const Expr& e) override {
+    if (ir::IsFloat(e->type)) c_->cmpsel += 1;
+    ExprVisitor::VisitSelect(e);
+  }
+
+ private:
+  OpCounts* c_;
+};
+
+void CountOps(const Expr& e, OpCounts* c) {
+  if (e.defined()) OpCounter(c).Visit(e);
 }
 
 struct Loop {
@@ -112,7 +122,7 @@ struct Access {
   int count;
 };
 
-class Extractor {
+class Extractor : public ir::StmtFunctor<void()> {
  public:
   explicit Extractor(const ir::ComputeDAG& dag) : dag_(dag) {
     for (const ir::TensorDecl& t : dag.tensors) shapes_.push_back(t.shape);
@@ -126,41 +136,29 @@ class Extractor {
   }
 
  private:
-  void Visit(const Stmt& s) {
-    switch (s->kind) {
-      case StmtKind::kFor:
-        loops_.push_back({s->var, s->extent, s->for_kind});
-        Visit(s->body[0]);
-        loops_.pop_back();
-        return;
-      case StmtKind::kSeq:
-        for (const Stmt& b : s->body) Visit(b);
-        return;
-      case StmtKind::kIf:
-        Visit(s->body[0]);
-        return;
-      case StmtKind::kAllocate: {
-        std::vector<int64_t> saved = shapes_[s->tensor];
-        bool saved_local = local_[s->tensor], saved_shared = shared_[s->tensor];
-        shapes_[s->tensor] = s->shape;
-        local_[s->tensor] = s->local;
-        shared_[s->tensor] = s->shared;
-        const double shared_bytes = s->shared ? double(Elements(s->tensor)) * 4 : 0;
-        shared_bytes_ += shared_bytes;
-        Visit(s->body[0]);
-        shared_bytes_ -= shared_bytes;
-        shapes_[s->tensor] = saved;
-        local_[s->tensor] = saved_local;
-        shared_[s->tensor] = saved_shared;
-        return;
-      }
-      case StmtKind::kStore:
-        Row(*s);
-        return;
-      case StmtKind::kBarrier:
-        return;
-    }
+  void VisitDefault(const Stmt& s) override {
+    for (const Stmt& b : s->body) Visit(b);
   }
+  void VisitFor(const Stmt& s) override {
+    loops_.push_back({s->var, s->extent, s->for_kind});
+    Visit(s->body[0]);
+    loops_.pop_back();
+  }
+  void VisitAllocate(const Stmt& s) override {
+    std::vector<int64_t> saved = shapes_[s->tensor];
+    bool saved_local = local_[s->tensor], saved_shared = shared_[s->tensor];
+    shapes_[s->tensor] = s->shape;
+    local_[s->tensor] = s->local;
+    shared_[s->tensor] = s->shared;
+    const double shared_bytes = s->shared ? double(Elements(s->tensor)) * 4 : 0;
+    shared_bytes_ += shared_bytes;
+    Visit(s->body[0]);
+    shared_bytes_ -= shared_bytes;
+    shapes_[s->tensor] = saved;
+    local_[s->tensor] = saved_local;
+    shared_[s->tensor] = saved_shared;
+  }
+  void VisitStore(const Stmt& s) override { Row(*s); }
 
   int64_t Elements(int tensor) const {
     int64_t n = 1;

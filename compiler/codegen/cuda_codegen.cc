@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
+#include "compiler/ir/functor.h"
 #include "compiler/schedule/gpu_launch.h"
 
 namespace tunefarm::codegen {
@@ -49,34 +50,33 @@ int Log2(int64_t v) {
 }
 
 // The tensors a statement loads and stores.
-void CollectAccesses(const Stmt& s, std::set<int>* loads, std::set<int>* stores) {
-  std::function<void(const Expr&)> visit = [&](const Expr& e) {
-    if (!e.defined()) return;
-    ir::VisitLoads(e, [&](const ExprNode& n) { loads->insert(n.tensor); });
-  };
-  switch (s->kind) {
-    case StmtKind::kFor:
-    case StmtKind::kAllocate:
-      CollectAccesses(s->body[0], loads, stores);
-      return;
-    case StmtKind::kIf:
-      visit(s->cond);
-      CollectAccesses(s->body[0], loads, stores);
-      return;
-    case StmtKind::kSeq:
-      for (const Stmt& b : s->body) CollectAccesses(b, loads, stores);
-      return;
-    case StmtKind::kStore:
-      stores->insert(s->tensor);
-      for (const Expr& i : s->indices) visit(i);
-      visit(s->value);
-      return;
-    case StmtKind::kBarrier:
-      return;
+class AccessCollector : public ir::StmtVisitor {
+ public:
+  AccessCollector(std::set<int>* loads, std::set<int>* stores) : loads_(loads), stores_(stores) {}
+
+ protected:
+  void VisitExpr(const Expr& e) override {
+    ir::VisitLoads(e, [&](const ExprNode& n) { loads_->insert(n.tensor); });
   }
+  void VisitStore(const Stmt& s) override {
+    stores_->insert(s->tensor);
+    StmtVisitor::VisitStore(s);
+  }
+
+ private:
+  std::set<int>* loads_;
+  std::set<int>* stores_;
+};
+
+void CollectAccesses(const Stmt& s, std::set<int>* loads, std::set<int>* stores) {
+  AccessCollector(loads, stores).Visit(s);
 }
 
-class KernelEmitter {
+class KernelEmitter : public ir::ExprFunctor<std::string()>,
+                      public ir::StmtFunctor<void(int, std::string*)> {
+  using ExprFunctor::Visit;
+  using StmtFunctor::Visit;
+
  public:
   KernelEmitter(const ir::ComputeDAG& dag, const ir::GpuLaunch& launch, std::string name)
       : dag_(dag), launch_(launch) {
@@ -150,143 +150,186 @@ class KernelEmitter {
     return buf;
   }
 
-  std::string GenExpr(const Expr& e) {
+  std::string GenExpr(const Expr& e) { return Visit(e); }
+
+  // One method per expression kind (ir::ExprFunctor).
+  std::string VisitIntImm(const ir::Expr& e) override {
     const ExprNode& n = *e.get();
-    auto arg = [&](int i) { return GenExpr(n.args[i]); };
-    bool is_float = ir::IsFloat(n.type);
-    switch (n.kind) {
-      case ExprKind::kIntImm:
-        return n.int_value < 0 ? StrCat("((tf_idx)", n.int_value, ")") : StrCat(n.int_value);
-      case ExprKind::kFloatImm:
-        return Float(n.float_value);
-      case ExprKind::kVar:
-        return VarName(e.get());
-      case ExprKind::kBinary: {
-        int64_t c = 0;
-        bool const_rhs = ir::IsConstInt(n.args[1], &c);
-        switch (n.op) {
-          case Op::kAdd:
-            return StrCat("(", arg(0), " + ", arg(1), ")");
-          case Op::kSub:
-            return StrCat("(", arg(0), " - ", arg(1), ")");
-          case Op::kMul:
-            return StrCat("(", arg(0), " * ", arg(1), ")");
-          case Op::kDiv:
-            return StrCat("(", arg(0), " / ", arg(1), ")");
-          case Op::kFloorDiv:
-            // An arithmetic shift is floor division for any sign.
-            if (const_rhs && IsPowerOfTwo(c)) return StrCat("(", arg(0), " >> ", Log2(c), ")");
-            return StrCat("tf_floordiv(", arg(0), ", ", arg(1), ")");
-          case Op::kFloorMod:
-            if (const_rhs && IsPowerOfTwo(c)) return StrCat("(", arg(0), " & ", c - 1, ")");
-            return StrCat("tf_floormod(", arg(0), ", ", arg(1), ")");
-          case Op::kMin:
-            return StrCat(is_float ? "fminf(" : "min(", arg(0), ", ", arg(1), ")");
-          case Op::kMax:
-            return StrCat(is_float ? "fmaxf(" : "max(", arg(0), ", ", arg(1), ")");
-          default:
-            break;
-        }
+    return n.int_value < 0 ? StrCat("((tf_idx)", n.int_value, ")") : StrCat(n.int_value);
+  }
+
+  std::string VisitFloatImm(const ir::Expr& e) override {
+    const ExprNode& n = *e.get();
+    return Float(n.float_value);
+  }
+
+  std::string VisitVar(const ir::Expr& e) override {
+    return VarName(e.get());
+  }
+
+  std::string VisitBinary(const ir::Expr& e) override {
+    auto arg = [&](int i) { return GenExpr(e->args[size_t(i)]); };
+    const bool is_float = ir::IsFloat(e->type);
+    const ExprNode& n = *e.get();
+    int64_t c = 0;
+    bool const_rhs = ir::IsConstInt(n.args[1], &c);
+    switch (n.op) {
+      case Op::kAdd:
+        return StrCat("(", arg(0), " + ", arg(1), ")");
+      case Op::kSub:
+        return StrCat("(", arg(0), " - ", arg(1), ")");
+      case Op::kMul:
+        return StrCat("(", arg(0), " * ", arg(1), ")");
+      case Op::kDiv:
+        return StrCat("(", arg(0), " / ", arg(1), ")");
+      case Op::kFloorDiv:
+        // An arithmetic shift is floor division for any sign.
+        if (const_rhs && IsPowerOfTwo(c)) return StrCat("(", arg(0), " >> ", Log2(c), ")");
+        return StrCat("tf_floordiv(", arg(0), ", ", arg(1), ")");
+      case Op::kFloorMod:
+        if (const_rhs && IsPowerOfTwo(c)) return StrCat("(", arg(0), " & ", c - 1, ")");
+        return StrCat("tf_floormod(", arg(0), ", ", arg(1), ")");
+      case Op::kMin:
+        return StrCat(is_float ? "fminf(" : "min(", arg(0), ", ", arg(1), ")");
+      case Op::kMax:
+        return StrCat(is_float ? "fmaxf(" : "max(", arg(0), ", ", arg(1), ")");
+      default:
         break;
-      }
-      case ExprKind::kCmp: {
-        static const std::map<Op, const char*> kOps = {{Op::kLt, "<"},  {Op::kLe, "<="},
-                                                       {Op::kGt, ">"},  {Op::kGe, ">="},
-                                                       {Op::kEq, "=="}, {Op::kNe, "!="}};
-        return StrCat("(", arg(0), " ", kOps.at(n.op), " ", arg(1), ")");
-      }
-      case ExprKind::kAnd:
-        return StrCat("(", arg(0), " && ", arg(1), ")");
-      case ExprKind::kOr:
-        return StrCat("(", arg(0), " || ", arg(1), ")");
-      case ExprKind::kNot:
-        return StrCat("(!", arg(0), ")");
-      case ExprKind::kSelect:
-        return StrCat("(", arg(0), " ? ", arg(1), " : ", arg(2), ")");
-      case ExprKind::kCast:
-        switch (n.type) {
-          case ScalarType::kFloat32:
-            return StrCat("((float)", arg(0), ")");
-          case ScalarType::kFloat64:
-            return StrCat("((double)", arg(0), ")");
-          case ScalarType::kInt64:
-            return StrCat("((tf_idx)", arg(0), ")");
-          case ScalarType::kBool:
-            return StrCat("((bool)", arg(0), ")");
-        }
-        break;
-      case ExprKind::kCall: {
-        static const std::map<Op, const char*> kFns = {
-            {Op::kExp, "expf"}, {Op::kSqrt, "sqrtf"}, {Op::kTanh, "tanhf"}, {Op::kAbs, "fabsf"}};
-        return StrCat(kFns.at(n.op), "(", arg(0), ")");
-      }
-      case ExprKind::kLoad:
-        return StrCat(TensorName(n.tensor), "[", Flat(n.tensor, n.args), "]");
     }
     return "/* unknown expression */ 0";
   }
 
-  void EmitStmt(const Stmt& s, int indent, std::string* out) {
-    std::string pad(indent * 2, ' ');
-    switch (s->kind) {
-      case StmtKind::kFor: {
-        bool block = ir::IsBlockBound(s->for_kind);
-        if (block || ir::IsThreadBound(s->for_kind)) {
-          // The variable is the block or thread index (set at the top); a
-          // guard only where the launch is wider than this loop.
-          int axis = ir::BindingAxis(s->for_kind);
-          int64_t launch = block ? kernel_.grid[axis] : kernel_.block[axis];
-          if (s->extent < launch) {
-            StrAppend(out, pad, "if (", VarName(s->var.get()), " < ", s->extent, ") {\n");
-            EmitStmt(s->body[0], indent + 1, out);
-            StrAppend(out, pad, "}\n");
-          } else {
-            EmitStmt(s->body[0], indent, out);
-          }
-          return;
-        }
-        if (s->for_kind == ForKind::kUnrolled || s->for_kind == ForKind::kVThread) {
-          StrAppend(out, pad, "#pragma unroll\n");
-        }
-        std::string v = VarName(s->var.get());
-        StrAppend(out, pad, "for (tf_idx ", v, " = 0; ", v, " < ", s->extent, "; ++", v, ") {\n");
-        EmitStmt(s->body[0], indent + 1, out);
-        StrAppend(out, pad, "}\n");
-        return;
-      }
-      case StmtKind::kStore:
-        StrAppend(out, pad, TensorName(s->tensor), "[", Flat(s->tensor, s->indices),
-                  "] = ", GenExpr(s->value), ";\n");
-        return;
-      case StmtKind::kSeq:
-        for (const Stmt& b : s->body) EmitStmt(b, indent, out);
-        return;
-      case StmtKind::kIf:
-        StrAppend(out, pad, "if (", GenExpr(s->cond), ") {\n");
-        EmitStmt(s->body[0], indent + 1, out);
-        StrAppend(out, pad, "}\n");
-        return;
-      case StmtKind::kAllocate: {
-        std::vector<int64_t> saved = shapes_[s->tensor];
-        shapes_[s->tensor] = s->shape;
-        if (s->shared) {  // declared at the top of the kernel
-          EmitStmt(s->body[0], indent, out);
-        } else {
-          int64_t elements = 1;
-          for (int64_t e : s->shape) elements *= e;
-          StrAppend(out, pad, "{\n", pad, "  float ", TensorName(s->tensor), "[", elements,
-                    "];\n");
-          EmitStmt(s->body[0], indent + 1, out);
-          StrAppend(out, pad, "}\n");
-        }
-        shapes_[s->tensor] = saved;
-        return;
-      }
-      case StmtKind::kBarrier:
-        StrAppend(out, pad, "__syncthreads();\n");
-        return;
-    }
+  std::string VisitCmp(const ir::Expr& e) override {
+    auto arg = [&](int i) { return GenExpr(e->args[size_t(i)]); };
+    const ExprNode& n = *e.get();
+    static const std::map<Op, const char*> kOps = {{Op::kLt, "<"},  {Op::kLe, "<="},
+                                                   {Op::kGt, ">"},  {Op::kGe, ">="},
+                                                   {Op::kEq, "=="}, {Op::kNe, "!="}};
+    return StrCat("(", arg(0), " ", kOps.at(n.op), " ", arg(1), ")");
   }
+
+  std::string VisitAnd(const ir::Expr& e) override {
+    auto arg = [&](int i) { return GenExpr(e->args[size_t(i)]); };
+    return StrCat("(", arg(0), " && ", arg(1), ")");
+  }
+
+  std::string VisitOr(const ir::Expr& e) override {
+    auto arg = [&](int i) { return GenExpr(e->args[size_t(i)]); };
+    return StrCat("(", arg(0), " || ", arg(1), ")");
+  }
+
+  std::string VisitNot(const ir::Expr& e) override {
+    auto arg = [&](int i) { return GenExpr(e->args[size_t(i)]); };
+    return StrCat("(!", arg(0), ")");
+  }
+
+  std::string VisitSelect(const ir::Expr& e) override {
+    auto arg = [&](int i) { return GenExpr(e->args[size_t(i)]); };
+    return StrCat("(", arg(0), " ? ", arg(1), " : ", arg(2), ")");
+  }
+
+  std::string VisitCast(const ir::Expr& e) override {
+    auto arg = [&](int i) { return GenExpr(e->args[size_t(i)]); };
+    const ExprNode& n = *e.get();
+    switch (n.type) {
+      case ScalarType::kFloat32:
+        return StrCat("((float)", arg(0), ")");
+      case ScalarType::kFloat64:
+        return StrCat("((double)", arg(0), ")");
+      case ScalarType::kInt64:
+        return StrCat("((tf_idx)", arg(0), ")");
+      case ScalarType::kBool:
+        return StrCat("((bool)", arg(0), ")");
+    }
+    return "/* unknown expression */ 0";
+  }
+
+  std::string VisitCall(const ir::Expr& e) override {
+    auto arg = [&](int i) { return GenExpr(e->args[size_t(i)]); };
+    const ExprNode& n = *e.get();
+    static const std::map<Op, const char*> kFns = {
+        {Op::kExp, "expf"}, {Op::kSqrt, "sqrtf"}, {Op::kTanh, "tanhf"}, {Op::kAbs, "fabsf"}};
+    return StrCat(kFns.at(n.op), "(", arg(0), ")");
+  }
+
+  std::string VisitLoad(const ir::Expr& e) override {
+    const ExprNode& n = *e.get();
+    return StrCat(TensorName(n.tensor), "[", Flat(n.tensor, n.args), "]");
+  }
+
+  std::string VisitDefault(const ir::Expr&) override { return "/* unknown expression */ 0"; }
+
+  void EmitStmt(const Stmt& s, int indent, std::string* out) {
+    StmtFunctor::Visit(s, indent, out);
+  }
+
+  // One method per statement kind (ir::StmtFunctor).
+  void VisitFor(const Stmt& s, int indent, std::string* out) override {
+    std::string pad(size_t(indent) * 2, ' ');
+    bool block = ir::IsBlockBound(s->for_kind);
+    if (block || ir::IsThreadBound(s->for_kind)) {
+      // The variable is the block or thread index (set at the top); a
+      // guard only where the launch is wider than this loop.
+      int axis = ir::BindingAxis(s->for_kind);
+      int64_t launch = block ? kernel_.grid[axis] : kernel_.block[axis];
+      if (s->extent < launch) {
+        StrAppend(out, pad, "if (", VarName(s->var.get()), " < ", s->extent, ") {\n");
+        EmitStmt(s->body[0], indent + 1, out);
+        StrAppend(out, pad, "}\n");
+      } else {
+        EmitStmt(s->body[0], indent, out);
+      }
+      return;
+    }
+    if (s->for_kind == ForKind::kUnrolled || s->for_kind == ForKind::kVThread) {
+      StrAppend(out, pad, "#pragma unroll\n");
+    }
+    std::string v = VarName(s->var.get());
+    StrAppend(out, pad, "for (tf_idx ", v, " = 0; ", v, " < ", s->extent, "; ++", v, ") {\n");
+    EmitStmt(s->body[0], indent + 1, out);
+    StrAppend(out, pad, "}\n");
+  }
+
+  void VisitStore(const Stmt& s, int indent, std::string* out) override {
+    std::string pad(size_t(indent) * 2, ' ');
+    StrAppend(out, pad, TensorName(s->tensor), "[", Flat(s->tensor, s->indices),
+              "] = ", GenExpr(s->value), ";\n");
+  }
+
+  void VisitSeq(const Stmt& s, int indent, std::string* out) override {
+    for (const Stmt& b : s->body) EmitStmt(b, indent, out);
+  }
+
+  void VisitIf(const Stmt& s, int indent, std::string* out) override {
+    std::string pad(size_t(indent) * 2, ' ');
+    StrAppend(out, pad, "if (", GenExpr(s->cond), ") {\n");
+    EmitStmt(s->body[0], indent + 1, out);
+    StrAppend(out, pad, "}\n");
+  }
+
+  void VisitAllocate(const Stmt& s, int indent, std::string* out) override {
+    std::string pad(size_t(indent) * 2, ' ');
+    std::vector<int64_t> saved = shapes_[s->tensor];
+    shapes_[s->tensor] = s->shape;
+    if (s->shared) {  // declared at the top of the kernel
+      EmitStmt(s->body[0], indent, out);
+    } else {
+      int64_t elements = 1;
+      for (int64_t e : s->shape) elements *= e;
+      StrAppend(out, pad, "{\n", pad, "  float ", TensorName(s->tensor), "[", elements,
+                "];\n");
+      EmitStmt(s->body[0], indent + 1, out);
+      StrAppend(out, pad, "}\n");
+    }
+    shapes_[s->tensor] = saved;
+  }
+
+  void VisitBarrier(const Stmt& s, int indent, std::string* out) override {
+    std::string pad(size_t(indent) * 2, ' ');
+    StrAppend(out, pad, "__syncthreads();\n");
+  }
+
+  void VisitDefault(const Stmt&, int, std::string*) override {}
 
   const ir::ComputeDAG& dag_;
   const ir::GpuLaunch& launch_;

@@ -11,6 +11,7 @@
 #include "common/kernel_abi.h"
 #include "common/status_macros.h"
 #include "compiler/codegen/llvm_target.h"
+#include "compiler/ir/functor.h"
 #include "llvm/Analysis/CGSCCPassManager.h"
 #include "llvm/Analysis/LoopAnalysisManager.h"
 #include "llvm/IR/DiagnosticInfo.h"
@@ -39,7 +40,10 @@ using ir::StmtKind;
 // Field indices of TFRuntime as an LLVM struct.
 enum RuntimeField { kAbi = 0, kThreads, kParallelFor, kCtx, kAlloc, kFree };
 
-class CodeGen {
+class CodeGen : public ir::ExprFunctor<llvm::Value*()>, public ir::StmtFunctor<void()> {
+  using ExprFunctor::Visit;
+  using StmtFunctor::Visit;
+
  public:
   CodeGen(llvm::LLVMContext& ctx, llvm::Module& mod, const ir::ComputeDAG& dag)
       : ctx_(ctx), mod_(mod), b_(ctx), dag_(dag), buffers_(dag.tensors.size(), nullptr) {
@@ -166,151 +170,180 @@ class CodeGen {
         if (x->getType()->isVectorTy()) return ScalarizeTanh(x);
       }
     }
-    switch (n.kind) {
-      case ExprKind::kIntImm:
-        return n.type == ScalarType::kBool ? llvm::ConstantInt::getBool(ctx_, n.int_value != 0)
-                                           : llvm::ConstantInt::get(i64_, n.int_value, true);
-      case ExprKind::kFloatImm:
-        return llvm::ConstantFP::get(TypeOf(n.type), n.float_value);
-      case ExprKind::kVar:
-        return Lookup(e.get());
-      case ExprKind::kBinary: {
-        llvm::Value* a = GenExpr(n.args[0]);
-        llvm::Value* c = GenExpr(n.args[1]);
-        Match(a, c);
-        if (n.type == ScalarType::kInt64) {
-          switch (n.op) {
-            case Op::kAdd:
-              return b_.CreateAdd(a, c, "", false, true);
-            case Op::kSub:
-              return b_.CreateSub(a, c, "", false, true);
-            case Op::kMul:
-              return b_.CreateMul(a, c, "", false, true);
-            case Op::kFloorDiv:
-              return FloorDivInt(a, c);
-            case Op::kFloorMod:
-              return b_.CreateSub(a, b_.CreateMul(FloorDivInt(a, c), c));
-            case Op::kMin:
-              return b_.CreateSelect(b_.CreateICmpSLT(c, a), c, a);
-            case Op::kMax:
-              return b_.CreateSelect(b_.CreateICmpSLT(a, c), c, a);
-            default:
-              break;
-          }
-        } else {
-          switch (n.op) {
-            case Op::kAdd:
-              return b_.CreateFAdd(a, c);
-            case Op::kSub:
-              return b_.CreateFSub(a, c);
-            case Op::kMul:
-              return b_.CreateFMul(a, c);
-            case Op::kDiv:
-              return b_.CreateFDiv(a, c);
-            // Same as std::min / std::max, which the reference uses.
-            case Op::kMin:
-              return b_.CreateSelect(b_.CreateFCmpOLT(c, a), c, a);
-            case Op::kMax:
-              return b_.CreateSelect(b_.CreateFCmpOLT(a, c), c, a);
-            default:
-              break;
-          }
-        }
-        TF_CHECK(false && "unsupported binary op");
-        return nullptr;
+    return Visit(e);
+  }
+
+  // One method per expression kind (ir::ExprFunctor).
+  llvm::Value* VisitIntImm(const ir::Expr& e) override {
+    const ExprNode& n = *e.get();
+    return n.type == ScalarType::kBool ? llvm::ConstantInt::getBool(ctx_, n.int_value != 0)
+                                       : llvm::ConstantInt::get(i64_, n.int_value, true);
+  }
+
+  llvm::Value* VisitFloatImm(const ir::Expr& e) override {
+    const ExprNode& n = *e.get();
+    return llvm::ConstantFP::get(TypeOf(n.type), n.float_value);
+  }
+
+  llvm::Value* VisitVar(const ir::Expr& e) override {
+    return Lookup(e.get());
+  }
+
+  llvm::Value* VisitBinary(const ir::Expr& e) override {
+    const ExprNode& n = *e.get();
+    llvm::Value* a = GenExpr(n.args[0]);
+    llvm::Value* c = GenExpr(n.args[1]);
+    Match(a, c);
+    if (n.type == ScalarType::kInt64) {
+      switch (n.op) {
+        case Op::kAdd:
+          return b_.CreateAdd(a, c, "", false, true);
+        case Op::kSub:
+          return b_.CreateSub(a, c, "", false, true);
+        case Op::kMul:
+          return b_.CreateMul(a, c, "", false, true);
+        case Op::kFloorDiv:
+          return FloorDivInt(a, c);
+        case Op::kFloorMod:
+          return b_.CreateSub(a, b_.CreateMul(FloorDivInt(a, c), c));
+        case Op::kMin:
+          return b_.CreateSelect(b_.CreateICmpSLT(c, a), c, a);
+        case Op::kMax:
+          return b_.CreateSelect(b_.CreateICmpSLT(a, c), c, a);
+        default:
+          break;
       }
-      case ExprKind::kCmp: {
-        llvm::Value* a = GenExpr(n.args[0]);
-        llvm::Value* c = GenExpr(n.args[1]);
-        Match(a, c);
-        bool isf = ir::IsFloat(n.args[0]->type);
-        llvm::CmpInst::Predicate p;
-        switch (n.op) {
-          case Op::kLt:
-            p = isf ? llvm::CmpInst::FCMP_OLT : llvm::CmpInst::ICMP_SLT;
-            break;
-          case Op::kLe:
-            p = isf ? llvm::CmpInst::FCMP_OLE : llvm::CmpInst::ICMP_SLE;
-            break;
-          case Op::kGt:
-            p = isf ? llvm::CmpInst::FCMP_OGT : llvm::CmpInst::ICMP_SGT;
-            break;
-          case Op::kGe:
-            p = isf ? llvm::CmpInst::FCMP_OGE : llvm::CmpInst::ICMP_SGE;
-            break;
-          case Op::kEq:
-            p = isf ? llvm::CmpInst::FCMP_OEQ : llvm::CmpInst::ICMP_EQ;
-            break;
-          default:
-            p = isf ? llvm::CmpInst::FCMP_UNE : llvm::CmpInst::ICMP_NE;
-            break;
-        }
-        return isf ? b_.CreateFCmp(p, a, c) : b_.CreateICmp(p, a, c);
-      }
-      case ExprKind::kAnd:
-      case ExprKind::kOr: {
-        llvm::Value* a = GenExpr(n.args[0]);
-        llvm::Value* c = GenExpr(n.args[1]);
-        Match(a, c);
-        return n.kind == ExprKind::kAnd ? b_.CreateAnd(a, c) : b_.CreateOr(a, c);
-      }
-      case ExprKind::kNot:
-        return b_.CreateNot(GenExpr(n.args[0]));
-      case ExprKind::kSelect: {
-        if (vec_var_ != nullptr) {
-          if (llvm::Value* v = GenGuardedVectorLoad(n)) return v;
-        }
-        llvm::Value* cond = GenExpr(n.args[0]);
-        llvm::Value* t = GenExpr(n.args[1]);
-        llvm::Value* f = GenExpr(n.args[2]);
-        Match(t, f);
-        if (cond->getType()->isVectorTy() && !t->getType()->isVectorTy())
-          t = Widen(t), f = Widen(f);
-        return b_.CreateSelect(cond, t, f);
-      }
-      case ExprKind::kCast: {
-        llvm::Value* x = GenExpr(n.args[0]);
-        bool from_f = ir::IsFloat(n.args[0]->type), to_f = ir::IsFloat(n.type);
-        llvm::Type* to = TypeOf(n.type);
-        if (x->getType()->isVectorTy()) to = llvm::VectorType::get(to, lanes_, false);
-        if (!from_f && to_f) return b_.CreateSIToFP(x, to);
-        if (from_f && !to_f) return b_.CreateFPToSI(x, to);
-        if (from_f && to_f) return b_.CreateFPCast(x, to);
-        return b_.CreateIntCast(x, to, true);
-      }
-      case ExprKind::kCall: {
-        llvm::Value* x = GenExpr(n.args[0]);
-        llvm::Intrinsic::ID id = llvm::Intrinsic::not_intrinsic;
-        switch (n.op) {
-          case Op::kExp:
-            id = llvm::Intrinsic::exp;
-            break;
-          case Op::kSqrt:
-            id = llvm::Intrinsic::sqrt;
-            break;
-          case Op::kAbs:
-            id = llvm::Intrinsic::fabs;
-            break;
-          default:
-            break;
-        }
-        if (id != llvm::Intrinsic::not_intrinsic) {
-          llvm::Function* f = llvm::Intrinsic::getDeclaration(&mod_, id, {x->getType()});
-          return b_.CreateCall(f, {x});
-        }
-        llvm::FunctionCallee tanhf =
-            mod_.getOrInsertFunction("tanhf", llvm::FunctionType::get(f32_, {f32_}, false));
-        return b_.CreateCall(tanhf, {x});
-      }
-      case ExprKind::kLoad: {
-        llvm::Value* base = buffers_[n.tensor];
-        TF_CHECK(base != nullptr);
-        llvm::Value* addr = b_.CreateInBoundsGEP(f32_, base, FlatIndex(n.tensor, n.args));
-        return b_.CreateAlignedLoad(f32_, addr, llvm::Align(4));
+    } else {
+      switch (n.op) {
+        case Op::kAdd:
+          return b_.CreateFAdd(a, c);
+        case Op::kSub:
+          return b_.CreateFSub(a, c);
+        case Op::kMul:
+          return b_.CreateFMul(a, c);
+        case Op::kDiv:
+          return b_.CreateFDiv(a, c);
+        // Same as std::min / std::max, which the reference uses.
+        case Op::kMin:
+          return b_.CreateSelect(b_.CreateFCmpOLT(c, a), c, a);
+        case Op::kMax:
+          return b_.CreateSelect(b_.CreateFCmpOLT(a, c), c, a);
+        default:
+          break;
       }
     }
+    TF_CHECK(false && "unsupported binary op");
     return nullptr;
   }
+
+  llvm::Value* VisitCmp(const ir::Expr& e) override {
+    const ExprNode& n = *e.get();
+    llvm::Value* a = GenExpr(n.args[0]);
+    llvm::Value* c = GenExpr(n.args[1]);
+    Match(a, c);
+    bool isf = ir::IsFloat(n.args[0]->type);
+    llvm::CmpInst::Predicate p;
+    switch (n.op) {
+      case Op::kLt:
+        p = isf ? llvm::CmpInst::FCMP_OLT : llvm::CmpInst::ICMP_SLT;
+        break;
+      case Op::kLe:
+        p = isf ? llvm::CmpInst::FCMP_OLE : llvm::CmpInst::ICMP_SLE;
+        break;
+      case Op::kGt:
+        p = isf ? llvm::CmpInst::FCMP_OGT : llvm::CmpInst::ICMP_SGT;
+        break;
+      case Op::kGe:
+        p = isf ? llvm::CmpInst::FCMP_OGE : llvm::CmpInst::ICMP_SGE;
+        break;
+      case Op::kEq:
+        p = isf ? llvm::CmpInst::FCMP_OEQ : llvm::CmpInst::ICMP_EQ;
+        break;
+      default:
+        p = isf ? llvm::CmpInst::FCMP_UNE : llvm::CmpInst::ICMP_NE;
+        break;
+    }
+    return isf ? b_.CreateFCmp(p, a, c) : b_.CreateICmp(p, a, c);
+  }
+
+  llvm::Value* GenAndOr(const ir::Expr& e) {
+    const ExprNode& n = *e.get();
+    llvm::Value* a = GenExpr(n.args[0]);
+    llvm::Value* c = GenExpr(n.args[1]);
+    Match(a, c);
+    return n.kind == ExprKind::kAnd ? b_.CreateAnd(a, c) : b_.CreateOr(a, c);
+  }
+
+  llvm::Value* VisitAnd(const ir::Expr& e) override { return GenAndOr(e); }
+
+  llvm::Value* VisitOr(const ir::Expr& e) override { return GenAndOr(e); }
+
+  llvm::Value* VisitNot(const ir::Expr& e) override {
+    const ExprNode& n = *e.get();
+    return b_.CreateNot(GenExpr(n.args[0]));
+  }
+
+  llvm::Value* VisitSelect(const ir::Expr& e) override {
+    const ExprNode& n = *e.get();
+    if (vec_var_ != nullptr) {
+      if (llvm::Value* v = GenGuardedVectorLoad(n)) return v;
+    }
+    llvm::Value* cond = GenExpr(n.args[0]);
+    llvm::Value* t = GenExpr(n.args[1]);
+    llvm::Value* f = GenExpr(n.args[2]);
+    Match(t, f);
+    if (cond->getType()->isVectorTy() && !t->getType()->isVectorTy())
+      t = Widen(t), f = Widen(f);
+    return b_.CreateSelect(cond, t, f);
+  }
+
+  llvm::Value* VisitCast(const ir::Expr& e) override {
+    const ExprNode& n = *e.get();
+    llvm::Value* x = GenExpr(n.args[0]);
+    bool from_f = ir::IsFloat(n.args[0]->type), to_f = ir::IsFloat(n.type);
+    llvm::Type* to = TypeOf(n.type);
+    if (x->getType()->isVectorTy()) to = llvm::VectorType::get(to, lanes_, false);
+    if (!from_f && to_f) return b_.CreateSIToFP(x, to);
+    if (from_f && !to_f) return b_.CreateFPToSI(x, to);
+    if (from_f && to_f) return b_.CreateFPCast(x, to);
+    return b_.CreateIntCast(x, to, true);
+  }
+
+  llvm::Value* VisitCall(const ir::Expr& e) override {
+    const ExprNode& n = *e.get();
+    llvm::Value* x = GenExpr(n.args[0]);
+    llvm::Intrinsic::ID id = llvm::Intrinsic::not_intrinsic;
+    switch (n.op) {
+      case Op::kExp:
+        id = llvm::Intrinsic::exp;
+        break;
+      case Op::kSqrt:
+        id = llvm::Intrinsic::sqrt;
+        break;
+      case Op::kAbs:
+        id = llvm::Intrinsic::fabs;
+        break;
+      default:
+        break;
+    }
+    if (id != llvm::Intrinsic::not_intrinsic) {
+      llvm::Function* f = llvm::Intrinsic::getDeclaration(&mod_, id, {x->getType()});
+      return b_.CreateCall(f, {x});
+    }
+    llvm::FunctionCallee tanhf =
+        mod_.getOrInsertFunction("tanhf", llvm::FunctionType::get(f32_, {f32_}, false));
+    return b_.CreateCall(tanhf, {x});
+  }
+
+  llvm::Value* VisitLoad(const ir::Expr& e) override {
+    const ExprNode& n = *e.get();
+    llvm::Value* base = buffers_[n.tensor];
+    TF_CHECK(base != nullptr);
+    llvm::Value* addr = b_.CreateInBoundsGEP(f32_, base, FlatIndex(n.tensor, n.args));
+    return b_.CreateAlignedLoad(f32_, addr, llvm::Align(4));
+  }
+
+  llvm::Value* VisitDefault(const ir::Expr&) override { return nullptr; }
 
   // The flat (row-major) index of a tensor access as an IR expression.
   ir::Expr FlatIndexExpr(int tensor, const std::vector<ir::Expr>& idx) {
@@ -690,87 +723,91 @@ class CodeGen {
   }
 
   void GenStmt(const ir::Stmt& s) {
-    switch (s->kind) {
-      case StmtKind::kFor:
-        if (s->for_kind == ir::ForKind::kParallel && in_parallel_ == 0 && s->extent > 1) {
-          GenParallel(*s);
-        } else if (s->for_kind == ir::ForKind::kVectorized && vec_var_ == nullptr &&
-                   s->extent > 1 && !HasLoop(s->body[0])) {
-          GenVectorLoop(*s);
-        } else {
-          ir::ForKind kind =
-              s->for_kind == ir::ForKind::kParallel ? ir::ForKind::kSerial : s->for_kind;
-          GenLoop(s->var, llvm::ConstantInt::get(i64_, 0), llvm::ConstantInt::get(i64_, s->extent),
-                  kind, s->body[0]);
-        }
-        return;
-      case StmtKind::kStore: {
-        if (vec_var_ != nullptr) {
-          GenVectorStore(*s);
-          return;
-        }
-        llvm::Value* v = GenExpr(s->value);
-        llvm::Value* addr =
-            b_.CreateInBoundsGEP(f32_, buffers_[s->tensor], FlatIndex(s->tensor, s->indices));
-        b_.CreateAlignedStore(v, addr, llvm::Align(4));
-        return;
-      }
-      case StmtKind::kSeq:
-        for (const ir::Stmt& x : s->body) GenStmt(x);
-        return;
-      case StmtKind::kBarrier:  // GPU programs never reach the CPU back end
-        return;
-      case StmtKind::kIf: {
-        llvm::Value* cond = GenExpr(s->cond);
-        if (cond->getType()->isVectorTy()) {  // a guard on the vector lanes: a mask
-          llvm::Value* saved = mask_;
-          mask_ = mask_ ? b_.CreateAnd(mask_, cond) : cond;
-          GenStmt(s->body[0]);
-          mask_ = saved;
-          return;
-        }
-        auto* then_bb = llvm::BasicBlock::Create(ctx_, "then", fn_);
-        auto* done = llvm::BasicBlock::Create(ctx_, "endif", fn_);
-        b_.CreateCondBr(cond, then_bb, done);
-        b_.SetInsertPoint(then_bb);
-        GenStmt(s->body[0]);
-        b_.CreateBr(done);
-        b_.SetInsertPoint(done);
-        return;
-      }
-      case StmtKind::kAllocate: {
-        std::vector<int64_t> saved_shape = shapes_[s->tensor];
-        shapes_[s->tensor] = s->shape;
-        int64_t elements = 1;
-        for (int64_t e : s->shape) elements *= e;
-        if (s->local) {
-          // A small region (an accumulator tile): a stack array in the entry
-          // block of the function running the loop, so SROA can promote it.
-          llvm::IRBuilder<> entry(&fn_->getEntryBlock(), fn_->getEntryBlock().begin());
-          llvm::AllocaInst* a = entry.CreateAlloca(f32_, llvm::ConstantInt::get(i64_, elements));
-          a->setAlignment(llvm::Align(64));
-          buffers_[s->tensor] = a;
-          GenStmt(s->body[0]);
-          buffers_[s->tensor] = nullptr;
-          shapes_[s->tensor] = saved_shape;
-          return;
-        }
-        int64_t bytes = elements * 4;
-        llvm::Value* alloc = b_.CreateLoad(ptr_, b_.CreateStructGEP(runtime_ty_, rt_, kAlloc));
-        llvm::Value* ctx = b_.CreateLoad(ptr_, b_.CreateStructGEP(runtime_ty_, rt_, kCtx));
-        auto* alloc_ty = llvm::FunctionType::get(ptr_, {ptr_, i64_}, false);
-        llvm::Value* p = b_.CreateCall(alloc_ty, alloc, {ctx, llvm::ConstantInt::get(i64_, bytes)});
-        buffers_[s->tensor] = p;
-        GenStmt(s->body[0]);
-        buffers_[s->tensor] = nullptr;
-        llvm::Value* free_fn = b_.CreateLoad(ptr_, b_.CreateStructGEP(runtime_ty_, rt_, kFree));
-        auto* free_ty = llvm::FunctionType::get(llvm::Type::getVoidTy(ctx_), {ptr_, ptr_}, false);
-        b_.CreateCall(free_ty, free_fn, {ctx, p});
-        shapes_[s->tensor] = saved_shape;
-        return;
-      }
+    StmtFunctor::Visit(s);
+  }
+
+  // One method per statement kind (ir::StmtFunctor).
+  void VisitFor(const ir::Stmt& s) override {
+    if (s->for_kind == ir::ForKind::kParallel && in_parallel_ == 0 && s->extent > 1) {
+      GenParallel(*s);
+    } else if (s->for_kind == ir::ForKind::kVectorized && vec_var_ == nullptr &&
+               s->extent > 1 && !HasLoop(s->body[0])) {
+      GenVectorLoop(*s);
+    } else {
+      ir::ForKind kind =
+          s->for_kind == ir::ForKind::kParallel ? ir::ForKind::kSerial : s->for_kind;
+      GenLoop(s->var, llvm::ConstantInt::get(i64_, 0), llvm::ConstantInt::get(i64_, s->extent),
+              kind, s->body[0]);
     }
   }
+
+  void VisitStore(const ir::Stmt& s) override {
+    if (vec_var_ != nullptr) {
+      GenVectorStore(*s);
+      return;
+    }
+    llvm::Value* v = GenExpr(s->value);
+    llvm::Value* addr =
+        b_.CreateInBoundsGEP(f32_, buffers_[s->tensor], FlatIndex(s->tensor, s->indices));
+    b_.CreateAlignedStore(v, addr, llvm::Align(4));
+  }
+
+  void VisitSeq(const ir::Stmt& s) override {
+    for (const ir::Stmt& x : s->body) GenStmt(x);
+  }
+
+  void VisitBarrier(const ir::Stmt&) override {}  // GPU programs never reach the CPU back end
+
+  void VisitIf(const ir::Stmt& s) override {
+    llvm::Value* cond = GenExpr(s->cond);
+    if (cond->getType()->isVectorTy()) {  // a guard on the vector lanes: a mask
+      llvm::Value* saved = mask_;
+      mask_ = mask_ ? b_.CreateAnd(mask_, cond) : cond;
+      GenStmt(s->body[0]);
+      mask_ = saved;
+      return;
+    }
+    auto* then_bb = llvm::BasicBlock::Create(ctx_, "then", fn_);
+    auto* done = llvm::BasicBlock::Create(ctx_, "endif", fn_);
+    b_.CreateCondBr(cond, then_bb, done);
+    b_.SetInsertPoint(then_bb);
+    GenStmt(s->body[0]);
+    b_.CreateBr(done);
+    b_.SetInsertPoint(done);
+  }
+
+  void VisitAllocate(const ir::Stmt& s) override {
+    std::vector<int64_t> saved_shape = shapes_[s->tensor];
+    shapes_[s->tensor] = s->shape;
+    int64_t elements = 1;
+    for (int64_t e : s->shape) elements *= e;
+    if (s->local) {
+      // A small region (an accumulator tile): a stack array in the entry
+      // block of the function running the loop, so SROA can promote it.
+      llvm::IRBuilder<> entry(&fn_->getEntryBlock(), fn_->getEntryBlock().begin());
+      llvm::AllocaInst* a = entry.CreateAlloca(f32_, llvm::ConstantInt::get(i64_, elements));
+      a->setAlignment(llvm::Align(64));
+      buffers_[s->tensor] = a;
+      GenStmt(s->body[0]);
+      buffers_[s->tensor] = nullptr;
+      shapes_[s->tensor] = saved_shape;
+      return;
+    }
+    int64_t bytes = elements * 4;
+    llvm::Value* alloc = b_.CreateLoad(ptr_, b_.CreateStructGEP(runtime_ty_, rt_, kAlloc));
+    llvm::Value* ctx = b_.CreateLoad(ptr_, b_.CreateStructGEP(runtime_ty_, rt_, kCtx));
+    auto* alloc_ty = llvm::FunctionType::get(ptr_, {ptr_, i64_}, false);
+    llvm::Value* p = b_.CreateCall(alloc_ty, alloc, {ctx, llvm::ConstantInt::get(i64_, bytes)});
+    buffers_[s->tensor] = p;
+    GenStmt(s->body[0]);
+    buffers_[s->tensor] = nullptr;
+    llvm::Value* free_fn = b_.CreateLoad(ptr_, b_.CreateStructGEP(runtime_ty_, rt_, kFree));
+    auto* free_ty = llvm::FunctionType::get(llvm::Type::getVoidTy(ctx_), {ptr_, ptr_}, false);
+    b_.CreateCall(free_ty, free_fn, {ctx, p});
+    shapes_[s->tensor] = saved_shape;
+  }
+
+  void VisitDefault(const ir::Stmt&) override {}
 
   llvm::LLVMContext& ctx_;
   llvm::Module& mod_;

@@ -1,10 +1,12 @@
 #include "compiler/ir/expr.h"
 
 #include <cmath>
+#include <functional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
+#include "compiler/ir/functor.h"
 
 namespace tunefarm::ir {
 namespace {
@@ -239,47 +241,132 @@ Expr operator<(Expr a, Expr b) { return Cmp(Op::kLt, std::move(a), std::move(b))
 Expr operator<=(Expr a, Expr b) { return Cmp(Op::kLe, std::move(a), std::move(b)); }
 Expr operator>=(Expr a, Expr b) { return Cmp(Op::kGe, std::move(a), std::move(b)); }
 
+namespace {
+
+class Printer : public ExprFunctor<std::string()> {
+ public:
+  explicit Printer(const std::vector<std::string>* names) : names_(names) {}
+
+ protected:
+  std::string Arg(const Expr& e, int i) { return Visit(e->args[size_t(i)]); }
+  std::string VisitDefault(const Expr&) override { return "?"; }
+  std::string VisitIntImm(const Expr& e) override {
+    return e->type == ScalarType::kBool ? (e->int_value ? "true" : "false")
+                                        : absl::StrCat(e->int_value);
+  }
+  std::string VisitFloatImm(const Expr& e) override { return absl::StrCat(e->float_value, "f"); }
+  std::string VisitVar(const Expr& e) override { return e->name; }
+  std::string VisitBinary(const Expr& e) override {
+    if (e->op == Op::kMin || e->op == Op::kMax) {
+      return absl::StrCat(e->op == Op::kMin ? "min(" : "max(", Arg(e, 0), ", ", Arg(e, 1), ")");
+    }
+    return absl::StrCat("(", Arg(e, 0), " ", OpSymbol(e->op), " ", Arg(e, 1), ")");
+  }
+  std::string VisitCmp(const Expr& e) override {
+    return absl::StrCat("(", Arg(e, 0), " ", OpSymbol(e->op), " ", Arg(e, 1), ")");
+  }
+  std::string VisitAnd(const Expr& e) override {
+    return absl::StrCat("(", Arg(e, 0), " && ", Arg(e, 1), ")");
+  }
+  std::string VisitOr(const Expr& e) override {
+    return absl::StrCat("(", Arg(e, 0), " || ", Arg(e, 1), ")");
+  }
+  std::string VisitNot(const Expr& e) override { return absl::StrCat("!", Arg(e, 0)); }
+  std::string VisitSelect(const Expr& e) override {
+    return absl::StrCat("select(", Arg(e, 0), ", ", Arg(e, 1), ", ", Arg(e, 2), ")");
+  }
+  std::string VisitCast(const Expr& e) override { return absl::StrCat("cast(", Arg(e, 0), ")"); }
+  std::string VisitCall(const Expr& e) override {
+    return absl::StrCat(CallName(e->op), "(", Arg(e, 0), ")");
+  }
+  std::string VisitLoad(const Expr& e) override {
+    std::vector<std::string> idx;
+    for (const Expr& i : e->args) idx.push_back(Visit(i));
+    std::string name = names_ && e->tensor >= 0 && e->tensor < int(names_->size())
+                           ? (*names_)[size_t(e->tensor)]
+                           : absl::StrCat("T", e->tensor);
+    return absl::StrCat(name, "[", absl::StrJoin(idx, ", "), "]");
+  }
+
+ private:
+  const std::vector<std::string>* names_;
+};
+
+class Substituter : public ExprMutator {
+ public:
+  explicit Substituter(const std::vector<VarMapEntry>& map) : map_(map) {}
+
+ protected:
+  Expr VisitVar(const Expr& e) override {
+    for (const VarMapEntry& m : map_) {
+      if (m.var == e.get()) return m.value;
+    }
+    return e;
+  }
+
+ private:
+  const std::vector<VarMapEntry>& map_;
+};
+
+class LoadMapper : public ExprMutator {
+ public:
+  using Fn = std::function<Expr(const ExprNode& load, const std::vector<Expr>& args)>;
+  explicit LoadMapper(const Fn& fn) : fn_(fn) {}
+
+ protected:
+  Expr VisitLoad(const Expr& e) override {
+    if (e->args.empty()) return e;
+    std::vector<Expr> args;
+    bool changed = false;
+    for (const Expr& a : e->args) {
+      args.push_back(Visit(a));
+      changed |= !args.back().same_as(a);
+    }
+    Expr r = fn_(*e.get(), args);
+    if (r.defined()) return r;
+    return changed ? WithArgs(e, std::move(args)) : e;
+  }
+
+ private:
+  const Fn& fn_;
+};
+
+class MentionFinder : public ExprFunctor<bool()> {
+ public:
+  explicit MentionFinder(const ExprNode* var) : var_(var) {}
+
+ protected:
+  bool VisitDefault(const Expr& e) override {
+    if (e.get() == var_) return true;
+    for (const Expr& a : e->args) {
+      if (Visit(a)) return true;
+    }
+    return false;
+  }
+
+ private:
+  const ExprNode* var_;
+};
+
+class LoadVisitor : public ExprVisitor {
+ public:
+  explicit LoadVisitor(const std::function<void(const ExprNode&)>& fn) : fn_(fn) {}
+
+ protected:
+  void VisitLoad(const Expr& e) override {
+    fn_(*e.get());
+    ExprVisitor::VisitLoad(e);
+  }
+
+ private:
+  const std::function<void(const ExprNode&)>& fn_;
+};
+
+}  // namespace
+
 std::string ToString(const Expr& e, const std::vector<std::string>* names) {
   if (!e.defined()) return "<undef>";
-  const ExprNode& n = *e.get();
-  auto arg = [&](int i) { return ToString(n.args[i], names); };
-  switch (n.kind) {
-    case ExprKind::kIntImm:
-      return n.type == ScalarType::kBool ? (n.int_value ? "true" : "false")
-                                         : absl::StrCat(n.int_value);
-    case ExprKind::kFloatImm:
-      return absl::StrCat(n.float_value, "f");
-    case ExprKind::kVar:
-      return n.name;
-    case ExprKind::kBinary:
-      if (n.op == Op::kMin || n.op == Op::kMax) {
-        return absl::StrCat(n.op == Op::kMin ? "min(" : "max(", arg(0), ", ", arg(1), ")");
-      }
-      return absl::StrCat("(", arg(0), " ", OpSymbol(n.op), " ", arg(1), ")");
-    case ExprKind::kCmp:
-      return absl::StrCat("(", arg(0), " ", OpSymbol(n.op), " ", arg(1), ")");
-    case ExprKind::kAnd:
-      return absl::StrCat("(", arg(0), " && ", arg(1), ")");
-    case ExprKind::kOr:
-      return absl::StrCat("(", arg(0), " || ", arg(1), ")");
-    case ExprKind::kNot:
-      return absl::StrCat("!", arg(0));
-    case ExprKind::kSelect:
-      return absl::StrCat("select(", arg(0), ", ", arg(1), ", ", arg(2), ")");
-    case ExprKind::kCast:
-      return absl::StrCat("cast(", arg(0), ")");
-    case ExprKind::kCall:
-      return absl::StrCat(CallName(n.op), "(", arg(0), ")");
-    case ExprKind::kLoad: {
-      std::vector<std::string> idx;
-      for (size_t i = 0; i < n.args.size(); ++i) idx.push_back(arg(static_cast<int>(i)));
-      std::string name = names && n.tensor >= 0 && n.tensor < int(names->size())
-                             ? (*names)[n.tensor]
-                             : absl::StrCat("T", n.tensor);
-      return absl::StrCat(name, "[", absl::StrJoin(idx, ", "), "]");
-    }
-  }
-  return "?";
+  return Printer(names).Visit(e);
 }
 
 Expr WithArgs(const Expr& e, std::vector<Expr> args) {
@@ -310,53 +397,20 @@ Expr WithArgs(const Expr& e, std::vector<Expr> args) {
 
 Expr Substitute(const Expr& e, const std::vector<VarMapEntry>& map) {
   if (!e.defined()) return e;
-  const ExprNode& n = *e.get();
-  if (n.kind == ExprKind::kVar) {
-    for (const VarMapEntry& m : map) {
-      if (m.var == e.get()) return m.value;
-    }
-    return e;
-  }
-  if (n.args.empty()) return e;
-  std::vector<Expr> args;
-  bool changed = false;
-  for (const Expr& a : n.args) {
-    args.push_back(Substitute(a, map));
-    changed |= !args.back().same_as(a);
-  }
-  if (!changed) return e;
-  return WithArgs(e, std::move(args));
+  return Substituter(map).Visit(e);
 }
 
 Expr MapLoads(const Expr& e,
               const std::function<Expr(const ExprNode& load, const std::vector<Expr>& args)>& fn) {
-  if (!e.defined() || e->args.empty()) return e;
-  std::vector<Expr> args;
-  bool changed = false;
-  for (const Expr& a : e->args) {
-    args.push_back(MapLoads(a, fn));
-    changed |= !args.back().same_as(a);
-  }
-  if (e->kind == ExprKind::kLoad) {
-    Expr r = fn(*e.get(), args);
-    if (r.defined()) return r;
-  }
-  if (!changed) return e;
-  return WithArgs(e, std::move(args));
+  if (!e.defined()) return e;
+  return LoadMapper(fn).Visit(e);
 }
 
-bool Mentions(const Expr& e, const ExprNode* var) {
-  if (e.get() == var) return true;
-  for (const Expr& a : e->args) {
-    if (Mentions(a, var)) return true;
-  }
-  return false;
-}
+bool Mentions(const Expr& e, const ExprNode* var) { return MentionFinder(var).Visit(e); }
 
 void VisitLoads(const Expr& e, const std::function<void(const ExprNode&)>& fn) {
   if (!e.defined()) return;
-  if (e->kind == ExprKind::kLoad) fn(*e.get());
-  for (const Expr& a : e->args) VisitLoads(a, fn);
+  LoadVisitor(fn).Visit(e);
 }
 
 }  // namespace tunefarm::ir

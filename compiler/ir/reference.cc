@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/random_fill.h"
 #include "common/status_macros.h"
+#include "compiler/ir/functor.h"
 
 namespace tunefarm::ir {
 namespace {
@@ -21,7 +22,7 @@ struct Value {
   double f = 0;
 };
 
-class Interpreter {
+class Interpreter : public ExprFunctor<Value()> {
  public:
   Interpreter(const ComputeDAG& dag, std::vector<std::vector<double>>* buffers)
       : dag_(dag), buffers_(*buffers) {}
@@ -36,161 +37,161 @@ class Interpreter {
     env_.emplace_back(var, v);
   }
 
-  Value Eval(const Expr& e) {
+  Value Eval(const Expr& e) { return Visit(e); }
+
+ protected:
+  Value VisitDefault(const Expr&) override {
+    TF_CHECK(false && "no value for this node kind");
+    return Value{};
+  }
+  Value VisitIntImm(const Expr& e) override { return Value{e->int_value, 0}; }
+  Value VisitFloatImm(const Expr& e) override { return Value{0, e->float_value}; }
+  Value VisitVar(const Expr& e) override {
+    for (auto& [p, val] : env_) {
+      if (p == e.get()) return Value{val, 0};
+    }
+    TF_CHECK(false && "unbound variable");
+    return Value{};
+  }
+  Value VisitBinary(const Expr& e) override {
     const ExprNode& n = *e.get();
-    Value r;
-    switch (n.kind) {
-      case ExprKind::kIntImm:
-        r.i = n.int_value;
-        return r;
-      case ExprKind::kFloatImm:
-        r.f = n.float_value;
-        return r;
-      case ExprKind::kVar:
-        for (auto& [p, val] : env_) {
-          if (p == &n) return Value{val, 0};
-        }
-        TF_CHECK(false && "unbound variable");
-        return r;
-      case ExprKind::kBinary: {
-        Value a = Eval(n.args[0]), b = Eval(n.args[1]);
-        if (n.type == ScalarType::kInt64) {
-          switch (n.op) {
-            case Op::kAdd:
-              r.i = a.i + b.i;
-              break;
-            case Op::kSub:
-              r.i = a.i - b.i;
-              break;
-            case Op::kMul:
-              r.i = a.i * b.i;
-              break;
-            case Op::kFloorDiv:
-              r.i = FloorDivInt(a.i, b.i);
-              break;
-            case Op::kFloorMod:
-              r.i = FloorModInt(a.i, b.i);
-              break;
-            case Op::kMin:
-              r.i = std::min(a.i, b.i);
-              break;
-            case Op::kMax:
-              r.i = std::max(a.i, b.i);
-              break;
-            default:
-              TF_CHECK(false && "bad int op");
-          }
-        } else {
-          switch (n.op) {
-            case Op::kAdd:
-              r.f = a.f + b.f;
-              break;
-            case Op::kSub:
-              r.f = a.f - b.f;
-              break;
-            case Op::kMul:
-              r.f = a.f * b.f;
-              break;
-            case Op::kDiv:
-              r.f = a.f / b.f;
-              break;
-            case Op::kMin:
-              r.f = std::min(a.f, b.f);
-              break;
-            case Op::kMax:
-              r.f = std::max(a.f, b.f);
-              break;
-            default:
-              TF_CHECK(false && "bad float op");
-          }
-        }
-        return r;
+    Value a = Eval(n.args[0]), b = Eval(n.args[1]), r;
+    if (n.type == ScalarType::kInt64) {
+      switch (n.op) {
+        case Op::kAdd:
+          r.i = a.i + b.i;
+          break;
+        case Op::kSub:
+          r.i = a.i - b.i;
+          break;
+        case Op::kMul:
+          r.i = a.i * b.i;
+          break;
+        case Op::kFloorDiv:
+          r.i = FloorDivInt(a.i, b.i);
+          break;
+        case Op::kFloorMod:
+          r.i = FloorModInt(a.i, b.i);
+          break;
+        case Op::kMin:
+          r.i = std::min(a.i, b.i);
+          break;
+        case Op::kMax:
+          r.i = std::max(a.i, b.i);
+          break;
+        default:
+          TF_CHECK(false && "bad int op");
       }
-      case ExprKind::kCmp: {
-        Value a = Eval(n.args[0]), b = Eval(n.args[1]);
-        bool isf = IsFloat(n.args[0]->type);
-        double x = isf ? a.f : double(a.i), y = isf ? b.f : double(b.i);
-        int64_t xi = a.i, yi = b.i;
-        bool v = false;
-        switch (n.op) {
-          case Op::kLt:
-            v = isf ? x < y : xi < yi;
-            break;
-          case Op::kLe:
-            v = isf ? x <= y : xi <= yi;
-            break;
-          case Op::kGt:
-            v = isf ? x > y : xi > yi;
-            break;
-          case Op::kGe:
-            v = isf ? x >= y : xi >= yi;
-            break;
-          case Op::kEq:
-            v = isf ? x == y : xi == yi;
-            break;
-          case Op::kNe:
-            v = isf ? x != y : xi != yi;
-            break;
-          default:
-            break;
-        }
-        r.i = v;
-        return r;
-      }
-      case ExprKind::kAnd:
-        r.i = Eval(n.args[0]).i && Eval(n.args[1]).i;
-        return r;
-      case ExprKind::kOr:
-        r.i = Eval(n.args[0]).i || Eval(n.args[1]).i;
-        return r;
-      case ExprKind::kNot:
-        r.i = !Eval(n.args[0]).i;
-        return r;
-      case ExprKind::kSelect:
-        return Eval(n.args[0]).i ? Eval(n.args[1]) : Eval(n.args[2]);
-      case ExprKind::kCast: {
-        Value a = Eval(n.args[0]);
-        if (IsFloat(n.type))
-          r.f = IsFloat(n.args[0]->type) ? a.f : double(a.i);
-        else
-          r.i = IsFloat(n.args[0]->type) ? int64_t(a.f) : a.i;
-        return r;
-      }
-      case ExprKind::kCall: {
-        double x = Eval(n.args[0]).f;
-        switch (n.op) {
-          case Op::kExp:
-            r.f = std::exp(x);
-            break;
-          case Op::kSqrt:
-            r.f = std::sqrt(x);
-            break;
-          case Op::kTanh:
-            r.f = std::tanh(x);
-            break;
-          case Op::kAbs:
-            r.f = std::fabs(x);
-            break;
-          default:
-            break;
-        }
-        return r;
-      }
-      case ExprKind::kLoad: {
-        const std::vector<int64_t>& shape = dag_.tensors[n.tensor].shape;
-        int64_t flat = 0;
-        for (size_t d = 0; d < shape.size(); ++d) {
-          int64_t idx = Eval(n.args[d]).i;
-          TF_CHECK(idx >= 0 && idx < shape[d]);
-          flat = flat * shape[d] + idx;
-        }
-        r.f = buffers_[n.tensor][flat];
-        return r;
-      }
+      return r;
+    }
+    switch (n.op) {
+      case Op::kAdd:
+        r.f = a.f + b.f;
+        break;
+      case Op::kSub:
+        r.f = a.f - b.f;
+        break;
+      case Op::kMul:
+        r.f = a.f * b.f;
+        break;
+      case Op::kDiv:
+        r.f = a.f / b.f;
+        break;
+      case Op::kMin:
+        r.f = std::min(a.f, b.f);
+        break;
+      case Op::kMax:
+        r.f = std::max(a.f, b.f);
+        break;
+      default:
+        TF_CHECK(false && "bad float op");
     }
     return r;
   }
+  Value VisitCmp(const Expr& e) override {
+    const ExprNode& n = *e.get();
+    Value a = Eval(n.args[0]), b = Eval(n.args[1]);
+    const bool isf = IsFloat(n.args[0]->type);
+    const double x = isf ? a.f : double(a.i), y = isf ? b.f : double(b.i);
+    const int64_t xi = a.i, yi = b.i;
+    bool v = false;
+    switch (n.op) {
+      case Op::kLt:
+        v = isf ? x < y : xi < yi;
+        break;
+      case Op::kLe:
+        v = isf ? x <= y : xi <= yi;
+        break;
+      case Op::kGt:
+        v = isf ? x > y : xi > yi;
+        break;
+      case Op::kGe:
+        v = isf ? x >= y : xi >= yi;
+        break;
+      case Op::kEq:
+        v = isf ? x == y : xi == yi;
+        break;
+      case Op::kNe:
+        v = isf ? x != y : xi != yi;
+        break;
+      default:
+        break;
+    }
+    return Value{v, 0};
+  }
+  Value VisitAnd(const Expr& e) override {
+    return Value{Eval(e->args[0]).i && Eval(e->args[1]).i, 0};
+  }
+  Value VisitOr(const Expr& e) override {
+    return Value{Eval(e->args[0]).i || Eval(e->args[1]).i, 0};
+  }
+  Value VisitNot(const Expr& e) override { return Value{!Eval(e->args[0]).i, 0}; }
+  Value VisitSelect(const Expr& e) override {
+    return Eval(e->args[0]).i ? Eval(e->args[1]) : Eval(e->args[2]);
+  }
+  Value VisitCast(const Expr& e) override {
+    Value a = Eval(e->args[0]), r;
+    const bool from_float = IsFloat(e->args[0]->type);
+    if (IsFloat(e->type)) {
+      r.f = from_float ? a.f : double(a.i);
+    } else {
+      r.i = from_float ? int64_t(a.f) : a.i;
+    }
+    return r;
+  }
+  Value VisitCall(const Expr& e) override {
+    const double x = Eval(e->args[0]).f;
+    Value r;
+    switch (e->op) {
+      case Op::kExp:
+        r.f = std::exp(x);
+        break;
+      case Op::kSqrt:
+        r.f = std::sqrt(x);
+        break;
+      case Op::kTanh:
+        r.f = std::tanh(x);
+        break;
+      case Op::kAbs:
+        r.f = std::fabs(x);
+        break;
+      default:
+        break;
+    }
+    return r;
+  }
+  Value VisitLoad(const Expr& e) override {
+    const std::vector<int64_t>& shape = dag_.tensors[size_t(e->tensor)].shape;
+    int64_t flat = 0;
+    for (size_t d = 0; d < shape.size(); ++d) {
+      int64_t idx = Eval(e->args[d]).i;
+      TF_CHECK(idx >= 0 && idx < shape[d]);
+      flat = flat * shape[d] + idx;
+    }
+    return Value{0, buffers_[size_t(e->tensor)][size_t(flat)]};
+  }
 
+ public:
   // Output elements [begin, end) of `s`; its buffer is already sized.
   void RunStage(const Stage& s, int64_t begin, int64_t end) {
     std::vector<double>& out = buffers_[s.output];

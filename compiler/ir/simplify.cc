@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "compiler/ir/functor.h"
+
 namespace tunefarm::ir {
 namespace {
 
@@ -228,46 +230,45 @@ Expr SimplifyExpr(const Expr& e, const VarRanges& ranges) {
 
 namespace {
 
-Stmt SimplifyStmt(const Stmt& s, VarRanges& ranges) {
-  switch (s->kind) {
-    case StmtKind::kFor: {
-      ranges[s->var.get()] = s->extent;
-      Stmt body = SimplifyStmt(s->body[0], ranges);
-      ranges.erase(s->var.get());
-      return For(s->var, s->extent, s->for_kind, body);
-    }
-    case StmtKind::kStore: {
-      std::vector<Expr> idx;
-      for (const Expr& i : s->indices) idx.push_back(SimplifyIndex(i, ranges));
-      return Store(s->tensor, std::move(idx), SimplifyExpr(s->value, ranges));
-    }
-    case StmtKind::kSeq: {
-      std::vector<Stmt> body;
-      for (const Stmt& b : s->body) body.push_back(SimplifyStmt(b, ranges));
-      return Seq(std::move(body));
-    }
-    case StmtKind::kIf: {
-      Expr cond = SimplifyExpr(s->cond, ranges);
-      int64_t v;
-      if (IsConstInt(cond, &v) && !v) return Seq({});
-      return IfThen(cond, SimplifyStmt(s->body[0], ranges));
-    }
-    case StmtKind::kAllocate: {
-      auto n = std::make_shared<StmtNode>(*s);
-      n->body = {SimplifyStmt(s->body[0], ranges)};
-      return n;
-    }
-    case StmtKind::kBarrier:
-      return s;
+// Simplifies every index and value of a program, each index within the
+// ranges of the loops around it; drops branches whose condition folds false.
+class ProgramSimplifier : public StmtFunctor<Stmt()> {
+ protected:
+  Stmt VisitDefault(const Stmt& s) override { return s; }
+  Stmt VisitFor(const Stmt& s) override {
+    ranges_[s->var.get()] = s->extent;
+    Stmt body = Visit(s->body[0]);
+    ranges_.erase(s->var.get());
+    return For(s->var, s->extent, s->for_kind, body);
   }
-  return s;
-}
+  Stmt VisitStore(const Stmt& s) override {
+    std::vector<Expr> idx;
+    for (const Expr& i : s->indices) idx.push_back(SimplifyIndex(i, ranges_));
+    return Store(s->tensor, std::move(idx), SimplifyExpr(s->value, ranges_));
+  }
+  Stmt VisitSeq(const Stmt& s) override {
+    std::vector<Stmt> body;
+    for (const Stmt& b : s->body) body.push_back(Visit(b));
+    return Seq(std::move(body));
+  }
+  Stmt VisitIf(const Stmt& s) override {
+    Expr cond = SimplifyExpr(s->cond, ranges_);
+    int64_t v;
+    if (IsConstInt(cond, &v) && !v) return Seq({});
+    return IfThen(cond, Visit(s->body[0]));
+  }
+  Stmt VisitAllocate(const Stmt& s) override {
+    auto n = std::make_shared<StmtNode>(*s);
+    n->body = {Visit(s->body[0])};
+    return n;
+  }
+
+ private:
+  VarRanges ranges_;
+};
 
 }  // namespace
 
-Stmt SimplifyProgram(const Stmt& s) {
-  VarRanges ranges;
-  return SimplifyStmt(s, ranges);
-}
+Stmt SimplifyProgram(const Stmt& s) { return ProgramSimplifier().Visit(s); }
 
 }  // namespace tunefarm::ir
