@@ -115,24 +115,42 @@ std::vector<v1::Schedule> SearchPolicy::SketchSamples(const Task& task, const Ta
   });
 }
 
-std::vector<v1::Schedule> SearchPolicy::Propose(const Task& task, const TaskHistory& history,
-                                                const cost_model::CostModel* model, int n) {
-  std::set<std::string> taken;
-  if (strategy_ == Strategy::kRandom || !ir::HasTilingSketch(task.dag)) {
-    return Random(task, history, n, &taken);
+// One batch of proposals for a task, in MetaSchedule's stages
+// (evolutionary_search.cc): SampleInitPopulation, EvolveWithCostModel,
+// PickWithEpsGreedy. The stages draw from the policy's generator in this
+// order, so a seeded search proposes the same batches.
+class SearchPolicy::Proposal {
+ public:
+  Proposal(SearchPolicy& policy, const Task& task, const TaskHistory& history,
+           const cost_model::CostModel* model)
+      : p_(policy),
+        task_(task),
+        history_(history),
+        model_(model),
+        sketch_(SketchFor(task.target)),
+        parents_(history.BestDecisions(sketch_.id, policy.options_.parents)) {
+    // No parent of its own yet: the best of similar workloads stand in, as
+    // mutation parents, and open the batch as they are.
+    if (parents_.empty() && p_.options_.transferred > 0) {
+      auto it = p_.transferred_.find(task.key);
+      if (it != p_.transferred_.end()) seeds_ = it->second;
+    }
+    plain_judged_ = PlainJudged();
   }
-  const TilingSketch& sketch = SketchFor(task.target);
-  // Parents: the best measured schedules that carry sketch decisions.
-  const std::vector<std::vector<int64_t>> parents =
-      history.BestDecisions(sketch.id, options_.parents);
-  // No parent of its own yet: the best of similar workloads stand in, as
-  // mutation parents, and open the batch as they are.
-  std::vector<std::vector<int64_t>> seeds;
-  if (parents.empty() && options_.transferred > 0) {
-    auto it = transferred_.find(task.key);
-    if (it != transferred_.end()) seeds = it->second;
-  }
-  const std::vector<std::vector<int64_t>>& mutate_from = parents.empty() ? seeds : parents;
+
+  // The candidates: moves of the best measured schedules into the other
+  // strata, the transferred seeds, mutations of the parents and fresh
+  // samples of the sketch, and a quarter as many from the whole space.
+  void SampleInitPopulation();
+  // Scores them with the cost model, then for each generation mutates the
+  // better-scored half; finally sorted best-scored first.
+  void EvolveWithCostModel();
+  // Up to `n` unmeasured schedules: paired moves of the best, the seeds,
+  // the best-scored candidate of each stratum, then the best-scored rest
+  // (near-copies last), and an epsilon share explored at random.
+  std::vector<v1::Schedule> PickWithEpsGreedy(int n);
+
+ private:
   struct Cand {
     v1::Schedule schedule;
     std::vector<int64_t> decisions;
@@ -140,242 +158,292 @@ std::vector<v1::Schedule> SearchPolicy::Propose(const Task& task, const TaskHist
     float score = 0;
     std::vector<int64_t> structure;  // ir::TilingStructure; empty outside the CPU sketch
   };
+
   // Schedules outside the tiling sketch (plain primitives) are judged like
   // a stratum: once they have `stratum_trials` trials and none runs within
   // `stratum_keep` of the task's best, the population and the random share
   // of each batch come from the tiling sketch alone. On GEMM 1024 most plain
   // schedules time out or run at 5-15 GFLOP/s: two trials of every batch.
-  bool plain_judged = false;
-  if (sketch.strata > 1 && history.plain_trials >= options_.stratum_trials) {
-    double plain_best = 0;  // seconds; history.ok is best first
-    for (const TaskHistory::Entry& e : history.ok) {
-      if (e.schedule.decisions().empty()) {
-        plain_best = e.seconds;
-        break;
-      }
+  bool PlainJudged() const;
+  // The candidate of `d`, if it builds, is new and (GPU) launches.
+  Cand* Add(std::vector<int64_t> d);
+  void Score(size_t from);
+  // Best-scored first, but a candidate one decision away from one already
+  // in the batch waits for the last pass: a batch of near-copies measures
+  // one corner of the space (the model's favourite) many times over.
+  // With `distinct_tiles`, so does one with the same tiles as a picked one.
+  bool NearPicked(const Cand& c) const;
+
+  SearchPolicy& p_;
+  const Task& task_;
+  const TaskHistory& history_;
+  const cost_model::CostModel* model_;
+  const TilingSketch& sketch_;
+  const std::vector<std::vector<int64_t>> parents_;  // best measured decisions
+  std::vector<std::vector<int64_t>> seeds_;
+  bool plain_judged_ = false;
+  std::vector<Cand> all_;
+  std::set<std::string> seen_;
+  // moved_best_[k]: the hash of the best schedule's move into stratum k.
+  std::vector<std::string> moved_best_;
+  std::vector<std::string> seeded_;  // hashes of the seeds, nearest workload first
+  std::set<std::string> taken_;
+  std::vector<const Cand*> picked_;
+};
+
+bool SearchPolicy::Proposal::PlainJudged() const {
+  if (sketch_.strata <= 1 || history_.plain_trials < p_.options_.stratum_trials) return false;
+  double plain_best = 0;  // seconds; history.ok is best first
+  for (const TaskHistory::Entry& e : history_.ok) {
+    if (e.schedule.decisions().empty()) {
+      plain_best = e.seconds;
+      break;
     }
-    plain_judged = plain_best == 0 || history.best_seconds() < options_.stratum_keep * plain_best;
   }
-  std::vector<Cand> all;
-  std::set<std::string> seen;
-  auto add = [&](std::vector<int64_t> d) -> Cand* {
-    absl::StatusOr<v1::Schedule> s = sketch.build(task.dag, task.target, d);
-    if (!s.ok()) return nullptr;
-    std::string h = ir::ScheduleHash(*s);
-    if (!seen.insert(h).second) return nullptr;
-    // A GPU candidate past the target's launch limits never reaches a device.
-    if (task.target.is_gpu()) {
-      if (absl::Status launch = ir::CheckGpuLaunch(task.dag, task.target, *s); !launch.ok()) {
-        ++rejected_;
-        last_rejection_ = std::string(launch.message());
-        return nullptr;
-      }
+  return plain_best == 0 || history_.best_seconds() < p_.options_.stratum_keep * plain_best;
+}
+
+SearchPolicy::Proposal::Cand* SearchPolicy::Proposal::Add(std::vector<int64_t> d) {
+  absl::StatusOr<v1::Schedule> s = sketch_.build(task_.dag, task_.target, d);
+  if (!s.ok()) return nullptr;
+  std::string h = ir::ScheduleHash(*s);
+  if (!seen_.insert(h).second) return nullptr;
+  // A GPU candidate past the target's launch limits never reaches a device.
+  if (task_.target.is_gpu()) {
+    if (absl::Status launch = ir::CheckGpuLaunch(task_.dag, task_.target, *s); !launch.ok()) {
+      ++p_.rejected_;
+      p_.last_rejection_ = std::string(launch.message());
+      return nullptr;
     }
-    std::vector<int64_t> structure =
-        sketch.strata > 1 ? ir::TilingStructure(task.dag, d) : std::vector<int64_t>{};
-    all.push_back({*std::move(s), std::move(d), h, 0, std::move(structure)});
-    return &all.back();
-  };
-  auto score = [&](size_t from) {
-    if (model == nullptr || !model->trained()) {
-      for (size_t i = from; i < all.size(); ++i)
-        all[i].score = float(std::uniform_real_distribution<>(0, 1)(rng_));
-      return;
+  }
+  std::vector<int64_t> structure =
+      sketch_.strata > 1 ? ir::TilingStructure(task_.dag, d) : std::vector<int64_t>{};
+  all_.push_back({*std::move(s), std::move(d), h, 0, std::move(structure)});
+  return &all_.back();
+}
+
+void SearchPolicy::Proposal::Score(size_t from) {
+  if (model_ == nullptr || !model_->trained()) {
+    for (size_t i = from; i < all_.size(); ++i)
+      all_[i].score = float(std::uniform_real_distribution<>(0, 1)(p_.rng_));
+    return;
+  }
+  std::vector<cost_model::ProgramFeatures> feats;
+  std::vector<size_t> idx;
+  for (size_t i = from; i < all_.size(); ++i) {
+    absl::StatusOr<cost_model::ProgramFeatures> f = FeaturesOf(task_, all_[i].schedule);
+    if (!f.ok()) {
+      all_[i].score = -1e30f;
+      continue;
     }
-    std::vector<cost_model::ProgramFeatures> feats;
-    std::vector<size_t> idx;
-    for (size_t i = from; i < all.size(); ++i) {
-      absl::StatusOr<cost_model::ProgramFeatures> f = FeaturesOf(task, all[i].schedule);
-      if (!f.ok()) {
-        all[i].score = -1e30f;
-        continue;
-      }
-      feats.push_back(*std::move(f));
-      idx.push_back(i);
-    }
-    std::vector<const cost_model::ProgramFeatures*> ptrs;
-    for (const auto& f : feats) ptrs.push_back(&f);
-    absl::StatusOr<std::vector<float>> s = model->Predict(ptrs);
-    for (size_t k = 0; k < idx.size(); ++k) all[idx[k]].score = s.ok() ? (*s)[k] : 0;
-  };
+    feats.push_back(*std::move(f));
+    idx.push_back(i);
+  }
+  std::vector<const cost_model::ProgramFeatures*> ptrs;
+  for (const auto& f : feats) ptrs.push_back(&f);
+  absl::StatusOr<std::vector<float>> s = model_->Predict(ptrs);
+  for (size_t k = 0; k < idx.size(); ++k) all_[idx[k]].score = s.ok() ? (*s)[k] : 0;
+}
+
+void SearchPolicy::Proposal::SampleInitPopulation() {
+  const EvolutionOptions& o = p_.options_;
+  std::mt19937_64& rng = p_.rng_;
   // The best measured schedules moved into every other stratum: the
-  // stratum's pick in pass 0 below is then most likely the best schedule
+  // stratum's pick in the first pass is then most likely the best schedule
   // with the packing or tile shape changed, a paired trial of that choice,
   // rather than the model's guess at tile sizes it has not measured there.
-  // moved_best[k]: the hash of the best schedule's move into stratum k.
-  std::vector<std::string> moved_best(sketch.strata);
-  if (sketch.move != nullptr) {
-    for (size_t p = 0; p < parents.size() && int(p) < options_.moved_parents; ++p) {
-      for (int k = 0; k < sketch.strata; ++k) {
-        std::vector<int64_t> d = sketch.move(task.dag, task.target, parents[p], k, rng_);
+  moved_best_.assign(size_t(sketch_.strata), "");
+  if (sketch_.move != nullptr) {
+    for (size_t p = 0; p < parents_.size() && int(p) < o.moved_parents; ++p) {
+      for (int k = 0; k < sketch_.strata; ++k) {
+        std::vector<int64_t> d = sketch_.move(task_.dag, task_.target, parents_[p], k, rng);
         // Not every move applies (no vector tile to pack, an axis too short
         // to block): those would only repeat the parent's stratum.
-        if (ir::TilingStratum(task.dag, d) != k) continue;
-        if (add(std::move(d)) != nullptr && p == 0) moved_best[k] = all.back().hash;
+        if (ir::TilingStratum(task_.dag, d) != k) continue;
+        if (Add(std::move(d)) != nullptr && p == 0) moved_best_[size_t(k)] = all_.back().hash;
       }
     }
   }
-  std::vector<std::string> seeded;  // hashes of the seeds, nearest workload first
-  for (const std::vector<int64_t>& d : seeds) {
-    if (int(seeded.size()) >= options_.transferred) break;
-    if (add(d) != nullptr && !history.measured.count(all.back().hash))
-      seeded.push_back(all.back().hash);
+  for (const std::vector<int64_t>& d : seeds_) {
+    if (int(seeded_.size()) >= o.transferred) break;
+    if (Add(d) != nullptr && !history_.measured.count(all_.back().hash))
+      seeded_.push_back(all_.back().hash);
   }
+  const std::vector<std::vector<int64_t>>& mutate_from = parents_.empty() ? seeds_ : parents_;
   std::uniform_real_distribution<> coin(0, 1);
-  for (int tries = 0; int(all.size()) < options_.population && tries < options_.population * 4;
-       ++tries) {
-    if (!mutate_from.empty() && coin(rng_) < options_.mutate_fraction) {
+  for (int tries = 0; int(all_.size()) < o.population && tries < o.population * 4; ++tries) {
+    if (!mutate_from.empty() && coin(rng) < o.mutate_fraction) {
       // Better parents more often: the index of the min of two draws.
-      size_t p = std::min(rng_() % mutate_from.size(), rng_() % mutate_from.size());
-      add(sketch.mutate(task.dag, task.target, mutate_from[p], rng_));
+      size_t p = std::min(rng() % mutate_from.size(), rng() % mutate_from.size());
+      Add(sketch_.mutate(task_.dag, task_.target, mutate_from[p], rng));
     } else {
-      add(sketch.sample(task.dag, task.target, rng_));
+      Add(sketch_.sample(task_.dag, task_.target, rng));
     }
   }
   // A quarter as many from the whole space (the plain-primitive sketch, or
   // the GPU's fused one, too): on some workloads (depthwise) the tiling
   // sketch is not the best shape.
-  for (int k = 0; !plain_judged && k < options_.population / 4; ++k) {
-    v1::Schedule s = ir::RandomSchedule(task.dag, task.target, rng_);
+  for (int k = 0; !plain_judged_ && k < o.population / 4; ++k) {
+    v1::Schedule s = ir::RandomSchedule(task_.dag, task_.target, rng);
     std::string h = ir::ScheduleHash(s);
-    if (!seen.insert(h).second) continue;
+    if (!seen_.insert(h).second) continue;
     std::vector<int64_t> d(s.decisions().begin(), s.decisions().end());
-    all.push_back({std::move(s), std::move(d), h, 0, {}});
+    all_.push_back({std::move(s), std::move(d), h, 0, {}});
   }
-  score(0);
-  for (int g = 0; g < options_.generations; ++g) {
+}
+
+void SearchPolicy::Proposal::EvolveWithCostModel() {
+  Score(0);
+  for (int g = 0; g < p_.options_.generations; ++g) {
     // Survivors: the better-scored half; children: their mutations.
-    std::vector<size_t> order(all.size());
+    std::vector<size_t> order(all_.size());
     std::iota(order.begin(), order.end(), 0);
     std::sort(order.begin(), order.end(),
-              [&](size_t a, size_t b) { return all[a].score > all[b].score; });
+              [&](size_t a, size_t b) { return all_[a].score > all_[b].score; });
     size_t keep = std::max<size_t>(1, order.size() / 2);
-    size_t before = all.size();
-    for (int tries = 0; all.size() - before < keep && tries < int(keep) * 4; ++tries) {
-      const Cand& c = all[order[rng_() % keep]];
+    size_t before = all_.size();
+    for (int tries = 0; all_.size() - before < keep && tries < int(keep) * 4; ++tries) {
+      const Cand& c = all_[order[p_.rng_() % keep]];
       // Another sketch's schedule (plain primitives, GPU fused): selected, not mutated.
-      if (c.schedule.sketch_id() != sketch.id || c.decisions.empty()) continue;
+      if (c.schedule.sketch_id() != sketch_.id || c.decisions.empty()) continue;
       const std::vector<int64_t> parent = c.decisions;
-      add(sketch.mutate(task.dag, task.target, parent, rng_));
+      Add(sketch_.mutate(task_.dag, task_.target, parent, p_.rng_));
     }
-    score(before);
+    Score(before);
   }
-  std::sort(all.begin(), all.end(), [](const Cand& a, const Cand& b) { return a.score > b.score; });
+  std::sort(all_.begin(), all_.end(),
+            [](const Cand& a, const Cand& b) { return a.score > b.score; });
+}
+
+bool SearchPolicy::Proposal::NearPicked(const Cand& c) const {
+  const EvolutionOptions& o = p_.options_;
+  for (const Cand* p : picked_) {
+    if (o.distinct_tiles && !c.structure.empty() && c.structure == p->structure) return true;
+    if (p->decisions.size() != c.decisions.size() || c.decisions.empty()) continue;
+    int diff = 0;
+    for (size_t i = 0; i < p->decisions.size() && diff <= o.min_distance - 1; ++i)
+      diff += p->decisions[i] != c.decisions[i];
+    if (diff < o.min_distance) return true;
+  }
+  return false;
+}
+
+std::vector<v1::Schedule> SearchPolicy::Proposal::PickWithEpsGreedy(int n) {
+  const EvolutionOptions& o = p_.options_;
   // Stalled (no new best in the last two batches' worth of trials): the
   // model and the parents hold the search in one corner, so half the batch
   // explores at random until a better schedule turns up.
-  const bool stalled = !history.ok.empty() && history.trials - history.last_improvement >= 2 * n;
-  const double epsilon =
-      stalled ? std::max(options_.epsilon, options_.stalled_epsilon) : options_.epsilon;
+  const bool stalled =
+      !history_.ok.empty() && history_.trials - history_.last_improvement >= 2 * n;
+  const double epsilon = stalled ? std::max(o.epsilon, o.stalled_epsilon) : o.epsilon;
   int n_random = std::min(n, int(std::round(n * epsilon)));
   std::vector<v1::Schedule> out;
-  // Best-scored first, but a candidate one decision away from one already
-  // in the batch waits for the last pass: a batch of near-copies measures
-  // one corner of the space (the model's favourite) many times over.
-  // With `distinct_tiles`, so does one with the same tiles as a picked one.
-  std::vector<const Cand*> picked;
-  auto near_picked = [&](const Cand& c) {
-    for (const Cand* p : picked) {
-      if (options_.distinct_tiles && !c.structure.empty() && c.structure == p->structure)
-        return true;
-      if (p->decisions.size() != c.decisions.size() || c.decisions.empty()) continue;
-      int diff = 0;
-      for (size_t i = 0; i < p->decisions.size() && diff <= options_.min_distance - 1; ++i)
-        diff += p->decisions[i] != c.decisions[i];
-      if (diff < options_.min_distance) return true;
-    }
-    return false;
-  };
-  // Pass 0 takes the best-scored candidate of each stratum (tile shape,
-  // packed or not) first: the model extrapolates badly to a stratum the run
-  // has not measured (a GEMM run warm from convolutions proposed unpacked
-  // register tiles for three batches, at 0.5x of the packed blocked ones),
-  // so each stratum is measured until it has enough trials to be judged,
-  // and for as long as it stays near the task's best.
+  // The first pass takes the best-scored candidate of each stratum (tile
+  // shape, packed or not) first: the model extrapolates badly to a stratum
+  // the run has not measured (a GEMM run warm from convolutions proposed
+  // unpacked register tiles for three batches, at 0.5x of the packed
+  // blocked ones), so each stratum is measured until it has enough trials to
+  // be judged, and for as long as it stays near the task's best.
   // Covered: picked for this batch, or judged (enough trials, far from the best).
-  std::vector<bool> covered(sketch.strata, false);
+  std::vector<bool> covered(size_t(sketch_.strata), false);
   // Moves of the best into judged strata (stratum, candidate), measured first.
   std::vector<std::pair<int, const Cand*>> paired;
-  if (sketch.strata > 1) {
-    std::vector<int> count(sketch.strata, 0);
-    std::vector<double> best(sketch.strata, 0);
-    for (const TaskHistory::Entry& e : history.ok) {
-      if (e.schedule.sketch_id() != sketch.id) continue;
-      int k = ir::TilingStratum(task.dag,
+  if (sketch_.strata > 1) {
+    std::vector<int> count(size_t(sketch_.strata), 0);
+    std::vector<double> best(size_t(sketch_.strata), 0);
+    for (const TaskHistory::Entry& e : history_.ok) {
+      if (e.schedule.sketch_id() != sketch_.id) continue;
+      int k = ir::TilingStratum(task_.dag,
                                 {e.schedule.decisions().begin(), e.schedule.decisions().end()});
-      if (count[k]++ == 0) best[k] = e.seconds;  // history.ok is best first
+      if (count[size_t(k)]++ == 0) best[size_t(k)] = e.seconds;  // history.ok is best first
     }
-    std::vector<int>& at = paired_at_[task.key];
-    at.resize(sketch.strata, -1);
-    for (int k = 0; k < sketch.strata; ++k) {
-      covered[k] = count[k] >= options_.stratum_trials &&
-                   history.best_seconds() < options_.stratum_keep * best[k];
+    std::vector<int>& at = p_.paired_at_[task_.key];
+    at.resize(size_t(sketch_.strata), -1);
+    for (int k = 0; k < sketch_.strata; ++k) {
+      covered[size_t(k)] = count[size_t(k)] >= o.stratum_trials &&
+                           history_.best_seconds() < o.stratum_keep * best[size_t(k)];
       // Judged, and the best has improved since its last move here: the
       // new best, moved here. Not "tried since": a random sample that lands
       // in the stratum says nothing of the new best's tiles there.
-      if (!covered[k] || at[k] == history.last_improvement || moved_best[k].empty()) continue;
-      for (const Cand& c : all) {
-        if (c.hash == moved_best[k]) paired.push_back({k, &c});
+      if (!covered[size_t(k)] || at[size_t(k)] == history_.last_improvement ||
+          moved_best_[size_t(k)].empty())
+        continue;
+      for (const Cand& c : all_) {
+        if (c.hash == moved_best_[size_t(k)]) paired.push_back({k, &c});
       }
     }
   }
   for (const auto& [k, c] : paired) {
     if (int(out.size()) >= n - n_random) break;
-    if (history.measured.count(c->hash) || !taken.insert(c->hash).second) continue;
-    paired_at_[task.key][k] = history.last_improvement;
-    picked.push_back(c);
+    if (history_.measured.count(c->hash) || !taken_.insert(c->hash).second) continue;
+    p_.paired_at_[task_.key][size_t(k)] = history_.last_improvement;
+    picked_.push_back(c);
     out.push_back(c->schedule);
   }
-  for (const std::string& h : seeded) {
+  for (const std::string& h : seeded_) {
     if (int(out.size()) >= n - n_random) break;
-    if (history.measured.count(h) || taken.count(h)) continue;
-    const auto c = std::find_if(all.begin(), all.end(), [&](const Cand& x) { return x.hash == h; });
+    if (history_.measured.count(h) || taken_.count(h)) continue;
+    const auto c =
+        std::find_if(all_.begin(), all_.end(), [&](const Cand& x) { return x.hash == h; });
     // Two seeds with the same tiles (fitting can make them so) are one.
-    if (c == all.end() || near_picked(*c)) continue;
+    if (c == all_.end() || NearPicked(*c)) continue;
     // The seed stands for its stratum in this batch.
-    if (sketch.strata > 1) covered[ir::TilingStratum(task.dag, c->decisions)] = true;
-    taken.insert(h);
-    picked.push_back(&*c);
+    if (sketch_.strata > 1) covered[size_t(ir::TilingStratum(task_.dag, c->decisions))] = true;
+    taken_.insert(h);
+    picked_.push_back(&*c);
     out.push_back(c->schedule);
   }
-  for (int pass = sketch.strata > 1 ? 0 : 1; pass < 3; ++pass) {
-    for (const Cand& c : all) {
+  for (int pass = sketch_.strata > 1 ? 0 : 1; pass < 3; ++pass) {
+    for (const Cand& c : all_) {
       if (int(out.size()) >= n - n_random) break;
-      if (history.measured.count(c.hash) || taken.count(c.hash)) continue;
-      if (pass < 2 && near_picked(c)) continue;
+      if (history_.measured.count(c.hash) || taken_.count(c.hash)) continue;
+      if (pass < 2 && NearPicked(c)) continue;
       if (pass == 0) {
-        if (c.schedule.sketch_id() != sketch.id) continue;
-        int k = ir::TilingStratum(task.dag, c.decisions);
-        if (covered[k]) continue;
-        covered[k] = true;
+        if (c.schedule.sketch_id() != sketch_.id) continue;
+        int k = ir::TilingStratum(task_.dag, c.decisions);
+        if (covered[size_t(k)]) continue;
+        covered[size_t(k)] = true;
       }
-      taken.insert(c.hash);
-      picked.push_back(&c);
+      taken_.insert(c.hash);
+      picked_.push_back(&c);
       out.push_back(c.schedule);
     }
   }
   // Stalled: part of the exploration share goes to unranked neighbours of
   // the best (one decision changed).
-  if (stalled && !parents.empty()) {
+  if (stalled && !parents_.empty()) {
     const int want =
-        std::min(n - int(out.size()), int(std::round(n_random * options_.stalled_neighbors)));
+        std::min(n - int(out.size()), int(std::round(n_random * o.stalled_neighbors)));
     std::vector<v1::Schedule> near =
-        Fresh(history, want, &taken, [&]() -> absl::StatusOr<v1::Schedule> {
-          absl::StatusOr<v1::Schedule> s = sketch.build(
-              task.dag, task.target, sketch.mutate(task.dag, task.target, parents[0], rng_));
-          if (s.ok() && task.target.is_gpu()) {
-            if (absl::Status launch = ir::CheckGpuLaunch(task.dag, task.target, *s); !launch.ok())
+        p_.Fresh(history_, want, &taken_, [&]() -> absl::StatusOr<v1::Schedule> {
+          absl::StatusOr<v1::Schedule> s = sketch_.build(
+              task_.dag, task_.target, sketch_.mutate(task_.dag, task_.target, parents_[0], p_.rng_));
+          if (s.ok() && task_.target.is_gpu()) {
+            if (absl::Status launch = ir::CheckGpuLaunch(task_.dag, task_.target, *s);
+                !launch.ok())
               return launch;
           }
           return s;
         });
     out.insert(out.end(), near.begin(), near.end());
   }
-  std::vector<v1::Schedule> extra = plain_judged
-                                        ? SketchSamples(task, history, n - int(out.size()), &taken)
-                                        : Random(task, history, n - int(out.size()), &taken);
+  std::vector<v1::Schedule> extra =
+      plain_judged_ ? p_.SketchSamples(task_, history_, n - int(out.size()), &taken_)
+                    : p_.Random(task_, history_, n - int(out.size()), &taken_);
   out.insert(out.end(), extra.begin(), extra.end());
   return out;
+}
+
+std::vector<v1::Schedule> SearchPolicy::Propose(const Task& task, const TaskHistory& history,
+                                                const cost_model::CostModel* model, int n) {
+  if (strategy_ == Strategy::kRandom || !ir::HasTilingSketch(task.dag)) {
+    std::set<std::string> taken;
+    return Random(task, history, n, &taken);
+  }
+  Proposal proposal(*this, task, history, model);
+  proposal.SampleInitPopulation();
+  proposal.EvolveWithCostModel();
+  return proposal.PickWithEpsGreedy(n);
 }
 
 std::vector<int> SearchPolicy::PairedAt(const std::string& task_key) const {

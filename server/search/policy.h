@@ -124,6 +124,8 @@ class SearchPolicy {
   const std::string& last_rejection() const { return last_rejection_; }
 
  private:
+  class Proposal;  // one batch of Propose, in stages (policy.cc)
+
   std::vector<::tunefarm::v1::Schedule> Random(const Task& task, const TaskHistory& history, int n,
                                                std::set<std::string>* taken);
   // Up to `n` distinct schedules from `draw` (errors skipped), none measured
