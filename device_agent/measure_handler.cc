@@ -90,11 +90,7 @@ v1::MeasureResult MeasureHandler::Measure(const v1::MeasureRequest& req) {
       std::memcpy(made.data(), req.reference_output().data(), made.size() * 4);
     } else if (!req.reference_artifact().empty()) {
       runner::Kernel k{req.kind(), req.reference_artifact(), req.reference_signature()};
-      runner::SandboxOptions ro = so;
-      ro.repeats = 1;
-      ro.min_repeat_ms = 0;
-      ro.warmup_ms = 0;  // only its output counts
-      runner::SandboxOutcome o = runner::Measure(k, inputs, {}, ro, &made);
+      runner::SandboxOutcome o = runner::RunForOutput(k, inputs, so, &made);
       if (o.status != runner::SandboxOutcome::Status::kOk) {
         return fail(v1::MEASURE_STATUS_RUNTIME_ERROR,
                     absl::StrCat("the reference (default schedule) failed: ", o.error));

@@ -316,15 +316,9 @@ class LoadMapper : public ExprMutator {
  protected:
   Expr VisitLoad(const Expr& e) override {
     if (e->args.empty()) return e;
-    std::vector<Expr> args;
-    bool changed = false;
-    for (const Expr& a : e->args) {
-      args.push_back(Visit(a));
-      changed |= !args.back().same_as(a);
-    }
-    Expr r = fn_(*e.get(), args);
-    if (r.defined()) return r;
-    return changed ? WithArgs(e, std::move(args)) : e;
+    Expr rebuilt = ExprMutator::VisitLoad(e);  // e, or a load of the rewritten indices
+    Expr r = fn_(*e.get(), rebuilt->args);
+    return r.defined() ? r : rebuilt;
   }
 
  private:

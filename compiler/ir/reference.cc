@@ -6,9 +6,9 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "common/random_fill.h"
 #include "common/status_macros.h"
 #include "compiler/ir/functor.h"
+#include "proto/kernel_signature.h"
 
 namespace tunefarm::ir {
 namespace {
@@ -279,13 +279,7 @@ bool InterpretReference(const ComputeDAG& dag, double flops) {
 }
 
 std::vector<std::vector<float>> RandomInputs(const ComputeDAG& dag, uint64_t seed) {
-  std::vector<std::vector<float>> inputs;
-  for (size_t i = 0; i + 1 < dag.args.size(); ++i) {
-    std::vector<float> v(size_t(dag.NumElements(dag.args[i])));
-    FillUniform(seed, uint64_t(i), v.data(), int64_t(v.size()));
-    inputs.push_back(std::move(v));
-  }
-  return inputs;
+  return ::tunefarm::RandomInputs(SignatureOf(dag), seed);
 }
 
 }  // namespace tunefarm::ir

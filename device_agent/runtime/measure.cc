@@ -110,4 +110,12 @@ SandboxOutcome Measure(const Kernel& kernel, const std::vector<std::vector<float
   return MeasureInSandbox(*encoded, args, n_out, reference, options, output);
 }
 
+SandboxOutcome RunForOutput(const Kernel& kernel, const std::vector<std::vector<float>>& inputs,
+                            SandboxOptions options, std::vector<float>* output) {
+  options.repeats = 1;
+  options.min_repeat_ms = 0;
+  options.warmup_ms = 0;
+  return Measure(kernel, inputs, {}, options, output);
+}
+
 }  // namespace tunefarm::runner

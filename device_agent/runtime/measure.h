@@ -44,4 +44,9 @@ SandboxOutcome Measure(const Kernel& kernel, const std::vector<std::vector<float
                        const std::vector<float>& reference, SandboxOptions options,
                        std::vector<float>* output = nullptr);
 
+// Runs `kernel` once on `inputs` for its output, untimed and unchecked (a
+// reference build's output): Measure with one repeat and no warm-up.
+SandboxOutcome RunForOutput(const Kernel& kernel, const std::vector<std::vector<float>>& inputs,
+                            SandboxOptions options, std::vector<float>* output);
+
 }  // namespace tunefarm::runner

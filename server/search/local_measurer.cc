@@ -62,14 +62,14 @@ absl::StatusOr<LocalMeasurer::TaskData*> LocalMeasurer::Prepare(const Task& task
   } else {
     absl::StatusOr<codegen::Artifact> def =
         codegen::Build(task.dag, task.target, ir::DefaultSchedule(task.dag, task.target));
-    if (!def.ok()) return absl::InternalError(absl::StrCat("the default schedule: ", def.status().message()));
+    if (!def.ok()) {
+      return absl::InternalError(absl::StrCat("the default schedule: ", def.status().message()));
+    }
     runner::SandboxOptions so;
     so.threads = options_.threads;
-    so.repeats = 1;
-    so.min_repeat_ms = 0;
-    so.warmup_ms = 0;  // only its output counts
     so.time_limit_s = options_.timeout_s;
-    runner::SandboxOutcome o = runner::Measure(KernelOf(*def), data->inputs, {}, so, &data->reference);
+    runner::SandboxOutcome o =
+        runner::RunForOutput(KernelOf(*def), data->inputs, so, &data->reference);
     if (o.status != runner::SandboxOutcome::Status::kOk) {
       return absl::InternalError(absl::StrCat("the default schedule failed: ", o.error));
     }

@@ -186,6 +186,18 @@ absl::StatusOr<v1::Record> RowToRecord(const Stmt& st, const std::string& path) 
   return r;
 }
 
+// Every row of a prepared query over kRecordColumns, as records.
+absl::StatusOr<std::vector<v1::Record>> ReadRecords(Stmt& st, const std::string& path) {
+  std::vector<v1::Record> out;
+  while (true) {
+    TF_ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) break;
+    TF_ASSIGN_OR_RETURN(v1::Record r, RowToRecord(st, path));
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
 // A record checked and reduced to what is stored.
 struct PreparedRecord {
   v1::Record record;  // workload and target canonical
@@ -472,14 +484,7 @@ absl::StatusOr<std::vector<v1::Record>> TuningLog::TopK(const std::string& workl
   Stmt st(db_->raw(), path_);
   TF_RETURN_IF_ERROR(st.Prepare(TopKSql()));
   st.Bind(1, workload_key).Bind(2, t.spec).Bind(3, int64_t{std::max(k, 1)});
-  std::vector<v1::Record> out;
-  while (true) {
-    TF_ASSIGN_OR_RETURN(bool row, st.Step());
-    if (!row) break;
-    TF_ASSIGN_OR_RETURN(v1::Record r, RowToRecord(st, path_));
-    out.push_back(std::move(r));
-  }
-  return out;
+  return ReadRecords(st, path_);
 }
 
 absl::StatusOr<std::string> TuningLog::ExplainTopK() {
@@ -512,14 +517,7 @@ absl::StatusOr<std::vector<v1::Record>> TuningLog::ListRecords(const RecordQuery
   TF_RETURN_IF_ERROR(st.Prepare(sql));
   st.Bind(1, q.after_record_id).Bind(2, q.workload_key).Bind(3, target_spec);
   st.Bind(4, q.job_id).Bind(5, int64_t{q.status}).Bind(6, int64_t{std::max(q.limit, 1)});
-  std::vector<v1::Record> out;
-  while (true) {
-    TF_ASSIGN_OR_RETURN(bool row, st.Step());
-    if (!row) break;
-    TF_ASSIGN_OR_RETURN(v1::Record r, RowToRecord(st, path_));
-    out.push_back(std::move(r));
-  }
-  return out;
+  return ReadRecords(st, path_);
 }
 
 absl::StatusOr<int64_t> TuningLog::CountRecords() {
