@@ -19,7 +19,8 @@
 #include "bench/anchors.h"
 #include "bench/cuda_references.h"
 #include "bench/references.h"
-#include "compiler/schedule/gpu_sketch.h"
+#include "compiler/schedule/gpu_tiling.h"
+#include "server/search/space/gpu_sketch.h"
 #include "compiler/ir/reference.h"
 #include "compiler/schedule/schedule.h"
 #include "compiler/ir/workload.h"
@@ -114,7 +115,7 @@ int RunGpuKernelsBench(const std::string& target_flag, int samples, uint64_t see
     std::mt19937_64 rng(seed);
     std::vector<v1::Schedule> schedules = {ir::DefaultSchedule(task->dag, *target)};
     for (int s = 0; s < samples; ++s)
-      schedules.push_back(ir::RandomGpuSchedule(task->dag, *target, rng));
+      schedules.push_back(search::space::RandomGpuSchedule(task->dag, *target, rng));
     std::vector<search::MeasureResult> got = measurer.Measure(*task, schedules);
     int ok = 0, best_i = -1;
     double best_s = NAN;

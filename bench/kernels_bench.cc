@@ -28,7 +28,7 @@
 #include "compiler/codegen/llvm_target.h"
 #include "compiler/ir/compute.h"
 #include "compiler/schedule/handwritten.h"
-#include "compiler/schedule/random_schedule.h"
+#include "server/search/space/random_schedule.h"
 #include "compiler/ir/reference.h"
 #include "compiler/schedule/schedule.h"
 #include "compiler/ir/workload.h"
@@ -212,7 +212,7 @@ int RunKernelsBench(const std::vector<std::string>& args) {
     }
     std::vector<Candidate> sampled;
     for (int s = 0; s < samples; ++s) {
-      v1::Schedule sched = ir::RandomSchedule(dag, target, rng);
+      v1::Schedule sched = search::space::RandomSchedule(dag, target, rng);
       auto c = Build(dag, sched, target, inputs, ptrs);
       if (c.ok()) {
         compile_ms.push_back(c->compile_ms);

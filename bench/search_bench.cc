@@ -27,7 +27,8 @@
 #include "compiler/ir/reference.h"
 #include "compiler/schedule/schedule.h"
 #include "compiler/ir/schedule_hash.h"
-#include "compiler/schedule/sketch.h"
+#include "compiler/schedule/tiling.h"
+#include "server/search/space/cpu_sketch.h"
 #include "compiler/ir/workload_spec.h"
 #include "cost_model/xgb_model.h"
 #include "server/search/local_measurer.h"
@@ -238,6 +239,15 @@ void WriteSvg(const std::string& path, const std::vector<Run>& runs,
   f << "</svg>\n";
 }
 
+// The CPU tile shape of a schedule of the tiling sketch, -1 for any other.
+int TileShapeOf(const search::Task& task, const v1::Schedule& s) {
+  if (s.sketch_id() != ir::kTilingSketchId || task.target.is_gpu()) return -1;
+  const search::space::CpuSketch sketch(task.dag, task.target);
+  std::optional<ir::CpuTiling> t =
+      ir::CpuTiling::Decode(sketch.nest(), {s.decisions().data(), size_t(s.decisions_size())});
+  return t ? sketch.TileShape(*t) : -1;
+}
+
 // A schedule's sketch decisions as text, for the logs.
 std::string DecisionsText(const v1::Schedule& s) {
   return s.decisions().empty() ? "not a sketch" : absl::StrJoin(s.decisions(), ",");
@@ -419,9 +429,7 @@ int RunSearchBench(const std::vector<std::string>& args) {
                         t.result.status == search::MeasureResult::Status::kOk
                             ? task.flops / t.result.seconds * 1e-9
                             : 0.0,
-                        s.decisions().empty() ? -1
-                                              : ir::TilingShape(task.dag, {s.decisions().begin(),
-                                                                           s.decisions().end()}),
+                        TileShapeOf(task, s),
                         DecisionsText(s).c_str());
           }
         });
@@ -616,8 +624,8 @@ int RunSearchBench(const std::vector<std::string>& args) {
     std::vector<cost_model::ProgramFeatures> fresh;
     auto f0 = std::chrono::steady_clock::now();
     for (int i = 0; i < 512; ++i) {
-      auto sched = ir::BuildTiledSchedule(task.dag, target,
-                                          ir::SampleTilingDecisions(task.dag, target, rng));
+      auto sched = ir::BuildTiledSchedule(
+          task.dag, target, search::space::CpuSketch(task.dag, target).SampleTiling(rng));
       if (!sched.ok()) continue;
       auto f = search::FeaturesOf(task, *sched);
       if (f.ok()) fresh.push_back(*std::move(f));

@@ -12,10 +12,10 @@
 #include "compiler/codegen/llvm_codegen.h"
 #include "compiler/codegen/llvm_target.h"
 #include "compiler/ir/compute.h"
-#include "compiler/schedule/gpu_sketch.h"
+#include "compiler/schedule/gpu_tiling.h"
 #include "compiler/schedule/handwritten.h"
 #include "compiler/schedule/schedule.h"
-#include "compiler/schedule/sketch.h"
+#include "compiler/schedule/tiling.h"
 #include "compiler/ir/workload_spec.h"
 #include "google/protobuf/text_format.h"
 #include "google/protobuf/util/json_util.h"
@@ -92,7 +92,7 @@ int RunCompile(const std::vector<std::string>& args, std::ostream& out, std::ost
       return Fail(err, 2, absl::StrCat(flags["schedule"], " is not a Schedule (JSON or text)"));
     }
     if (schedule.steps().empty() && !schedule.decisions().empty()) {
-      const std::vector<int64_t> d(schedule.decisions().begin(), schedule.decisions().end());
+      const absl::Span<const int64_t> d(schedule.decisions().data(), schedule.decisions().size());
       absl::StatusOr<v1::Schedule> built;
       if (schedule.sketch_id() == ir::kTilingSketchId && !target.is_gpu()) {
         built = ir::BuildTiledSchedule(*dag, target, d);

@@ -7,15 +7,24 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
-#include "compiler/schedule/gpu_sketch.h"
-#include "compiler/schedule/random_schedule.h"
-#include "compiler/schedule/schedule.h"
 #include "compiler/ir/schedule_hash.h"
-#include "compiler/schedule/sketch.h"
+#include "compiler/schedule/gpu_tiling.h"
+#include "compiler/schedule/schedule.h"
+#include "server/search/space/random_schedule.h"
+#include "server/search/space/sketch.h"
 
 namespace tunefarm::search {
 
 namespace v1 = ::tunefarm::v1;
+
+namespace {
+
+// A schedule's sketch decisions as stored (the wire form).
+absl::Span<const int64_t> Wire(const v1::Schedule& s) {
+  return {s.decisions().data(), size_t(s.decisions_size())};
+}
+
+}  // namespace
 
 const char* StrategyName(Strategy s) { return s == Strategy::kRandom ? "random" : "evolutionary"; }
 
@@ -54,38 +63,6 @@ absl::StatusOr<cost_model::ProgramFeatures> FeaturesOf(const Task& task, const v
   return cost_model::ExtractFeatures(st.dag(), ir::Lower(st));
 }
 
-namespace {
-
-// The tiling sketch of a target: the CPU's "SSRSRS" or the GPU's "SSSRRSRS"
-// (both as decision vectors: sampled, mutated, built into a schedule).
-struct TilingSketch {
-  int id;
-  std::vector<int64_t> (*sample)(const ir::ComputeDAG&, const ir::Target&, std::mt19937_64&);
-  std::vector<int64_t> (*mutate)(const ir::ComputeDAG&, const ir::Target&,
-                                 const std::vector<int64_t>&, std::mt19937_64&);
-  absl::StatusOr<v1::Schedule> (*build)(const ir::ComputeDAG&, const ir::Target&,
-                                        const std::vector<int64_t>&);
-  int strata;  // classes each batch keeps (ir::TilingStratum), 1: no such classes
-  // Decisions moved into another stratum (null when strata is 1).
-  std::vector<int64_t> (*move)(const ir::ComputeDAG&, const ir::Target&,
-                               const std::vector<int64_t>&, int, std::mt19937_64&);
-};
-
-const TilingSketch& SketchFor(const ir::Target& target) {
-  static const TilingSketch cpu{ir::kTilingSketchId,       ir::SampleTilingDecisions,
-                                ir::MutateTilingDecisions, ir::BuildTiledSchedule,
-                                ir::kTilingStrata,         ir::MoveTilingDecisions};
-  static const TilingSketch gpu{ir::kGpuTilingSketchId,
-                                ir::SampleGpuTilingDecisions,
-                                ir::MutateGpuTilingDecisions,
-                                ir::BuildGpuTiledSchedule,
-                                1,
-                                nullptr};
-  return target.is_gpu() ? gpu : cpu;
-}
-
-}  // namespace
-
 std::vector<v1::Schedule> SearchPolicy::Fresh(
     const TaskHistory& history, int n, std::set<std::string>* taken,
     const std::function<absl::StatusOr<v1::Schedule>()>& draw) {
@@ -103,16 +80,14 @@ std::vector<v1::Schedule> SearchPolicy::Fresh(
 std::vector<v1::Schedule> SearchPolicy::Random(const Task& task, const TaskHistory& history, int n,
                                                std::set<std::string>* taken) {
   return Fresh(history, n, taken, [&]() -> absl::StatusOr<v1::Schedule> {
-    return ir::RandomSchedule(task.dag, task.target, rng_);
+    return space::RandomSchedule(task.dag, task.target, rng_);
   });
 }
 
-std::vector<v1::Schedule> SearchPolicy::SketchSamples(const Task& task, const TaskHistory& history,
-                                                      int n, std::set<std::string>* taken) {
-  const TilingSketch& sketch = SketchFor(task.target);
-  return Fresh(history, n, taken, [&] {
-    return sketch.build(task.dag, task.target, sketch.sample(task.dag, task.target, rng_));
-  });
+std::vector<v1::Schedule> SearchPolicy::SketchSamples(const space::Sketch& sketch,
+                                                      const TaskHistory& history, int n,
+                                                      std::set<std::string>* taken) {
+  return Fresh(history, n, taken, [&] { return sketch.Build(sketch.Sample(rng_)); });
 }
 
 // One batch of proposals for a task, in MetaSchedule's stages
@@ -127,13 +102,13 @@ class SearchPolicy::Proposal {
         task_(task),
         history_(history),
         model_(model),
-        sketch_(SketchFor(task.target)),
-        parents_(history.BestDecisions(sketch_.id, policy.options_.parents)) {
+        sketch_(space::TilingSketchFor(task.dag, task.target)),
+        parents_(Decoded(history.BestDecisions(sketch_->id(), policy.options_.parents))) {
     // No parent of its own yet: the best of similar workloads stand in, as
     // mutation parents, and open the batch as they are.
     if (parents_.empty() && p_.options_.transferred > 0) {
       auto it = p_.transferred_.find(task.key);
-      if (it != p_.transferred_.end()) seeds_ = it->second;
+      if (it != p_.transferred_.end()) seeds_ = Decoded(it->second);
     }
     plain_judged_ = PlainJudged();
   }
@@ -153,11 +128,16 @@ class SearchPolicy::Proposal {
  private:
   struct Cand {
     v1::Schedule schedule;
-    std::vector<int64_t> decisions;
+    std::optional<space::Decisions> decisions;  // none outside the task's tiling sketch
     std::string hash;
     float score = 0;
-    std::vector<int64_t> structure;  // ir::TilingStructure; empty outside the CPU sketch
+    std::vector<int64_t> structure;  // Sketch::Structure; empty where the sketch has none
   };
+
+  // The decisions of `wire` that fit the task's sketch, in order.
+  std::vector<space::Decisions> Decoded(const std::vector<std::vector<int64_t>>& wire) const;
+  // The stratum of a schedule of the sketch (0 when its decisions do not fit).
+  int StratumOf(const v1::Schedule& s) const;
 
   // Schedules outside the tiling sketch (plain primitives) are judged like
   // a stratum: once they have `stratum_trials` trials and none runs within
@@ -166,7 +146,7 @@ class SearchPolicy::Proposal {
   // schedules time out or run at 5-15 GFLOP/s: two trials of every batch.
   bool PlainJudged() const;
   // The candidate of `d`, if it builds, is new and (GPU) launches.
-  Cand* Add(std::vector<int64_t> d);
+  Cand* Add(space::Decisions d);
   void Score(size_t from);
   // Best-scored first, but a candidate one decision away from one already
   // in the batch waits for the last pass: a batch of near-copies measures
@@ -178,9 +158,9 @@ class SearchPolicy::Proposal {
   const Task& task_;
   const TaskHistory& history_;
   const cost_model::CostModel* model_;
-  const TilingSketch& sketch_;
-  const std::vector<std::vector<int64_t>> parents_;  // best measured decisions
-  std::vector<std::vector<int64_t>> seeds_;
+  const std::unique_ptr<space::Sketch> sketch_;  // non-null: Propose checks the DAG
+  const std::vector<space::Decisions> parents_;   // best measured decisions
+  std::vector<space::Decisions> seeds_;
   bool plain_judged_ = false;
   std::vector<Cand> all_;
   std::set<std::string> seen_;
@@ -191,8 +171,22 @@ class SearchPolicy::Proposal {
   std::vector<const Cand*> picked_;
 };
 
+std::vector<space::Decisions> SearchPolicy::Proposal::Decoded(
+    const std::vector<std::vector<int64_t>>& wire) const {
+  std::vector<space::Decisions> out;
+  for (const std::vector<int64_t>& w : wire) {
+    if (std::optional<space::Decisions> d = sketch_->Decode(w)) out.push_back(*std::move(d));
+  }
+  return out;
+}
+
+int SearchPolicy::Proposal::StratumOf(const v1::Schedule& s) const {
+  std::optional<space::Decisions> d = sketch_->Decode(Wire(s));
+  return d ? sketch_->Stratum(*d) : 0;
+}
+
 bool SearchPolicy::Proposal::PlainJudged() const {
-  if (sketch_.strata <= 1 || history_.plain_trials < p_.options_.stratum_trials) return false;
+  if (sketch_->strata() <= 1 || history_.plain_trials < p_.options_.stratum_trials) return false;
   double plain_best = 0;  // seconds; history.ok is best first
   for (const TaskHistory::Entry& e : history_.ok) {
     if (e.schedule.decisions().empty()) {
@@ -203,8 +197,8 @@ bool SearchPolicy::Proposal::PlainJudged() const {
   return plain_best == 0 || history_.best_seconds() < p_.options_.stratum_keep * plain_best;
 }
 
-SearchPolicy::Proposal::Cand* SearchPolicy::Proposal::Add(std::vector<int64_t> d) {
-  absl::StatusOr<v1::Schedule> s = sketch_.build(task_.dag, task_.target, d);
+SearchPolicy::Proposal::Cand* SearchPolicy::Proposal::Add(space::Decisions d) {
+  absl::StatusOr<v1::Schedule> s = sketch_->Build(d);
   if (!s.ok()) return nullptr;
   std::string h = ir::ScheduleHash(*s);
   if (!seen_.insert(h).second) return nullptr;
@@ -216,8 +210,7 @@ SearchPolicy::Proposal::Cand* SearchPolicy::Proposal::Add(std::vector<int64_t> d
       return nullptr;
     }
   }
-  std::vector<int64_t> structure =
-      sketch_.strata > 1 ? ir::TilingStructure(task_.dag, d) : std::vector<int64_t>{};
+  std::vector<int64_t> structure = sketch_->Structure(d);
   all_.push_back({*std::move(s), std::move(d), h, 0, std::move(structure)});
   return &all_.back();
 }
@@ -252,42 +245,44 @@ void SearchPolicy::Proposal::SampleInitPopulation() {
   // stratum's pick in the first pass is then most likely the best schedule
   // with the packing or tile shape changed, a paired trial of that choice,
   // rather than the model's guess at tile sizes it has not measured there.
-  moved_best_.assign(size_t(sketch_.strata), "");
-  if (sketch_.move != nullptr) {
+  moved_best_.assign(size_t(sketch_->strata()), "");
+  if (sketch_->strata() > 1) {
     for (size_t p = 0; p < parents_.size() && int(p) < o.moved_parents; ++p) {
-      for (int k = 0; k < sketch_.strata; ++k) {
-        std::vector<int64_t> d = sketch_.move(task_.dag, task_.target, parents_[p], k, rng);
+      for (int k = 0; k < sketch_->strata(); ++k) {
+        space::Decisions d = sketch_->Move(parents_[p], k, rng);
         // Not every move applies (no vector tile to pack, an axis too short
         // to block): those would only repeat the parent's stratum.
-        if (ir::TilingStratum(task_.dag, d) != k) continue;
+        if (sketch_->Stratum(d) != k) continue;
         if (Add(std::move(d)) != nullptr && p == 0) moved_best_[size_t(k)] = all_.back().hash;
       }
     }
   }
-  for (const std::vector<int64_t>& d : seeds_) {
+  for (const space::Decisions& d : seeds_) {
     if (int(seeded_.size()) >= o.transferred) break;
     if (Add(d) != nullptr && !history_.measured.count(all_.back().hash))
       seeded_.push_back(all_.back().hash);
   }
-  const std::vector<std::vector<int64_t>>& mutate_from = parents_.empty() ? seeds_ : parents_;
+  const std::vector<space::Decisions>& mutate_from = parents_.empty() ? seeds_ : parents_;
   std::uniform_real_distribution<> coin(0, 1);
   for (int tries = 0; int(all_.size()) < o.population && tries < o.population * 4; ++tries) {
     if (!mutate_from.empty() && coin(rng) < o.mutate_fraction) {
       // Better parents more often: the index of the min of two draws.
       size_t p = std::min(rng() % mutate_from.size(), rng() % mutate_from.size());
-      Add(sketch_.mutate(task_.dag, task_.target, mutate_from[p], rng));
+      Add(sketch_->Mutate(mutate_from[p], rng));
     } else {
-      Add(sketch_.sample(task_.dag, task_.target, rng));
+      Add(sketch_->Sample(rng));
     }
   }
   // A quarter as many from the whole space (the plain-primitive sketch, or
   // the GPU's fused one, too): on some workloads (depthwise) the tiling
   // sketch is not the best shape.
   for (int k = 0; !plain_judged_ && k < o.population / 4; ++k) {
-    v1::Schedule s = ir::RandomSchedule(task_.dag, task_.target, rng);
+    v1::Schedule s = space::RandomSchedule(task_.dag, task_.target, rng);
     std::string h = ir::ScheduleHash(s);
     if (!seen_.insert(h).second) continue;
-    std::vector<int64_t> d(s.decisions().begin(), s.decisions().end());
+    std::optional<space::Decisions> d;
+    if (s.sketch_id() == sketch_->id())
+      d = sketch_->Decode(Wire(s));
     all_.push_back({std::move(s), std::move(d), h, 0, {}});
   }
 }
@@ -305,9 +300,9 @@ void SearchPolicy::Proposal::EvolveWithCostModel() {
     for (int tries = 0; all_.size() - before < keep && tries < int(keep) * 4; ++tries) {
       const Cand& c = all_[order[p_.rng_() % keep]];
       // Another sketch's schedule (plain primitives, GPU fused): selected, not mutated.
-      if (c.schedule.sketch_id() != sketch_.id || c.decisions.empty()) continue;
-      const std::vector<int64_t> parent = c.decisions;
-      Add(sketch_.mutate(task_.dag, task_.target, parent, p_.rng_));
+      if (!c.decisions) continue;
+      const space::Decisions parent = *c.decisions;
+      Add(sketch_->Mutate(parent, p_.rng_));
     }
     Score(before);
   }
@@ -319,10 +314,11 @@ bool SearchPolicy::Proposal::NearPicked(const Cand& c) const {
   const EvolutionOptions& o = p_.options_;
   for (const Cand* p : picked_) {
     if (o.distinct_tiles && !c.structure.empty() && c.structure == p->structure) return true;
-    if (p->decisions.size() != c.decisions.size() || c.decisions.empty()) continue;
+    const auto& pd = p->schedule.decisions();
+    const auto& cd = c.schedule.decisions();
+    if (pd.size() != cd.size() || cd.empty()) continue;
     int diff = 0;
-    for (size_t i = 0; i < p->decisions.size() && diff <= o.min_distance - 1; ++i)
-      diff += p->decisions[i] != c.decisions[i];
+    for (int i = 0; i < pd.size() && diff <= o.min_distance - 1; ++i) diff += pd[i] != cd[i];
     if (diff < o.min_distance) return true;
   }
   return false;
@@ -345,21 +341,21 @@ std::vector<v1::Schedule> SearchPolicy::Proposal::PickWithEpsGreedy(int n) {
   // blocked ones), so each stratum is measured until it has enough trials to
   // be judged, and for as long as it stays near the task's best.
   // Covered: picked for this batch, or judged (enough trials, far from the best).
-  std::vector<bool> covered(size_t(sketch_.strata), false);
+  const int strata = sketch_->strata();
+  std::vector<bool> covered(size_t(strata), false);
   // Moves of the best into judged strata (stratum, candidate), measured first.
   std::vector<std::pair<int, const Cand*>> paired;
-  if (sketch_.strata > 1) {
-    std::vector<int> count(size_t(sketch_.strata), 0);
-    std::vector<double> best(size_t(sketch_.strata), 0);
+  if (strata > 1) {
+    std::vector<int> count(size_t(strata), 0);
+    std::vector<double> best(size_t(strata), 0);
     for (const TaskHistory::Entry& e : history_.ok) {
-      if (e.schedule.sketch_id() != sketch_.id) continue;
-      int k = ir::TilingStratum(task_.dag,
-                                {e.schedule.decisions().begin(), e.schedule.decisions().end()});
+      if (e.schedule.sketch_id() != sketch_->id()) continue;
+      int k = StratumOf(e.schedule);
       if (count[size_t(k)]++ == 0) best[size_t(k)] = e.seconds;  // history.ok is best first
     }
     std::vector<int>& at = p_.paired_at_[task_.key];
-    at.resize(size_t(sketch_.strata), -1);
-    for (int k = 0; k < sketch_.strata; ++k) {
+    at.resize(size_t(strata), -1);
+    for (int k = 0; k < strata; ++k) {
       covered[size_t(k)] = count[size_t(k)] >= o.stratum_trials &&
                            history_.best_seconds() < o.stratum_keep * best[size_t(k)];
       // Judged, and the best has improved since its last move here: the
@@ -388,19 +384,19 @@ std::vector<v1::Schedule> SearchPolicy::Proposal::PickWithEpsGreedy(int n) {
     // Two seeds with the same tiles (fitting can make them so) are one.
     if (c == all_.end() || NearPicked(*c)) continue;
     // The seed stands for its stratum in this batch.
-    if (sketch_.strata > 1) covered[size_t(ir::TilingStratum(task_.dag, c->decisions))] = true;
+    if (strata > 1) covered[size_t(StratumOf(c->schedule))] = true;
     taken_.insert(h);
     picked_.push_back(&*c);
     out.push_back(c->schedule);
   }
-  for (int pass = sketch_.strata > 1 ? 0 : 1; pass < 3; ++pass) {
+  for (int pass = strata > 1 ? 0 : 1; pass < 3; ++pass) {
     for (const Cand& c : all_) {
       if (int(out.size()) >= n - n_random) break;
       if (history_.measured.count(c.hash) || taken_.count(c.hash)) continue;
       if (pass < 2 && NearPicked(c)) continue;
       if (pass == 0) {
-        if (c.schedule.sketch_id() != sketch_.id) continue;
-        int k = ir::TilingStratum(task_.dag, c.decisions);
+        if (c.schedule.sketch_id() != sketch_->id()) continue;
+        int k = c.decisions ? sketch_->Stratum(*c.decisions) : 0;
         if (covered[size_t(k)]) continue;
         covered[size_t(k)] = true;
       }
@@ -416,8 +412,7 @@ std::vector<v1::Schedule> SearchPolicy::Proposal::PickWithEpsGreedy(int n) {
         std::min(n - int(out.size()), int(std::round(n_random * o.stalled_neighbors)));
     std::vector<v1::Schedule> near =
         p_.Fresh(history_, want, &taken_, [&]() -> absl::StatusOr<v1::Schedule> {
-          absl::StatusOr<v1::Schedule> s = sketch_.build(
-              task_.dag, task_.target, sketch_.mutate(task_.dag, task_.target, parents_[0], p_.rng_));
+          absl::StatusOr<v1::Schedule> s = sketch_->Build(sketch_->Mutate(parents_[0], p_.rng_));
           if (s.ok() && task_.target.is_gpu()) {
             if (absl::Status launch = ir::CheckGpuLaunch(task_.dag, task_.target, *s);
                 !launch.ok())
@@ -428,7 +423,7 @@ std::vector<v1::Schedule> SearchPolicy::Proposal::PickWithEpsGreedy(int n) {
     out.insert(out.end(), near.begin(), near.end());
   }
   std::vector<v1::Schedule> extra =
-      plain_judged_ ? p_.SketchSamples(task_, history_, n - int(out.size()), &taken_)
+      plain_judged_ ? p_.SketchSamples(*sketch_, history_, n - int(out.size()), &taken_)
                     : p_.Random(task_, history_, n - int(out.size()), &taken_);
   out.insert(out.end(), extra.begin(), extra.end());
   return out;

@@ -20,6 +20,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "cost_model/xgb_model.h"
+#include "server/search/space/sketch.h"
 #include "server/search/task.h"
 
 namespace tunefarm::search {
@@ -45,7 +46,7 @@ struct EvolutionOptions {
   // scores low, and random samples rarely land near the best).
   double stalled_neighbors = 0.5;
   // Each batch opens with the best-scored candidate of every stratum of the
-  // tiling sketch (ir::TilingStratum: tile shape, packed or not) until the
+  // tiling sketch (space::Sketch::Stratum: tile shape, packed or not) until the
   // stratum has this many measurements and its best is below
   // `stratum_keep` of the task's best (throughput); then it competes on
   // score alone.
@@ -56,7 +57,7 @@ struct EvolutionOptions {
   // best improves by 1%, every judged stratum gets the move of that best
   // into it once: a paired trial of the new best's shape and packing.
   int moved_parents = 2;
-  // No two candidates of a batch have the same tiles (ir::TilingStructure:
+  // No two candidates of a batch have the same tiles (space::Sketch::Structure:
   // they differ only in unrolling or padding) while others remain.
   bool distinct_tiles = true;
   // A task with no measured sketch schedule that ran opens its batch with
@@ -133,9 +134,10 @@ class SearchPolicy {
   std::vector<::tunefarm::v1::Schedule> Fresh(
       const TaskHistory& history, int n, std::set<std::string>* taken,
       const std::function<absl::StatusOr<::tunefarm::v1::Schedule>()>& draw);
-  // Up to `n` unmeasured samples of the target's tiling sketch.
-  std::vector<::tunefarm::v1::Schedule> SketchSamples(const Task& task, const TaskHistory& history,
-                                                      int n, std::set<std::string>* taken);
+  // Up to `n` unmeasured samples of `sketch`.
+  std::vector<::tunefarm::v1::Schedule> SketchSamples(const space::Sketch& sketch,
+                                                      const TaskHistory& history, int n,
+                                                      std::set<std::string>* taken);
   Strategy strategy_;
   EvolutionOptions options_;
   std::mt19937_64 rng_;

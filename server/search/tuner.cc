@@ -9,7 +9,8 @@
 #include "common/status_macros.h"
 #include "compiler/schedule/schedule.h"
 #include "compiler/ir/schedule_hash.h"
-#include "compiler/schedule/sketch.h"
+#include "compiler/schedule/tiling.h"
+#include "server/search/space/cpu_sketch.h"
 
 namespace tunefarm::search {
 
@@ -186,6 +187,7 @@ void Tuner::SeedFromOtherWorkloads() {
     if (task.target.is_gpu() || !ir::HasTilingSketch(task.dag)) continue;
     const std::vector<int64_t> mine = LoopExtents(task.dag);
     const std::string mine_class = SeedClass(task.workload);
+    const space::CpuSketch sketch(task.dag, task.target);
     // (rank within its workload, distance, decisions): every workload's
     // best before any second best, nearer workloads first.
     struct Seed {
@@ -209,9 +211,8 @@ void Tuner::SeedFromOtherWorkloads() {
       }
       if (!same_layout) continue;
       for (size_t r = 0; r < other.best.size(); ++r) {
-        std::vector<int64_t> d =
-            ir::FitTilingDecisions(task.dag, task.target, other.best[r].second);
-        if (!d.empty()) seeds.push_back({r, distance, std::move(d)});
+        if (std::optional<ir::CpuTiling> d = sketch.Fit(other.best[r].second))
+          seeds.push_back({r, distance, d->Encode()});
       }
     }
     std::stable_sort(seeds.begin(), seeds.end(), [](const Seed& a, const Seed& b) {

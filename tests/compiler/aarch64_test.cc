@@ -9,7 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "compiler/ir/compute.h"
-#include "compiler/schedule/random_schedule.h"
+#include "server/search/space/random_schedule.h"
 #include "compiler/ir/workload_spec.h"
 #include "gtest/gtest.h"
 #include "tests/compiler/kernel_check.h"
@@ -72,7 +72,7 @@ TEST(Aarch64, KernelsRunUnderQemuAndMatchTheReference) {
       auto check = testing::CheckKernelWith(*w, nullptr, *target, rng(), 1e-4, QemuRunner(dir.path()));
       ASSERT_TRUE(check.ok()) << cpu << " " << spec << ": " << check.status();
       auto dag = ir::BuildComputeDAG(*w);
-      v1::Schedule random = ir::RandomSchedule(*dag, *target, rng);
+      v1::Schedule random = search::space::RandomSchedule(*dag, *target, rng);
       check = testing::CheckKernelWith(*w, &random, *target, rng(), 1e-4, QemuRunner(dir.path()));
       ASSERT_TRUE(check.ok()) << cpu << " " << spec << " " << random.ShortDebugString() << ": "
                               << check.status();

@@ -11,7 +11,8 @@
 #include "compiler/codegen/cuda_codegen.h"
 #include "compiler/codegen/nvrtc_info.h"
 #include "compiler/schedule/gpu_launch.h"
-#include "compiler/schedule/gpu_sketch.h"
+#include "compiler/schedule/gpu_tiling.h"
+#include "server/search/space/gpu_sketch.h"
 #include "compiler/ir/reference.h"
 #include "compiler/schedule/schedule.h"
 #include "compiler/ir/workload_spec.h"
@@ -105,7 +106,7 @@ TEST(GpuSchedule, RandomSchedulesMatchReferenceInTheSimulator) {
   for (int i = 0; i < 120; ++i) {
     const std::string& spec = Workloads()[i % Workloads().size()];
     ir::ComputeDAG dag = Dag(spec);
-    v1::Schedule sched = ir::RandomGpuSchedule(dag, target, rng);
+    v1::Schedule sched = search::space::RandomGpuSchedule(dag, target, rng);
     auto r = Simulate(dag, sched, target, 100 + i);
     ASSERT_TRUE(r.ok()) << spec << " schedule " << sched.ShortDebugString() << ": " << r.status();
     distinct.insert(spec + sched.SerializeAsString());
@@ -130,7 +131,7 @@ ir::Stmt DropBarriers(const ir::Stmt& s) {
 TEST(GpuSchedule, SimulatorCatchesAMissingBarrier) {
   const ir::Target target = Cuda();
   ir::ComputeDAG dag = Dag("matmul(M=32,N=32,K=32)");
-  std::vector<int64_t> d = ir::DefaultGpuTilingDecisions(dag, target);
+  ir::GpuTiling d = ir::DefaultGpuTiling(dag, target);
   auto sched = ir::BuildGpuTiledSchedule(dag, target, d);
   ASSERT_TRUE(sched.ok()) << sched.status();
   ASSERT_TRUE(Simulate(dag, *sched, target, 1).ok());
@@ -142,7 +143,7 @@ TEST(GpuSchedule, SimulatorCatchesAMissingBarrier) {
 TEST(GpuSchedule, LoweredTiledProgramStagesInSharedMemory) {
   const ir::Target target = Cuda();
   ir::ComputeDAG dag = Dag("conv2d_nchw(N=1,C=8,H=12,W=12,K=16,R=3,S=3,pad=1)+bias+relu");
-  auto sched = ir::BuildGpuTiledSchedule(dag, target, ir::DefaultGpuTilingDecisions(dag, target));
+  auto sched = ir::BuildGpuTiledSchedule(dag, target, ir::DefaultGpuTiling(dag, target));
   ASSERT_TRUE(sched.ok()) << sched.status();
   auto st = ir::ScheduleState::Replay(dag, *sched, target);
   ASSERT_TRUE(st.ok()) << st.status();
@@ -199,8 +200,8 @@ TEST(GpuLimits, TooManyThreadsAndTooMuchSharedMemoryAreRefused) {
 
   // The whole K in one shared tile: 64x64 floats per operand = 32 KiB.
   ir::Target tiny_smem = Cuda("cuda -arch=sm_87 -max-shared-memory-per-block=16384");
-  std::vector<int64_t> d = ir::DefaultGpuTilingDecisions(dag, tiny_smem);
-  d[4 * 2 + 1] = 64;  // R2 of the reduction axis
+  ir::GpuTiling d = ir::DefaultGpuTiling(dag, tiny_smem);
+  d.reduce[0].r2 = 64;
   auto tiled = ir::BuildGpuTiledSchedule(dag, tiny_smem, d);
   ASSERT_TRUE(tiled.ok()) << tiled.status();
   auto st2 = ir::ScheduleState::Replay(dag, *tiled, tiny_smem);
@@ -247,7 +248,7 @@ TEST_F(NvrtcTest, RandomPairsCompileForThreeArchsAndTheCubinsSayWhatPtxasSaid) {
     for (int i = 0; i < 12; ++i) {
       const std::string& spec = Workloads()[rng() % Workloads().size()];
       ir::ComputeDAG dag = Dag(spec);
-      v1::Schedule sched = ir::RandomGpuSchedule(dag, target, rng);
+      v1::Schedule sched = search::space::RandomGpuSchedule(dag, target, rng);
       auto a = Build(dag, sched, target);
       ASSERT_TRUE(a.ok()) << arch << " " << spec << ": " << a.status();
       auto info = codegen::ReadCubin(a->cubin);

@@ -13,7 +13,8 @@
 #include "compiler/ir/compute.h"
 #include "compiler/schedule/handwritten.h"
 #include "compiler/schedule/schedule.h"
-#include "compiler/schedule/sketch.h"
+#include "compiler/schedule/tiling.h"
+#include "server/search/space/cpu_sketch.h"
 #include "compiler/ir/workload_spec.h"
 #include "gtest/gtest.h"
 #include "tests/compiler/kernel_check.h"
@@ -169,12 +170,11 @@ TEST(Primitives, TilingSketchCopiesAStreamedOperandPerReductionStep) {
     std::mt19937_64 rng(11);
     int copies = 0;
     for (int i = 0; i < 12; ++i) {
-      std::vector<int64_t> d = ir::SampleTilingDecisions(*dag, target, rng);
-      const size_t n = d.size() - 2;  // before the placement (compute location, parallel loops)
-      d[1] = int64_t(dag->stages.back().axes.size()) - 1;  // the vector axis: b's columns
-      d[4] = 1;                                            // pack
-      d[n - 3] = std::min<int64_t>(lanes, 16);             // its register tile
-      d[n - 1] = 4 + i % 5;                                // the reduction step
+      ir::CpuTiling d = search::space::CpuSketch(*dag, target).SampleTiling(rng);
+      d.vector_axis = int64_t(dag->stages.back().axes.size()) - 1;  // b's columns
+      d.pack = true;
+      d.spatial.back().s3 = std::min<int64_t>(lanes, 16);  // the vector axis's register tile
+      d.reduce_steps.back() = 4 + i % 5;
       auto s = ir::BuildTiledSchedule(*dag, target, d);
       ASSERT_TRUE(s.ok()) << spec << ": " << s.status();
       bool copy = false;
@@ -192,7 +192,7 @@ TEST(Primitives, TilingSketchCopiesAStreamedOperandPerReductionStep) {
         std::string dims = text.substr(alloc + 23, text.find(']', alloc) - alloc - 23);
         std::vector<std::string> extents = absl::StrSplit(dims, ", ");
         ASSERT_GE(extents.size(), 2u) << dims;
-        EXPECT_EQ(extents[extents.size() - 2], absl::StrCat(d[n - 1])) << text;
+        EXPECT_EQ(extents[extents.size() - 2], absl::StrCat(d.reduce_steps.back())) << text;
       }
       auto check = testing::CheckKernel(*w, &*s, target, 30 + i);
       ASSERT_TRUE(check.ok()) << spec << " " << i << ": " << check.status();
@@ -323,12 +323,12 @@ TEST(Padding, ReadsAreMaskedLoadsAndMatchTheReference) {
     if (!ir::HasTilingSketch(*dag)) continue;
     std::mt19937_64 rng(3);
     for (int i = 0; i < 4; ++i) {
-      std::vector<int64_t> d = ir::SampleTilingDecisions(*dag, target, rng);
-      d[0] = i % 2;  // 0: padding inlined into the reduction's loads
+      ir::CpuTiling d = search::space::CpuSketch(*dag, target).SampleTiling(rng);
+      d.pad_pass = i % 2;  // false: padding inlined into the reduction's loads
       auto s = ir::BuildTiledSchedule(*dag, target, d);
       ASSERT_TRUE(s.ok()) << spec << ": " << s.status();
       auto c = testing::CheckKernel(*w, &*s, target, 19 + i);
-      ASSERT_TRUE(c.ok()) << spec << " (padding pass " << d[0] << "): " << c.status();
+      ASSERT_TRUE(c.ok()) << spec << " (padding pass " << d.pad_pass << "): " << c.status();
     }
   }
 }

@@ -7,7 +7,7 @@
 
 #include "compiler/codegen/llvm_target.h"
 #include "compiler/ir/compute.h"
-#include "compiler/schedule/random_schedule.h"
+#include "server/search/space/random_schedule.h"
 #include "compiler/ir/workload_spec.h"
 #include "gtest/gtest.h"
 #include "tests/compiler/kernel_check.h"
@@ -57,7 +57,7 @@ TEST_P(RandomScheduleTest, RandomPairsMatchReference) {
     ASSERT_TRUE(w.ok()) << w.status();
     auto dag = ir::BuildComputeDAG(*w);
     ASSERT_TRUE(dag.ok());
-    v1::Schedule sched = ir::RandomSchedule(*dag, target, rng);
+    v1::Schedule sched = search::space::RandomSchedule(*dag, target, rng);
     steps += sched.steps_size();
     tiled += sched.sketch_id() == 1;
     auto check = testing::CheckKernel(*w, &sched, target, rng(), 1e-4, 1 + int(rng() % 3));

@@ -4,6 +4,7 @@
 // the placement existed build exactly the schedules they built then, and
 // sampling and mutation reach the new values.
 #include <map>
+#include <optional>
 #include <random>
 #include <set>
 
@@ -11,7 +12,8 @@
 #include "compiler/ir/compute.h"
 #include "compiler/schedule/schedule.h"
 #include "compiler/ir/schedule_hash.h"
-#include "compiler/schedule/sketch.h"
+#include "compiler/schedule/tiling.h"
+#include "server/search/space/cpu_sketch.h"
 #include "compiler/ir/workload_spec.h"
 #include "gtest/gtest.h"
 #include "tests/compiler/kernel_check.h"
@@ -20,6 +22,20 @@ namespace tunefarm {
 namespace {
 
 namespace v1 = ::tunefarm::v1;
+
+// The CPU tiling sketch of `dag` as the search sees it.
+search::space::CpuSketch Space(const ir::ComputeDAG& dag,
+                               const ir::Target& target = codegen::HostTarget()) {
+  return search::space::CpuSketch(dag, target);
+}
+
+// Decisions in wire form (either length) decoded for `dag`.
+ir::CpuTiling Tiling(const ir::ComputeDAG& dag, const std::vector<int64_t>& wire) {
+  std::optional<ir::CpuTiling> t = ir::CpuTiling::Decode(ir::TilingNest::Of(dag), wire);
+  EXPECT_TRUE(t.has_value()) << wire.size() << " decisions do not fit the workload";
+  return t.value_or(ir::CpuTiling{});
+}
+
 
 // The decision layout (sketch.h): 5 fixed, 4 per spatial axis (S1, S2, S3
 // tile, consumer unroll), one step per reduction axis, then the compute
@@ -152,7 +168,7 @@ TEST(TilingSketch, EveryPlacementBuildsWhatItSaysAndMatchesTheReference) {
                             << s.status();
         // The placement the build uses (the same program with needless
         // one-iteration loops taken out of the fused loop).
-        const std::vector<int64_t> structure = ir::TilingStructure(dag, d);
+        const std::vector<int64_t> structure = Space(dag).TilingStructure(Tiling(dag, d)).Encode();
         ASSERT_EQ(structure.size(), d.size());
         const int64_t eff_level = structure[d.size() - 2], eff_p = structure[d.size() - 1];
         EXPECT_EQ(eff_level, level) << "every tile level here has loops above one iteration";
@@ -216,8 +232,8 @@ TEST(TilingSketch, EquivalentPlacementsBuildOneSchedule) {
     auto s = ir::BuildTiledSchedule(dag, target, WithPlacement(reg, level, p));
     ASSERT_TRUE(s.ok()) << s.status();
     EXPECT_EQ(ir::ScheduleHash(*s), ir::ScheduleHash(*base)) << level << " " << p;
-    EXPECT_EQ(ir::TilingStructure(dag, WithPlacement(reg, level, p)),
-              ir::TilingStructure(dag, reg));
+    EXPECT_EQ(Space(dag).TilingStructure(Tiling(dag, WithPlacement(reg, level, p))).Encode(),
+              Space(dag).TilingStructure(Tiling(dag, reg)).Encode());
   }
   // N in one S0 tile (3*3*16 >= 45): parallel over M's S0 alone is the default.
   const std::vector<int64_t> wide = {1, 1, 1, -1, 1, 2, 1, 3, 1, 3, 1, 16, 1, 5};
@@ -241,21 +257,22 @@ TEST(TilingSketch, TheShapeIsTheLocalTiles) {
   // tile of 16 rows (blocked).
   const std::vector<int64_t> narrow = {1, 1, 1, -1, 1, 2, 2, 4, 1, 1, 2, 16, 1, 8};
   const std::vector<int64_t> blocked = {1, 1, 1, -1, 1, 2, 16, 2, 1, 1, 1, 16, 1, 32};
-  EXPECT_EQ(ir::TilingShape(dag, narrow), 1);
-  EXPECT_EQ(ir::TilingShape(dag, WithPlacement(narrow, 1, 2)), 1);
-  EXPECT_EQ(ir::TilingShape(dag, WithPlacement(narrow, 2, 2)), 0);
-  EXPECT_EQ(ir::TilingShape(dag, blocked), 2);
-  EXPECT_EQ(ir::TilingShape(dag, WithPlacement(blocked, 1, 3)), 2);
-  EXPECT_EQ(ir::TilingStratum(dag, WithPlacement(blocked, 2, 3)), ir::kTilingShapes);
+  EXPECT_EQ(Space(dag).TileShape(Tiling(dag, narrow)), 1);
+  EXPECT_EQ(Space(dag).TileShape(Tiling(dag, WithPlacement(narrow, 1, 2))), 1);
+  EXPECT_EQ(Space(dag).TileShape(Tiling(dag, WithPlacement(narrow, 2, 2))), 0);
+  EXPECT_EQ(Space(dag).TileShape(Tiling(dag, blocked)), 2);
+  EXPECT_EQ(Space(dag).TileShape(Tiling(dag, WithPlacement(blocked, 1, 3))), 2);
+  EXPECT_EQ(Space(dag).TilingStratum(Tiling(dag, WithPlacement(blocked, 2, 3))),
+            search::space::kTilingShapes);
   for (uint64_t seed = 0; seed < 5; ++seed) {
     std::mt19937_64 rng(seed);
-    for (int k = 0; k < ir::kTilingStrata; ++k) {
+    for (int k = 0; k < search::space::kTilingStrata; ++k) {
       const std::vector<int64_t> d = WithPlacement(narrow, 2, 3);
-      std::vector<int64_t> m = ir::MoveTilingDecisions(dag, target, d, k, rng);
-      EXPECT_EQ(ir::TilingStratum(dag, m), k) << "seed " << seed;
+      std::vector<int64_t> m = Space(dag, target).MoveTiling(Tiling(dag, d), k, rng).Encode();
+      EXPECT_EQ(Space(dag).TilingStratum(Tiling(dag, m)), k) << "seed " << seed;
       EXPECT_TRUE(ir::BuildTiledSchedule(dag, target, m).ok());
       // Kept where the shape allows it: a register tile stays at S2.
-      if (k % ir::kTilingShapes == 0) EXPECT_EQ(m[m.size() - 2], 2);
+      if (k % search::space::kTilingShapes == 0) EXPECT_EQ(m[m.size() - 2], 2);
     }
   }
 }
@@ -329,18 +346,24 @@ TEST(TilingSketch, LegacyDecisionsBuildTheScheduleTheyBuiltBefore) {
     EXPECT_EQ(old_s->steps_size(), new_s->steps_size());
     EXPECT_EQ(std::vector<int64_t>(old_s->decisions().begin(), old_s->decisions().end()), full);
     // Every reader of the layout takes the old length as the new one.
-    EXPECT_EQ(ir::TilingShape(dag, g.legacy), ir::TilingShape(dag, full)) << g.spec;
-    EXPECT_EQ(ir::TilingStratum(dag, g.legacy), ir::TilingStratum(dag, full)) << g.spec;
-    EXPECT_EQ(ir::TilingStructure(dag, g.legacy), ir::TilingStructure(dag, full)) << g.spec;
-    for (int k = 0; k < ir::kTilingStrata; ++k) {
+    EXPECT_EQ(Space(dag).TileShape(Tiling(dag, g.legacy)), Space(dag).TileShape(Tiling(dag, full)))
+        << g.spec;
+    EXPECT_EQ(Space(dag).TilingStratum(Tiling(dag, g.legacy)),
+              Space(dag).TilingStratum(Tiling(dag, full)))
+        << g.spec;
+    EXPECT_EQ(Space(dag).TilingStructure(Tiling(dag, g.legacy)).Encode(),
+              Space(dag).TilingStructure(Tiling(dag, full)).Encode())
+        << g.spec;
+    for (int k = 0; k < search::space::kTilingStrata; ++k) {
       std::mt19937_64 r1(k), r2(k);
-      std::vector<int64_t> m1 = ir::MoveTilingDecisions(dag, target, g.legacy, k, r1);
-      std::vector<int64_t> m2 = ir::MoveTilingDecisions(dag, target, full, k, r2);
+      std::vector<int64_t> m1 =
+          Space(dag, target).MoveTiling(Tiling(dag, g.legacy), k, r1).Encode();
+      std::vector<int64_t> m2 = Space(dag, target).MoveTiling(Tiling(dag, full), k, r2).Encode();
       EXPECT_EQ(m1, m2) << g.spec << " stratum " << k;
       EXPECT_TRUE(ir::BuildTiledSchedule(dag, target, m1).ok()) << g.spec;
     }
     for (int i = 0; i < 10; ++i) {
-      std::vector<int64_t> m = ir::MutateTilingDecisions(dag, target, g.legacy, rng);
+      std::vector<int64_t> m = Space(dag, target).MutateTiling(Tiling(dag, g.legacy), rng).Encode();
       ASSERT_EQ(m.size(), full.size()) << g.spec;
       int diff = 0;
       for (size_t j = 0; j < m.size(); ++j) diff += m[j] != full[j];
@@ -374,8 +397,9 @@ TEST(TilingSketch, ParallelLoopKeepsEveryCoreBusy) {
   std::mt19937_64 rng(23);
   int checked = 0, fewer = 0;
   for (int i = 0; i < 300; ++i) {
-    std::vector<int64_t> d = ir::SampleTilingDecisionsAnyPlacement(dag, target, rng);
-    for (const std::vector<int64_t>& c : {d, ir::MutateTilingDecisions(dag, target, d, rng)}) {
+    std::vector<int64_t> d = Space(dag, target).SampleTiling(rng, true).Encode();
+    for (const std::vector<int64_t>& c :
+         {d, Space(dag, target).MutateTiling(Tiling(dag, d), rng).Encode()}) {
       auto s = ir::BuildTiledSchedule(dag, target, c);
       auto def = ir::BuildTiledSchedule(
           dag, target, WithPlacement(std::vector<int64_t>(c.begin(), c.end() - 2), 0, ns));
@@ -406,35 +430,36 @@ TEST(TilingSketch, SamplingAndMutationReachThePlacements) {
     int shapes[3] = {0, 0, 0}, shape_moved = 0;
     for (int i = 0; i < n; ++i) {
       // The search's own samples keep the default placement.
-      const std::vector<int64_t> plain = ir::SampleTilingDecisions(dag, target, rng);
+      const std::vector<int64_t> plain = Space(dag, target).SampleTiling(rng).Encode();
       ASSERT_EQ(plain.size(), size_t(kFixed + kPerAxis * ns +
                                      dag.stages[ir::TilingMainStage(dag)].reduce_axes.size() + 2));
       EXPECT_EQ(plain[plain.size() - 2], 0) << spec;
       EXPECT_EQ(plain.back(), ns) << spec;
-      std::vector<int64_t> d = ir::SampleTilingDecisionsAnyPlacement(dag, target, rng);
+      std::vector<int64_t> d = Space(dag, target).SampleTiling(rng, true).Encode();
       ASSERT_EQ(d.size(), size_t(kFixed + kPerAxis * ns +
                                  dag.stages[ir::TilingMainStage(dag)].reduce_axes.size() + 2));
       const size_t at = d.size() - 2;
       default_level += d[at] == 0;
       default_parallel += d[at + 1] == ns;
       ++levels[d[at]];
-      ++shapes[ir::TilingShape(dag, d)];
+      ++shapes[Space(dag).TileShape(Tiling(dag, d))];
       // A register tile computed deeper gets S1 and S2 tiles drawn around it.
       std::vector<int64_t> drawn(d.begin(), d.begin() + at);
       if (d[at] == 2) {
         for (int a = 0; a < ns; ++a)
           drawn[kFixed + kPerAxis * a] = drawn[kFixed + kPerAxis * a + 1] = 1;
       }
-      shape_moved += ir::TilingShape(dag, d) != ir::TilingShape(dag, drawn);
+      shape_moved +=
+          Space(dag).TileShape(Tiling(dag, d)) != Space(dag).TileShape(Tiling(dag, drawn));
       fewer += d[at + 1] < ns;
       more += d[at + 1] > ns;
-      std::vector<int64_t> m = ir::MutateTilingDecisions(dag, target, d, rng);
+      std::vector<int64_t> m = Space(dag, target).MutateTiling(Tiling(dag, d), rng).Encode();
       ASSERT_EQ(m.size(), d.size());
       auto s = ir::BuildTiledSchedule(dag, target, m);
       ASSERT_TRUE(s.ok()) << spec << ": " << s.status();
       ASSERT_TRUE(ir::ScheduleState::Replay(dag, *s, target).ok());
-      const std::vector<int64_t> before = ir::TilingStructure(dag, d);
-      const std::vector<int64_t> after = ir::TilingStructure(dag, m);
+      const std::vector<int64_t> before = Space(dag).TilingStructure(Tiling(dag, d)).Encode();
+      const std::vector<int64_t> after = Space(dag).TilingStructure(Tiling(dag, m)).Encode();
       const bool lc = m[at] != d[at], pc = m[at + 1] != d[at + 1];
       level_changed += lc;
       parallel_changed += pc && !lc;

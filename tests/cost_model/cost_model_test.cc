@@ -6,8 +6,8 @@
 #include "absl/strings/str_cat.h"
 #include "common/sha256.h"
 #include "compiler/codegen/llvm_target.h"
-#include "compiler/schedule/gpu_sketch.h"
-#include "compiler/schedule/random_schedule.h"
+#include "compiler/schedule/gpu_tiling.h"
+#include "server/search/space/random_schedule.h"
 #include "compiler/schedule/schedule.h"
 #include "compiler/schedule/schedule_builder.h"
 #include "compiler/ir/workload_spec.h"
@@ -221,7 +221,7 @@ Data MakeData(int n, uint64_t seed) {
   std::vector<double> raw;
   for (int i = 0; i < n; ++i) {
     auto dag = ir::BuildComputeDAG(*ir::ParseWorkloadSpec(specs[i % 2]));
-    auto st = ir::ScheduleState::Replay(*dag, ir::RandomSchedule(*dag, t, rng), t);
+    auto st = ir::ScheduleState::Replay(*dag, search::space::RandomSchedule(*dag, t, rng), t);
     d.programs.push_back(cost_model::ExtractFeatures(st->dag(), ir::Lower(*st)));
     double v = 0;
     for (const auto& r : d.programs.back().rows)

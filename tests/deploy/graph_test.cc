@@ -12,7 +12,7 @@
 #include "absl/strings/match.h"
 #include "compiler/codegen/llvm_target.h"
 #include "compiler/ir/compute.h"
-#include "compiler/schedule/random_schedule.h"
+#include "server/search/space/random_schedule.h"
 #include "device_agent/runtime/graph_runtime.h"
 #include "deploy/interpreter.h"
 #include "device_agent/runtime/npy.h"
@@ -202,7 +202,7 @@ TEST_F(GraphTest, TunedKernelOnlyWhereItBeatsTheDefault) {
     auto dag = ir::BuildComputeDAG(t.workload);
     if (!dag.ok()) return dag.status();
     c.tuned = true;
-    c.schedule = ir::RandomSchedule(*dag, host, rng);
+    c.schedule = search::space::RandomSchedule(*dag, host, rng);
     c.record_id = 100 + asked;
     // Even tasks: the tuned one measured faster; odd: slower; the last: no
     // default time (and no local comparison), so the default is kept.
@@ -244,7 +244,7 @@ TEST_F(GraphTest, TunedWithoutADefaultTimeIsComparedHere) {
     auto dag = ir::BuildComputeDAG(t.workload);
     if (!dag.ok()) return dag.status();
     c.tuned = true;
-    c.schedule = ir::RandomSchedule(*dag, codegen::HostTarget(), rng);
+    c.schedule = search::space::RandomSchedule(*dag, codegen::HostTarget(), rng);
     c.record_id = 7;
     return c;
   };

@@ -11,7 +11,8 @@
 #include "absl/strings/match.h"
 #include "compiler/codegen/cuda_codegen.h"
 #include "compiler/codegen/nvrtc_info.h"
-#include "compiler/schedule/gpu_sketch.h"
+#include "compiler/schedule/gpu_tiling.h"
+#include "server/search/space/gpu_sketch.h"
 #include "compiler/ir/reference.h"
 #include "compiler/ir/workload.h"
 #include "compiler/ir/workload_spec.h"
@@ -119,7 +120,8 @@ TEST_F(GpuDevice, RandomSchedulesMatchTheReference) {
   for (const char* spec : specs) {
     ir::ComputeDAG dag = *ir::BuildComputeDAG(*ir::ParseWorkloadSpec(spec));
     for (int i = 0; i < 12; ++i) {
-      v1::Schedule s = i == 0 ? ir::DefaultGpuSchedule(dag, t) : ir::RandomGpuSchedule(dag, t, rng);
+      v1::Schedule s =
+          i == 0 ? ir::DefaultGpuSchedule(dag, t) : search::space::RandomGpuSchedule(dag, t, rng);
       v1::BuildResult b = Build(spec, s);
       if (!b.error().empty()) continue;  // past a launch limit: refused before any device
       ++built;

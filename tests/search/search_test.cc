@@ -13,10 +13,12 @@
 #include "compiler/codegen/cuda_codegen.h"
 #include "compiler/codegen/llvm_target.h"
 #include "compiler/codegen/nvrtc_info.h"
-#include "compiler/schedule/gpu_sketch.h"
+#include "compiler/schedule/gpu_tiling.h"
+#include "server/search/space/gpu_sketch.h"
 #include "compiler/schedule/schedule.h"
 #include "compiler/ir/schedule_hash.h"
-#include "compiler/schedule/sketch.h"
+#include "compiler/schedule/tiling.h"
+#include "server/search/space/cpu_sketch.h"
 #include "compiler/ir/workload_spec.h"
 #include "gtest/gtest.h"
 #include "server/search/local_measurer.h"
@@ -30,6 +32,26 @@ namespace {
 
 namespace v1 = ::tunefarm::v1;
 using search::MeasureResult;
+
+// The CPU tiling sketch of `dag` as the search sees it.
+search::space::CpuSketch Space(const ir::ComputeDAG& dag,
+                               const ir::Target& target = codegen::HostTarget()) {
+  return search::space::CpuSketch(dag, target);
+}
+
+// Decisions in wire form (either length) decoded for `dag`.
+ir::CpuTiling Tiling(const ir::ComputeDAG& dag, const std::vector<int64_t>& wire) {
+  std::optional<ir::CpuTiling> t = ir::CpuTiling::Decode(ir::TilingNest::Of(dag), wire);
+  EXPECT_TRUE(t.has_value()) << wire.size() << " decisions do not fit the workload";
+  return t.value_or(ir::CpuTiling{});
+}
+
+// Another workload's decisions fitted to `dag`, in wire form; empty when they do not fit.
+std::vector<int64_t> Fit(const ir::ComputeDAG& dag, const ir::Target& target,
+                         const std::vector<int64_t>& other) {
+  std::optional<ir::CpuTiling> t = search::space::CpuSketch(dag, target).Fit(other);
+  return t ? t->Encode() : std::vector<int64_t>{};
+}
 
 TEST(TaskScheduler, WarmUpThenGradientThenEarlyStop) {
   // Task 1 weighs 5x; task 2 never improves and stops after 3 rounds.
@@ -213,8 +235,8 @@ TEST(SearchPolicy, BatchesAreSpreadAndStallsAreCounted) {
       EXPECT_GE(DecisionsApart(batch[a], batch[b]), eo.min_distance)
           << "candidates " << a << " and " << b;
       // Nor the same tiles unrolled or padded another way.
-      EXPECT_NE(ir::TilingStructure(task.dag, {da.begin(), da.end()}),
-                ir::TilingStructure(task.dag, {db.begin(), db.end()}))
+      EXPECT_NE(Space(task.dag).TilingStructure(Tiling(task.dag, {da.begin(), da.end()})).Encode(),
+                Space(task.dag).TilingStructure(Tiling(task.dag, {db.begin(), db.end()})).Encode())
           << "candidates " << a << " and " << b;
     }
   }
@@ -273,17 +295,17 @@ TEST(SearchPolicy, EveryBatchMeasuresEachStratumUntilItIsJudged) {
   std::vector<float> labels;
   std::map<int, int> sampled;
   for (int i = 0; i < 120; ++i) {
-    std::vector<int64_t> d = ir::SampleTilingDecisions(task.dag, task.target, rng);
+    std::vector<int64_t> d = Space(task.dag, task.target).SampleTiling(rng).Encode();
     auto s = ir::BuildTiledSchedule(task.dag, task.target, d);
     ASSERT_TRUE(s.ok()) << s.status();
     auto f = search::FeaturesOf(task, *s);
     ASSERT_TRUE(f.ok()) << f.status();
-    int shape = ir::TilingShape(task.dag, d);
-    ++sampled[ir::TilingStratum(task.dag, d)];
+    int shape = Space(task.dag).TileShape(Tiling(task.dag, d));
+    ++sampled[Space(task.dag).TilingStratum(Tiling(task.dag, d))];
     programs.push_back(*std::move(f));
     labels.push_back(shape == 0 ? 1.0f : 0.05f);
   }
-  ASSERT_EQ(sampled.size(), size_t(ir::kTilingStrata));
+  ASSERT_EQ(sampled.size(), size_t(search::space::kTilingStrata));
   std::vector<cost_model::Sample> samples;
   for (size_t i = 0; i < programs.size(); ++i) samples.push_back({&programs[i], labels[i], 0});
   cost_model::CostModel model(cost_model::Objective::kRegression);
@@ -303,8 +325,8 @@ TEST(SearchPolicy, EveryBatchMeasuresEachStratumUntilItIsJudged) {
       r.seconds = 1e-2;
       if (s.sketch_id() == ir::kTilingSketchId) {
         std::vector<int64_t> d(s.decisions().begin(), s.decisions().end());
-        ++strata[ir::TilingStratum(task.dag, d)];
-        const bool register_tile = ir::TilingShape(task.dag, d) == 0;
+        ++strata[Space(task.dag).TilingStratum(Tiling(task.dag, d))];
+        const bool register_tile = Space(task.dag).TileShape(Tiling(task.dag, d)) == 0;
         favourite += register_tile;
         other_tiles += !register_tile;
         if (register_tile) r.seconds = 1e-3;
@@ -314,7 +336,7 @@ TEST(SearchPolicy, EveryBatchMeasuresEachStratumUntilItIsJudged) {
     if (round < 2) {
       // Every stratum, and the model's favourite still fills most of the
       // batch (at most 8: four picks go to the other tile shapes).
-      EXPECT_EQ(strata.size(), size_t(ir::kTilingStrata)) << "round " << round;
+      EXPECT_EQ(strata.size(), size_t(search::space::kTilingStrata)) << "round " << round;
       EXPECT_GE(favourite, 7) << "round " << round;
     } else if (round == 2) {
       // Two trials each at a tenth of the best: judged. Each judged stratum
@@ -343,37 +365,37 @@ TEST(SearchPolicy, JudgedStrataGetTheNewBestMovedIntoThem) {
   MeasureResult slow;
   slow.seconds = 1e-1;
   // Every stratum judged: stratum_trials trials each, all 100x slower than the best below.
-  std::vector<int> count(ir::kTilingStrata, 0);
+  std::vector<int> count(search::space::kTilingStrata, 0);
   int full = 0;
-  for (int i = 0; i < 5000 && full < ir::kTilingStrata; ++i) {
-    std::vector<int64_t> d = ir::SampleTilingDecisions(task.dag, task.target, rng);
-    int k = ir::TilingStratum(task.dag, d);
+  for (int i = 0; i < 5000 && full < search::space::kTilingStrata; ++i) {
+    std::vector<int64_t> d = Space(task.dag, task.target).SampleTiling(rng).Encode();
+    int k = Space(task.dag).TilingStratum(Tiling(task.dag, d));
     if (count[k] >= eo.stratum_trials) continue;
     auto s = ir::BuildTiledSchedule(task.dag, task.target, d);
     if (!s.ok() || history.measured.count(ir::ScheduleHash(*s))) continue;
     history.Add(*s, slow);
     full += ++count[k] == eo.stratum_trials;
   }
-  ASSERT_EQ(full, ir::kTilingStrata);
+  ASSERT_EQ(full, search::space::kTilingStrata);
   // The new best: a packed register tile 4x32 along n, 100x faster.
-  std::vector<int64_t> best = ir::SampleTilingDecisions(task.dag, task.target, rng);
+  std::vector<int64_t> best = Space(task.dag, task.target).SampleTiling(rng).Encode();
   best[1] = 1;  // vector axis n
   best[4] = 1;  // packed
   for (int a = 0; a < 2; ++a) {
     best[5 + 4 * a] = best[5 + 4 * a + 1] = 1;  // no S1/S2 tiles: the register shape
     best[5 + 4 * a + 2] = a == 0 ? 4 : 32;
   }
-  const int best_stratum = ir::TilingStratum(task.dag, best);
-  ASSERT_EQ(best_stratum, ir::kTilingShapes);  // register, packed
+  const int best_stratum = Space(task.dag).TilingStratum(Tiling(task.dag, best));
+  ASSERT_EQ(best_stratum, search::space::kTilingShapes);  // register, packed
   MeasureResult fast;
   fast.seconds = 1e-3;
   history.Add(*ir::BuildTiledSchedule(task.dag, task.target, best), fast);
   // A random sample lands in every stratum after the new best: it says
   // nothing of the best's tiles there, so the moves are still owed.
-  std::vector<bool> sampled(ir::kTilingStrata, false);
+  std::vector<bool> sampled(search::space::kTilingStrata, false);
   for (int i = 0; i < 5000 && std::count(sampled.begin(), sampled.end(), false) > 0; ++i) {
-    std::vector<int64_t> d = ir::SampleTilingDecisions(task.dag, task.target, rng);
-    int k = ir::TilingStratum(task.dag, d);
+    std::vector<int64_t> d = Space(task.dag, task.target).SampleTiling(rng).Encode();
+    int k = Space(task.dag).TilingStratum(Tiling(task.dag, d));
     auto s = ir::BuildTiledSchedule(task.dag, task.target, d);
     if (sampled[k] || !s.ok() || history.measured.count(ir::ScheduleHash(*s))) continue;
     history.Add(*s, slow);
@@ -382,16 +404,16 @@ TEST(SearchPolicy, JudgedStrataGetTheNewBestMovedIntoThem) {
   // The batch opens with the moves of the best, one per other stratum: its
   // vector axis and register tile there.
   std::vector<v1::Schedule> batch = policy.Propose(task, history, nullptr, 16);
-  ASSERT_GE(batch.size(), size_t(ir::kTilingStrata));
+  ASSERT_GE(batch.size(), size_t(search::space::kTilingStrata));
   std::set<int> paired;
-  for (int i = 0; i < ir::kTilingStrata - 1; ++i) {
+  for (int i = 0; i < search::space::kTilingStrata - 1; ++i) {
     std::vector<int64_t> d(batch[i].decisions().begin(), batch[i].decisions().end());
     ASSERT_EQ(d.size(), best.size()) << "schedule " << i;
     EXPECT_TRUE(d[1] == best[1] && d[7] == best[7] && d[11] == best[11])
         << "schedule " << i << " is not a move of the best";
-    paired.insert(ir::TilingStratum(task.dag, d));
+    paired.insert(Space(task.dag).TilingStratum(Tiling(task.dag, d)));
   }
-  for (int k = 0; k < ir::kTilingStrata; ++k) {
+  for (int k = 0; k < search::space::kTilingStrata; ++k) {
     if (k == best_stratum) continue;
     EXPECT_TRUE(paired.count(k)) << "stratum " << k << " got no move of the new best";
   }
@@ -400,7 +422,8 @@ TEST(SearchPolicy, JudgedStrataGetTheNewBestMovedIntoThem) {
   for (const v1::Schedule& s : batch) history.Add(s, slow);
   batch = policy.Propose(task, history, nullptr, 16);
   ASSERT_FALSE(batch.empty());
-  EXPECT_EQ(ir::TilingStratum(task.dag, {batch[0].decisions().begin(), batch[0].decisions().end()}),
+  EXPECT_EQ(Space(task.dag).TilingStratum(
+                Tiling(task.dag, {batch[0].decisions().begin(), batch[0].decisions().end()})),
             best_stratum)
       << "the same best was moved again";
 }
@@ -443,8 +466,8 @@ TEST(SearchPolicy, NewTaskOpensWithTransferredSchedules) {
   std::vector<std::vector<int64_t>> seeds;
   std::vector<std::string> hashes;
   while (seeds.size() < 8) {
-    std::vector<int64_t> d = ir::FitTilingDecisions(
-        task.dag, task.target, ir::SampleTilingDecisions(other.dag, other.target, rng));
+    std::vector<int64_t> d =
+        Fit(task.dag, task.target, Space(other.dag, other.target).SampleTiling(rng).Encode());
     auto s = ir::BuildTiledSchedule(task.dag, task.target, d);
     if (!s.ok() || std::count(hashes.begin(), hashes.end(), ir::ScheduleHash(*s))) continue;
     seeds.push_back(d);
@@ -464,7 +487,8 @@ TEST(SearchPolicy, NewTaskOpensWithTransferredSchedules) {
   for (int i = 0; i < 4; ++i) EXPECT_EQ(ir::ScheduleHash(batch[i]), hashes[i + 1]) << i;
   auto seeds_in = [&](const std::vector<v1::Schedule>& b) {
     int n = 0;
-    for (const v1::Schedule& s : b) n += std::count(hashes.begin(), hashes.end(), ir::ScheduleHash(s));
+    for (const v1::Schedule& s : b)
+      n += std::count(hashes.begin(), hashes.end(), ir::ScheduleHash(s));
     return n;
   };
   EXPECT_EQ(seeds_in(batch), 4) << "at most `transferred` seeds";
@@ -486,17 +510,18 @@ TEST(SearchPolicy, NewTaskOpensWithTransferredSchedules) {
 TEST(Sketch, TilingStructureIgnoresUnrollingAndPadding) {
   search::Task task = MakeTask("conv2d_nchw(N=1,C=8,H=10,W=10,K=16,R=3,S=3,pad=1)");
   std::mt19937_64 rng(5);
-  std::vector<int64_t> d = ir::SampleTilingDecisions(task.dag, task.target, rng);
-  std::vector<int64_t> cosmetic = d, tiles = d;
-  cosmetic[0] ^= 1;                                // padding
-  cosmetic[2] ^= 1;                                // unroll the register tile
-  cosmetic[3] = cosmetic[3] == 2 ? 3 : 2;          // auto-unroll pragma
-  cosmetic[5 + 3] = cosmetic[5 + 3] == 1 ? 0 : 1;  // consumer unroll of axis 0
-  tiles[5 + 2] += 1;                               // the register tile of axis 0
-  EXPECT_EQ(ir::TilingStructure(task.dag, d), ir::TilingStructure(task.dag, cosmetic));
-  EXPECT_NE(ir::TilingStructure(task.dag, d), ir::TilingStructure(task.dag, tiles));
-  EXPECT_FALSE(ir::TilingStructure(task.dag, d).empty());
-  EXPECT_TRUE(ir::TilingStructure(task.dag, {1, 2, 3}).empty());
+  const search::space::CpuSketch space = Space(task.dag);
+  const ir::CpuTiling d = space.SampleTiling(rng);
+  ir::CpuTiling cosmetic = d, tiles = d;
+  cosmetic.pad_pass = !cosmetic.pad_pass;
+  cosmetic.unroll_tile = !cosmetic.unroll_tile;
+  cosmetic.pragma = cosmetic.pragma == 2 ? 3 : 2;
+  cosmetic.spatial[0].unroll = !cosmetic.spatial[0].unroll;
+  tiles.spatial[0].s3 += 1;
+  EXPECT_EQ(space.TilingStructure(d), space.TilingStructure(cosmetic));
+  EXPECT_NE(space.TilingStructure(d), space.TilingStructure(tiles));
+  // Decisions of another layout are not decisions of this sketch at all.
+  EXPECT_FALSE(ir::CpuTiling::Decode(space.nest(), std::vector<int64_t>{1, 2, 3}).has_value());
 }
 
 TEST(Sketch, MutationsChangeOneDecisionAndStillBuild) {
@@ -504,8 +529,9 @@ TEST(Sketch, MutationsChangeOneDecisionAndStillBuild) {
   std::mt19937_64 rng(3);
   int built = 0, differ = 0;
   for (int i = 0; i < 50; ++i) {
-    std::vector<int64_t> d = ir::SampleTilingDecisions(task.dag, task.target, rng);
-    std::vector<int64_t> m = ir::MutateTilingDecisions(task.dag, task.target, d, rng);
+    std::vector<int64_t> d = Space(task.dag, task.target).SampleTiling(rng).Encode();
+    std::vector<int64_t> m =
+        Space(task.dag, task.target).MutateTiling(Tiling(task.dag, d), rng).Encode();
     differ += m != d;
     auto s = ir::BuildTiledSchedule(task.dag, task.target, m);
     if (!s.ok()) continue;
@@ -515,7 +541,7 @@ TEST(Sketch, MutationsChangeOneDecisionAndStillBuild) {
   }
   EXPECT_GE(differ, 45);
   EXPECT_GE(built, 45);
-  EXPECT_FALSE(ir::BuildTiledSchedule(task.dag, task.target, {1, 2, 3}).ok());
+  EXPECT_FALSE(ir::BuildTiledSchedule(task.dag, task.target, std::vector<int64_t>{1, 2, 3}).ok());
 }
 
 // A move into another stratum keeps the register tile and vector axis,
@@ -526,18 +552,19 @@ TEST(Sketch, MovesKeepTheRegisterTileAndLandInTheStratum) {
   std::mt19937_64 rng(12);
   int landed = 0, tried = 0;
   for (int i = 0; i < 30; ++i) {
-    std::vector<int64_t> d = ir::SampleTilingDecisions(task.dag, task.target, rng);
+    std::vector<int64_t> d = Space(task.dag, task.target).SampleTiling(rng).Encode();
     d[1] = 1;  // vectorized along n (where packing copies b)
     if (d[5 + 4 + 2] < 2) d[5 + 4 + 2] = 16;
-    for (int k = 0; k < ir::kTilingStrata; ++k) {
-      std::vector<int64_t> m = ir::MoveTilingDecisions(task.dag, task.target, d, k, rng);
+    for (int k = 0; k < search::space::kTilingStrata; ++k) {
+      std::vector<int64_t> m =
+          Space(task.dag, task.target).MoveTiling(Tiling(task.dag, d), k, rng).Encode();
       ++tried;
-      landed += ir::TilingStratum(task.dag, m) == k;
+      landed += Space(task.dag).TilingStratum(Tiling(task.dag, m)) == k;
       EXPECT_TRUE(ir::BuildTiledSchedule(task.dag, task.target, m).ok());
       EXPECT_EQ(m[1], d[1]);
       EXPECT_EQ(m[5 + 2], d[5 + 2]);          // register tile along m
       EXPECT_EQ(m[5 + 4 + 2], d[5 + 4 + 2]);  // and along n
-      EXPECT_EQ(m[4] != 0, k >= ir::kTilingShapes);
+      EXPECT_EQ(m[4] != 0, k >= search::space::kTilingShapes);
     }
   }
   EXPECT_GE(landed, tried * 9 / 10);
@@ -552,11 +579,11 @@ TEST(Sketch, FittedDecisionsClampTilesToDivisorsAndBuild) {
   // Fixed: padding pass, vector axis k, unroll tile, pragma, pack; then
   // (S1, S2, S3, consumer unroll) for n, k, h, w; steps for c, r, s; the
   // compute location and the parallel loops. As for a K32 H14 C16 layer.
-  const std::vector<int64_t> theirs = {1, 1, 1, 2, 1,                     //
-                                       1, 1, 1, 1, 1, 1, 32, 1,          // n; k: 32-wide vector tile
-                                       1, 2, 7, 1, 1, 1, 14, 1,          // h 2x7; w 14
+  const std::vector<int64_t> theirs = {1,  1, 1, 2, 1,            //
+                                       1,  1, 1, 1, 1, 1, 32, 1,  // n; k: 32-wide vector tile
+                                       1,  2, 7, 1, 1, 1, 14, 1,  // h 2x7; w 14
                                        16, 3, 1, 0, 4};
-  const std::vector<int64_t> fitted = ir::FitTilingDecisions(task.dag, task.target, theirs);
+  const std::vector<int64_t> fitted = Fit(task.dag, task.target, theirs);
   const std::vector<int64_t> want = {1, 1, 1, 2, 1,                       //
                                      1, 1, 1, 1, 1, 1, 16, 1,            // k: clamped to 16
                                      1, 2, 5, 1, 1, 1, 10, 1,            // h 7 -> 5; w 14 -> 10
@@ -569,7 +596,7 @@ TEST(Sketch, FittedDecisionsClampTilesToDivisorsAndBuild) {
   std::vector<int64_t> odd = theirs;
   odd[5 + 4 * 2 + 2] = 4;
   odd[24] = 7;
-  const std::vector<int64_t> odd_fit = ir::FitTilingDecisions(task.dag, task.target, odd);
+  const std::vector<int64_t> odd_fit = Fit(task.dag, task.target, odd);
   ASSERT_EQ(odd_fit.size(), want.size());
   EXPECT_EQ(odd_fit[5 + 4 * 2 + 2], 2);
   EXPECT_EQ(odd_fit[24], 0);
@@ -579,13 +606,12 @@ TEST(Sketch, FittedDecisionsClampTilesToDivisorsAndBuild) {
   search::Task k20 = MakeTask("conv2d_nchw(N=1,C=8,H=10,W=10,K=20,R=3,S=3,pad=1)");
   std::vector<int64_t> lanes16 = theirs;
   lanes16[5 + 4 + 2] = 16;
-  EXPECT_EQ(ir::FitTilingDecisions(k20.dag, k20.target, lanes16)[5 + 4 + 2], 16);
-  EXPECT_EQ(ir::FitTilingDecisions(k20.dag, k20.target, theirs)[5 + 4 + 2], 20);
+  EXPECT_EQ(Fit(k20.dag, k20.target, lanes16)[5 + 4 + 2], 16);
+  EXPECT_EQ(Fit(k20.dag, k20.target, theirs)[5 + 4 + 2], 20);
   // A GEMM's layout (2 spatial axes, 1 reduction) does not fit a convolution.
   search::Task gemm = MakeTask("matmul(M=64,N=64,K=64)");
   std::mt19937_64 rng(2);
-  EXPECT_TRUE(ir::FitTilingDecisions(
-                  task.dag, task.target, ir::SampleTilingDecisions(gemm.dag, gemm.target, rng))
+  EXPECT_TRUE(Fit(task.dag, task.target, Space(gemm.dag, gemm.target).SampleTiling(rng).Encode())
                   .empty());
 }
 
@@ -736,12 +762,13 @@ TEST(Tuner, NewTaskStartsFromTheBestOfSimilarWorkloads) {
   search::Task dw = MakeTask("depthwise_conv2d_nchw(N=1,C=16,H=10,W=10,R=3,S=3,pad=1)");
   std::mt19937_64 rng(8);
   auto sample = [&](const search::Task& t) {
-    return *ir::BuildTiledSchedule(t.dag, t.target, ir::SampleTilingDecisions(t.dag, t.target, rng));
+    return *ir::BuildTiledSchedule(t.dag, t.target,
+                                   Space(t.dag, t.target).SampleTiling(rng).Encode());
   };
   auto fitted = [&](const v1::Schedule& s) {
     auto b = ir::BuildTiledSchedule(
         mine.dag, mine.target,
-        ir::FitTilingDecisions(mine.dag, mine.target, {s.decisions().begin(), s.decisions().end()}));
+        Fit(mine.dag, mine.target, {s.decisions().begin(), s.decisions().end()}));
     EXPECT_TRUE(b.ok()) << b.status();
     return b.ok() ? ir::ScheduleHash(*b) : std::string();
   };
@@ -915,7 +942,7 @@ TEST(Tuner, ResumedRunProposesWhatTheInterruptedOneWould) {
   EXPECT_FALSE(after_two->cost_model().empty());  // 33 records: the model was trained
   EXPECT_EQ(after_two->trials(), 33);
   // The moves of the best the policy paired are part of the saved state.
-  EXPECT_EQ(after_two->tasks(0).paired_at_size(), ir::kTilingStrata);
+  EXPECT_EQ(after_two->tasks(0).paired_at_size(), search::space::kTilingStrata);
 
   // The resumed run: the first 33 records, the snapshot, a fresh seed.
   std::map<std::string, MeasureResult> measured;

@@ -9,7 +9,8 @@
 #include "absl/strings/match.h"
 #include "compiler/codegen/llvm_target.h"
 #include "compiler/ir/schedule_hash.h"
-#include "compiler/schedule/sketch.h"
+#include "compiler/schedule/tiling.h"
+#include "server/search/space/cpu_sketch.h"
 #include "compiler/ir/workload_spec.h"
 #include "device_agent/runtime/capabilities.h"
 #include "google/protobuf/util/json_util.h"
@@ -242,12 +243,12 @@ TEST(CompileCli, DecisionsAloneBuildTheSketchSchedule) {
     return dir.File(name);
   };
   for (int i = 0; i < 3; ++i) {
-    std::vector<int64_t> d = ir::SampleTilingDecisions(*dag, host, rng);
+    ir::CpuTiling d = search::space::CpuSketch(*dag, host).SampleTiling(rng);
     auto want = ir::BuildTiledSchedule(*dag, host, d);
     ASSERT_TRUE(want.ok()) << want.status();
     testing::CommandResult r = testing::RunCommand(
         {testing::BinPath("tunefarm"), "compile", "--workload", spec, "--target", "host",
-         "--schedule", write("d.json", ir::kTilingSketchId, d), "--emit", "schedule"},
+         "--schedule", write("d.json", ir::kTilingSketchId, d.Encode()), "--emit", "schedule"},
         dir.path());
     ASSERT_EQ(r.exit_code, 0) << r.err;
     v1::Schedule got;
@@ -255,11 +256,12 @@ TEST(CompileCli, DecisionsAloneBuildTheSketchSchedule) {
     EXPECT_GT(got.steps_size(), 0);
     EXPECT_EQ(ir::ScheduleHash(got), ir::ScheduleHash(*want)) << r.out;
   }
-  std::vector<int64_t> good = ir::SampleTilingDecisions(*dag, host, rng);
-  std::vector<int64_t> short_d(good.begin(), good.end() - 1);
+  ir::CpuTiling good = search::space::CpuSketch(*dag, host).SampleTiling(rng);
+  const std::vector<int64_t> good_d = good.Encode();
+  std::vector<int64_t> short_d(good_d.begin(), good_d.end() - 1);
   for (auto [file, target] : std::vector<std::pair<std::string, std::string>>{
            {write("short.json", ir::kTilingSketchId, short_d), "host"},
-           {write("cpu.json", ir::kTilingSketchId, good), "cuda -arch=sm_87"}}) {
+           {write("cpu.json", ir::kTilingSketchId, good_d), "cuda -arch=sm_87"}}) {
     testing::CommandResult r =
         testing::RunCommand({testing::BinPath("tunefarm"), "compile", "--workload", spec,
                              "--target", target, "--schedule", file, "--emit", "ir"},

@@ -2,7 +2,7 @@
 
 #include <random>
 
-#include "compiler/schedule/random_schedule.h"
+#include "server/search/space/random_schedule.h"
 #include "compiler/schedule/schedule.h"
 #include "gtest/gtest.h"
 #include "server/search/store_canon.h"
@@ -54,7 +54,7 @@ TEST(WarmStart, OwnRecordsAreHistoryOthersTrainTheModelAndKeepFilters) {
         r.status = search::MeasureResult::Status::kWrongResult;
         r.error = "element 3: 1.5 vs 2";
       }
-      records.push_back(Stored(t, ir::RandomSchedule(t.dag, target, rng), r));
+      records.push_back(Stored(t, search::space::RandomSchedule(t.dag, target, rng), r));
     }
   };
   add(mine, 3, true);

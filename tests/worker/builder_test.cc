@@ -11,7 +11,7 @@
 #include "common/sha256.h"
 #include "compiler/codegen/llvm_target.h"
 #include "compiler/codegen/nvrtc_info.h"
-#include "compiler/schedule/random_schedule.h"
+#include "server/search/space/random_schedule.h"
 #include "compiler/ir/reference.h"
 #include "compiler/schedule/schedule.h"
 #include "compiler/ir/workload.h"
@@ -31,7 +31,7 @@ v1::BuildRequest Request(const std::string& spec, uint64_t seed) {
   auto dag = ir::BuildComputeDAG(req.workload());
   std::mt19937_64 rng(seed);
   *req.mutable_schedule() =
-      seed == 0 ? ir::DefaultSchedule(*dag, t) : ir::RandomSchedule(*dag, t, rng);
+      seed == 0 ? ir::DefaultSchedule(*dag, t) : search::space::RandomSchedule(*dag, t, rng);
   req.set_kind(v1::ARTIFACT_KIND_SHARED_OBJECT);
   return req;
 }

@@ -9,12 +9,12 @@
 #include "compiler/ir/target.h"
 #include "tunefarm/v1/schedule.pb.h"
 
-namespace tunefarm::ir {
+namespace tunefarm::search::space {
 
 // Every step of the result applies (Replay succeeds). Deterministic for a seed.
-// On a cuda target this is RandomGpuSchedule (gpu_sketch.h): the GPU
+// On a cuda target this is RandomGpuSchedule (space/gpu_sketch.h): the GPU
 // sketches, every one within the target's launch limits.
-::tunefarm::v1::Schedule RandomSchedule(const ComputeDAG& dag, const Target& target,
+::tunefarm::v1::Schedule RandomSchedule(const ir::ComputeDAG& dag, const ir::Target& target,
                                         std::mt19937_64& rng);
 
-}  // namespace tunefarm::ir
+}  // namespace tunefarm::search::space

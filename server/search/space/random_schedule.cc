@@ -1,15 +1,22 @@
-#include "compiler/schedule/random_schedule.h"
+#include "server/search/space/random_schedule.h"
 
 #include <algorithm>
 #include <numeric>
 
 #include "common/status_macros.h"
-#include "compiler/schedule/gpu_sketch.h"
 #include "compiler/schedule/schedule.h"
-#include "compiler/schedule/sketch.h"
+#include "compiler/schedule/tiling.h"
+#include "server/search/space/cpu_sketch.h"
+#include "server/search/space/gpu_sketch.h"
 
-namespace tunefarm::ir {
+namespace tunefarm::search::space {
 namespace {
+
+using ir::ComputeDAG;
+using ir::ScheduleState;
+using ir::Stage;
+using ir::StageState;
+using ir::Target;
 
 namespace v1 = ::tunefarm::v1;
 
@@ -32,9 +39,9 @@ int64_t Factor(std::mt19937_64& rng, int64_t extent) {
 
 v1::Schedule RandomSchedule(const ComputeDAG& dag, const Target& target, std::mt19937_64& rng) {
   if (target.is_gpu()) return RandomGpuSchedule(dag, target, rng);
-  if (Pick(rng, 0, 1) == 0 && HasTilingSketch(dag)) {
+  if (Pick(rng, 0, 1) == 0 && ir::HasTilingSketch(dag)) {
     absl::StatusOr<v1::Schedule> tiled =
-        BuildTiledSchedule(dag, target, SampleTilingDecisionsAnyPlacement(dag, target, rng));
+        ir::BuildTiledSchedule(dag, target, CpuSketch(dag, target).SampleTiling(rng, true));
     if (tiled.ok()) return *std::move(tiled);
   }
   v1::Schedule sched;
@@ -118,4 +125,4 @@ v1::Schedule RandomSchedule(const ComputeDAG& dag, const Target& target, std::mt
   return sched;
 }
 
-}  // namespace tunefarm::ir
+}  // namespace tunefarm::search::space

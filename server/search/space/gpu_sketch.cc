@@ -1,0 +1,138 @@
+#include "server/search/space/gpu_sketch.h"
+
+#include <algorithm>
+
+#include "common/status_macros.h"
+
+namespace tunefarm::search::space {
+namespace {
+
+namespace v1 = ::tunefarm::v1;
+using ir::GpuTiling;
+using ir::TilingNest;
+
+int64_t Pick(std::mt19937_64& rng, int64_t lo, int64_t hi) {
+  return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
+}
+
+// A divisor of max(1, n) up to max(1, limit), uniformly.
+int64_t RandomDivisor(std::mt19937_64& rng, int64_t n, int64_t limit) {
+  n = std::max<int64_t>(1, n);
+  std::vector<int64_t> divisors;
+  for (int64_t d = 1; d <= std::min(n, std::max<int64_t>(1, limit)); ++d) {
+    if (n % d == 0) divisors.push_back(d);
+  }
+  return divisors[Pick(rng, 0, int64_t(divisors.size()) - 1)];
+}
+
+int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Thread, vthread and register tiles of spatial axis `a` for a thread budget.
+void SampleAxis(const TilingNest& sh, int a, int64_t* budget, std::mt19937_64& rng, GpuTiling* d) {
+  const int64_t ext = sh.spatial[size_t(a)];
+  GpuTiling::Axis& x = d->spatial[size_t(a)];
+  x.thread = RandomDivisor(rng, ext, std::min<int64_t>(*budget, 32));
+  *budget /= x.thread;
+  int64_t rest = CeilDiv(ext, x.thread);
+  x.vthread = Pick(rng, 0, 3) == 0 ? RandomDivisor(rng, rest, 2) : 1;
+  rest = CeilDiv(rest, x.vthread);
+  x.s4 = RandomDivisor(rng, rest, 8);
+  rest = CeilDiv(rest, x.s4);
+  x.s3 = Pick(rng, 0, 1) == 0 ? RandomDivisor(rng, rest, 4) : 1;
+}
+
+void SampleReduce(const TilingNest& sh, int r, std::mt19937_64& rng, GpuTiling* d) {
+  GpuTiling::Reduce& x = d->reduce[size_t(r)];
+  x.r2 = RandomDivisor(rng, sh.reduce[size_t(r)], 8);
+  x.r1 = Pick(rng, 0, 1) == 0 ? RandomDivisor(rng, sh.reduce[size_t(r)] / x.r2, 8) : 1;
+}
+
+}  // namespace
+
+GpuSketch::GpuSketch(const ir::ComputeDAG& dag, const ir::Target& target)
+    : dag_(dag), target_(target), nest_(TilingNest::Of(dag)) {}
+
+GpuTiling GpuSketch::SampleTiling(std::mt19937_64& rng) const {
+  const TilingNest& sh = nest_;
+  GpuTiling d = GpuTiling::Shaped(sh);
+  for (int tries = 0; tries < 32; ++tries) {
+    static const int64_t kBudgets[] = {32, 64, 128, 256, 512, 1024};
+    int64_t budget = std::min<int64_t>(kBudgets[Pick(rng, 0, 5)], target_.max_threads_per_block);
+    // Innermost axes first: consecutive threads along the contiguous axis.
+    for (int a = sh.ns() - 1; a >= 0; --a) SampleAxis(sh, a, &budget, rng, &d);
+    if (d.Accumulators() <= ir::kMaxGpuAccumulators) break;
+  }
+  for (int r = 0; r < sh.nr(); ++r) SampleReduce(sh, r, rng, &d);
+  d.unroll = Pick(rng, 0, 3);
+  d.storage_align = Pick(rng, 0, 1) != 0;
+  if (!d.Fits(sh, target_)) {  // fall back to one register per thread
+    for (GpuTiling::Axis& x : d.spatial) x.vthread = x.s3 = 1;
+  }
+  return d;
+}
+
+GpuTiling GpuSketch::MutateTiling(const GpuTiling& parent, std::mt19937_64& rng) const {
+  const TilingNest& sh = nest_;
+  for (int tries = 0; tries < 16; ++tries) {
+    GpuTiling d = parent;
+    switch (Pick(rng, 0, 5)) {
+      case 0:
+      case 1:
+      case 2: {  // one tile level of one spatial axis
+        int a = int(Pick(rng, 0, sh.ns() - 1));
+        int level = int(Pick(rng, 0, 3));
+        GpuTiling::Axis& x = d.spatial[size_t(a)];
+        int64_t others = 1;
+        for (int l = 0; l < 4; ++l) others *= l == level ? 1 : x.tile(l);
+        int64_t limit = level == 1 ? 32 : level == 3 ? 8 : 4;
+        x.tile(level) =
+            RandomDivisor(rng, std::max<int64_t>(1, sh.spatial[size_t(a)] / others), limit);
+        break;
+      }
+      case 3:
+        if (sh.nr() > 0) SampleReduce(sh, int(Pick(rng, 0, sh.nr() - 1)), rng, &d);
+        break;
+      case 4:
+        d.unroll = Pick(rng, 0, 3);
+        break;
+      default:
+        d.storage_align = !d.storage_align;
+    }
+    if (d != parent && d.Fits(sh, target_)) return d;
+  }
+  return parent;
+}
+
+std::optional<Decisions> GpuSketch::Decode(absl::Span<const int64_t> wire) const {
+  std::optional<GpuTiling> t = GpuTiling::Decode(nest_, wire);
+  if (!t) return std::nullopt;
+  return Decisions(*std::move(t));
+}
+
+Decisions GpuSketch::Mutate(const Decisions& d, std::mt19937_64& rng) const {
+  return MutateTiling(std::get<GpuTiling>(d), rng);
+}
+
+absl::StatusOr<v1::Schedule> GpuSketch::Build(const Decisions& d) const {
+  return ir::BuildGpuTiledSchedule(dag_, target_, std::get<GpuTiling>(d));
+}
+
+v1::Schedule RandomGpuSchedule(const ir::ComputeDAG& dag, const ir::Target& target,
+                               std::mt19937_64& rng) {
+  if (ir::HasTilingSketch(dag) && Pick(rng, 0, 3) != 0) {
+    const GpuSketch sketch(dag, target);
+    for (int tries = 0; tries < 8; ++tries) {
+      GpuTiling d = sketch.SampleTiling(rng);
+      if (Pick(rng, 0, 2) == 0) d = sketch.MutateTiling(d, rng);
+      absl::StatusOr<v1::Schedule> tiled = ir::BuildGpuTiledSchedule(dag, target, d);
+      if (tiled.ok() && ir::CheckGpuLaunch(dag, target, *tiled).ok()) return *std::move(tiled);
+    }
+  }
+  static const int64_t kThreads[] = {32, 64, 128, 256, 512, 1024};
+  int64_t threads = std::min<int64_t>(kThreads[Pick(rng, 0, 5)], target.max_threads_per_block);
+  absl::StatusOr<v1::Schedule> fused = ir::GpuFusedSchedule(dag, target, threads);
+  TF_CHECK(fused.ok());
+  return *std::move(fused);
+}
+
+}  // namespace tunefarm::search::space
