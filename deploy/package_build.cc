@@ -13,6 +13,7 @@
 #include "common/status_macros.h"
 #include "compiler/codegen/build.h"
 #include "compiler/codegen/llvm_target.h"
+#include "compiler/frontend/op_registry.h"
 #include "compiler/ir/compute.h"
 #include "compiler/ir/reference.h"
 #include "compiler/schedule/schedule.h"
@@ -390,7 +391,7 @@ absl::StatusOr<v1::ModelPackage> BuildPackage(const Model& model, const ir::Targ
     const ModelTask& task = ex.tasks[size_t(oc.task)];
     const Built& b = built[size_t(oc.task)];
     const Node& a = model.nodes[size_t(oc.nodes[0])];
-    const bool is_conv = a.op == "Conv" || a.op == "ConvTranspose";
+    const frontend::OpDef& anchor = *frontend::FindOp(a.op);  // tasks are of registry anchors
     const std::string out_value = model.nodes[size_t(oc.nodes.back())].outputs[0];
 
     // Weight and bias with everything linear before the activation folded in.
@@ -402,7 +403,8 @@ absl::StatusOr<v1::ModelPackage> BuildPackage(const Model& model, const ir::Targ
       wshape = model.shapes.at(a.inputs[1]);
     }
     const Shape& aout = model.shapes.at(a.outputs[0]);
-    const int64_t channels = is_conv ? aout[1] : aout.back();
+    const int64_t channels =
+        anchor.channel_axis >= 0 ? aout[size_t(anchor.channel_axis)] : aout.back();
     bool has_bias = false;
     for (const auto& e : task.workload.epilogue())
       has_bias |= e.kind() == v1::EPILOGUE_KIND_BIAS_ADD;
@@ -417,30 +419,19 @@ absl::StatusOr<v1::ModelPackage> BuildPackage(const Model& model, const ir::Targ
     std::string cur = a.outputs[0];
     for (size_t k = 1; k < oc.nodes.size(); ++k) {
       const Node& f = model.nodes[size_t(oc.nodes[k])];
-      if (f.op == "BatchNormalization") {
+      const frontend::FusionRole role = frontend::FusionRoleOf(f.op);
+      if (role == frontend::FusionRole::kAffine) {
         std::vector<float> sc = const_floats(f.inputs[1]), be = const_floats(f.inputs[2]),
                            mean = const_floats(f.inputs[3]), var = const_floats(f.inputs[4]);
         const double eps = f.Float("epsilon", 1e-5f);
-        const int64_t per = int64_t(weight.size()) / channels;
-        const int64_t groups = a.Int("group", 1);
+        std::vector<double> scale(static_cast<size_t>(channels));
         for (int64_t c = 0; c < channels; ++c) {
           const double s = double(sc[size_t(c)]) / std::sqrt(double(var[size_t(c)]) + eps);
           bias[size_t(c)] = float((double(bias[size_t(c)]) - mean[size_t(c)]) * s + be[size_t(c)]);
-          if (a.op == "Conv") {
-            for (int64_t j = 0; j < per; ++j)
-              weight[size_t(c * per + j)] = float(weight[size_t(c * per + j)] * s);
-          } else {  // ConvTranspose: weight [C_in, K/groups, ...], output channel g*Kg+k
-            const int64_t kg = wshape[1], cin = wshape[0], cg = cin / groups;
-            const int64_t spatial = Numel(Shape(wshape.begin() + 2, wshape.end()));
-            const int64_t g = c / kg, kk = c % kg;
-            for (int64_t ci = g * cg; ci < (g + 1) * cg; ++ci)
-              for (int64_t j = 0; j < spatial; ++j) {
-                float& w = weight[size_t((ci * kg + kk) * spatial + j)];
-                w = float(w * s);
-              }
-          }
+          scale[size_t(c)] = s;
         }
-      } else if ((f.op == "Add") && f.inputs.size() == 2) {
+        anchor.scale_weights(a, wshape, scale, &weight);
+      } else if (role == frontend::FusionRole::kAdd && f.inputs.size() == 2) {
         const std::string& other = f.inputs[0] == cur ? f.inputs[1] : f.inputs[0];
         if (model.constants.count(other)) {
           std::vector<float> add = const_floats(other);
@@ -449,7 +440,9 @@ absl::StatusOr<v1::ModelPackage> BuildPackage(const Model& model, const ir::Targ
           residual = other;
         }
       }
-      if (f.op != "Sigmoid") cur = f.outputs[0];
+      // A gate (the Sigmoid of a SiLU) leaves the chain's value where it was.
+      const frontend::OpDef* def = frontend::FindOp(f.op);
+      if (def == nullptr || def->gated == v1::EPILOGUE_KIND_UNSPECIFIED) cur = f.outputs[0];
     }
 
     v1::KernelStep* ks = pkg.add_steps()->mutable_kernel();

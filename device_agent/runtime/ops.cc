@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
-#include <functional>
 #include <limits>
+#include <map>
 #include <numeric>
 #include <string>
 
@@ -58,16 +58,62 @@ void ParallelFor(int32_t (*par)(void*, int64_t, void*, TFParallelBody), void* ct
   par(ctx, n, &f, [](void* c, int64_t b, int64_t e) { (*static_cast<F*>(c))(b, e); });
 }
 
+enum class ReduceKind { kSum, kMean, kMax };
+
+// One node's computation: the kernels the table of native operators
+// (NativeTable below) names, over the node's arguments.
 template <typename T>
 class Op {
  public:
   explicit Op(const OpArgs<T>& a) : a_(a), n_(*a.node) {}
-  absl::Status Run();
 
- private:
+  const Node& node() const { return n_; }
   absl::Status Error(const std::string& what) const {
     return absl::UnimplementedError(StrCat("node '", n_.name, "' (", n_.op, "): ", what));
   }
+  // The checks every kernel relies on: an output, and data for every input.
+  absl::Status CheckArgs() const;
+  // For kernels other than copies: input 0 is a float tensor.
+  absl::Status CheckDataInput() const;
+
+  // y = f(x) element by element, computed in double.
+  template <typename F>
+  absl::Status Map(F f);
+  // Applies f to the broadcast inputs [first, first + count) elementwise.
+  template <typename F>
+  absl::Status Broadcast(size_t first, size_t count, F f);
+  // y = f(a, b) over two broadcast inputs, computed in T.
+  template <typename F>
+  absl::Status Zip(F f) {
+    return Broadcast(0, 2, [f](const T* v) { return T(f(v[0], v[1])); });
+  }
+  absl::Status Copy();
+  absl::Status Dropout();
+  absl::Status Clip();
+  absl::Status Cast();
+  absl::Status Gelu();
+  absl::Status PRelu();
+  absl::Status MinMax(bool max);
+  absl::Status Conv();
+  absl::Status ConvTranspose();
+  absl::Status Gemm();
+  absl::Status MatMul();
+  absl::Status BatchNorm();
+  absl::Status InstanceNorm();
+  absl::Status LayerNorm();
+  absl::Status Pool(bool global, bool is_max);
+  absl::Status Concat();
+  absl::Status Split();
+  absl::Status Slice();
+  absl::Status Transpose();
+  absl::Status Pad();
+  absl::Status Resize(bool upsample);
+  absl::Status Softmax(bool log);
+  // Axes are an input from opset `axes_input_from` on, an attribute before.
+  absl::Status Reduce(ReduceKind kind, int64_t axes_input_from);
+  absl::Status Gather();
+
+ private:
   bool Has(size_t i) const { return i < n_.inputs.size() && !n_.inputs[i].empty(); }
   const T* In(size_t i) const { return a_.in[i]; }
   const Shape& InShape(size_t i) const { return a_.in_shapes[i]; }
@@ -96,24 +142,6 @@ class Op {
     ParallelFor(a_.parallel, a_.parallel_ctx, n, f);
   }
 
-  absl::Status Unary();
-  template <typename F>
-  absl::Status Broadcast(size_t first, size_t count, F f);
-  absl::Status Conv();
-  absl::Status ConvTranspose();
-  absl::Status Gemm();
-  absl::Status MatMul();
-  absl::Status Norm();
-  absl::Status Pool();
-  absl::Status Concat();
-  absl::Status Split();
-  absl::Status Slice();
-  absl::Status Transpose();
-  absl::Status Pad();
-  absl::Status Resize();
-  absl::Status Softmax();
-  absl::Status Reduce();
-  absl::Status Gather();
   // Spatial pads [begin..., end...] of a conv or pool node with `sp` spatial dims.
   absl::Status SpatialPads(const Shape& in, const Shape& out, const Shape& k, const Shape& s,
                            const Shape& d, Shape* pads) const;
@@ -123,93 +151,109 @@ class Op {
 };
 
 template <typename T>
-absl::Status Op<T>::Unary() {
-  const std::string& op = n_.op;
+template <typename F>
+absl::Status Op<T>::Map(F f) {
   const T* x = In(0);
   T* y = Out();
   const int64_t n = Numel(OutShape());
-  std::function<double(double)> f;
-  if (op == "Relu") {
-    f = [](double v) { return v > 0 ? v : 0.0; };
-  } else if (op == "Abs") {
-    f = [](double v) { return std::fabs(v); };
-  } else if (op == "Neg") {
-    f = [](double v) { return -v; };
-  } else if (op == "Ceil") {
-    f = [](double v) { return std::ceil(v); };
-  } else if (op == "Floor") {
-    f = [](double v) { return std::floor(v); };
-  } else if (op == "Reciprocal") {
-    f = [](double v) { return 1.0 / v; };
-  } else if (op == "Sigmoid") {
-    f = [](double v) { return 1.0 / (1.0 + std::exp(-v)); };
-  } else if (op == "Tanh") {
-    f = [](double v) { return std::tanh(v); };
-  } else if (op == "Exp") {
-    f = [](double v) { return std::exp(v); };
-  } else if (op == "Erf") {
-    f = [](double v) { return std::erf(v); };
-  } else if (op == "Sqrt") {
-    f = [](double v) { return std::sqrt(v); };
-  } else if (op == "Softplus") {
-    f = [](double v) { return v > 30 ? v : std::log1p(std::exp(v)); };
-  } else if (op == "Elu") {
-    const double alpha = n_.Float("alpha", 1.0f);
-    f = [alpha](double v) { return v >= 0 ? v : alpha * (std::exp(v) - 1); };
-  } else if (op == "Selu") {
-    const double alpha = n_.Float("alpha", 1.67326319217681884765625f);
-    const double gamma = n_.Float("gamma", 1.05070102214813232421875f);
-    f = [alpha, gamma](double v) { return v > 0 ? gamma * v : gamma * alpha * (std::exp(v) - 1); };
-  } else if (op == "LeakyRelu") {
-    const double alpha = n_.Float("alpha", 0.01f);
-    f = [alpha](double v) { return v >= 0 ? v : alpha * v; };
-  } else if (op == "HardSigmoid") {
-    const double alpha = n_.Float("alpha", 0.2f), beta = n_.Float("beta", 0.5f);
-    f = [alpha, beta](double v) { return std::max(0.0, std::min(1.0, alpha * v + beta)); };
-  } else if (op == "HardSwish") {
-    f = [](double v) { return v * std::max(0.0, std::min(1.0, v / 6 + 0.5)); };
-  } else if (op == "Gelu") {
-    const std::string approx = n_.strings.count("approximate") ? n_.strings.at("approximate") : "";
-    if (approx == "tanh") {
-      f = [](double v) {
-        return 0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)));
-      };
-    } else {
-      f = [](double v) { return 0.5 * v * (1 + std::erf(v / std::sqrt(2.0))); };
-    }
-  } else if (op == "Clip") {
-    double lo = -std::numeric_limits<double>::infinity(), hi = -lo;
-    if (a_.opset < 11) {
-      if (n_.floats.count("min")) lo = n_.Float("min", 0);
-      if (n_.floats.count("max")) hi = n_.Float("max", 0);
-    } else {
-      std::vector<double> v;
-      if (Params(1, &v) && !v.empty()) lo = v[0];
-      if (Params(2, &v) && !v.empty()) hi = v[0];
-    }
-    f = [lo, hi](double v) { return std::min(hi, std::max(lo, v)); };
-  } else if (op == "Cast") {
-    const int64_t to = n_.Int("to", 1);
-    if (to == 9) {  // BOOL
-      f = [](double v) { return v != 0 ? 1.0 : 0.0; };
-    } else if (to == 2 || to == 3 || to == 4 || to == 5 || to == 6 || to == 7 || to == 12 ||
-               to == 13) {  // integer types: truncation toward zero
-      f = [](double v) { return std::trunc(v); };
-    } else if (to == 1 || to == 11) {
-      f = [](double v) { return v; };
-    } else {
-      return Error(StrCat("cast to element type ", to, " is not supported"));
-    }
-  } else {
-    return Error("not a unary operator");
-  }
   Parallel(n, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) y[i] = T(f(double(x[i])));
   });
   return absl::OkStatus();
 }
 
-// Applies f to the broadcast inputs [first, first + count) elementwise.
+// Bounds: attributes before opset 11, inputs from 11 (absent: unbounded).
+template <typename T>
+absl::Status Op<T>::Clip() {
+  double lo = -std::numeric_limits<double>::infinity(), hi = -lo;
+  if (a_.opset < 11) {
+    if (n_.floats.count("min")) lo = n_.Float("min", 0);
+    if (n_.floats.count("max")) hi = n_.Float("max", 0);
+  } else {
+    std::vector<double> v;
+    if (Params(1, &v) && !v.empty()) lo = v[0];
+    if (Params(2, &v) && !v.empty()) hi = v[0];
+  }
+  return Map([lo, hi](double v) { return std::min(hi, std::max(lo, v)); });
+}
+
+// To BOOL: 0 or 1; to an integer type: truncation toward zero; to a float type: unchanged.
+template <typename T>
+absl::Status Op<T>::Cast() {
+  const int64_t to = n_.Int("to", 1);
+  if (to == 9) {  // BOOL
+    return Map([](double v) { return v != 0 ? 1.0 : 0.0; });
+  } else if (to == 2 || to == 3 || to == 4 || to == 5 || to == 6 || to == 7 || to == 12 ||
+             to == 13) {
+    return Map([](double v) { return std::trunc(v); });
+  } else if (to == 1 || to == 11) {
+    return Map([](double v) { return v; });
+  }
+  return Error(StrCat("cast to element type ", to, " is not supported"));
+}
+
+template <typename T>
+absl::Status Op<T>::Gelu() {
+  const std::string approx = n_.strings.count("approximate") ? n_.strings.at("approximate") : "";
+  if (approx == "tanh") {
+    return Map([](double v) {
+      return 0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)));
+    });
+  }
+  return Map([](double v) { return 0.5 * v * (1 + std::erf(v / std::sqrt(2.0))); });
+}
+
+// A slope that broadcasts, or one per channel (the pre-opset-7 form: [C] as
+// [C, 1, ..., 1]).
+template <typename T>
+absl::Status Op<T>::PRelu() {
+  auto f = [](const T* v) { return v[0] < 0 ? T(v[0] * v[1]) : v[0]; };
+  const auto& shapes = a_.in_shapes;
+  if (shapes.size() == 2 && shapes[0].size() > 2 && shapes[1].size() == 1 &&
+      shapes[1][0] == shapes[0][1] && shapes[1][0] != shapes[0].back()) {
+    OpArgs<T> per_channel = a_;
+    per_channel.in_shapes[1].resize(shapes[0].size() - 1, 1);
+    return Op<T>(per_channel).Broadcast(0, 2, f);
+  }
+  return Broadcast(0, 2, f);
+}
+
+// Max or Min of 1 to 4 broadcast inputs.
+template <typename T>
+absl::Status Op<T>::MinMax(bool mx) {
+  if (n_.inputs.size() == 1) {
+    std::copy(In(0), In(0) + Numel(OutShape()), Out());
+    return absl::OkStatus();
+  }
+  if (n_.inputs.size() > 4) return Error("more than 4 inputs");
+  const size_t cnt = n_.inputs.size();
+  return Broadcast(0, cnt, [cnt, mx](const T* v) {
+    T r = v[0];
+    for (size_t k = 1; k < cnt; ++k) r = mx ? std::max(r, v[k]) : std::min(r, v[k]);
+    return r;
+  });
+}
+
+// Output 0 is input 0 (Reshape, Flatten, Squeeze, Unsqueeze, Identity).
+template <typename T>
+absl::Status Op<T>::Copy() {
+  if (In(0) == nullptr) return Error("input is not a float tensor");
+  std::copy(In(0), In(0) + Numel(OutShape()), Out());
+  return absl::OkStatus();
+}
+
+// Inference mode only: a copy, and a mask of ones.
+template <typename T>
+absl::Status Op<T>::Dropout() {
+  if (In(0) == nullptr) return Error("input is not a float tensor");
+  std::vector<double> training;
+  if (Params(2, &training) && !training.empty() && training[0] != 0)
+    return Error("training mode (random dropout) is not supported");
+  std::copy(In(0), In(0) + Numel(OutShape()), Out());
+  if (Out(1) != nullptr) std::fill(Out(1), Out(1) + Numel(OutShape(1)), T(1));
+  return absl::OkStatus();
+}
+
 template <typename T>
 template <typename F>
 absl::Status Op<T>::Broadcast(size_t first, size_t count, F f) {
@@ -491,11 +535,11 @@ absl::Status Op<T>::MatMul() {
 }
 
 template <typename T>
-absl::Status Op<T>::Norm() {
+absl::Status Op<T>::BatchNorm() {
   const Shape& xs = InShape(0);
   const T* x = In(0);
   T* y = Out();
-  if (n_.op == "BatchNormalization") {
+  {
     if (n_.Int("training_mode", 0) != 0) return Error("training_mode is not supported");
     const double eps = n_.Float("epsilon", 1e-5f);
     const int64_t N = xs[0], C = xs.size() > 1 ? xs[1] : 1;
@@ -512,7 +556,14 @@ absl::Status Op<T>::Norm() {
     });
     return absl::OkStatus();
   }
-  if (n_.op == "InstanceNormalization") {
+}
+
+template <typename T>
+absl::Status Op<T>::InstanceNorm() {
+  const Shape& xs = InShape(0);
+  const T* x = In(0);
+  T* y = Out();
+  {
     const double eps = n_.Float("epsilon", 1e-5f);
     const int64_t N = xs[0], C = xs[1], inner = Numel(xs) / (N * C);
     const T *sc = In(1), *bi = In(2);
@@ -532,7 +583,14 @@ absl::Status Op<T>::Norm() {
     });
     return absl::OkStatus();
   }
-  // LayerNormalization: over the dimensions from `axis` on.
+}
+
+// Over the dimensions from `axis` on.
+template <typename T>
+absl::Status Op<T>::LayerNorm() {
+  const Shape& xs = InShape(0);
+  const T* x = In(0);
+  T* y = Out();
   const int64_t axis = Axis(n_.Int("axis", -1), xs.size());
   if (axis < 0 || axis >= int64_t(xs.size())) return Error("axis out of range");
   const double eps = n_.Float("epsilon", 1e-5f);
@@ -570,10 +628,8 @@ absl::Status Op<T>::Norm() {
 }
 
 template <typename T>
-absl::Status Op<T>::Pool() {
+absl::Status Op<T>::Pool(bool global, bool is_max) {
   Shape x = InShape(0), y = OutShape();
-  const bool global = n_.op == "GlobalAveragePool" || n_.op == "GlobalMaxPool";
-  const bool is_max = n_.op == "MaxPool" || n_.op == "GlobalMaxPool";
   if (Out(1) != nullptr) return Error("the Indices output is not supported");
   const size_t sp = x.size() - 2;
   const T* in = In(0);
@@ -851,14 +907,14 @@ absl::Status Op<T>::Pad() {
 }
 
 template <typename T>
-absl::Status Op<T>::Resize() {
+absl::Status Op<T>::Resize(bool upsample) {
   const Shape& xs = InShape(0);
   const Shape& os = OutShape();
   const size_t r = xs.size();
   std::string mode = n_.strings.count("mode") ? n_.strings.at("mode") : "nearest";
   std::string coord = "asymmetric", nearest = "floor";
   std::vector<double> scales;
-  if (n_.op == "Upsample") {
+  if (upsample) {
     if (n_.floats.count("scales")) {
       for (float f : n_.floats.at("scales")) scales.push_back(f);
     } else {
@@ -970,9 +1026,8 @@ absl::Status Op<T>::Resize() {
 }
 
 template <typename T>
-absl::Status Op<T>::Softmax() {
+absl::Status Op<T>::Softmax(bool log) {
   const Shape& xs = InShape(0);
-  const bool log = n_.op == "LogSoftmax";
   const int64_t axis = Axis(n_.Int("axis", a_.opset < 13 ? 1 : -1), xs.size());
   if (axis < 0 || axis >= int64_t(xs.size())) return Error("axis out of range");
   // Before opset 13 the input is coerced to 2-D at `axis`; from 13 on the
@@ -1007,11 +1062,11 @@ absl::Status Op<T>::Softmax() {
 }
 
 template <typename T>
-absl::Status Op<T>::Reduce() {
+absl::Status Op<T>::Reduce(ReduceKind kind, int64_t axes_input_from) {
   const Shape& xs = InShape(0);
   const size_t r = xs.size();
   std::vector<double> axes;
-  const bool axes_input = (n_.op == "ReduceSum" && a_.opset >= 13) || a_.opset >= 18;
+  const bool axes_input = a_.opset >= axes_input_from;
   if (axes_input) {
     Params(1, &axes);
   } else {
@@ -1035,7 +1090,7 @@ absl::Status Op<T>::Reduce() {
   for (size_t d = 0; d < r; ++d) kept.push_back(reduced[d] ? 1 : xs[d]);
   const Shape kst = Strides(kept);
   const int64_t out_n = Numel(kept), in_n = Numel(xs);
-  const bool is_max = n_.op == "ReduceMax";
+  const bool is_max = kind == ReduceKind::kMax;
   std::vector<double> acc(size_t(out_n), is_max ? -std::numeric_limits<double>::infinity() : 0.0);
   const T* x = In(0);
   Shape idx(r, 0);
@@ -1050,7 +1105,7 @@ absl::Status Op<T>::Reduce() {
   const double count = double(in_n) / double(std::max<int64_t>(out_n, 1));
   T* y = Out();
   for (int64_t o = 0; o < out_n; ++o)
-    y[o] = T(n_.op == "ReduceMean" ? acc[size_t(o)] / count : acc[size_t(o)]);
+    y[o] = T(kind == ReduceKind::kMean ? acc[size_t(o)] / count : acc[size_t(o)]);
   return absl::OkStatus();
 }
 
@@ -1079,75 +1134,175 @@ absl::Status Op<T>::Gather() {
 }
 
 template <typename T>
-absl::Status Op<T>::Run() {
-  const std::string& op = n_.op;
+absl::Status Op<T>::CheckArgs() const {
   if (a_.out.empty() || Out() == nullptr) return Error("no output");
   for (size_t i = 0; i < n_.inputs.size(); ++i) {
     if (Has(i) && a_.in[i] == nullptr && a_.in_const[i] == nullptr)
       return Error(StrCat("input '", n_.inputs[i], "' has no data"));
   }
-  if (IsCopyOp(op)) {
-    if (In(0) == nullptr) return Error("input is not a float tensor");
-    std::vector<double> training;
-    if (op == "Dropout" && Params(2, &training) && !training.empty() && training[0] != 0)
-      return Error("training mode (random dropout) is not supported");
-    std::copy(In(0), In(0) + Numel(OutShape()), Out());
-    if (op == "Dropout" && Out(1) != nullptr) std::fill(Out(1), Out(1) + Numel(OutShape(1)), T(1));
-    return absl::OkStatus();
-  }
-  for (size_t i = 0; i < n_.inputs.size() && i < 1; ++i) {
-    if (Has(i) && In(i) == nullptr) return Error("the data input is not a float tensor");
-  }
-  if (op == "Add") return Broadcast(0, 2, [](const T* v) { return T(v[0] + v[1]); });
-  if (op == "Sub") return Broadcast(0, 2, [](const T* v) { return T(v[0] - v[1]); });
-  if (op == "Mul") return Broadcast(0, 2, [](const T* v) { return T(v[0] * v[1]); });
-  if (op == "Div") return Broadcast(0, 2, [](const T* v) { return T(v[0] / v[1]); });
-  if (op == "Pow") return Broadcast(0, 2, [](const T* v) { return T(std::pow(v[0], v[1])); });
-  if (op == "Equal") return Broadcast(0, 2, [](const T* v) { return T(v[0] == v[1]); });
-  if (op == "Greater") return Broadcast(0, 2, [](const T* v) { return T(v[0] > v[1]); });
-  if (op == "Less") return Broadcast(0, 2, [](const T* v) { return T(v[0] < v[1]); });
-  if (op == "PRelu")
-    return Broadcast(0, 2, [](const T* v) { return v[0] < 0 ? T(v[0] * v[1]) : v[0]; });
-  if (op == "Where") return Broadcast(0, 3, [](const T* v) { return v[0] != T(0) ? v[1] : v[2]; });
-  if (op == "Max" || op == "Min") {
-    const bool mx = op == "Max";
-    if (n_.inputs.size() == 1) {
-      std::copy(In(0), In(0) + Numel(OutShape()), Out());
-      return absl::OkStatus();
-    }
-    if (n_.inputs.size() > 4) return Error("more than 4 inputs");
-    const size_t cnt = n_.inputs.size();
-    return Broadcast(0, cnt, [cnt, mx](const T* v) {
-      T r = v[0];
-      for (size_t k = 1; k < cnt; ++k) r = mx ? std::max(r, v[k]) : std::min(r, v[k]);
-      return r;
-    });
-  }
-  if (op == "Conv") return Conv();
-  if (op == "ConvTranspose") return ConvTranspose();
-  if (op == "Gemm") return Gemm();
-  if (op == "MatMul") return MatMul();
-  if (op == "BatchNormalization" || op == "InstanceNormalization" || op == "LayerNormalization")
-    return Norm();
-  if (op == "MaxPool" || op == "AveragePool" || op == "GlobalAveragePool" || op == "GlobalMaxPool")
-    return Pool();
-  if (op == "Concat") return Concat();
-  if (op == "Split") return Split();
-  if (op == "Slice") return Slice();
-  if (op == "Transpose") return Transpose();
-  if (op == "Pad") return Pad();
-  if (op == "Resize" || op == "Upsample") return Resize();
-  if (op == "Softmax" || op == "LogSoftmax") return Softmax();
-  if (op == "ReduceMean" || op == "ReduceSum" || op == "ReduceMax") return Reduce();
-  if (op == "Gather") return Gather();
-  return Unary();
+  return absl::OkStatus();
 }
+
+template <typename T>
+absl::Status Op<T>::CheckDataInput() const {
+  if (Has(0) && In(0) == nullptr) return Error("the data input is not a float tensor");
+  return absl::OkStatus();
+}
+
+//===--- The native operators ---------------------------------------------===//
+
+// One operator the runtime computes: its kernel for each element type.
+struct NativeOp {
+  const char* name;
+  absl::Status (*f32)(Op<float>&);
+  absl::Status (*f64)(Op<double>&);
+  bool copies_input = false;  // output 0 is a copy of input 0 (IsCopyOp)
+};
+
+// `kernel` is a generic lambda [](auto& op) -> absl::Status.
+template <typename K>
+NativeOp Kernel(const char* name, K kernel) {
+  return {name, kernel, kernel};
+}
+NativeOp CopyKernel(const char* name) {
+  return {name, [](Op<float>& o) { return o.Copy(); }, [](Op<double>& o) { return o.Copy(); },
+          true};
+}
+
+// Every operator RunOp computes, by name; the frontend's registry marks the
+// same set native (tests/compiler/frontend/op_registry_test.cc).
+const std::vector<NativeOp>& NativeTable() {
+  static const auto* table = new std::vector<NativeOp>{
+      // Copies.
+      CopyKernel("Flatten"),
+      CopyKernel("Identity"),
+      CopyKernel("Reshape"),
+      CopyKernel("Squeeze"),
+      CopyKernel("Unsqueeze"),
+      {"Dropout", [](Op<float>& o) { return o.Dropout(); },
+       [](Op<double>& o) { return o.Dropout(); }, true},
+      // One input, element by element (computed in double).
+      Kernel("Abs", [](auto& o) { return o.Map([](double v) { return std::fabs(v); }); }),
+      Kernel("Cast", [](auto& o) { return o.Cast(); }),
+      Kernel("Ceil", [](auto& o) { return o.Map([](double v) { return std::ceil(v); }); }),
+      Kernel("Clip", [](auto& o) { return o.Clip(); }),
+      Kernel("Elu",
+             [](auto& o) {
+               const double alpha = o.node().Float("alpha", 1.0f);
+               return o.Map([alpha](double v) { return v >= 0 ? v : alpha * (std::exp(v) - 1); });
+             }),
+      Kernel("Erf", [](auto& o) { return o.Map([](double v) { return std::erf(v); }); }),
+      Kernel("Exp", [](auto& o) { return o.Map([](double v) { return std::exp(v); }); }),
+      Kernel("Floor", [](auto& o) { return o.Map([](double v) { return std::floor(v); }); }),
+      Kernel("Gelu", [](auto& o) { return o.Gelu(); }),
+      Kernel("HardSigmoid",
+             [](auto& o) {
+               const double alpha = o.node().Float("alpha", 0.2f);
+               const double beta = o.node().Float("beta", 0.5f);
+               return o.Map([alpha, beta](double v) {
+                 return std::max(0.0, std::min(1.0, alpha * v + beta));
+               });
+             }),
+      Kernel("HardSwish",
+             [](auto& o) {
+               return o.Map(
+                   [](double v) { return v * std::max(0.0, std::min(1.0, v / 6 + 0.5)); });
+             }),
+      Kernel("LeakyRelu",
+             [](auto& o) {
+               const double alpha = o.node().Float("alpha", 0.01f);
+               return o.Map([alpha](double v) { return v >= 0 ? v : alpha * v; });
+             }),
+      Kernel("Neg", [](auto& o) { return o.Map([](double v) { return -v; }); }),
+      Kernel("Reciprocal", [](auto& o) { return o.Map([](double v) { return 1.0 / v; }); }),
+      Kernel("Relu", [](auto& o) { return o.Map([](double v) { return v > 0 ? v : 0.0; }); }),
+      Kernel("Selu",
+             [](auto& o) {
+               const double alpha = o.node().Float("alpha", 1.67326319217681884765625f);
+               const double gamma = o.node().Float("gamma", 1.05070102214813232421875f);
+               return o.Map([alpha, gamma](double v) {
+                 return v > 0 ? gamma * v : gamma * alpha * (std::exp(v) - 1);
+               });
+             }),
+      Kernel("Sigmoid",
+             [](auto& o) { return o.Map([](double v) { return 1.0 / (1.0 + std::exp(-v)); }); }),
+      Kernel("Softplus",
+             [](auto& o) {
+               return o.Map([](double v) { return v > 30 ? v : std::log1p(std::exp(v)); });
+             }),
+      Kernel("Sqrt", [](auto& o) { return o.Map([](double v) { return std::sqrt(v); }); }),
+      Kernel("Tanh", [](auto& o) { return o.Map([](double v) { return std::tanh(v); }); }),
+      // Broadcast inputs (computed in T).
+      Kernel("Add", [](auto& o) { return o.Zip([](auto a, auto b) { return a + b; }); }),
+      Kernel("Div", [](auto& o) { return o.Zip([](auto a, auto b) { return a / b; }); }),
+      Kernel("Equal", [](auto& o) { return o.Zip([](auto a, auto b) { return a == b; }); }),
+      Kernel("Greater", [](auto& o) { return o.Zip([](auto a, auto b) { return a > b; }); }),
+      Kernel("Less", [](auto& o) { return o.Zip([](auto a, auto b) { return a < b; }); }),
+      Kernel("Max", [](auto& o) { return o.MinMax(true); }),
+      Kernel("Min", [](auto& o) { return o.MinMax(false); }),
+      Kernel("Mul", [](auto& o) { return o.Zip([](auto a, auto b) { return a * b; }); }),
+      Kernel("Pow", [](auto& o) { return o.Zip([](auto a, auto b) { return std::pow(a, b); }); }),
+      Kernel("PRelu", [](auto& o) { return o.PRelu(); }),
+      Kernel("Sub", [](auto& o) { return o.Zip([](auto a, auto b) { return a - b; }); }),
+      Kernel("Where",
+             [](auto& o) {
+               return o.Broadcast(0, 3, [](const auto* v) { return v[0] != 0 ? v[1] : v[2]; });
+             }),
+      // Convolution, dense, normalization, pooling.
+      Kernel("Conv", [](auto& o) { return o.Conv(); }),
+      Kernel("ConvTranspose", [](auto& o) { return o.ConvTranspose(); }),
+      Kernel("Gemm", [](auto& o) { return o.Gemm(); }),
+      Kernel("MatMul", [](auto& o) { return o.MatMul(); }),
+      Kernel("BatchNormalization", [](auto& o) { return o.BatchNorm(); }),
+      Kernel("InstanceNormalization", [](auto& o) { return o.InstanceNorm(); }),
+      Kernel("LayerNormalization", [](auto& o) { return o.LayerNorm(); }),
+      Kernel("AveragePool", [](auto& o) { return o.Pool(false, false); }),
+      Kernel("GlobalAveragePool", [](auto& o) { return o.Pool(true, false); }),
+      Kernel("GlobalMaxPool", [](auto& o) { return o.Pool(true, true); }),
+      Kernel("MaxPool", [](auto& o) { return o.Pool(false, true); }),
+      Kernel("Softmax", [](auto& o) { return o.Softmax(false); }),
+      Kernel("LogSoftmax", [](auto& o) { return o.Softmax(true); }),
+      // Layout and reductions.
+      Kernel("Concat", [](auto& o) { return o.Concat(); }),
+      Kernel("Gather", [](auto& o) { return o.Gather(); }),
+      Kernel("Pad", [](auto& o) { return o.Pad(); }),
+      Kernel("Resize", [](auto& o) { return o.Resize(false); }),
+      Kernel("Upsample", [](auto& o) { return o.Resize(true); }),
+      Kernel("Slice", [](auto& o) { return o.Slice(); }),
+      Kernel("Split", [](auto& o) { return o.Split(); }),
+      Kernel("Transpose", [](auto& o) { return o.Transpose(); }),
+      Kernel("ReduceMax", [](auto& o) { return o.Reduce(ReduceKind::kMax, 18); }),
+      Kernel("ReduceMean", [](auto& o) { return o.Reduce(ReduceKind::kMean, 18); }),
+      Kernel("ReduceSum", [](auto& o) { return o.Reduce(ReduceKind::kSum, 13); }),
+  };
+  return *table;
+}
+
+const NativeOp* FindNative(const std::string& op) {
+  static const auto* by_name = [] {
+    auto* m = new std::map<std::string, const NativeOp*>;
+    for (const NativeOp& k : NativeTable()) m->emplace(k.name, &k);
+    return m;
+  }();
+  auto it = by_name->find(op);
+  return it == by_name->end() ? nullptr : it->second;
+}
+
+absl::Status Call(const NativeOp& k, Op<float>& o) { return k.f32(o); }
+absl::Status Call(const NativeOp& k, Op<double>& o) { return k.f64(o); }
 
 }  // namespace
 
 bool IsCopyOp(const std::string& op) {
-  return op == "Reshape" || op == "Flatten" || op == "Squeeze" || op == "Unsqueeze" ||
-         op == "Identity" || op == "Dropout";
+  const NativeOp* k = FindNative(op);
+  return k != nullptr && k->copies_input;
+}
+
+std::vector<std::string> NativeOps() {
+  std::vector<std::string> names;
+  for (const NativeOp& k : NativeTable()) names.emplace_back(k.name);
+  std::sort(names.begin(), names.end());
+  return names;
 }
 
 template <typename T>
@@ -1157,15 +1312,12 @@ absl::Status RunOp(const OpArgs<T>& args) {
       args.in_shapes.size() != args.in.size() || args.out.size() != args.out_shapes.size())
     return absl::InvalidArgumentError(
         StrCat("node '", args.node->name, "': argument counts do not match"));
-  if (args.node->op == "PRelu" && args.in_shapes.size() == 2 && args.in_shapes[0].size() > 2 &&
-      args.in_shapes[1].size() == 1 && args.in_shapes[1][0] == args.in_shapes[0][1] &&
-      args.in_shapes[1][0] != args.in_shapes[0].back()) {
-    // A slope per channel (the pre-opset-7 form): [C] as [C, 1, ..., 1].
-    OpArgs<T> per_channel = args;
-    per_channel.in_shapes[1].resize(args.in_shapes[0].size() - 1, 1);
-    return Op<T>(per_channel).Run();
-  }
-  return Op<T>(args).Run();
+  Op<T> op(args);
+  TF_RETURN_IF_ERROR(op.CheckArgs());
+  const NativeOp* k = FindNative(args.node->op);
+  if (k == nullptr) return op.Error("not an operator the runtime computes");
+  if (!k->copies_input) TF_RETURN_IF_ERROR(op.CheckDataInput());
+  return Call(*k, op);
 }
 
 template absl::Status RunOp<float>(const OpArgs<float>&);

@@ -1,5 +1,6 @@
-// Native operators: every ONNX operator the importer accepts, on dense
-// row-major tensors, for T = float (the graph runtime's path for what is not
+// Native operators: every ONNX operator the importer keeps as a graph node,
+// one entry each in the table in ops.cc (the frontend's operator registry
+// marks the same set native), on dense row-major tensors, for T = float (the graph runtime's path for what is not
 // a compiled kernel) and T = double (the float64 reference the tests compare
 // builds against). Output shapes come from the importer's shape inference;
 // an operator form we do not compute (Resize cubic, MaxPool indices, ...)
@@ -7,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -32,8 +34,13 @@ struct OpArgs {
   void* parallel_ctx = nullptr;
 };
 
+// Computes args.node; an Unimplemented error naming the node for an
+// operator or form the runtime does not compute.
 template <typename T>
 absl::Status RunOp(const OpArgs<T>& args);
+
+// The operators RunOp computes, sorted by name.
+std::vector<std::string> NativeOps();
 
 // Operators whose output is a copy of their first input (Reshape, Flatten,
 // Squeeze, Unsqueeze, Identity, Dropout): the runtime may alias them.

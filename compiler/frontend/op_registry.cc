@@ -1,0 +1,196 @@
+#include "compiler/frontend/op_registry.h"
+
+#include <algorithm>
+#include <cctype>
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/status_macros.h"
+#include "compiler/frontend/op_context.h"
+
+namespace tunefarm::frontend {
+
+using absl::InvalidArgumentError;
+using absl::StrCat;
+
+namespace {
+
+constexpr int64_t kMaxDim = int64_t{1} << 31;
+constexpr double kMaxElements = 1e12;
+
+bool LessNoCase(std::string_view a, std::string_view b) {
+  return std::lexicographical_compare(a.begin(), a.end(), b.begin(), b.end(), [](char x, char y) {
+    return std::tolower(static_cast<unsigned char>(x)) < std::tolower(static_cast<unsigned char>(y));
+  });
+}
+
+}  // namespace
+
+//===--- Shapes and constants ---------------------------------------------===//
+
+std::string ShapeText(const Shape& s) { return s.empty() ? "scalar" : absl::StrJoin(s, "x"); }
+
+double Elements(const Shape& s) {
+  double n = 1;
+  for (int64_t d : s) n *= double(d);
+  return n;
+}
+
+absl::Status CheckShape(const Shape& s, const std::string& what) {
+  for (int64_t d : s) {
+    if (d < 0 || d > kMaxDim) return InvalidArgumentError(StrCat(what, " has dimension ", d));
+  }
+  if (s.size() > 8 || Elements(s) > kMaxElements) {
+    return InvalidArgumentError(StrCat(what, " is too large (", ShapeText(s), ")"));
+  }
+  return absl::OkStatus();
+}
+
+double ConstValue(const Constant& c, int64_t i) {
+  return c.is_int ? double(c.ints[size_t(i)]) : double(c.floats[size_t(i)]);
+}
+
+void PushValue(Constant* c, double v) {
+  if (c->is_int) {
+    c->ints.push_back(int64_t(v));
+  } else {
+    c->floats.push_back(float(v));
+  }
+}
+
+int64_t ValueCount(const Constant& c) {
+  return int64_t(c.is_int ? c.ints.size() : c.floats.size());
+}
+
+bool PerChannel(Shape s, const Shape& out, size_t axis) {
+  if (s.size() > out.size()) return false;
+  s.insert(s.begin(), out.size() - s.size(), 1);
+  for (size_t d = 0; d < out.size(); ++d) {
+    if (s[d] != (d == axis ? out[d] : 1)) return false;
+  }
+  return true;
+}
+
+//===--- ShapeContext -----------------------------------------------------===//
+
+absl::Status ShapeContext::Error(const Node& n, const std::string& msg) const {
+  return InvalidArgumentError(StrCat(n.op, " node '", n.name, "': ", msg));
+}
+
+absl::StatusOr<Shape> ShapeContext::In(const Node& n, size_t i) const {
+  if (!Has(n, i)) return Error(n, StrCat("input ", i, " is missing"));
+  auto it = m_.shapes.find(n.inputs[i]);
+  if (it == m_.shapes.end()) return Error(n, StrCat("no shape for '", n.inputs[i], "'"));
+  return it->second;
+}
+
+const Constant* ShapeContext::Const(const Node& n, size_t i) const {
+  if (!Has(n, i)) return nullptr;
+  auto it = m_.constants.find(n.inputs[i]);
+  return it == m_.constants.end() ? nullptr : &it->second;
+}
+
+bool ShapeContext::InputsConstant(const Node& n) const {
+  for (size_t i = 0; i < n.inputs.size(); ++i) {
+    if (Has(n, i) && Const(n, i) == nullptr) return false;
+  }
+  return true;
+}
+
+absl::StatusOr<std::vector<int64_t>> ShapeContext::ConstInts(const Node& n, size_t i) const {
+  const Constant* c = Const(n, i);
+  if (c == nullptr) {
+    return Error(n, StrCat("input ", i, " ('", Has(n, i) ? n.inputs[i] : "",
+                           "') decides a shape "
+                           "and must be constant once input shapes are fixed"));
+  }
+  if (c->is_int) return c->ints;
+  std::vector<int64_t> v;
+  for (float f : c->floats) v.push_back(int64_t(f));
+  return v;
+}
+
+absl::StatusOr<std::vector<float>> ShapeContext::ConstFloats(const Node& n, size_t i) const {
+  const Constant* c = Const(n, i);
+  if (c == nullptr) return Error(n, StrCat("input ", i, " must be constant"));
+  if (!c->is_int) return c->floats;
+  return std::vector<float>(c->ints.begin(), c->ints.end());
+}
+
+absl::StatusOr<int64_t> ShapeContext::Axis(const Node& n, int64_t axis, size_t rank) const {
+  int64_t r = int64_t(rank);
+  if (axis < -r || axis >= r) return Error(n, StrCat("axis ", axis, " out of range for rank ", r));
+  return axis < 0 ? axis + r : axis;
+}
+
+absl::StatusOr<Shape> ShapeContext::Broadcast(const Node& n, const Shape& a,
+                                              const Shape& b) const {
+  size_t rank = std::max(a.size(), b.size());
+  Shape r(rank);
+  for (size_t i = 0; i < rank; ++i) {
+    int64_t x = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
+    int64_t y = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
+    if (x != y && x != 1 && y != 1) {
+      return Error(n, StrCat("shapes ", ShapeText(a), " and ", ShapeText(b), " do not broadcast"));
+    }
+    r[i] = x == 1 ? y : x;
+  }
+  return r;
+}
+
+absl::Status ShapeContext::Set(const Node& n, size_t out, Shape s) {
+  if (out >= n.outputs.size() || n.outputs[out].empty()) return absl::OkStatus();
+  TF_RETURN_IF_ERROR(CheckShape(s, StrCat(n.op, " node '", n.name, "' output")));
+  m_.shapes[n.outputs[out]] = std::move(s);
+  return absl::OkStatus();
+}
+
+absl::Status ShapeContext::SetConst(const Node& n, size_t out, Constant c) {
+  TF_RETURN_IF_ERROR(Set(n, out, c.shape));
+  m_.constants[n.outputs[out]] = std::move(c);
+  return absl::OkStatus();
+}
+
+void ShapeContext::SetValues(const Node& n, Constant c) { m_.constants[n.outputs[0]] = std::move(c); }
+
+//===--- The registry -----------------------------------------------------===//
+
+const std::vector<const OpDef*>& AllOps() {
+  static const auto* ops = [] {
+    auto* all = new std::vector<const OpDef*>;
+    for (const std::vector<OpDef>* family : {&NnOps(), &ElementwiseOps(), &ShapeOps()}) {
+      for (const OpDef& d : *family) all->push_back(&d);
+    }
+    std::sort(all->begin(), all->end(),
+              [](const OpDef* a, const OpDef* b) { return LessNoCase(a->name, b->name); });
+    return all;
+  }();
+  return *ops;
+}
+
+const OpDef* FindOp(std::string_view op) {
+  static const auto* by_name = [] {
+    auto* m = new std::map<std::string_view, const OpDef*>;
+    for (const OpDef* d : AllOps()) m->emplace(d->name, d);
+    return m;
+  }();
+  auto it = by_name->find(op);
+  return it == by_name->end() ? nullptr : it->second;
+}
+
+FusionRole FusionRoleOf(std::string_view op) {
+  const OpDef* d = FindOp(op);
+  return d == nullptr ? FusionRole::kNone : d->fusion;
+}
+
+const std::vector<std::string>& SupportedOps() {
+  static const auto* names = [] {
+    auto* v = new std::vector<std::string>;
+    for (const OpDef* d : AllOps()) v->emplace_back(d->name);
+    return v;
+  }();
+  return *names;
+}
+
+}  // namespace tunefarm::frontend

@@ -1,0 +1,253 @@
+// Registry entries: element-wise operators (one input, or several broadcast
+// numpy-style), with the activations an anchor's kernel fuses.
+#include <cfloat>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "compiler/frontend/op_context.h"
+#include "compiler/frontend/op_registry.h"
+#include "onnx/onnx_pb.h"  // defines ONNX_API, then includes onnx-ml.pb.h
+
+namespace tunefarm::frontend {
+namespace {
+
+using absl::StrCat;
+
+//===--- Shape inference --------------------------------------------------===//
+
+// Output 0 has input 0's shape.
+absl::Status InferSameShape(ShapeContext& c, const Node& n) {
+  TF_ASSIGN_OR_RETURN(Shape x, c.In(n, 0));
+  return c.Set(n, 0, x);
+}
+
+// Output 0 and the optional mask (output 1) have the input's shape.
+absl::Status InferDropout(ShapeContext& c, const Node& n) {
+  TF_ASSIGN_OR_RETURN(Shape x, c.In(n, 0));
+  if (n.outputs.size() > 1 && !n.outputs[1].empty()) TF_RETURN_IF_ERROR(c.Set(n, 1, x));
+  return c.Set(n, 0, x);
+}
+
+absl::Status InferBroadcast2(ShapeContext& c, const Node& n) {
+  TF_ASSIGN_OR_RETURN(Shape a, c.In(n, 0));
+  TF_ASSIGN_OR_RETURN(Shape b, c.In(n, 1));
+  TF_ASSIGN_OR_RETURN(Shape r, c.Broadcast(n, a, b));
+  return c.Set(n, 0, r);
+}
+
+absl::Status InferWhere(ShapeContext& c, const Node& n) {
+  TF_ASSIGN_OR_RETURN(Shape a, c.In(n, 0));
+  TF_ASSIGN_OR_RETURN(Shape b, c.In(n, 1));
+  TF_ASSIGN_OR_RETURN(Shape r, c.Broadcast(n, a, b));
+  TF_ASSIGN_OR_RETURN(Shape cond, c.In(n, 2));
+  TF_ASSIGN_OR_RETURN(r, c.Broadcast(n, r, cond));
+  return c.Set(n, 0, r);
+}
+
+// Before opset 7, Add/Sub/Mul/Div/Pow took broadcast=1 with an `axis`
+// where B's dimensions start in A; as numpy broadcasting that is B with
+// trailing 1s, so a constant B gets a reshaped copy.
+absl::Status LegacyBroadcast(Model* m, Node* n) {
+  if (m->opset >= 7 || n->Int("broadcast", 0) == 0 || !n->ints.count("axis") ||
+      n->inputs.size() != 2)
+    return absl::OkStatus();
+  auto a = m->shapes.find(n->inputs[0]), b = m->shapes.find(n->inputs[1]);
+  if (a == m->shapes.end() || b == m->shapes.end()) return absl::OkStatus();
+  int64_t axis = n->Int("axis", 0);
+  if (axis < 0) axis += int64_t(a->second.size());
+  const int64_t pad = int64_t(a->second.size()) - axis - int64_t(b->second.size());
+  if (axis < 0 || pad < 0)
+    return absl::InvalidArgumentError(StrCat("node '", n->name, "': broadcast axis out of range"));
+  if (pad == 0) return absl::OkStatus();
+  auto c = m->constants.find(n->inputs[1]);
+  if (c == m->constants.end()) {
+    return absl::UnimplementedError(StrCat("node '", n->name, "' (", n->op,
+                                           "): legacy broadcast with an axis needs a constant B"));
+  }
+  Constant copy = c->second;
+  copy.shape.insert(copy.shape.end(), size_t(pad), 1);
+  const std::string name = StrCat(n->inputs[1], "@axis", axis);
+  m->shapes[name] = copy.shape;
+  m->constants[name] = std::move(copy);
+  n->inputs[1] = name;
+  return absl::OkStatus();
+}
+
+//===--- Folding (shape arithmetic) ---------------------------------------===//
+
+absl::Status FoldIdentity(ShapeContext& c, const Node& n, bool* folded) {
+  if (!c.InputsConstant(n) || c.Const(n, 0) == nullptr) return absl::OkStatus();
+  *folded = true;
+  return c.SetConst(n, 0, *c.Const(n, 0));
+}
+
+absl::Status FoldCast(ShapeContext& c, const Node& n, bool* folded) {
+  if (!c.InputsConstant(n) || c.Const(n, 0) == nullptr) return absl::OkStatus();
+  const Constant& a = *c.Const(n, 0);
+  Constant out = a;
+  int64_t to = n.Int("to", onnx::TensorProto::FLOAT);
+  bool to_int = to != onnx::TensorProto::FLOAT && to != onnx::TensorProto::DOUBLE &&
+                to != onnx::TensorProto::FLOAT16;
+  if (to_int != a.is_int) {
+    out.is_int = to_int;
+    out.ints.clear();
+    out.floats.clear();
+    for (int64_t i = 0; i < a.size(); ++i) PushValue(&out, ConstValue(a, i));
+  }
+  *folded = true;
+  return c.SetConst(n, 0, out);
+}
+
+// Add, Sub, Mul, Div of two constants of equal size (or one a scalar).
+template <char kOp>
+absl::Status FoldArithmetic(ShapeContext& c, const Node& n, bool* folded) {
+  if (!c.InputsConstant(n) || c.Const(n, 0) == nullptr || c.Const(n, 1) == nullptr)
+    return absl::OkStatus();
+  const Constant& a = *c.Const(n, 0);
+  const Constant& b = *c.Const(n, 1);
+  if (a.size() != b.size() && b.size() != 1 && a.size() != 1) return absl::OkStatus();
+  Constant out;
+  out.is_int = a.is_int && b.is_int;
+  out.shape = a.size() >= b.size() ? a.shape : b.shape;
+  int64_t count = std::max(a.size(), b.size());
+  for (int64_t i = 0; i < count; ++i) {
+    double x = ConstValue(a, a.size() == 1 ? 0 : i), y = ConstValue(b, b.size() == 1 ? 0 : i);
+    if (kOp == '/' && y == 0) return c.Error(n, "division by zero in shape arithmetic");
+    double v = kOp == '*' ? x * y : kOp == '+' ? x + y : kOp == '-' ? x - y : x / y;
+    if (out.is_int && kOp == '/') v = std::trunc(v);
+    PushValue(&out, v);
+  }
+  *folded = true;
+  return c.SetConst(n, 0, out);
+}
+
+//===--- Activations an anchor fuses --------------------------------------===//
+
+bool ReluEpilogue(const Model&, const Node&, v1::Epilogue* e) {
+  e->set_kind(v1::EPILOGUE_KIND_RELU);
+  return true;
+}
+
+bool LeakyReluEpilogue(const Model&, const Node& n, v1::Epilogue* e) {
+  e->set_kind(v1::EPILOGUE_KIND_LEAKY_RELU);
+  e->set_alpha(n.Float("alpha", 0.01f));
+  return true;
+}
+
+bool SigmoidEpilogue(const Model&, const Node&, v1::Epilogue* e) {
+  e->set_kind(v1::EPILOGUE_KIND_SIGMOID);
+  return true;
+}
+
+bool HardSwishEpilogue(const Model&, const Node&, v1::Epilogue* e) {
+  e->set_kind(v1::EPILOGUE_KIND_HARDSWISH);
+  return true;
+}
+
+// Clip with constant bounds (attributes before opset 11, inputs from 11):
+// [0, 6] is ReLU6.
+bool ClipEpilogue(const Model& m, const Node& n, v1::Epilogue* e) {
+  float lo = -FLT_MAX, hi = FLT_MAX;
+  if (m.opset < 11) {
+    lo = n.Float("min", lo);
+    hi = n.Float("max", hi);
+  } else {
+    auto value = [&](size_t i, float* v) {
+      if (i >= n.inputs.size() || n.inputs[i].empty()) return true;
+      auto c = m.constants.find(n.inputs[i]);
+      if (c == m.constants.end() || c->second.size() != 1) return false;
+      *v = c->second.is_int ? float(c->second.ints[0]) : c->second.floats[0];
+      return true;
+    };
+    if (!value(1, &lo) || !value(2, &hi)) return false;
+  }
+  if (lo == 0 && hi == 6) {
+    e->set_kind(v1::EPILOGUE_KIND_RELU6);
+  } else {
+    e->set_kind(v1::EPILOGUE_KIND_CLIP);
+    e->set_min(lo);
+    e->set_max(hi);
+  }
+  return true;
+}
+
+OpDef Unary(std::string_view name) { return {.name = name, .infer = InferSameShape}; }
+
+}  // namespace
+
+const std::vector<OpDef>& ElementwiseOps() {
+  static const auto* ops = new std::vector<OpDef>{
+      // One input.
+      Unary("Abs"),
+      Unary("Ceil"),
+      Unary("Elu"),
+      {.name = "Erf", .min_opset = 9, .infer = InferSameShape},
+      Unary("Exp"),
+      Unary("Floor"),
+      Unary("Gelu"),
+      Unary("HardSigmoid"),
+      Unary("Neg"),
+      Unary("PRelu"),  // the slope broadcasts to the input (or is per channel)
+      Unary("Reciprocal"),
+      Unary("Selu"),
+      Unary("Softplus"),
+      Unary("Sqrt"),
+      Unary("Tanh"),
+      {.name = "Identity", .fold = FoldIdentity, .infer = InferSameShape},
+      {.name = "Cast", .fold = FoldCast, .infer = InferSameShape},
+      {.name = "Dropout", .infer = InferDropout},
+      // Activations.
+      {.name = "Relu",
+       .infer = InferSameShape,
+       .fusion = FusionRole::kActivation,
+       .activation = ReluEpilogue},
+      {.name = "LeakyRelu",
+       .infer = InferSameShape,
+       .fusion = FusionRole::kActivation,
+       .activation = LeakyReluEpilogue},
+      {.name = "Sigmoid",
+       .infer = InferSameShape,
+       .fusion = FusionRole::kActivation,
+       .activation = SigmoidEpilogue,
+       .gated = v1::EPILOGUE_KIND_SILU},
+      {.name = "HardSwish",
+       .min_opset = 14,
+       .infer = InferSameShape,
+       .fusion = FusionRole::kActivation,
+       .activation = HardSwishEpilogue},
+      {.name = "Clip",
+       .infer = InferSameShape,
+       .fusion = FusionRole::kActivation,
+       .activation = ClipEpilogue},
+      // Two inputs, broadcast.
+      {.name = "Add",
+       .normalize = LegacyBroadcast,
+       .fold = FoldArithmetic<'+'>,
+       .infer = InferBroadcast2,
+       .fusion = FusionRole::kAdd},
+      {.name = "Sub",
+       .normalize = LegacyBroadcast,
+       .fold = FoldArithmetic<'-'>,
+       .infer = InferBroadcast2},
+      {.name = "Mul",
+       .normalize = LegacyBroadcast,
+       .fold = FoldArithmetic<'*'>,
+       .infer = InferBroadcast2,
+       .fusion = FusionRole::kGateMul},
+      {.name = "Div",
+       .normalize = LegacyBroadcast,
+       .fold = FoldArithmetic<'/'>,
+       .infer = InferBroadcast2},
+      {.name = "Pow", .normalize = LegacyBroadcast, .infer = InferBroadcast2},
+      {.name = "Max", .infer = InferBroadcast2},
+      {.name = "Min", .infer = InferBroadcast2},
+      {.name = "Equal", .infer = InferBroadcast2},
+      {.name = "Less", .infer = InferBroadcast2},
+      {.name = "Greater", .infer = InferBroadcast2},
+      {.name = "Where", .min_opset = 9, .infer = InferWhere},
+  };
+  return *ops;
+}
+
+}  // namespace tunefarm::frontend

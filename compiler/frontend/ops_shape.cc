@@ -1,0 +1,488 @@
+// Registry entries: constants, shape arithmetic, layout (reshape, transpose,
+// concat, split, slice, pad, resize, gather) and reductions. Shape
+// subgraphs (Shape -> Gather/Slice -> Concat -> Reshape) fold at import.
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/status_macros.h"
+#include "compiler/frontend/op_context.h"
+#include "compiler/frontend/op_registry.h"
+
+namespace tunefarm::frontend {
+namespace {
+
+using absl::StrCat;
+
+//===--- Constant, ConstantOfShape, Shape ---------------------------------===//
+
+// The `value` tensor, or one of the value_float / value_floats / value_int /
+// value_ints forms (opset 12+).
+absl::Status ReadConstantValue(const Constant* value, Node* n, Model* m) {
+  if (n->outputs.empty()) return absl::OkStatus();
+  if (value != nullptr) m->constants[n->outputs[0]] = *value;
+  if (m->constants.count(n->outputs[0])) return absl::OkStatus();
+  Constant c;
+  if (n->floats.count("value_float")) {
+    c.floats = n->floats["value_float"];
+  } else if (n->floats.count("value_floats")) {
+    c.floats = n->floats["value_floats"];
+    c.shape = {int64_t(c.floats.size())};
+  } else if (n->ints.count("value_int")) {
+    c.is_int = true;
+    c.ints = n->ints["value_int"];
+  } else if (n->ints.count("value_ints")) {
+    c.is_int = true;
+    c.ints = n->ints["value_ints"];
+    c.shape = {int64_t(c.ints.size())};
+  } else {
+    return absl::InvalidArgumentError(
+        StrCat("Constant node '", n->name, "' has no value we read"));
+  }
+  m->constants[n->outputs[0]] = std::move(c);
+  return absl::OkStatus();
+}
+
+// The value was read with the attributes (ReadConstantValue).
+absl::Status FoldConstant(ShapeContext& c, const Node& n, bool* folded) {
+  const Constant* value = c.Value(n.outputs.empty() ? "" : n.outputs[0]);
+  if (value == nullptr) return c.Error(n, "a Constant without a value");
+  *folded = true;
+  return c.Set(n, 0, value->shape);
+}
+
+// The one value fills the output (float 0 when absent).
+absl::Status ReadConstantOfShapeValue(const Constant* value, Node* n, Model*) {
+  if (value == nullptr) return absl::OkStatus();
+  if (value->size() != 1) {
+    return absl::InvalidArgumentError(
+        StrCat("ConstantOfShape node '", n->name, "': value must have one element"));
+  }
+  if (value->is_int) {
+    n->ints["value"] = {value->ints[0]};
+  } else {
+    n->floats["value"] = {value->floats[0]};
+  }
+  return absl::OkStatus();
+}
+
+absl::Status FoldConstantOfShape(ShapeContext& c, const Node& n, bool* folded) {
+  const Constant* shape = c.Const(n, 0);
+  if (shape == nullptr || !shape->is_int) return c.Error(n, "the shape input must be constant");
+  Constant out;
+  out.shape = shape->ints;
+  TF_RETURN_IF_ERROR(CheckShape(out.shape, StrCat("node '", n.name, "' output")));
+  out.is_int = n.ints.count("value") > 0;
+  if (out.is_int) {
+    out.ints.assign(size_t(out.size()), n.ints.at("value")[0]);
+  } else {
+    out.floats.assign(size_t(out.size()), n.Float("value", 0.0f));
+  }
+  *folded = true;
+  return c.SetConst(n, 0, out);
+}
+
+// The input's dimensions [start, end) as an int64 constant.
+absl::Status FoldShape(ShapeContext& c, const Node& n, bool* folded) {
+  TF_ASSIGN_OR_RETURN(Shape x, c.In(n, 0));
+  int64_t r = int64_t(x.size());
+  int64_t start = n.Int("start", 0), end = n.Int("end", r);
+  if (start < 0) start += r;
+  if (end < 0) end += r;
+  start = std::clamp<int64_t>(start, 0, r);
+  end = std::clamp<int64_t>(end, start, r);
+  Constant out;
+  out.is_int = true;
+  out.ints.assign(x.begin() + start, x.begin() + end);
+  out.shape = {int64_t(out.ints.size())};
+  *folded = true;
+  return c.SetConst(n, 0, out);
+}
+
+//===--- Reshape-like: values kept, shape inferred ------------------------===//
+
+absl::Status FoldKeepValues(ShapeContext& c, const Node& n, bool* folded) {
+  if (!c.InputsConstant(n) || c.Const(n, 0) == nullptr) return absl::OkStatus();
+  *folded = true;
+  c.SetValues(n, *c.Const(n, 0));
+  return absl::OkStatus();
+}
+
+absl::Status InferFlatten(ShapeContext& c, const Node& n) {
+  TF_ASSIGN_OR_RETURN(Shape x, c.In(n, 0));
+  TF_ASSIGN_OR_RETURN(int64_t axis, c.Axis(n, n.Int("axis", 1), x.size() + 1));
+  int64_t outer = 1, inner = 1;
+  for (size_t i = 0; i < x.size(); ++i) (int64_t(i) < axis ? outer : inner) *= x[i];
+  return c.Set(n, 0, {outer, inner});
+}
+
+absl::Status InferReshape(ShapeContext& c, const Node& n) {
+  TF_ASSIGN_OR_RETURN(Shape x, c.In(n, 0));
+  TF_ASSIGN_OR_RETURN(std::vector<int64_t> want, c.ConstInts(n, 1));
+  const bool allowzero = n.Int("allowzero", 0) != 0;
+  Shape out;
+  int64_t known = 1, infer = -1;
+  for (size_t i = 0; i < want.size(); ++i) {
+    int64_t d = want[i];
+    if (d == 0 && !allowzero) {
+      if (i >= x.size()) return c.Error(n, "0 in the shape copies a dimension the input lacks");
+      d = x[i];
+    }
+    if (d == -1) {
+      if (infer >= 0) return c.Error(n, "more than one -1 in the shape");
+      infer = int64_t(i);
+      d = 1;
+    } else if (d < 0) {
+      return c.Error(n, StrCat("dimension ", d, " in the shape"));
+    }
+    out.push_back(d);
+    known *= d;
+  }
+  double total = Elements(x);
+  if (infer >= 0) {
+    if (known == 0 || std::fmod(total, double(known)) != 0) {
+      return c.Error(n, StrCat("cannot reshape ", ShapeText(x), " to ", absl::StrJoin(want, "x")));
+    }
+    out[size_t(infer)] = int64_t(total / double(known));
+  } else if (double(known) != total) {
+    return c.Error(n, StrCat("cannot reshape ", ShapeText(x), " to ", ShapeText(out)));
+  }
+  return c.Set(n, 0, out);
+}
+
+// Axes: an attribute before opset 13, an optional input from 13.
+absl::StatusOr<std::vector<int64_t>> SqueezeAxes(ShapeContext& c, const Node& n) {
+  if (c.opset() < 13) return n.Ints("axes");
+  if (c.Has(n, 1)) return c.ConstInts(n, 1);
+  return std::vector<int64_t>();
+}
+
+absl::Status InferUnsqueeze(ShapeContext& c, const Node& n) {
+  TF_ASSIGN_OR_RETURN(Shape x, c.In(n, 0));
+  TF_ASSIGN_OR_RETURN(std::vector<int64_t> axes, SqueezeAxes(c, n));
+  Shape out;
+  size_t rank = x.size() + axes.size();
+  std::vector<bool> ins(rank, false);
+  for (int64_t a : axes) {
+    TF_ASSIGN_OR_RETURN(int64_t ax, c.Axis(n, a, rank));
+    ins[size_t(ax)] = true;
+  }
+  for (size_t i = 0, j = 0; i < rank; ++i) out.push_back(ins[i] ? 1 : x[j++]);
+  return c.Set(n, 0, out);
+}
+
+absl::Status InferSqueeze(ShapeContext& c, const Node& n) {
+  TF_ASSIGN_OR_RETURN(Shape x, c.In(n, 0));
+  TF_ASSIGN_OR_RETURN(std::vector<int64_t> axes, SqueezeAxes(c, n));
+  Shape out;
+  std::vector<bool> drop(x.size(), axes.empty());
+  for (int64_t a : axes) {
+    TF_ASSIGN_OR_RETURN(int64_t ax, c.Axis(n, a, x.size()));
+    if (x[size_t(ax)] != 1)
+      return c.Error(n, StrCat("cannot squeeze dimension ", ax, " of ", x[size_t(ax)]));
+    drop[size_t(ax)] = true;
+  }
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (!(drop[i] && x[i] == 1)) out.push_back(x[i]);
+  }
+  return c.Set(n, 0, out);
+}
+
+//===--- Transpose, Concat, Split, Slice, Pad, Resize, Gather -------------===//
+
+absl::Status InferTranspose(ShapeContext& c, const Node& n) {
+  TF_ASSIGN_OR_RETURN(Shape x, c.In(n, 0));
+  std::vector<int64_t> perm = n.Ints("perm");
+  if (perm.empty()) {
+    for (int64_t i = int64_t(x.size()) - 1; i >= 0; --i) perm.push_back(i);
+  }
+  if (perm.size() != x.size()) return c.Error(n, "perm has the wrong length");
+  Shape out;
+  std::vector<bool> seen(x.size(), false);
+  for (int64_t p : perm) {
+    if (p < 0 || p >= int64_t(x.size()) || seen[size_t(p)])
+      return c.Error(n, "perm is not a permutation");
+    seen[size_t(p)] = true;
+    out.push_back(x[size_t(p)]);
+  }
+  return c.Set(n, 0, out);
+}
+
+// 1-D constants (shape vectors) are joined at import.
+absl::Status FoldConcat(ShapeContext& c, const Node& n, bool* folded) {
+  if (!c.InputsConstant(n) || c.Const(n, 0) == nullptr) return absl::OkStatus();
+  Constant out;
+  out.is_int = c.Const(n, 0)->is_int;
+  for (size_t i = 0; i < n.inputs.size(); ++i) {
+    const Constant* in = c.Const(n, i);
+    if (in == nullptr || in->shape.size() > 1) return absl::OkStatus();
+    out.is_int = out.is_int && in->is_int;
+    for (int64_t j = 0; j < in->size(); ++j) PushValue(&out, ConstValue(*in, j));
+  }
+  out.shape = {ValueCount(out)};
+  *folded = true;
+  return c.SetConst(n, 0, out);
+}
+
+absl::Status InferConcat(ShapeContext& c, const Node& n) {
+  TF_ASSIGN_OR_RETURN(Shape out, c.In(n, 0));
+  TF_ASSIGN_OR_RETURN(int64_t axis, c.Axis(n, n.Int("axis", 0), out.size()));
+  for (size_t i = 1; i < n.inputs.size(); ++i) {
+    TF_ASSIGN_OR_RETURN(Shape s, c.In(n, i));
+    if (s.size() != out.size()) return c.Error(n, "inputs of different rank");
+    for (size_t d = 0; d < s.size(); ++d) {
+      if (int64_t(d) != axis && s[d] != out[d]) {
+        return c.Error(
+            n, StrCat("input ", i, " is ", ShapeText(s), ", not matching ", ShapeText(out)));
+      }
+    }
+    out[size_t(axis)] += s[size_t(axis)];
+  }
+  return c.Set(n, 0, out);
+}
+
+// Sizes: an attribute before opset 13, an optional input from 13; equal
+// parts (the last smaller) when absent.
+absl::Status InferSplit(ShapeContext& c, const Node& n) {
+  TF_ASSIGN_OR_RETURN(Shape x, c.In(n, 0));
+  TF_ASSIGN_OR_RETURN(int64_t axis, c.Axis(n, n.Int("axis", 0), x.size()));
+  std::vector<int64_t> parts = c.opset() < 13 ? n.Ints("split") : std::vector<int64_t>();
+  if (c.opset() >= 13 && c.Has(n, 1)) {
+    TF_ASSIGN_OR_RETURN(parts, c.ConstInts(n, 1));
+  }
+  const int64_t outs = int64_t(n.outputs.size());
+  if (parts.empty()) {
+    if (outs <= 0) return c.Error(n, "no outputs");
+    int64_t each = (x[size_t(axis)] + outs - 1) / outs;
+    for (int64_t i = 0, left = x[size_t(axis)]; i < outs; ++i, left -= each)
+      parts.push_back(std::min(each, left));
+  }
+  if (int64_t(parts.size()) != outs ||
+      std::accumulate(parts.begin(), parts.end(), int64_t{0}) != x[size_t(axis)]) {
+    return c.Error(n, "split sizes do not add up to the dimension");
+  }
+  for (int64_t i = 0; i < outs; ++i) {
+    Shape s = x;
+    s[size_t(axis)] = parts[size_t(i)];
+    TF_RETURN_IF_ERROR(c.Set(n, size_t(i), s));
+  }
+  return absl::OkStatus();
+}
+
+// A slice of a 1-D constant along its one axis.
+absl::Status FoldSlice(ShapeContext& c, const Node& n, bool* folded) {
+  if (!c.InputsConstant(n) || c.Const(n, 0) == nullptr) return absl::OkStatus();
+  const Constant& a = *c.Const(n, 0);
+  if (a.shape.size() != 1) return absl::OkStatus();
+  std::vector<int64_t> starts, ends, steps;
+  if (c.opset() < 10) {
+    starts = n.Ints("starts");
+    ends = n.Ints("ends");
+  } else {
+    TF_ASSIGN_OR_RETURN(starts, c.ConstInts(n, 1));
+    TF_ASSIGN_OR_RETURN(ends, c.ConstInts(n, 2));
+    if (c.Has(n, 4)) {
+      TF_ASSIGN_OR_RETURN(steps, c.ConstInts(n, 4));
+    }
+  }
+  if (starts.size() != 1 || ends.size() != 1) return absl::OkStatus();
+  int64_t step = steps.empty() ? 1 : steps[0];
+  if (step == 0) return c.Error(n, "slice step 0");
+  int64_t len = a.size();
+  auto clampi = [&](int64_t v) {
+    if (v < 0) v += len;
+    return step > 0 ? std::clamp<int64_t>(v, 0, len) : std::clamp<int64_t>(v, -1, len - 1);
+  };
+  Constant out;
+  out.is_int = a.is_int;
+  int64_t s = clampi(starts[0]), e = clampi(ends[0]);
+  for (int64_t i = s; step > 0 ? i < e : i > e; i += step) PushValue(&out, ConstValue(a, i));
+  out.shape = {ValueCount(out)};
+  *folded = true;
+  return c.SetConst(n, 0, out);
+}
+
+// starts, ends, axes, steps: attributes before opset 10, inputs from 10.
+absl::Status InferSlice(ShapeContext& c, const Node& n) {
+  TF_ASSIGN_OR_RETURN(Shape x, c.In(n, 0));
+  std::vector<int64_t> starts, ends, axes, steps;
+  if (c.opset() < 10) {
+    starts = n.Ints("starts");
+    ends = n.Ints("ends");
+    axes = n.Ints("axes");
+  } else {
+    TF_ASSIGN_OR_RETURN(starts, c.ConstInts(n, 1));
+    TF_ASSIGN_OR_RETURN(ends, c.ConstInts(n, 2));
+    if (c.Has(n, 3)) {
+      TF_ASSIGN_OR_RETURN(axes, c.ConstInts(n, 3));
+    }
+    if (c.Has(n, 4)) {
+      TF_ASSIGN_OR_RETURN(steps, c.ConstInts(n, 4));
+    }
+  }
+  if (axes.empty()) {
+    for (size_t i = 0; i < starts.size(); ++i) axes.push_back(int64_t(i));
+  }
+  if (steps.empty()) steps.assign(starts.size(), 1);
+  if (starts.size() != ends.size() || axes.size() != starts.size() ||
+      steps.size() != starts.size())
+    return c.Error(n, "starts, ends, axes and steps differ in length");
+  Shape out = x;
+  for (size_t i = 0; i < starts.size(); ++i) {
+    TF_ASSIGN_OR_RETURN(int64_t ax, c.Axis(n, axes[i], x.size()));
+    int64_t len = x[size_t(ax)], st = steps[i];
+    if (st == 0) return c.Error(n, "step 0");
+    auto fix = [&](int64_t v) {
+      if (v < 0) v += len;
+      return st > 0 ? std::clamp<int64_t>(v, 0, len) : std::clamp<int64_t>(v, -1, len - 1);
+    };
+    int64_t s = fix(starts[i]), e = fix(ends[i]);
+    int64_t count = st > 0 ? (e - s + st - 1) / st : (s - e + (-st) - 1) / (-st);
+    out[size_t(ax)] = std::max<int64_t>(0, count);
+  }
+  return c.Set(n, 0, out);
+}
+
+// pads: an attribute before opset 11, an input from 11.
+absl::Status InferPad(ShapeContext& c, const Node& n) {
+  TF_ASSIGN_OR_RETURN(Shape x, c.In(n, 0));
+  std::vector<int64_t> pads = c.opset() < 11 ? n.Ints("pads") : std::vector<int64_t>();
+  if (c.opset() >= 11) {
+    TF_ASSIGN_OR_RETURN(pads, c.ConstInts(n, 1));
+  }
+  if (pads.size() != 2 * x.size()) return c.Error(n, "pads has the wrong length");
+  Shape out = x;
+  for (size_t i = 0; i < x.size(); ++i) out[i] += pads[i] + pads[i + x.size()];
+  return c.Set(n, 0, out);
+}
+
+// The output is `sizes` when given, else floor(input * scales).
+absl::Status SetResized(ShapeContext& c, const Node& n, const Shape& x,
+                        const std::vector<float>& scales, const std::vector<int64_t>& sizes) {
+  Shape out = x;
+  if (!sizes.empty()) {
+    if (sizes.size() != x.size()) return c.Error(n, "sizes has the wrong length");
+    out = sizes;
+  } else {
+    if (scales.size() != x.size()) return c.Error(n, "scales has the wrong length");
+    for (size_t i = 0; i < x.size(); ++i) out[i] = int64_t(std::floor(double(x[i]) * scales[i]));
+  }
+  return c.Set(n, 0, out);
+}
+
+// scales: input 1 before opset 11; from 11, sizes (input 3) or scales (input 2).
+absl::Status InferResize(ShapeContext& c, const Node& n) {
+  TF_ASSIGN_OR_RETURN(Shape x, c.In(n, 0));
+  std::vector<float> scales;
+  std::vector<int64_t> sizes;
+  if (c.opset() < 11) {
+    TF_ASSIGN_OR_RETURN(scales, c.ConstFloats(n, 1));
+  } else if (c.Has(n, 3)) {
+    TF_ASSIGN_OR_RETURN(sizes, c.ConstInts(n, 3));
+  } else {
+    TF_ASSIGN_OR_RETURN(scales, c.ConstFloats(n, 2));
+  }
+  return SetResized(c, n, x, scales, sizes);
+}
+
+// scales: an attribute before opset 9, input 1 from 9.
+absl::Status InferUpsample(ShapeContext& c, const Node& n) {
+  TF_ASSIGN_OR_RETURN(Shape x, c.In(n, 0));
+  std::vector<float> scales;
+  if (c.opset() < 9) {
+    scales = n.floats.count("scales") ? n.floats.at("scales") : std::vector<float>();
+  } else {
+    TF_ASSIGN_OR_RETURN(scales, c.ConstFloats(n, 1));
+  }
+  return SetResized(c, n, x, scales, {});
+}
+
+// Indices into a 1-D constant (a shape vector) are looked up at import.
+absl::Status FoldGather(ShapeContext& c, const Node& n, bool* folded) {
+  if (!c.InputsConstant(n) || c.Const(n, 0) == nullptr || c.Const(n, 1) == nullptr)
+    return absl::OkStatus();
+  const Constant& a = *c.Const(n, 0);
+  const Constant& idx = *c.Const(n, 1);
+  if (a.shape.size() != 1 || !idx.is_int) return absl::OkStatus();  // data tensors: a node
+  Constant out;
+  out.is_int = a.is_int;
+  for (int64_t i : idx.ints) {
+    int64_t j = i < 0 ? i + a.size() : i;
+    if (j < 0 || j >= a.size()) return c.Error(n, StrCat("index ", i, " out of range"));
+    PushValue(&out, ConstValue(a, j));
+  }
+  out.shape = idx.shape;
+  *folded = true;
+  return c.SetConst(n, 0, out);
+}
+
+absl::Status InferGather(ShapeContext& c, const Node& n) {
+  TF_ASSIGN_OR_RETURN(Shape x, c.In(n, 0));
+  TF_ASSIGN_OR_RETURN(Shape idx, c.In(n, 1));
+  TF_ASSIGN_OR_RETURN(int64_t axis, c.Axis(n, n.Int("axis", 0), x.size()));
+  Shape out(x.begin(), x.begin() + axis);
+  out.insert(out.end(), idx.begin(), idx.end());
+  out.insert(out.end(), x.begin() + axis + 1, x.end());
+  return c.Set(n, 0, out);
+}
+
+//===--- Reductions -------------------------------------------------------===//
+
+// axes: the attribute, or input 1 when given; keepdims (default 1).
+absl::Status InferReduce(ShapeContext& c, const Node& n) {
+  TF_ASSIGN_OR_RETURN(Shape x, c.In(n, 0));
+  std::vector<int64_t> axes = n.Ints("axes");
+  if (c.Has(n, 1)) {
+    TF_ASSIGN_OR_RETURN(axes, c.ConstInts(n, 1));
+  }
+  const bool keep = n.Int("keepdims", 1) != 0;
+  if (axes.empty() && n.Int("noop_with_empty_axes", 0) != 0) return c.Set(n, 0, x);
+  std::vector<bool> reduce(x.size(), axes.empty());
+  for (int64_t a : axes) {
+    TF_ASSIGN_OR_RETURN(int64_t ax, c.Axis(n, a, x.size()));
+    reduce[size_t(ax)] = true;
+  }
+  Shape out;
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (!reduce[i]) {
+      out.push_back(x[i]);
+    } else if (keep) {
+      out.push_back(1);
+    }
+  }
+  return c.Set(n, 0, out);
+}
+
+}  // namespace
+
+const std::vector<OpDef>& ShapeOps() {
+  static const auto* ops = new std::vector<OpDef>{
+      {.name = "Constant", .read_value = ReadConstantValue, .fold = FoldConstant, .native = false},
+      {.name = "ConstantOfShape",
+       .min_opset = 9,
+       .read_value = ReadConstantOfShapeValue,
+       .fold = FoldConstantOfShape,
+       .native = false},
+      {.name = "Shape", .fold = FoldShape, .native = false},
+      {.name = "Flatten", .fold = FoldKeepValues, .infer = InferFlatten},
+      {.name = "Reshape", .fold = FoldKeepValues, .infer = InferReshape},
+      {.name = "Squeeze", .fold = FoldKeepValues, .infer = InferSqueeze},
+      {.name = "Unsqueeze", .fold = FoldKeepValues, .infer = InferUnsqueeze},
+      {.name = "Transpose", .infer = InferTranspose},
+      {.name = "Concat", .fold = FoldConcat, .infer = InferConcat},
+      {.name = "Split", .infer = InferSplit},
+      {.name = "Slice", .fold = FoldSlice, .infer = InferSlice},
+      {.name = "Pad", .infer = InferPad},
+      {.name = "Resize", .min_opset = 10, .infer = InferResize},
+      {.name = "Upsample", .infer = InferUpsample},
+      {.name = "Gather", .fold = FoldGather, .infer = InferGather},
+      {.name = "ReduceMax", .infer = InferReduce},
+      {.name = "ReduceMean", .infer = InferReduce},
+      {.name = "ReduceSum", .infer = InferReduce},
+  };
+  return *ops;
+}
+
+}  // namespace tunefarm::frontend
