@@ -7,6 +7,7 @@
 #include "proto/protocol.h"
 #include "server/device_registry.h"
 #include "server/farm_service.h"
+#include "server/job_manager.h"
 #include "server/job_runner.h"
 #include "server/request_gate.h"
 #include "server/search/store_canon.h"
@@ -41,8 +42,9 @@ absl::StatusOr<std::unique_ptr<TunefarmServer>> TunefarmServer::Start(const Opti
   }
   s->jobs_ = std::make_unique<JobRunner>(
       *s->log_, *s->queue_, [raw] { raw->tuning_->NotifyJobsChanged(); }, jo);
-  s->tuning_ =
-      std::make_unique<TuningService>(*s->log_, *s->devices_, *s->queue_, *s->jobs_, *s->gate_);
+  s->manager_ = std::make_unique<JobManager>(*s->log_, *s->devices_, *s->queue_, *s->jobs_,
+                                             [raw] { raw->tuning_->NotifyJobsChanged(); });
+  s->tuning_ = std::make_unique<TuningService>(*s->log_, *s->devices_, *s->manager_, *s->gate_);
   s->farm_ = std::make_unique<FarmService>(*s->devices_, *s->queue_, *s->gate_);
 
   std::shared_ptr<grpc::ServerCredentials> creds;
@@ -76,20 +78,7 @@ absl::StatusOr<std::unique_ptr<TunefarmServer>> TunefarmServer::Start(const Opti
                          !options.tokens_file.empty());
   // Jobs left behind: queued ones start; ones the last server was running
   // are interrupted (or resumed with auto_resume).
-  for (v1::JobState st :
-       {v1::JOB_STATE_QUEUED, v1::JOB_STATE_RUNNING, v1::JOB_STATE_WAITING_FOR_DEVICE}) {
-    TF_ASSIGN_OR_RETURN(std::vector<v1::Job> jobs, s->log_->ListJobs(st, 10000));
-    for (const v1::Job& j : jobs) {
-      if (st == v1::JOB_STATE_QUEUED || options.auto_resume) {
-        s->jobs_->Start(j.job_id());
-      } else {
-        TF_RETURN_IF_ERROR(s->log_->SetJobState(
-            j.job_id(), v1::JOB_STATE_INTERRUPTED,
-            absl::StrCat("the server stopped after ", j.trials_done(), " trials; `tunefarm resume ",
-                         j.job_id(), "` continues it")));
-      }
-    }
-  }
+  TF_RETURN_IF_ERROR(s->manager_->Recover(options.auto_resume));
   return s;
 }
 
@@ -97,6 +86,7 @@ void TunefarmServer::Shutdown() {
   if (shut_down_ || server_ == nullptr) return;  // stopped, or never started
   shut_down_ = true;
   jobs_->Shutdown();  // running jobs become INTERRUPTED
+  manager_->Shutdown();
   tuning_->Shutdown();
   farm_->Shutdown();
   server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));

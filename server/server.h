@@ -28,6 +28,7 @@ class TuningService;
 class FarmService;
 class WorkQueue;
 class JobRunner;
+class JobManager;
 
 class TunefarmServer {
  public:
@@ -63,6 +64,7 @@ class TunefarmServer {
   std::unique_ptr<DeviceRegistry> devices_;
   std::unique_ptr<WorkQueue> queue_;
   std::unique_ptr<JobRunner> jobs_;
+  std::unique_ptr<JobManager> manager_;
   std::unique_ptr<TuningService> tuning_;
   std::unique_ptr<FarmService> farm_;
   std::unique_ptr<grpc::Server> server_;

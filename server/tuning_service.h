@@ -1,30 +1,27 @@
-// TuningService: the gRPC face of the log database and the job store. It
-// translates requests to TuningLog/DeviceRegistry calls and their Status to
-// gRPC codes; it keeps no state of its own beyond a change counter that wakes
-// WatchJob streams. Thread safe.
+// TuningService: the gRPC face of the log database and the job manager. It
+// translates requests to TuningLog, DeviceRegistry and JobManager calls and
+// their Status to gRPC codes; it keeps no state of its own beyond a change
+// counter that wakes WatchJob streams. Thread safe.
 #pragma once
 
-#include <atomic>
 #include <condition_variable>
 #include <mutex>
 
-#include "compiler/ir/target.h"
 #include "server/device_registry.h"
-#include "server/job_runner.h"
+#include "server/job_manager.h"
 #include "server/request_gate.h"
 #include "server/store/tuning_log.h"
-#include "server/work_queue.h"
 #include "tunefarm/v1/tuning.grpc.pb.h"
 
 namespace tunefarm::server {
 
 class TuningService final : public v1::TuningService::Service {
  public:
-  TuningService(store::TuningLog& log, DeviceRegistry& devices, WorkQueue& queue, JobRunner& jobs,
+  TuningService(store::TuningLog& log, DeviceRegistry& devices, JobManager& manager,
                 const RequestGate& gate)
-      : log_(log), devices_(devices), queue_(queue), jobs_(jobs), gate_(gate) {}
+      : log_(log), devices_(devices), manager_(manager), gate_(gate) {}
 
-  // Wakes WatchJob streams (the job runner calls it on every change).
+  // Wakes WatchJob streams (the job runner and manager call it on every change).
   void NotifyJobsChanged();
 
   // Ends WatchJob streams promptly; call before grpc::Server::Shutdown.
@@ -56,17 +53,10 @@ class TuningService final : public v1::TuningService::Service {
                         v1::RunModelResponse* resp) override;
 
  private:
-  grpc::Status CheckCudaBuilders(const ir::Target& target);
-  grpc::Status CheckCudaAgents(const ir::Target& target, const std::string& device_key);
-
   store::TuningLog& log_;
   DeviceRegistry& devices_;
-  WorkQueue& queue_;
-  JobRunner& jobs_;
+  JobManager& manager_;
   const RequestGate& gate_;
-  // Model runs go ahead of tuning work in their key's queue.
-  static constexpr int kModelRunPriority = 1000;
-  std::atomic<int64_t> next_model_run_{1};
 
   std::mutex mu_;
   std::condition_variable changed_;

@@ -1,0 +1,267 @@
+#include "server/job_manager.h"
+
+#include <algorithm>
+#include <condition_variable>
+#include <memory>
+#include <set>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/logging.h"
+#include "common/status_macros.h"
+#include "compiler/frontend/onnx_import.h"
+#include "compiler/frontend/tasks.h"
+#include "proto/protocol.h"
+#include "tunefarm/v1/package.pb.h"
+
+namespace tunefarm::server {
+
+absl::Status JobManager::ImportModel(v1::JobSpec* spec) const {
+  if (spec->tasks_size() > 0)
+    return absl::InvalidArgumentError("SubmitJob: give tasks or an ONNX model, not both");
+  frontend::ImportOptions o;
+  for (const v1::InputShape& s : spec->input_shapes()) {
+    o.input_shapes[s.name()].assign(s.shape().begin(), s.shape().end());
+  }
+  absl::StatusOr<frontend::Model> model = frontend::ImportOnnx(spec->onnx_model(), o);
+  if (!model.ok())
+    return absl::InvalidArgumentError(absl::StrCat("model: ", model.status().message()));
+  absl::StatusOr<frontend::TaskExtraction> ex = frontend::ExtractTasks(*model);
+  if (!ex.ok()) return absl::InvalidArgumentError(absl::StrCat("model: ", ex.status().message()));
+  if (ex->tasks.empty())
+    return absl::InvalidArgumentError("model: it has no tunable layers (conv, dense, matmul)");
+  for (const frontend::ModelTask& t : ex->tasks) {
+    v1::TaskSpec* ts = spec->add_tasks();
+    *ts->mutable_workload() = t.workload;
+    ts->set_weight(t.weight);
+  }
+  spec->clear_onnx_model();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int64_t> JobManager::Submit(v1::JobSpec spec) {
+  // A model: the job keeps its tasks, not its bytes (weights are the
+  // client's to keep).
+  if (!spec.onnx_model().empty()) TF_RETURN_IF_ERROR(ImportModel(&spec));
+  if (absl::StatusOr<ir::Target> t = ir::Target::Parse(spec.target().spec());
+      t.ok() && t->is_gpu()) {
+    TF_RETURN_IF_ERROR(CheckCudaBuilders(*t));
+    TF_RETURN_IF_ERROR(CheckCudaAgents(*t, spec.device_key()));
+  }
+  TF_ASSIGN_OR_RETURN(int64_t id, log_.CreateJob(spec));
+  Logger("server")->info("event=job_submitted job={} tasks={} target=\"{}\"", id,
+                         spec.tasks_size(), spec.target().spec());
+  on_change_();
+  jobs_.Start(id);
+  return id;
+}
+
+// A CUDA job needs a worker whose toolkit builds its arch. With workers
+// connected and none that can, the job is refused now, naming what they
+// build, rather than queued for a worker that may never come; with no
+// worker connected at all it waits, as CPU jobs do.
+absl::Status JobManager::CheckCudaBuilders(const ir::Target& target) const {
+  TF_ASSIGN_OR_RETURN(std::vector<v1::Device> devices, devices_.List());
+  std::set<std::string> archs;
+  std::set<std::string> toolkits;
+  int workers = 0;
+  for (const v1::Device& d : devices) {
+    if (d.role() != v1::ROLE_WORKER || d.state() != v1::DEVICE_STATE_ONLINE) continue;
+    ++workers;
+    const v1::Capabilities& c = d.capabilities();
+    archs.insert(c.cuda_archs().begin(), c.cuda_archs().end());
+    if (!c.fingerprint().cuda_toolkit().empty()) toolkits.insert(c.fingerprint().cuda_toolkit());
+  }
+  if (workers == 0 || archs.count(target.arch())) return absl::OkStatus();
+  auto number = [](const std::string& a) {
+    int n = 0;
+    return a.size() > 3 && absl::SimpleAtoi(a.substr(3), &n) ? n : 0;
+  };
+  std::vector<std::string> sorted(archs.begin(), archs.end());
+  std::sort(sorted.begin(), sorted.end(),
+            [&](const std::string& a, const std::string& b) { return number(a) < number(b); });
+  std::string msg = absl::StrCat("SubmitJob: no connected compile worker builds ", target.arch());
+  if (sorted.empty()) {
+    absl::StrAppend(&msg, " (", workers, " connected, none with a CUDA toolkit)");
+  } else {
+    absl::StrAppend(&msg, " (the ", workers, " connected build ", absl::StrJoin(sorted, ", "),
+                    toolkits.empty() ? "" : absl::StrCat(" with ", absl::StrJoin(toolkits, ", ")),
+                    ")");
+    if (number(target.arch()) > 0 && number(target.arch()) < number(sorted.front()))
+      absl::StrAppend(&msg,
+                      "; older archs need a worker with an older CUDA toolkit (sm_72, "
+                      "Jetson Xavier: CUDA 12 or older)");
+  }
+  return absl::FailedPreconditionError(msg);
+}
+
+// Likewise its device key needs an agent with a GPU of the target's arch:
+// with agents of the key connected and none such, the job is refused naming
+// what they have; with none connected it waits for one.
+absl::Status JobManager::CheckCudaAgents(const ir::Target& target,
+                                         const std::string& device_key) const {
+  TF_ASSIGN_OR_RETURN(std::vector<v1::Device> devices, devices_.List());
+  std::vector<std::string> seen;
+  for (const v1::Device& d : devices) {
+    if (d.role() != v1::ROLE_AGENT || d.state() != v1::DEVICE_STATE_ONLINE ||
+        d.device_key() != device_key) {
+      continue;
+    }
+    const v1::Capabilities& c = d.capabilities();
+    if (c.has_gpu() && std::find(c.cuda_archs().begin(), c.cuda_archs().end(), target.arch()) !=
+                           c.cuda_archs().end()) {
+      return absl::OkStatus();
+    }
+    seen.push_back(absl::StrCat(
+        d.device_id(), ": ",
+        !c.has_gpu() ? "no GPU"
+                     : absl::StrCat(c.gpu_name(), " ", absl::StrJoin(c.cuda_archs(), "/"))));
+  }
+  if (seen.empty()) return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      absl::StrCat("SubmitJob: no connected agent with device key '", device_key, "' has a ",
+                   target.arch(), " GPU (", absl::StrJoin(seen, "; "), ")"));
+}
+
+absl::StatusOr<v1::Job> JobManager::Cancel(int64_t job_id) {
+  TF_ASSIGN_OR_RETURN(v1::Job job, log_.CancelJob(job_id, "cancelled by user"));
+  jobs_.Stop(job_id);
+  queue_.CancelJob(job_id);
+  Logger("server")->info("event=job_cancelled job={}", job_id);
+  on_change_();
+  return job;
+}
+
+absl::StatusOr<v1::Job> JobManager::Resume(int64_t job_id) {
+  TF_ASSIGN_OR_RETURN(v1::Job job, log_.GetJob(job_id));
+  if (job.state() == v1::JOB_STATE_SUCCEEDED || job.state() == v1::JOB_STATE_CANCELLED) {
+    return absl::FailedPreconditionError(absl::StrCat("job ", job_id, " has ended (",
+                                                      v1::JobState_Name(job.state()),
+                                                      "); there is nothing to resume"));
+  }
+  if (!jobs_.Running(job_id)) {
+    TF_RETURN_IF_ERROR(log_.SetJobState(job_id, v1::JOB_STATE_QUEUED,
+                                        absl::StrCat("resuming after ", job.trials_done(),
+                                                     " trials")));
+    jobs_.Start(job_id);
+    Logger("server")->info("event=job_resumed job={} trials_done={}", job_id, job.trials_done());
+    on_change_();
+  }
+  return log_.GetJob(job_id);
+}
+
+absl::Status JobManager::Recover(bool auto_resume) {
+  for (v1::JobState st :
+       {v1::JOB_STATE_QUEUED, v1::JOB_STATE_RUNNING, v1::JOB_STATE_WAITING_FOR_DEVICE}) {
+    TF_ASSIGN_OR_RETURN(std::vector<v1::Job> jobs, log_.ListJobs(st, 10000));
+    for (const v1::Job& j : jobs) {
+      if (st == v1::JOB_STATE_QUEUED || auto_resume) {
+        jobs_.Start(j.job_id());
+      } else {
+        TF_RETURN_IF_ERROR(log_.SetJobState(
+            j.job_id(), v1::JOB_STATE_INTERRUPTED,
+            absl::StrCat("the server stopped after ", j.trials_done(), " trials; `tunefarm resume ",
+                         j.job_id(), "` continues it")));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<store::TuningLog::CommitResult> JobManager::ImportRecords(
+    std::vector<v1::Record> records) {
+  // Job ids are local to the farm that made the record.
+  for (v1::Record& r : records) {
+    r.clear_job_id();
+    r.clear_record_id();
+  }
+  TF_ASSIGN_OR_RETURN(store::TuningLog::CommitResult res, log_.CommitRecords(records));
+  Logger("server")->info("event=records_imported imported={} duplicates={}", res.inserted,
+                         res.duplicates);
+  return res;
+}
+
+void JobManager::Shutdown() { shutdown_ = true; }
+
+absl::StatusOr<v1::ModelRunResult> JobManager::RunModel(const std::string& device_key,
+                                                        const v1::ModelRunRequest& run,
+                                                        const std::function<bool()>& abandoned) {
+  if (device_key.empty()) return absl::InvalidArgumentError("RunModel: device_key is required");
+  v1::ModelPackage pkg;
+  if (run.package().empty() || !pkg.ParseFromString(run.package()) || pkg.format_version() == 0)
+    return absl::InvalidArgumentError(
+        "RunModel: the package is not a tunefarm model package (tunefarm build -o)");
+  if (run.threads() < 0 || run.threads() > 256)
+    return absl::InvalidArgumentError(
+        absl::StrCat("RunModel: threads ", run.threads(), " is not in 0..256"));
+  if (run.repeats() < 0 || run.repeats() > kMaxModelRepeats)
+    return absl::InvalidArgumentError(absl::StrCat("RunModel: repeats ", run.repeats(),
+                                                   " is not in 0..", kMaxModelRepeats));
+  if (!(run.time_limit_s() >= 0) || run.time_limit_s() > 24 * 3600)
+    return absl::InvalidArgumentError(
+        "RunModel: time_limit_s must be between 0 (default) and 86400");
+  const std::string queue = WorkQueue::MeasureQueue(device_key);
+  // Taking work now, or registered and about to (its stream opens after
+  // registration).
+  bool connected = queue_.HasTaker(queue);
+  if (!connected) {
+    TF_ASSIGN_OR_RETURN(std::vector<v1::Device> devices, devices_.List());
+    for (const v1::Device& d : devices) {
+      connected = connected || (d.role() == v1::ROLE_AGENT && d.device_key() == device_key &&
+                                d.state() == v1::DEVICE_STATE_ONLINE);
+    }
+  }
+  if (!connected) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("RunModel: no agent is connected under device key '", device_key,
+                     "' (tunefarm devices lists them)"));
+  }
+  // The run waits in the key's queue like a measurement, ahead of tuning
+  // work; an id of its own (negative: never a job's) lets it be dropped
+  // when the caller goes away.
+  struct Wait {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+    absl::StatusOr<v1::ReportResultRequest> result = absl::UnknownError("");
+  };
+  auto wait = std::make_shared<Wait>();
+  const int64_t run_id = -next_model_run_.fetch_add(1);
+  WorkQueue::Item item;
+  item.queue = queue;
+  item.job_id = run_id;
+  item.priority = kModelRunPriority;
+  *item.work.mutable_model_run() = run;
+  item.done = [wait](absl::StatusOr<v1::ReportResultRequest> r) {
+    std::lock_guard<std::mutex> lock(wait->mu);
+    wait->result = std::move(r);
+    wait->done = true;
+    wait->cv.notify_all();
+  };
+  queue_.Submit(std::move(item));
+  Logger("server")->info("event=model_run_queued run={} key={} package_bytes={}", -run_id,
+                         device_key, run.package().size());
+  std::unique_lock<std::mutex> lock(wait->mu);
+  while (!wait->done) {
+    wait->cv.wait_for(lock, std::chrono::milliseconds(100));
+    if (wait->done) break;
+    const bool stopping = shutdown_;
+    if (abandoned() || stopping) {
+      lock.unlock();
+      queue_.CancelJob(run_id);
+      return absl::CancelledError(stopping
+                                      ? "RunModel: the server is shutting down"
+                                      : "RunModel: the caller went away; the run was dropped");
+    }
+  }
+  if (!wait->result.ok()) {
+    return absl::AbortedError(
+        absl::StrCat("RunModel: the run did not complete: ", wait->result.status().message()));
+  }
+  if (!wait->result->has_model_run())
+    return absl::InternalError("RunModel: the agent answered with no run");
+  return wait->result->model_run();
+}
+
+}  // namespace tunefarm::server

@@ -1,0 +1,79 @@
+// JobManager: what the farm does for a user request beyond reading the log
+// database. It owns job submission (a model's ONNX import and task
+// extraction, the checks that a CUDA job can ever run), cancel and resume,
+// record imports, the jobs a restarted server finds, and model runs on a
+// board. The gRPC services only translate to and from these calls.
+// Thread safe.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "compiler/ir/target.h"
+#include "server/device_registry.h"
+#include "server/job_runner.h"
+#include "server/store/tuning_log.h"
+#include "server/work_queue.h"
+#include "tunefarm/v1/tuning.pb.h"
+
+namespace tunefarm::server {
+
+class JobManager {
+ public:
+  // `on_change` is called after every change of a job's state made here.
+  JobManager(store::TuningLog& log, DeviceRegistry& devices, WorkQueue& queue, JobRunner& jobs,
+             std::function<void()> on_change)
+      : log_(log), devices_(devices), queue_(queue), jobs_(jobs), on_change_(std::move(on_change)) {}
+
+  // Stores the job and starts it; its id. A spec with an ONNX model gets
+  // the model's tasks (the model's bytes are not kept). INVALID_ARGUMENT
+  // for a spec that names no work or a model that does not import;
+  // FAILED_PRECONDITION for a CUDA job no connected worker or agent of
+  // its key can serve.
+  absl::StatusOr<int64_t> Submit(v1::JobSpec spec);
+  absl::StatusOr<v1::Job> Cancel(int64_t job_id);
+  // Starts a job that is not running and has not ended (FAILED_PRECONDITION
+  // for one that succeeded or was cancelled); the job as it is then.
+  absl::StatusOr<v1::Job> Resume(int64_t job_id);
+  // The jobs a previous server left: queued ones start; running or waiting
+  // ones become INTERRUPTED, or start again with `auto_resume`.
+  absl::Status Recover(bool auto_resume);
+
+  // Records from another farm (their job and record ids dropped).
+  absl::StatusOr<store::TuningLog::CommitResult> ImportRecords(std::vector<v1::Record> records);
+
+  // Runs a model package on an agent of `device_key`, ahead of tuning work
+  // in its queue, and waits for the result. FAILED_PRECONDITION when no
+  // agent of the key is connected; CANCELLED when `abandoned` turns true
+  // (polled) or at Shutdown, and the run is dropped; ABORTED when the run
+  // did not complete.
+  absl::StatusOr<v1::ModelRunResult> RunModel(const std::string& device_key,
+                                              const v1::ModelRunRequest& run,
+                                              const std::function<bool()>& abandoned);
+
+  // Ends waiting model runs promptly.
+  void Shutdown();
+
+ private:
+  // Adds the tasks of the spec's ONNX model to it and drops the model.
+  absl::Status ImportModel(v1::JobSpec* spec) const;
+  absl::Status CheckCudaBuilders(const ir::Target& target) const;
+  absl::Status CheckCudaAgents(const ir::Target& target, const std::string& device_key) const;
+
+  store::TuningLog& log_;
+  DeviceRegistry& devices_;
+  WorkQueue& queue_;
+  JobRunner& jobs_;
+  std::function<void()> on_change_;
+  // Model runs go ahead of tuning work in their key's queue.
+  static constexpr int kModelRunPriority = 1000;
+  std::atomic<int64_t> next_model_run_{1};
+  std::atomic<bool> shutdown_{false};
+};
+
+}  // namespace tunefarm::server
