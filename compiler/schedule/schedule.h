@@ -97,6 +97,10 @@ class ScheduleState {
   bool gpu_ = false;
 };
 
+// The most copies of a loop body unrolling makes: an unroll annotation on a
+// longer loop is refused, and lowering honours unrolling only up to it.
+constexpr int64_t kMaxUnrolledCopies = 512;
+
 // The schedule an untuned build uses. NCHW convolutions: the hand-written
 // register-tiled schedule (handwritten.h). Everything else: padding kept as a
 // pass of its own, other cheap stages inlined, outer spatial loops fused and
