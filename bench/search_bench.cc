@@ -253,9 +253,7 @@ std::string DecisionsText(const v1::Schedule& s) {
   return s.decisions().empty() ? "not a sketch" : absl::StrJoin(s.decisions(), ",");
 }
 
-}  // namespace
-
-int RunSearchBench(const std::vector<std::string>& args) {
+struct SearchBenchOptions {
   std::vector<int> budgets = {64, 128, 256, 512};
   int seeds = 3, threads = 1;
   int min_train = search::TuneOptions().min_train_records;
@@ -269,108 +267,426 @@ int RunSearchBench(const std::vector<std::string>& args) {
   cost_model::Objective objective = cost_model::Objective::kRegression;  // docs/benchmarks.md
   std::vector<search::Strategy> strategies = {search::Strategy::kRandom,
                                               search::Strategy::kEvolutionary};
+  int max_trials() const { return budgets.back(); }
+};
+
+// The options of `args`; false (with a message) on a bad one.
+bool ParseSearchBenchArgs(const std::vector<std::string>& args, SearchBenchOptions* o) {
   for (size_t i = 0; i < args.size(); ++i) {
     auto value = [&]() { return i + 1 < args.size() ? args[++i] : std::string(); };
     if (args[i] == "--budgets")
-      budgets = ParseList(value());
+      o->budgets = ParseList(value());
     else if (args[i] == "--seeds")
-      seeds = std::max(1, std::atoi(value().c_str()));
+      o->seeds = std::max(1, std::atoi(value().c_str()));
     else if (args[i] == "--threads")
-      threads = std::max(1, std::atoi(value().c_str()));
+      o->threads = std::max(1, std::atoi(value().c_str()));
     else if (args[i] == "--only")
-      only = value();
+      o->only = value();
     else if (args[i] == "--warm-db")
-      warm_db = value();
+      o->warm_db = value();
     else if (args[i] == "--run-to")
-      run_to = std::max(0, std::atoi(value().c_str()));
+      o->run_to = std::max(0, std::atoi(value().c_str()));
     else if (args[i] == "--pool-trials")
-      pool_trials = std::max(1, std::atoi(value().c_str()));
+      o->pool_trials = std::max(1, std::atoi(value().c_str()));
     else if (args[i] == "--population")
-      evolution.population = std::max(1, std::atoi(value().c_str()));
+      o->evolution.population = std::max(1, std::atoi(value().c_str()));
     else if (args[i] == "--generations")
-      evolution.generations = std::max(0, std::atoi(value().c_str()));
+      o->evolution.generations = std::max(0, std::atoi(value().c_str()));
     else if (args[i] == "--epsilon")
-      evolution.epsilon = std::clamp(std::atof(value().c_str()), 0.0, 1.0);
+      o->evolution.epsilon = std::clamp(std::atof(value().c_str()), 0.0, 1.0);
     else if (args[i] == "--stalled-neighbors")
-      evolution.stalled_neighbors = std::clamp(std::atof(value().c_str()), 0.0, 1.0);
+      o->evolution.stalled_neighbors = std::clamp(std::atof(value().c_str()), 0.0, 1.0);
     else if (args[i] == "--transferred")
-      evolution.transferred = std::max(0, std::atoi(value().c_str()));
+      o->evolution.transferred = std::max(0, std::atoi(value().c_str()));
     else if (args[i] == "--min-train")
-      min_train = std::max(1, std::atoi(value().c_str()));
+      o->min_train = std::max(1, std::atoi(value().c_str()));
     else if (args[i] == "--json")
-      json_path = value();
+      o->json_path = value();
     else if (args[i] == "--trace")
-      trace = true;
+      o->trace = true;
     else if (args[i] == "--svg")
-      svg_path = value();
+      o->svg_path = value();
     else if (args[i] == "--objective") {
-      auto o = cost_model::ParseObjective(value());
-      if (!o.ok()) {
+      auto obj = cost_model::ParseObjective(value());
+      if (!obj.ok()) {
         std::fprintf(stderr, "tunefarm-bench search: %s\n",
-                     std::string(o.status().message()).c_str());
-        return 2;
+                     std::string(obj.status().message()).c_str());
+        return false;
       }
-      objective = *o;
+      o->objective = *obj;
     } else if (args[i] == "--strategies") {
-      strategies.clear();
+      o->strategies.clear();
       for (absl::string_view n : absl::StrSplit(value(), ',')) {
         auto st = search::ParseStrategy(n);
         if (!st.ok()) {
           std::fprintf(stderr, "tunefarm-bench search: %s\n",
                        std::string(st.status().message()).c_str());
-          return 2;
+          return false;
         }
-        strategies.push_back(*st);
+        o->strategies.push_back(*st);
       }
     } else {
       std::fprintf(stderr, "tunefarm-bench search: unknown argument %s\n", args[i].c_str());
-      return 2;
+      return false;
     }
   }
-  if (budgets.empty()) return 2;
-  std::sort(budgets.begin(), budgets.end());
-  const int max_trials = budgets.back();
+  if (o->budgets.empty()) return false;
+  std::sort(o->budgets.begin(), o->budgets.end());
+  return true;
+}
+
+// The warm-start pool (--warm-db): its records of other workloads.
+struct Pool {
+  std::unique_ptr<store::TuningLog> log;  // null: cold runs
+  std::set<std::string> keys;
+};
+
+// One search run of `strategy` on `task` from `seed`, printed as it ends.
+absl::StatusOr<Run> TuneOnce(const char* name, const search::Task& task,
+                             search::Strategy strategy, int seed, const SearchBenchOptions& opts,
+                             const Pool& pool) {
+  const ir::Target& target = task.target;
+  const int max_trials = opts.max_trials();
+  search::LocalMeasureOptions mo;
+  mo.threads = opts.threads;
+  search::LocalMeasurer measurer(mo);
+  search::TuneOptions o;
+  o.strategy = strategy;
+  o.objective = opts.objective;
+  o.min_train_records = opts.min_train;
+  o.evolution = opts.evolution;
+  // Past the largest budget (--run-to) a run only tells how many
+  // trials it needs to reach what the budgets' best runs reached.
+  o.max_trials = std::max(max_trials, opts.run_to);
+  o.seed = 1000 + seed;
+  // The default schedule is not a trial here: the strategies are
+  // compared on what they find themselves (it is timed separately).
+  o.measure_default = false;
+  search::Tuner tuner({task}, &measurer, o);
+  Run run{name, search::StrategyName(strategy), uint64_t(seed), {}, 0, 0, {}, {}, {}, 0};
+  if (pool.log != nullptr && strategy == search::Strategy::kEvolutionary) {
+    // As a job starts from the database: the pool's records train the
+    // cost model from the first batch (random search has no model).
+    auto warm = search::WarmStart(
+        *pool.log, target, target.ToString(), {{task.key, 0}}, tuner,
+        [&](const v1::Record& r) { return pool.keys.count(r.workload_key()) > 0; });
+    if (!warm.ok()) return warm.status();
+    run.warm = warm->transfer;
+  }
+  double best = 0;
+  auto t0 = std::chrono::steady_clock::now();
+  absl::Status s = tuner.Run([&](const search::Trial& t) {
+    if (t.result.status == search::MeasureResult::Status::kOk) {
+      double g = task.flops / t.result.seconds * 1e-9;
+      if (g > best && int(run.best_so_far.size()) < max_trials) run.best = t.schedule;
+      best = std::max(best, g);
+    }
+    run.best_so_far.push_back(best);
+    if (int(run.best_so_far.size()) <= max_trials)
+      run.budget_minutes =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / 60;
+    if (opts.trace) {
+      const v1::Schedule& s = t.schedule;
+      std::printf("  trial %3d  %7.1f GFLOP/s  shape %d  [%s]\n", t.index,
+                  t.result.status == search::MeasureResult::Status::kOk
+                      ? task.flops / t.result.seconds * 1e-9
+                      : 0.0,
+                  TileShapeOf(task, s), DecisionsText(s).c_str());
+    }
+  });
+  run.minutes = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / 60;
+  if (!s.ok())
+    std::printf("%s %s seed %d: %s\n", name, run.strategy.c_str(), seed, s.ToString().c_str());
+  run.measured.clear();
+  for (const auto& m : tuner.measured()) {
+    if (m.task >= 0) run.measured.push_back(m);  // this workload's own programs
+  }
+  run.ok = tuner.history(0).ok;
+  std::printf("%-22s %-12s seed %d: best %.1f GFLOP/s after %zu trials, %.1f trials/min%s\n",
+              name, run.strategy.c_str(), seed, best, run.best_so_far.size(),
+              double(run.best_so_far.size()) / std::max(1e-9, run.minutes),
+              run.warm > 0
+                  ? absl::StrCat(", warm from ", run.warm, " records of other workloads").c_str()
+                  : "");
+  // Best so far at every 16 trials: where a slow start shows.
+  std::string curve;
+  for (size_t i = 15; i < run.best_so_far.size(); i += 16)
+    absl::StrAppend(&curve, curve.empty() ? "" : " ", int(std::round(run.best_so_far[i])));
+  std::printf("%-22s %-12s seed %d: best every 16 trials: %s\n", name, run.strategy.c_str(), seed,
+              curve.c_str());
+  // The fastest schedules' sketch decisions: where the run ended up.
+  for (size_t i = 0; i < std::min<size_t>(3, run.ok.size()); ++i) {
+    const v1::Schedule& b = run.ok[i].schedule;
+    std::printf("%-22s %-12s seed %d: #%zu %.1f GFLOP/s, decisions [%s]\n", name,
+                run.strategy.c_str(), seed, i + 1, task.flops / run.ok[i].seconds * 1e-9,
+                DecisionsText(b).c_str());
+  }
+  std::fflush(stdout);
+  return run;
+}
+
+// The JSON rows the bench writes (--json).
+struct SearchBenchRows {
+  std::vector<std::string> rows, finals, run_to, models;
+};
+
+double Mean(const std::vector<double>& v) {
+  double s = 0;
+  for (double x : v) s += x;
+  return v.empty() ? NAN : s / v.size();
+}
+
+// Per budget: each run's best within it and the trials it took to reach 90%
+// of the best either strategy reached (over the whole runs too, with --run-to).
+void PrintBudgets(const char* name, const std::vector<Run*>& mine, double default_g,
+                  const SearchBenchOptions& opts, SearchBenchRows* out) {
+  // Best-so-far is the best of many measurements: it is compared between
+  // strategies only; the ratios to the library are in the finals, where
+  // both sides are timed the same way.
+  std::printf("\n%-22s %-12s %4s %6s %9s %9s\n", "workload", "strategy", "seed", "trials", "best",
+              "to_90%");
+  auto best_at = [](const Run* r, int b) {
+    return r->best_so_far.empty() ? 0.0
+                                  : r->best_so_far[std::min<size_t>(b, r->best_so_far.size()) - 1];
+  };
+  for (int b : opts.budgets) {
+    // 90% of the best value either strategy reached within this budget.
+    double top = 0;
+    for (Run* r : mine) top = std::max(top, best_at(r, b));
+    std::map<std::string, std::vector<double>> to90_by_strategy;
+    for (Run* r : mine) {
+      int to90 = -1;
+      for (size_t i = 0; i < r->best_so_far.size() && int(i) < b; ++i) {
+        if (r->best_so_far[i] >= 0.9 * top) {
+          to90 = int(i) + 1;
+          break;
+        }
+      }
+      // A run that never got there counts as needing the whole budget.
+      to90_by_strategy[r->strategy].push_back(to90 > 0 ? to90 : b);
+      double best = best_at(r, b);
+      std::printf("%-22s %-12s %4llu %6d %9.1f %9s\n", name, r->strategy.c_str(),
+                  static_cast<unsigned long long>(r->seed), b, best,
+                  to90 > 0 ? std::to_string(to90).c_str() : "-");
+      out->rows.push_back(absl::StrCat(
+          "{\"workload\": \"", name, "\", \"strategy\": \"", r->strategy, "\", \"trials\": ", b,
+          ", \"seed\": ", r->seed, ", \"threads\": ", opts.threads,
+          ", \"warm_records\": ", r->warm, ", \"best_gflops\": ", Num(best),
+          ", \"trials_to_90pct\": ", to90 > 0 ? std::to_string(to90) : "null",
+          ", \"default_gflops\": ", Num(default_g), ", \"trials_per_minute\": ",
+          Num(double(r->best_so_far.size()) / std::max(1e-9, r->minutes)), "}"));
+    }
+    double ev = Mean(to90_by_strategy["evolutionary"]), rn = Mean(to90_by_strategy["random"]);
+    std::printf(
+        "%-22s budget %d: mean trials to 90%% of %.1f: evolutionary %.1f, random %.1f "
+        "(ratio %.2f)\n",
+        name, b, 0.9 * top, ev, rn, ev / rn);
+    if (opts.run_to <= b) continue;
+    // The same 90% line, looked for over the whole runs: a run that never
+    // got there within the budget needs more than the budget, and here
+    // shows how many more (one that never got there at all counts as its
+    // length).
+    std::map<std::string, std::vector<double>> beyond;
+    for (Run* r : mine) {
+      size_t i = 0;
+      while (i < r->best_so_far.size() && r->best_so_far[i] < 0.9 * top) ++i;
+      beyond[r->strategy].push_back(double(i < r->best_so_far.size() ? i + 1 : i));
+      std::printf("%-22s %-12s %4llu %6d trials to 90%% of the budget's best, run to %zu: %s\n",
+                  name, r->strategy.c_str(), static_cast<unsigned long long>(r->seed), b,
+                  r->best_so_far.size(),
+                  i < r->best_so_far.size() ? std::to_string(i + 1).c_str() : "never");
+      out->run_to.push_back(absl::StrCat(
+          "{\"workload\": \"", name, "\", \"strategy\": \"", r->strategy, "\", \"trials\": ", b,
+          ", \"seed\": ", r->seed, ", \"run_to\": ", r->best_so_far.size(),
+          ", \"trials_to_90pct_of_budget_best\": ",
+          i < r->best_so_far.size() ? std::to_string(i + 1) : "null", "}"));
+    }
+    double evb = Mean(beyond["evolutionary"]), rnb = Mean(beyond["random"]);
+    std::printf(
+        "%-22s budget %d, runs to %d: mean trials to 90%% of %.1f: evolutionary %.1f, "
+        "random %.1f (ratio %.2f)\n",
+        name, b, opts.run_to, 0.9 * top, evb, rnb, evb / rnb);
+  }
+}
+
+// The final kernels (the default and each run's best) on 1 and 2 threads
+// beside the library, all timed now, best of kFinalRounds rounds, each
+// timing every kernel and then the library: a slow spell of this VM
+// lowers one round, not one kernel's figure.
+void PrintFinals(const char* name, const search::Task& task, const v1::Workload& w,
+                 const std::vector<std::vector<float>>& inputs, bool library_ok,
+                 const std::vector<Run*>& mine, const SearchBenchOptions& opts,
+                 SearchBenchRows* out) {
+  std::vector<v1::Schedule> finals = {ir::DefaultSchedule(task.dag, task.target)};
+  std::vector<Run*> with_best;
+  for (Run* r : mine) {
+    if (r->best) {
+      finals.push_back(*r->best);
+      with_best.push_back(r);
+    }
+  }
+  for (int th : {1, 2}) {
+    std::vector<double> g(finals.size(), NAN);
+    double ref_g = NAN;
+    for (int round = 0; round < kFinalRounds; ++round) {
+      std::vector<double> gr = TimeSchedules(task, finals, th);
+      for (size_t i = 0; i < g.size(); ++i) g[i] = std::fmax(g[i], gr[i]);
+      std::optional<ReferenceRun> ref = RunOneDnn(w, inputs, th, FinalTiming());
+      if (!ref) ref = RunOpenBlas(w, inputs, th, FinalTiming());
+      if (ref && library_ok) ref_g = std::fmax(ref_g, task.flops / ref->seconds * 1e-9);
+    }
+    std::printf("%-22s %d thread(s): oneDNN %.1f GFLOP/s, default %.1f (%sx)\n", name, th, ref_g,
+                g[0], Num(g[0] / ref_g).c_str());
+    for (size_t i = 0; i < with_best.size(); ++i) {
+      const Run* r = with_best[i];
+      std::printf(
+          "%-22s %d thread(s): %-12s seed %llu best %.1f GFLOP/s (%sx oneDNN), tuned in "
+          "%.1f min\n",
+          name, th, r->strategy.c_str(), static_cast<unsigned long long>(r->seed), g[i + 1],
+          Num(g[i + 1] / ref_g).c_str(), r->budget_minutes);
+      out->finals.push_back(absl::StrCat(
+          "{\"workload\": \"", name, "\", \"strategy\": \"", r->strategy, "\", \"seed\": ",
+          r->seed, ", \"trials\": ", std::min<size_t>(opts.max_trials(), r->best_so_far.size()),
+          ", \"tuning_minutes\": ", Num(r->budget_minutes), ", \"threads\": ", th,
+          ", \"gflops\": ", Num(g[i + 1]), ", \"default_gflops\": ", Num(g[0]),
+          ", \"onednn_gflops\": ", Num(ref_g), "}"));
+    }
+  }
+}
+
+// The cost model's quality per objective: trained on 70% of this
+// workload's measured programs (all runs), tested on the rest; and what
+// the search pays per candidate it ranks.
+void PrintModelQuality(const char* name, const search::Task& task, const std::vector<Run*>& mine,
+                       SearchBenchRows* out) {
+  std::vector<const search::Tuner::MeasuredProgram*> all;
+  for (Run* r : mine) {
+    for (const auto& m : r->measured) all.push_back(&m);
+  }
+  std::shuffle(all.begin(), all.end(), std::mt19937_64(11));
+  double best_s = INFINITY;
+  for (const auto* m : all) {
+    if (m->seconds > 0) best_s = std::min(best_s, m->seconds);
+  }
+  size_t cut = all.size() * 7 / 10;
+  std::vector<cost_model::Sample> train, test;
+  for (size_t i = 0; i < all.size(); ++i) {
+    float label = all[i]->seconds > 0 ? float(best_s / all[i]->seconds) : 0.0f;
+    (i < cut ? train : test).push_back({&all[i]->features, label, 0});
+  }
+  // What the search pays per candidate it ranks: the schedule built from
+  // fresh sketch decisions, replayed and lowered, and its features (the
+  // same for every objective, so timed once), then the prediction; on one
+  // core.
+  std::mt19937_64 rng(5);
+  std::vector<cost_model::ProgramFeatures> fresh;
+  const search::space::CpuSketch sketch(task.dag, task.target);
+  auto f0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < 512; ++i) {
+    auto sched = ir::BuildTiledSchedule(task.dag, task.target, sketch.SampleTiling(rng));
+    if (!sched.ok()) continue;
+    auto f = search::FeaturesOf(task, *sched);
+    if (f.ok()) fresh.push_back(*std::move(f));
+  }
+  const double feature_secs =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - f0).count();
+  std::vector<const cost_model::ProgramFeatures*> fresh_ps;
+  for (const auto& f : fresh) fresh_ps.push_back(&f);
+  for (auto obj : {cost_model::Objective::kPackSum, cost_model::Objective::kPairwiseRank,
+                   cost_model::Objective::kRegression}) {
+    cost_model::CostModel model(obj);
+    if (train.empty() || test.empty() || !model.Train(train).ok()) continue;
+    std::vector<const cost_model::ProgramFeatures*> ps;
+    for (const auto& s : test) ps.push_back(s.features);
+    auto t0 = std::chrono::steady_clock::now();
+    auto scores = model.Predict(ps);
+    double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (!scores.ok()) continue;
+    cost_model::ModelQuality q = cost_model::EvaluateModel(*scores, test, 10);
+    auto p0 = std::chrono::steady_clock::now();
+    auto fresh_scores = model.Predict(fresh_ps);
+    const double predict_secs =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - p0).count();
+    const double scored_per_s =
+        fresh_scores.ok() ? double(fresh.size()) / std::max(1e-9, feature_secs + predict_secs)
+                          : NAN;
+    const double predictions_per_s = double(ps.size()) / std::max(1e-9, secs);
+    std::printf(
+        "model %-10s on %-22s train %zu test %zu: pairwise accuracy %.3f, recall@10 %.2f, %.0f "
+        "predictions/s, %.0f candidates scored/s (built, lowered, features, predicted)\n",
+        cost_model::ObjectiveName(obj), name, train.size(), test.size(), q.pairwise_accuracy,
+        q.recall_at_k, predictions_per_s, scored_per_s);
+    out->models.push_back(absl::StrCat(
+        "{\"workload\": \"", name, "\", \"objective\": \"", cost_model::ObjectiveName(obj),
+        "\", \"train\": ", train.size(), ", \"test\": ", test.size(),
+        ", \"pairwise_accuracy\": ", absl::StrFormat("%.4f", q.pairwise_accuracy),
+        ", \"recall_at_10\": ", absl::StrFormat("%.3f", q.recall_at_k),
+        ", \"predictions_per_s\": ", Num(predictions_per_s),
+        ", \"candidates_scored_per_s\": ", Num(scored_per_s), "}"));
+  }
+}
+
+void WriteSearchJson(const std::string& path, const ir::Target& target,
+                     const SearchBenchRows& rows) {
+  std::ofstream f(path);
+  auto section = [&](const char* key, const std::vector<std::string>& r, const char* after) {
+    f << "\"" << key << "\": [\n";
+    for (size_t i = 0; i < r.size(); ++i) f << "  " << r[i] << (i + 1 < r.size() ? ",\n" : "\n");
+    f << after;
+  };
+  f << "{\"target\": \"" << target.ToString() << "\", ";
+  section("rows", rows.rows, "], ");
+  section("finals", rows.finals, "], ");
+  section("run_to", rows.run_to, "], ");
+  section("models", rows.models, "]}\n");
+}
+
+bool IsSearchAnchor(const Anchor& a) {
+  return std::find_if(std::begin(kSearchAnchors), std::end(kSearchAnchors), [&](const char* n) {
+           return std::string(n) == a.name;
+         }) != std::end(kSearchAnchors);
+}
+
+}  // namespace
+
+int RunSearchBench(const std::vector<std::string>& args) {
+  SearchBenchOptions opts;
+  if (!ParseSearchBenchArgs(args, &opts)) return 2;
   ir::Target target = codegen::HostTarget();
   std::printf(
       "target: %s   threads: %d   budgets: %s   seeds: %d   objective: %s   warm start: %s\n",
-      target.ToString().c_str(), threads, absl::StrJoin(budgets, ",").c_str(), seeds,
-      cost_model::ObjectiveName(objective), warm_db.empty() ? "none (cold)" : warm_db.c_str());
-  std::unique_ptr<store::TuningLog> log;
-  std::set<std::string> pool_keys;
-  if (!warm_db.empty()) {
+      target.ToString().c_str(), opts.threads, absl::StrJoin(opts.budgets, ",").c_str(),
+      opts.seeds, cost_model::ObjectiveName(opts.objective),
+      opts.warm_db.empty() ? "none (cold)" : opts.warm_db.c_str());
+  Pool pool;
+  if (!opts.warm_db.empty()) {
     store::TuningLog::Options lo;
     lo.canon = search::CompilerCanon();
-    lo.path = warm_db;
+    lo.path = opts.warm_db;
     absl::StatusOr<std::unique_ptr<store::TuningLog>> opened = store::TuningLog::Open(lo);
     absl::StatusOr<std::set<std::string>> keys =
-        opened.ok() ? FillPool(**opened, target, pool_trials, threads)
+        opened.ok() ? FillPool(**opened, target, opts.pool_trials, opts.threads)
                     : absl::StatusOr<std::set<std::string>>(opened.status());
     if (!keys.ok()) {
-      std::fprintf(stderr, "tunefarm-bench search: %s: %s\n", warm_db.c_str(),
+      std::fprintf(stderr, "tunefarm-bench search: %s: %s\n", opts.warm_db.c_str(),
                    std::string(keys.status().message()).c_str());
       return 1;
     }
-    log = *std::move(opened);
-    pool_keys = *std::move(keys);
+    pool.log = *std::move(opened);
+    pool.keys = *std::move(keys);
   }
   std::vector<Run> runs;
   std::map<std::string, double> onednn;
-  std::vector<std::string> rows, finals_json, run_to_rows, model_rows;
+  SearchBenchRows rows;
   bool library_wrong = false;  // exit 1: a reference library gave a wrong output
   for (const Anchor& a : KernelAnchors()) {
-    if (std::find_if(std::begin(kSearchAnchors), std::end(kSearchAnchors), [&](const char* n) {
-          return std::string(n) == a.name;
-        }) == std::end(kSearchAnchors)) {
-      continue;
-    }
-    if (!Selected(a.name, only)) continue;
+    if (!IsSearchAnchor(a) || !Selected(a.name, opts.only)) continue;
     v1::Workload w = *ir::ParseWorkloadSpec(a.spec);
     search::Task task = *search::Task::Make(w, target, a.name);
-    std::vector<Run*> mine;
     double default_g = NAN;
     {
       search::LocalMeasureOptions mo;
-      mo.threads = threads;
+      mo.threads = opts.threads;
       search::LocalMeasurer measurer(mo);
       auto r = measurer.Measure(task, {ir::DefaultSchedule(task.dag, target)});
       if (r[0].status == search::MeasureResult::Status::kOk)
@@ -379,101 +695,25 @@ int RunSearchBench(const std::vector<std::string>& args) {
     }
     // Seed by seed, the strategies one after the other: this VM slows for
     // minutes at a time, and a slow spell then falls on both strategies.
-    for (int seed = 0; seed < seeds; ++seed) {
-      for (search::Strategy strategy : strategies) {
-        search::LocalMeasureOptions mo;
-        mo.threads = threads;
-        search::LocalMeasurer measurer(mo);
-        search::TuneOptions o;
-        o.strategy = strategy;
-        o.objective = objective;
-        o.min_train_records = min_train;
-        o.evolution = evolution;
-        // Past the largest budget (--run-to) a run only tells how many
-        // trials it needs to reach what the budgets' best runs reached.
-        o.max_trials = std::max(max_trials, run_to);
-        o.seed = 1000 + seed;
-        // The default schedule is not a trial here: the strategies are
-        // compared on what they find themselves (it is timed separately).
-        o.measure_default = false;
-        search::Tuner tuner({task}, &measurer, o);
-        Run run{a.name, search::StrategyName(strategy), uint64_t(seed), {}, 0, 0, {}, {}, {}, 0};
-        if (log != nullptr && strategy == search::Strategy::kEvolutionary) {
-          // As a job starts from the database: the pool's records train the
-          // cost model from the first batch (random search has no model).
-          auto warm = search::WarmStart(
-              *log, target, target.ToString(), {{task.key, 0}}, tuner,
-              [&](const v1::Record& r) { return pool_keys.count(r.workload_key()) > 0; });
-          if (!warm.ok()) {
-            std::fprintf(stderr, "tunefarm-bench search: %s: %s\n", warm_db.c_str(),
-                         std::string(warm.status().message()).c_str());
-            return 1;
-          }
-          run.warm = warm->transfer;
+    for (int seed = 0; seed < opts.seeds; ++seed) {
+      for (search::Strategy strategy : opts.strategies) {
+        absl::StatusOr<Run> run = TuneOnce(a.name, task, strategy, seed, opts, pool);
+        if (!run.ok()) {
+          std::fprintf(stderr, "tunefarm-bench search: %s: %s\n", opts.warm_db.c_str(),
+                       std::string(run.status().message()).c_str());
+          return 1;
         }
-        double best = 0;
-        auto t0 = std::chrono::steady_clock::now();
-        absl::Status s = tuner.Run([&](const search::Trial& t) {
-          if (t.result.status == search::MeasureResult::Status::kOk) {
-            double g = task.flops / t.result.seconds * 1e-9;
-            if (g > best && int(run.best_so_far.size()) < max_trials) run.best = t.schedule;
-            best = std::max(best, g);
-          }
-          run.best_so_far.push_back(best);
-          if (int(run.best_so_far.size()) <= max_trials)
-            run.budget_minutes =
-                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / 60;
-          if (trace) {
-            const v1::Schedule& s = t.schedule;
-            std::printf("  trial %3d  %7.1f GFLOP/s  shape %d  [%s]\n", t.index,
-                        t.result.status == search::MeasureResult::Status::kOk
-                            ? task.flops / t.result.seconds * 1e-9
-                            : 0.0,
-                        TileShapeOf(task, s),
-                        DecisionsText(s).c_str());
-          }
-        });
-        run.minutes =
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / 60;
-        if (!s.ok())
-          std::printf("%s %s seed %d: %s\n", a.name, run.strategy.c_str(), seed,
-                      s.ToString().c_str());
-        run.measured.clear();
-        for (const auto& m : tuner.measured()) {
-          if (m.task >= 0) run.measured.push_back(m);  // this workload's own programs
-        }
-        run.ok = tuner.history(0).ok;
-        std::printf(
-            "%-22s %-12s seed %d: best %.1f GFLOP/s after %zu trials, %.1f trials/min%s\n", a.name,
-            run.strategy.c_str(), seed, best, run.best_so_far.size(),
-            double(run.best_so_far.size()) / std::max(1e-9, run.minutes),
-            run.warm > 0
-                ? absl::StrCat(", warm from ", run.warm, " records of other workloads").c_str()
-                : "");
-        // Best so far at every 16 trials: where a slow start shows.
-        std::string curve;
-        for (size_t i = 15; i < run.best_so_far.size(); i += 16)
-          absl::StrAppend(&curve, curve.empty() ? "" : " ", int(std::round(run.best_so_far[i])));
-        std::printf("%-22s %-12s seed %d: best every 16 trials: %s\n", a.name, run.strategy.c_str(),
-                    seed, curve.c_str());
-        // The fastest schedules' sketch decisions: where the run ended up.
-        for (size_t i = 0; i < std::min<size_t>(3, run.ok.size()); ++i) {
-          const v1::Schedule& b = run.ok[i].schedule;
-          std::printf("%-22s %-12s seed %d: #%zu %.1f GFLOP/s, decisions [%s]\n", a.name,
-                      run.strategy.c_str(), seed, i + 1, task.flops / run.ok[i].seconds * 1e-9,
-                      DecisionsText(b).c_str());
-        }
-        std::fflush(stdout);
-        runs.push_back(std::move(run));
+        runs.push_back(*std::move(run));
       }
     }
+    std::vector<Run*> mine;
     for (Run& r : runs) {
       if (r.workload == a.name) mine.push_back(&r);
     }
     // oneDNN on the same workload, after tuning (no threads of its own during our runs).
     std::vector<std::vector<float>> inputs = ir::RandomInputs(task.dag, 7);
-    std::optional<ReferenceRun> dnn = RunOneDnn(w, inputs, threads, FinalTiming());
-    if (!dnn) dnn = RunOpenBlas(w, inputs, threads, FinalTiming());
+    std::optional<ReferenceRun> dnn = RunOneDnn(w, inputs, opts.threads, FinalTiming());
+    if (!dnn) dnn = RunOpenBlas(w, inputs, opts.threads, FinalTiming());
     // The library's output against the float64 reference: a wrong library is no baseline.
     if (dnn) {
       absl::StatusOr<std::vector<double>> want = ir::EvaluateReference(task.dag, inputs);
@@ -486,206 +726,15 @@ int RunSearchBench(const std::vector<std::string>& args) {
         dnn.reset();
       }
     }
-    double dnn_g = dnn ? task.flops / dnn->seconds * 1e-9 : NAN;
-    onednn[a.name] = dnn_g;
-    // Best-so-far is the best of many measurements: it is compared between
-    // strategies only; the ratios to the library are in the finals below,
-    // where both sides are timed the same way.
-    std::printf("\n%-22s %-12s %4s %6s %9s %9s\n", "workload", "strategy", "seed", "trials",
-                "best", "to_90%");
-    auto best_at = [](const Run* r, int b) {
-      return r->best_so_far.empty()
-                 ? 0.0
-                 : r->best_so_far[std::min<size_t>(b, r->best_so_far.size()) - 1];
-    };
-    for (int b : budgets) {
-      // 90% of the best value either strategy reached within this budget.
-      double top = 0;
-      for (Run* r : mine) top = std::max(top, best_at(r, b));
-      std::map<std::string, std::vector<double>> to90_by_strategy;
-      for (Run* r : mine) {
-        int to90 = -1;
-        for (size_t i = 0; i < r->best_so_far.size() && int(i) < b; ++i) {
-          if (r->best_so_far[i] >= 0.9 * top) {
-            to90 = int(i) + 1;
-            break;
-          }
-        }
-        // A run that never got there counts as needing the whole budget.
-        to90_by_strategy[r->strategy].push_back(to90 > 0 ? to90 : b);
-        double best = best_at(r, b);
-        std::printf("%-22s %-12s %4llu %6d %9.1f %9s\n", a.name, r->strategy.c_str(),
-                    static_cast<unsigned long long>(r->seed), b, best,
-                    to90 > 0 ? std::to_string(to90).c_str() : "-");
-        rows.push_back(absl::StrCat(
-            "{\"workload\": \"", a.name, "\", \"strategy\": \"", r->strategy, "\", \"trials\": ", b,
-            ", \"seed\": ", r->seed, ", \"threads\": ", threads, ", \"warm_records\": ", r->warm,
-            ", \"best_gflops\": ", Num(best), ", \"trials_to_90pct\": ",
-            to90 > 0 ? std::to_string(to90) : "null", ", \"default_gflops\": ", Num(default_g), ", \"trials_per_minute\": ",
-            Num(double(r->best_so_far.size()) / std::max(1e-9, r->minutes)), "}"));
-      }
-      auto mean = [](const std::vector<double>& v) {
-        double s = 0;
-        for (double x : v) s += x;
-        return v.empty() ? NAN : s / v.size();
-      };
-      double ev = mean(to90_by_strategy["evolutionary"]), rn = mean(to90_by_strategy["random"]);
-      std::printf(
-          "%-22s budget %d: mean trials to 90%% of %.1f: evolutionary %.1f, random %.1f "
-          "(ratio %.2f)\n",
-          a.name, b, 0.9 * top, ev, rn, ev / rn);
-      if (run_to > b) {
-        // The same 90% line, looked for over the whole runs: a run that
-        // never got there within the budget needs more than the budget,
-        // and here shows how many more (one that never got there at all
-        // counts as its length).
-        std::map<std::string, std::vector<double>> beyond;
-        for (Run* r : mine) {
-          size_t i = 0;
-          while (i < r->best_so_far.size() && r->best_so_far[i] < 0.9 * top) ++i;
-          beyond[r->strategy].push_back(double(i < r->best_so_far.size() ? i + 1 : i));
-          std::printf("%-22s %-12s %4llu %6d trials to 90%% of the budget's best, run to %zu: %s\n",
-                      a.name, r->strategy.c_str(), static_cast<unsigned long long>(r->seed), b,
-                      r->best_so_far.size(),
-                      i < r->best_so_far.size() ? std::to_string(i + 1).c_str() : "never");
-          run_to_rows.push_back(absl::StrCat(
-              "{\"workload\": \"", a.name, "\", \"strategy\": \"", r->strategy,
-              "\", \"trials\": ", b, ", \"seed\": ", r->seed,
-              ", \"run_to\": ", r->best_so_far.size(), ", \"trials_to_90pct_of_budget_best\": ",
-              i < r->best_so_far.size() ? std::to_string(i + 1) : "null", "}"));
-        }
-        double evb = mean(beyond["evolutionary"]), rnb = mean(beyond["random"]);
-        std::printf(
-            "%-22s budget %d, runs to %d: mean trials to 90%% of %.1f: evolutionary %.1f, "
-            "random %.1f (ratio %.2f)\n",
-            a.name, b, run_to, 0.9 * top, evb, rnb, evb / rnb);
-      }
-    }
-    // The final kernels on 1 and 2 threads beside oneDNN, all timed now.
-    std::vector<v1::Schedule> finals = {ir::DefaultSchedule(task.dag, target)};
-    std::vector<Run*> with_best;
-    for (Run* r : mine) {
-      if (r->best) {
-        finals.push_back(*r->best);
-        with_best.push_back(r);
-      }
-    }
-    for (int th : {1, 2}) {
-      // Best of three rounds, each timing every kernel and then oneDNN: a
-      // slow spell of this VM lowers one round, not one kernel's figure.
-      std::vector<double> g(finals.size(), NAN);
-      double ref_g = NAN;
-      for (int round = 0; round < kFinalRounds; ++round) {
-        std::vector<double> gr = TimeSchedules(task, finals, th);
-        for (size_t i = 0; i < g.size(); ++i) g[i] = std::fmax(g[i], gr[i]);
-        std::optional<ReferenceRun> ref = RunOneDnn(w, inputs, th, FinalTiming());
-        if (!ref) ref = RunOpenBlas(w, inputs, th, FinalTiming());
-        if (ref && !std::isnan(dnn_g)) ref_g = std::fmax(ref_g, task.flops / ref->seconds * 1e-9);
-      }
-      std::printf("%-22s %d thread(s): oneDNN %.1f GFLOP/s, default %.1f (%sx)\n", a.name, th,
-                  ref_g, g[0], Num(g[0] / ref_g).c_str());
-      for (size_t i = 0; i < with_best.size(); ++i) {
-        const Run* r = with_best[i];
-        std::printf(
-            "%-22s %d thread(s): %-12s seed %llu best %.1f GFLOP/s (%sx oneDNN), tuned in "
-            "%.1f min\n",
-            a.name, th, r->strategy.c_str(), static_cast<unsigned long long>(r->seed), g[i + 1],
-            Num(g[i + 1] / ref_g).c_str(), r->budget_minutes);
-        finals_json.push_back(absl::StrCat(
-            "{\"workload\": \"", a.name, "\", \"strategy\": \"", r->strategy, "\", \"seed\": ",
-            r->seed, ", \"trials\": ", std::min<size_t>(max_trials, r->best_so_far.size()),
-            ", \"tuning_minutes\": ", Num(r->budget_minutes), ", \"threads\": ", th,
-            ", \"gflops\": ", Num(g[i + 1]), ", \"default_gflops\": ", Num(g[0]),
-            ", \"onednn_gflops\": ", Num(ref_g), "}"));
-      }
-    }
-    // The cost model's quality per objective: train on 70% of this
-    // workload's measured programs (all runs), test on the rest.
-    std::vector<const search::Tuner::MeasuredProgram*> all;
-    for (Run* r : mine) {
-      for (const auto& m : r->measured) all.push_back(&m);
-    }
-    std::shuffle(all.begin(), all.end(), std::mt19937_64(11));
-    double best_s = INFINITY;
-    for (const auto* m : all) {
-      if (m->seconds > 0) best_s = std::min(best_s, m->seconds);
-    }
-    size_t cut = all.size() * 7 / 10;
-    std::vector<cost_model::Sample> train, test;
-    for (size_t i = 0; i < all.size(); ++i) {
-      float label = all[i]->seconds > 0 ? float(best_s / all[i]->seconds) : 0.0f;
-      (i < cut ? train : test).push_back({&all[i]->features, label, 0});
-    }
-    // What the search pays per candidate it ranks: the schedule built from
-    // fresh sketch decisions, replayed and lowered, and its features (the
-    // same for every objective, so timed once), then the prediction; on one
-    // core.
-    std::mt19937_64 rng(5);
-    std::vector<cost_model::ProgramFeatures> fresh;
-    auto f0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < 512; ++i) {
-      auto sched = ir::BuildTiledSchedule(
-          task.dag, target, search::space::CpuSketch(task.dag, target).SampleTiling(rng));
-      if (!sched.ok()) continue;
-      auto f = search::FeaturesOf(task, *sched);
-      if (f.ok()) fresh.push_back(*std::move(f));
-    }
-    const double feature_secs =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - f0).count();
-    std::vector<const cost_model::ProgramFeatures*> fresh_ps;
-    for (const auto& f : fresh) fresh_ps.push_back(&f);
-    for (auto obj : {cost_model::Objective::kPackSum, cost_model::Objective::kPairwiseRank,
-                     cost_model::Objective::kRegression}) {
-      cost_model::CostModel model(obj);
-      if (train.empty() || test.empty() || !model.Train(train).ok()) continue;
-      std::vector<const cost_model::ProgramFeatures*> ps;
-      for (const auto& s : test) ps.push_back(s.features);
-      auto t0 = std::chrono::steady_clock::now();
-      auto scores = model.Predict(ps);
-      double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      if (!scores.ok()) continue;
-      cost_model::ModelQuality q = cost_model::EvaluateModel(*scores, test, 10);
-      auto p0 = std::chrono::steady_clock::now();
-      auto fresh_scores = model.Predict(fresh_ps);
-      const double predict_secs =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - p0).count();
-      const double scored_per_s =
-          fresh_scores.ok() ? double(fresh.size()) / std::max(1e-9, feature_secs + predict_secs)
-                            : NAN;
-      const double predictions_per_s = double(ps.size()) / std::max(1e-9, secs);
-      std::printf(
-          "model %-10s on %-22s train %zu test %zu: pairwise accuracy %.3f, recall@10 %.2f, %.0f "
-          "predictions/s, %.0f candidates scored/s (built, lowered, features, predicted)\n",
-          cost_model::ObjectiveName(obj), a.name, train.size(), test.size(), q.pairwise_accuracy,
-          q.recall_at_k, predictions_per_s, scored_per_s);
-      model_rows.push_back(absl::StrCat(
-          "{\"workload\": \"", a.name, "\", \"objective\": \"", cost_model::ObjectiveName(obj),
-          "\", \"train\": ", train.size(), ", \"test\": ", test.size(),
-          ", \"pairwise_accuracy\": ", absl::StrFormat("%.4f", q.pairwise_accuracy),
-          ", \"recall_at_10\": ", absl::StrFormat("%.3f", q.recall_at_k),
-          ", \"predictions_per_s\": ", Num(predictions_per_s),
-          ", \"candidates_scored_per_s\": ", Num(scored_per_s), "}"));
-    }
+    onednn[a.name] = dnn ? task.flops / dnn->seconds * 1e-9 : NAN;
+    PrintBudgets(a.name, mine, default_g, opts, &rows);
+    PrintFinals(a.name, task, w, inputs, dnn.has_value(), mine, opts, &rows);
+    PrintModelQuality(a.name, task, mine, &rows);
     std::printf("\n");
     std::fflush(stdout);
   }
-  if (!json_path.empty()) {
-    std::ofstream f(json_path);
-    f << "{\"target\": \"" << target.ToString() << "\", \"rows\": [\n";
-    for (size_t i = 0; i < rows.size(); ++i)
-      f << "  " << rows[i] << (i + 1 < rows.size() ? ",\n" : "\n");
-    f << "], \"finals\": [\n";
-    for (size_t i = 0; i < finals_json.size(); ++i)
-      f << "  " << finals_json[i] << (i + 1 < finals_json.size() ? ",\n" : "\n");
-    f << "], \"run_to\": [\n";
-    for (size_t i = 0; i < run_to_rows.size(); ++i)
-      f << "  " << run_to_rows[i] << (i + 1 < run_to_rows.size() ? ",\n" : "\n");
-    f << "], \"models\": [\n";
-    for (size_t i = 0; i < model_rows.size(); ++i)
-      f << "  " << model_rows[i] << (i + 1 < model_rows.size() ? ",\n" : "\n");
-    f << "]}\n";
-  }
-  if (!svg_path.empty()) WriteSvg(svg_path, runs, onednn);
+  if (!opts.json_path.empty()) WriteSearchJson(opts.json_path, target, rows);
+  if (!opts.svg_path.empty()) WriteSvg(opts.svg_path, runs, onednn);
   return library_wrong ? 1 : 0;
 }
 

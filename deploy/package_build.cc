@@ -256,110 +256,74 @@ int64_t PlanMemory(const std::vector<std::pair<int, int>>& lifetimes,
   return arena;
 }
 
-absl::StatusOr<v1::ModelPackage> BuildPackage(const Model& model, const ir::Target& target,
-                                              const BuildOptions& options) {
-  if (target.is_gpu())
-    return absl::UnimplementedError("building a model for a CUDA target is not built yet");
-  TF_RETURN_IF_ERROR(codegen::CheckLLVMTarget(target));
-  TF_ASSIGN_OR_RETURN(TaskExtraction ex, ExtractTasks(model));
-  v1::ModelPackage pkg;
-  pkg.set_format_version(kPackageFormatVersion);
-  pkg.set_target(target.ToString());
-  pkg.set_model_name(options.model_name);
-  pkg.set_model_sha256(options.model_sha256);
-  pkg.set_opset(model.opset);
-  pkg.set_layout("NCHW");
-  pkg.set_built_by(StrCat("tunefarm ", TUNEFARM_VERSION, " LLVM ", codegen::LLVMVersion()));
-  for (const auto& i : model.inputs) pkg.add_inputs(i);
-  for (const auto& o : model.outputs) pkg.add_outputs(o);
+namespace {
 
-  // Kernels, one per task.
-  std::vector<Built> built(ex.tasks.size());
-  for (size_t t = 0; t < ex.tasks.size(); ++t) {
-    const ModelTask& task = ex.tasks[t];
-    KernelChoice choice;
-    choice.why = "no tuning records";
-    if (options.choose) {
-      absl::StatusOr<KernelChoice> c = options.choose(task);
-      if (!c.ok())
-        return absl::Status(c.status().code(),
-                            StrCat("task ", task.description, ": ", c.status().message()));
-      choice = *c;
-    }
-    // The default kernel is compiled only where it is used or timed.
-    std::optional<Built> use;
-    if (choice.tuned) {
-      absl::StatusOr<Built> tuned = Compile(task.workload, &choice.schedule, target);
-      if (!tuned.ok()) {
-        choice.tuned = false;
-        choice.why = StrCat("the tuned schedule (record ", choice.record_id,
-                            ") does not build: ", tuned.status().message());
-      } else if (choice.default_sec > 0 && choice.tuned_sec > 0) {
-        if (choice.tuned_sec < choice.default_sec * 0.98) {
-          use = *std::move(tuned);
-        } else {
-          choice.tuned = false;
-          choice.why = absl::StrFormat("the default schedule measured faster (%.3g ms vs %.3g ms)",
-                                       choice.default_sec * 1e3, choice.tuned_sec * 1e3);
-        }
-      } else if (options.compare_locally && RunsHere(target)) {
-        TF_ASSIGN_OR_RETURN(Built def, Compile(task.workload, nullptr, target));
-        absl::StatusOr<double> td = TimeHere(def, options.threads);
-        absl::StatusOr<double> tt = TimeHere(*tuned, options.threads);
-        if (!td.ok() || !tt.ok()) {
-          use = std::move(def);
-          choice.tuned = false;
-          choice.why = StrCat("timing here failed: ", (!td.ok() ? td : tt).status().message());
-        } else {
-          choice.default_sec = *td;
-          choice.tuned_sec = *tt;
-          if (*tt < *td) {
-            use = *std::move(tuned);
-            choice.why = absl::StrFormat("tuned record %d; timed here: %.3g ms vs default %.3g ms",
-                                         choice.record_id, *tt * 1e3, *td * 1e3);
-          } else {
-            use = std::move(def);
-            choice.tuned = false;
-            choice.why = absl::StrFormat("timed here, the default was faster (%.3g vs %.3g ms)",
-                                         *td * 1e3, *tt * 1e3);
-          }
-        }
-      } else {
-        choice.tuned = false;
-        choice.why = "the default schedule has no time on the tuned record's device to compare";
-      }
-    }
-    if (!use) {
-      TF_ASSIGN_OR_RETURN(Built def, Compile(task.workload, nullptr, target));
-      use = std::move(def);
-    }
-    built[t] = *std::move(use);
-    v1::PackageKernel* k = pkg.add_kernels();
-    k->set_workload_key(task.key);
-    k->set_description(task.description);
-    *k->mutable_workload() = task.workload;
-    *k->mutable_schedule() = built[t].schedule;
-    if (choice.tuned) k->set_record_id(choice.record_id);
-    k->set_tuned(choice.tuned);
-    k->set_tuned_sec(choice.tuned_sec);
-    k->set_default_sec(choice.default_sec);
-    k->set_choice(choice.why);
-    k->set_shared_object(built[t].shared_object);
-    *k->mutable_signature() = built[t].signature;
+// The kernel of one task: the tuned schedule's where it builds and is
+// faster than the default (by its records' times on the device, or timed
+// here with `compare_locally`), else the default schedule's; `choice` says
+// which and why.
+absl::StatusOr<Built> ChooseKernel(const ModelTask& task, const ir::Target& target,
+                                   const BuildOptions& options, KernelChoice* choice) {
+  choice->why = "no tuning records";
+  if (options.choose) {
+    absl::StatusOr<KernelChoice> c = options.choose(task);
+    if (!c.ok())
+      return absl::Status(c.status().code(),
+                          StrCat("task ", task.description, ": ", c.status().message()));
+    *choice = *c;
   }
+  if (!choice->tuned) return Compile(task.workload, nullptr, target);
+  // The default kernel is compiled only where it is used or timed.
+  absl::StatusOr<Built> tuned = Compile(task.workload, &choice->schedule, target);
+  if (!tuned.ok()) {
+    choice->tuned = false;
+    choice->why = StrCat("the tuned schedule (record ", choice->record_id,
+                         ") does not build: ", tuned.status().message());
+    return Compile(task.workload, nullptr, target);
+  }
+  if (choice->default_sec > 0 && choice->tuned_sec > 0) {
+    if (choice->tuned_sec < choice->default_sec * 0.98) return tuned;
+    choice->tuned = false;
+    choice->why = absl::StrFormat("the default schedule measured faster (%.3g ms vs %.3g ms)",
+                                  choice->default_sec * 1e3, choice->tuned_sec * 1e3);
+    return Compile(task.workload, nullptr, target);
+  }
+  if (!options.compare_locally || !RunsHere(target)) {
+    choice->tuned = false;
+    choice->why = "the default schedule has no time on the tuned record's device to compare";
+    return Compile(task.workload, nullptr, target);
+  }
+  TF_ASSIGN_OR_RETURN(Built def, Compile(task.workload, nullptr, target));
+  absl::StatusOr<double> td = TimeHere(def, options.threads);
+  absl::StatusOr<double> tt = TimeHere(*tuned, options.threads);
+  if (!td.ok() || !tt.ok()) {
+    choice->tuned = false;
+    choice->why = StrCat("timing here failed: ", (!td.ok() ? td : tt).status().message());
+    return def;
+  }
+  choice->default_sec = *td;
+  choice->tuned_sec = *tt;
+  if (*tt < *td) {
+    choice->why = absl::StrFormat("tuned record %d; timed here: %.3g ms vs default %.3g ms",
+                                  choice->record_id, *tt * 1e3, *td * 1e3);
+    return tuned;
+  }
+  choice->tuned = false;
+  choice->why = absl::StrFormat("timed here, the default was faster (%.3g vs %.3g ms)", *td * 1e3,
+                                *tt * 1e3);
+  return def;
+}
 
-  // Steps in model order; a fused kernel sits where its last node was.
-  std::map<int, size_t> last_of;  // node index -> occurrence
-  std::set<int> fused;
-  for (size_t o = 0; o < ex.occurrences.size(); ++o) {
-    const TaskOccurrence& oc = ex.occurrences[o];
-    last_of[*std::max_element(oc.nodes.begin(), oc.nodes.end())] = o;
-    fused.insert(oc.nodes.begin(), oc.nodes.end());
-  }
-  std::map<std::string, v1::PackageTensor> consts;  // what the steps reference
-  auto use_const = [&](const std::string& name) {
-    if (consts.count(name)) return;
-    const Constant& c = model.constants.at(name);
+// The constants the package's steps reference, by name.
+class PackageConstants {
+ public:
+  explicit PackageConstants(const Model& model) : model_(model) {}
+
+  bool Has(const std::string& name) const { return out_.count(name) > 0; }
+  // Model constant `name`, stored as the model has it.
+  void Use(const std::string& name) {
+    if (out_.count(name)) return;
+    const Constant& c = model_.constants.at(name);
     v1::PackageTensor t;
     t.set_name(name);
     if (c.is_int) {
@@ -369,150 +333,168 @@ absl::StatusOr<v1::ModelPackage> BuildPackage(const Model& model, const ir::Targ
     } else {
       PutFloats(&t, c.shape, c.floats);
     }
-    consts[name] = std::move(t);
-  };
-  auto const_floats = [&](const std::string& name) {
-    const Constant& c = model.constants.at(name);
+    out_[name] = std::move(t);
+  }
+  // A constant the build derived (folded weights, packed operands).
+  void Put(const std::string& name, const Shape& shape, const std::vector<float>& data) {
+    v1::PackageTensor t;
+    t.set_name(name);
+    PutFloats(&t, shape, data);
+    out_[name] = std::move(t);
+  }
+  // Model constant `name` as floats.
+  std::vector<float> Floats(const std::string& name) const {
+    const Constant& c = model_.constants.at(name);
     if (!c.is_int) return c.floats;
     return std::vector<float>(c.ints.begin(), c.ints.end());
-  };
-
-  for (size_t i = 0; i < model.nodes.size(); ++i) {
-    const Node& n = model.nodes[i];
-    auto lo = last_of.find(int(i));
-    if (lo == last_of.end()) {
-      if (fused.count(int(i))) continue;
-      PutNode(n, pkg.add_steps()->mutable_node());
-      for (const std::string& in : n.inputs)
-        if (!in.empty() && model.constants.count(in)) use_const(in);
-      continue;
-    }
-    const TaskOccurrence& oc = ex.occurrences[lo->second];
-    const ModelTask& task = ex.tasks[size_t(oc.task)];
-    const Built& b = built[size_t(oc.task)];
-    const Node& a = model.nodes[size_t(oc.nodes[0])];
-    const frontend::OpDef& anchor = *frontend::FindOp(a.op);  // tasks are of registry anchors
-    const std::string out_value = model.nodes[size_t(oc.nodes.back())].outputs[0];
-
-    // Weight and bias with everything linear before the activation folded in.
-    std::vector<float> weight, bias;
-    Shape wshape;
-    const bool const_weight = model.constants.count(a.inputs[1]) > 0;
-    if (const_weight) {
-      weight = const_floats(a.inputs[1]);
-      wshape = model.shapes.at(a.inputs[1]);
-    }
-    const Shape& aout = model.shapes.at(a.outputs[0]);
-    const int64_t channels =
-        anchor.channel_axis >= 0 ? aout[size_t(anchor.channel_axis)] : aout.back();
-    bool has_bias = false;
-    for (const auto& e : task.workload.epilogue())
-      has_bias |= e.kind() == v1::EPILOGUE_KIND_BIAS_ADD;
-    if (has_bias) bias.assign(size_t(channels), 0.0f);
-    if (a.inputs.size() > 2 && !a.inputs[2].empty()) {
-      std::vector<float> b0 = const_floats(a.inputs[2]);
-      if (int64_t(b0.size()) != channels)
-        return absl::InternalError(StrCat("node '", a.name, "': bias size"));
-      for (size_t c = 0; c < b0.size(); ++c) bias[c] += b0[c];
-    }
-    std::string residual;
-    std::string cur = a.outputs[0];
-    for (size_t k = 1; k < oc.nodes.size(); ++k) {
-      const Node& f = model.nodes[size_t(oc.nodes[k])];
-      const frontend::FusionRole role = frontend::FusionRoleOf(f.op);
-      if (role == frontend::FusionRole::kAffine) {
-        std::vector<float> sc = const_floats(f.inputs[1]), be = const_floats(f.inputs[2]),
-                           mean = const_floats(f.inputs[3]), var = const_floats(f.inputs[4]);
-        const double eps = f.Float("epsilon", 1e-5f);
-        std::vector<double> scale(static_cast<size_t>(channels));
-        for (int64_t c = 0; c < channels; ++c) {
-          const double s = double(sc[size_t(c)]) / std::sqrt(double(var[size_t(c)]) + eps);
-          bias[size_t(c)] = float((double(bias[size_t(c)]) - mean[size_t(c)]) * s + be[size_t(c)]);
-          scale[size_t(c)] = s;
-        }
-        anchor.scale_weights(a, wshape, scale, &weight);
-      } else if (role == frontend::FusionRole::kAdd && f.inputs.size() == 2) {
-        const std::string& other = f.inputs[0] == cur ? f.inputs[1] : f.inputs[0];
-        if (model.constants.count(other)) {
-          std::vector<float> add = const_floats(other);
-          for (int64_t c = 0; c < channels; ++c) bias[size_t(c)] += add[size_t(c)];
-        } else {
-          residual = other;
-        }
-      }
-      // A gate (the Sigmoid of a SiLU) leaves the chain's value where it was.
-      const frontend::OpDef* def = frontend::FindOp(f.op);
-      if (def == nullptr || def->gated == v1::EPILOGUE_KIND_UNSPECIFIED) cur = f.outputs[0];
-    }
-
-    v1::KernelStep* ks = pkg.add_steps()->mutable_kernel();
-    ks->set_kernel(oc.task);
-    for (int nidx : oc.nodes) ks->add_nodes(model.nodes[size_t(nidx)].name);
-    const size_t n_inputs = b.original.args.size() - 1;
-    for (size_t ai = 0; ai < b.original.args.size(); ++ai) {
-      if (ai == n_inputs) {
-        ks->add_args(out_value);
-        break;
-      }
-      const std::string& role = b.original.tensors[size_t(b.original.args[ai])].name;
-      std::string src;
-      std::vector<float> data;
-      bool derived = false;
-      if (role == "data" || role == "a") {
-        src = a.inputs[0];
-      } else if (role == "weight" || role == "b") {
-        if (const_weight) {
-          derived = true;
-          data = weight;
-          src = StrCat(a.name, "/weight");
-        } else {
-          src = a.inputs[1];
-        }
-      } else if (role == "bias") {
-        derived = true;
-        data = bias;
-        src = StrCat(a.name, "/bias");
-      } else if (role == "residual") {
-        if (residual.empty()) return absl::InternalError(StrCat("node '", a.name, "': residual"));
-        src = residual;
-      } else {
-        return absl::InternalError(StrCat("task ", task.description, ": argument '", role, "'"));
-      }
-      const v1::KernelArgument& arg = b.signature.args(int(ai));
-      if (arg.pack_block_size() != 0) {
-        if (!derived)
-          return absl::InternalError(StrCat("node '", a.name, "': a packed runtime value"));
-        data = PackArgument(arg, data);
-        src = StrCat(src, "@packed");
-      }
-      if (derived) {  // stored in the kernel's layout (packed or as is)
-        v1::PackageTensor pt;
-        pt.set_name(src);
-        PutFloats(&pt, KernelShape(arg), data);
-        consts[src] = std::move(pt);
-      } else if (model.constants.count(src)) {
-        use_const(src);
-      }
-      ks->add_args(src);
-    }
   }
-  for (const std::string& o : model.outputs)
-    if (model.constants.count(o)) use_const(o);
-  for (auto& [name, t] : consts) *pkg.add_constants() = std::move(t);
+  void MoveInto(v1::ModelPackage* pkg) {
+    for (auto& [name, t] : out_) *pkg->add_constants() = std::move(t);
+  }
 
-  // Runtime values and the memory plan. Inputs are defined before step 0,
-  // outputs live past the last step.
+ private:
+  const Model& model_;
+  std::map<std::string, v1::PackageTensor> out_;
+};
+
+// The anchor's weight and bias with everything linear before the
+// activation folded in (batch normalization into both, constant adds into
+// the bias), and the residual a fused Add reads.
+struct FoldedParameters {
+  bool const_weight = false;
+  std::vector<float> weight, bias;
+  Shape wshape;
+  std::string residual;
+};
+
+absl::StatusOr<FoldedParameters> Fold(const Model& model, const ModelTask& task,
+                                      const TaskOccurrence& oc, const PackageConstants& consts) {
+  const Node& a = model.nodes[size_t(oc.nodes[0])];
+  const frontend::OpDef& anchor = *frontend::FindOp(a.op);  // tasks are of registry anchors
+  FoldedParameters p;
+  p.const_weight = model.constants.count(a.inputs[1]) > 0;
+  if (p.const_weight) {
+    p.weight = consts.Floats(a.inputs[1]);
+    p.wshape = model.shapes.at(a.inputs[1]);
+  }
+  const Shape& aout = model.shapes.at(a.outputs[0]);
+  const int64_t channels =
+      anchor.channel_axis >= 0 ? aout[size_t(anchor.channel_axis)] : aout.back();
+  bool has_bias = false;
+  for (const auto& e : task.workload.epilogue())
+    has_bias |= e.kind() == v1::EPILOGUE_KIND_BIAS_ADD;
+  if (has_bias) p.bias.assign(size_t(channels), 0.0f);
+  if (a.inputs.size() > 2 && !a.inputs[2].empty()) {
+    std::vector<float> b0 = consts.Floats(a.inputs[2]);
+    if (int64_t(b0.size()) != channels)
+      return absl::InternalError(StrCat("node '", a.name, "': bias size"));
+    for (size_t c = 0; c < b0.size(); ++c) p.bias[c] += b0[c];
+  }
+  std::string cur = a.outputs[0];
+  for (size_t k = 1; k < oc.nodes.size(); ++k) {
+    const Node& f = model.nodes[size_t(oc.nodes[k])];
+    const frontend::FusionRole role = frontend::FusionRoleOf(f.op);
+    if (role == frontend::FusionRole::kAffine) {
+      std::vector<float> sc = consts.Floats(f.inputs[1]), be = consts.Floats(f.inputs[2]),
+                         mean = consts.Floats(f.inputs[3]), var = consts.Floats(f.inputs[4]);
+      const double eps = f.Float("epsilon", 1e-5f);
+      std::vector<double> scale(static_cast<size_t>(channels));
+      for (int64_t c = 0; c < channels; ++c) {
+        const double s = double(sc[size_t(c)]) / std::sqrt(double(var[size_t(c)]) + eps);
+        p.bias[size_t(c)] =
+            float((double(p.bias[size_t(c)]) - mean[size_t(c)]) * s + be[size_t(c)]);
+        scale[size_t(c)] = s;
+      }
+      anchor.scale_weights(a, p.wshape, scale, &p.weight);
+    } else if (role == frontend::FusionRole::kAdd && f.inputs.size() == 2) {
+      const std::string& other = f.inputs[0] == cur ? f.inputs[1] : f.inputs[0];
+      if (model.constants.count(other)) {
+        std::vector<float> add = consts.Floats(other);
+        for (int64_t c = 0; c < channels; ++c) p.bias[size_t(c)] += add[size_t(c)];
+      } else {
+        p.residual = other;
+      }
+    }
+    // A gate (the Sigmoid of a SiLU) leaves the chain's value where it was.
+    const frontend::OpDef* def = frontend::FindOp(f.op);
+    if (def == nullptr || def->gated == v1::EPILOGUE_KIND_UNSPECIFIED) cur = f.outputs[0];
+  }
+  return p;
+}
+
+// The kernel step of one occurrence of a task: its arguments bound to the
+// model's values, and the derived constants (folded, packed) stored.
+absl::Status AddKernelStep(const Model& model, const TaskExtraction& ex, const TaskOccurrence& oc,
+                           const Built& b, PackageConstants* consts, v1::ModelPackage* pkg) {
+  const ModelTask& task = ex.tasks[size_t(oc.task)];
+  const Node& a = model.nodes[size_t(oc.nodes[0])];
+  const std::string out_value = model.nodes[size_t(oc.nodes.back())].outputs[0];
+  TF_ASSIGN_OR_RETURN(FoldedParameters p, Fold(model, task, oc, *consts));
+  v1::KernelStep* ks = pkg->add_steps()->mutable_kernel();
+  ks->set_kernel(oc.task);
+  for (int nidx : oc.nodes) ks->add_nodes(model.nodes[size_t(nidx)].name);
+  const size_t n_inputs = b.original.args.size() - 1;
+  for (size_t ai = 0; ai < b.original.args.size(); ++ai) {
+    if (ai == n_inputs) {
+      ks->add_args(out_value);
+      break;
+    }
+    const std::string& role = b.original.tensors[size_t(b.original.args[ai])].name;
+    std::string src;
+    std::vector<float> data;
+    bool derived = false;
+    if (role == "data" || role == "a") {
+      src = a.inputs[0];
+    } else if (role == "weight" || role == "b") {
+      if (p.const_weight) {
+        derived = true;
+        data = p.weight;
+        src = StrCat(a.name, "/weight");
+      } else {
+        src = a.inputs[1];
+      }
+    } else if (role == "bias") {
+      derived = true;
+      data = p.bias;
+      src = StrCat(a.name, "/bias");
+    } else if (role == "residual") {
+      if (p.residual.empty()) return absl::InternalError(StrCat("node '", a.name, "': residual"));
+      src = p.residual;
+    } else {
+      return absl::InternalError(StrCat("task ", task.description, ": argument '", role, "'"));
+    }
+    const v1::KernelArgument& arg = b.signature.args(int(ai));
+    if (arg.pack_block_size() != 0) {
+      if (!derived)
+        return absl::InternalError(StrCat("node '", a.name, "': a packed runtime value"));
+      data = PackArgument(arg, data);
+      src = StrCat(src, "@packed");
+    }
+    if (derived) {  // stored in the kernel's layout (packed or as is)
+      consts->Put(src, KernelShape(arg), data);
+    } else if (model.constants.count(src)) {
+      consts->Use(src);
+    }
+    ks->add_args(src);
+  }
+  return absl::OkStatus();
+}
+
+// The package's runtime values and their places in one arena. Inputs are
+// defined before step 0, outputs live past the last step.
+absl::Status PlanValues(const Model& model, const PackageConstants& consts,
+                        v1::ModelPackage* pkg) {
   std::map<std::string, std::pair<int, int>> life;
   auto touch = [&](const std::string& v, int step) {
-    if (v.empty() || consts.count(v)) return;
+    if (v.empty() || consts.Has(v)) return;
     auto [it, fresh] = life.try_emplace(v, step, step);
     it->second.first = std::min(it->second.first, step);
     it->second.second = std::max(it->second.second, step);
   };
   for (const std::string& in : model.inputs) touch(in, -1);
-  const int nsteps = pkg.steps_size();
+  const int nsteps = pkg->steps_size();
   for (int s = 0; s < nsteps; ++s) {
-    const v1::PackageStep& st = pkg.steps(s);
+    const v1::PackageStep& st = pkg->steps(s);
     if (st.has_kernel()) {
       for (const std::string& v : st.kernel().args()) touch(v, s);
     } else {
@@ -533,13 +515,81 @@ absl::StatusOr<v1::ModelPackage> BuildPackage(const Model& model, const ir::Targ
     bytes.push_back(Numel(sh->second) * int64_t(sizeof(float)));
   }
   std::vector<int64_t> offsets;
-  pkg.set_arena_bytes(PlanMemory(lifetimes, bytes, &offsets));
+  pkg->set_arena_bytes(PlanMemory(lifetimes, bytes, &offsets));
   for (size_t i = 0; i < names.size(); ++i) {
-    v1::PackageValue* pv = pkg.add_values();
+    v1::PackageValue* pv = pkg->add_values();
     pv->set_name(names[i]);
     for (int64_t d : model.shapes.at(names[i])) pv->add_shape(d);
     pv->set_offset(offsets[i]);
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<v1::ModelPackage> BuildPackage(const Model& model, const ir::Target& target,
+                                              const BuildOptions& options) {
+  if (target.is_gpu())
+    return absl::UnimplementedError("building a model for a CUDA target is not built yet");
+  TF_RETURN_IF_ERROR(codegen::CheckLLVMTarget(target));
+  TF_ASSIGN_OR_RETURN(TaskExtraction ex, ExtractTasks(model));
+  v1::ModelPackage pkg;
+  pkg.set_format_version(kPackageFormatVersion);
+  pkg.set_target(target.ToString());
+  pkg.set_model_name(options.model_name);
+  pkg.set_model_sha256(options.model_sha256);
+  pkg.set_opset(model.opset);
+  pkg.set_layout("NCHW");
+  pkg.set_built_by(StrCat("tunefarm ", TUNEFARM_VERSION, " LLVM ", codegen::LLVMVersion()));
+  for (const auto& i : model.inputs) pkg.add_inputs(i);
+  for (const auto& o : model.outputs) pkg.add_outputs(o);
+
+  // Kernels, one per task.
+  std::vector<Built> built;
+  for (const ModelTask& task : ex.tasks) {
+    KernelChoice choice;
+    TF_ASSIGN_OR_RETURN(Built b, ChooseKernel(task, target, options, &choice));
+    v1::PackageKernel* k = pkg.add_kernels();
+    k->set_workload_key(task.key);
+    k->set_description(task.description);
+    *k->mutable_workload() = task.workload;
+    *k->mutable_schedule() = b.schedule;
+    if (choice.tuned) k->set_record_id(choice.record_id);
+    k->set_tuned(choice.tuned);
+    k->set_tuned_sec(choice.tuned_sec);
+    k->set_default_sec(choice.default_sec);
+    k->set_choice(choice.why);
+    k->set_shared_object(b.shared_object);
+    *k->mutable_signature() = b.signature;
+    built.push_back(std::move(b));
+  }
+
+  // Steps in model order; a fused kernel sits where its last node was.
+  std::map<int, size_t> last_of;  // node index -> occurrence
+  std::set<int> fused;
+  for (size_t o = 0; o < ex.occurrences.size(); ++o) {
+    const TaskOccurrence& oc = ex.occurrences[o];
+    last_of[*std::max_element(oc.nodes.begin(), oc.nodes.end())] = o;
+    fused.insert(oc.nodes.begin(), oc.nodes.end());
+  }
+  PackageConstants consts(model);
+  for (size_t i = 0; i < model.nodes.size(); ++i) {
+    const Node& n = model.nodes[i];
+    auto lo = last_of.find(int(i));
+    if (lo != last_of.end()) {
+      const TaskOccurrence& oc = ex.occurrences[lo->second];
+      TF_RETURN_IF_ERROR(AddKernelStep(model, ex, oc, built[size_t(oc.task)], &consts, &pkg));
+      continue;
+    }
+    if (fused.count(int(i))) continue;
+    PutNode(n, pkg.add_steps()->mutable_node());
+    for (const std::string& in : n.inputs)
+      if (!in.empty() && model.constants.count(in)) consts.Use(in);
+  }
+  for (const std::string& o : model.outputs)
+    if (model.constants.count(o)) consts.Use(o);
+  TF_RETURN_IF_ERROR(PlanValues(model, consts, &pkg));
+  consts.MoveInto(&pkg);
   return pkg;
 }
 

@@ -20,6 +20,7 @@
 #include <mutex>
 #include <thread>
 
+#include "server/search/tuner.h"
 #include "server/store/group_commit.h"
 #include "server/store/tuning_log.h"
 #include "server/work_queue.h"
@@ -38,7 +39,8 @@ class JobRunner {
     enum class FingerprintPolicy { kWarn, kRefuse };
     FingerprintPolicy fingerprint_policy = FingerprintPolicy::kWarn;
   };
-  JobRunner(store::TuningLog& log, WorkQueue& queue, std::function<void()> on_change, Options options)
+  JobRunner(store::TuningLog& log, WorkQueue& queue, std::function<void()> on_change,
+            Options options)
       : log_(log), queue_(queue), on_change_(std::move(on_change)), options_(options) {}
   ~JobRunner();
 
@@ -57,6 +59,10 @@ class JobRunner {
     std::atomic<bool> done{false};
   };
   void RunJob(int64_t job_id, Running_* r);
+  // Restores a resumed job's saved search state into `tuner`; false (and a
+  // warning) when there is none that restores: the search continues from
+  // the records.
+  bool RestoreSearch(int64_t job_id, search::Tuner* tuner);
   void Reap();
 
   store::TuningLog& log_;

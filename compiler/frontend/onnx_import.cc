@@ -21,7 +21,6 @@ using absl::StrCat;
 
 namespace {
 
-constexpr int64_t kMaxDim = int64_t{1} << 31;
 constexpr int64_t kMaxIrVersion = 10;
 
 absl::StatusOr<Constant> FromTensor(const onnx::TensorProto& t, const std::string& what) {
@@ -173,7 +172,8 @@ absl::Status CheckOpsSupported(const std::vector<Node>& nodes, int64_t opset) {
     }
     versions = StrCat("at opset ", opset, ": ", absl::StrJoin(parts, ", "));
   }
-  if (missing.empty()) return InvalidArgumentError(StrCat("unsupported operator version ", versions));
+  if (missing.empty())
+    return InvalidArgumentError(StrCat("unsupported operator version ", versions));
   const bool control_flow = missing.count("If") || missing.count("Loop") || missing.count("Scan");
   constexpr char kStaticFlow[] =
       "control flow (If, Loop, Scan) is not supported; export the model with static control "
@@ -188,41 +188,43 @@ absl::Status CheckOpsSupported(const std::vector<Node>& nodes, int64_t opset) {
     msg = StrCat("unsupported operator '", op, "' (", nodes_of(names), ", opset ", opset, ")");
   } else {
     std::vector<std::string> parts;
-    for (const auto& [op, names] : missing) parts.push_back(StrCat("'", op, "' (", nodes_of(names), ")"));
-    msg = StrCat(missing.size(), " unsupported operators (opset ", opset, "): ",
-                 absl::StrJoin(parts, ", "));
+    for (const auto& [op, names] : missing)
+      parts.push_back(StrCat("'", op, "' (", nodes_of(names), ")"));
+    msg = StrCat(missing.size(), " unsupported operators (opset ", opset,
+                 "): ", absl::StrJoin(parts, ", "));
   }
   if (control_flow && (missing.size() > 1 || !wrong_set.empty()))
     absl::StrAppend(&msg, "; ", kStaticFlow);
   if (!versions.empty()) absl::StrAppend(&msg, "; operator versions ", versions);
-  return InvalidArgumentError(
-      StrCat(msg, "; supported: ", absl::StrJoin(SupportedOps(), ", ")));
+  return InvalidArgumentError(StrCat(msg, "; supported: ", absl::StrJoin(SupportedOps(), ", ")));
 }
 
 }  // namespace
 
-absl::StatusOr<Model> ImportOnnx(const std::string& bytes, const ImportOptions& options) {
-  onnx::ModelProto proto;
-  if (bytes.empty() || !proto.ParseFromString(bytes)) {
-    return InvalidArgumentError("not an ONNX model (the protobuf does not parse)");
-  }
-  if (!proto.has_graph()) return InvalidArgumentError("not an ONNX model (no graph)");
-  Model m;
-  m.ir_version = proto.ir_version();
-  m.producer = proto.producer_name();
-  if (m.ir_version < 3 || m.ir_version > kMaxIrVersion) {
+namespace {
+
+// The model's IR version, producer and default-domain opset, checked.
+absl::Status ReadHeader(const onnx::ModelProto& proto, Model* m) {
+  m->ir_version = proto.ir_version();
+  m->producer = proto.producer_name();
+  if (m->ir_version < 3 || m->ir_version > kMaxIrVersion) {
     return InvalidArgumentError(
-        StrCat("ONNX IR version ", m.ir_version, " is not supported (3 to ", kMaxIrVersion, ")"));
+        StrCat("ONNX IR version ", m->ir_version, " is not supported (3 to ", kMaxIrVersion, ")"));
   }
   for (const onnx::OperatorSetIdProto& o : proto.opset_import()) {
-    if (o.domain().empty() || o.domain() == "ai.onnx") m.opset = o.version();
+    if (o.domain().empty() || o.domain() == "ai.onnx") m->opset = o.version();
   }
-  if (m.opset < kMinOpset || m.opset > kMaxOpset) {
+  if (m->opset < kMinOpset || m->opset > kMaxOpset) {
     return InvalidArgumentError(
-        StrCat("opset ", m.opset, " is not supported (", kMinOpset, " to ", kMaxOpset, ")"));
+        StrCat("opset ", m->opset, " is not supported (", kMinOpset, " to ", kMaxOpset, ")"));
   }
-  const onnx::GraphProto& g = proto.graph();
+  return absl::OkStatus();
+}
 
+// Initializers as constants; inputs with their shapes (from the model, or
+// from `options`, which may only name inputs).
+absl::Status ReadInputs(const onnx::GraphProto& g, const ImportOptions& options, Model* mp) {
+  Model& m = *mp;
   for (const onnx::TensorProto& t : g.initializer()) {
     TF_ASSIGN_OR_RETURN(Constant c, FromTensor(t, StrCat("initializer '", t.name(), "'")));
     m.shapes[t.name()] = c.shape;
@@ -285,60 +287,65 @@ absl::StatusOr<Model> ImportOnnx(const std::string& bytes, const ImportOptions& 
     TF_RETURN_IF_ERROR(CheckShape(s, StrCat("input '", in.name(), "'")));
     m.shapes[in.name()] = s;
   }
-  for (const onnx::ValueInfoProto& out : g.output()) m.outputs.push_back(out.name());
 
-  // Nodes, converted; then put in topological order.
-  std::vector<Node> nodes;
-  for (int i = 0; i < g.node_size(); ++i) {
-    const onnx::NodeProto& np = g.node(i);
-    Node n;
-    n.op = np.op_type();
-    n.name = np.name().empty() ? StrCat(n.op, "#", i) : np.name();
-    if (!np.domain().empty() && np.domain() != "ai.onnx") {
-      return InvalidArgumentError(StrCat("node '", n.name, "' is operator '", n.op, "' of domain '",
-                                         np.domain(), "', which is not supported"));
-    }
-    n.inputs.assign(np.input().begin(), np.input().end());
-    n.outputs.assign(np.output().begin(), np.output().end());
-    const OpDef* def = FindOp(n.op);
-    Constant value;  // the `value` tensor attribute, for def->read_value
-    bool has_value = false;
-    for (const onnx::AttributeProto& a : np.attribute()) {
-      switch (a.type()) {
-        case onnx::AttributeProto::INT:
-          n.ints[a.name()] = {a.i()};
-          break;
-        case onnx::AttributeProto::INTS:
-          n.ints[a.name()].assign(a.ints().begin(), a.ints().end());
-          break;
-        case onnx::AttributeProto::FLOAT:
-          n.floats[a.name()] = {a.f()};
-          break;
-        case onnx::AttributeProto::FLOATS:
-          n.floats[a.name()].assign(a.floats().begin(), a.floats().end());
-          break;
-        case onnx::AttributeProto::STRING:
-          n.strings[a.name()] = a.s();
-          break;
-        case onnx::AttributeProto::TENSOR:
-          if (def != nullptr && def->read_value != nullptr && a.name() == "value") {
-            TF_ASSIGN_OR_RETURN(value, FromTensor(a.t(), StrCat(n.op, " node '", n.name, "'")));
-            has_value = true;
-          }
-          break;
-        case onnx::AttributeProto::GRAPH:
-        case onnx::AttributeProto::GRAPHS:
-          break;  // If/Loop bodies: refused below with a clear error
-        default:
-          break;
-      }
-    }
-    if (def != nullptr && def->read_value != nullptr) {
-      TF_RETURN_IF_ERROR(def->read_value(has_value ? &value : nullptr, &n, &m));
-    }
-    nodes.push_back(std::move(n));
+  for (const onnx::ValueInfoProto& out : g.output()) m.outputs.push_back(out.name());
+  return absl::OkStatus();
+}
+
+// Node `i` of the graph with its attributes; a `value` tensor attribute is
+// read by the op's registry entry (into the node or the model's constants).
+absl::StatusOr<Node> ReadNode(const onnx::NodeProto& np, int i, Model* m) {
+  Node n;
+  n.op = np.op_type();
+  n.name = np.name().empty() ? StrCat(n.op, "#", i) : np.name();
+  if (!np.domain().empty() && np.domain() != "ai.onnx") {
+    return InvalidArgumentError(StrCat("node '", n.name, "' is operator '", n.op, "' of domain '",
+                                       np.domain(), "', which is not supported"));
   }
-  TF_RETURN_IF_ERROR(CheckOpsSupported(nodes, m.opset));
+  n.inputs.assign(np.input().begin(), np.input().end());
+  n.outputs.assign(np.output().begin(), np.output().end());
+  const OpDef* def = FindOp(n.op);
+  Constant value;  // the `value` tensor attribute, for def->read_value
+  bool has_value = false;
+  for (const onnx::AttributeProto& a : np.attribute()) {
+    switch (a.type()) {
+      case onnx::AttributeProto::INT:
+        n.ints[a.name()] = {a.i()};
+        break;
+      case onnx::AttributeProto::INTS:
+        n.ints[a.name()].assign(a.ints().begin(), a.ints().end());
+        break;
+      case onnx::AttributeProto::FLOAT:
+        n.floats[a.name()] = {a.f()};
+        break;
+      case onnx::AttributeProto::FLOATS:
+        n.floats[a.name()].assign(a.floats().begin(), a.floats().end());
+        break;
+      case onnx::AttributeProto::STRING:
+        n.strings[a.name()] = a.s();
+        break;
+      case onnx::AttributeProto::TENSOR:
+        if (def != nullptr && def->read_value != nullptr && a.name() == "value") {
+          TF_ASSIGN_OR_RETURN(value, FromTensor(a.t(), StrCat(n.op, " node '", n.name, "'")));
+          has_value = true;
+        }
+        break;
+      case onnx::AttributeProto::GRAPH:
+      case onnx::AttributeProto::GRAPHS:
+        break;  // If/Loop bodies: refused below with a clear error
+      default:
+        break;
+    }
+  }
+  if (def != nullptr && def->read_value != nullptr) {
+    TF_RETURN_IF_ERROR(def->read_value(has_value ? &value : nullptr, &n, m));
+  }
+  return n;
+}
+
+// The nodes in an order where every value is produced before it is used;
+// an error names a value produced twice, one nothing produces, or a cycle.
+absl::StatusOr<std::vector<int>> TopologicalOrder(const std::vector<Node>& nodes, const Model& m) {
   // Kahn's algorithm over value producers.
   std::map<std::string, int> producer;
   for (size_t i = 0; i < nodes.size(); ++i) {
@@ -385,6 +392,13 @@ absl::StatusOr<Model> ImportOnnx(const std::string& bytes, const ImportOptions& 
       }
     }
   }
+  return order;
+}
+
+// Shape inference and constant folding in `order`: the nodes that remain
+// go to the model, with every value's consumers.
+absl::Status InferShapes(std::vector<Node>& nodes, const std::vector<int>& order, Model* mp) {
+  Model& m = *mp;
   ShapeContext ctx(&m);
   for (int i : order) {
     Node& n = nodes[size_t(i)];
@@ -411,6 +425,29 @@ absl::StatusOr<Model> ImportOnnx(const std::string& bytes, const ImportOptions& 
       if (!in.empty()) m.consumers[in].push_back(int(i));
     }
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<Model> ImportOnnx(const std::string& bytes, const ImportOptions& options) {
+  onnx::ModelProto proto;
+  if (bytes.empty() || !proto.ParseFromString(bytes)) {
+    return InvalidArgumentError("not an ONNX model (the protobuf does not parse)");
+  }
+  if (!proto.has_graph()) return InvalidArgumentError("not an ONNX model (no graph)");
+  Model m;
+  TF_RETURN_IF_ERROR(ReadHeader(proto, &m));
+  const onnx::GraphProto& g = proto.graph();
+  TF_RETURN_IF_ERROR(ReadInputs(g, options, &m));
+  std::vector<Node> nodes;
+  for (int i = 0; i < g.node_size(); ++i) {
+    TF_ASSIGN_OR_RETURN(Node n, ReadNode(g.node(i), i, &m));
+    nodes.push_back(std::move(n));
+  }
+  TF_RETURN_IF_ERROR(CheckOpsSupported(nodes, m.opset));
+  TF_ASSIGN_OR_RETURN(std::vector<int> order, TopologicalOrder(nodes, m));
+  TF_RETURN_IF_ERROR(InferShapes(nodes, order, &m));
   return m;
 }
 

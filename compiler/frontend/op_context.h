@@ -22,6 +22,9 @@ const std::vector<OpDef>& NnOps();
 const std::vector<OpDef>& ElementwiseOps();
 const std::vector<OpDef>& ShapeOps();
 
+// The largest dimension a shape (or a --shape override) may have.
+inline constexpr int64_t kMaxDim = int64_t{1} << 31;
+
 std::string ShapeText(const Shape& s);
 double Elements(const Shape& s);
 // A shape the importer accepts: dimensions in [0, 2^31], rank <= 8, at most

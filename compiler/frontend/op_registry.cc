@@ -16,12 +16,12 @@ using absl::StrCat;
 
 namespace {
 
-constexpr int64_t kMaxDim = int64_t{1} << 31;
 constexpr double kMaxElements = 1e12;
 
 bool LessNoCase(std::string_view a, std::string_view b) {
   return std::lexicographical_compare(a.begin(), a.end(), b.begin(), b.end(), [](char x, char y) {
-    return std::tolower(static_cast<unsigned char>(x)) < std::tolower(static_cast<unsigned char>(y));
+    return std::tolower(static_cast<unsigned char>(x)) <
+           std::tolower(static_cast<unsigned char>(y));
   });
 }
 
@@ -152,7 +152,9 @@ absl::Status ShapeContext::SetConst(const Node& n, size_t out, Constant c) {
   return absl::OkStatus();
 }
 
-void ShapeContext::SetValues(const Node& n, Constant c) { m_.constants[n.outputs[0]] = std::move(c); }
+void ShapeContext::SetValues(const Node& n, Constant c) {
+  m_.constants[n.outputs[0]] = std::move(c);
+}
 
 //===--- The registry -----------------------------------------------------===//
 
