@@ -16,25 +16,15 @@
 #include "server/search/space/cpu_sketch.h"
 #include "compiler/ir/workload_spec.h"
 #include "gtest/gtest.h"
+#include "tests/testing/tiling.h"
 #include "tests/compiler/kernel_check.h"
 
 namespace tunefarm {
 namespace {
 
 namespace v1 = ::tunefarm::v1;
-
-// The CPU tiling sketch of `dag` as the search sees it.
-search::space::CpuSketch Space(const ir::ComputeDAG& dag,
-                               const ir::Target& target = codegen::HostTarget()) {
-  return search::space::CpuSketch(dag, target);
-}
-
-// Decisions in wire form (either length) decoded for `dag`.
-ir::CpuTiling Tiling(const ir::ComputeDAG& dag, const std::vector<int64_t>& wire) {
-  std::optional<ir::CpuTiling> t = ir::CpuTiling::Decode(ir::TilingNest::Of(dag), wire);
-  EXPECT_TRUE(t.has_value()) << wire.size() << " decisions do not fit the workload";
-  return t.value_or(ir::CpuTiling{});
-}
+using testing::Space;
+using testing::Tiling;
 
 
 // The decision layout (sketch.h): 5 fixed, 4 per spatial axis (S1, S2, S3

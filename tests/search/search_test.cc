@@ -21,6 +21,7 @@
 #include "server/search/space/cpu_sketch.h"
 #include "compiler/ir/workload_spec.h"
 #include "gtest/gtest.h"
+#include "tests/testing/tiling.h"
 #include "server/search/local_measurer.h"
 #include "server/search/policy.h"
 #include "server/search/task_scheduler.h"
@@ -32,19 +33,8 @@ namespace {
 
 namespace v1 = ::tunefarm::v1;
 using search::MeasureResult;
-
-// The CPU tiling sketch of `dag` as the search sees it.
-search::space::CpuSketch Space(const ir::ComputeDAG& dag,
-                               const ir::Target& target = codegen::HostTarget()) {
-  return search::space::CpuSketch(dag, target);
-}
-
-// Decisions in wire form (either length) decoded for `dag`.
-ir::CpuTiling Tiling(const ir::ComputeDAG& dag, const std::vector<int64_t>& wire) {
-  std::optional<ir::CpuTiling> t = ir::CpuTiling::Decode(ir::TilingNest::Of(dag), wire);
-  EXPECT_TRUE(t.has_value()) << wire.size() << " decisions do not fit the workload";
-  return t.value_or(ir::CpuTiling{});
-}
+using testing::Space;
+using testing::Tiling;
 
 // Another workload's decisions fitted to `dag`, in wire form; empty when they do not fit.
 std::vector<int64_t> Fit(const ir::ComputeDAG& dag, const ir::Target& target,
