@@ -1,6 +1,7 @@
 #include "cli/tasks_cmd.h"
 
 #include <map>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -8,23 +9,27 @@
 #include "cli/flags.h"
 #include "compiler/frontend/onnx_import.h"
 #include "compiler/frontend/tasks.h"
+#include "compiler/ir/workload_spec.h"
 #include "google/protobuf/util/json_util.h"
 
 namespace tunefarm::cli {
 namespace {
 
 constexpr const char* kHelp =
-    R"(usage: tunefarm tasks MODEL.onnx [--target T|host] [--shape NAME=D1xD2x...]... [--json]
+    R"(usage: tunefarm tasks MODEL.onnx [--target T|host] [--shape NAME=D1xD2x...]... [--json|--specs]
 
 Imports an ONNX model and prints its tunable workloads (convolutions,
 dense and matmul layers, with the bias, BatchNormalization, activation and
 residual add that fuse into them), each once, with its weight (how often it
 occurs), its FLOPs and its share of the whole model's FLOPs. These are the
-tasks a tuning job for the model gets.
+tasks a tuning job for the model gets. Each workload is printed as the
+spec `tunefarm tune --workload` and `compile --workload` take.
 
   --shape   a shape for an input with dynamic dimensions (repeat per input;
             NAME may be left out when the model has one input)
   --json    {"model": ..., "opset": N, "model_flops": F, "tasks": [...]}
+  --specs   one line per task, "SPEC xWEIGHT": the task list `tunefarm submit`
+            reads (a task the spec syntax cannot say is a "#" line)
 )";
 
 std::string Json(const google::protobuf::Message& m) {
@@ -52,9 +57,9 @@ std::string Quote(const std::string& s) {
 
 int RunTasks(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   std::string model_path, target = "host";
-  bool json = false;
+  bool json = false, specs = false;
   frontend::ImportOptions opts;
-  absl::StatusOr<Flags> parsed = ParseFlags(args, FlagSpec{{"target", "shape"}, {"json"}}, "tasks");
+  absl::StatusOr<Flags> parsed = ParseFlags(args, FlagSpec{{"target", "shape"}, {"json", "specs"}}, "tasks");
   if (!parsed.ok()) return Fail(err, 2, std::string(parsed.status().message()));
   if (parsed->help()) {
     out << kHelp;
@@ -63,6 +68,8 @@ int RunTasks(const std::vector<std::string>& args, std::ostream& out, std::ostre
   if (parsed->positional().size() > 1) return Fail(err, 2, "tasks takes one model file");
   if (!parsed->positional().empty()) model_path = parsed->positional()[0];
   json = parsed->Has("json");
+  specs = parsed->Has("specs");
+  if (json && specs) return Fail(err, 2, "tasks: give --json or --specs, not both");
   target = parsed->Get("target", target);
   for (const std::string& value : parsed->All("shape")) {
     auto s = frontend::ParseShapeOverride(value);
@@ -77,6 +84,21 @@ int RunTasks(const std::vector<std::string>& args, std::ostream& out, std::ostre
   absl::StatusOr<frontend::TaskExtraction> ex = frontend::ExtractTasks(*model);
   if (!ex.ok()) return Fail(err, 2, std::string(ex.status().message()));
   const double total = std::max(ex->model_flops, 1.0);
+  std::vector<absl::StatusOr<std::string>> spec_of;
+  for (const frontend::ModelTask& task : ex->tasks)
+    spec_of.push_back(ir::FormatWorkloadSpec(task.workload));
+  if (specs) {
+    for (size_t i = 0; i < ex->tasks.size(); ++i) {
+      const frontend::ModelTask& task = ex->tasks[i];
+      if (spec_of[i].ok()) {
+        out << *spec_of[i] << " x" << task.weight << "\n";
+      } else {
+        out << "# " << task.key << " (" << task.description
+            << "): " << spec_of[i].status().message() << "\n";
+      }
+    }
+    return 0;
+  }
   if (json) {
     out << "{\"model\": " << Quote(model_path) << ", \"opset\": " << model->opset
         << ", \"ir_version\": " << model->ir_version << ", \"target\": " << Quote(t->ToString())
@@ -87,7 +109,8 @@ int RunTasks(const std::vector<std::string>& args, std::ostream& out, std::ostre
           << ", \"weight\": " << task.weight
           << ", \"flops\": " << absl::StrFormat("%.0f", task.flops)
           << ", \"share\": " << absl::StrFormat("%.4f", task.flops * task.weight / total)
-          << ", \"description\": " << Quote(task.description)
+          << ", \"description\": " << Quote(task.description) << ", \"spec\": "
+          << (spec_of[i].ok() ? Quote(*spec_of[i]) : "null")
           << ", \"workload\": " << Json(task.workload) << ", \"nodes\": [";
       for (size_t k = 0; k < task.nodes.size(); ++k) out << (k ? ", " : "") << Quote(task.nodes[k]);
       out << "]}";
@@ -104,7 +127,9 @@ int RunTasks(const std::vector<std::string>& args, std::ostream& out, std::ostre
     const frontend::ModelTask& task = ex->tasks[i];
     out << absl::StrFormat("%3d %6d %10.2f %6.1f%%  %-30s %s\n", i + 1, task.weight,
                            task.flops * 1e-6, 100 * task.flops * task.weight / total, task.key,
-                           task.description);
+                           spec_of[i].ok() ? *spec_of[i]
+                                           : absl::StrCat(task.description, " (no spec: ",
+                                                          spec_of[i].status().message(), ")"));
   }
   return 0;
 }

@@ -2,9 +2,11 @@
 
 #include <map>
 #include <set>
+#include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "compiler/ir/workload.h"
 
@@ -23,18 +25,21 @@ const std::map<std::string, OpInfo>& Ops() {
   static const auto* ops = new std::map<std::string, OpInfo>{
       {"conv2d_nchw", {{"N", "C", "H", "W", "K", "R", "S"},
                        {"stride", "stride_h", "stride_w", "pad", "pad_top", "pad_left", "pad_bottom",
-                        "pad_right", "dilation", "groups"},
+                        "pad_right", "dilation", "dilation_h", "dilation_w", "groups"},
                        "2-D convolution, NCHW data, OIHW weights"}},
       {"conv2d_nhwc", {{"N", "C", "H", "W", "K", "R", "S"},
                        {"stride", "stride_h", "stride_w", "pad", "pad_top", "pad_left", "pad_bottom",
-                        "pad_right", "dilation", "groups"},
+                        "pad_right", "dilation", "dilation_h", "dilation_w", "groups"},
                        "2-D convolution, NHWC data, HWIO weights"}},
       {"depthwise_conv2d_nchw", {{"N", "C", "H", "W", "R", "S"},
                                  {"stride", "stride_h", "stride_w", "pad", "pad_top", "pad_left",
-                                  "pad_bottom", "pad_right", "dilation", "multiplier"},
+                                  "pad_bottom", "pad_right", "dilation", "dilation_h",
+                                  "dilation_w", "multiplier"},
                                  "depthwise convolution (groups = C)"}},
       {"conv2d_transpose_nchw", {{"N", "C", "H", "W", "K", "R", "S"},
-                                 {"stride", "pad", "dilation", "groups"},
+                                 {"stride", "stride_h", "stride_w", "pad", "pad_top", "pad_left",
+                                  "pad_bottom", "pad_right", "dilation", "dilation_h",
+                                  "dilation_w", "groups"},
                                  "transposed convolution, weights [C, K/groups, R, S]"}},
       {"dense", {{"M", "N", "K"}, {}, "data [M,K] x weight [N,K]^T"}},
       {"matmul", {{"M", "N", "K"}, {"transpose_a", "transpose_b"}, "a [M,K] x b [K,N]"}},
@@ -190,8 +195,9 @@ absl::StatusOr<v1::Workload> ParseWorkloadSpec(const std::string& spec) {
     a->add_pads(get("pad_left", pad));
     a->add_pads(get("pad_bottom", pad));
     a->add_pads(get("pad_right", pad));
-    a->add_dilations(get("dilation", 1));
-    a->add_dilations(get("dilation", 1));
+    const int64_t dil = get("dilation", 1);
+    a->add_dilations(get("dilation_h", dil));
+    a->add_dilations(get("dilation_w", dil));
     a->set_groups(groups);
   } else if (op == "dense" || op == "matmul" || op == "batch_matmul") {
     bool ta = get("transpose_a", 0) != 0, tb = get("transpose_b", 0) != 0;
@@ -273,6 +279,194 @@ absl::StatusOr<v1::Workload> ParseWorkloadSpec(const std::string& spec) {
         absl::StrCat("workload spec '", spec, "': ", c.status().message()));
   }
   return c->workload;
+}
+
+
+namespace {
+
+absl::Status NoSpec(const std::string& why) {
+  return absl::UnimplementedError(absl::StrCat("no workload spec says ", why));
+}
+
+// "k=v" pairs of a (h, w) attribute: one value when both are equal.
+void PairArg(std::vector<std::string>* args, const char* name, int64_t h, int64_t w,
+             int64_t default_value) {
+  if (h == w) {
+    if (h != default_value) args->push_back(absl::StrCat(name, "=", h));
+    return;
+  }
+  args->push_back(absl::StrCat(name, "_h=", h));
+  args->push_back(absl::StrCat(name, "_w=", w));
+}
+
+void PadArgs(std::vector<std::string>* args, const google::protobuf::RepeatedField<int64_t>& p) {
+  if (p.size() != 4) return;
+  if (p[0] == p[1] && p[1] == p[2] && p[2] == p[3]) {
+    if (p[0] != 0) args->push_back(absl::StrCat("pad=", p[0]));
+    return;
+  }
+  args->push_back(absl::StrCat("pad_top=", p[0]));
+  args->push_back(absl::StrCat("pad_left=", p[1]));
+  args->push_back(absl::StrCat("pad_bottom=", p[2]));
+  args->push_back(absl::StrCat("pad_right=", p[3]));
+}
+
+std::string Float(float x) { return absl::StrFormat("%.9g", x); }
+
+absl::StatusOr<std::string> ConvSpec(const v1::Workload& w) {
+  const v1::Conv2dAttrs& a = w.conv2d();
+  const auto& d = w.inputs(0).shape();
+  const auto& k = w.inputs(1).shape();
+  if (d.size() != 4 || k.size() != 4 || a.strides_size() != 2 || a.dilations_size() != 2)
+    return NoSpec("a convolution that is not 2-D");
+  const bool transpose = w.op() == v1::OP_KIND_CONV2D_TRANSPOSE;
+  const bool nhwc = a.layout() == v1::DATA_LAYOUT_NHWC;
+  const int64_t groups = std::max<int64_t>(1, a.groups());
+  int64_t n = d[0], c, h, wd, kk, r, s;
+  if (nhwc) {
+    if (transpose) return NoSpec("an NHWC transposed convolution");
+    h = d[1], wd = d[2], c = d[3];
+    r = k[0], s = k[1], kk = k[3];
+  } else {
+    c = d[1], h = d[2], wd = d[3];
+    r = k[2], s = k[3];
+    kk = transpose ? k[1] * groups : k[0];
+  }
+  std::vector<std::string> args = {
+      absl::StrCat("N=", n), absl::StrCat("C=", c),  absl::StrCat("H=", h), absl::StrCat("W=", wd),
+      absl::StrCat("K=", kk), absl::StrCat("R=", r), absl::StrCat("S=", s)};
+  PairArg(&args, "stride", a.strides(0), a.strides(1), 1);
+  PadArgs(&args, a.pads());
+  PairArg(&args, "dilation", a.dilations(0), a.dilations(1), 1);
+  if (groups != 1) args.push_back(absl::StrCat("groups=", groups));
+  const char* op = transpose ? "conv2d_transpose_nchw" : nhwc ? "conv2d_nhwc" : "conv2d_nchw";
+  return absl::StrCat(op, "(", absl::StrJoin(args, ","), ")");
+}
+
+absl::StatusOr<std::string> MatmulSpec(const v1::Workload& w) {
+  const auto& a = w.inputs(0).shape();
+  const auto& b = w.inputs(1).shape();
+  if (w.op() == v1::OP_KIND_DENSE) {
+    if (a.size() != 2 || b.size() != 2) return NoSpec("a dense layer that is not 2-D");
+    return absl::StrCat("dense(M=", a[0], ",N=", b[0], ",K=", a[1], ")");
+  }
+  const bool ta = w.matmul().transpose_a(), tb = w.matmul().transpose_b();
+  const bool batch = w.op() == v1::OP_KIND_BATCH_MATMUL;
+  const size_t rank = batch ? 3 : 2;
+  if (a.size() != rank || b.size() != rank)
+    return NoSpec(batch ? "a batch matmul with a broadcast operand" : "a matmul that is not 2-D");
+  if (batch && a[0] != b[0]) return NoSpec("a batch matmul with a broadcast operand");
+  const size_t o = batch ? 1 : 0;
+  const int64_t m = ta ? a[o + 1] : a[o], kk = ta ? a[o] : a[o + 1], n = tb ? b[o] : b[o + 1];
+  std::vector<std::string> args;
+  if (batch) args.push_back(absl::StrCat("B=", a[0]));
+  args.insert(args.end(),
+              {absl::StrCat("M=", m), absl::StrCat("N=", n), absl::StrCat("K=", kk)});
+  if (ta) args.push_back("transpose_a=1");
+  if (tb) args.push_back("transpose_b=1");
+  return absl::StrCat(batch ? "batch_matmul" : "matmul", "(", absl::StrJoin(args, ","), ")");
+}
+
+absl::StatusOr<std::string> PoolSpec(const v1::Workload& w) {
+  const v1::Pool2dAttrs& a = w.pool2d();
+  const auto& d = w.inputs(0).shape();
+  if (a.layout() == v1::DATA_LAYOUT_NHWC || d.size() != 4) return NoSpec("an NHWC pooling");
+  const std::string nchw =
+      absl::StrCat("N=", d[0], ",C=", d[1], ",H=", d[2], ",W=", d[3]);
+  if (a.kind() == v1::POOL_KIND_GLOBAL_AVG) return absl::StrCat("global_avg_pool2d_nchw(", nchw, ")");
+  if (a.kind() != v1::POOL_KIND_MAX && a.kind() != v1::POOL_KIND_AVG)
+    return NoSpec(absl::StrCat("pooling ", v1::PoolKind_Name(a.kind())));
+  if (a.kernel_size() != 2 || a.strides_size() != 2 || a.pads_size() != 4)
+    return NoSpec("a pooling that is not 2-D");
+  if (a.strides(0) != a.strides(1)) return NoSpec("a pooling with unequal strides");
+  if (!(a.pads(0) == a.pads(1) && a.pads(1) == a.pads(2) && a.pads(2) == a.pads(3)))
+    return NoSpec("a pooling with unequal pads");
+  const bool max = a.kind() == v1::POOL_KIND_MAX;
+  std::vector<std::string> args = {nchw, absl::StrCat("R=", a.kernel(0)),
+                                   absl::StrCat("S=", a.kernel(1))};
+  if (a.strides(0) != 1) args.push_back(absl::StrCat("stride=", a.strides(0)));
+  if (a.pads(0) != 0) args.push_back(absl::StrCat("pad=", a.pads(0)));
+  if (a.ceil_mode()) args.push_back("ceil_mode=1");
+  if (a.count_include_pad()) {
+    if (max) return NoSpec("a max pooling that counts padding");
+    args.push_back("count_include_pad=1");
+  }
+  return absl::StrCat(max ? "max_pool2d_nchw(" : "avg_pool2d_nchw(", absl::StrJoin(args, ","),
+                      ")");
+}
+
+absl::StatusOr<std::string> ElementwiseSpec(const v1::Workload& w) {
+  const auto& d = w.inputs(0).shape();
+  if (d.size() != 4) return NoSpec("an elementwise op on other than 4 dimensions");
+  static const std::map<v1::ElementwiseKind, std::string> names = {
+      {v1::ELEMENTWISE_KIND_ADD, "add"},         {v1::ELEMENTWISE_KIND_MUL, "mul"},
+      {v1::ELEMENTWISE_KIND_RELU, "relu"},       {v1::ELEMENTWISE_KIND_SIGMOID, "sigmoid"},
+      {v1::ELEMENTWISE_KIND_SILU, "silu"},       {v1::ELEMENTWISE_KIND_HARDSWISH, "hardswish"}};
+  auto it = names.find(w.elementwise().kind());
+  if (it == names.end())
+    return NoSpec(absl::StrCat("elementwise ", v1::ElementwiseKind_Name(w.elementwise().kind())));
+  return absl::StrCat(it->second, "(N=", d[0], ",C=", d[1], ",H=", d[2], ",W=", d[3], ")");
+}
+
+absl::StatusOr<std::string> EpilogueSpec(const v1::Epilogue& e) {
+  for (const auto& [name, kind] : Epilogues()) {
+    if (kind != e.kind()) continue;
+    if (kind == v1::EPILOGUE_KIND_CLIP)
+      return absl::StrCat("+clip(min=", Float(e.min()), ",max=", Float(e.max()), ")");
+    if (kind == v1::EPILOGUE_KIND_LEAKY_RELU)
+      return absl::StrCat("+leaky_relu(alpha=", Float(e.alpha()), ")");
+    return absl::StrCat("+", name);
+  }
+  return NoSpec(absl::StrCat("epilogue ", v1::EpilogueKind_Name(e.kind())));
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> FormatWorkloadSpec(const v1::Workload& workload) {
+  absl::StatusOr<CanonicalWorkload> want = Canonicalize(workload);
+  if (!want.ok()) return want.status();
+  const v1::Workload& w = want->workload;
+  for (const v1::TensorSpec& t : w.inputs()) {
+    if (t.dtype() != v1::DTYPE_FLOAT32) return NoSpec(absl::StrCat(v1::DType_Name(t.dtype())));
+  }
+  if (w.out_dtype() != v1::DTYPE_FLOAT32)
+    return NoSpec(absl::StrCat(v1::DType_Name(w.out_dtype()), " output"));
+  absl::StatusOr<std::string> spec;
+  switch (w.op()) {
+    case v1::OP_KIND_CONV2D:
+    case v1::OP_KIND_CONV2D_TRANSPOSE:
+      spec = ConvSpec(w);
+      break;
+    case v1::OP_KIND_DENSE:
+    case v1::OP_KIND_MATMUL:
+    case v1::OP_KIND_BATCH_MATMUL:
+      spec = MatmulSpec(w);
+      break;
+    case v1::OP_KIND_POOL2D:
+      spec = PoolSpec(w);
+      break;
+    case v1::OP_KIND_ELEMENTWISE:
+      spec = ElementwiseSpec(w);
+      break;
+    default:
+      return NoSpec(absl::StrCat("op ", v1::OpKind_Name(w.op())));
+  }
+  if (!spec.ok()) return spec;
+  for (const v1::Epilogue& e : w.epilogue()) {
+    absl::StatusOr<std::string> ep = EpilogueSpec(e);
+    if (!ep.ok()) return ep;
+    absl::StrAppend(&*spec, *ep);
+  }
+  // The contract, checked: the spec reads back as this workload.
+  absl::StatusOr<v1::Workload> back = ParseWorkloadSpec(*spec);
+  absl::StatusOr<CanonicalWorkload> got =
+      back.ok() ? Canonicalize(*back) : absl::StatusOr<CanonicalWorkload>(back.status());
+  if (!got.ok() || got->key != want->key) {
+    return NoSpec(absl::StrCat("this workload exactly (", *spec, " reads back as ",
+                               got.ok() ? got->key : std::string(got.status().message()),
+                               ", not ", want->key, ")"));
+  }
+  return spec;
 }
 
 }  // namespace tunefarm::ir

@@ -7,6 +7,9 @@
 // ParseWorkloadSpec returns the Workload message; a malformed spec is an
 // InvalidArgument that quotes the spec and points at the bad part
 // ("at column 14: ..."). WorkloadSpecHelp() lists every op and attribute.
+// FormatWorkloadSpec is its inverse: the spec that parses back to the same
+// canonical workload (same key), so what `tunefarm tasks` prints is what
+// `--workload` takes.
 #pragma once
 
 #include <string>
@@ -18,5 +21,9 @@ namespace tunefarm::ir {
 
 absl::StatusOr<::tunefarm::v1::Workload> ParseWorkloadSpec(const std::string& spec);
 std::string WorkloadSpecHelp();
+// The spec of `workload`, or Unimplemented naming what the spec syntax
+// cannot say (another dtype, dilation on a pooling, a broadcast batch
+// matmul, ...).
+absl::StatusOr<std::string> FormatWorkloadSpec(const ::tunefarm::v1::Workload& workload);
 
 }  // namespace tunefarm::ir

@@ -5,10 +5,12 @@
 #include <fstream>
 #include <random>
 #include <set>
+#include <sstream>
 
 #include "absl/strings/match.h"
 #include "compiler/codegen/llvm_target.h"
 #include "compiler/ir/schedule_hash.h"
+#include "compiler/ir/workload.h"
 #include "compiler/schedule/tiling.h"
 #include "server/search/space/cpu_sketch.h"
 #include "compiler/ir/workload_spec.h"
@@ -271,6 +273,61 @@ TEST(CompileCli, DecisionsAloneBuildTheSketchSchedule) {
     EXPECT_TRUE(absl::StrContains(r.err, file)) << r.err;
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
   }
+}
+
+// `tunefarm tasks` prints each task as the spec `--workload` takes: every
+// printed spec parses back to its task's key, the --specs list is what
+// `tunefarm submit` reads, and `tunefarm tune --workload` runs one.
+TEST(TasksCli, PrintedSpecsAreWhatTuneTakes) {
+  testing::TempDir dir;
+  testing::CommandResult made = testing::RunCommand(
+      {"/usr/bin/python3", std::string(TF_SOURCE_DIR) + "/tests/deploy/make_models.py", dir.path()},
+      dir.path());
+  if (made.exit_code != 0) {
+    TF_SKIP("no-package") << "python3-onnx is not installed (/usr/bin/python3): " << made.err;
+  }
+  int specs = 0;
+  std::string first;
+  for (const char* model : {"tiny", "pool_ceil", "opset9"}) {
+    SCOPED_TRACE(model);
+    const std::string path = dir.File(std::string(model) + ".onnx");
+    testing::CommandResult json =
+        testing::RunCommand({testing::BinPath("tunefarm"), "tasks", path, "--json"}, dir.path());
+    ASSERT_EQ(json.exit_code, 0) << json.err;
+    std::set<std::string> keys;
+    for (size_t at = json.out.find("\"key\": \""); at != std::string::npos;
+         at = json.out.find("\"key\": \"", at + 1)) {
+      const size_t b = at + 8;
+      keys.insert(json.out.substr(b, json.out.find('"', b) - b));
+    }
+    ASSERT_FALSE(keys.empty()) << json.out;
+    testing::CommandResult list =
+        testing::RunCommand({testing::BinPath("tunefarm"), "tasks", path, "--specs"}, dir.path());
+    ASSERT_EQ(list.exit_code, 0) << list.err;
+    std::set<std::string> listed;
+    std::istringstream lines(list.out);
+    for (std::string line; std::getline(lines, line);) {
+      if (absl::StartsWith(line, "# ")) {  // a task the syntax cannot say, by key
+        listed.insert(line.substr(2, line.find(' ', 2) - 2));
+        continue;
+      }
+      const size_t x = line.rfind(" x");
+      ASSERT_NE(x, std::string::npos) << line;
+      absl::StatusOr<v1::Workload> w = ir::ParseWorkloadSpec(line.substr(0, x));
+      ASSERT_TRUE(w.ok()) << line << ": " << w.status();
+      listed.insert(ir::Canonicalize(*w)->key);
+      ++specs;
+      if (first.empty()) first = line.substr(0, x);
+    }
+    EXPECT_EQ(listed, keys) << list.out;
+    testing::WriteFile(dir.File(std::string(model) + ".tasks"), list.out);
+  }
+  EXPECT_GE(specs, 5);
+  testing::CommandResult tuned = testing::RunCommand(
+      {testing::BinPath("tunefarm"), "tune", "--workload", first, "--trials", "2", "--db",
+       dir.File("t.db")},
+      dir.path());
+  EXPECT_EQ(tuned.exit_code, 0) << first << ": " << tuned.err;
 }
 
 }  // namespace

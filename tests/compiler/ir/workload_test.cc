@@ -204,6 +204,76 @@ TEST(Workload, Describe) {
   EXPECT_EQ(Describe(c->workload), "conv2d 1x3x32x32 * 16x3x3x3 s1,1 p1,1,1,1 +bias_add +relu");
 }
 
+// The spec of a workload reads back as the same workload (same key), for
+// every op and attribute the syntax has, and the forms it cannot say are
+// refused with what they are.
+TEST(WorkloadSpec, FormatReadsBackAsTheSameWorkload) {
+  const std::vector<std::string> specs = {
+      "conv2d_nchw(N=1,C=64,H=56,W=56,K=64,R=3,S=3,pad=1)+bias+relu",
+      "conv2d_nchw(N=2,C=6,H=11,W=13,K=12,R=3,S=2,stride_h=2,stride_w=1,pad_top=0,pad_left=1,"
+      "pad_bottom=2,pad_right=1,dilation_h=2,dilation_w=1,groups=3)+bias+residual",
+      "conv2d_nhwc(N=1,C=32,H=28,W=28,K=64,R=3,S=3,stride=2,pad=1,groups=2)+relu6",
+      "depthwise_conv2d_nchw(N=1,C=144,H=56,W=56,R=3,S=3,pad=1,multiplier=2)+clip(min=0.1,max=6)",
+      "conv2d_transpose_nchw(N=1,C=24,H=80,W=80,K=24,R=2,S=2,stride=2)+bias+leaky_relu(alpha=0.01)",
+      "conv2d_transpose_nchw(N=1,C=8,H=9,W=7,K=4,R=3,S=3,stride_h=2,stride_w=3,pad_top=1,"
+      "pad_left=0,pad_bottom=0,pad_right=1,groups=2)",
+      "dense(M=1,N=1000,K=512)+bias+sigmoid",
+      "matmul(M=40,N=6625,K=120,transpose_b=1)+silu",
+      "matmul(M=7,N=9,K=5,transpose_a=1)+hardswish",
+      "batch_matmul(B=4,M=16,N=8,K=32,transpose_a=1,transpose_b=1)",
+      "max_pool2d_nchw(N=1,C=16,H=10,W=10,R=2,S=2,stride=2,ceil_mode=1)",
+      "avg_pool2d_nchw(N=1,C=16,H=10,W=10,R=3,S=3,stride=1,pad=1,count_include_pad=1)",
+      "global_avg_pool2d_nchw(N=1,C=512,H=7,W=7)",
+      "add(N=1,C=8,H=4,W=4)",
+      "hardswish(N=1,C=8,H=4,W=4)",
+  };
+  for (const std::string& spec : specs) {
+    absl::StatusOr<v1::Workload> w = ParseWorkloadSpec(spec);
+    ASSERT_TRUE(w.ok()) << w.status();
+    absl::StatusOr<std::string> formatted = FormatWorkloadSpec(*w);
+    ASSERT_TRUE(formatted.ok()) << spec << ": " << formatted.status();
+    absl::StatusOr<v1::Workload> back = ParseWorkloadSpec(*formatted);
+    ASSERT_TRUE(back.ok()) << *formatted << ": " << back.status();
+    EXPECT_EQ(Canonicalize(*back)->key, Canonicalize(*w)->key) << spec << " -> " << *formatted;
+  }
+  // Written as the syntax's shortest form: defaults left out, equal pairs once.
+  EXPECT_EQ(*FormatWorkloadSpec(*ParseWorkloadSpec(
+                "conv2d_nchw(N=1,C=3,H=8,W=8,K=4,R=3,S=3,stride=1,pad=0,dilation=1,groups=1)")),
+            "conv2d_nchw(N=1,C=3,H=8,W=8,K=4,R=3,S=3)");
+  // A clip bound that is not a short decimal keeps every bit of its float.
+  v1::Workload clipped = *ParseWorkloadSpec("dense(M=2,N=3,K=4)+clip(min=0,max=6)");
+  clipped.mutable_epilogue(0)->set_max(1.0f / 3.0f);
+  absl::StatusOr<std::string> third = FormatWorkloadSpec(clipped);
+  ASSERT_TRUE(third.ok()) << third.status();
+  EXPECT_EQ(Canonicalize(*ParseWorkloadSpec(*third))->key, Canonicalize(clipped)->key) << *third;
+
+  // What the syntax cannot say.
+  v1::Workload nhwc_pool = *ParseWorkloadSpec("max_pool2d_nchw(N=1,C=4,H=8,W=8,R=2,S=2)");
+  nhwc_pool.mutable_pool2d()->set_layout(v1::DATA_LAYOUT_NHWC);
+  v1::Workload broadcast = *ParseWorkloadSpec("batch_matmul(B=2,M=4,N=4,K=4)");
+  auto* b_shape = broadcast.mutable_inputs(1)->mutable_shape();
+  b_shape->erase(b_shape->begin());
+  v1::Workload uneven_pool = *ParseWorkloadSpec("avg_pool2d_nchw(N=1,C=4,H=8,W=8,R=2,S=2)");
+  uneven_pool.mutable_pool2d()->set_pads(2, 1);
+  ASSERT_TRUE(Canonicalize(nhwc_pool).ok());
+  ASSERT_TRUE(Canonicalize(uneven_pool).ok());
+  for (const auto& [w, why] : std::vector<std::pair<v1::Workload, std::string>>{
+           {nhwc_pool, "NHWC pooling"},
+           {broadcast, "broadcast operand"},
+           {uneven_pool, "unequal pads"}}) {
+    SCOPED_TRACE(why);
+    absl::StatusOr<std::string> f = FormatWorkloadSpec(w);
+    ASSERT_FALSE(f.ok()) << why << ": " << *f;
+    // Not a workload at all: the workload's own error.
+    if (absl::Status canon = Canonicalize(w).status(); !canon.ok()) {
+      EXPECT_EQ(f.status(), canon);
+      continue;
+    }
+    EXPECT_EQ(f.status().code(), absl::StatusCode::kUnimplemented);
+    EXPECT_NE(std::string(f.status().message()).find(why), std::string::npos) << f.status();
+  }
+}
+
 // A stage big enough to be split across threads (about 6.3 million body
 // evaluations) gives exactly what a plain loop in the same order gives.
 TEST(Reference, SplitStagesMatchAPlainLoop) {
