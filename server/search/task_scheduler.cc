@@ -9,17 +9,25 @@ namespace tunefarm::search {
 
 TaskScheduler::TaskScheduler(std::vector<double> weights, TaskSchedulerOptions options)
     : weights_(std::move(weights)),
+      initial_(weights_.size(), 0),
       options_(options),
       history_(weights_.size()),
       since_improved_(weights_.size(), 0),
       stopped_(weights_.size(), false) {}
 
 int TaskScheduler::Next() const {
-  // Warm-up: round robin, in task order.
+  // Warm-up: round robin, heaviest first (unknown latencies first, in task
+  // order; then by weight x latency, ties in task order).
   for (int r = 0; r < options_.warmup_rounds; ++r) {
+    int pick = -1;
+    double pick_cost = 0;
     for (size_t t = 0; t < weights_.size(); ++t) {
-      if (!stopped_[t] && int(history_[t].size()) <= r) return int(t);
+      if (stopped_[t] || int(history_[t].size()) > r) continue;
+      const double cost = initial_[t] > 0 ? weights_[t] * initial_[t]
+                                          : std::numeric_limits<double>::infinity();
+      if (pick < 0 || cost > pick_cost) pick = int(t), pick_cost = cost;
     }
+    if (pick >= 0) return pick;
   }
   int best = -1;
   double best_grad = std::numeric_limits<double>::infinity();

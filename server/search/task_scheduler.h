@@ -1,8 +1,11 @@
 // Which task of a job to tune next (Ansor's gradient task scheduler).
 //
 // The objective is the weighted end-to-end latency f = sum_i w_i * best_i
-// (w_i: occurrences of task i in the model). After a round-robin warm-up,
-// the next round goes to the task with the most negative estimated
+// (w_i: occurrences of task i in the model). After a warm-up round per task
+// (heaviest first: tasks with no known latency, then by w_i * latency_i,
+// the latency its default or its records gave; so a time-limited job
+// reaches the tasks where the model's time is), the next round goes to the
+// task with the most negative estimated
 // df/dtrial: w_i * (alpha * backward + (1 - alpha) * forward), where
 // backward is the best latency's change per round over the last `window`
 // rounds of that task and forward the optimistic -best_i / rounds_i. A task
@@ -27,6 +30,9 @@ class TaskScheduler {
  public:
   TaskScheduler(std::vector<double> weights, TaskSchedulerOptions options = {});
 
+  // The latency `task` has before any round (its default schedule's, or the
+  // best of its records; 0: unknown). It orders the warm-up only.
+  void SetInitialLatency(int task, double seconds) { initial_[task] = seconds; }
   // The task for the next round, or -1 when every task has stopped.
   int Next() const;
   // After a round of `task`: its best latency so far (0: nothing valid yet).
@@ -44,6 +50,7 @@ class TaskScheduler {
  private:
   double Gradient(int task) const;
   std::vector<double> weights_;
+  std::vector<double> initial_;  // SetInitialLatency; 0: unknown
   TaskSchedulerOptions options_;
   std::vector<std::vector<double>> history_;  // best latency after each round
   std::vector<int> since_improved_;

@@ -308,6 +308,9 @@ absl::Status Tuner::Run(const std::function<void(const Trial&)>& on_trial) {
   // the same records would only cost time).
   if (!restored_model_ && !initial_model_) TF_RETURN_IF_ERROR(Retrain());
   SeedFromOtherWorkloads();
+  // The warm-up goes to the tasks where the model's time is first.
+  for (size_t t = 0; t < tasks_.size(); ++t)
+    scheduler_.SetInitialLatency(int(t), histories_[t].best_seconds());
   while (!out_of_budget()) {
     int task = scheduler_.Next();
     if (task < 0) {

@@ -72,6 +72,22 @@ TEST(TaskScheduler, WarmUpThenGradientThenEarlyStop) {
   EXPECT_EQ(s.Next(), -1);
 }
 
+// The warm-up round goes to the tasks where the model's time is first:
+// unknown latencies (nothing valid measured), then weight x latency.
+TEST(TaskScheduler, WarmUpGoesToTheHeaviestTasksFirst) {
+  search::TaskScheduler s({1, 1, 4, 1});
+  s.SetInitialLatency(0, 1e-3);
+  s.SetInitialLatency(1, 10e-3);
+  s.SetInitialLatency(2, 3e-3);  // x4: 12 ms of the model's time
+  // Task 3's default did not run: unknown, so first.
+  std::vector<int> picks;
+  for (int i = 0; i < 4; ++i) {
+    picks.push_back(s.Next());
+    s.Update(picks.back(), 1e-3);
+  }
+  EXPECT_EQ(picks, (std::vector<int>{3, 2, 1, 0}));
+}
+
 TEST(TaskScheduler, TaskWithNothingValidGoesFirst) {
   search::TaskScheduler s({1, 1});
   s.Update(0, 0.5);
@@ -809,6 +825,27 @@ TEST(Tuner, NewTaskStartsFromTheBestOfSimilarWorkloads) {
 // Budgets: a per-task limit that counts a resumed job's earlier trials; a
 // run without a trial limit that ends at its wall time, which counts the
 // restored run's time; early stop once a task finds nothing better.
+// After the defaults, a run's first batch goes to the task whose default
+// takes the longest (the model's time is there), not to the first task.
+TEST(Tuner, FirstBatchGoesWhereTheModelsTimeIs) {
+  std::vector<search::Task> tasks = {MakeTask("matmul(M=8,N=8,K=8)"),
+                                     MakeTask("matmul(M=128,N=128,K=128)")};
+  search::LocalMeasurer local = QuickMeasurer();
+  search::TuneOptions o;
+  o.max_trials = 2 + 4;  // the two defaults and one batch
+  o.batch = 4;
+  o.evolution.population = 16;
+  o.evolution.generations = 1;
+  std::vector<int> order;
+  search::Tuner tuner(tasks, &local, o);
+  ASSERT_TRUE(tuner.Run([&](const search::Trial& t) { order.push_back(t.task); }).ok());
+  ASSERT_EQ(order.size(), 6u);
+  EXPECT_EQ(order[0], 0);  // the defaults, in task order
+  EXPECT_EQ(order[1], 1);
+  ASSERT_GT(tuner.history(1).best_seconds(), tuner.history(0).best_seconds());
+  for (size_t i = 2; i < order.size(); ++i) EXPECT_EQ(order[i], 1) << "trial " << i;
+}
+
 TEST(Tuner, PerTaskLimitsWallTimeAndEarlyStop) {
   std::vector<search::Task> tasks = {MakeTask("matmul(M=16,N=32,K=8)"),
                                      MakeTask("matmul(M=8,N=24,K=16)")};
