@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <set>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -22,6 +23,9 @@ using absl::StrCat;
 namespace {
 
 constexpr int64_t kMaxIrVersion = 10;
+// Imported only when its condition folds to a constant: the taken branch's
+// nodes replace it (InlineIf).
+constexpr char kIf[] = "If";
 
 absl::StatusOr<Constant> FromTensor(const onnx::TensorProto& t, const std::string& what) {
   Constant c;
@@ -147,6 +151,7 @@ absl::Status CheckOpsSupported(const std::vector<Node>& nodes, int64_t opset) {
   std::map<std::string, std::vector<std::string>> wrong_set;  // op -> node names
   for (const Node& n : nodes) {
     const OpDef* def = FindOp(n.op);
+    if (n.op == kIf) continue;  // inlined by InlineIf
     if (def == nullptr) {
       missing[n.op].push_back(n.name);
     } else if (opset < def->min_opset || opset > def->max_opset) {
@@ -174,13 +179,43 @@ absl::Status CheckOpsSupported(const std::vector<Node>& nodes, int64_t opset) {
   }
   if (missing.empty())
     return InvalidArgumentError(StrCat("unsupported operator version ", versions));
-  const bool control_flow = missing.count("If") || missing.count("Loop") || missing.count("Scan");
-  constexpr char kStaticFlow[] =
-      "control flow (If, Loop, Scan) is not supported; export the model with static control "
-      "flow (e.g. torch.onnx.export of a traced model)";
-  if (missing.size() == 1 && control_flow && wrong_set.empty()) {
-    const auto& [op, names] = *missing.begin();
-    return InvalidArgumentError(StrCat(op, " node '", names[0], "': ", kStaticFlow));
+  // Operators refused for a reason of their own. When they are all that is
+  // missing, the error names each of their nodes with the reason; otherwise
+  // the reasons follow the list.
+  struct Refusal {
+    std::vector<std::string> ops;
+    const char* reason;
+  };
+  static const auto* kRefusals = new std::vector<Refusal>{
+      {{"Loop", "Scan"},
+       "control flow (Loop, Scan) is not supported; export the model with static control "
+       "flow (e.g. torch.onnx.export of a traced model)"},
+      {{"GRU", "LSTM", "RNN"},
+       "recurrent layers (GRU, LSTM, RNN) are not supported: neither compiled nor computed "
+       "by the graph runtime"},
+  };
+  auto reason_of = [](const std::string& op) -> const Refusal* {
+    for (const Refusal& r : *kRefusals) {
+      if (std::find(r.ops.begin(), r.ops.end(), op) != r.ops.end()) return &r;
+    }
+    return nullptr;
+  };
+  std::vector<const Refusal*> reasons;  // of the missing operators, in table order
+  bool all_refused = wrong_set.empty();
+  for (const Refusal& r : *kRefusals) {
+    for (const std::string& op : r.ops) {
+      if (missing.count(op)) {
+        reasons.push_back(&r);
+        break;
+      }
+    }
+  }
+  for (const auto& [op, names] : missing) all_refused = all_refused && reason_of(op) != nullptr;
+  if (all_refused) {
+    std::vector<std::string> parts;
+    for (const auto& [op, names] : missing)
+      parts.push_back(StrCat(op, " ", nodes_of(names), ": ", reason_of(op)->reason));
+    return InvalidArgumentError(absl::StrJoin(parts, "; "));
   }
   std::string msg;
   if (missing.size() == 1) {
@@ -193,8 +228,7 @@ absl::Status CheckOpsSupported(const std::vector<Node>& nodes, int64_t opset) {
     msg = StrCat(missing.size(), " unsupported operators (opset ", opset,
                  "): ", absl::StrJoin(parts, ", "));
   }
-  if (control_flow && (missing.size() > 1 || !wrong_set.empty()))
-    absl::StrAppend(&msg, "; ", kStaticFlow);
+  for (const Refusal* r : reasons) absl::StrAppend(&msg, "; ", r->reason);
   if (!versions.empty()) absl::StrAppend(&msg, "; operator versions ", versions);
   return InvalidArgumentError(StrCat(msg, "; supported: ", absl::StrJoin(SupportedOps(), ", ")));
 }
@@ -332,7 +366,7 @@ absl::StatusOr<Node> ReadNode(const onnx::NodeProto& np, int i, Model* m) {
         break;
       case onnx::AttributeProto::GRAPH:
       case onnx::AttributeProto::GRAPHS:
-        break;  // If/Loop bodies: refused below with a clear error
+        break;  // If branches: ReadGraphNodes; Loop and Scan bodies are refused
       default:
         break;
     }
@@ -395,27 +429,148 @@ absl::StatusOr<std::vector<int>> TopologicalOrder(const std::vector<Node>& nodes
   return order;
 }
 
-// Shape inference and constant folding in `order`: the nodes that remain
-// go to the model, with every value's consumers.
-absl::Status InferShapes(std::vector<Node>& nodes, const std::vector<int>& order, Model* mp) {
+// The then and else graphs of each If node, by the If's first output.
+using Branches =
+    std::map<std::string, std::pair<const onnx::GraphProto*, const onnx::GraphProto*>>;
+
+// Adds to *out the values a graph uses from outside it: inputs of its nodes
+// (and of their subgraphs) that the graph does not define.
+void OuterNames(const onnx::GraphProto& g, std::set<std::string>* out) {
+  std::set<std::string> defined, used;
+  for (const onnx::TensorProto& t : g.initializer()) defined.insert(t.name());
+  for (const onnx::ValueInfoProto& v : g.input()) defined.insert(v.name());
+  for (const onnx::NodeProto& n : g.node()) {
+    defined.insert(n.output().begin(), n.output().end());
+    used.insert(n.input().begin(), n.input().end());
+    for (const onnx::AttributeProto& a : n.attribute()) {
+      if (a.has_g()) OuterNames(a.g(), &used);
+      for (const onnx::GraphProto& sub : a.graphs()) OuterNames(sub, &used);
+    }
+  }
+  for (const std::string& u : used) {
+    if (!u.empty() && !defined.count(u)) out->insert(u);
+  }
+}
+
+// The nodes of graph `g` (the model's, or an If branch, whose unnamed nodes
+// get `prefix`), with each If's branches recorded in *branches. An If lists
+// the outer values its branches use after its condition, so that the
+// topological order computes them first.
+absl::Status ReadGraphNodes(const onnx::GraphProto& g, const std::string& prefix, Model* m,
+                            Branches* branches, std::vector<Node>* nodes) {
+  for (int i = 0; i < g.node_size(); ++i) {
+    const onnx::NodeProto& np = g.node(i);
+    TF_ASSIGN_OR_RETURN(Node n, ReadNode(np, i, m));
+    if (np.name().empty()) n.name = StrCat(prefix, n.name);
+    if (n.op == kIf) {
+      const onnx::GraphProto *then_g = nullptr, *else_g = nullptr;
+      for (const onnx::AttributeProto& a : np.attribute()) {
+        if (a.name() == "then_branch" && a.has_g()) then_g = &a.g();
+        if (a.name() == "else_branch" && a.has_g()) else_g = &a.g();
+      }
+      if (then_g == nullptr || else_g == nullptr || n.inputs.size() != 1 || n.outputs.empty())
+        return InvalidArgumentError(StrCat("If node '", n.name,
+                                           "' needs one condition, an output, and then_branch "
+                                           "and else_branch graphs"));
+      std::set<std::string> outer;
+      OuterNames(*then_g, &outer);
+      OuterNames(*else_g, &outer);
+      n.inputs.insert(n.inputs.end(), outer.begin(), outer.end());
+      (*branches)[n.outputs[0]] = {then_g, else_g};
+    }
+    nodes->push_back(std::move(n));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ImportNodes(std::vector<Node>& nodes, const Branches& branches, ShapeContext& ctx,
+                         Model* m);
+
+// An If whose condition is constant: the taken branch's initializers become
+// constants, its nodes are imported in place of the If, and its outputs
+// become the If's (a constant, or an Identity node).
+absl::Status InlineIf(const Node& n, const Branches& branches, ShapeContext& ctx, Model* m) {
+  const Constant* cond = ctx.Const(n, 0);
+  if (cond == nullptr) {
+    return ctx.Error(n,
+                     "an If whose condition is only known at run time is not supported (an If "
+                     "imports when its condition is constant once input shapes are fixed); "
+                     "export the model with static control flow");
+  }
+  if (cond->size() != 1) return ctx.Error(n, "the condition must have one element");
+  const auto& [then_g, else_g] = branches.at(n.outputs[0]);
+  const onnx::GraphProto& g = ConstValue(*cond, 0) != 0 ? *then_g : *else_g;
+  if (g.output_size() != int(n.outputs.size())) {
+    return ctx.Error(n, StrCat("the branch has ", g.output_size(), " outputs, the node ",
+                               n.outputs.size()));
+  }
+  for (const onnx::TensorProto& t : g.initializer()) {
+    TF_ASSIGN_OR_RETURN(
+        Constant c, FromTensor(t, StrCat("If node '", n.name, "' initializer '", t.name(), "'")));
+    m->shapes[t.name()] = c.shape;
+    m->constants[t.name()] = std::move(c);
+  }
+  Branches inner;
+  std::vector<Node> nodes;
+  TF_RETURN_IF_ERROR(ReadGraphNodes(g, StrCat(n.name, "/"), m, &inner, &nodes));
+  TF_RETURN_IF_ERROR(CheckOpsSupported(nodes, m->opset));
+  TF_RETURN_IF_ERROR(ImportNodes(nodes, inner, ctx, m));
+  for (size_t k = 0; k < n.outputs.size(); ++k) {
+    const std::string& from = g.output(int(k)).name();
+    const std::string& to = n.outputs[k];
+    if (to.empty()) continue;
+    auto shape = m->shapes.find(from);
+    if (shape == m->shapes.end())
+      return ctx.Error(n, StrCat("the branch never produces its output '", from, "'"));
+    m->shapes[to] = shape->second;
+    if (auto c = m->constants.find(from); c != m->constants.end()) {
+      m->constants[to] = c->second;
+      continue;
+    }
+    Node copy;
+    copy.op = "Identity";
+    copy.name = StrCat(n.name, "/output", k);
+    copy.inputs = {from};
+    copy.outputs = {to};
+    m->nodes.push_back(std::move(copy));
+  }
+  return absl::OkStatus();
+}
+
+// Shape inference and constant folding of `nodes` in topological order: the
+// nodes that remain go to the model; an If is replaced by its taken branch.
+absl::Status ImportNodes(std::vector<Node>& nodes, const Branches& branches, ShapeContext& ctx,
+                         Model* mp) {
   Model& m = *mp;
-  ShapeContext ctx(&m);
+  TF_ASSIGN_OR_RETURN(std::vector<int> order, TopologicalOrder(nodes, m));
   for (int i : order) {
     Node& n = nodes[size_t(i)];
+    if (n.op == kIf) {
+      TF_RETURN_IF_ERROR(InlineIf(n, branches, ctx, &m));
+      continue;
+    }
     const OpDef& def = *FindOp(n.op);  // CheckOpsSupported found every op
     bool folded = false;
     if (def.normalize != nullptr) TF_RETURN_IF_ERROR(def.normalize(&m, &n));
     TF_RETURN_IF_ERROR(RunNode(def, ctx, n, &folded));
     if (folded) {
       // A folded reshape-like op keeps its values under the inferred shape.
-      for (const std::string& o : nodes[size_t(i)].outputs) {
+      for (const std::string& o : n.outputs) {
         auto c = m.constants.find(o);
         if (c != m.constants.end() && m.shapes.count(o)) c->second.shape = m.shapes[o];
       }
       continue;
     }
-    m.nodes.push_back(std::move(nodes[size_t(i)]));
+    m.nodes.push_back(std::move(n));
   }
+  return absl::OkStatus();
+}
+
+// The model's nodes imported, its outputs checked, and every value's consumers.
+absl::Status InferShapes(std::vector<Node>& nodes, const Branches& branches, Model* mp) {
+  Model& m = *mp;
+  ShapeContext ctx(&m);
+  TF_RETURN_IF_ERROR(ImportNodes(nodes, branches, ctx, &m));
   for (const std::string& o : m.outputs) {
     if (!m.shapes.count(o))
       return InvalidArgumentError(StrCat("output '", o, "' is never produced"));
@@ -441,13 +596,10 @@ absl::StatusOr<Model> ImportOnnx(const std::string& bytes, const ImportOptions& 
   const onnx::GraphProto& g = proto.graph();
   TF_RETURN_IF_ERROR(ReadInputs(g, options, &m));
   std::vector<Node> nodes;
-  for (int i = 0; i < g.node_size(); ++i) {
-    TF_ASSIGN_OR_RETURN(Node n, ReadNode(g.node(i), i, &m));
-    nodes.push_back(std::move(n));
-  }
+  Branches branches;
+  TF_RETURN_IF_ERROR(ReadGraphNodes(g, "", &m, &branches, &nodes));
   TF_RETURN_IF_ERROR(CheckOpsSupported(nodes, m.opset));
-  TF_ASSIGN_OR_RETURN(std::vector<int> order, TopologicalOrder(nodes, m));
-  TF_RETURN_IF_ERROR(InferShapes(nodes, order, &m));
+  TF_RETURN_IF_ERROR(InferShapes(nodes, branches, &m));
   return m;
 }
 

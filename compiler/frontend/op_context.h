@@ -40,6 +40,9 @@ int64_t ValueCount(const Constant& c);
 // Whether a tensor of shape `s` broadcast against `out` varies only along
 // dimension `axis` (a bias per channel), e.g. [C,1,1] against [N,C,H,W].
 bool PerChannel(Shape s, const Shape& out, size_t axis);
+// The largest constant (in elements) that folding computes at import; a
+// larger result stays a node the runtime computes.
+inline constexpr double kMaxFoldElements = double(1 << 22);
 
 class ShapeContext {
  public:
@@ -63,6 +66,13 @@ class ShapeContext {
   absl::StatusOr<int64_t> Axis(const Node& n, int64_t axis, size_t rank) const;
   // The numpy broadcast of two shapes.
   absl::StatusOr<Shape> Broadcast(const Node& n, const Shape& a, const Shape& b) const;
+  // Folds an element-wise node: output 0 (of shape `out`) is f over the
+  // constants behind inputs `inputs`, broadcast numpy-style, element by
+  // element in double; an int constant when `to_int`. Sets *folded; does
+  // nothing when an input is not constant or the output is over
+  // kMaxFoldElements.
+  absl::Status FoldBroadcast(const Node& n, const std::vector<size_t>& inputs, const Shape& out,
+                             bool to_int, double (*f)(const double*), bool* folded);
 
   // Sets the shape of output `out` (nothing for an omitted output).
   absl::Status Set(const Node& n, size_t out, Shape s);

@@ -139,6 +139,51 @@ absl::StatusOr<Shape> ShapeContext::Broadcast(const Node& n, const Shape& a,
   return r;
 }
 
+absl::Status ShapeContext::FoldBroadcast(const Node& n, const std::vector<size_t>& inputs,
+                                         const Shape& out, bool to_int,
+                                         double (*f)(const double*), bool* folded) {
+  if (Elements(out) > kMaxFoldElements || inputs.size() > 4) return absl::OkStatus();
+  const size_t r = out.size();
+  std::vector<const Constant*> in;
+  std::vector<Shape> strides;  // per input, over `out`'s dimensions (0: broadcast)
+  for (size_t i : inputs) {
+    const Constant* k = Const(n, i);
+    if (k == nullptr || k->shape.size() > r) return absl::OkStatus();
+    Shape full(r - k->shape.size(), 1);
+    full.insert(full.end(), k->shape.begin(), k->shape.end());
+    Shape st(r, 0);
+    for (int64_t d = int64_t(r) - 1, step = 1; d >= 0; --d) {
+      if (full[size_t(d)] != out[size_t(d)] && full[size_t(d)] != 1)
+        return Error(n, StrCat("shapes ", ShapeText(k->shape), " and ", ShapeText(out),
+                               " do not broadcast"));
+      st[size_t(d)] = full[size_t(d)] == 1 ? 0 : step;
+      step *= full[size_t(d)];
+    }
+    in.push_back(k);
+    strides.push_back(std::move(st));
+  }
+  Constant result;
+  result.is_int = to_int;
+  result.shape = out;
+  const int64_t total = int64_t(Elements(out));
+  Shape idx(r, 0);
+  double v[4];
+  for (int64_t e = 0; e < total; ++e) {
+    for (size_t k = 0; k < in.size(); ++k) {
+      int64_t off = 0;
+      for (size_t d = 0; d < r; ++d) off += idx[d] * strides[k][d];
+      v[k] = ConstValue(*in[k], off);
+    }
+    PushValue(&result, f(v));
+    for (int64_t d = int64_t(r) - 1; d >= 0; --d) {
+      if (++idx[size_t(d)] < out[size_t(d)]) break;
+      idx[size_t(d)] = 0;
+    }
+  }
+  *folded = true;
+  return SetConst(n, 0, std::move(result));
+}
+
 absl::Status ShapeContext::Set(const Node& n, size_t out, Shape s) {
   if (out >= n.outputs.size() || n.outputs[out].empty()) return absl::OkStatus();
   TF_RETURN_IF_ERROR(CheckShape(s, StrCat(n.op, " node '", n.name, "' output")));

@@ -122,6 +122,42 @@ absl::Status FoldArithmetic(ShapeContext& c, const Node& n, bool* folded) {
   return c.SetConst(n, 0, out);
 }
 
+// Element-wise functions of the folded operators, over the inputs' values.
+double LogOf(const double* v) { return std::log(v[0]); }
+double NotOf(const double* v) { return v[0] == 0 ? 1 : 0; }
+double AndOf(const double* v) { return v[0] != 0 && v[1] != 0; }
+double OrOf(const double* v) { return v[0] != 0 || v[1] != 0; }
+double XorOf(const double* v) { return (v[0] != 0) != (v[1] != 0); }
+double EqualOf(const double* v) { return v[0] == v[1]; }
+double LessOf(const double* v) { return v[0] < v[1]; }
+double LessOrEqualOf(const double* v) { return v[0] <= v[1]; }
+double GreaterOf(const double* v) { return v[0] > v[1]; }
+double GreaterOrEqualOf(const double* v) { return v[0] >= v[1]; }
+
+// An element-wise node whose inputs are all constant: f over them,
+// broadcast; a boolean (int) result when kToInt.
+template <double (*F)(const double*), bool kToInt>
+absl::Status FoldElementwise(ShapeContext& c, const Node& n, bool* folded) {
+  if (n.inputs.empty() || !c.InputsConstant(n)) return absl::OkStatus();
+  std::vector<size_t> inputs;
+  Shape out;
+  for (size_t i = 0; i < n.inputs.size(); ++i) {
+    TF_ASSIGN_OR_RETURN(Shape s, c.In(n, i));
+    TF_ASSIGN_OR_RETURN(out, c.Broadcast(n, out, s));
+    inputs.push_back(i);
+  }
+  return c.FoldBroadcast(n, inputs, out, kToInt, F, folded);
+}
+
+// A comparison or logical operator: two inputs broadcast, a boolean result.
+template <double (*F)(const double*)>
+OpDef Compare(std::string_view name, int64_t min_opset) {
+  return {.name = name,
+          .min_opset = min_opset,
+          .fold = FoldElementwise<F, true>,
+          .infer = InferBroadcast2};
+}
+
 //===--- Activations an anchor fuses --------------------------------------===//
 
 bool ReluEpilogue(const Model&, const Node&, v1::Epilogue* e) {
@@ -187,7 +223,9 @@ const std::vector<OpDef>& ElementwiseOps() {
       Unary("Floor"),
       Unary("Gelu"),
       Unary("HardSigmoid"),
+      {.name = "Log", .fold = FoldElementwise<LogOf, false>, .infer = InferSameShape},
       Unary("Neg"),
+      {.name = "Not", .fold = FoldElementwise<NotOf, true>, .infer = InferSameShape},
       Unary("PRelu"),  // the slope broadcasts to the input (or is per channel)
       Unary("Reciprocal"),
       Unary("Selu"),
@@ -242,9 +280,15 @@ const std::vector<OpDef>& ElementwiseOps() {
       {.name = "Pow", .normalize = LegacyBroadcast, .infer = InferBroadcast2},
       {.name = "Max", .infer = InferBroadcast2},
       {.name = "Min", .infer = InferBroadcast2},
-      {.name = "Equal", .infer = InferBroadcast2},
-      {.name = "Less", .infer = InferBroadcast2},
-      {.name = "Greater", .infer = InferBroadcast2},
+      // Comparisons and logical operators (booleans are 0 and 1).
+      Compare<EqualOf>("Equal", kMinOpset),
+      Compare<LessOf>("Less", kMinOpset),
+      Compare<GreaterOf>("Greater", kMinOpset),
+      Compare<LessOrEqualOf>("LessOrEqual", 12),
+      Compare<GreaterOrEqualOf>("GreaterOrEqual", 12),
+      Compare<AndOf>("And", 7),
+      Compare<OrOf>("Or", 7),
+      Compare<XorOf>("Xor", 7),
       {.name = "Where", .min_opset = 9, .infer = InferWhere},
   };
   return *ops;

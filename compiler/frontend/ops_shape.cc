@@ -428,7 +428,148 @@ absl::Status InferGather(ShapeContext& c, const Node& n) {
   return c.Set(n, 0, out);
 }
 
+// Input 0 broadcast to the shape input (bidirectionally: a 1 in the shape
+// keeps the input's dimension).
+absl::Status InferExpand(ShapeContext& c, const Node& n) {
+  TF_ASSIGN_OR_RETURN(Shape x, c.In(n, 0));
+  TF_ASSIGN_OR_RETURN(std::vector<int64_t> shape, c.ConstInts(n, 1));
+  for (int64_t d : shape) {
+    if (d < 0) return c.Error(n, StrCat("dimension ", d, " in the shape"));
+  }
+  TF_ASSIGN_OR_RETURN(Shape out, c.Broadcast(n, x, shape));
+  return c.Set(n, 0, out);
+}
+
+double First(const double* v) { return v[0]; }
+
+absl::Status FoldExpand(ShapeContext& c, const Node& n, bool* folded) {
+  if (c.Const(n, 0) == nullptr || c.Const(n, 1) == nullptr) return absl::OkStatus();
+  TF_ASSIGN_OR_RETURN(Shape x, c.In(n, 0));
+  TF_ASSIGN_OR_RETURN(std::vector<int64_t> shape, c.ConstInts(n, 1));
+  TF_ASSIGN_OR_RETURN(Shape out, c.Broadcast(n, x, shape));
+  return c.FoldBroadcast(n, {0}, out, c.Const(n, 0)->is_int, First, folded);
+}
+
+// repeats (input 1): one non-negative count per dimension.
+absl::Status InferTile(ShapeContext& c, const Node& n) {
+  TF_ASSIGN_OR_RETURN(Shape x, c.In(n, 0));
+  TF_ASSIGN_OR_RETURN(std::vector<int64_t> repeats, c.ConstInts(n, 1));
+  if (repeats.size() != x.size())
+    return c.Error(n, StrCat(repeats.size(), " repeats for an input of rank ", x.size()));
+  Shape out = x;
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (repeats[i] < 0) return c.Error(n, StrCat("repeat ", repeats[i]));
+    out[i] *= repeats[i];
+  }
+  return c.Set(n, 0, out);
+}
+
+// A constant input tiled at import, once InferTile has checked the repeats.
+absl::Status FoldTile(ShapeContext& c, const Node& n, bool* folded) {
+  const Constant* x = c.Const(n, 0);
+  if (x == nullptr || c.Const(n, 1) == nullptr) return absl::OkStatus();
+  TF_RETURN_IF_ERROR(InferTile(c, n));
+  TF_ASSIGN_OR_RETURN(std::vector<int64_t> repeats, c.ConstInts(n, 1));
+  Shape os = x->shape;
+  for (size_t i = 0; i < os.size(); ++i) os[i] *= repeats[i];
+  if (Elements(os) > kMaxFoldElements) return absl::OkStatus();
+  Constant y;
+  y.is_int = x->is_int;
+  y.shape = os;
+  const size_t r = os.size();
+  Shape idx(r, 0);
+  for (int64_t e = 0, total = int64_t(Elements(os)); e < total; ++e) {
+    int64_t off = 0;
+    for (size_t d = 0; d < r; ++d) off = off * x->shape[d] + idx[d] % x->shape[d];
+    PushValue(&y, ConstValue(*x, off));
+    for (int64_t d = int64_t(r) - 1; d >= 0; --d) {
+      if (++idx[size_t(d)] < os[size_t(d)]) break;
+      idx[size_t(d)] = 0;
+    }
+  }
+  *folded = true;
+  return c.SetConst(n, 0, std::move(y));
+}
+
+// The output has the indices' shape; data and indices have the same rank.
+absl::Status InferGatherElements(ShapeContext& c, const Node& n) {
+  TF_ASSIGN_OR_RETURN(Shape x, c.In(n, 0));
+  TF_ASSIGN_OR_RETURN(Shape idx, c.In(n, 1));
+  if (x.size() != idx.size())
+    return c.Error(n, StrCat("indices ", ShapeText(idx), " and data ", ShapeText(x),
+                             " differ in rank"));
+  TF_ASSIGN_OR_RETURN(int64_t axis, c.Axis(n, n.Int("axis", 0), x.size()));
+  for (size_t d = 0; d < x.size(); ++d) {
+    if (int64_t(d) != axis && idx[d] > x[d])
+      return c.Error(n, StrCat("indices ", ShapeText(idx), " exceed data ", ShapeText(x)));
+  }
+  return c.Set(n, 0, idx);
+}
+
+// start, limit and delta are scalars that decide the output's length:
+// always folded.
+absl::Status FoldRange(ShapeContext& c, const Node& n, bool* folded) {
+  bool is_int = true;
+  double v[3];
+  for (size_t i = 0; i < 3; ++i) {
+    const Constant* k = c.Const(n, i);
+    if (k == nullptr || k->size() != 1) {
+      return c.Error(n, StrCat("input ", i, " ('", c.Has(n, i) ? n.inputs[i] : "",
+                               "') decides the output's length and must be a constant scalar"));
+    }
+    is_int = is_int && k->is_int;
+    v[i] = ConstValue(*k, 0);
+  }
+  if (v[2] == 0) return c.Error(n, "delta is 0");
+  const double count = std::max(0.0, std::ceil((v[1] - v[0]) / v[2]));
+  if (count > kMaxFoldElements) return c.Error(n, StrCat("range of ", count, " values"));
+  Constant out;
+  out.is_int = is_int;
+  out.shape = {int64_t(count)};
+  for (int64_t i = 0; i < int64_t(count); ++i) PushValue(&out, v[0] + double(i) * v[2]);
+  *folded = true;
+  return c.SetConst(n, 0, std::move(out));
+}
+
 //===--- Reductions -------------------------------------------------------===//
+
+// ArgMax, ArgMin: `axis` (default 0) reduced, kept as 1 when keepdims.
+absl::Status InferArgReduce(ShapeContext& c, const Node& n) {
+  TF_ASSIGN_OR_RETURN(Shape x, c.In(n, 0));
+  TF_ASSIGN_OR_RETURN(int64_t axis, c.Axis(n, n.Int("axis", 0), x.size()));
+  if (c.opset() < 12 && n.ints.count("select_last_index"))
+    return c.Error(n, "select_last_index needs opset 12");
+  Shape out = x;
+  if (n.Int("keepdims", 1) != 0) {
+    out[size_t(axis)] = 1;
+  } else {
+    out.erase(out.begin() + axis);
+  }
+  return c.Set(n, 0, out);
+}
+
+// Values and indices of the k largest (or smallest) along `axis`; k is an
+// attribute before opset 10, a one-element constant input from 10.
+absl::Status InferTopK(ShapeContext& c, const Node& n) {
+  TF_ASSIGN_OR_RETURN(Shape x, c.In(n, 0));
+  TF_ASSIGN_OR_RETURN(int64_t axis, c.Axis(n, n.Int("axis", -1), x.size()));
+  int64_t k = n.Int("k", -1);
+  if (c.opset() >= 10) {
+    TF_ASSIGN_OR_RETURN(std::vector<int64_t> kv, c.ConstInts(n, 1));
+    if (kv.size() != 1) return c.Error(n, "k must have one element");
+    k = kv[0];
+  } else if (!n.ints.count("k")) {
+    return c.Error(n, "no k attribute");
+  }
+  if (c.opset() < 11 && (n.ints.count("largest") || n.ints.count("sorted")))
+    return c.Error(n, "largest and sorted need opset 11");
+  if (k < 0 || k > x[size_t(axis)])
+    return c.Error(n, StrCat("k = ", k, " for a dimension of ", x[size_t(axis)]));
+  Shape out = x;
+  out[size_t(axis)] = k;
+  TF_RETURN_IF_ERROR(c.Set(n, 0, out));
+  return c.Set(n, 1, out);
+}
 
 // axes: the attribute, or input 1 when given; keepdims (default 1).
 absl::Status InferReduce(ShapeContext& c, const Node& n) {
@@ -478,9 +619,23 @@ const std::vector<OpDef>& ShapeOps() {
       {.name = "Resize", .min_opset = 10, .infer = InferResize},
       {.name = "Upsample", .infer = InferUpsample},
       {.name = "Gather", .fold = FoldGather, .infer = InferGather},
+      {.name = "GatherElements", .min_opset = 11, .infer = InferGatherElements},
+      {.name = "Expand", .min_opset = 8, .fold = FoldExpand, .infer = InferExpand},
+      {.name = "Tile", .fold = FoldTile, .infer = InferTile},
+      {.name = "Range", .min_opset = 11, .fold = FoldRange, .native = false},
+      {.name = "TopK", .infer = InferTopK},
+      {.name = "ArgMax", .infer = InferArgReduce},
+      {.name = "ArgMin", .infer = InferArgReduce},
+      {.name = "ReduceL1", .infer = InferReduce},
+      {.name = "ReduceL2", .infer = InferReduce},
+      {.name = "ReduceLogSum", .infer = InferReduce},
+      {.name = "ReduceLogSumExp", .infer = InferReduce},
       {.name = "ReduceMax", .infer = InferReduce},
       {.name = "ReduceMean", .infer = InferReduce},
+      {.name = "ReduceMin", .infer = InferReduce},
+      {.name = "ReduceProd", .infer = InferReduce},
       {.name = "ReduceSum", .infer = InferReduce},
+      {.name = "ReduceSumSquare", .infer = InferReduce},
   };
   return *ops;
 }

@@ -58,7 +58,7 @@ void ParallelFor(int32_t (*par)(void*, int64_t, void*, TFParallelBody), void* ct
   par(ctx, n, &f, [](void* c, int64_t b, int64_t e) { (*static_cast<F*>(c))(b, e); });
 }
 
-enum class ReduceKind { kSum, kMean, kMax };
+enum class ReduceKind { kSum, kMean, kMax, kMin, kProd, kL1, kL2, kSumSquare, kLogSum, kLogSumExp };
 
 // One node's computation: the kernels the table of native operators
 // (NativeTable below) names, over the node's arguments.
@@ -112,6 +112,11 @@ class Op {
   // Axes are an input from opset `axes_input_from` on, an attribute before.
   absl::Status Reduce(ReduceKind kind, int64_t axes_input_from);
   absl::Status Gather();
+  absl::Status GatherElements();
+  absl::Status Expand();
+  absl::Status Tile();
+  absl::Status ArgReduce(bool max);
+  absl::Status TopK();
 
  private:
   bool Has(size_t i) const { return i < n_.inputs.size() && !n_.inputs[i].empty(); }
@@ -1090,22 +1095,59 @@ absl::Status Op<T>::Reduce(ReduceKind kind, int64_t axes_input_from) {
   for (size_t d = 0; d < r; ++d) kept.push_back(reduced[d] ? 1 : xs[d]);
   const Shape kst = Strides(kept);
   const int64_t out_n = Numel(kept), in_n = Numel(xs);
-  const bool is_max = kind == ReduceKind::kMax;
-  std::vector<double> acc(size_t(out_n), is_max ? -std::numeric_limits<double>::infinity() : 0.0);
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  const double init = kind == ReduceKind::kMax ? -kInf
+                      : kind == ReduceKind::kMin ? kInf
+                      : kind == ReduceKind::kProd ? 1.0
+                                                  : 0.0;
+  std::vector<double> acc(size_t(out_n), init);
   const T* x = In(0);
   Shape idx(r, 0);
+  // LogSumExp sums exp(v - max) and adds the max back, so large inputs
+  // do not overflow.
+  std::vector<double> shift(size_t(out_n), 0.0);
+  if (kind == ReduceKind::kLogSumExp) {
+    std::fill(shift.begin(), shift.end(), -kInf);
+    for (int64_t i = 0; i < in_n; ++i) {
+      int64_t o = 0;
+      for (size_t d = 0; d < r; ++d)
+        if (!reduced[d]) o += idx[d] * kst[d];
+      shift[size_t(o)] = std::max(shift[size_t(o)], double(x[i]));
+      NextIndex(&idx, xs);
+    }
+    for (double& m : shift) m = std::isfinite(m) ? m : 0.0;
+    std::fill(idx.begin(), idx.end(), 0);
+  }
   for (int64_t i = 0; i < in_n; ++i) {
     int64_t o = 0;
     for (size_t d = 0; d < r; ++d)
       if (!reduced[d]) o += idx[d] * kst[d];
-    acc[size_t(o)] =
-        is_max ? std::max(acc[size_t(o)], double(x[i])) : acc[size_t(o)] + double(x[i]);
+    double& a = acc[size_t(o)];
+    const double v = double(x[i]);
+    switch (kind) {
+      case ReduceKind::kMax: a = std::max(a, v); break;
+      case ReduceKind::kMin: a = std::min(a, v); break;
+      case ReduceKind::kProd: a *= v; break;
+      case ReduceKind::kL1: a += std::fabs(v); break;
+      case ReduceKind::kL2:
+      case ReduceKind::kSumSquare: a += v * v; break;
+      case ReduceKind::kLogSumExp: a += std::exp(v - shift[size_t(o)]); break;
+      default: a += v; break;
+    }
     NextIndex(&idx, xs);
   }
   const double count = double(in_n) / double(std::max<int64_t>(out_n, 1));
   T* y = Out();
-  for (int64_t o = 0; o < out_n; ++o)
-    y[o] = T(kind == ReduceKind::kMean ? acc[size_t(o)] / count : acc[size_t(o)]);
+  for (int64_t o = 0; o < out_n; ++o) {
+    const double a = acc[size_t(o)];
+    switch (kind) {
+      case ReduceKind::kMean: y[o] = T(a / count); break;
+      case ReduceKind::kL2: y[o] = T(std::sqrt(a)); break;
+      case ReduceKind::kLogSum: y[o] = T(std::log(a)); break;
+      case ReduceKind::kLogSumExp: y[o] = T(std::log(a) + shift[size_t(o)]); break;
+      default: y[o] = T(a); break;
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -1130,6 +1172,124 @@ absl::Status Op<T>::Gather() {
                 y + (o * int64_t(idx.size()) + int64_t(j)) * inner);
     }
   }
+  return absl::OkStatus();
+}
+
+// Each output element is the data element at the same position but along
+// `axis`, where it is the index (negative: from the end).
+template <typename T>
+absl::Status Op<T>::GatherElements() {
+  const Shape& xs = InShape(0);
+  const Shape& is = InShape(1);
+  const int64_t axis = Axis(n_.Int("axis", 0), xs.size());
+  if (axis < 0 || axis >= int64_t(xs.size()) || is.size() != xs.size())
+    return Error("axis or indices rank do not match the data");
+  if (In(1) == nullptr) return Error("indices are missing");
+  const Shape xst = Strides(xs);
+  const T* x = In(0);
+  const T* ind = In(1);
+  T* y = Out();
+  const int64_t total = Numel(is), dim = xs[size_t(axis)];
+  Shape idx(is.size(), 0);
+  for (int64_t i = 0; i < total; ++i) {
+    int64_t k = int64_t(ind[i]);
+    if (k < 0) k += dim;
+    if (k < 0 || k >= dim) return Error(StrCat("index ", int64_t(ind[i]), " out of range"));
+    int64_t off = 0;
+    for (size_t d = 0; d < is.size(); ++d) off += (int64_t(d) == axis ? k : idx[d]) * xst[d];
+    y[i] = x[off];
+    NextIndex(&idx, is);
+  }
+  return absl::OkStatus();
+}
+
+// Input 0 broadcast to the output's shape.
+template <typename T>
+absl::Status Op<T>::Expand() {
+  return Broadcast(0, 1, [](const T* v) { return v[0]; });
+}
+
+// Output index i reads the input at i modulo the input's dimensions.
+template <typename T>
+absl::Status Op<T>::Tile() {
+  const Shape& xs = InShape(0);
+  const Shape& os = OutShape();
+  if (xs.size() != os.size()) return Error("repeats do not match the input's rank");
+  const T* x = In(0);
+  T* y = Out();
+  const int64_t total = Numel(os);
+  Shape idx(os.size(), 0);
+  for (int64_t i = 0; i < total; ++i) {
+    int64_t off = 0;
+    for (size_t d = 0; d < os.size(); ++d) off = off * xs[d] + idx[d] % xs[d];
+    y[i] = x[off];
+    NextIndex(&idx, os);
+  }
+  return absl::OkStatus();
+}
+
+// The index of the largest (smallest) value along `axis`: the first such
+// index, or the last with select_last_index.
+template <typename T>
+absl::Status Op<T>::ArgReduce(bool max) {
+  const Shape& xs = InShape(0);
+  const int64_t axis = Axis(n_.Int("axis", 0), xs.size());
+  if (axis < 0 || axis >= int64_t(xs.size())) return Error("axis out of range");
+  const bool last = n_.Int("select_last_index", 0) != 0;
+  const int64_t len = xs[size_t(axis)];
+  if (len == 0) return Error("reduces an empty dimension");
+  const int64_t inner = Numel(Shape(xs.begin() + axis + 1, xs.end()));
+  const int64_t outer = Numel(xs) / std::max<int64_t>(len * inner, 1);
+  const T* x = In(0);
+  T* y = Out();
+  Parallel(outer * inner, [&](int64_t b, int64_t e) {
+    for (int64_t oi = b; oi < e; ++oi) {
+      const T* p = x + (oi / inner) * len * inner + oi % inner;
+      int64_t best = 0;
+      for (int64_t k = 1; k < len; ++k) {
+        const T v = p[k * inner], w = p[best * inner];
+        const bool better = max ? (last ? v >= w : v > w) : (last ? v <= w : v < w);
+        if (better) best = k;
+      }
+      y[oi] = T(best);
+    }
+  });
+  return absl::OkStatus();
+}
+
+// k = the output's length along `axis`; values in order (largest first, or
+// smallest first with largest = 0), ties by lower index, for sorted = 0 too.
+template <typename T>
+absl::Status Op<T>::TopK() {
+  const Shape& xs = InShape(0);
+  const int64_t axis = Axis(n_.Int("axis", -1), xs.size());
+  if (axis < 0 || axis >= int64_t(xs.size())) return Error("axis out of range");
+  const bool largest = n_.Int("largest", 1) != 0;
+  const int64_t len = xs[size_t(axis)], k = OutShape()[size_t(axis)];
+  const int64_t inner = Numel(Shape(xs.begin() + axis + 1, xs.end()));
+  const int64_t outer = Numel(xs) / std::max<int64_t>(len * inner, 1);
+  const T* x = In(0);
+  T* values = Out(0);
+  T* indices = Out(1);
+  Parallel(outer * inner, [&](int64_t b, int64_t e) {
+    std::vector<int64_t> order(static_cast<size_t>(len));
+    for (int64_t oi = b; oi < e; ++oi) {
+      const int64_t o = oi / inner, i = oi % inner;
+      const T* p = x + o * len * inner + i;
+      std::iota(order.begin(), order.end(), int64_t{0});
+      std::partial_sort(order.begin(), order.begin() + k, order.end(),
+                        [&](int64_t u, int64_t v) {
+                          const T a = p[u * inner], c = p[v * inner];
+                          if (a != c) return largest ? a > c : a < c;
+                          return u < v;
+                        });
+      for (int64_t j = 0; j < k; ++j) {
+        const int64_t at = (o * k + j) * inner + i;
+        values[at] = p[order[size_t(j)] * inner];
+        if (indices != nullptr) indices[at] = T(order[size_t(j)]);
+      }
+    }
+  });
   return absl::OkStatus();
 }
 
@@ -1194,6 +1354,7 @@ const std::vector<NativeOp>& NativeTable() {
       Kernel("Erf", [](auto& o) { return o.Map([](double v) { return std::erf(v); }); }),
       Kernel("Exp", [](auto& o) { return o.Map([](double v) { return std::exp(v); }); }),
       Kernel("Floor", [](auto& o) { return o.Map([](double v) { return std::floor(v); }); }),
+      Kernel("Log", [](auto& o) { return o.Map([](double v) { return std::log(v); }); }),
       Kernel("Gelu", [](auto& o) { return o.Gelu(); }),
       Kernel("HardSigmoid",
              [](auto& o) {
@@ -1214,6 +1375,7 @@ const std::vector<NativeOp>& NativeTable() {
                return o.Map([alpha](double v) { return v >= 0 ? v : alpha * v; });
              }),
       Kernel("Neg", [](auto& o) { return o.Map([](double v) { return -v; }); }),
+      Kernel("Not", [](auto& o) { return o.Map([](double v) { return v == 0 ? 1.0 : 0.0; }); }),
       Kernel("Reciprocal", [](auto& o) { return o.Map([](double v) { return 1.0 / v; }); }),
       Kernel("Relu", [](auto& o) { return o.Map([](double v) { return v > 0 ? v : 0.0; }); }),
       Kernel("Selu",
@@ -1238,6 +1400,14 @@ const std::vector<NativeOp>& NativeTable() {
       Kernel("Equal", [](auto& o) { return o.Zip([](auto a, auto b) { return a == b; }); }),
       Kernel("Greater", [](auto& o) { return o.Zip([](auto a, auto b) { return a > b; }); }),
       Kernel("Less", [](auto& o) { return o.Zip([](auto a, auto b) { return a < b; }); }),
+      Kernel("LessOrEqual", [](auto& o) { return o.Zip([](auto a, auto b) { return a <= b; }); }),
+      Kernel("GreaterOrEqual",
+             [](auto& o) { return o.Zip([](auto a, auto b) { return a >= b; }); }),
+      // Booleans are 0 and 1; any non-zero value reads as true.
+      Kernel("And", [](auto& o) { return o.Zip([](auto a, auto b) { return a != 0 && b != 0; }); }),
+      Kernel("Or", [](auto& o) { return o.Zip([](auto a, auto b) { return a != 0 || b != 0; }); }),
+      Kernel("Xor",
+             [](auto& o) { return o.Zip([](auto a, auto b) { return (a != 0) != (b != 0); }); }),
       Kernel("Max", [](auto& o) { return o.MinMax(true); }),
       Kernel("Min", [](auto& o) { return o.MinMax(false); }),
       Kernel("Mul", [](auto& o) { return o.Zip([](auto a, auto b) { return a * b; }); }),
@@ -1265,6 +1435,12 @@ const std::vector<NativeOp>& NativeTable() {
       // Layout and reductions.
       Kernel("Concat", [](auto& o) { return o.Concat(); }),
       Kernel("Gather", [](auto& o) { return o.Gather(); }),
+      Kernel("GatherElements", [](auto& o) { return o.GatherElements(); }),
+      Kernel("Expand", [](auto& o) { return o.Expand(); }),
+      Kernel("Tile", [](auto& o) { return o.Tile(); }),
+      Kernel("TopK", [](auto& o) { return o.TopK(); }),
+      Kernel("ArgMax", [](auto& o) { return o.ArgReduce(true); }),
+      Kernel("ArgMin", [](auto& o) { return o.ArgReduce(false); }),
       Kernel("Pad", [](auto& o) { return o.Pad(); }),
       Kernel("Resize", [](auto& o) { return o.Resize(false); }),
       Kernel("Upsample", [](auto& o) { return o.Resize(true); }),
@@ -1274,6 +1450,13 @@ const std::vector<NativeOp>& NativeTable() {
       Kernel("ReduceMax", [](auto& o) { return o.Reduce(ReduceKind::kMax, 18); }),
       Kernel("ReduceMean", [](auto& o) { return o.Reduce(ReduceKind::kMean, 18); }),
       Kernel("ReduceSum", [](auto& o) { return o.Reduce(ReduceKind::kSum, 13); }),
+      Kernel("ReduceMin", [](auto& o) { return o.Reduce(ReduceKind::kMin, 18); }),
+      Kernel("ReduceProd", [](auto& o) { return o.Reduce(ReduceKind::kProd, 18); }),
+      Kernel("ReduceL1", [](auto& o) { return o.Reduce(ReduceKind::kL1, 18); }),
+      Kernel("ReduceL2", [](auto& o) { return o.Reduce(ReduceKind::kL2, 18); }),
+      Kernel("ReduceSumSquare", [](auto& o) { return o.Reduce(ReduceKind::kSumSquare, 18); }),
+      Kernel("ReduceLogSum", [](auto& o) { return o.Reduce(ReduceKind::kLogSum, 18); }),
+      Kernel("ReduceLogSumExp", [](auto& o) { return o.Reduce(ReduceKind::kLogSumExp, 18); }),
   };
   return *table;
 }

@@ -93,10 +93,17 @@ save("opset9", old, [tensor("x", [1, 4, 12])], [tensor("y", [1, 8, 2, 14])],
       numpy_helper.from_array(np.array([1, 1, 2, 2], dtype=np.float32), "scales")], opset=9,
      ir=4)
 
-unsupported = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv"),
-               helper.make_node("TopK", ["c", "k"], ["y", "i"], name="the_topk")]
-save("unsupported", unsupported, [tensor("x", [1, 2, 4, 4])], [tensor("y", [1, 2, 4, 2])],
+# TopK with k from a constant input: values and indices.
+topk = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv"),
+        helper.make_node("TopK", ["c", "k"], ["y", "i"], name="the_topk")]
+save("topk", topk, [tensor("x", [1, 2, 4, 4])], [tensor("y", [1, 2, 4, 2])],
      [init("w", (2, 2, 1, 1)), ints("k", [2])])
+
+unsupported = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv"),
+               helper.make_node("NonZero", ["c"], ["y"], name="the_nonzero")]
+save("unsupported", unsupported, [tensor("x", [1, 2, 4, 4])],
+     [helper.make_tensor_value_info("y", TensorProto.INT64, None)], [init("w", (2, 2, 1, 1))],
+     check=False)
 
 many = [helper.make_node("Log", ["x"], ["l"], name="log1"),
         helper.make_node("GreaterOrEqual", ["l", "x"], ["g1"], name="ge1"),

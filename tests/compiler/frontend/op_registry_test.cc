@@ -4,6 +4,7 @@
 // does not read, every one at once, naming the nodes.
 #include "compiler/frontend/op_registry.h"
 
+#include <cmath>
 #include <set>
 #include <string>
 
@@ -105,11 +106,11 @@ TEST(OpRegistryTest, ImportNamesEveryUnsupportedOperatorAndVersionAtOnce) {
             "unsupported operator version at opset 13: 'HardSwish' (node 'n2') is supported from "
             "opset 14 to 18, 'LayerNormalization' (node 'n1') is supported from opset 17 to 18");
 
-  m = ImportOnnx(Chain(13, {"TopK", "LayerNormalization", "Relu"}));
+  m = ImportOnnx(Chain(13, {"NonZero", "LayerNormalization", "Relu"}));
   ASSERT_FALSE(m.ok());
   const std::string e(m.status().message());
   EXPECT_TRUE(absl::StartsWith(
-      e, "unsupported operator 'TopK' (node 'n0', opset 13); operator versions at opset 13: "
+      e, "unsupported operator 'NonZero' (node 'n0', opset 13); operator versions at opset 13: "
          "'LayerNormalization' (node 'n1') is supported from opset 17 to 18; supported: Abs, "))
       << e;
 
@@ -117,6 +118,161 @@ TEST(OpRegistryTest, ImportNamesEveryUnsupportedOperatorAndVersionAtOnce) {
   ASSERT_TRUE(m.ok()) << m.status();
   EXPECT_EQ(m->nodes.size(), 3u);
   EXPECT_EQ(m->shapes.at("v2"), (std::vector<int64_t>{1, 4}));
+}
+
+// Recurrent layers are refused with their own reason, naming the nodes; next
+// to an unknown operator, the reason follows the list.
+TEST(OpRegistryTest, RecurrentLayersAreRefusedWithAReason) {
+  absl::StatusOr<Model> m = ImportOnnx(Chain(14, {"LSTM", "Relu", "GRU"}));
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().message(),
+            "GRU node 'n2': recurrent layers (GRU, LSTM, RNN) are not supported: neither compiled "
+            "nor computed by the graph runtime; LSTM node 'n0': recurrent layers (GRU, LSTM, RNN) "
+            "are not supported: neither compiled nor computed by the graph runtime");
+  m = ImportOnnx(Chain(14, {"RNN", "NonZero"}));
+  ASSERT_FALSE(m.ok());
+  const std::string e(m.status().message());
+  EXPECT_TRUE(absl::StartsWith(e, "2 unsupported operators (opset 14): 'NonZero' (node 'n1'), "
+                                  "'RNN' (node 'n0'); recurrent layers (GRU, LSTM, RNN) are not "
+                                  "supported"))
+      << e;
+}
+
+// y = If(cond, then: op_then(x), else: op_else(x)) with x of shape [1, 4]:
+// cond = (dimension 1 of x == `dim`), folded at import when `folded`, else
+// an input of the graph.
+std::string IfModel(bool folded, int64_t dim, const std::string& op_then,
+                    const std::string& op_else) {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(13);
+  onnx::GraphProto* g = m.mutable_graph();
+  auto value = [](onnx::ValueInfoProto* v, const std::string& name, int type,
+                  std::vector<int64_t> dims) {
+    v->set_name(name);
+    auto* t = v->mutable_type()->mutable_tensor_type();
+    t->set_elem_type(type);
+    t->mutable_shape();  // a scalar has a shape without dimensions
+    for (int64_t d : dims) t->mutable_shape()->add_dim()->set_dim_value(d);
+  };
+  value(g->add_input(), "x", onnx::TensorProto::FLOAT, {1, 4});
+  auto node = [](onnx::GraphProto* graph, const std::string& op, std::vector<std::string> in,
+                 const std::string& out) {
+    onnx::NodeProto* n = graph->add_node();
+    n->set_op_type(op);
+    for (const std::string& i : in) n->add_input(i);
+    n->add_output(out);
+    return n;
+  };
+  if (folded) {
+    auto ints = [g](const std::string& name, int64_t v) {
+      onnx::TensorProto* t = g->add_initializer();
+      t->set_name(name);
+      t->set_data_type(onnx::TensorProto::INT64);
+      t->add_int64_data(v);
+    };
+    ints("one", 1);
+    ints("dim", dim);
+    node(g, "Shape", {"x"}, "s");
+    node(g, "Gather", {"s", "one"}, "d");
+    node(g, "Equal", {"d", "dim"}, "cond");
+  } else {
+    value(g->add_input(), "cond", onnx::TensorProto::BOOL, {});
+  }
+  onnx::NodeProto* n = node(g, "If", {"cond"}, "y");
+  n->set_name("branch");
+  for (const auto& [attr, op] : {std::pair<std::string, std::string>{"then_branch", op_then},
+                                 {"else_branch", op_else}}) {
+    onnx::AttributeProto* a = n->add_attribute();
+    a->set_name(attr);
+    a->set_type(onnx::AttributeProto::GRAPH);
+    onnx::GraphProto* b = a->mutable_g();
+    b->set_name(attr);
+    node(b, op, {"x"}, attr + "_out")->set_name(attr + "_node");  // x from the outer scope
+    value(b->add_output(), attr + "_out", onnx::TensorProto::FLOAT, {1, 4});
+  }
+  value(g->add_output(), "y", onnx::TensorProto::FLOAT, {1, 4});
+  return m.SerializeAsString();
+}
+
+TEST(OpRegistryTest, IfWithAConstantConditionIsItsTakenBranch) {
+  for (int64_t dim : {4, 5}) {
+    absl::StatusOr<Model> m = ImportOnnx(IfModel(true, dim, "Relu", "Neg"));
+    ASSERT_TRUE(m.ok()) << m.status();
+    // Shape, Gather and Equal folded; the branch's node, then an Identity to y.
+    ASSERT_EQ(m->nodes.size(), 2u);
+    EXPECT_EQ(m->nodes[0].op, dim == 4 ? "Relu" : "Neg");
+    EXPECT_EQ(m->nodes[0].name, dim == 4 ? "then_branch_node" : "else_branch_node");
+    EXPECT_EQ(m->nodes[1].op, "Identity");
+    EXPECT_EQ(m->nodes[1].outputs, std::vector<std::string>{"y"});
+    EXPECT_EQ(m->shapes.at("y"), (std::vector<int64_t>{1, 4}));
+  }
+  absl::StatusOr<Model> m = ImportOnnx(IfModel(false, 0, "Relu", "Neg"));
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().message(),
+            "If node 'branch': an If whose condition is only known at run time is not supported "
+            "(an If imports when its condition is constant once input shapes are fixed); export "
+            "the model with static control flow");
+  // The taken branch's operators are checked like the graph's.
+  m = ImportOnnx(IfModel(true, 4, "NonZero", "Relu"));
+  ASSERT_FALSE(m.ok());
+  EXPECT_TRUE(absl::StartsWith(
+      m.status().message(), "unsupported operator 'NonZero' (node 'then_branch_node', opset 13)"))
+      << m.status();
+}
+
+// Booleans are 0 and 1 in the runtime; the logical kernels read any non-zero
+// value as true (node tests bind boolean inputs as constants, which fold).
+TEST(OpRegistryTest, LogicalKernelsComputeOnRuntimeValues) {
+  const std::vector<float> a = {0, 1, 2, 0}, b = {0, 0, 1, 3};
+  for (const auto& [op, want] : std::vector<std::pair<std::string, std::vector<float>>>{
+           {"And", {0, 0, 1, 0}}, {"Or", {0, 1, 1, 1}}, {"Xor", {0, 1, 0, 1}},
+           {"Not", {1, 0, 0, 1}}}) {
+    SCOPED_TRACE(op);
+    Node n;
+    n.op = op;
+    n.name = "n";
+    n.inputs = op == "Not" ? std::vector<std::string>{"a"} : std::vector<std::string>{"a", "b"};
+    n.outputs = {"y"};
+    std::vector<float> y(4, -1);
+    runner::OpArgs<float> args;
+    args.node = &n;
+    args.opset = 13;
+    for (size_t i = 0; i < n.inputs.size(); ++i) {
+      args.in.push_back(i == 0 ? a.data() : b.data());
+      args.in_shapes.push_back({4});
+      args.in_const.push_back(nullptr);
+    }
+    args.out = {y.data()};
+    args.out_shapes = {{4}};
+    ASSERT_TRUE(runner::RunOp(args).ok());
+    EXPECT_EQ(y, want);
+  }
+}
+
+// ReduceLogSumExp of values whose exp overflows a double: log(2) + 1000,
+// not inf.
+TEST(OpRegistryTest, LogSumExpOfLargeValuesDoesNotOverflow) {
+  Node n;
+  n.op = "ReduceLogSumExp";
+  n.name = "n";
+  n.inputs = {"a"};
+  n.outputs = {"y"};
+  n.ints["axes"] = {1};
+  n.ints["keepdims"] = {0};
+  const std::vector<double> a = {1000, 1000, -5, 3};  // two rows of two
+  std::vector<double> y(2, -1);
+  runner::OpArgs<double> args;
+  args.node = &n;
+  args.opset = 13;
+  args.in = {a.data()};
+  args.in_shapes = {{2, 2}};
+  args.in_const = {nullptr};
+  args.out = {y.data()};
+  args.out_shapes = {{2}};
+  ASSERT_TRUE(runner::RunOp(args).ok());
+  EXPECT_NEAR(y[0], 1000 + std::log(2.0), 1e-9);
+  EXPECT_NEAR(y[1], std::log(std::exp(-5.0) + std::exp(3.0)), 1e-12);
 }
 
 }  // namespace
