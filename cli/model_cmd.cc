@@ -46,6 +46,8 @@ statically planned arena. The package runs with `tunefarm run`.
 
   --untuned         default schedules only (ignores the database)
   --no-model-check  skip timing tuned kernels inside the model (host targets)
+  --threads         the thread count the package is for (default 1): kernels
+                    are compared at it, and the package records it for `run`
 )";
 
 constexpr const char* kRunHelp =
@@ -65,6 +67,10 @@ of that key and runs there in a child process of the agent's (end-to-end
 timing on the board): one untimed run, then --repeat timed runs (default 10);
 the outputs come back (seeded inputs, the same --seed gives the same inputs
 as a local run). --threads 0 uses every core of the board.
+
+--threads defaults to the count the package was built for (`build
+--threads`, 1 for packages that do not record it); another count runs, with
+a note that the kernels were chosen at the package's.
 )";
 
 // ParseFlags, with at most one positional argument (the model or package file).
@@ -205,6 +211,22 @@ int ReportRun(const Flags& f, const std::string& package, int threads, double fi
                            where.empty() ? "" : absl::StrCat(", on ", where));
   }
   return 0;
+}
+
+// The thread count to run `pkg` at: --threads when given (with a note when
+// it is not the count the package was built for), else the package's.
+int RunThreads(const Flags& f, int64_t given, const v1::ModelPackage& pkg,
+               const std::string& path, std::ostream& err) {
+  if (!f.Has("threads")) return pkg.threads() > 0 ? pkg.threads() : int(given);
+  if (pkg.threads() > 0 && given != pkg.threads()) {
+    err << "tunefarm: note: " << path << " was built for " << pkg.threads() << " thread"
+        << (pkg.threads() == 1 ? "" : "s")
+        << " (its kernels were chosen and timed at that count); running at "
+        << (given == 0 ? std::string("every core of the board") : absl::StrCat(given))
+        << (given == 0 ? "" : absl::StrCat(" (tunefarm build --threads ", given, " builds for it)"))
+        << "\n";
+  }
+  return int(given);
 }
 
 }  // namespace
@@ -351,6 +373,7 @@ int RunModel(const std::vector<std::string>& args, std::ostream& out, std::ostre
   if (!absl::SimpleAtoi(f.Get("seed", "1"), &seed)) return Fail(err, 2, "--seed needs a number");
   absl::StatusOr<v1::ModelPackage> pkg = runner::GraphRuntime::ReadPackage(f.positional()[0]);
   if (!pkg.ok()) return Fail(err, 1, std::string(pkg.status().message()));
+  threads = RunThreads(f, threads, *pkg, f.positional()[0], err);
   runner::GraphRuntime::Options ro;
   ro.threads = int(threads);
   ro.profile = f.Has("profile");
@@ -445,6 +468,7 @@ int RunModelOnAgent(const ClientOptions& client, absl::Duration timeout,
   if (!bytes.ok()) return Fail(err, 1, std::string(bytes.status().message()));
   absl::StatusOr<v1::ModelPackage> pkg = runner::GraphRuntime::ParsePackage(*bytes, f.positional()[0]);
   if (!pkg.ok()) return Fail(err, 1, std::string(pkg.status().message()));
+  threads = RunThreads(f, threads, *pkg, f.positional()[0], err);
 
   v1::RunModelRequest req;
   req.set_protocol_version(kProtocolVersion);

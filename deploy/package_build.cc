@@ -541,6 +541,7 @@ absl::StatusOr<v1::ModelPackage> BuildPackage(const Model& model, const ir::Targ
   pkg.set_opset(model.opset);
   pkg.set_layout("NCHW");
   pkg.set_built_by(StrCat("tunefarm ", TUNEFARM_VERSION, " LLVM ", codegen::LLVMVersion()));
+  pkg.set_threads(options.threads);
   for (const auto& i : model.inputs) pkg.add_inputs(i);
   for (const auto& o : model.outputs) pkg.add_outputs(o);
 

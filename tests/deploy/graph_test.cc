@@ -440,6 +440,25 @@ TEST_F(GraphTest, CliBuildsAndRunsAModel) {
   ASSERT_TRUE(ref.ok());
   EXPECT_LT(RelError(y->data, ref->at("y")), 2e-4);
 
+  // The package records the thread count it was built for; `run` uses it
+  // by default and says so when told another.
+  r = testing::RunCommand({cli, "build", model, "-o", dir_->File("t2.tfpkg"), "--untuned",
+                           "--threads", "2"},
+                          dir_->path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  absl::StatusOr<v1::ModelPackage> built2 = GraphRuntime::ReadPackage(dir_->File("t2.tfpkg"));
+  ASSERT_TRUE(built2.ok()) << built2.status();
+  EXPECT_EQ(built2->threads(), 2);
+  r = testing::RunCommand({cli, "run", dir_->File("t2.tfpkg"), "--json"}, dir_->path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.out, "\"threads\": 2")) << r.out;
+  EXPECT_FALSE(absl::StrContains(r.err, "note:")) << r.err;
+  r = testing::RunCommand({cli, "run", dir_->File("t2.tfpkg"), "--threads", "1", "--json"},
+                          dir_->path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.out, "\"threads\": 1")) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.err, "was built for 2 threads")) << r.err;
+
   // Bad run inputs: one line each, exit 1 or 2.
   r = testing::RunCommand({cli, "run", model}, dir_->path());
   EXPECT_EQ(r.exit_code, 1);
