@@ -415,9 +415,12 @@ absl::StatusOr<FoldedParameters> Fold(const Model& model, const ModelTask& task,
         p.residual = other;
       }
     }
-    // A gate (the Sigmoid of a SiLU) leaves the chain's value where it was.
-    const frontend::OpDef* def = frontend::FindOp(f.op);
-    if (def == nullptr || def->gated == v1::EPILOGUE_KIND_UNSPECIFIED) cur = f.outputs[0];
+    // The gate of a SiLU (a Sigmoid whose next fused node is the gating Mul)
+    // leaves the chain's value where it was; any other node moves it on.
+    const bool gate = k + 1 < oc.nodes.size() &&
+                      frontend::FusionRoleOf(model.nodes[size_t(oc.nodes[k + 1])].op) ==
+                          frontend::FusionRole::kGateMul;
+    if (!gate) cur = f.outputs[0];
   }
   return p;
 }

@@ -76,6 +76,16 @@ pool_ceil = [
     helper.make_node("AveragePool", ["c1"], ["y"], kernel_shape=[3, 3], strides=[2, 2],
                      pads=[1, 1, 1, 1], ceil_mode=1, count_include_pad=0, name="avgpool_ceil"),
 ]
+# A convolution with a sigmoid activation, then a residual add (the
+# sigmoid is an activation here, not the gate of a SiLU).
+sig_residual = [
+    helper.make_node("Conv", ["x", "ws", "bs"], ["c1"], pads=[1, 1, 1, 1], name="conv"),
+    helper.make_node("Sigmoid", ["c1"], ["s1"], name="sig"),
+    helper.make_node("Add", ["s1", "x"], ["y"], name="residual"),
+]
+save("sig_residual", sig_residual, [tensor("x", [1, 4, 8, 8])], [tensor("y", [1, 4, 8, 8])],
+     [init("ws", (4, 4, 3, 3)), init("bs", (4,))])
+
 save("pool_ceil", pool_ceil, [tensor("x", [1, 4, 10, 11])], [tensor("y", [1, 8, 3, 4])], [init("wp", (8, 4, 3, 3))])
 
 # Opset 9 forms: Clip with attributes, Slice with attributes, Upsample with
