@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "server/search/space/draw.h"
+
 namespace tunefarm::search::space {
 namespace {
 
@@ -10,32 +12,19 @@ using ir::kComputeAtS0;
 using ir::kComputeAtS2;
 using ir::TilingNest;
 
-int64_t Pick(std::mt19937_64& rng, int64_t lo, int64_t hi) {
-  return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
-}
-
-// The divisors of `extent` in [lo, hi], ascending.
-std::vector<int64_t> Divisors(int64_t extent, int64_t lo, int64_t hi) {
-  std::vector<int64_t> divisors;
-  for (int64_t d = lo; d <= std::min(hi, extent); ++d) {
-    if (extent % d == 0) divisors.push_back(d);
-  }
-  return divisors;
-}
-
 // A factor for a tile level: a divisor of `extent` up to `limit` mostly.
 int64_t TileFactor(std::mt19937_64& rng, int64_t extent, int64_t limit) {
   limit = std::max<int64_t>(1, std::min(limit, extent));
   std::vector<int64_t> divisors = Divisors(extent, 1, limit);
   if (Pick(rng, 0, 5) == 0) return Pick(rng, 1, limit);
-  return divisors[Pick(rng, 0, int64_t(divisors.size()) - 1)];
+  return PickOf(rng, divisors);
 }
 
 // A divisor of `extent` in [lo, hi], uniformly; TileFactor(extent, hi) when there is none.
 int64_t DivisorBetween(std::mt19937_64& rng, int64_t extent, int64_t lo, int64_t hi) {
   std::vector<int64_t> divisors = Divisors(extent, lo, hi);
   if (divisors.empty()) return TileFactor(rng, extent, hi);
-  return divisors[Pick(rng, 0, int64_t(divisors.size()) - 1)];
+  return PickOf(rng, divisors);
 }
 
 // Three shapes of tiling, sampled equally often:
@@ -174,7 +163,7 @@ void DrawPlacement(const TilingNest& sh, Mode mode, int cores, std::mt19937_64& 
   }
   std::vector<int64_t> counts = OtherParallel(sh, *d, cores);
   if (Pick(rng, 0, 3) == 0 && !counts.empty())
-    d->parallel = counts[Pick(rng, 0, int64_t(counts.size()) - 1)];
+    d->parallel = PickOf(rng, counts);
 }
 
 // The largest divisor of `extent` at most `t` (clamped to [1, extent]) when
@@ -394,7 +383,7 @@ CpuTiling CpuSketch::MutateTiling(const CpuTiling& parent, std::mt19937_64& rng)
         if (!d.PlacementValid(sh)) break;
         std::vector<int64_t> levels = OtherLevels(sh, d);
         if (levels.empty()) break;
-        const int64_t level = levels[Pick(rng, 0, int64_t(levels.size()) - 1)];
+        const int64_t level = PickOf(rng, levels);
         d.compute_at = level;
         d.parallel = std::min(d.parallel, CpuTiling::MaxParallel(sh, level));
         break;
@@ -402,7 +391,7 @@ CpuTiling CpuSketch::MutateTiling(const CpuTiling& parent, std::mt19937_64& rng)
       default: {  // the parallel loops
         if (!d.PlacementValid(sh)) break;
         std::vector<int64_t> counts = OtherParallel(sh, d, std::max(1, target_.num_cores));
-        if (!counts.empty()) d.parallel = counts[Pick(rng, 0, int64_t(counts.size()) - 1)];
+        if (!counts.empty()) d.parallel = PickOf(rng, counts);
       }
     }
     if (d != parent && d.Accumulators(lanes) <= 32 && d.LocalElements() <= kMaxLocalElements)

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "common/status_macros.h"
+#include "server/search/space/draw.h"
 
 namespace tunefarm::search::space {
 namespace {
@@ -10,20 +11,6 @@ namespace {
 namespace v1 = ::tunefarm::v1;
 using ir::GpuTiling;
 using ir::TilingNest;
-
-int64_t Pick(std::mt19937_64& rng, int64_t lo, int64_t hi) {
-  return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
-}
-
-// A divisor of max(1, n) up to max(1, limit), uniformly.
-int64_t RandomDivisor(std::mt19937_64& rng, int64_t n, int64_t limit) {
-  n = std::max<int64_t>(1, n);
-  std::vector<int64_t> divisors;
-  for (int64_t d = 1; d <= std::min(n, std::max<int64_t>(1, limit)); ++d) {
-    if (n % d == 0) divisors.push_back(d);
-  }
-  return divisors[Pick(rng, 0, int64_t(divisors.size()) - 1)];
-}
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 

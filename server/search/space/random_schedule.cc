@@ -7,6 +7,7 @@
 #include "compiler/schedule/schedule.h"
 #include "compiler/schedule/tiling.h"
 #include "server/search/space/cpu_sketch.h"
+#include "server/search/space/draw.h"
 #include "server/search/space/gpu_sketch.h"
 
 namespace tunefarm::search::space {
@@ -20,19 +21,11 @@ using ir::Target;
 
 namespace v1 = ::tunefarm::v1;
 
-int64_t Pick(std::mt19937_64& rng, int64_t lo, int64_t hi) {
-  return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
-}
-
 // A split factor for an extent: usually a divisor, sometimes not.
 int64_t Factor(std::mt19937_64& rng, int64_t extent) {
   if (extent <= 1) return 1;
   if (Pick(rng, 0, 3) == 0) return Pick(rng, 1, extent);
-  std::vector<int64_t> divisors;
-  for (int64_t d = 1; d <= extent; ++d) {
-    if (extent % d == 0) divisors.push_back(d);
-  }
-  return divisors[Pick(rng, 0, int64_t(divisors.size()) - 1)];
+  return RandomDivisor(rng, extent, extent);
 }
 
 }  // namespace
