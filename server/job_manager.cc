@@ -46,8 +46,9 @@ absl::StatusOr<int64_t> JobManager::Submit(v1::JobSpec spec) {
   if (!spec.onnx_model().empty()) TF_RETURN_IF_ERROR(ImportModel(&spec));
   if (absl::StatusOr<ir::Target> t = ir::Target::Parse(spec.target().spec());
       t.ok() && t->is_gpu()) {
-    TF_RETURN_IF_ERROR(CheckCudaBuilders(*t));
-    TF_RETURN_IF_ERROR(CheckCudaAgents(*t, spec.device_key()));
+    TF_ASSIGN_OR_RETURN(std::vector<v1::Device> devices, devices_.List());
+    TF_RETURN_IF_ERROR(CheckCudaBuilders(*t, devices));
+    TF_RETURN_IF_ERROR(CheckCudaAgents(*t, spec.device_key(), devices));
   }
   TF_ASSIGN_OR_RETURN(int64_t id, log_.CreateJob(spec));
   Logger("server")->info("event=job_submitted job={} tasks={} target=\"{}\"", id,
@@ -61,8 +62,8 @@ absl::StatusOr<int64_t> JobManager::Submit(v1::JobSpec spec) {
 // connected and none that can, the job is refused now, naming what they
 // build, rather than queued for a worker that may never come; with no
 // worker connected at all it waits, as CPU jobs do.
-absl::Status JobManager::CheckCudaBuilders(const ir::Target& target) const {
-  TF_ASSIGN_OR_RETURN(std::vector<v1::Device> devices, devices_.List());
+absl::Status JobManager::CheckCudaBuilders(const ir::Target& target,
+                                           const std::vector<v1::Device>& devices) const {
   std::set<std::string> archs;
   std::set<std::string> toolkits;
   int workers = 0;
@@ -99,9 +100,8 @@ absl::Status JobManager::CheckCudaBuilders(const ir::Target& target) const {
 // Likewise its device key needs an agent with a GPU of the target's arch:
 // with agents of the key connected and none such, the job is refused naming
 // what they have; with none connected it waits for one.
-absl::Status JobManager::CheckCudaAgents(const ir::Target& target,
-                                         const std::string& device_key) const {
-  TF_ASSIGN_OR_RETURN(std::vector<v1::Device> devices, devices_.List());
+absl::Status JobManager::CheckCudaAgents(const ir::Target& target, const std::string& device_key,
+                                         const std::vector<v1::Device>& devices) const {
   std::vector<std::string> seen;
   for (const v1::Device& d : devices) {
     if (d.role() != v1::ROLE_AGENT || d.state() != v1::DEVICE_STATE_ONLINE ||

@@ -62,8 +62,11 @@ class JobManager {
  private:
   // Adds the tasks of the spec's ONNX model to it and drops the model.
   absl::Status ImportModel(v1::JobSpec* spec) const;
-  absl::Status CheckCudaBuilders(const ir::Target& target) const;
-  absl::Status CheckCudaAgents(const ir::Target& target, const std::string& device_key) const;
+  // Against the devices registered now (`devices`).
+  absl::Status CheckCudaBuilders(const ir::Target& target,
+                                 const std::vector<v1::Device>& devices) const;
+  absl::Status CheckCudaAgents(const ir::Target& target, const std::string& device_key,
+                               const std::vector<v1::Device>& devices) const;
 
   store::TuningLog& log_;
   DeviceRegistry& devices_;
