@@ -6,12 +6,20 @@
 #      run as binaries so no ctest tree is needed;
 #   2. tunefarm-bench kernels --target cuda, the table for docs/benchmarks.md.
 #
-#   usage: scripts/gpu-checks.sh [BUILD_DIR] [OUT_DIR] [BENCH_ARGS...]
+#   usage: scripts/gpu-checks.sh [--tests-only] [BUILD_DIR] [OUT_DIR] [BENCH_ARGS...]
+#
+# --tests-only runs part 1 alone, without the bench's binaries (a build
+# copied to the GPU machine without oneDNN and OpenBLAS).
 #
 # Writes OUT_DIR/tests.log, OUT_DIR/bench.log and OUT_DIR/gpu-kernels.json.
 # Exit status: 0 when every test passed (none skipped) and the bench found
 # no wrong result; 1 otherwise.
 set -u
+tests_only=0
+if [ "${1:-}" = --tests-only ]; then
+  tests_only=1
+  shift
+fi
 build=${1:-build}
 out=${2:-gpu-checks}
 shift $(($# < 2 ? $# : 2))
@@ -56,6 +64,7 @@ run e2e_test "$build/tests/e2e_test" --gtest_filter='*Cuda*'
 run gpu_device_test "$build/tests/gpu_device_test"
 run gpu_farm_test "$build/tests/gpu_farm_test"
 run tune_cli_test "$build/tests/tune_cli_test" --gtest_filter='TuneCli.Cuda*'
+[ "$tests_only" -eq 1 ] && exit $rc
 run bench_smoke_test "$build/tests/bench_smoke_test" --gtest_filter='BenchSmoke.Gpu*'
 
 echo "== tunefarm-bench kernels --target cuda $*" | tee -a "$out/tests.log"

@@ -74,7 +74,15 @@ absl::StatusOr<std::string> CompileOnce(const std::string& source, const std::st
   std::string arch_opt = StrCat("--gpu-architecture=", arch);
   // 177: a bound index some kernel does not use.
   std::vector<const char*> opts = {arch_opt.c_str(), "--std=c++17", "--diag-suppress=177"};
-  if (cubin) opts.push_back("--ptxas-options=-v");
+  if (cubin) {
+    opts.push_back("--ptxas-options=-v");
+    // From NVRTC 12.9 a compile can be served from the driver's compute
+    // cache, and then ptxas prints no report: every kernel's registers and
+    // spills would be unknown. The report is part of the build result.
+    int major = 0, minor = 0;
+    if (nvrtcVersion(&major, &minor) == NVRTC_SUCCESS && (major > 12 || (major == 12 && minor >= 9)))
+      opts.push_back("--no-cache");
+  }
   nvrtcResult r = nvrtcCompileProgram(prog.p, int(opts.size()), opts.data());
   size_t n = 0;
   nvrtcGetProgramLogSize(prog.p, &n);

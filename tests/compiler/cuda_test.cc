@@ -258,7 +258,10 @@ TEST_F(NvrtcTest, RandomPairsCompileForThreeArchsAndTheCubinsSayWhatPtxasSaid) {
         auto it = std::find_if(info->begin(), info->end(),
                                [&](const codegen::CubinKernelInfo& c) { return c.name == k.name; });
         ASSERT_NE(it, info->end()) << k.name;
-        EXPECT_EQ(it->registers, k.registers) << k.name << "\n" << a->log;
+        EXPECT_EQ(it->registers, k.registers)
+            << arch << " " << spec << " " << k.name << ", NVRTC " << codegen::NvrtcVersion()
+            << ", log:\n"
+            << a->log;
         // The section also holds alignment and, from sm_90, 1 KiB reserved.
         EXPECT_GE(it->shared_bytes, k.shared_bytes) << k.name;
         EXPECT_LE(it->shared_bytes, k.shared_bytes + 1024 + 16) << k.name;

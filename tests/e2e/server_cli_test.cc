@@ -554,11 +554,13 @@ TEST_F(E2ETest, CudaJobNeedsAWorkerThatBuildsItsArch) {
     r = Cli(**server, {"submit", "--workloads=" + list, "--target=cuda -arch=sm_87",
                        "--device_key=orin", "--trials=64"});
     EXPECT_EQ(r.exit_code, 0) << r.err;
-    // The agent that then comes has no sm_87 GPU (none here, another arch on
-    // a machine with a GPU): the worker builds real sm_87 cubins, the agent
-    // cannot run them, and every trial is a runtime error with the reason,
-    // stamped with the toolkit that built it. After 16 such failures in a
-    // row the job stops, failed, naming the error, well before its budget.
+    // The agent that then comes has no sm_87 GPU: the worker builds real
+    // sm_87 cubins, the agent cannot run them, and every trial is a device
+    // failure with the reason, stamped with the toolkit that built it: a
+    // runtime error where the agent has no GPU, an upload error (the module
+    // did not load) where it has a GPU of another arch. After 16 such
+    // failures in a row the job stops, failed, naming the error, well before
+    // its budget.
     auto agent = Subprocess::Start({BinPath("tunefarm-agent"), "--server=" + (*server)->address(),
                                     "--key=orin", "--device_id=a1"},
                                    quiet);
@@ -570,6 +572,11 @@ TEST_F(E2ETest, CudaJobNeedsAWorkerThatBuildsItsArch) {
         absl::Seconds(120)))
         << Cli(**server, {"job", "2"}).out << testing::ReadFileOrEmpty(dir_.File("procs.log"));
     const std::string job = Cli(**server, {"job", "2"}).out;
+    const std::string devices = Cli(**server, {"devices"}).out;
+    const bool agent_has_gpu =
+        !absl::StrContains(devices, "no GPU") && absl::StrContains(devices, "a1 ");
+    const v1::MeasureStatus expected =
+        agent_has_gpu ? v1::MEASURE_STATUS_UPLOAD_ERROR : v1::MEASURE_STATUS_RUNTIME_ERROR;
     EXPECT_TRUE(absl::StrContains(job, "failed on the device with the same error: ")) << job;
     std::istringstream in(Cli(**server, {"records", "--job=2", "--json"}).out);
     auto records = cli::ParseRecordsJsonl(in, "records --json");
@@ -577,7 +584,7 @@ TEST_F(E2ETest, CudaJobNeedsAWorkerThatBuildsItsArch) {
     EXPECT_GE(records->size(), 16u);
     EXPECT_LT(records->size(), 64u);
     for (const v1::Record& rec : *records) {
-      EXPECT_EQ(rec.status(), v1::MEASURE_STATUS_RUNTIME_ERROR) << cli::RecordToJsonLine(rec);
+      EXPECT_EQ(rec.status(), expected) << devices << cli::RecordToJsonLine(rec);
       EXPECT_TRUE(absl::StrContains(rec.error(), "GPU") || absl::StrContains(rec.error(), "CUDA"))
           << rec.error();
       EXPECT_FALSE(rec.fingerprint().cuda_toolkit().empty()) << cli::RecordToJsonLine(rec);

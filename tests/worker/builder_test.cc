@@ -124,7 +124,10 @@ TEST(Worker, AgentRefusesOversizedOrInconsistentRequests) {
   o.memory_limit_bytes = int64_t{1} << 30;
   agent::MeasureHandler agent(o);
   v1::BuildRequest b = Request("matmul(M=16,N=16,K=16)", 0);
-  v1::MeasureRequest m = ToMeasure(b, worker::Build(b));
+  v1::BuildResult built = worker::Build(b);
+  ASSERT_TRUE(built.error().empty()) << built.error();
+  v1::MeasureRequest m = ToMeasure(b, built);
+  ASSERT_EQ(m.signature().args_size(), 3) << m.signature().DebugString();
   v1::MeasureRequest huge = m;
   // dense(M=1, K=2^20, N=2^19): a 2 TiB weight.
   huge.mutable_signature()->mutable_args(1)->set_shape(0, int64_t{1} << 20);
