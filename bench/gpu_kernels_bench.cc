@@ -113,7 +113,7 @@ int RunGpuKernelsBench(const std::string& target_flag, int samples, uint64_t see
       continue;
     }
     std::mt19937_64 rng(seed);
-    std::vector<v1::Schedule> schedules = {ir::DefaultSchedule(task->dag, *target)};
+    std::vector<ir::Trace> schedules = {ir::DefaultSchedule(task->dag, *target)};
     for (int s = 0; s < samples; ++s)
       schedules.push_back(search::space::RandomGpuSchedule(task->dag, *target, rng));
     std::vector<search::MeasureResult> got = measurer.Measure(*task, schedules);

@@ -50,7 +50,7 @@ struct Candidate {
   std::vector<std::unique_ptr<runner::AlignedBuffer>> packed;
 };
 
-absl::StatusOr<Candidate> Build(const ir::ComputeDAG& dag, const v1::Schedule& s,
+absl::StatusOr<Candidate> Build(const ir::ComputeDAG& dag, const ir::Trace& s,
                                 const ir::Target& target,
                                 const std::vector<std::vector<float>>& inputs,
                                 const std::vector<void*>& ptrs) {
@@ -74,7 +74,6 @@ absl::StatusOr<Candidate> Build(const ir::ComputeDAG& dag, const v1::Schedule& s
   c.lib = *std::move(lib);
   return c;
 }
-
 
 // Runs the kernel once in a forked child; true if it finished within `limit_s`.
 bool RunsWithin(const Candidate& c, int threads, double limit_s) {
@@ -212,7 +211,7 @@ int RunKernelsBench(const std::vector<std::string>& args) {
     }
     std::vector<Candidate> sampled;
     for (int s = 0; s < samples; ++s) {
-      v1::Schedule sched = search::space::RandomSchedule(dag, target, rng);
+      ir::Trace sched = search::space::RandomSchedule(dag, target, rng);
       auto c = Build(dag, sched, target, inputs, ptrs);
       if (c.ok()) {
         compile_ms.push_back(c->compile_ms);

@@ -196,12 +196,12 @@ int RunModelsBench(const std::vector<std::string>& args) {
         if (tuner.tasks()[i].key != t.key) continue;
         const search::TaskHistory& h = tuner.history(int(i));
         c.default_sec = tuner.default_seconds(int(i));
-        if (h.ok.empty() || h.ok.front().schedule.is_default()) {
+        if (h.ok.empty() || h.ok.front().schedule.is_default) {
           c.why = "the default schedule measured best";
           return c;
         }
         c.tuned = true;
-        c.schedule = h.ok.front().schedule;
+        c.schedule = ir::ToProto(h.ok.front().schedule);
         c.tuned_sec = h.ok.front().seconds;
         return c;
       }

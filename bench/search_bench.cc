@@ -54,7 +54,7 @@ struct Run {
   double minutes = 0;
   double budget_minutes = 0;  // up to the largest budget
   std::vector<search::Tuner::MeasuredProgram> measured;
-  std::optional<v1::Schedule> best;            // the fastest schedule within the largest budget
+  std::optional<ir::Trace> best;               // the fastest schedule within the largest budget
   std::vector<search::TaskHistory::Entry> ok;  // every successful measurement
   int64_t warm = 0;                            // records of other workloads it started from
 };
@@ -142,8 +142,8 @@ Timing FinalTiming() {
 
 // GFLOP/s of `schedules` on `threads` kernel threads, timed after tuning
 // (nothing else of ours running); NaN where a schedule fails.
-std::vector<double> TimeSchedules(const search::Task& task,
-                                  const std::vector<v1::Schedule>& schedules, int threads) {
+std::vector<double> TimeSchedules(const search::Task& task, const std::vector<ir::Trace>& schedules,
+                                  int threads) {
   search::LocalMeasureOptions mo;
   mo.threads = threads;
   mo.repeats = kFinalRepeats;
@@ -240,17 +240,16 @@ void WriteSvg(const std::string& path, const std::vector<Run>& runs,
 }
 
 // The CPU tile shape of a schedule of the tiling sketch, -1 for any other.
-int TileShapeOf(const search::Task& task, const v1::Schedule& s) {
-  if (s.sketch_id() != ir::kTilingSketchId || task.target.is_gpu()) return -1;
+int TileShapeOf(const search::Task& task, const ir::Trace& s) {
+  if (s.sketch_id != ir::kTilingSketchId || task.target.is_gpu()) return -1;
   const search::space::CpuSketch sketch(task.dag, task.target);
-  std::optional<ir::CpuTiling> t =
-      ir::CpuTiling::Decode(sketch.nest(), {s.decisions().data(), size_t(s.decisions_size())});
+  std::optional<ir::CpuTiling> t = ir::CpuTiling::Decode(sketch.nest(), s.decisions);
   return t ? sketch.TileShape(*t) : -1;
 }
 
 // A schedule's sketch decisions as text, for the logs.
-std::string DecisionsText(const v1::Schedule& s) {
-  return s.decisions().empty() ? "not a sketch" : absl::StrJoin(s.decisions(), ",");
+std::string DecisionsText(const ir::Trace& s) {
+  return s.decisions.empty() ? "not a sketch" : absl::StrJoin(s.decisions, ",");
 }
 
 struct SearchBenchOptions {
@@ -386,7 +385,7 @@ absl::StatusOr<Run> TuneOnce(const char* name, const search::Task& task,
       run.budget_minutes =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / 60;
     if (opts.trace) {
-      const v1::Schedule& s = t.schedule;
+      const ir::Trace& s = t.schedule;
       std::printf("  trial %3d  %7.1f GFLOP/s  shape %d  [%s]\n", t.index,
                   t.result.status == search::MeasureResult::Status::kOk
                       ? task.flops / t.result.seconds * 1e-9
@@ -416,7 +415,7 @@ absl::StatusOr<Run> TuneOnce(const char* name, const search::Task& task,
               curve.c_str());
   // The fastest schedules' sketch decisions: where the run ended up.
   for (size_t i = 0; i < std::min<size_t>(3, run.ok.size()); ++i) {
-    const v1::Schedule& b = run.ok[i].schedule;
+    const ir::Trace& b = run.ok[i].schedule;
     std::printf("%-22s %-12s seed %d: #%zu %.1f GFLOP/s, decisions [%s]\n", name,
                 run.strategy.c_str(), seed, i + 1, task.flops / run.ok[i].seconds * 1e-9,
                 DecisionsText(b).c_str());
@@ -517,7 +516,7 @@ void PrintFinals(const char* name, const search::Task& task, const v1::Workload&
                  const std::vector<std::vector<float>>& inputs, bool library_ok,
                  const std::vector<Run*>& mine, const SearchBenchOptions& opts,
                  SearchBenchRows* out) {
-  std::vector<v1::Schedule> finals = {ir::DefaultSchedule(task.dag, task.target)};
+  std::vector<ir::Trace> finals = {ir::DefaultSchedule(task.dag, task.target)};
   std::vector<Run*> with_best;
   for (Run* r : mine) {
     if (r->best) {

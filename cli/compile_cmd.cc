@@ -74,7 +74,7 @@ int RunCompile(const std::vector<std::string>& args, std::ostream& out, std::ost
   }
   auto dag = ir::BuildComputeDAG(*workload);
   if (!dag.ok()) return Fail(err, 1, std::string(dag.status().message()));
-  v1::Schedule schedule;
+  ir::Trace schedule;
   if (!flags.count("schedule") || flags["schedule"] == "default") {
     schedule = ir::DefaultSchedule(*dag, target);
   } else if (flags["schedule"] == "handwritten") {
@@ -87,21 +87,25 @@ int RunCompile(const std::vector<std::string>& args, std::ostream& out, std::ost
     if (!in) return Fail(err, 2, absl::StrCat("cannot read ", flags["schedule"]));
     std::stringstream ss;
     ss << in.rdbuf();
-    if (!google::protobuf::util::JsonStringToMessage(ss.str(), &schedule).ok() &&
-        !google::protobuf::TextFormat::ParseFromString(ss.str(), &schedule)) {
+    v1::Schedule wire;
+    if (!google::protobuf::util::JsonStringToMessage(ss.str(), &wire).ok() &&
+        !google::protobuf::TextFormat::ParseFromString(ss.str(), &wire)) {
       return Fail(err, 2, absl::StrCat(flags["schedule"], " is not a Schedule (JSON or text)"));
     }
-    if (schedule.steps().empty() && !schedule.decisions().empty()) {
-      const absl::Span<const int64_t> d(schedule.decisions().data(), schedule.decisions().size());
-      absl::StatusOr<v1::Schedule> built;
-      if (schedule.sketch_id() == ir::kTilingSketchId && !target.is_gpu()) {
+    absl::StatusOr<ir::Trace> trace = ir::TraceFromProto(wire);
+    if (!trace.ok()) return Fail(err, 1, absl::StrCat("schedule: ", trace.status().message()));
+    schedule = *std::move(trace);
+    if (schedule.steps.empty() && !schedule.decisions.empty()) {
+      const absl::Span<const int64_t> d(schedule.decisions);
+      absl::StatusOr<ir::Trace> built;
+      if (schedule.sketch_id == ir::kTilingSketchId && !target.is_gpu()) {
         built = ir::BuildTiledSchedule(*dag, target, d);
-      } else if (schedule.sketch_id() == ir::kGpuTilingSketchId && target.is_gpu()) {
+      } else if (schedule.sketch_id == ir::kGpuTilingSketchId && target.is_gpu()) {
         built = ir::BuildGpuTiledSchedule(*dag, target, d);
       } else {
         return Fail(
             err, 2,
-            absl::StrCat(flags["schedule"], ": decisions of sketch ", schedule.sketch_id(),
+            absl::StrCat(flags["schedule"], ": decisions of sketch ", schedule.sketch_id,
                          " do not build on target ", target.ToString(), " (sketch ",
                          target.is_gpu() ? ir::kGpuTilingSketchId : ir::kTilingSketchId, " does)"));
       }
@@ -123,7 +127,7 @@ int RunCompile(const std::vector<std::string>& args, std::ostream& out, std::ost
   } else if (emit == "schedule") {
     google::protobuf::util::JsonPrintOptions o;
     o.add_whitespace = true;
-    (void)google::protobuf::util::MessageToJsonString(schedule, &text, o);
+    (void)google::protobuf::util::MessageToJsonString(ir::ToProto(schedule), &text, o);
   } else if (emit == "cuda" || emit == "ptx" || emit == "cubin") {
     if (!target.is_gpu()) {
       return Fail(err, 2, absl::StrCat("--emit ", emit, " needs a cuda target, e.g. 'cuda -arch=sm_87'"));

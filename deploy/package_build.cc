@@ -49,7 +49,7 @@ int64_t Numel(const Shape& s) {
 struct Built {
   ir::ComputeDAG original;  // before scheduling (argument names)
   std::string shared_object;
-  v1::Schedule schedule;  // what was replayed
+  v1::Schedule schedule;  // what was replayed, as the package stores it
   v1::KernelSignature signature;
 };
 
@@ -57,10 +57,15 @@ absl::StatusOr<Built> Compile(const v1::Workload& workload, const v1::Schedule* 
                               const ir::Target& target) {
   TF_ASSIGN_OR_RETURN(ir::CanonicalWorkload cw, ir::Canonicalize(workload));
   TF_ASSIGN_OR_RETURN(ir::ComputeDAG dag, ir::BuildComputeDAG(cw.workload));
-  v1::Schedule s = schedule ? *schedule : ir::DefaultSchedule(dag, target);
-  TF_ASSIGN_OR_RETURN(ir::ScheduleState st, ir::ScheduleState::Replay(dag, s, target));
+  ir::Trace trace;
+  if (schedule != nullptr) {
+    TF_ASSIGN_OR_RETURN(trace, ir::TraceFromProto(*schedule));
+  } else {
+    trace = ir::DefaultSchedule(dag, target);
+  }
+  TF_ASSIGN_OR_RETURN(ir::ScheduleState st, ir::ScheduleState::Replay(dag, trace, target));
   TF_ASSIGN_OR_RETURN(codegen::Artifact a, codegen::Build(st, target));
-  return Built{dag, std::move(a.bytes), s, std::move(a.signature)};
+  return Built{dag, std::move(a.bytes), ir::ToProto(trace), std::move(a.signature)};
 }
 
 // Median seconds of a kernel on random inputs, on this machine.

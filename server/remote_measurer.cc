@@ -81,7 +81,7 @@ const RemoteMeasurer::Reference& RemoteMeasurer::ReferenceFor(const search::Task
   if (it != references_.end() && it->second.error.empty()) return it->second;
   Reference& ref = references_[task.key];
   ref = Reference();
-  ref.schedule = ir::DefaultSchedule(task.dag, task.target);
+  ref.schedule = ir::ToProto(ir::DefaultSchedule(task.dag, task.target));
   int pending = 1;
   WorkQueue::Item item;
   item.queue = BuildQueueOf(task.target);
@@ -110,8 +110,13 @@ const RemoteMeasurer::Reference& RemoteMeasurer::ReferenceFor(const search::Task
 }
 
 std::vector<MeasureResult> RemoteMeasurer::Measure(const search::Task& task,
-                                                   const std::vector<v1::Schedule>& schedules) {
-  const size_t n = schedules.size();
+                                                   const std::vector<ir::Trace>& traces) {
+  const size_t n = traces.size();
+  // The wire form of each candidate: what the builds, the measurements and
+  // the records carry.
+  std::vector<v1::Schedule> schedules;
+  schedules.reserve(n);
+  for (const ir::Trace& t : traces) schedules.push_back(ir::ToProto(t));
   std::vector<MeasureResult> results(n);
   details_.assign(n, Detail());
   const bool interpreted = ir::InterpretReference(task.dag, task.flops);

@@ -43,7 +43,7 @@ class RemoteMeasurer : public search::Measurer {
     uint64_t input_seed = 1;
     std::function<bool()> stopped = [] { return false; };
     std::function<void(const std::string&)> on_wait = [](const std::string&) {};
-    // Called once per candidate as its result arrives (not for cancelled
+    // Called once per candidate (in its wire form) as its result arrives (not for cancelled
     // work), before the result's ReportResult is acknowledged: the job
     // commits the record here, so an acknowledged result is a stored one.
     std::function<void(const search::Task&, const v1::Schedule&, const search::MeasureResult&,
@@ -53,7 +53,7 @@ class RemoteMeasurer : public search::Measurer {
   RemoteMeasurer(WorkQueue& queue, Options options) : queue_(queue), options_(std::move(options)) {}
 
   std::vector<search::MeasureResult> Measure(const search::Task& task,
-                                             const std::vector<v1::Schedule>& schedules) override;
+                                             const std::vector<ir::Trace>& schedules) override;
   // Details of the last batch, in its order.
   const std::vector<Detail>& details() const { return details_; }
 

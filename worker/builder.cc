@@ -16,10 +16,15 @@ v1::BuildResult Build(const v1::BuildRequest& request) {
     out.set_error(absl::StrCat("target: ", target.status().message()));
     return out;
   }
+  absl::StatusOr<ir::Trace> schedule = ir::TraceFromProto(request.schedule());
+  if (!schedule.ok()) {
+    out.set_error(absl::StrCat("schedule: ", schedule.status().message()));
+    return out;
+  }
   codegen::BuildOptions options;
   options.ptx = request.kind() == v1::ARTIFACT_KIND_PTX;
   absl::StatusOr<codegen::Artifact> a =
-      codegen::Build(request.workload(), *target, request.schedule(), options);
+      codegen::Build(request.workload(), *target, *schedule, options);
   if (!a.ok()) {
     out.set_error(std::string(a.status().message()));
     return out;

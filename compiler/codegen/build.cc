@@ -87,7 +87,7 @@ absl::StatusOr<Artifact> Build(const ir::ScheduleState& scheduled, const ir::Tar
 }
 
 absl::StatusOr<Artifact> Build(const ir::ComputeDAG& dag, const ir::Target& target,
-                               const v1::Schedule& schedule, const BuildOptions& options) {
+                               const ir::Trace& schedule, const BuildOptions& options) {
   const auto t0 = std::chrono::steady_clock::now();
   absl::StatusOr<ir::ScheduleState> st = ir::ScheduleState::Replay(dag, schedule, target);
   if (!st.ok()) return Prefixed("schedule", st.status());
@@ -97,7 +97,7 @@ absl::StatusOr<Artifact> Build(const ir::ComputeDAG& dag, const ir::Target& targ
 }
 
 absl::StatusOr<Artifact> Build(const v1::Workload& workload, const ir::Target& target,
-                               const v1::Schedule& schedule, const BuildOptions& options) {
+                               const ir::Trace& schedule, const BuildOptions& options) {
   const auto t0 = std::chrono::steady_clock::now();
   absl::StatusOr<ir::ComputeDAG> dag = ir::BuildComputeDAG(workload);
   if (!dag.ok()) return Prefixed("workload", dag.status());

@@ -46,11 +46,9 @@ absl::StatusOr<Artifact> Build(const ir::ScheduleState& scheduled, const ir::Tar
                                const BuildOptions& options = {});
 // `dag`: BuildComputeDAG of the workload.
 absl::StatusOr<Artifact> Build(const ir::ComputeDAG& dag, const ir::Target& target,
-                               const ::tunefarm::v1::Schedule& schedule,
-                               const BuildOptions& options = {});
+                               const ir::Trace& schedule, const BuildOptions& options = {});
 absl::StatusOr<Artifact> Build(const ::tunefarm::v1::Workload& workload, const ir::Target& target,
-                               const ::tunefarm::v1::Schedule& schedule,
-                               const BuildOptions& options = {});
+                               const ir::Trace& schedule, const BuildOptions& options = {});
 
 // The wire form a worker reports (BuildResult), with the build's digest.
 ::tunefarm::v1::BuildResult ToBuildResult(Artifact artifact);

@@ -8,27 +8,26 @@ namespace tunefarm::ir {
 
 namespace v1 = ::tunefarm::v1;
 
-v1::Schedule DefaultSchedule(const ComputeDAG& dag, const Target& target) {
+Trace DefaultSchedule(const ComputeDAG& dag, const Target& target) {
   if (target.is_gpu()) return DefaultGpuSchedule(dag, target);
   // Convolutions get the hand-written register-tiled schedule where it applies.
-  absl::StatusOr<v1::Schedule> conv =
-      HandwrittenConv2dSchedule(dag, target, PickConvTile(dag, target));
+  absl::StatusOr<Trace> conv = HandwrittenConv2dSchedule(dag, target, PickConvTile(dag, target));
   if (conv.ok()) {
-    conv->set_is_default(true);
+    conv->is_default = true;
     return *std::move(conv);
   }
-  absl::StatusOr<v1::Schedule> dense = HandwrittenDenseSchedule(dag, target);
+  absl::StatusOr<Trace> dense = HandwrittenDenseSchedule(dag, target);
   if (dense.ok()) {
-    dense->set_is_default(true);
+    dense->is_default = true;
     return *std::move(dense);
   }
-  v1::Schedule sched;
-  sched.set_is_default(true);
+  Trace sched;
+  sched.is_default = true;
   ScheduleState st = ScheduleState::Initial(dag);
-  auto apply = [&](v1::Step step) {
-    absl::Status s = st.Apply(step, sched.steps_size(), target);
+  auto apply = [&](Step step) {
+    absl::Status s = st.Apply(step, int(sched.steps.size()), target);
     TF_CHECK(s.ok());
-    *sched.add_steps() = std::move(step);
+    sched.steps.push_back(std::move(step));
   };
   for (size_t i = 0; i < dag.stages.size(); ++i) {
     const Stage& s = dag.stages[i];
@@ -38,9 +37,7 @@ v1::Schedule DefaultSchedule(const ComputeDAG& dag, const Target& target) {
     // C96 H112 stride 2 (2.0 -> 8.3) and max pooling 3x3 stride 2 (1.0 ->
     // 4.0) on 1 thread, against padding as a pass of its own.
     if (s.inlinable && s.output != dag.output) {
-      v1::Step step;
-      step.mutable_compute_inline()->set_stage(int(i));
-      apply(step);
+      apply(ComputeInlineStep{int(i)});
     }
   }
   for (size_t i = 0; i < dag.stages.size(); ++i) {
@@ -57,49 +54,28 @@ v1::Schedule DefaultSchedule(const ComputeDAG& dag, const Target& target) {
     // the vector loop runs at load/store throughput rather than at the
     // latency of one accumulator; no split, so no guarded tail.
     if (nr > 0) {
-      v1::Step step;
-      auto* ro = step.mutable_reorder();
-      ro->set_stage(int(i));
-      for (int k = 0; k < last; ++k) ro->add_order(k);
-      for (int k = 0; k < nr; ++k) ro->add_order(ns + k);
-      for (int k = last; k < ns; ++k) ro->add_order(k);
-      apply(step);
-      if (inner_axes == 2) {
-        v1::Step fuse;
-        auto* f = fuse.mutable_fuse();
-        f->set_stage(int(i));
-        f->add_iters(last + nr);
-        f->add_iters(last + nr + 1);
-        apply(fuse);
-      }
+      ReorderStep ro{int(i)};
+      for (int k = 0; k < last; ++k) ro.order.push_back(k);
+      for (int k = 0; k < nr; ++k) ro.order.push_back(ns + k);
+      for (int k = last; k < ns; ++k) ro.order.push_back(k);
+      apply(std::move(ro));
+      if (inner_axes == 2) apply(FuseStep{int(i), {last + nr, last + nr + 1}});
     }
     int outer = last;
     if (outer >= 2) {
-      v1::Step step;
-      auto* f = step.mutable_fuse();
-      f->set_stage(int(i));
-      for (int k = 0; k < outer; ++k) f->add_iters(k);
-      apply(step);
+      FuseStep f{int(i)};
+      for (int k = 0; k < outer; ++k) f.iters.push_back(k);
+      apply(std::move(f));
       outer = 1;
     }
     const auto& iters = st.stages()[i].iters;
     if (outer == 1 && iters[0].extent > 1) {
-      v1::Step step;
-      auto* a = step.mutable_annotate();
-      a->set_stage(int(i));
-      a->set_iter(0);
-      a->set_annotation(v1::ANNOTATION_PARALLEL);
-      apply(step);
+      apply(AnnotateStep{int(i), 0, v1::ANNOTATION_PARALLEL});
     }
     int innermost = int(st.stages()[i].iters.size()) - 1;
     if (st.stages()[i].iters[innermost].kind == ForKind::kSerial &&
         st.stages()[i].iters[innermost].extent > 1) {
-      v1::Step step;
-      auto* a = step.mutable_annotate();
-      a->set_stage(int(i));
-      a->set_iter(innermost);
-      a->set_annotation(v1::ANNOTATION_VECTORIZE);
-      apply(step);
+      apply(AnnotateStep{int(i), innermost, v1::ANNOTATION_VECTORIZE});
     }
   }
   return sched;

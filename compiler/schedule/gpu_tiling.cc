@@ -106,8 +106,8 @@ GpuTiling DefaultGpuTiling(const ComputeDAG& dag, const Target& target) {
   return d;
 }
 
-absl::StatusOr<v1::Schedule> BuildGpuTiledSchedule(const ComputeDAG& dag, const Target& target,
-                                                   absl::Span<const int64_t> wire) {
+absl::StatusOr<Trace> BuildGpuTiledSchedule(const ComputeDAG& dag, const Target& target,
+                                            absl::Span<const int64_t> wire) {
   if (!target.is_gpu()) return absl::InvalidArgumentError("the GPU sketch needs a cuda target");
   if (!HasTilingSketch(dag)) return absl::InvalidArgumentError("no reduction to tile");
   std::optional<GpuTiling> tiling = GpuTiling::Decode(TilingNest::Of(dag), wire);
@@ -115,8 +115,8 @@ absl::StatusOr<v1::Schedule> BuildGpuTiledSchedule(const ComputeDAG& dag, const 
   return BuildGpuTiledSchedule(dag, target, *tiling);
 }
 
-absl::StatusOr<v1::Schedule> BuildGpuTiledSchedule(const ComputeDAG& dag, const Target& target,
-                                                   const GpuTiling& d) {
+absl::StatusOr<Trace> BuildGpuTiledSchedule(const ComputeDAG& dag, const Target& target,
+                                            const GpuTiling& d) {
   if (!target.is_gpu()) return absl::InvalidArgumentError("the GPU sketch needs a cuda target");
   const int main = TilingMainStage(dag);
   if (main < 0) return absl::InvalidArgumentError("no reduction to tile");
@@ -131,10 +131,7 @@ absl::StatusOr<v1::Schedule> BuildGpuTiledSchedule(const ComputeDAG& dag, const 
   const std::string main_name = dag.stages[main].name;
   std::string local_name = main_name, consumer_name;
   if (dag.stages[main].output == dag.output) {
-    v1::Step step;
-    step.mutable_cache_write()->set_stage(main);
-    step.mutable_cache_write()->set_scope(v1::MEMORY_SCOPE_LOCAL);
-    b.Add(step);
+    b.Add(CacheWriteStep{main, v1::MEMORY_SCOPE_LOCAL});
     local_name = main_name + ".local";
     consumer_name = main_name;
   } else {
@@ -151,9 +148,7 @@ absl::StatusOr<v1::Schedule> BuildGpuTiledSchedule(const ComputeDAG& dag, const 
     const ComputeDAG& sdag = b.state().dag();
     const Stage& s = sdag.stages[i];
     if (!s.inlinable || s.output == sdag.output || sdag.tensors[s.output].shared) continue;
-    v1::Step step;
-    step.mutable_compute_inline()->set_stage(int(i));
-    b.Add(step);
+    b.Add(ComputeInlineStep{int(i)});
   }
   if (!b.ok()) return b.status();
   const int C = FindStage(b.state(), consumer_name);
@@ -211,11 +206,7 @@ absl::StatusOr<v1::Schedule> BuildGpuTiledSchedule(const ComputeDAG& dag, const 
   }
   int64_t unroll = kUnrollSteps[std::clamp<int64_t>(d.unroll, 0, 3)];
   if (unroll > 0) {
-    v1::Step step;
-    step.mutable_pragma()->set_stage(L);
-    step.mutable_pragma()->set_kind(v1::PRAGMA_KIND_AUTO_UNROLL_MAX_STEP);
-    step.mutable_pragma()->set_value(unroll);
-    b.Add(step);
+    b.Add(PragmaStep{L, 0, v1::PRAGMA_KIND_AUTO_UNROLL_MAX_STEP, unroll});
   }
   if (!b.ok()) return b.status();
   // Shared copies at the innermost R0 loop (the whole tile when there is no
@@ -226,33 +217,26 @@ absl::StatusOr<v1::Schedule> BuildGpuTiledSchedule(const ComputeDAG& dag, const 
     if (!sdag.tensors[sdag.stages[i].output].shared) continue;
     b.ComputeAt(int(i), L, b.IndexOf(L, attach));
     if (d.storage_align && sdag.tensors[sdag.stages[i].output].shape.size() >= 2) {
-      v1::Step align;
-      auto* sa = align.mutable_storage_align();
-      sa->set_stage(int(i));
-      sa->set_iter(int(sdag.tensors[sdag.stages[i].output].shape.size()) - 2);
-      sa->set_factor(32);
-      sa->set_offset(1);
-      b.Add(align);
+      b.Add(StorageAlignStep{int(i), int(sdag.tensors[sdag.stages[i].output].shape.size()) - 2,
+                             /*factor=*/32, /*offset=*/1});
     }
   }
   b.ComputeAt(L, C, 2);
   if (!b.ok()) return b.status();
-  v1::Schedule out = b.Take();
-  out.set_sketch_id(kGpuTilingSketchId);
-  for (int64_t x : d.Encode()) out.add_decisions(x);
+  Trace out = b.Take();
+  out.sketch_id = kGpuTilingSketchId;
+  out.decisions = d.Encode();
   return out;
 }
 
-absl::StatusOr<v1::Schedule> GpuFusedSchedule(const ComputeDAG& dag, const Target& target,
-                                              int64_t threads) {
+absl::StatusOr<Trace> GpuFusedSchedule(const ComputeDAG& dag, const Target& target,
+                                       int64_t threads) {
   if (!target.is_gpu()) return absl::InvalidArgumentError("the fused GPU schedule needs cuda");
   ScheduleBuilder b(dag, target);
   for (size_t i = 0; i < dag.stages.size(); ++i) {
     const Stage& s = dag.stages[i];
     if (!s.inlinable || s.output == dag.output) continue;
-    v1::Step step;
-    step.mutable_compute_inline()->set_stage(int(i));
-    b.Add(step);
+    b.Add(ComputeInlineStep{int(i)});
   }
   for (size_t i = 0; i < dag.stages.size(); ++i) {
     if (b.state().stages()[i].location != StageState::Location::kRoot) continue;
@@ -272,31 +256,29 @@ absl::StatusOr<v1::Schedule> GpuFusedSchedule(const ComputeDAG& dag, const Targe
     b.AnnotateLoop(stage, parts[1], v1::ANNOTATION_THREAD_X);
   }
   if (!b.ok()) return b.status();
-  v1::Schedule out = b.Take();
-  out.set_sketch_id(kGpuFusedSketchId);
-  out.add_decisions(threads);
+  Trace out = b.Take();
+  out.sketch_id = kGpuFusedSketchId;
+  out.decisions = {threads};
   return out;
 }
 
-absl::Status CheckGpuLaunch(const ComputeDAG& dag, const Target& target,
-                            const v1::Schedule& schedule) {
+absl::Status CheckGpuLaunch(const ComputeDAG& dag, const Target& target, const Trace& schedule) {
   TF_ASSIGN_OR_RETURN(ScheduleState st, ScheduleState::Replay(dag, schedule, target));
   return PlanGpuLaunches(Lower(st), target).status();
 }
 
-v1::Schedule DefaultGpuSchedule(const ComputeDAG& dag, const Target& target) {
+Trace DefaultGpuSchedule(const ComputeDAG& dag, const Target& target) {
   if (HasTilingSketch(dag)) {
-    absl::StatusOr<v1::Schedule> tiled =
-        BuildGpuTiledSchedule(dag, target, DefaultGpuTiling(dag, target));
+    absl::StatusOr<Trace> tiled = BuildGpuTiledSchedule(dag, target, DefaultGpuTiling(dag, target));
     if (tiled.ok() && CheckGpuLaunch(dag, target, *tiled).ok()) {
-      tiled->set_is_default(true);
+      tiled->is_default = true;
       return *std::move(tiled);
     }
   }
-  absl::StatusOr<v1::Schedule> fused =
+  absl::StatusOr<Trace> fused =
       GpuFusedSchedule(dag, target, std::min<int64_t>(256, target.max_threads_per_block));
   TF_CHECK(fused.ok());
-  fused->set_is_default(true);
+  fused->is_default = true;
   return *std::move(fused);
 }
 

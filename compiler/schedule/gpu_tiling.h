@@ -28,7 +28,7 @@
 #include "compiler/ir/compute.h"
 #include "compiler/ir/target.h"
 #include "compiler/schedule/tiling.h"
-#include "tunefarm/v1/schedule.pb.h"
+#include "compiler/schedule/trace.h"
 
 namespace tunefarm::ir {
 
@@ -89,27 +89,24 @@ constexpr int64_t kMaxGpuAccumulators = 64;
 // products. Requires HasTilingSketch(dag).
 GpuTiling DefaultGpuTiling(const ComputeDAG& dag, const Target& target);
 
-absl::StatusOr<::tunefarm::v1::Schedule> BuildGpuTiledSchedule(const ComputeDAG& dag,
-                                                               const Target& target,
-                                                               const GpuTiling& tiling);
+absl::StatusOr<Trace> BuildGpuTiledSchedule(const ComputeDAG& dag, const Target& target,
+                                            const GpuTiling& tiling);
 // The same from the wire form.
-absl::StatusOr<::tunefarm::v1::Schedule> BuildGpuTiledSchedule(const ComputeDAG& dag,
-                                                               const Target& target,
-                                                               absl::Span<const int64_t> wire);
+absl::StatusOr<Trace> BuildGpuTiledSchedule(const ComputeDAG& dag, const Target& target,
+                                            absl::Span<const int64_t> wire);
 
 // The fused thread-bound schedule with `threads` threads per block.
-absl::StatusOr<::tunefarm::v1::Schedule> GpuFusedSchedule(const ComputeDAG& dag,
-                                                          const Target& target, int64_t threads);
+absl::StatusOr<Trace> GpuFusedSchedule(const ComputeDAG& dag, const Target& target,
+                                       int64_t threads);
 
 // The default on a GPU target: the tiling sketch with the default decisions
 // where it applies and fits the target, else the fused schedule.
-::tunefarm::v1::Schedule DefaultGpuSchedule(const ComputeDAG& dag, const Target& target);
+Trace DefaultGpuSchedule(const ComputeDAG& dag, const Target& target);
 
 // Whether `schedule` replays, lowers and launches within the target's
 // limits (threads per block, block and grid dimensions, shared memory); the
 // reason when not. Register use is only known after the build (the CUDA
 // back end checks it).
-absl::Status CheckGpuLaunch(const ComputeDAG& dag, const Target& target,
-                            const ::tunefarm::v1::Schedule& schedule);
+absl::Status CheckGpuLaunch(const ComputeDAG& dag, const Target& target, const Trace& schedule);
 
 }  // namespace tunefarm::ir

@@ -68,10 +68,7 @@ absl::Status TileWriteBack(ScheduleBuilder& b, const ComputeDAG& dag, int stage,
                            absl::string_view what) {
   const int out = stage + 1;
   if (dag.stages[stage].output == dag.output) {
-    v1::Step cw;
-    cw.mutable_cache_write()->set_stage(stage);
-    cw.mutable_cache_write()->set_scope(v1::MEMORY_SCOPE_LOCAL);
-    return b.Add(cw);
+    return b.Add(CacheWriteStep{stage, v1::MEMORY_SCOPE_LOCAL});
   }
   if (out >= int(dag.stages.size()) || dag.stages[out].output != dag.output) {
     return absl::InvalidArgumentError(absl::StrCat("the ", what, "'s epilogue is not the last stage"));
@@ -81,17 +78,15 @@ absl::Status TileWriteBack(ScheduleBuilder& b, const ComputeDAG& dag, int stage,
 
 // layout_pack of `stage`'s constant operand (the weight) with `block`.
 absl::Status PackWeight(ScheduleBuilder& b, int stage, const std::vector<int64_t>& block) {
-  v1::Step lp;
-  auto* p = lp.mutable_layout_pack();
-  p->set_stage(stage);
+  LayoutPackStep lp{stage};
   std::vector<int> inputs = StageInputs(b.state().dag().stages[stage]);
   int operand = -1;
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (b.state().dag().tensors[inputs[i]].is_constant) operand = int(i);
   }
-  p->set_input(operand);
-  for (int64_t blk : block) p->add_block(blk);
-  return b.Add(lp);
+  lp.input = operand;
+  lp.block = block;
+  return b.Add(std::move(lp));
 }
 
 }  // namespace
@@ -133,8 +128,8 @@ ConvTile PickConvTile(const ComputeDAG& dag, const Target& target) {
   return tile;
 }
 
-absl::StatusOr<v1::Schedule> HandwrittenConv2dSchedule(const ComputeDAG& dag, const Target& target,
-                                                       const ConvTile& tile) {
+absl::StatusOr<Trace> HandwrittenConv2dSchedule(const ComputeDAG& dag, const Target& target,
+                                                const ConvTile& tile) {
   int conv = ConvStage(dag);
   if (conv < 0) {
     return absl::InvalidArgumentError(
@@ -186,8 +181,7 @@ absl::StatusOr<v1::Schedule> HandwrittenConv2dSchedule(const ComputeDAG& dag, co
   return b.Take();
 }
 
-absl::StatusOr<v1::Schedule> HandwrittenDenseSchedule(const ComputeDAG& dag,
-                                                      const Target& target) {
+absl::StatusOr<Trace> HandwrittenDenseSchedule(const ComputeDAG& dag, const Target& target) {
   int dense = DenseStage(dag);
   if (dense < 0) return absl::InvalidArgumentError("not a dense with a constant [N,K] weight");
   const Stage& s = dag.stages[dense];

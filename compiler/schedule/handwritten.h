@@ -2,7 +2,7 @@
 // express, and the floor the search has to beat.
 //
 // HandwrittenConv2dSchedule is the classic direct convolution for CPUs with
-// wide vectors, as a tunefarm.v1.Schedule (every step is an ordinary
+// wide vectors, as a Trace (every step is an ordinary
 // primitive, so the search can reach it too):
 //   - layout_pack: weights OIHW -> [O/v][I][H][W][v], v = vector lanes, so
 //     the v output channels of one (i, h, w) are one contiguous vector;
@@ -24,7 +24,7 @@
 #include "absl/status/statusor.h"
 #include "compiler/ir/compute.h"
 #include "compiler/ir/target.h"
-#include "tunefarm/v1/schedule.pb.h"
+#include "compiler/schedule/trace.h"
 
 namespace tunefarm::ir {
 
@@ -42,9 +42,8 @@ ConvTile PickConvTile(const ComputeDAG& dag, const Target& target);
 // The schedule above for a conv2d_nchw DAG (padding, convolution, optional
 // epilogue); an error if the DAG is not one, or if its input depends on the
 // output channel (grouped, depthwise).
-absl::StatusOr<::tunefarm::v1::Schedule> HandwrittenConv2dSchedule(const ComputeDAG& dag,
-                                                                   const Target& target,
-                                                                   const ConvTile& tile);
+absl::StatusOr<Trace> HandwrittenConv2dSchedule(const ComputeDAG& dag, const Target& target,
+                                                const ConvTile& tile);
 
 // Dense (data [M,K] x weight [N,K]^T) on CPUs: the weight would be read
 // across its rows by a loop vectorized over N (a gather per element), so it
@@ -54,7 +53,6 @@ absl::StatusOr<::tunefarm::v1::Schedule> HandwrittenConv2dSchedule(const Compute
 // Tiles are fused into one parallel loop. v is the widest of the target's
 // lanes, 8 or 4 that divides N; an error if none does, or if the DAG is not
 // a dense with a constant weight.
-absl::StatusOr<::tunefarm::v1::Schedule> HandwrittenDenseSchedule(const ComputeDAG& dag,
-                                                                  const Target& target);
+absl::StatusOr<Trace> HandwrittenDenseSchedule(const ComputeDAG& dag, const Target& target);
 
 }  // namespace tunefarm::ir

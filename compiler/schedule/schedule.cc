@@ -7,10 +7,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/overload.h"
 #include "common/status_macros.h"
+#include "compiler/ir/simplify.h"
 #include "compiler/schedule/gpu_tiling.h"
 #include "compiler/schedule/handwritten.h"
-#include "compiler/ir/simplify.h"
 
 namespace tunefarm::ir {
 namespace {
@@ -18,39 +19,6 @@ namespace {
 namespace v1 = ::tunefarm::v1;
 using absl::InvalidArgumentError;
 using absl::StrCat;
-
-const char* StepName(const v1::Step& s) {
-  switch (s.kind_case()) {
-    case v1::Step::kSplit:
-      return "split";
-    case v1::Step::kReorder:
-      return "reorder";
-    case v1::Step::kFuse:
-      return "fuse";
-    case v1::Step::kAnnotate:
-      return "annotate";
-    case v1::Step::kPragma:
-      return "pragma";
-    case v1::Step::kComputeAt:
-      return "compute_at";
-    case v1::Step::kComputeInline:
-      return "compute_inline";
-    case v1::Step::kComputeRoot:
-      return "compute_root";
-    case v1::Step::kCacheRead:
-      return "cache_read";
-    case v1::Step::kCacheWrite:
-      return "cache_write";
-    case v1::Step::kStorageAlign:
-      return "storage_align";
-    case v1::Step::kLayoutPack:
-      return "layout_pack";
-    case v1::Step::kFollowSplit:
-      return "follow_split";
-    default:
-      return "empty";
-  }
-}
 
 // A stage's loops before any step: its axes, then its reduction axes.
 StageState InitialStageState(const Stage& s) {
@@ -81,13 +49,12 @@ ScheduleState ScheduleState::Initial(const ComputeDAG& dag) {
   return st;
 }
 
-absl::StatusOr<ScheduleState> ScheduleState::Replay(const ComputeDAG& dag,
-                                                    const v1::Schedule& schedule,
+absl::StatusOr<ScheduleState> ScheduleState::Replay(const ComputeDAG& dag, const Trace& trace,
                                                     const Target& target) {
   ScheduleState st = Initial(dag);
   st.gpu_ = target.is_gpu();
-  for (int i = 0; i < schedule.steps_size(); ++i) {
-    TF_RETURN_IF_ERROR(st.Apply(schedule.steps(i), i, target));
+  for (size_t i = 0; i < trace.steps.size(); ++i) {
+    TF_RETURN_IF_ERROR(st.Apply(trace.steps[i], int(i), target));
   }
   return st;
 }
@@ -114,70 +81,52 @@ absl::Status ScheduleState::CheckIter(int stage, int iter) const {
   return absl::OkStatus();
 }
 
-absl::Status ScheduleState::Apply(const v1::Step& step, int index, const Target& target) {
-  gpu_ = gpu_ || target.is_gpu();
-  absl::Status s;
-  switch (step.kind_case()) {
-    case v1::Step::kSplit:
-      s = Split(step.split());
-      break;
-    case v1::Step::kReorder:
-      s = Reorder(step.reorder());
-      break;
-    case v1::Step::kFuse:
-      s = Fuse(step.fuse());
-      break;
-    case v1::Step::kAnnotate:
-      s = Annotate(step.annotate(), target);
-      break;
-    case v1::Step::kPragma: {
-      const v1::PragmaStep& p = step.pragma();
-      s = CheckStage(p.stage());
-      if (s.ok() && p.kind() == v1::PRAGMA_KIND_AUTO_UNROLL_MAX_STEP) {
-        if (p.value() < 0 || p.value() > 4096) {
-          s = InvalidArgumentError(StrCat("auto_unroll_max_step ", p.value(), " not in [0, 4096]"));
-        } else {
-          stages_[p.stage()].auto_unroll_max_step = p.value();
-        }
-      } else if (s.ok() && p.kind() != v1::PRAGMA_KIND_UNROLL_EXPLICIT) {
-        s = InvalidArgumentError("unknown pragma");
-      }
-      break;
+absl::Status ScheduleState::Pragma(const PragmaStep& p) {
+  TF_RETURN_IF_ERROR(CheckStage(p.stage));
+  if (p.kind == v1::PRAGMA_KIND_AUTO_UNROLL_MAX_STEP) {
+    if (p.value < 0 || p.value > 4096) {
+      return InvalidArgumentError(StrCat("auto_unroll_max_step ", p.value, " not in [0, 4096]"));
     }
-    case v1::Step::kComputeInline:
-      s = Inline(step.compute_inline().stage());
-      break;
-    case v1::Step::kComputeRoot: {
-      int stage = step.compute_root().stage();
-      s = CheckStage(stage);
-      if (s.ok() && stages_[stage].location == StageState::Location::kAt) {
-        stages_[stage].location = StageState::Location::kRoot;
-        stages_[stage].attach_stage = -1;
-        stages_[stage].attach_var = Expr();
-      }
-      break;
-    }
-    case v1::Step::kComputeAt:
-      s = ComputeAt(step.compute_at());
-      break;
-    case v1::Step::kCacheWrite:
-      s = CacheWrite(step.cache_write(), target);
-      break;
-    case v1::Step::kLayoutPack:
-      s = LayoutPack(step.layout_pack());
-      break;
-    case v1::Step::kCacheRead:
-      s = CacheRead(step.cache_read(), target);
-      break;
-    case v1::Step::kStorageAlign:
-      s = StorageAlign(step.storage_align(), target);
-      break;
-    case v1::Step::kFollowSplit:
-      return absl::UnimplementedError(
-          StrCat("step ", index, " (", StepName(step), "): this primitive is not built yet"));
-    default:
-      s = InvalidArgumentError("empty step");
+    stages_[p.stage].auto_unroll_max_step = p.value;
+    return absl::OkStatus();
   }
+  if (p.kind != v1::PRAGMA_KIND_UNROLL_EXPLICIT) return InvalidArgumentError("unknown pragma");
+  return absl::OkStatus();
+}
+
+absl::Status ScheduleState::ComputeRoot(int stage) {
+  TF_RETURN_IF_ERROR(CheckStage(stage));
+  if (stages_[stage].location == StageState::Location::kAt) {
+    stages_[stage].location = StageState::Location::kRoot;
+    stages_[stage].attach_stage = -1;
+    stages_[stage].attach_var = Expr();
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ScheduleState::Apply(const Step& step, int index, const Target& target) {
+  gpu_ = gpu_ || target.is_gpu();
+  if (std::holds_alternative<FollowSplitStep>(step)) {
+    return absl::UnimplementedError(
+        StrCat("step ", index, " (", StepName(step), "): this primitive is not built yet"));
+  }
+  absl::Status s =
+      std::visit(Overload{
+                     [&](const SplitStep& x) { return Split(x); },
+                     [&](const ReorderStep& x) { return Reorder(x); },
+                     [&](const FuseStep& x) { return Fuse(x); },
+                     [&](const AnnotateStep& x) { return Annotate(x, target); },
+                     [&](const PragmaStep& x) { return Pragma(x); },
+                     [&](const ComputeAtStep& x) { return ComputeAt(x); },
+                     [&](const ComputeInlineStep& x) { return Inline(x.stage); },
+                     [&](const ComputeRootStep& x) { return ComputeRoot(x.stage); },
+                     [&](const CacheReadStep& x) { return CacheRead(x, target); },
+                     [&](const CacheWriteStep& x) { return CacheWrite(x, target); },
+                     [&](const StorageAlignStep& x) { return StorageAlign(x, target); },
+                     [&](const LayoutPackStep& x) { return LayoutPack(x); },
+                     [&](const FollowSplitStep&) { return absl::OkStatus(); },
+                 },
+                 step);
   if (s.ok()) return s;
   return absl::Status(s.code(), StrCat("step ", index, " (", StepName(step), "): ", s.message()));
 }
@@ -188,14 +137,14 @@ void ScheduleState::SubstituteLeaf(StageState& st, const ExprNode* var, const Ex
   for (StageState::Guard& g : st.guards) g.cond = Substitute(g.cond, map);
 }
 
-absl::Status ScheduleState::Split(const v1::SplitStep& s) {
-  TF_RETURN_IF_ERROR(CheckIter(s.stage(), s.iter()));
-  if (s.lengths().empty()) return InvalidArgumentError("no split lengths");
-  StageState& st = stages_[s.stage()];
-  LoopIter it = st.iters[s.iter()];
+absl::Status ScheduleState::Split(const SplitStep& s) {
+  TF_RETURN_IF_ERROR(CheckIter(s.stage, s.iter));
+  if (s.lengths.empty()) return InvalidArgumentError("no split lengths");
+  StageState& st = stages_[s.stage];
+  LoopIter it = st.iters[s.iter];
   if (it.kind != ForKind::kSerial) return InvalidArgumentError("cannot split an annotated loop");
-  std::vector<int64_t> lengths(s.lengths().begin(), s.lengths().end());
-  if (s.inner_to_outer()) std::reverse(lengths.begin(), lengths.end());
+  std::vector<int64_t> lengths(s.lengths.begin(), s.lengths.end());
+  if (s.inner_to_outer) std::reverse(lengths.begin(), lengths.end());
   int64_t inner = 1;
   for (int64_t l : lengths) {
     if (l <= 0) return InvalidArgumentError(StrCat("split length ", l, " (must be positive)"));
@@ -220,23 +169,23 @@ absl::Status ScheduleState::Split(const v1::SplitStep& s) {
     st.guards.push_back({value < IntImm(it.extent), it.reduce});
   }
   SubstituteLeaf(st, it.var.get(), value);
-  st.iters.erase(st.iters.begin() + s.iter());
-  st.iters.insert(st.iters.begin() + s.iter(), fresh.begin(), fresh.end());
+  st.iters.erase(st.iters.begin() + s.iter);
+  st.iters.insert(st.iters.begin() + s.iter, fresh.begin(), fresh.end());
   // Stages computed inside the split loop move into its innermost part.
   MoveAttachments(it.var.get(), fresh.back().var);
   return absl::OkStatus();
 }
 
-absl::Status ScheduleState::Reorder(const v1::ReorderStep& s) {
-  TF_RETURN_IF_ERROR(CheckStage(s.stage()));
-  StageState& st = stages_[s.stage()];
-  if (s.order_size() != int(st.iters.size())) {
+absl::Status ScheduleState::Reorder(const ReorderStep& s) {
+  TF_RETURN_IF_ERROR(CheckStage(s.stage));
+  StageState& st = stages_[s.stage];
+  if (int(s.order.size()) != int(st.iters.size())) {
     return InvalidArgumentError(
-        StrCat("order has ", s.order_size(), " loops, the stage has ", st.iters.size()));
+        StrCat("order has ", int(s.order.size()), " loops, the stage has ", st.iters.size()));
   }
   std::vector<bool> seen(st.iters.size(), false);
   std::vector<LoopIter> next;
-  for (int i : s.order()) {
+  for (int i : s.order) {
     if (i < 0 || i >= int(st.iters.size()) || seen[i]) {
       return InvalidArgumentError(StrCat("order is not a permutation (", i, ")"));
     }
@@ -247,17 +196,17 @@ absl::Status ScheduleState::Reorder(const v1::ReorderStep& s) {
   return absl::OkStatus();
 }
 
-absl::Status ScheduleState::Fuse(const v1::FuseStep& s) {
-  TF_RETURN_IF_ERROR(CheckStage(s.stage()));
-  StageState& st = stages_[s.stage()];
-  if (s.iters_size() < 2) return InvalidArgumentError("fuse needs at least two loops");
-  for (int k = 0; k < s.iters_size(); ++k) {
-    TF_RETURN_IF_ERROR(CheckIter(s.stage(), s.iters(k)));
-    if (k > 0 && s.iters(k) != s.iters(k - 1) + 1) {
+absl::Status ScheduleState::Fuse(const FuseStep& s) {
+  TF_RETURN_IF_ERROR(CheckStage(s.stage));
+  StageState& st = stages_[s.stage];
+  if (int(s.iters.size()) < 2) return InvalidArgumentError("fuse needs at least two loops");
+  for (int k = 0; k < int(s.iters.size()); ++k) {
+    TF_RETURN_IF_ERROR(CheckIter(s.stage, s.iters[k]));
+    if (k > 0 && s.iters[k] != s.iters[k - 1] + 1) {
       return InvalidArgumentError("fused loops must be consecutive");
     }
   }
-  int first = s.iters(0), n = s.iters_size();
+  int first = s.iters[0], n = int(s.iters.size());
   bool reduce = st.iters[first].reduce;
   int64_t extent = 1;
   std::string name;
@@ -288,26 +237,25 @@ absl::Status ScheduleState::Fuse(const v1::FuseStep& s) {
   return absl::OkStatus();
 }
 
-absl::Status ScheduleState::Annotate(const v1::AnnotateStep& s, const Target& target) {
-  TF_RETURN_IF_ERROR(CheckIter(s.stage(), s.iter()));
-  StageState& st = stages_[s.stage()];
-  LoopIter& it = st.iters[s.iter()];
+absl::Status ScheduleState::Annotate(const AnnotateStep& s, const Target& target) {
+  TF_RETURN_IF_ERROR(CheckIter(s.stage, s.iter));
+  StageState& st = stages_[s.stage];
+  LoopIter& it = st.iters[s.iter];
   if (it.kind != ForKind::kSerial) return InvalidArgumentError("loop is already annotated");
-  switch (s.annotation()) {
+  switch (s.annotation) {
     case v1::ANNOTATION_PARALLEL:
     case v1::ANNOTATION_VECTORIZE:
       if (target.is_gpu()) {
-        return InvalidArgumentError(StrCat(v1::Annotation_Name(s.annotation()),
+        return InvalidArgumentError(StrCat(v1::Annotation_Name(s.annotation),
                                            " is for CPU targets; on cuda, bind the loop to "
                                            "blockIdx/threadIdx or unroll it"));
       }
       if (it.reduce) {
-        return InvalidArgumentError(s.annotation() == v1::ANNOTATION_PARALLEL
+        return InvalidArgumentError(s.annotation == v1::ANNOTATION_PARALLEL
                                         ? "cannot parallelize a reduction loop"
                                         : "cannot vectorize a reduction loop");
       }
-      it.kind =
-          s.annotation() == v1::ANNOTATION_PARALLEL ? ForKind::kParallel : ForKind::kVectorized;
+      it.kind = s.annotation == v1::ANNOTATION_PARALLEL ? ForKind::kParallel : ForKind::kVectorized;
       return absl::OkStatus();
     case v1::ANNOTATION_UNROLL:
       if (it.extent > kMaxUnrolledCopies) {
@@ -324,27 +272,27 @@ absl::Status ScheduleState::Annotate(const v1::AnnotateStep& s, const Target& ta
     case v1::ANNOTATION_THREAD_Z:
     case v1::ANNOTATION_VTHREAD: {
       if (!target.is_gpu()) {
-        return InvalidArgumentError(StrCat("binding to ", v1::Annotation_Name(s.annotation()),
+        return InvalidArgumentError(StrCat("binding to ", v1::Annotation_Name(s.annotation),
                                            " is for GPU targets, not ", target.ToString()));
       }
       static const ForKind kKinds[] = {ForKind::kBlockX,  ForKind::kBlockY,  ForKind::kBlockZ,
                                        ForKind::kThreadX, ForKind::kThreadY, ForKind::kThreadZ,
                                        ForKind::kVThread};
-      ForKind kind = kKinds[s.annotation() - v1::ANNOTATION_BLOCK_X];
+      ForKind kind = kKinds[s.annotation - v1::ANNOTATION_BLOCK_X];
       if (it.reduce) {
         return InvalidArgumentError(StrCat("cannot bind reduction loop ", it.var->name, " to ",
                                            BindingName(kind),
                                            " (cross-thread reductions are not built)"));
       }
       if (st.location != StageState::Location::kRoot) {
-        return InvalidArgumentError(StrCat("stage ", s.stage(), " (", dag_.stages[s.stage()].name,
+        return InvalidArgumentError(StrCat("stage ", s.stage, " (", dag_.stages[s.stage].name,
                                            ") is computed at another stage; only root stages "
                                            "bind loops to the grid"));
       }
       for (const LoopIter& other : st.iters) {
         if (other.kind == kind) {
-          return InvalidArgumentError(StrCat("stage ", s.stage(), " already binds ",
-                                             other.var->name, " to ", BindingName(kind)));
+          return InvalidArgumentError(StrCat("stage ", s.stage, " already binds ", other.var->name,
+                                             " to ", BindingName(kind)));
         }
       }
       it.kind = kind;
@@ -355,30 +303,30 @@ absl::Status ScheduleState::Annotate(const v1::AnnotateStep& s, const Target& ta
   }
 }
 
-absl::Status ScheduleState::StorageAlign(const v1::StorageAlignStep& s, const Target& target) {
-  TF_RETURN_IF_ERROR(CheckStage(s.stage()));
+absl::Status ScheduleState::StorageAlign(const StorageAlignStep& s, const Target& target) {
+  TF_RETURN_IF_ERROR(CheckStage(s.stage));
   if (!target.is_gpu()) {
     return InvalidArgumentError("storage_align pads GPU shared memory; the target is " +
                                 target.ToString());
   }
-  const TensorDecl& t = dag_.tensors[dag_.stages[s.stage()].output];
+  const TensorDecl& t = dag_.tensors[dag_.stages[s.stage].output];
   if (!t.shared) {
-    return InvalidArgumentError(StrCat("stage ", s.stage(), " (", t.name,
+    return InvalidArgumentError(StrCat("stage ", s.stage, " (", t.name,
                                        ") is not a shared-memory copy (cache_read into shared)"));
   }
-  if (s.iter() < 0 || s.iter() + 1 >= int(t.shape.size())) {
-    return InvalidArgumentError(StrCat("dimension ", s.iter(), " of ", t.name,
+  if (s.iter < 0 || s.iter + 1 >= int(t.shape.size())) {
+    return InvalidArgumentError(StrCat("dimension ", s.iter, " of ", t.name,
                                        " has no inner dimension to pad (it has ", t.shape.size(),
                                        ")"));
   }
-  if (s.factor() < 1 || s.factor() > 1024 || s.offset() < 0 || s.offset() >= s.factor()) {
+  if (s.factor < 1 || s.factor > 1024 || s.offset < 0 || s.offset >= s.factor) {
     return InvalidArgumentError(
-        StrCat("factor ", s.factor(), " / offset ", s.offset(), ": need 0 <= offset < factor"));
+        StrCat("factor ", s.factor, " / offset ", s.offset, ": need 0 <= offset < factor"));
   }
-  StageState& st = stages_[s.stage()];
-  st.align_dim = s.iter();
-  st.align_factor = s.factor();
-  st.align_offset = s.offset();
+  StageState& st = stages_[s.stage];
+  st.align_dim = s.iter;
+  st.align_factor = s.factor;
+  st.align_offset = s.offset;
   return absl::OkStatus();
 }
 
@@ -425,36 +373,36 @@ bool ScheduleState::ReadsTensor(int stage, int tensor) const {
   return reads;
 }
 
-absl::Status ScheduleState::ComputeAt(const v1::ComputeAtStep& s) {
-  TF_RETURN_IF_ERROR(CheckStage(s.stage()));
-  TF_RETURN_IF_ERROR(CheckIter(s.target_stage(), s.target_iter()));
-  const Stage& producer = dag_.stages[s.stage()];
+absl::Status ScheduleState::ComputeAt(const ComputeAtStep& s) {
+  TF_RETURN_IF_ERROR(CheckStage(s.stage));
+  TF_RETURN_IF_ERROR(CheckIter(s.target_stage, s.target_iter));
+  const Stage& producer = dag_.stages[s.stage];
   if (producer.output == dag_.output)
     return InvalidArgumentError("the output stage stays at the root");
-  if (s.target_stage() <= s.stage()) {
+  if (s.target_stage <= s.stage) {
     return InvalidArgumentError(
-        StrCat("stage ", s.target_stage(), " does not come after stage ", s.stage()));
+        StrCat("stage ", s.target_stage, " does not come after stage ", s.stage));
   }
   // One level of nesting, except that a cache_read copy may sit inside a
   // stage that is itself computed at another (a register tile computed at a
   // thread loop or a CPU tile, staging its inputs per reduction step).
   const bool copy = dag_.tensors[producer.output].cache_copy;
-  if (stages_[s.target_stage()].location != StageState::Location::kRoot && !copy) {
+  if (stages_[s.target_stage].location != StageState::Location::kRoot && !copy) {
     return InvalidArgumentError(
-        StrCat("stage ", s.target_stage(), " is itself computed at another stage"));
+        StrCat("stage ", s.target_stage, " is itself computed at another stage"));
   }
   for (size_t j = 0; j < stages_.size(); ++j) {
-    if (stages_[j].location == StageState::Location::kAt && stages_[j].attach_stage == s.stage() &&
+    if (stages_[j].location == StageState::Location::kAt && stages_[j].attach_stage == s.stage &&
         !dag_.tensors[dag_.stages[j].output].cache_copy) {
-      return InvalidArgumentError(StrCat("stage ", j, " is computed at stage ", s.stage()));
+      return InvalidArgumentError(StrCat("stage ", j, " is computed at stage ", s.stage));
     }
-    if (int(j) == s.stage() || stages_[j].location == StageState::Location::kInline) continue;
+    if (int(j) == s.stage || stages_[j].location == StageState::Location::kInline) continue;
     bool reads = ReadsTensor(int(j), producer.output);
-    if (int(j) == s.target_stage() && !reads) {
+    if (int(j) == s.target_stage && !reads) {
       return InvalidArgumentError(
           StrCat("stage ", j, " (", dag_.stages[j].name, ") does not read ", producer.name));
     }
-    if (int(j) != s.target_stage() && reads) {
+    if (int(j) != s.target_stage && reads) {
       return InvalidArgumentError(
           StrCat(producer.name, " is also read by stage ", j, " (", dag_.stages[j].name, ")"));
     }
@@ -462,7 +410,7 @@ absl::Status ScheduleState::ComputeAt(const v1::ComputeAtStep& s) {
   // The region computed in each iteration is a box of the output; the
   // stage's spatial loops must cover each output axis as plain (split, not
   // fused) loops for the box to shrink them.
-  StageState& st = stages_[s.stage()];
+  StageState& st = stages_[s.stage];
   std::set<const ExprNode*> used;
   for (size_t d = 0; d < producer.axes.size(); ++d) {
     LinearForm f = Linearize(st.axis_values[d], {});
@@ -476,8 +424,8 @@ absl::Status ScheduleState::ComputeAt(const v1::ComputeAtStep& s) {
     }
   }
   st.location = StageState::Location::kAt;
-  st.attach_stage = s.target_stage();
-  st.attach_var = stages_[s.target_stage()].iters[s.target_iter()].var;
+  st.attach_stage = s.target_stage;
+  st.attach_var = stages_[s.target_stage].iters[s.target_iter].var;
   return absl::OkStatus();
 }
 
@@ -499,14 +447,14 @@ void ScheduleState::InsertStage(int at, Stage stage) {
   stages_.insert(stages_.begin() + at, std::move(st));
 }
 
-absl::Status ScheduleState::CacheWrite(const v1::CacheWriteStep& s, const Target& target) {
-  TF_RETURN_IF_ERROR(CheckStage(s.stage()));
-  TF_RETURN_IF_ERROR(CheckScope(s.scope(), target));
-  if (s.scope() == v1::MEMORY_SCOPE_SHARED) {
+absl::Status ScheduleState::CacheWrite(const CacheWriteStep& s, const Target& target) {
+  TF_RETURN_IF_ERROR(CheckStage(s.stage));
+  TF_RETURN_IF_ERROR(CheckScope(s.scope, target));
+  if (s.scope == v1::MEMORY_SCOPE_SHARED) {
     return absl::UnimplementedError(
         "cache_write into shared memory is not built; accumulate in local (registers)");
   }
-  const int stage = s.stage();
+  const int stage = s.stage;
   const Stage orig = dag_.stages[stage];
   StageState& st = stages_[stage];
   if (st.location != StageState::Location::kRoot || !st.guards.empty() ||
@@ -551,12 +499,12 @@ absl::Status ScheduleState::CacheWrite(const v1::CacheWriteStep& s, const Target
   return absl::OkStatus();
 }
 
-absl::Status ScheduleState::CacheRead(const v1::CacheReadStep& s, const Target& target) {
-  TF_RETURN_IF_ERROR(CheckStage(s.stage()));
-  TF_RETURN_IF_ERROR(CheckScope(s.scope(), target));
-  TF_ASSIGN_OR_RETURN(const int tensor, Operand(s.stage(), s.input()));
-  std::vector<int> readers(s.reader_stages().begin(), s.reader_stages().end());
-  if (readers.empty()) readers.push_back(s.stage());
+absl::Status ScheduleState::CacheRead(const CacheReadStep& s, const Target& target) {
+  TF_RETURN_IF_ERROR(CheckStage(s.stage));
+  TF_RETURN_IF_ERROR(CheckScope(s.scope, target));
+  TF_ASSIGN_OR_RETURN(const int tensor, Operand(s.stage, s.input));
+  std::vector<int> readers(s.reader_stages.begin(), s.reader_stages.end());
+  if (readers.empty()) readers.push_back(s.stage);
   for (int r : readers) {
     TF_RETURN_IF_ERROR(CheckStage(r));
     if (!ReadsTensor(r, tensor) || stages_[r].location == StageState::Location::kInline) {
@@ -571,8 +519,8 @@ absl::Status ScheduleState::CacheRead(const v1::CacheReadStep& s, const Target& 
   }
   // The copy stage: right after the tensor's producer (first, for an input).
   TensorDecl copy_t = dag_.tensors[tensor];
-  copy_t.name += s.scope() == v1::MEMORY_SCOPE_SHARED ? ".shared" : ".local";
-  copy_t.shared = s.scope() == v1::MEMORY_SCOPE_SHARED;
+  copy_t.name += s.scope == v1::MEMORY_SCOPE_SHARED ? ".shared" : ".local";
+  copy_t.shared = s.scope == v1::MEMORY_SCOPE_SHARED;
   copy_t.cache_copy = true;
   copy_t.role = TensorDecl::Role::kIntermediate;
   copy_t.is_constant = false;
@@ -602,26 +550,26 @@ absl::Status ScheduleState::CacheRead(const v1::CacheReadStep& s, const Target& 
   return absl::OkStatus();
 }
 
-absl::Status ScheduleState::LayoutPack(const v1::LayoutPackStep& s) {
-  TF_RETURN_IF_ERROR(CheckStage(s.stage()));
-  TF_ASSIGN_OR_RETURN(const int tensor, Operand(s.stage(), s.input()));
+absl::Status ScheduleState::LayoutPack(const LayoutPackStep& s) {
+  TF_RETURN_IF_ERROR(CheckStage(s.stage));
+  TF_ASSIGN_OR_RETURN(const int tensor, Operand(s.stage, s.input));
   const TensorDecl orig = dag_.tensors[tensor];
   auto arg = std::find(dag_.args.begin(), dag_.args.end(), tensor);
   if (!orig.is_constant || arg == dag_.args.end()) {
-    return InvalidArgumentError(StrCat("operand ", s.input(), " (", orig.name,
+    return InvalidArgumentError(StrCat("operand ", s.input, " (", orig.name,
                                        ") is not a constant input; only weights can be repacked"));
   }
-  if (s.block_size() != int(orig.shape.size())) {
-    return InvalidArgumentError(
-        StrCat(orig.name, " has ", orig.shape.size(), " dimensions, block has ", s.block_size()));
+  if (int(s.block.size()) != int(orig.shape.size())) {
+    return InvalidArgumentError(StrCat(orig.name, " has ", orig.shape.size(),
+                                       " dimensions, block has ", int(s.block.size())));
   }
   TensorDecl packed = orig;
   packed.name += ".packed";
   packed.packed_from = tensor;
   packed.shape.clear();
   std::vector<int> blocked;
-  for (int d = 0; d < s.block_size(); ++d) {
-    int64_t b = s.block(d);
+  for (int d = 0; d < int(s.block.size()); ++d) {
+    int64_t b = s.block[d];
     if (b < 0 || b > orig.shape[d]) {
       return InvalidArgumentError(
           StrCat("block ", b, " for dimension ", d, " of extent ", orig.shape[d]));
@@ -631,10 +579,10 @@ absl::Status ScheduleState::LayoutPack(const v1::LayoutPackStep& s) {
     if (b > 0) blocked.push_back(d);
   }
   if (blocked.empty()) return InvalidArgumentError("no dimension is blocked");
-  if (s.inner_dims_size() == 0) {
+  if (int(s.inner_dims.size()) == 0) {
     packed.pack_inner = blocked;
   } else {
-    packed.pack_inner.assign(s.inner_dims().begin(), s.inner_dims().end());
+    packed.pack_inner.assign(s.inner_dims.begin(), s.inner_dims.end());
     std::vector<int> sorted = packed.pack_inner;
     std::sort(sorted.begin(), sorted.end());
     if (sorted != blocked) {

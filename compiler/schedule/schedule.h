@@ -1,9 +1,9 @@
 // ScheduleState: the loop structure of every stage of a ComputeDAG as a
-// schedule (a tunefarm.v1.Schedule trace) shapes it, and the lowering of that
+// schedule (a Trace, trace.h) shapes it, and the lowering of that
 // state to the loop IR.
 //
 //   TF_ASSIGN_OR_RETURN(ComputeDAG dag, BuildComputeDAG(workload));
-//   TF_ASSIGN_OR_RETURN(ScheduleState st, ScheduleState::Replay(dag, schedule, target));
+//   TF_ASSIGN_OR_RETURN(ScheduleState st, ScheduleState::Replay(dag, trace, target));
 //   Stmt program = Lower(st);
 //
 // Replay applies the steps in order; a step that does not apply is an
@@ -17,7 +17,7 @@
 #include "compiler/ir/compute.h"
 #include "compiler/ir/stmt.h"
 #include "compiler/ir/target.h"
-#include "tunefarm/v1/schedule.pb.h"
+#include "compiler/schedule/trace.h"
 
 namespace tunefarm::ir {
 
@@ -56,11 +56,11 @@ struct StageState {
 class ScheduleState {
  public:
   static ScheduleState Initial(const ComputeDAG& dag);
-  static absl::StatusOr<ScheduleState> Replay(const ComputeDAG& dag,
-                                              const ::tunefarm::v1::Schedule& schedule,
+  static absl::StatusOr<ScheduleState> Replay(const ComputeDAG& dag, const Trace& trace,
                                               const Target& target);
 
-  absl::Status Apply(const ::tunefarm::v1::Step& step, int index, const Target& target);
+  // Applies step number `index` of a trace (the number its errors name).
+  absl::Status Apply(const Step& step, int index, const Target& target);
 
   // The program being scheduled: the workload's DAG plus the stages and
   // tensors that cache_write and layout_pack steps added. Compile this one.
@@ -71,15 +71,17 @@ class ScheduleState {
 
  private:
   explicit ScheduleState(const ComputeDAG& dag) : dag_(dag) {}
-  absl::Status Split(const ::tunefarm::v1::SplitStep& s);
-  absl::Status Reorder(const ::tunefarm::v1::ReorderStep& s);
-  absl::Status Fuse(const ::tunefarm::v1::FuseStep& s);
-  absl::Status Annotate(const ::tunefarm::v1::AnnotateStep& s, const Target& target);
+  absl::Status Split(const SplitStep& s);
+  absl::Status Reorder(const ReorderStep& s);
+  absl::Status Fuse(const FuseStep& s);
+  absl::Status Annotate(const AnnotateStep& s, const Target& target);
+  absl::Status Pragma(const PragmaStep& s);
   absl::Status Inline(int stage);
-  absl::Status ComputeAt(const ::tunefarm::v1::ComputeAtStep& s);
-  absl::Status CacheWrite(const ::tunefarm::v1::CacheWriteStep& s, const Target& target);
-  absl::Status LayoutPack(const ::tunefarm::v1::LayoutPackStep& s);
-  absl::Status CacheRead(const ::tunefarm::v1::CacheReadStep& s, const Target& target);
+  absl::Status ComputeRoot(int stage);
+  absl::Status ComputeAt(const ComputeAtStep& s);
+  absl::Status CacheWrite(const CacheWriteStep& s, const Target& target);
+  absl::Status LayoutPack(const LayoutPackStep& s);
+  absl::Status CacheRead(const CacheReadStep& s, const Target& target);
   bool ReadsTensor(int stage, int tensor) const;
   // The tensor of operand `input` of `stage` (StageInputs order).
   absl::StatusOr<int> Operand(int stage, int input) const;
@@ -90,7 +92,7 @@ class ScheduleState {
   absl::Status CheckIter(int stage, int iter) const;
   void SubstituteLeaf(StageState& st, const ExprNode* var, const Expr& value);
 
-  absl::Status StorageAlign(const ::tunefarm::v1::StorageAlignStep& s, const Target& target);
+  absl::Status StorageAlign(const StorageAlignStep& s, const Target& target);
 
   ComputeDAG dag_;
   std::vector<StageState> stages_;
@@ -106,7 +108,7 @@ constexpr int64_t kMaxUnrolledCopies = 512;
 // pass of its own, other cheap stages inlined, outer spatial loops fused and
 // parallel, then the reduction loops, then the innermost spatial loop, whole
 // and vectorized.
-::tunefarm::v1::Schedule DefaultSchedule(const ComputeDAG& dag, const Target& target);
+Trace DefaultSchedule(const ComputeDAG& dag, const Target& target);
 
 // The loop program of a scheduled state.
 //

@@ -4,57 +4,35 @@ namespace tunefarm::ir {
 
 namespace v1 = ::tunefarm::v1;
 
-absl::Status ScheduleBuilder::Add(const v1::Step& step) {
+absl::Status ScheduleBuilder::Add(Step step) {
   if (!status_.ok()) return status_;
-  status_ = state_.Apply(step, sched_.steps_size(), target_);
-  if (status_.ok()) *sched_.add_steps() = step;
+  status_ = state_.Apply(step, int(trace_.steps.size()), target_);
+  if (status_.ok()) trace_.steps.push_back(std::move(step));
   return status_;
 }
 
 absl::Status ScheduleBuilder::Split(int stage, int iter, const std::vector<int64_t>& lengths) {
-  v1::Step s;
-  s.mutable_split()->set_stage(stage);
-  s.mutable_split()->set_iter(iter);
-  for (int64_t l : lengths) s.mutable_split()->add_lengths(l);
-  return Add(s);
+  return Add(SplitStep{stage, iter, lengths});
 }
 
 absl::Status ScheduleBuilder::Reorder(int stage, const std::vector<int>& order) {
-  v1::Step s;
-  s.mutable_reorder()->set_stage(stage);
-  for (int o : order) s.mutable_reorder()->add_order(o);
-  return Add(s);
+  return Add(ReorderStep{stage, order});
 }
 
 absl::Status ScheduleBuilder::Fuse(int stage, const std::vector<int>& iters) {
-  v1::Step s;
-  s.mutable_fuse()->set_stage(stage);
-  for (int i : iters) s.mutable_fuse()->add_iters(i);
-  return Add(s);
+  return Add(FuseStep{stage, iters});
 }
 
-absl::Status ScheduleBuilder::Annotate(int stage, int iter, v1::Annotation a) {
-  v1::Step s;
-  s.mutable_annotate()->set_stage(stage);
-  s.mutable_annotate()->set_iter(iter);
-  s.mutable_annotate()->set_annotation(a);
-  return Add(s);
+absl::Status ScheduleBuilder::Annotate(int stage, int iter, Annotation a) {
+  return Add(AnnotateStep{stage, iter, a});
 }
 
-absl::Status ScheduleBuilder::CacheRead(int stage, int input, v1::MemoryScope scope) {
-  v1::Step s;
-  s.mutable_cache_read()->set_stage(stage);
-  s.mutable_cache_read()->set_input(input);
-  s.mutable_cache_read()->set_scope(scope);
-  return Add(s);
+absl::Status ScheduleBuilder::CacheRead(int stage, int input, MemoryScope scope) {
+  return Add(CacheReadStep{stage, input, scope});
 }
 
 absl::Status ScheduleBuilder::ComputeAt(int stage, int target_stage, int target_iter) {
-  v1::Step s;
-  s.mutable_compute_at()->set_stage(stage);
-  s.mutable_compute_at()->set_target_stage(target_stage);
-  s.mutable_compute_at()->set_target_iter(target_iter);
-  return Add(s);
+  return Add(ComputeAtStep{stage, target_stage, target_iter});
 }
 
 int ScheduleBuilder::IndexOf(int stage, const ExprNode* var) const {
@@ -82,7 +60,7 @@ absl::Status ScheduleBuilder::ReorderLoops(int stage, const std::vector<const Ex
   return Reorder(stage, idx);
 }
 
-absl::Status ScheduleBuilder::AnnotateLoop(int stage, const ExprNode* var, v1::Annotation a) {
+absl::Status ScheduleBuilder::AnnotateLoop(int stage, const ExprNode* var, Annotation a) {
   return Annotate(stage, IndexOf(stage, var), a);
 }
 

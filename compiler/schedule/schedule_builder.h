@@ -1,4 +1,4 @@
-// Writes a Schedule step by step on a live ScheduleState, so each step can
+// Writes a Trace step by step on a live ScheduleState, so each step can
 // name loops as the previous steps left them (by index, or by the loop's
 // variable). The first step that does not apply is kept in status(); it and
 // every later step are left out, so a chain of steps is checked once.
@@ -7,7 +7,7 @@
 //   std::vector<const ExprNode*> k = b.SplitLoop(stage, axis_var, {4, 16});
 //   b.AnnotateLoop(stage, k.back(), v1::ANNOTATION_VECTORIZE);
 //   if (!b.ok()) return b.status();
-//   v1::Schedule s = b.Take();
+//   Trace t = b.Take();
 #pragma once
 
 #include <vector>
@@ -23,14 +23,14 @@ class ScheduleBuilder {
       : state_(ScheduleState::Initial(dag)), target_(target) {}
 
   // Applies `step` and records it; returns status().
-  absl::Status Add(const ::tunefarm::v1::Step& step);
+  absl::Status Add(Step step);
 
   // Loops named by index in the stage's current loop list.
   absl::Status Split(int stage, int iter, const std::vector<int64_t>& lengths);
   absl::Status Reorder(int stage, const std::vector<int>& order);
   absl::Status Fuse(int stage, const std::vector<int>& iters);
-  absl::Status Annotate(int stage, int iter, ::tunefarm::v1::Annotation a);
-  absl::Status CacheRead(int stage, int input, ::tunefarm::v1::MemoryScope scope);
+  absl::Status Annotate(int stage, int iter, Annotation a);
+  absl::Status CacheRead(int stage, int input, MemoryScope scope);
   absl::Status ComputeAt(int stage, int target_stage, int target_iter);
 
   // Loops named by their variable. SplitLoop returns the new loops'
@@ -39,17 +39,17 @@ class ScheduleBuilder {
   std::vector<const ExprNode*> SplitLoop(int stage, const ExprNode* var,
                                          const std::vector<int64_t>& lengths);
   absl::Status ReorderLoops(int stage, const std::vector<const ExprNode*>& order);
-  absl::Status AnnotateLoop(int stage, const ExprNode* var, ::tunefarm::v1::Annotation a);
+  absl::Status AnnotateLoop(int stage, const ExprNode* var, Annotation a);
 
   bool ok() const { return status_.ok(); }
   const absl::Status& status() const { return status_; }
   const ScheduleState& state() const { return state_; }
-  ::tunefarm::v1::Schedule Take() { return std::move(sched_); }
+  Trace Take() { return std::move(trace_); }
 
  private:
   ScheduleState state_;
   const Target& target_;
-  ::tunefarm::v1::Schedule sched_;
+  Trace trace_;
   absl::Status status_;
 };
 

@@ -135,16 +135,16 @@ int64_t CpuTiling::Accumulators(int64_t lanes) const {
   return acc;
 }
 
-absl::StatusOr<v1::Schedule> BuildTiledSchedule(const ComputeDAG& dag, const Target& target,
-                                                absl::Span<const int64_t> wire) {
+absl::StatusOr<Trace> BuildTiledSchedule(const ComputeDAG& dag, const Target& target,
+                                         absl::Span<const int64_t> wire) {
   if (!HasTilingSketch(dag)) return absl::InvalidArgumentError("no reduction to tile");
   std::optional<CpuTiling> tiling = CpuTiling::Decode(TilingNest::Of(dag), wire);
   if (!tiling) return absl::InvalidArgumentError("decisions do not match the workload");
   return BuildTiledSchedule(dag, target, *tiling);
 }
 
-absl::StatusOr<v1::Schedule> BuildTiledSchedule(const ComputeDAG& dag, const Target& target,
-                                                const CpuTiling& d) {
+absl::StatusOr<Trace> BuildTiledSchedule(const ComputeDAG& dag, const Target& target,
+                                         const CpuTiling& d) {
   int main = TilingMainStage(dag);
   if (main < 0) return absl::InvalidArgumentError("no reduction to tile");
   const TilingNest sh = TilingNest::Of(dag);
@@ -178,16 +178,11 @@ absl::StatusOr<v1::Schedule> BuildTiledSchedule(const ComputeDAG& dag, const Tar
       passes.push_back(i);
       continue;
     }
-    v1::Step step;
-    step.mutable_compute_inline()->set_stage(i);
-    b.Add(step);
+    b.Add(ComputeInlineStep{i});
   }
   int local = main, consumer = -1;
   if (dag.stages[main].output == dag.output) {
-    v1::Step step;
-    step.mutable_cache_write()->set_stage(main);
-    step.mutable_cache_write()->set_scope(v1::MEMORY_SCOPE_LOCAL);
-    b.Add(step);
+    b.Add(CacheWriteStep{main, v1::MEMORY_SCOPE_LOCAL});
     consumer = main + 1;
   } else {
     for (int j = main + 1; j < int(dag.stages.size()); ++j) {
@@ -210,10 +205,9 @@ absl::StatusOr<v1::Schedule> BuildTiledSchedule(const ComputeDAG& dag, const Tar
     const auto& iters = b.state().stages()[p].iters;
     if (iters.size() < 2) continue;
     if (iters.size() > 2) {
-      v1::Step step;
-      step.mutable_fuse()->set_stage(p);
-      for (size_t k = 0; k + 1 < iters.size(); ++k) step.mutable_fuse()->add_iters(int(k));
-      b.Add(step);
+      FuseStep fuse{p};
+      for (size_t k = 0; k + 1 < iters.size(); ++k) fuse.iters.push_back(int(k));
+      b.Add(std::move(fuse));
     }
     b.AnnotateLoop(p, b.state().stages()[p].iters[0].var.get(), v1::ANNOTATION_PARALLEL);
     b.AnnotateLoop(p, b.state().stages()[p].iters.back().var.get(), v1::ANNOTATION_VECTORIZE);
@@ -236,10 +230,9 @@ absl::StatusOr<v1::Schedule> BuildTiledSchedule(const ComputeDAG& dag, const Tar
   order.push_back(cl[v][3]);
   b.ReorderLoops(consumer, order);
   if (place.parallel >= 2) {
-    v1::Step step;
-    step.mutable_fuse()->set_stage(consumer);
-    for (int j = 0; j < place.parallel; ++j) step.mutable_fuse()->add_iters(j);
-    b.Add(step);
+    FuseStep fuse{consumer};
+    for (int j = 0; j < place.parallel; ++j) fuse.iters.push_back(j);
+    b.Add(std::move(fuse));
   }
   if (!b.ok()) return absl::InvalidArgumentError("consumer tiling does not apply");
   b.AnnotateLoop(consumer, b.state().stages()[consumer].iters[0].var.get(),
@@ -275,11 +268,7 @@ absl::StatusOr<v1::Schedule> BuildTiledSchedule(const ComputeDAG& dag, const Tar
       b.AnnotateLoop(local, ll[a][3], v1::ANNOTATION_UNROLL);
   }
   if (d.pragma >= 0 && d.pragma < 4) {
-    v1::Step step;
-    step.mutable_pragma()->set_stage(local);
-    step.mutable_pragma()->set_kind(v1::PRAGMA_KIND_AUTO_UNROLL_MAX_STEP);
-    step.mutable_pragma()->set_value(kPragmaSteps[d.pragma]);
-    b.Add(step);
+    b.Add(PragmaStep{local, 0, v1::PRAGMA_KIND_AUTO_UNROLL_MAX_STEP, kPragmaSteps[d.pragma]});
   }
   // Operands indexed by the vector axis get a blocked layout: a constant
   // (weight) is repacked by the vector tile once, ahead of time; any other
@@ -305,12 +294,9 @@ absl::StatusOr<v1::Schedule> BuildTiledSchedule(const ComputeDAG& dag, const Tar
           copied.emplace_back(int(op), t.name + ".local");
         continue;
       }
-      v1::Step step;
-      auto* lp = step.mutable_layout_pack();
-      lp->set_stage(local);
-      lp->set_input(int(op));
-      for (size_t k = 0; k < t.shape.size(); ++k) lp->add_block(int(k) == dim ? t3[v] : 0);
-      b.Add(step);
+      LayoutPackStep lp{local, int(op)};
+      for (size_t k = 0; k < t.shape.size(); ++k) lp.block.push_back(int(k) == dim ? t3[v] : 0);
+      b.Add(std::move(lp));
     }
   }
   for (const auto& copy : copied)
@@ -331,9 +317,9 @@ absl::StatusOr<v1::Schedule> BuildTiledSchedule(const ComputeDAG& dag, const Tar
   if (attach < 0) return absl::InvalidArgumentError("the compute location is gone");
   b.ComputeAt(local, consumer, attach);
   if (!b.ok()) return absl::InvalidArgumentError("sketch step does not apply");
-  v1::Schedule out = b.Take();
-  out.set_sketch_id(kTilingSketchId);
-  for (int64_t x : d.Encode()) out.add_decisions(x);
+  Trace out = b.Take();
+  out.sketch_id = kTilingSketchId;
+  out.decisions = d.Encode();
   return out;
 }
 

@@ -19,7 +19,7 @@
 #include "absl/types/span.h"
 #include "compiler/ir/compute.h"
 #include "compiler/ir/target.h"
-#include "tunefarm/v1/schedule.pb.h"
+#include "compiler/schedule/trace.h"
 
 namespace tunefarm::ir {
 
@@ -111,12 +111,10 @@ struct CpuTiling {
 // The schedule of `tiling` (sketch_id kTilingSketchId, decisions its wire
 // form), or an error if it does not fit the DAG. A placement that builds
 // the program of another builds that one's steps: one program, one hash.
-absl::StatusOr<::tunefarm::v1::Schedule> BuildTiledSchedule(const ComputeDAG& dag,
-                                                            const Target& target,
-                                                            const CpuTiling& tiling);
+absl::StatusOr<Trace> BuildTiledSchedule(const ComputeDAG& dag, const Target& target,
+                                         const CpuTiling& tiling);
 // The same from the wire form (either length).
-absl::StatusOr<::tunefarm::v1::Schedule> BuildTiledSchedule(const ComputeDAG& dag,
-                                                            const Target& target,
-                                                            absl::Span<const int64_t> wire);
+absl::StatusOr<Trace> BuildTiledSchedule(const ComputeDAG& dag, const Target& target,
+                                         absl::Span<const int64_t> wire);
 
 }  // namespace tunefarm::ir

@@ -80,7 +80,7 @@ absl::StatusOr<LocalMeasurer::TaskData*> LocalMeasurer::Prepare(const Task& task
 }
 
 std::vector<MeasureResult> LocalMeasurer::Measure(const Task& task,
-                                                  const std::vector<v1::Schedule>& schedules) {
+                                                  const std::vector<ir::Trace>& schedules) {
   std::vector<MeasureResult> results(schedules.size());
   absl::StatusOr<TaskData*> prepared = Prepare(task);
   if (!prepared.ok()) {

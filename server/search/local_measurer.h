@@ -42,8 +42,8 @@ class LocalMeasurer : public Measurer {
   explicit LocalMeasurer(LocalMeasureOptions options = {});
   ~LocalMeasurer() override;
 
-  std::vector<MeasureResult> Measure(
-      const Task& task, const std::vector<::tunefarm::v1::Schedule>& schedules) override;
+  std::vector<MeasureResult> Measure(const Task& task,
+                                     const std::vector<ir::Trace>& schedules) override;
 
  private:
   struct TaskData;

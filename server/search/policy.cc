@@ -20,8 +20,8 @@ namespace v1 = ::tunefarm::v1;
 namespace {
 
 // A schedule's sketch decisions as stored (the wire form).
-absl::Span<const int64_t> Wire(const v1::Schedule& s) {
-  return {s.decisions().data(), size_t(s.decisions_size())};
+absl::Span<const int64_t> Wire(const ir::Trace& s) {
+  return {s.decisions.data(), size_t(s.decisions.size())};
 }
 
 }  // namespace
@@ -35,10 +35,10 @@ absl::StatusOr<Strategy> ParseStrategy(absl::string_view name) {
       absl::StrCat("unknown search strategy '", std::string(name), "' (random, evolutionary)"));
 }
 
-void TaskHistory::Add(const v1::Schedule& schedule, const MeasureResult& result) {
-  measured.insert(ir::ScheduleHash(schedule));
+void TaskHistory::Add(const ir::Trace& schedule, const MeasureResult& result) {
+  measured.insert(ir::TraceHash(schedule));
   ++trials;
-  if (schedule.decisions().empty()) ++plain_trials;
+  if (schedule.decisions.empty()) ++plain_trials;
   if (result.status != MeasureResult::Status::kOk) return;
   Entry e{schedule, result.seconds};
   // A new best by at least 1% restarts the stall count.
@@ -52,41 +52,41 @@ std::vector<std::vector<int64_t>> TaskHistory::BestDecisions(int sketch_id, int 
   std::vector<std::vector<int64_t>> out;
   for (const Entry& e : ok) {
     if (int(out.size()) >= n) break;
-    if (e.schedule.sketch_id() != sketch_id || e.schedule.decisions().empty()) continue;
-    out.emplace_back(e.schedule.decisions().begin(), e.schedule.decisions().end());
+    if (e.schedule.sketch_id != sketch_id || e.schedule.decisions.empty()) continue;
+    out.emplace_back(e.schedule.decisions.begin(), e.schedule.decisions.end());
   }
   return out;
 }
 
-absl::StatusOr<cost_model::ProgramFeatures> FeaturesOf(const Task& task, const v1::Schedule& s) {
+absl::StatusOr<cost_model::ProgramFeatures> FeaturesOf(const Task& task, const ir::Trace& s) {
   TF_ASSIGN_OR_RETURN(ir::ScheduleState st, ir::ScheduleState::Replay(task.dag, s, task.target));
   return cost_model::ExtractFeatures(st.dag(), ir::Lower(st));
 }
 
-std::vector<v1::Schedule> SearchPolicy::Fresh(
-    const TaskHistory& history, int n, std::set<std::string>* taken,
-    const std::function<absl::StatusOr<v1::Schedule>()>& draw) {
-  std::vector<v1::Schedule> out;
+std::vector<ir::Trace> SearchPolicy::Fresh(const TaskHistory& history, int n,
+                                           std::set<std::string>* taken,
+                                           const std::function<absl::StatusOr<ir::Trace>()>& draw) {
+  std::vector<ir::Trace> out;
   for (int tries = 0; int(out.size()) < n && tries < n * 20; ++tries) {
-    absl::StatusOr<v1::Schedule> s = draw();
+    absl::StatusOr<ir::Trace> s = draw();
     if (!s.ok()) continue;
-    std::string h = ir::ScheduleHash(*s);
+    std::string h = ir::TraceHash(*s);
     if (history.measured.count(h) || !taken->insert(h).second) continue;
     out.push_back(*std::move(s));
   }
   return out;
 }
 
-std::vector<v1::Schedule> SearchPolicy::Random(const Task& task, const TaskHistory& history, int n,
-                                               std::set<std::string>* taken) {
-  return Fresh(history, n, taken, [&]() -> absl::StatusOr<v1::Schedule> {
+std::vector<ir::Trace> SearchPolicy::Random(const Task& task, const TaskHistory& history, int n,
+                                            std::set<std::string>* taken) {
+  return Fresh(history, n, taken, [&]() -> absl::StatusOr<ir::Trace> {
     return space::RandomSchedule(task.dag, task.target, rng_);
   });
 }
 
-std::vector<v1::Schedule> SearchPolicy::SketchSamples(const space::Sketch& sketch,
-                                                      const TaskHistory& history, int n,
-                                                      std::set<std::string>* taken) {
+std::vector<ir::Trace> SearchPolicy::SketchSamples(const space::Sketch& sketch,
+                                                   const TaskHistory& history, int n,
+                                                   std::set<std::string>* taken) {
   return Fresh(history, n, taken, [&] { return sketch.Build(sketch.Sample(rng_)); });
 }
 
@@ -123,11 +123,11 @@ class SearchPolicy::Proposal {
   // Up to `n` unmeasured schedules: paired moves of the best, the seeds,
   // the best-scored candidate of each stratum, then the best-scored rest
   // (near-copies last), and an epsilon share explored at random.
-  std::vector<v1::Schedule> PickWithEpsGreedy(int n);
+  std::vector<ir::Trace> PickWithEpsGreedy(int n);
 
  private:
   struct Cand {
-    v1::Schedule schedule;
+    ir::Trace schedule;
     std::optional<space::Decisions> decisions;  // none outside the task's tiling sketch
     std::string hash;
     float score = 0;
@@ -137,7 +137,7 @@ class SearchPolicy::Proposal {
   // The decisions of `wire` that fit the task's sketch, in order.
   std::vector<space::Decisions> Decoded(const std::vector<std::vector<int64_t>>& wire) const;
   // The stratum of a schedule of the sketch (0 when its decisions do not fit).
-  int StratumOf(const v1::Schedule& s) const;
+  int StratumOf(const ir::Trace& s) const;
 
   // Schedules outside the tiling sketch (plain primitives) are judged like
   // a stratum: once they have `stratum_trials` trials and none runs within
@@ -180,7 +180,7 @@ std::vector<space::Decisions> SearchPolicy::Proposal::Decoded(
   return out;
 }
 
-int SearchPolicy::Proposal::StratumOf(const v1::Schedule& s) const {
+int SearchPolicy::Proposal::StratumOf(const ir::Trace& s) const {
   std::optional<space::Decisions> d = sketch_->Decode(Wire(s));
   return d ? sketch_->Stratum(*d) : 0;
 }
@@ -189,7 +189,7 @@ bool SearchPolicy::Proposal::PlainJudged() const {
   if (sketch_->strata() <= 1 || history_.plain_trials < p_.options_.stratum_trials) return false;
   double plain_best = 0;  // seconds; history.ok is best first
   for (const TaskHistory::Entry& e : history_.ok) {
-    if (e.schedule.decisions().empty()) {
+    if (e.schedule.decisions.empty()) {
       plain_best = e.seconds;
       break;
     }
@@ -198,9 +198,9 @@ bool SearchPolicy::Proposal::PlainJudged() const {
 }
 
 SearchPolicy::Proposal::Cand* SearchPolicy::Proposal::Add(space::Decisions d) {
-  absl::StatusOr<v1::Schedule> s = sketch_->Build(d);
+  absl::StatusOr<ir::Trace> s = sketch_->Build(d);
   if (!s.ok()) return nullptr;
-  std::string h = ir::ScheduleHash(*s);
+  std::string h = ir::TraceHash(*s);
   if (!seen_.insert(h).second) return nullptr;
   // A GPU candidate past the target's launch limits never reaches a device.
   if (task_.target.is_gpu()) {
@@ -277,12 +277,11 @@ void SearchPolicy::Proposal::SampleInitPopulation() {
   // the GPU's fused one, too): on some workloads (depthwise) the tiling
   // sketch is not the best shape.
   for (int k = 0; !plain_judged_ && k < o.population / 4; ++k) {
-    v1::Schedule s = space::RandomSchedule(task_.dag, task_.target, rng);
-    std::string h = ir::ScheduleHash(s);
+    ir::Trace s = space::RandomSchedule(task_.dag, task_.target, rng);
+    std::string h = ir::TraceHash(s);
     if (!seen_.insert(h).second) continue;
     std::optional<space::Decisions> d;
-    if (s.sketch_id() == sketch_->id())
-      d = sketch_->Decode(Wire(s));
+    if (s.sketch_id == sketch_->id()) d = sketch_->Decode(Wire(s));
     all_.push_back({std::move(s), std::move(d), h, 0, {}});
   }
 }
@@ -314,8 +313,8 @@ bool SearchPolicy::Proposal::NearPicked(const Cand& c) const {
   const EvolutionOptions& o = p_.options_;
   for (const Cand* p : picked_) {
     if (o.distinct_tiles && !c.structure.empty() && c.structure == p->structure) return true;
-    const auto& pd = p->schedule.decisions();
-    const auto& cd = c.schedule.decisions();
+    const auto& pd = p->schedule.decisions;
+    const auto& cd = c.schedule.decisions;
     if (pd.size() != cd.size() || cd.empty()) continue;
     int diff = 0;
     for (int i = 0; i < pd.size() && diff <= o.min_distance - 1; ++i) diff += pd[i] != cd[i];
@@ -324,7 +323,7 @@ bool SearchPolicy::Proposal::NearPicked(const Cand& c) const {
   return false;
 }
 
-std::vector<v1::Schedule> SearchPolicy::Proposal::PickWithEpsGreedy(int n) {
+std::vector<ir::Trace> SearchPolicy::Proposal::PickWithEpsGreedy(int n) {
   const EvolutionOptions& o = p_.options_;
   // Stalled (no new best in the last two batches' worth of trials): the
   // model and the parents hold the search in one corner, so half the batch
@@ -333,7 +332,7 @@ std::vector<v1::Schedule> SearchPolicy::Proposal::PickWithEpsGreedy(int n) {
       !history_.ok.empty() && history_.trials - history_.last_improvement >= 2 * n;
   const double epsilon = stalled ? std::max(o.epsilon, o.stalled_epsilon) : o.epsilon;
   int n_random = std::min(n, int(std::round(n * epsilon)));
-  std::vector<v1::Schedule> out;
+  std::vector<ir::Trace> out;
   // The first pass takes the best-scored candidate of each stratum (tile
   // shape, packed or not) first: the model extrapolates badly to a stratum
   // the run has not measured (a GEMM run warm from convolutions proposed
@@ -349,7 +348,7 @@ std::vector<v1::Schedule> SearchPolicy::Proposal::PickWithEpsGreedy(int n) {
     std::vector<int> count(size_t(strata), 0);
     std::vector<double> best(size_t(strata), 0);
     for (const TaskHistory::Entry& e : history_.ok) {
-      if (e.schedule.sketch_id() != sketch_->id()) continue;
+      if (e.schedule.sketch_id != sketch_->id()) continue;
       int k = StratumOf(e.schedule);
       if (count[size_t(k)]++ == 0) best[size_t(k)] = e.seconds;  // history.ok is best first
     }
@@ -395,7 +394,7 @@ std::vector<v1::Schedule> SearchPolicy::Proposal::PickWithEpsGreedy(int n) {
       if (history_.measured.count(c.hash) || taken_.count(c.hash)) continue;
       if (pass < 2 && NearPicked(c)) continue;
       if (pass == 0) {
-        if (c.schedule.sketch_id() != sketch_->id()) continue;
+        if (c.schedule.sketch_id != sketch_->id()) continue;
         int k = c.decisions ? sketch_->Stratum(*c.decisions) : 0;
         if (covered[size_t(k)]) continue;
         covered[size_t(k)] = true;
@@ -410,9 +409,9 @@ std::vector<v1::Schedule> SearchPolicy::Proposal::PickWithEpsGreedy(int n) {
   if (stalled && !parents_.empty()) {
     const int want =
         std::min(n - int(out.size()), int(std::round(n_random * o.stalled_neighbors)));
-    std::vector<v1::Schedule> near =
-        p_.Fresh(history_, want, &taken_, [&]() -> absl::StatusOr<v1::Schedule> {
-          absl::StatusOr<v1::Schedule> s = sketch_->Build(sketch_->Mutate(parents_[0], p_.rng_));
+    std::vector<ir::Trace> near =
+        p_.Fresh(history_, want, &taken_, [&]() -> absl::StatusOr<ir::Trace> {
+          absl::StatusOr<ir::Trace> s = sketch_->Build(sketch_->Mutate(parents_[0], p_.rng_));
           if (s.ok() && task_.target.is_gpu()) {
             if (absl::Status launch = ir::CheckGpuLaunch(task_.dag, task_.target, *s);
                 !launch.ok())
@@ -422,15 +421,15 @@ std::vector<v1::Schedule> SearchPolicy::Proposal::PickWithEpsGreedy(int n) {
         });
     out.insert(out.end(), near.begin(), near.end());
   }
-  std::vector<v1::Schedule> extra =
+  std::vector<ir::Trace> extra =
       plain_judged_ ? p_.SketchSamples(*sketch_, history_, n - int(out.size()), &taken_)
                     : p_.Random(task_, history_, n - int(out.size()), &taken_);
   out.insert(out.end(), extra.begin(), extra.end());
   return out;
 }
 
-std::vector<v1::Schedule> SearchPolicy::Propose(const Task& task, const TaskHistory& history,
-                                                const cost_model::CostModel* model, int n) {
+std::vector<ir::Trace> SearchPolicy::Propose(const Task& task, const TaskHistory& history,
+                                             const cost_model::CostModel* model, int n) {
   if (strategy_ == Strategy::kRandom || !ir::HasTilingSketch(task.dag)) {
     std::set<std::string> taken;
     return Random(task, history, n, &taken);

@@ -76,7 +76,7 @@ struct EvolutionOptions {
 struct TaskHistory {
   std::set<std::string> measured;  // schedule hashes, any outcome
   struct Entry {
-    ::tunefarm::v1::Schedule schedule;
+    ir::Trace schedule;
     double seconds;
   };
   std::vector<Entry> ok;  // successful measurements, best first
@@ -87,12 +87,11 @@ struct TaskHistory {
   // The decisions of the best (at most `n`) successful schedules of sketch
   // `sketch_id` that carry decisions, best first: the mutation parents.
   std::vector<std::vector<int64_t>> BestDecisions(int sketch_id, int n) const;
-  void Add(const ::tunefarm::v1::Schedule& schedule, const MeasureResult& result);
+  void Add(const ir::Trace& schedule, const MeasureResult& result);
 };
 
 // Program features of a schedule, or an error if it does not lower.
-absl::StatusOr<cost_model::ProgramFeatures> FeaturesOf(const Task& task,
-                                                       const ::tunefarm::v1::Schedule& s);
+absl::StatusOr<cost_model::ProgramFeatures> FeaturesOf(const Task& task, const ir::Trace& s);
 
 class SearchPolicy {
  public:
@@ -101,8 +100,8 @@ class SearchPolicy {
 
   // Up to `n` unmeasured, distinct schedules. `model` may be null or
   // untrained (then candidates are not ranked).
-  std::vector<::tunefarm::v1::Schedule> Propose(const Task& task, const TaskHistory& history,
-                                                const cost_model::CostModel* model, int n);
+  std::vector<ir::Trace> Propose(const Task& task, const TaskHistory& history,
+                                 const cost_model::CostModel* model, int n);
 
   // The random generator's state as text, and back (false: not a state).
   std::string RngState() const;
@@ -127,17 +126,15 @@ class SearchPolicy {
  private:
   class Proposal;  // one batch of Propose, in stages (policy.cc)
 
-  std::vector<::tunefarm::v1::Schedule> Random(const Task& task, const TaskHistory& history, int n,
-                                               std::set<std::string>* taken);
+  std::vector<ir::Trace> Random(const Task& task, const TaskHistory& history, int n,
+                                std::set<std::string>* taken);
   // Up to `n` distinct schedules from `draw` (errors skipped), none measured
   // or in `taken`; each is added to `taken`.
-  std::vector<::tunefarm::v1::Schedule> Fresh(
-      const TaskHistory& history, int n, std::set<std::string>* taken,
-      const std::function<absl::StatusOr<::tunefarm::v1::Schedule>()>& draw);
+  std::vector<ir::Trace> Fresh(const TaskHistory& history, int n, std::set<std::string>* taken,
+                               const std::function<absl::StatusOr<ir::Trace>()>& draw);
   // Up to `n` unmeasured samples of `sketch`.
-  std::vector<::tunefarm::v1::Schedule> SketchSamples(const space::Sketch& sketch,
-                                                      const TaskHistory& history, int n,
-                                                      std::set<std::string>* taken);
+  std::vector<ir::Trace> SketchSamples(const space::Sketch& sketch, const TaskHistory& history,
+                                       int n, std::set<std::string>* taken);
   Strategy strategy_;
   EvolutionOptions options_;
   std::mt19937_64 rng_;

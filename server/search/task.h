@@ -10,8 +10,8 @@
 #include "absl/status/statusor.h"
 #include "compiler/ir/compute.h"
 #include "compiler/ir/target.h"
+#include "compiler/schedule/trace.h"
 #include "tunefarm/v1/records.pb.h"
-#include "tunefarm/v1/schedule.pb.h"
 #include "tunefarm/v1/workload.pb.h"
 
 namespace tunefarm::search {
@@ -48,8 +48,8 @@ MeasureResult::Status StatusFromProto(::tunefarm::v1::MeasureStatus s);
 class Measurer {
  public:
   virtual ~Measurer() = default;
-  virtual std::vector<MeasureResult> Measure(
-      const Task& task, const std::vector<::tunefarm::v1::Schedule>& schedules) = 0;
+  virtual std::vector<MeasureResult> Measure(const Task& task,
+                                             const std::vector<ir::Trace>& schedules) = 0;
 };
 
 }  // namespace tunefarm::search

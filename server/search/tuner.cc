@@ -105,7 +105,7 @@ absl::Status Tuner::Restore(const v1::SearchSnapshot& snapshot) {
   return absl::OkStatus();
 }
 
-void Tuner::Record(int task, const v1::Schedule& s, const MeasureResult& r) {
+void Tuner::Record(int task, const ir::Trace& s, const MeasureResult& r) {
   histories_[task].Add(s, r);
   if (!options_.keep_features && options_.strategy == Strategy::kRandom) return;
   absl::StatusOr<cost_model::ProgramFeatures> f = FeaturesOf(tasks_[task], s);
@@ -115,24 +115,24 @@ void Tuner::Record(int task, const v1::Schedule& s, const MeasureResult& r) {
   }
 }
 
-void Tuner::AddHistory(int task, const v1::Schedule& schedule, const MeasureResult& result) {
+void Tuner::AddHistory(int task, const ir::Trace& schedule, const MeasureResult& result) {
   Record(task, schedule, result);
 }
 
-void Tuner::AddTransferRecord(const Task& other, const v1::Schedule& schedule, double seconds) {
+void Tuner::AddTransferRecord(const Task& other, const ir::Trace& schedule, double seconds) {
   if (!options_.keep_features && options_.strategy == Strategy::kRandom) return;
   absl::StatusOr<cost_model::ProgramFeatures> f = FeaturesOf(other, schedule);
   if (!f.ok()) return;
   auto [it, fresh] =
       transfer_groups_.emplace(other.key, int(tasks_.size() + transfer_groups_.size()));
   measured_.push_back({-1, it->second, *std::move(f), seconds});
-  if (seconds <= 0 || other.target.is_gpu() || schedule.sketch_id() != ir::kTilingSketchId ||
-      schedule.decisions().empty())
+  if (seconds <= 0 || other.target.is_gpu() || schedule.sketch_id != ir::kTilingSketchId ||
+      schedule.decisions.empty())
     return;
   auto o = others_.find(other.key);
   if (o == others_.end()) o = others_.emplace(other.key, OtherWorkload{other, {}}).first;
   auto& best = o->second.best;
-  std::vector<int64_t> d(schedule.decisions().begin(), schedule.decisions().end());
+  std::vector<int64_t> d(schedule.decisions.begin(), schedule.decisions.end());
   // A schedule measured twice keeps one place, at its better time.
   auto same = std::find_if(best.begin(), best.end(), [&](const auto& b) { return b.second == d; });
   if (same != best.end()) {
@@ -285,7 +285,7 @@ absl::Status Tuner::Run(const std::function<void(const Trial&)>& on_trial) {
                ? std::max<int64_t>(0, options_.max_trials_per_task - task_trials_[task])
                : int64_t{kNoTrialLimit};
   };
-  auto measure = [&](int task, const std::vector<v1::Schedule>& batch) {
+  auto measure = [&](int task, const std::vector<ir::Trace>& batch) {
     std::vector<MeasureResult> results = measurer_->Measure(tasks_[task], batch);
     for (size_t i = 0; i < batch.size(); ++i) {
       Record(task, batch[i], results[i]);
@@ -297,8 +297,8 @@ absl::Status Tuner::Run(const std::function<void(const Trial&)>& on_trial) {
   };
   if (options_.measure_default) {
     for (size_t t = 0; t < tasks_.size() && !out_of_budget(); ++t) {
-      v1::Schedule def = ir::DefaultSchedule(tasks_[t].dag, tasks_[t].target);
-      if (histories_[t].measured.count(ir::ScheduleHash(def)) || task_left(int(t)) == 0) continue;
+      ir::Trace def = ir::DefaultSchedule(tasks_[t].dag, tasks_[t].target);
+      if (histories_[t].measured.count(ir::TraceHash(def)) || task_left(int(t)) == 0) continue;
       std::vector<MeasureResult> r = measure(int(t), {def});
       if (r[0].status == MeasureResult::Status::kOk) default_seconds_[t] = r[0].seconds;
     }
@@ -323,8 +323,7 @@ absl::Status Tuner::Run(const std::function<void(const Trial&)>& on_trial) {
     }
     int n =
         int(std::min<int64_t>({options_.batch, options_.max_trials - trials_, task_left(task)}));
-    std::vector<v1::Schedule> batch =
-        policy_.Propose(tasks_[task], histories_[task], model_.get(), n);
+    std::vector<ir::Trace> batch = policy_.Propose(tasks_[task], histories_[task], model_.get(), n);
     if (batch.empty()) {
       scheduler_.Stop(task);  // nothing new left to try
       continue;

@@ -62,7 +62,7 @@ struct Trial {
   int task;
   int index;        // 0-based over the whole run
   int batch_index;  // position in the batch the measurer was handed
-  ::tunefarm::v1::Schedule schedule;
+  ir::Trace schedule;
   MeasureResult result;
   double elapsed_s;  // since Run started
 };
@@ -71,7 +71,7 @@ class Tuner {
  public:
   Tuner(std::vector<Task> tasks, Measurer* measurer, TuneOptions options);
 
-  void AddHistory(int task, const ::tunefarm::v1::Schedule& schedule, const MeasureResult& result);
+  void AddHistory(int task, const ir::Trace& schedule, const MeasureResult& result);
   // Trials of `task` an earlier run of the same job made (a resumed job):
   // they count towards max_trials_per_task.
   void AddEarlierTrials(int task, int64_t n) { task_trials_[task] += n; }
@@ -80,8 +80,7 @@ class Tuner {
   // schedules of each such workload also seed the evolutionary search of
   // this run's tasks of the same operator and loop layout, fitted to them
   // (EvolutionOptions::transferred), nearest workload first.
-  void AddTransferRecord(const Task& other, const ::tunefarm::v1::Schedule& schedule,
-                         double seconds);
+  void AddTransferRecord(const Task& other, const ir::Trace& schedule, double seconds);
   absl::Status Run(const std::function<void(const Trial&)>& on_trial = {});
   // Hands the policy each task's fitted schedules of other workloads (the
   // transfer records' best; Run does this too, after any AddTransferRecord).
@@ -132,7 +131,7 @@ class Tuner {
 
  private:
   absl::Status Retrain();
-  void Record(int task, const ::tunefarm::v1::Schedule& s, const MeasureResult& r);
+  void Record(int task, const ir::Trace& s, const MeasureResult& r);
 
   std::vector<Task> tasks_;
   Measurer* measurer_;

@@ -26,7 +26,7 @@ v1::Record RecordOfTrial(const Task& task, const std::string& target_spec,
   v1::Record r;
   *r.mutable_workload() = task.workload;
   r.mutable_target()->set_spec(target_spec);
-  *r.mutable_schedule() = trial.schedule;
+  *r.mutable_schedule() = ir::ToProto(trial.schedule);
   r.set_status(StatusToProto(trial.result.status));
   if (trial.result.status == MeasureResult::Status::kOk)
     r.add_costs_sec(trial.result.seconds);
@@ -54,9 +54,14 @@ absl::StatusOr<WarmStartCounts> WarmStart(store::TuningLog& log, const ir::Targe
         ++counts.skipped;
         continue;
       }
+      absl::StatusOr<ir::Trace> trace = ir::TraceFromProto(r.schedule());
+      if (!trace.ok()) {
+        ++counts.skipped;
+        continue;
+      }
       auto t = task_of.find(r.workload_key());
       if (t != task_of.end()) {
-        tuner.AddHistory(t->second, r.schedule(), ResultFromRecord(r));
+        tuner.AddHistory(t->second, *trace, ResultFromRecord(r));
         ++counts.history;
       } else if (r.status() == v1::MEASURE_STATUS_OK) {
         auto it = others.find(r.workload_key());
@@ -65,7 +70,7 @@ absl::StatusOr<WarmStartCounts> WarmStart(store::TuningLog& log, const ir::Targe
           if (!other.ok()) continue;
           it = others.emplace(r.workload_key(), *std::move(other)).first;
         }
-        tuner.AddTransferRecord(it->second, r.schedule(), ResultFromRecord(r).seconds);
+        tuner.AddTransferRecord(it->second, *trace, ResultFromRecord(r).seconds);
         ++counts.transfer;
       }
     }

@@ -72,10 +72,10 @@ TEST(Aarch64, KernelsRunUnderQemuAndMatchTheReference) {
       auto check = testing::CheckKernelWith(*w, nullptr, *target, rng(), 1e-4, QemuRunner(dir.path()));
       ASSERT_TRUE(check.ok()) << cpu << " " << spec << ": " << check.status();
       auto dag = ir::BuildComputeDAG(*w);
-      v1::Schedule random = search::space::RandomSchedule(*dag, *target, rng);
+      ir::Trace random = search::space::RandomSchedule(*dag, *target, rng);
       check = testing::CheckKernelWith(*w, &random, *target, rng(), 1e-4, QemuRunner(dir.path()));
-      ASSERT_TRUE(check.ok()) << cpu << " " << spec << " " << random.ShortDebugString() << ": "
-                              << check.status();
+      ASSERT_TRUE(check.ok()) << cpu << " " << spec << " " << ir::ToProto(random).ShortDebugString()
+                              << ": " << check.status();
       runs += 2;
     }
   }

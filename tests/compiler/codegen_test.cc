@@ -148,7 +148,9 @@ absl::Status ApplyOne(const std::string& workload, const std::string& step_text)
     return absl::InternalError("bad test step");
   }
   *s.add_steps() = step;
-  return ir::ScheduleState::Replay(*dag, s, *ir::Target::Parse("llvm")).status();
+  absl::StatusOr<ir::Trace> trace = ir::TraceFromProto(s);
+  if (!trace.ok()) return trace.status();
+  return ir::ScheduleState::Replay(*dag, *trace, *ir::Target::Parse("llvm")).status();
 }
 
 TEST(Schedule, BadStepsAreRefusedWithTheReason) {

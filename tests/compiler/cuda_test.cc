@@ -61,7 +61,7 @@ struct Simulated {
   testing::GpuSimStats stats;
 };
 
-absl::StatusOr<Simulated> Simulate(const ir::ComputeDAG& dag, const v1::Schedule& sched,
+absl::StatusOr<Simulated> Simulate(const ir::ComputeDAG& dag, const ir::Trace& sched,
                                    const ir::Target& target, uint64_t seed,
                                    const std::function<ir::Stmt(ir::Stmt)>& edit = nullptr) {
   TF_ASSIGN_OR_RETURN(ir::ScheduleState st, ir::ScheduleState::Replay(dag, sched, target));
@@ -91,7 +91,7 @@ TEST(GpuSchedule, DefaultsMatchReferenceInTheSimulator) {
   const ir::Target target = Cuda();
   for (const std::string& spec : Workloads()) {
     ir::ComputeDAG dag = Dag(spec);
-    v1::Schedule sched = ir::DefaultSchedule(dag, target);
+    ir::Trace sched = ir::DefaultSchedule(dag, target);
     auto r = Simulate(dag, sched, target, 7);
     ASSERT_TRUE(r.ok()) << spec << ": " << r.status();
     EXPECT_GT(r->stats.threads_per_block, 1) << spec;
@@ -106,11 +106,12 @@ TEST(GpuSchedule, RandomSchedulesMatchReferenceInTheSimulator) {
   for (int i = 0; i < 120; ++i) {
     const std::string& spec = Workloads()[i % Workloads().size()];
     ir::ComputeDAG dag = Dag(spec);
-    v1::Schedule sched = search::space::RandomGpuSchedule(dag, target, rng);
+    ir::Trace sched = search::space::RandomGpuSchedule(dag, target, rng);
     auto r = Simulate(dag, sched, target, 100 + i);
-    ASSERT_TRUE(r.ok()) << spec << " schedule " << sched.ShortDebugString() << ": " << r.status();
-    distinct.insert(spec + sched.SerializeAsString());
-    tiled += sched.sketch_id() == ir::kGpuTilingSketchId;
+    ASSERT_TRUE(r.ok()) << spec << " schedule " << ir::ToProto(sched).ShortDebugString() << ": "
+                        << r.status();
+    distinct.insert(spec + ir::ToProto(sched).SerializeAsString());
+    tiled += sched.sketch_id == ir::kGpuTilingSketchId;
     with_barriers += r->stats.barriers > 0;
   }
   // The draws differ: 120 pairs are not a few schedules checked many times.
@@ -158,29 +159,25 @@ TEST(GpuSchedule, LoweredTiledProgramStagesInSharedMemory) {
 
 TEST(GpuSchedule, PrimitivesRefusedWithReasons) {
   ir::ComputeDAG dag = Dag("matmul(M=16,N=16,K=16)");
-  auto refuse = [&](const ir::Target& target, v1::Step step, const std::string& why) {
-    v1::Schedule s;
-    *s.add_steps() = step;
+  auto refuse = [&](const ir::Target& target, ir::Step step, const std::string& why) {
+    ir::Trace s;
+    s.steps.push_back(std::move(step));
     auto st = ir::ScheduleState::Replay(dag, s, target);
     ASSERT_FALSE(st.ok()) << why;
     EXPECT_TRUE(absl::StrContains(st.status().message(), why)) << st.status();
   };
-  v1::Step bind;
-  bind.mutable_annotate()->set_stage(0);
-  bind.mutable_annotate()->set_iter(0);
-  bind.mutable_annotate()->set_annotation(v1::ANNOTATION_THREAD_X);
+  const ir::AnnotateStep bind{0, 0, v1::ANNOTATION_THREAD_X};
   auto host = ir::Target::Parse("llvm");
   ASSERT_TRUE(host.ok());
   refuse(*host, bind, "is for GPU targets");
-  v1::Step par = bind;
-  par.mutable_annotate()->set_annotation(v1::ANNOTATION_PARALLEL);
+  ir::AnnotateStep par = bind;
+  par.annotation = v1::ANNOTATION_PARALLEL;
   refuse(Cuda(), par, "is for CPU targets");
-  v1::Step reduce = bind;
-  reduce.mutable_annotate()->set_iter(2);
+  ir::AnnotateStep reduce = bind;
+  reduce.iter = 2;
   refuse(Cuda(), reduce, "cannot bind reduction loop");
-  v1::Step align;
-  align.mutable_storage_align()->set_stage(0);
-  align.mutable_storage_align()->set_factor(32);
+  ir::StorageAlignStep align{0};
+  align.factor = 32;
   refuse(Cuda(), align, "not a shared-memory copy");
 }
 
@@ -225,7 +222,7 @@ class NvrtcTest : public ::testing::Test {
   }
 };
 
-absl::StatusOr<codegen::GpuArtifact> Build(const ir::ComputeDAG& dag, const v1::Schedule& sched,
+absl::StatusOr<codegen::GpuArtifact> Build(const ir::ComputeDAG& dag, const ir::Trace& sched,
                                            const ir::Target& target,
                                            codegen::CudaCompileOptions options = {}) {
   TF_ASSIGN_OR_RETURN(ir::ScheduleState st, ir::ScheduleState::Replay(dag, sched, target));
@@ -248,7 +245,7 @@ TEST_F(NvrtcTest, RandomPairsCompileForThreeArchsAndTheCubinsSayWhatPtxasSaid) {
     for (int i = 0; i < 12; ++i) {
       const std::string& spec = Workloads()[rng() % Workloads().size()];
       ir::ComputeDAG dag = Dag(spec);
-      v1::Schedule sched = search::space::RandomGpuSchedule(dag, target, rng);
+      ir::Trace sched = search::space::RandomGpuSchedule(dag, target, rng);
       auto a = Build(dag, sched, target);
       ASSERT_TRUE(a.ok()) << arch << " " << spec << ": " << a.status();
       auto info = codegen::ReadCubin(a->cubin);

@@ -21,11 +21,11 @@ struct Built {
   int steps = 0;
 };
 
-absl::StatusOr<Built> BuildAndRun(const ir::ComputeDAG& dag, const v1::Schedule* schedule,
+absl::StatusOr<Built> BuildAndRun(const ir::ComputeDAG& dag, const ir::Trace* schedule,
                                   const ir::Target& target,
                                   const std::vector<std::vector<float>>& inputs,
                                   const KernelRunFn& run) {
-  v1::Schedule sched = schedule ? *schedule : ir::DefaultSchedule(dag, target);
+  ir::Trace sched = schedule ? *schedule : ir::DefaultSchedule(dag, target);
   TF_ASSIGN_OR_RETURN(codegen::Artifact art, codegen::Build(dag, target, sched));
   int64_t n_out = dag.NumElements(dag.output);
   // Weights the schedule repacked (layout_pack) are packed once, as a
@@ -40,7 +40,7 @@ absl::StatusOr<Built> BuildAndRun(const ir::ComputeDAG& dag, const v1::Schedule*
         absl::StrCat("kernel gave ", b.out.size(), " outputs, expected ", n_out));
   }
   b.compile_ms = art.seconds * 1e3;
-  b.steps = sched.steps_size();
+  b.steps = int(sched.steps.size());
   return b;
 }
 
@@ -69,8 +69,7 @@ KernelRunFn InProcess(int threads) {
 }  // namespace
 
 absl::StatusOr<std::vector<float>> RunKernel(const v1::Workload& workload,
-                                             const v1::Schedule* schedule,
-                                             const ir::Target& target,
+                                             const ir::Trace* schedule, const ir::Target& target,
                                              const std::vector<std::vector<float>>& inputs,
                                              int threads) {
   TF_ASSIGN_OR_RETURN(ir::ComputeDAG dag, ir::BuildComputeDAG(workload));
@@ -82,10 +81,9 @@ absl::StatusOr<std::vector<float>> RunKernel(const v1::Workload& workload,
   return std::move(b.out);
 }
 
-absl::StatusOr<KernelCheck> CheckKernelWith(const v1::Workload& workload,
-                                            const v1::Schedule* schedule, const ir::Target& target,
-                                            uint64_t seed, double tolerance,
-                                            const KernelRunFn& run) {
+absl::StatusOr<KernelCheck> CheckKernelWith(const v1::Workload& workload, const ir::Trace* schedule,
+                                            const ir::Target& target, uint64_t seed,
+                                            double tolerance, const KernelRunFn& run) {
   TF_ASSIGN_OR_RETURN(ir::ComputeDAG dag, ir::BuildComputeDAG(workload));
   std::vector<std::vector<float>> inputs = ir::RandomInputs(dag, seed);
   TF_ASSIGN_OR_RETURN(Built built, BuildAndRun(dag, schedule, target, inputs, run));
@@ -110,7 +108,7 @@ absl::StatusOr<KernelCheck> CheckKernelWith(const v1::Workload& workload,
   return check;
 }
 
-absl::StatusOr<KernelCheck> CheckKernel(const v1::Workload& workload, const v1::Schedule* schedule,
+absl::StatusOr<KernelCheck> CheckKernel(const v1::Workload& workload, const ir::Trace* schedule,
                                         const ir::Target& target, uint64_t seed, double tolerance,
                                         int threads) {
   return CheckKernelWith(workload, schedule, target, seed, tolerance, InProcess(threads));

@@ -8,7 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "compiler/ir/target.h"
-#include "tunefarm/v1/schedule.pb.h"
+#include "compiler/schedule/trace.h"
 #include "tunefarm/v1/workload.pb.h"
 
 namespace tunefarm::testing {
@@ -27,17 +27,16 @@ using KernelRunFn = std::function<absl::StatusOr<std::vector<float>>(
 
 // The same check with another way of running the kernel (e.g. under qemu).
 absl::StatusOr<KernelCheck> CheckKernelWith(const ::tunefarm::v1::Workload& workload,
-                                            const ::tunefarm::v1::Schedule* schedule,
-                                            const ir::Target& target, uint64_t seed,
-                                            double tolerance, const KernelRunFn& run);
+                                            const ir::Trace* schedule, const ir::Target& target,
+                                            uint64_t seed, double tolerance,
+                                            const KernelRunFn& run);
 
 // Builds (workload, schedule or the default when null) for `target` and runs
 // it once on `inputs` (one per kernel input, in their original layouts; the
 // ones the schedule packs are packed here). Every output must be written:
 // the buffer starts as NaN.
 absl::StatusOr<std::vector<float>> RunKernel(const ::tunefarm::v1::Workload& workload,
-                                             const ::tunefarm::v1::Schedule* schedule,
-                                             const ir::Target& target,
+                                             const ir::Trace* schedule, const ir::Target& target,
                                              const std::vector<std::vector<float>>& inputs,
                                              int threads = 2);
 
@@ -45,8 +44,7 @@ absl::StatusOr<std::vector<float>> RunKernel(const ::tunefarm::v1::Workload& wor
 // apply, the kernel did not build or load, or an output is off by more than
 // `tolerance` (relative to max(1, |ref|)).
 absl::StatusOr<KernelCheck> CheckKernel(const ::tunefarm::v1::Workload& workload,
-                                        const ::tunefarm::v1::Schedule* schedule,
-                                        const ir::Target& target, uint64_t seed,
-                                        double tolerance = 1e-4, int threads = 2);
+                                        const ir::Trace* schedule, const ir::Target& target,
+                                        uint64_t seed, double tolerance = 1e-4, int threads = 2);
 
 }  // namespace tunefarm::testing

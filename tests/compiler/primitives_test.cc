@@ -24,13 +24,16 @@ namespace {
 
 namespace v1 = ::tunefarm::v1;
 
-v1::Schedule Parse(const std::string& text) {
+// A schedule written in the wire form's text format.
+ir::Trace Parse(const std::string& text) {
   v1::Schedule s;
   EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(text, &s)) << text;
-  return s;
+  absl::StatusOr<ir::Trace> t = ir::TraceFromProto(s);
+  EXPECT_TRUE(t.ok()) << t.status();
+  return t.ok() ? *std::move(t) : ir::Trace();
 }
 
-std::string LoweredText(const std::string& spec, const v1::Schedule& s) {
+std::string LoweredText(const std::string& spec, const ir::Trace& s) {
   auto dag = ir::BuildComputeDAG(*ir::ParseWorkloadSpec(spec));
   auto st = ir::ScheduleState::Replay(*dag, s, codegen::HostTarget());
   EXPECT_TRUE(st.ok()) << st.status();
@@ -75,7 +78,7 @@ TEST(Primitives, CacheWriteComputesATileInALocalBuffer) {
 TEST(Primitives, CacheWriteAndComputeAtMatchReference) {
   for (const char* spec :
        {"matmul(M=16,N=32,K=8)", "matmul(M=13,N=29,K=7)", "matmul(M=4,N=8,K=3)"}) {
-    v1::Schedule s = Parse(kMatmulTiled);
+    ir::Trace s = Parse(kMatmulTiled);
     auto check = testing::CheckKernel(*ir::ParseWorkloadSpec(spec), &s, codegen::HostTarget(), 7);
     ASSERT_TRUE(check.ok()) << spec << ": " << check.status();
     EXPECT_GT(check->outputs, 0);
@@ -101,7 +104,7 @@ TEST(Primitives, ComputeAtRegionSpanningSeveralTilesWithUnitSplits) {
     steps { compute_at { stage: 0 target_stage: 1 target_iter: 0 } }
   )pb";
   for (const char* spec : {"matmul(M=16,N=16,K=5)", "matmul(M=14,N=19,K=3)"}) {
-    v1::Schedule s = Parse(sched);
+    ir::Trace s = Parse(sched);
     auto check = testing::CheckKernel(*ir::ParseWorkloadSpec(spec), &s, codegen::HostTarget(), 21);
     ASSERT_TRUE(check.ok()) << spec << ": " << check.status() << "\n" << LoweredText(spec, s);
   }
@@ -116,7 +119,7 @@ TEST(Primitives, ComputeAtFusesTheConvolutionIntoItsEpilogue) {
   std::string spec = "conv2d_nchw(N=1,C=3,H=9,W=7,K=5,R=3,S=3,pad=1)+bias+relu";
   std::string text = LoweredText(spec, Parse(sched));
   EXPECT_TRUE(absl::StrContains(text, "allocate local conv[1, 1, 1, 7]")) << text;
-  v1::Schedule s = Parse(sched);
+  ir::Trace s = Parse(sched);
   auto check = testing::CheckKernel(*ir::ParseWorkloadSpec(spec), &s, codegen::HostTarget(), 3);
   ASSERT_TRUE(check.ok()) << check.status();
 }
@@ -129,7 +132,7 @@ TEST(Primitives, ComputeAtPaddingIntoTheConvolution) {
   std::string spec = "conv2d_nchw(N=1,C=2,H=8,W=6,K=3,R=3,S=3,pad=1,stride=1)";
   std::string text = LoweredText(spec, Parse(sched));
   EXPECT_TRUE(absl::StrContains(text, "allocate local data_pad[1, 2, 3, 8]")) << text;
-  v1::Schedule s = Parse(sched);
+  ir::Trace s = Parse(sched);
   auto check = testing::CheckKernel(*ir::ParseWorkloadSpec(spec), &s, codegen::HostTarget(), 5);
   ASSERT_TRUE(check.ok()) << check.status();
   // Stride 2: rows y*2 .. y*2+2.
@@ -149,7 +152,7 @@ TEST(Primitives, CacheReadCopiesAnInputTilePerOutputTile) {
   for (const char* spec : {"matmul(M=16,N=12,K=9)", "matmul(M=15,N=7,K=5)"}) {
     std::string text = LoweredText(spec, Parse(sched));
     EXPECT_TRUE(absl::StrContains(text, "allocate local a.local[4, ")) << text;
-    v1::Schedule s = Parse(sched);
+    ir::Trace s = Parse(sched);
     auto check = testing::CheckKernel(*ir::ParseWorkloadSpec(spec), &s, codegen::HostTarget(), 4);
     ASSERT_TRUE(check.ok()) << spec << ": " << check.status();
   }
@@ -178,7 +181,7 @@ TEST(Primitives, TilingSketchCopiesAStreamedOperandPerReductionStep) {
       auto s = ir::BuildTiledSchedule(*dag, target, d);
       ASSERT_TRUE(s.ok()) << spec << ": " << s.status();
       bool copy = false;
-      for (const v1::Step& step : s->steps()) copy |= step.has_cache_read();
+      for (const ir::Step& step : s->steps) copy |= std::holds_alternative<ir::CacheReadStep>(step);
       copies += copy;
       auto st = ir::ScheduleState::Replay(*dag, *s, target);
       ASSERT_TRUE(st.ok()) << st.status();
@@ -228,7 +231,7 @@ TEST(Primitives, LayoutPackBlocksTheWeights) {
   // weight[9, 13] is at [1, 3, 1, 1]; weight[10.., *] does not exist and is zero.
   EXPECT_EQ(p[((1 * 5 + 3) * 8 + 1) * 4 + 1], orig[9 * 20 + 13]);
   EXPECT_EQ(p[((1 * 5 + 3) * 8 + 2) * 4 + 1], 0.0f);
-  v1::Schedule s = Parse(sched);
+  ir::Trace s = Parse(sched);
   auto check = testing::CheckKernel(*ir::ParseWorkloadSpec(spec), &s, codegen::HostTarget(), 9);
   ASSERT_TRUE(check.ok()) << check.status();
 }
@@ -269,11 +272,12 @@ TEST(Handwritten, DenseScheduleMatchesReference) {
     auto dag = ir::BuildComputeDAG(*w);
     auto s = ir::HandwrittenDenseSchedule(*dag, target);
     ASSERT_TRUE(s.ok()) << spec << ": " << s.status();
-    v1::Schedule def = ir::DefaultSchedule(*dag, target);
+    ir::Trace def = ir::DefaultSchedule(*dag, target);
     bool packs = false;
-    for (const v1::Step& step : def.steps()) packs |= step.has_layout_pack();
+    for (const ir::Step& step : def.steps)
+      packs |= std::holds_alternative<ir::LayoutPackStep>(step);
     EXPECT_TRUE(packs) << spec << ": the default schedule does not pack the weight";
-    for (const v1::Schedule* sched : {&*s, &def}) {
+    for (const ir::Trace* sched : {&*s, &def}) {
       auto check = testing::CheckKernel(*w, sched, target, 13);
       ASSERT_TRUE(check.ok()) << spec << ": " << check.status();
       EXPECT_GT(check->outputs, 0);

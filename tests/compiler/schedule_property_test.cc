@@ -57,11 +57,12 @@ TEST_P(RandomScheduleTest, RandomPairsMatchReference) {
     ASSERT_TRUE(w.ok()) << w.status();
     auto dag = ir::BuildComputeDAG(*w);
     ASSERT_TRUE(dag.ok());
-    v1::Schedule sched = search::space::RandomSchedule(*dag, target, rng);
-    steps += sched.steps_size();
-    tiled += sched.sketch_id() == 1;
+    ir::Trace sched = search::space::RandomSchedule(*dag, target, rng);
+    steps += int(sched.steps.size());
+    tiled += sched.sketch_id == 1;
     auto check = testing::CheckKernel(*w, &sched, target, rng(), 1e-4, 1 + int(rng() % 3));
-    ASSERT_TRUE(check.ok()) << spec << "\nschedule: " << sched.ShortDebugString() << "\n"
+    ASSERT_TRUE(check.ok()) << spec << "\nschedule: " << ir::ToProto(sched).ShortDebugString()
+                            << "\n"
                             << check.status();
   }
   std::printf("shard %d: %d pairs (%d multi-level tiled), %.1f steps per schedule\n", GetParam(),

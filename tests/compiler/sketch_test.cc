@@ -85,7 +85,7 @@ int64_t AllocatedElements(const ir::Stmt& s, int tensor) {
   return -1;
 }
 
-Built Inspect(const ir::ComputeDAG& dag, const v1::Schedule& s, const ir::Target& target) {
+Built Inspect(const ir::ComputeDAG& dag, const ir::Trace& s, const ir::Target& target) {
   Built out;
   auto st = ir::ScheduleState::Replay(dag, s, target);
   EXPECT_TRUE(st.ok()) << st.status();
@@ -163,13 +163,13 @@ TEST(TilingSketch, EveryPlacementBuildsWhatItSaysAndMatchesTheReference) {
         const int64_t eff_level = structure[d.size() - 2], eff_p = structure[d.size() - 1];
         EXPECT_EQ(eff_level, level) << "every tile level here has loops above one iteration";
         if (!placements.insert({eff_level, eff_p}).second) continue;
-        EXPECT_TRUE(hashes.insert(ir::ScheduleHash(*s)).second)
+        EXPECT_TRUE(hashes.insert(ir::TraceHash(*s)).second)
             << k.spec << ": placement (" << eff_level << ", " << eff_p
             << ") builds the schedule of another";
         bool packs = false, copies = false;
-        for (const v1::Step& step : s->steps()) {
-          packs |= step.has_layout_pack();
-          copies |= step.has_cache_read();
+        for (const ir::Step& step : s->steps) {
+          packs |= std::holds_alternative<ir::LayoutPackStep>(step);
+          copies |= std::holds_alternative<ir::CacheReadStep>(step);
         }
         EXPECT_EQ(packs, k.packs) << k.spec;
         EXPECT_EQ(copies, k.copies) << k.spec;
@@ -189,7 +189,7 @@ TEST(TilingSketch, EveryPlacementBuildsWhatItSaysAndMatchesTheReference) {
         auto check = testing::CheckKernel(*w, &*s, target, 40 + checked, 1e-4, 1 + checked % 3);
         ASSERT_TRUE(check.ok()) << k.spec << " level " << level << " parallel " << p << ": "
                                 << check.status() << "\n"
-                                << s->ShortDebugString();
+                                << ir::ToProto(*s).ShortDebugString();
         ++checked;
       }
     }
@@ -221,19 +221,19 @@ TEST(TilingSketch, EquivalentPlacementsBuildOneSchedule) {
   for (auto [level, p] : std::vector<std::pair<int64_t, int64_t>>{{1, 2}, {2, 2}, {1, 3}, {2, 4}}) {
     auto s = ir::BuildTiledSchedule(dag, target, WithPlacement(reg, level, p));
     ASSERT_TRUE(s.ok()) << s.status();
-    EXPECT_EQ(ir::ScheduleHash(*s), ir::ScheduleHash(*base)) << level << " " << p;
+    EXPECT_EQ(ir::TraceHash(*s), ir::TraceHash(*base)) << level << " " << p;
     EXPECT_EQ(Space(dag).TilingStructure(Tiling(dag, WithPlacement(reg, level, p))).Encode(),
               Space(dag).TilingStructure(Tiling(dag, reg)).Encode());
   }
   // N in one S0 tile (3*3*16 >= 45): parallel over M's S0 alone is the default.
   const std::vector<int64_t> wide = {1, 1, 1, -1, 1, 2, 1, 3, 1, 3, 1, 16, 1, 5};
-  EXPECT_EQ(ir::ScheduleHash(*ir::BuildTiledSchedule(dag, target, WithPlacement(wide, 0, 1))),
-            ir::ScheduleHash(*ir::BuildTiledSchedule(dag, target, wide)));
+  EXPECT_EQ(ir::TraceHash(*ir::BuildTiledSchedule(dag, target, WithPlacement(wide, 0, 1))),
+            ir::TraceHash(*ir::BuildTiledSchedule(dag, target, wide)));
   // But a real choice is another schedule.
-  EXPECT_NE(ir::ScheduleHash(*ir::BuildTiledSchedule(dag, target, WithPlacement(wide, 1, 2))),
-            ir::ScheduleHash(*ir::BuildTiledSchedule(dag, target, wide)));
-  EXPECT_NE(ir::ScheduleHash(*ir::BuildTiledSchedule(dag, target, WithPlacement(wide, 1, 3))),
-            ir::ScheduleHash(*ir::BuildTiledSchedule(dag, target, WithPlacement(wide, 1, 2))));
+  EXPECT_NE(ir::TraceHash(*ir::BuildTiledSchedule(dag, target, WithPlacement(wide, 1, 2))),
+            ir::TraceHash(*ir::BuildTiledSchedule(dag, target, wide)));
+  EXPECT_NE(ir::TraceHash(*ir::BuildTiledSchedule(dag, target, WithPlacement(wide, 1, 3))),
+            ir::TraceHash(*ir::BuildTiledSchedule(dag, target, WithPlacement(wide, 1, 2))));
 }
 
 // The tile shape (and so the stratum) is the local tile's: narrow or
@@ -330,11 +330,11 @@ TEST(TilingSketch, LegacyDecisionsBuildTheScheduleTheyBuiltBefore) {
     auto new_s = ir::BuildTiledSchedule(dag, target, full);
     ASSERT_TRUE(old_s.ok()) << g.spec << ": " << old_s.status();
     ASSERT_TRUE(new_s.ok()) << g.spec << ": " << new_s.status();
-    EXPECT_EQ(ir::ScheduleHash(*old_s), g.hash) << g.spec << ": an old record's schedule changed";
-    EXPECT_EQ(ir::ScheduleHash(*new_s), g.hash) << g.spec;
+    EXPECT_EQ(ir::TraceHash(*old_s), g.hash) << g.spec << ": an old record's schedule changed";
+    EXPECT_EQ(ir::TraceHash(*new_s), g.hash) << g.spec;
     // The same steps; the decisions are stored with the placement.
-    EXPECT_EQ(old_s->steps_size(), new_s->steps_size());
-    EXPECT_EQ(std::vector<int64_t>(old_s->decisions().begin(), old_s->decisions().end()), full);
+    EXPECT_EQ(int(old_s->steps.size()), int(new_s->steps.size()));
+    EXPECT_EQ(std::vector<int64_t>(old_s->decisions.begin(), old_s->decisions.end()), full);
     // Every reader of the layout takes the old length as the new one.
     EXPECT_EQ(Space(dag).TileShape(Tiling(dag, g.legacy)), Space(dag).TileShape(Tiling(dag, full)))
         << g.spec;
@@ -462,7 +462,7 @@ TEST(TilingSketch, SamplingAndMutationReachThePlacements) {
         if (ran < 4) {
           auto check = testing::CheckKernel(*w, &*s, target, 70 + i);
           ASSERT_TRUE(check.ok()) << spec << ": " << check.status() << "\n"
-                                  << s->ShortDebugString();
+                                  << ir::ToProto(*s).ShortDebugString();
           ++ran;
         }
       }

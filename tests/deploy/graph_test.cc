@@ -202,7 +202,7 @@ TEST_F(GraphTest, TunedKernelOnlyWhereItBeatsTheDefault) {
     auto dag = ir::BuildComputeDAG(t.workload);
     if (!dag.ok()) return dag.status();
     c.tuned = true;
-    c.schedule = search::space::RandomSchedule(*dag, host, rng);
+    c.schedule = ir::ToProto(search::space::RandomSchedule(*dag, host, rng));
     c.record_id = 100 + asked;
     // Even tasks: the tuned one measured faster; odd: slower; the last: no
     // default time (and no local comparison), so the default is kept.
@@ -244,7 +244,7 @@ TEST_F(GraphTest, TunedWithoutADefaultTimeIsComparedHere) {
     auto dag = ir::BuildComputeDAG(t.workload);
     if (!dag.ok()) return dag.status();
     c.tuned = true;
-    c.schedule = search::space::RandomSchedule(*dag, codegen::HostTarget(), rng);
+    c.schedule = ir::ToProto(search::space::RandomSchedule(*dag, codegen::HostTarget(), rng));
     c.record_id = 7;
     return c;
   };

@@ -43,12 +43,12 @@ class GpuDevice : public ::testing::Test {
     handler_ = std::make_unique<agent::MeasureHandler>(o);
   }
 
-  v1::MeasureRequest Request(const std::string& spec, const v1::Schedule& schedule,
+  v1::MeasureRequest Request(const std::string& spec, const ir::Trace& schedule,
                              const v1::BuildResult& built) {
     v1::MeasureRequest m;
     *m.mutable_workload() = ir::Canonicalize(*ir::ParseWorkloadSpec(spec))->workload;
     m.mutable_target()->set_spec(target_spec_);
-    *m.mutable_schedule() = schedule;
+    *m.mutable_schedule() = ir::ToProto(schedule);
     m.set_kind(built.kind());
     m.set_artifact(built.artifact());
     *m.mutable_signature() = built.signature();
@@ -62,12 +62,12 @@ class GpuDevice : public ::testing::Test {
     return m;
   }
 
-  v1::BuildResult Build(const std::string& spec, const v1::Schedule& schedule,
+  v1::BuildResult Build(const std::string& spec, const ir::Trace& schedule,
                         v1::ArtifactKind kind = v1::ARTIFACT_KIND_CUBIN) {
     v1::BuildRequest req;
     *req.mutable_workload() = ir::Canonicalize(*ir::ParseWorkloadSpec(spec))->workload;
     req.mutable_target()->set_spec(target_spec_);
-    *req.mutable_schedule() = schedule;
+    *req.mutable_schedule() = ir::ToProto(schedule);
     req.set_kind(kind);
     return worker::Build(req);
   }
@@ -120,7 +120,7 @@ TEST_F(GpuDevice, RandomSchedulesMatchTheReference) {
   for (const char* spec : specs) {
     ir::ComputeDAG dag = *ir::BuildComputeDAG(*ir::ParseWorkloadSpec(spec));
     for (int i = 0; i < 12; ++i) {
-      v1::Schedule s =
+      ir::Trace s =
           i == 0 ? ir::DefaultGpuSchedule(dag, t) : search::space::RandomGpuSchedule(dag, t, rng);
       v1::BuildResult b = Build(spec, s);
       if (!b.error().empty()) continue;  // past a launch limit: refused before any device
@@ -141,7 +141,7 @@ TEST_F(GpuDevice, RandomSchedulesMatchTheReference) {
   // PTX instead of a cubin: the driver JIT-compiles it.
   const char* spec = specs[0];
   ir::ComputeDAG dag = *ir::BuildComputeDAG(*ir::ParseWorkloadSpec(spec));
-  v1::Schedule s = ir::DefaultGpuSchedule(dag, t);
+  ir::Trace s = ir::DefaultGpuSchedule(dag, t);
   v1::BuildResult ptx = Build(spec, s, v1::ARTIFACT_KIND_PTX);
   ASSERT_TRUE(ptx.error().empty()) << ptx.error();
   v1::MeasureResult r = handler_->Measure(Request(spec, s, ptx));
@@ -152,8 +152,8 @@ TEST_F(GpuDevice, WrongFaultingAndSpinningKernelsAreResults) {
   const std::string spec = "relu(N=1,C=1,H=1,W=32)";
   ir::ComputeDAG dag = *ir::BuildComputeDAG(*ir::ParseWorkloadSpec(spec));
   ir::Target t = *ir::Target::Parse(target_spec_);
-  v1::Schedule def = ir::DefaultGpuSchedule(dag, t);
-  v1::Schedule fused = *ir::GpuFusedSchedule(dag, t, 32);
+  ir::Trace def = ir::DefaultGpuSchedule(dag, t);
+  ir::Trace fused = *ir::GpuFusedSchedule(dag, t, 32);
 
   v1::BuildResult wrong = HandWritten(spec, "out[threadIdx.x] = x[threadIdx.x] + 1.0f;");
   ASSERT_TRUE(wrong.error().empty()) << wrong.error();

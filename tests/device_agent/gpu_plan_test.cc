@@ -106,13 +106,13 @@ TEST(GpuPlan, MapsAWorkerModulesParametersToArguments) {
   ASSERT_TRUE(t.ok());
   absl::StatusOr<ir::ComputeDAG> dag = ir::BuildComputeDAG(req.workload());
   ASSERT_TRUE(dag.ok());
-  *req.mutable_schedule() = ir::DefaultSchedule(*dag, *t);
+  *req.mutable_schedule() = ir::ToProto(ir::DefaultSchedule(*dag, *t));
   req.set_kind(v1::ARTIFACT_KIND_CUBIN);
   v1::BuildResult r = worker::Build(req);
   ASSERT_TRUE(r.error().empty()) << r.error();
   v1::GpuModule m;
   ASSERT_TRUE(m.ParseFromString(r.artifact()));
-  auto st = ir::ScheduleState::Replay(*dag, req.schedule(), *t);
+  auto st = ir::ScheduleState::Replay(*dag, *ir::TraceFromProto(req.schedule()), *t);
   ASSERT_TRUE(st.ok());
   const ir::ComputeDAG& sdag = st->dag();
   absl::StatusOr<runner::GpuPlan> plan = runner::PlanFromModule(m, r.signature());

@@ -104,11 +104,11 @@ search::Task MakeTask(const std::string& spec, const ir::Target& target = codege
 }
 
 // How many sketch decisions two schedules of the same decision length differ in.
-int DecisionsApart(const v1::Schedule& a, const v1::Schedule& b) {
-  EXPECT_EQ(a.decisions_size(), b.decisions_size());
+int DecisionsApart(const ir::Trace& a, const ir::Trace& b) {
+  EXPECT_EQ(a.decisions.size(), b.decisions.size());
   int diff = 0;
-  for (int i = 0; i < std::min(a.decisions_size(), b.decisions_size()); ++i)
-    diff += a.decisions(i) != b.decisions(i);
+  for (int i = 0; i < std::min(a.decisions.size(), b.decisions.size()); ++i)
+    diff += a.decisions[i] != b.decisions[i];
   return diff;
 }
 
@@ -127,10 +127,10 @@ TEST(SearchPolicy, NeverProposesAMeasuredSchedule) {
     ok.seconds = 1e-3;
     std::set<std::string> seen;
     for (int round = 0; round < 6; ++round) {
-      std::vector<v1::Schedule> batch = policy.Propose(task, history, nullptr, 12);
+      std::vector<ir::Trace> batch = policy.Propose(task, history, nullptr, 12);
       EXPECT_FALSE(batch.empty());
-      for (const v1::Schedule& s : batch) {
-        std::string h = ir::ScheduleHash(s);
+      for (const ir::Trace& s : batch) {
+        std::string h = ir::TraceHash(s);
         EXPECT_TRUE(seen.insert(h).second) << "proposed twice";
         EXPECT_FALSE(history.measured.count(h));
         ok.seconds *= 0.99;
@@ -166,19 +166,18 @@ TEST(SearchPolicy, ProposesGpuSchedulesWithinTheTargetsLimits) {
       std::set<std::string> seen;
       int tiled = 0, mutated = 0;
       for (int round = 0; round < 3; ++round) {
-        std::vector<v1::Schedule> batch = policy.Propose(*task, history, nullptr, 16);
+        std::vector<ir::Trace> batch = policy.Propose(*task, history, nullptr, 16);
         ASSERT_EQ(batch.size(), 16u) << spec;
-        for (const v1::Schedule& s : batch) {
-          EXPECT_TRUE(s.sketch_id() == ir::kGpuTilingSketchId ||
-                      s.sketch_id() == ir::kGpuFusedSketchId)
-              << s.sketch_id();
+        for (const ir::Trace& s : batch) {
+          EXPECT_TRUE(s.sketch_id == ir::kGpuTilingSketchId || s.sketch_id == ir::kGpuFusedSketchId)
+              << s.sketch_id;
           absl::Status launch = ir::CheckGpuLaunch(task->dag, t, s);
           EXPECT_TRUE(launch.ok()) << spec << ": " << launch;
-          EXPECT_TRUE(seen.insert(ir::ScheduleHash(s)).second) << "proposed twice";
-          tiled += s.sketch_id() == ir::kGpuTilingSketchId;
+          EXPECT_TRUE(seen.insert(ir::TraceHash(s)).second) << "proposed twice";
+          tiled += s.sketch_id == ir::kGpuTilingSketchId;
           // One decision away from a measured tiled schedule: a mutation.
           for (const auto& e : history.ok) {
-            if (e.schedule.decisions_size() != s.decisions_size()) continue;
+            if (e.schedule.decisions.size() != s.decisions.size()) continue;
             if (DecisionsApart(e.schedule, s) == 1) {
               ++mutated;
               break;
@@ -195,7 +194,7 @@ TEST(SearchPolicy, ProposesGpuSchedulesWithinTheTargetsLimits) {
           }
           // Time from the decisions, so the measured best has a shape.
           MeasureResult r;
-          r.seconds = 1e-3 * (1 + s.decisions_size() + (s.decisions_size() ? s.decisions(0) : 0));
+          r.seconds = 1e-3 * (1 + s.decisions.size() + (s.decisions.size() ? s.decisions[0] : 0));
           history.Add(s, r);
         }
       }
@@ -222,21 +221,21 @@ TEST(SearchPolicy, BatchesAreSpreadAndStallsAreCounted) {
   MeasureResult r;
   r.seconds = 1e-3;
   // Parents to mutate, each one a new best: no stall.
-  for (const v1::Schedule& s : policy.Propose(task, history, nullptr, 16)) {
+  for (const ir::Trace& s : policy.Propose(task, history, nullptr, 16)) {
     r.seconds *= 0.9;
     history.Add(s, r);
   }
   EXPECT_EQ(history.last_improvement, history.trials);
   const int n = 12;
   const int chosen = n - int(std::round(n * eo.epsilon));  // the rest is random
-  std::vector<v1::Schedule> batch = policy.Propose(task, history, nullptr, n);
+  std::vector<ir::Trace> batch = policy.Propose(task, history, nullptr, n);
   ASSERT_EQ(int(batch.size()), n);
   // The chosen part: sketch decision vectors at least min_distance apart
   // (a population of 128 always has that many).
   for (int a = 0; a < chosen; ++a) {
     for (int b = a + 1; b < chosen; ++b) {
-      const auto& da = batch[a].decisions();
-      const auto& db = batch[b].decisions();
+      const auto& da = batch[a].decisions;
+      const auto& db = batch[b].decisions;
       if (da.empty() || db.empty() || da.size() != db.size()) continue;
       EXPECT_GE(DecisionsApart(batch[a], batch[b]), eo.min_distance)
           << "candidates " << a << " and " << b;
@@ -248,9 +247,9 @@ TEST(SearchPolicy, BatchesAreSpreadAndStallsAreCounted) {
   }
   // Slower results do not move the last improvement; a 0.5% gain is not one.
   const int best_at = history.last_improvement;
-  for (const v1::Schedule& s : batch) {
+  for (const ir::Trace& s : batch) {
     MeasureResult slow;
-    slow.seconds = history.best_seconds() * (s.decisions().empty() ? 2.0 : 0.995);
+    slow.seconds = history.best_seconds() * (s.decisions.empty() ? 2.0 : 0.995);
     history.Add(s, slow);
   }
   EXPECT_EQ(history.last_improvement, best_at);
@@ -262,30 +261,30 @@ TEST(SearchPolicy, BatchesAreSpreadAndStallsAreCounted) {
   // Two batches without a new best: a stall. Half the batch is exploration,
   // and half of that the best schedule with one decision changed, right
   // after the model's choices.
-  for (const v1::Schedule& s : policy.Propose(task, history, nullptr, n)) {
+  for (const ir::Trace& s : policy.Propose(task, history, nullptr, n)) {
     MeasureResult slow;
     slow.seconds = history.best_seconds() * 1.5;
     history.Add(s, slow);
   }
   ASSERT_GE(history.trials - history.last_improvement, 2 * n);
-  v1::Schedule best;  // the best tiling-sketch schedule: the one mutated
+  ir::Trace best;  // the best tiling-sketch schedule: the one mutated
   for (const auto& e : history.ok) {
-    if (e.schedule.sketch_id() == ir::kTilingSketchId && !e.schedule.decisions().empty()) {
+    if (e.schedule.sketch_id == ir::kTilingSketchId && !e.schedule.decisions.empty()) {
       best = e.schedule;
       break;
     }
   }
-  ASSERT_FALSE(best.decisions().empty());
+  ASSERT_FALSE(best.decisions.empty());
   const int n_random = int(std::round(n * eo.stalled_epsilon));
   const int neighbours = int(std::round(n_random * eo.stalled_neighbors));
   ASSERT_GT(neighbours, 0);
-  std::vector<v1::Schedule> stalled = policy.Propose(task, history, nullptr, n);
+  std::vector<ir::Trace> stalled = policy.Propose(task, history, nullptr, n);
   ASSERT_EQ(int(stalled.size()), n);
   for (int i = n - n_random; i < n - n_random + neighbours; ++i) {
-    ASSERT_EQ(stalled[i].decisions_size(), best.decisions_size()) << "candidate " << i;
+    ASSERT_EQ(stalled[i].decisions.size(), best.decisions.size()) << "candidate " << i;
     EXPECT_EQ(DecisionsApart(stalled[i], best), 1)
         << "candidate " << i << " is not a neighbour of the best";
-    EXPECT_EQ(history.measured.count(ir::ScheduleHash(stalled[i])), 0u);
+    EXPECT_EQ(history.measured.count(ir::TraceHash(stalled[i])), 0u);
   }
 }
 
@@ -325,12 +324,12 @@ TEST(SearchPolicy, EveryBatchMeasuresEachStratumUntilItIsJudged) {
   for (int round = 0; round < 4; ++round) {
     std::map<int, int> strata;
     int favourite = 0, other_tiles = 0;
-    for (const v1::Schedule& s : policy.Propose(task, history, &model, 12)) {
+    for (const ir::Trace& s : policy.Propose(task, history, &model, 12)) {
       // Register tiles run 10x faster than the rest on this "device".
       MeasureResult r;
       r.seconds = 1e-2;
-      if (s.sketch_id() == ir::kTilingSketchId) {
-        std::vector<int64_t> d(s.decisions().begin(), s.decisions().end());
+      if (s.sketch_id == ir::kTilingSketchId) {
+        std::vector<int64_t> d(s.decisions.begin(), s.decisions.end());
         ++strata[Space(task.dag).TilingStratum(Tiling(task.dag, d))];
         const bool register_tile = Space(task.dag).TileShape(Tiling(task.dag, d)) == 0;
         favourite += register_tile;
@@ -378,7 +377,7 @@ TEST(SearchPolicy, JudgedStrataGetTheNewBestMovedIntoThem) {
     int k = Space(task.dag).TilingStratum(Tiling(task.dag, d));
     if (count[k] >= eo.stratum_trials) continue;
     auto s = ir::BuildTiledSchedule(task.dag, task.target, d);
-    if (!s.ok() || history.measured.count(ir::ScheduleHash(*s))) continue;
+    if (!s.ok() || history.measured.count(ir::TraceHash(*s))) continue;
     history.Add(*s, slow);
     full += ++count[k] == eo.stratum_trials;
   }
@@ -403,17 +402,17 @@ TEST(SearchPolicy, JudgedStrataGetTheNewBestMovedIntoThem) {
     std::vector<int64_t> d = Space(task.dag, task.target).SampleTiling(rng).Encode();
     int k = Space(task.dag).TilingStratum(Tiling(task.dag, d));
     auto s = ir::BuildTiledSchedule(task.dag, task.target, d);
-    if (sampled[k] || !s.ok() || history.measured.count(ir::ScheduleHash(*s))) continue;
+    if (sampled[k] || !s.ok() || history.measured.count(ir::TraceHash(*s))) continue;
     history.Add(*s, slow);
     sampled[k] = true;
   }
   // The batch opens with the moves of the best, one per other stratum: its
   // vector axis and register tile there.
-  std::vector<v1::Schedule> batch = policy.Propose(task, history, nullptr, 16);
+  std::vector<ir::Trace> batch = policy.Propose(task, history, nullptr, 16);
   ASSERT_GE(batch.size(), size_t(search::space::kTilingStrata));
   std::set<int> paired;
   for (int i = 0; i < search::space::kTilingStrata - 1; ++i) {
-    std::vector<int64_t> d(batch[i].decisions().begin(), batch[i].decisions().end());
+    std::vector<int64_t> d(batch[i].decisions.begin(), batch[i].decisions.end());
     ASSERT_EQ(d.size(), best.size()) << "schedule " << i;
     EXPECT_TRUE(d[1] == best[1] && d[7] == best[7] && d[11] == best[11])
         << "schedule " << i << " is not a move of the best";
@@ -425,11 +424,11 @@ TEST(SearchPolicy, JudgedStrataGetTheNewBestMovedIntoThem) {
   }
   // Measured (and slower): the same best is not moved again. The next batch
   // opens with the one stratum still open, the best's own.
-  for (const v1::Schedule& s : batch) history.Add(s, slow);
+  for (const ir::Trace& s : batch) history.Add(s, slow);
   batch = policy.Propose(task, history, nullptr, 16);
   ASSERT_FALSE(batch.empty());
   EXPECT_EQ(Space(task.dag).TilingStratum(
-                Tiling(task.dag, {batch[0].decisions().begin(), batch[0].decisions().end()})),
+                Tiling(task.dag, {batch[0].decisions.begin(), batch[0].decisions.end()})),
             best_stratum)
       << "the same best was moved again";
 }
@@ -447,16 +446,16 @@ TEST(SearchPolicy, PlainSchedulesStopOnceJudged) {
   ok.seconds = 1e-3;
   failed.status = MeasureResult::Status::kTimeout;
   for (int round = 0; round < 8 && history.plain_trials < eo.stratum_trials; ++round) {
-    for (const v1::Schedule& s : policy.Propose(task, history, nullptr, 16)) {
-      plain_before += s.decisions().empty();
-      history.Add(s, s.decisions().empty() ? failed : ok);
+    for (const ir::Trace& s : policy.Propose(task, history, nullptr, 16)) {
+      plain_before += s.decisions.empty();
+      history.Add(s, s.decisions.empty() ? failed : ok);
     }
   }
   ASSERT_GE(plain_before, eo.stratum_trials);
   EXPECT_EQ(history.plain_trials, plain_before);
   for (int round = 0; round < 3; ++round) {
-    for (const v1::Schedule& s : policy.Propose(task, history, nullptr, 16)) {
-      EXPECT_FALSE(s.decisions().empty()) << "round " << round << ": a plain schedule";
+    for (const ir::Trace& s : policy.Propose(task, history, nullptr, 16)) {
+      EXPECT_FALSE(s.decisions.empty()) << "round " << round << ": a plain schedule";
       history.Add(s, ok);
     }
   }
@@ -475,9 +474,9 @@ TEST(SearchPolicy, NewTaskOpensWithTransferredSchedules) {
     std::vector<int64_t> d =
         Fit(task.dag, task.target, Space(other.dag, other.target).SampleTiling(rng).Encode());
     auto s = ir::BuildTiledSchedule(task.dag, task.target, d);
-    if (!s.ok() || std::count(hashes.begin(), hashes.end(), ir::ScheduleHash(*s))) continue;
+    if (!s.ok() || std::count(hashes.begin(), hashes.end(), ir::TraceHash(*s))) continue;
     seeds.push_back(d);
-    hashes.push_back(ir::ScheduleHash(*s));
+    hashes.push_back(ir::TraceHash(*s));
   }
   search::EvolutionOptions eo;
   eo.transferred = 4;
@@ -488,13 +487,12 @@ TEST(SearchPolicy, NewTaskOpensWithTransferredSchedules) {
   MeasureResult failed;
   failed.status = MeasureResult::Status::kTimeout;
   history.Add(*ir::BuildTiledSchedule(task.dag, task.target, seeds[0]), failed);
-  std::vector<v1::Schedule> batch = policy.Propose(task, history, nullptr, 12);
+  std::vector<ir::Trace> batch = policy.Propose(task, history, nullptr, 12);
   ASSERT_EQ(batch.size(), 12u);
-  for (int i = 0; i < 4; ++i) EXPECT_EQ(ir::ScheduleHash(batch[i]), hashes[i + 1]) << i;
-  auto seeds_in = [&](const std::vector<v1::Schedule>& b) {
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(ir::TraceHash(batch[i]), hashes[i + 1]) << i;
+  auto seeds_in = [&](const std::vector<ir::Trace>& b) {
     int n = 0;
-    for (const v1::Schedule& s : b)
-      n += std::count(hashes.begin(), hashes.end(), ir::ScheduleHash(s));
+    for (const ir::Trace& s : b) n += std::count(hashes.begin(), hashes.end(), ir::TraceHash(s));
     return n;
   };
   EXPECT_EQ(seeds_in(batch), 4) << "at most `transferred` seeds";
@@ -502,13 +500,13 @@ TEST(SearchPolicy, NewTaskOpensWithTransferredSchedules) {
   // (three seeds are left).
   MeasureResult ok;
   ok.seconds = 1e-4;
-  for (const v1::Schedule& s : batch) history.Add(s, ok);
+  for (const ir::Trace& s : batch) history.Add(s, ok);
   EXPECT_EQ(seeds_in(policy.Propose(task, history, nullptr, 12)), 0);
   // Off: no seed in the batch.
   eo.transferred = 0;
   search::SearchPolicy off(search::Strategy::kEvolutionary, eo, 5);
   off.SetTransferred(task.key, seeds);
-  std::vector<v1::Schedule> plain = off.Propose(task, search::TaskHistory(), nullptr, 12);
+  std::vector<ir::Trace> plain = off.Propose(task, search::TaskHistory(), nullptr, 12);
   ASSERT_FALSE(plain.empty());
   EXPECT_EQ(seeds_in(plain), 0);
 }
@@ -542,7 +540,7 @@ TEST(Sketch, MutationsChangeOneDecisionAndStillBuild) {
     auto s = ir::BuildTiledSchedule(task.dag, task.target, m);
     if (!s.ok()) continue;
     ++built;
-    EXPECT_EQ(std::vector<int64_t>(s->decisions().begin(), s->decisions().end()), m);
+    EXPECT_EQ(std::vector<int64_t>(s->decisions.begin(), s->decisions.end()), m);
     EXPECT_TRUE(ir::ScheduleState::Replay(task.dag, *s, task.target).ok());
   }
   EXPECT_GE(differ, 45);
@@ -623,8 +621,8 @@ TEST(Sketch, FittedDecisionsClampTilesToDivisorsAndBuild) {
 
 TEST(LocalMeasurer, BadScheduleIsABuildErrorWithTheReason) {
   search::Task task = MakeTask("matmul(M=8,N=8,K=8)");
-  v1::Schedule bad;
-  bad.add_steps()->mutable_split()->set_stage(0);  // no lengths
+  ir::Trace bad;
+  bad.steps.push_back(ir::SplitStep{0});  // no lengths
   search::LocalMeasurer m;
   std::vector<MeasureResult> r = m.Measure(task, {bad, ir::DefaultSchedule(task.dag, task.target)});
   ASSERT_EQ(r.size(), 2u);
@@ -655,12 +653,12 @@ TEST(Tuner, ShortRealRunMeasuresEachCandidateOnce) {
   int trials = 0, ok = 0;
   absl::Status s = tuner.Run([&](const search::Trial& t) {
     EXPECT_EQ(t.index, trials++);
-    EXPECT_TRUE(hashes[t.task].insert(ir::ScheduleHash(t.schedule)).second) << "measured twice";
+    EXPECT_TRUE(hashes[t.task].insert(ir::TraceHash(t.schedule)).second) << "measured twice";
     if (t.index < int(tasks.size())) {
-      EXPECT_TRUE(t.schedule.is_default());
+      EXPECT_TRUE(t.schedule.is_default);
     }
     ok += t.result.status == MeasureResult::Status::kOk;
-    tuned_ok[t.task] += !t.schedule.is_default() && t.result.status == MeasureResult::Status::kOk;
+    tuned_ok[t.task] += !t.schedule.is_default && t.result.status == MeasureResult::Status::kOk;
     // Everything the local path builds is correct: no wrong result, ever.
     EXPECT_NE(t.result.status, MeasureResult::Status::kWrongResult) << t.result.error;
   });
@@ -689,7 +687,7 @@ class WatchedMeasurer : public search::Measurer {
  public:
   explicit WatchedMeasurer(search::Measurer* real) : real_(real) {}
   std::vector<MeasureResult> Measure(const search::Task& task,
-                                     const std::vector<v1::Schedule>& schedules) override {
+                                     const std::vector<ir::Trace>& schedules) override {
     if (tuner != nullptr) models.push_back(&tuner->model());
     return real_->Measure(task, schedules);
   }
@@ -771,15 +769,15 @@ TEST(Tuner, NewTaskStartsFromTheBestOfSimilarWorkloads) {
     return *ir::BuildTiledSchedule(t.dag, t.target,
                                    Space(t.dag, t.target).SampleTiling(rng).Encode());
   };
-  auto fitted = [&](const v1::Schedule& s) {
+  auto fitted = [&](const ir::Trace& s) {
     auto b = ir::BuildTiledSchedule(
         mine.dag, mine.target,
-        Fit(mine.dag, mine.target, {s.decisions().begin(), s.decisions().end()}));
+        Fit(mine.dag, mine.target, {s.decisions.begin(), s.decisions.end()}));
     EXPECT_TRUE(b.ok()) << b.status();
-    return b.ok() ? ir::ScheduleHash(*b) : std::string();
+    return b.ok() ? ir::TraceHash(*b) : std::string();
   };
-  const v1::Schedule near1 = sample(near), near2 = sample(near), near3 = sample(near);
-  const v1::Schedule far1 = sample(far);
+  const ir::Trace near1 = sample(near), near2 = sample(near), near3 = sample(near);
+  const ir::Trace far1 = sample(far);
   const std::vector<std::string> want = {fitted(near1), fitted(far1), fitted(near2)};
   ASSERT_EQ(std::set<std::string>(want.begin(), want.end()).size(), 3u);
   ASSERT_NE(fitted(near3), want[2]);
@@ -806,9 +804,8 @@ TEST(Tuner, NewTaskStartsFromTheBestOfSimilarWorkloads) {
       tuner.AddTransferRecord(far, far1, 1e-4);
     }
     seen.clear();
-    ASSERT_TRUE(tuner.Run([&](const search::Trial& t) {
-      seen.push_back(ir::ScheduleHash(t.schedule));
-    }).ok());
+    ASSERT_TRUE(
+        tuner.Run([&](const search::Trial& t) { seen.push_back(ir::TraceHash(t.schedule)); }).ok());
     ASSERT_EQ(seen.size(), 8u);
     EXPECT_EQ(tuner.seeds(0), similar ? 3 : 2);
     if (similar) {
@@ -922,10 +919,10 @@ class ReplayMeasurer : public search::Measurer {
   explicit ReplayMeasurer(std::map<std::string, MeasureResult> results)
       : results_(std::move(results)) {}
   std::vector<MeasureResult> Measure(const search::Task&,
-                                     const std::vector<v1::Schedule>& schedules) override {
+                                     const std::vector<ir::Trace>& schedules) override {
     std::vector<MeasureResult> out;
-    for (const v1::Schedule& s : schedules) {
-      auto it = results_.find(ir::ScheduleHash(s));
+    for (const ir::Trace& s : schedules) {
+      auto it = results_.find(ir::TraceHash(s));
       MeasureResult r;
       r.status = MeasureResult::Status::kRuntimeError;
       r.error = "not measured by the first run";
@@ -973,7 +970,7 @@ TEST(Tuner, ResumedRunProposesWhatTheInterruptedOneWould) {
 
   // The resumed run: the first 33 records, the snapshot, a fresh seed.
   std::map<std::string, MeasureResult> measured;
-  for (const search::Trial& t : trials) measured[ir::ScheduleHash(t.schedule)] = t.result;
+  for (const search::Trial& t : trials) measured[ir::TraceHash(t.schedule)] = t.result;
   ReplayMeasurer replay(measured);
   search::TuneOptions o2 = o;
   o2.on_batch = nullptr;
@@ -984,11 +981,11 @@ TEST(Tuner, ResumedRunProposesWhatTheInterruptedOneWould) {
   ASSERT_TRUE(second.Restore(*after_two).ok());
   std::vector<std::string> proposed;
   ASSERT_TRUE(
-      second.Run([&](const search::Trial& t) { proposed.push_back(ir::ScheduleHash(t.schedule)); })
+      second.Run([&](const search::Trial& t) { proposed.push_back(ir::TraceHash(t.schedule)); })
           .ok());
   ASSERT_EQ(proposed.size(), 16u);
   for (int i = 0; i < 16; ++i) {
-    EXPECT_EQ(proposed[i], ir::ScheduleHash(trials[33 + i].schedule)) << "trial " << 33 + i;
+    EXPECT_EQ(proposed[i], ir::TraceHash(trials[33 + i].schedule)) << "trial " << 33 + i;
   }
 
   // A snapshot of another job's shape is refused, not half-applied.

@@ -20,14 +20,14 @@ using ::tunefarm::testing::TempDir;
 class NoMeasurer : public search::Measurer {
  public:
   std::vector<search::MeasureResult> Measure(const search::Task&,
-                                             const std::vector<v1::Schedule>& s) override {
+                                             const std::vector<ir::Trace>& s) override {
     ADD_FAILURE() << "warm start measured " << s.size() << " schedules";
     return std::vector<search::MeasureResult>(s.size());
   }
 };
 
 // A record of `task` with schedule `s`, as a local run stores it.
-v1::Record Stored(const search::Task& task, const v1::Schedule& s, search::MeasureResult r) {
+v1::Record Stored(const search::Task& task, const ir::Trace& s, search::MeasureResult r) {
   search::Trial t{0, 0, 0, s, std::move(r), 0};
   return search::RecordOfTrial(task, kTargetX86, t);
 }

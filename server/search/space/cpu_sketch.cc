@@ -420,7 +420,7 @@ std::vector<int64_t> CpuSketch::Structure(const Decisions& d) const {
   return TilingStructure(std::get<CpuTiling>(d)).Encode();
 }
 
-absl::StatusOr<::tunefarm::v1::Schedule> CpuSketch::Build(const Decisions& d) const {
+absl::StatusOr<ir::Trace> CpuSketch::Build(const Decisions& d) const {
   return ir::BuildTiledSchedule(dag_, target_, std::get<CpuTiling>(d));
 }
 

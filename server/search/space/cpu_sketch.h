@@ -92,7 +92,7 @@ class CpuSketch final : public Sketch {
   Decisions Move(const Decisions& d, int stratum, std::mt19937_64& rng) const override;
   int Stratum(const Decisions& d) const override;
   std::vector<int64_t> Structure(const Decisions& d) const override;
-  absl::StatusOr<::tunefarm::v1::Schedule> Build(const Decisions& d) const override;
+  absl::StatusOr<ir::Trace> Build(const Decisions& d) const override;
 
  private:
   // A change of tiles can leave a reduced count of parallel loops fewer

@@ -100,24 +100,24 @@ Decisions GpuSketch::Mutate(const Decisions& d, std::mt19937_64& rng) const {
   return MutateTiling(std::get<GpuTiling>(d), rng);
 }
 
-absl::StatusOr<v1::Schedule> GpuSketch::Build(const Decisions& d) const {
+absl::StatusOr<ir::Trace> GpuSketch::Build(const Decisions& d) const {
   return ir::BuildGpuTiledSchedule(dag_, target_, std::get<GpuTiling>(d));
 }
 
-v1::Schedule RandomGpuSchedule(const ir::ComputeDAG& dag, const ir::Target& target,
-                               std::mt19937_64& rng) {
+ir::Trace RandomGpuSchedule(const ir::ComputeDAG& dag, const ir::Target& target,
+                            std::mt19937_64& rng) {
   if (ir::HasTilingSketch(dag) && Pick(rng, 0, 3) != 0) {
     const GpuSketch sketch(dag, target);
     for (int tries = 0; tries < 8; ++tries) {
       GpuTiling d = sketch.SampleTiling(rng);
       if (Pick(rng, 0, 2) == 0) d = sketch.MutateTiling(d, rng);
-      absl::StatusOr<v1::Schedule> tiled = ir::BuildGpuTiledSchedule(dag, target, d);
+      absl::StatusOr<ir::Trace> tiled = ir::BuildGpuTiledSchedule(dag, target, d);
       if (tiled.ok() && ir::CheckGpuLaunch(dag, target, *tiled).ok()) return *std::move(tiled);
     }
   }
   static const int64_t kThreads[] = {32, 64, 128, 256, 512, 1024};
   int64_t threads = std::min<int64_t>(kThreads[Pick(rng, 0, 5)], target.max_threads_per_block);
-  absl::StatusOr<v1::Schedule> fused = ir::GpuFusedSchedule(dag, target, threads);
+  absl::StatusOr<ir::Trace> fused = ir::GpuFusedSchedule(dag, target, threads);
   TF_CHECK(fused.ok());
   return *std::move(fused);
 }

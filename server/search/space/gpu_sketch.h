@@ -29,7 +29,7 @@ class GpuSketch final : public Sketch {
   std::optional<Decisions> Decode(absl::Span<const int64_t> wire) const override;
   Decisions Sample(std::mt19937_64& rng) const override { return SampleTiling(rng); }
   Decisions Mutate(const Decisions& d, std::mt19937_64& rng) const override;
-  absl::StatusOr<::tunefarm::v1::Schedule> Build(const Decisions& d) const override;
+  absl::StatusOr<ir::Trace> Build(const Decisions& d) const override;
 
  private:
   const ir::ComputeDAG& dag_;
@@ -40,7 +40,7 @@ class GpuSketch final : public Sketch {
 // A random GPU schedule: tiling-sketch samples (most) and fused schedules
 // with a random block size. Every one replays and launches within the
 // target's limits.
-::tunefarm::v1::Schedule RandomGpuSchedule(const ir::ComputeDAG& dag, const ir::Target& target,
-                                           std::mt19937_64& rng);
+ir::Trace RandomGpuSchedule(const ir::ComputeDAG& dag, const ir::Target& target,
+                            std::mt19937_64& rng);
 
 }  // namespace tunefarm::search::space

@@ -30,27 +30,25 @@ int64_t Factor(std::mt19937_64& rng, int64_t extent) {
 
 }  // namespace
 
-v1::Schedule RandomSchedule(const ComputeDAG& dag, const Target& target, std::mt19937_64& rng) {
+ir::Trace RandomSchedule(const ComputeDAG& dag, const Target& target, std::mt19937_64& rng) {
   if (target.is_gpu()) return RandomGpuSchedule(dag, target, rng);
   if (Pick(rng, 0, 1) == 0 && ir::HasTilingSketch(dag)) {
-    absl::StatusOr<v1::Schedule> tiled =
+    absl::StatusOr<ir::Trace> tiled =
         ir::BuildTiledSchedule(dag, target, CpuSketch(dag, target).SampleTiling(rng, true));
     if (tiled.ok()) return *std::move(tiled);
   }
-  v1::Schedule sched;
+  ir::Trace sched;
   ScheduleState st = ScheduleState::Initial(dag);
   // Steps are tried on the state first and kept only if they apply.
-  auto try_apply = [&](const v1::Step& step) {
-    if (!st.Apply(step, sched.steps_size(), target).ok()) return false;
-    *sched.add_steps() = step;
+  auto try_apply = [&](ir::Step step) {
+    if (!st.Apply(step, int(sched.steps.size()), target).ok()) return false;
+    sched.steps.push_back(std::move(step));
     return true;
   };
   for (size_t i = 0; i < dag.stages.size(); ++i) {
     const Stage& s = dag.stages[i];
     if (s.inlinable && s.output != dag.output && Pick(rng, 0, 4) != 0) {
-      v1::Step step;
-      step.mutable_compute_inline()->set_stage(int(i));
-      try_apply(step);
+      try_apply(ir::ComputeInlineStep{int(i)});
     }
   }
   for (size_t i = 0; i < dag.stages.size(); ++i) {
@@ -62,57 +60,37 @@ v1::Schedule RandomSchedule(const ComputeDAG& dag, const Target& target, std::mt
       int levels = int(Pick(rng, 0, 2));
       if (levels == 0) continue;
       int64_t extent = st.stages()[i].iters[it].extent;
-      v1::Step step;
-      auto* sp = step.mutable_split();
-      sp->set_stage(stage);
-      sp->set_iter(it);
+      ir::SplitStep sp{stage, it};
       int64_t rest = extent;
       for (int l = 0; l < levels; ++l) {
         int64_t f = Factor(rng, rest);
-        sp->add_lengths(f);
+        sp.lengths.push_back(f);
         rest = std::max<int64_t>(1, (rest + f - 1) / f);
       }
-      try_apply(step);
+      try_apply(std::move(sp));
     }
     n = int(st.stages()[i].iters.size());
     if (Pick(rng, 0, 2) != 0) {
-      v1::Step step;
-      auto* ro = step.mutable_reorder();
-      ro->set_stage(stage);
       std::vector<int> order(n);
       std::iota(order.begin(), order.end(), 0);
       std::shuffle(order.begin(), order.end(), rng);
-      for (int o : order) ro->add_order(o);
-      try_apply(step);
+      try_apply(ir::ReorderStep{stage, std::move(order)});
     }
     if (n >= 2 && Pick(rng, 0, 1) == 0) {
-      v1::Step step;
-      auto* f = step.mutable_fuse();
-      f->set_stage(stage);
       int first = int(Pick(rng, 0, n - 2));
-      f->add_iters(first);
-      f->add_iters(first + 1);
-      try_apply(step);
+      try_apply(ir::FuseStep{stage, {first, first + 1}});
     }
     n = int(st.stages()[i].iters.size());
     for (v1::Annotation a :
          {v1::ANNOTATION_PARALLEL, v1::ANNOTATION_VECTORIZE, v1::ANNOTATION_UNROLL}) {
       if (Pick(rng, 0, 2) == 0) continue;
-      v1::Step step;
-      auto* an = step.mutable_annotate();
-      an->set_stage(stage);
-      an->set_iter(a == v1::ANNOTATION_VECTORIZE ? n - 1 : int(Pick(rng, 0, n - 1)));
-      an->set_annotation(a);
-      try_apply(step);
+      const int iter = a == v1::ANNOTATION_VECTORIZE ? n - 1 : int(Pick(rng, 0, n - 1));
+      try_apply(ir::AnnotateStep{stage, iter, a});
     }
     if (Pick(rng, 0, 1) == 0) {
-      v1::Step step;
-      auto* p = step.mutable_pragma();
-      p->set_stage(stage);
-      p->set_kind(v1::PRAGMA_KIND_AUTO_UNROLL_MAX_STEP);
       static const int64_t kSteps[] = {0, 16, 64, 512};
-      p->set_value(kSteps[Pick(rng, 0, 3)]);
-      try_apply(step);
+      try_apply(
+          ir::PragmaStep{stage, 0, v1::PRAGMA_KIND_AUTO_UNROLL_MAX_STEP, kSteps[Pick(rng, 0, 3)]});
     }
   }
   return sched;

@@ -7,14 +7,13 @@
 
 #include "compiler/ir/compute.h"
 #include "compiler/ir/target.h"
-#include "tunefarm/v1/schedule.pb.h"
+#include "compiler/schedule/trace.h"
 
 namespace tunefarm::search::space {
 
 // Every step of the result applies (Replay succeeds). Deterministic for a seed.
 // On a cuda target this is RandomGpuSchedule (space/gpu_sketch.h): the GPU
 // sketches, every one within the target's launch limits.
-::tunefarm::v1::Schedule RandomSchedule(const ir::ComputeDAG& dag, const ir::Target& target,
-                                        std::mt19937_64& rng);
+ir::Trace RandomSchedule(const ir::ComputeDAG& dag, const ir::Target& target, std::mt19937_64& rng);
 
 }  // namespace tunefarm::search::space

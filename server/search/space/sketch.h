@@ -1,7 +1,7 @@
 // The search space of a task: a sketch (a family of schedules with typed
 // decisions) bound to the task's DAG and target. The search draws, mutates
 // and moves decisions through this interface; a schedule (the wire form,
-// v1::Schedule with the encoded decisions) exists only once Build makes one.
+// ir::Trace with the encoded decisions) exists only once Build makes one.
 #pragma once
 
 #include <cstdint>
@@ -17,7 +17,7 @@
 #include "compiler/ir/target.h"
 #include "compiler/schedule/gpu_tiling.h"
 #include "compiler/schedule/tiling.h"
-#include "tunefarm/v1/schedule.pb.h"
+#include "compiler/schedule/trace.h"
 
 namespace tunefarm::search::space {
 
@@ -50,7 +50,7 @@ class Sketch {
   // not tell.
   virtual std::vector<int64_t> Structure(const Decisions& d) const;
   // The schedule of `d`, or why it does not build.
-  virtual absl::StatusOr<::tunefarm::v1::Schedule> Build(const Decisions& d) const = 0;
+  virtual absl::StatusOr<ir::Trace> Build(const Decisions& d) const = 0;
 };
 
 // The tiling sketch of the target (CPU "SSRSRS" or GPU "SSSRRSRS") for
