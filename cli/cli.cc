@@ -61,6 +61,7 @@ commands:
   compile --workload SPEC --target T --emit ir|llvm|asm|obj|so   (no server; see compile --help)
   tasks MODEL.onnx [--shape NAME=DIMS] [--json]   the model's tunable workloads (no server)
   tune --workload SPEC [--trials N] [--db FILE]   tune on this machine, no server (see tune --help)
+  tune MODEL.onnx [-o MODEL.tfpkg] [--seconds S]   tune a whole model here and build its package
   build MODEL.onnx -o MODEL.tfpkg [--target T] [--db FILE]   whole model, best records (no server)
   run MODEL.tfpkg [--input NAME=F.npy] [--repeat N]   run a built model here (see run --help)
   run MODEL.tfpkg --device-key KEY [--repeat N]   run it on an agent of KEY, timed there

@@ -11,7 +11,11 @@
 #include "absl/strings/str_format.h"
 #include "cli/command_util.h"
 #include "cli/flags.h"
+#include "cli/model_cmd.h"
+#include "common/status_macros.h"
 #include "compiler/codegen/llvm_target.h"
+#include "compiler/frontend/onnx_import.h"
+#include "compiler/frontend/tasks.h"
 #include "compiler/ir/workload.h"
 #include "compiler/ir/workload_spec.h"
 #include "server/search/gpu_local_measurer.h"
@@ -30,53 +34,124 @@ constexpr const char* kHelp =
     R"(usage: tunefarm tune --workload SPEC [--target T|host] [--trials N] [--seconds S]
                      [--early-stop N] [--strategy evolutionary|random] [--threads N] [--batch N] [--seed N]
                      [--db FILE] [--load-model FILE] [--save-model FILE]
+       tunefarm tune MODEL.onnx [--shape NAME=D1xD2x...]... [-o MODEL.tfpkg] [same flags]
 
-Tunes one workload on this machine: schedules are compiled here, run in a
-child process, checked against a reference on random inputs and timed (a
-cuda target on this machine's GPU: NVRTC builds, CUDA-event timings). Every
-result is stored in the log database (default tunefarm.db) as it arrives.
-Records already in the database for this workload and target are never
+Tunes one workload, or every task of a model, on this machine, with no
+server to start: schedules are compiled here, run in a child process,
+checked against a reference on random inputs and timed (a cuda target on
+this machine's GPU: NVRTC builds, CUDA-event timings). Every result is
+stored in the log database (default tunefarm.db) as it arrives. Records
+already in the database for these workloads and the target are never
 measured again, and every record for the target trains the cost model from
-the start (warm start). The cost model of the last run on the target is
-stored in the database too: it ranks the next run's first batch, and is
-retrained on everything after it.
+the start (warm start): a second run continues the first. The cost model of
+the last run on the target is stored in the database too: it ranks the next
+run's first batch, and is retrained on everything after it.
 
-  --trials    measurements, the default schedule included (default 64;
-              0 with --seconds: as many as the wall time allows)
+A model's tasks are the ones `tunefarm tasks` lists. The budget goes first
+to each task's default schedule, then to the tasks where the model's time
+is (weight x latency, and how fast each improves). With -o the package is
+built at the end from the database, as `tunefarm build` does.
+
+  --trials    measurements, the default schedules included (default 64 for
+              a workload, 32 per task for a model; 0 with --seconds: as
+              many as the wall time allows)
   --seconds   wall-time budget (default: none)
-  --early-stop  stop once N trials in a row found nothing better (default: never)
+  --early-stop  stop a task once N trials in a row found nothing better
+              (default: never)
   --strategy  evolutionary (default: cost-model guided) or random
-  --threads   kernel threads (default 1; CPU targets)
+  --threads   kernel threads (default 1; CPU targets); the package is built
+              for this count too
+  --shape     a model input's shape, for inputs with dynamic dimensions
+  -o          write the tuned model's package (with a model)
   --load-model  start from the cost model in FILE instead of the database's
   --save-model  also write the final cost model to FILE
 )";
 
+// The model's tasks (as `tunefarm tasks` finds them) on `target`, each with
+// its weight; a task is named by its spec where the syntax can say it.
+absl::StatusOr<std::vector<search::Task>> ModelTasks(const std::string& path,
+                                                     const std::vector<std::string>& shapes,
+                                                     const ir::Target& target) {
+  frontend::ImportOptions io;
+  for (const std::string& s : shapes) {
+    TF_ASSIGN_OR_RETURN(auto o, frontend::ParseShapeOverride(s));
+    io.input_shapes[o.first] = o.second;
+  }
+  TF_ASSIGN_OR_RETURN(frontend::Model model, frontend::ImportOnnxFile(path, io));
+  TF_ASSIGN_OR_RETURN(frontend::TaskExtraction ex, frontend::ExtractTasks(model));
+  if (ex.tasks.empty()) return absl::InvalidArgumentError(absl::StrCat(path, ": no tunable tasks"));
+  std::vector<search::Task> tasks;
+  for (const frontend::ModelTask& t : ex.tasks) {
+    absl::StatusOr<std::string> spec = ir::FormatWorkloadSpec(t.workload);
+    TF_ASSIGN_OR_RETURN(search::Task task, search::Task::Make(t.workload, target,
+                                                              spec.ok() ? *spec : t.key, t.weight));
+    tasks.push_back(std::move(task));
+  }
+  return tasks;
+}
+
+// The model's time from each task's best (else default) time, times its
+// weight; `timed` counts the tasks that have one.
+double ModelSeconds(const search::Tuner& tuner, bool best, int* timed) {
+  double sum = 0;
+  *timed = 0;
+  for (size_t i = 0; i < tuner.tasks().size(); ++i) {
+    const search::TaskHistory& h = tuner.history(int(i));
+    double sec = tuner.default_seconds(int(i));
+    if (best && !h.ok.empty() && (sec <= 0 || h.best_seconds() < sec)) sec = h.best_seconds();
+    if (sec <= 0) continue;
+    sum += tuner.tasks()[i].weight * sec;
+    ++*timed;
+  }
+  return sum;
+}
+
+// One line per task of a model run: its time before and after, its trials.
+void PrintTaskTable(const search::Tuner& tuner, std::ostream& out) {
+  out << absl::StrFormat("%3s %6s %10s %10s %7s %6s  %s\n", "#", "weight", "default_ms", "best_ms",
+                         "speedup", "trials", "task");
+  for (size_t i = 0; i < tuner.tasks().size(); ++i) {
+    const search::TaskHistory& h = tuner.history(int(i));
+    const double def = tuner.default_seconds(int(i));
+    const double best = h.ok.empty() ? 0 : h.best_seconds();
+    auto ms = [](double s) { return s > 0 ? absl::StrFormat("%.4f", s * 1e3) : std::string("-"); };
+    out << absl::StrFormat("%3d %6.0f %10s %10s %7s %6d  %s\n", i + 1, tuner.tasks()[i].weight,
+                           ms(def), ms(best),
+                           def > 0 && best > 0 ? absl::StrFormat("%.2fx", def / best) : "-",
+                           h.trials, tuner.tasks()[i].name);
+  }
+}
+
 }  // namespace
 
 int RunTune(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
-  absl::StatusOr<Flags> parsed =
-      ParseFlags(args,
-                 FlagSpec{{"workload", "target", "trials", "seconds", "strategy", "threads", "batch",
-                           "seed", "db", "save_model", "load_model", "early_stop"},
-                          {}},
-                 "tune");
+  absl::StatusOr<Flags> parsed = ParseFlags(
+      args,
+      FlagSpec{{"workload", "target", "trials", "seconds", "strategy", "threads", "batch", "seed",
+                "db", "save_model", "load_model", "early_stop", "shape", "output"},
+               {}},
+      "tune");
   if (!parsed.ok()) return Fail(err, 2, std::string(parsed.status().message()));
   if (parsed->help()) {
     out << kHelp;
     return 0;
   }
-  if (!parsed->positional().empty()) {
-    return Fail(err, 2, absl::StrCat("tune: unexpected argument '", parsed->positional()[0], "'"));
+  if (parsed->positional().size() > 1) {
+    return Fail(err, 2, absl::StrCat("tune: unexpected argument '", parsed->positional()[1], "'"));
   }
+  const std::string model_path = parsed->positional().empty() ? "" : parsed->positional()[0];
   // Every flag's value, or its default.
   std::map<std::string, std::string> flags = {
       {"target", "host"},    {"trials", "64"}, {"strategy", "evolutionary"},
       {"threads", "1"},      {"batch", "16"},  {"seed", "1"},
       {"db", "tunefarm.db"}, {"seconds", "0"}, {"early_stop", "0"}};
   for (const auto& [name, values] : parsed->given()) flags[name] = values.back();
-  if (!flags.count("workload")) return Fail(err, 2, "tune needs --workload");
-  auto workload = ir::ParseWorkloadSpec(flags["workload"]);
-  if (!workload.ok()) return Fail(err, 2, std::string(workload.status().message()));
+  if (model_path.empty() && !flags.count("workload"))
+    return Fail(err, 2, "tune needs --workload SPEC or a model file (MODEL.onnx)");
+  if (!model_path.empty() && flags.count("workload"))
+    return Fail(err, 2, "tune takes --workload or a model file, not both");
+  if (model_path.empty() && (flags.count("output") || flags.count("shape")))
+    return Fail(err, 2, "-o and --shape are for a model: tunefarm tune MODEL.onnx ...");
   absl::StatusOr<ir::Target> parsed_target = ParseTargetFlag(flags["target"]);
   if (!parsed_target.ok()) return Fail(err, 2, std::string(parsed_target.status().message()));
   const ir::Target target = *parsed_target;
@@ -96,6 +171,8 @@ int RunTune(const std::vector<std::string>& args, std::ostream& out, std::ostrea
     if (absl::Status s = codegen::CheckLLVMTarget(target); !s.ok())
       return Fail(err, 2, std::string(s.message()));
   }
+  if (!model_path.empty() && flags.count("output") && target.is_gpu())
+    return Fail(err, 2, "-o: packages are built for CPU targets (cuda models are not built yet)");
   int64_t trials = 0, threads = 0, batch = 0, seed = 0, early_stop = 0;
   double seconds = 0;
   if (!absl::SimpleAtod(flags["seconds"], &seconds) || seconds < 0)
@@ -104,16 +181,30 @@ int RunTune(const std::vector<std::string>& args, std::ostream& out, std::ostrea
     return Fail(err, 2, "--trials needs a positive number (or 0 with --seconds)");
   if (!absl::SimpleAtoi(flags["early_stop"], &early_stop) || early_stop < 0)
     return Fail(err, 2, "--early-stop needs a number of trials");
-  if (!absl::SimpleAtoi(flags["threads"], &threads) || threads < 1)
-    return Fail(err, 2, "--threads needs a positive number");
+  if (!absl::SimpleAtoi(flags["threads"], &threads) || threads < 1 || threads > 256)
+    return Fail(err, 2, "--threads needs a number from 1 to 256");
   if (!absl::SimpleAtoi(flags["batch"], &batch) || batch < 1)
     return Fail(err, 2, "--batch needs a positive number");
   if (!absl::SimpleAtoi(flags["seed"], &seed)) return Fail(err, 2, "--seed needs a number");
   auto strategy = search::ParseStrategy(flags["strategy"]);
   if (!strategy.ok()) return Fail(err, 2, std::string(strategy.status().message()));
 
-  auto task = search::Task::Make(*workload, target, flags["workload"]);
-  if (!task.ok()) return Fail(err, 1, std::string(task.status().message()));
+  std::vector<search::Task> tasks;
+  if (model_path.empty()) {
+    auto workload = ir::ParseWorkloadSpec(flags["workload"]);
+    if (!workload.ok()) return Fail(err, 2, std::string(workload.status().message()));
+    auto task = search::Task::Make(*workload, target, flags["workload"]);
+    if (!task.ok()) return Fail(err, 1, std::string(task.status().message()));
+    tasks.push_back(*std::move(task));
+  } else {
+    std::vector<std::string> shapes;
+    if (parsed->Has("shape")) shapes = parsed->All("shape");
+    auto model_tasks = ModelTasks(model_path, shapes, target);
+    if (!model_tasks.ok()) return Fail(err, 1, std::string(model_tasks.status().message()));
+    tasks = *std::move(model_tasks);
+    if (!parsed->given().count("trials") && seconds <= 0) trials = 32 * int64_t(tasks.size());
+  }
+  const bool model = !model_path.empty();
   store::TuningLog::Options lo;
   lo.canon = search::CompilerCanon();
   lo.path = flags["db"];
@@ -138,11 +229,14 @@ int RunTune(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   o.early_stop_trials = int(std::min<int64_t>(early_stop, search::kNoTrialLimit));
   o.batch = int(batch);
   o.seed = uint64_t(seed);
-  search::Tuner tuner({*task}, measurer.get(), o);
+  std::map<std::string, int> task_of;
+  for (size_t i = 0; i < tasks.size(); ++i) task_of[tasks[i].key] = int(i);
+  const int n_tasks = int(tasks.size());
+  search::Tuner tuner(std::move(tasks), measurer.get(), o);
 
-  // Warm start: this workload's records are history; the target's others train the model.
+  // Warm start: these workloads' records are history; the target's others train the model.
   const std::string spec = target.ToString();
-  auto warm = search::WarmStart(**log, target, spec, {{task->key, 0}}, tuner);
+  auto warm = search::WarmStart(**log, target, spec, task_of, tuner);
   if (!warm.ok()) return Fail(err, 1, std::string(warm.status().message()));
   // The starting model: a file named by the user, else the database's newest for the target.
   std::string model_from;
@@ -165,14 +259,17 @@ int RunTune(const std::vector<std::string>& args, std::ostream& out, std::ostrea
     }
   }
   tuner.SeedFromOtherWorkloads();
+  int seeded = 0;
+  for (int i = 0; i < n_tasks; ++i) seeded += tuner.seeds(i);
+  const std::string what =
+      model ? absl::StrCat(model_path, " (", n_tasks, " tasks)") : flags["workload"];
   out << absl::StrFormat(
-      "tuning %s on %s: %s, %s; %d earlier records of this workload, %d of others%s\n",
-      flags["workload"], spec,
+      "tuning %s on %s: %s, %s; %d earlier records of %s, %d of others%s\n", what, spec,
       trials > 0 ? absl::StrCat(trials, " trials") : absl::StrCat(seconds, " s of trials"),
-      search::StrategyName(*strategy), warm->history, warm->transfer,
-      tuner.seeds(0) > 0
-          ? absl::StrCat(" (", tuner.seeds(0), " schedules of similar workloads to start from)")
-          : "");
+      search::StrategyName(*strategy), warm->history, model ? "its tasks" : "this workload",
+      warm->transfer,
+      seeded > 0 ? absl::StrCat(" (", seeded, " schedules of similar workloads to start from)")
+                 : "");
   if (!model_from.empty()) out << "cost model: " << model_from << "\n";
   v1::Fingerprint fp;
   if (target.is_gpu()) fp = search::GpuLocalMeasurer::MachineFingerprint();
@@ -180,30 +277,54 @@ int RunTune(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   absl::Status store_error;
   double best = 0;
   absl::Status s = tuner.Run([&](const search::Trial& t) {
-    v1::Record r = search::RecordOfTrial(*task, spec, t);
-    if (t.result.status == search::MeasureResult::Status::kOk)
-      best = std::max(best, task->flops / t.result.seconds * 1e-9);
+    const search::Task& task = tuner.tasks()[t.task];
+    v1::Record r = search::RecordOfTrial(task, spec, t);
+    if (!model && t.result.status == search::MeasureResult::Status::kOk)
+      best = std::max(best, task.flops / t.result.seconds * 1e-9);
     *r.mutable_fingerprint() = fp;
     auto c = (*log)->CommitRecords({r});
     if (!c.ok() && store_error.ok()) store_error = c.status();
-    if ((t.index + 1) % o.batch == 0 || t.index + 1 == o.max_trials) {
+    if ((t.index + 1) % o.batch != 0 && t.index + 1 != o.max_trials) return;
+    if (model) {
+      int timed = 0, timed_def = 0;
+      const double now = ModelSeconds(tuner, true, &timed);
+      const double def = ModelSeconds(tuner, false, &timed_def);
+      out << absl::StrFormat("  trial %d  tasks' time %.3f ms", t.index + 1, now * 1e3);
+      if (timed < n_tasks) out << absl::StrFormat(" (%d of %d tasks timed)", timed, n_tasks);
+      if (timed_def == n_tasks) out << absl::StrFormat(", defaults %.3f ms", def * 1e3);
+      out << absl::StrFormat("  (%.0f s)\n", t.elapsed_s);
+    } else {
       out << absl::StrFormat("  trial %d  best %.1f GFLOP/s  (%.0f s)\n", t.index + 1, best,
                              t.elapsed_s);
-      out.flush();
     }
+    out.flush();
   });
   if (!store_error.ok())
     return Fail(err, 1, absl::StrCat("storing records: ", store_error.message()));
   if (!s.ok()) return Fail(err, 1, std::string(s.message()));
-  const search::TaskHistory& h = tuner.history(0);
-  if (h.ok.empty()) return Fail(err, 1, "no candidate ran successfully");
-  double def = tuner.default_seconds(0);
-  out << absl::StrFormat("best %.1f GFLOP/s (%.3f ms)", task->flops / h.best_seconds() * 1e-9,
-                         h.best_seconds() * 1e3);
-  if (def > 0)
-    out << absl::StrFormat(", default schedule %.1f GFLOP/s: %.2fx", task->flops / def * 1e-9,
-                           def / h.best_seconds());
-  out << "\n";
+  if (model) {
+    PrintTaskTable(tuner, out);
+    int timed_best = 0, timed_def = 0;
+    const double now = ModelSeconds(tuner, true, &timed_best);
+    const double def = ModelSeconds(tuner, false, &timed_def);
+    if (timed_best == 0) return Fail(err, 1, "no candidate of any task ran successfully");
+    out << absl::StrFormat("tasks' time (weight x best): %.3f ms", now * 1e3);
+    if (timed_def == n_tasks && def > 0)
+      out << absl::StrFormat(", with default schedules %.3f ms: %.2fx", def * 1e3, def / now);
+    if (timed_best < n_tasks) out << " (" << n_tasks - timed_best << " tasks not timed)";
+    out << "\n";
+  } else {
+    const search::TaskHistory& h = tuner.history(0);
+    if (h.ok.empty()) return Fail(err, 1, "no candidate ran successfully");
+    const search::Task& task = tuner.tasks()[0];
+    double def = tuner.default_seconds(0);
+    out << absl::StrFormat("best %.1f GFLOP/s (%.3f ms)", task.flops / h.best_seconds() * 1e-9,
+                           h.best_seconds() * 1e3);
+    if (def > 0)
+      out << absl::StrFormat(", default schedule %.1f GFLOP/s: %.2fx", task.flops / def * 1e-9,
+                             def / h.best_seconds());
+    out << "\n";
+  }
   // Serialized once, for the file and the database.
   std::string bytes;
   if (flags.count("save_model") && tuner.model().trained()) {
@@ -221,7 +342,14 @@ int RunTune(const std::vector<std::string>& args, std::ostream& out, std::ostrea
                                 : absl::StrCat("cannot write ", flags["save_model"]));
     }
   }
-  return 0;
+  if (!model || !flags.count("output")) return 0;
+  // The package, from the database: the same choice `tunefarm build` makes.
+  log->reset();
+  std::vector<std::string> build = {model_path,      "-o",   flags["output"], "--target",
+                                    flags["target"], "--db", flags["db"],     "--threads",
+                                    flags["threads"]};
+  for (const std::string& shape : parsed->All("shape")) build.push_back("--shape=" + shape);
+  return RunBuild(build, out, err);
 }
 
 }  // namespace tunefarm::cli

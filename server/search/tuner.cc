@@ -117,6 +117,9 @@ void Tuner::Record(int task, const ir::Trace& s, const MeasureResult& r) {
 
 void Tuner::AddHistory(int task, const ir::Trace& schedule, const MeasureResult& result) {
   Record(task, schedule, result);
+  if (schedule.is_default && result.status == MeasureResult::Status::kOk &&
+      (default_seconds_[task] <= 0 || result.seconds < default_seconds_[task]))
+    default_seconds_[task] = result.seconds;
 }
 
 void Tuner::AddTransferRecord(const Task& other, const ir::Trace& schedule, double seconds) {

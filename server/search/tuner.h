@@ -92,6 +92,8 @@ class Tuner {
 
   const std::vector<Task>& tasks() const { return tasks_; }
   const TaskHistory& history(int task) const { return histories_[task]; }
+  // The default schedule's time: as this run measured it, else the best of
+  // the earlier measurements AddHistory was given; 0 while unknown.
   double default_seconds(int task) const { return default_seconds_[task]; }
   int trials() const { return trials_; }
   int64_t task_trials(int task) const { return task_trials_[task]; }

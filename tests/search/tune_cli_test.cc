@@ -74,6 +74,76 @@ TEST(TuneCli, StoresEveryTrialAndNeverRemeasures) {
   }
 }
 
+// `tune MODEL.onnx`: every task of the model is tuned on this machine with
+// no daemon, every trial stored; -o builds the package from the database;
+// a second run continues from the records and the stored defaults.
+TEST(TuneCli, ModelTunesEveryTaskAndWritesItsPackage) {
+  testing::TempDir dir;
+  testing::CommandResult made = testing::RunCommand(
+      {"/usr/bin/python3", std::string(TF_SOURCE_DIR) + "/tests/deploy/make_models.py", dir.path()},
+      dir.path());
+  if (made.exit_code != 0) {
+    TF_SKIP("no-package") << "python3-onnx is not installed (/usr/bin/python3): " << made.err;
+  }
+  const std::string db = dir.File("m.db"), pkg = dir.File("tiny.tfpkg");
+  std::vector<std::string> cmd = {testing::BinPath("tunefarm"),
+                                  "tune",
+                                  dir.File("tiny.onnx"),
+                                  "--trials",
+                                  "12",
+                                  "--batch",
+                                  "4",
+                                  "--db",
+                                  db,
+                                  "-o",
+                                  pkg};
+  testing::CommandResult r = testing::RunCommand(cmd, dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "(5 tasks)")) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "tasks' time (weight x best)")) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "tiny.tfpkg: 5 kernels")) << r.out;
+  std::vector<v1::Record> first = AllRecords(db);
+  ASSERT_EQ(first.size(), 12u);
+  // Each task's default schedule was measured before any candidate.
+  std::set<std::string> keys;
+  for (size_t i = 0; i < 5; ++i) {
+    EXPECT_TRUE(first[i].schedule().is_default()) << i;
+    keys.insert(first[i].workload_key());
+  }
+  EXPECT_EQ(keys.size(), 5u);
+  for (const v1::Record& rec : first) EXPECT_TRUE(keys.count(rec.workload_key()));
+  testing::CommandResult run =
+      testing::RunCommand({testing::BinPath("tunefarm"), "run", pkg}, dir.path());
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_TRUE(absl::StrContains(run.out, "latency")) << run.out;
+
+  // The second run: history from the first, defaults known, nothing twice.
+  cmd[4] = "6";
+  r = testing::RunCommand(cmd, dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "12 earlier records of its tasks")) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "with default schedules")) << r.out;
+  std::vector<v1::Record> all = AllRecords(db);
+  EXPECT_EQ(all.size(), 18u);
+  std::set<std::pair<std::string, std::string>> measured;
+  for (const v1::Record& rec : all) {
+    EXPECT_TRUE(measured.insert({rec.workload_key(), rec.schedule_hash()}).second)
+        << "measured twice: " << rec.schedule_hash();
+    EXPECT_NE(rec.status(), v1::MEASURE_STATUS_WRONG_RESULT) << rec.error();
+  }
+
+  // Refusals name the problem.
+  r = testing::RunCommand(
+      {testing::BinPath("tunefarm"), "tune", dir.File("unsupported.onnx"), "--db", db}, dir.path());
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(absl::StrContains(r.err, "unsupported operator 'NonZero'")) << r.err;
+  r = testing::RunCommand({testing::BinPath("tunefarm"), "tune", dir.File("tiny.onnx"),
+                           "--workload", "matmul(M=8,N=8,K=8)"},
+                          dir.path());
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(absl::StrContains(r.err, "not both")) << r.err;
+}
+
 // The cost model of a run lands in the database and steers the next run on
 // the target; a model file works the same way, and a bad one is refused.
 TEST(TuneCli, CostModelIsStoredAndLoaded) {
