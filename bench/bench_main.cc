@@ -8,6 +8,7 @@
 //   tunefarm-bench farm [--agents 1,10,100] [--seconds 10] [--trials 96] [--json FILE]
 //   tunefarm-bench models [--trials 300] [--threads 1,2] [--repeat 20] [--yolo-size 640] [--json
 //   FILE]
+//   tunefarm-bench native
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -21,6 +22,7 @@ int RunKernelsBench(const std::vector<std::string>& args);
 int RunSearchBench(const std::vector<std::string>& args);
 int RunFarmBench(const std::vector<std::string>& args);
 int RunModelsBench(const std::vector<std::string>& args);
+int RunNativeBench(const std::vector<std::string>& args);
 }  // namespace tunefarm::bench
 
 int main(int argc, char** argv) {
@@ -40,8 +42,8 @@ int main(int argc, char** argv) {
     std::perror("re-exec");
   }
   std::vector<std::string> args(argv + 1, argv + argc);
-  if (args.empty() ||
-      (args[0] != "kernels" && args[0] != "search" && args[0] != "farm" && args[0] != "models")) {
+  if (args.empty() || (args[0] != "kernels" && args[0] != "search" && args[0] != "farm" &&
+                       args[0] != "models" && args[0] != "native")) {
     std::fprintf(
         stderr,
         "usage: tunefarm-bench kernels [--target host|cuda[ -arch=sm_XX]] [--samples N] "
@@ -55,11 +57,13 @@ int main(int argc, char** argv) {
         "       tunefarm-bench farm [--agents 1,10,100] [--seconds 10] [--trials 96] "
         "[--json FILE]\n"
         "       tunefarm-bench models [--trials 300] [--threads 1,2] [--repeat 20] "
-        "[--yolo-size 640] [--only NAME] [--json FILE]\n");
+        "[--yolo-size 640] [--only NAME] [--json FILE]\n"
+        "       tunefarm-bench native\n");
     return 2;
   }
   std::vector<std::string> rest(args.begin() + 1, args.end());
   if (args[0] == "search") return tunefarm::bench::RunSearchBench(rest);
+  if (args[0] == "native") return tunefarm::bench::RunNativeBench(rest);
   if (args[0] == "farm") return tunefarm::bench::RunFarmBench(rest);
   if (args[0] == "models") return tunefarm::bench::RunModelsBench(rest);
   return tunefarm::bench::RunKernelsBench(rest);

@@ -79,13 +79,14 @@ class Op {
   // y = f(x) element by element, computed in double.
   template <typename F>
   absl::Status Map(F f);
-  // Applies f to the broadcast inputs [first, first + count) elementwise.
-  template <typename F>
+  // Applies f to the broadcast inputs [first, first + count) elementwise;
+  // kBinary: count is 2 and f reads v[0] and v[1] only.
+  template <bool kBinary = false, typename F>
   absl::Status Broadcast(size_t first, size_t count, F f);
   // y = f(a, b) over two broadcast inputs, computed in T.
   template <typename F>
   absl::Status Zip(F f) {
-    return Broadcast(0, 2, [f](const T* v) { return T(f(v[0], v[1])); });
+    return Broadcast<true>(0, 2, [f](const T* v) { return T(f(v[0], v[1])); });
   }
   absl::Status Copy();
   absl::Status Dropout();
@@ -218,9 +219,9 @@ absl::Status Op<T>::PRelu() {
       shapes[1][0] == shapes[0][1] && shapes[1][0] != shapes[0].back()) {
     OpArgs<T> per_channel = a_;
     per_channel.in_shapes[1].resize(shapes[0].size() - 1, 1);
-    return Op<T>(per_channel).Broadcast(0, 2, f);
+    return Op<T>(per_channel).template Broadcast<true>(0, 2, f);
   }
-  return Broadcast(0, 2, f);
+  return Broadcast<true>(0, 2, f);
 }
 
 // Max or Min of 1 to 4 broadcast inputs.
@@ -231,6 +232,10 @@ absl::Status Op<T>::MinMax(bool mx) {
     return absl::OkStatus();
   }
   if (n_.inputs.size() > 4) return Error("more than 4 inputs");
+  if (n_.inputs.size() == 2) {
+    return mx ? Broadcast<true>(0, 2, [](const T* v) { return std::max(v[0], v[1]); })
+              : Broadcast<true>(0, 2, [](const T* v) { return std::min(v[0], v[1]); });
+  }
   const size_t cnt = n_.inputs.size();
   return Broadcast(0, cnt, [cnt, mx](const T* v) {
     T r = v[0];
@@ -259,15 +264,53 @@ absl::Status Op<T>::Dropout() {
   return absl::OkStatus();
 }
 
+// The inner loop of Broadcast over `n` elements whose inputs advance by
+// `step[k]` each (0: one value for the whole run). A binary f over unit or
+// zero steps gets loops of its own, which the compiler vectorizes.
+template <bool kBinary, typename T, typename F>
+void BroadcastRun(F& f, size_t count, const T* const* in, const int64_t* step, T* y, int64_t n) {
+  if (kBinary && step[0] <= 1 && step[1] <= 1) {
+    const T* a = in[0];
+    const T* b = in[1];
+    if (step[0] == 1 && step[1] == 1) {
+      for (int64_t i = 0; i < n; ++i) {
+        const T v[2] = {a[i], b[i]};
+        y[i] = f(v);
+      }
+    } else if (step[0] == 1) {
+      const T bv = b[0];
+      for (int64_t i = 0; i < n; ++i) {
+        const T v[2] = {a[i], bv};
+        y[i] = f(v);
+      }
+    } else if (step[1] == 1) {
+      const T av = a[0];
+      for (int64_t i = 0; i < n; ++i) {
+        const T v[2] = {av, b[i]};
+        y[i] = f(v);
+      }
+    } else {
+      const T v[2] = {a[0], b[0]};
+      std::fill(y, y + n, f(v));
+    }
+    return;
+  }
+  T v[4] = {};
+  for (int64_t i = 0; i < n; ++i) {
+    for (size_t k = 0; k < count; ++k) v[k] = in[k][i * step[k]];
+    y[i] = f(v);
+  }
+}
+
 template <typename T>
-template <typename F>
+template <bool kBinary, typename F>
 absl::Status Op<T>::Broadcast(size_t first, size_t count, F f) {
+  if (kBinary && count != 2) return Error("a binary kernel over other than 2 inputs");
   const Shape& os = OutShape();
   const size_t r = os.size();
   const int64_t total = Numel(os);
   std::vector<const T*> ptr(count);
   std::vector<Shape> st(count, Shape(r, 0));
-  bool same = true;
   for (size_t k = 0; k < count; ++k) {
     ptr[k] = In(first + k);
     if (ptr[k] == nullptr) return Error(StrCat("input ", first + k, " is missing"));
@@ -275,42 +318,55 @@ absl::Status Op<T>::Broadcast(size_t first, size_t count, F f) {
     if (s.size() > r) return Error("input has more dimensions than the output");
     Shape full(r - s.size(), 1);
     full.insert(full.end(), s.begin(), s.end());
-    if (full != os) same = false;
     Shape fs = Strides(full);
     for (size_t d = 0; d < r; ++d) {
       if (full[d] != os[d] && full[d] != 1) return Error("shapes do not broadcast");
       st[k][d] = full[d] == 1 ? 0 : fs[d];
     }
   }
-  T* y = Out();
-  if (same || r == 0) {
-    Parallel(total, [&](int64_t b, int64_t e) {
-      T v[4];
-      for (int64_t i = b; i < e; ++i) {
-        for (size_t k = 0; k < count; ++k) v[k] = ptr[k][i];
-        y[i] = f(v);
-      }
-    });
-    return absl::OkStatus();
+  if (total == 0) return absl::OkStatus();
+  // Dimensions merged where every input continues contiguously (or stays
+  // put) from one into the next: [1,C,H,W] + [1,C,1,1] is C rows of H*W
+  // against one value each. dims/step: innermost first.
+  Shape dims;
+  std::vector<Shape> step(count);
+  for (size_t d = r; d-- > 0;) {
+    if (os[d] == 1) continue;
+    bool merge = !dims.empty();
+    for (size_t k = 0; k < count && merge; ++k) merge = st[k][d] == step[k].back() * dims.back();
+    if (merge) {
+      dims.back() *= os[d];
+    } else {
+      dims.push_back(os[d]);
+      for (size_t k = 0; k < count; ++k) step[k].push_back(st[k][d]);
+    }
   }
-  const int64_t inner = os[r - 1];
-  const int64_t rows = total / std::max<int64_t>(inner, 1);
-  Parallel(rows, [&](int64_t b, int64_t e) {
-    T v[4];
-    int64_t off[4];
-    for (int64_t row = b; row < e; ++row) {
+  if (dims.empty()) {  // one element
+    dims.push_back(1);
+    for (size_t k = 0; k < count; ++k) step[k].push_back(0);
+  }
+  // Work items: each row (the innermost merged dimension) in chunks, so a
+  // single long row is split across threads too.
+  constexpr int64_t kChunk = 16384;
+  const int64_t inner = dims[0];
+  const int64_t chunks = (inner + kChunk - 1) / kChunk;
+  const int64_t rows = total / inner;
+  T* y = Out();
+  Parallel(rows * chunks, [&](int64_t b, int64_t e) {
+    const T* in[4];
+    int64_t inner_step[4];
+    for (size_t k = 0; k < count; ++k) inner_step[k] = step[k][0];
+    for (int64_t item = b; item < e; ++item) {
+      const int64_t row = item / chunks, begin = (item % chunks) * kChunk;
+      const int64_t n = std::min(kChunk, inner - begin);
       int64_t rem = row;
-      for (size_t k = 0; k < count; ++k) off[k] = 0;
-      for (int d = int(r) - 2; d >= 0; --d) {
-        int64_t idx = rem % os[size_t(d)];
-        rem /= os[size_t(d)];
-        for (size_t k = 0; k < count; ++k) off[k] += idx * st[k][size_t(d)];
+      for (size_t k = 0; k < count; ++k) in[k] = ptr[k] + begin * inner_step[k];
+      for (size_t d = 1; d < dims.size(); ++d) {
+        const int64_t idx = rem % dims[d];
+        rem /= dims[d];
+        for (size_t k = 0; k < count; ++k) in[k] += idx * step[k][d];
       }
-      T* yr = y + row * inner;
-      for (int64_t i = 0; i < inner; ++i) {
-        for (size_t k = 0; k < count; ++k) v[k] = ptr[k][off[k] + i * st[k][r - 1]];
-        yr[i] = f(v);
-      }
+      BroadcastRun<kBinary>(f, count, in, inner_step, y + row * inner + begin, n);
     }
   });
   return absl::OkStatus();

@@ -107,7 +107,7 @@ search::Task MakeTask(const std::string& spec, const ir::Target& target = codege
 int DecisionsApart(const ir::Trace& a, const ir::Trace& b) {
   EXPECT_EQ(a.decisions.size(), b.decisions.size());
   int diff = 0;
-  for (int i = 0; i < std::min(a.decisions.size(), b.decisions.size()); ++i)
+  for (size_t i = 0; i < std::min(a.decisions.size(), b.decisions.size()); ++i)
     diff += a.decisions[i] != b.decisions[i];
   return diff;
 }
@@ -622,7 +622,7 @@ TEST(Sketch, FittedDecisionsClampTilesToDivisorsAndBuild) {
 TEST(LocalMeasurer, BadScheduleIsABuildErrorWithTheReason) {
   search::Task task = MakeTask("matmul(M=8,N=8,K=8)");
   ir::Trace bad;
-  bad.steps.push_back(ir::SplitStep{0});  // no lengths
+  bad.steps.push_back(ir::SplitStep{0, 0, {}});  // no lengths
   search::LocalMeasurer m;
   std::vector<MeasureResult> r = m.Measure(task, {bad, ir::DefaultSchedule(task.dag, task.target)});
   ASSERT_EQ(r.size(), 2u);
