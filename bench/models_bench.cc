@@ -78,6 +78,24 @@ struct ModelSpec {
 
 }  // namespace
 
+// Where the tuned build's time goes at `threads`: every step timed over 5
+// profiled runs.
+absl::StatusOr<runner::TimeShares> ProfiledShares(
+    const v1::ModelPackage& pkg, int threads, const std::map<std::string, std::vector<float>>& in) {
+  runner::GraphRuntime::Options o;
+  o.threads = threads;
+  o.profile = true;
+  TF_ASSIGN_OR_RETURN(std::unique_ptr<runner::GraphRuntime> rt, runner::GraphRuntime::Load(pkg, o));
+  std::vector<double> sum;
+  for (int r = 0; r < 5; ++r) {
+    TF_RETURN_IF_ERROR(rt->Run(in, nullptr));
+    const std::vector<double>& sec = rt->StepSeconds();
+    sum.resize(sec.size(), 0);
+    for (size_t i = 0; i < sec.size(); ++i) sum[i] += sec[i];
+  }
+  return runner::SharesOf(pkg, sum);
+}
+
 int RunModelsBench(const std::vector<std::string>& args) {
   int trials = 300, repeat = 20, yolo = 640;
   std::vector<int> thread_list = {1, 2};
@@ -319,6 +337,9 @@ int RunModelsBench(const std::vector<std::string>& args) {
       const double* t = &times->b_seconds;
       double ort = 0;
       if (auto o = TimeOrt(spec.path, th, repeat, input_flags, ""); o.ok()) ort = *o;
+      runner::TimeShares shares;
+      if (auto p = ProfiledShares(*tuned, th, in); p.ok()) shares = *p;
+      const double all = std::max(shares.total(), 1e-12);
       std::printf(
           "%-20s %3d %12.2f %12.2f %14s %8d %10.2f %10s  %d/%d, %d reverted (tuning %.0f s)\n",
           spec.name.c_str(), th, *u * 1e3, *t * 1e3,
@@ -326,16 +347,22 @@ int RunModelsBench(const std::vector<std::string>& args) {
           times->a_over_b,
           ort > 0 ? absl::StrFormat("%.2f", ort / *t).c_str() : "-", tuned_kernels,
           tuned->kernels_size(), reverted, tune_s);
+      std::printf(
+          "%-20s %3d time in tuned kernels %.0f%%, default kernels %.0f%%, native steps %.0f%%\n",
+          spec.name.c_str(), th, 100 * shares.tuned / all, 100 * shares.default_kernels / all,
+          100 * shares.native / all);
       absl::StrAppend(&rows, rows.empty() ? "" : ",\n  ",
                       absl::StrFormat("{\"model\": \"%s\", \"threads\": %d, \"untuned_ms\": %.3f, "
                                       "\"tuned_ms\": %.3f, \"trials\": %d, \"onnxruntime_ms\": %s, "
                                       "\"tuned_kernels\": %d, \"kernels\": %d, \"reverted\": %d, "
                                       "\"speedup_paired\": %.4f, \"tuning_s\": %.1f, "
-                                      "\"check\": \"%s\"}",
+                                      "\"share_tuned\": %.4f, \"share_default\": %.4f, "
+                                      "\"share_native\": %.4f, \"check\": \"%s\"}",
                                       spec.name, th, *u * 1e3, *t * 1e3, tuner.trials(),
                                       ort > 0 ? absl::StrFormat("%.3f", ort * 1e3) : "null",
                                       tuned_kernels, tuned->kernels_size(), reverted,
-                                      times->a_over_b, tune_s, check));
+                                      times->a_over_b, tune_s, shares.tuned / all,
+                                      shares.default_kernels / all, shares.native / all, check));
     }
     std::printf("%-20s %s\n", "", check.c_str());
     std::fflush(stdout);

@@ -425,6 +425,13 @@ int RunModel(const std::vector<std::string>& args, std::ostream& out, std::ostre
     const auto& sec = (*rt)->StepSeconds();
     for (size_t s = 0; s < sec.size(); ++s)
       out << absl::StrFormat("  %4d %9.3f ms  %s\n", s, sec[s] * 1e3, (*rt)->StepLabel(int(s)));
+    const runner::TimeShares t = runner::SharesOf(*pkg, sec);
+    const double all = std::max(t.total(), 1e-12);
+    out << absl::StrFormat(
+        "time: tuned kernels %.3f ms (%.0f%%), default kernels %.3f ms (%.0f%%), native steps "
+        "%.3f ms (%.0f%%)\n",
+        t.tuned * 1e3, 100 * t.tuned / all, t.default_kernels * 1e3, 100 * t.default_kernels / all,
+        t.native * 1e3, 100 * t.native / all);
   }
   return 0;
 }

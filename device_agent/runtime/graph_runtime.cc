@@ -304,4 +304,21 @@ std::string GraphRuntime::StepLabel(int step) const {
   return StrCat(s.node().op(), " ", s.node().name());
 }
 
+TimeShares SharesOf(const v1::ModelPackage& package, const std::vector<double>& step_seconds) {
+  TimeShares t;
+  for (int i = 0; i < package.steps_size() && size_t(i) < step_seconds.size(); ++i) {
+    const v1::PackageStep& s = package.steps(i);
+    const double sec = step_seconds[size_t(i)];
+    if (!s.has_kernel()) {
+      t.native += sec;
+    } else if (s.kernel().kernel() < package.kernels_size() &&
+               package.kernels(s.kernel().kernel()).tuned()) {
+      t.tuned += sec;
+    } else {
+      t.default_kernels += sec;
+    }
+  }
+  return t;
+}
+
 }  // namespace tunefarm::runner

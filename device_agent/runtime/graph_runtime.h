@@ -60,4 +60,14 @@ class GraphRuntime {
   std::unique_ptr<Impl> impl_;
 };
 
+// Where a profiled run's time went (seconds): kernel steps whose kernel is
+// tuned, kernel steps on default schedules, native operator steps.
+struct TimeShares {
+  double tuned = 0, default_kernels = 0, native = 0;
+  double total() const { return tuned + default_kernels + native; }
+};
+// `step_seconds`: GraphRuntime::StepSeconds of a run of `package` (summed
+// over runs, or not).
+TimeShares SharesOf(const v1::ModelPackage& package, const std::vector<double>& step_seconds);
+
 }  // namespace tunefarm::runner

@@ -78,6 +78,28 @@ TEST(BenchSmoke, GpuKernelsRunOrSayWhyNot) {
 // whole runs. A run that got there within the budget got there at the same
 // trial; one that did not needs more than the budget. The finals are each
 // run's best within the largest budget.
+// Every native-operator case runs, is checked against oneDNN and has both rates.
+TEST(BenchSmoke, NativeOpsAgainstOneDnn) {
+  testing::TempDir dir;
+  testing::CommandResult r =
+      testing::RunCommand({testing::BinPath("tunefarm-bench"), "native"}, dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  EXPECT_FALSE(absl::StrContains(r.out, "WRONG")) << r.out;
+  const std::regex row(
+      "^[a-z -]+ +(Add|Mul|Div|Max|Relu|Sigmoid) +[0-9x .]+ +\\d+ +([0-9.]+) +([0-9.]+) "
+      "+([0-9.]+)$");
+  int rows = 0;
+  std::istringstream lines(r.out);
+  for (std::string line; std::getline(lines, line);) {
+    std::smatch m;
+    if (!std::regex_match(line, m, row)) continue;
+    ++rows;
+    EXPECT_GT(std::stod(m[2]), 0) << line;
+    EXPECT_GT(std::stod(m[3]), 0) << line;
+  }
+  EXPECT_EQ(rows, 9) << r.out;
+}
+
 TEST(BenchSmoke, SearchWritesRowsAndWholeRunFigures) {
   testing::TempDir dir;
   std::string json = dir.File("search.json"), svg = dir.File("search.svg");

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <fstream>
 #include <random>
+#include <regex>
 #include <set>
 #include <sstream>
 
@@ -11,13 +12,13 @@
 #include "compiler/codegen/llvm_target.h"
 #include "compiler/ir/schedule_hash.h"
 #include "compiler/ir/workload.h"
-#include "compiler/schedule/tiling.h"
-#include "server/search/space/cpu_sketch.h"
 #include "compiler/ir/workload_spec.h"
+#include "compiler/schedule/tiling.h"
 #include "device_agent/runtime/capabilities.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "server/search/gpu_local_measurer.h"
+#include "server/search/space/cpu_sketch.h"
 #include "server/search/store_canon.h"
 #include "server/store/tuning_log.h"
 #include "tests/testing/process.h"
@@ -113,9 +114,19 @@ TEST(TuneCli, ModelTunesEveryTaskAndWritesItsPackage) {
   EXPECT_EQ(keys.size(), 5u);
   for (const v1::Record& rec : first) EXPECT_TRUE(keys.count(rec.workload_key()));
   testing::CommandResult run =
-      testing::RunCommand({testing::BinPath("tunefarm"), "run", pkg}, dir.path());
+      testing::RunCommand({testing::BinPath("tunefarm"), "run", pkg, "--profile"}, dir.path());
   ASSERT_EQ(run.exit_code, 0) << run.err;
   EXPECT_TRUE(absl::StrContains(run.out, "latency")) << run.out;
+  // The profile ends with where the time went; the shares add up.
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(run.out, m,
+                                std::regex("time: tuned kernels [0-9.]+ ms \\((\\d+)%\\), default "
+                                           "kernels [0-9.]+ ms \\((\\d+)%\\), native steps "
+                                           "[0-9.]+ ms \\((\\d+)%\\)")))
+      << run.out;
+  const int shares = std::stoi(m[1]) + std::stoi(m[2]) + std::stoi(m[3]);
+  EXPECT_GE(shares, 98) << run.out;
+  EXPECT_LE(shares, 102) << run.out;
 
   // The second run: history from the first, defaults known, nothing twice.
   cmd[4] = "6";
