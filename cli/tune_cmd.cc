@@ -53,8 +53,8 @@ is (weight x latency, and how fast each improves). With -o the package is
 built at the end from the database, as `tunefarm build` does.
 
   --trials    measurements, the default schedules included (default 64 for
-              a workload, 32 per task for a model; 0 with --seconds: as
-              many as the wall time allows)
+              a workload, 32 per task for a model, none for a model given
+              --seconds; 0 with --seconds: as many as the wall time allows)
   --seconds   wall-time budget (default: none)
   --early-stop  stop a task once N trials in a row found nothing better
               (default: never)
@@ -202,7 +202,8 @@ int RunTune(const std::vector<std::string>& args, std::ostream& out, std::ostrea
     auto model_tasks = ModelTasks(model_path, shapes, target);
     if (!model_tasks.ok()) return Fail(err, 1, std::string(model_tasks.status().message()));
     tasks = *std::move(model_tasks);
-    if (!parsed->given().count("trials") && seconds <= 0) trials = 32 * int64_t(tasks.size());
+    // A model's default budget: 32 trials per task, or the wall time alone.
+    if (!parsed->given().count("trials")) trials = seconds > 0 ? 0 : 32 * int64_t(tasks.size());
   }
   const bool model = !model_path.empty();
   store::TuningLog::Options lo;
