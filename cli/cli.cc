@@ -506,6 +506,35 @@ Result JobIdArg(const Args& a, const std::string& cmd, int64_t* id) {
   return std::nullopt;
 }
 
+// Each task's share of the model's time: weight x best cost over the sum
+// of those of the tasks with a best cost (-1: none yet).
+std::vector<double> TaskShares(const v1::Job& j) {
+  double total = 0;
+  for (const v1::Task& t : j.tasks()) total += t.weight() * t.best_cost_sec();
+  std::vector<double> out;
+  for (const v1::Task& t : j.tasks())
+    out.push_back(t.best_cost_sec() > 0 && total > 0 ? t.weight() * t.best_cost_sec() / total : -1);
+  return out;
+}
+
+// "#2 41%, #3 25%, #1 8%": the `n` tasks (numbered as `tunefarm job` lists
+// them) that take most of the model's time; empty for a one-task job or
+// before two tasks have a time.
+std::string TopShares(const v1::Job& j, size_t n) {
+  std::vector<double> shares = TaskShares(j);
+  std::vector<size_t> order;
+  for (size_t i = 0; i < shares.size(); ++i) {
+    if (shares[i] >= 0) order.push_back(i);
+  }
+  if (order.size() < 2) return "";
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return shares[a] > shares[b]; });
+  order.resize(std::min(order.size(), n));
+  std::vector<std::string> parts;
+  for (size_t i : order) parts.push_back(absl::StrFormat("#%d %.0f%%", i + 1, 100 * shares[i]));
+  return absl::StrJoin(parts, ", ");
+}
+
 // `default_cost`: the default schedule's mean cost per workload key, from
 // the job's records (empty where it was not measured).
 void PrintJob(const v1::Job& j, const std::map<std::string, double>& default_cost,
@@ -528,18 +557,22 @@ void PrintJob(const v1::Job& j, const std::map<std::string, double>& default_cos
       << (j.spec().strategy() == v1::SEARCH_STRATEGY_RANDOM ? "random" : "evolutionary")
       << "   budget:" << (budget.empty() ? "   the server's default trials per task" : budget)
       << "\n";
-  out << absl::StrFormat("%-36s %7s %10s %7s %12s %12s %8s  %s\n", "task", "weight", "mflops",
-                         "trials", "default_us", "best_us", "speedup", "workload");
-  for (const v1::Task& t : j.tasks()) {
+  out << absl::StrFormat("%-3s %-36s %7s %10s %7s %12s %12s %8s %6s  %s\n", "#", "task", "weight",
+                         "mflops", "trials", "default_us", "best_us", "speedup", "share",
+                         "workload");
+  const std::vector<double> shares = TaskShares(j);
+  for (int i = 0; i < j.tasks_size(); ++i) {
+    const v1::Task& t = j.tasks(i);
     auto d = default_cost.find(t.workload_key());
     double def = d == default_cost.end() ? 0 : d->second;
     double best = t.best_cost_sec();
-    out << absl::StrFormat("%-36s %7g %10.2f %7d %12s %12s %8s  %s\n", t.workload_key(), t.weight(),
-                           t.flops() * 1e-6, t.trials(),
-                           def > 0 ? absl::StrFormat("%.3f", def * 1e6) : "-",
-                           best > 0 ? absl::StrFormat("%.3f", best * 1e6) : "-",
-                           def > 0 && best > 0 ? absl::StrFormat("%.2fx", def / best) : "-",
-                           ir::Describe(t.workload()));
+    out << absl::StrFormat(
+        "%-3d %-36s %7g %10.2f %7d %12s %12s %8s %6s  %s\n", i + 1, t.workload_key(), t.weight(),
+        t.flops() * 1e-6, t.trials(), def > 0 ? absl::StrFormat("%.3f", def * 1e6) : "-",
+        best > 0 ? absl::StrFormat("%.3f", best * 1e6) : "-",
+        def > 0 && best > 0 ? absl::StrFormat("%.2fx", def / best) : "-",
+        shares[size_t(i)] >= 0 ? absl::StrFormat("%.0f%%", 100 * shares[size_t(i)]) : "-",
+        ir::Describe(t.workload()));
   }
 }
 
@@ -638,6 +671,14 @@ Result CmdWatch(Client& c, const Args& a, std::ostream& out) {
     last = ev.state();
     if (first_trials < 0) first_trials = ev.trials_done(), first_time = absl::Now();
     std::string progress = absl::StrCat("trials ", ev.trials_done());
+    // Where the model's time is, by the tasks' best costs so far.
+    if (!json && job.tasks_size() > 1 && ev.trials_done() > 0) {
+      v1::Job now;
+      if (c.stub().GetJob(c.Context().get(), get, &now).ok()) {
+        const std::string top = TopShares(now, 3);
+        if (!top.empty()) absl::StrAppend(&progress, "  time: ", top);
+      }
+    }
     std::string eta;
     if (total > 0) {
       absl::StrAppend(&progress, "/", total);

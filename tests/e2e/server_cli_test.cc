@@ -5,6 +5,7 @@
 
 #include <fstream>
 #include <map>
+#include <regex>
 #include <set>
 #include <sstream>
 
@@ -336,6 +337,21 @@ TEST_F(E2ETest, FarmRunsAJobAndResumesItAfterAServerCrash) {
       Cli(**revived, {"job", "1"}).out,
       "resumed after " + std::to_string(before) + " trials from its saved search state"))
       << Cli(**revived, {"job", "1"}).out;
+  // Each task's share of the model's time (weight x best), adding up.
+  const std::string table = Cli(**revived, {"job", "1"}).out;
+  std::regex share_re("  ([0-9]+)%  dense ");
+  int share_sum = 0, share_rows = 0;
+  for (std::sregex_iterator it(table.begin(), table.end(), share_re), end; it != end; ++it) {
+    share_sum += std::stoi((*it)[1]);
+    ++share_rows;
+  }
+  EXPECT_EQ(share_rows, 2) << table;
+  EXPECT_GE(share_sum, 99) << table;
+  EXPECT_LE(share_sum, 101) << table;
+  // watch names the tasks that take most of the time.
+  const std::string watched = Cli(**revived, {"watch", "1"}).out;
+  EXPECT_TRUE(std::regex_search(watched, std::regex("time: #[12] [0-9]+%, #[12] [0-9]+%")))
+      << watched;
   std::vector<v1::Record> all = records(**revived);
   EXPECT_EQ(all.size(), size_t(kTrials));
   std::set<std::string> seen;
