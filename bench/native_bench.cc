@@ -19,12 +19,7 @@ namespace tunefarm::bench {
 namespace {
 
 using Shape = std::vector<int64_t>;
-
-int64_t Numel(const Shape& s) {
-  int64_t n = 1;
-  for (int64_t d : s) n *= d;
-  return n;
-}
+using runner::Numel;
 
 struct Case {
   std::string what;  // the model pattern it stands for
@@ -104,7 +99,7 @@ int RunNativeBench(const std::vector<std::string>& args) {
               "ours_Ge/s", "dnnl_Ge/s", "ours/dnnl");
   int wrong = 0;
   for (const Case& c : Cases()) {
-    std::vector<float> a(size_t(Numel(c.a))), b(size_t(Numel(c.b.empty() ? Shape{0} : c.b)));
+    std::vector<float> a(size_t(Numel(c.a))), b(c.b.empty() ? 0 : size_t(Numel(c.b)));
     for (float& x : a) x = value(rng);
     for (float& x : b) x = value(rng) + (value(rng) < 0 ? -2.5f : 2.5f);  // no division by ~0
     runner::Node n;

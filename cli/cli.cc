@@ -673,9 +673,9 @@ Result CmdWatch(Client& c, const Args& a, std::ostream& out) {
     std::string progress = absl::StrCat("trials ", ev.trials_done());
     // Where the model's time is, by the tasks' best costs so far.
     if (!json && job.tasks_size() > 1 && ev.trials_done() > 0) {
-      v1::Job now;
-      if (c.stub().GetJob(c.Context().get(), get, &now).ok()) {
-        const std::string top = TopShares(now, 3);
+      v1::Job latest;
+      if (c.stub().GetJob(c.Context().get(), get, &latest).ok()) {
+        const std::string top = TopShares(latest, 3);
         if (!top.empty()) absl::StrAppend(&progress, "  time: ", top);
       }
     }

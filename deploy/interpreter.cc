@@ -10,16 +10,11 @@ namespace tunefarm::deploy {
 
 using frontend::Model;
 using runner::Node;
+using runner::Numel;
 
 using runner::OpArgs;
 using runner::RunOp;
 namespace {
-
-int64_t Numel(const std::vector<int64_t>& s) {
-  int64_t n = 1;
-  for (int64_t d : s) n *= d;
-  return n;
-}
 
 }  // namespace
 

@@ -25,12 +25,13 @@
 namespace tunefarm::deploy {
 
 using frontend::ExtractTasks;
-using runner::Constant;
-using runner::Node;
 using frontend::Model;
 using frontend::ModelTask;
 using frontend::TaskExtraction;
 using frontend::TaskOccurrence;
+using runner::Constant;
+using runner::Node;
+using runner::Numel;
 
 using runner::GraphRuntime;
 using runner::kPackageFormatVersion;
@@ -39,12 +40,6 @@ namespace {
 namespace v1 = ::tunefarm::v1;
 using absl::StrCat;
 using Shape = std::vector<int64_t>;
-
-int64_t Numel(const Shape& s) {
-  int64_t n = 1;
-  for (int64_t d : s) n *= d;
-  return n;
-}
 
 struct Built {
   ir::ComputeDAG original;  // before scheduling (argument names)

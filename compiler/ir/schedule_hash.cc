@@ -6,18 +6,17 @@
 
 namespace tunefarm::ir {
 
-std::string ScheduleHash(const ::tunefarm::v1::Schedule& schedule) {
+std::string ScheduleHash(::tunefarm::v1::Schedule schedule) {
   // sketch_id and decisions are provenance, not structure: two sketches that
   // produce the same steps are the same schedule.
-  ::tunefarm::v1::Schedule copy = schedule;
-  copy.clear_sketch_id();
-  copy.clear_decisions();
+  schedule.clear_sketch_id();
+  schedule.clear_decisions();
   std::string bytes;
   {
     google::protobuf::io::StringOutputStream out(&bytes);
     google::protobuf::io::CodedOutputStream coded(&out);
     coded.SetSerializationDeterministic(true);
-    copy.SerializeToCodedStream(&coded);
+    schedule.SerializeToCodedStream(&coded);
   }
   return Sha256Hex(bytes);
 }

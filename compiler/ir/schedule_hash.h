@@ -8,7 +8,8 @@
 
 namespace tunefarm::ir {
 
-// Hex SHA-256 of the schedule's deterministic serialisation.
-std::string ScheduleHash(const ::tunefarm::v1::Schedule& schedule);
+// Hex SHA-256 of the schedule's deterministic serialisation without its
+// provenance (sketch_id, decisions).
+std::string ScheduleHash(::tunefarm::v1::Schedule schedule);
 
 }  // namespace tunefarm::ir

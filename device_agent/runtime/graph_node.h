@@ -47,4 +47,11 @@ struct Node {
   }
 };
 
+// Elements of a dense tensor of `shape` (1 for a scalar's empty shape).
+inline int64_t Numel(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
 }  // namespace tunefarm::runner

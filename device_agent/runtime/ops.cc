@@ -17,12 +17,6 @@ namespace {
 using Shape = std::vector<int64_t>;
 using absl::StrCat;
 
-int64_t Numel(const Shape& s) {
-  int64_t n = 1;
-  for (int64_t d : s) n *= d;
-  return n;
-}
-
 Shape Strides(const Shape& s) {
   Shape st(s.size(), 1);
   for (int i = int(s.size()) - 2; i >= 0; --i) st[size_t(i)] = st[size_t(i) + 1] * s[size_t(i) + 1];

@@ -317,7 +317,7 @@ bool SearchPolicy::Proposal::NearPicked(const Cand& c) const {
     const auto& cd = c.schedule.decisions;
     if (pd.size() != cd.size() || cd.empty()) continue;
     int diff = 0;
-    for (int i = 0; i < pd.size() && diff <= o.min_distance - 1; ++i) diff += pd[i] != cd[i];
+    for (size_t i = 0; i < pd.size() && diff <= o.min_distance - 1; ++i) diff += pd[i] != cd[i];
     if (diff < o.min_distance) return true;
   }
   return false;

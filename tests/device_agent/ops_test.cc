@@ -17,25 +17,14 @@ namespace {
 
 using Shape = std::vector<int64_t>;
 
-int64_t Numel(const Shape& s) {
-  int64_t n = 1;
-  for (int64_t d : s) n *= d;
-  return n;
-}
-
 // The offset in an input of shape `in` (right-aligned to `out`) of output
 // element `i`.
 int64_t SourceIndex(const Shape& out, const Shape& in, int64_t i) {
   int64_t off = 0, stride = 1;
-  for (size_t k = 0; k < in.size(); ++k) {
-    const size_t d = out.size() - 1 - k;
-    const int64_t idx = (i /
-                         [&] {
-                           int64_t p = 1;
-                           for (size_t e = d + 1; e < out.size(); ++e) p *= out[e];
-                           return p;
-                         }()) %
-                        out[d];
+  for (size_t k = 0; k < in.size(); ++k) {  // innermost dimension first
+    const int64_t extent = out[out.size() - 1 - k];
+    const int64_t idx = i % extent;
+    i /= extent;
     const int64_t dim = in[in.size() - 1 - k];
     off += (dim == 1 ? 0 : idx) * stride;
     stride *= dim;

@@ -28,6 +28,15 @@
 namespace tunefarm {
 namespace {
 
+// Writes the generated test models (tests/deploy/make_models.py) into
+// `dir`; the reason when it cannot (no python3-onnx), else empty.
+std::string MakeModels(const testing::TempDir& dir) {
+  testing::CommandResult made = testing::RunCommand(
+      {"/usr/bin/python3", std::string(TF_SOURCE_DIR) + "/tests/deploy/make_models.py", dir.path()},
+      dir.path());
+  return made.exit_code == 0 ? "" : "python3-onnx is not installed (/usr/bin/python3): " + made.err;
+}
+
 std::vector<v1::Record> AllRecords(const std::string& db) {
   store::TuningLog::Options o;
   o.canon = search::CompilerCanon();
@@ -80,12 +89,7 @@ TEST(TuneCli, StoresEveryTrialAndNeverRemeasures) {
 // a second run continues from the records and the stored defaults.
 TEST(TuneCli, ModelTunesEveryTaskAndWritesItsPackage) {
   testing::TempDir dir;
-  testing::CommandResult made = testing::RunCommand(
-      {"/usr/bin/python3", std::string(TF_SOURCE_DIR) + "/tests/deploy/make_models.py", dir.path()},
-      dir.path());
-  if (made.exit_code != 0) {
-    TF_SKIP("no-package") << "python3-onnx is not installed (/usr/bin/python3): " << made.err;
-  }
+  if (std::string why = MakeModels(dir); !why.empty()) TF_SKIP("no-package") << why;
   const std::string db = dir.File("m.db"), pkg = dir.File("tiny.tfpkg");
   std::vector<std::string> cmd = {testing::BinPath("tunefarm"),
                                   "tune",
@@ -361,12 +365,7 @@ TEST(CompileCli, DecisionsAloneBuildTheSketchSchedule) {
 // `tunefarm submit` reads, and `tunefarm tune --workload` runs one.
 TEST(TasksCli, PrintedSpecsAreWhatTuneTakes) {
   testing::TempDir dir;
-  testing::CommandResult made = testing::RunCommand(
-      {"/usr/bin/python3", std::string(TF_SOURCE_DIR) + "/tests/deploy/make_models.py", dir.path()},
-      dir.path());
-  if (made.exit_code != 0) {
-    TF_SKIP("no-package") << "python3-onnx is not installed (/usr/bin/python3): " << made.err;
-  }
+  if (std::string why = MakeModels(dir); !why.empty()) TF_SKIP("no-package") << why;
   int specs = 0;
   std::string first;
   for (const char* model : {"tiny", "pool_ceil", "opset9"}) {
