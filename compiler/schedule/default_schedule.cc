@@ -16,6 +16,8 @@ Trace DefaultSchedule(const ComputeDAG& dag, const Target& target) {
     conv->is_default = true;
     return *std::move(conv);
   }
+  absl::StatusOr<Trace> grouped = GroupedConv2dSchedule(dag, target);
+  if (grouped.ok()) return *std::move(grouped);
   absl::StatusOr<Trace> dense = HandwrittenDenseSchedule(dag, target);
   if (dense.ok()) {
     dense->is_default = true;

@@ -55,4 +55,12 @@ absl::StatusOr<Trace> HandwrittenConv2dSchedule(const ComputeDAG& dag, const Tar
 // a dense with a constant weight.
 absl::StatusOr<Trace> HandwrittenDenseSchedule(const ComputeDAG& dag, const Target& target);
 
+// Grouped and depthwise NCHW convolutions on CPUs (the input depends on the
+// output channel, so HandwrittenConv2dSchedule does not apply), as decisions
+// of the tiling sketch: padding as a pass of its own, register tiles of
+// rows x columns vectorized along the output row (a whole short row, else a
+// multiple of the lanes that divides it), the reduction inside the tile, and
+// (batch, channel) as the parallel loop. An error for any other DAG.
+absl::StatusOr<Trace> GroupedConv2dSchedule(const ComputeDAG& dag, const Target& target);
+
 }  // namespace tunefarm::ir

@@ -4,17 +4,71 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <mutex>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
 
 namespace tunefarm::runner {
+
+// Kernel scratch buffers (padding passes, intermediate stages), kept for the
+// next call of the same size instead of going back to the C library: a
+// multi-megabyte block freed to glibc is often returned to the system, and
+// the next call then faults every page in again (1,220 faults for 5 MB, a
+// few milliseconds on a VM: more than the kernel itself).
+class ScratchCache {
+ public:
+  ~ScratchCache() {
+    for (auto& [size, p] : idle_) ::free(p);
+  }
+  void* Alloc(int64_t bytes) {
+    const size_t size = (static_cast<size_t>(std::max<int64_t>(bytes, 1)) + 63) / 64 * 64;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = idle_.find(size);
+      if (it != idle_.end()) {
+        void* p = it->second;
+        idle_.erase(it);
+        idle_bytes_ -= size;
+        live_[p] = size;
+        return p;
+      }
+    }
+    void* p = aligned_alloc(64, size);
+    if (p == nullptr) return nullptr;
+    std::lock_guard<std::mutex> lock(mu_);
+    live_[p] = size;
+    return p;
+  }
+  void Free(void* p) {
+    if (p == nullptr) return;
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = live_.find(p);
+    if (it == live_.end()) return;  // not ours: never freed twice
+    const size_t size = it->second;
+    live_.erase(it);
+    if (idle_bytes_ + size > kMaxIdleBytes) {
+      ::free(p);
+      return;
+    }
+    idle_.emplace(size, p);
+    idle_bytes_ += size;
+  }
+
+ private:
+  static constexpr size_t kMaxIdleBytes = size_t(1) << 30;
+  std::mutex mu_;
+  std::multimap<size_t, void*> idle_;
+  std::map<void*, size_t> live_;
+  size_t idle_bytes_ = 0;
+};
 
 // Workers wait for a new generation; each claims chunks with an atomic
 // counter, the caller works too, and the last one out wakes the caller.
@@ -29,6 +83,7 @@ struct ThreadPool::Impl {
   std::atomic<int64_t> next{0};
   int busy = 0;
   std::vector<std::thread> threads;
+  ScratchCache scratch;
 
   void Work() {
     while (true) {
@@ -87,11 +142,10 @@ ThreadPool::ThreadPool(int num_threads) : impl_(new Impl), num_threads_(std::max
     auto* self = static_cast<ThreadPool*>(ctx);
     return self->impl_->ParallelFor(n, closure, body, self->num_threads_);
   };
-  runtime_.alloc = [](void*, int64_t bytes) -> void* {
-    size_t size = (static_cast<size_t>(bytes) + 63) / 64 * 64;
-    return aligned_alloc(64, size == 0 ? 64 : size);
+  runtime_.alloc = [](void* ctx, int64_t bytes) -> void* {
+    return static_cast<ThreadPool*>(ctx)->impl_->scratch.Alloc(bytes);
   };
-  runtime_.free = [](void*, void* p) { ::free(p); };
+  runtime_.free = [](void* ctx, void* p) { static_cast<ThreadPool*>(ctx)->impl_->scratch.Free(p); };
 }
 
 ThreadPool::~ThreadPool() {

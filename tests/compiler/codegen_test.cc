@@ -81,11 +81,14 @@ TEST(Codegen, VectorizedLoopsBecomeVectorCode) {
   o.keep_llvm_ir = true;
   o.optimize = false;  // our own IR, before LLVM touches it
   o.link = false;
-  Built tail = Build("matmul(M=4,N=21,K=8)", t);  // 16 lanes + a masked tail
+  // 21 = 16 lanes + a 5-lane tail: plain loads and stores, no mask (a masked
+  // store costs several plain ones on some cores).
+  Built tail = Build("matmul(M=4,N=21,K=8)", t);
   auto art = codegen::CompileCpu(tail.dag, tail.program, *ir::Target::Parse(t), o);
   ASSERT_TRUE(art.ok()) << art.status();
-  EXPECT_TRUE(absl::StrContains(art->llvm_ir, "@llvm.masked.load.v16f32")) << art->llvm_ir;
-  EXPECT_TRUE(absl::StrContains(art->llvm_ir, "@llvm.masked.store.v16f32")) << art->llvm_ir;
+  EXPECT_TRUE(absl::StrContains(art->llvm_ir, "store <16 x float>")) << art->llvm_ir;
+  EXPECT_TRUE(absl::StrContains(art->llvm_ir, "store <5 x float>")) << art->llvm_ir;
+  EXPECT_FALSE(absl::StrContains(art->llvm_ir, "@llvm.masked.store")) << art->llvm_ir;
   // b[j, rk] with j vectorized is strided: a gather.
   Built strided = Build("matmul(M=4,N=32,K=8,transpose_b=1)", t);
   art = codegen::CompileCpu(strided.dag, strided.program, *ir::Target::Parse(t), o);

@@ -257,6 +257,42 @@ TEST(Handwritten, Conv2dScheduleMatchesReference) {
   }
 }
 
+TEST(Handwritten, GroupedConvDefaultIsATiledScheduleThatMatchesReference) {
+  // Depthwise and grouped convolutions: the default is the tiling sketch's
+  // decisions (padding pass, a register tile along the output row), for
+  // short rows (a whole row of 7 or 14: an odd-width vector), rows that are
+  // a multiple of the lanes, rows that are neither, strides and multipliers.
+  ir::Target target = codegen::HostTarget();
+  for (const char* spec : {
+           "depthwise_conv2d_nchw(N=1,C=8,H=7,W=7,R=3,S=3,pad=1)+bias+relu6",
+           "depthwise_conv2d_nchw(N=1,C=6,H=14,W=14,R=3,S=3,pad=1)",
+           "depthwise_conv2d_nchw(N=1,C=4,H=12,W=56,R=3,S=3,pad=1)+bias",
+           "depthwise_conv2d_nchw(N=1,C=3,H=9,W=38,R=3,S=3,pad=1)",
+           "depthwise_conv2d_nchw(N=1,C=5,H=24,W=24,R=3,S=3,stride=2,pad=1)+bias+relu6",
+           "conv2d_nchw(N=1,C=6,H=8,W=8,K=12,R=5,S=5,pad=2,groups=6)",
+           "conv2d_nchw(N=2,C=8,H=10,W=10,K=12,R=3,S=3,pad=1,groups=4)+residual",
+       }) {
+    auto w = ir::ParseWorkloadSpec(spec);
+    ASSERT_TRUE(w.ok()) << spec << ": " << w.status();
+    auto dag = ir::BuildComputeDAG(*w);
+    ASSERT_TRUE(dag.ok()) << spec << ": " << dag.status();
+    auto s = ir::GroupedConv2dSchedule(*dag, target);
+    ASSERT_TRUE(s.ok()) << spec << ": " << s.status();
+    EXPECT_TRUE(s->is_default);
+    EXPECT_EQ(s->sketch_id, ir::kTilingSketchId);
+    const ir::Trace def = ir::DefaultSchedule(*dag, target);
+    EXPECT_EQ(def.decisions, s->decisions) << spec << ": the default is not this schedule";
+    auto check = testing::CheckKernel(*w, &def, target, 23);
+    ASSERT_TRUE(check.ok()) << spec << ": " << check.status();
+    EXPECT_GT(check->outputs, 0);
+  }
+  for (const char* other : {"conv2d_nchw(N=1,C=8,H=8,W=8,K=16,R=3,S=3,pad=1)",
+                            "dense(M=4,N=16,K=8)", "max_pool2d_nchw(N=1,C=4,H=8,W=8,R=2,S=2)"}) {
+    auto dag = ir::BuildComputeDAG(*ir::ParseWorkloadSpec(other));
+    EXPECT_FALSE(ir::GroupedConv2dSchedule(*dag, target).ok()) << other;
+  }
+}
+
 TEST(Handwritten, DenseScheduleMatchesReference) {
   // The default for dense is the packed, register-tiled schedule wherever N
   // is a multiple of 4 (16, 8 and 4 lanes, tails in M), the plain one else.

@@ -1,0 +1,56 @@
+// The runtime table a kernel is handed (runner::ThreadPool): every index of a
+// parallel loop runs once, and scratch buffers are 64-byte aligned, distinct
+// while live, and reused by the next call of the same size (a block freed to
+// the C library is often returned to the system and faulted in again).
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <set>
+#include <vector>
+
+#include "device_agent/runtime/runner.h"
+#include "gtest/gtest.h"
+
+namespace tunefarm::runner {
+namespace {
+
+TEST(ThreadPool, ParallelForRunsEveryIndexOnce) {
+  ThreadPool pool(2);
+  const TFRuntime* rt = pool.runtime();
+  std::vector<std::atomic<int>> hits(1000);
+  TFParallelBody body = [](void* closure, int64_t begin, int64_t end) {
+    auto* h = static_cast<std::vector<std::atomic<int>>*>(closure);
+    for (int64_t i = begin; i < end; ++i) (*h)[i]++;
+  };
+  ASSERT_EQ(rt->parallel_for(rt->ctx, int64_t(hits.size()), &hits, body), 0);
+  for (size_t i = 0; i < hits.size(); ++i) ASSERT_EQ(hits[i].load(), 1) << i;
+}
+
+TEST(ThreadPool, ScratchIsAlignedDistinctAndReusedBySize) {
+  ThreadPool pool(1);
+  const TFRuntime* rt = pool.runtime();
+  const int64_t big = 5 << 20, small = 1000;
+  void* a = rt->alloc(rt->ctx, big);
+  void* b = rt->alloc(rt->ctx, big);
+  void* c = rt->alloc(rt->ctx, small);
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  ASSERT_NE(c, nullptr);
+  std::set<void*> live = {a, b, c};
+  EXPECT_EQ(live.size(), 3u) << "live blocks must not overlap";
+  for (void* p : live) EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 64, 0u);
+  std::memset(a, 1, big);  // the whole block is usable
+  std::memset(b, 2, big);
+  std::memset(c, 3, small);
+  rt->free(rt->ctx, a);
+  // The next block of that size is the one just freed; another size is not.
+  void* d = rt->alloc(rt->ctx, small * 2);
+  EXPECT_NE(d, a);
+  void* e = rt->alloc(rt->ctx, big);
+  EXPECT_EQ(e, a);
+  for (void* p : {b, c, d, e}) rt->free(rt->ctx, p);
+  rt->free(rt->ctx, nullptr);  // a no-op, as free(NULL) is
+}
+
+}  // namespace
+}  // namespace tunefarm::runner
