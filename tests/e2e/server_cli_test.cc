@@ -352,6 +352,26 @@ TEST_F(E2ETest, FarmRunsAJobAndResumesItAfterAServerCrash) {
   const std::string watched = Cli(**revived, {"watch", "1"}).out;
   EXPECT_TRUE(std::regex_search(watched, std::regex("time: #[12] [0-9]+%, #[12] [0-9]+%")))
       << watched;
+  // A second job on the same workloads measures no default again (warm
+  // start), and still shows each task's default time, from job 1's records:
+  // never above the best's, as both are the fastest record of their kind.
+  r = Cli(**revived, {"submit", spec, "--target=llvm", "--device_key=x86-test", "--trials=4"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_TRUE(testing::WaitFor(
+      [&] {
+        return absl::StrContains(Cli(**revived, {"job", "2"}).out, "succeeded");
+      },
+      absl::Seconds(180)))
+      << Cli(**revived, {"job", "2"}).out;
+  const std::string second = Cli(**revived, {"job", "2"}).out;
+  std::regex row_re(" ([0-9.]+) +([0-9.]+) +([0-9.]+)x +[0-9]+%  dense ");
+  int rows = 0;
+  for (std::sregex_iterator it(second.begin(), second.end(), row_re), end; it != end; ++it) {
+    EXPECT_GE(std::stod((*it)[1]), std::stod((*it)[2])) << second;
+    EXPECT_GE(std::stod((*it)[3]), 1.0) << second;
+    ++rows;
+  }
+  EXPECT_EQ(rows, 2) << second;
   std::vector<v1::Record> all = records(**revived);
   EXPECT_EQ(all.size(), size_t(kTrials));
   std::set<std::string> seen;
