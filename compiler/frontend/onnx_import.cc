@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <set>
 
@@ -543,25 +544,35 @@ absl::Status ImportNodes(std::vector<Node>& nodes, const Branches& branches, Sha
                          Model* mp) {
   Model& m = *mp;
   TF_ASSIGN_OR_RETURN(std::vector<int> order, TopologicalOrder(nodes, m));
-  for (int i : order) {
-    Node& n = nodes[size_t(i)];
-    if (n.op == kIf) {
-      TF_RETURN_IF_ERROR(InlineIf(n, branches, ctx, &m));
-      continue;
+  std::function<absl::Status(Node&)> import = [&](Node& n) -> absl::Status {
+    const OpDef* def = FindOp(n.op);  // CheckOpsSupported found every op of the file
+    if (def == nullptr) return ctx.Error(n, StrCat("expands into unknown operator ", n.op));
+    if (def->expand != nullptr) {
+      TF_ASSIGN_OR_RETURN(std::vector<Node> parts, def->expand(&m, n));
+      for (Node& part : parts) TF_RETURN_IF_ERROR(import(part));
+      return absl::OkStatus();
     }
-    const OpDef& def = *FindOp(n.op);  // CheckOpsSupported found every op
     bool folded = false;
-    if (def.normalize != nullptr) TF_RETURN_IF_ERROR(def.normalize(&m, &n));
-    TF_RETURN_IF_ERROR(RunNode(def, ctx, n, &folded));
+    if (def->normalize != nullptr) TF_RETURN_IF_ERROR(def->normalize(&m, &n));
+    TF_RETURN_IF_ERROR(RunNode(*def, ctx, n, &folded));
     if (folded) {
       // A folded reshape-like op keeps its values under the inferred shape.
       for (const std::string& o : n.outputs) {
         auto c = m.constants.find(o);
         if (c != m.constants.end() && m.shapes.count(o)) c->second.shape = m.shapes[o];
       }
-      continue;
+      return absl::OkStatus();
     }
     m.nodes.push_back(std::move(n));
+    return absl::OkStatus();
+  };
+  for (int i : order) {
+    Node& n = nodes[size_t(i)];
+    if (n.op == kIf) {
+      TF_RETURN_IF_ERROR(InlineIf(n, branches, ctx, &m));
+      continue;
+    }
+    TF_RETURN_IF_ERROR(import(n));
   }
   return absl::OkStatus();
 }

@@ -21,6 +21,7 @@ using Shape = std::vector<int64_t>;
 const std::vector<OpDef>& NnOps();
 const std::vector<OpDef>& ElementwiseOps();
 const std::vector<OpDef>& ShapeOps();
+const std::vector<OpDef>& EinsumOps();
 
 // The largest dimension a shape (or a --shape override) may have.
 inline constexpr int64_t kMaxDim = int64_t{1} << 31;

@@ -206,7 +206,8 @@ void ShapeContext::SetValues(const Node& n, Constant c) {
 const std::vector<const OpDef*>& AllOps() {
   static const auto* ops = [] {
     auto* all = new std::vector<const OpDef*>;
-    for (const std::vector<OpDef>* family : {&NnOps(), &ElementwiseOps(), &ShapeOps()}) {
+    for (const std::vector<OpDef>* family :
+         {&NnOps(), &ElementwiseOps(), &ShapeOps(), &EinsumOps()}) {
       for (const OpDef& d : *family) all->push_back(&d);
     }
     std::sort(all->begin(), all->end(),

@@ -7,7 +7,7 @@
 //
 // Adding an operator is one OpDef in one of the family files
 // (ops_nn.cc: convolution, pooling, dense, normalization; ops_elementwise.cc;
-// ops_shape.cc: layout, shape and constant operators); when it runs natively,
+// ops_shape.cc: layout, shape and constant operators; ops_einsum.cc); when it runs natively,
 // also one entry in the runtime's table (device_agent/runtime/ops.cc), which
 // tests/compiler/frontend/op_registry_test.cc checks.
 #pragma once
@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "compiler/frontend/onnx_import.h"
 #include "tunefarm/v1/workload.pb.h"
 
@@ -51,6 +52,10 @@ struct OpDef {
   // Rewrites an old form of the node into the one `infer` reads, before
   // shape inference (opset < 7 broadcast with an axis).
   absl::Status (*normalize)(Model* m, Node* n) = nullptr;
+  // Rewrites the node as nodes of other operators, each then imported through
+  // its own entry (shapes and constants of the inputs are known); the node
+  // itself is dropped. Set for operators that are compositions (Einsum).
+  absl::StatusOr<std::vector<Node>> (*expand)(Model* m, const Node& n) = nullptr;
   // Computes the node's outputs at import when it can (its inputs are
   // constant, or only their shapes matter) and sets *folded; the node is then
   // dropped from the graph. A folded output left without a shape gets it
