@@ -475,19 +475,24 @@ class CodeGen : public ir::ExprFunctor<llvm::Value*()>, public ir::StmtFunctor<v
     std::vector<ir::Expr> idx;
     bool clamped = false;
     for (const ir::Expr& a : load->args) {
-      int64_t lo = 0, hi = 0;
-      // max(min(x, hi), lo)
-      if (a->kind == ExprKind::kBinary && a->op == Op::kMax && ir::IsConstInt(a->args[1], &lo) &&
-          a->args[0]->kind == ExprKind::kBinary && a->args[0]->op == Op::kMin &&
-          ir::IsConstInt(a->args[0]->args[1], &hi)) {
-        const ir::Expr& x = a->args[0]->args[0];
-        auto b = bounds.find(ir::ToString(x));
-        if (b == bounds.end() || b->second.first < lo || b->second.second > hi) return nullptr;
-        idx.push_back(x);
-        clamped = true;
-      } else {
-        idx.push_back(a);
+      // max(min(x, hi), lo), or one side alone (the simplifier drops a clamp
+      // the loop ranges prove idle, and the condition's conjunct with it).
+      int64_t lo = std::numeric_limits<int64_t>::min(), hi = std::numeric_limits<int64_t>::max();
+      ir::Expr x = a;
+      if (x->kind == ExprKind::kBinary && x->op == Op::kMax && ir::IsConstInt(x->args[1], &lo)) {
+        x = x->args[0];
       }
+      if (x->kind == ExprKind::kBinary && x->op == Op::kMin && ir::IsConstInt(x->args[1], &hi)) {
+        x = x->args[0];
+      }
+      if (x.same_as(a)) {
+        idx.push_back(a);
+        continue;
+      }
+      auto b = bounds.find(ir::ToString(x));
+      if (b == bounds.end() || b->second.first < lo || b->second.second > hi) return nullptr;
+      idx.push_back(x);
+      clamped = true;
     }
     ir::Expr flat = FlatIndexExpr(load->tensor, idx);
     int64_t coeff = 0;
@@ -495,18 +500,67 @@ class CodeGen : public ir::ExprFunctor<llvm::Value*()>, public ir::StmtFunctor<v
     // A per-lane fill is not the padding pattern (checked before any code
     // is emitted: the caller then evaluates the select as usual).
     if (ir::Mentions(n.args[2], vec_var_)) return nullptr;
-    llvm::Value* cond = GenExpr(n.args[0]);
-    if (!cond->getType()->isVectorTy()) cond = b_.CreateVectorSplat(lanes_, cond);
-    if (mask_ != nullptr) cond = b_.CreateAnd(cond, mask_);
     // Lane 0's element may lie outside the buffer (left padding); only the
     // selected lanes are dereferenced.
     llvm::Value* addr = ScalarAddress(load->tensor, flat, /*inbounds=*/false);
     llvm::Value* fill = GenExpr(n.args[2]);
-    if (coeff == 1) {
-      auto* vty = llvm::VectorType::get(f32_, lanes_, false);
-      return b_.CreateMaskedLoad(vty, addr, llvm::Align(4), cond, Widen(fill));
-    }
-    return StridedMaskedLoad(addr, int(coeff), cond, fill);
+    auto* vty = llvm::VectorType::get(f32_, lanes_, false);
+    auto masked = [&]() -> llvm::Value* {
+      llvm::Value* cond = GenExpr(n.args[0]);
+      if (!cond->getType()->isVectorTy()) cond = b_.CreateVectorSplat(lanes_, cond);
+      if (mask_ != nullptr) cond = b_.CreateAnd(cond, mask_);
+      if (coeff == 1) return b_.CreateMaskedLoad(vty, addr, llvm::Align(4), cond, Widen(fill));
+      return StridedMaskedLoad(addr, int(coeff), cond, fill);
+    };
+    if (mask_ != nullptr || !EndsDecide(n.args[0])) return masked();
+    // Inside the padding's frame every lane is selected: a plain load (a
+    // constant mask when strided), no per-lane mask to compute. The
+    // condition is monotonic in the lane, so its first and last lanes decide.
+    llvm::Value* all_in =
+        b_.CreateAnd(ScalarAtLane(n.args[0], 0), ScalarAtLane(n.args[0], lanes_ - 1));
+    llvm::BasicBlock* inside = llvm::BasicBlock::Create(ctx_, "inside", fn_);
+    llvm::BasicBlock* edge = llvm::BasicBlock::Create(ctx_, "edge", fn_);
+    llvm::BasicBlock* join = llvm::BasicBlock::Create(ctx_, "join", fn_);
+    b_.CreateCondBr(all_in, inside, edge);
+    b_.SetInsertPoint(inside);
+    llvm::Value* fast =
+        coeff == 1 ? static_cast<llvm::Value*>(b_.CreateAlignedLoad(vty, addr, llvm::Align(4)))
+                   : StridedMaskedLoad(addr, int(coeff), AllTrue(), nullptr);
+    llvm::BasicBlock* inside_end = b_.GetInsertBlock();
+    b_.CreateBr(join);
+    b_.SetInsertPoint(edge);
+    llvm::Value* slow = masked();
+    llvm::BasicBlock* edge_end = b_.GetInsertBlock();
+    b_.CreateBr(join);
+    b_.SetInsertPoint(join);
+    llvm::PHINode* phi = b_.CreatePHI(vty, 2);
+    phi->addIncoming(fast, inside_end);
+    phi->addIncoming(slow, edge_end);
+    return phi;
+  }
+
+  // Whether every conjunct of `cond` is lane-invariant or compares an
+  // expression affine in the vector variable with a constant (true on an
+  // interval of lanes, so lanes 0 and lanes-1 decide all of them).
+  bool EndsDecide(const ir::Expr& cond) const {
+    if (!ir::Mentions(cond, vec_var_)) return true;
+    if (cond->kind == ExprKind::kAnd) return EndsDecide(cond->args[0]) && EndsDecide(cond->args[1]);
+    int64_t k = 0, coeff = 0;
+    return cond->kind == ExprKind::kCmp && ir::IsConstInt(cond->args[1], &k) &&
+           cond->op != Op::kEq && cond->op != Op::kNe &&
+           LinearCoeff(cond->args[0], vec_var_, &coeff);
+  }
+
+  // `e` as a scalar at lane `lane` of the current chunk.
+  llvm::Value* ScalarAtLane(const ir::Expr& e, int lane) {
+    const ExprNode* var = vec_var_;
+    llvm::Value* base = Lookup(var);
+    vars_.emplace_back(var, b_.CreateAdd(base, llvm::ConstantInt::get(i64_, lane)));
+    vec_var_ = nullptr;
+    llvm::Value* v = GenExpr(e);
+    vec_var_ = var;
+    vars_.pop_back();
+    return v;
   }
 
   void GenVectorStore(const ir::StmtNode& s) {

@@ -135,6 +135,15 @@ LinearForm Linearize(const Expr& e, const VarRanges& ranges) {
         f.Add(FloorMod(FromLinear(r), IntImm(c)), 1);
         return f;
       }
+      case Op::kMin:
+      case Op::kMax: {
+        // A clamp the ranges prove idle is its argument: min(x, c) with
+        // x <= c, max(x, c) with x >= c.
+        int64_t lo, hi;
+        if (!IsConstInt(n.args[1], &c) || !Bounds(n.args[0], ranges, &lo, &hi)) break;
+        if (n.op == Op::kMin ? hi <= c : lo >= c) return Linearize(n.args[0], ranges);
+        break;
+      }
       default:
         break;
     }
