@@ -33,7 +33,7 @@ namespace v1 = ::tunefarm::v1;
 constexpr const char* kHelp =
     R"(usage: tunefarm tune --workload SPEC [--target T|host] [--trials N] [--seconds S]
                      [--early-stop N] [--strategy evolutionary|random] [--threads N] [--batch N] [--seed N]
-                     [--db FILE] [--load-model FILE] [--save-model FILE]
+                     [--flush-cache] [--db FILE] [--load-model FILE] [--save-model FILE]
        tunefarm tune MODEL.onnx [--shape NAME=D1xD2x...]... [-o MODEL.tfpkg] [same flags]
 
 Tunes one workload, or every task of a model, on this machine, with no
@@ -61,6 +61,9 @@ built at the end from the database, as `tunefarm build` does.
   --strategy  evolutionary (default: cost-model guided) or random
   --threads   kernel threads (default 1; CPU targets); the package is built
               for this count too
+  --flush-cache  write over the last-level cache before every timed run, so
+              weights and inputs come from memory as they do inside a model
+              (CPU targets; each run is then timed alone)
   --shape     a model input's shape, for inputs with dynamic dimensions
   -o          write the tuned model's package (with a model)
   --load-model  start from the cost model in FILE instead of the database's
@@ -129,7 +132,7 @@ int RunTune(const std::vector<std::string>& args, std::ostream& out, std::ostrea
       args,
       FlagSpec{{"workload", "target", "trials", "seconds", "strategy", "threads", "batch", "seed",
                 "db", "save_model", "load_model", "early_stop", "shape", "output"},
-               {}},
+               {"flush_cache"}},
       "tune");
   if (!parsed.ok()) return Fail(err, 2, std::string(parsed.status().message()));
   if (parsed->help()) {
@@ -214,6 +217,7 @@ int RunTune(const std::vector<std::string>& args, std::ostream& out, std::ostrea
 
   search::LocalMeasureOptions mo;
   mo.threads = int(threads);
+  mo.flush_cache = parsed->Has("flush_cache");
   std::unique_ptr<search::Measurer> measurer;
   if (target.is_gpu()) {
     search::GpuLocalMeasureOptions go;
@@ -272,6 +276,7 @@ int RunTune(const std::vector<std::string>& args, std::ostream& out, std::ostrea
       seeded > 0 ? absl::StrCat(" (", seeded, " schedules of similar workloads to start from)")
                  : "");
   if (!model_from.empty()) out << "cost model: " << model_from << "\n";
+  if (mo.flush_cache && !target.is_gpu()) out << "timing: the cache is flushed before every run\n";
   v1::Fingerprint fp;
   if (target.is_gpu()) fp = search::GpuLocalMeasurer::MachineFingerprint();
   fp.set_compiler(absl::StrCat("tunefarm ", TUNEFARM_VERSION, " LLVM ", codegen::LLVMVersion()));

@@ -87,6 +87,25 @@ TEST(TuneCli, StoresEveryTrialAndNeverRemeasures) {
 // `tune MODEL.onnx`: every task of the model is tuned on this machine with
 // no daemon, every trial stored; -o builds the package from the database;
 // a second run continues from the records and the stored defaults.
+TEST(TuneCli, FlushCacheTimesEveryCandidateCold) {
+  testing::TempDir dir;
+  std::string db = dir.File("t.db");
+  testing::CommandResult r =
+      testing::RunCommand({testing::BinPath("tunefarm"), "tune", "--workload",
+                           "matmul(M=16,N=16,K=16)", "--trials", "3", "--flush-cache", "--db", db},
+                          dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.out, "timing: the cache is flushed before every run")) << r.out;
+  std::vector<v1::Record> all = AllRecords(db);
+  ASSERT_EQ(all.size(), 3u);
+  for (const v1::Record& rec : all) {
+    EXPECT_EQ(rec.status(), v1::MEASURE_STATUS_OK) << rec.error();
+    EXPECT_GT(rec.costs_sec_size(), 0);
+  }
+  r = testing::RunCommand({testing::BinPath("tunefarm"), "tune", "--help"}, dir.path());
+  EXPECT_TRUE(absl::StrContains(r.out, "--flush-cache")) << r.out;
+}
+
 TEST(TuneCli, ModelTunesEveryTaskAndWritesItsPackage) {
   testing::TempDir dir;
   if (std::string why = MakeModels(dir); !why.empty()) TF_SKIP("no-package") << why;
