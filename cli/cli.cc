@@ -314,15 +314,11 @@ Result CmdBest(Client& c, const Args& a, std::ostream& out) {
   std::vector<std::string> model_keys;
   if (a.Has("model")) {
     if (!a.Has("target")) return Usage("best --model needs --target");
-    frontend::ImportOptions o;
-    if (a.Has("shape")) {
-      for (absl::string_view one : absl::StrSplit(a.Get("shape"), ',')) {
-        auto parsed = frontend::ParseShapeOverride(std::string(one));
-        if (!parsed.ok()) return Usage(std::string(parsed.status().message()));
-        o.input_shapes[parsed->first] = parsed->second;
-      }
-    }
-    absl::StatusOr<frontend::Model> m = frontend::ImportOnnxFile(a.Get("model"), o);
+    std::vector<std::string> shapes;
+    if (a.Has("shape")) shapes = absl::StrSplit(a.Get("shape"), ',');
+    absl::StatusOr<frontend::ImportOptions> o = ShapeOverrides(shapes);
+    if (!o.ok()) return Usage(std::string(o.status().message()));
+    absl::StatusOr<frontend::Model> m = frontend::ImportOnnxFile(a.Get("model"), *o);
     if (!m.ok()) return Usage(std::string(m.status().message()));
     absl::StatusOr<frontend::TaskExtraction> ex = frontend::ExtractTasks(*m);
     if (!ex.ok()) return Usage(std::string(ex.status().message()));
@@ -535,8 +531,8 @@ std::string TopShares(const v1::Job& j, size_t n) {
   return absl::StrJoin(parts, ", ");
 }
 
-// `default_cost`: the default schedule's mean cost per workload key, from
-// the job's records (empty where it was not measured).
+// `default_cost`: per workload key, the default schedule's fastest record
+// (mean of its repeats) on the job's target (absent where never measured).
 void PrintJob(const v1::Job& j, const std::map<std::string, double>& default_cost,
               std::ostream& out) {
   out << "job " << j.job_id() << " \"" << j.spec().name() << "\": " << StateName(j.state()) << " ("
@@ -609,9 +605,7 @@ Result CmdJob(Client& c, const Args& a, std::ostream& out) {
       if (!s.ok()) return RpcFailure(c, s);
       for (const v1::Record& r : resp.records()) {
         if (!r.schedule().is_default() || r.costs_sec().empty()) continue;
-        double sum = 0;
-        for (double c : r.costs_sec()) sum += c;
-        const double mean = sum / r.costs_sec_size();
+        const double mean = MeanCost(r);
         auto [it, fresh] = default_cost.emplace(t.workload_key(), mean);
         if (!fresh) it->second = std::min(it->second, mean);
       }

@@ -32,4 +32,15 @@ absl::StatusOr<ir::Target> ParseTargetFlag(const std::string& value) {
   return ir::Target::Parse(value);
 }
 
+absl::StatusOr<frontend::ImportOptions> ShapeOverrides(const std::vector<std::string>& values) {
+  frontend::ImportOptions o;
+  for (const std::string& value : values) {
+    absl::StatusOr<std::pair<std::string, std::vector<int64_t>>> s =
+        frontend::ParseShapeOverride(value);
+    if (!s.ok()) return s.status();
+    o.input_shapes[s->first] = s->second;
+  }
+  return o;
+}
+
 }  // namespace tunefarm::cli

@@ -4,8 +4,10 @@
 
 #include <ostream>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
+#include "compiler/frontend/onnx_import.h"
 #include "compiler/ir/target.h"
 #include "grpcpp/support/status.h"
 
@@ -29,5 +31,9 @@ int Fail(std::ostream& err, int code, const std::string& msg);
 
 // A --target value: "host" (this machine) or a target string.
 absl::StatusOr<ir::Target> ParseTargetFlag(const std::string& value);
+
+// Import options from --shape values ("NAME=D1xD2x..." each); the first
+// malformed one is the error.
+absl::StatusOr<frontend::ImportOptions> ShapeOverrides(const std::vector<std::string>& values);
 
 }  // namespace tunefarm::cli

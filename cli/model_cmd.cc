@@ -249,17 +249,11 @@ int RunBuild(const std::vector<std::string>& args, std::ostream& out, std::ostre
   int64_t threads = 1;
   if (!absl::SimpleAtoi(f.Get("threads", "1"), &threads) || threads < 1 || threads > 256)
     return Fail(err, 2, "--threads needs a number from 1 to 256");
-  frontend::ImportOptions io;
-  if (f.Has("shape")) {
-    for (const std::string& s : f.All("shape")) {
-      auto o = frontend::ParseShapeOverride(s);
-      if (!o.ok()) return Fail(err, 2, std::string(o.status().message()));
-      io.input_shapes[o->first] = o->second;
-    }
-  }
+  absl::StatusOr<frontend::ImportOptions> io = ShapeOverrides(f.All("shape"));
+  if (!io.ok()) return Fail(err, 2, std::string(io.status().message()));
   absl::StatusOr<std::string> bytes = ReadFile(f.positional()[0]);
   if (!bytes.ok()) return Fail(err, 1, std::string(bytes.status().message()));
-  absl::StatusOr<frontend::Model> model = frontend::ImportOnnx(*bytes, io);
+  absl::StatusOr<frontend::Model> model = frontend::ImportOnnx(*bytes, *io);
   if (!model.ok()) return Fail(err, 1, absl::StrCat(f.positional()[0], ": ", model.status().message()));
   deploy::BuildOptions bo;
   bo.model_name = std::filesystem::path(f.positional()[0]).filename().string();

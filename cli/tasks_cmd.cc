@@ -71,11 +71,9 @@ int RunTasks(const std::vector<std::string>& args, std::ostream& out, std::ostre
   specs = parsed->Has("specs");
   if (json && specs) return Fail(err, 2, "tasks: give --json or --specs, not both");
   target = parsed->Get("target", target);
-  for (const std::string& value : parsed->All("shape")) {
-    auto s = frontend::ParseShapeOverride(value);
-    if (!s.ok()) return Fail(err, 2, std::string(s.status().message()));
-    opts.input_shapes[s->first] = s->second;
-  }
+  absl::StatusOr<frontend::ImportOptions> shapes = ShapeOverrides(parsed->All("shape"));
+  if (!shapes.ok()) return Fail(err, 2, std::string(shapes.status().message()));
+  opts = *std::move(shapes);
   if (model_path.empty()) return Fail(err, 2, "tasks needs a model file (MODEL.onnx)");
   absl::StatusOr<ir::Target> t = ParseTargetFlag(target);
   if (!t.ok()) return Fail(err, 2, std::string(t.status().message()));

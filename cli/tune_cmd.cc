@@ -75,11 +75,7 @@ built at the end from the database, as `tunefarm build` does.
 absl::StatusOr<std::vector<search::Task>> ModelTasks(const std::string& path,
                                                      const std::vector<std::string>& shapes,
                                                      const ir::Target& target) {
-  frontend::ImportOptions io;
-  for (const std::string& s : shapes) {
-    TF_ASSIGN_OR_RETURN(auto o, frontend::ParseShapeOverride(s));
-    io.input_shapes[o.first] = o.second;
-  }
+  TF_ASSIGN_OR_RETURN(frontend::ImportOptions io, ShapeOverrides(shapes));
   TF_ASSIGN_OR_RETURN(frontend::Model model, frontend::ImportOnnxFile(path, io));
   TF_ASSIGN_OR_RETURN(frontend::TaskExtraction ex, frontend::ExtractTasks(model));
   if (ex.tasks.empty()) return absl::InvalidArgumentError(absl::StrCat(path, ": no tunable tasks"));

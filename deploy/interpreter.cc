@@ -14,9 +14,6 @@ using runner::Numel;
 
 using runner::OpArgs;
 using runner::RunOp;
-namespace {
-
-}  // namespace
 
 template <typename T>
 absl::StatusOr<Values<T>> Interpret(const Model& model, const Values<T>& inputs) {

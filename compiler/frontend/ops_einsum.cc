@@ -8,10 +8,10 @@
 #include <algorithm>
 #include <cctype>
 #include <map>
-#include <numeric>
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/status_macros.h"
@@ -23,8 +23,9 @@ namespace {
 
 using absl::StrCat;
 
-absl::Status EinsumError(const Node& n, const std::string& msg) {
-  return absl::InvalidArgumentError(StrCat("Einsum node '", n.name, "': ", msg));
+absl::Status EinsumError(const Node& n, const std::string& msg,
+                         absl::StatusCode code = absl::StatusCode::kInvalidArgument) {
+  return absl::Status(code, StrCat("Einsum node '", n.name, "': ", msg));
 }
 
 // The labels of k ellipsis dimensions: '0' for the last, '1' before it...
@@ -158,9 +159,9 @@ absl::StatusOr<std::vector<Node>> ExpandEinsum(Model* m, const Node& n) {
                                  n.inputs.size(), " inputs"));
   }
   if (terms.size() > 2) {
-    return absl::UnimplementedError(
-        StrCat("Einsum node '", n.name, "': ", terms.size(),
-               " operands (one or two are supported; split it into pairs)"));
+    return EinsumError(
+        n, StrCat(terms.size(), " operands (one or two are supported; split it into pairs)"),
+        absl::StatusCode::kUnimplemented);
   }
   for (char ch : equation) {
     if (!std::isalpha(static_cast<unsigned char>(ch)) && ch != ',' && ch != '.' && ch != '-' &&
@@ -182,9 +183,10 @@ absl::StatusOr<std::vector<Node>> ExpandEinsum(Model* m, const Node& n) {
     for (size_t d = 0; d < terms[i].size(); ++d) {
       const char l = terms[i][d];
       if (terms[i].find(l) != d) {
-        return absl::UnimplementedError(StrCat("Einsum node '", n.name, "': label '",
-                                               std::string(1, l), "' repeats in operand ", i,
-                                               " (a diagonal; not supported)"));
+        return EinsumError(n,
+                           StrCat("label '", std::string(1, l), "' repeats in operand ", i,
+                                  " (a diagonal; not supported)"),
+                           absl::StatusCode::kUnimplemented);
       }
       auto [it, fresh] = size.emplace(l, shapes[i][d]);
       if (!fresh && it->second != shapes[i][d]) {
@@ -254,10 +256,14 @@ absl::StatusOr<std::vector<Node>> ExpandEinsum(Model* m, const Node& n) {
     for (char l : labels) p *= size.at(l);
     return p;
   };
+  // The dimensions of `labels`, read from an operand labelled `from`.
+  auto shape_of = [](const std::string& labels, const std::string& from, const Shape& s) {
+    Shape d;
+    for (char l : labels) d.push_back(s[from.find(l)]);
+    return d;
+  };
   // The summed operands' shapes: their remaining labels' sizes.
-  Shape sa, sb;
-  for (char l : la) sa.push_back(shapes[0][terms[0].find(l)]);
-  for (char l : lb) sb.push_back(shapes[1][terms[1].find(l)]);
+  const Shape sa = shape_of(la, terms[0], shapes[0]), sb = shape_of(lb, terms[1], shapes[1]);
   const int64_t mm = product(free_a), kk = product(contract), nn = product(free_b);
   // Batch dimensions keep each operand's own size (1 broadcasts in MatMul).
   Shape ra, rb;
@@ -267,11 +273,6 @@ absl::StatusOr<std::vector<Node>> ExpandEinsum(Model* m, const Node& n) {
   rb.push_back(kk);
   rb.push_back(nn);
   // Reshapes copy: only where the dimensions really merge or split.
-  auto shape_of = [&](const std::string& labels, const std::string& from, const Shape& s) {
-    Shape d;
-    for (char l : labels) d.push_back(s[from.find(l)]);
-    return d;
-  };
   const std::string pa = batch + free_a + contract, pb = batch + contract + free_b;
   a = x.Permute(a, la, pa);
   if (shape_of(pa, la, sa) != ra) a = x.Reshape(a, ra);

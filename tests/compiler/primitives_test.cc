@@ -348,8 +348,10 @@ TEST(Padding, ReadsAreMaskedLoadsAndMatchTheReference) {
   // the bound the loops already prove (and its clamp), the read is still a
   // masked load, and where every lane is inside the frame (the first and
   // last lane decide) a plain one with no mask to compute.
-  auto s2 = ir::BuildComputeDAG(
-      *ir::ParseWorkloadSpec("depthwise_conv2d_nchw(N=1,C=4,H=32,W=32,R=3,S=3,stride=2,pad=1)"));
+  const auto s2_workload =
+      ir::ParseWorkloadSpec("depthwise_conv2d_nchw(N=1,C=4,H=32,W=32,R=3,S=3,stride=2,pad=1)");
+  ASSERT_TRUE(s2_workload.ok()) << s2_workload.status();
+  auto s2 = ir::BuildComputeDAG(*s2_workload);
   std::mt19937_64 sample_rng(1);
   ir::CpuTiling inline_pad = search::space::CpuSketch(*s2, target).SampleTiling(sample_rng);
   inline_pad.pad_pass = false;
@@ -365,9 +367,7 @@ TEST(Padding, ReadsAreMaskedLoadsAndMatchTheReference) {
   EXPECT_TRUE(absl::StrContains(art->llvm_ir, "inside")) << art->llvm_ir;
   EXPECT_TRUE(absl::StrContains(art->llvm_ir, "@llvm.masked.load")) << art->llvm_ir;
   EXPECT_FALSE(absl::StrContains(art->llvm_ir, "@llvm.masked.gather")) << art->llvm_ir;
-  auto s2check = testing::CheckKernel(
-      *ir::ParseWorkloadSpec("depthwise_conv2d_nchw(N=1,C=4,H=32,W=32,R=3,S=3,stride=2,pad=1)"),
-      &*tiled, target, 29);
+  auto s2check = testing::CheckKernel(*s2_workload, &*tiled, target, 29);
   ASSERT_TRUE(s2check.ok()) << s2check.status();
   // Padding inlined into the reduction (the default; sketch decision 0 = 0)
   // and as a pass of its own (decision 0 = 1), asymmetric pads, strides and

@@ -84,9 +84,8 @@ TEST(TuneCli, StoresEveryTrialAndNeverRemeasures) {
   }
 }
 
-// `tune MODEL.onnx`: every task of the model is tuned on this machine with
-// no daemon, every trial stored; -o builds the package from the database;
-// a second run continues from the records and the stored defaults.
+// --flush-cache reaches the measurer: the header says so, and its cut-off
+// for slow candidates leaves room for the flushes (every record is a timing).
 TEST(TuneCli, FlushCacheTimesEveryCandidateCold) {
   testing::TempDir dir;
   std::string db = dir.File("t.db");
@@ -106,6 +105,9 @@ TEST(TuneCli, FlushCacheTimesEveryCandidateCold) {
   EXPECT_TRUE(absl::StrContains(r.out, "--flush-cache")) << r.out;
 }
 
+// `tune MODEL.onnx`: every task of the model is tuned on this machine with
+// no daemon, every trial stored; -o builds the package from the database;
+// a second run continues from the records and the stored defaults.
 TEST(TuneCli, ModelTunesEveryTaskAndWritesItsPackage) {
   testing::TempDir dir;
   if (std::string why = MakeModels(dir); !why.empty()) TF_SKIP("no-package") << why;
