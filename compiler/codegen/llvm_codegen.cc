@@ -165,10 +165,6 @@ class CodeGen : public ir::ExprFunctor<llvm::Value*()>, public ir::StmtFunctor<v
                             llvm::ConstantVector::get(ramp));
       }
       if (n.kind == ExprKind::kLoad) return GenVectorLoad(n);
-      if (n.kind == ExprKind::kCall && n.op != Op::kExp && n.op != Op::kSqrt && n.op != Op::kAbs) {
-        llvm::Value* x = GenExpr(n.args[0]);
-        if (x->getType()->isVectorTy()) return ScalarizeTanh(x);
-      }
     }
     return Visit(e);
   }
@@ -315,8 +311,9 @@ class CodeGen : public ir::ExprFunctor<llvm::Value*()>, public ir::StmtFunctor<v
     llvm::Intrinsic::ID id = llvm::Intrinsic::not_intrinsic;
     switch (n.op) {
       case Op::kExp:
-        id = llvm::Intrinsic::exp;
-        break;
+        return FastExp(x);
+      case Op::kTanh:
+        return Tanh(x);
       case Op::kSqrt:
         id = llvm::Intrinsic::sqrt;
         break;
@@ -326,13 +323,9 @@ class CodeGen : public ir::ExprFunctor<llvm::Value*()>, public ir::StmtFunctor<v
       default:
         break;
     }
-    if (id != llvm::Intrinsic::not_intrinsic) {
-      llvm::Function* f = llvm::Intrinsic::getDeclaration(&mod_, id, {x->getType()});
-      return b_.CreateCall(f, {x});
-    }
-    llvm::FunctionCallee tanhf =
-        mod_.getOrInsertFunction("tanhf", llvm::FunctionType::get(f32_, {f32_}, false));
-    return b_.CreateCall(tanhf, {x});
+    TF_CHECK(id != llvm::Intrinsic::not_intrinsic);
+    llvm::Function* f = llvm::Intrinsic::getDeclaration(&mod_, id, {x->getType()});
+    return b_.CreateCall(f, {x});
   }
 
   llvm::Value* VisitLoad(const ir::Expr& e) override {
@@ -582,11 +575,54 @@ class CodeGen : public ir::ExprFunctor<llvm::Value*()>, public ir::StmtFunctor<v
     b_.CreateMaskedScatter(v, ptrs, llvm::Align(4), mask);
   }
 
-  llvm::Value* ScalarizeTanh(llvm::Value* x) {
+  // A float constant of x's type (scalar or vector), and fmuladd (an FMA
+  // where the target has one).
+  llvm::Value* F(llvm::Value* like, double v) { return llvm::ConstantFP::get(like->getType(), v); }
+  llvm::Value* MulAdd(llvm::Value* a, llvm::Value* b, llvm::Value* c) {
+    llvm::Function* f =
+        llvm::Intrinsic::getDeclaration(&mod_, llvm::Intrinsic::fmuladd, {a->getType()});
+    return b_.CreateCall(f, {a, b, c});
+  }
+
+  // exp(x) in straight-line arithmetic, so a vector of lanes stays a vector
+  // (llvm.exp would become one libm call per lane): x = n ln2 + r with
+  // |r| <= ln2/2 (ln2 in two parts), e^r by Cephes' degree-6 polynomial
+  // (about 1 ulp), 2^n placed in the exponent bits. x is clamped to
+  // [-87.34, 88.38] first, so the result is always a normal float: at most
+  // 2.4e38 above the range and 1.2e-38 below it; NaN gives the upper bound.
+  llvm::Value* FastExp(llvm::Value* x) {
+    llvm::Type* ty = x->getType();
+    x = b_.CreateMaxNum(b_.CreateMinNum(x, F(x, 88.3762626647949)), F(x, -87.3365447505531));
+    // n = round(x log2 e): adding 1.5 * 2^23 rounds to an integer, which the
+    // sum's low mantissa bits then hold.
+    const double magic = 12582912.0;
+    llvm::Value* t = MulAdd(x, F(x, 1.44269504088896341), F(x, magic));
+    llvm::Value* n = b_.CreateFSub(t, F(x, magic));
+    llvm::Value* r = MulAdd(n, F(x, -0.693359375), x);
+    r = MulAdd(n, F(x, 2.12194440e-4), r);
+    llvm::Value* p = F(x, 1.9875691500e-4);
+    for (double c :
+         {1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1})
+      p = MulAdd(p, r, F(x, c));
+    llvm::Value* y = MulAdd(p, b_.CreateFMul(r, r), b_.CreateFAdd(r, F(x, 1.0)));
+    llvm::Type* ity = ty->isVectorTy() ? static_cast<llvm::Type*>(llvm::VectorType::getInteger(
+                                             llvm::cast<llvm::VectorType>(ty)))
+                                       : static_cast<llvm::Type*>(b_.getInt32Ty());
+    // 2^n: (n + 127) << 23 as float bits; t's integer part is n + 1.5 * 2^23.
+    llvm::Value* bits =
+        b_.CreateSub(b_.CreateBitCast(t, ity), llvm::ConstantInt::get(ity, 0x4B400000 - 127));
+    llvm::Value* scale = b_.CreateBitCast(b_.CreateShl(bits, 23), ty);
+    return b_.CreateFMul(y, scale);
+  }
+
+  // tanh has no vector form here: one libm call per lane.
+  llvm::Value* Tanh(llvm::Value* x) {
     llvm::FunctionCallee tanhf =
         mod_.getOrInsertFunction("tanhf", llvm::FunctionType::get(f32_, {f32_}, false));
+    if (!x->getType()->isVectorTy()) return b_.CreateCall(tanhf, {x});
+    const unsigned lanes = llvm::cast<llvm::FixedVectorType>(x->getType())->getNumElements();
     llvm::Value* out = llvm::PoisonValue::get(x->getType());
-    for (int i = 0; i < lanes_; ++i) {
+    for (unsigned i = 0; i < lanes; ++i) {
       llvm::Value* lane = b_.CreateExtractElement(x, uint64_t(i));
       out = b_.CreateInsertElement(out, b_.CreateCall(tanhf, {lane}), uint64_t(i));
     }

@@ -10,7 +10,11 @@ namespace v1 = ::tunefarm::v1;
 
 Trace DefaultSchedule(const ComputeDAG& dag, const Target& target) {
   if (target.is_gpu()) return DefaultGpuSchedule(dag, target);
-  // Convolutions get the hand-written register-tiled schedule where it applies.
+  // Convolutions get a hand-written register-tiled schedule where one applies.
+  if (PrefersRowConv(dag, target)) {
+    absl::StatusOr<Trace> row = RowConv2dSchedule(dag, target);
+    if (row.ok()) return *std::move(row);
+  }
   absl::StatusOr<Trace> conv = HandwrittenConv2dSchedule(dag, target, PickConvTile(dag, target));
   if (conv.ok()) {
     conv->is_default = true;

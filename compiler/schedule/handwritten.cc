@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "common/status_macros.h"
+#include "compiler/ir/simplify.h"
 #include "compiler/schedule/schedule.h"
 #include "compiler/schedule/schedule_builder.h"
 #include "compiler/schedule/tiling.h"
@@ -88,6 +89,61 @@ absl::Status PackWeight(ScheduleBuilder& b, int stage, const std::vector<int64_t
   lp.input = operand;
   lp.block = block;
   return b.Add(std::move(lp));
+}
+
+// The tiling sketch's decisions for a convolution vectorized along the
+// output row: padding as a pass of its own, register tiles of rows x
+// columns (a whole short row, else a multiple of the lanes that divides it)
+// and, with `channels`, several output channels sharing each input vector;
+// the reduction inside the tile; (batch, channel) as the parallel loop.
+absl::StatusOr<Trace> RowTiledConv(const ComputeDAG& dag, const Target& target, bool channels) {
+  const TilingNest nest = TilingNest::Of(dag);
+  if (nest.ns() != 4 || nest.nr() != 3) return absl::InvalidArgumentError("not a convolution");
+  const int64_t lanes = target.float_lanes(), k = nest.spatial[1], h = nest.spatial[2],
+                w = nest.spatial[3];
+  int64_t cols = w;
+  if (w > 2 * lanes) {
+    cols = 0;
+    for (int64_t c = 2 * lanes; c >= lanes && cols == 0; c -= lanes) {
+      if (w % c == 0) cols = c;
+    }
+    if (cols == 0) cols = DivisorAtMost(w, 2 * lanes);
+  }
+  const int64_t vectors = (cols + lanes - 1) / lanes;
+  CpuTiling t;
+  t.pad_pass = true;
+  t.vector_axis = 3;
+  t.unroll_tile = true;
+  t.pragma = 1;
+  t.spatial.resize(4);
+  t.spatial[3].s3 = cols;
+  t.spatial[3].unroll = true;
+  if (channels) {
+    // Accumulators: channels x vectors, the input vectors and a broadcast
+    // weight beside them in the register file (16 with AVX2, 32 otherwise).
+    // Measured on C128 1x1 K255 H80 (AVX2): 2 vectors x 5 channels 57
+    // GFLOP/s, 2 rows 41, 1 vector 44; packing the input rows 54.
+    const int64_t budget = lanes == 8 ? 12 : 24;
+    t.spatial[1].s3 = DivisorAtMost(k, std::max<int64_t>(1, budget / vectors));
+    t.spatial[1].unroll = true;
+  } else {
+    // Measured on MobileNetV2's depthwise 3x3 layers at 1 thread (AVX2):
+    // 8 columns x 4 rows at W = 56 (38 GFLOP/s; 8 rows 26, 16 columns,
+    // which does not divide 56, 3), 16 x 2 at W = 112 (41), whole rows of
+    // 14 x 2 (33) and 7 x 7 (14) where the row is short; the generic
+    // default 5-18.
+    const int64_t budget = lanes == 8 ? 8 : 16;
+    t.spatial[2].s3 =
+        h * vectors <= budget ? h : DivisorAtMost(h, std::min<int64_t>(4, budget / vectors));
+    t.spatial[2].unroll = true;
+    t.pack = true;
+  }
+  t.reduce_steps.assign(3, 1);
+  t.compute_at = kComputeAtS0;
+  t.parallel = 2;  // batch x channels
+  absl::StatusOr<Trace> trace = BuildTiledSchedule(dag, target, t);
+  if (trace.ok()) trace->is_default = true;
+  return trace;
 }
 
 }  // namespace
@@ -236,43 +292,38 @@ absl::StatusOr<Trace> GroupedConv2dSchedule(const ComputeDAG& dag, const Target&
   if (main < 0 || ConvStage(dag) >= 0) {
     return absl::InvalidArgumentError("not a grouped or depthwise convolution");
   }
-  const TilingNest nest = TilingNest::Of(dag);
-  if (nest.ns() != 4 || nest.nr() != 3) {
-    return absl::InvalidArgumentError("not a grouped or depthwise convolution");
-  }
-  const int64_t lanes = target.float_lanes(), h = nest.spatial[2], w = nest.spatial[3];
-  // Measured on MobileNetV2's depthwise 3x3 layers at 1 thread (AVX2):
-  // 8 columns x 4 rows at W = 56 (38 GFLOP/s; 8 rows 26, 16 columns, which
-  // does not divide 56, 3), 16 x 2 at W = 112 (41), whole rows of 14 x 2
-  // (33) and 7 x 7 (14) where the row is short; the generic default 5-18.
-  int64_t cols = w;
-  if (w > 2 * lanes) {
-    cols = 0;
-    for (int64_t c = 2 * lanes; c >= lanes && cols == 0; c -= lanes) {
-      if (w % c == 0) cols = c;
-    }
-    if (cols == 0) cols = DivisorAtMost(w, 2 * lanes);
-  }
-  const int64_t vectors = (cols + lanes - 1) / lanes;
-  const int64_t budget = lanes == 8 ? 8 : 16;  // accumulator registers
-  int64_t rows =
-      h * vectors <= budget ? h : DivisorAtMost(h, std::min<int64_t>(4, budget / vectors));
-  CpuTiling t;
-  t.pad_pass = true;
-  t.vector_axis = 3;
-  t.unroll_tile = true;
-  t.pragma = 1;
-  t.pack = true;
-  t.spatial.resize(4);
-  t.spatial[2].s3 = rows;
-  t.spatial[3].s3 = cols;
-  t.spatial[2].unroll = t.spatial[3].unroll = true;
-  t.reduce_steps.assign(3, 1);
-  t.compute_at = kComputeAtS0;
-  t.parallel = 2;  // batch x channels
-  absl::StatusOr<Trace> trace = BuildTiledSchedule(dag, target, t);
-  if (trace.ok()) trace->is_default = true;
-  return trace;
+  return RowTiledConv(dag, target, /*channels=*/false);
+}
+
+bool PrefersRowConv(const ComputeDAG& dag, const Target& target) {
+  const int conv = ConvStage(dag);
+  if (conv < 0) return false;
+  const Stage& s = dag.stages[conv];
+  const int64_t lanes = target.float_lanes(), k = s.axes[1].extent;
+  // Output channels in whole vectors, or the channel-vector schedule runs
+  // every block guarded: YOLOv5s's 255-channel heads ran at 4 GFLOP/s
+  // (1 thread, AVX2) and at 41-57 along rows.
+  if (k % lanes != 0) return true;
+  int64_t depth = 1;
+  for (const IterVar& r : s.reduce_axes) depth *= r.extent;
+  const int64_t channels = s.reduce_axes[0].extent;
+  // A shallow reduction leaves the channel-vector tile little work per
+  // write-back, and a stride makes the row loads strided. Measured at 1
+  // thread (AVX2), channel vectors -> rows, GFLOP/s: C16 1x1 K96 H112 30 ->
+  // 69, C24 1x1 K144 H56 41 -> 73, C32 3x3 K32 H160 33 -> 74, C64 1x1 K64
+  // H160 19 -> 40; deeper ones go the other way (C128 1x1 K128 H40 30 ->
+  // 21, C64 3x3 K64 H56 71 -> 55), strided ones by 1.5-3x.
+  bool strided = false;
+  VisitLoads(s.body, [&](const ExprNode& n) {
+    if (dag.tensors[n.tensor].is_constant || n.args.empty()) return;
+    strided |= Linearize(n.args.back(), {}).CoeffOf(s.axes[3].var.get()) != 1;
+  });
+  return !strided && (depth <= 96 || channels <= 32);
+}
+
+absl::StatusOr<Trace> RowConv2dSchedule(const ComputeDAG& dag, const Target& target) {
+  if (ConvStage(dag) < 0) return absl::InvalidArgumentError("not a dense NCHW convolution");
+  return RowTiledConv(dag, target, /*channels=*/true);
 }
 
 }  // namespace tunefarm::ir

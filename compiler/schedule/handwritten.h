@@ -63,4 +63,13 @@ absl::StatusOr<Trace> HandwrittenDenseSchedule(const ComputeDAG& dag, const Targ
 // (batch, channel) as the parallel loop. An error for any other DAG.
 absl::StatusOr<Trace> GroupedConv2dSchedule(const ComputeDAG& dag, const Target& target);
 
+// Dense NCHW convolutions vectorized along the output row instead (the
+// tiling sketch's decisions, as for grouped ones, with a tile of output
+// channels sharing each input vector): the default where
+// PrefersRowConv(dag, target), i.e. the output channels are not whole
+// vectors, or the reduction is shallow and the rows unstrided. An error for
+// any other DAG.
+absl::StatusOr<Trace> RowConv2dSchedule(const ComputeDAG& dag, const Target& target);
+bool PrefersRowConv(const ComputeDAG& dag, const Target& target);
+
 }  // namespace tunefarm::ir

@@ -99,6 +99,14 @@ TEST(Codegen, VectorizedLoopsBecomeVectorCode) {
   art = codegen::CompileCpu(s2.dag, s2.program, *ir::Target::Parse(t), o);
   ASSERT_TRUE(art.ok());
   EXPECT_TRUE(absl::StrContains(art->llvm_ir, "@llvm.masked.load.v32f32")) << art->llvm_ir;
+  // exp (a silu epilogue) stays vector arithmetic: no llvm.exp, which
+  // becomes one libm call per lane.
+  Built silu = Build("conv2d_nchw(N=1,C=8,H=6,W=16,K=16,R=1,S=1)+bias+silu", t);
+  art = codegen::CompileCpu(silu.dag, silu.program, *ir::Target::Parse(t), o);
+  ASSERT_TRUE(art.ok());
+  EXPECT_FALSE(absl::StrContains(art->llvm_ir, "@llvm.exp")) << art->llvm_ir;
+  EXPECT_FALSE(absl::StrContains(art->llvm_ir, "expf")) << art->llvm_ir;
+  EXPECT_TRUE(absl::StrContains(art->llvm_ir, "fmuladd.v16f32")) << art->llvm_ir;
   // aarch64 vectors are 4 floats.
   const std::string arm = "llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a78";
   Built a = Build("matmul(M=4,N=32,K=8)", arm);

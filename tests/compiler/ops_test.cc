@@ -1,5 +1,7 @@
 // Every operator, compiled with its default schedule for this machine, run on
 // random inputs and compared with the float64 reference.
+#include <cmath>
+
 #include "compiler/codegen/llvm_target.h"
 #include "compiler/ir/workload_spec.h"
 #include "gtest/gtest.h"
@@ -47,6 +49,37 @@ INSTANTIATE_TEST_SUITE_P(
         "sigmoid(N=1,C=3,H=5,W=5)",
         "silu(N=1,C=3,H=5,W=17)",
         "hardswish(N=1,C=3,H=5,W=5)"));
+
+// exp is straight-line vector arithmetic in the kernels (sigmoid and silu
+// epilogues); it must hold over the whole float range, not only on the
+// [-1, 1) inputs of the random checks: across the clamp at both ends, in the
+// vector body and in the narrower tail (W = 21 = 2 x 8 + 5 or 16 + 5).
+TEST(Exp, SigmoidAndSiluHoldOverTheWholeRange) {
+  for (const char* spec : {"sigmoid(N=1,C=4,H=8,W=21)", "silu(N=1,C=4,H=8,W=21)"}) {
+    auto w = ir::ParseWorkloadSpec(spec);
+    ASSERT_TRUE(w.ok()) << w.status();
+    const int64_t n = 4 * 8 * 21;
+    std::vector<float> x(n);
+    for (int64_t i = 0; i < n; ++i)
+      x[size_t(i)] = float(-120.0 + 240.0 * double(i) / double(n - 1));
+    for (float edge : {88.3762f, 88.3763f, 88.72f, 89.0f, -87.3365f, -87.3366f, -103.0f, 0.0f,
+                       1e-30f, -1e-30f, 0.34657359f, -0.34657359f})
+      x[size_t(std::lround(double(edge + 120.0f) / 240.0 * double(n - 1)))] = edge;
+    auto out = testing::RunKernel(*w, nullptr, codegen::HostTarget(), {x});
+    ASSERT_TRUE(out.ok()) << out.status();
+    ASSERT_EQ(int64_t(out->size()), n);
+    const bool silu = std::string(spec).rfind("silu", 0) == 0;
+    double worst = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const double v = x[size_t(i)], s = 1.0 / (1.0 + std::exp(-v));
+      const double ref = silu ? v * s : s;
+      const double err = std::fabs(double((*out)[size_t(i)]) - ref) / std::max(1.0, std::fabs(ref));
+      ASSERT_LE(err, 1e-6) << spec << " at x = " << v << ": " << (*out)[size_t(i)] << " vs " << ref;
+      worst = std::max(worst, err);
+    }
+    EXPECT_GT(worst, 0.0) << "every output exact: the inputs did not reach the kernel";
+  }
+}
 
 }  // namespace
 }  // namespace tunefarm

@@ -293,6 +293,46 @@ TEST(Handwritten, GroupedConvDefaultIsATiledScheduleThatMatchesReference) {
   }
 }
 
+TEST(Handwritten, RowConvDefaultWhereChannelVectorsDoNotFit) {
+  // Dense convolutions whose output channels are not whole vectors, or whose
+  // reduction is shallow with unstrided rows, default to the row-vectorized
+  // tiling (a tile of output channels per input vector); the others keep the
+  // channel-vector schedule. 13 and 255 channels are ragged at 4, 8 and 16
+  // lanes; 32 and 64 are whole at all three.
+  ir::Target target = codegen::HostTarget();
+  for (const char* spec : {
+           "conv2d_nchw(N=1,C=40,H=6,W=20,K=13,R=1,S=1)+bias",
+           "conv2d_nchw(N=1,C=64,H=5,W=9,K=255,R=3,S=3,stride=2,pad=1)+bias+silu",
+           "conv2d_nchw(N=1,C=16,H=9,W=24,K=32,R=1,S=1)+bias+relu6",
+           "conv2d_nchw(N=2,C=8,H=7,W=7,K=16,R=3,S=3,pad=1)+residual",
+           "conv2d_nchw(N=1,C=32,H=6,W=28,K=64,R=3,S=3,pad=1)+bias+silu",
+       }) {
+    auto w = ir::ParseWorkloadSpec(spec);
+    ASSERT_TRUE(w.ok()) << spec << ": " << w.status();
+    auto dag = ir::BuildComputeDAG(*w);
+    ASSERT_TRUE(dag.ok()) << spec << ": " << dag.status();
+    EXPECT_TRUE(ir::PrefersRowConv(*dag, target)) << spec;
+    auto s = ir::RowConv2dSchedule(*dag, target);
+    ASSERT_TRUE(s.ok()) << spec << ": " << s.status();
+    EXPECT_EQ(s->sketch_id, ir::kTilingSketchId);
+    const ir::Trace def = ir::DefaultSchedule(*dag, target);
+    EXPECT_EQ(def.decisions, s->decisions) << spec << ": the default is not this schedule";
+    auto check = testing::CheckKernel(*w, &def, target, 29);
+    ASSERT_TRUE(check.ok()) << spec << ": " << check.status();
+    EXPECT_GT(check->outputs, 0);
+  }
+  for (const char* deep : {"conv2d_nchw(N=1,C=64,H=8,W=8,K=64,R=3,S=3,pad=1)",
+                           "conv2d_nchw(N=1,C=16,H=8,W=16,K=32,R=1,S=1,stride=2)"}) {
+    auto dag = ir::BuildComputeDAG(*ir::ParseWorkloadSpec(deep));
+    ASSERT_TRUE(dag.ok()) << deep;
+    EXPECT_FALSE(ir::PrefersRowConv(*dag, target)) << deep;
+    EXPECT_NE(ir::DefaultSchedule(*dag, target).sketch_id, ir::kTilingSketchId) << deep;
+  }
+  auto dw = ir::BuildComputeDAG(
+      *ir::ParseWorkloadSpec("depthwise_conv2d_nchw(N=1,C=8,H=7,W=7,R=3,S=3,pad=1)"));
+  EXPECT_FALSE(ir::RowConv2dSchedule(*dw, target).ok()) << "depthwise is not a dense conv";
+}
+
 TEST(Handwritten, DenseScheduleMatchesReference) {
   // The default for dense is the packed, register-tiled schedule wherever N
   // is a multiple of 4 (16, 8 and 4 lanes, tails in M), the plain one else.
