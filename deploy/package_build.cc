@@ -370,8 +370,10 @@ struct FoldedParameters {
 absl::StatusOr<FoldedParameters> Fold(const Model& model, const ModelTask& task,
                                       const TaskOccurrence& oc, const PackageConstants& consts) {
   const Node& a = model.nodes[size_t(oc.nodes[0])];
-  const frontend::OpDef& anchor = *frontend::FindOp(a.op);  // tasks are of registry anchors
+  const frontend::OpDef& anchor = *frontend::FindOp(a.op);  // tasks are of registry entries
   FoldedParameters p;
+  // A node alone (elementwise) has no parameters: its inputs bind as they are.
+  if (anchor.fusion != frontend::FusionRole::kAnchor) return p;
   p.const_weight = model.constants.count(a.inputs[1]) > 0;
   if (p.const_weight) {
     p.weight = consts.Floats(a.inputs[1]);
@@ -446,8 +448,10 @@ absl::Status AddKernelStep(const Model& model, const TaskExtraction& ex, const T
     std::string src;
     std::vector<float> data;
     bool derived = false;
-    if (role == "data" || role == "a") {
+    if (role == "data" || role == "a" || role == "x") {
       src = a.inputs[0];
+    } else if (role == "y") {
+      src = a.inputs[1];
     } else if (role == "weight" || role == "b") {
       if (p.const_weight) {
         derived = true;

@@ -88,6 +88,11 @@ struct OpDef {
   // EPILOGUE_KIND_UNSPECIFIED when none.
   v1::EpilogueKind gated = v1::EPILOGUE_KIND_UNSPECIFIED;
 
+  // A node of this op that no anchor fused: its workload as a kernel of its
+  // own (elementwise), without epilogues; false when its form has none (it
+  // then runs natively).
+  bool (*alone)(const Model& m, const Node& n, v1::Workload* w) = nullptr;
+
   // Floating-point operations of one node; nullptr: one per output element.
   double (*flops)(const Model& m, const Node& n) = nullptr;
 };

@@ -210,6 +210,85 @@ bool ClipEpilogue(const Model& m, const Node& n, v1::Epilogue* e) {
 
 OpDef Unary(std::string_view name) { return {.name = name, .infer = InferSameShape}; }
 
+//===--- Kernels of their own ---------------------------------------------===//
+
+// Below this many output elements a node stays a native step: a kernel
+// call costs about what the native loop does.
+constexpr double kMinKernelElements = 4096;
+
+// The node's inputs as the workload's, in order, in 4 dimensions (the form
+// workload specs write): fewer get leading 1s, more merge neighbouring
+// dimensions that every input either spans whole or broadcasts, which
+// leaves the contiguous data as it is. False when an input's shape is
+// unknown, the output is small, or no merge keeps the broadcast.
+bool ElementwiseInputs(const Model& m, const Node& n, size_t count, v1::Workload* w) {
+  if (n.inputs.size() < count || n.outputs.size() != 1) return false;
+  auto out = m.shapes.find(n.outputs[0]);
+  if (out == m.shapes.end() || Elements(out->second) < kMinKernelElements) return false;
+  Shape o = out->second;
+  std::vector<Shape> in;
+  for (size_t i = 0; i < count; ++i) {
+    auto s = m.shapes.find(n.inputs[i]);
+    if (n.inputs[i].empty() || s == m.shapes.end() || s->second.size() > o.size()) return false;
+    Shape x(o.size() - s->second.size(), 1);
+    x.insert(x.end(), s->second.begin(), s->second.end());
+    in.push_back(std::move(x));
+  }
+  while (o.size() < 4) {
+    o.insert(o.begin(), 1);
+    for (Shape& x : in) x.insert(x.begin(), 1);
+  }
+  while (o.size() > 4) {
+    size_t d = 0;
+    auto mergeable = [&](size_t k) {
+      for (const Shape& x : in) {
+        const bool whole = x[k] == o[k] && x[k + 1] == o[k + 1];
+        if (!whole && !(x[k] == 1 && x[k + 1] == 1)) return false;
+      }
+      return true;
+    };
+    while (d + 1 < o.size() && !mergeable(d)) ++d;
+    if (d + 1 >= o.size()) return false;
+    o[d] *= o[d + 1];
+    o.erase(o.begin() + int64_t(d) + 1);
+    for (Shape& x : in) {
+      x[d] *= x[d + 1];
+      x.erase(x.begin() + int64_t(d) + 1);
+    }
+  }
+  w->set_op(v1::OP_KIND_ELEMENTWISE);
+  for (const Shape& x : in) {
+    v1::TensorSpec* t = w->add_inputs();
+    for (int64_t d : x) t->add_shape(d);
+    t->set_dtype(v1::DTYPE_FLOAT32);
+  }
+  return true;
+}
+
+template <v1::ElementwiseKind K>
+bool UnaryAlone(const Model& m, const Node& n, v1::Workload* w) {
+  w->mutable_elementwise()->set_kind(K);
+  return ElementwiseInputs(m, n, 1, w);
+}
+
+// Two inputs broadcast numpy-style (either may be a constant).
+template <v1::ElementwiseKind K>
+bool BinaryAlone(const Model& m, const Node& n, v1::Workload* w) {
+  if (n.inputs.size() != 2) return false;
+  w->mutable_elementwise()->set_kind(K);
+  return ElementwiseInputs(m, n, 2, w);
+}
+
+bool ClipAlone(const Model& m, const Node& n, v1::Workload* w) {
+  v1::Epilogue e;
+  if (!ClipEpilogue(m, n, &e)) return false;
+  v1::ElementwiseAttrs* a = w->mutable_elementwise();
+  a->set_kind(v1::ELEMENTWISE_KIND_CLIP);
+  a->set_min(e.kind() == v1::EPILOGUE_KIND_RELU6 ? 0.0f : e.min());
+  a->set_max(e.kind() == v1::EPILOGUE_KIND_RELU6 ? 6.0f : e.max());
+  return ElementwiseInputs(m, n, 1, w);
+}
+
 }  // namespace
 
 const std::vector<OpDef>& ElementwiseOps() {
@@ -239,7 +318,8 @@ const std::vector<OpDef>& ElementwiseOps() {
       {.name = "Relu",
        .infer = InferSameShape,
        .fusion = FusionRole::kActivation,
-       .activation = ReluEpilogue},
+       .activation = ReluEpilogue,
+       .alone = UnaryAlone<v1::ELEMENTWISE_KIND_RELU>},
       {.name = "LeakyRelu",
        .infer = InferSameShape,
        .fusion = FusionRole::kActivation,
@@ -248,35 +328,42 @@ const std::vector<OpDef>& ElementwiseOps() {
        .infer = InferSameShape,
        .fusion = FusionRole::kActivation,
        .activation = SigmoidEpilogue,
-       .gated = v1::EPILOGUE_KIND_SILU},
+       .gated = v1::EPILOGUE_KIND_SILU,
+       .alone = UnaryAlone<v1::ELEMENTWISE_KIND_SIGMOID>},
       {.name = "HardSwish",
        .min_opset = 14,
        .infer = InferSameShape,
        .fusion = FusionRole::kActivation,
-       .activation = HardSwishEpilogue},
+       .activation = HardSwishEpilogue,
+       .alone = UnaryAlone<v1::ELEMENTWISE_KIND_HARDSWISH>},
       {.name = "Clip",
        .infer = InferSameShape,
        .fusion = FusionRole::kActivation,
-       .activation = ClipEpilogue},
+       .activation = ClipEpilogue,
+       .alone = ClipAlone},
       // Two inputs, broadcast.
       {.name = "Add",
        .normalize = LegacyBroadcast,
        .fold = FoldArithmetic<'+'>,
        .infer = InferBroadcast2,
-       .fusion = FusionRole::kAdd},
+       .fusion = FusionRole::kAdd,
+       .alone = BinaryAlone<v1::ELEMENTWISE_KIND_ADD>},
       {.name = "Sub",
        .normalize = LegacyBroadcast,
        .fold = FoldArithmetic<'-'>,
-       .infer = InferBroadcast2},
+       .infer = InferBroadcast2,
+       .alone = BinaryAlone<v1::ELEMENTWISE_KIND_SUB>},
       {.name = "Mul",
        .normalize = LegacyBroadcast,
        .fold = FoldArithmetic<'*'>,
        .infer = InferBroadcast2,
-       .fusion = FusionRole::kGateMul},
+       .fusion = FusionRole::kGateMul,
+       .alone = BinaryAlone<v1::ELEMENTWISE_KIND_MUL>},
       {.name = "Div",
        .normalize = LegacyBroadcast,
        .fold = FoldArithmetic<'/'>,
-       .infer = InferBroadcast2},
+       .infer = InferBroadcast2,
+       .alone = BinaryAlone<v1::ELEMENTWISE_KIND_DIV>},
       {.name = "Pow", .normalize = LegacyBroadcast, .infer = InferBroadcast2},
       {.name = "Max", .infer = InferBroadcast2},
       {.name = "Min", .infer = InferBroadcast2},

@@ -23,6 +23,9 @@ class Extractor {
   // epilogues that fuse; returns the nodes taken.
   // Nodes already fused into an earlier kernel are never taken again.
   std::vector<int> Fuse(int anchor, v1::Workload* w, const std::set<int>& fused);
+  // A node no anchor took (visited after the anchors before it), as a kernel
+  // of its own; false when it stays native.
+  bool Alone(const Node& n, v1::Workload* w);
 
  private:
   const Shape& S(const std::string& v) const { return m_.shapes.at(v); }
@@ -42,6 +45,11 @@ class Extractor {
 bool Extractor::Anchor(const Node& n, v1::Workload* w) {
   const OpDef* def = FindOp(n.op);
   return def != nullptr && def->fusion == FusionRole::kAnchor && def->anchor(m_, n, w);
+}
+
+bool Extractor::Alone(const Node& n, v1::Workload* w) {
+  const OpDef* def = FindOp(n.op);
+  return def != nullptr && def->alone != nullptr && def->alone(m_, n, w);
 }
 
 std::vector<int> Extractor::Fuse(int anchor, v1::Workload* w, const std::set<int>& fused) {
@@ -156,9 +164,16 @@ absl::StatusOr<TaskExtraction> ExtractTasks(const Model& model) {
     const Node& n = model.nodes[i];
     if (fused.count(int(i))) continue;
     v1::Workload w;
-    if (!x.Anchor(n, &w)) continue;
-    std::vector<int> taken = x.Fuse(int(i), &w, fused);
+    std::vector<int> taken = {int(i)};
+    const bool anchor = x.Anchor(n, &w);
+    if (anchor) {
+      taken = x.Fuse(int(i), &w, fused);
+    } else {
+      w.Clear();
+      if (!x.Alone(n, &w)) continue;
+    }
     absl::StatusOr<ir::CanonicalWorkload> c = ir::Canonicalize(w);
+    if (!c.ok() && !anchor) continue;
     if (!c.ok()) {
       // Not expressible as a tunable workload with these epilogues: try the
       // bare op before giving up on it.

@@ -23,35 +23,45 @@ struct OpInfo {
 
 const std::map<std::string, OpInfo>& Ops() {
   static const auto* ops = new std::map<std::string, OpInfo>{
-      {"conv2d_nchw", {{"N", "C", "H", "W", "K", "R", "S"},
-                       {"stride", "stride_h", "stride_w", "pad", "pad_top", "pad_left", "pad_bottom",
-                        "pad_right", "dilation", "dilation_h", "dilation_w", "groups"},
-                       "2-D convolution, NCHW data, OIHW weights"}},
-      {"conv2d_nhwc", {{"N", "C", "H", "W", "K", "R", "S"},
-                       {"stride", "stride_h", "stride_w", "pad", "pad_top", "pad_left", "pad_bottom",
-                        "pad_right", "dilation", "dilation_h", "dilation_w", "groups"},
-                       "2-D convolution, NHWC data, HWIO weights"}},
-      {"depthwise_conv2d_nchw", {{"N", "C", "H", "W", "R", "S"},
-                                 {"stride", "stride_h", "stride_w", "pad", "pad_top", "pad_left",
-                                  "pad_bottom", "pad_right", "dilation", "dilation_h",
-                                  "dilation_w", "multiplier"},
-                                 "depthwise convolution (groups = C)"}},
-      {"conv2d_transpose_nchw", {{"N", "C", "H", "W", "K", "R", "S"},
-                                 {"stride", "stride_h", "stride_w", "pad", "pad_top", "pad_left",
-                                  "pad_bottom", "pad_right", "dilation", "dilation_h",
-                                  "dilation_w", "groups"},
-                                 "transposed convolution, weights [C, K/groups, R, S]"}},
+      {"conv2d_nchw",
+       {{"N", "C", "H", "W", "K", "R", "S"},
+        {"stride", "stride_h", "stride_w", "pad", "pad_top", "pad_left", "pad_bottom", "pad_right",
+         "dilation", "dilation_h", "dilation_w", "groups"},
+        "2-D convolution, NCHW data, OIHW weights"}},
+      {"conv2d_nhwc",
+       {{"N", "C", "H", "W", "K", "R", "S"},
+        {"stride", "stride_h", "stride_w", "pad", "pad_top", "pad_left", "pad_bottom", "pad_right",
+         "dilation", "dilation_h", "dilation_w", "groups"},
+        "2-D convolution, NHWC data, HWIO weights"}},
+      {"depthwise_conv2d_nchw",
+       {{"N", "C", "H", "W", "R", "S"},
+        {"stride", "stride_h", "stride_w", "pad", "pad_top", "pad_left", "pad_bottom", "pad_right",
+         "dilation", "dilation_h", "dilation_w", "multiplier"},
+        "depthwise convolution (groups = C)"}},
+      {"conv2d_transpose_nchw",
+       {{"N", "C", "H", "W", "K", "R", "S"},
+        {"stride", "stride_h", "stride_w", "pad", "pad_top", "pad_left", "pad_bottom", "pad_right",
+         "dilation", "dilation_h", "dilation_w", "groups"},
+        "transposed convolution, weights [C, K/groups, R, S]"}},
       {"dense", {{"M", "N", "K"}, {}, "data [M,K] x weight [N,K]^T"}},
       {"matmul", {{"M", "N", "K"}, {"transpose_a", "transpose_b"}, "a [M,K] x b [K,N]"}},
-      {"batch_matmul", {{"B", "M", "N", "K"}, {"transpose_a", "transpose_b"},
-                        "a [B,M,K] x b [B,K,N]"}},
-      {"max_pool2d_nchw", {{"N", "C", "H", "W", "R", "S"}, {"stride", "pad", "ceil_mode"},
-                           "max pooling"}},
-      {"avg_pool2d_nchw", {{"N", "C", "H", "W", "R", "S"},
-                           {"stride", "pad", "ceil_mode", "count_include_pad"}, "average pooling"}},
+      {"batch_matmul",
+       {{"B", "M", "N", "K"}, {"transpose_a", "transpose_b"}, "a [B,M,K] x b [B,K,N]"}},
+      {"max_pool2d_nchw",
+       {{"N", "C", "H", "W", "R", "S"}, {"stride", "pad", "ceil_mode"}, "max pooling"}},
+      {"avg_pool2d_nchw",
+       {{"N", "C", "H", "W", "R", "S"},
+        {"stride", "pad", "ceil_mode", "count_include_pad"},
+        "average pooling"}},
       {"global_avg_pool2d_nchw", {{"N", "C", "H", "W"}, {}, "global average pooling"}},
-      {"add", {{"N", "C", "H", "W"}, {}, "elementwise sum of two NCHW tensors"}},
-      {"mul", {{"N", "C", "H", "W"}, {}, "elementwise product of two NCHW tensors"}},
+      {"add",
+       {{"N", "C", "H", "W"},
+        {"yN", "yC", "yH", "yW"},
+        "elementwise x + y; y's dimensions default to x's, either broadcasts"}},
+      {"sub", {{"N", "C", "H", "W"}, {"yN", "yC", "yH", "yW"}, "elementwise x - y"}},
+      {"mul", {{"N", "C", "H", "W"}, {"yN", "yC", "yH", "yW"}, "elementwise x * y"}},
+      {"div", {{"N", "C", "H", "W"}, {"yN", "yC", "yH", "yW"}, "elementwise x / y"}},
+      {"clip", {{"N", "C", "H", "W", "min", "max"}, {}, "elementwise clamp to [min, max]"}},
       {"relu", {{"N", "C", "H", "W"}, {}, "elementwise relu"}},
       {"sigmoid", {{"N", "C", "H", "W"}, {}, "elementwise sigmoid"}},
       {"silu", {{"N", "C", "H", "W"}, {}, "elementwise x*sigmoid(x)"}},
@@ -151,10 +161,19 @@ absl::StatusOr<v1::Workload> ParseWorkloadSpec(const std::string& spec) {
   std::set<std::string> known(it->second.required.begin(), it->second.required.end());
   known.insert(it->second.optional.begin(), it->second.optional.end());
   std::map<std::string, int64_t> v;
+  std::map<std::string, float> fv;  // clip's bounds
   for (const auto& [key, val] : args) {
     if (!known.count(key)) {
       return p.Error(val.second - key.size() - 1,
                      absl::StrCat("unknown attribute '", key, "' for ", op));
+    }
+    if (op == "clip" && (key == "min" || key == "max")) {
+      float f;
+      if (!absl::SimpleAtof(val.first, &f))
+        return p.Error(val.second, absl::StrCat(key, " must be a number, got '", val.first, "'"));
+      fv[key] = f;
+      v[key] = 0;
+      continue;
     }
     int64_t x;
     if (!absl::SimpleAtoi(val.first, &x)) {
@@ -237,11 +256,19 @@ absl::StatusOr<v1::Workload> ParseWorkloadSpec(const std::string& spec) {
     std::vector<int64_t> shape = {v["N"], v["C"], v["H"], v["W"]};
     add_input(shape);
     static const std::map<std::string, v1::ElementwiseKind> kinds = {
-        {"add", v1::ELEMENTWISE_KIND_ADD}, {"mul", v1::ELEMENTWISE_KIND_MUL},
+        {"add", v1::ELEMENTWISE_KIND_ADD},   {"sub", v1::ELEMENTWISE_KIND_SUB},
+        {"mul", v1::ELEMENTWISE_KIND_MUL},   {"div", v1::ELEMENTWISE_KIND_DIV},
         {"relu", v1::ELEMENTWISE_KIND_RELU}, {"sigmoid", v1::ELEMENTWISE_KIND_SIGMOID},
-        {"silu", v1::ELEMENTWISE_KIND_SILU}, {"hardswish", v1::ELEMENTWISE_KIND_HARDSWISH}};
-    w.mutable_elementwise()->set_kind(kinds.at(op));
-    if (op == "add" || op == "mul") add_input(shape);
+        {"silu", v1::ELEMENTWISE_KIND_SILU}, {"hardswish", v1::ELEMENTWISE_KIND_HARDSWISH},
+        {"clip", v1::ELEMENTWISE_KIND_CLIP}};
+    v1::ElementwiseAttrs* ea = w.mutable_elementwise();
+    ea->set_kind(kinds.at(op));
+    if (op == "clip") {
+      ea->set_min(fv["min"]);
+      ea->set_max(fv["max"]);
+    }
+    if (op == "add" || op == "sub" || op == "mul" || op == "div")
+      add_input({get("yN", v["N"]), get("yC", v["C"]), get("yH", v["H"]), get("yW", v["W"])});
   }
 
   while (!p.AtEnd()) {
@@ -399,13 +426,28 @@ absl::StatusOr<std::string> ElementwiseSpec(const v1::Workload& w) {
   const auto& d = w.inputs(0).shape();
   if (d.size() != 4) return NoSpec("an elementwise op on other than 4 dimensions");
   static const std::map<v1::ElementwiseKind, std::string> names = {
-      {v1::ELEMENTWISE_KIND_ADD, "add"},         {v1::ELEMENTWISE_KIND_MUL, "mul"},
-      {v1::ELEMENTWISE_KIND_RELU, "relu"},       {v1::ELEMENTWISE_KIND_SIGMOID, "sigmoid"},
-      {v1::ELEMENTWISE_KIND_SILU, "silu"},       {v1::ELEMENTWISE_KIND_HARDSWISH, "hardswish"}};
+      {v1::ELEMENTWISE_KIND_ADD, "add"},   {v1::ELEMENTWISE_KIND_SUB, "sub"},
+      {v1::ELEMENTWISE_KIND_MUL, "mul"},   {v1::ELEMENTWISE_KIND_DIV, "div"},
+      {v1::ELEMENTWISE_KIND_RELU, "relu"}, {v1::ELEMENTWISE_KIND_SIGMOID, "sigmoid"},
+      {v1::ELEMENTWISE_KIND_SILU, "silu"}, {v1::ELEMENTWISE_KIND_HARDSWISH, "hardswish"},
+      {v1::ELEMENTWISE_KIND_CLIP, "clip"}};
   auto it = names.find(w.elementwise().kind());
   if (it == names.end())
     return NoSpec(absl::StrCat("elementwise ", v1::ElementwiseKind_Name(w.elementwise().kind())));
-  return absl::StrCat(it->second, "(N=", d[0], ",C=", d[1], ",H=", d[2], ",W=", d[3], ")");
+  std::string spec = absl::StrCat(it->second, "(N=", d[0], ",C=", d[1], ",H=", d[2], ",W=", d[3]);
+  if (w.inputs_size() == 2) {
+    const auto& y = w.inputs(1).shape();
+    if (y.size() != 4) return NoSpec("an elementwise op on other than 4 dimensions");
+    const char* names_y[] = {"yN", "yC", "yH", "yW"};
+    for (int i = 0; i < 4; ++i) {
+      if (y[i] != d[i]) absl::StrAppend(&spec, ",", names_y[i], "=", y[i]);
+    }
+  }
+  if (w.elementwise().kind() == v1::ELEMENTWISE_KIND_CLIP) {
+    absl::StrAppend(&spec, ",min=", Float(w.elementwise().min()),
+                    ",max=", Float(w.elementwise().max()));
+  }
+  return absl::StrCat(spec, ")");
 }
 
 absl::StatusOr<std::string> EpilogueSpec(const v1::Epilogue& e) {

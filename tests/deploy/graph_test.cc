@@ -7,17 +7,20 @@
 #include <cmath>
 #include <fstream>
 #include <random>
+#include <set>
 #include <sstream>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_join.h"
 #include "compiler/codegen/llvm_target.h"
 #include "compiler/ir/compute.h"
-#include "server/search/space/random_schedule.h"
-#include "device_agent/runtime/graph_runtime.h"
+#include "compiler/ir/workload_spec.h"
 #include "deploy/interpreter.h"
-#include "device_agent/runtime/npy.h"
 #include "deploy/package_build.h"
+#include "device_agent/runtime/graph_runtime.h"
+#include "device_agent/runtime/npy.h"
 #include "gtest/gtest.h"
+#include "server/search/space/random_schedule.h"
 #include "tests/deploy/ort_runner.h"
 #include "tests/testing/process.h"
 #include "tests/testing/skip.h"
@@ -183,6 +186,32 @@ TEST_F(GraphTest, SmallModelsWithOldOpsetFormsMatch) {
                                     dir_->File(std::string(name) + ".onnx")),
               2);
   }
+}
+
+// Element-wise nodes that no anchor fused are kernels of their own, in the
+// 4-D form a workload spec writes (5-D merged, 3-D padded, broadcasts kept);
+// a broadcast no 4-D form keeps stays native. Values match the interpreter
+// and ONNX Runtime.
+TEST_F(GraphTest, LoneElementwiseNodesAreKernels) {
+  Model m = Import("alone");
+  absl::StatusOr<TaskExtraction> ex = ExtractTasks(m);
+  ASSERT_TRUE(ex.ok()) << ex.status();
+  std::set<std::string> specs;
+  for (const ModelTask& t : ex->tasks) {
+    absl::StatusOr<std::string> spec = ir::FormatWorkloadSpec(t.workload);
+    ASSERT_TRUE(spec.ok()) << t.description << ": " << spec.status();
+    specs.insert(*spec);
+  }
+  EXPECT_EQ(specs.size(), 8u) << absl::StrJoin(specs, "; ");
+  EXPECT_TRUE(specs.count("sigmoid(N=3,C=16,H=16,W=6)")) << absl::StrJoin(specs, "; ");
+  EXPECT_TRUE(specs.count("relu(N=1,C=4,H=32,W=40)")) << absl::StrJoin(specs, "; ");
+  v1::ModelPackage pkg;
+  EXPECT_GE(CheckAgainstReference(m, {}, &pkg, dir_->File("alone.onnx")), 9);
+  std::vector<std::string> native;
+  for (const auto& s : pkg.steps()) {
+    if (s.has_node()) native.push_back(s.node().name());
+  }
+  EXPECT_EQ(native, std::vector<std::string>{"outer"});
 }
 
 // The never-slower rule: a tuned schedule is used only where it measured

@@ -86,6 +86,30 @@ sig_residual = [
 save("sig_residual", sig_residual, [tensor("x", [1, 4, 8, 8])], [tensor("y", [1, 4, 8, 8])],
      [init("ws", (4, 4, 3, 3)), init("bs", (4,))])
 
+# Element-wise nodes no convolution fuses, each then a kernel of its own:
+# a 5-D sigmoid, broadcast constants of rank 5 and 1 and a scalar, operands
+# that are both runtime values, HardSwish and Clip, a 3-D Relu; and a 5-D
+# product whose broadcast no 4-D form keeps (it stays a native step).
+alone = [
+    helper.make_node("Sigmoid", ["x"], ["s"], name="sig"),
+    helper.make_node("Mul", ["s", "k"], ["m"], name="scale"),
+    helper.make_node("Add", ["m", "t"], ["a"], name="shift"),
+    helper.make_node("Sub", ["a", "x"], ["d"], name="diff"),
+    helper.make_node("Div", ["d", "c"], ["q"], name="half"),
+    helper.make_node("HardSwish", ["q"], ["h"], name="hswish"),
+    helper.make_node("Clip", ["h", "lo", "hi"], ["y"], name="clip"),
+    helper.make_node("Relu", ["z"], ["yz"], name="relu3d"),
+    helper.make_node("Mul", ["xa", "xb"], ["yab"], name="outer"),
+]
+save("alone", alone,
+     [tensor("x", [1, 3, 16, 16, 6]), tensor("z", [4, 32, 40]), tensor("xa", [8, 1, 8, 1, 8]),
+      tensor("xb", [1, 8, 1, 8, 1])],
+     [tensor("y", [1, 3, 16, 16, 6]), tensor("yz", [4, 32, 40]), tensor("yab", [8, 8, 8, 8, 8])],
+     [init("k", (1, 3, 1, 1, 6)), init("t", (6,)),
+      numpy_helper.from_array(np.array([2.0], dtype=np.float32), "c"),
+      numpy_helper.from_array(np.array(-0.5, dtype=np.float32), "lo"),
+      numpy_helper.from_array(np.array(0.8, dtype=np.float32), "hi")], opset=14)
+
 save("pool_ceil", pool_ceil, [tensor("x", [1, 4, 10, 11])], [tensor("y", [1, 8, 3, 4])], [init("wp", (8, 4, 3, 3))])
 
 # Opset 9 forms: Clip with attributes, Slice with attributes, Upsample with

@@ -225,6 +225,10 @@ TEST(WorkloadSpec, FormatReadsBackAsTheSameWorkload) {
       "avg_pool2d_nchw(N=1,C=16,H=10,W=10,R=3,S=3,stride=1,pad=1,count_include_pad=1)",
       "global_avg_pool2d_nchw(N=1,C=512,H=7,W=7)",
       "add(N=1,C=8,H=4,W=4)",
+      "mul(N=3,C=16,H=16,W=6,yC=1,yH=1)",
+      "sub(N=1,C=1,H=1,W=6,yN=2,yC=3,yH=5)",
+      "div(N=2,C=3,H=4,W=5,yN=1,yC=1,yH=1,yW=1)",
+      "clip(N=1,C=2,H=3,W=4,min=-0.5,max=0.8)",
       "hardswish(N=1,C=8,H=4,W=4)",
   };
   for (const std::string& spec : specs) {
@@ -240,6 +244,11 @@ TEST(WorkloadSpec, FormatReadsBackAsTheSameWorkload) {
   EXPECT_EQ(*FormatWorkloadSpec(*ParseWorkloadSpec(
                 "conv2d_nchw(N=1,C=3,H=8,W=8,K=4,R=3,S=3,stride=1,pad=0,dilation=1,groups=1)")),
             "conv2d_nchw(N=1,C=3,H=8,W=8,K=4,R=3,S=3)");
+  EXPECT_EQ(*FormatWorkloadSpec(*ParseWorkloadSpec("mul(N=3,C=16,H=16,W=6,yN=3,yC=1,yH=1)")),
+            "mul(N=3,C=16,H=16,W=6,yC=1,yH=1)");
+  EXPECT_FALSE(ParseWorkloadSpec("mul(N=3,C=16,H=16,W=6,yC=2)").ok()) << "16 vs 2 do not broadcast";
+  EXPECT_FALSE(ParseWorkloadSpec("relu(N=1,C=2,H=3,W=4,yC=1)").ok()) << "relu has one input";
+  EXPECT_FALSE(ParseWorkloadSpec("clip(N=1,C=2,H=3,W=4,min=1,max=0)").ok()) << "min > max";
   // A clip bound that is not a short decimal keeps every bit of its float.
   v1::Workload clipped = *ParseWorkloadSpec("dense(M=2,N=3,K=4)+clip(min=0,max=6)");
   clipped.mutable_epilogue(0)->set_max(1.0f / 3.0f);
