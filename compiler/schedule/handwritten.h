@@ -57,10 +57,11 @@ absl::StatusOr<Trace> HandwrittenDenseSchedule(const ComputeDAG& dag, const Targ
 
 // Grouped and depthwise NCHW convolutions on CPUs (the input depends on the
 // output channel, so HandwrittenConv2dSchedule does not apply), as decisions
-// of the tiling sketch: padding as a pass of its own, register tiles of
-// rows x columns vectorized along the output row (a whole short row, else a
-// multiple of the lanes that divides it), the reduction inside the tile, and
-// (batch, channel) as the parallel loop. An error for any other DAG.
+// of the tiling sketch: padding read inline, register tiles of whole output
+// rows (or as long a multiple of the lanes dividing the row as the
+// accumulators hold; several rows where they are short), vectorized along
+// the row, the reduction inside the tile, and (batch, channel) as the
+// parallel loop. An error for any other DAG.
 absl::StatusOr<Trace> GroupedConv2dSchedule(const ComputeDAG& dag, const Target& target);
 
 // Dense NCHW convolutions vectorized along the output row instead (the

@@ -259,7 +259,7 @@ TEST(Handwritten, Conv2dScheduleMatchesReference) {
 
 TEST(Handwritten, GroupedConvDefaultIsATiledScheduleThatMatchesReference) {
   // Depthwise and grouped convolutions: the default is the tiling sketch's
-  // decisions (padding pass, a register tile along the output row), for
+  // decisions (padding read inline, register tiles of whole output rows), for
   // short rows (a whole row of 7 or 14: an odd-width vector), rows that are
   // a multiple of the lanes, rows that are neither, strides and multipliers.
   ir::Target target = codegen::HostTarget();
@@ -268,6 +268,8 @@ TEST(Handwritten, GroupedConvDefaultIsATiledScheduleThatMatchesReference) {
            "depthwise_conv2d_nchw(N=1,C=6,H=14,W=14,R=3,S=3,pad=1)",
            "depthwise_conv2d_nchw(N=1,C=4,H=12,W=56,R=3,S=3,pad=1)+bias",
            "depthwise_conv2d_nchw(N=1,C=3,H=9,W=38,R=3,S=3,pad=1)",
+           "depthwise_conv2d_nchw(N=1,C=2,H=5,W=224,R=3,S=3,stride=2,pad=1)+bias",
+           "depthwise_conv2d_nchw(N=1,C=2,H=4,W=67,R=3,S=3,pad=1)",
            "depthwise_conv2d_nchw(N=1,C=5,H=24,W=24,R=3,S=3,stride=2,pad=1)+bias+relu6",
            "conv2d_nchw(N=1,C=6,H=8,W=8,K=12,R=5,S=5,pad=2,groups=6)",
            "conv2d_nchw(N=2,C=8,H=10,W=10,K=12,R=3,S=3,pad=1,groups=4)+residual",
