@@ -149,6 +149,25 @@ int Conv2dTranspose(Builder& b, const v1::Workload& w) {
   int64_t r = ks[2], s = ks[3];
   int64_t oh = (h - 1) * sh - pt - pb + dh * (r - 1) + 1;
   int64_t ow = (wd - 1) * sw - pl - pr + dw * (s - 1) + 1;
+  if (sh == r && sw == s && dh == 1 && dw == 1 && pt == 0 && pl == 0 && pb == 0 && pr == 0) {
+    // Kernel = stride, no padding (upsampling): every output pixel takes one
+    // input pixel and one kernel tap, so the taps are a dense reduction over
+    // channels per kernel phase (ry, rx), and the output interleaves the
+    // phases. The general form below would skip 3 of every 4 products of a
+    // 2x2 stride-2 kernel through a select.
+    std::vector<IterVar> pa = b.Axes({n, k, r, s, h, wd}, {"n", "k", "py", "px", "iy", "ix"});
+    std::vector<IterVar> pr_axes = b.Axes({cg}, {"rc"});
+    Expr ch = FloorDiv(pa[1].var, I(kg)) * I(cg) + pr_axes[0].var;
+    Expr in = b.Read(data, {pa[0].var, ch, pa[4].var, pa[5].var});
+    Expr wt = b.Read(weight, {ch, FloorMod(pa[1].var, I(kg)), pa[2].var, pa[3].var});
+    int phases = b.AddStage("conv_transpose_phases", pa, pr_axes, ReduceKind::kSum, in * wt, false);
+    std::vector<IterVar> axes = b.Axes({n, k, oh, ow}, {"n", "k", "y", "x"});
+    Expr y = axes[2].var, x = axes[3].var;
+    return b.AddStage("conv_transpose", axes, {}, ReduceKind::kNone,
+                      b.Read(phases, {axes[0].var, axes[1].var, FloorMod(y, I(r)),
+                                      FloorMod(x, I(s)), FloorDiv(y, I(r)), FloorDiv(x, I(s))}),
+                      /*inlinable=*/true);
+  }
   std::vector<IterVar> axes = b.Axes({n, k, oh, ow}, {"n", "k", "y", "x"});
   std::vector<IterVar> red = b.Axes({cg, r, s}, {"rc", "ry", "rx"});
   Expr vk = axes[1].var, rc = red[0].var;

@@ -1048,6 +1048,23 @@ absl::Status Op<T>::Resize(bool upsample) {
     for (size_t d = 0; d < r; ++d)
       if (xs[d] != os[d] || scales[d] != 1) lin.push_back(d);
   }
+  if (lin.empty() && r > 0) {
+    // Nearest (or linear with whole weights): one source row per output row,
+    // then a copy through the last dimension's index table.
+    const std::vector<int64_t>& col = i0[r - 1];
+    const int64_t width = os[r - 1];
+    Shape idx(r, 0);
+    for (int64_t row = 0; row < total; row += width) {
+      int64_t base = 0;
+      for (size_t d = 0; d + 1 < r; ++d) base += i0[d][size_t(idx[d])] * xst[d];
+      const T* src = x + base;
+      T* dst = y + row;
+      for (int64_t j = 0; j < width; ++j) dst[j] = src[col[size_t(j)]];
+      idx[r - 1] = width - 1;
+      NextIndex(&idx, os);
+    }
+    return absl::OkStatus();
+  }
   Shape idx(r, 0);
   for (int64_t i = 0; i < total; ++i) {
     int64_t base = 0;

@@ -81,5 +81,63 @@ TEST(Exp, SigmoidAndSiluHoldOverTheWholeRange) {
   }
 }
 
+// Transposed convolutions against the textbook definition (every input
+// pixel scatters its kernel-weighted value into the output), not against the
+// DAG the kernel is built from: upsampling forms (kernel = stride, no
+// padding; grouped; 3x3 stride 3) and a general one with overlap and padding.
+TEST(ConvTranspose, MatchesTheScatterDefinition) {
+  struct Case {
+    const char* spec;
+    int64_t c, h, w, k, g, r, s, stride, pad;
+  };
+  for (const Case& t :
+       std::vector<Case>{{"conv2d_transpose_nchw(N=1,C=5,H=4,W=9,K=3,R=2,S=2,stride=2)+bias", 5, 4,
+                          9, 3, 1, 2, 2, 2, 0},
+                         {"conv2d_transpose_nchw(N=1,C=4,H=3,W=5,K=6,R=2,S=2,stride=2,groups=2)", 4,
+                          3, 5, 6, 2, 2, 2, 2, 0},
+                         {"conv2d_transpose_nchw(N=1,C=2,H=3,W=4,K=2,R=3,S=3,stride=3)", 2, 3, 4, 2,
+                          1, 3, 3, 3, 0},
+                         {"conv2d_transpose_nchw(N=1,C=3,H=4,W=5,K=2,R=3,S=3,stride=2,pad=1)", 3, 4,
+                          5, 2, 1, 3, 3, 2, 1}}) {
+    SCOPED_TRACE(t.spec);
+    auto w = ir::ParseWorkloadSpec(t.spec);
+    ASSERT_TRUE(w.ok()) << w.status();
+    const bool bias = std::string(t.spec).find("+bias") != std::string::npos;
+    const int64_t kg = t.k / t.g, cg = t.c / t.g;
+    const int64_t oh = (t.h - 1) * t.stride - 2 * t.pad + t.r;
+    const int64_t ow = (t.w - 1) * t.stride - 2 * t.pad + t.s;
+    std::vector<float> x(size_t(t.c * t.h * t.w)), wt(size_t(t.c * kg * t.r * t.s)), b(size_t(t.k));
+    uint32_t seed = 7;
+    auto next = [&] {
+      return float((seed = seed * 1664525u + 1013904223u) >> 8) / 16777216.0f - 0.5f;
+    };
+    for (float& v : x) v = next();
+    for (float& v : wt) v = next();
+    for (float& v : b) v = next();
+    std::vector<std::vector<float>> inputs = {x, wt};
+    if (bias) inputs.push_back(b);
+    auto out = testing::RunKernel(*w, nullptr, codegen::HostTarget(), inputs);
+    ASSERT_TRUE(out.ok()) << out.status();
+    ASSERT_EQ(int64_t(out->size()), t.k * oh * ow);
+    std::vector<double> ref(out->size(), 0.0);
+    for (int64_t k = 0; k < t.k; ++k)
+      for (int64_t i = 0; bias && i < oh * ow; ++i) ref[size_t(k * oh * ow + i)] = b[size_t(k)];
+    for (int64_t c = 0; c < t.c; ++c)
+      for (int64_t iy = 0; iy < t.h; ++iy)
+        for (int64_t ix = 0; ix < t.w; ++ix)
+          for (int64_t kk = 0; kk < kg; ++kk)
+            for (int64_t ry = 0; ry < t.r; ++ry)
+              for (int64_t rx = 0; rx < t.s; ++rx) {
+                const int64_t y = iy * t.stride + ry - t.pad, xx = ix * t.stride + rx - t.pad;
+                if (y < 0 || y >= oh || xx < 0 || xx >= ow) continue;
+                const int64_t k = (c / cg) * kg + kk;
+                ref[size_t((k * oh + y) * ow + xx)] +=
+                    double(x[size_t((c * t.h + iy) * t.w + ix)]) *
+                    wt[size_t(((c * kg + kk) * t.r + ry) * t.s + rx)];
+              }
+    for (size_t i = 0; i < ref.size(); ++i) ASSERT_NEAR((*out)[i], ref[i], 1e-5) << "output " << i;
+  }
+}
+
 }  // namespace
 }  // namespace tunefarm

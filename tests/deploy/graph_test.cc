@@ -180,7 +180,7 @@ TEST_F(GraphTest, YoloShapedNetworkMatchesTheFloat64Reference) {
 }
 
 TEST_F(GraphTest, SmallModelsWithOldOpsetFormsMatch) {
-  for (const char* name : {"tiny", "opset9", "pool_ceil", "sig_residual"}) {
+  for (const char* name : {"tiny", "opset9", "pool_ceil", "sig_residual", "upsample"}) {
     SCOPED_TRACE(name);
     EXPECT_GE(CheckAgainstReference(Import(name), {}, nullptr,
                                     dir_->File(std::string(name) + ".onnx")),

@@ -110,6 +110,18 @@ save("alone", alone,
       numpy_helper.from_array(np.array(-0.5, dtype=np.float32), "lo"),
       numpy_helper.from_array(np.array(0.8, dtype=np.float32), "hi")], opset=14)
 
+# Upsampling by a transposed convolution (kernel = stride 2, bias, ReLU),
+# as text detectors' heads do, between two convolutions.
+upsample = [
+    helper.make_node("Conv", ["x", "wc"], ["c"], pads=[1, 1, 1, 1], name="conv"),
+    helper.make_node("ConvTranspose", ["c", "wt", "bt"], ["u"], kernel_shape=[2, 2],
+                     strides=[2, 2], name="up"),
+    helper.make_node("Relu", ["u"], ["r"], name="relu"),
+    helper.make_node("Conv", ["r", "wo"], ["y"], name="head"),
+]
+save("upsample", upsample, [tensor("x", [1, 4, 10, 12])], [tensor("y", [1, 2, 20, 24])],
+     [init("wc", (6, 4, 3, 3)), init("wt", (6, 5, 2, 2)), init("bt", (5,)), init("wo", (2, 5, 1, 1))])
+
 save("pool_ceil", pool_ceil, [tensor("x", [1, 4, 10, 11])], [tensor("y", [1, 8, 3, 4])], [init("wp", (8, 4, 3, 3))])
 
 # Opset 9 forms: Clip with attributes, Slice with attributes, Upsample with
