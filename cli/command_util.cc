@@ -32,6 +32,19 @@ absl::StatusOr<ir::Target> ParseTargetFlag(const std::string& value) {
   return ir::Target::Parse(value);
 }
 
+absl::StatusOr<ir::Target> TargetForThreads(const std::string& value, int threads) {
+  absl::StatusOr<ir::Target> t = ParseTargetFlag(value);
+  if (!t.ok() || t->is_gpu()) return t;
+  if (value == "host" || t->num_cores == 0) {
+    t->num_cores = threads;
+  } else if (t->num_cores != threads) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--target says -num-cores=", t->num_cores, " but --threads is ", threads,
+        " (a target's -num-cores is the thread count its kernels are tuned and run at)"));
+  }
+  return t;
+}
+
 absl::StatusOr<frontend::ImportOptions> ShapeOverrides(const std::vector<std::string>& values) {
   frontend::ImportOptions o;
   for (const std::string& value : values) {

@@ -32,6 +32,14 @@ int Fail(std::ostream& err, int code, const std::string& msg);
 // A --target value: "host" (this machine) or a target string.
 absl::StatusOr<ir::Target> ParseTargetFlag(const std::string& value);
 
+// The --target of a command that tunes or builds CPU kernels for `threads`
+// threads: its -num-cores is that count, as on the farm (an agent runs a
+// target's kernels on -num-cores threads), so records tuned at one count are
+// never taken for another. "host" is this machine's CPU at `threads`; a
+// target string without -num-cores gets it; one with another count is an
+// error naming both. GPU targets are returned as given.
+absl::StatusOr<ir::Target> TargetForThreads(const std::string& value, int threads);
+
 // Import options from --shape values ("NAME=D1xD2x..." each); the first
 // malformed one is the error.
 absl::StatusOr<frontend::ImportOptions> ShapeOverrides(const std::vector<std::string>& values);

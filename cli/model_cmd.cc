@@ -46,8 +46,10 @@ statically planned arena. The package runs with `tunefarm run`.
 
   --untuned         default schedules only (ignores the database)
   --no-model-check  skip timing tuned kernels inside the model (host targets)
-  --threads         the thread count the package is for (default 1): kernels
-                    are compared at it, and the package records it for `run`
+  --threads         the thread count the package is for (default 1): records
+                    are those of the target at -num-cores=N (what `tune
+                    --threads N` stores), kernels are compared at it, and the
+                    package records it for `run`
 )";
 
 constexpr const char* kRunHelp =
@@ -244,11 +246,11 @@ int RunBuild(const std::vector<std::string>& args, std::ostream& out, std::ostre
   if (f.positional().empty()) return Fail(err, 2, "build needs a model file (MODEL.onnx)");
   const std::string output = f.Get("output", "");
   if (output.empty()) return Fail(err, 2, "build needs -o MODEL.tfpkg");
-  absl::StatusOr<ir::Target> target = ParseTargetFlag(f.Get("target", "host"));
-  if (!target.ok()) return Fail(err, 2, std::string(target.status().message()));
   int64_t threads = 1;
   if (!absl::SimpleAtoi(f.Get("threads", "1"), &threads) || threads < 1 || threads > 256)
     return Fail(err, 2, "--threads needs a number from 1 to 256");
+  absl::StatusOr<ir::Target> target = TargetForThreads(f.Get("target", "host"), int(threads));
+  if (!target.ok()) return Fail(err, 2, std::string(target.status().message()));
   absl::StatusOr<frontend::ImportOptions> io = ShapeOverrides(f.All("shape"));
   if (!io.ok()) return Fail(err, 2, std::string(io.status().message()));
   absl::StatusOr<std::string> bytes = ReadFile(f.positional()[0]);
@@ -280,8 +282,9 @@ int RunBuild(const std::vector<std::string>& args, std::ostream& out, std::ostre
   int tuned_kernels = 0;
   for (const auto& k : pkg->kernels()) tuned_kernels += k.tuned();
   // On this machine, tuned kernels must also pay inside the model.
-  if (tuned_kernels > 0 && !f.Has("no_model_check") &&
-      target->ToString() == codegen::HostTarget().ToString()) {
+  ir::Target host = codegen::HostTarget();
+  host.num_cores = target->num_cores;
+  if (tuned_kernels > 0 && !f.Has("no_model_check") && target->ToString() == host.ToString()) {
     deploy::BuildOptions plain = bo;
     plain.choose = nullptr;
     absl::StatusOr<v1::ModelPackage> untuned = deploy::BuildPackage(*model, *target, plain);

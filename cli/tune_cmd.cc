@@ -59,8 +59,9 @@ built at the end from the database, as `tunefarm build` does.
   --early-stop  stop a task once N trials in a row found nothing better
               (default: never)
   --strategy  evolutionary (default: cost-model guided) or random
-  --threads   kernel threads (default 1; CPU targets); the package is built
-              for this count too
+  --threads   kernel threads (default 1; CPU targets): records are stored
+              under the target with -num-cores=N, so each thread count is
+              tuned on its own; the package is built for this count too
   --flush-cache  write over the last-level cache before every timed run, so
               weights and inputs come from memory as they do inside a model
               (CPU targets; each run is then timed alone)
@@ -151,7 +152,10 @@ int RunTune(const std::vector<std::string>& args, std::ostream& out, std::ostrea
     return Fail(err, 2, "tune takes --workload or a model file, not both");
   if (model_path.empty() && (flags.count("output") || flags.count("shape")))
     return Fail(err, 2, "-o and --shape are for a model: tunefarm tune MODEL.onnx ...");
-  absl::StatusOr<ir::Target> parsed_target = ParseTargetFlag(flags["target"]);
+  int64_t threads = 0;
+  if (!absl::SimpleAtoi(flags["threads"], &threads) || threads < 1 || threads > 256)
+    return Fail(err, 2, "--threads needs a number from 1 to 256");
+  absl::StatusOr<ir::Target> parsed_target = TargetForThreads(flags["target"], int(threads));
   if (!parsed_target.ok()) return Fail(err, 2, std::string(parsed_target.status().message()));
   const ir::Target target = *parsed_target;
   if (target.is_gpu()) {
@@ -172,7 +176,7 @@ int RunTune(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   }
   if (!model_path.empty() && flags.count("output") && target.is_gpu())
     return Fail(err, 2, "-o: packages are built for CPU targets (cuda models are not built yet)");
-  int64_t trials = 0, threads = 0, batch = 0, seed = 0, early_stop = 0;
+  int64_t trials = 0, batch = 0, seed = 0, early_stop = 0;
   double seconds = 0;
   if (!absl::SimpleAtod(flags["seconds"], &seconds) || seconds < 0)
     return Fail(err, 2, "--seconds needs a number of seconds");
@@ -180,8 +184,6 @@ int RunTune(const std::vector<std::string>& args, std::ostream& out, std::ostrea
     return Fail(err, 2, "--trials needs a positive number (or 0 with --seconds)");
   if (!absl::SimpleAtoi(flags["early_stop"], &early_stop) || early_stop < 0)
     return Fail(err, 2, "--early-stop needs a number of trials");
-  if (!absl::SimpleAtoi(flags["threads"], &threads) || threads < 1 || threads > 256)
-    return Fail(err, 2, "--threads needs a number from 1 to 256");
   if (!absl::SimpleAtoi(flags["batch"], &batch) || batch < 1)
     return Fail(err, 2, "--batch needs a positive number");
   if (!absl::SimpleAtoi(flags["seed"], &seed)) return Fail(err, 2, "--seed needs a number");

@@ -168,6 +168,28 @@ TEST(TuneCli, ModelTunesEveryTaskAndWritesItsPackage) {
     EXPECT_NE(rec.status(), v1::MEASURE_STATUS_WRONG_RESULT) << rec.error();
   }
 
+  // Threads are part of the target: the records are the 1-thread target's,
+  // a build for 2 threads finds none of them, and a target whose -num-cores
+  // contradicts --threads is refused.
+  for (const v1::Record& rec : all)
+    EXPECT_TRUE(absl::EndsWith(rec.target().spec(), " -num-cores=1")) << rec.target().spec();
+  r = testing::RunCommand({testing::BinPath("tunefarm"), "build", dir.File("tiny.onnx"), "--db", db,
+                           "-o", dir.File("two.tfpkg"), "--threads", "2"},
+                          dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "(0 tuned, 5 default)")) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "no records for this target")) << r.out;
+  r = testing::RunCommand({testing::BinPath("tunefarm"), "build", dir.File("tiny.onnx"), "--db", db,
+                           "-o", dir.File("one.tfpkg"), "--threads", "1", "--no-model-check"},
+                          dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  EXPECT_FALSE(absl::StrContains(r.out, "no records for this target")) << r.out;
+  r = testing::RunCommand({testing::BinPath("tunefarm"), "tune", dir.File("tiny.onnx"), "--db", db,
+                           "--threads", "1", "--target", "llvm -num-cores=2"},
+                          dir.path());
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(absl::StrContains(r.err, "-num-cores=2 but --threads is 1")) << r.err;
+
   // Refusals name the problem.
   r = testing::RunCommand(
       {testing::BinPath("tunefarm"), "tune", dir.File("unsupported.onnx"), "--db", db}, dir.path());
