@@ -91,32 +91,35 @@ absl::Status PackWeight(ScheduleBuilder& b, int stage, const std::vector<int64_t
   return b.Add(std::move(lp));
 }
 
+// How much of an output row one register tile takes: the whole row when it
+// fits `max_vectors` vectors, else the longest multiple of the lanes that
+// divides it and fits, else its largest divisor that fits.
+int64_t RowTile(int64_t w, int64_t lanes, int64_t max_vectors) {
+  const int64_t cap = max_vectors * lanes;
+  if (w <= cap) return w;
+  for (int64_t c = cap; c >= lanes; c -= lanes) {
+    if (w % c == 0) return c;
+  }
+  return DivisorAtMost(w, cap);
+}
+
 // The tiling sketch's decisions for a convolution vectorized along the
-// output row: padding as a pass of its own, register tiles of rows x
-// columns (a whole short row, else a multiple of the lanes that divides it)
-// and, with `channels`, several output channels sharing each input vector;
-// the reduction inside the tile; (batch, channel) as the parallel loop.
+// output row, the reduction inside the register tile and (batch, channel)
+// as the parallel loop. With `channels` (dense convolutions): padding as a
+// pass of its own, up to 2 vectors of a row and a tile of output channels
+// sharing each input vector. Without (grouped, depthwise): padding read
+// inline, whole rows as the accumulators allow, several where rows are
+// short.
 absl::StatusOr<Trace> RowTiledConv(const ComputeDAG& dag, const Target& target, bool channels) {
   const TilingNest nest = TilingNest::Of(dag);
   if (nest.ns() != 4 || nest.nr() != 3) return absl::InvalidArgumentError("not a convolution");
   const int64_t lanes = target.float_lanes(), k = nest.spatial[1], h = nest.spatial[2],
                 w = nest.spatial[3];
-  int64_t cols = w;
-  if (w > 2 * lanes) {
-    cols = 0;
-    for (int64_t c = 2 * lanes; c >= lanes && cols == 0; c -= lanes) {
-      if (w % c == 0) cols = c;
-    }
-    if (cols == 0) cols = DivisorAtMost(w, 2 * lanes);
-  }
-  const int64_t vectors = (cols + lanes - 1) / lanes;
   CpuTiling t;
-  t.pad_pass = true;
   t.vector_axis = 3;
   t.unroll_tile = true;
   t.pragma = 1;
   t.spatial.resize(4);
-  t.spatial[3].s3 = cols;
   t.spatial[3].unroll = true;
   if (channels) {
     // Accumulators: channels x vectors, the input vectors and a broadcast
@@ -124,30 +127,24 @@ absl::StatusOr<Trace> RowTiledConv(const ComputeDAG& dag, const Target& target, 
     // Measured on C128 1x1 K255 H80 (AVX2): 2 vectors x 5 channels 57
     // GFLOP/s, 2 rows 41, 1 vector 44; packing the input rows 54.
     const int64_t budget = lanes == 8 ? 12 : 24;
+    const int64_t cols = RowTile(w, lanes, 2), vectors = (cols + lanes - 1) / lanes;
+    t.pad_pass = true;
+    t.spatial[3].s3 = cols;
     t.spatial[1].s3 = DivisorAtMost(k, std::max<int64_t>(1, budget / vectors));
     t.spatial[1].unroll = true;
   } else {
-    // Whole output rows (as much of one as the accumulators hold; several
-    // where they are short), the padding read inline: the input streams
-    // through once, row after row, with no padded copy to write and read.
-    // Inside a model a layer's input is not in cache. Measured at 1 thread
-    // (AVX2) on MobileNetV2's C96 H112 stride 2, cache flushed, 16 columns x
-    // 4 rows with a padding pass 2.8-3.2 ms, whole rows inline 1.3; in the
-    // model 2.75 -> 0.40-0.78 ms, its 17 depthwise layers 6.3 -> 2.1 ms.
+    // The input streams through once, row after row, with no padded copy to
+    // write and read; inside a model a layer's input is not in cache.
+    // Measured at 1 thread (AVX2) on MobileNetV2's C96 H112 stride 2, cache
+    // flushed, 16 columns x 4 rows with a padding pass 2.8-3.2 ms, whole rows
+    // inline 1.3; in the model 2.75 -> 0.40-0.78 ms, its 17 depthwise layers
+    // 6.3 -> 2.1 ms.
     const int64_t budget = lanes == 8 ? 8 : 16;
-    int64_t row = w;
-    if (w > budget * lanes) {
-      row = 0;
-      for (int64_t c = budget * lanes; c >= lanes && row == 0; c -= lanes) {
-        if (w % c == 0) row = c;
-      }
-      if (row == 0) row = DivisorAtMost(w, budget * lanes);
-    }
+    const int64_t row = RowTile(w, lanes, budget), vectors = (row + lanes - 1) / lanes;
     t.pad_pass = false;
     t.spatial[3].s3 = row;
-    const int64_t vecs = (row + lanes - 1) / lanes;
     t.spatial[2].s3 =
-        h * vecs <= budget ? h : DivisorAtMost(h, std::max<int64_t>(1, budget / vecs));
+        h * vectors <= budget ? h : DivisorAtMost(h, std::max<int64_t>(1, budget / vectors));
     t.spatial[2].unroll = true;
     t.pack = true;
   }
