@@ -8,6 +8,7 @@
 #include <optional>
 #include <set>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
@@ -16,8 +17,8 @@
 #include "compiler/frontend/op_registry.h"
 #include "compiler/ir/compute.h"
 #include "compiler/ir/reference.h"
-#include "compiler/schedule/schedule.h"
 #include "compiler/ir/workload.h"
+#include "compiler/schedule/schedule.h"
 #include "device_agent/runtime/graph_runtime.h"
 #include "device_agent/runtime/runner.h"
 #include "proto/kernel_signature.h"
@@ -393,7 +394,7 @@ absl::StatusOr<FoldedParameters> Fold(const Model& model, const ModelTask& task,
     for (size_t c = 0; c < b0.size(); ++c) p.bias[c] += b0[c];
   }
   std::string cur = a.outputs[0];
-  for (size_t k = 1; k < oc.nodes.size(); ++k) {
+  for (size_t k = 1; k < oc.chain; ++k) {
     const Node& f = model.nodes[size_t(oc.nodes[k])];
     const frontend::FusionRole role = frontend::FusionRoleOf(f.op);
     if (role == frontend::FusionRole::kAffine) {
@@ -419,9 +420,9 @@ absl::StatusOr<FoldedParameters> Fold(const Model& model, const ModelTask& task,
     }
     // The gate of a SiLU (a Sigmoid whose next fused node is the gating Mul)
     // leaves the chain's value where it was; any other node moves it on.
-    const bool gate = k + 1 < oc.nodes.size() &&
-                      frontend::FusionRoleOf(model.nodes[size_t(oc.nodes[k + 1])].op) ==
-                          frontend::FusionRole::kGateMul;
+    const bool gate =
+        k + 1 < oc.chain && frontend::FusionRoleOf(model.nodes[size_t(oc.nodes[k + 1])].op) ==
+                                frontend::FusionRole::kGateMul;
     if (!gate) cur = f.outputs[0];
   }
   return p;
@@ -467,6 +468,10 @@ absl::Status AddKernelStep(const Model& model, const TaskExtraction& ex, const T
     } else if (role == "residual") {
       if (p.residual.empty()) return absl::InternalError(StrCat("node '", a.name, "': residual"));
       src = p.residual;
+    } else if (size_t k = 0; role.rfind("map", 0) == 0 &&
+                             absl::SimpleAtoi(absl::string_view(role).substr(3), &k) &&
+                             k < oc.map_inputs.size()) {
+      src = oc.map_inputs[k];
     } else {
       return absl::InternalError(StrCat("task ", task.description, ": argument '", role, "'"));
     }

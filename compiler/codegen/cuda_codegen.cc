@@ -247,8 +247,11 @@ class KernelEmitter : public ir::ExprFunctor<std::string()>,
   std::string VisitCall(const ir::Expr& e) override {
     auto arg = [&](int i) { return GenExpr(e->args[size_t(i)]); };
     const ExprNode& n = *e.get();
-    static const std::map<Op, const char*> kFns = {
-        {Op::kExp, "expf"}, {Op::kSqrt, "sqrtf"}, {Op::kTanh, "tanhf"}, {Op::kAbs, "fabsf"}};
+    static const std::map<Op, const char*> kFns = {{Op::kExp, "expf"},
+                                                   {Op::kSqrt, "sqrtf"},
+                                                   {Op::kTanh, "tanhf"},
+                                                   {Op::kAbs, "fabsf"},
+                                                   {Op::kLog, "logf"}};
     return StrCat(kFns.at(n.op), "(", arg(0), ")");
   }
 

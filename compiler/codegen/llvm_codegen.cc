@@ -313,7 +313,9 @@ class CodeGen : public ir::ExprFunctor<llvm::Value*()>, public ir::StmtFunctor<v
       case Op::kExp:
         return FastExp(x);
       case Op::kTanh:
-        return Tanh(x);
+        return PerLane("tanhf", x);
+      case Op::kLog:
+        return PerLane("logf", x);
       case Op::kSqrt:
         id = llvm::Intrinsic::sqrt;
         break;
@@ -616,15 +618,16 @@ class CodeGen : public ir::ExprFunctor<llvm::Value*()>, public ir::StmtFunctor<v
   }
 
   // tanh has no vector form here: one libm call per lane.
-  llvm::Value* Tanh(llvm::Value* x) {
-    llvm::FunctionCallee tanhf =
-        mod_.getOrInsertFunction("tanhf", llvm::FunctionType::get(f32_, {f32_}, false));
-    if (!x->getType()->isVectorTy()) return b_.CreateCall(tanhf, {x});
+  // The C library's float function `name` on each lane.
+  llvm::Value* PerLane(const char* name, llvm::Value* x) {
+    llvm::FunctionCallee fn =
+        mod_.getOrInsertFunction(name, llvm::FunctionType::get(f32_, {f32_}, false));
+    if (!x->getType()->isVectorTy()) return b_.CreateCall(fn, {x});
     const unsigned lanes = llvm::cast<llvm::FixedVectorType>(x->getType())->getNumElements();
     llvm::Value* out = llvm::PoisonValue::get(x->getType());
     for (unsigned i = 0; i < lanes; ++i) {
       llvm::Value* lane = b_.CreateExtractElement(x, uint64_t(i));
-      out = b_.CreateInsertElement(out, b_.CreateCall(tanhf, {lane}), uint64_t(i));
+      out = b_.CreateInsertElement(out, b_.CreateCall(fn, {lane}), uint64_t(i));
     }
     return out;
   }

@@ -92,6 +92,11 @@ struct OpDef {
   // own (elementwise), without epilogues; false when its form has none (it
   // then runs natively).
   bool (*alone)(const Model& m, const Node& n, v1::Workload* w) = nullptr;
+  // The node as one step of a fused elementwise program (EPILOGUE_KIND_MAP):
+  // sets the function and appends its literal operands (attributes, constant
+  // bounds or exponents); the node's first ir::MapFnInfo::tensors inputs are
+  // the step's tensor operands. false when this node's form is not one.
+  bool (*map)(const Model& m, const Node& n, v1::MapStep* step) = nullptr;
 
   // Floating-point operations of one node; nullptr: one per output element.
   double (*flops)(const Model& m, const Node& n) = nullptr;
@@ -105,5 +110,13 @@ const std::vector<const OpDef*>& AllOps();
 
 // The role of `op` in fusion (kNone for an unknown operator).
 FusionRole FusionRoleOf(std::string_view op);
+
+// The 4-dimensional form of an elementwise kernel over `out` whose operands
+// have `shapes` (numpy broadcast, aligned at the innermost dimension):
+// fewer dimensions get leading 1s, more merge neighbouring dimensions that
+// every operand either spans whole or broadcasts, which leaves the
+// contiguous data as it is. Rewrites `out` and `shapes`; false when no
+// merge keeps every broadcast.
+bool ElementwiseForm(std::vector<int64_t>* out, std::vector<std::vector<int64_t>>* shapes);
 
 }  // namespace tunefarm::frontend

@@ -7,6 +7,7 @@
 #include "common/status_macros.h"
 #include "compiler/frontend/op_context.h"
 #include "compiler/frontend/op_registry.h"
+#include "compiler/ir/map_program.h"
 #include "onnx/onnx_pb.h"  // defines ONNX_API, then includes onnx-ml.pb.h
 
 namespace tunefarm::frontend {
@@ -208,7 +209,9 @@ bool ClipEpilogue(const Model& m, const Node& n, v1::Epilogue* e) {
   return true;
 }
 
-OpDef Unary(std::string_view name) { return {.name = name, .infer = InferSameShape}; }
+OpDef Unary(std::string_view name, bool (*map)(const Model&, const Node&, v1::MapStep*) = nullptr) {
+  return {.name = name, .infer = InferSameShape, .map = map};
+}
 
 //===--- Kernels of their own ---------------------------------------------===//
 
@@ -229,39 +232,63 @@ bool ElementwiseInputs(const Model& m, const Node& n, size_t count, v1::Workload
   std::vector<Shape> in;
   for (size_t i = 0; i < count; ++i) {
     auto s = m.shapes.find(n.inputs[i]);
-    if (n.inputs[i].empty() || s == m.shapes.end() || s->second.size() > o.size()) return false;
-    Shape x(o.size() - s->second.size(), 1);
-    x.insert(x.end(), s->second.begin(), s->second.end());
-    in.push_back(std::move(x));
+    if (n.inputs[i].empty() || s == m.shapes.end()) return false;
+    in.push_back(s->second);
   }
-  while (o.size() < 4) {
-    o.insert(o.begin(), 1);
-    for (Shape& x : in) x.insert(x.begin(), 1);
-  }
-  while (o.size() > 4) {
-    size_t d = 0;
-    auto mergeable = [&](size_t k) {
-      for (const Shape& x : in) {
-        const bool whole = x[k] == o[k] && x[k + 1] == o[k + 1];
-        if (!whole && !(x[k] == 1 && x[k + 1] == 1)) return false;
-      }
-      return true;
-    };
-    while (d + 1 < o.size() && !mergeable(d)) ++d;
-    if (d + 1 >= o.size()) return false;
-    o[d] *= o[d + 1];
-    o.erase(o.begin() + int64_t(d) + 1);
-    for (Shape& x : in) {
-      x[d] *= x[d + 1];
-      x.erase(x.begin() + int64_t(d) + 1);
-    }
-  }
+  if (!ElementwiseForm(&o, &in)) return false;
   w->set_op(v1::OP_KIND_ELEMENTWISE);
   for (const Shape& x : in) {
     v1::TensorSpec* t = w->add_inputs();
     for (int64_t d : x) t->add_shape(d);
     t->set_dtype(v1::DTYPE_FLOAT32);
   }
+  return true;
+}
+
+//===--- Steps of fused elementwise programs ------------------------------===//
+
+template <v1::MapFn F>
+bool MapPlain(const Model&, const Node& n, v1::MapStep* s) {
+  const ir::MapFnInfo* f = ir::FindMapFn(F);
+  if (n.inputs.size() != size_t(f->tensors) || n.outputs.size() != 1) return false;
+  s->set_fn(F);
+  return true;
+}
+
+bool MapClip(const Model& m, const Node& n, v1::MapStep* s) {
+  v1::Epilogue e;
+  if (n.outputs.size() != 1 || !ClipEpilogue(m, n, &e)) return false;
+  s->set_fn(v1::MAP_FN_CLIP);
+  const bool relu6 = e.kind() == v1::EPILOGUE_KIND_RELU6;
+  s->add_args()->set_literal(relu6 ? 0.0f : e.min());
+  s->add_args()->set_literal(relu6 ? 6.0f : e.max());
+  return true;
+}
+
+bool MapLeakyRelu(const Model&, const Node& n, v1::MapStep* s) {
+  if (n.inputs.size() != 1 || n.outputs.size() != 1) return false;
+  s->set_fn(v1::MAP_FN_LEAKY_RELU);
+  s->add_args()->set_literal(n.Float("alpha", 0.01f));
+  return true;
+}
+
+bool MapHardSigmoid(const Model&, const Node& n, v1::MapStep* s) {
+  if (n.inputs.size() != 1 || n.outputs.size() != 1) return false;
+  s->set_fn(v1::MAP_FN_HARD_SIGMOID);
+  s->add_args()->set_literal(n.Float("alpha", 0.2f));
+  s->add_args()->set_literal(n.Float("beta", 0.5f));
+  return true;
+}
+
+// Pow with a constant scalar exponent (any other stays native).
+bool MapPow(const Model& m, const Node& n, v1::MapStep* s) {
+  if (n.inputs.size() != 2 || n.outputs.size() != 1) return false;
+  auto c = m.constants.find(n.inputs[1]);
+  if (c == m.constants.end() || ValueCount(c->second) != 1) return false;
+  const double e = ConstValue(c->second, 0);
+  if (!std::isfinite(e)) return false;
+  s->set_fn(v1::MAP_FN_POW);
+  s->add_args()->set_literal(float(e));
   return true;
 }
 
@@ -291,26 +318,61 @@ bool ClipAlone(const Model& m, const Node& n, v1::Workload* w) {
 
 }  // namespace
 
+bool ElementwiseForm(std::vector<int64_t>* out, std::vector<std::vector<int64_t>>* shapes) {
+  Shape& o = *out;
+  std::vector<Shape>& in = *shapes;
+  for (Shape& x : in) {
+    if (x.size() > o.size()) return false;
+    x.insert(x.begin(), o.size() - x.size(), 1);
+  }
+  while (o.size() < 4) {
+    o.insert(o.begin(), 1);
+    for (Shape& x : in) x.insert(x.begin(), 1);
+  }
+  while (o.size() > 4) {
+    size_t d = 0;
+    auto mergeable = [&](size_t k) {
+      for (const Shape& x : in) {
+        const bool whole = x[k] == o[k] && x[k + 1] == o[k + 1];
+        if (!whole && !(x[k] == 1 && x[k + 1] == 1)) return false;
+      }
+      return true;
+    };
+    while (d + 1 < o.size() && !mergeable(d)) ++d;
+    if (d + 1 >= o.size()) return false;
+    o[d] *= o[d + 1];
+    o.erase(o.begin() + int64_t(d) + 1);
+    for (Shape& x : in) {
+      x[d] *= x[d + 1];
+      x.erase(x.begin() + int64_t(d) + 1);
+    }
+  }
+  return true;
+}
+
 const std::vector<OpDef>& ElementwiseOps() {
   static const auto* ops = new std::vector<OpDef>{
       // One input.
-      Unary("Abs"),
+      Unary("Abs", MapPlain<v1::MAP_FN_ABS>),
       Unary("Ceil"),
       Unary("Elu"),
-      {.name = "Erf", .min_opset = 9, .infer = InferSameShape},
-      Unary("Exp"),
+      {.name = "Erf", .min_opset = 9, .infer = InferSameShape, .map = MapPlain<v1::MAP_FN_ERF>},
+      Unary("Exp", MapPlain<v1::MAP_FN_EXP>),
       Unary("Floor"),
       Unary("Gelu"),
-      Unary("HardSigmoid"),
-      {.name = "Log", .fold = FoldElementwise<LogOf, false>, .infer = InferSameShape},
-      Unary("Neg"),
+      Unary("HardSigmoid", MapHardSigmoid),
+      {.name = "Log",
+       .fold = FoldElementwise<LogOf, false>,
+       .infer = InferSameShape,
+       .map = MapPlain<v1::MAP_FN_LOG>},
+      Unary("Neg", MapPlain<v1::MAP_FN_NEG>),
       {.name = "Not", .fold = FoldElementwise<NotOf, true>, .infer = InferSameShape},
       Unary("PRelu"),  // the slope broadcasts to the input (or is per channel)
-      Unary("Reciprocal"),
+      Unary("Reciprocal", MapPlain<v1::MAP_FN_RECIPROCAL>),
       Unary("Selu"),
-      Unary("Softplus"),
-      Unary("Sqrt"),
-      Unary("Tanh"),
+      Unary("Softplus", MapPlain<v1::MAP_FN_SOFTPLUS>),
+      Unary("Sqrt", MapPlain<v1::MAP_FN_SQRT>),
+      Unary("Tanh", MapPlain<v1::MAP_FN_TANH>),
       {.name = "Identity", .fold = FoldIdentity, .infer = InferSameShape},
       {.name = "Cast", .fold = FoldCast, .infer = InferSameShape},
       {.name = "Dropout", .infer = InferDropout},
@@ -319,54 +381,63 @@ const std::vector<OpDef>& ElementwiseOps() {
        .infer = InferSameShape,
        .fusion = FusionRole::kActivation,
        .activation = ReluEpilogue,
-       .alone = UnaryAlone<v1::ELEMENTWISE_KIND_RELU>},
+       .alone = UnaryAlone<v1::ELEMENTWISE_KIND_RELU>,
+       .map = MapPlain<v1::MAP_FN_RELU>},
       {.name = "LeakyRelu",
        .infer = InferSameShape,
        .fusion = FusionRole::kActivation,
-       .activation = LeakyReluEpilogue},
+       .activation = LeakyReluEpilogue,
+       .map = MapLeakyRelu},
       {.name = "Sigmoid",
        .infer = InferSameShape,
        .fusion = FusionRole::kActivation,
        .activation = SigmoidEpilogue,
        .gated = v1::EPILOGUE_KIND_SILU,
-       .alone = UnaryAlone<v1::ELEMENTWISE_KIND_SIGMOID>},
+       .alone = UnaryAlone<v1::ELEMENTWISE_KIND_SIGMOID>,
+       .map = MapPlain<v1::MAP_FN_SIGMOID>},
       {.name = "HardSwish",
        .min_opset = 14,
        .infer = InferSameShape,
        .fusion = FusionRole::kActivation,
        .activation = HardSwishEpilogue,
-       .alone = UnaryAlone<v1::ELEMENTWISE_KIND_HARDSWISH>},
+       .alone = UnaryAlone<v1::ELEMENTWISE_KIND_HARDSWISH>,
+       .map = MapPlain<v1::MAP_FN_HARD_SWISH>},
       {.name = "Clip",
        .infer = InferSameShape,
        .fusion = FusionRole::kActivation,
        .activation = ClipEpilogue,
-       .alone = ClipAlone},
+       .alone = ClipAlone,
+       .map = MapClip},
       // Two inputs, broadcast.
       {.name = "Add",
        .normalize = LegacyBroadcast,
        .fold = FoldArithmetic<'+'>,
        .infer = InferBroadcast2,
        .fusion = FusionRole::kAdd,
-       .alone = BinaryAlone<v1::ELEMENTWISE_KIND_ADD>},
+       .alone = BinaryAlone<v1::ELEMENTWISE_KIND_ADD>,
+       .map = MapPlain<v1::MAP_FN_ADD>},
       {.name = "Sub",
        .normalize = LegacyBroadcast,
        .fold = FoldArithmetic<'-'>,
        .infer = InferBroadcast2,
-       .alone = BinaryAlone<v1::ELEMENTWISE_KIND_SUB>},
+       .alone = BinaryAlone<v1::ELEMENTWISE_KIND_SUB>,
+       .map = MapPlain<v1::MAP_FN_SUB>},
       {.name = "Mul",
        .normalize = LegacyBroadcast,
        .fold = FoldArithmetic<'*'>,
        .infer = InferBroadcast2,
        .fusion = FusionRole::kGateMul,
-       .alone = BinaryAlone<v1::ELEMENTWISE_KIND_MUL>},
+       .alone = BinaryAlone<v1::ELEMENTWISE_KIND_MUL>,
+       .map = MapPlain<v1::MAP_FN_MUL>},
       {.name = "Div",
        .normalize = LegacyBroadcast,
        .fold = FoldArithmetic<'/'>,
        .infer = InferBroadcast2,
-       .alone = BinaryAlone<v1::ELEMENTWISE_KIND_DIV>},
-      {.name = "Pow", .normalize = LegacyBroadcast, .infer = InferBroadcast2},
-      {.name = "Max", .infer = InferBroadcast2},
-      {.name = "Min", .infer = InferBroadcast2},
+       .alone = BinaryAlone<v1::ELEMENTWISE_KIND_DIV>,
+       .map = MapPlain<v1::MAP_FN_DIV>},
+      {.name = "Pow", .normalize = LegacyBroadcast, .infer = InferBroadcast2, .map = MapPow},
+      {.name = "Max", .infer = InferBroadcast2, .map = MapPlain<v1::MAP_FN_MAX>},
+      {.name = "Min", .infer = InferBroadcast2, .map = MapPlain<v1::MAP_FN_MIN>},
       // Comparisons and logical operators (booleans are 0 and 1).
       Compare<EqualOf>("Equal", kMinOpset),
       Compare<LessOf>("Less", kMinOpset),

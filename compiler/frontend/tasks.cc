@@ -5,6 +5,7 @@
 
 #include "compiler/frontend/op_context.h"
 #include "compiler/frontend/op_registry.h"
+#include "compiler/ir/map_program.h"
 #include "compiler/ir/workload.h"
 
 namespace tunefarm::frontend {
@@ -26,6 +27,18 @@ class Extractor {
   // A node no anchor took (visited after the anchors before it), as a kernel
   // of its own; false when it stays native.
   bool Alone(const Node& n, v1::Workload* w);
+  // The elementwise nodes after a kernel's value `start` (shaped `out`) that
+  // one program computes: grown over the consumers in model order while
+  // each node's other operands broadcast to `out`, and cut back to the
+  // longest prefix whose values are read outside only through its last.
+  // Returns the nodes (model order) with the MAP epilogue and the values
+  // its extra inputs read; empty when no node fuses.
+  struct MapRegion {
+    std::vector<int> nodes;
+    v1::Epilogue epilogue;
+    std::vector<std::string> inputs;
+  };
+  MapRegion FuseMap(const std::string& start, const Shape& out, const std::set<int>& taken);
 
  private:
   const Shape& S(const std::string& v) const { return m_.shapes.at(v); }
@@ -144,6 +157,111 @@ std::vector<int> Extractor::Fuse(int anchor, v1::Workload* w, const std::set<int
   return taken;
 }
 
+Extractor::MapRegion Extractor::FuseMap(const std::string& start, const Shape& out,
+                                        const std::set<int>& taken) {
+  MapRegion best, cur;
+  cur.epilogue.set_kind(v1::EPILOGUE_KIND_MAP);
+  std::map<std::string, int> value = {{start, 0}};  // program values
+  std::set<int> in_region;
+  std::vector<int64_t> tree = {1};
+  auto broadcasts = [&](const Shape& s) {
+    if (s.size() > out.size()) return false;
+    for (size_t d = 0; d < s.size(); ++d) {
+      const int64_t o = out[out.size() - s.size() + d];
+      if (s[d] != 1 && s[d] != o) return false;
+    }
+    return true;
+  };
+  // Whether only the last value is read outside the region.
+  auto closed = [&](const std::string& last) {
+    for (const auto& [v, k] : value) {
+      if (v == last) continue;
+      if (std::find(m_.outputs.begin(), m_.outputs.end(), v) != m_.outputs.end()) return false;
+      auto it = m_.consumers.find(v);
+      if (it == m_.consumers.end()) continue;
+      for (int c : it->second)
+        if (!in_region.count(c)) return false;
+    }
+    return true;
+  };
+  while (cur.epilogue.steps_size() < ir::kMaxMapSteps) {
+    // The first consumer (model order) of a region value that can join.
+    int pick = -1;
+    v1::MapStep step;
+    std::vector<std::string> new_inputs;
+    int64_t size = 0;
+    for (const auto& [v, k] : value) {
+      auto it = m_.consumers.find(v);
+      if (it == m_.consumers.end()) continue;
+      for (int c : it->second) {
+        if ((pick >= 0 && c >= pick) || in_region.count(c) || taken.count(c)) continue;
+        const Node& n = m_.nodes[size_t(c)];
+        const OpDef* def = FindOp(n.op);
+        v1::MapStep s;
+        if (def == nullptr || def->map == nullptr || !def->map(m_, n, &s)) continue;
+        if (n.outputs.size() != 1 || !m_.shapes.count(n.outputs[0]) || S(n.outputs[0]) != out)
+          continue;
+        // A node whose value the program already reads as an input computes
+        // it outside (before) the kernel.
+        if (std::find(cur.inputs.begin(), cur.inputs.end(), n.outputs[0]) != cur.inputs.end())
+          continue;
+        const ir::MapFnInfo* f = ir::FindMapFn(s.fn());
+        v1::MapStep full;
+        full.set_fn(s.fn());
+        std::vector<std::string> fresh;
+        int64_t sz = 1;
+        bool ok = f != nullptr && n.inputs.size() >= size_t(f->tensors);
+        for (int a = 0; ok && a < f->tensors; ++a) {
+          const std::string& in = n.inputs[size_t(a)];
+          auto vi = value.find(in);
+          if (vi != value.end()) {
+            full.add_args()->set_value(vi->second);
+            sz += tree[size_t(vi->second)];
+            continue;
+          }
+          auto c2 = m_.constants.find(in);
+          if (in.empty() || !m_.shapes.count(in) || !broadcasts(S(in)) ||
+              (c2 != m_.constants.end() && c2->second.is_int)) {
+            ok = false;
+            break;
+          }
+          auto old = std::find(cur.inputs.begin(), cur.inputs.end(), in);
+          auto nw = std::find(fresh.begin(), fresh.end(), in);
+          int index = old != cur.inputs.end() ? int(old - cur.inputs.begin())
+                      : nw != fresh.end()     ? int(cur.inputs.size() + (nw - fresh.begin()))
+                                              : int(cur.inputs.size() + fresh.size());
+          if (old == cur.inputs.end() && nw == fresh.end()) fresh.push_back(in);
+          full.add_args()->set_input(index);
+          ++sz;
+        }
+        if (!ok || sz > ir::kMaxMapTree ||
+            cur.inputs.size() + fresh.size() > size_t(ir::kMaxMapInputs))
+          continue;
+        for (const v1::MapOperand& lit : s.args()) *full.add_args() = lit;
+        pick = c;
+        step = std::move(full);
+        new_inputs = std::move(fresh);
+        size = sz;
+      }
+    }
+    if (pick < 0) break;
+    const Node& n = m_.nodes[size_t(pick)];
+    in_region.insert(pick);
+    cur.nodes.push_back(pick);
+    *cur.epilogue.add_steps() = std::move(step);
+    for (std::string& in : new_inputs) {
+      v1::TensorSpec* t = cur.epilogue.add_map_inputs();
+      for (int64_t d : S(in)) t->add_shape(d);
+      t->set_dtype(v1::DTYPE_FLOAT32);
+      cur.inputs.push_back(std::move(in));
+    }
+    tree.push_back(size);
+    value[n.outputs[0]] = cur.epilogue.steps_size();
+    if (closed(n.outputs[0])) best = cur;
+  }
+  return best;
+}
+
 double NodeFlops(const Model& m, const Node& n) {
   if (n.outputs.empty() || !m.shapes.count(n.outputs[0])) return 0;
   const OpDef* def = FindOp(n.op);
@@ -172,13 +290,47 @@ absl::StatusOr<TaskExtraction> ExtractTasks(const Model& model) {
       w.Clear();
       if (!x.Alone(n, &w)) continue;
     }
-    absl::StatusOr<ir::CanonicalWorkload> c = ir::Canonicalize(w);
+    size_t chain = taken.size();
+    // The elementwise nodes after the kernel's value, as one program.
+    std::set<int> busy = fused;
+    busy.insert(taken.begin(), taken.end());
+    const std::string& last = model.nodes[size_t(taken.back())].outputs[0];
+    Extractor::MapRegion map = x.FuseMap(last, model.shapes.at(last), busy);
+    if (!map.nodes.empty() && !anchor) {
+      // A kernel of its own is written in 4 dimensions: the program's
+      // inputs take the same form as the node's.
+      std::vector<Shape> shapes;
+      for (const std::string& in : n.inputs) shapes.push_back(model.shapes.at(in));
+      for (const std::string& in : map.inputs) shapes.push_back(model.shapes.at(in));
+      Shape out = model.shapes.at(last);
+      if (ElementwiseForm(&out, &shapes)) {
+        for (int k = 0; k < map.epilogue.map_inputs_size(); ++k) {
+          v1::TensorSpec* t = map.epilogue.mutable_map_inputs(k);
+          t->clear_shape();
+          for (int64_t d : shapes[n.inputs.size() + size_t(k)]) t->add_shape(d);
+        }
+      } else {
+        map = {};
+      }
+    }
+    absl::StatusOr<ir::CanonicalWorkload> c = absl::InternalError("unset");
+    if (!map.nodes.empty()) {
+      v1::Workload with_map = w;
+      *with_map.add_epilogue() = map.epilogue;
+      c = ir::Canonicalize(with_map);
+      if (c.ok()) taken.insert(taken.end(), map.nodes.begin(), map.nodes.end());
+    }
+    if (!c.ok()) {
+      map = {};
+      c = ir::Canonicalize(w);
+    }
     if (!c.ok() && !anchor) continue;
     if (!c.ok()) {
       // Not expressible as a tunable workload with these epilogues: try the
       // bare op before giving up on it.
       w.clear_epilogue();
       taken = {int(i)};
+      chain = 1;
       c = ir::Canonicalize(w);
       if (!c.ok()) continue;
     }
@@ -194,7 +346,7 @@ absl::StatusOr<TaskExtraction> ExtractTasks(const Model& model) {
       ex.tasks.push_back(std::move(t));
     }
     ModelTask& t = ex.tasks[it->second];
-    ex.occurrences.push_back({int(it->second), taken});
+    ex.occurrences.push_back({int(it->second), taken, chain, map.inputs});
     ++t.weight;
     ex.task_flops += t.flops;
   }

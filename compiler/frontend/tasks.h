@@ -27,6 +27,11 @@ struct ModelTask {
 struct TaskOccurrence {
   int task = -1;           // index into TaskExtraction::tasks
   std::vector<int> nodes;  // indices into Model::nodes, anchor first, in fusion order
+  // nodes[0, chain) are the anchor and its named epilogues; the rest are the
+  // steps of its elementwise program (EPILOGUE_KIND_MAP), in model order,
+  // whose extra inputs are the values `map_inputs`.
+  size_t chain = 0;
+  std::vector<std::string> map_inputs;
 };
 
 struct TaskExtraction {

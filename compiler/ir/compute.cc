@@ -3,10 +3,13 @@
 #include "compiler/ir/compute.h"
 
 #include <algorithm>
+#include <cmath>
+#include <functional>
 #include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "compiler/ir/map_program.h"
 #include "compiler/ir/workload.h"
 #include "proto/kernel_signature.h"
 
@@ -303,6 +306,104 @@ Expr Activation(v1::EpilogueKind kind, Expr x, const v1::Epilogue& e) {
   }
 }
 
+// erf(x) as Abramowitz and Stegun 7.1.26 (absolute error below 1.5e-7):
+// 1 - (a1 t + ... + a5 t^5) exp(-x^2), t = 1 / (1 + p |x|), odd in x.
+Expr Erf(Expr x) {
+  Expr ax = Call(Op::kAbs, x);
+  Expr t = F(1) / (F(1) + F(0.3275911) * ax);
+  Expr poly = F(1.061405429);
+  for (double c : {-1.453152027, 1.421413741, -0.284496736, 0.254829592}) poly = poly * t + F(c);
+  Expr y = F(1) - poly * t * Call(Op::kExp, F(0) - ax * ax);
+  return Select(x < F(0), F(0) - y, y);
+}
+
+// x to a literal power: products for small integers, sqrt for halves,
+// exp(e log x) otherwise (NaN for x < 0, as numpy gives).
+Expr Pow(Expr x, double e) {
+  if (e == 0) return F(1);
+  if (e == 0.5) return Call(Op::kSqrt, x);
+  if (e == -0.5) return F(1) / Call(Op::kSqrt, x);
+  if (e == std::trunc(e) && std::fabs(e) <= 4) {
+    Expr p = x;
+    for (int i = 1; i < int(std::fabs(e)); ++i) p = p * x;
+    return e > 0 ? p : F(1) / p;
+  }
+  return Call(Op::kExp, F(e) * Call(Op::kLog, x));
+}
+
+// One step of a map program over its tensor operands `t` and literals `lit`.
+Expr MapStepExpr(const v1::MapStep& s, const std::vector<Expr>& t, const std::vector<double>& lit,
+                 const v1::Epilogue& e) {
+  switch (s.fn()) {
+    case v1::MAP_FN_ADD:
+      return t[0] + t[1];
+    case v1::MAP_FN_SUB:
+      return t[0] - t[1];
+    case v1::MAP_FN_MUL:
+      return t[0] * t[1];
+    case v1::MAP_FN_DIV:
+      return t[0] / t[1];
+    case v1::MAP_FN_MIN:
+      return Min(t[0], t[1]);
+    case v1::MAP_FN_MAX:
+      return Max(t[0], t[1]);
+    case v1::MAP_FN_NEG:
+      return F(0) - t[0];
+    case v1::MAP_FN_ABS:
+      return Call(Op::kAbs, t[0]);
+    case v1::MAP_FN_SQRT:
+      return Call(Op::kSqrt, t[0]);
+    case v1::MAP_FN_EXP:
+      return Call(Op::kExp, t[0]);
+    case v1::MAP_FN_LOG:
+      return Call(Op::kLog, t[0]);
+    case v1::MAP_FN_TANH:
+      return Call(Op::kTanh, t[0]);
+    case v1::MAP_FN_SIGMOID:
+      return Activation(v1::EPILOGUE_KIND_SIGMOID, t[0], e);
+    case v1::MAP_FN_RELU:
+      return Max(t[0], F(0));
+    case v1::MAP_FN_RECIPROCAL:
+      return F(1) / t[0];
+    case v1::MAP_FN_ERF:
+      return Erf(t[0]);
+    case v1::MAP_FN_SOFTPLUS:  // log(1 + e^x) without overflow
+      return Max(t[0], F(0)) + Call(Op::kLog, F(1) + Call(Op::kExp, F(0) - Call(Op::kAbs, t[0])));
+    case v1::MAP_FN_HARD_SWISH:
+      return Activation(v1::EPILOGUE_KIND_HARDSWISH, t[0], e);
+    case v1::MAP_FN_POW:
+      return Pow(t[0], lit[0]);
+    case v1::MAP_FN_CLIP:
+      return Min(Max(t[0], F(lit[0])), F(lit[1]));
+    case v1::MAP_FN_LEAKY_RELU:
+      return Select(t[0] < F(0), t[0] * F(lit[0]), t[0]);
+    case v1::MAP_FN_HARD_SIGMOID:
+      return Min(Max(F(lit[0]) * t[0] + F(lit[1]), F(0)), F(1));
+    default:
+      return t.empty() ? F(0) : t[0];  // CanonicalizeMap refuses any other function
+  }
+}
+
+// The value of a MAP epilogue's program applied to `in`; `input(k)` reads
+// map input k at the current output element.
+Expr MapExpr(const v1::Epilogue& e, Expr in, const std::function<Expr(int)>& input) {
+  std::vector<Expr> values = {std::move(in)};
+  for (const v1::MapStep& s : e.steps()) {
+    std::vector<Expr> t;
+    std::vector<double> lit;
+    for (const v1::MapOperand& a : s.args()) {
+      if (a.source_case() == v1::MapOperand::kValue)
+        t.push_back(values[size_t(a.value())]);
+      else if (a.source_case() == v1::MapOperand::kInput)
+        t.push_back(input(a.input()));
+      else
+        lit.push_back(a.literal());
+    }
+    values.push_back(MapStepExpr(s, t, lit, e));
+  }
+  return values.back();
+}
+
 int Elementwise(Builder& b, const v1::Workload& w) {
   const auto& a = w.elementwise();
   std::vector<int64_t> s0(w.inputs(0).shape().begin(), w.inputs(0).shape().end());
@@ -502,6 +603,7 @@ absl::StatusOr<ComputeDAG> BuildComputeDAG(const v1::Workload& workload) {
   std::vector<int64_t> shape = b.Shape(main);
   int ch = ChannelDim(w, shape.size());
   int bias = -1, residual = -1;
+  std::vector<std::vector<int>> map_inputs;  // per epilogue: its inputs' tensors
   for (const v1::Epilogue& e : w.epilogue()) {
     if (e.kind() == v1::EPILOGUE_KIND_BIAS_ADD && bias < 0) {
       bias = b.AddInput("bias", {shape[ch]}, true);
@@ -510,12 +612,31 @@ absl::StatusOr<ComputeDAG> BuildComputeDAG(const v1::Workload& workload) {
       residual = b.AddInput("residual", shape);
     }
   }
+  int map_count = 0;
+  for (const v1::Epilogue& e : w.epilogue()) {
+    map_inputs.emplace_back();
+    for (const v1::TensorSpec& t : e.map_inputs()) {
+      map_inputs.back().push_back(b.AddInput(
+          StrCat("map", map_count++), std::vector<int64_t>(t.shape().begin(), t.shape().end())));
+    }
+  }
   std::vector<IterVar> axes = b.Axes(shape, {"e0", "e1", "e2", "e3", "e4"});
   std::vector<Expr> idx;
   for (const IterVar& a : axes) idx.push_back(a.var);
   Expr v = b.Read(main, idx);
-  for (const v1::Epilogue& e : w.epilogue()) {
-    if (e.kind() == v1::EPILOGUE_KIND_BIAS_ADD) {
+  for (int k = 0; k < w.epilogue_size(); ++k) {
+    const v1::Epilogue& e = w.epilogue(k);
+    if (e.kind() == v1::EPILOGUE_KIND_MAP) {
+      v = MapExpr(e, v, [&](int i) {
+        const v1::TensorSpec& t = e.map_inputs(i);
+        std::vector<Expr> ix(size_t(t.shape_size()), I(0));
+        std::vector<int> axes =
+            MapInputAxes(std::vector<int64_t>(t.shape().begin(), t.shape().end()), shape);
+        for (size_t d = 0; d < axes.size(); ++d)
+          if (axes[d] >= 0) ix[size_t(axes[d])] = idx[d];
+        return b.Read(map_inputs[size_t(k)][size_t(i)], ix);
+      });
+    } else if (e.kind() == v1::EPILOGUE_KIND_BIAS_ADD) {
       v = v + b.Read(bias, {axes[ch].var});
     } else if (e.kind() == v1::EPILOGUE_KIND_RESIDUAL_ADD) {
       v = v + b.Read(residual, idx);

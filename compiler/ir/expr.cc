@@ -55,6 +55,8 @@ const char* CallName(Op op) {
       return "tanh";
     case Op::kAbs:
       return "abs";
+    case Op::kLog:
+      return "log";
     default:
       return "?";
   }

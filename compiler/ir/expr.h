@@ -55,6 +55,7 @@ enum class Op : uint8_t {
   kSqrt,
   kTanh,
   kAbs,
+  kLog,
 };
 
 struct ExprNode;

@@ -175,6 +175,9 @@ class Interpreter : public ExprFunctor<Value()> {
       case Op::kAbs:
         r.f = std::fabs(x);
         break;
+      case Op::kLog:
+        r.f = std::log(x);
+        break;
       default:
         break;
     }

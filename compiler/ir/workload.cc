@@ -7,6 +7,7 @@
 #include "absl/strings/str_join.h"
 #include "common/sha256.h"
 #include "common/status_macros.h"
+#include "compiler/ir/map_program.h"
 #include "google/protobuf/util/json_util.h"
 
 namespace tunefarm::ir {
@@ -325,6 +326,15 @@ absl::StatusOr<CanonicalWorkload> Canonicalize(const v1::Workload& workload) {
     if (e.kind() == v1::EPILOGUE_KIND_CLIP && !(e.min() <= e.max())) {
       return InvalidArgumentError(StrCat("epilogue[", i, "] clip: min > max"));
     }
+    if (e.kind() == v1::EPILOGUE_KIND_MAP) {
+      TF_RETURN_IF_ERROR(
+          CanonicalizeMap(w->mutable_epilogue(i), c.output_shape, StrCat("epilogue[", i, "]")));
+      epi += MapFlops(e) * out_elems;
+      continue;
+    }
+    if (e.steps_size() != 0 || e.map_inputs_size() != 0)
+      return InvalidArgumentError(
+          StrCat("epilogue[", i, "]: steps on an epilogue that is not a map"));
     epi += EpilogueFlopsPerElement(e) * out_elems;
   }
   c.flops = *flops + epi;
@@ -347,6 +357,10 @@ std::string Describe(const v1::Workload& w) {
     if (w.conv2d().groups() > 1) StrAppend(&s, " g", w.conv2d().groups());
   }
   for (const auto& e : w.epilogue()) {
+    if (e.kind() == v1::EPILOGUE_KIND_MAP) {
+      StrAppend(&s, " +", DescribeMap(e));
+      continue;
+    }
     std::string name = v1::EpilogueKind_Name(e.kind());
     absl::AsciiStrToLower(&name);
     const std::string prefix = "epilogue_kind_";

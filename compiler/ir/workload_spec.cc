@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "compiler/ir/map_program.h"
 #include "compiler/ir/workload.h"
 
 namespace tunefarm::ir {
@@ -98,6 +99,11 @@ class Parser {
     while (pos_ < s_.size() && (isalnum(static_cast<unsigned char>(s_[pos_])) || s_[pos_] == '_')) ++pos_;
     return s_.substr(b, pos_ - b);
   }
+  std::string Digits() {
+    size_t b = pos_;
+    while (pos_ < s_.size() && isdigit(static_cast<unsigned char>(s_[pos_]))) ++pos_;
+    return s_.substr(b, pos_ - b);
+  }
   std::string Number() {
     size_t b = pos_;
     while (pos_ < s_.size() && (isdigit(static_cast<unsigned char>(s_[pos_])) || s_[pos_] == '.' ||
@@ -132,6 +138,61 @@ class Parser {
   size_t pos_ = 0;
 };
 
+// "[SHAPE,...](FN(ARG,...),...)" after "+map": the map inputs' shapes
+// ("1", "64x1x1"), then the steps; an argument is %K (value K: 0 the
+// epilogue's input, K step K's result), $K (map input K) or a number.
+absl::Status ParseMap(Parser& p, v1::Epilogue* e) {
+  e->set_kind(v1::EPILOGUE_KIND_MAP);
+  if (!p.Eat('[')) return p.Error(p.pos(), "expected '[' and the map inputs' shapes");
+  while (!p.Eat(']')) {
+    if (e->map_inputs_size() > 0 && !p.Eat(',')) return p.Error(p.pos(), "expected ',' or ']'");
+    v1::TensorSpec* t = e->add_map_inputs();
+    do {
+      size_t at = p.pos();
+      int64_t d = 0;
+      if (!absl::SimpleAtoi(p.Digits(), &d) || d <= 0)
+        return p.Error(at, "expected a dimension (a positive integer)");
+      t->add_shape(d);
+    } while (p.Eat('x'));
+  }
+  if (!p.Eat('(')) return p.Error(p.pos(), "expected '(' and the map's steps");
+  while (!p.Eat(')')) {
+    if (e->steps_size() > 0 && !p.Eat(',')) return p.Error(p.pos(), "expected ',' or ')'");
+    size_t at = p.pos();
+    std::string fn = p.Ident();
+    const MapFnInfo* f = FindMapFn(fn);
+    if (f == nullptr) {
+      std::vector<std::string> names;
+      for (const MapFnInfo& i : MapFns()) names.emplace_back(i.name);
+      return p.Error(
+          at, absl::StrCat("unknown map function '", fn, "' (", absl::StrJoin(names, ", "), ")"));
+    }
+    v1::MapStep* st = e->add_steps();
+    st->set_fn(f->fn);
+    if (!p.Eat('(')) return p.Error(p.pos(), absl::StrCat("expected '(' after ", fn));
+    while (!p.Eat(')')) {
+      if (st->args_size() > 0 && !p.Eat(',')) return p.Error(p.pos(), "expected ',' or ')'");
+      size_t aat = p.pos();
+      const bool value = p.Eat('%'), input = !value && p.Eat('$');
+      std::string text = value || input ? p.Digits() : p.Number();
+      v1::MapOperand* a = st->add_args();
+      int32_t k = 0;
+      float x = 0;
+      if ((value || input) && !absl::SimpleAtoi(text, &k))
+        return p.Error(aat, "expected %K (a value) or $K (an input)");
+      if (!value && !input && !absl::SimpleAtof(text, &x))
+        return p.Error(aat, "expected %K (a value), $K (an input) or a number");
+      if (value)
+        a->set_value(k);
+      else if (input)
+        a->set_input(k);
+      else
+        a->set_literal(x);
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 std::string WorkloadSpecHelp() {
@@ -141,8 +202,14 @@ std::string WorkloadSpecHelp() {
     if (!info.optional.empty()) absl::StrAppend(&out, " [,", absl::StrJoin(info.optional, ","), "]");
     absl::StrAppend(&out, ")  ", info.help, "\n");
   }
-  absl::StrAppend(&out, "epilogues: +bias +relu +relu6 +clip(min=A,max=B) +leaky_relu(alpha=A) "
-                        "+sigmoid +silu +hardswish +residual\n");
+  absl::StrAppend(&out,
+                  "epilogues: +bias +relu +relu6 +clip(min=A,max=B) +leaky_relu(alpha=A) "
+                  "+sigmoid +silu +hardswish +residual\n"
+                  "  +map[SHAPE,...](FN(ARG,...),...): an elementwise program; SHAPEs are\n"
+                  "  extra inputs broadcast to the output (64x1x1), ARG is %K (0: the value\n"
+                  "  so far, K: step K's result), $K (extra input K) or a number; FN one of\n   ");
+  for (const MapFnInfo& f : MapFns()) absl::StrAppend(&out, " ", std::string(f.name));
+  absl::StrAppend(&out, "\n");
   return out;
 }
 
@@ -276,11 +343,15 @@ absl::StatusOr<v1::Workload> ParseWorkloadSpec(const std::string& spec) {
     if (!p.Eat('+')) return p.Error(at, "expected '+EPILOGUE' or the end");
     size_t name_at = p.pos();
     std::string name = p.Ident();
+    if (name == "map") {
+      if (absl::Status s = ParseMap(p, w.add_epilogue()); !s.ok()) return s;
+      continue;
+    }
     auto e = Epilogues().find(name);
     if (e == Epilogues().end()) {
       return p.Error(name_at, absl::StrCat("unknown epilogue '", name,
                                            "' (bias, relu, relu6, clip, leaky_relu, sigmoid, "
-                                           "silu, hardswish, residual)"));
+                                           "silu, hardswish, residual, map)"));
     }
     v1::Epilogue* ep = w.add_epilogue();
     ep->set_kind(e->second);
@@ -451,6 +522,25 @@ absl::StatusOr<std::string> ElementwiseSpec(const v1::Workload& w) {
 }
 
 absl::StatusOr<std::string> EpilogueSpec(const v1::Epilogue& e) {
+  if (e.kind() == v1::EPILOGUE_KIND_MAP) {
+    std::vector<std::string> shapes, steps;
+    for (const v1::TensorSpec& t : e.map_inputs()) shapes.push_back(absl::StrJoin(t.shape(), "x"));
+    for (const v1::MapStep& s : e.steps()) {
+      std::vector<std::string> args;
+      for (const v1::MapOperand& a : s.args()) {
+        if (a.source_case() == v1::MapOperand::kValue)
+          args.push_back(absl::StrCat("%", a.value()));
+        else if (a.source_case() == v1::MapOperand::kInput)
+          args.push_back(absl::StrCat("$", a.input()));
+        else
+          args.push_back(Float(a.literal()));
+      }
+      const MapFnInfo* f = FindMapFn(s.fn());
+      steps.push_back(absl::StrCat(f == nullptr ? "?" : std::string(f->name), "(",
+                                   absl::StrJoin(args, ","), ")"));
+    }
+    return absl::StrCat("+map[", absl::StrJoin(shapes, ","), "](", absl::StrJoin(steps, ","), ")");
+  }
   for (const auto& [name, kind] : Epilogues()) {
     if (kind != e.kind()) continue;
     if (kind == v1::EPILOGUE_KIND_CLIP)

@@ -302,6 +302,8 @@ class BlockSim {
             return double(std::tanh(x));
           case Op::kAbs:
             return double(std::fabs(x));
+          case Op::kLog:
+            return double(std::log(x));
           default:
             break;
         }

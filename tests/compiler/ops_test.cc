@@ -35,20 +35,88 @@ INSTANTIATE_TEST_SUITE_P(
         "depthwise_conv2d_nchw(N=1,C=24,H=14,W=14,R=3,S=3,stride=2,pad=1)+bias+hardswish",
         "depthwise_conv2d_nchw(N=1,C=16,H=7,W=7,R=3,S=3,pad=1)+clip(min=-0.5,max=0.5)",
         "conv2d_transpose_nchw(N=1,C=8,H=6,W=6,K=4,R=3,S=3,stride=2,pad=1)",
-        "dense(M=3,N=37,K=29)+bias",
-        "matmul(M=17,N=19,K=23)",
+        "dense(M=3,N=37,K=29)+bias", "matmul(M=17,N=19,K=23)",
         "matmul(M=8,N=12,K=16,transpose_a=1,transpose_b=1)",
         "batch_matmul(B=3,M=7,N=9,K=11,transpose_b=1)",
         "max_pool2d_nchw(N=1,C=4,H=11,W=11,R=3,S=3,stride=2,pad=1)",
         "max_pool2d_nchw(N=1,C=4,H=10,W=10,R=3,S=3,stride=2,ceil_mode=1)",
         "avg_pool2d_nchw(N=1,C=4,H=9,W=9,R=3,S=3,stride=2,pad=1)",
         "avg_pool2d_nchw(N=1,C=4,H=9,W=9,R=3,S=3,stride=2,pad=1,count_include_pad=1)",
-        "global_avg_pool2d_nchw(N=2,C=8,H=7,W=7)",
-        "add(N=1,C=8,H=5,W=7)+relu",
-        "mul(N=1,C=3,H=4,W=4)",
-        "sigmoid(N=1,C=3,H=5,W=5)",
-        "silu(N=1,C=3,H=5,W=17)",
-        "hardswish(N=1,C=3,H=5,W=5)"));
+        "global_avg_pool2d_nchw(N=2,C=8,H=7,W=7)", "add(N=1,C=8,H=5,W=7)+relu",
+        "mul(N=1,C=3,H=4,W=4)", "sigmoid(N=1,C=3,H=5,W=5)", "silu(N=1,C=3,H=5,W=17)",
+        "hardswish(N=1,C=3,H=5,W=5)",
+        // Elementwise programs: after a convolution (per-channel and scalar
+        // inputs, a value read twice), a dense layer and a kernel of its own.
+        "conv2d_nchw(N=1,C=8,H=10,W=13,K=16,R=3,S=3,pad=1)+bias+map[1,16x1x1](mul(%0,$0),"
+        "add(%1,$1),add(%2,$0),clip(%3,0,6),mul(%2,%4),div(%5,$0))",
+        "depthwise_conv2d_nchw(N=1,C=24,H=14,W=14,R=3,S=3,pad=1)+map[24x1x1](softplus(%0),"
+        "tanh(%1),mul(%0,%2),sub(%3,$0))",
+        "dense(M=5,N=40,K=24)+bias+map[40,5x1](erf(%0),max(%1,$0),pow(%2,3),min(%3,$1))",
+        "add(N=1,C=3,H=9,W=21,yC=1,yH=1,yW=1)+map[3x9x21](sigmoid(%0),mul(%1,$0),"
+        "leaky_relu(%2,0.1),hard_sigmoid(%0,0.2,0.5),sub(%3,%4))"));
+
+// Each function of elementwise programs against the C library in double,
+// over ranges that reach its edges (exp's clamp, log and sqrt near 0, erf's
+// tails), in the vector body and the narrower tail (W = 21).
+TEST(Map, EveryFunctionAgainstTheMathLibrary) {
+  struct Case {
+    const char* step;  // applied to %0 = x; $0 = y
+    double lo, hi;
+    double (*ref)(double x, double y);
+  };
+  const std::vector<Case> cases = {
+      {"add(%0,$0)", -5, 5, [](double x, double y) { return x + y; }},
+      {"sub(%0,$0)", -5, 5, [](double x, double y) { return x - y; }},
+      {"mul(%0,$0)", -5, 5, [](double x, double y) { return x * y; }},
+      {"div(%0,$0)", -5, 5, [](double x, double y) { return x / y; }},
+      {"min(%0,$0)", -5, 5, [](double x, double y) { return std::min(x, y); }},
+      {"max(%0,$0)", -5, 5, [](double x, double y) { return std::max(x, y); }},
+      {"neg(%0)", -5, 5, [](double x, double) { return -x; }},
+      {"abs(%0)", -5, 5, [](double x, double) { return std::fabs(x); }},
+      {"sqrt(%0)", 1e-6, 50, [](double x, double) { return std::sqrt(x); }},
+      {"exp(%0)", -100, 88, [](double x, double) { return std::exp(x); }},
+      {"log(%0)", 1e-6, 1e6, [](double x, double) { return std::log(x); }},
+      {"tanh(%0)", -12, 12, [](double x, double) { return std::tanh(x); }},
+      {"sigmoid(%0)", -100, 100, [](double x, double) { return 1 / (1 + std::exp(-x)); }},
+      {"relu(%0)", -5, 5, [](double x, double) { return std::max(x, 0.0); }},
+      {"reciprocal(%0)", 0.01, 50, [](double x, double) { return 1 / x; }},
+      {"erf(%0)", -6, 6, [](double x, double) { return std::erf(x); }},
+      {"softplus(%0)", -100, 100,
+       [](double x, double) { return std::max(x, 0.0) + std::log1p(std::exp(-std::fabs(x))); }},
+      {"hard_swish(%0)", -5, 5,
+       [](double x, double) { return x * std::min(std::max(x + 3, 0.0), 6.0) / 6; }},
+      {"pow(%0,2.5)", 0, 9, [](double x, double) { return std::pow(x, 2.5); }},
+      {"pow(%0,-2)", 0.1, 9, [](double x, double) { return std::pow(x, -2.0); }},
+      {"pow(%0,3)", -4, 4, [](double x, double) { return x * x * x; }},
+      {"clip(%0,-0.5,2)", -5, 5, [](double x, double) { return std::min(std::max(x, -0.5), 2.0); }},
+      {"leaky_relu(%0,0.2)", -5, 5, [](double x, double) { return x < 0 ? 0.2 * x : x; }},
+      {"hard_sigmoid(%0,0.2,0.5)", -5, 5,
+       [](double x, double) { return std::min(std::max(0.2 * x + 0.5, 0.0), 1.0); }},
+  };
+  const int64_t n = 2 * 4 * 21;
+  for (const Case& c : cases) {
+    // x * 1 (the kernel's own op), then the step.
+    const std::string spec =
+        std::string("mul(N=1,C=2,H=4,W=21,yN=1,yC=1,yH=1,yW=1)+map[2x4x21](") + c.step + ")";
+    SCOPED_TRACE(spec);
+    auto w = ir::ParseWorkloadSpec(spec);
+    ASSERT_TRUE(w.ok()) << w.status();
+    std::vector<float> x(n), y(n);
+    for (int64_t i = 0; i < n; ++i) {
+      x[size_t(i)] = float(c.lo + (c.hi - c.lo) * double(i) / double(n - 1));
+      y[size_t(i)] = float(0.25 + double((i * 7) % 13) * (i % 2 ? 1 : -1));  // no zeros
+    }
+    auto out = testing::RunKernel(*w, nullptr, codegen::HostTarget(), {x, {1.0f}, y});
+    ASSERT_TRUE(out.ok()) << out.status();
+    ASSERT_EQ(int64_t(out->size()), n);
+    for (int64_t i = 0; i < n; ++i) {
+      const double ref = c.ref(x[size_t(i)], y[size_t(i)]);
+      const double err = std::fabs(double((*out)[size_t(i)]) - ref) / std::max(1.0, std::fabs(ref));
+      ASSERT_LE(err, 2e-6) << "at x = " << x[size_t(i)] << ", y = " << y[size_t(i)] << ": "
+                           << (*out)[size_t(i)] << " vs " << ref;
+    }
+  }
+}
 
 // exp is straight-line vector arithmetic in the kernels (sigmoid and silu
 // epilogues); it must hold over the whole float range, not only on the

@@ -86,10 +86,11 @@ sig_residual = [
 save("sig_residual", sig_residual, [tensor("x", [1, 4, 8, 8])], [tensor("y", [1, 4, 8, 8])],
      [init("ws", (4, 4, 3, 3)), init("bs", (4,))])
 
-# Element-wise nodes no convolution fuses, each then a kernel of its own:
-# a 5-D sigmoid, broadcast constants of rank 5 and 1 and a scalar, operands
-# that are both runtime values, HardSwish and Clip, a 3-D Relu; and a 5-D
-# product whose broadcast no 4-D form keeps (it stays a native step).
+# Element-wise nodes no convolution fuses, as kernels of their own: a 5-D
+# sigmoid and the chain after it (broadcast constants of rank 5 and 1 and a
+# scalar, an operand that is a runtime value, HardSwish and Clip) as one
+# program, a 3-D Relu; and a 5-D product whose broadcast no 4-D form keeps
+# (it stays a native step).
 alone = [
     helper.make_node("Sigmoid", ["x"], ["s"], name="sig"),
     helper.make_node("Mul", ["s", "k"], ["m"], name="scale"),
@@ -109,6 +110,50 @@ save("alone", alone,
       numpy_helper.from_array(np.array([2.0], dtype=np.float32), "c"),
       numpy_helper.from_array(np.array(-0.5, dtype=np.float32), "lo"),
       numpy_helper.from_array(np.array(0.8, dtype=np.float32), "hi")], opset=14)
+
+# Elementwise DAGs written out as ONNX exporters write them, each to come
+# out of the fuser as one program: a scale and offset by scalars then
+# hard-swish as x*clip(x+3,0,6)/6 (the scaled value also a model output, so
+# the program after the convolution stops there and the rest is a kernel
+# of its own that reads it), Mish as x*tanh(softplus(x)), GELU as
+# x*(1+erf(x/sqrt 2))/2, and x^2 - sqrt(|x|) with a per-channel scale.
+def scalar(name, v):
+    return numpy_helper.from_array(np.array(v, dtype=np.float32), name)
+
+
+dags = [
+    helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1], name="conv1"),
+    helper.make_node("Mul", ["c1", "s"], ["m"], name="scale"),
+    helper.make_node("Add", ["m", "t"], ["a"], name="offset"),
+    helper.make_node("Add", ["a", "three"], ["a3"], name="hs_add"),
+    helper.make_node("Clip", ["a3", "zero", "six"], ["cl"], name="hs_clip"),
+    helper.make_node("Mul", ["a", "cl"], ["hm"], name="hs_mul"),
+    helper.make_node("Div", ["hm", "six"], ["hs"], name="hs_div"),
+    helper.make_node("Conv", ["hs", "w2", "b2"], ["c2"], name="conv2"),
+    helper.make_node("Softplus", ["c2"], ["sp"], name="mish_sp"),
+    helper.make_node("Tanh", ["sp"], ["th"], name="mish_tanh"),
+    helper.make_node("Mul", ["c2", "th"], ["mish"], name="mish_mul"),
+    helper.make_node("Conv", ["mish", "w3"], ["c3"], pads=[1, 1, 1, 1], name="conv3"),
+    helper.make_node("Div", ["c3", "sqrt2"], ["g1"], name="gelu_div"),
+    helper.make_node("Erf", ["g1"], ["g2"], name="gelu_erf"),
+    helper.make_node("Add", ["g2", "one"], ["g3"], name="gelu_add"),
+    helper.make_node("Mul", ["c3", "g3"], ["g4"], name="gelu_mul"),
+    helper.make_node("Mul", ["g4", "half"], ["gelu"], name="gelu_half"),
+    helper.make_node("Conv", ["gelu", "w4", "b4"], ["c4"], name="conv4"),
+    helper.make_node("Pow", ["c4", "two"], ["sq"], name="square"),
+    helper.make_node("Abs", ["c4"], ["ab"], name="abs"),
+    helper.make_node("Sqrt", ["ab"], ["rt"], name="root"),
+    helper.make_node("Sub", ["sq", "rt"], ["df"], name="diff"),
+    helper.make_node("Mul", ["df", "pc"], ["y"], name="per_channel"),
+]
+save("dags", dags, [tensor("x", [1, 8, 24, 40])],
+     [tensor("y", [1, 16, 24, 40]), tensor("a", [1, 8, 24, 40])],
+     [init("w1", (8, 8, 3, 3)), init("b1", (8,)), scalar("s", [0.7]), scalar("t", [0.3]),
+      scalar("three", 3.0), scalar("zero", 0.0), scalar("six", 6.0),
+      init("w2", (16, 8, 1, 1)), init("b2", (16,)), init("w3", (16, 16, 3, 3)),
+      scalar("sqrt2", 1.4142135), scalar("one", 1.0), scalar("half", 0.5),
+      init("w4", (16, 16, 1, 1)), init("b4", (16,)), scalar("two", 2.0), init("pc", (16, 1, 1))],
+     opset=13)
 
 # Upsampling by a transposed convolution (kernel = stride 2, bias, ReLU),
 # as text detectors' heads do, between two convolutions.

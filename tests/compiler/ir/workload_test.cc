@@ -3,6 +3,9 @@
 #include <climits>
 #include <random>
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "compiler/ir/map_program.h"
 #include "compiler/ir/reference.h"
 #include "compiler/ir/workload_spec.h"
 #include "gtest/gtest.h"
@@ -207,6 +210,107 @@ TEST(Workload, Describe) {
 // The spec of a workload reads back as the same workload (same key), for
 // every op and attribute the syntax has, and the forms it cannot say are
 // refused with what they are.
+// Elementwise programs are checked step by step, errors naming the step and
+// operand; their input shapes are canonical (no leading 1s), and a program
+// that written out as one expression would explode is refused.
+TEST(WorkloadSpec, MapProgramsAreCheckedStepByStep) {
+  const std::string conv = "conv2d_nchw(N=1,C=4,H=5,W=5,K=8,R=1,S=1)";
+  struct Case {
+    std::string map, expect;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"+map[](gelu(%0))", "unknown map function 'gelu'"},
+           {"+map[](add(%0,%2))", "map step 1 operand 2: no value 2"},
+           {"+map[1](add(%0,$1))", "map step 1 operand 2: no input 1"},
+           {"+map[](add(%0))", "takes 2 tensor and 0 literal operands, got 1"},
+           {"+map[](clip(%0,%0,6))", "operand 2: expected a literal"},
+           {"+map[](pow(%0,2),add(3,%1))", "map step 2 (add) operand 1: expected a value"},
+           {"+map[7x1x1](mul(%0,$0))", "map input 0 (7x1x1) does not broadcast to the output"},
+           {"+map[2x1x8x5x5](mul(%0,$0))", "more dimensions than the output"},
+           {"+map[](clip(%0,1,0))", "min > max"},
+           {"+map[](relu(%0)", "expected ',' or ')'"},
+           {"+map[0](relu(%0))", "expected a dimension"},
+           {"+map[]()", "map: no steps"},
+       }) {
+    absl::StatusOr<v1::Workload> w = ParseWorkloadSpec(conv + c.map);
+    ASSERT_FALSE(w.ok()) << c.map;
+    EXPECT_TRUE(absl::StrContains(w.status().message(), c.expect)) << w.status();
+  }
+  // Each step squares the one before: 2^k terms written out.
+  std::string doubling = conv + "+map[](mul(%0,%0)";
+  for (int k = 1; k < 12; ++k) doubling += absl::StrCat(",mul(%", k, ",%", k, ")");
+  absl::StatusOr<v1::Workload> big = ParseWorkloadSpec(doubling + ")");
+  ASSERT_FALSE(big.ok());
+  EXPECT_TRUE(absl::StrContains(big.status().message(), "passes 512 terms at step 9"))
+      << big.status();
+  // Leading 1s do not make another workload.
+  absl::StatusOr<v1::Workload> a =
+      ParseWorkloadSpec(conv + "+map[1x1x8x1x1,1x1](mul(%0,$0),add(%1,$1))");
+  absl::StatusOr<v1::Workload> b = ParseWorkloadSpec(conv + "+map[8x1x1,1](mul(%0,$0),add(%1,$1))");
+  ASSERT_TRUE(a.ok() && b.ok()) << a.status() << b.status();
+  EXPECT_EQ(Canonicalize(*a)->key, Canonicalize(*b)->key);
+  EXPECT_EQ(Describe(*a), "conv2d 1x4x5x5 * 8x4x1x1 s1,1 p0,0,0,0 +map(mul,add)");
+  // Flops: one per element for mul and add, on 8x5x5 outputs.
+  EXPECT_DOUBLE_EQ(Canonicalize(*a)->flops - Canonicalize(*ParseWorkloadSpec(conv))->flops,
+                   2.0 * 8 * 5 * 5);
+  // A program's fields on another epilogue would make two equal workloads differ.
+  v1::Workload stray = *ParseWorkloadSpec(conv + "+relu");
+  stray.mutable_epilogue(0)->add_steps()->set_fn(v1::MAP_FN_EXP);
+  EXPECT_FALSE(Canonicalize(stray).ok());
+
+  // Random programs: refused with a reason, or canonical, written and read
+  // back as the same workload, and built into a compute DAG.
+  std::mt19937_64 rng(17);
+  int accepted = 0;
+  const v1::Workload base = *ParseWorkloadSpec(conv + "+bias");
+  for (int i = 0; i < 3000; ++i) {
+    v1::Workload w = base;
+    v1::Epilogue* e = w.add_epilogue();
+    e->set_kind(v1::EPILOGUE_KIND_MAP);
+    for (int k = 0; k < int(rng() % 3); ++k) {
+      v1::TensorSpec* t = e->add_map_inputs();
+      for (int d = 0; d < int(rng() % 4); ++d)
+        t->add_shape(std::vector<int64_t>{1, 8, 5, 2, 0}[rng() % 5]);
+    }
+    const int steps = int(rng() % 6);
+    for (int k = 0; k < steps; ++k) {
+      v1::MapStep* s = e->add_steps();
+      const MapFnInfo& f = MapFns()[rng() % MapFns().size()];
+      const bool wild = rng() % 6 == 0;  // any function, any operands
+      s->set_fn(wild ? static_cast<v1::MapFn>(rng() % 36) : f.fn);
+      const int args = wild ? int(rng() % 4) : f.tensors + f.literals;
+      for (int a = 0; a < args; ++a) {
+        v1::MapOperand* op = s->add_args();
+        switch (wild ? rng() % 3 : a >= f.tensors ? 2 : rng() % 4 == 0) {
+          case 0:
+            op->set_value(int(rng() % (k + 2)) - (rng() % 8 == 0));
+            break;
+          case 1:
+            op->set_input(int(rng() % 3));
+            break;
+          default:
+            op->set_literal(float(int(rng() % 9) - 4) / 2);
+            break;
+        }
+      }
+    }
+    absl::StatusOr<CanonicalWorkload> c = Canonicalize(w);
+    if (!c.ok()) {
+      EXPECT_FALSE(c.status().message().empty());
+      continue;
+    }
+    ++accepted;
+    absl::StatusOr<std::string> spec = FormatWorkloadSpec(c->workload);
+    ASSERT_TRUE(spec.ok()) << spec.status();
+    EXPECT_EQ(Canonicalize(*ParseWorkloadSpec(*spec))->key, c->key) << *spec;
+    EXPECT_TRUE(BuildComputeDAG(c->workload).ok()) << *spec;
+    // Cut short anywhere, the spec is an error, never a crash.
+    for (size_t cut = 0; cut < spec->size(); cut += 1 + rng() % 5)
+      (void)ParseWorkloadSpec(spec->substr(0, cut));
+  }
+  EXPECT_GT(accepted, 30);
+}
+
 TEST(WorkloadSpec, FormatReadsBackAsTheSameWorkload) {
   const std::vector<std::string> specs = {
       "conv2d_nchw(N=1,C=64,H=56,W=56,K=64,R=3,S=3,pad=1)+bias+relu",
@@ -230,6 +334,9 @@ TEST(WorkloadSpec, FormatReadsBackAsTheSameWorkload) {
       "div(N=2,C=3,H=4,W=5,yN=1,yC=1,yH=1,yW=1)",
       "clip(N=1,C=2,H=3,W=4,min=-0.5,max=0.8)",
       "hardswish(N=1,C=8,H=4,W=4)",
+      "conv2d_nchw(N=1,C=8,H=6,W=6,K=16,R=1,S=1)+bias+map[1,16x1x1](mul(%0,$0),add(%1,$1),"
+      "clip(%2,0,6),mul(%2,%3),pow(%4,0.333333343),hard_sigmoid(%0,0.200000003,0.5))",
+      "add(N=1,C=8,H=4,W=4)+map[](erf(%0))+relu",
   };
   for (const std::string& spec : specs) {
     absl::StatusOr<v1::Workload> w = ParseWorkloadSpec(spec);
