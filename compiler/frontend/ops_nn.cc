@@ -379,6 +379,31 @@ absl::Status InferLayerNorm(ShapeContext& c, const Node& n) {
   return c.Set(n, 0, x);
 }
 
+// Softmax as a kernel of its own: [A, N, B] around the normalized axis
+// (before opset 13 the input is coerced to 2-D at `axis`: B = 1).
+template <bool kLog>
+bool SoftmaxAlone(const Model& m, const Node& n, v1::Workload* w) {
+  auto s = m.shapes.find(n.inputs[0]);
+  if (s == m.shapes.end() || s->second.empty() || n.outputs.size() != 1) return false;
+  const Shape& x = s->second;
+  int64_t axis = n.Int("axis", m.opset < 13 ? 1 : -1);
+  if (axis < 0) axis += int64_t(x.size());
+  if (axis < 0 || axis >= int64_t(x.size()) || Elements(x) < 4096) return false;
+  int64_t a = 1, len = 1, b = 1;
+  for (size_t d = 0; d < x.size(); ++d) {
+    int64_t& f = int64_t(d) < axis ? a : int64_t(d) == axis || m.opset < 13 ? len : b;
+    f *= x[d];
+  }
+  w->set_op(v1::OP_KIND_SOFTMAX);
+  v1::TensorSpec* t = w->add_inputs();
+  t->add_shape(a);
+  t->add_shape(len);
+  if (b > 1) t->add_shape(b);
+  t->set_dtype(v1::DTYPE_FLOAT32);
+  w->mutable_softmax()->set_log(kLog);
+  return true;
+}
+
 absl::Status InferSoftmax(ShapeContext& c, const Node& n) {
   TF_ASSIGN_OR_RETURN(Shape x, c.In(n, 0));
   TF_RETURN_IF_ERROR(c.Axis(n, n.Int("axis", -1), x.size()).status());
@@ -423,8 +448,8 @@ const std::vector<OpDef>& NnOps() {
       {.name = "BatchNormalization", .infer = InferBatchNorm, .fusion = FusionRole::kAffine},
       {.name = "InstanceNormalization", .infer = InferInstanceNorm},
       {.name = "LayerNormalization", .min_opset = 17, .infer = InferLayerNorm},
-      {.name = "Softmax", .infer = InferSoftmax},
-      {.name = "LogSoftmax", .infer = InferSoftmax},
+      {.name = "Softmax", .infer = InferSoftmax, .alone = SoftmaxAlone<false>},
+      {.name = "LogSoftmax", .infer = InferSoftmax, .alone = SoftmaxAlone<true>},
   };
   return *ops;
 }

@@ -295,7 +295,9 @@ absl::StatusOr<TaskExtraction> ExtractTasks(const Model& model) {
     std::set<int> busy = fused;
     busy.insert(taken.begin(), taken.end());
     const std::string& last = model.nodes[size_t(taken.back())].outputs[0];
-    Extractor::MapRegion map = x.FuseMap(last, model.shapes.at(last), busy);
+    Extractor::MapRegion map;
+    if (anchor || w.op() == v1::OP_KIND_ELEMENTWISE)
+      map = x.FuseMap(last, model.shapes.at(last), busy);
     if (!map.nodes.empty() && !anchor) {
       // A kernel of its own is written in 4 dimensions: the program's
       // inputs take the same form as the node's.

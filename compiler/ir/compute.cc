@@ -468,6 +468,56 @@ int Elementwise(Builder& b, const v1::Workload& w) {
   return b.AddStage("elementwise", axes, {}, ReduceKind::kNone, value, true);
 }
 
+// Softmax over N of x [A, N] or [A, N, B]. With B > 1 each reduction runs
+// along N with B contiguous; with no B the row is read as L-wide slices
+// (padded with the lowest float), the max and the sum kept per slice lane
+// and then combined, so every pass over the row is contiguous vector work.
+int Softmax(Builder& b, const v1::Workload& w) {
+  constexpr int64_t kL = 16;
+  const std::vector<int64_t> s(w.inputs(0).shape().begin(), w.inputs(0).shape().end());
+  const int x = b.AddInput("x", s);
+  const bool log = w.softmax().log();
+  const int64_t a = s[0], n = s[1];
+  const double lowest = -std::numeric_limits<float>::max();
+  std::vector<IterVar> out_axes = b.Axes(s, {"a", "j", "k"});
+  std::vector<Expr> at;
+  for (const IterVar& v : out_axes) at.push_back(v.var);
+  Expr m_at, s_at;
+  int mx = -1, sum = -1;
+  if (s.size() == 3) {
+    std::vector<IterVar> ak = b.Axes({a, s[2]}, {"a", "k"});
+    IterVar j{Var("j"), n};
+    Expr xv = b.Read(x, {ak[0].var, j.var, ak[1].var});
+    mx = b.AddStage("softmax_max", ak, {j}, ReduceKind::kMax, xv, false);
+    std::vector<IterVar> ak2 = b.Axes({a, s[2]}, {"a", "k"});
+    IterVar j2{Var("j"), n};
+    Expr d = b.Read(x, {ak2[0].var, j2.var, ak2[1].var}) - b.Read(mx, {ak2[0].var, ak2[1].var});
+    sum = b.AddStage("softmax_sum", ak2, {j2}, ReduceKind::kSum, Call(Op::kExp, d), false);
+    m_at = b.Read(mx, {at[0], at[2]});
+    s_at = b.Read(sum, {at[0], at[2]});
+  } else {
+    const int64_t o = (n + kL - 1) / kL;
+    const int xp = b.Pad(x, {{0, 0}, {0, o * kL - n}}, lowest);
+    auto partial = [&](const char* name, ReduceKind kind, int m) {
+      std::vector<IterVar> al = b.Axes({a, kL}, {"a", "l"});
+      IterVar r{Var("o"), o};
+      Expr v = b.Read(xp, {al[0].var, r.var * I(kL) + al[1].var});
+      if (m >= 0) v = Call(Op::kExp, v - b.Read(m, {al[0].var}));
+      const int part = b.AddStage(StrCat(name, "_part"), al, {r}, kind, v, false);
+      std::vector<IterVar> a1 = b.Axes({a}, {"a"});
+      IterVar l{Var("l"), kL};
+      return b.AddStage(name, a1, {l}, kind, b.Read(part, {a1[0].var, l.var}), false);
+    };
+    mx = partial("softmax_max", ReduceKind::kMax, -1);
+    sum = partial("softmax_sum", ReduceKind::kSum, mx);
+    m_at = b.Read(mx, {at[0]});
+    s_at = b.Read(sum, {at[0]});
+  }
+  Expr d = b.Read(x, at) - m_at;
+  Expr y = log ? d - Call(Op::kLog, s_at) : Call(Op::kExp, d) / s_at;
+  return b.AddStage("softmax", out_axes, {}, ReduceKind::kNone, y, false);
+}
+
 // Index of the channel dimension the bias follows.
 int ChannelDim(const v1::Workload& w, size_t rank) {
   if (w.has_conv2d()) return w.conv2d().layout() == v1::DATA_LAYOUT_NHWC ? 3 : 1;
@@ -593,6 +643,9 @@ absl::StatusOr<ComputeDAG> BuildComputeDAG(const v1::Workload& workload) {
       break;
     case v1::OP_KIND_ELEMENTWISE:
       main = Elementwise(b, w);
+      break;
+    case v1::OP_KIND_SOFTMAX:
+      main = Softmax(b, w);
       break;
     default:
       return absl::UnimplementedError(StrCat("op ", OpName(w.op()), " has no definition"));

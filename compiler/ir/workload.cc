@@ -228,6 +228,21 @@ absl::StatusOr<double> CanonElementwise(v1::Workload* w, std::vector<int64_t>* o
   return Product(shape);
 }
 
+// Softmax over N of [A, N] or [A, N, B] (B > 1; a trailing 1 is dropped).
+absl::StatusOr<double> CanonSoftmax(v1::Workload* w, std::vector<int64_t>* out) {
+  if (w->inputs_size() != 1)
+    return InvalidArgumentError(StrCat("softmax: expected 1 input, got ", w->inputs_size()));
+  auto* shape = w->mutable_inputs(0)->mutable_shape();
+  if (shape->size() == 3 && shape->Get(2) == 1) shape->RemoveLast();
+  if (shape->size() != 2 && shape->size() != 3) {
+    return InvalidArgumentError(
+        StrCat("softmax: inputs[0] must be [A, N] or [A, N, B], got rank ", shape->size()));
+  }
+  *out = ShapeOf(w->inputs(0));
+  // max, subtract, exp (3), sum, divide
+  return 7 * Product(*out);
+}
+
 double EpilogueFlopsPerElement(const v1::Epilogue& e) {
   switch (e.kind()) {
     case v1::EPILOGUE_KIND_SIGMOID: return 3;
@@ -260,6 +275,8 @@ std::string OpName(v1::OpKind op) {
     case v1::OP_KIND_POOL2D: return "pool2d";
     case v1::OP_KIND_ELEMENTWISE: return "elementwise";
     case v1::OP_KIND_CONV2D_TRANSPOSE: return "conv2d_transpose";
+    case v1::OP_KIND_SOFTMAX:
+      return "softmax";
     default: return "unknown";
   }
 }
@@ -295,9 +312,9 @@ absl::StatusOr<CanonicalWorkload> Canonicalize(const v1::Workload& workload) {
 
   // Attributes that belong to another op would make two equal workloads differ.
   bool wants_conv = w->op() == v1::OP_KIND_CONV2D || w->op() == v1::OP_KIND_CONV2D_TRANSPOSE;
-  if ((w->has_conv2d() && !wants_conv) ||
-      (w->has_pool2d() && w->op() != v1::OP_KIND_POOL2D) ||
+  if ((w->has_conv2d() && !wants_conv) || (w->has_pool2d() && w->op() != v1::OP_KIND_POOL2D) ||
       (w->has_elementwise() && w->op() != v1::OP_KIND_ELEMENTWISE) ||
+      (w->has_softmax() && w->op() != v1::OP_KIND_SOFTMAX) ||
       (w->has_matmul() && w->op() != v1::OP_KIND_DENSE && w->op() != v1::OP_KIND_MATMUL &&
        w->op() != v1::OP_KIND_BATCH_MATMUL)) {
     return InvalidArgumentError(StrCat(OpName(w->op()), ": attributes of another op are set"));
@@ -312,6 +329,9 @@ absl::StatusOr<CanonicalWorkload> Canonicalize(const v1::Workload& workload) {
     case v1::OP_KIND_BATCH_MATMUL: flops = CanonMatmul(w, &c.output_shape); break;
     case v1::OP_KIND_POOL2D: flops = CanonPool(w, &c.output_shape); break;
     case v1::OP_KIND_ELEMENTWISE: flops = CanonElementwise(w, &c.output_shape); break;
+    case v1::OP_KIND_SOFTMAX:
+      flops = CanonSoftmax(w, &c.output_shape);
+      break;
     default: return InvalidArgumentError("unsupported op");
   }
   if (!flops.ok()) return flops.status();
@@ -356,6 +376,7 @@ std::string Describe(const v1::Workload& w) {
               absl::StrJoin(w.conv2d().pads(), ","));
     if (w.conv2d().groups() > 1) StrAppend(&s, " g", w.conv2d().groups());
   }
+  if (w.has_softmax() && w.softmax().log()) StrAppend(&s, " log");
   for (const auto& e : w.epilogue()) {
     if (e.kind() == v1::EPILOGUE_KIND_MAP) {
       StrAppend(&s, " +", DescribeMap(e));

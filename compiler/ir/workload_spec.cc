@@ -55,6 +55,8 @@ const std::map<std::string, OpInfo>& Ops() {
         {"stride", "pad", "ceil_mode", "count_include_pad"},
         "average pooling"}},
       {"global_avg_pool2d_nchw", {{"N", "C", "H", "W"}, {}, "global average pooling"}},
+      {"softmax", {{"A", "N"}, {"B"}, "softmax over N of [A, N, B] (B default 1)"}},
+      {"log_softmax", {{"A", "N"}, {"B"}, "log of softmax over N of [A, N, B]"}},
       {"add",
        {{"N", "C", "H", "W"},
         {"yN", "yC", "yH", "yW"},
@@ -300,6 +302,10 @@ absl::StatusOr<v1::Workload> ParseWorkloadSpec(const std::string& spec) {
       w.mutable_matmul()->set_transpose_a(ta);
       w.mutable_matmul()->set_transpose_b(tb);
     }
+  } else if (op == "softmax" || op == "log_softmax") {
+    w.set_op(v1::OP_KIND_SOFTMAX);
+    add_input({v["A"], v["N"], get("B", 1)});
+    w.mutable_softmax()->set_log(op == "log_softmax");
   } else if (op.find("pool") != std::string::npos) {
     w.set_op(v1::OP_KIND_POOL2D);
     add_input({v["N"], v["C"], v["H"], v["W"]});
@@ -493,6 +499,14 @@ absl::StatusOr<std::string> PoolSpec(const v1::Workload& w) {
                       ")");
 }
 
+absl::StatusOr<std::string> SoftmaxSpec(const v1::Workload& w) {
+  const auto& d = w.inputs(0).shape();
+  std::string spec =
+      absl::StrCat(w.softmax().log() ? "log_softmax" : "softmax", "(A=", d[0], ",N=", d[1]);
+  if (d.size() == 3) absl::StrAppend(&spec, ",B=", d[2]);
+  return absl::StrCat(spec, ")");
+}
+
 absl::StatusOr<std::string> ElementwiseSpec(const v1::Workload& w) {
   const auto& d = w.inputs(0).shape();
   if (d.size() != 4) return NoSpec("an elementwise op on other than 4 dimensions");
@@ -579,6 +593,9 @@ absl::StatusOr<std::string> FormatWorkloadSpec(const v1::Workload& workload) {
       break;
     case v1::OP_KIND_ELEMENTWISE:
       spec = ElementwiseSpec(w);
+      break;
+    case v1::OP_KIND_SOFTMAX:
+      spec = SoftmaxSpec(w);
       break;
     default:
       return NoSpec(absl::StrCat("op ", v1::OpKind_Name(w.op())));

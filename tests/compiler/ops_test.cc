@@ -53,7 +53,11 @@ INSTANTIATE_TEST_SUITE_P(
         "tanh(%1),mul(%0,%2),sub(%3,$0))",
         "dense(M=5,N=40,K=24)+bias+map[40,5x1](erf(%0),max(%1,$0),pow(%2,3),min(%3,$1))",
         "add(N=1,C=3,H=9,W=21,yC=1,yH=1,yW=1)+map[3x9x21](sigmoid(%0),mul(%1,$0),"
-        "leaky_relu(%2,0.1),hard_sigmoid(%0,0.2,0.5),sub(%3,%4))"));
+        "leaky_relu(%2,0.1),hard_sigmoid(%0,0.2,0.5),sub(%3,%4))",
+        // Softmax along rows (16-wide slices, a ragged last one) and across
+        // a strided axis.
+        "softmax(A=5,N=37)", "softmax(A=2,N=6625)", "log_softmax(A=3,N=20,B=9)",
+        "softmax(A=4,N=7,B=33)"));
 
 // Each function of elementwise programs against the C library in double,
 // over ranges that reach its edges (exp's clamp, log and sqrt near 0, erf's

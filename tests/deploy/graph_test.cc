@@ -258,6 +258,31 @@ TEST_F(GraphTest, ElementwiseDagsFuseIntoOnePrograms) {
   EXPECT_EQ(pkg.steps_size(), 5);
 }
 
+// Softmax and LogSoftmax are kernels: over a strided axis (channels of
+// NCHW), over rows, and in the opset-11 form that normalizes the whole
+// input coerced to 2-D. Every value against the interpreter and ONNX Runtime.
+TEST_F(GraphTest, SoftmaxIsAKernel) {
+  for (const auto& [name, want] : std::vector<std::pair<std::string, std::vector<std::string>>>{
+           {"softmax", {"softmax(A=1,N=8,B=960)", "log_softmax(A=192,N=40)"}},
+           {"softmax_old", {"softmax(A=1,N=7680)"}}}) {
+    SCOPED_TRACE(name);
+    Model m = Import(name);
+    absl::StatusOr<TaskExtraction> ex = ExtractTasks(m);
+    ASSERT_TRUE(ex.ok()) << ex.status();
+    std::vector<std::string> specs;
+    for (const ModelTask& t : ex->tasks) {
+      if (t.workload.op() != v1::OP_KIND_SOFTMAX) continue;
+      absl::StatusOr<std::string> spec = ir::FormatWorkloadSpec(t.workload);
+      ASSERT_TRUE(spec.ok()) << spec.status();
+      specs.push_back(*spec);
+    }
+    EXPECT_EQ(specs, want);
+    v1::ModelPackage pkg;
+    EXPECT_GE(CheckAgainstReference(m, {}, &pkg, dir_->File(name + ".onnx")), 2);
+    for (const auto& s : pkg.steps()) EXPECT_FALSE(s.has_node()) << s.node().name();
+  }
+}
+
 // The never-slower rule: a tuned schedule is used only where it measured
 // faster than the default on the same device; the result is right either way.
 TEST_F(GraphTest, TunedKernelOnlyWhereItBeatsTheDefault) {

@@ -155,6 +155,21 @@ save("dags", dags, [tensor("x", [1, 8, 24, 40])],
       init("w4", (16, 16, 1, 1)), init("b4", (16,)), scalar("two", 2.0), init("pc", (16, 1, 1))],
      opset=13)
 
+# Softmax as exporters write it: over channels of NCHW (a strided axis),
+# LogSoftmax over the last axis, and an opset-11 Softmax that coerces its
+# input to 2-D at axis 1 (a row of 8 x 24 x 40).
+softmax = [
+    helper.make_node("Conv", ["x", "w"], ["c"], name="conv"),
+    helper.make_node("Softmax", ["c"], ["p"], axis=1, name="over_channels"),
+    helper.make_node("LogSoftmax", ["c"], ["lp"], axis=-1, name="over_rows"),
+]
+save("softmax", softmax, [tensor("x", [1, 4, 24, 40])],
+     [tensor("p", [1, 8, 24, 40]), tensor("lp", [1, 8, 24, 40])], [init("w", (8, 4, 1, 1))],
+     opset=13)
+softmax_old = [helper.make_node("Softmax", ["x"], ["p"], axis=1, name="coerced")]
+save("softmax_old", softmax_old, [tensor("x", [1, 8, 24, 40])], [tensor("p", [1, 8, 24, 40])],
+     [], opset=11)
+
 # Upsampling by a transposed convolution (kernel = stride 2, bias, ReLU),
 # as text detectors' heads do, between two convolutions.
 upsample = [

@@ -337,6 +337,8 @@ TEST(WorkloadSpec, FormatReadsBackAsTheSameWorkload) {
       "conv2d_nchw(N=1,C=8,H=6,W=6,K=16,R=1,S=1)+bias+map[1,16x1x1](mul(%0,$0),add(%1,$1),"
       "clip(%2,0,6),mul(%2,%3),pow(%4,0.333333343),hard_sigmoid(%0,0.200000003,0.5))",
       "add(N=1,C=8,H=4,W=4)+map[](erf(%0))+relu",
+      "softmax(A=40,N=6625)",
+      "log_softmax(A=3,N=20,B=9)",
   };
   for (const std::string& spec : specs) {
     absl::StatusOr<v1::Workload> w = ParseWorkloadSpec(spec);
@@ -351,6 +353,7 @@ TEST(WorkloadSpec, FormatReadsBackAsTheSameWorkload) {
   EXPECT_EQ(*FormatWorkloadSpec(*ParseWorkloadSpec(
                 "conv2d_nchw(N=1,C=3,H=8,W=8,K=4,R=3,S=3,stride=1,pad=0,dilation=1,groups=1)")),
             "conv2d_nchw(N=1,C=3,H=8,W=8,K=4,R=3,S=3)");
+  EXPECT_EQ(*FormatWorkloadSpec(*ParseWorkloadSpec("softmax(A=3,N=20,B=1)")), "softmax(A=3,N=20)");
   EXPECT_EQ(*FormatWorkloadSpec(*ParseWorkloadSpec("mul(N=3,C=16,H=16,W=6,yN=3,yC=1,yH=1)")),
             "mul(N=3,C=16,H=16,W=6,yC=1,yH=1)");
   EXPECT_FALSE(ParseWorkloadSpec("mul(N=3,C=16,H=16,W=6,yC=2)").ok()) << "16 vs 2 do not broadcast";
