@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdio>
 #include <cstring>
@@ -70,18 +71,44 @@ class ScratchCache {
   size_t idle_bytes_ = 0;
 };
 
+// A pause for spin-wait loops.
+inline void CpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+// Spins until `done()` or `limit` passes; whether done() held.
+template <typename F>
+bool SpinUntil(F done, std::chrono::microseconds limit) {
+  const auto end = std::chrono::steady_clock::now() + limit;
+  while (true) {
+    for (int i = 0; i < 64; ++i) {
+      if (done()) return true;
+      CpuRelax();
+    }
+    if (std::chrono::steady_clock::now() >= end) return false;
+  }
+}
+
 // Workers wait for a new generation; each claims chunks with an atomic
 // counter, the caller works too, and the last one out wakes the caller.
+// Both sides spin for a while before sleeping: a model runs kernels back to
+// back, and waking a sleeping thread costs some 10-20 us on a VM, more than
+// many small kernels take.
 struct ThreadPool::Impl {
+  static constexpr std::chrono::microseconds kSpin{200};
   std::mutex mu;
   std::condition_variable work_cv, done_cv;
-  uint64_t generation = 0;
+  std::atomic<uint64_t> generation{0};  // written under mu
   bool stop = false;
   int64_t n = 0, chunk = 1;
   void* closure = nullptr;
   TFParallelBody body = nullptr;
   std::atomic<int64_t> next{0};
-  int busy = 0;
+  std::atomic<int> busy{0};
   std::vector<std::thread> threads;
   ScratchCache scratch;
 
@@ -96,15 +123,18 @@ struct ThreadPool::Impl {
   void Loop() {
     uint64_t seen = 0;
     while (true) {
+      SpinUntil([&] { return generation.load(std::memory_order_acquire) != seen; }, kSpin);
       {
         std::unique_lock<std::mutex> lock(mu);
-        work_cv.wait(lock, [&] { return stop || generation != seen; });
+        work_cv.wait(lock, [&] { return stop || generation.load() != seen; });
         if (stop) return;
-        seen = generation;
+        seen = generation.load();
       }
       Work();
-      std::lock_guard<std::mutex> lock(mu);
-      if (--busy == 0) done_cv.notify_all();
+      if (busy.fetch_sub(1) == 1) {
+        std::lock_guard<std::mutex> lock(mu);
+        done_cv.notify_all();
+      }
     }
   }
 
@@ -122,13 +152,14 @@ struct ThreadPool::Impl {
       closure = c;
       body = b;
       next.store(0);
-      busy = int(threads.size());
-      ++generation;
+      busy.store(int(threads.size()));
+      generation.fetch_add(1);
     }
     work_cv.notify_all();
     Work();
+    if (SpinUntil([&] { return busy.load(std::memory_order_acquire) == 0; }, kSpin)) return 0;
     std::unique_lock<std::mutex> lock(mu);
-    done_cv.wait(lock, [&] { return busy == 0; });
+    done_cv.wait(lock, [&] { return busy.load() == 0; });
     return 0;
   }
 };

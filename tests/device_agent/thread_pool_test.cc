@@ -3,9 +3,11 @@
 // while live, and reused by the next call of the same size (a block freed to
 // the C library is often returned to the system and faulted in again).
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <set>
+#include <thread>
 #include <vector>
 
 #include "device_agent/runtime/runner.h"
@@ -24,6 +26,31 @@ TEST(ThreadPool, ParallelForRunsEveryIndexOnce) {
   };
   ASSERT_EQ(rt->parallel_for(rt->ctx, int64_t(hits.size()), &hits, body), 0);
   for (size_t i = 0; i < hits.size(); ++i) ASSERT_EQ(hits[i].load(), 1) << i;
+}
+
+// Loops back to back (workers still spinning from the last one) and after
+// pauses long enough for them to sleep: every index of every loop once, the
+// caller never returning before a loop is done, no loop lost.
+TEST(ThreadPool, BackToBackAndAfterSleepEveryLoopCompletes) {
+  for (int threads : {2, 3}) {
+    ThreadPool pool(threads);
+    const TFRuntime* rt = pool.runtime();
+    struct Loop {
+      std::vector<std::atomic<int>> hits = std::vector<std::atomic<int>>(37);
+    };
+    TFParallelBody body = [](void* closure, int64_t begin, int64_t end) {
+      auto* l = static_cast<Loop*>(closure);
+      for (int64_t i = begin; i < end; ++i) l->hits[size_t(i)]++;
+    };
+    for (int round = 0; round < 3000; ++round) {
+      Loop l;
+      const int64_t n = 1 + round % 37;
+      ASSERT_EQ(rt->parallel_for(rt->ctx, n, &l, body), 0);
+      for (int64_t i = 0; i < 37; ++i)
+        ASSERT_EQ(l.hits[size_t(i)].load(), i < n ? 1 : 0) << "round " << round << " index " << i;
+      if (round % 500 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  }
 }
 
 TEST(ThreadPool, ScratchIsAlignedDistinctAndReusedBySize) {
