@@ -238,6 +238,38 @@ absl::Status InferGlobalPool(ShapeContext& c, const Node& n) {
   return c.Set(n, 0, out);
 }
 
+// 2-D pooling over NCHW as a kernel of its own: explicit pads (auto_pad
+// NOTSET), no dilation, no MaxPool indices; global average pooling; each
+// with at least 4,096 input elements.
+template <v1::PoolKind K>
+bool PoolAlone(const Model& m, const Node& n, v1::Workload* w) {
+  auto s = m.shapes.find(n.inputs[0]);
+  if (s == m.shapes.end() || s->second.size() != 4 || Elements(s->second) < 4096) return false;
+  if (n.outputs.size() != 1 || AutoPad(n) != "NOTSET") return false;
+  v1::Pool2dAttrs* a = w->mutable_pool2d();
+  a->set_kind(K);
+  a->set_layout(v1::DATA_LAYOUT_NCHW);
+  if (K != v1::POOL_KIND_GLOBAL_AVG) {
+    std::vector<int64_t> k = n.Ints("kernel_shape"), strides = n.Ints("strides"),
+                         pads = n.Ints("pads"), dil = n.Ints("dilations");
+    if (k.size() != 2) return false;
+    for (int64_t d : dil)
+      if (d != 1) return false;
+    if (strides.empty()) strides = {1, 1};
+    if (pads.empty()) pads = {0, 0, 0, 0};
+    if (strides.size() != 2 || pads.size() != 4) return false;
+    for (int64_t v : k) a->add_kernel(v);
+    for (int64_t v : strides) a->add_strides(v);
+    // ONNX [h_begin, w_begin, h_end, w_end] is [top, left, bottom, right].
+    for (int64_t v : pads) a->add_pads(v);
+    a->set_ceil_mode(n.Int("ceil_mode", 0) != 0);
+    a->set_count_include_pad(K == v1::POOL_KIND_AVG && n.Int("count_include_pad", 0) != 0);
+  }
+  w->set_op(v1::OP_KIND_POOL2D);
+  *w->add_inputs() = Spec(s->second);
+  return true;
+}
+
 double PoolFlops(const Model& m, const Node& n) {
   double k = 1;
   for (int64_t d : n.Ints("kernel_shape")) k *= double(d);
@@ -441,9 +473,18 @@ const std::vector<OpDef>& NnOps() {
        .fusion = FusionRole::kAnchor,
        .anchor = MatMulAnchor,
        .flops = MatMulFlops},
-      {.name = "MaxPool", .infer = InferPool, .flops = PoolFlops},
-      {.name = "AveragePool", .infer = InferPool, .flops = PoolFlops},
-      {.name = "GlobalAveragePool", .infer = InferGlobalPool, .flops = GlobalPoolFlops},
+      {.name = "MaxPool",
+       .infer = InferPool,
+       .alone = PoolAlone<v1::POOL_KIND_MAX>,
+       .flops = PoolFlops},
+      {.name = "AveragePool",
+       .infer = InferPool,
+       .alone = PoolAlone<v1::POOL_KIND_AVG>,
+       .flops = PoolFlops},
+      {.name = "GlobalAveragePool",
+       .infer = InferGlobalPool,
+       .alone = PoolAlone<v1::POOL_KIND_GLOBAL_AVG>,
+       .flops = GlobalPoolFlops},
       {.name = "GlobalMaxPool", .infer = InferGlobalPool, .flops = GlobalPoolFlops},
       {.name = "BatchNormalization", .infer = InferBatchNorm, .fusion = FusionRole::kAffine},
       {.name = "InstanceNormalization", .infer = InferInstanceNorm},

@@ -296,9 +296,9 @@ absl::StatusOr<TaskExtraction> ExtractTasks(const Model& model) {
     busy.insert(taken.begin(), taken.end());
     const std::string& last = model.nodes[size_t(taken.back())].outputs[0];
     Extractor::MapRegion map;
-    if (anchor || w.op() == v1::OP_KIND_ELEMENTWISE)
+    if (anchor || w.op() == v1::OP_KIND_ELEMENTWISE || w.op() == v1::OP_KIND_POOL2D)
       map = x.FuseMap(last, model.shapes.at(last), busy);
-    if (!map.nodes.empty() && !anchor) {
+    if (!map.nodes.empty() && w.op() == v1::OP_KIND_ELEMENTWISE) {
       // A kernel of its own is written in 4 dimensions: the program's
       // inputs take the same form as the node's.
       std::vector<Shape> shapes;

@@ -84,12 +84,12 @@ TEST_F(ModelJob, SubmitAnOnnxModelAndTuneItsTasks) {
   ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(r.out, &job).ok()) << r.out;
   EXPECT_EQ(job.spec().name(), "tiny_dynamic");
   EXPECT_TRUE(job.spec().onnx_model().empty());  // the job keeps its tasks, not the weights
-  ASSERT_EQ(job.tasks_size(), 5);
+  ASSERT_EQ(job.tasks_size(), 6);                // with the global pooling
   EXPECT_EQ(job.tasks(1).weight(), 2);  // the conv that occurs twice
   EXPECT_EQ(job.trials_done(), 12);
   int measured = 0;
   for (const v1::Task& t : job.tasks()) measured += t.best_cost_sec() > 0;
-  EXPECT_EQ(measured, 5);  // every task's default schedule at least
+  EXPECT_EQ(measured, 6);  // every task's default schedule at least
 
   // The best records per task of the model, found by importing it again.
   r = cli({"best", "--model=" + dir.File("tiny_dynamic.onnx"), "--shape=x=1x3x16x16",
@@ -97,8 +97,8 @@ TEST_F(ModelJob, SubmitAnOnnxModelAndTuneItsTasks) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   v1::QueryBestResponse best;
   ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(r.out, &best).ok()) << r.out;
-  ASSERT_EQ(best.entries_size(), 5);
-  for (int i = 0; i < 5; ++i) {
+  ASSERT_EQ(best.entries_size(), 6);
+  for (int i = 0; i < 6; ++i) {
     EXPECT_EQ(best.entries(i).workload_key(), job.tasks(i).workload_key());
     ASSERT_GT(best.entries(i).records_size(), 0);
     EXPECT_EQ(best.entries(i).records(0).status(), v1::MEASURE_STATUS_OK);
