@@ -84,7 +84,7 @@ TEST_F(ModelJob, SubmitAnOnnxModelAndTuneItsTasks) {
   ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(r.out, &job).ok()) << r.out;
   EXPECT_EQ(job.spec().name(), "tiny_dynamic");
   EXPECT_TRUE(job.spec().onnx_model().empty());  // the job keeps its tasks, not the weights
-  ASSERT_EQ(job.tasks_size(), 6);                // with the global pooling
+  ASSERT_EQ(job.tasks_size(), 6);                // with the max pooling
   EXPECT_EQ(job.tasks(1).weight(), 2);  // the conv that occurs twice
   EXPECT_EQ(job.trials_done(), 12);
   int measured = 0;

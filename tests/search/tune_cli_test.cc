@@ -125,7 +125,7 @@ TEST(TuneCli, ModelTunesEveryTaskAndWritesItsPackage) {
                                   pkg};
   testing::CommandResult r = testing::RunCommand(cmd, dir.path());
   ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
-  EXPECT_TRUE(absl::StrContains(r.out, "(6 tasks)")) << r.out;  // with the global pooling
+  EXPECT_TRUE(absl::StrContains(r.out, "(6 tasks)")) << r.out;  // with the max pooling
   EXPECT_TRUE(absl::StrContains(r.out, "tasks' time (weight x best)")) << r.out;
   EXPECT_TRUE(absl::StrContains(r.out, "tiny.tfpkg: 6 kernels")) << r.out;
   std::vector<v1::Record> first = AllRecords(db);
