@@ -164,14 +164,6 @@ Extractor::MapRegion Extractor::FuseMap(const std::string& start, const Shape& o
   std::map<std::string, int> value = {{start, 0}};  // program values
   std::set<int> in_region;
   std::vector<int64_t> tree = {1};
-  auto broadcasts = [&](const Shape& s) {
-    if (s.size() > out.size()) return false;
-    for (size_t d = 0; d < s.size(); ++d) {
-      const int64_t o = out[out.size() - s.size() + d];
-      if (s[d] != 1 && s[d] != o) return false;
-    }
-    return true;
-  };
   // Whether only the last value is read outside the region.
   auto closed = [&](const std::string& last) {
     for (const auto& [v, k] : value) {
@@ -220,17 +212,19 @@ Extractor::MapRegion Extractor::FuseMap(const std::string& start, const Shape& o
             continue;
           }
           auto c2 = m_.constants.find(in);
-          if (in.empty() || !m_.shapes.count(in) || !broadcasts(S(in)) ||
+          if (in.empty() || !m_.shapes.count(in) || !ir::BroadcastsTo(S(in), out) ||
               (c2 != m_.constants.end() && c2->second.is_int)) {
             ok = false;
             break;
           }
-          auto old = std::find(cur.inputs.begin(), cur.inputs.end(), in);
-          auto nw = std::find(fresh.begin(), fresh.end(), in);
-          int index = old != cur.inputs.end() ? int(old - cur.inputs.begin())
-                      : nw != fresh.end()     ? int(cur.inputs.size() + (nw - fresh.begin()))
-                                              : int(cur.inputs.size() + fresh.size());
-          if (old == cur.inputs.end() && nw == fresh.end()) fresh.push_back(in);
+          // Its index among the program's inputs: those before this step,
+          // then this step's new ones.
+          int index = int(std::find(cur.inputs.begin(), cur.inputs.end(), in) - cur.inputs.begin());
+          if (index == int(cur.inputs.size())) {
+            auto nw = std::find(fresh.begin(), fresh.end(), in);
+            index += int(nw - fresh.begin());
+            if (nw == fresh.end()) fresh.push_back(in);
+          }
           full.add_args()->set_input(index);
           ++sz;
         }

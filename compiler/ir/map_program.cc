@@ -51,6 +51,15 @@ const MapFnInfo* FindMapFn(std::string_view name) {
   return nullptr;
 }
 
+bool BroadcastsTo(const std::vector<int64_t>& input, const std::vector<int64_t>& output) {
+  if (input.size() > output.size()) return false;
+  const size_t off = output.size() - input.size();
+  for (size_t d = 0; d < input.size(); ++d) {
+    if (input[d] != 1 && input[d] != output[off + d]) return false;
+  }
+  return true;
+}
+
 std::vector<int> MapInputAxes(const std::vector<int64_t>& input,
                               const std::vector<int64_t>& output) {
   std::vector<int> axes(output.size(), -1);
@@ -84,13 +93,10 @@ absl::Status CanonicalizeMap(v1::Epilogue* e, const std::vector<int64_t>& output
     if (s.empty()) s = {1};
     if (s.size() > output.size())
       return InvalidArgumentError(StrCat(name, " has more dimensions than the output"));
-    const size_t off = output.size() - s.size();
-    for (size_t d = 0; d < s.size(); ++d) {
-      if (s[d] != 1 && s[d] != output[off + d]) {
-        return InvalidArgumentError(StrCat(name, " (", absl::StrJoin(s, "x"),
-                                           ") does not broadcast to the output (",
-                                           absl::StrJoin(output, "x"), ")"));
-      }
+    if (!BroadcastsTo(s, output)) {
+      return InvalidArgumentError(StrCat(name, " (", absl::StrJoin(s, "x"),
+                                         ") does not broadcast to the output (",
+                                         absl::StrJoin(output, "x"), ")"));
     }
     t->clear_shape();
     for (int64_t d : s) t->add_shape(d);

@@ -51,6 +51,10 @@ double MapFlops(const v1::Epilogue& e);
 // "map(mul,add,clip,...)": the functions in order, for one-line summaries.
 std::string DescribeMap(const v1::Epilogue& e);
 
+// Whether `input` broadcasts numpy-style to `output` (dimensions aligned at
+// the innermost, each 1 or equal; no more of them than the output has).
+bool BroadcastsTo(const std::vector<int64_t>& input, const std::vector<int64_t>& output);
+
 // The input's index for each output dimension (-1: broadcast, read at 0),
 // aligned at the innermost dimension.
 std::vector<int> MapInputAxes(const std::vector<int64_t>& input,

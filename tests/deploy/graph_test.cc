@@ -85,6 +85,23 @@ double RelError(const std::vector<float>& a, const std::vector<double>& ref) {
   return err / scale;
 }
 
+// The workload specs of the model's tasks in order, those of `op` only when
+// it is set; an extraction error or a task whose spec cannot be written
+// fails the test.
+std::vector<std::string> TaskSpecs(const Model& m, v1::OpKind op = v1::OP_KIND_UNSPECIFIED) {
+  absl::StatusOr<TaskExtraction> ex = ExtractTasks(m);
+  EXPECT_TRUE(ex.ok()) << ex.status();
+  std::vector<std::string> specs;
+  if (!ex.ok()) return specs;
+  for (const ModelTask& t : ex->tasks) {
+    if (op != v1::OP_KIND_UNSPECIFIED && t.workload.op() != op) continue;
+    absl::StatusOr<std::string> spec = ir::FormatWorkloadSpec(t.workload);
+    EXPECT_TRUE(spec.ok()) << t.description << ": " << spec.status();
+    if (spec.ok()) specs.push_back(*spec);
+  }
+  return specs;
+}
+
 // Builds `model` (default schedules unless `options` choose), runs the
 // package with every value kept and checks each value against the float64
 // interpreter; given the model's file, its outputs are also checked against
@@ -194,14 +211,8 @@ TEST_F(GraphTest, SmallModelsWithOldOpsetFormsMatch) {
 // and ONNX Runtime.
 TEST_F(GraphTest, LoneElementwiseNodesAreKernels) {
   Model m = Import("alone");
-  absl::StatusOr<TaskExtraction> ex = ExtractTasks(m);
-  ASSERT_TRUE(ex.ok()) << ex.status();
-  std::set<std::string> specs;
-  for (const ModelTask& t : ex->tasks) {
-    absl::StatusOr<std::string> spec = ir::FormatWorkloadSpec(t.workload);
-    ASSERT_TRUE(spec.ok()) << t.description << ": " << spec.status();
-    specs.insert(*spec);
-  }
+  const std::vector<std::string> listed = TaskSpecs(m);
+  const std::set<std::string> specs(listed.begin(), listed.end());
   // The chain after the sigmoid is one program; its inputs in the 4-D form.
   EXPECT_EQ(specs.size(), 2u) << absl::StrJoin(specs, "; ");
   EXPECT_TRUE(
@@ -226,14 +237,7 @@ TEST_F(GraphTest, LoneElementwiseNodesAreKernels) {
 // ONNX Runtime.
 TEST_F(GraphTest, ElementwiseDagsFuseIntoOnePrograms) {
   Model m = Import("dags");
-  absl::StatusOr<TaskExtraction> ex = ExtractTasks(m);
-  ASSERT_TRUE(ex.ok()) << ex.status();
-  std::vector<std::string> specs;
-  for (const ModelTask& t : ex->tasks) {
-    absl::StatusOr<std::string> spec = ir::FormatWorkloadSpec(t.workload);
-    ASSERT_TRUE(spec.ok()) << t.description << ": " << spec.status();
-    specs.push_back(*spec);
-  }
+  const std::vector<std::string> specs = TaskSpecs(m);
   const std::string all = absl::StrJoin(specs, "\n");
   ASSERT_EQ(specs.size(), 5u) << all;
   // Cut where the scaled value leaves for the model's outputs.
@@ -267,16 +271,7 @@ TEST_F(GraphTest, SoftmaxIsAKernel) {
            {"softmax_old", {"softmax(A=1,N=7680)"}}}) {
     SCOPED_TRACE(name);
     Model m = Import(name);
-    absl::StatusOr<TaskExtraction> ex = ExtractTasks(m);
-    ASSERT_TRUE(ex.ok()) << ex.status();
-    std::vector<std::string> specs;
-    for (const ModelTask& t : ex->tasks) {
-      if (t.workload.op() != v1::OP_KIND_SOFTMAX) continue;
-      absl::StatusOr<std::string> spec = ir::FormatWorkloadSpec(t.workload);
-      ASSERT_TRUE(spec.ok()) << spec.status();
-      specs.push_back(*spec);
-    }
-    EXPECT_EQ(specs, want);
+    EXPECT_EQ(TaskSpecs(m, v1::OP_KIND_SOFTMAX), want);
     v1::ModelPackage pkg;
     EXPECT_GE(CheckAgainstReference(m, {}, &pkg, dir_->File(name + ".onnx")), 2);
     for (const auto& s : pkg.steps()) EXPECT_FALSE(s.has_node()) << s.node().name();
