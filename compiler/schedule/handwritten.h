@@ -73,4 +73,13 @@ absl::StatusOr<Trace> GroupedConv2dSchedule(const ComputeDAG& dag, const Target&
 absl::StatusOr<Trace> RowConv2dSchedule(const ComputeDAG& dag, const Target& target);
 bool PrefersRowConv(const ComputeDAG& dag, const Target& target);
 
+// Dense NHWC convolutions on CPUs whose output channels are whole
+// vectors, as decisions of the tiling sketch: padding as a pass of its
+// own, the weight packed by the channel tile, register tiles of rows x 2
+// columns x 2 channel vectors, the reduction outside the tile with the
+// input channels innermost, and (batch, row, column, channel) blocks as
+// the parallel loop. An error for any other DAG (grouped and depthwise NHWC
+// ones take GroupedConv2dSchedule).
+absl::StatusOr<Trace> NhwcConv2dSchedule(const ComputeDAG& dag, const Target& target);
+
 }  // namespace tunefarm::ir
