@@ -56,4 +56,10 @@ absl::StatusOr<frontend::ImportOptions> ShapeOverrides(const std::vector<std::st
   return o;
 }
 
+absl::StatusOr<bool> ParseLayoutFlag(const std::string& value) {
+  if (value.empty() || value == "nchw") return false;
+  if (value == "nhwc") return true;
+  return absl::InvalidArgumentError(absl::StrCat("--layout is nchw or nhwc, not '", value, "'"));
+}
+
 }  // namespace tunefarm::cli

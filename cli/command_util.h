@@ -44,4 +44,8 @@ absl::StatusOr<ir::Target> TargetForThreads(const std::string& value, int thread
 // malformed one is the error.
 absl::StatusOr<frontend::ImportOptions> ShapeOverrides(const std::vector<std::string>& values);
 
+// A --layout value: "nchw" (false, also when empty) or "nhwc" (true,
+// frontend::ExtractOptions::channels_last); anything else names the flag.
+absl::StatusOr<bool> ParseLayoutFlag(const std::string& value);
+
 }  // namespace tunefarm::cli

@@ -34,6 +34,7 @@ namespace {
 constexpr const char* kBuildHelp =
     R"(usage: tunefarm build MODEL.onnx -o MODEL.tfpkg [--target T|host] [--db FILE]
                       [--shape NAME=D1xD2x...]... [--untuned] [--threads N]
+                      [--layout nchw|nhwc]
 
 Builds a whole model for one target: every task is compiled with its best
 record in the log database (--db, default tunefarm.db) for the target, or
@@ -50,6 +51,12 @@ statically planned arena. The package runs with `tunefarm run`.
                     are those of the target at -num-cores=N (what `tune
                     --threads N` stores), kernels are compared at it, and the
                     package records it for `run`
+  --layout          the activation layout of the kernels (default nchw):
+                    nhwc makes convolutions whose output channels are whole
+                    vectors, and the pooling after them, channels-last
+                    kernels (tasks of their own NHWC workloads: tune with
+                    the same --layout); Transpose steps convert where NCHW
+                    nodes meet them
 )";
 
 constexpr const char* kRunHelp =
@@ -234,9 +241,11 @@ int RunThreads(const Flags& f, int64_t given, const v1::ModelPackage& pkg,
 }  // namespace
 
 int RunBuild(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
-  absl::StatusOr<Flags> parsed = ParseWithOneFile(
-      args, FlagSpec{{"output", "target", "db", "shape", "threads"}, {"untuned", "no_model_check"}},
-      "build");
+  absl::StatusOr<Flags> parsed =
+      ParseWithOneFile(args,
+                       FlagSpec{{"output", "target", "db", "shape", "threads", "layout"},
+                                {"untuned", "no_model_check"}},
+                       "build");
   if (!parsed.ok()) return Fail(err, 2, std::string(parsed.status().message()));
   const Flags& f = *parsed;
   if (f.help()) {
@@ -261,6 +270,9 @@ int RunBuild(const std::vector<std::string>& args, std::ostream& out, std::ostre
   bo.model_name = std::filesystem::path(f.positional()[0]).filename().string();
   bo.model_sha256 = Sha256Hex(*bytes);
   bo.threads = int(threads);
+  absl::StatusOr<bool> channels_last = ParseLayoutFlag(f.Get("layout", ""));
+  if (!channels_last.ok()) return Fail(err, 2, std::string(channels_last.status().message()));
+  bo.channels_last = *channels_last;
   std::unique_ptr<store::TuningLog> log;
   if (!f.Has("untuned")) {
     store::TuningLog::Options lo;

@@ -16,7 +16,8 @@ namespace tunefarm::cli {
 namespace {
 
 constexpr const char* kHelp =
-    R"(usage: tunefarm tasks MODEL.onnx [--target T|host] [--shape NAME=D1xD2x...]... [--json|--specs]
+    R"(usage: tunefarm tasks MODEL.onnx [--target T|host] [--shape NAME=D1xD2x...]...
+                      [--layout nchw|nhwc] [--json|--specs]
 
 Imports an ONNX model and prints its tunable workloads (convolutions,
 dense and matmul layers, with the bias, BatchNormalization, activation and
@@ -27,6 +28,8 @@ spec `tunefarm tune --workload` and `compile --workload` take.
 
   --shape   a shape for an input with dynamic dimensions (repeat per input;
             NAME may be left out when the model has one input)
+  --layout  nchw (default) or nhwc: the tasks of a channels-last build
+            (`tunefarm build --layout nhwc`)
   --json    {"model": ..., "opset": N, "model_flops": F, "tasks": [...]}
   --specs   one line per task, "SPEC xWEIGHT": the task list `tunefarm submit`
             reads (a task the spec syntax cannot say is a "#" line)
@@ -59,7 +62,8 @@ int RunTasks(const std::vector<std::string>& args, std::ostream& out, std::ostre
   std::string model_path, target = "host";
   bool json = false, specs = false;
   frontend::ImportOptions opts;
-  absl::StatusOr<Flags> parsed = ParseFlags(args, FlagSpec{{"target", "shape"}, {"json", "specs"}}, "tasks");
+  absl::StatusOr<Flags> parsed =
+      ParseFlags(args, FlagSpec{{"target", "shape", "layout"}, {"json", "specs"}}, "tasks");
   if (!parsed.ok()) return Fail(err, 2, std::string(parsed.status().message()));
   if (parsed->help()) {
     out << kHelp;
@@ -79,7 +83,12 @@ int RunTasks(const std::vector<std::string>& args, std::ostream& out, std::ostre
   if (!t.ok()) return Fail(err, 2, std::string(t.status().message()));
   absl::StatusOr<frontend::Model> model = frontend::ImportOnnxFile(model_path, opts);
   if (!model.ok()) return Fail(err, 2, std::string(model.status().message()));
-  absl::StatusOr<frontend::TaskExtraction> ex = frontend::ExtractTasks(*model);
+  absl::StatusOr<bool> channels_last = ParseLayoutFlag(parsed->Get("layout", ""));
+  if (!channels_last.ok()) return Fail(err, 2, std::string(channels_last.status().message()));
+  frontend::ExtractOptions xo;
+  xo.channels_last = *channels_last;
+  xo.lanes = t->float_lanes();
+  absl::StatusOr<frontend::TaskExtraction> ex = frontend::ExtractTasks(*model, xo);
   if (!ex.ok()) return Fail(err, 2, std::string(ex.status().message()));
   const double total = std::max(ex->model_flops, 1.0);
   std::vector<absl::StatusOr<std::string>> spec_of;

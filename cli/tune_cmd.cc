@@ -34,7 +34,8 @@ constexpr const char* kHelp =
     R"(usage: tunefarm tune --workload SPEC [--target T|host] [--trials N] [--seconds S]
                      [--early-stop N] [--strategy evolutionary|random] [--threads N] [--batch N] [--seed N]
                      [--flush-cache] [--db FILE] [--load-model FILE] [--save-model FILE]
-       tunefarm tune MODEL.onnx [--shape NAME=D1xD2x...]... [-o MODEL.tfpkg] [same flags]
+       tunefarm tune MODEL.onnx [--shape NAME=D1xD2x...]... [--layout nchw|nhwc] [-o MODEL.tfpkg]
+                     [same flags]
 
 Tunes one workload, or every task of a model, on this machine, with no
 server to start: schedules are compiled here, run in a child process,
@@ -66,6 +67,8 @@ built at the end from the database, as `tunefarm build` does.
               weights and inputs come from memory as they do inside a model
               (CPU targets; each run is then timed alone)
   --shape     a model input's shape, for inputs with dynamic dimensions
+  --layout    nchw (default) or nhwc: the activation layout of the model's
+              tasks and package (`tunefarm build --layout`)
   -o          write the tuned model's package (with a model)
   --load-model  start from the cost model in FILE instead of the database's
   --save-model  also write the final cost model to FILE
@@ -75,10 +78,13 @@ built at the end from the database, as `tunefarm build` does.
 // its weight; a task is named by its spec where the syntax can say it.
 absl::StatusOr<std::vector<search::Task>> ModelTasks(const std::string& path,
                                                      const std::vector<std::string>& shapes,
-                                                     const ir::Target& target) {
+                                                     const ir::Target& target, bool channels_last) {
   TF_ASSIGN_OR_RETURN(frontend::ImportOptions io, ShapeOverrides(shapes));
   TF_ASSIGN_OR_RETURN(frontend::Model model, frontend::ImportOnnxFile(path, io));
-  TF_ASSIGN_OR_RETURN(frontend::TaskExtraction ex, frontend::ExtractTasks(model));
+  frontend::ExtractOptions xo;
+  xo.channels_last = channels_last;
+  xo.lanes = target.float_lanes();
+  TF_ASSIGN_OR_RETURN(frontend::TaskExtraction ex, frontend::ExtractTasks(model, xo));
   if (ex.tasks.empty()) return absl::InvalidArgumentError(absl::StrCat(path, ": no tunable tasks"));
   std::vector<search::Task> tasks;
   for (const frontend::ModelTask& t : ex.tasks) {
@@ -128,7 +134,7 @@ int RunTune(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   absl::StatusOr<Flags> parsed = ParseFlags(
       args,
       FlagSpec{{"workload", "target", "trials", "seconds", "strategy", "threads", "batch", "seed",
-                "db", "save_model", "load_model", "early_stop", "shape", "output"},
+                "db", "save_model", "load_model", "early_stop", "shape", "output", "layout"},
                {"flush_cache"}},
       "tune");
   if (!parsed.ok()) return Fail(err, 2, std::string(parsed.status().message()));
@@ -200,7 +206,9 @@ int RunTune(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   } else {
     std::vector<std::string> shapes;
     if (parsed->Has("shape")) shapes = parsed->All("shape");
-    auto model_tasks = ModelTasks(model_path, shapes, target);
+    absl::StatusOr<bool> channels_last = ParseLayoutFlag(parsed->Get("layout", ""));
+    if (!channels_last.ok()) return Fail(err, 2, std::string(channels_last.status().message()));
+    auto model_tasks = ModelTasks(model_path, shapes, target, *channels_last);
     if (!model_tasks.ok()) return Fail(err, 1, std::string(model_tasks.status().message()));
     tasks = *std::move(model_tasks);
     // A model's default budget: 32 trials per task, or the wall time alone.
@@ -353,6 +361,7 @@ int RunTune(const std::vector<std::string>& args, std::ostream& out, std::ostrea
                                     flags["target"], "--db", flags["db"],     "--threads",
                                     flags["threads"]};
   for (const std::string& shape : parsed->All("shape")) build.push_back("--shape=" + shape);
+  if (parsed->Has("layout")) build.push_back("--layout=" + parsed->Get("layout", ""));
   return RunBuild(build, out, err);
 }
 

@@ -428,21 +428,108 @@ absl::StatusOr<FoldedParameters> Fold(const Model& model, const ModelTask& task,
   return p;
 }
 
+// A 4-D shape's dimensions in NHWC order.
+Shape NhwcShape(const Shape& s) { return {s[0], s[2], s[3], s[1]}; }
+
+// `s` aligned at the innermost dimension to rank 4 (broadcast against a
+// 4-D value).
+Shape Rank4(const Shape& s) {
+  Shape s4(4 - std::min<size_t>(s.size(), 4), 1);
+  s4.insert(s4.end(), s.end() - int64_t(std::min<size_t>(s.size(), 4)), s.end());
+  return s4;
+}
+
+// Whether a tensor of shape `s` (broadcast against a 4-D value) has the
+// same memory in NHWC as in NCHW: one channel, or one pixel.
+bool SameInNhwc(const Shape& s) {
+  const Shape s4 = Rank4(s);
+  return s4[1] == 1 || s4[2] * s4[3] == 1;
+}
+
+// Data of a tensor shaped `s` (rank 4 after Rank4) reordered NCHW -> NHWC.
+std::vector<float> ToNhwc(const std::vector<float>& x, const Shape& s) {
+  const Shape s4 = Rank4(s);
+  const int64_t n = s4[0], c = s4[1], hw = s4[2] * s4[3];
+  std::vector<float> y(x.size());
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t ch = 0; ch < c; ++ch)
+      for (int64_t p = 0; p < hw; ++p)
+        y[size_t((b * hw + p) * c + ch)] = x[size_t((b * c + ch) * hw + p)];
+  return y;
+}
+
+// Where each runtime value of the package is: its NCHW form under its own
+// name, its NHWC form (written by a channels-last kernel) under
+// name + "@nhwc". Asking for a form the value lacks appends a Transpose
+// step that makes it, once.
+class Layouts {
+ public:
+  Layouts(const Model& model, v1::ModelPackage* pkg) : model_(model), pkg_(pkg) {}
+
+  void WroteNchw(const std::string& v) { nchw_.insert(v); }
+  std::string WroteNhwc(const std::string& v) {
+    nhwc_.insert(v);
+    shapes_[NhwcName(v)] = NhwcShape(model_.shapes.at(v));
+    return NhwcName(v);
+  }
+  // The name of `v`'s NCHW form (a constant's own name).
+  std::string Nchw(const std::string& v) {
+    if (v.empty() || model_.constants.count(v) || nchw_.count(v) || !nhwc_.count(v)) return v;
+    Convert(NhwcName(v), v, {0, 3, 1, 2});
+    nchw_.insert(v);
+    return v;
+  }
+  // The name of runtime value `v`'s NHWC form: 4-D, or one whose NHWC
+  // memory is its NCHW memory (SameInNhwc; then its own name).
+  std::string Nhwc(const std::string& v) {
+    if (nhwc_.count(v)) return NhwcName(v);
+    if (SameInNhwc(model_.shapes.at(v))) return Nchw(v);
+    Convert(Nchw(v), NhwcName(v), {0, 2, 3, 1});
+    WroteNhwc(v);
+    return NhwcName(v);
+  }
+  // Shapes of the values the model does not have.
+  const std::map<std::string, Shape>& shapes() const { return shapes_; }
+  bool any_nhwc() const { return !nhwc_.empty(); }
+
+ private:
+  static std::string NhwcName(const std::string& v) { return StrCat(v, "@nhwc"); }
+  void Convert(const std::string& from, const std::string& to, std::vector<int64_t> perm) {
+    Node t;
+    t.op = "Transpose";
+    t.name = StrCat(to, "/transpose");
+    t.inputs = {from};
+    t.outputs = {to};
+    t.ints["perm"] = std::move(perm);
+    PutNode(t, pkg_->add_steps()->mutable_node());
+  }
+  const Model& model_;
+  v1::ModelPackage* pkg_;
+  std::set<std::string> nchw_, nhwc_;
+  std::map<std::string, Shape> shapes_;
+};
+
 // The kernel step of one occurrence of a task: its arguments bound to the
-// model's values, and the derived constants (folded, packed) stored.
+// model's values (in the layout the kernel reads), and the derived
+// constants (folded, packed, permuted) stored.
 absl::Status AddKernelStep(const Model& model, const TaskExtraction& ex, const TaskOccurrence& oc,
-                           const Built& b, PackageConstants* consts, v1::ModelPackage* pkg) {
+                           const Built& b, PackageConstants* consts, Layouts* layouts,
+                           v1::ModelPackage* pkg) {
   const ModelTask& task = ex.tasks[size_t(oc.task)];
   const Node& a = model.nodes[size_t(oc.nodes[0])];
   const std::string out_value = model.nodes[size_t(oc.nodes.back())].outputs[0];
   TF_ASSIGN_OR_RETURN(FoldedParameters p, Fold(model, task, oc, *consts));
-  v1::KernelStep* ks = pkg->add_steps()->mutable_kernel();
-  ks->set_kernel(oc.task);
-  for (int nidx : oc.nodes) ks->add_nodes(model.nodes[size_t(nidx)].name);
+  // Runtime values first (their conversions are steps before the kernel's).
+  std::vector<std::string> args;
   const size_t n_inputs = b.original.args.size() - 1;
   for (size_t ai = 0; ai < b.original.args.size(); ++ai) {
     if (ai == n_inputs) {
-      ks->add_args(out_value);
+      if (oc.nhwc) {
+        args.push_back(layouts->WroteNhwc(out_value));
+      } else {
+        layouts->WroteNchw(out_value);
+        args.push_back(out_value);
+      }
       break;
     }
     const std::string& role = b.original.tensors[size_t(b.original.args[ai])].name;
@@ -476,6 +563,25 @@ absl::Status AddKernelStep(const Model& model, const TaskExtraction& ex, const T
       return absl::InternalError(StrCat("task ", task.description, ": argument '", role, "'"));
     }
     const v1::KernelArgument& arg = b.signature.args(int(ai));
+    const bool constant = derived || model.constants.count(src) > 0;
+    if (oc.nhwc && role == "weight" && derived) {
+      // OIHW -> HWIO, as the NHWC workload reads it.
+      const Shape& w = p.wshape;
+      std::vector<float> hwio(data.size());
+      for (int64_t o = 0; o < w[0]; ++o)
+        for (int64_t i = 0; i < w[1]; ++i)
+          for (int64_t y = 0; y < w[2]; ++y)
+            for (int64_t x = 0; x < w[3]; ++x)
+              hwio[size_t(((y * w[3] + x) * w[1] + i) * w[0] + o)] =
+                  data[size_t(((o * w[1] + i) * w[2] + y) * w[3] + x)];
+      data = std::move(hwio);
+    } else if (oc.nhwc && constant && !derived && !SameInNhwc(model.shapes.at(src))) {
+      data = ToNhwc(consts->Floats(src), model.shapes.at(src));
+      derived = true;
+      src = StrCat(src, "@nhwc");
+    } else if (!constant) {
+      src = oc.nhwc ? layouts->Nhwc(src) : layouts->Nchw(src);
+    }
     if (arg.pack_block_size() != 0) {
       if (!derived)
         return absl::InternalError(StrCat("node '", a.name, "': a packed runtime value"));
@@ -487,15 +593,25 @@ absl::Status AddKernelStep(const Model& model, const TaskExtraction& ex, const T
     } else if (model.constants.count(src)) {
       consts->Use(src);
     }
-    ks->add_args(src);
+    args.push_back(src);
   }
+  v1::KernelStep* ks = pkg->add_steps()->mutable_kernel();
+  ks->set_kernel(oc.task);
+  for (int nidx : oc.nodes) ks->add_nodes(model.nodes[size_t(nidx)].name);
+  for (const std::string& v : args) ks->add_args(v);
   return absl::OkStatus();
 }
 
 // The package's runtime values and their places in one arena. Inputs are
 // defined before step 0, outputs live past the last step.
 absl::Status PlanValues(const Model& model, const PackageConstants& consts,
-                        v1::ModelPackage* pkg) {
+                        const std::map<std::string, Shape>& extra_shapes, v1::ModelPackage* pkg) {
+  auto shape_of = [&](const std::string& v) -> const Shape* {
+    auto sh = model.shapes.find(v);
+    if (sh != model.shapes.end()) return &sh->second;
+    auto ex = extra_shapes.find(v);
+    return ex == extra_shapes.end() ? nullptr : &ex->second;
+  };
   std::map<std::string, std::pair<int, int>> life;
   auto touch = [&](const std::string& v, int step) {
     if (v.empty() || consts.Has(v)) return;
@@ -519,19 +635,18 @@ absl::Status PlanValues(const Model& model, const PackageConstants& consts,
   std::vector<std::pair<int, int>> lifetimes;
   std::vector<int64_t> bytes;
   for (const auto& [v, l] : life) {
-    auto sh = model.shapes.find(v);
-    if (sh == model.shapes.end())
-      return absl::InternalError(StrCat("value '", v, "' has no shape"));
+    const Shape* sh = shape_of(v);
+    if (sh == nullptr) return absl::InternalError(StrCat("value '", v, "' has no shape"));
     names.push_back(v);
     lifetimes.push_back(l);
-    bytes.push_back(Numel(sh->second) * int64_t(sizeof(float)));
+    bytes.push_back(Numel(*sh) * int64_t(sizeof(float)));
   }
   std::vector<int64_t> offsets;
   pkg->set_arena_bytes(PlanMemory(lifetimes, bytes, &offsets));
   for (size_t i = 0; i < names.size(); ++i) {
     v1::PackageValue* pv = pkg->add_values();
     pv->set_name(names[i]);
-    for (int64_t d : model.shapes.at(names[i])) pv->add_shape(d);
+    for (int64_t d : *shape_of(names[i])) pv->add_shape(d);
     pv->set_offset(offsets[i]);
   }
   return absl::OkStatus();
@@ -544,7 +659,10 @@ absl::StatusOr<v1::ModelPackage> BuildPackage(const Model& model, const ir::Targ
   if (target.is_gpu())
     return absl::UnimplementedError("building a model for a CUDA target is not built yet");
   TF_RETURN_IF_ERROR(codegen::CheckLLVMTarget(target));
-  TF_ASSIGN_OR_RETURN(TaskExtraction ex, ExtractTasks(model));
+  frontend::ExtractOptions xo;
+  xo.channels_last = options.channels_last;
+  xo.lanes = target.float_lanes();
+  TF_ASSIGN_OR_RETURN(TaskExtraction ex, ExtractTasks(model, xo));
   v1::ModelPackage pkg;
   pkg.set_format_version(kPackageFormatVersion);
   pkg.set_target(target.ToString());
@@ -586,22 +704,30 @@ absl::StatusOr<v1::ModelPackage> BuildPackage(const Model& model, const ir::Targ
     fused.insert(oc.nodes.begin(), oc.nodes.end());
   }
   PackageConstants consts(model);
+  Layouts layouts(model, &pkg);
+  for (const std::string& in : model.inputs) layouts.WroteNchw(in);
   for (size_t i = 0; i < model.nodes.size(); ++i) {
     const Node& n = model.nodes[i];
     auto lo = last_of.find(int(i));
     if (lo != last_of.end()) {
       const TaskOccurrence& oc = ex.occurrences[lo->second];
-      TF_RETURN_IF_ERROR(AddKernelStep(model, ex, oc, built[size_t(oc.task)], &consts, &pkg));
+      TF_RETURN_IF_ERROR(
+          AddKernelStep(model, ex, oc, built[size_t(oc.task)], &consts, &layouts, &pkg));
       continue;
     }
     if (fused.count(int(i))) continue;
+    for (const std::string& in : n.inputs) layouts.Nchw(in);
     PutNode(n, pkg.add_steps()->mutable_node());
     for (const std::string& in : n.inputs)
       if (!in.empty() && model.constants.count(in)) consts.Use(in);
+    for (const std::string& out : n.outputs) layouts.WroteNchw(out);
   }
-  for (const std::string& o : model.outputs)
+  for (const std::string& o : model.outputs) {
+    layouts.Nchw(o);
     if (model.constants.count(o)) consts.Use(o);
-  TF_RETURN_IF_ERROR(PlanValues(model, consts, &pkg));
+  }
+  if (layouts.any_nhwc()) pkg.set_layout("NHWC");
+  TF_RETURN_IF_ERROR(PlanValues(model, consts, layouts.shapes(), &pkg));
   consts.MoveInto(&pkg);
   return pkg;
 }

@@ -44,6 +44,9 @@ struct BuildOptions {
   // keep the faster. Otherwise such a task keeps its default schedule.
   bool compare_locally = true;
   int threads = 1;
+  // Channels-last activations (frontend::ExtractOptions::channels_last),
+  // converted to and from NCHW by transposes where NCHW nodes meet them.
+  bool channels_last = false;
 };
 
 absl::StatusOr<v1::ModelPackage> BuildPackage(const frontend::Model& model, const ir::Target& target,

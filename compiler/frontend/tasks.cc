@@ -256,6 +256,14 @@ Extractor::MapRegion Extractor::FuseMap(const std::string& start, const Shape& o
   return best;
 }
 
+// A shape broadcast against a 4-D NCHW output, written against NHWC:
+// aligned at the innermost dimension to rank 4, then permuted.
+std::vector<int64_t> BroadcastShapeNhwc(const std::vector<int64_t>& s) {
+  std::vector<int64_t> s4(4 - std::min<size_t>(s.size(), 4), 1);
+  s4.insert(s4.end(), s.end() - int64_t(std::min<size_t>(s.size(), 4)), s.end());
+  return {s4[0], s4[2], s4[3], s4[1]};
+}
+
 double NodeFlops(const Model& m, const Node& n) {
   if (n.outputs.empty() || !m.shapes.count(n.outputs[0])) return 0;
   const OpDef* def = FindOp(n.op);
@@ -265,8 +273,38 @@ double NodeFlops(const Model& m, const Node& n) {
 
 }  // namespace
 
-absl::StatusOr<TaskExtraction> ExtractTasks(const Model& model) {
+bool ToChannelsLast(v1::Workload* w) {
+  const bool conv = w->op() == v1::OP_KIND_CONV2D && w->has_conv2d() &&
+                    w->conv2d().layout() == v1::DATA_LAYOUT_NCHW;
+  const bool pool = w->op() == v1::OP_KIND_POOL2D && w->has_pool2d() &&
+                    w->pool2d().layout() == v1::DATA_LAYOUT_NCHW;
+  if ((!conv && !pool) || w->inputs_size() < 1 || w->inputs(0).shape_size() != 4) return false;
+  auto permute = [](v1::TensorSpec* t, std::initializer_list<int> order) {
+    std::vector<int64_t> s(t->shape().begin(), t->shape().end());
+    t->clear_shape();
+    for (int d : order) t->add_shape(s[size_t(d)]);
+  };
+  permute(w->mutable_inputs(0), {0, 2, 3, 1});
+  if (conv) {
+    if (w->inputs_size() < 2 || w->inputs(1).shape_size() != 4) return false;
+    permute(w->mutable_inputs(1), {2, 3, 1, 0});  // OIHW -> HWIO
+    w->mutable_conv2d()->set_layout(v1::DATA_LAYOUT_NHWC);
+  } else {
+    w->mutable_pool2d()->set_layout(v1::DATA_LAYOUT_NHWC);
+  }
+  for (v1::Epilogue& e : *w->mutable_epilogue()) {
+    for (v1::TensorSpec& t : *e.mutable_map_inputs()) {
+      std::vector<int64_t> s = BroadcastShapeNhwc({t.shape().begin(), t.shape().end()});
+      t.clear_shape();
+      for (int64_t d : s) t.add_shape(d);
+    }
+  }
+  return true;
+}
+
+absl::StatusOr<TaskExtraction> ExtractTasks(const Model& model, const ExtractOptions& options) {
   TaskExtraction ex;
+  std::set<std::string> nhwc_values;  // written channels-last by an earlier kernel
   Extractor x(model);
   std::map<std::string, size_t> by_key;
   std::set<int> fused;
@@ -330,6 +368,34 @@ absl::StatusOr<TaskExtraction> ExtractTasks(const Model& model) {
       c = ir::Canonicalize(w);
       if (!c.ok()) continue;
     }
+    // The channels-last form where the options ask for it: convolutions
+    // with whole channel vectors, pooling of a value written channels-last.
+    bool nhwc = false;
+    if (options.channels_last) {
+      const v1::Workload& cw = c->workload;
+      const bool conv_ok = cw.op() == v1::OP_KIND_CONV2D && cw.inputs(1).shape_size() == 4 &&
+                           cw.inputs(1).shape(0) % options.lanes == 0;
+      const bool pool_ok =
+          cw.op() == v1::OP_KIND_POOL2D && nhwc_values.count(model.nodes[i].inputs[0]) > 0;
+      // A value the program reads at run time is converted whole, so it is
+      // 4-D, or one whose NHWC form is its NCHW memory.
+      bool inputs_ok = true;
+      for (const std::string& in : map.inputs) {
+        if (model.constants.count(in)) continue;
+        const Shape& s = model.shapes.at(in);
+        const Shape s4 = BroadcastShapeNhwc(s);
+        inputs_ok &= s.size() == 4 || s4[3] == 1 || s4[1] * s4[2] == 1;
+      }
+      v1::Workload t = cw;
+      if ((conv_ok || pool_ok) && inputs_ok && ToChannelsLast(&t)) {
+        absl::StatusOr<ir::CanonicalWorkload> cl = ir::Canonicalize(t);
+        if (cl.ok()) {
+          c = std::move(cl);
+          nhwc = true;
+          nhwc_values.insert(model.nodes[size_t(taken.back())].outputs[0]);
+        }
+      }
+    }
     for (int t : taken) fused.insert(t);
     auto [it, fresh] = by_key.try_emplace(c->key, ex.tasks.size());
     if (fresh) {
@@ -342,7 +408,7 @@ absl::StatusOr<TaskExtraction> ExtractTasks(const Model& model) {
       ex.tasks.push_back(std::move(t));
     }
     ModelTask& t = ex.tasks[it->second];
-    ex.occurrences.push_back({int(it->second), taken, chain, map.inputs});
+    ex.occurrences.push_back({int(it->second), taken, chain, map.inputs, nhwc});
     ++t.weight;
     ex.task_flops += t.flops;
   }

@@ -32,6 +32,9 @@ struct TaskOccurrence {
   // whose extra inputs are the values `map_inputs`.
   size_t chain = 0;
   std::vector<std::string> map_inputs;
+  // The kernel reads and writes channels-last (NHWC) activations: its
+  // workload is the NHWC form of what the nodes compute in NCHW.
+  bool nhwc = false;
 };
 
 struct TaskExtraction {
@@ -41,6 +44,20 @@ struct TaskExtraction {
   double task_flops = 0;                    // the tasks' share of it, weights counted
 };
 
-absl::StatusOr<TaskExtraction> ExtractTasks(const Model& model);
+struct ExtractOptions {
+  // One channels-last activation layout: convolutions whose output
+  // channels are whole vectors of `lanes` become NHWC kernels, and pooling
+  // reads NHWC where its input was written so; every other node keeps the
+  // model's NCHW (the package converts between the two where they meet).
+  bool channels_last = false;
+  int64_t lanes = 8;
+};
+
+absl::StatusOr<TaskExtraction> ExtractTasks(const Model& model, const ExtractOptions& options = {});
+
+// The NHWC form of an NCHW conv2d or pool2d workload (data [N,H,W,C],
+// conv weights HWIO, elementwise program inputs permuted alike); false
+// for any other workload.
+bool ToChannelsLast(v1::Workload* w);
 
 }  // namespace tunefarm::frontend

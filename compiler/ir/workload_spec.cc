@@ -4,6 +4,7 @@
 #include <set>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -55,6 +56,13 @@ const std::map<std::string, OpInfo>& Ops() {
         {"stride", "pad", "ceil_mode", "count_include_pad"},
         "average pooling"}},
       {"global_avg_pool2d_nchw", {{"N", "C", "H", "W"}, {}, "global average pooling"}},
+      {"max_pool2d_nhwc",
+       {{"N", "C", "H", "W", "R", "S"}, {"stride", "pad", "ceil_mode"}, "max pooling, NHWC data"}},
+      {"avg_pool2d_nhwc",
+       {{"N", "C", "H", "W", "R", "S"},
+        {"stride", "pad", "ceil_mode", "count_include_pad"},
+        "average pooling, NHWC data"}},
+      {"global_avg_pool2d_nhwc", {{"N", "C", "H", "W"}, {}, "global average pooling, NHWC data"}},
       {"softmax", {{"A", "N"}, {"B"}, "softmax over N of [A, N, B] (B default 1)"}},
       {"log_softmax", {{"A", "N"}, {"B"}, "log of softmax over N of [A, N, B]"}},
       {"add",
@@ -308,13 +316,15 @@ absl::StatusOr<v1::Workload> ParseWorkloadSpec(const std::string& spec) {
     w.mutable_softmax()->set_log(op == "log_softmax");
   } else if (op.find("pool") != std::string::npos) {
     w.set_op(v1::OP_KIND_POOL2D);
-    add_input({v["N"], v["C"], v["H"], v["W"]});
+    const bool nhwc = absl::EndsWith(op, "_nhwc");
+    add_input(nhwc ? std::vector<int64_t>{v["N"], v["H"], v["W"], v["C"]}
+                   : std::vector<int64_t>{v["N"], v["C"], v["H"], v["W"]});
     auto* a = w.mutable_pool2d();
-    a->set_layout(v1::DATA_LAYOUT_NCHW);
-    if (op == "global_avg_pool2d_nchw") {
+    a->set_layout(nhwc ? v1::DATA_LAYOUT_NHWC : v1::DATA_LAYOUT_NCHW);
+    if (absl::StartsWith(op, "global_avg_pool2d")) {
       a->set_kind(v1::POOL_KIND_GLOBAL_AVG);
     } else {
-      a->set_kind(op == "max_pool2d_nchw" ? v1::POOL_KIND_MAX : v1::POOL_KIND_AVG);
+      a->set_kind(absl::StartsWith(op, "max_pool2d") ? v1::POOL_KIND_MAX : v1::POOL_KIND_AVG);
       a->add_kernel(v["R"]);
       a->add_kernel(v["S"]);
       int64_t st = get("stride", 1), pad = get("pad", 0);
@@ -474,10 +484,13 @@ absl::StatusOr<std::string> MatmulSpec(const v1::Workload& w) {
 absl::StatusOr<std::string> PoolSpec(const v1::Workload& w) {
   const v1::Pool2dAttrs& a = w.pool2d();
   const auto& d = w.inputs(0).shape();
-  if (a.layout() == v1::DATA_LAYOUT_NHWC || d.size() != 4) return NoSpec("an NHWC pooling");
-  const std::string nchw =
-      absl::StrCat("N=", d[0], ",C=", d[1], ",H=", d[2], ",W=", d[3]);
-  if (a.kind() == v1::POOL_KIND_GLOBAL_AVG) return absl::StrCat("global_avg_pool2d_nchw(", nchw, ")");
+  if (d.size() != 4) return NoSpec("a pooling that is not 2-D");
+  const bool nhwc = a.layout() == v1::DATA_LAYOUT_NHWC;
+  const char* layout = nhwc ? "_nhwc(" : "_nchw(";
+  const std::string nchw = nhwc ? absl::StrCat("N=", d[0], ",C=", d[3], ",H=", d[1], ",W=", d[2])
+                                : absl::StrCat("N=", d[0], ",C=", d[1], ",H=", d[2], ",W=", d[3]);
+  if (a.kind() == v1::POOL_KIND_GLOBAL_AVG)
+    return absl::StrCat("global_avg_pool2d", layout, nchw, ")");
   if (a.kind() != v1::POOL_KIND_MAX && a.kind() != v1::POOL_KIND_AVG)
     return NoSpec(absl::StrCat("pooling ", v1::PoolKind_Name(a.kind())));
   if (a.kernel_size() != 2 || a.strides_size() != 2 || a.pads_size() != 4)
@@ -495,8 +508,7 @@ absl::StatusOr<std::string> PoolSpec(const v1::Workload& w) {
     if (max) return NoSpec("a max pooling that counts padding");
     args.push_back("count_include_pad=1");
   }
-  return absl::StrCat(max ? "max_pool2d_nchw(" : "avg_pool2d_nchw(", absl::StrJoin(args, ","),
-                      ")");
+  return absl::StrCat(max ? "max_pool2d" : "avg_pool2d", layout, absl::StrJoin(args, ","), ")");
 }
 
 absl::StatusOr<std::string> SoftmaxSpec(const v1::Workload& w) {

@@ -32,6 +32,9 @@ INSTANTIATE_TEST_SUITE_P(
         "conv2d_nchw(N=1,C=8,H=15,W=15,K=8,R=3,S=3,pad=2,dilation=2)+leaky_relu(alpha=0.1)",
         "conv2d_nchw(N=1,C=8,H=10,W=10,K=12,R=3,S=3,pad=1,groups=4)+residual",
         "conv2d_nhwc(N=1,C=8,H=10,W=10,K=16,R=3,S=3,pad=1)+bias+silu",
+        "conv2d_nhwc(N=1,C=24,H=7,W=7,K=32,R=3,S=3,pad=1)+bias+residual+relu",
+        "conv2d_nhwc(N=2,C=5,H=9,W=5,K=8,R=3,S=3,stride=2,pad=1)+map[8](mul(%0,$0))",
+        "conv2d_nhwc(N=1,C=16,H=6,W=6,K=16,R=3,S=3,pad=1,groups=16)+bias+relu6",
         "depthwise_conv2d_nchw(N=1,C=24,H=14,W=14,R=3,S=3,stride=2,pad=1)+bias+hardswish",
         "depthwise_conv2d_nchw(N=1,C=16,H=7,W=7,R=3,S=3,pad=1)+clip(min=-0.5,max=0.5)",
         "conv2d_transpose_nchw(N=1,C=8,H=6,W=6,K=4,R=3,S=3,stride=2,pad=1)",
@@ -43,8 +46,10 @@ INSTANTIATE_TEST_SUITE_P(
         "avg_pool2d_nchw(N=1,C=4,H=9,W=9,R=3,S=3,stride=2,pad=1)",
         "avg_pool2d_nchw(N=1,C=4,H=9,W=9,R=3,S=3,stride=2,pad=1,count_include_pad=1)",
         "global_avg_pool2d_nchw(N=2,C=8,H=7,W=7)", "add(N=1,C=8,H=5,W=7)+relu",
-        "mul(N=1,C=3,H=4,W=4)", "sigmoid(N=1,C=3,H=5,W=5)", "silu(N=1,C=3,H=5,W=17)",
-        "hardswish(N=1,C=3,H=5,W=5)",
+        "max_pool2d_nhwc(N=1,C=16,H=11,W=11,R=3,S=3,stride=2,pad=1)",
+        "avg_pool2d_nhwc(N=1,C=8,H=9,W=9,R=3,S=3,stride=2,pad=1)",
+        "global_avg_pool2d_nhwc(N=1,C=24,H=7,W=7)", "mul(N=1,C=3,H=4,W=4)",
+        "sigmoid(N=1,C=3,H=5,W=5)", "silu(N=1,C=3,H=5,W=17)", "hardswish(N=1,C=3,H=5,W=5)",
         // Elementwise programs: after a convolution (per-channel and scalar
         // inputs, a value read twice), a dense layer and a kernel of its own.
         "conv2d_nchw(N=1,C=8,H=10,W=13,K=16,R=3,S=3,pad=1)+bias+map[1,16x1x1](mul(%0,$0),"

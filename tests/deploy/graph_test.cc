@@ -10,6 +10,7 @@
 #include <set>
 #include <sstream>
 
+#include "absl/algorithm/container.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
 #include "compiler/codegen/llvm_target.h"
@@ -88,8 +89,9 @@ double RelError(const std::vector<float>& a, const std::vector<double>& ref) {
 // The workload specs of the model's tasks in order, those of `op` only when
 // it is set; an extraction error or a task whose spec cannot be written
 // fails the test.
-std::vector<std::string> TaskSpecs(const Model& m, v1::OpKind op = v1::OP_KIND_UNSPECIFIED) {
-  absl::StatusOr<TaskExtraction> ex = ExtractTasks(m);
+std::vector<std::string> TaskSpecs(const Model& m, v1::OpKind op = v1::OP_KIND_UNSPECIFIED,
+                                   const frontend::ExtractOptions& options = {}) {
+  absl::StatusOr<TaskExtraction> ex = ExtractTasks(m, options);
   EXPECT_TRUE(ex.ok()) << ex.status();
   std::vector<std::string> specs;
   if (!ex.ok()) return specs;
@@ -194,6 +196,44 @@ TEST_F(GraphTest, YoloShapedNetworkMatchesTheFloat64Reference) {
   Model m = Import("yolov5s_160");
   ASSERT_EQ(m.outputs.size(), 3u);
   EXPECT_GE(CheckAgainstReference(m, {}, nullptr, dir_->File("yolov5s_160.onnx")), 60);
+}
+
+// Channels-last builds: convolutions (and the pooling after them) are NHWC
+// kernels, weights HWIO, per-channel program inputs permuted; Transpose
+// steps only where NCHW nodes meet them (ResNet-18: the input and the
+// pooled features before Flatten). Every value the model names against the
+// float64 interpreter, outputs against ONNX Runtime.
+TEST_F(GraphTest, ChannelsLastBuildsMatch) {
+  BuildOptions nhwc;
+  nhwc.channels_last = true;
+  frontend::ExtractOptions xo;
+  xo.channels_last = true;
+  const std::vector<std::string> specs = TaskSpecs(Import("resnet18"), v1::OP_KIND_UNSPECIFIED, xo);
+  EXPECT_TRUE(absl::c_linear_search(
+      specs, "conv2d_nhwc(N=1,C=64,H=56,W=56,K=64,R=3,S=3,pad=1)+bias+residual+relu"))
+      << absl::StrJoin(specs, "; ");
+  EXPECT_TRUE(
+      absl::c_linear_search(specs, "max_pool2d_nhwc(N=1,C=64,H=112,W=112,R=3,S=3,stride=2,pad=1)"))
+      << absl::StrJoin(specs, "; ");
+  v1::ModelPackage pkg;
+  EXPECT_GE(CheckAgainstReference(Import("resnet18"), nhwc, &pkg, dir_->File("resnet18.onnx")), 3);
+  EXPECT_EQ(pkg.layout(), "NHWC");
+  std::vector<std::string> transposes;
+  for (const auto& st : pkg.steps())
+    if (st.has_node() && st.node().op() == "Transpose") transposes.push_back(st.node().name());
+  EXPECT_EQ(transposes.size(), 2u) << absl::StrJoin(transposes, ", ");
+  for (const char* name : {"mobilenet_v2", "yolov5s_160", "dags", "tiny", "pool_ceil"}) {
+    SCOPED_TRACE(name);
+    v1::ModelPackage p;
+    EXPECT_GE(
+        CheckAgainstReference(Import(name), nhwc, &p, dir_->File(std::string(name) + ".onnx")), 2);
+    int nhwc_kernels = 0;
+    for (const auto& k : p.kernels())
+      nhwc_kernels +=
+          (k.workload().has_conv2d() && k.workload().conv2d().layout() == v1::DATA_LAYOUT_NHWC) ||
+          (k.workload().has_pool2d() && k.workload().pool2d().layout() == v1::DATA_LAYOUT_NHWC);
+    EXPECT_GT(nhwc_kernels, 0);
+  }
 }
 
 TEST_F(GraphTest, SmallModelsWithOldOpsetFormsMatch) {
