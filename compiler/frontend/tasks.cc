@@ -369,7 +369,8 @@ absl::StatusOr<TaskExtraction> ExtractTasks(const Model& model, const ExtractOpt
       if (!c.ok()) continue;
     }
     // The channels-last form where the options ask for it: convolutions
-    // with whole channel vectors, pooling of a value written channels-last.
+    // with whole channel vectors; pooling and elementwise kernels that read
+    // a value written channels-last.
     bool nhwc = false;
     if (options.channels_last) {
       const v1::Workload& cw = c->workload;
@@ -377,22 +378,56 @@ absl::StatusOr<TaskExtraction> ExtractTasks(const Model& model, const ExtractOpt
                            cw.inputs(1).shape(0) % options.lanes == 0;
       const bool pool_ok =
           cw.op() == v1::OP_KIND_POOL2D && nhwc_values.count(model.nodes[i].inputs[0]) > 0;
-      // A value the program reads at run time is converted whole, so it is
-      // 4-D, or one whose NHWC form is its NCHW memory.
-      bool inputs_ok = true;
-      for (const std::string& in : map.inputs) {
+      // The values the kernel reads at run time: its operands (an
+      // elementwise kernel's first inputs) and the program's inputs.
+      std::vector<std::string> runtime;
+      if (cw.op() == v1::OP_KIND_ELEMENTWISE) {
+        for (int k = 0; k < cw.inputs_size() && size_t(k) < n.inputs.size(); ++k)
+          runtime.push_back(n.inputs[size_t(k)]);
+      }
+      runtime.insert(runtime.end(), map.inputs.begin(), map.inputs.end());
+      // Each is converted whole, so it is 4-D, or one whose NHWC form is its
+      // NCHW memory; an elementwise kernel goes channels-last when one of
+      // them was written so.
+      bool inputs_ok = true, reads_nhwc = false;
+      for (const std::string& in : runtime) {
         if (model.constants.count(in)) continue;
         const Shape& s = model.shapes.at(in);
         const Shape s4 = BroadcastShapeNhwc(s);
         inputs_ok &= s.size() == 4 || s4[3] == 1 || s4[1] * s4[2] == 1;
+        reads_nhwc |= nhwc_values.count(in) > 0;
       }
+      const std::string& out_value = model.nodes[size_t(taken.back())].outputs[0];
       v1::Workload t = cw;
-      if ((conv_ok || pool_ok) && inputs_ok && ToChannelsLast(&t)) {
+      bool converted = false;
+      if (cw.op() == v1::OP_KIND_ELEMENTWISE) {
+        // The NHWC form of every operand, then the 4-D form of the kernel.
+        const Shape& out = model.shapes.at(out_value);
+        std::vector<Shape> shapes;
+        for (const std::string& in : runtime)
+          shapes.push_back(BroadcastShapeNhwc(model.shapes.at(in)));
+        Shape o = out.size() == 4 ? Shape{out[0], out[2], out[3], out[1]} : Shape{};
+        converted = reads_nhwc && out.size() == 4 && ElementwiseForm(&o, &shapes);
+        for (int k = 0; converted && k < t.inputs_size(); ++k) {
+          t.mutable_inputs(k)->clear_shape();
+          for (int64_t d : shapes[size_t(k)]) t.mutable_inputs(k)->add_shape(d);
+        }
+        for (v1::Epilogue& e : *t.mutable_epilogue()) {
+          for (int k = 0; converted && k < e.map_inputs_size(); ++k) {
+            e.mutable_map_inputs(k)->clear_shape();
+            for (int64_t d : shapes[size_t(t.inputs_size() + k)])
+              e.mutable_map_inputs(k)->add_shape(d);
+          }
+        }
+      } else {
+        converted = (conv_ok || pool_ok) && ToChannelsLast(&t);
+      }
+      if (inputs_ok && converted) {
         absl::StatusOr<ir::CanonicalWorkload> cl = ir::Canonicalize(t);
         if (cl.ok()) {
           c = std::move(cl);
           nhwc = true;
-          nhwc_values.insert(model.nodes[size_t(taken.back())].outputs[0]);
+          nhwc_values.insert(out_value);
         }
       }
     }

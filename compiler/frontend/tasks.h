@@ -47,8 +47,9 @@ struct TaskExtraction {
 struct ExtractOptions {
   // One channels-last activation layout: convolutions whose output
   // channels are whole vectors of `lanes` become NHWC kernels, and pooling
-  // reads NHWC where its input was written so; every other node keeps the
-  // model's NCHW (the package converts between the two where they meet).
+  // and elementwise kernels read NHWC where an input was written so; every
+  // other node keeps the model's NCHW (the package converts between the two
+  // where they meet).
   bool channels_last = false;
   int64_t lanes = 8;
 };

@@ -198,8 +198,9 @@ TEST_F(GraphTest, YoloShapedNetworkMatchesTheFloat64Reference) {
   EXPECT_GE(CheckAgainstReference(m, {}, nullptr, dir_->File("yolov5s_160.onnx")), 60);
 }
 
-// Channels-last builds: convolutions (and the pooling after them) are NHWC
-// kernels, weights HWIO, per-channel program inputs permuted; Transpose
+// Channels-last builds: convolutions (and the pooling and elementwise
+// kernels after them) are NHWC kernels, weights HWIO, per-channel program
+// inputs permuted; Transpose
 // steps only where NCHW nodes meet them (ResNet-18: the input and the
 // pooled features before Flatten). Every value the model names against the
 // float64 interpreter, outputs against ONNX Runtime.
@@ -222,8 +223,14 @@ TEST_F(GraphTest, ChannelsLastBuildsMatch) {
   for (const auto& st : pkg.steps())
     if (st.has_node() && st.node().op() == "Transpose") transposes.push_back(st.node().name());
   EXPECT_EQ(transposes.size(), 2u) << absl::StrJoin(transposes, ", ");
+  int nhwc_elementwise = 0;
   for (const char* name : {"mobilenet_v2", "yolov5s_160", "dags", "tiny", "pool_ceil"}) {
     SCOPED_TRACE(name);
+    absl::StatusOr<TaskExtraction> ex = ExtractTasks(Import(name), xo);
+    ASSERT_TRUE(ex.ok()) << ex.status();
+    for (const auto& oc : ex->occurrences)
+      nhwc_elementwise +=
+          oc.nhwc && ex->tasks[size_t(oc.task)].workload.op() == v1::OP_KIND_ELEMENTWISE;
     v1::ModelPackage p;
     EXPECT_GE(
         CheckAgainstReference(Import(name), nhwc, &p, dir_->File(std::string(name) + ".onnx")), 2);
@@ -234,6 +241,8 @@ TEST_F(GraphTest, ChannelsLastBuildsMatch) {
           (k.workload().has_pool2d() && k.workload().pool2d().layout() == v1::DATA_LAYOUT_NHWC);
     EXPECT_GT(nhwc_kernels, 0);
   }
+  // Elementwise kernels reading a value written channels-last stay so.
+  EXPECT_GT(nhwc_elementwise, 0);
 }
 
 TEST_F(GraphTest, SmallModelsWithOldOpsetFormsMatch) {

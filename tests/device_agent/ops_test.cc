@@ -4,6 +4,7 @@
 // leading ones missing), two to four inputs, float and double.
 #include "device_agent/runtime/ops.h"
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <random>
@@ -121,6 +122,57 @@ void RandomBroadcasts(uint64_t seed) {
 
 TEST(NativeOps, BroadcastingElementwiseMatchesDirectIndexingFloat) { RandomBroadcasts<float>(1); }
 TEST(NativeOps, BroadcastingElementwiseMatchesDirectIndexingDouble) { RandomBroadcasts<double>(2); }
+
+// Transpose over every permutation of 4-D shapes (the NCHW <-> NHWC pair
+// takes a blocked path: shapes with ragged 16-element blocks, one
+// channel, one pixel) against direct indexing, y[i...] = x[i[perm]...].
+TEST(NativeOps, TransposeMatchesDirectIndexing) {
+  std::mt19937_64 rng(3);
+  const std::vector<Shape> shapes = {{1, 3, 5, 7},  {2, 17, 4, 9}, {1, 64, 3, 3},
+                                     {1, 1, 33, 2}, {3, 20, 1, 1}, {1, 40, 17, 19}};
+  int checked = 0;
+  for (const Shape& xs : shapes) {
+    std::vector<float> x(size_t(Numel(xs)));
+    for (float& v : x) v = float(rng() % 100000) / 7.0f;
+    std::vector<int64_t> perm = {0, 1, 2, 3};
+    do {
+      Node n;
+      n.op = "Transpose";
+      n.name = "t";
+      n.inputs = {"x"};
+      n.outputs = {"y"};
+      n.ints["perm"] = perm;
+      Shape ys(4);
+      for (size_t d = 0; d < 4; ++d) ys[d] = xs[size_t(perm[d])];
+      std::vector<float> y(x.size(), -777.0f);
+      OpArgs<float> args;
+      args.node = &n;
+      args.opset = 13;
+      args.in = {x.data()};
+      args.in_shapes = {xs};
+      args.in_const = {nullptr};
+      args.out = {y.data()};
+      args.out_shapes = {ys};
+      ASSERT_TRUE(RunOp(args).ok());
+      std::vector<int64_t> idx(4);
+      for (int64_t i = 0; i < Numel(ys); ++i) {
+        int64_t rem = i;
+        for (int d = 3; d >= 0; --d) {
+          idx[size_t(d)] = rem % ys[size_t(d)];
+          rem /= ys[size_t(d)];
+        }
+        std::vector<int64_t> src(4);
+        for (size_t d = 0; d < 4; ++d) src[size_t(perm[d])] = idx[d];
+        const int64_t off = ((src[0] * xs[1] + src[1]) * xs[2] + src[2]) * xs[3] + src[3];
+        ASSERT_EQ(y[size_t(i)], x[size_t(off)])
+            << "shape " << xs[0] << "x" << xs[1] << "x" << xs[2] << "x" << xs[3] << " perm "
+            << perm[0] << perm[1] << perm[2] << perm[3] << " element " << i;
+        ++checked;
+      }
+    } while (std::next_permutation(perm.begin(), perm.end()));
+  }
+  EXPECT_GT(checked, 100000);
+}
 
 }  // namespace
 }  // namespace tunefarm::runner
