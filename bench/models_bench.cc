@@ -176,7 +176,7 @@ int RunModelsBench(const std::vector<std::string>& args) {
                   std::string(model.status().message()).c_str());
       continue;
     }
-    auto ex = frontend::ExtractTasks(*model);
+    auto ex = frontend::ExtractTasks(*model, frontend::ExtractOptionsFor(host));
     if (!ex.ok()) return 1;
     auto untuned = deploy::BuildPackage(*model, host);
     if (!untuned.ok()) {

@@ -320,7 +320,10 @@ Result CmdBest(Client& c, const Args& a, std::ostream& out) {
     if (!o.ok()) return Usage(std::string(o.status().message()));
     absl::StatusOr<frontend::Model> m = frontend::ImportOnnxFile(a.Get("model"), *o);
     if (!m.ok()) return Usage(std::string(m.status().message()));
-    absl::StatusOr<frontend::TaskExtraction> ex = frontend::ExtractTasks(*m);
+    absl::StatusOr<ir::Target> target = ParseTargetFlag(a.Get("target"));
+    if (!target.ok()) return Usage(std::string(target.status().message()));
+    absl::StatusOr<frontend::TaskExtraction> ex =
+        frontend::ExtractTasks(*m, frontend::ExtractOptionsFor(*target));
     if (!ex.ok()) return Usage(std::string(ex.status().message()));
     for (const frontend::ModelTask& t : ex->tasks) model_keys.push_back(t.key);
   }

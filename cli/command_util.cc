@@ -56,8 +56,9 @@ absl::StatusOr<frontend::ImportOptions> ShapeOverrides(const std::vector<std::st
   return o;
 }
 
-absl::StatusOr<bool> ParseLayoutFlag(const std::string& value) {
-  if (value.empty() || value == "nchw") return false;
+absl::StatusOr<std::optional<bool>> ParseLayoutFlag(const std::string& value) {
+  if (value.empty()) return std::nullopt;
+  if (value == "nchw") return false;
   if (value == "nhwc") return true;
   return absl::InvalidArgumentError(absl::StrCat("--layout is nchw or nhwc, not '", value, "'"));
 }

@@ -2,6 +2,7 @@
 // what a failed call to the server means to the user.
 #pragma once
 
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -44,8 +45,9 @@ absl::StatusOr<ir::Target> TargetForThreads(const std::string& value, int thread
 // malformed one is the error.
 absl::StatusOr<frontend::ImportOptions> ShapeOverrides(const std::vector<std::string>& values);
 
-// A --layout value: "nchw" (false, also when empty) or "nhwc" (true,
-// frontend::ExtractOptions::channels_last); anything else names the flag.
-absl::StatusOr<bool> ParseLayoutFlag(const std::string& value);
+// A --layout value: "nchw" (false) or "nhwc" (true,
+// frontend::ExtractOptions::channels_last); empty: the target's default
+// (nullopt); anything else names the flag.
+absl::StatusOr<std::optional<bool>> ParseLayoutFlag(const std::string& value);
 
 }  // namespace tunefarm::cli

@@ -51,12 +51,14 @@ statically planned arena. The package runs with `tunefarm run`.
                     are those of the target at -num-cores=N (what `tune
                     --threads N` stores), kernels are compared at it, and the
                     package records it for `run`
-  --layout          the activation layout of the kernels (default nchw):
-                    nhwc makes convolutions whose output channels are whole
-                    vectors, and the pooling after them, channels-last
-                    kernels (tasks of their own NHWC workloads: tune with
-                    the same --layout); Transpose steps convert where NCHW
-                    nodes meet them
+  --layout          the activation layout (default: nhwc on CPU targets,
+                    nchw on CUDA): nhwc makes convolutions whose output
+                    channels are whole vectors (dense ones with a spatial
+                    kernel only from 28x28 output pixels), and the pooling
+                    and elementwise kernels after them, channels-last
+                    kernels, with Transpose steps where the layouts meet;
+                    nchw keeps the model's layout. Tasks differ by layout:
+                    tune with the same --layout
 )";
 
 constexpr const char* kRunHelp =
@@ -270,7 +272,7 @@ int RunBuild(const std::vector<std::string>& args, std::ostream& out, std::ostre
   bo.model_name = std::filesystem::path(f.positional()[0]).filename().string();
   bo.model_sha256 = Sha256Hex(*bytes);
   bo.threads = int(threads);
-  absl::StatusOr<bool> channels_last = ParseLayoutFlag(f.Get("layout", ""));
+  absl::StatusOr<std::optional<bool>> channels_last = ParseLayoutFlag(f.Get("layout", ""));
   if (!channels_last.ok()) return Fail(err, 2, std::string(channels_last.status().message()));
   bo.channels_last = *channels_last;
   std::unique_ptr<store::TuningLog> log;

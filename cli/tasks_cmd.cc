@@ -28,8 +28,8 @@ spec `tunefarm tune --workload` and `compile --workload` take.
 
   --shape   a shape for an input with dynamic dimensions (repeat per input;
             NAME may be left out when the model has one input)
-  --layout  nchw (default) or nhwc: the tasks of a channels-last build
-            (`tunefarm build --layout nhwc`)
+  --layout  nhwc or nchw: the tasks of a build in that layout (default:
+            the target's, nhwc on CPU targets; `tunefarm build --layout`)
   --json    {"model": ..., "opset": N, "model_flops": F, "tasks": [...]}
   --specs   one line per task, "SPEC xWEIGHT": the task list `tunefarm submit`
             reads (a task the spec syntax cannot say is a "#" line)
@@ -83,12 +83,10 @@ int RunTasks(const std::vector<std::string>& args, std::ostream& out, std::ostre
   if (!t.ok()) return Fail(err, 2, std::string(t.status().message()));
   absl::StatusOr<frontend::Model> model = frontend::ImportOnnxFile(model_path, opts);
   if (!model.ok()) return Fail(err, 2, std::string(model.status().message()));
-  absl::StatusOr<bool> channels_last = ParseLayoutFlag(parsed->Get("layout", ""));
+  absl::StatusOr<std::optional<bool>> channels_last = ParseLayoutFlag(parsed->Get("layout", ""));
   if (!channels_last.ok()) return Fail(err, 2, std::string(channels_last.status().message()));
-  frontend::ExtractOptions xo;
-  xo.channels_last = *channels_last;
-  xo.lanes = t->float_lanes();
-  absl::StatusOr<frontend::TaskExtraction> ex = frontend::ExtractTasks(*model, xo);
+  absl::StatusOr<frontend::TaskExtraction> ex =
+      frontend::ExtractTasks(*model, frontend::ExtractOptionsFor(*t, *channels_last));
   if (!ex.ok()) return Fail(err, 2, std::string(ex.status().message()));
   const double total = std::max(ex->model_flops, 1.0);
   std::vector<absl::StatusOr<std::string>> spec_of;

@@ -67,8 +67,8 @@ built at the end from the database, as `tunefarm build` does.
               weights and inputs come from memory as they do inside a model
               (CPU targets; each run is then timed alone)
   --shape     a model input's shape, for inputs with dynamic dimensions
-  --layout    nchw (default) or nhwc: the activation layout of the model's
-              tasks and package (`tunefarm build --layout`)
+  --layout    nhwc or nchw: the activation layout of the model's tasks and
+              package (default: nhwc on CPU targets; `tunefarm build --layout`)
   -o          write the tuned model's package (with a model)
   --load-model  start from the cost model in FILE instead of the database's
   --save-model  also write the final cost model to FILE
@@ -78,13 +78,13 @@ built at the end from the database, as `tunefarm build` does.
 // its weight; a task is named by its spec where the syntax can say it.
 absl::StatusOr<std::vector<search::Task>> ModelTasks(const std::string& path,
                                                      const std::vector<std::string>& shapes,
-                                                     const ir::Target& target, bool channels_last) {
+                                                     const ir::Target& target,
+                                                     std::optional<bool> channels_last) {
   TF_ASSIGN_OR_RETURN(frontend::ImportOptions io, ShapeOverrides(shapes));
   TF_ASSIGN_OR_RETURN(frontend::Model model, frontend::ImportOnnxFile(path, io));
-  frontend::ExtractOptions xo;
-  xo.channels_last = channels_last;
-  xo.lanes = target.float_lanes();
-  TF_ASSIGN_OR_RETURN(frontend::TaskExtraction ex, frontend::ExtractTasks(model, xo));
+  TF_ASSIGN_OR_RETURN(
+      frontend::TaskExtraction ex,
+      frontend::ExtractTasks(model, frontend::ExtractOptionsFor(target, channels_last)));
   if (ex.tasks.empty()) return absl::InvalidArgumentError(absl::StrCat(path, ": no tunable tasks"));
   std::vector<search::Task> tasks;
   for (const frontend::ModelTask& t : ex.tasks) {
@@ -206,7 +206,7 @@ int RunTune(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   } else {
     std::vector<std::string> shapes;
     if (parsed->Has("shape")) shapes = parsed->All("shape");
-    absl::StatusOr<bool> channels_last = ParseLayoutFlag(parsed->Get("layout", ""));
+    absl::StatusOr<std::optional<bool>> channels_last = ParseLayoutFlag(parsed->Get("layout", ""));
     if (!channels_last.ok()) return Fail(err, 2, std::string(channels_last.status().message()));
     auto model_tasks = ModelTasks(model_path, shapes, target, *channels_last);
     if (!model_tasks.ok()) return Fail(err, 1, std::string(model_tasks.status().message()));

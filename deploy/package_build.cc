@@ -659,10 +659,8 @@ absl::StatusOr<v1::ModelPackage> BuildPackage(const Model& model, const ir::Targ
   if (target.is_gpu())
     return absl::UnimplementedError("building a model for a CUDA target is not built yet");
   TF_RETURN_IF_ERROR(codegen::CheckLLVMTarget(target));
-  frontend::ExtractOptions xo;
-  xo.channels_last = options.channels_last;
-  xo.lanes = target.float_lanes();
-  TF_ASSIGN_OR_RETURN(TaskExtraction ex, ExtractTasks(model, xo));
+  TF_ASSIGN_OR_RETURN(TaskExtraction ex, ExtractTasks(model, frontend::ExtractOptionsFor(
+                                                                 target, options.channels_last)));
   v1::ModelPackage pkg;
   pkg.set_format_version(kPackageFormatVersion);
   pkg.set_target(target.ToString());

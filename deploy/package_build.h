@@ -11,14 +11,15 @@
 
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "compiler/ir/target.h"
 #include "compiler/frontend/onnx_import.h"
 #include "compiler/frontend/tasks.h"
+#include "compiler/ir/target.h"
 #include "tunefarm/v1/package.pb.h"
 #include "tunefarm/v1/schedule.pb.h"
 
@@ -45,8 +46,9 @@ struct BuildOptions {
   bool compare_locally = true;
   int threads = 1;
   // Channels-last activations (frontend::ExtractOptions::channels_last),
-  // converted to and from NCHW by transposes where NCHW nodes meet them.
-  bool channels_last = false;
+  // converted to and from NCHW by transposes where NCHW nodes meet them;
+  // unset: the target's default (frontend::ExtractOptionsFor).
+  std::optional<bool> channels_last;
 };
 
 absl::StatusOr<v1::ModelPackage> BuildPackage(const frontend::Model& model, const ir::Target& target,

@@ -27,7 +27,12 @@ absl::Status JobManager::ImportModel(v1::JobSpec* spec) const {
   absl::StatusOr<frontend::Model> model = frontend::ImportOnnx(spec->onnx_model(), o);
   if (!model.ok())
     return absl::InvalidArgumentError(absl::StrCat("model: ", model.status().message()));
-  absl::StatusOr<frontend::TaskExtraction> ex = frontend::ExtractTasks(*model);
+  // The job's tasks are those `tunefarm build` makes for its target.
+  absl::StatusOr<ir::Target> target = ir::Target::Parse(spec->target().spec());
+  if (!target.ok())
+    return absl::InvalidArgumentError(absl::StrCat("target: ", target.status().message()));
+  absl::StatusOr<frontend::TaskExtraction> ex =
+      frontend::ExtractTasks(*model, frontend::ExtractOptionsFor(*target));
   if (!ex.ok()) return absl::InvalidArgumentError(absl::StrCat("model: ", ex.status().message()));
   if (ex->tasks.empty())
     return absl::InvalidArgumentError("model: it has no tunable layers (conv, dense, matmul)");

@@ -4,11 +4,13 @@
 // their weights (occurrences in the model) and FLOPs.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "compiler/frontend/onnx_import.h"
+#include "compiler/ir/target.h"
 #include "tunefarm/v1/workload.pb.h"
 
 namespace tunefarm::frontend {
@@ -53,6 +55,13 @@ struct ExtractOptions {
   bool channels_last = false;
   int64_t lanes = 8;
 };
+
+// The options for kernels of `target`: channels-last on CPU targets (with
+// the target's vector lanes), NCHW on GPUs; `channels_last` overrides.
+// Tuning jobs, `tune`, `tasks` and `build` all extract with these, so what
+// is tuned is what is built.
+ExtractOptions ExtractOptionsFor(const ir::Target& target,
+                                 std::optional<bool> channels_last = std::nullopt);
 
 absl::StatusOr<TaskExtraction> ExtractTasks(const Model& model, const ExtractOptions& options = {});
 

@@ -133,11 +133,26 @@ int CheckAgainstReference(const Model& model, const BuildOptions& options,
   if (!ref.ok()) return 0;
   int compared = 0;
   for (const v1::PackageValue& v : pkg->values()) {
-    auto r = ref->find(v.name());
+    // A channels-last value (NAME@nhwc) against the reference's NAME
+    // permuted to NHWC.
+    const bool nhwc = absl::EndsWith(v.name(), "@nhwc");
+    const std::string name = nhwc ? v.name().substr(0, v.name().size() - 5) : v.name();
+    auto r = ref->find(name);
     if (r == ref->end()) continue;
+    std::vector<double> want = r->second;
+    if (nhwc) {
+      const std::vector<int64_t>& s = model.shapes.at(name);
+      EXPECT_EQ(s.size(), 4u) << v.name();
+      if (s.size() != 4) continue;
+      const int64_t c = s[1], hw = s[2] * s[3];
+      for (int64_t b = 0; b < s[0]; ++b)
+        for (int64_t ch = 0; ch < c; ++ch)
+          for (int64_t p = 0; p < hw; ++p)
+            want[size_t((b * hw + p) * c + ch)] = r->second[size_t((b * c + ch) * hw + p)];
+    }
     absl::StatusOr<std::vector<float>> got = (*rt)->Value(v.name());
     EXPECT_TRUE(got.ok());
-    EXPECT_LT(RelError(*got, r->second), 2e-4) << "value " << v.name();
+    EXPECT_LT(RelError(*got, want), 2e-4) << "value " << v.name();
     ++compared;
   }
   // The same package on its planned arena gives the same outputs.
@@ -165,10 +180,17 @@ int CheckAgainstReference(const Model& model, const BuildOptions& options,
   return compared;
 }
 
+// Builds in the model's own layout (NCHW), whatever the target's default.
+BuildOptions Nchw() {
+  BuildOptions o;
+  o.channels_last = false;
+  return o;
+}
+
 TEST_F(GraphTest, ResNet18MatchesTheFloat64Reference) {
   Model m = Import("resnet18");
   v1::ModelPackage pkg;
-  int compared = CheckAgainstReference(m, {}, &pkg, dir_->File("resnet18.onnx"));
+  int compared = CheckAgainstReference(m, Nchw(), &pkg, dir_->File("resnet18.onnx"));
   // Kernels write the fused values (conv+bn+relu, ..., add+relu, the
   // poolings): 23 steps and the flatten and output values between them.
   EXPECT_GE(compared, 23);
@@ -187,7 +209,7 @@ TEST_F(GraphTest, ResNet18MatchesTheFloat64Reference) {
 }
 
 TEST_F(GraphTest, MobileNetV2MatchesTheFloat64Reference) {
-  EXPECT_GE(CheckAgainstReference(Import("mobilenet_v2"), {}, nullptr,
+  EXPECT_GE(CheckAgainstReference(Import("mobilenet_v2"), Nchw(), nullptr,
                                   dir_->File("mobilenet_v2.onnx")),
             50);
 }
@@ -198,12 +220,13 @@ TEST_F(GraphTest, YoloShapedNetworkMatchesTheFloat64Reference) {
   EXPECT_GE(CheckAgainstReference(m, {}, nullptr, dir_->File("yolov5s_160.onnx")), 60);
 }
 
-// Channels-last builds: convolutions (and the pooling and elementwise
-// kernels after them) are NHWC kernels, weights HWIO, per-channel program
-// inputs permuted; Transpose
-// steps only where NCHW nodes meet them (ResNet-18: the input and the
-// pooled features before Flatten). Every value the model names against the
-// float64 interpreter, outputs against ONNX Runtime.
+// Channels-last builds (the default on CPU targets): convolutions (and the
+// pooling and elementwise kernels after them) are NHWC kernels, weights
+// HWIO, per-channel program inputs permuted; dense convolutions with a
+// spatial kernel under 28x28 output pixels stay NCHW; Transpose steps only
+// where the layouts meet (ResNet-18: the input, and around the 14x14 and
+// 7x7 stages' downsampling). Every value against the float64 interpreter
+// (channels-last ones permuted), outputs against ONNX Runtime.
 TEST_F(GraphTest, ChannelsLastBuildsMatch) {
   BuildOptions nhwc;
   nhwc.channels_last = true;
@@ -217,14 +240,15 @@ TEST_F(GraphTest, ChannelsLastBuildsMatch) {
       absl::c_linear_search(specs, "max_pool2d_nhwc(N=1,C=64,H=112,W=112,R=3,S=3,stride=2,pad=1)"))
       << absl::StrJoin(specs, "; ");
   v1::ModelPackage pkg;
-  EXPECT_GE(CheckAgainstReference(Import("resnet18"), nhwc, &pkg, dir_->File("resnet18.onnx")), 3);
+  EXPECT_GE(CheckAgainstReference(Import("resnet18"), nhwc, &pkg, dir_->File("resnet18.onnx")), 23);
   EXPECT_EQ(pkg.layout(), "NHWC");
   std::vector<std::string> transposes;
   for (const auto& st : pkg.steps())
     if (st.has_node() && st.node().op() == "Transpose") transposes.push_back(st.node().name());
-  EXPECT_EQ(transposes.size(), 2u) << absl::StrJoin(transposes, ", ");
+  EXPECT_LE(transposes.size(), 7u) << absl::StrJoin(transposes, ", ");
+  EXPECT_GE(transposes.size(), 1u);
   int nhwc_elementwise = 0;
-  for (const char* name : {"mobilenet_v2", "yolov5s_160", "dags", "tiny", "pool_ceil"}) {
+  for (const char* name : {"mobilenet_v2", "yolov5s_160", "dags"}) {
     SCOPED_TRACE(name);
     absl::StatusOr<TaskExtraction> ex = ExtractTasks(Import(name), xo);
     ASSERT_TRUE(ex.ok()) << ex.status();
@@ -306,7 +330,7 @@ TEST_F(GraphTest, ElementwiseDagsFuseIntoOnePrograms) {
             "conv2d_nchw(N=1,C=16,H=24,W=40,K=16,R=1,S=1)+bias+map[16x1x1](pow(%0,2),abs(%0),"
             "sqrt(%2),sub(%1,%3),mul(%4,$0))");
   v1::ModelPackage pkg;
-  EXPECT_GE(CheckAgainstReference(m, {}, &pkg, dir_->File("dags.onnx")), 3);
+  EXPECT_GE(CheckAgainstReference(m, Nchw(), &pkg, dir_->File("dags.onnx")), 3);
   for (const auto& s : pkg.steps()) EXPECT_FALSE(s.has_node()) << s.node().name();
   EXPECT_EQ(pkg.steps_size(), 5);
 }
@@ -322,7 +346,7 @@ TEST_F(GraphTest, SoftmaxIsAKernel) {
     Model m = Import(name);
     EXPECT_EQ(TaskSpecs(m, v1::OP_KIND_SOFTMAX), want);
     v1::ModelPackage pkg;
-    EXPECT_GE(CheckAgainstReference(m, {}, &pkg, dir_->File(name + ".onnx")), 2);
+    EXPECT_GE(CheckAgainstReference(m, Nchw(), &pkg, dir_->File(name + ".onnx")), 2);
     for (const auto& s : pkg.steps()) EXPECT_FALSE(s.has_node()) << s.node().name();
   }
 }
