@@ -385,8 +385,11 @@ absl::StatusOr<TaskExtraction> ExtractTasks(const Model& model, const ExtractOpt
       // pixels stay NCHW: there NCHW's default schedule is the faster one
       // (ResNet-18's 14x14 and 7x7 3x3 layers, in the model: 3.3 and 3.8
       // ms NCHW, 4.5 and 5.2 NHWC).
+      // (A 1-D convolution, written as 2-D, keeps its 3-D values NCHW.)
       bool conv_ok = cw.op() == v1::OP_KIND_CONV2D && cw.inputs(1).shape_size() == 4 &&
-                     cw.inputs(1).shape(0) % options.lanes == 0;
+                     cw.inputs(1).shape(0) % options.lanes == 0 &&
+                     model.shapes.at(n.inputs[0]).size() == 4 &&
+                     model.shapes.at(n.outputs[0]).size() == 4;
       if (conv_ok && cw.conv2d().groups() == 1 &&
           cw.inputs(1).shape(2) * cw.inputs(1).shape(3) > 1) {
         const Shape& o = model.shapes.at(model.nodes[size_t(taken[0])].outputs[0]);

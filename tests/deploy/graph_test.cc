@@ -265,6 +265,8 @@ TEST_F(GraphTest, ChannelsLastBuildsMatch) {
           (k.workload().has_pool2d() && k.workload().pool2d().layout() == v1::DATA_LAYOUT_NHWC);
     EXPECT_GT(nhwc_kernels, 0);
   }
+  // 1-D convolutions (3-D values) stay NCHW.
+  EXPECT_GE(CheckAgainstReference(Import("conv1d"), nhwc, nullptr, dir_->File("conv1d.onnx")), 2);
   // Elementwise kernels reading a value written channels-last stay so.
   EXPECT_GT(nhwc_elementwise, 0);
 }

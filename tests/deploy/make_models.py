@@ -199,6 +199,14 @@ save("opset9", old, [tensor("x", [1, 4, 12])], [tensor("y", [1, 8, 2, 14])],
       numpy_helper.from_array(np.array([1, 1, 2, 2], dtype=np.float32), "scales")], opset=9,
      ir=4)
 
+# 1-D convolutions a channels-last build must leave NCHW (3-D values): a
+# 1x1 one with whole channel vectors, then a wide one.
+conv1d = [helper.make_node("Conv", ["x", "w1"], ["a"], name="pointwise1d"),
+          helper.make_node("Relu", ["a"], ["r"], name="relu1d"),
+          helper.make_node("Conv", ["r", "w2"], ["y"], pads=[1, 1], name="wide1d")]
+save("conv1d", conv1d, [tensor("x", [1, 8, 900])], [tensor("y", [1, 16, 900])],
+     [init("w1", (16, 8, 1)), init("w2", (16, 16, 3))])
+
 # TopK with k from a constant input: values and indices.
 topk = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv"),
         helper.make_node("TopK", ["c", "k"], ["y", "i"], name="the_topk")]
