@@ -428,27 +428,9 @@ absl::StatusOr<FoldedParameters> Fold(const Model& model, const ModelTask& task,
   return p;
 }
 
-// A 4-D shape's dimensions in NHWC order.
-Shape NhwcShape(const Shape& s) { return {s[0], s[2], s[3], s[1]}; }
-
-// `s` aligned at the innermost dimension to rank 4 (broadcast against a
-// 4-D value).
-Shape Rank4(const Shape& s) {
-  Shape s4(4 - std::min<size_t>(s.size(), 4), 1);
-  s4.insert(s4.end(), s.end() - int64_t(std::min<size_t>(s.size(), 4)), s.end());
-  return s4;
-}
-
-// Whether a tensor of shape `s` (broadcast against a 4-D value) has the
-// same memory in NHWC as in NCHW: one channel, or one pixel.
-bool SameInNhwc(const Shape& s) {
-  const Shape s4 = Rank4(s);
-  return s4[1] == 1 || s4[2] * s4[3] == 1;
-}
-
-// Data of a tensor shaped `s` (rank 4 after Rank4) reordered NCHW -> NHWC.
+// Data of a tensor shaped `s` (frontend::Rank4) reordered NCHW -> NHWC.
 std::vector<float> ToNhwc(const std::vector<float>& x, const Shape& s) {
-  const Shape s4 = Rank4(s);
+  const Shape s4 = frontend::Rank4(s);
   const int64_t n = s4[0], c = s4[1], hw = s4[2] * s4[3];
   std::vector<float> y(x.size());
   for (int64_t b = 0; b < n; ++b)
@@ -469,7 +451,7 @@ class Layouts {
   void WroteNchw(const std::string& v) { nchw_.insert(v); }
   std::string WroteNhwc(const std::string& v) {
     nhwc_.insert(v);
-    shapes_[NhwcName(v)] = NhwcShape(model_.shapes.at(v));
+    shapes_[NhwcName(v)] = frontend::NhwcShape(model_.shapes.at(v));
     return NhwcName(v);
   }
   // The name of `v`'s NCHW form (a constant's own name).
@@ -480,10 +462,10 @@ class Layouts {
     return v;
   }
   // The name of runtime value `v`'s NHWC form: 4-D, or one whose NHWC
-  // memory is its NCHW memory (SameInNhwc; then its own name).
+  // memory is its NCHW memory (frontend::SameInNhwc; then its own name).
   std::string Nhwc(const std::string& v) {
     if (nhwc_.count(v)) return NhwcName(v);
-    if (SameInNhwc(model_.shapes.at(v))) return Nchw(v);
+    if (frontend::SameInNhwc(model_.shapes.at(v))) return Nchw(v);
     Convert(Nchw(v), NhwcName(v), {0, 2, 3, 1});
     WroteNhwc(v);
     return NhwcName(v);
@@ -575,7 +557,7 @@ absl::Status AddKernelStep(const Model& model, const TaskExtraction& ex, const T
               hwio[size_t(((y * w[3] + x) * w[1] + i) * w[0] + o)] =
                   data[size_t(((o * w[1] + i) * w[2] + y) * w[3] + x)];
       data = std::move(hwio);
-    } else if (oc.nhwc && constant && !derived && !SameInNhwc(model.shapes.at(src))) {
+    } else if (oc.nhwc && constant && !derived && !frontend::SameInNhwc(model.shapes.at(src))) {
       data = ToNhwc(consts->Floats(src), model.shapes.at(src));
       derived = true;
       src = StrCat(src, "@nhwc");

@@ -256,14 +256,6 @@ Extractor::MapRegion Extractor::FuseMap(const std::string& start, const Shape& o
   return best;
 }
 
-// A shape broadcast against a 4-D NCHW output, written against NHWC:
-// aligned at the innermost dimension to rank 4, then permuted.
-std::vector<int64_t> BroadcastShapeNhwc(const std::vector<int64_t>& s) {
-  std::vector<int64_t> s4(4 - std::min<size_t>(s.size(), 4), 1);
-  s4.insert(s4.end(), s.end() - int64_t(std::min<size_t>(s.size(), 4)), s.end());
-  return {s4[0], s4[2], s4[3], s4[1]};
-}
-
 double NodeFlops(const Model& m, const Node& n) {
   if (n.outputs.empty() || !m.shapes.count(n.outputs[0])) return 0;
   const OpDef* def = FindOp(n.op);
@@ -272,6 +264,23 @@ double NodeFlops(const Model& m, const Node& n) {
 }
 
 }  // namespace
+
+std::vector<int64_t> Rank4(const std::vector<int64_t>& s) {
+  const size_t kept = std::min<size_t>(s.size(), 4);
+  std::vector<int64_t> s4(4 - kept, 1);
+  s4.insert(s4.end(), s.end() - int64_t(kept), s.end());
+  return s4;
+}
+
+std::vector<int64_t> NhwcShape(const std::vector<int64_t>& s) {
+  const std::vector<int64_t> s4 = Rank4(s);
+  return {s4[0], s4[2], s4[3], s4[1]};
+}
+
+bool SameInNhwc(const std::vector<int64_t>& s) {
+  const std::vector<int64_t> s4 = Rank4(s);
+  return s4[1] == 1 || s4[2] * s4[3] == 1;
+}
 
 ExtractOptions ExtractOptionsFor(const ir::Target& target, std::optional<bool> channels_last) {
   ExtractOptions o;
@@ -286,6 +295,7 @@ bool ToChannelsLast(v1::Workload* w) {
   const bool pool = w->op() == v1::OP_KIND_POOL2D && w->has_pool2d() &&
                     w->pool2d().layout() == v1::DATA_LAYOUT_NCHW;
   if ((!conv && !pool) || w->inputs_size() < 1 || w->inputs(0).shape_size() != 4) return false;
+  if (conv && (w->inputs_size() < 2 || w->inputs(1).shape_size() != 4)) return false;
   auto permute = [](v1::TensorSpec* t, std::initializer_list<int> order) {
     std::vector<int64_t> s(t->shape().begin(), t->shape().end());
     t->clear_shape();
@@ -293,7 +303,6 @@ bool ToChannelsLast(v1::Workload* w) {
   };
   permute(w->mutable_inputs(0), {0, 2, 3, 1});
   if (conv) {
-    if (w->inputs_size() < 2 || w->inputs(1).shape_size() != 4) return false;
     permute(w->mutable_inputs(1), {2, 3, 1, 0});  // OIHW -> HWIO
     w->mutable_conv2d()->set_layout(v1::DATA_LAYOUT_NHWC);
   } else {
@@ -301,7 +310,7 @@ bool ToChannelsLast(v1::Workload* w) {
   }
   for (v1::Epilogue& e : *w->mutable_epilogue()) {
     for (v1::TensorSpec& t : *e.mutable_map_inputs()) {
-      std::vector<int64_t> s = BroadcastShapeNhwc({t.shape().begin(), t.shape().end()});
+      std::vector<int64_t> s = NhwcShape({t.shape().begin(), t.shape().end()});
       t.clear_shape();
       for (int64_t d : s) t.add_shape(d);
     }
@@ -392,8 +401,8 @@ absl::StatusOr<TaskExtraction> ExtractTasks(const Model& model, const ExtractOpt
                      model.shapes.at(n.outputs[0]).size() == 4;
       if (conv_ok && cw.conv2d().groups() == 1 &&
           cw.inputs(1).shape(2) * cw.inputs(1).shape(3) > 1) {
-        const Shape& o = model.shapes.at(model.nodes[size_t(taken[0])].outputs[0]);
-        conv_ok = o.size() == 4 && o[2] * o[3] >= 28 * 28;
+        const Shape& o = model.shapes.at(n.outputs[0]);
+        conv_ok = o[2] * o[3] >= 28 * 28;
       }
       const bool pool_ok =
           cw.op() == v1::OP_KIND_POOL2D && nhwc_values.count(model.nodes[i].inputs[0]) > 0;
@@ -409,11 +418,12 @@ absl::StatusOr<TaskExtraction> ExtractTasks(const Model& model, const ExtractOpt
       // NCHW memory; an elementwise kernel goes channels-last when one of
       // them was written so.
       bool inputs_ok = true, reads_nhwc = false;
+      std::vector<Shape> shapes;  // each one's NHWC form
       for (const std::string& in : runtime) {
-        if (model.constants.count(in)) continue;
         const Shape& s = model.shapes.at(in);
-        const Shape s4 = BroadcastShapeNhwc(s);
-        inputs_ok &= s.size() == 4 || s4[3] == 1 || s4[1] * s4[2] == 1;
+        shapes.push_back(NhwcShape(s));
+        if (model.constants.count(in)) continue;
+        inputs_ok &= s.size() == 4 || SameInNhwc(s);
         reads_nhwc |= nhwc_values.count(in) > 0;
       }
       const std::string& out_value = model.nodes[size_t(taken.back())].outputs[0];
@@ -422,10 +432,7 @@ absl::StatusOr<TaskExtraction> ExtractTasks(const Model& model, const ExtractOpt
       if (cw.op() == v1::OP_KIND_ELEMENTWISE) {
         // The NHWC form of every operand, then the 4-D form of the kernel.
         const Shape& out = model.shapes.at(out_value);
-        std::vector<Shape> shapes;
-        for (const std::string& in : runtime)
-          shapes.push_back(BroadcastShapeNhwc(model.shapes.at(in)));
-        Shape o = out.size() == 4 ? Shape{out[0], out[2], out[3], out[1]} : Shape{};
+        Shape o = NhwcShape(out);
         converted = reads_nhwc && out.size() == 4 && ElementwiseForm(&o, &shapes);
         for (int k = 0; converted && k < t.inputs_size(); ++k) {
           t.mutable_inputs(k)->clear_shape();

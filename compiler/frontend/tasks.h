@@ -65,6 +65,15 @@ ExtractOptions ExtractOptionsFor(const ir::Target& target,
 
 absl::StatusOr<TaskExtraction> ExtractTasks(const Model& model, const ExtractOptions& options = {});
 
+// A shape broadcast against a 4-D NCHW value (aligned at the innermost
+// dimension), written with four dimensions: [C,1,1] -> [1,C,1,1].
+std::vector<int64_t> Rank4(const std::vector<int64_t>& s);
+// The same shape against the value's NHWC form: Rank4 permuted to N,H,W,C.
+std::vector<int64_t> NhwcShape(const std::vector<int64_t>& s);
+// Whether such a tensor's NHWC memory is its NCHW memory (one channel, or
+// one pixel), so it needs no conversion.
+bool SameInNhwc(const std::vector<int64_t>& s);
+
 // The NHWC form of an NCHW conv2d or pool2d workload (data [N,H,W,C],
 // conv weights HWIO, elementwise program inputs permuted alike); false
 // for any other workload.
