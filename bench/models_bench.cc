@@ -16,15 +16,16 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/file_util.h"
 #include "common/status_macros.h"
 #include "common/subprocess.h"
 #include "compiler/codegen/llvm_target.h"
-#include "device_agent/runtime/graph_runtime.h"
 #include "deploy/interpreter.h"
-#include "device_agent/runtime/npy.h"
 #include "deploy/package_build.h"
+#include "device_agent/runtime/graph_runtime.h"
+#include "device_agent/runtime/npy.h"
 #include "server/search/local_measurer.h"
 #include "server/search/task.h"
 #include "server/search/tuner.h"
@@ -75,6 +76,7 @@ struct ModelSpec {
   std::string name;
   std::string path;
   std::map<std::string, std::vector<int64_t>> shapes;  // inputs with dynamic dimensions
+  std::map<std::string, std::vector<double>> values;   // inputs fixed to values
 };
 
 }  // namespace
@@ -146,7 +148,12 @@ int RunModelsBench(const std::vector<std::string>& args) {
       // steps and a 6,625-class classifier) and the direction classifier.
       {"ppocr_det_v4", CacheDir() + "/models/ppocr_det_v4.onnx", {{"x", {1, 3, 640, 640}}}},
       {"ppocr_rec_v4", CacheDir() + "/models/ppocr_rec_v4.onnx", {{"x", {1, 3, 48, 320}}}},
-      {"ppocr_cls_v2", CacheDir() + "/models/ppocr_cls_v2.onnx", {{"x", {1, 3, 48, 192}}}}};
+      {"ppocr_cls_v2", CacheDir() + "/models/ppocr_cls_v2.onnx", {{"x", {1, 3, 48, 192}}}},
+      // Silero VAD (audio): one 32 ms chunk at 16 kHz, the rate fixed.
+      {"silero_vad",
+       CacheDir() + "/models/silero_vad_op18_ifless.onnx",
+       {{"input", {1, 512}}, {"state", {2, 1, 128}}},
+       {{"sr", {16000}}}}};
   const bool have_ort =
       fs::exists(CacheDir() + "/ort/node_modules/onnxruntime-node") || getenv("ORT_NODE");
   if (!have_ort) {
@@ -170,6 +177,7 @@ int RunModelsBench(const std::vector<std::string>& args) {
     }
     frontend::ImportOptions io;
     io.input_shapes = spec.shapes;
+    io.input_values = spec.values;
     auto model = frontend::ImportOnnxFile(spec.path, io);
     if (!model.ok()) {
       std::printf("%-20s import failed: %s\n", spec.name.c_str(),
@@ -301,6 +309,10 @@ int RunModelsBench(const std::vector<std::string>& args) {
       std::ofstream(f, std::ios::binary) << runner::WriteNpy(model->shapes.at(name), v);
       input_flags.push_back("--input");
       input_flags.push_back(absl::StrCat(name, "=", f.string()));
+    }
+    for (const auto& [name, values] : spec.values) {
+      input_flags.push_back("--value");
+      input_flags.push_back(absl::StrCat(name, "=", absl::StrJoin(values, ",")));
     }
     // Correctness first: both packages' outputs against ONNX Runtime's.
     const fs::path ort_out = tmp / (spec.name + "_ort");

@@ -1,9 +1,10 @@
 // Runs an ONNX model with ONNX Runtime (npm's onnxruntime-node, CPU) for the
 // tests (the oracle) and tunefarm-bench models (the latency peer).
 //   node bench/ort_run.js MODEL.onnx --threads N [--repeat N] [--input NAME=FILE.npy]...
-//                         [--shape NAME=D1xD2...] [--seed N] [--out DIR]
+//                         [--shape NAME=D1xD2...] [--value NAME=V1,V2...] [--seed N] [--out DIR]
 // Inputs not given are seeded uniform random in [-1, 1) (shapes from the model
-// or --shape). Prints one JSON line: {"latency_ms": median, "runs": N, "outputs": [...]}.
+// or --shape); --value fixes an input to values, in the input's element
+// type. Prints one JSON line: {"latency_ms": median, "runs": N, "outputs": [...]}.
 // ORT_NODE names the onnxruntime-node directory (default: the fetch-models cache).
 'use strict';
 const fs = require('fs');
@@ -54,7 +55,7 @@ async function main() {
   const args = process.argv.slice(2);
   const model = args[0];
   let threads = 1, repeat = 10, seed = 1, out = null;
-  const inputs = {}, shapes = {};
+  const inputs = {}, shapes = {}, values = {};
   for (let i = 1; i < args.length; i += 2) {
     const [k, v] = [args[i], args[i + 1]];
     if (k === '--threads') threads = Number(v);
@@ -62,8 +63,12 @@ async function main() {
     else if (k === '--seed') seed = Number(v);
     else if (k === '--out') out = v;
     else if (k === '--input') { const [n, f] = v.split('='); inputs[n] = readNpy(f); }
-    else if (k === '--shape') { const [n, d] = v.split('='); shapes[n] = d.split('x').map(Number); }
-    else throw new Error(`unknown flag ${k}`);
+    else if (k === '--shape') { const [n, d] = v.split('='); shapes[n] = d.split('x').map(Number);
+    } else if (k === '--value') {
+      const [n, d] = v.split('=');
+      values[n] = d.split(',').map(Number);
+    } else
+      throw new Error(`unknown flag ${k}`);
   }
   const session = await ort.InferenceSession.create(model, {
     intraOpNumThreads: threads, interOpNumThreads: 1, executionMode: 'sequential',
@@ -71,9 +76,21 @@ async function main() {
   const feeds = {};
   const r = rng(seed);
   for (const name of session.inputNames) {
+    const meta = session.inputMetadata ? session.inputMetadata.find(m => m.name === name) : null;
+    if (values[name]) {
+      // An input fixed to values (as `tunefarm build --value`), in its own type.
+      const v = values[name];
+      const known = meta && meta.shape && meta.shape.every(d => typeof d === 'number');
+      const shape = shapes[name] || (known ? meta.shape : [v.length]);
+      const type = (meta && meta.type) || 'float32';
+      const data = type === 'int64' ? BigInt64Array.from(v.map(BigInt)) :
+          type === 'int32'          ? Int32Array.from(v) :
+                                      Float32Array.from(v);
+      feeds[name] = new ort.Tensor(type, data, shape);
+      continue;
+    }
     let t = inputs[name];
     if (!t) {
-      const meta = session.inputMetadata ? session.inputMetadata.find(m => m.name === name) : null;
       const shape = shapes[name] || (meta && meta.shape);
       if (!shape || shape.some(d => typeof d !== 'number')) throw new Error(`input ${name} needs --shape`);
       const n = shape.reduce((a, b) => a * b, 1);

@@ -50,7 +50,7 @@ commands:
   export [-o FILE] [--workload=KEY] [--target=T] [--job=ID] [--status=S]
   records [--workload=KEY] [--target=T] [--job=ID] [--status=S] [--limit=N] [--json]
   best --target=T (--workload=KEY | --job=ID | --model=MODEL.onnx) [--top=N] [--json]
-  submit (SPEC.json | MODEL.onnx [--shape=NAME=DIMS,...] | --workloads=FILE) [--target=T] [--device_key=K] [--trials=N]
+  submit (SPEC.json | MODEL.onnx [--shape=NAME=DIMS,...] [--value=NAME=V,...]... | --workloads=FILE) [--target=T] [--device_key=K] [--trials=N]
          [--time_limit=SEC] [--trials_per_task=N] [--early_stop=N] [--strategy=evolutionary|random] [--name=NAME]
   jobs [--state=S] [--json]     list jobs, newest first
   job ID [--json]               one job: tasks, default vs best time
@@ -316,7 +316,7 @@ Result CmdBest(Client& c, const Args& a, std::ostream& out) {
     if (!a.Has("target")) return Usage("best --model needs --target");
     std::vector<std::string> shapes;
     if (a.Has("shape")) shapes = absl::StrSplit(a.Get("shape"), ',');
-    absl::StatusOr<frontend::ImportOptions> o = ShapeOverrides(shapes);
+    absl::StatusOr<frontend::ImportOptions> o = ImportOverrides(shapes, a.All("value"));
     if (!o.ok()) return Usage(std::string(o.status().message()));
     absl::StatusOr<frontend::Model> m = frontend::ImportOnnxFile(a.Get("model"), *o);
     if (!m.ok()) return Usage(std::string(m.status().message()));
@@ -421,13 +421,21 @@ Result CmdSubmit(Client& c, const Args& a, std::ostream& out) {
         for (int64_t d : parsed->second) is->add_shape(d);
       }
     }
+    for (const std::string& one : a.All("value")) {
+      auto parsed = frontend::ParseValueOverride(one);
+      if (!parsed.ok()) return Usage(std::string(parsed.status().message()));
+      v1::InputValue* iv = req.mutable_spec()->add_input_values();
+      iv->set_name(parsed->first);
+      for (double v : parsed->second) iv->add_values(v);
+    }
   } else {
     if (a.positional().size() != 1) {
       return Usage(
           "submit takes one job spec file (JSON JobSpec), a model (MODEL.onnx) or "
           "--workloads FILE");
     }
-    if (a.Has("shape")) return Usage("--shape goes with a model (MODEL.onnx)");
+    if (a.Has("shape") || a.Has("value"))
+      return Usage("--shape and --value go with a model (MODEL.onnx)");
     std::ifstream in(a.positional()[0]);
     if (!in) return Usage(absl::StrCat("cannot read ", a.positional()[0]));
     std::stringstream ss;
@@ -835,10 +843,11 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
       {"import", {CmdImport, {}}},
       {"export", {CmdExport, {{"o", "workload", "target", "job", "status"}, {}}}},
       {"records", {CmdRecords, {{"workload", "target", "job", "status", "limit"}, {"json"}}}},
-      {"best", {CmdBest, {{"workload", "job", "model", "shape", "target", "top"}, {"json"}}}},
+      {"best",
+       {CmdBest, {{"workload", "job", "model", "shape", "value", "target", "top"}, {"json"}}}},
       {"submit",
        {CmdSubmit,
-        {{"target", "device_key", "trials", "name", "workloads", "time_limit", "shape",
+        {{"target", "device_key", "trials", "name", "workloads", "time_limit", "shape", "value",
           "trials_per_task", "early_stop", "strategy"},
          {}}}},
       {"jobs", {CmdJobs, {{"state"}, {"json"}}}},

@@ -45,13 +45,22 @@ absl::StatusOr<ir::Target> TargetForThreads(const std::string& value, int thread
   return t;
 }
 
-absl::StatusOr<frontend::ImportOptions> ShapeOverrides(const std::vector<std::string>& values) {
+absl::StatusOr<frontend::ImportOptions> ImportOverrides(const std::vector<std::string>& shapes,
+                                                        const std::vector<std::string>& values) {
   frontend::ImportOptions o;
-  for (const std::string& value : values) {
+  for (const std::string& shape : shapes) {
     absl::StatusOr<std::pair<std::string, std::vector<int64_t>>> s =
-        frontend::ParseShapeOverride(value);
+        frontend::ParseShapeOverride(shape);
     if (!s.ok()) return s.status();
     o.input_shapes[s->first] = s->second;
+  }
+  for (const std::string& value : values) {
+    absl::StatusOr<std::pair<std::string, std::vector<double>>> v =
+        frontend::ParseValueOverride(value);
+    if (!v.ok()) return v.status();
+    if (o.input_values.count(v->first))
+      return absl::InvalidArgumentError(absl::StrCat("--value names '", v->first, "' twice"));
+    o.input_values[v->first] = v->second;
   }
   return o;
 }

@@ -41,9 +41,11 @@ absl::StatusOr<ir::Target> ParseTargetFlag(const std::string& value);
 // error naming both. GPU targets are returned as given.
 absl::StatusOr<ir::Target> TargetForThreads(const std::string& value, int threads);
 
-// Import options from --shape values ("NAME=D1xD2x..." each); the first
+// Import options from --shape values ("NAME=D1xD2x..." each) and --value
+// values ("NAME=V1,V2,..." each: an input fixed to constants); the first
 // malformed one is the error.
-absl::StatusOr<frontend::ImportOptions> ShapeOverrides(const std::vector<std::string>& values);
+absl::StatusOr<frontend::ImportOptions> ImportOverrides(const std::vector<std::string>& shapes,
+                                                        const std::vector<std::string>& values);
 
 // A --layout value: "nchw" (false) or "nhwc" (true,
 // frontend::ExtractOptions::channels_last); empty: the target's default

@@ -33,8 +33,8 @@ namespace {
 
 constexpr const char* kBuildHelp =
     R"(usage: tunefarm build MODEL.onnx -o MODEL.tfpkg [--target T|host] [--db FILE]
-                      [--shape NAME=D1xD2x...]... [--untuned] [--threads N]
-                      [--layout nchw|nhwc]
+                      [--shape NAME=D1xD2x...]... [--value NAME=V,...]...
+                      [--untuned] [--threads N] [--layout nchw|nhwc]
 
 Builds a whole model for one target: every task is compiled with its best
 record in the log database (--db, default tunefarm.db) for the target, or
@@ -46,6 +46,9 @@ weights, weights are packed for the kernels, and intermediates share one
 statically planned arena. The package runs with `tunefarm run`.
 
   --untuned         default schedules only (ignores the database)
+  --value           fixes an input to constant values (e.g. an audio model's
+                    sample rate, --value sr=16000): the package no longer
+                    has that input, and control flow on it is resolved
   --no-model-check  skip timing tuned kernels inside the model (host targets)
   --threads         the thread count the package is for (default 1): records
                     are those of the target at -num-cores=N (what `tune
@@ -245,7 +248,7 @@ int RunThreads(const Flags& f, int64_t given, const v1::ModelPackage& pkg,
 int RunBuild(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   absl::StatusOr<Flags> parsed =
       ParseWithOneFile(args,
-                       FlagSpec{{"output", "target", "db", "shape", "threads", "layout"},
+                       FlagSpec{{"output", "target", "db", "shape", "value", "threads", "layout"},
                                 {"untuned", "no_model_check"}},
                        "build");
   if (!parsed.ok()) return Fail(err, 2, std::string(parsed.status().message()));
@@ -262,7 +265,7 @@ int RunBuild(const std::vector<std::string>& args, std::ostream& out, std::ostre
     return Fail(err, 2, "--threads needs a number from 1 to 256");
   absl::StatusOr<ir::Target> target = TargetForThreads(f.Get("target", "host"), int(threads));
   if (!target.ok()) return Fail(err, 2, std::string(target.status().message()));
-  absl::StatusOr<frontend::ImportOptions> io = ShapeOverrides(f.All("shape"));
+  absl::StatusOr<frontend::ImportOptions> io = ImportOverrides(f.All("shape"), f.All("value"));
   if (!io.ok()) return Fail(err, 2, std::string(io.status().message()));
   absl::StatusOr<std::string> bytes = ReadFile(f.positional()[0]);
   if (!bytes.ok()) return Fail(err, 1, std::string(bytes.status().message()));

@@ -17,7 +17,7 @@ namespace {
 
 constexpr const char* kHelp =
     R"(usage: tunefarm tasks MODEL.onnx [--target T|host] [--shape NAME=D1xD2x...]...
-                      [--layout nchw|nhwc] [--json|--specs]
+                      [--value NAME=V,...]... [--layout nchw|nhwc] [--json|--specs]
 
 Imports an ONNX model and prints its tunable workloads (convolutions,
 dense and matmul layers, with the bias, BatchNormalization, activation and
@@ -28,6 +28,7 @@ spec `tunefarm tune --workload` and `compile --workload` take.
 
   --shape   a shape for an input with dynamic dimensions (repeat per input;
             NAME may be left out when the model has one input)
+  --value   fixes an input to constant values, NAME=V1,V2,... (as build)
   --layout  nhwc or nchw: the tasks of a build in that layout (default:
             the target's, nhwc on CPU targets; `tunefarm build --layout`)
   --json    {"model": ..., "opset": N, "model_flops": F, "tasks": [...]}
@@ -62,8 +63,8 @@ int RunTasks(const std::vector<std::string>& args, std::ostream& out, std::ostre
   std::string model_path, target = "host";
   bool json = false, specs = false;
   frontend::ImportOptions opts;
-  absl::StatusOr<Flags> parsed =
-      ParseFlags(args, FlagSpec{{"target", "shape", "layout"}, {"json", "specs"}}, "tasks");
+  absl::StatusOr<Flags> parsed = ParseFlags(
+      args, FlagSpec{{"target", "shape", "value", "layout"}, {"json", "specs"}}, "tasks");
   if (!parsed.ok()) return Fail(err, 2, std::string(parsed.status().message()));
   if (parsed->help()) {
     out << kHelp;
@@ -75,7 +76,8 @@ int RunTasks(const std::vector<std::string>& args, std::ostream& out, std::ostre
   specs = parsed->Has("specs");
   if (json && specs) return Fail(err, 2, "tasks: give --json or --specs, not both");
   target = parsed->Get("target", target);
-  absl::StatusOr<frontend::ImportOptions> shapes = ShapeOverrides(parsed->All("shape"));
+  absl::StatusOr<frontend::ImportOptions> shapes =
+      ImportOverrides(parsed->All("shape"), parsed->All("value"));
   if (!shapes.ok()) return Fail(err, 2, std::string(shapes.status().message()));
   opts = *std::move(shapes);
   if (model_path.empty()) return Fail(err, 2, "tasks needs a model file (MODEL.onnx)");

@@ -34,7 +34,7 @@ constexpr const char* kHelp =
     R"(usage: tunefarm tune --workload SPEC [--target T|host] [--trials N] [--seconds S]
                      [--early-stop N] [--strategy evolutionary|random] [--threads N] [--batch N] [--seed N]
                      [--flush-cache] [--db FILE] [--load-model FILE] [--save-model FILE]
-       tunefarm tune MODEL.onnx [--shape NAME=D1xD2x...]... [--layout nchw|nhwc] [-o MODEL.tfpkg]
+       tunefarm tune MODEL.onnx [--shape NAME=D1xD2x...]... [--value NAME=V,...]... [--layout nchw|nhwc] [-o MODEL.tfpkg]
                      [same flags]
 
 Tunes one workload, or every task of a model, on this machine, with no
@@ -67,6 +67,8 @@ built at the end from the database, as `tunefarm build` does.
               weights and inputs come from memory as they do inside a model
               (CPU targets; each run is then timed alone)
   --shape     a model input's shape, for inputs with dynamic dimensions
+  --value     fixes a model input to constant values, NAME=V1,V2,... (as
+              `tunefarm build --value`)
   --layout    nhwc or nchw: the activation layout of the model's tasks and
               package (default: nhwc on CPU targets; `tunefarm build --layout`)
   -o          write the tuned model's package (with a model)
@@ -78,9 +80,10 @@ built at the end from the database, as `tunefarm build` does.
 // its weight; a task is named by its spec where the syntax can say it.
 absl::StatusOr<std::vector<search::Task>> ModelTasks(const std::string& path,
                                                      const std::vector<std::string>& shapes,
+                                                     const std::vector<std::string>& values,
                                                      const ir::Target& target,
                                                      std::optional<bool> channels_last) {
-  TF_ASSIGN_OR_RETURN(frontend::ImportOptions io, ShapeOverrides(shapes));
+  TF_ASSIGN_OR_RETURN(frontend::ImportOptions io, ImportOverrides(shapes, values));
   TF_ASSIGN_OR_RETURN(frontend::Model model, frontend::ImportOnnxFile(path, io));
   TF_ASSIGN_OR_RETURN(
       frontend::TaskExtraction ex,
@@ -131,12 +134,13 @@ void PrintTaskTable(const search::Tuner& tuner, std::ostream& out) {
 }  // namespace
 
 int RunTune(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
-  absl::StatusOr<Flags> parsed = ParseFlags(
-      args,
-      FlagSpec{{"workload", "target", "trials", "seconds", "strategy", "threads", "batch", "seed",
-                "db", "save_model", "load_model", "early_stop", "shape", "output", "layout"},
-               {"flush_cache"}},
-      "tune");
+  absl::StatusOr<Flags> parsed =
+      ParseFlags(args,
+                 FlagSpec{{"workload", "target", "trials", "seconds", "strategy", "threads",
+                           "batch", "seed", "db", "save_model", "load_model", "early_stop", "shape",
+                           "value", "output", "layout"},
+                          {"flush_cache"}},
+                 "tune");
   if (!parsed.ok()) return Fail(err, 2, std::string(parsed.status().message()));
   if (parsed->help()) {
     out << kHelp;
@@ -156,8 +160,8 @@ int RunTune(const std::vector<std::string>& args, std::ostream& out, std::ostrea
     return Fail(err, 2, "tune needs --workload SPEC or a model file (MODEL.onnx)");
   if (!model_path.empty() && flags.count("workload"))
     return Fail(err, 2, "tune takes --workload or a model file, not both");
-  if (model_path.empty() && (flags.count("output") || flags.count("shape")))
-    return Fail(err, 2, "-o and --shape are for a model: tunefarm tune MODEL.onnx ...");
+  if (model_path.empty() && (flags.count("output") || flags.count("shape") || flags.count("value")))
+    return Fail(err, 2, "-o, --shape and --value are for a model: tunefarm tune MODEL.onnx ...");
   int64_t threads = 0;
   if (!absl::SimpleAtoi(flags["threads"], &threads) || threads < 1 || threads > 256)
     return Fail(err, 2, "--threads needs a number from 1 to 256");
@@ -208,7 +212,7 @@ int RunTune(const std::vector<std::string>& args, std::ostream& out, std::ostrea
     if (parsed->Has("shape")) shapes = parsed->All("shape");
     absl::StatusOr<std::optional<bool>> channels_last = ParseLayoutFlag(parsed->Get("layout", ""));
     if (!channels_last.ok()) return Fail(err, 2, std::string(channels_last.status().message()));
-    auto model_tasks = ModelTasks(model_path, shapes, target, *channels_last);
+    auto model_tasks = ModelTasks(model_path, shapes, parsed->All("value"), target, *channels_last);
     if (!model_tasks.ok()) return Fail(err, 1, std::string(model_tasks.status().message()));
     tasks = *std::move(model_tasks);
     // A model's default budget: 32 trials per task, or the wall time alone.
@@ -361,6 +365,7 @@ int RunTune(const std::vector<std::string>& args, std::ostream& out, std::ostrea
                                     flags["target"], "--db", flags["db"],     "--threads",
                                     flags["threads"]};
   for (const std::string& shape : parsed->All("shape")) build.push_back("--shape=" + shape);
+  for (const std::string& value : parsed->All("value")) build.push_back("--value=" + value);
   if (parsed->Has("layout")) build.push_back("--layout=" + parsed->Get("layout", ""));
   return RunBuild(build, out, err);
 }

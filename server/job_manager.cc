@@ -24,6 +24,11 @@ absl::Status JobManager::ImportModel(v1::JobSpec* spec) const {
   for (const v1::InputShape& s : spec->input_shapes()) {
     o.input_shapes[s.name()].assign(s.shape().begin(), s.shape().end());
   }
+  for (const v1::InputValue& v : spec->input_values()) {
+    if (!o.input_values.emplace(v.name(), std::vector<double>(v.values().begin(), v.values().end()))
+             .second)
+      return absl::InvalidArgumentError(absl::StrCat("model: input '", v.name(), "' fixed twice"));
+  }
   absl::StatusOr<frontend::Model> model = frontend::ImportOnnx(spec->onnx_model(), o);
   if (!model.ok())
     return absl::InvalidArgumentError(absl::StrCat("model: ", model.status().message()));

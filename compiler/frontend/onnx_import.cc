@@ -1,6 +1,7 @@
 #include "compiler/frontend/onnx_import.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <functional>
 #include <map>
@@ -142,6 +143,25 @@ absl::StatusOr<std::pair<std::string, std::vector<int64_t>>> ParseShapeOverride(
   return std::make_pair(name, shape);
 }
 
+absl::StatusOr<std::pair<std::string, std::vector<double>>> ParseValueOverride(
+    const std::string& text) {
+  const size_t eq = text.find('=');
+  std::vector<double> values;
+  bool ok = eq != std::string::npos && eq > 0 && eq + 1 < text.size();
+  if (ok) {
+    for (absl::string_view v : absl::StrSplit(text.substr(eq + 1), ',')) {
+      double d = 0;
+      ok = ok && absl::SimpleAtod(v, &d) && std::isfinite(d);
+      values.push_back(d);
+    }
+  }
+  if (!ok) {
+    return InvalidArgumentError(
+        StrCat("value '", text, "': expected NAME=V or NAME=V1,V2,... with finite numbers"));
+  }
+  return std::make_pair(text.substr(0, eq), values);
+}
+
 namespace {
 
 // Every node whose operator this build cannot import, named in one error:
@@ -256,6 +276,52 @@ absl::Status ReadHeader(const onnx::ModelProto& proto, Model* m) {
   return absl::OkStatus();
 }
 
+// Input `in` fixed to `values`: a constant of the shape --shape gives, else
+// the model's (a dynamic dimension takes what the values leave), else one
+// dimension; integer unless the input's element type is floating point.
+absl::Status FixInput(const onnx::ValueInfoProto& in, const std::vector<double>& values,
+                      const ImportOptions& options, Model* m) {
+  const std::string what = StrCat("--value for input '", in.name(), "'");
+  Constant c;
+  if (auto o = options.input_shapes.find(in.name()); o != options.input_shapes.end()) {
+    c.shape = o->second;
+  } else if (in.type().tensor_type().has_shape()) {
+    int64_t known = 1, dynamic = -1;
+    const auto& dims = in.type().tensor_type().shape().dim();
+    for (int i = 0; i < dims.size(); ++i) {
+      const bool fixed = dims[i].has_dim_value() && dims[i].dim_value() > 0;
+      if (!fixed && dynamic >= 0) {
+        return InvalidArgumentError(
+            StrCat(what, ": the input has several dynamic dimensions; give its shape with --shape ",
+                   in.name(), "=D1xD2x..."));
+      }
+      if (!fixed) dynamic = i;
+      c.shape.push_back(fixed ? dims[i].dim_value() : 0);
+      if (fixed) known *= dims[i].dim_value();
+    }
+    if (dynamic >= 0) c.shape[size_t(dynamic)] = known > 0 ? int64_t(values.size()) / known : 0;
+  } else {
+    c.shape = {int64_t(values.size())};
+  }
+  TF_RETURN_IF_ERROR(CheckShape(c.shape, what));
+  if (c.size() != int64_t(values.size())) {
+    return InvalidArgumentError(StrCat(what, ": ", values.size(), " values for shape ",
+                                       ShapeText(c.shape), " (", c.size(), " needed)"));
+  }
+  const int type = in.type().tensor_type().elem_type();
+  c.is_int = type != onnx::TensorProto::FLOAT && type != onnx::TensorProto::DOUBLE &&
+             type != onnx::TensorProto::FLOAT16 && type != onnx::TensorProto::BFLOAT16;
+  for (double v : values) {
+    if (c.is_int && v != std::floor(v)) {
+      return InvalidArgumentError(StrCat(what, ": ", v, " is not an integer, and the input is"));
+    }
+    PushValue(&c, v);
+  }
+  m->shapes[in.name()] = c.shape;
+  m->constants[in.name()] = std::move(c);
+  return absl::OkStatus();
+}
+
 // Initializers as constants; inputs with their shapes (from the model, or
 // from `options`, which may only name inputs).
 absl::Status ReadInputs(const onnx::GraphProto& g, const ImportOptions& options, Model* mp) {
@@ -270,14 +336,19 @@ absl::Status ReadInputs(const onnx::GraphProto& g, const ImportOptions& options,
   for (const onnx::ValueInfoProto& in : g.input()) {
     if (!m.constants.count(in.name())) input_names.push_back(in.name());
   }
+  auto not_an_input = [&](const char* flag, const std::string& name) {
+    return InvalidArgumentError(StrCat(
+        flag, " names '", name,
+        "', which is not an input of the model (inputs: ", absl::StrJoin(input_names, ", "), ")"));
+  };
+  auto is_input = [&](const std::string& name) {
+    return std::find(input_names.begin(), input_names.end(), name) != input_names.end();
+  };
   for (const auto& [name, shape] : options.input_shapes) {
-    if (!name.empty() &&
-        std::find(input_names.begin(), input_names.end(), name) == input_names.end()) {
-      return InvalidArgumentError(StrCat("--shape names '", name,
-                                         "', which is not an input of the "
-                                         "model (inputs: ",
-                                         absl::StrJoin(input_names, ", "), ")"));
-    }
+    if (!name.empty() && !is_input(name)) return not_an_input("--shape", name);
+  }
+  for (const auto& [name, values] : options.input_values) {
+    if (!is_input(name)) return not_an_input("--value", name);
   }
   for (const onnx::ValueInfoProto& in : g.input()) {
     if (m.constants.count(in.name())) continue;  // an initializer listed as input
@@ -285,6 +356,10 @@ absl::Status ReadInputs(const onnx::GraphProto& g, const ImportOptions& options,
       return InvalidArgumentError(StrCat("input '", in.name(),
                                          "' is not a tensor (sequences, maps and optionals are not "
                                          "supported)"));
+    }
+    if (auto v = options.input_values.find(in.name()); v != options.input_values.end()) {
+      TF_RETURN_IF_ERROR(FixInput(in, v->second, options, &m));
+      continue;
     }
     m.inputs.push_back(in.name());
     auto o = options.input_shapes.find(in.name());
@@ -496,7 +571,8 @@ absl::Status InlineIf(const Node& n, const Branches& branches, ShapeContext& ctx
     return ctx.Error(n,
                      "an If whose condition is only known at run time is not supported (an If "
                      "imports when its condition is constant once input shapes are fixed); "
-                     "export the model with static control flow");
+                     "fix the inputs it depends on with --value NAME=V, or export the model "
+                     "with static control flow");
   }
   if (cond->size() != 1) return ctx.Error(n, "the condition must have one element");
   const auto& [then_g, else_g] = branches.at(n.outputs[0]);

@@ -48,6 +48,10 @@ struct ImportOptions {
   // Shapes for graph inputs (overriding what the model says; required for
   // dimensions the model leaves symbolic).
   std::map<std::string, std::vector<int64_t>> input_shapes;
+  // Graph inputs fixed to values (e.g. a sample rate the model branches
+  // on): each becomes a constant of the input's shape and element type and
+  // is no longer an input of the imported model.
+  std::map<std::string, std::vector<double>> input_values;
 };
 
 absl::StatusOr<Model> ImportOnnx(const std::string& bytes, const ImportOptions& options = {});
@@ -55,6 +59,10 @@ absl::StatusOr<Model> ImportOnnxFile(const std::string& path, const ImportOption
 
 // "1x3x224x224" -> {1, 3, 224, 224}; "name=1x3x224x224" splits at '='.
 absl::StatusOr<std::pair<std::string, std::vector<int64_t>>> ParseShapeOverride(
+    const std::string& text);
+
+// "sr=16000" or "mask=1,0,1" -> {"sr", {16000}}: an input's values.
+absl::StatusOr<std::pair<std::string, std::vector<double>>> ParseValueOverride(
     const std::string& text);
 
 // The operators the importer understands (for error messages and docs).

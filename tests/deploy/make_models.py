@@ -232,6 +232,17 @@ save("control_flow",
      [helper.make_tensor_value_info("cond", TensorProto.BOOL, [1]), tensor("x", [2])],
      [tensor("y", None)], [], check=False)
 
+# An If on a runtime sample rate (as Silero VAD's): imports once `rate` is
+# fixed with ImportOptions::input_values; 16000 takes Relu, others Neg.
+relu_g = helper.make_graph([helper.make_node("Relu", ["x"], ["r"])], "relu", [], [tensor("r", None)])
+neg_g = helper.make_graph([helper.make_node("Neg", ["x"], ["n"])], "neg", [], [tensor("n", None)])
+save("rate_branch",
+     [helper.make_node("Equal", ["rate", "r16k"], ["is16k"]),
+      helper.make_node("If", ["is16k"], ["y"], then_branch=relu_g, else_branch=neg_g,
+                       name="by_rate")],
+     [helper.make_tensor_value_info("rate", TensorProto.INT64, []), tensor("x", [2, 3])],
+     [tensor("y", [2, 3])], [ints("r16k", 16000)], check=False)
+
 cycle = [helper.make_node("Relu", ["x2"], ["x1"], name="a"),
          helper.make_node("Relu", ["x1"], ["x2"], name="b")]
 save("cycle", cycle, [tensor("x", [2])], [tensor("x2", [2])], [], check=False)

@@ -3,20 +3,22 @@
 // and PaddleOCR v4's three models are built and run by the graph runtime and
 // must match ONNX Runtime
 // (onnxruntime-node through bench/ort_run.js) on the same random inputs.
-// Silero VAD (IR 10, opset 18, an If at the top level) must be refused with a
-// clear error. Skips, saying why, where the models or ONNX Runtime are absent.
+// Silero VAD (IR 10, opset 18, an If on its sample rate at the top level)
+// is refused with a clear error unless the rate is fixed. Skips, saying why, where the models or
+// ONNX Runtime are absent.
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/subprocess.h"
 #include "compiler/codegen/llvm_target.h"
-#include "device_agent/runtime/graph_runtime.h"
 #include "deploy/interpreter.h"
-#include "device_agent/runtime/npy.h"
 #include "deploy/package_build.h"
+#include "device_agent/runtime/graph_runtime.h"
+#include "device_agent/runtime/npy.h"
 #include "gtest/gtest.h"
 #include "tests/deploy/ort_runner.h"
 #include "tests/testing/skip.h"
@@ -33,11 +35,14 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// A model in the cache, and the shape of its input 'x' where it is dynamic.
+// A model in the cache, the shapes of its dynamic inputs, and the inputs
+// fixed to values (as `tunefarm build --value`).
 struct OracleCase {
   const char* name;
-  std::vector<int64_t> x;
+  std::map<std::string, std::vector<int64_t>> shapes;
+  std::map<std::string, std::vector<double>> values;
 };
+void PrintTo(const OracleCase& c, std::ostream* os) { *os << c.name; }
 
 class OrtOracle : public ::testing::TestWithParam<OracleCase> {
  protected:
@@ -50,7 +55,8 @@ TEST_P(OrtOracle, OutputsMatchOnnxRuntime) {
   const std::string path = testing::ModelCache() + "/models/" + GetParam().name + ".onnx";
   ASSERT_TRUE(fs::exists(path)) << path << " missing: run scripts/fetch-models.sh";
   ImportOptions io;
-  if (!GetParam().x.empty()) io.input_shapes["x"] = GetParam().x;
+  io.input_shapes = GetParam().shapes;
+  io.input_values = GetParam().values;
   absl::StatusOr<Model> m = ImportOnnxFile(path, io);
   ASSERT_TRUE(m.ok()) << m.status();
   absl::StatusOr<v1::ModelPackage> pkg = BuildPackage(*m, codegen::HostTarget());
@@ -63,7 +69,7 @@ TEST_P(OrtOracle, OutputsMatchOnnxRuntime) {
   ASSERT_FALSE(m->outputs.empty());
   for (uint64_t seed : {1, 2}) {
     Values<float> in = RandomModelInputs(*m, seed);
-    auto theirs = testing::RunOrt(path, in, m->shapes, m->outputs, dir.path());
+    auto theirs = testing::RunOrt(path, in, m->shapes, m->outputs, dir.path(), io.input_values);
     ASSERT_TRUE(theirs.ok()) << theirs.status();
     std::map<std::string, std::vector<float>> ours;
     ASSERT_TRUE((*rt)->Run(in, &ours).ok());
@@ -72,21 +78,27 @@ TEST_P(OrtOracle, OutputsMatchOnnxRuntime) {
   }
 }
 
-// BlazeFace, and PaddleOCR v4's detector (hard-swish, nearest Resize and a
+// BlazeFace, PaddleOCR v4's detector (hard-swish, nearest Resize and a
 // stride-2 transposed convolution), recognizer (attention, LayerNorm,
-// Softmax) and direction classifier at small input sizes.
+// Softmax) and direction classifier at small input sizes, and Silero VAD (an
+// STFT as a strided conv, 1-D convs, an LSTM cell written out) with its
+// sample rate fixed, which resolves its If.
 INSTANTIATE_TEST_SUITE_P(Pretrained, OrtOracle,
-                         ::testing::Values(OracleCase{"blazeface_front_128", {}},
-                                           OracleCase{"blazeface_back_256", {}},
-                                           OracleCase{"ppocr_det_v4", {1, 3, 96, 128}},
-                                           OracleCase{"ppocr_rec_v4", {1, 3, 48, 160}},
-                                           OracleCase{"ppocr_cls_v2", {1, 3, 48, 192}}),
+                         ::testing::Values(OracleCase{"blazeface_front_128", {}, {}},
+                                           OracleCase{"blazeface_back_256", {}, {}},
+                                           OracleCase{"ppocr_det_v4", {{"x", {1, 3, 96, 128}}}, {}},
+                                           OracleCase{"ppocr_rec_v4", {{"x", {1, 3, 48, 160}}}, {}},
+                                           OracleCase{"ppocr_cls_v2", {{"x", {1, 3, 48, 192}}}, {}},
+                                           OracleCase{"silero_vad_op18_ifless",
+                                                      {{"input", {1, 512}}, {"state", {2, 1, 128}}},
+                                                      {{"sr", {16000}}}}),
                          [](const ::testing::TestParamInfo<OracleCase>& i) {
                            return std::string(i.param.name);
                          });
 
 // Silero VAD's opset-18 "ifless" export still branches on the sample rate at
-// the top level: a clear refusal naming the If, after reading IR 10.
+// the top level: without the rate fixed, a clear refusal naming the If and
+// the way out; fixed to a value of the wrong kind, an error naming it.
 TEST(Silero, ControlFlowIsRefusedWithAReason) {
   const std::string path = testing::ModelCache() + "/models/silero_vad_op18_ifless.onnx";
   if (!fs::exists(path)) TF_SKIP("no-models") << path << " missing: run scripts/fetch-models.sh";
@@ -97,6 +109,15 @@ TEST(Silero, ControlFlowIsRefusedWithAReason) {
   ASSERT_FALSE(m.ok());
   EXPECT_TRUE(absl::StrContains(m.status().message(), "control flow")) << m.status();
   EXPECT_TRUE(absl::StrContains(m.status().message(), "If")) << m.status();
+  EXPECT_TRUE(absl::StrContains(m.status().message(), "--value")) << m.status();
+  o.input_values["sr"] = {16000.5};
+  m = ImportOnnxFile(path, o);
+  ASSERT_FALSE(m.ok());
+  EXPECT_TRUE(absl::StrContains(m.status().message(), "not an integer")) << m.status();
+  o.input_values = {{"rate", {16000}}};
+  m = ImportOnnxFile(path, o);
+  ASSERT_FALSE(m.ok());
+  EXPECT_TRUE(absl::StrContains(m.status().message(), "inputs: input, sr, state")) << m.status();
 }
 
 }  // namespace

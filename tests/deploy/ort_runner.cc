@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/subprocess.h"
 #include "device_agent/runtime/npy.h"
 #include "tests/testing/temp_dir.h"
@@ -27,11 +28,11 @@ absl::Status OrtAvailable() {
   return absl::OkStatus();
 }
 
-absl::StatusOr<deploy::Values<float>> RunOrt(const std::string& model_path,
-                                             const deploy::Values<float>& inputs,
-                                             const std::map<std::string, std::vector<int64_t>>& shapes,
-                                             const std::vector<std::string>& outputs,
-                                             const std::string& scratch) {
+absl::StatusOr<deploy::Values<float>> RunOrt(
+    const std::string& model_path, const deploy::Values<float>& inputs,
+    const std::map<std::string, std::vector<int64_t>>& shapes,
+    const std::vector<std::string>& outputs, const std::string& scratch,
+    const std::map<std::string, std::vector<double>>& fixed) {
   static int calls = 0;
   const std::string out_dir = absl::StrCat(scratch, "/ort-out-", calls++);
   std::vector<std::string> argv = {"/usr/bin/env", "node",
@@ -43,6 +44,10 @@ absl::StatusOr<deploy::Values<float>> RunOrt(const std::string& model_path,
     std::ofstream(f, std::ios::binary) << runner::WriteNpy(shapes.at(name), v);
     argv.push_back("--input");
     argv.push_back(name + "=" + f);
+  }
+  for (const auto& [name, values] : fixed) {
+    argv.push_back("--value");
+    argv.push_back(absl::StrCat(name, "=", absl::StrJoin(values, ",")));
   }
   auto child = Subprocess::Start(argv);
   if (!child.ok()) return child.status();

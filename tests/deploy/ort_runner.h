@@ -20,11 +20,13 @@ absl::Status OrtAvailable();
 
 // The model's outputs, by name, for `inputs` (shapes in `shapes`), run by
 // ONNX Runtime on one thread; `scratch` is a directory for the files passed.
-absl::StatusOr<deploy::Values<float>> RunOrt(const std::string& model_path,
-                                             const deploy::Values<float>& inputs,
-                                             const std::map<std::string, std::vector<int64_t>>& shapes,
-                                             const std::vector<std::string>& outputs,
-                                             const std::string& scratch);
+// `fixed` are inputs given as values (what ImportOptions::input_values fixed
+// in our import), passed in the input's own element type.
+absl::StatusOr<deploy::Values<float>> RunOrt(
+    const std::string& model_path, const deploy::Values<float>& inputs,
+    const std::map<std::string, std::vector<int64_t>>& shapes,
+    const std::vector<std::string>& outputs, const std::string& scratch,
+    const std::map<std::string, std::vector<double>>& fixed = {});
 
 // Largest |ours - theirs| over every output, relative to each output's
 // largest |theirs| but at least 0.01 (outputs that are all near 0 compare

@@ -64,6 +64,15 @@ TEST_F(ModelJob, SubmitAnOnnxModelAndTuneItsTasks) {
   r = cli({"submit", dir.File("tiny_dynamic.onnx"), "--target=llvm", "--device_key=x86-test"});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_TRUE(absl::StrContains(r.err, "give its shape with --shape x=")) << r.err;
+  // An If on an input: resolved only with the input fixed, which the server's
+  // import reads from the spec (a non-integer rate is refused there).
+  r = cli({"submit", dir.File("rate_branch.onnx"), "--target=llvm", "--device_key=x86-test"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(absl::StrContains(r.err, "fix the inputs it depends on with --value")) << r.err;
+  r = cli({"submit", dir.File("rate_branch.onnx"), "--value=rate=0.5", "--target=llvm",
+           "--device_key=x86-test"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(absl::StrContains(r.err, "--value for input 'rate': 0.5 is not an integer")) << r.err;
   r = cli({"jobs"});
   EXPECT_FALSE(absl::StrContains(r.out, "tiny")) << r.out;
 

@@ -179,6 +179,44 @@ TEST_F(OnnxTest, BadModelsAreClearErrors) {
             "not an ONNX model (the protobuf does not parse)");
 }
 
+// An input fixed to a value is a constant of the input's type and shape,
+// no longer an input, and an If on it takes its branch; bad values are
+// clear errors.
+TEST_F(OnnxTest, FixedInputValuesResolveControlFlow) {
+  EXPECT_TRUE(absl::StrContains(Error("rate_branch"), "fix the inputs it depends on with --value"))
+      << Error("rate_branch");
+  for (double rate : {16000.0, 8000.0}) {
+    ImportOptions o;
+    o.input_values["rate"] = {rate};
+    absl::StatusOr<Model> m = ImportOnnxFile(Path("rate_branch"), o);
+    ASSERT_TRUE(m.ok()) << m.status();
+    EXPECT_EQ(m->inputs, (std::vector<std::string>{"x"}));
+    EXPECT_TRUE(m->constants.at("rate").is_int);
+    EXPECT_TRUE(m->constants.at("rate").shape.empty());
+    ASSERT_EQ(m->nodes.size(), 2u);  // the branch's op, then the If's output
+    EXPECT_EQ(m->nodes[0].op, rate == 16000 ? "Relu" : "Neg");
+    EXPECT_EQ(m->shapes.at("y"), (std::vector<int64_t>{2, 3}));
+  }
+  ImportOptions o;
+  o.input_values["rate"] = {16000, 8000};
+  EXPECT_TRUE(absl::StrContains(Error("rate_branch", o), "2 values for shape scalar (1 needed)"))
+      << Error("rate_branch", o);
+  o.input_values = {{"rate", {0.5}}};
+  EXPECT_TRUE(absl::StrContains(Error("rate_branch", o), "0.5 is not an integer"))
+      << Error("rate_branch", o);
+  o.input_values = {{"sr", {1}}};
+  EXPECT_TRUE(absl::StrContains(Error("rate_branch", o),
+                                "--value names 'sr', which is not an input of the model (inputs: "
+                                "rate, x)"))
+      << Error("rate_branch", o);
+  auto v = ParseValueOverride("mask=1,0,2.5");
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(v->first, "mask");
+  EXPECT_EQ(v->second, (std::vector<double>{1, 0, 2.5}));
+  for (const char* bad : {"sr", "=1", "sr=", "sr=1,,2", "sr=x", "sr=inf"})
+    EXPECT_FALSE(ParseValueOverride(bad).ok()) << bad;
+}
+
 // Truncations and random byte changes of a real model: an error or a model,
 // never a crash or a hang.
 TEST_F(OnnxTest, FuzzedBytesNeverCrash) {
