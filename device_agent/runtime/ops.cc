@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <map>
 #include <numeric>
@@ -1071,15 +1072,22 @@ absl::Status Op<T>::Resize(bool upsample) {
   if (lin.empty() && r > 0) {
     // Nearest (or linear with whole weights): one source row per output row,
     // then a copy through the last dimension's index table.
+    // A last dimension kept as it is (channels-last data) copies whole rows.
     const std::vector<int64_t>& col = i0[r - 1];
     const int64_t width = os[r - 1];
+    bool same_row = xs[r - 1] == width;
+    for (int64_t j = 0; same_row && j < width; ++j) same_row = col[size_t(j)] == j;
     Shape idx(r, 0);
     for (int64_t row = 0; row < total; row += width) {
       int64_t base = 0;
       for (size_t d = 0; d + 1 < r; ++d) base += i0[d][size_t(idx[d])] * xst[d];
       const T* src = x + base;
       T* dst = y + row;
-      for (int64_t j = 0; j < width; ++j) dst[j] = src[col[size_t(j)]];
+      if (same_row) {
+        std::memcpy(dst, src, size_t(width) * sizeof(T));
+      } else {
+        for (int64_t j = 0; j < width; ++j) dst[j] = src[col[size_t(j)]];
+      }
       idx[r - 1] = width - 1;
       NextIndex(&idx, os);
     }

@@ -248,7 +248,8 @@ TEST_F(GraphTest, ChannelsLastBuildsMatch) {
   EXPECT_LE(transposes.size(), 7u) << absl::StrJoin(transposes, ", ");
   EXPECT_GE(transposes.size(), 1u);
   int nhwc_elementwise = 0;
-  for (const char* name : {"mobilenet_v2", "yolov5s_160", "dags"}) {
+  std::set<std::string> nhwc_native;  // ops of native steps run channels-last
+  for (const char* name : {"mobilenet_v2", "yolov5s_160", "dags", "nhwc_native"}) {
     SCOPED_TRACE(name);
     absl::StatusOr<TaskExtraction> ex = ExtractTasks(Import(name), xo);
     ASSERT_TRUE(ex.ok()) << ex.status();
@@ -264,7 +265,17 @@ TEST_F(GraphTest, ChannelsLastBuildsMatch) {
           (k.workload().has_conv2d() && k.workload().conv2d().layout() == v1::DATA_LAYOUT_NHWC) ||
           (k.workload().has_pool2d() && k.workload().pool2d().layout() == v1::DATA_LAYOUT_NHWC);
     EXPECT_GT(nhwc_kernels, 0);
+    for (const auto& st : p.steps()) {
+      if (!st.has_node() || st.node().op() == "Transpose") continue;
+      for (const std::string& in : st.node().inputs())
+        if (absl::EndsWith(in, "@nhwc")) nhwc_native.insert(st.node().op());
+    }
   }
+  // Concat, Resize and elementwise nodes of values written channels-last
+  // run channels-last (axis, scales and constants permuted) and match the
+  // reference above.
+  for (const char* op : {"Concat", "Resize", "Mul", "Sub"})
+    EXPECT_TRUE(nhwc_native.count(op)) << op << ": " << absl::StrJoin(nhwc_native, ", ");
   // 1-D convolutions (3-D values) stay NCHW.
   EXPECT_GE(CheckAgainstReference(Import("conv1d"), nhwc, nullptr, dir_->File("conv1d.onnx")), 2);
   // Elementwise kernels reading a value written channels-last stay so.

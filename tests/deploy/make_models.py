@@ -207,6 +207,22 @@ conv1d = [helper.make_node("Conv", ["x", "w1"], ["a"], name="pointwise1d"),
 save("conv1d", conv1d, [tensor("x", [1, 8, 900])], [tensor("y", [1, 16, 900])],
      [init("w1", (16, 8, 1)), init("w2", (16, 16, 3))])
 
+# Native steps after channels-last 1x1 convs (16 channels: whole vectors
+# for AVX2 and AVX-512): a Concat, elementwise ops with a per-channel and a
+# per-column constant (under 4,096 elements, so not kernels), a Resize.
+nhwc_native = [
+    helper.make_node("Conv", ["x", "w1"], ["a"], name="pw_a"),
+    helper.make_node("Conv", ["x", "w2"], ["b"], name="pw_b"),
+    helper.make_node("Concat", ["a", "b"], ["ab"], axis=1, name="cat"),
+    helper.make_node("Mul", ["ab", "per_channel"], ["m"], name="scale"),
+    helper.make_node("Sub", ["m", "per_column"], ["s"], name="shift"),
+    helper.make_node("Resize", ["s", "", "scales"], ["y"], mode="nearest", name="up2"),
+]
+save("nhwc_native", nhwc_native, [tensor("x", [1, 8, 8, 8])], [tensor("y", [1, 32, 16, 16])],
+     [init("w1", (16, 8, 1, 1)), init("w2", (16, 8, 1, 1)), init("per_channel", (1, 32, 1, 1)),
+      init("per_column", (8,)),
+      numpy_helper.from_array(np.array([1, 1, 2, 2], dtype=np.float32), "scales")])
+
 # TopK with k from a constant input: values and indices.
 topk = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv"),
         helper.make_node("TopK", ["c", "k"], ["y", "i"], name="the_topk")]
