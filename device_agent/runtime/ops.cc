@@ -74,6 +74,17 @@ class Op {
   // y = f(x) element by element, computed in double.
   template <typename F>
   absl::Status Map(F f);
+  // y = f(x) element by element, computed in T (float math in the runtime,
+  // double in the reference interpreter).
+  template <typename F>
+  absl::Status MapInT(F f) {
+    const T* x = In(0);
+    T* y = Out();
+    Parallel(Numel(OutShape()), [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) y[i] = f(x[i]);
+    });
+    return absl::OkStatus();
+  }
   // Applies f to the broadcast inputs [first, first + count) elementwise;
   // kBinary: count is 2 and f reads v[0] and v[1] only.
   template <bool kBinary = false, typename F>
@@ -90,6 +101,7 @@ class Op {
   absl::Status Gelu();
   absl::Status PRelu();
   absl::Status MinMax(bool max);
+  absl::Status Pow();
   absl::Status Conv();
   absl::Status ConvTranspose();
   absl::Status Gemm();
@@ -161,6 +173,17 @@ absl::Status Op<T>::Map(F f) {
     for (int64_t i = b; i < e; ++i) y[i] = T(f(double(x[i])));
   });
   return absl::OkStatus();
+}
+
+// A constant exponent of 2 squares (as std::pow does, exactly); any other
+// exponent broadcasts through std::pow.
+template <typename T>
+absl::Status Op<T>::Pow() {
+  std::vector<double> e;
+  if (a_.in_const.size() > 1 && a_.in_const[1] != nullptr && Params(1, &e) && e.size() == 1 &&
+      e[0] == 2 && InShape(0) == OutShape())
+    return Map([](double v) { return v * v; });
+  return Zip([](auto a, auto b) { return std::pow(a, b); });
 }
 
 // Bounds: attributes before opset 11, inputs from 11 (absent: unbounded).
@@ -945,38 +968,48 @@ absl::Status Op<T>::Pad() {
   }
   if (mode != "constant" && mode != "reflect" && mode != "edge")
     return Error(StrCat("mode '", mode, "' is not supported"));
+  const bool constant = mode == "constant", edge = mode == "edge";
+  // Source index of output index i along dim d; -1 outside (constant mode).
+  auto source = [&](size_t d, int64_t i) -> int64_t {
+    int64_t v = i - begin[d];
+    const int64_t n = InShape(0)[d];
+    if (v >= 0 && v < n) return v;
+    if (constant) return -1;
+    if (edge || n == 1) return std::clamp<int64_t>(v, 0, n - 1);
+    const int64_t period = 2 * (n - 1);  // reflect
+    v = ((v % period) + period) % period;
+    return v >= n ? period - v : v;
+  };
   const Shape& os = OutShape();
   const Shape xst = Strides(xs);
   const T* x = In(0);
   T* y = Out();
   const int64_t total = Numel(os);
+  if (r == 0) {
+    if (total == 1) y[0] = x[0];
+    return absl::OkStatus();
+  }
+  // Row by row along the last dimension, through its index table.
+  const int64_t width = os[r - 1];
+  std::vector<int64_t> from(static_cast<size_t>(width));
+  for (int64_t j = 0; j < width; ++j) from[size_t(j)] = source(r - 1, j);
   Shape idx(r, 0);
-  for (int64_t i = 0; i < total; ++i) {
-    int64_t off = 0;
+  for (int64_t row = 0; width > 0 && row < total; row += width) {
+    int64_t base = 0;
     bool outside = false;
-    for (size_t dd = 0; dd < r; ++dd) {
-      int64_t v = idx[dd] - begin[dd];
-      const int64_t n = xs[dd];
-      if (v < 0 || v >= n) {
-        if (mode == "constant") {
-          outside = true;
-          break;
-        }
-        if (mode == "edge") {
-          v = std::clamp<int64_t>(v, 0, n - 1);
-        } else {  // reflect
-          if (n == 1) {
-            v = 0;
-          } else {
-            const int64_t period = 2 * (n - 1);
-            v = ((v % period) + period) % period;
-            if (v >= n) v = period - v;
-          }
-        }
-      }
-      off += v * xst[dd];
+    for (size_t d = 0; d + 1 < r && !outside; ++d) {
+      const int64_t v = source(d, idx[d]);
+      outside = v < 0;
+      base += v * xst[d];
     }
-    y[i] = outside ? T(cval) : x[off];
+    T* dst = y + row;
+    if (outside) {
+      std::fill(dst, dst + width, T(cval));
+    } else {
+      for (int64_t j = 0; j < width; ++j)
+        dst[j] = from[size_t(j)] < 0 ? T(cval) : x[base + from[size_t(j)]];
+    }
+    idx[r - 1] = width - 1;
     NextIndex(&idx, os);
   }
   return absl::OkStatus();
@@ -1447,7 +1480,7 @@ const std::vector<NativeOp>& NativeTable() {
                return o.Map([alpha](double v) { return v >= 0 ? v : alpha * (std::exp(v) - 1); });
              }),
       Kernel("Erf", [](auto& o) { return o.Map([](double v) { return std::erf(v); }); }),
-      Kernel("Exp", [](auto& o) { return o.Map([](double v) { return std::exp(v); }); }),
+      Kernel("Exp", [](auto& o) { return o.MapInT([](auto v) { return std::exp(v); }); }),
       Kernel("Floor", [](auto& o) { return o.Map([](double v) { return std::floor(v); }); }),
       Kernel("Log", [](auto& o) { return o.Map([](double v) { return std::log(v); }); }),
       Kernel("Gelu", [](auto& o) { return o.Gelu(); }),
@@ -1482,13 +1515,13 @@ const std::vector<NativeOp>& NativeTable() {
                });
              }),
       Kernel("Sigmoid",
-             [](auto& o) { return o.Map([](double v) { return 1.0 / (1.0 + std::exp(-v)); }); }),
+             [](auto& o) { return o.MapInT([](auto v) { return 1 / (1 + std::exp(-v)); }); }),
       Kernel("Softplus",
              [](auto& o) {
                return o.Map([](double v) { return v > 30 ? v : std::log1p(std::exp(v)); });
              }),
       Kernel("Sqrt", [](auto& o) { return o.Map([](double v) { return std::sqrt(v); }); }),
-      Kernel("Tanh", [](auto& o) { return o.Map([](double v) { return std::tanh(v); }); }),
+      Kernel("Tanh", [](auto& o) { return o.MapInT([](auto v) { return std::tanh(v); }); }),
       // Broadcast inputs (computed in T).
       Kernel("Add", [](auto& o) { return o.Zip([](auto a, auto b) { return a + b; }); }),
       Kernel("Div", [](auto& o) { return o.Zip([](auto a, auto b) { return a / b; }); }),
@@ -1506,7 +1539,7 @@ const std::vector<NativeOp>& NativeTable() {
       Kernel("Max", [](auto& o) { return o.MinMax(true); }),
       Kernel("Min", [](auto& o) { return o.MinMax(false); }),
       Kernel("Mul", [](auto& o) { return o.Zip([](auto a, auto b) { return a * b; }); }),
-      Kernel("Pow", [](auto& o) { return o.Zip([](auto a, auto b) { return std::pow(a, b); }); }),
+      Kernel("Pow", [](auto& o) { return o.Pow(); }),
       Kernel("PRelu", [](auto& o) { return o.PRelu(); }),
       Kernel("Sub", [](auto& o) { return o.Zip([](auto a, auto b) { return a - b; }); }),
       Kernel("Where",
