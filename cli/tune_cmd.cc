@@ -34,8 +34,8 @@ constexpr const char* kHelp =
     R"(usage: tunefarm tune --workload SPEC [--target T|host] [--trials N] [--seconds S]
                      [--early-stop N] [--strategy evolutionary|random] [--threads N] [--batch N] [--seed N]
                      [--flush-cache] [--db FILE] [--load-model FILE] [--save-model FILE]
-       tunefarm tune MODEL.onnx [--shape NAME=D1xD2x...]... [--value NAME=V,...]... [--layout nchw|nhwc] [-o MODEL.tfpkg]
-                     [same flags]
+       tunefarm tune MODEL.onnx [--shape NAME=D1xD2x...]... [--value NAME=V,...]...
+                     [--layout nchw|nhwc] [-o MODEL.tfpkg] [same flags]
 
 Tunes one workload, or every task of a model, on this machine, with no
 server to start: schedules are compiled here, run in a child process,

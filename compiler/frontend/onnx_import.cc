@@ -315,6 +315,8 @@ absl::Status FixInput(const onnx::ValueInfoProto& in, const std::vector<double>&
     if (c.is_int && v != std::floor(v)) {
       return InvalidArgumentError(StrCat(what, ": ", v, " is not an integer, and the input is"));
     }
+    if (c.is_int && std::fabs(v) >= 9.2e18)
+      return InvalidArgumentError(StrCat(what, ": ", v, " is out of the integer range"));
     PushValue(&c, v);
   }
   m->shapes[in.name()] = c.shape;

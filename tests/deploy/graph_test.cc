@@ -651,6 +651,28 @@ TEST_F(GraphTest, CliBuildsAndRunsAModel) {
                           dir_->path());
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_TRUE(absl::StrContains(r.err, "'nope' is not an input")) << r.err;
+
+  // --value fixes an input: the If on it takes a branch and the package
+  // has only the other input; a malformed or misnamed value exits 2 or 1.
+  const std::string rate = dir_->File("rate_branch.onnx");
+  r = testing::RunCommand(
+      {cli, "build", rate, "-o", dir_->File("rate.tfpkg"), "--untuned", "--value", "rate=16000"},
+      dir_->path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  absl::StatusOr<v1::ModelPackage> fixed = GraphRuntime::ReadPackage(dir_->File("rate.tfpkg"));
+  ASSERT_TRUE(fixed.ok()) << fixed.status();
+  EXPECT_EQ(std::vector<std::string>(fixed->inputs().begin(), fixed->inputs().end()),
+            std::vector<std::string>{"x"});
+  r = testing::RunCommand(
+      {cli, "build", rate, "-o", dir_->File("rate.tfpkg"), "--untuned", "--value", "rate="},
+      dir_->path());
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(absl::StrContains(r.err, "expected NAME=V")) << r.err;
+  r = testing::RunCommand(
+      {cli, "build", rate, "-o", dir_->File("rate.tfpkg"), "--untuned", "--value", "sr=1"},
+      dir_->path());
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(absl::StrContains(r.err, "--value names 'sr'")) << r.err;
 }
 
 }  // namespace

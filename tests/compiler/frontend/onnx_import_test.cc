@@ -204,6 +204,9 @@ TEST_F(OnnxTest, FixedInputValuesResolveControlFlow) {
   o.input_values = {{"rate", {0.5}}};
   EXPECT_TRUE(absl::StrContains(Error("rate_branch", o), "0.5 is not an integer"))
       << Error("rate_branch", o);
+  o.input_values = {{"rate", {1e300}}};
+  EXPECT_TRUE(absl::StrContains(Error("rate_branch", o), "out of the integer range"))
+      << Error("rate_branch", o);
   o.input_values = {{"sr", {1}}};
   EXPECT_TRUE(absl::StrContains(Error("rate_branch", o),
                                 "--value names 'sr', which is not an input of the model (inputs: "

@@ -211,8 +211,9 @@ TEST(OpRegistryTest, IfWithAConstantConditionIsItsTakenBranch) {
   ASSERT_FALSE(m.ok());
   EXPECT_EQ(m.status().message(),
             "If node 'branch': an If whose condition is only known at run time is not supported "
-            "(an If imports when its condition is constant once input shapes are fixed); export "
-            "the model with static control flow");
+            "(an If imports when its condition is constant once input shapes are fixed); fix "
+            "the inputs it depends on with --value NAME=V, or export the model with static "
+            "control flow");
   // The taken branch's operators are checked like the graph's.
   m = ImportOnnx(IfModel(true, 4, "NonZero", "Relu"));
   ASSERT_FALSE(m.ok());
