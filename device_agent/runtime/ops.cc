@@ -80,7 +80,7 @@ class Op {
   absl::Status MapInT(F f) {
     const T* x = In(0);
     T* y = Out();
-    Parallel(Numel(OutShape()), [&](int64_t b, int64_t e) {
+    ParallelElements(Numel(OutShape()), [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i) y[i] = f(x[i]);
     });
     return absl::OkStatus();
@@ -154,6 +154,14 @@ class Op {
   void Parallel(int64_t n, F f) const {
     ParallelFor(a_.parallel, a_.parallel_ctx, n, f);
   }
+  // f over [0, n) element ranges, in chunks of kElementChunk: fewer
+  // elements run on the calling thread (waking the pool costs more).
+  template <typename F>
+  void ParallelElements(int64_t n, F f) const {
+    constexpr int64_t kElementChunk = 4096;
+    Parallel((n + kElementChunk - 1) / kElementChunk,
+             [&](int64_t b, int64_t e) { f(b * kElementChunk, std::min(n, e * kElementChunk)); });
+  }
 
   // Spatial pads [begin..., end...] of a conv or pool node with `sp` spatial dims.
   absl::Status SpatialPads(const Shape& in, const Shape& out, const Shape& k, const Shape& s,
@@ -169,7 +177,7 @@ absl::Status Op<T>::Map(F f) {
   const T* x = In(0);
   T* y = Out();
   const int64_t n = Numel(OutShape());
-  Parallel(n, [&](int64_t b, int64_t e) {
+  ParallelElements(n, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) y[i] = T(f(double(x[i])));
   });
   return absl::OkStatus();
