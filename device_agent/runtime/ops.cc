@@ -891,11 +891,22 @@ absl::Status Op<T>::Slice() {
   const int64_t total = Numel(os);
   const T* x = In(0);
   T* y = Out();
+  if (r == 0) {
+    if (total == 1) y[0] = x[0];
+    return absl::OkStatus();
+  }
+  // Row by row along the last dimension: a copy where its step is 1.
+  const int64_t width = os[r - 1], last = start[r - 1], stride = step[r - 1] * xst[r - 1];
   Shape idx(r, 0);
-  for (int64_t i = 0; i < total; ++i) {
-    int64_t off = 0;
-    for (size_t dd = 0; dd < r; ++dd) off += (start[dd] + idx[dd] * step[dd]) * xst[dd];
-    y[i] = x[off];
+  for (int64_t row = 0; width > 0 && row < total; row += width) {
+    int64_t off = last * xst[r - 1];
+    for (size_t d = 0; d + 1 < r; ++d) off += (start[d] + idx[d] * step[d]) * xst[d];
+    if (stride == 1) {
+      std::memcpy(y + row, x + off, size_t(width) * sizeof(T));
+    } else {
+      for (int64_t j = 0; j < width; ++j) y[row + j] = x[off + j * stride];
+    }
+    idx[r - 1] = width - 1;
     NextIndex(&idx, os);
   }
   return absl::OkStatus();
