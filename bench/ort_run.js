@@ -63,12 +63,9 @@ async function main() {
     else if (k === '--seed') seed = Number(v);
     else if (k === '--out') out = v;
     else if (k === '--input') { const [n, f] = v.split('='); inputs[n] = readNpy(f); }
-    else if (k === '--shape') { const [n, d] = v.split('='); shapes[n] = d.split('x').map(Number);
-    } else if (k === '--value') {
-      const [n, d] = v.split('=');
-      values[n] = d.split(',').map(Number);
-    } else
-      throw new Error(`unknown flag ${k}`);
+    else if (k === '--shape') { const [n, d] = v.split('='); shapes[n] = d.split('x').map(Number); }
+    else if (k === '--value') { const [n, d] = v.split('='); values[n] = d.split(',').map(Number); }
+    else throw new Error(`unknown flag ${k}`);
   }
   const session = await ort.InferenceSession.create(model, {
     intraOpNumThreads: threads, interOpNumThreads: 1, executionMode: 'sequential',
@@ -83,9 +80,8 @@ async function main() {
       const known = meta && meta.shape && meta.shape.every(d => typeof d === 'number');
       const shape = shapes[name] || (known ? meta.shape : [v.length]);
       const type = (meta && meta.type) || 'float32';
-      const data = type === 'int64' ? BigInt64Array.from(v.map(BigInt)) :
-          type === 'int32'          ? Int32Array.from(v) :
-                                      Float32Array.from(v);
+      const data = type === 'int64' ? BigInt64Array.from(v.map(BigInt))
+                 : type === 'int32' ? Int32Array.from(v) : Float32Array.from(v);
       feeds[name] = new ort.Tensor(type, data, shape);
       continue;
     }

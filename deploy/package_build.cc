@@ -535,7 +535,7 @@ bool AddNhwcNode(const Model& model, const Node& n, PackageConstants* consts, La
     for (size_t k = 2; k < n.inputs.size(); ++k) {  // scales, sizes: one value per axis
       if (n.inputs[k].empty()) continue;
       if (!is_const(n.inputs[k])) return false;
-      Constant c = model.constants.at(n.inputs[k]);
+      const Constant& c = model.constants.at(n.inputs[k]);
       if (c.size() != 4) return false;
       Constant p = c;
       for (size_t d = 0; d < 4; ++d) {

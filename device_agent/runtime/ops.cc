@@ -174,13 +174,7 @@ class Op {
 template <typename T>
 template <typename F>
 absl::Status Op<T>::Map(F f) {
-  const T* x = In(0);
-  T* y = Out();
-  const int64_t n = Numel(OutShape());
-  ParallelElements(n, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) y[i] = T(f(double(x[i])));
-  });
-  return absl::OkStatus();
+  return MapInT([&f](T v) { return T(f(double(v))); });
 }
 
 // A constant exponent of 2 squares (as std::pow does, exactly); any other
@@ -991,7 +985,7 @@ absl::Status Op<T>::Pad() {
   // Source index of output index i along dim d; -1 outside (constant mode).
   auto source = [&](size_t d, int64_t i) -> int64_t {
     int64_t v = i - begin[d];
-    const int64_t n = InShape(0)[d];
+    const int64_t n = xs[d];
     if (v >= 0 && v < n) return v;
     if (constant) return -1;
     if (edge || n == 1) return std::clamp<int64_t>(v, 0, n - 1);
