@@ -74,7 +74,8 @@ Runs a built model on this machine. Inputs come from .npy files (float32 or
 float64, C order); inputs not given are filled with seeded uniform random
 values in [-1, 1). Prints each output's shape and statistics; --output-dir
 writes OUTPUT.npy files; --repeat N runs N more times and prints the median
-latency; --profile prints the time of every step.
+latency; --profile prints the time of every step (its mean over the
+repeated runs).
 
 With --device-key the package goes through the server to a connected agent
 of that key and runs there in a child process of the agent's (end-to-end
@@ -424,11 +425,17 @@ int RunModel(const std::vector<std::string>& args, std::ostream& out, std::ostre
     return Fail(err, 1, std::string(s.message()));
   const double first = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::vector<double> lat;
+  // --profile: each step's mean over the timed runs (the first run alone when there are none).
+  std::vector<double> step_sec = (*rt)->StepSeconds();
+  if (repeat > 0) step_sec.assign(step_sec.size(), 0.0);
   for (int64_t r = 0; r < repeat; ++r) {
     auto t = std::chrono::steady_clock::now();
     if (absl::Status s = (*rt)->Run(inputs, nullptr); !s.ok())
       return Fail(err, 1, std::string(s.message()));
     lat.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count());
+    const std::vector<double>& sec = (*rt)->StepSeconds();
+    for (size_t s = 0; s < sec.size() && s < step_sec.size(); ++s)
+      step_sec[s] += sec[s] / double(repeat);
   }
   std::vector<ModelOutput> outs;
   for (const std::string& name : pkg->outputs())
@@ -436,9 +443,9 @@ int RunModel(const std::vector<std::string>& args, std::ostream& out, std::ostre
   if (int code = ReportRun(f, f.positional()[0], int(threads), first, lat, outs, "", out, err))
     return code;
   if (ro.profile && !f.Has("json")) {
-    const auto& sec = (*rt)->StepSeconds();
+    const std::vector<double>& sec = step_sec;
     for (size_t s = 0; s < sec.size(); ++s)
-      out << absl::StrFormat("  %4d %9.3f ms  %s\n", s, sec[s] * 1e3, (*rt)->StepLabel(int(s)));
+      out << absl::StrFormat("  %4d %10.4f ms  %s\n", s, sec[s] * 1e3, (*rt)->StepLabel(int(s)));
     const runner::TimeShares t = runner::SharesOf(*pkg, sec);
     const double all = std::max(t.total(), 1e-12);
     out << absl::StrFormat(

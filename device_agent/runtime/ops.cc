@@ -889,19 +889,27 @@ absl::Status Op<T>::Slice() {
     if (total == 1) y[0] = x[0];
     return absl::OkStatus();
   }
-  // Row by row along the last dimension: a copy where its step is 1.
-  const int64_t width = os[r - 1], last = start[r - 1], stride = step[r - 1] * xst[r - 1];
-  Shape idx(r, 0);
-  for (int64_t row = 0; width > 0 && row < total; row += width) {
-    int64_t off = last * xst[r - 1];
-    for (size_t d = 0; d + 1 < r; ++d) off += (start[d] + idx[d] * step[d]) * xst[d];
-    if (stride == 1) {
-      std::memcpy(y + row, x + off, size_t(width) * sizeof(T));
+  // Trailing dimensions taken whole merge with the innermost one that is
+  // not into runs of `count` pieces of `inner` contiguous elements; a
+  // step of 1 makes the run one copy.
+  size_t k = r - 1;
+  int64_t inner = 1;
+  while (k > 0 && start[k] == 0 && step[k] == 1 && os[k] == xs[k]) inner *= os[k--];
+  const int64_t count = os[k], stride = step[k] * xst[k], run = count * inner;
+  const Shape outer(os.begin(), os.begin() + int64_t(k));
+  Shape idx(k, 0);
+  for (int64_t row = 0; run > 0 && row < total; row += run) {
+    int64_t off = start[k] * xst[k];
+    for (size_t d = 0; d < k; ++d) off += (start[d] + idx[d] * step[d]) * xst[d];
+    if (step[k] == 1) {
+      std::memcpy(y + row, x + off, size_t(run) * sizeof(T));
+    } else if (inner > 1) {
+      for (int64_t j = 0; j < count; ++j)
+        std::memcpy(y + row + j * inner, x + off + j * stride, size_t(inner) * sizeof(T));
     } else {
-      for (int64_t j = 0; j < width; ++j) y[row + j] = x[off + j * stride];
+      for (int64_t j = 0; j < count; ++j) y[row + j] = x[off + j * stride];
     }
-    idx[r - 1] = width - 1;
-    NextIndex(&idx, os);
+    NextIndex(&idx, outer);
   }
   return absl::OkStatus();
 }
@@ -1002,10 +1010,40 @@ absl::Status Op<T>::Pad() {
     if (total == 1) y[0] = x[0];
     return absl::OkStatus();
   }
-  // Row by row along the last dimension, through its index table.
+  // Row by row along the last dimension, through its index table cut
+  // into segments: a run of consecutive source indices is one copy, a run
+  // outside the data (constant mode) one fill, anything else per element.
   const int64_t width = os[r - 1];
+  // The data's own run along the last dimension maps j -> j - begin; only
+  // the borders go through source().
+  const int64_t run_lo = std::clamp<int64_t>(begin[r - 1], 0, width);
+  const int64_t run_hi = std::clamp<int64_t>(begin[r - 1] + xs[r - 1], run_lo, width);
   std::vector<int64_t> from(static_cast<size_t>(width));
-  for (int64_t j = 0; j < width; ++j) from[size_t(j)] = source(r - 1, j);
+  for (int64_t j = 0; j < width; ++j)
+    from[size_t(j)] = j >= run_lo && j < run_hi ? j - begin[r - 1] : source(r - 1, j);
+  struct Segment {
+    int64_t at, len, src;  // src: first source index, or -1 (fill)
+    bool run;              // consecutive sources (or a fill)
+  };
+  std::vector<Segment> segs;
+  for (int64_t j = 0; j < width;) {
+    int64_t e = j + 1;
+    const int64_t f = from[size_t(j)];
+    if (f < 0) {
+      while (e < width && from[size_t(e)] < 0) ++e;
+      segs.push_back({j, e - j, -1, true});
+    } else {
+      while (e < width && from[size_t(e)] == f + (e - j)) ++e;
+      if (e - j > 1) {
+        segs.push_back({j, e - j, f, true});
+      } else if (!segs.empty() && !segs.back().run) {
+        ++segs.back().len;
+      } else {
+        segs.push_back({j, 1, f, false});
+      }
+    }
+    j = e;
+  }
   Shape idx(r, 0);
   for (int64_t row = 0; width > 0 && row < total; row += width) {
     int64_t base = 0;
@@ -1019,8 +1057,15 @@ absl::Status Op<T>::Pad() {
     if (outside) {
       std::fill(dst, dst + width, T(cval));
     } else {
-      for (int64_t j = 0; j < width; ++j)
-        dst[j] = from[size_t(j)] < 0 ? T(cval) : x[base + from[size_t(j)]];
+      for (const Segment& g : segs) {
+        if (g.src < 0) {
+          std::fill(dst + g.at, dst + g.at + g.len, T(cval));
+        } else if (g.run) {
+          std::memcpy(dst + g.at, x + base + g.src, size_t(g.len) * sizeof(T));
+        } else {
+          for (int64_t j = g.at; j < g.at + g.len; ++j) dst[j] = x[base + from[size_t(j)]];
+        }
+      }
     }
     idx[r - 1] = width - 1;
     NextIndex(&idx, os);
@@ -1302,15 +1347,24 @@ absl::Status Op<T>::Gather() {
   const int64_t outer = Numel(Shape(xs.begin(), xs.begin() + axis));
   const int64_t inner = Numel(Shape(xs.begin() + axis + 1, xs.end()));
   const int64_t dim = xs[size_t(axis)];
+  std::vector<int64_t> at(idx.size());
+  for (size_t j = 0; j < idx.size(); ++j) {
+    int64_t k = int64_t(idx[j]);
+    if (k < 0) k += dim;
+    if (k < 0 || k >= dim) return Error(StrCat("index ", int64_t(idx[j]), " out of range"));
+    at[j] = k;
+  }
   const T* x = In(0);
   T* y = Out();
+  const int64_t m = int64_t(at.size());
   for (int64_t o = 0; o < outer; ++o) {
-    for (size_t j = 0; j < idx.size(); ++j) {
-      int64_t k = int64_t(idx[j]);
-      if (k < 0) k += dim;
-      if (k < 0 || k >= dim) return Error(StrCat("index ", int64_t(idx[j]), " out of range"));
-      std::copy(x + (o * dim + k) * inner, x + (o * dim + k + 1) * inner,
-                y + (o * int64_t(idx.size()) + int64_t(j)) * inner);
+    const T* src = x + o * dim * inner;
+    T* dst = y + o * m * inner;
+    if (inner == 1) {
+      for (int64_t j = 0; j < m; ++j) dst[j] = src[at[size_t(j)]];
+    } else {
+      for (int64_t j = 0; j < m; ++j)
+        std::memcpy(dst + j * inner, src + at[size_t(j)] * inner, size_t(inner) * sizeof(T));
     }
   }
   return absl::OkStatus();
@@ -1482,8 +1536,8 @@ const std::vector<NativeOp>& NativeTable() {
       CopyKernel("Unsqueeze"),
       {"Dropout", [](Op<float>& o) { return o.Dropout(); },
        [](Op<double>& o) { return o.Dropout(); }, true},
-      // One input, element by element (computed in double).
-      Kernel("Abs", [](auto& o) { return o.Map([](double v) { return std::fabs(v); }); }),
+      // One input, element by element (computed in double; MapInT where float is exact).
+      Kernel("Abs", [](auto& o) { return o.MapInT([](auto v) { return std::fabs(v); }); }),
       Kernel("Cast", [](auto& o) { return o.Cast(); }),
       Kernel("Ceil", [](auto& o) { return o.Map([](double v) { return std::ceil(v); }); }),
       Kernel("Clip", [](auto& o) { return o.Clip(); }),
@@ -1515,10 +1569,11 @@ const std::vector<NativeOp>& NativeTable() {
                const double alpha = o.node().Float("alpha", 0.01f);
                return o.Map([alpha](double v) { return v >= 0 ? v : alpha * v; });
              }),
-      Kernel("Neg", [](auto& o) { return o.Map([](double v) { return -v; }); }),
+      Kernel("Neg", [](auto& o) { return o.MapInT([](auto v) { return -v; }); }),
       Kernel("Not", [](auto& o) { return o.Map([](double v) { return v == 0 ? 1.0 : 0.0; }); }),
       Kernel("Reciprocal", [](auto& o) { return o.Map([](double v) { return 1.0 / v; }); }),
-      Kernel("Relu", [](auto& o) { return o.Map([](double v) { return v > 0 ? v : 0.0; }); }),
+      Kernel("Relu",
+             [](auto& o) { return o.MapInT([](auto v) { return v > 0 ? v : decltype(v)(0); }); }),
       Kernel("Selu",
              [](auto& o) {
                const double alpha = o.node().Float("alpha", 1.67326319217681884765625f);
@@ -1533,7 +1588,7 @@ const std::vector<NativeOp>& NativeTable() {
              [](auto& o) {
                return o.Map([](double v) { return v > 30 ? v : std::log1p(std::exp(v)); });
              }),
-      Kernel("Sqrt", [](auto& o) { return o.Map([](double v) { return std::sqrt(v); }); }),
+      Kernel("Sqrt", [](auto& o) { return o.MapInT([](auto v) { return std::sqrt(v); }); }),
       Kernel("Tanh", [](auto& o) { return o.MapInT([](auto v) { return std::tanh(v); }); }),
       // Broadcast inputs (computed in T).
       Kernel("Add", [](auto& o) { return o.Zip([](auto a, auto b) { return a + b; }); }),
