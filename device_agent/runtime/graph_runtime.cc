@@ -65,6 +65,7 @@ struct GraphRuntime::Impl {
   std::map<std::string, Constant> constants;
   struct Step {
     int kernel = -1;
+    bool noop = false;  // a copy node whose output shares its input's memory
     std::vector<void*> buffers;
     Node node;
     OpArgs<float> args;
@@ -198,6 +199,8 @@ absl::Status GraphRuntime::Impl::Init() {
       a.out.push_back(t->second.data);
       a.out_shapes.push_back(t->second.shape);
     }
+    st.noop = IsCopyOp(st.node.op) && !a.in.empty() && a.in[0] != nullptr && a.out.size() == 1 &&
+              a.in[0] == a.out[0] && Numel(a.in_shapes[0]) == Numel(a.out_shapes[0]);
   }
   return absl::OkStatus();
 }
@@ -265,8 +268,10 @@ absl::Status GraphRuntime::Run(const std::map<std::string, std::vector<float>>& 
       return absl::InvalidArgumentError(StrCat("'", name, "' is not an input of the model"));
   }
   m.step_sec.assign(m.options.profile ? m.steps.size() : 0, 0.0);
+  const FlushDenormals flush;
   for (size_t s = 0; s < m.steps.size(); ++s) {
     Impl::Step& st = m.steps[s];
+    if (st.noop) continue;
     auto t0 = std::chrono::steady_clock::now();
     if (st.kernel >= 0) {
       if (int32_t rc = m.libs[size_t(st.kernel)]->Run(st.buffers.data(), *m.pool); rc != 0)

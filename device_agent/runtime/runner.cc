@@ -71,6 +71,43 @@ class ScratchCache {
   size_t idle_bytes_ = 0;
 };
 
+namespace {
+uint64_t FloatMode() {
+#if defined(__x86_64__) || defined(__i386__)
+  return __builtin_ia32_stmxcsr();
+#elif defined(__aarch64__)
+  uint64_t fpcr;
+  asm volatile("mrs %0, fpcr" : "=r"(fpcr));
+  return fpcr;
+#else
+  return 0;
+#endif
+}
+
+void SetFloatMode(uint64_t mode) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_ldmxcsr(static_cast<unsigned>(mode));
+#elif defined(__aarch64__)
+  asm volatile("msr fpcr, %0" : : "r"(mode));
+#else
+  (void)mode;
+#endif
+}
+
+uint64_t WithFlush(uint64_t mode) {
+#if defined(__x86_64__) || defined(__i386__)
+  return mode | 0x8040;  // FTZ (bit 15) and DAZ (bit 6)
+#elif defined(__aarch64__)
+  return mode | (uint64_t(1) << 24);  // FZ
+#else
+  return mode;
+#endif
+}
+}  // namespace
+
+FlushDenormals::FlushDenormals() : saved_(FloatMode()) { SetFloatMode(WithFlush(saved_)); }
+FlushDenormals::~FlushDenormals() { SetFloatMode(saved_); }
+
 // A pause for spin-wait loops.
 inline void CpuRelax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -121,6 +158,7 @@ struct ThreadPool::Impl {
   }
 
   void Loop() {
+    const FlushDenormals flush;
     uint64_t seen = 0;
     while (true) {
       SpinUntil([&] { return generation.load(std::memory_order_acquire) != seen; }, kSpin);

@@ -4,6 +4,7 @@
 // the agent's sandboxed measurement process. Links no compiler code.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -13,7 +14,25 @@
 
 namespace tunefarm::runner {
 
-// A fixed pool of threads serving TFRuntime::parallel_for. Thread safe for
+// Denormal floats read and written as zero on the calling thread while the
+// guard lives (x86 MXCSR FTZ and DAZ, AArch64 FPCR.FZ), the previous mode
+// restored after. Kernels and native steps run so (as TensorFlow's CPU
+// threads do): an operand or result below 1.2e-38 otherwise costs a
+// microcode assist of some hundred cycles, and saturated gates (sigmoid
+// of -88) make them.
+class FlushDenormals {
+ public:
+  FlushDenormals();
+  ~FlushDenormals();
+  FlushDenormals(const FlushDenormals&) = delete;
+  FlushDenormals& operator=(const FlushDenormals&) = delete;
+
+ private:
+  uint64_t saved_ = 0;
+};
+
+// A fixed pool of threads serving TFRuntime::parallel_for (its workers
+// flush denormals, as FlushDenormals). Thread safe for
 // one parallel_for at a time (kernels call it from one thread).
 class ThreadPool {
  public:

@@ -30,6 +30,7 @@ namespace {
 
 using tunefarm::runner::AlignedBuffer;
 using tunefarm::runner::CudaDriver;
+using tunefarm::runner::FlushDenormals;
 using tunefarm::runner::GpuSession;
 using tunefarm::runner::KernelLibrary;
 using tunefarm::runner::ThreadPool;
@@ -237,6 +238,7 @@ int main() {
   std::fill(out.data(), out.data() + h.n_out, std::nanf(""));
   ptrs.push_back(out.data());
   ThreadPool pool(std::max(1, h.threads));
+  const FlushDenormals flush_denormals;  // as the graph runtime runs kernels
   rep.rc = (*lib)->Run(ptrs.data(), pool);
   rep.status = rep.rc == 0 ? wire::RunStatus::kOk : wire::RunStatus::kRuntimeError;
   if (rep.rc == 0) CheckOutput(out.data(), h.n_out, reference, h.tolerance, rep);
