@@ -86,6 +86,7 @@ TEST(Map, EveryFunctionAgainstTheMathLibrary) {
       {"exp(%0)", -100, 88, [](double x, double) { return std::exp(x); }},
       {"log(%0)", 1e-6, 1e6, [](double x, double) { return std::log(x); }},
       {"tanh(%0)", -12, 12, [](double x, double) { return std::tanh(x); }},
+      {"tanh(%0)", -8.5, 8.5, [](double x, double) { return std::tanh(x); }},
       {"sigmoid(%0)", -100, 100, [](double x, double) { return 1 / (1 + std::exp(-x)); }},
       {"relu(%0)", -5, 5, [](double x, double) { return std::max(x, 0.0); }},
       {"reciprocal(%0)", 0.01, 50, [](double x, double) { return 1 / x; }},
@@ -124,6 +125,34 @@ TEST(Map, EveryFunctionAgainstTheMathLibrary) {
       ASSERT_LE(err, 2e-6) << "at x = " << x[size_t(i)] << ", y = " << y[size_t(i)] << ": "
                            << (*out)[size_t(i)] << " vs " << ref;
     }
+  }
+}
+
+// tanh is a rational function in the kernels: within 1e-6 of tanh relative
+// to the value itself (so also near 0, where it is x), +-1 far out, and NaN
+// for NaN; a copy kernel whose program is the tanh, as a lone Tanh node
+// becomes.
+TEST(Tanh, HoldsRelativeToTheValueOverTheWholeRange) {
+  auto w = ir::ParseWorkloadSpec("copy(N=1,C=4,H=8,W=21)+map[](tanh(%0))");
+  ASSERT_TRUE(w.ok()) << w.status();
+  const int64_t n = 4 * 8 * 21;
+  std::vector<float> x(n);
+  for (int64_t i = 0; i < n; ++i) x[size_t(i)] = float(-9.0 + 18.0 * double(i) / double(n - 1));
+  const float edges[] = {1e-30f, -1e-30f, 1e-6f,  3.99e-4f, -4.01e-4f, 0.125f,    7.9988f, -7.9989f,
+                         8.0f,   20.0f,   -1e30f, 1e30f,    INFINITY,  -INFINITY, NAN};
+  for (size_t k = 0; k < std::size(edges); ++k) x[k * 17 + 3] = edges[k];
+  auto out = testing::RunKernel(*w, nullptr, codegen::HostTarget(), {x});
+  ASSERT_TRUE(out.ok()) << out.status();
+  ASSERT_EQ(int64_t(out->size()), n);
+  for (int64_t i = 0; i < n; ++i) {
+    const double v = x[size_t(i)], got = (*out)[size_t(i)];
+    if (std::isnan(v)) {
+      EXPECT_TRUE(std::isnan(got)) << "tanh(NaN) = " << got;
+      continue;
+    }
+    const double ref = std::tanh(v);
+    ASSERT_LE(std::fabs(got - ref), 1e-6 * std::fabs(ref))
+        << "at x = " << v << ": " << got << " vs " << ref;
   }
 }
 
