@@ -111,6 +111,10 @@ const std::vector<const OpDef*>& AllOps();
 // The role of `op` in fusion (kNone for an unknown operator).
 FusionRole FusionRoleOf(std::string_view op);
 
+// Below this many output elements an elementwise node that no kernel fused
+// stays a native step (a kernel call then costs more than the loop).
+inline constexpr double kMinKernelElements = 64;
+
 // The 4-dimensional form of an elementwise kernel over `out` whose operands
 // have `shapes` (numpy broadcast, aligned at the innermost dimension):
 // fewer dimensions get leading 1s, more merge neighbouring dimensions that

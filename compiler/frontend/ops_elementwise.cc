@@ -215,10 +215,6 @@ OpDef Unary(std::string_view name, bool (*map)(const Model&, const Node&, v1::Ma
 
 //===--- Kernels of their own ---------------------------------------------===//
 
-// Below this many output elements a node stays a native step: a kernel
-// call costs about what the native loop does.
-constexpr double kMinKernelElements = 4096;
-
 // The node's inputs as the workload's, in order, in 4 dimensions (the form
 // workload specs write): fewer get leading 1s, more merge neighbouring
 // dimensions that every input either spans whole or broadcasts, which

@@ -27,6 +27,11 @@ class Extractor {
   // A node no anchor took (visited after the anchors before it), as a kernel
   // of its own; false when it stays native.
   bool Alone(const Node& n, v1::Workload* w);
+  // A node with a map step but no kernel of its own (Tanh, Exp, Pow by a
+  // constant, ...): an elementwise copy of its first input, whose program
+  // (FuseMap from that input, starting at the node) does the work. False
+  // when the input is a constant, is shaped unlike the output, or is small.
+  bool MapAlone(const Node& n, v1::Workload* w);
   // The elementwise nodes after a kernel's value `start` (shaped `out`) that
   // one program computes: grown over the consumers in model order while
   // each node's other operands broadcast to `out`, and cut back to the
@@ -38,7 +43,10 @@ class Extractor {
     v1::Epilogue epilogue;
     std::vector<std::string> inputs;
   };
-  MapRegion FuseMap(const std::string& start, const Shape& out, const std::set<int>& taken);
+  // With `first` set, `start` is the kernel's input (read outside freely)
+  // and the program's first step is node `first`.
+  MapRegion FuseMap(const std::string& start, const Shape& out, const std::set<int>& taken,
+                    int first = -1);
 
  private:
   const Shape& S(const std::string& v) const { return m_.shapes.at(v); }
@@ -63,6 +71,27 @@ bool Extractor::Anchor(const Node& n, v1::Workload* w) {
 bool Extractor::Alone(const Node& n, v1::Workload* w) {
   const OpDef* def = FindOp(n.op);
   return def != nullptr && def->alone != nullptr && def->alone(m_, n, w);
+}
+
+bool Extractor::MapAlone(const Node& n, v1::Workload* w) {
+  const OpDef* def = FindOp(n.op);
+  v1::MapStep step;
+  if (def == nullptr || def->map == nullptr || n.inputs.empty() || n.outputs.size() != 1 ||
+      !def->map(m_, n, &step))
+    return false;
+  const std::string& x = n.inputs[0];
+  if (x.empty() || IsConst(x) || !m_.shapes.count(x) || !m_.shapes.count(n.outputs[0]) ||
+      S(x) != S(n.outputs[0]) || Elements(S(x)) < kMinKernelElements)
+    return false;
+  Shape out = S(x);
+  std::vector<Shape> shapes = {out};
+  if (!ElementwiseForm(&out, &shapes)) return false;
+  w->set_op(v1::OP_KIND_ELEMENTWISE);
+  w->mutable_elementwise()->set_kind(v1::ELEMENTWISE_KIND_COPY);
+  v1::TensorSpec* t = w->add_inputs();
+  for (int64_t d : shapes[0]) t->add_shape(d);
+  t->set_dtype(v1::DTYPE_FLOAT32);
+  return true;
 }
 
 std::vector<int> Extractor::Fuse(int anchor, v1::Workload* w, const std::set<int>& fused) {
@@ -158,7 +187,7 @@ std::vector<int> Extractor::Fuse(int anchor, v1::Workload* w, const std::set<int
 }
 
 Extractor::MapRegion Extractor::FuseMap(const std::string& start, const Shape& out,
-                                        const std::set<int>& taken) {
+                                        const std::set<int>& taken, int first) {
   MapRegion best, cur;
   cur.epilogue.set_kind(v1::EPILOGUE_KIND_MAP);
   std::map<std::string, int> value = {{start, 0}};  // program values
@@ -167,7 +196,7 @@ Extractor::MapRegion Extractor::FuseMap(const std::string& start, const Shape& o
   // Whether only the last value is read outside the region.
   auto closed = [&](const std::string& last) {
     for (const auto& [v, k] : value) {
-      if (v == last) continue;
+      if (v == last || (first >= 0 && v == start)) continue;
       if (std::find(m_.outputs.begin(), m_.outputs.end(), v) != m_.outputs.end()) return false;
       auto it = m_.consumers.find(v);
       if (it == m_.consumers.end()) continue;
@@ -187,6 +216,9 @@ Extractor::MapRegion Extractor::FuseMap(const std::string& start, const Shape& o
       if (it == m_.consumers.end()) continue;
       for (int c : it->second) {
         if ((pick >= 0 && c >= pick) || in_region.count(c) || taken.count(c)) continue;
+        // A map alone's input is no value of the program's: of its
+        // consumers, only the first step joins.
+        if (first >= 0 && v == start && c != first) continue;
         const Node& n = m_.nodes[size_t(c)];
         const OpDef* def = FindOp(n.op);
         v1::MapStep s;
@@ -332,44 +364,58 @@ absl::StatusOr<TaskExtraction> ExtractTasks(const Model& model, const ExtractOpt
     v1::Workload w;
     std::vector<int> taken = {int(i)};
     const bool anchor = x.Anchor(n, &w);
+    bool map_alone = false;
     if (anchor) {
       taken = x.Fuse(int(i), &w, fused);
     } else {
       w.Clear();
-      if (!x.Alone(n, &w)) continue;
+      if (!x.Alone(n, &w)) {
+        w.Clear();
+        if (!x.MapAlone(n, &w)) continue;
+        map_alone = true;
+      }
     }
     size_t chain = taken.size();
-    // The elementwise nodes after the kernel's value, as one program.
+    // The elementwise nodes after the kernel's value, as one program (for
+    // a map alone: from its input, starting at the node).
     std::set<int> busy = fused;
-    busy.insert(taken.begin(), taken.end());
+    if (!map_alone) busy.insert(taken.begin(), taken.end());
     const std::string& last = model.nodes[size_t(taken.back())].outputs[0];
     Extractor::MapRegion map;
-    if (anchor || w.op() == v1::OP_KIND_ELEMENTWISE || w.op() == v1::OP_KIND_POOL2D)
+    if (map_alone) {
+      map = x.FuseMap(n.inputs[0], model.shapes.at(n.inputs[0]), busy, int(i));
+      if (map.nodes.empty()) continue;
+      map.nodes.erase(map.nodes.begin());  // node i, already taken
+    } else if (anchor || w.op() == v1::OP_KIND_ELEMENTWISE || w.op() == v1::OP_KIND_POOL2D) {
       map = x.FuseMap(last, model.shapes.at(last), busy);
-    if (!map.nodes.empty() && w.op() == v1::OP_KIND_ELEMENTWISE) {
+    }
+    if ((!map.nodes.empty() || map_alone) && w.op() == v1::OP_KIND_ELEMENTWISE) {
       // A kernel of its own is written in 4 dimensions: the program's
-      // inputs take the same form as the node's.
+      // inputs take the same form as the kernel's own.
       std::vector<Shape> shapes;
-      for (const std::string& in : n.inputs) shapes.push_back(model.shapes.at(in));
+      const size_t own = size_t(w.inputs_size());
+      for (size_t k = 0; k < own; ++k) shapes.push_back(model.shapes.at(n.inputs[k]));
       for (const std::string& in : map.inputs) shapes.push_back(model.shapes.at(in));
       Shape out = model.shapes.at(last);
       if (ElementwiseForm(&out, &shapes)) {
         for (int k = 0; k < map.epilogue.map_inputs_size(); ++k) {
           v1::TensorSpec* t = map.epilogue.mutable_map_inputs(k);
           t->clear_shape();
-          for (int64_t d : shapes[n.inputs.size() + size_t(k)]) t->add_shape(d);
+          for (int64_t d : shapes[own + size_t(k)]) t->add_shape(d);
         }
       } else {
+        if (map_alone) continue;
         map = {};
       }
     }
     absl::StatusOr<ir::CanonicalWorkload> c = absl::InternalError("unset");
-    if (!map.nodes.empty()) {
+    if (!map.nodes.empty() || map_alone) {
       v1::Workload with_map = w;
       *with_map.add_epilogue() = map.epilogue;
       c = ir::Canonicalize(with_map);
       if (c.ok()) taken.insert(taken.end(), map.nodes.begin(), map.nodes.end());
     }
+    if (!c.ok() && map_alone) continue;
     if (!c.ok()) {
       map = {};
       c = ir::Canonicalize(w);

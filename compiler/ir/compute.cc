@@ -461,6 +461,7 @@ int Elementwise(Builder& b, const v1::Workload& w) {
     case v1::ELEMENTWISE_KIND_CLIP:
       value = Min(Max(vx, F(a.min())), F(a.max()));
       break;
+    case v1::ELEMENTWISE_KIND_COPY:
     default:
       value = vx;
       break;

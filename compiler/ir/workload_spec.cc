@@ -77,6 +77,7 @@ const std::map<std::string, OpInfo>& Ops() {
       {"sigmoid", {{"N", "C", "H", "W"}, {}, "elementwise sigmoid"}},
       {"silu", {{"N", "C", "H", "W"}, {}, "elementwise x*sigmoid(x)"}},
       {"hardswish", {{"N", "C", "H", "W"}, {}, "elementwise hardswish"}},
+      {"copy", {{"N", "C", "H", "W"}, {}, "elementwise y = x (with +map, a program over x)"}},
   };
   return *ops;
 }
@@ -343,7 +344,7 @@ absl::StatusOr<v1::Workload> ParseWorkloadSpec(const std::string& spec) {
         {"mul", v1::ELEMENTWISE_KIND_MUL},   {"div", v1::ELEMENTWISE_KIND_DIV},
         {"relu", v1::ELEMENTWISE_KIND_RELU}, {"sigmoid", v1::ELEMENTWISE_KIND_SIGMOID},
         {"silu", v1::ELEMENTWISE_KIND_SILU}, {"hardswish", v1::ELEMENTWISE_KIND_HARDSWISH},
-        {"clip", v1::ELEMENTWISE_KIND_CLIP}};
+        {"clip", v1::ELEMENTWISE_KIND_CLIP}, {"copy", v1::ELEMENTWISE_KIND_COPY}};
     v1::ElementwiseAttrs* ea = w.mutable_elementwise();
     ea->set_kind(kinds.at(op));
     if (op == "clip") {
@@ -527,7 +528,7 @@ absl::StatusOr<std::string> ElementwiseSpec(const v1::Workload& w) {
       {v1::ELEMENTWISE_KIND_MUL, "mul"},   {v1::ELEMENTWISE_KIND_DIV, "div"},
       {v1::ELEMENTWISE_KIND_RELU, "relu"}, {v1::ELEMENTWISE_KIND_SIGMOID, "sigmoid"},
       {v1::ELEMENTWISE_KIND_SILU, "silu"}, {v1::ELEMENTWISE_KIND_HARDSWISH, "hardswish"},
-      {v1::ELEMENTWISE_KIND_CLIP, "clip"}};
+      {v1::ELEMENTWISE_KIND_CLIP, "clip"}, {v1::ELEMENTWISE_KIND_COPY, "copy"}};
   auto it = names.find(w.elementwise().kind());
   if (it == names.end())
     return NoSpec(absl::StrCat("elementwise ", v1::ElementwiseKind_Name(w.elementwise().kind())));

@@ -90,7 +90,9 @@ save("sig_residual", sig_residual, [tensor("x", [1, 4, 8, 8])], [tensor("y", [1,
 # sigmoid and the chain after it (broadcast constants of rank 5 and 1 and a
 # scalar, an operand that is a runtime value, HardSwish and Clip) as one
 # program, a 3-D Relu; and a 5-D product whose broadcast no 4-D form keeps
-# (it stays a native step).
+# (it stays a native step). Nodes with no kernel op of their own (Tanh, Pow
+# by a constant, Neg) become copies whose program does the work, one of them
+# reading an input another reads too; a 6-element Exp stays native.
 alone = [
     helper.make_node("Sigmoid", ["x"], ["s"], name="sig"),
     helper.make_node("Mul", ["s", "k"], ["m"], name="scale"),
@@ -101,12 +103,18 @@ alone = [
     helper.make_node("Clip", ["h", "lo", "hi"], ["y"], name="clip"),
     helper.make_node("Relu", ["z"], ["yz"], name="relu3d"),
     helper.make_node("Mul", ["xa", "xb"], ["yab"], name="outer"),
+    helper.make_node("Tanh", ["w"], ["tw"], name="tanh"),
+    helper.make_node("Pow", ["tw", "three"], ["yw"], name="cube"),
+    helper.make_node("Neg", ["w"], ["nw"], name="negate"),
+    helper.make_node("Exp", ["v"], ["yv"], name="tiny_exp"),
 ]
 save("alone", alone,
      [tensor("x", [1, 3, 16, 16, 6]), tensor("z", [4, 32, 40]), tensor("xa", [8, 1, 8, 1, 8]),
-      tensor("xb", [1, 8, 1, 8, 1])],
-     [tensor("y", [1, 3, 16, 16, 6]), tensor("yz", [4, 32, 40]), tensor("yab", [8, 8, 8, 8, 8])],
+      tensor("xb", [1, 8, 1, 8, 1]), tensor("w", [2, 48]), tensor("v", [2, 3])],
+     [tensor("y", [1, 3, 16, 16, 6]), tensor("yz", [4, 32, 40]), tensor("yab", [8, 8, 8, 8, 8]),
+      tensor("yw", [2, 48]), tensor("nw", [2, 48]), tensor("yv", [2, 3])],
      [init("k", (1, 3, 1, 1, 6)), init("t", (6,)),
+      numpy_helper.from_array(np.array(3.0, dtype=np.float32), "three"),
       numpy_helper.from_array(np.array([2.0], dtype=np.float32), "c"),
       numpy_helper.from_array(np.array(-0.5, dtype=np.float32), "lo"),
       numpy_helper.from_array(np.array(0.8, dtype=np.float32), "hi")], opset=14)
@@ -209,13 +217,13 @@ save("conv1d", conv1d, [tensor("x", [1, 8, 900])], [tensor("y", [1, 16, 900])],
 
 # Native steps after channels-last 1x1 convs (16 channels: whole vectors
 # for AVX2 and AVX-512): a Concat, elementwise ops with a per-channel and a
-# per-column constant (under 4,096 elements, so not kernels), a Resize.
+# per-column constant (as their first operand, so not kernels), a Resize.
 nhwc_native = [
     helper.make_node("Conv", ["x", "w1"], ["a"], name="pw_a"),
     helper.make_node("Conv", ["x", "w2"], ["b"], name="pw_b"),
     helper.make_node("Concat", ["a", "b"], ["ab"], axis=1, name="cat"),
-    helper.make_node("Mul", ["ab", "per_channel"], ["m"], name="scale"),
-    helper.make_node("Sub", ["m", "per_column"], ["s"], name="shift"),
+    helper.make_node("Max", ["per_channel", "ab"], ["m"], name="floor"),
+    helper.make_node("Min", ["per_column", "m"], ["s"], name="ceiling"),
     helper.make_node("Resize", ["s", "", "scales"], ["y"], mode="nearest", name="up2"),
 ]
 save("nhwc_native", nhwc_native, [tensor("x", [1, 8, 8, 8])], [tensor("y", [1, 32, 16, 16])],
