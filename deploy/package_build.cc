@@ -20,6 +20,7 @@
 #include "compiler/ir/workload.h"
 #include "compiler/schedule/schedule.h"
 #include "device_agent/runtime/graph_runtime.h"
+#include "device_agent/runtime/ops.h"
 #include "device_agent/runtime/runner.h"
 #include "proto/kernel_signature.h"
 
@@ -691,9 +692,31 @@ absl::Status PlanValues(const Model& model, const PackageConstants& consts,
     auto ex = extra_shapes.find(v);
     return ex == extra_shapes.end() ? nullptr : &ex->second;
   };
+  // The output of a copy node (Reshape, Squeeze, Identity, ...) of a
+  // runtime value shares that value's memory: one allocation over both
+  // lifetimes (values are written once), and the runtime skips the step.
+  std::map<std::string, std::string> shares;  // value -> the value it shares
+  auto owner = [&](std::string v) {
+    for (auto it = shares.find(v); it != shares.end(); it = shares.find(v)) v = it->second;
+    return v;
+  };
+  for (const v1::PackageStep& st : pkg->steps()) {
+    if (!st.has_node() || !runner::IsViewOp(st.node().op()) || st.node().inputs_size() < 1 ||
+        st.node().outputs_size() != 1)
+      continue;
+    const std::string& in = st.node().inputs(0);
+    const std::string& out = st.node().outputs(0);
+    const Shape* si = shape_of(in);
+    const Shape* so = shape_of(out);
+    if (in.empty() || out.empty() || consts.Has(in) || si == nullptr || so == nullptr ||
+        Numel(*si) != Numel(*so) || shares.count(out))
+      continue;
+    shares[out] = owner(in);
+  }
   std::map<std::string, std::pair<int, int>> life;
-  auto touch = [&](const std::string& v, int step) {
-    if (v.empty() || consts.Has(v)) return;
+  auto touch = [&](const std::string& name, int step) {
+    if (name.empty() || consts.Has(name)) return;
+    const std::string v = owner(name);
     auto [it, fresh] = life.try_emplace(v, step, step);
     it->second.first = std::min(it->second.first, step);
     it->second.second = std::max(it->second.second, step);
@@ -722,11 +745,21 @@ absl::Status PlanValues(const Model& model, const PackageConstants& consts,
   }
   std::vector<int64_t> offsets;
   pkg->set_arena_bytes(PlanMemory(lifetimes, bytes, &offsets));
+  std::map<std::string, int64_t> offset_of;
   for (size_t i = 0; i < names.size(); ++i) {
     v1::PackageValue* pv = pkg->add_values();
     pv->set_name(names[i]);
     for (int64_t d : *shape_of(names[i])) pv->add_shape(d);
     pv->set_offset(offsets[i]);
+    offset_of[names[i]] = offsets[i];
+  }
+  for (const auto& [v, shared] : shares) {
+    auto at = offset_of.find(owner(v));
+    if (at == offset_of.end()) continue;  // neither is read by any step
+    v1::PackageValue* pv = pkg->add_values();
+    pv->set_name(v);
+    for (int64_t d : *shape_of(v)) pv->add_shape(d);
+    pv->set_offset(at->second);
   }
   return absl::OkStatus();
 }

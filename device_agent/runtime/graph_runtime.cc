@@ -199,7 +199,7 @@ absl::Status GraphRuntime::Impl::Init() {
       a.out.push_back(t->second.data);
       a.out_shapes.push_back(t->second.shape);
     }
-    st.noop = IsCopyOp(st.node.op) && !a.in.empty() && a.in[0] != nullptr && a.out.size() == 1 &&
+    st.noop = IsViewOp(st.node.op) && !a.in.empty() && a.in[0] != nullptr && a.out.size() == 1 &&
               a.in[0] == a.out[0] && Numel(a.in_shapes[0]) == Numel(a.out_shapes[0]);
   }
   return absl::OkStatus();

@@ -998,6 +998,8 @@ absl::Status Op<T>::Pad() {
     if (constant) return -1;
     if (edge || n == 1) return std::clamp<int64_t>(v, 0, n - 1);
     const int64_t period = 2 * (n - 1);  // reflect
+    if (v < 0 && v > -n) return -v;     // one reflection: no division
+    if (v >= n && v < period) return period - v;
     v = ((v % period) + period) % period;
     return v >= n ? period - v : v;
   };
@@ -1027,13 +1029,18 @@ absl::Status Op<T>::Pad() {
   };
   std::vector<Segment> segs;
   for (int64_t j = 0; j < width;) {
+    if (j == run_lo && run_hi > run_lo) {  // the data's own run, without a scan
+      segs.push_back({j, run_hi - j, from[size_t(j)], true});
+      j = run_hi;
+      continue;
+    }
     int64_t e = j + 1;
     const int64_t f = from[size_t(j)];
     if (f < 0) {
-      while (e < width && from[size_t(e)] < 0) ++e;
+      while (e < width && e != run_lo && from[size_t(e)] < 0) ++e;
       segs.push_back({j, e - j, -1, true});
     } else {
-      while (e < width && from[size_t(e)] == f + (e - j)) ++e;
+      while (e < width && e != run_lo && from[size_t(e)] == f + (e - j)) ++e;
       if (e - j > 1) {
         segs.push_back({j, e - j, f, true});
       } else if (!segs.empty() && !segs.back().run) {
@@ -1676,6 +1683,8 @@ bool IsCopyOp(const std::string& op) {
   const NativeOp* k = FindNative(op);
   return k != nullptr && k->copies_input;
 }
+
+bool IsViewOp(const std::string& op) { return op != "Dropout" && IsCopyOp(op); }
 
 std::vector<std::string> NativeOps() {
   std::vector<std::string> names;

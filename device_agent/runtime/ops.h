@@ -45,5 +45,9 @@ std::vector<std::string> NativeOps();
 // Operators whose output is a copy of their first input (Reshape, Flatten,
 // Squeeze, Unsqueeze, Identity, Dropout): the runtime may alias them.
 bool IsCopyOp(const std::string& op);
+// Copy operators that compute nothing else (all but Dropout, which checks
+// its training mode): a package may give their output their input's memory,
+// and the runtime then skips the step.
+bool IsViewOp(const std::string& op);
 
 }  // namespace tunefarm::runner

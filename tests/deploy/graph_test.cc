@@ -282,6 +282,19 @@ TEST_F(GraphTest, ChannelsLastBuildsMatch) {
   EXPECT_GT(nhwc_elementwise, 0);
 }
 
+// A Reshape's output shares its input's memory in the planned arena (the
+// runtime skips the step); values and outputs still match the reference,
+// on the arena and in separate buffers.
+TEST_F(GraphTest, CopyNodesShareTheirInputsMemory) {
+  v1::ModelPackage pkg;
+  EXPECT_GE(CheckAgainstReference(Import("tiny"), Nchw(), &pkg, dir_->File("tiny.onnx")), 5);
+  std::map<std::string, int64_t> offset;
+  for (const v1::PackageValue& v : pkg.values()) offset[v.name()] = v.offset();
+  ASSERT_TRUE(offset.count("g") && offset.count("f")) << pkg.values_size() << " values";
+  EXPECT_EQ(offset["g"], offset["f"]);
+  EXPECT_NE(offset["g"], offset["y"]);
+}
+
 TEST_F(GraphTest, SmallModelsWithOldOpsetFormsMatch) {
   for (const char* name : {"tiny", "opset9", "pool_ceil", "sig_residual", "upsample"}) {
     SCOPED_TRACE(name);
