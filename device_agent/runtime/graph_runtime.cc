@@ -65,7 +65,8 @@ struct GraphRuntime::Impl {
   std::map<std::string, Constant> constants;
   struct Step {
     int kernel = -1;
-    bool noop = false;  // a copy node whose output shares its input's memory
+    bool view = false;  // the package placed the node's outputs inside its input 0
+    bool noop = false;  // a view whose outputs do lie there: skipped
     std::vector<void*> buffers;
     Node node;
     OpArgs<float> args;
@@ -161,6 +162,7 @@ absl::Status GraphRuntime::Impl::Init() {
       }
     } else if (ps.has_node()) {
       st.node = FromPackage(ps.node());
+      st.view = ps.node().view();
     } else {
       return Bad(StrCat("step ", s, " is empty"));
     }
@@ -199,8 +201,13 @@ absl::Status GraphRuntime::Impl::Init() {
       a.out.push_back(t->second.data);
       a.out_shapes.push_back(t->second.shape);
     }
-    st.noop = IsViewOp(st.node.op) && !a.in.empty() && a.in[0] != nullptr && a.out.size() == 1 &&
-              a.in[0] == a.out[0] && Numel(a.in_shapes[0]) == Numel(a.out_shapes[0]);
+    // A view step is skipped when each output does lie inside input 0.
+    st.noop = st.view && !a.in.empty() && a.in[0] != nullptr;
+    for (size_t k = 0; st.noop && k < a.out.size(); ++k) {
+      const float* lo = a.in[0];
+      const float* hi = lo + Numel(a.in_shapes[0]);
+      st.noop = a.out[k] != nullptr && a.out[k] >= lo && a.out[k] + Numel(a.out_shapes[k]) <= hi;
+    }
   }
   return absl::OkStatus();
 }

@@ -295,6 +295,27 @@ TEST_F(GraphTest, CopyNodesShareTheirInputsMemory) {
   EXPECT_NE(offset["g"], offset["y"]);
 }
 
+// A channel Split, a one-channel Gather and a one-channel Slice are views:
+// their outputs are placed inside the convolution's value (at 0, 2, 3 and
+// 1 channels of 16 floats) and the runtime skips them; a Slice along the
+// last axis still copies. Values match on the arena and in separate
+// buffers, and against ONNX Runtime.
+TEST_F(GraphTest, SplitGatherAndSliceAreViews) {
+  v1::ModelPackage pkg;
+  EXPECT_GE(CheckAgainstReference(Import("views"), Nchw(), &pkg, dir_->File("views.onnx")), 8);
+  std::map<std::string, bool> view;
+  for (const auto& st : pkg.steps())
+    if (st.has_node()) view[st.node().name()] = st.node().view();
+  EXPECT_TRUE(view["split"] && view["gather"] && view["channel"]);
+  EXPECT_TRUE(view.count("columns") && !view["columns"]);
+  std::map<std::string, int64_t> at;
+  for (const v1::PackageValue& v : pkg.values()) at[v.name()] = v.offset();
+  EXPECT_EQ(at["s1"], at["c"]);
+  EXPECT_EQ(at["s2"], at["c"] + 2 * 16 * 4);
+  EXPECT_EQ(at["g"], at["c"] + 3 * 16 * 4);
+  EXPECT_EQ(at["sl"], at["c"] + 1 * 16 * 4);
+}
+
 TEST_F(GraphTest, SmallModelsWithOldOpsetFormsMatch) {
   for (const char* name : {"tiny", "opset9", "pool_ceil", "sig_residual", "upsample"}) {
     SCOPED_TRACE(name);
