@@ -63,6 +63,9 @@ void TaskScheduler::Update(int task, double best_seconds) {
   if (options_.early_stop_rounds > 0 && since_improved_[task] >= options_.early_stop_rounds) {
     stopped_[task] = true;
   }
+  if (options_.failed_rounds > 0 && int(h.size()) >= options_.failed_rounds && h.back() <= 0) {
+    stopped_[task] = true;
+  }
 }
 
 void TaskScheduler::SaveTo(::tunefarm::v1::SearchSnapshot* snapshot) const {

@@ -9,7 +9,9 @@
 // df/dtrial: w_i * (alpha * backward + (1 - alpha) * forward), where
 // backward is the best latency's change per round over the last `window`
 // rounds of that task and forward the optimistic -best_i / rounds_i. A task
-// whose best has not improved for `early_stop_rounds` of its rounds stops.
+// whose best has not improved for `early_stop_rounds` of its rounds stops,
+// and so does one with nothing valid after `failed_rounds` rounds (it would
+// otherwise stay the most urgent and take every round).
 #pragma once
 
 #include <vector>
@@ -24,6 +26,9 @@ struct TaskSchedulerOptions {
   int window = 3;
   double alpha = 0.2;
   int early_stop_rounds = 0;  // 0: never stop a task early
+  // A task with nothing valid measured after this many rounds stops (its
+  // candidates all fail the same way; 0: never).
+  int failed_rounds = 4;
 };
 
 class TaskScheduler {

@@ -29,7 +29,7 @@ std::string BuildKernel(const testing::TempDir& dir, const std::string& name,
                         const std::string& body) {
   std::string c = dir.File(name + ".c"), so = dir.File(name + ".so");
   std::ofstream(c) << "#include <stdint.h>\n#include <stdio.h>\n#include <stdlib.h>\n"
-                   << "#include <string.h>\n#include <time.h>\n"
+                   << "#include <string.h>\n#include <time.h>\n#include <math.h>\n"
                    << "int32_t tf_main(void* const* b, const void* rt) {\n"
                    << "  const float* in = (const float*)b[0]; float* out = (float*)b[1];\n"
                    << "  long n = " << kN << ";\n"
@@ -140,6 +140,32 @@ TEST(Sandbox, MeasuresWhenTheLowDescriptorsAreFree) {
   ASSERT_EQ(waitpid(pid, &status, 0), pid);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
       << "the measurement failed with fds 3 and up free";
+}
+
+// NaN where the reference is NaN (a square root of a negative random
+// input) and an infinity equal to the reference's are right; NaN or an
+// infinity anywhere else is a wrong result.
+TEST(Sandbox, NanAndInfinityMatchWhereTheReferenceHasThem) {
+  testing::TempDir dir;
+  Data d;
+  std::vector<float> want = d.twice;
+  want[3] = std::nanf("");
+  want[5] = INFINITY;
+  const std::string so = BuildKernel(dir, "special",
+                                     "for (long i = 0; i < n; ++i) out[i] = 2 * in[i];\n"
+                                     "out[3] = sqrtf(-in[0] * in[0] - 1.0f);\n"
+                                     "out[5] = (in[0] * in[0] + 1.0f) / (in[0] - in[0]);");
+  SandboxOutcome same = MeasureInSandbox(so, {&d.in}, kN, want, {});
+  EXPECT_EQ(same.status, Status::kOk) << same.error;
+  want[3] = 1.0f;  // NaN where the reference has a number
+  SandboxOutcome nan = MeasureInSandbox(so, {&d.in}, kN, want, {});
+  EXPECT_EQ(nan.status, Status::kWrongResult);
+  EXPECT_TRUE(absl::StrContains(nan.error, "output 3 off by")) << nan.error;
+  want[3] = std::nanf("");
+  want[5] = -INFINITY;  // an infinity of the other sign
+  SandboxOutcome inf = MeasureInSandbox(so, {&d.in}, kN, want, {});
+  EXPECT_EQ(inf.status, Status::kWrongResult);
+  EXPECT_TRUE(absl::StrContains(inf.error, "output 5 off by")) << inf.error;
 }
 
 TEST(Sandbox, MisbehavingKernelsBecomeOutcomes) {

@@ -72,6 +72,26 @@ TEST(TaskScheduler, WarmUpThenGradientThenEarlyStop) {
   EXPECT_EQ(s.Next(), -1);
 }
 
+// A task whose every candidate fails (nothing valid after its rounds)
+// stops after failed_rounds instead of taking every round as "unknown".
+TEST(TaskScheduler, TaskWithNothingValidStops) {
+  search::TaskSchedulerOptions o;
+  o.failed_rounds = 4;
+  search::TaskScheduler s({1, 1}, o);
+  std::vector<int> picks;
+  double best = 1.0;
+  for (int round = 0; round < 30; ++round) {
+    const int t = s.Next();
+    if (t < 0) break;
+    picks.push_back(t);
+    if (t == 1) best *= 0.99;
+    s.Update(t, t == 0 ? 0.0 : best);
+  }
+  EXPECT_TRUE(s.stopped(0));
+  EXPECT_EQ(s.rounds(0), 4);
+  EXPECT_EQ(std::count(picks.begin(), picks.end(), 1), 30 - 4);
+}
+
 // The warm-up round goes to the tasks where the model's time is first:
 // unknown latencies (nothing valid measured), then weight x latency.
 TEST(TaskScheduler, WarmUpGoesToTheHeaviestTasksFirst) {
