@@ -1012,45 +1012,16 @@ absl::Status Op<T>::Pad() {
     if (total == 1) y[0] = x[0];
     return absl::OkStatus();
   }
-  // Row by row along the last dimension, through its index table cut
-  // into segments: a run of consecutive source indices is one copy, a run
-  // outside the data (constant mode) one fill, anything else per element.
+  // Row by row along the last dimension: the data's own run is one copy,
+  // each border column takes its source through the mode's rule (-1: the
+  // constant), looked up once.
   const int64_t width = os[r - 1];
-  // The data's own run along the last dimension maps j -> j - begin; only
-  // the borders go through source().
   const int64_t run_lo = std::clamp<int64_t>(begin[r - 1], 0, width);
   const int64_t run_hi = std::clamp<int64_t>(begin[r - 1] + xs[r - 1], run_lo, width);
-  std::vector<int64_t> from(static_cast<size_t>(width));
-  for (int64_t j = 0; j < width; ++j)
-    from[size_t(j)] = j >= run_lo && j < run_hi ? j - begin[r - 1] : source(r - 1, j);
-  struct Segment {
-    int64_t at, len, src;  // src: first source index, or -1 (fill)
-    bool run;              // consecutive sources (or a fill)
-  };
-  std::vector<Segment> segs;
-  for (int64_t j = 0; j < width;) {
-    if (j == run_lo && run_hi > run_lo) {  // the data's own run, without a scan
-      segs.push_back({j, run_hi - j, from[size_t(j)], true});
-      j = run_hi;
-      continue;
-    }
-    int64_t e = j + 1;
-    const int64_t f = from[size_t(j)];
-    if (f < 0) {
-      while (e < width && e != run_lo && from[size_t(e)] < 0) ++e;
-      segs.push_back({j, e - j, -1, true});
-    } else {
-      while (e < width && e != run_lo && from[size_t(e)] == f + (e - j)) ++e;
-      if (e - j > 1) {
-        segs.push_back({j, e - j, f, true});
-      } else if (!segs.empty() && !segs.back().run) {
-        ++segs.back().len;
-      } else {
-        segs.push_back({j, 1, f, false});
-      }
-    }
-    j = e;
-  }
+  std::vector<int64_t> border;  // columns [0, run_lo), then [run_hi, width)
+  border.reserve(size_t(width - (run_hi - run_lo)));
+  for (int64_t j = 0; j < run_lo; ++j) border.push_back(source(r - 1, j));
+  for (int64_t j = run_hi; j < width; ++j) border.push_back(source(r - 1, j));
   Shape idx(r, 0);
   for (int64_t row = 0; width > 0 && row < total; row += width) {
     int64_t base = 0;
@@ -1064,15 +1035,12 @@ absl::Status Op<T>::Pad() {
     if (outside) {
       std::fill(dst, dst + width, T(cval));
     } else {
-      for (const Segment& g : segs) {
-        if (g.src < 0) {
-          std::fill(dst + g.at, dst + g.at + g.len, T(cval));
-        } else if (g.run) {
-          std::memcpy(dst + g.at, x + base + g.src, size_t(g.len) * sizeof(T));
-        } else {
-          for (int64_t j = g.at; j < g.at + g.len; ++j) dst[j] = x[base + from[size_t(j)]];
-        }
-      }
+      auto put = [&](int64_t j, int64_t from) { dst[j] = from < 0 ? T(cval) : x[base + from]; };
+      for (int64_t j = 0; j < run_lo; ++j) put(j, border[size_t(j)]);
+      if (run_hi > run_lo)
+        std::memcpy(dst + run_lo, x + base + (run_lo - begin[r - 1]),
+                    size_t(run_hi - run_lo) * sizeof(T));
+      for (int64_t j = run_hi; j < width; ++j) put(j, border[size_t(run_lo + j - run_hi)]);
     }
     idx[r - 1] = width - 1;
     NextIndex(&idx, os);
@@ -1702,8 +1670,10 @@ absl::Status RunOp(const OpArgs<T>& args) {
         StrCat("node '", args.node->name, "': argument counts do not match"));
   Op<T> op(args);
   TF_RETURN_IF_ERROR(op.CheckArgs());
-  const NativeOp* k = FindNative(args.node->op);
+  const NativeOp* k = static_cast<const NativeOp*>(args.resolved);
+  if (k == nullptr) k = FindNative(args.node->op);
   if (k == nullptr) return op.Error("not an operator the runtime computes");
+  args.resolved = k;
   if (!k->copies_input) TF_RETURN_IF_ERROR(op.CheckDataInput());
   return Call(*k, op);
 }

@@ -32,6 +32,9 @@ struct OpArgs {
   // Splits [0, n) into chunks run in parallel (nullptr: serial).
   int32_t (*parallel)(void* ctx, int64_t n, void* closure, TFParallelBody body) = nullptr;
   void* parallel_ctx = nullptr;
+  // RunOp's table entry for node->op, looked up by name on the first call
+  // and kept here for the next (a step runs the same node every time).
+  mutable const void* resolved = nullptr;
 };
 
 // Computes args.node; an Unimplemented error naming the node for an
