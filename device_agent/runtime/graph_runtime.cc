@@ -116,7 +116,7 @@ absl::Status GraphRuntime::Impl::Init() {
       p = buf->data();
       owned.push_back(std::move(buf));
     } else {
-      if (v.offset() < 0 || v.offset() % 64 != 0 || v.offset() + n * 4 > pkg.arena_bytes())
+      if (v.offset() < 0 || v.offset() % 4 != 0 || v.offset() + n * 4 > pkg.arena_bytes())
         return Bad(StrCat("value '", v.name(), "' lies outside the arena"));
       p = arena->data() + v.offset() / 4;
     }

@@ -297,8 +297,9 @@ TEST_F(GraphTest, CopyNodesShareTheirInputsMemory) {
 
 // A channel Split, a one-channel Gather and a one-channel Slice are views:
 // their outputs are placed inside the convolution's value (at 0, 2, 3 and
-// 1 channels of 16 floats) and the runtime skips them; a Slice along the
-// last axis still copies. Values match on the arena and in separate
+// 1 channels of 16 floats), as is a Slice of 4 floats from the second
+// float on of its flattened form, and the runtime skips them; a Slice
+// along the last axis still copies. Values match on the arena and in separate
 // buffers, and against ONNX Runtime.
 TEST_F(GraphTest, SplitGatherAndSliceAreViews) {
   v1::ModelPackage pkg;
@@ -306,7 +307,7 @@ TEST_F(GraphTest, SplitGatherAndSliceAreViews) {
   std::map<std::string, bool> view;
   for (const auto& st : pkg.steps())
     if (st.has_node()) view[st.node().name()] = st.node().view();
-  EXPECT_TRUE(view["split"] && view["gather"] && view["channel"]);
+  EXPECT_TRUE(view["split"] && view["gather"] && view["channel"] && view["row"]);
   EXPECT_TRUE(view.count("columns") && !view["columns"]);
   std::map<std::string, int64_t> at;
   for (const v1::PackageValue& v : pkg.values()) at[v.name()] = v.offset();
@@ -314,6 +315,7 @@ TEST_F(GraphTest, SplitGatherAndSliceAreViews) {
   EXPECT_EQ(at["s2"], at["c"] + 2 * 16 * 4);
   EXPECT_EQ(at["g"], at["c"] + 3 * 16 * 4);
   EXPECT_EQ(at["sl"], at["c"] + 1 * 16 * 4);
+  EXPECT_EQ(at["row"], at["c"] + 4);
 }
 
 TEST_F(GraphTest, SmallModelsWithOldOpsetFormsMatch) {
@@ -548,6 +550,8 @@ TEST_F(GraphTest, BadPackagesAreRefusedWithTheReason) {
   refused(p, "unknown 'nowhere'");
   p = *pkg;
   p.mutable_values(0)->set_offset(p.arena_bytes());
+  refused(p, "outside the arena");
+  p.mutable_values(0)->set_offset(2);  // not on a float
   refused(p, "outside the arena");
   p = *pkg;
   p.mutable_constants(0)->set_f32("abc");

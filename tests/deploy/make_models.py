@@ -232,8 +232,9 @@ save("nhwc_native", nhwc_native, [tensor("x", [1, 8, 8, 8])], [tensor("y", [1, 3
       numpy_helper.from_array(np.array([1, 1, 2, 2], dtype=np.float32), "scales")])
 
 # Steps that only select a contiguous part of a value (views the package
-# places inside it, 64-byte aligned): a channel Split, a Gather of one
-# channel, a one-channel Slice; a Slice along the last axis is not one.
+# places inside it): a channel Split, a Gather of one channel, one-channel
+# Slices at 64-byte and at 4-byte places; a Slice along the last axis is
+# not one.
 views = [
     helper.make_node("Conv", ["x", "w"], ["c"], name="conv"),
     helper.make_node("Split", ["c", "parts"], ["s1", "s2"], axis=1, name="split"),
@@ -241,13 +242,16 @@ views = [
     helper.make_node("Neg", ["s2"], ["y2"], name="neg2"),
     helper.make_node("Gather", ["c", "three"], ["g"], axis=1, name="gather"),
     helper.make_node("Slice", ["c", "one", "two", "one"], ["sl"], name="channel"),
+    helper.make_node("Reshape", ["c", "flat_shape"], ["flat"], name="flatten"),
+    helper.make_node("Slice", ["flat", "one", "five", "one"], ["row"], name="row"),
     helper.make_node("Slice", ["c", "one", "three_i", "last"], ["cols"], name="columns"),
 ]
 save("views", views, [tensor("x", [1, 8, 4, 4])],
      [tensor("y1", [1, 2, 4, 4]), tensor("y2", [1, 6, 4, 4]), tensor("g", [1, 4, 4]),
-      tensor("sl", [1, 1, 4, 4]), tensor("cols", [1, 8, 4, 2])],
+      tensor("sl", [1, 1, 4, 4]), tensor("row", [1, 4]), tensor("cols", [1, 8, 4, 2])],
      [init("w", (8, 8, 1, 1)), ints("parts", [2, 6]), ints("three", 3), ints("one", [1]),
-      ints("two", [2]), ints("three_i", [3]), ints("last", [-1])], opset=13)
+      ints("two", [2]), ints("three_i", [3]), ints("last", [-1]), ints("five", [5]),
+      ints("flat_shape", [1, 128])], opset=13)
 
 # TopK with k from a constant input: values and indices.
 topk = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv"),
