@@ -370,7 +370,14 @@ absl::StatusOr<CanonicalWorkload> Canonicalize(const v1::Workload& workload) {
 std::string Describe(const v1::Workload& w) {
   std::vector<std::string> shapes;
   for (const auto& t : w.inputs()) shapes.push_back(absl::StrJoin(t.shape(), "x"));
-  std::string s = StrCat(OpName(w.op()), " ", absl::StrJoin(shapes, " * "));
+  std::string s = OpName(w.op());
+  if (w.has_elementwise()) {  // "elementwise sigmoid", "elementwise copy", ...
+    std::string kind = v1::ElementwiseKind_Name(w.elementwise().kind());
+    absl::AsciiStrToLower(&kind);
+    const std::string prefix = "elementwise_kind_";
+    if (kind.rfind(prefix, 0) == 0) StrAppend(&s, " ", kind.substr(prefix.size()));
+  }
+  StrAppend(&s, " ", absl::StrJoin(shapes, " * "));
   if (w.has_conv2d()) {
     StrAppend(&s, " s", absl::StrJoin(w.conv2d().strides(), ","), " p",
               absl::StrJoin(w.conv2d().pads(), ","));

@@ -250,6 +250,11 @@ TEST(WorkloadSpec, MapProgramsAreCheckedStepByStep) {
   ASSERT_TRUE(a.ok() && b.ok()) << a.status() << b.status();
   EXPECT_EQ(Canonicalize(*a)->key, Canonicalize(*b)->key);
   EXPECT_EQ(Describe(*a), "conv2d 1x4x5x5 * 8x4x1x1 s1,1 p0,0,0,0 +map(mul,add)");
+  // An elementwise kernel says its kind before the program.
+  absl::StatusOr<v1::Workload> gate =
+      ParseWorkloadSpec("sigmoid(N=1,C=1,H=1,W=128)+map[128](mul(%0,$0))");
+  ASSERT_TRUE(gate.ok()) << gate.status();
+  EXPECT_EQ(Describe(*gate), "elementwise sigmoid 1x1x1x128 +map(mul)");
   // Flops: one per element for mul and add, on 8x5x5 outputs.
   EXPECT_DOUBLE_EQ(Canonicalize(*a)->flops - Canonicalize(*ParseWorkloadSpec(conv))->flops,
                    2.0 * 8 * 5 * 5);
