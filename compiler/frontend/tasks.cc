@@ -398,6 +398,13 @@ absl::StatusOr<TaskExtraction> ExtractTasks(const Model& model, const ExtractOpt
       for (const std::string& in : map.inputs) shapes.push_back(model.shapes.at(in));
       Shape out = model.shapes.at(last);
       if (ElementwiseForm(&out, &shapes)) {
+        // The kernel's own inputs take the joint form too: above 4
+        // dimensions it can merge differently from theirs alone.
+        for (size_t k = 0; k < own; ++k) {
+          v1::TensorSpec* t = w.mutable_inputs(int(k));
+          t->clear_shape();
+          for (int64_t d : shapes[k]) t->add_shape(d);
+        }
         for (int k = 0; k < map.epilogue.map_inputs_size(); ++k) {
           v1::TensorSpec* t = map.epilogue.mutable_map_inputs(k);
           t->clear_shape();

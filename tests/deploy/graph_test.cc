@@ -354,6 +354,13 @@ TEST_F(GraphTest, LoneElementwiseNodesAreKernels) {
     if (s.has_node()) native.push_back(s.node().name());
   }
   EXPECT_EQ(native, (std::vector<std::string>{"outer", "tiny_exp"}));
+  // 5-D: the copy's input takes the program's 4-D form (C kept apart).
+  Model m5 = Import("alone5d");
+  EXPECT_EQ(TaskSpecs(m5),
+            std::vector<std::string>{"copy(N=2,C=4,H=32,W=8)+map[4x1x1](tanh(%0),mul(%1,$0))"});
+  v1::ModelPackage pkg5;
+  EXPECT_GE(CheckAgainstReference(m5, {}, &pkg5, dir_->File("alone5d.onnx")), 2);
+  for (const auto& st : pkg5.steps()) EXPECT_TRUE(st.has_kernel()) << st.node().name();
 }
 
 // Elementwise DAGs (hard-swish, Mish, GELU written out, a square minus a

@@ -119,6 +119,14 @@ save("alone", alone,
       numpy_helper.from_array(np.array(-0.5, dtype=np.float32), "lo"),
       numpy_helper.from_array(np.array(0.8, dtype=np.float32), "hi")], opset=14)
 
+# A 5-D Tanh then a per-channel scale: the copy kernel's input and the
+# program's constant take one 4-D form together ([2,4,4,8,8] alone would
+# merge N and C; with the [1,4,1,1,1] scale C stays apart).
+alone5d = [helper.make_node("Tanh", ["x"], ["t"], name="tanh5d"),
+           helper.make_node("Mul", ["t", "s"], ["y"], name="scale5d")]
+save("alone5d", alone5d, [tensor("x", [2, 4, 4, 8, 8])], [tensor("y", [2, 4, 4, 8, 8])],
+     [init("s", (1, 4, 1, 1, 1))])
+
 # Elementwise DAGs written out as ONNX exporters write them, each to come
 # out of the fuser as one program: a scale and offset by scalars then
 # hard-swish as x*clip(x+3,0,6)/6 (the scaled value also a model output, so
