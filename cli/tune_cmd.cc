@@ -244,6 +244,9 @@ int RunTune(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   o.early_stop_trials = int(std::min<int64_t>(early_stop, search::kNoTrialLimit));
   o.batch = int(batch);
   o.seed = uint64_t(seed);
+  // Measured here, a task's failures are its candidates' own: one with
+  // nothing valid after 4 rounds stops instead of taking every round.
+  o.scheduler.failed_rounds = 4;
   std::map<std::string, int> task_of;
   for (size_t i = 0; i < tasks.size(); ++i) task_of[tasks[i].key] = int(i);
   const int n_tasks = int(tasks.size());

@@ -586,12 +586,6 @@ class CodeGen : public ir::ExprFunctor<llvm::Value*()>, public ir::StmtFunctor<v
     return b_.CreateCall(f, {a, b, c});
   }
 
-  // exp(x) in straight-line arithmetic, so a vector of lanes stays a vector
-  // (llvm.exp would become one libm call per lane): x = n ln2 + r with
-  // |r| <= ln2/2 (ln2 in two parts), e^r by Cephes' degree-6 polynomial
-  // (about 1 ulp), 2^n placed in the exponent bits. x is clamped to
-  // [-87.34, 88.38] first, so the result is always a normal float: at most
-  // 2.4e38 above the range and 1.2e-38 below it; NaN gives the upper bound.
   // tanh as a [13/6] odd rational function of x on [-7.9988, 7.9988] (the
   // coefficients of Eigen's fast float tanh, a few ulp from tanhf), clamped
   // outside, where tanh rounds to +-1 within an ulp; x itself below 4e-4
@@ -617,6 +611,12 @@ class CodeGen : public ir::ExprFunctor<llvm::Value*()>, public ir::StmtFunctor<v
     return b_.CreateSelect(tiny, x, r);
   }
 
+  // exp(x) in straight-line arithmetic, so a vector of lanes stays a vector
+  // (llvm.exp would become one libm call per lane): x = n ln2 + r with
+  // |r| <= ln2/2 (ln2 in two parts), e^r by Cephes' degree-6 polynomial
+  // (about 1 ulp), 2^n placed in the exponent bits. x is clamped to
+  // [-87.34, 88.38] first, so the result is always a normal float: at most
+  // 2.4e38 above the range and 1.2e-38 below it; NaN gives the upper bound.
   llvm::Value* FastExp(llvm::Value* x) {
     llvm::Type* ty = x->getType();
     x = b_.CreateMaxNum(b_.CreateMinNum(x, F(x, 88.3762626647949)), F(x, -87.3365447505531));

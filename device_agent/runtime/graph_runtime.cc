@@ -78,9 +78,11 @@ struct GraphRuntime::Impl {
 };
 
 absl::Status GraphRuntime::Impl::Init() {
-  if (pkg.format_version() != kPackageFormatVersion) {
+  if (pkg.format_version() < kOldestPackageFormatVersion ||
+      pkg.format_version() > kPackageFormatVersion) {
     return Bad(StrCat("format version ", pkg.format_version(), " (this build reads ",
-                      kPackageFormatVersion, "; rebuild the package with tunefarm build)"));
+                      kOldestPackageFormatVersion, " to ", kPackageFormatVersion,
+                      "; rebuild the package with the tunefarm build that runs it)"));
   }
   pool = std::make_unique<runner::ThreadPool>(options.threads);
   if (pkg.arena_bytes() < 0 || pkg.arena_bytes() > kMaxElements * 4) return Bad("arena size");

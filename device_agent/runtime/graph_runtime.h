@@ -16,9 +16,11 @@
 
 namespace tunefarm::runner {
 
-// The ModelPackage format this build writes and reads (2: kernels carry
-// their KernelSignature).
-inline constexpr int kPackageFormatVersion = 2;
+// The ModelPackage format this build writes (2: kernels carry their
+// KernelSignature; 3: view steps, value offsets on any float), and the
+// oldest it reads.
+inline constexpr int kPackageFormatVersion = 3;
+inline constexpr int kOldestPackageFormatVersion = 2;
 
 class GraphRuntime {
  public:

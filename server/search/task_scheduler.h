@@ -26,9 +26,10 @@ struct TaskSchedulerOptions {
   int window = 3;
   double alpha = 0.2;
   int early_stop_rounds = 0;  // 0: never stop a task early
-  // A task with nothing valid measured after this many rounds stops (its
-  // candidates all fail the same way; 0: never).
-  int failed_rounds = 4;
+  // A task with nothing valid measured after this many rounds stops (0:
+  // never). Only where a failure is the candidates' own (on this machine):
+  // in a farm, rounds lost to an outage read the same.
+  int failed_rounds = 0;
 };
 
 class TaskScheduler {
