@@ -443,10 +443,10 @@ int RunModel(const std::vector<std::string>& args, std::ostream& out, std::ostre
   if (int code = ReportRun(f, f.positional()[0], int(threads), first, lat, outs, "", out, err))
     return code;
   if (ro.profile && !f.Has("json")) {
-    const std::vector<double>& sec = step_sec;
-    for (size_t s = 0; s < sec.size(); ++s)
-      out << absl::StrFormat("  %4d %10.4f ms  %s\n", s, sec[s] * 1e3, (*rt)->StepLabel(int(s)));
-    const runner::TimeShares t = runner::SharesOf(*pkg, sec);
+    for (size_t s = 0; s < step_sec.size(); ++s)
+      out << absl::StrFormat("  %4d %10.4f ms  %s\n", s, step_sec[s] * 1e3,
+                             (*rt)->StepLabel(int(s)));
+    const runner::TimeShares t = runner::SharesOf(*pkg, step_sec);
     const double all = std::max(t.total(), 1e-12);
     out << absl::StrFormat(
         "time: tuned kernels %.3f ms (%.0f%%), default kernels %.3f ms (%.0f%%), native steps "

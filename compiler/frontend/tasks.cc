@@ -83,13 +83,12 @@ bool Extractor::MapAlone(const Node& n, v1::Workload* w) {
   if (x.empty() || IsConst(x) || !m_.shapes.count(x) || !m_.shapes.count(n.outputs[0]) ||
       S(x) != S(n.outputs[0]) || Elements(S(x)) < kMinKernelElements)
     return false;
-  Shape out = S(x);
-  std::vector<Shape> shapes = {out};
-  if (!ElementwiseForm(&out, &shapes)) return false;
+  // x's shape as the model has it: ExtractTasks writes it in the 4-D form
+  // it takes together with the program's inputs.
   w->set_op(v1::OP_KIND_ELEMENTWISE);
   w->mutable_elementwise()->set_kind(v1::ELEMENTWISE_KIND_COPY);
   v1::TensorSpec* t = w->add_inputs();
-  for (int64_t d : shapes[0]) t->add_shape(d);
+  for (int64_t d : S(x)) t->add_shape(d);
   t->set_dtype(v1::DTYPE_FLOAT32);
   return true;
 }

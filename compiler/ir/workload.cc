@@ -1,6 +1,7 @@
 #include "compiler/ir/workload.h"
 
 #include <algorithm>
+#include <string_view>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
@@ -367,15 +368,23 @@ absl::StatusOr<CanonicalWorkload> Canonicalize(const v1::Workload& workload) {
   return c;
 }
 
+namespace {
+// An enum value's proto name lowercased without its prefix ("relu" for
+// ELEMENTWISE_KIND_RELU); empty when the name lacks the prefix.
+std::string EnumWord(std::string name, std::string_view prefix) {
+  absl::AsciiStrToLower(&name);
+  return name.rfind(prefix, 0) == 0 ? name.substr(prefix.size()) : "";
+}
+}  // namespace
+
 std::string Describe(const v1::Workload& w) {
   std::vector<std::string> shapes;
   for (const auto& t : w.inputs()) shapes.push_back(absl::StrJoin(t.shape(), "x"));
   std::string s = OpName(w.op());
   if (w.has_elementwise()) {  // "elementwise sigmoid", "elementwise copy", ...
-    std::string kind = v1::ElementwiseKind_Name(w.elementwise().kind());
-    absl::AsciiStrToLower(&kind);
-    const std::string prefix = "elementwise_kind_";
-    if (kind.rfind(prefix, 0) == 0) StrAppend(&s, " ", kind.substr(prefix.size()));
+    const std::string kind =
+        EnumWord(v1::ElementwiseKind_Name(w.elementwise().kind()), "elementwise_kind_");
+    if (!kind.empty()) StrAppend(&s, " ", kind);
   }
   StrAppend(&s, " ", absl::StrJoin(shapes, " * "));
   if (w.has_conv2d()) {
@@ -389,10 +398,8 @@ std::string Describe(const v1::Workload& w) {
       StrAppend(&s, " +", DescribeMap(e));
       continue;
     }
-    std::string name = v1::EpilogueKind_Name(e.kind());
-    absl::AsciiStrToLower(&name);
-    const std::string prefix = "epilogue_kind_";
-    StrAppend(&s, " +", name.rfind(prefix, 0) == 0 ? name.substr(prefix.size()) : "unknown");
+    const std::string name = EnumWord(v1::EpilogueKind_Name(e.kind()), "epilogue_kind_");
+    StrAppend(&s, " +", name.empty() ? "unknown" : name);
   }
   return s;
 }

@@ -94,18 +94,16 @@ void SetFloatMode(uint64_t mode) {
 #endif
 }
 
-uint64_t WithFlush(uint64_t mode) {
 #if defined(__x86_64__) || defined(__i386__)
-  return mode | 0x8040;  // FTZ (bit 15) and DAZ (bit 6)
+constexpr uint64_t kFlushBits = 0x8040;  // MXCSR FTZ (bit 15) and DAZ (bit 6)
 #elif defined(__aarch64__)
-  return mode | (uint64_t(1) << 24);  // FZ
+constexpr uint64_t kFlushBits = uint64_t(1) << 24;  // FPCR FZ
 #else
-  return mode;
+constexpr uint64_t kFlushBits = 0;
 #endif
-}
 }  // namespace
 
-FlushDenormals::FlushDenormals() : saved_(FloatMode()) { SetFloatMode(WithFlush(saved_)); }
+FlushDenormals::FlushDenormals() : saved_(FloatMode()) { SetFloatMode(saved_ | kFlushBits); }
 FlushDenormals::~FlushDenormals() { SetFloatMode(saved_); }
 
 // A pause for spin-wait loops.
