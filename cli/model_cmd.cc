@@ -3,10 +3,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <cstring>
+#include <set>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
@@ -49,19 +50,22 @@ statically planned arena. The package runs with `tunefarm run`.
   --value           fixes an input to constant values (e.g. an audio model's
                     sample rate, --value sr=16000): the package no longer
                     has that input, and control flow on it is resolved
-  --no-model-check  skip timing tuned kernels inside the model (host targets)
+  --no-model-check  skip timing tuned kernels and layouts inside the model
+                    (host targets)
   --threads         the thread count the package is for (default 1): records
                     are those of the target at -num-cores=N (what `tune
                     --threads N` stores), kernels are compared at it, and the
                     package records it for `run`
-  --layout          the activation layout (default: nhwc on CPU targets,
-                    nchw on CUDA): nhwc makes convolutions whose output
-                    channels are whole vectors (dense ones with a spatial
-                    kernel only from 28x28 output pixels), and the pooling
-                    and elementwise kernels after them, channels-last
-                    kernels, with Transpose steps where the layouts meet;
-                    nchw keeps the model's layout. Tasks differ by layout:
-                    tune with the same --layout
+  --layout          the activation layout: nhwc makes convolutions whose
+                    output channels are multiples of 8 (4 with NEON; dense
+                    ones with a spatial kernel only from 28x28 output
+                    pixels), and the pooling and elementwise kernels after
+                    them, channels-last kernels, with Transpose steps where
+                    the layouts meet; nchw keeps the model's layout. Default
+                    for this machine: both are built (each with its records)
+                    and timed against each other, and nchw is kept where it
+                    is 2% faster; for other CPU targets nhwc, for CUDA nchw.
+                    Tasks differ by layout (`tune` says which it tuned)
 )";
 
 constexpr const char* kRunHelp =
@@ -244,6 +248,47 @@ int RunThreads(const Flags& f, int64_t given, const v1::ModelPackage& pkg,
   return int(given);
 }
 
+// BuildPackage, and where `check` (this machine is the target) the
+// never-slower rule: tuned kernels that do not pay inside the model go back
+// to their default schedules, and then a tuned build that does not beat the
+// untuned one as a whole is replaced by it.
+absl::StatusOr<v1::ModelPackage> BuildChecked(const frontend::Model& model,
+                                              const ir::Target& target, deploy::BuildOptions bo,
+                                              int threads, bool check) {
+  TF_ASSIGN_OR_RETURN(v1::ModelPackage pkg, deploy::BuildPackage(model, target, bo));
+  int tuned_kernels = 0;
+  for (const auto& k : pkg.kernels()) tuned_kernels += k.tuned();
+  if (tuned_kernels == 0 || !check) return pkg;
+  deploy::BuildOptions plain = bo;
+  plain.choose = nullptr;
+  TF_ASSIGN_OR_RETURN(v1::ModelPackage untuned, deploy::BuildPackage(model, target, plain));
+  TF_ASSIGN_OR_RETURN(std::set<std::string> slower,
+                      deploy::TunedKernelsNotFasterInModel(untuned, pkg, threads));
+  if (!slower.empty()) {
+    auto from_log = bo.choose;
+    bo.choose = [&slower,
+                 from_log](const frontend::ModelTask& t) -> absl::StatusOr<deploy::KernelChoice> {
+      if (!slower.count(t.key)) return from_log(t);
+      deploy::KernelChoice c;
+      c.why = "the tuned kernel was not faster inside the model (timed here)";
+      return c;
+    };
+    TF_ASSIGN_OR_RETURN(pkg, deploy::BuildPackage(model, target, bo));
+  }
+  // And the tuned build as a whole must beat the untuned one.
+  int still_tuned = 0;
+  for (const auto& k : pkg.kernels()) still_tuned += k.tuned();
+  if (still_tuned == 0) return pkg;
+  TF_ASSIGN_OR_RETURN(double speedup, deploy::PairedSpeedup(untuned, pkg, threads));
+  if (speedup >= 1.0) return pkg;
+  bo.choose = [](const frontend::ModelTask&) -> absl::StatusOr<deploy::KernelChoice> {
+    deploy::KernelChoice c;
+    c.why = "the tuned build was not faster than the untuned one as a whole (timed here)";
+    return c;
+  };
+  return deploy::BuildPackage(model, target, bo);
+}
+
 }  // namespace
 
 int RunBuild(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
@@ -295,50 +340,38 @@ int RunBuild(const std::vector<std::string>& args, std::ostream& out, std::ostre
     bo.choose = [l, spec](const frontend::ModelTask& t) { return ChooseFromLog(l, spec, t); };
   }
   auto t0 = std::chrono::steady_clock::now();
-  absl::StatusOr<v1::ModelPackage> pkg = deploy::BuildPackage(*model, *target, bo);
-  if (!pkg.ok()) return Fail(err, 1, absl::StrCat(f.positional()[0], ": ", pkg.status().message()));
-  int tuned_kernels = 0;
-  for (const auto& k : pkg->kernels()) tuned_kernels += k.tuned();
-  // On this machine, tuned kernels must also pay inside the model.
   ir::Target host = codegen::HostTarget();
   host.num_cores = target->num_cores;
-  if (tuned_kernels > 0 && !f.Has("no_model_check") && target->ToString() == host.ToString()) {
-    deploy::BuildOptions plain = bo;
-    plain.choose = nullptr;
-    absl::StatusOr<v1::ModelPackage> untuned = deploy::BuildPackage(*model, *target, plain);
-    if (!untuned.ok()) return Fail(err, 1, std::string(untuned.status().message()));
-    auto slower = deploy::TunedKernelsNotFasterInModel(*untuned, *pkg, int(threads));
-    if (!slower.ok()) return Fail(err, 1, std::string(slower.status().message()));
-    if (!slower->empty()) {
-      auto from_log = bo.choose;
-      bo.choose = [&,
-                   from_log](const frontend::ModelTask& t) -> absl::StatusOr<deploy::KernelChoice> {
-        if (!slower->count(t.key)) return from_log(t);
-        deploy::KernelChoice c;
-        c.why = "the tuned kernel was not faster inside the model (timed here)";
-        return c;
-      };
-      pkg = deploy::BuildPackage(*model, *target, bo);
-      if (!pkg.ok()) return Fail(err, 1, absl::StrCat(f.positional()[0], ": ", pkg.status().message()));
-    }
-    // And the tuned build as a whole must beat the untuned one.
-    int still_tuned = 0;
-    for (const auto& k : pkg->kernels()) still_tuned += k.tuned();
-    if (still_tuned > 0) {
-      auto speedup = deploy::PairedSpeedup(*untuned, *pkg, int(threads));
-      if (!speedup.ok()) return Fail(err, 1, std::string(speedup.status().message()));
-      if (*speedup < 1.0) {
-        bo.choose = [](const frontend::ModelTask&) -> absl::StatusOr<deploy::KernelChoice> {
-          deploy::KernelChoice c;
-          c.why = "the tuned build was not faster than the untuned one as a whole (timed here)";
-          return c;
-        };
-        pkg = deploy::BuildPackage(*model, *target, bo);
-        if (!pkg.ok())
-          return Fail(err, 1, absl::StrCat(f.positional()[0], ": ", pkg.status().message()));
+  const bool here = !f.Has("no_model_check") && target->ToString() == host.ToString();
+  absl::StatusOr<v1::ModelPackage> pkg;
+  std::string layout_line;
+  if (here && !bo.channels_last.has_value() && !target->is_gpu()) {
+    // No --layout: the layout that runs faster here, each built as it would be.
+    deploy::BuildOptions nhwc = bo, nchw = bo;
+    nhwc.channels_last = true;
+    nchw.channels_last = false;
+    pkg = BuildChecked(*model, *target, nhwc, int(threads), true);
+    absl::StatusOr<v1::ModelPackage> other =
+        BuildChecked(*model, *target, nchw, int(threads), true);
+    if (pkg.ok() && !other.ok()) pkg = other.status();
+    if (pkg.ok()) {
+      absl::StatusOr<deploy::LayoutChoice> choice =
+          deploy::ChooseLayout(*pkg, *other, int(threads));
+      if (!choice.ok()) return Fail(err, 1, std::string(choice.status().message()));
+      if (!choice->channels_last) pkg = *std::move(other);
+      if (choice->nhwc_seconds > 0) {
+        layout_line = absl::StrFormat(
+            "layout %s: nhwc %.3f ms, nchw %.3f ms, nhwc/nchw %.2f (median of 9 paired runs "
+            "here at %d thread%s; --layout picks one)\n",
+            choice->channels_last ? "nhwc" : "nchw", choice->nhwc_seconds * 1e3,
+            choice->nchw_seconds * 1e3, choice->nhwc_over_nchw, int(threads),
+            threads == 1 ? "" : "s");
       }
     }
+  } else {
+    pkg = BuildChecked(*model, *target, bo, int(threads), here);
   }
+  if (!pkg.ok()) return Fail(err, 1, absl::StrCat(f.positional()[0], ": ", pkg.status().message()));
   std::string serialized;
   if (!pkg->SerializeToString(&serialized)) return Fail(err, 1, "the package does not serialize");
   {
@@ -362,6 +395,7 @@ int RunBuild(const std::vector<std::string>& args, std::ostream& out, std::ostre
       output, pkg->kernels_size(), tuned, pkg->kernels_size() - tuned, kernel_steps, native_steps,
       weights / 1e6, pkg->arena_bytes() / 1e6,
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  out << layout_line;
   for (const auto& k : pkg->kernels()) {
     out << absl::StrFormat("  %-8s %-60s %s\n", k.tuned() ? "tuned" : "default", k.description(),
                            k.choice());

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <set>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -18,6 +19,7 @@
 #include "compiler/frontend/tasks.h"
 #include "compiler/ir/workload.h"
 #include "compiler/ir/workload_spec.h"
+#include "deploy/package_build.h"
 #include "server/search/gpu_local_measurer.h"
 #include "server/search/local_measurer.h"
 #include "server/search/store_canon.h"
@@ -70,7 +72,9 @@ built at the end from the database, as `tunefarm build` does.
   --value     fixes a model input to constant values, NAME=V1,V2,... (as
               `tunefarm build --value`)
   --layout    nhwc or nchw: the activation layout of the model's tasks and
-              package (default: nhwc on CPU targets; `tunefarm build --layout`)
+              package (default for this machine: the layout the database
+              has records of for the model, else the one whose untuned
+              build runs faster here; `tunefarm build --layout`)
   -o          write the tuned model's package (with a model)
   --load-model  start from the cost model in FILE instead of the database's
   --save-model  also write the final cost model to FILE
@@ -97,6 +101,54 @@ absl::StatusOr<std::vector<search::Task>> ModelTasks(const std::string& path,
     tasks.push_back(std::move(task));
   }
   return tasks;
+}
+
+// Whether to tune `path` channels-last on this machine: the layout an
+// earlier run tuned (its tasks of that layout alone have records for the
+// target), else the one whose untuned build runs faster here, both builds
+// timed against each other (deploy::ChooseLayout).
+absl::StatusOr<bool> LayoutHere(const std::string& path, const std::vector<std::string>& shapes,
+                                const std::vector<std::string>& values, const ir::Target& target,
+                                int threads, store::TuningLog* log, std::ostream& out) {
+  TF_ASSIGN_OR_RETURN(frontend::ImportOptions io, ImportOverrides(shapes, values));
+  TF_ASSIGN_OR_RETURN(frontend::Model model, frontend::ImportOnnxFile(path, io));
+  std::set<std::string> keys[2];  // [channels_last]
+  for (bool cl : {false, true}) {
+    TF_ASSIGN_OR_RETURN(frontend::TaskExtraction ex,
+                        frontend::ExtractTasks(model, frontend::ExtractOptionsFor(target, cl)));
+    for (const frontend::ModelTask& t : ex.tasks) keys[cl].insert(t.key);
+  }
+  bool tuned[2] = {false, false};
+  for (bool cl : {false, true}) {
+    for (const std::string& key : keys[cl]) {
+      if (keys[!cl].count(key) || tuned[cl]) continue;
+      store::TuningLog::RecordQuery q;
+      q.workload_key = key;
+      q.target_spec = target.ToString();
+      q.limit = 1;
+      TF_ASSIGN_OR_RETURN(std::vector<v1::Record> some, log->ListRecords(q));
+      tuned[cl] = !some.empty();
+    }
+  }
+  if (tuned[0] != tuned[1]) {
+    out << "layout " << (tuned[1] ? "nhwc" : "nchw")
+        << ": the one this database has records of (--layout picks one)\n";
+    return tuned[1];
+  }
+  deploy::BuildOptions bo;
+  bo.threads = threads;
+  bo.channels_last = true;
+  TF_ASSIGN_OR_RETURN(v1::ModelPackage nhwc, deploy::BuildPackage(model, target, bo));
+  bo.channels_last = false;
+  TF_ASSIGN_OR_RETURN(v1::ModelPackage nchw, deploy::BuildPackage(model, target, bo));
+  TF_ASSIGN_OR_RETURN(deploy::LayoutChoice c, deploy::ChooseLayout(nhwc, nchw, threads));
+  if (c.nhwc_seconds > 0) {
+    out << absl::StrFormat(
+        "layout %s: untuned nhwc %.3f ms, nchw %.3f ms, nhwc/nchw %.2f (timed here)\n",
+        c.channels_last ? "nhwc" : "nchw", c.nhwc_seconds * 1e3, c.nchw_seconds * 1e3,
+        c.nhwc_over_nchw);
+  }
+  return c.channels_last;
 }
 
 // The model's time from each task's best (else default) time, times its
@@ -200,6 +252,12 @@ int RunTune(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   auto strategy = search::ParseStrategy(flags["strategy"]);
   if (!strategy.ok()) return Fail(err, 2, std::string(strategy.status().message()));
 
+  store::TuningLog::Options lo;
+  lo.canon = search::CompilerCanon();
+  lo.path = flags["db"];
+  auto log = store::TuningLog::Open(lo);
+  if (!log.ok()) return Fail(err, 1, std::string(log.status().message()));
+
   std::vector<search::Task> tasks;
   if (model_path.empty()) {
     auto workload = ir::ParseWorkloadSpec(flags["workload"]);
@@ -212,18 +270,24 @@ int RunTune(const std::vector<std::string>& args, std::ostream& out, std::ostrea
     if (parsed->Has("shape")) shapes = parsed->All("shape");
     absl::StatusOr<std::optional<bool>> channels_last = ParseLayoutFlag(parsed->Get("layout", ""));
     if (!channels_last.ok()) return Fail(err, 2, std::string(channels_last.status().message()));
-    auto model_tasks = ModelTasks(model_path, shapes, parsed->All("value"), target, *channels_last);
+    std::optional<bool> layout = *channels_last;
+    ir::Target host = codegen::HostTarget();
+    host.num_cores = target.num_cores;
+    if (!layout.has_value() && !target.is_gpu() && target.ToString() == host.ToString()) {
+      // No --layout: the tasks of the layout whose untuned build runs faster
+      // here (`build` compares the tuned build with the other layout's).
+      absl::StatusOr<bool> chosen = LayoutHere(model_path, shapes, parsed->All("value"), target,
+                                               int(threads), log->get(), out);
+      if (!chosen.ok()) return Fail(err, 1, std::string(chosen.status().message()));
+      layout = *chosen;
+    }
+    auto model_tasks = ModelTasks(model_path, shapes, parsed->All("value"), target, layout);
     if (!model_tasks.ok()) return Fail(err, 1, std::string(model_tasks.status().message()));
     tasks = *std::move(model_tasks);
     // A model's default budget: 32 trials per task, or the wall time alone.
     if (!parsed->given().count("trials")) trials = seconds > 0 ? 0 : 32 * int64_t(tasks.size());
   }
   const bool model = !model_path.empty();
-  store::TuningLog::Options lo;
-  lo.canon = search::CompilerCanon();
-  lo.path = flags["db"];
-  auto log = store::TuningLog::Open(lo);
-  if (!log.ok()) return Fail(err, 1, std::string(log.status().message()));
 
   search::LocalMeasureOptions mo;
   mo.threads = int(threads);

@@ -221,6 +221,19 @@ absl::StatusOr<double> PairedSpeedup(const v1::ModelPackage& untuned,
   return t.a_over_b;
 }
 
+absl::StatusOr<LayoutChoice> ChooseLayout(const v1::ModelPackage& nhwc,
+                                          const v1::ModelPackage& nchw, int threads, int runs,
+                                          double margin) {
+  LayoutChoice c;
+  if (nhwc.SerializeAsString() == nchw.SerializeAsString()) return c;
+  TF_ASSIGN_OR_RETURN(PairedTiming t, TimePaired(nhwc, nchw, threads, runs));
+  c.nhwc_seconds = t.a_seconds;
+  c.nchw_seconds = t.b_seconds;
+  c.nhwc_over_nchw = t.a_over_b;
+  c.channels_last = t.a_over_b * (1 - margin) <= 1;
+  return c;
+}
+
 int64_t PlanMemory(const std::vector<std::pair<int, int>>& lifetimes,
                    const std::vector<int64_t>& bytes, std::vector<int64_t>* offsets) {
   const size_t n = lifetimes.size();

@@ -86,6 +86,21 @@ absl::StatusOr<PairedTiming> TimePaired(
 absl::StatusOr<double> PairedSpeedup(const v1::ModelPackage& untuned,
                                      const v1::ModelPackage& tuned, int threads, int runs = 15);
 
+// The activation layout that runs a model faster on this machine, from two
+// builds of it (ExtractOptions channels_last true and false) timed against
+// each other at `threads` (TimePaired, `runs` pairs). Channels-last is the
+// default; NCHW is chosen where it is at least `margin` faster (e.g. with
+// AVX-512's 16 lanes, a model whose channel counts are multiples of 8 only).
+// Identical builds are not timed.
+struct LayoutChoice {
+  bool channels_last = true;
+  double nhwc_seconds = 0, nchw_seconds = 0;  // medians; 0 when not timed
+  double nhwc_over_nchw = 1;                  // the median of the paired ratios
+};
+absl::StatusOr<LayoutChoice> ChooseLayout(const v1::ModelPackage& nhwc,
+                                          const v1::ModelPackage& nchw, int threads, int runs = 9,
+                                          double margin = 0.02);
+
 // The static memory plan: offsets (64-byte aligned) for values with the
 // given lifetimes [first step, last step] (inclusive) and sizes in bytes, so
 // that no two values alive at the same step overlap. Returns the arena size.

@@ -448,7 +448,7 @@ absl::StatusOr<TaskExtraction> ExtractTasks(const Model& model, const ExtractOpt
       // ms NCHW, 4.5 and 5.2 NHWC).
       // (A 1-D convolution, written as 2-D, keeps its 3-D values NCHW.)
       bool conv_ok = cw.op() == v1::OP_KIND_CONV2D && cw.inputs(1).shape_size() == 4 &&
-                     cw.inputs(1).shape(0) % options.lanes == 0 &&
+                     cw.inputs(1).shape(0) % std::min<int64_t>(options.lanes, 8) == 0 &&
                      model.shapes.at(n.inputs[0]).size() == 4 &&
                      model.shapes.at(n.outputs[0]).size() == 4;
       if (conv_ok && cw.conv2d().groups() == 1 &&

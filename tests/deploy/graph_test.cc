@@ -239,6 +239,14 @@ TEST_F(GraphTest, ChannelsLastBuildsMatch) {
   EXPECT_TRUE(
       absl::c_linear_search(specs, "max_pool2d_nhwc(N=1,C=64,H=112,W=112,R=3,S=3,stride=2,pad=1)"))
       << absl::StrJoin(specs, "; ");
+  // With 16 lanes (AVX-512), convolutions whose output channels are
+  // multiples of 8 are NHWC too (8-lane channel vectors).
+  frontend::ExtractOptions wide = xo;
+  wide.lanes = 16;
+  const std::vector<std::string> mb = TaskSpecs(Import("mobilenet_v2"), v1::OP_KIND_CONV2D, wide);
+  EXPECT_TRUE(absl::c_any_of(mb, [](const std::string& s) {
+    return absl::StartsWith(s, "conv2d_nhwc(") && absl::StrContains(s, ",K=24,");
+  })) << absl::StrJoin(mb, "; ");
   v1::ModelPackage pkg;
   EXPECT_GE(CheckAgainstReference(Import("resnet18"), nhwc, &pkg, dir_->File("resnet18.onnx")), 23);
   EXPECT_EQ(pkg.layout(), "NHWC");

@@ -204,6 +204,49 @@ TEST(TuneCli, ModelTunesEveryTaskAndWritesItsPackage) {
 
 // The cost model of a run lands in the database and steers the next run on
 // the target; a model file works the same way, and a bad one is refused.
+// With no --layout, `build` and `tune` for this machine take the activation
+// layout that runs the model faster here: `build` times both builds against
+// each other and says so; `tune` keeps the layout an earlier run tuned.
+TEST(TuneCli, LayoutIsTheFasterOneHereOrTheTunedOne) {
+  testing::TempDir dir;
+  if (std::string why = MakeModels(dir); !why.empty()) TF_SKIP("no-package") << why;
+  const std::string model = dir.File("nhwc_native.onnx"), pkg = dir.File("n.tfpkg");
+  testing::CommandResult r = testing::RunCommand(
+      {testing::BinPath("tunefarm"), "build", model, "--untuned", "-o", pkg}, dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.out, m,
+                                std::regex("layout (nhwc|nchw): nhwc ([0-9.]+) ms, nchw ([0-9.]+) "
+                                           "ms, nhwc/nchw ([0-9.]+)")))
+      << r.out;
+  EXPECT_GT(std::stod(m[2]), 0);
+  EXPECT_GT(std::stod(m[3]), 0);
+  // NCHW only where it is at least 2% faster.
+  EXPECT_EQ(m[1] == "nchw", std::stod(m[4]) * 0.98 > 1) << r.out;
+  testing::CommandResult run =
+      testing::RunCommand({testing::BinPath("tunefarm"), "run", pkg}, dir.path());
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  // A layout given, or a build not checked here: no timing.
+  for (const char* flag : {"--layout=nchw", "--no-model-check"}) {
+    r = testing::RunCommand(
+        {testing::BinPath("tunefarm"), "build", model, "--untuned", "-o", pkg, flag}, dir.path());
+    ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+    EXPECT_FALSE(absl::StrContains(r.out, "layout ")) << flag << ": " << r.out;
+  }
+  // A model tuned in one layout continues in it.
+  const std::string db = dir.File("n.db");
+  r = testing::RunCommand({testing::BinPath("tunefarm"), "tune", model, "--layout", "nchw",
+                           "--trials", "4", "--db", db},
+                          dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  r = testing::RunCommand(
+      {testing::BinPath("tunefarm"), "tune", model, "--trials", "6", "--db", db}, dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "layout nchw: the one this database has records of"))
+      << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "4 earlier records of its tasks")) << r.out;
+}
+
 TEST(TuneCli, CostModelIsStoredAndLoaded) {
   testing::TempDir dir;
   std::string db = dir.File("t.db"), model = dir.File("m.bin");
