@@ -184,9 +184,25 @@ int RunModelsBench(const std::vector<std::string>& args) {
                   std::string(model.status().message()).c_str());
       continue;
     }
-    auto ex = frontend::ExtractTasks(*model, frontend::ExtractOptionsFor(host));
-    if (!ex.ok()) return 1;
+    // The layout `tunefarm build` would keep here: both untuned builds timed
+    // against each other at the largest thread count.
+    deploy::BuildOptions nchw_options;
+    nchw_options.channels_last = false;
     auto untuned = deploy::BuildPackage(*model, host);
+    auto untuned_nchw = deploy::BuildPackage(*model, host, nchw_options);
+    bool channels_last = true;
+    if (untuned.ok() && untuned_nchw.ok()) {
+      auto choice = deploy::ChooseLayout(*untuned, *untuned_nchw, thread_list.back());
+      if (!choice.ok()) return 1;
+      if (!choice->channels_last) {
+        channels_last = false;
+        untuned = *std::move(untuned_nchw);
+        std::printf("%-20s layout nchw: nhwc/nchw %.2f untuned at %d threads\n", spec.name.c_str(),
+                    choice->nhwc_over_nchw, thread_list.back());
+      }
+    }
+    auto ex = frontend::ExtractTasks(*model, frontend::ExtractOptionsFor(host, channels_last));
+    if (!ex.ok()) return 1;
     if (!untuned.ok()) {
       std::printf("%-20s build failed: %s\n", spec.name.c_str(),
                   std::string(untuned.status().message()).c_str());
@@ -226,6 +242,7 @@ int RunModelsBench(const std::vector<std::string>& args) {
     }
     deploy::BuildOptions bo;
     bo.compare_locally = false;
+    bo.channels_last = channels_last;
     bo.choose = [&](const frontend::ModelTask& t) -> absl::StatusOr<deploy::KernelChoice> {
       deploy::KernelChoice c;
       for (size_t i = 0; i < tuner.tasks().size(); ++i) {
@@ -376,18 +393,20 @@ int RunModelsBench(const std::vector<std::string>& args) {
           "%-20s %3d time in tuned kernels %.0f%%, default kernels %.0f%%, native steps %.0f%%\n",
           spec.name.c_str(), th, 100 * shares.tuned / all, 100 * shares.default_kernels / all,
           100 * shares.native / all);
-      absl::StrAppend(&rows, rows.empty() ? "" : ",\n  ",
-                      absl::StrFormat("{\"model\": \"%s\", \"threads\": %d, \"untuned_ms\": %.3f, "
-                                      "\"tuned_ms\": %.3f, \"trials\": %d, \"onnxruntime_ms\": %s, "
-                                      "\"tuned_kernels\": %d, \"kernels\": %d, \"reverted\": %d, "
-                                      "\"speedup_paired\": %.4f, \"tuning_s\": %.1f, "
-                                      "\"share_tuned\": %.4f, \"share_default\": %.4f, "
-                                      "\"share_native\": %.4f, \"check\": \"%s\"}",
-                                      spec.name, th, *u * 1e3, *t * 1e3, tuner.trials(),
-                                      ort > 0 ? absl::StrFormat("%.3f", ort * 1e3) : "null",
-                                      tuned_kernels, tuned->kernels_size(), reverted,
-                                      times->a_over_b, tune_s, shares.tuned / all,
-                                      shares.default_kernels / all, shares.native / all, check));
+      absl::StrAppend(
+          &rows, rows.empty() ? "" : ",\n  ",
+          absl::StrFormat("{\"model\": \"%s\", \"layout\": \"%s\", \"threads\": %d, "
+                          "\"untuned_ms\": %.3f, "
+                          "\"tuned_ms\": %.3f, \"trials\": %d, \"onnxruntime_ms\": %s, "
+                          "\"tuned_kernels\": %d, \"kernels\": %d, \"reverted\": %d, "
+                          "\"speedup_paired\": %.4f, \"tuning_s\": %.1f, "
+                          "\"share_tuned\": %.4f, \"share_default\": %.4f, "
+                          "\"share_native\": %.4f, \"check\": \"%s\"}",
+                          spec.name, channels_last ? "nhwc" : "nchw", th, *u * 1e3, *t * 1e3,
+                          tuner.trials(), ort > 0 ? absl::StrFormat("%.3f", ort * 1e3) : "null",
+                          tuned_kernels, tuned->kernels_size(), reverted, times->a_over_b, tune_s,
+                          shares.tuned / all, shares.default_kernels / all, shares.native / all,
+                          check));
     }
     std::printf("%-20s %s\n", "", check.c_str());
     std::fflush(stdout);
