@@ -40,6 +40,8 @@ INSTANTIATE_TEST_SUITE_P(
         "conv2d_nhwc(N=1,C=20,H=6,W=9,K=24,R=1,S=1)+bias+residual",
         "conv2d_nhwc(N=1,C=6,H=5,W=7,K=12,R=3,S=3,pad=1)+bias+relu",
         "conv2d_nhwc(N=1,C=16,H=2,W=30,K=40,R=1,S=1)+bias+relu6",
+        // 1x1 with AVX-512: the GEMM tile (4 vectors x 5 pixels).
+        "conv2d_nhwc(N=1,C=22,H=3,W=10,K=64,R=1,S=1)+bias+silu",
         "depthwise_conv2d_nchw(N=1,C=24,H=14,W=14,R=3,S=3,stride=2,pad=1)+bias+hardswish",
         "depthwise_conv2d_nchw(N=1,C=16,H=7,W=7,R=3,S=3,pad=1)+clip(min=-0.5,max=0.5)",
         "conv2d_transpose_nchw(N=1,C=8,H=6,W=6,K=4,R=3,S=3,stride=2,pad=1)",
