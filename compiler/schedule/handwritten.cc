@@ -103,6 +103,32 @@ int64_t RowTile(int64_t w, int64_t lanes, int64_t max_vectors) {
   return DivisorAtMost(w, cap);
 }
 
+// The vector registers the code generator's loop over `n` elements takes
+// (GenVectorLoop): n / v for the widest v of at least 4 lanes dividing n,
+// else the full vectors and one for the rest (LLVM widens a narrower
+// vector to a whole register).
+int64_t VectorRegisters(int64_t n, int64_t lanes) {
+  for (int64_t v = lanes; v >= 4; v /= 2) {
+    if (n % v == 0) return n / v;
+  }
+  return n / lanes + (n % lanes != 0);
+}
+
+// The part of an output row a channel tile takes, up to `max_vectors`
+// vectors: the whole row or a divisor of it, the one that fills its
+// registers best (most lanes per register, then the longest). AVX-512 and a
+// 40-wide row: 8 columns in one 8-lane register, not 20 in five 4-lane ones.
+int64_t ChannelTileRow(int64_t w, int64_t lanes, int64_t max_vectors) {
+  int64_t best = 1;
+  double best_fill = 0;
+  for (int64_t c = std::min(w, max_vectors * lanes); c >= 1; --c) {
+    if (w % c != 0) continue;
+    const double fill = double(c) / double(VectorRegisters(c, lanes));
+    if (fill > best_fill + 1e-9) best = c, best_fill = fill;
+  }
+  return best;
+}
+
 // The tiling sketch's decisions for a convolution vectorized along the
 // output row, the reduction inside the register tile and (batch, channel)
 // as the parallel loop. With `channels` (dense convolutions): padding as a
@@ -127,7 +153,7 @@ absl::StatusOr<Trace> RowTiledConv(const ComputeDAG& dag, const Target& target, 
     // Measured on C128 1x1 K255 H80 (AVX2): 2 vectors x 5 channels 57
     // GFLOP/s, 2 rows 41, 1 vector 44; packing the input rows 54.
     const int64_t budget = lanes == 8 ? 12 : 24;
-    const int64_t cols = RowTile(w, lanes, 2), vectors = (cols + lanes - 1) / lanes;
+    const int64_t cols = ChannelTileRow(w, lanes, 2), vectors = VectorRegisters(cols, lanes);
     t.pad_pass = true;
     t.spatial[3].s3 = cols;
     t.spatial[1].s3 = DivisorAtMost(k, std::max<int64_t>(1, budget / vectors));
@@ -140,7 +166,7 @@ absl::StatusOr<Trace> RowTiledConv(const ComputeDAG& dag, const Target& target, 
     // inline 1.3; in the model 2.75 -> 0.40-0.78 ms, its 17 depthwise layers
     // 6.3 -> 2.1 ms.
     const int64_t budget = lanes == 8 ? 8 : 16;
-    const int64_t row = RowTile(w, lanes, budget), vectors = (row + lanes - 1) / lanes;
+    const int64_t row = RowTile(w, lanes, budget), vectors = VectorRegisters(row, lanes);
     t.pad_pass = false;
     t.spatial[3].s3 = row;
     t.spatial[2].s3 =
