@@ -403,17 +403,19 @@ absl::StatusOr<Trace> NhwcConv2dSchedule(const ComputeDAG& dag, const Target& ta
                         : DivisorAtMost(k / lanes, 3 * target.float_lanes() / lanes);
   int64_t cols = std::min<int64_t>(w, 2);
   int64_t rows = std::clamp<int64_t>(budget / (vectors * cols), 1, h);
-  // Unstrided 1x1 layers under AVX-512, two or more whole vectors of
-  // channels: a GEMM's tile of up to 4 vectors x consecutive pixels of one
-  // row, the reduction in steps of 2 over the unpacked weight. Measured at
-  // 1 thread (AVX-512), best of 2, GFLOP/s for C256 K128 H40 / C64 K64
-  // H160 / C24 K144 H56: 143 / 106 / 142 against the tile below 67 / 53 /
-  // 51 (a 96-trial tune of the first: 149); YOLOv5s-640 untuned 160-200 ->
-  // 159-167 ms. Fewer channels lost (K16 H112: 0.12 -> 0.17 ms). (Deep
+  // Under AVX-512, two or more whole vectors of channels: a GEMM's tile of
+  // up to 4 vectors x consecutive pixels of one row. Unstrided 1x1 layers
+  // reduce in steps of 2 over the unpacked weight: GFLOP/s at 1 thread,
+  // best of 2, C256 K128 H40 / C64 K64 H160 / C24 K144 H56: 143 / 106 /
+  // 142 against the tile below 67 / 53 / 51 (a 96-trial tune of the first:
+  // 149). Others take the whole window inside the tile: 3x3 C128 K128 H40 /
+  // C64 K64 H56 / C64 K128 H160 stride 2: 152-160 / 162-165 / 128-131
+  // against 93-96 / 99-101 / 122-126 (what 128-trial tunes found, 125 on
+  // the last). Fewer channels lost (1x1 K16 H112: 0.12 -> 0.17 ms). (Deep
   // layers of little spatial extent take the blocked tile further below.)
   const bool pointwise = s.reduce_axes[1].extent * s.reduce_axes[2].extent == 1 && !strided;
   bool gemm_tile = false;
-  if (pointwise && target.float_lanes() == 16 && lanes == 16 && k / lanes >= 2) {
+  if (target.float_lanes() == 16 && lanes == 16 && k / lanes >= 2) {
     const int64_t v = DivisorAtMost(k / lanes, 4), c = DivisorAtMost(w, budget / v),
                   r = DivisorAtMost(h, budget / (v * c));
     if (v * c * r >= budget / 2) {
@@ -443,6 +445,13 @@ absl::StatusOr<Trace> NhwcConv2dSchedule(const ComputeDAG& dag, const Target& ta
   if (gemm_tile) {
     t.reduce_steps = {DivisorAtMost(s.reduce_axes[0].extent, 2), 1, 1};
     t.pack = false;
+    if (!pointwise) {
+      // The whole window inside the tile, input channels in blocks of 64,
+      // over the packed weight.
+      t.reduce_steps = {DivisorAtMost(s.reduce_axes[0].extent, 64), s.reduce_axes[1].extent,
+                        s.reduce_axes[2].extent};
+      t.pack = true;
+    }
   }
   const int64_t c = s.reduce_axes[0].extent, r = s.reduce_axes[1].extent;
   if (h * w <= 28 * 28 && c >= 128 && !strided) {
