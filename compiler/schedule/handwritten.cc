@@ -454,7 +454,11 @@ absl::StatusOr<Trace> NhwcConv2dSchedule(const ComputeDAG& dag, const Target& ta
     }
   }
   const int64_t c = s.reduce_axes[0].extent, r = s.reduce_axes[1].extent;
-  if (h * w <= 28 * 28 && c >= 128 && !strided) {
+  // (Under AVX-512 the GEMM tile, where its row holds 16 or more
+  // accumulators: 3x3 C128 K128 H28 126-135 GFLOP/s against 97-127 blocked,
+  // 1x1 C512 K256 H20 101-154 against 68-102; C256 H14's 2-column tile 42-52
+  // against 83-93.)
+  if (h * w <= 28 * 28 && c >= 128 && !strided && !(gemm_tile && vectors * cols >= 16)) {
     // Deep layers with little spatial extent: the reduction blocked by 16
     // input channels outside a local tile of whole rows x a few channel
     // vectors (about 32 KB), so each block of the weight is reused by every
