@@ -186,20 +186,15 @@ int RunModelsBench(const std::vector<std::string>& args) {
     }
     // The layout `tunefarm build` would keep here: both untuned builds timed
     // against each other at the largest thread count.
-    deploy::BuildOptions nchw_options;
-    nchw_options.channels_last = false;
-    auto untuned = deploy::BuildPackage(*model, host);
-    auto untuned_nchw = deploy::BuildPackage(*model, host, nchw_options);
-    bool channels_last = true;
-    if (untuned.ok() && untuned_nchw.ok()) {
-      auto choice = deploy::ChooseLayout(*untuned, *untuned_nchw, thread_list.back());
-      if (!choice.ok()) return 1;
-      if (!choice->channels_last) {
-        channels_last = false;
-        untuned = *std::move(untuned_nchw);
-        std::printf("%-20s layout nchw: nhwc/nchw %.2f untuned at %d threads\n", spec.name.c_str(),
-                    choice->nhwc_over_nchw, thread_list.back());
-      }
+    // (Where a build fails, the channels-last one alone, which says why.)
+    v1::ModelPackage chosen;
+    auto choice = deploy::ChooseLayoutOf(*model, host, {}, thread_list.back(), &chosen);
+    absl::StatusOr<v1::ModelPackage> untuned =
+        choice.ok() ? std::move(chosen) : deploy::BuildPackage(*model, host);
+    const bool channels_last = !choice.ok() || choice->channels_last;
+    if (!channels_last) {
+      std::printf("%-20s layout nchw: nhwc/nchw %.2f untuned at %d threads\n", spec.name.c_str(),
+                  choice->nhwc_over_nchw, thread_list.back());
     }
     auto ex = frontend::ExtractTasks(*model, frontend::ExtractOptionsFor(host, channels_last));
     if (!ex.ok()) return 1;

@@ -137,11 +137,7 @@ absl::StatusOr<bool> LayoutHere(const std::string& path, const std::vector<std::
   }
   deploy::BuildOptions bo;
   bo.threads = threads;
-  bo.channels_last = true;
-  TF_ASSIGN_OR_RETURN(v1::ModelPackage nhwc, deploy::BuildPackage(model, target, bo));
-  bo.channels_last = false;
-  TF_ASSIGN_OR_RETURN(v1::ModelPackage nchw, deploy::BuildPackage(model, target, bo));
-  TF_ASSIGN_OR_RETURN(deploy::LayoutChoice c, deploy::ChooseLayout(nhwc, nchw, threads));
+  TF_ASSIGN_OR_RETURN(deploy::LayoutChoice c, deploy::ChooseLayoutOf(model, target, bo, threads));
   if (c.nhwc_seconds > 0) {
     out << absl::StrFormat(
         "layout %s: untuned nhwc %.3f ms, nchw %.3f ms, nhwc/nchw %.2f (timed here)\n",

@@ -234,6 +234,18 @@ absl::StatusOr<LayoutChoice> ChooseLayout(const v1::ModelPackage& nhwc,
   return c;
 }
 
+absl::StatusOr<LayoutChoice> ChooseLayoutOf(const frontend::Model& model, const ir::Target& target,
+                                            BuildOptions options, int threads,
+                                            v1::ModelPackage* chosen) {
+  options.channels_last = true;
+  TF_ASSIGN_OR_RETURN(v1::ModelPackage nhwc, BuildPackage(model, target, options));
+  options.channels_last = false;
+  TF_ASSIGN_OR_RETURN(v1::ModelPackage nchw, BuildPackage(model, target, options));
+  TF_ASSIGN_OR_RETURN(LayoutChoice c, ChooseLayout(nhwc, nchw, threads));
+  if (chosen != nullptr) *chosen = c.channels_last ? std::move(nhwc) : std::move(nchw);
+  return c;
+}
+
 int64_t PlanMemory(const std::vector<std::pair<int, int>>& lifetimes,
                    const std::vector<int64_t>& bytes, std::vector<int64_t>* offsets) {
   const size_t n = lifetimes.size();

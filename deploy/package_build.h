@@ -101,6 +101,13 @@ absl::StatusOr<LayoutChoice> ChooseLayout(const v1::ModelPackage& nhwc,
                                           const v1::ModelPackage& nchw, int threads, int runs = 9,
                                           double margin = 0.02);
 
+// ChooseLayout between `model` built with `options` in each layout
+// (channels_last set both ways); `chosen`, where given, receives the build
+// of the layout kept.
+absl::StatusOr<LayoutChoice> ChooseLayoutOf(const frontend::Model& model, const ir::Target& target,
+                                            BuildOptions options, int threads,
+                                            v1::ModelPackage* chosen = nullptr);
+
 // The static memory plan: offsets (64-byte aligned) for values with the
 // given lifetimes [first step, last step] (inclusive) and sizes in bytes, so
 // that no two values alive at the same step overlap. Returns the arena size.

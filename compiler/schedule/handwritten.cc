@@ -103,14 +103,20 @@ int64_t RowTile(int64_t w, int64_t lanes, int64_t max_vectors) {
   return DivisorAtMost(w, cap);
 }
 
-// The vector registers the code generator's loop over `n` elements takes
-// (GenVectorLoop): n / v for the widest v of at least 4 lanes dividing n,
-// else the full vectors and one for the rest (LLVM widens a narrower
-// vector to a whole register).
-int64_t VectorRegisters(int64_t n, int64_t lanes) {
+// The widest vector of `lanes`, lanes / 2, ... down to 4 lanes that divides
+// n (how GenVectorLoop splits a loop), or 0.
+int64_t WidestDividingLanes(int64_t n, int64_t lanes) {
   for (int64_t v = lanes; v >= 4; v /= 2) {
-    if (n % v == 0) return n / v;
+    if (n % v == 0) return v;
   }
+  return 0;
+}
+
+// The vector registers the code generator's loop over `n` elements takes:
+// n / v for the widest dividing v, else the full vectors and one for the
+// rest (LLVM widens a narrower vector to a whole register).
+int64_t VectorRegisters(int64_t n, int64_t lanes) {
+  if (const int64_t v = WidestDividingLanes(n, lanes); v > 0) return n / v;
   return n / lanes + (n % lanes != 0);
 }
 
@@ -279,13 +285,7 @@ absl::StatusOr<Trace> HandwrittenDenseSchedule(const ComputeDAG& dag, const Targ
   if (dense < 0) return absl::InvalidArgumentError("not a dense with a constant [N,K] weight");
   const Stage& s = dag.stages[dense];
   const int64_t m = s.axes[0].extent, n = s.axes[1].extent;
-  int64_t lanes = 0;
-  for (int64_t v : {int64_t(target.float_lanes()), int64_t(8), int64_t(4)}) {
-    if (v <= target.float_lanes() && n % v == 0) {
-      lanes = v;
-      break;
-    }
-  }
+  const int64_t lanes = WidestDividingLanes(n, target.float_lanes());
   if (lanes == 0) {
     return absl::InvalidArgumentError(absl::StrCat("N = ", n, " is not a multiple of 4"));
   }
@@ -380,10 +380,7 @@ absl::StatusOr<Trace> NhwcConv2dSchedule(const ComputeDAG& dag, const Target& ta
   // The channel vector: the target's, or the widest narrower one of at
   // least 4 lanes that divides K (AVX-512 and K = 24, 40, 200: 8 lanes).
   // Each takes one register whatever its width.
-  int64_t lanes = 0;
-  for (int64_t v = target.float_lanes(); v >= 4 && lanes == 0; v /= 2) {
-    if (k % v == 0) lanes = v;
-  }
+  const int64_t lanes = WidestDividingLanes(k, target.float_lanes());
   if (lanes == 0) {
     return absl::InvalidArgumentError(
         absl::StrCat(k, " output channels are not whole vectors of 4 or more lanes"));
@@ -441,17 +438,16 @@ absl::StatusOr<Trace> NhwcConv2dSchedule(const ComputeDAG& dag, const Target& ta
   t.spatial[2].s3 = cols;
   t.spatial[2].unroll = true;
   t.spatial[3].s3 = vectors * lanes;
-  t.reduce_steps = {s.reduce_axes[0].extent, 1, 1};
-  if (gemm_tile) {
+  if (gemm_tile && pointwise) {
     t.reduce_steps = {DivisorAtMost(s.reduce_axes[0].extent, 2), 1, 1};
     t.pack = false;
-    if (!pointwise) {
-      // The whole window inside the tile, input channels in blocks of 64,
-      // over the packed weight.
-      t.reduce_steps = {DivisorAtMost(s.reduce_axes[0].extent, 64), s.reduce_axes[1].extent,
-                        s.reduce_axes[2].extent};
-      t.pack = true;
-    }
+  } else if (gemm_tile) {
+    // The whole window inside the tile, input channels in blocks of 64,
+    // over the packed weight.
+    t.reduce_steps = {DivisorAtMost(s.reduce_axes[0].extent, 64), s.reduce_axes[1].extent,
+                      s.reduce_axes[2].extent};
+  } else {
+    t.reduce_steps = {s.reduce_axes[0].extent, 1, 1};
   }
   const int64_t c = s.reduce_axes[0].extent, r = s.reduce_axes[1].extent;
   // (Under AVX-512 the GEMM tile, where its row holds 16 or more

@@ -53,6 +53,17 @@ void ParallelFor(int32_t (*par)(void*, int64_t, void*, TFParallelBody), void* ct
   par(ctx, n, &f, [](void* c, int64_t b, int64_t e) { (*static_cast<F*>(c))(b, e); });
 }
 
+// n elements from src to dst: a library call for long runs, inline for the
+// few dozen of a channels-last pixel (a call each costs more than the copy).
+template <typename T>
+void CopyRun(T* dst, const T* src, int64_t n) {
+  if (n >= 256) {
+    std::memcpy(dst, src, size_t(n) * sizeof(T));
+  } else {
+    for (int64_t k = 0; k < n; ++k) dst[k] = src[k];
+  }
+}
+
 enum class ReduceKind { kSum, kMean, kMax, kMin, kProd, kL1, kL2, kSumSquare, kLogSum, kLogSumExp };
 
 // One node's computation: the kernels the table of native operators
@@ -156,11 +167,20 @@ class Op {
   }
   // f over [0, n) element ranges, in chunks of kElementChunk: fewer
   // elements run on the calling thread (waking the pool costs more).
+  static constexpr int64_t kElementChunk = 4096;
   template <typename F>
   void ParallelElements(int64_t n, F f) const {
-    constexpr int64_t kElementChunk = 4096;
     Parallel((n + kElementChunk - 1) / kElementChunk,
              [&](int64_t b, int64_t e) { f(b * kElementChunk, std::min(n, e * kElementChunk)); });
+  }
+
+  // f over [first, last) ranges of `rows` rows of `width` elements, in
+  // chunks of about kElementChunk elements (ParallelElements by whole rows).
+  template <typename F>
+  void ParallelRows(int64_t rows, int64_t width, F f) const {
+    const int64_t per_chunk = std::max<int64_t>(1, kElementChunk / std::max<int64_t>(width, 1));
+    Parallel((rows + per_chunk - 1) / per_chunk,
+             [&](int64_t b, int64_t e) { f(b * per_chunk, std::min(rows, e * per_chunk)); });
   }
 
   // Spatial pads [begin..., end...] of a conv or pool node with `sp` spatial dims.
@@ -835,18 +855,9 @@ absl::Status Op<T>::Concat() {
   // channels-last concatenation has rows of a few dozen elements, copied
   // inline rather than by a library call each.
   T* y = Out();
-  const int64_t rows_per_chunk = std::max<int64_t>(1, 4096 / std::max<int64_t>(row, 1));
-  Parallel((outer + rows_per_chunk - 1) / rows_per_chunk, [&](int64_t b, int64_t e) {
-    for (int64_t o = b * rows_per_chunk; o < std::min(outer, e * rows_per_chunk); ++o) {
-      T* yo = y + o * row;
-      for (const Part& p : parts) {
-        const T* xo = p.x + o * p.len;
-        if (p.len >= 256) {
-          std::memcpy(yo + p.at, xo, size_t(p.len) * sizeof(T));
-        } else {
-          for (int64_t k = 0; k < p.len; ++k) yo[p.at + k] = xo[k];
-        }
-      }
+  ParallelRows(outer, row, [&](int64_t first, int64_t last) {
+    for (int64_t o = first; o < last; ++o) {
+      for (const Part& p : parts) CopyRun(y + o * row + p.at, p.x + o * p.len, p.len);
     }
   });
   return absl::OkStatus();
@@ -1168,9 +1179,7 @@ absl::Status Op<T>::Resize(bool upsample) {
     // Rows in parallel chunks; short rows (channels-last pixels) copied
     // inline rather than by a library call each.
     const int64_t rows = width > 0 ? total / width : 0;
-    const int64_t rows_per_chunk = std::max<int64_t>(1, 4096 / std::max<int64_t>(width, 1));
-    Parallel((rows + rows_per_chunk - 1) / rows_per_chunk, [&](int64_t b, int64_t e) {
-      const int64_t first = b * rows_per_chunk, last = std::min(rows, e * rows_per_chunk);
+    ParallelRows(rows, width, [&](int64_t first, int64_t last) {
       Shape idx(r, 0);
       for (int64_t d = int64_t(r) - 2, rest = first; d >= 0; --d) {
         idx[size_t(d)] = rest % os[size_t(d)];
@@ -1181,10 +1190,8 @@ absl::Status Op<T>::Resize(bool upsample) {
         for (size_t d = 0; d + 1 < r; ++d) base += i0[d][size_t(idx[d])] * xst[d];
         const T* src = x + base;
         T* dst = y + row * width;
-        if (same_row && width >= 256) {
-          std::memcpy(dst, src, size_t(width) * sizeof(T));
-        } else if (same_row) {
-          for (int64_t j = 0; j < width; ++j) dst[j] = src[j];
+        if (same_row) {
+          CopyRun(dst, src, width);
         } else {
           for (int64_t j = 0; j < width; ++j) dst[j] = src[col[size_t(j)]];
         }
