@@ -23,12 +23,13 @@
 #include "cli/model_cmd.h"
 #include "cli/records_jsonl.h"
 #include "cli/tasks_cmd.h"
+#include "cli/token_cmd.h"
 #include "cli/tune_cmd.h"
+#include "compiler/frontend/onnx_import.h"
+#include "compiler/frontend/tasks.h"
 #include "compiler/ir/target.h"
 #include "compiler/ir/workload.h"
 #include "compiler/ir/workload_spec.h"
-#include "compiler/frontend/onnx_import.h"
-#include "compiler/frontend/tasks.h"
 #include "google/protobuf/util/json_util.h"
 #include "proto/client.h"
 #include "proto/protocol.h"
@@ -65,6 +66,7 @@ commands:
   build MODEL.onnx -o MODEL.tfpkg [--target T] [--db FILE]   whole model, best records (no server)
   run MODEL.tfpkg [--input NAME=F.npy] [--repeat N]   run a built model here (see run --help)
   run MODEL.tfpkg --device-key KEY [--repeat N]   run it on an agent of KEY, timed there
+  token --role ROLE [--name N] [--keys K,..] [--devices ID,..]   a new access token (no server)
   version
 status S: ok, compile_error, upload_error, runtime_error, wrong_result, timeout, lost
 state S:  queued, running, waiting_for_device, interrupted, succeeded, failed, cancelled
@@ -802,6 +804,7 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
   if (cmd == "tune") {
     return RunTune(std::vector<std::string>(args.begin() + i + 1, args.end()), out, err);
   }
+  if (cmd == "token") return RunToken(rest, out, err);
   if (cmd == "version") {
     out << "tunefarm " << TUNEFARM_VERSION << " (protocol " << kProtocolVersion << ")\n";
     return kExitOk;

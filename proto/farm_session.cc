@@ -41,7 +41,13 @@ absl::Status FarmSession::Run(const WorkHandler& handler) {
       if (stop_) return absl::OkStatus();
     }
     int before = registrations_.load();
-    absl::Status s = RunOnce(*stub, handler);
+    bool refused = false;
+    absl::Status s = RunOnce(*stub, handler, &refused);
+    if (refused) {
+      return absl::Status(s.code(),
+                          absl::StrCat("the server ", options_.client.server,
+                                       " refused to register this process: ", s.message()));
+    }
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (stop_) return absl::OkStatus();
@@ -57,7 +63,8 @@ absl::Status FarmSession::Run(const WorkHandler& handler) {
   }
 }
 
-absl::Status FarmSession::RunOnce(v1::FarmService::Stub& stub, const WorkHandler& handler) {
+absl::Status FarmSession::RunOnce(v1::FarmService::Stub& stub, const WorkHandler& handler,
+                                  bool* refused) {
   v1::RegisterRequest reg;
   reg.set_protocol_version(kProtocolVersion);
   reg.set_role(options_.role);
@@ -68,6 +75,8 @@ absl::Status FarmSession::RunOnce(v1::FarmService::Stub& stub, const WorkHandler
   {
     auto ctx = MakeContext(options_.client, absl::Seconds(10));
     grpc::Status s = stub.Register(ctx.get(), reg, &reg_resp);
+    *refused = s.error_code() == grpc::StatusCode::UNAUTHENTICATED ||
+               s.error_code() == grpc::StatusCode::PERMISSION_DENIED;
     if (!s.ok()) return FromGrpcStatus(s);
   }
   registrations_.fetch_add(1);

@@ -41,8 +41,11 @@ class FarmSession {
 
   FarmSession(Options options, std::shared_ptr<spdlog::logger> log);
 
-  // Returns OK after Stop(); an error only when it cannot even try (a bad
-  // TLS CA file, say). Connection failures are retried, never returned.
+  // Returns OK after Stop(); an error when it cannot even try (a bad TLS CA
+  // file, say) or when the server refuses the registration itself
+  // (UNAUTHENTICATED: the token; PERMISSION_DENIED: its role or the device
+  // id), which retrying cannot mend. Connection failures are retried, never
+  // returned.
   absl::Status Run(const WorkHandler& handler);
   void Stop();
 
@@ -54,7 +57,8 @@ class FarmSession {
  private:
   // One connected period: register, stream, heartbeat. Returns when the
   // stream ends for any reason.
-  absl::Status RunOnce(v1::FarmService::Stub& stub, const WorkHandler& handler);
+  // `refused`: the server answered Register with a refusal.
+  absl::Status RunOnce(v1::FarmService::Stub& stub, const WorkHandler& handler, bool* refused);
   // Waits `d` or until Stop(); false when stopping.
   bool SleepUnlessStopped(absl::Duration d);
 

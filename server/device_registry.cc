@@ -1,31 +1,33 @@
 #include "server/device_registry.h"
 
-#include <random>
-
-#include "absl/strings/str_format.h"
+#include "absl/strings/str_cat.h"
+#include "common/access_tokens.h"
 #include "common/status_macros.h"
 
 namespace tunefarm::server {
-namespace {
-std::string NewSessionId() {
-  static std::mutex mu;
-  static std::mt19937_64 rng{std::random_device{}()};
-  std::lock_guard<std::mutex> lock(mu);
-  return absl::StrFormat("%016x%016x", rng(), rng());
-}
-}  // namespace
 
-absl::StatusOr<std::string> DeviceRegistry::Register(const v1::Device& device) {
+absl::StatusOr<std::string> DeviceRegistry::Register(const v1::Device& device,
+                                                     const std::string& owner) {
   v1::Device d = device;
   int64_t now = absl::ToUnixMillis(absl::Now());
   d.set_registered_unix_ms(now);
   d.set_last_seen_unix_ms(now);
-  TF_RETURN_IF_ERROR(log_.UpsertDevice(d));
+  TF_ASSIGN_OR_RETURN(std::string id, RandomHex(16));
   std::lock_guard<std::mutex> lock(mu_);
+  auto [owned, first] = owners_.emplace(d.device_id(), owner);
+  if (!first && owned->second != owner) {
+    return absl::PermissionDeniedError(absl::StrCat("device id '", d.device_id(),
+                                                    "' belongs to token '", owned->second,
+                                                    "'; token '", owner, "' cannot register it"));
+  }
+  absl::Status stored = log_.UpsertDevice(d);
+  if (!stored.ok()) {
+    if (first) owners_.erase(owned);
+    return stored;
+  }
   for (auto it = sessions_.begin(); it != sessions_.end();) {
     it = it->second.device_id == d.device_id() ? sessions_.erase(it) : std::next(it);
   }
-  std::string id = NewSessionId();
   sessions_[id] = Session{d.device_id(), absl::Now()};
   return id;
 }

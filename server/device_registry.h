@@ -26,8 +26,10 @@ class DeviceRegistry {
   absl::Duration heartbeat_interval() const { return heartbeat_interval_; }
 
   // Stores the device and opens a session for it; returns the session id.
-  // A previous session of the same device_id is closed.
-  absl::StatusOr<std::string> Register(const v1::Device& device);
+  // A previous session of the same device_id is closed. The first token to
+  // register a device id in this server's life owns it: the same id from a
+  // token of another `owner` name is refused (PERMISSION_DENIED).
+  absl::StatusOr<std::string> Register(const v1::Device& device, const std::string& owner);
 
   // Records a heartbeat; false when the session is unknown (closed, expired
   // or from before a restart).
@@ -49,6 +51,7 @@ class DeviceRegistry {
   const absl::Duration heartbeat_interval_;
   std::mutex mu_;
   std::map<std::string, Session> sessions_;  // by session id
+  std::map<std::string, std::string> owners_;  // token name by device id
 };
 
 }  // namespace tunefarm::server

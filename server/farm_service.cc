@@ -28,12 +28,38 @@ void FarmService::Shutdown() {
   cv_.notify_all();
 }
 
+grpc::Status FarmService::OwnSession(const Caller& caller, const std::string& session_id,
+                                     SessionInfo* info) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = sessions_.find(session_id);
+  if (it == sessions_.end()) {
+    return grpc::Status(grpc::StatusCode::NOT_FOUND, "unknown or expired session; register again");
+  }
+  if (it->second.owner != caller.name) {
+    return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                        absl::StrCat("session of device '", it->second.device_id,
+                                     "' belongs to another token than '", caller.name, "'"));
+  }
+  if (info != nullptr) *info = it->second;
+  return grpc::Status::OK;
+}
+
 grpc::Status FarmService::Register(grpc::ServerContext* ctx, const v1::RegisterRequest* req,
                                    v1::RegisterResponse* resp) {
-  grpc::Status gate = gate_.Check(ctx, req->protocol_version());
+  Caller caller;
+  grpc::Status gate =
+      gate_.Check(ctx, req->protocol_version(), Permission::kFarm, "Register", &caller);
   if (!gate.ok()) return gate;
   if (req->role() != v1::ROLE_WORKER && req->role() != v1::ROLE_AGENT) {
     return Invalid("Register: role must be ROLE_WORKER or ROLE_AGENT");
+  }
+  const bool agent = req->role() == v1::ROLE_AGENT;
+  if ((caller.role == TokenRole::kWorker && agent) ||
+      (caller.role == TokenRole::kAgent && !agent)) {
+    return grpc::Status(
+        grpc::StatusCode::PERMISSION_DENIED,
+        absl::StrCat("Register: token '", caller.name, "' is ", agent ? "a worker" : "an agent",
+                     " token; it cannot register as ", agent ? "an agent" : "a worker"));
   }
   if (!ValidId(req->device_id())) {
     return Invalid(absl::StrCat("Register: device_id '", req->device_id(),
@@ -43,19 +69,29 @@ grpc::Status FarmService::Register(grpc::ServerContext* ctx, const v1::RegisterR
     return Invalid(absl::StrCat("Register: an agent needs a device_key of [A-Za-z0-9._:-], got '",
                                 req->device_key(), "'"));
   }
+  if (!caller.MayRegister(req->device_id(), agent ? req->device_key() : "")) {
+    return grpc::Status(
+        grpc::StatusCode::PERMISSION_DENIED,
+        absl::StrCat("Register: token '", caller.name, "' may not register device id '",
+                     req->device_id(), "'",
+                     agent ? absl::StrCat(" for key '", req->device_key(), "'") : "",
+                     " (see its devices= and keys= in the tokens file)"));
+  }
   v1::Device d;
   d.set_device_id(req->device_id());
   d.set_role(req->role());
   d.set_device_key(req->device_key());
   *d.mutable_capabilities() = req->capabilities();
   d.set_peer(ctx->peer());
-  absl::StatusOr<std::string> session = devices_.Register(d);
+  absl::StatusOr<std::string> session = devices_.Register(d, caller.name);
   if (!session.ok()) {
     return grpc::Status(static_cast<grpc::StatusCode>(session.status().code()),
                         std::string(session.status().message()));
   }
   SessionInfo info;
   info.device_id = req->device_id();
+  info.role = req->role();
+  info.owner = caller.name;
   if (req->role() == v1::ROLE_WORKER) {
     for (const std::string& t : req->capabilities().build_triples())
       info.queues.push_back(WorkQueue::BuildQueue(t));
@@ -80,16 +116,15 @@ grpc::Status FarmService::Register(grpc::ServerContext* ctx, const v1::RegisterR
 
 grpc::Status FarmService::StreamWork(grpc::ServerContext* ctx, const v1::StreamWorkRequest* req,
                                      grpc::ServerWriter<v1::WorkLease>* writer) {
-  grpc::Status gate = gate_.Check(ctx, req->protocol_version());
+  Caller caller;
+  grpc::Status gate =
+      gate_.Check(ctx, req->protocol_version(), Permission::kFarm, "StreamWork", &caller);
   if (!gate.ok()) return gate;
+  SessionInfo info;
+  grpc::Status own = OwnSession(caller, req->session_id(), &info);
+  if (!own.ok()) return own;
   if (!devices_.SessionAlive(req->session_id())) {
     return grpc::Status(grpc::StatusCode::NOT_FOUND, "unknown or expired session; register again");
-  }
-  SessionInfo info;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = sessions_.find(req->session_id());
-    if (it != sessions_.end()) info = it->second;
   }
   // Send the initial metadata now, so the client sees the stream is open.
   writer->SendInitialMetadata();
@@ -123,20 +158,29 @@ grpc::Status FarmService::StreamWork(grpc::ServerContext* ctx, const v1::StreamW
 
 grpc::Status FarmService::ReportResult(grpc::ServerContext* ctx, const v1::ReportResultRequest* req,
                                        v1::ReportResultResponse* resp) {
-  grpc::Status gate = gate_.Check(ctx, req->protocol_version());
+  Caller caller;
+  grpc::Status gate =
+      gate_.Check(ctx, req->protocol_version(), Permission::kFarm, "ReportResult", &caller);
   if (!gate.ok()) return gate;
   if (req->result_case() == v1::ReportResultRequest::RESULT_NOT_SET) {
     return Invalid("ReportResult: neither a build, a measure nor a model-run result");
+  }
+  SessionInfo info;
+  grpc::Status own = OwnSession(caller, req->session_id(), &info);
+  if (!own.ok()) return own;
+  // Workers report builds; agents report measurements and model runs.
+  if (req->has_build() != (info.role == v1::ROLE_WORKER)) {
+    return grpc::Status(
+        grpc::StatusCode::PERMISSION_DENIED,
+        absl::StrCat("ReportResult: a ", v1::Role_Name(info.role), " session cannot report a ",
+                     req->has_build() ? "build" : "measurement or model run"));
   }
   const v1::ReportResultRequest* result = req;
   v1::ReportResultRequest stamped;
   if (req->has_measure() || req->has_model_run()) {
     stamped = *req;
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = sessions_.find(req->session_id());
-    const std::string device = it != sessions_.end() ? it->second.device_id : "";
-    if (req->has_measure()) stamped.mutable_measure()->set_device_id(device);
-    if (req->has_model_run()) stamped.mutable_model_run()->set_device_id(device);
+    if (req->has_measure()) stamped.mutable_measure()->set_device_id(info.device_id);
+    if (req->has_model_run()) stamped.mutable_model_run()->set_device_id(info.device_id);
     result = &stamped;
   }
   absl::StatusOr<bool> live = queue_.Complete(req->session_id(), *result);
@@ -150,8 +194,19 @@ grpc::Status FarmService::ReportResult(grpc::ServerContext* ctx, const v1::Repor
 
 grpc::Status FarmService::Heartbeat(grpc::ServerContext* ctx, const v1::HeartbeatRequest* req,
                                     v1::HeartbeatResponse* resp) {
-  grpc::Status gate = gate_.Check(ctx, req->protocol_version());
+  Caller caller;
+  grpc::Status gate =
+      gate_.Check(ctx, req->protocol_version(), Permission::kFarm, "Heartbeat", &caller);
   if (!gate.ok()) return gate;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = sessions_.find(req->session_id());
+    if (it != sessions_.end() && it->second.owner != caller.name) {
+      return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                          absl::StrCat("Heartbeat: the session of device '", it->second.device_id,
+                                       "' belongs to another token than '", caller.name, "'"));
+    }
+  }
   if (!devices_.Heartbeat(req->session_id())) {
     resp->set_register_again(true);
     return grpc::Status::OK;

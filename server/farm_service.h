@@ -46,8 +46,13 @@ class FarmService final : public v1::FarmService::Service {
   bool shutdown_ = false;  // guarded by mu_
   struct SessionInfo {
     std::string device_id;
+    v1::Role role = v1::ROLE_UNSPECIFIED;
+    std::string owner;  // the name of the token that registered it
     std::vector<std::string> queues;
   };
+  // The caller's session `session_id`: NOT_FOUND when unknown,
+  // PERMISSION_DENIED when another token registered it.
+  grpc::Status OwnSession(const Caller& caller, const std::string& session_id, SessionInfo* info);
   std::map<std::string, SessionInfo> sessions_;  // guarded by mu_
 };
 

@@ -1,30 +1,49 @@
 // RequestGate: the checks every RPC passes before its handler runs: the
 // protocol version and, when the server has a tokens file, the bearer token
-// in the "authorization" metadata. Immutable after construction; thread safe.
+// in the "authorization" metadata and whether its role grants what the call
+// needs (common/access_tokens.h). Immutable after construction; thread safe.
 #pragma once
 
 #include <cstdint>
-#include <set>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "common/access_tokens.h"
 #include "grpcpp/grpcpp.h"
 
 namespace tunefarm::server {
 
+// Who is calling. Without a tokens file every caller is "anonymous" with
+// the admin role and no limits.
+struct Caller {
+  std::string name = "anonymous";
+  TokenRole role = TokenRole::kAdmin;
+  const AccessToken* token = nullptr;  // nullptr: the server has no tokens file
+
+  bool MayRegister(const std::string& device_id, const std::string& device_key) const {
+    return token == nullptr || token->MayRegister(device_id, device_key);
+  }
+};
+
 class RequestGate {
  public:
   RequestGate() = default;
-  explicit RequestGate(std::set<std::string> tokens) : tokens_(std::move(tokens)) {}
+  explicit RequestGate(AccessTokens tokens) : tokens_(std::move(tokens)) {}
 
-  // Reads one token per line; blank lines and lines starting with '#' are
-  // skipped. An empty or unreadable file is an error (it would lock everyone out).
+  // Reads a tokens file (common/access_tokens.h); every problem in it is an
+  // error, so a typo cannot lock everyone out or let everyone in. Lines
+  // worth a warning (a token with no role) are logged.
   static absl::StatusOr<RequestGate> FromTokensFile(const std::string& path);
 
-  grpc::Status Check(const grpc::ServerContext* context, uint32_t protocol_version) const;
+  // OK when the call's protocol version is served and its token grants
+  // `need`; `rpc` names the call in the error. Fills `caller` when given.
+  grpc::Status Check(const grpc::ServerContext* context, uint32_t protocol_version, Permission need,
+                     absl::string_view rpc, Caller* caller = nullptr) const;
 
  private:
-  std::set<std::string> tokens_;
+  std::optional<AccessTokens> tokens_;
 };
 
 }  // namespace tunefarm::server

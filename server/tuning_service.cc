@@ -38,10 +38,12 @@ absl::StatusOr<store::TuningLog::RecordQuery> ToQuery(const v1::RecordFilter& f)
   return q;
 }
 
-#define TF_GATE(req)                                                        \
-  do {                                                                      \
-    grpc::Status gate_status = gate_.Check(ctx, (req)->protocol_version()); \
-    if (!gate_status.ok()) return gate_status;                              \
+// The protocol version, the token and the permission `need` (READ, SUBMIT,
+// ADMIN) of the RPC named `rpc`.
+#define TF_GATE(req, need, rpc)                                                                    \
+  do {                                                                                             \
+    grpc::Status gate_status = gate_.Check(ctx, (req)->protocol_version(), Permission::need, rpc); \
+    if (!gate_status.ok()) return gate_status;                                                     \
   } while (0)
 
 }  // namespace
@@ -60,7 +62,7 @@ void TuningService::NotifyJobsChanged() {
 
 grpc::Status TuningService::SubmitJob(grpc::ServerContext* ctx, const v1::SubmitJobRequest* req,
                                       v1::SubmitJobResponse* resp) {
-  TF_GATE(req);
+  TF_GATE(req, kSubmit, "SubmitJob");
   absl::StatusOr<int64_t> id = manager_.Submit(req->spec());
   if (!id.ok()) return ToGrpcStatus(id.status());
   resp->set_job_id(*id);
@@ -69,7 +71,7 @@ grpc::Status TuningService::SubmitJob(grpc::ServerContext* ctx, const v1::Submit
 
 grpc::Status TuningService::GetJob(grpc::ServerContext* ctx, const v1::GetJobRequest* req,
                                    v1::Job* resp) {
-  TF_GATE(req);
+  TF_GATE(req, kRead, "GetJob");
   absl::StatusOr<v1::Job> job = log_.GetJob(req->job_id());
   if (!job.ok()) return ToGrpcStatus(job.status());
   *resp = *std::move(job);
@@ -78,7 +80,7 @@ grpc::Status TuningService::GetJob(grpc::ServerContext* ctx, const v1::GetJobReq
 
 grpc::Status TuningService::ListJobs(grpc::ServerContext* ctx, const v1::ListJobsRequest* req,
                                      v1::ListJobsResponse* resp) {
-  TF_GATE(req);
+  TF_GATE(req, kRead, "ListJobs");
   if (!v1::JobState_IsValid(req->state())) return Invalid("unknown job state filter");
   if (req->limit() < 0) return Invalid("limit must not be negative");
   int limit = req->limit() == 0 ? kDefaultListLimit : std::min(req->limit(), kMaxListLimit);
@@ -90,7 +92,7 @@ grpc::Status TuningService::ListJobs(grpc::ServerContext* ctx, const v1::ListJob
 
 grpc::Status TuningService::WatchJob(grpc::ServerContext* ctx, const v1::WatchJobRequest* req,
                                      grpc::ServerWriter<v1::JobEvent>* writer) {
-  TF_GATE(req);
+  TF_GATE(req, kRead, "WatchJob");
   v1::JobState last_state = v1::JOB_STATE_UNSPECIFIED;
   int64_t last_trials = -1;
   while (true) {
@@ -125,7 +127,7 @@ grpc::Status TuningService::WatchJob(grpc::ServerContext* ctx, const v1::WatchJo
 
 grpc::Status TuningService::CancelJob(grpc::ServerContext* ctx, const v1::CancelJobRequest* req,
                                       v1::Job* resp) {
-  TF_GATE(req);
+  TF_GATE(req, kSubmit, "CancelJob");
   absl::StatusOr<v1::Job> job = manager_.Cancel(req->job_id());
   if (!job.ok()) return ToGrpcStatus(job.status());
   *resp = *std::move(job);
@@ -134,7 +136,7 @@ grpc::Status TuningService::CancelJob(grpc::ServerContext* ctx, const v1::Cancel
 
 grpc::Status TuningService::ResumeJob(grpc::ServerContext* ctx, const v1::ResumeJobRequest* req,
                                       v1::Job* resp) {
-  TF_GATE(req);
+  TF_GATE(req, kSubmit, "ResumeJob");
   absl::StatusOr<v1::Job> job = manager_.Resume(req->job_id());
   if (!job.ok()) return ToGrpcStatus(job.status());
   *resp = *std::move(job);
@@ -143,7 +145,7 @@ grpc::Status TuningService::ResumeJob(grpc::ServerContext* ctx, const v1::Resume
 
 grpc::Status TuningService::QueryBest(grpc::ServerContext* ctx, const v1::QueryBestRequest* req,
                                       v1::QueryBestResponse* resp) {
-  TF_GATE(req);
+  TF_GATE(req, kRead, "QueryBest");
   if (req->top_k() < 0 || req->top_k() > 1000) return Invalid("top_k must be in [0, 1000]");
   int k = req->top_k() == 0 ? 1 : req->top_k();
   std::string target = req->target().spec();
@@ -193,7 +195,7 @@ grpc::Status TuningService::QueryBest(grpc::ServerContext* ctx, const v1::QueryB
 
 grpc::Status TuningService::ListRecords(grpc::ServerContext* ctx, const v1::ListRecordsRequest* req,
                                         v1::ListRecordsResponse* resp) {
-  TF_GATE(req);
+  TF_GATE(req, kRead, "ListRecords");
   absl::StatusOr<store::TuningLog::RecordQuery> q = ToQuery(req->filter());
   if (!q.ok()) return ToGrpcStatus(q.status());
   if (req->limit() < 0 || req->limit() > kMaxListLimit) {
@@ -213,7 +215,7 @@ grpc::Status TuningService::ListRecords(grpc::ServerContext* ctx, const v1::List
 grpc::Status TuningService::ExportRecords(grpc::ServerContext* ctx,
                                           const v1::ExportRecordsRequest* req,
                                           grpc::ServerWriter<v1::RecordChunk>* writer) {
-  TF_GATE(req);
+  TF_GATE(req, kRead, "ExportRecords");
   absl::StatusOr<store::TuningLog::RecordQuery> q = ToQuery(req->filter());
   if (!q.ok()) return ToGrpcStatus(q.status());
   q->limit = kExportChunk;
@@ -232,7 +234,7 @@ grpc::Status TuningService::ExportRecords(grpc::ServerContext* ctx,
 grpc::Status TuningService::ImportRecords(grpc::ServerContext* ctx,
                                           const v1::ImportRecordsRequest* req,
                                           v1::ImportRecordsResponse* resp) {
-  TF_GATE(req);
+  TF_GATE(req, kAdmin, "ImportRecords");
   absl::StatusOr<store::TuningLog::CommitResult> res =
       manager_.ImportRecords({req->records().begin(), req->records().end()});
   if (!res.ok()) return ToGrpcStatus(res.status());
@@ -243,7 +245,7 @@ grpc::Status TuningService::ImportRecords(grpc::ServerContext* ctx,
 
 grpc::Status TuningService::ListDevices(grpc::ServerContext* ctx, const v1::ListDevicesRequest* req,
                                         v1::ListDevicesResponse* resp) {
-  TF_GATE(req);
+  TF_GATE(req, kRead, "ListDevices");
   absl::StatusOr<std::vector<v1::Device>> devices = devices_.List();
   if (!devices.ok()) return ToGrpcStatus(devices.status());
   for (v1::Device& d : *devices) *resp->add_devices() = std::move(d);
@@ -252,7 +254,7 @@ grpc::Status TuningService::ListDevices(grpc::ServerContext* ctx, const v1::List
 
 grpc::Status TuningService::RunModel(grpc::ServerContext* ctx, const v1::RunModelRequest* req,
                                      v1::RunModelResponse* resp) {
-  TF_GATE(req);
+  TF_GATE(req, kSubmit, "RunModel");
   absl::StatusOr<v1::ModelRunResult> result =
       manager_.RunModel(req->device_key(), req->run(), [ctx] { return ctx->IsCancelled(); });
   if (!result.ok()) return ToGrpcStatus(result.status());

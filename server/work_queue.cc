@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "common/access_tokens.h"
 #include "common/logging.h"
 
 namespace tunefarm::server {
@@ -74,6 +75,7 @@ bool WorkQueue::SessionOpen(const std::string& session_id) {
 
 void WorkQueue::RequeueLocked(Lease lease, const std::string& why, Callbacks* callbacks) {
   const std::string lease_id = lease.q.item.work.lease_id();
+  const std::string session_id = lease.session_id, device_id = lease.device_id;
   Queued q = std::move(lease.q);
   q.attempts++;
   q.last_device = why;
@@ -85,7 +87,7 @@ void WorkQueue::RequeueLocked(Lease lease, const std::string& why, Callbacks* ca
     callbacks->push_back([done, msg] { done(absl::AbortedError(msg)); });
     return;
   }
-  late_[lease_id] = q.id;
+  late_[lease_id] = Late{q.id, session_id, device_id};
   std::string key = q.item.queue;
   queues_[key].push_front(std::move(q));
   WakeOneLocked(key);
@@ -170,7 +172,13 @@ std::optional<v1::WorkLease> WorkQueue::Next(const std::string& session_id, absl
       if (s == sessions_.end()) break;
       std::optional<Queued> q = TakeLocked(s->second);
       if (q) {
-        std::string id = absl::StrCat("L", next_lease_++);
+        // Unguessable: a lease id is half of what completes the work.
+        absl::StatusOr<std::string> random = RandomHex(16);
+        if (!random.ok()) {
+          Logger("server")->error("event=lease_id_failed error=\"{}\"", random.status().ToString());
+          break;
+        }
+        std::string id = "L" + *random;
         q->item.work.set_lease_id(id);
         q->item.work.set_job_id(q->item.job_id);
         absl::Time deadline = options_.now() + options_.lease_timeout;
@@ -178,7 +186,7 @@ std::optional<v1::WorkLease> WorkQueue::Next(const std::string& session_id, absl
         served_[q->item.job_id]++;
         out = q->item.work;
         s->second.leases.insert(id);
-        leases_[id] = Lease{*std::move(q), session_id, deadline};
+        leases_[id] = Lease{*std::move(q), session_id, s->second.device_id, deadline};
         break;
       }
       absl::Duration left = until - absl::Now();
@@ -231,8 +239,15 @@ absl::StatusOr<bool> WorkQueue::Complete(const std::string& session_id,
       leases_.erase(l);
       live = true;
     } else if (auto late = late_.find(id); late != late_.end()) {
-      // The work went back to the queue; the first result for it wins.
-      int64_t item = late->second;
+      // The work went back to the queue; the first result for it wins, if
+      // it comes from the device that held the lease.
+      auto reporter = sessions_.find(session_id);
+      if (late->second.session_id != session_id &&
+          (reporter == sessions_.end() || reporter->second.device_id != late->second.device_id)) {
+        return absl::PermissionDeniedError(
+            absl::StrCat("lease '", id, "' was held by device '", late->second.device_id, "'"));
+      }
+      int64_t item = late->second.item;
       late_.erase(late);
       for (auto& [key, q] : queues_) {
         auto it = std::find_if(q.begin(), q.end(), [&](const Queued& x) { return x.id == item; });

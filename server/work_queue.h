@@ -80,8 +80,10 @@ class WorkQueue {
   std::vector<std::string> Heartbeat(const std::string& session_id,
                                      const std::vector<std::string>& held);
   // Completes a lease. Returns whether it was live; a late result for work
-  // that was re-queued but not yet handed out again still completes it.
-  // NOT_FOUND for a lease id never issued or already completed.
+  // that was re-queued still completes it when it comes from the session
+  // that held the lease, or another open session of the same device.
+  // NOT_FOUND for a lease id never issued or already completed;
+  // PERMISSION_DENIED for another session's lease.
   absl::StatusOr<bool> Complete(const std::string& session_id,
                                 const v1::ReportResultRequest& result);
   // Drops the job's queued work and leases; their `done` gets CANCELLED.
@@ -105,6 +107,7 @@ class WorkQueue {
   struct Lease {
     Queued q;
     std::string session_id;
+    std::string device_id;
     absl::Time deadline;
   };
   struct Session {
@@ -133,8 +136,12 @@ class WorkQueue {
   std::map<std::string, Lease> leases_;  // by lease id
   std::map<std::string, Session> sessions_;
   std::map<int64_t, int64_t> served_;    // leases handed out per job
-  std::map<std::string, int64_t> late_;  // lost lease id -> the item it carried
-  int64_t next_lease_ = 1, next_item_ = 1;
+  struct Late {
+    int64_t item = 0;                   // the item the lease carried
+    std::string session_id, device_id;  // who held it
+  };
+  std::map<std::string, Late> late_;  // by lost lease id
+  int64_t next_item_ = 1;
 };
 
 }  // namespace tunefarm::server

@@ -709,3 +709,85 @@ TEST(Security, TlsAndTokens) {
 
 }  // namespace
 }  // namespace tunefarm
+
+namespace tunefarm {
+namespace {
+
+// Tokens made by `tunefarm token`, a real server, CLI and agents: a reader
+// cannot cancel jobs, an agent token cannot register a board it was not
+// made for nor take over another token's board, and a refused agent exits
+// with the reason instead of retrying forever.
+TEST(Security, RolesWithRealProcesses) {
+  testing::TempDir dir;
+  std::string lines;
+  auto token = [&](std::vector<std::string> args, const std::string& secret_file) {
+    std::vector<std::string> argv = {BinPath("tunefarm"), "token", "--secret-file", secret_file};
+    argv.insert(argv.end(), args.begin(), args.end());
+    CommandResult r = RunCommand(argv, dir.path());
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_TRUE(absl::StartsWith(r.out, "sha256:")) << r.out;  // no secret on stdout
+    lines += r.out;
+  };
+  token({"--role", "admin", "--name", "ops"}, dir.File("admin.token"));
+  token({"--role", "reader", "--name", "dash"}, dir.File("reader.token"));
+  token({"--role", "agent", "--name", "orin", "--keys", "jetson-orin", "--devices", "orin-01"},
+        dir.File("orin.token"));
+  token({"--role", "agent", "--name", "lab"}, dir.File("lab.token"));
+  testing::WriteFile(dir.File("tokens"), lines);
+  EXPECT_FALSE(absl::StrContains(lines, testing::ReadFileOrEmpty(dir.File("admin.token"))));
+  auto server =
+      ServerProcess::Start(dir.File("roles.db"), dir.path(),
+                           {"--heartbeat_interval_ms=200", "--tokens_file=" + dir.File("tokens")});
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto cli = [&](const std::string& token_file, std::vector<std::string> args) {
+    args.insert(args.begin(), "--token_file=" + token_file);
+    return (*server)->Cli(args, dir.path());
+  };
+  CommandResult jobs = cli(dir.File("reader.token"), {"jobs"});
+  EXPECT_EQ(jobs.exit_code, 0) << jobs.err;
+  CommandResult cancel = cli(dir.File("reader.token"), {"cancel", "1"});
+  EXPECT_EQ(cancel.exit_code, 1) << cancel.out;
+  EXPECT_TRUE(absl::StrContains(cancel.err, "CancelJob: token 'dash' has the reader role"))
+      << cancel.err;
+
+  Subprocess::Options quiet;
+  quiet.capture_stdout = false;
+  auto agent = [&](const std::string& token_file, const std::string& id, const std::string& log) {
+    quiet.stderr_path = dir.File(log);
+    return Subprocess::Start(
+        {BinPath("tunefarm-agent"), "--server=" + (*server)->address(), "--key=jetson-orin",
+         "--device_id=" + id, "--token_file=" + token_file},
+        quiet);
+  };
+  auto exits_refused = [&](absl::StatusOr<std::unique_ptr<Subprocess>> p, const std::string& log,
+                           const std::string& why) {
+    ASSERT_TRUE(p.ok()) << p.status();
+    absl::StatusOr<int> st = (*p)->Wait(absl::Seconds(60));
+    ASSERT_TRUE(st.ok()) << "the refused agent kept running";
+    EXPECT_EQ(DescribeWaitStatus(*st), "exited with 1");
+    std::string err = testing::ReadFileOrEmpty(dir.File(log));
+    EXPECT_TRUE(absl::StrContains(err, "refused to register this process")) << err;
+    EXPECT_TRUE(absl::StrContains(err, why)) << err;
+  };
+  exits_refused(agent(dir.File("orin.token"), "xavier-01", "xavier.log"), "xavier.log",
+                "may not register device id 'xavier-01'");
+  auto orin = agent(dir.File("orin.token"), "orin-01", "orin.log");
+  ASSERT_TRUE(orin.ok()) << orin.status();
+  EXPECT_TRUE(testing::WaitFor(
+      [&] {
+        CommandResult d = cli(dir.File("admin.token"), {"devices"});
+        return absl::StrContains(d.out, "orin-01") && absl::StrContains(d.out, " online ");
+      },
+      absl::Seconds(60)))
+      << testing::ReadFileOrEmpty(dir.File("orin.log"));
+  exits_refused(agent(dir.File("lab.token"), "orin-01", "lab.log"), "lab.log",
+                "device id 'orin-01' belongs to token 'orin'");
+  // The board's own agent is still there.
+  CommandResult d = cli(dir.File("admin.token"), {"devices"});
+  EXPECT_TRUE(absl::StrContains(d.out, " online ")) << d.out;
+  (*orin)->Kill(SIGTERM);
+  ASSERT_TRUE((*orin)->Wait(absl::Seconds(20)).ok());
+}
+
+}  // namespace
+}  // namespace tunefarm

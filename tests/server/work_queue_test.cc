@@ -161,5 +161,30 @@ TEST(WorkQueue, ALeaseIsAnsweredOnlyByItsSession) {
   EXPECT_TRUE(f.Report("s1", lease).ok());
 }
 
+TEST(WorkQueue, ALateResultCountsOnlyFromTheDeviceThatHeldTheLease) {
+  Fixture f;
+  const std::string key = WorkQueue::MeasureQueue("x86");
+  f.Add(key, 1, 0, "x");
+  f.q->OpenSession("s1", "board-1", {key}, 1);
+  v1::WorkLease lease;
+  ASSERT_EQ(f.Take("s1", &lease), "x");
+  // Lease ids are 128 random bits, not a counter.
+  EXPECT_EQ(lease.lease_id().size(), 33u) << lease.lease_id();
+  f.q->CloseSession("s1");  // board-1's stream broke; the work is queued again
+  ASSERT_EQ(f.q->QueuedByKey()[key], 1);
+  // Another device cannot answer the lost lease, open session or not.
+  f.q->OpenSession("s2", "board-2", {key}, 1);
+  EXPECT_TRUE(absl::IsPermissionDenied(f.Report("s2", lease).status()));
+  EXPECT_TRUE(absl::IsPermissionDenied(f.Report("forged", lease).status()));
+  EXPECT_TRUE(f.done["x"].empty());
+  // board-1, registered again under a new session, still can.
+  f.q->OpenSession("s3", "board-1", {key}, 1);
+  auto late = f.Report("s3", lease);
+  ASSERT_TRUE(late.ok()) << late.status();
+  EXPECT_FALSE(*late);
+  ASSERT_EQ(f.done["x"].size(), 1u);
+  EXPECT_TRUE(f.q->QueuedByKey().empty());
+}
+
 }  // namespace
 }  // namespace tunefarm::server

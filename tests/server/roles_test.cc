@@ -1,0 +1,230 @@
+// Tokens with roles against a real server (in this process, gRPC on
+// 127.0.0.1, a real database): what each role may call, what an agent or
+// worker token may register as, device ids that cannot be taken over, and
+// sessions that only their own token can use.
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "common/sha256.h"
+#include "gtest/gtest.h"
+#include "proto/client.h"
+#include "proto/protocol.h"
+#include "server/server.h"
+#include "tests/server/test_records.h"
+#include "tests/testing/temp_dir.h"
+#include "tunefarm/v1/farm.grpc.pb.h"
+#include "tunefarm/v1/tuning.grpc.pb.h"
+
+namespace tunefarm::server {
+namespace {
+
+using ::tunefarm::testing::Conv2d;
+using ::tunefarm::testing::kTargetX86;
+using ::tunefarm::testing::MakeRecord;
+
+class RolesTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    testing::WriteFile(dir_.File("tokens"),
+                       absl::StrCat("# the farm's tokens\n", "sha256:", Sha256Hex("admin-secret"),
+                                    " admin name=ops\n",
+                                    "reader-secret reader name=dash\n"
+                                    "submitter-secret submitter name=ci\n"
+                                    "orin-secret agent name=orin keys=jetson-orin devices=orin-*\n"
+                                    "other-agent-secret agent name=lab\n"
+                                    "worker-secret worker name=builders devices=w-1\n"));
+    TunefarmServer::Options o;
+    o.listen = "127.0.0.1:0";
+    o.db_path = dir_.File("roles.db");
+    o.tokens_file = dir_.File("tokens");
+    o.heartbeat_interval = absl::Seconds(2);
+    auto s = TunefarmServer::Start(o);
+    ASSERT_TRUE(s.ok()) << s.status();
+    server_ = *std::move(s);
+  }
+  void TearDown() override {
+    if (server_) server_->Shutdown();
+  }
+
+  struct Stubs {
+    std::unique_ptr<v1::TuningService::Stub> tuning;
+    std::unique_ptr<v1::FarmService::Stub> farm;
+    ClientOptions options;
+    std::unique_ptr<grpc::ClientContext> Ctx() { return MakeContext(options, absl::Seconds(30)); }
+  };
+  Stubs As(const std::string& token) {
+    Stubs s;
+    s.options.server = absl::StrCat("127.0.0.1:", server_->port());
+    s.options.token = token;
+    auto ch = MakeChannel(s.options);
+    EXPECT_TRUE(ch.ok());
+    s.tuning = v1::TuningService::NewStub(*ch);
+    s.farm = v1::FarmService::NewStub(*ch);
+    return s;
+  }
+
+  static grpc::Status Submit(Stubs& s) {
+    v1::SubmitJobRequest req;
+    req.set_protocol_version(kProtocolVersion);
+    req.mutable_spec()->set_name("roles");
+    req.mutable_spec()->mutable_target()->set_spec(kTargetX86);
+    req.mutable_spec()->set_device_key("jetson-orin");
+    *req.mutable_spec()->add_tasks()->mutable_workload() = Conv2d(8, 8, 8);
+    v1::SubmitJobResponse resp;
+    return s.tuning->SubmitJob(s.Ctx().get(), req, &resp);
+  }
+  static grpc::Status ListJobs(Stubs& s) {
+    v1::ListJobsRequest req;
+    req.set_protocol_version(kProtocolVersion);
+    v1::ListJobsResponse resp;
+    return s.tuning->ListJobs(s.Ctx().get(), req, &resp);
+  }
+  static grpc::Status ListDevices(Stubs& s) {
+    v1::ListDevicesRequest req;
+    req.set_protocol_version(kProtocolVersion);
+    v1::ListDevicesResponse resp;
+    return s.tuning->ListDevices(s.Ctx().get(), req, &resp);
+  }
+  static grpc::Status Import(Stubs& s) {
+    v1::ImportRecordsRequest req;
+    req.set_protocol_version(kProtocolVersion);
+    *req.add_records() = MakeRecord(Conv2d(8, 8, 8), kTargetX86, 1e-9, 1);
+    v1::ImportRecordsResponse resp;
+    return s.tuning->ImportRecords(s.Ctx().get(), req, &resp);
+  }
+  static grpc::Status Cancel(Stubs& s) {
+    v1::CancelJobRequest req;
+    req.set_protocol_version(kProtocolVersion);
+    req.set_job_id(1);
+    v1::Job resp;
+    return s.tuning->CancelJob(s.Ctx().get(), req, &resp);
+  }
+  static grpc::Status Register(Stubs& s, v1::Role role, const std::string& id,
+                               const std::string& key, std::string* session = nullptr) {
+    v1::RegisterRequest req;
+    req.set_protocol_version(kProtocolVersion);
+    req.set_role(role);
+    req.set_device_id(id);
+    req.set_device_key(key);
+    v1::RegisterResponse resp;
+    grpc::Status st = s.farm->Register(s.Ctx().get(), req, &resp);
+    if (session != nullptr) *session = resp.session_id();
+    return st;
+  }
+
+  testing::TempDir dir_;
+  std::unique_ptr<TunefarmServer> server_;
+};
+
+#define EXPECT_DENIED(call, text)                                                     \
+  do {                                                                                \
+    grpc::Status st_ = (call);                                                        \
+    EXPECT_EQ(st_.error_code(), grpc::StatusCode::PERMISSION_DENIED) << #call;        \
+    EXPECT_TRUE(absl::StrContains(st_.error_message(), text)) << st_.error_message(); \
+  } while (0)
+
+TEST_F(RolesTest, EachRoleCallsOnlyWhatItIsFor) {
+  Stubs reader = As("reader-secret"), submitter = As("submitter-secret"), agent = As("orin-secret"),
+        worker = As("worker-secret"), admin = As("admin-secret");
+  // A reader reads and does nothing else.
+  EXPECT_TRUE(ListJobs(reader).ok());
+  EXPECT_TRUE(ListDevices(reader).ok());
+  EXPECT_DENIED(Submit(reader),
+                "SubmitJob: token 'dash' has the reader role; this call needs a submitter or "
+                "admin token");
+  EXPECT_DENIED(Cancel(reader), "CancelJob");
+  EXPECT_DENIED(Import(reader), "ImportRecords");
+  EXPECT_DENIED(Register(reader, v1::ROLE_AGENT, "orin-01", "jetson-orin"),
+                "needs a worker or agent");
+  // A submitter submits and cancels, but imports no timings.
+  EXPECT_TRUE(Submit(submitter).ok());
+  EXPECT_TRUE(Cancel(submitter).ok());
+  EXPECT_DENIED(Import(submitter), "needs an admin token");
+  EXPECT_DENIED(Register(submitter, v1::ROLE_WORKER, "w-1", ""), "Register");
+  // An agent's or a worker's token serves the farm only.
+  for (Stubs* s : {&agent, &worker}) {
+    EXPECT_DENIED(ListJobs(*s), "ListJobs");
+    EXPECT_DENIED(ListDevices(*s), "ListDevices");
+    EXPECT_DENIED(Submit(*s), "SubmitJob");
+    EXPECT_DENIED(Cancel(*s), "CancelJob");
+    EXPECT_DENIED(Import(*s), "ImportRecords");
+  }
+  // The admin does everything.
+  EXPECT_TRUE(Import(admin).ok());
+  EXPECT_TRUE(Submit(admin).ok());
+  // No token, or an unknown one: not even a read.
+  Stubs nobody = As(""), guess = As("orin-secre");
+  EXPECT_EQ(ListJobs(nobody).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(ListJobs(guess).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+}
+
+TEST_F(RolesTest, AgentsAndWorkersRegisterOnlyAsTheirTokenAllows) {
+  Stubs agent = As("orin-secret"), worker = As("worker-secret");
+  EXPECT_DENIED(Register(agent, v1::ROLE_WORKER, "orin-01", ""),
+                "token 'orin' is an agent token; it cannot register as a worker");
+  EXPECT_DENIED(Register(worker, v1::ROLE_AGENT, "w-1", "jetson-orin"),
+                "cannot register as an agent");
+  EXPECT_DENIED(Register(agent, v1::ROLE_AGENT, "orin-01", "x86-avx512"),
+                "may not register device id 'orin-01' for key 'x86-avx512'");
+  EXPECT_DENIED(Register(agent, v1::ROLE_AGENT, "xavier-01", "jetson-orin"), "xavier-01");
+  EXPECT_DENIED(Register(worker, v1::ROLE_WORKER, "w-2", ""), "may not register device id 'w-2'");
+  EXPECT_TRUE(Register(agent, v1::ROLE_AGENT, "orin-01", "jetson-orin").ok());
+  EXPECT_TRUE(Register(worker, v1::ROLE_WORKER, "w-1", "").ok());
+}
+
+TEST_F(RolesTest, ADeviceAndItsSessionBelongToTheTokenThatRegisteredIt) {
+  Stubs orin = As("orin-secret"), lab = As("other-agent-secret"), worker = As("worker-secret");
+  std::string session;
+  ASSERT_TRUE(Register(orin, v1::ROLE_AGENT, "orin-01", "jetson-orin", &session).ok());
+  ASSERT_FALSE(session.empty());
+  // Another agent token, unlimited as it is, cannot take the device id over.
+  EXPECT_DENIED(Register(lab, v1::ROLE_AGENT, "orin-01", "jetson-orin"),
+                "device id 'orin-01' belongs to token 'orin'; token 'lab' cannot register it");
+  // Nor use its session: heartbeats, the work stream, results.
+  v1::HeartbeatRequest hb;
+  hb.set_protocol_version(kProtocolVersion);
+  hb.set_session_id(session);
+  v1::HeartbeatResponse hb_resp;
+  EXPECT_DENIED(lab.farm->Heartbeat(lab.Ctx().get(), hb, &hb_resp), "belongs to another token");
+  v1::ReportResultRequest forged;
+  forged.set_protocol_version(kProtocolVersion);
+  forged.set_session_id(session);
+  forged.set_lease_id("L0");
+  forged.mutable_measure()->set_status(v1::MEASURE_STATUS_OK);
+  forged.mutable_measure()->add_costs_sec(1e-9);
+  v1::ReportResultResponse rr;
+  EXPECT_DENIED(lab.farm->ReportResult(lab.Ctx().get(), forged, &rr), "belongs to another token");
+  v1::StreamWorkRequest sw;
+  sw.set_protocol_version(kProtocolVersion);
+  sw.set_session_id(session);
+  auto ctx = lab.Ctx();
+  auto stream = lab.farm->StreamWork(ctx.get(), sw);
+  v1::WorkLease lease;
+  EXPECT_FALSE(stream->Read(&lease));
+  EXPECT_DENIED(stream->Finish(), "belongs to another token");
+  // Its own token heartbeats it, and registers the board again after a restart.
+  EXPECT_TRUE(orin.farm->Heartbeat(orin.Ctx().get(), hb, &hb_resp).ok());
+  EXPECT_FALSE(hb_resp.register_again());
+  EXPECT_TRUE(Register(orin, v1::ROLE_AGENT, "orin-01", "jetson-orin").ok());
+  // An agent session reports no builds; a worker session no measurements.
+  v1::ReportResultRequest build = forged;
+  build.mutable_build()->set_artifact(
+      "\x7f"
+      "ELF");
+  std::string fresh;
+  ASSERT_TRUE(Register(orin, v1::ROLE_AGENT, "orin-02", "jetson-orin", &fresh).ok());
+  build.set_session_id(fresh);
+  EXPECT_DENIED(orin.farm->ReportResult(orin.Ctx().get(), build, &rr),
+                "a ROLE_AGENT session cannot report a build");
+  std::string worker_session;
+  ASSERT_TRUE(Register(worker, v1::ROLE_WORKER, "w-1", "", &worker_session).ok());
+  forged.set_session_id(worker_session);
+  EXPECT_DENIED(worker.farm->ReportResult(worker.Ctx().get(), forged, &rr),
+                "a ROLE_WORKER session cannot report a measurement or model run");
+  // A lease nobody issued is still unknown to the session's own token.
+  forged.set_session_id(fresh);
+  EXPECT_EQ(orin.farm->ReportResult(orin.Ctx().get(), forged, &rr).error_code(),
+            grpc::StatusCode::NOT_FOUND);
+}
+
+}  // namespace
+}  // namespace tunefarm::server
