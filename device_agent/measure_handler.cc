@@ -26,6 +26,8 @@ v1::MeasureStatus ToProto(runner::SandboxOutcome::Status s) {
       return v1::MEASURE_STATUS_TIMEOUT;
     case runner::SandboxOutcome::Status::kLoadError:
       return v1::MEASURE_STATUS_UPLOAD_ERROR;
+    case runner::SandboxOutcome::Status::kSandboxViolation:
+      return v1::MEASURE_STATUS_SANDBOX_VIOLATION;
   }
   return v1::MEASURE_STATUS_RUNTIME_ERROR;
 }

@@ -14,8 +14,9 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "device_agent/runtime/graph_runtime.h"
 #include "device_agent/runtime/child_exec.h"
+#include "device_agent/runtime/confine.h"
+#include "device_agent/runtime/graph_runtime.h"
 #include "device_agent/runtime/model_run.h"
 #include "device_agent/runtime/sandbox_wire.h"
 
@@ -72,6 +73,21 @@ int main() {
   req.clear_package();
   tunefarm::runner::GraphRuntime::Options ro;
   ro.threads = threads;
+  // The package's code runs from the load on: confined first (confine.h),
+  // its libraries placed in the runner's own root.
+  runner::ConfineOptions confine;
+  for (int k = 0; k < pkg->kernels_size(); ++k) {
+    confine.files.push_back({absl::StrCat("kernel-", k, ".so"),
+                             std::move(*pkg->mutable_kernels(k)->mutable_shared_object())});
+  }
+  confine.cpu_limit_s = h.cpu_limit_s;
+  absl::StatusOr<runner::Confined> confined = runner::Confine(confine);
+  if (!confined.ok()) {
+    return Fail(v1::MEASURE_STATUS_RUNTIME_ERROR,
+                absl::StrCat("sandbox: ", confined.status().message()));
+  }
+  confine.files.clear();
+  ro.library_paths = confined->paths;
   auto rt = tunefarm::runner::GraphRuntime::Load(*pkg, ro);
   if (!rt.ok()) {
     return Fail(v1::MEASURE_STATUS_UPLOAD_ERROR,

@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -16,6 +17,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 
 namespace tunefarm::runner {
 
@@ -85,11 +87,28 @@ ChildExchange ExchangeWithChild(const std::string& executable, int request_fd, d
     return x;
   }
   const char* argv[] = {executable.c_str(), nullptr};
+  // A clean environment: nothing of the caller's (tokens, paths) reaches the
+  // child; the CUDA device choice does.
+  std::string cuda_devices;
+  if (const char* v = getenv("CUDA_VISIBLE_DEVICES"))
+    cuda_devices = std::string("CUDA_VISIBLE_DEVICES=") + v;
+  const char* envp[] = {cuda_devices.empty() ? nullptr : cuda_devices.c_str(), nullptr};
+  const pid_t parent = getpid();
   pid_t pid = fork();
   if (pid == 0) {
+    // Dies with its parent, even one killed outright; starts with no signal
+    // blocked or ignored (the caller's mask and dispositions would carry
+    // over exec).
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent) _exit(125);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
+    for (int sig = 1; sig < NSIG; ++sig) {
+      if (sig != SIGKILL && sig != SIGSTOP) signal(sig, SIG_DFL);
+    }
     if (dup2(req, kChildRequestFd) < 0 || dup2(fds[1], kChildReportFd) < 0) _exit(126);
     syscall(SYS_close_range, kChildReportFd + 1, ~0U, 0);
-    execv(argv[0], const_cast<char* const*>(argv));
+    execve(argv[0], const_cast<char* const*>(argv), const_cast<char* const*>(envp));
     _exit(127);
   }
   close(req);

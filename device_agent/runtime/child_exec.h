@@ -28,7 +28,9 @@ struct ChildExchange {
 int NewRequestFile(const char* name);
 
 // Runs `executable` with `request_fd` (taken over and closed) as its fd 3
-// and collects its report until it closes fd 4 or exits. `deadline_s` is
+// and collects its report until it closes fd 4 or exits. The child gets an
+// empty environment (but CUDA_VISIBLE_DEVICES), no blocked or ignored
+// signals, and SIGKILL when the calling thread dies. `deadline_s` is
 // absolute, on the clock of MonotonicSeconds().
 ChildExchange ExchangeWithChild(const std::string& executable, int request_fd, double deadline_s,
                                 size_t max_report);

@@ -136,8 +136,12 @@ absl::Status GraphRuntime::Impl::Init() {
     std::vector<int64_t> sizes;
     for (const v1::KernelArgument& a : k.signature().args()) sizes.push_back(KernelElements(a));
     arg_sizes.push_back(std::move(sizes));
+    const size_t i = libs.size();
+    if (!options.library_paths.empty() && i >= options.library_paths.size())
+      return Bad(StrCat("kernel ", k.workload_key(), " has no library path"));
     absl::StatusOr<std::unique_ptr<runner::KernelLibrary>> lib =
-        runner::KernelLibrary::Load(k.shared_object());
+        options.library_paths.empty() ? runner::KernelLibrary::Load(k.shared_object())
+                                      : runner::KernelLibrary::Open(options.library_paths[i]);
     if (!lib.ok()) return Bad(StrCat("kernel ", k.workload_key(), ": ", lib.status().message()));
     libs.push_back(*std::move(lib));
   }

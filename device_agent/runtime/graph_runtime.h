@@ -31,6 +31,10 @@ class GraphRuntime {
     bool keep_values = false;
     // Time every step (StepSeconds after Run).
     bool profile = false;
+    // Where the package's kernel libraries already lie, one path per kernel
+    // (a confined runner placed them, confine.h); empty: written from the
+    // package's bytes to private files.
+    std::vector<std::string> library_paths;
   };
   static absl::StatusOr<std::unique_ptr<GraphRuntime>> Load(const v1::ModelPackage& package,
                                                             const Options& options);

@@ -1,7 +1,11 @@
 #include "device_agent/runtime/model_run.h"
 
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <algorithm>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -46,6 +50,10 @@ v1::ModelRunResult RunModelInChild(const v1::ModelRunRequest& request,
   h.magic = kModelRunMagic;
   h.memory_limit_bytes = options.memory_limit_bytes;
   h.request_bytes = int64_t(body.size());
+  h.cpu_limit_s =
+      limit * std::max(1, request.threads() > 0 ? request.threads()
+                                                : int(std::thread::hardware_concurrency())) +
+      1;
   int fd = NewRequestFile("tunefarm-model");
   if (fd < 0 || !wire::WriteAll(fd, &h, sizeof(h)) ||
       !wire::WriteAll(fd, body.data(), body.size())) {
@@ -70,6 +78,11 @@ v1::ModelRunResult RunModelInChild(const v1::ModelRunRequest& request,
   if (x.report.empty() || !reported.ParseFromString(x.report) ||
       reported.status() == v1::MEASURE_STATUS_UNSPECIFIED) {
     const int w = x.wait_status;
+    if (WIFSIGNALED(w) && WTERMSIG(w) == SIGSYS) {
+      return finish(v1::MEASURE_STATUS_SANDBOX_VIOLATION,
+                    "the package's code made a system call the sandbox does not allow (killed by "
+                    "SIGSYS)");
+    }
     return finish(v1::MEASURE_STATUS_RUNTIME_ERROR,
                   WIFEXITED(w) && WEXITSTATUS(w) == 127
                       ? absl::StrCat("cannot run ", runner)

@@ -23,8 +23,9 @@ struct ModelRunWireHeader {
   uint32_t reserved;
   int64_t memory_limit_bytes;  // address space the child may add after start-up; 0: none
   int64_t request_bytes;
+  double cpu_limit_s;  // RLIMIT_CPU of the confined runner; 0: none
 };
-constexpr uint32_t kModelRunMagic = 0x314d4654;  // "TFM1"
+constexpr uint32_t kModelRunMagic = 0x324d4654;  // "TFM2"
 constexpr double kDefaultModelTimeLimitS = 300;
 constexpr int kDefaultModelRepeats = 10;
 

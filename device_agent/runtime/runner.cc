@@ -235,8 +235,13 @@ absl::StatusOr<std::unique_ptr<KernelLibrary>> KernelLibrary::Load(const std::st
     unlink(path.c_str());
     return absl::InternalError("cannot write the kernel to a temporary file");
   }
-  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  absl::StatusOr<std::unique_ptr<KernelLibrary>> lib = Open(path);
   unlink(path.c_str());  // the mapping stays valid
+  return lib;
+}
+
+absl::StatusOr<std::unique_ptr<KernelLibrary>> KernelLibrary::Open(const std::string& path) {
+  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat("dlopen: ", dlerror()));
   }

@@ -54,6 +54,8 @@ class KernelLibrary {
   // Loads an ELF shared object given as bytes (written to a private file,
   // dlopen'ed, and unlinked).
   static absl::StatusOr<std::unique_ptr<KernelLibrary>> Load(const std::string& shared_object);
+  // Loads the ELF shared object at `path`.
+  static absl::StatusOr<std::unique_ptr<KernelLibrary>> Open(const std::string& path);
   ~KernelLibrary();
 
   TFKernelFn entry() const { return entry_; }

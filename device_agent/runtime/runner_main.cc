@@ -19,8 +19,10 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "device_agent/runtime/child_exec.h"
+#include "device_agent/runtime/confine.h"
 #include "device_agent/runtime/cuda_driver.h"
 #include "device_agent/runtime/gpu_plan.h"
 #include "device_agent/runtime/runner.h"
@@ -218,11 +220,24 @@ int main() {
   // GPU measurement has no address-space limit (the time limit still holds).
   if (h.device == wire::Device::kCuda) return RunGpu(h, so, args, reference);
   if (h.device != wire::Device::kCpu) return BadRequest("unknown device in the request");
-  tunefarm::runner::LimitAddressSpace(h.memory_limit_bytes);
   wire::RunReport rep{};
   rep.status = wire::RunStatus::kRuntimeError;
   rep.bad_index = -1;
-  auto lib = KernelLibrary::Load(std::string(so, size_t(h.so_bytes)));
+  // (Measured from /proc, which is gone once confined.)
+  tunefarm::runner::LimitAddressSpace(h.memory_limit_bytes);
+  // The kernel's code runs from here on, its constructors at the load:
+  // confined first (confine.h).
+  tunefarm::runner::ConfineOptions confine;
+  confine.files.push_back({"kernel.so", std::string(so, size_t(h.so_bytes))});
+  confine.cpu_limit_s = h.cpu_limit_s;
+  absl::StatusOr<tunefarm::runner::Confined> confined = tunefarm::runner::Confine(confine);
+  if (!confined.ok()) {
+    rep.not_confined = 1;
+    SetMessage(rep, absl::StrCat("sandbox: ", confined.status().message()));
+    return Report(rep, nullptr, 0);
+  }
+  rep.namespaces = confined->namespaces;
+  auto lib = KernelLibrary::Open(confined->paths[0]);
   if (!lib.ok()) {
     rep.load_failed = 1;
     std::snprintf(rep.message, sizeof(rep.message), "%s",

@@ -1,5 +1,6 @@
 #include "device_agent/runtime/sandbox.h"
 
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -38,6 +39,7 @@ int WriteRequest(const std::string& so, const std::vector<const std::vector<floa
   h.max_timing_s = o.max_timing_s;
   h.tolerance = o.tolerance;
   h.memory_limit_bytes = o.memory_limit_bytes;
+  h.cpu_limit_s = o.time_limit_s * std::max(1, o.threads) + 1;
   h.n_out = n_out;
   h.n_args = int64_t(args.size());
   h.so_bytes = int64_t(so.size());
@@ -104,14 +106,21 @@ SandboxOutcome MeasureInSandbox(const std::string& shared_object,
   wire::RunReport rep{};
   if (got >= sizeof(rep)) memcpy(&rep, x.report.data(), sizeof(rep));
   const bool have_report = got >= sizeof(rep) && rep.magic == wire::kMagic;
+  result.namespaces = have_report && rep.namespaces != 0;
   if (timed_out) {
     result.status = Status::kTimeout;
     result.error = absl::StrFormat("no result within %.2f s", options.time_limit_s);
+  } else if (!have_report && WIFSIGNALED(wstatus) && WTERMSIG(wstatus) == SIGSYS) {
+    result.status = Status::kSandboxViolation;
+    result.error = "the kernel made a system call the sandbox does not allow (killed by SIGSYS)";
   } else if (!have_report) {
     result.status = Status::kRuntimeError;
     result.error = WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 127
                        ? absl::StrCat("cannot run ", runner)
                        : absl::StrCat("kernel process ", DescribeWaitStatus(wstatus));
+  } else if (rep.not_confined) {
+    result.status = Status::kRuntimeError;
+    result.error = std::string(rep.message, strnlen(rep.message, sizeof(rep.message)));
   } else if (rep.bad_request) {
     result.status = Status::kRuntimeError;
     result.error = absl::StrCat(

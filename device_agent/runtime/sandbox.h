@@ -37,12 +37,14 @@ struct SandboxOptions {
 
 struct SandboxOutcome {
   // kLoadError: the bytes did not load as a kernel library on this machine
-  // (corrupt, or built for another one).
-  enum class Status { kOk, kWrongResult, kRuntimeError, kTimeout, kLoadError };
+  // (corrupt, or built for another one). kSandboxViolation: the kernel made
+  // a system call the sandbox does not allow (confine.h) and was killed.
+  enum class Status { kOk, kWrongResult, kRuntimeError, kTimeout, kLoadError, kSandboxViolation };
   Status status = Status::kRuntimeError;
   double seconds = 0;         // median of the repeats (kOk)
   std::vector<double> costs;  // every repeat, seconds per run
   double run_s = 0;           // wall time of the whole measurement
+  bool namespaces = false;    // the runner had its own empty root and no network
   std::string error;          // one line (not kOk)
 };
 

@@ -30,7 +30,7 @@ inline bool WriteAll(int fd, const void* data, size_t n) {
   return true;
 }
 
-constexpr uint32_t kMagic = 0x33524654;  // "TFR3"
+constexpr uint32_t kMagic = 0x34524654;  // "TFR4"
 constexpr int kMaxRepeats = 64;
 constexpr int kRequestFd = 3;
 constexpr int kReportFd = 4;
@@ -54,6 +54,7 @@ struct RunRequestHeader {
   int64_t n_args;
   int64_t so_bytes;
   int64_t reference_count;
+  double cpu_limit_s;  // RLIMIT_CPU of the confined runner; 0: none
 };
 
 enum class RunStatus : int32_t { kOk = 0, kWrongResult = 1, kRuntimeError = 2 };
@@ -65,6 +66,8 @@ struct RunReport {
   int32_t repeats;
   int32_t load_failed;  // the shared object did not load
   int32_t bad_request;  // the request could not be read
+  int32_t not_confined;  // the sandbox could not be set up (message says why)
+  int32_t namespaces;    // the runner ran in its own empty root, without network
   double worst_error;
   int64_t bad_index;
   double costs[kMaxRepeats];

@@ -35,6 +35,7 @@ Status FromOutcome(runner::SandboxOutcome::Status s) {
       return Status::kTimeout;
     case runner::SandboxOutcome::Status::kRuntimeError:
     case runner::SandboxOutcome::Status::kLoadError:
+    case runner::SandboxOutcome::Status::kSandboxViolation:
       break;
   }
   return Status::kRuntimeError;

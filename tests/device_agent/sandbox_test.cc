@@ -25,11 +25,15 @@ using Status = SandboxOutcome::Status;
 constexpr int64_t kN = 4096;
 
 // A kernel with body `body` (over float* in, float* out, n = kN), as .so bytes.
+// `prelude`: C code before the kernel's function (a constructor, say).
 std::string BuildKernel(const testing::TempDir& dir, const std::string& name,
-                        const std::string& body) {
+                        const std::string& body, const std::string& prelude = "") {
   std::string c = dir.File(name + ".c"), so = dir.File(name + ".so");
   std::ofstream(c) << "#include <stdint.h>\n#include <stdio.h>\n#include <stdlib.h>\n"
                    << "#include <string.h>\n#include <time.h>\n#include <math.h>\n"
+                   << "#include <fcntl.h>\n#include <unistd.h>\n#include <signal.h>\n"
+                   << "#include <sys/socket.h>\n#include <netinet/in.h>\n"
+                   << prelude << "\n"
                    << "int32_t tf_main(void* const* b, const void* rt) {\n"
                    << "  const float* in = (const float*)b[0]; float* out = (float*)b[1];\n"
                    << "  long n = " << kN << ";\n"
@@ -88,37 +92,32 @@ TEST(Sandbox, CorrectKernelIsCheckedAndTimed) {
 }
 
 // The timed runs start only after warmup_ms of untimed runs. The kernel
-// appends each call's CLOCK_MONOTONIC time to a file: the first call is the
-// check, the last `repeats` x `number` are timed, the ones between warm up.
+// (which may not write files) is slow, a 50 ms busy wait per call, for the
+// first 400 ms after its first call: without a warm-up the timed runs fall
+// inside that window, after a 500 ms warm-up none does.
 TEST(Sandbox, TimingStartsAfterTheWarmUp) {
   testing::TempDir dir;
   Data d;
-  const std::string log = dir.File("calls.txt");
   std::string so = BuildKernel(
-      dir, "stamped",
-      absl::StrCat("struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t);\n",
-                   "FILE* f = fopen(\"", log, "\", \"a\");\n",
-                   "fprintf(f, \"%.9f\\n\", t.tv_sec + 1e-9 * t.tv_nsec); fclose(f);\n",
-                   "for (long i = 0; i < n; ++i) out[i] = 2 * in[i];"));
-  for (double warmup_ms : {0.0, 150.0}) {
-    std::remove(log.c_str());
+      dir, "slow_start",
+      "static double first = -1; struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t);\n"
+      "double now = t.tv_sec + 1e-9 * t.tv_nsec; if (first < 0) first = now;\n"
+      "if (now - first < 0.4) { double e; do { clock_gettime(CLOCK_MONOTONIC, &t);\n"
+      "  e = t.tv_sec + 1e-9 * t.tv_nsec; } while (e - now < 0.05); }\n"
+      "for (long i = 0; i < n; ++i) out[i] = 2 * in[i];");
+  for (double warmup_ms : {0.0, 500.0}) {
     SandboxOptions o;
     o.warmup_ms = warmup_ms;
     o.number = 2;
     o.repeats = 3;
     SandboxOutcome r = Measure(so, d, o);
     ASSERT_EQ(r.status, Status::kOk) << r.error;
-    std::vector<double> calls;
-    std::ifstream f(log);
-    for (double t; f >> t;) calls.push_back(t);
-    ASSERT_GE(calls.size(), 1u + 1u + 6u);  // check, at least one warm-up, 3 x 2 timed
-    const double first_warmup = calls[1], first_timed = calls[calls.size() - 6];
     if (warmup_ms == 0) {
-      EXPECT_EQ(calls.size(), 8u) << "one warm-up run without a warm-up time";
+      EXPECT_GE(r.seconds, 0.05) << "timed inside the kernel's slow start";
     } else {
-      // (1 ms for the runner's clock read before the first warm-up call)
-      EXPECT_GE(first_timed - first_warmup, (warmup_ms - 1) * 1e-3)
-          << "the timing began " << first_timed - first_warmup << " s into the warm-up";
+      EXPECT_GE(r.run_s, 0.5);
+      // Two of the three repeats would have to stall 50 ms per run.
+      EXPECT_LT(r.seconds, 0.05) << "the timing began inside the 500 ms warm-up";
     }
   }
 }
@@ -213,6 +212,65 @@ TEST(Sandbox, MisbehavingKernelsBecomeOutcomes) {
   SandboxOutcome ok =
       Measure(BuildKernel(dir, "ok2", "for (long i = 0; i < n; ++i) out[i] = in[i] + in[i];"), d);
   EXPECT_EQ(ok.status, Status::kOk) << ok.error;
+}
+
+// Kernels that try what an attacker's would: each is killed (SIGSYS:
+// sandbox_violation) or finds nothing there, nothing is written, and the
+// process that measured them carries on. Each returns 0 only when its
+// attempt failed quietly.
+TEST(Sandbox, HostileKernelsAreKilledOrFindNothing) {
+  testing::TempDir dir;
+  Data d;
+  const std::string copy = "for (long i = 0; i < n; ++i) out[i] = 2 * in[i];\n";
+  const std::string dropped = dir.File("dropped");
+  struct Attack {
+    const char* name;
+    std::string body, prelude;
+  };
+  const std::vector<Attack> killed = {
+      {"write_file", absl::StrCat("FILE* f = fopen(\"", dropped, "\", \"w\"); if (f) return 9;")},
+      {"constructor", copy,
+       absl::StrCat("__attribute__((constructor)) static void evil(void) { int fd = open(\"",
+                    dropped, "\", O_WRONLY | O_CREAT, 0644); if (fd >= 0) write(fd, \"x\", 1); }")},
+      {"connect",
+       "int s = socket(AF_INET, SOCK_STREAM, 0); struct sockaddr_in a = {0};\n"
+       "a.sin_family = AF_INET; a.sin_port = htons(22); a.sin_addr.s_addr = htonl(0x7f000001);\n"
+       "if (s >= 0 && connect(s, (struct sockaddr*)&a, sizeof a) == 0) return 9;"},
+      {"fork", "pid_t p = fork(); if (p == 0) { for (;;) pause(); } if (p > 0) return 9;"},
+      {"exec",
+       "char* argv[] = {\"/bin/sh\", \"-c\", \"true\", 0}; execv(argv[0], argv); return 9;"},
+      {"kill_parent", "kill(getppid(), SIGKILL); return 9;"},
+  };
+  for (const Attack& a : killed) {
+    SandboxOutcome r = Measure(BuildKernel(dir, a.name, a.body + copy, a.prelude), d);
+    EXPECT_EQ(r.status, Status::kSandboxViolation) << a.name << ": " << r.error;
+    EXPECT_TRUE(absl::StrContains(r.error, "system call the sandbox does not allow")) << r.error;
+  }
+  EXPECT_TRUE(testing::ReadFileOrEmpty(dropped).empty()) << "a kernel wrote a file";
+  EXPECT_NE(access(dropped.c_str(), F_OK), 0) << "a kernel created a file";
+
+  // Reading: in its own empty root there is nothing to read, not this
+  // machine's files, nor the measuring process's environment or command
+  // line (the bearer token's neighbourhood).
+  const std::vector<Attack> find_nothing = {
+      {"passwd", "FILE* f = fopen(\"/etc/passwd\", \"r\"); if (f) return 9;"},
+      {"parent_environ",
+       "char p[64]; snprintf(p, sizeof p, \"/proc/%d/environ\", (int)getppid());\n"
+       "FILE* f = fopen(p, \"r\"); if (f) return 9;"},
+      {"own_files",
+       absl::StrCat("FILE* f = fopen(\"", dir.File("passwd.c"), "\", \"r\"); if (f) return 9;")},
+  };
+  for (const Attack& a : find_nothing) {
+    SandboxOutcome r = Measure(BuildKernel(dir, a.name, a.body + copy, a.prelude), d);
+    ASSERT_TRUE(r.namespaces)
+        << "the runner could not get its own root here (user namespaces refused?): " << r.error;
+    EXPECT_EQ(r.status, Status::kOk) << a.name << ": " << r.error;
+  }
+
+  // The measuring process carries on.
+  SandboxOutcome ok = Measure(BuildKernel(dir, "after", copy), d);
+  EXPECT_EQ(ok.status, Status::kOk) << ok.error;
+  EXPECT_TRUE(ok.namespaces);
 }
 
 }  // namespace

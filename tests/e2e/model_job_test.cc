@@ -6,6 +6,7 @@
 #include <signal.h>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "tests/testing/process.h"
@@ -170,6 +171,31 @@ TEST_F(ModelJob, BuiltPackageRunsOnAnAgent) {
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_TRUE(absl::StrContains(r.err, "on a1: upload_error: the package did not load here"))
       << r.err;
+  // A package whose kernel was written by hand to reach out from the board
+  // (its constructor runs at the load): the runner is killed inside its
+  // sandbox, and nothing is written.
+  const std::string c = dir.File("evil.c"), so = dir.File("evil.so"), dropped = dir.File("dropped");
+  testing::WriteFile(
+      c, absl::StrCat("#include <fcntl.h>\n#include <stdio.h>\n#include <sys/socket.h>\n"
+                      "#include <unistd.h>\n"
+                      "__attribute__((constructor)) static void evil(void) {\n"
+                      "  int fd = open(\"",
+                      dropped,
+                      "\", O_WRONLY | O_CREAT, 0644);\n"
+                      "  if (fd >= 0) write(fd, \"pwned\", 5);\n"
+                      "  socket(AF_INET, SOCK_STREAM, 0); fork();\n}\n"
+                      "int tf_main(void* const* b, const void* rt) { return 0; }\n"));
+  r = RunCommand({"/usr/bin/cc", "-shared", "-fPIC", "-o", so, c}, dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  p.mutable_kernels(0)->set_shared_object(testing::ReadFileOrEmpty(so));
+  testing::WriteFile(dir.File("evil.tfpkg"), p.SerializeAsString());
+  r = cli({"run", dir.File("evil.tfpkg"), "--device-key=x86-test"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(absl::StrContains(r.err,
+                                "on a1: sandbox_violation: the package's code made a system "
+                                "call the sandbox does not allow"))
+      << r.err;
+  EXPECT_NE(access(dropped.c_str(), F_OK), 0) << "the package's code wrote a file";
   // A run that cannot finish in its time limit is killed there.
   r = cli({"run", pkg, "--device-key=x86-test", "--repeat=1000", "--time-limit=0.001"});
   EXPECT_EQ(r.exit_code, 1);

@@ -1,0 +1,49 @@
+// Confinement of a runner process before it loads code it was sent (a
+// kernel's or a package's shared objects): after Confine() the process
+// cannot open files outside an empty file system of its own, connect
+// anywhere, start processes, signal others or gain privileges. What it may
+// still do: compute, allocate memory, start threads, read the clock, read
+// and write the descriptors it already holds (its request and its report).
+//
+// The layers, each where the machine allows it:
+// - Namespaces: a user namespace (or, run as root, none needed), then its
+//   own mount, network and IPC namespaces; the root becomes a fresh tmpfs
+//   holding only the files given (the old root is detached), so /etc, /proc
+//   and the agent's files are not there to read. Root without a user
+//   namespace also drops to uid/gid 65534.
+// - A seccomp filter (raw BPF; no library needed on the board): an allow
+//   list of system calls, the rest kill the process with SIGSYS (the
+//   sandbox reports `sandbox_violation`). Files open read-only only; clone
+//   only for threads; signals only to itself; no socket, execve, ptrace,
+//   mount, unshare, ioctl.
+// - PR_SET_NO_NEW_PRIVS, and rlimits: no core files, no file writes
+//   (FSIZE 0), few descriptors, CPU time.
+// Where namespaces are refused (no user namespaces for this user), the
+// filter and limits still apply and `namespaces` says so; files the user
+// can read stay readable to the loaded code then.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace tunefarm::runner {
+
+struct ConfineOptions {
+  // Files to place in the new root, by name (no '/'), with their bytes.
+  std::vector<std::pair<std::string, std::string>> files;
+  double cpu_limit_s = 0;  // RLIMIT_CPU, rounded up; 0: none
+};
+
+struct Confined {
+  bool namespaces = false;         // the empty root and no network are in place
+  std::vector<std::string> paths;  // where each of `files` can be opened now
+};
+
+// Confines the calling process, which must have a single thread. On error
+// the process may be partly confined and should exit.
+absl::StatusOr<Confined> Confine(const ConfineOptions& options);
+
+}  // namespace tunefarm::runner
