@@ -44,7 +44,7 @@ namespace v1 = ::tunefarm::v1;
 constexpr int kImportBatch = 1000;
 
 constexpr const char* kUsage =
-    R"(usage: tunefarm [--server=HOST:PORT] [--token_file=F] [--tls_ca=F] [--timeout=SEC] COMMAND
+    R"(usage: tunefarm [--server=HOST:PORT] [--token_file=F] [--tls_ca=F] [--insecure] [--timeout=SEC] COMMAND
 
 commands:
   import FILE.jsonl             import records (JSON lines; '-' reads stdin)
@@ -68,7 +68,7 @@ commands:
   run MODEL.tfpkg --device-key KEY [--repeat N]   run it on an agent of KEY, timed there
   token --role ROLE [--name N] [--keys K,..] [--devices ID,..]   a new access token (no server)
   version
-status S: ok, compile_error, upload_error, runtime_error, wrong_result, timeout, lost
+status S: ok, compile_error, upload_error, runtime_error, wrong_result, timeout, lost, sandbox_violation
 state S:  queued, running, waiting_for_device, interrupted, succeeded, failed, cancelled
 )";
 
@@ -770,13 +770,14 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
   std::vector<std::string> global;
   while (i < args.size() && args[i].rfind("--", 0) == 0) {
     global.push_back(args[i]);
-    if (args[i].find('=') == std::string::npos && args[i] != "--help" && i + 1 < args.size()) {
+    if (args[i].find('=') == std::string::npos && args[i] != "--help" && args[i] != "--insecure" &&
+        i + 1 < args.size()) {
       global.push_back(args[++i]);
     }
     ++i;
   }
-  absl::StatusOr<Flags> g =
-      ParseFlags(global, FlagSpec{{"server", "tls_ca", "token_file", "timeout"}, {}}, "tunefarm");
+  absl::StatusOr<Flags> g = ParseFlags(
+      global, FlagSpec{{"server", "tls_ca", "token_file", "timeout"}, {"insecure"}}, "tunefarm");
   if (!g.ok()) {
     err << "tunefarm: error: " << g.status().message() << "\n";
     return kExitUsage;
@@ -813,7 +814,7 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
   int64_t timeout_s = 30;
   for (const auto& [k, values] : g->given()) {
     const std::string& v = values.back();
-    if (k == "help") {
+    if (k == "help" || k == "insecure") {
       continue;
     } else if (k == "server") {
       opts.server = v;
@@ -833,6 +834,13 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
       }
     } else {
       err << "tunefarm: error: unknown global flag --" << k << "\n";
+      return kExitUsage;
+    }
+  }
+  // A token in plain text beyond loopback would cross the network readable.
+  if (!opts.token.empty()) {
+    if (absl::Status t = CheckTransport(opts, g->Has("insecure")); !t.ok()) {
+      err << "tunefarm: error: " << t.message() << "\n";
       return kExitUsage;
     }
   }

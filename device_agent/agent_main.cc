@@ -24,6 +24,8 @@ ABSL_FLAG(std::string, key, "", "device key: the pool this board measures for (r
 ABSL_FLAG(std::string, device_id, "", "stable name of this board (default: the host name)");
 ABSL_FLAG(std::string, token_file, "", "file holding the bearer token");
 ABSL_FLAG(std::string, tls_ca, "", "PEM CA certificate; connect with TLS");
+ABSL_FLAG(bool, insecure, false,
+          "allow plain text to a server beyond loopback (the token crosses the network readable)");
 ABSL_FLAG(bool, print_capabilities, false, "print the detected capabilities as JSON and exit");
 ABSL_FLAG(int64_t, memory_limit_mb, 4096, "address space a measured kernel may add, in MiB");
 ABSL_FLAG(std::string, log_level, "info", "trace, debug, info, warn, error");
@@ -57,7 +59,8 @@ int main(int argc, char** argv) {
                 "TUNEFARM_RUNNER)");
   }
   auto client = tunefarm::ClientOptionsFromFlags(
-      absl::GetFlag(FLAGS_server), absl::GetFlag(FLAGS_tls_ca), absl::GetFlag(FLAGS_token_file));
+      absl::GetFlag(FLAGS_server), absl::GetFlag(FLAGS_tls_ca), absl::GetFlag(FLAGS_token_file),
+      absl::GetFlag(FLAGS_insecure));
   if (!client.ok()) return Fail(std::string(client.status().message()));
 
   tunefarm::FarmSession::Options opts;

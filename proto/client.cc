@@ -2,12 +2,55 @@
 
 #include <fstream>
 #include <sstream>
+#include <vector>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "proto/protocol.h"
 
 namespace tunefarm {
+
+bool IsLoopbackAddress(const std::string& address) {
+  absl::string_view a = address;
+  if (absl::StartsWith(a, "unix:") || absl::StartsWith(a, "unix-abstract:")) return true;
+  for (absl::string_view scheme : {"ipv4:", "ipv6:", "dns:///", "dns:"}) {
+    if (absl::StartsWith(a, scheme)) {
+      a.remove_prefix(scheme.size());
+      break;
+    }
+  }
+  absl::string_view host;
+  if (absl::StartsWith(a, "[")) {
+    size_t end = a.find(']');
+    if (end == absl::string_view::npos) return false;
+    host = a.substr(1, end - 1);
+  } else {
+    size_t colon = a.rfind(':');
+    host = colon == absl::string_view::npos ? a : a.substr(0, colon);
+  }
+  if (host == "localhost" || host == "::1" || host == "0:0:0:0:0:0:0:1") return true;
+  // 127.0.0.0/8, as four numbers of 0..255.
+  std::vector<absl::string_view> parts = absl::StrSplit(host, '.');
+  if (parts.size() != 4 || parts[0] != "127") return false;
+  for (absl::string_view p : parts) {
+    int v = 0;
+    if (p.empty() || p.size() > 3 || !absl::SimpleAtoi(p, &v) || v > 255) return false;
+  }
+  return true;
+}
+
+absl::Status CheckTransport(const ClientOptions& options, bool insecure) {
+  if (insecure || !options.tls_ca_file.empty() || IsLoopbackAddress(options.server)) {
+    return absl::OkStatus();
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      "refusing to talk to ", options.server,
+      " in plain text (the token would cross the network readable): give --tls_ca=CA.pem, the "
+      "CA of the server's certificate (docs/security.md), or --insecure"));
+}
 
 absl::StatusOr<std::string> ReadTokenFile(const std::string& path) {
   std::ifstream in(path);

@@ -18,6 +18,15 @@ struct ClientOptions {
   std::string token;        // sent as "authorization: Bearer <token>"
 };
 
+// Whether a gRPC address (HOST:PORT, [V6]:PORT, ipv4:/ipv6:/dns: forms,
+// unix:PATH) stays on this machine: localhost, 127.0.0.0/8, ::1, a unix
+// socket. An empty host (":7070", "0.0.0.0:7070", "[::]:7070") does not.
+bool IsLoopbackAddress(const std::string& address);
+
+// Plain text to a server beyond loopback would show its bearer token to
+// the network: refused (naming --tls_ca and --insecure) unless `insecure`.
+absl::Status CheckTransport(const ClientOptions& options, bool insecure);
+
 // Reads the first non-empty, non-comment line of a tokens file.
 absl::StatusOr<std::string> ReadTokenFile(const std::string& path);
 

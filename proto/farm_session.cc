@@ -187,10 +187,11 @@ absl::Status FarmSession::RunOnce(v1::FarmService::Stub& stub, const WorkHandler
 
 absl::StatusOr<ClientOptions> ClientOptionsFromFlags(const std::string& server,
                                                      const std::string& tls_ca_file,
-                                                     const std::string& token_file) {
+                                                     const std::string& token_file, bool insecure) {
   ClientOptions o;
   o.server = server;
   o.tls_ca_file = tls_ca_file;
+  if (absl::Status s = CheckTransport(o, insecure); !s.ok()) return s;
   if (!token_file.empty()) {
     absl::StatusOr<std::string> token = ReadTokenFile(token_file);
     if (!token.ok()) return token.status();

@@ -73,11 +73,12 @@ class FarmSession {
   grpc::ClientContext* stream_ctx_ = nullptr;  // guarded by mu_
 };
 
-// The connection options from the usual --server, --tls_ca and --token_file
-// flags; an unreadable or empty token file is an error.
+// The connection options from the usual --server, --tls_ca, --token_file
+// and --insecure flags; an unreadable or empty token file is an error, and
+// so is plain text beyond loopback without `insecure` (CheckTransport).
 absl::StatusOr<ClientOptions> ClientOptionsFromFlags(const std::string& server,
                                                      const std::string& tls_ca_file,
-                                                     const std::string& token_file);
+                                                     const std::string& token_file, bool insecure);
 
 // This machine's host name.
 std::string HostName();

@@ -15,6 +15,7 @@
 #include "absl/flags/usage.h"
 #include "absl/synchronization/mutex.h"
 #include "common/logging.h"
+#include "proto/client.h"
 #include "server/server.h"
 
 ABSL_FLAG(std::string, listen, "127.0.0.1:7070", "address:port to serve on (port 0: any)");
@@ -30,6 +31,9 @@ ABSL_FLAG(std::string, fingerprint_policy, "warn",
 ABSL_FLAG(int, heartbeat_interval_ms, 5000, "heartbeat interval asked of workers and agents");
 ABSL_FLAG(int, max_message_mb, 256, "largest request or response in MiB");
 ABSL_FLAG(std::string, log_level, "info", "trace, debug, info, warn, error");
+ABSL_FLAG(bool, insecure, false,
+          "listen beyond loopback without TLS or without tokens (anyone who can reach the port "
+          "can then submit, import and register)");
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage("the tunefarm tuning server");
@@ -65,6 +69,18 @@ int main(int argc, char** argv) {
     return 2;
   }
   opts.max_message_bytes = max_mb << 20;
+  if (!tunefarm::IsLoopbackAddress(opts.listen) && !absl::GetFlag(FLAGS_insecure) &&
+      (opts.tls_cert_file.empty() || opts.tokens_file.empty())) {
+    std::fprintf(stderr,
+                 "tunefarm-server: refusing to listen on %s without %s: give --tls_cert, "
+                 "--tls_key and --tokens_file (docs/security.md), listen on 127.0.0.1, or add "
+                 "--insecure\n",
+                 opts.listen.c_str(),
+                 opts.tls_cert_file.empty() && opts.tokens_file.empty() ? "TLS and tokens"
+                 : opts.tls_cert_file.empty()                           ? "TLS"
+                                                                        : "tokens");
+    return 2;
+  }
   auto server = tunefarm::server::TunefarmServer::Start(opts);
   if (!server.ok()) {
     std::fprintf(stderr, "tunefarm-server: %s\n", std::string(server.status().message()).c_str());

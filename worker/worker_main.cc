@@ -21,6 +21,8 @@ ABSL_FLAG(std::string, server, "127.0.0.1:7070", "tuning server address HOST:POR
 ABSL_FLAG(std::string, device_id, "", "stable name of this worker (default: worker-<host name>)");
 ABSL_FLAG(std::string, token_file, "", "file holding the bearer token");
 ABSL_FLAG(std::string, tls_ca, "", "PEM CA certificate; connect with TLS");
+ABSL_FLAG(bool, insecure, false,
+          "allow plain text to a server beyond loopback (the token crosses the network readable)");
 ABSL_FLAG(int64_t, cache_mb, 512, "artifact cache size in MiB (content-addressed)");
 ABSL_FLAG(int, threads, 0, "builds at once (default: one per core)");
 ABSL_FLAG(std::string, log_level, "info", "trace, debug, info, warn, error");
@@ -30,7 +32,8 @@ int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
   absl::Status logging = tunefarm::InitLogging(absl::GetFlag(FLAGS_log_level));
   auto client = tunefarm::ClientOptionsFromFlags(
-      absl::GetFlag(FLAGS_server), absl::GetFlag(FLAGS_tls_ca), absl::GetFlag(FLAGS_token_file));
+      absl::GetFlag(FLAGS_server), absl::GetFlag(FLAGS_tls_ca), absl::GetFlag(FLAGS_token_file),
+      absl::GetFlag(FLAGS_insecure));
   if (!logging.ok() || !client.ok()) {
     std::fprintf(stderr, "tunefarm-worker: %s\n",
                  std::string((logging.ok() ? client.status() : logging).message()).c_str());

@@ -789,5 +789,68 @@ TEST(Security, RolesWithRealProcesses) {
   ASSERT_TRUE((*orin)->Wait(absl::Seconds(20)).ok());
 }
 
+// Secure by default: no plain text or open door beyond loopback unless
+// asked for, and the documented script makes a CA and a certificate that
+// a real server and client accept.
+TEST(Security, SecureByDefault) {
+  testing::TempDir dir;
+  CommandResult open =
+      RunCommand({BinPath("tunefarm-server"), "--listen=0.0.0.0:0", "--db=" + dir.File("open.db")},
+                 dir.path());
+  EXPECT_EQ(open.exit_code, 2);
+  EXPECT_TRUE(absl::StrContains(open.err, "refusing to listen on 0.0.0.0:0 without TLS and tokens"))
+      << open.err;
+  testing::WriteFile(dir.File("tokens"), "t admin\n");
+  CommandResult no_tls =
+      RunCommand({BinPath("tunefarm-server"), "--listen=0.0.0.0:0", "--db=" + dir.File("open.db"),
+                  "--tokens_file=" + dir.File("tokens")},
+                 dir.path());
+  EXPECT_EQ(no_tls.exit_code, 2);
+  EXPECT_TRUE(absl::StrContains(no_tls.err, "without TLS: give --tls_cert")) << no_tls.err;
+  EXPECT_NE(access(dir.File("open.db").c_str(), F_OK), 0) << "a refused server made its database";
+  // Agents, workers and the CLI with a token refuse plain text beyond
+  // loopback before dialling.
+  for (std::string bin : {"tunefarm-agent", "tunefarm-worker"}) {
+    std::vector<std::string> argv = {BinPath(bin), "--server=192.0.2.1:7070",
+                                     "--token_file=" + dir.File("tokens")};
+    if (bin == "tunefarm-agent") argv.push_back("--key=k");
+    CommandResult r = RunCommand(argv, dir.path());
+    EXPECT_EQ(r.exit_code, 2) << bin;
+    EXPECT_TRUE(absl::StrContains(r.err, "refusing to talk to 192.0.2.1:7070 in plain text"))
+        << bin << ": " << r.err;
+  }
+  CommandResult cli = RunCommand({BinPath("tunefarm"), "--server=192.0.2.1:7070",
+                                  "--token_file=" + dir.File("tokens"), "jobs"},
+                                 dir.path());
+  EXPECT_EQ(cli.exit_code, 2);
+  EXPECT_TRUE(absl::StrContains(cli.err, "give --tls_ca=CA.pem")) << cli.err;
+
+  // scripts/make-certs.sh: a CA and a server certificate for 127.0.0.1.
+  CommandResult certs =
+      RunCommand({"/bin/sh", std::string(TF_SOURCE_DIR) + "/scripts/make-certs.sh", dir.File("pki"),
+                  "127.0.0.1", "localhost"},
+                 dir.path());
+  ASSERT_EQ(certs.exit_code, 0) << certs.err;
+  auto server = ServerProcess::Start(
+      dir.File("tls.db"), dir.path(),
+      {"--tls_cert=" + dir.File("pki/server.pem"), "--tls_key=" + dir.File("pki/server.key"),
+       "--tokens_file=" + dir.File("tokens")});
+  ASSERT_TRUE(server.ok()) << server.status();
+  testing::WriteFile(dir.File("t.token"), "t\n");
+  CommandResult jobs = (*server)->Cli(
+      {"--tls_ca=" + dir.File("pki/ca.pem"), "--token_file=" + dir.File("t.token"), "jobs"},
+      dir.path());
+  EXPECT_EQ(jobs.exit_code, 0) << jobs.err;
+  // A second certificate from the same CA: the clients' trust file stays valid.
+  certs = RunCommand({"/bin/sh", std::string(TF_SOURCE_DIR) + "/scripts/make-certs.sh",
+                      dir.File("pki"), "127.0.0.1"},
+                     dir.path());
+  ASSERT_EQ(certs.exit_code, 0) << certs.err;
+  CommandResult verify = RunCommand(
+      {"/usr/bin/openssl", "verify", "-CAfile", dir.File("pki/ca.pem"), dir.File("pki/server.pem")},
+      dir.path());
+  EXPECT_EQ(verify.exit_code, 0) << verify.out << verify.err;
+}
+
 }  // namespace
 }  // namespace tunefarm

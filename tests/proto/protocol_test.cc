@@ -3,6 +3,7 @@
 #include "google/protobuf/util/json_util.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
+#include "proto/client.h"
 #include "tests/server/test_records.h"
 #include "tunefarm/v1/farm.pb.h"
 #include "tunefarm/v1/tuning.pb.h"
@@ -113,6 +114,30 @@ TEST(Protocol, StatusCodesCarryOver) {
   EXPECT_EQ(g.error_message(), "disk full");
   EXPECT_EQ(FromGrpcStatus(g), s);
   EXPECT_TRUE(ToGrpcStatus(absl::OkStatus()).ok());
+}
+
+TEST(Client, PlainTextOnlyOnLoopback) {
+  for (const char* a : {"127.0.0.1:7070", "127.3.2.1:1", "localhost:7070", "[::1]:7070",
+                        "ipv4:127.0.0.1:7070", "dns:///localhost:7070", "unix:/run/tf.sock"}) {
+    EXPECT_TRUE(IsLoopbackAddress(a)) << a;
+  }
+  for (const char* a : {"0.0.0.0:7070", ":7070", "[::]:7070", "10.0.0.7:7070", "farm.example:7070",
+                        "127.0.0.1.example.com:7070", "128.0.0.1:7070", "127.0.0.256:1",
+                        "localhost.example:7070", "[::2]:7070"}) {
+    EXPECT_FALSE(IsLoopbackAddress(a)) << a;
+  }
+  ClientOptions o;
+  o.server = "farm.example:7070";
+  absl::Status s = CheckTransport(o, false);
+  EXPECT_TRUE(absl::IsFailedPrecondition(s));
+  EXPECT_NE(s.message().find("give --tls_ca=CA.pem"), absl::string_view::npos) << s;
+  EXPECT_NE(s.message().find("--insecure"), absl::string_view::npos) << s;
+  EXPECT_TRUE(CheckTransport(o, true).ok());
+  o.tls_ca_file = "ca.pem";
+  EXPECT_TRUE(CheckTransport(o, false).ok());
+  o.tls_ca_file.clear();
+  o.server = "127.0.0.1:7070";
+  EXPECT_TRUE(CheckTransport(o, false).ok());
 }
 
 }  // namespace
