@@ -77,6 +77,7 @@ void WorkQueue::RequeueLocked(Lease lease, const std::string& why, Callbacks* ca
   const std::string lease_id = lease.q.item.work.lease_id();
   const std::string session_id = lease.session_id, device_id = lease.device_id;
   Queued q = std::move(lease.q);
+  q.lost_by = device_id;
   q.attempts++;
   q.last_device = why;
   Logger("server")->warn("event=work_requeued lease={} job={} queue={} attempts={} why=\"{}\"",
@@ -129,6 +130,16 @@ void WorkQueue::Expire() {
   RunAll(callbacks);
 }
 
+bool WorkQueue::OtherDeviceTakesLocked(const std::string& queue, const std::string& device) const {
+  for (const auto& [id, other] : sessions_) {
+    if (other.device_id != device &&
+        std::find(other.queues.begin(), other.queues.end(), queue) != other.queues.end()) {
+      return true;
+    }
+  }
+  return false;
+}
+
 std::optional<WorkQueue::Queued> WorkQueue::TakeLocked(const Session& s) {
   if (int(s.leases.size()) >= s.max_in_flight) return std::nullopt;
   std::deque<Queued>* best_q = nullptr;
@@ -136,7 +147,11 @@ std::optional<WorkQueue::Queued> WorkQueue::TakeLocked(const Session& s) {
   for (const std::string& key : s.queues) {
     auto qi = queues_.find(key);
     if (qi == queues_.end()) continue;
+    // Work whose lease this device lost (it went silent) goes to another
+    // device of the queue while there is one, never straight back.
+    const bool others = OtherDeviceTakesLocked(key, s.device_id);
     for (auto it = qi->second.begin(); it != qi->second.end(); ++it) {
+      if (others && it->lost_by == s.device_id) continue;
       if (best_q == nullptr) {
         best_q = &qi->second, best = it;
         continue;

@@ -103,6 +103,7 @@ class WorkQueue {
     Item item;
     int attempts = 0;  // leases of it lost so far
     std::string last_device;
+    std::string lost_by;  // the device whose lease of it was lost last
   };
   struct Lease {
     Queued q;
@@ -124,6 +125,8 @@ class WorkQueue {
   void RequeueLocked(Lease lease, const std::string& why, Callbacks* callbacks);
   void ExpireLocked(Callbacks* callbacks);
   std::optional<Queued> TakeLocked(const Session& s);
+  // Whether an open session of another device than `device` takes `queue`.
+  bool OtherDeviceTakesLocked(const std::string& queue, const std::string& device) const;
   static void RunAll(Callbacks& callbacks);
   // Wakes one waiting session that takes from `queue` and has room.
   void WakeOneLocked(const std::string& queue);

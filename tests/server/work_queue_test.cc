@@ -186,5 +186,38 @@ TEST(WorkQueue, ALateResultCountsOnlyFromTheDeviceThatHeldTheLease) {
   EXPECT_TRUE(f.q->QueuedByKey().empty());
 }
 
+// A device that went silent past its lease (a link that stops forwarding)
+// does not get the work straight back while another device of the key
+// could take it; alone, it does.
+TEST(WorkQueue, ExpiredWorkGoesToAnotherDeviceNotBackToTheSilentOne) {
+  Fixture f;
+  const std::string key = WorkQueue::MeasureQueue("x86");
+  f.Add(key, 1, 0, "a");
+  f.q->OpenSession("s1", "board-1", {key}, 1);
+  f.q->OpenSession("s2", "board-2", {key}, 1);
+  v1::WorkLease first;
+  ASSERT_EQ(f.Take("s1", &first), "a");
+  f.Add(key, 1, 0, "b");
+  v1::WorkLease b;
+  ASSERT_EQ(f.Take("s2", &b), "b");  // board-2 busy
+  f.now += absl::Seconds(11);        // board-1 silent past its lease
+  f.q->Heartbeat("s2", {b.lease_id()});
+  f.q->Expire();
+  ASSERT_EQ(f.q->QueuedByKey()[key], 1);
+  // board-1's link is back: it asks again and gets nothing while board-2
+  // serves the key; board-2, once free, gets "a".
+  EXPECT_EQ(f.Take("s1"), "");
+  ASSERT_TRUE(f.Report("s2", b).ok());
+  EXPECT_EQ(f.Take("s2"), "a");
+  // Alone on the key, a device does get back work it lost.
+  f.Add(key, 1, 0, "c");
+  v1::WorkLease c;
+  ASSERT_EQ(f.Take("s1", &c), "c");
+  f.q->CloseSession("s2");
+  f.now += absl::Seconds(11);
+  f.q->Expire();
+  EXPECT_EQ(f.Take("s1"), "c");
+}
+
 }  // namespace
 }  // namespace tunefarm::server
