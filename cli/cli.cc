@@ -482,7 +482,7 @@ Result CmdSubmit(Client& c, const Args& a, std::ostream& out) {
 }
 
 void PrintJobLine(const v1::Job& j, std::ostream& out) {
-  out << absl::StrFormat("%-6d %-20s %-12s %6d %8d  %s\n", j.job_id(), j.spec().name(),
+  out << absl::StrFormat("%-6d %-20s %-12s %6d %8d  %s\n", j.job_id(), Printable(j.spec().name()),
                          StateName(j.state()), j.tasks_size(), j.trials_done(),
                          j.spec().target().spec());
 }
@@ -548,8 +548,8 @@ std::string TopShares(const v1::Job& j, size_t n) {
 // (mean of its repeats) on the job's target (absent where never measured).
 void PrintJob(const v1::Job& j, const std::map<std::string, double>& default_cost,
               std::ostream& out) {
-  out << "job " << j.job_id() << " \"" << j.spec().name() << "\": " << StateName(j.state()) << " ("
-      << j.status_message() << ")\n";
+  out << "job " << j.job_id() << " \"" << Printable(j.spec().name())
+      << "\": " << StateName(j.state()) << " (" << Printable(j.status_message()) << ")\n";
   out << "target: " << j.spec().target().spec() << "   device key: " << j.spec().device_key()
       << "   trials: " << j.trials_done() << "\n";
   const v1::Budget& b = j.spec().budget();

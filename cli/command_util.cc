@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "compiler/codegen/llvm_target.h"
 
 namespace tunefarm::cli {
@@ -70,6 +71,20 @@ absl::StatusOr<std::optional<bool>> ParseLayoutFlag(const std::string& value) {
   if (value == "nchw") return false;
   if (value == "nhwc") return true;
   return absl::InvalidArgumentError(absl::StrCat("--layout is nchw or nhwc, not '", value, "'"));
+}
+
+std::string Printable(const std::string& text) {
+  std::string out;
+  out.reserve(text.size());
+  for (char c : text) {
+    const unsigned char u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u == 0x7f) {
+      absl::StrAppendFormat(&out, "\\x%02x", u);
+    } else {
+      out += c;
+    }
+  }
+  return out;
 }
 
 }  // namespace tunefarm::cli

@@ -30,6 +30,10 @@ RpcError DescribeRpcError(const grpc::Status& s, const std::string& server);
 // Writes "tunefarm: error: MSG" as one line and returns `code`.
 int Fail(std::ostream& err, int code, const std::string& msg);
 
+// Text from other users (job names, messages) made safe for a terminal
+// table: control characters (newlines, escape sequences) as \xNN.
+std::string Printable(const std::string& text);
+
 // A --target value: "host" (this machine) or a target string.
 absl::StatusOr<ir::Target> ParseTargetFlag(const std::string& value);
 

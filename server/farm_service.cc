@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
+#include "server/limits.h"
 
 namespace tunefarm::server {
 namespace {
@@ -52,6 +53,9 @@ grpc::Status FarmService::Register(grpc::ServerContext* ctx, const v1::RegisterR
   if (!gate.ok()) return gate;
   if (req->role() != v1::ROLE_WORKER && req->role() != v1::ROLE_AGENT) {
     return Invalid("Register: role must be ROLE_WORKER or ROLE_AGENT");
+  }
+  if (absl::Status c = CheckCapabilities(req->capabilities()); !c.ok()) {
+    return Invalid(std::string(c.message()));
   }
   const bool agent = req->role() == v1::ROLE_AGENT;
   if ((caller.role == TokenRole::kWorker && agent) ||

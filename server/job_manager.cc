@@ -13,6 +13,7 @@
 #include "compiler/frontend/onnx_import.h"
 #include "compiler/frontend/tasks.h"
 #include "proto/protocol.h"
+#include "server/limits.h"
 #include "tunefarm/v1/package.pb.h"
 
 namespace tunefarm::server {
@@ -54,6 +55,16 @@ absl::StatusOr<int64_t> JobManager::Submit(v1::JobSpec spec) {
   // A model: the job keeps its tasks, not its bytes (weights are the
   // client's to keep).
   if (!spec.onnx_model().empty()) TF_RETURN_IF_ERROR(ImportModel(&spec));
+  {
+    // The most memory any agent of the key ever reported bounds a workload.
+    TF_ASSIGN_OR_RETURN(std::vector<v1::Device> devices, devices_.List());
+    int64_t memory = 0;
+    for (const v1::Device& d : devices) {
+      if (d.role() == v1::ROLE_AGENT && d.device_key() == spec.device_key())
+        memory = std::max(memory, d.capabilities().memory_bytes());
+    }
+    TF_RETURN_IF_ERROR(CheckJobSpec(spec, memory));
+  }
   if (absl::StatusOr<ir::Target> t = ir::Target::Parse(spec.target().spec());
       t.ok() && t->is_gpu()) {
     TF_ASSIGN_OR_RETURN(std::vector<v1::Device> devices, devices_.List());
@@ -181,6 +192,7 @@ absl::Status JobManager::Recover(bool auto_resume) {
 
 absl::StatusOr<store::TuningLog::CommitResult> JobManager::ImportRecords(
     std::vector<v1::Record> records) {
+  TF_RETURN_IF_ERROR(CheckImport(records));
   // Job ids are local to the farm that made the record.
   for (v1::Record& r : records) {
     r.clear_job_id();

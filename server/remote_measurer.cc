@@ -1,8 +1,10 @@
 #include "server/remote_measurer.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/logging.h"
 #include "compiler/ir/reference.h"
 #include "compiler/schedule/schedule.h"
+#include "server/limits.h"
 
 namespace tunefarm::server {
 
@@ -211,6 +213,16 @@ std::vector<MeasureResult> RemoteMeasurer::Measure(const search::Task& task,
         if (st == v1::MEASURE_STATUS_OK && d.costs.empty()) {
           st = v1::MEASURE_STATUS_RUNTIME_ERROR;
           return finish(i, st, "the agent reported success without timings");
+        }
+        if (st == v1::MEASURE_STATUS_OK) {
+          for (double c : d.costs) {
+            if (absl::Status t = CheckTiming(c, task.flops, PeakFlops(task.target)); !t.ok()) {
+              Logger("server")->warn("event=implausible_timing device={} seconds={} flops={}",
+                                     d.device_id, c, task.flops);
+              return finish(i, v1::MEASURE_STATUS_RUNTIME_ERROR,
+                            absl::StrCat("refused from ", d.device_id, ": ", t.message()));
+            }
+          }
         }
         if (st == v1::MEASURE_STATUS_OK) {
           std::vector<double> c = d.costs;

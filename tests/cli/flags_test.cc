@@ -1,5 +1,6 @@
 #include "cli/flags.h"
 
+#include "cli/command_util.h"
 #include "gtest/gtest.h"
 
 namespace tunefarm::cli {
@@ -53,6 +54,14 @@ TEST(Flags, ErrorsNameTheFlagAndTheNearestKnownOne) {
   f = ParseFlags({"--json=yes"}, kSpec, "jobs");
   ASSERT_FALSE(f.ok());
   EXPECT_EQ(f.status().message(), "jobs: --json takes no value");
+}
+
+// Text from other users cannot forge table rows or drive the terminal.
+TEST(Printable, ControlCharactersAreEscaped) {
+  EXPECT_EQ(Printable("resnet18 tune"), "resnet18 tune");
+  EXPECT_EQ(Printable("a\n6  forged  succeeded\x1b[2J\t\x7f"),
+            "a\\x0a6  forged  succeeded\\x1b[2J\\x09\\x7f");
+  EXPECT_EQ(Printable("caf\xc3\xa9"), "caf\xc3\xa9");  // UTF-8 stays
 }
 
 }  // namespace

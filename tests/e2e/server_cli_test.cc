@@ -3,18 +3,22 @@
 #include <signal.h>
 #include <sys/wait.h>
 
+#include <atomic>
 #include <fstream>
 #include <map>
 #include <regex>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "cli/records_jsonl.h"
+#include "common/logging.h"
 #include "compiler/codegen/nvrtc_info.h"
 #include "gtest/gtest.h"
+#include "proto/farm_session.h"
 #include "tests/server/test_records.h"
 #include "tests/testing/process.h"
 #include "tests/testing/skip.h"
@@ -850,6 +854,71 @@ TEST(Security, SecureByDefault) {
       {"/usr/bin/openssl", "verify", "-CAfile", dir.File("pki/ca.pem"), dir.File("pki/server.pem")},
       dir.path());
   EXPECT_EQ(verify.exit_code, 0) << verify.out << verify.err;
+}
+
+// An agent that lies about its timings (1 ns for every candidate, the fault
+// a real board cannot produce on demand): with a real server and a real
+// worker, none of its timings becomes a record's OK, nor the job's best.
+TEST(Security, ForgedTimingsAreRefused) {
+  testing::TempDir dir;
+  auto server =
+      ServerProcess::Start(dir.File("forged.db"), dir.path(), {"--heartbeat_interval_ms=200"});
+  ASSERT_TRUE(server.ok()) << server.status();
+  Subprocess::Options quiet;
+  quiet.capture_stdout = false;
+  quiet.stderr_path = dir.File("worker.log");
+  auto worker = Subprocess::Start({BinPath("tunefarm-worker"), "--server=" + (*server)->address(),
+                                   "--device_id=w1", "--threads=1"},
+                                  quiet);
+  ASSERT_TRUE(worker.ok()) << worker.status();
+  FarmSession::Options o;
+  o.client.server = (*server)->address();
+  o.role = v1::ROLE_AGENT;
+  o.device_id = "liar";
+  o.device_key = "x86-test";
+  o.capabilities.set_cores(1);
+  FarmSession liar(o, Logger("liar"));
+  std::atomic<int> lies{0};
+  std::thread t([&] {
+    liar.Run([&](const v1::WorkLease& lease) {
+          v1::ReportResultRequest r;
+          r.mutable_measure()->set_status(v1::MEASURE_STATUS_OK);
+          for (int i = 0; i < 3; ++i) r.mutable_measure()->add_costs_sec(1e-9);
+          ++lies;
+          return r;
+        })
+        .IgnoreError();
+  });
+  const std::string list = dir.File("w.txt");
+  testing::WriteFile(list, "dense(M=64,N=64,K=64)\n");
+  CommandResult sub = (*server)->Cli({"submit", "--workloads=" + list, "--target=llvm -num-cores=1",
+                                      "--device_key=x86-test", "--trials=4"},
+                                     dir.path());
+  ASSERT_EQ(sub.exit_code, 0) << sub.err;
+  EXPECT_TRUE(testing::WaitFor(
+      [&] {
+        std::string out = (*server)->Cli({"job", "1"}, dir.path()).out;
+        return absl::StrContains(out, "succeeded") || absl::StrContains(out, "failed");
+      },
+      absl::Seconds(120)))
+      << (*server)->Cli({"job", "1"}, dir.path()).out
+      << testing::ReadFileOrEmpty(dir.File("worker.log"));
+  liar.Stop();
+  t.join();
+  EXPECT_GT(lies.load(), 0);
+  CommandResult out = (*server)->Cli({"records", "--json"}, dir.path());
+  ASSERT_EQ(out.exit_code, 0) << out.err;
+  std::istringstream in(out.out);
+  auto records = cli::ParseRecordsJsonl(in, "records --json");
+  ASSERT_TRUE(records.ok()) << records.status();
+  ASSERT_FALSE(records->empty());
+  for (const v1::Record& r : *records) {
+    EXPECT_NE(r.status(), v1::MEASURE_STATUS_OK) << cli::RecordToJsonLine(r);
+    EXPECT_TRUE(absl::StrContains(r.error(), "refused from liar: implausible timing 1e-09 s"))
+        << r.error();
+  }
+  (*worker)->Kill(SIGTERM);
+  ASSERT_TRUE((*worker)->Wait(absl::Seconds(20)).ok());
 }
 
 }  // namespace

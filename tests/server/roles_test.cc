@@ -87,7 +87,7 @@ class RolesTest : public ::testing::Test {
   static grpc::Status Import(Stubs& s) {
     v1::ImportRecordsRequest req;
     req.set_protocol_version(kProtocolVersion);
-    *req.add_records() = MakeRecord(Conv2d(8, 8, 8), kTargetX86, 1e-9, 1);
+    *req.add_records() = MakeRecord(Conv2d(8, 8, 8), kTargetX86, 1e-4, 1);
     v1::ImportRecordsResponse resp;
     return s.tuning->ImportRecords(s.Ctx().get(), req, &resp);
   }
