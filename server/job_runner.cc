@@ -1,6 +1,7 @@
 #include "server/job_runner.h"
 
 #include <algorithm>
+#include <atomic>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -336,16 +337,23 @@ void JobRunner::RunJob(int64_t job_id, Running_* running) {
   RemoteMeasurer measurer(queue_, mo);
 
   search::TuneOptions o = TuneOptionsFor(spec, budget, done_before, options_.batch);
-  o.stop = [running, &sink] { return running->stop.load() || sink.device_broken(); };
   // After every batch the search's own state goes to the database beside the
-  // records, so a resume continues exactly where this run stops.
+  // records, so a resume continues exactly where this run stops; a job whose
+  // state cannot be saved stops (a resume could not continue it).
   search::Tuner* tuner_ptr = nullptr;
+  absl::Status snapshot_error;  // set on the tuner's thread, read after Run
+  std::atomic<bool> snapshot_failed{false};
+  o.stop = [running, &sink, &snapshot_failed] {
+    return running->stop.load() || sink.device_broken() || snapshot_failed.load();
+  };
   o.on_batch = [&] {
     absl::StatusOr<v1::SearchSnapshot> snap = tuner_ptr->Snapshot();
     absl::Status s =
         snap.ok() ? log_.SaveJobSnapshot(job_id, snap->SerializeAsString()) : snap.status();
     if (!s.ok()) {
-      log->warn("event=snapshot_failed job={} error=\"{}\"", job_id, std::string(s.message()));
+      log->error("event=snapshot_failed job={} error=\"{}\"", job_id, std::string(s.message()));
+      snapshot_error = s;
+      snapshot_failed = true;
     }
   };
   search::Tuner tuner(tasks->tasks, &measurer, o);
@@ -401,6 +409,12 @@ void JobRunner::RunJob(int64_t job_id, Running_* running) {
   }
   if (absl::Status e = sink.store_error(); !e.ok()) {
     return finish(v1::JOB_STATE_FAILED, absl::StrCat("storing records: ", e.message()));
+  }
+  if (snapshot_failed) {
+    return finish(
+        v1::JOB_STATE_FAILED,
+        absl::StrCat("stopped after ", tuner.trials(), " trials: saving the search state failed: ",
+                     snapshot_error.message(), "; then `tunefarm resume ", job_id, "`"));
   }
   if (!s.ok()) return fail(s);
   if (sink.device_broken()) return finish(v1::JOB_STATE_FAILED, sink.BrokenDevice(tuner.trials()));

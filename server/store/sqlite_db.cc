@@ -13,16 +13,29 @@ absl::Status SqliteStatus(sqlite3* db, int rc, absl::string_view what, absl::str
   std::string text = absl::StrCat(what, " on ", path, ": ", msg);
   switch (rc & 0xff) {
     case SQLITE_FULL:
-      return absl::ResourceExhaustedError(text);
+      return absl::ResourceExhaustedError(
+          absl::StrCat(text,
+                       " (the disk is full, or the database reached its size limit: free "
+                       "space, then resume)"));
     case SQLITE_CORRUPT:
+      return absl::DataLossError(absl::StrCat(
+          text, " (", path, " is damaged: truncated or overwritten; restore it from a backup)"));
     case SQLITE_NOTADB:
-      return absl::DataLossError(text);
+      return absl::FailedPreconditionError(absl::StrCat(text, " (", path, " is not SQLite)"));
     case SQLITE_BUSY:
     case SQLITE_LOCKED:
       // Another process held the database past the busy timeout: retry later.
       return absl::AbortedError(text);
-    case SQLITE_CANTOPEN:
     case SQLITE_READONLY:
+      return absl::PermissionDeniedError(
+          absl::StrCat(text, " (", path,
+                       " is read-only here: this user cannot write the file or its "
+                       "directory, where the -wal and -shm files go)"));
+    case SQLITE_CANTOPEN:
+      return absl::PermissionDeniedError(
+          absl::StrCat(text, " (cannot open or create ", path,
+                       ", or its -wal and -shm files beside it: a "
+                       "missing directory, or one this user cannot write)"));
     case SQLITE_PERM:
       return absl::PermissionDeniedError(text);
     case SQLITE_CONSTRAINT:

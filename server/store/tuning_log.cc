@@ -281,10 +281,11 @@ absl::StatusOr<std::unique_ptr<TuningLog>> TuningLog::Open(const Options& option
   TF_RETURN_IF_ERROR(db->Exec(absl::StrCat("PRAGMA busy_timeout = ", options.busy_timeout_ms)));
   // Reading the schema is the first access to the file's header.
   absl::StatusOr<int64_t> n_tables = db->QueryInt("SELECT count(*) FROM sqlite_master");
-  if (absl::IsDataLoss(n_tables.status())) {
+  if (absl::IsFailedPrecondition(n_tables.status())) {
     return absl::FailedPreconditionError(
         absl::StrCat(path, " is not a tunefarm database (", n_tables.status().message(), ")"));
   }
+  if (absl::IsDataLoss(n_tables.status())) return n_tables.status();
   if (!n_tables.ok()) return n_tables.status();
   TF_ASSIGN_OR_RETURN(int64_t app_id, db->QueryInt("PRAGMA application_id"));
   if (*n_tables > 0 && app_id != kApplicationId) {

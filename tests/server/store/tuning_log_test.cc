@@ -9,6 +9,7 @@
 #include "gtest/gtest.h"
 #include "server/search/store_canon.h"
 #include "server/store/group_commit.h"
+#include "server/store/sqlite_db.h"
 #include "tests/server/test_records.h"
 #include "tests/testing/temp_dir.h"
 
@@ -585,6 +586,7 @@ TEST(TuningLog, FullDiskLosesNothingCommitted) {
   ASSERT_FALSE(failure.ok()) << "the page cap never filled";
   EXPECT_TRUE(absl::IsResourceExhausted(failure)) << failure;
   EXPECT_NE(std::string(failure.message()).find("none stored"), std::string::npos) << failure;
+  EXPECT_NE(std::string(failure.message()).find("the disk is full"), std::string::npos) << failure;
   EXPECT_GT(committed, 0);
   EXPECT_EQ(*log->CountRecords(), committed);
   log.reset();
@@ -593,6 +595,53 @@ TEST(TuningLog, FullDiskLosesNothingCommitted) {
   EXPECT_EQ(*reopened->CountRecords(), committed);
   auto more = reopened->CommitRecords({MakeRecord(Dense(2, 2, 2), kTargetX86, 1e-6, 1)});
   EXPECT_TRUE(more.ok()) << more.status();
+}
+
+// A tunefarm database cut short (a copy that stopped, a full disk at the
+// wrong moment) is called damaged, not "not a tunefarm database".
+TEST(TuningLog, TruncatedDatabaseIsDamagedNotForeign) {
+  TempDir dir;
+  std::string path = dir.File("t.db");
+  {
+    auto log = OpenOrDie(path);
+    std::vector<v1::Record> batch;
+    for (int i = 1; i <= 200; ++i)
+      batch.push_back(MakeRecord(Conv2d(8, 8, 8), kTargetX86, 1e-5, i));
+    ASSERT_TRUE(log->CommitRecords(batch).ok());
+  }
+  std::string bytes = testing::ReadFileOrEmpty(path);
+  ASSERT_GT(bytes.size(), 16384u);
+  testing::WriteFile(path, bytes.substr(0, 8192));
+  store::TuningLog::Options o;
+  o.canon = search::CompilerCanon();
+  o.path = path;
+  auto log = store::TuningLog::Open(o);
+  ASSERT_FALSE(log.ok());
+  EXPECT_TRUE(absl::IsDataLoss(log.status())) << log.status();
+  const std::string m(log.status().message());
+  EXPECT_NE(m.find("is damaged: truncated or overwritten; restore it from a backup"),
+            std::string::npos)
+      << m;
+  EXPECT_EQ(m.find("not a tunefarm database"), std::string::npos) << m;
+}
+
+// What each storage failure says: the cause a user can act on.
+TEST(SqliteStatus, NamesTheCause) {
+  using store::internal::SqliteStatus;
+  absl::Status ro = SqliteStatus(nullptr, SQLITE_READONLY, "insert", "/srv/farm.db");
+  EXPECT_TRUE(absl::IsPermissionDenied(ro));
+  EXPECT_NE(std::string(ro.message()).find("/srv/farm.db is read-only here"), std::string::npos)
+      << ro;
+  absl::Status open = SqliteStatus(nullptr, SQLITE_CANTOPEN, "open", "/nope/farm.db");
+  EXPECT_NE(std::string(open.message()).find("a missing directory, or one this user cannot write"),
+            std::string::npos)
+      << open;
+  absl::Status full = SqliteStatus(nullptr, SQLITE_FULL, "commit", "f.db");
+  EXPECT_TRUE(absl::IsResourceExhausted(full));
+  EXPECT_NE(std::string(full.message()).find("the disk is full"), std::string::npos) << full;
+  absl::Status junk = SqliteStatus(nullptr, SQLITE_NOTADB, "prepare", "j.db");
+  EXPECT_TRUE(absl::IsFailedPrecondition(junk));
+  EXPECT_NE(std::string(junk.message()).find("j.db is not SQLite"), std::string::npos) << junk;
 }
 
 }  // namespace
