@@ -61,4 +61,44 @@ grpc::Status RequestGate::Check(const grpc::ServerContext* context, uint32_t pro
   return CheckProtocolVersion(protocol_version);
 }
 
+namespace {
+
+class MalformedRequestInterceptor final : public grpc::experimental::Interceptor {
+ public:
+  explicit MalformedRequestInterceptor(std::string method) : method_(std::move(method)) {}
+  void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
+    using grpc::experimental::InterceptionHookPoints;
+    if (methods->QueryInterceptionHookPoint(InterceptionHookPoints::PRE_SEND_STATUS)) {
+      const grpc::Status st = methods->GetSendStatus();
+      // The codes gRPC's protobuf deserializer gives (an empty message for
+      // proto3, "No payload" for none); handlers here always say why.
+      if (st.error_code() == grpc::StatusCode::INTERNAL &&
+          (st.error_message().empty() || st.error_message() == "No payload")) {
+        methods->ModifySendStatus(grpc::Status(
+            grpc::StatusCode::INVALID_ARGUMENT,
+            absl::StrCat(method_, ": the request's bytes are not a valid message of this call")));
+      }
+    }
+    methods->Proceed();
+  }
+
+ private:
+  std::string method_;
+};
+
+class MalformedRequestFactory final : public grpc::experimental::ServerInterceptorFactoryInterface {
+ public:
+  grpc::experimental::Interceptor* CreateServerInterceptor(
+      grpc::experimental::ServerRpcInfo* info) override {
+    return new MalformedRequestInterceptor(info->method());
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>
+MalformedRequestInterceptorFactory() {
+  return std::make_unique<MalformedRequestFactory>();
+}
+
 }  // namespace tunefarm::server

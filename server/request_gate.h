@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -12,6 +13,7 @@
 #include "absl/strings/string_view.h"
 #include "common/access_tokens.h"
 #include "grpcpp/grpcpp.h"
+#include "grpcpp/support/server_interceptor.h"
 
 namespace tunefarm::server {
 
@@ -45,5 +47,12 @@ class RequestGate {
  private:
   std::optional<AccessTokens> tokens_;
 };
+
+// Requests whose bytes are not their method's message never reach a
+// handler: gRPC answers them INTERNAL with an empty message. This server
+// interceptor makes that INVALID_ARGUMENT naming the method, the client's
+// fault it is.
+std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>
+MalformedRequestInterceptorFactory();
 
 }  // namespace tunefarm::server
