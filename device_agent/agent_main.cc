@@ -90,6 +90,7 @@ int main(int argc, char** argv) {
                     lease.model_run().threads(), lease.model_run().repeats());
           tunefarm::runner::ModelRunOptions ro;
           ro.memory_limit_bytes = mo.memory_limit_bytes;
+          ro.cancelled = [&session, id = lease.lease_id()] { return session.Revoked(id); };
           *r.mutable_model_run() = tunefarm::runner::RunModelInChild(lease.model_run(), ro);
           *r.mutable_model_run()->mutable_fingerprint() = caps.fingerprint();
           log->info("event=model_ran lease={} status={} runs={} load_ms={:.1f} error=\"{}\"",
@@ -104,7 +105,8 @@ int main(int argc, char** argv) {
           return r;
         }
         log->info("event=measuring lease={} job={}", lease.lease_id(), lease.job_id());
-        *r.mutable_measure() = handler.Measure(lease.measure());
+        *r.mutable_measure() = handler.Measure(
+            lease.measure(), [&session, id = lease.lease_id()] { return session.Revoked(id); });
         log->info("event=measured lease={} job={} status={} median_us={:.1f} error=\"{}\"",
                   lease.lease_id(), lease.job_id(),
                   tunefarm::v1::MeasureStatus_Name(r.measure().status()),

@@ -34,7 +34,8 @@ v1::MeasureStatus ToProto(runner::SandboxOutcome::Status s) {
 
 }  // namespace
 
-v1::MeasureResult MeasureHandler::Measure(const v1::MeasureRequest& req) {
+v1::MeasureResult MeasureHandler::Measure(const v1::MeasureRequest& req,
+                                          const std::function<bool()>& cancelled) {
   v1::MeasureResult out;
   *out.mutable_fingerprint() = options_.fingerprint;
   auto fail = [&](v1::MeasureStatus status, const std::string& msg) {
@@ -74,6 +75,7 @@ v1::MeasureResult MeasureHandler::Measure(const v1::MeasureRequest& req) {
   so.time_limit_s = req.options().timeout_ms() > 0 ? req.options().timeout_ms() * 1e-3
                                                    : options_.default_timeout_s;
   so.memory_limit_bytes = options_.memory_limit_bytes;
+  so.cancelled = cancelled;
 
   std::lock_guard<std::mutex> lock(mu_);
   const std::string& key = req.reference_key();

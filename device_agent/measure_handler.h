@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
@@ -37,7 +38,9 @@ class MeasureHandler {
  public:
   explicit MeasureHandler(MeasureHandlerOptions options) : options_(std::move(options)) {}
 
-  ::tunefarm::v1::MeasureResult Measure(const ::tunefarm::v1::MeasureRequest& request);
+  // `cancelled` (optional) is asked while a kernel runs: true kills it.
+  ::tunefarm::v1::MeasureResult Measure(const ::tunefarm::v1::MeasureRequest& request,
+                                        const std::function<bool()>& cancelled = nullptr);
 
  private:
   MeasureHandlerOptions options_;

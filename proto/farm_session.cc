@@ -125,6 +125,14 @@ absl::Status FarmSession::RunOnce(v1::FarmService::Stub& stub, const WorkHandler
       auto ctx = MakeContext(options_.client, interval * 2);
       grpc::Status s = stub.Heartbeat(ctx.get(), hb, &hb_resp);
       failures = s.ok() ? 0 : failures + 1;
+      if (s.ok() && hb_resp.revoked_lease_ids_size() > 0) {
+        // Only leases named in this heartbeat, i.e. still being worked on.
+        std::set<std::string> sent(hb.held_lease_ids().begin(), hb.held_lease_ids().end());
+        std::lock_guard<std::mutex> r(revoked_mu_);
+        for (const std::string& id : hb_resp.revoked_lease_ids()) {
+          if (sent.count(id)) revoked_.insert(id);
+        }
+      }
       bool lost = hb_resp.register_again() || failures >= 3;
       lock.lock();
       if (lost) {
@@ -165,8 +173,12 @@ absl::Status FarmSession::RunOnce(v1::FarmService::Stub& stub, const WorkHandler
         }
         if (!SleepUnlessStopped(absl::Milliseconds(200 << attempt))) break;
       }
-      std::lock_guard<std::mutex> h(held_mu);
-      held.erase(lease.lease_id());
+      {
+        std::lock_guard<std::mutex> h(held_mu);
+        held.erase(lease.lease_id());
+      }
+      std::lock_guard<std::mutex> r(revoked_mu_);
+      revoked_.erase(lease.lease_id());
     });
   }
   grpc::Status status = reader->Finish();
@@ -183,6 +195,11 @@ absl::Status FarmSession::RunOnce(v1::FarmService::Stub& stub, const WorkHandler
   }
   if (status.ok()) return absl::UnavailableError("work stream closed by the server");
   return FromGrpcStatus(status);
+}
+
+bool FarmSession::Revoked(const std::string& lease_id) const {
+  std::lock_guard<std::mutex> r(revoked_mu_);
+  return revoked_.count(lease_id) > 0;
 }
 
 absl::StatusOr<ClientOptions> ClientOptionsFromFlags(const std::string& server,

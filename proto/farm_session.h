@@ -13,6 +13,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 
 #include "absl/time/time.h"
@@ -49,6 +50,11 @@ class FarmSession {
   absl::Status Run(const WorkHandler& handler);
   void Stop();
 
+  // Whether the server took lease `lease_id` back (a heartbeat named it:
+  // its job was cancelled, or it expired and went elsewhere). Handlers ask
+  // it to stop work nobody waits for.
+  bool Revoked(const std::string& lease_id) const;
+
   // How many times Register succeeded (for status output and tests).
   int registrations() const { return registrations_.load(); }
   // Results the server acknowledged.
@@ -71,6 +77,8 @@ class FarmSession {
   std::condition_variable cv_;
   bool stop_ = false;                          // guarded by mu_
   grpc::ClientContext* stream_ctx_ = nullptr;  // guarded by mu_
+  mutable std::mutex revoked_mu_;
+  std::set<std::string> revoked_;  // guarded by revoked_mu_; leases being worked on
 };
 
 // The connection options from the usual --server, --tls_ca, --token_file

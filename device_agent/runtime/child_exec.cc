@@ -59,7 +59,7 @@ int NewRequestFile(const char* name) {
 }
 
 ChildExchange ExchangeWithChild(const std::string& executable, int request_fd, double deadline_s,
-                                size_t max_report) {
+                                size_t max_report, const std::function<bool()>& cancelled) {
   ChildExchange x;
   int fds[2];
   if (request_fd < 0 || pipe2(fds, O_CLOEXEC) != 0) {
@@ -126,19 +126,24 @@ ChildExchange ExchangeWithChild(const std::string& executable, int request_fd, d
       x.timed_out = true;
       break;
     }
+    if (cancelled && cancelled()) {
+      x.cancelled = true;
+      break;
+    }
     pollfd p{fds[0], POLLIN, 0};
-    if (poll(&p, 1, int(std::ceil(left * 1000))) <= 0) continue;
+    const double slice = cancelled ? std::min(left, 0.1) : left;
+    if (poll(&p, 1, int(std::ceil(slice * 1000))) <= 0) continue;
     ssize_t n = read(fds[0], buf, sizeof(buf));
     if (n <= 0) break;  // the child closed fd 4 (exited)
     if (x.report.size() < max_report)
       x.report.append(buf, std::min(size_t(n), max_report - x.report.size()));
   }
   close(fds[0]);
-  if (x.timed_out) kill(pid, SIGKILL);
+  if (x.timed_out || x.cancelled) kill(pid, SIGKILL);
   // After end of stream the child is exiting; one that closed fd 4 and kept
   // running is given until the deadline, then killed.
   for (;;) {
-    pid_t r = waitpid(pid, &x.wait_status, x.timed_out ? 0 : WNOHANG);
+    pid_t r = waitpid(pid, &x.wait_status, x.timed_out || x.cancelled ? 0 : WNOHANG);
     if (r == pid || (r < 0 && errno != EINTR)) break;
     if (r == 0 && MonotonicSeconds() >= deadline_s) {
       kill(pid, SIGKILL);

@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 
 namespace tunefarm::runner {
@@ -19,6 +20,7 @@ constexpr int kChildReportFd = 4;
 struct ChildExchange {
   bool started = false;    // false: setup failed (error says why), no child ran
   bool timed_out = false;  // killed at the time limit
+  bool cancelled = false;  // killed because `cancelled` said so
   int wait_status = 0;     // as waitpid reports it (started)
   std::string report;      // what the child wrote to fd 4, up to max_report bytes
   std::string error;
@@ -32,8 +34,10 @@ int NewRequestFile(const char* name);
 // empty environment (but CUDA_VISIBLE_DEVICES), no blocked or ignored
 // signals, and SIGKILL when the calling thread dies. `deadline_s` is
 // absolute, on the clock of MonotonicSeconds().
+// `cancelled`, when given, is asked every 100 ms: true kills the child.
 ChildExchange ExchangeWithChild(const std::string& executable, int request_fd, double deadline_s,
-                                size_t max_report);
+                                size_t max_report,
+                                const std::function<bool()>& cancelled = nullptr);
 
 double MonotonicSeconds();
 

@@ -64,8 +64,12 @@ v1::ModelRunResult RunModelInChild(const v1::ModelRunRequest& request,
   // The report carries the outputs when asked for: allow the package's size
   // plus room, which is more than any output set of that package.
   const size_t max_report = (size_t(64) << 20) + request.package().size();
-  ChildExchange x = ExchangeWithChild(runner, fd, start + limit, max_report);
+  ChildExchange x = ExchangeWithChild(runner, fd, start + limit, max_report, options.cancelled);
   if (!x.started) return finish(v1::MEASURE_STATUS_RUNTIME_ERROR, x.error);
+  if (x.cancelled) {
+    return finish(v1::MEASURE_STATUS_RUNTIME_ERROR,
+                  "cancelled: the server took the run back (the request was abandoned)");
+  }
   if (x.timed_out) {
     return finish(v1::MEASURE_STATUS_TIMEOUT,
                   absl::StrFormat("the model did not finish within %.0f s (load, warm-up and "

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "proto/protocol.h"
@@ -32,6 +33,8 @@ constexpr int kDefaultModelRepeats = 10;
 struct ModelRunOptions {
   int64_t memory_limit_bytes = 0;
   std::string runner_path;  // empty: ModelRunnerPath()
+  // Asked every 100 ms while the model runs; true kills it.
+  std::function<bool()> cancelled;
 };
 
 // Runs the request's package in a child process; never throws, never

@@ -94,7 +94,8 @@ SandboxOutcome MeasureInSandbox(const std::string& shared_object,
     return result;
   }
   const size_t want = sizeof(wire::RunReport) + (want_output ? size_t(n_out) * 4 : 0);
-  ChildExchange x = ExchangeWithChild(runner, req, start + options.time_limit_s, want);
+  ChildExchange x =
+      ExchangeWithChild(runner, req, start + options.time_limit_s, want, options.cancelled);
   result.run_s = MonotonicSeconds() - start;
   if (!x.started) {
     result.error = "cannot set up the measurement process: " + x.error;
@@ -107,7 +108,10 @@ SandboxOutcome MeasureInSandbox(const std::string& shared_object,
   if (got >= sizeof(rep)) memcpy(&rep, x.report.data(), sizeof(rep));
   const bool have_report = got >= sizeof(rep) && rep.magic == wire::kMagic;
   result.namespaces = have_report && rep.namespaces != 0;
-  if (timed_out) {
+  if (x.cancelled) {
+    result.status = Status::kRuntimeError;
+    result.error = "cancelled: the server took the lease back (the job was cancelled or moved on)";
+  } else if (timed_out) {
     result.status = Status::kTimeout;
     result.error = absl::StrFormat("no result within %.2f s", options.time_limit_s);
   } else if (!have_report && WIFSIGNALED(wstatus) && WTERMSIG(wstatus) == SIGSYS) {

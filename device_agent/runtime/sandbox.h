@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,9 @@ struct SandboxOptions {
   // with CUDA events; flush_cache then flushes the GPU's L2, and
   // memory_limit_bytes does not apply (the driver reserves address space).
   bool cuda = false;
+  // Asked every 100 ms while the kernel runs; true kills it (the server
+  // revoked the lease: the job was cancelled).
+  std::function<bool()> cancelled;
 };
 
 struct SandboxOutcome {

@@ -1,5 +1,6 @@
 // End to end: the real tunefarm-server, tunefarm CLI, tunefarm-agent and
 // tunefarm-worker binaries on 127.0.0.1 with ports picked by the OS.
+#include <dirent.h>
 #include <signal.h>
 #include <sys/wait.h>
 
@@ -12,6 +13,7 @@
 #include <thread>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "cli/records_jsonl.h"
@@ -919,6 +921,80 @@ TEST(Security, ForgedTimingsAreRefused) {
   }
   (*worker)->Kill(SIGTERM);
   ASSERT_TRUE((*worker)->Wait(absl::Seconds(20)).ok());
+}
+
+// The children of `pid` named `comm` (from /proc/*/stat).
+std::vector<pid_t> ChildrenNamed(pid_t pid, const std::string& comm) {
+  std::vector<pid_t> out;
+  DIR* d = opendir("/proc");
+  if (d == nullptr) return out;
+  while (dirent* e = readdir(d)) {
+    pid_t child = 0;
+    if (!absl::SimpleAtoi(e->d_name, &child)) continue;
+    std::string stat = testing::ReadFileOrEmpty(absl::StrCat("/proc/", child, "/stat"));
+    size_t open = stat.find('('), close = stat.rfind(')');
+    if (open == std::string::npos || close == std::string::npos) continue;
+    std::vector<std::string> rest = absl::StrSplit(stat.substr(close + 2), ' ');
+    pid_t parent = 0;
+    if (rest.size() > 1 && absl::SimpleAtoi(rest[1], &parent) && parent == pid &&
+        stat.substr(open + 1, close - open - 1) == comm) {
+      out.push_back(child);
+    }
+  }
+  closedir(d);
+  return out;
+}
+
+// `cancel` stops the kernel an agent is running for the job, not only the
+// job: the server takes the lease back, the agent's next heartbeat hears of
+// it and kills the runner, and the agent carries on.
+TEST(Security, CancelKillsTheRunningMeasurement) {
+  testing::TempDir dir;
+  auto server =
+      ServerProcess::Start(dir.File("cancel.db"), dir.path(), {"--heartbeat_interval_ms=200"});
+  ASSERT_TRUE(server.ok()) << server.status();
+  Subprocess::Options quiet;
+  quiet.capture_stdout = false;
+  quiet.stderr_path = dir.File("worker.log");
+  auto worker = Subprocess::Start({BinPath("tunefarm-worker"), "--server=" + (*server)->address(),
+                                   "--device_id=w1", "--threads=1"},
+                                  quiet);
+  quiet.stderr_path = dir.File("agent.log");
+  auto agent = Subprocess::Start({BinPath("tunefarm-agent"), "--server=" + (*server)->address(),
+                                  "--key=x86-test", "--device_id=a1"},
+                                 quiet);
+  ASSERT_TRUE(worker.ok() && agent.ok());
+  // Every measurement would run for a minute.
+  const std::string spec = dir.File("slow.json");
+  testing::WriteFile(spec,
+                     R"({"name": "slow", "measure": {"min_repeat_ms": 60000, "timeout_ms": 300000},
+    "tasks": [{"workload": {"op": "OP_KIND_DENSE", "inputs": [{"shape": [8, 48]}, {"shape": [40, 48]}]}}]})");
+  CommandResult sub = (*server)->Cli(
+      {"submit", spec, "--target=llvm -num-cores=1", "--device_key=x86-test", "--trials=4"},
+      dir.path());
+  ASSERT_EQ(sub.exit_code, 0) << sub.err;
+  const pid_t agent_pid = (*agent)->pid();
+  ASSERT_TRUE(testing::WaitFor([&] { return !ChildrenNamed(agent_pid, "tunefarm-runner").empty(); },
+                               absl::Seconds(120)))
+      << testing::ReadFileOrEmpty(dir.File("agent.log"));
+  CommandResult cancel = (*server)->Cli({"cancel", "1"}, dir.path());
+  ASSERT_EQ(cancel.exit_code, 0) << cancel.err;
+  EXPECT_TRUE(testing::WaitFor([&] { return ChildrenNamed(agent_pid, "tunefarm-runner").empty(); },
+                               absl::Seconds(30)))
+      << "the runner still runs for a cancelled job";
+  EXPECT_TRUE(testing::WaitFor(
+      [&] {
+        return absl::StrContains(testing::ReadFileOrEmpty(dir.File("agent.log")),
+                                 "cancelled: the server took the lease back");
+      },
+      absl::Seconds(30)))
+      << testing::ReadFileOrEmpty(dir.File("agent.log"));
+  // The agent is still up and registered.
+  EXPECT_TRUE(absl::StrContains((*server)->Cli({"devices"}, dir.path()).out, " online "));
+  for (auto* p : {&*agent, &*worker}) {
+    (*p)->Kill(SIGTERM);
+    ASSERT_TRUE((*p)->Wait(absl::Seconds(20)).ok());
+  }
 }
 
 }  // namespace
