@@ -12,6 +12,7 @@
 #include "common/status_macros.h"
 #include "compiler/frontend/onnx_import.h"
 #include "compiler/frontend/tasks.h"
+#include "google/protobuf/util/message_differencer.h"
 #include "proto/protocol.h"
 #include "server/limits.h"
 #include "tunefarm/v1/package.pb.h"
@@ -241,7 +242,7 @@ absl::StatusOr<v1::ModelRunResult> JobManager::RunModel(const std::string& devic
   }
   // The run waits in the key's queue like a measurement, ahead of tuning
   // work; an id of its own (negative: never a job's) lets it be dropped
-  // when the caller goes away.
+  // when the caller goes away. Its kernels are built by workers first.
   struct Wait {
     std::mutex mu;
     std::condition_variable cv;
@@ -250,11 +251,13 @@ absl::StatusOr<v1::ModelRunResult> JobManager::RunModel(const std::string& devic
   };
   auto wait = std::make_shared<Wait>();
   const int64_t run_id = -next_model_run_.fetch_add(1);
+  TF_RETURN_IF_ERROR(RebuildKernels(&pkg, run_id, abandoned));
   WorkQueue::Item item;
   item.queue = queue;
   item.job_id = run_id;
   item.priority = kModelRunPriority;
   *item.work.mutable_model_run() = run;
+  item.work.mutable_model_run()->set_package(pkg.SerializeAsString());
   item.done = [wait](absl::StatusOr<v1::ReportResultRequest> r) {
     std::lock_guard<std::mutex> lock(wait->mu);
     wait->result = std::move(r);
@@ -284,6 +287,87 @@ absl::StatusOr<v1::ModelRunResult> JobManager::RunModel(const std::string& devic
   if (!wait->result->has_model_run())
     return absl::InternalError("RunModel: the agent answered with no run");
   return wait->result->model_run();
+}
+
+absl::Status JobManager::RebuildKernels(v1::ModelPackage* pkg, int64_t run_id,
+                                        const std::function<bool()>& abandoned) {
+  absl::StatusOr<ir::Target> target = ir::Target::Parse(pkg->target());
+  if (!target.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("RunModel: the package's target: ", target.status().message()));
+  }
+  if (target->is_gpu()) {
+    return absl::InvalidArgumentError("RunModel: packages for GPU targets are not supported");
+  }
+  const std::string build_q = WorkQueue::BuildQueue(target->triple);
+  if (pkg->kernels_size() > 0 && !queue_.HasTaker(build_q)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "RunModel: no connected compile worker builds ", target->triple,
+        " (the package's kernels are built again by a worker; tunefarm devices lists them)"));
+  }
+  struct Builds {
+    std::mutex mu;
+    std::condition_variable cv;
+    int pending = 0;
+    std::vector<absl::StatusOr<v1::ReportResultRequest>> results;
+  };
+  auto builds = std::make_shared<Builds>();
+  builds->pending = pkg->kernels_size();
+  builds->results.assign(size_t(pkg->kernels_size()), absl::UnknownError("not built"));
+  for (int k = 0; k < pkg->kernels_size(); ++k) {
+    const v1::PackageKernel& kernel = pkg->kernels(k);
+    WorkQueue::Item item;
+    item.queue = build_q;
+    item.job_id = run_id;
+    item.priority = kModelRunPriority;
+    v1::BuildRequest* b = item.work.mutable_build();
+    *b->mutable_workload() = kernel.workload();
+    b->mutable_target()->set_spec(pkg->target());
+    *b->mutable_schedule() = kernel.schedule();
+    b->set_kind(v1::ARTIFACT_KIND_SHARED_OBJECT);
+    item.done = [builds, k](absl::StatusOr<v1::ReportResultRequest> r) {
+      std::lock_guard<std::mutex> lock(builds->mu);
+      builds->results[size_t(k)] = std::move(r);
+      --builds->pending;
+      builds->cv.notify_all();
+    };
+    queue_.Submit(std::move(item));
+  }
+  {
+    std::unique_lock<std::mutex> lock(builds->mu);
+    while (builds->pending > 0) {
+      builds->cv.wait_for(lock, std::chrono::milliseconds(100));
+      if (builds->pending == 0) break;
+      if (abandoned() || shutdown_) {
+        lock.unlock();
+        queue_.CancelJob(run_id);
+        return absl::CancelledError(shutdown_ ? "RunModel: the server is shutting down"
+                                              : "RunModel: the caller went away; the run was "
+                                                "dropped");
+      }
+    }
+  }
+  for (int k = 0; k < pkg->kernels_size(); ++k) {
+    v1::PackageKernel* kernel = pkg->mutable_kernels(k);
+    const absl::StatusOr<v1::ReportResultRequest>& r = builds->results[size_t(k)];
+    const std::string what =
+        absl::StrCat("RunModel: kernel ", k, " (", kernel->workload_key(), ")");
+    if (!r.ok()) return absl::AbortedError(absl::StrCat(what, ": ", r.status().message()));
+    if (!r->has_build() || !r->build().error().empty() || r->build().artifact().empty()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          what, ": its schedule does not build: ",
+          r->has_build() ? r->build().error() : std::string("the worker sent no build")));
+    }
+    if (!google::protobuf::util::MessageDifferencer::Equals(r->build().signature(),
+                                                            kernel->signature())) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          what, ": the package's kernel signature is not what its schedule builds to"));
+    }
+    kernel->set_shared_object(r->build().artifact());
+  }
+  Logger("server")->info("event=model_kernels_rebuilt run={} kernels={}", -run_id,
+                         pkg->kernels_size());
+  return absl::OkStatus();
 }
 
 }  // namespace tunefarm::server

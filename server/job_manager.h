@@ -48,10 +48,14 @@ class JobManager {
   absl::StatusOr<store::TuningLog::CommitResult> ImportRecords(std::vector<v1::Record> records);
 
   // Runs a model package on an agent of `device_key`, ahead of tuning work
-  // in its queue, and waits for the result. FAILED_PRECONDITION when no
-  // agent of the key is connected; CANCELLED when `abandoned` turns true
-  // (polled) or at Shutdown, and the run is dropped; ABORTED when the run
-  // did not complete.
+  // in its queue, and waits for the result. The package's native code never
+  // reaches the board as the client sent it: every kernel is built again by
+  // a compile worker from its workload and schedule, and those builds are
+  // what the board loads. FAILED_PRECONDITION when no agent of the key (or
+  // no worker of the package's target) is connected, or a kernel's schedule
+  // does not build to the kernel the package describes; CANCELLED when
+  // `abandoned` turns true (polled) or at Shutdown, and the run is dropped;
+  // ABORTED when the run did not complete.
   absl::StatusOr<v1::ModelRunResult> RunModel(const std::string& device_key,
                                               const v1::ModelRunRequest& run,
                                               const std::function<bool()>& abandoned);
@@ -67,6 +71,10 @@ class JobManager {
                                  const std::vector<v1::Device>& devices) const;
   absl::Status CheckCudaAgents(const ir::Target& target, const std::string& device_key,
                                const std::vector<v1::Device>& devices) const;
+  // Replaces every kernel's shared object in `pkg` by a worker's build of its
+  // workload and schedule (work of `run_id`, waited for like the run).
+  absl::Status RebuildKernels(v1::ModelPackage* pkg, int64_t run_id,
+                              const std::function<bool()>& abandoned);
 
   store::TuningLog& log_;
   DeviceRegistry& devices_;

@@ -7,6 +7,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "device_agent/runtime/model_run.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "tests/testing/process.h"
@@ -147,6 +148,19 @@ TEST_F(ModelJob, BuiltPackageRunsOnAnAgent) {
   ASSERT_TRUE(agent.ok());
   ASSERT_TRUE(testing::WaitFor(
       [&] { return absl::StrContains(cli({"devices"}).out, "online"); }, absl::Seconds(30)));
+  // The package's kernels are built again by a worker before a board runs them.
+  r = cli({"run", pkg, "--device-key=x86-test"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(absl::StrContains(r.err, "no connected compile worker builds x86_64-linux-gnu"))
+      << r.err;
+  auto worker = StartFarmProcess({BinPath("tunefarm-worker"), "--device_id=w1", "--threads=1"});
+  ASSERT_TRUE(worker.ok());
+  ASSERT_TRUE(testing::WaitFor(
+      [&] {
+        const std::string d = cli({"devices"}).out;
+        return absl::StrContains(d, "w1") && absl::StrContains(d, "a1");
+      },
+      absl::Seconds(30)));
 
   r = cli({"run", pkg, "--device-key=x86-test", "--seed=7", "--repeat=5", "--output-dir",
            dir.File("farm"), "--json"});
@@ -161,19 +175,19 @@ TEST_F(ModelJob, BuiltPackageRunsOnAnAgent) {
   EXPECT_TRUE(absl::StrContains(r.out, "on a1 (x86-test)")) << r.out;
   EXPECT_NE(testing::ReadFileOrEmpty(dir.File("farm8/y.npy")), local_y);
 
-  // A package whose kernel is not a loadable library on the board.
+  // A package whose kernel bytes are not a library, and one whose kernel
+  // was written by hand to reach out from the board (its constructor runs
+  // at the load): neither reaches the board as sent. The worker's builds of
+  // their schedules run, and give the right outputs; nothing is written.
   v1::ModelPackage p;
   ASSERT_TRUE(p.ParseFromString(testing::ReadFileOrEmpty(pkg)));
   ASSERT_GT(p.kernels_size(), 0);
   p.mutable_kernels(0)->set_shared_object("\x7f" "ELF but not really");
   testing::WriteFile(dir.File("broken.tfpkg"), p.SerializeAsString());
-  r = cli({"run", dir.File("broken.tfpkg"), "--device-key=x86-test"});
-  EXPECT_EQ(r.exit_code, 1);
-  EXPECT_TRUE(absl::StrContains(r.err, "on a1: upload_error: the package did not load here"))
-      << r.err;
-  // A package whose kernel was written by hand to reach out from the board
-  // (its constructor runs at the load): the runner is killed inside its
-  // sandbox, and nothing is written.
+  r = cli({"run", dir.File("broken.tfpkg"), "--device-key=x86-test", "--seed=7", "--output-dir",
+           dir.File("broken")});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(testing::ReadFileOrEmpty(dir.File("broken/y.npy")), local_y);
   const std::string c = dir.File("evil.c"), so = dir.File("evil.so"), dropped = dir.File("dropped");
   testing::WriteFile(
       c, absl::StrCat("#include <fcntl.h>\n#include <stdio.h>\n#include <sys/socket.h>\n"
@@ -189,12 +203,30 @@ TEST_F(ModelJob, BuiltPackageRunsOnAnAgent) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   p.mutable_kernels(0)->set_shared_object(testing::ReadFileOrEmpty(so));
   testing::WriteFile(dir.File("evil.tfpkg"), p.SerializeAsString());
-  r = cli({"run", dir.File("evil.tfpkg"), "--device-key=x86-test"});
+  r = cli({"run", dir.File("evil.tfpkg"), "--device-key=x86-test", "--seed=7", "--output-dir",
+           dir.File("evil")});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(testing::ReadFileOrEmpty(dir.File("evil/y.npy")), local_y);
+  EXPECT_NE(access(dropped.c_str(), F_OK), 0) << "the package's code wrote a file";
+  // A kernel whose schedule does not build to the kernel the package
+  // describes (its signature) is refused before any board sees it.
+  v1::ModelPackage lying;
+  ASSERT_TRUE(lying.ParseFromString(testing::ReadFileOrEmpty(pkg)));
+  lying.mutable_kernels(0)->mutable_signature()->mutable_args(0)->add_shape(2);
+  testing::WriteFile(dir.File("lying.tfpkg"), lying.SerializeAsString());
+  r = cli({"run", dir.File("lying.tfpkg"), "--device-key=x86-test"});
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_TRUE(absl::StrContains(r.err,
-                                "on a1: sandbox_violation: the package's code made a system "
-                                "call the sandbox does not allow"))
-      << r.err;
+  EXPECT_TRUE(absl::StrContains(r.err, "signature is not what its schedule builds to")) << r.err;
+  // The model runner's own sandbox, for code that gets past the workers:
+  // the hand-made package run directly in a confined model runner is
+  // killed there and writes nothing.
+  v1::ModelRunRequest direct;
+  direct.set_package(p.SerializeAsString());
+  direct.set_time_limit_s(60);
+  runner::ModelRunOptions mo;
+  mo.runner_path = BinPath("tunefarm-model-runner");
+  v1::ModelRunResult confined = runner::RunModelInChild(direct, mo);
+  EXPECT_EQ(confined.status(), v1::MEASURE_STATUS_SANDBOX_VIOLATION) << confined.error();
   EXPECT_NE(access(dropped.c_str(), F_OK), 0) << "the package's code wrote a file";
   // A run that cannot finish in its time limit is killed there.
   r = cli({"run", pkg, "--device-key=x86-test", "--repeat=1000", "--time-limit=0.001"});
@@ -210,8 +242,10 @@ TEST_F(ModelJob, BuiltPackageRunsOnAnAgent) {
   r = cli({"run", pkg, "--device-key=x86-test", "--seed=7", "--output-dir", dir.File("again")});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(testing::ReadFileOrEmpty(dir.File("again/y.npy")), local_y);
-  (*agent)->Kill(SIGTERM);
-  ASSERT_TRUE((*agent)->Wait(absl::Seconds(20)).ok());
+  for (auto* proc : {&*agent, &*worker}) {
+    (*proc)->Kill(SIGTERM);
+    ASSERT_TRUE((*proc)->Wait(absl::Seconds(20)).ok());
+  }
 }
 
 }  // namespace
