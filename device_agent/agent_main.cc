@@ -7,13 +7,15 @@
 // Reconnects with back-off when the server goes away. Every kernel runs in a
 // sandboxed child process; one measurement at a time. Stops on SIGINT/SIGTERM.
 #include <cstdio>
+#include <optional>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "common/logging.h"
-#include "device_agent/runtime/capabilities.h"
+#include "common/signing.h"
 #include "device_agent/measure_handler.h"
+#include "device_agent/runtime/capabilities.h"
 #include "device_agent/runtime/model_run.h"
 #include "device_agent/runtime/sandbox.h"
 #include "google/protobuf/util/json_util.h"
@@ -26,6 +28,9 @@ ABSL_FLAG(std::string, token_file, "", "file holding the bearer token");
 ABSL_FLAG(std::string, tls_ca, "", "PEM CA certificate; connect with TLS");
 ABSL_FLAG(bool, insecure, false,
           "allow plain text to a server beyond loopback (the token crosses the network readable)");
+ABSL_FLAG(std::string, server_key, "",
+          "the server's public signing key (its --signing_key file's .pub): run only code the "
+          "server signed");
 ABSL_FLAG(bool, print_capabilities, false, "print the detected capabilities as JSON and exit");
 ABSL_FLAG(int64_t, memory_limit_mb, 4096, "address space a measured kernel may add, in MiB");
 ABSL_FLAG(std::string, log_level, "info", "trace, debug, info, warn, error");
@@ -63,6 +68,14 @@ int main(int argc, char** argv) {
       absl::GetFlag(FLAGS_insecure));
   if (!client.ok()) return Fail(std::string(client.status().message()));
 
+  std::optional<tunefarm::Verifier> verifier;
+  if (!absl::GetFlag(FLAGS_server_key).empty()) {
+    absl::StatusOr<tunefarm::Verifier> v =
+        tunefarm::Verifier::FromPemFile(absl::GetFlag(FLAGS_server_key));
+    if (!v.ok()) return Fail(std::string(v.status().message()));
+    verifier = *std::move(v);
+  }
+
   tunefarm::FarmSession::Options opts;
   opts.client = *client;
   opts.role = tunefarm::v1::ROLE_AGENT;
@@ -79,11 +92,39 @@ int main(int argc, char** argv) {
   mo.fingerprint = caps.fingerprint();
   mo.gpu = caps.has_gpu();
   tunefarm::agent::MeasureHandler handler(mo);
+  if (!verifier) {
+    log->warn(
+        "event=unverified_code no --server_key: this agent runs whatever code a lease "
+        "carries, signed or not (docs/security.md)");
+  }
   tunefarm::FarmSession session(opts, log);
   absl::Status run = tunefarm::RunUntilSignalled(
       session,
       [&](const tunefarm::v1::WorkLease& lease) {
         tunefarm::v1::ReportResultRequest r;
+        // Code the server did not sign never runs here (with --server_key).
+        if (verifier && (lease.has_model_run() || lease.has_measure())) {
+          const std::string message =
+              lease.has_measure()
+                  ? tunefarm::LeaseSigningMessage(lease.lease_id(), lease.measure().artifact(),
+                                                  lease.measure().reference_artifact(), "")
+                  : tunefarm::LeaseSigningMessage(lease.lease_id(), "", "",
+                                                  lease.model_run().package());
+          if (!verifier->Verify(message, lease.server_signature())) {
+            log->error("event=unsigned_code lease={} refused: not signed by the server's key",
+                       lease.lease_id());
+            const std::string why =
+                "refused: the lease's code is not signed by the server's key (--server_key)";
+            if (lease.has_measure()) {
+              r.mutable_measure()->set_status(tunefarm::v1::MEASURE_STATUS_UPLOAD_ERROR);
+              r.mutable_measure()->set_error(why);
+            } else {
+              r.mutable_model_run()->set_status(tunefarm::v1::MEASURE_STATUS_UPLOAD_ERROR);
+              r.mutable_model_run()->set_error(why);
+            }
+            return r;
+          }
+        }
         if (lease.has_model_run()) {
           log->info("event=model_run lease={} package_bytes={} threads={} repeats={}",
                     lease.lease_id(), lease.model_run().package().size(),

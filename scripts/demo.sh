@@ -35,7 +35,8 @@ echo "== tunefarm-server on $ADDR, log database $RUN/tunefarm.db"
 
 "$BIN/tunefarm-worker" --server="$ADDR" --device_id=demo-worker 2>"$RUN/worker.log" &
 pids+=($!)
-"$BIN/tunefarm-agent" --server="$ADDR" --key=local-cpu --device_id=demo-agent 2>"$RUN/agent.log" &
+"$BIN/tunefarm-agent" --server="$ADDR" --key=local-cpu --device_id=demo-agent \
+  --server_key="$RUN/tunefarm.db.signing-key.pub" 2>"$RUN/agent.log" &
 pids+=($!)
 both_online() { [ "$("${TF[@]}" devices | grep -c ' online ')" -eq 2 ]; }
 wait_for 30 both_online

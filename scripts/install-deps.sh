@@ -9,7 +9,7 @@ set -euo pipefail
 AGENT_PKGS=(
   build-essential cmake ninja-build pkg-config
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
-  libabsl-dev libspdlog-dev
+  libabsl-dev libspdlog-dev libssl-dev
 )
 FULL_PKGS=(
   "${AGENT_PKGS[@]}"

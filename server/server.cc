@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/file_util.h"
 #include "common/logging.h"
+#include "common/signing.h"
 #include "common/status_macros.h"
 #include "proto/protocol.h"
 #include "server/device_registry.h"
@@ -31,6 +32,23 @@ absl::StatusOr<std::unique_ptr<TunefarmServer>> TunefarmServer::Start(const Opti
   s->devices_ = std::make_unique<DeviceRegistry>(*s->log_, options.heartbeat_interval);
   WorkQueue::Options qo;
   qo.lease_timeout = 3 * options.heartbeat_interval;
+  const std::string key_file = options.signing_key_file.empty() ? options.db_path + ".signing-key"
+                                                                : options.signing_key_file;
+  TF_ASSIGN_OR_RETURN(Signer signer, Signer::LoadOrCreate(key_file));
+  qo.on_lease = [signer](v1::WorkLease* lease) {
+    std::string message;
+    if (lease->has_measure()) {
+      message = LeaseSigningMessage(lease->lease_id(), lease->measure().artifact(),
+                                    lease->measure().reference_artifact(), "");
+    } else if (lease->has_model_run()) {
+      message = LeaseSigningMessage(lease->lease_id(), "", "", lease->model_run().package());
+    } else {
+      return;
+    }
+    absl::StatusOr<std::string> sig = signer.Sign(message);
+    if (sig.ok()) lease->set_server_signature(*sig);
+  };
+  Logger("server")->info("event=signing_key file={} public={}.pub", key_file, key_file);
   s->queue_ = std::make_unique<WorkQueue>(qo);
   TunefarmServer* raw = s.get();
   JobRunner::Options jo;

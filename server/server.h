@@ -38,6 +38,9 @@ class TunefarmServer {
     std::string tls_cert_file;  // with tls_key_file: serve TLS
     std::string tls_key_file;
     std::string tokens_file;  // when set, every call needs one of its tokens
+    // The Ed25519 key measurements and model runs are signed with (made,
+    // with its .pub beside it, when absent); empty: db_path + ".signing-key".
+    std::string signing_key_file;
     absl::Duration heartbeat_interval = absl::Seconds(5);
     // Largest request or response; bigger ones fail with RESOURCE_EXHAUSTED.
     int max_message_bytes = 0;  // 0: kMaxMessageBytes (256 MiB)

@@ -23,6 +23,9 @@ ABSL_FLAG(std::string, db, "tunefarm.db", "SQLite log database file (created if 
 ABSL_FLAG(std::string, tls_cert, "", "PEM certificate chain; serve TLS (needs --tls_key)");
 ABSL_FLAG(std::string, tls_key, "", "PEM private key for --tls_cert");
 ABSL_FLAG(std::string, tokens_file, "", "file of accepted bearer tokens, one per line");
+ABSL_FLAG(std::string, signing_key, "",
+          "Ed25519 key that signs the code of every lease (made when absent, its public half "
+          "beside it as .pub, for agents' --server_key); default: the db file + .signing-key");
 ABSL_FLAG(std::string, port_file, "", "write the bound port to this file once listening");
 ABSL_FLAG(bool, auto_resume, false,
           "resume the jobs the previous server was running (otherwise they are INTERRUPTED)");
@@ -58,6 +61,7 @@ int main(int argc, char** argv) {
   opts.tls_cert_file = absl::GetFlag(FLAGS_tls_cert);
   opts.tls_key_file = absl::GetFlag(FLAGS_tls_key);
   opts.tokens_file = absl::GetFlag(FLAGS_tokens_file);
+  opts.signing_key_file = absl::GetFlag(FLAGS_signing_key);
   opts.heartbeat_interval = absl::Milliseconds(absl::GetFlag(FLAGS_heartbeat_interval_ms));
   opts.auto_resume = absl::GetFlag(FLAGS_auto_resume);
   opts.fingerprint_policy = absl::GetFlag(FLAGS_fingerprint_policy);

@@ -199,6 +199,7 @@ std::optional<v1::WorkLease> WorkQueue::Next(const std::string& session_id, absl
         absl::Time deadline = options_.now() + options_.lease_timeout;
         q->item.work.set_deadline_unix_ms(absl::ToUnixMillis(deadline));
         served_[q->item.job_id]++;
+        if (options_.on_lease) options_.on_lease(&q->item.work);
         out = q->item.work;
         s->second.leases.insert(id);
         leases_[id] = Lease{*std::move(q), session_id, s->second.device_id, deadline};

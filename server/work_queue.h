@@ -44,6 +44,9 @@ class WorkQueue {
     absl::Duration lease_timeout = absl::Seconds(6);
     int max_attempts = 2;
     std::function<absl::Time()> now = [] { return absl::Now(); };
+    // Called on every lease as it is handed out, id assigned (the server
+    // signs measurements and model runs here).
+    std::function<void(v1::WorkLease*)> on_lease;
   };
   // The result reported for the lease, or an error: NOT_FOUND/ABORTED when
   // the work was lost max_attempts times, CANCELLED when its job was.

@@ -144,7 +144,9 @@ TEST_F(ModelJob, BuiltPackageRunsOnAnAgent) {
   EXPECT_TRUE(absl::StrContains(r.err, "no agent is connected under device key 'x86-test'"))
       << r.err;
 
-  auto agent = StartFarmProcess({BinPath("tunefarm-agent"), "--key=x86-test", "--device_id=a1"});
+  // Installed with the server's public key: it runs only what the server signed.
+  auto agent = StartFarmProcess({BinPath("tunefarm-agent"), "--key=x86-test", "--device_id=a1",
+                                 "--server_key=" + dir.File("farm.db.signing-key.pub")});
   ASSERT_TRUE(agent.ok());
   ASSERT_TRUE(testing::WaitFor(
       [&] { return absl::StrContains(cli({"devices"}).out, "online"); }, absl::Seconds(30)));

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <fstream>
 #include <map>
+#include <mutex>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -18,6 +19,7 @@
 #include "absl/strings/strip.h"
 #include "cli/records_jsonl.h"
 #include "common/logging.h"
+#include "common/signing.h"
 #include "compiler/codegen/nvrtc_info.h"
 #include "gtest/gtest.h"
 #include "proto/farm_session.h"
@@ -25,6 +27,7 @@
 #include "tests/testing/process.h"
 #include "tests/testing/skip.h"
 #include "tests/testing/temp_dir.h"
+#include "tunefarm/v1/farm.grpc.pb.h"
 
 namespace tunefarm {
 namespace {
@@ -960,9 +963,11 @@ TEST(Security, CancelKillsTheRunningMeasurement) {
                                    "--device_id=w1", "--threads=1"},
                                   quiet);
   quiet.stderr_path = dir.File("agent.log");
-  auto agent = Subprocess::Start({BinPath("tunefarm-agent"), "--server=" + (*server)->address(),
-                                  "--key=x86-test", "--device_id=a1"},
-                                 quiet);
+  // (Installed with the server's key: every lease it runs is signed.)
+  auto agent = Subprocess::Start(
+      {BinPath("tunefarm-agent"), "--server=" + (*server)->address(), "--key=x86-test",
+       "--device_id=a1", "--server_key=" + dir.File("cancel.db.signing-key.pub")},
+      quiet);
   ASSERT_TRUE(worker.ok() && agent.ok());
   // Every measurement would run for a minute.
   const std::string spec = dir.File("slow.json");
@@ -995,6 +1000,136 @@ TEST(Security, CancelKillsTheRunningMeasurement) {
     (*p)->Kill(SIGTERM);
     ASSERT_TRUE((*p)->Wait(absl::Seconds(20)).ok());
   }
+}
+
+// A server that is not the farm's (an impostor on the network, or a
+// compromised relay) hands a real agent a measurement whose kernel is a
+// hand-made library. An agent installed with the farm's public key refuses
+// it unless the farm's key signed that lease and that code; the library's
+// constructor never runs.
+class ImpostorFarm final : public v1::FarmService::Service {
+ public:
+  explicit ImpostorFarm(std::vector<v1::WorkLease> leases) : leases_(std::move(leases)) {}
+  grpc::Status Register(grpc::ServerContext*, const v1::RegisterRequest*,
+                        v1::RegisterResponse* resp) override {
+    resp->set_session_id("impostor");
+    resp->set_heartbeat_interval_ms(200);
+    resp->set_lease_timeout_ms(60000);
+    return grpc::Status::OK;
+  }
+  grpc::Status StreamWork(grpc::ServerContext* ctx, const v1::StreamWorkRequest*,
+                          grpc::ServerWriter<v1::WorkLease>* writer) override {
+    std::vector<v1::WorkLease> to_send;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      to_send.swap(leases_);
+    }
+    for (const v1::WorkLease& lease : to_send) writer->Write(lease);
+    while (!ctx->IsCancelled()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    return grpc::Status::CANCELLED;
+  }
+  grpc::Status ReportResult(grpc::ServerContext*, const v1::ReportResultRequest* req,
+                            v1::ReportResultResponse*) override {
+    std::lock_guard<std::mutex> l(mu_);
+    results_[req->lease_id()] = req->measure();
+    return grpc::Status::OK;
+  }
+  grpc::Status Heartbeat(grpc::ServerContext*, const v1::HeartbeatRequest*,
+                         v1::HeartbeatResponse*) override {
+    return grpc::Status::OK;
+  }
+  std::map<std::string, v1::MeasureResult> results() {
+    std::lock_guard<std::mutex> l(mu_);
+    return results_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<v1::WorkLease> leases_;
+  std::map<std::string, v1::MeasureResult> results_;
+};
+
+TEST(Security, AgentsRunOnlyCodeTheFarmsKeySigned) {
+  testing::TempDir dir;
+  absl::StatusOr<Signer> farm_key = Signer::LoadOrCreate(dir.File("farm.signing-key"));
+  absl::StatusOr<Signer> other_key = Signer::LoadOrCreate(dir.File("other.signing-key"));
+  ASSERT_TRUE(farm_key.ok() && other_key.ok());
+  // The hand-made kernel: its constructor drops a file.
+  const std::string c = dir.File("evil.c"), so = dir.File("evil.so"), dropped = dir.File("dropped");
+  testing::WriteFile(
+      c, absl::StrCat("#include <fcntl.h>\n#include <unistd.h>\n",
+                      "__attribute__((constructor)) static void evil(void) {\n", "  close(open(\"",
+                      dropped, "\", O_WRONLY | O_CREAT, 0644));\n}\n",
+                      "int tf_main(void* const* b, const void* rt) { return 0; }\n"));
+  CommandResult cc = RunCommand({"/usr/bin/cc", "-shared", "-fPIC", "-o", so, c}, dir.path());
+  ASSERT_EQ(cc.exit_code, 0) << cc.err;
+  auto lease = [&](const std::string& id, const Signer* key) {
+    v1::WorkLease l;
+    l.set_lease_id(id);
+    v1::MeasureRequest* m = l.mutable_measure();
+    m->set_kind(v1::ARTIFACT_KIND_SHARED_OBJECT);
+    m->set_artifact(testing::ReadFileOrEmpty(so));
+    for (int i = 0; i < 2; ++i) {
+      v1::KernelArgument* a = m->mutable_signature()->add_args();
+      a->add_shape(4);
+      a->set_dtype(v1::DTYPE_FLOAT32);
+    }
+    m->set_reference_output(std::string(16, '\0'));
+    m->set_reference_key(id);
+    if (key != nullptr) {
+      l.set_server_signature(*key->Sign(LeaseSigningMessage(id, m->artifact(), "", "")));
+    }
+    return l;
+  };
+  ImpostorFarm impostor({lease("unsigned", nullptr), lease("other-key", &*other_key)});
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&impostor);
+  std::unique_ptr<grpc::Server> fake = builder.BuildAndStart();
+  ASSERT_NE(fake, nullptr);
+  Subprocess::Options quiet;
+  quiet.capture_stdout = false;
+  quiet.stderr_path = dir.File("agent.log");
+  auto agent = Subprocess::Start(
+      {BinPath("tunefarm-agent"), absl::StrCat("--server=127.0.0.1:", port), "--key=k",
+       "--device_id=a1", "--server_key=" + dir.File("farm.signing-key.pub")},
+      quiet);
+  ASSERT_TRUE(agent.ok());
+  ASSERT_TRUE(testing::WaitFor([&] { return impostor.results().size() == 2; }, absl::Seconds(60)))
+      << testing::ReadFileOrEmpty(dir.File("agent.log"));
+  for (const auto& [id, r] : impostor.results()) {
+    EXPECT_EQ(r.status(), v1::MEASURE_STATUS_UPLOAD_ERROR) << id;
+    EXPECT_TRUE(absl::StrContains(r.error(), "not signed by the server's key")) << id << r.error();
+  }
+  EXPECT_NE(access(dropped.c_str(), F_OK), 0) << "the unsigned library ran";
+  (*agent)->Kill(SIGTERM);
+  ASSERT_TRUE((*agent)->Wait(absl::Seconds(20)).ok());
+
+  // The same code, signed by the farm's key for its lease, does load (its
+  // constructor then runs inside the sandbox, which it cannot write out of).
+  ImpostorFarm signed_farm({lease("signed", &*farm_key)});
+  grpc::ServerBuilder b2;
+  int port2 = 0;
+  b2.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port2);
+  b2.RegisterService(&signed_farm);
+  std::unique_ptr<grpc::Server> fake2 = b2.BuildAndStart();
+  ASSERT_NE(fake2, nullptr);
+  auto agent2 = Subprocess::Start(
+      {BinPath("tunefarm-agent"), absl::StrCat("--server=127.0.0.1:", port2), "--key=k",
+       "--device_id=a2", "--server_key=" + dir.File("farm.signing-key.pub")},
+      quiet);
+  ASSERT_TRUE(agent2.ok());
+  ASSERT_TRUE(
+      testing::WaitFor([&] { return signed_farm.results().size() == 1; }, absl::Seconds(60)))
+      << testing::ReadFileOrEmpty(dir.File("agent.log"));
+  const v1::MeasureResult r = signed_farm.results().at("signed");
+  EXPECT_EQ(r.status(), v1::MEASURE_STATUS_SANDBOX_VIOLATION) << r.error();
+  EXPECT_NE(access(dropped.c_str(), F_OK), 0);
+  (*agent2)->Kill(SIGTERM);
+  ASSERT_TRUE((*agent2)->Wait(absl::Seconds(20)).ok());
+  fake->Shutdown();
+  fake2->Shutdown();
 }
 
 }  // namespace
