@@ -52,7 +52,22 @@ absl::Status JobManager::ImportModel(v1::JobSpec* spec) const {
   return absl::OkStatus();
 }
 
-absl::StatusOr<int64_t> JobManager::Submit(v1::JobSpec spec) {
+absl::StatusOr<int64_t> JobManager::Submit(v1::JobSpec spec, const std::string& owner) {
+  spec.set_owner(owner);
+  {
+    int active = 0;
+    for (v1::JobState st : {v1::JOB_STATE_QUEUED, v1::JOB_STATE_RUNNING,
+                            v1::JOB_STATE_WAITING_FOR_DEVICE, v1::JOB_STATE_INTERRUPTED}) {
+      TF_ASSIGN_OR_RETURN(std::vector<v1::Job> jobs, log_.ListJobs(st, 100000));
+      for (const v1::Job& j : jobs) active += j.spec().owner() == owner;
+    }
+    if (active >= max_jobs_per_owner_) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("SubmitJob: token '", owner, "' has ", active,
+                       " jobs that have not ended, the most "
+                       "one token may have (--max_jobs_per_token); cancel some or wait for them"));
+    }
+  }
   // A model: the job keeps its tasks, not its bytes (weights are the
   // client's to keep).
   if (!spec.onnx_model().empty()) TF_RETURN_IF_ERROR(ImportModel(&spec));

@@ -34,8 +34,10 @@ class JobManager {
   // the model's tasks (the model's bytes are not kept). INVALID_ARGUMENT
   // for a spec that names no work or a model that does not import;
   // FAILED_PRECONDITION for a CUDA job no connected worker or agent of
-  // its key can serve.
-  absl::StatusOr<int64_t> Submit(v1::JobSpec spec);
+  // its key can serve; RESOURCE_EXHAUSTED when `owner` (the submitting
+  // token's name, stored as spec.owner) has max_jobs_per_owner jobs that
+  // have not ended.
+  absl::StatusOr<int64_t> Submit(v1::JobSpec spec, const std::string& owner = "anonymous");
   absl::StatusOr<v1::Job> Cancel(int64_t job_id);
   // Starts a job that is not running and has not ended (FAILED_PRECONDITION
   // for one that succeeded or was cancelled); the job as it is then.
@@ -59,6 +61,8 @@ class JobManager {
   absl::StatusOr<v1::ModelRunResult> RunModel(const std::string& device_key,
                                               const v1::ModelRunRequest& run,
                                               const std::function<bool()>& abandoned);
+
+  void set_max_jobs_per_owner(int n) { max_jobs_per_owner_ = n; }
 
   // Ends waiting model runs promptly.
   void Shutdown();
@@ -85,6 +89,7 @@ class JobManager {
   static constexpr int kModelRunPriority = 1000;
   std::atomic<int64_t> next_model_run_{1};
   std::atomic<bool> shutdown_{false};
+  int max_jobs_per_owner_ = 256;
 };
 
 }  // namespace tunefarm::server

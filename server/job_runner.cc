@@ -18,9 +18,17 @@ JobRunner::~JobRunner() { Shutdown(); }
 
 void JobRunner::Reap() {
   for (auto it = jobs_.begin(); it != jobs_.end();) {
-    if (it->second->done) {
+    if (it->second->exited) {
       it->second->thread.join();
       it = jobs_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  for (auto it = retired_.begin(); it != retired_.end();) {
+    if ((*it)->exited) {
+      (*it)->thread.join();
+      it = retired_.erase(it);
     } else {
       ++it;
     }
@@ -28,35 +36,82 @@ void JobRunner::Reap() {
 }
 
 void JobRunner::Start(int64_t job_id) {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (shutting_down_) return;
-  Reap();
-  if (jobs_.count(job_id)) return;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (shutting_down_) return;
+    Reap();
+    if (auto it = jobs_.find(job_id); it != jobs_.end() && !it->second->done) return;
+    if (std::find(waiting_.begin(), waiting_.end(), job_id) != waiting_.end()) return;
+    int running = 0;
+    for (const auto& [id, r] : jobs_) running += !r->done;
+    if (running < options_.max_running_jobs) {
+      LaunchLocked(job_id);
+      return;
+    }
+    waiting_.push_back(job_id);
+  }
+  log_.UpdateActiveJob(job_id, v1::JOB_STATE_QUEUED,
+                       absl::StrCat("waiting for a slot: the server tunes ",
+                                    options_.max_running_jobs, " jobs at once"))
+      .IgnoreError();
+  on_change_();
+}
+
+void JobRunner::LaunchLocked(int64_t job_id) {
+  // A previous run of the job whose thread is still on its way out.
+  if (auto old = jobs_.find(job_id); old != jobs_.end()) {
+    retired_.push_back(std::move(old->second));
+    jobs_.erase(old);
+  }
   auto r = std::make_unique<Running_>();
   Running_* raw = r.get();
   jobs_[job_id] = std::move(r);
-  raw->thread = std::thread([this, job_id, raw] { RunJob(job_id, raw); });
+  raw->thread = std::thread([this, job_id, raw] {
+    RunJob(job_id, raw);
+    raw->done = true;
+    LaunchWaiting();
+    raw->exited = true;
+  });
+}
+
+void JobRunner::LaunchWaiting() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (shutting_down_) return;
+  int running = 0;
+  for (const auto& [id, r] : jobs_) running += !r->done;
+  while (running < options_.max_running_jobs && !waiting_.empty()) {
+    const int64_t next = waiting_.front();
+    waiting_.pop_front();
+    LaunchLocked(next);
+    ++running;
+  }
 }
 
 void JobRunner::Stop(int64_t job_id) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = jobs_.find(job_id);
   if (it != jobs_.end()) it->second->stop = true;
+  waiting_.erase(std::remove(waiting_.begin(), waiting_.end(), job_id), waiting_.end());
 }
 
 bool JobRunner::Running(int64_t job_id) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = jobs_.find(job_id);
-  return it != jobs_.end() && !it->second->done;
+  return (it != jobs_.end() && !it->second->done) ||
+         std::find(waiting_.begin(), waiting_.end(), job_id) != waiting_.end();
 }
 
 void JobRunner::Shutdown() {
   std::map<int64_t, std::unique_ptr<Running_>> jobs;
+  std::vector<std::unique_ptr<Running_>> retired;
   {
     std::lock_guard<std::mutex> lock(mu_);
     shutting_down_ = true;
     jobs.swap(jobs_);
+    retired.swap(retired_);
+    waiting_.clear();  // still QUEUED in the database: the next server starts them
   }
+  for (auto& r : retired) r->thread.join();
   for (auto& [id, r] : jobs) r->stop = true;
   for (auto& [id, r] : jobs) {
     r->thread.join();

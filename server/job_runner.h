@@ -14,11 +14,13 @@
 #pragma once
 
 #include <atomic>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "server/search/tuner.h"
 #include "server/store/group_commit.h"
@@ -38,15 +40,19 @@ class JobRunner {
     // kRefuse leaves them out, so those schedules are measured again.
     enum class FingerprintPolicy { kWarn, kRefuse };
     FingerprintPolicy fingerprint_policy = FingerprintPolicy::kWarn;
+    // Jobs tuned at once, a thread each; more wait, QUEUED, in start order.
+    int max_running_jobs = 32;
   };
   JobRunner(store::TuningLog& log, WorkQueue& queue, std::function<void()> on_change,
             Options options)
       : log_(log), queue_(queue), on_change_(std::move(on_change)), options_(options) {}
   ~JobRunner();
 
-  // Runs the job on a thread of its own (no-op if it is running already).
+  // Runs the job on a thread of its own (no-op if it is running or waiting
+  // already); with max_running_jobs running, it waits for a slot.
   void Start(int64_t job_id);
-  // Stops a running job's loop; the caller has already stored its state.
+  // Stops a running job's loop, or drops a waiting one; the caller has
+  // already stored its state.
   void Stop(int64_t job_id);
   // Stops every job: their state becomes INTERRUPTED (resumable).
   void Shutdown();
@@ -57,7 +63,13 @@ class JobRunner {
     std::thread thread;
     std::atomic<bool> stop{false};
     std::atomic<bool> done{false};
+    std::atomic<bool> exited{false};  // the thread has nothing left to do
   };
+  // Starts `job_id`'s thread (mu_ held).
+  void LaunchLocked(int64_t job_id);
+  // Starts waiting jobs while there are free slots (a finishing job's
+  // thread calls it).
+  void LaunchWaiting();
   void RunJob(int64_t job_id, Running_* r);
   // Restores a resumed job's saved search state into `tuner`; false (and a
   // warning) when there is none that restores: the search continues from
@@ -73,6 +85,8 @@ class JobRunner {
   std::mutex mu_;
   bool shutting_down_ = false;
   std::map<int64_t, std::unique_ptr<Running_>> jobs_;
+  std::deque<int64_t> waiting_;                     // jobs started while every slot was taken
+  std::vector<std::unique_ptr<Running_>> retired_;  // earlier runs, threads exiting
 };
 
 }  // namespace tunefarm::server

@@ -1,5 +1,7 @@
 #include "server/server.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "common/file_util.h"
 #include "common/logging.h"
@@ -52,6 +54,7 @@ absl::StatusOr<std::unique_ptr<TunefarmServer>> TunefarmServer::Start(const Opti
   s->queue_ = std::make_unique<WorkQueue>(qo);
   TunefarmServer* raw = s.get();
   JobRunner::Options jo;
+  jo.max_running_jobs = std::max(1, options.max_running_jobs);
   if (options.fingerprint_policy == "refuse") {
     jo.fingerprint_policy = JobRunner::Options::FingerprintPolicy::kRefuse;
   } else if (options.fingerprint_policy != "warn") {
@@ -62,6 +65,7 @@ absl::StatusOr<std::unique_ptr<TunefarmServer>> TunefarmServer::Start(const Opti
       *s->log_, *s->queue_, [raw] { raw->tuning_->NotifyJobsChanged(); }, jo);
   s->manager_ = std::make_unique<JobManager>(*s->log_, *s->devices_, *s->queue_, *s->jobs_,
                                              [raw] { raw->tuning_->NotifyJobsChanged(); });
+  s->manager_->set_max_jobs_per_owner(std::max(1, options.max_jobs_per_token));
   s->tuning_ = std::make_unique<TuningService>(*s->log_, *s->devices_, *s->manager_, *s->gate_);
   s->farm_ = std::make_unique<FarmService>(*s->devices_, *s->queue_, *s->gate_);
 

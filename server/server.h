@@ -49,6 +49,10 @@ class TunefarmServer {
     bool auto_resume = false;
     // Records of other hardware: "warn" (reuse, say so) or "refuse" (leave out).
     std::string fingerprint_policy = "warn";
+    // Jobs tuned at once (more wait, QUEUED), and jobs one token may have
+    // queued, running, waiting or interrupted at once.
+    int max_running_jobs = 32;
+    int max_jobs_per_token = 256;
   };
 
   static absl::StatusOr<std::unique_ptr<TunefarmServer>> Start(const Options& options);

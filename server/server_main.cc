@@ -33,6 +33,9 @@ ABSL_FLAG(std::string, fingerprint_policy, "warn",
           "records measured on other hardware: warn (reuse them, say so) or refuse (leave out)");
 ABSL_FLAG(int, heartbeat_interval_ms, 5000, "heartbeat interval asked of workers and agents");
 ABSL_FLAG(int, max_message_mb, 256, "largest request or response in MiB");
+ABSL_FLAG(int, max_running_jobs, 32, "jobs tuned at once; more wait, queued");
+ABSL_FLAG(int, max_jobs_per_token, 256,
+          "jobs one token may have queued, running, waiting or interrupted at once");
 ABSL_FLAG(std::string, log_level, "info", "trace, debug, info, warn, error");
 ABSL_FLAG(bool, insecure, false,
           "listen beyond loopback without TLS or without tokens (anyone who can reach the port "
@@ -73,6 +76,14 @@ int main(int argc, char** argv) {
     return 2;
   }
   opts.max_message_bytes = max_mb << 20;
+  opts.max_running_jobs = absl::GetFlag(FLAGS_max_running_jobs);
+  opts.max_jobs_per_token = absl::GetFlag(FLAGS_max_jobs_per_token);
+  if (opts.max_running_jobs < 1 || opts.max_jobs_per_token < 1) {
+    std::fprintf(
+        stderr,
+        "tunefarm-server: --max_running_jobs and --max_jobs_per_token must be at least 1\n");
+    return 2;
+  }
   if (!tunefarm::IsLoopbackAddress(opts.listen) && !absl::GetFlag(FLAGS_insecure) &&
       (opts.tls_cert_file.empty() || opts.tokens_file.empty())) {
     std::fprintf(stderr,

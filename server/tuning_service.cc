@@ -62,8 +62,11 @@ void TuningService::NotifyJobsChanged() {
 
 grpc::Status TuningService::SubmitJob(grpc::ServerContext* ctx, const v1::SubmitJobRequest* req,
                                       v1::SubmitJobResponse* resp) {
-  TF_GATE(req, kSubmit, "SubmitJob");
-  absl::StatusOr<int64_t> id = manager_.Submit(req->spec());
+  Caller caller;
+  grpc::Status gate =
+      gate_.Check(ctx, req->protocol_version(), Permission::kSubmit, "SubmitJob", &caller);
+  if (!gate.ok()) return gate;
+  absl::StatusOr<int64_t> id = manager_.Submit(req->spec(), caller.name);
   if (!id.ok()) return ToGrpcStatus(id.status());
   resp->set_job_id(*id);
   return grpc::Status::OK;

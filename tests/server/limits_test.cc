@@ -3,6 +3,10 @@
 // the field and the bound, and nothing of it is stored.
 #include "server/limits.h"
 
+#include <dirent.h>
+
+#include <map>
+
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
@@ -10,6 +14,7 @@
 #include "proto/protocol.h"
 #include "server/server.h"
 #include "tests/server/test_records.h"
+#include "tests/testing/process.h"
 #include "tests/testing/temp_dir.h"
 #include "tunefarm/v1/farm.grpc.pb.h"
 #include "tunefarm/v1/tuning.grpc.pb.h"
@@ -175,6 +180,92 @@ TEST(Limits, TimingFloor) {
   EXPECT_TRUE(CheckTiming(1e-7, 64, one_core).ok());        // a 64-value copy: 0.1 us is real
   EXPECT_FALSE(CheckTiming(std::nan(""), 1, one_core).ok());
   EXPECT_FALSE(CheckTiming(-1, 1, one_core).ok());
+}
+
+int Threads() {
+  int n = 0;
+  if (DIR* d = opendir("/proc/self/task")) {
+    while (dirent* e = readdir(d)) n += e->d_name[0] != '.';
+    closedir(d);
+  }
+  return n;
+}
+
+// Jobs past --max_running_jobs wait, queued, without threads of their own;
+// a token past --max_jobs_per_token is refused; a finished slot starts the
+// next job.
+TEST(JobLimits, RunningJobsAreBoundedAndSoAreEachTokensJobs) {
+  testing::TempDir dir;
+  TunefarmServer::Options o;
+  o.listen = "127.0.0.1:0";
+  o.db_path = dir.File("jobs.db");
+  o.max_running_jobs = 2;
+  o.max_jobs_per_token = 12;
+  auto server = TunefarmServer::Start(o);
+  ASSERT_TRUE(server.ok()) << server.status();
+  ClientOptions client;
+  client.server = absl::StrCat("127.0.0.1:", (*server)->port());
+  auto stub = v1::TuningService::NewStub(*MakeChannel(client));
+  auto submit = [&] {
+    v1::SubmitJobRequest req;
+    req.set_protocol_version(kProtocolVersion);
+    req.mutable_spec()->set_name("bounded");
+    req.mutable_spec()->mutable_target()->set_spec(kTargetX86);
+    req.mutable_spec()->set_device_key("nobody-here");
+    *req.mutable_spec()->add_tasks()->mutable_workload() = Conv2d(8, 8, 8);
+    v1::SubmitJobResponse resp;
+    return stub->SubmitJob(MakeContext(client, absl::Seconds(30)).get(), req, &resp);
+  };
+  auto states = [&] {
+    v1::ListJobsRequest req;
+    req.set_protocol_version(kProtocolVersion);
+    v1::ListJobsResponse resp;
+    EXPECT_TRUE(stub->ListJobs(MakeContext(client, absl::Seconds(30)).get(), req, &resp).ok());
+    std::map<v1::JobState, int> n;
+    for (const v1::Job& j : resp.jobs()) ++n[j.state()];
+    return n;
+  };
+  ASSERT_TRUE(submit().ok());
+  ASSERT_TRUE(testing::WaitFor([&] { return states()[v1::JOB_STATE_WAITING_FOR_DEVICE] == 1; },
+                               absl::Seconds(60)));
+  const int threads_before = Threads();
+  for (int i = 1; i < 12; ++i) ASSERT_TRUE(submit().ok()) << i;
+  // The 13th job of the same (anonymous) token is refused.
+  grpc::Status over = submit();
+  EXPECT_EQ(over.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_TRUE(absl::StrContains(over.error_message(), "token 'anonymous' has 12 jobs"))
+      << over.error_message();
+  EXPECT_TRUE(testing::WaitFor(
+      [&] {
+        auto n = states();
+        return n[v1::JOB_STATE_WAITING_FOR_DEVICE] == 2 && n[v1::JOB_STATE_QUEUED] == 10;
+      },
+      absl::Seconds(60)));
+  // Eleven more jobs, one more running thread.
+  EXPECT_LT(Threads() - threads_before, 8) << "threads per waiting job";
+  v1::GetJobRequest get;
+  get.set_protocol_version(kProtocolVersion);
+  get.set_job_id(12);
+  v1::Job twelfth;
+  ASSERT_TRUE(stub->GetJob(MakeContext(client, absl::Seconds(30)).get(), get, &twelfth).ok());
+  EXPECT_TRUE(absl::StrContains(twelfth.status_message(), "waiting for a slot"))
+      << twelfth.status_message();
+  // A cancelled running job frees its slot for the next in line.
+  v1::CancelJobRequest cancel;
+  cancel.set_protocol_version(kProtocolVersion);
+  cancel.set_job_id(1);
+  v1::Job cancelled;
+  ASSERT_TRUE(
+      stub->CancelJob(MakeContext(client, absl::Seconds(30)).get(), cancel, &cancelled).ok());
+  EXPECT_TRUE(testing::WaitFor(
+      [&] {
+        auto n = states();
+        return n[v1::JOB_STATE_WAITING_FOR_DEVICE] == 2 && n[v1::JOB_STATE_QUEUED] == 9 &&
+               n[v1::JOB_STATE_CANCELLED] == 1;
+      },
+      absl::Seconds(60)));
+  EXPECT_TRUE(submit().ok()) << "a slot of the token's freed by the cancel";
+  (*server)->Shutdown();
 }
 
 }  // namespace
