@@ -3,12 +3,21 @@
 // agent is SIGKILLed in the middle of a measurement. Both jobs finish with
 // exactly their budgets, the killed agent's work is re-run on another agent,
 // and what the CLI reports matches the records in the database.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <map>
+#include <mutex>
 #include <set>
 #include <sstream>
+#include <thread>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -158,6 +167,177 @@ TEST(FarmFaults, TwoJobsOnTwoWorkersAndThreeAgentsSurviveAKilledAgent) {
     auto st = p->Wait(absl::Seconds(20));
     ASSERT_TRUE(st.ok());
     EXPECT_EQ(DescribeWaitStatus(*st), "exited with 0");
+  }
+}
+
+// A TCP relay on 127.0.0.1 whose links can go silent: while blackholed it
+// accepts connections and holds their bytes, forwarding nothing (a link
+// that stops forwarding without closing, as a dead Wi-Fi or NAT does).
+class BlackholeProxy {
+ public:
+  explicit BlackholeProxy(int upstream_port) : upstream_(upstream_port) {
+    listener_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(a);
+    if (bind(listener_, reinterpret_cast<sockaddr*>(&a), len) != 0 || listen(listener_, 16) != 0 ||
+        getsockname(listener_, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+      return;
+    }
+    port_ = ntohs(a.sin_port);
+    threads_.emplace_back([this] { Accept(); });
+  }
+  ~BlackholeProxy() {
+    stop_ = true;
+    shutdown(listener_, SHUT_RDWR);
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      for (int fd : fds_) shutdown(fd, SHUT_RDWR);
+    }
+    for (std::thread& t : threads_) t.join();
+    close(listener_);
+    for (int fd : fds_) close(fd);
+  }
+  int port() const { return port_; }
+  void set_blackhole(bool on) { blackhole_ = on; }
+
+ private:
+  void Accept() {
+    while (!stop_) {
+      pollfd p{listener_, POLLIN, 0};
+      if (poll(&p, 1, 50) <= 0) continue;
+      int in = accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC);
+      if (in < 0) continue;
+      int out = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      sockaddr_in a{};
+      a.sin_family = AF_INET;
+      a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      a.sin_port = htons(uint16_t(upstream_));
+      if (connect(out, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
+        close(in);
+        close(out);
+        continue;
+      }
+      std::lock_guard<std::mutex> l(mu_);
+      fds_.push_back(in);
+      fds_.push_back(out);
+      threads_.emplace_back([this, in, out] { Pump(in, out); });
+      threads_.emplace_back([this, in, out] { Pump(out, in); });
+    }
+  }
+  void Pump(int from, int to) {
+    char buf[65536];
+    while (!stop_) {
+      if (blackhole_) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        continue;
+      }
+      pollfd p{from, POLLIN, 0};
+      if (poll(&p, 1, 50) <= 0) continue;
+      ssize_t n = read(from, buf, sizeof(buf));
+      if (n <= 0) break;
+      for (ssize_t done = 0; done < n;) {
+        ssize_t w = write(to, buf + done, size_t(n - done));
+        if (w <= 0) return;
+        done += w;
+      }
+    }
+    shutdown(to, SHUT_WR);
+  }
+
+  int upstream_ = 0, port_ = 0, listener_ = -1;
+  std::atomic<bool> stop_{false}, blackhole_{false};
+  std::mutex mu_;
+  std::vector<int> fds_;
+  std::vector<std::thread> threads_;
+};
+
+// Issue 30's lost result: an agent behind a link that goes silent past its
+// lease while another agent is idle. Five runs, each a job of 12 trials with
+// the silent link during a measurement: every job ends with exactly its
+// budget, nothing LOST, nothing measured twice.
+TEST(FarmFaults, ASilentLinkLosesNoResult) {
+  for (int run = 1; run <= 5; ++run) {
+    SCOPED_TRACE(absl::StrCat("run ", run));
+    testing::TempDir dir;
+    auto server =
+        ServerProcess::Start(dir.File("farm.db"), dir.path(), {"--heartbeat_interval_ms=200"});
+    ASSERT_TRUE(server.ok()) << server.status();
+    BlackholeProxy proxy((*server)->port());
+    ASSERT_GT(proxy.port(), 0);
+    auto cli = [&](std::vector<std::string> args) {
+      return (*server)->Cli(std::move(args), dir.path());
+    };
+    std::vector<std::unique_ptr<Subprocess>> procs;
+    auto start = [&](std::vector<std::string> argv, const std::string& log) {
+      Subprocess::Options o;
+      o.capture_stdout = false;
+      o.stderr_path = dir.File(log);
+      auto p = Subprocess::Start(argv, o);
+      EXPECT_TRUE(p.ok()) << p.status();
+      procs.push_back(p.ok() ? *std::move(p) : nullptr);
+    };
+    start({BinPath("tunefarm-worker"), "--server=" + (*server)->address(), "--device_id=w1",
+           "--threads=1"},
+          "worker.log");
+    start({BinPath("tunefarm-agent"), absl::StrCat("--server=127.0.0.1:", proxy.port()),
+           "--key=x86-test", "--device_id=behind-proxy"},
+          "silent.log");
+    start({BinPath("tunefarm-agent"), "--server=" + (*server)->address(), "--key=x86-test",
+           "--device_id=direct"},
+          "direct.log");
+    ASSERT_TRUE(testing::WaitFor([&] { return Count(cli({"devices"}).out, " online ") == 3; },
+                                 absl::Seconds(60)))
+        << cli({"devices"}).out;
+    const std::string spec = dir.File("job.json");
+    testing::WriteFile(spec, R"({"name": "silent", "measure": {"min_repeat_ms": 150},
+      "tasks": [{"workload": {"op": "OP_KIND_DENSE", "inputs": [{"shape": [8, 48]}, {"shape": [40, 48]}]}}]})");
+    constexpr int kTrials = 12;
+    CommandResult r = cli({"submit", spec, "--target=llvm -num-cores=1", "--device_key=x86-test",
+                           "--trials=" + std::to_string(kTrials)});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    // Silence the link while the agent behind it is measuring, past its
+    // lease (3 heartbeats): 3 s.
+    ASSERT_TRUE(testing::WaitFor(
+        [&] {
+          std::string log = testing::ReadFileOrEmpty(dir.File("silent.log"));
+          return Count(log, "event=measuring ") > Count(log, "event=measured ");
+        },
+        absl::Seconds(120)))
+        << testing::ReadFileOrEmpty(dir.File("silent.log"));
+    proxy.set_blackhole(true);
+    const absl::Time until = absl::Now() + absl::Seconds(3);
+    EXPECT_TRUE(testing::WaitFor([&] { return absl::Now() >= until; }, absl::Seconds(10)));
+    proxy.set_blackhole(false);
+    ASSERT_TRUE(testing::WaitFor(
+        [&] {
+          return absl::StrContains(cli({"job", "1"}).out, "succeeded");
+        },
+        absl::Seconds(240)))
+        << cli({"job", "1"}).out << testing::ReadFileOrEmpty(dir.File("server.log"));
+    CommandResult out = cli({"records", "--limit=1000", "--json"});
+    ASSERT_EQ(out.exit_code, 0) << out.err;
+    std::istringstream in(out.out);
+    auto records = cli::ParseRecordsJsonl(in, "records --json");
+    ASSERT_TRUE(records.ok()) << records.status();
+    std::set<std::string> seen;
+    int lost = 0;
+    for (const v1::Record& rec : *records) {
+      EXPECT_TRUE(seen.insert(rec.schedule_hash()).second) << "measured twice";
+      lost += rec.status() == v1::MEASURE_STATUS_LOST;
+    }
+    EXPECT_EQ(lost, 0) << "results lost";
+    EXPECT_EQ(int(records->size()), kTrials);
+    // The silence did cost the agent its lease (the fault happened).
+    EXPECT_TRUE(
+        absl::StrContains(testing::ReadFileOrEmpty(dir.File("server.log")), "event=work_requeued"))
+        << testing::ReadFileOrEmpty(dir.File("server.log"));
+    for (auto& p : procs) {
+      if (!p) continue;
+      p->Kill(SIGTERM);
+      ASSERT_TRUE(p->Wait(absl::Seconds(20)).ok());
+    }
   }
 }
 
