@@ -213,34 +213,68 @@ void PrintRecordHeader(std::ostream& out) {
 Result CmdImport(Client& c, const Args& a, std::ostream& out) {
   if (a.positional().size() != 1) return Usage("import takes one file (or '-')");
   const std::string& path = a.positional()[0];
-  absl::StatusOr<std::vector<v1::Record>> records;
+  // A file is read twice, a line at a time: first checked whole (a bad line
+  // stops the import before anything is sent), then sent in batches, so
+  // memory stays a batch whatever the file's size. Standard input is held.
+  int64_t total = 0;
+  std::optional<std::vector<v1::Record>> held;
   if (path == "-") {
-    records = ParseRecordsJsonl(std::cin, "<stdin>");
+    absl::StatusOr<std::vector<v1::Record>> records = ParseRecordsJsonl(std::cin, "<stdin>");
+    if (!records.ok()) return Usage(std::string(records.status().message()));
+    total = int64_t(records->size());
+    held = *std::move(records);
   } else {
     std::ifstream in(path);
     if (!in) return Usage(absl::StrCat("cannot read ", path));
-    records = ParseRecordsJsonl(in, path);
+    absl::Status check = ForEachRecordJsonl(in, path, [&](v1::Record) {
+      ++total;
+      return absl::OkStatus();
+    });
+    if (!check.ok()) return Usage(std::string(check.message()));
   }
-  if (!records.ok()) return Usage(std::string(records.status().message()));
-  int64_t imported = 0, duplicates = 0;
-  for (size_t i = 0; i < records->size(); i += kImportBatch) {
-    v1::ImportRecordsRequest req;
-    req.set_protocol_version(kProtocolVersion);
-    size_t end = std::min(records->size(), i + kImportBatch);
-    for (size_t j = i; j < end; ++j) *req.add_records() = (*records)[j];
+  int64_t imported = 0, duplicates = 0, sent = 0;
+  v1::ImportRecordsRequest req;
+  req.set_protocol_version(kProtocolVersion);
+  auto send = [&]() -> Result {
+    if (req.records_size() == 0) return std::nullopt;
     v1::ImportRecordsResponse resp;
     grpc::Status s = c.stub().ImportRecords(c.Context().get(), req, &resp);
     if (!s.ok()) {
       Failure f = RpcFailure(c, s);
       // Importing again is safe: records already stored count as duplicates.
-      f.message = absl::StrCat(f.message, " (records ", i + 1, "-", end, " of ", records->size(),
-                               " not confirmed; ", imported + duplicates,
+      f.message = absl::StrCat(f.message, " (records ", sent + 1, "-", sent + req.records_size(),
+                               " of ", total, " not confirmed; ", imported + duplicates,
                                " before them were imported; importing again is safe)");
       return f;
     }
     imported += resp.imported();
     duplicates += resp.duplicates();
+    sent += req.records_size();
+    req.clear_records();
+    return std::nullopt;
+  };
+  Result failed;
+  auto add = [&](v1::Record r) {
+    *req.add_records() = std::move(r);
+    if (req.records_size() >= kImportBatch) failed = send();
+    return failed ? absl::CancelledError("") : absl::OkStatus();
+  };
+  if (held) {
+    for (v1::Record& r : *held) {
+      if (!add(std::move(r)).ok()) break;
+    }
+  } else {
+    std::ifstream in(path);
+    if (!in) return Usage(absl::StrCat("cannot read ", path));
+    absl::Status again = ForEachRecordJsonl(in, path, add);
+    if (!again.ok() && !failed) {
+      return Failure{kExitFailed,
+                     absl::StrCat(again.message(), " (", path, " changed while it was imported; ",
+                                  sent, " records were sent)")};
+    }
   }
+  if (!failed) failed = send();
+  if (failed) return failed;
   out << "imported " << imported << " records (" << duplicates << " already present) from " << path
       << "\n";
   return std::nullopt;

@@ -14,10 +14,9 @@ std::string RecordToJsonLine(const ::tunefarm::v1::Record& record) {
   return line;
 }
 
-absl::StatusOr<std::vector<::tunefarm::v1::Record>> ParseRecordsJsonl(std::istream& in,
-                                                                       const std::string& source) {
+absl::Status ForEachRecordJsonl(std::istream& in, const std::string& source,
+                                const std::function<absl::Status(::tunefarm::v1::Record)>& each) {
   constexpr size_t kMaxLine = 64 << 20;
-  std::vector<::tunefarm::v1::Record> out;
   std::string line;
   int line_no = 0;
   google::protobuf::util::JsonParseOptions o;
@@ -36,9 +35,20 @@ absl::StatusOr<std::vector<::tunefarm::v1::Record>> ParseRecordsJsonl(std::istre
       why = why.substr(0, why.find('\n'));
       return absl::InvalidArgumentError(absl::StrCat(source, ":", line_no, ": not a record: ", why));
     }
-    out.push_back(std::move(r));
+    if (absl::Status s = each(std::move(r)); !s.ok()) return s;
   }
   if (in.bad()) return absl::DataLossError(absl::StrCat(source, ": read error"));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<::tunefarm::v1::Record>> ParseRecordsJsonl(std::istream& in,
+                                                                      const std::string& source) {
+  std::vector<::tunefarm::v1::Record> out;
+  absl::Status s = ForEachRecordJsonl(in, source, [&](::tunefarm::v1::Record r) {
+    out.push_back(std::move(r));
+    return absl::OkStatus();
+  });
+  if (!s.ok()) return s;
   return out;
 }
 

@@ -2,6 +2,7 @@
 // line. This is the export/import format farms share.
 #pragma once
 
+#include <functional>
 #include <istream>
 #include <string>
 #include <vector>
@@ -18,5 +19,10 @@ std::string RecordToJsonLine(const ::tunefarm::v1::Record& record);
 // InvalidArgument "<source>:<line>: <reason>"; nothing is returned then.
 absl::StatusOr<std::vector<::tunefarm::v1::Record>> ParseRecordsJsonl(std::istream& in,
                                                                        const std::string& source);
+
+// The same, one record at a time (memory bounded by a line): `each` gets
+// every record in order; its error, or the first bad line's, ends the read.
+absl::Status ForEachRecordJsonl(std::istream& in, const std::string& source,
+                                const std::function<absl::Status(::tunefarm::v1::Record)>& each);
 
 }  // namespace tunefarm::cli

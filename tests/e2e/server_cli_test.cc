@@ -140,6 +140,34 @@ TEST_F(E2ETest, ImportQueryRestartQueryAgain) {
   EXPECT_TRUE(absl::StrContains(imp.out, "imported 40 records")) << imp.out << imp.err;
 }
 
+// A file of several batches is read a line at a time (checked whole, then
+// sent batch by batch); standard input gives the same.
+TEST_F(E2ETest, ImportsInBatchesFromAFileOrStandardInput) {
+  auto server = ServerProcess::Start(dir_.File("farm.db"), dir_.path());
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto stored = [&] {
+    CommandResult r = Cli(**server, {"records", "--limit=5000", "--json"});
+    return std::count(r.out.begin(), r.out.end(), '\n');
+  };
+  // A bad last line after two batches' worth: nothing of the file is sent.
+  testing::WriteFile(dir_.File("tail.jsonl"), testing::ReadFileOrEmpty(WriteRecords(2200)) + "{\n");
+  CommandResult bad = Cli(**server, {"import", dir_.File("tail.jsonl")});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_TRUE(absl::StrContains(bad.err, "tail.jsonl:2201: not a record")) << bad.err;
+  EXPECT_EQ(stored(), 0);
+  const std::string file = WriteRecords(2500);
+  CommandResult imp = Cli(**server, {"import", file});
+  ASSERT_EQ(imp.exit_code, 0) << imp.err;
+  EXPECT_EQ(imp.out, "imported 2500 records (0 already present) from " + file + "\n");
+  EXPECT_EQ(stored(), 2500);
+  CommandResult piped = RunCommand(
+      {"/bin/sh", "-c",
+       absl::StrCat(BinPath("tunefarm"), " --server=", (*server)->address(), " import - < ", file)},
+      dir_.path());
+  ASSERT_EQ(piped.exit_code, 0) << piped.err;
+  EXPECT_EQ(piped.out, "imported 0 records (2500 already present) from -\n");
+}
+
 TEST_F(E2ETest, ErrorsAreOneLineWithExitCodes) {
   // Held until the end, so the port stays closed after the server stops.
   auto port = testing::ReservedPort::Take();
