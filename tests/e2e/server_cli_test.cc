@@ -878,6 +878,27 @@ TEST(Security, SecureByDefault) {
       {"--tls_ca=" + dir.File("pki/ca.pem"), "--token_file=" + dir.File("t.token"), "jobs"},
       dir.path());
   EXPECT_EQ(jobs.exit_code, 0) << jobs.err;
+  // TLS mistakes say what to change, in one line.
+  auto one_line_hint = [&](const CommandResult& r, const std::string& hint) {
+    EXPECT_EQ(r.exit_code, 3) << r.err;
+    EXPECT_TRUE(absl::StrContains(r.err, hint)) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  };
+  one_line_hint((*server)->Cli({"--timeout=10", "jobs"}, dir.path()),
+                "a server that serves TLS closes plain-text connections: give --tls_ca=CA.pem");
+  CommandResult other_ca =
+      RunCommand({"/bin/sh", std::string(TF_SOURCE_DIR) + "/scripts/make-certs.sh",
+                  dir.File("other-pki"), "127.0.0.1"},
+                 dir.path());
+  ASSERT_EQ(other_ca.exit_code, 0) << other_ca.err;
+  one_line_hint((*server)->Cli({"--timeout=10", "--tls_ca=" + dir.File("other-pki/ca.pem"), "jobs"},
+                               dir.path()),
+                "its certificate is not from the CA of --tls_ca");
+  auto plain = ServerProcess::Start(dir.File("plain.db"), dir.path());
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  one_line_hint(
+      (*plain)->Cli({"--timeout=10", "--tls_ca=" + dir.File("pki/ca.pem"), "jobs"}, dir.path()),
+      "the server speaks plain text, not TLS: drop --tls_ca");
   // A second certificate from the same CA: the clients' trust file stays valid.
   certs = RunCommand({"/bin/sh", std::string(TF_SOURCE_DIR) + "/scripts/make-certs.sh",
                       dir.File("pki"), "127.0.0.1"},
