@@ -155,8 +155,10 @@ std::vector<sock_filter> Filter() {
   }
   // clone3's flags sit in memory the filter cannot read: ENOSYS makes the C
   // library fall back to clone, whose flags it can.
+#ifdef SYS_clone3
   p.Jump(BPF_JMP | BPF_JEQ | BPF_K, SYS_clone3, 0, 1);
   p.Stmt(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS);
+#endif
   // Threads only: a clone without CLONE_THREAD is a new process.
   p.AllowIf(SYS_clone, 0, CLONE_THREAD, CLONE_THREAD);
   // Files: read-only.
