@@ -134,12 +134,14 @@ bool Verifier::Verify(absl::string_view message, absl::string_view signature) co
 }
 
 std::string LeaseSigningMessage(absl::string_view lease_id, absl::string_view artifact,
-                                absl::string_view reference_artifact, absl::string_view package) {
-  return absl::StrCat(
-      "tunefarm-lease-v1\n", lease_id, "\n",
-      Sha256Hex(std::string_view(artifact.data(), artifact.size())), "\n",
-      Sha256Hex(std::string_view(reference_artifact.data(), reference_artifact.size())), "\n",
-      Sha256Hex(std::string_view(package.data(), package.size())), "\n");
+                                absl::string_view reference_artifact, absl::string_view package,
+                                absl::string_view arguments) {
+  auto digest = [](absl::string_view bytes) {
+    return Sha256Hex(std::string_view(bytes.data(), bytes.size()));
+  };
+  return absl::StrCat("tunefarm-lease-v2\n", lease_id, "\n", digest(artifact), "\n",
+                      digest(reference_artifact), "\n", digest(package), "\n", digest(arguments),
+                      "\n");
 }
 
 }  // namespace tunefarm

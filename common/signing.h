@@ -42,8 +42,11 @@ class Verifier {
 
 // What a lease's signature covers: its id and the SHA-256 of every piece
 // of code it carries (a measurement's artifact and reference artifact, a
-// model run's package; empty pieces hash as empty).
+// model run's package) and of `arguments`, what says how to call the code
+// (empty pieces hash as empty). proto/protocol.h's SignedPartOf picks them
+// from a lease.
 std::string LeaseSigningMessage(absl::string_view lease_id, absl::string_view artifact,
-                                absl::string_view reference_artifact, absl::string_view package);
+                                absl::string_view reference_artifact, absl::string_view package,
+                                absl::string_view arguments);
 
 }  // namespace tunefarm

@@ -20,6 +20,7 @@
 #include "device_agent/runtime/sandbox.h"
 #include "google/protobuf/util/json_util.h"
 #include "proto/farm_session.h"
+#include "proto/protocol.h"
 
 ABSL_FLAG(std::string, server, "127.0.0.1:7070", "tuning server address HOST:PORT");
 ABSL_FLAG(std::string, key, "", "device key: the pool this board measures for (required)");
@@ -104,13 +105,7 @@ int main(int argc, char** argv) {
         tunefarm::v1::ReportResultRequest r;
         // Code the server did not sign never runs here (with --server_key).
         if (verifier && (lease.has_model_run() || lease.has_measure())) {
-          const std::string message =
-              lease.has_measure()
-                  ? tunefarm::LeaseSigningMessage(lease.lease_id(), lease.measure().artifact(),
-                                                  lease.measure().reference_artifact(), "")
-                  : tunefarm::LeaseSigningMessage(lease.lease_id(), "", "",
-                                                  lease.model_run().package());
-          if (!verifier->Verify(message, lease.server_signature())) {
+          if (!verifier->Verify(tunefarm::SignedPartOf(lease), lease.server_signature())) {
             log->error("event=unsigned_code lease={} refused: not signed by the server's key",
                        lease.lease_id());
             const std::string why =

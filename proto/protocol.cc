@@ -1,6 +1,7 @@
 #include "proto/protocol.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/signing.h"
 
 namespace tunefarm {
 
@@ -33,6 +34,20 @@ grpc::ChannelArguments DefaultChannelArguments() {
   args.SetMaxReceiveMessageSize(kMaxMessageBytes);
   args.SetMaxSendMessageSize(kMaxMessageBytes);
   return args;
+}
+
+std::string SignedPartOf(const v1::WorkLease& lease) {
+  if (lease.has_measure()) {
+    const v1::MeasureRequest& m = lease.measure();
+    return LeaseSigningMessage(lease.lease_id(), m.artifact(), m.reference_artifact(), "",
+                               m.signature().SerializeAsString() +
+                                   m.reference_signature().SerializeAsString() +
+                                   m.workload().SerializeAsString());
+  }
+  if (lease.has_model_run()) {
+    return LeaseSigningMessage(lease.lease_id(), "", "", lease.model_run().package(), "");
+  }
+  return "";
 }
 
 }  // namespace tunefarm

@@ -7,6 +7,7 @@
 
 #include "absl/status/status.h"
 #include "grpcpp/grpcpp.h"
+#include "tunefarm/v1/farm.pb.h"
 
 namespace tunefarm {
 
@@ -27,6 +28,11 @@ grpc::Status CheckProtocolVersion(uint32_t version);
 // absl and gRPC share their code numbering.
 grpc::Status ToGrpcStatus(const absl::Status& s);
 absl::Status FromGrpcStatus(const grpc::Status& s);
+
+// What the server signs of a lease and an agent checks (common/signing.h):
+// a measurement's kernel and reference kernel with their signatures and
+// workload, a model run's package; "" for a build, which carries no code.
+std::string SignedPartOf(const v1::WorkLease& lease);
 
 // Channel arguments with the message size limits set.
 grpc::ChannelArguments DefaultChannelArguments();

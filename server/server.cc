@@ -38,15 +38,8 @@ absl::StatusOr<std::unique_ptr<TunefarmServer>> TunefarmServer::Start(const Opti
                                                                 : options.signing_key_file;
   TF_ASSIGN_OR_RETURN(Signer signer, Signer::LoadOrCreate(key_file));
   qo.on_lease = [signer](v1::WorkLease* lease) {
-    std::string message;
-    if (lease->has_measure()) {
-      message = LeaseSigningMessage(lease->lease_id(), lease->measure().artifact(),
-                                    lease->measure().reference_artifact(), "");
-    } else if (lease->has_model_run()) {
-      message = LeaseSigningMessage(lease->lease_id(), "", "", lease->model_run().package());
-    } else {
-      return;
-    }
+    const std::string message = SignedPartOf(*lease);
+    if (message.empty()) return;  // a build carries no code
     absl::StatusOr<std::string> sig = signer.Sign(message);
     if (sig.ok()) lease->set_server_signature(*sig);
   };

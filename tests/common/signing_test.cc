@@ -21,17 +21,21 @@ TEST(Signing, SignedLeasesVerifyAndTamperedOnesDoNot) {
   absl::StatusOr<Verifier> verifier = Verifier::FromPemFile(path + ".pub");
   ASSERT_TRUE(verifier.ok()) << verifier.status();
 
-  const std::string message = LeaseSigningMessage("L1", "kernel bytes", "reference bytes", "");
+  const std::string message =
+      LeaseSigningMessage("L1", "kernel bytes", "reference bytes", "", "args");
   absl::StatusOr<std::string> sig = signer->Sign(message);
   ASSERT_TRUE(sig.ok()) << sig.status();
   EXPECT_EQ(sig->size(), 64u);
   EXPECT_TRUE(verifier->Verify(message, *sig));
   // Another lease, other code, a flipped bit, no signature: refused.
+  EXPECT_FALSE(verifier->Verify(
+      LeaseSigningMessage("L2", "kernel bytes", "reference bytes", "", "args"), *sig));
+  EXPECT_FALSE(verifier->Verify(
+      LeaseSigningMessage("L1", "evil bytes", "reference bytes", "", "args"), *sig));
   EXPECT_FALSE(
-      verifier->Verify(LeaseSigningMessage("L2", "kernel bytes", "reference bytes", ""), *sig));
-  EXPECT_FALSE(
-      verifier->Verify(LeaseSigningMessage("L1", "evil bytes", "reference bytes", ""), *sig));
-  EXPECT_FALSE(verifier->Verify(LeaseSigningMessage("L1", "kernel bytes", "", "package"), *sig));
+      verifier->Verify(LeaseSigningMessage("L1", "kernel bytes", "", "package", "args"), *sig));
+  EXPECT_FALSE(verifier->Verify(
+      LeaseSigningMessage("L1", "kernel bytes", "reference bytes", "", "other args"), *sig));
   std::string flipped = *sig;
   flipped[10] ^= 1;
   EXPECT_FALSE(verifier->Verify(message, flipped));

@@ -23,6 +23,7 @@
 #include "compiler/codegen/nvrtc_info.h"
 #include "gtest/gtest.h"
 #include "proto/farm_session.h"
+#include "proto/protocol.h"
 #include "tests/server/test_records.h"
 #include "tests/testing/process.h"
 #include "tests/testing/skip.h"
@@ -1126,11 +1127,14 @@ TEST(Security, AgentsRunOnlyCodeTheFarmsKeySigned) {
     m->set_reference_output(std::string(16, '\0'));
     m->set_reference_key(id);
     if (key != nullptr) {
-      l.set_server_signature(*key->Sign(LeaseSigningMessage(id, m->artifact(), "", "")));
+      l.set_server_signature(*key->Sign(SignedPartOf(l)));
     }
     return l;
   };
-  ImpostorFarm impostor({lease("unsigned", nullptr), lease("other-key", &*other_key)});
+  // Signed by the farm's key, then its argument sizes changed on the way.
+  v1::WorkLease altered = lease("altered", &*farm_key);
+  altered.mutable_measure()->mutable_signature()->mutable_args(0)->set_shape(0, 1 << 20);
+  ImpostorFarm impostor({lease("unsigned", nullptr), lease("other-key", &*other_key), altered});
   grpc::ServerBuilder builder;
   int port = 0;
   builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
@@ -1145,7 +1149,7 @@ TEST(Security, AgentsRunOnlyCodeTheFarmsKeySigned) {
        "--device_id=a1", "--server_key=" + dir.File("farm.signing-key.pub")},
       quiet);
   ASSERT_TRUE(agent.ok());
-  ASSERT_TRUE(testing::WaitFor([&] { return impostor.results().size() == 2; }, absl::Seconds(60)))
+  ASSERT_TRUE(testing::WaitFor([&] { return impostor.results().size() == 3; }, absl::Seconds(60)))
       << testing::ReadFileOrEmpty(dir.File("agent.log"));
   for (const auto& [id, r] : impostor.results()) {
     EXPECT_EQ(r.status(), v1::MEASURE_STATUS_UPLOAD_ERROR) << id;
