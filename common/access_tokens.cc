@@ -35,12 +35,7 @@ bool NameMatches(const std::vector<std::string>& allowed, const std::string& nam
 bool ValidName(absl::string_view s, bool pattern) {
   if (pattern && !s.empty() && s.back() == '*') s.remove_suffix(1);
   if (s.empty() && !pattern) return false;
-  for (char c : s) {
-    if (!(absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.' ||
-          c == ':'))
-      return false;
-  }
-  return true;
+  return IsNameText(s);
 }
 
 bool IsLowerHex(absl::string_view s) {
@@ -72,6 +67,15 @@ absl::Status RandomBytes(unsigned char* out, size_t n) {
 }
 
 }  // namespace
+
+bool IsNameText(absl::string_view s) {
+  for (char c : s) {
+    if (!(absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.' ||
+          c == ':'))
+      return false;
+  }
+  return true;
+}
 
 absl::string_view TokenRoleName(TokenRole role) { return kRoleNames[static_cast<int>(role)]; }
 

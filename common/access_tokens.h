@@ -26,6 +26,10 @@
 
 namespace tunefarm {
 
+// Every character in [A-Za-z0-9._:-]: the names of devices, device keys
+// and tokens, which are logged and matched.
+bool IsNameText(absl::string_view s);
+
 enum class TokenRole { kReader, kSubmitter, kAdmin, kWorker, kAgent };
 
 // "reader", "submitter", "admin", "worker", "agent".

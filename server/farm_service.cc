@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "common/access_tokens.h"
 #include "common/logging.h"
 #include "server/limits.h"
 
@@ -13,14 +14,7 @@ grpc::Status Invalid(const std::string& msg) {
   return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, msg);
 }
 
-bool ValidId(const std::string& s) {
-  if (s.empty() || s.size() > 128) return false;
-  for (char c : s) {
-    if (!(isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.' || c == ':'))
-      return false;
-  }
-  return true;
-}
+bool ValidId(const std::string& s) { return !s.empty() && s.size() <= 128 && IsNameText(s); }
 }  // namespace
 
 void FarmService::Shutdown() {

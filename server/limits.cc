@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/access_tokens.h"
 #include "compiler/ir/workload.h"
 
 namespace tunefarm::server {
@@ -53,10 +54,9 @@ absl::Status CheckJobSpec(const v1::JobSpec& spec, int64_t memory_bytes) {
     return Over("SubmitJob: the device key's length", int64_t(spec.device_key().size()),
                 Limits::kMaxDeviceKey);
   }
-  for (char c : spec.device_key()) {
-    if (!(isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.' || c == ':'))
-      return absl::InvalidArgumentError(
-          "SubmitJob: a device key is [A-Za-z0-9._:-] (as agents register it)");
+  if (!IsNameText(spec.device_key())) {
+    return absl::InvalidArgumentError(
+        "SubmitJob: a device key is [A-Za-z0-9._:-] (as agents register it)");
   }
   if (spec.tasks_size() > Limits::kMaxTasks) {
     return Over("SubmitJob: the task count", spec.tasks_size(), Limits::kMaxTasks);

@@ -20,6 +20,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "device_agent/runtime/sandbox_wire.h"
 
 namespace tunefarm::runner {
 namespace {
@@ -46,16 +47,8 @@ bool WriteWhole(const std::string& path, const std::string& text) {
 bool WriteNewFile(const std::string& path, const std::string& bytes, mode_t mode) {
   int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
   if (fd < 0) return false;
-  size_t done = 0;
-  while (done < bytes.size()) {
-    ssize_t n = write(fd, bytes.data() + done, bytes.size() - done);
-    if (n <= 0) {
-      close(fd);
-      return false;
-    }
-    done += size_t(n);
-  }
-  return close(fd) == 0;
+  const bool written = wire::WriteAll(fd, bytes.data(), bytes.size());
+  return close(fd) == 0 && written;
 }
 
 // The system calls loaded code may make, whatever their arguments. Those
@@ -244,12 +237,7 @@ absl::StatusOr<Confined> Confine(const ConfineOptions& options) {
     for (const auto& [name, bytes] : options.files) {
       int fd = int(syscall(SYS_memfd_create, name.c_str(), 0));
       if (fd < 0) return Errno("memfd_create");
-      size_t done = 0;
-      while (done < bytes.size()) {
-        ssize_t n = write(fd, bytes.data() + done, bytes.size() - done);
-        if (n <= 0) return Errno("writing a memfd");
-        done += size_t(n);
-      }
+      if (!wire::WriteAll(fd, bytes.data(), bytes.size())) return Errno("writing a memfd");
       c.paths.push_back(absl::StrCat("/proc/self/fd/", fd));
     }
   }
