@@ -196,14 +196,10 @@ grpc::Status FarmService::Heartbeat(grpc::ServerContext* ctx, const v1::Heartbea
   grpc::Status gate =
       gate_.Check(ctx, req->protocol_version(), Permission::kFarm, "Heartbeat", &caller);
   if (!gate.ok()) return gate;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = sessions_.find(req->session_id());
-    if (it != sessions_.end() && it->second.owner != caller.name) {
-      return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
-                          absl::StrCat("Heartbeat: the session of device '", it->second.device_id,
-                                       "' belongs to another token than '", caller.name, "'"));
-    }
+  // Another token's session is refused; an unknown one is told to register.
+  if (grpc::Status own = OwnSession(caller, req->session_id(), nullptr);
+      own.error_code() == grpc::StatusCode::PERMISSION_DENIED) {
+    return own;
   }
   if (!devices_.Heartbeat(req->session_id())) {
     resp->set_register_again(true);

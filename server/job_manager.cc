@@ -283,9 +283,23 @@ absl::StatusOr<v1::ModelRunResult> JobManager::RunModel(const std::string& devic
   Logger("server")->info("event=model_run_queued run={} key={} package_bytes={}", -run_id,
                          device_key, run.package().size());
   std::unique_lock<std::mutex> lock(wait->mu);
-  while (!wait->done) {
-    wait->cv.wait_for(lock, std::chrono::milliseconds(100));
-    if (wait->done) break;
+  TF_RETURN_IF_ERROR(WaitForRun(
+      lock, wait->cv, [&] { return wait->done; }, run_id, abandoned));
+  if (!wait->result.ok()) {
+    return absl::AbortedError(
+        absl::StrCat("RunModel: the run did not complete: ", wait->result.status().message()));
+  }
+  if (!wait->result->has_model_run())
+    return absl::InternalError("RunModel: the agent answered with no run");
+  return wait->result->model_run();
+}
+
+absl::Status JobManager::WaitForRun(std::unique_lock<std::mutex>& lock, std::condition_variable& cv,
+                                    const std::function<bool()>& done, int64_t run_id,
+                                    const std::function<bool()>& abandoned) {
+  while (!done()) {
+    cv.wait_for(lock, std::chrono::milliseconds(100));
+    if (done()) break;
     const bool stopping = shutdown_;
     if (abandoned() || stopping) {
       lock.unlock();
@@ -295,13 +309,7 @@ absl::StatusOr<v1::ModelRunResult> JobManager::RunModel(const std::string& devic
                                       : "RunModel: the caller went away; the run was dropped");
     }
   }
-  if (!wait->result.ok()) {
-    return absl::AbortedError(
-        absl::StrCat("RunModel: the run did not complete: ", wait->result.status().message()));
-  }
-  if (!wait->result->has_model_run())
-    return absl::InternalError("RunModel: the agent answered with no run");
-  return wait->result->model_run();
+  return absl::OkStatus();
 }
 
 absl::Status JobManager::RebuildKernels(v1::ModelPackage* pkg, int64_t run_id,
@@ -350,17 +358,8 @@ absl::Status JobManager::RebuildKernels(v1::ModelPackage* pkg, int64_t run_id,
   }
   {
     std::unique_lock<std::mutex> lock(builds->mu);
-    while (builds->pending > 0) {
-      builds->cv.wait_for(lock, std::chrono::milliseconds(100));
-      if (builds->pending == 0) break;
-      if (abandoned() || shutdown_) {
-        lock.unlock();
-        queue_.CancelJob(run_id);
-        return absl::CancelledError(shutdown_ ? "RunModel: the server is shutting down"
-                                              : "RunModel: the caller went away; the run was "
-                                                "dropped");
-      }
-    }
+    TF_RETURN_IF_ERROR(WaitForRun(
+        lock, builds->cv, [&] { return builds->pending == 0; }, run_id, abandoned));
   }
   for (int k = 0; k < pkg->kernels_size(); ++k) {
     v1::PackageKernel* kernel = pkg->mutable_kernels(k);

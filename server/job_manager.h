@@ -7,6 +7,7 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <mutex>
@@ -75,6 +76,12 @@ class JobManager {
                                  const std::vector<v1::Device>& devices) const;
   absl::Status CheckCudaAgents(const ir::Target& target, const std::string& device_key,
                                const std::vector<v1::Device>& devices) const;
+  // Waits on `cv` (its `lock` held) until `done()`; when `abandoned()` turns
+  // true or the server shuts down, drops the work of `run_id` (the lock
+  // released) and says so, CANCELLED.
+  absl::Status WaitForRun(std::unique_lock<std::mutex>& lock, std::condition_variable& cv,
+                          const std::function<bool()>& done, int64_t run_id,
+                          const std::function<bool()>& abandoned);
   // Replaces every kernel's shared object in `pkg` by a worker's build of its
   // workload and schedule (work of `run_id`, waited for like the run).
   absl::Status RebuildKernels(v1::ModelPackage* pkg, int64_t run_id,
