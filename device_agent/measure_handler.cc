@@ -54,14 +54,14 @@ v1::MeasureResult MeasureHandler::Measure(const v1::MeasureRequest& req,
     return fail(v1::MEASURE_STATUS_RUNTIME_ERROR,
                 "this agent has no GPU: it cannot run a CUDA build (cubin/PTX)");
   }
-  // Checked before any buffer is made here: a huge workload is a result,
-  // not an allocation failure of the agent.
+  // Checked first (the inputs are made in the runner, but a reference output
+  // is held here): a huge workload is a result, not an allocation failure of
+  // the agent.
   if (absl::Status s = CheckSignature(req.signature(),
                                       runner::MaxKernelElements(options_.memory_limit_bytes));
       !s.ok()) {
     return fail(v1::MEASURE_STATUS_RUNTIME_ERROR, absl::StrCat("signature: ", s.message()));
   }
-  const std::vector<std::vector<float>> inputs = RandomInputs(req.signature(), req.input_seed());
   const v1::KernelArgument& out_arg = req.signature().args(req.signature().args_size() - 1);
   const int64_t n_out = KernelElements(out_arg);
 
@@ -94,7 +94,7 @@ v1::MeasureResult MeasureHandler::Measure(const v1::MeasureRequest& req,
       std::memcpy(made.data(), req.reference_output().data(), made.size() * 4);
     } else if (!req.reference_artifact().empty()) {
       runner::Kernel k{req.kind(), req.reference_artifact(), req.reference_signature()};
-      runner::SandboxOutcome o = runner::RunForOutput(k, inputs, so, &made);
+      runner::SandboxOutcome o = runner::RunForOutputFromSeed(k, req.input_seed(), so, &made);
       if (o.status != runner::SandboxOutcome::Status::kOk) {
         return fail(v1::MEASURE_STATUS_RUNTIME_ERROR,
                     absl::StrCat("the reference (default schedule) failed: ", o.error));
@@ -115,7 +115,7 @@ v1::MeasureResult MeasureHandler::Measure(const v1::MeasureRequest& req,
     }
   }
   runner::Kernel k{req.kind(), req.artifact(), req.signature()};
-  runner::SandboxOutcome o = runner::Measure(k, inputs, *reference, so);
+  runner::SandboxOutcome o = runner::MeasureFromSeed(k, req.input_seed(), *reference, so);
   out.set_status(ToProto(o.status));
   out.set_error(o.error);
   for (double c : o.costs) out.add_costs_sec(c);

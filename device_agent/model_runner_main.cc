@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <thread>
 
@@ -18,6 +19,7 @@
 #include "device_agent/runtime/confine.h"
 #include "device_agent/runtime/graph_runtime.h"
 #include "device_agent/runtime/model_run.h"
+#include "device_agent/runtime/runner.h"
 #include "device_agent/runtime/sandbox_wire.h"
 
 namespace {
@@ -81,6 +83,8 @@ int main() {
                              std::move(*pkg->mutable_kernels(k)->mutable_shared_object())});
   }
   confine.cpu_limit_s = h.cpu_limit_s;
+  std::unique_ptr<runner::ThreadPool> pool;
+  confine.start_threads = [&] { pool = std::make_unique<runner::ThreadPool>(threads); };
   absl::StatusOr<runner::Confined> confined = runner::Confine(confine);
   if (!confined.ok()) {
     return Fail(v1::MEASURE_STATUS_RUNTIME_ERROR,
@@ -88,6 +92,7 @@ int main() {
   }
   confine.files.clear();
   ro.library_paths = confined->paths;
+  ro.pool = pool.get();
   auto rt = tunefarm::runner::GraphRuntime::Load(*pkg, ro);
   if (!rt.ok()) {
     return Fail(v1::MEASURE_STATUS_UPLOAD_ERROR,

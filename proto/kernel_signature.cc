@@ -103,12 +103,16 @@ std::vector<float> PackArgument(const v1::KernelArgument& arg, const std::vector
   return out;
 }
 
+std::vector<float> RandomInput(const v1::KernelSignature& signature, int index, uint64_t seed) {
+  std::vector<float> v(size_t(LogicalElements(signature.args(index))));
+  FillUniform(seed, uint64_t(index), v.data(), int64_t(v.size()));
+  return v;
+}
+
 std::vector<std::vector<float>> RandomInputs(const v1::KernelSignature& signature, uint64_t seed) {
   std::vector<std::vector<float>> inputs;
   for (int i = 0; i + 1 < signature.args_size(); ++i) {
-    std::vector<float> v(size_t(LogicalElements(signature.args(i))));
-    FillUniform(seed, uint64_t(i), v.data(), int64_t(v.size()));
-    inputs.push_back(std::move(v));
+    inputs.push_back(RandomInput(signature, i, seed));
   }
   return inputs;
 }

@@ -31,5 +31,7 @@ std::vector<float> PackArgument(const v1::KernelArgument& arg, const std::vector
 // The random inputs of a kernel (every argument but the last), logical
 // layouts, from FillUniform(seed, argument index).
 std::vector<std::vector<float>> RandomInputs(const v1::KernelSignature& signature, uint64_t seed);
+// Input `index` of RandomInputs alone.
+std::vector<float> RandomInput(const v1::KernelSignature& signature, int index, uint64_t seed);
 
 }  // namespace tunefarm

@@ -37,6 +37,10 @@ void LimitAddressSpace(int64_t extra) {
   setrlimit(RLIMIT_AS, &rl);
 }
 
+int64_t MaxKernelElements(int64_t memory_limit_bytes) {
+  return (memory_limit_bytes > 0 ? memory_limit_bytes : int64_t{4} << 30) / 4;
+}
+
 bool Executable(const std::string& path) {
   return !path.empty() && access(path.c_str(), X_OK) == 0;
 }

@@ -45,6 +45,11 @@ double MonotonicSeconds();
 // process holds now (0: no limit).
 void LimitAddressSpace(int64_t extra);
 
+// The largest kernel (all arguments together, in elements) a runner with
+// address-space allowance `memory_limit_bytes` takes (0: no limit set:
+// 4 GiB worth).
+int64_t MaxKernelElements(int64_t memory_limit_bytes);
+
 // Whether `path` names a file this process may execute.
 bool Executable(const std::string& path);
 

@@ -4,7 +4,6 @@
 #include <grp.h>
 #include <linux/audit.h>
 #include <linux/filter.h>
-#include <linux/sched.h>
 #include <linux/seccomp.h>
 #include <sched.h>
 #include <sys/mount.h>
@@ -152,8 +151,9 @@ std::vector<sock_filter> Filter() {
   p.Jump(BPF_JMP | BPF_JEQ | BPF_K, SYS_clone3, 0, 1);
   p.Stmt(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS);
 #endif
-  // Threads only: a clone without CLONE_THREAD is a new process.
-  p.AllowIf(SYS_clone, 0, CLONE_THREAD, CLONE_THREAD);
+  // No clone at all: the runner's threads exist before the filter does
+  // (ConfineOptions::start_threads), and a new process or thread after it
+  // is the loaded code's.
   // Files: read-only.
   p.AllowIf(SYS_openat, 2, O_ACCMODE | O_CREAT | O_TRUNC | O_APPEND, O_RDONLY);
   // Signals to its own threads only (abort, pthread_kill).
@@ -248,6 +248,10 @@ absl::StatusOr<Confined> Confine(const ConfineOptions& options) {
   if (!limit(RLIMIT_CORE, 0) || !limit(RLIMIT_FSIZE, 0) || !limit(RLIMIT_NOFILE, 64)) {
     return Errno("setrlimit");
   }
+  // The last threads this process makes; then no more processes or threads
+  // for it (NPROC 0 refuses them wherever seccomp would not).
+  if (options.start_threads) options.start_threads();
+  if (!limit(RLIMIT_NPROC, 0)) return Errno("setrlimit NPROC");
   if (options.cpu_limit_s > 0) {
     rlimit rl{rlim_t(std::ceil(options.cpu_limit_s)), rlim_t(std::ceil(options.cpu_limit_s)) + 1};
     if (setrlimit(RLIMIT_CPU, &rl) != 0) return Errno("setrlimit CPU");
@@ -255,7 +259,10 @@ absl::StatusOr<Confined> Confine(const ConfineOptions& options) {
   if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return Errno("PR_SET_NO_NEW_PRIVS");
   std::vector<sock_filter> code = Filter();
   sock_fprog prog{static_cast<unsigned short>(code.size()), code.data()};
-  if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0) return Errno("installing seccomp");
+  // TSYNC: the filter (and NO_NEW_PRIVS) on every thread of the process.
+  if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC, &prog) != 0) {
+    return Errno("installing seccomp");
+  }
   return c;
 }
 

@@ -11,18 +11,21 @@
 //   holding only the files given (the old root is detached), so /etc, /proc
 //   and the agent's files are not there to read. Root without a user
 //   namespace also drops to uid/gid 65534.
-// - A seccomp filter (raw BPF; no library needed on the board): an allow
-//   list of system calls, the rest kill the process with SIGSYS (the
-//   sandbox reports `sandbox_violation`). Files open read-only only; clone
-//   only for threads; signals only to itself; no socket, execve, ptrace,
+// - A seccomp filter (raw BPF; no library needed on the board) on every
+//   thread: an allow list of system calls, the rest kill the process with
+//   SIGSYS (the sandbox reports `sandbox_violation`). Files open read-only
+//   only; signals only to itself; no clone (the runner's thread pool is
+//   started before the filter, by start_threads), socket, execve, ptrace,
 //   mount, unshare, ioctl.
 // - PR_SET_NO_NEW_PRIVS, and rlimits: no core files, no file writes
-//   (FSIZE 0), few descriptors, CPU time.
+//   (FSIZE 0), few descriptors, no new processes or threads (NPROC 0), CPU
+//   time.
 // Where namespaces are refused (no user namespaces for this user), the
 // filter and limits still apply and `namespaces` says so; files the user
 // can read stay readable to the loaded code then.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -35,6 +38,9 @@ struct ConfineOptions {
   // Files to place in the new root, by name (no '/'), with their bytes.
   std::vector<std::pair<std::string, std::string>> files;
   double cpu_limit_s = 0;  // RLIMIT_CPU, rounded up; 0: none
+  // Starts every thread the process will have (its thread pool): called
+  // after the namespaces are entered, before the filter forbids clone.
+  std::function<void()> start_threads;
 };
 
 struct Confined {
@@ -42,7 +48,8 @@ struct Confined {
   std::vector<std::string> paths;  // where each of `files` can be opened now
 };
 
-// Confines the calling process, which must have a single thread. On error
+// Confines the calling process, which must have a single thread when
+// called (start_threads may add more). On error
 // the process may be partly confined and should exit.
 absl::StatusOr<Confined> Confine(const ConfineOptions& options);
 

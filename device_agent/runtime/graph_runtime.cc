@@ -51,7 +51,8 @@ Node FromPackage(const v1::PackageNode& p) {
 struct GraphRuntime::Impl {
   v1::ModelPackage pkg;
   Options options;
-  std::unique_ptr<runner::ThreadPool> pool;
+  std::unique_ptr<runner::ThreadPool> own_pool;
+  runner::ThreadPool* pool = nullptr;
   std::vector<std::unique_ptr<runner::KernelLibrary>> libs;
   std::unique_ptr<runner::AlignedBuffer> arena;
   std::vector<std::unique_ptr<runner::AlignedBuffer>> owned;
@@ -84,7 +85,12 @@ absl::Status GraphRuntime::Impl::Init() {
                       kOldestPackageFormatVersion, " to ", kPackageFormatVersion,
                       "; rebuild the package with the tunefarm build that runs it)"));
   }
-  pool = std::make_unique<runner::ThreadPool>(options.threads);
+  if (options.pool != nullptr) {
+    pool = options.pool;
+  } else {
+    own_pool = std::make_unique<runner::ThreadPool>(options.threads);
+    pool = own_pool.get();
+  }
   if (pkg.arena_bytes() < 0 || pkg.arena_bytes() > kMaxElements * 4) return Bad("arena size");
   if (!options.keep_values)
     arena = std::make_unique<runner::AlignedBuffer>((pkg.arena_bytes() + 3) / 4 + 16);

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "device_agent/runtime/runner.h"
 #include "tunefarm/v1/package.pb.h"
 
 namespace tunefarm::runner {
@@ -35,6 +36,9 @@ class GraphRuntime {
     // (a confined runner placed them, confine.h); empty: written from the
     // package's bytes to private files.
     std::vector<std::string> library_paths;
+    // Runs the kernels when given (it outlives the runtime; `threads` is
+    // then its size): a confined runner starts it before its filter.
+    runner::ThreadPool* pool = nullptr;
   };
   static absl::StatusOr<std::unique_ptr<GraphRuntime>> Load(const v1::ModelPackage& package,
                                                             const Options& options);

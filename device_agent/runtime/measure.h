@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "device_agent/runtime/child_exec.h"
 #include "device_agent/runtime/gpu_plan.h"
 #include "device_agent/runtime/sandbox.h"
 #include "tunefarm/v1/farm.pb.h"
@@ -30,10 +31,6 @@ struct Kernel {
 absl::StatusOr<GpuPlan> PlanFromModule(const ::tunefarm::v1::GpuModule& module,
                                        const ::tunefarm::v1::KernelSignature& signature);
 
-// The largest kernel (all arguments together, in elements) Measure accepts
-// within `memory_limit_bytes` (0: no limit set: 4 GiB worth).
-int64_t MaxKernelElements(int64_t memory_limit_bytes);
-
 // `inputs`: one buffer per kernel input, logical layouts (RandomInputs of
 // proto/kernel_signature.h makes them). `reference`: the expected output
 // (empty: no check). options.cuda is set from the kernel's kind. A kernel
@@ -44,9 +41,19 @@ SandboxOutcome Measure(const Kernel& kernel, const std::vector<std::vector<float
                        const std::vector<float>& reference, SandboxOptions options,
                        std::vector<float>* output = nullptr);
 
+// Measure with the inputs RandomInputs(signature, input_seed) made inside
+// the confined runner (sandbox.h): what an agent runs, so a kernel's inputs
+// never take the agent's own memory.
+SandboxOutcome MeasureFromSeed(const Kernel& kernel, uint64_t input_seed,
+                               const std::vector<float>& reference, SandboxOptions options,
+                               std::vector<float>* output = nullptr);
+
 // Runs `kernel` once on `inputs` for its output, untimed and unchecked (a
 // reference build's output): Measure with one repeat and no warm-up.
 SandboxOutcome RunForOutput(const Kernel& kernel, const std::vector<std::vector<float>>& inputs,
                             SandboxOptions options, std::vector<float>* output);
+// The same with the inputs made in the runner (MeasureFromSeed).
+SandboxOutcome RunForOutputFromSeed(const Kernel& kernel, uint64_t input_seed,
+                                    SandboxOptions options, std::vector<float>* output);
 
 }  // namespace tunefarm::runner

@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,7 @@
 #include "device_agent/runtime/gpu_plan.h"
 #include "device_agent/runtime/runner.h"
 #include "device_agent/runtime/sandbox_wire.h"
+#include "proto/kernel_signature.h"
 
 namespace {
 
@@ -87,6 +89,50 @@ struct Arg {
   const char* data;
   int64_t count;
 };
+
+absl::Status OutOfMemory() {
+  return absl::ResourceExhaustedError("the kernel's buffers do not fit the runner's memory limit");
+}
+
+// The inputs of the kernel whose serialized KernelSignature is `bytes`:
+// RandomInputs(input_seed), each in the layout the kernel reads, into
+// `made`, with `args` pointing at them. Refused: a signature that does not
+// parse or check, or whose output is not n_out values.
+absl::Status MakeInputs(const wire::RunRequestHeader& h, const std::string& bytes,
+                        std::vector<std::vector<float>>* made, std::vector<Arg>* args) {
+  tunefarm::v1::KernelSignature sig;
+  if (!sig.ParseFromString(bytes))
+    return absl::InvalidArgumentError("the signature does not parse");
+  if (absl::Status s =
+          tunefarm::CheckSignature(sig, tunefarm::runner::MaxKernelElements(h.memory_limit_bytes));
+      !s.ok()) {
+    return s;
+  }
+  if (tunefarm::KernelElements(sig.args(sig.args_size() - 1)) != h.n_out) {
+    return absl::InvalidArgumentError("the signature's output is not the request's");
+  }
+  try {
+    for (int i = 0; i + 1 < sig.args_size(); ++i) {
+      std::vector<float> v = tunefarm::RandomInput(sig, i, h.input_seed);
+      if (sig.args(i).pack_block_size() > 0) v = tunefarm::PackArgument(sig.args(i), v);
+      made->push_back(std::move(v));
+    }
+  } catch (const std::bad_alloc&) {
+    return OutOfMemory();
+  }
+  for (const std::vector<float>& v : *made)
+    args->push_back({reinterpret_cast<const char*>(v.data()), int64_t(v.size())});
+  return absl::OkStatus();
+}
+
+int InputsFailed(const absl::Status& why) {
+  wire::RunReport rep{};
+  rep.status = wire::RunStatus::kRuntimeError;
+  rep.bad_index = -1;
+  rep.bad_request = why.code() == absl::StatusCode::kInvalidArgument;
+  SetMessage(rep, absl::StrCat("inputs: ", why.message()));
+  return Report(rep, nullptr, 0);
+}
 
 // How the timing goes, from the last warm-up run of `once` seconds: repeats (as
 // many as fit max_timing_s, at most as asked) and runs per repeat (as given,
@@ -207,6 +253,12 @@ int main() {
     if (data == nullptr) return BadRequest("truncated request");
     args.push_back({data, count});
   }
+  std::string signature;  // the inputs are made here from it (sandbox_wire.h)
+  if (h.signature_bytes != 0) {
+    const char* sig = h.n_args == 0 ? take(h.signature_bytes) : nullptr;
+    if (sig == nullptr) return BadRequest("truncated request");
+    signature.assign(sig, size_t(h.signature_bytes));
+  }
   const char* ref_bytes = h.reference_count >= 0 && h.reference_count <= (end - p) / 4
                               ? take(h.reference_count * 4)
                               : nullptr;
@@ -218,7 +270,15 @@ int main() {
 
   // The CUDA driver reserves address space far beyond what it uses, so a
   // GPU measurement has no address-space limit (the time limit still holds).
-  if (h.device == wire::Device::kCuda) return RunGpu(h, so, args, reference);
+  std::vector<std::vector<float>> made;
+  if (h.device == wire::Device::kCuda) {
+    if (!signature.empty()) {
+      if (absl::Status st = MakeInputs(h, signature, &made, &args); !st.ok()) {
+        return InputsFailed(st);
+      }
+    }
+    return RunGpu(h, so, args, reference);
+  }
   if (h.device != wire::Device::kCpu) return BadRequest("unknown device in the request");
   wire::RunReport rep{};
   rep.status = wire::RunStatus::kRuntimeError;
@@ -230,6 +290,8 @@ int main() {
   tunefarm::runner::ConfineOptions confine;
   confine.files.push_back({"kernel.so", std::string(so, size_t(h.so_bytes))});
   confine.cpu_limit_s = h.cpu_limit_s;
+  std::unique_ptr<ThreadPool> pool;
+  confine.start_threads = [&] { pool = std::make_unique<ThreadPool>(std::max(1, h.threads)); };
   absl::StatusOr<tunefarm::runner::Confined> confined = tunefarm::runner::Confine(confine);
   if (!confined.ok()) {
     rep.not_confined = 1;
@@ -237,6 +299,13 @@ int main() {
     return Report(rep, nullptr, 0);
   }
   rep.namespaces = confined->namespaces;
+  // Made confined, within the address-space limit: a signature too large
+  // for it fails here, not in the agent.
+  if (!signature.empty()) {
+    if (absl::Status st = MakeInputs(h, signature, &made, &args); !st.ok()) {
+      return InputsFailed(st);
+    }
+  }
   auto lib = KernelLibrary::Open(confined->paths[0]);
   if (!lib.ok()) {
     rep.load_failed = 1;
@@ -248,17 +317,20 @@ int main() {
   std::vector<void*> ptrs;
   for (const Arg& a : args) {
     auto b = std::make_unique<AlignedBuffer>(a.count);
+    if (b->data() == nullptr) return InputsFailed(OutOfMemory());
     std::memcpy(b->data(), a.data, size_t(a.count) * 4);
     ptrs.push_back(b->data());
     bufs.push_back(std::move(b));
   }
   munmap(map, size);  // the inputs are copied; give the kernel the room
+  made.clear();
+  made.shrink_to_fit();
   AlignedBuffer out(h.n_out);
+  if (out.data() == nullptr) return InputsFailed(OutOfMemory());
   std::fill(out.data(), out.data() + h.n_out, std::nanf(""));
   ptrs.push_back(out.data());
-  ThreadPool pool(std::max(1, h.threads));
   const FlushDenormals flush_denormals;  // as the graph runtime runs kernels
-  rep.rc = (*lib)->Run(ptrs.data(), pool);
+  rep.rc = (*lib)->Run(ptrs.data(), *pool);
   rep.status = rep.rc == 0 ? wire::RunStatus::kOk : wire::RunStatus::kRuntimeError;
   if (rep.rc == 0) CheckOutput(out.data(), h.n_out, reference, h.tolerance, rep);
   std::vector<float> first;
@@ -269,7 +341,7 @@ int main() {
     const double t0 = Now();
     double once = 0, s = t0;
     do {
-      (*lib)->Run(ptrs.data(), pool);
+      (*lib)->Run(ptrs.data(), *pool);
       const double e = Now();
       once = e - s;
       s = e;
@@ -288,13 +360,13 @@ int main() {
       double spent = 0;
       if (flush.empty()) {
         double s = Now();
-        for (int64_t k = 0; k < inner; ++k) (*lib)->Run(ptrs.data(), pool);
+        for (int64_t k = 0; k < inner; ++k) (*lib)->Run(ptrs.data(), *pool);
         spent = Now() - s;
       } else {
         for (int64_t k = 0; k < inner; ++k) {
           for (size_t i = 0; i < flush.size(); i += 64) flush[i] = char(flush[i] + 1);
           double s = Now();
-          (*lib)->Run(ptrs.data(), pool);
+          (*lib)->Run(ptrs.data(), *pool);
           spent += Now() - s;
         }
       }

@@ -21,9 +21,10 @@ static_assert(wire::kRequestFd == kChildRequestFd && wire::kReportFd == kChildRe
 using Status = SandboxOutcome::Status;
 
 // The request in a memfd (sandbox_wire.h); -1 on failure.
+// `signature` non-empty: the runner makes the inputs (args then empty).
 int WriteRequest(const std::string& so, const std::vector<const std::vector<float>*>& args,
-                 int64_t n_out, const std::vector<float>& reference, const SandboxOptions& o,
-                 bool want_output) {
+                 const std::string& signature, uint64_t input_seed, int64_t n_out,
+                 const std::vector<float>& reference, const SandboxOptions& o, bool want_output) {
   int fd = NewRequestFile("tunefarm-run");
   if (fd < 0) return -1;
   wire::RunRequestHeader h{};
@@ -44,12 +45,15 @@ int WriteRequest(const std::string& so, const std::vector<const std::vector<floa
   h.n_args = int64_t(args.size());
   h.so_bytes = int64_t(so.size());
   h.reference_count = int64_t(reference.size());
+  h.signature_bytes = int64_t(signature.size());
+  h.input_seed = input_seed;
   bool ok = wire::WriteAll(fd, &h, sizeof(h)) && wire::WriteAll(fd, so.data(), so.size());
   for (const std::vector<float>* a : args) {
     int64_t count = int64_t(a->size());
     ok = ok && wire::WriteAll(fd, &count, sizeof(count)) &&
          wire::WriteAll(fd, a->data(), a->size() * 4);
   }
+  ok = ok && wire::WriteAll(fd, signature.data(), signature.size());
   ok = ok && wire::WriteAll(fd, reference.data(), reference.size() * 4);
   if (!ok) {
     close(fd);
@@ -70,10 +74,13 @@ const std::string& RunnerPath() {
   return path;
 }
 
-SandboxOutcome MeasureInSandbox(const std::string& shared_object,
-                                const std::vector<const std::vector<float>*>& args, int64_t n_out,
-                                const std::vector<float>& reference, const SandboxOptions& options,
-                                std::vector<float>* output) {
+namespace {
+
+SandboxOutcome MeasureWith(const std::string& shared_object,
+                           const std::vector<const std::vector<float>*>& args,
+                           const std::string& signature, uint64_t input_seed, int64_t n_out,
+                           const std::vector<float>& reference, const SandboxOptions& options,
+                           std::vector<float>* output) {
   SandboxOutcome result;
   const double start = MonotonicSeconds();
   if (!reference.empty() && int64_t(reference.size()) != n_out) {
@@ -88,7 +95,8 @@ SandboxOutcome MeasureInSandbox(const std::string& shared_object,
     return result;
   }
   const bool want_output = output != nullptr;
-  int req = WriteRequest(shared_object, args, n_out, reference, options, want_output);
+  int req = WriteRequest(shared_object, args, signature, input_seed, n_out, reference, options,
+                         want_output);
   if (req < 0) {
     result.error = "cannot set up the measurement process (request file failed)";
     return result;
@@ -161,6 +169,27 @@ SandboxOutcome MeasureInSandbox(const std::string& shared_object,
     }
   }
   return result;
+}
+
+}  // namespace
+
+SandboxOutcome MeasureInSandbox(const std::string& shared_object,
+                                const std::vector<const std::vector<float>*>& args, int64_t n_out,
+                                const std::vector<float>& reference, const SandboxOptions& options,
+                                std::vector<float>* output) {
+  return MeasureWith(shared_object, args, "", 0, n_out, reference, options, output);
+}
+
+SandboxOutcome MeasureInSandboxFromSeed(const std::string& shared_object,
+                                        const std::string& signature, uint64_t input_seed,
+                                        int64_t n_out, const std::vector<float>& reference,
+                                        const SandboxOptions& options, std::vector<float>* output) {
+  if (signature.empty()) {
+    SandboxOutcome bad;
+    bad.error = "no kernel signature to make the inputs from";
+    return bad;
+  }
+  return MeasureWith(shared_object, {}, signature, input_seed, n_out, reference, options, output);
 }
 
 }  // namespace tunefarm::runner

@@ -61,6 +61,16 @@ SandboxOutcome MeasureInSandbox(const std::string& shared_object,
                                 const std::vector<float>& reference, const SandboxOptions& options,
                                 std::vector<float>* output = nullptr);
 
+// The same with the inputs made by the runner, after it is confined, from
+// `signature` (a serialized KernelSignature: RandomInputs(input_seed),
+// packed as it says), so the calling process never holds them and inputs
+// too large for the runner's memory limit are its outcome.
+SandboxOutcome MeasureInSandboxFromSeed(const std::string& shared_object,
+                                        const std::string& signature, uint64_t input_seed,
+                                        int64_t n_out, const std::vector<float>& reference,
+                                        const SandboxOptions& options,
+                                        std::vector<float>* output = nullptr);
+
 // The tunefarm-runner executable the sandbox runs: $TUNEFARM_RUNNER, else
 // beside the current executable, else the one in the build tree; empty when
 // none is found (measurements then fail with a runtime error saying so).

@@ -5,8 +5,13 @@
 //
 // Parent -> runner, in a memfd passed as fd 3:
 //   RunRequestHeader, the kernel (a shared object, or for device kCuda a
-//   GpuPlan in EncodeGpuPlan's form), then per argument an int64 count and
-//   that many floats, then reference_count floats.
+//   GpuPlan in EncodeGpuPlan's form), then either
+//   - inputs given (signature_bytes 0): per argument an int64 count and
+//     that many floats, or
+//   - inputs made by the runner (n_args 0): signature_bytes of a serialized
+//     KernelSignature, whose RandomInputs(input_seed), packed as it says,
+//     the runner makes after it is confined;
+//   then reference_count floats.
 // Runner -> parent, through a pipe on fd 4:
 //   RunReport, then (when want_output) n_out floats of the kernel's output.
 #pragma once
@@ -30,7 +35,7 @@ inline bool WriteAll(int fd, const void* data, size_t n) {
   return true;
 }
 
-constexpr uint32_t kMagic = 0x34524654;  // "TFR4"
+constexpr uint32_t kMagic = 0x35524654;  // "TFR5"
 constexpr int kMaxRepeats = 64;
 constexpr int kRequestFd = 3;
 constexpr int kReportFd = 4;
@@ -55,6 +60,8 @@ struct RunRequestHeader {
   int64_t so_bytes;
   int64_t reference_count;
   double cpu_limit_s;  // RLIMIT_CPU of the confined runner; 0: none
+  int64_t signature_bytes;  // > 0: the inputs are made by the runner
+  uint64_t input_seed;
 };
 
 enum class RunStatus : int32_t { kOk = 0, kWrongResult = 1, kRuntimeError = 2 };

@@ -4,6 +4,7 @@
 // The kernels are small C files built with the system C compiler.
 #include "device_agent/runtime/sandbox.h"
 
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -14,6 +15,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "proto/kernel_signature.h"
 #include "tests/testing/process.h"
 #include "tests/testing/temp_dir.h"
 
@@ -214,6 +216,84 @@ TEST(Sandbox, MisbehavingKernelsBecomeOutcomes) {
   EXPECT_EQ(ok.status, Status::kOk) << ok.error;
 }
 
+// The pool's threads, started before the filter, run the kernel's parallel
+// loop: three threads each fill their part.
+TEST(Sandbox, KernelsRunOnThePoolStartedBeforeTheFilter) {
+  testing::TempDir dir;
+  Data d;
+  const std::string prelude =
+      "#include \"common/kernel_abi.h\"\n"
+      "struct Job { const float* in; float* out; };\n"
+      "static void part(void* c, int64_t b, int64_t e) {\n"
+      "  struct Job* j = (struct Job*)c;\n"
+      "  for (int64_t i = b; i < e; ++i) j->out[i] = 2 * j->in[i];\n}\n";
+  const std::string body =
+      "const TFRuntime* r = (const TFRuntime*)rt; struct Job j = {in, out};\n"
+      "if (r->num_threads != 3) return 5;\n"
+      "return r->parallel_for(r->ctx, n, &j, part);";
+  std::string c = dir.File("pool.c"), so = dir.File("pool.so");
+  std::ofstream(c) << "#include <stdint.h>\n"
+                   << prelude << "int32_t tf_main(void* const* b, const void* rt) {\n"
+                   << "  const float* in = (const float*)b[0]; float* out = (float*)b[1];\n"
+                   << "  long n = " << kN << ";\n"
+                   << body << "\n}\n";
+  testing::CommandResult built = testing::RunCommand(
+      {"/usr/bin/cc", "-O2", "-shared", "-fPIC", "-I", TF_SOURCE_DIR, "-o", so, c}, dir.path());
+  ASSERT_EQ(built.exit_code, 0) << built.err;
+  SandboxOptions three;
+  three.threads = 3;
+  SandboxOutcome r = Measure(testing::ReadFileOrEmpty(so), d, three);
+  EXPECT_EQ(r.status, Status::kOk) << r.error;
+}
+
+// With the inputs made by the runner (what an agent asks for), a kernel
+// gets RandomInputs(seed) of its signature, and inputs too large for the
+// runner's memory limit fail there: the measuring process never holds them.
+TEST(Sandbox, TheRunnerMakesTheInputsFromTheSignature) {
+  testing::TempDir dir;
+  auto signature = [](int64_t n) {
+    v1::KernelSignature s;
+    for (int i = 0; i < 2; ++i) {
+      v1::KernelArgument* a = s.add_args();
+      a->set_tensor(i);
+      a->add_shape(n);
+      a->set_dtype(v1::DTYPE_FLOAT32);
+    }
+    return s;
+  };
+  const v1::KernelSignature small = signature(kN);
+  std::vector<float> twice = RandomInput(small, 0, 41);
+  for (float& v : twice) v *= 2;
+  const std::string so =
+      BuildKernel(dir, "seeded", "for (long i = 0; i < n; ++i) out[i] = 2 * in[i];");
+  SandboxOutcome ok = MeasureInSandboxFromSeed(so, small.SerializeAsString(), 41, kN, twice, {});
+  EXPECT_EQ(ok.status, Status::kOk) << ok.error;
+  SandboxOutcome other_seed =
+      MeasureInSandboxFromSeed(so, small.SerializeAsString(), 42, kN, twice, {});
+  EXPECT_EQ(other_seed.status, Status::kWrongResult) << other_seed.error;
+
+  // 960 MB of input against a 1 GiB allowance: within the signature check
+  // (which counts the arguments, not the copies the runner makes), beyond
+  // what the runner may map. The kernel never runs (it would read out of
+  // bounds: n is 4096, the output 4096 too).
+  SandboxOptions limited;
+  limited.memory_limit_bytes = int64_t{1} << 30;
+  v1::KernelSignature big = signature(kN);
+  big.mutable_args(0)->set_shape(0, int64_t{240} << 20);
+  rusage before{};
+  getrusage(RUSAGE_SELF, &before);
+  SandboxOutcome hog = MeasureInSandboxFromSeed(so, big.SerializeAsString(), 41, kN, {}, limited);
+  EXPECT_EQ(hog.status, Status::kRuntimeError);
+  EXPECT_TRUE(absl::StrContains(hog.error, "do not fit the runner's memory limit")) << hog.error;
+  rusage after{};
+  getrusage(RUSAGE_SELF, &after);
+  EXPECT_LT(after.ru_maxrss - before.ru_maxrss, 100 * 1024) << "KiB: the inputs were made here";
+
+  SandboxOutcome garbage = MeasureInSandboxFromSeed(so, "not a signature", 41, kN, {}, {});
+  EXPECT_EQ(garbage.status, Status::kRuntimeError);
+  EXPECT_TRUE(absl::StrContains(garbage.error, "does not parse")) << garbage.error;
+}
+
 // Kernels that try what an attacker's would: each is killed (SIGSYS:
 // sandbox_violation) or finds nothing there, nothing is written, and the
 // process that measured them carries on. Each returns 0 only when its
@@ -240,6 +320,9 @@ TEST(Sandbox, HostileKernelsAreKilledOrFindNothing) {
       {"exec",
        "char* argv[] = {\"/bin/sh\", \"-c\", \"true\", 0}; execv(argv[0], argv); return 9;"},
       {"kill_parent", "kill(getppid(), SIGKILL); return 9;"},
+      // Its own threads: the runner's pool is all there is.
+      {"thread", "pthread_t t; if (pthread_create(&t, 0, spin, 0) == 0) return 9;",
+       "#include <pthread.h>\nstatic void* spin(void* a) { for (;;) pause(); return a; }"},
   };
   for (const Attack& a : killed) {
     SandboxOutcome r = Measure(BuildKernel(dir, a.name, a.body + copy, a.prelude), d);
