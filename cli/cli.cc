@@ -785,13 +785,18 @@ Result CmdDevices(Client& c, const Args& a, std::ostream& out) {
                         cap.cuda_archs(cap.cuda_archs_size() - 1));
       }
     } else {
-      details = absl::StrCat(cap.cpu_model(), ", ",
-                             cap.has_gpu() ? cap.gpu_name() : std::string("no GPU"));
+      // What it runs: its triple, CPU (the features codegen uses) and GPU.
+      details = absl::StrCat(cap.triple(), ", ", cap.cpu_model());
+      if (cap.features_size())
+        absl::StrAppend(&details, " [", absl::StrJoin(cap.features(), " "), "]");
+      absl::StrAppend(&details, ", ", cap.has_gpu() ? cap.gpu_name() : std::string("no GPU"));
+      if (cap.cuda_archs_size())
+        absl::StrAppend(&details, " ", absl::StrJoin(cap.cuda_archs(), ","));
     }
     out << absl::StrFormat("%-28s %-7s %-18s %-8s %5d  %s\n", d.device_id(),
                            ShortName(v1::Role_Name(d.role()), "ROLE_"), d.device_key(),
                            ShortName(v1::DeviceState_Name(d.state()), "DEVICE_STATE_"), cap.cores(),
-                           details);
+                           Printable(details));
   }
   return std::nullopt;
 }

@@ -35,6 +35,10 @@ ABSL_FLAG(std::string, server_key, "",
 ABSL_FLAG(bool, print_capabilities, false, "print the detected capabilities as JSON and exit");
 ABSL_FLAG(int64_t, memory_limit_mb, 4096, "address space a measured kernel may add, in MiB");
 ABSL_FLAG(std::string, log_level, "info", "trace, debug, info, warn, error");
+ABSL_FLAG(bool, seccomp_optional, false,
+          "run code even where the system refuses the runners' seccomp filter (qemu-user does): "
+          "for emulated boards; namespaces and limits still apply, system calls are not "
+          "filtered");
 
 namespace {
 int Fail(const std::string& msg) {
@@ -92,11 +96,17 @@ int main(int argc, char** argv) {
   mo.memory_limit_bytes = absl::GetFlag(FLAGS_memory_limit_mb) << 20;
   mo.fingerprint = caps.fingerprint();
   mo.gpu = caps.has_gpu();
+  mo.filter_optional = absl::GetFlag(FLAGS_seccomp_optional);
   tunefarm::agent::MeasureHandler handler(mo);
   if (!verifier) {
     log->warn(
         "event=unverified_code no --server_key: this agent runs whatever code a lease "
         "carries, signed or not (docs/security.md)");
+  }
+  if (mo.filter_optional) {
+    log->warn(
+        "event=seccomp_optional --seccomp_optional: where the system refuses the runners' "
+        "filter, code runs without it (for emulated boards only)");
   }
   tunefarm::FarmSession session(opts, log);
   absl::Status run = tunefarm::RunUntilSignalled(
@@ -126,6 +136,7 @@ int main(int argc, char** argv) {
                     lease.model_run().threads(), lease.model_run().repeats());
           tunefarm::runner::ModelRunOptions ro;
           ro.memory_limit_bytes = mo.memory_limit_bytes;
+          ro.filter_optional = mo.filter_optional;
           ro.cancelled = [&session, id = lease.lease_id()] { return session.Revoked(id); };
           *r.mutable_model_run() = tunefarm::runner::RunModelInChild(lease.model_run(), ro);
           *r.mutable_model_run()->mutable_fingerprint() = caps.fingerprint();

@@ -32,6 +32,7 @@ struct MeasureHandlerOptions {
   ::tunefarm::v1::Fingerprint fingerprint;  // stamped on every result
   bool gpu = false;  // the board has a CUDA device (Capabilities.has_gpu)
   size_t max_cached_references = 64;  // the oldest is dropped past this
+  bool filter_optional = false;       // SandboxOptions::filter_optional
 };
 
 class MeasureHandler {

@@ -83,6 +83,7 @@ int main() {
                              std::move(*pkg->mutable_kernels(k)->mutable_shared_object())});
   }
   confine.cpu_limit_s = h.cpu_limit_s;
+  confine.filter_optional = h.filter_optional != 0;
   std::unique_ptr<runner::ThreadPool> pool;
   confine.start_threads = [&] { pool = std::make_unique<runner::ThreadPool>(threads); };
   absl::StatusOr<runner::Confined> confined = runner::Confine(confine);

@@ -81,11 +81,15 @@ absl::StatusOr<int64_t> JobManager::Submit(v1::JobSpec spec, const std::string& 
     }
     TF_RETURN_IF_ERROR(CheckJobSpec(spec, memory));
   }
-  if (absl::StatusOr<ir::Target> t = ir::Target::Parse(spec.target().spec());
-      t.ok() && t->is_gpu()) {
+  if (absl::StatusOr<ir::Target> t = ir::Target::Parse(spec.target().spec()); t.ok()) {
     TF_ASSIGN_OR_RETURN(std::vector<v1::Device> devices, devices_.List());
-    TF_RETURN_IF_ERROR(CheckCudaBuilders(*t, devices));
-    TF_RETURN_IF_ERROR(CheckCudaAgents(*t, spec.device_key(), devices));
+    if (t->is_gpu()) {
+      TF_RETURN_IF_ERROR(CheckCudaBuilders(*t, devices));
+      TF_RETURN_IF_ERROR(CheckCudaAgents(*t, spec.device_key(), devices));
+    } else {
+      TF_RETURN_IF_ERROR(CheckCpuBuilders(*t, devices));
+      TF_RETURN_IF_ERROR(CheckCpuAgents(*t, spec.device_key(), devices));
+    }
   }
   TF_ASSIGN_OR_RETURN(int64_t id, log_.CreateJob(spec));
   Logger("server")->info("event=job_submitted job={} tasks={} target=\"{}\"", id,
@@ -132,6 +136,62 @@ absl::Status JobManager::CheckCudaBuilders(const ir::Target& target,
                       "Jetson Xavier: CUDA 12 or older)");
   }
   return absl::FailedPreconditionError(msg);
+}
+
+// A CPU job needs a worker whose LLVM builds its triple's architecture: with
+// workers connected and none that can, refused now naming what they build.
+absl::Status JobManager::CheckCpuBuilders(const ir::Target& target,
+                                          const std::vector<v1::Device>& devices) const {
+  std::set<std::string> triples;
+  int workers = 0;
+  for (const v1::Device& d : devices) {
+    if (d.role() != v1::ROLE_WORKER || d.state() != v1::DEVICE_STATE_ONLINE) continue;
+    ++workers;
+    for (const std::string& t : d.capabilities().build_triples()) {
+      if (t.substr(0, t.find('-')) == target.arch()) return absl::OkStatus();
+      triples.insert(t);
+    }
+  }
+  if (workers == 0 || triples.empty()) return absl::OkStatus();  // none says what it builds
+  return absl::FailedPreconditionError(
+      absl::StrCat("SubmitJob: --target: no connected compile worker builds ", target.arch(),
+                   " (the ", workers, " connected build ", absl::StrJoin(triples, ", "), ")"));
+}
+
+// And its device key needs an agent that can run the target's code: the
+// same architecture, and the CPU features its -mcpu and -mattr need. With
+// agents of the key connected and none that can, the job is refused naming
+// each agent's triple and what it lacks; with none connected it waits. An
+// agent that reports no triple or no features is not judged on them.
+absl::Status JobManager::CheckCpuAgents(const ir::Target& target, const std::string& device_key,
+                                        const std::vector<v1::Device>& devices) const {
+  const std::vector<std::string> need = target.required_cpu_features();
+  std::vector<std::string> seen;
+  for (const v1::Device& d : devices) {
+    if (d.role() != v1::ROLE_AGENT || d.state() != v1::DEVICE_STATE_ONLINE ||
+        d.device_key() != device_key) {
+      continue;
+    }
+    const v1::Capabilities& c = d.capabilities();
+    const std::string arch = c.triple().substr(0, c.triple().find('-'));
+    if (!arch.empty() && arch != target.arch()) {
+      seen.push_back(absl::StrCat(d.device_id(), " is ", c.triple()));
+      continue;
+    }
+    std::vector<std::string> missing;
+    if (c.features_size() > 0) {
+      for (const std::string& f : need) {
+        if (std::find(c.features().begin(), c.features().end(), f) == c.features().end())
+          missing.push_back(f);
+      }
+    }
+    if (missing.empty()) return absl::OkStatus();
+    seen.push_back(absl::StrCat(d.device_id(), " lacks ", absl::StrJoin(missing, ",")));
+  }
+  if (seen.empty()) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      "SubmitJob: --target '", target.ToString(), "': no connected agent with device key '",
+      device_key, "' can run its code (", absl::StrJoin(seen, "; "), ")"));
 }
 
 // Likewise its device key needs an agent with a GPU of the target's arch:

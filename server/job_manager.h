@@ -76,6 +76,10 @@ class JobManager {
                                  const std::vector<v1::Device>& devices) const;
   absl::Status CheckCudaAgents(const ir::Target& target, const std::string& device_key,
                                const std::vector<v1::Device>& devices) const;
+  absl::Status CheckCpuBuilders(const ir::Target& target,
+                                const std::vector<v1::Device>& devices) const;
+  absl::Status CheckCpuAgents(const ir::Target& target, const std::string& device_key,
+                              const std::vector<v1::Device>& devices) const;
   // Waits on `cv` (its `lock` held) until `done()`; when `abandoned()` turns
   // true or the server shuts down, drops the work of `run_id` (the lock
   // released) and says so, CANCELLED.

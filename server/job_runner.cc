@@ -4,7 +4,9 @@
 #include <atomic>
 #include <set>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "common/logging.h"
 #include "compiler/ir/target.h"
@@ -198,10 +200,44 @@ v1::Record RecordOf(int64_t job_id, const v1::JobSpec& spec, const std::string& 
   return r;
 }
 
+}  // namespace
+
+std::string FailureKind(absl::string_view error) {
+  std::string kind;
+  for (absl::string_view word : absl::StrSplit(error, ' ', absl::SkipEmpty())) {
+    if (!kind.empty()) kind += ' ';
+    if (word.find('/') != absl::string_view::npos) {
+      kind += "<path>";
+      continue;
+    }
+    // Runs of letters and digits: one with a digit in it becomes '#'.
+    for (size_t i = 0; i < word.size();) {
+      size_t j = i;
+      bool digit = false;
+      while (j < word.size() && absl::ascii_isalnum(word[j]))
+        digit |= absl::ascii_isdigit(word[j++]);
+      if (j == i) {
+        kind += word[i++];
+        continue;
+      }
+      if (digit) {
+        kind += '#';
+      } else {
+        kind.append(word.data() + i, j - i);
+      }
+      i = j;
+    }
+  }
+  return kind;
+}
+
+namespace {
+
 // Commits a job's results as they arrive and watches for a device that
 // fails every candidate the same way (an agent without the GPU the target
-// needs, a runner it cannot start): after kSameDeviceFailures such results
-// in a row the job stops rather than spend its budget on that error.
+// needs, a runner it cannot start): after kSameDeviceFailures results of
+// one status and FailureKind in a row the job stops rather than spend its
+// budget on that error.
 // Thread safe.
 class ResultSink {
  public:
@@ -215,12 +251,15 @@ class ResultSink {
     if (!c.ok() && store_error_.ok()) store_error_ = c;
     const bool device_failure = r.status() == v1::MEASURE_STATUS_RUNTIME_ERROR ||
                                 r.status() == v1::MEASURE_STATUS_UPLOAD_ERROR;
+    const std::string kind = absl::StrCat(r.status(), " ", FailureKind(r.error()));
     if (!device_failure) {
       same_failures_ = 0;
-    } else if (r.error() == last_failure_) {
+    } else if (kind == last_kind_) {
+      last_failure_ = r.error();
       if (++same_failures_ >= kSameDeviceFailures) device_broken_ = true;
     } else {
       same_failures_ = 1;
+      last_kind_ = kind;
       last_failure_ = r.error();
     }
   }
@@ -232,8 +271,9 @@ class ResultSink {
   // Why the job stopped for a broken device, after `trials` trials.
   std::string BrokenDevice(int64_t trials) const {
     std::lock_guard<std::mutex> l(mu_);
-    return absl::StrCat("stopped after ", trials, " trials: the last ", same_failures_,
-                        " failed on the device with the same error: ", last_failure_);
+    return absl::StrCat(
+        "stopped after ", trials, " trials: the last ", same_failures_,
+        " failed on the device with the same kind of error, the last: ", last_failure_);
   }
 
  private:
@@ -241,7 +281,8 @@ class ResultSink {
   mutable std::mutex mu_;
   absl::Status store_error_;  // the first failed commit
   int same_failures_ = 0;
-  std::string last_failure_;
+  std::string last_kind_;     // status and FailureKind of the run of failures
+  std::string last_failure_;  // the last one's message
   std::atomic<bool> device_broken_{false};
 };
 

@@ -19,15 +19,23 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/strings/string_view.h"
 #include "server/search/tuner.h"
 #include "server/store/group_commit.h"
 #include "server/store/tuning_log.h"
 #include "server/work_queue.h"
 
 namespace tunefarm::server {
+
+// The kind of failure an error message reports: the message with what
+// varies from one candidate to the next taken out (a word holding a '/'
+// becomes "<path>", a word holding a digit "#"), so the same failure with a
+// different temporary file, lease or size is the same kind.
+std::string FailureKind(absl::string_view error);
 
 class JobRunner {
  public:

@@ -158,6 +158,59 @@ bool Target::wide_vectors() const {
   return false;
 }
 
+std::vector<std::string> Target::required_cpu_features() const {
+  std::set<std::string> need;
+  if (kind != Kind::kLLVM) return {};
+  // -mattr names (LLVM's) against the names boards report.
+  static const std::pair<const char*, const char*> kAttrs[] = {{"avx", "avx"},
+                                                               {"avx2", "avx2"},
+                                                               {"fma", "fma"},
+                                                               {"sse4.2", "sse4_2"},
+                                                               {"avx512f", "avx512f"},
+                                                               {"avx512bw", "avx512bw"},
+                                                               {"avx512vl", "avx512vl"},
+                                                               {"avx512vnni", "avx512_vnni"},
+                                                               {"avx512bf16", "avx512_bf16"},
+                                                               {"amx-tile", "amx_tile"},
+                                                               {"amx-bf16", "amx_bf16"},
+                                                               {"amx-int8", "amx_int8"},
+                                                               {"neon", "asimd"},
+                                                               {"dotprod", "asimddp"},
+                                                               {"fullfp16", "asimdhp"},
+                                                               {"sve", "sve"},
+                                                               {"sve2", "sve2"},
+                                                               {"i8mm", "i8mm"},
+                                                               {"bf16", "bf16"}};
+  for (const std::string& a : attrs) {
+    if (a[0] != '+') continue;
+    for (const auto& [llvm, board] : kAttrs) {
+      if (a.substr(1) == llvm) need.insert(board);
+    }
+  }
+  if (arch() == "x86_64") {
+    static const std::set<std::string> kAvx2 = {
+        "haswell",   "broadwell", "skylake", "alderlake", "raptorlake", "meteorlake", "arrowlake",
+        "lunarlake", "gracemont", "znver1",  "znver2",    "znver3",     "x86-64-v3",  "bdver4"};
+    if (wide_vectors()) need.insert({"avx512f", "avx2", "fma"});
+    if (kAvx2.count(cpu)) need.insert({"avx2", "fma"});
+  } else {
+    static const std::set<std::string> kDotFp16 = {
+        "cortex-a75",  "cortex-a76",  "cortex-a76ae", "cortex-a77",  "cortex-a78",  "cortex-a78ae",
+        "cortex-a78c", "cortex-x1",   "cortex-x1c",   "cortex-a710", "cortex-a715", "cortex-x2",
+        "cortex-x3",   "neoverse-n1", "neoverse-n2",  "neoverse-v1", "neoverse-v2"};
+    static const std::set<std::string> kSve = {"neoverse-v1", "neoverse-n2", "neoverse-v2",
+                                               "cortex-a710", "cortex-a715", "cortex-x2",
+                                               "cortex-x3",   "a64fx"};
+    static const std::set<std::string> kSve2 = {"neoverse-n2", "neoverse-v2", "cortex-a710",
+                                                "cortex-a715", "cortex-x2",   "cortex-x3"};
+    if (kDotFp16.count(cpu)) need.insert({"asimddp", "asimdhp"});
+    if (cpu == "carmel") need.insert("asimdhp");  // Jetson Xavier
+    if (kSve.count(cpu)) need.insert("sve");
+    if (kSve2.count(cpu)) need.insert("sve2");
+  }
+  return std::vector<std::string>(need.begin(), need.end());
+}
+
 int Target::float_lanes() const {
   if (arch() == "aarch64") return 4;
   return wide_vectors() ? 16 : 8;

@@ -44,6 +44,11 @@ struct Target {
   bool wide_vectors() const;
   // float32 lanes of one vector register: 16 (AVX-512), 8 (AVX2), 4 (NEON).
   int float_lanes() const;
+  // CPU features a board must have to run this (llvm) target's code, named
+  // as Linux's /proc/cpuinfo and hwcaps name them ("avx512f", "asimddp"):
+  // those its -mcpu implies (for the CPUs where it matters: AVX2/AVX-512
+  // x86 cores, dot-product, fp16 and SVE Arm cores) and its -mattr adds.
+  std::vector<std::string> required_cpu_features() const;
 };
 
 }  // namespace tunefarm::ir

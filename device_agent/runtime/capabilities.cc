@@ -2,6 +2,10 @@
 
 #include <sys/utsname.h>
 #include <unistd.h>
+#if defined(__aarch64__)
+#include <asm/hwcap.h>
+#include <sys/auxv.h>
+#endif
 
 #include <fstream>
 #include <set>
@@ -68,6 +72,24 @@ void DetectGpu(v1::Capabilities* caps) {
   if (clock_khz > 0) caps->mutable_fingerprint()->set_gpu_clocks(absl::StrCat(clock_khz / 1000, " MHz"));
 }
 
+#if defined(__aarch64__)
+// The features as the kernel (or an emulator) grants them to processes:
+// the hwcap bits, named as /proc/cpuinfo's "Features" names them.
+std::vector<std::string> Aarch64Features() {
+  const unsigned long h1 = getauxval(AT_HWCAP), h2 = getauxval(AT_HWCAP2);
+  std::vector<std::string> f;
+  if (h1 & HWCAP_ASIMD) f.push_back("asimd");
+  if (h1 & HWCAP_ASIMDDP) f.push_back("asimddp");
+  if (h1 & HWCAP_FPHP) f.push_back("fphp");
+  if (h1 & HWCAP_ASIMDHP) f.push_back("asimdhp");
+  if (h1 & HWCAP_SVE) f.push_back("sve");
+  if (h2 & HWCAP2_SVE2) f.push_back("sve2");
+  if (h2 & HWCAP2_I8MM) f.push_back("i8mm");
+  if (h2 & HWCAP2_BF16) f.push_back("bf16");
+  return f;
+}
+#endif
+
 }  // namespace
 
 v1::Capabilities DetectCapabilities() {
@@ -78,16 +100,30 @@ v1::Capabilities DetectCapabilities() {
   caps.set_triple(absl::StrCat(machine, "-linux-gnu"));
   caps.set_os(absl::StrCat(u.sysname, " ", u.release));
 
-  std::string model = CpuinfoField("model name");
-  if (model.empty()) model = ReadFirstLine("/proc/device-tree/model");  // Jetson, Raspberry Pi
+#if defined(__aarch64__)
+  // Arm's cpuinfo has no model name (and under qemu-user it is the host's).
+  std::string model = ReadFirstLine("/proc/device-tree/model");  // Jetson, Raspberry Pi
   if (model.empty()) model = CpuinfoField("Hardware");
+  if (model.empty() && !CpuinfoField("CPU part").empty()) {
+    model = absl::StrCat("Arm implementer ", CpuinfoField("CPU implementer"), " part ",
+                         CpuinfoField("CPU part"));
+  }
+#else
+  std::string model = CpuinfoField("model name");
+  if (model.empty()) model = ReadFirstLine("/proc/device-tree/model");
+  if (model.empty()) model = CpuinfoField("Hardware");
+#endif
   if (model.empty()) model = machine;
   caps.set_cpu_model(model);
   caps.mutable_fingerprint()->set_cpu_model(model);
   caps.set_cores(static_cast<int32_t>(sysconf(_SC_NPROCESSORS_ONLN)));
   caps.set_memory_bytes(static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE));
 
-  // x86 lists "flags", arm64 "Features"; keep the ones that matter for codegen.
+#if defined(__aarch64__)
+  // From the auxiliary vector: /proc/cpuinfo under qemu-user is the host's.
+  for (const std::string& f : Aarch64Features()) caps.add_features(f);
+#else
+  // x86 lists "flags", Arm "Features"; keep the ones that matter for codegen.
   static const std::set<std::string> kInteresting = {
       "sse4_2", "avx", "avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512_vnni",
       "avx512_bf16", "amx_tile", "amx_bf16", "amx_int8", "asimd", "asimddp", "fphp",
@@ -97,6 +133,7 @@ v1::Capabilities DetectCapabilities() {
   for (absl::string_view f : absl::StrSplit(flags, ' ', absl::SkipEmpty())) {
     if (kInteresting.count(std::string(f))) caps.add_features(std::string(f));
   }
+#endif
   std::string l4t = ReadFirstLine("/etc/nv_tegra_release");
   if (!l4t.empty()) caps.mutable_fingerprint()->set_l4t_release(l4t);
   caps.set_version(TUNEFARM_VERSION);

@@ -261,8 +261,10 @@ absl::StatusOr<Confined> Confine(const ConfineOptions& options) {
   sock_fprog prog{static_cast<unsigned short>(code.size()), code.data()};
   // TSYNC: the filter (and NO_NEW_PRIVS) on every thread of the process.
   if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC, &prog) != 0) {
+    if (options.filter_optional && (errno == EINVAL || errno == ENOSYS)) return c;
     return Errno("installing seccomp");
   }
+  c.filtered = true;
   return c;
 }
 

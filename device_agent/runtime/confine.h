@@ -41,10 +41,15 @@ struct ConfineOptions {
   // Starts every thread the process will have (its thread pool): called
   // after the namespaces are entered, before the filter forbids clone.
   std::function<void()> start_threads;
+  // Where the kernel or an emulator refuses seccomp filters (EINVAL or
+  // ENOSYS: qemu-user does), go on without one instead of failing; the
+  // namespaces and limits still apply. For emulated boards only.
+  bool filter_optional = false;
 };
 
 struct Confined {
   bool namespaces = false;         // the empty root and no network are in place
+  bool filtered = false;           // the seccomp filter is in place
   std::vector<std::string> paths;  // where each of `files` can be opened now
 };
 

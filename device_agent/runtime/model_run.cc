@@ -49,6 +49,7 @@ v1::ModelRunResult RunModelInChild(const v1::ModelRunRequest& request,
   ModelRunWireHeader h{};
   h.magic = kModelRunMagic;
   h.memory_limit_bytes = options.memory_limit_bytes;
+  h.filter_optional = options.filter_optional;
   h.request_bytes = int64_t(body.size());
   h.cpu_limit_s =
       limit * std::max(1, request.threads() > 0 ? request.threads()

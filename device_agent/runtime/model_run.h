@@ -21,7 +21,7 @@ namespace v1 = ::tunefarm::v1;
 
 struct ModelRunWireHeader {
   uint32_t magic;  // kModelRunMagic
-  uint32_t reserved;
+  uint32_t filter_optional;    // ConfineOptions::filter_optional
   int64_t memory_limit_bytes;  // address space the child may add after start-up; 0: none
   int64_t request_bytes;
   double cpu_limit_s;  // RLIMIT_CPU of the confined runner; 0: none
@@ -33,6 +33,7 @@ constexpr int kDefaultModelRepeats = 10;
 struct ModelRunOptions {
   int64_t memory_limit_bytes = 0;
   std::string runner_path;  // empty: ModelRunnerPath()
+  bool filter_optional = false;  // SandboxOptions::filter_optional
   // Asked every 100 ms while the model runs; true kills it.
   std::function<bool()> cancelled;
 };

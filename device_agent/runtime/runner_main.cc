@@ -290,6 +290,7 @@ int main() {
   tunefarm::runner::ConfineOptions confine;
   confine.files.push_back({"kernel.so", std::string(so, size_t(h.so_bytes))});
   confine.cpu_limit_s = h.cpu_limit_s;
+  confine.filter_optional = h.filter_optional != 0;
   std::unique_ptr<ThreadPool> pool;
   confine.start_threads = [&] { pool = std::make_unique<ThreadPool>(std::max(1, h.threads)); };
   absl::StatusOr<tunefarm::runner::Confined> confined = tunefarm::runner::Confine(confine);
@@ -299,6 +300,7 @@ int main() {
     return Report(rep, nullptr, 0);
   }
   rep.namespaces = confined->namespaces;
+  rep.filtered = confined->filtered;
   // Made confined, within the address-space limit: a signature too large
   // for it fails here, not in the agent.
   if (!signature.empty()) {

@@ -47,6 +47,7 @@ int WriteRequest(const std::string& so, const std::vector<const std::vector<floa
   h.reference_count = int64_t(reference.size());
   h.signature_bytes = int64_t(signature.size());
   h.input_seed = input_seed;
+  h.filter_optional = o.filter_optional;
   bool ok = wire::WriteAll(fd, &h, sizeof(h)) && wire::WriteAll(fd, so.data(), so.size());
   for (const std::vector<float>* a : args) {
     int64_t count = int64_t(a->size());
@@ -116,6 +117,7 @@ SandboxOutcome MeasureWith(const std::string& shared_object,
   if (got >= sizeof(rep)) memcpy(&rep, x.report.data(), sizeof(rep));
   const bool have_report = got >= sizeof(rep) && rep.magic == wire::kMagic;
   result.namespaces = have_report && rep.namespaces != 0;
+  result.filtered = have_report && rep.filtered != 0;
   if (x.cancelled) {
     result.status = Status::kRuntimeError;
     result.error = "cancelled: the server took the lease back (the job was cancelled or moved on)";

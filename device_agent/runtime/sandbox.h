@@ -37,6 +37,9 @@ struct SandboxOptions {
   // Asked every 100 ms while the kernel runs; true kills it (the server
   // revoked the lease: the job was cancelled).
   std::function<bool()> cancelled;
+  // Run without the seccomp filter where it is refused (confine.h): for
+  // agents under an emulator (qemu-user) only.
+  bool filter_optional = false;
 };
 
 struct SandboxOutcome {
@@ -49,6 +52,7 @@ struct SandboxOutcome {
   std::vector<double> costs;  // every repeat, seconds per run
   double run_s = 0;           // wall time of the whole measurement
   bool namespaces = false;    // the runner had its own empty root and no network
+  bool filtered = false;      // the runner ran under the seccomp filter
   std::string error;          // one line (not kOk)
 };
 

@@ -62,6 +62,8 @@ struct RunRequestHeader {
   double cpu_limit_s;  // RLIMIT_CPU of the confined runner; 0: none
   int64_t signature_bytes;  // > 0: the inputs are made by the runner
   uint64_t input_seed;
+  int32_t filter_optional;  // ConfineOptions::filter_optional
+  int32_t reserved;
 };
 
 enum class RunStatus : int32_t { kOk = 0, kWrongResult = 1, kRuntimeError = 2 };
@@ -75,6 +77,8 @@ struct RunReport {
   int32_t bad_request;  // the request could not be read
   int32_t not_confined;  // the sandbox could not be set up (message says why)
   int32_t namespaces;    // the runner ran in its own empty root, without network
+  int32_t filtered;      // the runner ran under the seccomp filter
+  int32_t reserved;
   double worst_error;
   int64_t bad_index;
   double costs[kMaxRepeats];

@@ -12,6 +12,7 @@
 #include "gtest/gtest.h"
 #include "proto/client.h"
 #include "proto/protocol.h"
+#include "server/job_runner.h"
 #include "server/server.h"
 #include "tests/server/test_records.h"
 #include "tests/testing/process.h"
@@ -25,6 +26,22 @@ namespace {
 using ::tunefarm::testing::Conv2d;
 using ::tunefarm::testing::kTargetX86;
 using ::tunefarm::testing::MakeRecord;
+
+// The stop rule's kinds: the same failure with another temporary file,
+// lease or size is one kind; another failure is another.
+TEST(FailureKind, VaryingPartsAreTakenOut) {
+  EXPECT_EQ(FailureKind("the kernel library did not load: /tmp/tunefarm-kernel-a8Xk2.so: cannot "
+                        "open shared object file"),
+            FailureKind("the kernel library did not load: /tmp/tunefarm-kernel-Q0zz7.so: cannot "
+                        "open shared object file"));
+  EXPECT_EQ(FailureKind("kernel process killed by signal 11 after 0.31 s"),
+            "kernel process killed by signal # after #.# s");
+  EXPECT_EQ(FailureKind("lease L3f9a0b off by 1e-3"), FailureKind("lease Lc0ffee77 off by 2e-5"));
+  EXPECT_NE(FailureKind("kernel process killed by signal 11"),
+            FailureKind("no result within 10.00 s"));
+  EXPECT_EQ(FailureKind("this agent has no GPU: it cannot run a CUDA build (cubin/PTX)"),
+            "this agent has no GPU: it cannot run a CUDA build <path>");
+}
 
 class LimitsTest : public ::testing::Test {
  protected:

@@ -24,6 +24,24 @@ TEST(Target, LlvmCanonicalForm) {
             attrs->ToString());
 }
 
+// What a board must have to run a target's code, in the names boards
+// report (/proc/cpuinfo, hwcaps).
+TEST(Target, RequiredCpuFeaturesFromCpuAndAttrs) {
+  auto need = [](const std::string& spec) { return Target::Parse(spec)->required_cpu_features(); };
+  using V = std::vector<std::string>;
+  EXPECT_EQ(need("llvm"), V{});
+  EXPECT_EQ(need("llvm -mcpu=haswell"), (V{"avx2", "fma"}));
+  EXPECT_EQ(need("llvm -mcpu=znver4"), (V{"avx2", "avx512f", "fma"}));
+  EXPECT_EQ(need("llvm -mcpu=x86-64 -mattr=+avx512f"), (V{"avx2", "avx512f", "fma"}));
+  EXPECT_EQ(need("llvm -mattr=+amx-tile,-avx2"), V{"amx_tile"});
+  EXPECT_EQ(need("llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a78"), (V{"asimddp", "asimdhp"}));
+  EXPECT_EQ(need("llvm -mtriple=aarch64-linux-gnu -mcpu=carmel"), V{"asimdhp"});
+  EXPECT_EQ(need("llvm -mtriple=aarch64-linux-gnu -mcpu=neoverse-v2"),
+            (V{"asimddp", "asimdhp", "sve", "sve2"}));
+  EXPECT_EQ(need("llvm -mtriple=aarch64-linux-gnu -mcpu=generic -mattr=+i8mm"), V{"i8mm"});
+  EXPECT_EQ(need("cuda -arch=sm_87"), V{});
+}
+
 TEST(Target, CudaDefaultsAreMaterialised) {
   auto a = Target::Parse("cuda -arch=sm_87");
   auto b = Target::Parse("cuda -max-threads-per-block=1024 -arch=sm_87");

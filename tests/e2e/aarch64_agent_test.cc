@@ -1,0 +1,173 @@
+// The device agent cross-built for aarch64 (cmake/aarch64-linux-gnu.cmake)
+// run as a Jetson-like board under qemu-user: it registers with a real
+// server, reporting its triple and CPU features; a real x86 worker builds
+// the aarch64 kernels of a tuning job; the agent's aarch64 runner checks
+// each against the reference and times it. Timings under emulation mean
+// nothing; the path is what is tested.
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <sstream>
+
+#include "absl/strings/match.h"
+#include "cli/records_jsonl.h"
+#include "gtest/gtest.h"
+#include "tests/testing/process.h"
+#include "tests/testing/skip.h"
+#include "tests/testing/temp_dir.h"
+
+namespace tunefarm {
+namespace {
+
+using testing::BinPath;
+using testing::CommandResult;
+using testing::ServerProcess;
+
+constexpr const char* kQemu = "/usr/bin/qemu-aarch64";
+constexpr const char* kTarget = "llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a78";
+
+std::string Aarch64Bin(const std::string& name) {
+  return std::string(TF_AARCH64_AGENT_BIN) + "/" + name;
+}
+
+class Aarch64Agent : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (access(kQemu, X_OK) != 0 || access(Aarch64Bin("tunefarm-agent").c_str(), X_OK) != 0) {
+      TF_SKIP("no-package") << "qemu-user or the aarch64 cross-build of the agent is missing "
+                               "(scripts/install-deps.sh installs the arm64 libraries)";
+    }
+    // The agent execs its runner, an aarch64 program: through qemu-user
+    // here (no binfmt_misc in a container), on a board directly.
+    runner_ = dir_.File("aarch64-runner.sh");
+    testing::WriteFile(runner_, std::string("#!/bin/sh\nexec ") + kQemu + " " +
+                                    Aarch64Bin("tunefarm-runner") + " \"$@\"\n");
+    ASSERT_EQ(chmod(runner_.c_str(), 0755), 0);
+  }
+
+  // The aarch64 agent under qemu-user, as board `id` of key `key`.
+  absl::StatusOr<std::unique_ptr<Subprocess>> StartAgent(const std::string& addr,
+                                                         const std::string& key,
+                                                         const std::string& id,
+                                                         std::vector<std::string> extra = {}) {
+    Subprocess::Options quiet;
+    quiet.capture_stdout = false;
+    quiet.stderr_path = dir_.File(id + ".log");
+    std::vector<std::string> argv = {"/usr/bin/env",
+                                     "TUNEFARM_RUNNER=" + runner_,
+                                     kQemu,
+                                     Aarch64Bin("tunefarm-agent"),
+                                     "--server=" + addr,
+                                     "--key=" + key,
+                                     "--device_id=" + id};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    return Subprocess::Start(argv, quiet);
+  }
+
+  std::vector<v1::Record> JobRecords(const ServerProcess& server, int job) {
+    CommandResult out = server.Cli(
+        {"records", "--job=" + std::to_string(job), "--limit=1000", "--json"}, dir_.path());
+    std::istringstream in(out.out);
+    auto parsed = cli::ParseRecordsJsonl(in, "records --json");
+    EXPECT_TRUE(parsed.ok()) << parsed.status();
+    return parsed.ok() ? *parsed : std::vector<v1::Record>();
+  }
+
+  testing::TempDir dir_;
+  std::string runner_;
+};
+
+TEST_F(Aarch64Agent, TunesAJobAsAJetsonLikeBoard) {
+  auto server = ServerProcess::Start(dir_.File("farm.db"), dir_.path());
+  ASSERT_TRUE(server.ok()) << server.status();
+  const std::string addr = (*server)->address();
+  Subprocess::Options quiet;
+  quiet.capture_stdout = false;
+  quiet.stderr_path = dir_.File("worker.log");
+  auto worker = Subprocess::Start(
+      {BinPath("tunefarm-worker"), "--server=" + addr, "--device_id=x86-worker", "--threads=2"},
+      quiet);
+  ASSERT_TRUE(worker.ok()) << worker.status();
+  // qemu-user refuses seccomp filters: the emulated board runs kernels
+  // only when told it may without one. The strict one (the default)
+  // refuses to run them.
+  auto emulated = StartAgent(addr, "jetson-emu", "orin-emu", {"--seccomp_optional"});
+  auto strict = StartAgent(addr, "jetson-strict", "orin-strict");
+  ASSERT_TRUE(emulated.ok() && strict.ok());
+
+  std::string devices;
+  ASSERT_TRUE(testing::WaitFor(
+      [&] {
+        devices = (*server)->Cli({"devices"}, dir_.path()).out;
+        return absl::StrContains(devices, "orin-emu") && absl::StrContains(devices, "orin-strict");
+      },
+      absl::Seconds(120)))
+      << devices << testing::ReadFileOrEmpty(dir_.File("orin-emu.log"));
+  for (const std::string& line : {std::string("orin-emu"), std::string("orin-strict")}) {
+    const size_t at = devices.find(line);
+    const std::string row = devices.substr(at, devices.find('\n', at) - at);
+    EXPECT_TRUE(absl::StrContains(row, "aarch64-linux-gnu")) << row;
+    EXPECT_TRUE(absl::StrContains(row, "asimd")) << row;  // from the hwcaps
+    EXPECT_TRUE(absl::StrContains(row, "no GPU")) << row;
+  }
+
+  const std::string spec = dir_.File("job.json");
+  testing::WriteFile(spec, R"({"name": "orin", "tasks": [
+    {"workload": {"op": "OP_KIND_DENSE", "inputs": [{"shape": [8, 48]}, {"shape": [40, 48]}]}}]})");
+  // x86 code for the board: refused at submit, naming what it is.
+  CommandResult x86 = (*server)->Cli(
+      {"submit", spec, "--target=llvm", "--device_key=jetson-emu", "--trials=8"}, dir_.path());
+  EXPECT_EQ(x86.exit_code, 1);
+  EXPECT_TRUE(absl::StrContains(x86.err, "orin-emu is aarch64-linux-gnu")) << x86.err;
+
+  CommandResult r = (*server)->Cli(
+      {"submit", spec, std::string("--target=") + kTarget, "--device_key=jetson-emu", "--trials=8"},
+      dir_.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = (*server)->Cli({"submit", spec, std::string("--target=") + kTarget,
+                      "--device_key=jetson-strict", "--trials=2"},
+                     dir_.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_TRUE(testing::WaitFor(
+      [&] {
+        return absl::StrContains((*server)->Cli({"job", "1"}, dir_.path()).out, "succeeded") &&
+               JobRecords(**server, 2).size() >= 2;
+      },
+      absl::Seconds(300)))
+      << (*server)->Cli({"job", "1"}, dir_.path()).out
+      << testing::ReadFileOrEmpty(dir_.File("orin-emu.log"))
+      << testing::ReadFileOrEmpty(dir_.File("worker.log"));
+
+  // Every aarch64 kernel matched the reference on the emulated board.
+  const std::vector<v1::Record> emu = JobRecords(**server, 1);
+  EXPECT_EQ(emu.size(), 8u);
+  int ok = 0;
+  for (const v1::Record& rec : emu) {
+    const std::string line = cli::RecordToJsonLine(rec);
+    EXPECT_NE(rec.status(), v1::MEASURE_STATUS_WRONG_RESULT) << line;
+    EXPECT_EQ(rec.device_key(), "jetson-emu") << line;
+    EXPECT_TRUE(absl::StrContains(rec.target().spec(), "aarch64")) << line;
+    if (rec.status() == v1::MEASURE_STATUS_OK) {
+      ++ok;
+      EXPECT_GT(rec.costs_sec_size(), 0) << line;
+      EXPECT_EQ(rec.fingerprint().cpu_model(), "aarch64") << line;
+    }
+  }
+  EXPECT_GE(ok, 6);
+  // Without --seccomp_optional, no code ran without the filter.
+  for (const v1::Record& rec : JobRecords(**server, 2)) {
+    EXPECT_EQ(rec.status(), v1::MEASURE_STATUS_RUNTIME_ERROR) << cli::RecordToJsonLine(rec);
+    EXPECT_TRUE(absl::StrContains(rec.error(), "seccomp")) << cli::RecordToJsonLine(rec);
+  }
+
+  for (auto* p : {&*emulated, &*strict, &*worker}) {
+    (*p)->Kill(SIGTERM);
+    auto st = (*p)->Wait(absl::Seconds(30));
+    ASSERT_TRUE(st.ok());
+    EXPECT_EQ(DescribeWaitStatus(*st), "exited with 0");
+  }
+}
+
+}  // namespace
+}  // namespace tunefarm
