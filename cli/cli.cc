@@ -49,10 +49,11 @@ constexpr const char* kUsage =
 commands:
   import FILE.jsonl             import records (JSON lines; '-' reads stdin)
   export [-o FILE] [--workload=KEY] [--target=T] [--job=ID] [--status=S]
-  records [--workload=KEY] [--target=T] [--job=ID] [--status=S] [--limit=N] [--json]
+  records [--workload=KEY] [--target=T] [--job=ID] [--status=S] [--limit=N] [--before=ID | --after=ID] [--oldest-first] [--json]
   best --target=T (--workload=KEY | --job=ID | --model=MODEL.onnx) [--top=N] [--json]
-  submit (SPEC.json | MODEL.onnx [--shape=NAME=DIMS,...] [--value=NAME=V,...]... | --workloads=FILE) [--target=T] [--device_key=K] [--trials=N]
-         [--time_limit=SEC] [--trials_per_task=N] [--early_stop=N] [--strategy=evolutionary|random] [--name=NAME]
+  submit (SPEC.json | MODEL.onnx [--shape=NAME=DIMS,...] [--value=NAME=V,...]... | --workloads=FILE) --target=T --device_key=K [--trials=N]
+         [--time_limit=SEC] [--trials_per_task=N] [--early_stop=N] [--strategy=evolutionary|random] [--name=NAME] [--wait-for-device]
+         (--target and --device_key required unless the spec has them)
   jobs [--state=S] [--json]     list jobs, newest first
   job ID [--json]               one job: tasks, default vs best time
   watch ID [--json]             follow a job's progress until it ends
@@ -197,15 +198,19 @@ void PrintRecordRow(const v1::Record& r, std::ostream& out) {
   double flops = 0;
   if (auto cw = ir::Canonicalize(r.workload()); cw.ok()) flops = cw->flops;
   double mean = MeanCost(r);
-  out << absl::StrFormat(
-      "%-8d %-36s %-14s %12s %10s  %s\n", r.record_id(), r.workload_key(), StatusName(r.status()),
-      mean > 0 ? absl::StrFormat("%.3f", mean * 1e6) : "-",
-      mean > 0 ? absl::StrFormat("%.2f", flops / mean * 1e-9) : "-", r.target().spec());
+  // The error last, one line of at most 100 characters.
+  std::string error = Printable(r.error());
+  if (error.size() > 100) error = error.substr(0, 97) + "...";
+  out << absl::StrFormat("%-8d %-36s %-14s %12s %10s  %s%s\n", r.record_id(), r.workload_key(),
+                         StatusName(r.status()),
+                         mean > 0 ? absl::StrFormat("%.3f", mean * 1e6) : "-",
+                         mean > 0 ? absl::StrFormat("%.2f", flops / mean * 1e-9) : "-",
+                         r.target().spec(), error.empty() ? "" : "  " + error);
 }
 
 void PrintRecordHeader(std::ostream& out) {
   out << absl::StrFormat("%-8s %-36s %-14s %12s %10s  %s\n", "record", "workload", "status",
-                         "mean_us", "gflops", "target");
+                         "mean_us", "gflops", "target  error");
 }
 
 // ---- commands ----
@@ -323,10 +328,23 @@ Result CmdRecords(Client& c, const Args& a, std::ostream& out) {
   if (Result r = BuildFilter(a, req.mutable_filter())) return r;
   if (a.Has("limit")) {
     int64_t n;
-    if (!ParseInt64(a.Get("limit"), &n) || n <= 0)
-      return Usage("--limit needs a positive number");
-    req.set_limit(static_cast<int32_t>(std::min<int64_t>(n, 10000)));
+    if (!ParseInt64(a.Get("limit"), &n) || n <= 0 || n > 10000)
+      return Usage("--limit needs a number from 1 to 10000");
+    req.set_limit(static_cast<int32_t>(n));
   }
+  for (const char* bound : {"after", "before"}) {
+    int64_t id = 0;
+    if (a.Has(bound) && (!ParseInt64(a.Get(bound), &id) || id <= 0))
+      return Usage(absl::StrCat("--", bound, " needs a record id"));
+  }
+  int64_t after = 0, before = 0;
+  if (a.Has("after")) ParseInt64(a.Get("after"), &after);
+  if (a.Has("before")) ParseInt64(a.Get("before"), &before);
+  req.set_after_record_id(after);
+  req.set_before_record_id(before);
+  // Newest first, unless asked otherwise (or paging forward with --after).
+  const bool oldest_first = a.Has("oldest_first") || (a.Has("after") && !a.Has("before"));
+  req.set_newest_first(!oldest_first);
   v1::ListRecordsResponse resp;
   grpc::Status s = c.stub().ListRecords(c.Context().get(), req, &resp);
   if (!s.ok()) return RpcFailure(c, s);
@@ -336,6 +354,10 @@ Result CmdRecords(Client& c, const Args& a, std::ostream& out) {
   }
   PrintRecordHeader(out);
   for (const v1::Record& r : resp.records()) PrintRecordRow(r, out);
+  if (resp.more() > 0) {
+    out << resp.more() << (oldest_first ? " more, newer: --after=" : " more, older: --before=")
+        << resp.last_record_id() << "\n";
+  }
   return std::nullopt;
 }
 
@@ -476,7 +498,15 @@ Result CmdSubmit(Client& c, const Args& a, std::ostream& out) {
     if (!in) return Usage(absl::StrCat("cannot read ", a.positional()[0]));
     std::stringstream ss;
     ss << in.rdbuf();
-    auto st = google::protobuf::util::JsonStringToMessage(ss.str(), req.mutable_spec());
+    const std::string text = ss.str();
+    const size_t first = text.find_first_not_of(" \t\r\n");
+    if (first == std::string::npos || text[first] != '{') {
+      return Usage(absl::StrCat(a.positional()[0],
+                                " is not a JSON job spec; a list of workloads goes with "
+                                "--workloads=",
+                                a.positional()[0]));
+    }
+    auto st = google::protobuf::util::JsonStringToMessage(text, req.mutable_spec());
     if (!st.ok()) {
       return Usage(absl::StrCat(a.positional()[0], ": not a job spec: ", st.message().as_string()));
     }
@@ -508,6 +538,11 @@ Result CmdSubmit(Client& c, const Args& a, std::ostream& out) {
                                          ? v1::SEARCH_STRATEGY_RANDOM
                                          : v1::SEARCH_STRATEGY_EVOLUTIONARY);
   }
+  if (req.spec().target().spec().empty())
+    return Usage("submit needs --target=T (llvm, host, or cuda -arch=sm_XX): the spec names none");
+  if (req.spec().device_key().empty())
+    return Usage("submit needs --device_key=K (the key of the agents that measure the job)");
+  req.set_wait_for_device(a.Has("wait_for_device"));
   v1::SubmitJobResponse resp;
   grpc::Status s = c.stub().SubmitJob(c.Context().get(), req, &resp);
   if (!s.ok()) return RpcFailure(c, s);
@@ -718,8 +753,22 @@ Result CmdWatch(Client& c, const Args& a, std::ostream& out) {
   absl::Time first_time = absl::Now();
   int64_t first_trials = -1;
   v1::JobState last = v1::JOB_STATE_UNSPECIFIED;
+  auto clock = [](const v1::JobEvent& e) {
+    return absl::FormatTime("%H:%M:%S", absl::FromUnixMillis(e.timestamp_unix_ms()),
+                            absl::LocalTimeZone());
+  };
   while (reader->Read(&ev)) {
     last = ev.state();
+    if (ev.task_id() != 0) {
+      // A task's new best: a line of its own when piped (the bar shows the model's).
+      if (json) {
+        out << JsonOf(ev) << std::endl;
+      } else if (!terminal) {
+        out << clock(ev) << " job " << ev.job_id() << " task #" << ev.task_id() << " best "
+            << absl::StrFormat("%.3f us", ev.best_cost_sec() * 1e6) << std::endl;
+      }
+      continue;
+    }
     if (first_trials < 0) first_trials = ev.trials_done(), first_time = absl::Now();
     std::string progress = absl::StrCat("trials ", ev.trials_done());
     // Where the model's time is, by the tasks' best costs so far.
@@ -731,8 +780,17 @@ Result CmdWatch(Client& c, const Args& a, std::ostream& out) {
       }
     }
     std::string eta;
-    if (total > 0) {
-      absl::StrAppend(&progress, "/", total);
+    if (total > 0) absl::StrAppend(&progress, "/", total);
+    if (ev.tasks_with_best() > 0) {
+      absl::StrAppend(&progress, absl::StrFormat("  model %.3f ms", ev.model_best_sec() * 1e3));
+      if (ev.tasks_with_best() < ev.tasks())
+        absl::StrAppend(&progress, " (", ev.tasks_with_best(), "/", ev.tasks(), " tasks)");
+    }
+    if (ev.trials_per_minute() > 0)
+      absl::StrAppend(&progress, absl::StrFormat("  %.1f trials/min", ev.trials_per_minute()));
+    if (ev.eta_sec() > 0) {
+      eta = absl::StrCat("  about ", ShortDuration(ev.eta_sec()), " left");
+    } else if (total > 0) {
       double rate = double(ev.trials_done() - first_trials) /
                     std::max(1e-3, absl::ToDoubleSeconds(absl::Now() - first_time));
       if (rate > 0 && ev.trials_done() < total && ev.state() == v1::JOB_STATE_RUNNING)
@@ -747,10 +805,8 @@ Result CmdWatch(Client& c, const Args& a, std::ostream& out) {
           << progress << "  " << StateName(ev.state()) << eta
           << (ev.message().empty() ? "" : "  " + ev.message()) << "\x1b[K" << std::flush;
     } else {
-      out << absl::FormatTime("%H:%M:%S", absl::FromUnixMillis(ev.timestamp_unix_ms()),
-                              absl::LocalTimeZone())
-          << " job " << ev.job_id() << " " << StateName(ev.state()) << " " << progress << eta << " "
-          << ev.message() << std::endl;
+      out << clock(ev) << " job " << ev.job_id() << " " << StateName(ev.state()) << " " << progress
+          << eta << " " << ev.message() << std::endl;
     }
   }
   if (terminal && !json) out << "\n";
@@ -825,6 +881,8 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
     err << "tunefarm: error: unexpected argument '" << g->positional()[0] << "'\n";
     return kExitUsage;
   }
+  // `tunefarm help CMD` is `tunefarm CMD --help`.
+  if (i + 1 < args.size() && args[i] == "help") return RunCli({args[i + 1], "--help"}, out, err);
   if (g->help() || i >= args.size() || args[i] == "help") {
     (i >= args.size() && !g->help() ? err : out) << kUsage;
     return i >= args.size() && !g->help() ? kExitUsage : kExitOk;
@@ -856,7 +914,7 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
     if (k == "help" || k == "insecure") {
       continue;
     } else if (k == "server") {
-      opts.server = v;
+      opts.server = WithDefaultPort(v);
     } else if (k == "tls_ca") {
       opts.tls_ca_file = v;
     } else if (k == "token_file") {
@@ -892,14 +950,17 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
   static const std::map<std::string, Entry> kCommands = {
       {"import", {CmdImport, {}}},
       {"export", {CmdExport, {{"o", "workload", "target", "job", "status"}, {}}}},
-      {"records", {CmdRecords, {{"workload", "target", "job", "status", "limit"}, {"json"}}}},
+      {"records",
+       {CmdRecords,
+        {{"workload", "target", "job", "status", "limit", "after", "before"},
+         {"json", "oldest_first"}}}},
       {"best",
        {CmdBest, {{"workload", "job", "model", "shape", "value", "target", "top"}, {"json"}}}},
       {"submit",
        {CmdSubmit,
         {{"target", "device_key", "trials", "name", "workloads", "time_limit", "shape", "value",
           "trials_per_task", "early_stop", "strategy"},
-         {}}}},
+         {"wait_for_device"}}}},
       {"jobs", {CmdJobs, {{"state"}, {"json"}}}},
       {"job", {CmdJob, {{}, {"json"}}}},
       {"watch", {CmdWatch, {{}, {"json"}}}},

@@ -12,10 +12,12 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "common/flags_usage.h"
 #include "common/logging.h"
 #include "common/signing.h"
 #include "device_agent/measure_handler.h"
 #include "device_agent/runtime/capabilities.h"
+#include "device_agent/runtime/child_exec.h"
 #include "device_agent/runtime/model_run.h"
 #include "device_agent/runtime/sandbox.h"
 #include "google/protobuf/util/json_util.h"
@@ -48,7 +50,10 @@ int Fail(const std::string& msg) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage("the tunefarm device agent");
+  tunefarm::SetDaemonUsage(
+      "the tunefarm device agent\n\n  tunefarm-agent --key=KEY (required) "
+      "--server=HOST[:PORT] [--token_file=F] [--tls_ca=F] [--server_key=F.pub]\n\nExit codes: 0 "
+      "stopped by SIGINT/SIGTERM, 1 refused by the server, 2 bad flags or set-up (docs/cli.md)");
   absl::ParseCommandLine(argc, argv);
   if (absl::Status s = tunefarm::InitLogging(absl::GetFlag(FLAGS_log_level)); !s.ok()) {
     return Fail(std::string(s.message()));
@@ -64,7 +69,13 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (absl::GetFlag(FLAGS_key).empty()) return Fail("--key is required (e.g. --key=x86-avx512)");
-  if (tunefarm::runner::RunnerPath().empty()) {
+  // The runners beside this program, or where the environment says: never
+  // the build tree's (a copied agent would run another build's runner).
+  const std::string runner =
+      tunefarm::runner::FindHelper("TUNEFARM_RUNNER", "tunefarm-runner", nullptr);
+  const std::string model_runner =
+      tunefarm::runner::FindHelper("TUNEFARM_MODEL_RUNNER", "tunefarm-model-runner", nullptr);
+  if (runner.empty()) {
     return Fail("tunefarm-runner not found beside tunefarm-agent (install both, or set "
                 "TUNEFARM_RUNNER)");
   }
@@ -97,6 +108,7 @@ int main(int argc, char** argv) {
   mo.fingerprint = caps.fingerprint();
   mo.gpu = caps.has_gpu();
   mo.filter_optional = absl::GetFlag(FLAGS_seccomp_optional);
+  mo.runner_path = runner;
   tunefarm::agent::MeasureHandler handler(mo);
   if (!verifier) {
     log->warn(
@@ -134,7 +146,15 @@ int main(int argc, char** argv) {
           log->info("event=model_run lease={} package_bytes={} threads={} repeats={}",
                     lease.lease_id(), lease.model_run().package().size(),
                     lease.model_run().threads(), lease.model_run().repeats());
+          if (model_runner.empty()) {
+            r.mutable_model_run()->set_status(tunefarm::v1::MEASURE_STATUS_RUNTIME_ERROR);
+            r.mutable_model_run()->set_error(
+                "tunefarm-model-runner not found beside tunefarm-agent (install it there, or set "
+                "TUNEFARM_MODEL_RUNNER)");
+            return r;
+          }
           tunefarm::runner::ModelRunOptions ro;
+          ro.runner_path = model_runner;
           ro.memory_limit_bytes = mo.memory_limit_bytes;
           ro.filter_optional = mo.filter_optional;
           ro.cancelled = [&session, id = lease.lease_id()] { return session.Revoked(id); };

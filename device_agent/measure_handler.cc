@@ -77,6 +77,7 @@ v1::MeasureResult MeasureHandler::Measure(const v1::MeasureRequest& req,
   so.memory_limit_bytes = options_.memory_limit_bytes;
   so.cancelled = cancelled;
   so.filter_optional = options_.filter_optional;
+  so.runner_path = options_.runner_path;
 
   std::lock_guard<std::mutex> lock(mu_);
   const std::string& key = req.reference_key();

@@ -33,6 +33,7 @@ struct MeasureHandlerOptions {
   bool gpu = false;  // the board has a CUDA device (Capabilities.has_gpu)
   size_t max_cached_references = 64;  // the oldest is dropped past this
   bool filter_optional = false;       // SandboxOptions::filter_optional
+  std::string runner_path;            // SandboxOptions::runner_path
 };
 
 class MeasureHandler {

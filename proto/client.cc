@@ -42,6 +42,13 @@ bool IsLoopbackAddress(const std::string& address) {
   return true;
 }
 
+std::string WithDefaultPort(const std::string& address) {
+  if (address.empty() || absl::StrContains(address, ':') && !absl::EndsWith(address, "]")) {
+    return address;
+  }
+  return absl::StrCat(address, ":", kDefaultPort);
+}
+
 absl::Status CheckTransport(const ClientOptions& options, bool insecure) {
   if (insecure || !options.tls_ca_file.empty() || IsLoopbackAddress(options.server)) {
     return absl::OkStatus();
@@ -76,7 +83,8 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeChannel(const ClientOptions& 
   } else {
     creds = grpc::InsecureChannelCredentials();
   }
-  return grpc::CreateCustomChannel(options.server, creds, DefaultChannelArguments());
+  return grpc::CreateCustomChannel(WithDefaultPort(options.server), creds,
+                                   DefaultChannelArguments());
 }
 
 std::unique_ptr<grpc::ClientContext> MakeContext(const ClientOptions& options,

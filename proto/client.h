@@ -12,6 +12,9 @@
 
 namespace tunefarm {
 
+// The port a server listens on and clients dial when none is given.
+constexpr int kDefaultPort = 7070;
+
 struct ClientOptions {
   std::string server = "127.0.0.1:7070";
   std::string tls_ca_file;  // when set: TLS, trusting this CA
@@ -22,6 +25,10 @@ struct ClientOptions {
 // unix:PATH) stays on this machine: localhost, 127.0.0.0/8, ::1, a unix
 // socket. An empty host (":7070", "0.0.0.0:7070", "[::]:7070") does not.
 bool IsLoopbackAddress(const std::string& address);
+
+// HOST or [V6] without a port gets kDefaultPort; any other address (with a
+// port, a scheme, a unix socket) is returned as it is.
+std::string WithDefaultPort(const std::string& address);
 
 // Plain text to a server beyond loopback would show its bearer token to
 // the network: refused (naming --tls_ca and --insecure) unless `insecure`.

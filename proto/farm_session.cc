@@ -206,7 +206,7 @@ absl::StatusOr<ClientOptions> ClientOptionsFromFlags(const std::string& server,
                                                      const std::string& tls_ca_file,
                                                      const std::string& token_file, bool insecure) {
   ClientOptions o;
-  o.server = server;
+  o.server = WithDefaultPort(server);
   o.tls_ca_file = tls_ca_file;
   if (absl::Status s = CheckTransport(o, insecure); !s.ok()) return s;
   if (!token_file.empty()) {

@@ -18,6 +18,7 @@
 
 #include "absl/time/time.h"
 #include "proto/client.h"
+#include "proto/protocol.h"
 #include "spdlog/logger.h"
 #include "tunefarm/v1/farm.grpc.pb.h"
 
@@ -32,7 +33,7 @@ class FarmSession {
     std::string device_key;
     v1::Capabilities capabilities;
     absl::Duration min_backoff = absl::Milliseconds(200);
-    absl::Duration max_backoff = absl::Seconds(30);
+    absl::Duration max_backoff = absl::Milliseconds(kReconnectBackoffMs);
     int max_in_flight = 1;
   };
   // Called for every lease, on a thread of its own (at most max_in_flight

@@ -34,7 +34,12 @@ absl::Status FromGrpcStatus(const grpc::Status& s);
 // workload, a model run's package; "" for a build, which carries no code.
 std::string SignedPartOf(const v1::WorkLease& lease);
 
-// Channel arguments with the message size limits set.
+// The longest a client waits between dialling a server that is down, and
+// so how long after a server comes back its agents and workers are in.
+inline constexpr int kReconnectBackoffMs = 2000;
+
+// Channel arguments with the message size limits and the reconnect
+// back-off (at most kReconnectBackoffMs) set.
 grpc::ChannelArguments DefaultChannelArguments();
 
 }  // namespace tunefarm

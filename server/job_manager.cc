@@ -5,6 +5,7 @@
 #include <memory>
 #include <set>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -52,7 +53,8 @@ absl::Status JobManager::ImportModel(v1::JobSpec* spec) const {
   return absl::OkStatus();
 }
 
-absl::StatusOr<int64_t> JobManager::Submit(v1::JobSpec spec, const std::string& owner) {
+absl::StatusOr<int64_t> JobManager::Submit(v1::JobSpec spec, const std::string& owner,
+                                           bool wait_for_device) {
   spec.set_owner(owner);
   {
     int active = 0;
@@ -80,6 +82,7 @@ absl::StatusOr<int64_t> JobManager::Submit(v1::JobSpec spec, const std::string& 
         memory = std::max(memory, d.capabilities().memory_bytes());
     }
     TF_RETURN_IF_ERROR(CheckJobSpec(spec, memory));
+    if (!wait_for_device) TF_RETURN_IF_ERROR(CheckDeviceKeyKnown(spec.device_key(), devices));
   }
   if (absl::StatusOr<ir::Target> t = ir::Target::Parse(spec.target().spec()); t.ok()) {
     TF_ASSIGN_OR_RETURN(std::vector<v1::Device> devices, devices_.List());
@@ -97,6 +100,29 @@ absl::StatusOr<int64_t> JobManager::Submit(v1::JobSpec spec, const std::string& 
   on_change_();
   jobs_.Start(id);
   return id;
+}
+
+// A device key no agent has ever registered with, on a farm whose agents
+// have other keys, is most likely a typo: refused, naming the keys there
+// are, unless the submitter asks to wait for it. A farm with no agent yet
+// takes any key.
+absl::Status JobManager::CheckDeviceKeyKnown(const std::string& device_key,
+                                             const std::vector<v1::Device>& devices) const {
+  if (device_key.empty()) {
+    return absl::InvalidArgumentError(
+        "SubmitJob: --device_key is required (the key of the agents that measure the job)");
+  }
+  std::set<std::string> keys;
+  for (const v1::Device& d : devices) {
+    if (d.role() != v1::ROLE_AGENT) continue;
+    if (d.device_key() == device_key) return absl::OkStatus();
+    keys.insert(d.device_key());
+  }
+  if (keys.empty()) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      "SubmitJob: --device_key '", device_key, "': no agent with this key has ever registered (",
+      keys.size() == 1 ? "the key there is " : "the keys there are ", absl::StrJoin(keys, ", "),
+      "); check the key, or pass --wait-for-device to queue the job for such an agent"));
 }
 
 // A CUDA job needs a worker whose toolkit builds its arch. With workers
@@ -142,20 +168,56 @@ absl::Status JobManager::CheckCudaBuilders(const ir::Target& target,
 // workers connected and none that can, refused now naming what they build.
 absl::Status JobManager::CheckCpuBuilders(const ir::Target& target,
                                           const std::vector<v1::Device>& devices) const {
-  std::set<std::string> triples;
+  std::set<std::string> triples, cpus, features;
   int workers = 0;
+  bool builds = false;
+  const std::string prefix = target.arch() + ":";
   for (const v1::Device& d : devices) {
     if (d.role() != v1::ROLE_WORKER || d.state() != v1::DEVICE_STATE_ONLINE) continue;
     ++workers;
-    for (const std::string& t : d.capabilities().build_triples()) {
-      if (t.substr(0, t.find('-')) == target.arch()) return absl::OkStatus();
+    const v1::Capabilities& c = d.capabilities();
+    for (const std::string& t : c.build_triples()) {
+      builds |= t.substr(0, t.find('-')) == target.arch();
       triples.insert(t);
     }
+    for (const std::string& n : c.llvm_cpus())
+      if (absl::StartsWith(n, prefix)) cpus.insert(n.substr(prefix.size()));
+    for (const std::string& n : c.llvm_features())
+      if (absl::StartsWith(n, prefix)) features.insert(n.substr(prefix.size()));
   }
   if (workers == 0 || triples.empty()) return absl::OkStatus();  // none says what it builds
-  return absl::FailedPreconditionError(
-      absl::StrCat("SubmitJob: --target: no connected compile worker builds ", target.arch(),
-                   " (the ", workers, " connected build ", absl::StrJoin(triples, ", "), ")"));
+  if (!builds) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("SubmitJob: --target: no connected compile worker builds ", target.arch(),
+                     " (the ", workers, " connected build ", absl::StrJoin(triples, ", "), ")"));
+  }
+  // The names their LLVM knows, where they say (a worker of an older build
+  // reports none).
+  auto nearest = [](const std::set<std::string>& names, const std::string& name) {
+    std::vector<std::string> out;
+    for (size_t n = std::min<size_t>(name.size(), 4); n > 0 && out.empty(); --n) {
+      for (const std::string& k : names) {
+        if (k.compare(0, n, name, 0, n) == 0 && out.size() < 6) out.push_back(k);
+      }
+    }
+    return out.empty() ? std::string() : absl::StrCat(" (close: ", absl::StrJoin(out, ", "), ")");
+  };
+  if (!cpus.empty() && target.cpu != "generic" && !cpus.count(target.cpu)) {
+    return absl::InvalidArgumentError(absl::StrCat("SubmitJob: --target: -mcpu='", target.cpu,
+                                                   "' is not a CPU the connected workers' LLVM "
+                                                   "knows for ",
+                                                   target.arch(), nearest(cpus, target.cpu)));
+  }
+  for (const std::string& a : target.attrs) {
+    if (!features.empty() && !features.count(a.substr(1))) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("SubmitJob: --target: -mattr feature '", a.substr(1),
+                       "' is not one the connected "
+                       "workers' LLVM knows for ",
+                       target.arch(), nearest(features, a.substr(1))));
+    }
+  }
+  return absl::OkStatus();
 }
 
 // And its device key needs an agent that can run the target's code: the

@@ -38,7 +38,10 @@ class JobManager {
   // its key can serve; RESOURCE_EXHAUSTED when `owner` (the submitting
   // token's name, stored as spec.owner) has max_jobs_per_owner jobs that
   // have not ended.
-  absl::StatusOr<int64_t> Submit(v1::JobSpec spec, const std::string& owner = "anonymous");
+  // `wait_for_device`: queue it even when no agent of its key has ever
+  // registered while agents of other keys have (a typo, otherwise).
+  absl::StatusOr<int64_t> Submit(v1::JobSpec spec, const std::string& owner = "anonymous",
+                                 bool wait_for_device = false);
   absl::StatusOr<v1::Job> Cancel(int64_t job_id);
   // Starts a job that is not running and has not ended (FAILED_PRECONDITION
   // for one that succeeded or was cancelled); the job as it is then.
@@ -76,6 +79,8 @@ class JobManager {
                                  const std::vector<v1::Device>& devices) const;
   absl::Status CheckCudaAgents(const ir::Target& target, const std::string& device_key,
                                const std::vector<v1::Device>& devices) const;
+  absl::Status CheckDeviceKeyKnown(const std::string& device_key,
+                                   const std::vector<v1::Device>& devices) const;
   absl::Status CheckCpuBuilders(const ir::Target& target,
                                 const std::vector<v1::Device>& devices) const;
   absl::Status CheckCpuAgents(const ir::Target& target, const std::string& device_key,

@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <atomic>
+#include <map>
 #include <set>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "common/logging.h"
 #include "compiler/ir/target.h"
@@ -233,6 +235,14 @@ std::string FailureKind(absl::string_view error) {
 
 namespace {
 
+// "compile_error" for MEASURE_STATUS_COMPILE_ERROR.
+std::string StatusWord(v1::MeasureStatus s) {
+  const std::string name = v1::MeasureStatus_Name(s);
+  absl::string_view word = name;
+  absl::ConsumePrefix(&word, "MEASURE_STATUS_");
+  return absl::AsciiStrToLower(word);
+}
+
 // Commits a job's results as they arrive and watches for a device that
 // fails every candidate the same way (an agent without the GPU the target
 // needs, a runner it cannot start): after kSameDeviceFailures results of
@@ -252,6 +262,10 @@ class ResultSink {
     const bool device_failure = r.status() == v1::MEASURE_STATUS_RUNTIME_ERROR ||
                                 r.status() == v1::MEASURE_STATUS_UPLOAD_ERROR;
     const std::string kind = absl::StrCat(r.status(), " ", FailureKind(r.error()));
+    if (r.status() != v1::MEASURE_STATUS_OK) {
+      Group& g = groups_[kind];
+      if (g.count++ == 0) g.example = absl::StrCat(StatusWord(r.status()), ": ", r.error());
+    }
     if (!device_failure) {
       same_failures_ = 0;
     } else if (kind == last_kind_) {
@@ -268,6 +282,20 @@ class ResultSink {
     std::lock_guard<std::mutex> l(mu_);
     return store_error_;
   }
+  // The failures of this run by kind, most frequent first: "12 x
+  // compile_error: <first message of the kind>; 4 x ...".
+  std::string FailureGroups() const {
+    std::lock_guard<std::mutex> l(mu_);
+    std::vector<std::pair<int, std::string>> order;
+    for (const auto& [kind, g] : groups_) order.push_back({g.count, g.example});
+    std::sort(order.begin(), order.end(),
+              [](const auto& a, const auto& b) { return a.first > b.first; });
+    std::string out;
+    for (const auto& [n, example] : order) {
+      absl::StrAppend(&out, out.empty() ? "" : "; ", n, " x ", example);
+    }
+    return out;
+  }
   // Why the job stopped for a broken device, after `trials` trials.
   std::string BrokenDevice(int64_t trials) const {
     std::lock_guard<std::mutex> l(mu_);
@@ -281,6 +309,11 @@ class ResultSink {
   mutable std::mutex mu_;
   absl::Status store_error_;  // the first failed commit
   int same_failures_ = 0;
+  struct Group {
+    int count = 0;
+    std::string example;  // the first message of the kind, with its status
+  };
+  std::map<std::string, Group> groups_;  // failures by status and FailureKind
   std::string last_kind_;     // status and FailureKind of the run of failures
   std::string last_failure_;  // the last one's message
   std::atomic<bool> device_broken_{false};
@@ -514,6 +547,14 @@ void JobRunner::RunJob(int64_t job_id, Running_* running) {
   }
   if (!s.ok()) return fail(s);
   if (sink.device_broken()) return finish(v1::JOB_STATE_FAILED, sink.BrokenDevice(tuner.trials()));
+  // Trials made and not one schedule of any task ran: nothing was tuned.
+  bool any_ok = false;
+  for (size_t t = 0; t < tuner.tasks().size(); ++t)
+    any_ok |= tuner.history(int(t)).best_seconds() > 0;
+  if (!any_ok && tuner.trials() > 0) {
+    return finish(v1::JOB_STATE_FAILED, absl::StrCat("every one of the ", tuner.trials(),
+                                                     " trials failed: ", sink.FailureGroups()));
+  }
   // The final model is the next job's (or `tunefarm tune`'s) starting model
   // on this target.
   if (absl::Status m = search::StoreModel(log_, target_spec, tuner); !m.ok()) {

@@ -65,6 +65,8 @@ class JobRunner {
   // Stops every job: their state becomes INTERRUPTED (resumable).
   void Shutdown();
   bool Running(int64_t job_id);
+  // The committer of every job's results (its stats feed the metrics).
+  const store::GroupCommitter& commits() const { return commits_; }
 
  private:
   struct Running_ {

@@ -61,6 +61,23 @@ grpc::Status RequestGate::Check(const grpc::ServerContext* context, uint32_t pro
   return CheckProtocolVersion(protocol_version);
 }
 
+absl::Status RequestGate::CheckToken(absl::string_view secret, Permission need,
+                                     absl::string_view what) const {
+  if (!tokens_) return absl::OkStatus();
+  if (secret.empty()) {
+    return absl::UnauthenticatedError(
+        "this server requires a token (authorization: Bearer <token>, or ?token=)");
+  }
+  const AccessToken* token = tokens_->Find(secret);
+  if (token == nullptr) return absl::UnauthenticatedError("token not accepted");
+  if (!Grants(token->role, need)) {
+    return absl::PermissionDeniedError(absl::StrCat(what, ": token '", token->name, "' has the ",
+                                                    TokenRoleName(token->role),
+                                                    " role; this needs ", RoleFor(need), " token"));
+  }
+  return absl::OkStatus();
+}
+
 namespace {
 
 class MalformedRequestInterceptor final : public grpc::experimental::Interceptor {

@@ -44,6 +44,11 @@ class RequestGate {
   grpc::Status Check(const grpc::ServerContext* context, uint32_t protocol_version, Permission need,
                      absl::string_view rpc, Caller* caller = nullptr) const;
 
+  // The same check of a bearer token given another way (the HTTP pages):
+  // OK without a tokens file; UNAUTHENTICATED for a missing or unknown
+  // token, PERMISSION_DENIED for a role without `need`.
+  absl::Status CheckToken(absl::string_view token, Permission need, absl::string_view what) const;
+
  private:
   std::optional<AccessTokens> tokens_;
 };

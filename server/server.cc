@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "common/file_util.h"
 #include "common/logging.h"
 #include "common/signing.h"
@@ -10,8 +11,10 @@
 #include "proto/protocol.h"
 #include "server/device_registry.h"
 #include "server/farm_service.h"
+#include "server/http_server.h"
 #include "server/job_manager.h"
 #include "server/job_runner.h"
+#include "server/metrics.h"
 #include "server/request_gate.h"
 #include "server/search/store_canon.h"
 #include "server/store/tuning_log.h"
@@ -19,6 +22,34 @@
 #include "server/work_queue.h"
 
 namespace tunefarm::server {
+namespace {
+
+// The HTTP pages: /metrics for a reader's token (bearer header or ?token=).
+HttpResponse ServePage(const HttpRequest& r, const MetricsSources& sources,
+                       const RequestGate& gate) {
+  std::string token;
+  if (auto it = r.headers.find("authorization"); it != r.headers.end()) {
+    absl::string_view v = it->second;
+    if (absl::ConsumePrefix(&v, "Bearer ")) token = std::string(v);
+  }
+  if (token.empty()) {
+    if (auto it = r.query.find("token"); it != r.query.end()) token = it->second;
+  }
+  if (absl::Status s = gate.CheckToken(token, Permission::kRead, r.path); !s.ok()) {
+    return {absl::IsUnauthenticated(s) ? 401 : 403, "text/plain; charset=utf-8",
+            std::string(s.message()) + "\n"};
+  }
+  if (r.path == "/metrics") {
+    return {200, "text/plain; version=0.0.4; charset=utf-8", RenderMetrics(sources)};
+  }
+  if (r.path == "/") {
+    return {200, "text/plain; charset=utf-8", "tunefarm-server: /metrics (Prometheus)\n"};
+  }
+  return {404, "text/plain; charset=utf-8", absl::StrCat("no page ", r.path, "\n")};
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<TunefarmServer>> TunefarmServer::Start(const Options& options) {
   std::unique_ptr<TunefarmServer> s(new TunefarmServer());
   store::TuningLog::Options db_opts;
@@ -94,15 +125,27 @@ absl::StatusOr<std::unique_ptr<TunefarmServer>> TunefarmServer::Start(const Opti
   Logger("server")->info("event=started listen={} port={} db={} tls={} tokens={}", options.listen,
                          s->port_, options.db_path, !options.tls_cert_file.empty(),
                          !options.tokens_file.empty());
+  if (!options.http_listen.empty()) {
+    MetricsSources sources{s->queue_.get(), s->devices_.get(), s->log_.get(), &s->jobs_->commits()};
+    const RequestGate* gate = s->gate_.get();
+    TF_ASSIGN_OR_RETURN(
+        s->http_, HttpServer::Start(options.http_listen, [sources, gate](const HttpRequest& r) {
+          return ServePage(r, sources, *gate);
+        }));
+    Logger("server")->info("event=http listen={} port={}", options.http_listen, s->http_->port());
+  }
   // Jobs left behind: queued ones start; ones the last server was running
   // are interrupted (or resumed with auto_resume).
   TF_RETURN_IF_ERROR(s->manager_->Recover(options.auto_resume));
   return s;
 }
 
+int TunefarmServer::http_port() const { return http_ == nullptr ? 0 : http_->port(); }
+
 void TunefarmServer::Shutdown() {
   if (shut_down_ || server_ == nullptr) return;  // stopped, or never started
   shut_down_ = true;
+  if (http_ != nullptr) http_->Stop();
   jobs_->Shutdown();  // running jobs become INTERRUPTED
   manager_->Shutdown();
   tuning_->Shutdown();

@@ -29,6 +29,7 @@ class FarmService;
 class WorkQueue;
 class JobRunner;
 class JobManager;
+class HttpServer;
 
 class TunefarmServer {
  public:
@@ -53,12 +54,16 @@ class TunefarmServer {
     // queued, running, waiting or interrupted at once.
     int max_running_jobs = 32;
     int max_jobs_per_token = 256;
+    // HOST:PORT of the HTTP pages (/metrics); empty: none. Same tokens as
+    // the gRPC port (a reader's, as a bearer header or ?token=).
+    std::string http_listen;
   };
 
   static absl::StatusOr<std::unique_ptr<TunefarmServer>> Start(const Options& options);
   ~TunefarmServer();
 
   int port() const { return port_; }
+  int http_port() const;  // 0 without http_listen
   // Stops accepting calls, ends open streams, waits for handlers, closes the db.
   void Shutdown();
   void Wait();
@@ -75,6 +80,7 @@ class TunefarmServer {
   std::unique_ptr<TuningService> tuning_;
   std::unique_ptr<FarmService> farm_;
   std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<HttpServer> http_;
   int port_ = 0;
   bool shut_down_ = false;
 };

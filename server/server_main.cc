@@ -14,6 +14,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/synchronization/mutex.h"
+#include "common/flags_usage.h"
 #include "common/logging.h"
 #include "proto/client.h"
 #include "server/server.h"
@@ -37,12 +38,21 @@ ABSL_FLAG(int, max_running_jobs, 32, "jobs tuned at once; more wait, queued");
 ABSL_FLAG(int, max_jobs_per_token, 256,
           "jobs one token may have queued, running, waiting or interrupted at once");
 ABSL_FLAG(std::string, log_level, "info", "trace, debug, info, warn, error");
+ABSL_FLAG(std::string, http_listen, "",
+          "HOST:PORT of the HTTP pages (/metrics in Prometheus' format); off when empty. Same "
+          "tokens as the gRPC port; beyond loopback only with --insecure (no TLS there: put a "
+          "TLS proxy in front)");
+ABSL_FLAG(std::string, http_port_file, "",
+          "write the HTTP pages' bound port to this file once listening");
 ABSL_FLAG(bool, insecure, false,
           "listen beyond loopback without TLS or without tokens (anyone who can reach the port "
           "can then submit, import and register)");
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage("the tunefarm tuning server");
+  tunefarm::SetDaemonUsage(
+      "the tunefarm tuning server\n\n  tunefarm-server [--listen=HOST:PORT] [--db=FILE] "
+      "[--tls_cert=F --tls_key=F] [--tokens_file=F]\n\nExit codes: 0 stopped by SIGINT/SIGTERM, "
+      "1 failed while serving, 2 bad flags or set-up (docs/cli.md)");
   absl::ParseCommandLine(argc, argv);
   // Debian's Abseil checks every absl::Mutex (gRPC's locks) for lock-order
   // cycles: a few percent of the server's CPU under load, for a debugging aid.
@@ -96,6 +106,16 @@ int main(int argc, char** argv) {
                                                                         : "tokens");
     return 2;
   }
+  opts.http_listen = absl::GetFlag(FLAGS_http_listen);
+  if (!opts.http_listen.empty() && !tunefarm::IsLoopbackAddress(opts.http_listen) &&
+      !absl::GetFlag(FLAGS_insecure)) {
+    std::fprintf(stderr,
+                 "tunefarm-server: refusing to serve HTTP on %s: the pages have no TLS (tokens "
+                 "would cross the network readable); listen on 127.0.0.1 behind a TLS proxy, or "
+                 "add --insecure\n",
+                 opts.http_listen.c_str());
+    return 2;
+  }
   auto server = tunefarm::server::TunefarmServer::Start(opts);
   if (!server.ok()) {
     std::fprintf(stderr, "tunefarm-server: %s\n", std::string(server.status().message()).c_str());
@@ -106,6 +126,11 @@ int main(int argc, char** argv) {
     std::string tmp = absl::GetFlag(FLAGS_port_file) + ".tmp";
     std::ofstream(tmp) << (*server)->port() << "\n";
     std::rename(tmp.c_str(), absl::GetFlag(FLAGS_port_file).c_str());
+  }
+  if (!absl::GetFlag(FLAGS_http_port_file).empty()) {
+    std::string tmp = absl::GetFlag(FLAGS_http_port_file) + ".tmp";
+    std::ofstream(tmp) << (*server)->http_port() << "\n";
+    std::rename(tmp.c_str(), absl::GetFlag(FLAGS_http_port_file).c_str());
   }
   int sig = 0;
   sigwait(&stop, &sig);

@@ -1,7 +1,9 @@
 #include "server/tuning_service.h"
 
+#include <map>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "compiler/ir/target.h"
 #include "compiler/ir/workload.h"
 #include "proto/protocol.h"
@@ -66,7 +68,7 @@ grpc::Status TuningService::SubmitJob(grpc::ServerContext* ctx, const v1::Submit
   grpc::Status gate =
       gate_.Check(ctx, req->protocol_version(), Permission::kSubmit, "SubmitJob", &caller);
   if (!gate.ok()) return gate;
-  absl::StatusOr<int64_t> id = manager_.Submit(req->spec(), caller.name);
+  absl::StatusOr<int64_t> id = manager_.Submit(req->spec(), caller.name, req->wait_for_device());
   if (!id.ok()) return ToGrpcStatus(id.status());
   resp->set_job_id(*id);
   return grpc::Status::OK;
@@ -98,6 +100,9 @@ grpc::Status TuningService::WatchJob(grpc::ServerContext* ctx, const v1::WatchJo
   TF_GATE(req, kRead, "WatchJob");
   v1::JobState last_state = v1::JOB_STATE_UNSPECIFIED;
   int64_t last_trials = -1;
+  std::map<int64_t, double> best;  // task id -> best sent
+  const absl::Time start = absl::Now();
+  int64_t start_trials = -1;
   while (true) {
     uint64_t seen;
     {
@@ -106,13 +111,45 @@ grpc::Status TuningService::WatchJob(grpc::ServerContext* ctx, const v1::WatchJo
     }
     absl::StatusOr<v1::Job> job = log_.GetJob(req->job_id());
     if (!job.ok()) return ToGrpcStatus(job.status());
+    const absl::Time now = absl::Now();
+    if (start_trials < 0) start_trials = job->trials_done();
+    // Each task's new best first, then the job's progress.
+    for (const v1::Task& t : job->tasks()) {
+      if (t.best_cost_sec() <= 0 || best[t.task_id()] == t.best_cost_sec()) continue;
+      best[t.task_id()] = t.best_cost_sec();
+      v1::JobEvent ev;
+      ev.set_job_id(job->job_id());
+      ev.set_state(job->state());
+      ev.set_trials_done(job->trials_done());
+      ev.set_task_id(t.task_id());
+      ev.set_best_cost_sec(t.best_cost_sec());
+      ev.set_timestamp_unix_ms(absl::ToUnixMillis(now));
+      if (!writer->Write(ev)) return grpc::Status::OK;
+    }
     if (job->state() != last_state || job->trials_done() != last_trials) {
       v1::JobEvent ev;
       ev.set_job_id(job->job_id());
       ev.set_state(job->state());
       ev.set_trials_done(job->trials_done());
       ev.set_message(job->status_message());
-      ev.set_timestamp_unix_ms(job->updated_unix_ms());
+      ev.set_timestamp_unix_ms(absl::ToUnixMillis(now));
+      ev.set_tasks(job->tasks_size());
+      for (const v1::Task& t : job->tasks()) {
+        if (t.best_cost_sec() <= 0) continue;
+        ev.set_model_best_sec(ev.model_best_sec() + t.weight() * t.best_cost_sec());
+        ev.set_tasks_with_best(ev.tasks_with_best() + 1);
+      }
+      const double minutes = absl::ToDoubleMinutes(now - start);
+      if (job->trials_done() > start_trials && minutes > 0) {
+        const double rate = double(job->trials_done() - start_trials) / minutes;
+        ev.set_trials_per_minute(rate);
+        const v1::Budget& b = job->spec().budget();
+        int64_t total = b.max_trials();
+        if (total == 0 && b.max_trials_per_task() > 0)
+          total = b.max_trials_per_task() * job->tasks_size();
+        if (total > job->trials_done() && job->state() == v1::JOB_STATE_RUNNING)
+          ev.set_eta_sec(double(total - job->trials_done()) / rate * 60);
+      }
       if (!writer->Write(ev)) return grpc::Status::OK;  // client went away
       last_state = job->state();
       last_trials = job->trials_done();
@@ -204,13 +241,20 @@ grpc::Status TuningService::ListRecords(grpc::ServerContext* ctx, const v1::List
   if (req->limit() < 0 || req->limit() > kMaxListLimit) {
     return Invalid(absl::StrCat("limit must be in [0, ", kMaxListLimit, "]"));
   }
+  if (req->after_record_id() < 0 || req->before_record_id() < 0) {
+    return Invalid("after_record_id and before_record_id must not be negative");
+  }
   q->limit = req->limit() == 0 ? kDefaultListLimit : req->limit();
   q->after_record_id = req->after_record_id();
+  q->before_record_id = req->before_record_id();
+  q->newest_first = req->newest_first();
   absl::StatusOr<std::vector<v1::Record>> records = log_.ListRecords(*q);
   if (!records.ok()) return ToGrpcStatus(records.status());
-  if (static_cast<int>(records->size()) == q->limit) {
-    resp->set_last_record_id(records->back().record_id());
-  }
+  absl::StatusOr<int64_t> matching = log_.CountRecords(*q);
+  if (!matching.ok()) return ToGrpcStatus(matching.status());
+  const int64_t more = *matching - static_cast<int64_t>(records->size());
+  resp->set_more(std::max<int64_t>(0, more));
+  if (more > 0) resp->set_last_record_id(records->back().record_id());
   for (v1::Record& r : *records) *resp->add_records() = std::move(r);
   return grpc::Status::OK;
 }

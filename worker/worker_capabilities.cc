@@ -17,7 +17,12 @@ namespace tunefarm::worker {
   caps.set_os(absl::StrCat(u.sysname, " ", u.release));
   caps.set_cores(static_cast<int32_t>(sysconf(_SC_NPROCESSORS_ONLN)));
   caps.set_memory_bytes(static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE));
-  for (const std::string& t : codegen::BuildableTriples()) caps.add_build_triples(t);
+  for (const std::string& t : codegen::BuildableTriples()) {
+    caps.add_build_triples(t);
+    const std::string arch = t.substr(0, t.find('-'));
+    for (const std::string& c : codegen::KnownCpus(t)) caps.add_llvm_cpus(arch + ":" + c);
+    for (const std::string& f : codegen::KnownFeatures(t)) caps.add_llvm_features(arch + ":" + f);
+  }
   for (const std::string& a : codegen::NvrtcSupportedArchs()) caps.add_cuda_archs(a);
   caps.set_version(TUNEFARM_VERSION);
   caps.mutable_fingerprint()->set_compiler(

@@ -11,6 +11,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "common/flags_usage.h"
 #include "common/logging.h"
 #include "proto/farm_session.h"
 #include "worker/artifact_cache.h"
@@ -28,7 +29,10 @@ ABSL_FLAG(int, threads, 0, "builds at once (default: one per core)");
 ABSL_FLAG(std::string, log_level, "info", "trace, debug, info, warn, error");
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage("the tunefarm compile worker");
+  tunefarm::SetDaemonUsage(
+      "the tunefarm compile worker\n\n  tunefarm-worker --server=HOST[:PORT] [--token_file=F] "
+      "[--tls_ca=F]\n\nExit codes: 0 stopped by SIGINT/SIGTERM, 1 refused by the server, 2 bad "
+      "flags or set-up (docs/cli.md)");
   absl::ParseCommandLine(argc, argv);
   absl::Status logging = tunefarm::InitLogging(absl::GetFlag(FLAGS_log_level));
   auto client = tunefarm::ClientOptionsFromFlags(

@@ -50,6 +50,32 @@ std::vector<std::string> BuildableTriples() {
   return {"x86_64-linux-gnu", "aarch64-linux-gnu"};
 }
 
+std::vector<std::string> KnownCpus(const std::string& triple) {
+  InitLLVMTargets();
+  std::string error;
+  const llvm::Target* t = llvm::TargetRegistry::lookupTarget(triple, error);
+  if (t == nullptr) return {};
+  std::unique_ptr<llvm::MCSubtargetInfo> sti(t->createMCSubtargetInfo(triple, "generic", ""));
+  std::vector<std::string> out;
+  if (sti == nullptr) return out;
+  for (const llvm::SubtargetSubTypeKV& kv : sti->getAllProcessorDescriptions()) {
+    out.push_back(kv.Key);
+  }
+  return out;
+}
+
+std::vector<std::string> KnownFeatures(const std::string& triple) {
+  InitLLVMTargets();
+  std::string error;
+  const llvm::Target* t = llvm::TargetRegistry::lookupTarget(triple, error);
+  if (t == nullptr) return {};
+  std::unique_ptr<llvm::MCSubtargetInfo> sti(t->createMCSubtargetInfo(triple, "generic", ""));
+  std::vector<std::string> out;
+  if (sti == nullptr) return out;
+  for (const llvm::SubtargetFeatureKV& kv : sti->getAllProcessorFeatures()) out.push_back(kv.Key);
+  return out;
+}
+
 absl::Status CheckLLVMTarget(const ir::Target& target) {
   if (target.kind != ir::Target::Kind::kLLVM) {
     return absl::InvalidArgumentError("not an llvm target");

@@ -25,4 +25,10 @@ ir::Target HostTarget();
 // -mattr features; InvalidArgument naming the unknown one otherwise.
 absl::Status CheckLLVMTarget(const ir::Target& target);
 
+// The -mcpu and -mattr names this LLVM knows for `triple` (empty when it
+// does not know the triple): what a worker reports, so targets are checked
+// at submit.
+std::vector<std::string> KnownCpus(const std::string& triple);
+std::vector<std::string> KnownFeatures(const std::string& triple);
+
 }  // namespace tunefarm::codegen

@@ -1,6 +1,9 @@
 #include "server/store/group_commit.h"
 
+#include <iterator>
 #include <vector>
+
+#include "absl/time/clock.h"
 
 namespace tunefarm::store {
 
@@ -12,6 +15,13 @@ int64_t GroupCommitter::transactions() const {
 int64_t GroupCommitter::queued() const {
   std::lock_guard<std::mutex> lock(mu_);
   return int64_t(queue_.size());
+}
+
+GroupCommitter::Stats GroupCommitter::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  Stats s = stats_;
+  s.buckets.resize(std::size(kCommitBuckets) + 1);
+  return s;
 }
 
 bool GroupCommitter::writing() const {
@@ -34,6 +44,7 @@ absl::Status GroupCommitter::Commit(const v1::Record& record) {
   std::vector<v1::Record> records;
   records.reserve(batch.size());
   for (Pending* p : batch) records.push_back(*p->record);
+  const absl::Time started = absl::Now();
   absl::Status s = log_.CommitRecords(records).status();
   int64_t transactions = 1;
   if (!s.ok() && batch.size() > 1 && absl::IsInvalidArgument(s)) {
@@ -46,8 +57,18 @@ absl::Status GroupCommitter::Commit(const v1::Record& record) {
   } else {
     for (Pending* p : batch) p->status = s;
   }
+  const double took = absl::ToDoubleSeconds(absl::Now() - started);
   lock.lock();
   transactions_ += transactions;
+  stats_.buckets.resize(std::size(kCommitBuckets) + 1);
+  size_t b = 0;
+  while (b < std::size(kCommitBuckets) && took > kCommitBuckets[b]) ++b;
+  ++stats_.buckets[b];
+  ++stats_.count;
+  stats_.sum_s += took;
+  for (Pending* p : batch) {
+    if (p->status.ok()) ++stats_.records_by_status[p->record->status()];
+  }
   for (Pending* p : batch) p->done = true;
   committing_ = false;
   cv_.notify_all();

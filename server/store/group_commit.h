@@ -12,8 +12,10 @@
 
 #include <condition_variable>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "server/store/tuning_log.h"
@@ -34,6 +36,19 @@ class GroupCommitter {
   // Whether a transaction is being written now.
   bool writing() const;
 
+  // For the metrics: the seconds each transaction took, as a histogram
+  // (counts per upper bound in kCommitBuckets, then above them all), and
+  // the records committed so far by status.
+  static constexpr double kCommitBuckets[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+                                              0.1,   0.25,   0.5,   1,    2.5};
+  struct Stats {
+    std::vector<int64_t> buckets;  // one per bound, then +Inf; not cumulative
+    int64_t count = 0;
+    double sum_s = 0;
+    std::map<int, int64_t> records_by_status;  // v1::MeasureStatus -> records
+  };
+  Stats stats() const;
+
  private:
   struct Pending {
     const v1::Record* record;
@@ -47,6 +62,7 @@ class GroupCommitter {
   std::deque<Pending*> queue_;
   bool committing_ = false;
   int64_t transactions_ = 0;
+  Stats stats_;
 };
 
 }  // namespace tunefarm::store

@@ -501,6 +501,27 @@ absl::StatusOr<std::string> TuningLog::ExplainTopK() {
   return plan;
 }
 
+namespace {
+
+// The WHERE clause of a record query over kRecordColumns' joins, with its
+// parameters ?1..?6 (bound by BindRecordQuery).
+std::string RecordWhere(const TuningLog::RecordQuery& q, const std::string& target_spec) {
+  std::string sql = " WHERE r.id > ?1";
+  if (q.before_record_id > 0) absl::StrAppend(&sql, " AND r.id < ?6");
+  if (!q.workload_key.empty()) absl::StrAppend(&sql, " AND w.key = ?2");
+  if (!target_spec.empty()) absl::StrAppend(&sql, " AND t.spec = ?3");
+  if (q.job_id != 0) absl::StrAppend(&sql, " AND r.job_id = ?4");
+  if (q.status != v1::MEASURE_STATUS_UNSPECIFIED) absl::StrAppend(&sql, " AND r.status = ?5");
+  return sql;
+}
+
+void BindRecordQuery(Stmt& st, const TuningLog::RecordQuery& q, const std::string& target_spec) {
+  st.Bind(1, q.after_record_id).Bind(2, q.workload_key).Bind(3, target_spec);
+  st.Bind(4, q.job_id).Bind(5, int64_t{q.status}).Bind(6, q.before_record_id);
+}
+
+}  // namespace
+
 absl::StatusOr<std::vector<v1::Record>> TuningLog::ListRecords(const RecordQuery& q) {
   std::string target_spec;
   if (!q.target_spec.empty()) {
@@ -508,22 +529,51 @@ absl::StatusOr<std::vector<v1::Record>> TuningLog::ListRecords(const RecordQuery
     target_spec = t.spec;
   }
   std::lock_guard<std::mutex> lock(mu_);
-  std::string sql = absl::StrCat("SELECT ", kRecordColumns, " WHERE r.id > ?1");
-  if (!q.workload_key.empty()) absl::StrAppend(&sql, " AND w.key = ?2");
-  if (!target_spec.empty()) absl::StrAppend(&sql, " AND t.spec = ?3");
-  if (q.job_id != 0) absl::StrAppend(&sql, " AND r.job_id = ?4");
-  if (q.status != v1::MEASURE_STATUS_UNSPECIFIED) absl::StrAppend(&sql, " AND r.status = ?5");
-  absl::StrAppend(&sql, " ORDER BY r.id LIMIT ?6");
+  const std::string sql =
+      absl::StrCat("SELECT ", kRecordColumns, RecordWhere(q, target_spec), " ORDER BY r.id",
+                   q.newest_first ? " DESC" : "", " LIMIT ?7");
   Stmt st(db_->raw(), path_);
   TF_RETURN_IF_ERROR(st.Prepare(sql));
-  st.Bind(1, q.after_record_id).Bind(2, q.workload_key).Bind(3, target_spec);
-  st.Bind(4, q.job_id).Bind(5, int64_t{q.status}).Bind(6, int64_t{std::max(q.limit, 1)});
+  BindRecordQuery(st, q, target_spec);
+  st.Bind(7, int64_t{std::max(q.limit, 1)});
   return ReadRecords(st, path_);
+}
+
+absl::StatusOr<int64_t> TuningLog::CountRecords(const RecordQuery& q) {
+  std::string target_spec;
+  if (!q.target_spec.empty()) {
+    TF_ASSIGN_OR_RETURN(Canon::Target t, canon_.target(q.target_spec));
+    target_spec = t.spec;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  const std::string sql = absl::StrCat(
+      "SELECT count(*) FROM records r JOIN workloads w ON w.id = r.workload_id "
+      "JOIN targets t ON t.id = r.target_id",
+      RecordWhere(q, target_spec));
+  Stmt st(db_->raw(), path_);
+  TF_RETURN_IF_ERROR(st.Prepare(sql));
+  BindRecordQuery(st, q, target_spec);
+  TF_ASSIGN_OR_RETURN(bool row, st.Step());
+  if (!row) return absl::InternalError("count(*) returned no row");
+  return st.Int(0);
 }
 
 absl::StatusOr<int64_t> TuningLog::CountRecords() {
   std::lock_guard<std::mutex> lock(mu_);
   return db_->QueryInt("SELECT count(*) FROM records");
+}
+
+absl::StatusOr<std::map<int, int64_t>> TuningLog::CountJobsByState() {
+  std::lock_guard<std::mutex> lock(mu_);
+  Stmt st(db_->raw(), path_);
+  TF_RETURN_IF_ERROR(st.Prepare("SELECT state, count(*) FROM jobs GROUP BY state"));
+  std::map<int, int64_t> out;
+  while (true) {
+    TF_ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) break;
+    out[int(st.Int(0))] = st.Int(1);
+  }
+  return out;
 }
 
 absl::StatusOr<v1::Workload> TuningLog::GetWorkload(const std::string& workload_key) {

@@ -77,12 +77,19 @@ class TuningLog {
     std::string target_spec;   // empty: any
     int64_t job_id = 0;        // 0: any
     v1::MeasureStatus status = v1::MEASURE_STATUS_UNSPECIFIED;
-    int64_t after_record_id = 0;
+    int64_t after_record_id = 0;   // only ids above it
+    int64_t before_record_id = 0;  // only ids below it (0: no bound)
+    bool newest_first = false;     // descending ids
     int limit = 100;
   };
-  // Records in id order.
+  // Records in id order (ascending, or descending when newest_first).
   absl::StatusOr<std::vector<v1::Record>> ListRecords(const RecordQuery& query);
+  // How many records match the query's filters and id bounds (its limit
+  // and order aside).
+  absl::StatusOr<int64_t> CountRecords(const RecordQuery& query);
   absl::StatusOr<int64_t> CountRecords();
+  // Jobs per state (v1::JobState -> count), for the metrics.
+  absl::StatusOr<std::map<int, int64_t>> CountJobsByState();
 
   // The SQL plan of the TopK query, for checking that it is an index lookup.
   absl::StatusOr<std::string> ExplainTopK();

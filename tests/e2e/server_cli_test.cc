@@ -1,7 +1,10 @@
 // End to end: the real tunefarm-server, tunefarm CLI, tunefarm-agent and
 // tunefarm-worker binaries on 127.0.0.1 with ports picked by the OS.
+#include <arpa/inet.h>
 #include <dirent.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 
 #include <atomic>
@@ -13,6 +16,7 @@
 #include <sstream>
 #include <thread>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
@@ -21,6 +25,7 @@
 #include "common/logging.h"
 #include "common/signing.h"
 #include "compiler/codegen/nvrtc_info.h"
+#include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "proto/farm_session.h"
 #include "proto/protocol.h"
@@ -29,6 +34,7 @@
 #include "tests/testing/skip.h"
 #include "tests/testing/temp_dir.h"
 #include "tunefarm/v1/farm.grpc.pb.h"
+#include "tunefarm/v1/tuning.pb.h"
 
 namespace tunefarm {
 namespace {
@@ -695,6 +701,9 @@ TEST_F(E2ETest, CpuJobsAreCheckedAgainstTheBoardsThatRunThem) {
   CommandResult r =
       Cli(**server, {"submit", "--workloads=" + list, arm, "--device_key=late", "--trials=64"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
+  // Fewer trials than the stop rule's 16: the budget ends it, all failed.
+  r = Cli(**server, {"submit", "--workloads=" + list, arm, "--device_key=late", "--trials=8"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
   auto [agent, worker] = StartAgentAndWorker((*server)->address());
   ASSERT_TRUE(agent.ok() && worker.ok());
   Subprocess::Options quiet;
@@ -715,6 +724,38 @@ TEST_F(E2ETest, CpuJobsAreCheckedAgainstTheBoardsThatRunThem) {
   const std::vector<v1::Record> records = JobRecords(**server, 1);
   EXPECT_GE(records.size(), 16u);
   EXPECT_LT(records.size(), 64u);
+  // A job whose every trial failed is failed, never succeeded, with its
+  // failures grouped by kind.
+  ASSERT_TRUE(testing::WaitFor(
+      [&] {
+        return absl::StrContains(Cli(**server, {"job", "2"}).out, "failed");
+      },
+      absl::Seconds(180)))
+      << Cli(**server, {"job", "2"}).out;
+  EXPECT_TRUE(
+      absl::StrContains(Cli(**server, {"job", "2"}).out, "every one of the 8 trials failed: 8 x "))
+      << Cli(**server, {"job", "2"}).out;
+
+  // records: newest first, a page at a time, saying how many more, with
+  // each failure's error.
+  const std::string page = Cli(**server, {"records", "--job=1", "--limit=5"}).out;
+  std::regex row_re("\n([0-9]+) +[a-z0-9-]+ +[a-z_]+ +- +- +llvm [^\n]*did not load");
+  std::vector<int64_t> ids;
+  for (std::sregex_iterator it(page.begin(), page.end(), row_re), end; it != end; ++it) {
+    ids.push_back(std::stoll((*it)[1]));
+  }
+  ASSERT_EQ(ids.size(), 5u) << page;
+  EXPECT_TRUE(std::is_sorted(ids.rbegin(), ids.rend())) << page;
+  const std::string more = absl::StrCat(records.size() - 5, " more, older: --before=", ids.back());
+  EXPECT_TRUE(absl::StrContains(page, more)) << page;
+  const std::string next =
+      Cli(**server, {"records", "--job=1", "--limit=5", absl::StrCat("--before=", ids.back())}).out;
+  std::vector<int64_t> all;
+  for (const v1::Record& rec : records) all.push_back(rec.record_id());
+  std::sort(all.rbegin(), all.rend());
+  EXPECT_EQ(std::vector<int64_t>(all.begin(), all.begin() + 5), ids) << page;
+  EXPECT_TRUE(absl::StrContains(next, absl::StrCat("\n", all[5], " "))) << next;
+  EXPECT_FALSE(absl::StrContains(next, absl::StrCat("\n", all[4], " "))) << next;
 
   // Now the key's agent is connected: refused at once, naming it.
   r = Cli(**server, {"submit", "--workloads=" + list, arm, "--device_key=late"});
@@ -738,6 +779,267 @@ TEST_F(E2ETest, CpuJobsAreCheckedAgainstTheBoardsThatRunThem) {
     (*p)->Kill(SIGTERM);
     ASSERT_TRUE((*p)->Wait(absl::Seconds(20)).ok());
   }
+}
+
+// What a new user gets wrong first, each answered by a message that names
+// the flag and what would be right.
+TEST_F(E2ETest, SubmitMistakesAreNamed) {
+  auto server = ServerProcess::Start(dir_.File("farm.db"), dir_.path());
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto [agent, worker] = StartAgentAndWorker((*server)->address());
+  ASSERT_TRUE(agent.ok() && worker.ok());
+  ASSERT_TRUE(testing::WaitFor(
+      [&] {
+        const std::string d = Cli(**server, {"devices"}).out;
+        return absl::StrContains(d, "agent-1") && absl::StrContains(d, "worker-1");
+      },
+      absl::Seconds(60)));
+  const std::string list = dir_.File("w.txt");
+  testing::WriteFile(list, "matmul(M=16,N=16,K=16)\n");
+  // A typo in the device key: refused, naming the keys there are.
+  CommandResult r =
+      Cli(**server, {"submit", "--workloads=" + list, "--target=llvm", "--device_key=x86-tset"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(absl::StrContains(r.err,
+                                "--device_key 'x86-tset': no agent with this key has ever "
+                                "registered (the key there is x86-test)"))
+      << r.err;
+  EXPECT_TRUE(absl::StrContains(r.err, "--wait-for-device")) << r.err;
+  // ... unless the board is on its way.
+  r = Cli(**server, {"submit", "--workloads=" + list, "--target=llvm", "--device_key=x86-new",
+                     "--wait-for-device"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  // A CPU LLVM does not know: refused with the close ones.
+  r = Cli(**server,
+          {"submit", "--workloads=" + list, "--target=llvm -mcpu=znver9", "--device_key=x86-test"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(absl::StrContains(r.err,
+                                "-mcpu='znver9' is not a CPU the connected workers' LLVM "
+                                "knows for x86_64 (close: znver1"))
+      << r.err;
+  r = Cli(**server, {"submit", "--workloads=" + list, "--target=llvm -mattr=+avx513f",
+                     "--device_key=x86-test"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(absl::StrContains(r.err, "-mattr feature 'avx513f'")) << r.err;
+  // The CLI names a missing required flag, and a workloads list given as a spec.
+  r = Cli(**server, {"submit", "--workloads=" + list, "--device_key=x86-test"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(absl::StrContains(r.err, "submit needs --target=T")) << r.err;
+  r = Cli(**server, {"submit", list, "--target=llvm", "--device_key=x86-test"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(absl::StrContains(r.err,
+                                "is not a JSON job spec; a list of workloads goes with "
+                                "--workloads="))
+      << r.err;
+  // Help: `help CMD` is `CMD --help`, and the daemons list their flags.
+  r = Cli(**server, {"help", "submit"});
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_TRUE(absl::StrContains(r.out, "--device_key=K")) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "--wait-for-device")) << r.out;
+  for (const auto& [bin, flag] :
+       std::vector<std::pair<std::string, std::string>>{{"tunefarm-server", "--listen"},
+                                                        {"tunefarm-worker", "--server"},
+                                                        {"tunefarm-agent", "--key"}}) {
+    CommandResult h = RunCommand({BinPath(bin), "--help"}, dir_.path());
+    EXPECT_TRUE(absl::StrContains(h.out + h.err, flag)) << bin << ": " << h.out << h.err;
+    EXPECT_FALSE(absl::StrContains(h.out + h.err, "No flags matched")) << bin;
+  }
+  for (auto* p : {&*agent, &*worker}) {
+    (*p)->Kill(SIGTERM);
+    ASSERT_TRUE((*p)->Wait(absl::Seconds(20)).ok());
+  }
+}
+
+// `watch --json` while a job runs: events stamped when they happened, each
+// task's new best, the model's time by the best so far and the trial rate.
+TEST_F(E2ETest, WatchShowsTrueTimesAndTheBestSoFar) {
+  auto server = ServerProcess::Start(dir_.File("farm.db"), dir_.path());
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto [agent, worker] = StartAgentAndWorker((*server)->address());
+  ASSERT_TRUE(agent.ok() && worker.ok());
+  const std::string list = dir_.File("w.txt");
+  testing::WriteFile(list, "matmul(M=32,N=32,K=32)\nmatmul(M=16,N=48,K=32) x2\n");
+  CommandResult r = Cli(**server, {"submit", "--workloads=" + list, "--target=llvm",
+                                   "--device_key=x86-test", "--trials=24"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = Cli(**server, {"watch", "1", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::vector<v1::JobEvent> job_events, task_events;
+  for (absl::string_view line : absl::StrSplit(r.out, '\n', absl::SkipEmpty())) {
+    v1::JobEvent ev;
+    ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(std::string(line), &ev).ok()) << line;
+    (ev.task_id() == 0 ? job_events : task_events).push_back(ev);
+  }
+  ASSERT_GE(job_events.size(), 2u) << r.out;
+  for (size_t i = 1; i < job_events.size(); ++i) {
+    EXPECT_GE(job_events[i].timestamp_unix_ms(), job_events[i - 1].timestamp_unix_ms()) << r.out;
+  }
+  EXPECT_GT(job_events.back().timestamp_unix_ms(), job_events.front().timestamp_unix_ms())
+      << "every event carries the same time: " << r.out;
+  const v1::JobEvent& done = job_events.back();
+  EXPECT_EQ(done.state(), v1::JOB_STATE_SUCCEEDED) << r.out;
+  EXPECT_EQ(done.tasks(), 2);
+  EXPECT_EQ(done.tasks_with_best(), 2) << r.out;
+  EXPECT_GT(done.model_best_sec(), 0) << r.out;
+  std::set<int64_t> improved;
+  for (const v1::JobEvent& ev : task_events) {
+    EXPECT_GT(ev.best_cost_sec(), 0);
+    improved.insert(ev.task_id());
+  }
+  EXPECT_EQ(improved.size(), 2u) << r.out;
+  bool rate = false;
+  for (const v1::JobEvent& ev : job_events) rate |= ev.trials_per_minute() > 0;
+  EXPECT_TRUE(rate) << r.out;
+  // The same, as lines: the model's time and each task's new best.
+  r = Cli(**server, {"watch", "1"});
+  EXPECT_TRUE(absl::StrContains(r.out, " model ")) << r.out;
+  for (auto* p : {&*agent, &*worker}) {
+    (*p)->Kill(SIGTERM);
+    ASSERT_TRUE((*p)->Wait(absl::Seconds(20)).ok());
+  }
+}
+
+// One HTTP/1.1 GET on 127.0.0.1:`port`: the status code and the body.
+std::pair<int, std::string> HttpGet(int port, const std::string& target,
+                                    const std::string& extra_headers = "",
+                                    const std::string& method = "GET") {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons(uint16_t(port));
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0) {
+    close(fd);
+    return {-1, "connect failed"};
+  }
+  const std::string req =
+      method + " " + target + " HTTP/1.1\r\nHost: 127.0.0.1\r\n" + extra_headers + "\r\n";
+  send(fd, req.data(), req.size(), MSG_NOSIGNAL);
+  std::string resp;
+  char buf[4096];
+  for (ssize_t n; (n = recv(fd, buf, sizeof(buf), 0)) > 0;) resp.append(buf, size_t(n));
+  close(fd);
+  int status = -1;
+  if (resp.size() > 12) absl::SimpleAtoi(resp.substr(9, 3), &status);
+  const size_t body = resp.find("\r\n\r\n");
+  return {status, body == std::string::npos ? "" : resp.substr(body + 4)};
+}
+
+// The metrics a Prometheus scrapes, from a real server after a real job:
+// valid text format, and numbers that match what happened.
+TEST_F(E2ETest, MetricsForPrometheus) {
+  const std::string http_port_file = dir_.File("http-port");
+  auto server =
+      ServerProcess::Start(dir_.File("farm.db"), dir_.path(),
+                           {"--http_listen=127.0.0.1:0", "--http_port_file=" + http_port_file});
+  ASSERT_TRUE(server.ok()) << server.status();
+  int http = 0;
+  ASSERT_TRUE(testing::WaitFor(
+      [&] {
+        return absl::SimpleAtoi(
+                   absl::StripAsciiWhitespace(testing::ReadFileOrEmpty(http_port_file)), &http) &&
+               http > 0;
+      },
+      absl::Seconds(30)));
+  auto [agent, worker] = StartAgentAndWorker((*server)->address());
+  ASSERT_TRUE(agent.ok() && worker.ok());
+  const std::string list = dir_.File("w.txt");
+  testing::WriteFile(list, "matmul(M=16,N=16,K=16)\n");
+  CommandResult r = Cli(**server, {"submit", "--workloads=" + list, "--target=llvm",
+                                   "--device_key=x86-test", "--trials=8"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_TRUE(testing::WaitFor(
+      [&] {
+        return absl::StrContains(Cli(**server, {"job", "1"}).out, "succeeded");
+      },
+      absl::Seconds(120)));
+  auto [status, text] = HttpGet(http, "/metrics");
+  ASSERT_EQ(status, 200) << text;
+  // The exposition format: comments, or NAME{LABELS} VALUE.
+  std::regex sample("[a-z_]+(\\{[a-z_]+=\"[^\"]*\"(,[a-z_]+=\"[^\"]*\")*\\})? [-+0-9.e]+");
+  std::map<std::string, double> values;
+  for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipEmpty())) {
+    if (absl::StartsWith(line, "#")) continue;
+    EXPECT_TRUE(std::regex_match(std::string(line), sample)) << line;
+    const size_t sp = line.rfind(' ');
+    double v = 0;
+    ASSERT_TRUE(absl::SimpleAtod(line.substr(sp + 1), &v)) << line;
+    values[std::string(line.substr(0, sp))] = v;
+  }
+  std::vector<v1::Record> records = JobRecords(**server, 1);
+  int ok = 0;
+  for (const v1::Record& rec : records) ok += rec.status() == v1::MEASURE_STATUS_OK;
+  EXPECT_EQ(values["tunefarm_results_total{status=\"ok\"}"], ok) << text;
+  EXPECT_EQ(values["tunefarm_jobs{state=\"succeeded\"}"], 1) << text;
+  EXPECT_EQ(values["tunefarm_devices{role=\"agent\",state=\"online\"}"], 1) << text;
+  EXPECT_EQ(values["tunefarm_devices{role=\"worker\",state=\"online\"}"], 1) << text;
+  EXPECT_EQ(values["tunefarm_leases_in_flight"], 0) << text;
+  EXPECT_GE(values["tunefarm_db_commit_seconds_count"], 1) << text;
+  EXPECT_EQ(values["tunefarm_db_commit_seconds_bucket{le=\"+Inf\"}"],
+            values["tunefarm_db_commit_seconds_count"]);
+  EXPECT_EQ(HttpGet(http, "/nowhere").first, 404);
+  EXPECT_EQ(HttpGet(http, "/metrics", "", "HEAD").first, 200);
+  EXPECT_EQ(HttpGet(http, "/metrics", "", "POST").first, 405);
+  for (auto* p : {&*agent, &*worker}) {
+    (*p)->Kill(SIGTERM);
+    ASSERT_TRUE((*p)->Wait(absl::Seconds(20)).ok());
+  }
+}
+
+// The HTTP pages take the gRPC port's tokens: a reader's, as a bearer
+// header or ?token=; none is 401, an agent's 403. Beyond loopback they are
+// refused without --insecure (they have no TLS).
+TEST(Security, HttpPagesTakeTheSameTokens) {
+  testing::TempDir dir;
+  const std::string reader = "tf_reader0000000000000000000000000000000000000";
+  const std::string agent = "tf_agent00000000000000000000000000000000000000";
+  testing::WriteFile(dir.File("tokens"),
+                     reader + " reader name=dash\n" + agent + " agent name=board keys=k\n");
+  const std::string http_port_file = dir.File("http-port");
+  auto server =
+      ServerProcess::Start(dir.File("farm.db"), dir.path(),
+                           {"--tokens_file=" + dir.File("tokens"), "--http_listen=127.0.0.1:0",
+                            "--http_port_file=" + http_port_file});
+  ASSERT_TRUE(server.ok()) << server.status();
+  int http = 0;
+  ASSERT_TRUE(testing::WaitFor(
+      [&] {
+        return absl::SimpleAtoi(
+                   absl::StripAsciiWhitespace(testing::ReadFileOrEmpty(http_port_file)), &http) &&
+               http > 0;
+      },
+      absl::Seconds(30)));
+  EXPECT_EQ(HttpGet(http, "/metrics").first, 401);
+  EXPECT_EQ(HttpGet(http, "/metrics?token=wrong").first, 401);
+  auto denied = HttpGet(http, "/metrics", "Authorization: Bearer " + agent + "\r\n");
+  EXPECT_EQ(denied.first, 403);
+  EXPECT_TRUE(absl::StrContains(denied.second, "token 'board' has the agent role"))
+      << denied.second;
+  EXPECT_EQ(HttpGet(http, "/metrics", "Authorization: Bearer " + reader + "\r\n").first, 200);
+  EXPECT_EQ(HttpGet(http, "/metrics?token=" + reader).first, 200);
+  CommandResult open = RunCommand(
+      {BinPath("tunefarm-server"), "--db=" + dir.File("x.db"), "--http_listen=0.0.0.0:0"},
+      dir.path());
+  EXPECT_EQ(open.exit_code, 2);
+  EXPECT_TRUE(absl::StrContains(open.err, "refusing to serve HTTP on 0.0.0.0:0")) << open.err;
+}
+
+// An agent copied alone runs no other build's runner: it finds its runner
+// only beside itself (or at $TUNEFARM_RUNNER), else it does not start.
+TEST(Layout, ACopiedAgentNeedsItsRunnerBesideIt) {
+  testing::TempDir dir;
+  const std::string copy = dir.File("tunefarm-agent");
+  ASSERT_EQ(RunCommand({"/bin/cp", BinPath("tunefarm-agent"), copy}, dir.path()).exit_code, 0);
+  Subprocess::Options o;
+  o.stderr_path = dir.File("agent.err");
+  auto agent = Subprocess::Start({copy, "--key=x86-test", "--server=127.0.0.1:1"}, o);
+  ASSERT_TRUE(agent.ok()) << agent.status();
+  absl::StatusOr<int> st = (*agent)->Wait(absl::Seconds(60));
+  ASSERT_TRUE(st.ok()) << "the copied agent started without its runner";
+  EXPECT_EQ(DescribeWaitStatus(*st), "exited with 2");
+  EXPECT_TRUE(absl::StrContains(testing::ReadFileOrEmpty(dir.File("agent.err")),
+                                "tunefarm-runner not found beside tunefarm-agent"))
+      << testing::ReadFileOrEmpty(dir.File("agent.err"));
 }
 
 TEST(Layout, AgentLinksNoCompilerOrDatabase) {

@@ -1,9 +1,12 @@
 #include "proto/protocol.h"
 
+#include <map>
+
 #include "google/protobuf/util/json_util.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
 #include "proto/client.h"
+#include "proto/farm_session.h"
 #include "tests/server/test_records.h"
 #include "tunefarm/v1/farm.pb.h"
 #include "tunefarm/v1/tuning.pb.h"
@@ -114,6 +117,32 @@ TEST(Protocol, StatusCodesCarryOver) {
   EXPECT_EQ(g.error_message(), "disk full");
   EXPECT_EQ(FromGrpcStatus(g), s);
   EXPECT_TRUE(ToGrpcStatus(absl::OkStatus()).ok());
+}
+
+// `--server=HOST` dials the server's default port, not gRPC's 443.
+TEST(Client, AHostAloneGetsTheDefaultPort) {
+  EXPECT_EQ(WithDefaultPort("localhost"), "localhost:7070");
+  EXPECT_EQ(WithDefaultPort("farm.example"), "farm.example:7070");
+  EXPECT_EQ(WithDefaultPort("[::1]"), "[::1]:7070");
+  for (const char* kept : {"localhost:7071", "[::1]:9", "unix:/run/tf.sock", "dns:///farm:1", ""}) {
+    EXPECT_EQ(WithDefaultPort(kept), kept);
+  }
+}
+
+// Clients dial a server that went away again at least every
+// kReconnectBackoffMs (gRPC's own default grows to 120 s), and a farm
+// session retries its registration as often.
+TEST(Client, ReconnectBackOffIsShort) {
+  grpc::ChannelArguments args = DefaultChannelArguments();
+  grpc_channel_args c = args.c_channel_args();
+  std::map<std::string, int> ints;
+  for (size_t i = 0; i < c.num_args; ++i) {
+    if (c.args[i].type == GRPC_ARG_INTEGER) ints[c.args[i].key] = c.args[i].value.integer;
+  }
+  ASSERT_TRUE(ints.count(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS));
+  EXPECT_LE(ints[GRPC_ARG_MAX_RECONNECT_BACKOFF_MS], 2000);
+  EXPECT_LE(ints[GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS], 1000);
+  EXPECT_LE(FarmSession::Options().max_backoff, absl::Seconds(2));
 }
 
 TEST(Client, PlainTextOnlyOnLoopback) {
