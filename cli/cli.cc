@@ -25,6 +25,7 @@
 #include "cli/tasks_cmd.h"
 #include "cli/token_cmd.h"
 #include "cli/tune_cmd.h"
+#include "compiler/codegen/llvm_target.h"
 #include "compiler/frontend/onnx_import.h"
 #include "compiler/frontend/tasks.h"
 #include "compiler/ir/target.h"
@@ -59,7 +60,8 @@ commands:
   watch ID [--json]             follow a job's progress until it ends
   cancel ID
   resume ID
-  devices                       workers and agents known to the server
+  devices [--all] [--json]      workers and agents known to the server (--all: with those offline over a day)
+  devices drain|resume|remove ID   stop leasing work to a device, lease again, forget an offline one
   compile --workload SPEC --target T --emit ir|llvm|asm|obj|so   (no server; see compile --help)
   tasks MODEL.onnx [--shape NAME=DIMS] [--json]   the model's tunable workloads (no server)
   tune --workload SPEC [--trials N] [--db FILE]   tune on this machine, no server (see tune --help)
@@ -820,6 +822,33 @@ Result CmdWatch(Client& c, const Args& a, std::ostream& out) {
 }
 
 Result CmdDevices(Client& c, const Args& a, std::ostream& out) {
+  if (!a.positional().empty()) {
+    // devices drain|resume|remove ID
+    static const std::map<std::string, v1::UpdateDeviceRequest::Action> kActions = {
+        {"drain", v1::UpdateDeviceRequest::ACTION_DRAIN},
+        {"resume", v1::UpdateDeviceRequest::ACTION_RESUME},
+        {"remove", v1::UpdateDeviceRequest::ACTION_REMOVE}};
+    auto action = kActions.find(a.positional()[0]);
+    if (action == kActions.end() || a.positional().size() != 2) {
+      return Usage("devices takes no argument, or drain|resume|remove DEVICE_ID");
+    }
+    v1::UpdateDeviceRequest up;
+    up.set_protocol_version(kProtocolVersion);
+    up.set_device_id(a.positional()[1]);
+    up.set_action(action->second);
+    v1::Device d;
+    grpc::Status s = c.stub().UpdateDevice(c.Context().get(), up, &d);
+    if (!s.ok()) return RpcFailure(c, s);
+    const std::string id = Printable(d.device_id());
+    if (action->second == v1::UpdateDeviceRequest::ACTION_REMOVE) {
+      out << "removed " << id << "\n";
+    } else if (d.drained()) {
+      out << "drained " << id << ": it gets no new work; what it holds it finishes\n";
+    } else {
+      out << "resumed " << id << ": it takes work again\n";
+    }
+    return std::nullopt;
+  }
   v1::ListDevicesRequest req;
   req.set_protocol_version(kProtocolVersion);
   v1::ListDevicesResponse resp;
@@ -831,7 +860,14 @@ Result CmdDevices(Client& c, const Args& a, std::ostream& out) {
   }
   out << absl::StrFormat("%-28s %-7s %-18s %-8s %5s  %s\n", "device", "role", "key", "state",
                          "cores", "details");
+  // Devices offline for over a day are left out unless --all.
+  const int64_t day_ago = absl::ToUnixMillis(absl::Now() - absl::Hours(24));
+  int hidden = 0;
   for (const v1::Device& d : resp.devices()) {
+    if (!a.Has("all") && d.state() != v1::DEVICE_STATE_ONLINE && d.last_seen_unix_ms() < day_ago) {
+      ++hidden;
+      continue;
+    }
     const v1::Capabilities& cap = d.capabilities();
     std::string details;
     if (d.role() == v1::ROLE_WORKER) {
@@ -849,11 +885,19 @@ Result CmdDevices(Client& c, const Args& a, std::ostream& out) {
       if (cap.cuda_archs_size())
         absl::StrAppend(&details, " ", absl::StrJoin(cap.cuda_archs(), ","));
     }
-    out << absl::StrFormat("%-28s %-7s %-18s %-8s %5d  %s\n", d.device_id(),
-                           ShortName(v1::Role_Name(d.role()), "ROLE_"), d.device_key(),
-                           ShortName(v1::DeviceState_Name(d.state()), "DEVICE_STATE_"), cap.cores(),
-                           Printable(details));
+    std::string state = ShortName(v1::DeviceState_Name(d.state()), "DEVICE_STATE_");
+    if (d.drained()) {
+      if (d.state() == v1::DEVICE_STATE_ONLINE) {
+        state = "drained";
+      } else {
+        details = "drained; " + details;
+      }
+    }
+    out << absl::StrFormat("%-28s %-7s %-18s %-8s %5d  %s\n", Printable(d.device_id()),
+                           ShortName(v1::Role_Name(d.role()), "ROLE_"), Printable(d.device_key()),
+                           state, cap.cores(), Printable(details));
   }
+  if (hidden > 0) out << hidden << " offline for over a day not shown (--all shows them)\n";
   return std::nullopt;
 }
 
@@ -905,6 +949,8 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
   if (cmd == "token") return RunToken(rest, out, err);
   if (cmd == "version") {
     out << "tunefarm " << TUNEFARM_VERSION << " (protocol " << kProtocolVersion << ")\n";
+    // What --target=host means here: tune, build, tasks and the demo use it.
+    out << "host target: " << codegen::HostTarget().ToString() << "\n";
     return kExitOk;
   }
   ClientOptions opts;
@@ -966,7 +1012,7 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
       {"watch", {CmdWatch, {{}, {"json"}}}},
       {"cancel", {CmdCancel, {}}},
       {"resume", {CmdResume, {}}},
-      {"devices", {CmdDevices, {{}, {"json"}}}}};
+      {"devices", {CmdDevices, {{}, {"json", "all"}}}}};
   auto it = kCommands.find(cmd);
   if (it == kCommands.end()) {
     err << "tunefarm: error: unknown command '" << cmd << "' (tunefarm help lists them)\n";

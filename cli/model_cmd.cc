@@ -117,7 +117,7 @@ absl::StatusOr<deploy::KernelChoice> ChooseFromLog(store::TuningLog* log,
   deploy::KernelChoice c;
   TF_ASSIGN_OR_RETURN(std::vector<v1::Record> best, log->TopK(task.key, target_spec, 1));
   if (best.empty()) {
-    c.why = "no records for this target";
+    c.why = absl::StrCat("no records for this target (", target_spec, ")");
     return c;
   }
   const v1::Record& b = best[0];

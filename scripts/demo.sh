@@ -44,8 +44,8 @@ echo
 echo "== devices (both dialled in; nothing dials them)"
 "${TF[@]}" devices
 
-CPU=$( (gcc -march=native -Q --help=target 2>/dev/null || true) | awk '$1 == "-march=" {print $2}' | head -n1)
-TARGET="llvm -mtriple=x86_64-linux-gnu -mcpu=${CPU:-generic} -num-cores=$(nproc)"
+# The target `--target=host` means for tune and build (LLVM's name for this CPU).
+TARGET=$("${TF[0]}" version | sed -n 's/^host target: //p')
 echo
 echo "== submitting scripts/demo/resnet18_blocks.json for target: $TARGET"
 TRIALS=${DEMO_TRIALS:-150}
@@ -55,10 +55,13 @@ echo "== tuning through the farm: the worker builds, the agent measures ($TRIALS
 echo "   (then the default schedule's time against the best found, per task)"
 "${TF[@]}" watch 1
 echo
-cat <<'MSG'
-== next
-  tunefarm best --job=1                      the best record per task
-  tunefarm records --job=1                   every measurement of the job
-  tunefarm export -o records.jsonl           records to share with another farm
-  tunefarm tune --workload SPEC --trials 64  tuning on this machine, no server
+cat <<MSG
+== next (the farm stops with this script; its database stays in $RUN/)
+  $BIN/tunefarm-server --db=$RUN/tunefarm.db &     a server on it again (127.0.0.1:7070)
+  $BIN/tunefarm best --job=1 --target="$TARGET"
+                                             the best record per task
+  $BIN/tunefarm records --job=1              every measurement of the job, newest first
+  $BIN/tunefarm export -o records.jsonl      records to share with another farm
+  $BIN/tunefarm tune --workload SPEC --db=$RUN/tunefarm.db --trials=64
+                                             tuning on this machine, no server
 MSG

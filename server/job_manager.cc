@@ -17,6 +17,7 @@
 #include "proto/protocol.h"
 #include "server/limits.h"
 #include "tunefarm/v1/package.pb.h"
+#include "tunefarm/v1/tuning.pb.h"
 
 namespace tunefarm::server {
 
@@ -100,6 +101,41 @@ absl::StatusOr<int64_t> JobManager::Submit(v1::JobSpec spec, const std::string& 
   on_change_();
   jobs_.Start(id);
   return id;
+}
+
+absl::StatusOr<v1::Device> JobManager::UpdateDevice(const std::string& device_id, int action) {
+  auto find = [&]() -> absl::StatusOr<v1::Device> {
+    TF_ASSIGN_OR_RETURN(std::vector<v1::Device> devices, devices_.List());
+    for (const v1::Device& d : devices) {
+      if (d.device_id() == device_id) return d;
+    }
+    return absl::NotFoundError(
+        absl::StrCat("UpdateDevice: no device '", device_id, "' (tunefarm devices lists them)"));
+  };
+  TF_ASSIGN_OR_RETURN(v1::Device before, find());
+  switch (action) {
+    case v1::UpdateDeviceRequest::ACTION_DRAIN:
+    case v1::UpdateDeviceRequest::ACTION_RESUME: {
+      const bool drain = action == v1::UpdateDeviceRequest::ACTION_DRAIN;
+      TF_RETURN_IF_ERROR(log_.SetDeviceDrained(device_id, drain));
+      queue_.SetDrained(device_id, drain);
+      Logger("server")->info("event=device_{} device={}", drain ? "drained" : "resumed", device_id);
+      on_change_();
+      return find();
+    }
+    case v1::UpdateDeviceRequest::ACTION_REMOVE:
+      if (before.state() == v1::DEVICE_STATE_ONLINE) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "UpdateDevice: device '", device_id,
+            "' is online: drain it, stop its process, then remove it once it is offline"));
+      }
+      TF_RETURN_IF_ERROR(log_.RemoveDevice(device_id));
+      queue_.SetDrained(device_id, false);
+      Logger("server")->info("event=device_removed device={}", device_id);
+      return before;
+    default:
+      return absl::InvalidArgumentError("UpdateDevice: action must be drain, resume or remove");
+  }
 }
 
 // A device key no agent has ever registered with, on a farm whose agents

@@ -42,6 +42,11 @@ class JobManager {
   // registered while agents of other keys have (a typo, otherwise).
   absl::StatusOr<int64_t> Submit(v1::JobSpec spec, const std::string& owner = "anonymous",
                                  bool wait_for_device = false);
+
+  // Drains, resumes or removes a device (UpdateDeviceRequest's actions);
+  // the device as it is now (as it was, for a removal). Removing an online
+  // device is refused: drain it and stop its process first.
+  absl::StatusOr<v1::Device> UpdateDevice(const std::string& device_id, int action);
   absl::StatusOr<v1::Job> Cancel(int64_t job_id);
   // Starts a job that is not running and has not ended (FAILED_PRECONDITION
   // for one that succeeded or was cancelled); the job as it is then.

@@ -76,6 +76,11 @@ absl::StatusOr<std::unique_ptr<TunefarmServer>> TunefarmServer::Start(const Opti
   };
   Logger("server")->info("event=signing_key file={} public={}.pub", key_file, key_file);
   s->queue_ = std::make_unique<WorkQueue>(qo);
+  // Devices drained before a restart stay drained.
+  TF_ASSIGN_OR_RETURN(std::vector<v1::Device> known, s->log_->ListDevices());
+  for (const v1::Device& d : known) {
+    if (d.drained()) s->queue_->SetDrained(d.device_id(), true);
+  }
   TunefarmServer* raw = s.get();
   JobRunner::Options jo;
   jo.max_running_jobs = std::max(1, options.max_running_jobs);

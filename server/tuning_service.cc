@@ -299,6 +299,15 @@ grpc::Status TuningService::ListDevices(grpc::ServerContext* ctx, const v1::List
   return grpc::Status::OK;
 }
 
+grpc::Status TuningService::UpdateDevice(grpc::ServerContext* ctx,
+                                         const v1::UpdateDeviceRequest* req, v1::Device* resp) {
+  TF_GATE(req, kAdmin, "UpdateDevice");
+  absl::StatusOr<v1::Device> d = manager_.UpdateDevice(req->device_id(), req->action());
+  if (!d.ok()) return ToGrpcStatus(d.status());
+  *resp = *std::move(d);
+  return grpc::Status::OK;
+}
+
 grpc::Status TuningService::RunModel(grpc::ServerContext* ctx, const v1::RunModelRequest* req,
                                      v1::RunModelResponse* resp) {
   TF_GATE(req, kSubmit, "RunModel");

@@ -51,6 +51,8 @@ class TuningService final : public v1::TuningService::Service {
                            v1::ListDevicesResponse* resp) override;
   grpc::Status RunModel(grpc::ServerContext* ctx, const v1::RunModelRequest* req,
                         v1::RunModelResponse* resp) override;
+  grpc::Status UpdateDevice(grpc::ServerContext* ctx, const v1::UpdateDeviceRequest* req,
+                            v1::Device* resp) override;
 
  private:
   store::TuningLog& log_;

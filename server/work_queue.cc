@@ -132,7 +132,7 @@ void WorkQueue::Expire() {
 
 bool WorkQueue::OtherDeviceTakesLocked(const std::string& queue, const std::string& device) const {
   for (const auto& [id, other] : sessions_) {
-    if (other.device_id != device &&
+    if (other.device_id != device && !drained_.count(other.device_id) &&
         std::find(other.queues.begin(), other.queues.end(), queue) != other.queues.end()) {
       return true;
     }
@@ -141,7 +141,7 @@ bool WorkQueue::OtherDeviceTakesLocked(const std::string& queue, const std::stri
 }
 
 std::optional<WorkQueue::Queued> WorkQueue::TakeLocked(const Session& s) {
-  if (int(s.leases.size()) >= s.max_in_flight) return std::nullopt;
+  if (int(s.leases.size()) >= s.max_in_flight || drained_.count(s.device_id)) return std::nullopt;
   std::deque<Queued>* best_q = nullptr;
   std::deque<Queued>::iterator best;
   for (const std::string& key : s.queues) {
@@ -343,9 +343,21 @@ int WorkQueue::LeasesOut() {
 bool WorkQueue::HasTaker(const std::string& queue) {
   std::lock_guard<std::mutex> lock(mu_);
   for (const auto& [id, s] : sessions_) {
-    if (std::find(s.queues.begin(), s.queues.end(), queue) != s.queues.end()) return true;
+    if (!drained_.count(s.device_id) &&
+        std::find(s.queues.begin(), s.queues.end(), queue) != s.queues.end()) {
+      return true;
+    }
   }
   return false;
+}
+
+void WorkQueue::SetDrained(const std::string& device_id, bool drained) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (drained) {
+    drained_.insert(device_id);
+  } else if (drained_.erase(device_id) > 0) {
+    WakeAllLocked();
+  }
 }
 
 }  // namespace tunefarm::server

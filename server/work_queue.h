@@ -97,8 +97,12 @@ class WorkQueue {
   // Queued items per queue key, and leases out.
   std::map<std::string, int> QueuedByKey();
   int LeasesOut();
-  // Whether any open session takes work from `queue`.
+  // Whether any open session of a device not drained takes work from `queue`.
   bool HasTaker(const std::string& queue);
+
+  // A drained device is leased no new work (what it holds it finishes and
+  // reports); undrained, it takes work again.
+  void SetDrained(const std::string& device_id, bool drained);
 
  private:
   struct Queued {
@@ -142,6 +146,7 @@ class WorkQueue {
   std::map<std::string, Lease> leases_;  // by lease id
   std::map<std::string, Session> sessions_;
   std::map<int64_t, int64_t> served_;    // leases handed out per job
+  std::set<std::string> drained_;        // device ids
   struct Late {
     int64_t item = 0;                   // the item the lease carried
     std::string session_id, device_id;  // who held it

@@ -120,6 +120,10 @@ CREATE TABLE job_snapshots (
   snapshot BLOB NOT NULL
 );
 )sql",
+    // 3 -> 4: drained devices get no new work, across restarts.
+    R"sql(
+ALTER TABLE devices ADD COLUMN drained INTEGER NOT NULL DEFAULT 0;
+)sql",
 };
 static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == TuningLog::kSchemaVersion);
 
@@ -806,12 +810,36 @@ absl::Status TuningLog::UpsertDevice(const v1::Device& d) {
   return st.Run();
 }
 
+absl::Status TuningLog::SetDeviceDrained(const std::string& device_id, bool drained) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Stmt st(db_->raw(), path_);
+  TF_RETURN_IF_ERROR(st.Prepare("UPDATE devices SET drained = ?2 WHERE device_id = ?1"));
+  st.Bind(1, device_id).Bind(2, int64_t{drained});
+  TF_RETURN_IF_ERROR(st.Run());
+  if (sqlite3_changes(db_->raw()) == 0) {
+    return absl::NotFoundError(absl::StrCat("no device '", device_id, "' has registered"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status TuningLog::RemoveDevice(const std::string& device_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Stmt st(db_->raw(), path_);
+  TF_RETURN_IF_ERROR(st.Prepare("DELETE FROM devices WHERE device_id = ?1"));
+  st.Bind(1, device_id);
+  TF_RETURN_IF_ERROR(st.Run());
+  if (sqlite3_changes(db_->raw()) == 0) {
+    return absl::NotFoundError(absl::StrCat("no device '", device_id, "' has registered"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::vector<v1::Device>> TuningLog::ListDevices() {
   std::lock_guard<std::mutex> lock(mu_);
   Stmt st(db_->raw(), path_);
   TF_RETURN_IF_ERROR(st.Prepare(
       "SELECT device_id, role, device_key, capabilities, registered_unix_ms, last_seen_unix_ms, "
-      "peer FROM devices ORDER BY device_id"));
+      "peer, drained FROM devices ORDER BY device_id"));
   std::vector<v1::Device> out;
   while (true) {
     TF_ASSIGN_OR_RETURN(bool row, st.Step());
@@ -824,6 +852,7 @@ absl::StatusOr<std::vector<v1::Device>> TuningLog::ListDevices() {
     d.set_registered_unix_ms(st.Int(4));
     d.set_last_seen_unix_ms(st.Int(5));
     d.set_peer(st.Text(6));
+    d.set_drained(st.Int(7) != 0);
     d.set_state(v1::DEVICE_STATE_OFFLINE);
     out.push_back(std::move(d));
   }

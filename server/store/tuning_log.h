@@ -47,7 +47,7 @@ class TuningLog {
   };
 
   // The schema this build writes; older files are migrated forward on open.
-  static constexpr int kSchemaVersion = 3;
+  static constexpr int kSchemaVersion = 4;
 
   static absl::StatusOr<std::unique_ptr<TuningLog>> Open(const Options& options);
   ~TuningLog();
@@ -138,6 +138,9 @@ class TuningLog {
   // ---- devices ----
   absl::Status UpsertDevice(const v1::Device& device);
   absl::StatusOr<std::vector<v1::Device>> ListDevices();
+  // NotFound when no device of that id was ever stored.
+  absl::Status SetDeviceDrained(const std::string& device_id, bool drained);
+  absl::Status RemoveDevice(const std::string& device_id);
 
  private:
   TuningLog(std::unique_ptr<internal::Db> db, std::string path, Canon canon);

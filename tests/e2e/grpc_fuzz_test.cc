@@ -99,6 +99,11 @@ std::vector<Method> Methods() {
   v1::ListDevicesRequest devices;
   devices.set_protocol_version(v);
   add("TuningService", "ListDevices", devices);
+  v1::UpdateDeviceRequest update;
+  update.set_protocol_version(v);
+  update.set_device_id("fuzz-board");
+  update.set_action(v1::UpdateDeviceRequest::ACTION_DRAIN);
+  add("TuningService", "UpdateDevice", update);
   v1::RunModelRequest run;
   run.set_protocol_version(v);
   run.set_device_key("fuzz-key");

@@ -899,6 +899,71 @@ TEST_F(E2ETest, WatchShowsTrueTimesAndTheBestSoFar) {
   }
 }
 
+// Draining a board: it finishes what it holds and gets nothing new (a job
+// for its key waits), resuming gives it work again, and an offline board
+// can be removed from the listing (an online one cannot).
+TEST_F(E2ETest, DevicesAreDrainedResumedAndRemoved) {
+  auto server =
+      ServerProcess::Start(dir_.File("farm.db"), dir_.path(), {"--heartbeat_interval_ms=200"});
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto [agent, worker] = StartAgentAndWorker((*server)->address());
+  ASSERT_TRUE(agent.ok() && worker.ok());
+  auto row = [&](const std::string& id) {
+    const std::string d = Cli(**server, {"devices"}).out;
+    const size_t at = d.find("\n" + id + " ");
+    return at == std::string::npos ? std::string()
+                                   : d.substr(at + 1, d.find('\n', at + 1) - at - 1);
+  };
+  ASSERT_TRUE(testing::WaitFor(
+      [&] {
+        return absl::StrContains(row("agent-1"), " online ") &&
+               absl::StrContains(row("worker-1"), " online ");
+      },
+      absl::Seconds(60)));
+  CommandResult r = Cli(**server, {"devices", "drain", "agent-1"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.out, "drained agent-1")) << r.out;
+  EXPECT_TRUE(absl::StrContains(row("agent-1"), " drained ")) << row("agent-1");
+  const std::string list = dir_.File("w.txt");
+  testing::WriteFile(list, "matmul(M=16,N=16,K=16)\n");
+  r = Cli(**server, {"submit", "--workloads=" + list, "--target=llvm", "--device_key=x86-test",
+                     "--trials=4"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_TRUE(testing::WaitFor(
+      [&] {
+        return absl::StrContains(Cli(**server, {"job", "1"}).out,
+                                 "waiting for an agent with device key x86-test");
+      },
+      absl::Seconds(60)))
+      << Cli(**server, {"job", "1"}).out;
+  EXPECT_TRUE(JobRecords(**server, 1).empty());
+  r = Cli(**server, {"devices", "resume", "agent-1"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_TRUE(testing::WaitFor(
+      [&] {
+        return absl::StrContains(Cli(**server, {"job", "1"}).out, "succeeded");
+      },
+      absl::Seconds(120)))
+      << Cli(**server, {"job", "1"}).out;
+  // Online: not removed.
+  r = Cli(**server, {"devices", "remove", "agent-1"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(absl::StrContains(r.err, "is online: drain it, stop its process")) << r.err;
+  r = Cli(**server, {"devices", "remove", "no-such-board"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(absl::StrContains(r.err, "no device 'no-such-board'")) << r.err;
+  (*agent)->Kill(SIGTERM);
+  ASSERT_TRUE((*agent)->Wait(absl::Seconds(20)).ok());
+  ASSERT_TRUE(testing::WaitFor([&] { return absl::StrContains(row("agent-1"), " offline "); },
+                               absl::Seconds(60)));
+  r = Cli(**server, {"devices", "remove", "agent-1"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(row("agent-1"), "");
+  EXPECT_FALSE(absl::StrContains(Cli(**server, {"devices", "--all"}).out, "agent-1"));
+  (*worker)->Kill(SIGTERM);
+  ASSERT_TRUE((*worker)->Wait(absl::Seconds(20)).ok());
+}
+
 // One HTTP/1.1 GET on 127.0.0.1:`port`: the status code and the body.
 std::pair<int, std::string> HttpGet(int port, const std::string& target,
                                     const std::string& extra_headers = "",

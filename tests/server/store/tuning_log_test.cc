@@ -472,9 +472,11 @@ TEST(TuningLog, MigratesAVersion1File) {
   TempDir dir;
   std::string path = dir.File("t.db");
   { ASSERT_NE(OpenOrDie(path), nullptr); }
-  // Back to what version 1 wrote: no cost_models or job_snapshots tables.
+  // Back to what version 1 wrote: no cost_models or job_snapshots tables,
+  // no devices.drained column.
   RawExec(path,
           "DROP TABLE cost_models; DROP TABLE job_snapshots; "
+          "ALTER TABLE devices DROP COLUMN drained; "
           "DELETE FROM schema_version WHERE version >= 2");
   auto log = OpenOrDie(path);
   ASSERT_NE(log, nullptr);
@@ -491,6 +493,19 @@ TEST(TuningLog, MigratesAVersion1File) {
   auto job = log->CreateJob(spec);
   ASSERT_TRUE(job.ok()) << job.status();
   EXPECT_TRUE(log->SaveJobSnapshot(*job, "state").ok());
+  v1::Device d;
+  d.set_device_id("board");
+  d.set_role(v1::ROLE_AGENT);
+  d.set_device_key("k");
+  ASSERT_TRUE(log->UpsertDevice(d).ok());
+  EXPECT_TRUE(absl::IsNotFound(log->SetDeviceDrained("other", true)));
+  ASSERT_TRUE(log->SetDeviceDrained("board", true).ok());
+  ASSERT_TRUE(log->UpsertDevice(d).ok());  // a new registration keeps it drained
+  auto devices = log->ListDevices();
+  ASSERT_TRUE(devices.ok() && devices->size() == 1);
+  EXPECT_TRUE(devices->front().drained());
+  ASSERT_TRUE(log->RemoveDevice("board").ok());
+  EXPECT_TRUE(log->ListDevices()->empty());
 }
 
 // A job's search state is replaced on every save, belongs to an existing
