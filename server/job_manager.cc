@@ -54,6 +54,15 @@ absl::Status JobManager::ImportModel(v1::JobSpec* spec) const {
   return absl::OkStatus();
 }
 
+namespace {
+
+bool OnlineAgentOf(const v1::Device& d, const std::string& device_key) {
+  return d.role() == v1::ROLE_AGENT && d.state() == v1::DEVICE_STATE_ONLINE &&
+         d.device_key() == device_key;
+}
+
+}  // namespace
+
 absl::StatusOr<int64_t> JobManager::Submit(v1::JobSpec spec, const std::string& owner,
                                            bool wait_for_device) {
   spec.set_owner(owner);
@@ -266,10 +275,7 @@ absl::Status JobManager::CheckCpuAgents(const ir::Target& target, const std::str
   const std::vector<std::string> need = target.required_cpu_features();
   std::vector<std::string> seen;
   for (const v1::Device& d : devices) {
-    if (d.role() != v1::ROLE_AGENT || d.state() != v1::DEVICE_STATE_ONLINE ||
-        d.device_key() != device_key) {
-      continue;
-    }
+    if (!OnlineAgentOf(d, device_key)) continue;
     const v1::Capabilities& c = d.capabilities();
     const std::string arch = c.triple().substr(0, c.triple().find('-'));
     if (!arch.empty() && arch != target.arch()) {
@@ -299,10 +305,7 @@ absl::Status JobManager::CheckCudaAgents(const ir::Target& target, const std::st
                                          const std::vector<v1::Device>& devices) const {
   std::vector<std::string> seen;
   for (const v1::Device& d : devices) {
-    if (d.role() != v1::ROLE_AGENT || d.state() != v1::DEVICE_STATE_ONLINE ||
-        d.device_key() != device_key) {
-      continue;
-    }
+    if (!OnlineAgentOf(d, device_key)) continue;
     const v1::Capabilities& c = d.capabilities();
     if (c.has_gpu() && std::find(c.cuda_archs().begin(), c.cuda_archs().end(), target.arch()) !=
                            c.cuda_archs().end()) {

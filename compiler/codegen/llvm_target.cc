@@ -50,29 +50,33 @@ std::vector<std::string> BuildableTriples() {
   return {"x86_64-linux-gnu", "aarch64-linux-gnu"};
 }
 
-std::vector<std::string> KnownCpus(const std::string& triple) {
+namespace {
+
+// LLVM's subtarget information for `triple` (its generic CPU); null when
+// LLVM does not know the triple.
+std::unique_ptr<llvm::MCSubtargetInfo> GenericSubtarget(const std::string& triple) {
   InitLLVMTargets();
   std::string error;
   const llvm::Target* t = llvm::TargetRegistry::lookupTarget(triple, error);
-  if (t == nullptr) return {};
-  std::unique_ptr<llvm::MCSubtargetInfo> sti(t->createMCSubtargetInfo(triple, "generic", ""));
+  if (t == nullptr) return nullptr;
+  return std::unique_ptr<llvm::MCSubtargetInfo>(t->createMCSubtargetInfo(triple, "generic", ""));
+}
+
+}  // namespace
+
+std::vector<std::string> KnownCpus(const std::string& triple) {
   std::vector<std::string> out;
-  if (sti == nullptr) return out;
-  for (const llvm::SubtargetSubTypeKV& kv : sti->getAllProcessorDescriptions()) {
-    out.push_back(kv.Key);
+  if (auto sti = GenericSubtarget(triple)) {
+    for (const auto& kv : sti->getAllProcessorDescriptions()) out.push_back(kv.Key);
   }
   return out;
 }
 
 std::vector<std::string> KnownFeatures(const std::string& triple) {
-  InitLLVMTargets();
-  std::string error;
-  const llvm::Target* t = llvm::TargetRegistry::lookupTarget(triple, error);
-  if (t == nullptr) return {};
-  std::unique_ptr<llvm::MCSubtargetInfo> sti(t->createMCSubtargetInfo(triple, "generic", ""));
   std::vector<std::string> out;
-  if (sti == nullptr) return out;
-  for (const llvm::SubtargetFeatureKV& kv : sti->getAllProcessorFeatures()) out.push_back(kv.Key);
+  if (auto sti = GenericSubtarget(triple)) {
+    for (const auto& kv : sti->getAllProcessorFeatures()) out.push_back(kv.Key);
+  }
   return out;
 }
 

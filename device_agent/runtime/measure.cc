@@ -45,15 +45,20 @@ absl::StatusOr<GpuPlan> PlanFromModule(const v1::GpuModule& module,
 namespace {
 
 // What the runner takes for `kernel`: its shared object, or its GpuModule as
-// an encoded GpuPlan (options->cuda set); the output's size in n_out.
-absl::StatusOr<std::string> RunnerBytes(const Kernel& kernel, SandboxOptions* options,
-                                        int64_t* n_out) {
+// an encoded GpuPlan (options->cuda set); the output's size in n_out. A
+// reference (when not empty) must have that size.
+absl::StatusOr<std::string> RunnerBytes(const Kernel& kernel, const std::vector<float>& reference,
+                                        SandboxOptions* options, int64_t* n_out) {
   const v1::KernelSignature& sig = kernel.signature;
   if (absl::Status s = CheckSignature(sig, MaxKernelElements(options->memory_limit_bytes));
       !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("signature: ", s.message()));
   }
   *n_out = KernelElements(sig.args(sig.args_size() - 1));
+  if (!reference.empty() && int64_t(reference.size()) != *n_out) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the reference has ", reference.size(), " values, the output ", *n_out));
+  }
   options->cuda = kernel.kind == v1::ARTIFACT_KIND_CUBIN || kernel.kind == v1::ARTIFACT_KIND_PTX;
   if (!options->cuda) {
     if (kernel.kind != v1::ARTIFACT_KIND_SHARED_OBJECT) {
@@ -77,14 +82,6 @@ SandboxOutcome Refused(const absl::Status& why) {
   return bad;
 }
 
-absl::Status CheckReference(const std::vector<float>& reference, int64_t n_out) {
-  if (!reference.empty() && int64_t(reference.size()) != n_out) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("the reference has ", reference.size(), " values, the output ", n_out));
-  }
-  return absl::OkStatus();
-}
-
 SandboxOptions ForOutput(SandboxOptions options) {
   options.repeats = 1;
   options.min_repeat_ms = 0;
@@ -98,9 +95,8 @@ SandboxOutcome Measure(const Kernel& kernel, const std::vector<std::vector<float
                        const std::vector<float>& reference, SandboxOptions options,
                        std::vector<float>* output) {
   int64_t n_out = 0;
-  absl::StatusOr<std::string> bytes = RunnerBytes(kernel, &options, &n_out);
+  absl::StatusOr<std::string> bytes = RunnerBytes(kernel, reference, &options, &n_out);
   if (!bytes.ok()) return Refused(bytes.status());
-  if (absl::Status s = CheckReference(reference, n_out); !s.ok()) return Refused(s);
   const v1::KernelSignature& sig = kernel.signature;
   if (inputs.size() + 1 != size_t(sig.args_size())) {
     return Refused(absl::InvalidArgumentError(
@@ -129,9 +125,8 @@ SandboxOutcome MeasureFromSeed(const Kernel& kernel, uint64_t input_seed,
                                const std::vector<float>& reference, SandboxOptions options,
                                std::vector<float>* output) {
   int64_t n_out = 0;
-  absl::StatusOr<std::string> bytes = RunnerBytes(kernel, &options, &n_out);
+  absl::StatusOr<std::string> bytes = RunnerBytes(kernel, reference, &options, &n_out);
   if (!bytes.ok()) return Refused(bytes.status());
-  if (absl::Status s = CheckReference(reference, n_out); !s.ok()) return Refused(s);
   return MeasureInSandboxFromSeed(*bytes, kernel.signature.SerializeAsString(), input_seed, n_out,
                                   reference, options, output);
 }

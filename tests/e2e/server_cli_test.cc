@@ -44,6 +44,14 @@ using testing::CommandResult;
 using testing::RunCommand;
 using testing::ServerProcess;
 
+// SIGTERM to each, then waits for it to exit.
+void StopAll(std::initializer_list<Subprocess*> procs) {
+  for (Subprocess* p : procs) {
+    p->Kill(SIGTERM);
+    ASSERT_TRUE(p->Wait(absl::Seconds(20)).ok());
+  }
+}
+
 class E2ETest : public ::testing::Test {
  protected:
   CommandResult Cli(const ServerProcess& server, std::vector<std::string> args) {
@@ -509,10 +517,7 @@ TEST_F(E2ETest, JobBudgetsStrategiesAndTheStoredModel) {
   r = Cli(**server, {"submit", spec, "--device_key=x86-test", "--early_stop=-3"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_TRUE(absl::StrContains(r.err, "--early_stop needs a positive number")) << r.err;
-  for (auto* p : {&*agent, &*worker}) {
-    (*p)->Kill(SIGTERM);
-    ASSERT_TRUE((*p)->Wait(absl::Seconds(20)).ok());
-  }
+  StopAll({agent->get(), worker->get()});
 }
 
 // Records of the job's workload made on other hardware (another CPU model in
@@ -775,10 +780,7 @@ TEST_F(E2ETest, CpuJobsAreCheckedAgainstTheBoardsThatRunThem) {
   r = Cli(**server,
           {"submit", "--workloads=" + list, "--target=llvm", "--device_key=late", "--trials=1"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
-  for (auto* p : {&*agent, &*worker, &*late}) {
-    (*p)->Kill(SIGTERM);
-    ASSERT_TRUE((*p)->Wait(absl::Seconds(20)).ok());
-  }
+  StopAll({agent->get(), worker->get(), late->get()});
 }
 
 // What a new user gets wrong first, each answered by a message that names
@@ -844,10 +846,7 @@ TEST_F(E2ETest, SubmitMistakesAreNamed) {
     EXPECT_TRUE(absl::StrContains(h.out + h.err, flag)) << bin << ": " << h.out << h.err;
     EXPECT_FALSE(absl::StrContains(h.out + h.err, "No flags matched")) << bin;
   }
-  for (auto* p : {&*agent, &*worker}) {
-    (*p)->Kill(SIGTERM);
-    ASSERT_TRUE((*p)->Wait(absl::Seconds(20)).ok());
-  }
+  StopAll({agent->get(), worker->get()});
 }
 
 // `watch --json` while a job runs: events stamped when they happened, each
@@ -893,10 +892,7 @@ TEST_F(E2ETest, WatchShowsTrueTimesAndTheBestSoFar) {
   // The same, as lines: the model's time and each task's new best.
   r = Cli(**server, {"watch", "1"});
   EXPECT_TRUE(absl::StrContains(r.out, " model ")) << r.out;
-  for (auto* p : {&*agent, &*worker}) {
-    (*p)->Kill(SIGTERM);
-    ASSERT_TRUE((*p)->Wait(absl::Seconds(20)).ok());
-  }
+  StopAll({agent->get(), worker->get()});
 }
 
 // Draining a board: it finishes what it holds and gets nothing new (a job
@@ -1045,10 +1041,7 @@ TEST_F(E2ETest, MetricsForPrometheus) {
   EXPECT_EQ(HttpGet(http, "/nowhere").first, 404);
   EXPECT_EQ(HttpGet(http, "/metrics", "", "HEAD").first, 200);
   EXPECT_EQ(HttpGet(http, "/metrics", "", "POST").first, 405);
-  for (auto* p : {&*agent, &*worker}) {
-    (*p)->Kill(SIGTERM);
-    ASSERT_TRUE((*p)->Wait(absl::Seconds(20)).ok());
-  }
+  StopAll({agent->get(), worker->get()});
 }
 
 // The HTTP pages take the gRPC port's tokens: a reader's, as a bearer
@@ -1492,10 +1485,7 @@ TEST(Security, CancelKillsTheRunningMeasurement) {
       << testing::ReadFileOrEmpty(dir.File("agent.log"));
   // The agent is still up and registered.
   EXPECT_TRUE(absl::StrContains((*server)->Cli({"devices"}, dir.path()).out, " online "));
-  for (auto* p : {&*agent, &*worker}) {
-    (*p)->Kill(SIGTERM);
-    ASSERT_TRUE((*p)->Wait(absl::Seconds(20)).ok());
-  }
+  StopAll({agent->get(), worker->get()});
 }
 
 // A server that is not the farm's (an impostor on the network, or a
