@@ -21,6 +21,7 @@
 #include "cli/compile_cmd.h"
 #include "cli/flags.h"
 #include "cli/model_cmd.h"
+#include "cli/plot.h"
 #include "cli/records_jsonl.h"
 #include "cli/tasks_cmd.h"
 #include "cli/token_cmd.h"
@@ -59,6 +60,7 @@ commands:
   job ID [--json]               one job: tasks, default vs best time
   watch ID [--json]             follow a job's progress until it ends
   cancel ID
+  plot ID -o FILE.svg           the job's tuning curves: the model's time, each task's best GFLOP/s
   resume ID
   devices [--all] [--json]      workers and agents known to the server (--all: with those offline over a day)
   devices drain|resume|remove ID   stop leasing work to a device, lease again, forget an offline one
@@ -821,6 +823,45 @@ Result CmdWatch(Client& c, const Args& a, std::ostream& out) {
   return std::nullopt;
 }
 
+// plot JOB -o FILE.svg: the job's tuning curves (cli/plot.h) from all its records.
+Result CmdPlot(Client& c, const Args& a, std::ostream& out) {
+  int64_t id;
+  if (Result r = JobIdArg(a, "plot", &id)) return r;
+  if (!a.Has("o")) return Usage("plot needs -o FILE.svg");
+  v1::GetJobRequest get;
+  get.set_protocol_version(kProtocolVersion);
+  get.set_job_id(id);
+  v1::Job job;
+  grpc::Status s = c.stub().GetJob(c.Context().get(), get, &job);
+  if (!s.ok()) return RpcFailure(c, s);
+  std::vector<v1::Record> records;
+  v1::ListRecordsRequest lr;
+  lr.set_protocol_version(kProtocolVersion);
+  lr.mutable_filter()->set_job_id(id);
+  lr.set_limit(10000);
+  while (true) {
+    v1::ListRecordsResponse resp;
+    s = c.stub().ListRecords(c.Context().get(), lr, &resp);
+    if (!s.ok()) return RpcFailure(c, s);
+    records.insert(records.end(), resp.records().begin(), resp.records().end());
+    if (resp.last_record_id() == 0 || resp.records().empty()) break;
+    lr.set_after_record_id(resp.last_record_id());
+  }
+  const std::string path = a.Get("o"), tmp = path + ".tmp";
+  {
+    std::ofstream f(tmp);
+    f << TuningCurvesSvg(job, records);
+    if (!f) return Failure{kExitFailed, absl::StrCat("cannot write ", tmp)};
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    return Failure{kExitFailed, absl::StrCat("cannot write ", path)};
+  }
+  out << "wrote " << path << ": " << records.size() << " trials of " << job.tasks_size()
+      << " tasks\n";
+  return std::nullopt;
+}
+
 Result CmdDevices(Client& c, const Args& a, std::ostream& out) {
   if (!a.positional().empty()) {
     // devices drain|resume|remove ID
@@ -1012,7 +1053,8 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
       {"watch", {CmdWatch, {{}, {"json"}}}},
       {"cancel", {CmdCancel, {}}},
       {"resume", {CmdResume, {}}},
-      {"devices", {CmdDevices, {{}, {"json", "all"}}}}};
+      {"devices", {CmdDevices, {{}, {"json", "all"}}}},
+      {"plot", {CmdPlot, {{"o"}, {}}}}};
   auto it = kCommands.find(cmd);
   if (it == kCommands.end()) {
     err << "tunefarm: error: unknown command '" << cmd << "' (tunefarm help lists them)\n";

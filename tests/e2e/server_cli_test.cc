@@ -892,6 +892,28 @@ TEST_F(E2ETest, WatchShowsTrueTimesAndTheBestSoFar) {
   // The same, as lines: the model's time and each task's new best.
   r = Cli(**server, {"watch", "1"});
   EXPECT_TRUE(absl::StrContains(r.out, " model ")) << r.out;
+  // And as curves in an SVG: the model's time, then each task's best over
+  // its trials and over the minutes, a point per trial.
+  const std::string svg_path = dir_.File("curves.svg");
+  r = Cli(**server, {"plot", "1", "-o", svg_path});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const size_t trials = JobRecords(**server, 1).size();
+  EXPECT_TRUE(absl::StrContains(
+      r.out, absl::StrCat("wrote ", svg_path, ": ", trials, " trials of 2 tasks")))
+      << r.out;
+  const std::string svg = testing::ReadFileOrEmpty(svg_path);
+  EXPECT_TRUE(absl::StartsWith(svg, "<svg ") && absl::EndsWith(svg, "</svg>\n")) << svg;
+  std::regex poly("points='([^']*)'");
+  std::vector<size_t> points;
+  for (std::sregex_iterator it(svg.begin(), svg.end(), poly), end; it != end; ++it) {
+    const std::string p = (*it)[1];
+    points.push_back(size_t(std::count(p.begin(), p.end(), ' ')) + 1);
+  }
+  ASSERT_EQ(points.size(), 5u) << svg;
+  EXPECT_EQ(points[0], trials);
+  EXPECT_EQ(points[1], points[2]);
+  EXPECT_EQ(points[3], points[4]);
+  EXPECT_EQ(points[1] + points[3], trials);
   StopAll({agent->get(), worker->get()});
 }
 
