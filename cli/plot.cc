@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "compiler/ir/workload.h"
+#include "proto/tuning_curves.h"
 
 namespace tunefarm::cli {
 namespace {
@@ -30,9 +31,7 @@ std::string Escape(const std::string& s) {
   return out;
 }
 
-struct Point {
-  double x, y;
-};
+using Point = TuningCurves::Point;
 
 // One panel at (ox, oy): axes, their labels, the title and the curve.
 void Panel(std::string* svg, int ox, int oy, const std::string& title, const std::string& xlabel,
@@ -66,36 +65,8 @@ void Panel(std::string* svg, int ox, int oy, const std::string& title, const std
 
 }  // namespace
 
-std::string TuningCurvesSvg(const v1::Job& job, const std::vector<v1::Record>& records_in) {
-  std::vector<v1::Record> records = records_in;
-  std::sort(records.begin(), records.end(),
-            [](const v1::Record& a, const v1::Record& b) { return a.record_id() < b.record_id(); });
-  const int64_t t0 = records.empty() ? 0 : records.front().timestamp_unix_ms();
-  auto minutes = [&](const v1::Record& r) { return (r.timestamp_unix_ms() - t0) / 60000.0; };
-  std::map<std::string, int> task_of;  // workload key -> index in job.tasks
-  for (int i = 0; i < job.tasks_size(); ++i) task_of.emplace(job.tasks(i).workload_key(), i);
-  std::vector<std::vector<Point>> by_trial(job.tasks_size()), by_time(job.tasks_size());
-  std::vector<double> best(job.tasks_size(), 0);  // seconds, 0: none yet
-  std::vector<int> trials(job.tasks_size(), 0);
-  std::vector<Point> model;
-  for (const v1::Record& r : records) {
-    auto it = task_of.find(r.workload_key());
-    if (it == task_of.end()) continue;
-    const int t = it->second;
-    ++trials[t];
-    double mean = 0;
-    for (double c : r.costs_sec()) mean += c;
-    if (r.status() == v1::MEASURE_STATUS_OK && r.costs_sec_size() > 0) {
-      mean /= r.costs_sec_size();
-      if (best[t] == 0 || mean < best[t]) best[t] = mean;
-    }
-    const double gflops = best[t] > 0 ? job.tasks(t).flops() / best[t] * 1e-9 : 0;
-    by_trial[t].push_back({double(trials[t]), gflops});
-    by_time[t].push_back({minutes(r), gflops});
-    double estimate = 0;
-    for (int k = 0; k < job.tasks_size(); ++k) estimate += job.tasks(k).weight() * best[k];
-    model.push_back({minutes(r), estimate * 1e3});
-  }
+std::string TuningCurvesSvg(const v1::Job& job, const std::vector<v1::Record>& records) {
+  const TuningCurves c = CurvesOf(job, records);
   const int rows = 1 + job.tasks_size();
   std::string svg = absl::StrFormat(
       "<svg xmlns='http://www.w3.org/2000/svg' width='%d' height='%d' font-family='sans-serif' "
@@ -105,12 +76,14 @@ std::string TuningCurvesSvg(const v1::Job& job, const std::vector<v1::Record>& r
         absl::StrCat("job ", job.job_id(),
                      job.spec().name().empty() ? "" : absl::StrCat(" \"", job.spec().name(), "\""),
                      ": the model's time by the best so far"),
-        "minutes", "ms (tasks with a best)", model, "#2ca02c");
+        "minutes", "ms (tasks with a best)", c.model_ms, "#2ca02c");
   for (int t = 0; t < job.tasks_size(); ++t) {
     const std::string name = absl::StrCat("#", t + 1, " ", ir::Describe(job.tasks(t).workload()),
                                           " x", job.tasks(t).weight());
-    Panel(&svg, 0, (t + 1) * kPanelH, name, "trials", "best GFLOP/s", by_trial[t], "#d62728");
-    Panel(&svg, kPanelW, (t + 1) * kPanelH, name, "minutes", "best GFLOP/s", by_time[t], "#1f77b4");
+    Panel(&svg, 0, (t + 1) * kPanelH, name, "trials", "best GFLOP/s", c.by_trial[size_t(t)],
+          "#d62728");
+    Panel(&svg, kPanelW, (t + 1) * kPanelH, name, "minutes", "best GFLOP/s", c.by_minute[size_t(t)],
+          "#1f77b4");
   }
   svg += "</svg>\n";
   return svg;

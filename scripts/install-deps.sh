@@ -32,6 +32,7 @@ FULL_PKGS=(
   qemu-user g++-aarch64-linux-gnu
   libdnnl-dev libopenblas-dev
   libonnx-dev python3-onnx libonnx-testdata
+  chromium
 )
 
 pkgs=("${FULL_PKGS[@]}")

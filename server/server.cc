@@ -9,6 +9,7 @@
 #include "common/signing.h"
 #include "common/status_macros.h"
 #include "proto/protocol.h"
+#include "server/dashboard.h"
 #include "server/device_registry.h"
 #include "server/farm_service.h"
 #include "server/http_server.h"
@@ -42,8 +43,9 @@ HttpResponse ServePage(const HttpRequest& r, const MetricsSources& sources,
   if (r.path == "/metrics") {
     return {200, "text/plain; version=0.0.4; charset=utf-8", RenderMetrics(sources)};
   }
-  if (r.path == "/") {
-    return {200, "text/plain; charset=utf-8", "tunefarm-server: /metrics (Prometheus)\n"};
+  if (r.path == "/") return {200, "text/html; charset=utf-8", DashboardHtml()};
+  if (r.path == "/api/state") {
+    return {200, "application/json", DashboardState(sources)};
   }
   return {404, "text/plain; charset=utf-8", absl::StrCat("no page ", r.path, "\n")};
 }

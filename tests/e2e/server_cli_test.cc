@@ -1066,6 +1066,68 @@ TEST_F(E2ETest, MetricsForPrometheus) {
   StopAll({agent->get(), worker->get()});
 }
 
+// The dashboard in a real headless browser (Debian's chromium) against a
+// real server after a real job: what a user would see, drawn by the page's
+// own script from /api/state.
+TEST_F(E2ETest, DashboardInAHeadlessBrowser) {
+  const std::string chromium = "/usr/bin/chromium";
+  if (access(chromium.c_str(), X_OK) != 0) {
+    TF_SKIP("no-package") << "chromium is not installed (scripts/install-deps.sh installs it)";
+  }
+  const std::string http_port_file = dir_.File("http-port");
+  auto server =
+      ServerProcess::Start(dir_.File("farm.db"), dir_.path(),
+                           {"--http_listen=127.0.0.1:0", "--http_port_file=" + http_port_file});
+  ASSERT_TRUE(server.ok()) << server.status();
+  int http = 0;
+  ASSERT_TRUE(testing::WaitFor(
+      [&] {
+        return absl::SimpleAtoi(
+                   absl::StripAsciiWhitespace(testing::ReadFileOrEmpty(http_port_file)), &http) &&
+               http > 0;
+      },
+      absl::Seconds(30)));
+  auto [agent, worker] = StartAgentAndWorker((*server)->address());
+  ASSERT_TRUE(agent.ok() && worker.ok());
+  const std::string list = dir_.File("w.txt");
+  testing::WriteFile(list, "matmul(M=32,N=32,K=32)\nmatmul(M=16,N=48,K=32) x2\n");
+  CommandResult r = Cli(**server, {"submit", "--workloads=" + list, "--target=llvm",
+                                   "--device_key=x86-test", "--trials=16", "--name=dash"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_TRUE(testing::WaitFor(
+      [&] {
+        return absl::StrContains(Cli(**server, {"job", "1"}).out, "succeeded");
+      },
+      absl::Seconds(120)));
+  const std::string url = absl::StrCat("http://127.0.0.1:", http, "/");
+  CommandResult page = RunCommand(
+      {chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+       "--user-data-dir=" + dir_.File("chromium"), "--virtual-time-budget=5000", "--dump-dom", url},
+      dir_.path());
+  const std::string& dom = page.out;
+  ASSERT_TRUE(absl::StrContains(dom, "<h1>tunefarm</h1>")) << page.err.substr(0, 2000);
+  // Drawn by the script: the devices, online; the job with its progress
+  // and a curve for the model and each task.
+  EXPECT_TRUE(absl::StrContains(dom, "<td>agent-1</td><td>agent</td><td>x86-test</td>")) << dom;
+  EXPECT_TRUE(absl::StrContains(dom, "<td>worker-1</td><td>worker</td>")) << dom;
+  EXPECT_TRUE(absl::StrContains(dom, "class=\"online\">online</td>")) << dom;
+  EXPECT_TRUE(absl::StrContains(dom, "job 1 dash <span class=\"state\">succeeded</span>")) << dom;
+  EXPECT_TRUE(absl::StrContains(dom, "trials 16/16")) << dom;
+  // (The page's own script, in the DOM too, spells "<polyline" once.)
+  const size_t jobs = dom.find("<div id=\"jobs\">");
+  ASSERT_NE(jobs, std::string::npos) << dom;
+  const std::string drawn = dom.substr(jobs, dom.find("<script", jobs) - jobs);
+  size_t curves = 0;
+  for (size_t at = drawn.find("<polyline"); at != std::string::npos;
+       at = drawn.find("<polyline", at + 1)) {
+    ++curves;
+  }
+  EXPECT_EQ(curves, 3u) << drawn;
+  EXPECT_TRUE(absl::StrContains(dom, "leases in flight: 0")) << dom;
+  EXPECT_FALSE(absl::StrContains(dom, "<div id=\"error\">4")) << dom;
+  StopAll({agent->get(), worker->get()});
+}
+
 // The HTTP pages take the gRPC port's tokens: a reader's, as a bearer
 // header or ?token=; none is 401, an agent's 403. Beyond loopback they are
 // refused without --insecure (they have no TLS).
