@@ -242,8 +242,11 @@ absl::StatusOr<v1::Workload> ParseWorkloadSpec(const std::string& spec) {
   std::map<std::string, float> fv;  // clip's bounds
   for (const auto& [key, val] : args) {
     if (!known.count(key)) {
+      std::vector<std::string> valid(it->second.required.begin(), it->second.required.end());
+      valid.insert(valid.end(), it->second.optional.begin(), it->second.optional.end());
       return p.Error(val.second - key.size() - 1,
-                     absl::StrCat("unknown attribute '", key, "' for ", op));
+                     absl::StrCat("unknown attribute '", key, "' for ", op, " (it takes ",
+                                  absl::StrJoin(valid, ", "), ")"));
     }
     if (op == "clip" && (key == "min" || key == "max")) {
       float f;

@@ -210,7 +210,8 @@ TEST(WorkloadSpec, ErrorsPointAtTheBadPart) {
   };
   std::vector<Case> cases = {
       {"conv3d(N=1)", "column 1: unknown op 'conv3d'"},
-      {"conv2d_nchw(N=1,C=64,H=56,W=56,K=64,R=3,S=3,strid=2)", "column 45: unknown attribute 'strid'"},
+      {"conv2d_nchw(N=1,C=64,H=56,W=56,K=64,R=3,S=3,strid=2)",
+       "column 45: unknown attribute 'strid' for conv2d_nchw (it takes N, C, H, W, K, R, S"},
       {"conv2d_nchw(N=1,C=64,H=56,W=56,K=64,R=3)", "needs S"},
       {"matmul(M=512,N=x,K=512)", "column 16: expected a number for N"},
       {"matmul(M=8,N=8,K=8)+gelu", "column 21: unknown epilogue 'gelu'"},
