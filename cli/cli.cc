@@ -490,6 +490,17 @@ Result CmdSubmit(Client& c, const Args& a, std::ostream& out) {
       iv->set_name(parsed->first);
       for (double v : parsed->second) iv->add_values(v);
     }
+    // The model imported here first, as `tasks` and `build` do: a dynamic
+    // input without --shape, or an operator not supported, is a usage error
+    // (exit 2) in every command, not the server's refusal.
+    std::vector<std::string> shapes;
+    if (a.Has("shape")) shapes = absl::StrSplit(a.Get("shape"), ',');
+    absl::StatusOr<frontend::ImportOptions> o = ImportOverrides(shapes, a.All("value"));
+    if (!o.ok()) return Usage(std::string(o.status().message()));
+    if (absl::StatusOr<frontend::Model> m = frontend::ImportOnnxFile(a.positional()[0], *o);
+        !m.ok()) {
+      return Usage(std::string(m.status().message()));
+    }
   } else {
     if (a.positional().size() != 1) {
       return Usage(

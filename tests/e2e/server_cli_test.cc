@@ -833,6 +833,24 @@ TEST_F(E2ETest, SubmitMistakesAreNamed) {
                                 "is not a JSON job spec; a list of workloads goes with "
                                 "--workloads="))
       << r.err;
+  // A model with a dynamic input and no --shape: the same usage error (exit
+  // 2) whether it is listed here or submitted to the server.
+  const std::string model = dir_.File("dynamic.onnx");
+  CommandResult made =
+      RunCommand({"/usr/bin/python3", "-c",
+                  "import onnx, onnx.helper as h\n"
+                  "g = h.make_graph([h.make_node('Relu', ['x'], ['y'])], 'g',\n"
+                  "  [h.make_tensor_value_info('x', onnx.TensorProto.FLOAT, ['N', 64])],\n"
+                  "  [h.make_tensor_value_info('y', onnx.TensorProto.FLOAT, ['N', 64])])\n"
+                  "onnx.save(h.make_model(g, opset_imports=[h.make_opsetid('', 13)]), '" +
+                      model + "')\n"},
+                 dir_.path());
+  ASSERT_EQ(made.exit_code, 0) << made.err;
+  CommandResult tasks = RunCommand({BinPath("tunefarm"), "tasks", model}, dir_.path());
+  r = Cli(**server, {"submit", model, "--target=llvm", "--device_key=x86-test"});
+  EXPECT_EQ(tasks.exit_code, 2) << tasks.err;
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.err, "give its shape with --shape x=")) << r.err;
   // Help: `help CMD` is `CMD --help`, and the daemons list their flags.
   r = Cli(**server, {"help", "submit"});
   EXPECT_EQ(r.exit_code, 0);
@@ -978,8 +996,27 @@ TEST_F(E2ETest, DevicesAreDrainedResumedAndRemoved) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(row("agent-1"), "");
   EXPECT_FALSE(absl::StrContains(Cli(**server, {"devices", "--all"}).out, "agent-1"));
+  // A device offline for over a day leaves the default listing.
   (*worker)->Kill(SIGTERM);
   ASSERT_TRUE((*worker)->Wait(absl::Seconds(20)).ok());
+  ASSERT_TRUE(testing::WaitFor([&] { return absl::StrContains(row("worker-1"), " offline "); },
+                               absl::Seconds(60)));
+  // (Its last sighting moved two days back, the server restarted on the file.)
+  ASSERT_TRUE((*server)->Stop().ok());
+  const int64_t two_days_ago = absl::ToUnixMillis(absl::Now() - absl::Hours(48));
+  CommandResult aged =
+      RunCommand({"/usr/bin/sqlite3", dir_.File("farm.db"),
+                  absl::StrCat("UPDATE devices SET last_seen_unix_ms = ", two_days_ago,
+                               " WHERE device_id = 'worker-1'")},
+                 dir_.path());
+  ASSERT_EQ(aged.exit_code, 0) << aged.err;
+  server = ServerProcess::Start(dir_.File("farm.db"), dir_.path());
+  ASSERT_TRUE(server.ok()) << server.status();
+  const std::string listed = Cli(**server, {"devices"}).out;
+  EXPECT_EQ(row("worker-1"), "") << listed;
+  EXPECT_TRUE(absl::StrContains(listed, "1 offline for over a day not shown (--all shows them)"))
+      << listed;
+  EXPECT_TRUE(absl::StrContains(Cli(**server, {"devices", "--all"}).out, "worker-1"));
 }
 
 // One HTTP/1.1 GET on 127.0.0.1:`port`: the status code and the body.
