@@ -57,23 +57,25 @@ class ModelJob : public ::testing::Test {
 
 TEST_F(ModelJob, SubmitAnOnnxModelAndTuneItsTasks) {
   ASSERT_NO_FATAL_FAILURE(StartServer());
-  // Refused: an operator the importer does not know; a dynamic input without a shape.
+  // Refused before anything is sent (the CLI imports the model first, exit
+  // 2): an operator the importer does not know; a dynamic input without a
+  // shape.
   testing::CommandResult r =
       cli({"submit", dir.File("unsupported.onnx"), "--target=llvm", "--device_key=x86-test"});
-  EXPECT_EQ(r.exit_code, 1);
-  EXPECT_TRUE(absl::StrContains(r.err, "model: unsupported operator 'NonZero' (node 'the_nonzero'"))
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(absl::StrContains(r.err, "unsupported operator 'NonZero' (node 'the_nonzero'"))
       << r.err;
   r = cli({"submit", dir.File("tiny_dynamic.onnx"), "--target=llvm", "--device_key=x86-test"});
-  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.exit_code, 2);
   EXPECT_TRUE(absl::StrContains(r.err, "give its shape with --shape x=")) << r.err;
-  // An If on an input: resolved only with the input fixed, which the server's
-  // import reads from the spec (a non-integer rate is refused there).
+  // An If on an input: resolved only with the input fixed (a non-integer
+  // rate is refused).
   r = cli({"submit", dir.File("rate_branch.onnx"), "--target=llvm", "--device_key=x86-test"});
-  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.exit_code, 2);
   EXPECT_TRUE(absl::StrContains(r.err, "fix the inputs it depends on with --value")) << r.err;
   r = cli({"submit", dir.File("rate_branch.onnx"), "--value=rate=0.5", "--target=llvm",
            "--device_key=x86-test"});
-  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.exit_code, 2);
   EXPECT_TRUE(absl::StrContains(r.err, "--value for input 'rate': 0.5 is not an integer")) << r.err;
   r = cli({"jobs"});
   EXPECT_FALSE(absl::StrContains(r.out, "tiny")) << r.out;
