@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <optional>
@@ -669,15 +670,37 @@ void PrintJob(const v1::Job& j, const std::map<std::string, double>& default_cos
   }
 }
 
-Result CmdJob(Client& c, const Args& a, std::ostream& out) {
-  int64_t id;
-  if (Result r = JobIdArg(a, "job", &id)) return r;
+Result FetchJob(Client& c, int64_t id, v1::Job* job) {
   v1::GetJobRequest req;
   req.set_protocol_version(kProtocolVersion);
   req.set_job_id(id);
-  v1::Job job;
-  grpc::Status s = c.stub().GetJob(c.Context().get(), req, &job);
+  grpc::Status s = c.stub().GetJob(c.Context().get(), req, job);
   if (!s.ok()) return RpcFailure(c, s);
+  return std::nullopt;
+}
+
+// Every record `filter` matches, oldest first, a page of 10,000 a call.
+Result ForEachRecord(Client& c, const v1::RecordFilter& filter,
+                     const std::function<void(const v1::Record&)>& each) {
+  v1::ListRecordsRequest lr;
+  lr.set_protocol_version(kProtocolVersion);
+  *lr.mutable_filter() = filter;
+  lr.set_limit(10000);
+  while (true) {
+    v1::ListRecordsResponse resp;
+    grpc::Status s = c.stub().ListRecords(c.Context().get(), lr, &resp);
+    if (!s.ok()) return RpcFailure(c, s);
+    for (const v1::Record& r : resp.records()) each(r);
+    if (resp.last_record_id() == 0 || resp.records().empty()) return std::nullopt;
+    lr.set_after_record_id(resp.last_record_id());
+  }
+}
+
+Result CmdJob(Client& c, const Args& a, std::ostream& out) {
+  int64_t id;
+  if (Result r = JobIdArg(a, "job", &id)) return r;
+  v1::Job job;
+  if (Result r = FetchJob(c, id, &job)) return r;
   if (a.Has("json")) {
     out << JsonOf(job) << "\n";
     return std::nullopt;
@@ -690,25 +713,17 @@ Result CmdJob(Client& c, const Args& a, std::ostream& out) {
   absl::StatusOr<ir::Target> target = ir::Target::Parse(job.spec().target().spec());
   for (const v1::Task& t : job.tasks()) {
     if (!target.ok()) break;
-    v1::ListRecordsRequest lr;
-    lr.set_protocol_version(kProtocolVersion);
-    lr.mutable_filter()->set_workload_key(t.workload_key());
-    lr.mutable_filter()->mutable_target()->set_spec(target->ToString());
-    lr.mutable_filter()->set_status(v1::MEASURE_STATUS_OK);
-    lr.set_limit(10000);
-    while (true) {
-      v1::ListRecordsResponse resp;
-      s = c.stub().ListRecords(c.Context().get(), lr, &resp);
-      if (!s.ok()) return RpcFailure(c, s);
-      for (const v1::Record& r : resp.records()) {
-        if (!r.schedule().is_default() || r.costs_sec().empty()) continue;
-        const double mean = MeanCost(r);
-        auto [it, fresh] = default_cost.emplace(t.workload_key(), mean);
-        if (!fresh) it->second = std::min(it->second, mean);
-      }
-      if (resp.last_record_id() == 0 || resp.records().empty()) break;
-      lr.set_after_record_id(resp.last_record_id());
-    }
+    v1::RecordFilter filter;
+    filter.set_workload_key(t.workload_key());
+    filter.mutable_target()->set_spec(target->ToString());
+    filter.set_status(v1::MEASURE_STATUS_OK);
+    Result r = ForEachRecord(c, filter, [&](const v1::Record& rec) {
+      if (!rec.schedule().is_default() || rec.costs_sec().empty()) return;
+      const double mean = MeanCost(rec);
+      auto [it, fresh] = default_cost.emplace(t.workload_key(), mean);
+      if (!fresh) it->second = std::min(it->second, mean);
+    });
+    if (r) return r;
   }
   PrintJob(job, default_cost, out);
   return std::nullopt;
@@ -750,12 +765,8 @@ Result CmdWatch(Client& c, const Args& a, std::ostream& out) {
   int64_t id;
   if (Result r = JobIdArg(a, "watch", &id)) return r;
   const bool json = a.Has("json") > 0;
-  v1::GetJobRequest get;
-  get.set_protocol_version(kProtocolVersion);
-  get.set_job_id(id);
   v1::Job job;
-  grpc::Status s = c.stub().GetJob(c.Context().get(), get, &job);
-  if (!s.ok()) return RpcFailure(c, s);
+  if (Result r = FetchJob(c, id, &job)) return r;
   const int64_t total = job.spec().budget().max_trials();
   // A progress bar redrawn in place on a terminal; one line per change when piped.
   const bool terminal = &out == &std::cout && isatty(STDOUT_FILENO);
@@ -789,7 +800,7 @@ Result CmdWatch(Client& c, const Args& a, std::ostream& out) {
     // Where the model's time is, by the tasks' best costs so far.
     if (!json && job.tasks_size() > 1 && ev.trials_done() > 0) {
       v1::Job latest;
-      if (c.stub().GetJob(c.Context().get(), get, &latest).ok()) {
+      if (!FetchJob(c, id, &latest)) {
         const std::string top = TopShares(latest, 3);
         if (!top.empty()) absl::StrAppend(&progress, "  time: ", top);
       }
@@ -825,7 +836,7 @@ Result CmdWatch(Client& c, const Args& a, std::ostream& out) {
     }
   }
   if (terminal && !json) out << "\n";
-  s = reader->Finish();
+  grpc::Status s = reader->Finish();
   if (!s.ok()) return RpcFailure(c, s);
   if (last == v1::JOB_STATE_SUCCEEDED && !json) {
     out << "\n";
@@ -839,25 +850,13 @@ Result CmdPlot(Client& c, const Args& a, std::ostream& out) {
   int64_t id;
   if (Result r = JobIdArg(a, "plot", &id)) return r;
   if (!a.Has("o")) return Usage("plot needs -o FILE.svg");
-  v1::GetJobRequest get;
-  get.set_protocol_version(kProtocolVersion);
-  get.set_job_id(id);
   v1::Job job;
-  grpc::Status s = c.stub().GetJob(c.Context().get(), get, &job);
-  if (!s.ok()) return RpcFailure(c, s);
+  if (Result r = FetchJob(c, id, &job)) return r;
   std::vector<v1::Record> records;
-  v1::ListRecordsRequest lr;
-  lr.set_protocol_version(kProtocolVersion);
-  lr.mutable_filter()->set_job_id(id);
-  lr.set_limit(10000);
-  while (true) {
-    v1::ListRecordsResponse resp;
-    s = c.stub().ListRecords(c.Context().get(), lr, &resp);
-    if (!s.ok()) return RpcFailure(c, s);
-    records.insert(records.end(), resp.records().begin(), resp.records().end());
-    if (resp.last_record_id() == 0 || resp.records().empty()) break;
-    lr.set_after_record_id(resp.last_record_id());
-  }
+  v1::RecordFilter filter;
+  filter.set_job_id(id);
+  if (Result r = ForEachRecord(c, filter, [&](const v1::Record& rec) { records.push_back(rec); }))
+    return r;
   const std::string path = a.Get("o"), tmp = path + ".tmp";
   {
     std::ofstream f(tmp);

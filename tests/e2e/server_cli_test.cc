@@ -1045,22 +1045,33 @@ std::pair<int, std::string> HttpGet(int port, const std::string& target,
   return {status, body == std::string::npos ? "" : resp.substr(body + 4)};
 }
 
+// A server (database DIR/farm.db, `extra` flags) whose HTTP pages listen on
+// a port of their own choosing, set in *http once the server writes it.
+absl::StatusOr<std::unique_ptr<ServerProcess>> StartServerWithHttp(const std::string& dir,
+                                                                   std::vector<std::string> extra,
+                                                                   int* http) {
+  const std::string port_file = dir + "/http-port";
+  extra.push_back("--http_listen=127.0.0.1:0");
+  extra.push_back("--http_port_file=" + port_file);
+  auto server = ServerProcess::Start(dir + "/farm.db", dir, extra);
+  if (!server.ok()) return server.status();
+  const bool up = testing::WaitFor(
+      [&] {
+        return absl::SimpleAtoi(absl::StripAsciiWhitespace(testing::ReadFileOrEmpty(port_file)),
+                                http) &&
+               *http > 0;
+      },
+      absl::Seconds(30));
+  if (!up) return absl::DeadlineExceededError("the server wrote no HTTP port");
+  return server;
+}
+
 // The metrics a Prometheus scrapes, from a real server after a real job:
 // valid text format, and numbers that match what happened.
 TEST_F(E2ETest, MetricsForPrometheus) {
-  const std::string http_port_file = dir_.File("http-port");
-  auto server =
-      ServerProcess::Start(dir_.File("farm.db"), dir_.path(),
-                           {"--http_listen=127.0.0.1:0", "--http_port_file=" + http_port_file});
-  ASSERT_TRUE(server.ok()) << server.status();
   int http = 0;
-  ASSERT_TRUE(testing::WaitFor(
-      [&] {
-        return absl::SimpleAtoi(
-                   absl::StripAsciiWhitespace(testing::ReadFileOrEmpty(http_port_file)), &http) &&
-               http > 0;
-      },
-      absl::Seconds(30)));
+  auto server = StartServerWithHttp(dir_.path(), {}, &http);
+  ASSERT_TRUE(server.ok()) << server.status();
   auto [agent, worker] = StartAgentAndWorker((*server)->address());
   ASSERT_TRUE(agent.ok() && worker.ok());
   const std::string list = dir_.File("w.txt");
@@ -1111,19 +1122,9 @@ TEST_F(E2ETest, DashboardInAHeadlessBrowser) {
   if (access(chromium.c_str(), X_OK) != 0) {
     TF_SKIP("no-package") << "chromium is not installed (scripts/install-deps.sh installs it)";
   }
-  const std::string http_port_file = dir_.File("http-port");
-  auto server =
-      ServerProcess::Start(dir_.File("farm.db"), dir_.path(),
-                           {"--http_listen=127.0.0.1:0", "--http_port_file=" + http_port_file});
-  ASSERT_TRUE(server.ok()) << server.status();
   int http = 0;
-  ASSERT_TRUE(testing::WaitFor(
-      [&] {
-        return absl::SimpleAtoi(
-                   absl::StripAsciiWhitespace(testing::ReadFileOrEmpty(http_port_file)), &http) &&
-               http > 0;
-      },
-      absl::Seconds(30)));
+  auto server = StartServerWithHttp(dir_.path(), {}, &http);
+  ASSERT_TRUE(server.ok()) << server.status();
   auto [agent, worker] = StartAgentAndWorker((*server)->address());
   ASSERT_TRUE(agent.ok() && worker.ok());
   const std::string list = dir_.File("w.txt");
@@ -1174,20 +1175,9 @@ TEST(Security, HttpPagesTakeTheSameTokens) {
   const std::string agent = "tf_agent00000000000000000000000000000000000000";
   testing::WriteFile(dir.File("tokens"),
                      reader + " reader name=dash\n" + agent + " agent name=board keys=k\n");
-  const std::string http_port_file = dir.File("http-port");
-  auto server =
-      ServerProcess::Start(dir.File("farm.db"), dir.path(),
-                           {"--tokens_file=" + dir.File("tokens"), "--http_listen=127.0.0.1:0",
-                            "--http_port_file=" + http_port_file});
-  ASSERT_TRUE(server.ok()) << server.status();
   int http = 0;
-  ASSERT_TRUE(testing::WaitFor(
-      [&] {
-        return absl::SimpleAtoi(
-                   absl::StripAsciiWhitespace(testing::ReadFileOrEmpty(http_port_file)), &http) &&
-               http > 0;
-      },
-      absl::Seconds(30)));
+  auto server = StartServerWithHttp(dir.path(), {"--tokens_file=" + dir.File("tokens")}, &http);
+  ASSERT_TRUE(server.ok()) << server.status();
   EXPECT_EQ(HttpGet(http, "/metrics").first, 401);
   EXPECT_EQ(HttpGet(http, "/metrics?token=wrong").first, 401);
   auto denied = HttpGet(http, "/metrics", "Authorization: Bearer " + agent + "\r\n");
