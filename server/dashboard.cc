@@ -1,9 +1,7 @@
 #include "server/dashboard.h"
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/strip.h"
 #include "compiler/ir/workload.h"
 #include "proto/tuning_curves.h"
 #include "server/device_registry.h"
@@ -31,11 +29,6 @@ std::string Str(absl::string_view s) {
   return out + "\"";
 }
 
-std::string Lower(absl::string_view name, absl::string_view prefix) {
-  absl::ConsumePrefix(&name, prefix);
-  return absl::AsciiStrToLower(name);
-}
-
 std::string Points(const std::vector<TuningCurves::Point>& pts) {
   std::string out = "[";
   for (const TuningCurves::Point& p : pts) {
@@ -54,9 +47,9 @@ std::string DashboardState(const MetricsSources& s, int max_jobs) {
       for (const v1::Device& d : *devices) {
         const v1::Capabilities& c = d.capabilities();
         absl::StrAppend(&out, first ? "" : ",", "{\"id\":", Str(d.device_id()),
-                        ",\"role\":", Str(Lower(v1::Role_Name(d.role()), "ROLE_")),
-                        ",\"key\":", Str(d.device_key()),
-                        ",\"state\":", Str(Lower(v1::DeviceState_Name(d.state()), "DEVICE_STATE_")),
+                        ",\"role\":", Str(EnumLabel(v1::Role_Name(d.role()), "ROLE_")),
+                        ",\"key\":", Str(d.device_key()), ",\"state\":",
+                        Str(EnumLabel(v1::DeviceState_Name(d.state()), "DEVICE_STATE_")),
                         ",\"drained\":", d.drained() ? "true" : "false",
                         ",\"triple\":", Str(c.triple()), ",\"cpu\":", Str(c.cpu_model()),
                         ",\"gpu\":", Str(c.has_gpu() ? c.gpu_name() : ""), "}");
@@ -87,7 +80,7 @@ std::string DashboardState(const MetricsSources& s, int max_jobs) {
         const TuningCurves c = CurvesOf(j, records.ok() ? *records : std::vector<v1::Record>{});
         absl::StrAppend(
             &out, first ? "" : ",", "{\"id\":", j.job_id(), ",\"name\":", Str(j.spec().name()),
-            ",\"state\":", Str(Lower(v1::JobState_Name(j.state()), "JOB_STATE_")),
+            ",\"state\":", Str(EnumLabel(v1::JobState_Name(j.state()), "JOB_STATE_")),
             ",\"message\":", Str(j.status_message()), ",\"trials\":", j.trials_done(),
             ",\"budget\":", j.spec().budget().max_trials(), ",\"key\":", Str(j.spec().device_key()),
             ",\"target\":", Str(j.spec().target().spec()), ",\"model_ms\":", Points(c.model_ms),

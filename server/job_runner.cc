@@ -8,10 +8,10 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "common/logging.h"
 #include "compiler/ir/target.h"
+#include "server/metrics.h"
 #include "server/remote_measurer.h"
 #include "server/search/tuner.h"
 #include "server/search/warm_start.h"
@@ -235,14 +235,6 @@ std::string FailureKind(absl::string_view error) {
 
 namespace {
 
-// "compile_error" for MEASURE_STATUS_COMPILE_ERROR.
-std::string StatusWord(v1::MeasureStatus s) {
-  const std::string name = v1::MeasureStatus_Name(s);
-  absl::string_view word = name;
-  absl::ConsumePrefix(&word, "MEASURE_STATUS_");
-  return absl::AsciiStrToLower(word);
-}
-
 // Commits a job's results as they arrive and watches for a device that
 // fails every candidate the same way (an agent without the GPU the target
 // needs, a runner it cannot start): after kSameDeviceFailures results of
@@ -264,7 +256,9 @@ class ResultSink {
     const std::string kind = absl::StrCat(r.status(), " ", FailureKind(r.error()));
     if (r.status() != v1::MEASURE_STATUS_OK) {
       Group& g = groups_[kind];
-      if (g.count++ == 0) g.example = absl::StrCat(StatusWord(r.status()), ": ", r.error());
+      if (g.count++ == 0)
+        g.example = absl::StrCat(EnumLabel(v1::MeasureStatus_Name(r.status()), "MEASURE_STATUS_"),
+                                 ": ", r.error());
     }
     if (!device_failure) {
       same_failures_ = 0;

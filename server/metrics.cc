@@ -27,18 +27,17 @@ std::string Label(absl::string_view v) {
   return out;
 }
 
-// "running" for JOB_STATE_RUNNING.
-std::string Lower(absl::string_view name, absl::string_view prefix) {
-  absl::ConsumePrefix(&name, prefix);
-  return absl::AsciiStrToLower(name);
-}
-
 void Head(std::string* out, absl::string_view name, absl::string_view type,
           absl::string_view help) {
   absl::StrAppend(out, "# HELP ", name, " ", help, "\n# TYPE ", name, " ", type, "\n");
 }
 
 }  // namespace
+
+std::string EnumLabel(absl::string_view name, absl::string_view prefix) {
+  absl::ConsumePrefix(&name, prefix);
+  return absl::AsciiStrToLower(name);
+}
 
 std::string RenderMetrics(const MetricsSources& s) {
   std::string out;
@@ -60,8 +59,8 @@ std::string RenderMetrics(const MetricsSources& s) {
         for (const char* state : {"online", "offline"}) n[{role, state}] = 0;
       }
       for (const v1::Device& d : *devices) {
-        ++n[{Lower(v1::Role_Name(d.role()), "ROLE_"),
-             Lower(v1::DeviceState_Name(d.state()), "DEVICE_STATE_")}];
+        ++n[{EnumLabel(v1::Role_Name(d.role()), "ROLE_"),
+             EnumLabel(v1::DeviceState_Name(d.state()), "DEVICE_STATE_")}];
       }
       Head(&out, "tunefarm_devices", "gauge", "Registered workers and agents by state.");
       for (const auto& [k, count] : n) {
@@ -80,7 +79,7 @@ std::string RenderMetrics(const MetricsSources& s) {
         if (!v1::JobState_IsValid(st) || st == v1::JOB_STATE_UNSPECIFIED) continue;
         auto it = jobs->find(st);
         absl::StrAppend(&out, "tunefarm_jobs{state=\"",
-                        Lower(v1::JobState_Name(v1::JobState(st)), "JOB_STATE_"), "\"} ",
+                        EnumLabel(v1::JobState_Name(v1::JobState(st)), "JOB_STATE_"), "\"} ",
                         it == jobs->end() ? 0 : it->second, "\n");
       }
     } else {
@@ -94,9 +93,10 @@ std::string RenderMetrics(const MetricsSources& s) {
     for (int status = v1::MeasureStatus_MIN; status <= v1::MeasureStatus_MAX; ++status) {
       if (!v1::MeasureStatus_IsValid(status) || status == v1::MEASURE_STATUS_UNSPECIFIED) continue;
       auto it = st.records_by_status.find(status);
-      absl::StrAppend(&out, "tunefarm_results_total{status=\"",
-                      Lower(v1::MeasureStatus_Name(v1::MeasureStatus(status)), "MEASURE_STATUS_"),
-                      "\"} ", it == st.records_by_status.end() ? 0 : it->second, "\n");
+      absl::StrAppend(
+          &out, "tunefarm_results_total{status=\"",
+          EnumLabel(v1::MeasureStatus_Name(v1::MeasureStatus(status)), "MEASURE_STATUS_"), "\"} ",
+          it == st.records_by_status.end() ? 0 : it->second, "\n");
     }
     Head(&out, "tunefarm_db_commit_seconds", "histogram",
          "Seconds each database transaction of results took (one fsync).");

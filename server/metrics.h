@@ -4,6 +4,8 @@
 
 #include <string>
 
+#include "absl/strings/string_view.h"
+
 namespace tunefarm::store {
 class GroupCommitter;
 class TuningLog;
@@ -20,6 +22,10 @@ struct MetricsSources {
   store::TuningLog* log = nullptr;
   const store::GroupCommitter* commits = nullptr;
 };
+
+// An enum value's name as the metrics, the dashboard and job messages say
+// it: without `prefix`, lower-case ("running" for JOB_STATE_RUNNING).
+std::string EnumLabel(absl::string_view name, absl::string_view prefix);
 
 // Every metric with its HELP and TYPE lines; a source that fails to answer
 // leaves its metric out (and says so in a comment line).
