@@ -83,9 +83,9 @@ absl::StatusOr<int64_t> JobManager::Submit(v1::JobSpec spec, const std::string& 
   // A model: the job keeps its tasks, not its bytes (weights are the
   // client's to keep).
   if (!spec.onnx_model().empty()) TF_RETURN_IF_ERROR(ImportModel(&spec));
+  TF_ASSIGN_OR_RETURN(std::vector<v1::Device> devices, devices_.List());
   {
     // The most memory any agent of the key ever reported bounds a workload.
-    TF_ASSIGN_OR_RETURN(std::vector<v1::Device> devices, devices_.List());
     int64_t memory = 0;
     for (const v1::Device& d : devices) {
       if (d.role() == v1::ROLE_AGENT && d.device_key() == spec.device_key())
@@ -95,7 +95,6 @@ absl::StatusOr<int64_t> JobManager::Submit(v1::JobSpec spec, const std::string& 
     if (!wait_for_device) TF_RETURN_IF_ERROR(CheckDeviceKeyKnown(spec.device_key(), devices));
   }
   if (absl::StatusOr<ir::Target> t = ir::Target::Parse(spec.target().spec()); t.ok()) {
-    TF_ASSIGN_OR_RETURN(std::vector<v1::Device> devices, devices_.List());
     if (t->is_gpu()) {
       TF_RETURN_IF_ERROR(CheckCudaBuilders(*t, devices));
       TF_RETURN_IF_ERROR(CheckCudaAgents(*t, spec.device_key(), devices));
