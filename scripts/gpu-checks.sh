@@ -31,6 +31,15 @@ if ! nvidia-smi -L >>"$out/tests.log" 2>&1; then
   exit 1
 fi
 
+# The CUDA driver under the GPU runner's confinement and without it: what
+# it could not open or call there (information; the tests below decide).
+if [ -x "$build/tests/gpu_sandbox_probe" ]; then
+  for mode in open confined; do
+    echo "== gpu_sandbox_probe $mode" | tee -a "$out/tests.log"
+    timeout 120 "$build/tests/gpu_sandbox_probe" $mode 2>&1 | cat | tee -a "$out/tests.log"
+  done
+fi
+
 rc=0
 # run NAME BINARY [ARGS...]: one gtest binary; a skip counts as a failure,
 # since on a GPU machine nothing here has a reason to skip.

@@ -14,7 +14,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 mkdir -p "$tmp/bin" "$tmp/tests" "$tmp/lib" "$dest"
 for t in cuda_test gpu_plan_test worker_test codegen_test search_test e2e_test gpu_device_test \
-         gpu_farm_test tune_cli_test; do
+         gpu_farm_test tune_cli_test gpu_sandbox_probe; do
   strip -o "$tmp/tests/$t" "$build/tests/$t"
 done
 for b in tunefarm tunefarm-agent tunefarm-model-runner tunefarm-runner tunefarm-server \
@@ -34,13 +34,17 @@ pack=$(dirname "$0")/pack.tar.xz
 if [ "$repo" != /work/main ]; then mkdir -p /work && ln -sfn "$repo" /work/main; fi
 mkdir -p build && tar -C build -xJf "$pack" || exit 3
 libdir() { dirname "$(find / -xdev -name "$1" 2>/dev/null | head -1)"; }
+# The runner starts with an empty environment (no LD_LIBRARY_PATH): the
+# loader's own path list finds the packed libraries for it.
+echo "$repo/build/lib" >/etc/ld.so.conf.d/tunefarm-pack.conf && ldconfig
 export LD_LIBRARY_PATH=$repo/build/lib:$(libdir 'libnvrtc.so.13*'):$(libdir 'libcublas.so.13*'):$(libdir 'libcudnn.so.9*'):${LD_LIBRARY_PATH:-}
 mkdir -p /usr/lib/llvm-19/bin && ln -sf "$repo/build/lib/lld" /usr/lib/llvm-19/bin/ld.lld
 nvidia-smi --query-gpu=name,driver_version --format=csv
 for b in build/tests/* build/bin/*; do ldd "$b" | grep "not found" | sed "s|^|$b: |"; done
 scripts/gpu-checks.sh --tests-only build "${OUT:-gpu-checks}"
 rc=$?
-grep -E "^\[  (PASSED|FAILED|SKIPPED) |^== |gpu-checks:|of [0-9]+ built" "${OUT:-gpu-checks}/tests.log"
+grep -E "^\[  (PASSED|FAILED|SKIPPED) |^== |gpu-checks:|of [0-9]+ built|^(mode|threads|namespaces|driver|memory|confine|refused|  file|\[gpu sandbox\])" "${OUT:-gpu-checks}/tests.log"
+grep -B3 -A8 "Failure$" "${OUT:-gpu-checks}/tests.log" | head -120
 exit $rc
 RUN
 chmod +x "$dest/run.sh"

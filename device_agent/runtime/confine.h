@@ -12,11 +12,22 @@
 //   and the agent's files are not there to read. Root without a user
 //   namespace also drops to uid/gid 65534.
 // - A seccomp filter (raw BPF; no library needed on the board) on every
-//   thread: an allow list of system calls, the rest kill the process with
-//   SIGSYS (the sandbox reports `sandbox_violation`). Files open read-only
-//   only; signals only to itself; no clone (the runner's thread pool is
-//   started before the filter, by start_threads), socket, execve, ptrace,
-//   mount, unshare, ioctl.
+//   thread: an allow list of system calls; any other call is not made, and
+//   the process is killed by SIGSYS (the sandbox reports
+//   `sandbox_violation`) after on_violation has been told which call it
+//   was. Files open read-only only; signals only to itself; no clone (the
+//   runner's thread pool is started before the filter, by start_threads),
+//   socket, execve, ptrace, mount, unshare, ioctl.
+// - GPU runs (`gpu`): the code loaded is a CUDA module the driver runs on
+//   the GPU, not host code, and the driver needs more of the system: the
+//   new root also holds the GPU's device files, the process's own /proc
+//   directory as /proc/self, and, read-only, /sys, /proc/driver/nvidia and
+//   the few /proc files the driver reads at cuInit; the filter also allows
+//   ioctl (not a terminal's), opening files read-write (in the new root;
+//   without it, never creating or truncating), polling, new threads
+//   (CLONE_THREAD only; NPROC is not 0) and the driver's queries (uname,
+//   getdents64, readlink, NUMA policy). start_threads is where the driver
+//   is initialized and its context made.
 // - PR_SET_NO_NEW_PRIVS, and rlimits: no core files, no file writes
 //   (FSIZE 0), few descriptors, no new processes or threads (NPROC 0), CPU
 //   time.
@@ -45,6 +56,12 @@ struct ConfineOptions {
   // ENOSYS: qemu-user does), go on without one instead of failing; the
   // namespaces and limits still apply. For emulated boards only.
   bool filter_optional = false;
+  // A CUDA run (see above).
+  bool gpu = false;
+  // Called in the SIGSYS handler with the number of the system call the
+  // filter refused, before the process is killed by SIGSYS: only
+  // async-signal-safe work (a write to a descriptor it holds).
+  void (*on_violation)(long syscall_nr) = nullptr;
 };
 
 struct Confined {
@@ -57,5 +74,9 @@ struct Confined {
 // called (start_threads may add more). On error
 // the process may be partly confined and should exit.
 absl::StatusOr<Confined> Confine(const ConfineOptions& options);
+
+// The name of system call `nr` on this architecture ("socket"), for the
+// calls a filter refusal is likely to name; "" for others.
+const char* SyscallName(long nr);
 
 }  // namespace tunefarm::runner

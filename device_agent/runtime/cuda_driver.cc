@@ -77,6 +77,26 @@ absl::StatusOr<const CudaDriver*> CudaDriver::Get() {
   return driver;
 }
 
+void CudaDriver::Preload() {
+  dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  dlopen("libnvidia-ptxjitcompiler.so.1", RTLD_NOW | RTLD_GLOBAL);
+}
+
+absl::StatusOr<CudaDriver::CUdevice> CudaDriver::RetainDevice0() const {
+  int count = 0;
+  if (cuDeviceGetCount(&count) != 0 || count < 1)
+    return absl::UnavailableError("no GPU: the CUDA driver sees no device");
+  CUdevice device = 0;
+  TF_RETURN_IF_ERROR(Check(cuDeviceGet(&device, 0), "cuDeviceGet"));
+  CUcontext ctx = nullptr;
+  TF_RETURN_IF_ERROR(Check(cuDevicePrimaryCtxRetain(&ctx, device), "context"));
+  if (absl::Status s = Check(cuCtxSetCurrent(ctx), "context"); !s.ok()) {
+    cuDevicePrimaryCtxRelease(device);
+    return s;
+  }
+  return device;
+}
+
 std::string CudaDriver::Describe(CUresult r) const {
   const char* name = nullptr;
   const char* text = nullptr;
@@ -98,14 +118,8 @@ absl::StatusOr<std::unique_ptr<GpuSession>> GpuSession::Open(
   std::unique_ptr<GpuSession> s(new GpuSession(d));
   s->kernels_ = plan.kernels;
   s->n_out_ = n_out;
-  int count = 0;
-  if (d.cuDeviceGetCount(&count) != 0 || count < 1)
-    return absl::UnavailableError("no GPU: the CUDA driver sees no device");
-  TF_RETURN_IF_ERROR(d.Check(d.cuDeviceGet(&s->device_, 0), "cuDeviceGet"));
-  CudaDriver::CUcontext ctx = nullptr;
-  TF_RETURN_IF_ERROR(d.Check(d.cuDevicePrimaryCtxRetain(&ctx, s->device_), "context"));
+  TF_ASSIGN_OR_RETURN(s->device_, d.RetainDevice0());
   s->retained_ = true;
-  TF_RETURN_IF_ERROR(d.Check(d.cuCtxSetCurrent(ctx), "context"));
   // PTX must end in NUL for the JIT; a cubin is unaffected by one more byte.
   std::string image = plan.image;
   image.push_back('\0');

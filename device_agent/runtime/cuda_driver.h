@@ -38,6 +38,14 @@ class CudaDriver {
   // libcuda.so.1 is missing, lacks an entry point, or cuInit fails (the
   // message says which).
   static absl::StatusOr<const CudaDriver*> Get();
+  // Loads libcuda.so.1, and the PTX compiler it loads on demand, without
+  // initializing the driver: a runner does this before its new root leaves
+  // the libraries' files out of reach (confine.h). Best effort.
+  static void Preload();
+
+  // Device 0's primary context, retained and current on this thread: the
+  // driver starts its threads here. Unavailable when there is no device.
+  absl::StatusOr<CUdevice> RetainDevice0() const;
 
   // "CUDA_ERROR_ILLEGAL_ADDRESS: an illegal memory access was encountered".
   std::string Describe(CUresult r) const;

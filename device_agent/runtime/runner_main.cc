@@ -5,6 +5,7 @@
 // (gpu_plan.h) runs on device 0 through the driver opened at run time. A kernel that
 // crashes or hangs takes only this process down; the sandbox turns that into
 // an outcome. Not meant to be run by hand.
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -13,6 +14,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -155,23 +157,80 @@ TimingPlan PlanTiming(const wire::RunRequestHeader& h, double once) {
   return t;
 }
 
-// A CUDA plan on device 0: load, copy the inputs up, run once and check,
-// then time with events (the warm-up runs size the repeats as on the CPU).
-// Every CUDA failure is a runtime error carrying the driver's reason; a
-// module the driver refuses is a load failure.
-int RunGpu(const wire::RunRequestHeader& h, const char* plan_bytes, const std::vector<Arg>& args,
-           const std::vector<float>& reference) {
+// Whether Confine gave this process its own root (for ReportRefusedCall).
+volatile sig_atomic_t g_namespaces = 0;
+
+// The SIGSYS handler's report (ConfineOptions::on_violation): which call
+// the filter refused. Async-signal-safe: a static report and one write.
+void ReportRefusedCall(long nr) {
+  static wire::RunReport rep;
+  rep.magic = wire::kMagic;
+  rep.status = wire::RunStatus::kRuntimeError;
+  rep.bad_index = -1;
+  rep.namespaces = g_namespaces;
+  rep.filtered = 1;
+  rep.refused = 1;
+  rep.refused_syscall = int32_t(nr);
+  wire::WriteAll(wire::kReportFd, &rep, sizeof(rep));
+}
+
+// A CUDA plan on device 0. Confined as CPU runs are, with the GPU's device
+// files in the new root (confine.h): the driver is loaded before, started
+// (context and threads) between the namespaces and the filter, and the
+// plan's bytes and the inputs are read and made after. Then: load, copy the
+// inputs up, run once and check, then time with events (the warm-up runs
+// size the repeats as on the CPU). Every CUDA failure is a runtime error
+// carrying the driver's reason; a module the driver refuses is a load
+// failure.
+int RunGpu(const wire::RunRequestHeader& h, const char* plan_bytes, std::vector<Arg> args,
+           const std::string& signature, const std::vector<float>& reference) {
   wire::RunReport rep{};
   rep.status = wire::RunStatus::kRuntimeError;
   rep.bad_index = -1;
-  absl::StatusOr<tunefarm::runner::GpuPlan> plan =
-      tunefarm::runner::DecodeGpuPlan(plan_bytes, size_t(h.so_bytes), h.n_args);
-  if (!plan.ok()) return BadRequest(std::string(plan.status().message()).c_str());
-  absl::StatusOr<const CudaDriver*> driver = CudaDriver::Get();
+  setenv("CUDA_CACHE_DISABLE", "1", 1);  // the JIT's cache would write files
+  // The driver's own messages would go to the agent's stderr, where a
+  // regular file meets FSIZE 0 (SIGXFSZ): its errors come back as results.
+  if (int null = open("/dev/null", O_WRONLY | O_CLOEXEC); null >= 0) {
+    dup2(null, 1);
+    dup2(null, 2);
+    close(null);
+  }
+  CudaDriver::Preload();
+  tunefarm::runner::ConfineOptions confine;
+  confine.gpu = true;
+  confine.cpu_limit_s = h.cpu_limit_s;
+  confine.filter_optional = h.filter_optional != 0;
+  confine.on_violation = ReportRefusedCall;
+  absl::StatusOr<const CudaDriver*> driver = absl::UnavailableError("not started");
+  confine.start_threads = [&] {
+    driver = CudaDriver::Get();
+    if (driver.ok()) {
+      if (absl::StatusOr<CudaDriver::CUdevice> d = (*driver)->RetainDevice0(); !d.ok())
+        driver = d.status();
+    }
+  };
+  absl::StatusOr<tunefarm::runner::Confined> confined = tunefarm::runner::Confine(confine);
+  if (!confined.ok()) {
+    rep.not_confined = 1;
+    SetMessage(rep, absl::StrCat("sandbox: ", confined.status().message()));
+    return Report(rep, nullptr, 0);
+  }
+  rep.namespaces = g_namespaces = confined->namespaces;
+  rep.filtered = confined->filtered;
   if (!driver.ok()) {
     SetMessage(rep, driver.status().message());
     return Report(rep, nullptr, 0);
   }
+  std::vector<std::vector<float>> made;
+  if (!signature.empty()) {
+    if (absl::Status st = MakeInputs(h, signature, &made, &args); !st.ok()) {
+      return InputsFailed(st);
+    }
+  }
+  // Against the inputs as given or made (h.n_args is 0 when made here).
+  absl::StatusOr<tunefarm::runner::GpuPlan> plan =
+      tunefarm::runner::DecodeGpuPlan(plan_bytes, size_t(h.so_bytes), int64_t(args.size()));
+  if (!plan.ok()) return BadRequest(std::string(plan.status().message()).c_str());
   std::vector<std::pair<const float*, int64_t>> inputs;
   for (const Arg& a : args) inputs.push_back({reinterpret_cast<const float*>(a.data), a.count});
   auto session = GpuSession::Open(**driver, *plan, inputs, h.n_out);
@@ -270,15 +329,8 @@ int main() {
 
   // The CUDA driver reserves address space far beyond what it uses, so a
   // GPU measurement has no address-space limit (the time limit still holds).
+  if (h.device == wire::Device::kCuda) return RunGpu(h, so, std::move(args), signature, reference);
   std::vector<std::vector<float>> made;
-  if (h.device == wire::Device::kCuda) {
-    if (!signature.empty()) {
-      if (absl::Status st = MakeInputs(h, signature, &made, &args); !st.ok()) {
-        return InputsFailed(st);
-      }
-    }
-    return RunGpu(h, so, args, reference);
-  }
   if (h.device != wire::Device::kCpu) return BadRequest("unknown device in the request");
   wire::RunReport rep{};
   rep.status = wire::RunStatus::kRuntimeError;
@@ -291,6 +343,7 @@ int main() {
   confine.files.push_back({"kernel.so", std::string(so, size_t(h.so_bytes))});
   confine.cpu_limit_s = h.cpu_limit_s;
   confine.filter_optional = h.filter_optional != 0;
+  confine.on_violation = ReportRefusedCall;
   std::unique_ptr<ThreadPool> pool;
   confine.start_threads = [&] { pool = std::make_unique<ThreadPool>(std::max(1, h.threads)); };
   absl::StatusOr<tunefarm::runner::Confined> confined = tunefarm::runner::Confine(confine);
@@ -299,7 +352,7 @@ int main() {
     SetMessage(rep, absl::StrCat("sandbox: ", confined.status().message()));
     return Report(rep, nullptr, 0);
   }
-  rep.namespaces = confined->namespaces;
+  rep.namespaces = g_namespaces = confined->namespaces;
   rep.filtered = confined->filtered;
   // Made confined, within the address-space limit: a signature too large
   // for it fails here, not in the agent.

@@ -11,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "common/subprocess.h"
 #include "device_agent/runtime/child_exec.h"
+#include "device_agent/runtime/confine.h"
 #include "device_agent/runtime/sandbox_wire.h"
 
 namespace tunefarm::runner {
@@ -124,6 +125,15 @@ SandboxOutcome MeasureWith(const std::string& shared_object,
   } else if (timed_out) {
     result.status = Status::kTimeout;
     result.error = absl::StrFormat("no result within %.2f s", options.time_limit_s);
+  } else if (have_report && rep.refused) {
+    result.status = Status::kSandboxViolation;
+    const char* name = SyscallName(rep.refused_syscall);
+    result.error = absl::StrCat(
+        options.cuda ? "the CUDA driver made a system call the GPU sandbox does not allow: "
+                     : "the kernel made a system call the sandbox does not allow: ",
+        *name != '\0' ? absl::StrCat(name, " (", rep.refused_syscall, ")")
+                      : absl::StrCat("number ", rep.refused_syscall),
+        "; killed by SIGSYS");
   } else if (!have_report && WIFSIGNALED(wstatus) && WTERMSIG(wstatus) == SIGSYS) {
     result.status = Status::kSandboxViolation;
     result.error = "the kernel made a system call the sandbox does not allow (killed by SIGSYS)";

@@ -13,7 +13,9 @@
 //     the runner makes after it is confined;
 //   then reference_count floats.
 // Runner -> parent, through a pipe on fd 4:
-//   RunReport, then (when want_output) n_out floats of the kernel's output.
+//   RunReport, then (when want_output) n_out floats of the kernel's output;
+//   or, when the filter refused a system call, a RunReport saying which,
+//   written by the SIGSYS handler before the runner dies of SIGSYS.
 #pragma once
 
 #include <unistd.h>
@@ -35,7 +37,7 @@ inline bool WriteAll(int fd, const void* data, size_t n) {
   return true;
 }
 
-constexpr uint32_t kMagic = 0x35524654;  // "TFR5"
+constexpr uint32_t kMagic = 0x36524654;  // "TFR6"
 constexpr int kMaxRepeats = 64;
 constexpr int kRequestFd = 3;
 constexpr int kReportFd = 4;
@@ -78,6 +80,8 @@ struct RunReport {
   int32_t not_confined;  // the sandbox could not be set up (message says why)
   int32_t namespaces;    // the runner ran in its own empty root, without network
   int32_t filtered;      // the runner ran under the seccomp filter
+  int32_t refused;       // the filter refused a call (the SIGSYS handler's report)
+  int32_t refused_syscall;  // which: its number on this architecture
   int32_t reserved;
   double worst_error;
   int64_t bad_index;

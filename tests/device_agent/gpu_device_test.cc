@@ -4,22 +4,27 @@
 // the float64 reference on random inputs before it is timed; a kernel that
 // faults is a runtime error and one that spins is a timeout, and the agent
 // measures correctly right after both.
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <random>
 #include <utility>
 
 #include "absl/strings/match.h"
 #include "compiler/codegen/cuda_codegen.h"
+#include "compiler/codegen/llvm_target.h"
 #include "compiler/codegen/nvrtc_info.h"
-#include "compiler/schedule/gpu_tiling.h"
-#include "server/search/space/gpu_sketch.h"
 #include "compiler/ir/reference.h"
 #include "compiler/ir/workload.h"
 #include "compiler/ir/workload_spec.h"
-#include "device_agent/runtime/capabilities.h"
+#include "compiler/schedule/gpu_tiling.h"
+#include "compiler/schedule/schedule.h"
 #include "device_agent/measure_handler.h"
+#include "device_agent/runtime/capabilities.h"
+#include "device_agent/runtime/measure.h"
 #include "gtest/gtest.h"
 #include "server/search/gpu_local_measurer.h"
+#include "server/search/space/gpu_sketch.h"
 #include "tests/testing/skip.h"
 #include "worker/builder.h"
 
@@ -180,6 +185,42 @@ TEST_F(GpuDevice, WrongFaultingAndSpinningKernelsAreResults) {
   ASSERT_TRUE(good.error().empty()) << good.error();
   r = handler_->Measure(Request(spec, def, good));
   EXPECT_EQ(r.status(), v1::MEASURE_STATUS_OK) << r.error();
+}
+
+// The runner is confined on the GPU as on the CPU (confine.h): under the
+// filter, and in a root of its own wherever this machine gives the CPU
+// runner one; the driver runs there and the result is checked and timed.
+TEST_F(GpuDevice, TheRunnerIsConfinedAsOnTheCpu) {
+  const std::string spec = "dense(M=64,K=96,N=80)";
+  ir::ComputeDAG dag = *ir::BuildComputeDAG(*ir::ParseWorkloadSpec(spec));
+  ir::Target t = *ir::Target::Parse(target_spec_);
+  ir::Trace def = ir::DefaultGpuSchedule(dag, t);
+  v1::BuildResult gpu = Build(spec, def);
+  ASSERT_TRUE(gpu.error().empty()) << gpu.error();
+  v1::MeasureRequest req = Request(spec, def, gpu);
+  std::vector<float> reference(size_t(req.reference_output().size() / 4));
+  std::memcpy(reference.data(), req.reference_output().data(), reference.size() * 4);
+  runner::SandboxOptions so;
+  so.time_limit_s = 60;
+  runner::SandboxOutcome on_gpu = runner::MeasureFromSeed(
+      runner::Kernel{gpu.kind(), gpu.artifact(), gpu.signature()}, 17, reference, so);
+  ASSERT_EQ(on_gpu.status, runner::SandboxOutcome::Status::kOk) << on_gpu.error;
+  EXPECT_TRUE(on_gpu.filtered);
+
+  v1::BuildRequest cpu_req;
+  *cpu_req.mutable_workload() = req.workload();
+  const ir::Target host = codegen::HostTarget();
+  cpu_req.mutable_target()->set_spec(host.ToString());
+  *cpu_req.mutable_schedule() = ir::ToProto(ir::DefaultSchedule(dag, host));
+  cpu_req.set_kind(v1::ARTIFACT_KIND_SHARED_OBJECT);
+  v1::BuildResult cpu = worker::Build(cpu_req);
+  ASSERT_TRUE(cpu.error().empty()) << cpu.error();
+  runner::SandboxOutcome on_cpu = runner::MeasureFromSeed(
+      runner::Kernel{cpu.kind(), cpu.artifact(), cpu.signature()}, 17, reference, so);
+  ASSERT_EQ(on_cpu.status, runner::SandboxOutcome::Status::kOk) << on_cpu.error;
+  EXPECT_EQ(on_gpu.namespaces, on_cpu.namespaces);
+  std::printf("[gpu sandbox] namespaces: %s, filter: %s\n", on_gpu.namespaces ? "yes" : "no",
+              on_gpu.filtered ? "yes" : "no");
 }
 
 }  // namespace

@@ -307,27 +307,46 @@ TEST(Sandbox, HostileKernelsAreKilledOrFindNothing) {
     const char* name;
     std::string body, prelude;
   };
-  const std::vector<Attack> killed = {
-      {"write_file", absl::StrCat("FILE* f = fopen(\"", dropped, "\", \"w\"); if (f) return 9;")},
-      {"constructor", copy,
-       absl::StrCat("__attribute__((constructor)) static void evil(void) { int fd = open(\"",
-                    dropped, "\", O_WRONLY | O_CREAT, 0644); if (fd >= 0) write(fd, \"x\", 1); }")},
-      {"connect",
-       "int s = socket(AF_INET, SOCK_STREAM, 0); struct sockaddr_in a = {0};\n"
-       "a.sin_family = AF_INET; a.sin_port = htons(22); a.sin_addr.s_addr = htonl(0x7f000001);\n"
-       "if (s >= 0 && connect(s, (struct sockaddr*)&a, sizeof a) == 0) return 9;"},
-      {"fork", "pid_t p = fork(); if (p == 0) { for (;;) pause(); } if (p > 0) return 9;"},
-      {"exec",
-       "char* argv[] = {\"/bin/sh\", \"-c\", \"true\", 0}; execv(argv[0], argv); return 9;"},
-      {"kill_parent", "kill(getppid(), SIGKILL); return 9;"},
-      // Its own threads: the runner's pool is all there is.
-      {"thread", "pthread_t t; if (pthread_create(&t, 0, spin, 0) == 0) return 9;",
-       "#include <pthread.h>\nstatic void* spin(void* a) { for (;;) pause(); return a; }"},
+  // Each with the system call the report names.
+  struct Killed {
+    Attack attack;
+    const char* call;
   };
-  for (const Attack& a : killed) {
+  const std::vector<Killed> killed = {
+      {{"write_file", absl::StrCat("FILE* f = fopen(\"", dropped, "\", \"w\"); if (f) return 9;")},
+       "openat"},
+      {{"constructor", copy,
+        absl::StrCat("__attribute__((constructor)) static void evil(void) { int fd = open(\"",
+                     dropped,
+                     "\", O_WRONLY | O_CREAT, 0644); if (fd >= 0) write(fd, \"x\", 1); }")},
+       "openat"},
+      {{"connect",
+        "int s = socket(AF_INET, SOCK_STREAM, 0); struct sockaddr_in a = {0};\n"
+        "a.sin_family = AF_INET; a.sin_port = htons(22); a.sin_addr.s_addr = htonl(0x7f000001);\n"
+        "if (s >= 0 && connect(s, (struct sockaddr*)&a, sizeof a) == 0) return 9;"},
+       "socket"},
+      {{"fork", "pid_t p = fork(); if (p == 0) { for (;;) pause(); } if (p > 0) return 9;"},
+       "clone"},
+      {{"exec",
+        "char* argv[] = {\"/bin/sh\", \"-c\", \"true\", 0}; execv(argv[0], argv); return 9;"},
+       "execve"},
+      {{"kill_parent", "kill(getppid(), SIGKILL); return 9;"}, "kill"},
+      // Its own threads: the runner's pool is all there is. (pthread_create
+      // blocks signals around clone: the kernel kills without the handler,
+      // so the report cannot name the call.)
+      {{"thread", "pthread_t t; if (pthread_create(&t, 0, spin, 0) == 0) return 9;",
+        "#include <pthread.h>\nstatic void* spin(void* a) { for (;;) pause(); return a; }"},
+       ""},
+  };
+  for (const auto& [a, call] : killed) {
     SandboxOutcome r = Measure(BuildKernel(dir, a.name, a.body + copy, a.prelude), d);
     EXPECT_EQ(r.status, Status::kSandboxViolation) << a.name << ": " << r.error;
-    EXPECT_TRUE(absl::StrContains(r.error, "system call the sandbox does not allow")) << r.error;
+    EXPECT_TRUE(absl::StrContains(r.error, *call == '\0'
+                                               ? "system call the sandbox does not allow"
+                                               : absl::StrCat("system call the sandbox does not "
+                                                              "allow: ",
+                                                              call, " (")))
+        << a.name << ": " << r.error;
   }
   EXPECT_TRUE(testing::ReadFileOrEmpty(dropped).empty()) << "a kernel wrote a file";
   EXPECT_NE(access(dropped.c_str(), F_OK), 0) << "a kernel created a file";
