@@ -927,6 +927,10 @@ Result CmdDevices(Client& c, const Args& a, std::ostream& out) {
         absl::StrAppend(&details, " cuda ", cap.cuda_archs(0), "..",
                         cap.cuda_archs(cap.cuda_archs_size() - 1));
       }
+      if (cap.cuda_ptx_archs_size()) {
+        absl::StrAppend(&details, " (PTX through LLVM: ", cap.cuda_ptx_archs(0), "..",
+                        cap.cuda_ptx_archs(cap.cuda_ptx_archs_size() - 1), ")");
+      }
     } else {
       // What it runs: its triple, CPU (the features codegen uses) and GPU.
       details = absl::StrCat(cap.triple(), ", ", cap.cpu_model());

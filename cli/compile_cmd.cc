@@ -8,15 +8,17 @@
 #include "absl/strings/str_join.h"
 #include "cli/command_util.h"
 #include "cli/flags.h"
+#include "compiler/codegen/build.h"
 #include "compiler/codegen/cuda_codegen.h"
 #include "compiler/codegen/llvm_codegen.h"
 #include "compiler/codegen/llvm_target.h"
+#include "compiler/codegen/nvptx_codegen.h"
 #include "compiler/ir/compute.h"
+#include "compiler/ir/workload_spec.h"
 #include "compiler/schedule/gpu_tiling.h"
 #include "compiler/schedule/handwritten.h"
 #include "compiler/schedule/schedule.h"
 #include "compiler/schedule/tiling.h"
-#include "compiler/ir/workload_spec.h"
 #include "google/protobuf/text_format.h"
 #include "google/protobuf/util/json_util.h"
 
@@ -128,6 +130,18 @@ int RunCompile(const std::vector<std::string>& args, std::ostream& out, std::ost
     google::protobuf::util::JsonPrintOptions o;
     o.add_whitespace = true;
     (void)google::protobuf::util::MessageToJsonString(ir::ToProto(schedule), &text, o);
+  } else if (emit == "ptx" && target.is_gpu() &&
+             codegen::RouteFor(target.arch()) == codegen::GpuRoute::kLlvmPtx) {
+    // An arch NVRTC does not build: PTX through LLVM's NVPTX back end.
+    auto art = codegen::CompileCudaWithLlvm(state->dag(), program, target);
+    if (!art.ok()) return Fail(err, 1, std::string(art.status().message()));
+    err << "PTX through LLVM's NVPTX back end (this NVRTC does not build " << target.arch()
+        << ")\n";
+    for (const codegen::GpuKernel& k : art->program.kernels) {
+      err << k.name << ": grid " << absl::StrJoin(k.grid, "x") << ", block "
+          << absl::StrJoin(k.block, "x") << ", " << k.shared_bytes << " B shared\n";
+    }
+    text = art->ptx;
   } else if (emit == "cuda" || emit == "ptx" || emit == "cubin") {
     if (!target.is_gpu()) {
       return Fail(err, 2, absl::StrCat("--emit ", emit, " needs a cuda target, e.g. 'cuda -arch=sm_87'"));

@@ -39,11 +39,15 @@ libdir() { dirname "$(find / -xdev -name "$1" 2>/dev/null | head -1)"; }
 echo "$repo/build/lib" >/etc/ld.so.conf.d/tunefarm-pack.conf && ldconfig
 export LD_LIBRARY_PATH=$repo/build/lib:$(libdir 'libnvrtc.so.13*'):$(libdir 'libcublas.so.13*'):$(libdir 'libcudnn.so.9*'):${LD_LIBRARY_PATH:-}
 mkdir -p /usr/lib/llvm-19/bin && ln -sf "$repo/build/lib/lld" /usr/lib/llvm-19/bin/ld.lld
+# The toolkit's libdevice (LLVM's PTX route) and ptxas (the tests' check).
+export TUNEFARM_LIBDEVICE=$(find / -xdev -name libdevice.10.bc 2>/dev/null | head -1)
+ptxas=$(find / -xdev -name ptxas -type f 2>/dev/null | head -1)
+[ -n "$ptxas" ] && export CUDA_HOME=$(dirname "$(dirname "$ptxas")")
 nvidia-smi --query-gpu=name,driver_version --format=csv
 for b in build/tests/* build/bin/*; do ldd "$b" | grep "not found" | sed "s|^|$b: |"; done
 scripts/gpu-checks.sh --tests-only build "${OUT:-gpu-checks}"
 rc=$?
-grep -E "^\[  (PASSED|FAILED|SKIPPED) |^== |gpu-checks:|of [0-9]+ built|^(mode|threads|namespaces|driver|memory|confine|refused|  file|\[gpu sandbox\])" "${OUT:-gpu-checks}/tests.log"
+grep -E "^\[  (PASSED|FAILED|SKIPPED) |^== |gpu-checks:|of [0-9]+ built|^(mode|threads|namespaces|driver|memory|confine|refused|  file|\[gpu sandbox\]|\[llvm ptx\])" "${OUT:-gpu-checks}/tests.log"
 grep -B3 -A8 "Failure$" "${OUT:-gpu-checks}/tests.log" | head -120
 exit $rc
 RUN

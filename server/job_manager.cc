@@ -201,9 +201,7 @@ absl::Status JobManager::CheckCudaBuilders(const ir::Target& target,
                     toolkits.empty() ? "" : absl::StrCat(" with ", absl::StrJoin(toolkits, ", ")),
                     ")");
     if (number(target.arch()) > 0 && number(target.arch()) < number(sorted.front()))
-      absl::StrAppend(&msg,
-                      "; older archs need a worker with an older CUDA toolkit (sm_72, "
-                      "Jetson Xavier: CUDA 12 or older)");
+      absl::StrAppend(&msg, "; older archs need a worker with an older CUDA toolkit");
   }
   return absl::FailedPreconditionError(msg);
 }

@@ -3,8 +3,16 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdlib>
+#include <set>
+#include <string>
+#include <vector>
+
 #include "absl/strings/str_cat.h"
+#include "compiler/codegen/build.h"
 #include "compiler/codegen/llvm_target.h"
+#include "compiler/codegen/nvptx_codegen.h"
 #include "compiler/codegen/nvrtc_info.h"
 
 namespace tunefarm::worker {
@@ -23,7 +31,19 @@ namespace tunefarm::worker {
     for (const std::string& c : codegen::KnownCpus(t)) caps.add_llvm_cpus(arch + ":" + c);
     for (const std::string& f : codegen::KnownFeatures(t)) caps.add_llvm_features(arch + ":" + f);
   }
-  for (const std::string& a : codegen::NvrtcSupportedArchs()) caps.add_cuda_archs(a);
+  // Every arch one of the two routes builds, oldest first; those only
+  // LLVM's NVPTX back end builds also in cuda_ptx_archs.
+  std::set<std::string> archs;
+  for (const std::string& a : codegen::NvrtcSupportedArchs()) archs.insert(a);
+  for (const std::string& a : codegen::LlvmCudaArchs()) archs.insert(a);
+  std::vector<std::string> sorted(archs.begin(), archs.end());
+  auto number = [](const std::string& a) { return std::atoi(a.c_str() + 3); };
+  std::sort(sorted.begin(), sorted.end(),
+            [&](const std::string& a, const std::string& b) { return number(a) < number(b); });
+  for (const std::string& a : sorted) {
+    caps.add_cuda_archs(a);
+    if (codegen::RouteFor(a) == codegen::GpuRoute::kLlvmPtx) caps.add_cuda_ptx_archs(a);
+  }
   caps.set_version(TUNEFARM_VERSION);
   caps.mutable_fingerprint()->set_compiler(
       absl::StrCat("tunefarm ", TUNEFARM_VERSION, " LLVM ", codegen::LLVMVersion()));

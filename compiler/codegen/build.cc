@@ -7,6 +7,7 @@
 #include "common/sha256.h"
 #include "compiler/codegen/cuda_codegen.h"
 #include "compiler/codegen/llvm_target.h"
+#include "compiler/codegen/nvptx_codegen.h"
 #include "compiler/codegen/nvrtc_info.h"
 #include "compiler/ir/workload.h"
 
@@ -20,15 +21,43 @@ absl::Status Prefixed(absl::string_view stage, const absl::Status& s) {
   return absl::Status(s.code(), absl::StrCat(stage, ": ", s.message()));
 }
 
-// CUDA C through NVRTC, packed with its launches as a GpuModule.
+// The route that builds `arch`: NVRTC where it can, else LLVM's NVPTX
+// back end (PTX).
+GpuRoute RouteFor(const std::string& arch, bool llvm_ptx) {
+  const std::vector<std::string> nvrtc = NvrtcSupportedArchs();
+  if (!llvm_ptx && std::find(nvrtc.begin(), nvrtc.end(), arch) != nvrtc.end())
+    return GpuRoute::kNvrtc;
+  const std::vector<std::string> llvm = LlvmCudaArchs();
+  if (std::find(llvm.begin(), llvm.end(), arch) != llvm.end()) return GpuRoute::kLlvmPtx;
+  return GpuRoute::kNone;
+}
+
+// CUDA C through NVRTC, or LLVM IR through NVPTX, packed with its launches
+// as a GpuModule.
 absl::Status BuildGpu(const ir::ScheduleState& st, const ir::Target& target, bool ptx,
-                      Artifact* out) {
-  absl::StatusOr<GpuProgram> program = EmitCuda(st.dag(), ir::Lower(st), target);
-  if (!program.ok()) return program.status();
-  CudaCompileOptions co;
-  co.ptx = ptx;
-  co.cubin = !ptx;
-  absl::StatusOr<GpuArtifact> a = CompileCuda(*program, target, co);
+                      bool llvm_ptx, Artifact* out) {
+  absl::StatusOr<GpuArtifact> a;
+  switch (RouteFor(target.arch(), llvm_ptx)) {
+    case GpuRoute::kNvrtc: {
+      absl::StatusOr<GpuProgram> program = EmitCuda(st.dag(), ir::Lower(st), target);
+      if (!program.ok()) return program.status();
+      CudaCompileOptions co;
+      co.ptx = ptx;
+      co.cubin = !ptx;
+      a = CompileCuda(*program, target, co);
+      break;
+    }
+    case GpuRoute::kLlvmPtx:
+      ptx = true;
+      a = CompileCudaWithLlvm(st.dag(), ir::Lower(st), target);
+      break;
+    case GpuRoute::kNone:
+      // NVRTC's own message names the archs it builds.
+      a = CompileCuda(GpuProgram{}, target, {});
+      if (a.ok())
+        a = absl::FailedPreconditionError(absl::StrCat("no route builds ", target.arch()));
+      break;
+  }
   if (!a.ok()) return a.status();
   v1::GpuModule m;
   m.set_arch(target.arch());
@@ -64,13 +93,15 @@ double Since(std::chrono::steady_clock::time_point t0) {
 
 }  // namespace
 
+GpuRoute RouteFor(const std::string& arch) { return RouteFor(arch, false); }
+
 absl::StatusOr<Artifact> Build(const ir::ScheduleState& scheduled, const ir::Target& target,
                                const BuildOptions& options) {
   const auto t0 = std::chrono::steady_clock::now();
   Artifact out;
   out.signature = ir::SignatureOf(scheduled.dag());
   if (target.is_gpu()) {
-    if (absl::Status s = BuildGpu(scheduled, target, options.ptx, &out); !s.ok())
+    if (absl::Status s = BuildGpu(scheduled, target, options.ptx, options.llvm_ptx, &out); !s.ok())
       return Prefixed("build", s);
   } else {
     if (absl::Status s = CheckLLVMTarget(target); !s.ok()) return Prefixed("target", s);

@@ -1,7 +1,8 @@
 // The one build path: (workload, target, schedule) -> Artifact. Replays the
 // schedule on the workload's compute DAG, lowers it and generates code: an
 // ELF shared object through LLVM for llvm targets, a GpuModule (cubin or
-// PTX with its launches) through NVRTC for cuda targets. The artifact
+// PTX with its launches) through NVRTC for cuda targets, or PTX through
+// LLVM's NVPTX back end for the archs NVRTC does not build (RouteFor). The artifact
 // carries its KernelSignature, so whoever runs it needs no compiler code.
 //
 //   TF_ASSIGN_OR_RETURN(Artifact a, Build(workload, target, schedule));
@@ -26,6 +27,9 @@ namespace tunefarm::codegen {
 
 struct BuildOptions {
   bool ptx = false;        // cuda targets: PTX (the driver compiles it) instead of a cubin
+  // cuda targets: PTX through LLVM's NVPTX back end even where NVRTC builds
+  // the arch (the route of archs it does not build: RouteFor).
+  bool llvm_ptx = false;
   CpuCompileOptions cpu;   // llvm targets: what else to keep (IR, assembly)
 };
 
@@ -49,6 +53,12 @@ absl::StatusOr<Artifact> Build(const ir::ComputeDAG& dag, const ir::Target& targ
                                const ir::Trace& schedule, const BuildOptions& options = {});
 absl::StatusOr<Artifact> Build(const ::tunefarm::v1::Workload& workload, const ir::Target& target,
                                const ir::Trace& schedule, const BuildOptions& options = {});
+
+// How a cuda arch is built here: NVRTC (CUDA C -> cubin or PTX), LLVM's
+// NVPTX back end (LLVM IR -> PTX the board's driver compiles; archs NVRTC
+// no longer builds, e.g. Xavier's sm_72), or not at all.
+enum class GpuRoute { kNvrtc, kLlvmPtx, kNone };
+GpuRoute RouteFor(const std::string& arch);
 
 // The wire form a worker reports (BuildResult), with the build's digest.
 ::tunefarm::v1::BuildResult ToBuildResult(Artifact artifact);

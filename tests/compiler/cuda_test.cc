@@ -2,6 +2,10 @@
 // by the SIMT interpreter against the float64 reference; CUDA C compiled by
 // NVRTC for sm_75, sm_87 and sm_90 and the cubins read back; limits refused
 // with their reason.
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
 #include <random>
 #include <set>
 
@@ -9,16 +13,18 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "compiler/codegen/cuda_codegen.h"
+#include "compiler/codegen/nvptx_codegen.h"
 #include "compiler/codegen/nvrtc_info.h"
+#include "compiler/ir/reference.h"
+#include "compiler/ir/workload_spec.h"
 #include "compiler/schedule/gpu_launch.h"
 #include "compiler/schedule/gpu_tiling.h"
-#include "server/search/space/gpu_sketch.h"
-#include "compiler/ir/reference.h"
 #include "compiler/schedule/schedule.h"
-#include "compiler/ir/workload_spec.h"
 #include "gtest/gtest.h"
+#include "server/search/space/gpu_sketch.h"
 #include "tests/compiler/gpu_sim.h"
 #include "tests/testing/skip.h"
+#include "tests/testing/temp_dir.h"
 
 namespace tunefarm {
 namespace {
@@ -306,7 +312,7 @@ TEST_F(NvrtcTest, PtxOnRequest) {
 
 TEST_F(NvrtcTest, UnbuildableArchAndRegisterLimitAreClearErrors) {
   ir::ComputeDAG dag = Dag("matmul(M=64,N=64,K=64)");
-  ir::Target xavier = Cuda("cuda -arch=sm_72");
+  ir::Target xavier = Cuda("cuda -arch=sm_72");  // NVRTC 13: no (LLVM builds it)
   auto a = Build(dag, ir::DefaultSchedule(dag, xavier), xavier);
   ASSERT_FALSE(a.ok());
   EXPECT_EQ(a.status().code(), absl::StatusCode::kFailedPrecondition);
@@ -316,6 +322,84 @@ TEST_F(NvrtcTest, UnbuildableArchAndRegisterLimitAreClearErrors) {
   auto b = Build(dag, ir::DefaultSchedule(dag, few_regs), few_regs);
   ASSERT_FALSE(b.ok());
   EXPECT_TRUE(absl::StrContains(b.status().message(), "registers per thread")) << b.status();
+}
+
+// ---- LLVM's NVPTX back end: PTX for archs NVRTC 13 no longer builds ----
+
+// ptxas of this machine's toolkit; "" when there is none.
+std::string Ptxas() {
+  for (std::string dir : {std::string(std::getenv("CUDA_HOME") ? std::getenv("CUDA_HOME") : ""),
+                          std::string("/usr/local/cuda")}) {
+    if (!dir.empty() && access((dir + "/bin/ptxas").c_str(), X_OK) == 0) return dir + "/bin/ptxas";
+  }
+  return "";
+}
+
+// Random GPU schedules for Xavier (sm_72) through LLVM: PTX for sm_72 with
+// one entry per kernel of the launch plan, that ptxas compiles (for sm_75:
+// CUDA 13's ptxas takes no older arch, and sm_72 PTX is valid there) into
+// a cubin whose kernels and shared memory are the plan's. exp (sigmoid)
+// comes from libdevice.
+TEST(NvptxRoute, RandomPairsBuildPtxForXavierThatPtxasCompiles) {
+  const ir::Target xavier = Cuda("cuda -arch=sm_72");
+  const std::string ptxas = Ptxas();
+  if (ptxas.empty()) TF_SKIP("no-cuda-toolkit") << "no ptxas to check the PTX with";
+  if (codegen::LibdevicePath().empty()) TF_SKIP("no-cuda-toolkit") << "no libdevice";
+  testing::TempDir dir;
+  std::mt19937_64 rng(72);
+  int built = 0, with_shared = 0, with_math = 0;
+  for (int i = 0; i < 30; ++i) {
+    const std::string& spec = Workloads()[size_t(i) % Workloads().size()];
+    ir::ComputeDAG dag = Dag(spec);
+    ir::Trace sched = i < int(Workloads().size())
+                          ? ir::DefaultSchedule(dag, xavier)
+                          : search::space::RandomGpuSchedule(dag, xavier, rng);
+    auto st = ir::ScheduleState::Replay(dag, sched, xavier);
+    ASSERT_TRUE(st.ok()) << st.status();
+    auto a = codegen::CompileCudaWithLlvm(st->dag(), ir::Lower(*st), xavier);
+    ASSERT_TRUE(a.ok()) << spec << ": " << a.status();
+    EXPECT_TRUE(a->cubin.empty());
+    EXPECT_TRUE(absl::StrContains(a->ptx, ".target sm_72")) << a->ptx.substr(0, 300);
+    EXPECT_TRUE(absl::StrContains(a->ptx, ".version 6.1")) << a->ptx.substr(0, 300);
+    with_math += absl::StrContains(a->program.source, "__nv_expf");
+    const std::string ptx = dir.File("k.ptx"), cubin = dir.File("k.cubin");
+    testing::WriteFile(ptx, a->ptx);
+    std::remove(cubin.c_str());
+    const std::string cmd = ptxas + " -arch=sm_75 " + ptx + " -o " + cubin + " 2>&1";
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << spec << "\n" << a->ptx;
+    auto info = codegen::ReadCubin(testing::ReadFileOrEmpty(cubin));
+    ASSERT_TRUE(info.ok()) << info.status();
+    ASSERT_EQ(info->size(), a->program.kernels.size()) << a->ptx;
+    for (const codegen::GpuKernel& k : a->program.kernels) {
+      auto it = std::find_if(info->begin(), info->end(),
+                             [&](const codegen::CubinKernelInfo& c) { return c.name == k.name; });
+      ASSERT_NE(it, info->end()) << k.name;
+      EXPECT_GE(it->shared_bytes, k.shared_bytes) << k.name;
+      EXPECT_LE(it->shared_bytes, k.shared_bytes + 1024 + 16) << k.name;
+      with_shared += k.shared_bytes > 0;
+    }
+    ++built;
+  }
+  EXPECT_EQ(built, 30);
+  EXPECT_GT(with_shared, 0);
+  EXPECT_GT(with_math, 0);
+}
+
+// What the launch planner refuses, the LLVM route refuses the same way;
+// an arch neither route builds is named.
+TEST(NvptxRoute, LimitsAndUnknownArchsAreClearErrors) {
+  ir::ComputeDAG dag = Dag("matmul(M=64,N=64,K=64)");
+  const ir::Target kepler = Cuda("cuda -arch=sm_35");
+  auto st = ir::ScheduleState::Replay(dag, ir::DefaultSchedule(dag, Cuda()), Cuda());
+  ASSERT_TRUE(st.ok());
+  auto a = codegen::CompileCudaWithLlvm(st->dag(), ir::Lower(*st), kepler);
+  ASSERT_FALSE(a.ok());
+  EXPECT_TRUE(absl::StrContains(a.status().message(), "does not build sm_35")) << a.status();
+  const ir::Target small = Cuda("cuda -arch=sm_72 -max-threads-per-block=32");
+  auto b = codegen::CompileCudaWithLlvm(st->dag(), ir::Lower(*st), small);
+  ASSERT_FALSE(b.ok());
+  EXPECT_EQ(b.status().code(), absl::StatusCode::kInvalidArgument) << b.status();
+  EXPECT_TRUE(absl::StrContains(b.status().message(), "tf_kernel_0")) << b.status();
 }
 
 TEST(CubinReader, RefusesWhatIsNotACubin) {

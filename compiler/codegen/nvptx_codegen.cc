@@ -1,0 +1,610 @@
+#include "compiler/codegen/nvptx_codegen.h"
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <unordered_map>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "compiler/codegen/llvm_target.h"
+#include "compiler/ir/functor.h"
+#include "compiler/schedule/gpu_launch.h"
+#include "llvm/Analysis/CGSCCPassManager.h"
+#include "llvm/Analysis/LoopAnalysisManager.h"
+#include "llvm/Bitcode/BitcodeReader.h"
+#include "llvm/IR/DiagnosticInfo.h"
+#include "llvm/IR/IRBuilder.h"
+#include "llvm/IR/Intrinsics.h"
+#include "llvm/IR/IntrinsicsNVPTX.h"
+#include "llvm/IR/LLVMContext.h"
+#include "llvm/IR/LegacyPassManager.h"
+#include "llvm/IR/Module.h"
+#include "llvm/IR/Verifier.h"
+#include "llvm/Linker/Linker.h"
+#include "llvm/MC/TargetRegistry.h"
+#include "llvm/Passes/PassBuilder.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/TargetSelect.h"
+#include "llvm/Support/raw_ostream.h"
+#include "llvm/Target/TargetMachine.h"
+#include "llvm/Target/TargetOptions.h"
+
+namespace tunefarm::codegen {
+namespace {
+
+using ir::Expr;
+using ir::ExprKind;
+using ir::ExprNode;
+using ir::Op;
+using ir::ScalarType;
+using ir::Stmt;
+
+constexpr const char* kTriple = "nvptx64-nvidia-cuda";
+
+void InitNvptxOnce() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    LLVMInitializeNVPTXTargetInfo();
+    LLVMInitializeNVPTXTarget();
+    LLVMInitializeNVPTXTargetMC();
+    LLVMInitializeNVPTXAsmPrinter();
+  });
+}
+
+// The PTX ISA version an arch needs at least: what the board's driver must
+// accept (JetPack 5's CUDA 11.4 takes up to 7.4).
+const char* PtxFeature(int sm) {
+  if (sm >= 90) return "+ptx78";
+  if (sm >= 89) return "+ptx78";
+  if (sm >= 87) return "+ptx74";
+  if (sm >= 86) return "+ptx71";
+  if (sm >= 80) return "+ptx70";
+  if (sm >= 75) return "+ptx63";
+  if (sm >= 72) return "+ptx61";
+  return "+ptx60";
+}
+
+// The tensors a statement loads and stores.
+class Accesses : public ir::StmtVisitor {
+ public:
+  std::set<int> loads, stores;
+
+ protected:
+  void VisitExpr(const Expr& e) override {
+    ir::VisitLoads(e, [&](const ExprNode& n) { loads.insert(n.tensor); });
+  }
+  void VisitStore(const Stmt& s) override {
+    stores.insert(s->tensor);
+    StmtVisitor::VisitStore(s);
+  }
+};
+
+// One kernel (a GpuLaunch) as an LLVM function: the launch's bound loops
+// read the block and thread indices, shared buffers are addrspace(3)
+// globals, local ones allocas, barriers llvm.nvvm.barrier0.
+class KernelGen : public ir::ExprFunctor<llvm::Value*()>, public ir::StmtFunctor<void()> {
+  using ExprFunctor::Visit;
+  using StmtFunctor::Visit;
+
+ public:
+  KernelGen(llvm::Module& mod, const ir::ComputeDAG& dag, const ir::GpuLaunch& launch,
+            std::string name)
+      : ctx_(mod.getContext()),
+        mod_(mod),
+        b_(ctx_),
+        launch_(launch),
+        buffers_(dag.tensors.size(), nullptr) {
+    for (const ir::TensorDecl& t : dag.tensors) shapes_.push_back(t.shape);
+    kernel_.name = std::move(name);
+    kernel_.grid = launch.grid;
+    kernel_.block = launch.block;
+    kernel_.shared_bytes = launch.shared_bytes;
+    ptr_ = llvm::PointerType::getUnqual(ctx_);
+    i64_ = llvm::Type::getInt64Ty(ctx_);
+    i32_ = llvm::Type::getInt32Ty(ctx_);
+    f32_ = llvm::Type::getFloatTy(ctx_);
+    llvm::FastMathFlags fmf;
+    fmf.setAllowContract(true);  // a*b+c may become an FMA, as nvcc's default
+    b_.setFastMathFlags(fmf);
+  }
+
+  GpuKernel Emit(const std::set<int>& global_tensors) {
+    Accesses acc;
+    acc.Visit(launch_.nest);
+    std::vector<int> params;
+    for (int t : global_tensors) {
+      if (acc.loads.count(t) || acc.stores.count(t)) params.push_back(t);
+    }
+    kernel_.params = params;
+    auto* fn_ty = llvm::FunctionType::get(llvm::Type::getVoidTy(ctx_),
+                                          std::vector<llvm::Type*>(params.size(), ptr_), false);
+    fn_ = llvm::Function::Create(fn_ty, llvm::Function::ExternalLinkage, kernel_.name, mod_);
+    fn_->addFnAttr(llvm::Attribute::NoUnwind);
+    for (size_t i = 0; i < params.size(); ++i) {
+      fn_->addParamAttr(unsigned(i), llvm::Attribute::NoAlias);
+      if (!acc.stores.count(params[i])) fn_->addParamAttr(unsigned(i), llvm::Attribute::ReadOnly);
+      buffers_[size_t(params[i])] = fn_->getArg(unsigned(i));
+    }
+    Annotate("kernel", 1);
+    Annotate("maxntidx", kernel_.threads());
+    entry_ = llvm::BasicBlock::Create(ctx_, "entry", fn_);
+    b_.SetInsertPoint(entry_);
+    for (const auto& [tensor, elements] : launch_.shared) {
+      auto* ty = llvm::ArrayType::get(f32_, uint64_t(elements));
+      auto* g = new llvm::GlobalVariable(mod_, ty, false, llvm::GlobalValue::InternalLinkage,
+                                         llvm::UndefValue::get(ty),
+                                         absl::StrCat(kernel_.name, "_shared_t", tensor), nullptr,
+                                         llvm::GlobalValue::NotThreadLocal, 3);
+      g->setAlignment(llvm::Align(16));
+      buffers_[size_t(tensor)] = llvm::ConstantExpr::getAddrSpaceCast(g, ptr_);
+    }
+    for (const auto& [var, kind] : launch_.bound) {
+      const int axis = ir::BindingAxis(kind);
+      static const llvm::Intrinsic::ID kBlock[] = {llvm::Intrinsic::nvvm_read_ptx_sreg_ctaid_x,
+                                                   llvm::Intrinsic::nvvm_read_ptx_sreg_ctaid_y,
+                                                   llvm::Intrinsic::nvvm_read_ptx_sreg_ctaid_z};
+      static const llvm::Intrinsic::ID kThread[] = {llvm::Intrinsic::nvvm_read_ptx_sreg_tid_x,
+                                                    llvm::Intrinsic::nvvm_read_ptx_sreg_tid_y,
+                                                    llvm::Intrinsic::nvvm_read_ptx_sreg_tid_z};
+      llvm::Function* f = llvm::Intrinsic::getDeclaration(
+          &mod_, ir::IsBlockBound(kind) ? kBlock[axis] : kThread[axis]);
+      vars_[var] = b_.CreateZExt(b_.CreateCall(f), i64_);
+    }
+    Gen(launch_.nest);
+    b_.CreateRetVoid();
+    return kernel_;
+  }
+
+ private:
+  void Annotate(const char* key, int64_t value) {
+    llvm::NamedMDNode* md = mod_.getOrInsertNamedMetadata("nvvm.annotations");
+    md->addOperand(llvm::MDNode::get(
+        ctx_, {llvm::ValueAsMetadata::get(fn_), llvm::MDString::get(ctx_, key),
+               llvm::ConstantAsMetadata::get(llvm::ConstantInt::get(i32_, value))}));
+  }
+
+  llvm::Type* TypeOf(ScalarType t) {
+    switch (t) {
+      case ScalarType::kBool:
+        return llvm::Type::getInt1Ty(ctx_);
+      case ScalarType::kInt64:
+        return i64_;
+      case ScalarType::kFloat32:
+        return f32_;
+      case ScalarType::kFloat64:
+        return llvm::Type::getDoubleTy(ctx_);
+    }
+    return nullptr;
+  }
+
+  llvm::Value* Address(int tensor, const std::vector<Expr>& idx) {
+    const std::vector<int64_t>& shape = shapes_[size_t(tensor)];
+    llvm::Value* flat = nullptr;
+    for (size_t d = 0; d < idx.size(); ++d) {
+      llvm::Value* v = GenExpr(idx[d]);
+      const int64_t dim = d < shape.size() ? shape[d] : 1;
+      flat = flat ? b_.CreateAdd(
+                        b_.CreateMul(flat, llvm::ConstantInt::get(i64_, dim), "", false, true), v,
+                        "", false, true)
+                  : v;
+    }
+    if (flat == nullptr) flat = llvm::ConstantInt::get(i64_, 0);
+    llvm::Value* base = buffers_[size_t(tensor)];
+    TF_CHECK(base != nullptr && "a tensor without a buffer in the GPU back end");
+    return b_.CreateInBoundsGEP(f32_, base, flat);
+  }
+
+  llvm::Value* FloorDivInt(llvm::Value* a, llvm::Value* b) {
+    llvm::Value* q = b_.CreateSDiv(a, b);
+    llvm::Value* r = b_.CreateSRem(a, b);
+    llvm::Value* zero = llvm::ConstantInt::get(a->getType(), 0);
+    llvm::Value* adjust =
+        b_.CreateAnd(b_.CreateICmpNE(r, zero),
+                     b_.CreateICmpNE(b_.CreateICmpSLT(r, zero), b_.CreateICmpSLT(b, zero)));
+    return b_.CreateSub(q, b_.CreateZExt(adjust, a->getType()));
+  }
+
+  llvm::Value* GenExpr(const Expr& e) { return Visit(e); }
+
+  // One method per expression kind (ir::ExprFunctor).
+  llvm::Value* VisitIntImm(const Expr& e) override {
+    return llvm::ConstantInt::get(i64_, uint64_t(e->int_value), true);
+  }
+  llvm::Value* VisitFloatImm(const Expr& e) override {
+    return llvm::ConstantFP::get(TypeOf(e->type), e->float_value);
+  }
+  llvm::Value* VisitVar(const Expr& e) override {
+    auto it = vars_.find(e.get());
+    TF_CHECK(it != vars_.end() && "unbound loop variable in the GPU back end");
+    return it->second;
+  }
+  llvm::Value* VisitBinary(const Expr& e) override {
+    const ExprNode& n = *e.get();
+    llvm::Value* a = GenExpr(n.args[0]);
+    llvm::Value* c = GenExpr(n.args[1]);
+    int64_t k = 0;
+    const bool pow2 = ir::IsConstInt(n.args[1], &k) && k > 0 && (k & (k - 1)) == 0;
+    if (!ir::IsFloat(n.type)) {
+      switch (n.op) {
+        case Op::kAdd:
+          return b_.CreateAdd(a, c, "", false, true);
+        case Op::kSub:
+          return b_.CreateSub(a, c, "", false, true);
+        case Op::kMul:
+          return b_.CreateMul(a, c, "", false, true);
+        case Op::kFloorDiv:
+          // An arithmetic shift is floor division for any sign.
+          if (pow2) return b_.CreateAShr(a, uint64_t(llvm::Log2_64(uint64_t(k))));
+          return FloorDivInt(a, c);
+        case Op::kFloorMod:
+          if (pow2) return b_.CreateAnd(a, llvm::ConstantInt::get(i64_, k - 1));
+          return b_.CreateSub(a, b_.CreateMul(FloorDivInt(a, c), c));
+        case Op::kMin:
+          return b_.CreateSelect(b_.CreateICmpSLT(c, a), c, a);
+        case Op::kMax:
+          return b_.CreateSelect(b_.CreateICmpSLT(a, c), c, a);
+        default:
+          break;
+      }
+    } else {
+      switch (n.op) {
+        case Op::kAdd:
+          return b_.CreateFAdd(a, c);
+        case Op::kSub:
+          return b_.CreateFSub(a, c);
+        case Op::kMul:
+          return b_.CreateFMul(a, c);
+        case Op::kDiv:
+          return b_.CreateFDiv(a, c);
+        // std::min / std::max, as the reference.
+        case Op::kMin:
+          return b_.CreateSelect(b_.CreateFCmpOLT(c, a), c, a);
+        case Op::kMax:
+          return b_.CreateSelect(b_.CreateFCmpOLT(a, c), c, a);
+        default:
+          break;
+      }
+    }
+    TF_CHECK(false && "unsupported binary op in the GPU back end");
+    return nullptr;
+  }
+  llvm::Value* VisitCmp(const Expr& e) override {
+    const ExprNode& n = *e.get();
+    llvm::Value* a = GenExpr(n.args[0]);
+    llvm::Value* c = GenExpr(n.args[1]);
+    const bool f = ir::IsFloat(n.args[0]->type);
+    using P = llvm::CmpInst::Predicate;
+    P p = f ? P::FCMP_UNE : P::ICMP_NE;
+    switch (n.op) {
+      case Op::kLt:
+        p = f ? P::FCMP_OLT : P::ICMP_SLT;
+        break;
+      case Op::kLe:
+        p = f ? P::FCMP_OLE : P::ICMP_SLE;
+        break;
+      case Op::kGt:
+        p = f ? P::FCMP_OGT : P::ICMP_SGT;
+        break;
+      case Op::kGe:
+        p = f ? P::FCMP_OGE : P::ICMP_SGE;
+        break;
+      case Op::kEq:
+        p = f ? P::FCMP_OEQ : P::ICMP_EQ;
+        break;
+      default:
+        break;
+    }
+    return f ? b_.CreateFCmp(p, a, c) : b_.CreateICmp(p, a, c);
+  }
+  llvm::Value* VisitAnd(const Expr& e) override {
+    return b_.CreateAnd(GenExpr(e->args[0]), GenExpr(e->args[1]));
+  }
+  llvm::Value* VisitOr(const Expr& e) override {
+    return b_.CreateOr(GenExpr(e->args[0]), GenExpr(e->args[1]));
+  }
+  llvm::Value* VisitNot(const Expr& e) override { return b_.CreateNot(GenExpr(e->args[0])); }
+  llvm::Value* VisitSelect(const Expr& e) override {
+    llvm::Value* cond = GenExpr(e->args[0]);
+    return b_.CreateSelect(cond, GenExpr(e->args[1]), GenExpr(e->args[2]));
+  }
+  llvm::Value* VisitCast(const Expr& e) override {
+    const ExprNode& n = *e.get();
+    llvm::Value* x = GenExpr(n.args[0]);
+    const bool from_f = ir::IsFloat(n.args[0]->type), to_f = ir::IsFloat(n.type);
+    llvm::Type* to = TypeOf(n.type);
+    if (n.type == ScalarType::kBool) {
+      return from_f ? b_.CreateFCmpUNE(x, llvm::ConstantFP::get(x->getType(), 0))
+                    : b_.CreateICmpNE(x, llvm::ConstantInt::get(x->getType(), 0));
+    }
+    if (n.args[0]->type == ScalarType::kBool) {
+      return to_f ? b_.CreateUIToFP(x, to) : b_.CreateZExt(x, to);
+    }
+    if (!from_f && to_f) return b_.CreateSIToFP(x, to);
+    if (from_f && !to_f) return b_.CreateFPToSI(x, to);
+    if (from_f && to_f) return b_.CreateFPCast(x, to);
+    return b_.CreateIntCast(x, to, true);
+  }
+  llvm::Value* VisitCall(const Expr& e) override {
+    const ExprNode& n = *e.get();
+    llvm::Value* x = GenExpr(n.args[0]);
+    const bool f64 = x->getType()->isDoubleTy();
+    const char* libdevice = nullptr;
+    switch (n.op) {
+      case Op::kSqrt:
+      case Op::kAbs: {
+        llvm::Function* f = llvm::Intrinsic::getDeclaration(
+            &mod_, n.op == Op::kSqrt ? llvm::Intrinsic::sqrt : llvm::Intrinsic::fabs,
+            {x->getType()});
+        return b_.CreateCall(f, {x});
+      }
+      case Op::kExp:
+        libdevice = f64 ? "__nv_exp" : "__nv_expf";
+        break;
+      case Op::kLog:
+        libdevice = f64 ? "__nv_log" : "__nv_logf";
+        break;
+      case Op::kTanh:
+        libdevice = f64 ? "__nv_tanh" : "__nv_tanhf";
+        break;
+      default:
+        break;
+    }
+    TF_CHECK(libdevice != nullptr && "unsupported call in the GPU back end");
+    llvm::FunctionCallee f = mod_.getOrInsertFunction(
+        libdevice, llvm::FunctionType::get(x->getType(), {x->getType()}, false));
+    return b_.CreateCall(f, {x});
+  }
+  llvm::Value* VisitLoad(const Expr& e) override {
+    return b_.CreateAlignedLoad(f32_, Address(e->tensor, e->args), llvm::Align(4));
+  }
+  llvm::Value* VisitDefault(const Expr&) override {
+    TF_CHECK(false && "unsupported expression in the GPU back end");
+    return nullptr;
+  }
+
+  void Gen(const Stmt& s) { Visit(s); }
+
+  // One method per statement kind (ir::StmtFunctor).
+  void VisitFor(const Stmt& s) override {
+    if (ir::IsBlockBound(s->for_kind) || ir::IsThreadBound(s->for_kind)) {
+      // The variable is the block or thread index (read at the top); a
+      // guard only where the launch is wider than this loop.
+      const int axis = ir::BindingAxis(s->for_kind);
+      const int64_t launch =
+          ir::IsBlockBound(s->for_kind) ? kernel_.grid[size_t(axis)] : kernel_.block[size_t(axis)];
+      if (s->extent < launch) {
+        llvm::Value* in =
+            b_.CreateICmpSLT(VisitVar(s->var), llvm::ConstantInt::get(i64_, s->extent));
+        Guarded(in, s->body[0]);
+      } else {
+        Gen(s->body[0]);
+      }
+      return;
+    }
+    llvm::BasicBlock* pre = b_.GetInsertBlock();
+    auto* header = llvm::BasicBlock::Create(ctx_, "loop", fn_);
+    auto* body = llvm::BasicBlock::Create(ctx_, "body", fn_);
+    auto* exit = llvm::BasicBlock::Create(ctx_, "exit", fn_);
+    b_.CreateBr(header);
+    b_.SetInsertPoint(header);
+    llvm::PHINode* phi = b_.CreatePHI(i64_, 2, s->var->name);
+    phi->addIncoming(llvm::ConstantInt::get(i64_, 0), pre);
+    b_.CreateCondBr(b_.CreateICmpSLT(phi, llvm::ConstantInt::get(i64_, s->extent)), body, exit);
+    b_.SetInsertPoint(body);
+    vars_[s->var.get()] = phi;
+    Gen(s->body[0]);
+    vars_.erase(s->var.get());
+    llvm::Value* next = b_.CreateAdd(phi, llvm::ConstantInt::get(i64_, 1), "", true, true);
+    llvm::BranchInst* back = b_.CreateBr(header);
+    if (s->for_kind == ir::ForKind::kUnrolled || s->for_kind == ir::ForKind::kVThread) {
+      llvm::MDNode* unroll =
+          llvm::MDNode::get(ctx_, {llvm::MDString::get(ctx_, "llvm.loop.unroll.full")});
+      llvm::MDNode* md = llvm::MDNode::getDistinct(ctx_, {nullptr, unroll});
+      md->replaceOperandWith(0, md);
+      back->setMetadata(llvm::LLVMContext::MD_loop, md);
+    }
+    phi->addIncoming(next, b_.GetInsertBlock());
+    b_.SetInsertPoint(exit);
+  }
+  void Guarded(llvm::Value* cond, const Stmt& body) {
+    auto* then = llvm::BasicBlock::Create(ctx_, "then", fn_);
+    auto* done = llvm::BasicBlock::Create(ctx_, "done", fn_);
+    b_.CreateCondBr(cond, then, done);
+    b_.SetInsertPoint(then);
+    Gen(body);
+    b_.CreateBr(done);
+    b_.SetInsertPoint(done);
+  }
+  void VisitStore(const Stmt& s) override {
+    llvm::Value* v = GenExpr(s->value);
+    if (!v->getType()->isFloatTy()) v = b_.CreateFPCast(v, f32_);
+    b_.CreateAlignedStore(v, Address(s->tensor, s->indices), llvm::Align(4));
+  }
+  void VisitSeq(const Stmt& s) override {
+    for (const Stmt& b : s->body) Gen(b);
+  }
+  void VisitIf(const Stmt& s) override { Guarded(GenExpr(s->cond), s->body[0]); }
+  void VisitAllocate(const Stmt& s) override {
+    const size_t t = size_t(s->tensor);
+    std::vector<int64_t> saved_shape = shapes_[t];
+    llvm::Value* saved_buffer = buffers_[t];
+    shapes_[t] = s->shape;
+    if (!s->shared) {  // each thread's own: an alloca at the entry (registers after SROA)
+      int64_t elements = 1;
+      for (int64_t e : s->shape) elements *= e;
+      llvm::IRBuilder<> at_entry(entry_, entry_->begin());
+      llvm::AllocaInst* a = at_entry.CreateAlloca(llvm::ArrayType::get(f32_, uint64_t(elements)));
+      a->setAlignment(llvm::Align(16));
+      buffers_[t] = a;
+    }  // shared: an addrspace(3) global made at the top
+    Gen(s->body[0]);
+    shapes_[t] = saved_shape;
+    buffers_[t] = saved_buffer;
+  }
+  void VisitBarrier(const Stmt&) override {
+    b_.CreateCall(llvm::Intrinsic::getDeclaration(&mod_, llvm::Intrinsic::nvvm_barrier0));
+  }
+  void VisitDefault(const Stmt&) override {}
+
+  llvm::LLVMContext& ctx_;
+  llvm::Module& mod_;
+  llvm::IRBuilder<> b_;
+  const ir::GpuLaunch& launch_;
+  GpuKernel kernel_;
+  std::vector<std::vector<int64_t>> shapes_;
+  std::vector<llvm::Value*> buffers_;
+  std::unordered_map<const ExprNode*, llvm::Value*> vars_;
+  llvm::Function* fn_ = nullptr;
+  llvm::BasicBlock* entry_ = nullptr;
+  llvm::PointerType* ptr_;
+  llvm::Type *i64_, *i32_, *f32_;
+};
+
+// Links the libdevice functions `mod` calls into it (only those), then
+// makes every function but the kernels internal, so the optimizer drops
+// what is unused.
+absl::Status LinkLibdevice(llvm::Module& mod, const std::set<std::string>& kernels) {
+  bool needed = false;
+  for (const llvm::Function& f : mod) {
+    if (f.isDeclaration() && f.getName().starts_with("__nv_")) needed = true;
+  }
+  if (needed) {
+    const std::string path = LibdevicePath();
+    if (path.empty()) {
+      return absl::FailedPreconditionError(
+          "the program calls exp, log or tanh, and no libdevice.10.bc was found (install the CUDA "
+          "toolkit or set TUNEFARM_LIBDEVICE)");
+    }
+    llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> buf = llvm::MemoryBuffer::getFile(path);
+    if (!buf) return absl::FailedPreconditionError(absl::StrCat("cannot read ", path));
+    llvm::Expected<std::unique_ptr<llvm::Module>> lib =
+        llvm::parseBitcodeFile((*buf)->getMemBufferRef(), mod.getContext());
+    if (!lib) {
+      llvm::consumeError(lib.takeError());
+      return absl::FailedPreconditionError(absl::StrCat(path, " is not LLVM bitcode"));
+    }
+    (*lib)->setTargetTriple(mod.getTargetTriple());
+    (*lib)->setDataLayout(mod.getDataLayout());
+    if (llvm::Linker::linkModules(mod, std::move(*lib), llvm::Linker::Flags::LinkOnlyNeeded)) {
+      return absl::InternalError(absl::StrCat("linking ", path, " failed"));
+    }
+  }
+  for (llvm::Function& f : mod) {
+    if (!f.isDeclaration() && !kernels.count(f.getName().str()))
+      f.setLinkage(llvm::GlobalValue::InternalLinkage);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::string LibdevicePath() {
+  namespace fs = std::filesystem;
+  std::vector<std::string> candidates;
+  if (const char* env = std::getenv("TUNEFARM_LIBDEVICE")) candidates.push_back(env);
+  if (const char* home = std::getenv("CUDA_HOME"))
+    candidates.push_back(absl::StrCat(home, "/nvvm/libdevice/libdevice.10.bc"));
+#ifdef TF_CUDA_LIBDEVICE
+  candidates.push_back(TF_CUDA_LIBDEVICE);
+#endif
+  candidates.push_back("/usr/local/cuda/nvvm/libdevice/libdevice.10.bc");
+  for (const std::string& c : candidates) {
+    std::error_code ec;
+    if (fs::is_regular_file(c, ec)) return c;
+  }
+  return "";
+}
+
+std::vector<std::string> LlvmCudaArchs() {
+  return {"sm_50", "sm_52", "sm_53", "sm_60", "sm_61", "sm_62", "sm_70",
+          "sm_72", "sm_75", "sm_80", "sm_86", "sm_87", "sm_89", "sm_90"};
+}
+
+absl::StatusOr<GpuArtifact> CompileCudaWithLlvm(const ir::ComputeDAG& dag, const ir::Stmt& program,
+                                                const ir::Target& target) {
+  if (!target.is_gpu()) {
+    return absl::InvalidArgumentError("CompileCudaWithLlvm needs a cuda target, got " +
+                                      target.ToString());
+  }
+  const std::vector<std::string> archs = LlvmCudaArchs();
+  if (std::find(archs.begin(), archs.end(), target.arch()) == archs.end()) {
+    return absl::InvalidArgumentError(absl::StrCat("LLVM's NVPTX back end here does not build ",
+                                                   target.arch(), " (it builds sm_50..sm_90)"));
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  TF_ASSIGN_OR_RETURN(ir::GpuLaunchPlan plan, ir::PlanGpuLaunches(program, target));
+  GpuArtifact out;
+  std::set<int> global(dag.args.begin(), dag.args.end());
+  for (const auto& [tensor, shape] : plan.workspace) {
+    int64_t bytes = 4;
+    for (int64_t e : shape) bytes *= e;
+    out.program.workspace.push_back({tensor, bytes});
+    global.insert(tensor);
+  }
+
+  InitNvptxOnce();
+  std::string error;
+  const llvm::Target* nvptx = llvm::TargetRegistry::lookupTarget(kTriple, error);
+  if (nvptx == nullptr) return absl::InternalError(absl::StrCat("LLVM has no NVPTX: ", error));
+  llvm::TargetOptions topts;
+  std::unique_ptr<llvm::TargetMachine> tm(
+      nvptx->createTargetMachine(kTriple, target.arch(), PtxFeature(target.sm), topts, std::nullopt,
+                                 std::nullopt, llvm::CodeGenOptLevel::Aggressive));
+  if (tm == nullptr) return absl::InternalError("LLVM made no NVPTX TargetMachine");
+
+  llvm::LLVMContext ctx;
+  ctx.setDiagnosticHandlerCallBack([](const llvm::DiagnosticInfo*, void*) {}, nullptr);
+  llvm::Module mod("tunefarm_gpu", ctx);
+  mod.setTargetTriple(kTriple);
+  mod.setDataLayout(tm->createDataLayout());
+  std::set<std::string> names;
+  for (const ir::GpuLaunch& launch : plan.kernels) {
+    KernelGen k(mod, dag, launch, absl::StrCat("tf_kernel_", out.program.kernels.size()));
+    out.program.kernels.push_back(k.Emit(global));
+    names.insert(out.program.kernels.back().name);
+  }
+  std::string verify;
+  llvm::raw_string_ostream vs(verify);
+  if (llvm::verifyModule(mod, &vs)) {
+    return absl::InternalError(absl::StrCat("generated NVPTX IR is invalid: ", vs.str()));
+  }
+  {
+    llvm::raw_string_ostream os(out.program.source);
+    mod.print(os, nullptr);
+  }
+  TF_RETURN_IF_ERROR(LinkLibdevice(mod, names));
+
+  llvm::LoopAnalysisManager lam;
+  llvm::FunctionAnalysisManager fam;
+  llvm::CGSCCAnalysisManager cgam;
+  llvm::ModuleAnalysisManager mam;
+  llvm::PassBuilder pb(tm.get());
+  pb.registerModuleAnalyses(mam);
+  pb.registerCGSCCAnalyses(cgam);
+  pb.registerFunctionAnalyses(fam);
+  pb.registerLoopAnalyses(lam);
+  pb.crossRegisterProxies(lam, fam, cgam, mam);
+  // NVPTX's callbacks add NVVMReflect, which settles libdevice's
+  // __nvvm_reflect("__CUDA_FTZ") (no flush to zero: the module has no flag).
+  llvm::ModulePassManager mpm = pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3);
+  mpm.run(mod, mam);
+
+  llvm::SmallVector<char, 0> buf;
+  llvm::raw_svector_ostream os(buf);
+  llvm::legacy::PassManager pm;
+  if (tm->addPassesToEmitFile(pm, os, nullptr, llvm::CodeGenFileType::AssemblyFile)) {
+    return absl::InternalError("LLVM's NVPTX back end cannot emit PTX");
+  }
+  pm.run(mod);
+  out.ptx.assign(buf.begin(), buf.end());
+  out.compile_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  return out;
+}
+
+}  // namespace tunefarm::codegen
