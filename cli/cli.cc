@@ -705,10 +705,10 @@ Result CmdJob(Client& c, const Args& a, std::ostream& out) {
     out << JsonOf(job) << "\n";
     return std::nullopt;
   }
-  // The default schedule's cost per task on the job's target: the fastest of
-  // its measurements, by any job, as the best is the fastest of any
-  // schedule's (each a mean of repeats), so the speed-up compares like with
-  // like and does not rest on one timing.
+  // The default schedule's cost per task on the job's target and device
+  // key: the fastest of its measurements, by any job, as the best is the
+  // fastest of any schedule's (each a mean of repeats), so the speed-up
+  // compares like with like and does not rest on one timing.
   std::map<std::string, double> default_cost;
   absl::StatusOr<ir::Target> target = ir::Target::Parse(job.spec().target().spec());
   for (const v1::Task& t : job.tasks()) {
@@ -718,7 +718,10 @@ Result CmdJob(Client& c, const Args& a, std::ostream& out) {
     filter.mutable_target()->set_spec(target->ToString());
     filter.set_status(v1::MEASURE_STATUS_OK);
     Result r = ForEachRecord(c, filter, [&](const v1::Record& rec) {
-      if (!rec.schedule().is_default() || rec.costs_sec().empty()) return;
+      if (!rec.schedule().is_default() || rec.costs_sec().empty() ||
+          rec.device_key() != job.spec().device_key()) {
+        return;
+      }
       const double mean = MeanCost(rec);
       auto [it, fresh] = default_cost.emplace(t.workload_key(), mean);
       if (!fresh) it->second = std::min(it->second, mean);

@@ -7,7 +7,7 @@
 set -euo pipefail
 BUILD=${1:-build}
 BIN="$BUILD/bin"
-RUN=demo-run
+RUN=${DEMO_RUN:-demo-run}
 rm -rf "$RUN"
 mkdir -p "$RUN"
 pids=()
@@ -44,8 +44,10 @@ echo
 echo "== devices (both dialled in; nothing dials them)"
 "${TF[@]}" devices
 
-# The target `--target=host` means for tune and build (LLVM's name for this CPU).
+# The target `--target=host --threads=N` means for tune and build (LLVM's
+# name for this CPU, N = its cores): records from here serve them.
 TARGET=$("${TF[0]}" version | sed -n 's/^host target: //p')
+CORES=$(echo "$TARGET" | sed -n 's/.*-num-cores=\([0-9]*\).*/\1/p')
 echo
 echo "== submitting scripts/demo/resnet18_blocks.json for target: $TARGET"
 TRIALS=${DEMO_TRIALS:-150}
@@ -55,13 +57,19 @@ echo "== tuning through the farm: the worker builds, the agent measures ($TRIALS
 echo "   (then the default schedule's time against the best found, per task)"
 "${TF[@]}" watch 1
 echo
+# The job's first task, as `tune --workload` takes it.
+FIRST='conv2d_nchw(N=1,C=64,H=56,W=56,K=64,R=3,S=3,pad=1)+bias+relu'
 cat <<MSG
 == next (the farm stops with this script; its database stays in $RUN/)
-  $BIN/tunefarm-server --db=$RUN/tunefarm.db &     a server on it again (127.0.0.1:7070)
+  $BIN/tunefarm-server --db=$RUN/tunefarm.db &
+                                             a server on it again (127.0.0.1:7070), then:
   $BIN/tunefarm best --job=1 --target="$TARGET"
                                              the best record per task
   $BIN/tunefarm records --job=1              every measurement of the job, newest first
   $BIN/tunefarm export -o records.jsonl      records to share with another farm
-  $BIN/tunefarm tune --workload SPEC --db=$RUN/tunefarm.db --trials=64
-                                             tuning on this machine, no server
+Without a server, on the same database:
+  $BIN/tunefarm tune --workload '$FIRST' --target=host --threads=$CORES --db=$RUN/tunefarm.db --trials=64
+                                             more tuning of the first task here, from the job's records
+  $BIN/tunefarm build MODEL.onnx --target=host --threads=$CORES --db=$RUN/tunefarm.db -o model.tfpkg
+                                             a model package with the job's best schedules
 MSG
