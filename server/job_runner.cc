@@ -204,6 +204,47 @@ v1::Record RecordOf(int64_t job_id, const v1::JobSpec& spec, const std::string& 
 
 }  // namespace
 
+namespace {
+
+// The major version of "12.6" (0 when it does not parse).
+int Major(const std::string& version) {
+  int major = 0;
+  return absl::SimpleAtoi(version.substr(0, version.find('.')), &major) ? major : 0;
+}
+
+}  // namespace
+
+bool NeedsLlvmPtx(const std::vector<v1::Device>& devices, const std::string& device_key,
+                  std::string* why) {
+  int oldest_toolkit = 0;
+  std::string toolkit;
+  for (const v1::Device& d : devices) {
+    if (d.role() != v1::ROLE_WORKER || d.state() != v1::DEVICE_STATE_ONLINE) continue;
+    const int major = Major(d.capabilities().fingerprint().cuda_toolkit());
+    if (major > 0 && (oldest_toolkit == 0 || major < oldest_toolkit)) {
+      oldest_toolkit = major;
+      toolkit = d.capabilities().fingerprint().cuda_toolkit();
+    }
+  }
+  if (oldest_toolkit == 0) return false;  // no NVRTC: every build is LLVM's anyway
+  for (const v1::Device& d : devices) {
+    if (d.role() != v1::ROLE_AGENT || d.device_key() != device_key ||
+        d.state() != v1::DEVICE_STATE_ONLINE || !d.capabilities().has_gpu()) {
+      continue;
+    }
+    const std::string& driver = d.capabilities().fingerprint().cuda_driver();
+    const int major = Major(driver);
+    if (major > 0 && major < oldest_toolkit) {
+      if (why != nullptr) {
+        *why = absl::StrCat(d.device_id(), "'s CUDA driver is ", driver, ", the workers' NVRTC ",
+                            toolkit, ": PTX through LLVM");
+      }
+      return true;
+    }
+  }
+  return false;
+}
+
 std::string FailureKind(absl::string_view error) {
   std::string kind;
   for (absl::string_view word : absl::StrSplit(error, ' ', absl::SkipEmpty())) {
@@ -446,6 +487,14 @@ void JobRunner::RunJob(int64_t job_id, Running_* running) {
   mo.measure = spec.measure();
   mo.input_seed = spec.seed();
   mo.threads = target->num_cores;  // -num-cores of the target; 0: all of the board's
+  if (target->is_gpu()) {
+    absl::StatusOr<std::vector<v1::Device>> now = log_.ListDevices();
+    std::string why;
+    if (now.ok() && NeedsLlvmPtx(*now, spec.device_key(), &why)) {
+      mo.llvm_ptx = true;
+      log->info("event=llvm_ptx job={} why=\"{}\"", job_id, why);
+    }
+  }
   mo.stopped = [running] { return running->stop.load(); };
   mo.on_wait = [&](const std::string& why) {
     log_.UpdateActiveJob(

@@ -37,6 +37,15 @@ namespace tunefarm::server {
 // different temporary file, lease or size is the same kind.
 std::string FailureKind(absl::string_view error);
 
+// Whether a cuda job's kernels must be built as PTX through LLVM (the
+// build route of BuildRequest.llvm_ptx): an online agent of `device_key`
+// reports a CUDA driver whose major version is below every online
+// worker's CUDA toolkit (a JetPack 5 or 6 board, CUDA 11.4 / 12.x, against
+// CUDA 13 workers: their cubins and PTX would not load). `why` (may be
+// null) then says which board and toolkit.
+bool NeedsLlvmPtx(const std::vector<v1::Device>& devices, const std::string& device_key,
+                  std::string* why);
+
 class JobRunner {
  public:
   struct Options {

@@ -13,13 +13,17 @@ namespace {
 using search::MeasureResult;
 using Status = MeasureResult::Status;
 
-v1::WorkLease BuildWork(const search::Task& task, const v1::Schedule& schedule) {
+v1::WorkLease BuildWork(const search::Task& task, const v1::Schedule& schedule, bool llvm_ptx) {
   v1::WorkLease w;
   v1::BuildRequest* b = w.mutable_build();
   *b->mutable_workload() = task.workload;
   b->mutable_target()->set_spec(task.target.ToString());
   *b->mutable_schedule() = schedule;
-  b->set_kind(task.target.is_gpu() ? v1::ARTIFACT_KIND_CUBIN : v1::ARTIFACT_KIND_SHARED_OBJECT);
+  const bool ptx = task.target.is_gpu() && llvm_ptx;
+  b->set_kind(!task.target.is_gpu() ? v1::ARTIFACT_KIND_SHARED_OBJECT
+              : ptx                 ? v1::ARTIFACT_KIND_PTX
+                                    : v1::ARTIFACT_KIND_CUBIN);
+  b->set_llvm_ptx(ptx);
   return w;
 }
 
@@ -89,7 +93,7 @@ const RemoteMeasurer::Reference& RemoteMeasurer::ReferenceFor(const search::Task
   item.queue = BuildQueueOf(task.target);
   item.job_id = options_.job_id;
   item.priority = options_.priority + 1;  // everything of the task waits on it
-  item.work = BuildWork(task, ref.schedule);
+  item.work = BuildWork(task, ref.schedule, options_.llvm_ptx);
   item.done = [this, &ref, &pending](absl::StatusOr<v1::ReportResultRequest> r) {
     std::lock_guard<std::mutex> l(mu_);
     if (!r.ok()) {
@@ -158,7 +162,7 @@ std::vector<MeasureResult> RemoteMeasurer::Measure(const search::Task& task,
     item.queue = BuildQueueOf(task.target);
     item.job_id = options_.job_id;
     item.priority = options_.priority;
-    item.work = BuildWork(task, schedules[i]);
+    item.work = BuildWork(task, schedules[i], options_.llvm_ptx);
     item.done = [&, i](absl::StatusOr<v1::ReportResultRequest> r) {
       std::unique_lock<std::mutex> l(mu_);
       if (!r.ok()) return lost(i, r.status());

@@ -40,6 +40,7 @@ class RemoteMeasurer : public search::Measurer {
     std::string device_key;
     v1::MeasureOptions measure;
     int threads = 0;  // kernel threads on the agent; 0: every core of the device
+    bool llvm_ptx = false;  // cuda builds: BuildRequest.llvm_ptx (NeedsLlvmPtx)
     uint64_t input_seed = 1;
     std::function<bool()> stopped = [] { return false; };
     std::function<void(const std::string&)> on_wait = [](const std::string&) {};

@@ -23,6 +23,7 @@ v1::BuildResult Build(const v1::BuildRequest& request) {
   }
   codegen::BuildOptions options;
   options.ptx = request.kind() == v1::ARTIFACT_KIND_PTX;
+  options.llvm_ptx = request.llvm_ptx();
   absl::StatusOr<codegen::Artifact> a =
       codegen::Build(request.workload(), *target, *schedule, options);
   if (!a.ok()) {

@@ -43,6 +43,45 @@ TEST(FailureKind, VaryingPartsAreTakenOut) {
             "this agent has no GPU: it cannot run a CUDA build <path>");
 }
 
+// A board whose CUDA driver predates every worker's toolkit gets PTX built
+// through LLVM; a current one, a board of another key, an offline one or a
+// farm without NVRTC workers does not.
+TEST(NeedsLlvmPtx, OnlyForBoardsOlderThanEveryWorkersToolkit) {
+  auto device = [](v1::Role role, const std::string& id, const std::string& key,
+                   const std::string& cuda, bool online = true) {
+    v1::Device d;
+    d.set_role(role);
+    d.set_device_id(id);
+    d.set_device_key(key);
+    d.set_state(online ? v1::DEVICE_STATE_ONLINE : v1::DEVICE_STATE_OFFLINE);
+    v1::Capabilities* c = d.mutable_capabilities();
+    if (role == v1::ROLE_AGENT) {
+      c->set_has_gpu(true);
+      c->mutable_fingerprint()->set_cuda_driver(cuda);
+    } else {
+      c->mutable_fingerprint()->set_cuda_toolkit(cuda);
+    }
+    return d;
+  };
+  const v1::Device worker13 = device(v1::ROLE_WORKER, "w13", "", "13.0");
+  const v1::Device worker12 = device(v1::ROLE_WORKER, "w12", "", "12.4");
+  const v1::Device jetpack5 = device(v1::ROLE_AGENT, "orin-01", "orin", "11.4");
+  const v1::Device current = device(v1::ROLE_AGENT, "h100-01", "h100", "13.0");
+  std::string why;
+  EXPECT_TRUE(NeedsLlvmPtx({worker13, jetpack5}, "orin", &why));
+  EXPECT_EQ(why, "orin-01's CUDA driver is 11.4, the workers' NVRTC 13.0: PTX through LLVM");
+  EXPECT_FALSE(NeedsLlvmPtx({worker13, current}, "h100", nullptr));
+  EXPECT_FALSE(NeedsLlvmPtx({worker13, jetpack5}, "h100", nullptr));
+  EXPECT_FALSE(NeedsLlvmPtx({device(v1::ROLE_WORKER, "w", "", "")}, "orin", nullptr));
+  EXPECT_FALSE(
+      NeedsLlvmPtx({worker13, device(v1::ROLE_AGENT, "orin-02", "orin", "11.4", /*online=*/false)},
+                   "orin", nullptr));
+  // Against the oldest toolkit: a 12.x board with a 12.4 worker online is served by it.
+  EXPECT_FALSE(NeedsLlvmPtx({worker13, worker12, device(v1::ROLE_AGENT, "o", "orin", "12.6")},
+                            "orin", nullptr));
+  EXPECT_TRUE(NeedsLlvmPtx({worker13, worker12, jetpack5}, "orin", nullptr));
+}
+
 class LimitsTest : public ::testing::Test {
  protected:
   void SetUp() override {

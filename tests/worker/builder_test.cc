@@ -218,6 +218,19 @@ TEST(Worker, BuildsCudaModulesWithTheirLaunches) {
   EXPECT_EQ(m.arch(), "sm_72");
   EXPECT_GT(m.kernels_size(), 0);
 
+  // Orin for a JetPack board (llvm_ptx: its driver predates NVRTC 13):
+  // PTX 7.4 through LLVM, which CUDA 11.4's driver compiles.
+  req.mutable_target()->set_spec("cuda -arch=sm_87");
+  req.set_kind(v1::ARTIFACT_KIND_PTX);
+  req.set_llvm_ptx(true);
+  r = worker::Build(req);
+  ASSERT_TRUE(r.error().empty()) << r.error();
+  EXPECT_EQ(r.kind(), v1::ARTIFACT_KIND_PTX);
+  ASSERT_TRUE(m.ParseFromString(r.artifact()));
+  EXPECT_TRUE(absl::StrContains(m.image(), ".version 7.4\n.target sm_87"))
+      << m.image().substr(0, 400);
+  req.set_llvm_ptx(false);
+
   // Kepler: no route.
   req.mutable_target()->set_spec("cuda -arch=sm_35");
   r = worker::Build(req);
