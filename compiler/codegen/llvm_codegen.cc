@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "common/kernel_abi.h"
 #include "common/status_macros.h"
+#include "compiler/codegen/llvm_ops.h"
 #include "compiler/codegen/llvm_target.h"
 #include "compiler/ir/functor.h"
 #include "llvm/Analysis/CGSCCPassManager.h"
@@ -134,16 +135,6 @@ class CodeGen : public ir::ExprFunctor<llvm::Value*()>, public ir::StmtFunctor<v
     return flat ? flat : llvm::ConstantInt::get(i64_, 0);
   }
 
-  llvm::Value* FloorDivInt(llvm::Value* a, llvm::Value* b) {
-    llvm::Value* q = b_.CreateSDiv(a, b);
-    llvm::Value* r = b_.CreateSRem(a, b);
-    llvm::Value* zero = llvm::ConstantInt::get(a->getType(), 0);
-    llvm::Value* adjust =
-        b_.CreateAnd(b_.CreateICmpNE(r, zero),
-                     b_.CreateICmpNE(b_.CreateICmpSLT(r, zero), b_.CreateICmpSLT(b, zero)));
-    return b_.CreateSub(q, b_.CreateZExt(adjust, a->getType()));
-  }
-
   // Broadcasts scalars to the vector width when the other operand is a vector.
   void Match(llvm::Value*& a, llvm::Value*& b) {
     bool va = a->getType()->isVectorTy(), vb = b->getType()->isVectorTy();
@@ -190,44 +181,7 @@ class CodeGen : public ir::ExprFunctor<llvm::Value*()>, public ir::StmtFunctor<v
     llvm::Value* a = GenExpr(n.args[0]);
     llvm::Value* c = GenExpr(n.args[1]);
     Match(a, c);
-    if (n.type == ScalarType::kInt64) {
-      switch (n.op) {
-        case Op::kAdd:
-          return b_.CreateAdd(a, c, "", false, true);
-        case Op::kSub:
-          return b_.CreateSub(a, c, "", false, true);
-        case Op::kMul:
-          return b_.CreateMul(a, c, "", false, true);
-        case Op::kFloorDiv:
-          return FloorDivInt(a, c);
-        case Op::kFloorMod:
-          return b_.CreateSub(a, b_.CreateMul(FloorDivInt(a, c), c));
-        case Op::kMin:
-          return b_.CreateSelect(b_.CreateICmpSLT(c, a), c, a);
-        case Op::kMax:
-          return b_.CreateSelect(b_.CreateICmpSLT(a, c), c, a);
-        default:
-          break;
-      }
-    } else {
-      switch (n.op) {
-        case Op::kAdd:
-          return b_.CreateFAdd(a, c);
-        case Op::kSub:
-          return b_.CreateFSub(a, c);
-        case Op::kMul:
-          return b_.CreateFMul(a, c);
-        case Op::kDiv:
-          return b_.CreateFDiv(a, c);
-        // Same as std::min / std::max, which the reference uses.
-        case Op::kMin:
-          return b_.CreateSelect(b_.CreateFCmpOLT(c, a), c, a);
-        case Op::kMax:
-          return b_.CreateSelect(b_.CreateFCmpOLT(a, c), c, a);
-        default:
-          break;
-      }
-    }
+    if (llvm::Value* v = BinaryOp(b_, n.op, ir::IsFloat(n.type), a, c)) return v;
     TF_CHECK(false && "unsupported binary op");
     return nullptr;
   }
@@ -238,27 +192,7 @@ class CodeGen : public ir::ExprFunctor<llvm::Value*()>, public ir::StmtFunctor<v
     llvm::Value* c = GenExpr(n.args[1]);
     Match(a, c);
     bool isf = ir::IsFloat(n.args[0]->type);
-    llvm::CmpInst::Predicate p;
-    switch (n.op) {
-      case Op::kLt:
-        p = isf ? llvm::CmpInst::FCMP_OLT : llvm::CmpInst::ICMP_SLT;
-        break;
-      case Op::kLe:
-        p = isf ? llvm::CmpInst::FCMP_OLE : llvm::CmpInst::ICMP_SLE;
-        break;
-      case Op::kGt:
-        p = isf ? llvm::CmpInst::FCMP_OGT : llvm::CmpInst::ICMP_SGT;
-        break;
-      case Op::kGe:
-        p = isf ? llvm::CmpInst::FCMP_OGE : llvm::CmpInst::ICMP_SGE;
-        break;
-      case Op::kEq:
-        p = isf ? llvm::CmpInst::FCMP_OEQ : llvm::CmpInst::ICMP_EQ;
-        break;
-      default:
-        p = isf ? llvm::CmpInst::FCMP_UNE : llvm::CmpInst::ICMP_NE;
-        break;
-    }
+    llvm::CmpInst::Predicate p = ComparePredicate(n.op, isf);
     return isf ? b_.CreateFCmp(p, a, c) : b_.CreateICmp(p, a, c);
   }
 

@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "compiler/codegen/llvm_ops.h"
 #include "compiler/codegen/llvm_target.h"
 #include "compiler/ir/functor.h"
 #include "compiler/schedule/gpu_launch.h"
@@ -199,16 +200,6 @@ class KernelGen : public ir::ExprFunctor<llvm::Value*()>, public ir::StmtFunctor
     return b_.CreateInBoundsGEP(f32_, base, flat);
   }
 
-  llvm::Value* FloorDivInt(llvm::Value* a, llvm::Value* b) {
-    llvm::Value* q = b_.CreateSDiv(a, b);
-    llvm::Value* r = b_.CreateSRem(a, b);
-    llvm::Value* zero = llvm::ConstantInt::get(a->getType(), 0);
-    llvm::Value* adjust =
-        b_.CreateAnd(b_.CreateICmpNE(r, zero),
-                     b_.CreateICmpNE(b_.CreateICmpSLT(r, zero), b_.CreateICmpSLT(b, zero)));
-    return b_.CreateSub(q, b_.CreateZExt(adjust, a->getType()));
-  }
-
   llvm::Value* GenExpr(const Expr& e) { return Visit(e); }
 
   // One method per expression kind (ir::ExprFunctor).
@@ -229,47 +220,12 @@ class KernelGen : public ir::ExprFunctor<llvm::Value*()>, public ir::StmtFunctor
     llvm::Value* c = GenExpr(n.args[1]);
     int64_t k = 0;
     const bool pow2 = ir::IsConstInt(n.args[1], &k) && k > 0 && (k & (k - 1)) == 0;
-    if (!ir::IsFloat(n.type)) {
-      switch (n.op) {
-        case Op::kAdd:
-          return b_.CreateAdd(a, c, "", false, true);
-        case Op::kSub:
-          return b_.CreateSub(a, c, "", false, true);
-        case Op::kMul:
-          return b_.CreateMul(a, c, "", false, true);
-        case Op::kFloorDiv:
-          // An arithmetic shift is floor division for any sign.
-          if (pow2) return b_.CreateAShr(a, uint64_t(llvm::Log2_64(uint64_t(k))));
-          return FloorDivInt(a, c);
-        case Op::kFloorMod:
-          if (pow2) return b_.CreateAnd(a, llvm::ConstantInt::get(i64_, k - 1));
-          return b_.CreateSub(a, b_.CreateMul(FloorDivInt(a, c), c));
-        case Op::kMin:
-          return b_.CreateSelect(b_.CreateICmpSLT(c, a), c, a);
-        case Op::kMax:
-          return b_.CreateSelect(b_.CreateICmpSLT(a, c), c, a);
-        default:
-          break;
-      }
-    } else {
-      switch (n.op) {
-        case Op::kAdd:
-          return b_.CreateFAdd(a, c);
-        case Op::kSub:
-          return b_.CreateFSub(a, c);
-        case Op::kMul:
-          return b_.CreateFMul(a, c);
-        case Op::kDiv:
-          return b_.CreateFDiv(a, c);
-        // std::min / std::max, as the reference.
-        case Op::kMin:
-          return b_.CreateSelect(b_.CreateFCmpOLT(c, a), c, a);
-        case Op::kMax:
-          return b_.CreateSelect(b_.CreateFCmpOLT(a, c), c, a);
-        default:
-          break;
-      }
+    if (!ir::IsFloat(n.type) && pow2) {
+      // An arithmetic shift is floor division for any sign.
+      if (n.op == Op::kFloorDiv) return b_.CreateAShr(a, uint64_t(llvm::Log2_64(uint64_t(k))));
+      if (n.op == Op::kFloorMod) return b_.CreateAnd(a, llvm::ConstantInt::get(i64_, k - 1));
     }
+    if (llvm::Value* v = BinaryOp(b_, n.op, ir::IsFloat(n.type), a, c)) return v;
     TF_CHECK(false && "unsupported binary op in the GPU back end");
     return nullptr;
   }
@@ -278,27 +234,7 @@ class KernelGen : public ir::ExprFunctor<llvm::Value*()>, public ir::StmtFunctor
     llvm::Value* a = GenExpr(n.args[0]);
     llvm::Value* c = GenExpr(n.args[1]);
     const bool f = ir::IsFloat(n.args[0]->type);
-    using P = llvm::CmpInst::Predicate;
-    P p = f ? P::FCMP_UNE : P::ICMP_NE;
-    switch (n.op) {
-      case Op::kLt:
-        p = f ? P::FCMP_OLT : P::ICMP_SLT;
-        break;
-      case Op::kLe:
-        p = f ? P::FCMP_OLE : P::ICMP_SLE;
-        break;
-      case Op::kGt:
-        p = f ? P::FCMP_OGT : P::ICMP_SGT;
-        break;
-      case Op::kGe:
-        p = f ? P::FCMP_OGE : P::ICMP_SGE;
-        break;
-      case Op::kEq:
-        p = f ? P::FCMP_OEQ : P::ICMP_EQ;
-        break;
-      default:
-        break;
-    }
+    const llvm::CmpInst::Predicate p = ComparePredicate(n.op, f);
     return f ? b_.CreateFCmp(p, a, c) : b_.CreateICmp(p, a, c);
   }
   llvm::Value* VisitAnd(const Expr& e) override {

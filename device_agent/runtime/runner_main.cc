@@ -19,6 +19,7 @@
 #include <cstring>
 #include <memory>
 #include <new>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -174,6 +175,27 @@ void ReportRefusedCall(long nr) {
   wire::WriteAll(wire::kReportFd, &rep, sizeof(rep));
 }
 
+// Confines this process (confine.h) with `confine` and the request's
+// limits, and notes how in `rep`. On failure it reports that, sets
+// *exit_code and returns nothing.
+std::optional<tunefarm::runner::Confined> ConfineFor(const wire::RunRequestHeader& h,
+                                                     tunefarm::runner::ConfineOptions confine,
+                                                     wire::RunReport& rep, int* exit_code) {
+  confine.cpu_limit_s = h.cpu_limit_s;
+  confine.filter_optional = h.filter_optional != 0;
+  confine.on_violation = ReportRefusedCall;
+  absl::StatusOr<tunefarm::runner::Confined> confined = tunefarm::runner::Confine(confine);
+  if (!confined.ok()) {
+    rep.not_confined = 1;
+    SetMessage(rep, absl::StrCat("sandbox: ", confined.status().message()));
+    *exit_code = Report(rep, nullptr, 0);
+    return std::nullopt;
+  }
+  rep.namespaces = g_namespaces = confined->namespaces;
+  rep.filtered = confined->filtered;
+  return *std::move(confined);
+}
+
 // A CUDA plan on device 0. Confined as CPU runs are, with the GPU's device
 // files in the new root (confine.h): the driver is loaded before, started
 // (context and threads) between the namespaces and the filter, and the
@@ -198,9 +220,6 @@ int RunGpu(const wire::RunRequestHeader& h, const char* plan_bytes, std::vector<
   CudaDriver::Preload();
   tunefarm::runner::ConfineOptions confine;
   confine.gpu = true;
-  confine.cpu_limit_s = h.cpu_limit_s;
-  confine.filter_optional = h.filter_optional != 0;
-  confine.on_violation = ReportRefusedCall;
   absl::StatusOr<const CudaDriver*> driver = absl::UnavailableError("not started");
   confine.start_threads = [&] {
     driver = CudaDriver::Get();
@@ -209,14 +228,8 @@ int RunGpu(const wire::RunRequestHeader& h, const char* plan_bytes, std::vector<
         driver = d.status();
     }
   };
-  absl::StatusOr<tunefarm::runner::Confined> confined = tunefarm::runner::Confine(confine);
-  if (!confined.ok()) {
-    rep.not_confined = 1;
-    SetMessage(rep, absl::StrCat("sandbox: ", confined.status().message()));
-    return Report(rep, nullptr, 0);
-  }
-  rep.namespaces = g_namespaces = confined->namespaces;
-  rep.filtered = confined->filtered;
+  int exit_code = 0;
+  if (!ConfineFor(h, confine, rep, &exit_code)) return exit_code;
   if (!driver.ok()) {
     SetMessage(rep, driver.status().message());
     return Report(rep, nullptr, 0);
@@ -341,19 +354,11 @@ int main() {
   // confined first (confine.h).
   tunefarm::runner::ConfineOptions confine;
   confine.files.push_back({"kernel.so", std::string(so, size_t(h.so_bytes))});
-  confine.cpu_limit_s = h.cpu_limit_s;
-  confine.filter_optional = h.filter_optional != 0;
-  confine.on_violation = ReportRefusedCall;
   std::unique_ptr<ThreadPool> pool;
   confine.start_threads = [&] { pool = std::make_unique<ThreadPool>(std::max(1, h.threads)); };
-  absl::StatusOr<tunefarm::runner::Confined> confined = tunefarm::runner::Confine(confine);
-  if (!confined.ok()) {
-    rep.not_confined = 1;
-    SetMessage(rep, absl::StrCat("sandbox: ", confined.status().message()));
-    return Report(rep, nullptr, 0);
-  }
-  rep.namespaces = g_namespaces = confined->namespaces;
-  rep.filtered = confined->filtered;
+  int exit_code = 0;
+  std::optional<tunefarm::runner::Confined> confined = ConfineFor(h, confine, rep, &exit_code);
+  if (!confined) return exit_code;
   // Made confined, within the address-space limit: a signature too large
   // for it fails here, not in the agent.
   if (!signature.empty()) {
