@@ -1,5 +1,8 @@
 #include "server/dashboard.h"
 
+#include <algorithm>
+#include <iterator>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "compiler/ir/workload.h"
@@ -39,7 +42,38 @@ std::string Points(const std::vector<TuningCurves::Point>& pts) {
 
 }  // namespace
 
-std::string DashboardState(const MetricsSources& s, int max_jobs) {
+TuningCurves CurveCache::Get(const v1::Job& job, store::TuningLog& log) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = by_job_.find(job.job_id());
+    if (it != by_job_.end() && it->second.trials == job.trials_done() &&
+        it->second.state == int(job.state())) {
+      return it->second.curves;
+    }
+  }
+  store::TuningLog::RecordQuery q;
+  q.job_id = job.job_id();
+  q.limit = 10000;
+  absl::StatusOr<std::vector<v1::Record>> records = log.ListRecords(q);
+  Entry e;
+  e.trials = job.trials_done();
+  e.state = int(job.state());
+  e.curves = CurvesOf(job, records.ok() ? *records : std::vector<v1::Record>{});
+  if (!records.ok()) return e.curves;  // not kept: the next poll reads again
+  std::lock_guard<std::mutex> lock(mu_);
+  by_job_[job.job_id()] = e;
+  return e.curves;
+}
+
+void CurveCache::Keep(const std::vector<int64_t>& kept) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto it = by_job_.begin(); it != by_job_.end();) {
+    it = std::find(kept.begin(), kept.end(), it->first) == kept.end() ? by_job_.erase(it)
+                                                                      : std::next(it);
+  }
+}
+
+std::string DashboardState(const MetricsSources& s, CurveCache& curves, int max_jobs) {
   std::string out = "{\"devices\":[";
   if (s.devices != nullptr) {
     if (auto devices = s.devices->List(); devices.ok()) {
@@ -72,12 +106,10 @@ std::string DashboardState(const MetricsSources& s, int max_jobs) {
   if (s.log != nullptr) {
     if (auto jobs = s.log->ListJobs(v1::JOB_STATE_UNSPECIFIED, max_jobs); jobs.ok()) {
       bool first = true;
+      std::vector<int64_t> listed;
       for (const v1::Job& j : *jobs) {
-        store::TuningLog::RecordQuery q;
-        q.job_id = j.job_id();
-        q.limit = 10000;
-        absl::StatusOr<std::vector<v1::Record>> records = s.log->ListRecords(q);
-        const TuningCurves c = CurvesOf(j, records.ok() ? *records : std::vector<v1::Record>{});
+        listed.push_back(j.job_id());
+        const TuningCurves c = curves.Get(j, *s.log);
         absl::StrAppend(
             &out, first ? "" : ",", "{\"id\":", j.job_id(), ",\"name\":", Str(j.spec().name()),
             ",\"state\":", Str(EnumLabel(v1::JobState_Name(j.state()), "JOB_STATE_")),
@@ -95,6 +127,7 @@ std::string DashboardState(const MetricsSources& s, int max_jobs) {
         out += "]}";
         first = false;
       }
+      curves.Keep(listed);
     }
   }
   return out + "]}";

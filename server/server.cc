@@ -26,8 +26,8 @@ namespace tunefarm::server {
 namespace {
 
 // The HTTP pages: /metrics for a reader's token (bearer header or ?token=).
-HttpResponse ServePage(const HttpRequest& r, const MetricsSources& sources,
-                       const RequestGate& gate) {
+HttpResponse ServePage(const HttpRequest& r, const MetricsSources& sources, const RequestGate& gate,
+                       CurveCache& curves) {
   std::string token;
   if (auto it = r.headers.find("authorization"); it != r.headers.end()) {
     absl::string_view v = it->second;
@@ -45,7 +45,7 @@ HttpResponse ServePage(const HttpRequest& r, const MetricsSources& sources,
   }
   if (r.path == "/") return {200, "text/html; charset=utf-8", DashboardHtml()};
   if (r.path == "/api/state") {
-    return {200, "application/json", DashboardState(sources)};
+    return {200, "application/json", DashboardState(sources, curves)};
   }
   return {404, "text/plain; charset=utf-8", absl::StrCat("no page ", r.path, "\n")};
 }
@@ -135,10 +135,11 @@ absl::StatusOr<std::unique_ptr<TunefarmServer>> TunefarmServer::Start(const Opti
   if (!options.http_listen.empty()) {
     MetricsSources sources{s->queue_.get(), s->devices_.get(), s->log_.get(), &s->jobs_->commits()};
     const RequestGate* gate = s->gate_.get();
-    TF_ASSIGN_OR_RETURN(
-        s->http_, HttpServer::Start(options.http_listen, [sources, gate](const HttpRequest& r) {
-          return ServePage(r, sources, *gate);
-        }));
+    auto curves = std::make_shared<CurveCache>();
+    TF_ASSIGN_OR_RETURN(s->http_, HttpServer::Start(options.http_listen,
+                                                    [sources, gate, curves](const HttpRequest& r) {
+                                                      return ServePage(r, sources, *gate, *curves);
+                                                    }));
     Logger("server")->info("event=http listen={} port={}", options.http_listen, s->http_->port());
   }
   // Jobs left behind: queued ones start; ones the last server was running
