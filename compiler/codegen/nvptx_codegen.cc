@@ -93,8 +93,10 @@ class KernelGen : public ir::ExprFunctor<llvm::Value*()>, public ir::StmtFunctor
   using StmtFunctor::Visit;
 
  public:
+  // `wide_index`: 64-bit index math (a tensor of 2^31 elements or more);
+  // else 32-bit, as the CUDA C back end does (64-bit multiplies are slow).
   KernelGen(llvm::Module& mod, const ir::ComputeDAG& dag, const ir::GpuLaunch& launch,
-            std::string name)
+            std::string name, bool wide_index)
       : ctx_(mod.getContext()),
         mod_(mod),
         b_(ctx_),
@@ -106,7 +108,7 @@ class KernelGen : public ir::ExprFunctor<llvm::Value*()>, public ir::StmtFunctor
     kernel_.block = launch.block;
     kernel_.shared_bytes = launch.shared_bytes;
     ptr_ = llvm::PointerType::getUnqual(ctx_);
-    i64_ = llvm::Type::getInt64Ty(ctx_);
+    idx_ = wide_index ? llvm::Type::getInt64Ty(ctx_) : llvm::Type::getInt32Ty(ctx_);
     i32_ = llvm::Type::getInt32Ty(ctx_);
     f32_ = llvm::Type::getFloatTy(ctx_);
     llvm::FastMathFlags fmf;
@@ -154,7 +156,7 @@ class KernelGen : public ir::ExprFunctor<llvm::Value*()>, public ir::StmtFunctor
                                                     llvm::Intrinsic::nvvm_read_ptx_sreg_tid_z};
       llvm::Function* f = llvm::Intrinsic::getDeclaration(
           &mod_, ir::IsBlockBound(kind) ? kBlock[axis] : kThread[axis]);
-      vars_[var] = b_.CreateZExt(b_.CreateCall(f), i64_);
+      vars_[var] = b_.CreateZExt(b_.CreateCall(f), idx_);
     }
     Gen(launch_.nest);
     b_.CreateRetVoid();
@@ -174,7 +176,7 @@ class KernelGen : public ir::ExprFunctor<llvm::Value*()>, public ir::StmtFunctor
       case ScalarType::kBool:
         return llvm::Type::getInt1Ty(ctx_);
       case ScalarType::kInt64:
-        return i64_;
+        return idx_;
       case ScalarType::kFloat32:
         return f32_;
       case ScalarType::kFloat64:
@@ -190,11 +192,11 @@ class KernelGen : public ir::ExprFunctor<llvm::Value*()>, public ir::StmtFunctor
       llvm::Value* v = GenExpr(idx[d]);
       const int64_t dim = d < shape.size() ? shape[d] : 1;
       flat = flat ? b_.CreateAdd(
-                        b_.CreateMul(flat, llvm::ConstantInt::get(i64_, dim), "", false, true), v,
+                        b_.CreateMul(flat, llvm::ConstantInt::get(idx_, dim), "", false, true), v,
                         "", false, true)
                   : v;
     }
-    if (flat == nullptr) flat = llvm::ConstantInt::get(i64_, 0);
+    if (flat == nullptr) flat = llvm::ConstantInt::get(idx_, 0);
     llvm::Value* base = buffers_[size_t(tensor)];
     TF_CHECK(base != nullptr && "a tensor without a buffer in the GPU back end");
     return b_.CreateInBoundsGEP(f32_, base, flat);
@@ -204,7 +206,7 @@ class KernelGen : public ir::ExprFunctor<llvm::Value*()>, public ir::StmtFunctor
 
   // One method per expression kind (ir::ExprFunctor).
   llvm::Value* VisitIntImm(const Expr& e) override {
-    return llvm::ConstantInt::get(i64_, uint64_t(e->int_value), true);
+    return llvm::ConstantInt::get(idx_, uint64_t(e->int_value), true);
   }
   llvm::Value* VisitFloatImm(const Expr& e) override {
     return llvm::ConstantFP::get(TypeOf(e->type), e->float_value);
@@ -223,7 +225,7 @@ class KernelGen : public ir::ExprFunctor<llvm::Value*()>, public ir::StmtFunctor
     if (!ir::IsFloat(n.type) && pow2) {
       // An arithmetic shift is floor division for any sign.
       if (n.op == Op::kFloorDiv) return b_.CreateAShr(a, uint64_t(llvm::Log2_64(uint64_t(k))));
-      if (n.op == Op::kFloorMod) return b_.CreateAnd(a, llvm::ConstantInt::get(i64_, k - 1));
+      if (n.op == Op::kFloorMod) return b_.CreateAnd(a, llvm::ConstantInt::get(idx_, k - 1));
     }
     if (llvm::Value* v = BinaryOp(b_, n.op, ir::IsFloat(n.type), a, c)) return v;
     TF_CHECK(false && "unsupported binary op in the GPU back end");
@@ -315,7 +317,7 @@ class KernelGen : public ir::ExprFunctor<llvm::Value*()>, public ir::StmtFunctor
           ir::IsBlockBound(s->for_kind) ? kernel_.grid[size_t(axis)] : kernel_.block[size_t(axis)];
       if (s->extent < launch) {
         llvm::Value* in =
-            b_.CreateICmpSLT(VisitVar(s->var), llvm::ConstantInt::get(i64_, s->extent));
+            b_.CreateICmpSLT(VisitVar(s->var), llvm::ConstantInt::get(idx_, s->extent));
         Guarded(in, s->body[0]);
       } else {
         Gen(s->body[0]);
@@ -328,14 +330,14 @@ class KernelGen : public ir::ExprFunctor<llvm::Value*()>, public ir::StmtFunctor
     auto* exit = llvm::BasicBlock::Create(ctx_, "exit", fn_);
     b_.CreateBr(header);
     b_.SetInsertPoint(header);
-    llvm::PHINode* phi = b_.CreatePHI(i64_, 2, s->var->name);
-    phi->addIncoming(llvm::ConstantInt::get(i64_, 0), pre);
-    b_.CreateCondBr(b_.CreateICmpSLT(phi, llvm::ConstantInt::get(i64_, s->extent)), body, exit);
+    llvm::PHINode* phi = b_.CreatePHI(idx_, 2, s->var->name);
+    phi->addIncoming(llvm::ConstantInt::get(idx_, 0), pre);
+    b_.CreateCondBr(b_.CreateICmpSLT(phi, llvm::ConstantInt::get(idx_, s->extent)), body, exit);
     b_.SetInsertPoint(body);
     vars_[s->var.get()] = phi;
     Gen(s->body[0]);
     vars_.erase(s->var.get());
-    llvm::Value* next = b_.CreateAdd(phi, llvm::ConstantInt::get(i64_, 1), "", true, true);
+    llvm::Value* next = b_.CreateAdd(phi, llvm::ConstantInt::get(idx_, 1), "", true, true);
     llvm::BranchInst* back = b_.CreateBr(header);
     if (s->for_kind == ir::ForKind::kUnrolled || s->for_kind == ir::ForKind::kVThread) {
       llvm::MDNode* unroll =
@@ -398,7 +400,7 @@ class KernelGen : public ir::ExprFunctor<llvm::Value*()>, public ir::StmtFunctor
   llvm::Function* fn_ = nullptr;
   llvm::BasicBlock* entry_ = nullptr;
   llvm::PointerType* ptr_;
-  llvm::Type *i64_, *i32_, *f32_;
+  llvm::Type *idx_, *i32_, *f32_;  // idx_: the IR's integers (i32 where every tensor fits)
 };
 
 // Links the libdevice functions `mod` calls into it (only those), then
@@ -498,9 +500,12 @@ absl::StatusOr<GpuArtifact> CompileCudaWithLlvm(const ir::ComputeDAG& dag, const
   llvm::Module mod("tunefarm_gpu", ctx);
   mod.setTargetTriple(kTriple);
   mod.setDataLayout(tm->createDataLayout());
+  int64_t largest = 1;
+  for (int t : global) largest = std::max(largest, dag.NumElements(t));
   std::set<std::string> names;
   for (const ir::GpuLaunch& launch : plan.kernels) {
-    KernelGen k(mod, dag, launch, absl::StrCat("tf_kernel_", out.program.kernels.size()));
+    KernelGen k(mod, dag, launch, absl::StrCat("tf_kernel_", out.program.kernels.size()),
+                largest >= (int64_t{1} << 31));
     out.program.kernels.push_back(k.Emit(global));
     names.insert(out.program.kernels.back().name);
   }

@@ -3,9 +3,9 @@
 // parameters and launches), emitted as LLVM IR and compiled to PTX by LLVM
 // itself. The route for archs this build's NVRTC no longer builds (CUDA 13
 // builds sm_75 and newer; Jetson Xavier is sm_72): the board's driver
-// compiles the PTX when it loads it. exp, log and tanh come from the CUDA
-// toolkit's libdevice (LibdevicePath); a program that needs them fails to
-// build without it.
+// compiles the PTX when it loads it. Index math is 32-bit where every
+// tensor has fewer than 2^31 elements, as in the CUDA C back end. exp, log and tanh come from the
+// CUDA toolkit's libdevice (LibdevicePath); a program that needs them fails to build without it.
 //
 //   TF_ASSIGN_OR_RETURN(GpuArtifact a, CompileCudaWithLlvm(dag, Lower(state), target));
 //   // a.ptx: ".target sm_72" PTX; a.program: the kernels and their launches
