@@ -487,10 +487,9 @@ void JobRunner::RunJob(int64_t job_id, Running_* running) {
   mo.measure = spec.measure();
   mo.input_seed = spec.seed();
   mo.threads = target->num_cores;  // -num-cores of the target; 0: all of the board's
-  if (target->is_gpu()) {
-    absl::StatusOr<std::vector<v1::Device>> now = log_.ListDevices();
+  if (target->is_gpu() && options_.live_devices) {
     std::string why;
-    if (now.ok() && NeedsLlvmPtx(*now, spec.device_key(), &why)) {
+    if (NeedsLlvmPtx(options_.live_devices(), spec.device_key(), &why)) {
       mo.llvm_ptx = true;
       log->info("event=llvm_ptx job={} why=\"{}\"", job_id, why);
     }

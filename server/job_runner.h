@@ -59,6 +59,9 @@ class JobRunner {
     FingerprintPolicy fingerprint_policy = FingerprintPolicy::kWarn;
     // Jobs tuned at once, a thread each; more wait, QUEUED, in start order.
     int max_running_jobs = 32;
+    // The farm's devices with their live state (DeviceRegistry::List), for
+    // the choices made at a job's start (NeedsLlvmPtx). Unset: none online.
+    std::function<std::vector<v1::Device>()> live_devices;
   };
   JobRunner(store::TuningLog& log, WorkQueue& queue, std::function<void()> on_change,
             Options options)

@@ -92,6 +92,11 @@ absl::StatusOr<std::unique_ptr<TunefarmServer>> TunefarmServer::Start(const Opti
     return absl::InvalidArgumentError(absl::StrCat(
         "fingerprint policy '", options.fingerprint_policy, "' is not one of warn, refuse"));
   }
+  DeviceRegistry* registry = s->devices_.get();
+  jo.live_devices = [registry] {
+    absl::StatusOr<std::vector<v1::Device>> devices = registry->List();
+    return devices.ok() ? *devices : std::vector<v1::Device>{};
+  };
   s->jobs_ = std::make_unique<JobRunner>(
       *s->log_, *s->queue_, [raw] { raw->tuning_->NotifyJobsChanged(); }, jo);
   s->manager_ = std::make_unique<JobManager>(*s->log_, *s->devices_, *s->queue_, *s->jobs_,

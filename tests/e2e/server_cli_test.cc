@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 
 #include <atomic>
+#include <chrono>
 #include <fstream>
 #include <map>
 #include <mutex>
@@ -27,6 +28,7 @@
 #include "compiler/codegen/nvrtc_info.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
+#include "proto/client.h"
 #include "proto/farm_session.h"
 #include "proto/protocol.h"
 #include "tests/server/test_records.h"
@@ -692,6 +694,96 @@ TEST_F(E2ETest, CudaJobNeedsAWorkerThatBuildsItsArch) {
   (*worker)->Kill(SIGTERM);
   ASSERT_TRUE((*worker)->Wait(absl::Seconds(20)).ok());
   if (!has_cuda) TF_SKIP("no-cuda-toolkit") << "the CUDA worker's half was not run";
+}
+
+// A JetPack 5 board: its CUDA driver (11.4) predates the workers' NVRTC,
+// whose builds it could not load, so the job's kernels reach it as PTX
+// through LLVM (PTX 7.4 for Orin's sm_87, which that driver compiles). The
+// board is a gRPC client reporting that driver (there is no such board
+// here); the server and the worker are the real processes.
+TEST_F(E2ETest, JetPackBoardsGetPtxTheirDriverLoads) {
+  if (!codegen::HaveNvrtc()) TF_SKIP("no-cuda-toolkit") << "this build has no NVRTC";
+  auto server =
+      ServerProcess::Start(dir_.File("farm.db"), dir_.path(), {"--heartbeat_interval_ms=300"});
+  ASSERT_TRUE(server.ok()) << server.status();
+  ClientOptions options;
+  options.server = (*server)->address();
+  auto channel = MakeChannel(options);
+  ASSERT_TRUE(channel.ok()) << channel.status();
+  auto farm = v1::FarmService::NewStub(*channel);
+  v1::RegisterRequest reg;
+  reg.set_protocol_version(kProtocolVersion);
+  reg.set_role(v1::ROLE_AGENT);
+  reg.set_device_id("orin-jp5");
+  reg.set_device_key("orin-jp5");
+  v1::Capabilities* caps = reg.mutable_capabilities();
+  caps->set_triple("aarch64-linux-gnu");
+  caps->set_cores(8);
+  caps->set_memory_bytes(int64_t{8} << 30);
+  caps->set_has_gpu(true);
+  caps->set_gpu_name("Orin (nvgpu)");
+  caps->add_cuda_archs("sm_87");
+  caps->mutable_fingerprint()->set_cuda_driver("11.4");
+  v1::RegisterResponse registered;
+  {
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(farm->Register(&ctx, reg, &registered).ok());
+  }
+  std::atomic<bool> done{false};
+  std::thread heartbeats([&] {
+    while (!done) {
+      v1::HeartbeatRequest hb;
+      hb.set_protocol_version(kProtocolVersion);
+      hb.set_session_id(registered.session_id());
+      v1::HeartbeatResponse resp;
+      grpc::ClientContext ctx;
+      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+      farm->Heartbeat(&ctx, hb, &resp);
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  });
+  Subprocess::Options quiet;
+  quiet.capture_stdout = false;
+  quiet.stderr_path = dir_.File("worker.log");
+  auto worker = Subprocess::Start(
+      {BinPath("tunefarm-worker"), "--server=" + (*server)->address(), "--device_id=w1"}, quiet);
+  ASSERT_TRUE(worker.ok());
+  ASSERT_TRUE(testing::WaitFor(
+      [&] {
+        const std::string d = Cli(**server, {"devices"}).out;
+        return absl::StrContains(d, "w1 ") && absl::StrContains(d, "orin-jp5");
+      },
+      absl::Seconds(60)))
+      << Cli(**server, {"devices"}).out;
+  const std::string list = dir_.File("w.txt");
+  testing::WriteFile(list, "matmul(M=64,N=64,K=64)\n");
+  CommandResult r = Cli(**server, {"submit", "--workloads=" + list, "--target=cuda -arch=sm_87",
+                                   "--device_key=orin-jp5", "--trials=2"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+
+  v1::StreamWorkRequest sw;
+  sw.set_protocol_version(kProtocolVersion);
+  sw.set_session_id(registered.session_id());
+  grpc::ClientContext stream_ctx;
+  stream_ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
+  auto stream = farm->StreamWork(&stream_ctx, sw);
+  v1::WorkLease lease;
+  const bool got = stream->Read(&lease);
+  stream_ctx.TryCancel();
+  done = true;
+  heartbeats.join();
+  ASSERT_TRUE(got) << Cli(**server, {"job", "1"}).out
+                   << testing::ReadFileOrEmpty(dir_.File("worker.log"));
+  ASSERT_TRUE(lease.has_measure()) << lease.ShortDebugString().substr(0, 300);
+  EXPECT_EQ(lease.measure().kind(), v1::ARTIFACT_KIND_PTX);
+  v1::GpuModule module;
+  ASSERT_TRUE(module.ParseFromString(lease.measure().artifact()));
+  EXPECT_EQ(module.arch(), "sm_87");
+  EXPECT_TRUE(absl::StrContains(module.image(), ".version 7.4\n.target sm_87"))
+      << module.image().substr(0, 300);
+  Cli(**server, {"cancel", "1"});
+  (*worker)->Kill(SIGTERM);
+  ASSERT_TRUE((*worker)->Wait(absl::Seconds(20)).ok());
 }
 
 // A CPU job whose target the key's agents cannot run: refused at submit
