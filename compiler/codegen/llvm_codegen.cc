@@ -108,31 +108,12 @@ class CodeGen : public ir::ExprFunctor<llvm::Value*()>, public ir::StmtFunctor<v
     return nullptr;
   }
 
-  llvm::Type* TypeOf(ScalarType t) {
-    switch (t) {
-      case ScalarType::kBool:
-        return llvm::Type::getInt1Ty(ctx_);
-      case ScalarType::kInt64:
-        return i64_;
-      case ScalarType::kFloat32:
-        return f32_;
-      case ScalarType::kFloat64:
-        return llvm::Type::getDoubleTy(ctx_);
-    }
-    return nullptr;
-  }
+  llvm::Type* TypeOf(ScalarType t) { return LlvmType(ctx_, t, i64_); }
 
   llvm::Value* FlatIndex(int tensor, const std::vector<ir::Expr>& idx) {
-    const std::vector<int64_t>& shape = shapes_[tensor];
-    llvm::Value* flat = nullptr;
-    for (size_t d = 0; d < shape.size(); ++d) {
-      llvm::Value* v = GenExpr(idx[d]);
-      flat = flat ? b_.CreateAdd(
-                        b_.CreateMul(flat, llvm::ConstantInt::get(i64_, shape[d]), "", false, true),
-                        v, "", false, true)
-                  : v;
-    }
-    return flat ? flat : llvm::ConstantInt::get(i64_, 0);
+    std::vector<llvm::Value*> values;
+    for (size_t d = 0; d < shapes_[tensor].size(); ++d) values.push_back(GenExpr(idx[d]));
+    return RowMajorIndex(b_, shapes_[tensor], values, i64_);
   }
 
   // Broadcasts scalars to the vector width when the other operand is a vector.

@@ -2,6 +2,33 @@
 
 namespace tunefarm::codegen {
 
+llvm::Type* LlvmType(llvm::LLVMContext& ctx, ir::ScalarType t, llvm::Type* integers) {
+  switch (t) {
+    case ir::ScalarType::kBool:
+      return llvm::Type::getInt1Ty(ctx);
+    case ir::ScalarType::kInt64:
+      return integers;
+    case ir::ScalarType::kFloat32:
+      return llvm::Type::getFloatTy(ctx);
+    case ir::ScalarType::kFloat64:
+      return llvm::Type::getDoubleTy(ctx);
+  }
+  return nullptr;
+}
+
+llvm::Value* RowMajorIndex(llvm::IRBuilder<>& b, const std::vector<int64_t>& shape,
+                           const std::vector<llvm::Value*>& indices, llvm::Type* integers) {
+  llvm::Value* flat = nullptr;
+  for (size_t d = 0; d < indices.size(); ++d) {
+    const int64_t dim = d < shape.size() ? shape[d] : 1;
+    flat = flat ? b.CreateAdd(b.CreateMul(flat, llvm::ConstantInt::get(flat->getType(), dim), "",
+                                          false, true),
+                              indices[d], "", false, true)
+                : indices[d];
+  }
+  return flat ? flat : llvm::ConstantInt::get(integers, 0);
+}
+
 llvm::Value* FloorDivInt(llvm::IRBuilder<>& b, llvm::Value* a, llvm::Value* c) {
   llvm::Value* q = b.CreateSDiv(a, c);
   llvm::Value* r = b.CreateSRem(a, c);

@@ -4,10 +4,22 @@
 // constants here are lane-wise.
 #pragma once
 
+#include <cstdint>
+#include <vector>
+
 #include "compiler/ir/expr.h"
 #include "llvm/IR/IRBuilder.h"
 
 namespace tunefarm::codegen {
+
+// The LLVM type of an IR scalar type; `integers` is the IR's kInt64 (i64,
+// or i32 where the back end does 32-bit index math).
+llvm::Type* LlvmType(llvm::LLVMContext& ctx, ir::ScalarType t, llvm::Type* integers);
+
+// The row-major element index of `indices` into a tensor of `shape`, in
+// the integer type of the indices (0 of `integers` when there are none).
+llvm::Value* RowMajorIndex(llvm::IRBuilder<>& b, const std::vector<int64_t>& shape,
+                           const std::vector<llvm::Value*>& indices, llvm::Type* integers);
 
 // floor(a / b) for signed integers (the IR's kFloorDiv).
 llvm::Value* FloorDivInt(llvm::IRBuilder<>& b, llvm::Value* a, llvm::Value* c);

@@ -171,32 +171,12 @@ class KernelGen : public ir::ExprFunctor<llvm::Value*()>, public ir::StmtFunctor
                llvm::ConstantAsMetadata::get(llvm::ConstantInt::get(i32_, value))}));
   }
 
-  llvm::Type* TypeOf(ScalarType t) {
-    switch (t) {
-      case ScalarType::kBool:
-        return llvm::Type::getInt1Ty(ctx_);
-      case ScalarType::kInt64:
-        return idx_;
-      case ScalarType::kFloat32:
-        return f32_;
-      case ScalarType::kFloat64:
-        return llvm::Type::getDoubleTy(ctx_);
-    }
-    return nullptr;
-  }
+  llvm::Type* TypeOf(ScalarType t) { return LlvmType(ctx_, t, idx_); }
 
   llvm::Value* Address(int tensor, const std::vector<Expr>& idx) {
-    const std::vector<int64_t>& shape = shapes_[size_t(tensor)];
-    llvm::Value* flat = nullptr;
-    for (size_t d = 0; d < idx.size(); ++d) {
-      llvm::Value* v = GenExpr(idx[d]);
-      const int64_t dim = d < shape.size() ? shape[d] : 1;
-      flat = flat ? b_.CreateAdd(
-                        b_.CreateMul(flat, llvm::ConstantInt::get(idx_, dim), "", false, true), v,
-                        "", false, true)
-                  : v;
-    }
-    if (flat == nullptr) flat = llvm::ConstantInt::get(idx_, 0);
+    std::vector<llvm::Value*> values;
+    for (const Expr& e : idx) values.push_back(GenExpr(e));
+    llvm::Value* flat = RowMajorIndex(b_, shapes_[size_t(tensor)], values, idx_);
     llvm::Value* base = buffers_[size_t(tensor)];
     TF_CHECK(base != nullptr && "a tensor without a buffer in the GPU back end");
     return b_.CreateInBoundsGEP(f32_, base, flat);
