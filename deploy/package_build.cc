@@ -18,6 +18,7 @@
 #include "compiler/frontend/op_registry.h"
 #include "compiler/ir/compute.h"
 #include "compiler/ir/reference.h"
+#include "compiler/ir/winograd.h"
 #include "compiler/ir/workload.h"
 #include "compiler/schedule/schedule.h"
 #include "device_agent/runtime/graph_runtime.h"
@@ -680,7 +681,8 @@ absl::Status AddKernelStep(const Model& model, const TaskExtraction& ex, const T
             for (int64_t x = 0; x < w[3]; ++x)
               hwio[size_t(((y * w[3] + x) * w[1] + i) * w[0] + o)] =
                   data[size_t(((o * w[1] + i) * w[2] + y) * w[3] + x)];
-      data = std::move(hwio);
+      data = task.workload.conv2d().winograd() != 0 ? ir::WinogradWeight(hwio, w[1], w[0])
+                                                    : std::move(hwio);
     } else if (oc.nhwc && constant && !derived && !frontend::SameInNhwc(model.shapes.at(src))) {
       data = ToNhwc(consts->Floats(src), model.shapes.at(src));
       derived = true;

@@ -829,7 +829,10 @@ class CodeGen : public ir::ExprFunctor<llvm::Value*()>, public ir::StmtFunctor<v
     llvm::Value* alloc = b_.CreateLoad(ptr_, b_.CreateStructGEP(runtime_ty_, rt_, kAlloc));
     llvm::Value* ctx = b_.CreateLoad(ptr_, b_.CreateStructGEP(runtime_ty_, rt_, kCtx));
     auto* alloc_ty = llvm::FunctionType::get(ptr_, {ptr_, i64_}, false);
-    llvm::Value* p = b_.CreateCall(alloc_ty, alloc, {ctx, llvm::ConstantInt::get(i64_, bytes)});
+    llvm::CallInst* p = b_.CreateCall(alloc_ty, alloc, {ctx, llvm::ConstantInt::get(i64_, bytes)});
+    // Fresh memory, as malloc's: no other pointer of the kernel reaches it,
+    // so accumulators in it can live in registers across a reduction loop.
+    p->addRetAttr(llvm::Attribute::NoAlias);
     buffers_[s->tensor] = p;
     GenStmt(s->body[0]);
     buffers_[s->tensor] = nullptr;

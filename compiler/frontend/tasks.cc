@@ -317,7 +317,27 @@ ExtractOptions ExtractOptionsFor(const ir::Target& target, std::optional<bool> c
   ExtractOptions o;
   o.channels_last = channels_last.value_or(!target.is_gpu());
   o.lanes = std::max(1, target.float_lanes());
+  o.winograd = o.channels_last && o.lanes >= 8;
   return o;
+}
+
+bool ToWinograd(v1::Workload* w) {
+  if (w->op() != v1::OP_KIND_CONV2D || !w->has_conv2d() || w->inputs_size() < 2) return false;
+  const v1::Conv2dAttrs& a = w->conv2d();
+  const auto& k = w->inputs(1).shape();
+  if (a.layout() != v1::DATA_LAYOUT_NHWC || a.winograd() != 0 || a.groups() != 1 || k.size() != 4 ||
+      k[0] != 3 || k[1] != 3 || k[2] % 4 != 0 || k[3] % 4 != 0)
+    return false;
+  for (int d = 0; d < 2; ++d) {
+    if (a.strides(d) != 1 || a.dilations(d) != 1) return false;
+  }
+  const auto& x = w->inputs(0).shape();
+  const int64_t oh = x[1] + a.pads(0) + a.pads(2) - 2, ow = x[2] + a.pads(1) + a.pads(3) - 2;
+  if (oh <= 0 || ow <= 0 || oh % 2 != 0 || ow % 2 != 0) return false;
+  w->mutable_conv2d()->set_winograd(2);
+  w->mutable_inputs(1)->set_shape(0, 4);
+  w->mutable_inputs(1)->set_shape(1, 4);
+  return true;
 }
 
 bool ToChannelsLast(v1::Workload* w) {
@@ -499,6 +519,11 @@ absl::StatusOr<TaskExtraction> ExtractTasks(const Model& model, const ExtractOpt
         }
       } else {
         converted = (conv_ok || pool_ok) && ToChannelsLast(&t);
+      }
+      // Winograd needs the weight at build time, to transform it.
+      if (converted && options.winograd && n.inputs.size() > 1 &&
+          model.constants.count(n.inputs[1]) > 0) {
+        ToWinograd(&t);
       }
       if (inputs_ok && converted) {
         absl::StatusOr<ir::CanonicalWorkload> cl = ir::Canonicalize(t);

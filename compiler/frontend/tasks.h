@@ -54,10 +54,16 @@ struct ExtractOptions {
   // where they meet).
   bool channels_last = false;
   int64_t lanes = 8;
+  // Channels-last 3x3 convolutions of stride 1 with constant weights and
+  // an even output height and width take Winograd F(2x2, 3x3)
+  // (Conv2dAttrs.winograd): the package stores their weights transformed.
+  bool winograd = false;
 };
 
 // The options for kernels of `target`: channels-last on CPU targets (with
 // the target's vector lanes), NCHW on GPUs; `channels_last` overrides.
+// Winograd where channels-last and the target has 8 or 16 lanes (AVX2,
+// AVX-512).
 // Tuning jobs, `tune`, `tasks` and `build` all extract with these, so what
 // is tuned is what is built.
 ExtractOptions ExtractOptionsFor(const ir::Target& target,
@@ -78,5 +84,11 @@ bool SameInNhwc(const std::vector<int64_t>& s);
 // conv weights HWIO, elementwise program inputs permuted alike); false
 // for any other workload.
 bool ToChannelsLast(v1::Workload* w);
+
+// The Winograd F(2x2, 3x3) form of an NHWC 3x3 convolution of stride 1,
+// dilation 1, one group, channels in multiples of 4 and an even output
+// height and width: winograd = 2 and the weight [4, 4, C, K] (the package
+// transforms it, ir::WinogradWeight); false, unchanged, for any other.
+bool ToWinograd(v1::Workload* w);
 
 }  // namespace tunefarm::frontend

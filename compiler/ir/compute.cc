@@ -140,6 +140,62 @@ int Conv2d(Builder& b, const v1::Workload& w) {
   return b.AddStage("conv", axes, red, ReduceKind::kSum, in * wt, false);
 }
 
+// Winograd F(2x2, 3x3) (Lavin and Gray, 2015): each 2x2 output tile is
+// A^T [sum over c of U[c] . (B^T d[c] B)] A, d the 4x4 input tile, U the
+// transformed weight. Stages: the padded input; v, the input tiles
+// transformed, [4, 4, N, tiles high, tiles wide, C]; m, their products
+// with U summed over C (16 GEMMs), [4, 4, N, tiles high, tiles wide, K];
+// the output transform, inlinable, [N, H, W, K].
+int Conv2dWinograd(Builder& b, const v1::Workload& w) {
+  const auto& a = w.conv2d();
+  std::vector<int64_t> ds(w.inputs(0).shape().begin(), w.inputs(0).shape().end());
+  std::vector<int64_t> us(w.inputs(1).shape().begin(), w.inputs(1).shape().end());
+  int data = b.AddInput("data", ds);
+  int u = b.AddInput("weight", us, /*constant=*/true);
+  const int64_t n = ds[0], h = ds[1], wd = ds[2], c = ds[3], k = us[3];
+  const int64_t pt = a.pads(0), pl = a.pads(1), pb = a.pads(2), pr = a.pads(3);
+  const int64_t oh = h + pt + pb - 2, ow = wd + pl + pr - 2;
+  const int64_t th = (oh + 1) / 2, tw = (ow + 1) / 2;
+  int padded =
+      b.Pad(data, {{0, 0}, {pt, 2 * th + 2 - h - pt}, {pl, 2 * tw + 2 - wd - pl}, {0, 0}}, 0);
+  // One row of B^T (or of A^T) applied to four values, the row chosen by `e`.
+  auto bt = [](const Expr& e, const std::vector<Expr>& x) {
+    return Select(Cmp(Op::kEq, e, I(0)), x[0] - x[2],
+                  Select(Cmp(Op::kEq, e, I(1)), x[1] + x[2],
+                         Select(Cmp(Op::kEq, e, I(2)), x[2] - x[1], x[1] - x[3])));
+  };
+  auto at = [](const Expr& e, const std::vector<Expr>& x) {
+    return Select(Cmp(Op::kEq, e, I(0)), x[0] + x[1] + x[2], x[1] - x[2] - x[3]);
+  };
+  std::vector<IterVar> va = b.Axes({4, 4, n, th, tw, c}, {"eps", "nu", "n", "ty", "tx", "c"});
+  std::vector<Expr> rows;
+  for (int64_t i = 0; i < 4; ++i) {
+    std::vector<Expr> d;
+    for (int64_t j = 0; j < 4; ++j) {
+      d.push_back(
+          b.Read(padded, {va[2].var, va[3].var * I(2) + I(i), va[4].var * I(2) + I(j), va[5].var}));
+    }
+    rows.push_back(bt(va[1].var, d));
+  }
+  int v = b.AddStage("winograd_in", va, {}, ReduceKind::kNone, bt(va[0].var, rows), false);
+  std::vector<IterVar> ma = b.Axes({4, 4, n, th, tw, k}, {"eps", "nu", "n", "ty", "tx", "k"});
+  std::vector<IterVar> red = b.Axes({c}, {"rc"});
+  Expr prod = b.Read(v, {ma[0].var, ma[1].var, ma[2].var, ma[3].var, ma[4].var, red[0].var}) *
+              b.Read(u, {ma[0].var, ma[1].var, red[0].var, ma[5].var});
+  int m = b.AddStage("winograd_gemm", ma, red, ReduceKind::kSum, prod, false);
+  std::vector<IterVar> ya = b.Axes({n, oh, ow, k}, {"n", "y", "x", "k"});
+  Expr ty = FloorDiv(ya[1].var, I(2)), tx = FloorDiv(ya[2].var, I(2));
+  Expr ry = FloorMod(ya[1].var, I(2)), rx = FloorMod(ya[2].var, I(2));
+  std::vector<Expr> cols;
+  for (int64_t e = 0; e < 4; ++e) {
+    std::vector<Expr> x;
+    for (int64_t nu = 0; nu < 4; ++nu)
+      x.push_back(b.Read(m, {I(e), I(nu), ya[0].var, ty, tx, ya[3].var}));
+    cols.push_back(at(rx, x));
+  }
+  return b.AddStage("winograd_out", ya, {}, ReduceKind::kNone, at(ry, cols), true);
+}
+
 int Conv2dTranspose(Builder& b, const v1::Workload& w) {
   const auto& a = w.conv2d();
   std::vector<int64_t> ds(w.inputs(0).shape().begin(), w.inputs(0).shape().end());
@@ -629,7 +685,7 @@ absl::StatusOr<ComputeDAG> BuildComputeDAG(const v1::Workload& workload) {
   int main = -1;
   switch (w.op()) {
     case v1::OP_KIND_CONV2D:
-      main = Conv2d(b, w);
+      main = w.conv2d().winograd() != 0 ? Conv2dWinograd(b, w) : Conv2d(b, w);
       break;
     case v1::OP_KIND_CONV2D_TRANSPOSE:
       main = Conv2dTranspose(b, w);

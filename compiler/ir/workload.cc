@@ -92,6 +92,22 @@ absl::StatusOr<double> CanonConv2d(v1::Workload* w, std::vector<int64_t>* out) {
   } else {
     r = k[0], s = k[1], kc = k[2], kk = k[3];
   }
+  if (a->winograd() != 0) {
+    if (a->winograd() != 2) {
+      return InvalidArgumentError(
+          StrCat("conv2d.winograd ", a->winograd(), " is not a tile Winograd is built for (2)"));
+    }
+    if (transpose || nchw || a->groups() != 1 || a->strides(0) != 1 || a->strides(1) != 1 ||
+        a->dilations(0) != 1 || a->dilations(1) != 1) {
+      return InvalidArgumentError("conv2d.winograd needs NHWC, stride 1, dilation 1 and one group");
+    }
+    if (r != 4 || s != 4) {
+      return InvalidArgumentError(
+          StrCat("conv2d.winograd 2 takes the transformed weight [4, 4, C, K], got ", r, "x", s,
+                 " windows"));
+    }
+    r = s = 3;  // the window the transformed weight stands for
+  }
   int64_t g = a->groups();
   if (c % g != 0 || kk % g != 0) {
     return InvalidArgumentError(
@@ -391,6 +407,7 @@ std::string Describe(const v1::Workload& w) {
     StrAppend(&s, " s", absl::StrJoin(w.conv2d().strides(), ","), " p",
               absl::StrJoin(w.conv2d().pads(), ","));
     if (w.conv2d().groups() > 1) StrAppend(&s, " g", w.conv2d().groups());
+    if (w.conv2d().winograd() != 0) StrAppend(&s, " winograd F(", w.conv2d().winograd(), ",3)");
   }
   if (w.has_softmax() && w.softmax().log()) StrAppend(&s, " log");
   for (const auto& e : w.epilogue()) {

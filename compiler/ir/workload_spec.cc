@@ -33,8 +33,8 @@ const std::map<std::string, OpInfo>& Ops() {
       {"conv2d_nhwc",
        {{"N", "C", "H", "W", "K", "R", "S"},
         {"stride", "stride_h", "stride_w", "pad", "pad_top", "pad_left", "pad_bottom", "pad_right",
-         "dilation", "dilation_h", "dilation_w", "groups"},
-        "2-D convolution, NHWC data, HWIO weights"}},
+         "dilation", "dilation_h", "dilation_w", "groups", "winograd"},
+        "2-D convolution, NHWC data, HWIO weights (winograd=2: F(2x2,3x3), weights [4,4,C,K])"}},
       {"depthwise_conv2d_nchw",
        {{"N", "C", "H", "W", "R", "S"},
         {"stride", "stride_h", "stride_w", "pad", "pad_top", "pad_left", "pad_bottom", "pad_right",
@@ -284,6 +284,8 @@ absl::StatusOr<v1::Workload> ParseWorkloadSpec(const std::string& spec) {
     int64_t cg = groups > 0 && c % groups == 0 ? c / groups : c;
     add_input(nhwc ? std::vector<int64_t>{n, h, wd, c} : std::vector<int64_t>{n, c, h, wd});
     if (transpose) add_input({c, groups > 0 ? k / groups : k, r, s});
+    else if (nhwc && get("winograd", 0) == 2)
+      add_input({4, 4, cg, k});
     else if (nhwc) add_input({r, s, cg, k});
     else add_input({k, cg, r, s});
     auto* a = w.mutable_conv2d();
@@ -299,6 +301,7 @@ absl::StatusOr<v1::Workload> ParseWorkloadSpec(const std::string& spec) {
     a->add_dilations(get("dilation_h", dil));
     a->add_dilations(get("dilation_w", dil));
     a->set_groups(groups);
+    a->set_winograd(get("winograd", 0));
   } else if (op == "dense" || op == "matmul" || op == "batch_matmul") {
     bool ta = get("transpose_a", 0) != 0, tb = get("transpose_b", 0) != 0;
     int64_t m = v["M"], n = v["N"], k = v["K"];
@@ -445,6 +448,7 @@ absl::StatusOr<std::string> ConvSpec(const v1::Workload& w) {
     if (transpose) return NoSpec("an NHWC transposed convolution");
     h = d[1], wd = d[2], c = d[3];
     r = k[0], s = k[1], kk = k[3];
+    if (a.winograd() != 0) r = s = 3;
   } else {
     c = d[1], h = d[2], wd = d[3];
     r = k[2], s = k[3];
@@ -457,6 +461,7 @@ absl::StatusOr<std::string> ConvSpec(const v1::Workload& w) {
   PadArgs(&args, a.pads());
   PairArg(&args, "dilation", a.dilations(0), a.dilations(1), 1);
   if (groups != 1) args.push_back(absl::StrCat("groups=", groups));
+  if (a.winograd() != 0) args.push_back(absl::StrCat("winograd=", a.winograd()));
   const char* op = transpose ? "conv2d_transpose_nchw" : nhwc ? "conv2d_nhwc" : "conv2d_nchw";
   return absl::StrCat(op, "(", absl::StrJoin(args, ","), ")");
 }

@@ -11,6 +11,8 @@ namespace v1 = ::tunefarm::v1;
 Trace DefaultSchedule(const ComputeDAG& dag, const Target& target) {
   if (target.is_gpu()) return DefaultGpuSchedule(dag, target);
   // Convolutions get a hand-written register-tiled schedule where one applies.
+  absl::StatusOr<Trace> winograd = WinogradConv2dSchedule(dag, target);
+  if (winograd.ok()) return *std::move(winograd);
   absl::StatusOr<Trace> nhwc = NhwcConv2dSchedule(dag, target);
   if (nhwc.ok()) return *std::move(nhwc);
   if (PrefersRowConv(dag, target)) {

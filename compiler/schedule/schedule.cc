@@ -383,13 +383,20 @@ absl::Status ScheduleState::ComputeAt(const ComputeAtStep& s) {
     return InvalidArgumentError(
         StrCat("stage ", s.target_stage, " does not come after stage ", s.stage));
   }
-  // One level of nesting, except that a cache_read copy may sit inside a
-  // stage that is itself computed at another (a register tile computed at a
-  // thread loop or a CPU tile, staging its inputs per reduction step).
+  // Two levels of nesting at most: a stage may sit inside one that is
+  // computed at a root stage (a register tile computed at a thread loop or
+  // a CPU tile, staging its inputs per reduction step; a Winograd input
+  // transform inside its GEMM inside a row of output tiles). A cache_read
+  // copy may sit deeper.
   const bool copy = dag_.tensors[producer.output].cache_copy;
-  if (stages_[s.target_stage].location != StageState::Location::kRoot && !copy) {
-    return InvalidArgumentError(
-        StrCat("stage ", s.target_stage, " is itself computed at another stage"));
+  const StageState& target = stages_[s.target_stage];
+  if (target.location == StageState::Location::kAt && !copy &&
+      stages_[target.attach_stage].location != StageState::Location::kRoot) {
+    return InvalidArgumentError(StrCat(
+        "stage ", s.target_stage, " is computed at a stage that is itself computed at another"));
+  }
+  if (target.location == StageState::Location::kInline) {
+    return InvalidArgumentError(StrCat("stage ", s.target_stage, " is inlined"));
   }
   for (size_t j = 0; j < stages_.size(); ++j) {
     if (stages_[j].location == StageState::Location::kAt && stages_[j].attach_stage == s.stage &&

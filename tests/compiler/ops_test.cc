@@ -2,7 +2,9 @@
 // random inputs and compared with the float64 reference.
 #include <cmath>
 
+#include "absl/strings/str_cat.h"
 #include "compiler/codegen/llvm_target.h"
+#include "compiler/ir/winograd.h"
 #include "compiler/ir/workload_spec.h"
 #include "gtest/gtest.h"
 #include "tests/compiler/kernel_check.h"
@@ -42,6 +44,12 @@ INSTANTIATE_TEST_SUITE_P(
         "conv2d_nhwc(N=1,C=16,H=2,W=30,K=40,R=1,S=1)+bias+relu6",
         // 1x1 with AVX-512: the GEMM tile (4 vectors x 5 pixels).
         "conv2d_nhwc(N=1,C=22,H=3,W=10,K=64,R=1,S=1)+bias+silu",
+        // Winograd F(2x2, 3x3): two images, asymmetric padding, channels
+        // of 4-lane vectors, and an odd output (a half tile at the edge).
+        "conv2d_nhwc(N=1,C=16,H=12,W=10,K=32,R=3,S=3,pad=1,winograd=2)+bias+residual+relu",
+        "conv2d_nhwc(N=2,C=8,H=9,W=7,K=12,R=3,S=3,pad_top=1,pad_left=0,pad_bottom=0,"
+        "pad_right=1,winograd=2)",
+        "conv2d_nhwc(N=1,C=8,H=7,W=7,K=16,R=3,S=3,pad=1,winograd=2)+bias+relu6",
         "depthwise_conv2d_nchw(N=1,C=24,H=14,W=14,R=3,S=3,stride=2,pad=1)+bias+hardswish",
         "depthwise_conv2d_nchw(N=1,C=16,H=7,W=7,R=3,S=3,pad=1)+clip(min=-0.5,max=0.5)",
         "conv2d_transpose_nchw(N=1,C=8,H=6,W=6,K=4,R=3,S=3,stride=2,pad=1)",
@@ -249,6 +257,41 @@ TEST(ConvTranspose, MatchesTheScatterDefinition) {
                     wt[size_t(((c * kg + kk) * t.r + ry) * t.s + rx)];
               }
     for (size_t i = 0; i < ref.size(); ++i) ASSERT_NEAR((*out)[i], ref[i], 1e-5) << "output " << i;
+  }
+}
+
+// The Winograd form against the direct convolution: the same input, the
+// direct kernel given the HWIO weight g and the Winograd kernel given
+// WinogradWeight(g). Fails with a wrong transform matrix (B, G or A) even
+// where the DAG and its own reference agree.
+TEST(Winograd, EqualsTheDirectConvolution) {
+  for (const char* shape : {"N=1,C=16,H=12,W=10,K=32,R=3,S=3,pad=1",
+                            "N=1,C=8,H=10,W=9,K=8,R=3,S=3,pad_top=0,pad_left=1,pad_bottom=2,"
+                            "pad_right=0"}) {
+    SCOPED_TRACE(shape);
+    auto direct = ir::ParseWorkloadSpec(absl::StrCat("conv2d_nhwc(", shape, ")"));
+    auto wino = ir::ParseWorkloadSpec(absl::StrCat("conv2d_nhwc(", shape, ",winograd=2)"));
+    ASSERT_TRUE(direct.ok()) << direct.status();
+    ASSERT_TRUE(wino.ok()) << wino.status();
+    const auto& xs = direct->inputs(0).shape();
+    const auto& gs = direct->inputs(1).shape();
+    std::vector<float> x(size_t(xs[0] * xs[1] * xs[2] * xs[3])), g(size_t(9 * gs[2] * gs[3]));
+    uint32_t seed = 11;
+    auto next = [&] {
+      return float((seed = seed * 1664525u + 1013904223u) >> 8) / 16777216.0f - 0.5f;
+    };
+    for (float& v : x) v = next();
+    for (float& v : g) v = next();
+    auto ref = testing::RunKernel(*direct, nullptr, codegen::HostTarget(), {x, g});
+    auto out = testing::RunKernel(*wino, nullptr, codegen::HostTarget(),
+                                  {x, ir::WinogradWeight(g, gs[2], gs[3])});
+    ASSERT_TRUE(ref.ok()) << ref.status();
+    ASSERT_TRUE(out.ok()) << out.status();
+    ASSERT_EQ(out->size(), ref->size());
+    double worst = 0;
+    for (size_t i = 0; i < ref->size(); ++i)
+      worst = std::max(worst, double(std::fabs((*out)[i] - (*ref)[i])));
+    EXPECT_LT(worst, 1e-4);
   }
 }
 

@@ -239,6 +239,26 @@ TEST_F(GraphTest, ChannelsLastBuildsMatch) {
   EXPECT_TRUE(
       absl::c_linear_search(specs, "max_pool2d_nhwc(N=1,C=64,H=112,W=112,R=3,S=3,stride=2,pad=1)"))
       << absl::StrJoin(specs, "; ");
+  // Winograd, where the options ask for it: the 56x56 and 28x28 3x3
+  // layers of stride 1, not the stride-2 one nor the NCHW 14x14 ones.
+  frontend::ExtractOptions wino = xo;
+  wino.winograd = true;
+  const std::vector<std::string> ws = TaskSpecs(Import("resnet18"), v1::OP_KIND_CONV2D, wino);
+  int winograd_tasks = 0;
+  for (const std::string& s : ws) {
+    if (!absl::StrContains(s, "winograd=2")) continue;
+    ++winograd_tasks;
+    EXPECT_TRUE(absl::StrContains(s, "R=3,S=3") && !absl::StrContains(s, "stride")) << s;
+  }
+  EXPECT_TRUE(absl::c_linear_search(
+      ws, "conv2d_nhwc(N=1,C=64,H=56,W=56,K=64,R=3,S=3,pad=1,winograd=2)+bias+residual+relu"))
+      << absl::StrJoin(ws, "; ");
+  EXPECT_TRUE(absl::c_linear_search(
+      ws, "conv2d_nhwc(N=1,C=128,H=28,W=28,K=128,R=3,S=3,pad=1,winograd=2)+bias+relu"))
+      << absl::StrJoin(ws, "; ");
+  // 56x56: +relu, +residual+relu; 28x28: +bias (the block whose shortcut
+  // is the downsampling conv, added after it), +relu, +residual+relu.
+  EXPECT_EQ(winograd_tasks, 5) << absl::StrJoin(ws, "; ");
   // With 16 lanes (AVX-512), convolutions whose output channels are
   // multiples of 8 are NHWC too (8-lane channel vectors).
   frontend::ExtractOptions wide = xo;
