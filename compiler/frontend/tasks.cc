@@ -471,10 +471,17 @@ absl::StatusOr<TaskExtraction> ExtractTasks(const Model& model, const ExtractOpt
                      cw.inputs(1).shape(0) % std::min<int64_t>(options.lanes, 8) == 0 &&
                      model.shapes.at(n.inputs[0]).size() == 4 &&
                      model.shapes.at(n.outputs[0]).size() == 4;
+      // Except where Winograd takes them (at most 14x14 and 7x7 stay
+      // NCHW then: ResNet-18's 14x14 3x3 layers, GFLOP/s at 1 thread, NCHW
+      // 158, NHWC Winograd 232; 7x7, an odd output, is not Winograd's).
       if (conv_ok && cw.conv2d().groups() == 1 &&
           cw.inputs(1).shape(2) * cw.inputs(1).shape(3) > 1) {
         const Shape& o = model.shapes.at(n.outputs[0]);
-        conv_ok = o[2] * o[3] >= 28 * 28;
+        v1::Workload probe = cw;
+        const bool winograd = options.winograd && n.inputs.size() > 1 &&
+                              model.constants.count(n.inputs[1]) > 0 && ToChannelsLast(&probe) &&
+                              ToWinograd(&probe);
+        conv_ok = o[2] * o[3] >= 28 * 28 || (winograd && o[2] * o[3] >= 14 * 14);
       }
       const bool pool_ok =
           cw.op() == v1::OP_KIND_POOL2D && nhwc_values.count(model.nodes[i].inputs[0]) > 0;

@@ -512,6 +512,8 @@ absl::StatusOr<Trace> RowConv2dSchedule(const ComputeDAG& dag, const Target& tar
 namespace tunefarm::ir {
 
 absl::StatusOr<Trace> WinogradConv2dSchedule(const ComputeDAG& dag, const Target& target) {
+  // Images of at most this many output tiles take the whole-image form.
+  constexpr int64_t kWinogradWholeImageTiles = 64;
   const int in = FindStage(ScheduleState::Initial(dag), "winograd_in");
   const int gemm = FindStage(ScheduleState::Initial(dag), "winograd_gemm");
   const int out = FindStage(ScheduleState::Initial(dag), "winograd_out");
@@ -543,6 +545,42 @@ absl::StatusOr<Trace> WinogradConv2dSchedule(const ComputeDAG& dag, const Target
   }
   ScheduleBuilder b(dag, target);
   if (last != out) TF_RETURN_IF_ERROR(b.Add(ComputeInlineStep{out}));
+  // The padding pass (data_pad, before the input transform), parallel over
+  // (n, row) and vectorized over the channels.
+  if (in == 1) {
+    TF_RETURN_IF_ERROR(b.Fuse(0, {0, 1}));  // f w c
+    TF_RETURN_IF_ERROR(b.Annotate(0, 0, v1::ANNOTATION_PARALLEL));
+    TF_RETURN_IF_ERROR(b.Annotate(0, 2, v1::ANNOTATION_VECTORIZE));
+  }
+  if (m.axes[3].extent * tw <= kWinogradWholeImageTiles) {
+    // Few tiles, many channels (14x14 and 7x7 layers): the transformed
+    // weight outweighs the tiles, so it is read once per run. The input
+    // transform is a pass of its own over the whole image; the output is
+    // parallel over blocks of channels, each computing the GEMMs of its
+    // channels for every tile first.
+    const int64_t block = best_kt * kl;
+    TF_RETURN_IF_ERROR(b.Split(last, 1, {2}));                   // n yo yi x k
+    TF_RETURN_IF_ERROR(b.Split(last, 3, {2}));                   // n yo yi xo xi k
+    TF_RETURN_IF_ERROR(b.Split(last, 5, {block}));               // n yo yi xo xi ko kb
+    TF_RETURN_IF_ERROR(b.Reorder(last, {5, 0, 1, 3, 2, 4, 6}));  // ko n yo xo yi xi kb
+    TF_RETURN_IF_ERROR(b.Annotate(last, 0, v1::ANNOTATION_PARALLEL));
+    for (int i : {4, 5}) TF_RETURN_IF_ERROR(b.Annotate(last, i, v1::ANNOTATION_UNROLL));
+    TF_RETURN_IF_ERROR(b.Annotate(last, 6, v1::ANNOTATION_VECTORIZE));
+    TF_RETURN_IF_ERROR(b.Split(gemm, 4, {best_t}));       // eps nu n ty txo txi k rc
+    TF_RETURN_IF_ERROR(b.Split(gemm, 6, {best_kt, kl}));  // ... txi ko kt ki rc
+    TF_RETURN_IF_ERROR(b.Reorder(gemm, {2, 0, 1, 3, 4, 6, 9, 5, 7, 8}));
+    for (int i : {7, 8}) TF_RETURN_IF_ERROR(b.Annotate(gemm, i, v1::ANNOTATION_UNROLL));
+    TF_RETURN_IF_ERROR(b.Annotate(gemm, 9, v1::ANNOTATION_VECTORIZE));
+    TF_RETURN_IF_ERROR(b.ComputeAt(gemm, last, 0));
+    TF_RETURN_IF_ERROR(b.Reorder(in, {2, 3, 4, 0, 1, 5}));  // n ty tx eps nu c
+    TF_RETURN_IF_ERROR(b.Fuse(in, {0, 1}));                 // f tx eps nu c
+    TF_RETURN_IF_ERROR(b.Annotate(in, 0, v1::ANNOTATION_PARALLEL));
+    for (int i : {2, 3}) TF_RETURN_IF_ERROR(b.Annotate(in, i, v1::ANNOTATION_UNROLL));
+    TF_RETURN_IF_ERROR(b.Annotate(in, 4, v1::ANNOTATION_VECTORIZE));
+    Trace t = b.Take();
+    t.is_default = true;
+    return t;
+  }
   // The output: n y x k -> (n, tile row) parallel, tile column, channel
   // block, then the tile's 2 x 2 outputs unrolled and the channels vectorized.
   TF_RETURN_IF_ERROR(b.Split(last, 1, {2}));                   // n yo yi x k

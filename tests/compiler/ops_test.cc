@@ -45,8 +45,10 @@ INSTANTIATE_TEST_SUITE_P(
         // 1x1 with AVX-512: the GEMM tile (4 vectors x 5 pixels).
         "conv2d_nhwc(N=1,C=22,H=3,W=10,K=64,R=1,S=1)+bias+silu",
         // Winograd F(2x2, 3x3): two images, asymmetric padding, channels
-        // of 4-lane vectors, and an odd output (a half tile at the edge).
+        // of 4-lane vectors, and odd outputs (a half tile at the edge), in
+        // the whole-image form (up to 64 tiles) and by rows of tiles.
         "conv2d_nhwc(N=1,C=16,H=12,W=10,K=32,R=3,S=3,pad=1,winograd=2)+bias+residual+relu",
+        "conv2d_nhwc(N=1,C=16,H=17,W=20,K=32,R=3,S=3,pad=1,winograd=2)+bias+residual+relu",
         "conv2d_nhwc(N=2,C=8,H=9,W=7,K=12,R=3,S=3,pad_top=1,pad_left=0,pad_bottom=0,"
         "pad_right=1,winograd=2)",
         "conv2d_nhwc(N=1,C=8,H=7,W=7,K=16,R=3,S=3,pad=1,winograd=2)+bias+relu6",
@@ -265,9 +267,10 @@ TEST(ConvTranspose, MatchesTheScatterDefinition) {
 // WinogradWeight(g). Fails with a wrong transform matrix (B, G or A) even
 // where the DAG and its own reference agree.
 TEST(Winograd, EqualsTheDirectConvolution) {
-  for (const char* shape : {"N=1,C=16,H=12,W=10,K=32,R=3,S=3,pad=1",
-                            "N=1,C=8,H=10,W=9,K=8,R=3,S=3,pad_top=0,pad_left=1,pad_bottom=2,"
-                            "pad_right=0"}) {
+  for (const char* shape :
+       {"N=1,C=16,H=12,W=10,K=32,R=3,S=3,pad=1", "N=1,C=8,H=18,W=20,K=16,R=3,S=3,pad=1",
+        "N=1,C=8,H=10,W=9,K=8,R=3,S=3,pad_top=0,pad_left=1,pad_bottom=2,"
+        "pad_right=0"}) {
     SCOPED_TRACE(shape);
     auto direct = ir::ParseWorkloadSpec(absl::StrCat("conv2d_nhwc(", shape, ")"));
     auto wino = ir::ParseWorkloadSpec(absl::StrCat("conv2d_nhwc(", shape, ",winograd=2)"));
