@@ -552,58 +552,46 @@ absl::StatusOr<Trace> WinogradConv2dSchedule(const ComputeDAG& dag, const Target
     TF_RETURN_IF_ERROR(b.Annotate(0, 0, v1::ANNOTATION_PARALLEL));
     TF_RETURN_IF_ERROR(b.Annotate(0, 2, v1::ANNOTATION_VECTORIZE));
   }
-  if (m.axes[3].extent * tw <= kWinogradWholeImageTiles) {
-    // Few tiles, many channels (14x14 and 7x7 layers): the transformed
-    // weight outweighs the tiles, so it is read once per run. The input
-    // transform is a pass of its own over the whole image; the output is
-    // parallel over blocks of channels, each computing the GEMMs of its
-    // channels for every tile first.
-    const int64_t block = best_kt * kl;
-    TF_RETURN_IF_ERROR(b.Split(last, 1, {2}));                   // n yo yi x k
-    TF_RETURN_IF_ERROR(b.Split(last, 3, {2}));                   // n yo yi xo xi k
-    TF_RETURN_IF_ERROR(b.Split(last, 5, {block}));               // n yo yi xo xi ko kb
-    TF_RETURN_IF_ERROR(b.Reorder(last, {5, 0, 1, 3, 2, 4, 6}));  // ko n yo xo yi xi kb
-    TF_RETURN_IF_ERROR(b.Annotate(last, 0, v1::ANNOTATION_PARALLEL));
-    for (int i : {4, 5}) TF_RETURN_IF_ERROR(b.Annotate(last, i, v1::ANNOTATION_UNROLL));
-    TF_RETURN_IF_ERROR(b.Annotate(last, 6, v1::ANNOTATION_VECTORIZE));
-    TF_RETURN_IF_ERROR(b.Split(gemm, 4, {best_t}));       // eps nu n ty txo txi k rc
-    TF_RETURN_IF_ERROR(b.Split(gemm, 6, {best_kt, kl}));  // ... txi ko kt ki rc
-    TF_RETURN_IF_ERROR(b.Reorder(gemm, {2, 0, 1, 3, 4, 6, 9, 5, 7, 8}));
-    for (int i : {7, 8}) TF_RETURN_IF_ERROR(b.Annotate(gemm, i, v1::ANNOTATION_UNROLL));
-    TF_RETURN_IF_ERROR(b.Annotate(gemm, 9, v1::ANNOTATION_VECTORIZE));
-    TF_RETURN_IF_ERROR(b.ComputeAt(gemm, last, 0));
-    TF_RETURN_IF_ERROR(b.Reorder(in, {2, 3, 4, 0, 1, 5}));  // n ty tx eps nu c
-    TF_RETURN_IF_ERROR(b.Fuse(in, {0, 1}));                 // f tx eps nu c
-    TF_RETURN_IF_ERROR(b.Annotate(in, 0, v1::ANNOTATION_PARALLEL));
-    for (int i : {2, 3}) TF_RETURN_IF_ERROR(b.Annotate(in, i, v1::ANNOTATION_UNROLL));
-    TF_RETURN_IF_ERROR(b.Annotate(in, 4, v1::ANNOTATION_VECTORIZE));
-    Trace t = b.Take();
-    t.is_default = true;
-    return t;
+  // Few tiles, many channels (14x14 layers): the transformed weight
+  // outweighs the tiles, so the whole image takes one pass of the input
+  // transform, and the output is parallel over blocks of channels, each
+  // computing the GEMMs of its channels for every tile first (U read once).
+  // Otherwise by rows of tiles: the output parallel over (n, tile row), the
+  // GEMMs of that row computed there, the input transform inside them.
+  const bool whole = m.axes[3].extent * tw <= kWinogradWholeImageTiles;
+  // The output: n y x k -> the parallel loop, tile column, channel block,
+  // then the tile's 2 x 2 outputs unrolled and the channels vectorized.
+  TF_RETURN_IF_ERROR(b.Split(last, 1, {2}));                          // n yo yi x k
+  TF_RETURN_IF_ERROR(b.Split(last, 3, {2}));                          // n yo yi xo xi k
+  TF_RETURN_IF_ERROR(b.Split(last, 5, {whole ? best_kt * kl : kl}));  // n yo yi xo xi ko ki
+  if (whole) {
+    TF_RETURN_IF_ERROR(b.Reorder(last, {5, 0, 1, 3, 2, 4, 6}));  // ko n yo xo yi xi ki
+  } else {
+    TF_RETURN_IF_ERROR(b.Reorder(last, {0, 1, 3, 5, 2, 4, 6}));  // n yo xo ko yi xi ki
+    TF_RETURN_IF_ERROR(b.Fuse(last, {0, 1}));                    // f xo ko yi xi ki
   }
-  // The output: n y x k -> (n, tile row) parallel, tile column, channel
-  // block, then the tile's 2 x 2 outputs unrolled and the channels vectorized.
-  TF_RETURN_IF_ERROR(b.Split(last, 1, {2}));                   // n yo yi x k
-  TF_RETURN_IF_ERROR(b.Split(last, 3, {2}));                   // n yo yi xo xi k
-  TF_RETURN_IF_ERROR(b.Split(last, 5, {kl}));                  // n yo yi xo xi ko ki
-  TF_RETURN_IF_ERROR(b.Reorder(last, {0, 1, 3, 5, 2, 4, 6}));  // n yo xo ko yi xi ki
-  TF_RETURN_IF_ERROR(b.Fuse(last, {0, 1}));                    // f xo ko yi xi ki
+  const int o = whole ? 1 : 0;  // loops before the tile column
   TF_RETURN_IF_ERROR(b.Annotate(last, 0, v1::ANNOTATION_PARALLEL));
-  for (int i : {3, 4}) TF_RETURN_IF_ERROR(b.Annotate(last, i, v1::ANNOTATION_UNROLL));
-  TF_RETURN_IF_ERROR(b.Annotate(last, 5, v1::ANNOTATION_VECTORIZE));
-  // The GEMMs: eps nu n ty tx k rc -> n ty eps nu txo ko rc txi kt ki.
+  for (int i : {3, 4}) TF_RETURN_IF_ERROR(b.Annotate(last, o + i, v1::ANNOTATION_UNROLL));
+  TF_RETURN_IF_ERROR(b.Annotate(last, o + 5, v1::ANNOTATION_VECTORIZE));
+  // The GEMMs: eps nu n ty tx k rc -> n (ty) eps nu (ty) txo ko rc txi kt ki.
   TF_RETURN_IF_ERROR(b.Split(gemm, 4, {best_t}));       // eps nu n ty txo txi k rc
   TF_RETURN_IF_ERROR(b.Split(gemm, 6, {best_kt, kl}));  // ... txi ko kt ki rc
-  TF_RETURN_IF_ERROR(b.Reorder(gemm, {2, 3, 0, 1, 4, 6, 9, 5, 7, 8}));
+  TF_RETURN_IF_ERROR(b.Reorder(gemm, whole ? std::vector<int>{2, 0, 1, 3, 4, 6, 9, 5, 7, 8}
+                                           : std::vector<int>{2, 3, 0, 1, 4, 6, 9, 5, 7, 8}));
   for (int i : {7, 8}) TF_RETURN_IF_ERROR(b.Annotate(gemm, i, v1::ANNOTATION_UNROLL));
   TF_RETURN_IF_ERROR(b.Annotate(gemm, 9, v1::ANNOTATION_VECTORIZE));
   TF_RETURN_IF_ERROR(b.ComputeAt(gemm, last, 0));
   // The input transform: eps nu n ty tx c -> n ty tx eps nu c, so that its
   // buffer holds each tile's channels contiguously per (eps, nu).
   TF_RETURN_IF_ERROR(b.Reorder(in, {2, 3, 4, 0, 1, 5}));
-  for (int i : {3, 4}) TF_RETURN_IF_ERROR(b.Annotate(in, i, v1::ANNOTATION_UNROLL));
-  TF_RETURN_IF_ERROR(b.Annotate(in, 5, v1::ANNOTATION_VECTORIZE));
-  TF_RETURN_IF_ERROR(b.ComputeAt(in, gemm, 1));
+  if (whole) {
+    TF_RETURN_IF_ERROR(b.Fuse(in, {0, 1}));  // f tx eps nu c
+    TF_RETURN_IF_ERROR(b.Annotate(in, 0, v1::ANNOTATION_PARALLEL));
+  }
+  for (int i : {3, 4}) TF_RETURN_IF_ERROR(b.Annotate(in, i - o, v1::ANNOTATION_UNROLL));
+  TF_RETURN_IF_ERROR(b.Annotate(in, 5 - o, v1::ANNOTATION_VECTORIZE));
+  if (!whole) TF_RETURN_IF_ERROR(b.ComputeAt(in, gemm, 1));
   Trace t = b.Take();
   t.is_default = true;
   return t;
