@@ -1,10 +1,14 @@
 #include "cli/command_util.h"
 
 #include <algorithm>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/status_macros.h"
 #include "compiler/codegen/llvm_target.h"
+#include "compiler/frontend/tasks.h"
+#include "server/store/tuning_log.h"
 
 namespace tunefarm::cli {
 
@@ -109,6 +113,30 @@ std::string Printable(const std::string& text) {
     }
   }
   return out;
+}
+
+absl::StatusOr<std::optional<bool>> TunedLayout(const frontend::Model& model,
+                                                const ir::Target& target, store::TuningLog* log) {
+  std::set<std::string> keys[2];  // [channels_last]
+  for (bool cl : {false, true}) {
+    TF_ASSIGN_OR_RETURN(frontend::TaskExtraction ex,
+                        frontend::ExtractTasks(model, frontend::ExtractOptionsFor(target, cl)));
+    for (const frontend::ModelTask& t : ex.tasks) keys[cl].insert(t.key);
+  }
+  bool tuned[2] = {false, false};
+  for (bool cl : {false, true}) {
+    for (const std::string& key : keys[cl]) {
+      if (keys[!cl].count(key) || tuned[cl]) continue;
+      store::TuningLog::RecordQuery q;
+      q.workload_key = key;
+      q.target_spec = target.ToString();
+      q.limit = 1;
+      TF_ASSIGN_OR_RETURN(std::vector<v1::Record> some, log->ListRecords(q));
+      tuned[cl] = !some.empty();
+    }
+  }
+  if (tuned[0] == tuned[1]) return std::nullopt;
+  return tuned[1];
 }
 
 }  // namespace tunefarm::cli

@@ -12,6 +12,10 @@
 #include "compiler/ir/target.h"
 #include "grpcpp/support/status.h"
 
+namespace tunefarm::store {
+class TuningLog;
+}
+
 namespace tunefarm::cli {
 
 constexpr int kExitOk = 0;
@@ -55,5 +59,11 @@ absl::StatusOr<frontend::ImportOptions> ImportOverrides(const std::vector<std::s
 // frontend::ExtractOptions::channels_last); empty: the target's default
 // (nullopt); anything else names the flag.
 absl::StatusOr<std::optional<bool>> ParseLayoutFlag(const std::string& value);
+
+// The layout an earlier tune of `model` used on `target`: true
+// (channels-last) or false (NCHW) where the tasks of that layout alone have
+// records in `log` and those of the other do not; nullopt otherwise.
+absl::StatusOr<std::optional<bool>> TunedLayout(const frontend::Model& model,
+                                                const ir::Target& target, store::TuningLog* log);
 
 }  // namespace tunefarm::cli

@@ -59,13 +59,16 @@ statically planned arena. The package runs with `tunefarm run`.
   --layout          the activation layout: nhwc makes convolutions whose
                     output channels are multiples of 8 (4 with NEON; dense
                     ones with a spatial kernel only from 28x28 output
-                    pixels), and the pooling and elementwise kernels after
-                    them, channels-last kernels, with Transpose steps where
-                    the layouts meet; nchw keeps the model's layout. Default
-                    for this machine: both are built (each with its records)
-                    and timed against each other, and nchw is kept where it
-                    is 2% faster; for other CPU targets nhwc, for CUDA nchw.
-                    Tasks differ by layout (`tune` says which it tuned)
+                    pixels, or 14x14 where Winograd takes them), and the
+                    pooling and elementwise kernels after them, channels-last
+                    kernels, with Transpose steps where the layouts meet;
+                    nchw keeps the model's layout. Default for this machine:
+                    both are built (each with its records) and timed against
+                    each other, and nchw is kept where it is 2% faster; for
+                    other CPU targets or with --no-model-check, the layout
+                    the database has records of (where one alone has them),
+                    else nhwc; for CUDA nchw. Tasks differ by layout (`tune`
+                    says which it tuned)
 )";
 
 constexpr const char* kRunHelp =
@@ -345,6 +348,16 @@ int RunBuild(const std::vector<std::string>& args, std::ostream& out, std::ostre
   const bool here = !f.Has("no_model_check") && target->ToString() == host.ToString();
   absl::StatusOr<v1::ModelPackage> pkg;
   std::string layout_line;
+  if (!bo.channels_last.has_value() && log != nullptr && !(here && !target->is_gpu())) {
+    // Not timed here: the layout the records were tuned in, if only one.
+    absl::StatusOr<std::optional<bool>> tuned = TunedLayout(*model, *target, log.get());
+    if (!tuned.ok()) return Fail(err, 1, std::string(tuned.status().message()));
+    if (tuned->has_value()) {
+      bo.channels_last = **tuned;
+      layout_line = absl::StrCat("layout ", **tuned ? "nhwc" : "nchw",
+                                 ": the one this database has records of (--layout picks one)\n");
+    }
+  }
   if (here && !bo.channels_last.has_value() && !target->is_gpu()) {
     // No --layout: the layout that runs faster here, each built as it would be.
     deploy::BuildOptions nhwc = bo, nchw = bo;

@@ -112,28 +112,11 @@ absl::StatusOr<bool> LayoutHere(const std::string& path, const std::vector<std::
                                 int threads, store::TuningLog* log, std::ostream& out) {
   TF_ASSIGN_OR_RETURN(frontend::ImportOptions io, ImportOverrides(shapes, values));
   TF_ASSIGN_OR_RETURN(frontend::Model model, frontend::ImportOnnxFile(path, io));
-  std::set<std::string> keys[2];  // [channels_last]
-  for (bool cl : {false, true}) {
-    TF_ASSIGN_OR_RETURN(frontend::TaskExtraction ex,
-                        frontend::ExtractTasks(model, frontend::ExtractOptionsFor(target, cl)));
-    for (const frontend::ModelTask& t : ex.tasks) keys[cl].insert(t.key);
-  }
-  bool tuned[2] = {false, false};
-  for (bool cl : {false, true}) {
-    for (const std::string& key : keys[cl]) {
-      if (keys[!cl].count(key) || tuned[cl]) continue;
-      store::TuningLog::RecordQuery q;
-      q.workload_key = key;
-      q.target_spec = target.ToString();
-      q.limit = 1;
-      TF_ASSIGN_OR_RETURN(std::vector<v1::Record> some, log->ListRecords(q));
-      tuned[cl] = !some.empty();
-    }
-  }
-  if (tuned[0] != tuned[1]) {
-    out << "layout " << (tuned[1] ? "nhwc" : "nchw")
+  TF_ASSIGN_OR_RETURN(std::optional<bool> tuned, TunedLayout(model, target, log));
+  if (tuned.has_value()) {
+    out << "layout " << (*tuned ? "nhwc" : "nchw")
         << ": the one this database has records of (--layout picks one)\n";
-    return tuned[1];
+    return *tuned;
   }
   deploy::BuildOptions bo;
   bo.threads = threads;

@@ -183,6 +183,8 @@ TEST(TuneCli, ModelTunesEveryTaskAndWritesItsPackage) {
                            "-o", dir.File("one.tfpkg"), "--threads", "1", "--no-model-check"},
                           dir.path());
   ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  // Not timed here: the layout the tune chose (by timing), from the records.
+  EXPECT_TRUE(absl::StrContains(r.out, "the one this database has records of")) << r.out;
   EXPECT_FALSE(absl::StrContains(r.out, "no records for this target")) << r.out;
   r = testing::RunCommand({testing::BinPath("tunefarm"), "tune", dir.File("tiny.onnx"), "--db", db,
                            "--threads", "1", "--target", "llvm -num-cores=2"},
