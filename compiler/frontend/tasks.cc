@@ -1,6 +1,7 @@
 #include "compiler/frontend/tasks.h"
 
 #include <map>
+#include <optional>
 #include <set>
 
 #include "compiler/frontend/op_context.h"
@@ -467,6 +468,13 @@ absl::StatusOr<TaskExtraction> ExtractTasks(const Model& model, const ExtractOpt
       // (ResNet-18's 14x14 and 7x7 3x3 layers, in the model: 3.3 and 3.8
       // ms NCHW, 4.5 and 5.2 NHWC).
       // (A 1-D convolution, written as 2-D, keeps its 3-D values NCHW.)
+      // The Winograd form, where it applies; it needs the weight at build
+      // time, to transform it.
+      std::optional<v1::Workload> winograd;
+      if (options.winograd && n.inputs.size() > 1 && model.constants.count(n.inputs[1]) > 0) {
+        v1::Workload f = cw;
+        if (ToChannelsLast(&f) && ToWinograd(&f)) winograd = std::move(f);
+      }
       bool conv_ok = cw.op() == v1::OP_KIND_CONV2D && cw.inputs(1).shape_size() == 4 &&
                      cw.inputs(1).shape(0) % std::min<int64_t>(options.lanes, 8) == 0 &&
                      model.shapes.at(n.inputs[0]).size() == 4 &&
@@ -477,11 +485,7 @@ absl::StatusOr<TaskExtraction> ExtractTasks(const Model& model, const ExtractOpt
       if (conv_ok && cw.conv2d().groups() == 1 &&
           cw.inputs(1).shape(2) * cw.inputs(1).shape(3) > 1) {
         const Shape& o = model.shapes.at(n.outputs[0]);
-        v1::Workload probe = cw;
-        const bool winograd = options.winograd && n.inputs.size() > 1 &&
-                              model.constants.count(n.inputs[1]) > 0 && ToChannelsLast(&probe) &&
-                              ToWinograd(&probe);
-        conv_ok = o[2] * o[3] >= 28 * 28 || (winograd && o[2] * o[3] >= 14 * 14);
+        conv_ok = o[2] * o[3] >= 28 * 28 || (winograd.has_value() && o[2] * o[3] >= 14 * 14);
       }
       const bool pool_ok =
           cw.op() == v1::OP_KIND_POOL2D && nhwc_values.count(model.nodes[i].inputs[0]) > 0;
@@ -526,11 +530,7 @@ absl::StatusOr<TaskExtraction> ExtractTasks(const Model& model, const ExtractOpt
         }
       } else {
         converted = (conv_ok || pool_ok) && ToChannelsLast(&t);
-      }
-      // Winograd needs the weight at build time, to transform it.
-      if (converted && options.winograd && n.inputs.size() > 1 &&
-          model.constants.count(n.inputs[1]) > 0) {
-        ToWinograd(&t);
+        if (converted && winograd.has_value()) t = *std::move(winograd);
       }
       if (inputs_ok && converted) {
         absl::StatusOr<ir::CanonicalWorkload> cl = ir::Canonicalize(t);

@@ -507,16 +507,16 @@ absl::StatusOr<Trace> RowConv2dSchedule(const ComputeDAG& dag, const Target& tar
   return RowTiledConv(dag, target, /*channels=*/true);
 }
 
-}  // namespace tunefarm::ir
-
-namespace tunefarm::ir {
-
 absl::StatusOr<Trace> WinogradConv2dSchedule(const ComputeDAG& dag, const Target& target) {
   // Images of at most this many output tiles take the whole-image form.
   constexpr int64_t kWinogradWholeImageTiles = 64;
-  const int in = FindStage(ScheduleState::Initial(dag), "winograd_in");
-  const int gemm = FindStage(ScheduleState::Initial(dag), "winograd_gemm");
-  const int out = FindStage(ScheduleState::Initial(dag), "winograd_out");
+  // Every default schedule asks here first: the stages by name, no state.
+  auto stage = [&](const char* name) {
+    for (size_t i = 0; i < dag.stages.size(); ++i)
+      if (dag.stages[i].name == name) return int(i);
+    return -1;
+  };
+  const int in = stage("winograd_in"), gemm = stage("winograd_gemm"), out = stage("winograd_out");
   if (in < 0 || gemm != in + 1 || out != gemm + 1) {
     return absl::InvalidArgumentError("not a Winograd convolution");
   }

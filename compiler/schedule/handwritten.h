@@ -82,18 +82,16 @@ bool PrefersRowConv(const ComputeDAG& dag, const Target& target);
 // ones take GroupedConv2dSchedule).
 absl::StatusOr<Trace> NhwcConv2dSchedule(const ComputeDAG& dag, const Target& target);
 
-}  // namespace tunefarm::ir
-
-namespace tunefarm::ir {
-
 // Winograd F(2x2, 3x3) convolutions (conv2d with winograd = 2) on CPUs, per
 // row of output tiles (the parallel loop): the input tiles of that row
 // transformed into a local buffer, vectorized over input channels; the 16
-// GEMMs with the transformed weight into a second local buffer, in
-// register tiles of output tiles x channel vectors, the input channels
-// innermost in the reduction; then the output transform and the epilogue,
-// vectorized over output channels. An error for any other DAG, or where the
-// channels are not whole vectors of 4 or more lanes.
+// GEMMs with the transformed weight (packed by channel block) into a second
+// local buffer, in register tiles of output tiles x channel vectors, the
+// input channels innermost in the reduction; then the output transform and
+// the epilogue, vectorized over output channels. Images of at most 64 tiles
+// instead transform the whole input in one pass and run parallel over
+// channel blocks, so the weight is read once. An error for any other DAG,
+// or where the channels are not whole vectors of 4 or more lanes.
 absl::StatusOr<Trace> WinogradConv2dSchedule(const ComputeDAG& dag, const Target& target);
 
 }  // namespace tunefarm::ir
