@@ -125,11 +125,13 @@ TEST(NativeOps, BroadcastingElementwiseMatchesDirectIndexingDouble) { RandomBroa
 
 // Transpose over every permutation of 4-D shapes (the NCHW <-> NHWC pair
 // takes a blocked path: shapes with ragged 16-element blocks, one
-// channel, one pixel) against direct indexing, y[i...] = x[i[perm]...].
+// channel, one pixel; three channels to NHWC an interleaving one: two
+// images of more than one 4096-pixel chunk, ragged vector tails) against
+// direct indexing, y[i...] = x[i[perm]...].
 TEST(NativeOps, TransposeMatchesDirectIndexing) {
   std::mt19937_64 rng(3);
-  const std::vector<Shape> shapes = {{1, 3, 5, 7},  {2, 17, 4, 9}, {1, 64, 3, 3},
-                                     {1, 1, 33, 2}, {3, 20, 1, 1}, {1, 40, 17, 19}};
+  const std::vector<Shape> shapes = {{1, 3, 5, 7},  {2, 17, 4, 9},   {1, 64, 3, 3}, {1, 1, 33, 2},
+                                     {3, 20, 1, 1}, {1, 40, 17, 19}, {2, 3, 70, 61}};
   int checked = 0;
   for (const Shape& xs : shapes) {
     std::vector<float> x(size_t(Numel(xs)));
