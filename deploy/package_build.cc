@@ -671,7 +671,19 @@ absl::Status AddKernelStep(const Model& model, const TaskExtraction& ex, const T
     }
     const v1::KernelArgument& arg = b.signature.args(int(ai));
     const bool constant = derived || model.constants.count(src) > 0;
-    if (oc.nhwc && role == "weight" && derived) {
+    if (oc.nhwc && role == "weight" && derived &&
+        task.workload.op() == v1::OP_KIND_CONV2D_TRANSPOSE) {
+      // IOHW -> RSCK, as the NHWC transposed convolution reads it (one group).
+      const Shape& w = p.wshape;
+      std::vector<float> rsck(data.size());
+      for (int64_t c = 0; c < w[0]; ++c)
+        for (int64_t k = 0; k < w[1]; ++k)
+          for (int64_t y = 0; y < w[2]; ++y)
+            for (int64_t x = 0; x < w[3]; ++x)
+              rsck[size_t(((y * w[3] + x) * w[0] + c) * w[1] + k)] =
+                  data[size_t(((c * w[1] + k) * w[2] + y) * w[3] + x)];
+      data = std::move(rsck);
+    } else if (oc.nhwc && role == "weight" && derived) {
       // OIHW -> HWIO, as the NHWC workload reads it.
       const Shape& w = p.wshape;
       std::vector<float> hwio(data.size());

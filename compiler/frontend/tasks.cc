@@ -342,12 +342,23 @@ bool ToWinograd(v1::Workload* w) {
 }
 
 bool ToChannelsLast(v1::Workload* w) {
-  const bool conv = w->op() == v1::OP_KIND_CONV2D && w->has_conv2d() &&
+  const bool transpose = w->op() == v1::OP_KIND_CONV2D_TRANSPOSE;
+  const bool conv = (w->op() == v1::OP_KIND_CONV2D || transpose) && w->has_conv2d() &&
                     w->conv2d().layout() == v1::DATA_LAYOUT_NCHW;
   const bool pool = w->op() == v1::OP_KIND_POOL2D && w->has_pool2d() &&
                     w->pool2d().layout() == v1::DATA_LAYOUT_NCHW;
   if ((!conv && !pool) || w->inputs_size() < 1 || w->inputs(0).shape_size() != 4) return false;
   if (conv && (w->inputs_size() < 2 || w->inputs(1).shape_size() != 4)) return false;
+  if (transpose) {
+    // Only the upsampling form (kernel = stride, no padding, dilation 1,
+    // one group) has an NHWC workload.
+    const v1::Conv2dAttrs& a = w->conv2d();
+    const auto& k = w->inputs(1).shape();
+    if (a.groups() != 1 || a.strides_size() != 2 || a.strides(0) != k[2] || a.strides(1) != k[3] ||
+        a.dilations_size() != 2 || a.dilations(0) != 1 || a.dilations(1) != 1 ||
+        std::any_of(a.pads().begin(), a.pads().end(), [](int64_t v) { return v != 0; }))
+      return false;
+  }
   auto permute = [](v1::TensorSpec* t, std::initializer_list<int> order) {
     std::vector<int64_t> s(t->shape().begin(), t->shape().end());
     t->clear_shape();
@@ -355,7 +366,9 @@ bool ToChannelsLast(v1::Workload* w) {
   };
   permute(w->mutable_inputs(0), {0, 2, 3, 1});
   if (conv) {
-    permute(w->mutable_inputs(1), {2, 3, 1, 0});  // OIHW -> HWIO
+    // OIHW -> HWIO; a transpose's IOHW -> RSCK (its output channels last).
+    permute(w->mutable_inputs(1), transpose ? std::initializer_list<int>{2, 3, 0, 1}
+                                            : std::initializer_list<int>{2, 3, 1, 0});
     w->mutable_conv2d()->set_layout(v1::DATA_LAYOUT_NHWC);
   } else {
     w->mutable_pool2d()->set_layout(v1::DATA_LAYOUT_NHWC);
@@ -475,14 +488,43 @@ absl::StatusOr<TaskExtraction> ExtractTasks(const Model& model, const ExtractOpt
         v1::Workload f = cw;
         if (ToChannelsLast(&f) && ToWinograd(&f)) winograd = std::move(f);
       }
-      bool conv_ok = cw.op() == v1::OP_KIND_CONV2D && cw.inputs(1).shape_size() == 4 &&
-                     cw.inputs(1).shape(0) % std::min<int64_t>(options.lanes, 8) == 0 &&
+      // Whole channel vectors, or any count between channels-last layers
+      // (reading a value written so, read only by convolutions): there a
+      // narrow NHWC layer costs less than the conversions NCHW needs around
+      // it. PP-OCRv4 det's 1x1 layers at 1 thread, NHWC against NCHW +
+      // Transposes: C48 H160 K12 0.92 against 0.38 + 0.94 + 0.22 ms, C96 H80
+      // K18 0.34 against 0.49 + 0.47 + 0.09 ms. (A head read by a Reshape,
+      // as YOLO's K=255, stays NCHW: its output would be converted back.)
+      const std::string& out_value = model.nodes[size_t(taken.back())].outputs[0];
+      // (A transposed convolution's channels must be whole vectors of 4, as
+      // its NHWC schedule needs, and its weight a constant, permuted at
+      // build time.)
+      const bool transpose = cw.op() == v1::OP_KIND_CONV2D_TRANSPOSE;
+      const int64_t out_channels =
+          (cw.op() == v1::OP_KIND_CONV2D || transpose) && cw.inputs_size() > 1 &&
+                  cw.inputs(1).shape_size() == 4
+              ? (transpose ? cw.inputs(1).shape(1) * std::max<int64_t>(1, cw.conv2d().groups())
+                           : cw.inputs(1).shape(0))
+              : 0;
+      bool between_nhwc =
+          nhwc_values.count(n.inputs[0]) > 0 &&
+          std::find(model.outputs.begin(), model.outputs.end(), out_value) == model.outputs.end();
+      if (auto it = model.consumers.find(out_value); between_nhwc && it != model.consumers.end()) {
+        for (int reader : it->second) {
+          const std::string& op = model.nodes[size_t(reader)].op;
+          between_nhwc &= op == "Conv" || op == "ConvTranspose";
+        }
+      }
+      bool conv_ok = out_channels > 0 &&
+                     (!transpose || (out_channels % 4 == 0 && n.inputs.size() > 1 &&
+                                     model.constants.count(n.inputs[1]) > 0)) &&
+                     (out_channels % std::min<int64_t>(options.lanes, 8) == 0 || between_nhwc) &&
                      model.shapes.at(n.inputs[0]).size() == 4 &&
                      model.shapes.at(n.outputs[0]).size() == 4;
       // Except where Winograd takes them (at most 14x14 and 7x7 stay
       // NCHW then: ResNet-18's 14x14 3x3 layers, GFLOP/s at 1 thread, NCHW
       // 158, NHWC Winograd 232; 7x7, an odd output, is not Winograd's).
-      if (conv_ok && cw.conv2d().groups() == 1 &&
+      if (conv_ok && !transpose && cw.conv2d().groups() == 1 &&
           cw.inputs(1).shape(2) * cw.inputs(1).shape(3) > 1) {
         const Shape& o = model.shapes.at(n.outputs[0]);
         conv_ok = o[2] * o[3] >= 28 * 28 || (winograd.has_value() && o[2] * o[3] >= 14 * 14);
@@ -509,7 +551,6 @@ absl::StatusOr<TaskExtraction> ExtractTasks(const Model& model, const ExtractOpt
         inputs_ok &= s.size() == 4 || SameInNhwc(s);
         reads_nhwc |= nhwc_values.count(in) > 0;
       }
-      const std::string& out_value = model.nodes[size_t(taken.back())].outputs[0];
       v1::Workload t = cw;
       bool converted = false;
       if (cw.op() == v1::OP_KIND_ELEMENTWISE) {

@@ -202,6 +202,19 @@ int Conv2dTranspose(Builder& b, const v1::Workload& w) {
   std::vector<int64_t> ks(w.inputs(1).shape().begin(), w.inputs(1).shape().end());
   int data = b.AddInput("data", ds);
   int weight = b.AddInput("weight", ks, true);
+  if (a.layout() == v1::DATA_LAYOUT_NHWC) {
+    // Kernel = stride (the only NHWC form): output pixel (y, x) takes input
+    // pixel (y / R, x / S) and kernel tap (y % R, x % S), a reduction over
+    // the input channels with the output channels innermost in both the
+    // output and the RSCK weight.
+    const int64_t n = ds[0], h = ds[1], wd = ds[2], c = ds[3], r = ks[0], s = ks[1], k = ks[3];
+    std::vector<IterVar> axes = b.Axes({n, h * r, wd * s, k}, {"n", "y", "x", "k"});
+    std::vector<IterVar> red = b.Axes({c}, {"rc"});
+    Expr y = axes[1].var, x = axes[2].var;
+    Expr in = b.Read(data, {axes[0].var, FloorDiv(y, I(r)), FloorDiv(x, I(s)), red[0].var});
+    Expr wt = b.Read(weight, {FloorMod(y, I(r)), FloorMod(x, I(s)), red[0].var, axes[3].var});
+    return b.AddStage("conv_transpose", axes, red, ReduceKind::kSum, in * wt, false);
+  }
   int64_t g = a.groups(), sh = a.strides(0), sw = a.strides(1), dh = a.dilations(0),
           dw = a.dilations(1), pt = a.pads(0), pl = a.pads(1), pb = a.pads(2), pr = a.pads(3);
   int64_t n = ds[0], c = ds[1], h = ds[2], wd = ds[3], kg = ks[1], k = kg * g, cg = c / g;

@@ -81,11 +81,23 @@ absl::StatusOr<double> CanonConv2d(v1::Workload* w, std::vector<int64_t>* out) {
   std::vector<int64_t> d = ShapeOf(w->inputs(0)), k = ShapeOf(w->inputs(1));
   bool nchw = a->layout() == v1::DATA_LAYOUT_NCHW;
   bool transpose = w->op() == v1::OP_KIND_CONV2D_TRANSPOSE;
-  if (transpose && !nchw) return InvalidArgumentError("conv2d_transpose supports NCHW only");
+  if (transpose && !nchw) {
+    // NHWC: the upsampling form alone (kernel = stride, no padding, no
+    // dilation, one group), whose output pixel takes one input pixel.
+    if (a->groups() != 1 || a->strides(0) != k[0] || a->strides(1) != k[1] ||
+        a->dilations(0) != 1 || a->dilations(1) != 1 ||
+        std::any_of(a->pads().begin(), a->pads().end(), [](int64_t v) { return v != 0; })) {
+      return InvalidArgumentError(
+          "conv2d_transpose in NHWC needs kernel = stride, no padding, dilation 1 and one group");
+    }
+  }
   int64_t n = d[0], c = nchw ? d[1] : d[3], h = nchw ? d[2] : d[1], wd = nchw ? d[3] : d[2];
-  // Weights: OIHW for NCHW, HWIO for NHWC, IOHW (C, K/groups, R, S) for transpose.
+  // Weights: OIHW for NCHW, HWIO for NHWC, IOHW (C, K/groups, R, S) for an
+  // NCHW transpose, RSCK (R, S, C, K) for an NHWC one.
   int64_t kk, kc, r, s;
-  if (transpose) {
+  if (transpose && !nchw) {
+    r = k[0], s = k[1], kc = k[2], kk = k[3];
+  } else if (transpose) {
     kc = k[0], kk = k[1] * a->groups(), r = k[2], s = k[3];
   } else if (nchw) {
     kk = k[0], kc = k[1], r = k[2], s = k[3];

@@ -45,6 +45,10 @@ const std::map<std::string, OpInfo>& Ops() {
         {"stride", "stride_h", "stride_w", "pad", "pad_top", "pad_left", "pad_bottom", "pad_right",
          "dilation", "dilation_h", "dilation_w", "groups"},
         "transposed convolution, weights [C, K/groups, R, S]"}},
+      {"conv2d_transpose_nhwc",
+       {{"N", "C", "H", "W", "K", "R", "S"},
+        {"stride", "stride_h", "stride_w"},
+        "transposed convolution, NHWC data, weights [R, S, C, K], kernel = stride"}},
       {"dense", {{"M", "N", "K"}, {}, "data [M,K] x weight [N,K]^T"}},
       {"matmul", {{"M", "N", "K"}, {"transpose_a", "transpose_b"}, "a [M,K] x b [K,N]"}},
       {"batch_matmul",
@@ -275,15 +279,19 @@ absl::StatusOr<v1::Workload> ParseWorkloadSpec(const std::string& spec) {
   };
   bool conv = op.find("conv2d") != std::string::npos;
   if (conv) {
-    bool nhwc = op == "conv2d_nhwc", depthwise = op == "depthwise_conv2d_nchw";
-    bool transpose = op == "conv2d_transpose_nchw";
+    bool nhwc = op == "conv2d_nhwc" || op == "conv2d_transpose_nhwc",
+         depthwise = op == "depthwise_conv2d_nchw";
+    bool transpose = op == "conv2d_transpose_nchw" || op == "conv2d_transpose_nhwc";
     w.set_op(transpose ? v1::OP_KIND_CONV2D_TRANSPOSE : v1::OP_KIND_CONV2D);
     int64_t n = v["N"], c = v["C"], h = v["H"], wd = v["W"], r = v["R"], s = v["S"];
     int64_t groups = depthwise ? c : get("groups", 1);
     int64_t k = depthwise ? c * get("multiplier", 1) : v["K"];
     int64_t cg = groups > 0 && c % groups == 0 ? c / groups : c;
     add_input(nhwc ? std::vector<int64_t>{n, h, wd, c} : std::vector<int64_t>{n, c, h, wd});
-    if (transpose) add_input({c, groups > 0 ? k / groups : k, r, s});
+    if (transpose && nhwc)
+      add_input({r, s, c, k});
+    else if (transpose)
+      add_input({c, groups > 0 ? k / groups : k, r, s});
     else if (nhwc && get("winograd", 0) == 2)
       add_input({4, 4, cg, k});
     else if (nhwc) add_input({r, s, cg, k});
@@ -445,7 +453,6 @@ absl::StatusOr<std::string> ConvSpec(const v1::Workload& w) {
   const int64_t groups = std::max<int64_t>(1, a.groups());
   int64_t n = d[0], c, h, wd, kk, r, s;
   if (nhwc) {
-    if (transpose) return NoSpec("an NHWC transposed convolution");
     h = d[1], wd = d[2], c = d[3];
     r = k[0], s = k[1], kk = k[3];
     if (a.winograd() != 0) r = s = 3;
@@ -462,7 +469,9 @@ absl::StatusOr<std::string> ConvSpec(const v1::Workload& w) {
   PairArg(&args, "dilation", a.dilations(0), a.dilations(1), 1);
   if (groups != 1) args.push_back(absl::StrCat("groups=", groups));
   if (a.winograd() != 0) args.push_back(absl::StrCat("winograd=", a.winograd()));
-  const char* op = transpose ? "conv2d_transpose_nchw" : nhwc ? "conv2d_nhwc" : "conv2d_nchw";
+  const char* op = transpose ? (nhwc ? "conv2d_transpose_nhwc" : "conv2d_transpose_nchw")
+                   : nhwc    ? "conv2d_nhwc"
+                             : "conv2d_nchw";
   return absl::StrCat(op, "(", absl::StrJoin(args, ","), ")");
 }
 

@@ -15,6 +15,8 @@ Trace DefaultSchedule(const ComputeDAG& dag, const Target& target) {
   if (winograd.ok()) return *std::move(winograd);
   absl::StatusOr<Trace> nhwc = NhwcConv2dSchedule(dag, target);
   if (nhwc.ok()) return *std::move(nhwc);
+  absl::StatusOr<Trace> upsample = NhwcConvTransposeSchedule(dag, target);
+  if (upsample.ok()) return *std::move(upsample);
   if (PrefersRowConv(dag, target)) {
     absl::StatusOr<Trace> row = RowConv2dSchedule(dag, target);
     if (row.ok()) return *std::move(row);

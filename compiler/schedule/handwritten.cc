@@ -502,6 +502,57 @@ absl::StatusOr<Trace> NhwcConv2dSchedule(const ComputeDAG& dag, const Target& ta
   return trace;
 }
 
+absl::StatusOr<Trace> NhwcConvTransposeSchedule(const ComputeDAG& dag, const Target& target) {
+  const int main = TilingMainStage(dag);
+  if (main < 0 || dag.stages[size_t(main)].name != "conv_transpose")
+    return absl::InvalidArgumentError("not a transposed convolution");
+  const Stage& s = dag.stages[size_t(main)];
+  // The NHWC form: [n, y, x, k] over one reduction axis, the RSCK weight
+  // indexed by k last.
+  bool weight = false;
+  VisitLoads(s.body, [&](const ExprNode& n) {
+    weight |=
+        dag.tensors[n.tensor].is_constant && n.args.size() == 4 && n.args[3].same_as(s.axes[3].var);
+  });
+  if (s.axes.size() != 4 || s.reduce_axes.size() != 1 || !weight)
+    return absl::InvalidArgumentError("not an NHWC transposed convolution");
+  const int64_t h = s.axes[1].extent, w = s.axes[2].extent, k = s.axes[3].extent;
+  const int64_t lanes = WidestDividingLanes(k, target.float_lanes());
+  if (lanes == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(k, " output channels are not whole vectors of 4 or more lanes"));
+  }
+  const int64_t budget = target.float_lanes() == 8 ? 12 : 24;
+  const int64_t vectors = DivisorAtMost(k / lanes, lanes == target.float_lanes() ? 4 : 3);
+  // Rows and columns in pairs: the output is whole kernel phases of a
+  // stride-2 kernel (the usual one) in every tile.
+  const int64_t rows = h % 2 == 0 ? 2 : 1;
+  int64_t cols = 1;
+  for (int64_t c = std::max<int64_t>(1, budget / (vectors * rows)); c >= 1; --c) {
+    if (w % c == 0 && (c % 2 == 0 || c == 1)) {
+      cols = c;
+      break;
+    }
+  }
+  CpuTiling t;
+  t.vector_axis = 3;
+  t.unroll_tile = true;
+  t.pragma = 1;
+  t.pack = true;  // the weight [R][S][C][K] by the channel tile
+  t.spatial.resize(4);
+  t.spatial[1].s3 = rows;
+  t.spatial[1].unroll = true;
+  t.spatial[2].s3 = cols;
+  t.spatial[2].unroll = true;
+  t.spatial[3].s3 = vectors * lanes;
+  t.reduce_steps = {s.reduce_axes[0].extent};
+  t.compute_at = kComputeAtS0;
+  t.parallel = CpuTiling::DefaultParallel(TilingNest::Of(dag));
+  absl::StatusOr<Trace> trace = BuildTiledSchedule(dag, target, t);
+  if (trace.ok()) trace->is_default = true;
+  return trace;
+}
+
 absl::StatusOr<Trace> RowConv2dSchedule(const ComputeDAG& dag, const Target& target) {
   if (ConvStage(dag) < 0) return absl::InvalidArgumentError("not a dense NCHW convolution");
   return RowTiledConv(dag, target, /*channels=*/true);

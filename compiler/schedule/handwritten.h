@@ -82,6 +82,16 @@ bool PrefersRowConv(const ComputeDAG& dag, const Target& target);
 // ones take GroupedConv2dSchedule).
 absl::StatusOr<Trace> NhwcConv2dSchedule(const ComputeDAG& dag, const Target& target);
 
+// NHWC transposed convolutions whose kernel is the stride (upsampling) on
+// CPUs, as decisions of the tiling sketch: register tiles of two rows x
+// columns x output-channel vectors (even rows and columns, so every tile
+// holds whole kernel phases and each input element is one broadcast per
+// two columns), the weight packed by the channel tile, the input channels
+// outside the tile, and the tile loops fused into the parallel loop. An
+// error for any other DAG, or where the output channels are not whole
+// vectors of 4 or more lanes.
+absl::StatusOr<Trace> NhwcConvTransposeSchedule(const ComputeDAG& dag, const Target& target);
+
 // Winograd F(2x2, 3x3) convolutions (conv2d with winograd = 2) on CPUs, per
 // row of output tiles (the parallel loop): the input tiles of that row
 // transformed into a local buffer, vectorized over input channels; the 16

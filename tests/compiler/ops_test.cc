@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "compiler/codegen/llvm_target.h"
 #include "compiler/ir/winograd.h"
+#include "compiler/ir/workload.h"
 #include "compiler/ir/workload_spec.h"
 #include "gtest/gtest.h"
 #include "tests/compiler/kernel_check.h"
@@ -207,11 +208,14 @@ TEST(Exp, SigmoidAndSiluHoldOverTheWholeRange) {
 // Transposed convolutions against the textbook definition (every input
 // pixel scatters its kernel-weighted value into the output), not against the
 // DAG the kernel is built from: upsampling forms (kernel = stride, no
-// padding; grouped; 3x3 stride 3) and a general one with overlap and padding.
+// padding; grouped; 3x3 stride 3) and a general one with overlap and padding;
+// NHWC upsampling forms (RSCK weights) with 8- and 4-lane channel vectors,
+// an odd height, and 3 channels (no vector: the generic default).
 TEST(ConvTranspose, MatchesTheScatterDefinition) {
   struct Case {
     const char* spec;
     int64_t c, h, w, k, g, r, s, stride, pad;
+    bool nhwc = false;
   };
   for (const Case& t :
        std::vector<Case>{{"conv2d_transpose_nchw(N=1,C=5,H=4,W=9,K=3,R=2,S=2,stride=2)+bias", 5, 4,
@@ -221,7 +225,13 @@ TEST(ConvTranspose, MatchesTheScatterDefinition) {
                          {"conv2d_transpose_nchw(N=1,C=2,H=3,W=4,K=2,R=3,S=3,stride=3)", 2, 3, 4, 2,
                           1, 3, 3, 3, 0},
                          {"conv2d_transpose_nchw(N=1,C=3,H=4,W=5,K=2,R=3,S=3,stride=2,pad=1)", 3, 4,
-                          5, 2, 1, 3, 3, 2, 1}}) {
+                          5, 2, 1, 3, 3, 2, 1},
+                         {"conv2d_transpose_nhwc(N=1,C=5,H=4,W=10,K=16,R=2,S=2,stride=2)+bias", 5,
+                          4, 10, 16, 1, 2, 2, 2, 0, true},
+                         {"conv2d_transpose_nhwc(N=1,C=6,H=3,W=5,K=12,R=3,S=3,stride=3)", 6, 3, 5,
+                          12, 1, 3, 3, 3, 0, true},
+                         {"conv2d_transpose_nhwc(N=1,C=4,H=5,W=6,K=3,R=2,S=2,stride=2)+bias", 4, 5,
+                          6, 3, 1, 2, 2, 2, 0, true}}) {
     SCOPED_TRACE(t.spec);
     auto w = ir::ParseWorkloadSpec(t.spec);
     ASSERT_TRUE(w.ok()) << w.status();
@@ -242,9 +252,20 @@ TEST(ConvTranspose, MatchesTheScatterDefinition) {
     auto out = testing::RunKernel(*w, nullptr, codegen::HostTarget(), inputs);
     ASSERT_TRUE(out.ok()) << out.status();
     ASSERT_EQ(int64_t(out->size()), t.k * oh * ow);
+    // Offsets in the case's layout: NCHW / IOHW, or NHWC / RSCK.
+    auto x_at = [&](int64_t c, int64_t iy, int64_t ix) {
+      return size_t(t.nhwc ? (iy * t.w + ix) * t.c + c : (c * t.h + iy) * t.w + ix);
+    };
+    auto w_at = [&](int64_t c, int64_t kk, int64_t ry, int64_t rx) {
+      return size_t(t.nhwc ? ((ry * t.s + rx) * t.c + c) * kg + kk
+                           : ((c * kg + kk) * t.r + ry) * t.s + rx);
+    };
+    auto y_at = [&](int64_t k, int64_t y, int64_t xx) {
+      return size_t(t.nhwc ? (y * ow + xx) * t.k + k : (k * oh + y) * ow + xx);
+    };
     std::vector<double> ref(out->size(), 0.0);
     for (int64_t k = 0; k < t.k; ++k)
-      for (int64_t i = 0; bias && i < oh * ow; ++i) ref[size_t(k * oh * ow + i)] = b[size_t(k)];
+      for (int64_t i = 0; bias && i < oh * ow; ++i) ref[y_at(k, i / ow, i % ow)] = b[size_t(k)];
     for (int64_t c = 0; c < t.c; ++c)
       for (int64_t iy = 0; iy < t.h; ++iy)
         for (int64_t ix = 0; ix < t.w; ++ix)
@@ -254,11 +275,16 @@ TEST(ConvTranspose, MatchesTheScatterDefinition) {
                 const int64_t y = iy * t.stride + ry - t.pad, xx = ix * t.stride + rx - t.pad;
                 if (y < 0 || y >= oh || xx < 0 || xx >= ow) continue;
                 const int64_t k = (c / cg) * kg + kk;
-                ref[size_t((k * oh + y) * ow + xx)] +=
-                    double(x[size_t((c * t.h + iy) * t.w + ix)]) *
-                    wt[size_t(((c * kg + kk) * t.r + ry) * t.s + rx)];
+                ref[y_at(k, y, xx)] += double(x[x_at(c, iy, ix)]) * wt[w_at(c, kk, ry, rx)];
               }
     for (size_t i = 0; i < ref.size(); ++i) ASSERT_NEAR((*out)[i], ref[i], 1e-5) << "output " << i;
+  }
+  // NHWC has the upsampling form alone.
+  for (const char* spec : {"conv2d_transpose_nhwc(N=1,C=4,H=5,W=6,K=8,R=3,S=3,stride=2)",
+                           "conv2d_transpose_nhwc(N=1,C=4,H=5,W=6,K=8,R=2,S=2,stride=1)"}) {
+    auto w = ir::ParseWorkloadSpec(spec);
+    absl::Status s = w.ok() ? ir::Canonicalize(*w).status() : w.status();
+    EXPECT_NE(s.message().find("kernel = stride"), absl::string_view::npos) << spec << ": " << s;
   }
 }
 

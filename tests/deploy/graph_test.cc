@@ -312,6 +312,36 @@ TEST_F(GraphTest, ChannelsLastBuildsMatch) {
   EXPECT_GT(nhwc_elementwise, 0);
 }
 
+// Channels-last between convolutions: the upsampling transposed
+// convolution (BatchNorm folded, weight permuted to RSCK) and a 4-channel
+// 1x1 conv read only by a convolution run NHWC; the 2-channel head, a model
+// output, stays NCHW. Every value against the interpreter, outputs against
+// ONNX Runtime.
+TEST_F(GraphTest, ChannelsLastUpsamplingAndNarrowConvolutions) {
+  BuildOptions nhwc;
+  nhwc.channels_last = true;
+  frontend::ExtractOptions xo;
+  xo.channels_last = true;
+  xo.lanes = 8;
+  const std::vector<std::string> specs =
+      TaskSpecs(Import("upsample_nhwc"), v1::OP_KIND_UNSPECIFIED, xo);
+  const std::string all = absl::StrJoin(specs, "; ");
+  EXPECT_TRUE(absl::c_linear_search(
+      specs, "conv2d_transpose_nhwc(N=1,C=16,H=10,W=12,K=8,R=2,S=2,stride=2)+bias+relu"))
+      << all;
+  EXPECT_TRUE(absl::c_linear_search(specs, "conv2d_nhwc(N=1,C=8,H=20,W=24,K=4,R=1,S=1)")) << all;
+  EXPECT_TRUE(absl::c_linear_search(specs, "conv2d_nchw(N=1,C=4,H=20,W=24,K=2,R=1,S=1)")) << all;
+  v1::ModelPackage pkg;
+  EXPECT_GE(
+      CheckAgainstReference(Import("upsample_nhwc"), nhwc, &pkg, dir_->File("upsample_nhwc.onnx")),
+      4);
+  int transposed_nhwc = 0;
+  for (const auto& k : pkg.kernels())
+    transposed_nhwc += k.workload().op() == v1::OP_KIND_CONV2D_TRANSPOSE &&
+                       k.workload().conv2d().layout() == v1::DATA_LAYOUT_NHWC;
+  EXPECT_EQ(transposed_nhwc, 1);
+}
+
 // A Reshape's output shares its input's memory in the planned arena (the
 // runtime skips the step); values and outputs still match the reference,
 // on the arena and in separate buffers.

@@ -198,6 +198,25 @@ upsample = [
 save("upsample", upsample, [tensor("x", [1, 4, 10, 12])], [tensor("y", [1, 2, 20, 24])],
      [init("wc", (6, 4, 3, 3)), init("wt", (6, 5, 2, 2)), init("bt", (5,)), init("wo", (2, 5, 1, 1))])
 
+# The same channels-last: a 1x1 conv of whole channel vectors, the
+# upsampling (16 -> 8 channels, BatchNorm folded into it), a narrow 1x1 conv
+# (4 channels) read only by a convolution, and a 2-channel head.
+upsample_nhwc = [
+    helper.make_node("Conv", ["x", "wc"], ["c"], name="conv"),
+    helper.make_node("Relu", ["c"], ["cr"], name="conv_relu"),
+    helper.make_node("ConvTranspose", ["cr", "wt", "bt"], ["u"], kernel_shape=[2, 2],
+                     strides=[2, 2], name="up"),
+    helper.make_node("BatchNormalization", ["u", "bn_s", "bn_b", "bn_m", "bn_v"], ["ub"],
+                     name="up_bn"),
+    helper.make_node("Relu", ["ub"], ["r"], name="relu"),
+    helper.make_node("Conv", ["r", "wn"], ["n"], name="narrow"),
+    helper.make_node("Conv", ["n", "wo"], ["y"], name="head"),
+]
+save("upsample_nhwc", upsample_nhwc, [tensor("x", [1, 4, 10, 12])], [tensor("y", [1, 2, 20, 24])],
+     [init("wc", (16, 4, 1, 1)), init("wt", (16, 8, 2, 2)), init("bt", (8,)),
+      init("bn_s", (8,)), init("bn_b", (8,)), init("bn_m", (8,)), positive("bn_v", (8,)),
+      init("wn", (4, 8, 1, 1)), init("wo", (2, 4, 1, 1))])
+
 save("pool_ceil", pool_ceil, [tensor("x", [1, 4, 10, 11])], [tensor("y", [1, 8, 3, 4])], [init("wp", (8, 4, 3, 3))])
 
 # Opset 9 forms: Clip with attributes, Slice with attributes, Upsample with
