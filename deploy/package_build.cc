@@ -11,6 +11,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 #include "compiler/codegen/build.h"
 #include "compiler/codegen/llvm_target.h"
@@ -919,9 +920,7 @@ absl::Status PlanValues(const Model& model, const PackageConstants& consts,
 
 absl::StatusOr<v1::ModelPackage> BuildPackage(const Model& model, const ir::Target& target,
                                               const BuildOptions& options) {
-  if (target.is_gpu())
-    return absl::UnimplementedError("building a model for a CUDA target is not built yet");
-  TF_RETURN_IF_ERROR(codegen::CheckLLVMTarget(target));
+  if (!target.is_gpu()) TF_RETURN_IF_ERROR(codegen::CheckLLVMTarget(target));
   TF_ASSIGN_OR_RETURN(TaskExtraction ex, ExtractTasks(model, frontend::ExtractOptionsFor(
                                                                  target, options.channels_last)));
   v1::ModelPackage pkg;
@@ -990,6 +989,18 @@ absl::StatusOr<v1::ModelPackage> BuildPackage(const Model& model, const ir::Targ
   }
   if (layouts.any_nhwc()) pkg.set_layout("NHWC");
   TF_RETURN_IF_ERROR(PlanValues(model, consts, layouts.shapes(), &pkg));
+  if (target.is_gpu()) {
+    // Kernels only on the GPU: a node that is not a view of its input has
+    // no device code yet.
+    std::set<std::string> native;
+    for (const v1::PackageStep& st : pkg.steps())
+      if (st.has_node() && !st.node().view()) native.insert(st.node().op());
+    if (!native.empty()) {
+      return absl::UnimplementedError(
+          StrCat("a CUDA package runs every operator as a kernel, and these have none yet: ",
+                 absl::StrJoin(native, ", ")));
+    }
+  }
   consts.MoveInto(&pkg);
   return pkg;
 }

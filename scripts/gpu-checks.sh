@@ -73,6 +73,12 @@ run e2e_test "$build/tests/e2e_test" --gtest_filter='*Cuda*'
 run gpu_device_test "$build/tests/gpu_device_test"
 run gpu_farm_test "$build/tests/gpu_farm_test"
 run tune_cli_test "$build/tests/tune_cli_test" --gtest_filter='TuneCli.Cuda*'
+# CUDA model packages (the test writes its models with python3-onnx).
+if /usr/bin/python3 -c "import onnx" 2>/dev/null; then
+  run graph_test "$build/tests/graph_test" --gtest_filter='GraphTest.Cuda*'
+else
+  echo "gpu-checks: GraphTest.Cuda* not run: no python3-onnx to write its models" | tee -a "$out/tests.log"
+fi
 [ "$tests_only" -eq 1 ] && exit $rc
 run bench_smoke_test "$build/tests/bench_smoke_test" --gtest_filter='BenchSmoke.Gpu*'
 

@@ -14,7 +14,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 mkdir -p "$tmp/bin" "$tmp/tests" "$tmp/lib" "$dest"
 for t in cuda_test gpu_plan_test worker_test codegen_test search_test e2e_test gpu_device_test \
-         gpu_farm_test tune_cli_test gpu_sandbox_probe; do
+         gpu_farm_test tune_cli_test graph_test gpu_sandbox_probe; do
   strip -o "$tmp/tests/$t" "$build/tests/$t"
 done
 for b in tunefarm tunefarm-agent tunefarm-model-runner tunefarm-runner tunefarm-server \

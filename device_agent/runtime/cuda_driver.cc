@@ -60,6 +60,15 @@ absl::StatusOr<const CudaDriver*> Load() {
   need(&d.cuEventDestroy, "cuEventDestroy_v2");
   need(&d.cuGetErrorName, "cuGetErrorName");
   need(&d.cuGetErrorString, "cuGetErrorString");
+  Resolve(lib, &d.cuStreamCreate, "cuStreamCreate");
+  Resolve(lib, &d.cuStreamDestroy, "cuStreamDestroy", "cuStreamDestroy_v2");
+  Resolve(lib, &d.cuStreamSynchronize, "cuStreamSynchronize");
+  Resolve(lib, &d.cuStreamBeginCapture, "cuStreamBeginCapture_v2");
+  Resolve(lib, &d.cuStreamEndCapture, "cuStreamEndCapture");
+  Resolve(lib, &d.cuGraphInstantiateWithFlags, "cuGraphInstantiateWithFlags");
+  Resolve(lib, &d.cuGraphLaunch, "cuGraphLaunch");
+  Resolve(lib, &d.cuGraphExecDestroy, "cuGraphExecDestroy");
+  Resolve(lib, &d.cuGraphDestroy, "cuGraphDestroy");
   if (missing != nullptr) {
     return absl::UnavailableError(
         absl::StrCat("no GPU: libcuda.so.1 lacks ", missing, " (a driver older than CUDA 12?)"));
@@ -71,6 +80,12 @@ absl::StatusOr<const CudaDriver*> Load() {
 }
 
 }  // namespace
+
+bool CudaDriver::HasGraphs() const {
+  return cuStreamCreate && cuStreamDestroy && cuStreamSynchronize && cuStreamBeginCapture &&
+         cuStreamEndCapture && cuGraphInstantiateWithFlags && cuGraphLaunch && cuGraphExecDestroy &&
+         cuGraphDestroy;
+}
 
 absl::StatusOr<const CudaDriver*> CudaDriver::Get() {
   static const absl::StatusOr<const CudaDriver*> driver = Load();

@@ -33,6 +33,8 @@ class CudaDriver {
   using CUfunction = void*;
   using CUevent = void*;
   using CUstream = void*;
+  using CUgraph = void*;
+  using CUgraphExec = void*;
 
   // The driver, initialized (cuInit) on first use; Unavailable when
   // libcuda.so.1 is missing, lacks an entry point, or cuInit fails (the
@@ -80,7 +82,22 @@ class CudaDriver {
   CUresult (*cuEventDestroy)(CUevent) = nullptr;
   CUresult (*cuGetErrorName)(CUresult, const char**) = nullptr;
   CUresult (*cuGetErrorString)(CUresult, const char**) = nullptr;
+  // Streams and graph capture (CUDA 11.4+): null where the driver lacks any
+  // of them (HasGraphs), and whoever would capture launches directly.
+  CUresult (*cuStreamCreate)(CUstream*, unsigned) = nullptr;
+  CUresult (*cuStreamDestroy)(CUstream) = nullptr;
+  CUresult (*cuStreamSynchronize)(CUstream) = nullptr;
+  CUresult (*cuStreamBeginCapture)(CUstream, int mode) = nullptr;
+  CUresult (*cuStreamEndCapture)(CUstream, CUgraph*) = nullptr;
+  CUresult (*cuGraphInstantiateWithFlags)(CUgraphExec*, CUgraph, unsigned long long) = nullptr;
+  CUresult (*cuGraphLaunch)(CUgraphExec, CUstream) = nullptr;
+  CUresult (*cuGraphExecDestroy)(CUgraphExec) = nullptr;
+  CUresult (*cuGraphDestroy)(CUgraph) = nullptr;
+  bool HasGraphs() const;
 };
+
+// CU_STREAM_CAPTURE_MODE_THREAD_LOCAL.
+constexpr int kCuCaptureThreadLocal = 1;
 
 // CU_DEVICE_ATTRIBUTE_* values the agent reads.
 constexpr int kCuAttrClockRate = 13;  // kHz

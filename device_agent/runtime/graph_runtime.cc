@@ -3,10 +3,14 @@
 #include <chrono>
 #include <cstring>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/file_util.h"
-#include "common/status_macros.h"
 #include "common/random_fill.h"
+#include "common/status_macros.h"
+#include "device_agent/runtime/cuda_driver.h"
+#include "device_agent/runtime/gpu_graph.h"
+#include "device_agent/runtime/gpu_module.h"
 #include "device_agent/runtime/graph_node.h"
 #include "device_agent/runtime/ops.h"
 #include "device_agent/runtime/runner.h"
@@ -74,6 +78,11 @@ struct GraphRuntime::Impl {
   };
   std::vector<Step> steps;
   std::vector<double> step_sec;
+  // A cuda package: its kernel steps on the device, values at their arena
+  // offsets there; the host tensors above stage the inputs and outputs.
+  std::unique_ptr<GpuGraph> gpu;
+  std::map<std::string, int64_t> offset_of;  // value -> arena offset (bytes)
+  std::vector<int> gpu_step_of;              // GpuGraph step -> package step
 
   absl::Status Init();
 };
@@ -92,6 +101,14 @@ absl::Status GraphRuntime::Impl::Init() {
     pool = own_pool.get();
   }
   if (pkg.arena_bytes() < 0 || pkg.arena_bytes() > kMaxElements * 4) return Bad("arena size");
+  const bool cuda = absl::StartsWith(pkg.target(), "cuda");
+  std::map<std::string, GpuGraph::DevicePtr> device_of;
+  if (cuda) {
+    if (options.keep_values)
+      return absl::FailedPreconditionError("a CUDA package's values stay on the device");
+    TF_ASSIGN_OR_RETURN(const CudaDriver* driver, CudaDriver::Get());
+    TF_ASSIGN_OR_RETURN(gpu, GpuGraph::Open(*driver, pkg.arena_bytes()));
+  }
   if (!options.keep_values)
     arena = std::make_unique<runner::AlignedBuffer>((pkg.arena_bytes() + 3) / 4 + 16);
   for (const v1::PackageTensor& c : pkg.constants()) {
@@ -113,6 +130,9 @@ absl::Status GraphRuntime::Impl::Init() {
     if (constants.count(c.name())) return Bad(StrCat("constant '", c.name(), "' twice"));
     auto& stored = constants[c.name()] = std::move(k);
     tensors[c.name()] = Tensor{buf->data(), stored.shape, n, &stored};
+    if (cuda) {
+      TF_ASSIGN_OR_RETURN(device_of[c.name()], gpu->AddConstant(buf->data(), n));
+    }
     owned.push_back(std::move(buf));
   }
   for (const v1::PackageValue& v : pkg.values()) {
@@ -127,6 +147,8 @@ absl::Status GraphRuntime::Impl::Init() {
       if (v.offset() < 0 || v.offset() % 4 != 0 || v.offset() + n * 4 > pkg.arena_bytes())
         return Bad(StrCat("value '", v.name(), "' lies outside the arena"));
       p = arena->data() + v.offset() / 4;
+      offset_of[v.name()] = v.offset();
+      if (cuda) device_of[v.name()] = gpu->ArenaAt(v.offset());
     }
     tensors[v.name()] = Tensor{p, Dims(v.shape().begin(), v.shape().end()), n, nullptr};
   }
@@ -142,6 +164,17 @@ absl::Status GraphRuntime::Impl::Init() {
     std::vector<int64_t> sizes;
     for (const v1::KernelArgument& a : k.signature().args()) sizes.push_back(KernelElements(a));
     arg_sizes.push_back(std::move(sizes));
+    if (cuda) {
+      // The kernel's bytes are a serialized GpuModule.
+      v1::GpuModule module;
+      if (!module.ParseFromString(k.shared_object()))
+        return Bad(StrCat("kernel ", k.workload_key(), " is not a CUDA module"));
+      absl::StatusOr<GpuPlan> plan = PlanFromModule(module, k.signature());
+      if (!plan.ok())
+        return Bad(StrCat("kernel ", k.workload_key(), ": ", plan.status().message()));
+      TF_RETURN_IF_ERROR(gpu->AddKernel(*plan).status());
+      continue;
+    }
     const size_t i = libs.size();
     if (!options.library_paths.empty() && i >= options.library_paths.size())
       return Bad(StrCat("kernel ", k.workload_key(), " has no library path"));
@@ -157,7 +190,7 @@ absl::Status GraphRuntime::Impl::Init() {
     Step st;
     if (ps.has_kernel()) {
       const v1::KernelStep& k = ps.kernel();
-      if (k.kernel() < 0 || k.kernel() >= int(libs.size()))
+      if (k.kernel() < 0 || k.kernel() >= pkg.kernels_size())
         return Bad(StrCat("step ", s, " names kernel ", k.kernel()));
       st.kernel = k.kernel();
       const auto& sizes = arg_sizes[size_t(k.kernel())];
@@ -171,6 +204,12 @@ absl::Status GraphRuntime::Impl::Init() {
           return Bad(StrCat("step ", s, ": '", k.args(i), "' has ", t->second.size,
                             " elements, the kernel reads ", sizes[size_t(i)]));
         st.buffers.push_back(t->second.data);
+      }
+      if (cuda) {
+        std::vector<GpuGraph::DevicePtr> args;
+        for (const std::string& a : k.args()) args.push_back(device_of.at(a));
+        TF_RETURN_IF_ERROR(gpu->AddStep(k.kernel(), std::move(args)));
+        gpu_step_of.push_back(s);
       }
     } else if (ps.has_node()) {
       st.node = FromPackage(ps.node());
@@ -219,6 +258,11 @@ absl::Status GraphRuntime::Impl::Init() {
       const float* lo = a.in[0];
       const float* hi = lo + Numel(a.in_shapes[0]);
       st.noop = a.out[k] != nullptr && a.out[k] >= lo && a.out[k] + Numel(a.out_shapes[k]) <= hi;
+    }
+    if (cuda && !st.noop) {
+      return absl::UnimplementedError(StrCat("node '", st.node.name, "' (", st.node.op,
+                                             ") runs natively, and a CUDA package runs kernels "
+                                             "only"));
     }
   }
   return absl::OkStatus();
@@ -287,8 +331,22 @@ absl::Status GraphRuntime::Run(const std::map<std::string, std::vector<float>>& 
       return absl::InvalidArgumentError(StrCat("'", name, "' is not an input of the model"));
   }
   m.step_sec.assign(m.options.profile ? m.steps.size() : 0, 0.0);
+  if (m.gpu != nullptr) {
+    for (const std::string& name : m.pkg.inputs()) {
+      const Impl::Tensor& t = m.tensors.at(name);
+      TF_RETURN_IF_ERROR(m.gpu->Upload(m.offset_of.at(name), t.data, t.size));
+    }
+    std::vector<double> sec;
+    TF_RETURN_IF_ERROR(m.gpu->Run(m.options.profile ? &sec : nullptr));
+    for (size_t g = 0; g < sec.size(); ++g) m.step_sec[size_t(m.gpu_step_of[g])] = sec[g];
+    for (const std::string& name : m.pkg.outputs()) {
+      const Impl::Tensor& t = m.tensors.at(name);
+      if (t.constant == nullptr)
+        TF_RETURN_IF_ERROR(m.gpu->Download(m.offset_of.at(name), t.data, t.size));
+    }
+  }
   const FlushDenormals flush;
-  for (size_t s = 0; s < m.steps.size(); ++s) {
+  for (size_t s = 0; m.gpu == nullptr && s < m.steps.size(); ++s) {
     Impl::Step& st = m.steps[s];
     if (st.noop) continue;
     auto t0 = std::chrono::steady_clock::now();

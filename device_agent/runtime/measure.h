@@ -12,6 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "device_agent/runtime/child_exec.h"
+#include "device_agent/runtime/gpu_module.h"
 #include "device_agent/runtime/gpu_plan.h"
 #include "device_agent/runtime/sandbox.h"
 #include "tunefarm/v1/farm.pb.h"
@@ -24,12 +25,6 @@ struct Kernel {
   std::string bytes;  // shared object, or a serialized GpuModule
   ::tunefarm::v1::KernelSignature signature;
 };
-
-// The runner's plan of a CUDA build: each kernel parameter, a tensor id,
-// becomes the index of the argument (signature order, the output last) or
-// of the workspace it names.
-absl::StatusOr<GpuPlan> PlanFromModule(const ::tunefarm::v1::GpuModule& module,
-                                       const ::tunefarm::v1::KernelSignature& signature);
 
 // `inputs`: one buffer per kernel input, logical layouts (RandomInputs of
 // proto/kernel_signature.h makes them). `reference`: the expected output

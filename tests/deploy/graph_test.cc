@@ -12,12 +12,15 @@
 
 #include "absl/algorithm/container.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "compiler/codegen/llvm_target.h"
+#include "compiler/codegen/nvrtc_info.h"
 #include "compiler/ir/compute.h"
 #include "compiler/ir/workload_spec.h"
 #include "deploy/interpreter.h"
 #include "deploy/package_build.h"
+#include "device_agent/runtime/cuda_driver.h"
 #include "device_agent/runtime/graph_runtime.h"
 #include "device_agent/runtime/npy.h"
 #include "gtest/gtest.h"
@@ -26,6 +29,7 @@
 #include "tests/testing/process.h"
 #include "tests/testing/skip.h"
 #include "tests/testing/temp_dir.h"
+#include "tunefarm/v1/farm.pb.h"
 
 namespace tunefarm::deploy {
 
@@ -376,6 +380,79 @@ TEST_F(GraphTest, SplitGatherAndSliceAreViews) {
   EXPECT_EQ(at["g"], at["c"] + 3 * 16 * 4);
   EXPECT_EQ(at["sl"], at["c"] + 1 * 16 * 4);
   EXPECT_EQ(at["row"], at["c"] + 4);
+}
+
+// The arch of this machine's GPU ("sm_90"), or empty where there is none.
+std::string LocalGpuArch() {
+  absl::StatusOr<const runner::CudaDriver*> d = runner::CudaDriver::Get();
+  if (!d.ok()) return "";
+  absl::StatusOr<runner::CudaDriver::CUdevice> dev = (*d)->RetainDevice0();
+  if (!dev.ok()) return "";
+  int major = 0, minor = 0;
+  (*d)->cuDeviceGetAttribute(&major, runner::kCuAttrComputeCapabilityMajor, *dev);
+  (*d)->cuDeviceGetAttribute(&minor, runner::kCuAttrComputeCapabilityMinor, *dev);
+  (*d)->cuDevicePrimaryCtxRelease(*dev);
+  return absl::StrCat("sm_", major, minor);
+}
+
+// CUDA packages: every operator a kernel (NVRTC builds them here, GPU or
+// not), views placed in the device arena; a node with no GPU kernel is
+// named at build time. On a GPU each package runs there, and its outputs
+// match the float64 interpreter and ONNX Runtime (CPU). Without one,
+// loading says there is no GPU.
+TEST_F(GraphTest, CudaPackagesRunEveryOperatorOnTheGpu) {
+  if (!codegen::HaveNvrtc()) TF_SKIP("no-cuda-toolkit") << "this build has no NVRTC";
+  const std::string here = LocalGpuArch();
+  absl::StatusOr<ir::Target> target =
+      ir::Target::Parse("cuda -arch=" + (here.empty() ? "sm_90" : here));
+  ASSERT_TRUE(target.ok()) << target.status();
+  absl::StatusOr<v1::ModelPackage> refused = BuildPackage(Import("nhwc_native"), *target, {});
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnimplemented) << refused.status();
+  EXPECT_TRUE(absl::StrContains(refused.status().message(), "Concat, Max, Min, Resize"))
+      << refused.status();
+  for (const char* name : {"upsample", "sig_residual", "dags", "softmax", "resnet18"}) {
+    SCOPED_TRACE(name);
+    const Model model = Import(name);
+    absl::StatusOr<v1::ModelPackage> pkg = BuildPackage(model, *target, {});
+    ASSERT_TRUE(pkg.ok()) << pkg.status();
+    EXPECT_EQ(pkg->layout(), "NCHW");
+    ASSERT_GT(pkg->kernels_size(), 0);
+    for (const v1::PackageKernel& k : pkg->kernels()) {
+      v1::GpuModule module;
+      EXPECT_TRUE(module.ParseFromString(k.shared_object()) && module.kernels_size() > 0)
+          << k.description();
+    }
+    for (const v1::PackageStep& st : pkg->steps())
+      EXPECT_TRUE(st.has_kernel() || st.node().view()) << st.node().name();
+    absl::StatusOr<std::unique_ptr<GraphRuntime>> rt = GraphRuntime::Load(*pkg, {});
+    if (here.empty()) {
+      EXPECT_EQ(rt.status().code(), absl::StatusCode::kUnavailable) << rt.status();
+      continue;
+    }
+    ASSERT_TRUE(rt.ok()) << rt.status();
+    Values<float> in = RandomModelInputs(model, 11);
+    std::map<std::string, std::vector<float>> out;
+    ASSERT_TRUE((*rt)->Run(in, &out).ok());
+    Values<double> in64;
+    for (const auto& [k, v] : in) in64[k].assign(v.begin(), v.end());
+    absl::StatusOr<Values<double>> ref = Interpret(model, in64);
+    ASSERT_TRUE(ref.ok()) << ref.status();
+    for (const std::string& o : model.outputs)
+      EXPECT_LT(RelError(out[o], ref->at(o)), 1e-4) << "output " << o;
+    // A second run on the same device state gives the same outputs.
+    std::map<std::string, std::vector<float>> again;
+    ASSERT_TRUE((*rt)->Run(in, &again).ok());
+    EXPECT_EQ(again, out);
+    if (absl::Status ort = testing::OrtAvailable(); ort.ok()) {
+      testing::TempDir scratch;
+      auto theirs = testing::RunOrt(dir_->File(std::string(name) + ".onnx"), in, model.shapes,
+                                    model.outputs, scratch.path());
+      ASSERT_TRUE(theirs.ok()) << theirs.status();
+      EXPECT_LT(testing::MaxOutputError(out, *theirs, model.outputs), 1e-4)
+          << "against ONNX Runtime";
+    }
+  }
+  if (here.empty()) TF_SKIP("no-gpu") << "CUDA packages built, not run: no GPU here";
 }
 
 TEST_F(GraphTest, SmallModelsWithOldOpsetFormsMatch) {
