@@ -215,8 +215,6 @@ int RunTune(const std::vector<std::string>& args, std::ostream& out, std::ostrea
     if (absl::Status s = codegen::CheckLLVMTarget(target); !s.ok())
       return Fail(err, 2, std::string(s.message()));
   }
-  if (!model_path.empty() && flags.count("output") && target.is_gpu())
-    return Fail(err, 2, "-o: packages are built for CPU targets (cuda models are not built yet)");
   int64_t trials = 0, batch = 0, seed = 0, early_stop = 0;
   double seconds = 0;
   if (!absl::SimpleAtod(flags["seconds"], &seconds) || seconds < 0)
