@@ -3,7 +3,10 @@
 // space, loads the package with the graph runtime, runs it once untimed
 // (the outputs, when asked for, come from that run), times the repeats and
 // writes a ModelRunResult to fd 4. A kernel that crashes or hangs takes only
-// this process down. Not meant to be run by hand.
+// this process down. A CUDA package runs on device 0, confined as the GPU
+// runner is (confine.h: the driver started before the filter). Not meant to
+// be run by hand.
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -14,9 +17,11 @@
 #include <string>
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "device_agent/runtime/child_exec.h"
 #include "device_agent/runtime/confine.h"
+#include "device_agent/runtime/cuda_driver.h"
 #include "device_agent/runtime/graph_runtime.h"
 #include "device_agent/runtime/model_run.h"
 #include "device_agent/runtime/runner.h"
@@ -62,7 +67,6 @@ int main() {
     return Fail(v1::MEASURE_STATUS_RUNTIME_ERROR, "model runner: truncated request");
   }
   munmap(map, size);
-  runner::LimitAddressSpace(h.memory_limit_bytes);
 
   v1::ModelRunResult result;
   const int threads =
@@ -76,23 +80,51 @@ int main() {
   tunefarm::runner::GraphRuntime::Options ro;
   ro.threads = threads;
   // The package's code runs from the load on: confined first (confine.h),
-  // its libraries placed in the runner's own root.
+  // its libraries placed in the runner's own root; a CUDA package's modules
+  // are loaded by the driver, started (context, threads) before the filter.
+  const bool cuda = absl::StartsWith(pkg->target(), "cuda");
+  // The CUDA driver reserves address space far beyond what it uses, so a
+  // GPU run has no address-space limit (the time limit still holds).
+  if (!cuda) runner::LimitAddressSpace(h.memory_limit_bytes);
   runner::ConfineOptions confine;
-  for (int k = 0; k < pkg->kernels_size(); ++k) {
-    confine.files.push_back({absl::StrCat("kernel-", k, ".so"),
-                             std::move(*pkg->mutable_kernels(k)->mutable_shared_object())});
+  if (cuda) {
+    setenv("CUDA_CACHE_DISABLE", "1", 1);  // the JIT's cache would write files
+    // The driver's own messages would go to the agent's stderr (FSIZE 0).
+    if (int null = open("/dev/null", O_WRONLY | O_CLOEXEC); null >= 0) {
+      dup2(null, 1);
+      dup2(null, 2);
+      close(null);
+    }
+    runner::CudaDriver::Preload();
+    confine.gpu = true;
+  } else {
+    for (int k = 0; k < pkg->kernels_size(); ++k) {
+      confine.files.push_back({absl::StrCat("kernel-", k, ".so"),
+                               std::move(*pkg->mutable_kernels(k)->mutable_shared_object())});
+    }
   }
   confine.cpu_limit_s = h.cpu_limit_s;
   confine.filter_optional = h.filter_optional != 0;
   std::unique_ptr<runner::ThreadPool> pool;
-  confine.start_threads = [&] { pool = std::make_unique<runner::ThreadPool>(threads); };
+  absl::Status driver = absl::OkStatus();
+  confine.start_threads = [&] {
+    pool = std::make_unique<runner::ThreadPool>(threads);
+    if (!cuda) return;
+    absl::StatusOr<const runner::CudaDriver*> d = runner::CudaDriver::Get();
+    if (!d.ok()) {
+      driver = d.status();
+    } else if (auto device = (*d)->RetainDevice0(); !device.ok()) {
+      driver = device.status();
+    }
+  };
   absl::StatusOr<runner::Confined> confined = runner::Confine(confine);
   if (!confined.ok()) {
     return Fail(v1::MEASURE_STATUS_RUNTIME_ERROR,
                 absl::StrCat("sandbox: ", confined.status().message()));
   }
+  if (!driver.ok()) return Fail(v1::MEASURE_STATUS_RUNTIME_ERROR, std::string(driver.message()));
   confine.files.clear();
-  ro.library_paths = confined->paths;
+  if (!cuda) ro.library_paths = confined->paths;
   ro.pool = pool.get();
   auto rt = tunefarm::runner::GraphRuntime::Load(*pkg, ro);
   if (!rt.ok()) {

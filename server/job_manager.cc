@@ -424,7 +424,7 @@ absl::StatusOr<v1::ModelRunResult> JobManager::RunModel(const std::string& devic
   };
   auto wait = std::make_shared<Wait>();
   const int64_t run_id = -next_model_run_.fetch_add(1);
-  TF_RETURN_IF_ERROR(RebuildKernels(&pkg, run_id, abandoned));
+  TF_RETURN_IF_ERROR(RebuildKernels(&pkg, device_key, run_id, abandoned));
   WorkQueue::Item item;
   item.queue = queue;
   item.job_id = run_id;
@@ -470,21 +470,27 @@ absl::Status JobManager::WaitForRun(std::unique_lock<std::mutex>& lock, std::con
   return absl::OkStatus();
 }
 
-absl::Status JobManager::RebuildKernels(v1::ModelPackage* pkg, int64_t run_id,
-                                        const std::function<bool()>& abandoned) {
+absl::Status JobManager::RebuildKernels(v1::ModelPackage* pkg, const std::string& device_key,
+                                        int64_t run_id, const std::function<bool()>& abandoned) {
   absl::StatusOr<ir::Target> target = ir::Target::Parse(pkg->target());
   if (!target.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat("RunModel: the package's target: ", target.status().message()));
   }
-  if (target->is_gpu()) {
-    return absl::InvalidArgumentError("RunModel: packages for GPU targets are not supported");
-  }
-  const std::string build_q = WorkQueue::BuildQueue(target->triple);
+  // CPU kernels by triple; CUDA kernels by arch, as cubins, or as PTX
+  // through LLVM where the key's board has an older driver (a job's rule).
+  const bool gpu = target->is_gpu();
+  const std::string build_q =
+      gpu ? WorkQueue::CudaBuildQueue(target->arch()) : WorkQueue::BuildQueue(target->triple);
   if (pkg->kernels_size() > 0 && !queue_.HasTaker(build_q)) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "RunModel: no connected compile worker builds ", target->triple,
+        "RunModel: no connected compile worker builds ", gpu ? target->arch() : target->triple,
         " (the package's kernels are built again by a worker; tunefarm devices lists them)"));
+  }
+  bool llvm_ptx = false;
+  if (gpu) {
+    TF_ASSIGN_OR_RETURN(std::vector<v1::Device> live, devices_.List());
+    llvm_ptx = NeedsLlvmPtx(live, device_key, nullptr);
   }
   struct Builds {
     std::mutex mu;
@@ -505,7 +511,10 @@ absl::Status JobManager::RebuildKernels(v1::ModelPackage* pkg, int64_t run_id,
     *b->mutable_workload() = kernel.workload();
     b->mutable_target()->set_spec(pkg->target());
     *b->mutable_schedule() = kernel.schedule();
-    b->set_kind(v1::ARTIFACT_KIND_SHARED_OBJECT);
+    b->set_kind(!gpu       ? v1::ARTIFACT_KIND_SHARED_OBJECT
+                : llvm_ptx ? v1::ARTIFACT_KIND_PTX
+                           : v1::ARTIFACT_KIND_CUBIN);
+    b->set_llvm_ptx(llvm_ptx);
     item.done = [builds, k](absl::StatusOr<v1::ReportResultRequest> r) {
       std::lock_guard<std::mutex> lock(builds->mu);
       builds->results[size_t(k)] = std::move(r);

@@ -96,9 +96,10 @@ class JobManager {
   absl::Status WaitForRun(std::unique_lock<std::mutex>& lock, std::condition_variable& cv,
                           const std::function<bool()>& done, int64_t run_id,
                           const std::function<bool()>& abandoned);
-  // Replaces every kernel's shared object in `pkg` by a worker's build of its
-  // workload and schedule (work of `run_id`, waited for like the run).
-  absl::Status RebuildKernels(v1::ModelPackage* pkg, int64_t run_id,
+  // Replaces every kernel's shared object (a CUDA package's GpuModule) in
+  // `pkg` by a worker's build of its workload and schedule (work of
+  // `run_id`, waited for like the run), for the boards of `device_key`.
+  absl::Status RebuildKernels(v1::ModelPackage* pkg, const std::string& device_key, int64_t run_id,
                               const std::function<bool()>& abandoned);
 
   store::TuningLog& log_;

@@ -242,6 +242,21 @@ TEST_F(ModelJob, BuiltPackageRunsOnAnAgent) {
   r = cli({"run", dir.File("junk.tfpkg"), "--device-key=x86-test"});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_TRUE(absl::StrContains(r.err, "is not a tunefarm model package")) << r.err;
+  // A CUDA package: its kernels built again by the worker for the package's
+  // arch, then refused by this board's model runner, which has no GPU.
+  const std::string gpu_pkg = dir.File("upsample.cuda.tfpkg");
+  r = RunCommand({BinPath("tunefarm"), "build", dir.File("upsample.onnx"), "--target",
+                  "cuda -arch=sm_90", "--untuned", "-o", gpu_pkg},
+                 dir.path());
+  if (r.exit_code != 0) {
+    TF_SKIP_NOTE("no-cuda-toolkit") << "no CUDA package to send: " << r.err;
+  } else {
+    r = cli({"run", gpu_pkg, "--device-key=x86-test"});
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_TRUE(absl::StrContains(r.err, "on a1: runtime_error: ") &&
+                absl::StrContains(r.err, "no GPU"))
+        << r.err;
+  }
   // The agent is still there and serves the next run.
   r = cli({"run", pkg, "--device-key=x86-test", "--seed=7", "--output-dir", dir.File("again")});
   ASSERT_EQ(r.exit_code, 0) << r.err;
