@@ -135,6 +135,24 @@ int64_t ChannelTileRow(int64_t w, int64_t lanes, int64_t max_vectors) {
   return best;
 }
 
+// The NHWC register tile of the tiling sketch: rows x cols output pixels x
+// `channels` output channels (the vectorized axis 3), unrolled, the weight
+// [R][S][C][K] packed by the channel tile.
+CpuTiling NhwcRegisterTile(int64_t rows, int64_t cols, int64_t channels) {
+  CpuTiling t;
+  t.vector_axis = 3;
+  t.unroll_tile = true;
+  t.pragma = 1;
+  t.pack = true;
+  t.spatial.resize(4);
+  t.spatial[1].s3 = rows;
+  t.spatial[1].unroll = true;
+  t.spatial[2].s3 = cols;
+  t.spatial[2].unroll = true;
+  t.spatial[3].s3 = channels;
+  return t;
+}
+
 // The tiling sketch's decisions for a convolution vectorized along the
 // output row, the reduction inside the register tile and (batch, channel)
 // as the parallel loop. With `channels` (dense convolutions): padding as a
@@ -426,18 +444,8 @@ absl::StatusOr<Trace> NhwcConv2dSchedule(const ComputeDAG& dag, const Target& ta
   if (vectors * cols * rows < budget / 2) {
     cols = std::clamp<int64_t>(budget / (vectors * rows), 1, w);
   }
-  CpuTiling t;
+  CpuTiling t = NhwcRegisterTile(rows, cols, vectors * lanes);
   t.pad_pass = true;
-  t.vector_axis = 3;
-  t.unroll_tile = true;
-  t.pragma = 1;
-  t.pack = true;  // the weight [R][S][C][K] by the channel tile
-  t.spatial.resize(4);
-  t.spatial[1].s3 = rows;
-  t.spatial[1].unroll = true;
-  t.spatial[2].s3 = cols;
-  t.spatial[2].unroll = true;
-  t.spatial[3].s3 = vectors * lanes;
   if (gemm_tile && pointwise) {
     t.reduce_steps = {DivisorAtMost(s.reduce_axes[0].extent, 2), 1, 1};
     t.pack = false;
@@ -534,17 +542,7 @@ absl::StatusOr<Trace> NhwcConvTransposeSchedule(const ComputeDAG& dag, const Tar
       break;
     }
   }
-  CpuTiling t;
-  t.vector_axis = 3;
-  t.unroll_tile = true;
-  t.pragma = 1;
-  t.pack = true;  // the weight [R][S][C][K] by the channel tile
-  t.spatial.resize(4);
-  t.spatial[1].s3 = rows;
-  t.spatial[1].unroll = true;
-  t.spatial[2].s3 = cols;
-  t.spatial[2].unroll = true;
-  t.spatial[3].s3 = vectors * lanes;
+  CpuTiling t = NhwcRegisterTile(rows, cols, vectors * lanes);
   t.reduce_steps = {s.reduce_axes[0].extent};
   t.compute_at = kComputeAtS0;
   t.parallel = CpuTiling::DefaultParallel(TilingNest::Of(dag));

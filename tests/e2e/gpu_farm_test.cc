@@ -29,12 +29,21 @@ using testing::BinPath;
 using testing::CommandResult;
 using testing::ServerProcess;
 
-TEST(GpuFarm, CudaJobIsBuiltByAWorkerAndTimedByAnAgentWithTheGpu) {
-  v1::Capabilities caps = agent::DetectCapabilities();
-  if (!caps.has_gpu()) TF_SKIP("no-gpu") << "no GPU on this machine";
-  const std::string target = "cuda -arch=" + caps.cuda_archs(0);
-  if (absl::Status s = search::GpuLocalMeasurer::Check(*ir::Target::Parse(target)); !s.ok())
-    TF_SKIP("gpu-unusable") << s;
+// Skips where there is no GPU, or one this build cannot use; target is
+// this machine's GPU's ("cuda -arch=sm_90").
+class GpuFarm : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    v1::Capabilities caps = agent::DetectCapabilities();
+    if (!caps.has_gpu()) TF_SKIP("no-gpu") << "no GPU on this machine";
+    target = "cuda -arch=" + caps.cuda_archs(0);
+    if (absl::Status s = search::GpuLocalMeasurer::Check(*ir::Target::Parse(target)); !s.ok())
+      TF_SKIP("gpu-unusable") << s;
+  }
+  std::string target;
+};
+
+TEST_F(GpuFarm, CudaJobIsBuiltByAWorkerAndTimedByAnAgentWithTheGpu) {
   testing::TempDir dir;
   auto server =
       ServerProcess::Start(dir.File("farm.db"), dir.path(), {"--heartbeat_interval_ms=200"});
@@ -160,12 +169,7 @@ std::vector<float> ReadNpy(const std::string& path) {
 // the server has a worker build its kernels again for the agent's GPU, the
 // agent's model runner runs it on the device, confined, and the outputs
 // equal a local run on this GPU and match the CPU build of the same model.
-TEST(GpuFarm, CudaModelPackageRunsOnAnAgentWithTheGpu) {
-  v1::Capabilities caps = agent::DetectCapabilities();
-  if (!caps.has_gpu()) TF_SKIP("no-gpu") << "no GPU on this machine";
-  const std::string target = "cuda -arch=" + caps.cuda_archs(0);
-  if (absl::Status s = search::GpuLocalMeasurer::Check(*ir::Target::Parse(target)); !s.ok())
-    TF_SKIP("gpu-unusable") << s;
+TEST_F(GpuFarm, CudaModelPackageRunsOnAnAgentWithTheGpu) {
   testing::TempDir dir;
   testing::WriteFile(dir.File("m.onnx"), SmallCnn());
   auto local = [&](std::vector<std::string> args) {
