@@ -916,6 +916,12 @@ absl::Status PlanValues(const Model& model, const PackageConstants& consts,
   return absl::OkStatus();
 }
 
+absl::Status NoGpuKernel(const std::set<std::string>& ops) {
+  return absl::UnimplementedError(
+      StrCat("a CUDA package runs every operator as a kernel, and these have none yet: ",
+             absl::StrJoin(ops, ", ")));
+}
+
 }  // namespace
 
 absl::StatusOr<v1::ModelPackage> BuildPackage(const Model& model, const ir::Target& target,
@@ -935,6 +941,21 @@ absl::StatusOr<v1::ModelPackage> BuildPackage(const Model& model, const ir::Targ
   for (const auto& i : model.inputs) pkg.add_inputs(i);
   for (const auto& o : model.outputs) pkg.add_outputs(o);
 
+  if (target.is_gpu()) {
+    // Refused before any kernel is compiled: nodes left to run natively
+    // that can never be views (the check after the memory plan is exact).
+    std::set<int> in_kernels;
+    for (const TaskOccurrence& oc : ex.occurrences)
+      in_kernels.insert(oc.nodes.begin(), oc.nodes.end());
+    std::set<std::string> native;
+    for (size_t i = 0; i < model.nodes.size(); ++i) {
+      const std::string& op = model.nodes[i].op;
+      if (!in_kernels.count(int(i)) && !runner::IsViewOp(op) && op != "Split" && op != "Gather" &&
+          op != "Slice")
+        native.insert(op);
+    }
+    if (!native.empty()) return NoGpuKernel(native);
+  }
   // Kernels, one per task.
   std::vector<Built> built;
   for (const ModelTask& task : ex.tasks) {
@@ -995,11 +1016,7 @@ absl::StatusOr<v1::ModelPackage> BuildPackage(const Model& model, const ir::Targ
     std::set<std::string> native;
     for (const v1::PackageStep& st : pkg.steps())
       if (st.has_node() && !st.node().view()) native.insert(st.node().op());
-    if (!native.empty()) {
-      return absl::UnimplementedError(
-          StrCat("a CUDA package runs every operator as a kernel, and these have none yet: ",
-                 absl::StrJoin(native, ", ")));
-    }
+    if (!native.empty()) return NoGpuKernel(native);
   }
   consts.MoveInto(&pkg);
   return pkg;

@@ -84,8 +84,18 @@ int main() {
   // are loaded by the driver, started (context, threads) before the filter.
   const bool cuda = absl::StartsWith(pkg->target(), "cuda");
   // The CUDA driver reserves address space far beyond what it uses, so a
-  // GPU run has no address-space limit (the time limit still holds).
+  // GPU run has no address-space limit (the time limit still holds); the
+  // host copies it makes (arena, constants) are held to the limit instead.
   if (!cuda) runner::LimitAddressSpace(h.memory_limit_bytes);
+  if (cuda && h.memory_limit_bytes > 0) {
+    int64_t host = pkg->arena_bytes();
+    for (const v1::PackageTensor& c : pkg->constants()) host += int64_t(c.f32().size());
+    if (host > h.memory_limit_bytes) {
+      return Fail(v1::MEASURE_STATUS_RUNTIME_ERROR,
+                  absl::StrCat("the package's arena and constants take ", host,
+                               " bytes of host memory, the board allows ", h.memory_limit_bytes));
+    }
+  }
   runner::ConfineOptions confine;
   if (cuda) {
     setenv("CUDA_CACHE_DISABLE", "1", 1);  // the JIT's cache would write files

@@ -489,7 +489,24 @@ absl::Status JobManager::RebuildKernels(v1::ModelPackage* pkg, const std::string
   }
   bool llvm_ptx = false;
   if (gpu) {
+    // Refused before any build when no online board of the key has the arch.
     TF_ASSIGN_OR_RETURN(std::vector<v1::Device> live, devices_.List());
+    std::vector<std::string> boards;
+    bool runs = false;
+    for (const v1::Device& d : live) {
+      if (d.role() != v1::ROLE_AGENT || d.device_key() != device_key ||
+          d.state() != v1::DEVICE_STATE_ONLINE)
+        continue;
+      const auto& archs = d.capabilities().cuda_archs();
+      runs |= std::find(archs.begin(), archs.end(), target->arch()) != archs.end();
+      boards.push_back(absl::StrCat(d.device_id(), " (",
+                                    archs.empty() ? "no GPU" : absl::StrJoin(archs, ", "), ")"));
+    }
+    if (!runs && !boards.empty()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("RunModel: the package is built for ", target->arch(), "; the boards of '",
+                       device_key, "' are ", absl::StrJoin(boards, ", ")));
+    }
     llvm_ptx = NeedsLlvmPtx(live, device_key, nullptr);
   }
   struct Builds {

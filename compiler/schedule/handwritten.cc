@@ -531,7 +531,9 @@ absl::StatusOr<Trace> NhwcConvTransposeSchedule(const ComputeDAG& dag, const Tar
         absl::StrCat(k, " output channels are not whole vectors of 4 or more lanes"));
   }
   const int64_t budget = target.float_lanes() == 8 ? 12 : 24;
-  const int64_t vectors = DivisorAtMost(k / lanes, lanes == target.float_lanes() ? 4 : 3);
+  // At most a quarter of the accumulators per pixel, so a 2 x 2 tile fits.
+  const int64_t vectors = DivisorAtMost(
+      k / lanes, std::min<int64_t>(budget / 4, lanes == target.float_lanes() ? 4 : 3));
   // Rows and columns in pairs: the output is whole kernel phases of a
   // stride-2 kernel (the usual one) in every tile.
   const int64_t rows = h % 2 == 0 ? 2 : 1;

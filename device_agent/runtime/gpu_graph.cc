@@ -23,7 +23,6 @@ absl::StatusOr<std::unique_ptr<GpuGraph>> GpuGraph::Open(const CudaDriver& d, in
 GpuGraph::~GpuGraph() {
   // Best effort: after a fault the context is gone and these fail.
   if (exec_ != nullptr) d_.cuGraphExecDestroy(exec_);
-  if (graph_ != nullptr) d_.cuGraphDestroy(graph_);
   if (stream_ != nullptr) d_.cuStreamDestroy(stream_);
   for (auto& k : kernels_) {
     for (DevicePtr w : k->workspaces) d_.cuMemFree(w);
@@ -128,11 +127,15 @@ absl::Status GpuGraph::Capture() {
       d_.Check(d_.cuStreamBeginCapture(stream_, kCuCaptureThreadLocal), "graph capture"));
   absl::Status launched = absl::OkStatus();
   for (size_t s = 0; s < steps_.size() && launched.ok(); ++s) launched = LaunchStep(s, stream_);
-  // Ended whatever happened, so the stream leaves capture mode.
-  const CudaDriver::CUresult ended = d_.cuStreamEndCapture(stream_, &graph_);
-  TF_RETURN_IF_ERROR(launched);
-  TF_RETURN_IF_ERROR(d_.Check(ended, "graph capture"));
-  return d_.Check(d_.cuGraphInstantiateWithFlags(&exec_, graph_, 0), "graph instantiation");
+  // Ended whatever happened, so the stream leaves capture mode; the graph
+  // is needed only until it is instantiated.
+  CudaDriver::CUgraph graph = nullptr;
+  const CudaDriver::CUresult ended = d_.cuStreamEndCapture(stream_, &graph);
+  absl::Status s = launched.ok() ? d_.Check(ended, "graph capture") : launched;
+  if (s.ok()) s = d_.Check(d_.cuGraphInstantiateWithFlags(&exec_, graph, 0), "graph instantiation");
+  if (graph != nullptr) d_.cuGraphDestroy(graph);
+  if (!s.ok()) exec_ = nullptr;
+  return s;
 }
 
 absl::Status GpuGraph::Run(std::vector<double>* step_seconds) {

@@ -73,8 +73,7 @@ class GpuGraph {
   const CudaDriver& d_;
   CudaDriver::CUdevice device_ = 0;
   CudaDriver::CUstream stream_ = nullptr;  // null: the legacy default stream
-  CudaDriver::CUgraph graph_ = nullptr;
-  CudaDriver::CUgraphExec exec_ = nullptr;
+  CudaDriver::CUgraphExec exec_ = nullptr;  // the captured steps, instantiated
   bool retained_ = false;
   DevicePtr arena_ = 0;
   std::vector<DevicePtr> constants_;

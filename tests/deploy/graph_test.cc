@@ -432,7 +432,8 @@ TEST_F(GraphTest, CudaPackagesRunEveryOperatorOnTheGpu) {
     ASSERT_TRUE(rt.ok()) << rt.status();
     Values<float> in = RandomModelInputs(model, 11);
     std::map<std::string, std::vector<float>> out;
-    ASSERT_TRUE((*rt)->Run(in, &out).ok());
+    absl::Status ran = (*rt)->Run(in, &out);
+    ASSERT_TRUE(ran.ok()) << ran;
     Values<double> in64;
     for (const auto& [k, v] : in) in64[k].assign(v.begin(), v.end());
     absl::StatusOr<Values<double>> ref = Interpret(model, in64);
@@ -443,6 +444,20 @@ TEST_F(GraphTest, CudaPackagesRunEveryOperatorOnTheGpu) {
     std::map<std::string, std::vector<float>> again;
     ASSERT_TRUE((*rt)->Run(in, &again).ok());
     EXPECT_EQ(again, out);
+    // Profiled: the steps launched one by one, each kernel step timed, the
+    // same outputs.
+    GraphRuntime::Options po;
+    po.profile = true;
+    absl::StatusOr<std::unique_ptr<GraphRuntime>> profiled = GraphRuntime::Load(*pkg, po);
+    ASSERT_TRUE(profiled.ok()) << profiled.status();
+    std::map<std::string, std::vector<float>> stepped;
+    ran = (*profiled)->Run(in, &stepped);
+    ASSERT_TRUE(ran.ok()) << ran;
+    EXPECT_EQ(stepped, out);
+    const std::vector<double>& sec = (*profiled)->StepSeconds();
+    ASSERT_EQ(int(sec.size()), pkg->steps_size());
+    for (int i = 0; i < pkg->steps_size(); ++i)
+      EXPECT_EQ(sec[size_t(i)] > 0, pkg->steps(i).has_kernel()) << "step " << i;
     if (absl::Status ort = testing::OrtAvailable(); ort.ok()) {
       testing::TempDir scratch;
       auto theirs = testing::RunOrt(dir_->File(std::string(name) + ".onnx"), in, model.shapes,

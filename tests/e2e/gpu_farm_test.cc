@@ -214,14 +214,21 @@ TEST_F(GpuFarm, CudaModelPackageRunsOnAnAgentWithTheGpu) {
   const std::vector<float> here = ReadNpy(dir.File("here/y.npy"));
   const std::vector<float> cpu = ReadNpy(dir.File("cpu/y.npy"));
   ASSERT_EQ(on_agent.size(), 2u * 16 * 16);
-  EXPECT_EQ(on_agent, here);
+  ASSERT_EQ(here.size(), on_agent.size());
   ASSERT_EQ(cpu.size(), on_agent.size());
-  double worst = 0, scale = 1e-6;
-  for (size_t i = 0; i < cpu.size(); ++i) {
-    worst = std::max(worst, double(std::fabs(on_agent[i] - cpu[i])));
-    scale = std::max(scale, double(std::fabs(cpu[i])));
-  }
-  EXPECT_LT(worst / scale, 1e-5);
+  // Largest difference relative to the largest |b|.
+  auto rel = [](const std::vector<float>& a, const std::vector<float>& b) {
+    double worst = 0, scale = 1e-6;
+    for (size_t i = 0; i < b.size(); ++i) {
+      worst = std::max(worst, double(std::fabs(a[i] - b[i])));
+      scale = std::max(scale, double(std::fabs(b[i])));
+    }
+    return worst / scale;
+  };
+  // The worker's build of the same schedules (another route, PTX through
+  // LLVM, may differ in the last bits).
+  EXPECT_LT(rel(on_agent, here), 1e-6);
+  EXPECT_LT(rel(on_agent, cpu), 1e-5);
   (*agent)->Kill(SIGTERM);
   (*worker)->Kill(SIGTERM);
   ASSERT_TRUE((*agent)->Wait(absl::Seconds(20)).ok());
