@@ -1,6 +1,7 @@
 #include "deploy/package_build.h"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -465,16 +466,26 @@ absl::StatusOr<FoldedParameters> Fold(const Model& model, const ModelTask& task,
   return p;
 }
 
+// Data of a 4-D tensor shaped `s` with its dimensions taken in `order`
+// (dimension k of the result is dimension order[k] of `s`).
+std::vector<float> Permute4(const std::vector<float>& x, const Shape& s,
+                            const std::array<int, 4>& order) {
+  const std::array<int64_t, 4> stride = {s[1] * s[2] * s[3], s[2] * s[3], s[3], 1};
+  std::array<int64_t, 4> e, st;
+  for (size_t k = 0; k < 4; ++k) e[k] = s[size_t(order[k])], st[k] = stride[size_t(order[k])];
+  std::vector<float> y(x.size());
+  size_t o = 0;
+  for (int64_t a = 0; a < e[0]; ++a)
+    for (int64_t b = 0; b < e[1]; ++b)
+      for (int64_t c = 0; c < e[2]; ++c)
+        for (int64_t d = 0; d < e[3]; ++d)
+          y[o++] = x[size_t(a * st[0] + b * st[1] + c * st[2] + d * st[3])];
+  return y;
+}
+
 // Data of a tensor shaped `s` (frontend::Rank4) reordered NCHW -> NHWC.
 std::vector<float> ToNhwc(const std::vector<float>& x, const Shape& s) {
-  const Shape s4 = frontend::Rank4(s);
-  const int64_t n = s4[0], c = s4[1], hw = s4[2] * s4[3];
-  std::vector<float> y(x.size());
-  for (int64_t b = 0; b < n; ++b)
-    for (int64_t ch = 0; ch < c; ++ch)
-      for (int64_t p = 0; p < hw; ++p)
-        y[size_t((b * hw + p) * c + ch)] = x[size_t((b * c + ch) * hw + p)];
-  return y;
+  return Permute4(x, frontend::Rank4(s), {0, 2, 3, 1});
 }
 
 // Where each runtime value of the package is: its NCHW form under its own
@@ -672,30 +683,14 @@ absl::Status AddKernelStep(const Model& model, const TaskExtraction& ex, const T
     }
     const v1::KernelArgument& arg = b.signature.args(int(ai));
     const bool constant = derived || model.constants.count(src) > 0;
-    if (oc.nhwc && role == "weight" && derived &&
-        task.workload.op() == v1::OP_KIND_CONV2D_TRANSPOSE) {
-      // IOHW -> RSCK, as the NHWC transposed convolution reads it (one group).
+    if (oc.nhwc && role == "weight" && derived) {
+      // As the NHWC workload reads it: OIHW -> HWIO, a transposed
+      // convolution's IOHW -> RSCK (one group); Winograd's transformed.
       const Shape& w = p.wshape;
-      std::vector<float> rsck(data.size());
-      for (int64_t c = 0; c < w[0]; ++c)
-        for (int64_t k = 0; k < w[1]; ++k)
-          for (int64_t y = 0; y < w[2]; ++y)
-            for (int64_t x = 0; x < w[3]; ++x)
-              rsck[size_t(((y * w[3] + x) * w[0] + c) * w[1] + k)] =
-                  data[size_t(((c * w[1] + k) * w[2] + y) * w[3] + x)];
-      data = std::move(rsck);
-    } else if (oc.nhwc && role == "weight" && derived) {
-      // OIHW -> HWIO, as the NHWC workload reads it.
-      const Shape& w = p.wshape;
-      std::vector<float> hwio(data.size());
-      for (int64_t o = 0; o < w[0]; ++o)
-        for (int64_t i = 0; i < w[1]; ++i)
-          for (int64_t y = 0; y < w[2]; ++y)
-            for (int64_t x = 0; x < w[3]; ++x)
-              hwio[size_t(((y * w[3] + x) * w[1] + i) * w[0] + o)] =
-                  data[size_t(((o * w[1] + i) * w[2] + y) * w[3] + x)];
-      data = task.workload.conv2d().winograd() != 0 ? ir::WinogradWeight(hwio, w[1], w[0])
-                                                    : std::move(hwio);
+      std::vector<float> permuted =
+          Permute4(data, w, frontend::ChannelsLastWeightOrder(task.workload.op()));
+      data = task.workload.conv2d().winograd() != 0 ? ir::WinogradWeight(permuted, w[1], w[0])
+                                                    : std::move(permuted);
     } else if (oc.nhwc && constant && !derived && !frontend::SameInNhwc(model.shapes.at(src))) {
       data = ToNhwc(consts->Floats(src), model.shapes.at(src));
       derived = true;
@@ -721,6 +716,11 @@ absl::Status AddKernelStep(const Model& model, const TaskExtraction& ex, const T
   for (int nidx : oc.nodes) ks->add_nodes(model.nodes[size_t(nidx)].name);
   for (const std::string& v : args) ks->add_args(v);
   return absl::OkStatus();
+}
+
+// The ops ViewOffsets can place as views (where their shapes allow).
+bool MayBeView(const std::string& op) {
+  return runner::IsViewOp(op) || op == "Split" || op == "Gather" || op == "Slice";
 }
 
 // Byte offsets of a native step's outputs inside its input 0 (shaped
@@ -950,9 +950,7 @@ absl::StatusOr<v1::ModelPackage> BuildPackage(const Model& model, const ir::Targ
     std::set<std::string> native;
     for (size_t i = 0; i < model.nodes.size(); ++i) {
       const std::string& op = model.nodes[i].op;
-      if (!in_kernels.count(int(i)) && !runner::IsViewOp(op) && op != "Split" && op != "Gather" &&
-          op != "Slice")
-        native.insert(op);
+      if (!in_kernels.count(int(i)) && !MayBeView(op)) native.insert(op);
     }
     if (!native.empty()) return NoGpuKernel(native);
   }

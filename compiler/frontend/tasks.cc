@@ -341,6 +341,11 @@ bool ToWinograd(v1::Workload* w) {
   return true;
 }
 
+std::array<int, 4> ChannelsLastWeightOrder(v1::OpKind op) {
+  if (op == v1::OP_KIND_CONV2D_TRANSPOSE) return {2, 3, 0, 1};
+  return {2, 3, 1, 0};
+}
+
 bool ToChannelsLast(v1::Workload* w) {
   const bool transpose = w->op() == v1::OP_KIND_CONV2D_TRANSPOSE;
   const bool conv = (w->op() == v1::OP_KIND_CONV2D || transpose) && w->has_conv2d() &&
@@ -349,26 +354,14 @@ bool ToChannelsLast(v1::Workload* w) {
                     w->pool2d().layout() == v1::DATA_LAYOUT_NCHW;
   if ((!conv && !pool) || w->inputs_size() < 1 || w->inputs(0).shape_size() != 4) return false;
   if (conv && (w->inputs_size() < 2 || w->inputs(1).shape_size() != 4)) return false;
-  if (transpose) {
-    // Only the upsampling form (kernel = stride, no padding, dilation 1,
-    // one group) has an NHWC workload.
-    const v1::Conv2dAttrs& a = w->conv2d();
-    const auto& k = w->inputs(1).shape();
-    if (a.groups() != 1 || a.strides_size() != 2 || a.strides(0) != k[2] || a.strides(1) != k[3] ||
-        a.dilations_size() != 2 || a.dilations(0) != 1 || a.dilations(1) != 1 ||
-        std::any_of(a.pads().begin(), a.pads().end(), [](int64_t v) { return v != 0; }))
-      return false;
-  }
-  auto permute = [](v1::TensorSpec* t, std::initializer_list<int> order) {
+  auto permute = [](v1::TensorSpec* t, const std::array<int, 4>& order) {
     std::vector<int64_t> s(t->shape().begin(), t->shape().end());
     t->clear_shape();
     for (int d : order) t->add_shape(s[size_t(d)]);
   };
   permute(w->mutable_inputs(0), {0, 2, 3, 1});
   if (conv) {
-    // OIHW -> HWIO; a transpose's IOHW -> RSCK (its output channels last).
-    permute(w->mutable_inputs(1), transpose ? std::initializer_list<int>{2, 3, 0, 1}
-                                            : std::initializer_list<int>{2, 3, 1, 0});
+    permute(w->mutable_inputs(1), ChannelsLastWeightOrder(w->op()));
     w->mutable_conv2d()->set_layout(v1::DATA_LAYOUT_NHWC);
   } else {
     w->mutable_pool2d()->set_layout(v1::DATA_LAYOUT_NHWC);
@@ -380,7 +373,9 @@ bool ToChannelsLast(v1::Workload* w) {
       for (int64_t d : s) t.add_shape(d);
     }
   }
-  return true;
+  // A transposed convolution has its NHWC form only where the workload
+  // validation takes it (the upsampling form).
+  return !transpose || ir::Canonicalize(*w).ok();
 }
 
 absl::StatusOr<TaskExtraction> ExtractTasks(const Model& model, const ExtractOptions& options) {

@@ -4,6 +4,7 @@
 // their weights (occurrences in the model) and FLOPs.
 #pragma once
 
+#include <array>
 #include <optional>
 #include <string>
 #include <vector>
@@ -81,9 +82,16 @@ std::vector<int64_t> NhwcShape(const std::vector<int64_t>& s);
 bool SameInNhwc(const std::vector<int64_t>& s);
 
 // The NHWC form of an NCHW conv2d or pool2d workload (data [N,H,W,C],
-// conv weights HWIO, elementwise program inputs permuted alike); false
-// for any other workload.
+// conv weights HWIO, elementwise program inputs permuted alike), or of an
+// upsampling conv2d_transpose (weights RSCK; the forms
+// ir::Canonicalize takes); false for any other workload.
 bool ToChannelsLast(v1::Workload* w);
+
+// The order ToChannelsLast takes a weight's dimensions in (dimension k of
+// the result is dimension order[k] of the NCHW workload's weight): OIHW ->
+// HWIO, a transposed convolution's IOHW -> RSCK. The package permutes the
+// weight's values the same way.
+std::array<int, 4> ChannelsLastWeightOrder(v1::OpKind op);
 
 // The Winograd F(2x2, 3x3) form of an NHWC 3x3 convolution of stride 1,
 // dilation 1, one group, channels in multiples of 4 and an even output

@@ -112,6 +112,22 @@ int64_t WidestDividingLanes(int64_t n, int64_t lanes) {
   return 0;
 }
 
+// The vector registers a register tile's accumulators may take, leaving the
+// rest of the register file to the loaded vectors and a broadcast: 12 of
+// AVX2's 16, 24 of the 32 of AVX-512 and NEON.
+int64_t AccumulatorBudget(int64_t float_lanes) { return float_lanes == 8 ? 12 : 24; }
+
+// An NHWC tile's output-channel vector: the target's, or the widest narrower
+// one of at least 4 lanes that divides k; an error naming k where none does.
+absl::StatusOr<int64_t> ChannelLanes(int64_t k, const Target& target) {
+  const int64_t lanes = WidestDividingLanes(k, target.float_lanes());
+  if (lanes == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(k, " output channels are not whole vectors of 4 or more lanes"));
+  }
+  return lanes;
+}
+
 // The vector registers the code generator's loop over `n` elements takes:
 // n / v for the widest dividing v, else the full vectors and one for the
 // rest (LLVM widens a narrower vector to a whole register).
@@ -176,7 +192,7 @@ absl::StatusOr<Trace> RowTiledConv(const ComputeDAG& dag, const Target& target, 
     // weight beside them in the register file (16 with AVX2, 32 otherwise).
     // Measured on C128 1x1 K255 H80 (AVX2): 2 vectors x 5 channels 57
     // GFLOP/s, 2 rows 41, 1 vector 44; packing the input rows 54.
-    const int64_t budget = lanes == 8 ? 12 : 24;
+    const int64_t budget = AccumulatorBudget(lanes);
     const int64_t cols = ChannelTileRow(w, lanes, 2), vectors = VectorRegisters(cols, lanes);
     t.pad_pass = true;
     t.spatial[3].s3 = cols;
@@ -218,7 +234,7 @@ ConvTile PickConvTile(const ComputeDAG& dag, const Target& target) {
   // Accumulators (cols x channel blocks vectors) plus the weight vectors and
   // a broadcast must fit the register file with room for LLVM's scheduling:
   // 32 vector registers with AVX-512 and NEON, 16 with AVX2.
-  int64_t budget = lanes == 8 ? 12 : 24;
+  int64_t budget = AccumulatorBudget(lanes);
   // Few input channels (an RGB stem): at most 2 channel vectors. Measured
   // at 1 / 2 threads on ResNet-18's 7x7 stride-2 stem (C = 3, K = 64):
   // 4 cols x 4 vectors 73 / 106 GFLOP/s, 8 x 2 113 / 153. The same cap on
@@ -309,7 +325,7 @@ absl::StatusOr<Trace> HandwrittenDenseSchedule(const ComputeDAG& dag, const Targ
   }
   // Register tile: up to 4 data rows, and channel blocks so that
   // rows * blocks accumulators stay well inside the register file.
-  const int64_t budget = target.float_lanes() == 8 ? 12 : 24;
+  const int64_t budget = AccumulatorBudget(target.float_lanes());
   const int64_t rows = DivisorAtMost(m, 4);
   const int64_t blocks = DivisorAtMost(n / lanes, std::min<int64_t>(6, budget / rows));
   ScheduleBuilder b(dag, target);
@@ -395,14 +411,9 @@ absl::StatusOr<Trace> NhwcConv2dSchedule(const ComputeDAG& dag, const Target& ta
   if (!weight || input_per_channel)
     return absl::InvalidArgumentError("not a dense NHWC convolution");
   const int64_t h = s.axes[1].extent, w = s.axes[2].extent, k = s.axes[3].extent;
-  // The channel vector: the target's, or the widest narrower one of at
-  // least 4 lanes that divides K (AVX-512 and K = 24, 40, 200: 8 lanes).
-  // Each takes one register whatever its width.
-  const int64_t lanes = WidestDividingLanes(k, target.float_lanes());
-  if (lanes == 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(k, " output channels are not whole vectors of 4 or more lanes"));
-  }
+  // The channel vector (AVX-512 and K = 24, 40, 200: 8 lanes). Each takes
+  // one register whatever its width.
+  TF_ASSIGN_OR_RETURN(const int64_t lanes, ChannelLanes(k, target));
   // Register tile: 2 channel vectors x 2 columns x as many rows as the
   // accumulators allow (12 of AVX2's 16 registers, 24 of 32 otherwise),
   // the input channels innermost in the reduction so both the packed
@@ -410,7 +421,7 @@ absl::StatusOr<Trace> NhwcConv2dSchedule(const ComputeDAG& dag, const Target& ta
   // (AVX2), GFLOP/s for C64 H56 / C128 H28 / C256 H14 3x3: 2x2x3 96 / 76 /
   // 65; 4 columns x 2 vectors 88 / 59 / 44; 7 x 1 x 2 rows 80 / 63 / 51;
   // the input channels outermost instead 83 / - / 42.
-  const int64_t budget = target.float_lanes() == 8 ? 12 : 24;
+  const int64_t budget = AccumulatorBudget(target.float_lanes());
   // Up to two vectors of channels; narrower vectors up to three of the
   // target's width (AVX-512: K = 24 three 8-lane vectors, K = 200 five).
   int64_t vectors = lanes == target.float_lanes()
@@ -525,12 +536,8 @@ absl::StatusOr<Trace> NhwcConvTransposeSchedule(const ComputeDAG& dag, const Tar
   if (s.axes.size() != 4 || s.reduce_axes.size() != 1 || !weight)
     return absl::InvalidArgumentError("not an NHWC transposed convolution");
   const int64_t h = s.axes[1].extent, w = s.axes[2].extent, k = s.axes[3].extent;
-  const int64_t lanes = WidestDividingLanes(k, target.float_lanes());
-  if (lanes == 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(k, " output channels are not whole vectors of 4 or more lanes"));
-  }
-  const int64_t budget = target.float_lanes() == 8 ? 12 : 24;
+  TF_ASSIGN_OR_RETURN(const int64_t lanes, ChannelLanes(k, target));
+  const int64_t budget = AccumulatorBudget(target.float_lanes());
   // At most a quarter of the accumulators per pixel, so a 2 x 2 tile fits.
   const int64_t vectors = DivisorAtMost(
       k / lanes, std::min<int64_t>(budget / 4, lanes == target.float_lanes() ? 4 : 3));
