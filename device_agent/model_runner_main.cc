@@ -6,7 +6,6 @@
 // this process down. A CUDA package runs on device 0, confined as the GPU
 // runner is (confine.h: the driver started before the filter). Not meant to
 // be run by hand.
-#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -97,16 +96,11 @@ int main() {
     }
   }
   runner::ConfineOptions confine;
+  std::unique_ptr<runner::ThreadPool> pool;
+  confine.start_threads = [&] { pool = std::make_unique<runner::ThreadPool>(threads); };
+  absl::StatusOr<const runner::CudaDriver*> driver = nullptr;
   if (cuda) {
-    setenv("CUDA_CACHE_DISABLE", "1", 1);  // the JIT's cache would write files
-    // The driver's own messages would go to the agent's stderr (FSIZE 0).
-    if (int null = open("/dev/null", O_WRONLY | O_CLOEXEC); null >= 0) {
-      dup2(null, 1);
-      dup2(null, 2);
-      close(null);
-    }
-    runner::CudaDriver::Preload();
-    confine.gpu = true;
+    runner::PrepareGpuConfinement(&confine, &driver);
   } else {
     for (int k = 0; k < pkg->kernels_size(); ++k) {
       confine.files.push_back({absl::StrCat("kernel-", k, ".so"),
@@ -115,24 +109,14 @@ int main() {
   }
   confine.cpu_limit_s = h.cpu_limit_s;
   confine.filter_optional = h.filter_optional != 0;
-  std::unique_ptr<runner::ThreadPool> pool;
-  absl::Status driver = absl::OkStatus();
-  confine.start_threads = [&] {
-    pool = std::make_unique<runner::ThreadPool>(threads);
-    if (!cuda) return;
-    absl::StatusOr<const runner::CudaDriver*> d = runner::CudaDriver::Get();
-    if (!d.ok()) {
-      driver = d.status();
-    } else if (auto device = (*d)->RetainDevice0(); !device.ok()) {
-      driver = device.status();
-    }
-  };
   absl::StatusOr<runner::Confined> confined = runner::Confine(confine);
   if (!confined.ok()) {
     return Fail(v1::MEASURE_STATUS_RUNTIME_ERROR,
                 absl::StrCat("sandbox: ", confined.status().message()));
   }
-  if (!driver.ok()) return Fail(v1::MEASURE_STATUS_RUNTIME_ERROR, std::string(driver.message()));
+  if (!driver.ok()) {
+    return Fail(v1::MEASURE_STATUS_RUNTIME_ERROR, std::string(driver.status().message()));
+  }
   confine.files.clear();
   if (!cuda) ro.library_paths = confined->paths;
   ro.pool = pool.get();

@@ -1,6 +1,8 @@
 #include "device_agent/runtime/cuda_driver.h"
 
 #include <dlfcn.h>
+#include <fcntl.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -127,6 +129,49 @@ absl::Status CudaDriver::Check(CUresult r, const char* what) const {
   return absl::InternalError(absl::StrCat(what, ": ", Describe(r)));
 }
 
+absl::StatusOr<CudaDriver::CUmodule> CudaDriver::LoadModule(
+    const GpuPlan& plan, std::vector<CUfunction>* functions) const {
+  // PTX must end in NUL for the JIT; a cubin is unaffected by one more byte.
+  std::string image = plan.image;
+  image.push_back('\0');
+  CUmodule module = nullptr;
+  if (absl::Status c = Check(cuModuleLoadData(&module, image.data()), "the module did not load");
+      !c.ok()) {
+    return absl::FailedPreconditionError(c.message());
+  }
+  functions->clear();
+  for (const GpuPlan::Kernel& k : plan.kernels) {
+    CUfunction f = nullptr;
+    if (CUresult r = cuModuleGetFunction(&f, module, k.name.c_str()); r != 0) {
+      cuModuleUnload(module);
+      return absl::FailedPreconditionError(
+          absl::StrCat("kernel '", k.name, "' not loaded from the module: ", Describe(r)));
+    }
+    functions->push_back(f);
+  }
+  return module;
+}
+
+void PrepareGpuConfinement(ConfineOptions* options, absl::StatusOr<const CudaDriver*>* driver) {
+  setenv("CUDA_CACHE_DISABLE", "1", 1);  // the JIT's cache would write files
+  if (int null = open("/dev/null", O_WRONLY | O_CLOEXEC); null >= 0) {
+    dup2(null, 1);
+    dup2(null, 2);
+    close(null);
+  }
+  CudaDriver::Preload();
+  options->gpu = true;
+  *driver = absl::UnavailableError("not started");
+  options->start_threads = [then = std::move(options->start_threads), driver] {
+    if (then) then();
+    *driver = CudaDriver::Get();
+    if (driver->ok()) {
+      if (absl::StatusOr<CudaDriver::CUdevice> d = (**driver)->RetainDevice0(); !d.ok())
+        *driver = d.status();
+    }
+  };
+}
+
 absl::StatusOr<std::unique_ptr<GpuSession>> GpuSession::Open(
     const CudaDriver& d, const GpuPlan& plan,
     const std::vector<std::pair<const float*, int64_t>>& inputs, int64_t n_out) {
@@ -135,23 +180,7 @@ absl::StatusOr<std::unique_ptr<GpuSession>> GpuSession::Open(
   s->n_out_ = n_out;
   TF_ASSIGN_OR_RETURN(s->device_, d.RetainDevice0());
   s->retained_ = true;
-  // PTX must end in NUL for the JIT; a cubin is unaffected by one more byte.
-  std::string image = plan.image;
-  image.push_back('\0');
-  if (absl::Status c =
-          d.Check(d.cuModuleLoadData(&s->module_, image.data()), "the module did not load");
-      !c.ok()) {
-    return absl::FailedPreconditionError(c.message());
-  }
-  for (const GpuPlan::Kernel& k : plan.kernels) {
-    CudaDriver::CUfunction f = nullptr;
-    if (CudaDriver::CUresult r = d.cuModuleGetFunction(&f, s->module_, k.name.c_str()); r != 0) {
-      // With lazy loading (CUDA 12.2+) a bad image can show up only here.
-      return absl::FailedPreconditionError(
-          absl::StrCat("kernel '", k.name, "' not loaded from the module: ", d.Describe(r)));
-    }
-    s->functions_.push_back(f);
-  }
+  TF_ASSIGN_OR_RETURN(s->module_, d.LoadModule(plan, &s->functions_));
   std::vector<int64_t> bytes;
   for (const auto& [data, count] : inputs) bytes.push_back(count * 4);
   bytes.push_back(n_out * 4);

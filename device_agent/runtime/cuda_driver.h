@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "device_agent/runtime/confine.h"
 #include "device_agent/runtime/gpu_plan.h"
 
 namespace tunefarm::runner {
@@ -94,7 +95,22 @@ class CudaDriver {
   CUresult (*cuGraphExecDestroy)(CUgraphExec) = nullptr;
   CUresult (*cuGraphDestroy)(CUgraph) = nullptr;
   bool HasGraphs() const;
+
+  // The plan's module image loaded (cuModuleLoadData; PTX given its NUL)
+  // and its kernels looked up, in plan order. A module or kernel the driver
+  // refuses is FailedPrecondition (with lazy loading, CUDA 12.2+, a bad
+  // image can show up only at the lookup); the module is then unloaded.
+  absl::StatusOr<CUmodule> LoadModule(const GpuPlan& plan,
+                                      std::vector<CUfunction>* functions) const;
 };
+
+// Readies `options` (confine.h) for a CUDA run in this process: the
+// driver's JIT cache off, its own messages to /dev/null (a regular stderr
+// file meets FSIZE 0), libcuda preloaded, `options->gpu` set, and
+// `options->start_threads` extended to start the driver and device 0's
+// context between the namespaces and the filter. `*driver` (outliving the
+// Confine call) then holds the driver, or why it did not start.
+void PrepareGpuConfinement(ConfineOptions* options, absl::StatusOr<const CudaDriver*>* driver);
 
 // CU_STREAM_CAPTURE_MODE_THREAD_LOCAL.
 constexpr int kCuCaptureThreadLocal = 1;

@@ -44,23 +44,7 @@ absl::StatusOr<GpuGraph::DevicePtr> GpuGraph::AddConstant(const float* data, int
 
 absl::StatusOr<int> GpuGraph::AddKernel(const GpuPlan& plan) {
   auto k = std::make_unique<Kernel>();
-  // PTX must end in NUL for the JIT; a cubin is unaffected by one more byte.
-  std::string image = plan.image;
-  image.push_back('\0');
-  if (absl::Status c =
-          d_.Check(d_.cuModuleLoadData(&k->module, image.data()), "the module did not load");
-      !c.ok()) {
-    return absl::FailedPreconditionError(c.message());
-  }
-  for (const GpuPlan::Kernel& l : plan.kernels) {
-    CudaDriver::CUfunction f = nullptr;
-    if (CudaDriver::CUresult r = d_.cuModuleGetFunction(&f, k->module, l.name.c_str()); r != 0) {
-      d_.cuModuleUnload(k->module);
-      return absl::FailedPreconditionError(
-          absl::StrCat("kernel '", l.name, "' not loaded from the module: ", d_.Describe(r)));
-    }
-    k->functions.push_back(f);
-  }
+  TF_ASSIGN_OR_RETURN(k->module, d_.LoadModule(plan, &k->functions));
   k->launches = plan.kernels;
   kernels_.push_back(std::move(k));  // owns the module from here on
   for (int64_t bytes : plan.workspace_bytes) {

@@ -81,10 +81,15 @@ struct GraphRuntime::Impl {
   // A cuda package: its kernel steps on the device, values at their arena
   // offsets there; the host tensors above stage the inputs and outputs.
   std::unique_ptr<GpuGraph> gpu;
-  std::map<std::string, int64_t> offset_of;  // value -> arena offset (bytes)
-  std::vector<int> gpu_step_of;              // GpuGraph step -> package step
+  std::vector<int> gpu_step_of;  // GpuGraph step -> package step
 
   absl::Status Init();
+  // The steps of one run, the inputs in place: natively and through the
+  // kernel libraries, or on the GPU (inputs copied up, outputs back).
+  absl::Status RunOnHost();
+  absl::Status RunOnGpu();
+  // Byte offset of an arena value's host copy: its offset on the device too.
+  int64_t ArenaOffset(const Tensor& t) const { return (t.data - arena->data()) * 4; }
 };
 
 absl::Status GraphRuntime::Impl::Init() {
@@ -147,7 +152,6 @@ absl::Status GraphRuntime::Impl::Init() {
       if (v.offset() < 0 || v.offset() % 4 != 0 || v.offset() + n * 4 > pkg.arena_bytes())
         return Bad(StrCat("value '", v.name(), "' lies outside the arena"));
       p = arena->data() + v.offset() / 4;
-      offset_of[v.name()] = v.offset();
       if (cuda) device_of[v.name()] = gpu->ArenaAt(v.offset());
     }
     tensors[v.name()] = Tensor{p, Dims(v.shape().begin(), v.shape().end()), n, nullptr};
@@ -314,6 +318,39 @@ std::vector<int64_t> GraphRuntime::Shape(const std::string& value) const {
   return t == impl_->tensors.end() ? std::vector<int64_t>() : t->second.shape;
 }
 
+absl::Status GraphRuntime::Impl::RunOnHost() {
+  const FlushDenormals flush;
+  for (size_t s = 0; s < steps.size(); ++s) {
+    Step& st = steps[s];
+    if (st.noop) continue;
+    auto t0 = std::chrono::steady_clock::now();
+    if (st.kernel >= 0) {
+      if (int32_t rc = libs[size_t(st.kernel)]->Run(st.buffers.data(), *pool); rc != 0)
+        return absl::InternalError(StrCat("step ", s, ": kernel returned ", rc));
+    } else {
+      TF_RETURN_IF_ERROR(RunOp(st.args));
+    }
+    if (options.profile)
+      step_sec[s] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GraphRuntime::Impl::RunOnGpu() {
+  for (const std::string& name : pkg.inputs()) {
+    const Tensor& t = tensors.at(name);
+    TF_RETURN_IF_ERROR(gpu->Upload(ArenaOffset(t), t.data, t.size));
+  }
+  std::vector<double> sec;
+  TF_RETURN_IF_ERROR(gpu->Run(options.profile ? &sec : nullptr));
+  for (size_t g = 0; g < sec.size(); ++g) step_sec[size_t(gpu_step_of[g])] = sec[g];
+  for (const std::string& name : pkg.outputs()) {
+    const Tensor& t = tensors.at(name);
+    if (t.constant == nullptr) TF_RETURN_IF_ERROR(gpu->Download(ArenaOffset(t), t.data, t.size));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status GraphRuntime::Run(const std::map<std::string, std::vector<float>>& inputs,
                                std::map<std::string, std::vector<float>>* outputs) {
   Impl& m = *impl_;
@@ -331,34 +368,7 @@ absl::Status GraphRuntime::Run(const std::map<std::string, std::vector<float>>& 
       return absl::InvalidArgumentError(StrCat("'", name, "' is not an input of the model"));
   }
   m.step_sec.assign(m.options.profile ? m.steps.size() : 0, 0.0);
-  if (m.gpu != nullptr) {
-    for (const std::string& name : m.pkg.inputs()) {
-      const Impl::Tensor& t = m.tensors.at(name);
-      TF_RETURN_IF_ERROR(m.gpu->Upload(m.offset_of.at(name), t.data, t.size));
-    }
-    std::vector<double> sec;
-    TF_RETURN_IF_ERROR(m.gpu->Run(m.options.profile ? &sec : nullptr));
-    for (size_t g = 0; g < sec.size(); ++g) m.step_sec[size_t(m.gpu_step_of[g])] = sec[g];
-    for (const std::string& name : m.pkg.outputs()) {
-      const Impl::Tensor& t = m.tensors.at(name);
-      if (t.constant == nullptr)
-        TF_RETURN_IF_ERROR(m.gpu->Download(m.offset_of.at(name), t.data, t.size));
-    }
-  }
-  const FlushDenormals flush;
-  for (size_t s = 0; m.gpu == nullptr && s < m.steps.size(); ++s) {
-    Impl::Step& st = m.steps[s];
-    if (st.noop) continue;
-    auto t0 = std::chrono::steady_clock::now();
-    if (st.kernel >= 0) {
-      if (int32_t rc = m.libs[size_t(st.kernel)]->Run(st.buffers.data(), *m.pool); rc != 0)
-        return absl::InternalError(StrCat("step ", s, ": kernel returned ", rc));
-    } else {
-      TF_RETURN_IF_ERROR(RunOp(st.args));
-    }
-    if (m.options.profile)
-      m.step_sec[s] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  }
+  TF_RETURN_IF_ERROR(m.gpu != nullptr ? m.RunOnGpu() : m.RunOnHost());
   if (outputs != nullptr) {
     outputs->clear();
     for (const std::string& name : m.pkg.outputs()) {

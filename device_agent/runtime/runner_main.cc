@@ -5,7 +5,6 @@
 // (gpu_plan.h) runs on device 0 through the driver opened at run time. A kernel that
 // crashes or hangs takes only this process down; the sandbox turns that into
 // an outcome. Not meant to be run by hand.
-#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -209,25 +208,10 @@ int RunGpu(const wire::RunRequestHeader& h, const char* plan_bytes, std::vector<
   wire::RunReport rep{};
   rep.status = wire::RunStatus::kRuntimeError;
   rep.bad_index = -1;
-  setenv("CUDA_CACHE_DISABLE", "1", 1);  // the JIT's cache would write files
-  // The driver's own messages would go to the agent's stderr, where a
-  // regular file meets FSIZE 0 (SIGXFSZ): its errors come back as results.
-  if (int null = open("/dev/null", O_WRONLY | O_CLOEXEC); null >= 0) {
-    dup2(null, 1);
-    dup2(null, 2);
-    close(null);
-  }
-  CudaDriver::Preload();
+  // (The driver's errors come back as results, not on the agent's stderr.)
   tunefarm::runner::ConfineOptions confine;
-  confine.gpu = true;
-  absl::StatusOr<const CudaDriver*> driver = absl::UnavailableError("not started");
-  confine.start_threads = [&] {
-    driver = CudaDriver::Get();
-    if (driver.ok()) {
-      if (absl::StatusOr<CudaDriver::CUdevice> d = (*driver)->RetainDevice0(); !d.ok())
-        driver = d.status();
-    }
-  };
+  absl::StatusOr<const CudaDriver*> driver;
+  tunefarm::runner::PrepareGpuConfinement(&confine, &driver);
   int exit_code = 0;
   if (!ConfineFor(h, confine, rep, &exit_code)) return exit_code;
   if (!driver.ok()) {
