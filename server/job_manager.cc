@@ -97,7 +97,7 @@ absl::StatusOr<int64_t> JobManager::Submit(v1::JobSpec spec, const std::string& 
   if (absl::StatusOr<ir::Target> t = ir::Target::Parse(spec.target().spec()); t.ok()) {
     if (t->is_gpu()) {
       TF_RETURN_IF_ERROR(CheckCudaBuilders(*t, devices));
-      TF_RETURN_IF_ERROR(CheckCudaAgents(*t, spec.device_key(), devices));
+      TF_RETURN_IF_ERROR(CheckCudaAgents(*t, spec.device_key(), devices, "SubmitJob"));
     } else {
       TF_RETURN_IF_ERROR(CheckCpuBuilders(*t, devices));
       TF_RETURN_IF_ERROR(CheckCpuAgents(*t, spec.device_key(), devices));
@@ -295,11 +295,13 @@ absl::Status JobManager::CheckCpuAgents(const ir::Target& target, const std::str
       device_key, "' can run its code (", absl::StrJoin(seen, "; "), ")"));
 }
 
-// Likewise its device key needs an agent with a GPU of the target's arch:
-// with agents of the key connected and none such, the job is refused naming
-// what they have; with none connected it waits for one.
+// Likewise its device key needs an agent with a GPU of the target's arch
+// (a job's, or a CUDA package's for RunModel, `caller`): with agents of the
+// key connected and none such, it is refused naming what they have; with
+// none connected it waits for one.
 absl::Status JobManager::CheckCudaAgents(const ir::Target& target, const std::string& device_key,
-                                         const std::vector<v1::Device>& devices) const {
+                                         const std::vector<v1::Device>& devices,
+                                         const char* caller) const {
   std::vector<std::string> seen;
   for (const v1::Device& d : devices) {
     if (!OnlineAgentOf(d, device_key)) continue;
@@ -315,7 +317,7 @@ absl::Status JobManager::CheckCudaAgents(const ir::Target& target, const std::st
   }
   if (seen.empty()) return absl::OkStatus();
   return absl::FailedPreconditionError(
-      absl::StrCat("SubmitJob: no connected agent with device key '", device_key, "' has a ",
+      absl::StrCat(caller, ": no connected agent with device key '", device_key, "' has a ",
                    target.arch(), " GPU (", absl::StrJoin(seen, "; "), ")"));
 }
 
@@ -491,22 +493,7 @@ absl::Status JobManager::RebuildKernels(v1::ModelPackage* pkg, const std::string
   if (gpu) {
     // Refused before any build when no online board of the key has the arch.
     TF_ASSIGN_OR_RETURN(std::vector<v1::Device> live, devices_.List());
-    std::vector<std::string> boards;
-    bool runs = false;
-    for (const v1::Device& d : live) {
-      if (d.role() != v1::ROLE_AGENT || d.device_key() != device_key ||
-          d.state() != v1::DEVICE_STATE_ONLINE)
-        continue;
-      const auto& archs = d.capabilities().cuda_archs();
-      runs |= std::find(archs.begin(), archs.end(), target->arch()) != archs.end();
-      boards.push_back(absl::StrCat(d.device_id(), " (",
-                                    archs.empty() ? "no GPU" : absl::StrJoin(archs, ", "), ")"));
-    }
-    if (!runs && !boards.empty()) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("RunModel: the package is built for ", target->arch(), "; the boards of '",
-                       device_key, "' are ", absl::StrJoin(boards, ", ")));
-    }
+    TF_RETURN_IF_ERROR(CheckCudaAgents(*target, device_key, live, "RunModel"));
     llvm_ptx = NeedsLlvmPtx(live, device_key, nullptr);
   }
   struct Builds {

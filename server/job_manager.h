@@ -83,7 +83,7 @@ class JobManager {
   absl::Status CheckCudaBuilders(const ir::Target& target,
                                  const std::vector<v1::Device>& devices) const;
   absl::Status CheckCudaAgents(const ir::Target& target, const std::string& device_key,
-                               const std::vector<v1::Device>& devices) const;
+                               const std::vector<v1::Device>& devices, const char* caller) const;
   absl::Status CheckDeviceKeyKnown(const std::string& device_key,
                                    const std::vector<v1::Device>& devices) const;
   absl::Status CheckCpuBuilders(const ir::Target& target,

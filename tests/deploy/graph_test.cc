@@ -108,6 +108,13 @@ std::vector<std::string> TaskSpecs(const Model& m, v1::OpKind op = v1::OP_KIND_U
   return specs;
 }
 
+// The float64 interpreter's values of `model` on float32 inputs.
+absl::StatusOr<Values<double>> InterpretFloat32(const Model& model, const Values<float>& in) {
+  Values<double> in64;
+  for (const auto& [k, v] : in) in64[k].assign(v.begin(), v.end());
+  return Interpret(model, in64);
+}
+
 // Builds `model` (default schedules unless `options` choose), runs the
 // package with every value kept and checks each value against the float64
 // interpreter; given the model's file, its outputs are also checked against
@@ -130,9 +137,7 @@ int CheckAgainstReference(const Model& model, const BuildOptions& options,
   std::map<std::string, std::vector<float>> out;
   absl::Status s = (*rt)->Run(in, &out);
   EXPECT_TRUE(s.ok()) << s;
-  Values<double> in64;
-  for (const auto& [k, v] : in) in64[k].assign(v.begin(), v.end());
-  absl::StatusOr<Values<double>> ref = Interpret(model, in64);
+  absl::StatusOr<Values<double>> ref = InterpretFloat32(model, in);
   EXPECT_TRUE(ref.ok()) << ref.status();
   if (!ref.ok()) return 0;
   int compared = 0;
@@ -434,9 +439,7 @@ TEST_F(GraphTest, CudaPackagesRunEveryOperatorOnTheGpu) {
     std::map<std::string, std::vector<float>> out;
     absl::Status ran = (*rt)->Run(in, &out);
     ASSERT_TRUE(ran.ok()) << ran;
-    Values<double> in64;
-    for (const auto& [k, v] : in) in64[k].assign(v.begin(), v.end());
-    absl::StatusOr<Values<double>> ref = Interpret(model, in64);
+    absl::StatusOr<Values<double>> ref = InterpretFloat32(model, in);
     ASSERT_TRUE(ref.ok()) << ref.status();
     for (const std::string& o : model.outputs)
       EXPECT_LT(RelError(out[o], ref->at(o)), 1e-4) << "output " << o;

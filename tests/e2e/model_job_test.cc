@@ -257,8 +257,9 @@ TEST_F(ModelJob, BuiltPackageRunsOnAnAgent) {
   } else {
     r = cli({"run", gpu_pkg, "--device-key=x86-test"});
     EXPECT_EQ(r.exit_code, 1);
-    EXPECT_TRUE(
-        absl::StrContains(r.err, "built for sm_90; the boards of 'x86-test' are a1 (no GPU)"))
+    EXPECT_TRUE(absl::StrContains(
+        r.err,
+        "RunModel: no connected agent with device key 'x86-test' has a sm_90 GPU (a1: no GPU)"))
         << r.err;
   }
   // The agent is still there and serves the next run.
