@@ -35,7 +35,7 @@ namespace {
 constexpr const char* kBuildHelp =
     R"(usage: tunefarm build MODEL.onnx -o MODEL.tfpkg [--target T|host] [--db FILE]
                       [--shape NAME=D1xD2x...]... [--value NAME=V,...]...
-                      [--untuned] [--threads N] [--layout nchw|nhwc]
+                      [--untuned] [--threads N] [--layout nchw|nhwc] [--data-movers kernels|native]
 
 Builds a whole model for one target: every task is compiled with its best
 record in the log database (--db, default tunefarm.db) for the target, or
@@ -56,6 +56,11 @@ statically planned arena. The package runs with `tunefarm run`.
                     are those of the target at -num-cores=N (what `tune
                     --threads N` stores), kernels are compared at it, and the
                     package records it for `run`
+  --data-movers     kernels (default): Transpose, Concat, Slice, Pad, nearest
+                    Resize and the other operators that only move elements
+                    run as generated kernels, each on its default schedule;
+                    native: they run as the runtime's own operators (a CUDA
+                    package needs kernels)
   --layout          the activation layout: nhwc makes convolutions whose
                     output channels are multiples of 8 (4 with NEON; dense
                     ones with a spatial kernel only from 28x28 output
@@ -295,11 +300,11 @@ absl::StatusOr<v1::ModelPackage> BuildChecked(const frontend::Model& model,
 }  // namespace
 
 int RunBuild(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
-  absl::StatusOr<Flags> parsed =
-      ParseWithOneFile(args,
-                       FlagSpec{{"output", "target", "db", "shape", "value", "threads", "layout"},
-                                {"untuned", "no_model_check"}},
-                       "build");
+  absl::StatusOr<Flags> parsed = ParseWithOneFile(
+      args,
+      FlagSpec{{"output", "target", "db", "shape", "value", "threads", "layout", "data_movers"},
+               {"untuned", "no_model_check"}},
+      "build");
   if (!parsed.ok()) return Fail(err, 2, std::string(parsed.status().message()));
   const Flags& f = *parsed;
   if (f.help()) {
@@ -327,6 +332,11 @@ int RunBuild(const std::vector<std::string>& args, std::ostream& out, std::ostre
   absl::StatusOr<std::optional<bool>> channels_last = ParseLayoutFlag(f.Get("layout", ""));
   if (!channels_last.ok()) return Fail(err, 2, std::string(channels_last.status().message()));
   bo.channels_last = *channels_last;
+  if (const std::string movers = f.Get("data_movers", "kernels"); movers == "native") {
+    bo.rearrange_kernels = false;
+  } else if (movers != "kernels") {
+    return Fail(err, 2, "--data-movers takes kernels or native");
+  }
   std::unique_ptr<store::TuningLog> log;
   if (!f.Has("untuned")) {
     store::TuningLog::Options lo;
@@ -397,16 +407,23 @@ int RunBuild(const std::vector<std::string>& args, std::ostream& out, std::ostre
     std::filesystem::rename(tmp, output, ec);
     if (ec) return Fail(err, 1, absl::StrCat("cannot write ", output, ": ", ec.message()));
   }
-  int tuned = 0, kernel_steps = 0, native_steps = 0;
-  for (const auto& k : pkg->kernels()) tuned += k.tuned();
-  for (const auto& s : pkg->steps()) (s.has_kernel() ? kernel_steps : native_steps)++;
+  int tuned = 0, movers = 0, kernel_steps = 0, native_steps = 0, views = 0;
+  for (const auto& k : pkg->kernels()) {
+    tuned += k.tuned();
+    movers += k.workload().op() == v1::OP_KIND_REARRANGE;
+  }
+  for (const auto& s : pkg->steps()) {
+    (s.has_kernel() ? kernel_steps : native_steps)++;
+    views += s.has_node() && s.node().view();
+  }
   int64_t weights = 0;
   for (const auto& c : pkg->constants()) weights += int64_t(c.f32().size() + 8 * c.i64_size());
+  const int tasks = pkg->kernels_size() - movers;
   out << absl::StrFormat(
-      "%s: %d kernels (%d tuned, %d default), %d kernel steps, %d native steps; weights %.1f MB, "
-      "arena %.1f MB; built in %.1f s\n",
-      output, pkg->kernels_size(), tuned, pkg->kernels_size() - tuned, kernel_steps, native_steps,
-      weights / 1e6, pkg->arena_bytes() / 1e6,
+      "%s: %d task kernels (%d tuned, %d default) and %d data movers, %d kernel steps, %d native "
+      "steps (%d of them views); weights %.1f MB, arena %.1f MB; built in %.1f s\n",
+      output, tasks, tuned, tasks - tuned, movers, kernel_steps, native_steps, views, weights / 1e6,
+      pkg->arena_bytes() / 1e6,
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   out << layout_line;
   for (const auto& k : pkg->kernels()) {

@@ -23,6 +23,7 @@
 #include "compiler/ir/winograd.h"
 #include "compiler/ir/workload.h"
 #include "compiler/schedule/schedule.h"
+#include "deploy/rearrange.h"
 #include "device_agent/runtime/graph_runtime.h"
 #include "device_agent/runtime/ops.h"
 #include "device_agent/runtime/runner.h"
@@ -916,6 +917,78 @@ absl::Status PlanValues(const Model& model, const PackageConstants& consts,
   return absl::OkStatus();
 }
 
+// Native data movers that are not views become generated kernels
+// (RearrangeOf): one kernel per distinct workload, on its default
+// schedule, after the tasks' kernels; the node's step becomes one kernel
+// step per output, in its place. The memory plan holds: each new step
+// touches a subset of the values the node's step did.
+absl::Status RearrangeSteps(const ir::Target& target, v1::ModelPackage* pkg) {
+  std::map<std::string, Shape> shapes;
+  for (const v1::PackageValue& v : pkg->values())
+    shapes[v.name()] = Shape(v.shape().begin(), v.shape().end());
+  std::map<std::string, Constant> constants;
+  for (const v1::PackageTensor& t : pkg->constants()) {
+    Constant c;
+    c.shape.assign(t.shape().begin(), t.shape().end());
+    c.is_int = t.is_int();
+    c.ints.assign(t.i64().begin(), t.i64().end());
+    c.floats.resize(t.f32().size() / sizeof(float));
+    std::memcpy(c.floats.data(), t.f32().data(), c.floats.size() * sizeof(float));
+    shapes[t.name()] = c.shape;
+    constants[t.name()] = std::move(c);
+  }
+  std::map<std::string, int> kernel_of;  // workload key -> index into pkg->kernels
+  google::protobuf::RepeatedPtrField<v1::PackageStep> steps;
+  for (v1::PackageStep& st : *pkg->mutable_steps()) {
+    std::vector<RearrangeStep> movers;
+    if (st.has_node() && !st.node().view() && MayRearrange(st.node().op())) {
+      const Node n = runner::FromPackage(st.node());
+      std::vector<Shape> in_shapes, out_shapes;
+      std::vector<const Constant*> in_const;
+      bool known = true;
+      for (const std::string& v : n.inputs) {
+        auto c = constants.find(v);
+        in_const.push_back(c == constants.end() ? nullptr : &c->second);
+        auto sh = shapes.find(v);
+        known &= v.empty() || sh != shapes.end();
+        in_shapes.push_back(sh == shapes.end() ? Shape() : sh->second);
+      }
+      for (const std::string& v : n.outputs) {
+        auto sh = shapes.find(v);
+        known &= v.empty() || sh != shapes.end();
+        out_shapes.push_back(sh == shapes.end() ? Shape() : sh->second);
+      }
+      if (known) movers = RearrangeOf(n, pkg->opset(), in_shapes, in_const, out_shapes);
+    }
+    if (movers.empty()) {
+      *steps.Add() = std::move(st);
+      continue;
+    }
+    for (const RearrangeStep& m : movers) {
+      TF_ASSIGN_OR_RETURN(ir::CanonicalWorkload cw, ir::Canonicalize(m.workload));
+      auto [it, fresh] = kernel_of.try_emplace(cw.key, pkg->kernels_size());
+      if (fresh) {
+        TF_ASSIGN_OR_RETURN(Built b, Compile(cw.workload, nullptr, target));
+        v1::PackageKernel* k = pkg->add_kernels();
+        k->set_workload_key(cw.key);
+        k->set_description(ir::Describe(cw.workload));
+        *k->mutable_workload() = cw.workload;
+        *k->mutable_schedule() = b.schedule;
+        k->set_choice("a data mover: the default schedule");
+        k->set_shared_object(std::move(b.shared_object));
+        *k->mutable_signature() = b.signature;
+      }
+      v1::KernelStep* ks = steps.Add()->mutable_kernel();
+      ks->set_kernel(it->second);
+      ks->add_nodes(st.node().name());
+      for (int i : m.inputs) ks->add_args(st.node().inputs(i));
+      ks->add_args(st.node().outputs(m.output));
+    }
+  }
+  pkg->mutable_steps()->Swap(&steps);
+  return absl::OkStatus();
+}
+
 absl::Status NoGpuKernel(const std::set<std::string>& ops) {
   return absl::UnimplementedError(
       StrCat("a CUDA package runs every operator as a kernel, and these have none yet: ",
@@ -950,7 +1023,7 @@ absl::StatusOr<v1::ModelPackage> BuildPackage(const Model& model, const ir::Targ
     std::set<std::string> native;
     for (size_t i = 0; i < model.nodes.size(); ++i) {
       const std::string& op = model.nodes[i].op;
-      if (!in_kernels.count(int(i)) && !MayBeView(op)) native.insert(op);
+      if (!in_kernels.count(int(i)) && !MayBeView(op) && !MayRearrange(op)) native.insert(op);
     }
     if (!native.empty()) return NoGpuKernel(native);
   }
@@ -1008,6 +1081,8 @@ absl::StatusOr<v1::ModelPackage> BuildPackage(const Model& model, const ir::Targ
   }
   if (layouts.any_nhwc()) pkg.set_layout("NHWC");
   TF_RETURN_IF_ERROR(PlanValues(model, consts, layouts.shapes(), &pkg));
+  consts.MoveInto(&pkg);
+  if (options.rearrange_kernels.value_or(true)) TF_RETURN_IF_ERROR(RearrangeSteps(target, &pkg));
   if (target.is_gpu()) {
     // Kernels only on the GPU: a node that is not a view of its input has
     // no device code yet.
@@ -1016,7 +1091,6 @@ absl::StatusOr<v1::ModelPackage> BuildPackage(const Model& model, const ir::Targ
       if (st.has_node() && !st.node().view()) native.insert(st.node().op());
     if (!native.empty()) return NoGpuKernel(native);
   }
-  consts.MoveInto(&pkg);
   return pkg;
 }
 

@@ -49,6 +49,10 @@ struct BuildOptions {
   // converted to and from NCHW by transposes where NCHW nodes meet them;
   // unset: the target's default (frontend::ExtractOptionsFor).
   std::optional<bool> channels_last;
+  // Native data movers (Transpose, Concat, Slice, Pad, nearest Resize, ...)
+  // as generated kernels (deploy/rearrange.h); unset: yes. A CUDA package
+  // needs them: there every step is a kernel or a view.
+  std::optional<bool> rearrange_kernels;
 };
 
 absl::StatusOr<v1::ModelPackage> BuildPackage(const frontend::Model& model, const ir::Target& target,

@@ -112,8 +112,11 @@ const std::vector<const OpDef*>& AllOps();
 FusionRole FusionRoleOf(std::string_view op);
 
 // Below this many output elements an elementwise node that no kernel fused
-// stays a native step (a kernel call then costs more than the loop).
+// stays a native step on a CPU (a kernel call then costs more than the
+// loop); below kMinReductionElements input elements, a pooling or softmax
+// node. GPU packages make kernels of any size (ExtractOptions::small_kernels).
 inline constexpr double kMinKernelElements = 64;
+inline constexpr double kMinReductionElements = 4096;
 
 // The 4-dimensional form of an elementwise kernel over `out` whose operands
 // have `shapes` (numpy broadcast, aligned at the innermost dimension):

@@ -219,11 +219,11 @@ OpDef Unary(std::string_view name, bool (*map)(const Model&, const Node&, v1::Ma
 // workload specs write): fewer get leading 1s, more merge neighbouring
 // dimensions that every input either spans whole or broadcasts, which
 // leaves the contiguous data as it is. False when an input's shape is
-// unknown, the output is small, or no merge keeps the broadcast.
+// unknown, or no merge keeps the broadcast.
 bool ElementwiseInputs(const Model& m, const Node& n, size_t count, v1::Workload* w) {
   if (n.inputs.size() < count || n.outputs.size() != 1) return false;
   auto out = m.shapes.find(n.outputs[0]);
-  if (out == m.shapes.end() || Elements(out->second) < kMinKernelElements) return false;
+  if (out == m.shapes.end()) return false;
   Shape o = out->second;
   std::vector<Shape> in;
   for (size_t i = 0; i < count; ++i) {

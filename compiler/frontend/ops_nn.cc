@@ -239,12 +239,11 @@ absl::Status InferGlobalPool(ShapeContext& c, const Node& n) {
 }
 
 // 2-D pooling over NCHW as a kernel of its own: explicit pads (auto_pad
-// NOTSET), no dilation, no MaxPool indices; global average pooling; each
-// with at least 4,096 input elements.
+// NOTSET), no dilation, no MaxPool indices; global average pooling.
 template <v1::PoolKind K>
 bool PoolAlone(const Model& m, const Node& n, v1::Workload* w) {
   auto s = m.shapes.find(n.inputs[0]);
-  if (s == m.shapes.end() || s->second.size() != 4 || Elements(s->second) < 4096) return false;
+  if (s == m.shapes.end() || s->second.size() != 4) return false;
   if (n.outputs.size() != 1 || AutoPad(n) != "NOTSET") return false;
   v1::Pool2dAttrs* a = w->mutable_pool2d();
   a->set_kind(K);
@@ -420,7 +419,7 @@ bool SoftmaxAlone(const Model& m, const Node& n, v1::Workload* w) {
   const Shape& x = s->second;
   int64_t axis = n.Int("axis", m.opset < 13 ? 1 : -1);
   if (axis < 0) axis += int64_t(x.size());
-  if (axis < 0 || axis >= int64_t(x.size()) || Elements(x) < 4096) return false;
+  if (axis < 0 || axis >= int64_t(x.size())) return false;
   int64_t a = 1, len = 1, b = 1;
   for (size_t d = 0; d < x.size(); ++d) {
     int64_t& f = int64_t(d) < axis ? a : int64_t(d) == axis || m.opset < 13 ? len : b;

@@ -16,7 +16,7 @@ namespace v1 = ::tunefarm::v1;
 
 class Extractor {
  public:
-  explicit Extractor(const Model& m) : m_(m) {}
+  Extractor(const Model& m, bool small_kernels) : m_(m), small_kernels_(small_kernels) {}
 
   // The anchor's workload (without epilogues); false when the node is not
   // tunable in its form (then it runs untuned).
@@ -62,6 +62,7 @@ class Extractor {
     return it->second[0];
   }
   const Model& m_;
+  bool small_kernels_ = false;
 };
 
 bool Extractor::Anchor(const Node& n, v1::Workload* w) {
@@ -71,7 +72,11 @@ bool Extractor::Anchor(const Node& n, v1::Workload* w) {
 
 bool Extractor::Alone(const Node& n, v1::Workload* w) {
   const OpDef* def = FindOp(n.op);
-  return def != nullptr && def->alone != nullptr && def->alone(m_, n, w);
+  if (def == nullptr || def->alone == nullptr || !def->alone(m_, n, w)) return false;
+  if (small_kernels_) return true;
+  if (w->op() == v1::OP_KIND_POOL2D || w->op() == v1::OP_KIND_SOFTMAX)
+    return Elements(S(n.inputs[0])) >= kMinReductionElements;
+  return Elements(S(n.outputs[0])) >= kMinKernelElements;
 }
 
 bool Extractor::MapAlone(const Node& n, v1::Workload* w) {
@@ -82,7 +87,7 @@ bool Extractor::MapAlone(const Node& n, v1::Workload* w) {
     return false;
   const std::string& x = n.inputs[0];
   if (x.empty() || IsConst(x) || !m_.shapes.count(x) || !m_.shapes.count(n.outputs[0]) ||
-      S(x) != S(n.outputs[0]) || Elements(S(x)) < kMinKernelElements)
+      S(x) != S(n.outputs[0]) || (!small_kernels_ && Elements(S(x)) < kMinKernelElements))
     return false;
   // x's shape as the model has it: ExtractTasks writes it in the 4-D form
   // it takes together with the program's inputs.
@@ -319,6 +324,7 @@ ExtractOptions ExtractOptionsFor(const ir::Target& target, std::optional<bool> c
   o.channels_last = channels_last.value_or(!target.is_gpu());
   o.lanes = std::max(1, target.float_lanes());
   o.winograd = o.channels_last && o.lanes >= 8;
+  o.small_kernels = target.is_gpu();
   return o;
 }
 
@@ -381,7 +387,7 @@ bool ToChannelsLast(v1::Workload* w) {
 absl::StatusOr<TaskExtraction> ExtractTasks(const Model& model, const ExtractOptions& options) {
   TaskExtraction ex;
   std::set<std::string> nhwc_values;  // written channels-last by an earlier kernel
-  Extractor x(model);
+  Extractor x(model, options.small_kernels);
   std::map<std::string, size_t> by_key;
   std::set<int> fused;
   for (size_t i = 0; i < model.nodes.size(); ++i)

@@ -59,6 +59,10 @@ struct ExtractOptions {
   // an even output height and width take Winograd F(2x2, 3x3)
   // (Conv2dAttrs.winograd): the package stores their weights transformed.
   bool winograd = false;
+  // Nodes with a kernel form become kernels however small (a GPU
+  // package's every step is a kernel); otherwise small elementwise,
+  // pooling and softmax nodes stay native (kMinKernelElements).
+  bool small_kernels = false;
 };
 
 // The options for kernels of `target`: channels-last on CPU targets (with

@@ -588,6 +588,55 @@ int Softmax(Builder& b, const v1::Workload& w) {
   return b.AddStage("softmax", out_axes, {}, ReduceKind::kNone, y, false);
 }
 
+// A data mover: out[o] = the first input whose mapped index is inside it,
+// else the fill value. An index whose range over the output lies inside its
+// input is read as it is; any other is bounds-checked and clamped, so no
+// load leaves its tensor even where the select does not take it.
+int Rearrange(Builder& b, const v1::Workload& w) {
+  const v1::RearrangeAttrs& a = w.rearrange();
+  const std::vector<int64_t> out(a.out_shape().begin(), a.out_shape().end());
+  std::vector<int> inputs;
+  for (int k = 0; k < w.inputs_size(); ++k) {
+    inputs.push_back(b.AddInput(StrCat("x", k), std::vector<int64_t>(w.inputs(k).shape().begin(),
+                                                                     w.inputs(k).shape().end())));
+  }
+  std::vector<IterVar> axes = b.Axes(out, {"o0", "o1", "o2", "o3", "o4", "o5", "o6", "o7"});
+  std::vector<int> first(size_t(w.inputs_size()) + 1, 0);  // each input's first index map
+  for (int k = 0; k < w.inputs_size(); ++k)
+    first[size_t(k) + 1] = first[size_t(k)] + w.inputs(k).shape_size();
+  Expr v = F(a.fill());
+  for (int k = w.inputs_size() - 1; k >= 0; --k) {
+    const std::vector<int64_t>& shape = b.Shape(inputs[size_t(k)]);
+    Expr inside = BoolImm(true);
+    bool checked = false;
+    std::vector<Expr> idx;
+    for (size_t d = 0; d < shape.size(); ++d) {
+      const v1::RearrangeIndex& m = a.index(first[size_t(k)] + int(d));
+      auto at = [&](int64_t o) { return FloorDivInt(m.mul() * o + m.add(), m.div()); };
+      Expr x = I(m.add());
+      int64_t lo = m.add(), hi = m.add();
+      if (m.mul() != 0) {
+        const int64_t last = out[size_t(m.source())] - 1;
+        lo = std::min(at(0), at(last));
+        hi = std::max(at(0), at(last));
+        x = axes[size_t(m.source())].var;
+        if (m.mul() != 1) x = I(m.mul()) * x;
+        if (m.add() != 0) x = x + I(m.add());
+        if (m.div() != 1) x = FloorDiv(x, I(m.div()));
+      }
+      if (lo < 0 || hi >= shape[d]) {
+        inside = And(inside, And(x >= I(0), x < I(shape[d])));
+        x = Clamp(x, 0, shape[d] - 1);
+        checked = true;
+      }
+      idx.push_back(x);
+    }
+    Expr read = b.Read(inputs[size_t(k)], idx);
+    v = checked ? Select(inside, read, v) : read;
+  }
+  return b.AddStage("rearrange", axes, {}, ReduceKind::kNone, v, /*inlinable=*/true);
+}
+
 // Index of the channel dimension the bias follows.
 int ChannelDim(const v1::Workload& w, size_t rank) {
   if (w.has_conv2d()) return w.conv2d().layout() == v1::DATA_LAYOUT_NHWC ? 3 : 1;
@@ -716,6 +765,9 @@ absl::StatusOr<ComputeDAG> BuildComputeDAG(const v1::Workload& workload) {
       break;
     case v1::OP_KIND_SOFTMAX:
       main = Softmax(b, w);
+      break;
+    case v1::OP_KIND_REARRANGE:
+      main = Rearrange(b, w);
       break;
     default:
       return absl::UnimplementedError(StrCat("op ", OpName(w.op()), " has no definition"));

@@ -1,6 +1,7 @@
 #include "compiler/ir/workload.h"
 
 #include <algorithm>
+#include <numeric>
 #include <string_view>
 
 #include "absl/strings/ascii.h"
@@ -8,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "common/sha256.h"
 #include "common/status_macros.h"
+#include "compiler/ir/expr.h"
 #include "compiler/ir/map_program.h"
 #include "google/protobuf/util/json_util.h"
 
@@ -257,6 +259,55 @@ absl::StatusOr<double> CanonElementwise(v1::Workload* w, std::vector<int64_t>* o
   return Product(shape);
 }
 
+// A data mover: the output shape is given; every index map names an output
+// dimension and divides by a positive number; each map is reduced by the
+// gcd of its terms (and a constant map to its value), so equal maps are
+// equal messages. One "operation" per output element.
+absl::StatusOr<double> CanonRearrange(v1::Workload* w, std::vector<int64_t>* out) {
+  v1::RearrangeAttrs* a = w->mutable_rearrange();
+  if (a->out_shape().empty() || a->out_shape_size() > 8)
+    return InvalidArgumentError("rearrange: out_shape must have 1 to 8 dimensions");
+  for (int64_t d : a->out_shape()) {
+    if (d <= 0 || d > (int64_t{1} << 31))
+      return InvalidArgumentError(StrCat("rearrange: out_shape has dimension ", d));
+  }
+  if (w->inputs_size() > 64) return InvalidArgumentError("rearrange: more than 64 inputs");
+  int want = 0;
+  for (const v1::TensorSpec& t : w->inputs()) want += t.shape_size();
+  if (a->index_size() != want) {
+    return InvalidArgumentError(StrCat("rearrange: ", a->index_size(),
+                                       " index maps for inputs with ", want, " dimensions"));
+  }
+  constexpr int64_t kLimit = int64_t{1} << 31;
+  for (int i = 0; i < a->index_size(); ++i) {
+    v1::RearrangeIndex* x = a->mutable_index(i);
+    if (x->div() <= 0 || x->div() > kLimit || x->mul() < -kLimit || x->mul() > kLimit ||
+        x->add() < -kLimit || x->add() > kLimit) {
+      return InvalidArgumentError(StrCat("rearrange: index[", i, "] has div ", x->div(), ", mul ",
+                                         x->mul(), ", add ", x->add(),
+                                         " (div must be positive; each at most 2^31)"));
+    }
+    if (x->mul() == 0) {
+      x->set_add(FloorDivInt(x->add(), x->div()));
+      x->set_div(1);
+      x->set_source(0);
+      continue;
+    }
+    if (x->source() < 0 || x->source() >= a->out_shape_size()) {
+      return InvalidArgumentError(StrCat("rearrange: index[", i, "] reads output dimension ",
+                                         x->source(), " of ", a->out_shape_size()));
+    }
+    const int64_t g = std::gcd(std::gcd(x->mul(), x->add()), x->div());
+    if (g > 1) {
+      x->set_mul(x->mul() / g);
+      x->set_add(x->add() / g);
+      x->set_div(x->div() / g);
+    }
+  }
+  out->assign(a->out_shape().begin(), a->out_shape().end());
+  return Product(*out);
+}
+
 // Softmax over N of [A, N] or [A, N, B] (B > 1; a trailing 1 is dropped).
 absl::StatusOr<double> CanonSoftmax(v1::Workload* w, std::vector<int64_t>* out) {
   if (w->inputs_size() != 1)
@@ -306,6 +357,8 @@ std::string OpName(v1::OpKind op) {
     case v1::OP_KIND_CONV2D_TRANSPOSE: return "conv2d_transpose";
     case v1::OP_KIND_SOFTMAX:
       return "softmax";
+    case v1::OP_KIND_REARRANGE:
+      return "rearrange";
     default: return "unknown";
   }
 }
@@ -344,6 +397,7 @@ absl::StatusOr<CanonicalWorkload> Canonicalize(const v1::Workload& workload) {
   if ((w->has_conv2d() && !wants_conv) || (w->has_pool2d() && w->op() != v1::OP_KIND_POOL2D) ||
       (w->has_elementwise() && w->op() != v1::OP_KIND_ELEMENTWISE) ||
       (w->has_softmax() && w->op() != v1::OP_KIND_SOFTMAX) ||
+      (w->has_rearrange() && w->op() != v1::OP_KIND_REARRANGE) ||
       (w->has_matmul() && w->op() != v1::OP_KIND_DENSE && w->op() != v1::OP_KIND_MATMUL &&
        w->op() != v1::OP_KIND_BATCH_MATMUL)) {
     return InvalidArgumentError(StrCat(OpName(w->op()), ": attributes of another op are set"));
@@ -360,6 +414,9 @@ absl::StatusOr<CanonicalWorkload> Canonicalize(const v1::Workload& workload) {
     case v1::OP_KIND_ELEMENTWISE: flops = CanonElementwise(w, &c.output_shape); break;
     case v1::OP_KIND_SOFTMAX:
       flops = CanonSoftmax(w, &c.output_shape);
+      break;
+    case v1::OP_KIND_REARRANGE:
+      flops = CanonRearrange(w, &c.output_shape);
       break;
     default: return InvalidArgumentError("unsupported op");
   }
@@ -422,6 +479,7 @@ std::string Describe(const v1::Workload& w) {
     if (w.conv2d().winograd() != 0) StrAppend(&s, " winograd F(", w.conv2d().winograd(), ",3)");
   }
   if (w.has_softmax() && w.softmax().log()) StrAppend(&s, " log");
+  if (w.has_rearrange()) StrAppend(&s, " -> ", absl::StrJoin(w.rearrange().out_shape(), "x"));
   for (const auto& e : w.epilogue()) {
     if (e.kind() == v1::EPILOGUE_KIND_MAP) {
       StrAppend(&s, " +", DescribeMap(e));

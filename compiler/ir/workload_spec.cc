@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/status_macros.h"
 #include "compiler/ir/map_program.h"
 #include "compiler/ir/workload.h"
 
@@ -128,6 +129,8 @@ class Parser {
     return s_.substr(b, pos_ - b);
   }
   size_t pos() const { return pos_; }
+  // The character k past the position, or '\0' past the end.
+  char Peek(size_t k) const { return pos_ + k < s_.size() ? s_[pos_ + k] : '\0'; }
 
   // "(k=v,k=v)" into `out` (values as text), remembering each key's column.
   absl::Status Args(std::map<std::string, std::pair<std::string, size_t>>* out) {
@@ -208,6 +211,102 @@ absl::Status ParseMap(Parser& p, v1::Epilogue* e) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<v1::Workload> ParseEpilogues(Parser& p, const std::string& spec, v1::Workload w);
+
+// One index map of "rearrange": [(][MUL*]oSRC[+ADD|-ADD][)][/DIV], or a
+// constant; the division applies to the whole index.
+absl::Status ParseIndex(Parser& p, v1::RearrangeIndex* x) {
+  const size_t at = p.pos();
+  auto integer = [&](int64_t* v) {  // [-]DIGITS
+    const bool neg = p.Eat('-');
+    return absl::SimpleAtoi(p.Digits(), v) && (!neg || (*v = -*v, true));
+  };
+  const bool paren = p.Eat('(');
+  x->set_mul(1);
+  x->set_div(1);
+  int64_t n = 0;
+  if (p.Eat('o')) {
+  } else if (p.Peek(0) == '-' && p.Peek(1) == 'o') {
+    p.Eat('-'), p.Eat('o');
+    x->set_mul(-1);
+  } else if (integer(&n)) {
+    if (p.Eat('*')) {
+      if (!p.Eat('o')) return p.Error(p.pos(), "expected 'o' and an output dimension after '*'");
+      x->set_mul(n);
+    } else {
+      x->set_mul(0);
+      x->set_add(n);
+    }
+  } else {
+    return p.Error(at, "expected an index: [MUL*]oDIM[+ADD][/DIV] or a number");
+  }
+  if (x->mul() != 0) {
+    int64_t src = 0;
+    if (!absl::SimpleAtoi(p.Digits(), &src))
+      return p.Error(p.pos(), "expected an output dimension after 'o'");
+    x->set_source(src);
+    const bool plus = p.Eat('+');
+    if (plus || p.Peek(0) == '-') {
+      if (!integer(&n)) return p.Error(p.pos(), "expected a number to add");
+      x->set_add(n);
+    }
+  }
+  if (paren && !p.Eat(')')) return p.Error(p.pos(), "expected ')'");
+  if (p.Eat('/')) {
+    if (!integer(&n) || n <= 0) return p.Error(p.pos(), "expected a positive divisor after '/'");
+    x->set_div(n);
+  }
+  return absl::OkStatus();
+}
+
+// "(out=SHAPE[,fill=F],x0=SHAPE[INDEX,...],x1=...)" after "rearrange".
+absl::Status ParseRearrange(Parser& p, v1::Workload* w) {
+  w->set_op(v1::OP_KIND_REARRANGE);
+  v1::RearrangeAttrs* a = w->mutable_rearrange();
+  auto shape = [&](auto add) -> absl::Status {
+    do {
+      const size_t at = p.pos();
+      int64_t d = 0;
+      if (!absl::SimpleAtoi(p.Digits(), &d) || d <= 0)
+        return p.Error(at, "expected a dimension (a positive integer)");
+      add(d);
+    } while (p.Eat('x'));
+    return absl::OkStatus();
+  };
+  if (!p.Eat('(')) return p.Error(p.pos(), "expected '('");
+  bool has_out = false;
+  while (!p.Eat(')')) {
+    if (has_out && !p.Eat(',')) return p.Error(p.pos(), "expected ',' or ')'");
+    const size_t at = p.pos();
+    const std::string key = p.Ident();
+    if (!p.Eat('=')) return p.Error(p.pos(), "expected '=' after an attribute name");
+    if (key == "out" && !has_out) {
+      TF_RETURN_IF_ERROR(shape([&](int64_t d) { a->add_out_shape(d); }));
+      has_out = true;
+    } else if (key == "fill" && has_out && w->inputs_size() == 0) {
+      const size_t vat = p.pos();
+      float f = 0;
+      if (!absl::SimpleAtof(p.Number(), &f)) return p.Error(vat, "fill must be a number");
+      a->set_fill(f);
+    } else if (has_out && key == absl::StrCat("x", w->inputs_size())) {
+      v1::TensorSpec* t = w->add_inputs();
+      t->set_dtype(v1::DTYPE_FLOAT32);
+      TF_RETURN_IF_ERROR(shape([&](int64_t d) { t->add_shape(d); }));
+      if (!p.Eat('[')) return p.Error(p.pos(), "expected '[' and one index per input dimension");
+      for (int d = 0; d < t->shape_size(); ++d) {
+        if (d > 0 && !p.Eat(',')) return p.Error(p.pos(), "expected ',' and the next index");
+        TF_RETURN_IF_ERROR(ParseIndex(p, a->add_index()));
+      }
+      if (!p.Eat(']')) return p.Error(p.pos(), "expected ']' after one index per input dimension");
+    } else {
+      return p.Error(at, absl::StrCat("unexpected '", key, "': rearrange takes out=SHAPE, then ",
+                                      "fill=F, then x0=SHAPE[INDEX,...], x1=..."));
+    }
+  }
+  if (w->inputs_size() == 0) return p.Error(p.pos(), "rearrange needs x0");
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 std::string WorkloadSpecHelp() {
@@ -217,6 +316,11 @@ std::string WorkloadSpecHelp() {
     if (!info.optional.empty()) absl::StrAppend(&out, " [,", absl::StrJoin(info.optional, ","), "]");
     absl::StrAppend(&out, ")  ", info.help, "\n");
   }
+  absl::StrAppend(&out,
+                  "  rearrange(out=SHAPE[,fill=F],x0=SHAPE[INDEX,...][,x1=...])  a data mover:\n"
+                  "  each output element is the first input's element at its INDEX (one per\n"
+                  "  input dimension: [MUL*]oD[+ADD][/DIV] of output dimension D, floored,\n"
+                  "  or a number) inside that input, else F (0)\n");
   absl::StrAppend(&out,
                   "epilogues: +bias +relu +relu6 +clip(min=A,max=B) +leaky_relu(alpha=A) "
                   "+sigmoid +silu +hardswish +residual\n"
@@ -232,10 +336,16 @@ absl::StatusOr<v1::Workload> ParseWorkloadSpec(const std::string& spec) {
   Parser p(spec);
   size_t op_at = p.pos();
   std::string op = p.Ident();
+  if (op == "rearrange") {
+    v1::Workload w;
+    if (absl::Status s = ParseRearrange(p, &w); !s.ok()) return s;
+    return ParseEpilogues(p, spec, std::move(w));
+  }
   auto it = Ops().find(op);
   if (it == Ops().end()) {
     std::vector<std::string> names;
     for (const auto& [n, i] : Ops()) names.push_back(n);
+    names.push_back("rearrange");
     return p.Error(op_at, absl::StrCat("unknown op '", op, "' (", absl::StrJoin(names, ", "), ")"));
   }
   std::map<std::string, std::pair<std::string, size_t>> args;
@@ -369,6 +479,13 @@ absl::StatusOr<v1::Workload> ParseWorkloadSpec(const std::string& spec) {
       add_input({get("yN", v["N"]), get("yC", v["C"]), get("yH", v["H"]), get("yW", v["W"])});
   }
 
+  return ParseEpilogues(p, spec, std::move(w));
+}
+
+namespace {
+
+// The "+EPILOGUE..." rest of a spec, then the canonical check.
+absl::StatusOr<v1::Workload> ParseEpilogues(Parser& p, const std::string& spec, v1::Workload w) {
   while (!p.AtEnd()) {
     size_t at = p.pos();
     if (!p.Eat('+')) return p.Error(at, "expected '+EPILOGUE' or the end");
@@ -409,9 +526,6 @@ absl::StatusOr<v1::Workload> ParseWorkloadSpec(const std::string& spec) {
   }
   return c->workload;
 }
-
-
-namespace {
 
 absl::Status NoSpec(const std::string& why) {
   return absl::UnimplementedError(absl::StrCat("no workload spec says ", why));
@@ -537,6 +651,30 @@ absl::StatusOr<std::string> SoftmaxSpec(const v1::Workload& w) {
   return absl::StrCat(spec, ")");
 }
 
+std::string IndexSpec(const v1::RearrangeIndex& x) {
+  if (x.mul() == 0) return absl::StrCat(x.add());
+  std::string s = x.mul() == 1 ? "" : x.mul() == -1 ? "-" : absl::StrCat(x.mul(), "*");
+  absl::StrAppend(&s, "o", x.source());
+  if (x.add() != 0) absl::StrAppend(&s, x.add() > 0 ? "+" : "", x.add());
+  if (x.div() == 1) return s;
+  return x.mul() == 1 && x.add() == 0 ? absl::StrCat(s, "/", x.div())
+                                      : absl::StrCat("(", s, ")/", x.div());
+}
+
+absl::StatusOr<std::string> RearrangeSpec(const v1::Workload& w) {
+  const v1::RearrangeAttrs& a = w.rearrange();
+  std::string s = absl::StrCat("rearrange(out=", absl::StrJoin(a.out_shape(), "x"));
+  if (a.fill() != 0) absl::StrAppend(&s, ",fill=", Float(a.fill()));
+  int at = 0;
+  for (int k = 0; k < w.inputs_size(); ++k) {
+    std::vector<std::string> idx;
+    for (int d = 0; d < w.inputs(k).shape_size(); ++d) idx.push_back(IndexSpec(a.index(at++)));
+    absl::StrAppend(&s, ",x", k, "=", absl::StrJoin(w.inputs(k).shape(), "x"), "[",
+                    absl::StrJoin(idx, ","), "]");
+  }
+  return absl::StrCat(s, ")");
+}
+
 absl::StatusOr<std::string> ElementwiseSpec(const v1::Workload& w) {
   const auto& d = w.inputs(0).shape();
   if (d.size() != 4) return NoSpec("an elementwise op on other than 4 dimensions");
@@ -626,6 +764,9 @@ absl::StatusOr<std::string> FormatWorkloadSpec(const v1::Workload& workload) {
       break;
     case v1::OP_KIND_SOFTMAX:
       spec = SoftmaxSpec(w);
+      break;
+    case v1::OP_KIND_REARRANGE:
+      spec = RearrangeSpec(w);
       break;
     default:
       return NoSpec(absl::StrCat("op ", v1::OpKind_Name(w.op())));

@@ -8,6 +8,27 @@ namespace tunefarm::ir {
 
 namespace v1 = ::tunefarm::v1;
 
+namespace {
+
+// For a stage that only copies (no reduction, its value one load of an
+// input, possibly selected): the output axis the load's innermost index
+// follows, where that is one axis and not the innermost; else -1.
+int TransposedAxis(const Stage& s) {
+  if (!s.reduce_axes.empty() || s.axes.size() < 2) return -1;
+  Expr body = s.body;
+  while (body->kind == ExprKind::kSelect) body = body->args[1];
+  if (body->kind != ExprKind::kLoad || body->args.empty()) return -1;
+  int axis = -1;
+  for (size_t k = 0; k < s.axes.size(); ++k) {
+    if (!Mentions(body->args.back(), s.axes[k].var.get())) continue;
+    if (axis >= 0) return -1;
+    axis = int(k);
+  }
+  return axis == int(s.axes.size()) - 1 ? -1 : axis;
+}
+
+}  // namespace
+
 Trace DefaultSchedule(const ComputeDAG& dag, const Target& target) {
   if (target.is_gpu()) return DefaultGpuSchedule(dag, target);
   // Convolutions get a hand-written register-tiled schedule where one applies.
@@ -56,6 +77,30 @@ Trace DefaultSchedule(const ComputeDAG& dag, const Target& target) {
     if (st.stages()[i].location == StageState::Location::kInline) continue;
     const Stage& s = dag.stages[i];
     int ns = int(s.axes.size()), nr = int(s.reduce_axes.size());
+    if (int gather = TransposedAxis(s); gather >= 0) {
+      // A transpose: the output axis the input's rows run along goes just
+      // outside the innermost, so the input rows one outer iteration
+      // gathers from stay in cache while every output row they feed is
+      // written (PP-OCRv4 det's 1x320x320x24 NHWC -> NCHW at 1 thread: 8.3 -> 1.8
+      // ms; the native Transpose 3.5 ms).
+      ReorderStep ro{int(i)};
+      for (int k = 0; k < ns - 1; ++k)
+        if (k != gather) ro.order.push_back(k);
+      ro.order.push_back(gather);
+      ro.order.push_back(ns - 1);
+      apply(std::move(ro));
+      if (ns > 3) {
+        FuseStep f{int(i)};
+        for (int k = 0; k < ns - 2; ++k) f.iters.push_back(k);
+        apply(std::move(f));
+      }
+      if (ns > 2 && st.stages()[i].iters[0].extent > 1)
+        apply(AnnotateStep{int(i), 0, v1::ANNOTATION_PARALLEL});
+      const int innermost = int(st.stages()[i].iters.size()) - 1;
+      if (st.stages()[i].iters[innermost].extent > 1)
+        apply(AnnotateStep{int(i), innermost, v1::ANNOTATION_VECTORIZE});
+      continue;
+    }
     // (Fusing a short innermost axis with the one before it was measured
     // slower: the fused index turns the input loads into gathers.)
     int inner_axes = 1;

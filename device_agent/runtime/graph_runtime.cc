@@ -38,6 +38,8 @@ absl::StatusOr<int64_t> Numel(const google::protobuf::RepeatedField<int64_t>& sh
   return n;
 }
 
+}  // namespace
+
 Node FromPackage(const v1::PackageNode& p) {
   Node n;
   n.op = p.op();
@@ -49,8 +51,6 @@ Node FromPackage(const v1::PackageNode& p) {
   for (const auto& [k, v] : p.strings()) n.strings[k] = v;
   return n;
 }
-
-}  // namespace
 
 struct GraphRuntime::Impl {
   v1::ModelPackage pkg;

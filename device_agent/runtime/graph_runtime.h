@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "device_agent/runtime/graph_node.h"
 #include "device_agent/runtime/runner.h"
 #include "tunefarm/v1/package.pb.h"
 
@@ -22,6 +23,9 @@ namespace tunefarm::runner {
 // oldest it reads.
 inline constexpr int kPackageFormatVersion = 3;
 inline constexpr int kOldestPackageFormatVersion = 2;
+
+// A package's native node as the runtime reads it.
+Node FromPackage(const ::tunefarm::v1::PackageNode& p);
 
 class GraphRuntime {
  public:

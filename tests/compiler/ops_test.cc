@@ -80,7 +80,17 @@ INSTANTIATE_TEST_SUITE_P(
         // Softmax along rows (16-wide slices, a ragged last one) and across
         // a strided axis.
         "softmax(A=5,N=37)", "softmax(A=2,N=6625)", "log_softmax(A=3,N=20,B=9)",
-        "softmax(A=4,N=7,B=33)"));
+        "softmax(A=4,N=7,B=33)",
+        // Data movers: a transpose each way (the gathering default), a
+        // concat, a constant pad, a nearest upsampling (floor division),
+        // a reversed strided slice, a broadcast and a constant index.
+        "rearrange(out=2x24x5x19,x0=2x5x19x24[o0,o2,o3,o1])",
+        "rearrange(out=1x9x7x3,x0=1x3x9x7[o0,o3,o1,o2])",
+        "rearrange(out=1x13x6x5,x0=1x4x6x5[o0,o1,o2,o3],x1=1x9x6x5[o0,o1-4,o2,o3])",
+        "rearrange(out=1x3x9x12,fill=-1.5,x0=1x3x6x10[o0,o1,o2-2,o3-1])",
+        "rearrange(out=1x5x14x22,x0=1x5x7x11[o0,o1,o2/2,o3/2])",
+        "rearrange(out=1x4x3x6,x0=1x4x9x20[o0,o1,-3*o2+8,(3*o3+1)/2])",
+        "rearrange(out=2x4x6,x0=1x4x1[0,o1,0])"));
 
 // Each function of elementwise programs against the C library in double,
 // over ranges that reach its edges (exp's clamp, log and sqrt near 0, erf's

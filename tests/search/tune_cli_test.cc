@@ -127,7 +127,7 @@ TEST(TuneCli, ModelTunesEveryTaskAndWritesItsPackage) {
   ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
   EXPECT_TRUE(absl::StrContains(r.out, "(6 tasks)")) << r.out;  // with the max pooling
   EXPECT_TRUE(absl::StrContains(r.out, "tasks' time (weight x best)")) << r.out;
-  EXPECT_TRUE(absl::StrContains(r.out, "tiny.tfpkg: 6 kernels")) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "tiny.tfpkg: 6 task kernels")) << r.out;
   std::vector<v1::Record> first = AllRecords(db);
   ASSERT_EQ(first.size(), 12u);
   // Each task's default schedule was measured before any candidate.

@@ -159,7 +159,7 @@ TEST(Workload, FuzzedWorkloadsNeverCrash) {
   int ok = 0;
   for (int i = 0; i < 20000; ++i) {
     v1::Workload w;
-    w.set_op(static_cast<v1::OpKind>(rng() % 9));
+    w.set_op(static_cast<v1::OpKind>(rng() % 11));
     int n_inputs = rng() % 4;
     for (int j = 0; j < n_inputs; ++j) {
       auto* t = w.add_inputs();
@@ -167,7 +167,7 @@ TEST(Workload, FuzzedWorkloadsNeverCrash) {
       for (int r = 0; r < rank; ++r) t->add_shape(rng() % 3 ? int64_t(1 + rng() % 64) : pick());
       t->set_dtype(static_cast<v1::DType>(rng() % 10));
     }
-    switch (rng() % 5) {
+    switch (rng() % 6) {
       case 0: {
         auto* a = w.mutable_conv2d();
         a->set_layout(static_cast<v1::DataLayout>(rng() % 4));
@@ -184,6 +184,19 @@ TEST(Workload, FuzzedWorkloadsNeverCrash) {
         break;
       }
       case 3: w.mutable_elementwise()->set_kind(static_cast<v1::ElementwiseKind>(rng() % 12)); break;
+      case 4: {
+        auto* r = w.mutable_rearrange();
+        for (int k = 0; k < int(rng() % 5); ++k)
+          r->add_out_shape(rng() % 3 ? int64_t(1 + rng() % 9) : pick());
+        for (int k = 0; k < int(rng() % 12); ++k) {
+          auto* x = r->add_index();
+          x->set_source(int64_t(rng() % 6) - 1);
+          x->set_mul(rng() % 3 ? int64_t(rng() % 5) - 2 : pick());
+          x->set_add(rng() % 3 ? int64_t(rng() % 9) - 4 : pick());
+          x->set_div(rng() % 3 ? int64_t(rng() % 4) : pick());
+        }
+        break;
+      }
       default: break;
     }
     if (rng() % 3 == 0) w.add_epilogue()->set_kind(static_cast<v1::EpilogueKind>(rng() % 11));
@@ -348,6 +361,9 @@ TEST(WorkloadSpec, FormatReadsBackAsTheSameWorkload) {
       "add(N=1,C=8,H=4,W=4)+map[](erf(%0))+relu",
       "softmax(A=40,N=6625)",
       "log_softmax(A=3,N=20,B=9)",
+      "rearrange(out=1x24x160x160,x0=1x160x160x24[o0,o2,o3,o1])",
+      "rearrange(out=1x48x8x8,fill=0.25,x0=1x24x8x8[o0,o1,o2,o3],x1=1x24x4x4[o0,o1-24,o2/2,o3/2])",
+      "rearrange(out=2x3x4,x0=5x9x4[0,-2*o1+8,(3*o2+1)/4])+relu",
   };
   for (const std::string& spec : specs) {
     absl::StatusOr<v1::Workload> w = ParseWorkloadSpec(spec);
@@ -368,6 +384,17 @@ TEST(WorkloadSpec, FormatReadsBackAsTheSameWorkload) {
   EXPECT_FALSE(ParseWorkloadSpec("mul(N=3,C=16,H=16,W=6,yC=2)").ok()) << "16 vs 2 do not broadcast";
   EXPECT_FALSE(ParseWorkloadSpec("relu(N=1,C=2,H=3,W=4,yC=1)").ok()) << "relu has one input";
   EXPECT_FALSE(ParseWorkloadSpec("clip(N=1,C=2,H=3,W=4,min=1,max=0)").ok()) << "min > max";
+  // Rearrange maps are written reduced: 2*o1+4 over 2 is o1+2.
+  EXPECT_EQ(*FormatWorkloadSpec(*ParseWorkloadSpec("rearrange(out=3x4,x0=6x4[(2*o0+4)/2,o1])")),
+            "rearrange(out=3x4,x0=6x4[o0+2,o1])");
+  for (const char* bad :
+       {"rearrange(out=3x4,x0=6x4[o0])", "rearrange(out=3x4,x0=6x4[o2,o1])",
+        "rearrange(out=3x4,x0=6x4[o0/0,o1])", "rearrange(x0=6x4[o0,o1])", "rearrange(out=3x4)",
+        "rearrange(out=3x4,x1=6x4[o0,o1])", "rearrange(out=3x4,x0=6x4[p0,o1])"}) {
+    absl::StatusOr<v1::Workload> w = ParseWorkloadSpec(bad);
+    EXPECT_FALSE(w.ok()) << bad;
+    EXPECT_TRUE(absl::StrContains(w.status().message(), "rearrange")) << w.status();
+  }
   // A clip bound that is not a short decimal keeps every bit of its float.
   v1::Workload clipped = *ParseWorkloadSpec("dense(M=2,N=3,K=4)+clip(min=0,max=6)");
   clipped.mutable_epilogue(0)->set_max(1.0f / 3.0f);
