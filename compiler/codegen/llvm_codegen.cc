@@ -407,9 +407,11 @@ class CodeGen : public ir::ExprFunctor<llvm::Value*()>, public ir::StmtFunctor<v
     ir::Expr flat = FlatIndexExpr(load->tensor, idx);
     int64_t coeff = 0;
     if (!clamped || !LinearCoeff(flat, vec_var_, &coeff) || coeff < 1 || coeff > 4) return nullptr;
-    // A per-lane fill is not the padding pattern (checked before any code
-    // is emitted: the caller then evaluates the select as usual).
-    if (ir::Mentions(n.args[2], vec_var_)) return nullptr;
+    // A per-lane fill (the next input of a concat's select chain) is the
+    // masked load's pass-through; a strided load takes a uniform one only
+    // (checked before any code is emitted: the caller then evaluates the
+    // select as usual).
+    if (coeff != 1 && ir::Mentions(n.args[2], vec_var_)) return nullptr;
     // Lane 0's element may lie outside the buffer (left padding); only the
     // selected lanes are dereferenced.
     llvm::Value* addr = ScalarAddress(load->tensor, flat, /*inbounds=*/false);

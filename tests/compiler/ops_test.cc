@@ -87,6 +87,11 @@ INSTANTIATE_TEST_SUITE_P(
         "rearrange(out=2x24x5x19,x0=2x5x19x24[o0,o2,o3,o1])",
         "rearrange(out=1x9x7x3,x0=1x3x9x7[o0,o3,o1,o2])",
         "rearrange(out=1x13x6x5,x0=1x4x6x5[o0,o1,o2,o3],x1=1x9x6x5[o0,o1-4,o2,o3])",
+        // A concat along the vectorized axis, segments across vector edges
+        // (each a masked load passing the next input's lanes through).
+        "rearrange(out=1x3x4x43,fill=2,x0=1x3x4x16[o0,o1,o2,o3],x1=1x3x4x7[o0,o1,o2,o3-16],"
+        "x2=1x3x4x17[o0,o1,o2,o3-23])",
+        "rearrange(out=2x5x37,x0=2x5x19[o0,o1,o2],x1=2x5x18[o0,o1,o2-19])",
         "rearrange(out=1x3x9x12,fill=-1.5,x0=1x3x6x10[o0,o1,o2-2,o3-1])",
         "rearrange(out=1x5x14x22,x0=1x5x7x11[o0,o1,o2/2,o3/2])",
         "rearrange(out=1x4x3x6,x0=1x4x9x20[o0,o1,-3*o2+8,(3*o3+1)/2])",
