@@ -926,8 +926,14 @@ absl::Status RearrangeSteps(const ir::Target& target, v1::ModelPackage* pkg) {
   std::map<std::string, Shape> shapes;
   for (const v1::PackageValue& v : pkg->values())
     shapes[v.name()] = Shape(v.shape().begin(), v.shape().end());
+  // The constants a candidate node reads (its shapes, pads, indices).
+  std::set<std::string> read;
+  for (const v1::PackageStep& st : pkg->steps())
+    if (st.has_node() && !st.node().view() && MayRearrange(st.node().op()))
+      read.insert(st.node().inputs().begin(), st.node().inputs().end());
   std::map<std::string, Constant> constants;
   for (const v1::PackageTensor& t : pkg->constants()) {
+    if (!read.count(t.name())) continue;
     Constant c;
     c.shape.assign(t.shape().begin(), t.shape().end());
     c.is_int = t.is_int();
