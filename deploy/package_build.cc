@@ -959,9 +959,9 @@ absl::Status RearrangeSteps(const ir::Target& target, v1::ModelPackage* pkg) {
         known &= v.empty() || sh != shapes.end();
         in_shapes.push_back(sh == shapes.end() ? Shape() : sh->second);
       }
-      for (const std::string& v : n.outputs) {
+      for (const std::string& v : n.outputs) {  // every output written
         auto sh = shapes.find(v);
-        known &= v.empty() || sh != shapes.end();
+        known &= sh != shapes.end();
         out_shapes.push_back(sh == shapes.end() ? Shape() : sh->second);
       }
       if (known) movers = RearrangeOf(n, pkg->opset(), in_shapes, in_const, out_shapes);
@@ -970,25 +970,37 @@ absl::Status RearrangeSteps(const ir::Target& target, v1::ModelPackage* pkg) {
       *steps.Add() = std::move(st);
       continue;
     }
+    // Every output's kernel, or the node stays native (a kernel that does
+    // not build: a CUDA build then names the node's op).
+    std::vector<int> kernels;
     for (const RearrangeStep& m : movers) {
       TF_ASSIGN_OR_RETURN(ir::CanonicalWorkload cw, ir::Canonicalize(m.workload));
-      auto [it, fresh] = kernel_of.try_emplace(cw.key, pkg->kernels_size());
-      if (fresh) {
-        TF_ASSIGN_OR_RETURN(Built b, Compile(cw.workload, nullptr, target));
+      auto it = kernel_of.find(cw.key);
+      if (it == kernel_of.end()) {
+        absl::StatusOr<Built> b = Compile(cw.workload, nullptr, target);
+        if (!b.ok()) break;
+        it = kernel_of.emplace(cw.key, pkg->kernels_size()).first;
         v1::PackageKernel* k = pkg->add_kernels();
         k->set_workload_key(cw.key);
         k->set_description(ir::Describe(cw.workload));
         *k->mutable_workload() = cw.workload;
-        *k->mutable_schedule() = b.schedule;
+        *k->mutable_schedule() = b->schedule;
         k->set_choice("a data mover: the default schedule");
-        k->set_shared_object(std::move(b.shared_object));
-        *k->mutable_signature() = b.signature;
+        k->set_shared_object(std::move(b->shared_object));
+        *k->mutable_signature() = b->signature;
       }
+      kernels.push_back(it->second);
+    }
+    if (kernels.size() != movers.size()) {
+      *steps.Add() = std::move(st);
+      continue;
+    }
+    for (size_t i = 0; i < movers.size(); ++i) {
       v1::KernelStep* ks = steps.Add()->mutable_kernel();
-      ks->set_kernel(it->second);
+      ks->set_kernel(kernels[i]);
       ks->add_nodes(st.node().name());
-      for (int i : m.inputs) ks->add_args(st.node().inputs(i));
-      ks->add_args(st.node().outputs(m.output));
+      for (int in : movers[i].inputs) ks->add_args(st.node().inputs(in));
+      ks->add_args(st.node().outputs(movers[i].output));
     }
   }
   pkg->mutable_steps()->Swap(&steps);

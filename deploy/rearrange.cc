@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 #include <random>
 #include <set>
@@ -63,6 +64,9 @@ void Next(Shape* o, const Shape& shape) {
     (*o)[d] = 0;
   }
 }
+
+// Equal bit for bit (a NaN fill is one value; 0 and -0 are two).
+bool Same(float a, float b) { return std::memcmp(&a, &b, sizeof(float)) == 0; }
 
 int64_t IndexAt(const v1::RearrangeIndex& m, const Shape& o) {
   if (m.mul() == 0) return m.add();
@@ -248,7 +252,7 @@ std::vector<RearrangeStep> RearrangeOf(const Node& n, int64_t opset,
         const int64_t g = int64_t(a[o]) - 1;
         const size_t j = size_t(std::upper_bound(base.begin(), base.end(), g) - base.begin()) - 1;
         src[o] = {int(j), g - base[j]};
-      } else if (a[o] == b[o] && a[o] == r[o] && (!fill || *fill == a[o])) {
+      } else if (Same(a[o], b[o]) && Same(a[o], r[o]) && (!fill || Same(*fill, a[o]))) {
         fill = a[o];
       } else {
         return {};
@@ -292,7 +296,7 @@ std::vector<RearrangeStep> RearrangeOf(const Node& n, int64_t opset,
       if (j != src[i].j || (j >= 0 && m.e != src[i].e)) return {};
       const float want =
           j < 0 ? w.rearrange().fill() : random[size_t(runtime[size_t(j)])][size_t(m.e)];
-      if (want != r[i]) return {};
+      if (!Same(want, r[i])) return {};
     }
     steps.push_back(std::move(step));
   }

@@ -1,11 +1,12 @@
 // Data movers as generated kernels: a native node that only copies
-// elements of its runtime inputs (Transpose, Concat, Slice, Pad, nearest
-// Resize, Split, Expand, Tile, Gather with constant indices, ...) becomes a
+// elements of its runtime inputs (Transpose, Concat, Slice, constant Pad,
+// nearest Resize, Split, Expand, Gather with constant indices, ...) becomes a
 // rearrange workload (v1::RearrangeAttrs) per output, found by running the
 // native operator itself on probe inputs and fitting each input
 // dimension's index to floor((mul * out[d] + add) / div); the fit is
 // accepted only where it reproduces the operator exactly on the probes and
-// on random data. What is not of that form stays native.
+// on random data. What is not of that form stays native (Tile's modulo,
+// reflect Pad, DepthToSpace, linear Resize).
 #pragma once
 
 #include <cstdint>

@@ -60,8 +60,9 @@ struct ExtractOptions {
   // (Conv2dAttrs.winograd): the package stores their weights transformed.
   bool winograd = false;
   // Nodes with a kernel form become kernels however small (a GPU
-  // package's every step is a kernel); otherwise small elementwise,
-  // pooling and softmax nodes stay native (kMinKernelElements).
+  // package's every step is a kernel); otherwise small elementwise nodes
+  // stay native (kMinKernelElements), as do small pooling and softmax
+  // nodes (kMinReductionElements).
   bool small_kernels = false;
 };
 

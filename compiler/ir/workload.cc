@@ -260,8 +260,9 @@ absl::StatusOr<double> CanonElementwise(v1::Workload* w, std::vector<int64_t>* o
 }
 
 // A data mover: the output shape is given; every index map names an output
-// dimension and divides by a positive number; each map is reduced by the
-// gcd of its terms (and a constant map to its value), so equal maps are
+// dimension and divides by a positive number, and its terms stay below 2^31
+// over the output; each map is reduced by the gcd of its terms (and a
+// constant map to its value), so maps that differ by a common factor are
 // equal messages. One "operation" per output element.
 absl::StatusOr<double> CanonRearrange(v1::Workload* w, std::vector<int64_t>* out) {
   v1::RearrangeAttrs* a = w->mutable_rearrange();
@@ -296,6 +297,12 @@ absl::StatusOr<double> CanonRearrange(v1::Workload* w, std::vector<int64_t>* out
     if (x->source() < 0 || x->source() >= a->out_shape_size()) {
       return InvalidArgumentError(StrCat("rearrange: index[", i, "] reads output dimension ",
                                          x->source(), " of ", a->out_shape_size()));
+    }
+    // Every intermediate value fits 32 bits (GPU kernels index with int).
+    const int64_t span = std::abs(x->mul()) * (a->out_shape(int(x->source())) - 1);
+    if (span + std::abs(x->add()) >= kLimit) {
+      return InvalidArgumentError(StrCat("rearrange: index[", i, "] reaches ", span, " + ",
+                                         std::abs(x->add()), " (at most 2^31 - 1)"));
     }
     const int64_t g = std::gcd(std::gcd(x->mul(), x->add()), x->div());
     if (g > 1) {

@@ -4,6 +4,7 @@
 #include <set>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -225,6 +226,7 @@ absl::Status ParseIndex(Parser& p, v1::RearrangeIndex* x) {
   x->set_mul(1);
   x->set_div(1);
   int64_t n = 0;
+  bool dim = true;  // the index reads an output dimension
   if (p.Eat('o')) {
   } else if (p.Peek(0) == '-' && p.Peek(1) == 'o') {
     p.Eat('-'), p.Eat('o');
@@ -236,19 +238,22 @@ absl::Status ParseIndex(Parser& p, v1::RearrangeIndex* x) {
     } else {
       x->set_mul(0);
       x->set_add(n);
+      dim = false;
     }
   } else {
     return p.Error(at, "expected an index: [MUL*]oDIM[+ADD][/DIV] or a number");
   }
-  if (x->mul() != 0) {
+  if (dim) {
     int64_t src = 0;
     if (!absl::SimpleAtoi(p.Digits(), &src))
       return p.Error(p.pos(), "expected an output dimension after 'o'");
     x->set_source(src);
     const bool plus = p.Eat('+');
-    if (plus || p.Peek(0) == '-') {
+    if ((plus && absl::ascii_isdigit(p.Peek(0))) || (!plus && p.Peek(0) == '-')) {
       if (!integer(&n)) return p.Error(p.pos(), "expected a number to add");
       x->set_add(n);
+    } else if (plus) {
+      return p.Error(p.pos(), "expected a number after '+'");
     }
   }
   if (paren && !p.Eat(')')) return p.Error(p.pos(), "expected ')'");
@@ -274,7 +279,7 @@ absl::Status ParseRearrange(Parser& p, v1::Workload* w) {
     return absl::OkStatus();
   };
   if (!p.Eat('(')) return p.Error(p.pos(), "expected '('");
-  bool has_out = false;
+  bool has_out = false, has_fill = false;
   while (!p.Eat(')')) {
     if (has_out && !p.Eat(',')) return p.Error(p.pos(), "expected ',' or ')'");
     const size_t at = p.pos();
@@ -283,7 +288,8 @@ absl::Status ParseRearrange(Parser& p, v1::Workload* w) {
     if (key == "out" && !has_out) {
       TF_RETURN_IF_ERROR(shape([&](int64_t d) { a->add_out_shape(d); }));
       has_out = true;
-    } else if (key == "fill" && has_out && w->inputs_size() == 0) {
+    } else if (key == "fill" && has_out && !has_fill && w->inputs_size() == 0) {
+      has_fill = true;
       const size_t vat = p.pos();
       float f = 0;
       if (!absl::SimpleAtof(p.Number(), &f)) return p.Error(vat, "fill must be a number");

@@ -88,13 +88,21 @@ Trace DefaultSchedule(const ComputeDAG& dag, const Target& target) {
         if (k != gather) ro.order.push_back(k);
       ro.order.push_back(gather);
       ro.order.push_back(ns - 1);
+      int64_t outer = 1;  // the iterations outside the gathering axis
+      for (int k = 0; k < ns - 2; ++k) outer *= s.axes[size_t(ro.order[size_t(k)])].extent;
       apply(std::move(ro));
-      if (ns > 3) {
+      // The axes outside the gathering one as one parallel loop; with
+      // fewer than 16 iterations there ([1, 85, 8400] -> [1, 8400, 85]),
+      // the gathering axis joins it (its fastest part, so chunks keep
+      // neighbouring rows together). A 2-D transpose parallelizes the
+      // gathering axis.
+      const int fused = outer < 16 ? ns - 1 : ns - 2;
+      if (fused > 1) {
         FuseStep f{int(i)};
-        for (int k = 0; k < ns - 2; ++k) f.iters.push_back(k);
+        for (int k = 0; k < fused; ++k) f.iters.push_back(k);
         apply(std::move(f));
       }
-      if (ns > 2 && st.stages()[i].iters[0].extent > 1)
+      if (st.stages()[i].iters[0].extent > 1)
         apply(AnnotateStep{int(i), 0, v1::ANNOTATION_PARALLEL});
       const int innermost = int(st.stages()[i].iters.size()) - 1;
       if (st.stages()[i].iters[innermost].extent > 1)

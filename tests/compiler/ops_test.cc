@@ -85,7 +85,7 @@ INSTANTIATE_TEST_SUITE_P(
         // concat, a constant pad, a nearest upsampling (floor division),
         // a reversed strided slice, a broadcast and a constant index.
         "rearrange(out=2x24x5x19,x0=2x5x19x24[o0,o2,o3,o1])",
-        "rearrange(out=1x9x7x3,x0=1x3x9x7[o0,o3,o1,o2])",
+        "rearrange(out=1x9x7x3,x0=1x3x9x7[o0,o3,o1,o2])", "rearrange(out=37x19,x0=19x37[o1,o0])",
         "rearrange(out=1x13x6x5,x0=1x4x6x5[o0,o1,o2,o3],x1=1x9x6x5[o0,o1-4,o2,o3])",
         // A concat along the vectorized axis, segments across vector edges
         // (each a masked load passing the next input's lanes through).

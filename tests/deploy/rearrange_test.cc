@@ -4,6 +4,8 @@
 // operator writes on random data.
 #include "deploy/rearrange.h"
 
+#include <cmath>
+#include <cstring>
 #include <random>
 
 #include "absl/strings/str_cat.h"
@@ -97,6 +99,14 @@ std::vector<Case> Cases() {
            {{1, 2, 4, 5}, {8}, {1}},
            {std::nullopt, Ints({0, 0, 1, 2, 0, 0, 2, 0}), Floats({-0.75f})},
            {{1, 2, 7, 7}}};
+    cases.push_back(c);
+  }
+  {
+    Case c{"pad with NaN (the fill compared bit for bit)",
+           MakeNode("Pad", 3, 1),
+           {{1, 2, 3, 4}, {8}, {1}},
+           {std::nullopt, Ints({0, 0, 0, 1, 0, 0, 1, 0}), Floats({std::nanf("")})},
+           {{1, 2, 4, 5}}};
     cases.push_back(c);
   }
   {
@@ -259,8 +269,11 @@ TEST(Rearrange, DataMoversBecomeKernelsThatWriteWhatTheOperatorWrites) {
           testing::RunKernel(step.workload, nullptr, codegen::HostTarget(), inputs);
       ASSERT_TRUE(got.ok()) << got.status();
       ASSERT_EQ(got->size(), want[size_t(step.output)].size());
-      for (size_t e = 0; e < got->size(); ++e)
-        ASSERT_EQ((*got)[e], want[size_t(step.output)][e]) << "element " << e;
+      for (size_t e = 0; e < got->size(); ++e) {  // bit for bit (a NaN fill too)
+        const float g = (*got)[e], w = want[size_t(step.output)][e];
+        ASSERT_EQ(std::memcmp(&g, &w, sizeof(float)), 0)
+            << "element " << e << ": " << g << " vs " << w;
+      }
     }
   }
 }

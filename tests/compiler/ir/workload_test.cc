@@ -384,13 +384,19 @@ TEST(WorkloadSpec, FormatReadsBackAsTheSameWorkload) {
   EXPECT_FALSE(ParseWorkloadSpec("mul(N=3,C=16,H=16,W=6,yC=2)").ok()) << "16 vs 2 do not broadcast";
   EXPECT_FALSE(ParseWorkloadSpec("relu(N=1,C=2,H=3,W=4,yC=1)").ok()) << "relu has one input";
   EXPECT_FALSE(ParseWorkloadSpec("clip(N=1,C=2,H=3,W=4,min=1,max=0)").ok()) << "min > max";
+  // A zero multiplier reads no dimension: the constant 0.
+  EXPECT_EQ(*FormatWorkloadSpec(*ParseWorkloadSpec("rearrange(out=3x4,x0=1x4[0*o1,o1])")),
+            "rearrange(out=3x4,x0=1x4[0,o1])");
   // Rearrange maps are written reduced: 2*o1+4 over 2 is o1+2.
   EXPECT_EQ(*FormatWorkloadSpec(*ParseWorkloadSpec("rearrange(out=3x4,x0=6x4[(2*o0+4)/2,o1])")),
             "rearrange(out=3x4,x0=6x4[o0+2,o1])");
   for (const char* bad :
        {"rearrange(out=3x4,x0=6x4[o0])", "rearrange(out=3x4,x0=6x4[o2,o1])",
         "rearrange(out=3x4,x0=6x4[o0/0,o1])", "rearrange(x0=6x4[o0,o1])", "rearrange(out=3x4)",
-        "rearrange(out=3x4,x1=6x4[o0,o1])", "rearrange(out=3x4,x0=6x4[p0,o1])"}) {
+        "rearrange(out=3x4,x1=6x4[o0,o1])", "rearrange(out=3x4,x0=6x4[p0,o1])",
+        "rearrange(out=3x4,x0=6x4[o0+-1,o1])", "rearrange(out=3x4,fill=1,fill=2,x0=6x4[o0,o1])",
+        // 65537 * 59999 passes 2^31: GPU kernels index with int.
+        "rearrange(out=60000,x0=60000[(65537*o0)/65536])"}) {
     absl::StatusOr<v1::Workload> w = ParseWorkloadSpec(bad);
     EXPECT_FALSE(w.ok()) << bad;
     EXPECT_TRUE(absl::StrContains(w.status().message(), "rearrange")) << w.status();
