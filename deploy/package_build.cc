@@ -917,6 +917,22 @@ absl::Status PlanValues(const Model& model, const PackageConstants& consts,
   return absl::OkStatus();
 }
 
+// A package kernel: the built code of `workload` and why its schedule.
+void PutKernel(const std::string& key, const std::string& description, const v1::Workload& workload,
+               const Built& b, const KernelChoice& choice, v1::PackageKernel* k) {
+  k->set_workload_key(key);
+  k->set_description(description);
+  *k->mutable_workload() = workload;
+  *k->mutable_schedule() = b.schedule;
+  if (choice.tuned) k->set_record_id(choice.record_id);
+  k->set_tuned(choice.tuned);
+  k->set_tuned_sec(choice.tuned_sec);
+  k->set_default_sec(choice.default_sec);
+  k->set_choice(choice.why);
+  k->set_shared_object(b.shared_object);
+  *k->mutable_signature() = b.signature;
+}
+
 // Native data movers that are not views become generated kernels
 // (RearrangeOf): one kernel per distinct workload, on its default
 // schedule, after the tasks' kernels; the node's step becomes one kernel
@@ -926,20 +942,17 @@ absl::Status RearrangeSteps(const ir::Target& target, v1::ModelPackage* pkg) {
   std::map<std::string, Shape> shapes;
   for (const v1::PackageValue& v : pkg->values())
     shapes[v.name()] = Shape(v.shape().begin(), v.shape().end());
+  auto candidate = [](const v1::PackageStep& st) {
+    return st.has_node() && !st.node().view() && MayRearrange(st.node().op());
+  };
   // The constants a candidate node reads (its shapes, pads, indices).
   std::set<std::string> read;
   for (const v1::PackageStep& st : pkg->steps())
-    if (st.has_node() && !st.node().view() && MayRearrange(st.node().op()))
-      read.insert(st.node().inputs().begin(), st.node().inputs().end());
+    if (candidate(st)) read.insert(st.node().inputs().begin(), st.node().inputs().end());
   std::map<std::string, Constant> constants;
   for (const v1::PackageTensor& t : pkg->constants()) {
     if (!read.count(t.name())) continue;
-    Constant c;
-    c.shape.assign(t.shape().begin(), t.shape().end());
-    c.is_int = t.is_int();
-    c.ints.assign(t.i64().begin(), t.i64().end());
-    c.floats.resize(t.f32().size() / sizeof(float));
-    std::memcpy(c.floats.data(), t.f32().data(), c.floats.size() * sizeof(float));
+    TF_ASSIGN_OR_RETURN(Constant c, runner::FromPackage(t));
     shapes[t.name()] = c.shape;
     constants[t.name()] = std::move(c);
   }
@@ -947,7 +960,7 @@ absl::Status RearrangeSteps(const ir::Target& target, v1::ModelPackage* pkg) {
   google::protobuf::RepeatedPtrField<v1::PackageStep> steps;
   for (v1::PackageStep& st : *pkg->mutable_steps()) {
     std::vector<RearrangeStep> movers;
-    if (st.has_node() && !st.node().view() && MayRearrange(st.node().op())) {
+    if (candidate(st)) {
       const Node n = runner::FromPackage(st.node());
       std::vector<Shape> in_shapes, out_shapes;
       std::vector<const Constant*> in_const;
@@ -974,20 +987,14 @@ absl::Status RearrangeSteps(const ir::Target& target, v1::ModelPackage* pkg) {
     // not build: a CUDA build then names the node's op).
     std::vector<int> kernels;
     for (const RearrangeStep& m : movers) {
-      TF_ASSIGN_OR_RETURN(ir::CanonicalWorkload cw, ir::Canonicalize(m.workload));
-      auto it = kernel_of.find(cw.key);
+      auto it = kernel_of.find(m.key);
       if (it == kernel_of.end()) {
-        absl::StatusOr<Built> b = Compile(cw.workload, nullptr, target);
+        absl::StatusOr<Built> b = Compile(m.workload, nullptr, target);
         if (!b.ok()) break;
-        it = kernel_of.emplace(cw.key, pkg->kernels_size()).first;
-        v1::PackageKernel* k = pkg->add_kernels();
-        k->set_workload_key(cw.key);
-        k->set_description(ir::Describe(cw.workload));
-        *k->mutable_workload() = cw.workload;
-        *k->mutable_schedule() = b->schedule;
-        k->set_choice("a data mover: the default schedule");
-        k->set_shared_object(std::move(b->shared_object));
-        *k->mutable_signature() = b->signature;
+        it = kernel_of.emplace(m.key, pkg->kernels_size()).first;
+        KernelChoice choice;
+        choice.why = "a data mover: the default schedule";
+        PutKernel(m.key, ir::Describe(m.workload), m.workload, *b, choice, pkg->add_kernels());
       }
       kernels.push_back(it->second);
     }
@@ -1050,18 +1057,7 @@ absl::StatusOr<v1::ModelPackage> BuildPackage(const Model& model, const ir::Targ
   for (const ModelTask& task : ex.tasks) {
     KernelChoice choice;
     TF_ASSIGN_OR_RETURN(Built b, ChooseKernel(task, target, options, &choice));
-    v1::PackageKernel* k = pkg.add_kernels();
-    k->set_workload_key(task.key);
-    k->set_description(task.description);
-    *k->mutable_workload() = task.workload;
-    *k->mutable_schedule() = b.schedule;
-    if (choice.tuned) k->set_record_id(choice.record_id);
-    k->set_tuned(choice.tuned);
-    k->set_tuned_sec(choice.tuned_sec);
-    k->set_default_sec(choice.default_sec);
-    k->set_choice(choice.why);
-    k->set_shared_object(b.shared_object);
-    *k->mutable_signature() = b.signature;
+    PutKernel(task.key, task.description, task.workload, b, choice, pkg.add_kernels());
     built.push_back(std::move(b));
   }
 

@@ -68,11 +68,6 @@ void Next(Shape* o, const Shape& shape) {
 // Equal bit for bit (a NaN fill is one value; 0 and -0 are two).
 bool Same(float a, float b) { return std::memcmp(&a, &b, sizeof(float)) == 0; }
 
-int64_t IndexAt(const v1::RearrangeIndex& m, const Shape& o) {
-  if (m.mul() == 0) return m.add();
-  return ir::FloorDivInt(m.mul() * o[size_t(m.source())] + m.add(), m.div());
-}
-
 // mul, add and div with floor((mul * o + add) / div) == t[o] for every o
 // where `t` is set (>= 0); nullopt when the candidates tried do not fit.
 std::optional<v1::RearrangeIndex> FitTable(const std::vector<int64_t>& t, int64_t in_extent) {
@@ -179,7 +174,8 @@ Source MapAt(const v1::Workload& w, const Shape& o) {
     int64_t e = 0;
     bool inside = true;
     for (int d = 0; d < s.size(); ++d) {
-      const int64_t i = IndexAt(w.rearrange().index(at + d), o);
+      const v1::RearrangeIndex& m = w.rearrange().index(at + d);
+      const int64_t i = ir::RearrangeIndexAt(m, o[size_t(m.source())]);
       inside &= i >= 0 && i < s[d];
       e = e * s[d] + i;
     }
@@ -287,6 +283,7 @@ std::vector<RearrangeStep> RearrangeOf(const Node& n, int64_t opset,
     absl::StatusOr<ir::CanonicalWorkload> c = ir::Canonicalize(w);
     if (!c.ok()) return {};
     w = c->workload;
+    step.key = c->key;
     // The map must reproduce the operator: every element's source on the
     // probe, and every value on random data.
     Shape o(out.size(), 0);

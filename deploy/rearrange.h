@@ -23,6 +23,7 @@ namespace tunefarm::deploy {
 // One output of a data-moving node as a kernel.
 struct RearrangeStep {
   v1::Workload workload;    // OP_KIND_REARRANGE, canonical
+  std::string key;          // its workload key
   std::vector<int> inputs;  // the node input each workload input binds to
   int output = 0;           // the node output it computes
 };

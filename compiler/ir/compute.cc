@@ -612,13 +612,11 @@ int Rearrange(Builder& b, const v1::Workload& w) {
     std::vector<Expr> idx;
     for (size_t d = 0; d < shape.size(); ++d) {
       const v1::RearrangeIndex& m = a.index(first[size_t(k)] + int(d));
-      auto at = [&](int64_t o) { return FloorDivInt(m.mul() * o + m.add(), m.div()); };
+      const int64_t last = out[size_t(m.source())] - 1, at0 = RearrangeIndexAt(m, 0),
+                    at_last = RearrangeIndexAt(m, last);
+      const int64_t lo = std::min(at0, at_last), hi = std::max(at0, at_last);
       Expr x = I(m.add());
-      int64_t lo = m.add(), hi = m.add();
       if (m.mul() != 0) {
-        const int64_t last = out[size_t(m.source())] - 1;
-        lo = std::min(at(0), at(last));
-        hi = std::max(at(0), at(last));
         x = axes[size_t(m.source())].var;
         if (m.mul() != 1) x = I(m.mul()) * x;
         if (m.add() != 0) x = x + I(m.add());

@@ -353,6 +353,11 @@ int64_t WindowOutput(int64_t in, int64_t pad_lo, int64_t pad_hi, int64_t kernel,
   return out;
 }
 
+int64_t RearrangeIndexAt(const v1::RearrangeIndex& m, int64_t o) {
+  if (m.mul() == 0) return m.add();
+  return FloorDivInt(m.mul() * o + m.add(), m.div());
+}
+
 std::string OpName(v1::OpKind op) {
   switch (op) {
     case v1::OP_KIND_CONV2D: return "conv2d";

@@ -34,6 +34,10 @@ absl::StatusOr<CanonicalWorkload> Canonicalize(const v1::Workload& workload);
 int64_t WindowOutput(int64_t in, int64_t pad_lo, int64_t pad_hi, int64_t kernel, int64_t stride,
                      int64_t dilation = 1, bool ceil_mode = false);
 
+// A rearrange index map's value where its output dimension is at `o`:
+// floor((mul * o + add) / div), or add when mul is 0.
+int64_t RearrangeIndexAt(const v1::RearrangeIndex& m, int64_t o);
+
 // Short op name used as the key prefix: "conv2d", "dense", ...
 std::string OpName(v1::OpKind op);
 

@@ -157,6 +157,18 @@ class Parser {
   size_t pos_ = 0;
 };
 
+// "D1xD2x..." into `dims`.
+absl::Status ParseDims(Parser& p, google::protobuf::RepeatedField<int64_t>* dims) {
+  do {
+    const size_t at = p.pos();
+    int64_t d = 0;
+    if (!absl::SimpleAtoi(p.Digits(), &d) || d <= 0)
+      return p.Error(at, "expected a dimension (a positive integer)");
+    dims->Add(d);
+  } while (p.Eat('x'));
+  return absl::OkStatus();
+}
+
 // "[SHAPE,...](FN(ARG,...),...)" after "+map": the map inputs' shapes
 // ("1", "64x1x1"), then the steps; an argument is %K (value K: 0 the
 // epilogue's input, K step K's result), $K (map input K) or a number.
@@ -165,14 +177,7 @@ absl::Status ParseMap(Parser& p, v1::Epilogue* e) {
   if (!p.Eat('[')) return p.Error(p.pos(), "expected '[' and the map inputs' shapes");
   while (!p.Eat(']')) {
     if (e->map_inputs_size() > 0 && !p.Eat(',')) return p.Error(p.pos(), "expected ',' or ']'");
-    v1::TensorSpec* t = e->add_map_inputs();
-    do {
-      size_t at = p.pos();
-      int64_t d = 0;
-      if (!absl::SimpleAtoi(p.Digits(), &d) || d <= 0)
-        return p.Error(at, "expected a dimension (a positive integer)");
-      t->add_shape(d);
-    } while (p.Eat('x'));
+    if (absl::Status s = ParseDims(p, e->add_map_inputs()->mutable_shape()); !s.ok()) return s;
   }
   if (!p.Eat('(')) return p.Error(p.pos(), "expected '(' and the map's steps");
   while (!p.Eat(')')) {
@@ -268,16 +273,6 @@ absl::Status ParseIndex(Parser& p, v1::RearrangeIndex* x) {
 absl::Status ParseRearrange(Parser& p, v1::Workload* w) {
   w->set_op(v1::OP_KIND_REARRANGE);
   v1::RearrangeAttrs* a = w->mutable_rearrange();
-  auto shape = [&](auto add) -> absl::Status {
-    do {
-      const size_t at = p.pos();
-      int64_t d = 0;
-      if (!absl::SimpleAtoi(p.Digits(), &d) || d <= 0)
-        return p.Error(at, "expected a dimension (a positive integer)");
-      add(d);
-    } while (p.Eat('x'));
-    return absl::OkStatus();
-  };
   if (!p.Eat('(')) return p.Error(p.pos(), "expected '('");
   bool has_out = false, has_fill = false;
   while (!p.Eat(')')) {
@@ -286,7 +281,7 @@ absl::Status ParseRearrange(Parser& p, v1::Workload* w) {
     const std::string key = p.Ident();
     if (!p.Eat('=')) return p.Error(p.pos(), "expected '=' after an attribute name");
     if (key == "out" && !has_out) {
-      TF_RETURN_IF_ERROR(shape([&](int64_t d) { a->add_out_shape(d); }));
+      TF_RETURN_IF_ERROR(ParseDims(p, a->mutable_out_shape()));
       has_out = true;
     } else if (key == "fill" && has_out && !has_fill && w->inputs_size() == 0) {
       has_fill = true;
@@ -297,7 +292,7 @@ absl::Status ParseRearrange(Parser& p, v1::Workload* w) {
     } else if (has_out && key == absl::StrCat("x", w->inputs_size())) {
       v1::TensorSpec* t = w->add_inputs();
       t->set_dtype(v1::DTYPE_FLOAT32);
-      TF_RETURN_IF_ERROR(shape([&](int64_t d) { t->add_shape(d); }));
+      TF_RETURN_IF_ERROR(ParseDims(p, t->mutable_shape()));
       if (!p.Eat('[')) return p.Error(p.pos(), "expected '[' and one index per input dimension");
       for (int d = 0; d < t->shape_size(); ++d) {
         if (d > 0 && !p.Eat(',')) return p.Error(p.pos(), "expected ',' and the next index");

@@ -77,6 +77,10 @@ Trace DefaultSchedule(const ComputeDAG& dag, const Target& target) {
     if (st.stages()[i].location == StageState::Location::kInline) continue;
     const Stage& s = dag.stages[i];
     int ns = int(s.axes.size()), nr = int(s.reduce_axes.size());
+    // (Fusing a short innermost axis with the one before it was measured
+    // slower: the fused index turns the input loads into gathers.)
+    int inner_axes = 1;
+    int last = ns - inner_axes;
     if (int gather = TransposedAxis(s); gather >= 0) {
       // A transpose: the output axis the input's rows run along goes just
       // outside the innermost, so the input rows one outer iteration
@@ -91,28 +95,13 @@ Trace DefaultSchedule(const ComputeDAG& dag, const Target& target) {
       int64_t outer = 1;  // the iterations outside the gathering axis
       for (int k = 0; k < ns - 2; ++k) outer *= s.axes[size_t(ro.order[size_t(k)])].extent;
       apply(std::move(ro));
-      // The axes outside the gathering one as one parallel loop; with
+      // The axes outside the gathering one are the parallel loop; with
       // fewer than 16 iterations there ([1, 85, 8400] -> [1, 8400, 85]),
       // the gathering axis joins it (its fastest part, so chunks keep
       // neighbouring rows together). A 2-D transpose parallelizes the
       // gathering axis.
-      const int fused = outer < 16 ? ns - 1 : ns - 2;
-      if (fused > 1) {
-        FuseStep f{int(i)};
-        for (int k = 0; k < fused; ++k) f.iters.push_back(k);
-        apply(std::move(f));
-      }
-      if (st.stages()[i].iters[0].extent > 1)
-        apply(AnnotateStep{int(i), 0, v1::ANNOTATION_PARALLEL});
-      const int innermost = int(st.stages()[i].iters.size()) - 1;
-      if (st.stages()[i].iters[innermost].extent > 1)
-        apply(AnnotateStep{int(i), innermost, v1::ANNOTATION_VECTORIZE});
-      continue;
+      if (outer >= 16) last = ns - 2;
     }
-    // (Fusing a short innermost axis with the one before it was measured
-    // slower: the fused index turns the input loads into gathers.)
-    int inner_axes = 1;
-    int last = ns - inner_axes;
     // Loops: spatial[0..last), reductions, then the whole innermost spatial
     // loop, vectorized. Each reduction step then updates a contiguous row of
     // the output whose elements do not depend on each other (an axpy), so

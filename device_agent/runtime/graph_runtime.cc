@@ -52,6 +52,22 @@ Node FromPackage(const v1::PackageNode& p) {
   return n;
 }
 
+absl::StatusOr<Constant> FromPackage(const v1::PackageTensor& t) {
+  TF_ASSIGN_OR_RETURN(int64_t n, Numel(t.shape(), StrCat("constant '", t.name(), "'")));
+  Constant k;
+  k.shape.assign(t.shape().begin(), t.shape().end());
+  k.is_int = t.is_int();
+  if (t.is_int() ? t.i64_size() != n : int64_t(t.f32().size()) != n * 4)
+    return Bad(StrCat("constant '", t.name(), "' has the wrong size"));
+  if (t.is_int()) {
+    k.ints.assign(t.i64().begin(), t.i64().end());
+  } else {
+    k.floats.resize(size_t(n));
+    std::memcpy(k.floats.data(), t.f32().data(), t.f32().size());
+  }
+  return k;
+}
+
 struct GraphRuntime::Impl {
   v1::ModelPackage pkg;
   Options options;
@@ -117,20 +133,13 @@ absl::Status GraphRuntime::Impl::Init() {
   if (!options.keep_values)
     arena = std::make_unique<runner::AlignedBuffer>((pkg.arena_bytes() + 3) / 4 + 16);
   for (const v1::PackageTensor& c : pkg.constants()) {
-    TF_ASSIGN_OR_RETURN(int64_t n, Numel(c.shape(), StrCat("constant '", c.name(), "'")));
-    Constant k;
-    k.shape.assign(c.shape().begin(), c.shape().end());
-    k.is_int = c.is_int();
+    TF_ASSIGN_OR_RETURN(Constant k, FromPackage(c));
+    const int64_t n = k.size();
     auto buf = std::make_unique<runner::AlignedBuffer>(std::max<int64_t>(n, 1));
-    if (c.is_int()) {
-      if (c.i64_size() != n) return Bad(StrCat("constant '", c.name(), "' has the wrong size"));
-      k.ints.assign(c.i64().begin(), c.i64().end());
+    if (k.is_int) {
       for (int64_t i = 0; i < n; ++i) buf->data()[i] = float(k.ints[size_t(i)]);
     } else {
-      if (int64_t(c.f32().size()) != n * 4)
-        return Bad(StrCat("constant '", c.name(), "' has the wrong size"));
-      std::memcpy(buf->data(), c.f32().data(), c.f32().size());
-      k.floats.assign(buf->data(), buf->data() + n);
+      std::copy(k.floats.begin(), k.floats.end(), buf->data());
     }
     if (constants.count(c.name())) return Bad(StrCat("constant '", c.name(), "' twice"));
     auto& stored = constants[c.name()] = std::move(k);

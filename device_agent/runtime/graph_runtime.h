@@ -26,6 +26,8 @@ inline constexpr int kOldestPackageFormatVersion = 2;
 
 // A package's native node as the runtime reads it.
 Node FromPackage(const ::tunefarm::v1::PackageNode& p);
+// A package's constant; InvalidArgument when its data does not fill its shape.
+absl::StatusOr<Constant> FromPackage(const ::tunefarm::v1::PackageTensor& t);
 
 class GraphRuntime {
  public:
