@@ -26,6 +26,15 @@ inline const std::vector<Anchor>& KernelAnchors() {
       {"yolo_c128_h40_1x1", "conv2d_nchw(N=1,C=128,H=40,W=40,K=128,R=1,S=1)"},
       {"mbv2_dw_c144_h56", "depthwise_conv2d_nchw(N=1,C=144,H=56,W=56,R=3,S=3,pad=1)"},
       {"mbv2_dw_c576_h14", "depthwise_conv2d_nchw(N=1,C=576,H=14,W=14,R=3,S=3,pad=1)"},
+      // Reductions and normalizations: rows (PP-OCR rec's LayerNorm, a
+      // transformer's), spatial means, a max across NCHW channels.
+      {"rec_layer_norm_40x120", "layer_norm(A=40,N=120)"},
+      {"layer_norm_128x768", "layer_norm(A=128,N=768)"},
+      {"instance_norm_c64_h56", "instance_norm(A=64,N=3136)"},
+      {"reduce_mean_rows_128x768", "reduce_mean(A=128,N=768)"},
+      {"reduce_mean_c512_h7", "reduce_mean(A=512,N=49)"},
+      {"reduce_max_channels_c256_h56", "reduce_max(A=1,N=256,B=3136)"},
+      {"reduce_l2_rows_512x1024", "reduce_l2(A=512,N=1024)"},
   };
   return anchors;
 }

@@ -213,6 +213,92 @@ std::optional<ReferenceRun> RunOneDnn(const v1::Workload& w,
         timing);
     return run;
   }
+  if (w.op() == v1::OP_KIND_REDUCE && w.epilogue_size() == 0) {
+    // [A, N, B] -> [A, 1, B]; log_sum and log_sum_exp have no primitive.
+    algorithm alg;
+    float p = 0;
+    switch (w.reduce().op()) {
+      case v1::REDUCE_OP_SUM:
+        alg = algorithm::reduction_sum;
+        break;
+      case v1::REDUCE_OP_MEAN:
+        alg = algorithm::reduction_mean;
+        break;
+      case v1::REDUCE_OP_MAX:
+        alg = algorithm::reduction_max;
+        break;
+      case v1::REDUCE_OP_MIN:
+        alg = algorithm::reduction_min;
+        break;
+      case v1::REDUCE_OP_L1:
+        alg = algorithm::reduction_norm_lp_sum, p = 1;
+        break;
+      case v1::REDUCE_OP_L2:
+        alg = algorithm::reduction_norm_lp_sum, p = 2;
+        break;
+      case v1::REDUCE_OP_SUM_SQUARE:
+        alg = algorithm::reduction_norm_lp_power_p_sum, p = 2;
+        break;
+      default:
+        return std::nullopt;
+    }
+    const auto& d = w.inputs(0).shape();
+    const int64_t a = d[0], n = d[1], b = d.size() > 2 ? d[2] : 1;
+    memory::desc src_md({1, a, n, b}, dt::f32, tag::nchw), dst_md({1, a, 1, b}, dt::f32, tag::nchw);
+    reduction::primitive_desc pd(reduction::desc(alg, src_md, dst_md, p, 0.f), eng);
+    run.output.assign(size_t(a * b), 0);
+    memory sm(src_md, eng, const_cast<float*>(inputs[0].data()));
+    memory dm(dst_md, eng, run.output.data());
+    reduction r(pd);
+    std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, sm}, {DNNL_ARG_DST, dm}};
+    run.seconds = TimeIt(
+        [&] {
+          r.execute(strm, args);
+          strm.wait();
+        },
+        timing);
+    return run;
+  }
+  if (w.op() == v1::OP_KIND_NORMALIZE && w.epilogue_size() == 0) {
+    // Layer normalization over [A, N]'s rows; an instance normalization of
+    // one image is oneDNN's batch normalization of [1, A, N] (per channel
+    // over N), both computing their statistics.
+    const auto& d = w.inputs(0).shape();
+    const int64_t a = d[0], n = d[1];
+    const bool per_row = w.normalize().per_row(), shift = w.inputs_size() > 2;
+    const float eps = w.normalize().epsilon();
+    normalization_flags flags = normalization_flags::use_scale;
+    if (shift) flags = flags | normalization_flags::use_shift;
+    memory::desc data_md = per_row ? memory::desc({1, a, n, 1}, dt::f32, tag::nchw)
+                                   : memory::desc({a, n}, dt::f32, tag::ab);
+    memory::desc param_md({per_row ? a : n}, dt::f32, tag::a);
+    run.output.assign(size_t(a * n), 0);
+    memory sm(data_md, eng, const_cast<float*>(inputs[0].data()));
+    memory dm(data_md, eng, run.output.data());
+    memory scale(param_md, eng, const_cast<float*>(inputs[1].data()));
+    std::unordered_map<int, memory> args = {
+        {DNNL_ARG_SRC, sm}, {DNNL_ARG_DST, dm}, {DNNL_ARG_SCALE, scale}};
+    if (shift) args[DNNL_ARG_SHIFT] = memory(param_md, eng, const_cast<float*>(inputs[2].data()));
+    primitive prim;
+    if (per_row) {
+      batch_normalization_forward::primitive_desc pd(
+          batch_normalization_forward::desc(prop_kind::forward_inference, data_md, eps, flags),
+          eng);
+      prim = batch_normalization_forward(pd);
+    } else {
+      layer_normalization_forward::primitive_desc pd(
+          layer_normalization_forward::desc(prop_kind::forward_inference, data_md, eps, flags),
+          eng);
+      prim = layer_normalization_forward(pd);
+    }
+    run.seconds = TimeIt(
+        [&] {
+          prim.execute(strm, args);
+          strm.wait();
+        },
+        timing);
+    return run;
+  }
   return std::nullopt;
 }
 

@@ -672,6 +672,8 @@ absl::Status AddKernelStep(const Model& model, const TaskExtraction& ex, const T
       derived = true;
       data = p.bias;
       src = StrCat(a.name, "/bias");
+    } else if (role == "scale" || role == "shift") {  // a normalization's
+      src = a.inputs[role == "scale" ? 1 : 2];
     } else if (role == "residual") {
       if (p.residual.empty()) return absl::InternalError(StrCat("node '", a.name, "': residual"));
       src = p.residual;

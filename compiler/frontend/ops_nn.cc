@@ -410,6 +410,49 @@ absl::Status InferLayerNorm(ShapeContext& c, const Node& n) {
   return c.Set(n, 0, x);
 }
 
+// LayerNormalization as a kernel of its own: [A, N] around `axis`, scale
+// and bias of N elements (a scale that broadcasts over part of the row, or
+// the Mean and InvStdDev outputs, stay native).
+bool LayerNormAlone(const Model& m, const Node& n, v1::Workload* w) {
+  auto s = m.shapes.find(n.inputs[0]);
+  if (s == m.shapes.end() || s->second.empty() || n.outputs.size() != 1) return false;
+  const Shape& x = s->second;
+  int64_t axis = n.Int("axis", -1);
+  if (axis < 0) axis += int64_t(x.size());
+  if (axis < 0 || axis >= int64_t(x.size())) return false;
+  int64_t a = 1, len = 1;
+  for (size_t d = 0; d < x.size(); ++d) (int64_t(d) < axis ? a : len) *= x[d];
+  w->set_op(v1::OP_KIND_NORMALIZE);
+  *w->add_inputs() = Spec({a, len});
+  for (size_t i = 1; i < n.inputs.size() && i < 3; ++i) {
+    if (n.inputs[i].empty()) break;
+    auto p = m.shapes.find(n.inputs[i]);
+    if (p == m.shapes.end() || Elements(p->second) != double(len)) return false;
+    *w->add_inputs() = Spec({len});
+  }
+  if (w->inputs_size() < 2) return false;
+  w->mutable_normalize()->set_epsilon(n.Float("epsilon", 1e-5f));
+  return true;
+}
+
+// InstanceNormalization of one image as a kernel of its own: each channel
+// a row of [C, H*W...], scale and bias per row.
+bool InstanceNormAlone(const Model& m, const Node& n, v1::Workload* w) {
+  auto s = m.shapes.find(n.inputs[0]);
+  if (s == m.shapes.end() || s->second.size() < 3 || s->second[0] != 1 || n.inputs.size() != 3 ||
+      n.outputs.size() != 1)
+    return false;
+  const Shape& x = s->second;
+  const int64_t c = x[1];
+  w->set_op(v1::OP_KIND_NORMALIZE);
+  *w->add_inputs() = Spec({c, int64_t(Elements(x)) / c});
+  *w->add_inputs() = Spec({c});
+  *w->add_inputs() = Spec({c});
+  w->mutable_normalize()->set_epsilon(n.Float("epsilon", 1e-5f));
+  w->mutable_normalize()->set_per_row(true);
+  return true;
+}
+
 // Softmax as a kernel of its own: [A, N, B] around the normalized axis
 // (before opset 13 the input is coerced to 2-D at `axis`: B = 1).
 template <bool kLog>
@@ -486,8 +529,11 @@ const std::vector<OpDef>& NnOps() {
        .flops = GlobalPoolFlops},
       {.name = "GlobalMaxPool", .infer = InferGlobalPool, .flops = GlobalPoolFlops},
       {.name = "BatchNormalization", .infer = InferBatchNorm, .fusion = FusionRole::kAffine},
-      {.name = "InstanceNormalization", .infer = InferInstanceNorm},
-      {.name = "LayerNormalization", .min_opset = 17, .infer = InferLayerNorm},
+      {.name = "InstanceNormalization", .infer = InferInstanceNorm, .alone = InstanceNormAlone},
+      {.name = "LayerNormalization",
+       .min_opset = 17,
+       .infer = InferLayerNorm,
+       .alone = LayerNormAlone},
       {.name = "Softmax", .infer = InferSoftmax, .alone = SoftmaxAlone<false>},
       {.name = "LogSoftmax", .infer = InferSoftmax, .alone = SoftmaxAlone<true>},
   };

@@ -596,6 +596,50 @@ absl::Status InferReduce(ShapeContext& c, const Node& n) {
   return c.Set(n, 0, out);
 }
 
+// A reduction over one run of neighbouring axes (axes of extent 1 do not
+// count) as a kernel of its own: the input as [A, N, B] around the run,
+// whatever keepdims. Axes apart, a copy (nothing of extent > 1 reduced) and
+// ReduceProd (no product reduction in the IR) stay native.
+template <v1::ReduceOp kOp>
+bool ReduceAlone(const Model& m, const Node& n, v1::Workload* w) {
+  auto s = m.shapes.find(n.inputs[0]);
+  if (s == m.shapes.end() || s->second.empty() || n.outputs.size() != 1) return false;
+  const Shape& x = s->second;
+  std::vector<int64_t> axes = n.Ints("axes");
+  if (n.inputs.size() > 1 && !n.inputs[1].empty()) {
+    auto c = m.constants.find(n.inputs[1]);
+    if (c == m.constants.end() || !c->second.is_int) return false;
+    axes = c->second.ints;
+  }
+  if (axes.empty() && n.Int("noop_with_empty_axes", 0) != 0) return false;
+  std::vector<bool> reduced(x.size(), axes.empty());
+  for (int64_t ax : axes) {
+    if (ax < 0) ax += int64_t(x.size());
+    if (ax < 0 || ax >= int64_t(x.size())) return false;
+    reduced[size_t(ax)] = true;
+  }
+  int first = -1, last = -1;
+  for (size_t d = 0; d < x.size(); ++d) {
+    if (!reduced[d] || x[d] == 1) continue;
+    if (first < 0) first = int(d);
+    last = int(d);
+  }
+  if (first < 0) return false;
+  int64_t a = 1, len = 1, b = 1;
+  for (size_t d = 0; d < x.size(); ++d) {
+    if (int(d) >= first && int(d) <= last && !reduced[d] && x[d] != 1) return false;
+    (int(d) < first ? a : int(d) > last ? b : len) *= x[d];
+  }
+  w->set_op(v1::OP_KIND_REDUCE);
+  v1::TensorSpec* t = w->add_inputs();
+  t->add_shape(a);
+  t->add_shape(len);
+  if (b > 1) t->add_shape(b);
+  t->set_dtype(v1::DTYPE_FLOAT32);
+  w->mutable_reduce()->set_op(kOp);
+  return true;
+}
+
 }  // namespace
 
 const std::vector<OpDef>& ShapeOps() {
@@ -626,16 +670,20 @@ const std::vector<OpDef>& ShapeOps() {
       {.name = "TopK", .infer = InferTopK},
       {.name = "ArgMax", .infer = InferArgReduce},
       {.name = "ArgMin", .infer = InferArgReduce},
-      {.name = "ReduceL1", .infer = InferReduce},
-      {.name = "ReduceL2", .infer = InferReduce},
-      {.name = "ReduceLogSum", .infer = InferReduce},
-      {.name = "ReduceLogSumExp", .infer = InferReduce},
-      {.name = "ReduceMax", .infer = InferReduce},
-      {.name = "ReduceMean", .infer = InferReduce},
-      {.name = "ReduceMin", .infer = InferReduce},
+      {.name = "ReduceL1", .infer = InferReduce, .alone = ReduceAlone<v1::REDUCE_OP_L1>},
+      {.name = "ReduceL2", .infer = InferReduce, .alone = ReduceAlone<v1::REDUCE_OP_L2>},
+      {.name = "ReduceLogSum", .infer = InferReduce, .alone = ReduceAlone<v1::REDUCE_OP_LOG_SUM>},
+      {.name = "ReduceLogSumExp",
+       .infer = InferReduce,
+       .alone = ReduceAlone<v1::REDUCE_OP_LOG_SUM_EXP>},
+      {.name = "ReduceMax", .infer = InferReduce, .alone = ReduceAlone<v1::REDUCE_OP_MAX>},
+      {.name = "ReduceMean", .infer = InferReduce, .alone = ReduceAlone<v1::REDUCE_OP_MEAN>},
+      {.name = "ReduceMin", .infer = InferReduce, .alone = ReduceAlone<v1::REDUCE_OP_MIN>},
       {.name = "ReduceProd", .infer = InferReduce},
-      {.name = "ReduceSum", .infer = InferReduce},
-      {.name = "ReduceSumSquare", .infer = InferReduce},
+      {.name = "ReduceSum", .infer = InferReduce, .alone = ReduceAlone<v1::REDUCE_OP_SUM>},
+      {.name = "ReduceSumSquare",
+       .infer = InferReduce,
+       .alone = ReduceAlone<v1::REDUCE_OP_SUM_SQUARE>},
   };
   return *ops;
 }

@@ -74,7 +74,8 @@ bool Extractor::Alone(const Node& n, v1::Workload* w) {
   const OpDef* def = FindOp(n.op);
   if (def == nullptr || def->alone == nullptr || !def->alone(m_, n, w)) return false;
   if (small_kernels_) return true;
-  if (w->op() == v1::OP_KIND_POOL2D || w->op() == v1::OP_KIND_SOFTMAX)
+  if (w->op() == v1::OP_KIND_POOL2D || w->op() == v1::OP_KIND_SOFTMAX ||
+      w->op() == v1::OP_KIND_REDUCE || w->op() == v1::OP_KIND_NORMALIZE)
     return Elements(S(n.inputs[0])) >= kMinReductionElements;
   return Elements(S(n.outputs[0])) >= kMinKernelElements;
 }
@@ -422,6 +423,17 @@ absl::StatusOr<TaskExtraction> ExtractTasks(const Model& model, const ExtractOpt
       map.nodes.erase(map.nodes.begin());  // node i, already taken
     } else if (anchor || w.op() == v1::OP_KIND_ELEMENTWISE || w.op() == v1::OP_KIND_POOL2D) {
       map = x.FuseMap(last, model.shapes.at(last), busy);
+    } else if (w.op() == v1::OP_KIND_REDUCE) {
+      // The kernel writes [A] or [A, B], not the node's shape: only a
+      // program whose inputs are single elements reads the same there.
+      map = x.FuseMap(last, model.shapes.at(last), busy);
+      bool scalars = true;
+      for (const std::string& in : map.inputs) scalars &= Elements(model.shapes.at(in)) == 1;
+      if (!scalars) map = {};
+      for (v1::TensorSpec& t : *map.epilogue.mutable_map_inputs()) {
+        t.clear_shape();
+        t.add_shape(1);
+      }
     }
     if ((!map.nodes.empty() || map_alone) && w.op() == v1::OP_KIND_ELEMENTWISE) {
       // A kernel of its own is written in 4 dimensions: the program's

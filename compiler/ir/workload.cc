@@ -1,6 +1,7 @@
 #include "compiler/ir/workload.h"
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 #include <string_view>
 
@@ -330,6 +331,61 @@ absl::StatusOr<double> CanonSoftmax(v1::Workload* w, std::vector<int64_t>* out) 
   return 7 * Product(*out);
 }
 
+// A reduction over N of [A, N] or [A, N, B] (B > 1; a trailing 1 is
+// dropped) into [A] or [A, B].
+absl::StatusOr<double> CanonReduce(v1::Workload* w, std::vector<int64_t>* out) {
+  if (w->inputs_size() != 1)
+    return InvalidArgumentError(StrCat("reduce: expected 1 input, got ", w->inputs_size()));
+  const v1::ReduceOp op = w->reduce().op();
+  if (!v1::ReduceOp_IsValid(op) || op == v1::REDUCE_OP_UNSPECIFIED)
+    return InvalidArgumentError(StrCat("reduce: op is unset or unknown (", int(op), ")"));
+  auto* shape = w->mutable_inputs(0)->mutable_shape();
+  if (shape->size() == 3 && shape->Get(2) == 1) shape->RemoveLast();
+  if (shape->size() != 2 && shape->size() != 3) {
+    return InvalidArgumentError(
+        StrCat("reduce: inputs[0] must be [A, N] or [A, N, B], got rank ", shape->size()));
+  }
+  const std::vector<int64_t> in = ShapeOf(w->inputs(0));
+  *out = {in[0]};
+  if (in.size() == 3) out->push_back(in[2]);
+  // the element's function (up to 2, with log_sum_exp's max pass) and the sum or max
+  const bool two = op == v1::REDUCE_OP_LOG_SUM_EXP;
+  const bool fn = op != v1::REDUCE_OP_SUM && op != v1::REDUCE_OP_MAX && op != v1::REDUCE_OP_MEAN &&
+                  op != v1::REDUCE_OP_LOG_SUM;
+  return (1 + (fn ? 1 : 0) + (two ? 2 : 0)) * Product(in);
+}
+
+// A normalization of x [A, N]'s rows, with scale and an optional bias of
+// A (per_row) or N elements, each written flat.
+absl::StatusOr<double> CanonNormalize(v1::Workload* w, std::vector<int64_t>* out) {
+  if (w->inputs_size() != 2 && w->inputs_size() != 3) {
+    return InvalidArgumentError(StrCat("normalize: expected data, scale and an optional bias, got ",
+                                       w->inputs_size(), " inputs"));
+  }
+  const float eps = w->normalize().epsilon();
+  if (!(eps >= 0) || !std::isfinite(eps))
+    return InvalidArgumentError(StrCat("normalize: epsilon must be finite and >= 0, got ", eps));
+  if (w->inputs(0).shape_size() != 2) {
+    return InvalidArgumentError(
+        StrCat("normalize: inputs[0] must be [A, N], got rank ", w->inputs(0).shape_size()));
+  }
+  const std::vector<int64_t> x = ShapeOf(w->inputs(0));
+  const int64_t want = w->normalize().per_row() ? x[0] : x[1];
+  for (int i = 1; i < w->inputs_size(); ++i) {
+    auto* t = w->mutable_inputs(i);
+    if (Product(ShapeOf(*t)) != double(want)) {
+      return InvalidArgumentError(StrCat("normalize: inputs[", i, "] must have ", want,
+                                         " elements (", w->normalize().per_row() ? "A" : "N",
+                                         "), got ", Product(ShapeOf(*t))));
+    }
+    t->clear_shape();
+    t->add_shape(want);
+  }
+  *out = x;
+  // sum, subtract and square, sum; subtract, scale (2), add
+  return 7 * Product(x);
+}
+
 double EpilogueFlopsPerElement(const v1::Epilogue& e) {
   switch (e.kind()) {
     case v1::EPILOGUE_KIND_SIGMOID: return 3;
@@ -371,6 +427,10 @@ std::string OpName(v1::OpKind op) {
       return "softmax";
     case v1::OP_KIND_REARRANGE:
       return "rearrange";
+    case v1::OP_KIND_REDUCE:
+      return "reduce";
+    case v1::OP_KIND_NORMALIZE:
+      return "normalize";
     default: return "unknown";
   }
 }
@@ -410,6 +470,8 @@ absl::StatusOr<CanonicalWorkload> Canonicalize(const v1::Workload& workload) {
       (w->has_elementwise() && w->op() != v1::OP_KIND_ELEMENTWISE) ||
       (w->has_softmax() && w->op() != v1::OP_KIND_SOFTMAX) ||
       (w->has_rearrange() && w->op() != v1::OP_KIND_REARRANGE) ||
+      (w->has_reduce() && w->op() != v1::OP_KIND_REDUCE) ||
+      (w->has_normalize() && w->op() != v1::OP_KIND_NORMALIZE) ||
       (w->has_matmul() && w->op() != v1::OP_KIND_DENSE && w->op() != v1::OP_KIND_MATMUL &&
        w->op() != v1::OP_KIND_BATCH_MATMUL)) {
     return InvalidArgumentError(StrCat(OpName(w->op()), ": attributes of another op are set"));
@@ -429,6 +491,12 @@ absl::StatusOr<CanonicalWorkload> Canonicalize(const v1::Workload& workload) {
       break;
     case v1::OP_KIND_REARRANGE:
       flops = CanonRearrange(w, &c.output_shape);
+      break;
+    case v1::OP_KIND_REDUCE:
+      flops = CanonReduce(w, &c.output_shape);
+      break;
+    case v1::OP_KIND_NORMALIZE:
+      flops = CanonNormalize(w, &c.output_shape);
       break;
     default: return InvalidArgumentError("unsupported op");
   }
@@ -483,6 +551,11 @@ std::string Describe(const v1::Workload& w) {
         EnumWord(v1::ElementwiseKind_Name(w.elementwise().kind()), "elementwise_kind_");
     if (!kind.empty()) StrAppend(&s, " ", kind);
   }
+  if (w.has_reduce()) {  // "reduce mean", "reduce log_sum_exp", ...
+    const std::string op = EnumWord(v1::ReduceOp_Name(w.reduce().op()), "reduce_op_");
+    if (!op.empty()) StrAppend(&s, " ", op);
+  }
+  if (w.has_normalize() && w.normalize().per_row()) StrAppend(&s, " per_row");
   StrAppend(&s, " ", absl::StrJoin(shapes, " * "));
   if (w.has_conv2d()) {
     StrAppend(&s, " s", absl::StrJoin(w.conv2d().strides(), ","), " p",

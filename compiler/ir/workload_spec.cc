@@ -71,6 +71,23 @@ const std::map<std::string, OpInfo>& Ops() {
       {"global_avg_pool2d_nhwc", {{"N", "C", "H", "W"}, {}, "global average pooling, NHWC data"}},
       {"softmax", {{"A", "N"}, {"B"}, "softmax over N of [A, N, B] (B default 1)"}},
       {"log_softmax", {{"A", "N"}, {"B"}, "log of softmax over N of [A, N, B]"}},
+      {"layer_norm",
+       {{"A", "N"},
+        {"eps", "bias"},
+        "each row of [A, N] normalized, scale and bias [N] (eps default 1e-5; bias=0: none)"}},
+      {"instance_norm",
+       {{"A", "N"},
+        {"eps", "bias"},
+        "each row of [A, N] normalized, scale and bias [A] (one image's channels)"}},
+      {"reduce_sum", {{"A", "N"}, {"B"}, "sum over N of [A, N, B] into [A, B]"}},
+      {"reduce_mean", {{"A", "N"}, {"B"}, "mean over N of [A, N, B]"}},
+      {"reduce_max", {{"A", "N"}, {"B"}, "max over N of [A, N, B]"}},
+      {"reduce_min", {{"A", "N"}, {"B"}, "min over N of [A, N, B]"}},
+      {"reduce_l1", {{"A", "N"}, {"B"}, "sum of |x| over N of [A, N, B]"}},
+      {"reduce_l2", {{"A", "N"}, {"B"}, "sqrt of the sum of x^2 over N of [A, N, B]"}},
+      {"reduce_sum_square", {{"A", "N"}, {"B"}, "sum of x^2 over N of [A, N, B]"}},
+      {"reduce_log_sum", {{"A", "N"}, {"B"}, "log of the sum over N of [A, N, B]"}},
+      {"reduce_log_sum_exp", {{"A", "N"}, {"B"}, "log of the sum of exp(x) over N of [A, N, B]"}},
       {"add",
        {{"N", "C", "H", "W"},
         {"yN", "yC", "yH", "yW"},
@@ -363,7 +380,7 @@ absl::StatusOr<v1::Workload> ParseWorkloadSpec(const std::string& spec) {
                      absl::StrCat("unknown attribute '", key, "' for ", op, " (it takes ",
                                   absl::StrJoin(valid, ", "), ")"));
     }
-    if (op == "clip" && (key == "min" || key == "max")) {
+    if ((op == "clip" && (key == "min" || key == "max")) || key == "eps") {
       float f;
       if (!absl::SimpleAtof(val.first, &f))
         return p.Error(val.second, absl::StrCat(key, " must be a number, got '", val.first, "'"));
@@ -440,6 +457,20 @@ absl::StatusOr<v1::Workload> ParseWorkloadSpec(const std::string& spec) {
     w.set_op(v1::OP_KIND_SOFTMAX);
     add_input({v["A"], v["N"], get("B", 1)});
     w.mutable_softmax()->set_log(op == "log_softmax");
+  } else if (op == "layer_norm" || op == "instance_norm") {
+    w.set_op(v1::OP_KIND_NORMALIZE);
+    const bool per_row = op == "instance_norm";
+    add_input({v["A"], v["N"]});
+    add_input({per_row ? v["A"] : v["N"]});
+    if (get("bias", 1) != 0) add_input({per_row ? v["A"] : v["N"]});
+    w.mutable_normalize()->set_epsilon(fv.count("eps") ? fv["eps"] : 1e-5f);
+    w.mutable_normalize()->set_per_row(per_row);
+  } else if (absl::StartsWith(op, "reduce_")) {
+    w.set_op(v1::OP_KIND_REDUCE);
+    add_input({v["A"], v["N"], get("B", 1)});
+    v1::ReduceOp r = v1::REDUCE_OP_UNSPECIFIED;
+    v1::ReduceOp_Parse(absl::AsciiStrToUpper(absl::StrCat("reduce_op_", op.substr(7))), &r);
+    w.mutable_reduce()->set_op(r);
   } else if (op.find("pool") != std::string::npos) {
     w.set_op(v1::OP_KIND_POOL2D);
     const bool nhwc = absl::EndsWith(op, "_nhwc");
@@ -652,6 +683,26 @@ absl::StatusOr<std::string> SoftmaxSpec(const v1::Workload& w) {
   return absl::StrCat(spec, ")");
 }
 
+absl::StatusOr<std::string> NormalizeSpec(const v1::Workload& w) {
+  const auto& d = w.inputs(0).shape();
+  std::string spec = absl::StrCat(w.normalize().per_row() ? "instance_norm" : "layer_norm",
+                                  "(A=", d[0], ",N=", d[1]);
+  if (w.normalize().epsilon() != 1e-5f)
+    absl::StrAppend(&spec, ",eps=", Float(w.normalize().epsilon()));
+  if (w.inputs_size() < 3) absl::StrAppend(&spec, ",bias=0");
+  return absl::StrCat(spec, ")");
+}
+
+absl::StatusOr<std::string> ReduceSpec(const v1::Workload& w) {
+  const auto& d = w.inputs(0).shape();
+  std::string op = v1::ReduceOp_Name(w.reduce().op());
+  absl::AsciiStrToLower(&op);
+  std::string spec =
+      absl::StrCat(op.substr(std::string("reduce_op_").size()), "(A=", d[0], ",N=", d[1]);
+  if (d.size() == 3) absl::StrAppend(&spec, ",B=", d[2]);
+  return absl::StrCat("reduce_", spec, ")");
+}
+
 std::string IndexSpec(const v1::RearrangeIndex& x) {
   if (x.mul() == 0) return absl::StrCat(x.add());
   std::string s = x.mul() == 1 ? "" : x.mul() == -1 ? "-" : absl::StrCat(x.mul(), "*");
@@ -768,6 +819,12 @@ absl::StatusOr<std::string> FormatWorkloadSpec(const v1::Workload& workload) {
       break;
     case v1::OP_KIND_REARRANGE:
       spec = RearrangeSpec(w);
+      break;
+    case v1::OP_KIND_REDUCE:
+      spec = ReduceSpec(w);
+      break;
+    case v1::OP_KIND_NORMALIZE:
+      spec = NormalizeSpec(w);
       break;
     default:
       return NoSpec(absl::StrCat("op ", v1::OpKind_Name(w.op())));

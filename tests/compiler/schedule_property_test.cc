@@ -35,6 +35,9 @@ const std::vector<std::string>& Workloads() {
       "global_avg_pool2d_nchw(N=1,C=5,H=7,W=3)",
       "rearrange(out=1x6x5x9,x0=1x5x9x6[o0,o2,o3,o1])",
       "rearrange(out=1x7x6x10,fill=0.5,x0=1x3x5x10[o0,o1,o2-1,o3],x1=1x4x6x5[o0,o1-3,o2,o3/2])",
+      "reduce_mean(A=3,N=37)",
+      "reduce_log_sum_exp(A=2,N=5,B=7)",
+      "layer_norm(A=3,N=37)",
       "conv2d_transpose_nchw(N=1,C=4,H=5,W=5,K=6,R=3,S=3,stride=2,pad=1)",
       "hardswish(N=1,C=3,H=7,W=13)",
       "add(N=1,C=3,H=5,W=11)+sigmoid"};

@@ -587,6 +587,46 @@ TEST_F(GraphTest, SoftmaxIsAKernel) {
   }
 }
 
+// Reductions are kernels: every ONNX reduction but the product, over one
+// run of neighbouring axes (rows, a strided axis, two axes, all of them),
+// as [A, N, B] whatever keepdims; a decomposed LayerNorm's variance takes
+// its Add eps -> Sqrt as a program. Axes apart and ReduceProd stay native.
+// Every value against the interpreter and ONNX Runtime.
+TEST_F(GraphTest, ReductionsAreKernels) {
+  Model m = Import("reduce");
+  // The two means over rows are one task.
+  EXPECT_EQ(
+      TaskSpecs(m, v1::OP_KIND_REDUCE),
+      (std::vector<std::string>{
+          "reduce_mean(A=192,N=40)", "reduce_sum(A=8,N=960)", "reduce_max(A=1,N=8,B=960)",
+          "reduce_min(A=1,N=192,B=40)", "reduce_l2(A=192,N=40)", "reduce_l1(A=8,N=24,B=40)",
+          "reduce_log_sum_exp(A=1,N=8,B=960)", "reduce_sum_square(A=1,N=7680)",
+          "reduce_log_sum(A=192,N=40)", "reduce_mean(A=192,N=40)+map[1](add(%0,$0),sqrt(%1))"}));
+  v1::ModelPackage pkg;
+  EXPECT_GE(CheckAgainstReference(m, {}, &pkg, dir_->File("reduce.onnx")), 12);
+  std::vector<std::string> native;
+  for (const auto& s : pkg.steps())
+    if (s.has_node()) native.push_back(s.node().name());
+  EXPECT_EQ(native, (std::vector<std::string>{"sum_apart", "prod_w"}));
+}
+
+// LayerNormalization and InstanceNormalization (one image) are kernels:
+// rows read in slices (40, 960 elements) with and without a bias, and per
+// channel; a scale that broadcasts over part of the row stays native.
+TEST_F(GraphTest, NormalizationsAreKernels) {
+  Model m = Import("norm");
+  EXPECT_EQ(TaskSpecs(m, v1::OP_KIND_NORMALIZE),
+            (std::vector<std::string>{"layer_norm(A=192,N=40)",
+                                      "layer_norm(A=8,N=960,eps=0.00100000005,bias=0)",
+                                      "instance_norm(A=8,N=960)"}));
+  v1::ModelPackage pkg;
+  EXPECT_GE(CheckAgainstReference(m, {}, &pkg, dir_->File("norm.onnx")), 4);
+  std::vector<std::string> native;
+  for (const auto& s : pkg.steps())
+    if (s.has_node()) native.push_back(s.node().name());
+  EXPECT_EQ(native, (std::vector<std::string>{"ln_bcast"}));
+}
+
 // The never-slower rule: a tuned schedule is used only where it measured
 // faster than the default on the same device; the result is right either way.
 TEST_F(GraphTest, TunedKernelOnlyWhereItBeatsTheDefault) {

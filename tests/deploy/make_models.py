@@ -186,6 +186,61 @@ softmax_old = [helper.make_node("Softmax", ["x"], ["p"], axis=1, name="coerced")
 save("softmax_old", softmax_old, [tensor("x", [1, 8, 24, 40])], [tensor("p", [1, 8, 24, 40])],
      [], opset=11)
 
+# Reductions as exporters write them (opset 13: ReduceSum takes its axes as
+# an input, the others as an attribute), over rows, over a strided axis,
+# over neighbouring axes, over everything, with and without keepdims; a
+# decomposed LayerNorm whose variance branch ends in Add eps -> Sqrt; and
+# two that stay native: axes apart, and a product.
+N = helper.make_node
+reduce = [
+    N("Conv", ["x", "w"], ["c"], name="conv"),
+    N("ReduceMean", ["c"], ["mean_rows"], axes=[-1], name="mean_rows"),
+    N("ReduceSum", ["c", "hw"], ["sum_hw"], keepdims=0, name="sum_hw"),
+    N("ReduceMax", ["c"], ["max_ch"], axes=[1], name="max_ch"),
+    N("ReduceMin", ["c"], ["min_ch_h"], axes=[1, 2], keepdims=0, name="min_ch_h"),
+    N("ReduceL2", ["c"], ["l2_rows"], axes=[3], keepdims=0, name="l2_rows"),
+    N("ReduceL1", ["c"], ["l1_h"], axes=[2], name="l1_h"),
+    N("ReduceLogSumExp", ["c"], ["lse_ch"], axes=[1], name="lse_ch"),
+    N("ReduceSumSquare", ["c"], ["ss_all"], name="ss_all"),
+    N("Mul", ["c", "c"], ["sq"], name="square"),
+    N("ReduceLogSum", ["sq"], ["ls_rows"], axes=[3], name="ls_rows"),
+    N("ReduceMean", ["c"], ["ln_mean"], axes=[3], name="ln_mean"),
+    N("Sub", ["c", "ln_mean"], ["ln_d"], name="ln_sub"),
+    N("Pow", ["ln_d", "two"], ["ln_d2"], name="ln_pow"),
+    N("ReduceMean", ["ln_d2"], ["ln_var"], axes=[3], name="ln_var"),
+    N("Add", ["ln_var", "eps"], ["ln_ve"], name="ln_add"),
+    N("Sqrt", ["ln_ve"], ["ln_std"], name="ln_sqrt"),
+    N("Div", ["ln_d", "ln_std"], ["ln"], name="ln_div"),
+    N("ReduceSum", ["c", "apart"], ["sum_apart"], name="sum_apart"),
+    N("ReduceProd", ["c"], ["prod_w"], axes=[3], name="prod_w"),
+]
+save("reduce", reduce, [tensor("x", [1, 4, 24, 40])],
+     [tensor("mean_rows", [1, 8, 24, 1]), tensor("sum_hw", [1, 8]), tensor("max_ch", [1, 1, 24, 40]),
+      tensor("min_ch_h", [1, 40]), tensor("l2_rows", [1, 8, 24]), tensor("l1_h", [1, 8, 1, 40]),
+      tensor("lse_ch", [1, 1, 24, 40]), tensor("ss_all", [1, 1, 1, 1]),
+      tensor("ls_rows", [1, 8, 24, 1]), tensor("ln", [1, 8, 24, 40]),
+      tensor("sum_apart", [1, 1, 24, 1]), tensor("prod_w", [1, 8, 24, 1])],
+     [init("w", (8, 4, 1, 1)), ints("hw", [2, 3]), ints("apart", [1, 3]), scalar("two", 2.0),
+      scalar("eps", 1e-5)],
+     opset=13)
+
+# Normalizations (opset 17): LayerNormalization over the last axis with a
+# bias, over the last two without one, and InstanceNormalization of one
+# image; a scale that broadcasts over part of the row stays native.
+norm = [
+    N("Conv", ["x", "w"], ["c"], name="conv"),
+    N("LayerNormalization", ["c", "g40", "b40"], ["ln_rows"], axis=-1, name="ln_rows"),
+    N("LayerNormalization", ["c", "g960"], ["ln_hw"], axis=2, epsilon=1e-3, name="ln_hw"),
+    N("InstanceNormalization", ["c", "s8", "t8"], ["inorm"], name="inorm"),
+    N("LayerNormalization", ["c", "g40"], ["ln_bcast"], axis=2, name="ln_bcast"),
+]
+save("norm", norm, [tensor("x", [1, 4, 24, 40])],
+     [tensor("ln_rows", [1, 8, 24, 40]), tensor("ln_hw", [1, 8, 24, 40]),
+      tensor("inorm", [1, 8, 24, 40]), tensor("ln_bcast", [1, 8, 24, 40])],
+     [init("w", (8, 4, 1, 1)), init("g40", (40,)), init("b40", (40,)), init("g960", (24, 40)),
+      init("s8", (8,)), init("t8", (8,))],
+     opset=17)
+
 # Upsampling by a transposed convolution (kernel = stride 2, bias, ReLU),
 # as text detectors' heads do, between two convolutions.
 upsample = [

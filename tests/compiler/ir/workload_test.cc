@@ -159,7 +159,7 @@ TEST(Workload, FuzzedWorkloadsNeverCrash) {
   int ok = 0;
   for (int i = 0; i < 20000; ++i) {
     v1::Workload w;
-    w.set_op(static_cast<v1::OpKind>(rng() % 11));
+    w.set_op(static_cast<v1::OpKind>(rng() % 12));
     int n_inputs = rng() % 4;
     for (int j = 0; j < n_inputs; ++j) {
       auto* t = w.add_inputs();
@@ -167,7 +167,7 @@ TEST(Workload, FuzzedWorkloadsNeverCrash) {
       for (int r = 0; r < rank; ++r) t->add_shape(rng() % 3 ? int64_t(1 + rng() % 64) : pick());
       t->set_dtype(static_cast<v1::DType>(rng() % 10));
     }
-    switch (rng() % 6) {
+    switch (rng() % 7) {
       case 0: {
         auto* a = w.mutable_conv2d();
         a->set_layout(static_cast<v1::DataLayout>(rng() % 4));
@@ -197,6 +197,9 @@ TEST(Workload, FuzzedWorkloadsNeverCrash) {
         }
         break;
       }
+      case 5:
+        w.mutable_reduce()->set_op(static_cast<v1::ReduceOp>(rng() % 11));
+        break;
       default: break;
     }
     if (rng() % 3 == 0) w.add_epilogue()->set_kind(static_cast<v1::EpilogueKind>(rng() % 11));
@@ -361,6 +364,11 @@ TEST(WorkloadSpec, FormatReadsBackAsTheSameWorkload) {
       "add(N=1,C=8,H=4,W=4)+map[](erf(%0))+relu",
       "softmax(A=40,N=6625)",
       "log_softmax(A=3,N=20,B=9)",
+      "reduce_mean(A=40,N=120)",
+      "reduce_log_sum_exp(A=3,N=20,B=9)",
+      "reduce_min(A=1,N=7)+map[1](add(%0,$0))",
+      "layer_norm(A=40,N=120)",
+      "instance_norm(A=8,N=960,eps=0.001,bias=0)",
       "rearrange(out=1x24x160x160,x0=1x160x160x24[o0,o2,o3,o1])",
       "rearrange(out=1x48x8x8,fill=0.25,x0=1x24x8x8[o0,o1,o2,o3],x1=1x24x4x4[o0,o1-24,o2/2,o3/2])",
       "rearrange(out=2x3x4,x0=5x9x4[0,-2*o1+8,(3*o2+1)/4])+relu",
@@ -379,6 +387,13 @@ TEST(WorkloadSpec, FormatReadsBackAsTheSameWorkload) {
                 "conv2d_nchw(N=1,C=3,H=8,W=8,K=4,R=3,S=3,stride=1,pad=0,dilation=1,groups=1)")),
             "conv2d_nchw(N=1,C=3,H=8,W=8,K=4,R=3,S=3)");
   EXPECT_EQ(*FormatWorkloadSpec(*ParseWorkloadSpec("softmax(A=3,N=20,B=1)")), "softmax(A=3,N=20)");
+  EXPECT_EQ(*FormatWorkloadSpec(*ParseWorkloadSpec("reduce_sum_square(A=3,N=20,B=1)")),
+            "reduce_sum_square(A=3,N=20)");
+  EXPECT_FALSE(ParseWorkloadSpec("reduce_prod(A=3,N=20)").ok()) << "no product reduction";
+  EXPECT_EQ(*FormatWorkloadSpec(*ParseWorkloadSpec("layer_norm(A=2,N=3,eps=0.00001,bias=1)")),
+            "layer_norm(A=2,N=3)");
+  EXPECT_FALSE(ParseWorkloadSpec("layer_norm(A=2,N=3,eps=-1)").ok()) << "a negative epsilon";
+  EXPECT_FALSE(ParseWorkloadSpec("relu(N=1,C=2,H=3,W=4,eps=1)").ok()) << "eps is not relu's";
   EXPECT_EQ(*FormatWorkloadSpec(*ParseWorkloadSpec("mul(N=3,C=16,H=16,W=6,yN=3,yC=1,yH=1)")),
             "mul(N=3,C=16,H=16,W=6,yC=1,yH=1)");
   EXPECT_FALSE(ParseWorkloadSpec("mul(N=3,C=16,H=16,W=6,yC=2)").ok()) << "16 vs 2 do not broadcast";
