@@ -7,7 +7,9 @@
 #include <random>
 #include <set>
 
+#include "compiler/ir/compute.h"
 #include "compiler/ir/expr.h"
+#include "compiler/ir/reference.h"
 #include "compiler/ir/workload.h"
 #include "device_agent/runtime/ops.h"
 
@@ -23,6 +25,9 @@ using Shape = std::vector<int64_t>;
 // Probe values are exact in float32 below 2^24; the second probe adds kShift.
 constexpr int64_t kMaxProbe = int64_t{1} << 23;
 constexpr float kShift = 7;
+// The largest linear resize (output elements) checked against the native
+// operator, and so converted: the check interprets the kernel in float64.
+constexpr int64_t kMaxLinearCheck = int64_t{1} << 22;
 
 // The node's outputs, computed natively from `data` (one entry per node
 // input; used for its runtime inputs).
@@ -185,6 +190,113 @@ Source MapAt(const v1::Workload& w, const Shape& o) {
   return {};
 }
 
+// p / q for a float scale, q at most 256; nullopt when none is within 1e-6.
+std::optional<std::pair<int64_t, int64_t>> Rational(double s) {
+  for (int64_t q = 1; q <= 256; ++q) {
+    const double p = std::round(s * double(q));
+    if (p >= 1 && std::fabs(p / double(q) - s) <= 1e-6 * s) return std::pair{int64_t(p), q};
+  }
+  return std::nullopt;
+}
+
+// A linear Resize or Upsample as a rearrange kernel with `linear` set, each
+// dimension's coordinate map derived from the coordinate transformation
+// mode and its rational scale (the native operator's formulas, exact);
+// empty where a mode or scale has no such form, or where the kernel's
+// definition (its DAG's float64 reference) differs from the native
+// operator on random data.
+std::vector<RearrangeStep> LinearResizeOf(const Node& n, int64_t opset,
+                                          const std::vector<Shape>& in_shapes,
+                                          const std::vector<const Constant*>& in_const,
+                                          const std::vector<Shape>& out_shapes) {
+  if (n.outputs.size() != 1 || n.inputs.empty() || n.inputs[0].empty() || in_const[0] != nullptr)
+    return {};
+  const Shape &in = in_shapes[0], &out = out_shapes[0];
+  // The check below interprets the kernel's DAG on every output element.
+  if (in.size() != out.size() || in.empty() || Numel(out) > kMaxLinearCheck) return {};
+  auto constant = [&](size_t i) {
+    std::vector<double> v;
+    if (i >= in_const.size() || in_const[i] == nullptr) return v;
+    const Constant& c = *in_const[i];
+    if (c.is_int) return std::vector<double>(c.ints.begin(), c.ints.end());
+    return std::vector<double>(c.floats.begin(), c.floats.end());
+  };
+  std::string coord = "asymmetric";
+  std::vector<double> scales;
+  if (n.op == "Upsample") {
+    scales = n.floats.count("scales")
+                 ? std::vector<double>(n.floats.at("scales").begin(), n.floats.at("scales").end())
+                 : constant(1);
+  } else if (opset < 11) {
+    scales = constant(1);
+  } else {
+    if (n.Int("antialias", 0) != 0 || !n.Ints("axes").empty()) return {};
+    if (n.strings.count("coordinate_transformation_mode"))
+      coord = n.strings.at("coordinate_transformation_mode");
+    else
+      coord = "half_pixel";
+    scales = constant(2);  // empty with sizes: the ratio of the lengths
+  }
+  const bool given = scales.size() == in.size();
+  RearrangeStep step;
+  v1::Workload& w = step.workload;
+  w.set_op(v1::OP_KIND_REARRANGE);
+  v1::RearrangeAttrs* a = w.mutable_rearrange();
+  a->set_linear(true);
+  v1::TensorSpec* t = w.add_inputs();
+  t->set_dtype(v1::DTYPE_FLOAT32);
+  for (size_t d = 0; d < in.size(); ++d) {
+    a->add_out_shape(out[d]);
+    t->add_shape(in[d]);
+    int64_t p = out[d], q = in[d];  // the scale p / q
+    if (given) {
+      std::optional<std::pair<int64_t, int64_t>> r = Rational(scales[d]);
+      if (!r) return {};
+      std::tie(p, q) = *r;
+    }
+    // The resized length the formulas use: in * scale, unrounded, when given.
+    const double len = given ? double(in[d]) * double(p) / double(q) : double(out[d]);
+    v1::RearrangeIndex* x = a->add_index();
+    x->set_source(int64_t(d));
+    x->set_div(1);
+    if (coord == "half_pixel" || (coord == "pytorch_half_pixel" && len > 1)) {
+      // (o + 1/2) q / p - 1/2
+      x->set_mul(2 * q), x->set_add(q - p), x->set_div(2 * p);
+    } else if (coord == "pytorch_half_pixel" || (coord == "align_corners" && len <= 1)) {
+      x->set_mul(0), x->set_add(0);
+    } else if (coord == "align_corners") {  // o (in - 1) / (len - 1)
+      x->set_mul(given ? q * (in[d] - 1) : in[d] - 1), x->set_add(0);
+      x->set_div(given ? in[d] * p - q : out[d] - 1);
+    } else if (coord == "asymmetric") {  // o q / p
+      x->set_mul(q), x->set_add(0), x->set_div(p);
+    } else {
+      return {};
+    }
+  }
+  absl::StatusOr<ir::CanonicalWorkload> c = ir::Canonicalize(w);
+  if (!c.ok()) return {};
+  w = c->workload;
+  step.key = c->key;
+  step.inputs = {0};
+  step.output = 0;
+  std::vector<std::vector<float>> data(n.inputs.size());
+  std::mt19937 rng(13);
+  std::uniform_real_distribution<float> dist(-4.f, 4.f);
+  data[0].resize(size_t(Numel(in)));
+  for (float& v : data[0]) v = dist(rng);
+  auto native = RunNative(n, opset, in_shapes, in_const, data, out_shapes);
+  absl::StatusOr<ir::ComputeDAG> dag = ir::BuildComputeDAG(w);
+  if (!native || !dag.ok()) return {};
+  absl::StatusOr<std::vector<double>> ref = ir::EvaluateReference(*dag, {data[0]});
+  if (!ref.ok() || ref->size() != (*native)[0].size()) return {};
+  for (size_t i = 0; i < ref->size(); ++i) {
+    if (!(std::fabs((*ref)[i] - double((*native)[0][i])) <=
+          1e-5 * std::max(1.0, std::fabs((*ref)[i]))))
+      return {};
+  }
+  return {step};
+}
+
 }  // namespace
 
 bool MayRearrange(const std::string& op) {
@@ -202,6 +314,11 @@ std::vector<RearrangeStep> RearrangeOf(const Node& n, int64_t opset,
   if (!MayRearrange(n.op) || in_shapes.size() != n.inputs.size() ||
       in_const.size() != n.inputs.size() || out_shapes.size() != n.outputs.size())
     return {};
+  if (n.op == "Resize" || n.op == "Upsample") {
+    const std::string mode = n.strings.count("mode") ? n.strings.at("mode") : "nearest";
+    if (mode == "linear" || mode == "bilinear")
+      return LinearResizeOf(n, opset, in_shapes, in_const, out_shapes);
+  }
   // Runtime inputs: every input of a Concat, else input 0 alone (indices,
   // pads, sizes must be constants).
   std::vector<int> runtime;

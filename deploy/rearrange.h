@@ -5,8 +5,11 @@
 // native operator itself on probe inputs and fitting each input
 // dimension's index to floor((mul * out[d] + add) / div); the fit is
 // accepted only where it reproduces the operator exactly on the probes and
-// on random data. What is not of that form stays native (Tile's modulo,
-// reflect Pad, DepthToSpace, linear Resize).
+// on random data. A linear Resize or Upsample becomes a linear rearrange
+// (RearrangeAttrs.linear), its maps derived from the coordinate mode and
+// rational scales and checked against the operator on random data. What is
+// not of these forms stays native (Tile's modulo, reflect Pad, DepthToSpace,
+// cubic Resize).
 #pragma once
 
 #include <cstdint>

@@ -592,6 +592,54 @@ int Softmax(Builder& b, const v1::Workload& w) {
 // else the fill value. An index whose range over the output lies inside its
 // input is read as it is; any other is bounds-checked and clamped, so no
 // load leaves its tensor even where the select does not take it.
+// The linear form: along each dimension with div > 1 the coordinate
+// t / div (t = mul * o + add) lies between floor(t / div) and the next
+// index, weighted by (t mod div) / div; both are clamped into the input
+// where the range can leave it. The output sums the 2^k corners.
+int RearrangeLinear(Builder& b, const v1::Workload& w, int x, const std::vector<IterVar>& axes) {
+  const v1::RearrangeAttrs& a = w.rearrange();
+  const std::vector<int64_t>& shape = b.Shape(x);
+  std::vector<Expr> lo, hi, frac;  // frac unset: no interpolation along d
+  for (size_t d = 0; d < shape.size(); ++d) {
+    const v1::RearrangeIndex& m = a.index(int(d));
+    const int64_t last = a.out_shape(int(m.source())) - 1;
+    const int64_t at0 = RearrangeIndexAt(m, 0), at_last = RearrangeIndexAt(m, last);
+    const int64_t lo_min = std::min(at0, at_last), lo_max = std::max(at0, at_last);
+    auto inside = [&](Expr e, int64_t min, int64_t max) {
+      return min < 0 || max >= shape[d] ? Clamp(std::move(e), 0, shape[d] - 1) : e;
+    };
+    Expr t = m.mul() == 0 ? I(m.add()) : I(m.mul()) * axes[size_t(m.source())].var + I(m.add());
+    if (m.div() == 1) {
+      lo.push_back(inside(t, lo_min, lo_max));
+      hi.push_back(lo.back());
+      frac.push_back(Expr());
+      continue;
+    }
+    Expr i0 = FloorDiv(t, I(m.div()));
+    lo.push_back(inside(i0, lo_min, lo_max));
+    hi.push_back(inside(i0 + I(1), lo_min + 1, lo_max + 1));
+    frac.push_back(Cast(kF32, FloorMod(t, I(m.div()))) / F(double(m.div())));
+  }
+  std::vector<size_t> interp;
+  for (size_t d = 0; d < frac.size(); ++d)
+    if (frac[d].defined()) interp.push_back(d);
+  Expr v;
+  for (size_t corner = 0; corner < (size_t{1} << interp.size()); ++corner) {
+    std::vector<Expr> idx = lo;
+    Expr weight;
+    for (size_t k = 0; k < interp.size(); ++k) {
+      const size_t d = interp[k];
+      const bool upper = (corner >> k) & 1;
+      if (upper) idx[d] = hi[d];
+      Expr f = upper ? frac[d] : F(1) - frac[d];
+      weight = weight.defined() ? weight * f : f;
+    }
+    Expr term = weight.defined() ? weight * b.Read(x, idx) : b.Read(x, idx);
+    v = v.defined() ? v + term : term;
+  }
+  return b.AddStage("rearrange", axes, {}, ReduceKind::kNone, v, /*inlinable=*/true);
+}
+
 int Rearrange(Builder& b, const v1::Workload& w) {
   const v1::RearrangeAttrs& a = w.rearrange();
   const std::vector<int64_t> out(a.out_shape().begin(), a.out_shape().end());
@@ -601,6 +649,7 @@ int Rearrange(Builder& b, const v1::Workload& w) {
                                                                      w.inputs(k).shape().end())));
   }
   std::vector<IterVar> axes = b.Axes(out, {"o0", "o1", "o2", "o3", "o4", "o5", "o6", "o7"});
+  if (a.linear()) return RearrangeLinear(b, w, inputs[0], axes);
   std::vector<int> first(size_t(w.inputs_size()) + 1, 0);  // each input's first index map
   for (int k = 0; k < w.inputs_size(); ++k)
     first[size_t(k) + 1] = first[size_t(k)] + w.inputs(k).shape_size();

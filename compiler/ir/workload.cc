@@ -313,7 +313,18 @@ absl::StatusOr<double> CanonRearrange(v1::Workload* w, std::vector<int64_t>* out
     }
   }
   out->assign(a->out_shape().begin(), a->out_shape().end());
-  return Product(*out);
+  if (!a->linear()) return Product(*out);
+  if (w->inputs_size() != 1)
+    return InvalidArgumentError(StrCat("rearrange: linear takes 1 input, got ", w->inputs_size()));
+  a->set_fill(0);
+  int interpolated = 0;
+  for (const v1::RearrangeIndex& x : a->index()) interpolated += x.div() > 1;
+  if (interpolated > 3) {
+    return InvalidArgumentError(
+        StrCat("rearrange: linear interpolates along ", interpolated, " dimensions (at most 3)"));
+  }
+  // 2^k reads, each weighted (k multiplies), and the sum
+  return double(3 << interpolated) * Product(*out);
 }
 
 // Softmax over N of [A, N] or [A, N, B] (B > 1; a trailing 1 is dropped).

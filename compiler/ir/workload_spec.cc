@@ -291,7 +291,7 @@ absl::Status ParseRearrange(Parser& p, v1::Workload* w) {
   w->set_op(v1::OP_KIND_REARRANGE);
   v1::RearrangeAttrs* a = w->mutable_rearrange();
   if (!p.Eat('(')) return p.Error(p.pos(), "expected '('");
-  bool has_out = false, has_fill = false;
+  bool has_out = false, has_fill = false, has_linear = false;
   while (!p.Eat(')')) {
     if (has_out && !p.Eat(',')) return p.Error(p.pos(), "expected ',' or ')'");
     const size_t at = p.pos();
@@ -306,6 +306,12 @@ absl::Status ParseRearrange(Parser& p, v1::Workload* w) {
       float f = 0;
       if (!absl::SimpleAtof(p.Number(), &f)) return p.Error(vat, "fill must be a number");
       a->set_fill(f);
+    } else if (key == "linear" && has_out && !has_linear && w->inputs_size() == 0) {
+      has_linear = true;
+      const size_t vat = p.pos();
+      const std::string v = p.Number();
+      if (v != "0" && v != "1") return p.Error(vat, "linear must be 0 or 1");
+      a->set_linear(v == "1");
     } else if (has_out && key == absl::StrCat("x", w->inputs_size())) {
       v1::TensorSpec* t = w->add_inputs();
       t->set_dtype(v1::DTYPE_FLOAT32);
@@ -318,7 +324,7 @@ absl::Status ParseRearrange(Parser& p, v1::Workload* w) {
       if (!p.Eat(']')) return p.Error(p.pos(), "expected ']' after one index per input dimension");
     } else {
       return p.Error(at, absl::StrCat("unexpected '", key, "': rearrange takes out=SHAPE, then ",
-                                      "fill=F, then x0=SHAPE[INDEX,...], x1=..."));
+                                      "fill=F or linear=1, then x0=SHAPE[INDEX,...], x1=..."));
     }
   }
   if (w->inputs_size() == 0) return p.Error(p.pos(), "rearrange needs x0");
@@ -338,7 +344,9 @@ std::string WorkloadSpecHelp() {
                   "  rearrange(out=SHAPE[,fill=F],x0=SHAPE[INDEX,...][,x1=...])  a data mover:\n"
                   "  each output element is the first input's element at its INDEX (one per\n"
                   "  input dimension: [MUL*]oD[+ADD][/DIV] of output dimension D, floored,\n"
-                  "  or a number) inside that input, else F (0)\n");
+                  "  or a number) inside that input, else F (0); with linear=1 (one input) a\n"
+                  "  linear resize: (MUL*oD+ADD)/DIV is a real coordinate, interpolated\n"
+                  "  between its floor and the next index, both clamped into the input\n");
   absl::StrAppend(&out,
                   "epilogues: +bias +relu +relu6 +clip(min=A,max=B) +leaky_relu(alpha=A) "
                   "+sigmoid +silu +hardswish +residual\n"
@@ -717,6 +725,7 @@ absl::StatusOr<std::string> RearrangeSpec(const v1::Workload& w) {
   const v1::RearrangeAttrs& a = w.rearrange();
   std::string s = absl::StrCat("rearrange(out=", absl::StrJoin(a.out_shape(), "x"));
   if (a.fill() != 0) absl::StrAppend(&s, ",fill=", Float(a.fill()));
+  if (a.linear()) absl::StrAppend(&s, ",linear=1");
   int at = 0;
   for (int k = 0; k < w.inputs_size(); ++k) {
     std::vector<std::string> idx;

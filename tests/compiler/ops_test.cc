@@ -106,7 +106,12 @@ INSTANTIATE_TEST_SUITE_P(
         "rearrange(out=1x3x9x12,fill=-1.5,x0=1x3x6x10[o0,o1,o2-2,o3-1])",
         "rearrange(out=1x5x14x22,x0=1x5x7x11[o0,o1,o2/2,o3/2])",
         "rearrange(out=1x4x3x6,x0=1x4x9x20[o0,o1,-3*o2+8,(3*o3+1)/2])",
-        "rearrange(out=2x4x6,x0=1x4x1[0,o1,0])"));
+        "rearrange(out=2x4x6,x0=1x4x1[0,o1,0])",
+        // Linear resizes: half-pixel x2 in two dimensions (the first and
+        // last rows clamp), align corners 5 -> 7, a downsampling by 2/5.
+        "rearrange(out=1x3x8x10,linear=1,x0=1x3x4x5[o0,o1,(2*o2-1)/4,(2*o3-1)/4])",
+        "rearrange(out=1x2x7x7,linear=1,x0=1x2x5x5[o0,o1,(2*o2)/3,(2*o3)/3])",
+        "rearrange(out=2x5x4,linear=1,x0=2x5x10[o0,o1,(10*o2+3)/4])"));
 
 // Each function of elementwise programs against the C library in double,
 // over ranges that reach its edges (exp's clamp, log and sqrt near 0, erf's

@@ -38,6 +38,7 @@ const std::vector<std::string>& Workloads() {
       "reduce_mean(A=3,N=37)",
       "reduce_log_sum_exp(A=2,N=5,B=7)",
       "layer_norm(A=3,N=37)",
+      "rearrange(out=1x2x6x10,linear=1,x0=1x2x3x5[o0,o1,(2*o2-1)/4,(2*o3-1)/4])",
       "conv2d_transpose_nchw(N=1,C=4,H=5,W=5,K=6,R=3,S=3,stride=2,pad=1)",
       "hardswish(N=1,C=3,H=7,W=13)",
       "add(N=1,C=3,H=5,W=11)+sigmoid"};

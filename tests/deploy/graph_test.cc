@@ -627,6 +627,20 @@ TEST_F(GraphTest, NormalizationsAreKernels) {
   EXPECT_EQ(native, (std::vector<std::string>{"ln_bcast"}));
 }
 
+// Linear resizes are kernels (rearranges with linear set): half pixel x2,
+// align corners to a size, a pytorch-half-pixel downsampling; no native
+// step is left, and every value matches the interpreter and ONNX Runtime.
+TEST_F(GraphTest, LinearResizesAreKernels) {
+  Model m = Import("resize_linear");
+  v1::ModelPackage pkg;
+  EXPECT_GE(CheckAgainstReference(m, Nchw(), &pkg, dir_->File("resize_linear.onnx")), 4);
+  int linear = 0;
+  for (const auto& k : pkg.kernels())
+    linear += k.workload().op() == v1::OP_KIND_REARRANGE && k.workload().rearrange().linear();
+  EXPECT_EQ(linear, 3);
+  for (const auto& s : pkg.steps()) EXPECT_FALSE(s.has_node()) << s.node().name();
+}
+
 // The never-slower rule: a tuned schedule is used only where it measured
 // faster than the default on the same device; the result is right either way.
 TEST_F(GraphTest, TunedKernelOnlyWhereItBeatsTheDefault) {

@@ -241,6 +241,25 @@ save("norm", norm, [tensor("x", [1, 4, 24, 40])],
       init("s8", (8,)), init("t8", (8,))],
      opset=17)
 
+# Linear resizes between convolutions: x2 by scales (half pixel, the
+# default), to a size with align_corners, and an opset-11 downsampling by
+# sizes with pytorch_half_pixel.
+resize_linear = [
+    N("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1], name="conv"),
+    N("Resize", ["c", "", "x2"], ["up"], mode="linear", name="up_half_pixel"),
+    N("Resize", ["c", "", "", "size"], ["ac"], mode="linear",
+      coordinate_transformation_mode="align_corners", name="up_align_corners"),
+    N("Resize", ["c", "", "", "down"], ["dn"], mode="linear",
+      coordinate_transformation_mode="pytorch_half_pixel", name="down_pytorch"),
+    N("Conv", ["up", "w2"], ["y"], name="conv2"),
+]
+save("resize_linear", resize_linear, [tensor("x", [1, 3, 20, 24])],
+     [tensor("y", [1, 8, 40, 48]), tensor("ac", [1, 8, 37, 45]), tensor("dn", [1, 8, 8, 10])],
+     [init("w", (8, 3, 3, 3)), init("w2", (8, 8, 1, 1)),
+      numpy_helper.from_array(np.array([1, 1, 2, 2], dtype=np.float32), "x2"),
+      ints("size", [1, 8, 37, 45]), ints("down", [1, 8, 8, 10])],
+     opset=13)
+
 # Upsampling by a transposed convolution (kernel = stride 2, bias, ReLU),
 # as text detectors' heads do, between two convolutions.
 upsample = [

@@ -372,6 +372,7 @@ TEST(WorkloadSpec, FormatReadsBackAsTheSameWorkload) {
       "rearrange(out=1x24x160x160,x0=1x160x160x24[o0,o2,o3,o1])",
       "rearrange(out=1x48x8x8,fill=0.25,x0=1x24x8x8[o0,o1,o2,o3],x1=1x24x4x4[o0,o1-24,o2/2,o3/2])",
       "rearrange(out=2x3x4,x0=5x9x4[0,-2*o1+8,(3*o2+1)/4])+relu",
+      "rearrange(out=1x3x8x10,linear=1,x0=1x3x4x5[o0,o1,(2*o2-1)/4,(2*o3-1)/4])",
   };
   for (const std::string& spec : specs) {
     absl::StatusOr<v1::Workload> w = ParseWorkloadSpec(spec);
@@ -410,6 +411,10 @@ TEST(WorkloadSpec, FormatReadsBackAsTheSameWorkload) {
         "rearrange(out=3x4,x0=6x4[o0/0,o1])", "rearrange(x0=6x4[o0,o1])", "rearrange(out=3x4)",
         "rearrange(out=3x4,x1=6x4[o0,o1])", "rearrange(out=3x4,x0=6x4[p0,o1])",
         "rearrange(out=3x4,x0=6x4[o0+-1,o1])", "rearrange(out=3x4,fill=1,fill=2,x0=6x4[o0,o1])",
+        // linear: one input, at most 3 interpolated dimensions, 0 or 1
+        "rearrange(out=3x4,linear=1,x0=2x4[o0/2,o1],x1=2x4[o0/2,o1])",
+        "rearrange(out=3x3x3x3,linear=1,x0=2x2x2x2[o0/2,o1/2,o2/2,o3/2])",
+        "rearrange(out=3x4,linear=2,x0=2x4[o0/2,o1])",
         // 65537 * 59999 passes 2^31: GPU kernels index with int.
         "rearrange(out=60000,x0=60000[(65537*o0)/65536])"}) {
     absl::StatusOr<v1::Workload> w = ParseWorkloadSpec(bad);
