@@ -201,7 +201,8 @@ std::optional<std::pair<int64_t, int64_t>> Rational(double s) {
 
 // A linear Resize or Upsample as a rearrange kernel with `linear` set, each
 // dimension's coordinate map derived from the coordinate transformation
-// mode and its rational scale (the native operator's formulas, exact);
+// mode and its scale as a fraction (the native operator's formulas; a
+// float scale is taken as the nearest fraction with denominator <= 256);
 // empty where a mode or scale has no such form, or where the kernel's
 // definition (its DAG's float64 reference) differs from the native
 // operator on random data.
@@ -211,6 +212,9 @@ std::vector<RearrangeStep> LinearResizeOf(const Node& n, int64_t opset,
                                           const std::vector<Shape>& out_shapes) {
   if (n.outputs.size() != 1 || n.inputs.empty() || n.inputs[0].empty() || in_const[0] != nullptr)
     return {};
+  // Scales and sizes decide the maps: they must be constants.
+  for (size_t i = 1; i < n.inputs.size(); ++i)
+    if (!n.inputs[i].empty() && in_const[i] == nullptr) return {};
   const Shape &in = in_shapes[0], &out = out_shapes[0];
   // The check below interprets the kernel's DAG on every output element.
   if (in.size() != out.size() || in.empty() || Numel(out) > kMaxLinearCheck) return {};
@@ -231,6 +235,9 @@ std::vector<RearrangeStep> LinearResizeOf(const Node& n, int64_t opset,
     scales = constant(1);
   } else {
     if (n.Int("antialias", 0) != 0 || !n.Ints("axes").empty()) return {};
+    if (n.strings.count("keep_aspect_ratio_policy") &&
+        n.strings.at("keep_aspect_ratio_policy") != "stretch")
+      return {};
     if (n.strings.count("coordinate_transformation_mode"))
       coord = n.strings.at("coordinate_transformation_mode");
     else
@@ -248,7 +255,8 @@ std::vector<RearrangeStep> LinearResizeOf(const Node& n, int64_t opset,
   for (size_t d = 0; d < in.size(); ++d) {
     a->add_out_shape(out[d]);
     t->add_shape(in[d]);
-    int64_t p = out[d], q = in[d];  // the scale p / q
+    const int64_t g = std::gcd(out[d], in[d]);
+    int64_t p = out[d] / g, q = in[d] / g;  // the scale p / q
     if (given) {
       std::optional<std::pair<int64_t, int64_t>> r = Rational(scales[d]);
       if (!r) return {};

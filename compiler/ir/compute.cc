@@ -588,11 +588,7 @@ int Softmax(Builder& b, const v1::Workload& w) {
   return b.AddStage("softmax", out_axes, {}, ReduceKind::kNone, y, false);
 }
 
-// A data mover: out[o] = the first input whose mapped index is inside it,
-// else the fill value. An index whose range over the output lies inside its
-// input is read as it is; any other is bounds-checked and clamped, so no
-// load leaves its tensor even where the select does not take it.
-// The linear form: along each dimension with div > 1 the coordinate
+// The linear form of a rearrange: along each dimension with div > 1 the coordinate
 // t / div (t = mul * o + add) lies between floor(t / div) and the next
 // index, weighted by (t mod div) / div; both are clamped into the input
 // where the range can leave it. The output sums the 2^k corners.
@@ -603,7 +599,9 @@ int RearrangeLinear(Builder& b, const v1::Workload& w, int x, const std::vector<
   for (size_t d = 0; d < shape.size(); ++d) {
     const v1::RearrangeIndex& m = a.index(int(d));
     const int64_t last = a.out_shape(int(m.source())) - 1;
-    const int64_t at0 = RearrangeIndexAt(m, 0), at_last = RearrangeIndexAt(m, last);
+    // floor(t / div) at the first and last output (a constant's too).
+    const int64_t at0 = FloorDivInt(m.add(), m.div()),
+                  at_last = FloorDivInt(m.mul() * last + m.add(), m.div());
     const int64_t lo_min = std::min(at0, at_last), lo_max = std::max(at0, at_last);
     auto inside = [&](Expr e, int64_t min, int64_t max) {
       return min < 0 || max >= shape[d] ? Clamp(std::move(e), 0, shape[d] - 1) : e;
@@ -640,6 +638,10 @@ int RearrangeLinear(Builder& b, const v1::Workload& w, int x, const std::vector<
   return b.AddStage("rearrange", axes, {}, ReduceKind::kNone, v, /*inlinable=*/true);
 }
 
+// A data mover: out[o] = the first input whose mapped index is inside it,
+// else the fill value. An index whose range over the output lies inside its
+// input is read as it is; any other is bounds-checked and clamped, so no
+// load leaves its tensor even where the select does not take it.
 int Rearrange(Builder& b, const v1::Workload& w) {
   const v1::RearrangeAttrs& a = w.rearrange();
   const std::vector<int64_t> out(a.out_shape().begin(), a.out_shape().end());

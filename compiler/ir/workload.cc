@@ -290,9 +290,15 @@ absl::StatusOr<double> CanonRearrange(v1::Workload* w, std::vector<int64_t>* out
                                          " (div must be positive; each at most 2^31)"));
     }
     if (x->mul() == 0) {
+      x->set_source(0);
+      if (a->linear()) {  // a real coordinate: add / div in lowest terms
+        const int64_t g = std::gcd(x->add(), x->div());
+        x->set_add(x->add() / g);
+        x->set_div(x->div() / g);
+        continue;
+      }
       x->set_add(FloorDivInt(x->add(), x->div()));
       x->set_div(1);
-      x->set_source(0);
       continue;
     }
     if (x->source() < 0 || x->source() >= a->out_shape_size()) {
@@ -373,9 +379,12 @@ absl::StatusOr<double> CanonNormalize(v1::Workload* w, std::vector<int64_t>* out
     return InvalidArgumentError(StrCat("normalize: expected data, scale and an optional bias, got ",
                                        w->inputs_size(), " inputs"));
   }
-  const float eps = w->normalize().epsilon();
+  // Set, and -0 written as 0, so one workload has one key.
+  v1::NormalizeAttrs* attrs = w->mutable_normalize();
+  const float eps = attrs->epsilon();
   if (!(eps >= 0) || !std::isfinite(eps))
     return InvalidArgumentError(StrCat("normalize: epsilon must be finite and >= 0, got ", eps));
+  if (eps == 0) attrs->set_epsilon(0);
   if (w->inputs(0).shape_size() != 2) {
     return InvalidArgumentError(
         StrCat("normalize: inputs[0] must be [A, N], got rank ", w->inputs(0).shape_size()));

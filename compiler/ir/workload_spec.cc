@@ -712,7 +712,8 @@ absl::StatusOr<std::string> ReduceSpec(const v1::Workload& w) {
 }
 
 std::string IndexSpec(const v1::RearrangeIndex& x) {
-  if (x.mul() == 0) return absl::StrCat(x.add());
+  if (x.mul() == 0)  // a linear rearrange's constant coordinate may be a fraction
+    return x.div() == 1 ? absl::StrCat(x.add()) : absl::StrCat(x.add(), "/", x.div());
   std::string s = x.mul() == 1 ? "" : x.mul() == -1 ? "-" : absl::StrCat(x.mul(), "*");
   absl::StrAppend(&s, "o", x.source());
   if (x.add() != 0) absl::StrAppend(&s, x.add() > 0 ? "+" : "", x.add());

@@ -601,6 +601,7 @@ TEST_F(GraphTest, ReductionsAreKernels) {
           "reduce_mean(A=192,N=40)", "reduce_sum(A=8,N=960)", "reduce_max(A=1,N=8,B=960)",
           "reduce_min(A=1,N=192,B=40)", "reduce_l2(A=192,N=40)", "reduce_l1(A=8,N=24,B=40)",
           "reduce_log_sum_exp(A=1,N=8,B=960)", "reduce_sum_square(A=1,N=7680)",
+          "reduce_max(A=192,N=40)", "reduce_min(A=192,N=40)", "reduce_log_sum_exp(A=192,N=40)",
           "reduce_log_sum(A=192,N=40)", "reduce_mean(A=192,N=40)+map[1](add(%0,$0),sqrt(%1))"}));
   v1::ModelPackage pkg;
   EXPECT_GE(CheckAgainstReference(m, {}, &pkg, dir_->File("reduce.onnx")), 12);

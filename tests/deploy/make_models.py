@@ -187,7 +187,8 @@ save("softmax_old", softmax_old, [tensor("x", [1, 8, 24, 40])], [tensor("p", [1,
      [], opset=11)
 
 # Reductions as exporters write them (opset 13: ReduceSum takes its axes as
-# an input, the others as an attribute), over rows, over a strided axis,
+# an input, the others as an attribute), over rows (40 wide: two 16-wide
+# slices and a padded one), over a strided axis,
 # over neighbouring axes, over everything, with and without keepdims; a
 # decomposed LayerNorm whose variance branch ends in Add eps -> Sqrt; and
 # two that stay native: axes apart, and a product.
@@ -211,6 +212,9 @@ reduce = [
     N("Add", ["ln_var", "eps"], ["ln_ve"], name="ln_add"),
     N("Sqrt", ["ln_ve"], ["ln_std"], name="ln_sqrt"),
     N("Div", ["ln_d", "ln_std"], ["ln"], name="ln_div"),
+    N("ReduceMax", ["c"], ["max_rows"], axes=[-1], keepdims=0, name="max_rows"),
+    N("ReduceMin", ["c"], ["min_rows"], axes=[-1], keepdims=0, name="min_rows"),
+    N("ReduceLogSumExp", ["c"], ["lse_rows"], axes=[-1], keepdims=0, name="lse_rows"),
     N("ReduceSum", ["c", "apart"], ["sum_apart"], name="sum_apart"),
     N("ReduceProd", ["c"], ["prod_w"], axes=[3], name="prod_w"),
 ]
@@ -219,6 +223,8 @@ save("reduce", reduce, [tensor("x", [1, 4, 24, 40])],
       tensor("min_ch_h", [1, 40]), tensor("l2_rows", [1, 8, 24]), tensor("l1_h", [1, 8, 1, 40]),
       tensor("lse_ch", [1, 1, 24, 40]), tensor("ss_all", [1, 1, 1, 1]),
       tensor("ls_rows", [1, 8, 24, 1]), tensor("ln", [1, 8, 24, 40]),
+      tensor("max_rows", [1, 8, 24]), tensor("min_rows", [1, 8, 24]),
+      tensor("lse_rows", [1, 8, 24]),
       tensor("sum_apart", [1, 1, 24, 1]), tensor("prod_w", [1, 8, 24, 1])],
      [init("w", (8, 4, 1, 1)), ints("hw", [2, 3]), ints("apart", [1, 3]), scalar("two", 2.0),
       scalar("eps", 1e-5)],
@@ -242,8 +248,8 @@ save("norm", norm, [tensor("x", [1, 4, 24, 40])],
      opset=17)
 
 # Linear resizes between convolutions: x2 by scales (half pixel, the
-# default), to a size with align_corners, and an opset-11 downsampling by
-# sizes with pytorch_half_pixel.
+# default), to a size with align_corners, and a downsampling by sizes with
+# pytorch_half_pixel.
 resize_linear = [
     N("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1], name="conv"),
     N("Resize", ["c", "", "x2"], ["up"], mode="linear", name="up_half_pixel"),

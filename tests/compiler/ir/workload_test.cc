@@ -394,6 +394,17 @@ TEST(WorkloadSpec, FormatReadsBackAsTheSameWorkload) {
   EXPECT_EQ(*FormatWorkloadSpec(*ParseWorkloadSpec("layer_norm(A=2,N=3,eps=0.00001,bias=1)")),
             "layer_norm(A=2,N=3)");
   EXPECT_FALSE(ParseWorkloadSpec("layer_norm(A=2,N=3,eps=-1)").ok()) << "a negative epsilon";
+  // A linear constant index is a real coordinate (1/2), not floored to 0.
+  EXPECT_EQ(*FormatWorkloadSpec(*ParseWorkloadSpec("rearrange(out=3,linear=1,x0=2[2/4])")),
+            "rearrange(out=3,linear=1,x0=2[1/2])");
+  // One normalize workload, one key: attributes set or not, eps 0 or -0.
+  {
+    v1::Workload a = *ParseWorkloadSpec("layer_norm(A=2,N=3,eps=0)"), b = a, c = a;
+    b.clear_normalize();
+    c.mutable_normalize()->set_epsilon(-0.f);
+    EXPECT_EQ(Canonicalize(a)->key, Canonicalize(b)->key);
+    EXPECT_EQ(Canonicalize(a)->key, Canonicalize(c)->key);
+  }
   EXPECT_FALSE(ParseWorkloadSpec("relu(N=1,C=2,H=3,W=4,eps=1)").ok()) << "eps is not relu's";
   EXPECT_EQ(*FormatWorkloadSpec(*ParseWorkloadSpec("mul(N=3,C=16,H=16,W=6,yN=3,yC=1,yH=1)")),
             "mul(N=3,C=16,H=16,W=6,yC=1,yH=1)");
