@@ -28,6 +28,8 @@ inline constexpr int64_t kMaxDim = int64_t{1} << 31;
 
 std::string ShapeText(const Shape& s);
 double Elements(const Shape& s);
+// A float32 workload input of shape `s`.
+v1::TensorSpec FloatSpec(const Shape& s);
 // A shape the importer accepts: dimensions in [0, 2^31], rank <= 8, at most
 // 1e12 elements; the error names `what`.
 absl::Status CheckShape(const Shape& s, const std::string& what);

@@ -31,6 +31,13 @@ bool LessNoCase(std::string_view a, std::string_view b) {
 
 std::string ShapeText(const Shape& s) { return s.empty() ? "scalar" : absl::StrJoin(s, "x"); }
 
+v1::TensorSpec FloatSpec(const Shape& s) {
+  v1::TensorSpec t;
+  for (int64_t d : s) t.add_shape(d);
+  t.set_dtype(v1::DTYPE_FLOAT32);
+  return t;
+}
+
 double Elements(const Shape& s) {
   double n = 1;
   for (int64_t d : s) n *= double(d);

@@ -233,11 +233,7 @@ bool ElementwiseInputs(const Model& m, const Node& n, size_t count, v1::Workload
   }
   if (!ElementwiseForm(&o, &in)) return false;
   w->set_op(v1::OP_KIND_ELEMENTWISE);
-  for (const Shape& x : in) {
-    v1::TensorSpec* t = w->add_inputs();
-    for (int64_t d : x) t->add_shape(d);
-    t->set_dtype(v1::DTYPE_FLOAT32);
-  }
+  for (const Shape& x : in) *w->add_inputs() = FloatSpec(x);
   return true;
 }
 

@@ -14,13 +14,6 @@ std::string AutoPad(const Node& n) {
   return n.strings.count("auto_pad") ? n.strings.at("auto_pad") : "NOTSET";
 }
 
-v1::TensorSpec Spec(const Shape& s) {
-  v1::TensorSpec t;
-  for (int64_t d : s) t.add_shape(d);
-  t.set_dtype(v1::DTYPE_FLOAT32);
-  return t;
-}
-
 //===--- Conv, ConvTranspose ----------------------------------------------===//
 
 absl::Status InferConvLike(ShapeContext& c, const Node& n, bool transpose) {
@@ -134,8 +127,8 @@ bool ConvAnchorLike(const Model& m, const Node& n, v1::Workload* w, bool transpo
   if (transpose && (!n.Ints("output_padding").empty() || !n.Ints("output_shape").empty()))
     return false;
   w->set_op(transpose ? v1::OP_KIND_CONV2D_TRANSPOSE : v1::OP_KIND_CONV2D);
-  *w->add_inputs() = Spec(x);
-  *w->add_inputs() = Spec(k);
+  *w->add_inputs() = FloatSpec(x);
+  *w->add_inputs() = FloatSpec(k);
   auto* c = w->mutable_conv2d();
   c->set_layout(v1::DATA_LAYOUT_NCHW);
   for (int64_t v : strides) c->add_strides(v);
@@ -265,7 +258,7 @@ bool PoolAlone(const Model& m, const Node& n, v1::Workload* w) {
     a->set_count_include_pad(K == v1::POOL_KIND_AVG && n.Int("count_include_pad", 0) != 0);
   }
   w->set_op(v1::OP_KIND_POOL2D);
-  *w->add_inputs() = Spec(s->second);
+  *w->add_inputs() = FloatSpec(s->second);
   return true;
 }
 
@@ -316,8 +309,8 @@ bool GemmAnchor(const Model& m, const Node& n, v1::Workload* w) {
     w->mutable_matmul()->set_transpose_a(ta);
     w->mutable_matmul()->set_transpose_b(tb);
   }
-  *w->add_inputs() = Spec(a);
-  *w->add_inputs() = Spec(b);
+  *w->add_inputs() = FloatSpec(a);
+  *w->add_inputs() = FloatSpec(b);
   return true;
 }
 
@@ -346,8 +339,8 @@ bool MatMulAnchor(const Model& m, const Node& n, v1::Workload* w) {
   if (b.size() == 2) {
     Shape a2 = {int64_t(Elements(a) / double(a.back())), a.back()};
     w->set_op(v1::OP_KIND_MATMUL);
-    *w->add_inputs() = Spec(a2);
-    *w->add_inputs() = Spec(b);
+    *w->add_inputs() = FloatSpec(a2);
+    *w->add_inputs() = FloatSpec(b);
     return true;
   }
   if (a.size() != b.size()) return false;
@@ -356,8 +349,8 @@ bool MatMulAnchor(const Model& m, const Node& n, v1::Workload* w) {
   }
   double batch = Elements(Shape(a.begin(), a.end() - 2));
   w->set_op(v1::OP_KIND_BATCH_MATMUL);
-  *w->add_inputs() = Spec({int64_t(batch), a[a.size() - 2], a.back()});
-  *w->add_inputs() = Spec({int64_t(batch), b[b.size() - 2], b.back()});
+  *w->add_inputs() = FloatSpec({int64_t(batch), a[a.size() - 2], a.back()});
+  *w->add_inputs() = FloatSpec({int64_t(batch), b[b.size() - 2], b.back()});
   return true;
 }
 
@@ -423,12 +416,12 @@ bool LayerNormAlone(const Model& m, const Node& n, v1::Workload* w) {
   int64_t a = 1, len = 1;
   for (size_t d = 0; d < x.size(); ++d) (int64_t(d) < axis ? a : len) *= x[d];
   w->set_op(v1::OP_KIND_NORMALIZE);
-  *w->add_inputs() = Spec({a, len});
+  *w->add_inputs() = FloatSpec({a, len});
   for (size_t i = 1; i < n.inputs.size() && i < 3; ++i) {
     if (n.inputs[i].empty()) break;
     auto p = m.shapes.find(n.inputs[i]);
     if (p == m.shapes.end() || Elements(p->second) != double(len)) return false;
-    *w->add_inputs() = Spec({len});
+    *w->add_inputs() = FloatSpec({len});
   }
   if (w->inputs_size() < 2) return false;
   w->mutable_normalize()->set_epsilon(n.Float("epsilon", 1e-5f));
@@ -445,9 +438,9 @@ bool InstanceNormAlone(const Model& m, const Node& n, v1::Workload* w) {
   const Shape& x = s->second;
   const int64_t c = x[1];
   w->set_op(v1::OP_KIND_NORMALIZE);
-  *w->add_inputs() = Spec({c, int64_t(Elements(x)) / c});
-  *w->add_inputs() = Spec({c});
-  *w->add_inputs() = Spec({c});
+  *w->add_inputs() = FloatSpec({c, int64_t(Elements(x)) / c});
+  *w->add_inputs() = FloatSpec({c});
+  *w->add_inputs() = FloatSpec({c});
   w->mutable_normalize()->set_epsilon(n.Float("epsilon", 1e-5f));
   w->mutable_normalize()->set_per_row(true);
   return true;
@@ -469,11 +462,7 @@ bool SoftmaxAlone(const Model& m, const Node& n, v1::Workload* w) {
     f *= x[d];
   }
   w->set_op(v1::OP_KIND_SOFTMAX);
-  v1::TensorSpec* t = w->add_inputs();
-  t->add_shape(a);
-  t->add_shape(len);
-  if (b > 1) t->add_shape(b);
-  t->set_dtype(v1::DTYPE_FLOAT32);
+  *w->add_inputs() = FloatSpec(b > 1 ? Shape{a, len, b} : Shape{a, len});
   w->mutable_softmax()->set_log(kLog);
   return true;
 }

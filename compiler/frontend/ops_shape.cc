@@ -631,11 +631,7 @@ bool ReduceAlone(const Model& m, const Node& n, v1::Workload* w) {
     (int(d) < first ? a : int(d) > last ? b : len) *= x[d];
   }
   w->set_op(v1::OP_KIND_REDUCE);
-  v1::TensorSpec* t = w->add_inputs();
-  t->add_shape(a);
-  t->add_shape(len);
-  if (b > 1) t->add_shape(b);
-  t->set_dtype(v1::DTYPE_FLOAT32);
+  *w->add_inputs() = FloatSpec(b > 1 ? Shape{a, len, b} : Shape{a, len});
   w->mutable_reduce()->set_op(kOp);
   return true;
 }

@@ -538,51 +538,72 @@ int Elementwise(Builder& b, const v1::Workload& w) {
   return b.AddStage("elementwise", axes, {}, ReduceKind::kNone, value, true);
 }
 
-// Softmax over N of x [A, N] or [A, N, B]. With B > 1 each reduction runs
-// along N with B contiguous; with no B the row is read as L-wide slices
-// (padded with the lowest float), the max and the sum kept per slice lane
-// and then combined, so every pass over the row is contiguous vector work.
-int Softmax(Builder& b, const v1::Workload& w) {
+// How ReduceRows reads rows when x has no B: as 16-wide slices once N
+// reaches `slice_from`, padded with the pass's fill. Passes over the same x
+// with the same fill share one padded copy through `padded` (-1: none yet).
+struct RowSlices {
+  int64_t slice_from = 32;
+  int* padded = nullptr;
+};
+
+// The reduction by `kind` of f(x[a, j(, k)], row) over j of x [A, N] or
+// [A, N, B], into [A] or [A, B]; `row` holds the result's index (a or a, k).
+// Rows read as slices (see RowSlices) are padded with `fill` (a value of x
+// whose f is the reduction's identity) and keep one partial per slice lane,
+// combined after, so the pass over the row is contiguous vector work.
+int ReduceRows(Builder& b, int x, const std::string& name, ReduceKind kind, double fill,
+               const std::function<Expr(Expr, const std::vector<Expr>&)>& f,
+               RowSlices slices = {}) {
   constexpr int64_t kL = 16;
+  const std::vector<int64_t> s = b.Shape(x);
+  const int64_t a = s[0], n = s[1];
+  const bool with_b = s.size() == 3;
+  std::vector<IterVar> out =
+      b.Axes(with_b ? std::vector<int64_t>{a, s[2]} : std::vector<int64_t>{a}, {"a", "k"});
+  if (with_b || n < slices.slice_from) {
+    IterVar j{Var("j"), n};
+    std::vector<Expr> row = {out[0].var}, at = {out[0].var, j.var};
+    if (with_b) {
+      row.push_back(out[1].var);
+      at.push_back(out[1].var);
+    }
+    return b.AddStage(name, out, {j}, kind, f(b.Read(x, at), row), false);
+  }
+  const int64_t o = (n + kL - 1) / kL;
+  int xp = slices.padded != nullptr ? *slices.padded : -1;
+  if (xp < 0) xp = b.Pad(x, {{0, 0}, {0, o * kL - n}}, fill);
+  if (slices.padded != nullptr) *slices.padded = xp;
+  std::vector<IterVar> al = b.Axes({a, kL}, {"a", "l"});
+  IterVar r{Var("o"), o};
+  Expr v = f(b.Read(xp, {al[0].var, r.var * I(kL) + al[1].var}), {al[0].var});
+  const int part = b.AddStage(StrCat(name, "_part"), al, {r}, kind, v, false);
+  IterVar l{Var("l"), kL};
+  return b.AddStage(name, out, {l}, kind, b.Read(part, {out[0].var, l.var}), false);
+}
+
+// Softmax over N of x [A, N] or [A, N, B]: the max and then the sum of
+// exp(x - max) over each row (every row read as slices when there is no B,
+// padded with the lowest float, whose exp adds nothing).
+int Softmax(Builder& b, const v1::Workload& w) {
   const std::vector<int64_t> s(w.inputs(0).shape().begin(), w.inputs(0).shape().end());
   const int x = b.AddInput("x", s);
   const bool log = w.softmax().log();
-  const int64_t a = s[0], n = s[1];
   const double lowest = -std::numeric_limits<float>::max();
+  int padded = -1;
+  const RowSlices slices{1, &padded};
+  const int mx = ReduceRows(
+      b, x, "softmax_max", ReduceKind::kMax, lowest,
+      [](Expr v, const std::vector<Expr>&) { return v; }, slices);
+  const int sum = ReduceRows(
+      b, x, "softmax_sum", ReduceKind::kSum, lowest,
+      [&](Expr v, const std::vector<Expr>& row) { return Call(Op::kExp, v - b.Read(mx, row)); },
+      slices);
   std::vector<IterVar> out_axes = b.Axes(s, {"a", "j", "k"});
-  std::vector<Expr> at;
+  std::vector<Expr> at, row;
   for (const IterVar& v : out_axes) at.push_back(v.var);
-  Expr m_at, s_at;
-  int mx = -1, sum = -1;
-  if (s.size() == 3) {
-    std::vector<IterVar> ak = b.Axes({a, s[2]}, {"a", "k"});
-    IterVar j{Var("j"), n};
-    Expr xv = b.Read(x, {ak[0].var, j.var, ak[1].var});
-    mx = b.AddStage("softmax_max", ak, {j}, ReduceKind::kMax, xv, false);
-    std::vector<IterVar> ak2 = b.Axes({a, s[2]}, {"a", "k"});
-    IterVar j2{Var("j"), n};
-    Expr d = b.Read(x, {ak2[0].var, j2.var, ak2[1].var}) - b.Read(mx, {ak2[0].var, ak2[1].var});
-    sum = b.AddStage("softmax_sum", ak2, {j2}, ReduceKind::kSum, Call(Op::kExp, d), false);
-    m_at = b.Read(mx, {at[0], at[2]});
-    s_at = b.Read(sum, {at[0], at[2]});
-  } else {
-    const int64_t o = (n + kL - 1) / kL;
-    const int xp = b.Pad(x, {{0, 0}, {0, o * kL - n}}, lowest);
-    auto partial = [&](const char* name, ReduceKind kind, int m) {
-      std::vector<IterVar> al = b.Axes({a, kL}, {"a", "l"});
-      IterVar r{Var("o"), o};
-      Expr v = b.Read(xp, {al[0].var, r.var * I(kL) + al[1].var});
-      if (m >= 0) v = Call(Op::kExp, v - b.Read(m, {al[0].var}));
-      const int part = b.AddStage(StrCat(name, "_part"), al, {r}, kind, v, false);
-      std::vector<IterVar> a1 = b.Axes({a}, {"a"});
-      IterVar l{Var("l"), kL};
-      return b.AddStage(name, a1, {l}, kind, b.Read(part, {a1[0].var, l.var}), false);
-    };
-    mx = partial("softmax_max", ReduceKind::kMax, -1);
-    sum = partial("softmax_sum", ReduceKind::kSum, mx);
-    m_at = b.Read(mx, {at[0]});
-    s_at = b.Read(sum, {at[0]});
-  }
+  row = {at[0]};
+  if (s.size() == 3) row.push_back(at[2]);
+  const Expr m_at = b.Read(mx, row), s_at = b.Read(sum, row);
   Expr d = b.Read(x, at) - m_at;
   Expr y = log ? d - Call(Op::kLog, s_at) : Call(Op::kExp, d) / s_at;
   return b.AddStage("softmax", out_axes, {}, ReduceKind::kNone, y, false);
@@ -686,39 +707,6 @@ int Rearrange(Builder& b, const v1::Workload& w) {
   return b.AddStage("rearrange", axes, {}, ReduceKind::kNone, v, /*inlinable=*/true);
 }
 
-// The reduction by `kind` of f(x[a, j(, k)], row) over j of x [A, N] or
-// [A, N, B], into [A] or [A, B]; `row` holds the result's index (a or a, k).
-// With no B and N >= 32 the row is read as 16-wide slices, padded with
-// `fill` (a value of x whose f is the reduction's identity), one partial per
-// slice lane combined after, so the pass over the row is contiguous vector
-// work, as in softmax.
-int ReduceRows(Builder& b, int x, const std::string& name, ReduceKind kind, double fill,
-               const std::function<Expr(Expr, const std::vector<Expr>&)>& f) {
-  constexpr int64_t kL = 16;
-  const std::vector<int64_t> s = b.Shape(x);
-  const int64_t a = s[0], n = s[1];
-  const bool with_b = s.size() == 3;
-  std::vector<IterVar> out =
-      b.Axes(with_b ? std::vector<int64_t>{a, s[2]} : std::vector<int64_t>{a}, {"a", "k"});
-  if (with_b || n < 2 * kL) {
-    IterVar j{Var("j"), n};
-    std::vector<Expr> row = {out[0].var}, at = {out[0].var, j.var};
-    if (with_b) {
-      row.push_back(out[1].var);
-      at.push_back(out[1].var);
-    }
-    return b.AddStage(name, out, {j}, kind, f(b.Read(x, at), row), false);
-  }
-  const int64_t o = (n + kL - 1) / kL;
-  const int xp = b.Pad(x, {{0, 0}, {0, o * kL - n}}, fill);
-  std::vector<IterVar> al = b.Axes({a, kL}, {"a", "l"});
-  IterVar r{Var("o"), o};
-  Expr v = f(b.Read(xp, {al[0].var, r.var * I(kL) + al[1].var}), {al[0].var});
-  const int part = b.AddStage(StrCat(name, "_part"), al, {r}, kind, v, false);
-  IterVar l{Var("l"), kL};
-  return b.AddStage(name, out, {l}, kind, b.Read(part, {out[0].var, l.var}), false);
-}
-
 // A reduction over N of x [A, N] or [A, N, B] into [A] or [A, B]. Every op
 // is a sum or a max of a function of x followed by a function of the
 // result: min is -max(-x), mean sum / N, l2 sqrt(sum x^2), log_sum_exp
@@ -728,10 +716,13 @@ int Reduce(Builder& b, const v1::Workload& w) {
   const int x = b.AddInput("x", s);
   const v1::ReduceOp op = w.reduce().op();
   const double big = std::numeric_limits<float>::max();
-  int mx = -1;
+  int mx = -1, padded = -1;
+  RowSlices slices;  // log_sum_exp's two passes share x padded with -big
+  slices.padded = &padded;
   if (op == v1::REDUCE_OP_LOG_SUM_EXP) {
-    mx = ReduceRows(b, x, "reduce_max", ReduceKind::kMax, -big,
-                    [](Expr v, const std::vector<Expr>&) { return v; });
+    mx = ReduceRows(
+        b, x, "reduce_max", ReduceKind::kMax, -big,
+        [](Expr v, const std::vector<Expr>&) { return v; }, slices);
   }
   auto element = [&](Expr v, const std::vector<Expr>& row) -> Expr {
     switch (op) {
@@ -753,7 +744,7 @@ int Reduce(Builder& b, const v1::Workload& w) {
                       : op == v1::REDUCE_OP_MAX || op == v1::REDUCE_OP_LOG_SUM_EXP ? -big
                                                                                    : 0.0;
   const int acc = ReduceRows(b, x, is_max ? "reduce_max" : "reduce_sum",
-                             is_max ? ReduceKind::kMax : ReduceKind::kSum, fill, element);
+                             is_max ? ReduceKind::kMax : ReduceKind::kSum, fill, element, slices);
   std::vector<IterVar> out = b.Axes(b.Shape(acc), {"a", "k"});
   std::vector<Expr> at;
   for (const IterVar& v : out) at.push_back(v.var);
