@@ -6,8 +6,8 @@
 //                         [--warm-db FILE [--pool-trials 128]] [--strategies random,evolutionary]
 //                         [--objective O] [--run-to N] [--json FILE] [--svg FILE] [--trace]
 //   tunefarm-bench farm [--agents 1,10,100] [--seconds 10] [--trials 96] [--json FILE]
-//   tunefarm-bench models [--trials 300] [--threads 1,2] [--repeat 20] [--yolo-size 640] [--json
-//   FILE]
+//   tunefarm-bench models [--seconds 1200 | --trials N] [--threads 1,2] [--repeat 20]
+//                         [--yolo-size 640] [--only NAME] [--db-dir DIR] [--json FILE]
 //   tunefarm-bench native
 #include <stdlib.h>
 #include <unistd.h>
@@ -56,8 +56,8 @@ int main(int argc, char** argv) {
         "[--json FILE] [--svg FILE] [--trace]\n"
         "       tunefarm-bench farm [--agents 1,10,100] [--seconds 10] [--trials 96] "
         "[--json FILE]\n"
-        "       tunefarm-bench models [--trials 300] [--threads 1,2] [--repeat 20] "
-        "[--yolo-size 640] [--only NAME] [--json FILE]\n"
+        "       tunefarm-bench models [--seconds 1200 | --trials N] [--threads 1,2] "
+        "[--repeat 20] [--yolo-size 640] [--only NAME] [--db-dir DIR] [--json FILE]\n"
         "       tunefarm-bench native\n");
     return 2;
   }

@@ -28,6 +28,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
+#include "bench/bench_util.h"
 #include "common/logging.h"
 #include "common/subprocess.h"
 #include "compiler/ir/target.h"
@@ -40,13 +41,6 @@ namespace tunefarm::bench {
 namespace {
 
 namespace v1 = ::tunefarm::v1;
-
-std::string Here() {
-  char self[4096];
-  ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-  std::string p = n > 0 ? std::string(self, size_t(n)) : std::string("./tunefarm-bench");
-  return p.substr(0, p.rfind('/'));
-}
 
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path);
@@ -78,7 +72,7 @@ absl::StatusOr<ServerProc> StartServer(const std::string& dir) {
   o.capture_stdout = false;
   o.stderr_path = dir + "/server.log";
   auto p = Subprocess::Start(
-      {Here() + "/tunefarm-server", "--listen=127.0.0.1:0", "--db=" + dir + "/farm.db",
+      {SiblingBinary("tunefarm-server"), "--listen=127.0.0.1:0", "--db=" + dir + "/farm.db",
        "--port_file=" + port_file, "--log_level=warn", "--heartbeat_interval_ms=1000"},
       o);
   if (!p.ok()) return p.status();
@@ -286,10 +280,10 @@ absl::StatusOr<double> RealJob(int agents, int trials) {
     procs.push_back(*std::move(p));
     return absl::OkStatus();
   };
-  absl::Status s = start({Here() + "/tunefarm-worker", "--server=" + server->address,
+  absl::Status s = start({SiblingBinary("tunefarm-worker"), "--server=" + server->address,
                           "--device_id=worker", "--threads=1"});
   for (int a = 0; a < agents && s.ok(); ++a) {
-    s = start({Here() + "/tunefarm-agent", "--server=" + server->address, "--key=local",
+    s = start({SiblingBinary("tunefarm-agent"), "--server=" + server->address, "--key=local",
                absl::StrCat("--device_id=agent-", a)});
   }
   if (!s.ok()) return s;

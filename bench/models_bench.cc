@@ -1,8 +1,8 @@
 // tunefarm-bench models: end-to-end latency of whole models on this CPU,
-// untuned (default schedules) vs tuned (a trial budget of the local search,
-// all the model's tasks under the gradient task scheduler) vs ONNX Runtime
-// (npm's onnxruntime-node, driven by bench/ort_run.js) in the same run, at
-// 1 and 2 threads. Both packages' outputs are checked against ONNX Runtime's
+// per thread count: untuned (`tunefarm build --untuned`) vs tuned (`tunefarm
+// tune MODEL.onnx -o` with a wall-time or trial budget, at that thread count)
+// vs ONNX Runtime (npm's onnxruntime-node, driven by bench/ort_run.js) in the
+// same run. Both packages' outputs are checked against ONNX Runtime's
 // on the same inputs before any time is reported; without ONNX Runtime, or
 // with a package that differs, nothing is timed and the bench exits 1.
 #include <algorithm>
@@ -13,34 +13,27 @@
 #include <fstream>
 #include <map>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/time.h"
+#include "bench/bench_util.h"
 #include "common/file_util.h"
 #include "common/status_macros.h"
 #include "common/subprocess.h"
-#include "compiler/codegen/llvm_target.h"
 #include "deploy/interpreter.h"
 #include "deploy/package_build.h"
 #include "device_agent/runtime/graph_runtime.h"
 #include "device_agent/runtime/npy.h"
-#include "server/search/local_measurer.h"
-#include "server/search/task.h"
-#include "server/search/tuner.h"
 
 namespace tunefarm::bench {
 namespace {
 
 namespace fs = std::filesystem;
 using runner::GraphRuntime;
-
-std::string CacheDir() {
-  if (const char* c = getenv("TUNEFARM_CACHE")) return c;
-  const char* home = getenv("HOME");
-  return std::string(home ? home : "/root") + "/.cache/tunefarm";
-}
 
 // ONNX Runtime through node: latency (s) and, with out_dir, its outputs.
 absl::StatusOr<double> TimeOrt(const std::string& model, int threads, int repeat,
@@ -99,15 +92,49 @@ absl::StatusOr<runner::TimeShares> ProfiledShares(
   return runner::SharesOf(pkg, sum);
 }
 
+// Runs `tunefarm ARGS...` (the binary beside this one) to its end, writing
+// its output to `log`; `lines` gets every line it printed.
+absl::Status RunTunefarm(const std::vector<std::string>& args, const fs::path& log,
+                         absl::Duration limit, std::vector<std::string>* lines) {
+  std::vector<std::string> argv = {SiblingBinary("tunefarm")};
+  argv.insert(argv.end(), args.begin(), args.end());
+  Subprocess::Options o;
+  o.stderr_path = log.string() + ".err";
+  TF_ASSIGN_OR_RETURN(auto child, Subprocess::Start(argv, o));
+  std::ofstream out(log);
+  const absl::Time deadline = absl::Now() + limit;
+  std::string line;
+  while (true) {
+    absl::Status s = child->ReadLine(&line, std::max(deadline - absl::Now(), absl::Seconds(1)));
+    if (absl::IsOutOfRange(s)) break;
+    if (!s.ok())
+      return absl::DeadlineExceededError(
+          absl::StrCat("tunefarm ", args[0], " ran past ", absl::FormatDuration(limit)));
+    out << line << "\n";
+    if (lines != nullptr) lines->push_back(line);
+  }
+  TF_ASSIGN_OR_RETURN(int status, child->Wait(absl::Minutes(1)));
+  if (status != 0) {
+    std::string why = ReadFile(log.string() + ".err").value_or("");
+    if (size_t nl = why.find('\n'); nl != std::string::npos) why.resize(nl);
+    return absl::InternalError(
+        absl::StrCat("tunefarm ", args[0], " ", DescribeWaitStatus(status), ": ", why));
+  }
+  return absl::OkStatus();
+}
+
 int RunModelsBench(const std::vector<std::string>& args) {
-  int trials = 300, repeat = 20, yolo = 640;
+  int trials = 0, repeat = 20, yolo = 640;
+  double seconds = 1200;
   std::vector<int> thread_list = {1, 2};
-  std::string only, json_path;
+  std::string only, json_path, db_dir;
   for (size_t i = 0; i + 1 < args.size(); i += 2) {
     const std::string& k = args[i];
     const std::string& v = args[i + 1];
     if (k == "--trials") {
       trials = std::stoi(v);
+    } else if (k == "--seconds") {
+      seconds = std::stod(v);
     } else if (k == "--repeat") {
       repeat = std::stoi(v);
     } else if (k == "--yolo-size") {
@@ -116,6 +143,8 @@ int RunModelsBench(const std::vector<std::string>& args) {
       only = v;
     } else if (k == "--json") {
       json_path = v;
+    } else if (k == "--db-dir") {
+      db_dir = v;
     } else if (k == "--threads") {
       thread_list.clear();
       for (absl::string_view t : absl::StrSplit(v, ','))
@@ -125,8 +154,11 @@ int RunModelsBench(const std::vector<std::string>& args) {
       return 2;
     }
   }
+  if (trials > 0) seconds = 0;  // a trial budget replaces the wall-time one
   const fs::path tmp = fs::temp_directory_path() / absl::StrCat("tf-models-", getpid());
   fs::create_directories(tmp);
+  const fs::path keep = db_dir.empty() ? tmp : fs::path(db_dir);
+  fs::create_directories(keep);
   {
     std::vector<std::string> argv = {"/usr/bin/python3",
                                      std::string(TF_SOURCE_DIR) + "/tests/deploy/make_zoo.py",
@@ -164,10 +196,13 @@ int RunModelsBench(const std::vector<std::string>& args) {
     return 1;
   }
   bool failures = false;  // a package that differs from ONNX Runtime, or no check: exit 1
-  const ir::Target host = codegen::HostTarget();
   std::string rows;
-  std::printf("%-20s %3s %12s %12s %14s %8s %10s %10s  %s\n", "model", "thr", "untuned ms",
-              "tuned ms", "onnxruntime ms", "trials", "speedup", "ORT/tuned", "tuned kernels");
+  std::printf(
+      "budget per model and thread count: %s of `tunefarm tune MODEL.onnx`\n",
+      trials > 0 ? absl::StrCat(trials, " trials").c_str() : absl::StrCat(seconds, " s").c_str());
+  std::printf("%-20s %3s %6s %12s %12s %14s %8s %10s %10s  %s\n", "model", "thr", "layout",
+              "untuned ms", "tuned ms", "onnxruntime ms", "trials", "speedup", "ORT/tuned",
+              "tuned kernels");
   for (const ModelSpec& spec : models) {
     if (!only.empty() && spec.name.find(only) == std::string::npos) continue;
     if (!fs::exists(spec.path)) {
@@ -184,136 +219,12 @@ int RunModelsBench(const std::vector<std::string>& args) {
                   std::string(model.status().message()).c_str());
       continue;
     }
-    // The layout `tunefarm build` would keep here: both untuned builds timed
-    // against each other at the largest thread count.
-    // (Where a build fails, the channels-last one alone, which says why.)
-    v1::ModelPackage chosen;
-    auto choice = deploy::ChooseLayoutOf(*model, host, {}, thread_list.back(), &chosen);
-    absl::StatusOr<v1::ModelPackage> untuned =
-        choice.ok() ? std::move(chosen) : deploy::BuildPackage(*model, host);
-    const bool channels_last = !choice.ok() || choice->channels_last;
-    if (!channels_last) {
-      std::printf("%-20s layout nchw: nhwc/nchw %.2f untuned at %d threads\n", spec.name.c_str(),
-                  choice->nhwc_over_nchw, thread_list.back());
-    }
-    auto ex = frontend::ExtractTasks(*model, frontend::ExtractOptionsFor(host, channels_last));
-    if (!ex.ok()) return 1;
-    if (!untuned.ok()) {
-      std::printf("%-20s build failed: %s\n", spec.name.c_str(),
-                  std::string(untuned.status().message()).c_str());
-      continue;
-    }
-    // Tune every task of the model together (weights = occurrences).
-    std::vector<search::Task> tasks;
-    for (const frontend::ModelTask& t : ex->tasks) {
-      auto task = search::Task::Make(t.workload, host, t.description, t.weight);
-      if (!task.ok()) return 1;
-      tasks.push_back(*std::move(task));
-    }
-    search::LocalMeasureOptions mo;
-    mo.threads = thread_list.back();
-    search::LocalMeasurer measurer(mo);
-    search::TuneOptions to;
-    to.max_trials = std::max<int>(trials, int(tasks.size()) * 2);
-    to.seed = 1;
-    search::Tuner tuner(tasks, &measurer, to);
-    auto t0 = std::chrono::steady_clock::now();
-    int failures = 0;
-    std::string first_error;
-    auto on_trial = [&](const search::Trial& t) {
-      if (t.result.status != search::MeasureResult::Status::kOk) {
-        if (failures++ == 0) first_error = t.result.error;
-      }
-    };
-    if (absl::Status s = tuner.Run(on_trial); !s.ok()) {
-      std::printf("%-20s tuning failed: %s\n", spec.name.c_str(), std::string(s.message()).c_str());
-      continue;
-    }
-    const double tune_s =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (failures > 0) {
-      std::printf("%-20s %d of %d trials failed; the first: %s\n", spec.name.c_str(), failures,
-                  tuner.trials(), first_error.c_str());
-    }
-    deploy::BuildOptions bo;
-    bo.compare_locally = false;
-    bo.channels_last = channels_last;
-    bo.choose = [&](const frontend::ModelTask& t) -> absl::StatusOr<deploy::KernelChoice> {
-      deploy::KernelChoice c;
-      for (size_t i = 0; i < tuner.tasks().size(); ++i) {
-        if (tuner.tasks()[i].key != t.key) continue;
-        const search::TaskHistory& h = tuner.history(int(i));
-        c.default_sec = tuner.default_seconds(int(i));
-        if (h.ok.empty() || h.ok.front().schedule.is_default) {
-          c.why = "the default schedule measured best";
-          return c;
-        }
-        c.tuned = true;
-        c.schedule = ir::ToProto(h.ok.front().schedule);
-        c.tuned_sec = h.ok.front().seconds;
-        return c;
-      }
-      c.why = "not tuned";
-      return c;
-    };
-    auto tuned = deploy::BuildPackage(*model, host, bo);
-    // Never slower: tuned kernels that do not pay inside the model go back
-    // to their default schedules.
-    // Checked at every thread count the model is timed at: a kernel tuned
-    // at one count may not pay at another.
-    int reverted = 0;
-    if (tuned.ok()) {
-      absl::StatusOr<std::set<std::string>> slower = std::set<std::string>();
-      for (int th : thread_list) {
-        auto s = deploy::TunedKernelsNotFasterInModel(*untuned, *tuned, th);
-        if (!s.ok()) {
-          slower = s.status();
-          break;
-        }
-        slower->insert(s->begin(), s->end());
-      }
-      if (slower.ok() && !slower->empty()) {
-        reverted = int(slower->size());
-        auto tuner_choice = bo.choose;
-        bo.choose =
-            [&, tuner_choice](const frontend::ModelTask& t) -> absl::StatusOr<deploy::KernelChoice> {
-          if (!slower->count(t.key)) return tuner_choice(t);
-          deploy::KernelChoice c;
-          c.why = "the tuned kernel was not faster inside the model";
-          return c;
-        };
-        tuned = deploy::BuildPackage(*model, host, bo);
-      }
-    }
-    // The whole tuned build must beat the untuned one at every thread count
-    // timed; else every tuned kernel goes back (the untuned build ships).
-    bool whole_reverted = false;
-    if (tuned.ok()) {
-      int still_tuned = 0;
-      for (const auto& k : tuned->kernels()) still_tuned += k.tuned();
-      for (int th : thread_list) {
-        if (still_tuned == 0 || whole_reverted) break;
-        auto s = deploy::PairedSpeedup(*untuned, *tuned, th);
-        if (!s.ok()) {
-          tuned = s.status();
-          break;
-        }
-        if (*s < 1.0) {
-          std::printf("%-20s tuned build %.3fx of untuned as a whole at %d threads: reverted\n",
-                      spec.name.c_str(), *s, th);
-          whole_reverted = true;
-          reverted += still_tuned;
-          tuned = untuned;
-        }
-      }
-    }
-    if (!tuned.ok()) {
-      std::printf("%-20s tuned build failed: %s\n", spec.name.c_str(),
-                  std::string(tuned.status().message()).c_str());
-      continue;
-    }
-    int tuned_kernels = 0;
-    for (const auto& k : tuned->kernels()) tuned_kernels += k.tuned();
+    // The model's flags, as a user gives them to `tunefarm tune` and `build`.
+    std::vector<std::string> model_flags;
+    for (const auto& [name, dims] : spec.shapes)
+      model_flags.push_back(absl::StrCat("--shape=", name, "=", absl::StrJoin(dims, "x")));
+    for (const auto& [name, values] : spec.values)
+      model_flags.push_back(absl::StrCat("--value=", name, "=", absl::StrJoin(values, ",")));
     std::map<std::string, std::vector<float>> in = deploy::RandomModelInputs(*model, 3);
     std::vector<std::string> input_flags;
     for (const auto& [name, v] : in) {
@@ -326,7 +237,7 @@ int RunModelsBench(const std::vector<std::string>& args) {
       input_flags.push_back("--value");
       input_flags.push_back(absl::StrCat(name, "=", absl::StrJoin(values, ",")));
     }
-    // Correctness first: both packages' outputs against ONNX Runtime's.
+    // Correctness first: every package's outputs against ONNX Runtime's.
     const fs::path ort_out = tmp / (spec.name + "_ort");
     if (!TimeOrt(spec.path, 1, 1, input_flags, ort_out.string()).ok()) {
       std::printf("%-20s ONNX Runtime did not run the model: nothing to check against, not timed\n",
@@ -357,54 +268,122 @@ int RunModelsBench(const std::vector<std::string>& args) {
       }
       return worst;
     };
-    const double tuned_err = worst_error(*tuned), untuned_err = worst_error(*untuned);
-    const std::string check =
-        absl::StrFormat("max error vs ONNX Runtime %.2g (untuned %.2g) of the output's range",
-                        tuned_err, untuned_err);
-    if (!(tuned_err < 1e-3) || !(untuned_err < 1e-3)) {
-      std::printf("%-20s WRONG: a package differs from ONNX Runtime (%s); not timed\n",
-                  spec.name.c_str(), check.c_str());
-      failures = true;
-      continue;
-    }
     for (int th : thread_list) {
+      // Each thread count is its own pair of builds, as a user makes them:
+      // `build --untuned` and `tune MODEL.onnx -o` (tasks tuned at this
+      // count, the package built from the database with the build's
+      // never-slower checks and its layout choice).
+      const std::string base = absl::StrCat(spec.name, "-t", th);
+      const fs::path untuned_path = tmp / (base + "-untuned.tfpkg"),
+                     tuned_path = tmp / (base + ".tfpkg");
+      std::vector<std::string> build = {"build",
+                                        spec.path,
+                                        "--untuned",
+                                        "--threads",
+                                        std::to_string(th),
+                                        "-o",
+                                        untuned_path.string()};
+      build.insert(build.end(), model_flags.begin(), model_flags.end());
+      if (absl::Status s =
+              RunTunefarm(build, keep / (base + "-untuned.log"), absl::Hours(1), nullptr);
+          !s.ok()) {
+        std::printf("%-20s %3d untuned build failed: %s\n", spec.name.c_str(), th,
+                    std::string(s.message()).c_str());
+        failures = true;
+        continue;
+      }
+      std::vector<std::string> tune = {"tune",      spec.path,
+                                       "--threads", std::to_string(th),
+                                       "--db",      (keep / (base + ".db")).string(),
+                                       "-o",        tuned_path.string()};
+      if (trials > 0) {
+        tune.insert(tune.end(), {"--trials", std::to_string(trials)});
+      } else {
+        tune.insert(tune.end(), {"--seconds", absl::StrCat(seconds)});
+      }
+      tune.insert(tune.end(), model_flags.begin(), model_flags.end());
+      std::vector<std::string> lines;
+      const auto t0 = std::chrono::steady_clock::now();
+      // The wall-time budget plus the build's checks at the end.
+      const absl::Duration limit = absl::Seconds(seconds) + absl::Hours(2);
+      if (absl::Status s = RunTunefarm(tune, keep / (base + "-tune.log"), limit, &lines); !s.ok()) {
+        std::printf("%-20s %3d tuning failed: %s\n", spec.name.c_str(), th,
+                    std::string(s.message()).c_str());
+        failures = true;
+        continue;
+      }
+      const double tune_s =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      int tuned_trials = 0;  // the last progress line's count
+      for (const std::string& l : lines) {
+        int n = 0;
+        if (absl::StartsWith(l, "  trial ") &&
+            absl::SimpleAtoi(l.substr(8, l.find(' ', 8) - 8), &n))
+          tuned_trials = n;
+      }
+      auto untuned = GraphRuntime::ReadPackage(untuned_path.string());
+      auto tuned = GraphRuntime::ReadPackage(tuned_path.string());
+      if (!untuned.ok() || !tuned.ok()) {
+        std::printf("%-20s %3d %s\n", spec.name.c_str(), th,
+                    std::string((untuned.ok() ? tuned : untuned).status().message()).c_str());
+        failures = true;
+        continue;
+      }
+      int tuned_kernels = 0, reverted = 0;
+      for (const auto& k : tuned->kernels()) {
+        tuned_kernels += k.tuned();
+        reverted += absl::StrContains(k.choice(), "inside the model");
+      }
+      const double tuned_err = worst_error(*tuned), untuned_err = worst_error(*untuned);
+      const std::string check =
+          absl::StrFormat("max error vs ONNX Runtime %.2g (untuned %.2g) of the output's range",
+                          tuned_err, untuned_err);
+      if (!(tuned_err < 1e-3) || !(untuned_err < 1e-3)) {
+        std::printf("%-20s %3d WRONG: a package differs from ONNX Runtime (%s); not timed\n",
+                    spec.name.c_str(), th, check.c_str());
+        failures = true;
+        continue;
+      }
       auto times = deploy::TimePaired(*untuned, *tuned, th, repeat, &in);
-      if (!times.ok()) return 1;
-      const double* u = &times->a_seconds;
-      const double* t = &times->b_seconds;
+      if (!times.ok()) {
+        std::printf("%-20s %3d timing failed: %s\n", spec.name.c_str(), th,
+                    std::string(times.status().message()).c_str());
+        failures = true;
+        continue;
+      }
+      const double u = times->a_seconds, t = times->b_seconds;
       double ort = 0;
       if (auto o = TimeOrt(spec.path, th, repeat, input_flags, ""); o.ok()) ort = *o;
       runner::TimeShares shares;
       if (auto p = ProfiledShares(*tuned, th, in); p.ok()) shares = *p;
       const double all = std::max(shares.total(), 1e-12);
+      const std::string layout = tuned->layout().empty() ? "NCHW" : tuned->layout();
       std::printf(
-          "%-20s %3d %12.2f %12.2f %14s %8d %10.2f %10s  %d/%d, %d reverted (tuning %.0f s)\n",
-          spec.name.c_str(), th, *u * 1e3, *t * 1e3,
-          ort > 0 ? absl::StrFormat("%.2f", ort * 1e3).c_str() : "-", tuner.trials(),
-          times->a_over_b,
-          ort > 0 ? absl::StrFormat("%.2f", ort / *t).c_str() : "-", tuned_kernels,
+          "%-20s %3d %6s %12.2f %12.2f %14s %8d %10.2f %10s  %d/%d, %d reverted (tuning %.0f s)\n",
+          spec.name.c_str(), th, layout.c_str(), u * 1e3, t * 1e3,
+          ort > 0 ? absl::StrFormat("%.2f", ort * 1e3).c_str() : "-", tuned_trials, times->a_over_b,
+          ort > 0 ? absl::StrFormat("%.2f", ort / t).c_str() : "-", tuned_kernels,
           tuned->kernels_size(), reverted, tune_s);
       std::printf(
-          "%-20s %3d time in tuned kernels %.0f%%, default kernels %.0f%%, native steps %.0f%%\n",
+          "%-20s %3d time in tuned kernels %.0f%%, default kernels %.0f%%, native steps %.0f%%; "
+          "%s\n",
           spec.name.c_str(), th, 100 * shares.tuned / all, 100 * shares.default_kernels / all,
-          100 * shares.native / all);
-      absl::StrAppend(
-          &rows, rows.empty() ? "" : ",\n  ",
-          absl::StrFormat("{\"model\": \"%s\", \"layout\": \"%s\", \"threads\": %d, "
-                          "\"untuned_ms\": %.3f, "
-                          "\"tuned_ms\": %.3f, \"trials\": %d, \"onnxruntime_ms\": %s, "
-                          "\"tuned_kernels\": %d, \"kernels\": %d, \"reverted\": %d, "
-                          "\"speedup_paired\": %.4f, \"tuning_s\": %.1f, "
-                          "\"share_tuned\": %.4f, \"share_default\": %.4f, "
-                          "\"share_native\": %.4f, \"check\": \"%s\"}",
-                          spec.name, channels_last ? "nhwc" : "nchw", th, *u * 1e3, *t * 1e3,
-                          tuner.trials(), ort > 0 ? absl::StrFormat("%.3f", ort * 1e3) : "null",
-                          tuned_kernels, tuned->kernels_size(), reverted, times->a_over_b, tune_s,
-                          shares.tuned / all, shares.default_kernels / all, shares.native / all,
-                          check));
+          100 * shares.native / all, check.c_str());
+      std::fflush(stdout);
+      absl::StrAppend(&rows, rows.empty() ? "" : ",\n  ",
+                      absl::StrFormat("{\"model\": \"%s\", \"layout\": \"%s\", \"threads\": %d, "
+                                      "\"untuned_ms\": %.3f, "
+                                      "\"tuned_ms\": %.3f, \"trials\": %d, \"onnxruntime_ms\": %s, "
+                                      "\"tuned_kernels\": %d, \"kernels\": %d, \"reverted\": %d, "
+                                      "\"speedup_paired\": %.4f, \"tuning_s\": %.1f, "
+                                      "\"share_tuned\": %.4f, \"share_default\": %.4f, "
+                                      "\"share_native\": %.4f, \"check\": \"%s\"}",
+                                      spec.name, layout, th, u * 1e3, t * 1e3, tuned_trials,
+                                      ort > 0 ? absl::StrFormat("%.3f", ort * 1e3) : "null",
+                                      tuned_kernels, tuned->kernels_size(), reverted,
+                                      times->a_over_b, tune_s, shares.tuned / all,
+                                      shares.default_kernels / all, shares.native / all, check));
     }
-    std::printf("%-20s %s\n", "", check.c_str());
-    std::fflush(stdout);
   }
   if (!json_path.empty()) std::ofstream(json_path) << "{\"rows\": [\n  " << rows << "\n]}\n";
   std::error_code ec;

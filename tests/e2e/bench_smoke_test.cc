@@ -2,6 +2,7 @@
 // timing is asserted (this machine is shared and noisy): only that every
 // field is there and every number is a number.
 #include <algorithm>
+#include <filesystem>
 #include <map>
 #include <regex>
 #include <set>
@@ -98,6 +99,40 @@ TEST(BenchSmoke, NativeOpsAgainstOneDnn) {
     EXPECT_GT(std::stod(m[3]), 0) << line;
   }
   EXPECT_EQ(rows, 9) << r.out;
+}
+
+// The models bench drives `tunefarm tune MODEL.onnx -o` and `build
+// --untuned` per thread count and checks both packages against ONNX
+// Runtime before it times them.
+TEST(BenchSmoke, ModelsTunesEachThreadCountAndChecksAgainstOrt) {
+  const char* cache_env = getenv("TUNEFARM_CACHE");
+  const char* home = getenv("HOME");
+  const std::string cache =
+      cache_env ? cache_env : std::string(home ? home : "/root") + "/.cache/tunefarm";
+  for (const std::string& need :
+       {cache + "/models/ppocr_cls_v2.onnx", cache + "/ort/node_modules/onnxruntime-node"}) {
+    if (!std::filesystem::exists(need))
+      TF_SKIP("no-models") << need << " missing: run scripts/fetch-models.sh";
+  }
+  testing::TempDir dir;
+  const std::string json = dir.File("models.json");
+  testing::CommandResult r = testing::RunCommand(
+      {testing::BinPath("tunefarm-bench"), "models", "--only", "ppocr_cls", "--trials", "6",
+       "--threads", "1", "--repeat", "3", "--db-dir", dir.File("dbs"), "--json", json},
+      dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  EXPECT_FALSE(absl::StrContains(r.out, "WRONG")) << r.out;
+  const std::string text = testing::ReadFileOrEmpty(json);
+  const std::regex row(
+      "\"model\": \"ppocr_cls_v2\", \"layout\": \"(NCHW|NHWC)\", \"threads\": 1, "
+      "\"untuned_ms\": [0-9.]+, \"tuned_ms\": [0-9.]+, \"trials\": ([0-9]+), "
+      "\"onnxruntime_ms\": [0-9.]+, .*\"check\": \"max error vs ONNX Runtime");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(text, m, row)) << text;
+  EXPECT_EQ(std::stoi(m[2]), 6) << text;
+  // The tuning run's database stays where --db-dir says: its records are
+  // what the package was built from.
+  EXPECT_TRUE(std::filesystem::exists(dir.File("dbs/ppocr_cls_v2-t1.db"))) << r.out;
 }
 
 TEST(BenchSmoke, SearchWritesRowsAndWholeRunFigures) {
