@@ -70,6 +70,7 @@ struct ModelSpec {
   std::string path;
   std::map<std::string, std::vector<int64_t>> shapes;  // inputs with dynamic dimensions
   std::map<std::string, std::vector<double>> values;   // inputs fixed to values
+  bool generated = false;                              // written by tests/deploy/make_zoo.py
 };
 
 }  // namespace
@@ -92,31 +93,40 @@ absl::StatusOr<runner::TimeShares> ProfiledShares(
   return runner::SharesOf(pkg, sum);
 }
 
-// Runs `tunefarm ARGS...` (the binary beside this one) to its end, writing
-// its output to `log`; `lines` gets every line it printed.
+// Runs `tunefarm ARGS...` (the binary beside this one) to its end within
+// `limit`, writing its stdout to `log` and its stderr to `log`.err; `lines`
+// gets every line it printed. A failure names the last line of its stderr.
 absl::Status RunTunefarm(const std::vector<std::string>& args, const fs::path& log,
                          absl::Duration limit, std::vector<std::string>* lines) {
   std::vector<std::string> argv = {SiblingBinary("tunefarm")};
   argv.insert(argv.end(), args.begin(), args.end());
+  const std::string err_path = log.string() + ".err";
+  std::error_code ec;
+  fs::remove(err_path, ec);  // the child appends
   Subprocess::Options o;
-  o.stderr_path = log.string() + ".err";
+  o.stderr_path = err_path;
   TF_ASSIGN_OR_RETURN(auto child, Subprocess::Start(argv, o));
   std::ofstream out(log);
   const absl::Time deadline = absl::Now() + limit;
   std::string line;
   while (true) {
-    absl::Status s = child->ReadLine(&line, std::max(deadline - absl::Now(), absl::Seconds(1)));
-    if (absl::IsOutOfRange(s)) break;
-    if (!s.ok())
+    const absl::Duration left = deadline - absl::Now();
+    absl::Status s = left > absl::ZeroDuration() ? child->ReadLine(&line, left)
+                                                 : absl::DeadlineExceededError("");
+    if (absl::IsOutOfRange(s)) break;  // the child closed its stdout
+    if (absl::IsDeadlineExceeded(s)) {
       return absl::DeadlineExceededError(
           absl::StrCat("tunefarm ", args[0], " ran past ", absl::FormatDuration(limit)));
+    }
+    TF_RETURN_IF_ERROR(s);
     out << line << "\n";
     if (lines != nullptr) lines->push_back(line);
   }
   TF_ASSIGN_OR_RETURN(int status, child->Wait(absl::Minutes(1)));
   if (status != 0) {
-    std::string why = ReadFile(log.string() + ".err").value_or("");
-    if (size_t nl = why.find('\n'); nl != std::string::npos) why.resize(nl);
+    std::string why;
+    for (absl::string_view l : absl::StrSplit(ReadFile(err_path).value_or(""), '\n'))
+      if (!l.empty()) why = std::string(l);
     return absl::InternalError(
         absl::StrCat("tunefarm ", args[0], " ", DescribeWaitStatus(status), ": ", why));
   }
@@ -155,37 +165,8 @@ int RunModelsBench(const std::vector<std::string>& args) {
     }
   }
   if (trials > 0) seconds = 0;  // a trial budget replaces the wall-time one
-  const fs::path tmp = fs::temp_directory_path() / absl::StrCat("tf-models-", getpid());
-  fs::create_directories(tmp);
-  const fs::path keep = db_dir.empty() ? tmp : fs::path(db_dir);
-  fs::create_directories(keep);
-  {
-    std::vector<std::string> argv = {"/usr/bin/python3",
-                                     std::string(TF_SOURCE_DIR) + "/tests/deploy/make_zoo.py",
-                                     tmp.string(), "--yolo-size", std::to_string(yolo)};
-    auto child = Subprocess::Start(argv, {false, ""});
-    if (!child.ok() || !(*child)->Wait(absl::Minutes(5)).ok()) {
-      std::fprintf(stderr, "models: make_zoo.py failed (python3-onnx installed?)\n");
-      return 1;
-    }
-  }
-  std::vector<ModelSpec> models = {
-      {"resnet18", (tmp / "resnet18.onnx").string()},
-      {"mobilenet_v2", (tmp / "mobilenet_v2.onnx").string()},
-      {absl::StrCat("yolov5s_", yolo), (tmp / absl::StrCat("yolov5s_", yolo, ".onnx")).string()},
-      {"blazeface_back_256", CacheDir() + "/models/blazeface_back_256.onnx"},
-      // PaddleOCR v4 (scripts/fetch-models.sh): text detection (hard-swish
-      // backbone, nearest Resize and transposed-convolution upsampling),
-      // recognition (a sequence model: convolutions, then attention over 40
-      // steps and a 6,625-class classifier) and the direction classifier.
-      {"ppocr_det_v4", CacheDir() + "/models/ppocr_det_v4.onnx", {{"x", {1, 3, 640, 640}}}},
-      {"ppocr_rec_v4", CacheDir() + "/models/ppocr_rec_v4.onnx", {{"x", {1, 3, 48, 320}}}},
-      {"ppocr_cls_v2", CacheDir() + "/models/ppocr_cls_v2.onnx", {{"x", {1, 3, 48, 192}}}},
-      // Silero VAD (audio): one 32 ms chunk at 16 kHz, the rate fixed.
-      {"silero_vad",
-       CacheDir() + "/models/silero_vad_op18_ifless.onnx",
-       {{"input", {1, 512}}, {"state", {2, 1, 128}}},
-       {{"sr", {16000}}}}};
+  // Rows appear as they are measured, also through a pipe.
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
   const bool have_ort =
       fs::exists(CacheDir() + "/ort/node_modules/onnxruntime-node") || getenv("ORT_NODE");
   if (!have_ort) {
@@ -194,6 +175,54 @@ int RunModelsBench(const std::vector<std::string>& args) {
                  "tunefarm-bench: models: ONNX Runtime is not fetched (run "
                  "scripts/fetch-models.sh); nothing is timed unchecked\n");
     return 1;
+  }
+  const fs::path tmp = fs::temp_directory_path() / absl::StrCat("tf-models-", getpid());
+  fs::create_directories(tmp);
+  const fs::path keep = db_dir.empty() ? tmp : fs::path(db_dir);
+  std::error_code made;
+  fs::create_directories(keep, made);
+  if (made) {
+    std::fprintf(stderr, "tunefarm-bench: models: --db-dir %s: %s\n", db_dir.c_str(),
+                 made.message().c_str());
+    fs::remove_all(tmp, made);
+    return 2;
+  }
+  std::vector<ModelSpec> models = {
+      {"resnet18", (tmp / "resnet18.onnx").string(), {}, {}, true},
+      {"mobilenet_v2", (tmp / "mobilenet_v2.onnx").string(), {}, {}, true},
+      {absl::StrCat("yolov5s_", yolo),
+       (tmp / absl::StrCat("yolov5s_", yolo, ".onnx")).string(),
+       {},
+       {},
+       true},
+      {"blazeface_back_256", CacheDir() + "/models/blazeface_back_256.onnx"},
+      // PaddleOCR v4 (scripts/fetch-models.sh): text detection (hard-swish
+      // backbone, nearest Resize and transposed-convolution upsampling),
+      // recognition (a sequence model: convolutions, then attention over 40
+      // steps and a 6,625-class classifier) and the direction classifier (v2).
+      {"ppocr_det_v4", CacheDir() + "/models/ppocr_det_v4.onnx", {{"x", {1, 3, 640, 640}}}},
+      {"ppocr_rec_v4", CacheDir() + "/models/ppocr_rec_v4.onnx", {{"x", {1, 3, 48, 320}}}},
+      {"ppocr_cls_v2", CacheDir() + "/models/ppocr_cls_v2.onnx", {{"x", {1, 3, 48, 192}}}},
+      // Silero VAD (audio): one 32 ms chunk at 16 kHz, the rate fixed.
+      {"silero_vad",
+       CacheDir() + "/models/silero_vad_op18_ifless.onnx",
+       {{"input", {1, 512}}, {"state", {2, 1, 128}}},
+       {{"sr", {16000}}}}};
+  auto selected = [&](const ModelSpec& m) {
+    return only.empty() || m.name.find(only) != std::string::npos;
+  };
+  if (std::any_of(models.begin(), models.end(),
+                  [&](const ModelSpec& m) { return m.generated && selected(m); })) {
+    std::vector<std::string> argv = {"/usr/bin/python3",
+                                     std::string(TF_SOURCE_DIR) + "/tests/deploy/make_zoo.py",
+                                     tmp.string(), "--yolo-size", std::to_string(yolo)};
+    auto child = Subprocess::Start(argv, {false, ""});
+    absl::StatusOr<int> rc = child.ok() ? (*child)->Wait(absl::Minutes(5)) : child.status();
+    if (!rc.ok() || *rc != 0) {
+      std::fprintf(stderr, "models: make_zoo.py failed (python3-onnx installed?)\n");
+      fs::remove_all(tmp, made);
+      return 1;
+    }
   }
   bool failures = false;  // a package that differs from ONNX Runtime, or no check: exit 1
   std::string rows;
@@ -204,7 +233,7 @@ int RunModelsBench(const std::vector<std::string>& args) {
               "untuned ms", "tuned ms", "onnxruntime ms", "trials", "speedup", "ORT/tuned",
               "tuned kernels");
   for (const ModelSpec& spec : models) {
-    if (!only.empty() && spec.name.find(only) == std::string::npos) continue;
+    if (!selected(spec)) continue;
     if (!fs::exists(spec.path)) {
       std::printf("%-20s skipped: %s missing (scripts/fetch-models.sh)\n", spec.name.c_str(),
                   spec.path.c_str());
@@ -312,14 +341,14 @@ int RunModelsBench(const std::vector<std::string>& args) {
         failures = true;
         continue;
       }
+      // The tune command's wall time: its layout choice, the trials and the
+      // package build with its checks.
       const double tune_s =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      int tuned_trials = 0;  // the last progress line's count
+      int tuned_trials = 0;  // tune's "trials this run: N"
       for (const std::string& l : lines) {
-        int n = 0;
-        if (absl::StartsWith(l, "  trial ") &&
-            absl::SimpleAtoi(l.substr(8, l.find(' ', 8) - 8), &n))
-          tuned_trials = n;
+        if (absl::StartsWith(l, "trials this run: "))
+          (void)absl::SimpleAtoi(l.substr(17), &tuned_trials);
       }
       auto untuned = GraphRuntime::ReadPackage(untuned_path.string());
       auto tuned = GraphRuntime::ReadPackage(tuned_path.string());
@@ -332,7 +361,9 @@ int RunModelsBench(const std::vector<std::string>& args) {
       int tuned_kernels = 0, reverted = 0;
       for (const auto& k : tuned->kernels()) {
         tuned_kernels += k.tuned();
-        reverted += absl::StrContains(k.choice(), "inside the model");
+        // Tuned kernels the build's never-slower checks sent back to their
+        // default schedules: each alone, or all of them as a whole.
+        reverted += absl::StrContains(k.choice(), "not faster");
       }
       const double tuned_err = worst_error(*tuned), untuned_err = worst_error(*untuned);
       const std::string check =
@@ -357,7 +388,10 @@ int RunModelsBench(const std::vector<std::string>& args) {
       runner::TimeShares shares;
       if (auto p = ProfiledShares(*tuned, th, in); p.ok()) shares = *p;
       const double all = std::max(shares.total(), 1e-12);
-      const std::string layout = tuned->layout().empty() ? "NCHW" : tuned->layout();
+      auto layout_of = [](const v1::ModelPackage& p) {
+        return p.layout().empty() ? std::string("NCHW") : p.layout();
+      };
+      const std::string layout = layout_of(*tuned), untuned_layout = layout_of(*untuned);
       std::printf(
           "%-20s %3d %6s %12.2f %12.2f %14s %8d %10.2f %10s  %d/%d, %d reverted (tuning %.0f s)\n",
           spec.name.c_str(), th, layout.c_str(), u * 1e3, t * 1e3,
@@ -370,19 +404,20 @@ int RunModelsBench(const std::vector<std::string>& args) {
           spec.name.c_str(), th, 100 * shares.tuned / all, 100 * shares.default_kernels / all,
           100 * shares.native / all, check.c_str());
       std::fflush(stdout);
-      absl::StrAppend(&rows, rows.empty() ? "" : ",\n  ",
-                      absl::StrFormat("{\"model\": \"%s\", \"layout\": \"%s\", \"threads\": %d, "
-                                      "\"untuned_ms\": %.3f, "
-                                      "\"tuned_ms\": %.3f, \"trials\": %d, \"onnxruntime_ms\": %s, "
-                                      "\"tuned_kernels\": %d, \"kernels\": %d, \"reverted\": %d, "
-                                      "\"speedup_paired\": %.4f, \"tuning_s\": %.1f, "
-                                      "\"share_tuned\": %.4f, \"share_default\": %.4f, "
-                                      "\"share_native\": %.4f, \"check\": \"%s\"}",
-                                      spec.name, layout, th, u * 1e3, t * 1e3, tuned_trials,
-                                      ort > 0 ? absl::StrFormat("%.3f", ort * 1e3) : "null",
-                                      tuned_kernels, tuned->kernels_size(), reverted,
-                                      times->a_over_b, tune_s, shares.tuned / all,
-                                      shares.default_kernels / all, shares.native / all, check));
+      absl::StrAppend(
+          &rows, rows.empty() ? "" : ",\n  ",
+          absl::StrFormat("{\"model\": \"%s\", \"layout\": \"%s\", \"threads\": %d, "
+                          "\"untuned_layout\": \"%s\", \"untuned_ms\": %.3f, "
+                          "\"tuned_ms\": %.3f, \"trials\": %d, \"onnxruntime_ms\": %s, "
+                          "\"tuned_kernels\": %d, \"kernels\": %d, \"reverted\": %d, "
+                          "\"speedup_paired\": %.4f, \"tuning_s\": %.1f, "
+                          "\"share_tuned\": %.4f, \"share_default\": %.4f, "
+                          "\"share_native\": %.4f, \"check\": \"%s\"}",
+                          spec.name, layout, th, untuned_layout, u * 1e3, t * 1e3, tuned_trials,
+                          ort > 0 ? absl::StrFormat("%.3f", ort * 1e3) : "null", tuned_kernels,
+                          tuned->kernels_size(), reverted, times->a_over_b, tune_s,
+                          shares.tuned / all, shares.default_kernels / all, shares.native / all,
+                          check));
     }
   }
   if (!json_path.empty()) std::ofstream(json_path) << "{\"rows\": [\n  " << rows << "\n]}\n";

@@ -364,6 +364,7 @@ int RunTune(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   if (!s.ok()) return Fail(err, 1, std::string(s.message()));
   if (model) {
     PrintTaskTable(tuner, out);
+    out << absl::StrFormat("trials this run: %d\n", tuner.trials());
     int timed_best = 0, timed_def = 0;
     const double now = ModelSeconds(tuner, true, &timed_best);
     const double def = ModelSeconds(tuner, false, &timed_def);

@@ -718,8 +718,8 @@ int Reduce(Builder& b, const v1::Workload& w) {
   const double big = std::numeric_limits<float>::max();
   int mx = -1, padded = -1;
   RowSlices slices;  // log_sum_exp's two passes share x padded with -big
-  slices.padded = &padded;
   if (op == v1::REDUCE_OP_LOG_SUM_EXP) {
+    slices.padded = &padded;
     mx = ReduceRows(
         b, x, "reduce_max", ReduceKind::kMax, -big,
         [](Expr v, const std::vector<Expr>&) { return v; }, slices);

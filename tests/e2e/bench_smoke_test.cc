@@ -13,6 +13,7 @@
 #include "device_agent/runtime/capabilities.h"
 #include "gtest/gtest.h"
 #include "server/search/gpu_local_measurer.h"
+#include "tests/deploy/ort_runner.h"
 #include "tests/testing/process.h"
 #include "tests/testing/skip.h"
 #include "tests/testing/temp_dir.h"
@@ -105,31 +106,27 @@ TEST(BenchSmoke, NativeOpsAgainstOneDnn) {
 // --untuned` per thread count and checks both packages against ONNX
 // Runtime before it times them.
 TEST(BenchSmoke, ModelsTunesEachThreadCountAndChecksAgainstOrt) {
-  const char* cache_env = getenv("TUNEFARM_CACHE");
-  const char* home = getenv("HOME");
-  const std::string cache =
-      cache_env ? cache_env : std::string(home ? home : "/root") + "/.cache/tunefarm";
-  for (const std::string& need :
-       {cache + "/models/ppocr_cls_v2.onnx", cache + "/ort/node_modules/onnxruntime-node"}) {
-    if (!std::filesystem::exists(need))
-      TF_SKIP("no-models") << need << " missing: run scripts/fetch-models.sh";
-  }
+  if (absl::Status s = testing::OrtAvailable(); !s.ok()) TF_SKIP("no-models") << s.message();
+  const std::string model = testing::ModelCache() + "/models/ppocr_cls_v2.onnx";
+  if (!std::filesystem::exists(model))
+    TF_SKIP("no-models") << model << " missing: run scripts/fetch-models.sh";
   testing::TempDir dir;
   const std::string json = dir.File("models.json");
   testing::CommandResult r = testing::RunCommand(
       {testing::BinPath("tunefarm-bench"), "models", "--only", "ppocr_cls", "--trials", "6",
        "--threads", "1", "--repeat", "3", "--db-dir", dir.File("dbs"), "--json", json},
-      dir.path());
+      dir.path(), absl::Minutes(15));
   ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
   EXPECT_FALSE(absl::StrContains(r.out, "WRONG")) << r.out;
   const std::string text = testing::ReadFileOrEmpty(json);
   const std::regex row(
       "\"model\": \"ppocr_cls_v2\", \"layout\": \"(NCHW|NHWC)\", \"threads\": 1, "
-      "\"untuned_ms\": [0-9.]+, \"tuned_ms\": [0-9.]+, \"trials\": ([0-9]+), "
+      "\"untuned_layout\": \"(NCHW|NHWC)\", \"untuned_ms\": [0-9.]+, \"tuned_ms\": [0-9.]+, "
+      "\"trials\": ([0-9]+), "
       "\"onnxruntime_ms\": [0-9.]+, .*\"check\": \"max error vs ONNX Runtime");
   std::smatch m;
   ASSERT_TRUE(std::regex_search(text, m, row)) << text;
-  EXPECT_EQ(std::stoi(m[2]), 6) << text;
+  EXPECT_EQ(std::stoi(m[3]), 6) << text;
   // The tuning run's database stays where --db-dir says: its records are
   // what the package was built from.
   EXPECT_TRUE(std::filesystem::exists(dir.File("dbs/ppocr_cls_v2-t1.db"))) << r.out;

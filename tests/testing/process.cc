@@ -34,7 +34,8 @@ bool WaitFor(const std::function<bool()>& pred, absl::Duration timeout) {
   }
 }
 
-CommandResult RunCommand(const std::vector<std::string>& argv, const std::string& scratch_dir) {
+CommandResult RunCommand(const std::vector<std::string>& argv, const std::string& scratch_dir,
+                         absl::Duration quiet) {
   static std::atomic<int> counter{0};
   std::string err_path = absl::StrCat(scratch_dir, "/cmd-", getpid(), "-", counter++, ".err");
   Subprocess::Options opts;
@@ -43,8 +44,8 @@ CommandResult RunCommand(const std::vector<std::string>& argv, const std::string
   auto child = Subprocess::Start(argv, opts);
   if (!child.ok()) return r;
   std::string line;
-  while ((*child)->ReadLine(&line, absl::Seconds(120)).ok()) r.out += line + "\n";
-  auto status = (*child)->Wait(absl::Seconds(120));
+  while ((*child)->ReadLine(&line, quiet).ok()) r.out += line + "\n";
+  auto status = (*child)->Wait(quiet);
   if (status.ok() && WIFEXITED(*status)) r.exit_code = WEXITSTATUS(*status);
   r.err = ReadFileOrEmpty(err_path);
   return r;

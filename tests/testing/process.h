@@ -27,7 +27,9 @@ struct CommandResult {
   std::string out;
   std::string err;
 };
-CommandResult RunCommand(const std::vector<std::string>& argv, const std::string& scratch_dir);
+// `quiet` bounds the wait for each line of output and for the exit.
+CommandResult RunCommand(const std::vector<std::string>& argv, const std::string& scratch_dir,
+                         absl::Duration quiet = absl::Seconds(120));
 
 // A port on 127.0.0.1 held for the life of the object: bound (SO_REUSEPORT,
 // not listening), so no other process is given it as port 0 while a server
