@@ -303,8 +303,8 @@ int RunModelsBench(const std::vector<std::string>& args) {
       // count, the package built from the database with the build's
       // never-slower checks and its layout choice).
       const std::string base = absl::StrCat(spec.name, "-t", th);
-      const fs::path untuned_path = tmp / (base + "-untuned.tfpkg"),
-                     tuned_path = tmp / (base + ".tfpkg");
+      const fs::path untuned_path = keep / (base + "-untuned.tfpkg"),
+                     tuned_path = keep / (base + ".tfpkg");
       std::vector<std::string> build = {"build",
                                         spec.path,
                                         "--untuned",
