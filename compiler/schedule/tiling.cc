@@ -294,8 +294,28 @@ absl::StatusOr<Trace> BuildTiledSchedule(const ComputeDAG& dag, const Target& ta
           copied.emplace_back(int(op), t.name + ".local");
         continue;
       }
+      // Blocked by the vector tile, with the dimensions read only through
+      // reduction axes inside it (whole), ahead of the vector block: each
+      // channel vector's weights are then one sequential stream over the
+      // reduction ([K/8][R][S][C][8] for an RSCK weight), which the
+      // hardware prefetchers follow when the weight comes from memory.
       LayoutPackStep lp{local, int(op)};
-      for (size_t k = 0; k < t.shape.size(); ++k) lp.block.push_back(int(k) == dim ? t3[v] : 0);
+      lp.block.assign(t.shape.size(), 0);
+      lp.block[size_t(dim)] = t3[v];
+      std::vector<bool> spatial(t.shape.size(), false);
+      VisitLoads(L.body, [&](const ExprNode& n) {
+        if (n.tensor != inputs[op]) return;
+        for (size_t k = 0; k < n.args.size(); ++k) {
+          for (const IterVar& a : L.axes)
+            spatial[k] = spatial[k] || Mentions(n.args[k], a.var.get());
+        }
+      });
+      for (size_t k = 0; k < t.shape.size(); ++k) {
+        if (int(k) == dim || spatial[k] || t.shape[k] == 1) continue;
+        lp.block[k] = t.shape[k];
+        lp.inner_dims.push_back(int(k));
+      }
+      lp.inner_dims.push_back(dim);
       b.Add(std::move(lp));
     }
   }
