@@ -599,9 +599,9 @@ int Softmax(Builder& b, const v1::Workload& w) {
       [&](Expr v, const std::vector<Expr>& row) { return Call(Op::kExp, v - b.Read(mx, row)); },
       slices);
   std::vector<IterVar> out_axes = b.Axes(s, {"a", "j", "k"});
-  std::vector<Expr> at, row;
+  std::vector<Expr> at;
   for (const IterVar& v : out_axes) at.push_back(v.var);
-  row = {at[0]};
+  std::vector<Expr> row = {at[0]};  // the reductions' index: a, or a and k
   if (s.size() == 3) row.push_back(at[2]);
   const Expr m_at = b.Read(mx, row), s_at = b.Read(sum, row);
   Expr d = b.Read(x, at) - m_at;

@@ -281,11 +281,15 @@ absl::StatusOr<Trace> BuildTiledSchedule(const ComputeDAG& dag, const Target& ta
     std::vector<int> inputs = StageInputs(L);
     for (size_t op = 0; op < inputs.size(); ++op) {
       const TensorDecl& t = sdag.tensors[inputs[op]];
+      // The dimension the vector axis indexes, and those any spatial axis reaches.
       int dim = -1;
+      std::vector<bool> spatial(t.shape.size(), false);
       VisitLoads(L.body, [&](const ExprNode& n) {
         if (n.tensor != inputs[op]) return;
         for (size_t k = 0; k < n.args.size(); ++k) {
           if (n.args[k].same_as(L.axes[v].var)) dim = int(k);
+          for (const IterVar& a : L.axes)
+            spatial[k] = spatial[k] || Mentions(n.args[k], a.var.get());
         }
       });
       if (dim < 0 || t.shape[dim] < t3[v]) continue;
@@ -302,14 +306,6 @@ absl::StatusOr<Trace> BuildTiledSchedule(const ComputeDAG& dag, const Target& ta
       LayoutPackStep lp{local, int(op)};
       lp.block.assign(t.shape.size(), 0);
       lp.block[size_t(dim)] = t3[v];
-      std::vector<bool> spatial(t.shape.size(), false);
-      VisitLoads(L.body, [&](const ExprNode& n) {
-        if (n.tensor != inputs[op]) return;
-        for (size_t k = 0; k < n.args.size(); ++k) {
-          for (const IterVar& a : L.axes)
-            spatial[k] = spatial[k] || Mentions(n.args[k], a.var.get());
-        }
-      });
       for (size_t k = 0; k < t.shape.size(); ++k) {
         if (int(k) == dim || spatial[k] || t.shape[k] == 1) continue;
         lp.block[k] = t.shape[k];
