@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -42,10 +43,14 @@ int main(int argc, char** argv) {
     std::perror("re-exec");
   }
   std::vector<std::string> args(argv + 1, argv + argc);
-  if (args.empty() || (args[0] != "kernels" && args[0] != "search" && args[0] != "farm" &&
-                       args[0] != "models" && args[0] != "native")) {
+  // --help anywhere prints the usage (to stdout) and runs nothing.
+  const bool help = std::any_of(args.begin(), args.end(),
+                                [](const std::string& a) { return a == "--help" || a == "-h"; });
+  if (help || args.empty() ||
+      (args[0] != "kernels" && args[0] != "search" && args[0] != "farm" && args[0] != "models" &&
+       args[0] != "native")) {
     std::fprintf(
-        stderr,
+        help ? stdout : stderr,
         "usage: tunefarm-bench kernels [--target host|cuda[ -arch=sm_XX]] [--samples N] "
         "[--threads 1,2] [--only S1,S2] [--json FILE]\n"
         "       tunefarm-bench search [--budgets 64,128,256,512] [--seeds 3] [--threads 1] "
@@ -59,7 +64,7 @@ int main(int argc, char** argv) {
         "       tunefarm-bench models [--seconds 1200 | --trials N] [--threads 1,2] "
         "[--repeat 20] [--yolo-size 640] [--only NAME] [--db-dir DIR] [--json FILE]\n"
         "       tunefarm-bench native\n");
-    return 2;
+    return help ? 0 : 2;
   }
   std::vector<std::string> rest(args.begin() + 1, args.end());
   if (args[0] == "search") return tunefarm::bench::RunSearchBench(rest);

@@ -138,17 +138,22 @@ int RunModelsBench(const std::vector<std::string>& args) {
   double seconds = 1200;
   std::vector<int> thread_list = {1, 2};
   std::string only, json_path, db_dir;
-  for (size_t i = 0; i + 1 < args.size(); i += 2) {
+  for (size_t i = 0; i < args.size(); ++i) {
     const std::string& k = args[i];
-    const std::string& v = args[i + 1];
+    if (i + 1 == args.size()) {
+      std::fprintf(stderr, "tunefarm-bench models: %s needs a value\n", k.c_str());
+      return 2;
+    }
+    const std::string& v = args[++i];
+    bool ok = true;
     if (k == "--trials") {
-      trials = std::stoi(v);
+      ok = absl::SimpleAtoi(v, &trials) && trials >= 0;
     } else if (k == "--seconds") {
-      seconds = std::stod(v);
+      ok = absl::SimpleAtod(v, &seconds) && seconds > 0;
     } else if (k == "--repeat") {
-      repeat = std::stoi(v);
+      ok = absl::SimpleAtoi(v, &repeat) && repeat > 0;
     } else if (k == "--yolo-size") {
-      yolo = std::stoi(v);
+      ok = absl::SimpleAtoi(v, &yolo) && yolo > 0;
     } else if (k == "--only") {
       only = v;
     } else if (k == "--json") {
@@ -157,10 +162,17 @@ int RunModelsBench(const std::vector<std::string>& args) {
       db_dir = v;
     } else if (k == "--threads") {
       thread_list.clear();
-      for (absl::string_view t : absl::StrSplit(v, ','))
-        thread_list.push_back(std::stoi(std::string(t)));
+      for (absl::string_view t : absl::StrSplit(v, ',')) {
+        int n = 0;
+        ok = ok && absl::SimpleAtoi(t, &n) && n > 0;
+        thread_list.push_back(n);
+      }
     } else {
-      std::fprintf(stderr, "models: unknown flag %s\n", k.c_str());
+      std::fprintf(stderr, "tunefarm-bench models: unknown flag %s\n", k.c_str());
+      return 2;
+    }
+    if (!ok) {
+      std::fprintf(stderr, "tunefarm-bench models: bad value '%s' for %s\n", v.c_str(), k.c_str());
       return 2;
     }
   }

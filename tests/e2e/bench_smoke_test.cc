@@ -132,6 +132,33 @@ TEST(BenchSmoke, ModelsTunesEachThreadCountAndChecksAgainstOrt) {
   EXPECT_TRUE(std::filesystem::exists(dir.File("dbs/ppocr_cls_v2-t1.db"))) << r.out;
 }
 
+// --help prints the usage and runs nothing; a bad flag of the models bench
+// is one line and exit 2 before anything is tuned or timed.
+TEST(BenchSmoke, HelpAndBadModelsFlagsRunNothing) {
+  testing::TempDir dir;
+  const std::string bench = testing::BinPath("tunefarm-bench");
+  for (const char* sub : {"models", "kernels", "search"}) {
+    testing::CommandResult help = testing::RunCommand({bench, sub, "--help"}, dir.path());
+    EXPECT_EQ(help.exit_code, 0) << sub << ": " << help.err;
+    EXPECT_TRUE(absl::StrContains(help.out, "usage: tunefarm-bench")) << sub << ": " << help.out;
+  }
+  const std::vector<std::pair<std::vector<std::string>, std::string>> bad = {
+      {{"--repeat", "x"}, "bad value 'x' for --repeat"},
+      {{"--threads", "1,0"}, "bad value '1,0' for --threads"},
+      {{"--seconds", "-5"}, "bad value '-5' for --seconds"},
+      {{"--only", "resnet18", "--seconds"}, "--seconds needs a value"},
+      {{"--frobnicate", "1"}, "unknown flag --frobnicate"},
+  };
+  for (const auto& [flags, why] : bad) {
+    std::vector<std::string> argv = {bench, "models"};
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    testing::CommandResult r = testing::RunCommand(argv, dir.path());
+    EXPECT_EQ(r.exit_code, 2) << why << ": " << r.out << r.err;
+    EXPECT_TRUE(absl::StrContains(r.err, why)) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_TRUE(r.out.empty()) << r.out;
+  }
+}
 TEST(BenchSmoke, SearchWritesRowsAndWholeRunFigures) {
   testing::TempDir dir;
   std::string json = dir.File("search.json"), svg = dir.File("search.svg");
