@@ -138,13 +138,12 @@ int RunModelsBench(const std::vector<std::string>& args) {
   double seconds = 1200;
   std::vector<int> thread_list = {1, 2};
   std::string only, json_path, db_dir;
-  for (size_t i = 0; i < args.size(); ++i) {
+  for (size_t i = 0; i < args.size(); i += 2) {
     const std::string& k = args[i];
-    if (i + 1 == args.size()) {
-      std::fprintf(stderr, "tunefarm-bench models: %s needs a value\n", k.c_str());
-      return 2;
-    }
-    const std::string& v = args[++i];
+    // A flag without its value is read with an empty one, and refused below
+    // once the flag is known.
+    const bool has_value = i + 1 < args.size();
+    const std::string v = has_value ? args[i + 1] : "";
     bool ok = true;
     if (k == "--trials") {
       ok = absl::SimpleAtoi(v, &trials) && trials >= 0;
@@ -169,6 +168,10 @@ int RunModelsBench(const std::vector<std::string>& args) {
       }
     } else {
       std::fprintf(stderr, "tunefarm-bench models: unknown flag %s\n", k.c_str());
+      return 2;
+    }
+    if (!has_value) {
+      std::fprintf(stderr, "tunefarm-bench models: %s needs a value\n", k.c_str());
       return 2;
     }
     if (!ok) {

@@ -148,6 +148,7 @@ TEST(BenchSmoke, HelpAndBadModelsFlagsRunNothing) {
       {{"--seconds", "-5"}, "bad value '-5' for --seconds"},
       {{"--only", "resnet18", "--seconds"}, "--seconds needs a value"},
       {{"--frobnicate", "1"}, "unknown flag --frobnicate"},
+      {{"--repeat", "3", "--frobnicate"}, "unknown flag --frobnicate"},
   };
   for (const auto& [flags, why] : bad) {
     std::vector<std::string> argv = {bench, "models"};
@@ -159,6 +160,7 @@ TEST(BenchSmoke, HelpAndBadModelsFlagsRunNothing) {
     EXPECT_TRUE(r.out.empty()) << r.out;
   }
 }
+
 TEST(BenchSmoke, SearchWritesRowsAndWholeRunFigures) {
   testing::TempDir dir;
   std::string json = dir.File("search.json"), svg = dir.File("search.svg");
