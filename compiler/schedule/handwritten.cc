@@ -473,7 +473,15 @@ absl::StatusOr<Trace> NhwcConv2dSchedule(const ComputeDAG& dag, const Target& ta
   // accumulators: 3x3 C128 K128 H28 126-135 GFLOP/s against 97-127 blocked,
   // 1x1 C512 K256 H20 101-154 against 68-102; C256 H14's 2-column tile 42-52
   // against 83-93.)
-  if (h * w <= 28 * 28 && c >= 128 && !strided && !(gemm_tile && vectors * cols >= 16)) {
+  // 1x1 layers keep the register tile above unless its rows and columns
+  // fit the image badly (7x7: 72 pixels computed for 49). Alone at 1
+  // thread (AVX2), ms, that tile against the one-vector tile below: C576
+  // K96 H14 0.26 / 0.42, C512 K256 H20 1.16 / 1.88, C512 K256 H10 0.31 /
+  // 0.53, C144 K32 H28 0.12 / 0.12; C1280 K320 H7 0.93 / 0.65.
+  const int64_t computed = (h + rows - 1) / rows * rows * ((w + cols - 1) / cols * cols);
+  const bool ragged = computed * 4 > h * w * 5;
+  if (h * w <= 28 * 28 && c >= 128 && !strided && !(gemm_tile && vectors * cols >= 16) &&
+      (!pointwise || ragged)) {
     // Deep layers with little spatial extent: the reduction blocked by 16
     // input channels outside a local tile of whole rows x a few channel
     // vectors (about 32 KB), so each block of the weight is reused by every
@@ -493,15 +501,15 @@ absl::StatusOr<Trace> NhwcConv2dSchedule(const ComputeDAG& dag, const Target& ta
     t.spatial[1].s3 = rows8;
     t.spatial[1].unroll = true;
     if (pointwise) {
-      // 1x1: a local tile of one channel vector over the rows x whole row
-      // width, the columns outside the reduction (64 input channels a step),
-      // as 96-trial tunes of C320 K1280 H7 found: each column streams the
+      // 1x1 (a ragged fit above): a local tile of one channel vector over
+      // the rows x whole row width, the columns outside the reduction (64
+      // input channels a step), as 96-trial tunes of C320 K1280 H7 found:
+      // each column streams the
       // vector's weights once at 7 FMAs per load and the next columns find
       // them in L1. Every channel vector is a parallel iteration (the tile
-      // below made K160 one iteration). In MobileNetV2 at 1 thread, the
-      // model's deep 1x1 layers (H <= 28, C >= 128) took 0.78x the time of
-      // the tile below (median of 12 alternating rounds), at 2 threads
-      // 0.63x.
+      // below made K160 one iteration). Alone, ms, against the tile
+      // below at 1 / 2 threads: C960 K160 H7 0.20 / 0.12 against 0.30 /
+      // 0.31, C320 K1280 H7 0.78 / 0.31 against 0.84 / 0.37.
       t.spatial[2].s1 = w;
       t.spatial[3] = {1, 1, lanes, true};
       t.reduce_steps = {DivisorAtMost(c, 64), 1, 1};
