@@ -94,9 +94,7 @@ bool Extractor::MapAlone(const Node& n, v1::Workload* w) {
   // it takes together with the program's inputs.
   w->set_op(v1::OP_KIND_ELEMENTWISE);
   w->mutable_elementwise()->set_kind(v1::ELEMENTWISE_KIND_COPY);
-  v1::TensorSpec* t = w->add_inputs();
-  for (int64_t d : S(x)) t->add_shape(d);
-  t->set_dtype(v1::DTYPE_FLOAT32);
+  *w->add_inputs() = FloatSpec(S(x));
   return true;
 }
 
@@ -282,9 +280,7 @@ Extractor::MapRegion Extractor::FuseMap(const std::string& start, const Shape& o
     cur.nodes.push_back(pick);
     *cur.epilogue.add_steps() = std::move(step);
     for (std::string& in : new_inputs) {
-      v1::TensorSpec* t = cur.epilogue.add_map_inputs();
-      for (int64_t d : S(in)) t->add_shape(d);
-      t->set_dtype(v1::DTYPE_FLOAT32);
+      *cur.epilogue.add_map_inputs() = FloatSpec(S(in));
       cur.inputs.push_back(std::move(in));
     }
     tree.push_back(size);
