@@ -508,13 +508,13 @@ absl::StatusOr<Trace> NhwcConv2dSchedule(const ComputeDAG& dag, const Target& ta
     if (pointwise) {
       // 1x1 (a ragged fit above): a local tile of one channel vector over
       // the rows x whole row width, the columns outside the reduction (64
-      // input channels a step), as 96-trial tunes of C320 K1280 H7 found:
-      // each column streams the
-      // vector's weights once at 7 FMAs per load and the next columns find
-      // them in L1. Every channel vector is a parallel iteration (the tile
-      // below made K160 one iteration). Alone, ms, against the tile
-      // below at 1 / 2 threads: C960 K160 H7 0.20 / 0.12 against 0.30 /
-      // 0.31, C320 K1280 H7 0.78 / 0.31 against 0.84 / 0.37.
+      // input channels a step), as a 128-trial tune of C320 K1280 H7 found:
+      // each column streams the vector's weights once at 7 FMAs per load
+      // and the next columns find them in L1. Every channel vector is a
+      // parallel iteration (the tile below made K160 one iteration).
+      // Alone, ms, against the tile below at 1 / 2 threads: C960 K160 H7
+      // 0.20 / 0.12 against 0.30 / 0.31, C320 K1280 H7 0.78 / 0.31 against
+      // 0.84 / 0.37.
       t.spatial[2].s1 = w;
       t.spatial[3] = {1, 1, lanes, true};
       t.reduce_steps = {DivisorAtMost(c, 64), 1, 1};
