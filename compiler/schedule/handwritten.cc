@@ -518,20 +518,16 @@ absl::StatusOr<Trace> NhwcConv2dSchedule(const ComputeDAG& dag, const Target& ta
       t.spatial[2].s1 = w;
       t.spatial[3] = {1, 1, lanes, true};
       t.reduce_steps = {DivisorAtMost(c, 64), 1, 1};
-      t.compute_at = kComputeAtS0;
-      t.parallel = CpuTiling::DefaultParallel(TilingNest::Of(dag));
-      absl::StatusOr<Trace> trace = BuildTiledSchedule(dag, target, t);
-      if (trace.ok()) trace->is_default = true;
-      return trace;
+    } else {
+      t.spatial[2].s2 = w;
+      const int64_t kv = k / lanes, s2 = DivisorAtMost(kv, 4);
+      int64_t s1 = 1;
+      for (int64_t d = 1; d <= kv / s2; ++d) {
+        if ((kv / s2) % d == 0 && rows8 * w * d * s2 * lanes * 4 <= 32 * 1024) s1 = d;
+      }
+      t.spatial[3] = {s1, s2, lanes, true};
+      t.reduce_steps = {DivisorAtMost(c, 16), r, 1};
     }
-    t.spatial[2].s2 = w;
-    const int64_t kv = k / lanes, s2 = DivisorAtMost(kv, 4);
-    int64_t s1 = 1;
-    for (int64_t d = 1; d <= kv / s2; ++d) {
-      if ((kv / s2) % d == 0 && rows8 * w * d * s2 * lanes * 4 <= 32 * 1024) s1 = d;
-    }
-    t.spatial[3] = {s1, s2, lanes, true};
-    t.reduce_steps = {DivisorAtMost(c, 16), r, 1};
     t.compute_at = kComputeAtS0;
     t.parallel = CpuTiling::DefaultParallel(TilingNest::Of(dag));
     absl::StatusOr<Trace> trace = BuildTiledSchedule(dag, target, t);
