@@ -706,12 +706,30 @@ absl::Status Op<T>::LayerNorm() {
   const int64_t outer = Numel(xs) / std::max<int64_t>(inner, 1);
   const T* sc = In(1);
   const T* bi = Has(2) ? In(2) : nullptr;
-  auto bcast = [&](size_t i) {  // scale/bias broadcast over the normalized dims
-    const Shape& s = InShape(i);
-    return Numel(s) == inner ? inner : Numel(s);
+  // Element i of a normalized row reads scale and bias at these offsets:
+  // each broadcasts (numpy, aligned at the last dimension) over the
+  // normalized dimensions.
+  const Shape norm(xs.begin() + axis, xs.end());
+  auto offsets = [&](size_t input, std::vector<int64_t>* at) -> bool {
+    const Shape& s = InShape(input);
+    if (s.size() > norm.size()) return false;
+    at->assign(size_t(inner), 0);
+    int64_t stride = 1, period = 1;  // the scale's stride, the row's
+    for (size_t k = 0; k < norm.size(); ++k) {
+      const size_t d = norm.size() - 1 - k;
+      const int64_t own = k < s.size() ? s[s.size() - 1 - k] : 1;
+      if (own != 1 && own != norm[d]) return false;
+      if (own != 1) {
+        for (int64_t i = 0; i < inner; ++i) (*at)[size_t(i)] += (i / period) % own * stride;
+        stride *= own;
+      }
+      period *= norm[d];
+    }
+    return true;
   };
-  const int64_t sc_n = bcast(1), bi_n = bi ? bcast(2) : 1;
-  if (inner % sc_n != 0 || inner % bi_n != 0) return Error("scale or bias does not broadcast");
+  std::vector<int64_t> sc_at, bi_at;
+  if (!offsets(1, &sc_at) || (bi && !offsets(2, &bi_at)))
+    return Error("scale or bias does not broadcast over the normalized dimensions");
   T* mean_out = Out(1);
   T* inv_out = Out(2);
   Parallel(outer, [&](int64_t b, int64_t e) {
@@ -724,8 +742,8 @@ absl::Status Op<T>::LayerNorm() {
       var /= double(inner);
       const double inv = 1 / std::sqrt(var + eps);
       for (int64_t i = 0; i < inner; ++i) {
-        double v = (double(p[i]) - mean) * inv * double(sc[i % sc_n]);
-        if (bi) v += double(bi[i % bi_n]);
+        double v = (double(p[i]) - mean) * inv * double(sc[sc_at[size_t(i)]]);
+        if (bi) v += double(bi[bi_at[size_t(i)]]);
         y[o * inner + i] = T(v);
       }
       if (mean_out) mean_out[o] = T(mean);
