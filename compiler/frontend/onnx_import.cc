@@ -627,8 +627,13 @@ absl::Status ImportNodes(std::vector<Node>& nodes, const Branches& branches, Sha
     if (def == nullptr) return ctx.Error(n, StrCat("expands into unknown operator ", n.op));
     if (def->expand != nullptr) {
       TF_ASSIGN_OR_RETURN(std::vector<Node> parts, def->expand(&m, n));
-      for (Node& part : parts) TF_RETURN_IF_ERROR(import(part));
-      return absl::OkStatus();
+      // A node already in the form its entry reads comes back alone.
+      const bool as_is = parts.size() == 1 && parts[0].op == n.op && parts[0].outputs == n.outputs;
+      if (!as_is) {
+        for (Node& part : parts) TF_RETURN_IF_ERROR(import(part));
+        return absl::OkStatus();
+      }
+      n = std::move(parts[0]);
     }
     bool folded = false;
     if (def->normalize != nullptr) TF_RETURN_IF_ERROR(def->normalize(&m, &n));

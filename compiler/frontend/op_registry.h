@@ -54,7 +54,9 @@ struct OpDef {
   absl::Status (*normalize)(Model* m, Node* n) = nullptr;
   // Rewrites the node as nodes of other operators, each then imported through
   // its own entry (shapes and constants of the inputs are known); the node
-  // itself is dropped. Set for operators that are compositions (Einsum).
+  // itself is dropped. Set for operators that are compositions (Einsum) or
+  // have forms that are (reductions over axes apart); a node already in the
+  // form `infer` reads comes back alone, as it is.
   absl::StatusOr<std::vector<Node>> (*expand)(Model* m, const Node& n) = nullptr;
   // Computes the node's outputs at import when it can (its inputs are
   // constant, or only their shapes matter) and sets *folded; the node is then

@@ -1,4 +1,7 @@
 // Registry entries: convolution, pooling, dense layers and normalization.
+#include <algorithm>
+#include <cstddef>
+
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "compiler/frontend/op_context.h"
@@ -404,8 +407,9 @@ absl::Status InferLayerNorm(ShapeContext& c, const Node& n) {
 }
 
 // LayerNormalization as a kernel of its own: [A, N] around `axis`, scale
-// and bias of N elements (a scale that broadcasts over part of the row, or
-// the Mean and InvStdDev outputs, stay native).
+// and bias of P elements that are the row's last dimensions (leading 1s
+// aside), repeating along the row (the Mean and InvStdDev outputs, or a
+// scale over other dimensions of the row, stay native).
 bool LayerNormAlone(const Model& m, const Node& n, v1::Workload* w) {
   auto s = m.shapes.find(n.inputs[0]);
   if (s == m.shapes.end() || s->second.empty() || n.outputs.size() != 1) return false;
@@ -420,25 +424,27 @@ bool LayerNormAlone(const Model& m, const Node& n, v1::Workload* w) {
   for (size_t i = 1; i < n.inputs.size() && i < 3; ++i) {
     if (n.inputs[i].empty()) break;
     auto p = m.shapes.find(n.inputs[i]);
-    if (p == m.shapes.end() || Elements(p->second) != double(len)) return false;
-    *w->add_inputs() = FloatSpec({len});
+    if (p == m.shapes.end() || p->second.size() > x.size() - size_t(axis)) return false;
+    Shape own = p->second;
+    while (!own.empty() && own.front() == 1) own.erase(own.begin());
+    if (!std::equal(own.begin(), own.end(), x.end() - std::ptrdiff_t(own.size()))) return false;
+    *w->add_inputs() = FloatSpec({int64_t(Elements(own))});
   }
   if (w->inputs_size() < 2) return false;
   w->mutable_normalize()->set_epsilon(n.Float("epsilon", 1e-5f));
   return true;
 }
 
-// InstanceNormalization of one image as a kernel of its own: each channel
-// a row of [C, H*W...], scale and bias per row.
+// InstanceNormalization as a kernel of its own: each channel of each image
+// a row of [N*C, H*W...], scale and bias per channel (repeating per image).
 bool InstanceNormAlone(const Model& m, const Node& n, v1::Workload* w) {
   auto s = m.shapes.find(n.inputs[0]);
-  if (s == m.shapes.end() || s->second.size() < 3 || s->second[0] != 1 || n.inputs.size() != 3 ||
-      n.outputs.size() != 1)
+  if (s == m.shapes.end() || s->second.size() < 3 || n.inputs.size() != 3 || n.outputs.size() != 1)
     return false;
   const Shape& x = s->second;
-  const int64_t c = x[1];
+  const int64_t c = x[1], rows = x[0] * c;
   w->set_op(v1::OP_KIND_NORMALIZE);
-  *w->add_inputs() = FloatSpec({c, int64_t(Elements(x)) / c});
+  *w->add_inputs() = FloatSpec({rows, int64_t(Elements(x)) / rows});
   *w->add_inputs() = FloatSpec({c});
   *w->add_inputs() = FloatSpec({c});
   w->mutable_normalize()->set_epsilon(n.Float("epsilon", 1e-5f));

@@ -4,6 +4,9 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -596,28 +599,112 @@ absl::Status InferReduce(ShapeContext& c, const Node& n) {
   return c.Set(n, 0, out);
 }
 
+// The reduced axes of node `n` (a Reduce*) over an input of shape `x`;
+// nullopt when its axes are not known constants or are out of range, or it
+// is a copy (noop_with_empty_axes and no axes).
+std::optional<std::vector<bool>> ReducedAxes(const Model& m, const Node& n, const Shape& x) {
+  std::vector<int64_t> axes = n.Ints("axes");
+  if (n.inputs.size() > 1 && !n.inputs[1].empty()) {
+    auto c = m.constants.find(n.inputs[1]);
+    if (c == m.constants.end() || !c->second.is_int) return std::nullopt;
+    axes = c->second.ints;
+  }
+  if (axes.empty() && n.Int("noop_with_empty_axes", 0) != 0) return std::nullopt;
+  std::vector<bool> reduced(x.size(), axes.empty());
+  for (int64_t ax : axes) {
+    if (ax < 0) ax += int64_t(x.size());
+    if (ax < 0 || ax >= int64_t(x.size())) return std::nullopt;
+    reduced[size_t(ax)] = true;
+  }
+  return reduced;
+}
+
+// The runs of neighbouring reduced axes of extent > 1 (axes of extent 1
+// neither count nor separate), each as its axes.
+std::vector<std::vector<int64_t>> ReducedRuns(const Shape& x, const std::vector<bool>& reduced) {
+  std::vector<std::vector<int64_t>> runs;
+  bool open = false;
+  for (size_t d = 0; d < x.size(); ++d) {
+    if (x[d] == 1) continue;
+    if (!reduced[d]) {
+      open = false;
+      continue;
+    }
+    if (!open) runs.emplace_back();
+    runs.back().push_back(int64_t(d));
+    open = true;
+  }
+  return runs;
+}
+
+// A reduction over axes apart, as one reduction per run of neighbouring
+// axes (each a kernel, ReduceAlone): every run but the last reduced with
+// keepdims, then the node's own axes and keepdims over what is left. The
+// first pass computes the op; the ones after combine partial results, so
+// the op changes where partials combine differently (L1 and SumSquare:
+// partial sums added; LogSum: sums, then the log of their sum). A node over
+// one run comes back as it is.
+absl::StatusOr<std::vector<Node>> ExpandReduce(Model* m, const Node& n) {
+  auto s = m->shapes.find(n.inputs.empty() ? "" : n.inputs[0]);
+  if (s == m->shapes.end() || n.outputs.size() != 1) return std::vector<Node>{n};
+  const Shape& x = s->second;
+  std::optional<std::vector<bool>> reduced = ReducedAxes(*m, n, x);
+  if (!reduced) return std::vector<Node>{n};
+  const std::vector<std::vector<int64_t>> runs = ReducedRuns(x, *reduced);
+  if (runs.size() < 2) return std::vector<Node>{n};
+  // The op of the first pass and of the passes that combine its partials.
+  std::string first = n.op, rest = n.op;
+  if (n.op == "ReduceL1" || n.op == "ReduceSumSquare") rest = "ReduceSum";
+  if (n.op == "ReduceLogSum") first = "ReduceSum";
+  // Axes are an input from opset 13 for ReduceSum, from 18 for the others.
+  auto make = [&](const std::string& op, const std::vector<int64_t>& axes, int64_t keep,
+                  const std::string& in, const std::string& out, int k) {
+    Node r;
+    r.op = op;
+    r.name = StrCat(n.name, "/run", k);
+    r.inputs = {in};
+    r.outputs = {out};
+    r.ints["keepdims"] = {keep};
+    if (m->opset >= (op == "ReduceSum" ? 13 : 18)) {
+      const std::string name = StrCat(out, "/axes");
+      Constant c;
+      c.is_int = true;
+      c.shape = {int64_t(axes.size())};
+      c.ints = axes;
+      m->constants[name] = c;
+      m->shapes[name] = c.shape;
+      r.inputs.push_back(name);
+    } else {
+      r.ints["axes"] = axes;
+    }
+    return r;
+  };
+  std::vector<Node> parts;
+  std::string value = n.inputs[0];
+  for (size_t k = 0; k + 1 < runs.size(); ++k) {
+    const std::string out = StrCat(n.outputs[0], "/run", k);
+    parts.push_back(make(k == 0 ? first : rest, runs[k], 1, value, out, int(k)));
+    value = out;
+  }
+  std::vector<int64_t> all;
+  for (size_t d = 0; d < x.size(); ++d)
+    if ((*reduced)[d]) all.push_back(int64_t(d));
+  parts.push_back(make(rest, all, n.Int("keepdims", 1), value, n.outputs[0], int(runs.size() - 1)));
+  return parts;
+}
+
 // A reduction over one run of neighbouring axes (axes of extent 1 do not
 // count) as a kernel of its own: the input as [A, N, B] around the run,
-// whatever keepdims. Axes apart, a copy (nothing of extent > 1 reduced) and
-// ReduceProd (no product reduction in the IR) stay native.
+// whatever keepdims. Axes apart are expanded into one reduction per run
+// first (ExpandReduce); a copy (nothing of extent > 1 reduced) stays native.
 template <v1::ReduceOp kOp>
 bool ReduceAlone(const Model& m, const Node& n, v1::Workload* w) {
   auto s = m.shapes.find(n.inputs[0]);
   if (s == m.shapes.end() || s->second.empty() || n.outputs.size() != 1) return false;
   const Shape& x = s->second;
-  std::vector<int64_t> axes = n.Ints("axes");
-  if (n.inputs.size() > 1 && !n.inputs[1].empty()) {
-    auto c = m.constants.find(n.inputs[1]);
-    if (c == m.constants.end() || !c->second.is_int) return false;
-    axes = c->second.ints;
-  }
-  if (axes.empty() && n.Int("noop_with_empty_axes", 0) != 0) return false;
-  std::vector<bool> reduced(x.size(), axes.empty());
-  for (int64_t ax : axes) {
-    if (ax < 0) ax += int64_t(x.size());
-    if (ax < 0 || ax >= int64_t(x.size())) return false;
-    reduced[size_t(ax)] = true;
-  }
+  std::optional<std::vector<bool>> r = ReducedAxes(m, n, x);
+  if (!r) return false;
+  const std::vector<bool>& reduced = *r;
   int first = -1, last = -1;
   for (size_t d = 0; d < x.size(); ++d) {
     if (!reduced[d] || x[d] == 1) continue;
@@ -666,18 +753,44 @@ const std::vector<OpDef>& ShapeOps() {
       {.name = "TopK", .infer = InferTopK},
       {.name = "ArgMax", .infer = InferArgReduce},
       {.name = "ArgMin", .infer = InferArgReduce},
-      {.name = "ReduceL1", .infer = InferReduce, .alone = ReduceAlone<v1::REDUCE_OP_L1>},
-      {.name = "ReduceL2", .infer = InferReduce, .alone = ReduceAlone<v1::REDUCE_OP_L2>},
-      {.name = "ReduceLogSum", .infer = InferReduce, .alone = ReduceAlone<v1::REDUCE_OP_LOG_SUM>},
+      {.name = "ReduceL1",
+       .expand = ExpandReduce,
+       .infer = InferReduce,
+       .alone = ReduceAlone<v1::REDUCE_OP_L1>},
+      {.name = "ReduceL2",
+       .expand = ExpandReduce,
+       .infer = InferReduce,
+       .alone = ReduceAlone<v1::REDUCE_OP_L2>},
+      {.name = "ReduceLogSum",
+       .expand = ExpandReduce,
+       .infer = InferReduce,
+       .alone = ReduceAlone<v1::REDUCE_OP_LOG_SUM>},
       {.name = "ReduceLogSumExp",
+       .expand = ExpandReduce,
        .infer = InferReduce,
        .alone = ReduceAlone<v1::REDUCE_OP_LOG_SUM_EXP>},
-      {.name = "ReduceMax", .infer = InferReduce, .alone = ReduceAlone<v1::REDUCE_OP_MAX>},
-      {.name = "ReduceMean", .infer = InferReduce, .alone = ReduceAlone<v1::REDUCE_OP_MEAN>},
-      {.name = "ReduceMin", .infer = InferReduce, .alone = ReduceAlone<v1::REDUCE_OP_MIN>},
-      {.name = "ReduceProd", .infer = InferReduce},
-      {.name = "ReduceSum", .infer = InferReduce, .alone = ReduceAlone<v1::REDUCE_OP_SUM>},
+      {.name = "ReduceMax",
+       .expand = ExpandReduce,
+       .infer = InferReduce,
+       .alone = ReduceAlone<v1::REDUCE_OP_MAX>},
+      {.name = "ReduceMean",
+       .expand = ExpandReduce,
+       .infer = InferReduce,
+       .alone = ReduceAlone<v1::REDUCE_OP_MEAN>},
+      {.name = "ReduceMin",
+       .expand = ExpandReduce,
+       .infer = InferReduce,
+       .alone = ReduceAlone<v1::REDUCE_OP_MIN>},
+      {.name = "ReduceProd",
+       .expand = ExpandReduce,
+       .infer = InferReduce,
+       .alone = ReduceAlone<v1::REDUCE_OP_PROD>},
+      {.name = "ReduceSum",
+       .expand = ExpandReduce,
+       .infer = InferReduce,
+       .alone = ReduceAlone<v1::REDUCE_OP_SUM>},
       {.name = "ReduceSumSquare",
+       .expand = ExpandReduce,
        .infer = InferReduce,
        .alone = ReduceAlone<v1::REDUCE_OP_SUM_SQUARE>},
   };

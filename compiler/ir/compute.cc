@@ -708,8 +708,8 @@ int Rearrange(Builder& b, const v1::Workload& w) {
 }
 
 // A reduction over N of x [A, N] or [A, N, B] into [A] or [A, B]. Every op
-// is a sum or a max of a function of x followed by a function of the
-// result: min is -max(-x), mean sum / N, l2 sqrt(sum x^2), log_sum_exp
+// is a sum, a max or a product of a function of x followed by a function
+// of the result: min is -max(-x), mean sum / N, l2 sqrt(sum x^2), log_sum_exp
 // m + log(sum exp(x - m)) with m the max.
 int Reduce(Builder& b, const v1::Workload& w) {
   const std::vector<int64_t> s(w.inputs(0).shape().begin(), w.inputs(0).shape().end());
@@ -740,11 +740,19 @@ int Reduce(Builder& b, const v1::Workload& w) {
     }
   };
   const bool is_max = op == v1::REDUCE_OP_MAX || op == v1::REDUCE_OP_MIN;
+  const bool is_prod = op == v1::REDUCE_OP_PROD;
   const double fill = op == v1::REDUCE_OP_MIN                                      ? big
                       : op == v1::REDUCE_OP_MAX || op == v1::REDUCE_OP_LOG_SUM_EXP ? -big
+                      : is_prod                                                    ? 1.0
                                                                                    : 0.0;
-  const int acc = ReduceRows(b, x, is_max ? "reduce_max" : "reduce_sum",
-                             is_max ? ReduceKind::kMax : ReduceKind::kSum, fill, element, slices);
+  const int acc = ReduceRows(b, x,
+                             is_max    ? "reduce_max"
+                             : is_prod ? "reduce_prod"
+                                       : "reduce_sum",
+                             is_max    ? ReduceKind::kMax
+                             : is_prod ? ReduceKind::kProd
+                                       : ReduceKind::kSum,
+                             fill, element, slices);
   std::vector<IterVar> out = b.Axes(b.Shape(acc), {"a", "k"});
   std::vector<Expr> at;
   for (const IterVar& v : out) at.push_back(v.var);
@@ -778,7 +786,7 @@ int Normalize(Builder& b, const v1::Workload& w) {
   const std::vector<int64_t> s(w.inputs(0).shape().begin(), w.inputs(0).shape().end());
   const int x = b.AddInput("x", s);
   const bool per_row = w.normalize().per_row();
-  const int64_t params = per_row ? s[0] : s[1];
+  const int64_t params = w.inputs(1).shape(0);
   const int scale = b.AddInput("scale", {params});
   const int bias = w.inputs_size() > 2 ? b.AddInput("shift", {params}) : -1;
   const double n = double(s[1]);
@@ -798,8 +806,11 @@ int Normalize(Builder& b, const v1::Workload& w) {
   const Expr ya = ay[0].var, yj = ay[1].var;
   Expr y = b.Read(diff, {ya, yj}) /
            Call(Op::kSqrt, b.Read(sq, {ya}) / F(n) + F(w.normalize().epsilon()));
-  y = y * b.Read(scale, {per_row ? ya : yj});
-  if (bias >= 0) y = y + b.Read(bias, {per_row ? ya : yj});
+  // Parameter i mod P of the axis they follow.
+  Expr at = per_row ? ya : yj;
+  if (params != (per_row ? s[0] : s[1])) at = FloorMod(at, I(params));
+  y = y * b.Read(scale, {at});
+  if (bias >= 0) y = y + b.Read(bias, {at});
   return b.AddStage("normalize", ay, {}, ReduceKind::kNone, y, true);
 }
 
@@ -1002,9 +1013,10 @@ std::string ToString(const ComputeDAG& dag) {
     for (const IterVar& a : s.axes) axes.push_back(StrCat(ToString(a.var), ":", a.extent));
     for (const IterVar& a : s.reduce_axes) red.push_back(StrCat(ToString(a.var), ":", a.extent));
     absl::StrAppend(&out, names[s.output], "[", absl::StrJoin(axes, ", "), "] = ",
-                    s.reduce == ReduceKind::kSum   ? "sum"
-                    : s.reduce == ReduceKind::kMax ? "max"
-                                                   : "",
+                    s.reduce == ReduceKind::kSum    ? "sum"
+                    : s.reduce == ReduceKind::kMax  ? "max"
+                    : s.reduce == ReduceKind::kProd ? "prod"
+                                                    : "",
                     red.empty() ? "" : StrCat("{", absl::StrJoin(red, ", "), "} "),
                     ToString(s.body, &names), "\n");
   }

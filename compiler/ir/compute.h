@@ -46,7 +46,7 @@ struct IterVar {
   int64_t extent = 0;
 };
 
-enum class ReduceKind { kNone, kSum, kMax };
+enum class ReduceKind { kNone, kSum, kMax, kProd };
 
 struct Stage {
   std::string name;

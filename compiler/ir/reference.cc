@@ -210,7 +210,9 @@ class Interpreter : public ExprFunctor<Value()> {
         out[flat] = Eval(s.body).f;
         continue;
       }
-      double acc = s.reduce == ReduceKind::kSum ? 0.0 : -std::numeric_limits<double>::infinity();
+      double acc = s.reduce == ReduceKind::kSum    ? 0.0
+                   : s.reduce == ReduceKind::kProd ? 1.0
+                                                   : -std::numeric_limits<double>::infinity();
       Reduce(s, 0, &acc);
       out[flat] = acc;
     }
@@ -220,7 +222,9 @@ class Interpreter : public ExprFunctor<Value()> {
   void Reduce(const Stage& s, size_t level, double* acc) {
     if (level == s.reduce_axes.size()) {
       double v = Eval(s.body).f;
-      *acc = s.reduce == ReduceKind::kSum ? *acc + v : std::max(*acc, v);
+      *acc = s.reduce == ReduceKind::kSum    ? *acc + v
+             : s.reduce == ReduceKind::kProd ? *acc * v
+                                             : std::max(*acc, v);
       return;
     }
     for (int64_t i = 0; i < s.reduce_axes[level].extent; ++i) {

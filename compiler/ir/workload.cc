@@ -368,12 +368,12 @@ absl::StatusOr<double> CanonReduce(v1::Workload* w, std::vector<int64_t>* out) {
   // the element's function (up to 2, with log_sum_exp's max pass) and the sum or max
   const bool two = op == v1::REDUCE_OP_LOG_SUM_EXP;
   const bool fn = op != v1::REDUCE_OP_SUM && op != v1::REDUCE_OP_MAX && op != v1::REDUCE_OP_MEAN &&
-                  op != v1::REDUCE_OP_LOG_SUM;
+                  op != v1::REDUCE_OP_LOG_SUM && op != v1::REDUCE_OP_PROD;
   return (1 + (fn ? 1 : 0) + (two ? 2 : 0)) * Product(in);
 }
 
 // A normalization of x [A, N]'s rows, with scale and an optional bias of
-// A (per_row) or N elements, each written flat.
+// P elements, P a divisor of A (per_row) or N, each written flat.
 absl::StatusOr<double> CanonNormalize(v1::Workload* w, std::vector<int64_t>* out) {
   if (w->inputs_size() != 2 && w->inputs_size() != 3) {
     return InvalidArgumentError(StrCat("normalize: expected data, scale and an optional bias, got ",
@@ -390,16 +390,18 @@ absl::StatusOr<double> CanonNormalize(v1::Workload* w, std::vector<int64_t>* out
         StrCat("normalize: inputs[0] must be [A, N], got rank ", w->inputs(0).shape_size()));
   }
   const std::vector<int64_t> x = ShapeOf(w->inputs(0));
-  const int64_t want = w->normalize().per_row() ? x[0] : x[1];
+  const int64_t count = w->normalize().per_row() ? x[0] : x[1];
+  const double want = Product(ShapeOf(w->inputs(1)));
   for (int i = 1; i < w->inputs_size(); ++i) {
     auto* t = w->mutable_inputs(i);
-    if (Product(ShapeOf(*t)) != double(want)) {
-      return InvalidArgumentError(StrCat("normalize: inputs[", i, "] must have ", want,
-                                         " elements (", w->normalize().per_row() ? "A" : "N",
-                                         "), got ", Product(ShapeOf(*t))));
+    const double p = Product(ShapeOf(*t));
+    if (p != want || p < 1 || std::fmod(double(count), p) != 0) {
+      return InvalidArgumentError(StrCat(
+          "normalize: inputs[", i, "] must have as many elements as the scale, a divisor of ",
+          count, " (", w->normalize().per_row() ? "A" : "N", "), got ", p));
     }
     t->clear_shape();
-    t->add_shape(want);
+    t->add_shape(int64_t(want));
   }
   *out = x;
   // sum, subtract and square, sum; subtract, scale (2), add

@@ -73,12 +73,14 @@ const std::map<std::string, OpInfo>& Ops() {
       {"log_softmax", {{"A", "N"}, {"B"}, "log of softmax over N of [A, N, B]"}},
       {"layer_norm",
        {{"A", "N"},
-        {"eps", "bias"},
-        "each row of [A, N] normalized, scale and bias [N] (eps default 1e-5; bias=0: none)"}},
+        {"eps", "bias", "P"},
+        "each row of [A, N] normalized, scale and bias [P] repeating along the row (eps default "
+        "1e-5; bias=0: none; P default N)"}},
       {"instance_norm",
        {{"A", "N"},
-        {"eps", "bias"},
-        "each row of [A, N] normalized, scale and bias [A] (one image's channels)"}},
+        {"eps", "bias", "P"},
+        "each row of [A, N] normalized, scale and bias [P] repeating over the rows (channels of "
+        "images; P default A)"}},
       {"reduce_sum", {{"A", "N"}, {"B"}, "sum over N of [A, N, B] into [A, B]"}},
       {"reduce_mean", {{"A", "N"}, {"B"}, "mean over N of [A, N, B]"}},
       {"reduce_max", {{"A", "N"}, {"B"}, "max over N of [A, N, B]"}},
@@ -88,6 +90,7 @@ const std::map<std::string, OpInfo>& Ops() {
       {"reduce_sum_square", {{"A", "N"}, {"B"}, "sum of x^2 over N of [A, N, B]"}},
       {"reduce_log_sum", {{"A", "N"}, {"B"}, "log of the sum over N of [A, N, B]"}},
       {"reduce_log_sum_exp", {{"A", "N"}, {"B"}, "log of the sum of exp(x) over N of [A, N, B]"}},
+      {"reduce_prod", {{"A", "N"}, {"B"}, "product over N of [A, N, B]"}},
       {"add",
        {{"N", "C", "H", "W"},
         {"yN", "yC", "yH", "yW"},
@@ -469,8 +472,9 @@ absl::StatusOr<v1::Workload> ParseWorkloadSpec(const std::string& spec) {
     w.set_op(v1::OP_KIND_NORMALIZE);
     const bool per_row = op == "instance_norm";
     add_input({v["A"], v["N"]});
-    add_input({per_row ? v["A"] : v["N"]});
-    if (get("bias", 1) != 0) add_input({per_row ? v["A"] : v["N"]});
+    const int64_t p = get("P", per_row ? v["A"] : v["N"]);
+    add_input({p});
+    if (get("bias", 1) != 0) add_input({p});
     w.mutable_normalize()->set_epsilon(fv.count("eps") ? fv["eps"] : 1e-5f);
     w.mutable_normalize()->set_per_row(per_row);
   } else if (absl::StartsWith(op, "reduce_")) {
@@ -698,6 +702,8 @@ absl::StatusOr<std::string> NormalizeSpec(const v1::Workload& w) {
   if (w.normalize().epsilon() != 1e-5f)
     absl::StrAppend(&spec, ",eps=", Float(w.normalize().epsilon()));
   if (w.inputs_size() < 3) absl::StrAppend(&spec, ",bias=0");
+  const int64_t p = w.inputs(1).shape(0);
+  if (p != (w.normalize().per_row() ? d[0] : d[1])) absl::StrAppend(&spec, ",P=", p);
   return absl::StrCat(spec, ")");
 }
 

@@ -491,10 +491,13 @@ class Lowerer {
       inner = IfThen(all_guards, Store(s.output, out_idx, value));
     } else {
       Expr cur = Load(s.output, ScalarType::kFloat32, out_idx);
-      Expr next = s.reduce == ReduceKind::kSum ? cur + value : Max(cur, value);
+      Expr next = s.reduce == ReduceKind::kSum    ? cur + value
+                  : s.reduce == ReduceKind::kProd ? cur * value
+                                                  : Max(cur, value);
       inner = IfThen(all_guards, Store(s.output, out_idx, next));
-      Expr init_value = s.reduce == ReduceKind::kSum
-                            ? FloatImm(0)
+      Expr init_value = s.reduce == ReduceKind::kSum ? FloatImm(0)
+                        : s.reduce == ReduceKind::kProd
+                            ? FloatImm(1)
                             : FloatImm(-std::numeric_limits<double>::infinity());
       // The initialisation can sit just outside the reduction loops when every
       // reduction loop is inside every spatial loop; otherwise it gets its own nest.

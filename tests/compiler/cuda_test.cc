@@ -63,7 +63,9 @@ const std::vector<std::string>& Workloads() {
       "rearrange(out=1x7x6x10,fill=0.5,x0=1x3x5x10[o0,o1,o2-1,o3],x1=1x4x6x5[o0,o1-3,o2,o3/2])",
       "reduce_mean(A=3,N=37)",
       "reduce_log_sum_exp(A=2,N=5,B=7)",
+      "reduce_prod(A=3,N=37)",
       "layer_norm(A=3,N=37)",
+      "instance_norm(A=6,N=50,P=3)",
       "rearrange(out=1x2x6x10,linear=1,x0=1x2x3x5[o0,o1,(2*o2-1)/4,(2*o3-1)/4])"};
   return specs;
 }

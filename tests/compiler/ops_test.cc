@@ -83,15 +83,17 @@ INSTANTIATE_TEST_SUITE_P(
         "softmax(A=4,N=7,B=33)",
         // Reductions: along rows in 16-wide slices (ragged last one), along
         // short rows, across a strided axis; min as -max(-x), mean's divide,
-        // l2's root and log_sum_exp's two passes.
+        // l2's root, log_sum_exp's two passes and a product (padded with 1).
         "reduce_mean(A=5,N=37)", "reduce_max(A=3,N=100)", "reduce_min(A=4,N=7,B=33)",
         "reduce_sum(A=3,N=20,B=9)", "reduce_l1(A=2,N=50)", "reduce_l2(A=6,N=9)",
         "reduce_sum_square(A=2,N=40,B=3)", "reduce_log_sum_exp(A=3,N=70)",
-        "reduce_log_sum_exp(A=2,N=5,B=17)", "reduce_min(A=1,N=64)",
-        "reduce_mean(A=4,N=40)+map[1](add(%0,$0),sqrt(%1))",
+        "reduce_log_sum_exp(A=2,N=5,B=17)", "reduce_min(A=1,N=64)", "reduce_prod(A=3,N=37)",
+        "reduce_prod(A=2,N=6,B=11)", "reduce_mean(A=4,N=40)+map[1](add(%0,$0),sqrt(%1))",
         // Normalizations: rows in slices (a ragged last one, which must add
-        // nothing to the variance), short rows without a bias, per row.
+        // nothing to the variance), short rows without a bias, per row, and
+        // parameters repeating along the row and over the rows.
         "layer_norm(A=5,N=37)", "layer_norm(A=3,N=20,bias=0)", "instance_norm(A=4,N=100,eps=0.001)",
+        "layer_norm(A=3,N=40,P=8)", "instance_norm(A=6,N=50,P=3)",
         // Data movers: a transpose each way (the gathering default), a
         // concat, a constant pad, a nearest upsampling (floor division),
         // a reversed strided slice, a broadcast and a constant index.

@@ -183,7 +183,9 @@ int CheckAgainstReference(const Model& model, const BuildOptions& options,
     auto theirs = testing::RunOrt(onnx_path, in, model.shapes, model.outputs, scratch.path());
     EXPECT_TRUE(theirs.ok()) << theirs.status();
     if (theirs.ok()) {
-      EXPECT_LT(testing::MaxOutputError(out, *theirs, model.outputs), 1e-4) << "against ONNX Runtime";
+      for (const std::string& o : model.outputs)
+        EXPECT_LT(testing::MaxOutputError(out, *theirs, {o}), 1e-4)
+            << "output " << o << " against ONNX Runtime";
     }
   }
   return compared;
@@ -587,11 +589,12 @@ TEST_F(GraphTest, SoftmaxIsAKernel) {
   }
 }
 
-// Reductions are kernels: every ONNX reduction but the product, over one
-// run of neighbouring axes (rows, a strided axis, two axes, all of them),
-// as [A, N, B] whatever keepdims; a decomposed LayerNorm's variance takes
-// its Add eps -> Sqrt as a program. Axes apart and ReduceProd stay native.
-// Every value against the interpreter and ONNX Runtime.
+// Reductions are kernels: every ONNX reduction, over one run of
+// neighbouring axes (rows, a strided axis, two axes, all of them), as
+// [A, N, B] whatever keepdims; a decomposed LayerNorm's variance takes its
+// Add eps -> Sqrt as a program; over axes apart, one kernel per run (L1,
+// SumSquare and LogSum change op after the first pass). No native step is
+// left. Every value against the interpreter and ONNX Runtime.
 TEST_F(GraphTest, ReductionsAreKernels) {
   Model m = Import("reduce");
   // The two means over rows are one task.
@@ -602,30 +605,49 @@ TEST_F(GraphTest, ReductionsAreKernels) {
           "reduce_min(A=1,N=192,B=40)", "reduce_l2(A=192,N=40)", "reduce_l1(A=8,N=24,B=40)",
           "reduce_log_sum_exp(A=1,N=8,B=960)", "reduce_sum_square(A=1,N=7680)",
           "reduce_max(A=192,N=40)", "reduce_min(A=192,N=40)", "reduce_log_sum_exp(A=192,N=40)",
+          "reduce_sum(A=1,N=8,B=960)", "reduce_prod(A=192,N=40)", "reduce_l1(A=1,N=8,B=960)",
+          "reduce_sum_square(A=1,N=8,B=960)", "reduce_l2(A=1,N=8,B=960)",
           "reduce_log_sum(A=192,N=40)", "reduce_mean(A=192,N=40)+map[1](add(%0,$0),sqrt(%1))"}));
   v1::ModelPackage pkg;
-  EXPECT_GE(CheckAgainstReference(m, {}, &pkg, dir_->File("reduce.onnx")), 12);
+  EXPECT_GE(CheckAgainstReference(m, {}, &pkg, dir_->File("reduce.onnx")), 20);
+  // Native: only the passes after the first over axes apart, under 4,096
+  // elements (960).
   std::vector<std::string> native;
   for (const auto& s : pkg.steps())
     if (s.has_node()) native.push_back(s.node().name());
-  EXPECT_EQ(native, (std::vector<std::string>{"sum_apart", "prod_w"}));
+  EXPECT_EQ(native, (std::vector<std::string>{"sum_apart/run1", "l1_apart/run1", "ss_apart/run1",
+                                              "lse_apart/run1", "l2_apart/run1", "ls_apart/run1"}));
 }
 
 // LayerNormalization and InstanceNormalization (one image) are kernels:
-// rows read in slices (40, 960 elements) with and without a bias, and per
-// channel; a scale that broadcasts over part of the row stays native.
+// rows read in slices (40, 960 elements) with and without a bias, per
+// channel, and with a scale that repeats along the row (P=40 of 960).
 TEST_F(GraphTest, NormalizationsAreKernels) {
   Model m = Import("norm");
   EXPECT_EQ(TaskSpecs(m, v1::OP_KIND_NORMALIZE),
-            (std::vector<std::string>{"layer_norm(A=192,N=40)",
-                                      "layer_norm(A=8,N=960,eps=0.00100000005,bias=0)",
-                                      "instance_norm(A=8,N=960)"}));
+            (std::vector<std::string>{
+                "layer_norm(A=192,N=40)", "layer_norm(A=8,N=960,eps=0.00100000005,bias=0)",
+                "instance_norm(A=8,N=960)", "layer_norm(A=8,N=960,bias=0,P=40)"}));
   v1::ModelPackage pkg;
   EXPECT_GE(CheckAgainstReference(m, {}, &pkg, dir_->File("norm.onnx")), 4);
+  for (const auto& s : pkg.steps()) EXPECT_FALSE(s.has_node()) << s.node().name();
+}
+
+// A batch of two: InstanceNormalization's rows are each image's channels,
+// scale and bias repeating per image (P=8 of 16 rows); a LayerNormalization
+// scale of [1, W] repeats along the row. A scale over other dimensions of
+// the row ([H, 1]) stays native.
+TEST_F(GraphTest, NormalizationsOfABatch) {
+  Model m = Import("norm_batch");
+  EXPECT_EQ(
+      TaskSpecs(m, v1::OP_KIND_NORMALIZE),
+      (std::vector<std::string>{"instance_norm(A=16,N=320,P=8)", "layer_norm(A=2,N=2560,P=20)"}));
+  v1::ModelPackage pkg;
+  EXPECT_GE(CheckAgainstReference(m, {}, &pkg, dir_->File("norm_batch.onnx")), 3);
   std::vector<std::string> native;
   for (const auto& s : pkg.steps())
     if (s.has_node()) native.push_back(s.node().name());
-  EXPECT_EQ(native, (std::vector<std::string>{"ln_bcast"}));
+  EXPECT_EQ(native, (std::vector<std::string>{"ln_rows_scale"}));
 }
 
 // Linear resizes are kernels (rearranges with linear set): half pixel x2,

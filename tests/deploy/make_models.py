@@ -190,8 +190,9 @@ save("softmax_old", softmax_old, [tensor("x", [1, 8, 24, 40])], [tensor("p", [1,
 # an input, the others as an attribute), over rows (40 wide: two 16-wide
 # slices and a padded one), over a strided axis,
 # over neighbouring axes, over everything, with and without keepdims; a
-# decomposed LayerNorm whose variance branch ends in Add eps -> Sqrt; and
-# two that stay native: axes apart, and a product.
+# decomposed LayerNorm whose variance branch ends in Add eps -> Sqrt; a
+# product; and reductions over axes apart (a reduction per run, the op of
+# the passes after the first where partials combine differently).
 N = helper.make_node
 reduce = [
     N("Conv", ["x", "w"], ["c"], name="conv"),
@@ -217,6 +218,11 @@ reduce = [
     N("ReduceLogSumExp", ["c"], ["lse_rows"], axes=[-1], keepdims=0, name="lse_rows"),
     N("ReduceSum", ["c", "apart"], ["sum_apart"], name="sum_apart"),
     N("ReduceProd", ["c"], ["prod_w"], axes=[3], name="prod_w"),
+    N("ReduceL1", ["c"], ["l1_apart"], axes=[1, 3], keepdims=0, name="l1_apart"),
+    N("ReduceLogSum", ["sq"], ["ls_apart"], axes=[1, 3], keepdims=0, name="ls_apart"),
+    N("ReduceSumSquare", ["c"], ["ss_apart"], axes=[0, 1, 3], name="ss_apart"),
+    N("ReduceLogSumExp", ["c"], ["lse_apart"], axes=[1, 3], name="lse_apart"),
+    N("ReduceL2", ["c"], ["l2_apart"], axes=[1, 3], keepdims=0, name="l2_apart"),
 ]
 save("reduce", reduce, [tensor("x", [1, 4, 24, 40])],
      [tensor("mean_rows", [1, 8, 24, 1]), tensor("sum_hw", [1, 8]), tensor("max_ch", [1, 1, 24, 40]),
@@ -225,14 +231,16 @@ save("reduce", reduce, [tensor("x", [1, 4, 24, 40])],
       tensor("ls_rows", [1, 8, 24, 1]), tensor("ln", [1, 8, 24, 40]),
       tensor("max_rows", [1, 8, 24]), tensor("min_rows", [1, 8, 24]),
       tensor("lse_rows", [1, 8, 24]),
-      tensor("sum_apart", [1, 1, 24, 1]), tensor("prod_w", [1, 8, 24, 1])],
+      tensor("sum_apart", [1, 1, 24, 1]), tensor("prod_w", [1, 8, 24, 1]),
+      tensor("l1_apart", [1, 24]), tensor("ls_apart", [1, 24]), tensor("ss_apart", [1, 1, 24, 1]),
+      tensor("lse_apart", [1, 1, 24, 1]), tensor("l2_apart", [1, 24])],
      [init("w", (8, 4, 1, 1)), ints("hw", [2, 3]), ints("apart", [1, 3]), scalar("two", 2.0),
       scalar("eps", 1e-5)],
      opset=13)
 
 # Normalizations (opset 17): LayerNormalization over the last axis with a
-# bias, over the last two without one, and InstanceNormalization of one
-# image; a scale that broadcasts over part of the row stays native.
+# bias, over the last two without one, and with a scale that repeats along
+# the row; InstanceNormalization of one image.
 norm = [
     N("Conv", ["x", "w"], ["c"], name="conv"),
     N("LayerNormalization", ["c", "g40", "b40"], ["ln_rows"], axis=-1, name="ln_rows"),
@@ -245,6 +253,22 @@ save("norm", norm, [tensor("x", [1, 4, 24, 40])],
       tensor("inorm", [1, 8, 24, 40]), tensor("ln_bcast", [1, 8, 24, 40])],
      [init("w", (8, 4, 1, 1)), init("g40", (40,)), init("b40", (40,)), init("g960", (24, 40)),
       init("s8", (8,)), init("t8", (8,))],
+     opset=17)
+
+# Normalizations of a batch of two: InstanceNormalization (per channel of
+# each image), LayerNormalization over [C, H, W] with a scale [1, W] (leading
+# 1s), and one with a scale over the rows [H, 1] that stays native.
+norm_batch = [
+    N("Conv", ["x", "w"], ["c"], name="conv"),
+    N("InstanceNormalization", ["c", "s8", "t8"], ["inorm"], name="inorm"),
+    N("LayerNormalization", ["c", "g1w", "b1w"], ["ln_lead1"], axis=1, name="ln_lead1"),
+    N("LayerNormalization", ["c", "gh1"], ["ln_rows_scale"], axis=2, name="ln_rows_scale"),
+]
+save("norm_batch", norm_batch, [tensor("x", [2, 4, 16, 20])],
+     [tensor("inorm", [2, 8, 16, 20]), tensor("ln_lead1", [2, 8, 16, 20]),
+      tensor("ln_rows_scale", [2, 8, 16, 20])],
+     [init("w", (8, 4, 1, 1)), init("s8", (8,)), init("t8", (8,)), init("g1w", (1, 20)),
+      init("b1w", (1, 20)), init("gh1", (16, 1))],
      opset=17)
 
 # Linear resizes between convolutions: x2 by scales (half pixel, the

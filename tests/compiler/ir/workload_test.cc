@@ -369,6 +369,9 @@ TEST(WorkloadSpec, FormatReadsBackAsTheSameWorkload) {
       "reduce_min(A=1,N=7)+map[1](add(%0,$0))",
       "layer_norm(A=40,N=120)",
       "instance_norm(A=8,N=960,eps=0.001,bias=0)",
+      "instance_norm(A=16,N=60,P=8)",
+      "layer_norm(A=2,N=480,bias=0,P=10)",
+      "reduce_prod(A=3,N=20,B=9)",
       "rearrange(out=1x24x160x160,x0=1x160x160x24[o0,o2,o3,o1])",
       "rearrange(out=1x48x8x8,fill=0.25,x0=1x24x8x8[o0,o1,o2,o3],x1=1x24x4x4[o0,o1-24,o2/2,o3/2])",
       "rearrange(out=2x3x4,x0=5x9x4[0,-2*o1+8,(3*o2+1)/4])+relu",
@@ -390,10 +393,15 @@ TEST(WorkloadSpec, FormatReadsBackAsTheSameWorkload) {
   EXPECT_EQ(*FormatWorkloadSpec(*ParseWorkloadSpec("softmax(A=3,N=20,B=1)")), "softmax(A=3,N=20)");
   EXPECT_EQ(*FormatWorkloadSpec(*ParseWorkloadSpec("reduce_sum_square(A=3,N=20,B=1)")),
             "reduce_sum_square(A=3,N=20)");
-  EXPECT_FALSE(ParseWorkloadSpec("reduce_prod(A=3,N=20)").ok()) << "no product reduction";
+  EXPECT_FALSE(ParseWorkloadSpec("reduce_median(A=3,N=20)").ok()) << "no such reduction";
   EXPECT_EQ(*FormatWorkloadSpec(*ParseWorkloadSpec("layer_norm(A=2,N=3,eps=0.00001,bias=1)")),
             "layer_norm(A=2,N=3)");
   EXPECT_FALSE(ParseWorkloadSpec("layer_norm(A=2,N=3,eps=-1)").ok()) << "a negative epsilon";
+  EXPECT_FALSE(ParseWorkloadSpec("layer_norm(A=2,N=40,P=7)").ok()) << "P does not divide N";
+  EXPECT_FALSE(ParseWorkloadSpec("instance_norm(A=6,N=4,P=4)").ok()) << "P does not divide A";
+  EXPECT_FALSE(ParseWorkloadSpec("layer_norm(A=2,N=4,P=0)").ok()) << "no parameters";
+  EXPECT_EQ(*FormatWorkloadSpec(*ParseWorkloadSpec("layer_norm(A=2,N=40,P=40)")),
+            "layer_norm(A=2,N=40)");
   // A linear constant index is a real coordinate (1/2), not floored to 0.
   EXPECT_EQ(*FormatWorkloadSpec(*ParseWorkloadSpec("rearrange(out=3,linear=1,x0=2[2/4])")),
             "rearrange(out=3,linear=1,x0=2[1/2])");
