@@ -35,6 +35,7 @@ inline const std::vector<Anchor>& KernelAnchors() {
       {"reduce_mean_c512_h7", "reduce_mean(A=512,N=49)"},
       {"reduce_max_channels_c256_h56", "reduce_max(A=1,N=256,B=3136)"},
       {"reduce_l2_rows_512x1024", "reduce_l2(A=512,N=1024)"},
+      {"reduce_prod_rows_4096x16", "reduce_prod(A=4096,N=16)"},
   };
   return anchors;
 }

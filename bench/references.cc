@@ -239,6 +239,9 @@ std::optional<ReferenceRun> RunOneDnn(const v1::Workload& w,
       case v1::REDUCE_OP_SUM_SQUARE:
         alg = algorithm::reduction_norm_lp_power_p_sum, p = 2;
         break;
+      case v1::REDUCE_OP_PROD:
+        alg = algorithm::reduction_mul;
+        break;
       default:
         return std::nullopt;
     }
@@ -266,6 +269,8 @@ std::optional<ReferenceRun> RunOneDnn(const v1::Workload& w,
     const auto& d = w.inputs(0).shape();
     const int64_t a = d[0], n = d[1];
     const bool per_row = w.normalize().per_row(), shift = w.inputs_size() > 2;
+    // oneDNN's parameters cover the whole axis they follow.
+    if (w.inputs(1).shape(0) != (per_row ? a : n)) return std::nullopt;
     const float eps = w.normalize().epsilon();
     normalization_flags flags = normalization_flags::use_scale;
     if (shift) flags = flags | normalization_flags::use_shift;
