@@ -644,7 +644,9 @@ absl::Status AddKernelStep(const Model& model, const TaskExtraction& ex, const T
   const size_t n_inputs = b.original.args.size() - 1;
   for (size_t ai = 0; ai < b.original.args.size(); ++ai) {
     if (ai == n_inputs) {
-      if (oc.nhwc) {
+      // (An output whose NHWC memory is its NCHW memory keeps its own name:
+      // no reader converts it.)
+      if (oc.nhwc && !frontend::SameInNhwc(model.shapes.at(out_value))) {
         args.push_back(layouts->WroteNhwc(out_value));
       } else {
         layouts->WroteNchw(out_value);

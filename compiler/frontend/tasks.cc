@@ -316,6 +316,27 @@ bool SameInNhwc(const std::vector<int64_t>& s) {
   return s4[1] == 1 || s4[2] * s4[3] == 1;
 }
 
+// The [A, N, B] form of a reduction of 4-D `in` into 4-D `out` (keepdims),
+// both read channels-last: its reduced dimensions (1 in `out`, more in
+// `in`) must be neighbours in N, H, W, C order. nullopt when they are not.
+std::optional<Shape> ChannelsLastReduceForm(const Shape& in, const Shape& out) {
+  if (in.size() != 4 || out.size() != 4) return std::nullopt;
+  const Shape x = NhwcShape(in), y = NhwcShape(out);
+  int first = -1, last = -1;
+  for (int d = 0; d < 4; ++d) {
+    if (x[d] == 1 || y[d] != 1) continue;
+    if (first < 0) first = d;
+    last = d;
+  }
+  if (first < 0) return std::nullopt;
+  int64_t a = 1, len = 1, b = 1;
+  for (int d = 0; d < 4; ++d) {
+    if (d >= first && d <= last && x[d] != 1 && y[d] != 1) return std::nullopt;
+    (d < first ? a : d > last ? b : len) *= x[d];
+  }
+  return b > 1 ? Shape{a, len, b} : Shape{a, len};
+}
+
 ExtractOptions ExtractOptionsFor(const ir::Target& target, std::optional<bool> channels_last) {
   ExtractOptions o;
   o.channels_last = channels_last.value_or(!target.is_gpu());
@@ -540,6 +561,13 @@ absl::StatusOr<TaskExtraction> ExtractTasks(const Model& model, const ExtractOpt
       }
       const bool pool_ok =
           cw.op() == v1::OP_KIND_POOL2D && nhwc_values.count(model.nodes[i].inputs[0]) > 0;
+      // A reduction that keeps its dimensions, reading a value written
+      // channels-last, over dimensions that are neighbours there: its
+      // output is then channels-last too.
+      std::optional<Shape> reduce_form;
+      if (cw.op() == v1::OP_KIND_REDUCE && nhwc_values.count(n.inputs[0]) > 0)
+        reduce_form =
+            ChannelsLastReduceForm(model.shapes.at(n.inputs[0]), model.shapes.at(n.outputs[0]));
       // The values the kernel reads at run time: its operands (an
       // elementwise kernel's first inputs) and the program's inputs.
       std::vector<std::string> runtime;
@@ -578,6 +606,9 @@ absl::StatusOr<TaskExtraction> ExtractTasks(const Model& model, const ExtractOpt
               e.mutable_map_inputs(k)->add_shape(d);
           }
         }
+      } else if (reduce_form.has_value()) {
+        *t.mutable_inputs(0) = FloatSpec(*reduce_form);
+        converted = true;
       } else {
         converted = (conv_ok || pool_ok) && ToChannelsLast(&t);
         if (converted && winograd.has_value()) t = *std::move(winograd);

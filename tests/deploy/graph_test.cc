@@ -619,6 +619,35 @@ TEST_F(GraphTest, ReductionsAreKernels) {
                                               "lse_apart/run1", "l2_apart/run1", "ls_apart/run1"}));
 }
 
+// Reductions of a value written channels-last read it so when their
+// reduced dimensions are neighbours in N, H, W, C order and they keep their
+// dimensions: no layout conversion between the convolution and them (the
+// L2 over C and W, apart in NCHW, is two passes from import: over C, then
+// over W of a value whose NHWC memory is its NCHW memory).
+TEST_F(GraphTest, ReductionsReadChannelsLastValues) {
+  BuildOptions nhwc;
+  nhwc.channels_last = true;
+  frontend::ExtractOptions xo;
+  xo.channels_last = true;
+  xo.lanes = 8;
+  Model m = Import("reduce_nhwc");
+  EXPECT_EQ(TaskSpecs(m, v1::OP_KIND_REDUCE, xo),
+            (std::vector<std::string>{"reduce_mean(A=1,N=960,B=16)", "reduce_max(A=960,N=16)",
+                                      "reduce_sum(A=1,N=24,B=640)", "reduce_l2(A=960,N=16)"}));
+  v1::ModelPackage pkg;
+  EXPECT_GE(CheckAgainstReference(m, nhwc, &pkg, dir_->File("reduce_nhwc.onnx")), 6);
+  std::vector<std::string> transposes;
+  for (const auto& st : pkg.steps()) {
+    const std::string name = st.has_kernel() ? st.kernel().nodes(0) : st.node().name();
+    if (absl::EndsWith(name, "/transpose")) transposes.push_back(name);
+  }
+  // Only the model's input to NHWC and its outputs back (max_c's and the
+  // L2's first pass have the same memory in both layouts).
+  EXPECT_EQ(transposes,
+            (std::vector<std::string>{"x@nhwc/transpose", "y/transpose", "sum_h/transpose"}))
+      << absl::StrJoin(transposes, ", ");
+}
+
 // LayerNormalization and InstanceNormalization (one image) are kernels:
 // rows read in slices (40, 960 elements) with and without a bias, per
 // channel, and with a scale that repeats along the row (P=40 of 960).

@@ -238,6 +238,25 @@ save("reduce", reduce, [tensor("x", [1, 4, 24, 40])],
       scalar("eps", 1e-5)],
      opset=13)
 
+# Reductions of a value written channels-last (a 1x1 conv to 16 channels),
+# keeping their dimensions: a squeeze-and-excite mean over H, W scaling the
+# conv's output, a max over channels, a sum over H, and an L2 over C and W
+# (apart in NCHW, neighbours in NHWC, two passes after import).
+reduce_nhwc = [
+    N("Conv", ["x", "w"], ["c"], name="conv"),
+    N("ReduceMean", ["c"], ["se"], axes=[2, 3], name="se_mean"),
+    N("Mul", ["c", "se"], ["scaled"], name="se_mul"),
+    N("Conv", ["scaled", "w2"], ["y"], name="conv2"),
+    N("ReduceMax", ["c"], ["max_c"], axes=[1], name="max_c"),
+    N("ReduceSum", ["c", "h"], ["sum_h"], name="sum_h"),
+    N("ReduceL2", ["c"], ["l2_cw"], axes=[1, 3], name="l2_cw"),
+]
+save("reduce_nhwc", reduce_nhwc, [tensor("x", [1, 4, 24, 40])],
+     [tensor("y", [1, 8, 24, 40]), tensor("max_c", [1, 1, 24, 40]), tensor("sum_h", [1, 16, 1, 40]),
+      tensor("l2_cw", [1, 1, 24, 1])],
+     [init("w", (16, 4, 1, 1)), init("w2", (8, 16, 1, 1)), ints("h", [2])],
+     opset=13)
+
 # Normalizations (opset 17): LayerNormalization over the last axis with a
 # bias, over the last two without one, and with a scale that repeats along
 # the row; InstanceNormalization of one image.
