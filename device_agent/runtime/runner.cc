@@ -139,11 +139,15 @@ struct ThreadPool::Impl {
   std::condition_variable work_cv, done_cv;
   std::atomic<uint64_t> generation{0};  // written under mu
   bool stop = false;
+  // Set under mu once the caller has run out of chunks: a worker that wakes
+  // after it takes no part, so the caller never waits on a worker that has
+  // not started (one another process holds the core from, say).
+  bool closed = false;
   int64_t n = 0, chunk = 1;
   void* closure = nullptr;
   TFParallelBody body = nullptr;
   std::atomic<int64_t> next{0};
-  std::atomic<int> busy{0};
+  std::atomic<int> busy{0};  // workers that joined this generation, not yet done
   std::vector<std::thread> threads;
   ScratchCache scratch;
 
@@ -165,6 +169,8 @@ struct ThreadPool::Impl {
         work_cv.wait(lock, [&] { return stop || generation.load() != seen; });
         if (stop) return;
         seen = generation.load();
+        if (closed) continue;
+        busy.fetch_add(1);
       }
       Work();
       if (busy.fetch_sub(1) == 1) {
@@ -188,11 +194,16 @@ struct ThreadPool::Impl {
       closure = c;
       body = b;
       next.store(0);
-      busy.store(int(threads.size()));
+      busy.store(0);
+      closed = false;
       generation.fetch_add(1);
     }
     work_cv.notify_all();
     Work();
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      closed = true;
+    }
     if (SpinUntil([&] { return busy.load(std::memory_order_acquire) == 0; }, kSpin)) return 0;
     std::unique_lock<std::mutex> lock(mu);
     done_cv.wait(lock, [&] { return busy.load() == 0; });
