@@ -265,6 +265,18 @@ bool PoolAlone(const Model& m, const Node& n, v1::Workload* w) {
   return true;
 }
 
+// GlobalMaxPool as a reduction: the max of each channel of each image,
+// [N*C, H*W...] into [N*C] (the output's memory).
+bool GlobalMaxPoolAlone(const Model& m, const Node& n, v1::Workload* w) {
+  auto s = m.shapes.find(n.inputs[0]);
+  if (s == m.shapes.end() || s->second.size() < 3 || n.outputs.size() != 1) return false;
+  const int64_t rows = s->second[0] * s->second[1];
+  w->set_op(v1::OP_KIND_REDUCE);
+  *w->add_inputs() = FloatSpec({rows, int64_t(Elements(s->second)) / rows});
+  w->mutable_reduce()->set_op(v1::REDUCE_OP_MAX);
+  return true;
+}
+
 double PoolFlops(const Model& m, const Node& n) {
   double k = 1;
   for (int64_t d : n.Ints("kernel_shape")) k *= double(d);
@@ -522,7 +534,10 @@ const std::vector<OpDef>& NnOps() {
        .infer = InferGlobalPool,
        .alone = PoolAlone<v1::POOL_KIND_GLOBAL_AVG>,
        .flops = GlobalPoolFlops},
-      {.name = "GlobalMaxPool", .infer = InferGlobalPool, .flops = GlobalPoolFlops},
+      {.name = "GlobalMaxPool",
+       .infer = InferGlobalPool,
+       .alone = GlobalMaxPoolAlone,
+       .flops = GlobalPoolFlops},
       {.name = "BatchNormalization", .infer = InferBatchNorm, .fusion = FusionRole::kAffine},
       {.name = "InstanceNormalization", .infer = InferInstanceNorm, .alone = InstanceNormAlone},
       {.name = "LayerNormalization",

@@ -191,8 +191,9 @@ save("softmax_old", softmax_old, [tensor("x", [1, 8, 24, 40])], [tensor("p", [1,
 # slices and a padded one), over a strided axis,
 # over neighbouring axes, over everything, with and without keepdims; a
 # decomposed LayerNorm whose variance branch ends in Add eps -> Sqrt; a
-# product; and reductions over axes apart (a reduction per run, the op of
-# the passes after the first where partials combine differently).
+# product; reductions over axes apart (a reduction per run, the op of
+# the passes after the first where partials combine differently); and a
+# GlobalMaxPool, a max over each channel's pixels.
 N = helper.make_node
 reduce = [
     N("Conv", ["x", "w"], ["c"], name="conv"),
@@ -223,6 +224,7 @@ reduce = [
     N("ReduceSumSquare", ["c"], ["ss_apart"], axes=[0, 1, 3], name="ss_apart"),
     N("ReduceLogSumExp", ["c"], ["lse_apart"], axes=[1, 3], name="lse_apart"),
     N("ReduceL2", ["c"], ["l2_apart"], axes=[1, 3], keepdims=0, name="l2_apart"),
+    N("GlobalMaxPool", ["c"], ["gmp"], name="gmp"),
 ]
 save("reduce", reduce, [tensor("x", [1, 4, 24, 40])],
      [tensor("mean_rows", [1, 8, 24, 1]), tensor("sum_hw", [1, 8]), tensor("max_ch", [1, 1, 24, 40]),
@@ -233,7 +235,7 @@ save("reduce", reduce, [tensor("x", [1, 4, 24, 40])],
       tensor("lse_rows", [1, 8, 24]),
       tensor("sum_apart", [1, 1, 24, 1]), tensor("prod_w", [1, 8, 24, 1]),
       tensor("l1_apart", [1, 24]), tensor("ls_apart", [1, 24]), tensor("ss_apart", [1, 1, 24, 1]),
-      tensor("lse_apart", [1, 1, 24, 1]), tensor("l2_apart", [1, 24])],
+      tensor("lse_apart", [1, 1, 24, 1]), tensor("l2_apart", [1, 24]), tensor("gmp", [1, 8, 1, 1])],
      [init("w", (8, 4, 1, 1)), ints("hw", [2, 3]), ints("apart", [1, 3]), scalar("two", 2.0),
       scalar("eps", 1e-5)],
      opset=13)
@@ -241,7 +243,8 @@ save("reduce", reduce, [tensor("x", [1, 4, 24, 40])],
 # Reductions of a value written channels-last (a 1x1 conv to 16 channels),
 # keeping their dimensions: a squeeze-and-excite mean over H, W scaling the
 # conv's output, a max over channels, a sum over H, and an L2 over C and W
-# (apart in NCHW, neighbours in NHWC, two passes after import).
+# (apart in NCHW, neighbours in NHWC, two passes after import), and a
+# GlobalMaxPool.
 reduce_nhwc = [
     N("Conv", ["x", "w"], ["c"], name="conv"),
     N("ReduceMean", ["c"], ["se"], axes=[2, 3], name="se_mean"),
@@ -250,10 +253,11 @@ reduce_nhwc = [
     N("ReduceMax", ["c"], ["max_c"], axes=[1], name="max_c"),
     N("ReduceSum", ["c", "h"], ["sum_h"], name="sum_h"),
     N("ReduceL2", ["c"], ["l2_cw"], axes=[1, 3], name="l2_cw"),
+    N("GlobalMaxPool", ["c"], ["gmp"], name="gmp"),
 ]
 save("reduce_nhwc", reduce_nhwc, [tensor("x", [1, 4, 24, 40])],
      [tensor("y", [1, 8, 24, 40]), tensor("max_c", [1, 1, 24, 40]), tensor("sum_h", [1, 16, 1, 40]),
-      tensor("l2_cw", [1, 1, 24, 1])],
+      tensor("l2_cw", [1, 1, 24, 1]), tensor("gmp", [1, 16, 1, 1])],
      [init("w", (16, 4, 1, 1)), init("w2", (8, 16, 1, 1)), ints("h", [2])],
      opset=13)
 
