@@ -260,10 +260,9 @@ int RunThreads(const Flags& f, int64_t given, const v1::ModelPackage& pkg,
 // never-slower rule: tuned kernels that do not pay inside the model go back
 // to their default schedules, and then a tuned build that does not beat the
 // untuned one as a whole is replaced by it.
-absl::StatusOr<v1::ModelPackage> BuildTunedChecked(const frontend::Model& model,
-                                                   const ir::Target& target,
-                                                   deploy::BuildOptions bo, int threads,
-                                                   bool check) {
+absl::StatusOr<v1::ModelPackage> BuildChecked(const frontend::Model& model,
+                                              const ir::Target& target, deploy::BuildOptions bo,
+                                              int threads, bool check) {
   TF_ASSIGN_OR_RETURN(v1::ModelPackage pkg, deploy::BuildPackage(model, target, bo));
   int tuned_kernels = 0;
   for (const auto& k : pkg.kernels()) tuned_kernels += k.tuned();
@@ -296,18 +295,6 @@ absl::StatusOr<v1::ModelPackage> BuildTunedChecked(const frontend::Model& model,
     return c;
   };
   return deploy::BuildPackage(model, target, bo);
-}
-
-// BuildTunedChecked, and where `check` and more than one thread, the
-// kernels that run faster on one thread inside the model marked serial.
-absl::StatusOr<v1::ModelPackage> BuildChecked(const frontend::Model& model,
-                                              const ir::Target& target, deploy::BuildOptions bo,
-                                              int threads, bool check) {
-  TF_ASSIGN_OR_RETURN(v1::ModelPackage pkg, BuildTunedChecked(model, target, bo, threads, check));
-  if (!check || threads <= 1 || target.is_gpu()) return pkg;
-  TF_ASSIGN_OR_RETURN(std::set<int> serial, deploy::KernelsFasterSerial(pkg, threads));
-  for (int k : serial) pkg.mutable_kernels(k)->set_serial(true);
-  return pkg;
 }
 
 }  // namespace
@@ -440,9 +427,8 @@ int RunBuild(const std::vector<std::string>& args, std::ostream& out, std::ostre
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   out << layout_line;
   for (const auto& k : pkg->kernels()) {
-    out << absl::StrFormat("  %-8s %-60s %s%s\n", k.tuned() ? "tuned" : "default", k.description(),
-                           k.choice(),
-                           k.serial() ? "; one thread (faster so inside the model here)" : "");
+    out << absl::StrFormat("  %-8s %-60s %s\n", k.tuned() ? "tuned" : "default", k.description(),
+                           k.choice());
   }
   return 0;
 }

@@ -132,34 +132,33 @@ bool RunsHere(const ir::Target& target) {
 
 }  // namespace
 
-// The median seconds of every step of `a` and of `b` (two builds with the
-// same steps), run interleaved `runs` times each after a warm-up, at
-// `threads`, on fixed inputs.
-absl::StatusOr<std::pair<std::vector<double>, std::vector<double>>> PairedStepMedians(
-    const v1::ModelPackage& a, const v1::ModelPackage& b, int threads, int runs) {
-  if (a.steps_size() != b.steps_size())
+absl::StatusOr<std::set<std::string>> TunedKernelsNotFasterInModel(const v1::ModelPackage& untuned,
+                                                                   const v1::ModelPackage& tuned,
+                                                                   int threads, int runs,
+                                                                   double margin) {
+  if (untuned.steps_size() != tuned.steps_size())
     return absl::InvalidArgumentError("the two builds have different steps");
   GraphRuntime::Options o;
   o.threads = threads;
   o.profile = true;
-  TF_ASSIGN_OR_RETURN(auto ra, GraphRuntime::Load(a, o));
-  TF_ASSIGN_OR_RETURN(auto rb, GraphRuntime::Load(b, o));
+  TF_ASSIGN_OR_RETURN(auto ru, GraphRuntime::Load(untuned, o));
+  TF_ASSIGN_OR_RETURN(auto rt, GraphRuntime::Load(tuned, o));
   std::map<std::string, std::vector<float>> in;
-  for (const std::string& name : a.inputs()) {
+  for (const std::string& name : untuned.inputs()) {
     int64_t n = 1;
-    for (int64_t d : ra->Shape(name)) n *= d;
+    for (int64_t d : ru->Shape(name)) n *= d;
     std::vector<float>& v = in[name];
     v.resize(size_t(n));
     for (size_t i = 0; i < v.size(); ++i) v[i] = float((i * 7919) % 2001) / 1000.0f - 1.0f;
   }
-  const int steps = a.steps_size();
-  std::vector<std::vector<double>> sa(static_cast<size_t>(steps)), sb(static_cast<size_t>(steps));
+  const int steps = untuned.steps_size();
+  std::vector<std::vector<double>> su(static_cast<size_t>(steps)), st(static_cast<size_t>(steps));
   for (int r = 0; r < runs + 1; ++r) {
     for (int k = 0; k < 2; ++k) {
-      GraphRuntime* g = ((r + k) % 2 == 0 ? ra : rb).get();
+      GraphRuntime* g = ((r + k) % 2 == 0 ? ru : rt).get();
       TF_RETURN_IF_ERROR(g->Run(in, nullptr));
       if (r == 0) continue;  // warm-up
-      auto& dst = g == ra.get() ? sa : sb;
+      auto& dst = g == ru.get() ? su : st;
       for (int s = 0; s < steps; ++s) dst[size_t(s)].push_back(g->StepSeconds()[size_t(s)]);
     }
   }
@@ -167,52 +166,19 @@ absl::StatusOr<std::pair<std::vector<double>, std::vector<double>>> PairedStepMe
     std::sort(v.begin(), v.end());
     return v.empty() ? 0.0 : v[v.size() / 2];
   };
-  std::pair<std::vector<double>, std::vector<double>> out;
-  for (int s = 0; s < steps; ++s) {
-    out.first.push_back(median(sa[size_t(s)]));
-    out.second.push_back(median(sb[size_t(s)]));
-  }
-  return out;
-}
-
-absl::StatusOr<std::set<std::string>> TunedKernelsNotFasterInModel(const v1::ModelPackage& untuned,
-                                                                   const v1::ModelPackage& tuned,
-                                                                   int threads, int runs,
-                                                                   double margin) {
-  TF_ASSIGN_OR_RETURN(auto medians, PairedStepMedians(untuned, tuned, threads, runs));
   std::map<std::string, std::pair<double, double>> by_task;  // key -> (default, tuned)
-  for (int s = 0; s < tuned.steps_size(); ++s) {
+  for (int s = 0; s < steps; ++s) {
     if (!tuned.steps(s).has_kernel()) continue;
     const v1::PackageKernel& k = tuned.kernels(tuned.steps(s).kernel().kernel());
     if (!k.tuned()) continue;
     auto& p = by_task[k.workload_key()];
-    p.first += medians.first[size_t(s)];
-    p.second += medians.second[size_t(s)];
+    p.first += median(su[size_t(s)]);
+    p.second += median(st[size_t(s)]);
   }
   std::set<std::string> slower;
   for (const auto& [key, p] : by_task)
     if (!(p.second < p.first * (1 - margin))) slower.insert(key);
   return slower;
-}
-
-absl::StatusOr<std::set<int>> KernelsFasterSerial(const v1::ModelPackage& pkg, int threads,
-                                                  int runs, double margin) {
-  std::set<int> serial;
-  if (threads <= 1 || pkg.kernels_size() == 0) return serial;
-  v1::ModelPackage parallel = pkg, alone = pkg;
-  for (v1::PackageKernel& k : *parallel.mutable_kernels()) k.set_serial(false);
-  for (v1::PackageKernel& k : *alone.mutable_kernels()) k.set_serial(true);
-  TF_ASSIGN_OR_RETURN(auto medians, PairedStepMedians(parallel, alone, threads, runs));
-  std::map<int, std::pair<double, double>> by_kernel;  // kernel -> (parallel, serial)
-  for (int s = 0; s < pkg.steps_size(); ++s) {
-    if (!pkg.steps(s).has_kernel()) continue;
-    auto& p = by_kernel[pkg.steps(s).kernel().kernel()];
-    p.first += medians.first[size_t(s)];
-    p.second += medians.second[size_t(s)];
-  }
-  for (const auto& [k, p] : by_kernel)
-    if (p.second < p.first * (1 - margin)) serial.insert(k);
-  return serial;
 }
 
 absl::StatusOr<PairedTiming> TimePaired(const v1::ModelPackage& a, const v1::ModelPackage& b,

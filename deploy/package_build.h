@@ -71,15 +71,6 @@ absl::StatusOr<std::set<std::string>> TunedKernelsNotFasterInModel(const v1::Mod
                                                                    int threads, int runs = 15,
                                                                    double margin = 0.02);
 
-// The kernels (indices into pkg.kernels) that run faster on the calling
-// thread alone than at `threads` inside the model: the package and its copy
-// with every kernel serial run interleaved with every step timed, and each
-// kernel's steps summed; serial where that is at least `margin` faster. A
-// step of a few microseconds pays more for handing half its loop to another
-// thread than the thread saves. Empty at one thread.
-absl::StatusOr<std::set<int>> KernelsFasterSerial(const v1::ModelPackage& pkg, int threads,
-                                                  int runs = 15, double margin = 0.05);
-
 // Two builds of one model timed against each other at `threads`: after
 // two warm-up runs each, `runs` back-to-back pairs, the order alternating
 // (drift on a shared machine hits both alike). `inputs` null: the seeded

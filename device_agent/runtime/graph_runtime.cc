@@ -73,9 +73,6 @@ struct GraphRuntime::Impl {
   Options options;
   std::unique_ptr<runner::ThreadPool> own_pool;
   runner::ThreadPool* pool = nullptr;
-  // The calling thread alone, for the kernels the package marks serial.
-  std::unique_ptr<runner::ThreadPool> serial_pool;
-  std::vector<bool> serial;  // per kernel
   std::vector<std::unique_ptr<runner::KernelLibrary>> libs;
   std::unique_ptr<runner::AlignedBuffer> arena;
   std::vector<std::unique_ptr<runner::AlignedBuffer>> owned;
@@ -192,8 +189,6 @@ absl::Status GraphRuntime::Impl::Init() {
       continue;
     }
     const size_t i = libs.size();
-    serial.push_back(k.serial());
-    if (k.serial() && serial_pool == nullptr) serial_pool = std::make_unique<runner::ThreadPool>(1);
     if (!options.library_paths.empty() && i >= options.library_paths.size())
       return Bad(StrCat("kernel ", k.workload_key(), " has no library path"));
     absl::StatusOr<std::unique_ptr<runner::KernelLibrary>> lib =
@@ -339,8 +334,7 @@ absl::Status GraphRuntime::Impl::RunOnHost() {
     if (st.noop) continue;
     auto t0 = std::chrono::steady_clock::now();
     if (st.kernel >= 0) {
-      const runner::ThreadPool& p = serial[size_t(st.kernel)] ? *serial_pool : *pool;
-      if (int32_t rc = libs[size_t(st.kernel)]->Run(st.buffers.data(), p); rc != 0)
+      if (int32_t rc = libs[size_t(st.kernel)]->Run(st.buffers.data(), *pool); rc != 0)
         return absl::InternalError(StrCat("step ", s, ": kernel returned ", rc));
     } else {
       TF_RETURN_IF_ERROR(RunOp(st.args));

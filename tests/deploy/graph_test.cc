@@ -368,33 +368,6 @@ TEST_F(GraphTest, ChannelsLastUpsamplingAndNarrowConvolutions) {
   EXPECT_EQ(transposed_nhwc, 1);
 }
 
-// Kernels marked serial run on the calling thread alone and write what
-// they write at two threads, bit for bit; the build marks none at one
-// thread, and at two only kernels of the package.
-TEST_F(GraphTest, SerialKernelsWriteWhatParallelOnesWrite) {
-  Model m = Import("tiny");
-  absl::StatusOr<v1::ModelPackage> pkg = BuildPackage(m, codegen::HostTarget(), Nchw());
-  ASSERT_TRUE(pkg.ok()) << pkg.status();
-  v1::ModelPackage serial = *pkg;
-  for (v1::PackageKernel& k : *serial.mutable_kernels()) k.set_serial(true);
-  GraphRuntime::Options ro;
-  ro.threads = 2;
-  auto a = GraphRuntime::Load(*pkg, ro), b = GraphRuntime::Load(serial, ro);
-  ASSERT_TRUE(a.ok() && b.ok());
-  Values<float> in = RandomModelInputs(m, 3);
-  std::map<std::string, std::vector<float>> oa, ob;
-  ASSERT_TRUE((*a)->Run(in, &oa).ok());
-  ASSERT_TRUE((*b)->Run(in, &ob).ok());
-  ASSERT_FALSE(oa.empty());
-  EXPECT_EQ(oa, ob);
-  absl::StatusOr<std::set<int>> one = KernelsFasterSerial(*pkg, 1);
-  ASSERT_TRUE(one.ok()) << one.status();
-  EXPECT_TRUE(one->empty());
-  absl::StatusOr<std::set<int>> two = KernelsFasterSerial(*pkg, 2, 3);
-  ASSERT_TRUE(two.ok()) << two.status();
-  for (int k : *two) EXPECT_LT(k, pkg->kernels_size());
-}
-
 // A Reshape's output shares its input's memory in the planned arena (the
 // runtime skips the step); values and outputs still match the reference,
 // on the arena and in separate buffers.
