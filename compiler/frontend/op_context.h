@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,9 +31,25 @@ std::string ShapeText(const Shape& s);
 double Elements(const Shape& s);
 // A float32 workload input of shape `s`.
 v1::TensorSpec FloatSpec(const Shape& s);
+// The runs of neighbouring `reduced` dimensions of `x` of extent > 1
+// (dimensions of extent 1 neither count nor separate), each as its
+// dimensions.
+std::vector<std::vector<int64_t>> ReducedRuns(const Shape& x, const std::vector<bool>& reduced);
+// `x` as [A, N, B] around its one run of reduced dimensions (B dropped when
+// 1): a reduction's workload input. nullopt when there is no run or more
+// than one.
+std::optional<Shape> ReduceRunForm(const Shape& x, const std::vector<bool>& reduced);
 // A shape the importer accepts: dimensions in [0, 2^31], rank <= 8, at most
 // 1e12 elements; the error names `what`.
 absl::Status CheckShape(const Shape& s, const std::string& what);
+
+// Adds a 1-D int64 constant `values` named `name` to the model; returns
+// the name.
+std::string AddIntConstant(Model* m, const std::string& name, const std::vector<int64_t>& values);
+// Whether reduction `op` (ReduceSum, ReduceMean, ...) takes its axes as an
+// input at `opset` (ReduceSum from 13, the others from 18) rather than as an
+// attribute.
+bool ReduceAxesAreAnInput(const std::string& op, int64_t opset);
 
 // Element i of a constant, as a double.
 double ConstValue(const Constant& c, int64_t i);

@@ -38,6 +38,46 @@ v1::TensorSpec FloatSpec(const Shape& s) {
   return t;
 }
 
+std::vector<std::vector<int64_t>> ReducedRuns(const Shape& x, const std::vector<bool>& reduced) {
+  std::vector<std::vector<int64_t>> runs;
+  bool open = false;
+  for (size_t d = 0; d < x.size(); ++d) {
+    if (x[d] == 1) continue;
+    if (!reduced[d]) {
+      open = false;
+      continue;
+    }
+    if (!open) runs.emplace_back();
+    runs.back().push_back(int64_t(d));
+    open = true;
+  }
+  return runs;
+}
+
+std::optional<Shape> ReduceRunForm(const Shape& x, const std::vector<bool>& reduced) {
+  const std::vector<std::vector<int64_t>> runs = ReducedRuns(x, reduced);
+  if (runs.size() != 1) return std::nullopt;
+  const int64_t first = runs[0].front(), last = runs[0].back();
+  int64_t a = 1, len = 1, b = 1;
+  for (size_t d = 0; d < x.size(); ++d)
+    (int64_t(d) < first ? a : int64_t(d) > last ? b : len) *= x[d];
+  return b > 1 ? Shape{a, len, b} : Shape{a, len};
+}
+
+std::string AddIntConstant(Model* m, const std::string& name, const std::vector<int64_t>& values) {
+  Constant c;
+  c.is_int = true;
+  c.shape = {int64_t(values.size())};
+  c.ints = values;
+  m->constants[name] = c;
+  m->shapes[name] = c.shape;
+  return name;
+}
+
+bool ReduceAxesAreAnInput(const std::string& op, int64_t opset) {
+  return opset >= (op == "ReduceSum" ? 13 : 18);
+}
+
 double Elements(const Shape& s) {
   double n = 1;
   for (int64_t d : s) n *= double(d);

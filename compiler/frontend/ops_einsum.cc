@@ -68,14 +68,7 @@ class Expander {
     return StrCat(n_.outputs[0], "/einsum_", what, "_", counter_++);
   }
   std::string IntConstant(const std::vector<int64_t>& v) {
-    const std::string name = Value("const");
-    Constant c;
-    c.is_int = true;
-    c.shape = {int64_t(v.size())};
-    c.ints = v;
-    m_.constants[name] = c;
-    m_.shapes[name] = c.shape;
-    return name;
+    return AddIntConstant(&m_, Value("const"), v);
   }
   Node Make(const std::string& op, std::vector<std::string> inputs, const std::string& out) {
     Node node;
@@ -100,7 +93,7 @@ class Expander {
     const std::string out = Value("sum");
     Node r = Make("ReduceSum", {x}, out);
     r.ints["keepdims"] = {0};
-    if (m_.opset >= 13) {
+    if (ReduceAxesAreAnInput("ReduceSum", m_.opset)) {
       r.inputs.push_back(IntConstant(axes));
     } else {
       r.ints["axes"] = axes;

@@ -619,24 +619,6 @@ std::optional<std::vector<bool>> ReducedAxes(const Model& m, const Node& n, cons
   return reduced;
 }
 
-// The runs of neighbouring reduced axes of extent > 1 (axes of extent 1
-// neither count nor separate), each as its axes.
-std::vector<std::vector<int64_t>> ReducedRuns(const Shape& x, const std::vector<bool>& reduced) {
-  std::vector<std::vector<int64_t>> runs;
-  bool open = false;
-  for (size_t d = 0; d < x.size(); ++d) {
-    if (x[d] == 1) continue;
-    if (!reduced[d]) {
-      open = false;
-      continue;
-    }
-    if (!open) runs.emplace_back();
-    runs.back().push_back(int64_t(d));
-    open = true;
-  }
-  return runs;
-}
-
 // A reduction over axes apart, as one reduction per run of neighbouring
 // axes (each a kernel, ReduceAlone): every run but the last reduced with
 // keepdims, then the node's own axes and keepdims over what is left. The
@@ -656,7 +638,6 @@ absl::StatusOr<std::vector<Node>> ExpandReduce(Model* m, const Node& n) {
   std::string first = n.op, rest = n.op;
   if (n.op == "ReduceL1" || n.op == "ReduceSumSquare") rest = "ReduceSum";
   if (n.op == "ReduceLogSum") first = "ReduceSum";
-  // Axes are an input from opset 13 for ReduceSum, from 18 for the others.
   auto make = [&](const std::string& op, const std::vector<int64_t>& axes, int64_t keep,
                   const std::string& in, const std::string& out, int k) {
     Node r;
@@ -665,15 +646,8 @@ absl::StatusOr<std::vector<Node>> ExpandReduce(Model* m, const Node& n) {
     r.inputs = {in};
     r.outputs = {out};
     r.ints["keepdims"] = {keep};
-    if (m->opset >= (op == "ReduceSum" ? 13 : 18)) {
-      const std::string name = StrCat(out, "/axes");
-      Constant c;
-      c.is_int = true;
-      c.shape = {int64_t(axes.size())};
-      c.ints = axes;
-      m->constants[name] = c;
-      m->shapes[name] = c.shape;
-      r.inputs.push_back(name);
+    if (ReduceAxesAreAnInput(op, m->opset)) {
+      r.inputs.push_back(AddIntConstant(m, StrCat(out, "/axes"), axes));
     } else {
       r.ints["axes"] = axes;
     }
@@ -702,23 +676,12 @@ bool ReduceAlone(const Model& m, const Node& n, v1::Workload* w) {
   auto s = m.shapes.find(n.inputs[0]);
   if (s == m.shapes.end() || s->second.empty() || n.outputs.size() != 1) return false;
   const Shape& x = s->second;
-  std::optional<std::vector<bool>> r = ReducedAxes(m, n, x);
-  if (!r) return false;
-  const std::vector<bool>& reduced = *r;
-  int first = -1, last = -1;
-  for (size_t d = 0; d < x.size(); ++d) {
-    if (!reduced[d] || x[d] == 1) continue;
-    if (first < 0) first = int(d);
-    last = int(d);
-  }
-  if (first < 0) return false;
-  int64_t a = 1, len = 1, b = 1;
-  for (size_t d = 0; d < x.size(); ++d) {
-    if (int(d) >= first && int(d) <= last && !reduced[d] && x[d] != 1) return false;
-    (int(d) < first ? a : int(d) > last ? b : len) *= x[d];
-  }
+  std::optional<std::vector<bool>> reduced = ReducedAxes(m, n, x);
+  if (!reduced) return false;
+  std::optional<Shape> form = ReduceRunForm(x, *reduced);
+  if (!form) return false;
   w->set_op(v1::OP_KIND_REDUCE);
-  *w->add_inputs() = FloatSpec(b > 1 ? Shape{a, len, b} : Shape{a, len});
+  *w->add_inputs() = FloatSpec(*form);
   w->mutable_reduce()->set_op(kOp);
   return true;
 }

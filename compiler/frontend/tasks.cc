@@ -322,19 +322,9 @@ bool SameInNhwc(const std::vector<int64_t>& s) {
 std::optional<Shape> ChannelsLastReduceForm(const Shape& in, const Shape& out) {
   if (in.size() != 4 || out.size() != 4) return std::nullopt;
   const Shape x = NhwcShape(in), y = NhwcShape(out);
-  int first = -1, last = -1;
-  for (int d = 0; d < 4; ++d) {
-    if (x[d] == 1 || y[d] != 1) continue;
-    if (first < 0) first = d;
-    last = d;
-  }
-  if (first < 0) return std::nullopt;
-  int64_t a = 1, len = 1, b = 1;
-  for (int d = 0; d < 4; ++d) {
-    if (d >= first && d <= last && x[d] != 1 && y[d] != 1) return std::nullopt;
-    (d < first ? a : d > last ? b : len) *= x[d];
-  }
-  return b > 1 ? Shape{a, len, b} : Shape{a, len};
+  std::vector<bool> reduced(4);
+  for (size_t d = 0; d < 4; ++d) reduced[d] = y[d] == 1;
+  return ReduceRunForm(x, reduced);
 }
 
 ExtractOptions ExtractOptionsFor(const ir::Target& target, std::optional<bool> channels_last) {
