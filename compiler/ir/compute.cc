@@ -1005,6 +1005,12 @@ absl::StatusOr<ComputeDAG> BuildComputeDAG(const v1::Workload& workload) {
   return b.Finish(b.AddStage("epilogue", axes, {}, ReduceKind::kNone, v, true));
 }
 
+double ReduceIdentity(ReduceKind kind) {
+  return kind == ReduceKind::kProd  ? 1.0
+         : kind == ReduceKind::kMax ? -std::numeric_limits<double>::infinity()
+                                    : 0.0;
+}
+
 std::string ToString(const ComputeDAG& dag) {
   std::vector<std::string> names = dag.TensorNames();
   std::string out;

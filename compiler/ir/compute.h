@@ -48,6 +48,9 @@ struct IterVar {
 
 enum class ReduceKind { kNone, kSum, kMax, kProd };
 
+// The value a reduction of `kind` starts from: 0, -inf or 1.
+double ReduceIdentity(ReduceKind kind);
+
 struct Stage {
   std::string name;
   int output = -1;            // tensor id

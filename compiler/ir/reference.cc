@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -210,9 +209,7 @@ class Interpreter : public ExprFunctor<Value()> {
         out[flat] = Eval(s.body).f;
         continue;
       }
-      double acc = s.reduce == ReduceKind::kSum    ? 0.0
-                   : s.reduce == ReduceKind::kProd ? 1.0
-                                                   : -std::numeric_limits<double>::infinity();
+      double acc = ReduceIdentity(s.reduce);
       Reduce(s, 0, &acc);
       out[flat] = acc;
     }

@@ -1,5 +1,4 @@
 #include <algorithm>
-#include <limits>
 #include <numeric>
 #include <set>
 
@@ -495,10 +494,7 @@ class Lowerer {
                   : s.reduce == ReduceKind::kProd ? cur * value
                                                   : Max(cur, value);
       inner = IfThen(all_guards, Store(s.output, out_idx, next));
-      Expr init_value = s.reduce == ReduceKind::kSum ? FloatImm(0)
-                        : s.reduce == ReduceKind::kProd
-                            ? FloatImm(1)
-                            : FloatImm(-std::numeric_limits<double>::infinity());
+      Expr init_value = FloatImm(ReduceIdentity(s.reduce));
       // The initialisation can sit just outside the reduction loops when every
       // reduction loop is inside every spatial loop; otherwise it gets its own nest.
       int last_spatial = -1;
