@@ -198,6 +198,21 @@ BuildOptions Nchw() {
   return o;
 }
 
+// Builds channels-last, whatever the target's default.
+BuildOptions Nhwc() {
+  BuildOptions o;
+  o.channels_last = true;
+  return o;
+}
+
+// Task extraction channels-last with 8-lane channel vectors (AVX2's).
+frontend::ExtractOptions ChannelsLast8() {
+  frontend::ExtractOptions o;
+  o.channels_last = true;
+  o.lanes = 8;
+  return o;
+}
+
 TEST_F(GraphTest, ResNet18MatchesTheFloat64Reference) {
   Model m = Import("resnet18");
   v1::ModelPackage pkg;
@@ -239,8 +254,7 @@ TEST_F(GraphTest, YoloShapedNetworkMatchesTheFloat64Reference) {
 // and around the downsampling of the NCHW stages). Every value against the float64 interpreter
 // (channels-last ones permuted), outputs against ONNX Runtime.
 TEST_F(GraphTest, ChannelsLastBuildsMatch) {
-  BuildOptions nhwc;
-  nhwc.channels_last = true;
+  const BuildOptions nhwc = Nhwc();
   frontend::ExtractOptions xo;
   xo.channels_last = true;
   const std::vector<std::string> specs = TaskSpecs(Import("resnet18"), v1::OP_KIND_UNSPECIFIED, xo);
@@ -344,11 +358,8 @@ TEST_F(GraphTest, ChannelsLastBuildsMatch) {
 // output, stays NCHW. Every value against the interpreter, outputs against
 // ONNX Runtime.
 TEST_F(GraphTest, ChannelsLastUpsamplingAndNarrowConvolutions) {
-  BuildOptions nhwc;
-  nhwc.channels_last = true;
-  frontend::ExtractOptions xo;
-  xo.channels_last = true;
-  xo.lanes = 8;
+  const BuildOptions nhwc = Nhwc();
+  const frontend::ExtractOptions xo = ChannelsLast8();
   const std::vector<std::string> specs =
       TaskSpecs(Import("upsample_nhwc"), v1::OP_KIND_UNSPECIFIED, xo);
   const std::string all = absl::StrJoin(specs, "; ");
@@ -626,11 +637,8 @@ TEST_F(GraphTest, ReductionsAreKernels) {
 // L2 over C and W, apart in NCHW, is two passes from import: over C, then
 // over W of a value whose NHWC memory is its NCHW memory).
 TEST_F(GraphTest, ReductionsReadChannelsLastValues) {
-  BuildOptions nhwc;
-  nhwc.channels_last = true;
-  frontend::ExtractOptions xo;
-  xo.channels_last = true;
-  xo.lanes = 8;
+  const BuildOptions nhwc = Nhwc();
+  const frontend::ExtractOptions xo = ChannelsLast8();
   Model m = Import("reduce_nhwc");
   EXPECT_EQ(TaskSpecs(m, v1::OP_KIND_REDUCE, xo),
             (std::vector<std::string>{"reduce_mean(A=1,N=960,B=16)", "reduce_max(A=960,N=16)",
