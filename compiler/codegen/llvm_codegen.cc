@@ -38,6 +38,14 @@ using ir::Op;
 using ir::ScalarType;
 using ir::StmtKind;
 
+// A parallel loop that stores fewer elements than this runs on the calling
+// thread: handing it to the pool costs more than it saves. Measured on
+// Silero VAD at 2 threads on a 2-core Zen 5 VM, in the model: a 387-element
+// pow 0.6 us split against 0.05 on one thread, 12k-49k-MAC convolutions
+// 1.1-1.7 us against 0.6-1.2, the whole model 0.023 -> 0.019 ms; from
+// 262,144 on, a 198k-MAC convolution lost its split (0.019 -> 0.027 ms).
+constexpr int64_t kMinParallelStores = 16384;
+
 // Field indices of TFRuntime as an LLVM struct.
 enum RuntimeField { kAbi = 0, kThreads, kParallelFor, kCtx, kAlloc, kFree };
 
@@ -47,7 +55,12 @@ class CodeGen : public ir::ExprFunctor<llvm::Value*()>, public ir::StmtFunctor<v
 
  public:
   CodeGen(llvm::LLVMContext& ctx, llvm::Module& mod, const ir::ComputeDAG& dag)
-      : ctx_(ctx), mod_(mod), b_(ctx), dag_(dag), buffers_(dag.tensors.size(), nullptr) {
+      : ctx_(ctx),
+        mod_(mod),
+        b_(ctx),
+        dag_(dag),
+        buffers_(dag.tensors.size(), nullptr),
+        on_stack_(dag.tensors.size(), false) {
     for (const ir::TensorDecl& t : dag.tensors) shapes_.push_back(t.shape);
     ptr_ = llvm::PointerType::getUnqual(ctx);
     i64_ = llvm::Type::getInt64Ty(ctx);
@@ -301,6 +314,26 @@ class CodeGen : public ir::ExprFunctor<llvm::Value*()>, public ir::StmtFunctor<v
                     : b_.CreateGEP(f32_, buffers_[tensor], index);
   }
 
+  // The address of a masked vector access of `tensor` starting at element
+  // `flat` (vectorized variable at the chunk base): element 0 where the
+  // whole vector starts past the tensor's end, so every lane is masked off
+  // there. A masked-off lane on an unmapped page is not read, but the core
+  // pays an assist for it on every access: a tile whose last channel
+  // blocks lay past a 264 KB weight (malloc maps such buffers alone, so
+  // what follows is unmapped) ran 10-30x slower, depending on where the
+  // allocator had put the weight.
+  llvm::Value* MaskedAddress(int tensor, const ir::Expr& flat) {
+    int64_t total = 1;
+    for (int64_t d : shapes_[tensor]) total *= d;
+    const ExprNode* saved = vec_var_;
+    vec_var_ = nullptr;
+    llvm::Value* index = GenExpr(flat);
+    vec_var_ = saved;
+    llvm::Value* past = b_.CreateICmpSGE(index, llvm::ConstantInt::get(index->getType(), total));
+    index = b_.CreateSelect(past, llvm::ConstantInt::get(index->getType(), 0), index);
+    return b_.CreateGEP(f32_, buffers_[tensor], index);
+  }
+
   // Stride 2-4 (strided convolutions): one wide masked load of the span at
   // `addr`, then every coeff-th element; elements between lanes are not
   // read. Lanes whose mask bit is off get `fill` (a scalar), or are undefined
@@ -336,13 +369,17 @@ class CodeGen : public ir::ExprFunctor<llvm::Value*()>, public ir::StmtFunctor<v
     llvm::Value* mask = mask_ ? mask_ : AllTrue();
     int64_t coeff = 0;
     if (LinearCoeff(flat, vec_var_, &coeff) && coeff == 1) {
-      // Unmasked accesses stay plain loads, which SROA can keep in registers.
-      if (mask_ == nullptr)
+      // Unmasked accesses stay plain loads, which SROA can keep in registers;
+      // so do guarded ones of a stack tile (in bounds whatever the guard: it
+      // keeps lanes out of the output, not out of the tile).
+      if (mask_ == nullptr || on_stack_[size_t(n.tensor)])
         return b_.CreateAlignedLoad(vty, ScalarAddress(n.tensor, flat), llvm::Align(4));
-      return b_.CreateMaskedLoad(vty, ScalarAddress(n.tensor, flat), llvm::Align(4), mask);
+      return b_.CreateMaskedLoad(vty, MaskedAddress(n.tensor, flat), llvm::Align(4), mask);
     }
     if (coeff >= 2 && coeff <= 4)
-      return StridedMaskedLoad(ScalarAddress(n.tensor, flat), int(coeff), mask, nullptr);
+      return StridedMaskedLoad(
+          mask_ ? MaskedAddress(n.tensor, flat) : ScalarAddress(n.tensor, flat), int(coeff), mask,
+          nullptr);
     llvm::Value* ptrs = b_.CreateInBoundsGEP(f32_, buffers_[n.tensor], Widen(GenExpr(flat)));
     return b_.CreateMaskedGather(vty, ptrs, llvm::Align(4), mask);
   }
@@ -483,8 +520,16 @@ class CodeGen : public ir::ExprFunctor<llvm::Value*()>, public ir::StmtFunctor<v
     if (LinearCoeff(flat, vec_var_, &coeff) && coeff == 1) {
       if (mask_ == nullptr) {
         b_.CreateAlignedStore(v, ScalarAddress(s.tensor, flat), llvm::Align(4));
+      } else if (on_stack_[size_t(s.tensor)]) {
+        // A guarded store to a stack tile: the lanes the guard leaves off keep
+        // their value, through a blend and a plain store. A masked store
+        // would keep the tile in memory: an accumulator tile over 258
+        // channels (16-lane blocks, the last guarded) ran 4-7x slower so.
+        llvm::Value* addr = ScalarAddress(s.tensor, flat);
+        llvm::Value* old = b_.CreateAlignedLoad(v->getType(), addr, llvm::Align(4));
+        b_.CreateAlignedStore(b_.CreateSelect(mask, v, old), addr, llvm::Align(4));
       } else {
-        b_.CreateMaskedStore(v, ScalarAddress(s.tensor, flat), llvm::Align(4), mask);
+        b_.CreateMaskedStore(v, MaskedAddress(s.tensor, flat), llvm::Align(4), mask);
       }
       return;
     }
@@ -762,10 +807,11 @@ class CodeGen : public ir::ExprFunctor<llvm::Value*()>, public ir::StmtFunctor<v
 
   // One method per statement kind (ir::StmtFunctor).
   void VisitFor(const ir::Stmt& s) override {
-    if (s->for_kind == ir::ForKind::kParallel && in_parallel_ == 0 && s->extent > 1) {
+    if (s->for_kind == ir::ForKind::kParallel && in_parallel_ == 0 && s->extent > 1 &&
+        ir::StoreCount(s) >= kMinParallelStores) {
       GenParallel(*s);
-    } else if (s->for_kind == ir::ForKind::kVectorized && vec_var_ == nullptr &&
-               s->extent > 1 && !HasLoop(s->body[0])) {
+    } else if (s->for_kind == ir::ForKind::kVectorized && vec_var_ == nullptr && s->extent > 1 &&
+               !HasLoop(s->body[0])) {
       GenVectorLoop(*s);
     } else {
       ir::ForKind kind =
@@ -822,7 +868,9 @@ class CodeGen : public ir::ExprFunctor<llvm::Value*()>, public ir::StmtFunctor<v
       llvm::AllocaInst* a = entry.CreateAlloca(f32_, llvm::ConstantInt::get(i64_, elements));
       a->setAlignment(llvm::Align(64));
       buffers_[s->tensor] = a;
+      on_stack_[size_t(s->tensor)] = true;
       GenStmt(s->body[0]);
+      on_stack_[size_t(s->tensor)] = false;
       buffers_[s->tensor] = nullptr;
       shapes_[s->tensor] = saved_shape;
       return;
@@ -851,6 +899,9 @@ class CodeGen : public ir::ExprFunctor<llvm::Value*()>, public ir::StmtFunctor<v
   llvm::IRBuilder<> b_;
   const ir::ComputeDAG& dag_;
   std::vector<llvm::Value*> buffers_;
+  // Tensors that are a stack array while their Allocate runs (an
+  // accumulator tile): every index a loop reaches lies inside it.
+  std::vector<bool> on_stack_;
   std::vector<std::vector<int64_t>> shapes_;  // the allocation's shape where it is a region
   std::vector<std::pair<const ExprNode*, llvm::Value*>> vars_;
   llvm::Value* rt_ = nullptr;

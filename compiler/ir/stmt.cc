@@ -147,6 +147,23 @@ void Print(const Stmt& s, const std::vector<std::string>* names, int indent, std
 }
 }  // namespace
 
+int64_t StoreCount(const Stmt& s) {
+  if (s == nullptr) return 0;
+  switch (s->kind) {
+    case StmtKind::kStore:
+      return 1;
+    case StmtKind::kBarrier:
+      return 0;
+    case StmtKind::kFor:
+      return s->extent * StoreCount(s->body[0]);
+    default: {
+      int64_t n = 0;
+      for (const Stmt& b : s->body) n += StoreCount(b);
+      return n;
+    }
+  }
+}
+
 std::string ToString(const Stmt& s, const std::vector<std::string>* names) {
   std::string out;
   Print(s, names, 0, &out);

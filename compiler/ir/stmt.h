@@ -74,4 +74,9 @@ Stmt Barrier();
 
 std::string ToString(const Stmt& s, const std::vector<std::string>* tensor_names = nullptr);
 
+// How many element stores `s` executes: loop extents times the stores they
+// hold, each vector lane one element, every guarded store counted (an
+// upper bound). A kernel's work in the units a parallel loop splits.
+int64_t StoreCount(const Stmt& s);
+
 }  // namespace tunefarm::ir

@@ -115,6 +115,54 @@ TEST(Codegen, VectorizedLoopsBecomeVectorCode) {
   EXPECT_TRUE(absl::StrContains(art->llvm_ir, "<4 x float>")) << art->llvm_ir;
 }
 
+// A parallel loop hands its iterations to the runtime's pool only when it
+// stores enough elements to pay for the hand-off (both loops below are
+// parallel in the lowered program).
+TEST(Codegen, LittleWorkStaysOnTheCallingThread) {
+  const std::string t = "llvm -mtriple=x86_64-linux-gnu -mcpu=skylake-avx512 -num-cores=2";
+  codegen::CpuCompileOptions o;
+  o.keep_llvm_ir = true;
+  o.optimize = false;
+  o.link = false;
+  for (const auto& [spec, split] : std::vector<std::pair<std::string, bool>>{
+           {"relu(N=1,C=1,H=129,W=3)", false},
+           {"conv2d_nchw(N=1,C=64,H=1,W=2,K=64,R=1,S=3,stride_w=2,pad_left=1,pad_right=1)", false},
+           {"relu(N=1,C=16,H=32,W=32)", true},
+           {"conv2d_nchw(N=1,C=16,H=16,W=16,K=32,R=3,S=3,pad=1)", true}}) {
+    Built b = Build(spec, t);
+    ASSERT_TRUE(absl::StrContains(ir::ToString(b.program), "parallel ")) << spec;
+    EXPECT_EQ(ir::StoreCount(b.program) >= 16384, split) << spec;
+    auto art = codegen::CompileCpu(b.dag, b.program, *ir::Target::Parse(t), o);
+    ASSERT_TRUE(art.ok()) << art.status();
+    EXPECT_EQ(absl::StrContains(art->llvm_ir, "@tf_par_0("), split) << spec << "\n" << art->llvm_ir;
+  }
+}
+
+// A guard on the lanes of an accumulator tile (258 output channels in
+// 16-lane blocks, the last blocks partly or wholly past the end) keeps lanes
+// out of the output, not out of the tile: after O3 the tile is registers
+// (no masked store, no stack array left), and a masked access whose vector
+// starts past its tensor's end is pointed at element 0.
+TEST(Codegen, GuardedTilesStayInRegisters) {
+  const std::string t = "llvm -mtriple=x86_64-linux-gnu -mcpu=znver5 -num-cores=1";
+  Built b = Build("conv2d_nchw(N=1,C=1,H=1,W=576,K=258,R=1,S=256,stride_w=128)", t);
+  ASSERT_TRUE(absl::StrContains(ir::ToString(b.program), "< 258)")) << ir::ToString(b.program);
+  codegen::CpuCompileOptions o;
+  o.keep_llvm_ir = true;
+  o.link = false;
+  auto art = codegen::CompileCpu(b.dag, b.program, *ir::Target::Parse(t), o);
+  ASSERT_TRUE(art.ok()) << art.status();
+  EXPECT_FALSE(absl::StrContains(art->llvm_ir, "@llvm.masked.store")) << art->llvm_ir;
+  EXPECT_FALSE(absl::StrContains(art->llvm_ir, "alloca float")) << art->llvm_ir;
+  EXPECT_TRUE(absl::StrContains(art->llvm_ir, "@llvm.masked.load.v16f32")) << art->llvm_ir;
+  o.optimize = false;
+  art = codegen::CompileCpu(b.dag, b.program, *ir::Target::Parse(t), o);
+  ASSERT_TRUE(art.ok()) << art.status();
+  // The packed weight holds 17 blocks of 16 x 256: 69632 elements.
+  EXPECT_TRUE(absl::StrContains(art->llvm_ir, "icmp sge i64")) << art->llvm_ir;
+  EXPECT_TRUE(absl::StrContains(art->llvm_ir, ", 69632")) << art->llvm_ir;
+}
+
 TEST(Codegen, CrossCompilesForAarch64) {
   for (const char* cpu : {"cortex-a78", "carmel", "neoverse-n1"}) {
     std::string spec = std::string("llvm -mtriple=aarch64-linux-gnu -mcpu=") + cpu;
