@@ -30,9 +30,11 @@ TEST(ThreadPool, ParallelForRunsEveryIndexOnce) {
 
 // Loops back to back (workers still spinning from the last one) and after
 // pauses long enough for them to sleep: every index of every loop once, the
-// caller never returning before a loop is done, no loop lost.
+// caller never returning before a loop is done, no loop lost; with more
+// threads than cores (8 on 2), blocks of workers not yet scheduled are
+// run by the others.
 TEST(ThreadPool, BackToBackAndAfterSleepEveryLoopCompletes) {
-  for (int threads : {2, 3}) {
+  for (int threads : {2, 3, 8}) {
     ThreadPool pool(threads);
     const TFRuntime* rt = pool.runtime();
     struct Loop {
