@@ -246,7 +246,7 @@ ConvTile PickConvTile(const ComputeDAG& dag, const Target& target) {
     if (w % cols != 0 && cols != std::min<int64_t>(w, 16)) continue;
     for (int64_t blocks = 1; blocks <= std::min<int64_t>(k_blocks, 4); ++blocks) {
       if (k_blocks % blocks != 0) continue;
-      if (shallow && blocks > 2) continue;
+      if (shallow && blocks > 2 && w >= 8) continue;
       int64_t acc = cols * blocks;
       if (acc > budget) continue;
       // More accumulators first; then fewer loads per FMA.
@@ -369,11 +369,14 @@ bool PrefersRowConv(const ComputeDAG& dag, const Target& target) {
   const int conv = ConvStage(dag);
   if (conv < 0) return false;
   const Stage& s = dag.stages[conv];
-  const int64_t lanes = target.float_lanes(), k = s.axes[1].extent;
+  const int64_t lanes = target.float_lanes(), k = s.axes[1].extent, w = s.axes[3].extent;
   // Output channels in whole vectors, or the channel-vector schedule runs
   // every block guarded: YOLOv5s's 255-channel heads ran at 4 GFLOP/s
-  // (1 thread, AVX2) and at 41-57 along rows.
-  if (k % lanes != 0) return true;
+  // (1 thread, AVX2) and at 41-57 along rows. Unless a row fills under half
+  // a vector: Silero VAD's STFT as a convolution (258 channels, rows of 3,
+  // a 256-deep reduction) ran at 27 GFLOP/s along rows (1 thread,
+  // AVX-512) and at 80-90 over guarded channel vectors.
+  if (k % lanes != 0) return 2 * w >= lanes || k < lanes;
   int64_t depth = 1;
   for (const IterVar& r : s.reduce_axes) depth *= r.extent;
   const int64_t channels = s.reduce_axes[0].extent;
