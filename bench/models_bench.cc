@@ -75,18 +75,39 @@ struct ModelSpec {
 
 }  // namespace
 
-// Where the tuned build's time goes at `threads`: every step timed over 5
-// profiled runs after one that is not counted (a first run's page faults
-// would otherwise weigh on a model of microseconds).
+// How many timed runs a model gets at `threads`: `repeat`, or as many as
+// fill about a quarter of a second where that is more. Twenty runs of a
+// model of microseconds end before its caches, its worker threads and the
+// core's clock settle: Silero VAD's medians over 20 paired runs at 2
+// threads were 0.028-0.05 ms, over 2,000 0.020.
+absl::StatusOr<int> RunsFor(const v1::ModelPackage& pkg, int threads, int repeat,
+                            const std::map<std::string, std::vector<float>>& in) {
+  runner::GraphRuntime::Options o;
+  o.threads = threads;
+  TF_ASSIGN_OR_RETURN(std::unique_ptr<runner::GraphRuntime> rt, runner::GraphRuntime::Load(pkg, o));
+  double fastest = INFINITY;
+  for (int r = 0; r < 3; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    TF_RETURN_IF_ERROR(rt->Run(in, nullptr));
+    fastest = std::min(
+        fastest, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  return std::max(repeat, int(std::min(50000.0, std::ceil(0.25 / std::max(fastest, 1e-7)))));
+}
+
+// Where the tuned build's time goes at `threads`: every step timed over
+// `runs` profiled runs after one that is not counted (a first run's page
+// faults would otherwise weigh on a model of microseconds).
 absl::StatusOr<runner::TimeShares> ProfiledShares(
-    const v1::ModelPackage& pkg, int threads, const std::map<std::string, std::vector<float>>& in) {
+    const v1::ModelPackage& pkg, int threads, int runs,
+    const std::map<std::string, std::vector<float>>& in) {
   runner::GraphRuntime::Options o;
   o.threads = threads;
   o.profile = true;
   TF_ASSIGN_OR_RETURN(std::unique_ptr<runner::GraphRuntime> rt, runner::GraphRuntime::Load(pkg, o));
   std::vector<double> sum;
   TF_RETURN_IF_ERROR(rt->Run(in, nullptr));
-  for (int r = 0; r < 5; ++r) {
+  for (int r = 0; r < runs; ++r) {
     TF_RETURN_IF_ERROR(rt->Run(in, nullptr));
     const std::vector<double>& sec = rt->StepSeconds();
     sum.resize(sec.size(), 0);
@@ -392,7 +413,8 @@ int RunModelsBench(const std::vector<std::string>& args) {
         failures = true;
         continue;
       }
-      auto times = deploy::TimePaired(*untuned, *tuned, th, repeat, &in);
+      const int runs = RunsFor(*untuned, th, repeat, in).value_or(repeat);
+      auto times = deploy::TimePaired(*untuned, *tuned, th, runs, &in);
       if (!times.ok()) {
         std::printf("%-20s %3d timing failed: %s\n", spec.name.c_str(), th,
                     std::string(times.status().message()).c_str());
@@ -401,9 +423,9 @@ int RunModelsBench(const std::vector<std::string>& args) {
       }
       const double u = times->a_seconds, t = times->b_seconds;
       double ort = 0;
-      if (auto o = TimeOrt(spec.path, th, repeat, input_flags, ""); o.ok()) ort = *o;
+      if (auto o = TimeOrt(spec.path, th, runs, input_flags, ""); o.ok()) ort = *o;
       runner::TimeShares shares;
-      if (auto p = ProfiledShares(*tuned, th, in); p.ok()) shares = *p;
+      if (auto p = ProfiledShares(*tuned, th, std::max(5, runs / 4), in); p.ok()) shares = *p;
       const double all = std::max(shares.total(), 1e-12);
       auto layout_of = [](const v1::ModelPackage& p) {
         return p.layout().empty() ? std::string("NCHW") : p.layout();

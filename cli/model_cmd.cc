@@ -86,7 +86,7 @@ Runs a built model on this machine. Inputs come from .npy files (float32 or
 float64, C order); inputs not given are filled with seeded uniform random
 values in [-1, 1). Prints each output's shape and statistics; --output-dir
 writes OUTPUT.npy files; --repeat N runs N more times and prints the median
-latency; --profile prints the time of every step (its mean over the
+latency; --profile prints the time of every step (its median over the
 repeated runs).
 
 With --device-key the package goes through the server to a connected agent
@@ -489,17 +489,24 @@ int RunModel(const std::vector<std::string>& args, std::ostream& out, std::ostre
     return Fail(err, 1, std::string(s.message()));
   const double first = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::vector<double> lat;
-  // --profile: each step's mean over the timed runs (the first run alone when there are none).
+  // --profile: each step's median over the timed runs (the first run alone
+  // when there are none); a mean would carry the rare run where a worker
+  // thread was descheduled.
   std::vector<double> step_sec = (*rt)->StepSeconds();
-  if (repeat > 0) step_sec.assign(step_sec.size(), 0.0);
+  std::vector<std::vector<double>> step_runs(step_sec.size());
   for (int64_t r = 0; r < repeat; ++r) {
     auto t = std::chrono::steady_clock::now();
     if (absl::Status s = (*rt)->Run(inputs, nullptr); !s.ok())
       return Fail(err, 1, std::string(s.message()));
     lat.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count());
     const std::vector<double>& sec = (*rt)->StepSeconds();
-    for (size_t s = 0; s < sec.size() && s < step_sec.size(); ++s)
-      step_sec[s] += sec[s] / double(repeat);
+    for (size_t s = 0; s < sec.size() && s < step_runs.size(); ++s) step_runs[s].push_back(sec[s]);
+  }
+  for (size_t s = 0; s < step_runs.size(); ++s) {
+    std::vector<double>& v = step_runs[s];
+    if (v.empty()) continue;
+    std::nth_element(v.begin(), v.begin() + ptrdiff_t(v.size() / 2), v.end());
+    step_sec[s] = v[v.size() / 2];
   }
   std::vector<ModelOutput> outs;
   for (const std::string& name : pkg->outputs())
