@@ -451,7 +451,7 @@ class CodeGen : public ir::ExprFunctor<llvm::Value*()>, public ir::StmtFunctor<v
     if (coeff != 1 && ir::Mentions(n.args[2], vec_var_)) return nullptr;
     // Lane 0's element may lie outside the buffer (left padding); only the
     // selected lanes are dereferenced.
-    llvm::Value* addr = ScalarAddress(load->tensor, flat, /*inbounds=*/false);
+    llvm::Value* addr = MaskedAddress(load->tensor, flat);
     llvm::Value* fill = GenExpr(n.args[2]);
     auto* vty = llvm::VectorType::get(f32_, lanes_, false);
     auto masked = [&]() -> llvm::Value* {
