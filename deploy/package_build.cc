@@ -134,7 +134,7 @@ bool RunsHere(const ir::Target& target) {
 
 namespace {
 
-// Runs a and b once each after their warm-up, and returns `runs`, or the
+// Times one run of a and one of b (warm or not), and returns `runs`, or the
 // count of pairs that fills kMinPairedSeconds where that is more: a model
 // of microseconds timed 15 times ends before its caches, the pool's workers
 // and the core's clock settle (Silero VAD at 2 threads: medians of 0.028-

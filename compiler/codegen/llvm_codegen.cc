@@ -13,6 +13,7 @@
 #include "compiler/codegen/llvm_ops.h"
 #include "compiler/codegen/llvm_target.h"
 #include "compiler/ir/functor.h"
+#include "compiler/ir/simplify.h"
 #include "llvm/Analysis/CGSCCPassManager.h"
 #include "llvm/Analysis/LoopAnalysisManager.h"
 #include "llvm/IR/DiagnosticInfo.h"
@@ -370,9 +371,9 @@ class CodeGen : public ir::ExprFunctor<llvm::Value*()>, public ir::StmtFunctor<v
     int64_t coeff = 0;
     if (LinearCoeff(flat, vec_var_, &coeff) && coeff == 1) {
       // Unmasked accesses stay plain loads, which SROA can keep in registers;
-      // so do guarded ones of a stack tile (in bounds whatever the guard: it
-      // keeps lanes out of the output, not out of the tile).
-      if (mask_ == nullptr || on_stack_[size_t(n.tensor)])
+      // so do guarded ones of a stack tile that the loops keep inside it
+      // (the guard keeps lanes out of the output, not out of the tile).
+      if (mask_ == nullptr || (on_stack_[size_t(n.tensor)] && AlwaysInside(n.tensor, flat)))
         return b_.CreateAlignedLoad(vty, ScalarAddress(n.tensor, flat), llvm::Align(4));
       return b_.CreateMaskedLoad(vty, MaskedAddress(n.tensor, flat), llvm::Align(4), mask);
     }
@@ -520,11 +521,12 @@ class CodeGen : public ir::ExprFunctor<llvm::Value*()>, public ir::StmtFunctor<v
     if (LinearCoeff(flat, vec_var_, &coeff) && coeff == 1) {
       if (mask_ == nullptr) {
         b_.CreateAlignedStore(v, ScalarAddress(s.tensor, flat), llvm::Align(4));
-      } else if (on_stack_[size_t(s.tensor)]) {
-        // A guarded store to a stack tile: the lanes the guard leaves off keep
-        // their value, through a blend and a plain store. A masked store
-        // would keep the tile in memory: an accumulator tile over 258
-        // channels (16-lane blocks, the last guarded) ran 4-7x slower so.
+      } else if (on_stack_[size_t(s.tensor)] && AlwaysInside(s.tensor, flat)) {
+        // A guarded store to a stack tile, every lane inside it whatever the
+        // guard: the lanes the guard leaves off keep their value, through a
+        // blend and a plain store. A masked store would keep the tile in
+        // memory: an accumulator tile over 258 channels (16-lane blocks, the
+        // last guarded) ran 4-7x slower so.
         llvm::Value* addr = ScalarAddress(s.tensor, flat);
         llvm::Value* old = b_.CreateAlignedLoad(v->getType(), addr, llvm::Align(4));
         b_.CreateAlignedStore(b_.CreateSelect(mask, v, old), addr, llvm::Align(4));
@@ -807,6 +809,20 @@ class CodeGen : public ir::ExprFunctor<llvm::Value*()>, public ir::StmtFunctor<v
 
   // One method per statement kind (ir::StmtFunctor).
   void VisitFor(const ir::Stmt& s) override {
+    ranges_[s->var.get()] = s->extent;
+    GenFor(s);
+    ranges_.erase(s->var.get());
+  }
+
+  // Whether every element `flat` reaches over the enclosing loops' ranges
+  // lies inside `tensor`.
+  bool AlwaysInside(int tensor, const ir::Expr& flat) const {
+    int64_t total = 1, lo = 0, hi = 0;
+    for (int64_t d : shapes_[size_t(tensor)]) total *= d;
+    return ir::Bounds(flat, ranges_, &lo, &hi) && lo >= 0 && hi < total;
+  }
+
+  void GenFor(const ir::Stmt& s) {
     if (s->for_kind == ir::ForKind::kParallel && in_parallel_ == 0 && s->extent > 1 &&
         ir::StoreCount(s) >= kMinParallelStores) {
       GenParallel(*s);
@@ -902,6 +918,7 @@ class CodeGen : public ir::ExprFunctor<llvm::Value*()>, public ir::StmtFunctor<v
   // Tensors that are a stack array while their Allocate runs (an
   // accumulator tile): every index a loop reaches lies inside it.
   std::vector<bool> on_stack_;
+  ir::VarRanges ranges_;                      // the loops being generated: variable -> extent
   std::vector<std::vector<int64_t>> shapes_;  // the allocation's shape where it is a region
   std::vector<std::pair<const ExprNode*, llvm::Value*>> vars_;
   llvm::Value* rt_ = nullptr;
