@@ -42,7 +42,7 @@ class ScratchCache {
         return p;
       }
     }
-    void* p = aligned_alloc(64, size);
+    void* p = aligned_alloc(64, size + AlignedBuffer::kTailBytes);
     if (p == nullptr) return nullptr;
     std::lock_guard<std::mutex> lock(mu_);
     live_[p] = size;
@@ -310,7 +310,7 @@ KernelLibrary::~KernelLibrary() {
 
 AlignedBuffer::AlignedBuffer(int64_t count) : count_(count) {
   size_t bytes = (static_cast<size_t>(std::max<int64_t>(count, 1)) * 4 + 63) / 64 * 64;
-  data_ = static_cast<float*>(aligned_alloc(64, bytes));
+  data_ = static_cast<float*>(aligned_alloc(64, bytes + kTailBytes));
 }
 
 AlignedBuffer::~AlignedBuffer() { free(data_); }

@@ -69,9 +69,14 @@ class KernelLibrary {
   TFKernelFn entry_ = nullptr;
 };
 
-// A 64-byte aligned float buffer.
+// A 64-byte aligned float buffer. kTailBytes more lie past its end (and
+// past every scratch block a pool hands out), never part of a result: a
+// masked vector that straddles a buffer's end (up to 4 strided vectors of
+// 16 floats) keeps its masked-off lanes on mapped memory, where an
+// unmapped page would cost an assist on every access.
 class AlignedBuffer {
  public:
+  static constexpr size_t kTailBytes = 256;
   explicit AlignedBuffer(int64_t count);
   ~AlignedBuffer();
   AlignedBuffer(const AlignedBuffer&) = delete;

@@ -1,7 +1,10 @@
 // The runtime table a kernel is handed (runner::ThreadPool): every index of a
 // parallel loop runs once, and scratch buffers are 64-byte aligned, distinct
 // while live, and reused by the next call of the same size (a block freed to
-// the C library is often returned to the system and faulted in again).
+// the C library is often returned to the system and faulted in again), and
+// buffers have mapped memory past their end.
+#include <malloc.h>
+
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -79,6 +82,26 @@ TEST(ThreadPool, ScratchIsAlignedDistinctAndReusedBySize) {
   EXPECT_EQ(e, a);
   for (void* p : {b, c, d, e}) rt->free(rt->ctx, p);
   rt->free(rt->ctx, nullptr);  // a no-op, as free(NULL) is
+}
+
+// Kernel buffers and scratch blocks carry AlignedBuffer::kTailBytes of
+// mapped memory past their end (a masked vector straddling the end keeps
+// its off lanes there): a 5 MB block, which malloc maps alone, included.
+TEST(ThreadPool, BuffersHaveMappedMemoryPastTheirEnd) {
+  for (int64_t count : {int64_t(1), int64_t(1000), int64_t(5 << 20) / 4}) {
+    AlignedBuffer buf(count);
+    ASSERT_NE(buf.data(), nullptr);
+    EXPECT_GE(malloc_usable_size(buf.data()), size_t(count) * 4 + AlignedBuffer::kTailBytes);
+    volatile char* past = reinterpret_cast<char*>(buf.data() + count);
+    past[AlignedBuffer::kTailBytes - 1] = 1;  // writable: would fault on an unmapped page
+  }
+  ThreadPool pool(1);
+  const TFRuntime* rt = pool.runtime();
+  const int64_t big = 5 << 20;
+  void* a = rt->alloc(rt->ctx, big);
+  ASSERT_NE(a, nullptr);
+  EXPECT_GE(malloc_usable_size(a), size_t(big) + AlignedBuffer::kTailBytes);
+  rt->free(rt->ctx, a);
 }
 
 }  // namespace
