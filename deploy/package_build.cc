@@ -130,10 +130,6 @@ bool RunsHere(const ir::Target& target) {
   return target.ToString() == codegen::HostTarget().ToString();
 }
 
-}  // namespace
-
-namespace {
-
 // Times one run of a and one of b (warm or not), and returns `runs`, or the
 // count of pairs that fills kMinPairedSeconds where that is more: a model
 // of microseconds timed 15 times ends before its caches, the pool's workers

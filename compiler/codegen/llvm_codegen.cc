@@ -56,12 +56,7 @@ class CodeGen : public ir::ExprFunctor<llvm::Value*()>, public ir::StmtFunctor<v
 
  public:
   CodeGen(llvm::LLVMContext& ctx, llvm::Module& mod, const ir::ComputeDAG& dag)
-      : ctx_(ctx),
-        mod_(mod),
-        b_(ctx),
-        dag_(dag),
-        buffers_(dag.tensors.size(), nullptr),
-        on_stack_(dag.tensors.size(), false) {
+      : ctx_(ctx), mod_(mod), b_(ctx), dag_(dag), buffers_(dag.tensors.size(), nullptr) {
     for (const ir::TensorDecl& t : dag.tensors) shapes_.push_back(t.shape);
     ptr_ = llvm::PointerType::getUnqual(ctx);
     i64_ = llvm::Type::getInt64Ty(ctx);
@@ -303,34 +298,40 @@ class CodeGen : public ir::ExprFunctor<llvm::Value*()>, public ir::StmtFunctor<v
     }
   }
 
-  // Address of element 0 of the vector access: the flat index with the
-  // vectorized variable at the chunk base (scalar code). Not `inbounds` where
-  // lane 0's element may lie outside the buffer (a masked-off padding lane).
-  llvm::Value* ScalarAddress(int tensor, const ir::Expr& flat, bool inbounds = true) {
+  // The flat index of element 0 of the vector access: `flat` with the
+  // vectorized variable at the chunk base (scalar code).
+  llvm::Value* ScalarIndex(const ir::Expr& flat) {
     const ExprNode* saved = vec_var_;
     vec_var_ = nullptr;
     llvm::Value* index = GenExpr(flat);
     vec_var_ = saved;
-    return inbounds ? b_.CreateInBoundsGEP(f32_, buffers_[tensor], index)
-                    : b_.CreateGEP(f32_, buffers_[tensor], index);
+    return index;
+  }
+
+  // The element count of `tensor` (of its allocation, where it is a region).
+  int64_t Elements(int tensor) const {
+    int64_t total = 1;
+    for (int64_t d : shapes_[size_t(tensor)]) total *= d;
+    return total;
+  }
+
+  // Address of element 0 of an access every lane of which is inside the buffer.
+  llvm::Value* ScalarAddress(int tensor, const ir::Expr& flat) {
+    return b_.CreateInBoundsGEP(f32_, buffers_[tensor], ScalarIndex(flat));
   }
 
   // The address of a masked vector access of `tensor` starting at element
-  // `flat` (vectorized variable at the chunk base): element 0 where the
-  // whole vector starts past the tensor's end, so every lane is masked off
-  // there. A masked-off lane on an unmapped page is not read, but the core
-  // pays an assist for it on every access: a tile whose last channel
-  // blocks lay past a 264 KB weight (malloc maps such buffers alone, so
-  // what follows is unmapped) ran 10-30x slower, depending on where the
-  // allocator had put the weight.
+  // `flat` (not `inbounds`: lane 0 may lie outside the buffer, a masked-off
+  // padding lane): element 0 where the whole vector starts past the
+  // tensor's end, so every lane is masked off there. A masked-off lane on an
+  // unmapped page is not read, but the core pays an assist for it on every
+  // access: a tile whose last channel blocks lay past a 264 KB weight
+  // (malloc maps such buffers alone, so what follows is unmapped) ran 10-30x
+  // slower, depending on where the allocator had put the weight.
   llvm::Value* MaskedAddress(int tensor, const ir::Expr& flat) {
-    int64_t total = 1;
-    for (int64_t d : shapes_[tensor]) total *= d;
-    const ExprNode* saved = vec_var_;
-    vec_var_ = nullptr;
-    llvm::Value* index = GenExpr(flat);
-    vec_var_ = saved;
-    llvm::Value* past = b_.CreateICmpSGE(index, llvm::ConstantInt::get(index->getType(), total));
+    llvm::Value* index = ScalarIndex(flat);
+    llvm::Value* past =
+        b_.CreateICmpSGE(index, llvm::ConstantInt::get(index->getType(), Elements(tensor)));
     index = b_.CreateSelect(past, llvm::ConstantInt::get(index->getType(), 0), index);
     return b_.CreateGEP(f32_, buffers_[tensor], index);
   }
@@ -373,7 +374,7 @@ class CodeGen : public ir::ExprFunctor<llvm::Value*()>, public ir::StmtFunctor<v
       // Unmasked accesses stay plain loads, which SROA can keep in registers;
       // so do guarded ones of a stack tile that the loops keep inside it
       // (the guard keeps lanes out of the output, not out of the tile).
-      if (mask_ == nullptr || (on_stack_[size_t(n.tensor)] && AlwaysInside(n.tensor, flat)))
+      if (mask_ == nullptr || (OnStack(n.tensor) && AlwaysInside(n.tensor, flat)))
         return b_.CreateAlignedLoad(vty, ScalarAddress(n.tensor, flat), llvm::Align(4));
       return b_.CreateMaskedLoad(vty, MaskedAddress(n.tensor, flat), llvm::Align(4), mask);
     }
@@ -521,7 +522,7 @@ class CodeGen : public ir::ExprFunctor<llvm::Value*()>, public ir::StmtFunctor<v
     if (LinearCoeff(flat, vec_var_, &coeff) && coeff == 1) {
       if (mask_ == nullptr) {
         b_.CreateAlignedStore(v, ScalarAddress(s.tensor, flat), llvm::Align(4));
-      } else if (on_stack_[size_t(s.tensor)] && AlwaysInside(s.tensor, flat)) {
+      } else if (OnStack(s.tensor) && AlwaysInside(s.tensor, flat)) {
         // A guarded store to a stack tile, every lane inside it whatever the
         // guard: the lanes the guard leaves off keep their value, through a
         // blend and a plain store. A masked store would keep the tile in
@@ -814,12 +815,15 @@ class CodeGen : public ir::ExprFunctor<llvm::Value*()>, public ir::StmtFunctor<v
     ranges_.erase(s->var.get());
   }
 
+  // Whether `tensor` is a stack array of the function being generated (an
+  // accumulator tile): no other thread reads or writes it.
+  bool OnStack(int tensor) const { return llvm::isa<llvm::AllocaInst>(buffers_[size_t(tensor)]); }
+
   // Whether every element `flat` reaches over the enclosing loops' ranges
   // lies inside `tensor`.
   bool AlwaysInside(int tensor, const ir::Expr& flat) const {
-    int64_t total = 1, lo = 0, hi = 0;
-    for (int64_t d : shapes_[size_t(tensor)]) total *= d;
-    return ir::Bounds(flat, ranges_, &lo, &hi) && lo >= 0 && hi < total;
+    int64_t lo = 0, hi = 0;
+    return ir::Bounds(flat, ranges_, &lo, &hi) && lo >= 0 && hi < Elements(tensor);
   }
 
   void GenFor(const ir::Stmt& s) {
@@ -884,9 +888,7 @@ class CodeGen : public ir::ExprFunctor<llvm::Value*()>, public ir::StmtFunctor<v
       llvm::AllocaInst* a = entry.CreateAlloca(f32_, llvm::ConstantInt::get(i64_, elements));
       a->setAlignment(llvm::Align(64));
       buffers_[s->tensor] = a;
-      on_stack_[size_t(s->tensor)] = true;
       GenStmt(s->body[0]);
-      on_stack_[size_t(s->tensor)] = false;
       buffers_[s->tensor] = nullptr;
       shapes_[s->tensor] = saved_shape;
       return;
@@ -915,9 +917,6 @@ class CodeGen : public ir::ExprFunctor<llvm::Value*()>, public ir::StmtFunctor<v
   llvm::IRBuilder<> b_;
   const ir::ComputeDAG& dag_;
   std::vector<llvm::Value*> buffers_;
-  // Tensors that are a stack array while their Allocate runs (an
-  // accumulator tile): every index a loop reaches lies inside it.
-  std::vector<bool> on_stack_;
   ir::VarRanges ranges_;                      // the loops being generated: variable -> extent
   std::vector<std::vector<int64_t>> shapes_;  // the allocation's shape where it is a region
   std::vector<std::pair<const ExprNode*, llvm::Value*>> vars_;
