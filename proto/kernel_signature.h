@@ -29,7 +29,8 @@ absl::Status CheckSignature(const v1::KernelSignature& signature, int64_t max_el
 std::vector<float> PackArgument(const v1::KernelArgument& arg, const std::vector<float>& logical);
 
 // The random inputs of a kernel (every argument but the last), logical
-// layouts, from FillUniform(seed, argument index).
+// layouts, from FillUniform(seed, argument index); a float16 argument's
+// values rounded to float16 (a zero made 0.5).
 std::vector<std::vector<float>> RandomInputs(const v1::KernelSignature& signature, uint64_t seed);
 // Input `index` of RandomInputs alone.
 std::vector<float> RandomInput(const v1::KernelSignature& signature, int index, uint64_t seed);

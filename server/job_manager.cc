@@ -99,6 +99,14 @@ absl::StatusOr<int64_t> JobManager::Submit(v1::JobSpec spec, const std::string& 
       TF_RETURN_IF_ERROR(CheckCudaBuilders(*t, devices));
       TF_RETURN_IF_ERROR(CheckCudaAgents(*t, spec.device_key(), devices, "SubmitJob"));
     } else {
+      for (int i = 0; i < spec.tasks_size(); ++i) {
+        const v1::Workload& w = spec.tasks(i).workload();
+        if (w.inputs_size() > 0 && w.inputs(0).dtype() == v1::DTYPE_FLOAT16) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "SubmitJob: task ", i, " is float16; float16 kernels build for cuda targets only (",
+              spec.target().spec(), " is a CPU target)"));
+        }
+      }
       TF_RETURN_IF_ERROR(CheckCpuBuilders(*t, devices));
       TF_RETURN_IF_ERROR(CheckCpuAgents(*t, spec.device_key(), devices));
     }

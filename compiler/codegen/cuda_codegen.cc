@@ -41,6 +41,20 @@ __device__ __forceinline__ tf_idx tf_floormod(tf_idx a, tf_idx b) {
 }
 )";
 
+// Float16 tensors are held as their 16 bits; values are converted at each
+// load and store (round to nearest even), so no header is needed.
+constexpr const char* kHalfPrelude = R"(__device__ __forceinline__ float tf_h2f(unsigned short h) {
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+  return f;
+}
+__device__ __forceinline__ unsigned short tf_f2h(float f) {
+  unsigned short h;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+  return h;
+}
+)";
+
 bool IsPowerOfTwo(int64_t v) { return v > 0 && (v & (v - 1)) == 0; }
 
 int Log2(int64_t v) {
@@ -94,13 +108,13 @@ class KernelEmitter : public ir::ExprFunctor<std::string()>,
     for (int t : global_tensors) {
       if (!loads.count(t) && !stores.count(t)) continue;
       kernel_.params.push_back(t);
-      params.push_back(StrCat(stores.count(t) ? "float* __restrict__ " : "const float* __restrict__ ",
+      params.push_back(StrCat(stores.count(t) ? "" : "const ", ElementType(t), "* __restrict__ ",
                               TensorName(t)));
     }
     std::string body;
     for (const auto& [tensor, elements] : launch_.shared) {
-      StrAppend(&body, "  __shared__ __align__(16) float ", TensorName(tensor), "[", elements,
-                "];\n");
+      StrAppend(&body, "  __shared__ __align__(16) ", ElementType(tensor), " ", TensorName(tensor),
+                "[", elements, "];\n");
     }
     for (const auto& [var, kind] : launch_.bound) {
       StrAppend(&body, "  const tf_idx ", VarName(var), " = (tf_idx)", ir::BindingName(kind),
@@ -114,6 +128,9 @@ class KernelEmitter : public ir::ExprFunctor<std::string()>,
 
  private:
   std::string TensorName(int t) const { return StrCat("t", t); }
+  bool IsHalf(int t) const { return dag_.tensors[size_t(t)].float16; }
+  // How a tensor's elements are declared: float, or the bits of a float16.
+  const char* ElementType(int t) const { return IsHalf(t) ? "unsigned short" : "float"; }
 
   std::string VarName(const ExprNode* v) {
     auto it = var_names_.find(v);
@@ -257,7 +274,8 @@ class KernelEmitter : public ir::ExprFunctor<std::string()>,
 
   std::string VisitLoad(const ir::Expr& e) override {
     const ExprNode& n = *e.get();
-    return StrCat(TensorName(n.tensor), "[", Flat(n.tensor, n.args), "]");
+    std::string element = StrCat(TensorName(n.tensor), "[", Flat(n.tensor, n.args), "]");
+    return IsHalf(n.tensor) ? StrCat("tf_h2f(", element, ")") : element;
   }
 
   std::string VisitDefault(const ir::Expr&) override { return "/* unknown expression */ 0"; }
@@ -295,8 +313,18 @@ class KernelEmitter : public ir::ExprFunctor<std::string()>,
 
   void VisitStore(const Stmt& s, int indent, std::string* out) override {
     std::string pad(size_t(indent) * 2, ' ');
-    StrAppend(out, pad, TensorName(s->tensor), "[", Flat(s->tensor, s->indices),
-              "] = ", GenExpr(s->value), ";\n");
+    std::string value;
+    if (!IsHalf(s->tensor)) {
+      value = GenExpr(s->value);
+    } else if (s->value->kind == ExprKind::kLoad && IsHalf(s->value->tensor)) {
+      // A float16 copy (staging in shared memory) moves the bits.
+      value =
+          StrCat(TensorName(s->value->tensor), "[", Flat(s->value->tensor, s->value->args), "]");
+    } else {
+      value = StrCat("tf_f2h(", GenExpr(s->value), ")");
+    }
+    StrAppend(out, pad, TensorName(s->tensor), "[", Flat(s->tensor, s->indices), "] = ", value,
+              ";\n");
   }
 
   void VisitSeq(const Stmt& s, int indent, std::string* out) override {
@@ -319,8 +347,8 @@ class KernelEmitter : public ir::ExprFunctor<std::string()>,
     } else {
       int64_t elements = 1;
       for (int64_t e : s->shape) elements *= e;
-      StrAppend(out, pad, "{\n", pad, "  float ", TensorName(s->tensor), "[", elements,
-                "];\n");
+      StrAppend(out, pad, "{\n", pad, "  ", ElementType(s->tensor), " ", TensorName(s->tensor), "[",
+                elements, "];\n");
       EmitStmt(s->body[0], indent + 1, out);
       StrAppend(out, pad, "}\n");
     }
@@ -348,11 +376,11 @@ absl::StatusOr<GpuProgram> EmitCuda(const ir::ComputeDAG& dag, const ir::Stmt& p
   if (!target.is_gpu()) {
     return absl::InvalidArgumentError("EmitCuda needs a cuda target, got " + target.ToString());
   }
-  TF_ASSIGN_OR_RETURN(ir::GpuLaunchPlan plan, ir::PlanGpuLaunches(program, target));
+  TF_ASSIGN_OR_RETURN(ir::GpuLaunchPlan plan, ir::PlanGpuLaunches(dag, program, target));
   GpuProgram out;
   std::set<int> global(dag.args.begin(), dag.args.end());
   for (const auto& [tensor, shape] : plan.workspace) {
-    int64_t bytes = 4;
+    int64_t bytes = ir::ElementBytes(dag.tensors[size_t(tensor)]);
     for (int64_t e : shape) bytes *= e;
     out.workspace.push_back({tensor, bytes});
     global.insert(tensor);
@@ -368,6 +396,7 @@ absl::StatusOr<GpuProgram> EmitCuda(const ir::ComputeDAG& dag, const ir::Stmt& p
   std::string prelude = kPrelude;
   const char* index_t = largest < (int64_t{1} << 31) ? "int" : "long long";
   prelude.replace(prelude.find("TF_INDEX_T"), strlen("TF_INDEX_T"), index_t);
+  if (ir::HasFloat16(dag)) prelude += kHalfPrelude;
   out.source = prelude + "\n" + kernels;
   return out;
 }

@@ -949,6 +949,10 @@ double MsSince(std::chrono::steady_clock::time_point t0) {
 absl::StatusOr<CpuArtifact> CompileCpu(const ir::ComputeDAG& dag, const ir::Stmt& program,
                                        const ir::Target& target, const CpuCompileOptions& options) {
   if (target.is_gpu()) return absl::InvalidArgumentError("CompileCpu needs an llvm target");
+  if (ir::HasFloat16(dag)) {
+    return absl::UnimplementedError(
+        "float16 kernels build for cuda targets only (CPU kernels are float32)");
+  }
   InitLLVMTargets();
   auto t0 = std::chrono::steady_clock::now();
   std::string error;

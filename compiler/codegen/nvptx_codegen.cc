@@ -102,7 +102,10 @@ class KernelGen : public ir::ExprFunctor<llvm::Value*()>, public ir::StmtFunctor
         b_(ctx_),
         launch_(launch),
         buffers_(dag.tensors.size(), nullptr) {
-    for (const ir::TensorDecl& t : dag.tensors) shapes_.push_back(t.shape);
+    for (const ir::TensorDecl& t : dag.tensors) {
+      shapes_.push_back(t.shape);
+      half_.push_back(t.float16);
+    }
     kernel_.name = std::move(name);
     kernel_.grid = launch.grid;
     kernel_.block = launch.block;
@@ -111,6 +114,7 @@ class KernelGen : public ir::ExprFunctor<llvm::Value*()>, public ir::StmtFunctor
     idx_ = wide_index ? llvm::Type::getInt64Ty(ctx_) : llvm::Type::getInt32Ty(ctx_);
     i32_ = llvm::Type::getInt32Ty(ctx_);
     f32_ = llvm::Type::getFloatTy(ctx_);
+    f16_ = llvm::Type::getHalfTy(ctx_);
     llvm::FastMathFlags fmf;
     fmf.setAllowContract(true);  // a*b+c may become an FMA, as nvcc's default
     b_.setFastMathFlags(fmf);
@@ -138,7 +142,7 @@ class KernelGen : public ir::ExprFunctor<llvm::Value*()>, public ir::StmtFunctor
     entry_ = llvm::BasicBlock::Create(ctx_, "entry", fn_);
     b_.SetInsertPoint(entry_);
     for (const auto& [tensor, elements] : launch_.shared) {
-      auto* ty = llvm::ArrayType::get(f32_, uint64_t(elements));
+      auto* ty = llvm::ArrayType::get(ElementType(tensor), uint64_t(elements));
       auto* g = new llvm::GlobalVariable(mod_, ty, false, llvm::GlobalValue::InternalLinkage,
                                          llvm::UndefValue::get(ty),
                                          absl::StrCat(kernel_.name, "_shared_t", tensor), nullptr,
@@ -172,6 +176,9 @@ class KernelGen : public ir::ExprFunctor<llvm::Value*()>, public ir::StmtFunctor
   }
 
   llvm::Type* TypeOf(ScalarType t) { return LlvmType(ctx_, t, idx_); }
+  // How a tensor's elements are held: float, or half (float16 tensors).
+  llvm::Type* ElementType(int tensor) const { return half_[size_t(tensor)] ? f16_ : f32_; }
+  llvm::Align ElementAlign(int tensor) const { return llvm::Align(half_[size_t(tensor)] ? 2 : 4); }
 
   llvm::Value* Address(int tensor, const std::vector<Expr>& idx) {
     std::vector<llvm::Value*> values;
@@ -179,7 +186,7 @@ class KernelGen : public ir::ExprFunctor<llvm::Value*()>, public ir::StmtFunctor
     llvm::Value* flat = RowMajorIndex(b_, shapes_[size_t(tensor)], values, idx_);
     llvm::Value* base = buffers_[size_t(tensor)];
     TF_CHECK(base != nullptr && "a tensor without a buffer in the GPU back end");
-    return b_.CreateInBoundsGEP(f32_, base, flat);
+    return b_.CreateInBoundsGEP(ElementType(tensor), base, flat);
   }
 
   llvm::Value* GenExpr(const Expr& e) { return Visit(e); }
@@ -278,7 +285,9 @@ class KernelGen : public ir::ExprFunctor<llvm::Value*()>, public ir::StmtFunctor
     return b_.CreateCall(f, {x});
   }
   llvm::Value* VisitLoad(const Expr& e) override {
-    return b_.CreateAlignedLoad(f32_, Address(e->tensor, e->args), llvm::Align(4));
+    llvm::Value* v = b_.CreateAlignedLoad(ElementType(e->tensor), Address(e->tensor, e->args),
+                                          ElementAlign(e->tensor));
+    return half_[size_t(e->tensor)] ? b_.CreateFPExt(v, f32_) : v;
   }
   llvm::Value* VisitDefault(const Expr&) override {
     TF_CHECK(false && "unsupported expression in the GPU back end");
@@ -341,7 +350,8 @@ class KernelGen : public ir::ExprFunctor<llvm::Value*()>, public ir::StmtFunctor
   void VisitStore(const Stmt& s) override {
     llvm::Value* v = GenExpr(s->value);
     if (!v->getType()->isFloatTy()) v = b_.CreateFPCast(v, f32_);
-    b_.CreateAlignedStore(v, Address(s->tensor, s->indices), llvm::Align(4));
+    if (half_[size_t(s->tensor)]) v = b_.CreateFPTrunc(v, f16_);  // round to nearest even
+    b_.CreateAlignedStore(v, Address(s->tensor, s->indices), ElementAlign(s->tensor));
   }
   void VisitSeq(const Stmt& s) override {
     for (const Stmt& b : s->body) Gen(b);
@@ -356,7 +366,8 @@ class KernelGen : public ir::ExprFunctor<llvm::Value*()>, public ir::StmtFunctor
       int64_t elements = 1;
       for (int64_t e : s->shape) elements *= e;
       llvm::IRBuilder<> at_entry(entry_, entry_->begin());
-      llvm::AllocaInst* a = at_entry.CreateAlloca(llvm::ArrayType::get(f32_, uint64_t(elements)));
+      llvm::AllocaInst* a =
+          at_entry.CreateAlloca(llvm::ArrayType::get(ElementType(s->tensor), uint64_t(elements)));
       a->setAlignment(llvm::Align(16));
       buffers_[t] = a;
     }  // shared: an addrspace(3) global made at the top
@@ -375,12 +386,13 @@ class KernelGen : public ir::ExprFunctor<llvm::Value*()>, public ir::StmtFunctor
   const ir::GpuLaunch& launch_;
   GpuKernel kernel_;
   std::vector<std::vector<int64_t>> shapes_;
+  std::vector<bool> half_;  // per tensor: held as float16
   std::vector<llvm::Value*> buffers_;
   std::unordered_map<const ExprNode*, llvm::Value*> vars_;
   llvm::Function* fn_ = nullptr;
   llvm::BasicBlock* entry_ = nullptr;
   llvm::PointerType* ptr_;
-  llvm::Type *idx_, *i32_, *f32_;  // idx_: the IR's integers (i32 where every tensor fits)
+  llvm::Type *idx_, *i32_, *f32_, *f16_;  // idx_: the IR's integers (i32 where every tensor fits)
 };
 
 // Links the libdevice functions `mod` calls into it (only those), then
@@ -455,11 +467,11 @@ absl::StatusOr<GpuArtifact> CompileCudaWithLlvm(const ir::ComputeDAG& dag, const
                                                    target.arch(), " (it builds sm_50..sm_90)"));
   }
   const auto t0 = std::chrono::steady_clock::now();
-  TF_ASSIGN_OR_RETURN(ir::GpuLaunchPlan plan, ir::PlanGpuLaunches(program, target));
+  TF_ASSIGN_OR_RETURN(ir::GpuLaunchPlan plan, ir::PlanGpuLaunches(dag, program, target));
   GpuArtifact out;
   std::set<int> global(dag.args.begin(), dag.args.end());
   for (const auto& [tensor, shape] : plan.workspace) {
-    int64_t bytes = 4;
+    int64_t bytes = ir::ElementBytes(dag.tensors[size_t(tensor)]);
     for (int64_t e : shape) bytes *= e;
     out.program.workspace.push_back({tensor, bytes});
     global.insert(tensor);

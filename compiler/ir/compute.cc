@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/status_macros.h"
 #include "compiler/ir/map_program.h"
 #include "compiler/ir/workload.h"
 #include "proto/kernel_signature.h"
@@ -873,7 +874,7 @@ namespace {
 v1::KernelArgument ArgumentOf(const ComputeDAG& dag, int tensor) {
   const TensorDecl& t = dag.tensors[size_t(tensor)];
   v1::KernelArgument a;
-  a.set_dtype(v1::DTYPE_FLOAT32);
+  a.set_dtype(t.float16 ? v1::DTYPE_FLOAT16 : v1::DTYPE_FLOAT32);
   a.set_tensor(tensor);
   if (t.packed_from < 0) {
     for (int64_t e : t.shape) a.add_shape(e);
@@ -910,16 +911,62 @@ std::vector<std::pair<size_t, std::vector<float>>> PackedArguments(
   return packed;
 }
 
+int64_t ElementBytes(const TensorDecl& t) { return t.float16 ? 2 : 4; }
+
+bool HasFloat16(const ComputeDAG& dag) {
+  for (const TensorDecl& t : dag.tensors) {
+    if (t.float16) return true;
+  }
+  return false;
+}
+
+namespace {
+
+// The one dtype of every tensor `w` names: float32 or float16.
+absl::StatusOr<v1::DType> WorkloadDType(const v1::Workload& w) {
+  const v1::DType want = w.inputs(0).dtype();
+  auto check = [&](v1::DType d, const std::string& what) -> absl::Status {
+    if (d != v1::DTYPE_FLOAT32 && d != v1::DTYPE_FLOAT16) {
+      return absl::UnimplementedError(StrCat(what, " has dtype ", v1::DType_Name(d),
+                                             ", not supported (float32 and float16 are)"));
+    }
+    if (d != want) {
+      return absl::UnimplementedError(StrCat(what, " is ", v1::DType_Name(d), " and inputs[0] ",
+                                             v1::DType_Name(want),
+                                             ": mixed dtypes are not supported"));
+    }
+    return absl::OkStatus();
+  };
+  for (int i = 0; i < w.inputs_size(); ++i) {
+    TF_RETURN_IF_ERROR(check(w.inputs(i).dtype(), StrCat("inputs[", i, "]")));
+  }
+  for (const v1::Epilogue& e : w.epilogue()) {
+    for (const v1::TensorSpec& t : e.map_inputs()) {
+      if (t.dtype() != v1::DTYPE_UNSPECIFIED) TF_RETURN_IF_ERROR(check(t.dtype(), "a map input"));
+    }
+  }
+  TF_RETURN_IF_ERROR(check(w.out_dtype(), "the output"));
+  return want;
+}
+
+absl::StatusOr<ComputeDAG> BuildFloatDAG(const v1::Workload& w);
+
+}  // namespace
+
 absl::StatusOr<ComputeDAG> BuildComputeDAG(const v1::Workload& workload) {
   absl::StatusOr<CanonicalWorkload> cw = Canonicalize(workload);
   if (!cw.ok()) return cw.status();
-  const v1::Workload& w = cw->workload;
-  for (const auto& t : w.inputs()) {
-    if (t.dtype() != v1::DTYPE_FLOAT32) {
-      return absl::UnimplementedError(
-          StrCat("dtype ", v1::DType_Name(t.dtype()), " is not supported yet (float32 only)"));
-    }
+  TF_ASSIGN_OR_RETURN(const v1::DType dtype, WorkloadDType(cw->workload));
+  TF_ASSIGN_OR_RETURN(ComputeDAG dag, BuildFloatDAG(cw->workload));
+  if (dtype == v1::DTYPE_FLOAT16) {
+    for (int t : dag.args) dag.tensors[size_t(t)].float16 = true;
   }
+  return dag;
+}
+
+namespace {
+
+absl::StatusOr<ComputeDAG> BuildFloatDAG(const v1::Workload& w) {
   Builder b;
   int main = -1;
   switch (w.op()) {
@@ -1004,6 +1051,8 @@ absl::StatusOr<ComputeDAG> BuildComputeDAG(const v1::Workload& workload) {
   }
   return b.Finish(b.AddStage("epilogue", axes, {}, ReduceKind::kNone, v, true));
 }
+
+}  // namespace
 
 double ReduceIdentity(ReduceKind kind) {
   return kind == ReduceKind::kProd  ? 1.0

@@ -37,6 +37,11 @@ struct TensorDecl {
   // that is itself computed at another (staging a reduction's operand per
   // reduction step).
   bool cache_copy = false;
+  // Held in memory as IEEE binary16: its values are still `type` (float32)
+  // in every expression; a store rounds to nearest even, a load widens.
+  // Kernel arguments of a float16 workload and their shared-memory copies;
+  // CUDA targets only.
+  bool float16 = false;
   std::vector<int64_t> pack_block;
   std::vector<int> pack_inner;
 };
@@ -99,7 +104,15 @@ std::vector<float> PackConstant(const ComputeDAG& dag, int packed,
 std::vector<std::pair<size_t, std::vector<float>>> PackedArguments(
     const ComputeDAG& scheduled, const std::vector<std::vector<float>>& inputs);
 
+// Bytes per element of `t` in memory (2 for float16, else 4).
+int64_t ElementBytes(const TensorDecl& t);
+// Whether any tensor of `dag` is held as float16.
+bool HasFloat16(const ComputeDAG& dag);
+
 // The compute DAG of a canonical workload (see Canonicalize in workload.h).
+// A float16 workload (every input, map input and the output float16; mixed
+// dtypes are refused) computes in float32 and holds its arguments as
+// float16.
 absl::StatusOr<ComputeDAG> BuildComputeDAG(const ::tunefarm::v1::Workload& canonical);
 
 // Readable listing of the stages, one line each.

@@ -70,7 +70,7 @@ std::vector<int> MapInputAxes(const std::vector<int64_t>& input,
   return axes;
 }
 
-absl::Status CanonicalizeMap(v1::Epilogue* e, const std::vector<int64_t>& output,
+absl::Status CanonicalizeMap(v1::Epilogue* e, const std::vector<int64_t>& output, v1::DType dtype,
                              const std::string& where) {
   if (e->steps().empty()) return InvalidArgumentError(StrCat(where, " map: no steps"));
   if (e->steps_size() > kMaxMapSteps || e->map_inputs_size() > kMaxMapInputs) {
@@ -83,8 +83,9 @@ absl::Status CanonicalizeMap(v1::Epilogue* e, const std::vector<int64_t>& output
   for (int i = 0; i < e->map_inputs_size(); ++i) {
     v1::TensorSpec* t = e->mutable_map_inputs(i);
     const std::string name = StrCat(where, " map input ", i);
-    if (t->dtype() == v1::DTYPE_UNSPECIFIED) t->set_dtype(v1::DTYPE_FLOAT32);
-    if (t->dtype() != v1::DTYPE_FLOAT32) return InvalidArgumentError(StrCat(name, ": not float32"));
+    if (t->dtype() == v1::DTYPE_UNSPECIFIED) t->set_dtype(dtype);
+    if (t->dtype() != v1::DTYPE_FLOAT32 && t->dtype() != v1::DTYPE_FLOAT16)
+      return InvalidArgumentError(StrCat(name, ": not float32 or float16"));
     std::vector<int64_t> s(t->shape().begin(), t->shape().end());
     for (int64_t d : s) {
       if (d <= 0) return InvalidArgumentError(StrCat(name, " has dimension ", d));

@@ -40,9 +40,10 @@ inline constexpr int kMaxMapInputs = 8;
 inline constexpr int64_t kMaxMapTree = 512;
 
 // Checks a MAP epilogue against the kernel's output shape and puts it in
-// canonical form (input shapes without leading 1s, float32). Errors are
-// InvalidArgument and name `where` ("epilogue[2]"), the step and operand.
-absl::Status CanonicalizeMap(v1::Epilogue* e, const std::vector<int64_t>& output,
+// canonical form (input shapes without leading 1s, the workload's `dtype`
+// where none is given). Errors are InvalidArgument and name `where`
+// ("epilogue[2]"), the step and operand.
+absl::Status CanonicalizeMap(v1::Epilogue* e, const std::vector<int64_t>& output, v1::DType dtype,
                              const std::string& where);
 
 // Floating-point operations per output element.

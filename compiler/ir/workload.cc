@@ -535,8 +535,8 @@ absl::StatusOr<CanonicalWorkload> Canonicalize(const v1::Workload& workload) {
       return InvalidArgumentError(StrCat("epilogue[", i, "] clip: min > max"));
     }
     if (e.kind() == v1::EPILOGUE_KIND_MAP) {
-      TF_RETURN_IF_ERROR(
-          CanonicalizeMap(w->mutable_epilogue(i), c.output_shape, StrCat("epilogue[", i, "]")));
+      TF_RETURN_IF_ERROR(CanonicalizeMap(w->mutable_epilogue(i), c.output_shape,
+                                         w->inputs(0).dtype(), StrCat("epilogue[", i, "]")));
       epi += MapFlops(e) * out_elems;
       continue;
     }

@@ -163,8 +163,11 @@ class Parser {
       if (key.empty()) return Error(pos_, "expected an attribute name");
       if (!Eat('=')) return Error(pos_, absl::StrCat("expected '=' after ", key));
       size_t vat = pos_;
-      std::string value = Number();
-      if (value.empty()) return Error(vat, absl::StrCat("expected a number for ", key));
+      std::string value = key == "dtype" ? Ident() : Number();
+      if (value.empty()) {
+        return Error(vat, key == "dtype" ? "expected a dtype (float32 or float16)"
+                                         : absl::StrCat("expected a number for ", key));
+      }
       if (out->count(key)) return Error(at, absl::StrCat(key, " is given twice"));
       (*out)[key] = {value, vat};
       if (Eat(')')) return absl::OkStatus();
@@ -349,7 +352,9 @@ std::string WorkloadSpecHelp() {
                   "  input dimension: [MUL*]oD[+ADD][/DIV] of output dimension D, floored,\n"
                   "  or a number) inside that input, else F (0); with linear=1 (one input) a\n"
                   "  linear resize: (MUL*oD+ADD)/DIV is a real coordinate, interpolated\n"
-                  "  between its floor and the next index, both clamped into the input\n");
+                  "  between its floor and the next index, both clamped into the input\n"
+                  "every op but rearrange also takes dtype=float16 (every tensor float16,\n"
+                  "  float32 arithmetic; cuda targets only)\n");
   absl::StrAppend(&out,
                   "epilogues: +bias +relu +relu6 +clip(min=A,max=B) +leaky_relu(alpha=A) "
                   "+sigmoid +silu +hardswish +residual\n"
@@ -383,10 +388,21 @@ absl::StatusOr<v1::Workload> ParseWorkloadSpec(const std::string& spec) {
   known.insert(it->second.optional.begin(), it->second.optional.end());
   std::map<std::string, int64_t> v;
   std::map<std::string, float> fv;  // clip's bounds
+  v1::DType dtype = v1::DTYPE_FLOAT32;
   for (const auto& [key, val] : args) {
+    if (key == "dtype") {  // every op takes it
+      if (val.first == "float16" || val.first == "fp16") {
+        dtype = v1::DTYPE_FLOAT16;
+      } else if (val.first != "float32" && val.first != "fp32") {
+        return p.Error(val.second,
+                       absl::StrCat("dtype must be float32 or float16, got '", val.first, "'"));
+      }
+      continue;
+    }
     if (!known.count(key)) {
       std::vector<std::string> valid(it->second.required.begin(), it->second.required.end());
       valid.insert(valid.end(), it->second.optional.begin(), it->second.optional.end());
+      valid.push_back("dtype");
       return p.Error(val.second - key.size() - 1,
                      absl::StrCat("unknown attribute '", key, "' for ", op, " (it takes ",
                                   absl::StrJoin(valid, ", "), ")"));
@@ -414,8 +430,9 @@ absl::StatusOr<v1::Workload> ParseWorkloadSpec(const std::string& spec) {
   auto add_input = [&](std::vector<int64_t> shape) {
     auto* t = w.add_inputs();
     for (int64_t d : shape) t->add_shape(d);
-    t->set_dtype(v1::DTYPE_FLOAT32);
+    t->set_dtype(dtype);
   };
+  w.set_out_dtype(dtype);
   bool conv = op.find("conv2d") != std::string::npos;
   if (conv) {
     bool nhwc = op == "conv2d_nhwc" || op == "conv2d_transpose_nhwc",
@@ -808,11 +825,19 @@ absl::StatusOr<std::string> FormatWorkloadSpec(const v1::Workload& workload) {
   absl::StatusOr<CanonicalWorkload> want = Canonicalize(workload);
   if (!want.ok()) return want.status();
   const v1::Workload& w = want->workload;
+  // One dtype for every tensor: float32, or float16 (dtype=float16).
+  const v1::DType dtype = w.inputs(0).dtype();
   for (const v1::TensorSpec& t : w.inputs()) {
-    if (t.dtype() != v1::DTYPE_FLOAT32) return NoSpec(absl::StrCat(v1::DType_Name(t.dtype())));
+    if (t.dtype() != dtype) return NoSpec("mixed dtypes");
   }
-  if (w.out_dtype() != v1::DTYPE_FLOAT32)
-    return NoSpec(absl::StrCat(v1::DType_Name(w.out_dtype()), " output"));
+  for (const v1::Epilogue& e : w.epilogue()) {
+    for (const v1::TensorSpec& t : e.map_inputs()) {
+      if (t.dtype() != v1::DTYPE_UNSPECIFIED && t.dtype() != dtype) return NoSpec("mixed dtypes");
+    }
+  }
+  if (dtype != v1::DTYPE_FLOAT32 && dtype != v1::DTYPE_FLOAT16)
+    return NoSpec(absl::StrCat(v1::DType_Name(dtype)));
+  if (w.out_dtype() != dtype) return NoSpec(absl::StrCat(v1::DType_Name(w.out_dtype()), " output"));
   absl::StatusOr<std::string> spec;
   switch (w.op()) {
     case v1::OP_KIND_CONV2D:
@@ -846,6 +871,11 @@ absl::StatusOr<std::string> FormatWorkloadSpec(const v1::Workload& workload) {
       return NoSpec(absl::StrCat("op ", v1::OpKind_Name(w.op())));
   }
   if (!spec.ok()) return spec;
+  if (dtype == v1::DTYPE_FLOAT16) {
+    if (w.op() == v1::OP_KIND_REARRANGE || spec->empty() || spec->back() != ')')
+      return NoSpec("a float16 rearrange");
+    spec->insert(spec->size() - 1, ",dtype=float16");
+  }
   for (const v1::Epilogue& e : w.epilogue()) {
     absl::StatusOr<std::string> ep = EpilogueSpec(e);
     if (!ep.ok()) return ep;

@@ -3,6 +3,7 @@
 //   conv2d_nchw(N=1,C=64,H=56,W=56,K=64,R=3,S=3,stride=1,pad=1)+bias+relu
 //   depthwise_conv2d_nchw(N=1,C=144,H=56,W=56,R=3,S=3,stride=1,pad=1)
 //   matmul(M=512,N=512,K=512)        dense(M=1,N=1000,K=512)+bias
+//   matmul(M=4096,N=4096,K=4096,dtype=float16)
 //
 // ParseWorkloadSpec returns the Workload message; a malformed spec is an
 // InvalidArgument that quotes the spec and points at the bad part

@@ -10,7 +10,8 @@ using absl::StrCat;
 
 class Scanner {
  public:
-  Scanner(GpuLaunch* launch, std::string name) : k_(launch), name_(std::move(name)) {}
+  Scanner(const ComputeDAG& dag, GpuLaunch* launch, std::string name)
+      : dag_(dag), k_(launch), name_(std::move(name)) {}
 
   absl::Status Scan(const Stmt& s) {
     switch (s->kind) {
@@ -46,7 +47,7 @@ class Scanner {
           for (const auto& [t, n] : k_->shared) fresh = fresh && t != s->tensor;
           if (fresh) {
             k_->shared.push_back({s->tensor, elements});
-            k_->shared_bytes += elements * 4;
+            k_->shared_bytes += elements * ElementBytes(dag_.tensors[size_t(s->tensor)]);
           }
         }
         return Scan(s->body[0]);
@@ -63,6 +64,7 @@ class Scanner {
   }
 
  private:
+  const ComputeDAG& dag_;
   GpuLaunch* k_;
   std::string name_;
   std::array<int64_t, 3> grid_seen_ = {0, 0, 0}, block_seen_ = {0, 0, 0};
@@ -70,7 +72,8 @@ class Scanner {
 
 }  // namespace
 
-absl::StatusOr<GpuLaunchPlan> PlanGpuLaunches(const Stmt& program, const Target& target) {
+absl::StatusOr<GpuLaunchPlan> PlanGpuLaunches(const ComputeDAG& dag, const Stmt& program,
+                                              const Target& target) {
   if (!target.is_gpu()) return absl::InvalidArgumentError("not a cuda target: " + target.ToString());
   GpuLaunchPlan plan;
   Stmt s = program;
@@ -83,7 +86,7 @@ absl::StatusOr<GpuLaunchPlan> PlanGpuLaunches(const Stmt& program, const Target&
     GpuLaunch k;
     k.nest = nest;
     std::string name = StrCat("tf_kernel_", plan.kernels.size());
-    TF_RETURN_IF_ERROR(Scanner(&k, name).Scan(nest));
+    TF_RETURN_IF_ERROR(Scanner(dag, &k, name).Scan(nest));
     int64_t threads = k.block[0] * k.block[1] * k.block[2];
     if (threads > target.max_threads_per_block) {
       return absl::InvalidArgumentError(StrCat(name, ": ", threads,

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "compiler/ir/compute.h"
 #include "compiler/ir/stmt.h"
 #include "compiler/ir/target.h"
 
@@ -30,11 +31,13 @@ struct GpuLaunchPlan {
   std::vector<GpuLaunch> kernels;
 };
 
-// The launches of `program`. InvalidArgument, naming the kernel (tf_kernel_N)
+// The launches of `program`, lowered from `dag` (whose tensors give each
+// buffer's element size). InvalidArgument, naming the kernel (tf_kernel_N)
 // and the limit, for more threads per block than -max-threads-per-block,
 // block dimensions past 1024/1024/64 or grid y/z past 65535, more shared
 // memory than -max-shared-memory-per-block, or one index bound twice with two
 // extents in a kernel.
-absl::StatusOr<GpuLaunchPlan> PlanGpuLaunches(const Stmt& program, const Target& target);
+absl::StatusOr<GpuLaunchPlan> PlanGpuLaunches(const ComputeDAG& dag, const Stmt& program,
+                                              const Target& target);
 
 }  // namespace tunefarm::ir

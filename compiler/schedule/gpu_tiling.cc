@@ -264,7 +264,7 @@ absl::StatusOr<Trace> GpuFusedSchedule(const ComputeDAG& dag, const Target& targ
 
 absl::Status CheckGpuLaunch(const ComputeDAG& dag, const Target& target, const Trace& schedule) {
   TF_ASSIGN_OR_RETURN(ScheduleState st, ScheduleState::Replay(dag, schedule, target));
-  return PlanGpuLaunches(Lower(st), target).status();
+  return PlanGpuLaunches(st.dag(), Lower(st), target).status();
 }
 
 Trace DefaultGpuSchedule(const ComputeDAG& dag, const Target& target) {

@@ -483,6 +483,7 @@ absl::Status ScheduleState::CacheWrite(const CacheWriteStep& s, const Target& ta
   local.name += ".local";
   local.role = TensorDecl::Role::kIntermediate;
   local.is_constant = false;
+  local.float16 = false;  // the accumulator stays float32
   dag_.tensors.push_back(local);
   int local_id = int(dag_.tensors.size()) - 1;
   Stage compute = orig;
@@ -529,6 +530,7 @@ absl::Status ScheduleState::CacheRead(const CacheReadStep& s, const Target& targ
   copy_t.name += s.scope == v1::MEMORY_SCOPE_SHARED ? ".shared" : ".local";
   copy_t.shared = s.scope == v1::MEMORY_SCOPE_SHARED;
   copy_t.cache_copy = true;
+  copy_t.float16 = copy_t.float16 && copy_t.shared;  // registers hold float32
   copy_t.role = TensorDecl::Role::kIntermediate;
   copy_t.is_constant = false;
   copy_t.packed_from = -1;

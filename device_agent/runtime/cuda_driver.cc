@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "common/float16.h"
 #include "common/status_macros.h"
 
 namespace tunefarm::runner {
@@ -181,9 +182,16 @@ absl::StatusOr<std::unique_ptr<GpuSession>> GpuSession::Open(
   TF_ASSIGN_OR_RETURN(s->device_, d.RetainDevice0());
   s->retained_ = true;
   TF_ASSIGN_OR_RETURN(s->module_, d.LoadModule(plan, &s->functions_));
+  auto is_half = [&](size_t buffer) {
+    return std::find(plan.float16_buffers.begin(), plan.float16_buffers.end(), int(buffer)) !=
+           plan.float16_buffers.end();
+  };
+  s->output_index_ = inputs.size();
+  s->half_output_ = is_half(s->output_index_);
   std::vector<int64_t> bytes;
-  for (const auto& [data, count] : inputs) bytes.push_back(count * 4);
-  bytes.push_back(n_out * 4);
+  for (size_t i = 0; i < inputs.size(); ++i)
+    bytes.push_back(inputs[i].second * (is_half(i) ? 2 : 4));
+  bytes.push_back(n_out * (s->half_output_ ? 2 : 4));
   for (int64_t w : plan.workspace_bytes) bytes.push_back(w);
   for (int64_t b : bytes) {
     CudaDriver::CUdeviceptr p = 0;
@@ -191,16 +199,28 @@ absl::StatusOr<std::unique_ptr<GpuSession>> GpuSession::Open(
     s->buffers_.push_back(p);
   }
   for (size_t i = 0; i < inputs.size(); ++i) {
+    const auto& [data, count] = inputs[i];
+    std::vector<uint16_t> half;
+    if (is_half(i)) {
+      half.resize(size_t(count));
+      for (int64_t j = 0; j < count; ++j) half[size_t(j)] = FloatToHalfBits(data[j]);
+    }
+    const void* up = is_half(i) ? static_cast<const void*>(half.data()) : data;
     TF_RETURN_IF_ERROR(
-        d.Check(d.cuMemcpyHtoD(s->buffers_[i], inputs[i].first, size_t(inputs[i].second) * 4),
-                "copy to the device"));
+        d.Check(d.cuMemcpyHtoD(s->buffers_[i], up, size_t(bytes[i])), "copy to the device"));
   }
-  s->output_index_ = inputs.size();
-  uint32_t nan;
-  const float qnan = std::nanf("");
-  std::memcpy(&nan, &qnan, 4);
-  TF_RETURN_IF_ERROR(
-      d.Check(d.cuMemsetD32(s->buffers_[s->output_index_], nan, size_t(n_out)), "output fill"));
+  if (s->half_output_) {
+    const std::vector<uint16_t> nans(size_t(n_out), 0x7e00);  // float16 quiet NaN
+    TF_RETURN_IF_ERROR(
+        d.Check(d.cuMemcpyHtoD(s->buffers_[s->output_index_], nans.data(), size_t(n_out) * 2),
+                "output fill"));
+  } else {
+    uint32_t nan;
+    const float qnan = std::nanf("");
+    std::memcpy(&nan, &qnan, 4);
+    TF_RETURN_IF_ERROR(
+        d.Check(d.cuMemsetD32(s->buffers_[s->output_index_], nan, size_t(n_out)), "output fill"));
+  }
   // Each launch's parameter values (device pointers) and the pointers to
   // them that cuLaunchKernel reads, built once.
   for (const GpuPlan::Kernel& k : plan.kernels) {
@@ -265,8 +285,16 @@ absl::Status GpuSession::Run() {
 }
 
 absl::Status GpuSession::ReadOutput(float* out) const {
-  return d_.Check(d_.cuMemcpyDtoH(out, buffers_[output_index_], size_t(n_out_) * 4),
-                  "copy from the device");
+  if (!half_output_) {
+    return d_.Check(d_.cuMemcpyDtoH(out, buffers_[output_index_], size_t(n_out_) * 4),
+                    "copy from the device");
+  }
+  std::vector<uint16_t> half(static_cast<size_t>(n_out_));
+  TF_RETURN_IF_ERROR(
+      d_.Check(d_.cuMemcpyDtoH(half.data(), buffers_[output_index_], size_t(n_out_) * 2),
+               "copy from the device"));
+  for (int64_t i = 0; i < n_out_; ++i) out[i] = HalfBitsToFloat(half[size_t(i)]);
+  return absl::OkStatus();
 }
 
 absl::StatusOr<double> GpuSession::Time(int64_t runs, bool flush_l2) {

@@ -126,7 +126,8 @@ class GpuSession {
   // Device 0's primary context, the plan's module and functions, and device
   // buffers: `inputs` copied up (ABI order, as the CPU kernels take them),
   // the output (`n_out` floats, filled with NaN so unwritten elements show)
-  // and the plan's workspaces.
+  // and the plan's workspaces. The plan's float16 buffers are converted from
+  // the floats given and, for the output, back to floats (ReadOutput).
   static absl::StatusOr<std::unique_ptr<GpuSession>> Open(
       const CudaDriver& driver, const GpuPlan& plan,
       const std::vector<std::pair<const float*, int64_t>>& inputs, int64_t n_out);
@@ -156,6 +157,7 @@ class GpuSession {
   std::vector<std::vector<void*>> params_;                    // per kernel, pointers into values_
   int64_t n_out_ = 0;
   size_t output_index_ = 0;
+  bool half_output_ = false;  // the output is held as float16
   std::vector<GpuPlan::Kernel> kernels_;
   CudaDriver::CUdeviceptr flush_ = 0;
   size_t flush_bytes_ = 0;

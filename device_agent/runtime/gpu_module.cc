@@ -14,7 +14,10 @@ absl::StatusOr<GpuPlan> PlanFromModule(const v1::GpuModule& module,
   plan.image = module.image();
   const int n_inputs = signature.args_size() - 1;
   std::map<int, int> buffer_of;  // tensor id -> buffer index
-  for (int i = 0; i < signature.args_size(); ++i) buffer_of[signature.args(i).tensor()] = i;
+  for (int i = 0; i < signature.args_size(); ++i) {
+    buffer_of[signature.args(i).tensor()] = i;
+    if (signature.args(i).dtype() == v1::DTYPE_FLOAT16) plan.float16_buffers.push_back(i);
+  }
   for (const v1::GpuModule::Workspace& w : module.workspace()) {
     buffer_of.emplace(w.tensor(), n_inputs + 1 + int(plan.workspace_bytes.size()));
     plan.workspace_bytes.push_back(w.bytes());

@@ -14,7 +14,7 @@ struct PlanHeader {
   uint32_t magic;
   int32_t n_kernels;
   int32_t n_workspace;
-  int32_t reserved;
+  int32_t n_float16;
   int64_t image_bytes;
 };
 
@@ -39,8 +39,12 @@ absl::StatusOr<std::string> EncodeGpuPlan(const GpuPlan& plan) {
                                                    " kernels, not ", plan.kernels.size()));
   }
   std::string out;
-  PlanHeader h{kPlanMagic, int32_t(plan.kernels.size()), int32_t(plan.workspace_bytes.size()), 0,
-               int64_t(plan.image.size())};
+  if (plan.float16_buffers.size() > size_t(kMaxGpuParams)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a GPU plan has at most ", kMaxGpuParams, " float16 buffers"));
+  }
+  PlanHeader h{kPlanMagic, int32_t(plan.kernels.size()), int32_t(plan.workspace_bytes.size()),
+               int32_t(plan.float16_buffers.size()), int64_t(plan.image.size())};
   Put(&out, h);
   for (const GpuPlan::Kernel& k : plan.kernels) {
     if (k.name.empty() || k.name.size() > size_t(kMaxGpuKernelName) ||
@@ -57,6 +61,7 @@ absl::StatusOr<std::string> EncodeGpuPlan(const GpuPlan& plan) {
     Put(&out, r);
   }
   for (int64_t b : plan.workspace_bytes) Put(&out, b);
+  for (int b : plan.float16_buffers) Put(&out, int32_t(b));
   out.append(plan.image);
   return out;
 }
@@ -71,8 +76,10 @@ absl::StatusOr<GpuPlan> DecodeGpuPlan(const char* data, size_t size, int64_t n_a
   if (h.magic != kPlanMagic) return bad("not a plan from this build");
   if (h.n_kernels < 1 || h.n_kernels > kMaxGpuKernels) return bad("kernel count out of range");
   if (h.n_workspace < 0 || h.n_workspace > 1024) return bad("workspace count out of range");
+  if (h.n_float16 < 0 || h.n_float16 > kMaxGpuParams) return bad("float16 count out of range");
   const size_t fixed = sizeof(h) + size_t(h.n_kernels) * sizeof(KernelRecord) +
-                       size_t(h.n_workspace) * sizeof(int64_t);
+                       size_t(h.n_workspace) * sizeof(int64_t) +
+                       size_t(h.n_float16) * sizeof(int32_t);
   if (h.image_bytes < 1 || size < fixed || size - fixed != uint64_t(h.image_bytes)) {
     return bad("sizes do not add up");
   }
@@ -113,6 +120,12 @@ absl::StatusOr<GpuPlan> DecodeGpuPlan(const char* data, size_t size, int64_t n_a
     std::memcpy(&bytes, p, sizeof(bytes));
     if (bytes < 0 || bytes > (int64_t{1} << 40)) return bad("workspace size out of range");
     plan.workspace_bytes.push_back(bytes);
+  }
+  for (int f = 0; f < h.n_float16; ++f, p += sizeof(int32_t)) {
+    int32_t b;
+    std::memcpy(&b, p, sizeof(b));
+    if (b < 0 || b > n_args) return bad(absl::StrCat("float16 buffer ", b, " is not an argument"));
+    plan.float16_buffers.push_back(b);
   }
   plan.image.assign(p, size_t(h.image_bytes));
   return plan;

@@ -28,6 +28,10 @@ struct GpuPlan {
   std::string image;  // cubin (ELF) or PTX text
   std::vector<Kernel> kernels;
   std::vector<int64_t> workspace_bytes;
+  // Argument buffers (inputs and the output, 0..n_args) the kernels hold as
+  // float16: the runner converts them from floats at upload and back at
+  // download.
+  std::vector<int> float16_buffers;
 };
 
 // Limits of the flat form (a plan past them is refused when encoded).
@@ -39,7 +43,8 @@ constexpr int kMaxGpuKernelName = 63;
 absl::StatusOr<std::string> EncodeGpuPlan(const GpuPlan& plan);
 // Back from bytes; InvalidArgument naming what is wrong for anything that
 // is not a plan `n_args` inputs can run (truncated, counts out of range,
-// a parameter naming no buffer, a launch dimension below 1).
+// a parameter naming no buffer, a launch dimension below 1, a float16
+// buffer that is not an argument).
 absl::StatusOr<GpuPlan> DecodeGpuPlan(const char* data, size_t size, int64_t n_args);
 
 }  // namespace tunefarm::runner

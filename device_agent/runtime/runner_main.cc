@@ -24,6 +24,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "common/float16.h"
 #include "device_agent/runtime/child_exec.h"
 #include "device_agent/runtime/confine.h"
 #include "device_agent/runtime/cuda_driver.h"
@@ -245,7 +246,11 @@ int RunGpu(const wire::RunRequestHeader& h, const char* plan_bytes, std::vector<
     return Report(rep, nullptr, 0);
   }
   rep.status = wire::RunStatus::kOk;
-  CheckOutput(out.data(), h.n_out, reference, h.tolerance, rep);
+  // A float16 output is checked within its dtype's rounding.
+  const bool half_output = std::find(plan->float16_buffers.begin(), plan->float16_buffers.end(),
+                                     int(args.size())) != plan->float16_buffers.end();
+  CheckOutput(out.data(), h.n_out, reference,
+              half_output ? std::max(h.tolerance, tunefarm::kFloat16Tolerance) : h.tolerance, rep);
   if (rep.status == wire::RunStatus::kOk) {
     // Warm-up: runs until warmup_ms has passed (clocks ramp up); the last
     // one sizes the timing.

@@ -11,6 +11,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/float16.h"
 #include "common/status_macros.h"
 #include "compiler/codegen/cuda_codegen.h"
 #include "compiler/codegen/nvptx_codegen.h"
@@ -90,9 +91,13 @@ absl::StatusOr<Simulated> Simulate(const ir::ComputeDAG& dag, const ir::Trace& s
   TF_ASSIGN_OR_RETURN(std::vector<float> got,
                       testing::SimulateGpu(st.dag(), program, target, args, &out.stats));
   if (got.size() != ref.size()) return absl::InternalError("output size");
+  // A float16 output within its dtype's rounding (the runner's tolerance).
+  const bool half = dag.tensors[size_t(dag.output)].float16;
   for (size_t i = 0; i < ref.size(); ++i) {
+    if (half && got[i] != RoundToFloat16(got[i]))
+      return absl::InternalError(absl::StrCat("output ", i, " = ", got[i], " is not a float16"));
     double err = std::abs(got[i] - ref[i]) / std::max(1.0, std::abs(ref[i]));
-    if (!(err <= 1e-4)) {
+    if (!(err <= (half ? kFloat16Tolerance : 1e-4))) {
       return absl::InternalError(absl::StrCat("output ", i, " is ", got[i], ", reference ",
                                               ref[i]));
     }
@@ -156,6 +161,73 @@ TEST(GpuSchedule, SimulatorCatchesAMissingBarrier) {
   EXPECT_TRUE(absl::StrContains(broken.status().message(), "race")) << broken.status();
 }
 
+// The float16 form of a spec (dtype=float16 inside its parentheses).
+std::string Half(const std::string& spec) {
+  std::string out = spec;
+  out.insert(out.find(')'), ",dtype=float16");
+  return out;
+}
+
+// Float16 workloads (float16 in memory, float32 arithmetic): default and
+// random schedules against the float64 reference on the same float16
+// inputs, within float16 rounding; a float16 output holds float16 values.
+TEST(GpuFloat16, SchedulesMatchReferenceInTheSimulator) {
+  const ir::Target target = Cuda("cuda -arch=sm_90");
+  std::mt19937_64 rng(16);
+  int tiled = 0, checked = 0;
+  for (const std::string& base :
+       {std::string("conv2d_nchw(N=2,C=7,H=9,W=11,K=10,R=3,S=3,pad=1)+bias+relu"),
+        std::string("matmul(M=24,N=20,K=19)"), std::string("dense(M=5,N=31,K=40)+bias"),
+        std::string("batch_matmul(B=2,M=5,N=11,K=3)"),
+        std::string("depthwise_conv2d_nchw(N=1,C=9,H=11,W=11,R=3,S=3,stride=2,pad=1)"),
+        std::string("add(N=1,C=3,H=5,W=11)+sigmoid"), std::string("softmax(A=3,N=37)"),
+        std::string("layer_norm(A=3,N=37)"), std::string("reduce_mean(A=3,N=37)")}) {
+    const std::string spec = Half(base);
+    ir::ComputeDAG dag = Dag(spec);
+    ASSERT_TRUE(ir::HasFloat16(dag)) << spec;
+    for (int i = 0; i < 6; ++i) {
+      ir::Trace sched = i == 0 ? ir::DefaultSchedule(dag, target)
+                               : search::space::RandomGpuSchedule(dag, target, rng);
+      auto r = Simulate(dag, sched, target, 300 + i);
+      ASSERT_TRUE(r.ok()) << spec << " schedule " << ir::ToProto(sched).ShortDebugString() << ": "
+                          << r.status();
+      tiled += sched.sketch_id == ir::kGpuTilingSketchId;
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, 54);
+  EXPECT_GE(tiled, 10);
+}
+
+// Float16 operands are staged in shared memory as float16: half the bytes
+// of the float32 tiles, the accumulators float32 in registers.
+TEST(GpuFloat16, SharedTilesTakeHalfTheBytes) {
+  const ir::Target target = Cuda("cuda -arch=sm_90");
+  int64_t bytes[2] = {0, 0};
+  for (int half = 0; half < 2; ++half) {
+    const std::string spec = "matmul(M=64,N=64,K=64)";
+    ir::ComputeDAG dag = Dag(half ? Half(spec) : spec);
+    auto sched = ir::BuildGpuTiledSchedule(dag, target, ir::DefaultGpuTiling(dag, target));
+    ASSERT_TRUE(sched.ok()) << sched.status();
+    auto st = ir::ScheduleState::Replay(dag, *sched, target);
+    ASSERT_TRUE(st.ok()) << st.status();
+    auto plan = ir::PlanGpuLaunches(st->dag(), ir::Lower(*st), target);
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    ASSERT_EQ(plan->kernels.size(), 1u);
+    bytes[half] = plan->kernels[0].shared_bytes;
+    for (const ir::TensorDecl& t : st->dag().tensors) {
+      if (t.name.find(".local") != std::string::npos) EXPECT_FALSE(t.float16) << t.name;
+      if (t.shared) EXPECT_EQ(t.float16, half == 1) << t.name;
+    }
+    auto program = codegen::EmitCuda(st->dag(), ir::Lower(*st), target);
+    ASSERT_TRUE(program.ok()) << program.status();
+    EXPECT_EQ(program->kernels[0].shared_bytes, bytes[half]);
+    EXPECT_EQ(absl::StrContains(program->source, "tf_f2h("), half == 1) << program->source;
+  }
+  EXPECT_GT(bytes[0], 0);
+  EXPECT_EQ(bytes[1] * 2, bytes[0]);
+}
+
 TEST(GpuSchedule, LoweredTiledProgramStagesInSharedMemory) {
   const ir::Target target = Cuda();
   ir::ComputeDAG dag = Dag("conv2d_nchw(N=1,C=8,H=12,W=12,K=16,R=3,S=3,pad=1)+bias+relu");
@@ -203,7 +275,7 @@ TEST(GpuLimits, TooManyThreadsAndTooMuchSharedMemoryAreRefused) {
   ASSERT_TRUE(fused.ok());
   auto st = ir::ScheduleState::Replay(dag, *fused, small);
   ASSERT_TRUE(st.ok());
-  auto plan = ir::PlanGpuLaunches(ir::Lower(*st), small);
+  auto plan = ir::PlanGpuLaunches(st->dag(), ir::Lower(*st), small);
   ASSERT_FALSE(plan.ok());
   EXPECT_TRUE(absl::StrContains(plan.status().message(), "128 threads per block exceed"))
       << plan.status();
@@ -218,14 +290,14 @@ TEST(GpuLimits, TooManyThreadsAndTooMuchSharedMemoryAreRefused) {
   ASSERT_TRUE(tiled.ok()) << tiled.status();
   auto st2 = ir::ScheduleState::Replay(dag, *tiled, tiny_smem);
   ASSERT_TRUE(st2.ok());
-  auto plan2 = ir::PlanGpuLaunches(ir::Lower(*st2), tiny_smem);
+  auto plan2 = ir::PlanGpuLaunches(st2->dag(), ir::Lower(*st2), tiny_smem);
   ASSERT_FALSE(plan2.ok());
   EXPECT_TRUE(absl::StrContains(plan2.status().message(), "bytes of shared memory exceed"))
       << plan2.status();
   // The default for that target fits it.
   auto def = ir::ScheduleState::Replay(dag, ir::DefaultSchedule(dag, tiny_smem), tiny_smem);
   ASSERT_TRUE(def.ok());
-  EXPECT_TRUE(ir::PlanGpuLaunches(ir::Lower(*def), tiny_smem).ok());
+  EXPECT_TRUE(ir::PlanGpuLaunches(def->dag(), ir::Lower(*def), tiny_smem).ok());
 }
 
 // ---- NVRTC: real compilation for three archs (no GPU needed) ----
@@ -319,6 +391,36 @@ TEST_F(NvrtcTest, PtxOnRequest) {
   EXPECT_TRUE(absl::StrContains(a->ptx, ".entry tf_kernel_0"));
 }
 
+// Float16 builds compile for each arch: float16 parameters as their bits,
+// float32 arithmetic, conversions by cvt (no header needed).
+TEST_F(NvrtcTest, Float16BuildsCompileForThreeArchs) {
+  std::mt19937_64 rng(1616);
+  int built = 0;
+  for (const char* arch : {"sm_75", "sm_87", "sm_90"}) {
+    ir::Target target = Cuda(std::string("cuda -arch=") + arch);
+    for (int i = 0; i < 4; ++i) {
+      const std::string spec =
+          Half(i % 2 == 0 ? "conv2d_nchw(N=1,C=7,H=9,W=11,K=10,R=3,S=3,pad=1)+bias+relu"
+                          : "matmul(M=64,N=48,K=40)");
+      ir::ComputeDAG dag = Dag(spec);
+      ir::Trace sched = i < 2 ? ir::DefaultSchedule(dag, target)
+                              : search::space::RandomGpuSchedule(dag, target, rng);
+      codegen::CudaCompileOptions opts;
+      opts.ptx = true;
+      auto a = Build(dag, sched, target, opts);
+      ASSERT_TRUE(a.ok()) << arch << " " << spec << ": " << a.status();
+      EXPECT_TRUE(absl::StrContains(a->program.source, "const unsigned short* __restrict__"))
+          << a->program.source;
+      EXPECT_TRUE(absl::StrContains(a->program.source, "unsigned short* __restrict__ t"));
+      EXPECT_TRUE(absl::StrContains(a->ptx, "cvt.rn.f16.f32")) << a->ptx;
+      EXPECT_TRUE(absl::StrContains(a->ptx, "cvt.f32.f16")) << a->ptx;
+      ASSERT_TRUE(codegen::ReadCubin(a->cubin).ok());
+      ++built;
+    }
+  }
+  EXPECT_EQ(built, 12);
+}
+
 TEST_F(NvrtcTest, UnbuildableArchAndRegisterLimitAreClearErrors) {
   ir::ComputeDAG dag = Dag("matmul(M=64,N=64,K=64)");
   ir::Target xavier = Cuda("cuda -arch=sm_72");  // NVRTC 13: no (LLVM builds it)
@@ -392,6 +494,31 @@ TEST(NvptxRoute, RandomPairsBuildPtxForXavierThatPtxasCompiles) {
   EXPECT_EQ(built, 30);
   EXPECT_GT(with_shared, 0);
   EXPECT_GT(with_math, 0);
+}
+
+// Float16 through LLVM (Xavier, sm_72): half loads widened, stores rounded
+// (cvt.rn.f16.f32), PTX that ptxas compiles.
+TEST(NvptxRoute, Float16PtxForXavierCompiles) {
+  const ir::Target xavier = Cuda("cuda -arch=sm_72");
+  const std::string ptxas = Ptxas();
+  if (ptxas.empty()) TF_SKIP("no-cuda-toolkit") << "no ptxas to check the PTX with";
+  if (codegen::LibdevicePath().empty()) TF_SKIP("no-cuda-toolkit") << "no libdevice";
+  testing::TempDir dir;
+  for (const std::string spec : {Half("conv2d_nchw(N=1,C=7,H=9,W=11,K=10,R=3,S=3,pad=1)+bias+relu"),
+                                 Half("add(N=1,C=3,H=5,W=11)+sigmoid")}) {
+    ir::ComputeDAG dag = Dag(spec);
+    auto st = ir::ScheduleState::Replay(dag, ir::DefaultSchedule(dag, xavier), xavier);
+    ASSERT_TRUE(st.ok()) << st.status();
+    auto a = codegen::CompileCudaWithLlvm(st->dag(), ir::Lower(*st), xavier);
+    ASSERT_TRUE(a.ok()) << spec << ": " << a.status();
+    EXPECT_TRUE(absl::StrContains(a->ptx, "cvt.rn.f16.f32")) << a->ptx;
+    EXPECT_TRUE(absl::StrContains(a->ptx, "cvt.f32.f16")) << a->ptx;
+    const std::string ptx = dir.File("h.ptx"), cubin = dir.File("h.cubin");
+    testing::WriteFile(ptx, a->ptx);
+    std::remove(cubin.c_str());
+    const std::string cmd = ptxas + " -arch=sm_75 " + ptx + " -o " + cubin + " 2>&1";
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << spec << "\n" << a->ptx;
+  }
 }
 
 // What the launch planner refuses, the LLVM route refuses the same way;

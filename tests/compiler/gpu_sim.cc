@@ -5,6 +5,7 @@
 #include <unordered_map>
 
 #include "absl/strings/str_cat.h"
+#include "common/float16.h"
 #include "common/status_macros.h"
 #include "compiler/schedule/gpu_launch.h"
 
@@ -115,7 +116,7 @@ class BlockSim {
           if (!mask[t]) continue;
           TF_ASSIGN_OR_RETURN(double v, EvalFloat(s->value, t));
           TF_ASSIGN_OR_RETURN(float* p, Address(s->tensor, s->indices, t, /*write=*/true));
-          *p = float(v);
+          *p = dag_.tensors[size_t(s->tensor)].float16 ? RoundToFloat16(float(v)) : float(v);
         }
         return absl::OkStatus();
     }
@@ -337,12 +338,15 @@ absl::StatusOr<std::vector<float>> SimulateGpu(const ir::ComputeDAG& dag, const 
                                                const ir::Target& target,
                                                std::vector<std::vector<float>> args,
                                                GpuSimStats* stats) {
-  TF_ASSIGN_OR_RETURN(ir::GpuLaunchPlan plan, ir::PlanGpuLaunches(program, target));
+  TF_ASSIGN_OR_RETURN(ir::GpuLaunchPlan plan, ir::PlanGpuLaunches(dag, program, target));
   if (args.size() != dag.args.size()) return absl::InvalidArgumentError("argument count");
   std::map<int, std::vector<float>> global;
   for (size_t i = 0; i < args.size(); ++i) {
     if (int64_t(args[i].size()) != dag.NumElements(dag.args[i]))
       return absl::InvalidArgumentError(StrCat("argument ", i, " has the wrong size"));
+    if (dag.tensors[size_t(dag.args[i])].float16) {  // as the runner uploads them
+      for (float& x : args[i]) x = RoundToFloat16(x);
+    }
     global[dag.args[i]] = std::move(args[i]);
   }
   for (const auto& [tensor, shape] : plan.workspace) {

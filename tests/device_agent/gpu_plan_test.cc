@@ -85,6 +85,25 @@ TEST(GpuPlan, RoundTripsAndRefusesDamage) {
     }
   }
   EXPECT_GT(refused, 0);
+  // Float16 buffers travel; one that is not an argument buffer is refused.
+  runner::GpuPlan half = plan;
+  half.float16_buffers = {0, 2};
+  absl::StatusOr<std::string> half_bytes = runner::EncodeGpuPlan(half);
+  ASSERT_TRUE(half_bytes.ok()) << half_bytes.status();
+  absl::StatusOr<runner::GpuPlan> half_back =
+      runner::DecodeGpuPlan(half_bytes->data(), half_bytes->size(), 2);
+  ASSERT_TRUE(half_back.ok()) << half_back.status();
+  EXPECT_EQ(half_back->float16_buffers, half.float16_buffers);
+  EXPECT_EQ(half_back->image, plan.image);
+  EXPECT_TRUE(back->float16_buffers.empty());
+  half.float16_buffers = {3};  // the workspace
+  half_bytes = runner::EncodeGpuPlan(half);
+  ASSERT_TRUE(half_bytes.ok());
+  absl::StatusOr<runner::GpuPlan> not_arg =
+      runner::DecodeGpuPlan(half_bytes->data(), half_bytes->size(), 2);
+  ASSERT_FALSE(not_arg.ok());
+  EXPECT_TRUE(absl::StrContains(not_arg.status().message(), "float16 buffer 3 is not an argument"))
+      << not_arg.status();
   // Past the limits: refused when encoded.
   runner::GpuPlan none = plan;
   none.kernels.clear();
@@ -143,6 +162,40 @@ TEST(GpuPlan, MapsAWorkerModulesParametersToArguments) {
   absl::StatusOr<runner::GpuPlan> bad = runner::PlanFromModule(m, r.signature());
   ASSERT_FALSE(bad.ok());
   EXPECT_TRUE(absl::StrContains(bad.status().message(), "tensor 9999")) << bad.status();
+  EXPECT_TRUE(plan->float16_buffers.empty());
+}
+
+// A float16 build's plan names its float16 arguments: every input and the
+// output of a float16 matmul, so the runner converts them.
+TEST(GpuPlan, Float16ArgumentsAreNamedForTheRunner) {
+  if (codegen::NvrtcSupportedArchs().empty())
+    TF_SKIP("no-cuda-toolkit") << "no CUDA toolkit in this build";
+  v1::BuildRequest req;
+  *req.mutable_workload() =
+      ir::Canonicalize(*ir::ParseWorkloadSpec("matmul(M=64,N=96,K=128,dtype=float16)"))->workload;
+  req.mutable_target()->set_spec("cuda -arch=sm_90");
+  absl::StatusOr<ir::Target> t = ir::Target::Parse(req.target().spec());
+  ASSERT_TRUE(t.ok());
+  absl::StatusOr<ir::ComputeDAG> dag = ir::BuildComputeDAG(req.workload());
+  ASSERT_TRUE(dag.ok()) << dag.status();
+  *req.mutable_schedule() = ir::ToProto(ir::DefaultSchedule(*dag, *t));
+  req.set_kind(v1::ARTIFACT_KIND_CUBIN);
+  v1::BuildResult r = worker::Build(req);
+  ASSERT_TRUE(r.error().empty()) << r.error();
+  v1::GpuModule m;
+  ASSERT_TRUE(m.ParseFromString(r.artifact()));
+  absl::StatusOr<runner::GpuPlan> plan = runner::PlanFromModule(m, r.signature());
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->float16_buffers, (std::vector<int>{0, 1, 2}));
+  // The same build asked of a CPU target is refused by name.
+  req.mutable_target()->set_spec("llvm -mtriple=x86_64-linux-gnu");
+  absl::StatusOr<ir::Target> cpu = ir::Target::Parse(req.target().spec());
+  ASSERT_TRUE(cpu.ok());
+  *req.mutable_schedule() = ir::ToProto(ir::DefaultSchedule(*dag, *cpu));
+  req.set_kind(v1::ARTIFACT_KIND_SHARED_OBJECT);
+  v1::BuildResult refused = worker::Build(req);
+  EXPECT_TRUE(absl::StrContains(refused.error(), "float16 kernels build for cuda targets only"))
+      << refused.error();
 }
 
 // Without a GPU: the agent refuses a CUDA build with a reason, and the

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "absl/strings/match.h"
+#include "common/float16.h"
 #include "common/random_fill.h"
 #include "gtest/gtest.h"
 
@@ -107,7 +108,9 @@ TEST(CheckSignature, RefusesWhatCannotBeRunNamingTheArgument) {
   EXPECT_TRUE(CheckSignature(s, int64_t{1} << 28).ok());
   v1::KernelSignature t = s;
   t.mutable_args(1)->set_dtype(v1::DTYPE_FLOAT16);
-  refused(t, "kernel argument 1: only float32");
+  EXPECT_TRUE(CheckSignature(t, int64_t{1} << 28).ok());
+  t.mutable_args(1)->set_dtype(v1::DTYPE_INT8);
+  refused(t, "kernel argument 1: only float32 and float16");
   t = s;
   t.mutable_args(0)->set_shape(1, 0);
   refused(t, "kernel argument 0: bad or too large shape");
@@ -143,6 +146,33 @@ TEST(RandomInputs, OnePerInputFromItsStream) {
   std::vector<float> want(7);
   FillUniform(11, 1, want.data(), 7);
   EXPECT_EQ(in[1], want);
+}
+
+// A float16 argument's inputs are the float16 values nearest the float32
+// ones, never zero; the float32 arguments of the same signature are as before.
+TEST(RandomInputs, Float16ArgumentsHoldFloat16Values) {
+  v1::KernelSignature s;
+  *s.add_args() = Arg({4096});
+  *s.add_args() = Arg({4096});
+  *s.add_args() = Arg({1});
+  s.mutable_args(1)->set_dtype(v1::DTYPE_FLOAT16);
+  std::vector<std::vector<float>> in = RandomInputs(s, 5);
+  ASSERT_EQ(in.size(), 2u);
+  std::vector<float> plain(4096);
+  FillUniform(5, 1, plain.data(), 4096);
+  int moved = 0;
+  for (size_t i = 0; i < 4096; ++i) {
+    EXPECT_EQ(in[1][i], RoundToFloat16(in[1][i]));
+    EXPECT_NE(in[1][i], 0.0f);
+    if (plain[i] != RoundToFloat16(plain[i])) {
+      EXPECT_EQ(in[1][i], RoundToFloat16(plain[i]) == 0.0f ? 0.5f : RoundToFloat16(plain[i]));
+      ++moved;
+    }
+  }
+  EXPECT_GT(moved, 3000);  // a 2^-23 grid is mostly not float16
+  std::vector<float> first(4096);
+  FillUniform(5, 0, first.data(), 4096);
+  EXPECT_EQ(in[0], first);
 }
 
 }  // namespace

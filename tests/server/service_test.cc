@@ -173,6 +173,20 @@ TEST_F(ServiceTest, JobLifecycleAndWatch) {
   grpc::Status s = tuning_->SubmitJob(Ctx().get(), bad, &resp);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_NE(s.error_message().find("-mtriple"), std::string::npos);
+
+  // A float16 task for a CPU target: refused at submit, naming the task.
+  v1::SubmitJobRequest half = bad;
+  half.mutable_spec()->mutable_target()->set_spec(kTargetX86);
+  *half.mutable_spec()->add_tasks()->mutable_workload() = Conv2d(8, 8, 8);
+  for (v1::TensorSpec& t :
+       *half.mutable_spec()->mutable_tasks(1)->mutable_workload()->mutable_inputs())
+    t.set_dtype(v1::DTYPE_FLOAT16);
+  s = tuning_->SubmitJob(Ctx().get(), half, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(
+      s.error_message().find("task 1 is float16; float16 kernels build for cuda targets only"),
+      std::string::npos)
+      << s.error_message();
 }
 
 TEST_F(ServiceTest, OversizedRequestIsRefusedAndStoresNothing) {

@@ -1,5 +1,6 @@
 #include "compiler/ir/workload.h"
 
+#include <algorithm>
 #include <climits>
 #include <random>
 
@@ -467,6 +468,58 @@ TEST(WorkloadSpec, FormatReadsBackAsTheSameWorkload) {
     EXPECT_EQ(f.status().code(), absl::StatusCode::kUnimplemented);
     EXPECT_NE(std::string(f.status().message()).find(why), std::string::npos) << f.status();
   }
+}
+
+// dtype=float16 makes every tensor float16 (inputs and output), reads back
+// as written, and builds a DAG whose arguments, only, are held as float16;
+// other dtypes and mixed ones are refused by name.
+TEST(WorkloadSpec, Float16WorkloadsReadBackAndBuild) {
+  for (const std::string spec :
+       {"matmul(M=4096,N=4096,K=4096,dtype=float16)",
+        "conv2d_nchw(N=16,C=64,H=56,W=56,K=64,R=3,S=3,pad=1,dtype=float16)+bias+relu",
+        "softmax(A=3,N=20,dtype=float16)",
+        "add(N=1,C=8,H=4,W=4,yC=1,dtype=float16)+map[1](mul(%0,$0))"}) {
+    absl::StatusOr<v1::Workload> w = ParseWorkloadSpec(spec);
+    ASSERT_TRUE(w.ok()) << spec << ": " << w.status();
+    for (const v1::TensorSpec& t : w->inputs()) EXPECT_EQ(t.dtype(), v1::DTYPE_FLOAT16) << spec;
+    EXPECT_EQ(w->out_dtype(), v1::DTYPE_FLOAT16);
+    absl::StatusOr<std::string> formatted = FormatWorkloadSpec(*w);
+    ASSERT_TRUE(formatted.ok()) << spec << ": " << formatted.status() << w->DebugString();
+    EXPECT_EQ(*formatted, spec);
+    absl::StatusOr<ComputeDAG> dag = BuildComputeDAG(*w);
+    ASSERT_TRUE(dag.ok()) << dag.status();
+    int half = 0;
+    for (size_t t = 0; t < dag->tensors.size(); ++t) {
+      const bool arg = std::find(dag->args.begin(), dag->args.end(), int(t)) != dag->args.end();
+      EXPECT_EQ(dag->tensors[t].float16, arg) << spec << " tensor " << dag->tensors[t].name;
+      half += dag->tensors[t].float16;
+    }
+    EXPECT_EQ(half, int(dag->args.size()));
+    EXPECT_TRUE(HasFloat16(*dag));
+    const v1::KernelSignature signature = SignatureOf(*dag);
+    for (const v1::KernelArgument& a : signature.args()) EXPECT_EQ(a.dtype(), v1::DTYPE_FLOAT16);
+  }
+  // float16 and float32 of one shape are two workloads.
+  EXPECT_NE(Canonicalize(*ParseWorkloadSpec("matmul(M=8,N=8,K=8,dtype=float16)"))->key,
+            Canonicalize(*ParseWorkloadSpec("matmul(M=8,N=8,K=8)"))->key);
+  EXPECT_EQ(*FormatWorkloadSpec(*ParseWorkloadSpec("matmul(M=8,N=8,K=8,dtype=fp32)")),
+            "matmul(M=8,N=8,K=8)");
+  absl::StatusOr<v1::Workload> int8 = ParseWorkloadSpec("matmul(M=8,N=8,K=8,dtype=int8)");
+  ASSERT_FALSE(int8.ok());
+  EXPECT_TRUE(absl::StrContains(int8.status().message(), "dtype must be float32 or float16"))
+      << int8.status();
+  v1::Workload mixed = *ParseWorkloadSpec("matmul(M=8,N=8,K=8,dtype=float16)");
+  mixed.mutable_inputs(1)->set_dtype(v1::DTYPE_FLOAT32);
+  absl::StatusOr<ComputeDAG> refused = BuildComputeDAG(mixed);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_TRUE(absl::StrContains(refused.status().message(), "mixed dtypes")) << refused.status();
+  EXPECT_FALSE(FormatWorkloadSpec(mixed).ok());
+  v1::Workload bf16 = *ParseWorkloadSpec("matmul(M=8,N=8,K=8)");
+  for (v1::TensorSpec& t : *bf16.mutable_inputs()) t.set_dtype(v1::DTYPE_BFLOAT16);
+  bf16.set_out_dtype(v1::DTYPE_BFLOAT16);
+  refused = BuildComputeDAG(bf16);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_TRUE(absl::StrContains(refused.status().message(), "DTYPE_BFLOAT16")) << refused.status();
 }
 
 // A stage big enough to be split across threads (about 6.3 million body

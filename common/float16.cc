@@ -1,0 +1,61 @@
+#include "common/float16.h"
+
+#include <cstring>
+
+namespace tunefarm {
+
+uint16_t FloatToHalfBits(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  const uint16_t sign = uint16_t((x >> 16) & 0x8000u);
+  const uint32_t exponent = (x >> 23) & 0xffu;
+  uint32_t mantissa = x & 0x7fffffu;
+  if (exponent == 0xff) {  // infinity, or a NaN kept quiet and non-zero
+    return uint16_t(sign | 0x7c00u | (mantissa != 0 ? 0x200u | (mantissa >> 13) : 0u));
+  }
+  const int e = int(exponent) - 127 + 15;
+  if (e >= 31) return uint16_t(sign | 0x7c00u);  // too large: infinity
+  if (e <= 0) {
+    // A subnormal (or zero): the implicit bit joins the mantissa, shifted
+    // right by 14 - e; below half the smallest subnormal rounds to zero.
+    if (e < -10) return sign;
+    mantissa |= 0x800000u;
+    const int shift = 14 - e;
+    uint32_t half = mantissa >> shift;
+    const uint32_t rest = mantissa & ((1u << shift) - 1);
+    const uint32_t midpoint = 1u << (shift - 1);
+    if (rest > midpoint || (rest == midpoint && (half & 1u))) ++half;
+    return uint16_t(sign | half);
+  }
+  uint32_t half = (uint32_t(e) << 10) | (mantissa >> 13);
+  const uint32_t rest = mantissa & 0x1fffu;
+  // Rounding up may carry into the exponent, up to infinity: still right.
+  if (rest > 0x1000u || (rest == 0x1000u && (half & 1u))) ++half;
+  return uint16_t(sign | half);
+}
+
+float HalfBitsToFloat(uint16_t h) {
+  const uint32_t sign = uint32_t(h & 0x8000u) << 16;
+  const uint32_t exponent = (h >> 10) & 0x1fu;
+  uint32_t mantissa = h & 0x3ffu;
+  uint32_t x;
+  if (exponent == 0x1f) {
+    x = sign | 0x7f800000u | (mantissa << 13);
+  } else if (exponent != 0) {
+    x = sign | ((exponent - 15 + 127) << 23) | (mantissa << 13);
+  } else if (mantissa == 0) {
+    x = sign;
+  } else {  // subnormal: normalize
+    int e = -1;
+    do {
+      mantissa <<= 1;
+      ++e;
+    } while ((mantissa & 0x400u) == 0);
+    x = sign | (uint32_t(127 - 15 - e) << 23) | ((mantissa & 0x3ffu) << 13);
+  }
+  float f;
+  std::memcpy(&f, &x, 4);
+  return f;
+}
+
+}  // namespace tunefarm
