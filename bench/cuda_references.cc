@@ -4,6 +4,7 @@
 #include <functional>
 
 #include "absl/strings/str_cat.h"
+#include "common/float16.h"
 #include "common/status_macros.h"
 
 #ifdef TF_HAVE_CUDA_REFS
@@ -104,13 +105,75 @@ absl::StatusOr<double> TimeGpu(const std::function<absl::Status()>& launch, Devi
   return times[times.size() / 2];
 }
 
-absl::StatusOr<GpuReferenceRun> CuBlas(const v1::Workload& w,
-                                       const std::vector<std::vector<float>>& inputs) {
-  const bool ta = w.op() == v1::OP_KIND_MATMUL && w.matmul().transpose_a();
-  const bool tb = w.op() == v1::OP_KIND_DENSE || w.matmul().transpose_b();
+// A matmul or dense layer as cuBLAS takes it (row-major operands).
+struct GemmShape {
+  bool ta = false, tb = false;
+  int m = 0, k = 0, n = 0, lda = 0, ldb = 0;
+};
+
+GemmShape GemmShapeOf(const v1::Workload& w) {
+  GemmShape g;
+  g.ta = w.op() == v1::OP_KIND_MATMUL && w.matmul().transpose_a();
+  g.tb = w.op() == v1::OP_KIND_DENSE || w.matmul().transpose_b();
   const auto& as = w.inputs(0).shape();
   const auto& bs = w.inputs(1).shape();
-  const int m = int(ta ? as[1] : as[0]), k = int(ta ? as[0] : as[1]), n = int(tb ? bs[0] : bs[1]);
+  g.m = int(g.ta ? as[1] : as[0]);
+  g.k = int(g.ta ? as[0] : as[1]);
+  g.n = int(g.tb ? bs[0] : bs[1]);
+  g.lda = int(as[1]);
+  g.ldb = int(bs[1]);
+  return g;
+}
+
+// cublasGemmEx on float16 A, B and C with float32 accumulation (tensor
+// cores: cuBLAS's default math for float16), the output widened back.
+absl::StatusOr<GpuReferenceRun> CuBlasHalf(const v1::Workload& w,
+                                           const std::vector<std::vector<float>>& inputs) {
+  const GemmShape g = GemmShapeOf(w);
+  const bool ta = g.ta, tb = g.tb;
+  const int m = g.m, k = g.k, n = g.n, lda = g.lda, ldb = g.ldb;
+  DeviceBuffers mem;
+  auto upload = [&](const std::vector<float>& host) -> absl::StatusOr<void*> {
+    std::vector<uint16_t> half(host.size());
+    for (size_t i = 0; i < host.size(); ++i) half[i] = FloatToHalfBits(host[i]);
+    TF_ASSIGN_OR_RETURN(void* p, mem.Alloc(half.size() * 2));
+    TF_CUDA_REF(cudaMemcpy(p, half.data(), half.size() * 2, cudaMemcpyHostToDevice));
+    return p;
+  };
+  TF_ASSIGN_OR_RETURN(void* a, upload(inputs[0]));
+  TF_ASSIGN_OR_RETURN(void* b, upload(inputs[1]));
+  TF_ASSIGN_OR_RETURN(void* c, mem.Alloc(size_t(m) * n * 2));
+  cublasHandle_t h;
+  TF_CUDA_REF(cublasCreate(&h));
+  const float one = 1, zero = 0;
+  auto launch = [&]() -> absl::Status {
+    return Check(cublasGemmEx(h, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, n,
+                              m, k, &one, b, CUDA_R_16F, ldb, a, CUDA_R_16F, lda, &zero, c,
+                              CUDA_R_16F, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                 "cublasGemmEx");
+  };
+  GpuReferenceRun run;
+  run.library = "cublas fp16";
+  absl::StatusOr<double> t = TimeGpu(launch, &mem);
+  absl::Status s;
+  if (t.ok()) {
+    run.seconds = *t;
+    std::vector<uint16_t> half(size_t(m) * n);
+    s = Check(cudaMemcpy(half.data(), c, half.size() * 2, cudaMemcpyDeviceToHost), "cudaMemcpy");
+    for (uint16_t v : half) run.output.push_back(HalfBitsToFloat(v));
+  }
+  cublasDestroy(h);
+  if (!t.ok()) return t.status();
+  TF_RETURN_IF_ERROR(s);
+  return run;
+}
+
+absl::StatusOr<GpuReferenceRun> CuBlas(const v1::Workload& w,
+                                       const std::vector<std::vector<float>>& inputs) {
+  if (w.inputs(0).dtype() == v1::DTYPE_FLOAT16) return CuBlasHalf(w, inputs);
+  const GemmShape g = GemmShapeOf(w);
+  const bool ta = g.ta, tb = g.tb;
+  const int m = g.m, k = g.k, n = g.n, lda = g.lda, ldb = g.ldb;
   DeviceBuffers mem;
   TF_ASSIGN_OR_RETURN(float* a, mem.Upload(inputs[0]));
   TF_ASSIGN_OR_RETURN(float* b, mem.Upload(inputs[1]));
@@ -120,10 +183,9 @@ absl::StatusOr<GpuReferenceRun> CuBlas(const v1::Workload& w,
   // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T.
   const float one = 1, zero = 0;
   auto launch = [&]() -> absl::Status {
-    return Check(
-        cublasSgemm(h, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k,
-                    &one, b, int(bs[1]), a, int(as[1]), &zero, static_cast<float*>(c), n),
-        "cublasSgemm");
+    return Check(cublasSgemm(h, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, n,
+                             m, k, &one, b, ldb, a, lda, &zero, static_cast<float*>(c), n),
+                 "cublasSgemm");
   };
   GpuReferenceRun run;
   run.library = "cublas";
@@ -236,7 +298,8 @@ absl::StatusOr<GpuReferenceRun> RunCudaReference(const v1::Workload& w,
       absl::NotFoundError("no cuBLAS/cuDNN reference for this op");
   if (w.op() == v1::OP_KIND_DENSE || w.op() == v1::OP_KIND_MATMUL) {
     run = CuBlas(w, inputs);
-  } else if (w.op() == v1::OP_KIND_CONV2D && w.conv2d().layout() == v1::DATA_LAYOUT_NCHW) {
+  } else if (w.op() == v1::OP_KIND_CONV2D && w.conv2d().layout() == v1::DATA_LAYOUT_NCHW &&
+             w.inputs(0).dtype() == v1::DTYPE_FLOAT32) {
     run = CuDnn(w, inputs);
   }
   // No context of this process stays on the GPU while the next workload's

@@ -15,6 +15,7 @@
 #include "compiler/codegen/nvptx_codegen.h"
 #include "compiler/ir/compute.h"
 #include "compiler/ir/workload_spec.h"
+#include "compiler/schedule/gpu_tensor_core.h"
 #include "compiler/schedule/gpu_tiling.h"
 #include "compiler/schedule/handwritten.h"
 #include "compiler/schedule/schedule.h"
@@ -104,6 +105,10 @@ int RunCompile(const std::vector<std::string>& args, std::ostream& out, std::ost
         built = ir::BuildTiledSchedule(*dag, target, d);
       } else if (schedule.sketch_id == ir::kGpuTilingSketchId && target.is_gpu()) {
         built = ir::BuildGpuTiledSchedule(*dag, target, d);
+      } else if (schedule.sketch_id == ir::kGpuTensorCoreSketchId && target.is_gpu()) {
+        built = schedule;  // its decisions are the schedule
+        if (std::optional<ir::TensorCoreTiling> t = ir::TensorCoreTiling::Decode(d); t)
+          built = ir::TensorCoreSchedule(*dag, target, *t);
       } else {
         return Fail(
             err, 2,

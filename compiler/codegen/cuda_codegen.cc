@@ -55,6 +55,30 @@ __device__ __forceinline__ unsigned short tf_f2h(float f) {
 }
 )";
 
+// One warp's D += A x B (ir::StmtKind::kMma): each lane gathers its
+// fragments of A (16x16) and B (16x8) from shared memory in mma.sync's
+// layout; element (r, c) of A at a[r * a_r + c * a_c], of B likewise.
+constexpr const char* kMmaPrelude =
+    R"(__device__ __forceinline__ unsigned tf_pack_h2(unsigned short lo, unsigned short hi) {
+  return (unsigned)lo | ((unsigned)hi << 16);
+}
+__device__ __forceinline__ void tf_mma_m16n8k16(float* d, const unsigned short* a, int a_r, int a_c,
+                                                const unsigned short* b, int b_r, int b_c) {
+  const int lane = threadIdx.x & 31, g = lane >> 2, t = (lane & 3) * 2;
+  unsigned ra0 = tf_pack_h2(a[g * a_r + t * a_c], a[g * a_r + (t + 1) * a_c]);
+  unsigned ra1 = tf_pack_h2(a[(g + 8) * a_r + t * a_c], a[(g + 8) * a_r + (t + 1) * a_c]);
+  unsigned ra2 = tf_pack_h2(a[g * a_r + (t + 8) * a_c], a[g * a_r + (t + 9) * a_c]);
+  unsigned ra3 = tf_pack_h2(a[(g + 8) * a_r + (t + 8) * a_c], a[(g + 8) * a_r + (t + 9) * a_c]);
+  unsigned rb0 = tf_pack_h2(b[t * b_r + g * b_c], b[(t + 1) * b_r + g * b_c]);
+  unsigned rb1 = tf_pack_h2(b[(t + 8) * b_r + g * b_c], b[(t + 9) * b_r + g * b_c]);
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+      "{%8, %9}, {%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(ra0), "r"(ra1), "r"(ra2), "r"(ra3), "r"(rb0), "r"(rb1));
+}
+)";
+
 bool IsPowerOfTwo(int64_t v) { return v > 0 && (v & (v - 1)) == 0; }
 
 int Log2(int64_t v) {
@@ -129,6 +153,13 @@ class KernelEmitter : public ir::ExprFunctor<std::string()>,
  private:
   std::string TensorName(int t) const { return StrCat("t", t); }
   bool IsHalf(int t) const { return dag_.tensors[size_t(t)].float16; }
+  // The 16 bits of a float16 load, not widened.
+  std::string HalfBits(const ExprNode& load) {
+    return StrCat(TensorName(load.tensor), "[", Flat(load.tensor, load.args), "]");
+  }
+  static bool IsZero(const Expr& e) {
+    return e->kind == ExprKind::kFloatImm && e->float_value == 0 && !std::signbit(e->float_value);
+  }
   // How a tensor's elements are declared: float, or the bits of a float16.
   const char* ElementType(int t) const { return IsHalf(t) ? "unsigned short" : "float"; }
 
@@ -318,13 +349,27 @@ class KernelEmitter : public ir::ExprFunctor<std::string()>,
       value = GenExpr(s->value);
     } else if (s->value->kind == ExprKind::kLoad && IsHalf(s->value->tensor)) {
       // A float16 copy (staging in shared memory) moves the bits.
-      value =
-          StrCat(TensorName(s->value->tensor), "[", Flat(s->value->tensor, s->value->args), "]");
+      value = HalfBits(*s->value.get());
+    } else if (const ExprNode& v = *s->value.get();
+               v.kind == ExprKind::kSelect && v.args[1]->kind == ExprKind::kLoad &&
+               IsHalf(v.args[1]->tensor) && IsZero(v.args[2])) {
+      // A guarded copy (a tile's edge): the bits, or +0.
+      value = StrCat("(", GenExpr(v.args[0]), " ? ", HalfBits(*v.args[1].get()),
+                     " : (unsigned short)0)");
     } else {
       value = StrCat("tf_f2h(", GenExpr(s->value), ")");
     }
     StrAppend(out, pad, TensorName(s->tensor), "[", Flat(s->tensor, s->indices), "] = ", value,
               ";\n");
+  }
+
+  void VisitMma(const Stmt& s, int indent, std::string* out) override {
+    std::string pad(size_t(indent) * 2, ' ');
+    StrAppend(out, pad, "tf_mma_m16n8k16(&", TensorName(s->tensor), "[", GenExpr(s->indices[0]),
+              "], ", TensorName(s->mma_a), " + ", GenExpr(s->mma_offsets[0]), ", ",
+              s->mma_a_strides[0], ", ", s->mma_a_strides[1], ", ", TensorName(s->mma_b), " + ",
+              GenExpr(s->mma_offsets[1]), ", ", s->mma_b_strides[0], ", ", s->mma_b_strides[1],
+              ");\n");
   }
 
   void VisitSeq(const Stmt& s, int indent, std::string* out) override {
@@ -397,6 +442,7 @@ absl::StatusOr<GpuProgram> EmitCuda(const ir::ComputeDAG& dag, const ir::Stmt& p
   const char* index_t = largest < (int64_t{1} << 31) ? "int" : "long long";
   prelude.replace(prelude.find("TF_INDEX_T"), strlen("TF_INDEX_T"), index_t);
   if (ir::HasFloat16(dag)) prelude += kHalfPrelude;
+  if (kernels.find("tf_mma_m16n8k16(") != std::string::npos) prelude += kMmaPrelude;
   out.source = prelude + "\n" + kernels;
   return out;
 }

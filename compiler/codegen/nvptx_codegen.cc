@@ -431,6 +431,16 @@ absl::Status LinkLibdevice(llvm::Module& mod, const std::set<std::string>& kerne
   return absl::OkStatus();
 }
 
+// Whether `s` holds a tensor-core product (kMma), which this route has no
+// lowering for.
+bool HasMma(const ir::Stmt& s) {
+  if (s->kind == ir::StmtKind::kMma) return true;
+  for (const ir::Stmt& b : s->body) {
+    if (HasMma(b)) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 std::string LibdevicePath() {
@@ -465,6 +475,10 @@ absl::StatusOr<GpuArtifact> CompileCudaWithLlvm(const ir::ComputeDAG& dag, const
   if (std::find(archs.begin(), archs.end(), target.arch()) == archs.end()) {
     return absl::InvalidArgumentError(absl::StrCat("LLVM's NVPTX back end here does not build ",
                                                    target.arch(), " (it builds sm_50..sm_90)"));
+  }
+  if (HasMma(program)) {
+    return absl::UnimplementedError(
+        "tensor-core kernels build through NVRTC (sm_80 and newer), not LLVM's NVPTX route");
   }
   const auto t0 = std::chrono::steady_clock::now();
   TF_ASSIGN_OR_RETURN(ir::GpuLaunchPlan plan, ir::PlanGpuLaunches(dag, program, target));

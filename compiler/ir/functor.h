@@ -126,6 +126,8 @@ class StmtFunctor<R(Args...)> {
         return VisitAllocate(s, args...);
       case StmtKind::kBarrier:
         return VisitBarrier(s, args...);
+      case StmtKind::kMma:
+        return VisitMma(s, args...);
     }
     return VisitDefault(s, args...);
   }
@@ -138,6 +140,7 @@ class StmtFunctor<R(Args...)> {
   virtual R VisitIf(const Stmt& s, Args... args) { return VisitDefault(s, args...); }
   virtual R VisitAllocate(const Stmt& s, Args... args) { return VisitDefault(s, args...); }
   virtual R VisitBarrier(const Stmt& s, Args... args) { return VisitDefault(s, args...); }
+  virtual R VisitMma(const Stmt& s, Args... args) { return VisitDefault(s, args...); }
 };
 
 // Visits every statement, a statement before its body; the expressions of
@@ -148,6 +151,7 @@ class StmtVisitor : public StmtFunctor<void()> {
   void VisitDefault(const Stmt& s) override {
     if (s->var.defined()) VisitExpr(s->var);
     for (const Expr& i : s->indices) VisitExpr(i);
+    for (const Expr& o : s->mma_offsets) VisitExpr(o);
     if (s->value.defined()) VisitExpr(s->value);
     if (s->cond.defined()) VisitExpr(s->cond);
     for (const Stmt& b : s->body) Visit(b);

@@ -8,9 +8,12 @@ namespace tunefarm::ir {
 
 std::string ScheduleHash(::tunefarm::v1::Schedule schedule) {
   // sketch_id and decisions are provenance, not structure: two sketches that
-  // produce the same steps are the same schedule.
-  schedule.clear_sketch_id();
-  schedule.clear_decisions();
+  // produce the same steps are the same schedule. A tensor-core schedule is
+  // its decisions.
+  if (schedule.sketch_id() != kGpuTensorCoreSketchId) {
+    schedule.clear_sketch_id();
+    schedule.clear_decisions();
+  }
   std::string bytes;
   {
     google::protobuf::io::StringOutputStream out(&bytes);

@@ -70,6 +70,20 @@ Stmt Barrier() {
   return n;
 }
 
+Stmt Mma(int d, Expr d_offset, int a, Expr a_offset, std::array<int64_t, 2> a_strides, int b,
+         Expr b_offset, std::array<int64_t, 2> b_strides) {
+  auto n = std::make_shared<StmtNode>();
+  n->kind = StmtKind::kMma;
+  n->tensor = d;
+  n->indices = {std::move(d_offset)};
+  n->mma_a = a;
+  n->mma_b = b;
+  n->mma_offsets = {std::move(a_offset), std::move(b_offset)};
+  n->mma_a_strides = a_strides;
+  n->mma_b_strides = b_strides;
+  return n;
+}
+
 bool IsBlockBound(ForKind k) {
   return k == ForKind::kBlockX || k == ForKind::kBlockY || k == ForKind::kBlockZ;
 }
@@ -143,6 +157,15 @@ void Print(const Stmt& s, const std::vector<std::string>* names, int indent, std
     case StmtKind::kBarrier:
       absl::StrAppend(out, pad, "barrier\n");
       break;
+    case StmtKind::kMma: {
+      auto name = [&](int t) { return names ? (*names)[t] : absl::StrCat("T", t); };
+      absl::StrAppend(out, pad, "mma16x8x16 ", name(s->tensor), "[", ToString(s->indices[0], names),
+                      "] += ", name(s->mma_a), "[", ToString(s->mma_offsets[0], names), " : ",
+                      s->mma_a_strides[0], ", ", s->mma_a_strides[1], "] x ", name(s->mma_b), "[",
+                      ToString(s->mma_offsets[1], names), " : ", s->mma_b_strides[0], ", ",
+                      s->mma_b_strides[1], "]\n");
+      break;
+    }
   }
 }
 }  // namespace
@@ -154,6 +177,8 @@ int64_t StoreCount(const Stmt& s) {
       return 1;
     case StmtKind::kBarrier:
       return 0;
+    case StmtKind::kMma:
+      return 4;  // per lane
     case StmtKind::kFor:
       return s->extent * StoreCount(s->body[0]);
     default: {

@@ -2,6 +2,7 @@
 // sequences and buffer allocations over the tensors of a ComputeDAG.
 #pragma once
 
+#include <array>
 #include <memory>
 #include <string>
 #include <vector>
@@ -28,7 +29,8 @@ enum class ForKind : uint8_t {
   kVThread,
 };
 // kBarrier: every thread of a GPU block waits there (__syncthreads).
-enum class StmtKind : uint8_t { kFor, kStore, kSeq, kIf, kAllocate, kBarrier };
+// kMma: one warp's tensor-core product (see StmtNode::mma_*).
+enum class StmtKind : uint8_t { kFor, kStore, kSeq, kIf, kAllocate, kBarrier, kMma };
 
 bool IsBlockBound(ForKind k);
 bool IsThreadBound(ForKind k);
@@ -60,6 +62,17 @@ struct StmtNode {
   std::vector<int64_t> shape;
   bool local = false;
   bool shared = false;
+  // kMma: D += A x B for one warp (mma.sync m16n8k16, float32 accumulate).
+  // A (16x16) and B (16x8) are float16 tensors in shared memory: element
+  // (r, c) of A at flat element mma_offsets[0] + r * mma_a_strides[0] +
+  // c * mma_a_strides[1] of tensor mma_a, of B likewise. D is `tensor` (a
+  // thread's float32 registers) from flat element indices[0], four per
+  // lane in mma.sync's layout: lane l holds rows l/4 (elements 0, 1) and
+  // l/4 + 8 (2, 3), columns 2*(l%4) and 2*(l%4) + 1. The 32 lanes of a warp
+  // (threads 32w..32w+31 of a 1-D block) run it together with equal offsets.
+  int mma_a = -1, mma_b = -1;
+  std::vector<Expr> mma_offsets;
+  std::array<int64_t, 2> mma_a_strides = {0, 0}, mma_b_strides = {0, 0};
   // kFor, kIf, kAllocate: body[0]; kSeq: the statements in order
   std::vector<Stmt> body;
 };
@@ -71,6 +84,8 @@ Stmt IfThen(Expr cond, Stmt then_case);
 Stmt Allocate(int tensor, std::vector<int64_t> shape, bool local, Stmt body);
 Stmt AllocateShared(int tensor, std::vector<int64_t> shape, Stmt body);
 Stmt Barrier();
+Stmt Mma(int d, Expr d_offset, int a, Expr a_offset, std::array<int64_t, 2> a_strides, int b,
+         Expr b_offset, std::array<int64_t, 2> b_strides);
 
 std::string ToString(const Stmt& s, const std::vector<std::string>* tensor_names = nullptr);
 

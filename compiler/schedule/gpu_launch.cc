@@ -58,6 +58,7 @@ class Scanner {
         return absl::OkStatus();
       case StmtKind::kStore:
       case StmtKind::kBarrier:
+      case StmtKind::kMma:
         return absl::OkStatus();
     }
     return absl::OkStatus();

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "compiler/ir/simplify.h"
+#include "compiler/schedule/gpu_tensor_core.h"
 #include "compiler/schedule/schedule.h"
 
 namespace tunefarm::ir {
@@ -548,6 +549,9 @@ class Lowerer {
 
 }  // namespace
 
-Stmt Lower(const ScheduleState& state) { return Lowerer(state).Run(); }
+Stmt Lower(const ScheduleState& state) {
+  if (!state.tensor_core().empty()) return LowerTensorCore(state.dag(), state.tensor_core());
+  return Lowerer(state).Run();
+}
 
 }  // namespace tunefarm::ir

@@ -10,6 +10,7 @@
 #include "common/overload.h"
 #include "common/status_macros.h"
 #include "compiler/ir/simplify.h"
+#include "compiler/schedule/gpu_tensor_core.h"
 #include "compiler/schedule/gpu_tiling.h"
 #include "compiler/schedule/handwritten.h"
 
@@ -51,6 +52,17 @@ ScheduleState ScheduleState::Initial(const ComputeDAG& dag) {
 
 absl::StatusOr<ScheduleState> ScheduleState::Replay(const ComputeDAG& dag, const Trace& trace,
                                                     const Target& target) {
+  if (trace.sketch_id == kGpuTensorCoreSketchId) {
+    if (!trace.steps.empty()) {
+      return InvalidArgumentError(StrCat("a tensor-core schedule is its decisions; this one has ",
+                                         trace.steps.size(), " steps"));
+    }
+    TF_ASSIGN_OR_RETURN(ComputeDAG with_buffers, TensorCoreDag(dag, target, trace.decisions));
+    ScheduleState st = Initial(with_buffers);
+    st.gpu_ = true;
+    st.tensor_core_ = trace.decisions;
+    return st;
+  }
   ScheduleState st = Initial(dag);
   st.gpu_ = target.is_gpu();
   for (size_t i = 0; i < trace.steps.size(); ++i) {

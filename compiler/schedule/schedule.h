@@ -68,6 +68,9 @@ class ScheduleState {
   const std::vector<StageState>& stages() const { return stages_; }
   // Scheduled for a CUDA target: loops may be bound to the grid.
   bool is_gpu() const { return gpu_; }
+  // A tensor-core schedule's decisions (gpu_tensor_core.h); empty for a
+  // schedule of steps. The DAG then holds the schedule's buffers too.
+  const std::vector<int64_t>& tensor_core() const { return tensor_core_; }
 
  private:
   explicit ScheduleState(const ComputeDAG& dag) : dag_(dag) {}
@@ -97,6 +100,7 @@ class ScheduleState {
   ComputeDAG dag_;
   std::vector<StageState> stages_;
   bool gpu_ = false;
+  std::vector<int64_t> tensor_core_;
 };
 
 // The most copies of a loop body unrolling makes: an unroll annotation on a
@@ -110,7 +114,8 @@ constexpr int64_t kMaxUnrolledCopies = 512;
 // and vectorized.
 Trace DefaultSchedule(const ComputeDAG& dag, const Target& target);
 
-// The loop program of a scheduled state.
+// The loop program of a scheduled state (LowerTensorCore's for a
+// tensor-core schedule).
 //
 // On a GPU target every nest at the root of the program is one kernel: its
 // loops bound to blockIdx/threadIdx make the grid, vthread loops and the

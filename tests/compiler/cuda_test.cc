@@ -11,6 +11,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/float16.h"
 #include "common/status_macros.h"
 #include "compiler/codegen/cuda_codegen.h"
@@ -19,6 +20,7 @@
 #include "compiler/ir/reference.h"
 #include "compiler/ir/workload_spec.h"
 #include "compiler/schedule/gpu_launch.h"
+#include "compiler/schedule/gpu_tensor_core.h"
 #include "compiler/schedule/gpu_tiling.h"
 #include "compiler/schedule/schedule.h"
 #include "gtest/gtest.h"
@@ -228,6 +230,125 @@ TEST(GpuFloat16, SharedTilesTakeHalfTheBytes) {
   EXPECT_EQ(bytes[1] * 2, bytes[0]);
 }
 
+// ---- Tensor cores: float16 products by mma.sync m16n8k16 ----
+
+int CountMma(const ir::Stmt& s) {
+  int n = s->kind == ir::StmtKind::kMma;
+  for (const ir::Stmt& b : s->body) n += CountMma(b);
+  return n;
+}
+
+// Random decisions within the sketch's ranges that fit the target.
+ir::TensorCoreTiling RandomTensorCoreTiling(const ir::Target& target, std::mt19937_64& rng) {
+  for (;;) {
+    ir::TensorCoreTiling t;
+    t.warps_m = int64_t{1} << (rng() % 3);
+    t.warps_n = int64_t{1} << (rng() % 3);
+    t.frags_m = int64_t{1} << (rng() % 3);
+    t.frags_n = int64_t{1} << (rng() % 4);
+    t.k_steps = 1 + int64_t(rng() % 3);
+    t.pad = rng() % 2 ? 8 : 0;
+    if (ir::CheckTensorCoreTiling(t, target).ok()) return t;
+  }
+}
+
+// Tensor-core schedules (the default and random decisions) of float16
+// products with ragged edges, transposes, batches and epilogues against the
+// float64 reference: the interpreter runs each warp's mma.sync on the
+// fragments its lanes gather, so a wrong offset, stride or layout fails.
+TEST(GpuTensorCore, SchedulesMatchReferenceInTheSimulator) {
+  const ir::Target target = Cuda("cuda -arch=sm_90");
+  std::mt19937_64 rng(80);
+  int checked = 0;
+  for (const std::string spec :
+       {"matmul(M=40,N=36,K=50,dtype=float16)", "matmul(M=64,N=64,K=64,dtype=float16)",
+        "matmul(M=17,N=9,K=33,transpose_a=1,dtype=float16)",
+        "matmul(M=24,N=40,K=20,transpose_b=1,dtype=float16)+relu",
+        "dense(M=33,N=20,K=70,dtype=float16)+bias+relu",
+        "batch_matmul(B=3,M=20,N=24,K=40,dtype=float16)",
+        "batch_matmul(B=2,M=16,N=8,K=16,transpose_a=1,transpose_b=1,dtype=float16)+sigmoid"}) {
+    ir::ComputeDAG dag = Dag(spec);
+    ASSERT_TRUE(ir::CheckTensorCoreSketch(dag, target).ok())
+        << spec << ": " << ir::CheckTensorCoreSketch(dag, target);
+    for (int i = 0; i < 5; ++i) {
+      const ir::TensorCoreTiling tiling =
+          i == 0 ? ir::DefaultTensorCoreTiling(dag, target) : RandomTensorCoreTiling(target, rng);
+      auto sched = ir::TensorCoreSchedule(dag, target, tiling);
+      ASSERT_TRUE(sched.ok()) << spec << ": " << sched.status();
+      auto st = ir::ScheduleState::Replay(dag, *sched, target);
+      ASSERT_TRUE(st.ok()) << st.status();
+      EXPECT_EQ(CountMma(ir::Lower(*st)), 1) << spec;
+      auto r = Simulate(dag, *sched, target, 500 + i);
+      ASSERT_TRUE(r.ok()) << spec << " decisions " << absl::StrJoin(tiling.Encode(), ",") << ": "
+                          << r.status();
+      EXPECT_EQ(r->stats.threads_per_block, tiling.Threads());
+      EXPECT_GT(r->stats.barriers, 0);
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, 35);
+}
+
+// A lane layout mistake is caught: the accumulators written back with the
+// lanes' rows and columns swapped differ from the reference.
+TEST(GpuTensorCore, SimulatorCatchesAWrongFragmentLayout) {
+  const ir::Target target = Cuda("cuda -arch=sm_90");
+  ir::ComputeDAG dag = Dag("matmul(M=32,N=32,K=32,dtype=float16)");
+  auto sched = ir::TensorCoreSchedule(dag, target, ir::DefaultTensorCoreTiling(dag, target));
+  ASSERT_TRUE(sched.ok()) << sched.status();
+  ASSERT_TRUE(Simulate(dag, *sched, target, 1).ok());
+  // B's strides swapped: the warp multiplies by B's transpose.
+  std::function<ir::Stmt(ir::Stmt)> swap = [&](ir::Stmt s) -> ir::Stmt {
+    auto n = std::make_shared<ir::StmtNode>(*s);
+    if (n->kind == ir::StmtKind::kMma) std::swap(n->mma_b_strides[0], n->mma_b_strides[1]);
+    for (ir::Stmt& b : n->body) b = swap(b);
+    return n;
+  };
+  auto broken = Simulate(dag, *sched, target, 1, swap);
+  EXPECT_FALSE(broken.ok());
+}
+
+TEST(GpuTensorCore, RefusedWithReasons) {
+  auto why = [](const std::string& spec, const std::string& arch) {
+    return std::string(ir::CheckTensorCoreSketch(Dag(spec), Cuda("cuda -arch=" + arch)).message());
+  };
+  EXPECT_TRUE(absl::StrContains(why("matmul(M=64,N=64,K=64,dtype=float16)", "sm_75"),
+                                "sm_75 has no float16 mma.sync"));
+  EXPECT_TRUE(absl::StrContains(why("matmul(M=64,N=64,K=64)", "sm_90"), "not float16"));
+  EXPECT_TRUE(absl::StrContains(
+      why("conv2d_nchw(N=1,C=8,H=8,W=8,K=8,R=3,S=3,pad=1,dtype=float16)", "sm_90"),
+      "not a matrix product"));
+  EXPECT_TRUE(absl::StrContains(why("softmax(A=3,N=20,dtype=float16)", "sm_90"), "reduction"));
+  const ir::Target target = Cuda("cuda -arch=sm_90");
+  ir::ComputeDAG dag = Dag("matmul(M=64,N=64,K=64,dtype=float16)");
+  ir::TensorCoreTiling t;
+  t.frags_m = 8;
+  t.frags_n = 8;
+  auto too_many = ir::TensorCoreSchedule(dag, target, t);
+  ASSERT_FALSE(too_many.ok());
+  EXPECT_TRUE(absl::StrContains(too_many.status().message(), "256 accumulators per thread"))
+      << too_many.status();
+  ir::Trace bad;
+  bad.sketch_id = ir::kGpuTensorCoreSketchId;
+  bad.decisions = {2, 2, 2};
+  auto replay = ir::ScheduleState::Replay(dag, bad, target);
+  ASSERT_FALSE(replay.ok());
+  EXPECT_TRUE(absl::StrContains(replay.status().message(), "6 values, not 3")) << replay.status();
+  // Two decisions are two schedules (a tensor-core schedule has no steps).
+  auto a = ir::TensorCoreSchedule(dag, target, ir::TensorCoreTiling{});
+  ir::TensorCoreTiling other;
+  other.pad = 0;
+  auto b = ir::TensorCoreSchedule(dag, target, other);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_NE(ir::TraceHash(*a), ir::TraceHash(*b));
+  // LLVM's NVPTX route has no tensor-core lowering and says so.
+  auto st = ir::ScheduleState::Replay(dag, *a, target);
+  ASSERT_TRUE(st.ok()) << st.status();
+  auto llvm = codegen::CompileCudaWithLlvm(st->dag(), ir::Lower(*st), target);
+  ASSERT_FALSE(llvm.ok());
+  EXPECT_TRUE(absl::StrContains(llvm.status().message(), "through NVRTC")) << llvm.status();
+}
+
 TEST(GpuSchedule, LoweredTiledProgramStagesInSharedMemory) {
   const ir::Target target = Cuda();
   ir::ComputeDAG dag = Dag("conv2d_nchw(N=1,C=8,H=12,W=12,K=16,R=3,S=3,pad=1)+bias+relu");
@@ -413,9 +534,43 @@ TEST_F(NvrtcTest, Float16BuildsCompileForThreeArchs) {
           << a->program.source;
       EXPECT_TRUE(absl::StrContains(a->program.source, "unsigned short* __restrict__ t"));
       EXPECT_TRUE(absl::StrContains(a->ptx, "cvt.rn.f16.f32")) << a->ptx;
-      EXPECT_TRUE(absl::StrContains(a->ptx, "cvt.f32.f16")) << a->ptx;
+      // (A tensor-core product moves its operands' bits; the others widen.)
+      if (sched.sketch_id != ir::kGpuTensorCoreSketchId || spec.find("bias") != std::string::npos)
+        EXPECT_TRUE(absl::StrContains(a->ptx, "cvt.f32.f16")) << a->ptx;
       ASSERT_TRUE(codegen::ReadCubin(a->cubin).ok());
       ++built;
+    }
+  }
+  EXPECT_EQ(built, 12);
+}
+
+// Tensor-core schedules compile for the archs that have mma.sync
+// m16n8k16: the PTX holds it, nothing spills, the cubin reads back.
+TEST_F(NvrtcTest, TensorCoreBuildsCompile) {
+  std::mt19937_64 rng(8080);
+  int built = 0;
+  for (const char* arch : {"sm_80", "sm_87", "sm_90"}) {
+    ir::Target target = Cuda(std::string("cuda -arch=") + arch);
+    for (const std::string spec : {"matmul(M=4096,N=4096,K=4096,dtype=float16)",
+                                   "dense(M=33,N=20,K=70,dtype=float16)+bias+relu"}) {
+      ir::ComputeDAG dag = Dag(spec);
+      for (int i = 0; i < 2; ++i) {
+        auto sched = ir::TensorCoreSchedule(dag, target,
+                                            i == 0 ? ir::DefaultTensorCoreTiling(dag, target)
+                                                   : RandomTensorCoreTiling(target, rng));
+        ASSERT_TRUE(sched.ok()) << sched.status();
+        codegen::CudaCompileOptions opts;
+        opts.ptx = true;
+        auto a = Build(dag, *sched, target, opts);
+        ASSERT_TRUE(a.ok()) << arch << " " << spec << ": " << a.status();
+        EXPECT_TRUE(absl::StrContains(a->ptx, "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"))
+            << a->program.source;
+        ASSERT_TRUE(codegen::ReadCubin(a->cubin).ok());
+        ASSERT_EQ(a->program.kernels.size(), 1u);
+        EXPECT_GT(a->program.kernels[0].registers, 0);
+        if (i == 0) EXPECT_EQ(a->program.kernels[0].spill_store_bytes, 0) << a->log;
+        ++built;
+      }
     }
   }
   EXPECT_EQ(built, 12);

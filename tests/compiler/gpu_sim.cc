@@ -111,6 +111,8 @@ class BlockSim {
         }
         ++epoch_;
         return absl::OkStatus();
+      case StmtKind::kMma:
+        return Mma(*s, mask);
       case StmtKind::kStore:
         for (int t = 0; t < threads_; ++t) {
           if (!mask[t]) continue;
@@ -119,6 +121,68 @@ class BlockSim {
           *p = dag_.tensors[size_t(s->tensor)].float16 ? RoundToFloat16(float(v)) : float(v);
         }
         return absl::OkStatus();
+    }
+    return absl::OkStatus();
+  }
+
+  // A warp's m16n8k16 product: every lane of each warp that runs it, with
+  // the same offsets; each lane reads its own fragments (so shared-memory
+  // races are caught) and updates its four accumulators.
+  absl::Status Mma(const ir::StmtNode& s, const std::vector<bool>& mask) {
+    if (threads_ % 32 != 0)
+      return absl::InternalError(StrCat("mma in a block of ", threads_, " threads"));
+    for (int w = 0; w < threads_ / 32; ++w) {
+      int active = 0;
+      for (int l = 0; l < 32; ++l) active += mask[size_t(32 * w + l)];
+      if (active == 0) continue;
+      if (active != 32)
+        return absl::InternalError(StrCat("mma with ", active, " of 32 lanes of warp ", w));
+      int64_t off[3] = {0, 0, 0};
+      for (int l = 0; l < 32; ++l) {
+        const int t = 32 * w + l;
+        TF_ASSIGN_OR_RETURN(int64_t d, EvalInt(s.indices[0], t));
+        TF_ASSIGN_OR_RETURN(int64_t a, EvalInt(s.mma_offsets[0], t));
+        TF_ASSIGN_OR_RETURN(int64_t b, EvalInt(s.mma_offsets[1], t));
+        if (l > 0 && (d != off[0] || a != off[1] || b != off[2]))
+          return absl::InternalError(StrCat("mma offsets differ between lanes of warp ", w));
+        off[0] = d, off[1] = a, off[2] = b;
+      }
+      double A[16][16], B[16][8], D[16][8];
+      for (int l = 0; l < 32; ++l) {
+        const int t = 32 * w + l, g = l / 4, c2 = (l % 4) * 2;
+        for (int r : {g, g + 8}) {
+          for (int c : {c2, c2 + 1, c2 + 8, c2 + 9}) {
+            TF_ASSIGN_OR_RETURN(
+                float* p,
+                FlatAddress(s.mma_a, off[1] + r * s.mma_a_strides[0] + c * s.mma_a_strides[1], t,
+                            false));
+            A[r][c] = *p;
+          }
+        }
+        for (int k : {c2, c2 + 1, c2 + 8, c2 + 9}) {
+          TF_ASSIGN_OR_RETURN(
+              float* p,
+              FlatAddress(s.mma_b, off[2] + k * s.mma_b_strides[0] + g * s.mma_b_strides[1], t,
+                          false));
+          B[k][g] = *p;
+        }
+        for (int i = 0; i < 4; ++i) {
+          TF_ASSIGN_OR_RETURN(float* p, FlatAddress(s.tensor, off[0] + i, t, false));
+          D[g + 8 * (i / 2)][c2 + i % 2] = *p;
+        }
+      }
+      for (int r = 0; r < 16; ++r) {
+        for (int c = 0; c < 8; ++c) {
+          for (int k = 0; k < 16; ++k) D[r][c] += A[r][k] * B[k][c];
+        }
+      }
+      for (int l = 0; l < 32; ++l) {
+        const int t = 32 * w + l, g = l / 4, c2 = (l % 4) * 2;
+        for (int i = 0; i < 4; ++i) {
+          TF_ASSIGN_OR_RETURN(float* p, FlatAddress(s.tensor, off[0] + i, t, true));
+          *p = float(D[g + 8 * (i / 2)][c2 + i % 2]);
+        }
+      }
     }
     return absl::OkStatus();
   }
@@ -137,6 +201,19 @@ class BlockSim {
                                             " (thread ", t, ")"));
       }
       flat = flat * shape[d] + i;
+    }
+    return FlatAddress(tensor, flat, t, write);
+  }
+
+  // Element `flat` of `tensor` (row-major over its buffer's shape), checked
+  // against the buffer's size and, in shared memory, for races.
+  absl::StatusOr<float*> FlatAddress(int tensor, int64_t flat, int t, bool write) {
+    int64_t size = 1;
+    for (int64_t e : shapes_[tensor]) size *= e;
+    if (flat < 0 || flat >= size) {
+      return absl::OutOfRangeError(StrCat(write ? "write" : "read", " of ",
+                                          dag_.tensors[tensor].name, " element ", flat, " of ",
+                                          size, " (thread ", t, ")"));
     }
     if (auto it = shared_.find(tensor); it != shared_.end()) {
       SharedCell& c = cells_[tensor][flat];

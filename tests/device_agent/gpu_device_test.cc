@@ -17,6 +17,7 @@
 #include "compiler/ir/reference.h"
 #include "compiler/ir/workload.h"
 #include "compiler/ir/workload_spec.h"
+#include "compiler/schedule/gpu_tensor_core.h"
 #include "compiler/schedule/gpu_tiling.h"
 #include "compiler/schedule/schedule.h"
 #include "device_agent/measure_handler.h"
@@ -152,6 +153,43 @@ TEST_F(GpuDevice, RandomSchedulesMatchTheReference) {
   ASSERT_TRUE(ptx.error().empty()) << ptx.error();
   v1::MeasureResult r = handler_->Measure(Request(spec, s, ptx));
   EXPECT_EQ(r.status(), v1::MEASURE_STATUS_OK) << r.error();
+}
+
+// Float16 kernels on the GPU: arguments converted at upload and download,
+// outputs within float16 rounding of the float64 reference; on sm_80 and
+// newer, tensor-core schedules (mma.sync) among them, each checked the same
+// way, so a fragment layout the interpreter and the hardware disagree on
+// fails here.
+TEST_F(GpuDevice, Float16AndTensorCoreSchedulesMatchTheReference) {
+  const char* specs[] = {"dense(M=64,N=96,K=128,dtype=float16)+bias+relu",
+                         "matmul(M=100,N=72,K=50,transpose_a=1,dtype=float16)",
+                         "batch_matmul(B=2,M=64,N=40,K=48,transpose_b=1,dtype=float16)",
+                         "conv2d_nchw(N=1,C=16,H=14,W=14,K=32,R=3,S=3,pad=1,dtype=float16)"};
+  ir::Target t = *ir::Target::Parse(target_spec_);
+  std::mt19937_64 rng(16);
+  int measured = 0, built = 0, tensor_core = 0;
+  for (const char* spec : specs) {
+    ir::ComputeDAG dag = *ir::BuildComputeDAG(*ir::ParseWorkloadSpec(spec));
+    for (int i = 0; i < 10; ++i) {
+      ir::Trace s = i == 0 ? ir::DefaultGpuSchedule(dag, t)
+                    : i == 1 && ir::HasTensorCoreSketch(dag, t)
+                        ? *ir::TensorCoreSchedule(dag, t, ir::DefaultTensorCoreTiling(dag, t))
+                        : search::space::RandomGpuSchedule(dag, t, rng);
+      v1::BuildResult b = Build(spec, s);
+      if (!b.error().empty()) continue;
+      ++built;
+      tensor_core += s.sketch_id == ir::kGpuTensorCoreSketchId;
+      v1::MeasureResult r = handler_->Measure(Request(spec, s, b));
+      EXPECT_EQ(r.status(), v1::MEASURE_STATUS_OK)
+          << spec << " #" << i << " sketch " << s.sketch_id << ": " << r.error();
+      measured += r.status() == v1::MEASURE_STATUS_OK;
+    }
+  }
+  std::printf("GPU: %d of %d built float16 schedules (%d tensor-core) measured correct on %s\n",
+              measured, built, tensor_core, caps_.gpu_name().c_str());
+  EXPECT_GE(built, 30);
+  EXPECT_EQ(measured, built);
+  if (t.sm >= 80) EXPECT_GE(tensor_core, 3);
 }
 
 TEST_F(GpuDevice, WrongFaultingAndSpinningKernelsAreResults) {

@@ -233,6 +233,47 @@ TEST(SearchPolicy, ProposesGpuSchedulesWithinTheTargetsLimits) {
   EXPECT_EQ(built, 6);
 }
 
+// A float16 product on sm_80 and newer is searched in the tensor-core
+// sketch: most proposals are its schedules (the rest the GPU's random
+// ones), every one within the target's limits, mutations of the measured
+// best among them; the same product on sm_75 never gets one.
+TEST(SearchPolicy, Float16ProductsSearchTheTensorCoreSketch) {
+  for (const char* arch : {"sm_90", "sm_75"}) {
+    const ir::Target t = *ir::Target::Parse(std::string("cuda -arch=") + arch);
+    const std::string spec = "matmul(M=256,N=192,K=128,dtype=float16)";
+    auto task = search::Task::Make(*ir::ParseWorkloadSpec(spec), t, spec);
+    ASSERT_TRUE(task.ok()) << task.status();
+    search::SearchPolicy policy(search::Strategy::kEvolutionary, {}, 7);
+    search::TaskHistory history;
+    int tensor_core = 0, mutated = 0, proposed = 0;
+    for (int round = 0; round < 3; ++round) {
+      for (const ir::Trace& s : policy.Propose(*task, history, nullptr, 16)) {
+        ++proposed;
+        EXPECT_TRUE(ir::CheckGpuLaunch(task->dag, t, s).ok()) << arch;
+        if (s.sketch_id == ir::kGpuTensorCoreSketchId) {
+          ++tensor_core;
+          for (const auto& e : history.ok) {
+            if (e.schedule.sketch_id == s.sketch_id && DecisionsApart(e.schedule, s) == 1) {
+              ++mutated;
+              break;
+            }
+          }
+        }
+        MeasureResult r;
+        r.seconds = 1e-3 * (1 + (s.decisions.empty() ? 9 : s.decisions[0]));
+        history.Add(s, r);
+      }
+    }
+    EXPECT_EQ(proposed, 48) << arch;
+    if (std::string(arch) == "sm_90") {
+      EXPECT_GT(tensor_core, 24);
+      EXPECT_GT(mutated, 0);
+    } else {
+      EXPECT_EQ(tensor_core, 0);
+    }
+  }
+}
+
 TEST(SearchPolicy, BatchesAreSpreadAndStallsAreCounted) {
   search::Task task = MakeTask("conv2d_nchw(N=1,C=8,H=10,W=10,K=16,R=3,S=3,pad=1)");
   search::EvolutionOptions eo;

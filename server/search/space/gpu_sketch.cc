@@ -4,6 +4,7 @@
 
 #include "common/status_macros.h"
 #include "server/search/space/draw.h"
+#include "server/search/space/tensor_core_sketch.h"
 
 namespace tunefarm::search::space {
 namespace {
@@ -106,6 +107,11 @@ absl::StatusOr<ir::Trace> GpuSketch::Build(const Decisions& d) const {
 
 ir::Trace RandomGpuSchedule(const ir::ComputeDAG& dag, const ir::Target& target,
                             std::mt19937_64& rng) {
+  if (ir::HasTensorCoreSketch(dag, target) && Pick(rng, 0, 1) == 0) {
+    const TensorCoreSketch sketch(dag, target);
+    absl::StatusOr<ir::Trace> tc = sketch.Build(sketch.Sample(rng));
+    if (tc.ok()) return *std::move(tc);
+  }
   if (ir::HasTilingSketch(dag) && Pick(rng, 0, 3) != 0) {
     const GpuSketch sketch(dag, target);
     for (int tries = 0; tries < 8; ++tries) {

@@ -37,8 +37,9 @@ class GpuSketch final : public Sketch {
   ir::TilingNest nest_;
 };
 
-// A random GPU schedule: tiling-sketch samples (most) and fused schedules
-// with a random block size. Every one replays and launches within the
+// A random GPU schedule: tensor-core samples (half, where the sketch
+// applies), tiling-sketch samples and fused schedules with a random block
+// size. Every one replays and launches within the
 // target's limits.
 ir::Trace RandomGpuSchedule(const ir::ComputeDAG& dag, const ir::Target& target,
                             std::mt19937_64& rng);

@@ -2,6 +2,7 @@
 
 #include "server/search/space/cpu_sketch.h"
 #include "server/search/space/gpu_sketch.h"
+#include "server/search/space/tensor_core_sketch.h"
 
 namespace tunefarm::search::space {
 
@@ -13,6 +14,7 @@ std::vector<int64_t> Sketch::Structure(const Decisions&) const { return {}; }
 
 std::unique_ptr<Sketch> TilingSketchFor(const ir::ComputeDAG& dag, const ir::Target& target) {
   if (!ir::HasTilingSketch(dag)) return nullptr;
+  if (ir::HasTensorCoreSketch(dag, target)) return std::make_unique<TensorCoreSketch>(dag, target);
   if (target.is_gpu()) return std::make_unique<GpuSketch>(dag, target);
   return std::make_unique<CpuSketch>(dag, target);
 }

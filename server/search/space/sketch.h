@@ -15,6 +15,7 @@
 #include "absl/types/span.h"
 #include "compiler/ir/compute.h"
 #include "compiler/ir/target.h"
+#include "compiler/schedule/gpu_tensor_core.h"
 #include "compiler/schedule/gpu_tiling.h"
 #include "compiler/schedule/tiling.h"
 #include "compiler/schedule/trace.h"
@@ -22,7 +23,7 @@
 namespace tunefarm::search::space {
 
 // The decisions of one sketch; each sketch takes only its own alternative.
-using Decisions = std::variant<ir::CpuTiling, ir::GpuTiling>;
+using Decisions = std::variant<ir::CpuTiling, ir::GpuTiling, ir::TensorCoreTiling>;
 
 class Sketch {
  public:
@@ -53,9 +54,10 @@ class Sketch {
   virtual absl::StatusOr<ir::Trace> Build(const Decisions& d) const = 0;
 };
 
-// The tiling sketch of the target (CPU "SSRSRS" or GPU "SSSRRSRS") for
-// `dag`, or null when the DAG has no reduction to tile. `dag` must outlive
-// the sketch.
+// The tiling sketch of the target (CPU "SSRSRS" or GPU "SSSRRSRS"; the
+// tensor-core sketch for a float16 product on sm_80 and newer) for `dag`,
+// or null when the DAG has no reduction to tile. `dag` must outlive the
+// sketch.
 std::unique_ptr<Sketch> TilingSketchFor(const ir::ComputeDAG& dag, const ir::Target& target);
 
 }  // namespace tunefarm::search::space

@@ -1,0 +1,295 @@
+#include "compiler/schedule/gpu_tensor_core.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "compiler/schedule/tiling.h"
+
+namespace tunefarm::ir {
+namespace {
+
+constexpr size_t kWireSize = 6;
+constexpr int kMinTensorCoreSm = 80;  // mma.sync m16n8k16 with float16
+
+int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// The product a tensor-core schedule computes, read off the DAG:
+// out[b, i, j] = sum_k A(b, i, k) * B(b, k, j), then the epilogue stage.
+struct Gemm {
+  int main = -1, epilogue = -1;  // stage indices; epilogue -1 when main is the output
+  int64_t batch = 1, m = 0, n = 0, k = 0;
+  const ExprNode *vb = nullptr, *vi = nullptr, *vj = nullptr, *vk = nullptr;
+  Expr a_load, b_load;
+  // Whether k is the operand's innermost (contiguous) index: the shared tile
+  // keeps the global order, so that consecutive threads read consecutive
+  // elements.
+  bool a_k_inner = true, b_k_inner = false;
+};
+
+absl::StatusOr<Gemm> MatchGemm(const ComputeDAG& dag) {
+  auto no = [](const std::string& why) {
+    return absl::FailedPreconditionError(absl::StrCat("no tensor-core schedule: ", why));
+  };
+  if (!HasFloat16(dag)) return no("the workload is not float16");
+  const int main = TilingMainStage(dag);
+  if (main < 0) return no("no reduction");
+  const Stage& s = dag.stages[size_t(main)];
+  if (s.reduce_axes.size() != 1 || (s.axes.size() != 2 && s.axes.size() != 3))
+    return no("not a matrix product (one reduction axis, 2 or 3 output axes)");
+  const Expr& body = s.body;
+  if (body->kind != ExprKind::kBinary || body->op != Op::kMul ||
+      body->args[0]->kind != ExprKind::kLoad || body->args[1]->kind != ExprKind::kLoad)
+    return no("the reduction is not a product of two loads");
+  Gemm g;
+  g.main = main;
+  const size_t o = s.axes.size() - 2;
+  if (o == 1) {
+    g.batch = s.axes[0].extent;
+    g.vb = s.axes[0].var.get();
+  }
+  g.m = s.axes[o].extent;
+  g.n = s.axes[o + 1].extent;
+  g.k = s.reduce_axes[0].extent;
+  g.vi = s.axes[o].var.get();
+  g.vj = s.axes[o + 1].var.get();
+  g.vk = s.reduce_axes[0].var.get();
+  g.a_load = body->args[0];
+  g.b_load = body->args[1];
+  if (Mentions(g.a_load, g.vj) || Mentions(g.b_load, g.vi))
+    return no("the product's operands are not A[i, k] and B[k, j]");
+  g.a_k_inner = Mentions(g.a_load->args.back(), g.vk);
+  g.b_k_inner = Mentions(g.b_load->args.back(), g.vk);
+  // The only other stage: an elementwise epilogue writing the output and
+  // reading the product at its own indices.
+  for (size_t i = 0; i < dag.stages.size(); ++i) {
+    if (int(i) == main) continue;
+    const Stage& e = dag.stages[i];
+    if (g.epilogue >= 0 || e.output != dag.output || !e.reduce_axes.empty() ||
+        e.axes.size() != s.axes.size())
+      return no(absl::StrCat("stage ", e.name, " is not an epilogue of the product"));
+    g.epilogue = int(i);
+    bool at_own_indices = true;
+    VisitLoads(e.body, [&](const ExprNode& load) {
+      if (load.tensor != s.output) return;
+      for (size_t d = 0; d < load.args.size(); ++d)
+        at_own_indices = at_own_indices && load.args[d].get() == e.axes[d].var.get();
+    });
+    if (!at_own_indices) return no("the epilogue reads the product elsewhere than its own element");
+  }
+  if (g.epilogue < 0 && s.output != dag.output) return no("the product is not the output");
+  return g;
+}
+
+}  // namespace
+
+std::vector<int64_t> TensorCoreTiling::Encode() const {
+  return {warps_m, warps_n, frags_m, frags_n, k_steps, pad};
+}
+
+std::optional<TensorCoreTiling> TensorCoreTiling::Decode(absl::Span<const int64_t> wire) {
+  if (wire.size() != kWireSize) return std::nullopt;
+  TensorCoreTiling t;
+  t.warps_m = wire[0];
+  t.warps_n = wire[1];
+  t.frags_m = wire[2];
+  t.frags_n = wire[3];
+  t.k_steps = wire[4];
+  t.pad = wire[5];
+  return t;
+}
+
+absl::Status CheckTensorCoreSketch(const ComputeDAG& dag, const Target& target) {
+  if (!target.is_gpu()) return absl::FailedPreconditionError("no tensor-core schedule: not cuda");
+  if (target.sm < kMinTensorCoreSm) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("no tensor-core schedule: ", target.arch(),
+                     " has no float16 mma.sync m16n8k16 (sm_80 and newer do)"));
+  }
+  return MatchGemm(dag).status();
+}
+
+absl::Status CheckTensorCoreTiling(const TensorCoreTiling& t, const Target& target) {
+  auto bad = [](const std::string& why) {
+    return absl::InvalidArgumentError(absl::StrCat("tensor-core decisions: ", why));
+  };
+  if (t.warps_m < 1 || t.warps_m > 4 || t.warps_n < 1 || t.warps_n > 4 || t.warps_m * t.warps_n > 8)
+    return bad("1 to 4 warps along each of M and N, 8 in all");
+  if (t.frags_m < 1 || t.frags_m > 8 || t.frags_n < 1 || t.frags_n > 8)
+    return bad("1 to 8 fragments along each of M and N");
+  if (t.k_steps < 1 || t.k_steps > 4) return bad("1 to 4 k steps");
+  if (t.pad != 0 && t.pad != 8) return bad("a pad of 0 or 8");
+  if (t.Accumulators() > kMaxTensorCoreAccumulators)
+    return bad(absl::StrCat(t.Accumulators(), " accumulators per thread exceed ",
+                            kMaxTensorCoreAccumulators));
+  if (t.Threads() > target.max_threads_per_block)
+    return bad(absl::StrCat(t.Threads(), " threads per block exceed the target's ",
+                            target.max_threads_per_block));
+  if (t.SharedBytes() > target.max_shared_memory_per_block)
+    return bad(absl::StrCat(t.SharedBytes(), " bytes of shared memory exceed the target's ",
+                            target.max_shared_memory_per_block));
+  return absl::OkStatus();
+}
+
+TensorCoreTiling DefaultTensorCoreTiling(const ComputeDAG& dag, const Target& target) {
+  TensorCoreTiling t;
+  absl::StatusOr<Gemm> g = MatchGemm(dag);
+  if (!g.ok()) return t;
+  // No more tile than the matrix: halve fragments, then warps.
+  while (t.BlockM() / 2 >= g->m && t.frags_m > 1) t.frags_m /= 2;
+  while (t.BlockM() / 2 >= g->m && t.warps_m > 1) t.warps_m /= 2;
+  while (t.BlockN() / 2 >= g->n && t.frags_n > 1) t.frags_n /= 2;
+  while (t.BlockN() / 2 >= g->n && t.warps_n > 1) t.warps_n /= 2;
+  while (t.BlockK() / 2 >= g->k && t.k_steps > 1) t.k_steps /= 2;
+  while (!CheckTensorCoreTiling(t, target).ok() && t.k_steps > 1) t.k_steps /= 2;
+  return t;
+}
+
+absl::StatusOr<Trace> TensorCoreSchedule(const ComputeDAG& dag, const Target& target,
+                                         const TensorCoreTiling& tiling) {
+  TF_RETURN_IF_ERROR(CheckTensorCoreSketch(dag, target));
+  TF_RETURN_IF_ERROR(CheckTensorCoreTiling(tiling, target));
+  Trace t;
+  t.sketch_id = kGpuTensorCoreSketchId;
+  t.decisions = tiling.Encode();
+  return t;
+}
+
+absl::StatusOr<ComputeDAG> TensorCoreDag(const ComputeDAG& dag, const Target& target,
+                                         absl::Span<const int64_t> decisions) {
+  TF_RETURN_IF_ERROR(CheckTensorCoreSketch(dag, target));
+  std::optional<TensorCoreTiling> t = TensorCoreTiling::Decode(decisions);
+  if (!t) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tensor-core decisions: ", kWireSize, " values, not ", decisions.size()));
+  }
+  TF_RETURN_IF_ERROR(CheckTensorCoreTiling(*t, target));
+  const Gemm g = *MatchGemm(dag);
+  ComputeDAG out = dag;
+  TensorDecl a;
+  a.name = "a.shared";
+  a.shape = g.a_k_inner ? std::vector<int64_t>{t->BlockM(), t->BlockK() + t->pad}
+                        : std::vector<int64_t>{t->BlockK(), t->BlockM() + t->pad};
+  a.role = TensorDecl::Role::kIntermediate;
+  a.shared = true;
+  a.cache_copy = true;
+  a.float16 = true;
+  TensorDecl b = a;
+  b.name = "b.shared";
+  b.shape = g.b_k_inner ? std::vector<int64_t>{t->BlockN(), t->BlockK() + t->pad}
+                        : std::vector<int64_t>{t->BlockK(), t->BlockN() + t->pad};
+  TensorDecl acc;
+  acc.name = "acc.local";
+  acc.shape = {t->Accumulators()};
+  acc.role = TensorDecl::Role::kIntermediate;
+  out.tensors.push_back(a);
+  out.tensors.push_back(b);
+  out.tensors.push_back(acc);
+  return out;
+}
+
+Stmt LowerTensorCore(const ComputeDAG& dag, absl::Span<const int64_t> decisions) {
+  const TensorCoreTiling t = *TensorCoreTiling::Decode(decisions);
+  const Gemm g = *MatchGemm(dag);
+  const int sa = int(dag.tensors.size()) - 3, sb = sa + 1, acc = sa + 2;
+  const int64_t BM = t.BlockM(), BN = t.BlockN(), BK = t.BlockK(), T = t.Threads();
+  // Row lengths of the shared tiles (see TensorCoreDag).
+  const int64_t lda = dag.tensors[size_t(sa)].shape[1], ldb = dag.tensors[size_t(sb)].shape[1];
+  const int64_t tiles_m = CeilDiv(g.m, BM), tiles_n = CeilDiv(g.n, BN);
+  auto I = [](int64_t v) { return IntImm(v); };
+  auto unrolled = [](int64_t extent) {
+    return extent <= 16 ? ForKind::kUnrolled : ForKind::kSerial;
+  };
+
+  Expr bx = Var("tc.block"), tx = Var("tc.thread");
+  Expr warp = FloorDiv(tx, I(32)), lane = FloorMod(tx, I(32));
+  Expr wm = FloorDiv(warp, I(t.warps_n)), wn = FloorMod(warp, I(t.warps_n));
+  Expr bb = FloorDiv(bx, I(tiles_m * tiles_n));
+  Expr tm = FloorMod(FloorDiv(bx, I(tiles_n)), I(tiles_m)), tn = FloorMod(bx, I(tiles_n));
+
+  // The operand at (row, col) of the product's A (i, k) or B (k, j), zero
+  // past the matrix; indices clamped so no lane reads out of bounds.
+  auto operand = [&](const Expr& load, const ExprNode* row_var, const Expr& row, int64_t rows,
+                     const ExprNode* col_var, const Expr& col, int64_t cols) {
+    std::vector<VarMapEntry> map = {{row_var, Min(row, I(rows - 1))},
+                                    {col_var, Min(col, I(cols - 1))}};
+    if (g.vb != nullptr) map.push_back({g.vb, bb});
+    return Select(And(row < I(rows), col < I(cols)), Substitute(load, map), FloatImm(0));
+  };
+  Expr ko = Var("tc.k");
+  // The whole block stages a rows x cols tile: element e by thread e mod T.
+  auto fill = [&](int tensor, int64_t rows, int64_t cols, const std::string& name,
+                  const std::function<Expr(Expr, Expr)>& value) {
+    Expr e = Var(name);
+    Expr flat = e * I(T) + tx;
+    Expr r = FloorDiv(flat, I(cols)), c = FloorMod(flat, I(cols));
+    Stmt store = Store(tensor, {r, c}, value(r, c));
+    if ((rows * cols) % T != 0) store = IfThen(flat < I(rows * cols), store);
+    const int64_t n = CeilDiv(rows * cols, T);
+    return For(e, n, unrolled(n), store);
+  };
+  // A tile element (m, k) and B tile element (k, n), in global order.
+  auto a_at = [&](Expr m, Expr k) {
+    return operand(g.a_load, g.vi, tm * I(BM) + m, g.m, g.vk, ko * I(BK) + k, g.k);
+  };
+  auto b_at = [&](Expr k, Expr n) {
+    return operand(g.b_load, g.vk, ko * I(BK) + k, g.k, g.vj, tn * I(BN) + n, g.n);
+  };
+  Stmt fill_a = g.a_k_inner ? fill(sa, BM, BK, "tc.fa", a_at)
+                            : fill(sa, BK, BM, "tc.fa", [&](Expr r, Expr c) { return a_at(c, r); });
+  Stmt fill_b = g.b_k_inner ? fill(sb, BN, BK, "tc.fb", [&](Expr r, Expr c) { return b_at(c, r); })
+                            : fill(sb, BK, BN, "tc.fb", b_at);
+  Expr ks = Var("tc.ks"), fi = Var("tc.fi"), fj = Var("tc.fj");
+  // The fragment's first row and column in the tiles, and its strides.
+  Expr m0 = (wm * I(t.frags_m) + fi) * I(16), n0 = (wn * I(t.frags_n) + fj) * I(8);
+  Expr k0 = ks * I(16);
+  Expr a_offset = g.a_k_inner ? m0 * I(lda) + k0 : k0 * I(lda) + m0;
+  Expr b_offset = g.b_k_inner ? n0 * I(ldb) + k0 : k0 * I(ldb) + n0;
+  const std::array<int64_t, 2> a_strides =
+      g.a_k_inner ? std::array<int64_t, 2>{lda, 1} : std::array<int64_t, 2>{1, lda};
+  const std::array<int64_t, 2> b_strides =
+      g.b_k_inner ? std::array<int64_t, 2>{1, ldb} : std::array<int64_t, 2>{ldb, 1};
+  Stmt mma =
+      Mma(acc, (fi * I(t.frags_n) + fj) * I(4), sa, a_offset, a_strides, sb, b_offset, b_strides);
+  Stmt products =
+      For(ks, t.k_steps, ForKind::kUnrolled,
+          For(fi, t.frags_m, ForKind::kUnrolled, For(fj, t.frags_n, ForKind::kUnrolled, mma)));
+  Stmt k_loop = For(ko, CeilDiv(g.k, BK), ForKind::kSerial,
+                    Seq({Barrier(), fill_a, fill_b, Barrier(), products}));
+  Expr z = Var("tc.z");
+  Stmt init = For(z, t.Accumulators(), ForKind::kUnrolled, Store(acc, {z}, FloatImm(0)));
+
+  // Write-back: accumulator r of fragment (fi, fj) is at row lane/4 + 8 (r/2),
+  // column 2 (lane%4) + r%2 of the fragment.
+  Expr wi = Var("tc.wi"), wj = Var("tc.wj"), r = Var("tc.r");
+  Expr row = tm * I(BM) + (wm * I(t.frags_m) + wi) * I(16) + FloorDiv(lane, I(4)) +
+             FloorDiv(r, I(2)) * I(8);
+  Expr col = tn * I(BN) + (wn * I(t.frags_n) + wj) * I(8) + FloorMod(lane, I(4)) * I(2) +
+             FloorMod(r, I(2));
+  Expr value = Load(acc, ScalarType::kFloat32, {(wi * I(t.frags_n) + wj) * I(4) + r});
+  std::vector<Expr> out_index = {row, col};
+  if (g.vb != nullptr) out_index.insert(out_index.begin(), bb);
+  if (g.epilogue >= 0) {
+    const Stage& e = dag.stages[size_t(g.epilogue)];
+    const int product = dag.stages[size_t(g.main)].output;
+    Expr body = MapLoads(e.body, [&](const ExprNode& load, const std::vector<Expr>&) {
+      return load.tensor == product ? value : Expr();
+    });
+    std::vector<VarMapEntry> map;
+    for (size_t d = 0; d < e.axes.size(); ++d) map.push_back({e.axes[d].var.get(), out_index[d]});
+    value = Substitute(body, map);
+  }
+  Stmt write = IfThen(And(row < I(g.m), col < I(g.n)), Store(dag.output, out_index, value));
+  Stmt write_back =
+      For(wi, t.frags_m, ForKind::kUnrolled,
+          For(wj, t.frags_n, ForKind::kUnrolled, For(r, 4, ForKind::kUnrolled, write)));
+
+  Stmt body = AllocateShared(sa, dag.tensors[size_t(sa)].shape,
+                             AllocateShared(sb, dag.tensors[size_t(sb)].shape,
+                                            Allocate(acc, {t.Accumulators()}, /*local=*/true,
+                                                     Seq({init, k_loop, write_back}))));
+  return For(bx, g.batch * tiles_m * tiles_n, ForKind::kBlockX,
+             For(tx, T, ForKind::kThreadX, body));
+}
+
+}  // namespace tunefarm::ir

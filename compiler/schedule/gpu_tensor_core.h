@@ -1,0 +1,85 @@
+// The tensor-core sketch: float16 matrix products (matmul, dense,
+// batch_matmul, with their epilogues) on sm_80 and newer, computed by warps
+// with mma.sync m16n8k16 (float16 operands, float32 accumulators).
+//
+// A block of warps_m x warps_n warps owns a BlockM x BlockN tile of the
+// output; each warp owns frags_m x frags_n 16x8 accumulator tiles of it,
+// in its registers. The K loop steps BlockK at a time: the whole block
+// stages the A and B tiles in shared memory (float16, rows padded by `pad`
+// elements against bank conflicts, zero past the matrix edges), then each
+// warp runs k_steps x frags_m x frags_n mma.sync on them. The write-back
+// applies the epilogue to each accumulator where it lies in the output.
+//
+// The schedule is its decisions (sketch_id kGpuTensorCoreSketchId, no
+// steps): ScheduleState::Replay adds the shared tiles and the accumulators
+// to the DAG (TensorCoreDag), Lower builds the program (LowerTensorCore).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "compiler/ir/compute.h"
+#include "compiler/ir/schedule_hash.h"
+#include "compiler/ir/stmt.h"
+#include "compiler/ir/target.h"
+#include "compiler/schedule/trace.h"
+
+namespace tunefarm::ir {
+
+struct TensorCoreTiling {
+  int64_t warps_m = 2, warps_n = 2;  // warps of a block along M and N
+  int64_t frags_m = 2, frags_n = 4;  // 16x8 accumulator tiles of a warp along M and N
+  int64_t k_steps = 2;               // 16-deep steps per staged tile
+  int64_t pad = 8;                   // float16 elements after each shared row
+
+  int64_t BlockM() const { return 16 * frags_m * warps_m; }
+  int64_t BlockN() const { return 8 * frags_n * warps_n; }
+  int64_t BlockK() const { return 16 * k_steps; }
+  int64_t Threads() const { return 32 * warps_m * warps_n; }
+  int64_t Accumulators() const { return 4 * frags_m * frags_n; }  // per thread
+  int64_t SharedBytes() const {
+    return 2 * (BlockM() * (BlockK() + pad) + BlockK() * (BlockN() + pad));
+  }
+
+  bool operator==(const TensorCoreTiling& o) const { return Encode() == o.Encode(); }
+  // The wire form (Schedule.decisions): warps_m, warps_n, frags_m, frags_n,
+  // k_steps, pad. nullopt for another length.
+  std::vector<int64_t> Encode() const;
+  static std::optional<TensorCoreTiling> Decode(absl::Span<const int64_t> wire);
+};
+
+// At most this many accumulators per thread (registers).
+constexpr int64_t kMaxTensorCoreAccumulators = 128;
+
+// Whether `dag` is a float16 matrix product a tensor-core schedule computes
+// on `target`; FailedPrecondition saying why not (not float16, not a
+// product of two loads, an arch before sm_80, ...).
+absl::Status CheckTensorCoreSketch(const ComputeDAG& dag, const Target& target);
+inline bool HasTensorCoreSketch(const ComputeDAG& dag, const Target& target) {
+  return CheckTensorCoreSketch(dag, target).ok();
+}
+
+// Each field within its range (warps 1-4 each, 8 at most; frags 1-8;
+// k_steps 1-4; pad 0 or 8), within the target's threads and shared memory
+// and kMaxTensorCoreAccumulators; InvalidArgument naming the limit.
+absl::Status CheckTensorCoreTiling(const TensorCoreTiling& tiling, const Target& target);
+
+// Moderate decisions that fit the product's shape: 4 warps where the tile
+// has rows and columns for them, 2x4 fragments shrunk for small matrices.
+TensorCoreTiling DefaultTensorCoreTiling(const ComputeDAG& dag, const Target& target);
+
+// The schedule of `tiling` (no steps), checked against dag and target.
+absl::StatusOr<Trace> TensorCoreSchedule(const ComputeDAG& dag, const Target& target,
+                                         const TensorCoreTiling& tiling);
+
+// `dag` with the buffers of a tensor-core schedule appended: the A tile and
+// the B tile (shared, float16) and the accumulators (registers, float32).
+absl::StatusOr<ComputeDAG> TensorCoreDag(const ComputeDAG& dag, const Target& target,
+                                         absl::Span<const int64_t> decisions);
+// The one-kernel program of a tensor-core schedule over TensorCoreDag's DAG.
+Stmt LowerTensorCore(const ComputeDAG& scheduled, absl::Span<const int64_t> decisions);
+
+}  // namespace tunefarm::ir

@@ -1,0 +1,88 @@
+#include "server/search/space/tensor_core_sketch.h"
+
+#include <algorithm>
+
+#include "compiler/schedule/tiling.h"
+#include "server/search/space/draw.h"
+
+namespace tunefarm::search::space {
+
+using ir::TensorCoreTiling;
+
+TensorCoreSketch::TensorCoreSketch(const ir::ComputeDAG& dag, const ir::Target& target)
+    : dag_(dag), target_(target) {
+  const ir::TilingNest nest = ir::TilingNest::Of(dag);
+  m_ = nest.spatial[nest.spatial.size() - 2];
+  n_ = nest.spatial.back();
+  k_ = nest.reduce[0];
+}
+
+bool TensorCoreSketch::Fits(const TensorCoreTiling& t) const {
+  auto round_up = [](int64_t v, int64_t to) { return (v + to - 1) / to * to; };
+  return ir::CheckTensorCoreTiling(t, target_).ok() && t.BlockM() <= 2 * round_up(m_, 16) &&
+         t.BlockN() <= 2 * round_up(n_, 8) && t.BlockK() <= 2 * round_up(k_, 16);
+}
+
+TensorCoreTiling TensorCoreSketch::SampleTiling(std::mt19937_64& rng) const {
+  for (int tries = 0; tries < 64; ++tries) {
+    TensorCoreTiling t;
+    t.warps_m = PickOf(rng, {1, 2, 4});
+    t.warps_n = PickOf(rng, {1, 2, 4});
+    t.frags_m = PickOf(rng, {1, 2, 4, 8});
+    t.frags_n = PickOf(rng, {1, 2, 4, 8});
+    t.k_steps = PickOf(rng, {1, 2, 4});
+    t.pad = PickOf(rng, {0, 8});
+    if (Fits(t)) return t;
+  }
+  return ir::DefaultTensorCoreTiling(dag_, target_);
+}
+
+TensorCoreTiling TensorCoreSketch::MutateTiling(const TensorCoreTiling& parent,
+                                                std::mt19937_64& rng) const {
+  for (int tries = 0; tries < 16; ++tries) {
+    TensorCoreTiling t = parent;
+    switch (Pick(rng, 0, 5)) {
+      case 0:
+        t.warps_m = PickOf(rng, {1, 2, 4});
+        break;
+      case 1:
+        t.warps_n = PickOf(rng, {1, 2, 4});
+        break;
+      case 2:
+        t.frags_m = PickOf(rng, {1, 2, 4, 8});
+        break;
+      case 3:
+        t.frags_n = PickOf(rng, {1, 2, 4, 8});
+        break;
+      case 4:
+        t.k_steps = PickOf(rng, {1, 2, 4});
+        break;
+      default:
+        t.pad = t.pad == 0 ? 8 : 0;
+    }
+    if (!(t == parent) && Fits(t)) return t;
+  }
+  return parent;
+}
+
+std::optional<Decisions> TensorCoreSketch::Decode(absl::Span<const int64_t> wire) const {
+  std::optional<TensorCoreTiling> t = TensorCoreTiling::Decode(wire);
+  if (!t || !ir::CheckTensorCoreTiling(*t, target_).ok()) return std::nullopt;
+  return Decisions(*t);
+}
+
+Decisions TensorCoreSketch::Mutate(const Decisions& d, std::mt19937_64& rng) const {
+  return MutateTiling(std::get<TensorCoreTiling>(d), rng);
+}
+
+std::vector<int64_t> TensorCoreSketch::Structure(const Decisions& d) const {
+  TensorCoreTiling t = std::get<TensorCoreTiling>(d);
+  t.pad = 0;
+  return t.Encode();
+}
+
+absl::StatusOr<ir::Trace> TensorCoreSketch::Build(const Decisions& d) const {
+  return ir::TensorCoreSchedule(dag_, target_, std::get<TensorCoreTiling>(d));
+}
+
+}  // namespace tunefarm::search::space
