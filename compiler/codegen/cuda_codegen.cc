@@ -77,6 +77,46 @@ __device__ __forceinline__ void tf_mma_m16n8k16(float* d, const unsigned short* 
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(ra0), "r"(ra1), "r"(ra2), "r"(ra3), "r"(rb0), "r"(rb1));
 }
+__device__ __forceinline__ unsigned tf_shared_address(const void* p) {
+  unsigned a;
+  asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
+  return a;
+}
+// The same with ldmatrix: A is 16x16 at a (rows of lda elements; stored
+// k-major when kATrans), B 16x8 at b (stored n-major, or k-major when
+// kBTrans, rows of ldb); every row 16-byte aligned. Lane l names the row of
+// one 8x8 matrix (A: four, B: two).
+template <bool kATrans, bool kBTrans>
+__device__ __forceinline__ void tf_mma_m16n8k16_ldm(float* d, const unsigned short* a, int lda,
+                                                    const unsigned short* b, int ldb) {
+  const int lane = threadIdx.x & 31;
+  unsigned ra0, ra1, ra2, ra3, rb0, rb1;
+  const int ar = kATrans ? (lane & 7) + ((lane >> 4) & 1) * 8 : (lane & 15);
+  const int ac = kATrans ? ((lane >> 3) & 1) * 8 : (lane >> 4) * 8;
+  const unsigned aa = tf_shared_address(a + ar * lda + ac);
+  if (kATrans) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(ra0), "=r"(ra1), "=r"(ra2), "=r"(ra3) : "r"(aa));
+  } else {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(ra0), "=r"(ra1), "=r"(ra2), "=r"(ra3) : "r"(aa));
+  }
+  const int br = kBTrans ? (lane & 15) : (lane & 7);
+  const int bc = kBTrans ? 0 : ((lane >> 3) & 1) * 8;
+  const unsigned ba = tf_shared_address(b + br * ldb + bc);
+  if (kBTrans) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];\n"
+                 : "=r"(rb0), "=r"(rb1) : "r"(ba));
+  } else {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];\n"
+                 : "=r"(rb0), "=r"(rb1) : "r"(ba));
+  }
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+      "{%8, %9}, {%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(ra0), "r"(ra1), "r"(ra2), "r"(ra3), "r"(rb0), "r"(rb1));
+}
 )";
 
 bool IsPowerOfTwo(int64_t v) { return v > 0 && (v & (v - 1)) == 0; }
@@ -365,6 +405,18 @@ class KernelEmitter : public ir::ExprFunctor<std::string()>,
 
   void VisitMma(const Stmt& s, int indent, std::string* out) override {
     std::string pad(size_t(indent) * 2, ' ');
+    if (s->mma_ldmatrix) {
+      // ldmatrix.trans where A is stored k-major or B n-major (stride 1
+      // along A's rows or B's columns); the other stride is the row pitch.
+      const bool a_trans = s->mma_a_strides[0] == 1, b_trans = s->mma_b_strides[1] == 1;
+      StrAppend(out, pad, "tf_mma_m16n8k16_ldm<", a_trans ? "true" : "false", ", ",
+                b_trans ? "true" : "false", ">(&", TensorName(s->tensor), "[",
+                GenExpr(s->indices[0]), "], ", TensorName(s->mma_a), " + ",
+                GenExpr(s->mma_offsets[0]), ", ", s->mma_a_strides[a_trans ? 1 : 0], ", ",
+                TensorName(s->mma_b), " + ", GenExpr(s->mma_offsets[1]), ", ",
+                s->mma_b_strides[b_trans ? 0 : 1], ");\n");
+      return;
+    }
     StrAppend(out, pad, "tf_mma_m16n8k16(&", TensorName(s->tensor), "[", GenExpr(s->indices[0]),
               "], ", TensorName(s->mma_a), " + ", GenExpr(s->mma_offsets[0]), ", ",
               s->mma_a_strides[0], ", ", s->mma_a_strides[1], ", ", TensorName(s->mma_b), " + ",
@@ -442,7 +494,7 @@ absl::StatusOr<GpuProgram> EmitCuda(const ir::ComputeDAG& dag, const ir::Stmt& p
   const char* index_t = largest < (int64_t{1} << 31) ? "int" : "long long";
   prelude.replace(prelude.find("TF_INDEX_T"), strlen("TF_INDEX_T"), index_t);
   if (ir::HasFloat16(dag)) prelude += kHalfPrelude;
-  if (kernels.find("tf_mma_m16n8k16(") != std::string::npos) prelude += kMmaPrelude;
+  if (kernels.find("tf_mma_m16n8k16") != std::string::npos) prelude += kMmaPrelude;
   out.source = prelude + "\n" + kernels;
   return out;
 }

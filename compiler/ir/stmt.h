@@ -73,6 +73,10 @@ struct StmtNode {
   int mma_a = -1, mma_b = -1;
   std::vector<Expr> mma_offsets;
   std::array<int64_t, 2> mma_a_strides = {0, 0}, mma_b_strides = {0, 0};
+  // The fragments are loaded with ldmatrix: each operand has one stride 1
+  // and the other a multiple of 8, and both offsets are multiples of 8 (rows
+  // of 16 aligned bytes).
+  bool mma_ldmatrix = false;
   // kFor, kIf, kAllocate: body[0]; kSeq: the statements in order
   std::vector<Stmt> body;
 };
@@ -85,7 +89,7 @@ Stmt Allocate(int tensor, std::vector<int64_t> shape, bool local, Stmt body);
 Stmt AllocateShared(int tensor, std::vector<int64_t> shape, Stmt body);
 Stmt Barrier();
 Stmt Mma(int d, Expr d_offset, int a, Expr a_offset, std::array<int64_t, 2> a_strides, int b,
-         Expr b_offset, std::array<int64_t, 2> b_strides);
+         Expr b_offset, std::array<int64_t, 2> b_strides, bool ldmatrix = false);
 
 std::string ToString(const Stmt& s, const std::vector<std::string>* tensor_names = nullptr);
 

@@ -9,7 +9,8 @@
 namespace tunefarm::ir {
 namespace {
 
-constexpr size_t kWireSize = 6;
+constexpr size_t kWireSize = 8;
+constexpr int kAddedTensors = 5;      // by TensorCoreDag
 constexpr int kMinTensorCoreSm = 80;  // mma.sync m16n8k16 with float16
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -84,7 +85,7 @@ absl::StatusOr<Gemm> MatchGemm(const ComputeDAG& dag) {
 }  // namespace
 
 std::vector<int64_t> TensorCoreTiling::Encode() const {
-  return {warps_m, warps_n, frags_m, frags_n, k_steps, pad};
+  return {warps_m, warps_n, frags_m, frags_n, k_steps, pad, stages, ldmatrix};
 }
 
 std::optional<TensorCoreTiling> TensorCoreTiling::Decode(absl::Span<const int64_t> wire) {
@@ -96,6 +97,8 @@ std::optional<TensorCoreTiling> TensorCoreTiling::Decode(absl::Span<const int64_
   t.frags_n = wire[3];
   t.k_steps = wire[4];
   t.pad = wire[5];
+  t.stages = wire[6];
+  t.ldmatrix = wire[7];
   return t;
 }
 
@@ -119,6 +122,8 @@ absl::Status CheckTensorCoreTiling(const TensorCoreTiling& t, const Target& targ
     return bad("1 to 8 fragments along each of M and N");
   if (t.k_steps < 1 || t.k_steps > 4) return bad("1 to 4 k steps");
   if (t.pad != 0 && t.pad != 8) return bad("a pad of 0 or 8");
+  if (t.stages != 1 && t.stages != 2) return bad("1 or 2 stages");
+  if (t.ldmatrix != 0 && t.ldmatrix != 1) return bad("ldmatrix 0 or 1");
   if (t.Accumulators() > kMaxTensorCoreAccumulators)
     return bad(absl::StrCat(t.Accumulators(), " accumulators per thread exceed ",
                             kMaxTensorCoreAccumulators));
@@ -168,34 +173,41 @@ absl::StatusOr<ComputeDAG> TensorCoreDag(const ComputeDAG& dag, const Target& ta
   ComputeDAG out = dag;
   TensorDecl a;
   a.name = "a.shared";
-  a.shape = g.a_k_inner ? std::vector<int64_t>{t->BlockM(), t->BlockK() + t->pad}
-                        : std::vector<int64_t>{t->BlockK(), t->BlockM() + t->pad};
+  a.shape = g.a_k_inner ? std::vector<int64_t>{t->stages, t->BlockM(), t->BlockK() + t->pad}
+                        : std::vector<int64_t>{t->stages, t->BlockK(), t->BlockM() + t->pad};
   a.role = TensorDecl::Role::kIntermediate;
   a.shared = true;
   a.cache_copy = true;
   a.float16 = true;
   TensorDecl b = a;
   b.name = "b.shared";
-  b.shape = g.b_k_inner ? std::vector<int64_t>{t->BlockN(), t->BlockK() + t->pad}
-                        : std::vector<int64_t>{t->BlockK(), t->BlockN() + t->pad};
+  b.shape = g.b_k_inner ? std::vector<int64_t>{t->stages, t->BlockN(), t->BlockK() + t->pad}
+                        : std::vector<int64_t>{t->stages, t->BlockK(), t->BlockN() + t->pad};
   TensorDecl acc;
   acc.name = "acc.local";
   acc.shape = {t->Accumulators()};
   acc.role = TensorDecl::Role::kIntermediate;
-  out.tensors.push_back(a);
-  out.tensors.push_back(b);
-  out.tensors.push_back(acc);
+  // Each thread's share of the next tiles (double buffering), float16.
+  TensorDecl a_next = acc, b_next = acc;
+  a_next.name = "a.next";
+  a_next.float16 = true;
+  b_next.name = "b.next";
+  b_next.float16 = true;
+  for (const TensorDecl& d : {a, b, acc, a_next, b_next}) out.tensors.push_back(d);
   return out;
 }
 
 Stmt LowerTensorCore(const ComputeDAG& dag, absl::Span<const int64_t> decisions) {
   const TensorCoreTiling t = *TensorCoreTiling::Decode(decisions);
   const Gemm g = *MatchGemm(dag);
-  const int sa = int(dag.tensors.size()) - 3, sb = sa + 1, acc = sa + 2;
+  const int sa = int(dag.tensors.size()) - kAddedTensors, sb = sa + 1, acc = sa + 2, pa = sa + 3,
+            pb = sa + 4;
   const int64_t BM = t.BlockM(), BN = t.BlockN(), BK = t.BlockK(), T = t.Threads();
-  // Row lengths of the shared tiles (see TensorCoreDag).
-  const int64_t lda = dag.tensors[size_t(sa)].shape[1], ldb = dag.tensors[size_t(sb)].shape[1];
-  const int64_t tiles_m = CeilDiv(g.m, BM), tiles_n = CeilDiv(g.n, BN);
+  // Shape of a shared tile's buffer (see TensorCoreDag): stages x rows x row length.
+  const std::vector<int64_t>& a_shape = dag.tensors[size_t(sa)].shape;
+  const std::vector<int64_t>& b_shape = dag.tensors[size_t(sb)].shape;
+  const int64_t lda = a_shape[2], ldb = b_shape[2];
+  const int64_t tiles_m = CeilDiv(g.m, BM), tiles_n = CeilDiv(g.n, BN), k_tiles = CeilDiv(g.k, BK);
   auto I = [](int64_t v) { return IntImm(v); };
   auto unrolled = [](int64_t extent) {
     return extent <= 16 ? ForKind::kUnrolled : ForKind::kSerial;
@@ -216,46 +228,94 @@ Stmt LowerTensorCore(const ComputeDAG& dag, absl::Span<const int64_t> decisions)
     if (g.vb != nullptr) map.push_back({g.vb, bb});
     return Select(And(row < I(rows), col < I(cols)), Substitute(load, map), FloatImm(0));
   };
-  Expr ko = Var("tc.k");
-  // The whole block stages a rows x cols tile: element e by thread e mod T.
-  auto fill = [&](int tensor, int64_t rows, int64_t cols, const std::string& name,
-                  const std::function<Expr(Expr, Expr)>& value) {
+  // Tile `kt`'s A element (m, k) and B element (k, n), in global order.
+  auto a_at = [&](const Expr& kt, Expr m, Expr k) {
+    return operand(g.a_load, g.vi, tm * I(BM) + m, g.m, g.vk, kt * I(BK) + k, g.k);
+  };
+  auto b_at = [&](const Expr& kt, Expr k, Expr n) {
+    return operand(g.b_load, g.vk, kt * I(BK) + k, g.k, g.vj, tn * I(BN) + n, g.n);
+  };
+  // Element (r, c) of tile kt of an operand as its shared buffer holds it.
+  auto a_elem = [&](const Expr& kt, Expr r, Expr c) {
+    return g.a_k_inner ? a_at(kt, r, c) : a_at(kt, c, r);
+  };
+  auto b_elem = [&](const Expr& kt, Expr r, Expr c) {
+    return g.b_k_inner ? b_at(kt, c, r) : b_at(kt, r, c);
+  };
+  // The whole block moves a rows x cols tile: element e*T + thread by each
+  // thread, its e-th; `move` makes the statement for (e, r, c).
+  auto each_element = [&](int64_t rows, int64_t cols, const std::string& name,
+                          const std::function<Stmt(Expr, Expr, Expr)>& move) {
     Expr e = Var(name);
     Expr flat = e * I(T) + tx;
-    Expr r = FloorDiv(flat, I(cols)), c = FloorMod(flat, I(cols));
-    Stmt store = Store(tensor, {r, c}, value(r, c));
-    if ((rows * cols) % T != 0) store = IfThen(flat < I(rows * cols), store);
+    Stmt body = move(e, FloorDiv(flat, I(cols)), FloorMod(flat, I(cols)));
+    if ((rows * cols) % T != 0) body = IfThen(flat < I(rows * cols), body);
     const int64_t n = CeilDiv(rows * cols, T);
-    return For(e, n, unrolled(n), store);
+    return For(e, n, unrolled(n), body);
   };
-  // A tile element (m, k) and B tile element (k, n), in global order.
-  auto a_at = [&](Expr m, Expr k) {
-    return operand(g.a_load, g.vi, tm * I(BM) + m, g.m, g.vk, ko * I(BK) + k, g.k);
+  const int64_t a_rows = a_shape[1], a_cols = g.a_k_inner ? BK : BM;
+  const int64_t b_rows = b_shape[1], b_cols = g.b_k_inner ? BK : BN;
+  // Tile kt straight into buffer `buf`.
+  auto fill = [&](const Expr& kt, const Expr& buf) {
+    return Seq({each_element(a_rows, a_cols, "tc.fa",
+                             [&](Expr, Expr r, Expr c) {
+                               return Store(sa, {buf, r, c}, a_elem(kt, r, c));
+                             }),
+                each_element(b_rows, b_cols, "tc.fb", [&](Expr, Expr r, Expr c) {
+                  return Store(sb, {buf, r, c}, b_elem(kt, r, c));
+                })});
   };
-  auto b_at = [&](Expr k, Expr n) {
-    return operand(g.b_load, g.vk, ko * I(BK) + k, g.k, g.vj, tn * I(BN) + n, g.n);
+  // Double buffering: tile kt loaded into each thread's registers, then
+  // (after the products on the other buffer) stored into buffer `buf`.
+  auto prefetch = [&](const Expr& kt) {
+    return Seq(
+        {each_element(a_rows, a_cols, "tc.pa",
+                      [&](Expr e, Expr r, Expr c) { return Store(pa, {e}, a_elem(kt, r, c)); }),
+         each_element(b_rows, b_cols, "tc.pb",
+                      [&](Expr e, Expr r, Expr c) { return Store(pb, {e}, b_elem(kt, r, c)); })});
   };
-  Stmt fill_a = g.a_k_inner ? fill(sa, BM, BK, "tc.fa", a_at)
-                            : fill(sa, BK, BM, "tc.fa", [&](Expr r, Expr c) { return a_at(c, r); });
-  Stmt fill_b = g.b_k_inner ? fill(sb, BN, BK, "tc.fb", [&](Expr r, Expr c) { return b_at(c, r); })
-                            : fill(sb, BK, BN, "tc.fb", b_at);
+  auto commit = [&](const Expr& buf) {
+    return Seq({each_element(a_rows, a_cols, "tc.ca",
+                             [&](Expr e, Expr r, Expr c) {
+                               return Store(sa, {buf, r, c}, Load(pa, ScalarType::kFloat32, {e}));
+                             }),
+                each_element(b_rows, b_cols, "tc.cb", [&](Expr e, Expr r, Expr c) {
+                  return Store(sb, {buf, r, c}, Load(pb, ScalarType::kFloat32, {e}));
+                })});
+  };
+
+  Expr ko = Var("tc.k");
+  Expr cur = t.stages == 2 ? FloorMod(ko, I(2)) : I(0);
   Expr ks = Var("tc.ks"), fi = Var("tc.fi"), fj = Var("tc.fj");
   // The fragment's first row and column in the tiles, and its strides.
   Expr m0 = (wm * I(t.frags_m) + fi) * I(16), n0 = (wn * I(t.frags_n) + fj) * I(8);
   Expr k0 = ks * I(16);
-  Expr a_offset = g.a_k_inner ? m0 * I(lda) + k0 : k0 * I(lda) + m0;
-  Expr b_offset = g.b_k_inner ? n0 * I(ldb) + k0 : k0 * I(ldb) + n0;
+  Expr a_offset = cur * I(a_rows * lda) + (g.a_k_inner ? m0 * I(lda) + k0 : k0 * I(lda) + m0);
+  Expr b_offset = cur * I(b_rows * ldb) + (g.b_k_inner ? n0 * I(ldb) + k0 : k0 * I(ldb) + n0);
   const std::array<int64_t, 2> a_strides =
       g.a_k_inner ? std::array<int64_t, 2>{lda, 1} : std::array<int64_t, 2>{1, lda};
   const std::array<int64_t, 2> b_strides =
       g.b_k_inner ? std::array<int64_t, 2>{1, ldb} : std::array<int64_t, 2>{ldb, 1};
-  Stmt mma =
-      Mma(acc, (fi * I(t.frags_n) + fj) * I(4), sa, a_offset, a_strides, sb, b_offset, b_strides);
+  Stmt mma = Mma(acc, (fi * I(t.frags_n) + fj) * I(4), sa, a_offset, a_strides, sb, b_offset,
+                 b_strides, t.ldmatrix != 0);
   Stmt products =
       For(ks, t.k_steps, ForKind::kUnrolled,
           For(fi, t.frags_m, ForKind::kUnrolled, For(fj, t.frags_n, ForKind::kUnrolled, mma)));
-  Stmt k_loop = For(ko, CeilDiv(g.k, BK), ForKind::kSerial,
-                    Seq({Barrier(), fill_a, fill_b, Barrier(), products}));
+  Stmt k_loop;
+  if (t.stages == 1) {
+    k_loop =
+        For(ko, k_tiles, ForKind::kSerial, Seq({Barrier(), fill(ko, I(0)), Barrier(), products}));
+  } else {
+    // One barrier per tile: tile ko+1 goes into the buffer the products of
+    // tile ko-1 read (finished before the last barrier).
+    Expr more = ko + I(1) < I(k_tiles);
+    k_loop = Seq({fill(I(0), I(0)), Barrier(),
+                  For(ko, k_tiles, ForKind::kSerial,
+                      Seq({IfThen(more, prefetch(ko + I(1))), products,
+                           IfThen(more, commit(FloorMod(ko + I(1), I(2)))), Barrier()}))});
+    k_loop = Allocate(pa, {CeilDiv(a_rows * a_cols, T)}, /*local=*/true,
+                      Allocate(pb, {CeilDiv(b_rows * b_cols, T)}, /*local=*/true, k_loop));
+  }
   Expr z = Var("tc.z");
   Stmt init = For(z, t.Accumulators(), ForKind::kUnrolled, Store(acc, {z}, FloatImm(0)));
 
@@ -284,8 +344,8 @@ Stmt LowerTensorCore(const ComputeDAG& dag, absl::Span<const int64_t> decisions)
       For(wi, t.frags_m, ForKind::kUnrolled,
           For(wj, t.frags_n, ForKind::kUnrolled, For(r, 4, ForKind::kUnrolled, write)));
 
-  Stmt body = AllocateShared(sa, dag.tensors[size_t(sa)].shape,
-                             AllocateShared(sb, dag.tensors[size_t(sb)].shape,
+  Stmt body = AllocateShared(sa, a_shape,
+                             AllocateShared(sb, b_shape,
                                             Allocate(acc, {t.Accumulators()}, /*local=*/true,
                                                      Seq({init, k_loop, write_back}))));
   return For(bx, g.batch * tiles_m * tiles_n, ForKind::kBlockX,

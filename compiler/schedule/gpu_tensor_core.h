@@ -7,14 +7,18 @@
 // in its registers. The K loop steps BlockK at a time: the whole block
 // stages the A and B tiles in shared memory (float16, rows padded by `pad`
 // elements against bank conflicts, zero past the matrix edges), then each
-// warp runs k_steps x frags_m x frags_n mma.sync on them. The write-back
-// applies the epilogue to each accumulator where it lies in the output.
+// warp runs k_steps x frags_m x frags_n mma.sync on them, its fragments
+// loaded by ldmatrix or element by element. With two stages the next tiles
+// are loaded into registers before the products and stored into the other
+// buffer after them (one barrier per tile). The write-back applies the
+// epilogue to each accumulator where it lies in the output.
 //
 // The schedule is its decisions (sketch_id kGpuTensorCoreSketchId, no
 // steps): ScheduleState::Replay adds the shared tiles and the accumulators
 // to the DAG (TensorCoreDag), Lower builds the program (LowerTensorCore).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <vector>
@@ -34,19 +38,24 @@ struct TensorCoreTiling {
   int64_t frags_m = 2, frags_n = 4;  // 16x8 accumulator tiles of a warp along M and N
   int64_t k_steps = 2;               // 16-deep steps per staged tile
   int64_t pad = 8;                   // float16 elements after each shared row
+  int64_t stages = 2;                // shared buffers: 2 double-buffers through registers
+  int64_t ldmatrix = 1;              // fragments loaded with ldmatrix (else element by element)
 
   int64_t BlockM() const { return 16 * frags_m * warps_m; }
   int64_t BlockN() const { return 8 * frags_n * warps_n; }
   int64_t BlockK() const { return 16 * k_steps; }
   int64_t Threads() const { return 32 * warps_m * warps_n; }
   int64_t Accumulators() const { return 4 * frags_m * frags_n; }  // per thread
+  // An upper bound over both layouts of each tile.
   int64_t SharedBytes() const {
-    return 2 * (BlockM() * (BlockK() + pad) + BlockK() * (BlockN() + pad));
+    const int64_t a = std::max(BlockM() * (BlockK() + pad), BlockK() * (BlockM() + pad));
+    const int64_t b = std::max(BlockN() * (BlockK() + pad), BlockK() * (BlockN() + pad));
+    return 2 * stages * (a + b);
   }
 
   bool operator==(const TensorCoreTiling& o) const { return Encode() == o.Encode(); }
   // The wire form (Schedule.decisions): warps_m, warps_n, frags_m, frags_n,
-  // k_steps, pad. nullopt for another length.
+  // k_steps, pad, stages, ldmatrix. nullopt for another length.
   std::vector<int64_t> Encode() const;
   static std::optional<TensorCoreTiling> Decode(absl::Span<const int64_t> wire);
 };
@@ -63,8 +72,8 @@ inline bool HasTensorCoreSketch(const ComputeDAG& dag, const Target& target) {
 }
 
 // Each field within its range (warps 1-4 each, 8 at most; frags 1-8;
-// k_steps 1-4; pad 0 or 8), within the target's threads and shared memory
-// and kMaxTensorCoreAccumulators; InvalidArgument naming the limit.
+// k_steps 1-4; pad 0 or 8; stages 1 or 2; ldmatrix 0 or 1), within the target's threads and shared
+// memory and kMaxTensorCoreAccumulators; InvalidArgument naming the limit.
 absl::Status CheckTensorCoreTiling(const TensorCoreTiling& tiling, const Target& target);
 
 // Moderate decisions that fit the product's shape: 4 warps where the tile
@@ -75,8 +84,9 @@ TensorCoreTiling DefaultTensorCoreTiling(const ComputeDAG& dag, const Target& ta
 absl::StatusOr<Trace> TensorCoreSchedule(const ComputeDAG& dag, const Target& target,
                                          const TensorCoreTiling& tiling);
 
-// `dag` with the buffers of a tensor-core schedule appended: the A tile and
-// the B tile (shared, float16) and the accumulators (registers, float32).
+// `dag` with the buffers of a tensor-core schedule appended: the A and B
+// tiles (shared, float16, one per stage), the accumulators (registers,
+// float32) and each thread's share of the next tiles (registers, float16).
 absl::StatusOr<ComputeDAG> TensorCoreDag(const ComputeDAG& dag, const Target& target,
                                          absl::Span<const int64_t> decisions);
 // The one-kernel program of a tensor-core schedule over TensorCoreDag's DAG.

@@ -248,6 +248,8 @@ ir::TensorCoreTiling RandomTensorCoreTiling(const ir::Target& target, std::mt199
     t.frags_n = int64_t{1} << (rng() % 4);
     t.k_steps = 1 + int64_t(rng() % 3);
     t.pad = rng() % 2 ? 8 : 0;
+    t.stages = 1 + int64_t(rng() % 2);
+    t.ldmatrix = int64_t(rng() % 2);
     if (ir::CheckTensorCoreTiling(t, target).ok()) return t;
   }
 }
@@ -271,8 +273,14 @@ TEST(GpuTensorCore, SchedulesMatchReferenceInTheSimulator) {
     ASSERT_TRUE(ir::CheckTensorCoreSketch(dag, target).ok())
         << spec << ": " << ir::CheckTensorCoreSketch(dag, target);
     for (int i = 0; i < 5; ++i) {
-      const ir::TensorCoreTiling tiling =
+      // Random tiles, each of the four stages x ldmatrix choices once.
+      ir::TensorCoreTiling tiling =
           i == 0 ? ir::DefaultTensorCoreTiling(dag, target) : RandomTensorCoreTiling(target, rng);
+      if (i > 0) {
+        tiling.stages = 1 + (i - 1) % 2;
+        tiling.ldmatrix = (i - 1) / 2;
+        if (!ir::CheckTensorCoreTiling(tiling, target).ok()) tiling.k_steps = 1;
+      }
       auto sched = ir::TensorCoreSchedule(dag, target, tiling);
       ASSERT_TRUE(sched.ok()) << spec << ": " << sched.status();
       auto st = ir::ScheduleState::Replay(dag, *sched, target);
@@ -333,7 +341,7 @@ TEST(GpuTensorCore, RefusedWithReasons) {
   bad.decisions = {2, 2, 2};
   auto replay = ir::ScheduleState::Replay(dag, bad, target);
   ASSERT_FALSE(replay.ok());
-  EXPECT_TRUE(absl::StrContains(replay.status().message(), "6 values, not 3")) << replay.status();
+  EXPECT_TRUE(absl::StrContains(replay.status().message(), "8 values, not 3")) << replay.status();
   // Two decisions are two schedules (a tensor-core schedule has no steps).
   auto a = ir::TensorCoreSchedule(dag, target, ir::TensorCoreTiling{});
   ir::TensorCoreTiling other;
@@ -568,7 +576,10 @@ TEST_F(NvrtcTest, TensorCoreBuildsCompile) {
         ASSERT_TRUE(codegen::ReadCubin(a->cubin).ok());
         ASSERT_EQ(a->program.kernels.size(), 1u);
         EXPECT_GT(a->program.kernels[0].registers, 0);
-        if (i == 0) EXPECT_EQ(a->program.kernels[0].spill_store_bytes, 0) << a->log;
+        if (i == 0) {  // the default: double-buffered, fragments by ldmatrix
+          EXPECT_EQ(a->program.kernels[0].spill_store_bytes, 0) << a->log;
+          EXPECT_TRUE(absl::StrContains(a->ptx, "ldmatrix.sync.aligned.m8n8.x4")) << a->ptx;
+        }
         ++built;
       }
     }

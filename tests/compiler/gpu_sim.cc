@@ -147,6 +147,15 @@ class BlockSim {
           return absl::InternalError(StrCat("mma offsets differ between lanes of warp ", w));
         off[0] = d, off[1] = a, off[2] = b;
       }
+      if (s.mma_ldmatrix) {
+        // Rows of 8 contiguous elements, 16-byte aligned, for each operand.
+        auto rows_aligned = [](int64_t offset, const std::array<int64_t, 2>& st) {
+          return offset % 8 == 0 &&
+                 ((st[0] == 1 && st[1] % 8 == 0) || (st[1] == 1 && st[0] % 8 == 0));
+        };
+        if (!rows_aligned(off[1], s.mma_a_strides) || !rows_aligned(off[2], s.mma_b_strides))
+          return absl::InternalError(StrCat("ldmatrix on unaligned rows in warp ", w));
+      }
       double A[16][16], B[16][8], D[16][8];
       for (int l = 0; l < 32; ++l) {
         const int t = 32 * w + l, g = l / 4, c2 = (l % 4) * 2;

@@ -32,6 +32,8 @@ TensorCoreTiling TensorCoreSketch::SampleTiling(std::mt19937_64& rng) const {
     t.frags_n = PickOf(rng, {1, 2, 4, 8});
     t.k_steps = PickOf(rng, {1, 2, 4});
     t.pad = PickOf(rng, {0, 8});
+    t.stages = PickOf(rng, {1, 2});
+    t.ldmatrix = PickOf(rng, {0, 1});
     if (Fits(t)) return t;
   }
   return ir::DefaultTensorCoreTiling(dag_, target_);
@@ -41,7 +43,7 @@ TensorCoreTiling TensorCoreSketch::MutateTiling(const TensorCoreTiling& parent,
                                                 std::mt19937_64& rng) const {
   for (int tries = 0; tries < 16; ++tries) {
     TensorCoreTiling t = parent;
-    switch (Pick(rng, 0, 5)) {
+    switch (Pick(rng, 0, 7)) {
       case 0:
         t.warps_m = PickOf(rng, {1, 2, 4});
         break;
@@ -56,6 +58,12 @@ TensorCoreTiling TensorCoreSketch::MutateTiling(const TensorCoreTiling& parent,
         break;
       case 4:
         t.k_steps = PickOf(rng, {1, 2, 4});
+        break;
+      case 5:
+        t.stages = t.stages == 1 ? 2 : 1;
+        break;
+      case 6:
+        t.ldmatrix = 1 - t.ldmatrix;
         break;
       default:
         t.pad = t.pad == 0 ? 8 : 0;
