@@ -43,7 +43,10 @@ __device__ __forceinline__ tf_idx tf_floormod(tf_idx a, tf_idx b) {
 
 // Float16 tensors are held as their 16 bits; values are converted at each
 // load and store (round to nearest even), so no header is needed.
-constexpr const char* kHalfPrelude = R"(__device__ __forceinline__ float tf_h2f(unsigned short h) {
+constexpr const char* kHalfPrelude = R"(struct __align__(16) tf_v16 {
+  unsigned x, y, z, w;
+};
+__device__ __forceinline__ float tf_h2f(unsigned short h) {
   float f;
   asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
   return f;
@@ -373,6 +376,7 @@ class KernelEmitter : public ir::ExprFunctor<std::string()>,
       }
       return;
     }
+    if (s->for_kind == ForKind::kVectorized && EmitVector16(s, indent, out)) return;
     if (s->for_kind == ForKind::kUnrolled || s->for_kind == ForKind::kVThread) {
       StrAppend(out, pad, "#pragma unroll\n");
     }
@@ -380,6 +384,34 @@ class KernelEmitter : public ir::ExprFunctor<std::string()>,
     StrAppend(out, pad, "for (tf_idx ", v, " = 0; ", v, " < ", s->extent, "; ++", v, ") {\n");
     EmitStmt(s->body[0], indent + 1, out);
     StrAppend(out, pad, "}\n");
+  }
+
+  // A vectorized loop on a GPU (the tensor-core lowering's, see ir::Lower):
+  // 8 float16 elements copied, or zeroed where the guard is false, as one
+  // 16-byte load and store; both starts are 16-byte aligned by contract.
+  // False, emitting nothing, for any other loop.
+  bool EmitVector16(const Stmt& s, int indent, std::string* out) {
+    const Stmt& b = s->body[0];
+    if (s->extent != 8 || b->kind != StmtKind::kStore || !IsHalf(b->tensor)) return false;
+    Expr cond, load = b->value;
+    if (load->kind == ExprKind::kSelect && IsZero(load->args[2])) {
+      cond = load->args[0];
+      load = load->args[1];
+    }
+    if (load->kind != ExprKind::kLoad || !IsHalf(load->tensor)) return false;
+    const ExprNode* v = s->var.get();
+    if (cond.defined() && ir::Mentions(cond, v)) return false;
+    const std::vector<ir::VarMapEntry> first = {{v, ir::IntImm(0)}};
+    std::vector<Expr> dst, src;
+    for (const Expr& i : b->indices) dst.push_back(ir::Substitute(i, first));
+    for (const Expr& i : load->args) src.push_back(ir::Substitute(i, first));
+    std::string value =
+        StrCat("*(const tf_v16*)&", TensorName(load->tensor), "[", Flat(load->tensor, src), "]");
+    if (cond.defined())
+      value = StrCat("(", GenExpr(cond), " ? ", value, " : tf_v16{0u, 0u, 0u, 0u})");
+    StrAppend(out, std::string(size_t(indent) * 2, ' '), "*(tf_v16*)&", TensorName(b->tensor), "[",
+              Flat(b->tensor, dst), "] = ", value, ";\n");
+    return true;
   }
 
   void VisitStore(const Stmt& s, int indent, std::string* out) override {
@@ -444,8 +476,8 @@ class KernelEmitter : public ir::ExprFunctor<std::string()>,
     } else {
       int64_t elements = 1;
       for (int64_t e : s->shape) elements *= e;
-      StrAppend(out, pad, "{\n", pad, "  ", ElementType(s->tensor), " ", TensorName(s->tensor), "[",
-                elements, "];\n");
+      StrAppend(out, pad, "{\n", pad, IsHalf(s->tensor) ? "  __align__(16) " : "  ",
+                ElementType(s->tensor), " ", TensorName(s->tensor), "[", elements, "];\n");
       EmitStmt(s->body[0], indent + 1, out);
       StrAppend(out, pad, "}\n");
     }

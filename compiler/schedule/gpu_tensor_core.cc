@@ -11,6 +11,10 @@ namespace {
 
 constexpr size_t kWireSize = 8;
 constexpr int kAddedTensors = 5;      // by TensorCoreDag
+// Float16 elements a thread moves at once where a tile's rows are
+// contiguous in memory: 16 bytes, one vectorized loop (see Lower's
+// contract for GPU targets in schedule.h).
+constexpr int64_t kVector = 8;
 constexpr int kMinTensorCoreSm = 80;  // mma.sync m16n8k16 with float16
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -219,67 +223,104 @@ Stmt LowerTensorCore(const ComputeDAG& dag, absl::Span<const int64_t> decisions)
   Expr bb = FloorDiv(bx, I(tiles_m * tiles_n));
   Expr tm = FloorMod(FloorDiv(bx, I(tiles_n)), I(tiles_m)), tn = FloorMod(bx, I(tiles_n));
 
-  // The operand at (row, col) of the product's A (i, k) or B (k, j), zero
-  // past the matrix; indices clamped so no lane reads out of bounds.
-  auto operand = [&](const Expr& load, const ExprNode* row_var, const Expr& row, int64_t rows,
-                     const ExprNode* col_var, const Expr& col, int64_t cols) {
-    std::vector<VarMapEntry> map = {{row_var, Min(row, I(rows - 1))},
-                                    {col_var, Min(col, I(cols - 1))}};
+  // One coordinate of an operand element: the matrix axis's variable, the
+  // element's position (a vector's first when `lane` is defined: kVector
+  // consecutive elements, all inside or all outside) and the extent;
+  // `exact` when the tiles divide the extent (nothing to guard).
+  struct Coord {
+    const ExprNode* var;
+    Expr at;
+    int64_t extent;
+    bool exact;
+    Expr lane;
+  };
+  // The operand's element, zero past the matrix; indices clamped so no lane
+  // reads out of bounds even where the guard is false.
+  auto operand = [&](const Expr& load, const Coord& x, const Coord& y) {
+    std::vector<VarMapEntry> map;
+    Expr inside;
+    for (const Coord* c : {&x, &y}) {
+      const int64_t width = c->lane.defined() ? kVector : 1;
+      Expr at = c->exact ? c->at : Min(c->at, I(c->extent - width));
+      map.push_back({c->var, c->lane.defined() ? at + c->lane : at});
+      if (c->exact) continue;
+      inside = inside.defined() ? And(inside, c->at < I(c->extent)) : c->at < I(c->extent);
+    }
     if (g.vb != nullptr) map.push_back({g.vb, bb});
-    return Select(And(row < I(rows), col < I(cols)), Substitute(load, map), FloatImm(0));
+    Expr value = Substitute(load, map);
+    return inside.defined() ? Select(inside, value, FloatImm(0)) : value;
   };
-  // Tile `kt`'s A element (m, k) and B element (k, n), in global order.
-  auto a_at = [&](const Expr& kt, Expr m, Expr k) {
-    return operand(g.a_load, g.vi, tm * I(BM) + m, g.m, g.vk, kt * I(BK) + k, g.k);
+  // Rows of a tile move kVector elements at a time where they are
+  // contiguous in memory and their extent keeps every vector aligned.
+  auto vectorizable = [&](const Expr& load, const ExprNode* contiguous, int64_t extent) {
+    return load->args.back().get() == contiguous && extent % kVector == 0;
   };
-  auto b_at = [&](const Expr& kt, Expr k, Expr n) {
-    return operand(g.b_load, g.vk, kt * I(BK) + k, g.k, g.vj, tn * I(BN) + n, g.n);
-  };
-  // Element (r, c) of tile kt of an operand as its shared buffer holds it.
-  auto a_elem = [&](const Expr& kt, Expr r, Expr c) {
-    return g.a_k_inner ? a_at(kt, r, c) : a_at(kt, c, r);
-  };
-  auto b_elem = [&](const Expr& kt, Expr r, Expr c) {
-    return g.b_k_inner ? b_at(kt, c, r) : b_at(kt, r, c);
-  };
-  // The whole block moves a rows x cols tile: element e*T + thread by each
-  // thread, its e-th; `move` makes the statement for (e, r, c).
-  auto each_element = [&](int64_t rows, int64_t cols, const std::string& name,
-                          const std::function<Stmt(Expr, Expr, Expr)>& move) {
-    Expr e = Var(name);
-    Expr flat = e * I(T) + tx;
-    Stmt body = move(e, FloorDiv(flat, I(cols)), FloorMod(flat, I(cols)));
-    if ((rows * cols) % T != 0) body = IfThen(flat < I(rows * cols), body);
-    const int64_t n = CeilDiv(rows * cols, T);
-    return For(e, n, unrolled(n), body);
-  };
+  const bool vec_a = vectorizable(g.a_load, g.a_k_inner ? g.vk : g.vi, g.a_k_inner ? g.k : g.m);
+  const bool vec_b = vectorizable(g.b_load, g.b_k_inner ? g.vk : g.vj, g.b_k_inner ? g.k : g.n);
   const int64_t a_rows = a_shape[1], a_cols = g.a_k_inner ? BK : BM;
   const int64_t b_rows = b_shape[1], b_cols = g.b_k_inner ? BK : BN;
+  const int64_t a_width = vec_a ? kVector : 1, b_width = vec_b ? kVector : 1;
+  // Tile kt's element (r, c) of A or B as the shared buffer holds it; with
+  // `lane` defined, lane `lane` of the vector whose first column is c.
+  auto a_elem = [&](const Expr& kt, Expr r, Expr c, Expr lane) {
+    Coord m{g.vi, tm * I(BM) + (g.a_k_inner ? r : c), g.m, g.m % BM == 0, Expr()};
+    Coord k{g.vk, kt * I(BK) + (g.a_k_inner ? c : r), g.k, g.k % BK == 0, Expr()};
+    (g.a_k_inner ? k : m).lane = lane;
+    return operand(g.a_load, m, k);
+  };
+  auto b_elem = [&](const Expr& kt, Expr r, Expr c, Expr lane) {
+    Coord k{g.vk, kt * I(BK) + (g.b_k_inner ? c : r), g.k, g.k % BK == 0, Expr()};
+    Coord n{g.vj, tn * I(BN) + (g.b_k_inner ? r : c), g.n, g.n % BN == 0, Expr()};
+    (g.b_k_inner ? k : n).lane = lane;
+    return operand(g.b_load, k, n);
+  };
+  // The whole block moves a rows x cols tile, `width` elements at a time:
+  // piece e*T + thread by each thread, its e-th. `move` makes the statement
+  // for (register index, row, column, lane): the element's column, and for
+  // a vector the lane (the element's place in it).
+  auto each_piece = [&](int64_t rows, int64_t cols, int64_t width, const std::string& name,
+                        const std::function<Stmt(Expr, Expr, Expr, Expr)>& move) {
+    Expr e = Var(name), lane = Var(name + ".v");
+    Expr flat = e * I(T) + tx;
+    const int64_t per_row = cols / width, pieces = rows * per_row;
+    Expr r = FloorDiv(flat, I(per_row)), c = FloorMod(flat, I(per_row)) * I(width);
+    Stmt body = width == 1 ? move(e, r, c, Expr())
+                           : For(lane, width, ForKind::kVectorized,
+                                 move(e * I(width) + lane, r, c + lane, lane));
+    if (pieces % T != 0) body = IfThen(flat < I(pieces), body);
+    const int64_t n = CeilDiv(pieces, T);
+    return For(e, n, unrolled(n), body);
+  };
+  // A vector element's first column (the operand clamps the vector's start).
+  auto first = [](const Expr& c, const Expr& lane) { return lane.defined() ? c - lane : c; };
   // Tile kt straight into buffer `buf`.
   auto fill = [&](const Expr& kt, const Expr& buf) {
-    return Seq({each_element(a_rows, a_cols, "tc.fa",
-                             [&](Expr, Expr r, Expr c) {
-                               return Store(sa, {buf, r, c}, a_elem(kt, r, c));
-                             }),
-                each_element(b_rows, b_cols, "tc.fb", [&](Expr, Expr r, Expr c) {
-                  return Store(sb, {buf, r, c}, b_elem(kt, r, c));
+    return Seq({each_piece(a_rows, a_cols, a_width, "tc.fa",
+                           [&](Expr, Expr r, Expr c, Expr lane) {
+                             return Store(sa, {buf, r, c}, a_elem(kt, r, first(c, lane), lane));
+                           }),
+                each_piece(b_rows, b_cols, b_width, "tc.fb", [&](Expr, Expr r, Expr c, Expr lane) {
+                  return Store(sb, {buf, r, c}, b_elem(kt, r, first(c, lane), lane));
                 })});
   };
   // Double buffering: tile kt loaded into each thread's registers, then
   // (after the products on the other buffer) stored into buffer `buf`.
   auto prefetch = [&](const Expr& kt) {
     return Seq(
-        {each_element(a_rows, a_cols, "tc.pa",
-                      [&](Expr e, Expr r, Expr c) { return Store(pa, {e}, a_elem(kt, r, c)); }),
-         each_element(b_rows, b_cols, "tc.pb",
-                      [&](Expr e, Expr r, Expr c) { return Store(pb, {e}, b_elem(kt, r, c)); })});
+        {each_piece(a_rows, a_cols, a_width, "tc.pa",
+                    [&](Expr e, Expr r, Expr c, Expr lane) {
+                      return Store(pa, {e}, a_elem(kt, r, first(c, lane), lane));
+                    }),
+         each_piece(b_rows, b_cols, b_width, "tc.pb", [&](Expr e, Expr r, Expr c, Expr lane) {
+           return Store(pb, {e}, b_elem(kt, r, first(c, lane), lane));
+         })});
   };
   auto commit = [&](const Expr& buf) {
-    return Seq({each_element(a_rows, a_cols, "tc.ca",
-                             [&](Expr e, Expr r, Expr c) {
-                               return Store(sa, {buf, r, c}, Load(pa, ScalarType::kFloat32, {e}));
-                             }),
-                each_element(b_rows, b_cols, "tc.cb", [&](Expr e, Expr r, Expr c) {
+    return Seq({each_piece(a_rows, a_cols, a_width, "tc.ca",
+                           [&](Expr e, Expr r, Expr c, Expr) {
+                             return Store(sa, {buf, r, c}, Load(pa, ScalarType::kFloat32, {e}));
+                           }),
+                each_piece(b_rows, b_cols, b_width, "tc.cb", [&](Expr e, Expr r, Expr c, Expr) {
                   return Store(sb, {buf, r, c}, Load(pb, ScalarType::kFloat32, {e}));
                 })});
   };
@@ -313,8 +354,9 @@ Stmt LowerTensorCore(const ComputeDAG& dag, absl::Span<const int64_t> decisions)
                   For(ko, k_tiles, ForKind::kSerial,
                       Seq({IfThen(more, prefetch(ko + I(1))), products,
                            IfThen(more, commit(FloorMod(ko + I(1), I(2)))), Barrier()}))});
-    k_loop = Allocate(pa, {CeilDiv(a_rows * a_cols, T)}, /*local=*/true,
-                      Allocate(pb, {CeilDiv(b_rows * b_cols, T)}, /*local=*/true, k_loop));
+    k_loop = Allocate(pa, {CeilDiv(a_rows * a_cols / a_width, T) * a_width}, /*local=*/true,
+                      Allocate(pb, {CeilDiv(b_rows * b_cols / b_width, T) * b_width},
+                               /*local=*/true, k_loop));
   }
   Expr z = Var("tc.z");
   Stmt init = For(z, t.Accumulators(), ForKind::kUnrolled, Store(acc, {z}, FloatImm(0)));

@@ -579,6 +579,13 @@ TEST_F(NvrtcTest, TensorCoreBuildsCompile) {
         if (i == 0) {  // the default: double-buffered, fragments by ldmatrix
           EXPECT_EQ(a->program.kernels[0].spill_store_bytes, 0) << a->log;
           EXPECT_TRUE(absl::StrContains(a->ptx, "ldmatrix.sync.aligned.m8n8.x4")) << a->ptx;
+          // Rows of 8 contiguous, aligned elements move 16 bytes at a time.
+          if (spec.find("4096") != std::string::npos) {
+            EXPECT_TRUE(absl::StrContains(a->ptx, "ld.global.nc.v4") ||
+                        absl::StrContains(a->ptx, "ld.global.v4"))
+                << a->program.source;
+            EXPECT_TRUE(absl::StrContains(a->ptx, "st.shared.v4")) << a->program.source;
+          }
         }
         ++built;
       }

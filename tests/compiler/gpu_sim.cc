@@ -62,6 +62,7 @@ class BlockSim {
           for (int t = 0; t < threads_; ++t) inner[t] = inner[t] && v[t] < s->extent;
           return Exec(s->body[0], inner);
         }
+        if (s->for_kind == ir::ForKind::kVectorized) TF_RETURN_IF_ERROR(CheckVector(*s, mask));
         std::vector<int64_t>& v = vars_[s->var.get()];
         for (int64_t i = 0; i < s->extent; ++i) {
           v.assign(threads_, i);
@@ -194,6 +195,44 @@ class BlockSim {
       }
     }
     return absl::OkStatus();
+  }
+
+  // A vectorized loop on a GPU is one 16-byte access (ir::Lower's
+  // contract): 8 float16 elements, a store (and the load it copies, where
+  // the guard lets it) starting at a multiple of 8 elements.
+  absl::Status CheckVector(const ir::StmtNode& loop, const std::vector<bool>& mask) {
+    const Stmt& b = loop.body[0];
+    if (loop.extent != 8 || b->kind != StmtKind::kStore || !dag_.tensors[size_t(b->tensor)].float16)
+      return absl::InternalError("a vectorized loop that is not 8 float16 stores");
+    Expr cond, load = b->value;
+    if (load->kind == ExprKind::kSelect) cond = load->args[0], load = load->args[1];
+    std::vector<int64_t>& v = vars_[loop.var.get()];
+    v.assign(size_t(threads_), 0);
+    absl::Status status;
+    for (int t = 0; t < threads_ && status.ok(); ++t) {
+      if (!mask[size_t(t)]) continue;
+      absl::StatusOr<int64_t> at = Flat(b->tensor, b->indices, t);
+      if (at.ok() && *at % 8 != 0) status = absl::InternalError(StrCat("vector store at ", *at));
+      if (!status.ok() || load->kind != ExprKind::kLoad) continue;
+      absl::StatusOr<int64_t> take = cond.defined() ? EvalInt(cond, t) : 1;
+      if (take.ok() && *take == 0) continue;
+      absl::StatusOr<int64_t> from = Flat(load->tensor, load->args, t);
+      if (from.ok() && *from % 8 != 0)
+        status = absl::InternalError(StrCat("vector load at ", *from));
+    }
+    vars_.erase(loop.var.get());
+    return status;
+  }
+
+  // The row-major element index of `idx` in `tensor`'s buffer.
+  absl::StatusOr<int64_t> Flat(int tensor, const std::vector<Expr>& idx, int t) {
+    const std::vector<int64_t>& shape = shapes_[tensor];
+    int64_t flat = 0;
+    for (size_t d = 0; d < idx.size() && d < shape.size(); ++d) {
+      TF_ASSIGN_OR_RETURN(int64_t i, EvalInt(idx[d], t));
+      flat = flat * shape[d] + i;
+    }
+    return flat;
   }
 
   absl::StatusOr<float*> Address(int tensor, const std::vector<Expr>& idx, int t, bool write) {
