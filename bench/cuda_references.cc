@@ -61,6 +61,14 @@ class DeviceBuffers {
     TF_CUDA_REF(cudaMemcpy(p, host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice));
     return static_cast<float*>(p);
   }
+  // `host` as float16 on the device.
+  absl::StatusOr<void*> UploadHalf(const std::vector<float>& host) {
+    std::vector<uint16_t> bits(host.size());
+    for (size_t i = 0; i < host.size(); ++i) bits[i] = FloatToHalfBits(host[i]);
+    TF_ASSIGN_OR_RETURN(void* p, Alloc(bits.size() * 2));
+    TF_CUDA_REF(cudaMemcpy(p, bits.data(), bits.size() * 2, cudaMemcpyHostToDevice));
+    return p;
+  }
   absl::StatusOr<void*> Alloc(size_t bytes) {
     void* p = nullptr;
     TF_CUDA_REF(cudaMalloc(&p, std::max<size_t>(bytes, 4)));
@@ -133,15 +141,8 @@ absl::StatusOr<GpuReferenceRun> CuBlasHalf(const v1::Workload& w,
   const bool ta = g.ta, tb = g.tb;
   const int m = g.m, k = g.k, n = g.n, lda = g.lda, ldb = g.ldb;
   DeviceBuffers mem;
-  auto upload = [&](const std::vector<float>& host) -> absl::StatusOr<void*> {
-    std::vector<uint16_t> half(host.size());
-    for (size_t i = 0; i < host.size(); ++i) half[i] = FloatToHalfBits(host[i]);
-    TF_ASSIGN_OR_RETURN(void* p, mem.Alloc(half.size() * 2));
-    TF_CUDA_REF(cudaMemcpy(p, half.data(), half.size() * 2, cudaMemcpyHostToDevice));
-    return p;
-  };
-  TF_ASSIGN_OR_RETURN(void* a, upload(inputs[0]));
-  TF_ASSIGN_OR_RETURN(void* b, upload(inputs[1]));
+  TF_ASSIGN_OR_RETURN(void* a, mem.UploadHalf(inputs[0]));
+  TF_ASSIGN_OR_RETURN(void* b, mem.UploadHalf(inputs[1]));
   TF_ASSIGN_OR_RETURN(void* c, mem.Alloc(size_t(m) * n * 2));
   cublasHandle_t h;
   TF_CUDA_REF(cublasCreate(&h));
@@ -211,6 +212,10 @@ absl::StatusOr<GpuReferenceRun> CuDnn(const v1::Workload& w,
   const v1::Conv2dAttrs& c = w.conv2d();
   auto at = [](const auto& v, int i, int64_t d) { return v.size() > i ? int(v[i]) : int(d); };
   const int groups = std::max<int>(1, int(c.groups()));
+  // Float16 layers: float16 tensors, float32 accumulation, tensor cores allowed.
+  const bool half = w.inputs(0).dtype() == v1::DTYPE_FLOAT16;
+  const cudnnDataType_t dtype = half ? CUDNN_DATA_HALF : CUDNN_DATA_FLOAT;
+  const size_t element = half ? 2 : 4;
   cudnnHandle_t h;
   TF_CUDA_REF(cudnnCreate(&h));
   cudnnTensorDescriptor_t xd = nullptr, yd = nullptr;
@@ -223,10 +228,10 @@ absl::StatusOr<GpuReferenceRun> CuDnn(const v1::Workload& w,
     TF_CUDA_REF(cudnnCreateTensorDescriptor(&yd));
     TF_CUDA_REF(cudnnCreateFilterDescriptor(&wd));
     TF_CUDA_REF(cudnnCreateConvolutionDescriptor(&cd));
-    TF_CUDA_REF(cudnnSetTensor4dDescriptor(xd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, int(xs[0]),
-                                           int(xs[1]), int(xs[2]), int(xs[3])));
-    TF_CUDA_REF(cudnnSetFilter4dDescriptor(wd, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, int(ws[0]),
-                                           int(ws[1]), int(ws[2]), int(ws[3])));
+    TF_CUDA_REF(cudnnSetTensor4dDescriptor(xd, CUDNN_TENSOR_NCHW, dtype, int(xs[0]), int(xs[1]),
+                                           int(xs[2]), int(xs[3])));
+    TF_CUDA_REF(cudnnSetFilter4dDescriptor(wd, dtype, CUDNN_TENSOR_NCHW, int(ws[0]), int(ws[1]),
+                                           int(ws[2]), int(ws[3])));
     // Pads [top, left, bottom, right]: cuDNN takes one pad per side pair.
     if (at(c.pads(), 0, 0) != at(c.pads(), 2, at(c.pads(), 0, 0)) ||
         at(c.pads(), 1, 0) != at(c.pads(), 3, at(c.pads(), 1, 0))) {
@@ -237,23 +242,25 @@ absl::StatusOr<GpuReferenceRun> CuDnn(const v1::Workload& w,
                                                 at(c.dilations(), 0, 1), at(c.dilations(), 1, 1),
                                                 CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
     TF_CUDA_REF(cudnnSetConvolutionGroupCount(cd, groups));
-    TF_CUDA_REF(cudnnSetConvolutionMathType(cd, CUDNN_FMA_MATH));
+    TF_CUDA_REF(cudnnSetConvolutionMathType(cd, half ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH));
     int n = 0, k = 0, oh = 0, ow = 0;
     TF_CUDA_REF(cudnnGetConvolution2dForwardOutputDim(cd, xd, wd, &n, &k, &oh, &ow));
-    TF_CUDA_REF(cudnnSetTensor4dDescriptor(yd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, n, k, oh, ow));
-    TF_ASSIGN_OR_RETURN(float* x, mem.Upload(inputs[0]));
-    TF_ASSIGN_OR_RETURN(float* wt, mem.Upload(inputs[1]));
-    TF_ASSIGN_OR_RETURN(void* y, mem.Alloc(size_t(n) * k * oh * ow * sizeof(float)));
+    TF_CUDA_REF(cudnnSetTensor4dDescriptor(yd, CUDNN_TENSOR_NCHW, dtype, n, k, oh, ow));
+    TF_ASSIGN_OR_RETURN(void* x, half ? mem.UploadHalf(inputs[0]) : mem.Upload(inputs[0]));
+    TF_ASSIGN_OR_RETURN(void* wt, half ? mem.UploadHalf(inputs[1]) : mem.Upload(inputs[1]));
+    TF_ASSIGN_OR_RETURN(void* y, mem.Alloc(size_t(n) * k * oh * ow * element));
     // cuDNN's own pick: every algorithm it has, timed by it; the fastest that succeeded.
     constexpr int kMaxAlgos = 16;
     cudnnConvolutionFwdAlgoPerf_t perf[kMaxAlgos];
     int found = 0;
     TF_CUDA_REF(cudnnFindConvolutionForwardAlgorithm(h, xd, wd, cd, yd, kMaxAlgos, &found, perf));
-    // The fastest that ran in strict fp32 (FMA math: no TF32 tensor cores).
+    // The fastest that ran in strict fp32 (FMA math: no TF32 tensor cores);
+    // for float16, the fastest.
     int pick = -1;
     for (int i = 0; i < found && pick < 0; ++i) {
-      if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].mathType != CUDNN_TENSOR_OP_MATH &&
-          perf[i].mathType != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) {
+      if (perf[i].status == CUDNN_STATUS_SUCCESS &&
+          (half || (perf[i].mathType != CUDNN_TENSOR_OP_MATH &&
+                    perf[i].mathType != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION))) {
         pick = i;
       }
     }
@@ -272,9 +279,15 @@ absl::StatusOr<GpuReferenceRun> CuDnn(const v1::Workload& w,
     };
     TF_ASSIGN_OR_RETURN(run.seconds, TimeGpu(launch, &mem));
     run.library = absl::StrCat("cudnn (algo ", int(algo), ")");
-    run.output.resize(size_t(n) * k * oh * ow);
-    TF_CUDA_REF(cudaMemcpy(run.output.data(), y, run.output.size() * sizeof(float),
-                           cudaMemcpyDeviceToHost));
+    const size_t count = size_t(n) * k * oh * ow;
+    if (half) {
+      std::vector<uint16_t> bits(count);
+      TF_CUDA_REF(cudaMemcpy(bits.data(), y, count * 2, cudaMemcpyDeviceToHost));
+      for (uint16_t b : bits) run.output.push_back(HalfBitsToFloat(b));
+    } else {
+      run.output.resize(count);
+      TF_CUDA_REF(cudaMemcpy(run.output.data(), y, count * 4, cudaMemcpyDeviceToHost));
+    }
     return absl::OkStatus();
   };
   absl::Status s = body();
@@ -298,8 +311,7 @@ absl::StatusOr<GpuReferenceRun> RunCudaReference(const v1::Workload& w,
       absl::NotFoundError("no cuBLAS/cuDNN reference for this op");
   if (w.op() == v1::OP_KIND_DENSE || w.op() == v1::OP_KIND_MATMUL) {
     run = CuBlas(w, inputs);
-  } else if (w.op() == v1::OP_KIND_CONV2D && w.conv2d().layout() == v1::DATA_LAYOUT_NCHW &&
-             w.inputs(0).dtype() == v1::DTYPE_FLOAT32) {
+  } else if (w.op() == v1::OP_KIND_CONV2D && w.conv2d().layout() == v1::DATA_LAYOUT_NCHW) {
     run = CuDnn(w, inputs);
   }
   // No context of this process stays on the GPU while the next workload's

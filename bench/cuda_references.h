@@ -23,10 +23,10 @@ struct GpuReferenceRun {
 // Whether this build has cuBLAS and cuDNN (the CUDA toolkit's, found at configure time).
 bool HaveCudaReferences();
 
-// cuBLAS sgemm for matmul/dense without epilogue (cublasGemmEx in float16
-// with float32 accumulation, tensor cores allowed, for float16 ones); cuDNN
-// forward convolution for float32 NCHW conv2d (groups too: depthwise).
-// NotFound for other workloads.
+// cuBLAS sgemm for matmul/dense without epilogue; cuDNN forward convolution
+// for NCHW conv2d (groups too: depthwise). Float16 workloads: float16
+// tensors with float32 accumulation, tensor cores allowed (cublasGemmEx,
+// cuDNN's fastest algorithm of any math). NotFound for other workloads.
 absl::StatusOr<GpuReferenceRun> RunCudaReference(const ::tunefarm::v1::Workload& w,
                                                  const std::vector<std::vector<float>>& inputs);
 

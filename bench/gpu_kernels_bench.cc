@@ -34,9 +34,9 @@ namespace {
 
 namespace v1 = ::tunefarm::v1;
 
-// The GPU issue's list: GEMM 1024^3 and 4096^3 (float32, and float16 against
-// cuBLAS's tensor cores), the ResNet-18 3x3 layers at batch 1 and 16, a
-// depthwise layer.
+// The GPU issue's list: GEMM 1024^3 and 4096^3, the ResNet-18 3x3 layers at
+// batch 1 and 16, a depthwise layer; float16 GEMMs and two batch-16 layers
+// against cuBLAS's and cuDNN's tensor cores.
 const std::vector<Anchor>& Anchors() {
   static const std::vector<Anchor> anchors = {
       {"gemm_1024", "matmul(M=1024,N=1024,K=1024)"},
@@ -52,6 +52,10 @@ const std::vector<Anchor>& Anchors() {
       {"resnet_c256_h14_3x3_b16", "conv2d_nchw(N=16,C=256,H=14,W=14,K=256,R=3,S=3,pad=1)"},
       {"resnet_c512_h7_3x3_b16", "conv2d_nchw(N=16,C=512,H=7,W=7,K=512,R=3,S=3,pad=1)"},
       {"mbv2_dw_c144_h56", "depthwise_conv2d_nchw(N=1,C=144,H=56,W=56,R=3,S=3,pad=1)"},
+      {"resnet_c64_h56_3x3_b16_fp16",
+       "conv2d_nchw(N=16,C=64,H=56,W=56,K=64,R=3,S=3,pad=1,dtype=float16)"},
+      {"resnet_c256_h14_3x3_b16_fp16",
+       "conv2d_nchw(N=16,C=256,H=14,W=14,K=256,R=3,S=3,pad=1,dtype=float16)"},
   };
   return anchors;
 }

@@ -19,18 +19,59 @@ constexpr int kMinTensorCoreSm = 80;  // mma.sync m16n8k16 with float16
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// The product a tensor-core schedule computes, read off the DAG:
-// out[b, i, j] = sum_k A(b, i, k) * B(b, k, j), then the epilogue stage.
+// Loop axes fused into one GEMM dimension, the last fastest.
+struct AxisGroup {
+  std::vector<const ExprNode*> vars;
+  std::vector<int64_t> extents;
+  int64_t size = 1;
+
+  void Add(const IterVar& a) {
+    vars.push_back(a.var.get());
+    extents.push_back(a.extent);
+    size *= a.extent;
+  }
+  // Each variable's value at fused position `at`.
+  std::vector<VarMapEntry> At(const Expr& at) const {
+    std::vector<VarMapEntry> out;
+    int64_t inner = size;
+    for (size_t d = 0; d < vars.size(); ++d) {
+      inner /= extents[d];
+      Expr v = inner == 1 ? at : FloorDiv(at, IntImm(inner));
+      out.push_back({vars[d], d == 0 ? v : FloorMod(v, IntImm(extents[d]))});
+    }
+    return out;
+  }
+};
+
+// The product a tensor-core schedule computes, read off the DAG (an
+// implicit GEMM): out[batch, m, n] = sum_k A(batch, m, k) * B(batch, k, n),
+// then the epilogue. A is the first factor of the reduction's product
+// (padding stages inlined into it), B the second; an output axis A alone
+// reads is along M, B alone along N, both (or neither) a batch axis; every
+// reduction axis is along K. A matmul is one axis each; a convolution's M
+// is its (n, y, x), N its output channels, K its (c, r, s).
 struct Gemm {
   int main = -1, epilogue = -1;  // stage indices; epilogue -1 when main is the output
-  int64_t batch = 1, m = 0, n = 0, k = 0;
-  const ExprNode *vb = nullptr, *vi = nullptr, *vj = nullptr, *vk = nullptr;
-  Expr a_load, b_load;
-  // Whether k is the operand's innermost (contiguous) index: the shared tile
-  // keeps the global order, so that consecutive threads read consecutive
-  // elements.
+  AxisGroup batch, m, n, k;
+  std::vector<const ExprNode*> out_axes;  // the main stage's, in order
+  Expr a, b;
+  // Whether the operand's first load runs along K in its innermost index (its
+  // shared tile then keeps K contiguous too, so consecutive threads read
+  // consecutive elements), and whether the operand is that plain load with
+  // the one variable of its contiguous group as its last index (then its
+  // rows can move 8 elements at a time).
   bool a_k_inner = true, b_k_inner = false;
+  bool a_plain = false, b_plain = false;
 };
+
+// The first load of `e`, or null.
+const ExprNode* FirstLoad(const Expr& e) {
+  const ExprNode* first = nullptr;
+  VisitLoads(e, [&](const ExprNode& l) {
+    if (first == nullptr) first = &l;
+  });
+  return first;
+}
 
 absl::StatusOr<Gemm> MatchGemm(const ComputeDAG& dag) {
   auto no = [](const std::string& why) {
@@ -40,36 +81,52 @@ absl::StatusOr<Gemm> MatchGemm(const ComputeDAG& dag) {
   const int main = TilingMainStage(dag);
   if (main < 0) return no("no reduction");
   const Stage& s = dag.stages[size_t(main)];
-  if (s.reduce_axes.size() != 1 || (s.axes.size() != 2 && s.axes.size() != 3))
-    return no("not a matrix product (one reduction axis, 2 or 3 output axes)");
-  const Expr& body = s.body;
-  if (body->kind != ExprKind::kBinary || body->op != Op::kMul ||
-      body->args[0]->kind != ExprKind::kLoad || body->args[1]->kind != ExprKind::kLoad)
-    return no("the reduction is not a product of two loads");
+  // Cheap stages the reduction reads (padding) inlined into its body.
+  Expr body = s.body;
+  for (int i = main - 1; i >= 0; --i) {
+    const Stage& p = dag.stages[size_t(i)];
+    if (!p.inlinable || !p.reduce_axes.empty()) continue;
+    body = MapLoads(body, [&](const ExprNode& load, const std::vector<Expr>& args) {
+      if (load.tensor != p.output) return Expr();
+      std::vector<VarMapEntry> map;
+      for (size_t d = 0; d < p.axes.size(); ++d) map.push_back({p.axes[d].var.get(), args[d]});
+      return Substitute(p.body, map);
+    });
+  }
+  if (body->kind != ExprKind::kBinary || body->op != Op::kMul)
+    return no("the reduction is not a product of two factors");
   Gemm g;
   g.main = main;
-  const size_t o = s.axes.size() - 2;
-  if (o == 1) {
-    g.batch = s.axes[0].extent;
-    g.vb = s.axes[0].var.get();
+  g.a = body->args[0];
+  g.b = body->args[1];
+  for (const IterVar& a : s.axes) {
+    g.out_axes.push_back(a.var.get());
+    const bool in_a = Mentions(g.a, a.var.get()), in_b = Mentions(g.b, a.var.get());
+    (in_a && !in_b ? g.m : in_b && !in_a ? g.n : g.batch).Add(a);
   }
-  g.m = s.axes[o].extent;
-  g.n = s.axes[o + 1].extent;
-  g.k = s.reduce_axes[0].extent;
-  g.vi = s.axes[o].var.get();
-  g.vj = s.axes[o + 1].var.get();
-  g.vk = s.reduce_axes[0].var.get();
-  g.a_load = body->args[0];
-  g.b_load = body->args[1];
-  if (Mentions(g.a_load, g.vj) || Mentions(g.b_load, g.vi))
-    return no("the product's operands are not A[i, k] and B[k, j]");
-  g.a_k_inner = Mentions(g.a_load->args.back(), g.vk);
-  g.b_k_inner = Mentions(g.b_load->args.back(), g.vk);
-  // The only other stage: an elementwise epilogue writing the output and
-  // reading the product at its own indices.
+  for (const IterVar& a : s.reduce_axes) g.k.Add(a);
+  if (g.m.size < 16 || g.n.size < 8 || g.k.size < 8) {
+    return no(absl::StrCat("the product is ", g.m.size, " x ", g.n.size, " x ", g.k.size,
+                           " (M x N x K): too small for 16x8x16 tiles"));
+  }
+  const ExprNode* last_k = g.k.vars.back();
+  auto contiguous = [&](const Expr& factor, const AxisGroup& other, bool* k_inner, bool* plain) {
+    const ExprNode* load = FirstLoad(factor);
+    if (load == nullptr) return false;
+    *k_inner = Mentions(load->args.back(), last_k);
+    const AxisGroup& group = *k_inner ? g.k : other;
+    *plain =
+        factor.get() == load && group.vars.size() == 1 && load->args.back().get() == group.vars[0];
+    return true;
+  };
+  if (!contiguous(g.a, g.m, &g.a_k_inner, &g.a_plain) ||
+      !contiguous(g.b, g.n, &g.b_k_inner, &g.b_plain))
+    return no("a factor of the product reads no tensor");
+  // The only other stages: padding (inlined above) and an elementwise
+  // epilogue writing the output and reading the product at its own indices.
   for (size_t i = 0; i < dag.stages.size(); ++i) {
-    if (int(i) == main) continue;
     const Stage& e = dag.stages[i];
+    if (int(i) == main || (int(i) < main && e.inlinable && e.reduce_axes.empty())) continue;
     if (g.epilogue >= 0 || e.output != dag.output || !e.reduce_axes.empty() ||
         e.axes.size() != s.axes.size())
       return no(absl::StrCat("stage ", e.name, " is not an epilogue of the product"));
@@ -87,6 +144,12 @@ absl::StatusOr<Gemm> MatchGemm(const ComputeDAG& dag) {
 }
 
 }  // namespace
+
+std::array<int64_t, 3> TensorCoreProductShape(const ComputeDAG& dag) {
+  absl::StatusOr<Gemm> g = MatchGemm(dag);
+  if (!g.ok()) return {0, 0, 0};
+  return {g->m.size, g->n.size, g->k.size};
+}
 
 std::vector<int64_t> TensorCoreTiling::Encode() const {
   return {warps_m, warps_n, frags_m, frags_n, k_steps, pad, stages, ldmatrix};
@@ -145,11 +208,11 @@ TensorCoreTiling DefaultTensorCoreTiling(const ComputeDAG& dag, const Target& ta
   absl::StatusOr<Gemm> g = MatchGemm(dag);
   if (!g.ok()) return t;
   // No more tile than the matrix: halve fragments, then warps.
-  while (t.BlockM() / 2 >= g->m && t.frags_m > 1) t.frags_m /= 2;
-  while (t.BlockM() / 2 >= g->m && t.warps_m > 1) t.warps_m /= 2;
-  while (t.BlockN() / 2 >= g->n && t.frags_n > 1) t.frags_n /= 2;
-  while (t.BlockN() / 2 >= g->n && t.warps_n > 1) t.warps_n /= 2;
-  while (t.BlockK() / 2 >= g->k && t.k_steps > 1) t.k_steps /= 2;
+  while (t.BlockM() / 2 >= g->m.size && t.frags_m > 1) t.frags_m /= 2;
+  while (t.BlockM() / 2 >= g->m.size && t.warps_m > 1) t.warps_m /= 2;
+  while (t.BlockN() / 2 >= g->n.size && t.frags_n > 1) t.frags_n /= 2;
+  while (t.BlockN() / 2 >= g->n.size && t.warps_n > 1) t.warps_n /= 2;
+  while (t.BlockK() / 2 >= g->k.size && t.k_steps > 1) t.k_steps /= 2;
   while (!CheckTensorCoreTiling(t, target).ok() && t.k_steps > 1) t.k_steps /= 2;
   return t;
 }
@@ -211,7 +274,8 @@ Stmt LowerTensorCore(const ComputeDAG& dag, absl::Span<const int64_t> decisions)
   const std::vector<int64_t>& a_shape = dag.tensors[size_t(sa)].shape;
   const std::vector<int64_t>& b_shape = dag.tensors[size_t(sb)].shape;
   const int64_t lda = a_shape[2], ldb = b_shape[2];
-  const int64_t tiles_m = CeilDiv(g.m, BM), tiles_n = CeilDiv(g.n, BN), k_tiles = CeilDiv(g.k, BK);
+  const int64_t tiles_m = CeilDiv(g.m.size, BM), tiles_n = CeilDiv(g.n.size, BN),
+                k_tiles = CeilDiv(g.k.size, BK);
   auto I = [](int64_t v) { return IntImm(v); };
   auto unrolled = [](int64_t extent) {
     return extent <= 16 ? ForKind::kUnrolled : ForKind::kSerial;
@@ -228,7 +292,7 @@ Stmt LowerTensorCore(const ComputeDAG& dag, absl::Span<const int64_t> decisions)
   // consecutive elements, all inside or all outside) and the extent;
   // `exact` when the tiles divide the extent (nothing to guard).
   struct Coord {
-    const ExprNode* var;
+    const AxisGroup* group;
     Expr at;
     int64_t extent;
     bool exact;
@@ -242,37 +306,35 @@ Stmt LowerTensorCore(const ComputeDAG& dag, absl::Span<const int64_t> decisions)
     for (const Coord* c : {&x, &y}) {
       const int64_t width = c->lane.defined() ? kVector : 1;
       Expr at = c->exact ? c->at : Min(c->at, I(c->extent - width));
-      map.push_back({c->var, c->lane.defined() ? at + c->lane : at});
+      for (const VarMapEntry& v : c->group->At(c->lane.defined() ? at + c->lane : at))
+        map.push_back(v);
       if (c->exact) continue;
       inside = inside.defined() ? And(inside, c->at < I(c->extent)) : c->at < I(c->extent);
     }
-    if (g.vb != nullptr) map.push_back({g.vb, bb});
+    for (const VarMapEntry& v : g.batch.At(bb)) map.push_back(v);
     Expr value = Substitute(load, map);
     return inside.defined() ? Select(inside, value, FloatImm(0)) : value;
   };
   // Rows of a tile move kVector elements at a time where they are
   // contiguous in memory and their extent keeps every vector aligned.
-  auto vectorizable = [&](const Expr& load, const ExprNode* contiguous, int64_t extent) {
-    return load->args.back().get() == contiguous && extent % kVector == 0;
-  };
-  const bool vec_a = vectorizable(g.a_load, g.a_k_inner ? g.vk : g.vi, g.a_k_inner ? g.k : g.m);
-  const bool vec_b = vectorizable(g.b_load, g.b_k_inner ? g.vk : g.vj, g.b_k_inner ? g.k : g.n);
+  const bool vec_a = g.a_plain && (g.a_k_inner ? g.k.size : g.m.size) % kVector == 0;
+  const bool vec_b = g.b_plain && (g.b_k_inner ? g.k.size : g.n.size) % kVector == 0;
   const int64_t a_rows = a_shape[1], a_cols = g.a_k_inner ? BK : BM;
   const int64_t b_rows = b_shape[1], b_cols = g.b_k_inner ? BK : BN;
   const int64_t a_width = vec_a ? kVector : 1, b_width = vec_b ? kVector : 1;
   // Tile kt's element (r, c) of A or B as the shared buffer holds it; with
   // `lane` defined, lane `lane` of the vector whose first column is c.
   auto a_elem = [&](const Expr& kt, Expr r, Expr c, Expr lane) {
-    Coord m{g.vi, tm * I(BM) + (g.a_k_inner ? r : c), g.m, g.m % BM == 0, Expr()};
-    Coord k{g.vk, kt * I(BK) + (g.a_k_inner ? c : r), g.k, g.k % BK == 0, Expr()};
+    Coord m{&g.m, tm * I(BM) + (g.a_k_inner ? r : c), g.m.size, g.m.size % BM == 0, Expr()};
+    Coord k{&g.k, kt * I(BK) + (g.a_k_inner ? c : r), g.k.size, g.k.size % BK == 0, Expr()};
     (g.a_k_inner ? k : m).lane = lane;
-    return operand(g.a_load, m, k);
+    return operand(g.a, m, k);
   };
   auto b_elem = [&](const Expr& kt, Expr r, Expr c, Expr lane) {
-    Coord k{g.vk, kt * I(BK) + (g.b_k_inner ? c : r), g.k, g.k % BK == 0, Expr()};
-    Coord n{g.vj, tn * I(BN) + (g.b_k_inner ? r : c), g.n, g.n % BN == 0, Expr()};
+    Coord k{&g.k, kt * I(BK) + (g.b_k_inner ? c : r), g.k.size, g.k.size % BK == 0, Expr()};
+    Coord n{&g.n, tn * I(BN) + (g.b_k_inner ? r : c), g.n.size, g.n.size % BN == 0, Expr()};
     (g.b_k_inner ? k : n).lane = lane;
-    return operand(g.b_load, k, n);
+    return operand(g.b, k, n);
   };
   // The whole block moves a rows x cols tile, `width` elements at a time:
   // piece e*T + thread by each thread, its e-th. `move` makes the statement
@@ -369,8 +431,15 @@ Stmt LowerTensorCore(const ComputeDAG& dag, absl::Span<const int64_t> decisions)
   Expr col = tn * I(BN) + (wn * I(t.frags_n) + wj) * I(8) + FloorMod(lane, I(4)) * I(2) +
              FloorMod(r, I(2));
   Expr value = Load(acc, ScalarType::kFloat32, {(wi * I(t.frags_n) + wj) * I(4) + r});
-  std::vector<Expr> out_index = {row, col};
-  if (g.vb != nullptr) out_index.insert(out_index.begin(), bb);
+  std::vector<VarMapEntry> at = g.batch.At(bb);
+  for (const VarMapEntry& v : g.m.At(row)) at.push_back(v);
+  for (const VarMapEntry& v : g.n.At(col)) at.push_back(v);
+  std::vector<Expr> out_index;
+  for (const ExprNode* axis : g.out_axes) {
+    for (const VarMapEntry& v : at) {
+      if (v.var == axis) out_index.push_back(v.value);
+    }
+  }
   if (g.epilogue >= 0) {
     const Stage& e = dag.stages[size_t(g.epilogue)];
     const int product = dag.stages[size_t(g.main)].output;
@@ -381,7 +450,8 @@ Stmt LowerTensorCore(const ComputeDAG& dag, absl::Span<const int64_t> decisions)
     for (size_t d = 0; d < e.axes.size(); ++d) map.push_back({e.axes[d].var.get(), out_index[d]});
     value = Substitute(body, map);
   }
-  Stmt write = IfThen(And(row < I(g.m), col < I(g.n)), Store(dag.output, out_index, value));
+  Stmt write =
+      IfThen(And(row < I(g.m.size), col < I(g.n.size)), Store(dag.output, out_index, value));
   Stmt write_back =
       For(wi, t.frags_m, ForKind::kUnrolled,
           For(wj, t.frags_n, ForKind::kUnrolled, For(r, 4, ForKind::kUnrolled, write)));
@@ -390,7 +460,7 @@ Stmt LowerTensorCore(const ComputeDAG& dag, absl::Span<const int64_t> decisions)
                              AllocateShared(sb, b_shape,
                                             Allocate(acc, {t.Accumulators()}, /*local=*/true,
                                                      Seq({init, k_loop, write_back}))));
-  return For(bx, g.batch * tiles_m * tiles_n, ForKind::kBlockX,
+  return For(bx, g.batch.size * tiles_m * tiles_n, ForKind::kBlockX,
              For(tx, T, ForKind::kThreadX, body));
 }
 

@@ -1,6 +1,7 @@
-// The tensor-core sketch: float16 matrix products (matmul, dense,
-// batch_matmul, with their epilogues) on sm_80 and newer, computed by warps
-// with mma.sync m16n8k16 (float16 operands, float32 accumulators).
+// The tensor-core sketch: float16 products (matmul, dense, batch_matmul and
+// convolutions as implicit GEMMs, with their epilogues) on sm_80 and newer,
+// computed by warps with mma.sync m16n8k16 (float16 operands, float32
+// accumulators).
 //
 // A block of warps_m x warps_n warps owns a BlockM x BlockN tile of the
 // output; each warp owns frags_m x frags_n 16x8 accumulator tiles of it,
@@ -19,6 +20,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <vector>
@@ -70,6 +72,10 @@ absl::Status CheckTensorCoreSketch(const ComputeDAG& dag, const Target& target);
 inline bool HasTensorCoreSketch(const ComputeDAG& dag, const Target& target) {
   return CheckTensorCoreSketch(dag, target).ok();
 }
+
+// The implicit GEMM's M, N and K (output positions, output channels and
+// reduction extent for a convolution). Requires HasTensorCoreSketch.
+std::array<int64_t, 3> TensorCoreProductShape(const ComputeDAG& dag);
 
 // Each field within its range (warps 1-4 each, 8 at most; frags 1-8;
 // k_steps 1-4; pad 0 or 8; stages 1 or 2; ldmatrix 0 or 1), within the target's threads and shared

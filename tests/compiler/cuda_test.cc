@@ -268,7 +268,11 @@ TEST(GpuTensorCore, SchedulesMatchReferenceInTheSimulator) {
         "matmul(M=24,N=40,K=20,transpose_b=1,dtype=float16)+relu",
         "dense(M=33,N=20,K=70,dtype=float16)+bias+relu",
         "batch_matmul(B=3,M=20,N=24,K=40,dtype=float16)",
-        "batch_matmul(B=2,M=16,N=8,K=16,transpose_a=1,transpose_b=1,dtype=float16)+sigmoid"}) {
+        "batch_matmul(B=2,M=16,N=8,K=16,transpose_a=1,transpose_b=1,dtype=float16)+sigmoid",
+        // Convolutions as implicit GEMMs: M = (n, y, x), N = k, K = (c, r, s).
+        "conv2d_nchw(N=2,C=8,H=9,W=9,K=16,R=3,S=3,pad=1,dtype=float16)+bias+relu",
+        "conv2d_nhwc(N=1,C=16,H=8,W=8,K=24,R=3,S=3,stride=2,pad=1,dtype=float16)",
+        "conv2d_nchw(N=1,C=32,H=7,W=7,K=40,R=1,S=1,dtype=float16)+residual"}) {
     ir::ComputeDAG dag = Dag(spec);
     ASSERT_TRUE(ir::CheckTensorCoreSketch(dag, target).ok())
         << spec << ": " << ir::CheckTensorCoreSketch(dag, target);
@@ -294,7 +298,7 @@ TEST(GpuTensorCore, SchedulesMatchReferenceInTheSimulator) {
       ++checked;
     }
   }
-  EXPECT_EQ(checked, 35);
+  EXPECT_EQ(checked, 50);
 }
 
 // A lane layout mistake is caught: the accumulators written back with the
@@ -324,9 +328,10 @@ TEST(GpuTensorCore, RefusedWithReasons) {
                                 "sm_75 has no float16 mma.sync"));
   EXPECT_TRUE(absl::StrContains(why("matmul(M=64,N=64,K=64)", "sm_90"), "not float16"));
   EXPECT_TRUE(absl::StrContains(
-      why("conv2d_nchw(N=1,C=8,H=8,W=8,K=8,R=3,S=3,pad=1,dtype=float16)", "sm_90"),
-      "not a matrix product"));
-  EXPECT_TRUE(absl::StrContains(why("softmax(A=3,N=20,dtype=float16)", "sm_90"), "reduction"));
+      why("depthwise_conv2d_nchw(N=1,C=32,H=8,W=8,R=3,S=3,pad=1,dtype=float16)", "sm_90"),
+      "too small for 16x8x16 tiles"));
+  EXPECT_TRUE(absl::StrContains(why("softmax(A=3,N=20,dtype=float16)", "sm_90"),
+                                "no tensor-core schedule"));
   const ir::Target target = Cuda("cuda -arch=sm_90");
   ir::ComputeDAG dag = Dag("matmul(M=64,N=64,K=64,dtype=float16)");
   ir::TensorCoreTiling t;
@@ -559,8 +564,10 @@ TEST_F(NvrtcTest, TensorCoreBuildsCompile) {
   int built = 0;
   for (const char* arch : {"sm_80", "sm_87", "sm_90"}) {
     ir::Target target = Cuda(std::string("cuda -arch=") + arch);
-    for (const std::string spec : {"matmul(M=4096,N=4096,K=4096,dtype=float16)",
-                                   "dense(M=33,N=20,K=70,dtype=float16)+bias+relu"}) {
+    for (const std::string spec :
+         {"matmul(M=4096,N=4096,K=4096,dtype=float16)",
+          "dense(M=33,N=20,K=70,dtype=float16)+bias+relu",
+          "conv2d_nchw(N=16,C=128,H=28,W=28,K=128,R=3,S=3,pad=1,dtype=float16)+bias+relu"}) {
       ir::ComputeDAG dag = Dag(spec);
       for (int i = 0; i < 2; ++i) {
         auto sched = ir::TensorCoreSchedule(dag, target,
@@ -591,7 +598,7 @@ TEST_F(NvrtcTest, TensorCoreBuildsCompile) {
       }
     }
   }
-  EXPECT_EQ(built, 12);
+  EXPECT_EQ(built, 18);
 }
 
 TEST_F(NvrtcTest, UnbuildableArchAndRegisterLimitAreClearErrors) {

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 
-#include "compiler/schedule/tiling.h"
 #include "server/search/space/draw.h"
 
 namespace tunefarm::search::space {
@@ -11,10 +10,10 @@ using ir::TensorCoreTiling;
 
 TensorCoreSketch::TensorCoreSketch(const ir::ComputeDAG& dag, const ir::Target& target)
     : dag_(dag), target_(target) {
-  const ir::TilingNest nest = ir::TilingNest::Of(dag);
-  m_ = nest.spatial[nest.spatial.size() - 2];
-  n_ = nest.spatial.back();
-  k_ = nest.reduce[0];
+  const std::array<int64_t, 3> mnk = ir::TensorCoreProductShape(dag);
+  m_ = mnk[0];
+  n_ = mnk[1];
+  k_ = mnk[2];
 }
 
 bool TensorCoreSketch::Fits(const TensorCoreTiling& t) const {
