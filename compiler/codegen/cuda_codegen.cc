@@ -85,6 +85,12 @@ __device__ __forceinline__ unsigned tf_shared_address(const void* p) {
   asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
   return a;
 }
+// 16 bytes from global to shared memory, asynchronously; zeros where !pred.
+__device__ __forceinline__ void tf_cp_async16(void* dst, const void* src, bool pred) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
+               :
+               : "r"(tf_shared_address(dst)), "l"(src), "r"(pred ? 16 : 0));
+}
 // The same with ldmatrix: A is 16x16 at a (rows of lda elements; stored
 // k-major when kATrans), B 16x8 at b (stored n-major, or k-major when
 // kBTrans, rows of ldb); every row 16-byte aligned. Lane l names the row of
@@ -405,6 +411,12 @@ class KernelEmitter : public ir::ExprFunctor<std::string()>,
     std::vector<Expr> dst, src;
     for (const Expr& i : b->indices) dst.push_back(ir::Substitute(i, first));
     for (const Expr& i : load->args) src.push_back(ir::Substitute(i, first));
+    if (s->async_copy) {
+      StrAppend(out, std::string(size_t(indent) * 2, ' '), "tf_cp_async16(&", TensorName(b->tensor),
+                "[", Flat(b->tensor, dst), "], &", TensorName(load->tensor), "[",
+                Flat(load->tensor, src), "], ", cond.defined() ? GenExpr(cond) : "true", ");\n");
+      return true;
+    }
     std::string value =
         StrCat("*(const tf_v16*)&", TensorName(load->tensor), "[", Flat(load->tensor, src), "]");
     if (cond.defined())
@@ -454,6 +466,13 @@ class KernelEmitter : public ir::ExprFunctor<std::string()>,
               s->mma_a_strides[0], ", ", s->mma_a_strides[1], ", ", TensorName(s->mma_b), " + ",
               GenExpr(s->mma_offsets[1]), ", ", s->mma_b_strides[0], ", ", s->mma_b_strides[1],
               ");\n");
+  }
+
+  void VisitAsyncCommit(const Stmt& s, int indent, std::string* out) override {
+    std::string pad(size_t(indent) * 2, ' ');
+    StrAppend(out, pad, "asm volatile(\"cp.async.commit_group;\\n\" ::);\n");
+    if (s->extent >= 0)
+      StrAppend(out, pad, "asm volatile(\"cp.async.wait_group ", s->extent, ";\\n\" ::);\n");
   }
 
   void VisitSeq(const Stmt& s, int indent, std::string* out) override {

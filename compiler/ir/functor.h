@@ -128,6 +128,8 @@ class StmtFunctor<R(Args...)> {
         return VisitBarrier(s, args...);
       case StmtKind::kMma:
         return VisitMma(s, args...);
+      case StmtKind::kAsyncCommit:
+        return VisitAsyncCommit(s, args...);
     }
     return VisitDefault(s, args...);
   }
@@ -141,6 +143,7 @@ class StmtFunctor<R(Args...)> {
   virtual R VisitAllocate(const Stmt& s, Args... args) { return VisitDefault(s, args...); }
   virtual R VisitBarrier(const Stmt& s, Args... args) { return VisitDefault(s, args...); }
   virtual R VisitMma(const Stmt& s, Args... args) { return VisitDefault(s, args...); }
+  virtual R VisitAsyncCommit(const Stmt& s, Args... args) { return VisitDefault(s, args...); }
 };
 
 // Visits every statement, a statement before its body; the expressions of

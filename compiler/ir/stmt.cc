@@ -70,6 +70,13 @@ Stmt Barrier() {
   return n;
 }
 
+Stmt AsyncCommit(int64_t wait) {
+  auto n = std::make_shared<StmtNode>();
+  n->kind = StmtKind::kAsyncCommit;
+  n->extent = wait;
+  return n;
+}
+
 Stmt Mma(int d, Expr d_offset, int a, Expr a_offset, std::array<int64_t, 2> a_strides, int b,
          Expr b_offset, std::array<int64_t, 2> b_strides, bool ldmatrix) {
   auto n = std::make_shared<StmtNode>();
@@ -124,6 +131,7 @@ void Print(const Stmt& s, const std::vector<std::string>* names, int indent, std
   switch (s->kind) {
     case StmtKind::kFor: {
       static const char* kKinds[] = {"for", "parallel", "vectorized", "unrolled"};
+      if (s->async_copy) absl::StrAppend(out, pad, "async copy:\n");
       const char* kind = int(s->for_kind) < 4 ? kKinds[int(s->for_kind)] : "bind";
       std::string binding = int(s->for_kind) < 4 ? "" : StrCat(" (", BindingName(s->for_kind), ")");
       absl::StrAppend(out, pad, kind, " ", ToString(s->var), " in 0..", s->extent, binding,
@@ -158,6 +166,11 @@ void Print(const Stmt& s, const std::vector<std::string>* names, int indent, std
     case StmtKind::kBarrier:
       absl::StrAppend(out, pad, "barrier\n");
       break;
+    case StmtKind::kAsyncCommit:
+      absl::StrAppend(out, pad, "async commit",
+                      s->extent >= 0 ? absl::StrCat(", wait until ", s->extent, " in flight") : "",
+                      "\n");
+      break;
     case StmtKind::kMma: {
       auto name = [&](int t) { return names ? (*names)[t] : absl::StrCat("T", t); };
       absl::StrAppend(out, pad, s->mma_ldmatrix ? "mma16x8x16.ldmatrix " : "mma16x8x16 ",
@@ -178,6 +191,7 @@ int64_t StoreCount(const Stmt& s) {
     case StmtKind::kStore:
       return 1;
     case StmtKind::kBarrier:
+    case StmtKind::kAsyncCommit:
       return 0;
     case StmtKind::kMma:
       return 4;  // per lane

@@ -30,7 +30,10 @@ enum class ForKind : uint8_t {
 };
 // kBarrier: every thread of a GPU block waits there (__syncthreads).
 // kMma: one warp's tensor-core product (see StmtNode::mma_*).
-enum class StmtKind : uint8_t { kFor, kStore, kSeq, kIf, kAllocate, kBarrier, kMma };
+// kAsyncCommit: the thread's asynchronous copies issued so far form a group
+// (cp.async.commit_group); then, where `extent` >= 0, it waits until at most
+// `extent` of its groups are still in flight (cp.async.wait_group).
+enum class StmtKind : uint8_t { kFor, kStore, kSeq, kIf, kAllocate, kBarrier, kMma, kAsyncCommit };
 
 bool IsBlockBound(ForKind k);
 bool IsThreadBound(ForKind k);
@@ -77,6 +80,10 @@ struct StmtNode {
   // and the other a multiple of 8, and both offsets are multiples of 8 (rows
   // of 16 aligned bytes).
   bool mma_ldmatrix = false;
+  // kFor (vectorized, GPU): the 16-byte copy is asynchronous (cp.async, sm_80
+  // and newer): it lands in shared memory at the kAsyncCommit that waits
+  // for its group, zeros where the guard is false.
+  bool async_copy = false;
   // kFor, kIf, kAllocate: body[0]; kSeq: the statements in order
   std::vector<Stmt> body;
 };
@@ -88,6 +95,8 @@ Stmt IfThen(Expr cond, Stmt then_case);
 Stmt Allocate(int tensor, std::vector<int64_t> shape, bool local, Stmt body);
 Stmt AllocateShared(int tensor, std::vector<int64_t> shape, Stmt body);
 Stmt Barrier();
+// `wait` < 0: commit without waiting.
+Stmt AsyncCommit(int64_t wait);
 Stmt Mma(int d, Expr d_offset, int a, Expr a_offset, std::array<int64_t, 2> a_strides, int b,
          Expr b_offset, std::array<int64_t, 2> b_strides, bool ldmatrix = false);
 

@@ -59,6 +59,7 @@ class Scanner {
       case StmtKind::kStore:
       case StmtKind::kBarrier:
       case StmtKind::kMma:
+      case StmtKind::kAsyncCommit:
         return absl::OkStatus();
     }
     return absl::OkStatus();

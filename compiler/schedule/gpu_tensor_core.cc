@@ -9,7 +9,7 @@
 namespace tunefarm::ir {
 namespace {
 
-constexpr size_t kWireSize = 8;
+constexpr size_t kWireSize = 9;
 constexpr int kAddedTensors = 5;      // by TensorCoreDag
 // Float16 elements a thread moves at once where a tile's rows are
 // contiguous in memory: 16 bytes, one vectorized loop (see Lower's
@@ -143,6 +143,16 @@ absl::StatusOr<Gemm> MatchGemm(const ComputeDAG& dag) {
   return g;
 }
 
+// Whether the rows of A's (B's) tile move kVector elements at a time: the
+// operand is a plain load contiguous along its tile rows, and their extent
+// keeps every vector aligned.
+bool VectorA(const Gemm& g) {
+  return g.a_plain && (g.a_k_inner ? g.k.size : g.m.size) % kVector == 0;
+}
+bool VectorB(const Gemm& g) {
+  return g.b_plain && (g.b_k_inner ? g.k.size : g.n.size) % kVector == 0;
+}
+
 }  // namespace
 
 std::array<int64_t, 3> TensorCoreProductShape(const ComputeDAG& dag) {
@@ -152,7 +162,7 @@ std::array<int64_t, 3> TensorCoreProductShape(const ComputeDAG& dag) {
 }
 
 std::vector<int64_t> TensorCoreTiling::Encode() const {
-  return {warps_m, warps_n, frags_m, frags_n, k_steps, pad, stages, ldmatrix};
+  return {warps_m, warps_n, frags_m, frags_n, k_steps, pad, stages, ldmatrix, async_copy};
 }
 
 std::optional<TensorCoreTiling> TensorCoreTiling::Decode(absl::Span<const int64_t> wire) {
@@ -166,6 +176,7 @@ std::optional<TensorCoreTiling> TensorCoreTiling::Decode(absl::Span<const int64_
   t.pad = wire[5];
   t.stages = wire[6];
   t.ldmatrix = wire[7];
+  t.async_copy = wire[8];
   return t;
 }
 
@@ -191,6 +202,8 @@ absl::Status CheckTensorCoreTiling(const TensorCoreTiling& t, const Target& targ
   if (t.pad != 0 && t.pad != 8) return bad("a pad of 0 or 8");
   if (t.stages != 1 && t.stages != 2) return bad("1 or 2 stages");
   if (t.ldmatrix != 0 && t.ldmatrix != 1) return bad("ldmatrix 0 or 1");
+  if (t.async_copy != 0 && t.async_copy != 1) return bad("async_copy 0 or 1");
+  if (t.async_copy == 1 && t.stages != 2) return bad("async_copy needs 2 stages");
   if (t.Accumulators() > kMaxTensorCoreAccumulators)
     return bad(absl::StrCat(t.Accumulators(), " accumulators per thread exceed ",
                             kMaxTensorCoreAccumulators));
@@ -214,13 +227,20 @@ TensorCoreTiling DefaultTensorCoreTiling(const ComputeDAG& dag, const Target& ta
   while (t.BlockN() / 2 >= g->n.size && t.warps_n > 1) t.warps_n /= 2;
   while (t.BlockK() / 2 >= g->k.size && t.k_steps > 1) t.k_steps /= 2;
   while (!CheckTensorCoreTiling(t, target).ok() && t.k_steps > 1) t.k_steps /= 2;
+  t.async_copy = VectorA(*g) && VectorB(*g) ? 1 : 0;
   return t;
 }
 
 absl::StatusOr<Trace> TensorCoreSchedule(const ComputeDAG& dag, const Target& target,
                                          const TensorCoreTiling& tiling) {
+  TF_ASSIGN_OR_RETURN(const Gemm g, MatchGemm(dag));
   TF_RETURN_IF_ERROR(CheckTensorCoreSketch(dag, target));
   TF_RETURN_IF_ERROR(CheckTensorCoreTiling(tiling, target));
+  if (tiling.async_copy == 1 && !(VectorA(g) && VectorB(g))) {
+    return absl::InvalidArgumentError(
+        "tensor-core decisions: async_copy needs both tiles' rows to move 16 bytes at a time "
+        "(contiguous, a multiple of 8 elements)");
+  }
   Trace t;
   t.sketch_id = kGpuTensorCoreSketchId;
   t.decisions = tiling.Encode();
@@ -315,10 +335,8 @@ Stmt LowerTensorCore(const ComputeDAG& dag, absl::Span<const int64_t> decisions)
     Expr value = Substitute(load, map);
     return inside.defined() ? Select(inside, value, FloatImm(0)) : value;
   };
-  // Rows of a tile move kVector elements at a time where they are
-  // contiguous in memory and their extent keeps every vector aligned.
-  const bool vec_a = g.a_plain && (g.a_k_inner ? g.k.size : g.m.size) % kVector == 0;
-  const bool vec_b = g.b_plain && (g.b_k_inner ? g.k.size : g.n.size) % kVector == 0;
+  const bool vec_a = VectorA(g), vec_b = VectorB(g);
+  const bool async = t.async_copy == 1 && vec_a && vec_b;
   const int64_t a_rows = a_shape[1], a_cols = g.a_k_inner ? BK : BM;
   const int64_t b_rows = b_shape[1], b_cols = g.b_k_inner ? BK : BN;
   const int64_t a_width = vec_a ? kVector : 1, b_width = vec_b ? kVector : 1;
@@ -341,7 +359,8 @@ Stmt LowerTensorCore(const ComputeDAG& dag, absl::Span<const int64_t> decisions)
   // for (register index, row, column, lane): the element's column, and for
   // a vector the lane (the element's place in it).
   auto each_piece = [&](int64_t rows, int64_t cols, int64_t width, const std::string& name,
-                        const std::function<Stmt(Expr, Expr, Expr, Expr)>& move) {
+                        const std::function<Stmt(Expr, Expr, Expr, Expr)>& move,
+                        bool async = false) {
     Expr e = Var(name), lane = Var(name + ".v");
     Expr flat = e * I(T) + tx;
     const int64_t per_row = cols / width, pieces = rows * per_row;
@@ -349,21 +368,31 @@ Stmt LowerTensorCore(const ComputeDAG& dag, absl::Span<const int64_t> decisions)
     Stmt body = width == 1 ? move(e, r, c, Expr())
                            : For(lane, width, ForKind::kVectorized,
                                  move(e * I(width) + lane, r, c + lane, lane));
+    if (async) {
+      auto copy = std::make_shared<StmtNode>(*body);
+      copy->async_copy = true;
+      body = copy;
+    }
     if (pieces % T != 0) body = IfThen(flat < I(pieces), body);
     const int64_t n = CeilDiv(pieces, T);
     return For(e, n, unrolled(n), body);
   };
   // A vector element's first column (the operand clamps the vector's start).
   auto first = [](const Expr& c, const Expr& lane) { return lane.defined() ? c - lane : c; };
-  // Tile kt straight into buffer `buf`.
-  auto fill = [&](const Expr& kt, const Expr& buf) {
-    return Seq({each_piece(a_rows, a_cols, a_width, "tc.fa",
-                           [&](Expr, Expr r, Expr c, Expr lane) {
-                             return Store(sa, {buf, r, c}, a_elem(kt, r, first(c, lane), lane));
-                           }),
-                each_piece(b_rows, b_cols, b_width, "tc.fb", [&](Expr, Expr r, Expr c, Expr lane) {
-                  return Store(sb, {buf, r, c}, b_elem(kt, r, first(c, lane), lane));
-                })});
+  // Tile kt straight into buffer `buf` (by cp.async when `async`).
+  auto fill = [&](const Expr& kt, const Expr& buf, bool async) {
+    return Seq({each_piece(
+                    a_rows, a_cols, a_width, "tc.fa",
+                    [&](Expr, Expr r, Expr c, Expr lane) {
+                      return Store(sa, {buf, r, c}, a_elem(kt, r, first(c, lane), lane));
+                    },
+                    async),
+                each_piece(
+                    b_rows, b_cols, b_width, "tc.fb",
+                    [&](Expr, Expr r, Expr c, Expr lane) {
+                      return Store(sb, {buf, r, c}, b_elem(kt, r, first(c, lane), lane));
+                    },
+                    async)});
   };
   // Double buffering: tile kt loaded into each thread's registers, then
   // (after the products on the other buffer) stored into buffer `buf`.
@@ -406,13 +435,23 @@ Stmt LowerTensorCore(const ComputeDAG& dag, absl::Span<const int64_t> decisions)
           For(fi, t.frags_m, ForKind::kUnrolled, For(fj, t.frags_n, ForKind::kUnrolled, mma)));
   Stmt k_loop;
   if (t.stages == 1) {
-    k_loop =
-        For(ko, k_tiles, ForKind::kSerial, Seq({Barrier(), fill(ko, I(0)), Barrier(), products}));
+    k_loop = For(ko, k_tiles, ForKind::kSerial,
+                 Seq({Barrier(), fill(ko, I(0), false), Barrier(), products}));
+  } else if (async) {
+    // Tile ko+1 is copied into the other buffer while tile ko's products
+    // run; the wait leaves only that copy in flight (tile ko has landed),
+    // the barriers order every thread's copies before the products and the
+    // products before the next copy into their buffer.
+    Expr more = ko + I(1) < I(k_tiles);
+    k_loop = Seq({fill(I(0), I(0), true), AsyncCommit(-1),
+                  For(ko, k_tiles, ForKind::kSerial,
+                      Seq({IfThen(more, fill(ko + I(1), FloorMod(ko + I(1), I(2)), true)),
+                           AsyncCommit(1), Barrier(), products, Barrier()}))});
   } else {
     // One barrier per tile: tile ko+1 goes into the buffer the products of
     // tile ko-1 read (finished before the last barrier).
     Expr more = ko + I(1) < I(k_tiles);
-    k_loop = Seq({fill(I(0), I(0)), Barrier(),
+    k_loop = Seq({fill(I(0), I(0), false), Barrier(),
                   For(ko, k_tiles, ForKind::kSerial,
                       Seq({IfThen(more, prefetch(ko + I(1))), products,
                            IfThen(more, commit(FloorMod(ko + I(1), I(2)))), Barrier()}))});

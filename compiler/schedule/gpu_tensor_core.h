@@ -11,8 +11,11 @@
 // warp runs k_steps x frags_m x frags_n mma.sync on them, its fragments
 // loaded by ldmatrix or element by element. With two stages the next tiles
 // are loaded into registers before the products and stored into the other
-// buffer after them (one barrier per tile). The write-back applies the
-// epilogue to each accumulator where it lies in the output.
+// buffer after them (one barrier per tile), or, with async_copy, copied by
+// cp.async straight into the other buffer while the products run (two
+// barriers per tile; every tile row must move 16 bytes at a time). The
+// write-back applies the epilogue to each accumulator where it lies in the
+// output.
 //
 // The schedule is its decisions (sketch_id kGpuTensorCoreSketchId, no
 // steps): ScheduleState::Replay adds the shared tiles and the accumulators
@@ -42,6 +45,7 @@ struct TensorCoreTiling {
   int64_t pad = 8;                   // float16 elements after each shared row
   int64_t stages = 2;                // shared buffers: 2 double-buffers through registers
   int64_t ldmatrix = 1;              // fragments loaded with ldmatrix (else element by element)
+  int64_t async_copy = 1;            // stages=2: tiles staged by cp.async, not through registers
 
   int64_t BlockM() const { return 16 * frags_m * warps_m; }
   int64_t BlockN() const { return 8 * frags_n * warps_n; }
@@ -57,7 +61,7 @@ struct TensorCoreTiling {
 
   bool operator==(const TensorCoreTiling& o) const { return Encode() == o.Encode(); }
   // The wire form (Schedule.decisions): warps_m, warps_n, frags_m, frags_n,
-  // k_steps, pad, stages, ldmatrix. nullopt for another length.
+  // k_steps, pad, stages, ldmatrix, async_copy. nullopt for another length.
   std::vector<int64_t> Encode() const;
   static std::optional<TensorCoreTiling> Decode(absl::Span<const int64_t> wire);
 };
@@ -78,7 +82,8 @@ inline bool HasTensorCoreSketch(const ComputeDAG& dag, const Target& target) {
 std::array<int64_t, 3> TensorCoreProductShape(const ComputeDAG& dag);
 
 // Each field within its range (warps 1-4 each, 8 at most; frags 1-8;
-// k_steps 1-4; pad 0 or 8; stages 1 or 2; ldmatrix 0 or 1), within the target's threads and shared
+// k_steps 1-4; pad 0 or 8; stages 1 or 2; ldmatrix and async_copy 0 or 1,
+// async_copy only with 2 stages), within the target's threads and shared
 // memory and kMaxTensorCoreAccumulators; InvalidArgument naming the limit.
 absl::Status CheckTensorCoreTiling(const TensorCoreTiling& tiling, const Target& target);
 
@@ -86,7 +91,8 @@ absl::Status CheckTensorCoreTiling(const TensorCoreTiling& tiling, const Target&
 // has rows and columns for them, 2x4 fragments shrunk for small matrices.
 TensorCoreTiling DefaultTensorCoreTiling(const ComputeDAG& dag, const Target& target);
 
-// The schedule of `tiling` (no steps), checked against dag and target.
+// The schedule of `tiling` (no steps), checked against dag and target
+// (async_copy needs both tiles' rows to move 16 bytes at a time).
 absl::StatusOr<Trace> TensorCoreSchedule(const ComputeDAG& dag, const Target& target,
                                          const TensorCoreTiling& tiling);
 

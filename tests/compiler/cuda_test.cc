@@ -238,8 +238,9 @@ int CountMma(const ir::Stmt& s) {
   return n;
 }
 
-// Random decisions within the sketch's ranges that fit the target.
-ir::TensorCoreTiling RandomTensorCoreTiling(const ir::Target& target, std::mt19937_64& rng) {
+// Random decisions within the sketch's ranges that build for dag and target.
+ir::TensorCoreTiling RandomTensorCoreTiling(const ir::ComputeDAG& dag, const ir::Target& target,
+                                            std::mt19937_64& rng) {
   for (;;) {
     ir::TensorCoreTiling t;
     t.warps_m = int64_t{1} << (rng() % 3);
@@ -250,7 +251,8 @@ ir::TensorCoreTiling RandomTensorCoreTiling(const ir::Target& target, std::mt199
     t.pad = rng() % 2 ? 8 : 0;
     t.stages = 1 + int64_t(rng() % 2);
     t.ldmatrix = int64_t(rng() % 2);
-    if (ir::CheckTensorCoreTiling(t, target).ok()) return t;
+    t.async_copy = t.stages == 2 ? int64_t(rng() % 2) : 0;
+    if (ir::TensorCoreSchedule(dag, target, t).ok()) return t;
   }
 }
 
@@ -261,7 +263,7 @@ ir::TensorCoreTiling RandomTensorCoreTiling(const ir::Target& target, std::mt199
 TEST(GpuTensorCore, SchedulesMatchReferenceInTheSimulator) {
   const ir::Target target = Cuda("cuda -arch=sm_90");
   std::mt19937_64 rng(80);
-  int checked = 0;
+  int checked = 0, async = 0;
   for (const std::string spec :
        {"matmul(M=40,N=36,K=50,dtype=float16)", "matmul(M=64,N=64,K=64,dtype=float16)",
         "matmul(M=17,N=9,K=33,transpose_a=1,dtype=float16)",
@@ -276,15 +278,19 @@ TEST(GpuTensorCore, SchedulesMatchReferenceInTheSimulator) {
     ir::ComputeDAG dag = Dag(spec);
     ASSERT_TRUE(ir::CheckTensorCoreSketch(dag, target).ok())
         << spec << ": " << ir::CheckTensorCoreSketch(dag, target);
-    for (int i = 0; i < 5; ++i) {
-      // Random tiles, each of the four stages x ldmatrix choices once.
-      ir::TensorCoreTiling tiling =
-          i == 0 ? ir::DefaultTensorCoreTiling(dag, target) : RandomTensorCoreTiling(target, rng);
+    for (int i = 0; i < 6; ++i) {
+      // Random tiles, each of the four stages x ldmatrix choices staged
+      // through registers once, then cp.async where the rows allow it.
+      ir::TensorCoreTiling tiling = i == 0 ? ir::DefaultTensorCoreTiling(dag, target)
+                                           : RandomTensorCoreTiling(dag, target, rng);
       if (i > 0) {
-        tiling.stages = 1 + (i - 1) % 2;
-        tiling.ldmatrix = (i - 1) / 2;
+        tiling.stages = i == 5 ? 2 : 1 + (i - 1) % 2;
+        tiling.ldmatrix = i == 5 ? 1 : (i - 1) / 2;
+        tiling.async_copy = i == 5 ? 1 : 0;
         if (!ir::CheckTensorCoreTiling(tiling, target).ok()) tiling.k_steps = 1;
+        if (!ir::TensorCoreSchedule(dag, target, tiling).ok()) tiling.async_copy = 0;
       }
+      async += tiling.async_copy;
       auto sched = ir::TensorCoreSchedule(dag, target, tiling);
       ASSERT_TRUE(sched.ok()) << spec << ": " << sched.status();
       auto st = ir::ScheduleState::Replay(dag, *sched, target);
@@ -298,7 +304,8 @@ TEST(GpuTensorCore, SchedulesMatchReferenceInTheSimulator) {
       ++checked;
     }
   }
-  EXPECT_EQ(checked, 50);
+  EXPECT_EQ(checked, 60);
+  EXPECT_GE(async, 6);
 }
 
 // A lane layout mistake is caught: the accumulators written back with the
@@ -318,6 +325,15 @@ TEST(GpuTensorCore, SimulatorCatchesAWrongFragmentLayout) {
   };
   auto broken = Simulate(dag, *sched, target, 1, swap);
   EXPECT_FALSE(broken.ok());
+  // cp.async staging without its barriers: a race.
+  ir::TensorCoreTiling async = ir::DefaultTensorCoreTiling(dag, target);
+  ASSERT_EQ(async.async_copy, 1);
+  auto async_sched = ir::TensorCoreSchedule(dag, target, async);
+  ASSERT_TRUE(async_sched.ok()) << async_sched.status();
+  ASSERT_TRUE(Simulate(dag, *async_sched, target, 1).ok());
+  auto raced = Simulate(dag, *async_sched, target, 1, DropBarriers);
+  ASSERT_FALSE(raced.ok());
+  EXPECT_TRUE(absl::StrContains(raced.status().message(), "race")) << raced.status();
 }
 
 TEST(GpuTensorCore, RefusedWithReasons) {
@@ -346,7 +362,7 @@ TEST(GpuTensorCore, RefusedWithReasons) {
   bad.decisions = {2, 2, 2};
   auto replay = ir::ScheduleState::Replay(dag, bad, target);
   ASSERT_FALSE(replay.ok());
-  EXPECT_TRUE(absl::StrContains(replay.status().message(), "8 values, not 3")) << replay.status();
+  EXPECT_TRUE(absl::StrContains(replay.status().message(), "9 values, not 3")) << replay.status();
   // Two decisions are two schedules (a tensor-core schedule has no steps).
   auto a = ir::TensorCoreSchedule(dag, target, ir::TensorCoreTiling{});
   ir::TensorCoreTiling other;
@@ -572,7 +588,7 @@ TEST_F(NvrtcTest, TensorCoreBuildsCompile) {
       for (int i = 0; i < 2; ++i) {
         auto sched = ir::TensorCoreSchedule(dag, target,
                                             i == 0 ? ir::DefaultTensorCoreTiling(dag, target)
-                                                   : RandomTensorCoreTiling(target, rng));
+                                                   : RandomTensorCoreTiling(dag, target, rng));
         ASSERT_TRUE(sched.ok()) << sched.status();
         codegen::CudaCompileOptions opts;
         opts.ptx = true;
@@ -586,12 +602,12 @@ TEST_F(NvrtcTest, TensorCoreBuildsCompile) {
         if (i == 0) {  // the default: double-buffered, fragments by ldmatrix
           EXPECT_EQ(a->program.kernels[0].spill_store_bytes, 0) << a->log;
           EXPECT_TRUE(absl::StrContains(a->ptx, "ldmatrix.sync.aligned.m8n8.x4")) << a->ptx;
-          // Rows of 8 contiguous, aligned elements move 16 bytes at a time.
+          // Rows of 8 contiguous, aligned elements move 16 bytes at a time,
+          // by cp.async.
           if (spec.find("4096") != std::string::npos) {
-            EXPECT_TRUE(absl::StrContains(a->ptx, "ld.global.nc.v4") ||
-                        absl::StrContains(a->ptx, "ld.global.v4"))
+            EXPECT_TRUE(absl::StrContains(a->ptx, "cp.async.cg.shared.global"))
                 << a->program.source;
-            EXPECT_TRUE(absl::StrContains(a->ptx, "st.shared.v4")) << a->program.source;
+            EXPECT_TRUE(absl::StrContains(a->ptx, "cp.async.wait_group 1")) << a->program.source;
           }
         }
         ++built;

@@ -1,6 +1,7 @@
 #include "tests/compiler/gpu_sim.h"
 
 #include <cmath>
+#include <deque>
 #include <map>
 #include <unordered_map>
 
@@ -32,6 +33,8 @@ class BlockSim {
            std::map<int, std::vector<float>>* global, int64_t block_id)
       : dag_(dag), launch_(launch), global_(global) {
     threads_ = int(launch.block[0] * launch.block[1] * launch.block[2]);
+    open_.resize(size_t(threads_));
+    committed_.resize(size_t(threads_));
     for (const ir::TensorDecl& t : dag.tensors) shapes_.push_back(t.shape);
     int64_t b[3] = {block_id % launch.grid[0], (block_id / launch.grid[0]) % launch.grid[1],
                     block_id / (launch.grid[0] * launch.grid[1])};
@@ -63,6 +66,7 @@ class BlockSim {
           return Exec(s->body[0], inner);
         }
         if (s->for_kind == ir::ForKind::kVectorized) TF_RETURN_IF_ERROR(CheckVector(*s, mask));
+        if (s->async_copy) return AsyncCopy(*s, mask);
         std::vector<int64_t>& v = vars_[s->var.get()];
         for (int64_t i = 0; i < s->extent; ++i) {
           v.assign(threads_, i);
@@ -114,6 +118,22 @@ class BlockSim {
         return absl::OkStatus();
       case StmtKind::kMma:
         return Mma(*s, mask);
+      case StmtKind::kAsyncCommit:
+        // Each thread's copies so far form a group; waiting, the oldest
+        // groups land (written now, race-checked as this thread's writes).
+        for (int t = 0; t < threads_; ++t) {
+          if (!mask[size_t(t)]) continue;
+          committed_[size_t(t)].push_back(std::move(open_[size_t(t)]));
+          open_[size_t(t)].clear();
+          while (s->extent >= 0 && int64_t(committed_[size_t(t)].size()) > s->extent) {
+            for (const AsyncWrite& w : committed_[size_t(t)].front()) {
+              TF_ASSIGN_OR_RETURN(float* p, FlatAddress(w.tensor, w.flat, t, /*write=*/true));
+              *p = w.value;
+            }
+            committed_[size_t(t)].pop_front();
+          }
+        }
+        return absl::OkStatus();
       case StmtKind::kStore:
         for (int t = 0; t < threads_; ++t) {
           if (!mask[t]) continue;
@@ -194,6 +214,40 @@ class BlockSim {
         }
       }
     }
+    return absl::OkStatus();
+  }
+
+  // An asynchronous copy: each element's value is read now and lands at the
+  // commit that waits for its group. Issuing into a shared element another
+  // thread reads or writes in this barrier interval is a race.
+  absl::Status AsyncCopy(const ir::StmtNode& loop, const std::vector<bool>& mask) {
+    const Stmt& store = loop.body[0];
+    const int tensor = store->tensor;
+    if (!shared_.count(tensor)) return absl::InternalError("an async copy not into shared memory");
+    std::vector<int64_t>& v = vars_[loop.var.get()];
+    for (int64_t i = 0; i < loop.extent; ++i) {
+      v.assign(size_t(threads_), i);
+      for (int t = 0; t < threads_; ++t) {
+        if (!mask[size_t(t)]) continue;
+        TF_ASSIGN_OR_RETURN(double value, EvalFloat(store->value, t));
+        TF_ASSIGN_OR_RETURN(int64_t flat, Flat(tensor, store->indices, t));
+        int64_t size = 1;
+        for (int64_t e : shapes_[tensor]) size *= e;
+        if (flat < 0 || flat >= size)
+          return absl::OutOfRangeError(StrCat("async copy to element ", flat, " of ", size));
+        const SharedCell& c = cells_[tensor][size_t(flat)];
+        if ((c.read_epoch == epoch_ && c.reader != t) ||
+            (c.write_epoch == epoch_ && c.writer != t)) {
+          return absl::InternalError(
+              StrCat("shared-memory race on ", dag_.tensors[tensor].name, "[", flat, "]: thread ",
+                     t, " copies into it with no barrier after another thread"));
+        }
+        const float f =
+            dag_.tensors[size_t(tensor)].float16 ? RoundToFloat16(float(value)) : float(value);
+        open_[size_t(t)].push_back({tensor, flat, f});
+      }
+    }
+    vars_.erase(loop.var.get());
     return absl::OkStatus();
   }
 
@@ -455,6 +509,15 @@ class BlockSim {
   std::map<int, std::vector<float>> shared_;
   std::map<int, std::vector<SharedCell>> cells_;
   std::map<int, std::vector<std::vector<float>>> local_;
+  // Per thread: asynchronous copies issued since its last commit, and its
+  // committed groups still in flight, oldest first.
+  struct AsyncWrite {
+    int tensor;
+    int64_t flat;
+    float value;
+  };
+  std::vector<std::vector<AsyncWrite>> open_;
+  std::vector<std::deque<std::vector<AsyncWrite>>> committed_;
 };
 
 }  // namespace

@@ -18,7 +18,7 @@ TensorCoreSketch::TensorCoreSketch(const ir::ComputeDAG& dag, const ir::Target& 
 
 bool TensorCoreSketch::Fits(const TensorCoreTiling& t) const {
   auto round_up = [](int64_t v, int64_t to) { return (v + to - 1) / to * to; };
-  return ir::CheckTensorCoreTiling(t, target_).ok() && t.BlockM() <= 2 * round_up(m_, 16) &&
+  return ir::TensorCoreSchedule(dag_, target_, t).ok() && t.BlockM() <= 2 * round_up(m_, 16) &&
          t.BlockN() <= 2 * round_up(n_, 8) && t.BlockK() <= 2 * round_up(k_, 16);
 }
 
@@ -33,6 +33,7 @@ TensorCoreTiling TensorCoreSketch::SampleTiling(std::mt19937_64& rng) const {
     t.pad = PickOf(rng, {0, 8});
     t.stages = PickOf(rng, {1, 2});
     t.ldmatrix = PickOf(rng, {0, 1});
+    t.async_copy = t.stages == 2 ? PickOf(rng, {0, 1}) : 0;
     if (Fits(t)) return t;
   }
   return ir::DefaultTensorCoreTiling(dag_, target_);
@@ -42,7 +43,7 @@ TensorCoreTiling TensorCoreSketch::MutateTiling(const TensorCoreTiling& parent,
                                                 std::mt19937_64& rng) const {
   for (int tries = 0; tries < 16; ++tries) {
     TensorCoreTiling t = parent;
-    switch (Pick(rng, 0, 7)) {
+    switch (Pick(rng, 0, 8)) {
       case 0:
         t.warps_m = PickOf(rng, {1, 2, 4});
         break;
@@ -60,6 +61,10 @@ TensorCoreTiling TensorCoreSketch::MutateTiling(const TensorCoreTiling& parent,
         break;
       case 5:
         t.stages = t.stages == 1 ? 2 : 1;
+        if (t.stages == 1) t.async_copy = 0;
+        break;
+      case 7:
+        t.async_copy = 1 - t.async_copy;
         break;
       case 6:
         t.ldmatrix = 1 - t.ldmatrix;

@@ -1,6 +1,6 @@
 // How the search moves through the tensor-core sketch
 // (ir::TensorCoreTiling): warps, fragments per warp, k steps, padding,
-// stages and how fragments are loaded,
+// stages, how fragments are loaded and how tiles are staged,
 // drawn and mutated within the target's limits and never far past the
 // product's own extents. The program the decisions build is
 // compiler/schedule/gpu_tensor_core.h.
