@@ -122,6 +122,8 @@ struct Access {
   int count;
 };
 
+constexpr int64_t kMmaMacsPerLane = 16 * 8 * 16 / 32;
+
 class Extractor : public ir::StmtFunctor<void()> {
  public:
   explicit Extractor(const ir::ComputeDAG& dag) : dag_(dag) {
@@ -150,7 +152,9 @@ class Extractor : public ir::StmtFunctor<void()> {
     shapes_[s->tensor] = s->shape;
     local_[s->tensor] = s->local;
     shared_[s->tensor] = s->shared;
-    const double shared_bytes = s->shared ? double(Elements(s->tensor)) * 4 : 0;
+    const double shared_bytes =
+        s->shared ? double(Elements(s->tensor) * ir::ElementBytes(dag_.tensors[size_t(s->tensor)]))
+                  : 0;
     shared_bytes_ += shared_bytes;
     Visit(s->body[0]);
     shared_bytes_ -= shared_bytes;
@@ -159,6 +163,28 @@ class Extractor : public ir::StmtFunctor<void()> {
     shared_[s->tensor] = saved_shared;
   }
   void VisitStore(const Stmt& s) override { Row(*s); }
+  // One warp's m16n8k16 product: for each lane, kMmaMacsPerLane
+  // multiply-adds into its accumulators from A and B in shared memory; a
+  // row for an update d += a * b run that many times (the offsets as the
+  // last index of each buffer).
+  void VisitMma(const Stmt& s) override {
+    auto at = [&](int tensor, const Expr& offset) {
+      std::vector<Expr> idx(shapes_[size_t(tensor)].size(), ir::IntImm(0));
+      idx.back() = offset;
+      return idx;
+    };
+    ir::StmtNode update;
+    update.kind = ir::StmtKind::kStore;
+    update.tensor = s->tensor;
+    update.indices = at(s->tensor, s->indices[0]);
+    update.value =
+        ir::Load(s->tensor, ir::ScalarType::kFloat32, update.indices) +
+        ir::Load(s->mma_a, ir::ScalarType::kFloat32, at(s->mma_a, s->mma_offsets[0])) *
+            ir::Load(s->mma_b, ir::ScalarType::kFloat32, at(s->mma_b, s->mma_offsets[1]));
+    loops_.push_back({ir::Var("mma.mac"), kMmaMacsPerLane, ForKind::kUnrolled});
+    Row(update);
+    loops_.pop_back();
+  }
 
   int64_t Elements(int tensor) const {
     int64_t n = 1;

@@ -6,14 +6,15 @@
 #include "absl/strings/str_cat.h"
 #include "common/sha256.h"
 #include "compiler/codegen/llvm_target.h"
+#include "compiler/ir/workload_spec.h"
+#include "compiler/schedule/gpu_tensor_core.h"
 #include "compiler/schedule/gpu_tiling.h"
-#include "server/search/space/random_schedule.h"
 #include "compiler/schedule/schedule.h"
 #include "compiler/schedule/schedule_builder.h"
-#include "compiler/ir/workload_spec.h"
 #include "cost_model/features.h"
 #include "cost_model/xgb_model.h"
 #include "gtest/gtest.h"
+#include "server/search/space/random_schedule.h"
 #include "xgboost/c_api.h"
 
 namespace tunefarm {
@@ -202,6 +203,31 @@ TEST(Features, GpuBindingAndSharedMemoryCheckedByHand) {
     EXPECT_FLOAT_EQ(Col(row, "gpu_threads"), 0);
     EXPECT_FLOAT_EQ(Col(row, "work_per_thread"), 0);
   }
+}
+
+// A tensor-core program: each warp's mma.sync is a row updating its
+// accumulators from both shared tiles, 64 multiply-adds per lane each time.
+TEST(Features, TensorCoreProductsAreRows) {
+  auto dag = ir::BuildComputeDAG(*ir::ParseWorkloadSpec("matmul(M=64,N=64,K=64,dtype=float16)"));
+  ASSERT_TRUE(dag.ok()) << dag.status();
+  ir::Target t = *ir::Target::Parse("cuda -arch=sm_90");
+  ir::TensorCoreTiling tiling;  // 2x2 warps of 2x4 fragments, 32-deep tiles
+  auto sched = ir::TensorCoreSchedule(*dag, t, tiling);
+  ASSERT_TRUE(sched.ok()) << sched.status();
+  auto st = ir::ScheduleState::Replay(*dag, *sched, t);
+  ASSERT_TRUE(st.ok()) << st.status();
+  cost_model::ProgramFeatures f = cost_model::ExtractFeatures(st->dag(), ir::Lower(*st));
+  int products = 0;
+  for (const auto& row : f.rows) {
+    if (Col(row, "reduction_update") != 1) continue;
+    ++products;
+    EXPECT_FLOAT_EQ(Col(row, "gpu_threads"), L(128));
+    // k tiles x k steps x fragments x 64 per lane, per thread.
+    EXPECT_FLOAT_EQ(Col(row, "work_per_thread"), L(2 * 2 * 2 * 4 * 64));
+    EXPECT_FLOAT_EQ(Col(row, "float_mul"), L(2 * 2 * 2 * 4 * 64 * 128));
+    EXPECT_FLOAT_EQ(Col(row, "shared_bytes"), L(2 * 2 * (64 * 40 + 32 * 72)));
+  }
+  EXPECT_EQ(products, 1);
 }
 
 // Programs from the schedule space with a label the features determine, so
