@@ -450,8 +450,8 @@ class KernelEmitter : public ir::ExprFunctor<std::string()>,
   void VisitMma(const Stmt& s, int indent, std::string* out) override {
     std::string pad(size_t(indent) * 2, ' ');
     if (s->mma_ldmatrix) {
-      // ldmatrix.trans where A is stored k-major or B n-major (stride 1
-      // along A's rows or B's columns); the other stride is the row pitch.
+      // ldmatrix.trans where A or B is stored k-major (A's m, or B's n, the
+      // contiguous index: stride 1); the other stride is the row pitch.
       const bool a_trans = s->mma_a_strides[0] == 1, b_trans = s->mma_b_strides[1] == 1;
       StrAppend(out, pad, "tf_mma_m16n8k16_ldm<", a_trans ? "true" : "false", ", ",
                 b_trans ? "true" : "false", ">(&", TensorName(s->tensor), "[",
