@@ -274,7 +274,9 @@ TEST(GpuTensorCore, SchedulesMatchReferenceInTheSimulator) {
         // Convolutions as implicit GEMMs: M = (n, y, x), N = k, K = (c, r, s).
         "conv2d_nchw(N=2,C=8,H=9,W=9,K=16,R=3,S=3,pad=1,dtype=float16)+bias+relu",
         "conv2d_nhwc(N=1,C=16,H=8,W=8,K=24,R=3,S=3,stride=2,pad=1,dtype=float16)",
-        "conv2d_nchw(N=1,C=32,H=7,W=7,K=40,R=1,S=1,dtype=float16)+residual"}) {
+        "conv2d_nchw(N=1,C=32,H=7,W=7,K=40,R=1,S=1,dtype=float16)+residual",
+        "conv2d_nchw(N=1,C=16,H=12,W=12,K=16,R=3,S=3,pad=2,dilation=2,dtype=float16)+map[16x1x1]"
+        "(mul(%0,$0),sigmoid(%1))"}) {
     ir::ComputeDAG dag = Dag(spec);
     ASSERT_TRUE(ir::CheckTensorCoreSketch(dag, target).ok())
         << spec << ": " << ir::CheckTensorCoreSketch(dag, target);
@@ -304,7 +306,7 @@ TEST(GpuTensorCore, SchedulesMatchReferenceInTheSimulator) {
       ++checked;
     }
   }
-  EXPECT_EQ(checked, 60);
+  EXPECT_EQ(checked, 66);
   EXPECT_GE(async, 6);
 }
 
