@@ -30,6 +30,14 @@ struct AxisGroup {
     extents.push_back(a.extent);
     size *= a.extent;
   }
+  // `v` (one of vars) made the fastest.
+  void MoveLast(const ExprNode* v) {
+    const size_t i = size_t(std::find(vars.begin(), vars.end(), v) - vars.begin());
+    vars.push_back(vars[i]);
+    extents.push_back(extents[i]);
+    vars.erase(vars.begin() + long(i));
+    extents.erase(extents.begin() + long(i));
+  }
   // Each variable's value at fused position `at`.
   std::vector<VarMapEntry> At(const Expr& at) const {
     std::vector<VarMapEntry> out;
@@ -57,11 +65,13 @@ struct Gemm {
   Expr a, b;
   // Whether the operand's first load runs along K in its innermost index (its
   // shared tile then keeps K contiguous too, so consecutive threads read
-  // consecutive elements), and whether the operand is that plain load with
-  // the one variable of its contiguous group as its last index (then its
-  // rows can move 8 elements at a time).
+  // consecutive elements), and whether the operand is that load (perhaps
+  // guarded) with the last variable of its contiguous group as its last
+  // index (then its rows can move 8 elements at a time where that axis's
+  // extent is a multiple of 8).
   bool a_k_inner = true, b_k_inner = false;
   bool a_plain = false, b_plain = false;
+  int64_t a_vector_extent = 0, b_vector_extent = 0;  // of the contiguous axis
 };
 
 // The first load of `e`, or null.
@@ -109,18 +119,38 @@ absl::StatusOr<Gemm> MatchGemm(const ComputeDAG& dag) {
     return no(absl::StrCat("the product is ", g.m.size, " x ", g.n.size, " x ", g.k.size,
                            " (M x N x K): too small for 16x8x16 tiles"));
   }
-  const ExprNode* last_k = g.k.vars.back();
-  auto contiguous = [&](const Expr& factor, const AxisGroup& other, bool* k_inner, bool* plain) {
+  // Each factor's contiguous axis: the variable its first load's last index
+  // is. A factor that is that load, or that load guarded by a condition
+  // the axis does not change (padding), moves in vectors along the axis
+  // when it is its group's last (A's is made the last of K; B's then must
+  // be). Otherwise the factor's K side is the one its last index mentions.
+  auto contiguous = [&](const Expr& factor, AxisGroup* other, bool* k_inner, bool* plain,
+                        int64_t* vector_extent) {
     const ExprNode* load = FirstLoad(factor);
     if (load == nullptr) return false;
-    *k_inner = Mentions(load->args.back(), last_k);
-    const AxisGroup& group = *k_inner ? g.k : other;
-    *plain =
-        factor.get() == load && group.vars.size() == 1 && load->args.back().get() == group.vars[0];
+    const Expr& last = load->args.back();
+    *k_inner = false;
+    for (const ExprNode* v : g.k.vars) *k_inner = *k_inner || Mentions(last, v);
+    AxisGroup* group = *k_inner ? &g.k : other;
+    const auto at = std::find(group->vars.begin(), group->vars.end(), last.get());
+    const bool guarded = factor->kind == ExprKind::kSelect && factor->args[1].get() == load &&
+                         factor->args[2]->kind == ExprKind::kFloatImm &&
+                         factor->args[2]->float_value == 0 &&
+                         !Mentions(factor->args[0], last.get());
+    *plain = at != group->vars.end() && (factor.get() == load || guarded);
+    if (*plain && group == &g.k && at + 1 != group->vars.end()) {
+      if (other == &g.m) {
+        group->MoveLast(last.get());
+      } else {
+        *plain = false;  // A chose K's order
+      }
+    }
+    if (*plain && group->vars.back() != last.get()) *plain = false;
+    *vector_extent = *plain ? group->extents.back() : 0;
     return true;
   };
-  if (!contiguous(g.a, g.m, &g.a_k_inner, &g.a_plain) ||
-      !contiguous(g.b, g.n, &g.b_k_inner, &g.b_plain))
+  if (!contiguous(g.a, &g.m, &g.a_k_inner, &g.a_plain, &g.a_vector_extent) ||
+      !contiguous(g.b, &g.n, &g.b_k_inner, &g.b_plain, &g.b_vector_extent))
     return no("a factor of the product reads no tensor");
   // The only other stages: padding (inlined above) and an elementwise
   // epilogue writing the output and reading the product at its own indices.
@@ -144,14 +174,11 @@ absl::StatusOr<Gemm> MatchGemm(const ComputeDAG& dag) {
 }
 
 // Whether the rows of A's (B's) tile move kVector elements at a time: the
-// operand is a plain load contiguous along its tile rows, and their extent
-// keeps every vector aligned.
-bool VectorA(const Gemm& g) {
-  return g.a_plain && (g.a_k_inner ? g.k.size : g.m.size) % kVector == 0;
-}
-bool VectorB(const Gemm& g) {
-  return g.b_plain && (g.b_k_inner ? g.k.size : g.n.size) % kVector == 0;
-}
+// operand is a (guarded) load contiguous along its tile rows, and the
+// contiguous axis's extent keeps every vector aligned and inside one row
+// of memory.
+bool VectorA(const Gemm& g) { return g.a_plain && g.a_vector_extent % kVector == 0; }
+bool VectorB(const Gemm& g) { return g.b_plain && g.b_vector_extent % kVector == 0; }
 
 }  // namespace
 
@@ -320,19 +347,32 @@ Stmt LowerTensorCore(const ComputeDAG& dag, absl::Span<const int64_t> decisions)
   };
   // The operand's element, zero past the matrix; indices clamped so no lane
   // reads out of bounds even where the guard is false.
-  auto operand = [&](const Expr& load, const Coord& x, const Coord& y) {
-    std::vector<VarMapEntry> map;
+  // A guarded factor's guard (padding) is taken at a vector's first lane:
+  // the vector shares it (its axis is the factor's contiguous one, which
+  // the guard does not read), and the copy stays one guarded vector.
+  auto operand = [&](const Expr& factor, const Coord& x, const Coord& y) {
+    std::vector<VarMapEntry> map, first_lane;
     Expr inside;
     for (const Coord* c : {&x, &y}) {
       const int64_t width = c->lane.defined() ? kVector : 1;
       Expr at = c->exact ? c->at : Min(c->at, I(c->extent - width));
       for (const VarMapEntry& v : c->group->At(c->lane.defined() ? at + c->lane : at))
         map.push_back(v);
+      for (const VarMapEntry& v : c->group->At(at)) first_lane.push_back(v);
       if (c->exact) continue;
       inside = inside.defined() ? And(inside, c->at < I(c->extent)) : c->at < I(c->extent);
     }
-    for (const VarMapEntry& v : g.batch.At(bb)) map.push_back(v);
-    Expr value = Substitute(load, map);
+    for (const VarMapEntry& v : g.batch.At(bb)) {
+      map.push_back(v);
+      first_lane.push_back(v);
+    }
+    if (factor->kind == ExprKind::kSelect && factor->args[2]->kind == ExprKind::kFloatImm &&
+        factor->args[2]->float_value == 0) {
+      Expr guard = Substitute(factor->args[0], first_lane);
+      return Select(inside.defined() ? And(inside, guard) : guard, Substitute(factor->args[1], map),
+                    FloatImm(0));
+    }
+    Expr value = Substitute(factor, map);
     return inside.defined() ? Select(inside, value, FloatImm(0)) : value;
   };
   const bool vec_a = VectorA(g), vec_b = VectorB(g);
@@ -356,8 +396,8 @@ Stmt LowerTensorCore(const ComputeDAG& dag, absl::Span<const int64_t> decisions)
   };
   // The whole block moves a rows x cols tile, `width` elements at a time:
   // piece e*T + thread by each thread, its e-th. `move` makes the statement
-  // for (register index, row, column, lane): the element's column, and for
-  // a vector the lane (the element's place in it).
+  // for (register index, row, first column, lane): a vector's element is
+  // lane `lane` from the first column (lane undefined for single elements).
   auto each_piece = [&](int64_t rows, int64_t cols, int64_t width, const std::string& name,
                         const std::function<Stmt(Expr, Expr, Expr, Expr)>& move,
                         bool async = false) {
@@ -365,32 +405,32 @@ Stmt LowerTensorCore(const ComputeDAG& dag, absl::Span<const int64_t> decisions)
     Expr flat = e * I(T) + tx;
     const int64_t per_row = cols / width, pieces = rows * per_row;
     Expr r = FloorDiv(flat, I(per_row)), c = FloorMod(flat, I(per_row)) * I(width);
-    Stmt body = width == 1 ? move(e, r, c, Expr())
-                           : For(lane, width, ForKind::kVectorized,
-                                 move(e * I(width) + lane, r, c + lane, lane));
-    if (async) {
-      auto copy = std::make_shared<StmtNode>(*body);
-      copy->async_copy = true;
-      body = copy;
+    Stmt body = move(e, r, c, Expr());
+    if (width > 1) {
+      auto vector = std::make_shared<StmtNode>(
+          *For(lane, width, ForKind::kVectorized, move(e * I(width) + lane, r, c, lane)));
+      vector->async_copy = async;
+      body = vector;
     }
     if (pieces % T != 0) body = IfThen(flat < I(pieces), body);
     const int64_t n = CeilDiv(pieces, T);
     return For(e, n, unrolled(n), body);
   };
-  // A vector element's first column (the operand clamps the vector's start).
-  auto first = [](const Expr& c, const Expr& lane) { return lane.defined() ? c - lane : c; };
+  auto column = [](const Expr& first, const Expr& lane) {
+    return lane.defined() ? first + lane : first;
+  };
   // Tile kt straight into buffer `buf` (by cp.async when `async`).
   auto fill = [&](const Expr& kt, const Expr& buf, bool async) {
     return Seq({each_piece(
                     a_rows, a_cols, a_width, "tc.fa",
                     [&](Expr, Expr r, Expr c, Expr lane) {
-                      return Store(sa, {buf, r, c}, a_elem(kt, r, first(c, lane), lane));
+                      return Store(sa, {buf, r, column(c, lane)}, a_elem(kt, r, c, lane));
                     },
                     async),
                 each_piece(
                     b_rows, b_cols, b_width, "tc.fb",
                     [&](Expr, Expr r, Expr c, Expr lane) {
-                      return Store(sb, {buf, r, c}, b_elem(kt, r, first(c, lane), lane));
+                      return Store(sb, {buf, r, column(c, lane)}, b_elem(kt, r, c, lane));
                     },
                     async)});
   };
@@ -400,20 +440,22 @@ Stmt LowerTensorCore(const ComputeDAG& dag, absl::Span<const int64_t> decisions)
     return Seq(
         {each_piece(a_rows, a_cols, a_width, "tc.pa",
                     [&](Expr e, Expr r, Expr c, Expr lane) {
-                      return Store(pa, {e}, a_elem(kt, r, first(c, lane), lane));
+                      return Store(pa, {e}, a_elem(kt, r, c, lane));
                     }),
          each_piece(b_rows, b_cols, b_width, "tc.pb", [&](Expr e, Expr r, Expr c, Expr lane) {
-           return Store(pb, {e}, b_elem(kt, r, first(c, lane), lane));
+           return Store(pb, {e}, b_elem(kt, r, c, lane));
          })});
   };
   auto commit = [&](const Expr& buf) {
-    return Seq({each_piece(a_rows, a_cols, a_width, "tc.ca",
-                           [&](Expr e, Expr r, Expr c, Expr) {
-                             return Store(sa, {buf, r, c}, Load(pa, ScalarType::kFloat32, {e}));
-                           }),
-                each_piece(b_rows, b_cols, b_width, "tc.cb", [&](Expr e, Expr r, Expr c, Expr) {
-                  return Store(sb, {buf, r, c}, Load(pb, ScalarType::kFloat32, {e}));
-                })});
+    return Seq(
+        {each_piece(
+             a_rows, a_cols, a_width, "tc.ca",
+             [&](Expr e, Expr r, Expr c, Expr lane) {
+               return Store(sa, {buf, r, column(c, lane)}, Load(pa, ScalarType::kFloat32, {e}));
+             }),
+         each_piece(b_rows, b_cols, b_width, "tc.cb", [&](Expr e, Expr r, Expr c, Expr lane) {
+           return Store(sb, {buf, r, column(c, lane)}, Load(pb, ScalarType::kFloat32, {e}));
+         })});
   };
 
   Expr ko = Var("tc.k");

@@ -252,8 +252,8 @@ class BlockSim {
   }
 
   // A vectorized loop on a GPU is one 16-byte access (ir::Lower's
-  // contract): 8 float16 elements, a store (and the load it copies, where
-  // the guard lets it) starting at a multiple of 8 elements.
+  // contract): 8 consecutive float16 elements, a store (and the load it
+  // copies, where the guard lets it) starting at a multiple of 8 elements.
   absl::Status CheckVector(const ir::StmtNode& loop, const std::vector<bool>& mask) {
     const Stmt& b = loop.body[0];
     if (loop.extent != 8 || b->kind != StmtKind::kStore || !dag_.tensors[size_t(b->tensor)].float16)
@@ -261,18 +261,29 @@ class BlockSim {
     Expr cond, load = b->value;
     if (load->kind == ExprKind::kSelect) cond = load->args[0], load = load->args[1];
     std::vector<int64_t>& v = vars_[loop.var.get()];
-    v.assign(size_t(threads_), 0);
     absl::Status status;
-    for (int t = 0; t < threads_ && status.ok(); ++t) {
-      if (!mask[size_t(t)]) continue;
-      absl::StatusOr<int64_t> at = Flat(b->tensor, b->indices, t);
-      if (at.ok() && *at % 8 != 0) status = absl::InternalError(StrCat("vector store at ", *at));
-      if (!status.ok() || load->kind != ExprKind::kLoad) continue;
-      absl::StatusOr<int64_t> take = cond.defined() ? EvalInt(cond, t) : 1;
-      if (take.ok() && *take == 0) continue;
-      absl::StatusOr<int64_t> from = Flat(load->tensor, load->args, t);
-      if (from.ok() && *from % 8 != 0)
-        status = absl::InternalError(StrCat("vector load at ", *from));
+    // Lane 0 aligned; each lane's element the first one's plus the lane, on
+    // both sides.
+    std::vector<int64_t> first_store(static_cast<size_t>(threads_)),
+        first_load(static_cast<size_t>(threads_));
+    for (int64_t lane = 0; lane < loop.extent && status.ok(); ++lane) {
+      v.assign(size_t(threads_), lane);
+      for (int t = 0; t < threads_ && status.ok(); ++t) {
+        if (!mask[size_t(t)]) continue;
+        absl::StatusOr<int64_t> at = Flat(b->tensor, b->indices, t);
+        if (!at.ok()) return at.status();
+        if (lane == 0) first_store[size_t(t)] = *at;
+        if (*at - lane != first_store[size_t(t)] || first_store[size_t(t)] % 8 != 0)
+          status = absl::InternalError(StrCat("vector store lane ", lane, " at ", *at));
+        if (!status.ok() || load->kind != ExprKind::kLoad) continue;
+        absl::StatusOr<int64_t> take = cond.defined() ? EvalInt(cond, t) : 1;
+        if (take.ok() && *take == 0) continue;
+        absl::StatusOr<int64_t> from = Flat(load->tensor, load->args, t);
+        if (!from.ok()) return from.status();
+        if (lane == 0) first_load[size_t(t)] = *from;
+        if (*from - lane != first_load[size_t(t)] || first_load[size_t(t)] % 8 != 0)
+          status = absl::InternalError(StrCat("vector load lane ", lane, " at ", *from));
+      }
     }
     vars_.erase(loop.var.get());
     return status;
