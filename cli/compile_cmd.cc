@@ -106,9 +106,11 @@ int RunCompile(const std::vector<std::string>& args, std::ostream& out, std::ost
       } else if (schedule.sketch_id == ir::kGpuTilingSketchId && target.is_gpu()) {
         built = ir::BuildGpuTiledSchedule(*dag, target, d);
       } else if (schedule.sketch_id == ir::kGpuTensorCoreSketchId && target.is_gpu()) {
-        built = schedule;  // its decisions are the schedule
-        if (std::optional<ir::TensorCoreTiling> t = ir::TensorCoreTiling::Decode(d); t)
-          built = ir::TensorCoreSchedule(*dag, target, *t);
+        std::optional<ir::TensorCoreTiling> t = ir::TensorCoreTiling::Decode(d);
+        built = t ? ir::TensorCoreSchedule(*dag, target, *t)
+                  : absl::InvalidArgumentError(absl::StrCat("a tensor-core schedule has ",
+                                                            ir::TensorCoreTiling{}.Encode().size(),
+                                                            " decisions, not ", d.size()));
       } else {
         return Fail(
             err, 2,

@@ -96,6 +96,17 @@ TEST(GpuPlan, RoundTripsAndRefusesDamage) {
   EXPECT_EQ(half_back->float16_buffers, half.float16_buffers);
   EXPECT_EQ(half_back->image, plan.image);
   EXPECT_TRUE(back->float16_buffers.empty());
+  // Damage there: refused, or float16 buffers that are argument buffers.
+  for (int i = 0; i < 2000; ++i) {
+    std::string damaged = *half_bytes;
+    for (int k = 0; k < 3; ++k) damaged[rng() % damaged.size()] = char(rng());
+    absl::StatusOr<runner::GpuPlan> p = runner::DecodeGpuPlan(damaged.data(), damaged.size(), 2);
+    if (!p.ok()) continue;
+    for (int b : p->float16_buffers) {
+      EXPECT_GE(b, 0);
+      EXPECT_LE(b, 2);
+    }
+  }
   half.float16_buffers = {3};  // the workspace
   half_bytes = runner::EncodeGpuPlan(half);
   ASSERT_TRUE(half_bytes.ok());

@@ -13,6 +13,7 @@
 #include "compiler/ir/schedule_hash.h"
 #include "compiler/ir/workload.h"
 #include "compiler/ir/workload_spec.h"
+#include "compiler/schedule/gpu_tensor_core.h"
 #include "compiler/schedule/tiling.h"
 #include "device_agent/runtime/capabilities.h"
 #include "google/protobuf/util/json_util.h"
@@ -449,6 +450,45 @@ TEST(CompileCli, DecisionsAloneBuildTheSketchSchedule) {
     EXPECT_TRUE(absl::StrContains(r.err, file)) << r.err;
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
   }
+}
+
+// Float16 workloads from the command line: tensor-core decisions build CUDA
+// C with mma.sync and float16 arguments; a CPU target, or decisions of
+// another length, are one error line naming the problem.
+TEST(CompileCli, Float16AndTensorCoreDecisions) {
+  testing::TempDir dir;
+  const std::string spec = "matmul(M=64,N=64,K=64,dtype=float16)+bias";
+  auto write = [&](const std::string& name, const std::vector<int64_t>& d) {
+    v1::Schedule s;
+    s.set_sketch_id(ir::kGpuTensorCoreSketchId);
+    for (int64_t x : d) s.add_decisions(x);
+    std::string json;
+    EXPECT_TRUE(google::protobuf::util::MessageToJsonString(s, &json).ok());
+    std::ofstream(dir.File(name)) << json;
+    return dir.File(name);
+  };
+  testing::CommandResult r = testing::RunCommand(
+      {testing::BinPath("tunefarm"), "compile", "--workload", spec, "--target", "cuda -arch=sm_90",
+       "--schedule", write("tc.json", ir::TensorCoreTiling{}.Encode()), "--emit", "cuda"},
+      dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.out, "tf_mma_m16n8k16_ldm<")) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "const unsigned short* __restrict__")) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "tf_cp_async16(")) << r.out;
+  r = testing::RunCommand(
+      {testing::BinPath("tunefarm"), "compile", "--workload", spec, "--target", "cuda -arch=sm_90",
+       "--schedule", write("short.json", {2, 2, 2}), "--emit", "cuda"},
+      dir.path());
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.err, "9 decisions, not 3")) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  r = testing::RunCommand({testing::BinPath("tunefarm"), "compile", "--workload", spec, "--target",
+                           "host", "--emit", "so", "-o", dir.File("x.so")},
+                          dir.path());
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_TRUE(absl::StartsWith(r.err, "tunefarm: error: ")) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.err, "float16 kernels build for cuda targets only")) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
 }
 
 // `tunefarm tasks` prints each task as the spec `--workload` takes: every
