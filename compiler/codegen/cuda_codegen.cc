@@ -209,6 +209,17 @@ class KernelEmitter : public ir::ExprFunctor<std::string()>,
   static bool IsZero(const Expr& e) {
     return e->kind == ExprKind::kFloatImm && e->float_value == 0 && !std::signbit(e->float_value);
   }
+  // Whether `value` copies a float16 load: the load itself, or the load
+  // where `cond` holds and +0 elsewhere (cond left undefined for a plain
+  // copy).
+  bool AsHalfCopy(const Expr& value, Expr* cond, Expr* load) const {
+    *load = value;
+    if (value->kind == ExprKind::kSelect && IsZero(value->args[2])) {
+      *cond = value->args[0];
+      *load = value->args[1];
+    }
+    return (*load)->kind == ExprKind::kLoad && IsHalf((*load)->tensor);
+  }
   // How a tensor's elements are declared: float, or the bits of a float16.
   const char* ElementType(int t) const { return IsHalf(t) ? "unsigned short" : "float"; }
 
@@ -399,12 +410,8 @@ class KernelEmitter : public ir::ExprFunctor<std::string()>,
   bool EmitVector16(const Stmt& s, int indent, std::string* out) {
     const Stmt& b = s->body[0];
     if (s->extent != 8 || b->kind != StmtKind::kStore || !IsHalf(b->tensor)) return false;
-    Expr cond, load = b->value;
-    if (load->kind == ExprKind::kSelect && IsZero(load->args[2])) {
-      cond = load->args[0];
-      load = load->args[1];
-    }
-    if (load->kind != ExprKind::kLoad || !IsHalf(load->tensor)) return false;
+    Expr cond, load;
+    if (!AsHalfCopy(b->value, &cond, &load)) return false;
     const ExprNode* v = s->var.get();
     if (cond.defined() && ir::Mentions(cond, v)) return false;
     const std::vector<ir::VarMapEntry> first = {{v, ir::IntImm(0)}};
@@ -431,15 +438,11 @@ class KernelEmitter : public ir::ExprFunctor<std::string()>,
     std::string value;
     if (!IsHalf(s->tensor)) {
       value = GenExpr(s->value);
-    } else if (s->value->kind == ExprKind::kLoad && IsHalf(s->value->tensor)) {
-      // A float16 copy (staging in shared memory) moves the bits.
-      value = HalfBits(*s->value.get());
-    } else if (const ExprNode& v = *s->value.get();
-               v.kind == ExprKind::kSelect && v.args[1]->kind == ExprKind::kLoad &&
-               IsHalf(v.args[1]->tensor) && IsZero(v.args[2])) {
-      // A guarded copy (a tile's edge): the bits, or +0.
-      value = StrCat("(", GenExpr(v.args[0]), " ? ", HalfBits(*v.args[1].get()),
-                     " : (unsigned short)0)");
+    } else if (Expr cond, load; AsHalfCopy(s->value, &cond, &load)) {
+      // A float16 copy (staging in shared memory) moves the bits; a guarded
+      // one (a tile's edge) the bits or +0.
+      value = HalfBits(*load.get());
+      if (cond.defined()) value = StrCat("(", GenExpr(cond), " ? ", value, " : (unsigned short)0)");
     } else {
       value = StrCat("tf_f2h(", GenExpr(s->value), ")");
     }

@@ -137,6 +137,8 @@ class GpuSession {
   // is an error naming the kernel's launch and CUDA's reason.
   absl::Status Run();
   absl::Status ReadOutput(float* out) const;
+  // Whether the output is held as float16 (ReadOutput widens it).
+  bool half_output() const { return half_output_; }
   // Seconds per run of the whole plan: `runs` back-to-back runs between two
   // events, or with `flush_l2` each run alone between its own events after
   // a write over twice the L2 cache (not timed), averaged.

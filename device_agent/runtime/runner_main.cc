@@ -247,10 +247,9 @@ int RunGpu(const wire::RunRequestHeader& h, const char* plan_bytes, std::vector<
   }
   rep.status = wire::RunStatus::kOk;
   // A float16 output is checked within its dtype's rounding.
-  const bool half_output = std::find(plan->float16_buffers.begin(), plan->float16_buffers.end(),
-                                     int(args.size())) != plan->float16_buffers.end();
   CheckOutput(out.data(), h.n_out, reference,
-              half_output ? std::max(h.tolerance, tunefarm::kFloat16Tolerance) : h.tolerance, rep);
+              s.half_output() ? std::max(h.tolerance, tunefarm::kFloat16Tolerance) : h.tolerance,
+              rep);
   if (rep.status == wire::RunStatus::kOk) {
     // Warm-up: runs until warmup_ms has passed (clocks ramp up); the last
     // one sizes the timing.
