@@ -80,6 +80,19 @@ class DeviceBuffers {
   std::vector<void*> ptrs_;
 };
 
+// `count` floats, or float16s widened to floats, from the device into `out`.
+absl::Status Download(const void* device, size_t count, bool half, std::vector<float>* out) {
+  if (!half) {
+    out->resize(count);
+    return Check(cudaMemcpy(out->data(), device, count * 4, cudaMemcpyDeviceToHost), "cudaMemcpy");
+  }
+  std::vector<uint16_t> bits(count);
+  TF_CUDA_REF(cudaMemcpy(bits.data(), device, count * 2, cudaMemcpyDeviceToHost));
+  out->clear();
+  for (uint16_t b : bits) out->push_back(HalfBitsToFloat(b));
+  return absl::OkStatus();
+}
+
 // Median seconds of `launch`, each run after an untimed write over twice the L2.
 absl::StatusOr<double> TimeGpu(const std::function<absl::Status()>& launch, DeviceBuffers* mem) {
   int device = 0, l2 = 0;
@@ -133,71 +146,43 @@ GemmShape GemmShapeOf(const v1::Workload& w) {
   return g;
 }
 
-// cublasGemmEx on float16 A, B and C with float32 accumulation (tensor
-// cores: cuBLAS's default math for float16), the output widened back.
-absl::StatusOr<GpuReferenceRun> CuBlasHalf(const v1::Workload& w,
-                                           const std::vector<std::vector<float>>& inputs) {
-  const GemmShape g = GemmShapeOf(w);
-  const bool ta = g.ta, tb = g.tb;
-  const int m = g.m, k = g.k, n = g.n, lda = g.lda, ldb = g.ldb;
-  DeviceBuffers mem;
-  TF_ASSIGN_OR_RETURN(void* a, mem.UploadHalf(inputs[0]));
-  TF_ASSIGN_OR_RETURN(void* b, mem.UploadHalf(inputs[1]));
-  TF_ASSIGN_OR_RETURN(void* c, mem.Alloc(size_t(m) * n * 2));
-  cublasHandle_t h;
-  TF_CUDA_REF(cublasCreate(&h));
-  const float one = 1, zero = 0;
-  auto launch = [&]() -> absl::Status {
-    return Check(cublasGemmEx(h, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, n,
-                              m, k, &one, b, CUDA_R_16F, ldb, a, CUDA_R_16F, lda, &zero, c,
-                              CUDA_R_16F, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-                 "cublasGemmEx");
-  };
-  GpuReferenceRun run;
-  run.library = "cublas fp16";
-  absl::StatusOr<double> t = TimeGpu(launch, &mem);
-  absl::Status s;
-  if (t.ok()) {
-    run.seconds = *t;
-    std::vector<uint16_t> half(size_t(m) * n);
-    s = Check(cudaMemcpy(half.data(), c, half.size() * 2, cudaMemcpyDeviceToHost), "cudaMemcpy");
-    for (uint16_t v : half) run.output.push_back(HalfBitsToFloat(v));
-  }
-  cublasDestroy(h);
-  if (!t.ok()) return t.status();
-  TF_RETURN_IF_ERROR(s);
-  return run;
-}
-
+// cuBLAS on the workload's dtype: sgemm with its default math (strict
+// fp32), or cublasGemmEx on float16 A, B and C with float32 accumulation
+// (tensor cores: cuBLAS's default for float16), the output widened back.
 absl::StatusOr<GpuReferenceRun> CuBlas(const v1::Workload& w,
                                        const std::vector<std::vector<float>>& inputs) {
-  if (w.inputs(0).dtype() == v1::DTYPE_FLOAT16) return CuBlasHalf(w, inputs);
+  const bool half = w.inputs(0).dtype() == v1::DTYPE_FLOAT16;
   const GemmShape g = GemmShapeOf(w);
-  const bool ta = g.ta, tb = g.tb;
-  const int m = g.m, k = g.k, n = g.n, lda = g.lda, ldb = g.ldb;
   DeviceBuffers mem;
-  TF_ASSIGN_OR_RETURN(float* a, mem.Upload(inputs[0]));
-  TF_ASSIGN_OR_RETURN(float* b, mem.Upload(inputs[1]));
-  TF_ASSIGN_OR_RETURN(void* c, mem.Alloc(size_t(m) * n * sizeof(float)));
+  TF_ASSIGN_OR_RETURN(void* a, half ? mem.UploadHalf(inputs[0]) : mem.Upload(inputs[0]));
+  TF_ASSIGN_OR_RETURN(void* b, half ? mem.UploadHalf(inputs[1]) : mem.Upload(inputs[1]));
+  const size_t count = size_t(g.m) * g.n;
+  TF_ASSIGN_OR_RETURN(void* c, mem.Alloc(count * (half ? 2 : 4)));
   cublasHandle_t h;
   TF_CUDA_REF(cublasCreate(&h));
   // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T.
+  const cublasOperation_t op_a = g.ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t op_b = g.tb ? CUBLAS_OP_T : CUBLAS_OP_N;
   const float one = 1, zero = 0;
   auto launch = [&]() -> absl::Status {
-    return Check(cublasSgemm(h, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, n,
-                             m, k, &one, b, ldb, a, lda, &zero, static_cast<float*>(c), n),
-                 "cublasSgemm");
+    if (half) {
+      return Check(
+          cublasGemmEx(h, op_b, op_a, g.n, g.m, g.k, &one, b, CUDA_R_16F, g.ldb, a, CUDA_R_16F,
+                       g.lda, &zero, c, CUDA_R_16F, g.n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+          "cublasGemmEx");
+    }
+    return Check(
+        cublasSgemm(h, op_b, op_a, g.n, g.m, g.k, &one, static_cast<const float*>(b), g.ldb,
+                    static_cast<const float*>(a), g.lda, &zero, static_cast<float*>(c), g.n),
+        "cublasSgemm");
   };
   GpuReferenceRun run;
-  run.library = "cublas";
+  run.library = half ? "cublas fp16" : "cublas";
   absl::Status s = Check(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
   absl::StatusOr<double> t = s.ok() ? TimeGpu(launch, &mem) : absl::StatusOr<double>(s);
   if (t.ok()) {
     run.seconds = *t;
-    run.output.resize(size_t(m) * n);
-    s = Check(
-        cudaMemcpy(run.output.data(), c, run.output.size() * sizeof(float), cudaMemcpyDeviceToHost),
-        "cudaMemcpy");
+    s = Download(c, count, half, &run.output);
   }
   cublasDestroy(h);
   if (!t.ok()) return t.status();
@@ -279,16 +264,7 @@ absl::StatusOr<GpuReferenceRun> CuDnn(const v1::Workload& w,
     };
     TF_ASSIGN_OR_RETURN(run.seconds, TimeGpu(launch, &mem));
     run.library = absl::StrCat("cudnn (algo ", int(algo), ")");
-    const size_t count = size_t(n) * k * oh * ow;
-    if (half) {
-      std::vector<uint16_t> bits(count);
-      TF_CUDA_REF(cudaMemcpy(bits.data(), y, count * 2, cudaMemcpyDeviceToHost));
-      for (uint16_t b : bits) run.output.push_back(HalfBitsToFloat(b));
-    } else {
-      run.output.resize(count);
-      TF_CUDA_REF(cudaMemcpy(run.output.data(), y, count * 4, cudaMemcpyDeviceToHost));
-    }
-    return absl::OkStatus();
+    return Download(y, size_t(n) * k * oh * ow, half, &run.output);
   };
   absl::Status s = body();
   if (cd) cudnnDestroyConvolutionDescriptor(cd);

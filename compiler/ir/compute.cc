@@ -922,33 +922,6 @@ bool HasFloat16(const ComputeDAG& dag) {
 
 namespace {
 
-// The one dtype of every tensor `w` names: float32 or float16.
-absl::StatusOr<v1::DType> WorkloadDType(const v1::Workload& w) {
-  const v1::DType want = w.inputs(0).dtype();
-  auto check = [&](v1::DType d, const std::string& what) -> absl::Status {
-    if (d != v1::DTYPE_FLOAT32 && d != v1::DTYPE_FLOAT16) {
-      return absl::UnimplementedError(StrCat(what, " has dtype ", v1::DType_Name(d),
-                                             ", not supported (float32 and float16 are)"));
-    }
-    if (d != want) {
-      return absl::UnimplementedError(StrCat(what, " is ", v1::DType_Name(d), " and inputs[0] ",
-                                             v1::DType_Name(want),
-                                             ": mixed dtypes are not supported"));
-    }
-    return absl::OkStatus();
-  };
-  for (int i = 0; i < w.inputs_size(); ++i) {
-    TF_RETURN_IF_ERROR(check(w.inputs(i).dtype(), StrCat("inputs[", i, "]")));
-  }
-  for (const v1::Epilogue& e : w.epilogue()) {
-    for (const v1::TensorSpec& t : e.map_inputs()) {
-      if (t.dtype() != v1::DTYPE_UNSPECIFIED) TF_RETURN_IF_ERROR(check(t.dtype(), "a map input"));
-    }
-  }
-  TF_RETURN_IF_ERROR(check(w.out_dtype(), "the output"));
-  return want;
-}
-
 absl::StatusOr<ComputeDAG> BuildFloatDAG(const v1::Workload& w);
 
 }  // namespace

@@ -28,6 +28,11 @@ struct CanonicalWorkload {
 
 absl::StatusOr<CanonicalWorkload> Canonicalize(const v1::Workload& workload);
 
+// The one dtype of every tensor a canonical workload names (inputs, map
+// inputs that give one, the output): float32 or float16. Unimplemented
+// naming the tensor for another dtype or a mix.
+absl::StatusOr<v1::DType> WorkloadDType(const v1::Workload& canonical);
+
 // Output extent of a sliding window over `in` cells padded by pad_lo/pad_hi;
 // 0 when no window fits. ceil_mode counts a last partial window, except one
 // that would start in the high padding (ONNX Runtime's and PyTorch's rule).

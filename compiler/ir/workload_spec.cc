@@ -826,18 +826,9 @@ absl::StatusOr<std::string> FormatWorkloadSpec(const v1::Workload& workload) {
   if (!want.ok()) return want.status();
   const v1::Workload& w = want->workload;
   // One dtype for every tensor: float32, or float16 (dtype=float16).
-  const v1::DType dtype = w.inputs(0).dtype();
-  for (const v1::TensorSpec& t : w.inputs()) {
-    if (t.dtype() != dtype) return NoSpec("mixed dtypes");
-  }
-  for (const v1::Epilogue& e : w.epilogue()) {
-    for (const v1::TensorSpec& t : e.map_inputs()) {
-      if (t.dtype() != v1::DTYPE_UNSPECIFIED && t.dtype() != dtype) return NoSpec("mixed dtypes");
-    }
-  }
-  if (dtype != v1::DTYPE_FLOAT32 && dtype != v1::DTYPE_FLOAT16)
-    return NoSpec(absl::StrCat(v1::DType_Name(dtype)));
-  if (w.out_dtype() != dtype) return NoSpec(absl::StrCat(v1::DType_Name(w.out_dtype()), " output"));
+  absl::StatusOr<v1::DType> dtype_or = WorkloadDType(w);
+  if (!dtype_or.ok()) return NoSpec(std::string(dtype_or.status().message()));
+  const v1::DType dtype = *dtype_or;
   absl::StatusOr<std::string> spec;
   switch (w.op()) {
     case v1::OP_KIND_CONV2D:
