@@ -12,6 +12,10 @@ namespace tunefarm {
 // max(1, |reference|): four units in the last place at 1 (the output's own
 // rounding is half of one).
 constexpr double kFloat16Tolerance = 4.0 / 1024;
+// How far an output of a model run in float16 (`--precision fp16`) may be
+// from a float64 run of the float32 model, relative to the output's largest
+// |value|: each layer's input and output rounding compounds.
+constexpr double kFloat16ModelTolerance = 1e-2;
 
 uint16_t FloatToHalfBits(float f);
 float HalfBitsToFloat(uint16_t h);

@@ -9,6 +9,7 @@
 #include <optional>
 #include <set>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -753,9 +754,9 @@ bool MayBeView(const std::string& op) {
 // Byte offsets of a native step's outputs inside its input 0 (shaped
 // `in`) when the step only selects contiguous parts of it; empty when it
 // computes anything else.
+// `f` is the bytes of one element.
 std::vector<int64_t> ViewOffsets(const Model& model, const v1::PackageNode& n, const Shape& in,
-                                 const std::vector<const Shape*>& outs, int64_t opset) {
-  const int64_t f = sizeof(float);
+                                 const std::vector<const Shape*>& outs, int64_t opset, int64_t f) {
   auto attr = [&](const char* name, int64_t fallback) {
     auto it = n.ints().find(name);
     return it == n.ints().end() || it->second.v_size() == 0 ? fallback : it->second.v(0);
@@ -860,13 +861,14 @@ absl::Status PlanValues(const Model& model, const PackageConstants& consts,
   // node, a Split or Gather along the outermost non-unit dimension or of a
   // unit one, a contiguous Slice) writes nothing: its outputs are views into the
   // input's allocation (one allocation over all their lifetimes; values
-  // are written once; kernels load and store at 4-byte alignment), and
+  // are written once; kernels load and store at element alignment), and
   // the runtime skips the step.
   struct Place {
     std::string of;
     int64_t bytes = 0;
   };
   std::map<std::string, Place> views;  // value -> where it lies in another
+  const bool gpu = absl::StartsWith(pkg->target(), "cuda");
   auto owner = [&](std::string v) {
     Place at{v, 0};
     for (auto it = views.find(at.of); it != views.end(); it = views.find(at.of))
@@ -886,8 +888,12 @@ absl::Status PlanValues(const Model& model, const PackageConstants& consts,
       ok &= outs.back() != nullptr && !views.count(o) && o != in;
     }
     if (!ok) continue;
-    std::vector<int64_t> at = ViewOffsets(model, n, *si, outs, pkg->opset());
+    std::vector<int64_t> at =
+        ViewOffsets(model, n, *si, outs, pkg->opset(), runner::ValueBytes(*pkg));
     if (at.size() != outs.size()) continue;
+    // GPU kernels may move 16 bytes at a time: a view there starts on a
+    // 16-byte boundary of its input, or the node is a copy.
+    if (gpu && std::any_of(at.begin(), at.end(), [](int64_t b) { return b % 16 != 0; })) continue;
     for (int k = 0; k < n.outputs_size(); ++k) views[n.outputs(k)] = {in, at[size_t(k)]};
     st.mutable_node()->set_view(true);
   }
@@ -919,7 +925,7 @@ absl::Status PlanValues(const Model& model, const PackageConstants& consts,
     if (sh == nullptr) return absl::InternalError(StrCat("value '", v, "' has no shape"));
     names.push_back(v);
     lifetimes.push_back(l);
-    bytes.push_back(Numel(*sh) * int64_t(sizeof(float)));
+    bytes.push_back(Numel(*sh) * runner::ValueBytes(*pkg));
   }
   std::vector<int64_t> offsets;
   pkg->set_arena_bytes(PlanMemory(lifetimes, bytes, &offsets));
@@ -1004,6 +1010,13 @@ absl::Status RearrangeSteps(const ir::Target& target, v1::ModelPackage* pkg) {
         out_shapes.push_back(sh == shapes.end() ? Shape() : sh->second);
       }
       if (known) movers = RearrangeOf(n, pkg->opset(), in_shapes, in_const, out_shapes);
+      for (RearrangeStep& m : movers) {  // found in float32, run in the package's precision
+        if (pkg->precision() == v1::DTYPE_FLOAT32 || pkg->precision() == v1::DTYPE_UNSPECIFIED)
+          break;
+        TF_ASSIGN_OR_RETURN(ir::CanonicalWorkload c, ir::WithDType(m.workload, pkg->precision()));
+        m.workload = std::move(c.workload);
+        m.key = std::move(c.key);
+      }
     }
     if (movers.empty()) {
       *steps.Add() = std::move(st);
@@ -1051,8 +1064,18 @@ absl::Status NoGpuKernel(const std::set<std::string>& ops) {
 absl::StatusOr<v1::ModelPackage> BuildPackage(const Model& model, const ir::Target& target,
                                               const BuildOptions& options) {
   if (!target.is_gpu()) TF_RETURN_IF_ERROR(codegen::CheckLLVMTarget(target));
-  TF_ASSIGN_OR_RETURN(TaskExtraction ex, ExtractTasks(model, frontend::ExtractOptionsFor(
-                                                                 target, options.channels_last)));
+  const bool float16 = options.precision == v1::DTYPE_FLOAT16;
+  if (options.precision != v1::DTYPE_FLOAT32 && !float16) {
+    return absl::UnimplementedError(StrCat("precision ", v1::DType_Name(options.precision),
+                                           ": packages are float32 or float16"));
+  }
+  if (float16 && !target.is_gpu()) {
+    return absl::UnimplementedError(
+        StrCat("float16 packages run on cuda targets; ", target.ToString(), " is not one"));
+  }
+  TF_ASSIGN_OR_RETURN(TaskExtraction ex,
+                      ExtractTasks(model, frontend::ExtractOptionsFor(target, options.channels_last,
+                                                                      options.precision)));
   v1::ModelPackage pkg;
   pkg.set_format_version(kPackageFormatVersion);
   pkg.set_target(target.ToString());
@@ -1062,6 +1085,7 @@ absl::StatusOr<v1::ModelPackage> BuildPackage(const Model& model, const ir::Targ
   pkg.set_layout("NCHW");
   pkg.set_built_by(StrCat("tunefarm ", TUNEFARM_VERSION, " LLVM ", codegen::LLVMVersion()));
   pkg.set_threads(options.threads);
+  if (float16) pkg.set_precision(v1::DTYPE_FLOAT16);
   for (const auto& i : model.inputs) pkg.add_inputs(i);
   for (const auto& o : model.outputs) pkg.add_outputs(o);
 

@@ -53,6 +53,9 @@ struct BuildOptions {
   // as generated kernels (deploy/rearrange.h); unset: yes. A CUDA package
   // needs them: there every step is a kernel or a view.
   std::optional<bool> rearrange_kernels;
+  // Every value and kernel in this dtype: DTYPE_FLOAT16 (cuda targets)
+  // computes each kernel in float32 between float16 loads and stores.
+  v1::DType precision = v1::DTYPE_FLOAT32;
 };
 
 absl::StatusOr<v1::ModelPackage> BuildPackage(const frontend::Model& model, const ir::Target& target,

@@ -4,6 +4,7 @@
 #include <optional>
 #include <set>
 
+#include "absl/strings/str_cat.h"
 #include "compiler/frontend/op_context.h"
 #include "compiler/frontend/op_registry.h"
 #include "compiler/ir/map_program.h"
@@ -327,8 +328,10 @@ std::optional<Shape> ChannelsLastReduceForm(const Shape& in, const Shape& out) {
   return ReduceRunForm(x, reduced);
 }
 
-ExtractOptions ExtractOptionsFor(const ir::Target& target, std::optional<bool> channels_last) {
+ExtractOptions ExtractOptionsFor(const ir::Target& target, std::optional<bool> channels_last,
+                                 v1::DType precision) {
   ExtractOptions o;
+  o.precision = precision;
   o.channels_last = channels_last.value_or(!target.is_gpu());
   o.lanes = std::max(1, target.float_lanes());
   o.winograd = o.channels_last && o.lanes >= 8;
@@ -610,6 +613,14 @@ absl::StatusOr<TaskExtraction> ExtractTasks(const Model& model, const ExtractOpt
           nhwc = true;
           nhwc_values.insert(out_value);
         }
+      }
+    }
+    if (options.precision != v1::DTYPE_FLOAT32) {
+      c = ir::WithDType(c->workload, options.precision);
+      if (!c.ok()) {
+        return absl::Status(c.status().code(), absl::StrCat("node '", n.name, "' in ",
+                                                            v1::DType_Name(options.precision), ": ",
+                                                            c.status().message()));
       }
     }
     for (int t : taken) fused.insert(t);

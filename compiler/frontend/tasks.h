@@ -64,6 +64,10 @@ struct ExtractOptions {
   // stay native (kMinKernelElements), as do small pooling and softmax
   // nodes (kMinReductionElements).
   bool small_kernels = false;
+  // The dtype of every tensor of every kernel: DTYPE_FLOAT16 runs the
+  // model in half precision (float32 arithmetic inside each kernel; CUDA
+  // targets only, the compiler refuses it elsewhere).
+  v1::DType precision = v1::DTYPE_FLOAT32;
 };
 
 // The options for kernels of `target`: channels-last on CPU targets (with
@@ -73,7 +77,8 @@ struct ExtractOptions {
 // Tuning jobs, `tune`, `tasks` and `build` all extract with these, so what
 // is tuned is what is built.
 ExtractOptions ExtractOptionsFor(const ir::Target& target,
-                                 std::optional<bool> channels_last = std::nullopt);
+                                 std::optional<bool> channels_last = std::nullopt,
+                                 v1::DType precision = v1::DTYPE_FLOAT32);
 
 absl::StatusOr<TaskExtraction> ExtractTasks(const Model& model, const ExtractOptions& options = {});
 

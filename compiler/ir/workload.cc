@@ -483,6 +483,15 @@ absl::StatusOr<v1::DType> WorkloadDType(const v1::Workload& w) {
   return want;
 }
 
+absl::StatusOr<CanonicalWorkload> WithDType(const v1::Workload& w, v1::DType dtype) {
+  v1::Workload t = w;
+  for (v1::TensorSpec& in : *t.mutable_inputs()) in.set_dtype(dtype);
+  for (v1::Epilogue& e : *t.mutable_epilogue())
+    for (v1::TensorSpec& m : *e.mutable_map_inputs()) m.set_dtype(dtype);
+  t.set_out_dtype(dtype);
+  return Canonicalize(t);
+}
+
 absl::StatusOr<CanonicalWorkload> Canonicalize(const v1::Workload& workload) {
   CanonicalWorkload c;
   c.workload = workload;
@@ -604,6 +613,7 @@ std::string Describe(const v1::Workload& w) {
     if (!op.empty()) StrAppend(&s, " ", op);
   }
   if (w.has_normalize() && w.normalize().per_row()) StrAppend(&s, " per_row");
+  if (w.inputs_size() > 0 && w.inputs(0).dtype() == v1::DTYPE_FLOAT16) StrAppend(&s, " fp16");
   StrAppend(&s, " ", absl::StrJoin(shapes, " * "));
   if (w.has_conv2d()) {
     StrAppend(&s, " s", absl::StrJoin(w.conv2d().strides(), ","), " p",

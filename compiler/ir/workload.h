@@ -33,6 +33,10 @@ absl::StatusOr<CanonicalWorkload> Canonicalize(const v1::Workload& workload);
 // naming the tensor for another dtype or a mix.
 absl::StatusOr<v1::DType> WorkloadDType(const v1::Workload& canonical);
 
+// `w` with every tensor it names (inputs, map inputs, the output) of dtype
+// `dtype`, canonical again (its key changes with the dtype).
+absl::StatusOr<CanonicalWorkload> WithDType(const v1::Workload& w, v1::DType dtype);
+
 // Output extent of a sliding window over `in` cells padded by pad_lo/pad_hi;
 // 0 when no window fits. ceil_mode counts a last partial window, except one
 // that would start in the high padding (ONNX Runtime's and PyTorch's rule).
@@ -46,7 +50,8 @@ int64_t RearrangeIndexAt(const v1::RearrangeIndex& m, int64_t o);
 // Short op name used as the key prefix: "conv2d", "dense", ...
 std::string OpName(v1::OpKind op);
 
-// "conv2d 1x64x56x56 * 64x64x3x3 s1 p1 +bias+relu"-style one-line summary.
+// "conv2d 1x64x56x56 * 64x64x3x3 s1 p1 +bias+relu"-style one-line summary
+// ("conv2d fp16 1x64x56x56 ..." where the tensors are float16).
 std::string Describe(const v1::Workload& workload);
 
 }  // namespace tunefarm::ir

@@ -4,12 +4,14 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "common/float16.h"
 #include "common/status_macros.h"
 
 namespace tunefarm::runner {
 
-absl::StatusOr<std::unique_ptr<GpuGraph>> GpuGraph::Open(const CudaDriver& d, int64_t arena_bytes) {
-  std::unique_ptr<GpuGraph> g(new GpuGraph(d));
+absl::StatusOr<std::unique_ptr<GpuGraph>> GpuGraph::Open(const CudaDriver& d, int64_t arena_bytes,
+                                                         bool float16) {
+  std::unique_ptr<GpuGraph> g(new GpuGraph(d, float16));
   TF_ASSIGN_OR_RETURN(g->device_, d.RetainDevice0());
   g->retained_ = true;
   TF_RETURN_IF_ERROR(d.Check(d.cuMemAlloc(&g->arena_, size_t(std::max<int64_t>(arena_bytes, 256))),
@@ -33,12 +35,24 @@ GpuGraph::~GpuGraph() {
   if (retained_) d_.cuDevicePrimaryCtxRelease(device_);
 }
 
+std::vector<uint16_t> GpuGraph::ToHalf(const float* data, int64_t n) const {
+  std::vector<uint16_t> h(size_t(std::max<int64_t>(n, 0)));
+  for (size_t i = 0; i < h.size(); ++i) h[i] = FloatToHalfBits(data[i]);
+  return h;
+}
+
 absl::StatusOr<GpuGraph::DevicePtr> GpuGraph::AddConstant(const float* data, int64_t n) {
   DevicePtr p = 0;
-  TF_RETURN_IF_ERROR(d_.Check(d_.cuMemAlloc(&p, size_t(std::max<int64_t>(n, 1)) * 4),
-                              "device memory for a constant"));
+  const size_t bytes = size_t(std::max<int64_t>(n, 1)) * size_t(element_bytes());
+  TF_RETURN_IF_ERROR(d_.Check(d_.cuMemAlloc(&p, bytes), "device memory for a constant"));
   constants_.push_back(p);
-  if (n > 0) TF_RETURN_IF_ERROR(d_.Check(d_.cuMemcpyHtoD(p, data, size_t(n) * 4), "constant copy"));
+  if (n <= 0) return p;
+  if (float16_) {
+    const std::vector<uint16_t> h = ToHalf(data, n);
+    TF_RETURN_IF_ERROR(d_.Check(d_.cuMemcpyHtoD(p, h.data(), h.size() * 2), "constant copy"));
+  } else {
+    TF_RETURN_IF_ERROR(d_.Check(d_.cuMemcpyHtoD(p, data, size_t(n) * 4), "constant copy"));
+  }
   return p;
 }
 
@@ -83,11 +97,23 @@ absl::Status GpuGraph::AddStep(int kernel, std::vector<DevicePtr> args) {
 }
 
 absl::Status GpuGraph::Upload(int64_t offset_bytes, const float* data, int64_t n) {
+  if (float16_) {
+    const std::vector<uint16_t> h = ToHalf(data, n);
+    return d_.Check(d_.cuMemcpyHtoD(ArenaAt(offset_bytes), h.data(), h.size() * 2),
+                    "copy to the device");
+  }
   return d_.Check(d_.cuMemcpyHtoD(ArenaAt(offset_bytes), data, size_t(n) * 4),
                   "copy to the device");
 }
 
 absl::Status GpuGraph::Download(int64_t offset_bytes, float* data, int64_t n) const {
+  if (float16_) {
+    std::vector<uint16_t> h(size_t(std::max<int64_t>(n, 0)));
+    TF_RETURN_IF_ERROR(d_.Check(d_.cuMemcpyDtoH(h.data(), ArenaAt(offset_bytes), h.size() * 2),
+                                "copy from the device"));
+    for (size_t i = 0; i < h.size(); ++i) data[i] = HalfBitsToFloat(h[i]);
+    return absl::OkStatus();
+  }
   return d_.Check(d_.cuMemcpyDtoH(data, ArenaAt(offset_bytes), size_t(n) * 4),
                   "copy from the device");
 }

@@ -40,6 +40,10 @@ absl::StatusOr<int64_t> Numel(const google::protobuf::RepeatedField<int64_t>& sh
 
 }  // namespace
 
+int64_t ValueBytes(const v1::ModelPackage& pkg) {
+  return pkg.precision() == v1::DTYPE_FLOAT16 ? 2 : 4;
+}
+
 Node FromPackage(const v1::PackageNode& p) {
   Node n;
   n.op = p.op();
@@ -104,8 +108,11 @@ struct GraphRuntime::Impl {
   // kernel libraries, or on the GPU (inputs copied up, outputs back).
   absl::Status RunOnHost();
   absl::Status RunOnGpu();
-  // Byte offset of an arena value's host copy: its offset on the device too.
-  int64_t ArenaOffset(const Tensor& t) const { return (t.data - arena->data()) * 4; }
+  // Bytes of one arena element (ValueBytes): the host copy holds every
+  // value as float32 at its element offset.
+  int64_t value_bytes = 4;
+  // Byte offset on the device of an arena value's host copy.
+  int64_t ArenaOffset(const Tensor& t) const { return (t.data - arena->data()) * value_bytes; }
 };
 
 absl::Status GraphRuntime::Impl::Init() {
@@ -123,15 +130,24 @@ absl::Status GraphRuntime::Impl::Init() {
   }
   if (pkg.arena_bytes() < 0 || pkg.arena_bytes() > kMaxElements * 4) return Bad("arena size");
   const bool cuda = absl::StartsWith(pkg.target(), "cuda");
+  if (pkg.precision() != v1::DTYPE_UNSPECIFIED && pkg.precision() != v1::DTYPE_FLOAT32 &&
+      pkg.precision() != v1::DTYPE_FLOAT16)
+    return Bad(StrCat("precision ", pkg.precision(), " (float32 and float16 run)"));
+  const bool float16 = pkg.precision() == v1::DTYPE_FLOAT16;
+  if (float16 && !cuda)
+    return absl::UnimplementedError(
+        StrCat("a float16 package runs on cuda targets; this one is for ", pkg.target()));
+  value_bytes = ValueBytes(pkg);
   std::map<std::string, GpuGraph::DevicePtr> device_of;
   if (cuda) {
     if (options.keep_values)
       return absl::FailedPreconditionError("a CUDA package's values stay on the device");
     TF_ASSIGN_OR_RETURN(const CudaDriver* driver, CudaDriver::Get());
-    TF_ASSIGN_OR_RETURN(gpu, GpuGraph::Open(*driver, pkg.arena_bytes()));
+    TF_ASSIGN_OR_RETURN(gpu, GpuGraph::Open(*driver, pkg.arena_bytes(), float16));
   }
   if (!options.keep_values)
-    arena = std::make_unique<runner::AlignedBuffer>((pkg.arena_bytes() + 3) / 4 + 16);
+    arena = std::make_unique<runner::AlignedBuffer>(
+        (pkg.arena_bytes() + value_bytes - 1) / value_bytes + 16);
   for (const v1::PackageTensor& c : pkg.constants()) {
     TF_ASSIGN_OR_RETURN(Constant k, FromPackage(c));
     const int64_t n = k.size();
@@ -158,9 +174,10 @@ absl::Status GraphRuntime::Impl::Init() {
       p = buf->data();
       owned.push_back(std::move(buf));
     } else {
-      if (v.offset() < 0 || v.offset() % 4 != 0 || v.offset() + n * 4 > pkg.arena_bytes())
+      if (v.offset() < 0 || v.offset() % value_bytes != 0 ||
+          v.offset() + n * value_bytes > pkg.arena_bytes())
         return Bad(StrCat("value '", v.name(), "' lies outside the arena"));
-      p = arena->data() + v.offset() / 4;
+      p = arena->data() + v.offset() / value_bytes;
       if (cuda) device_of[v.name()] = gpu->ArenaAt(v.offset());
     }
     tensors[v.name()] = Tensor{p, Dims(v.shape().begin(), v.shape().end()), n, nullptr};
@@ -175,7 +192,13 @@ absl::Status GraphRuntime::Impl::Init() {
     if (absl::Status s = CheckSignature(k.signature(), kMaxElements); !s.ok())
       return Bad(StrCat("kernel ", k.workload_key(), ": ", s.message()));
     std::vector<int64_t> sizes;
-    for (const v1::KernelArgument& a : k.signature().args()) sizes.push_back(KernelElements(a));
+    for (const v1::KernelArgument& a : k.signature().args()) {
+      sizes.push_back(KernelElements(a));
+      if ((a.dtype() == v1::DTYPE_FLOAT16) != float16)
+        return Bad(StrCat("kernel ", k.workload_key(), " takes ", v1::DType_Name(a.dtype()),
+                          " arguments, the package's values are ",
+                          float16 ? "float16" : "float32"));
+    }
     arg_sizes.push_back(std::move(sizes));
     if (cuda) {
       // The kernel's bytes are a serialized GpuModule.

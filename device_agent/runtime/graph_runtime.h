@@ -19,10 +19,14 @@
 namespace tunefarm::runner {
 
 // The ModelPackage format this build writes (2: kernels carry their
-// KernelSignature; 3: view steps, value offsets on any float), and the
-// oldest it reads.
-inline constexpr int kPackageFormatVersion = 3;
+// KernelSignature; 3: view steps, value offsets on any float; 4: a
+// precision, float16 values), and the oldest it reads.
+inline constexpr int kPackageFormatVersion = 4;
 inline constexpr int kOldestPackageFormatVersion = 2;
+
+// The bytes of one arena value element of `pkg` (its precision): 4, or 2
+// for float16.
+int64_t ValueBytes(const ::tunefarm::v1::ModelPackage& pkg);
 
 // A package's native node as the runtime reads it.
 Node FromPackage(const ::tunefarm::v1::PackageNode& p);

@@ -499,9 +499,24 @@ TEST(WorkloadSpec, Float16WorkloadsReadBackAndBuild) {
     const v1::KernelSignature signature = SignatureOf(*dag);
     for (const v1::KernelArgument& a : signature.args()) EXPECT_EQ(a.dtype(), v1::DTYPE_FLOAT16);
   }
-  // float16 and float32 of one shape are two workloads.
+  // float16 and float32 of one shape are two workloads; WithDType turns
+  // one into the other (the spec's float16 form, map inputs included).
   EXPECT_NE(Canonicalize(*ParseWorkloadSpec("matmul(M=8,N=8,K=8,dtype=float16)"))->key,
             Canonicalize(*ParseWorkloadSpec("matmul(M=8,N=8,K=8)"))->key);
+  for (const std::string spec :
+       {"matmul(M=8,N=8,K=8)", "add(N=1,C=8,H=4,W=4,yC=1)+map[1](mul(%0,$0))",
+        "conv2d_nchw(N=1,C=4,H=8,W=8,K=8,R=3,S=3,pad=1)+bias+relu"}) {
+    const v1::Workload w = *ParseWorkloadSpec(spec);
+    absl::StatusOr<CanonicalWorkload> half = WithDType(w, v1::DTYPE_FLOAT16);
+    ASSERT_TRUE(half.ok()) << half.status();
+    const std::string want =
+        spec.find(')') == spec.size() - 1
+            ? spec.substr(0, spec.size() - 1) + ",dtype=float16)"
+            : spec.substr(0, spec.find(')')) + ",dtype=float16" + spec.substr(spec.find(')'));
+    EXPECT_EQ(*FormatWorkloadSpec(half->workload), want);
+    EXPECT_EQ(half->key, Canonicalize(*ParseWorkloadSpec(want))->key) << spec;
+    EXPECT_EQ(WithDType(half->workload, v1::DTYPE_FLOAT32)->key, Canonicalize(w)->key) << spec;
+  }
   EXPECT_EQ(*FormatWorkloadSpec(*ParseWorkloadSpec("matmul(M=8,N=8,K=8,dtype=fp32)")),
             "matmul(M=8,N=8,K=8)");
   absl::StatusOr<v1::Workload> int8 = ParseWorkloadSpec("matmul(M=8,N=8,K=8,dtype=int8)");
