@@ -53,8 +53,8 @@ commands:
   import FILE.jsonl             import records (JSON lines; '-' reads stdin)
   export [-o FILE] [--workload=KEY] [--target=T] [--job=ID] [--status=S]
   records [--workload=KEY] [--target=T] [--job=ID] [--status=S] [--limit=N] [--before=ID | --after=ID] [--oldest-first] [--json]
-  best --target=T (--workload=KEY | --job=ID | --model=MODEL.onnx) [--top=N] [--json]
-  submit (SPEC.json | MODEL.onnx [--shape=NAME=DIMS,...] [--value=NAME=V,...]... | --workloads=FILE) --target=T --device_key=K [--trials=N]
+  best --target=T (--workload=KEY | --job=ID | --model=MODEL.onnx [--precision=fp16]) [--top=N] [--json]
+  submit (SPEC.json | MODEL.onnx [--shape=NAME=DIMS,...] [--value=NAME=V,...]... [--precision=fp16] | --workloads=FILE) --target=T --device_key=K [--trials=N]
          [--time_limit=SEC] [--trials_per_task=N] [--early_stop=N] [--strategy=evolutionary|random] [--name=NAME] [--wait-for-device]
          (--target and --device_key required unless the spec has them)
   jobs [--state=S] [--json]     list jobs, newest first
@@ -385,8 +385,10 @@ Result CmdBest(Client& c, const Args& a, std::ostream& out) {
     if (!m.ok()) return Usage(std::string(m.status().message()));
     absl::StatusOr<ir::Target> target = ParseTargetFlag(a.Get("target"));
     if (!target.ok()) return Usage(std::string(target.status().message()));
+    absl::StatusOr<v1::DType> precision = ParsePrecisionFlag(a.Get("precision"), *target);
+    if (!precision.ok()) return Usage(std::string(precision.status().message()));
     absl::StatusOr<frontend::TaskExtraction> ex =
-        frontend::ExtractTasks(*m, frontend::ExtractOptionsFor(*target));
+        frontend::ExtractTasks(*m, frontend::ExtractOptionsFor(*target, std::nullopt, *precision));
     if (!ex.ok()) return Usage(std::string(ex.status().message()));
     for (const frontend::ModelTask& t : ex->tasks) model_keys.push_back(t.key);
   }
@@ -465,6 +467,9 @@ Result CmdSubmit(Client& c, const Args& a, std::ostream& out) {
   if (a.Has("workloads")) {
     if (!a.positional().empty())
       return Usage("submit takes a job spec file or --workloads, not both");
+    if (a.Has("precision"))
+      return Usage(
+          "--precision goes with a model (MODEL.onnx); a workload spec says dtype=float16");
     if (Result r = ReadWorkloadsFile(a.Get("workloads"), req.mutable_spec())) return r;
   } else if (a.positional().size() == 1 && absl::EndsWith(a.positional()[0], ".onnx")) {
     // A model: the server extracts its tasks (weights = occurrences).
@@ -502,14 +507,23 @@ Result CmdSubmit(Client& c, const Args& a, std::ostream& out) {
         !m.ok()) {
       return Usage(std::string(m.status().message()));
     }
+    if (a.Has("precision")) {
+      absl::StatusOr<ir::Target> t = ParseTargetFlag(a.Get("target"));
+      if (!t.ok()) return Usage(std::string(t.status().message()));
+      absl::StatusOr<v1::DType> precision = ParsePrecisionFlag(a.Get("precision"), *t);
+      if (!precision.ok()) return Usage(std::string(precision.status().message()));
+      req.mutable_spec()->set_precision(*precision);
+    }
   } else {
     if (a.positional().size() != 1) {
       return Usage(
           "submit takes one job spec file (JSON JobSpec), a model (MODEL.onnx) or "
           "--workloads FILE");
     }
-    if (a.Has("shape") || a.Has("value"))
-      return Usage("--shape and --value go with a model (MODEL.onnx)");
+    if (a.Has("shape") || a.Has("value") || a.Has("precision"))
+      return Usage(
+          "--shape, --value and --precision go with a model (MODEL.onnx; a workload spec says "
+          "dtype=float16 itself)");
     std::ifstream in(a.positional()[0]);
     if (!in) return Usage(absl::StrCat("cannot read ", a.positional()[0]));
     std::stringstream ss;
@@ -1059,11 +1073,12 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
         {{"workload", "target", "job", "status", "limit", "after", "before"},
          {"json", "oldest_first"}}}},
       {"best",
-       {CmdBest, {{"workload", "job", "model", "shape", "value", "target", "top"}, {"json"}}}},
+       {CmdBest,
+        {{"workload", "job", "model", "shape", "value", "target", "top", "precision"}, {"json"}}}},
       {"submit",
        {CmdSubmit,
         {{"target", "device_key", "trials", "name", "workloads", "time_limit", "shape", "value",
-          "trials_per_task", "early_stop", "strategy"},
+          "trials_per_task", "early_stop", "strategy", "precision"},
          {"wait_for_device"}}}},
       {"jobs", {CmdJobs, {{"state"}, {"json"}}}},
       {"job", {CmdJob, {{}, {"json"}}}},

@@ -101,6 +101,21 @@ absl::StatusOr<std::optional<bool>> ParseLayoutFlag(const std::string& value) {
   return absl::InvalidArgumentError(absl::StrCat("--layout is nchw or nhwc, not '", value, "'"));
 }
 
+absl::StatusOr<v1::DType> ParsePrecisionFlag(const std::string& value, const ir::Target& target) {
+  if (value.empty() || value == "fp32") return v1::DTYPE_FLOAT32;
+  if (value != "fp16") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--precision is fp32 or fp16, not '", value, "'",
+                     value == "bf16" ? " (bfloat16 kernels are not built yet)" : ""));
+  }
+  if (!target.is_gpu()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--precision fp16 needs a cuda target (float16 kernels run on GPUs), not ",
+                     target.ToString()));
+  }
+  return v1::DTYPE_FLOAT16;
+}
+
 std::string Printable(const std::string& text) {
   std::string out;
   out.reserve(text.size());
@@ -116,11 +131,13 @@ std::string Printable(const std::string& text) {
 }
 
 absl::StatusOr<std::optional<bool>> TunedLayout(const frontend::Model& model,
-                                                const ir::Target& target, store::TuningLog* log) {
+                                                const ir::Target& target, store::TuningLog* log,
+                                                v1::DType precision) {
   std::set<std::string> keys[2];  // [channels_last]
   for (bool cl : {false, true}) {
-    TF_ASSIGN_OR_RETURN(frontend::TaskExtraction ex,
-                        frontend::ExtractTasks(model, frontend::ExtractOptionsFor(target, cl)));
+    TF_ASSIGN_OR_RETURN(
+        frontend::TaskExtraction ex,
+        frontend::ExtractTasks(model, frontend::ExtractOptionsFor(target, cl, precision)));
     for (const frontend::ModelTask& t : ex.tasks) keys[cl].insert(t.key);
   }
   bool tuned[2] = {false, false};

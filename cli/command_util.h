@@ -11,6 +11,7 @@
 #include "compiler/frontend/onnx_import.h"
 #include "compiler/ir/target.h"
 #include "grpcpp/support/status.h"
+#include "tunefarm/v1/workload.pb.h"
 
 namespace tunefarm::store {
 class TuningLog;
@@ -60,10 +61,16 @@ absl::StatusOr<frontend::ImportOptions> ImportOverrides(const std::vector<std::s
 // (nullopt); anything else names the flag.
 absl::StatusOr<std::optional<bool>> ParseLayoutFlag(const std::string& value);
 
+// A --precision value for kernels of `target`: "fp32" (or empty) or "fp16"
+// (frontend::ExtractOptions::precision; cuda targets only); anything else,
+// or fp16 for another target, is an error that names the flag.
+absl::StatusOr<v1::DType> ParsePrecisionFlag(const std::string& value, const ir::Target& target);
+
 // The layout an earlier tune of `model` used on `target`: true
 // (channels-last) or false (NCHW) where the tasks of that layout alone have
 // records in `log` and those of the other do not; nullopt otherwise.
 absl::StatusOr<std::optional<bool>> TunedLayout(const frontend::Model& model,
-                                                const ir::Target& target, store::TuningLog* log);
+                                                const ir::Target& target, store::TuningLog* log,
+                                                v1::DType precision = v1::DTYPE_FLOAT32);
 
 }  // namespace tunefarm::cli

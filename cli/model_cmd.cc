@@ -36,6 +36,7 @@ constexpr const char* kBuildHelp =
     R"(usage: tunefarm build MODEL.onnx -o MODEL.tfpkg [--target T|host] [--db FILE]
                       [--shape NAME=D1xD2x...]... [--value NAME=V,...]...
                       [--untuned] [--threads N] [--layout nchw|nhwc] [--data-movers kernels|native]
+                      [--precision fp32|fp16]
 
 Builds a whole model for one target: every task is compiled with its best
 record in the log database (--db, default tunefarm.db) for the target, or
@@ -74,6 +75,11 @@ statically planned arena. The package runs with `tunefarm run`.
                     the database has records of (where one alone has them),
                     else nhwc; for CUDA nchw. Tasks differ by layout (`tune`
                     says which it tuned)
+  --precision       fp32 (default) or fp16 (cuda targets): every kernel,
+                    value and weight in float16, each kernel computing in
+                    float32 between its float16 loads and stores; inputs and
+                    outputs stay float32 for `run`. The records used are
+                    those of the float16 tasks (`tune --precision fp16`)
 )";
 
 constexpr const char* kRunHelp =
@@ -300,11 +306,12 @@ absl::StatusOr<v1::ModelPackage> BuildChecked(const frontend::Model& model,
 }  // namespace
 
 int RunBuild(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
-  absl::StatusOr<Flags> parsed = ParseWithOneFile(
-      args,
-      FlagSpec{{"output", "target", "db", "shape", "value", "threads", "layout", "data_movers"},
-               {"untuned", "no_model_check"}},
-      "build");
+  absl::StatusOr<Flags> parsed =
+      ParseWithOneFile(args,
+                       FlagSpec{{"output", "target", "db", "shape", "value", "threads", "layout",
+                                 "data_movers", "precision"},
+                                {"untuned", "no_model_check"}},
+                       "build");
   if (!parsed.ok()) return Fail(err, 2, std::string(parsed.status().message()));
   const Flags& f = *parsed;
   if (f.help()) {
@@ -332,6 +339,9 @@ int RunBuild(const std::vector<std::string>& args, std::ostream& out, std::ostre
   absl::StatusOr<std::optional<bool>> channels_last = ParseLayoutFlag(f.Get("layout", ""));
   if (!channels_last.ok()) return Fail(err, 2, std::string(channels_last.status().message()));
   bo.channels_last = *channels_last;
+  absl::StatusOr<v1::DType> precision = ParsePrecisionFlag(f.Get("precision", ""), *target);
+  if (!precision.ok()) return Fail(err, 2, std::string(precision.status().message()));
+  bo.precision = *precision;
   if (const std::string movers = f.Get("data_movers", "kernels"); movers == "native") {
     bo.rearrange_kernels = false;
   } else if (movers != "kernels") {
@@ -360,7 +370,8 @@ int RunBuild(const std::vector<std::string>& args, std::ostream& out, std::ostre
   std::string layout_line;
   if (!bo.channels_last.has_value() && log != nullptr && !(here && !target->is_gpu())) {
     // Not timed here: the layout the records were tuned in, if only one.
-    absl::StatusOr<std::optional<bool>> tuned = TunedLayout(*model, *target, log.get());
+    absl::StatusOr<std::optional<bool>> tuned =
+        TunedLayout(*model, *target, log.get(), bo.precision);
     if (!tuned.ok()) return Fail(err, 1, std::string(tuned.status().message()));
     if (tuned->has_value()) {
       bo.channels_last = **tuned;
@@ -419,11 +430,13 @@ int RunBuild(const std::vector<std::string>& args, std::ostream& out, std::ostre
   int64_t weights = 0;
   for (const auto& c : pkg->constants()) weights += int64_t(c.f32().size() + 8 * c.i64_size());
   const int tasks = pkg->kernels_size() - movers;
+  const bool half = pkg->precision() == v1::DTYPE_FLOAT16;
   out << absl::StrFormat(
       "%s: %d task kernels (%d tuned, %d default) and %d data movers, %d kernel steps, %d native "
-      "steps (%d of them views); weights %.1f MB, arena %.1f MB; built in %.1f s\n",
+      "steps (%d of them views); weights %.1f MB%s, arena %.1f MB%s; built in %.1f s\n",
       output, tasks, tuned, tasks - tuned, movers, kernel_steps, native_steps, views, weights / 1e6,
-      pkg->arena_bytes() / 1e6,
+      half ? absl::StrFormat(" (%.1f MB float16 on the device)", weights / 2e6) : "",
+      pkg->arena_bytes() / 1e6, half ? " of float16 values" : "",
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   out << layout_line;
   for (const auto& k : pkg->kernels()) {

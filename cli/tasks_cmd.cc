@@ -17,7 +17,8 @@ namespace {
 
 constexpr const char* kHelp =
     R"(usage: tunefarm tasks MODEL.onnx [--target T|host] [--shape NAME=D1xD2x...]...
-                      [--value NAME=V,...]... [--layout nchw|nhwc] [--json|--specs]
+                      [--value NAME=V,...]... [--layout nchw|nhwc] [--precision fp32|fp16]
+                      [--json|--specs]
 
 Imports an ONNX model and prints its tunable workloads (convolutions,
 dense and matmul layers, with the bias, BatchNormalization, activation and
@@ -31,6 +32,8 @@ spec `tunefarm tune --workload` and `compile --workload` take.
   --value   fixes an input to constant values, NAME=V1,V2,... (as build)
   --layout  nhwc or nchw: the tasks of a build in that layout (default:
             the target's, nhwc on CPU targets; `tunefarm build --layout`)
+  --precision  fp16 (cuda targets): the float16 tasks of a build with
+            --precision fp16 (default fp32)
   --json    {"model": ..., "opset": N, "model_flops": F, "tasks": [...]}
   --specs   one line per task, "SPEC xWEIGHT": the task list `tunefarm submit`
             reads (a task the spec syntax cannot say is a "#" line)
@@ -64,7 +67,8 @@ int RunTasks(const std::vector<std::string>& args, std::ostream& out, std::ostre
   bool json = false, specs = false;
   frontend::ImportOptions opts;
   absl::StatusOr<Flags> parsed = ParseFlags(
-      args, FlagSpec{{"target", "shape", "value", "layout"}, {"json", "specs"}}, "tasks");
+      args, FlagSpec{{"target", "shape", "value", "layout", "precision"}, {"json", "specs"}},
+      "tasks");
   if (!parsed.ok()) return Fail(err, 2, std::string(parsed.status().message()));
   if (parsed->help()) {
     out << kHelp;
@@ -87,8 +91,10 @@ int RunTasks(const std::vector<std::string>& args, std::ostream& out, std::ostre
   if (!model.ok()) return Fail(err, 2, std::string(model.status().message()));
   absl::StatusOr<std::optional<bool>> channels_last = ParseLayoutFlag(parsed->Get("layout", ""));
   if (!channels_last.ok()) return Fail(err, 2, std::string(channels_last.status().message()));
+  absl::StatusOr<v1::DType> precision = ParsePrecisionFlag(parsed->Get("precision", ""), *t);
+  if (!precision.ok()) return Fail(err, 2, std::string(precision.status().message()));
   absl::StatusOr<frontend::TaskExtraction> ex =
-      frontend::ExtractTasks(*model, frontend::ExtractOptionsFor(*t, *channels_last));
+      frontend::ExtractTasks(*model, frontend::ExtractOptionsFor(*t, *channels_last, *precision));
   if (!ex.ok()) return Fail(err, 2, std::string(ex.status().message()));
   const double total = std::max(ex->model_flops, 1.0);
   std::vector<absl::StatusOr<std::string>> spec_of;

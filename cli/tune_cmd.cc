@@ -37,7 +37,7 @@ constexpr const char* kHelp =
                      [--early-stop N] [--strategy evolutionary|random] [--threads N] [--batch N] [--seed N]
                      [--flush-cache] [--db FILE] [--load-model FILE] [--save-model FILE]
        tunefarm tune MODEL.onnx [--shape NAME=D1xD2x...]... [--value NAME=V,...]...
-                     [--layout nchw|nhwc] [-o MODEL.tfpkg] [same flags]
+                     [--layout nchw|nhwc] [--precision fp32|fp16] [-o MODEL.tfpkg] [same flags]
 
 Tunes one workload, or every task of a model, on this machine, with no
 server to start: schedules are compiled here, run in a child process,
@@ -75,6 +75,8 @@ built at the end from the database, as `tunefarm build` does.
               package (default for this machine: the layout the database
               has records of for the model, else the one whose untuned
               build runs faster here; `tunefarm build --layout`)
+  --precision fp16 (cuda targets): tune the model's float16 tasks, the ones
+              `tunefarm build --precision fp16` builds (default fp32)
   -o          write the tuned model's package (with a model)
   --load-model  start from the cost model in FILE instead of the database's
   --save-model  also write the final cost model to FILE
@@ -86,12 +88,13 @@ absl::StatusOr<std::vector<search::Task>> ModelTasks(const std::string& path,
                                                      const std::vector<std::string>& shapes,
                                                      const std::vector<std::string>& values,
                                                      const ir::Target& target,
-                                                     std::optional<bool> channels_last) {
+                                                     std::optional<bool> channels_last,
+                                                     v1::DType precision) {
   TF_ASSIGN_OR_RETURN(frontend::ImportOptions io, ImportOverrides(shapes, values));
   TF_ASSIGN_OR_RETURN(frontend::Model model, frontend::ImportOnnxFile(path, io));
   TF_ASSIGN_OR_RETURN(
       frontend::TaskExtraction ex,
-      frontend::ExtractTasks(model, frontend::ExtractOptionsFor(target, channels_last)));
+      frontend::ExtractTasks(model, frontend::ExtractOptionsFor(target, channels_last, precision)));
   if (ex.tasks.empty()) return absl::InvalidArgumentError(absl::StrCat(path, ": no tunable tasks"));
   std::vector<search::Task> tasks;
   for (const frontend::ModelTask& t : ex.tasks) {
@@ -169,7 +172,7 @@ int RunTune(const std::vector<std::string>& args, std::ostream& out, std::ostrea
       ParseFlags(args,
                  FlagSpec{{"workload", "target", "trials", "seconds", "strategy", "threads",
                            "batch", "seed", "db", "save_model", "load_model", "early_stop", "shape",
-                           "value", "output", "layout"},
+                           "value", "output", "layout", "precision"},
                           {"flush_cache"}},
                  "tune");
   if (!parsed.ok()) return Fail(err, 2, std::string(parsed.status().message()));
@@ -248,6 +251,8 @@ int RunTune(const std::vector<std::string>& args, std::ostream& out, std::ostrea
     absl::StatusOr<std::optional<bool>> channels_last = ParseLayoutFlag(parsed->Get("layout", ""));
     if (!channels_last.ok()) return Fail(err, 2, std::string(channels_last.status().message()));
     std::optional<bool> layout = *channels_last;
+    absl::StatusOr<v1::DType> precision = ParsePrecisionFlag(parsed->Get("precision", ""), target);
+    if (!precision.ok()) return Fail(err, 2, std::string(precision.status().message()));
     ir::Target host = codegen::HostTarget();
     host.num_cores = target.num_cores;
     if (!layout.has_value() && !target.is_gpu() && target.ToString() == host.ToString()) {
@@ -258,7 +263,8 @@ int RunTune(const std::vector<std::string>& args, std::ostream& out, std::ostrea
       if (!chosen.ok()) return Fail(err, 1, std::string(chosen.status().message()));
       layout = *chosen;
     }
-    auto model_tasks = ModelTasks(model_path, shapes, parsed->All("value"), target, layout);
+    auto model_tasks =
+        ModelTasks(model_path, shapes, parsed->All("value"), target, layout, *precision);
     if (!model_tasks.ok()) return Fail(err, 1, std::string(model_tasks.status().message()));
     tasks = *std::move(model_tasks);
     // A model's default budget: 32 trials per task, or the wall time alone.
@@ -412,6 +418,7 @@ int RunTune(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   for (const std::string& shape : parsed->All("shape")) build.push_back("--shape=" + shape);
   for (const std::string& value : parsed->All("value")) build.push_back("--value=" + value);
   if (parsed->Has("layout")) build.push_back("--layout=" + parsed->Get("layout", ""));
+  if (parsed->Has("precision")) build.push_back("--precision=" + parsed->Get("precision", ""));
   return RunBuild(build, out, err);
 }
 

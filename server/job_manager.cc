@@ -40,11 +40,23 @@ absl::Status JobManager::ImportModel(v1::JobSpec* spec) const {
   absl::StatusOr<ir::Target> target = ir::Target::Parse(spec->target().spec());
   if (!target.ok())
     return absl::InvalidArgumentError(absl::StrCat("target: ", target.status().message()));
+  const v1::DType precision =
+      spec->precision() == v1::DTYPE_UNSPECIFIED ? v1::DTYPE_FLOAT32 : spec->precision();
+  if (precision != v1::DTYPE_FLOAT32 && precision != v1::DTYPE_FLOAT16) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("precision: ", v1::DType_Name(precision), " is not one (float32 or float16)"));
+  }
+  if (precision == v1::DTYPE_FLOAT16 && !target->is_gpu()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("precision: float16 tasks build for cuda targets only (", target->ToString(),
+                     " is a CPU target)"));
+  }
   absl::StatusOr<frontend::TaskExtraction> ex =
-      frontend::ExtractTasks(*model, frontend::ExtractOptionsFor(*target));
+      frontend::ExtractTasks(*model, frontend::ExtractOptionsFor(*target, std::nullopt, precision));
   if (!ex.ok()) return absl::InvalidArgumentError(absl::StrCat("model: ", ex.status().message()));
   if (ex->tasks.empty())
     return absl::InvalidArgumentError("model: it has no tunable layers (conv, dense, matmul)");
+  spec->clear_precision();  // now in the tasks' dtypes
   for (const frontend::ModelTask& t : ex->tasks) {
     v1::TaskSpec* ts = spec->add_tasks();
     *ts->mutable_workload() = t.workload;

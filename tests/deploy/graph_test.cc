@@ -14,6 +14,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "common/float16.h"
 #include "compiler/codegen/llvm_target.h"
 #include "compiler/codegen/nvrtc_info.h"
 #include "compiler/ir/compute.h"
@@ -25,6 +27,7 @@
 #include "device_agent/runtime/npy.h"
 #include "gtest/gtest.h"
 #include "server/search/space/random_schedule.h"
+#include "tests/deploy/gpu_package_sim.h"
 #include "tests/deploy/ort_runner.h"
 #include "tests/testing/process.h"
 #include "tests/testing/skip.h"
@@ -88,6 +91,12 @@ double RelError(const std::vector<float>& a, const std::vector<double>& ref) {
     scale = std::max(scale, std::fabs(ref[i]));
   }
   return err / scale;
+}
+
+double Largest(const std::vector<double>& v) {
+  double m = 0;
+  for (double x : v) m = std::max(m, std::fabs(x));
+  return m;
 }
 
 // The workload specs of the model's tasks in order, those of `op` only when
@@ -463,6 +472,10 @@ TEST_F(GraphTest, CudaPackagesRunEveryOperatorOnTheGpu) {
     }
     for (const v1::PackageStep& st : pkg->steps())
       EXPECT_TRUE(st.has_kernel() || st.node().view()) << st.node().name();
+    BuildOptions half;
+    half.precision = v1::DTYPE_FLOAT16;
+    absl::StatusOr<v1::ModelPackage> pkg16 = BuildPackage(model, *target, half);
+    ASSERT_TRUE(pkg16.ok()) << pkg16.status();
     absl::StatusOr<std::unique_ptr<GraphRuntime>> rt = GraphRuntime::Load(*pkg, {});
     if (here.empty()) {
       EXPECT_EQ(rt.status().code(), absl::StatusCode::kUnavailable) << rt.status();
@@ -503,8 +516,81 @@ TEST_F(GraphTest, CudaPackagesRunEveryOperatorOnTheGpu) {
       EXPECT_LT(testing::MaxOutputError(out, *theirs, model.outputs), 1e-4)
           << "against ONNX Runtime";
     }
+    // In float16: float16 arena and constants, outputs within the dtype's
+    // model tolerance (or infinite where they leave its range).
+    absl::StatusOr<std::unique_ptr<GraphRuntime>> rt16 = GraphRuntime::Load(*pkg16, {});
+    ASSERT_TRUE(rt16.ok()) << rt16.status();
+    std::map<std::string, std::vector<float>> out16;
+    ran = (*rt16)->Run(in, &out16);
+    ASSERT_TRUE(ran.ok()) << ran;
+    for (const std::string& o : model.outputs) {
+      if (Largest(ref->at(o)) > 65504) {
+        EXPECT_TRUE(absl::c_any_of(out16[o], [](float v) { return std::isinf(v); })) << o;
+      } else {
+        EXPECT_LT(RelError(out16[o], ref->at(o)), kFloat16ModelTolerance) << "float16 output " << o;
+      }
+    }
   }
   if (here.empty()) TF_SKIP("no-gpu") << "CUDA packages built, not run: no GPU here";
+}
+
+// CUDA packages without a GPU: each kernel step's lowered program runs in the
+// SIMT interpreter on the package's own memory plan (views in place), in
+// float32 and in float16 (`--precision fp16`: every task, data mover and
+// value float16, the arena half the bytes, each kernel computing in float32).
+// Outputs against the float64 interpreter: float32 within 1e-4, float16
+// within kFloat16ModelTolerance, or infinite where the model's values leave
+// float16's range.
+TEST_F(GraphTest, CudaPackagesRunInTheSimtInterpreter) {
+  if (!codegen::HaveNvrtc()) TF_SKIP("no-cuda-toolkit") << "this build has no NVRTC";
+  absl::StatusOr<ir::Target> target = ir::Target::Parse("cuda -arch=sm_80");
+  ASSERT_TRUE(target.ok()) << target.status();
+  for (const char* name : {"tiny", "sig_residual", "softmax", "views", "upsample", "dags"}) {
+    SCOPED_TRACE(name);
+    const Model model = Import(name);
+    const Values<float> in = RandomModelInputs(model, 5);
+    absl::StatusOr<Values<double>> ref = InterpretFloat32(model, in);
+    ASSERT_TRUE(ref.ok()) << ref.status();
+    int64_t arena[2] = {0, 0};
+    int values = 0;
+    for (const v1::DType precision : {v1::DTYPE_FLOAT32, v1::DTYPE_FLOAT16}) {
+      SCOPED_TRACE(v1::DType_Name(precision));
+      BuildOptions bo;
+      bo.precision = precision;
+      absl::StatusOr<v1::ModelPackage> pkg = BuildPackage(model, *target, bo);
+      ASSERT_TRUE(pkg.ok()) << pkg.status();
+      const bool half = precision == v1::DTYPE_FLOAT16;
+      EXPECT_EQ(pkg->precision(), half ? v1::DTYPE_FLOAT16 : v1::DTYPE_UNSPECIFIED);
+      for (const v1::PackageKernel& k : pkg->kernels()) {
+        EXPECT_EQ(k.workload().out_dtype(), precision) << k.description();
+        for (const v1::KernelArgument& a : k.signature().args())
+          EXPECT_EQ(a.dtype(), precision) << k.description();
+      }
+      arena[half] = pkg->arena_bytes();
+      values = pkg->values_size();
+      absl::StatusOr<testing::SimulatedPackage> ran = testing::SimulatePackage(*pkg, in);
+      ASSERT_TRUE(ran.ok()) << ran.status();
+      EXPECT_GT(ran->kernel_steps, 0);
+      for (const std::string& o : model.outputs) {
+        const double err = RelError(ran->outputs[o], ref->at(o));
+        if (half && Largest(ref->at(o)) > 65504) {
+          // Past float16's range (dags' x^2 - sqrt|x|): infinities, not
+          // wrong finite numbers.
+          EXPECT_TRUE(absl::c_any_of(ran->outputs[o], [](float v) { return std::isinf(v); }))
+              << "output " << o;
+          continue;
+        }
+        EXPECT_LT(RelError(ran->outputs[o], ref->at(o)), half ? kFloat16ModelTolerance : 1e-4)
+            << "output " << o;
+        if (half) {
+          for (float v : ran->outputs[o]) ASSERT_EQ(v, RoundToFloat16(v)) << "output " << o;
+        }
+      }
+    }
+    // Every value two bytes: the plan is about half (alignment padding aside).
+    EXPECT_LE(arena[1], arena[0] / 2 + 64 * values) << name;
+    EXPECT_LT(arena[1], arena[0]) << name;
+  }
 }
 
 TEST_F(GraphTest, SmallModelsWithOldOpsetFormsMatch) {
@@ -1021,6 +1107,60 @@ TEST_F(GraphTest, CliBuildsAndRunsAModel) {
       dir_->path());
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_TRUE(absl::StrContains(r.err, "--value names 'sr'")) << r.err;
+}
+
+// `--precision fp16`: a cuda package of float16 kernels and values (the
+// build line says so), the float16 tasks from `tasks`; for a CPU target, or
+// another dtype, one line and exit 2. The runtime refuses a float16 package
+// for a CPU target and a kernel whose dtype is not the package's.
+TEST_F(GraphTest, CliBuildsFloat16Packages) {
+  if (!codegen::HaveNvrtc()) TF_SKIP("no-cuda-toolkit") << "this build has no NVRTC";
+  const std::string cli = std::string(TF_BIN_DIR) + "/tunefarm";
+  const std::string model = dir_->File("tiny.onnx"), pkg = dir_->File("tiny16.tfpkg");
+  testing::CommandResult r =
+      testing::RunCommand({cli, "build", model, "-o", pkg, "--untuned", "--target",
+                           "cuda -arch=sm_87", "--precision", "fp16"},
+                          dir_->path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.out, "float16 on the device")) << r.out;
+  absl::StatusOr<v1::ModelPackage> built = GraphRuntime::ReadPackage(pkg);
+  ASSERT_TRUE(built.ok()) << built.status();
+  EXPECT_EQ(built->precision(), v1::DTYPE_FLOAT16);
+  EXPECT_EQ(built->format_version(), runner::kPackageFormatVersion);
+  ASSERT_GT(built->kernels_size(), 0);
+  for (const v1::PackageKernel& k : built->kernels())
+    EXPECT_TRUE(absl::StrContains(k.description(), " fp16 ")) << k.description();
+  r = testing::RunCommand(
+      {cli, "tasks", model, "--target", "cuda -arch=sm_87", "--precision", "fp16", "--specs"},
+      dir_->path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::vector<std::string> lines = absl::StrSplit(r.out, '\n', absl::SkipEmpty());
+  EXPECT_EQ(int(lines.size()), built->kernels_size()) << r.out;
+  for (const std::string& l : lines) EXPECT_TRUE(absl::StrContains(l, "dtype=float16")) << l;
+  for (const std::vector<std::string>& bad :
+       {std::vector<std::string>{"--precision", "fp16"},
+        std::vector<std::string>{"--target", "cuda -arch=sm_87", "--precision", "bf16"},
+        std::vector<std::string>{"--target", "cuda -arch=sm_87", "--precision", "half"}}) {
+    std::vector<std::string> cmd = {cli, "build", model, "-o", pkg, "--untuned"};
+    cmd.insert(cmd.end(), bad.begin(), bad.end());
+    r = testing::RunCommand(cmd, dir_->path());
+    EXPECT_EQ(r.exit_code, 2) << absl::StrJoin(bad, " ");
+    EXPECT_TRUE(absl::StrContains(r.err, "--precision")) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  }
+  v1::ModelPackage cpu = *built;
+  cpu.set_target("llvm -mtriple=x86_64-linux-gnu");
+  absl::StatusOr<std::unique_ptr<GraphRuntime>> rt = GraphRuntime::Load(cpu, {});
+  EXPECT_EQ(rt.status().code(), absl::StatusCode::kUnimplemented) << rt.status();
+  EXPECT_TRUE(absl::StrContains(rt.status().message(), "float16 package runs on cuda targets"))
+      << rt.status();
+  absl::StatusOr<v1::ModelPackage> host = BuildPackage(Import("tiny"), codegen::HostTarget(), {});
+  ASSERT_TRUE(host.ok()) << host.status();
+  host->mutable_kernels(0)->mutable_signature()->mutable_args(0)->set_dtype(v1::DTYPE_FLOAT16);
+  rt = GraphRuntime::Load(*host, {});
+  EXPECT_EQ(rt.status().code(), absl::StatusCode::kInvalidArgument) << rt.status();
+  EXPECT_TRUE(absl::StrContains(rt.status().message(), "the package's values are float32"))
+      << rt.status();
 }
 
 }  // namespace

@@ -124,6 +124,49 @@ TEST_F(ModelJob, SubmitAnOnnxModelAndTuneItsTasks) {
   for (auto* p : {&*agent, &*worker}) ASSERT_TRUE((*p)->Wait(absl::Seconds(20)).ok());
 }
 
+// A model job in float16 (`submit --precision=fp16`): the server makes the
+// float16 tasks `build --precision fp16` builds, for a cuda target (queued
+// for a board that has not registered yet); for a CPU target the CLI and,
+// for a JSON spec that asks anyway, the server refuse it by name.
+TEST_F(ModelJob, Float16ModelJobsGetFloat16Tasks) {
+  ASSERT_NO_FATAL_FAILURE(StartServer());
+  testing::CommandResult r = cli({"submit", dir.File("tiny.onnx"), "--target=llvm",
+                                  "--device_key=x86-test", "--precision=fp16"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(absl::StrContains(r.err, "--precision fp16 needs a cuda target")) << r.err;
+  v1::JobSpec spec;
+  spec.set_onnx_model(testing::ReadFileOrEmpty(dir.File("tiny.onnx")));
+  spec.set_precision(v1::DTYPE_FLOAT16);
+  std::string json;
+  ASSERT_TRUE(google::protobuf::util::MessageToJsonString(spec, &json).ok());
+  testing::WriteFile(dir.File("spec.json"), json);
+  r = cli({"submit", dir.File("spec.json"), "--target=llvm", "--device_key=x86-test",
+           "--wait-for-device"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(absl::StrContains(r.err, "precision: float16 tasks build for cuda targets only"))
+      << r.err;
+
+  r = cli({"submit", dir.File("tiny.onnx"), "--target=cuda -arch=sm_87", "--device_key=orin",
+           "--precision=fp16", "--wait-for-device"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = cli({"job", "1", "--json"});
+  v1::Job job;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(r.out, &job).ok()) << r.out;
+  ASSERT_EQ(job.tasks_size(), 7);
+  for (const v1::Task& t : job.tasks()) {
+    EXPECT_EQ(t.workload().out_dtype(), v1::DTYPE_FLOAT16) << t.workload_key();
+    for (const v1::TensorSpec& in : t.workload().inputs())
+      EXPECT_EQ(in.dtype(), v1::DTYPE_FLOAT16) << t.workload_key();
+  }
+  // The keys `tunefarm tasks --precision fp16` and `build` use.
+  r = RunCommand({BinPath("tunefarm"), "tasks", dir.File("tiny.onnx"), "--target",
+                  "cuda -arch=sm_87", "--precision", "fp16", "--json"},
+                 dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const v1::Task& t : job.tasks())
+    EXPECT_TRUE(absl::StrContains(r.out, t.workload_key())) << t.workload_key();
+  EXPECT_EQ(cli({"cancel", "1"}).exit_code, 0);
+}
 
 // `tunefarm run PKG --device-key K`: the package travels through the server
 // to an agent, runs in the agent's model-runner process and comes back with
