@@ -8,6 +8,8 @@
 //   tunefarm-bench farm [--agents 1,10,100] [--seconds 10] [--trials 96] [--json FILE]
 //   tunefarm-bench models [--seconds 1200 | --trials N] [--threads 1,2] [--repeat 20]
 //                         [--yolo-size 640] [--only NAME] [--db-dir DIR] [--json FILE]
+//   tunefarm-bench gpu-models [--trials N] [--precision fp32,fp16] [--repeat 50] [--only NAME]
+//                             [--model-dir DIR] [--db-dir DIR] [--json FILE]
 //   tunefarm-bench native
 #include <stdlib.h>
 #include <unistd.h>
@@ -24,6 +26,7 @@ int RunSearchBench(const std::vector<std::string>& args);
 int RunFarmBench(const std::vector<std::string>& args);
 int RunModelsBench(const std::vector<std::string>& args);
 int RunNativeBench(const std::vector<std::string>& args);
+int RunGpuModelsBench(const std::vector<std::string>& args);
 }  // namespace tunefarm::bench
 
 int main(int argc, char** argv) {
@@ -48,7 +51,7 @@ int main(int argc, char** argv) {
                                 [](const std::string& a) { return a == "--help" || a == "-h"; });
   if (help || args.empty() ||
       (args[0] != "kernels" && args[0] != "search" && args[0] != "farm" && args[0] != "models" &&
-       args[0] != "native")) {
+       args[0] != "native" && args[0] != "gpu-models")) {
     std::fprintf(
         help ? stdout : stderr,
         "usage: tunefarm-bench kernels [--target host|cuda[ -arch=sm_XX]] [--samples N] "
@@ -63,6 +66,8 @@ int main(int argc, char** argv) {
         "[--json FILE]\n"
         "       tunefarm-bench models [--seconds 1200 | --trials N] [--threads 1,2] "
         "[--repeat 20] [--yolo-size 640] [--only NAME] [--db-dir DIR] [--json FILE]\n"
+        "       tunefarm-bench gpu-models [--trials N] [--precision fp32,fp16] [--repeat 50] "
+        "[--only NAME] [--model-dir DIR] [--db-dir DIR] [--json FILE]\n"
         "       tunefarm-bench native\n");
     return help ? 0 : 2;
   }
@@ -71,5 +76,6 @@ int main(int argc, char** argv) {
   if (args[0] == "native") return tunefarm::bench::RunNativeBench(rest);
   if (args[0] == "farm") return tunefarm::bench::RunFarmBench(rest);
   if (args[0] == "models") return tunefarm::bench::RunModelsBench(rest);
+  if (args[0] == "gpu-models") return tunefarm::bench::RunGpuModelsBench(rest);
   return tunefarm::bench::RunKernelsBench(rest);
 }

@@ -3,6 +3,13 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "common/file_util.h"
+#include "common/status_macros.h"
+#include "common/subprocess.h"
 
 namespace tunefarm::bench {
 
@@ -17,6 +24,43 @@ std::string CacheDir() {
   if (const char* c = getenv("TUNEFARM_CACHE")) return c;
   const char* home = getenv("HOME");
   return std::string(home ? home : "/root") + "/.cache/tunefarm";
+}
+
+absl::Status RunTunefarm(const std::vector<std::string>& args, const std::filesystem::path& log,
+                         absl::Duration limit, std::vector<std::string>* lines) {
+  std::vector<std::string> argv = {SiblingBinary("tunefarm")};
+  argv.insert(argv.end(), args.begin(), args.end());
+  const std::string err_path = log.string() + ".err";
+  std::error_code ec;
+  std::filesystem::remove(err_path, ec);  // the child appends
+  Subprocess::Options o;
+  o.stderr_path = err_path;
+  TF_ASSIGN_OR_RETURN(auto child, Subprocess::Start(argv, o));
+  std::ofstream out(log);
+  const absl::Time deadline = absl::Now() + limit;
+  std::string line;
+  while (true) {
+    const absl::Duration left = deadline - absl::Now();
+    absl::Status s = left > absl::ZeroDuration() ? child->ReadLine(&line, left)
+                                                 : absl::DeadlineExceededError("");
+    if (absl::IsOutOfRange(s)) break;  // the child closed its stdout
+    if (absl::IsDeadlineExceeded(s)) {
+      return absl::DeadlineExceededError(
+          absl::StrCat("tunefarm ", args[0], " ran past ", absl::FormatDuration(limit)));
+    }
+    TF_RETURN_IF_ERROR(s);
+    out << line << "\n";
+    if (lines != nullptr) lines->push_back(line);
+  }
+  TF_ASSIGN_OR_RETURN(int status, child->Wait(absl::Minutes(1)));
+  if (status != 0) {
+    std::string why;
+    for (absl::string_view l : absl::StrSplit(ReadFile(err_path).value_or(""), '\n'))
+      if (!l.empty()) why = std::string(l);
+    return absl::InternalError(
+        absl::StrCat("tunefarm ", args[0], " ", DescribeWaitStatus(status), ": ", why));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace tunefarm::bench

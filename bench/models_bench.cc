@@ -116,46 +116,6 @@ absl::StatusOr<runner::TimeShares> ProfiledShares(
   return runner::SharesOf(pkg, sum);
 }
 
-// Runs `tunefarm ARGS...` (the binary beside this one) to its end within
-// `limit`, writing its stdout to `log` and its stderr to `log`.err; `lines`
-// gets every line it printed. A failure names the last line of its stderr.
-absl::Status RunTunefarm(const std::vector<std::string>& args, const fs::path& log,
-                         absl::Duration limit, std::vector<std::string>* lines) {
-  std::vector<std::string> argv = {SiblingBinary("tunefarm")};
-  argv.insert(argv.end(), args.begin(), args.end());
-  const std::string err_path = log.string() + ".err";
-  std::error_code ec;
-  fs::remove(err_path, ec);  // the child appends
-  Subprocess::Options o;
-  o.stderr_path = err_path;
-  TF_ASSIGN_OR_RETURN(auto child, Subprocess::Start(argv, o));
-  std::ofstream out(log);
-  const absl::Time deadline = absl::Now() + limit;
-  std::string line;
-  while (true) {
-    const absl::Duration left = deadline - absl::Now();
-    absl::Status s = left > absl::ZeroDuration() ? child->ReadLine(&line, left)
-                                                 : absl::DeadlineExceededError("");
-    if (absl::IsOutOfRange(s)) break;  // the child closed its stdout
-    if (absl::IsDeadlineExceeded(s)) {
-      return absl::DeadlineExceededError(
-          absl::StrCat("tunefarm ", args[0], " ran past ", absl::FormatDuration(limit)));
-    }
-    TF_RETURN_IF_ERROR(s);
-    out << line << "\n";
-    if (lines != nullptr) lines->push_back(line);
-  }
-  TF_ASSIGN_OR_RETURN(int status, child->Wait(absl::Minutes(1)));
-  if (status != 0) {
-    std::string why;
-    for (absl::string_view l : absl::StrSplit(ReadFile(err_path).value_or(""), '\n'))
-      if (!l.empty()) why = std::string(l);
-    return absl::InternalError(
-        absl::StrCat("tunefarm ", args[0], " ", DescribeWaitStatus(status), ": ", why));
-  }
-  return absl::OkStatus();
-}
-
 int RunModelsBench(const std::vector<std::string>& args) {
   int trials = 0, repeat = 20, yolo = 640;
   double seconds = 1200;

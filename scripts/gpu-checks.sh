@@ -4,7 +4,10 @@
 #   1. the tests that skip where there is no GPU (ctest label gpu, plus the
 #      GPU cases of tune_cli_test and bench_smoke_test) and the NVRTC tests,
 #      run as binaries so no ctest tree is needed;
-#   2. tunefarm-bench kernels --target cuda, the table for docs/benchmarks.md.
+#   2. tunefarm-bench kernels --target cuda, the table for docs/benchmarks.md;
+#   3. with GPU_MODELS_TRIALS=N set, tunefarm-bench gpu-models --trials N
+#      (tuned CUDA packages of ResNet-18 and MobileNetV2 against untuned and
+#      cuDNN's layer sum; OUT_DIR/gpu-models.json).
 #
 #   usage: scripts/gpu-checks.sh [--tests-only] [BUILD_DIR] [OUT_DIR] [BENCH_ARGS...]
 #
@@ -86,4 +89,10 @@ echo "== tunefarm-bench kernels --target cuda $*" | tee -a "$out/tests.log"
 timeout 480 "$build/bin/tunefarm-bench" kernels --target cuda --json "$out/gpu-kernels.json" "$@" \
   2>&1 | tee "$out/bench.log"
 [ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
+if [ -n "${GPU_MODELS_TRIALS:-}" ]; then
+  echo "== tunefarm-bench gpu-models --trials $GPU_MODELS_TRIALS" | tee -a "$out/tests.log"
+  timeout 1800 "$build/bin/tunefarm-bench" gpu-models --trials "$GPU_MODELS_TRIALS" \
+    --json "$out/gpu-models.json" 2>&1 | tee "$out/gpu-models.log"
+  [ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
+fi
 exit $rc

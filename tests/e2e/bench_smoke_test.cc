@@ -75,6 +75,44 @@ TEST(BenchSmoke, GpuKernelsRunOrSayWhyNot) {
   EXPECT_FALSE(absl::StrContains(text, "\"library_gflops\": null")) << text;
 }
 
+// gpu-models: on a GPU, a row per precision for ResNet-18 with the untuned
+// and tuned latencies and cuDNN's layer sum (checked against the float64
+// interpreter before it is timed); without one, one line saying why, exit 1.
+TEST(BenchSmoke, GpuModelsRunOrSayWhyNot) {
+  testing::TempDir dir;
+  std::string json = dir.File("gpu-models.json");
+  v1::Capabilities caps = agent::DetectCapabilities();
+  absl::Status usable =
+      caps.has_gpu()
+          ? search::GpuLocalMeasurer::Check(*ir::Target::Parse("cuda -arch=" + caps.cuda_archs(0)))
+          : absl::FailedPreconditionError("no GPU on this machine");
+  std::vector<std::string> cmd = {testing::BinPath("tunefarm-bench"),
+                                  "gpu-models",
+                                  "--only",
+                                  "resnet18",
+                                  "--trials",
+                                  "24",
+                                  "--repeat",
+                                  "5",
+                                  "--json",
+                                  json};
+  testing::CommandResult r = testing::RunCommand(cmd, dir.path());
+  if (!usable.ok()) {
+    EXPECT_EQ(r.exit_code, 1) << r.out;
+    EXPECT_TRUE(absl::StrContains(r.err, std::string(usable.message()))) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    if (!caps.has_gpu()) TF_SKIP("no-gpu") << usable;
+    TF_SKIP("gpu-unusable") << usable;
+  }
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  const std::string text = testing::ReadFileOrEmpty(json);
+  for (const char* field : {"\"model\": \"resnet18\", \"precision\": \"fp32\"",
+                            "\"model\": \"resnet18\", \"precision\": \"fp16\"",
+                            "\"library_sum_ms\": ", "\"untuned_over_tuned\": "}) {
+    EXPECT_TRUE(absl::StrContains(text, field)) << field << " missing in\n" << text;
+  }
+}
+
 // The search bench: a row per strategy, budget and seed with the fields the
 // issue names, and with --run-to the same 90% line looked for over the
 // whole runs. A run that got there within the budget got there at the same

@@ -1,0 +1,292 @@
+// tunefarm-bench gpu-models: whole models on this machine's GPU, per
+// precision: the untuned CUDA package (`tunefarm build --untuned --target
+// cuda`) against the tuned one (`tunefarm tune MODEL.onnx --target cuda -o`,
+// a trial budget), timed against each other in paired runs, beside the sum
+// of cuDNN's (convolutions) and cuBLAS's (dense layers) best times for the
+// same layers, each measured alone in this run and counted as often as the
+// model has it. Both packages' outputs are checked against the float64
+// interpreter first (float32 within 1e-4, float16 within
+// kFloat16ModelTolerance of each output's range); a package that differs is
+// reported and not timed. A package's latency is GraphRuntime::Run's: the
+// input copied up, the captured CUDA graph, the outputs copied back; the
+// library sum counts the layers' kernels only (no pooling, no elementwise
+// nodes, no copies), so it is the harder of the two to beat. The models are
+// tests/deploy/make_zoo.py's, written here, or those of --model-dir
+// (resnet18.onnx, mobilenet_v2.onnx: where there is no python3-onnx).
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "bench/bench_util.h"
+#include "bench/cuda_references.h"
+#include "common/float16.h"
+#include "common/status_macros.h"
+#include "common/subprocess.h"
+#include "compiler/frontend/tasks.h"
+#include "compiler/ir/compute.h"
+#include "compiler/ir/reference.h"
+#include "deploy/interpreter.h"
+#include "deploy/package_build.h"
+#include "device_agent/runtime/capabilities.h"
+#include "device_agent/runtime/graph_runtime.h"
+#include "server/search/gpu_local_measurer.h"
+
+namespace tunefarm::bench {
+namespace {
+
+namespace fs = std::filesystem;
+namespace v1 = ::tunefarm::v1;
+using runner::GraphRuntime;
+
+// The largest |ours - reference| of any output, relative to that output's
+// largest |reference|; infinite where a value is not finite or a run fails.
+double WorstError(const v1::ModelPackage& pkg, const frontend::Model& model,
+                  const std::map<std::string, std::vector<float>>& in,
+                  const deploy::Values<double>& ref) {
+  std::map<std::string, std::vector<float>> ours;
+  absl::StatusOr<std::unique_ptr<GraphRuntime>> rt = GraphRuntime::Load(pkg, {});
+  if (!rt.ok() || !(*rt)->Run(in, &ours).ok()) return INFINITY;
+  double worst = 0;
+  for (const std::string& o : model.outputs) {
+    const std::vector<double>& r = ref.at(o);
+    if (ours[o].size() != r.size()) return INFINITY;
+    double err = 0, scale = 1e-6;
+    for (size_t i = 0; i < r.size(); ++i) {
+      const double d = std::fabs(double(ours[o][i]) - r[i]);
+      if (!(d <= err)) err = std::isnan(d) ? INFINITY : d;
+      scale = std::max(scale, std::fabs(r[i]));
+    }
+    worst = std::max(worst, err / scale);
+  }
+  return worst;
+}
+
+// cuDNN's and cuBLAS's best times for the model's convolutions and dense
+// layers (each task without its epilogue, times its weight); `counted`
+// gets how many tasks had a library to time, `flops` their share.
+struct LibrarySum {
+  double seconds = 0;
+  int counted = 0, tasks = 0;
+  double share = 0;  // of the tasks' FLOPs
+};
+absl::StatusOr<LibrarySum> TimeLibraries(const frontend::Model& model, const ir::Target& target,
+                                         v1::DType precision) {
+  TF_ASSIGN_OR_RETURN(
+      frontend::TaskExtraction ex,
+      frontend::ExtractTasks(model, frontend::ExtractOptionsFor(target, std::nullopt, precision)));
+  LibrarySum sum;
+  double counted_flops = 0, all_flops = 0;
+  for (const frontend::ModelTask& t : ex.tasks) {
+    ++sum.tasks;
+    all_flops += t.flops * t.weight;
+    v1::Workload w = t.workload;
+    w.clear_epilogue();
+    if (w.op() != v1::OP_KIND_CONV2D && w.op() != v1::OP_KIND_DENSE && w.op() != v1::OP_KIND_MATMUL)
+      continue;
+    TF_ASSIGN_OR_RETURN(ir::ComputeDAG dag, ir::BuildComputeDAG(w));
+    absl::StatusOr<GpuReferenceRun> run = RunCudaReference(w, ir::RandomInputs(dag, 1));
+    if (absl::IsNotFound(run.status())) continue;
+    if (!run.ok()) return run.status();
+    sum.seconds += run->seconds * t.weight;
+    ++sum.counted;
+    counted_flops += t.flops * t.weight;
+  }
+  sum.share = all_flops > 0 ? counted_flops / all_flops : 0;
+  return sum;
+}
+
+}  // namespace
+
+int RunGpuModelsBench(const std::vector<std::string>& args) {
+  int trials = 0, repeat = 50;
+  std::vector<std::string> precisions = {"fp32", "fp16"};
+  std::string only, json_path, db_dir, model_dir;
+  for (size_t i = 0; i < args.size(); i += 2) {
+    const std::string& k = args[i];
+    const bool has_value = i + 1 < args.size();
+    const std::string v = has_value ? args[i + 1] : "";
+    bool ok = has_value;
+    if (k == "--trials") {
+      ok = ok && absl::SimpleAtoi(v, &trials) && trials > 0;
+    } else if (k == "--repeat") {
+      ok = ok && absl::SimpleAtoi(v, &repeat) && repeat > 0;
+    } else if (k == "--precision") {
+      precisions = absl::StrSplit(v, ',');
+      for (const std::string& p : precisions) ok = ok && (p == "fp32" || p == "fp16");
+    } else if (k == "--only") {
+      only = v;
+    } else if (k == "--json") {
+      json_path = v;
+    } else if (k == "--db-dir") {
+      db_dir = v;
+    } else if (k == "--model-dir") {
+      model_dir = v;
+    } else {
+      std::fprintf(stderr, "tunefarm-bench gpu-models: unknown flag %s\n", k.c_str());
+      return 2;
+    }
+    if (!ok) {
+      std::fprintf(stderr, "tunefarm-bench gpu-models: bad or missing value for %s\n", k.c_str());
+      return 2;
+    }
+  }
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
+  v1::Capabilities caps = agent::DetectCapabilities();
+  if (!caps.has_gpu()) {
+    std::fprintf(stderr, "tunefarm-bench: gpu-models: no GPU on this machine\n");
+    return 1;
+  }
+  const std::string spec = "cuda -arch=" + caps.cuda_archs(0);
+  absl::StatusOr<ir::Target> target = ir::Target::Parse(spec);
+  if (!target.ok()) {
+    std::fprintf(stderr, "tunefarm-bench: gpu-models: %s\n",
+                 std::string(target.status().message()).c_str());
+    return 1;
+  }
+  if (absl::Status s = search::GpuLocalMeasurer::Check(*target); !s.ok()) {
+    std::fprintf(stderr, "tunefarm-bench: gpu-models: %s\n", std::string(s.message()).c_str());
+    return 1;
+  }
+  if (!HaveCudaReferences()) {
+    std::fprintf(stderr, "tunefarm-bench: this build has no cuBLAS/cuDNN to compare with\n");
+    return 1;
+  }
+  const fs::path tmp = fs::temp_directory_path() / absl::StrCat("tf-gpu-models-", getpid());
+  std::error_code ec;
+  fs::create_directories(tmp, ec);
+  const fs::path keep = db_dir.empty() ? tmp : fs::path(db_dir);
+  fs::create_directories(keep, ec);
+  if (model_dir.empty()) {
+    auto child = Subprocess::Start(
+        {"/usr/bin/python3", std::string(TF_SOURCE_DIR) + "/tests/deploy/make_zoo.py", tmp.string(),
+         "--yolo-size", "160"},
+        {false, ""});
+    absl::StatusOr<int> rc = child.ok() ? (*child)->Wait(absl::Minutes(5)) : child.status();
+    if (!rc.ok() || *rc != 0) {
+      std::fprintf(stderr,
+                   "tunefarm-bench: gpu-models: make_zoo.py failed (python3-onnx? --model-dir "
+                   "takes models written elsewhere)\n");
+      fs::remove_all(tmp, ec);
+      return 1;
+    }
+  }
+  std::printf("target: %s   GPU: %s   driver: CUDA %s   tune budget: %s\n",
+              target->ToString().c_str(), caps.gpu_name().c_str(),
+              caps.fingerprint().cuda_driver().c_str(),
+              trials > 0 ? absl::StrCat(trials, " trials").c_str() : "tune's default");
+  std::printf("%-14s %4s %11s %9s %8s %10s %8s %12s %10s  %s\n", "model", "prec", "untuned ms",
+              "tuned ms", "speedup", "lib sum ms", "lib/tun", "lib layers", "max err",
+              "tuned kernels");
+  bool failures = false;
+  std::string rows;
+  for (const char* name : {"resnet18", "mobilenet_v2"}) {
+    if (!only.empty() && std::string(name).find(only) == std::string::npos) continue;
+    const std::string path =
+        ((model_dir.empty() ? tmp : fs::path(model_dir)) / (std::string(name) + ".onnx")).string();
+    if (!model_dir.empty() && !fs::exists(path)) continue;  // not carried
+    absl::StatusOr<frontend::Model> model = frontend::ImportOnnxFile(path);
+    if (!model.ok()) {
+      std::printf("%-14s import failed: %s\n", name, std::string(model.status().message()).c_str());
+      failures = true;
+      continue;
+    }
+    const std::map<std::string, std::vector<float>> in = deploy::RandomModelInputs(*model, 3);
+    deploy::Values<double> in64;
+    for (const auto& [k, v] : in) in64[k].assign(v.begin(), v.end());
+    absl::StatusOr<deploy::Values<double>> ref = deploy::Interpret(*model, in64);
+    if (!ref.ok()) {
+      std::printf("%-14s reference failed: %s\n", name,
+                  std::string(ref.status().message()).c_str());
+      failures = true;
+      continue;
+    }
+    for (const std::string& precision : precisions) {
+      const bool half = precision == "fp16";
+      const std::string base = absl::StrCat(name, "-", precision);
+      const fs::path untuned_path = keep / (base + "-untuned.tfpkg"),
+                     tuned_path = keep / (base + ".tfpkg");
+      std::vector<std::string> build = {"build",    path, "--untuned",
+                                        "--target", spec, "--precision",
+                                        precision,  "-o", untuned_path.string()};
+      std::vector<std::string> tune = {"tune",        path,
+                                       "--target",    spec,
+                                       "--precision", precision,
+                                       "--db",        (keep / (base + ".db")).string(),
+                                       "-o",          tuned_path.string()};
+      if (trials > 0) tune.insert(tune.end(), {"--trials", std::to_string(trials)});
+      absl::Status s = RunTunefarm(build, keep / (base + "-untuned.log"), absl::Hours(1), nullptr);
+      if (s.ok()) s = RunTunefarm(tune, keep / (base + "-tune.log"), absl::Hours(3), nullptr);
+      absl::StatusOr<v1::ModelPackage> untuned =
+          s.ok() ? GraphRuntime::ReadPackage(untuned_path.string()) : s;
+      absl::StatusOr<v1::ModelPackage> tuned =
+          untuned.ok() ? GraphRuntime::ReadPackage(tuned_path.string()) : untuned.status();
+      if (!tuned.ok()) {
+        std::printf("%-14s %4s %s\n", name, precision.c_str(),
+                    std::string(tuned.status().message()).c_str());
+        failures = true;
+        continue;
+      }
+      const double tolerance = half ? kFloat16ModelTolerance : 1e-4;
+      const double err =
+          std::max(WorstError(*untuned, *model, in, *ref), WorstError(*tuned, *model, in, *ref));
+      if (!(err < tolerance)) {
+        std::printf(
+            "%-14s %4s WRONG: max error %.3g of an output's range (tolerance %.3g); "
+            "not timed\n",
+            name, precision.c_str(), err, tolerance);
+        failures = true;
+        continue;
+      }
+      absl::StatusOr<deploy::PairedTiming> t = deploy::TimePaired(*untuned, *tuned, 1, repeat, &in);
+      absl::StatusOr<LibrarySum> lib =
+          TimeLibraries(*model, *target, half ? v1::DTYPE_FLOAT16 : v1::DTYPE_FLOAT32);
+      if (!t.ok() || !lib.ok()) {
+        std::printf("%-14s %4s timing failed: %s\n", name, precision.c_str(),
+                    std::string((t.ok() ? lib.status() : t.status()).message()).c_str());
+        failures = true;
+        continue;
+      }
+      int tuned_kernels = 0;
+      for (const v1::PackageKernel& k : tuned->kernels()) tuned_kernels += k.tuned();
+      std::printf("%-14s %4s %11.3f %9.3f %7.2fx %10.3f %7.2fx %5d of %-4d %10.2g  %d of %d\n",
+                  name, precision.c_str(), t->a_seconds * 1e3, t->b_seconds * 1e3, t->a_over_b,
+                  lib->seconds * 1e3, lib->seconds / t->b_seconds, lib->counted, lib->tasks, err,
+                  tuned_kernels, tuned->kernels_size());
+      absl::StrAppend(
+          &rows, rows.empty() ? "" : ",\n",
+          absl::StrFormat(
+              "  {\"model\": \"%s\", \"precision\": \"%s\", \"untuned_ms\": %.4f, "
+              "\"tuned_ms\": %.4f, \"untuned_over_tuned\": %.3f, \"library_sum_ms\": %.4f, "
+              "\"library_layers\": %d, \"tasks\": %d, \"library_flop_share\": %.3f, "
+              "\"library_over_tuned\": %.3f, \"max_error\": %.3g, \"tuned_kernels\": %d}",
+              name, precision, t->a_seconds * 1e3, t->b_seconds * 1e3, t->a_over_b,
+              lib->seconds * 1e3, lib->counted, lib->tasks, lib->share, lib->seconds / t->b_seconds,
+              err, tuned_kernels));
+    }
+  }
+  std::printf(
+      "speedup: untuned/tuned, median of %d paired runs; lib sum: cuDNN/cuBLAS best per layer, "
+      "layers alone (no epilogue, pooling or copies), times their occurrences; lib/tun above 1: "
+      "the tuned package beats the libraries' layer sum\n",
+      repeat);
+  if (!json_path.empty()) {
+    std::ofstream(json_path) << "{\"target\": \"" << target->ToString() << "\", \"gpu\": \""
+                             << caps.gpu_name() << "\", \"rows\": [\n"
+                             << rows << "\n]}\n";
+  }
+  fs::remove_all(tmp, ec);
+  return failures ? 1 : 0;
+}
+
+}  // namespace tunefarm::bench
