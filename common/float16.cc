@@ -58,4 +58,22 @@ float HalfBitsToFloat(uint16_t h) {
   return f;
 }
 
+uint16_t FloatToBFloat16Bits(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  if ((x & 0x7f800000u) == 0x7f800000u && (x & 0x7fffffu) != 0)
+    return uint16_t((x >> 16) | 0x40u);  // a NaN stays a quiet NaN
+  // Nearest even: add half an ulp of the kept bits, plus one where the kept
+  // part is odd; a carry into the exponent (up to infinity) is right.
+  x += 0x7fffu + ((x >> 16) & 1u);
+  return uint16_t(x >> 16);
+}
+
+float BFloat16BitsToFloat(uint16_t h) {
+  const uint32_t x = uint32_t(h) << 16;
+  float f;
+  std::memcpy(&f, &x, 4);
+  return f;
+}
+
 }  // namespace tunefarm

@@ -1,7 +1,9 @@
-// IEEE binary16 on the host: conversions to and from float, rounding to
-// nearest even as the GPU's cvt.rn.f16.f32 does, with infinities, NaNs and
-// subnormals. Float16 kernels take and return their tensors as floats on the
-// host; these turn them into the bits the device holds and back.
+// The 16-bit float formats on the host: IEEE binary16 (float16) and
+// bfloat16 (float32's top 16 bits), conversions to and from float rounding
+// to nearest even as the GPU's cvt.rn.f16.f32 and cvt.rn.bf16.f32 do, with
+// infinities, NaNs and subnormals. 16-bit kernels take and return their
+// tensors as floats on the host; these turn them into the bits the device
+// holds and back.
 #pragma once
 
 #include <cstdint>
@@ -17,9 +19,36 @@ constexpr double kFloat16Tolerance = 4.0 / 1024;
 // |value|: each layer's input and output rounding compounds.
 constexpr double kFloat16ModelTolerance = 1e-2;
 
+// Likewise for bfloat16 (8 bits of mantissa: an ulp at 1 is 1/128), and
+// for a model run in it.
+constexpr double kBFloat16Tolerance = 4.0 / 128;
+constexpr double kBFloat16ModelTolerance = 6e-2;
+
 uint16_t FloatToHalfBits(float f);
 float HalfBitsToFloat(uint16_t h);
 // The float16 value nearest `f`, as a float.
 inline float RoundToFloat16(float f) { return HalfBitsToFloat(FloatToHalfBits(f)); }
+
+uint16_t FloatToBFloat16Bits(float f);
+float BFloat16BitsToFloat(uint16_t h);
+
+// Which 16-bit format a tensor is held in.
+enum class HalfKind : uint8_t { kFloat16, kBFloat16 };
+inline uint16_t ToHalfBits(float f, HalfKind k) {
+  return k == HalfKind::kBFloat16 ? FloatToBFloat16Bits(f) : FloatToHalfBits(f);
+}
+inline float FromHalfBits(uint16_t h, HalfKind k) {
+  return k == HalfKind::kBFloat16 ? BFloat16BitsToFloat(h) : HalfBitsToFloat(h);
+}
+// The value of format `k` nearest `f`, as a float.
+inline float RoundToHalf(float f, HalfKind k) { return FromHalfBits(ToHalfBits(f, k), k); }
+inline double HalfTolerance(HalfKind k) {
+  return k == HalfKind::kBFloat16 ? kBFloat16Tolerance : kFloat16Tolerance;
+}
+inline double HalfModelTolerance(HalfKind k) {
+  return k == HalfKind::kBFloat16 ? kBFloat16ModelTolerance : kFloat16ModelTolerance;
+}
+// A quiet NaN of format `k` (what an unwritten output holds).
+inline uint16_t HalfQuietNaN(HalfKind k) { return k == HalfKind::kBFloat16 ? 0x7fc0 : 0x7e00; }
 
 }  // namespace tunefarm

@@ -39,8 +39,9 @@ absl::Status CheckSignature(const v1::KernelSignature& signature, int64_t max_el
     auto bad = [&](const std::string& why) {
       return absl::InvalidArgumentError(absl::StrCat("kernel argument ", i, ": ", why));
     };
-    if (a.dtype() != v1::DTYPE_FLOAT32 && a.dtype() != v1::DTYPE_FLOAT16)
-      return bad("only float32 and float16 arguments are supported");
+    if (a.dtype() != v1::DTYPE_FLOAT32 && a.dtype() != v1::DTYPE_FLOAT16 &&
+        a.dtype() != v1::DTYPE_BFLOAT16)
+      return bad("only float32, float16 and bfloat16 arguments are supported");
     if (a.shape_size() == 0 || a.shape_size() > 8) return bad("rank must be 1 to 8");
     int64_t n = 1;
     for (int64_t e : a.shape()) {
@@ -108,10 +109,10 @@ std::vector<float> PackArgument(const v1::KernelArgument& arg, const std::vector
 std::vector<float> RandomInput(const v1::KernelSignature& signature, int index, uint64_t seed) {
   std::vector<float> v(size_t(LogicalElements(signature.args(index))));
   FillUniform(seed, uint64_t(index), v.data(), int64_t(v.size()));
-  if (signature.args(index).dtype() == v1::DTYPE_FLOAT16) {
-    // The values a float16 tensor can hold, still never zero.
+  if (std::optional<HalfKind> k = HalfKindOf(signature.args(index).dtype())) {
+    // The values a 16-bit tensor can hold, still never zero.
     for (float& x : v) {
-      x = RoundToFloat16(x);
+      x = RoundToHalf(x, *k);
       if (x == 0.0f) x = 0.5f;
     }
   }

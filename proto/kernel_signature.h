@@ -5,9 +5,11 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "common/float16.h"
 #include "tunefarm/v1/workload.pb.h"
 
 namespace tunefarm {
@@ -24,13 +26,20 @@ int64_t KernelElements(const v1::KernelArgument& arg);
 // elements; otherwise INVALID_ARGUMENT naming the argument.
 absl::Status CheckSignature(const v1::KernelSignature& signature, int64_t max_elements);
 
+// The 16-bit format of `dtype` (float16, bfloat16); nullopt for float32.
+inline std::optional<HalfKind> HalfKindOf(v1::DType dtype) {
+  if (dtype == v1::DTYPE_FLOAT16) return HalfKind::kFloat16;
+  if (dtype == v1::DTYPE_BFLOAT16) return HalfKind::kBFloat16;
+  return std::nullopt;
+}
+
 // `logical` (row-major, LogicalElements values) in the layout the kernel
 // reads: a copy where the argument is not packed.
 std::vector<float> PackArgument(const v1::KernelArgument& arg, const std::vector<float>& logical);
 
 // The random inputs of a kernel (every argument but the last), logical
-// layouts, from FillUniform(seed, argument index); a float16 argument's
-// values rounded to float16 (a zero made 0.5).
+// layouts, from FillUniform(seed, argument index); a float16 or bfloat16
+// argument's values rounded to its dtype (a zero made 0.5).
 std::vector<std::vector<float>> RandomInputs(const v1::KernelSignature& signature, uint64_t seed);
 // Input `index` of RandomInputs alone.
 std::vector<float> RandomInput(const v1::KernelSignature& signature, int index, uint64_t seed);

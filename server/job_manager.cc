@@ -42,14 +42,15 @@ absl::Status JobManager::ImportModel(v1::JobSpec* spec) const {
     return absl::InvalidArgumentError(absl::StrCat("target: ", target.status().message()));
   const v1::DType precision =
       spec->precision() == v1::DTYPE_UNSPECIFIED ? v1::DTYPE_FLOAT32 : spec->precision();
-  if (precision != v1::DTYPE_FLOAT32 && precision != v1::DTYPE_FLOAT16) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("precision: ", v1::DType_Name(precision), " is not one (float32 or float16)"));
+  if (precision != v1::DTYPE_FLOAT32 && precision != v1::DTYPE_FLOAT16 &&
+      precision != v1::DTYPE_BFLOAT16) {
+    return absl::InvalidArgumentError(absl::StrCat("precision: ", v1::DType_Name(precision),
+                                                   " is not one (float32, float16 or bfloat16)"));
   }
-  if (precision == v1::DTYPE_FLOAT16 && !target->is_gpu()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("precision: float16 tasks build for cuda targets only (", target->ToString(),
-                     " is a CPU target)"));
+  if (precision != v1::DTYPE_FLOAT32 && !target->is_gpu()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "precision: ", precision == v1::DTYPE_FLOAT16 ? "float16" : "bfloat16",
+        " tasks build for cuda targets only (", target->ToString(), " is a CPU target)"));
   }
   absl::StatusOr<frontend::TaskExtraction> ex =
       frontend::ExtractTasks(*model, frontend::ExtractOptionsFor(*target, std::nullopt, precision));
@@ -110,13 +111,23 @@ absl::StatusOr<int64_t> JobManager::Submit(v1::JobSpec spec, const std::string& 
     if (t->is_gpu()) {
       TF_RETURN_IF_ERROR(CheckCudaBuilders(*t, devices));
       TF_RETURN_IF_ERROR(CheckCudaAgents(*t, spec.device_key(), devices, "SubmitJob"));
+      for (int i = 0; i < spec.tasks_size() && t->sm < 80; ++i) {
+        const v1::Workload& w = spec.tasks(i).workload();
+        if (w.inputs_size() > 0 && w.inputs(0).dtype() == v1::DTYPE_BFLOAT16) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("SubmitJob: task ", i, " is bfloat16, which needs sm_80 or newer (",
+                           t->arch(), " has no bfloat16 conversions)"));
+        }
+      }
     } else {
       for (int i = 0; i < spec.tasks_size(); ++i) {
         const v1::Workload& w = spec.tasks(i).workload();
-        if (w.inputs_size() > 0 && w.inputs(0).dtype() == v1::DTYPE_FLOAT16) {
+        const v1::DType d = w.inputs_size() > 0 ? w.inputs(0).dtype() : v1::DTYPE_FLOAT32;
+        if (d == v1::DTYPE_FLOAT16 || d == v1::DTYPE_BFLOAT16) {
+          const std::string name = d == v1::DTYPE_FLOAT16 ? "float16" : "bfloat16";
           return absl::InvalidArgumentError(absl::StrCat(
-              "SubmitJob: task ", i, " is float16; float16 kernels build for cuda targets only (",
-              spec.target().spec(), " is a CPU target)"));
+              "SubmitJob: task ", i, " is ", name, "; ", name,
+              " kernels build for cuda targets only (", spec.target().spec(), " is a CPU target)"));
         }
       }
       TF_RETURN_IF_ERROR(CheckCpuBuilders(*t, devices));

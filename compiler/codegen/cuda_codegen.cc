@@ -41,12 +41,14 @@ __device__ __forceinline__ tf_idx tf_floormod(tf_idx a, tf_idx b) {
 }
 )";
 
-// Float16 tensors are held as their 16 bits; values are converted at each
+// 16-bit tensors are held as their 16 bits; values are converted at each
 // load and store (round to nearest even), so no header is needed.
 constexpr const char* kHalfPrelude = R"(struct __align__(16) tf_v16 {
   unsigned x, y, z, w;
 };
-__device__ __forceinline__ float tf_h2f(unsigned short h) {
+)";
+constexpr const char* kFloat16Prelude =
+    R"(__device__ __forceinline__ float tf_h2f(unsigned short h) {
   float f;
   asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
   return f;
@@ -54,6 +56,18 @@ __device__ __forceinline__ float tf_h2f(unsigned short h) {
 __device__ __forceinline__ unsigned short tf_f2h(float f) {
   unsigned short h;
   asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+  return h;
+}
+)";
+// bfloat16 is float32's top half: widening is a shift (sm_80 and newer
+// round with cvt.rn.bf16.f32).
+constexpr const char* kBFloat16Prelude =
+    R"(__device__ __forceinline__ float tf_h2f(unsigned short h) {
+  return __uint_as_float((unsigned)h << 16);
+}
+__device__ __forceinline__ unsigned short tf_f2h(float f) {
+  unsigned short h;
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(f));
   return h;
 }
 )";
@@ -527,6 +541,10 @@ absl::StatusOr<GpuProgram> EmitCuda(const ir::ComputeDAG& dag, const ir::Stmt& p
   if (!target.is_gpu()) {
     return absl::InvalidArgumentError("EmitCuda needs a cuda target, got " + target.ToString());
   }
+  if (ir::HasFloat16(dag) && dag.half == HalfKind::kBFloat16 && target.sm < 80) {
+    return absl::UnimplementedError(StrCat("bfloat16 kernels need sm_80 or newer (", target.arch(),
+                                           " has no bfloat16 conversions)"));
+  }
   TF_ASSIGN_OR_RETURN(ir::GpuLaunchPlan plan, ir::PlanGpuLaunches(dag, program, target));
   GpuProgram out;
   std::set<int> global(dag.args.begin(), dag.args.end());
@@ -547,8 +565,19 @@ absl::StatusOr<GpuProgram> EmitCuda(const ir::ComputeDAG& dag, const ir::Stmt& p
   std::string prelude = kPrelude;
   const char* index_t = largest < (int64_t{1} << 31) ? "int" : "long long";
   prelude.replace(prelude.find("TF_INDEX_T"), strlen("TF_INDEX_T"), index_t);
-  if (ir::HasFloat16(dag)) prelude += kHalfPrelude;
-  if (kernels.find("tf_mma_m16n8k16") != std::string::npos) prelude += kMmaPrelude;
+  const bool bf16 = dag.half == HalfKind::kBFloat16;
+  if (ir::HasFloat16(dag)) {
+    prelude += kHalfPrelude;
+    prelude += bf16 ? kBFloat16Prelude : kFloat16Prelude;
+  }
+  if (kernels.find("tf_mma_m16n8k16") != std::string::npos) {
+    // The product's operand type: .f16 or .bf16 (the same fragment layouts).
+    std::string mma = kMmaPrelude;
+    for (size_t at = mma.find(".f32.f16.f16.f32"); bf16 && at != std::string::npos;
+         at = mma.find(".f32.f16.f16.f32", at))
+      mma.replace(at, strlen(".f32.f16.f16.f32"), ".f32.bf16.bf16.f32");
+    prelude += mma;
+  }
   out.source = prelude + "\n" + kernels;
   return out;
 }

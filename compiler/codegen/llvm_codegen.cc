@@ -951,7 +951,7 @@ absl::StatusOr<CpuArtifact> CompileCpu(const ir::ComputeDAG& dag, const ir::Stmt
   if (target.is_gpu()) return absl::InvalidArgumentError("CompileCpu needs an llvm target");
   if (ir::HasFloat16(dag)) {
     return absl::UnimplementedError(
-        "float16 kernels build for cuda targets only (CPU kernels are float32)");
+        "float16 and bfloat16 kernels build for cuda targets only (CPU kernels are float32)");
   }
   InitLLVMTargets();
   auto t0 = std::chrono::steady_clock::now();

@@ -476,6 +476,11 @@ absl::StatusOr<GpuArtifact> CompileCudaWithLlvm(const ir::ComputeDAG& dag, const
     return absl::InvalidArgumentError(absl::StrCat("LLVM's NVPTX back end here does not build ",
                                                    target.arch(), " (it builds sm_50..sm_90)"));
   }
+  if (ir::HasFloat16(dag) && dag.half == HalfKind::kBFloat16) {
+    return absl::UnimplementedError(
+        "bfloat16 kernels are built through NVRTC only (sm_80 and newer); the NVPTX route holds "
+        "float16 and float32");
+  }
   if (HasMma(program)) {
     return absl::UnimplementedError(
         "tensor-core kernels build through NVRTC (sm_80 and newer), not LLVM's NVPTX route");

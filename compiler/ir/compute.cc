@@ -874,7 +874,9 @@ namespace {
 v1::KernelArgument ArgumentOf(const ComputeDAG& dag, int tensor) {
   const TensorDecl& t = dag.tensors[size_t(tensor)];
   v1::KernelArgument a;
-  a.set_dtype(t.float16 ? v1::DTYPE_FLOAT16 : v1::DTYPE_FLOAT32);
+  a.set_dtype(!t.float16                        ? v1::DTYPE_FLOAT32
+              : dag.half == HalfKind::kBFloat16 ? v1::DTYPE_BFLOAT16
+                                                : v1::DTYPE_FLOAT16);
   a.set_tensor(tensor);
   if (t.packed_from < 0) {
     for (int64_t e : t.shape) a.add_shape(e);
@@ -931,8 +933,9 @@ absl::StatusOr<ComputeDAG> BuildComputeDAG(const v1::Workload& workload) {
   if (!cw.ok()) return cw.status();
   TF_ASSIGN_OR_RETURN(const v1::DType dtype, WorkloadDType(cw->workload));
   TF_ASSIGN_OR_RETURN(ComputeDAG dag, BuildFloatDAG(cw->workload));
-  if (dtype == v1::DTYPE_FLOAT16) {
+  if (dtype == v1::DTYPE_FLOAT16 || dtype == v1::DTYPE_BFLOAT16) {
     for (int t : dag.args) dag.tensors[size_t(t)].float16 = true;
+    dag.half = dtype == v1::DTYPE_BFLOAT16 ? HalfKind::kBFloat16 : HalfKind::kFloat16;
   }
   return dag;
 }

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/float16.h"
 #include "compiler/ir/expr.h"
 #include "tunefarm/v1/workload.pb.h"
 
@@ -37,10 +38,11 @@ struct TensorDecl {
   // that is itself computed at another (staging a reduction's operand per
   // reduction step).
   bool cache_copy = false;
-  // Held in memory as IEEE binary16: its values are still `type` (float32)
-  // in every expression; a store rounds to nearest even, a load widens.
-  // Kernel arguments of a float16 workload and their shared-memory copies;
-  // CUDA targets only.
+  // Held in memory in 16 bits (ComputeDAG::half: IEEE binary16 or
+  // bfloat16): its values are still `type` (float32) in every expression; a
+  // store rounds to nearest even, a load widens. Kernel arguments of a
+  // float16 or bfloat16 workload and their shared-memory copies; CUDA
+  // targets only.
   bool float16 = false;
   std::vector<int64_t> pack_block;
   std::vector<int> pack_inner;
@@ -72,6 +74,9 @@ struct ComputeDAG {
   std::vector<Stage> stages;  // topological order
   std::vector<int> args;      // kernel arguments: inputs in order, then the output
   int output = -1;            // tensor id
+  // The format of every tensor held in 16 bits (TensorDecl::float16): a
+  // workload has one dtype.
+  HalfKind half = HalfKind::kFloat16;
 
   std::vector<std::string> TensorNames() const;
   int64_t NumElements(int tensor) const;
@@ -104,15 +109,15 @@ std::vector<float> PackConstant(const ComputeDAG& dag, int packed,
 std::vector<std::pair<size_t, std::vector<float>>> PackedArguments(
     const ComputeDAG& scheduled, const std::vector<std::vector<float>>& inputs);
 
-// Bytes per element of `t` in memory (2 for float16, else 4).
+// Bytes per element of `t` in memory (2 for float16 and bfloat16, else 4).
 int64_t ElementBytes(const TensorDecl& t);
-// Whether any tensor of `dag` is held as float16.
+// Whether any tensor of `dag` is held in 16 bits (float16 or bfloat16).
 bool HasFloat16(const ComputeDAG& dag);
 
 // The compute DAG of a canonical workload (see Canonicalize in workload.h).
-// A float16 workload (every input, map input and the output float16; mixed
-// dtypes are refused) computes in float32 and holds its arguments as
-// float16.
+// A float16 or bfloat16 workload (every input, map input and the output of
+// that dtype; mixed dtypes are refused) computes in float32 and holds its
+// arguments in 16 bits.
 absl::StatusOr<ComputeDAG> BuildComputeDAG(const ::tunefarm::v1::Workload& canonical);
 
 // Readable listing of the stages, one line each.

@@ -84,8 +84,9 @@ absl::Status CanonicalizeMap(v1::Epilogue* e, const std::vector<int64_t>& output
     v1::TensorSpec* t = e->mutable_map_inputs(i);
     const std::string name = StrCat(where, " map input ", i);
     if (t->dtype() == v1::DTYPE_UNSPECIFIED) t->set_dtype(dtype);
-    if (t->dtype() != v1::DTYPE_FLOAT32 && t->dtype() != v1::DTYPE_FLOAT16)
-      return InvalidArgumentError(StrCat(name, ": not float32 or float16"));
+    if (t->dtype() != v1::DTYPE_FLOAT32 && t->dtype() != v1::DTYPE_FLOAT16 &&
+        t->dtype() != v1::DTYPE_BFLOAT16)
+      return InvalidArgumentError(StrCat(name, ": not float32, float16 or bfloat16"));
     std::vector<int64_t> s(t->shape().begin(), t->shape().end());
     for (int64_t d : s) {
       if (d <= 0) return InvalidArgumentError(StrCat(name, " has dimension ", d));

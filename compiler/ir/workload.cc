@@ -460,9 +460,10 @@ std::string OpName(v1::OpKind op) {
 absl::StatusOr<v1::DType> WorkloadDType(const v1::Workload& w) {
   const v1::DType want = w.inputs(0).dtype();
   auto check = [&](v1::DType d, const std::string& what) -> absl::Status {
-    if (d != v1::DTYPE_FLOAT32 && d != v1::DTYPE_FLOAT16) {
-      return absl::UnimplementedError(StrCat(what, " has dtype ", v1::DType_Name(d),
-                                             ", not supported (float32 and float16 are)"));
+    if (d != v1::DTYPE_FLOAT32 && d != v1::DTYPE_FLOAT16 && d != v1::DTYPE_BFLOAT16) {
+      return absl::UnimplementedError(
+          StrCat(what, " has dtype ", v1::DType_Name(d),
+                 ", not supported (float32, float16 and bfloat16 are)"));
     }
     if (d != want) {
       return absl::UnimplementedError(StrCat(what, " is ", v1::DType_Name(d), " and inputs[0] ",

@@ -165,7 +165,7 @@ class Parser {
       size_t vat = pos_;
       std::string value = key == "dtype" ? Ident() : Number();
       if (value.empty()) {
-        return Error(vat, key == "dtype" ? "expected a dtype (float32 or float16)"
+        return Error(vat, key == "dtype" ? "expected a dtype (float32, float16 or bfloat16)"
                                          : absl::StrCat("expected a number for ", key));
       }
       if (out->count(key)) return Error(at, absl::StrCat(key, " is given twice"));
@@ -353,8 +353,9 @@ std::string WorkloadSpecHelp() {
                   "  or a number) inside that input, else F (0); with linear=1 (one input) a\n"
                   "  linear resize: (MUL*oD+ADD)/DIV is a real coordinate, interpolated\n"
                   "  between its floor and the next index, both clamped into the input\n"
-                  "every op but rearrange also takes dtype=float16 (every tensor float16,\n"
-                  "  float32 arithmetic; cuda targets only)\n");
+                  "every op but rearrange also takes dtype=float16 or dtype=bfloat16 (every\n"
+                  "  tensor of that dtype, float32 arithmetic; cuda targets only, bfloat16 on\n"
+                  "  sm_80 and newer)\n");
   absl::StrAppend(&out,
                   "epilogues: +bias +relu +relu6 +clip(min=A,max=B) +leaky_relu(alpha=A) "
                   "+sigmoid +silu +hardswish +residual\n"
@@ -393,9 +394,11 @@ absl::StatusOr<v1::Workload> ParseWorkloadSpec(const std::string& spec) {
     if (key == "dtype") {  // every op takes it
       if (val.first == "float16" || val.first == "fp16") {
         dtype = v1::DTYPE_FLOAT16;
+      } else if (val.first == "bfloat16" || val.first == "bf16") {
+        dtype = v1::DTYPE_BFLOAT16;
       } else if (val.first != "float32" && val.first != "fp32") {
-        return p.Error(val.second,
-                       absl::StrCat("dtype must be float32 or float16, got '", val.first, "'"));
+        return p.Error(val.second, absl::StrCat("dtype must be float32, float16 or bfloat16, got '",
+                                                val.first, "'"));
       }
       continue;
     }
@@ -825,7 +828,7 @@ absl::StatusOr<std::string> FormatWorkloadSpec(const v1::Workload& workload) {
   absl::StatusOr<CanonicalWorkload> want = Canonicalize(workload);
   if (!want.ok()) return want.status();
   const v1::Workload& w = want->workload;
-  // One dtype for every tensor: float32, or float16 (dtype=float16).
+  // One dtype for every tensor: float32, or float16 or bfloat16 (dtype=...).
   absl::StatusOr<v1::DType> dtype_or = WorkloadDType(w);
   if (!dtype_or.ok()) return NoSpec(std::string(dtype_or.status().message()));
   const v1::DType dtype = *dtype_or;
@@ -862,10 +865,11 @@ absl::StatusOr<std::string> FormatWorkloadSpec(const v1::Workload& workload) {
       return NoSpec(absl::StrCat("op ", v1::OpKind_Name(w.op())));
   }
   if (!spec.ok()) return spec;
-  if (dtype == v1::DTYPE_FLOAT16) {
+  if (dtype == v1::DTYPE_FLOAT16 || dtype == v1::DTYPE_BFLOAT16) {
+    const bool bf = dtype == v1::DTYPE_BFLOAT16;
     if (w.op() == v1::OP_KIND_REARRANGE || spec->empty() || spec->back() != ')')
-      return NoSpec("a float16 rearrange");
-    spec->insert(spec->size() - 1, ",dtype=float16");
+      return NoSpec(bf ? "a bfloat16 rearrange" : "a float16 rearrange");
+    spec->insert(spec->size() - 1, bf ? ",dtype=bfloat16" : ",dtype=float16");
   }
   for (const v1::Epilogue& e : w.epilogue()) {
     absl::StatusOr<std::string> ep = EpilogueSpec(e);

@@ -188,6 +188,7 @@ absl::StatusOr<std::unique_ptr<GpuSession>> GpuSession::Open(
   };
   s->output_index_ = inputs.size();
   s->half_output_ = is_half(s->output_index_);
+  s->half_ = plan.half;
   std::vector<int64_t> bytes;
   for (size_t i = 0; i < inputs.size(); ++i)
     bytes.push_back(inputs[i].second * (is_half(i) ? 2 : 4));
@@ -203,14 +204,14 @@ absl::StatusOr<std::unique_ptr<GpuSession>> GpuSession::Open(
     std::vector<uint16_t> half;
     if (is_half(i)) {
       half.resize(size_t(count));
-      for (int64_t j = 0; j < count; ++j) half[size_t(j)] = FloatToHalfBits(data[j]);
+      for (int64_t j = 0; j < count; ++j) half[size_t(j)] = ToHalfBits(data[j], plan.half);
     }
     const void* up = is_half(i) ? static_cast<const void*>(half.data()) : data;
     TF_RETURN_IF_ERROR(
         d.Check(d.cuMemcpyHtoD(s->buffers_[i], up, size_t(bytes[i])), "copy to the device"));
   }
   if (s->half_output_) {
-    const std::vector<uint16_t> nans(size_t(n_out), 0x7e00);  // float16 quiet NaN
+    const std::vector<uint16_t> nans(size_t(n_out), HalfQuietNaN(plan.half));
     TF_RETURN_IF_ERROR(
         d.Check(d.cuMemcpyHtoD(s->buffers_[s->output_index_], nans.data(), size_t(n_out) * 2),
                 "output fill"));
@@ -293,7 +294,7 @@ absl::Status GpuSession::ReadOutput(float* out) const {
   TF_RETURN_IF_ERROR(
       d_.Check(d_.cuMemcpyDtoH(half.data(), buffers_[output_index_], size_t(n_out_) * 2),
                "copy from the device"));
-  for (int64_t i = 0; i < n_out_; ++i) out[i] = HalfBitsToFloat(half[size_t(i)]);
+  for (int64_t i = 0; i < n_out_; ++i) out[i] = FromHalfBits(half[size_t(i)], half_);
   return absl::OkStatus();
 }
 

@@ -137,8 +137,10 @@ class GpuSession {
   // is an error naming the kernel's launch and CUDA's reason.
   absl::Status Run();
   absl::Status ReadOutput(float* out) const;
-  // Whether the output is held as float16 (ReadOutput widens it).
+  // Whether the output is held in 16 bits (ReadOutput widens it), and in
+  // which format.
   bool half_output() const { return half_output_; }
+  HalfKind half() const { return half_; }
   // Seconds per run of the whole plan: `runs` back-to-back runs between two
   // events, or with `flush_l2` each run alone between its own events after
   // a write over twice the L2 cache (not timed), averaged.
@@ -159,7 +161,8 @@ class GpuSession {
   std::vector<std::vector<void*>> params_;                    // per kernel, pointers into values_
   int64_t n_out_ = 0;
   size_t output_index_ = 0;
-  bool half_output_ = false;  // the output is held as float16
+  bool half_output_ = false;  // the output is held in 16 bits
+  HalfKind half_ = HalfKind::kFloat16;
   std::vector<GpuPlan::Kernel> kernels_;
   CudaDriver::CUdeviceptr flush_ = 0;
   size_t flush_bytes_ = 0;

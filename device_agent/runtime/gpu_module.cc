@@ -3,6 +3,7 @@
 #include <map>
 
 #include "absl/strings/str_cat.h"
+#include "proto/kernel_signature.h"
 
 namespace tunefarm::runner {
 
@@ -16,7 +17,12 @@ absl::StatusOr<GpuPlan> PlanFromModule(const v1::GpuModule& module,
   std::map<int, int> buffer_of;  // tensor id -> buffer index
   for (int i = 0; i < signature.args_size(); ++i) {
     buffer_of[signature.args(i).tensor()] = i;
-    if (signature.args(i).dtype() == v1::DTYPE_FLOAT16) plan.float16_buffers.push_back(i);
+    if (std::optional<HalfKind> k = HalfKindOf(signature.args(i).dtype())) {
+      if (!plan.float16_buffers.empty() && *k != plan.half)
+        return absl::InvalidArgumentError("kernel arguments of two 16-bit formats");
+      plan.half = *k;
+      plan.float16_buffers.push_back(i);
+    }
   }
   for (const v1::GpuModule::Workspace& w : module.workspace()) {
     buffer_of.emplace(w.tensor(), n_inputs + 1 + int(plan.workspace_bytes.size()));

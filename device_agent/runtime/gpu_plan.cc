@@ -15,6 +15,7 @@ struct PlanHeader {
   int32_t n_kernels;
   int32_t n_workspace;
   int32_t n_float16;
+  int32_t bfloat16;  // 1: the float16 buffers hold bfloat16
   int64_t image_bytes;
 };
 
@@ -43,8 +44,12 @@ absl::StatusOr<std::string> EncodeGpuPlan(const GpuPlan& plan) {
     return absl::InvalidArgumentError(
         absl::StrCat("a GPU plan has at most ", kMaxGpuParams, " float16 buffers"));
   }
-  PlanHeader h{kPlanMagic, int32_t(plan.kernels.size()), int32_t(plan.workspace_bytes.size()),
-               int32_t(plan.float16_buffers.size()), int64_t(plan.image.size())};
+  PlanHeader h{kPlanMagic,
+               int32_t(plan.kernels.size()),
+               int32_t(plan.workspace_bytes.size()),
+               int32_t(plan.float16_buffers.size()),
+               plan.half == HalfKind::kBFloat16 ? 1 : 0,
+               int64_t(plan.image.size())};
   Put(&out, h);
   for (const GpuPlan::Kernel& k : plan.kernels) {
     if (k.name.empty() || k.name.size() > size_t(kMaxGpuKernelName) ||
@@ -77,6 +82,7 @@ absl::StatusOr<GpuPlan> DecodeGpuPlan(const char* data, size_t size, int64_t n_a
   if (h.n_kernels < 1 || h.n_kernels > kMaxGpuKernels) return bad("kernel count out of range");
   if (h.n_workspace < 0 || h.n_workspace > 1024) return bad("workspace count out of range");
   if (h.n_float16 < 0 || h.n_float16 > kMaxGpuParams) return bad("float16 count out of range");
+  if (h.bfloat16 != 0 && h.bfloat16 != 1) return bad("16-bit format out of range");
   const size_t fixed = sizeof(h) + size_t(h.n_kernels) * sizeof(KernelRecord) +
                        size_t(h.n_workspace) * sizeof(int64_t) +
                        size_t(h.n_float16) * sizeof(int32_t);
@@ -85,6 +91,7 @@ absl::StatusOr<GpuPlan> DecodeGpuPlan(const char* data, size_t size, int64_t n_a
   }
   const int64_t n_buffers = n_args + 1 + h.n_workspace;
   GpuPlan plan;
+  plan.half = h.bfloat16 == 1 ? HalfKind::kBFloat16 : HalfKind::kFloat16;
   const char* p = data + sizeof(h);
   for (int k = 0; k < h.n_kernels; ++k, p += sizeof(KernelRecord)) {
     KernelRecord r;

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/float16.h"
 
 namespace tunefarm::runner {
 
@@ -28,10 +29,11 @@ struct GpuPlan {
   std::string image;  // cubin (ELF) or PTX text
   std::vector<Kernel> kernels;
   std::vector<int64_t> workspace_bytes;
-  // Argument buffers (inputs and the output, 0..n_args) the kernels hold as
-  // float16: the runner converts them from floats at upload and back at
-  // download.
+  // Argument buffers (inputs and the output, 0..n_args) the kernels hold in
+  // 16 bits, all in the format `half` (float16 or bfloat16): the runner
+  // converts them from floats at upload and back at download.
   std::vector<int> float16_buffers;
+  HalfKind half = HalfKind::kFloat16;
 };
 
 // Limits of the flat form (a plan past them is refused when encoded).

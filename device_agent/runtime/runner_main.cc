@@ -246,10 +246,11 @@ int RunGpu(const wire::RunRequestHeader& h, const char* plan_bytes, std::vector<
     return Report(rep, nullptr, 0);
   }
   rep.status = wire::RunStatus::kOk;
-  // A float16 output is checked within its dtype's rounding.
-  CheckOutput(out.data(), h.n_out, reference,
-              s.half_output() ? std::max(h.tolerance, tunefarm::kFloat16Tolerance) : h.tolerance,
-              rep);
+  // A 16-bit output is checked within its dtype's rounding.
+  CheckOutput(
+      out.data(), h.n_out, reference,
+      s.half_output() ? std::max(h.tolerance, tunefarm::HalfTolerance(s.half())) : h.tolerance,
+      rep);
   if (rep.status == wire::RunStatus::kOk) {
     // Warm-up: runs until warmup_ms has passed (clocks ramp up); the last
     // one sizes the timing.

@@ -73,5 +73,50 @@ TEST(Float16, RoundsAsTheHardwareDoes) {
   EXPECT_TRUE(std::isnan(RoundToFloat16(std::nanf(""))));
 }
 
+// bfloat16 against rounding worked out in double: each finite float lies
+// between two bfloat16 values (its top 16 bits, and the next), and goes to
+// the nearer, ties to the even one. Every bfloat16 value round-trips.
+TEST(BFloat16, EveryValueRoundTripsAndFloatsRoundToNearestEven) {
+  for (uint32_t h = 0; h < 65536; ++h) {
+    const float f = BFloat16BitsToFloat(uint16_t(h));
+    uint32_t x;
+    std::memcpy(&x, &f, 4);
+    ASSERT_EQ(x, h << 16);
+    if (std::isnan(f)) {
+      EXPECT_TRUE(std::isnan(BFloat16BitsToFloat(FloatToBFloat16Bits(f)))) << h;
+      continue;
+    }
+    ASSERT_EQ(FloatToBFloat16Bits(f), h) << h;
+  }
+  std::mt19937 rng(17);
+  int checked = 0;
+  auto check = [&](float f) {
+    uint32_t x;
+    std::memcpy(&x, &f, 4);
+    if (std::isnan(f) || std::isinf(f)) return;
+    const uint16_t lo = uint16_t(x >> 16), hi = uint16_t(lo + 1);
+    const double dl = std::fabs(double(f) - BFloat16BitsToFloat(lo));
+    const double dh = std::fabs(double(BFloat16BitsToFloat(hi)) - double(f));
+    const uint16_t want = dl < dh ? lo : dh < dl ? hi : (lo & 1u) ? hi : lo;
+    ASSERT_EQ(FloatToBFloat16Bits(f), want) << std::hexfloat << f;
+    ++checked;
+  };
+  for (int i = 0; i < 200000; ++i) check(FromBits(rng()));
+  for (uint32_t h = 0; h < 0x7f80; h += 7) {  // the midpoints and their neighbours
+    const float mid = FromBits((h << 16) | 0x8000u);
+    for (float f : {mid, std::nextafter(mid, 0.0f), std::nextafter(mid, 1e30f)}) {
+      check(f);
+      check(-f);
+    }
+  }
+  EXPECT_GT(checked, 200000);
+  EXPECT_EQ(FloatToBFloat16Bits(FromBits(0x7f7fffffu)), 0x7f80);  // the largest float: infinity
+  EXPECT_EQ(RoundToHalf(1.0f + 1.0f / 512, HalfKind::kBFloat16), 1.0f);  // below half an ulp
+  EXPECT_EQ(RoundToHalf(1.0f + 3.0f / 256, HalfKind::kBFloat16), 1.0f + 1.0f / 64);  // tie: even
+  EXPECT_TRUE(std::isnan(RoundToHalf(std::nanf(""), HalfKind::kBFloat16)));
+  EXPECT_TRUE(std::isnan(BFloat16BitsToFloat(HalfQuietNaN(HalfKind::kBFloat16))));
+  EXPECT_TRUE(std::isnan(HalfBitsToFloat(HalfQuietNaN(HalfKind::kFloat16))));
+}
+
 }  // namespace
 }  // namespace tunefarm

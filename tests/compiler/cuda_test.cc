@@ -93,13 +93,13 @@ absl::StatusOr<Simulated> Simulate(const ir::ComputeDAG& dag, const ir::Trace& s
   TF_ASSIGN_OR_RETURN(std::vector<float> got,
                       testing::SimulateGpu(st.dag(), program, target, args, &out.stats));
   if (got.size() != ref.size()) return absl::InternalError("output size");
-  // A float16 output within its dtype's rounding (the runner's tolerance).
+  // A 16-bit output within its dtype's rounding (the runner's tolerance).
   const bool half = dag.tensors[size_t(dag.output)].float16;
   for (size_t i = 0; i < ref.size(); ++i) {
-    if (half && got[i] != RoundToFloat16(got[i]))
-      return absl::InternalError(absl::StrCat("output ", i, " = ", got[i], " is not a float16"));
+    if (half && got[i] != RoundToHalf(got[i], dag.half))
+      return absl::InternalError(absl::StrCat("output ", i, " = ", got[i], " is not 16-bit"));
     double err = std::abs(got[i] - ref[i]) / std::max(1.0, std::abs(ref[i]));
-    if (!(err <= (half ? kFloat16Tolerance : 1e-4))) {
+    if (!(err <= (half ? HalfTolerance(dag.half) : 1e-4))) {
       return absl::InternalError(absl::StrCat("output ", i, " is ", got[i], ", reference ",
                                               ref[i]));
     }
@@ -308,6 +308,42 @@ TEST(GpuTensorCore, SchedulesMatchReferenceInTheSimulator) {
   }
   EXPECT_EQ(checked, 66);
   EXPECT_GE(async, 6);
+}
+
+// bfloat16: the same kernels with bfloat16 storage (SIMT schedules, and
+// tensor-core ones on the mma's bfloat16 form), outputs bfloat16 values
+// within 4 bfloat16 ulps of the float64 reference on bfloat16 inputs.
+TEST(GpuBFloat16, SchedulesMatchReferenceInTheSimulator) {
+  const ir::Target target = Cuda("cuda -arch=sm_80");
+  std::mt19937_64 rng(1680);
+  int checked = 0, mma = 0;
+  for (const std::string spec :
+       {"conv2d_nchw(N=2,C=7,H=9,W=11,K=10,R=3,S=3,pad=1,dtype=bfloat16)+bias+relu",
+        "dense(M=5,N=31,K=40,dtype=bfloat16)+bias", "softmax(A=3,N=37,dtype=bf16)",
+        "add(N=1,C=3,H=5,W=11,dtype=bfloat16)+sigmoid", "matmul(M=40,N=36,K=50,dtype=bfloat16)",
+        "conv2d_nchw(N=2,C=8,H=9,W=9,K=16,R=3,S=3,pad=1,dtype=bfloat16)+bias+relu"}) {
+    ir::ComputeDAG dag = Dag(spec);
+    ASSERT_TRUE(ir::HasFloat16(dag)) << spec;
+    ASSERT_EQ(dag.half, HalfKind::kBFloat16) << spec;
+    EXPECT_EQ(ir::SignatureOf(dag).args(0).dtype(), v1::DTYPE_BFLOAT16);
+    const bool tc = ir::CheckTensorCoreSketch(dag, target).ok();
+    for (int i = 0; i < 4; ++i) {
+      absl::StatusOr<ir::Trace> sched =
+          tc && i >= 2 ? ir::TensorCoreSchedule(dag, target,
+                                                i == 2 ? ir::DefaultTensorCoreTiling(dag, target)
+                                                       : RandomTensorCoreTiling(dag, target, rng))
+          : i == 0 ? ir::DefaultSchedule(dag, target)
+                       : search::space::RandomGpuSchedule(dag, target, rng);
+      ASSERT_TRUE(sched.ok()) << spec << ": " << sched.status();
+      mma += sched->sketch_id == ir::kGpuTensorCoreSketchId;
+      auto r = Simulate(dag, *sched, target, 700 + i);
+      ASSERT_TRUE(r.ok()) << spec << " schedule " << ir::ToProto(*sched).ShortDebugString() << ": "
+                          << r.status();
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, 24);
+  EXPECT_GE(mma, 4);
 }
 
 // A lane layout mistake is caught: the accumulators written back with the
@@ -717,6 +753,56 @@ TEST(NvptxRoute, Float16PtxForXavierCompiles) {
     const std::string cmd = ptxas + " -arch=sm_75 " + ptx + " -o " + cubin + " 2>&1";
     ASSERT_EQ(std::system(cmd.c_str()), 0) << spec << "\n" << a->ptx;
   }
+}
+
+// bfloat16 builds for sm_80 and newer through NVRTC: cvt.rn.bf16.f32
+// stores, the mma's bfloat16 form; sm_75 and the NVPTX route (Xavier) are
+// refused by name.
+TEST_F(NvrtcTest, BFloat16BuildsCompileForSm80AndNewer) {
+  int built = 0;
+  for (const char* arch : {"sm_80", "sm_90"}) {
+    ir::Target target = Cuda(std::string("cuda -arch=") + arch);
+    for (const std::string spec :
+         {"conv2d_nchw(N=1,C=7,H=9,W=11,K=10,R=3,S=3,pad=1,dtype=bfloat16)+bias+relu",
+          "matmul(M=256,N=256,K=256,dtype=bfloat16)"}) {
+      ir::ComputeDAG dag = Dag(spec);
+      for (bool tc : {false, true}) {
+        if (tc && !ir::CheckTensorCoreSketch(dag, target).ok()) continue;
+        absl::StatusOr<ir::Trace> sched =
+            tc ? ir::TensorCoreSchedule(dag, target, ir::DefaultTensorCoreTiling(dag, target))
+               : absl::StatusOr<ir::Trace>(ir::DefaultSchedule(dag, target));
+        ASSERT_TRUE(sched.ok()) << sched.status();
+        codegen::CudaCompileOptions opts;
+        opts.ptx = true;
+        auto a = Build(dag, *sched, target, opts);
+        ASSERT_TRUE(a.ok()) << arch << " " << spec << ": " << a.status();
+        EXPECT_TRUE(absl::StrContains(a->ptx, "cvt.rn.bf16.f32")) << a->ptx;
+        EXPECT_FALSE(absl::StrContains(a->ptx, "cvt.rn.f16.f32")) << a->ptx;
+        if (tc) {
+          EXPECT_TRUE(
+              absl::StrContains(a->ptx, "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"))
+              << a->program.source;
+        }
+        ASSERT_TRUE(codegen::ReadCubin(a->cubin).ok());
+        ++built;
+      }
+    }
+  }
+  EXPECT_EQ(built, 8);
+  ir::ComputeDAG dag = Dag("matmul(M=64,N=48,K=40,dtype=bfloat16)");
+  const ir::Target turing = Cuda("cuda -arch=sm_75");
+  auto old = Build(dag, ir::DefaultSchedule(dag, turing), turing, {});
+  ASSERT_FALSE(old.ok());
+  EXPECT_TRUE(absl::StrContains(old.status().message(), "bfloat16 kernels need sm_80 or newer"))
+      << old.status();
+  const ir::Target xavier = Cuda("cuda -arch=sm_72");
+  auto st = ir::ScheduleState::Replay(dag, ir::DefaultSchedule(dag, xavier), xavier);
+  ASSERT_TRUE(st.ok()) << st.status();
+  auto llvm = codegen::CompileCudaWithLlvm(st->dag(), ir::Lower(*st), xavier);
+  ASSERT_FALSE(llvm.ok());
+  EXPECT_TRUE(
+      absl::StrContains(llvm.status().message(), "bfloat16 kernels are built through NVRTC"))
+      << llvm.status();
 }
 
 // What the launch planner refuses, the LLVM route refuses the same way;

@@ -139,7 +139,8 @@ class BlockSim {
           if (!mask[t]) continue;
           TF_ASSIGN_OR_RETURN(double v, EvalFloat(s->value, t));
           TF_ASSIGN_OR_RETURN(float* p, Address(s->tensor, s->indices, t, /*write=*/true));
-          *p = dag_.tensors[size_t(s->tensor)].float16 ? RoundToFloat16(float(v)) : float(v);
+          *p =
+              dag_.tensors[size_t(s->tensor)].float16 ? RoundToHalf(float(v), dag_.half) : float(v);
         }
         return absl::OkStatus();
     }
@@ -242,8 +243,8 @@ class BlockSim {
               StrCat("shared-memory race on ", dag_.tensors[tensor].name, "[", flat, "]: thread ",
                      t, " copies into it with no barrier after another thread"));
         }
-        const float f =
-            dag_.tensors[size_t(tensor)].float16 ? RoundToFloat16(float(value)) : float(value);
+        const float f = dag_.tensors[size_t(tensor)].float16 ? RoundToHalf(float(value), dag_.half)
+                                                             : float(value);
         open_[size_t(t)].push_back({tensor, flat, f});
       }
     }
@@ -544,7 +545,7 @@ absl::StatusOr<std::vector<float>> SimulateGpu(const ir::ComputeDAG& dag, const 
     if (int64_t(args[i].size()) != dag.NumElements(dag.args[i]))
       return absl::InvalidArgumentError(StrCat("argument ", i, " has the wrong size"));
     if (dag.tensors[size_t(dag.args[i])].float16) {  // as the runner uploads them
-      for (float& x : args[i]) x = RoundToFloat16(x);
+      for (float& x : args[i]) x = RoundToHalf(x, dag.half);
     }
     global[dag.args[i]] = std::move(args[i]);
   }

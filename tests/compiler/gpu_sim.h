@@ -7,7 +7,7 @@
 // GPU is forgiving: a read or write outside a buffer, a barrier some thread
 // of the block does not reach, or a shared-memory element that one thread
 // writes and another reads (or writes) with no barrier between them is an
-// error, not a wrong number. Float16 tensors hold float16 values: the
+// error, not a wrong number. 16-bit tensors hold values of their format: the
 // arguments are rounded on entry, every store rounds. It checks our IR, not
 // NVRTC's code: the cubin itself is only checked on a GPU.
 #pragma once

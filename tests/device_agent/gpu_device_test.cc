@@ -164,7 +164,10 @@ TEST_F(GpuDevice, Float16AndTensorCoreSchedulesMatchTheReference) {
   const char* specs[] = {"dense(M=64,N=96,K=128,dtype=float16)+bias+relu",
                          "matmul(M=100,N=72,K=50,transpose_a=1,dtype=float16)",
                          "batch_matmul(B=2,M=64,N=40,K=48,transpose_b=1,dtype=float16)",
-                         "conv2d_nchw(N=1,C=16,H=14,W=14,K=32,R=3,S=3,pad=1,dtype=float16)"};
+                         "conv2d_nchw(N=1,C=16,H=14,W=14,K=32,R=3,S=3,pad=1,dtype=float16)",
+                         // bfloat16 builds on sm_80 and newer only.
+                         "matmul(M=100,N=72,K=50,dtype=bfloat16)",
+                         "conv2d_nchw(N=1,C=16,H=14,W=14,K=32,R=3,S=3,pad=1,dtype=bfloat16)+bias"};
   ir::Target t = *ir::Target::Parse(target_spec_);
   std::mt19937_64 rng(16);
   int measured = 0, built = 0, tensor_core = 0;
@@ -185,7 +188,7 @@ TEST_F(GpuDevice, Float16AndTensorCoreSchedulesMatchTheReference) {
       measured += r.status() == v1::MEASURE_STATUS_OK;
     }
   }
-  std::printf("GPU: %d of %d built float16 schedules (%d tensor-core) measured correct on %s\n",
+  std::printf("GPU: %d of %d built 16-bit schedules (%d tensor-core) measured correct on %s\n",
               measured, built, tensor_core, caps_.gpu_name().c_str());
   EXPECT_GE(built, 30);
   EXPECT_EQ(measured, built);

@@ -94,6 +94,15 @@ TEST(GpuPlan, RoundTripsAndRefusesDamage) {
       runner::DecodeGpuPlan(half_bytes->data(), half_bytes->size(), 2);
   ASSERT_TRUE(half_back.ok()) << half_back.status();
   EXPECT_EQ(half_back->float16_buffers, half.float16_buffers);
+  EXPECT_EQ(half_back->half, HalfKind::kFloat16);
+  half.half = HalfKind::kBFloat16;  // the buffers' format travels too
+  absl::StatusOr<std::string> bf_bytes = runner::EncodeGpuPlan(half);
+  ASSERT_TRUE(bf_bytes.ok()) << bf_bytes.status();
+  absl::StatusOr<runner::GpuPlan> bf_back =
+      runner::DecodeGpuPlan(bf_bytes->data(), bf_bytes->size(), 2);
+  ASSERT_TRUE(bf_back.ok()) << bf_back.status();
+  EXPECT_EQ(bf_back->half, HalfKind::kBFloat16);
+  half.half = HalfKind::kFloat16;
   EXPECT_EQ(half_back->image, plan.image);
   EXPECT_TRUE(back->float16_buffers.empty());
   // Damage there: refused, or float16 buffers that are argument buffers.
@@ -205,7 +214,8 @@ TEST(GpuPlan, Float16ArgumentsAreNamedForTheRunner) {
   *req.mutable_schedule() = ir::ToProto(ir::DefaultSchedule(*dag, *cpu));
   req.set_kind(v1::ARTIFACT_KIND_SHARED_OBJECT);
   v1::BuildResult refused = worker::Build(req);
-  EXPECT_TRUE(absl::StrContains(refused.error(), "float16 kernels build for cuda targets only"))
+  EXPECT_TRUE(absl::StrContains(refused.error(),
+                                "float16 and bfloat16 kernels build for cuda targets only"))
       << refused.error();
 }
 

@@ -109,8 +109,10 @@ TEST(CheckSignature, RefusesWhatCannotBeRunNamingTheArgument) {
   v1::KernelSignature t = s;
   t.mutable_args(1)->set_dtype(v1::DTYPE_FLOAT16);
   EXPECT_TRUE(CheckSignature(t, int64_t{1} << 28).ok());
+  t.mutable_args(1)->set_dtype(v1::DTYPE_BFLOAT16);
+  EXPECT_TRUE(CheckSignature(t, int64_t{1} << 28).ok());
   t.mutable_args(1)->set_dtype(v1::DTYPE_INT8);
-  refused(t, "kernel argument 1: only float32 and float16");
+  refused(t, "kernel argument 1: only float32, float16 and bfloat16");
   t = s;
   t.mutable_args(0)->set_shape(1, 0);
   refused(t, "kernel argument 0: bad or too large shape");

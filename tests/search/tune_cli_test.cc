@@ -487,7 +487,8 @@ TEST(CompileCli, Float16AndTensorCoreDecisions) {
                           dir.path());
   EXPECT_EQ(r.exit_code, 1) << r.out;
   EXPECT_TRUE(absl::StartsWith(r.err, "tunefarm: error: ")) << r.err;
-  EXPECT_TRUE(absl::StrContains(r.err, "float16 kernels build for cuda targets only")) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.err, "float16 and bfloat16 kernels build for cuda targets only"))
+      << r.err;
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
 }
 

@@ -187,6 +187,21 @@ TEST_F(ServiceTest, JobLifecycleAndWatch) {
       s.error_message().find("task 1 is float16; float16 kernels build for cuda targets only"),
       std::string::npos)
       << s.error_message();
+  // bfloat16: likewise, and for a cuda arch before sm_80.
+  for (v1::TensorSpec& t :
+       *half.mutable_spec()->mutable_tasks(1)->mutable_workload()->mutable_inputs())
+    t.set_dtype(v1::DTYPE_BFLOAT16);
+  s = tuning_->SubmitJob(Ctx().get(), half, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("task 1 is bfloat16; bfloat16 kernels build for cuda targets"),
+            std::string::npos)
+      << s.error_message();
+  half.mutable_spec()->mutable_target()->set_spec("cuda -arch=sm_75");
+  s = tuning_->SubmitJob(Ctx().get(), half, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("task 1 is bfloat16, which needs sm_80 or newer (sm_75"),
+            std::string::npos)
+      << s.error_message();
 }
 
 TEST_F(ServiceTest, OversizedRequestIsRefusedAndStoresNothing) {

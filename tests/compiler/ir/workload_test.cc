@@ -521,7 +521,8 @@ TEST(WorkloadSpec, Float16WorkloadsReadBackAndBuild) {
             "matmul(M=8,N=8,K=8)");
   absl::StatusOr<v1::Workload> int8 = ParseWorkloadSpec("matmul(M=8,N=8,K=8,dtype=int8)");
   ASSERT_FALSE(int8.ok());
-  EXPECT_TRUE(absl::StrContains(int8.status().message(), "dtype must be float32 or float16"))
+  EXPECT_TRUE(
+      absl::StrContains(int8.status().message(), "dtype must be float32, float16 or bfloat16"))
       << int8.status();
   v1::Workload mixed = *ParseWorkloadSpec("matmul(M=8,N=8,K=8,dtype=float16)");
   mixed.mutable_inputs(1)->set_dtype(v1::DTYPE_FLOAT32);
@@ -529,12 +530,22 @@ TEST(WorkloadSpec, Float16WorkloadsReadBackAndBuild) {
   ASSERT_FALSE(refused.ok());
   EXPECT_TRUE(absl::StrContains(refused.status().message(), "mixed dtypes")) << refused.status();
   EXPECT_FALSE(FormatWorkloadSpec(mixed).ok());
-  v1::Workload bf16 = *ParseWorkloadSpec("matmul(M=8,N=8,K=8)");
-  for (v1::TensorSpec& t : *bf16.mutable_inputs()) t.set_dtype(v1::DTYPE_BFLOAT16);
-  bf16.set_out_dtype(v1::DTYPE_BFLOAT16);
-  refused = BuildComputeDAG(bf16);
+  // bfloat16 likewise (dtype=bfloat16 or bf16), held in 16 bits of its own format.
+  v1::Workload bf16 = *ParseWorkloadSpec("matmul(M=8,N=8,K=8,dtype=bf16)");
+  EXPECT_EQ(bf16.inputs(1).dtype(), v1::DTYPE_BFLOAT16);
+  EXPECT_EQ(*FormatWorkloadSpec(bf16), "matmul(M=8,N=8,K=8,dtype=bfloat16)");
+  absl::StatusOr<ComputeDAG> bdag = BuildComputeDAG(bf16);
+  ASSERT_TRUE(bdag.ok()) << bdag.status();
+  EXPECT_EQ(bdag->half, HalfKind::kBFloat16);
+  EXPECT_EQ(SignatureOf(*bdag).args(2).dtype(), v1::DTYPE_BFLOAT16);
+  EXPECT_EQ(BuildComputeDAG(*ParseWorkloadSpec("matmul(M=8,N=8,K=8,dtype=float16)"))->half,
+            HalfKind::kFloat16);
+  v1::Workload ints = *ParseWorkloadSpec("matmul(M=8,N=8,K=8)");
+  for (v1::TensorSpec& t : *ints.mutable_inputs()) t.set_dtype(v1::DTYPE_INT8);
+  ints.set_out_dtype(v1::DTYPE_INT8);
+  refused = BuildComputeDAG(ints);
   ASSERT_FALSE(refused.ok());
-  EXPECT_TRUE(absl::StrContains(refused.status().message(), "DTYPE_BFLOAT16")) << refused.status();
+  EXPECT_TRUE(absl::StrContains(refused.status().message(), "DTYPE_INT8")) << refused.status();
 }
 
 // A stage big enough to be split across threads (about 6.3 million body
