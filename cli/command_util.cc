@@ -103,17 +103,21 @@ absl::StatusOr<std::optional<bool>> ParseLayoutFlag(const std::string& value) {
 
 absl::StatusOr<v1::DType> ParsePrecisionFlag(const std::string& value, const ir::Target& target) {
   if (value.empty() || value == "fp32") return v1::DTYPE_FLOAT32;
-  if (value != "fp16") {
+  if (value != "fp16" && value != "bf16") {
     return absl::InvalidArgumentError(
-        absl::StrCat("--precision is fp32 or fp16, not '", value, "'",
-                     value == "bf16" ? " (bfloat16 kernels are not built yet)" : ""));
+        absl::StrCat("--precision is fp32, fp16 or bf16, not '", value, "'"));
   }
   if (!target.is_gpu()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--precision fp16 needs a cuda target (float16 kernels run on GPUs), not ",
-                     target.ToString()));
+    return absl::InvalidArgumentError(absl::StrCat("--precision ", value,
+                                                   " needs a cuda target (16-bit kernels run on "
+                                                   "GPUs), not ",
+                                                   target.ToString()));
   }
-  return v1::DTYPE_FLOAT16;
+  if (value == "bf16" && target.sm < 80) {
+    return absl::InvalidArgumentError(absl::StrCat("--precision bf16 needs sm_80 or newer (",
+                                                   target.arch(), " has no bfloat16)"));
+  }
+  return value == "bf16" ? v1::DTYPE_BFLOAT16 : v1::DTYPE_FLOAT16;
 }
 
 std::string Printable(const std::string& text) {

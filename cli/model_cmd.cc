@@ -36,7 +36,7 @@ constexpr const char* kBuildHelp =
     R"(usage: tunefarm build MODEL.onnx -o MODEL.tfpkg [--target T|host] [--db FILE]
                       [--shape NAME=D1xD2x...]... [--value NAME=V,...]...
                       [--untuned] [--threads N] [--layout nchw|nhwc] [--data-movers kernels|native]
-                      [--precision fp32|fp16]
+                      [--precision fp32|fp16|bf16]
 
 Builds a whole model for one target: every task is compiled with its best
 record in the log database (--db, default tunefarm.db) for the target, or
@@ -75,11 +75,12 @@ statically planned arena. The package runs with `tunefarm run`.
                     the database has records of (where one alone has them),
                     else nhwc; for CUDA nchw. Tasks differ by layout (`tune`
                     says which it tuned)
-  --precision       fp32 (default) or fp16 (cuda targets): every kernel,
-                    value and weight in float16, each kernel computing in
-                    float32 between its float16 loads and stores; inputs and
-                    outputs stay float32 for `run`. The records used are
-                    those of the float16 tasks (`tune --precision fp16`)
+  --precision       fp32 (default), fp16 or bf16 (cuda targets; bf16 on
+                    sm_80 and newer): every kernel, value and weight in
+                    float16 or bfloat16, each kernel computing in float32
+                    between its 16-bit loads and stores; inputs and outputs
+                    stay float32 for `run`. The records used are those of
+                    the 16-bit tasks (`tune --precision fp16`)
 )";
 
 constexpr const char* kRunHelp =
@@ -430,13 +431,14 @@ int RunBuild(const std::vector<std::string>& args, std::ostream& out, std::ostre
   int64_t weights = 0;
   for (const auto& c : pkg->constants()) weights += int64_t(c.f32().size() + 8 * c.i64_size());
   const int tasks = pkg->kernels_size() - movers;
-  const bool half = pkg->precision() == v1::DTYPE_FLOAT16;
+  const bool half = pkg->precision() == v1::DTYPE_FLOAT16 || pkg->precision() == v1::DTYPE_BFLOAT16;
+  const char* dtype = pkg->precision() == v1::DTYPE_FLOAT16 ? "float16" : "bfloat16";
   out << absl::StrFormat(
       "%s: %d task kernels (%d tuned, %d default) and %d data movers, %d kernel steps, %d native "
       "steps (%d of them views); weights %.1f MB%s, arena %.1f MB%s; built in %.1f s\n",
       output, tasks, tuned, tasks - tuned, movers, kernel_steps, native_steps, views, weights / 1e6,
-      half ? absl::StrFormat(" (%.1f MB float16 on the device)", weights / 2e6) : "",
-      pkg->arena_bytes() / 1e6, half ? " of float16 values" : "",
+      half ? absl::StrFormat(" (%.1f MB %s on the device)", weights / 2e6, dtype) : "",
+      pkg->arena_bytes() / 1e6, half ? absl::StrCat(" of ", dtype, " values") : "",
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   out << layout_line;
   for (const auto& k : pkg->kernels()) {

@@ -1064,14 +1064,21 @@ absl::Status NoGpuKernel(const std::set<std::string>& ops) {
 absl::StatusOr<v1::ModelPackage> BuildPackage(const Model& model, const ir::Target& target,
                                               const BuildOptions& options) {
   if (!target.is_gpu()) TF_RETURN_IF_ERROR(codegen::CheckLLVMTarget(target));
-  const bool float16 = options.precision == v1::DTYPE_FLOAT16;
-  if (options.precision != v1::DTYPE_FLOAT32 && !float16) {
+  // 16 bits: float16 or bfloat16 (sm_80 and newer).
+  const bool half =
+      options.precision == v1::DTYPE_FLOAT16 || options.precision == v1::DTYPE_BFLOAT16;
+  if (options.precision != v1::DTYPE_FLOAT32 && !half) {
     return absl::UnimplementedError(StrCat("precision ", v1::DType_Name(options.precision),
-                                           ": packages are float32 or float16"));
+                                           ": packages are float32, float16 or bfloat16"));
   }
-  if (float16 && !target.is_gpu()) {
+  const char* dtype = options.precision == v1::DTYPE_FLOAT16 ? "float16" : "bfloat16";
+  if (half && !target.is_gpu()) {
     return absl::UnimplementedError(
-        StrCat("float16 packages run on cuda targets; ", target.ToString(), " is not one"));
+        StrCat(dtype, " packages run on cuda targets; ", target.ToString(), " is not one"));
+  }
+  if (options.precision == v1::DTYPE_BFLOAT16 && target.sm < 80) {
+    return absl::UnimplementedError(
+        StrCat("bfloat16 packages need sm_80 or newer; ", target.arch(), " has no bfloat16"));
   }
   TF_ASSIGN_OR_RETURN(TaskExtraction ex,
                       ExtractTasks(model, frontend::ExtractOptionsFor(target, options.channels_last,
@@ -1085,7 +1092,7 @@ absl::StatusOr<v1::ModelPackage> BuildPackage(const Model& model, const ir::Targ
   pkg.set_layout("NCHW");
   pkg.set_built_by(StrCat("tunefarm ", TUNEFARM_VERSION, " LLVM ", codegen::LLVMVersion()));
   pkg.set_threads(options.threads);
-  if (float16) pkg.set_precision(v1::DTYPE_FLOAT16);
+  if (half) pkg.set_precision(options.precision);
   for (const auto& i : model.inputs) pkg.add_inputs(i);
   for (const auto& o : model.outputs) pkg.add_outputs(o);
 

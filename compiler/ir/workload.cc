@@ -615,6 +615,7 @@ std::string Describe(const v1::Workload& w) {
   }
   if (w.has_normalize() && w.normalize().per_row()) StrAppend(&s, " per_row");
   if (w.inputs_size() > 0 && w.inputs(0).dtype() == v1::DTYPE_FLOAT16) StrAppend(&s, " fp16");
+  if (w.inputs_size() > 0 && w.inputs(0).dtype() == v1::DTYPE_BFLOAT16) StrAppend(&s, " bf16");
   StrAppend(&s, " ", absl::StrJoin(shapes, " * "));
   if (w.has_conv2d()) {
     StrAppend(&s, " s", absl::StrJoin(w.conv2d().strides(), ","), " p",

@@ -51,7 +51,8 @@ int64_t RearrangeIndexAt(const v1::RearrangeIndex& m, int64_t o);
 std::string OpName(v1::OpKind op);
 
 // "conv2d 1x64x56x56 * 64x64x3x3 s1 p1 +bias+relu"-style one-line summary
-// ("conv2d fp16 1x64x56x56 ..." where the tensors are float16).
+// ("conv2d fp16 1x64x56x56 ..." where the tensors are float16, bf16 for
+// bfloat16).
 std::string Describe(const v1::Workload& workload);
 
 }  // namespace tunefarm::ir

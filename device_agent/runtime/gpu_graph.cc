@@ -10,8 +10,8 @@
 namespace tunefarm::runner {
 
 absl::StatusOr<std::unique_ptr<GpuGraph>> GpuGraph::Open(const CudaDriver& d, int64_t arena_bytes,
-                                                         bool float16) {
-  std::unique_ptr<GpuGraph> g(new GpuGraph(d, float16));
+                                                         std::optional<HalfKind> half) {
+  std::unique_ptr<GpuGraph> g(new GpuGraph(d, half));
   TF_ASSIGN_OR_RETURN(g->device_, d.RetainDevice0());
   g->retained_ = true;
   TF_RETURN_IF_ERROR(d.Check(d.cuMemAlloc(&g->arena_, size_t(std::max<int64_t>(arena_bytes, 256))),
@@ -37,7 +37,7 @@ GpuGraph::~GpuGraph() {
 
 std::vector<uint16_t> GpuGraph::ToHalf(const float* data, int64_t n) const {
   std::vector<uint16_t> h(size_t(std::max<int64_t>(n, 0)));
-  for (size_t i = 0; i < h.size(); ++i) h[i] = FloatToHalfBits(data[i]);
+  for (size_t i = 0; i < h.size(); ++i) h[i] = ToHalfBits(data[i], *half_);
   return h;
 }
 
@@ -47,7 +47,7 @@ absl::StatusOr<GpuGraph::DevicePtr> GpuGraph::AddConstant(const float* data, int
   TF_RETURN_IF_ERROR(d_.Check(d_.cuMemAlloc(&p, bytes), "device memory for a constant"));
   constants_.push_back(p);
   if (n <= 0) return p;
-  if (float16_) {
+  if (half_) {
     const std::vector<uint16_t> h = ToHalf(data, n);
     TF_RETURN_IF_ERROR(d_.Check(d_.cuMemcpyHtoD(p, h.data(), h.size() * 2), "constant copy"));
   } else {
@@ -97,7 +97,7 @@ absl::Status GpuGraph::AddStep(int kernel, std::vector<DevicePtr> args) {
 }
 
 absl::Status GpuGraph::Upload(int64_t offset_bytes, const float* data, int64_t n) {
-  if (float16_) {
+  if (half_) {
     const std::vector<uint16_t> h = ToHalf(data, n);
     return d_.Check(d_.cuMemcpyHtoD(ArenaAt(offset_bytes), h.data(), h.size() * 2),
                     "copy to the device");
@@ -107,11 +107,11 @@ absl::Status GpuGraph::Upload(int64_t offset_bytes, const float* data, int64_t n
 }
 
 absl::Status GpuGraph::Download(int64_t offset_bytes, float* data, int64_t n) const {
-  if (float16_) {
+  if (half_) {
     std::vector<uint16_t> h(size_t(std::max<int64_t>(n, 0)));
     TF_RETURN_IF_ERROR(d_.Check(d_.cuMemcpyDtoH(h.data(), ArenaAt(offset_bytes), h.size() * 2),
                                 "copy from the device"));
-    for (size_t i = 0; i < h.size(); ++i) data[i] = HalfBitsToFloat(h[i]);
+    for (size_t i = 0; i < h.size(); ++i) data[i] = FromHalfBits(h[i], *half_);
     return absl::OkStatus();
   }
   return d_.Check(d_.cuMemcpyDtoH(data, ArenaAt(offset_bytes), size_t(n) * 4),

@@ -4,9 +4,9 @@
 // launched in order on one stream; where the driver has graphs (CUDA 11.4+)
 // the launches are captured once into a CUDA graph that each run launches
 // whole. GraphRuntime drives it for packages whose target is cuda; the host
-// keeps the inputs and outputs. A float16 graph holds every arena value and
-// constant as float16: uploads, downloads and constants convert from and to
-// float32 on the host (round to nearest even).
+// keeps the inputs and outputs. A 16-bit graph (float16 or bfloat16) holds
+// every arena value and constant in that format: uploads, downloads and
+// constants convert from and to float32 on the host (round to nearest even).
 //
 //   TF_ASSIGN_OR_RETURN(const CudaDriver* d, CudaDriver::Get());
 //   TF_ASSIGN_OR_RETURN(auto g, GpuGraph::Open(*d, pkg.arena_bytes()));
@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -33,11 +34,12 @@ class GpuGraph {
   // Device 0's primary context and an arena of `arena_bytes`; Unavailable
   // when there is no device.
   static absl::StatusOr<std::unique_ptr<GpuGraph>> Open(const CudaDriver& driver,
-                                                        int64_t arena_bytes, bool float16 = false);
+                                                        int64_t arena_bytes,
+                                                        std::optional<HalfKind> half = {});
   ~GpuGraph();
 
   DevicePtr ArenaAt(int64_t offset_bytes) const { return arena_ + DevicePtr(offset_bytes); }
-  // A device copy of `n` floats (as float16 in a float16 graph), for the
+  // A device copy of `n` floats (in 16 bits in a 16-bit graph), for the
   // life of the graph.
   absl::StatusOr<DevicePtr> AddConstant(const float* data, int64_t n);
   // Loads the plan's module and functions and allocates its workspaces
@@ -47,7 +49,7 @@ class GpuGraph {
   // signature order (the output last), as plan buffers 0..n.
   absl::Status AddStep(int kernel, std::vector<DevicePtr> args);
 
-  // `n` elements at a byte offset of the arena, converted where float16.
+  // `n` elements at a byte offset of the arena, converted where 16-bit.
   absl::Status Upload(int64_t offset_bytes, const float* data, int64_t n);
   absl::Status Download(int64_t offset_bytes, float* data, int64_t n) const;
   // Every step once, in order, then waits: the captured graph (captured on
@@ -59,7 +61,7 @@ class GpuGraph {
   bool graphs() const { return d_.HasGraphs(); }
 
  private:
-  GpuGraph(const CudaDriver& d, bool float16) : d_(d), float16_(float16) {}
+  GpuGraph(const CudaDriver& d, std::optional<HalfKind> half) : d_(d), half_(half) {}
   // Host bytes of `n` floats as the device holds them.
   std::vector<uint16_t> ToHalf(const float* data, int64_t n) const;
   struct Kernel {
@@ -77,8 +79,8 @@ class GpuGraph {
   absl::Status LaunchStep(size_t step, CudaDriver::CUstream stream);
   absl::Status Capture();
   const CudaDriver& d_;
-  const bool float16_;
-  int64_t element_bytes() const { return float16_ ? 2 : 4; }
+  const std::optional<HalfKind> half_;  // unset: float32
+  int64_t element_bytes() const { return half_ ? 2 : 4; }
   CudaDriver::CUdevice device_ = 0;
   CudaDriver::CUstream stream_ = nullptr;  // null: the legacy default stream
   CudaDriver::CUgraphExec exec_ = nullptr;  // the captured steps, instantiated

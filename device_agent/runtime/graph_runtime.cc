@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/file_util.h"
@@ -41,7 +42,7 @@ absl::StatusOr<int64_t> Numel(const google::protobuf::RepeatedField<int64_t>& sh
 }  // namespace
 
 int64_t ValueBytes(const v1::ModelPackage& pkg) {
-  return pkg.precision() == v1::DTYPE_FLOAT16 ? 2 : 4;
+  return HalfKindOf(pkg.precision()).has_value() ? 2 : 4;
 }
 
 Node FromPackage(const v1::PackageNode& p) {
@@ -130,20 +131,21 @@ absl::Status GraphRuntime::Impl::Init() {
   }
   if (pkg.arena_bytes() < 0 || pkg.arena_bytes() > kMaxElements * 4) return Bad("arena size");
   const bool cuda = absl::StartsWith(pkg.target(), "cuda");
-  if (pkg.precision() != v1::DTYPE_UNSPECIFIED && pkg.precision() != v1::DTYPE_FLOAT32 &&
-      pkg.precision() != v1::DTYPE_FLOAT16)
-    return Bad(StrCat("precision ", pkg.precision(), " (float32 and float16 run)"));
-  const bool float16 = pkg.precision() == v1::DTYPE_FLOAT16;
-  if (float16 && !cuda)
+  const std::optional<HalfKind> half = HalfKindOf(pkg.precision());
+  if (pkg.precision() != v1::DTYPE_UNSPECIFIED && pkg.precision() != v1::DTYPE_FLOAT32 && !half)
+    return Bad(StrCat("precision ", pkg.precision(), " (float32, float16 and bfloat16 run)"));
+  const std::string dtype = half ? absl::AsciiStrToLower(v1::DType_Name(pkg.precision()).substr(6))
+                                 : std::string("float32");
+  if (half && !cuda)
     return absl::UnimplementedError(
-        StrCat("a float16 package runs on cuda targets; this one is for ", pkg.target()));
+        StrCat("a ", dtype, " package runs on cuda targets; this one is for ", pkg.target()));
   value_bytes = ValueBytes(pkg);
   std::map<std::string, GpuGraph::DevicePtr> device_of;
   if (cuda) {
     if (options.keep_values)
       return absl::FailedPreconditionError("a CUDA package's values stay on the device");
     TF_ASSIGN_OR_RETURN(const CudaDriver* driver, CudaDriver::Get());
-    TF_ASSIGN_OR_RETURN(gpu, GpuGraph::Open(*driver, pkg.arena_bytes(), float16));
+    TF_ASSIGN_OR_RETURN(gpu, GpuGraph::Open(*driver, pkg.arena_bytes(), half));
   }
   if (!options.keep_values)
     arena = std::make_unique<runner::AlignedBuffer>(
@@ -194,10 +196,9 @@ absl::Status GraphRuntime::Impl::Init() {
     std::vector<int64_t> sizes;
     for (const v1::KernelArgument& a : k.signature().args()) {
       sizes.push_back(KernelElements(a));
-      if ((a.dtype() == v1::DTYPE_FLOAT16) != float16)
+      if (HalfKindOf(a.dtype()) != half)
         return Bad(StrCat("kernel ", k.workload_key(), " takes ", v1::DType_Name(a.dtype()),
-                          " arguments, the package's values are ",
-                          float16 ? "float16" : "float32"));
+                          " arguments, the package's values are ", dtype));
     }
     arg_sizes.push_back(std::move(sizes));
     if (cuda) {

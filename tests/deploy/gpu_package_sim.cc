@@ -10,6 +10,7 @@
 #include "compiler/schedule/schedule.h"
 #include "compiler/schedule/trace.h"
 #include "device_agent/runtime/graph_runtime.h"
+#include "proto/kernel_signature.h"
 #include "tests/compiler/gpu_sim.h"
 
 namespace tunefarm::testing {
@@ -21,10 +22,10 @@ absl::StatusOr<SimulatedPackage> SimulatePackage(
   TF_ASSIGN_OR_RETURN(ir::Target target, ir::Target::Parse(pkg.target()));
   if (!target.is_gpu()) return absl::InvalidArgumentError("not a cuda package: " + pkg.target());
   const int64_t bytes = runner::ValueBytes(pkg);
-  const bool half = bytes == 2;
+  const std::optional<HalfKind> half = HalfKindOf(pkg.precision());
   auto held = [&](std::vector<float> v) {  // as the device holds it
     if (half)
-      for (float& x : v) x = RoundToFloat16(x);
+      for (float& x : v) x = RoundToHalf(x, *half);
     return v;
   };
   std::vector<float> arena(size_t(pkg.arena_bytes() / bytes) + 1, std::nanf(""));

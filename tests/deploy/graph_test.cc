@@ -26,6 +26,7 @@
 #include "device_agent/runtime/graph_runtime.h"
 #include "device_agent/runtime/npy.h"
 #include "gtest/gtest.h"
+#include "proto/kernel_signature.h"
 #include "server/search/space/random_schedule.h"
 #include "tests/deploy/gpu_package_sim.h"
 #include "tests/deploy/ort_runner.h"
@@ -472,10 +473,16 @@ TEST_F(GraphTest, CudaPackagesRunEveryOperatorOnTheGpu) {
     }
     for (const v1::PackageStep& st : pkg->steps())
       EXPECT_TRUE(st.has_kernel() || st.node().view()) << st.node().name();
-    BuildOptions half;
-    half.precision = v1::DTYPE_FLOAT16;
-    absl::StatusOr<v1::ModelPackage> pkg16 = BuildPackage(model, *target, half);
-    ASSERT_TRUE(pkg16.ok()) << pkg16.status();
+    // The 16-bit builds: float16, and bfloat16 where the arch has it.
+    std::vector<v1::ModelPackage> halves;
+    for (v1::DType precision : {v1::DTYPE_FLOAT16, v1::DTYPE_BFLOAT16}) {
+      if (precision == v1::DTYPE_BFLOAT16 && target->sm < 80) continue;
+      BuildOptions half;
+      half.precision = precision;
+      absl::StatusOr<v1::ModelPackage> p = BuildPackage(model, *target, half);
+      ASSERT_TRUE(p.ok()) << p.status();
+      halves.push_back(*std::move(p));
+    }
     absl::StatusOr<std::unique_ptr<GraphRuntime>> rt = GraphRuntime::Load(*pkg, {});
     if (here.empty()) {
       EXPECT_EQ(rt.status().code(), absl::StatusCode::kUnavailable) << rt.status();
@@ -516,18 +523,22 @@ TEST_F(GraphTest, CudaPackagesRunEveryOperatorOnTheGpu) {
       EXPECT_LT(testing::MaxOutputError(out, *theirs, model.outputs), 1e-4)
           << "against ONNX Runtime";
     }
-    // In float16: float16 arena and constants, outputs within the dtype's
-    // model tolerance (or infinite where they leave its range).
-    absl::StatusOr<std::unique_ptr<GraphRuntime>> rt16 = GraphRuntime::Load(*pkg16, {});
-    ASSERT_TRUE(rt16.ok()) << rt16.status();
-    std::map<std::string, std::vector<float>> out16;
-    ran = (*rt16)->Run(in, &out16);
-    ASSERT_TRUE(ran.ok()) << ran;
-    for (const std::string& o : model.outputs) {
-      if (Largest(ref->at(o)) > 65504) {
-        EXPECT_TRUE(absl::c_any_of(out16[o], [](float v) { return std::isinf(v); })) << o;
-      } else {
-        EXPECT_LT(RelError(out16[o], ref->at(o)), kFloat16ModelTolerance) << "float16 output " << o;
+    // In 16 bits: the arena and constants in the dtype, outputs within its
+    // model tolerance (or infinite where they leave float16's range).
+    for (const v1::ModelPackage& p16 : halves) {
+      const HalfKind kind = *HalfKindOf(p16.precision());
+      absl::StatusOr<std::unique_ptr<GraphRuntime>> rt16 = GraphRuntime::Load(p16, {});
+      ASSERT_TRUE(rt16.ok()) << rt16.status();
+      std::map<std::string, std::vector<float>> out16;
+      ran = (*rt16)->Run(in, &out16);
+      ASSERT_TRUE(ran.ok()) << ran;
+      for (const std::string& o : model.outputs) {
+        if (kind == HalfKind::kFloat16 && Largest(ref->at(o)) > 65504) {
+          EXPECT_TRUE(absl::c_any_of(out16[o], [](float v) { return std::isinf(v); })) << o;
+        } else {
+          EXPECT_LT(RelError(out16[o], ref->at(o)), HalfModelTolerance(kind))
+              << v1::DType_Name(p16.precision()) << " output " << o;
+        }
       }
     }
   }
@@ -537,10 +548,10 @@ TEST_F(GraphTest, CudaPackagesRunEveryOperatorOnTheGpu) {
 // CUDA packages without a GPU: each kernel step's lowered program runs in the
 // SIMT interpreter on the package's own memory plan (views in place), in
 // float32 and in float16 (`--precision fp16`: every task, data mover and
-// value float16, the arena half the bytes, each kernel computing in float32).
-// Outputs against the float64 interpreter: float32 within 1e-4, float16
-// within kFloat16ModelTolerance, or infinite where the model's values leave
-// float16's range.
+// value float16, the arena half the bytes, each kernel computing in float32)
+// and in bfloat16 (`--precision bf16`, sm_80). Outputs against the float64
+// interpreter: float32 within 1e-4, float16 and bfloat16 within their model
+// tolerances, or infinite where the model's values leave float16's range.
 TEST_F(GraphTest, CudaPackagesRunInTheSimtInterpreter) {
   if (!codegen::HaveNvrtc()) TF_SKIP("no-cuda-toolkit") << "this build has no NVRTC";
   absl::StatusOr<ir::Target> target = ir::Target::Parse("cuda -arch=sm_80");
@@ -553,14 +564,15 @@ TEST_F(GraphTest, CudaPackagesRunInTheSimtInterpreter) {
     ASSERT_TRUE(ref.ok()) << ref.status();
     int64_t arena[2] = {0, 0};
     int values = 0;
-    for (const v1::DType precision : {v1::DTYPE_FLOAT32, v1::DTYPE_FLOAT16}) {
+    for (const v1::DType precision : {v1::DTYPE_FLOAT32, v1::DTYPE_FLOAT16, v1::DTYPE_BFLOAT16}) {
       SCOPED_TRACE(v1::DType_Name(precision));
       BuildOptions bo;
       bo.precision = precision;
       absl::StatusOr<v1::ModelPackage> pkg = BuildPackage(model, *target, bo);
       ASSERT_TRUE(pkg.ok()) << pkg.status();
-      const bool half = precision == v1::DTYPE_FLOAT16;
-      EXPECT_EQ(pkg->precision(), half ? v1::DTYPE_FLOAT16 : v1::DTYPE_UNSPECIFIED);
+      const std::optional<HalfKind> kind = HalfKindOf(precision);
+      const bool half = kind.has_value();
+      EXPECT_EQ(pkg->precision(), half ? precision : v1::DTYPE_UNSPECIFIED);
       for (const v1::PackageKernel& k : pkg->kernels()) {
         EXPECT_EQ(k.workload().out_dtype(), precision) << k.description();
         for (const v1::KernelArgument& a : k.signature().args())
@@ -572,18 +584,17 @@ TEST_F(GraphTest, CudaPackagesRunInTheSimtInterpreter) {
       ASSERT_TRUE(ran.ok()) << ran.status();
       EXPECT_GT(ran->kernel_steps, 0);
       for (const std::string& o : model.outputs) {
-        const double err = RelError(ran->outputs[o], ref->at(o));
-        if (half && Largest(ref->at(o)) > 65504) {
+        if (kind == HalfKind::kFloat16 && Largest(ref->at(o)) > 65504) {
           // Past float16's range (dags' x^2 - sqrt|x|): infinities, not
           // wrong finite numbers.
           EXPECT_TRUE(absl::c_any_of(ran->outputs[o], [](float v) { return std::isinf(v); }))
               << "output " << o;
           continue;
         }
-        EXPECT_LT(RelError(ran->outputs[o], ref->at(o)), half ? kFloat16ModelTolerance : 1e-4)
-            << "output " << o;
+        const double err = RelError(ran->outputs[o], ref->at(o));
+        EXPECT_LT(err, half ? HalfModelTolerance(*kind) : 1e-4) << "output " << o;
         if (half) {
-          for (float v : ran->outputs[o]) ASSERT_EQ(v, RoundToFloat16(v)) << "output " << o;
+          for (float v : ran->outputs[o]) ASSERT_EQ(v, RoundToHalf(v, *kind)) << "output " << o;
         }
       }
     }
@@ -1130,6 +1141,17 @@ TEST_F(GraphTest, CliBuildsFloat16Packages) {
   ASSERT_GT(built->kernels_size(), 0);
   for (const v1::PackageKernel& k : built->kernels())
     EXPECT_TRUE(absl::StrContains(k.description(), " fp16 ")) << k.description();
+  // bfloat16 likewise (sm_80 and newer).
+  r = testing::RunCommand({cli, "build", model, "-o", dir_->File("tiny_bf16.tfpkg"), "--untuned",
+                           "--target", "cuda -arch=sm_87", "--precision", "bf16"},
+                          dir_->path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.out, "bfloat16 on the device")) << r.out;
+  absl::StatusOr<v1::ModelPackage> bf16 = GraphRuntime::ReadPackage(dir_->File("tiny_bf16.tfpkg"));
+  ASSERT_TRUE(bf16.ok()) << bf16.status();
+  EXPECT_EQ(bf16->precision(), v1::DTYPE_BFLOAT16);
+  for (const v1::PackageKernel& k : bf16->kernels())
+    EXPECT_TRUE(absl::StrContains(k.description(), " bf16 ")) << k.description();
   r = testing::RunCommand(
       {cli, "tasks", model, "--target", "cuda -arch=sm_87", "--precision", "fp16", "--specs"},
       dir_->path());
@@ -1139,7 +1161,7 @@ TEST_F(GraphTest, CliBuildsFloat16Packages) {
   for (const std::string& l : lines) EXPECT_TRUE(absl::StrContains(l, "dtype=float16")) << l;
   for (const std::vector<std::string>& bad :
        {std::vector<std::string>{"--precision", "fp16"},
-        std::vector<std::string>{"--target", "cuda -arch=sm_87", "--precision", "bf16"},
+        std::vector<std::string>{"--target", "cuda -arch=sm_75", "--precision", "bf16"},
         std::vector<std::string>{"--target", "cuda -arch=sm_87", "--precision", "half"}}) {
     std::vector<std::string> cmd = {cli, "build", model, "-o", pkg, "--untuned"};
     cmd.insert(cmd.end(), bad.begin(), bad.end());
