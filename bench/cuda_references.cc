@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <functional>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "common/float16.h"
 #include "common/status_macros.h"
+#include "proto/kernel_signature.h"
 
 #ifdef TF_HAVE_CUDA_REFS
 #include <cublas_v2.h>
@@ -61,10 +63,10 @@ class DeviceBuffers {
     TF_CUDA_REF(cudaMemcpy(p, host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice));
     return static_cast<float*>(p);
   }
-  // `host` as float16 on the device.
-  absl::StatusOr<void*> UploadHalf(const std::vector<float>& host) {
+  // `host` in 16-bit format `k` on the device.
+  absl::StatusOr<void*> UploadHalf(const std::vector<float>& host, HalfKind k) {
     std::vector<uint16_t> bits(host.size());
-    for (size_t i = 0; i < host.size(); ++i) bits[i] = FloatToHalfBits(host[i]);
+    for (size_t i = 0; i < host.size(); ++i) bits[i] = ToHalfBits(host[i], k);
     TF_ASSIGN_OR_RETURN(void* p, Alloc(bits.size() * 2));
     TF_CUDA_REF(cudaMemcpy(p, bits.data(), bits.size() * 2, cudaMemcpyHostToDevice));
     return p;
@@ -80,8 +82,10 @@ class DeviceBuffers {
   std::vector<void*> ptrs_;
 };
 
-// `count` floats, or float16s widened to floats, from the device into `out`.
-absl::Status Download(const void* device, size_t count, bool half, std::vector<float>* out) {
+// `count` floats, or 16-bit values (format `half`) widened to floats, from
+// the device into `out`.
+absl::Status Download(const void* device, size_t count, std::optional<HalfKind> half,
+                      std::vector<float>* out) {
   if (!half) {
     out->resize(count);
     return Check(cudaMemcpy(out->data(), device, count * 4, cudaMemcpyDeviceToHost), "cudaMemcpy");
@@ -89,7 +93,7 @@ absl::Status Download(const void* device, size_t count, bool half, std::vector<f
   std::vector<uint16_t> bits(count);
   TF_CUDA_REF(cudaMemcpy(bits.data(), device, count * 2, cudaMemcpyDeviceToHost));
   out->clear();
-  for (uint16_t b : bits) out->push_back(HalfBitsToFloat(b));
+  for (uint16_t b : bits) out->push_back(FromHalfBits(b, *half));
   return absl::OkStatus();
 }
 
@@ -147,15 +151,17 @@ GemmShape GemmShapeOf(const v1::Workload& w) {
 }
 
 // cuBLAS on the workload's dtype: sgemm with its default math (strict
-// fp32), or cublasGemmEx on float16 A, B and C with float32 accumulation
-// (tensor cores: cuBLAS's default for float16), the output widened back.
+// fp32), or cublasGemmEx on float16 or bfloat16 A, B and C with float32
+// accumulation (tensor cores: cuBLAS's default for them), the output
+// widened back.
 absl::StatusOr<GpuReferenceRun> CuBlas(const v1::Workload& w,
                                        const std::vector<std::vector<float>>& inputs) {
-  const bool half = w.inputs(0).dtype() == v1::DTYPE_FLOAT16;
+  const std::optional<HalfKind> half = HalfKindOf(w.inputs(0).dtype());
+  const cudaDataType_t type = half == HalfKind::kBFloat16 ? CUDA_R_16BF : CUDA_R_16F;
   const GemmShape g = GemmShapeOf(w);
   DeviceBuffers mem;
-  TF_ASSIGN_OR_RETURN(void* a, half ? mem.UploadHalf(inputs[0]) : mem.Upload(inputs[0]));
-  TF_ASSIGN_OR_RETURN(void* b, half ? mem.UploadHalf(inputs[1]) : mem.Upload(inputs[1]));
+  TF_ASSIGN_OR_RETURN(void* a, half ? mem.UploadHalf(inputs[0], *half) : mem.Upload(inputs[0]));
+  TF_ASSIGN_OR_RETURN(void* b, half ? mem.UploadHalf(inputs[1], *half) : mem.Upload(inputs[1]));
   const size_t count = size_t(g.m) * g.n;
   TF_ASSIGN_OR_RETURN(void* c, mem.Alloc(count * (half ? 2 : 4)));
   cublasHandle_t h;
@@ -166,10 +172,9 @@ absl::StatusOr<GpuReferenceRun> CuBlas(const v1::Workload& w,
   const float one = 1, zero = 0;
   auto launch = [&]() -> absl::Status {
     if (half) {
-      return Check(
-          cublasGemmEx(h, op_b, op_a, g.n, g.m, g.k, &one, b, CUDA_R_16F, g.ldb, a, CUDA_R_16F,
-                       g.lda, &zero, c, CUDA_R_16F, g.n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-          "cublasGemmEx");
+      return Check(cublasGemmEx(h, op_b, op_a, g.n, g.m, g.k, &one, b, type, g.ldb, a, type, g.lda,
+                                &zero, c, type, g.n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                   "cublasGemmEx");
     }
     return Check(
         cublasSgemm(h, op_b, op_a, g.n, g.m, g.k, &one, static_cast<const float*>(b), g.ldb,
@@ -177,7 +182,7 @@ absl::StatusOr<GpuReferenceRun> CuBlas(const v1::Workload& w,
         "cublasSgemm");
   };
   GpuReferenceRun run;
-  run.library = half ? "cublas fp16" : "cublas";
+  run.library = !half ? "cublas" : half == HalfKind::kBFloat16 ? "cublas bf16" : "cublas fp16";
   absl::Status s = Check(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
   absl::StatusOr<double> t = s.ok() ? TimeGpu(launch, &mem) : absl::StatusOr<double>(s);
   if (t.ok()) {
@@ -197,9 +202,12 @@ absl::StatusOr<GpuReferenceRun> CuDnn(const v1::Workload& w,
   const v1::Conv2dAttrs& c = w.conv2d();
   auto at = [](const auto& v, int i, int64_t d) { return v.size() > i ? int(v[i]) : int(d); };
   const int groups = std::max<int>(1, int(c.groups()));
-  // Float16 layers: float16 tensors, float32 accumulation, tensor cores allowed.
-  const bool half = w.inputs(0).dtype() == v1::DTYPE_FLOAT16;
-  const cudnnDataType_t dtype = half ? CUDNN_DATA_HALF : CUDNN_DATA_FLOAT;
+  // 16-bit layers: float16 or bfloat16 tensors, float32 accumulation,
+  // tensor cores allowed.
+  const std::optional<HalfKind> half = HalfKindOf(w.inputs(0).dtype());
+  const cudnnDataType_t dtype = !half                         ? CUDNN_DATA_FLOAT
+                                : half == HalfKind::kBFloat16 ? CUDNN_DATA_BFLOAT16
+                                                              : CUDNN_DATA_HALF;
   const size_t element = half ? 2 : 4;
   cudnnHandle_t h;
   TF_CUDA_REF(cudnnCreate(&h));
@@ -231,8 +239,8 @@ absl::StatusOr<GpuReferenceRun> CuDnn(const v1::Workload& w,
     int n = 0, k = 0, oh = 0, ow = 0;
     TF_CUDA_REF(cudnnGetConvolution2dForwardOutputDim(cd, xd, wd, &n, &k, &oh, &ow));
     TF_CUDA_REF(cudnnSetTensor4dDescriptor(yd, CUDNN_TENSOR_NCHW, dtype, n, k, oh, ow));
-    TF_ASSIGN_OR_RETURN(void* x, half ? mem.UploadHalf(inputs[0]) : mem.Upload(inputs[0]));
-    TF_ASSIGN_OR_RETURN(void* wt, half ? mem.UploadHalf(inputs[1]) : mem.Upload(inputs[1]));
+    TF_ASSIGN_OR_RETURN(void* x, half ? mem.UploadHalf(inputs[0], *half) : mem.Upload(inputs[0]));
+    TF_ASSIGN_OR_RETURN(void* wt, half ? mem.UploadHalf(inputs[1], *half) : mem.Upload(inputs[1]));
     TF_ASSIGN_OR_RETURN(void* y, mem.Alloc(size_t(n) * k * oh * ow * element));
     // cuDNN's own pick: every algorithm it has, timed by it; the fastest that succeeded.
     constexpr int kMaxAlgos = 16;
@@ -244,8 +252,8 @@ absl::StatusOr<GpuReferenceRun> CuDnn(const v1::Workload& w,
     int pick = -1;
     for (int i = 0; i < found && pick < 0; ++i) {
       if (perf[i].status == CUDNN_STATUS_SUCCESS &&
-          (half || (perf[i].mathType != CUDNN_TENSOR_OP_MATH &&
-                    perf[i].mathType != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION))) {
+          (half.has_value() || (perf[i].mathType != CUDNN_TENSOR_OP_MATH &&
+                                perf[i].mathType != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION))) {
         pick = i;
       }
     }

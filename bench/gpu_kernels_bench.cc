@@ -35,7 +35,7 @@ namespace {
 namespace v1 = ::tunefarm::v1;
 
 // The GPU issue's list: GEMM 1024^3 and 4096^3, the ResNet-18 3x3 layers at
-// batch 1 and 16, a depthwise layer; float16 GEMMs and two batch-16 layers
+// batch 1 and 16, a depthwise layer; float16 GEMMs (and one bfloat16) and two batch-16 layers
 // against cuBLAS's and cuDNN's tensor cores.
 const std::vector<Anchor>& Anchors() {
   static const std::vector<Anchor> anchors = {
@@ -43,6 +43,7 @@ const std::vector<Anchor>& Anchors() {
       {"gemm_4096", "matmul(M=4096,N=4096,K=4096)"},
       {"gemm_1024_fp16", "matmul(M=1024,N=1024,K=1024,dtype=float16)"},
       {"gemm_4096_fp16", "matmul(M=4096,N=4096,K=4096,dtype=float16)"},
+      {"gemm_4096_bf16", "matmul(M=4096,N=4096,K=4096,dtype=bfloat16)"},
       {"resnet_c64_h56_3x3_b1", "conv2d_nchw(N=1,C=64,H=56,W=56,K=64,R=3,S=3,pad=1)"},
       {"resnet_c128_h28_3x3_b1", "conv2d_nchw(N=1,C=128,H=28,W=28,K=128,R=3,S=3,pad=1)"},
       {"resnet_c256_h14_3x3_b1", "conv2d_nchw(N=1,C=256,H=14,W=14,K=256,R=3,S=3,pad=1)"},
@@ -186,7 +187,7 @@ int RunGpuKernelsBench(const std::string& target_flag, int samples, uint64_t see
       lib_note = absl::StrFormat("%s, max rel. error %.1e against the %s", lib->library, err,
                                  against.empty() ? "(none)" : against);
       const bool half = task->dag.tensors[size_t(task->dag.output)].float16;
-      if (!(err <= (half ? kFloat16Tolerance : 1e-3))) {
+      if (!(err <= (half ? HalfTolerance(task->dag.half) : 1e-3))) {
         lib_error = absl::StrCat(lib->library, " output wrong or unchecked: ", lib_note);
         std::printf("%-26s %s\n", a.name, lib_error.c_str());
         ++wrong;

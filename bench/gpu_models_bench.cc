@@ -1,12 +1,13 @@
 // tunefarm-bench gpu-models: whole models on this machine's GPU, per
-// precision: the untuned CUDA package (`tunefarm build --untuned --target
-// cuda`) against the tuned one (`tunefarm tune MODEL.onnx --target cuda -o`,
-// a trial budget), timed against each other in paired runs, beside the sum
-// of cuDNN's (convolutions) and cuBLAS's (dense layers) best times for the
-// same layers, each measured alone in this run and counted as often as the
-// model has it. Both packages' outputs are checked against the float64
-// interpreter first (float32 within 1e-4, float16 within
-// kFloat16ModelTolerance of each output's range); a package that differs is
+// precision (fp32, fp16, and bf16 where the arch has it): the untuned CUDA
+// package (`tunefarm build --untuned --target cuda`) against the tuned one
+// (`tunefarm tune MODEL.onnx --target cuda -o`, a trial budget), timed
+// against each other in paired runs, beside the sum of cuDNN's
+// (convolutions) and cuBLAS's (dense layers) best times for the same
+// layers in the same dtype, each measured alone in this run and counted as
+// often as the model has it. Both packages' outputs are checked against the
+// float64 interpreter first (float32 within 1e-4, 16-bit within the dtype's
+// model tolerance of each output's range); a package that differs is
 // reported and not timed. A package's latency is GraphRuntime::Run's: the
 // input copied up, the captured CUDA graph, the outputs copied back; the
 // library sum counts the layers' kernels only (no pooling, no elementwise
@@ -40,6 +41,7 @@
 #include "deploy/package_build.h"
 #include "device_agent/runtime/capabilities.h"
 #include "device_agent/runtime/graph_runtime.h"
+#include "proto/kernel_signature.h"
 #include "server/search/gpu_local_measurer.h"
 
 namespace tunefarm::bench {
@@ -123,7 +125,8 @@ int RunGpuModelsBench(const std::vector<std::string>& args) {
       ok = ok && absl::SimpleAtoi(v, &repeat) && repeat > 0;
     } else if (k == "--precision") {
       precisions = absl::StrSplit(v, ',');
-      for (const std::string& p : precisions) ok = ok && (p == "fp32" || p == "fp16");
+      for (const std::string& p : precisions)
+        ok = ok && (p == "fp32" || p == "fp16" || p == "bf16");
     } else if (k == "--only") {
       only = v;
     } else if (k == "--json") {
@@ -212,7 +215,15 @@ int RunGpuModelsBench(const std::vector<std::string>& args) {
       continue;
     }
     for (const std::string& precision : precisions) {
-      const bool half = precision == "fp16";
+      const v1::DType dtype = precision == "fp16"   ? v1::DTYPE_FLOAT16
+                              : precision == "bf16" ? v1::DTYPE_BFLOAT16
+                                                    : v1::DTYPE_FLOAT32;
+      const std::optional<HalfKind> half = HalfKindOf(dtype);
+      if (dtype == v1::DTYPE_BFLOAT16 && target->sm < 80) {
+        std::printf("%-14s %4s skipped: %s has no bfloat16\n", name, precision.c_str(),
+                    target->arch().c_str());
+        continue;
+      }
       const std::string base = absl::StrCat(name, "-", precision);
       const fs::path untuned_path = keep / (base + "-untuned.tfpkg"),
                      tuned_path = keep / (base + ".tfpkg");
@@ -237,7 +248,7 @@ int RunGpuModelsBench(const std::vector<std::string>& args) {
         failures = true;
         continue;
       }
-      const double tolerance = half ? kFloat16ModelTolerance : 1e-4;
+      const double tolerance = half ? HalfModelTolerance(*half) : 1e-4;
       const double err =
           std::max(WorstError(*untuned, *model, in, *ref), WorstError(*tuned, *model, in, *ref));
       if (!(err < tolerance)) {
@@ -249,8 +260,7 @@ int RunGpuModelsBench(const std::vector<std::string>& args) {
         continue;
       }
       absl::StatusOr<deploy::PairedTiming> t = deploy::TimePaired(*untuned, *tuned, 1, repeat, &in);
-      absl::StatusOr<LibrarySum> lib =
-          TimeLibraries(*model, *target, half ? v1::DTYPE_FLOAT16 : v1::DTYPE_FLOAT32);
+      absl::StatusOr<LibrarySum> lib = TimeLibraries(*model, *target, dtype);
       if (!t.ok() || !lib.ok()) {
         std::printf("%-14s %4s timing failed: %s\n", name, precision.c_str(),
                     std::string((t.ok() ? lib.status() : t.status()).message()).c_str());
