@@ -53,8 +53,8 @@ commands:
   import FILE.jsonl             import records (JSON lines; '-' reads stdin)
   export [-o FILE] [--workload=KEY] [--target=T] [--job=ID] [--status=S]
   records [--workload=KEY] [--target=T] [--job=ID] [--status=S] [--limit=N] [--before=ID | --after=ID] [--oldest-first] [--json]
-  best --target=T (--workload=KEY | --job=ID | --model=MODEL.onnx [--precision=fp16]) [--top=N] [--json]
-  submit (SPEC.json | MODEL.onnx [--shape=NAME=DIMS,...] [--value=NAME=V,...]... [--precision=fp16] | --workloads=FILE) --target=T --device_key=K [--trials=N]
+  best --target=T (--workload=KEY | --job=ID | --model=MODEL.onnx [--precision=fp16|bf16]) [--top=N] [--json]
+  submit (SPEC.json | MODEL.onnx [--shape=NAME=DIMS,...] [--value=NAME=V,...]... [--precision=fp16|bf16] | --workloads=FILE) --target=T --device_key=K [--trials=N]
          [--time_limit=SEC] [--trials_per_task=N] [--early_stop=N] [--strategy=evolutionary|random] [--name=NAME] [--wait-for-device]
          (--target and --device_key required unless the spec has them)
   jobs [--state=S] [--json]     list jobs, newest first
@@ -375,6 +375,8 @@ Result CmdBest(Client& c, const Args& a, std::ostream& out) {
   // A model: its tasks are found here (as `tunefarm tasks` does) and each
   // is asked for by its workload key.
   std::vector<std::string> model_keys;
+  if (a.Has("precision") && !a.Has("model"))
+    return Usage("best --precision goes with --model (a job's or workload's key names its dtype)");
   if (a.Has("model")) {
     if (!a.Has("target")) return Usage("best --model needs --target");
     std::vector<std::string> shapes;
@@ -469,7 +471,8 @@ Result CmdSubmit(Client& c, const Args& a, std::ostream& out) {
       return Usage("submit takes a job spec file or --workloads, not both");
     if (a.Has("precision"))
       return Usage(
-          "--precision goes with a model (MODEL.onnx); a workload spec says dtype=float16");
+          "--precision goes with a model (MODEL.onnx); a workload spec says dtype=float16 or "
+          "dtype=bfloat16");
     if (Result r = ReadWorkloadsFile(a.Get("workloads"), req.mutable_spec())) return r;
   } else if (a.positional().size() == 1 && absl::EndsWith(a.positional()[0], ".onnx")) {
     // A model: the server extracts its tasks (weights = occurrences).
@@ -523,7 +526,7 @@ Result CmdSubmit(Client& c, const Args& a, std::ostream& out) {
     if (a.Has("shape") || a.Has("value") || a.Has("precision"))
       return Usage(
           "--shape, --value and --precision go with a model (MODEL.onnx; a workload spec says "
-          "dtype=float16 itself)");
+          "dtype=float16 or dtype=bfloat16 itself)");
     std::ifstream in(a.positional()[0]);
     if (!in) return Usage(absl::StrCat("cannot read ", a.positional()[0]));
     std::stringstream ss;

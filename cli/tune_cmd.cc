@@ -195,8 +195,12 @@ int RunTune(const std::vector<std::string>& args, std::ostream& out, std::ostrea
     return Fail(err, 2, "tune needs --workload SPEC or a model file (MODEL.onnx)");
   if (!model_path.empty() && flags.count("workload"))
     return Fail(err, 2, "tune takes --workload or a model file, not both");
-  if (model_path.empty() && (flags.count("output") || flags.count("shape") || flags.count("value")))
-    return Fail(err, 2, "-o, --shape and --value are for a model: tunefarm tune MODEL.onnx ...");
+  if (model_path.empty() && (flags.count("output") || flags.count("shape") ||
+                             flags.count("value") || flags.count("precision"))) {
+    return Fail(err, 2,
+                "-o, --shape, --value and --precision are for a model: tunefarm tune MODEL.onnx "
+                "... (a workload spec says dtype=float16 or dtype=bfloat16 itself)");
+  }
   int64_t threads = 0;
   if (!absl::SimpleAtoi(flags["threads"], &threads) || threads < 1 || threads > 256)
     return Fail(err, 2, "--threads needs a number from 1 to 256");

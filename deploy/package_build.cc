@@ -891,9 +891,12 @@ absl::Status PlanValues(const Model& model, const PackageConstants& consts,
     std::vector<int64_t> at =
         ViewOffsets(model, n, *si, outs, pkg->opset(), runner::ValueBytes(*pkg));
     if (at.size() != outs.size()) continue;
-    // GPU kernels may move 16 bytes at a time: a view there starts on a
-    // 16-byte boundary of its input, or the node is a copy.
-    if (gpu && std::any_of(at.begin(), at.end(), [](int64_t b) { return b % 16 != 0; })) continue;
+    // 16-bit GPU kernels may move 16 bytes at a time (tensor-core tiles): a
+    // view there starts on a 16-byte boundary of its input, or the node is
+    // a copy.
+    if (gpu && runner::ValueBytes(*pkg) == 2 &&
+        std::any_of(at.begin(), at.end(), [](int64_t b) { return b % 16 != 0; }))
+      continue;
     for (int k = 0; k < n.outputs_size(); ++k) views[n.outputs(k)] = {in, at[size_t(k)]};
     st.mutable_node()->set_view(true);
   }
@@ -1084,7 +1087,8 @@ absl::StatusOr<v1::ModelPackage> BuildPackage(const Model& model, const ir::Targ
                       ExtractTasks(model, frontend::ExtractOptionsFor(target, options.channels_last,
                                                                       options.precision)));
   v1::ModelPackage pkg;
-  pkg.set_format_version(kPackageFormatVersion);
+  // Float32 packages keep format 3, which older runtimes read.
+  pkg.set_format_version(half ? kPackageFormatVersion : runner::kFloat32PackageFormatVersion);
   pkg.set_target(target.ToString());
   pkg.set_model_name(options.model_name);
   pkg.set_model_sha256(options.model_sha256);

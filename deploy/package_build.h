@@ -53,8 +53,9 @@ struct BuildOptions {
   // as generated kernels (deploy/rearrange.h); unset: yes. A CUDA package
   // needs them: there every step is a kernel or a view.
   std::optional<bool> rearrange_kernels;
-  // Every value and kernel in this dtype: DTYPE_FLOAT16 (cuda targets)
-  // computes each kernel in float32 between float16 loads and stores.
+  // Every value and kernel in this dtype: DTYPE_FLOAT16 or DTYPE_BFLOAT16
+  // (cuda targets; bfloat16 on sm_80 and newer) computes each kernel in
+  // float32 between 16-bit loads and stores.
   v1::DType precision = v1::DTYPE_FLOAT32;
 };
 

@@ -44,8 +44,9 @@ absl::Status JobManager::ImportModel(v1::JobSpec* spec) const {
       spec->precision() == v1::DTYPE_UNSPECIFIED ? v1::DTYPE_FLOAT32 : spec->precision();
   if (precision != v1::DTYPE_FLOAT32 && precision != v1::DTYPE_FLOAT16 &&
       precision != v1::DTYPE_BFLOAT16) {
-    return absl::InvalidArgumentError(absl::StrCat("precision: ", v1::DType_Name(precision),
-                                                   " is not one (float32, float16 or bfloat16)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("precision: ", v1::DType_Name(precision),
+                     " is not a model precision (float32, float16 or bfloat16)"));
   }
   if (precision != v1::DTYPE_FLOAT32 && !target->is_gpu()) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -95,7 +96,12 @@ absl::StatusOr<int64_t> JobManager::Submit(v1::JobSpec spec, const std::string& 
   }
   // A model: the job keeps its tasks, not its bytes (weights are the
   // client's to keep).
-  if (!spec.onnx_model().empty()) TF_RETURN_IF_ERROR(ImportModel(&spec));
+  if (!spec.onnx_model().empty()) {
+    TF_RETURN_IF_ERROR(ImportModel(&spec));
+  } else if (spec.precision() != v1::DTYPE_UNSPECIFIED) {
+    return absl::InvalidArgumentError(
+        "SubmitJob: precision goes with an ONNX model; explicit tasks carry their dtypes");
+  }
   TF_ASSIGN_OR_RETURN(std::vector<v1::Device> devices, devices_.List());
   {
     // The most memory any agent of the key ever reported bounds a workload.

@@ -618,7 +618,7 @@ absl::StatusOr<TaskExtraction> ExtractTasks(const Model& model, const ExtractOpt
     if (options.precision != v1::DTYPE_FLOAT32) {
       c = ir::WithDType(c->workload, options.precision);
       if (!c.ok()) {
-        return absl::Status(c.status().code(), absl::StrCat("node '", n.name, "' in ",
+        return absl::Status(c.status().code(), absl::StrCat("node '", n.name, "' as ",
                                                             v1::DType_Name(options.precision), ": ",
                                                             c.status().message()));
       }

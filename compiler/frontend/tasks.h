@@ -64,9 +64,9 @@ struct ExtractOptions {
   // stay native (kMinKernelElements), as do small pooling and softmax
   // nodes (kMinReductionElements).
   bool small_kernels = false;
-  // The dtype of every tensor of every kernel: DTYPE_FLOAT16 runs the
-  // model in half precision (float32 arithmetic inside each kernel; CUDA
-  // targets only, the compiler refuses it elsewhere).
+  // The dtype of every tensor of every kernel: DTYPE_FLOAT16 or
+  // DTYPE_BFLOAT16 runs the model in 16 bits (float32 arithmetic inside
+  // each kernel; CUDA targets only, the compiler refuses it elsewhere).
   v1::DType precision = v1::DTYPE_FLOAT32;
 };
 

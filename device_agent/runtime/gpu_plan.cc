@@ -16,6 +16,7 @@ struct PlanHeader {
   int32_t n_workspace;
   int32_t n_float16;
   int32_t bfloat16;  // 1: the float16 buffers hold bfloat16
+  int32_t reserved;  // 0: no padding bytes go out unset
   int64_t image_bytes;
 };
 
@@ -49,6 +50,7 @@ absl::StatusOr<std::string> EncodeGpuPlan(const GpuPlan& plan) {
                int32_t(plan.workspace_bytes.size()),
                int32_t(plan.float16_buffers.size()),
                plan.half == HalfKind::kBFloat16 ? 1 : 0,
+               0,
                int64_t(plan.image.size())};
   Put(&out, h);
   for (const GpuPlan::Kernel& k : plan.kernels) {

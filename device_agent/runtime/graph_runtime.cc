@@ -133,7 +133,10 @@ absl::Status GraphRuntime::Impl::Init() {
   const bool cuda = absl::StartsWith(pkg.target(), "cuda");
   const std::optional<HalfKind> half = HalfKindOf(pkg.precision());
   if (pkg.precision() != v1::DTYPE_UNSPECIFIED && pkg.precision() != v1::DTYPE_FLOAT32 && !half)
-    return Bad(StrCat("precision ", pkg.precision(), " (float32, float16 and bfloat16 run)"));
+    return Bad(StrCat("precision ",
+                      v1::DType_IsValid(pkg.precision()) ? v1::DType_Name(pkg.precision())
+                                                         : std::to_string(pkg.precision()),
+                      " (float32, float16 and bfloat16 run)"));
   const std::string dtype = half ? absl::AsciiStrToLower(v1::DType_Name(pkg.precision()).substr(6))
                                  : std::string("float32");
   if (half && !cuda)
@@ -197,7 +200,8 @@ absl::Status GraphRuntime::Impl::Init() {
     for (const v1::KernelArgument& a : k.signature().args()) {
       sizes.push_back(KernelElements(a));
       if (HalfKindOf(a.dtype()) != half)
-        return Bad(StrCat("kernel ", k.workload_key(), " takes ", v1::DType_Name(a.dtype()),
+        return Bad(StrCat("kernel ", k.workload_key(), " takes ",
+                          absl::AsciiStrToLower(v1::DType_Name(a.dtype()).substr(6)),
                           " arguments, the package's values are ", dtype));
     }
     arg_sizes.push_back(std::move(sizes));

@@ -18,14 +18,16 @@
 
 namespace tunefarm::runner {
 
-// The ModelPackage format this build writes (2: kernels carry their
-// KernelSignature; 3: view steps, value offsets on any float; 4: a
-// precision, float16 values), and the oldest it reads.
+// The ModelPackage formats (2: kernels carry their KernelSignature; 3: view
+// steps, value offsets on any float; 4: a precision, 16-bit values): the
+// newest this build writes (for 16-bit packages; float32 ones are written
+// as 3, which older runtimes read) and the oldest it reads.
 inline constexpr int kPackageFormatVersion = 4;
+inline constexpr int kFloat32PackageFormatVersion = 3;
 inline constexpr int kOldestPackageFormatVersion = 2;
 
 // The bytes of one arena value element of `pkg` (its precision): 4, or 2
-// for float16.
+// for float16 and bfloat16.
 int64_t ValueBytes(const ::tunefarm::v1::ModelPackage& pkg);
 
 // A package's native node as the runtime reads it.

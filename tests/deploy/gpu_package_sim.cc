@@ -28,7 +28,7 @@ absl::StatusOr<SimulatedPackage> SimulatePackage(
       for (float& x : v) x = RoundToHalf(x, *half);
     return v;
   };
-  std::vector<float> arena(size_t(pkg.arena_bytes() / bytes) + 1, std::nanf(""));
+  std::vector<float> arena(size_t(pkg.arena_bytes() / bytes), std::nanf(""));
   struct Place {
     float* data = nullptr;
     int64_t n = 0;

@@ -170,7 +170,7 @@ TEST_F(GpuDevice, Float16AndTensorCoreSchedulesMatchTheReference) {
                          "conv2d_nchw(N=1,C=16,H=14,W=14,K=32,R=3,S=3,pad=1,dtype=bfloat16)+bias"};
   ir::Target t = *ir::Target::Parse(target_spec_);
   std::mt19937_64 rng(16);
-  int measured = 0, built = 0, tensor_core = 0;
+  int measured = 0, built = 0, tensor_core = 0, bf16_built = 0;
   for (const char* spec : specs) {
     ir::ComputeDAG dag = *ir::BuildComputeDAG(*ir::ParseWorkloadSpec(spec));
     for (int i = 0; i < 10; ++i) {
@@ -181,6 +181,7 @@ TEST_F(GpuDevice, Float16AndTensorCoreSchedulesMatchTheReference) {
       v1::BuildResult b = Build(spec, s);
       if (!b.error().empty()) continue;
       ++built;
+      bf16_built += dag.half == HalfKind::kBFloat16;
       tensor_core += s.sketch_id == ir::kGpuTensorCoreSketchId;
       v1::MeasureResult r = handler_->Measure(Request(spec, s, b));
       EXPECT_EQ(r.status(), v1::MEASURE_STATUS_OK)
@@ -193,6 +194,7 @@ TEST_F(GpuDevice, Float16AndTensorCoreSchedulesMatchTheReference) {
   EXPECT_GE(built, 30);
   EXPECT_EQ(measured, built);
   if (t.sm >= 80) EXPECT_GE(tensor_core, 3);
+  if (t.sm >= 80) EXPECT_GE(bf16_built, 10);  // bfloat16 is checked here, not only float16
 }
 
 TEST_F(GpuDevice, WrongFaultingAndSpinningKernelsAreResults) {

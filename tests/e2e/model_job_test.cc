@@ -165,6 +165,10 @@ TEST_F(ModelJob, Float16ModelJobsGetFloat16Tasks) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   for (const v1::Task& t : job.tasks())
     EXPECT_TRUE(absl::StrContains(r.out, t.workload_key())) << t.workload_key();
+  // --precision elsewhere is a usage error, not ignored.
+  r = cli({"best", "--job=1", "--precision=fp16"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(absl::StrContains(r.err, "--precision goes with --model")) << r.err;
   EXPECT_EQ(cli({"cancel", "1"}).exit_code, 0);
 }
 

@@ -489,6 +489,12 @@ TEST(CompileCli, Float16AndTensorCoreDecisions) {
   EXPECT_TRUE(absl::StartsWith(r.err, "tunefarm: error: ")) << r.err;
   EXPECT_TRUE(absl::StrContains(r.err, "float16 and bfloat16 kernels build for cuda targets only"))
       << r.err;
+  // --precision is for a model; a workload's spec says its dtype.
+  r = testing::RunCommand({testing::BinPath("tunefarm"), "tune", "--workload", spec, "--target",
+                           "cuda -arch=sm_90", "--precision", "bf16", "--db", dir.File("t.db")},
+                          dir.path());
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.err, "--precision are for a model")) << r.err;
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
 }
 

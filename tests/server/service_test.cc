@@ -187,6 +187,14 @@ TEST_F(ServiceTest, JobLifecycleAndWatch) {
       s.error_message().find("task 1 is float16; float16 kernels build for cuda targets only"),
       std::string::npos)
       << s.error_message();
+  // A precision belongs to a model job; explicit tasks carry their dtypes.
+  v1::SubmitJobRequest with_precision = bad;
+  with_precision.mutable_spec()->mutable_target()->set_spec(kTargetX86);
+  with_precision.mutable_spec()->set_precision(v1::DTYPE_FLOAT16);
+  s = tuning_->SubmitJob(Ctx().get(), with_precision, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("precision goes with an ONNX model"), std::string::npos)
+      << s.error_message();
   // bfloat16: likewise, and for a cuda arch before sm_80.
   for (v1::TensorSpec& t :
        *half.mutable_spec()->mutable_tasks(1)->mutable_workload()->mutable_inputs())
