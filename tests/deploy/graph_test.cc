@@ -957,6 +957,11 @@ TEST_F(GraphTest, BadPackagesAreRefusedWithTheReason) {
   p.mutable_values(0)->set_offset(2);  // not on a float
   refused(p, "outside the arena");
   p = *pkg;
+  p.set_precision(v1::DType(99));
+  refused(p, "precision 99");
+  p.set_precision(v1::DTYPE_INT8);
+  refused(p, "precision DTYPE_INT8");
+  p = *pkg;
   p.mutable_constants(0)->set_f32("abc");
   refused(p, "wrong size");
   p = *pkg;
