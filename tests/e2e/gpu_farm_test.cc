@@ -12,6 +12,7 @@
 
 #include "absl/strings/match.h"
 #include "cli/records_jsonl.h"
+#include "common/float16.h"
 #include "common/subprocess.h"
 #include "device_agent/runtime/capabilities.h"
 #include "device_agent/runtime/npy.h"
@@ -229,6 +230,21 @@ TEST_F(GpuFarm, CudaModelPackageRunsOnAnAgentWithTheGpu) {
   // LLVM, may differ in the last bits).
   EXPECT_LT(rel(on_agent, here), 1e-6);
   EXPECT_LT(rel(on_agent, cpu), 1e-5);
+  // The same model in float16 through the farm: the worker rebuilds its
+  // float16 kernels, the agent's runtime converts at the package's edges;
+  // the output within the float16 model tolerance of the float32 one.
+  const std::string half_pkg = dir.File("gpu16.tfpkg");
+  b = local(
+      {"build", model, "--target", target, "--untuned", "--precision", "fp16", "-o", half_pkg});
+  ASSERT_EQ(b.exit_code, 0) << b.err;
+  r = (*server)->Cli({"run", half_pkg, "--device-key=gpu", "--seed=3", "--repeat=20",
+                      "--output-dir=" + dir.File("agent16")},
+                     dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err << testing::ReadFileOrEmpty(dir.File("procs.log"));
+  const std::vector<float> half = ReadNpy(dir.File("agent16/y.npy"));
+  ASSERT_EQ(half.size(), cpu.size());
+  EXPECT_LT(rel(half, cpu), kFloat16ModelTolerance);
+  for (float v : half) ASSERT_EQ(v, RoundToFloat16(v));
   (*agent)->Kill(SIGTERM);
   (*worker)->Kill(SIGTERM);
   ASSERT_TRUE((*agent)->Wait(absl::Seconds(20)).ok());
