@@ -43,6 +43,19 @@ TEST(BenchSmoke, KernelsWritesRowsWithEveryField) {
   EXPECT_FALSE(absl::StrContains(text, "\"onednn_gflops\": null")) << text;
 }
 
+// Whether this machine's GPU can run the GPU benches: OK, or why not.
+absl::Status GpuUsable(const v1::Capabilities& caps) {
+  if (!caps.has_gpu()) return absl::FailedPreconditionError("no GPU on this machine");
+  return search::GpuLocalMeasurer::Check(*ir::Target::Parse("cuda -arch=" + caps.cuda_archs(0)));
+}
+
+// A GPU bench where the GPU is not usable: exit 1, one line saying why.
+void ExpectOneLineWhyNot(const testing::CommandResult& r, const absl::Status& usable) {
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.err, std::string(usable.message()))) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+}
+
 // The GPU kernels bench: rows with every field on a machine with a GPU;
 // elsewhere one line saying why it cannot run, exit code 1.
 TEST(BenchSmoke, GpuKernelsRunOrSayWhyNot) {
@@ -53,14 +66,9 @@ TEST(BenchSmoke, GpuKernelsRunOrSayWhyNot) {
                            "--samples", "2", "--only", "gemm_1024", "--json", json},
                           dir.path());
   v1::Capabilities caps = agent::DetectCapabilities();
-  absl::Status usable =
-      caps.has_gpu()
-          ? search::GpuLocalMeasurer::Check(*ir::Target::Parse("cuda -arch=" + caps.cuda_archs(0)))
-          : absl::FailedPreconditionError("no GPU on this machine");
+  absl::Status usable = GpuUsable(caps);
   if (!usable.ok()) {
-    EXPECT_EQ(r.exit_code, 1) << r.out;
-    EXPECT_TRUE(absl::StrContains(r.err, std::string(usable.message()))) << r.err;
-    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    ExpectOneLineWhyNot(r, usable);
     if (!caps.has_gpu()) TF_SKIP("no-gpu") << usable;
     TF_SKIP("gpu-unusable") << usable;
   }
@@ -82,10 +90,7 @@ TEST(BenchSmoke, GpuModelsRunOrSayWhyNot) {
   testing::TempDir dir;
   std::string json = dir.File("gpu-models.json");
   v1::Capabilities caps = agent::DetectCapabilities();
-  absl::Status usable =
-      caps.has_gpu()
-          ? search::GpuLocalMeasurer::Check(*ir::Target::Parse("cuda -arch=" + caps.cuda_archs(0)))
-          : absl::FailedPreconditionError("no GPU on this machine");
+  absl::Status usable = GpuUsable(caps);
   std::vector<std::string> cmd = {testing::BinPath("tunefarm-bench"),
                                   "gpu-models",
                                   "--only",
@@ -98,9 +103,7 @@ TEST(BenchSmoke, GpuModelsRunOrSayWhyNot) {
                                   json};
   testing::CommandResult r = testing::RunCommand(cmd, dir.path());
   if (!usable.ok()) {
-    EXPECT_EQ(r.exit_code, 1) << r.out;
-    EXPECT_TRUE(absl::StrContains(r.err, std::string(usable.message()))) << r.err;
-    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    ExpectOneLineWhyNot(r, usable);
     if (!caps.has_gpu()) TF_SKIP("no-gpu") << usable;
     TF_SKIP("gpu-unusable") << usable;
   }
