@@ -429,7 +429,8 @@ int RunBuild(const std::vector<std::string>& args, std::ostream& out, std::ostre
     views += s.has_node() && s.node().view();
   }
   int64_t weights = 0;
-  for (const auto& c : pkg->constants()) weights += int64_t(c.f32().size() + 8 * c.i64_size());
+  for (const auto& c : pkg->constants())
+    weights += int64_t(c.f32().size() + c.f16().size() + 8 * c.i64_size());
   const int tasks = pkg->kernels_size() - movers;
   const bool half = pkg->precision() == v1::DTYPE_FLOAT16 || pkg->precision() == v1::DTYPE_BFLOAT16;
   const char* dtype = pkg->precision() == v1::DTYPE_FLOAT16 ? "float16" : "bfloat16";
@@ -437,8 +438,8 @@ int RunBuild(const std::vector<std::string>& args, std::ostream& out, std::ostre
       "%s: %d task kernels (%d tuned, %d default) and %d data movers, %d kernel steps, %d native "
       "steps (%d of them views); weights %.1f MB%s, arena %.1f MB%s; built in %.1f s\n",
       output, tasks, tuned, tasks - tuned, movers, kernel_steps, native_steps, views, weights / 1e6,
-      half ? absl::StrFormat(" (%.1f MB %s on the device)", weights / 2e6, dtype) : "",
-      pkg->arena_bytes() / 1e6, half ? absl::StrCat(" of ", dtype, " values") : "",
+      half ? absl::StrCat(" in ", dtype) : "", pkg->arena_bytes() / 1e6,
+      half ? absl::StrCat(" of ", dtype, " values") : "",
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   out << layout_line;
   for (const auto& k : pkg->kernels()) {

@@ -1166,6 +1166,23 @@ absl::StatusOr<v1::ModelPackage> BuildPackage(const Model& model, const ir::Targ
       if (st.has_node() && !st.node().view()) native.insert(st.node().op());
     if (!native.empty()) return NoGpuKernel(native);
   }
+  if (half) {
+    // Float constants in the package's 16-bit format: what the device
+    // holds, in half the bytes.
+    const HalfKind kind = *HalfKindOf(pkg.precision());
+    for (v1::PackageTensor& t : *pkg.mutable_constants()) {
+      if (t.is_int() || t.f32().empty()) continue;
+      TF_ASSIGN_OR_RETURN(Constant c, runner::FromPackage(t));
+      std::string bits(c.floats.size() * 2, '\0');
+      for (size_t i = 0; i < c.floats.size(); ++i) {
+        const uint16_t b = ToHalfBits(c.floats[i], kind);
+        bits[2 * i] = char(b & 0xff);
+        bits[2 * i + 1] = char(b >> 8);
+      }
+      t.clear_f32();
+      t.set_f16(std::move(bits));
+    }
+  }
   return pkg;
 }
 

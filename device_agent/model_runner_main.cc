@@ -88,7 +88,8 @@ int main() {
   if (!cuda) runner::LimitAddressSpace(h.memory_limit_bytes);
   if (cuda && h.memory_limit_bytes > 0) {
     int64_t host = pkg->arena_bytes();
-    for (const v1::PackageTensor& c : pkg->constants()) host += int64_t(c.f32().size());
+    for (const v1::PackageTensor& c : pkg->constants())
+      host += int64_t(c.f32().size() + 2 * c.f16().size());  // held as floats
     if (host > h.memory_limit_bytes) {
       return Fail(v1::MEASURE_STATUS_RUNTIME_ERROR,
                   absl::StrCat("the package's arena and constants take ", host,

@@ -57,15 +57,27 @@ Node FromPackage(const v1::PackageNode& p) {
   return n;
 }
 
-absl::StatusOr<Constant> FromPackage(const v1::PackageTensor& t) {
+absl::StatusOr<Constant> FromPackage(const v1::PackageTensor& t, std::optional<HalfKind> half) {
   TF_ASSIGN_OR_RETURN(int64_t n, Numel(t.shape(), StrCat("constant '", t.name(), "'")));
   Constant k;
   k.shape.assign(t.shape().begin(), t.shape().end());
   k.is_int = t.is_int();
-  if (t.is_int() ? t.i64_size() != n : int64_t(t.f32().size()) != n * 4)
+  const bool bits16 = !t.is_int() && !t.f16().empty();
+  if (bits16 && !half)
+    return Bad(StrCat("constant '", t.name(), "' is 16-bit in a float32 package"));
+  if (t.is_int() ? t.i64_size() != n
+      : bits16   ? int64_t(t.f16().size()) != n * 2 || !t.f32().empty()
+                 : int64_t(t.f32().size()) != n * 4)
     return Bad(StrCat("constant '", t.name(), "' has the wrong size"));
   if (t.is_int()) {
     k.ints.assign(t.i64().begin(), t.i64().end());
+  } else if (bits16) {
+    k.floats.resize(size_t(n));
+    for (int64_t i = 0; i < n; ++i) {
+      const uint16_t b = uint16_t(uint8_t(t.f16()[size_t(2 * i)]) |
+                                  (uint16_t(uint8_t(t.f16()[size_t(2 * i + 1)])) << 8));
+      k.floats[size_t(i)] = FromHalfBits(b, *half);
+    }
   } else {
     k.floats.resize(size_t(n));
     std::memcpy(k.floats.data(), t.f32().data(), t.f32().size());
@@ -154,7 +166,7 @@ absl::Status GraphRuntime::Impl::Init() {
     arena = std::make_unique<runner::AlignedBuffer>(
         (pkg.arena_bytes() + value_bytes - 1) / value_bytes + 16);
   for (const v1::PackageTensor& c : pkg.constants()) {
-    TF_ASSIGN_OR_RETURN(Constant k, FromPackage(c));
+    TF_ASSIGN_OR_RETURN(Constant k, FromPackage(c, half));
     const int64_t n = k.size();
     auto buf = std::make_unique<runner::AlignedBuffer>(std::max<int64_t>(n, 1));
     if (k.is_int) {

@@ -8,10 +8,12 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/float16.h"
 #include "device_agent/runtime/graph_node.h"
 #include "device_agent/runtime/runner.h"
 #include "tunefarm/v1/package.pb.h"
@@ -32,8 +34,11 @@ int64_t ValueBytes(const ::tunefarm::v1::ModelPackage& pkg);
 
 // A package's native node as the runtime reads it.
 Node FromPackage(const ::tunefarm::v1::PackageNode& p);
-// A package's constant; InvalidArgument when its data does not fill its shape.
-absl::StatusOr<Constant> FromPackage(const ::tunefarm::v1::PackageTensor& t);
+// A package's constant; InvalidArgument when its data does not fill its
+// shape. A 16-bit constant (PackageTensor.f16) is read in format `half`, the
+// package's; one where `half` is unset is refused.
+absl::StatusOr<Constant> FromPackage(const ::tunefarm::v1::PackageTensor& t,
+                                     std::optional<HalfKind> half = std::nullopt);
 
 class GraphRuntime {
  public:

@@ -579,6 +579,12 @@ TEST_F(GraphTest, CudaPackagesRunInTheSimtInterpreter) {
           EXPECT_EQ(a.dtype(), precision) << k.description();
       }
       if (precision != v1::DTYPE_BFLOAT16) arena[half] = pkg->arena_bytes();
+      // Float constants stored in the package's format: 2 bytes a value.
+      for (const v1::PackageTensor& c : pkg->constants()) {
+        if (c.is_int()) continue;
+        EXPECT_EQ(c.f32().empty(), half) << c.name();
+        EXPECT_EQ(c.f16().empty(), !half) << c.name();
+      }
       values = pkg->values_size();
       absl::StatusOr<testing::SimulatedPackage> ran = testing::SimulatePackage(*pkg, in);
       ASSERT_TRUE(ran.ok()) << ran.status();
@@ -957,6 +963,14 @@ TEST_F(GraphTest, BadPackagesAreRefusedWithTheReason) {
   p.mutable_values(0)->set_offset(2);  // not on a float
   refused(p, "outside the arena");
   p = *pkg;
+  for (v1::PackageTensor& c : *p.mutable_constants()) {
+    if (c.is_int()) continue;
+    c.set_f16(std::string(c.f32().size() / 2, '\0'));
+    c.clear_f32();
+    break;
+  }
+  refused(p, "is 16-bit in a float32 package");
+  p = *pkg;
   p.set_precision(v1::DType(99));
   refused(p, "precision 99");
   p.set_precision(v1::DTYPE_INT8);
@@ -1138,7 +1152,7 @@ TEST_F(GraphTest, CliBuildsFloat16Packages) {
                            "cuda -arch=sm_87", "--precision", "fp16"},
                           dir_->path());
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_TRUE(absl::StrContains(r.out, "float16 on the device")) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, " MB in float16, arena")) << r.out;
   absl::StatusOr<v1::ModelPackage> built = GraphRuntime::ReadPackage(pkg);
   ASSERT_TRUE(built.ok()) << built.status();
   EXPECT_EQ(built->precision(), v1::DTYPE_FLOAT16);
@@ -1151,7 +1165,7 @@ TEST_F(GraphTest, CliBuildsFloat16Packages) {
                            "--target", "cuda -arch=sm_87", "--precision", "bf16"},
                           dir_->path());
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_TRUE(absl::StrContains(r.out, "bfloat16 on the device")) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, " MB in bfloat16, arena")) << r.out;
   absl::StatusOr<v1::ModelPackage> bf16 = GraphRuntime::ReadPackage(dir_->File("tiny_bf16.tfpkg"));
   ASSERT_TRUE(bf16.ok()) << bf16.status();
   EXPECT_EQ(bf16->precision(), v1::DTYPE_BFLOAT16);
