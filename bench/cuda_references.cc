@@ -65,8 +65,7 @@ class DeviceBuffers {
   }
   // `host` in 16-bit format `k` on the device.
   absl::StatusOr<void*> UploadHalf(const std::vector<float>& host, HalfKind k) {
-    std::vector<uint16_t> bits(host.size());
-    for (size_t i = 0; i < host.size(); ++i) bits[i] = ToHalfBits(host[i], k);
+    const std::vector<uint16_t> bits = ToHalfBits(host.data(), int64_t(host.size()), k);
     TF_ASSIGN_OR_RETURN(void* p, Alloc(bits.size() * 2));
     TF_CUDA_REF(cudaMemcpy(p, bits.data(), bits.size() * 2, cudaMemcpyHostToDevice));
     return p;
@@ -92,8 +91,8 @@ absl::Status Download(const void* device, size_t count, std::optional<HalfKind> 
   }
   std::vector<uint16_t> bits(count);
   TF_CUDA_REF(cudaMemcpy(bits.data(), device, count * 2, cudaMemcpyDeviceToHost));
-  out->clear();
-  for (uint16_t b : bits) out->push_back(FromHalfBits(b, *half));
+  out->resize(count);
+  FromHalfBits(bits.data(), int64_t(count), *half, out->data());
   return absl::OkStatus();
 }
 

@@ -76,4 +76,14 @@ float BFloat16BitsToFloat(uint16_t h) {
   return f;
 }
 
+std::vector<uint16_t> ToHalfBits(const float* data, int64_t n, HalfKind k) {
+  std::vector<uint16_t> bits(size_t(n > 0 ? n : 0));
+  for (size_t i = 0; i < bits.size(); ++i) bits[i] = ToHalfBits(data[i], k);
+  return bits;
+}
+
+void FromHalfBits(const uint16_t* bits, int64_t n, HalfKind k, float* out) {
+  for (int64_t i = 0; i < n; ++i) out[i] = FromHalfBits(bits[i], k);
+}
+
 }  // namespace tunefarm

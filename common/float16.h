@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 namespace tunefarm {
 
@@ -40,6 +41,10 @@ inline uint16_t ToHalfBits(float f, HalfKind k) {
 inline float FromHalfBits(uint16_t h, HalfKind k) {
   return k == HalfKind::kBFloat16 ? BFloat16BitsToFloat(h) : HalfBitsToFloat(h);
 }
+// `n` floats as values of format `k` (the bits the device holds), and
+// `n` such values back into floats.
+std::vector<uint16_t> ToHalfBits(const float* data, int64_t n, HalfKind k);
+void FromHalfBits(const uint16_t* bits, int64_t n, HalfKind k, float* out);
 // The value of format `k` nearest `f`, as a float.
 inline float RoundToHalf(float f, HalfKind k) { return FromHalfBits(ToHalfBits(f, k), k); }
 inline double HalfTolerance(HalfKind k) {

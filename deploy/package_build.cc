@@ -1173,14 +1173,9 @@ absl::StatusOr<v1::ModelPackage> BuildPackage(const Model& model, const ir::Targ
     for (v1::PackageTensor& t : *pkg.mutable_constants()) {
       if (t.is_int() || t.f32().empty()) continue;
       TF_ASSIGN_OR_RETURN(Constant c, runner::FromPackage(t));
-      std::string bits(c.floats.size() * 2, '\0');
-      for (size_t i = 0; i < c.floats.size(); ++i) {
-        const uint16_t b = ToHalfBits(c.floats[i], kind);
-        bits[2 * i] = char(b & 0xff);
-        bits[2 * i + 1] = char(b >> 8);
-      }
+      const std::vector<uint16_t> bits = ToHalfBits(c.floats.data(), c.size(), kind);
       t.clear_f32();
-      t.set_f16(std::move(bits));
+      t.set_f16(bits.data(), bits.size() * 2);  // little-endian, as f32 is
     }
   }
   return pkg;

@@ -29,7 +29,7 @@ struct CanonicalWorkload {
 absl::StatusOr<CanonicalWorkload> Canonicalize(const v1::Workload& workload);
 
 // The one dtype of every tensor a canonical workload names (inputs, map
-// inputs that give one, the output): float32 or float16. Unimplemented
+// inputs that give one, the output): float32, float16 or bfloat16. Unimplemented
 // naming the tensor for another dtype or a mix.
 absl::StatusOr<v1::DType> WorkloadDType(const v1::Workload& canonical);
 

@@ -202,10 +202,7 @@ absl::StatusOr<std::unique_ptr<GpuSession>> GpuSession::Open(
   for (size_t i = 0; i < inputs.size(); ++i) {
     const auto& [data, count] = inputs[i];
     std::vector<uint16_t> half;
-    if (is_half(i)) {
-      half.resize(size_t(count));
-      for (int64_t j = 0; j < count; ++j) half[size_t(j)] = ToHalfBits(data[j], plan.half);
-    }
+    if (is_half(i)) half = ToHalfBits(data, count, plan.half);
     const void* up = is_half(i) ? static_cast<const void*>(half.data()) : data;
     TF_RETURN_IF_ERROR(
         d.Check(d.cuMemcpyHtoD(s->buffers_[i], up, size_t(bytes[i])), "copy to the device"));
@@ -294,7 +291,7 @@ absl::Status GpuSession::ReadOutput(float* out) const {
   TF_RETURN_IF_ERROR(
       d_.Check(d_.cuMemcpyDtoH(half.data(), buffers_[output_index_], size_t(n_out_) * 2),
                "copy from the device"));
-  for (int64_t i = 0; i < n_out_; ++i) out[i] = FromHalfBits(half[size_t(i)], half_);
+  FromHalfBits(half.data(), n_out_, half_, out);
   return absl::OkStatus();
 }
 

@@ -35,12 +35,6 @@ GpuGraph::~GpuGraph() {
   if (retained_) d_.cuDevicePrimaryCtxRelease(device_);
 }
 
-std::vector<uint16_t> GpuGraph::ToHalf(const float* data, int64_t n) const {
-  std::vector<uint16_t> h(size_t(std::max<int64_t>(n, 0)));
-  for (size_t i = 0; i < h.size(); ++i) h[i] = ToHalfBits(data[i], *half_);
-  return h;
-}
-
 absl::StatusOr<GpuGraph::DevicePtr> GpuGraph::AddConstant(const float* data, int64_t n) {
   DevicePtr p = 0;
   const size_t bytes = size_t(std::max<int64_t>(n, 1)) * size_t(element_bytes());
@@ -48,7 +42,7 @@ absl::StatusOr<GpuGraph::DevicePtr> GpuGraph::AddConstant(const float* data, int
   constants_.push_back(p);
   if (n <= 0) return p;
   if (half_) {
-    const std::vector<uint16_t> h = ToHalf(data, n);
+    const std::vector<uint16_t> h = ToHalfBits(data, n, *half_);
     TF_RETURN_IF_ERROR(d_.Check(d_.cuMemcpyHtoD(p, h.data(), h.size() * 2), "constant copy"));
   } else {
     TF_RETURN_IF_ERROR(d_.Check(d_.cuMemcpyHtoD(p, data, size_t(n) * 4), "constant copy"));
@@ -98,7 +92,7 @@ absl::Status GpuGraph::AddStep(int kernel, std::vector<DevicePtr> args) {
 
 absl::Status GpuGraph::Upload(int64_t offset_bytes, const float* data, int64_t n) {
   if (half_) {
-    const std::vector<uint16_t> h = ToHalf(data, n);
+    const std::vector<uint16_t> h = ToHalfBits(data, n, *half_);
     return d_.Check(d_.cuMemcpyHtoD(ArenaAt(offset_bytes), h.data(), h.size() * 2),
                     "copy to the device");
   }
@@ -111,7 +105,7 @@ absl::Status GpuGraph::Download(int64_t offset_bytes, float* data, int64_t n) co
     std::vector<uint16_t> h(size_t(std::max<int64_t>(n, 0)));
     TF_RETURN_IF_ERROR(d_.Check(d_.cuMemcpyDtoH(h.data(), ArenaAt(offset_bytes), h.size() * 2),
                                 "copy from the device"));
-    for (size_t i = 0; i < h.size(); ++i) data[i] = FromHalfBits(h[i], *half_);
+    FromHalfBits(h.data(), n, *half_, data);
     return absl::OkStatus();
   }
   return d_.Check(d_.cuMemcpyDtoH(data, ArenaAt(offset_bytes), size_t(n) * 4),

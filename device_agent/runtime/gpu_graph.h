@@ -62,8 +62,6 @@ class GpuGraph {
 
  private:
   GpuGraph(const CudaDriver& d, std::optional<HalfKind> half) : d_(d), half_(half) {}
-  // Host bytes of `n` floats as the device holds them.
-  std::vector<uint16_t> ToHalf(const float* data, int64_t n) const;
   struct Kernel {
     CudaDriver::CUmodule module = nullptr;
     std::vector<CudaDriver::CUfunction> functions;

@@ -72,12 +72,10 @@ absl::StatusOr<Constant> FromPackage(const v1::PackageTensor& t, std::optional<H
   if (t.is_int()) {
     k.ints.assign(t.i64().begin(), t.i64().end());
   } else if (bits16) {
+    std::vector<uint16_t> bits(static_cast<size_t>(n));
+    std::memcpy(bits.data(), t.f16().data(), t.f16().size());
     k.floats.resize(size_t(n));
-    for (int64_t i = 0; i < n; ++i) {
-      const uint16_t b = uint16_t(uint8_t(t.f16()[size_t(2 * i)]) |
-                                  (uint16_t(uint8_t(t.f16()[size_t(2 * i + 1)])) << 8));
-      k.floats[size_t(i)] = FromHalfBits(b, *half);
-    }
+    FromHalfBits(bits.data(), n, *half, k.floats.data());
   } else {
     k.floats.resize(size_t(n));
     std::memcpy(k.floats.data(), t.f32().data(), t.f32().size());
