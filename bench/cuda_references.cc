@@ -150,9 +150,10 @@ GemmShape GemmShapeOf(const v1::Workload& w) {
 }
 
 // cuBLAS on the workload's dtype: sgemm with its default math (strict
-// fp32), or cublasGemmEx on float16 or bfloat16 A, B and C with float32
-// accumulation (tensor cores: cuBLAS's default for them), the output
-// widened back.
+// fp32), cublasGemmEx on float32 with CUBLAS_COMPUTE_32F_FAST_TF32 for a
+// tf32 workload, or cublasGemmEx on float16 or bfloat16 A, B and C with
+// float32 accumulation (tensor cores: cuBLAS's default for them), the
+// output widened back.
 absl::StatusOr<GpuReferenceRun> CuBlas(const v1::Workload& w,
                                        const std::vector<std::vector<float>>& inputs) {
   const std::optional<HalfKind> half = HalfKindOf(w.inputs(0).dtype());
@@ -175,13 +176,22 @@ absl::StatusOr<GpuReferenceRun> CuBlas(const v1::Workload& w,
                                 &zero, c, type, g.n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
                    "cublasGemmEx");
     }
+    if (w.tf32()) {
+      return Check(cublasGemmEx(h, op_b, op_a, g.n, g.m, g.k, &one, b, CUDA_R_32F, g.ldb, a,
+                                CUDA_R_32F, g.lda, &zero, c, CUDA_R_32F, g.n,
+                                CUBLAS_COMPUTE_32F_FAST_TF32, CUBLAS_GEMM_DEFAULT),
+                   "cublasGemmEx (tf32)");
+    }
     return Check(
         cublasSgemm(h, op_b, op_a, g.n, g.m, g.k, &one, static_cast<const float*>(b), g.ldb,
                     static_cast<const float*>(a), g.lda, &zero, static_cast<float*>(c), g.n),
         "cublasSgemm");
   };
   GpuReferenceRun run;
-  run.library = !half ? "cublas" : half == HalfKind::kBFloat16 ? "cublas bf16" : "cublas fp16";
+  run.library = half == HalfKind::kBFloat16 ? "cublas bf16"
+                : half                      ? "cublas fp16"
+                : w.tf32()                  ? "cublas tf32"
+                                            : "cublas";
   absl::Status s = Check(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
   absl::StatusOr<double> t = s.ok() ? TimeGpu(launch, &mem) : absl::StatusOr<double>(s);
   if (t.ok()) {
@@ -234,7 +244,10 @@ absl::StatusOr<GpuReferenceRun> CuDnn(const v1::Workload& w,
                                                 at(c.dilations(), 0, 1), at(c.dilations(), 1, 1),
                                                 CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
     TF_CUDA_REF(cudnnSetConvolutionGroupCount(cd, groups));
-    TF_CUDA_REF(cudnnSetConvolutionMathType(cd, half ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH));
+    // Tensor cores for 16-bit and tf32 layers; strict fp32 otherwise.
+    const bool tensor_ops = half.has_value() || w.tf32();
+    TF_CUDA_REF(
+        cudnnSetConvolutionMathType(cd, tensor_ops ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH));
     int n = 0, k = 0, oh = 0, ow = 0;
     TF_CUDA_REF(cudnnGetConvolution2dForwardOutputDim(cd, xd, wd, &n, &k, &oh, &ow));
     TF_CUDA_REF(cudnnSetTensor4dDescriptor(yd, CUDNN_TENSOR_NCHW, dtype, n, k, oh, ow));
@@ -247,12 +260,12 @@ absl::StatusOr<GpuReferenceRun> CuDnn(const v1::Workload& w,
     int found = 0;
     TF_CUDA_REF(cudnnFindConvolutionForwardAlgorithm(h, xd, wd, cd, yd, kMaxAlgos, &found, perf));
     // The fastest that ran in strict fp32 (FMA math: no TF32 tensor cores);
-    // for float16, the fastest.
+    // for 16-bit and tf32 layers, the fastest.
     int pick = -1;
     for (int i = 0; i < found && pick < 0; ++i) {
       if (perf[i].status == CUDNN_STATUS_SUCCESS &&
-          (half.has_value() || (perf[i].mathType != CUDNN_TENSOR_OP_MATH &&
-                                perf[i].mathType != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION))) {
+          (tensor_ops || (perf[i].mathType != CUDNN_TENSOR_OP_MATH &&
+                          perf[i].mathType != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION))) {
         pick = i;
       }
     }

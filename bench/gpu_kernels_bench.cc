@@ -35,8 +35,8 @@ namespace {
 namespace v1 = ::tunefarm::v1;
 
 // The GPU issue's list: GEMM 1024^3 and 4096^3, the ResNet-18 3x3 layers at
-// batch 1 and 16, a depthwise layer; float16 GEMMs (and one bfloat16) and two batch-16 layers
-// against cuBLAS's and cuDNN's tensor cores.
+// batch 1 and 16, a depthwise layer; float16 GEMMs (one bfloat16, two tf32) and batch-16
+// layers against cuBLAS's and cuDNN's tensor cores in the same format.
 const std::vector<Anchor>& Anchors() {
   static const std::vector<Anchor> anchors = {
       {"gemm_1024", "matmul(M=1024,N=1024,K=1024)"},
@@ -44,6 +44,8 @@ const std::vector<Anchor>& Anchors() {
       {"gemm_1024_fp16", "matmul(M=1024,N=1024,K=1024,dtype=float16)"},
       {"gemm_4096_fp16", "matmul(M=4096,N=4096,K=4096,dtype=float16)"},
       {"gemm_4096_bf16", "matmul(M=4096,N=4096,K=4096,dtype=bfloat16)"},
+      {"gemm_1024_tf32", "matmul(M=1024,N=1024,K=1024,dtype=tf32)"},
+      {"gemm_4096_tf32", "matmul(M=4096,N=4096,K=4096,dtype=tf32)"},
       {"resnet_c64_h56_3x3_b1", "conv2d_nchw(N=1,C=64,H=56,W=56,K=64,R=3,S=3,pad=1)"},
       {"resnet_c128_h28_3x3_b1", "conv2d_nchw(N=1,C=128,H=28,W=28,K=128,R=3,S=3,pad=1)"},
       {"resnet_c256_h14_3x3_b1", "conv2d_nchw(N=1,C=256,H=14,W=14,K=256,R=3,S=3,pad=1)"},
@@ -57,6 +59,8 @@ const std::vector<Anchor>& Anchors() {
        "conv2d_nchw(N=16,C=64,H=56,W=56,K=64,R=3,S=3,pad=1,dtype=float16)"},
       {"resnet_c256_h14_3x3_b16_fp16",
        "conv2d_nchw(N=16,C=256,H=14,W=14,K=256,R=3,S=3,pad=1,dtype=float16)"},
+      {"resnet_c256_h14_3x3_b16_tf32",
+       "conv2d_nchw(N=16,C=256,H=14,W=14,K=256,R=3,S=3,pad=1,dtype=tf32)"},
   };
   return anchors;
 }

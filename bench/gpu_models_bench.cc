@@ -1,13 +1,13 @@
 // tunefarm-bench gpu-models: whole models on this machine's GPU, per
-// precision (fp32, fp16, and bf16 where the arch has it): the untuned CUDA
+// precision (fp32, fp16, and bf16 and tf32 where the arch has them): the untuned CUDA
 // package (`tunefarm build --untuned --target cuda`) against the tuned one
 // (`tunefarm tune MODEL.onnx --target cuda -o`, a trial budget), timed
 // against each other in paired runs, beside the sum of cuDNN's
 // (convolutions) and cuBLAS's (dense layers) best times for the same
 // layers in the same dtype, each measured alone in this run and counted as
 // often as the model has it. Both packages' outputs are checked against the
-// float64 interpreter first (float32 within 1e-4, 16-bit within the dtype's
-// model tolerance of each output's range); a package that differs is
+// float64 interpreter first (float32 within 1e-4, 16-bit and tf32 within
+// their model tolerance of each output's range); a package that differs is
 // reported and not timed. A package's latency is GraphRuntime::Run's: the
 // input copied up, the captured CUDA graph, the outputs copied back; the
 // library sum counts the layers' kernels only (no pooling, no elementwise
@@ -126,7 +126,7 @@ int RunGpuModelsBench(const std::vector<std::string>& args) {
     } else if (k == "--precision") {
       precisions = absl::StrSplit(v, ',');
       for (const std::string& p : precisions)
-        ok = ok && (p == "fp32" || p == "fp16" || p == "bf16");
+        ok = ok && (p == "fp32" || p == "fp16" || p == "bf16" || p == "tf32");
     } else if (k == "--only") {
       only = v;
     } else if (k == "--json") {
@@ -217,11 +217,12 @@ int RunGpuModelsBench(const std::vector<std::string>& args) {
     for (const std::string& precision : precisions) {
       const v1::DType dtype = precision == "fp16"   ? v1::DTYPE_FLOAT16
                               : precision == "bf16" ? v1::DTYPE_BFLOAT16
+                              : precision == "tf32" ? v1::DTYPE_TF32
                                                     : v1::DTYPE_FLOAT32;
       const std::optional<HalfKind> half = HalfKindOf(dtype);
-      if (dtype == v1::DTYPE_BFLOAT16 && target->sm < 80) {
-        std::printf("%-14s %4s skipped: %s has no bfloat16\n", name, precision.c_str(),
-                    target->arch().c_str());
+      if (absl::Status fits = frontend::CheckPrecision(dtype, *target); !fits.ok()) {
+        std::printf("%-14s %4s skipped: %s\n", name, precision.c_str(),
+                    std::string(fits.message()).c_str());
         continue;
       }
       const std::string base = absl::StrCat(name, "-", precision);
@@ -248,7 +249,9 @@ int RunGpuModelsBench(const std::vector<std::string>& args) {
         failures = true;
         continue;
       }
-      const double tolerance = half ? HalfModelTolerance(*half) : 1e-4;
+      const double tolerance = half                      ? HalfModelTolerance(*half)
+                               : dtype == v1::DTYPE_TF32 ? kTf32ModelTolerance
+                                                         : 1e-4;
       const double err =
           std::max(WorstError(*untuned, *model, in, *ref), WorstError(*tuned, *model, in, *ref));
       if (!(err < tolerance)) {

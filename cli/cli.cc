@@ -53,8 +53,8 @@ commands:
   import FILE.jsonl             import records (JSON lines; '-' reads stdin)
   export [-o FILE] [--workload=KEY] [--target=T] [--job=ID] [--status=S]
   records [--workload=KEY] [--target=T] [--job=ID] [--status=S] [--limit=N] [--before=ID | --after=ID] [--oldest-first] [--json]
-  best --target=T (--workload=KEY | --job=ID | --model=MODEL.onnx [--precision=fp16|bf16]) [--top=N] [--json]
-  submit (SPEC.json | MODEL.onnx [--shape=NAME=DIMS,...] [--value=NAME=V,...]... [--precision=fp16|bf16] | --workloads=FILE) --target=T --device_key=K [--trials=N]
+  best --target=T (--workload=KEY | --job=ID | --model=MODEL.onnx [--precision=fp16|bf16|tf32]) [--top=N] [--json]
+  submit (SPEC.json | MODEL.onnx [--shape=NAME=DIMS,...] [--value=NAME=V,...]... [--precision=fp16|bf16|tf32] | --workloads=FILE) --target=T --device_key=K [--trials=N]
          [--time_limit=SEC] [--trials_per_task=N] [--early_stop=N] [--strategy=evolutionary|random] [--name=NAME] [--wait-for-device]
          (--target and --device_key required unless the spec has them)
   jobs [--state=S] [--json]     list jobs, newest first

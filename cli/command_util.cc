@@ -103,21 +103,17 @@ absl::StatusOr<std::optional<bool>> ParseLayoutFlag(const std::string& value) {
 
 absl::StatusOr<v1::DType> ParsePrecisionFlag(const std::string& value, const ir::Target& target) {
   if (value.empty() || value == "fp32") return v1::DTYPE_FLOAT32;
-  if (value != "fp16" && value != "bf16") {
+  const v1::DType precision = value == "fp16"   ? v1::DTYPE_FLOAT16
+                              : value == "bf16" ? v1::DTYPE_BFLOAT16
+                              : value == "tf32" ? v1::DTYPE_TF32
+                                                : v1::DTYPE_UNSPECIFIED;
+  if (precision == v1::DTYPE_UNSPECIFIED) {
     return absl::InvalidArgumentError(
-        absl::StrCat("--precision is fp32, fp16 or bf16, not '", value, "'"));
+        absl::StrCat("--precision is fp32, fp16, bf16 or tf32, not '", value, "'"));
   }
-  if (!target.is_gpu()) {
-    return absl::InvalidArgumentError(absl::StrCat("--precision ", value,
-                                                   " needs a cuda target (16-bit kernels run on "
-                                                   "GPUs), not ",
-                                                   target.ToString()));
-  }
-  if (value == "bf16" && target.sm < 80) {
-    return absl::InvalidArgumentError(absl::StrCat("--precision bf16 needs sm_80 or newer (",
-                                                   target.arch(), " has no bfloat16)"));
-  }
-  return value == "bf16" ? v1::DTYPE_BFLOAT16 : v1::DTYPE_FLOAT16;
+  if (absl::Status s = frontend::CheckPrecision(precision, target); !s.ok())
+    return absl::InvalidArgumentError(absl::StrCat("--precision ", value, ": ", s.message()));
+  return precision;
 }
 
 std::string Printable(const std::string& text) {

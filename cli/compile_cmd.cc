@@ -106,7 +106,7 @@ int RunCompile(const std::vector<std::string>& args, std::ostream& out, std::ost
       } else if (schedule.sketch_id == ir::kGpuTilingSketchId && target.is_gpu()) {
         built = ir::BuildGpuTiledSchedule(*dag, target, d);
       } else if (schedule.sketch_id == ir::kGpuTensorCoreSketchId && target.is_gpu()) {
-        std::optional<ir::TensorCoreTiling> t = ir::TensorCoreTiling::Decode(d);
+        std::optional<ir::TensorCoreTiling> t = ir::TensorCoreTiling::Decode(d, dag->tf32);
         built = t ? ir::TensorCoreSchedule(*dag, target, *t)
                   : absl::InvalidArgumentError(absl::StrCat("a tensor-core schedule has ",
                                                             ir::TensorCoreTiling{}.Encode().size(),

@@ -36,7 +36,7 @@ constexpr const char* kBuildHelp =
     R"(usage: tunefarm build MODEL.onnx -o MODEL.tfpkg [--target T|host] [--db FILE]
                       [--shape NAME=D1xD2x...]... [--value NAME=V,...]...
                       [--untuned] [--threads N] [--layout nchw|nhwc] [--data-movers kernels|native]
-                      [--precision fp32|fp16|bf16]
+                      [--precision fp32|fp16|bf16|tf32]
 
 Builds a whole model for one target: every task is compiled with its best
 record in the log database (--db, default tunefarm.db) for the target, or
@@ -80,7 +80,9 @@ statically planned arena. The package runs with `tunefarm run`.
                     float16 or bfloat16, each kernel computing in float32
                     between its 16-bit loads and stores; inputs and outputs
                     stay float32 for `run`. The records used are those of
-                    the 16-bit tasks (`tune --precision fp16`)
+                    the 16-bit tasks (`tune --precision fp16`). tf32 (cuda,
+                    sm_80 and newer): float32 values, every product's
+                    factors rounded to TF32 on tensor cores
 )";
 
 constexpr const char* kRunHelp =

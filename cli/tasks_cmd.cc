@@ -17,7 +17,7 @@ namespace {
 
 constexpr const char* kHelp =
     R"(usage: tunefarm tasks MODEL.onnx [--target T|host] [--shape NAME=D1xD2x...]...
-                      [--value NAME=V,...]... [--layout nchw|nhwc] [--precision fp32|fp16|bf16]
+                      [--value NAME=V,...]... [--layout nchw|nhwc] [--precision fp32|fp16|bf16|tf32]
                       [--json|--specs]
 
 Imports an ONNX model and prints its tunable workloads (convolutions,
@@ -32,7 +32,7 @@ spec `tunefarm tune --workload` and `compile --workload` take.
   --value   fixes an input to constant values, NAME=V1,V2,... (as build)
   --layout  nhwc or nchw: the tasks of a build in that layout (default:
             the target's, nhwc on CPU targets; `tunefarm build --layout`)
-  --precision  fp16 or bf16 (cuda targets): the 16-bit tasks of a build
+  --precision  fp16, bf16 or tf32 (cuda targets): the tasks of a build
             with that --precision (default fp32)
   --json    {"model": ..., "opset": N, "model_flops": F, "tasks": [...]}
   --specs   one line per task, "SPEC xWEIGHT": the task list `tunefarm submit`

@@ -37,7 +37,7 @@ constexpr const char* kHelp =
                      [--early-stop N] [--strategy evolutionary|random] [--threads N] [--batch N] [--seed N]
                      [--flush-cache] [--db FILE] [--load-model FILE] [--save-model FILE]
        tunefarm tune MODEL.onnx [--shape NAME=D1xD2x...]... [--value NAME=V,...]...
-                     [--layout nchw|nhwc] [--precision fp32|fp16|bf16] [-o MODEL.tfpkg] [same flags]
+                     [--layout nchw|nhwc] [--precision fp32|fp16|bf16|tf32] [-o MODEL.tfpkg] [same flags]
 
 Tunes one workload, or every task of a model, on this machine, with no
 server to start: schedules are compiled here, run in a child process,
@@ -75,9 +75,9 @@ built at the end from the database, as `tunefarm build` does.
               package (default for this machine: the layout the database
               has records of for the model, else the one whose untuned
               build runs faster here; `tunefarm build --layout`)
-  --precision fp16 or bf16 (cuda targets; bf16 on sm_80 and newer): tune
-              the model's 16-bit tasks, the ones `tunefarm build --precision`
-              builds (default fp32)
+  --precision fp16, bf16 or tf32 (cuda targets; bf16 and tf32 on sm_80 and
+              newer): tune the model's tasks in that precision, the ones
+              `tunefarm build --precision` builds (default fp32)
   -o          write the tuned model's package (with a model)
   --load-model  start from the cost model in FILE instead of the database's
   --save-model  also write the final cost model to FILE
@@ -247,6 +247,8 @@ int RunTune(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   if (model_path.empty()) {
     auto workload = ir::ParseWorkloadSpec(flags["workload"]);
     if (!workload.ok()) return Fail(err, 2, std::string(workload.status().message()));
+    if (absl::Status fits = ir::CheckWorkloadTarget(*workload, target); !fits.ok())
+      return Fail(err, 2, std::string(fits.message()));
     auto task = search::Task::Make(*workload, target, flags["workload"]);
     if (!task.ok()) return Fail(err, 1, std::string(task.status().message()));
     tasks.push_back(*std::move(task));

@@ -86,4 +86,17 @@ void FromHalfBits(const uint16_t* bits, int64_t n, HalfKind k, float* out) {
   for (int64_t i = 0; i < n; ++i) out[i] = FromHalfBits(bits[i], k);
 }
 
+float RoundToTf32(float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, sizeof bits);
+  if ((bits & 0x7f800000u) == 0x7f800000u) return f;  // infinity or NaN, as it is
+  // Half of the dropped part's unit added to the magnitude carries into the
+  // kept bits from the halfway point up (ties away from zero); a carry out of
+  // the largest finite values makes infinity.
+  bits = (bits + 0x1000u) & ~0x1fffu;
+  float out;
+  std::memcpy(&out, &bits, sizeof out);
+  return out;
+}
+
 }  // namespace tunefarm

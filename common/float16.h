@@ -24,6 +24,11 @@ constexpr double kFloat16ModelTolerance = 1e-2;
 // for a model run in it.
 constexpr double kBFloat16Tolerance = 4.0 / 128;
 constexpr double kBFloat16ModelTolerance = 6e-2;
+// How far an output of a model whose products run in TF32
+// (`--precision tf32`) may be from a float64 run of the float32 model,
+// relative to the output's largest |value|: each product's factors keep 10
+// of their 23 mantissa bits.
+constexpr double kTf32ModelTolerance = 5e-3;
 
 uint16_t FloatToHalfBits(float f);
 float HalfBitsToFloat(uint16_t h);
@@ -53,6 +58,11 @@ inline double HalfTolerance(HalfKind k) {
 inline double HalfModelTolerance(HalfKind k) {
   return k == HalfKind::kBFloat16 ? kBFloat16ModelTolerance : kFloat16ModelTolerance;
 }
+// `f` rounded to TF32 (float32's exponent, 10 mantissa bits) to nearest,
+// ties away from zero, as the GPU's cvt.rna.tf32.f32 does; still a float
+// (its 13 low bits zero). Infinities stay, NaN stays NaN.
+float RoundToTf32(float f);
+
 // A quiet NaN of format `k` (what an unwritten output holds).
 inline uint16_t HalfQuietNaN(HalfKind k) { return k == HalfKind::kBFloat16 ? 0x7fc0 : 0x7e00; }
 

@@ -122,6 +122,7 @@ struct Access {
   int count;
 };
 
+// Multiply-adds of one lane in an m16n8k16 product (half that in m16n8k8).
 constexpr int64_t kMmaMacsPerLane = 16 * 8 * 16 / 32;
 
 class Extractor : public ir::StmtFunctor<void()> {
@@ -163,7 +164,7 @@ class Extractor : public ir::StmtFunctor<void()> {
     shared_[s->tensor] = saved_shared;
   }
   void VisitStore(const Stmt& s) override { Row(*s); }
-  // One warp's m16n8k16 product: for each lane, kMmaMacsPerLane
+  // One warp's m16n8k16 (m16n8k8) product: for each lane, kMmaMacsPerLane (half)
   // multiply-adds into its accumulators from A and B in shared memory; a
   // row for an update d += a * b run that many times (the offsets as the
   // last index of each buffer).
@@ -181,7 +182,8 @@ class Extractor : public ir::StmtFunctor<void()> {
         ir::Load(s->tensor, ir::ScalarType::kFloat32, update.indices) +
         ir::Load(s->mma_a, ir::ScalarType::kFloat32, at(s->mma_a, s->mma_offsets[0])) *
             ir::Load(s->mma_b, ir::ScalarType::kFloat32, at(s->mma_b, s->mma_offsets[1]));
-    loops_.push_back({ir::Var("mma.mac"), kMmaMacsPerLane, ForKind::kUnrolled});
+    loops_.push_back({ir::Var("mma.mac"), s->mma_tf32 ? kMmaMacsPerLane / 2 : kMmaMacsPerLane,
+                      ForKind::kUnrolled});
     Row(update);
     loops_.pop_back();
   }

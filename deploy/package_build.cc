@@ -869,6 +869,10 @@ absl::Status PlanValues(const Model& model, const PackageConstants& consts,
   };
   std::map<std::string, Place> views;  // value -> where it lies in another
   const bool gpu = absl::StartsWith(pkg->target(), "cuda");
+  const bool wide_moves =
+      runner::ValueBytes(*pkg) == 2 ||
+      std::any_of(pkg->kernels().begin(), pkg->kernels().end(),
+                  [](const v1::PackageKernel& k) { return k.workload().tf32(); });
   auto owner = [&](std::string v) {
     Place at{v, 0};
     for (auto it = views.find(at.of); it != views.end(); it = views.find(at.of))
@@ -891,10 +895,10 @@ absl::Status PlanValues(const Model& model, const PackageConstants& consts,
     std::vector<int64_t> at =
         ViewOffsets(model, n, *si, outs, pkg->opset(), runner::ValueBytes(*pkg));
     if (at.size() != outs.size()) continue;
-    // 16-bit GPU kernels may move 16 bytes at a time (tensor-core tiles): a
-    // view there starts on a 16-byte boundary of its input, or the node is
-    // a copy.
-    if (gpu && runner::ValueBytes(*pkg) == 2 &&
+    // 16-bit and tf32 GPU kernels may move 16 bytes at a time (tensor-core
+    // tiles): a view there starts on a 16-byte boundary of its input, or
+    // the node is a copy.
+    if (gpu && wide_moves &&
         std::any_of(at.begin(), at.end(), [](int64_t b) { return b % 16 != 0; }))
       continue;
     for (int k = 0; k < n.outputs_size(); ++k) views[n.outputs(k)] = {in, at[size_t(k)]};
@@ -1067,22 +1071,10 @@ absl::Status NoGpuKernel(const std::set<std::string>& ops) {
 absl::StatusOr<v1::ModelPackage> BuildPackage(const Model& model, const ir::Target& target,
                                               const BuildOptions& options) {
   if (!target.is_gpu()) TF_RETURN_IF_ERROR(codegen::CheckLLVMTarget(target));
-  // 16 bits: float16 or bfloat16 (sm_80 and newer).
+  TF_RETURN_IF_ERROR(frontend::CheckPrecision(options.precision, target));
+  // 16 bits: float16 or bfloat16 values; a tf32 package holds float32.
   const bool half =
       options.precision == v1::DTYPE_FLOAT16 || options.precision == v1::DTYPE_BFLOAT16;
-  if (options.precision != v1::DTYPE_FLOAT32 && !half) {
-    return absl::UnimplementedError(StrCat("precision ", v1::DType_Name(options.precision),
-                                           ": packages are float32, float16 or bfloat16"));
-  }
-  const char* dtype = options.precision == v1::DTYPE_FLOAT16 ? "float16" : "bfloat16";
-  if (half && !target.is_gpu()) {
-    return absl::UnimplementedError(
-        StrCat(dtype, " packages run on cuda targets; ", target.ToString(), " is not one"));
-  }
-  if (options.precision == v1::DTYPE_BFLOAT16 && target.sm < 80) {
-    return absl::UnimplementedError(
-        StrCat("bfloat16 packages need sm_80 or newer; ", target.arch(), " has no bfloat16"));
-  }
   TF_ASSIGN_OR_RETURN(TaskExtraction ex,
                       ExtractTasks(model, frontend::ExtractOptionsFor(target, options.channels_last,
                                                                       options.precision)));

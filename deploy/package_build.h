@@ -55,7 +55,8 @@ struct BuildOptions {
   std::optional<bool> rearrange_kernels;
   // Every value and kernel in this dtype: DTYPE_FLOAT16 or DTYPE_BFLOAT16
   // (cuda targets; bfloat16 on sm_80 and newer) computes each kernel in
-  // float32 between 16-bit loads and stores.
+  // float32 between 16-bit loads and stores. DTYPE_TF32 (sm_80 and newer)
+  // keeps a float32 package whose products are tf32 workloads.
   v1::DType precision = v1::DTYPE_FLOAT32;
 };
 

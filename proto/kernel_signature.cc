@@ -115,6 +115,12 @@ std::vector<float> RandomInput(const v1::KernelSignature& signature, int index, 
       x = RoundToHalf(x, *k);
       if (x == 0.0f) x = 0.5f;
     }
+  } else if (signature.tf32()) {
+    // TF32 factors: the kernel's products are exact, as the reference's.
+    for (float& x : v) {
+      x = RoundToTf32(x);
+      if (x == 0.0f) x = 0.5f;
+    }
   }
   return v;
 }

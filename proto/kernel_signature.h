@@ -33,13 +33,29 @@ inline std::optional<HalfKind> HalfKindOf(v1::DType dtype) {
   return std::nullopt;
 }
 
+// The dtype's name in messages: "float32", "float16", "bfloat16", else its
+// enum name ("DTYPE_INT8").
+inline const char* DTypeWord(v1::DType dtype) {
+  switch (dtype) {
+    case v1::DTYPE_FLOAT32:
+      return "float32";
+    case v1::DTYPE_FLOAT16:
+      return "float16";
+    case v1::DTYPE_BFLOAT16:
+      return "bfloat16";
+    default:
+      return v1::DType_Name(dtype).c_str();
+  }
+}
+
 // `logical` (row-major, LogicalElements values) in the layout the kernel
 // reads: a copy where the argument is not packed.
 std::vector<float> PackArgument(const v1::KernelArgument& arg, const std::vector<float>& logical);
 
 // The random inputs of a kernel (every argument but the last), logical
 // layouts, from FillUniform(seed, argument index); a float16 or bfloat16
-// argument's values rounded to its dtype (a zero made 0.5).
+// argument's values rounded to its dtype, every float32 one's to TF32 where
+// the signature is tf32 (a zero made 0.5).
 std::vector<std::vector<float>> RandomInputs(const v1::KernelSignature& signature, uint64_t seed);
 // Input `index` of RandomInputs alone.
 std::vector<float> RandomInput(const v1::KernelSignature& signature, int index, uint64_t seed);

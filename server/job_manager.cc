@@ -13,6 +13,7 @@
 #include "common/status_macros.h"
 #include "compiler/frontend/onnx_import.h"
 #include "compiler/frontend/tasks.h"
+#include "compiler/ir/workload.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "proto/protocol.h"
 #include "server/limits.h"
@@ -42,23 +43,14 @@ absl::Status JobManager::ImportModel(v1::JobSpec* spec) const {
     return absl::InvalidArgumentError(absl::StrCat("target: ", target.status().message()));
   const v1::DType precision =
       spec->precision() == v1::DTYPE_UNSPECIFIED ? v1::DTYPE_FLOAT32 : spec->precision();
-  if (precision != v1::DTYPE_FLOAT32 && precision != v1::DTYPE_FLOAT16 &&
-      precision != v1::DTYPE_BFLOAT16) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("precision: ", v1::DType_Name(precision),
-                     " is not a model precision (float32, float16 or bfloat16)"));
-  }
-  if (precision != v1::DTYPE_FLOAT32 && !target->is_gpu()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "precision: ", precision == v1::DTYPE_FLOAT16 ? "float16" : "bfloat16",
-        " tasks build for cuda targets only (", target->ToString(), " is a CPU target)"));
-  }
+  if (absl::Status s = frontend::CheckPrecision(precision, *target); !s.ok())
+    return absl::InvalidArgumentError(absl::StrCat("precision: ", s.message()));
   absl::StatusOr<frontend::TaskExtraction> ex =
       frontend::ExtractTasks(*model, frontend::ExtractOptionsFor(*target, std::nullopt, precision));
   if (!ex.ok()) return absl::InvalidArgumentError(absl::StrCat("model: ", ex.status().message()));
   if (ex->tasks.empty())
     return absl::InvalidArgumentError("model: it has no tunable layers (conv, dense, matmul)");
-  spec->clear_precision();  // now in the tasks' dtypes
+  spec->clear_precision();  // now in the tasks' dtypes (and tf32 flags)
   for (const frontend::ModelTask& t : ex->tasks) {
     v1::TaskSpec* ts = spec->add_tasks();
     *ts->mutable_workload() = t.workload;
@@ -114,28 +106,14 @@ absl::StatusOr<int64_t> JobManager::Submit(v1::JobSpec spec, const std::string& 
     if (!wait_for_device) TF_RETURN_IF_ERROR(CheckDeviceKeyKnown(spec.device_key(), devices));
   }
   if (absl::StatusOr<ir::Target> t = ir::Target::Parse(spec.target().spec()); t.ok()) {
+    for (int i = 0; i < spec.tasks_size(); ++i) {
+      if (absl::Status s = ir::CheckWorkloadTarget(spec.tasks(i).workload(), *t); !s.ok())
+        return absl::InvalidArgumentError(absl::StrCat("SubmitJob: task ", i, ": ", s.message()));
+    }
     if (t->is_gpu()) {
       TF_RETURN_IF_ERROR(CheckCudaBuilders(*t, devices));
       TF_RETURN_IF_ERROR(CheckCudaAgents(*t, spec.device_key(), devices, "SubmitJob"));
-      for (int i = 0; i < spec.tasks_size() && t->sm < 80; ++i) {
-        const v1::Workload& w = spec.tasks(i).workload();
-        if (w.inputs_size() > 0 && w.inputs(0).dtype() == v1::DTYPE_BFLOAT16) {
-          return absl::InvalidArgumentError(
-              absl::StrCat("SubmitJob: task ", i, " is bfloat16, which needs sm_80 or newer (",
-                           t->arch(), " has no bfloat16 conversions)"));
-        }
-      }
     } else {
-      for (int i = 0; i < spec.tasks_size(); ++i) {
-        const v1::Workload& w = spec.tasks(i).workload();
-        const v1::DType d = w.inputs_size() > 0 ? w.inputs(0).dtype() : v1::DTYPE_FLOAT32;
-        if (d == v1::DTYPE_FLOAT16 || d == v1::DTYPE_BFLOAT16) {
-          const std::string name = d == v1::DTYPE_FLOAT16 ? "float16" : "bfloat16";
-          return absl::InvalidArgumentError(absl::StrCat(
-              "SubmitJob: task ", i, " is ", name, "; ", name,
-              " kernels build for cuda targets only (", spec.target().spec(), " is a CPU target)"));
-        }
-      }
       TF_RETURN_IF_ERROR(CheckCpuBuilders(*t, devices));
       TF_RETURN_IF_ERROR(CheckCpuAgents(*t, spec.device_key(), devices));
     }

@@ -41,12 +41,13 @@ __device__ __forceinline__ tf_idx tf_floormod(tf_idx a, tf_idx b) {
 }
 )";
 
-// 16-bit tensors are held as their 16 bits; values are converted at each
-// load and store (round to nearest even), so no header is needed.
-constexpr const char* kHalfPrelude = R"(struct __align__(16) tf_v16 {
+// 16 bytes moved as one (a vectorized copy, see EmitVector16).
+constexpr const char* kVector16Prelude = R"(struct __align__(16) tf_v16 {
   unsigned x, y, z, w;
 };
 )";
+// 16-bit tensors are held as their 16 bits; values are converted at each
+// load and store (round to nearest even), so no header is needed.
 constexpr const char* kFloat16Prelude =
     R"(__device__ __forceinline__ float tf_h2f(unsigned short h) {
   float f;
@@ -72,6 +73,21 @@ __device__ __forceinline__ unsigned short tf_f2h(float f) {
 }
 )";
 
+// Shared-memory addresses and 16-byte asynchronous copies (sm_80 and newer).
+constexpr const char* kSharedPrelude =
+    R"(__device__ __forceinline__ unsigned tf_shared_address(const void* p) {
+  unsigned a;
+  asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
+  return a;
+}
+// 16 bytes from global to shared memory, asynchronously; zeros where !pred.
+__device__ __forceinline__ void tf_cp_async16(void* dst, const void* src, bool pred) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
+               :
+               : "r"(tf_shared_address(dst)), "l"(src), "r"(pred ? 16 : 0));
+}
+)";
+
 // One warp's D += A x B (ir::StmtKind::kMma): each lane gathers its
 // fragments of A (16x16) and B (16x8) from shared memory in mma.sync's
 // layout; element (r, c) of A at a[r * a_r + c * a_c], of B likewise.
@@ -93,17 +109,6 @@ __device__ __forceinline__ void tf_mma_m16n8k16(float* d, const unsigned short* 
       "{%8, %9}, {%0, %1, %2, %3};\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(ra0), "r"(ra1), "r"(ra2), "r"(ra3), "r"(rb0), "r"(rb1));
-}
-__device__ __forceinline__ unsigned tf_shared_address(const void* p) {
-  unsigned a;
-  asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
-  return a;
-}
-// 16 bytes from global to shared memory, asynchronously; zeros where !pred.
-__device__ __forceinline__ void tf_cp_async16(void* dst, const void* src, bool pred) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
-               :
-               : "r"(tf_shared_address(dst)), "l"(src), "r"(pred ? 16 : 0));
 }
 // The same with ldmatrix: A is 16x16 at a (rows of lda elements; stored
 // k-major when kATrans), B 16x8 at b (stored n-major, or k-major when
@@ -136,6 +141,31 @@ __device__ __forceinline__ void tf_mma_m16n8k16_ldm(float* d, const unsigned sho
   }
   asm volatile(
       "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+      "{%8, %9}, {%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(ra0), "r"(ra1), "r"(ra2), "r"(ra3), "r"(rb0), "r"(rb1));
+}
+)";
+
+// One warp's D += A x B in TF32 (ir::StmtKind::kMma with mma_tf32): A
+// 16x8 and B 8x8 float32 in shared memory, element (r, c) of A at
+// a[r * a_r + c * a_c], of B likewise; each factor rounded to TF32
+// (nearest, ties away from zero) as the lane gathers its fragments.
+constexpr const char* kMmaTf32Prelude =
+    R"(__device__ __forceinline__ unsigned tf_tf32(float f) {
+  unsigned r;
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(f));
+  return r;
+}
+__device__ __forceinline__ void tf_mma_m16n8k8_tf32(float* d, const float* a, int a_r, int a_c,
+                                                    const float* b, int b_r, int b_c) {
+  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const unsigned ra0 = tf_tf32(a[g * a_r + t * a_c]), ra1 = tf_tf32(a[(g + 8) * a_r + t * a_c]),
+                 ra2 = tf_tf32(a[g * a_r + (t + 4) * a_c]),
+                 ra3 = tf_tf32(a[(g + 8) * a_r + (t + 4) * a_c]);
+  const unsigned rb0 = tf_tf32(b[t * b_r + g * b_c]), rb1 = tf_tf32(b[(t + 4) * b_r + g * b_c]);
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
       "{%8, %9}, {%0, %1, %2, %3};\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(ra0), "r"(ra1), "r"(ra2), "r"(ra3), "r"(rb0), "r"(rb1));
@@ -223,16 +253,19 @@ class KernelEmitter : public ir::ExprFunctor<std::string()>,
   static bool IsZero(const Expr& e) {
     return e->kind == ExprKind::kFloatImm && e->float_value == 0 && !std::signbit(e->float_value);
   }
-  // Whether `value` copies a float16 load: the load itself, or the load
-  // where `cond` holds and +0 elsewhere (cond left undefined for a plain
-  // copy).
-  bool AsHalfCopy(const Expr& value, Expr* cond, Expr* load) const {
+  // Whether `value` copies a load: the load itself, or the load where
+  // `cond` holds and +0 elsewhere (cond left undefined for a plain copy).
+  bool AsCopy(const Expr& value, Expr* cond, Expr* load) const {
     *load = value;
     if (value->kind == ExprKind::kSelect && IsZero(value->args[2])) {
       *cond = value->args[0];
       *load = value->args[1];
     }
-    return (*load)->kind == ExprKind::kLoad && IsHalf((*load)->tensor);
+    return (*load)->kind == ExprKind::kLoad;
+  }
+  // Whether `value` copies a float16 load (see AsCopy).
+  bool AsHalfCopy(const Expr& value, Expr* cond, Expr* load) const {
+    return AsCopy(value, cond, load) && IsHalf((*load)->tensor);
   }
   // How a tensor's elements are declared: float, or the bits of a float16.
   const char* ElementType(int t) const { return IsHalf(t) ? "unsigned short" : "float"; }
@@ -418,14 +451,14 @@ class KernelEmitter : public ir::ExprFunctor<std::string()>,
   }
 
   // A vectorized loop on a GPU (the tensor-core lowering's, see ir::Lower):
-  // 8 float16 elements copied, or zeroed where the guard is false, as one
-  // 16-byte load and store; both starts are 16-byte aligned by contract.
-  // False, emitting nothing, for any other loop.
+  // 16 bytes (8 16-bit elements or 4 floats) copied, or zeroed where the
+  // guard is false, as one load and store; both starts are 16-byte aligned
+  // by contract. False, emitting nothing, for any other loop.
   bool EmitVector16(const Stmt& s, int indent, std::string* out) {
     const Stmt& b = s->body[0];
-    if (s->extent != 8 || b->kind != StmtKind::kStore || !IsHalf(b->tensor)) return false;
+    if (b->kind != StmtKind::kStore || s->extent != (IsHalf(b->tensor) ? 8 : 4)) return false;
     Expr cond, load;
-    if (!AsHalfCopy(b->value, &cond, &load)) return false;
+    if (!AsCopy(b->value, &cond, &load) || IsHalf(load->tensor) != IsHalf(b->tensor)) return false;
     const ExprNode* v = s->var.get();
     if (cond.defined() && ir::Mentions(cond, v)) return false;
     const std::vector<ir::VarMapEntry> first = {{v, ir::IntImm(0)}};
@@ -466,6 +499,14 @@ class KernelEmitter : public ir::ExprFunctor<std::string()>,
 
   void VisitMma(const Stmt& s, int indent, std::string* out) override {
     std::string pad(size_t(indent) * 2, ' ');
+    if (s->mma_tf32) {
+      StrAppend(out, pad, "tf_mma_m16n8k8_tf32(&", TensorName(s->tensor), "[",
+                GenExpr(s->indices[0]), "], ", TensorName(s->mma_a), " + ",
+                GenExpr(s->mma_offsets[0]), ", ", s->mma_a_strides[0], ", ", s->mma_a_strides[1],
+                ", ", TensorName(s->mma_b), " + ", GenExpr(s->mma_offsets[1]), ", ",
+                s->mma_b_strides[0], ", ", s->mma_b_strides[1], ");\n");
+      return;
+    }
     if (s->mma_ldmatrix) {
       // ldmatrix.trans where A or B is stored k-major (A's m, or B's n, the
       // contiguous index: stride 1); the other stride is the row pitch.
@@ -512,7 +553,8 @@ class KernelEmitter : public ir::ExprFunctor<std::string()>,
     } else {
       int64_t elements = 1;
       for (int64_t e : s->shape) elements *= e;
-      StrAppend(out, pad, "{\n", pad, IsHalf(s->tensor) ? "  __align__(16) " : "  ",
+      // 16-bit registers and a tf32 schedule's take 16-byte copies.
+      StrAppend(out, pad, "{\n", pad, IsHalf(s->tensor) || dag_.tf32 ? "  __align__(16) " : "  ",
                 ElementType(s->tensor), " ", TensorName(s->tensor), "[", elements, "];\n");
       EmitStmt(s->body[0], indent + 1, out);
       StrAppend(out, pad, "}\n");
@@ -545,6 +587,10 @@ absl::StatusOr<GpuProgram> EmitCuda(const ir::ComputeDAG& dag, const ir::Stmt& p
     return absl::UnimplementedError(StrCat("bfloat16 kernels need sm_80 or newer (", target.arch(),
                                            " has no bfloat16 conversions)"));
   }
+  if (dag.tf32 && target.sm < 80) {
+    return absl::UnimplementedError(
+        StrCat("tf32 products need sm_80 or newer (", target.arch(), " has no tf32 tensor cores)"));
+  }
   TF_ASSIGN_OR_RETURN(ir::GpuLaunchPlan plan, ir::PlanGpuLaunches(dag, program, target));
   GpuProgram out;
   std::set<int> global(dag.args.begin(), dag.args.end());
@@ -566,10 +612,15 @@ absl::StatusOr<GpuProgram> EmitCuda(const ir::ComputeDAG& dag, const ir::Stmt& p
   const char* index_t = largest < (int64_t{1} << 31) ? "int" : "long long";
   prelude.replace(prelude.find("TF_INDEX_T"), strlen("TF_INDEX_T"), index_t);
   const bool bf16 = dag.half == HalfKind::kBFloat16;
-  if (ir::HasFloat16(dag)) {
-    prelude += kHalfPrelude;
-    prelude += bf16 ? kBFloat16Prelude : kFloat16Prelude;
-  }
+  if (kernels.find("tf_v16") != std::string::npos ||
+      kernels.find("tf_cp_async16") != std::string::npos)
+    prelude += kVector16Prelude;
+  if (ir::HasFloat16(dag)) prelude += bf16 ? kBFloat16Prelude : kFloat16Prelude;
+  // (The m16n8k16 prelude's ldmatrix form takes shared addresses too.)
+  if (kernels.find("tf_cp_async16") != std::string::npos ||
+      kernels.find("tf_mma_m16n8k16") != std::string::npos)
+    prelude += kSharedPrelude;
+  if (kernels.find("tf_mma_m16n8k8_tf32") != std::string::npos) prelude += kMmaTf32Prelude;
   if (kernels.find("tf_mma_m16n8k16") != std::string::npos) {
     // The product's operand type: .f16 or .bf16 (the same fragment layouts).
     std::string mma = kMmaPrelude;

@@ -953,6 +953,10 @@ absl::StatusOr<CpuArtifact> CompileCpu(const ir::ComputeDAG& dag, const ir::Stmt
     return absl::UnimplementedError(
         "float16 and bfloat16 kernels build for cuda targets only (CPU kernels are float32)");
   }
+  if (dag.tf32) {
+    return absl::UnimplementedError(
+        "tf32 products build for cuda targets only (CPU kernels are float32)");
+  }
   InitLLVMTargets();
   auto t0 = std::chrono::steady_clock::now();
   std::string error;

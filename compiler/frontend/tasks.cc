@@ -9,6 +9,7 @@
 #include "compiler/frontend/op_registry.h"
 #include "compiler/ir/map_program.h"
 #include "compiler/ir/workload.h"
+#include "proto/kernel_signature.h"
 
 namespace tunefarm::frontend {
 namespace {
@@ -328,6 +329,28 @@ std::optional<Shape> ChannelsLastReduceForm(const Shape& in, const Shape& out) {
   return ReduceRunForm(x, reduced);
 }
 
+absl::Status CheckPrecision(v1::DType precision, const ir::Target& target) {
+  if (precision == v1::DTYPE_UNSPECIFIED || precision == v1::DTYPE_FLOAT32) return absl::OkStatus();
+  const bool tf32 = precision == v1::DTYPE_TF32;
+  if (precision != v1::DTYPE_FLOAT16 && precision != v1::DTYPE_BFLOAT16 && !tf32) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(v1::DType_IsValid(precision) ? v1::DType_Name(precision)
+                                                  : absl::StrCat("dtype ", int(precision)),
+                     " is not a model precision (float32, float16, bfloat16 or tf32)"));
+  }
+  const std::string word = tf32 ? "tf32" : DTypeWord(precision);
+  if (!target.is_gpu()) {
+    return absl::InvalidArgumentError(absl::StrCat(word, " models build for cuda targets only (",
+                                                   target.ToString(), " is a CPU target)"));
+  }
+  if ((tf32 || precision == v1::DTYPE_BFLOAT16) && target.sm < 80) {
+    return absl::InvalidArgumentError(absl::StrCat(word, " models need sm_80 or newer (",
+                                                   target.arch(), " has no ",
+                                                   tf32 ? "tf32 tensor cores" : "bfloat16", ")"));
+  }
+  return absl::OkStatus();
+}
+
 ExtractOptions ExtractOptionsFor(const ir::Target& target, std::optional<bool> channels_last,
                                  v1::DType precision) {
   ExtractOptions o;
@@ -615,8 +638,16 @@ absl::StatusOr<TaskExtraction> ExtractTasks(const Model& model, const ExtractOpt
         }
       }
     }
-    if (options.precision != v1::DTYPE_FLOAT32) {
+    if (options.precision == v1::DTYPE_TF32) {
+      if (ir::IsProductOp(c->workload.op())) {
+        v1::Workload w = c->workload;
+        w.set_tf32(true);
+        c = ir::Canonicalize(w);
+      }
+    } else if (options.precision != v1::DTYPE_FLOAT32) {
       c = ir::WithDType(c->workload, options.precision);
+    }
+    if (options.precision != v1::DTYPE_FLOAT32) {
       if (!c.ok()) {
         return absl::Status(c.status().code(), absl::StrCat("node '", n.name, "' as ",
                                                             v1::DType_Name(options.precision), ": ",

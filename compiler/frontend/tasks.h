@@ -67,8 +67,17 @@ struct ExtractOptions {
   // The dtype of every tensor of every kernel: DTYPE_FLOAT16 or
   // DTYPE_BFLOAT16 runs the model in 16 bits (float32 arithmetic inside
   // each kernel; CUDA targets only, the compiler refuses it elsewhere).
+  // DTYPE_TF32 keeps float32 and makes every product a tf32 workload
+  // (Workload.tf32: tensor cores round its factors).
   v1::DType precision = v1::DTYPE_FLOAT32;
 };
+
+// OK when a model runs in `precision` on `target`: float32 anywhere
+// (DTYPE_UNSPECIFIED is float32); float16, bfloat16 and tf32 on cuda
+// targets, bfloat16 and tf32 from sm_80. Otherwise InvalidArgument naming
+// the precision and why ("bfloat16 models need sm_80 or newer (sm_75 has
+// no bfloat16)"). The CLI, `BuildPackage` and model jobs ask this one rule.
+absl::Status CheckPrecision(v1::DType precision, const ir::Target& target);
 
 // The options for kernels of `target`: channels-last on CPU targets (with
 // the target's vector lanes), NCHW on GPUs; `channels_last` overrides.

@@ -898,6 +898,7 @@ std::vector<float> PackConstant(const ComputeDAG& dag, int packed,
 v1::KernelSignature SignatureOf(const ComputeDAG& scheduled) {
   v1::KernelSignature s;
   for (int t : scheduled.args) *s.add_args() = ArgumentOf(scheduled, t);
+  s.set_tf32(scheduled.tf32);
   return s;
 }
 
@@ -937,6 +938,7 @@ absl::StatusOr<ComputeDAG> BuildComputeDAG(const v1::Workload& workload) {
     for (int t : dag.args) dag.tensors[size_t(t)].float16 = true;
     dag.half = dtype == v1::DTYPE_BFLOAT16 ? HalfKind::kBFloat16 : HalfKind::kFloat16;
   }
+  dag.tf32 = cw->workload.tf32();
   return dag;
 }
 

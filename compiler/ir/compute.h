@@ -77,6 +77,10 @@ struct ComputeDAG {
   // The format of every tensor held in 16 bits (TensorDecl::float16): a
   // workload has one dtype.
   HalfKind half = HalfKind::kFloat16;
+  // The workload's product may round its float32 factors to TF32
+  // (Workload.tf32): the tensor-core sketch multiplies them with mma.sync
+  // m16n8k8 tf32; other schedules compute in float32.
+  bool tf32 = false;
 
   std::vector<std::string> TensorNames() const;
   int64_t NumElements(int tensor) const;

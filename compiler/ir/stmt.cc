@@ -78,7 +78,7 @@ Stmt AsyncCommit(int64_t wait) {
 }
 
 Stmt Mma(int d, Expr d_offset, int a, Expr a_offset, std::array<int64_t, 2> a_strides, int b,
-         Expr b_offset, std::array<int64_t, 2> b_strides, bool ldmatrix) {
+         Expr b_offset, std::array<int64_t, 2> b_strides, bool ldmatrix, bool tf32) {
   auto n = std::make_shared<StmtNode>();
   n->kind = StmtKind::kMma;
   n->tensor = d;
@@ -89,6 +89,7 @@ Stmt Mma(int d, Expr d_offset, int a, Expr a_offset, std::array<int64_t, 2> a_st
   n->mma_a_strides = a_strides;
   n->mma_b_strides = b_strides;
   n->mma_ldmatrix = ldmatrix;
+  n->mma_tf32 = tf32;
   return n;
 }
 
@@ -173,7 +174,10 @@ void Print(const Stmt& s, const std::vector<std::string>* names, int indent, std
       break;
     case StmtKind::kMma: {
       auto name = [&](int t) { return names ? (*names)[t] : absl::StrCat("T", t); };
-      absl::StrAppend(out, pad, s->mma_ldmatrix ? "mma16x8x16.ldmatrix " : "mma16x8x16 ",
+      absl::StrAppend(out, pad,
+                      s->mma_tf32       ? "mma16x8x8.tf32 "
+                      : s->mma_ldmatrix ? "mma16x8x16.ldmatrix "
+                                        : "mma16x8x16 ",
                       name(s->tensor), "[", ToString(s->indices[0], names), "] += ", name(s->mma_a),
                       "[", ToString(s->mma_offsets[0], names), " : ", s->mma_a_strides[0], ", ",
                       s->mma_a_strides[1], "] x ", name(s->mma_b), "[",

@@ -66,7 +66,8 @@ struct StmtNode {
   bool local = false;
   bool shared = false;
   // kMma: D += A x B for one warp (mma.sync m16n8k16, float32 accumulate).
-  // A (16x16) and B (16x8) are float16 tensors in shared memory: element
+  // A (16x16) and B (16x8) are 16-bit tensors in shared memory (with
+  // mma_tf32: A 16x8 and B 8x8, float32 tensors, m16n8k8): element
   // (r, c) of A at flat element mma_offsets[0] + r * mma_a_strides[0] +
   // c * mma_a_strides[1] of tensor mma_a, of B likewise. D is `tensor` (a
   // thread's float32 registers) from flat element indices[0], four per
@@ -80,6 +81,9 @@ struct StmtNode {
   // and the other a multiple of 8, and both offsets are multiples of 8 (rows
   // of 16 aligned bytes).
   bool mma_ldmatrix = false;
+  // The product is m16n8k8 in TF32: each factor rounded to TF32 (nearest,
+  // ties away from zero: cvt.rna.tf32.f32) as its fragment is loaded.
+  bool mma_tf32 = false;
   // kFor (vectorized, GPU): the 16-byte copy is asynchronous (cp.async, sm_80
   // and newer): it lands in shared memory at the kAsyncCommit that waits
   // for its group, zeros where the guard is false.
@@ -98,7 +102,7 @@ Stmt Barrier();
 // `wait` < 0: commit without waiting.
 Stmt AsyncCommit(int64_t wait);
 Stmt Mma(int d, Expr d_offset, int a, Expr a_offset, std::array<int64_t, 2> a_strides, int b,
-         Expr b_offset, std::array<int64_t, 2> b_strides, bool ldmatrix = false);
+         Expr b_offset, std::array<int64_t, 2> b_strides, bool ldmatrix = false, bool tf32 = false);
 
 std::string ToString(const Stmt& s, const std::vector<std::string>* tensor_names = nullptr);
 

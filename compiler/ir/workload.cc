@@ -13,6 +13,7 @@
 #include "compiler/ir/expr.h"
 #include "compiler/ir/map_program.h"
 #include "google/protobuf/util/json_util.h"
+#include "proto/kernel_signature.h"
 
 namespace tunefarm::ir {
 namespace {
@@ -518,6 +519,11 @@ absl::StatusOr<CanonicalWorkload> Canonicalize(const v1::Workload& workload) {
     if (!v1::DType_IsValid(t->dtype())) {
       return InvalidArgumentError(StrCat("inputs[", i, "] has unknown dtype ", t->dtype()));
     }
+    if (t->dtype() == v1::DTYPE_TF32) {
+      return InvalidArgumentError(StrCat("inputs[", i,
+                                         "] is DTYPE_TF32, a model precision: a tf32 workload "
+                                         "holds float32 tensors and sets tf32"));
+    }
   }
   if (w->out_dtype() == v1::DTYPE_UNSPECIFIED) w->set_out_dtype(w->inputs(0).dtype());
   if (!v1::DType_IsValid(w->out_dtype())) return InvalidArgumentError("unknown out_dtype");
@@ -559,6 +565,16 @@ absl::StatusOr<CanonicalWorkload> Canonicalize(const v1::Workload& workload) {
     default: return InvalidArgumentError("unsupported op");
   }
   if (!flops.ok()) return flops.status();
+  if (w->tf32()) {
+    if (!IsProductOp(w->op())) {
+      return InvalidArgumentError(StrCat(OpName(w->op()), ": tf32 applies to products (conv2d, ",
+                                         "conv2d_transpose, dense, matmul, batch_matmul)"));
+    }
+    if (w->inputs(0).dtype() != v1::DTYPE_FLOAT32) {
+      return InvalidArgumentError(StrCat("tf32 rounds float32 factors; this workload is ",
+                                         DTypeWord(w->inputs(0).dtype())));
+    }
+  }
   double out_elems = Product(c.output_shape);
   if (out_elems > kMaxElements) return InvalidArgumentError("output is too large (> 2^40 elements)");
   double epi = 0;
@@ -600,6 +616,27 @@ std::string EnumWord(std::string name, std::string_view prefix) {
 }
 }  // namespace
 
+bool IsProductOp(v1::OpKind op) {
+  return op == v1::OP_KIND_CONV2D || op == v1::OP_KIND_CONV2D_TRANSPOSE ||
+         op == v1::OP_KIND_DENSE || op == v1::OP_KIND_MATMUL || op == v1::OP_KIND_BATCH_MATMUL;
+}
+
+absl::Status CheckWorkloadTarget(const v1::Workload& w, const Target& target) {
+  const v1::DType d = w.inputs_size() > 0 ? w.inputs(0).dtype() : v1::DTYPE_FLOAT32;
+  const bool half = d == v1::DTYPE_FLOAT16 || d == v1::DTYPE_BFLOAT16;
+  const std::string what = w.tf32() ? "tf32 products" : StrCat(DTypeWord(d), " kernels");
+  if ((half || w.tf32()) && !target.is_gpu()) {
+    return InvalidArgumentError(
+        StrCat(what, " build for cuda targets only (", target.ToString(), " is a CPU target)"));
+  }
+  if ((d == v1::DTYPE_BFLOAT16 || w.tf32()) && target.sm < 80) {
+    return InvalidArgumentError(StrCat(what, " need sm_80 or newer (", target.arch(), " has no ",
+                                       w.tf32() ? "tf32 tensor cores" : "bfloat16 conversions",
+                                       ")"));
+  }
+  return absl::OkStatus();
+}
+
 std::string Describe(const v1::Workload& w) {
   std::vector<std::string> shapes;
   for (const auto& t : w.inputs()) shapes.push_back(absl::StrJoin(t.shape(), "x"));
@@ -616,6 +653,7 @@ std::string Describe(const v1::Workload& w) {
   if (w.has_normalize() && w.normalize().per_row()) StrAppend(&s, " per_row");
   if (w.inputs_size() > 0 && w.inputs(0).dtype() == v1::DTYPE_FLOAT16) StrAppend(&s, " fp16");
   if (w.inputs_size() > 0 && w.inputs(0).dtype() == v1::DTYPE_BFLOAT16) StrAppend(&s, " bf16");
+  if (w.tf32()) StrAppend(&s, " tf32");
   StrAppend(&s, " ", absl::StrJoin(shapes, " * "));
   if (w.has_conv2d()) {
     StrAppend(&s, " s", absl::StrJoin(w.conv2d().strides(), ","), " p",

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "compiler/ir/target.h"
 #include "tunefarm/v1/workload.pb.h"
 
 namespace tunefarm::ir {
@@ -32,6 +33,16 @@ absl::StatusOr<CanonicalWorkload> Canonicalize(const v1::Workload& workload);
 // inputs that give one, the output): float32, float16 or bfloat16. Unimplemented
 // naming the tensor for another dtype or a mix.
 absl::StatusOr<v1::DType> WorkloadDType(const v1::Workload& canonical);
+
+// OK when kernels of `w` build for `target`: float16, bfloat16 and tf32 on
+// cuda targets only, bfloat16 and tf32 from sm_80. Otherwise
+// InvalidArgument saying which and why ("bfloat16 kernels need sm_80 or
+// newer (sm_75 has no bfloat16 conversions)").
+absl::Status CheckWorkloadTarget(const v1::Workload& w, const Target& target);
+
+// Whether `op` is a product that may take Workload.tf32 (conv2d,
+// conv2d_transpose, dense, matmul, batch_matmul).
+bool IsProductOp(v1::OpKind op);
 
 // `w` with every tensor it names (inputs, map inputs, the output) of dtype
 // `dtype`, canonical again (its key changes with the dtype).

@@ -346,16 +346,19 @@ std::string WorkloadSpecHelp() {
     if (!info.optional.empty()) absl::StrAppend(&out, " [,", absl::StrJoin(info.optional, ","), "]");
     absl::StrAppend(&out, ")  ", info.help, "\n");
   }
-  absl::StrAppend(&out,
-                  "  rearrange(out=SHAPE[,fill=F],x0=SHAPE[INDEX,...][,x1=...])  a data mover:\n"
-                  "  each output element is the first input's element at its INDEX (one per\n"
-                  "  input dimension: [MUL*]oD[+ADD][/DIV] of output dimension D, floored,\n"
-                  "  or a number) inside that input, else F (0); with linear=1 (one input) a\n"
-                  "  linear resize: (MUL*oD+ADD)/DIV is a real coordinate, interpolated\n"
-                  "  between its floor and the next index, both clamped into the input\n"
-                  "every op but rearrange also takes dtype=float16 or dtype=bfloat16 (every\n"
-                  "  tensor of that dtype, float32 arithmetic; cuda targets only, bfloat16 on\n"
-                  "  sm_80 and newer)\n");
+  absl::StrAppend(
+      &out,
+      "  rearrange(out=SHAPE[,fill=F],x0=SHAPE[INDEX,...][,x1=...])  a data mover:\n"
+      "  each output element is the first input's element at its INDEX (one per\n"
+      "  input dimension: [MUL*]oD[+ADD][/DIV] of output dimension D, floored,\n"
+      "  or a number) inside that input, else F (0); with linear=1 (one input) a\n"
+      "  linear resize: (MUL*oD+ADD)/DIV is a real coordinate, interpolated\n"
+      "  between its floor and the next index, both clamped into the input\n"
+      "every op but rearrange also takes dtype=float16 or dtype=bfloat16 (every\n"
+      "  tensor of that dtype, float32 arithmetic; cuda targets only, bfloat16 on\n"
+      "  sm_80 and newer); products (conv2d[_transpose], dense, matmul, batch_matmul) take\n"
+      "  dtype=tf32: float32 tensors, factors rounded to TF32 for the tensor cores\n"
+      "  (cuda sm_80 and newer)\n");
   absl::StrAppend(&out,
                   "epilogues: +bias +relu +relu6 +clip(min=A,max=B) +leaky_relu(alpha=A) "
                   "+sigmoid +silu +hardswish +residual\n"
@@ -390,15 +393,19 @@ absl::StatusOr<v1::Workload> ParseWorkloadSpec(const std::string& spec) {
   std::map<std::string, int64_t> v;
   std::map<std::string, float> fv;  // clip's bounds
   v1::DType dtype = v1::DTYPE_FLOAT32;
+  bool tf32 = false;  // float32 tensors, the product's factors rounded to TF32
   for (const auto& [key, val] : args) {
     if (key == "dtype") {  // every op takes it
-      if (val.first == "float16" || val.first == "fp16") {
+      if (val.first == "tf32") {
+        tf32 = true;
+      } else if (val.first == "float16" || val.first == "fp16") {
         dtype = v1::DTYPE_FLOAT16;
       } else if (val.first == "bfloat16" || val.first == "bf16") {
         dtype = v1::DTYPE_BFLOAT16;
       } else if (val.first != "float32" && val.first != "fp32") {
-        return p.Error(val.second, absl::StrCat("dtype must be float32, float16 or bfloat16, got '",
-                                                val.first, "'"));
+        return p.Error(val.second,
+                       absl::StrCat("dtype must be float32, float16, bfloat16 or tf32, got '",
+                                    val.first, "'"));
       }
       continue;
     }
@@ -430,6 +437,7 @@ absl::StatusOr<v1::Workload> ParseWorkloadSpec(const std::string& spec) {
   auto get = [&](const std::string& k, int64_t def) { return v.count(k) ? v[k] : def; };
 
   v1::Workload w;
+  w.set_tf32(tf32);
   auto add_input = [&](std::vector<int64_t> shape) {
     auto* t = w.add_inputs();
     for (int64_t d : shape) t->add_shape(d);
@@ -871,6 +879,7 @@ absl::StatusOr<std::string> FormatWorkloadSpec(const v1::Workload& workload) {
       return NoSpec(bf ? "a bfloat16 rearrange" : "a float16 rearrange");
     spec->insert(spec->size() - 1, bf ? ",dtype=bfloat16" : ",dtype=float16");
   }
+  if (w.tf32()) spec->insert(spec->size() - 1, ",dtype=tf32");
   for (const v1::Epilogue& e : w.epilogue()) {
     absl::StatusOr<std::string> ep = EpilogueSpec(e);
     if (!ep.ok()) return ep;

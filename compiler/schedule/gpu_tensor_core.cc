@@ -11,11 +11,11 @@ namespace {
 
 constexpr size_t kWireSize = 9;
 constexpr int kAddedTensors = 5;      // by TensorCoreDag
-// Float16 elements a thread moves at once where a tile's rows are
-// contiguous in memory: 16 bytes, one vectorized loop (see Lower's
-// contract for GPU targets in schedule.h).
-constexpr int64_t kVector = 8;
-constexpr int kMinTensorCoreSm = 80;  // mma.sync m16n8k16 with float16
+// Elements a thread moves at once where a tile's rows are contiguous in
+// memory: 16 bytes (8 16-bit elements, 4 floats), one vectorized loop (see
+// Lower's contract for GPU targets in schedule.h).
+int64_t VectorElements(bool tf32) { return tf32 ? 4 : 8; }
+constexpr int kMinTensorCoreSm = 80;  // mma.sync m16n8k16 (16-bit), m16n8k8 (tf32)
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -67,11 +67,12 @@ struct Gemm {
   // shared tile then keeps K contiguous too, so consecutive threads read
   // consecutive elements), and whether the operand is that load (perhaps
   // guarded) with the last variable of its contiguous group as its last
-  // index (then its rows can move 8 elements at a time where that axis's
-  // extent is a multiple of 8).
+  // index (then its rows can move 16 bytes at a time where that axis's
+  // extent is a multiple of VectorElements).
   bool a_k_inner = true, b_k_inner = false;
   bool a_plain = false, b_plain = false;
   int64_t a_vector_extent = 0, b_vector_extent = 0;  // of the contiguous axis
+  bool tf32 = false;                                 // float32 tiles, mma.sync m16n8k8 tf32
 };
 
 // The first load of `e`, or null.
@@ -87,7 +88,8 @@ absl::StatusOr<Gemm> MatchGemm(const ComputeDAG& dag) {
   auto no = [](const std::string& why) {
     return absl::FailedPreconditionError(absl::StrCat("no tensor-core schedule: ", why));
   };
-  if (!HasFloat16(dag)) return no("the workload is not float16");
+  if (!HasFloat16(dag) && !dag.tf32)
+    return no("the workload is float32 without tf32 (float16, bfloat16 or tf32 products are)");
   const int main = TilingMainStage(dag);
   if (main < 0) return no("no reduction");
   const Stage& s = dag.stages[size_t(main)];
@@ -106,6 +108,7 @@ absl::StatusOr<Gemm> MatchGemm(const ComputeDAG& dag) {
   if (body->kind != ExprKind::kBinary || body->op != Op::kMul)
     return no("the reduction is not a product of two factors");
   Gemm g;
+  g.tf32 = dag.tf32;
   g.main = main;
   g.a = body->args[0];
   g.b = body->args[1];
@@ -117,7 +120,7 @@ absl::StatusOr<Gemm> MatchGemm(const ComputeDAG& dag) {
   for (const IterVar& a : s.reduce_axes) g.k.Add(a);
   if (g.m.size < 16 || g.n.size < 8 || g.k.size < 8) {
     return no(absl::StrCat("the product is ", g.m.size, " x ", g.n.size, " x ", g.k.size,
-                           " (M x N x K): too small for 16x8x16 tiles"));
+                           " (M x N x K): too small for 16x8x", g.tf32 ? 8 : 16, " tiles"));
   }
   // Each factor's contiguous axis: the variable its first load's last index
   // is. A factor that is that load, or that load guarded by a condition
@@ -173,12 +176,27 @@ absl::StatusOr<Gemm> MatchGemm(const ComputeDAG& dag) {
   return g;
 }
 
-// Whether the rows of A's (B's) tile move kVector elements at a time: the
+// Whether the rows of A's (B's) tile move 16 bytes at a time: the
 // operand is a (guarded) load contiguous along its tile rows, and the
 // contiguous axis's extent keeps every vector aligned and inside one row
 // of memory.
-bool VectorA(const Gemm& g) { return g.a_plain && g.a_vector_extent % kVector == 0; }
-bool VectorB(const Gemm& g) { return g.b_plain && g.b_vector_extent % kVector == 0; }
+bool VectorA(const Gemm& g) { return g.a_plain && g.a_vector_extent % VectorElements(g.tf32) == 0; }
+bool VectorB(const Gemm& g) { return g.b_plain && g.b_vector_extent % VectorElements(g.tf32) == 0; }
+
+// The most lanes of a warp that read one shared-memory bank as each loads
+// the first element of its tf32 fragment of a tile whose rows hold `row`
+// floats: lane (g, t) = (lane / 4, lane % 4) reads row g, column t where K
+// runs along the rows (k_inner), else row t, column g.
+int Tf32BankConflicts(int64_t row, bool k_inner) {
+  std::array<int, 32> hits{};
+  int worst = 0;
+  for (int64_t lane = 0; lane < 32; ++lane) {
+    const int64_t g = lane / 4, t = lane % 4;
+    const int64_t at = k_inner ? g * row + t : t * row + g;
+    worst = std::max(worst, ++hits[size_t(at % 32)]);
+  }
+  return worst;
+}
 
 }  // namespace
 
@@ -192,9 +210,11 @@ std::vector<int64_t> TensorCoreTiling::Encode() const {
   return {warps_m, warps_n, frags_m, frags_n, k_steps, pad, stages, ldmatrix, async_copy};
 }
 
-std::optional<TensorCoreTiling> TensorCoreTiling::Decode(absl::Span<const int64_t> wire) {
+std::optional<TensorCoreTiling> TensorCoreTiling::Decode(absl::Span<const int64_t> wire,
+                                                         bool tf32) {
   if (wire.size() != kWireSize) return std::nullopt;
   TensorCoreTiling t;
+  t.tf32 = tf32;
   t.warps_m = wire[0];
   t.warps_n = wire[1];
   t.frags_m = wire[2];
@@ -210,9 +230,9 @@ std::optional<TensorCoreTiling> TensorCoreTiling::Decode(absl::Span<const int64_
 absl::Status CheckTensorCoreSketch(const ComputeDAG& dag, const Target& target) {
   if (!target.is_gpu()) return absl::FailedPreconditionError("no tensor-core schedule: not cuda");
   if (target.sm < kMinTensorCoreSm) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("no tensor-core schedule: ", target.arch(),
-                     " has no float16 mma.sync m16n8k16 (sm_80 and newer do)"));
+    return absl::FailedPreconditionError(absl::StrCat(
+        "no tensor-core schedule: ", target.arch(), " has no ",
+        dag.tf32 ? "tf32 mma.sync m16n8k8" : "float16 mma.sync m16n8k16", " (sm_80 and newer do)"));
   }
   return MatchGemm(dag).status();
 }
@@ -226,9 +246,11 @@ absl::Status CheckTensorCoreTiling(const TensorCoreTiling& t, const Target& targ
   if (t.frags_m < 1 || t.frags_m > 8 || t.frags_n < 1 || t.frags_n > 8)
     return bad("1 to 8 fragments along each of M and N");
   if (t.k_steps < 1 || t.k_steps > 4) return bad("1 to 4 k steps");
-  if (t.pad != 0 && t.pad != 8) return bad("a pad of 0 or 8");
+  if (t.pad != 0 && t.pad != 8 && !(t.tf32 && t.pad == 4))
+    return bad(t.tf32 ? "a pad of 0, 4 or 8" : "a pad of 0 or 8");
   if (t.stages != 1 && t.stages != 2) return bad("1 or 2 stages");
   if (t.ldmatrix != 0 && t.ldmatrix != 1) return bad("ldmatrix 0 or 1");
+  if (t.tf32 && t.ldmatrix != 0) return bad("ldmatrix 0 for tf32 (it moves 16-bit rows)");
   if (t.async_copy != 0 && t.async_copy != 1) return bad("async_copy 0 or 1");
   if (t.async_copy == 1 && t.stages != 2) return bad("async_copy needs 2 stages");
   if (t.Accumulators() > kMaxTensorCoreAccumulators)
@@ -245,6 +267,8 @@ absl::Status CheckTensorCoreTiling(const TensorCoreTiling& t, const Target& targ
 
 TensorCoreTiling DefaultTensorCoreTiling(const ComputeDAG& dag, const Target& target) {
   TensorCoreTiling t;
+  t.tf32 = dag.tf32;
+  if (t.tf32) t.ldmatrix = 0;
   absl::StatusOr<Gemm> g = MatchGemm(dag);
   if (!g.ok()) return t;
   // No more tile than the matrix: halve fragments, then warps.
@@ -253,20 +277,42 @@ TensorCoreTiling DefaultTensorCoreTiling(const ComputeDAG& dag, const Target& ta
   while (t.BlockN() / 2 >= g->n.size && t.frags_n > 1) t.frags_n /= 2;
   while (t.BlockN() / 2 >= g->n.size && t.warps_n > 1) t.warps_n /= 2;
   while (t.BlockK() / 2 >= g->k.size && t.k_steps > 1) t.k_steps /= 2;
-  while (!CheckTensorCoreTiling(t, target).ok() && t.k_steps > 1) t.k_steps /= 2;
+  // tf32 fragments are read element by element: the pad whose rows spread
+  // a warp's reads over the most banks (fewest conflicts).
+  auto choose_pad = [&] {
+    if (!t.tf32) return;
+    int best = 1 << 30;
+    for (int64_t pad : {4, 8, 0}) {
+      const int64_t a_row = (g->a_k_inner ? t.BlockK() : t.BlockM()) + pad,
+                    b_row = (g->b_k_inner ? t.BlockK() : t.BlockN()) + pad;
+      const int conflicts =
+          Tf32BankConflicts(a_row, g->a_k_inner) + Tf32BankConflicts(b_row, g->b_k_inner);
+      if (conflicts < best) {
+        best = conflicts;
+        t.pad = pad;
+      }
+    }
+  };
+  choose_pad();
+  while (!CheckTensorCoreTiling(t, target).ok() && t.k_steps > 1) {
+    t.k_steps /= 2;
+    choose_pad();
+  }
   t.async_copy = VectorA(*g) && VectorB(*g) ? 1 : 0;
   return t;
 }
 
 absl::StatusOr<Trace> TensorCoreSchedule(const ComputeDAG& dag, const Target& target,
-                                         const TensorCoreTiling& tiling) {
+                                         TensorCoreTiling tiling) {
+  tiling.tf32 = dag.tf32;
   TF_ASSIGN_OR_RETURN(const Gemm g, MatchGemm(dag));
   TF_RETURN_IF_ERROR(CheckTensorCoreSketch(dag, target));
   TF_RETURN_IF_ERROR(CheckTensorCoreTiling(tiling, target));
   if (tiling.async_copy == 1 && !(VectorA(g) && VectorB(g))) {
     return absl::InvalidArgumentError(
-        "tensor-core decisions: async_copy needs both tiles' rows to move 16 bytes at a time "
-        "(contiguous, a multiple of 8 elements)");
+        absl::StrCat("tensor-core decisions: async_copy needs both tiles' rows to move 16 bytes "
+                     "at a time (contiguous, a multiple of ",
+                     VectorElements(g.tf32), " elements)"));
   }
   Trace t;
   t.sketch_id = kGpuTensorCoreSketchId;
@@ -277,7 +323,7 @@ absl::StatusOr<Trace> TensorCoreSchedule(const ComputeDAG& dag, const Target& ta
 absl::StatusOr<ComputeDAG> TensorCoreDag(const ComputeDAG& dag, const Target& target,
                                          absl::Span<const int64_t> decisions) {
   TF_RETURN_IF_ERROR(CheckTensorCoreSketch(dag, target));
-  std::optional<TensorCoreTiling> t = TensorCoreTiling::Decode(decisions);
+  std::optional<TensorCoreTiling> t = TensorCoreTiling::Decode(decisions, dag.tf32);
   if (!t) {
     return absl::InvalidArgumentError(
         absl::StrCat("tensor-core decisions: ", kWireSize, " values, not ", decisions.size()));
@@ -292,7 +338,7 @@ absl::StatusOr<ComputeDAG> TensorCoreDag(const ComputeDAG& dag, const Target& ta
   a.role = TensorDecl::Role::kIntermediate;
   a.shared = true;
   a.cache_copy = true;
-  a.float16 = true;
+  a.float16 = !dag.tf32;
   TensorDecl b = a;
   b.name = "b.shared";
   b.shape = g.b_k_inner ? std::vector<int64_t>{t->stages, t->BlockN(), t->BlockK() + t->pad}
@@ -301,19 +347,21 @@ absl::StatusOr<ComputeDAG> TensorCoreDag(const ComputeDAG& dag, const Target& ta
   acc.name = "acc.local";
   acc.shape = {t->Accumulators()};
   acc.role = TensorDecl::Role::kIntermediate;
-  // Each thread's share of the next tiles (double buffering), float16.
+  // Each thread's share of the next tiles (double buffering), in the
+  // operands' format.
   TensorDecl a_next = acc, b_next = acc;
   a_next.name = "a.next";
-  a_next.float16 = true;
+  a_next.float16 = !dag.tf32;
   b_next.name = "b.next";
-  b_next.float16 = true;
+  b_next.float16 = !dag.tf32;
   for (const TensorDecl& d : {a, b, acc, a_next, b_next}) out.tensors.push_back(d);
   return out;
 }
 
 Stmt LowerTensorCore(const ComputeDAG& dag, absl::Span<const int64_t> decisions) {
-  const TensorCoreTiling t = *TensorCoreTiling::Decode(decisions);
+  const TensorCoreTiling t = *TensorCoreTiling::Decode(decisions, dag.tf32);
   const Gemm g = *MatchGemm(dag);
+  const int64_t vec_width = VectorElements(t.tf32);
   const int sa = int(dag.tensors.size()) - kAddedTensors, sb = sa + 1, acc = sa + 2, pa = sa + 3,
             pb = sa + 4;
   const int64_t BM = t.BlockM(), BN = t.BlockN(), BK = t.BlockK(), T = t.Threads();
@@ -335,7 +383,7 @@ Stmt LowerTensorCore(const ComputeDAG& dag, absl::Span<const int64_t> decisions)
   Expr tm = FloorMod(FloorDiv(bx, I(tiles_n)), I(tiles_m)), tn = FloorMod(bx, I(tiles_n));
 
   // One coordinate of an operand element: the matrix axis's variable, the
-  // element's position (a vector's first when `lane` is defined: kVector
+  // element's position (a vector's first when `lane` is defined: vec_width
   // consecutive elements, all inside or all outside) and the extent;
   // `exact` when the tiles divide the extent (nothing to guard).
   struct Coord {
@@ -354,7 +402,7 @@ Stmt LowerTensorCore(const ComputeDAG& dag, absl::Span<const int64_t> decisions)
     std::vector<VarMapEntry> map, first_lane;
     Expr inside;
     for (const Coord* c : {&x, &y}) {
-      const int64_t width = c->lane.defined() ? kVector : 1;
+      const int64_t width = c->lane.defined() ? vec_width : 1;
       Expr at = c->exact ? c->at : Min(c->at, I(c->extent - width));
       for (const VarMapEntry& v : c->group->At(c->lane.defined() ? at + c->lane : at))
         map.push_back(v);
@@ -379,7 +427,7 @@ Stmt LowerTensorCore(const ComputeDAG& dag, absl::Span<const int64_t> decisions)
   const bool async = t.async_copy == 1 && vec_a && vec_b;
   const int64_t a_rows = a_shape[1], a_cols = g.a_k_inner ? BK : BM;
   const int64_t b_rows = b_shape[1], b_cols = g.b_k_inner ? BK : BN;
-  const int64_t a_width = vec_a ? kVector : 1, b_width = vec_b ? kVector : 1;
+  const int64_t a_width = vec_a ? vec_width : 1, b_width = vec_b ? vec_width : 1;
   // Tile kt's element (r, c) of A or B as the shared buffer holds it; with
   // `lane` defined, lane `lane` of the vector whose first column is c.
   auto a_elem = [&](const Expr& kt, Expr r, Expr c, Expr lane) {
@@ -463,7 +511,7 @@ Stmt LowerTensorCore(const ComputeDAG& dag, absl::Span<const int64_t> decisions)
   Expr ks = Var("tc.ks"), fi = Var("tc.fi"), fj = Var("tc.fj");
   // The fragment's first row and column in the tiles, and its strides.
   Expr m0 = (wm * I(t.frags_m) + fi) * I(16), n0 = (wn * I(t.frags_n) + fj) * I(8);
-  Expr k0 = ks * I(16);
+  Expr k0 = ks * I(t.KDepth());
   Expr a_offset = cur * I(a_rows * lda) + (g.a_k_inner ? m0 * I(lda) + k0 : k0 * I(lda) + m0);
   Expr b_offset = cur * I(b_rows * ldb) + (g.b_k_inner ? n0 * I(ldb) + k0 : k0 * I(ldb) + n0);
   const std::array<int64_t, 2> a_strides =
@@ -471,7 +519,7 @@ Stmt LowerTensorCore(const ComputeDAG& dag, absl::Span<const int64_t> decisions)
   const std::array<int64_t, 2> b_strides =
       g.b_k_inner ? std::array<int64_t, 2>{1, ldb} : std::array<int64_t, 2>{ldb, 1};
   Stmt mma = Mma(acc, (fi * I(t.frags_n) + fj) * I(4), sa, a_offset, a_strides, sb, b_offset,
-                 b_strides, t.ldmatrix != 0);
+                 b_strides, t.ldmatrix != 0, t.tf32);
   Stmt products =
       For(ks, t.k_steps, ForKind::kUnrolled,
           For(fi, t.frags_m, ForKind::kUnrolled, For(fj, t.frags_n, ForKind::kUnrolled, mma)));

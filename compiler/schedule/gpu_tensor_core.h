@@ -1,21 +1,23 @@
-// The tensor-core sketch: float16 products (matmul, dense, batch_matmul and
-// convolutions as implicit GEMMs, with their epilogues) on sm_80 and newer,
-// computed by warps with mma.sync m16n8k16 (float16 operands, float32
-// accumulators).
+// The tensor-core sketch: float16 and bfloat16 products (matmul, dense,
+// batch_matmul and convolutions as implicit GEMMs, with their epilogues) on
+// sm_80 and newer, computed by warps with mma.sync m16n8k16 (16-bit
+// operands, float32 accumulators); tf32 products (ComputeDAG::tf32) with
+// mma.sync m16n8k8 on float32 tiles, each factor rounded to TF32 as the
+// fragments are loaded.
 //
 // A block of warps_m x warps_n warps owns a BlockM x BlockN tile of the
 // output; each warp owns frags_m x frags_n 16x8 accumulator tiles of it,
 // in its registers. The K loop steps BlockK at a time: the whole block
-// stages the A and B tiles in shared memory (float16, rows padded by `pad`
-// elements against bank conflicts, zero past the matrix edges), then each
-// warp runs k_steps x frags_m x frags_n mma.sync on them, its fragments
-// loaded by ldmatrix or element by element. With two stages the next tiles
-// are loaded into registers before the products and stored into the other
-// buffer after them (one barrier per tile), or, with async_copy, copied by
-// cp.async straight into the other buffer while the products run (two
-// barriers per tile; every tile row must move 16 bytes at a time). The
-// write-back applies the epilogue to each accumulator where it lies in the
-// output.
+// stages the A and B tiles in shared memory (in the operands' format, rows
+// padded by `pad` elements against bank conflicts, zero past the matrix
+// edges), then each warp runs k_steps x frags_m x frags_n mma.sync on them,
+// its fragments loaded by ldmatrix (16-bit tiles) or element by element.
+// With two stages the next tiles are loaded into registers before the
+// products and stored into the other buffer after them (one barrier per
+// tile), or, with async_copy, copied by cp.async straight into the other
+// buffer while the products run (two barriers per tile; every tile row must
+// move 16 bytes at a time: 8 16-bit elements or 4 floats). The write-back
+// applies the epilogue to each accumulator where it lies in the output.
 //
 // The schedule is its decisions (sketch_id kGpuTensorCoreSketchId, no
 // steps): ScheduleState::Replay adds the shared tiles and the accumulators
@@ -41,37 +43,43 @@ namespace tunefarm::ir {
 struct TensorCoreTiling {
   int64_t warps_m = 2, warps_n = 2;  // warps of a block along M and N
   int64_t frags_m = 2, frags_n = 4;  // 16x8 accumulator tiles of a warp along M and N
-  int64_t k_steps = 2;               // 16-deep steps per staged tile
-  int64_t pad = 8;                   // float16 elements after each shared row
+  int64_t k_steps = 2;               // mma-deep steps (16, or 8 for tf32) per staged tile
+  int64_t pad = 8;                   // elements after each shared row
   int64_t stages = 2;                // shared buffers: 2 double-buffers through registers
   int64_t ldmatrix = 1;              // fragments loaded with ldmatrix (else element by element)
   int64_t async_copy = 1;            // stages=2: tiles staged by cp.async, not through registers
+  // The operands' format, not on the wire: the DAG's (ComputeDAG::tf32);
+  // every function here that takes the DAG sets it.
+  bool tf32 = false;
 
+  int64_t KDepth() const { return tf32 ? 8 : 16; }       // of one mma.sync
+  int64_t ElementBytes() const { return tf32 ? 4 : 2; }  // of a shared tile's element
   int64_t BlockM() const { return 16 * frags_m * warps_m; }
   int64_t BlockN() const { return 8 * frags_n * warps_n; }
-  int64_t BlockK() const { return 16 * k_steps; }
+  int64_t BlockK() const { return KDepth() * k_steps; }
   int64_t Threads() const { return 32 * warps_m * warps_n; }
   int64_t Accumulators() const { return 4 * frags_m * frags_n; }  // per thread
   // An upper bound over both layouts of each tile.
   int64_t SharedBytes() const {
     const int64_t a = std::max(BlockM() * (BlockK() + pad), BlockK() * (BlockM() + pad));
     const int64_t b = std::max(BlockN() * (BlockK() + pad), BlockK() * (BlockN() + pad));
-    return 2 * stages * (a + b);
+    return ElementBytes() * stages * (a + b);
   }
 
   bool operator==(const TensorCoreTiling& o) const { return Encode() == o.Encode(); }
   // The wire form (Schedule.decisions): warps_m, warps_n, frags_m, frags_n,
-  // k_steps, pad, stages, ldmatrix, async_copy. nullopt for another length.
+  // k_steps, pad, stages, ldmatrix, async_copy. nullopt for another length;
+  // the result's tf32 is `tf32`.
   std::vector<int64_t> Encode() const;
-  static std::optional<TensorCoreTiling> Decode(absl::Span<const int64_t> wire);
+  static std::optional<TensorCoreTiling> Decode(absl::Span<const int64_t> wire, bool tf32);
 };
 
 // At most this many accumulators per thread (registers).
 constexpr int64_t kMaxTensorCoreAccumulators = 128;
 
-// Whether `dag` is a float16 matrix product a tensor-core schedule computes
-// on `target`; FailedPrecondition saying why not (not float16, not a
-// product of two loads, an arch before sm_80, ...).
+// Whether `dag` is a 16-bit or tf32 matrix product a tensor-core schedule
+// computes on `target`; FailedPrecondition saying why not (float32 without
+// tf32, not a product of two loads, an arch before sm_80, ...).
 absl::Status CheckTensorCoreSketch(const ComputeDAG& dag, const Target& target);
 inline bool HasTensorCoreSketch(const ComputeDAG& dag, const Target& target) {
   return CheckTensorCoreSketch(dag, target).ok();
@@ -82,23 +90,26 @@ inline bool HasTensorCoreSketch(const ComputeDAG& dag, const Target& target) {
 std::array<int64_t, 3> TensorCoreProductShape(const ComputeDAG& dag);
 
 // Each field within its range (warps 1-4 each, 8 at most; frags 1-8;
-// k_steps 1-4; pad 0 or 8; stages 1 or 2; ldmatrix and async_copy 0 or 1,
-// async_copy only with 2 stages), within the target's threads and shared
-// memory and kMaxTensorCoreAccumulators; InvalidArgument naming the limit.
+// k_steps 1-4; pad 0 or 8, or 4 for tf32 (16 bytes); stages 1 or 2;
+// ldmatrix and async_copy 0 or 1, ldmatrix 0 for tf32, async_copy only with
+// 2 stages), within the target's threads and shared memory and
+// kMaxTensorCoreAccumulators; InvalidArgument naming the limit.
 absl::Status CheckTensorCoreTiling(const TensorCoreTiling& tiling, const Target& target);
 
 // Moderate decisions that fit the product's shape: 4 warps where the tile
 // has rows and columns for them, 2x4 fragments shrunk for small matrices.
 TensorCoreTiling DefaultTensorCoreTiling(const ComputeDAG& dag, const Target& target);
 
-// The schedule of `tiling` (no steps), checked against dag and target
-// (async_copy needs both tiles' rows to move 16 bytes at a time).
+// The schedule of `tiling` (no steps; its tf32 taken from the DAG),
+// checked against dag and target (async_copy needs both tiles' rows to move
+// 16 bytes at a time).
 absl::StatusOr<Trace> TensorCoreSchedule(const ComputeDAG& dag, const Target& target,
-                                         const TensorCoreTiling& tiling);
+                                         TensorCoreTiling tiling);
 
 // `dag` with the buffers of a tensor-core schedule appended: the A and B
-// tiles (shared, float16, one per stage), the accumulators (registers,
-// float32) and each thread's share of the next tiles (registers, float16).
+// tiles (shared, the operands' format, one per stage), the accumulators
+// (registers, float32) and each thread's share of the next tiles
+// (registers, the operands' format).
 absl::StatusOr<ComputeDAG> TensorCoreDag(const ComputeDAG& dag, const Target& target,
                                          absl::Span<const int64_t> decisions);
 // The one-kernel program of a tensor-core schedule over TensorCoreDag's DAG.

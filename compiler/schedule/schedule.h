@@ -126,8 +126,9 @@ Trace DefaultSchedule(const ComputeDAG& dag, const Target& target);
 // fetch it together, element e of the box by thread e mod (block size),
 // between two barriers; its own loops do not shape the fetch. A vectorized
 // loop there (only the tensor-core lowering makes one: schedules cannot
-// vectorize on a GPU) is one 16-byte access: 8 float16 elements stored,
-// copied from a load or zero, both starting at a multiple of 8 elements.
+// vectorize on a GPU) is one 16-byte access: 8 16-bit elements or 4 floats
+// stored, copied from a load or zero, both starting at a multiple of 8 (4)
+// elements.
 Stmt Lower(const ScheduleState& state);
 
 }  // namespace tunefarm::ir

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 
 #include "gtest/gtest.h"
@@ -116,6 +117,43 @@ TEST(BFloat16, EveryValueRoundTripsAndFloatsRoundToNearestEven) {
   EXPECT_TRUE(std::isnan(RoundToHalf(std::nanf(""), HalfKind::kBFloat16)));
   EXPECT_TRUE(std::isnan(BFloat16BitsToFloat(HalfQuietNaN(HalfKind::kBFloat16))));
   EXPECT_TRUE(std::isnan(HalfBitsToFloat(HalfQuietNaN(HalfKind::kFloat16))));
+}
+
+// TF32 keeps float32's exponent and 10 mantissa bits, rounding to nearest
+// with ties away from zero (cvt.rna): checked against the two neighbours
+// worked out in double.
+TEST(Tf32, RoundsToNearestTiesAwayFromZero) {
+  std::mt19937 rng(32);
+  int checked = 0;
+  auto check = [&](float f) {
+    if (std::isnan(f) || std::isinf(f)) return;
+    uint32_t x;
+    std::memcpy(&x, &f, 4);
+    const float lo = FromBits(x & ~0x1fffu), hi = FromBits((x & ~0x1fffu) + 0x2000u);
+    const double dl = std::fabs(double(f) - lo), dh = std::fabs(double(hi) - double(f));
+    const float want = dl < dh ? lo : hi;  // a tie goes to the larger magnitude
+    const float got = RoundToTf32(f);
+    uint32_t g;
+    std::memcpy(&g, &got, 4);
+    ASSERT_EQ(g & 0x1fffu, 0u) << std::hexfloat << f;
+    ASSERT_EQ(got, want) << std::hexfloat << f;
+    ++checked;
+  };
+  for (int i = 0; i < 200000; ++i) check(FromBits(rng()));
+  for (uint32_t k = 0; k < (0x7f7fffffu >> 13); k += 97) {  // the midpoints and their neighbours
+    const float mid = FromBits((k << 13) | 0x1000u);
+    for (float f : {mid, std::nextafter(mid, 0.0f), std::nextafter(mid, 1e30f)}) {
+      check(f);
+      check(-f);
+    }
+  }
+  EXPECT_GT(checked, 200000);
+  EXPECT_EQ(RoundToTf32(1.0f + 1.0f / 2048), 1.0f + 1.0f / 1024);  // a tie: away from zero
+  EXPECT_EQ(RoundToTf32(-1.0f - 1.0f / 2048), -1.0f - 1.0f / 1024);
+  EXPECT_EQ(RoundToTf32(std::nextafter(1.0f + 1.0f / 2048, 0.0f)), 1.0f);
+  EXPECT_TRUE(std::isinf(RoundToTf32(FromBits(0x7f7fffffu))));  // the largest float: infinity
+  EXPECT_TRUE(std::isinf(RoundToTf32(-std::numeric_limits<float>::infinity())));
+  EXPECT_TRUE(std::isnan(RoundToTf32(FromBits(0x7f800001u))));  // a NaN with low payload bits
 }
 
 }  // namespace

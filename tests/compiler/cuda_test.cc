@@ -13,11 +13,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/float16.h"
+#include "common/random_fill.h"
 #include "common/status_macros.h"
 #include "compiler/codegen/cuda_codegen.h"
 #include "compiler/codegen/nvptx_codegen.h"
 #include "compiler/codegen/nvrtc_info.h"
 #include "compiler/ir/reference.h"
+#include "compiler/ir/workload.h"
 #include "compiler/ir/workload_spec.h"
 #include "compiler/schedule/gpu_launch.h"
 #include "compiler/schedule/gpu_tensor_core.h"
@@ -243,14 +245,15 @@ ir::TensorCoreTiling RandomTensorCoreTiling(const ir::ComputeDAG& dag, const ir:
                                             std::mt19937_64& rng) {
   for (;;) {
     ir::TensorCoreTiling t;
+    t.tf32 = dag.tf32;
     t.warps_m = int64_t{1} << (rng() % 3);
     t.warps_n = int64_t{1} << (rng() % 3);
     t.frags_m = int64_t{1} << (rng() % 3);
     t.frags_n = int64_t{1} << (rng() % 4);
     t.k_steps = 1 + int64_t(rng() % 3);
-    t.pad = rng() % 2 ? 8 : 0;
+    t.pad = dag.tf32 ? int64_t(rng() % 3) * 4 : rng() % 2 ? 8 : 0;
     t.stages = 1 + int64_t(rng() % 2);
-    t.ldmatrix = int64_t(rng() % 2);
+    t.ldmatrix = dag.tf32 ? 0 : int64_t(rng() % 2);
     t.async_copy = t.stages == 2 ? int64_t(rng() % 2) : 0;
     if (ir::TensorCoreSchedule(dag, target, t).ok()) return t;
   }
@@ -346,6 +349,197 @@ TEST(GpuBFloat16, SchedulesMatchReferenceInTheSimulator) {
   EXPECT_GE(mma, 4);
 }
 
+// ---- TF32: float32 products on tensor cores (mma.sync m16n8k8) ----
+
+// dtype=tf32 is a float32 workload whose product may round its factors:
+// its own key, its spec round-trips, and only products take it.
+TEST(GpuTf32, WorkloadsNameTheOption) {
+  auto w = ir::ParseWorkloadSpec("matmul(M=64,N=48,K=32,dtype=tf32)+relu");
+  ASSERT_TRUE(w.ok()) << w.status();
+  EXPECT_TRUE(w->tf32());
+  EXPECT_EQ(w->inputs(0).dtype(), v1::DTYPE_FLOAT32);
+  auto plain = ir::ParseWorkloadSpec("matmul(M=64,N=48,K=32)+relu");
+  ASSERT_TRUE(plain.ok());
+  auto a = ir::Canonicalize(*w), b = ir::Canonicalize(*plain);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_NE(a->key, b->key);
+  auto spec = ir::FormatWorkloadSpec(*w);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(*spec, "matmul(M=64,N=48,K=32,dtype=tf32)+relu");
+  EXPECT_TRUE(absl::StrContains(ir::Describe(*w), " tf32")) << ir::Describe(*w);
+  ir::ComputeDAG dag = Dag("conv2d_nchw(N=1,C=8,H=8,W=8,K=16,R=3,S=3,pad=1,dtype=tf32)");
+  EXPECT_TRUE(dag.tf32);
+  EXPECT_FALSE(ir::HasFloat16(dag));
+  EXPECT_TRUE(ir::SignatureOf(dag).tf32());
+  auto refused = ir::ParseWorkloadSpec("softmax(A=3,N=20,dtype=tf32)");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_TRUE(absl::StrContains(refused.status().message(), "tf32 applies to products"))
+      << refused.status();
+  v1::Workload half = *w;
+  for (v1::TensorSpec& t : *half.mutable_inputs()) t.set_dtype(v1::DTYPE_FLOAT16);
+  half.set_out_dtype(v1::DTYPE_FLOAT16);
+  auto mixed = ir::Canonicalize(half);
+  ASSERT_FALSE(mixed.ok());
+  EXPECT_TRUE(absl::StrContains(mixed.status().message(), "this workload is float16"))
+      << mixed.status();
+  v1::Workload as_dtype = *w;  // DTYPE_TF32 names a model precision, not a tensor's dtype
+  as_dtype.set_tf32(false);
+  for (v1::TensorSpec& t : *as_dtype.mutable_inputs()) t.set_dtype(v1::DTYPE_TF32);
+  auto precision = ir::Canonicalize(as_dtype);
+  ASSERT_FALSE(precision.ok());
+  EXPECT_TRUE(absl::StrContains(precision.status().message(), "DTYPE_TF32, a model precision"))
+      << precision.status();
+  auto bad = ir::ParseWorkloadSpec("matmul(M=4,N=4,K=4,dtype=tf16)");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_TRUE(absl::StrContains(bad.status().message(), "float32, float16, bfloat16 or tf32"))
+      << bad.status();
+  // Targets: cuda sm_80 and newer only.
+  EXPECT_TRUE(
+      absl::StrContains(ir::CheckWorkloadTarget(*w, Cuda("cuda -arch=sm_75")).message(),
+                        "tf32 products need sm_80 or newer (sm_75 has no tf32 tensor cores)"));
+  EXPECT_TRUE(ir::CheckWorkloadTarget(*w, Cuda("cuda -arch=sm_80")).ok());
+  auto cpu = ir::Target::Parse("llvm -mtriple=x86_64-linux-gnu -mcpu=x86-64");
+  ASSERT_TRUE(cpu.ok());
+  EXPECT_TRUE(absl::StrContains(ir::CheckWorkloadTarget(*w, *cpu).message(),
+                                "tf32 products build for cuda targets only"));
+}
+
+// Tensor-core schedules of tf32 products (the default and random
+// decisions: stages, cp.async, pads) and SIMT schedules of the same
+// workloads against the float64 reference on TF32 inputs, at float32's
+// tolerance: the products are exact, so a wrong fragment fails.
+TEST(GpuTf32, SchedulesMatchReferenceInTheSimulator) {
+  const ir::Target target = Cuda("cuda -arch=sm_80");
+  std::mt19937_64 rng(32);
+  int checked = 0, async = 0, mma = 0;
+  for (const std::string spec :
+       {"matmul(M=40,N=36,K=50,dtype=tf32)", "matmul(M=64,N=64,K=64,dtype=tf32)",
+        "matmul(M=17,N=9,K=33,transpose_a=1,dtype=tf32)",
+        "matmul(M=24,N=40,K=20,transpose_b=1,dtype=tf32)+relu",
+        "dense(M=33,N=20,K=70,dtype=tf32)+bias+relu", "batch_matmul(B=3,M=20,N=24,K=40,dtype=tf32)",
+        "conv2d_nchw(N=2,C=8,H=9,W=9,K=16,R=3,S=3,pad=1,dtype=tf32)+bias+relu",
+        "conv2d_nhwc(N=1,C=16,H=8,W=8,K=24,R=3,S=3,stride=2,pad=1,dtype=tf32)"}) {
+    ir::ComputeDAG dag = Dag(spec);
+    ASSERT_TRUE(ir::CheckTensorCoreSketch(dag, target).ok())
+        << spec << ": " << ir::CheckTensorCoreSketch(dag, target);
+    for (int i = 0; i < 6; ++i) {
+      absl::StatusOr<ir::Trace> sched;
+      ir::TensorCoreTiling tiling;
+      if (i == 5) {
+        sched = search::space::RandomGpuSchedule(dag, target, rng);  // SIMT: float32 products
+      } else {
+        tiling = i == 0 ? ir::DefaultTensorCoreTiling(dag, target)
+                        : RandomTensorCoreTiling(dag, target, rng);
+        if (i == 4) {  // cp.async where the rows and the shared memory allow it
+          ir::TensorCoreTiling copy = tiling;
+          copy.stages = 2;
+          copy.async_copy = 1;
+          if (ir::TensorCoreSchedule(dag, target, copy).ok()) tiling = copy;
+        }
+        EXPECT_TRUE(tiling.tf32);
+        EXPECT_EQ(tiling.ldmatrix, 0);
+        async += tiling.async_copy;
+        sched = ir::TensorCoreSchedule(dag, target, tiling);
+      }
+      ASSERT_TRUE(sched.ok()) << spec << ": " << sched.status();
+      if (sched->sketch_id == ir::kGpuTensorCoreSketchId) {
+        auto st = ir::ScheduleState::Replay(dag, *sched, target);
+        ASSERT_TRUE(st.ok()) << st.status();
+        const ir::Stmt program = ir::Lower(*st);
+        EXPECT_EQ(CountMma(program), 1) << spec;
+        EXPECT_TRUE(absl::StrContains(ir::ToString(program), "mma16x8x8.tf32"));
+        for (const ir::TensorDecl& t : st->dag().tensors) EXPECT_FALSE(t.float16) << t.name;
+        ++mma;
+      }
+      auto r = Simulate(dag, *sched, target, 900 + i);
+      ASSERT_TRUE(r.ok()) << spec << " schedule " << ir::ToProto(*sched).ShortDebugString() << ": "
+                          << r.status();
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, 48);
+  EXPECT_GE(mma, 40);
+  EXPECT_GE(async, 4);
+}
+
+// On inputs that are not TF32 values the product is that of the factors
+// rounded to TF32 (as cvt.rna.tf32.f32 rounds them), not the float32 one.
+TEST(GpuTf32, FactorsAreRoundedToTf32) {
+  const ir::Target target = Cuda("cuda -arch=sm_90");
+  ir::ComputeDAG dag = Dag("matmul(M=32,N=16,K=64,dtype=tf32)");
+  auto sched = ir::TensorCoreSchedule(dag, target, ir::DefaultTensorCoreTiling(dag, target));
+  ASSERT_TRUE(sched.ok()) << sched.status();
+  auto st = ir::ScheduleState::Replay(dag, *sched, target);
+  ASSERT_TRUE(st.ok()) << st.status();
+  std::vector<std::vector<float>> inputs(2), rounded(2);
+  for (int i = 0; i < 2; ++i) {
+    inputs[size_t(i)].resize(size_t(dag.NumElements(dag.args[size_t(i)])));
+    FillUniform(77, uint64_t(i), inputs[size_t(i)].data(), int64_t(inputs[size_t(i)].size()));
+    for (float x : inputs[size_t(i)]) rounded[size_t(i)].push_back(RoundToTf32(x));
+  }
+  ASSERT_NE(inputs, rounded);
+  auto exact = ir::EvaluateReference(dag, inputs);
+  auto tf32 = ir::EvaluateReference(dag, rounded);
+  ASSERT_TRUE(exact.ok() && tf32.ok());
+  std::vector<std::vector<float>> args = inputs;
+  args.push_back(std::vector<float>(exact->size(), std::nanf("")));
+  auto got = testing::SimulateGpu(st->dag(), ir::Lower(*st), target, args, nullptr);
+  ASSERT_TRUE(got.ok()) << got.status();
+  double off_tf32 = 0, off_exact = 0;
+  for (size_t i = 0; i < got->size(); ++i) {
+    off_tf32 = std::max(off_tf32, std::abs((*got)[i] - (*tf32)[i]));
+    off_exact = std::max(off_exact, std::abs((*got)[i] - (*exact)[i]));
+  }
+  EXPECT_LT(off_tf32, 1e-5);
+  EXPECT_GT(off_exact, 1e-4);  // 64 products each ~2^-11 off
+}
+
+// Decisions a tf32 schedule cannot take are refused by name; the shared
+// tiles take float32's 4 bytes.
+TEST(GpuTf32, TilingsAreCheckedForTheFormat) {
+  const ir::Target target = Cuda("cuda -arch=sm_90");
+  ir::ComputeDAG dag = Dag("matmul(M=128,N=128,K=128,dtype=tf32)");
+  ir::TensorCoreTiling t = ir::DefaultTensorCoreTiling(dag, target);
+  EXPECT_TRUE(t.tf32);
+  EXPECT_EQ(t.BlockK(), 8 * t.k_steps);
+  // The default pad spreads the fragments' reads over the banks: A's rows
+  // (K inner, 16 floats) want 4, B's (N inner, 64 floats) 8; both beat 0.
+  EXPECT_NE(t.pad, 0);
+  ASSERT_TRUE(ir::TensorCoreSchedule(dag, target, t).ok());
+  ir::TensorCoreTiling ldm = t;
+  ldm.ldmatrix = 1;
+  auto refused = ir::TensorCoreSchedule(dag, target, ldm);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_TRUE(absl::StrContains(refused.status().message(), "ldmatrix 0 for tf32"))
+      << refused.status();
+  ir::ComputeDAG half = Dag("matmul(M=128,N=128,K=128,dtype=float16)");
+  ir::TensorCoreTiling pad4 = ir::DefaultTensorCoreTiling(half, target);
+  pad4.pad = 4;
+  auto odd = ir::TensorCoreSchedule(half, target, pad4);
+  ASSERT_FALSE(odd.ok());
+  EXPECT_TRUE(absl::StrContains(odd.status().message(), "a pad of 0 or 8")) << odd.status();
+  // Float32 tiles: the kernel's shared memory is 4 bytes per element of
+  // the two tiles, within the bound the checks use.
+  auto sched = ir::TensorCoreSchedule(dag, target, t);
+  auto st = ir::ScheduleState::Replay(dag, *sched, target);
+  ASSERT_TRUE(st.ok()) << st.status();
+  auto plan = ir::PlanGpuLaunches(st->dag(), ir::Lower(*st), target);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  int64_t tile_elements = 0;
+  for (const ir::TensorDecl& d : st->dag().tensors) {
+    if (!d.shared) continue;
+    EXPECT_EQ(ir::ElementBytes(d), 4) << d.name;
+    tile_elements += st->dag().NumElements(int(&d - st->dag().tensors.data()));
+  }
+  EXPECT_EQ(plan->kernels[0].shared_bytes, 4 * tile_elements);
+  EXPECT_LE(plan->kernels[0].shared_bytes, t.SharedBytes());
+  // The decisions travel as before: tf32 comes from the DAG.
+  auto back = ir::TensorCoreTiling::Decode(t.Encode(), true);
+  ASSERT_TRUE(back.has_value());
+  EXPECT_TRUE(back->tf32);
+  EXPECT_EQ(back->Encode(), t.Encode());
+}
+
 // A lane layout mistake is caught: the accumulators written back with the
 // lanes' rows and columns swapped differ from the reference.
 TEST(GpuTensorCore, SimulatorCatchesAWrongFragmentLayout) {
@@ -372,6 +566,12 @@ TEST(GpuTensorCore, SimulatorCatchesAWrongFragmentLayout) {
   auto raced = Simulate(dag, *async_sched, target, 1, DropBarriers);
   ASSERT_FALSE(raced.ok());
   EXPECT_TRUE(absl::StrContains(raced.status().message(), "race")) << raced.status();
+  // tf32 likewise: B's strides swapped in the m16n8k8 product.
+  ir::ComputeDAG tf32 = Dag("matmul(M=32,N=32,K=32,dtype=tf32)");
+  auto tf32_sched = ir::TensorCoreSchedule(tf32, target, ir::DefaultTensorCoreTiling(tf32, target));
+  ASSERT_TRUE(tf32_sched.ok()) << tf32_sched.status();
+  ASSERT_TRUE(Simulate(tf32, *tf32_sched, target, 1).ok());
+  EXPECT_FALSE(Simulate(tf32, *tf32_sched, target, 1, swap).ok());
 }
 
 TEST(GpuTensorCore, RefusedWithReasons) {
@@ -380,7 +580,9 @@ TEST(GpuTensorCore, RefusedWithReasons) {
   };
   EXPECT_TRUE(absl::StrContains(why("matmul(M=64,N=64,K=64,dtype=float16)", "sm_75"),
                                 "sm_75 has no float16 mma.sync"));
-  EXPECT_TRUE(absl::StrContains(why("matmul(M=64,N=64,K=64)", "sm_90"), "not float16"));
+  EXPECT_TRUE(absl::StrContains(why("matmul(M=64,N=64,K=64)", "sm_90"), "float32 without tf32"));
+  EXPECT_TRUE(absl::StrContains(why("matmul(M=64,N=64,K=64,dtype=tf32)", "sm_75"),
+                                "sm_75 has no tf32 mma.sync m16n8k8"));
   EXPECT_TRUE(absl::StrContains(
       why("depthwise_conv2d_nchw(N=1,C=32,H=8,W=8,R=3,S=3,pad=1,dtype=float16)", "sm_90"),
       "too small for 16x8x16 tiles"));
@@ -653,6 +855,52 @@ TEST_F(NvrtcTest, TensorCoreBuildsCompile) {
     }
   }
   EXPECT_EQ(built, 18);
+}
+
+// tf32 tensor-core schedules compile for sm_80 and newer: the PTX rounds
+// each factor (cvt.rna.tf32.f32) and multiplies with mma.sync m16n8k8, the
+// default stages its float32 rows by cp.async; sm_75 is refused by name.
+TEST_F(NvrtcTest, Tf32TensorCoreBuildsCompile) {
+  std::mt19937_64 rng(3232);
+  int built = 0;
+  for (const char* arch : {"sm_80", "sm_90"}) {
+    ir::Target target = Cuda(std::string("cuda -arch=") + arch);
+    for (const std::string spec :
+         {"matmul(M=1024,N=1024,K=1024,dtype=tf32)",
+          "conv2d_nchw(N=16,C=128,H=28,W=28,K=128,R=3,S=3,pad=1,dtype=tf32)+bias+relu"}) {
+      ir::ComputeDAG dag = Dag(spec);
+      for (int i = 0; i < 2; ++i) {
+        auto sched = ir::TensorCoreSchedule(dag, target,
+                                            i == 0 ? ir::DefaultTensorCoreTiling(dag, target)
+                                                   : RandomTensorCoreTiling(dag, target, rng));
+        ASSERT_TRUE(sched.ok()) << sched.status();
+        codegen::CudaCompileOptions opts;
+        opts.ptx = true;
+        auto a = Build(dag, *sched, target, opts);
+        ASSERT_TRUE(a.ok()) << arch << " " << spec << ": " << a.status();
+        EXPECT_TRUE(absl::StrContains(a->ptx, "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32"))
+            << a->program.source;
+        EXPECT_TRUE(absl::StrContains(a->ptx, "cvt.rna.tf32.f32")) << a->ptx;
+        EXPECT_FALSE(absl::StrContains(a->program.source, "unsigned short")) << a->program.source;
+        ASSERT_TRUE(codegen::ReadCubin(a->cubin).ok());
+        if (i == 0) {
+          EXPECT_EQ(a->program.kernels[0].spill_store_bytes, 0) << a->log;
+          if (spec.find("matmul") != std::string::npos) {
+            EXPECT_TRUE(absl::StrContains(a->ptx, "cp.async.cg.shared.global"))
+                << a->program.source;
+          }
+        }
+        ++built;
+      }
+    }
+  }
+  EXPECT_EQ(built, 8);
+  ir::ComputeDAG dag = Dag("matmul(M=64,N=64,K=64,dtype=tf32)");
+  ir::Target turing = Cuda("cuda -arch=sm_75");
+  auto old = Build(dag, ir::DefaultSchedule(dag, turing), turing);
+  ASSERT_FALSE(old.ok());
+  EXPECT_TRUE(absl::StrContains(old.status().message(), "tf32 products need sm_80 or newer"))
+      << old.status();
 }
 
 TEST_F(NvrtcTest, UnbuildableArchAndRegisterLimitAreClearErrors) {

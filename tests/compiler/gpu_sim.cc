@@ -178,24 +178,31 @@ class BlockSim {
         if (!rows_aligned(off[1], s.mma_a_strides) || !rows_aligned(off[2], s.mma_b_strides))
           return absl::InternalError(StrCat("ldmatrix on unaligned rows in warp ", w));
       }
+      // Each lane's fragment columns of A (rows of B): m16n8k16 takes
+      // 2(l%4), +1, +8, +9; m16n8k8 (tf32) l%4 and l%4 + 4, each factor
+      // rounded to TF32.
+      const int depth = s.mma_tf32 ? 8 : 16;
       double A[16][16], B[16][8], D[16][8];
       for (int l = 0; l < 32; ++l) {
-        const int t = 32 * w + l, g = l / 4, c2 = (l % 4) * 2;
+        const int t = 32 * w + l, g = l / 4, c2 = (l % 4) * 2, c1 = l % 4;
+        const std::vector<int> ks = s.mma_tf32 ? std::vector<int>{c1, c1 + 4}
+                                               : std::vector<int>{c2, c2 + 1, c2 + 8, c2 + 9};
+        auto factor = [&](float v) { return s.mma_tf32 ? RoundToTf32(v) : v; };
         for (int r : {g, g + 8}) {
-          for (int c : {c2, c2 + 1, c2 + 8, c2 + 9}) {
+          for (int c : ks) {
             TF_ASSIGN_OR_RETURN(
                 float* p,
                 FlatAddress(s.mma_a, off[1] + r * s.mma_a_strides[0] + c * s.mma_a_strides[1], t,
                             false));
-            A[r][c] = *p;
+            A[r][c] = factor(*p);
           }
         }
-        for (int k : {c2, c2 + 1, c2 + 8, c2 + 9}) {
+        for (int k : ks) {
           TF_ASSIGN_OR_RETURN(
               float* p,
               FlatAddress(s.mma_b, off[2] + k * s.mma_b_strides[0] + g * s.mma_b_strides[1], t,
                           false));
-          B[k][g] = *p;
+          B[k][g] = factor(*p);
         }
         for (int i = 0; i < 4; ++i) {
           TF_ASSIGN_OR_RETURN(float* p, FlatAddress(s.tensor, off[0] + i, t, false));
@@ -204,7 +211,7 @@ class BlockSim {
       }
       for (int r = 0; r < 16; ++r) {
         for (int c = 0; c < 8; ++c) {
-          for (int k = 0; k < 16; ++k) D[r][c] += A[r][k] * B[k][c];
+          for (int k = 0; k < depth; ++k) D[r][c] += A[r][k] * B[k][c];
         }
       }
       for (int l = 0; l < 32; ++l) {
@@ -253,12 +260,14 @@ class BlockSim {
   }
 
   // A vectorized loop on a GPU is one 16-byte access (ir::Lower's
-  // contract): 8 consecutive float16 elements, a store (and the load it
-  // copies, where the guard lets it) starting at a multiple of 8 elements.
+  // contract): 8 consecutive 16-bit elements or 4 floats, a store (and the
+  // load it copies, where the guard lets it) starting at a multiple of that.
   absl::Status CheckVector(const ir::StmtNode& loop, const std::vector<bool>& mask) {
     const Stmt& b = loop.body[0];
-    if (loop.extent != 8 || b->kind != StmtKind::kStore || !dag_.tensors[size_t(b->tensor)].float16)
-      return absl::InternalError("a vectorized loop that is not 8 float16 stores");
+    const int64_t width =
+        b->kind == StmtKind::kStore && dag_.tensors[size_t(b->tensor)].float16 ? 8 : 4;
+    if (loop.extent != width || b->kind != StmtKind::kStore)
+      return absl::InternalError("a vectorized loop that is not 16 bytes of stores");
     Expr cond, load = b->value;
     if (load->kind == ExprKind::kSelect) cond = load->args[0], load = load->args[1];
     std::vector<int64_t>& v = vars_[loop.var.get()];
@@ -274,7 +283,7 @@ class BlockSim {
         absl::StatusOr<int64_t> at = Flat(b->tensor, b->indices, t);
         if (!at.ok()) return at.status();
         if (lane == 0) first_store[size_t(t)] = *at;
-        if (*at - lane != first_store[size_t(t)] || first_store[size_t(t)] % 8 != 0)
+        if (*at - lane != first_store[size_t(t)] || first_store[size_t(t)] % width != 0)
           status = absl::InternalError(StrCat("vector store lane ", lane, " at ", *at));
         if (!status.ok() || load->kind != ExprKind::kLoad) continue;
         absl::StatusOr<int64_t> take = cond.defined() ? EvalInt(cond, t) : 1;
@@ -282,7 +291,7 @@ class BlockSim {
         absl::StatusOr<int64_t> from = Flat(load->tensor, load->args, t);
         if (!from.ok()) return from.status();
         if (lane == 0) first_load[size_t(t)] = *from;
-        if (*from - lane != first_load[size_t(t)] || first_load[size_t(t)] % 8 != 0)
+        if (*from - lane != first_load[size_t(t)] || first_load[size_t(t)] % width != 0)
           status = absl::InternalError(StrCat("vector load lane ", lane, " at ", *from));
       }
     }

@@ -16,10 +16,13 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/float16.h"
+#include "common/status_macros.h"
 #include "compiler/codegen/llvm_target.h"
 #include "compiler/codegen/nvrtc_info.h"
 #include "compiler/ir/compute.h"
+#include "compiler/ir/workload.h"
 #include "compiler/ir/workload_spec.h"
+#include "compiler/schedule/gpu_tensor_core.h"
 #include "deploy/interpreter.h"
 #include "deploy/package_build.h"
 #include "device_agent/runtime/cuda_driver.h"
@@ -549,9 +552,12 @@ TEST_F(GraphTest, CudaPackagesRunEveryOperatorOnTheGpu) {
 // SIMT interpreter on the package's own memory plan (views in place), in
 // float32 and in float16 (`--precision fp16`: every task, data mover and
 // value float16, the arena half the bytes, each kernel computing in float32)
-// and in bfloat16 (`--precision bf16`, sm_80). Outputs against the float64
-// interpreter: float32 within 1e-4, float16 and bfloat16 within their model
-// tolerances, or infinite where the model's values leave float16's range.
+// and in bfloat16 (`--precision bf16`, sm_80), and with tf32 products
+// (`--precision tf32`: float32 values). In the 16-bit and tf32 packages
+// every product the tensor-core sketch takes is built on it (as a tuned
+// record would make it). Outputs against the float64 interpreter: float32
+// within 1e-4, the others within their model tolerances, or infinite where
+// the model's values leave float16's range.
 TEST_F(GraphTest, CudaPackagesRunInTheSimtInterpreter) {
   if (!codegen::HaveNvrtc()) TF_SKIP("no-cuda-toolkit") << "this build has no NVRTC";
   absl::StatusOr<ir::Target> target = ir::Target::Parse("cuda -arch=sm_80");
@@ -564,21 +570,48 @@ TEST_F(GraphTest, CudaPackagesRunInTheSimtInterpreter) {
     ASSERT_TRUE(ref.ok()) << ref.status();
     int64_t arena[2] = {0, 0};
     int values = 0;
-    for (const v1::DType precision : {v1::DTYPE_FLOAT32, v1::DTYPE_FLOAT16, v1::DTYPE_BFLOAT16}) {
+    for (const v1::DType precision :
+         {v1::DTYPE_FLOAT32, v1::DTYPE_FLOAT16, v1::DTYPE_BFLOAT16, v1::DTYPE_TF32}) {
       SCOPED_TRACE(v1::DType_Name(precision));
+      const bool tf32 = precision == v1::DTYPE_TF32;
       BuildOptions bo;
       bo.precision = precision;
+      int tensor_core = 0;
+      if (precision != v1::DTYPE_FLOAT32) {
+        bo.choose = [&](const ModelTask& t) -> absl::StatusOr<KernelChoice> {
+          KernelChoice c;
+          TF_ASSIGN_OR_RETURN(ir::ComputeDAG dag, ir::BuildComputeDAG(t.workload));
+          if (!ir::HasTensorCoreSketch(dag, *target)) return c;
+          TF_ASSIGN_OR_RETURN(
+              ir::Trace tc,
+              ir::TensorCoreSchedule(dag, *target, ir::DefaultTensorCoreTiling(dag, *target)));
+          c.tuned = true;
+          c.schedule = ir::ToProto(tc);
+          c.tuned_sec = 1e-3;
+          c.default_sec = 2e-3;
+          c.why = "tensor cores";
+          ++tensor_core;
+          return c;
+        };
+      }
       absl::StatusOr<v1::ModelPackage> pkg = BuildPackage(model, *target, bo);
       ASSERT_TRUE(pkg.ok()) << pkg.status();
       const std::optional<HalfKind> kind = HalfKindOf(precision);
       const bool half = kind.has_value();
       EXPECT_EQ(pkg->precision(), half ? precision : v1::DTYPE_UNSPECIFIED);
+      const v1::DType dtype = tf32 ? v1::DTYPE_FLOAT32 : precision;
       for (const v1::PackageKernel& k : pkg->kernels()) {
-        EXPECT_EQ(k.workload().out_dtype(), precision) << k.description();
+        EXPECT_EQ(k.workload().out_dtype(), dtype) << k.description();
+        EXPECT_EQ(k.workload().tf32(), tf32 && ir::IsProductOp(k.workload().op()))
+            << k.description();
+        EXPECT_EQ(k.signature().tf32(), k.workload().tf32()) << k.description();
         for (const v1::KernelArgument& a : k.signature().args())
-          EXPECT_EQ(a.dtype(), precision) << k.description();
+          EXPECT_EQ(a.dtype(), dtype) << k.description();
       }
-      if (precision != v1::DTYPE_BFLOAT16) arena[half] = pkg->arena_bytes();
+      if (std::string(name) == "tiny" && precision != v1::DTYPE_FLOAT32)
+        EXPECT_GT(tensor_core, 0);  // its convolutions and dense layer are products
+      if (precision == v1::DTYPE_FLOAT32 || precision == v1::DTYPE_FLOAT16)
+        arena[half] = pkg->arena_bytes();
       // Float constants stored in the package's format: 2 bytes a value.
       for (const v1::PackageTensor& c : pkg->constants()) {
         if (c.is_int()) continue;
@@ -598,7 +631,12 @@ TEST_F(GraphTest, CudaPackagesRunInTheSimtInterpreter) {
           continue;
         }
         const double err = RelError(ran->outputs[o], ref->at(o));
-        EXPECT_LT(err, half ? HalfModelTolerance(*kind) : 1e-4) << "output " << o;
+        EXPECT_LT(err, half   ? HalfModelTolerance(*kind)
+                       : tf32 ? kTf32ModelTolerance
+                              : 1e-4)
+            << "output " << o;
+        std::printf("%s %s output %s: error %.2g of the output's range (%d tensor-core kernels)\n",
+                    name, v1::DType_Name(precision).c_str(), o.c_str(), err, tensor_core);
         if (half) {
           for (float v : ran->outputs[o]) ASSERT_EQ(v, RoundToHalf(v, *kind)) << "output " << o;
         }

@@ -155,11 +155,28 @@ TEST_F(GpuDevice, RandomSchedulesMatchTheReference) {
   EXPECT_EQ(r.status(), v1::MEASURE_STATUS_OK) << r.error();
 }
 
+// Random tensor-core decisions of a tf32 product that build for `target`.
+ir::TensorCoreTiling RandomTf32Tiling(const ir::ComputeDAG& dag, const ir::Target& target,
+                                      std::mt19937_64& rng) {
+  for (;;) {
+    ir::TensorCoreTiling c = ir::DefaultTensorCoreTiling(dag, target);
+    c.warps_m = int64_t{1} << (rng() % 3);
+    c.warps_n = int64_t{1} << (rng() % 2);
+    c.frags_m = int64_t{1} << (rng() % 2);
+    c.frags_n = int64_t{1} << (rng() % 3);
+    c.k_steps = 1 + int64_t(rng() % 2);
+    c.pad = int64_t(rng() % 3) * 4;
+    c.stages = 1 + int64_t(rng() % 2);
+    c.async_copy = c.stages == 2 ? int64_t(rng() % 2) : 0;
+    if (ir::TensorCoreSchedule(dag, target, c).ok()) return c;
+  }
+}
+
 // Float16 kernels on the GPU: arguments converted at upload and download,
 // outputs within float16 rounding of the float64 reference; on sm_80 and
-// newer, tensor-core schedules (mma.sync) among them, each checked the same
-// way, so a fragment layout the interpreter and the hardware disagree on
-// fails here.
+// newer, tensor-core schedules (mma.sync) among them, bfloat16 and tf32
+// ones too, each checked the same way, so a fragment layout the interpreter
+// and the hardware disagree on fails here.
 TEST_F(GpuDevice, Float16AndTensorCoreSchedulesMatchTheReference) {
   const char* specs[] = {"dense(M=64,N=96,K=128,dtype=float16)+bias+relu",
                          "matmul(M=100,N=72,K=50,transpose_a=1,dtype=float16)",
@@ -167,21 +184,31 @@ TEST_F(GpuDevice, Float16AndTensorCoreSchedulesMatchTheReference) {
                          "conv2d_nchw(N=1,C=16,H=14,W=14,K=32,R=3,S=3,pad=1,dtype=float16)",
                          // bfloat16 builds on sm_80 and newer only.
                          "matmul(M=100,N=72,K=50,dtype=bfloat16)",
-                         "conv2d_nchw(N=1,C=16,H=14,W=14,K=32,R=3,S=3,pad=1,dtype=bfloat16)+bias"};
+                         "conv2d_nchw(N=1,C=16,H=14,W=14,K=32,R=3,S=3,pad=1,dtype=bfloat16)+bias",
+                         // tf32 (float32 tensors, m16n8k8): sm_80 and newer too.
+                         "matmul(M=100,N=72,K=50,dtype=tf32)",
+                         // rows of 4 floats: cp.async and 16-byte vectors
+                         "matmul(M=128,N=96,K=64,dtype=tf32)+relu",
+                         "conv2d_nchw(N=1,C=16,H=14,W=14,K=32,R=3,S=3,pad=1,dtype=tf32)+bias"};
   ir::Target t = *ir::Target::Parse(target_spec_);
   std::mt19937_64 rng(16);
-  int measured = 0, built = 0, tensor_core = 0, bf16_built = 0;
+  int measured = 0, built = 0, tensor_core = 0, bf16_built = 0, tf32_built = 0, tf32_mma = 0;
   for (const char* spec : specs) {
     ir::ComputeDAG dag = *ir::BuildComputeDAG(*ir::ParseWorkloadSpec(spec));
     for (int i = 0; i < 10; ++i) {
+      // The default tiling, and for tf32 random ones too.
+      const bool tc = ir::HasTensorCoreSketch(dag, t) && (i == 1 || (dag.tf32 && i < 5));
       ir::Trace s = i == 0 ? ir::DefaultGpuSchedule(dag, t)
-                    : i == 1 && ir::HasTensorCoreSketch(dag, t)
-                        ? *ir::TensorCoreSchedule(dag, t, ir::DefaultTensorCoreTiling(dag, t))
-                        : search::space::RandomGpuSchedule(dag, t, rng);
+                    : tc   ? *ir::TensorCoreSchedule(dag, t,
+                                                   i == 1 ? ir::DefaultTensorCoreTiling(dag, t)
+                                                            : RandomTf32Tiling(dag, t, rng))
+                           : search::space::RandomGpuSchedule(dag, t, rng);
       v1::BuildResult b = Build(spec, s);
       if (!b.error().empty()) continue;
       ++built;
-      bf16_built += dag.half == HalfKind::kBFloat16;
+      bf16_built += ir::HasFloat16(dag) && dag.half == HalfKind::kBFloat16;
+      tf32_built += dag.tf32;
+      tf32_mma += dag.tf32 && s.sketch_id == ir::kGpuTensorCoreSketchId;
       tensor_core += s.sketch_id == ir::kGpuTensorCoreSketchId;
       v1::MeasureResult r = handler_->Measure(Request(spec, s, b));
       EXPECT_EQ(r.status(), v1::MEASURE_STATUS_OK)
@@ -189,12 +216,16 @@ TEST_F(GpuDevice, Float16AndTensorCoreSchedulesMatchTheReference) {
       measured += r.status() == v1::MEASURE_STATUS_OK;
     }
   }
-  std::printf("GPU: %d of %d built 16-bit schedules (%d tensor-core) measured correct on %s\n",
-              measured, built, tensor_core, caps_.gpu_name().c_str());
+  std::printf(
+      "GPU: %d of %d built 16-bit and tf32 schedules (%d tensor-core, %d tf32) measured correct "
+      "on %s\n",
+      measured, built, tensor_core, tf32_built, caps_.gpu_name().c_str());
   EXPECT_GE(built, 30);
   EXPECT_EQ(measured, built);
   if (t.sm >= 80) EXPECT_GE(tensor_core, 3);
   if (t.sm >= 80) EXPECT_GE(bf16_built, 10);  // bfloat16 is checked here, not only float16
+  if (t.sm >= 80) EXPECT_GE(tf32_built, 10);
+  if (t.sm >= 80) EXPECT_GE(tf32_mma, 6);  // m16n8k8 tf32 on the hardware, not only SIMT
 }
 
 TEST_F(GpuDevice, WrongFaultingAndSpinningKernelsAreResults) {

@@ -133,7 +133,9 @@ TEST_F(ModelJob, Float16ModelJobsGetFloat16Tasks) {
   testing::CommandResult r = cli({"submit", dir.File("tiny.onnx"), "--target=llvm",
                                   "--device_key=x86-test", "--precision=fp16"});
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_TRUE(absl::StrContains(r.err, "--precision fp16 needs a cuda target")) << r.err;
+  EXPECT_TRUE(
+      absl::StrContains(r.err, "--precision fp16: float16 models build for cuda targets only"))
+      << r.err;
   v1::JobSpec spec;
   spec.set_onnx_model(testing::ReadFileOrEmpty(dir.File("tiny.onnx")));
   spec.set_precision(v1::DTYPE_FLOAT16);
@@ -143,7 +145,7 @@ TEST_F(ModelJob, Float16ModelJobsGetFloat16Tasks) {
   r = cli({"submit", dir.File("spec.json"), "--target=llvm", "--device_key=x86-test",
            "--wait-for-device"});
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_TRUE(absl::StrContains(r.err, "precision: float16 tasks build for cuda targets only"))
+  EXPECT_TRUE(absl::StrContains(r.err, "precision: float16 models build for cuda targets only"))
       << r.err;
 
   r = cli({"submit", dir.File("tiny.onnx"), "--target=cuda -arch=sm_87", "--device_key=orin",
@@ -170,6 +172,39 @@ TEST_F(ModelJob, Float16ModelJobsGetFloat16Tasks) {
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_TRUE(absl::StrContains(r.err, "--precision goes with --model")) << r.err;
   EXPECT_EQ(cli({"cancel", "1"}).exit_code, 0);
+
+  // tf32: float32 tasks whose products (tiny's convolutions and dense layer)
+  // are tf32 workloads, the keys `tasks --precision tf32` lists; sm_80 and
+  // newer only.
+  r = cli({"submit", dir.File("tiny.onnx"), "--target=cuda -arch=sm_75", "--device_key=t4",
+           "--precision=tf32", "--wait-for-device"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(absl::StrContains(r.err, "--precision tf32: tf32 models need sm_80 or newer"))
+      << r.err;
+  r = cli({"submit", dir.File("tiny.onnx"), "--target=cuda -arch=sm_87", "--device_key=orin",
+           "--precision=tf32", "--wait-for-device"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = cli({"job", "2", "--json"});
+  v1::Job tf32_job;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(r.out, &tf32_job).ok()) << r.out;
+  ASSERT_EQ(tf32_job.tasks_size(), 7);
+  int products = 0;
+  for (const v1::Task& t : tf32_job.tasks()) {
+    EXPECT_EQ(t.workload().out_dtype(), v1::DTYPE_FLOAT32) << t.workload_key();
+    const v1::OpKind op = t.workload().op();
+    const bool product = op == v1::OP_KIND_CONV2D || op == v1::OP_KIND_DENSE ||
+                         op == v1::OP_KIND_MATMUL || op == v1::OP_KIND_BATCH_MATMUL;
+    EXPECT_EQ(t.workload().tf32(), product) << t.workload_key();
+    products += t.workload().tf32();
+  }
+  EXPECT_GE(products, 3);
+  r = RunCommand({BinPath("tunefarm"), "tasks", dir.File("tiny.onnx"), "--target",
+                  "cuda -arch=sm_87", "--precision", "tf32", "--json"},
+                 dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const v1::Task& t : tf32_job.tasks())
+    EXPECT_TRUE(absl::StrContains(r.out, t.workload_key())) << t.workload_key();
+  EXPECT_EQ(cli({"cancel", "2"}).exit_code, 0);
 }
 
 // `tunefarm run PKG --device-key K`: the package travels through the server

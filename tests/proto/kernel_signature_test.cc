@@ -4,6 +4,7 @@
 #include "proto/kernel_signature.h"
 
 #include <cmath>
+#include <cstring>
 #include <set>
 
 #include "absl/strings/match.h"
@@ -175,6 +176,31 @@ TEST(RandomInputs, Float16ArgumentsHoldFloat16Values) {
   std::vector<float> first(4096);
   FillUniform(5, 0, first.data(), 4096);
   EXPECT_EQ(in[0], first);
+}
+
+// A tf32 signature's inputs are TF32 values (13 low bits zero), so the
+// kernel's products are exact; without the flag the same seed gives the
+// float32 values.
+TEST(RandomInputs, Tf32SignaturesHoldTf32Values) {
+  v1::KernelSignature s;
+  *s.add_args() = Arg({4096});
+  *s.add_args() = Arg({1});
+  s.set_tf32(true);
+  std::vector<float> in = RandomInputs(s, 9)[0];
+  std::vector<float> plain(4096);
+  FillUniform(9, 0, plain.data(), 4096);
+  int moved = 0;
+  for (size_t i = 0; i < in.size(); ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, &in[i], 4);
+    EXPECT_EQ(bits & 0x1fffu, 0u) << in[i];
+    EXPECT_NE(in[i], 0.0f);
+    EXPECT_EQ(in[i], RoundToTf32(plain[i]) == 0.0f ? 0.5f : RoundToTf32(plain[i]));
+    moved += in[i] != plain[i];
+  }
+  EXPECT_GT(moved, 3000);
+  s.set_tf32(false);
+  EXPECT_EQ(RandomInputs(s, 9)[0], plain);
 }
 
 }  // namespace

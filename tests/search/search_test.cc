@@ -233,14 +233,16 @@ TEST(SearchPolicy, ProposesGpuSchedulesWithinTheTargetsLimits) {
   EXPECT_EQ(built, 6);
 }
 
-// A float16 product on sm_80 and newer is searched in the tensor-core
-// sketch: most proposals are its schedules (the rest the GPU's random
-// ones), every one within the target's limits, mutations of the measured
-// best among them; the same product on sm_75 never gets one.
-TEST(SearchPolicy, Float16ProductsSearchTheTensorCoreSketch) {
-  for (const char* arch : {"sm_90", "sm_75"}) {
-    const ir::Target t = *ir::Target::Parse(std::string("cuda -arch=") + arch);
-    const std::string spec = "matmul(M=256,N=192,K=128,dtype=float16)";
+// A float16 or tf32 product on sm_80 and newer is searched in the
+// tensor-core sketch: most proposals are its schedules (the rest the GPU's
+// random ones), every one within the target's limits, mutations of the
+// measured best among them (tf32 ones never with ldmatrix); the same
+// product on sm_75 never gets one.
+TEST(SearchPolicy, Float16AndTf32ProductsSearchTheTensorCoreSketch) {
+  for (const std::string arch_dtype : {"sm_90 float16", "sm_75 float16", "sm_90 tf32"}) {
+    const std::string arch = arch_dtype.substr(0, 5), dtype = arch_dtype.substr(6);
+    const ir::Target t = *ir::Target::Parse("cuda -arch=" + arch);
+    const std::string spec = "matmul(M=256,N=192,K=128,dtype=" + dtype + ")";
     auto task = search::Task::Make(*ir::ParseWorkloadSpec(spec), t, spec);
     ASSERT_TRUE(task.ok()) << task.status();
     search::SearchPolicy policy(search::Strategy::kEvolutionary, {}, 7);
@@ -252,6 +254,7 @@ TEST(SearchPolicy, Float16ProductsSearchTheTensorCoreSketch) {
         EXPECT_TRUE(ir::CheckGpuLaunch(task->dag, t, s).ok()) << arch;
         if (s.sketch_id == ir::kGpuTensorCoreSketchId) {
           ++tensor_core;
+          if (dtype == "tf32") EXPECT_EQ(s.decisions.at(7), 0) << "ldmatrix";
           for (const auto& e : history.ok) {
             if (e.schedule.sketch_id == s.sketch_id && DecisionsApart(e.schedule, s) == 1) {
               ++mutated;
@@ -264,8 +267,8 @@ TEST(SearchPolicy, Float16ProductsSearchTheTensorCoreSketch) {
         history.Add(s, r);
       }
     }
-    EXPECT_EQ(proposed, 48) << arch;
-    if (std::string(arch) == "sm_90") {
+    EXPECT_EQ(proposed, 48) << arch_dtype;
+    if (arch == "sm_90") {
       EXPECT_GT(tensor_core, 24);
       EXPECT_GT(mutated, 0);
     } else {

@@ -7,6 +7,7 @@
 #include <regex>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include "absl/strings/match.h"
 #include "compiler/codegen/llvm_target.h"
@@ -496,6 +497,19 @@ TEST(CompileCli, Float16AndTensorCoreDecisions) {
   EXPECT_EQ(r.exit_code, 2) << r.out;
   EXPECT_TRUE(absl::StrContains(r.err, "--precision are for a model")) << r.err;
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  // A 16-bit or tf32 workload tuned for a CPU target: one line before
+  // anything runs.
+  for (const auto& [w, target, why] : std::vector<std::array<std::string, 3>>{
+           {spec, "host", "float16 kernels build for cuda targets only"},
+           {"matmul(M=64,N=64,K=64,dtype=tf32)", "host",
+            "tf32 products build for cuda targets only"}}) {
+    r = testing::RunCommand({testing::BinPath("tunefarm"), "tune", "--workload", w, "--target",
+                             target, "--trials", "4", "--db", dir.File("t.db")},
+                            dir.path());
+    EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+    EXPECT_TRUE(absl::StrContains(r.err, why)) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  }
 }
 
 // `tunefarm tasks` prints each task as the spec `--workload` takes: every

@@ -183,9 +183,8 @@ TEST_F(ServiceTest, JobLifecycleAndWatch) {
     t.set_dtype(v1::DTYPE_FLOAT16);
   s = tuning_->SubmitJob(Ctx().get(), half, &resp);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_NE(
-      s.error_message().find("task 1 is float16; float16 kernels build for cuda targets only"),
-      std::string::npos)
+  EXPECT_NE(s.error_message().find("task 1: float16 kernels build for cuda targets only"),
+            std::string::npos)
       << s.error_message();
   // A precision belongs to a model job; explicit tasks carry their dtypes.
   v1::SubmitJobRequest with_precision = bad;
@@ -201,13 +200,29 @@ TEST_F(ServiceTest, JobLifecycleAndWatch) {
     t.set_dtype(v1::DTYPE_BFLOAT16);
   s = tuning_->SubmitJob(Ctx().get(), half, &resp);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_NE(s.error_message().find("task 1 is bfloat16; bfloat16 kernels build for cuda targets"),
+  EXPECT_NE(s.error_message().find("task 1: bfloat16 kernels build for cuda targets"),
             std::string::npos)
       << s.error_message();
   half.mutable_spec()->mutable_target()->set_spec("cuda -arch=sm_75");
   s = tuning_->SubmitJob(Ctx().get(), half, &resp);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_NE(s.error_message().find("task 1 is bfloat16, which needs sm_80 or newer (sm_75"),
+  EXPECT_NE(s.error_message().find("task 1: bfloat16 kernels need sm_80 or newer (sm_75"),
+            std::string::npos)
+      << s.error_message();
+  // A tf32 product: cuda sm_80 and newer too.
+  for (v1::TensorSpec& t :
+       *half.mutable_spec()->mutable_tasks(1)->mutable_workload()->mutable_inputs())
+    t.set_dtype(v1::DTYPE_FLOAT32);
+  half.mutable_spec()->mutable_tasks(1)->mutable_workload()->set_tf32(true);
+  s = tuning_->SubmitJob(Ctx().get(), half, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("task 1: tf32 products need sm_80 or newer (sm_75 has no tf32"),
+            std::string::npos)
+      << s.error_message();
+  half.mutable_spec()->mutable_target()->set_spec(kTargetX86);
+  s = tuning_->SubmitJob(Ctx().get(), half, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("task 1: tf32 products build for cuda targets only"),
             std::string::npos)
       << s.error_message();
 }

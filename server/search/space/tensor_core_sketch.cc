@@ -19,20 +19,21 @@ TensorCoreSketch::TensorCoreSketch(const ir::ComputeDAG& dag, const ir::Target& 
 bool TensorCoreSketch::Fits(const TensorCoreTiling& t) const {
   auto round_up = [](int64_t v, int64_t to) { return (v + to - 1) / to * to; };
   return ir::TensorCoreSchedule(dag_, target_, t).ok() && t.BlockM() <= 2 * round_up(m_, 16) &&
-         t.BlockN() <= 2 * round_up(n_, 8) && t.BlockK() <= 2 * round_up(k_, 16);
+         t.BlockN() <= 2 * round_up(n_, 8) && t.BlockK() <= 2 * round_up(k_, t.KDepth());
 }
 
 TensorCoreTiling TensorCoreSketch::SampleTiling(std::mt19937_64& rng) const {
   for (int tries = 0; tries < 64; ++tries) {
     TensorCoreTiling t;
+    t.tf32 = dag_.tf32;
     t.warps_m = PickOf(rng, {1, 2, 4});
     t.warps_n = PickOf(rng, {1, 2, 4});
     t.frags_m = PickOf(rng, {1, 2, 4, 8});
     t.frags_n = PickOf(rng, {1, 2, 4, 8});
     t.k_steps = PickOf(rng, {1, 2, 4});
-    t.pad = PickOf(rng, {0, 8});
+    t.pad = t.tf32 ? PickOf(rng, {0, 4, 8}) : PickOf(rng, {0, 8});
     t.stages = PickOf(rng, {1, 2});
-    t.ldmatrix = PickOf(rng, {0, 1});
+    t.ldmatrix = t.tf32 ? 0 : PickOf(rng, {0, 1});  // ldmatrix moves 16-bit rows
     t.async_copy = t.stages == 2 ? PickOf(rng, {0, 1}) : 0;
     if (Fits(t)) return t;
   }
@@ -67,10 +68,11 @@ TensorCoreTiling TensorCoreSketch::MutateTiling(const TensorCoreTiling& parent,
         t.async_copy = 1 - t.async_copy;
         break;
       case 6:
+        if (t.tf32) continue;  // ldmatrix moves 16-bit rows
         t.ldmatrix = 1 - t.ldmatrix;
         break;
-      default:
-        t.pad = t.pad == 0 ? 8 : 0;
+      default:  // 0 -> 8 -> 0, or for tf32 0 -> 4 -> 8 -> 0
+        t.pad = t.pad == 0 ? (t.tf32 ? 4 : 8) : t.pad == 4 ? 8 : 0;
     }
     if (!(t == parent) && Fits(t)) return t;
   }
@@ -78,7 +80,7 @@ TensorCoreTiling TensorCoreSketch::MutateTiling(const TensorCoreTiling& parent,
 }
 
 std::optional<Decisions> TensorCoreSketch::Decode(absl::Span<const int64_t> wire) const {
-  std::optional<TensorCoreTiling> t = TensorCoreTiling::Decode(wire);
+  std::optional<TensorCoreTiling> t = TensorCoreTiling::Decode(wire, dag_.tf32);
   if (!t || !ir::CheckTensorCoreTiling(*t, target_).ok()) return std::nullopt;
   return Decisions(*t);
 }

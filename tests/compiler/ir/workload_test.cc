@@ -521,8 +521,8 @@ TEST(WorkloadSpec, Float16WorkloadsReadBackAndBuild) {
             "matmul(M=8,N=8,K=8)");
   absl::StatusOr<v1::Workload> int8 = ParseWorkloadSpec("matmul(M=8,N=8,K=8,dtype=int8)");
   ASSERT_FALSE(int8.ok());
-  EXPECT_TRUE(
-      absl::StrContains(int8.status().message(), "dtype must be float32, float16 or bfloat16"))
+  EXPECT_TRUE(absl::StrContains(int8.status().message(),
+                                "dtype must be float32, float16, bfloat16 or tf32"))
       << int8.status();
   v1::Workload mixed = *ParseWorkloadSpec("matmul(M=8,N=8,K=8,dtype=float16)");
   mixed.mutable_inputs(1)->set_dtype(v1::DTYPE_FLOAT32);
