@@ -813,6 +813,16 @@ TEST_F(NvrtcTest, Float16BuildsCompileForThreeArchs) {
   EXPECT_EQ(built, 12);
 }
 
+// The tensor-core schedule of `tiling` built by NVRTC, with its PTX.
+absl::StatusOr<codegen::GpuArtifact> BuildTensorCore(const ir::ComputeDAG& dag,
+                                                     const ir::Target& target,
+                                                     const ir::TensorCoreTiling& tiling) {
+  TF_ASSIGN_OR_RETURN(ir::Trace sched, ir::TensorCoreSchedule(dag, target, tiling));
+  codegen::CudaCompileOptions opts;
+  opts.ptx = true;
+  return Build(dag, sched, target, opts);
+}
+
 // Tensor-core schedules compile for the archs that have mma.sync
 // m16n8k16: the PTX holds it, nothing spills, the cubin reads back.
 TEST_F(NvrtcTest, TensorCoreBuildsCompile) {
@@ -826,13 +836,9 @@ TEST_F(NvrtcTest, TensorCoreBuildsCompile) {
           "conv2d_nchw(N=16,C=128,H=28,W=28,K=128,R=3,S=3,pad=1,dtype=float16)+bias+relu"}) {
       ir::ComputeDAG dag = Dag(spec);
       for (int i = 0; i < 2; ++i) {
-        auto sched = ir::TensorCoreSchedule(dag, target,
-                                            i == 0 ? ir::DefaultTensorCoreTiling(dag, target)
-                                                   : RandomTensorCoreTiling(dag, target, rng));
-        ASSERT_TRUE(sched.ok()) << sched.status();
-        codegen::CudaCompileOptions opts;
-        opts.ptx = true;
-        auto a = Build(dag, *sched, target, opts);
+        auto a = BuildTensorCore(dag, target,
+                                 i == 0 ? ir::DefaultTensorCoreTiling(dag, target)
+                                        : RandomTensorCoreTiling(dag, target, rng));
         ASSERT_TRUE(a.ok()) << arch << " " << spec << ": " << a.status();
         EXPECT_TRUE(absl::StrContains(a->ptx, "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"))
             << a->program.source;
@@ -870,13 +876,9 @@ TEST_F(NvrtcTest, Tf32TensorCoreBuildsCompile) {
           "conv2d_nchw(N=16,C=128,H=28,W=28,K=128,R=3,S=3,pad=1,dtype=tf32)+bias+relu"}) {
       ir::ComputeDAG dag = Dag(spec);
       for (int i = 0; i < 2; ++i) {
-        auto sched = ir::TensorCoreSchedule(dag, target,
-                                            i == 0 ? ir::DefaultTensorCoreTiling(dag, target)
-                                                   : RandomTensorCoreTiling(dag, target, rng));
-        ASSERT_TRUE(sched.ok()) << sched.status();
-        codegen::CudaCompileOptions opts;
-        opts.ptx = true;
-        auto a = Build(dag, *sched, target, opts);
+        auto a = BuildTensorCore(dag, target,
+                                 i == 0 ? ir::DefaultTensorCoreTiling(dag, target)
+                                        : RandomTensorCoreTiling(dag, target, rng));
         ASSERT_TRUE(a.ok()) << arch << " " << spec << ": " << a.status();
         EXPECT_TRUE(absl::StrContains(a->ptx, "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32"))
             << a->program.source;
