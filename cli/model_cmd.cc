@@ -24,6 +24,7 @@
 #include "device_agent/runtime/graph_runtime.h"
 #include "device_agent/runtime/npy.h"
 #include "proto/client.h"
+#include "proto/kernel_signature.h"
 #include "proto/protocol.h"
 #include "server/search/store_canon.h"
 #include "server/store/tuning_log.h"
@@ -422,9 +423,11 @@ int RunBuild(const std::vector<std::string>& args, std::ostream& out, std::ostre
     if (ec) return Fail(err, 1, absl::StrCat("cannot write ", output, ": ", ec.message()));
   }
   int tuned = 0, movers = 0, kernel_steps = 0, native_steps = 0, views = 0;
+  int tf32 = 0;
   for (const auto& k : pkg->kernels()) {
     tuned += k.tuned();
     movers += k.workload().op() == v1::OP_KIND_REARRANGE;
+    tf32 += k.workload().tf32();
   }
   for (const auto& s : pkg->steps()) {
     (s.has_kernel() ? kernel_steps : native_steps)++;
@@ -435,11 +438,12 @@ int RunBuild(const std::vector<std::string>& args, std::ostream& out, std::ostre
     weights += int64_t(c.f32().size() + c.f16().size() + 8 * c.i64_size());
   const int tasks = pkg->kernels_size() - movers;
   const bool half = pkg->precision() == v1::DTYPE_FLOAT16 || pkg->precision() == v1::DTYPE_BFLOAT16;
-  const char* dtype = pkg->precision() == v1::DTYPE_FLOAT16 ? "float16" : "bfloat16";
+  const char* dtype = DTypeWord(pkg->precision());
   out << absl::StrFormat(
-      "%s: %d task kernels (%d tuned, %d default) and %d data movers, %d kernel steps, %d native "
-      "steps (%d of them views); weights %.1f MB%s, arena %.1f MB%s; built in %.1f s\n",
-      output, tasks, tuned, tasks - tuned, movers, kernel_steps, native_steps, views, weights / 1e6,
+      "%s: %d task kernels (%d tuned, %d default%s) and %d data movers, %d kernel steps, %d "
+      "native steps (%d of them views); weights %.1f MB%s, arena %.1f MB%s; built in %.1f s\n",
+      output, tasks, tuned, tasks - tuned, tf32 > 0 ? absl::StrCat("; ", tf32, " in tf32") : "",
+      movers, kernel_steps, native_steps, views, weights / 1e6,
       half ? absl::StrCat(" in ", dtype) : "", pkg->arena_bytes() / 1e6,
       half ? absl::StrCat(" of ", dtype, " values") : "",
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());

@@ -1178,10 +1178,12 @@ TEST_F(GraphTest, CliBuildsAndRunsAModel) {
 }
 
 // `--precision fp16`: a cuda package of float16 kernels and values (the
-// build line says so), the float16 tasks from `tasks`; for a CPU target, or
-// another dtype, one line and exit 2. The runtime refuses a float16 package
-// for a CPU target and a kernel whose dtype is not the package's.
-TEST_F(GraphTest, CliBuildsFloat16Packages) {
+// build line says so), the float16 tasks from `tasks`; bf16 likewise, and
+// tf32 a float32 package of tf32 products (the build line counts them); for
+// a CPU target, an arch without the format, or another dtype, one line and
+// exit 2. The runtime refuses a float16 package for a CPU target and a
+// kernel whose dtype is not the package's.
+TEST_F(GraphTest, CliBuilds16BitAndTf32Packages) {
   if (!codegen::HaveNvrtc()) TF_SKIP("no-cuda-toolkit") << "this build has no NVRTC";
   const std::string cli = std::string(TF_BIN_DIR) + "/tunefarm";
   const std::string model = dir_->File("tiny.onnx"), pkg = dir_->File("tiny16.tfpkg");
@@ -1209,6 +1211,22 @@ TEST_F(GraphTest, CliBuildsFloat16Packages) {
   EXPECT_EQ(bf16->precision(), v1::DTYPE_BFLOAT16);
   for (const v1::PackageKernel& k : bf16->kernels())
     EXPECT_TRUE(absl::StrContains(k.description(), " bf16 ")) << k.description();
+  // tf32: a float32 package (format 3) whose products are tf32 kernels.
+  r = testing::RunCommand({cli, "build", model, "-o", dir_->File("tiny_tf32.tfpkg"), "--untuned",
+                           "--target", "cuda -arch=sm_87", "--precision", "tf32"},
+                          dir_->path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  absl::StatusOr<v1::ModelPackage> tf32 = GraphRuntime::ReadPackage(dir_->File("tiny_tf32.tfpkg"));
+  ASSERT_TRUE(tf32.ok()) << tf32.status();
+  EXPECT_EQ(tf32->precision(), v1::DTYPE_UNSPECIFIED);
+  EXPECT_EQ(tf32->format_version(), runner::kFloat32PackageFormatVersion);
+  int tf32_kernels = 0;
+  for (const v1::PackageKernel& k : tf32->kernels()) {
+    EXPECT_EQ(absl::StrContains(k.description(), " tf32 "), k.workload().tf32()) << k.description();
+    tf32_kernels += k.workload().tf32();
+  }
+  EXPECT_GE(tf32_kernels, 3);  // tiny's convolutions and dense layer
+  EXPECT_TRUE(absl::StrContains(r.out, absl::StrCat("; ", tf32_kernels, " in tf32)"))) << r.out;
   r = testing::RunCommand(
       {cli, "tasks", model, "--target", "cuda -arch=sm_87", "--precision", "fp16", "--specs"},
       dir_->path());
@@ -1219,6 +1237,7 @@ TEST_F(GraphTest, CliBuildsFloat16Packages) {
   for (const std::vector<std::string>& bad :
        {std::vector<std::string>{"--precision", "fp16"},
         std::vector<std::string>{"--target", "cuda -arch=sm_75", "--precision", "bf16"},
+        std::vector<std::string>{"--target", "cuda -arch=sm_75", "--precision", "tf32"},
         std::vector<std::string>{"--target", "cuda -arch=sm_87", "--precision", "half"}}) {
     std::vector<std::string> cmd = {cli, "build", model, "-o", pkg, "--untuned"};
     cmd.insert(cmd.end(), bad.begin(), bad.end());
