@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 
@@ -12,6 +13,35 @@
 #include "common/subprocess.h"
 
 namespace tunefarm::bench {
+
+FlagReader TextFlag(std::string* to) {
+  return [to](const std::string& v) {
+    *to = v;
+    return true;
+  };
+}
+
+int ReadFlags(const std::string& command, const std::vector<std::string>& args,
+              const std::map<std::string, FlagReader>& flags) {
+  for (size_t i = 0; i < args.size(); i += 2) {
+    const std::string& k = args[i];
+    auto it = flags.find(k);
+    if (it == flags.end()) {
+      std::fprintf(stderr, "tunefarm-bench %s: unknown flag %s\n", command.c_str(), k.c_str());
+      return 2;
+    }
+    if (i + 1 >= args.size()) {
+      std::fprintf(stderr, "tunefarm-bench %s: %s needs a value\n", command.c_str(), k.c_str());
+      return 2;
+    }
+    if (!it->second(args[i + 1])) {
+      std::fprintf(stderr, "tunefarm-bench %s: bad value '%s' for %s\n", command.c_str(),
+                   args[i + 1].c_str(), k.c_str());
+      return 2;
+    }
+  }
+  return 0;
+}
 
 std::string SiblingBinary(const std::string& name) {
   char self[4096];

@@ -2,6 +2,8 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -22,5 +24,15 @@ std::string CacheDir();
 // every line it printed. A failure names the last line of its stderr.
 absl::Status RunTunefarm(const std::vector<std::string>& args, const std::filesystem::path& log,
                          absl::Duration limit, std::vector<std::string>* lines);
+
+// A flag's reader: takes its value, false where the value is bad.
+using FlagReader = std::function<bool(const std::string& value)>;
+// A reader that keeps the value as it is in `to`.
+FlagReader TextFlag(std::string* to);
+// Reads `args` as "--flag value" pairs with `flags`. 0, or 2 after one line
+// on stderr ("tunefarm-bench COMMAND: ...") naming an unknown flag, a flag
+// without its value or a bad value.
+int ReadFlags(const std::string& command, const std::vector<std::string>& args,
+              const std::map<std::string, FlagReader>& flags);
 
 }  // namespace tunefarm::bench

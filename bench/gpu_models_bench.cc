@@ -23,6 +23,7 @@
 #include <fstream>
 #include <map>
 
+#include "absl/algorithm/container.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -114,36 +115,24 @@ int RunGpuModelsBench(const std::vector<std::string>& args) {
   int trials = 0, repeat = 50;
   std::vector<std::string> precisions = {"fp32", "fp16"};
   std::string only, json_path, db_dir, model_dir;
-  for (size_t i = 0; i < args.size(); i += 2) {
-    const std::string& k = args[i];
-    const bool has_value = i + 1 < args.size();
-    const std::string v = has_value ? args[i + 1] : "";
-    bool ok = has_value;
-    if (k == "--trials") {
-      ok = ok && absl::SimpleAtoi(v, &trials) && trials > 0;
-    } else if (k == "--repeat") {
-      ok = ok && absl::SimpleAtoi(v, &repeat) && repeat > 0;
-    } else if (k == "--precision") {
-      precisions = absl::StrSplit(v, ',');
-      for (const std::string& p : precisions)
-        ok = ok && (p == "fp32" || p == "fp16" || p == "bf16" || p == "tf32");
-    } else if (k == "--only") {
-      only = v;
-    } else if (k == "--json") {
-      json_path = v;
-    } else if (k == "--db-dir") {
-      db_dir = v;
-    } else if (k == "--model-dir") {
-      model_dir = v;
-    } else {
-      std::fprintf(stderr, "tunefarm-bench gpu-models: unknown flag %s\n", k.c_str());
-      return 2;
-    }
-    if (!ok) {
-      std::fprintf(stderr, "tunefarm-bench gpu-models: bad or missing value for %s\n", k.c_str());
-      return 2;
-    }
-  }
+  const int flags =
+      ReadFlags("gpu-models", args,
+                {{"--trials",
+                  [&](const std::string& v) { return absl::SimpleAtoi(v, &trials) && trials > 0; }},
+                 {"--repeat",
+                  [&](const std::string& v) { return absl::SimpleAtoi(v, &repeat) && repeat > 0; }},
+                 {"--precision",
+                  [&](const std::string& v) {
+                    precisions = absl::StrSplit(v, ',');
+                    return absl::c_all_of(precisions, [](const std::string& p) {
+                      return p == "fp32" || p == "fp16" || p == "bf16" || p == "tf32";
+                    });
+                  }},
+                 {"--only", TextFlag(&only)},
+                 {"--json", TextFlag(&json_path)},
+                 {"--db-dir", TextFlag(&db_dir)},
+                 {"--model-dir", TextFlag(&model_dir)}});
+  if (flags != 0) return flags;
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   v1::Capabilities caps = agent::DetectCapabilities();
   if (!caps.has_gpu()) {

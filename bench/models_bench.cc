@@ -121,47 +121,29 @@ int RunModelsBench(const std::vector<std::string>& args) {
   double seconds = 1200;
   std::vector<int> thread_list = {1, 2};
   std::string only, json_path, db_dir;
-  for (size_t i = 0; i < args.size(); i += 2) {
-    const std::string& k = args[i];
-    // A flag without its value is read with an empty one, and refused below
-    // once the flag is known.
-    const bool has_value = i + 1 < args.size();
-    const std::string v = has_value ? args[i + 1] : "";
-    bool ok = true;
-    if (k == "--trials") {
-      ok = absl::SimpleAtoi(v, &trials) && trials >= 0;
-    } else if (k == "--seconds") {
-      ok = absl::SimpleAtod(v, &seconds) && seconds > 0;
-    } else if (k == "--repeat") {
-      ok = absl::SimpleAtoi(v, &repeat) && repeat > 0;
-    } else if (k == "--yolo-size") {
-      ok = absl::SimpleAtoi(v, &yolo) && yolo > 0;
-    } else if (k == "--only") {
-      only = v;
-    } else if (k == "--json") {
-      json_path = v;
-    } else if (k == "--db-dir") {
-      db_dir = v;
-    } else if (k == "--threads") {
-      thread_list.clear();
-      for (absl::string_view t : absl::StrSplit(v, ',')) {
-        int n = 0;
-        ok = ok && absl::SimpleAtoi(t, &n) && n > 0;
-        thread_list.push_back(n);
-      }
-    } else {
-      std::fprintf(stderr, "tunefarm-bench models: unknown flag %s\n", k.c_str());
-      return 2;
-    }
-    if (!has_value) {
-      std::fprintf(stderr, "tunefarm-bench models: %s needs a value\n", k.c_str());
-      return 2;
-    }
-    if (!ok) {
-      std::fprintf(stderr, "tunefarm-bench models: bad value '%s' for %s\n", v.c_str(), k.c_str());
-      return 2;
-    }
-  }
+  const int flags = ReadFlags(
+      "models", args,
+      {{"--trials",
+        [&](const std::string& v) { return absl::SimpleAtoi(v, &trials) && trials >= 0; }},
+       {"--seconds",
+        [&](const std::string& v) { return absl::SimpleAtod(v, &seconds) && seconds > 0; }},
+       {"--repeat",
+        [&](const std::string& v) { return absl::SimpleAtoi(v, &repeat) && repeat > 0; }},
+       {"--yolo-size",
+        [&](const std::string& v) { return absl::SimpleAtoi(v, &yolo) && yolo > 0; }},
+       {"--only", TextFlag(&only)},
+       {"--json", TextFlag(&json_path)},
+       {"--db-dir", TextFlag(&db_dir)},
+       {"--threads", [&](const std::string& v) {
+          thread_list.clear();
+          for (absl::string_view t : absl::StrSplit(v, ',')) {
+            int n = 0;
+            if (!absl::SimpleAtoi(t, &n) || n <= 0) return false;
+            thread_list.push_back(n);
+          }
+          return true;
+        }}});
+  if (flags != 0) return flags;
   if (trials > 0) seconds = 0;  // a trial budget replaces the wall-time one
   // Rows appear as they are measured, also through a pipe.
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
