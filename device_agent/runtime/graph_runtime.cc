@@ -3,7 +3,6 @@
 #include <chrono>
 #include <cstring>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/file_util.h"
@@ -147,8 +146,7 @@ absl::Status GraphRuntime::Impl::Init() {
                       v1::DType_IsValid(pkg.precision()) ? v1::DType_Name(pkg.precision())
                                                          : std::to_string(pkg.precision()),
                       " (float32, float16 and bfloat16 run)"));
-  const std::string dtype = half ? absl::AsciiStrToLower(v1::DType_Name(pkg.precision()).substr(6))
-                                 : std::string("float32");
+  const std::string dtype = half ? DTypeWord(pkg.precision()) : "float32";
   if (half && !cuda)
     return absl::UnimplementedError(
         StrCat("a ", dtype, " package runs on cuda targets; this one is for ", pkg.target()));
@@ -210,8 +208,7 @@ absl::Status GraphRuntime::Impl::Init() {
     for (const v1::KernelArgument& a : k.signature().args()) {
       sizes.push_back(KernelElements(a));
       if (HalfKindOf(a.dtype()) != half)
-        return Bad(StrCat("kernel ", k.workload_key(), " takes ",
-                          absl::AsciiStrToLower(v1::DType_Name(a.dtype()).substr(6)),
+        return Bad(StrCat("kernel ", k.workload_key(), " takes ", DTypeWord(a.dtype()),
                           " arguments, the package's values are ", dtype));
     }
     arg_sizes.push_back(std::move(sizes));

@@ -548,6 +548,27 @@ TEST_F(GraphTest, CudaPackagesRunEveryOperatorOnTheGpu) {
   if (here.empty()) TF_SKIP("no-gpu") << "CUDA packages built, not run: no GPU here";
 }
 
+// A package build's choice that puts every task the tensor-core sketch
+// takes on its default tiling (as a tuned record would), counting them in
+// `count`; the other tasks keep their default schedules.
+std::function<absl::StatusOr<KernelChoice>(const ModelTask&)> TensorCoreChoice(
+    const ir::Target& target, int* count) {
+  return [target, count](const ModelTask& t) -> absl::StatusOr<KernelChoice> {
+    KernelChoice c;
+    TF_ASSIGN_OR_RETURN(ir::ComputeDAG dag, ir::BuildComputeDAG(t.workload));
+    if (!ir::HasTensorCoreSketch(dag, target)) return c;
+    TF_ASSIGN_OR_RETURN(ir::Trace tc, ir::TensorCoreSchedule(
+                                          dag, target, ir::DefaultTensorCoreTiling(dag, target)));
+    c.tuned = true;
+    c.schedule = ir::ToProto(tc);
+    c.tuned_sec = 1e-3;
+    c.default_sec = 2e-3;
+    c.why = "tensor cores";
+    ++*count;
+    return c;
+  };
+}
+
 // CUDA packages without a GPU: each kernel step's lowered program runs in the
 // SIMT interpreter on the package's own memory plan (views in place), in
 // float32 and in float16 (`--precision fp16`: every task, data mover and
@@ -578,21 +599,7 @@ TEST_F(GraphTest, CudaPackagesRunInTheSimtInterpreter) {
       bo.precision = precision;
       int tensor_core = 0;
       if (precision != v1::DTYPE_FLOAT32) {
-        bo.choose = [&](const ModelTask& t) -> absl::StatusOr<KernelChoice> {
-          KernelChoice c;
-          TF_ASSIGN_OR_RETURN(ir::ComputeDAG dag, ir::BuildComputeDAG(t.workload));
-          if (!ir::HasTensorCoreSketch(dag, *target)) return c;
-          TF_ASSIGN_OR_RETURN(
-              ir::Trace tc,
-              ir::TensorCoreSchedule(dag, *target, ir::DefaultTensorCoreTiling(dag, *target)));
-          c.tuned = true;
-          c.schedule = ir::ToProto(tc);
-          c.tuned_sec = 1e-3;
-          c.default_sec = 2e-3;
-          c.why = "tensor cores";
-          ++tensor_core;
-          return c;
-        };
+        bo.choose = TensorCoreChoice(*target, &tensor_core);
       }
       absl::StatusOr<v1::ModelPackage> pkg = BuildPackage(model, *target, bo);
       ASSERT_TRUE(pkg.ok()) << pkg.status();
@@ -658,6 +665,52 @@ TEST_F(GraphTest, CudaPackagesRunInTheSimtInterpreter) {
     EXPECT_LE(arena[1], arena[0] / 2 + 64 * values) << name;
     EXPECT_LT(arena[1], arena[0]) << name;
   }
+}
+
+// Channels-last CUDA packages (`--layout nhwc`) in float16 and with tf32
+// products, on tensor cores where the sketch takes a task: NHWC
+// convolutions read both factors along contiguous rows (channels, output
+// channels), so their tiles move 16 bytes at a time by cp.async. Outputs
+// against the float64 interpreter as for NCHW packages.
+TEST_F(GraphTest, CudaChannelsLastPackagesRunInTheSimtInterpreter) {
+  if (!codegen::HaveNvrtc()) TF_SKIP("no-cuda-toolkit") << "this build has no NVRTC";
+  absl::StatusOr<ir::Target> target = ir::Target::Parse("cuda -arch=sm_80");
+  ASSERT_TRUE(target.ok()) << target.status();
+  int async = 0, nhwc = 0;
+  for (const char* name : {"tiny", "sig_residual", "views", "dags"}) {
+    SCOPED_TRACE(name);
+    const Model model = Import(name);
+    const Values<float> in = RandomModelInputs(model, 5);
+    absl::StatusOr<Values<double>> ref = InterpretFloat32(model, in);
+    ASSERT_TRUE(ref.ok()) << ref.status();
+    for (const v1::DType precision : {v1::DTYPE_FLOAT16, v1::DTYPE_TF32}) {
+      SCOPED_TRACE(v1::DType_Name(precision));
+      BuildOptions bo;
+      bo.precision = precision;
+      bo.channels_last = true;
+      int tensor_core = 0;
+      bo.choose = TensorCoreChoice(*target, &tensor_core);
+      absl::StatusOr<v1::ModelPackage> pkg = BuildPackage(model, *target, bo);
+      ASSERT_TRUE(pkg.ok()) << pkg.status();
+      nhwc += pkg->layout() == "NHWC";
+      for (const v1::PackageKernel& k : pkg->kernels()) {
+        if (k.schedule().sketch_id() == ir::kGpuTensorCoreSketchId)
+          async += k.schedule().decisions_size() == 9 && k.schedule().decisions(8) == 1;
+      }
+      absl::StatusOr<testing::SimulatedPackage> ran = testing::SimulatePackage(*pkg, in);
+      ASSERT_TRUE(ran.ok()) << ran.status();
+      const std::optional<HalfKind> kind = HalfKindOf(precision);
+      for (const std::string& o : model.outputs) {
+        if (kind.has_value() && Largest(ref->at(o)) > 65504) continue;  // past float16's range
+        const double err = RelError(ran->outputs[o], ref->at(o));
+        EXPECT_LT(err, kind ? HalfModelTolerance(*kind) : kTf32ModelTolerance) << "output " << o;
+        std::printf("%s %s NHWC output %s: error %.2g of the output's range (%d tensor-core)\n",
+                    name, v1::DType_Name(precision).c_str(), o.c_str(), err, tensor_core);
+      }
+    }
+  }
+  EXPECT_GT(nhwc, 0);
+  EXPECT_GT(async, 0);  // some convolution's tiles moved by cp.async
 }
 
 TEST_F(GraphTest, SmallModelsWithOldOpsetFormsMatch) {
