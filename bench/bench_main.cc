@@ -8,8 +8,8 @@
 //   tunefarm-bench farm [--agents 1,10,100] [--seconds 10] [--trials 96] [--json FILE]
 //   tunefarm-bench models [--seconds 1200 | --trials N] [--threads 1,2] [--repeat 20]
 //                         [--yolo-size 640] [--only NAME] [--db-dir DIR] [--json FILE]
-//   tunefarm-bench gpu-models [--trials N] [--precision fp32,fp16,bf16,tf32] [--repeat 50] [--only
-//   NAME]
+//   tunefarm-bench gpu-models [--trials N] [--precision fp32,fp16,bf16,tf32] [--layout nchw,nhwc]
+//   [--repeat 50] [--only NAME]
 //                             [--model-dir DIR] [--db-dir DIR] [--json FILE]
 //   tunefarm-bench native
 #include <stdlib.h>
@@ -67,9 +67,9 @@ int main(int argc, char** argv) {
         "[--json FILE]\n"
         "       tunefarm-bench models [--seconds 1200 | --trials N] [--threads 1,2] "
         "[--repeat 20] [--yolo-size 640] [--only NAME] [--db-dir DIR] [--json FILE]\n"
-        "       tunefarm-bench gpu-models [--trials N] [--precision fp32,fp16,bf16,tf32] [--repeat "
-        "50] "
-        "[--only NAME] [--model-dir DIR] [--db-dir DIR] [--json FILE]\n"
+        "       tunefarm-bench gpu-models [--trials N] [--precision fp32,fp16,bf16,tf32] "
+        "[--layout nchw,nhwc] [--repeat 50] [--only NAME] [--model-dir DIR] [--db-dir DIR] "
+        "[--json FILE]\n"
         "       tunefarm-bench native\n");
     return help ? 0 : 2;
   }

@@ -1,5 +1,6 @@
 // tunefarm-bench gpu-models: whole models on this machine's GPU, per
-// precision (fp32, fp16, and bf16 and tf32 where the arch has them): the untuned CUDA
+// precision (fp32, fp16, and bf16 and tf32 where the arch has them) and
+// layout (--layout: nchw, the default for CUDA, and/or nhwc): the untuned CUDA
 // package (`tunefarm build --untuned --target cuda`) against the tuned one
 // (`tunefarm tune MODEL.onnx --target cuda -o`, a trial budget), timed
 // against each other in paired runs, beside the sum of cuDNN's
@@ -113,7 +114,7 @@ absl::StatusOr<LibrarySum> TimeLibraries(const frontend::Model& model, const ir:
 
 int RunGpuModelsBench(const std::vector<std::string>& args) {
   int trials = 0, repeat = 50;
-  std::vector<std::string> precisions = {"fp32", "fp16"};
+  std::vector<std::string> precisions = {"fp32", "fp16"}, layouts = {"nchw"};
   std::string only, json_path, db_dir, model_dir;
   const int flags =
       ReadFlags("gpu-models", args,
@@ -127,6 +128,12 @@ int RunGpuModelsBench(const std::vector<std::string>& args) {
                     return absl::c_all_of(precisions, [](const std::string& p) {
                       return p == "fp32" || p == "fp16" || p == "bf16" || p == "tf32";
                     });
+                  }},
+                 {"--layout",
+                  [&](const std::string& v) {
+                    layouts = absl::StrSplit(v, ',');
+                    return absl::c_all_of(
+                        layouts, [](const std::string& l) { return l == "nchw" || l == "nhwc"; });
                   }},
                  {"--only", TextFlag(&only)},
                  {"--json", TextFlag(&json_path)},
@@ -177,7 +184,12 @@ int RunGpuModelsBench(const std::vector<std::string>& args) {
               target->ToString().c_str(), caps.gpu_name().c_str(),
               caps.fingerprint().cuda_driver().c_str(),
               trials > 0 ? absl::StrCat(trials, " trials").c_str() : "tune's default");
-  std::printf("%-14s %4s %11s %9s %8s %10s %8s %12s %10s  %s\n", "model", "prec", "untuned ms",
+  // Each precision in each layout, named "fp16" (NCHW) or "fp16/nhwc".
+  std::vector<std::pair<std::string, std::string>> variants;
+  for (const std::string& p : precisions) {
+    for (const std::string& l : layouts) variants.push_back({p, l});
+  }
+  std::printf("%-14s %9s %11s %9s %8s %10s %8s %12s %10s  %s\n", "model", "prec", "untuned ms",
               "tuned ms", "speedup", "lib sum ms", "lib/tun", "lib layers", "max err",
               "tuned kernels");
   bool failures = false;
@@ -203,26 +215,28 @@ int RunGpuModelsBench(const std::vector<std::string>& args) {
       failures = true;
       continue;
     }
-    for (const std::string& precision : precisions) {
+    for (const auto& [precision, layout] : variants) {
+      const std::string label = layout == "nchw" ? precision : precision + "/" + layout;
       const v1::DType dtype = precision == "fp16"   ? v1::DTYPE_FLOAT16
                               : precision == "bf16" ? v1::DTYPE_BFLOAT16
                               : precision == "tf32" ? v1::DTYPE_TF32
                                                     : v1::DTYPE_FLOAT32;
       const std::optional<HalfKind> half = HalfKindOf(dtype);
       if (absl::Status fits = frontend::CheckPrecision(dtype, *target); !fits.ok()) {
-        std::printf("%-14s %4s skipped: %s\n", name, precision.c_str(),
+        std::printf("%-14s %9s skipped: %s\n", name, label.c_str(),
                     std::string(fits.message()).c_str());
         continue;
       }
-      const std::string base = absl::StrCat(name, "-", precision);
+      const std::string base = absl::StrCat(name, "-", precision, "-", layout);
       const fs::path untuned_path = keep / (base + "-untuned.tfpkg"),
                      tuned_path = keep / (base + ".tfpkg");
-      std::vector<std::string> build = {"build",    path, "--untuned",
-                                        "--target", spec, "--precision",
-                                        precision,  "-o", untuned_path.string()};
+      std::vector<std::string> build = {
+          "build",   path, "--untuned",           "--target", spec,  "--precision",
+          precision, "-o", untuned_path.string(), "--layout", layout};
       std::vector<std::string> tune = {"tune",        path,
                                        "--target",    spec,
                                        "--precision", precision,
+                                       "--layout",    layout,
                                        "--db",        (keep / (base + ".db")).string(),
                                        "-o",          tuned_path.string()};
       if (trials > 0) tune.insert(tune.end(), {"--trials", std::to_string(trials)});
@@ -233,7 +247,7 @@ int RunGpuModelsBench(const std::vector<std::string>& args) {
       absl::StatusOr<v1::ModelPackage> tuned =
           untuned.ok() ? GraphRuntime::ReadPackage(tuned_path.string()) : untuned.status();
       if (!tuned.ok()) {
-        std::printf("%-14s %4s %s\n", name, precision.c_str(),
+        std::printf("%-14s %9s %s\n", name, label.c_str(),
                     std::string(tuned.status().message()).c_str());
         failures = true;
         continue;
@@ -245,34 +259,35 @@ int RunGpuModelsBench(const std::vector<std::string>& args) {
           std::max(WorstError(*untuned, *model, in, *ref), WorstError(*tuned, *model, in, *ref));
       if (!(err < tolerance)) {
         std::printf(
-            "%-14s %4s WRONG: max error %.3g of an output's range (tolerance %.3g); "
+            "%-14s %9s WRONG: max error %.3g of an output's range (tolerance %.3g); "
             "not timed\n",
-            name, precision.c_str(), err, tolerance);
+            name, label.c_str(), err, tolerance);
         failures = true;
         continue;
       }
       absl::StatusOr<deploy::PairedTiming> t = deploy::TimePaired(*untuned, *tuned, 1, repeat, &in);
       absl::StatusOr<LibrarySum> lib = TimeLibraries(*model, *target, dtype);
       if (!t.ok() || !lib.ok()) {
-        std::printf("%-14s %4s timing failed: %s\n", name, precision.c_str(),
+        std::printf("%-14s %9s timing failed: %s\n", name, label.c_str(),
                     std::string((t.ok() ? lib.status() : t.status()).message()).c_str());
         failures = true;
         continue;
       }
       int tuned_kernels = 0;
       for (const v1::PackageKernel& k : tuned->kernels()) tuned_kernels += k.tuned();
-      std::printf("%-14s %4s %11.3f %9.3f %7.2fx %10.3f %7.2fx %5d of %-4d %10.2g  %d of %d\n",
-                  name, precision.c_str(), t->a_seconds * 1e3, t->b_seconds * 1e3, t->a_over_b,
+      std::printf("%-14s %9s %11.3f %9.3f %7.2fx %10.3f %7.2fx %5d of %-4d %10.2g  %d of %d\n",
+                  name, label.c_str(), t->a_seconds * 1e3, t->b_seconds * 1e3, t->a_over_b,
                   lib->seconds * 1e3, lib->seconds / t->b_seconds, lib->counted, lib->tasks, err,
                   tuned_kernels, tuned->kernels_size());
       absl::StrAppend(
           &rows, rows.empty() ? "" : ",\n",
           absl::StrFormat(
-              "  {\"model\": \"%s\", \"precision\": \"%s\", \"untuned_ms\": %.4f, "
+              "  {\"model\": \"%s\", \"precision\": \"%s\", \"layout\": \"%s\", "
+              "\"untuned_ms\": %.4f, "
               "\"tuned_ms\": %.4f, \"untuned_over_tuned\": %.3f, \"library_sum_ms\": %.4f, "
               "\"library_layers\": %d, \"tasks\": %d, \"library_flop_share\": %.3f, "
               "\"library_over_tuned\": %.3f, \"max_error\": %.3g, \"tuned_kernels\": %d}",
-              name, precision, t->a_seconds * 1e3, t->b_seconds * 1e3, t->a_over_b,
+              name, precision, layout, t->a_seconds * 1e3, t->b_seconds * 1e3, t->a_over_b,
               lib->seconds * 1e3, lib->counted, lib->tasks, lib->share, lib->seconds / t->b_seconds,
               err, tuned_kernels));
     }

@@ -7,7 +7,8 @@
 #   2. tunefarm-bench kernels --target cuda, the table for docs/benchmarks.md;
 #   3. with GPU_MODELS_TRIALS=N set, tunefarm-bench gpu-models --trials N
 #      (tuned CUDA packages of ResNet-18 and MobileNetV2 against untuned and
-#      cuDNN's layer sum; OUT_DIR/gpu-models.json).
+#      cuDNN's layer sum; OUT_DIR/gpu-models.json), with GPU_MODELS_ARGS
+#      added (e.g. "--precision fp16,tf32 --layout nchw,nhwc --only resnet18").
 #
 #   usage: scripts/gpu-checks.sh [--tests-only] [BUILD_DIR] [OUT_DIR] [BENCH_ARGS...]
 #
@@ -90,9 +91,11 @@ timeout 480 "$build/bin/tunefarm-bench" kernels --target cuda --json "$out/gpu-k
   2>&1 | tee "$out/bench.log"
 [ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
 if [ -n "${GPU_MODELS_TRIALS:-}" ]; then
-  echo "== tunefarm-bench gpu-models --trials $GPU_MODELS_TRIALS" | tee -a "$out/tests.log"
+  echo "== tunefarm-bench gpu-models --trials $GPU_MODELS_TRIALS ${GPU_MODELS_ARGS:-}" |
+    tee -a "$out/tests.log"
+  # shellcheck disable=SC2086  # GPU_MODELS_ARGS is a list of flags
   timeout 1800 "$build/bin/tunefarm-bench" gpu-models --trials "$GPU_MODELS_TRIALS" \
-    --json "$out/gpu-models.json" 2>&1 | tee "$out/gpu-models.log"
+    ${GPU_MODELS_ARGS:-} --json "$out/gpu-models.json" 2>&1 | tee "$out/gpu-models.log"
   [ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
 fi
 exit $rc
