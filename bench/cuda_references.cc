@@ -1,6 +1,7 @@
 #include "bench/cuda_references.h"
 
 #include <algorithm>
+#include <array>
 #include <functional>
 #include <optional>
 
@@ -204,11 +205,32 @@ absl::StatusOr<GpuReferenceRun> CuBlas(const v1::Workload& w,
   return run;
 }
 
+// cuDNN on an NCHW layer (OIHW weights), or an NHWC one (HWIO weights,
+// handed to cuDNN as KRSC: its NHWC filter layout).
 absl::StatusOr<GpuReferenceRun> CuDnn(const v1::Workload& w,
                                       const std::vector<std::vector<float>>& inputs) {
-  const auto& xs = w.inputs(0).shape();  // N C H W
-  const auto& ws = w.inputs(1).shape();  // K C/g R S
   const v1::Conv2dAttrs& c = w.conv2d();
+  const bool nhwc = c.layout() == v1::DATA_LAYOUT_NHWC;
+  const auto& x_shape = w.inputs(0).shape();  // N C H W, or N H W C
+  const auto& w_shape = w.inputs(1).shape();  // K C/g R S, or R S C/g K
+  // The same dimensions in NCHW and KCRS order, whatever the layout.
+  const std::array<int64_t, 4> xs =
+      nhwc ? std::array<int64_t, 4>{x_shape[0], x_shape[3], x_shape[1], x_shape[2]}
+           : std::array<int64_t, 4>{x_shape[0], x_shape[1], x_shape[2], x_shape[3]};
+  const std::array<int64_t, 4> ws =
+      nhwc ? std::array<int64_t, 4>{w_shape[3], w_shape[2], w_shape[0], w_shape[1]}
+           : std::array<int64_t, 4>{w_shape[0], w_shape[1], w_shape[2], w_shape[3]};
+  const cudnnTensorFormat_t format = nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
+  std::vector<float> weights = inputs[1];
+  if (nhwc) {  // HWIO -> KRSC
+    const int64_t K = ws[0], C = ws[1], R = ws[2], S = ws[3];
+    for (int64_t r = 0; r < R; ++r)
+      for (int64_t q = 0; q < S; ++q)
+        for (int64_t ch = 0; ch < C; ++ch)
+          for (int64_t k = 0; k < K; ++k)
+            weights[size_t(((k * R + r) * S + q) * C + ch)] =
+                inputs[1][size_t(((r * S + q) * C + ch) * K + k)];
+  }
   auto at = [](const auto& v, int i, int64_t d) { return v.size() > i ? int(v[i]) : int(d); };
   const int groups = std::max<int>(1, int(c.groups()));
   // 16-bit layers: float16 or bfloat16 tensors, float32 accumulation,
@@ -230,10 +252,10 @@ absl::StatusOr<GpuReferenceRun> CuDnn(const v1::Workload& w,
     TF_CUDA_REF(cudnnCreateTensorDescriptor(&yd));
     TF_CUDA_REF(cudnnCreateFilterDescriptor(&wd));
     TF_CUDA_REF(cudnnCreateConvolutionDescriptor(&cd));
-    TF_CUDA_REF(cudnnSetTensor4dDescriptor(xd, CUDNN_TENSOR_NCHW, dtype, int(xs[0]), int(xs[1]),
-                                           int(xs[2]), int(xs[3])));
-    TF_CUDA_REF(cudnnSetFilter4dDescriptor(wd, dtype, CUDNN_TENSOR_NCHW, int(ws[0]), int(ws[1]),
-                                           int(ws[2]), int(ws[3])));
+    TF_CUDA_REF(cudnnSetTensor4dDescriptor(xd, format, dtype, int(xs[0]), int(xs[1]), int(xs[2]),
+                                           int(xs[3])));
+    TF_CUDA_REF(cudnnSetFilter4dDescriptor(wd, dtype, format, int(ws[0]), int(ws[1]), int(ws[2]),
+                                           int(ws[3])));
     // Pads [top, left, bottom, right]: cuDNN takes one pad per side pair.
     if (at(c.pads(), 0, 0) != at(c.pads(), 2, at(c.pads(), 0, 0)) ||
         at(c.pads(), 1, 0) != at(c.pads(), 3, at(c.pads(), 1, 0))) {
@@ -250,9 +272,9 @@ absl::StatusOr<GpuReferenceRun> CuDnn(const v1::Workload& w,
         cudnnSetConvolutionMathType(cd, tensor_ops ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH));
     int n = 0, k = 0, oh = 0, ow = 0;
     TF_CUDA_REF(cudnnGetConvolution2dForwardOutputDim(cd, xd, wd, &n, &k, &oh, &ow));
-    TF_CUDA_REF(cudnnSetTensor4dDescriptor(yd, CUDNN_TENSOR_NCHW, dtype, n, k, oh, ow));
+    TF_CUDA_REF(cudnnSetTensor4dDescriptor(yd, format, dtype, n, k, oh, ow));
     TF_ASSIGN_OR_RETURN(void* x, half ? mem.UploadHalf(inputs[0], *half) : mem.Upload(inputs[0]));
-    TF_ASSIGN_OR_RETURN(void* wt, half ? mem.UploadHalf(inputs[1], *half) : mem.Upload(inputs[1]));
+    TF_ASSIGN_OR_RETURN(void* wt, half ? mem.UploadHalf(weights, *half) : mem.Upload(weights));
     TF_ASSIGN_OR_RETURN(void* y, mem.Alloc(size_t(n) * k * oh * ow * element));
     // cuDNN's own pick: every algorithm it has, timed by it; the fastest that succeeded.
     constexpr int kMaxAlgos = 16;
@@ -307,7 +329,7 @@ absl::StatusOr<GpuReferenceRun> RunCudaReference(const v1::Workload& w,
       absl::NotFoundError("no cuBLAS/cuDNN reference for this op");
   if (w.op() == v1::OP_KIND_DENSE || w.op() == v1::OP_KIND_MATMUL) {
     run = CuBlas(w, inputs);
-  } else if (w.op() == v1::OP_KIND_CONV2D && w.conv2d().layout() == v1::DATA_LAYOUT_NCHW) {
+  } else if (w.op() == v1::OP_KIND_CONV2D && w.conv2d().winograd() == 0) {
     run = CuDnn(w, inputs);
   }
   // No context of this process stays on the GPU while the next workload's

@@ -61,6 +61,11 @@ const std::vector<Anchor>& Anchors() {
        "conv2d_nchw(N=16,C=256,H=14,W=14,K=256,R=3,S=3,pad=1,dtype=float16)"},
       {"resnet_c256_h14_3x3_b16_tf32",
        "conv2d_nchw(N=16,C=256,H=14,W=14,K=256,R=3,S=3,pad=1,dtype=tf32)"},
+      // Channels-last: both tensor-core tiles move 16 bytes at a time (cuDNN NHWC beside).
+      {"resnet_c64_h56_3x3_b16_nhwc_fp16",
+       "conv2d_nhwc(N=16,C=64,H=56,W=56,K=64,R=3,S=3,pad=1,dtype=float16)"},
+      {"resnet_c256_h14_3x3_b16_nhwc_fp16",
+       "conv2d_nhwc(N=16,C=256,H=14,W=14,K=256,R=3,S=3,pad=1,dtype=float16)"},
   };
   return anchors;
 }
