@@ -5,7 +5,7 @@
 // (`tunefarm tune MODEL.onnx --target cuda -o`, a trial budget), timed
 // against each other in paired runs, beside the sum of cuDNN's
 // (convolutions) and cuBLAS's (dense layers) best times for the same
-// layers in the same dtype, each measured alone in this run and counted as
+// layers in the same dtype and layout, each measured alone in this run and counted as
 // often as the model has it. Both packages' outputs are checked against the
 // float64 interpreter first (float32 within 1e-4, 16-bit and tf32 within
 // their model tolerance of each output's range); a package that differs is
@@ -85,10 +85,10 @@ struct LibrarySum {
   double share = 0;  // of the tasks' FLOPs
 };
 absl::StatusOr<LibrarySum> TimeLibraries(const frontend::Model& model, const ir::Target& target,
-                                         v1::DType precision) {
+                                         v1::DType precision, bool channels_last) {
   TF_ASSIGN_OR_RETURN(
       frontend::TaskExtraction ex,
-      frontend::ExtractTasks(model, frontend::ExtractOptionsFor(target, std::nullopt, precision)));
+      frontend::ExtractTasks(model, frontend::ExtractOptionsFor(target, channels_last, precision)));
   LibrarySum sum;
   double counted_flops = 0, all_flops = 0;
   for (const frontend::ModelTask& t : ex.tasks) {
@@ -266,7 +266,7 @@ int RunGpuModelsBench(const std::vector<std::string>& args) {
         continue;
       }
       absl::StatusOr<deploy::PairedTiming> t = deploy::TimePaired(*untuned, *tuned, 1, repeat, &in);
-      absl::StatusOr<LibrarySum> lib = TimeLibraries(*model, *target, dtype);
+      absl::StatusOr<LibrarySum> lib = TimeLibraries(*model, *target, dtype, layout == "nhwc");
       if (!t.ok() || !lib.ok()) {
         std::printf("%-14s %9s timing failed: %s\n", name, label.c_str(),
                     std::string((t.ok() ? lib.status() : t.status()).message()).c_str());

@@ -357,7 +357,10 @@ ExtractOptions ExtractOptionsFor(const ir::Target& target, std::optional<bool> c
   o.precision = precision;
   o.channels_last = channels_last.value_or(!target.is_gpu());
   o.lanes = std::max(1, target.float_lanes());
-  o.winograd = o.channels_last && o.lanes >= 8;
+  // Winograd pays on CPUs with 8 or 16 float lanes; a GPU's 3x3 layers
+  // stay direct convolutions (implicit GEMMs, on tensor cores where their
+  // dtype has them).
+  o.winograd = o.channels_last && o.lanes >= 8 && !target.is_gpu();
   o.small_kernels = target.is_gpu();
   return o;
 }

@@ -81,8 +81,8 @@ absl::Status CheckPrecision(v1::DType precision, const ir::Target& target);
 
 // The options for kernels of `target`: channels-last on CPU targets (with
 // the target's vector lanes), NCHW on GPUs; `channels_last` overrides.
-// Winograd where channels-last and the target has 8 or 16 lanes (AVX2,
-// AVX-512).
+// Winograd where channels-last and the CPU target has 8 or 16 lanes (AVX2,
+// AVX-512); never on a GPU.
 // Tuning jobs, `tune`, `tasks` and `build` all extract with these, so what
 // is tuned is what is built.
 ExtractOptions ExtractOptionsFor(const ir::Target& target,

@@ -694,6 +694,8 @@ TEST_F(GraphTest, CudaChannelsLastPackagesRunInTheSimtInterpreter) {
       ASSERT_TRUE(pkg.ok()) << pkg.status();
       nhwc += pkg->layout() == "NHWC";
       for (const v1::PackageKernel& k : pkg->kernels()) {
+        // 3x3 layers stay direct convolutions on a GPU (Winograd is for CPUs).
+        EXPECT_EQ(k.workload().conv2d().winograd(), 0) << k.description();
         if (k.schedule().sketch_id() == ir::kGpuTensorCoreSketchId)
           async += k.schedule().decisions_size() == 9 && k.schedule().decisions(8) == 1;
       }
