@@ -53,8 +53,8 @@ commands:
   import FILE.jsonl             import records (JSON lines; '-' reads stdin)
   export [-o FILE] [--workload=KEY] [--target=T] [--job=ID] [--status=S]
   records [--workload=KEY] [--target=T] [--job=ID] [--status=S] [--limit=N] [--before=ID | --after=ID] [--oldest-first] [--json]
-  best --target=T (--workload=KEY | --job=ID | --model=MODEL.onnx [--precision=fp16|bf16|tf32]) [--top=N] [--json]
-  submit (SPEC.json | MODEL.onnx [--shape=NAME=DIMS,...] [--value=NAME=V,...]... [--precision=fp16|bf16|tf32] | --workloads=FILE) --target=T --device_key=K [--trials=N]
+  best --target=T (--workload=KEY | --job=ID | --model=MODEL.onnx [--precision=fp16|bf16|tf32] [--layout=nchw|nhwc]) [--top=N] [--json]
+  submit (SPEC.json | MODEL.onnx [--shape=NAME=DIMS,...] [--value=NAME=V,...]... [--precision=fp16|bf16|tf32] [--layout=nchw|nhwc] | --workloads=FILE) --target=T --device_key=K [--trials=N]
          [--time_limit=SEC] [--trials_per_task=N] [--early_stop=N] [--strategy=evolutionary|random] [--name=NAME] [--wait-for-device]
          (--target and --device_key required unless the spec has them)
   jobs [--state=S] [--json]     list jobs, newest first
@@ -377,6 +377,8 @@ Result CmdBest(Client& c, const Args& a, std::ostream& out) {
   std::vector<std::string> model_keys;
   if (a.Has("precision") && !a.Has("model"))
     return Usage("best --precision goes with --model (a job's or workload's key names its dtype)");
+  if (a.Has("layout") && !a.Has("model"))
+    return Usage("best --layout goes with --model (a job's or workload's key names its layout)");
   if (a.Has("model")) {
     if (!a.Has("target")) return Usage("best --model needs --target");
     std::vector<std::string> shapes;
@@ -389,8 +391,10 @@ Result CmdBest(Client& c, const Args& a, std::ostream& out) {
     if (!target.ok()) return Usage(std::string(target.status().message()));
     absl::StatusOr<v1::DType> precision = ParsePrecisionFlag(a.Get("precision"), *target);
     if (!precision.ok()) return Usage(std::string(precision.status().message()));
+    absl::StatusOr<std::optional<bool>> layout = ParseLayoutFlag(a.Get("layout"));
+    if (!layout.ok()) return Usage(std::string(layout.status().message()));
     absl::StatusOr<frontend::TaskExtraction> ex =
-        frontend::ExtractTasks(*m, frontend::ExtractOptionsFor(*target, std::nullopt, *precision));
+        frontend::ExtractTasks(*m, frontend::ExtractOptionsFor(*target, *layout, *precision));
     if (!ex.ok()) return Usage(std::string(ex.status().message()));
     for (const frontend::ModelTask& t : ex->tasks) model_keys.push_back(t.key);
   }
@@ -469,10 +473,10 @@ Result CmdSubmit(Client& c, const Args& a, std::ostream& out) {
   if (a.Has("workloads")) {
     if (!a.positional().empty())
       return Usage("submit takes a job spec file or --workloads, not both");
-    if (a.Has("precision"))
+    if (a.Has("precision") || a.Has("layout"))
       return Usage(
-          "--precision goes with a model (MODEL.onnx); a workload spec says dtype=float16 or "
-          "dtype=bfloat16");
+          "--precision and --layout go with a model (MODEL.onnx); a workload spec says its dtype "
+          "and layout");
     if (Result r = ReadWorkloadsFile(a.Get("workloads"), req.mutable_spec())) return r;
   } else if (a.positional().size() == 1 && absl::EndsWith(a.positional()[0], ".onnx")) {
     // A model: the server extracts its tasks (weights = occurrences).
@@ -517,16 +521,20 @@ Result CmdSubmit(Client& c, const Args& a, std::ostream& out) {
       if (!precision.ok()) return Usage(std::string(precision.status().message()));
       req.mutable_spec()->set_precision(*precision);
     }
+    absl::StatusOr<std::optional<bool>> layout = ParseLayoutFlag(a.Get("layout"));
+    if (!layout.ok()) return Usage(std::string(layout.status().message()));
+    if (layout->has_value())
+      req.mutable_spec()->set_layout(**layout ? v1::DATA_LAYOUT_NHWC : v1::DATA_LAYOUT_NCHW);
   } else {
     if (a.positional().size() != 1) {
       return Usage(
           "submit takes one job spec file (JSON JobSpec), a model (MODEL.onnx) or "
           "--workloads FILE");
     }
-    if (a.Has("shape") || a.Has("value") || a.Has("precision"))
+    if (a.Has("shape") || a.Has("value") || a.Has("precision") || a.Has("layout"))
       return Usage(
-          "--shape, --value and --precision go with a model (MODEL.onnx; a workload spec says "
-          "dtype=float16 or dtype=bfloat16 itself)");
+          "--shape, --value, --precision and --layout go with a model (MODEL.onnx; a workload "
+          "spec says its dtype and layout itself)");
     std::ifstream in(a.positional()[0]);
     if (!in) return Usage(absl::StrCat("cannot read ", a.positional()[0]));
     std::stringstream ss;
@@ -1077,11 +1085,12 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
          {"json", "oldest_first"}}}},
       {"best",
        {CmdBest,
-        {{"workload", "job", "model", "shape", "value", "target", "top", "precision"}, {"json"}}}},
+        {{"workload", "job", "model", "shape", "value", "target", "top", "precision", "layout"},
+         {"json"}}}},
       {"submit",
        {CmdSubmit,
         {{"target", "device_key", "trials", "name", "workloads", "time_limit", "shape", "value",
-          "trials_per_task", "early_stop", "strategy", "precision"},
+          "trials_per_task", "early_stop", "strategy", "precision", "layout"},
          {"wait_for_device"}}}},
       {"jobs", {CmdJobs, {{"state"}, {"json"}}}},
       {"job", {CmdJob, {{}, {"json"}}}},

@@ -45,12 +45,22 @@ absl::Status JobManager::ImportModel(v1::JobSpec* spec) const {
       spec->precision() == v1::DTYPE_UNSPECIFIED ? v1::DTYPE_FLOAT32 : spec->precision();
   if (absl::Status s = frontend::CheckPrecision(precision, *target); !s.ok())
     return absl::InvalidArgumentError(absl::StrCat("precision: ", s.message()));
-  absl::StatusOr<frontend::TaskExtraction> ex =
-      frontend::ExtractTasks(*model, frontend::ExtractOptionsFor(*target, std::nullopt, precision));
+  std::optional<bool> channels_last;
+  if (spec->layout() == v1::DATA_LAYOUT_NHWC) {
+    channels_last = true;
+  } else if (spec->layout() == v1::DATA_LAYOUT_NCHW) {
+    channels_last = false;
+  } else if (spec->layout() != v1::DATA_LAYOUT_UNSPECIFIED) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("layout: ", int(spec->layout()), " is not a layout (NCHW or NHWC)"));
+  }
+  absl::StatusOr<frontend::TaskExtraction> ex = frontend::ExtractTasks(
+      *model, frontend::ExtractOptionsFor(*target, channels_last, precision));
   if (!ex.ok()) return absl::InvalidArgumentError(absl::StrCat("model: ", ex.status().message()));
   if (ex->tasks.empty())
     return absl::InvalidArgumentError("model: it has no tunable layers (conv, dense, matmul)");
   spec->clear_precision();  // now in the tasks' dtypes (and tf32 flags)
+  spec->clear_layout();     // and in their layouts
   for (const frontend::ModelTask& t : ex->tasks) {
     v1::TaskSpec* ts = spec->add_tasks();
     *ts->mutable_workload() = t.workload;
@@ -93,6 +103,9 @@ absl::StatusOr<int64_t> JobManager::Submit(v1::JobSpec spec, const std::string& 
   } else if (spec.precision() != v1::DTYPE_UNSPECIFIED) {
     return absl::InvalidArgumentError(
         "SubmitJob: precision goes with an ONNX model; explicit tasks carry their dtypes");
+  } else if (spec.layout() != v1::DATA_LAYOUT_UNSPECIFIED) {
+    return absl::InvalidArgumentError(
+        "SubmitJob: layout goes with an ONNX model; explicit tasks carry their layouts");
   }
   TF_ASSIGN_OR_RETURN(std::vector<v1::Device> devices, devices_.List());
   {

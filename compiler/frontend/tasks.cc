@@ -361,6 +361,7 @@ ExtractOptions ExtractOptionsFor(const ir::Target& target, std::optional<bool> c
   // stay direct convolutions (implicit GEMMs, on tensor cores where their
   // dtype has them).
   o.winograd = o.channels_last && o.lanes >= 8 && !target.is_gpu();
+  o.gpu = target.is_gpu();
   o.small_kernels = target.is_gpu();
   return o;
 }
@@ -573,7 +574,7 @@ absl::StatusOr<TaskExtraction> ExtractTasks(const Model& model, const ExtractOpt
       // Except where Winograd takes them (at most 14x14 and 7x7 stay
       // NCHW then: ResNet-18's 14x14 3x3 layers, GFLOP/s at 1 thread, NCHW
       // 158, NHWC Winograd 232; 7x7, an odd output, is not Winograd's).
-      if (conv_ok && !transpose && cw.conv2d().groups() == 1 &&
+      if (conv_ok && !options.gpu && !transpose && cw.conv2d().groups() == 1 &&
           cw.inputs(1).shape(2) * cw.inputs(1).shape(3) > 1) {
         const Shape& o = model.shapes.at(n.outputs[0]);
         conv_ok = o[2] * o[3] >= 28 * 28 || (winograd.has_value() && o[2] * o[3] >= 14 * 14);

@@ -64,6 +64,10 @@ struct ExtractOptions {
   // stay native (kMinKernelElements), as do small pooling and softmax
   // nodes (kMinReductionElements).
   bool small_kernels = false;
+  // For a GPU: channels-last takes every convolution with whole channel
+  // vectors, whatever its size (the size rules were measured on CPUs), and
+  // there is no Winograd.
+  bool gpu = false;
   // The dtype of every tensor of every kernel: DTYPE_FLOAT16 or
   // DTYPE_BFLOAT16 runs the model in 16 bits (float32 arithmetic inside
   // each kernel; CUDA targets only, the compiler refuses it elsewhere).

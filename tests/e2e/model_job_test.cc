@@ -205,6 +205,32 @@ TEST_F(ModelJob, Float16ModelJobsGetFloat16Tasks) {
   for (const v1::Task& t : tf32_job.tasks())
     EXPECT_TRUE(absl::StrContains(r.out, t.workload_key())) << t.workload_key();
   EXPECT_EQ(cli({"cancel", "2"}).exit_code, 0);
+
+  // --layout nhwc: channels-last tasks for a cuda target (NCHW is its
+  // default), those `tasks --layout nhwc` lists.
+  r = cli({"submit", dir.File("tiny.onnx"), "--target=cuda -arch=sm_87", "--device_key=orin",
+           "--precision=fp16", "--layout=nhwc", "--wait-for-device"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = cli({"job", "3", "--json"});
+  v1::Job nhwc_job;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(r.out, &nhwc_job).ok()) << r.out;
+  int convs = 0;
+  for (const v1::Task& t : nhwc_job.tasks()) {
+    if (t.workload().op() != v1::OP_KIND_CONV2D) continue;
+    EXPECT_EQ(t.workload().conv2d().layout(), v1::DATA_LAYOUT_NHWC) << t.workload_key();
+    ++convs;
+  }
+  EXPECT_GE(convs, 2);
+  r = RunCommand({BinPath("tunefarm"), "tasks", dir.File("tiny.onnx"), "--target",
+                  "cuda -arch=sm_87", "--precision", "fp16", "--layout", "nhwc", "--json"},
+                 dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const v1::Task& t : nhwc_job.tasks())
+    EXPECT_TRUE(absl::StrContains(r.out, t.workload_key())) << t.workload_key();
+  EXPECT_EQ(cli({"cancel", "3"}).exit_code, 0);
+  r = cli({"best", "--job=1", "--layout=nhwc"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(absl::StrContains(r.err, "--layout goes with --model")) << r.err;
 }
 
 // `tunefarm run PKG --device-key K`: the package travels through the server

@@ -194,6 +194,13 @@ TEST_F(ServiceTest, JobLifecycleAndWatch) {
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_NE(s.error_message().find("precision goes with an ONNX model"), std::string::npos)
       << s.error_message();
+  v1::SubmitJobRequest with_layout = bad;
+  with_layout.mutable_spec()->mutable_target()->set_spec(kTargetX86);
+  with_layout.mutable_spec()->set_layout(v1::DATA_LAYOUT_NHWC);
+  s = tuning_->SubmitJob(Ctx().get(), with_layout, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("layout goes with an ONNX model"), std::string::npos)
+      << s.error_message();
   // bfloat16: likewise, and for a cuda arch before sm_80.
   for (v1::TensorSpec& t :
        *half.mutable_spec()->mutable_tasks(1)->mutable_workload()->mutable_inputs())
