@@ -26,6 +26,7 @@
 #include "gtest/gtest.h"
 #include "server/search/gpu_local_measurer.h"
 #include "server/search/space/gpu_sketch.h"
+#include "server/search/space/tensor_core_sketch.h"
 #include "tests/testing/skip.h"
 #include "worker/builder.h"
 
@@ -155,23 +156,6 @@ TEST_F(GpuDevice, RandomSchedulesMatchTheReference) {
   EXPECT_EQ(r.status(), v1::MEASURE_STATUS_OK) << r.error();
 }
 
-// Random tensor-core decisions of a tf32 product that build for `target`.
-ir::TensorCoreTiling RandomTf32Tiling(const ir::ComputeDAG& dag, const ir::Target& target,
-                                      std::mt19937_64& rng) {
-  for (;;) {
-    ir::TensorCoreTiling c = ir::DefaultTensorCoreTiling(dag, target);
-    c.warps_m = int64_t{1} << (rng() % 3);
-    c.warps_n = int64_t{1} << (rng() % 2);
-    c.frags_m = int64_t{1} << (rng() % 2);
-    c.frags_n = int64_t{1} << (rng() % 3);
-    c.k_steps = 1 + int64_t(rng() % 2);
-    c.pad = int64_t(rng() % 3) * 4;
-    c.stages = 1 + int64_t(rng() % 2);
-    c.async_copy = c.stages == 2 ? int64_t(rng() % 2) : 0;
-    if (ir::TensorCoreSchedule(dag, target, c).ok()) return c;
-  }
-}
-
 // Float16 kernels on the GPU: arguments converted at upload and download,
 // outputs within float16 rounding of the float64 reference; on sm_80 and
 // newer, tensor-core schedules (mma.sync) among them, bfloat16 and tf32
@@ -196,13 +180,14 @@ TEST_F(GpuDevice, Float16AndTensorCoreSchedulesMatchTheReference) {
   for (const char* spec : specs) {
     ir::ComputeDAG dag = *ir::BuildComputeDAG(*ir::ParseWorkloadSpec(spec));
     for (int i = 0; i < 10; ++i) {
-      // The default tiling, and for tf32 random ones too.
+      // The default tiling, and for tf32 the search's samples too.
       const bool tc = ir::HasTensorCoreSketch(dag, t) && (i == 1 || (dag.tf32 && i < 5));
       ir::Trace s = i == 0 ? ir::DefaultGpuSchedule(dag, t)
-                    : tc   ? *ir::TensorCoreSchedule(dag, t,
-                                                   i == 1 ? ir::DefaultTensorCoreTiling(dag, t)
-                                                            : RandomTf32Tiling(dag, t, rng))
-                           : search::space::RandomGpuSchedule(dag, t, rng);
+                    : tc   ? *ir::TensorCoreSchedule(
+                                 dag, t,
+                               i == 1 ? ir::DefaultTensorCoreTiling(dag, t)
+                                        : search::space::TensorCoreSketch(dag, t).SampleTiling(rng))
+                         : search::space::RandomGpuSchedule(dag, t, rng);
       v1::BuildResult b = Build(spec, s);
       if (!b.error().empty()) continue;
       ++built;
