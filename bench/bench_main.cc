@@ -9,8 +9,8 @@
 //   tunefarm-bench models [--seconds 1200 | --trials N] [--threads 1,2] [--repeat 20]
 //                         [--yolo-size 640] [--only NAME] [--db-dir DIR] [--json FILE]
 //   tunefarm-bench gpu-models [--trials N] [--precision fp32,fp16,bf16,tf32] [--layout nchw,nhwc]
-//   [--repeat 50] [--only NAME]
-//                             [--model-dir DIR] [--db-dir DIR] [--json FILE]
+//                             [--repeat 50] [--only NAME] [--model-dir DIR] [--db-dir DIR]
+//                             [--json FILE]
 //   tunefarm-bench native
 #include <stdlib.h>
 #include <unistd.h>

@@ -126,7 +126,7 @@ int RunGpuModelsBench(const std::vector<std::string>& args) {
                   [&](const std::string& v) {
                     precisions = absl::StrSplit(v, ',');
                     return absl::c_all_of(precisions, [](const std::string& p) {
-                      return p == "fp32" || p == "fp16" || p == "bf16" || p == "tf32";
+                      return frontend::PrecisionNamed(p).has_value();
                     });
                   }},
                  {"--layout",
@@ -217,10 +217,7 @@ int RunGpuModelsBench(const std::vector<std::string>& args) {
     }
     for (const auto& [precision, layout] : variants) {
       const std::string label = layout == "nchw" ? precision : precision + "/" + layout;
-      const v1::DType dtype = precision == "fp16"   ? v1::DTYPE_FLOAT16
-                              : precision == "bf16" ? v1::DTYPE_BFLOAT16
-                              : precision == "tf32" ? v1::DTYPE_TF32
-                                                    : v1::DTYPE_FLOAT32;
+      const v1::DType dtype = *frontend::PrecisionNamed(precision);
       const std::optional<HalfKind> half = HalfKindOf(dtype);
       if (absl::Status fits = frontend::CheckPrecision(dtype, *target); !fits.ok()) {
         std::printf("%-14s %9s skipped: %s\n", name, label.c_str(),

@@ -102,18 +102,15 @@ absl::StatusOr<std::optional<bool>> ParseLayoutFlag(const std::string& value) {
 }
 
 absl::StatusOr<v1::DType> ParsePrecisionFlag(const std::string& value, const ir::Target& target) {
-  if (value.empty() || value == "fp32") return v1::DTYPE_FLOAT32;
-  const v1::DType precision = value == "fp16"   ? v1::DTYPE_FLOAT16
-                              : value == "bf16" ? v1::DTYPE_BFLOAT16
-                              : value == "tf32" ? v1::DTYPE_TF32
-                                                : v1::DTYPE_UNSPECIFIED;
-  if (precision == v1::DTYPE_UNSPECIFIED) {
+  if (value.empty()) return v1::DTYPE_FLOAT32;
+  const std::optional<v1::DType> precision = frontend::PrecisionNamed(value);
+  if (!precision) {
     return absl::InvalidArgumentError(
         absl::StrCat("--precision is fp32, fp16, bf16 or tf32, not '", value, "'"));
   }
-  if (absl::Status s = frontend::CheckPrecision(precision, target); !s.ok())
+  if (absl::Status s = frontend::CheckPrecision(*precision, target); !s.ok())
     return absl::InvalidArgumentError(absl::StrCat("--precision ", value, ": ", s.message()));
-  return precision;
+  return *precision;
 }
 
 std::string Printable(const std::string& text) {

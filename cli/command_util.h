@@ -61,10 +61,10 @@ absl::StatusOr<frontend::ImportOptions> ImportOverrides(const std::vector<std::s
 // (nullopt); anything else names the flag.
 absl::StatusOr<std::optional<bool>> ParseLayoutFlag(const std::string& value);
 
-// A --precision value for kernels of `target`: "fp32" (or empty), "fp16"
-// or "bf16" (frontend::ExtractOptions::precision; cuda targets only, bf16
-// on sm_80 and newer); anything else, or a 16-bit one for another target,
-// is an error that names the flag.
+// A --precision value for kernels of `target`: "fp32" (or empty), "fp16",
+// "bf16" or "tf32" (frontend::ExtractOptions::precision; frontend::
+// CheckPrecision says where each runs); anything else, or one the target
+// cannot run, is an error that names the flag.
 absl::StatusOr<v1::DType> ParsePrecisionFlag(const std::string& value, const ir::Target& target);
 
 // The layout an earlier tune of `model` used on `target`: true

@@ -13,7 +13,9 @@
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 #include "compiler/ir/functor.h"
+#include "compiler/ir/workload.h"
 #include "compiler/schedule/gpu_launch.h"
+#include "proto/kernel_signature.h"
 
 namespace tunefarm::codegen {
 namespace {
@@ -583,14 +585,14 @@ absl::StatusOr<GpuProgram> EmitCuda(const ir::ComputeDAG& dag, const ir::Stmt& p
   if (!target.is_gpu()) {
     return absl::InvalidArgumentError("EmitCuda needs a cuda target, got " + target.ToString());
   }
-  if (ir::HasFloat16(dag) && dag.half == HalfKind::kBFloat16 && target.sm < 80) {
-    return absl::UnimplementedError(StrCat("bfloat16 kernels need sm_80 or newer (", target.arch(),
-                                           " has no bfloat16 conversions)"));
-  }
-  if (dag.tf32 && target.sm < 80) {
-    return absl::UnimplementedError(
-        StrCat("tf32 products need sm_80 or newer (", target.arch(), " has no tf32 tensor cores)"));
-  }
+  const v1::DType dtype = !ir::HasFloat16(dag)              ? v1::DTYPE_FLOAT32
+                          : dag.half == HalfKind::kBFloat16 ? v1::DTYPE_BFLOAT16
+                                                            : v1::DTYPE_FLOAT16;
+  if (absl::Status s =
+          ir::CheckFormatTarget(dtype, dag.tf32, target,
+                                dag.tf32 ? "tf32 products" : StrCat(DTypeWord(dtype), " kernels"));
+      !s.ok())
+    return absl::UnimplementedError(s.message());
   TF_ASSIGN_OR_RETURN(ir::GpuLaunchPlan plan, ir::PlanGpuLaunches(dag, program, target));
   GpuProgram out;
   std::set<int> global(dag.args.begin(), dag.args.end());

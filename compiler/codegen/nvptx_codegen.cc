@@ -481,7 +481,6 @@ absl::StatusOr<GpuArtifact> CompileCudaWithLlvm(const ir::ComputeDAG& dag, const
         "bfloat16 kernels are built through NVRTC only (sm_80 and newer); the NVPTX route holds "
         "float16 and float32");
   }
-
   if (HasMma(program)) {
     return absl::UnimplementedError(
         "tensor-core kernels build through NVRTC (sm_80 and newer), not LLVM's NVPTX route");

@@ -338,17 +338,16 @@ absl::Status CheckPrecision(v1::DType precision, const ir::Target& target) {
                                                   : absl::StrCat("dtype ", int(precision)),
                      " is not a model precision (float32, float16, bfloat16 or tf32)"));
   }
-  const std::string word = tf32 ? "tf32" : DTypeWord(precision);
-  if (!target.is_gpu()) {
-    return absl::InvalidArgumentError(absl::StrCat(word, " models build for cuda targets only (",
-                                                   target.ToString(), " is a CPU target)"));
-  }
-  if ((tf32 || precision == v1::DTYPE_BFLOAT16) && target.sm < 80) {
-    return absl::InvalidArgumentError(absl::StrCat(word, " models need sm_80 or newer (",
-                                                   target.arch(), " has no ",
-                                                   tf32 ? "tf32 tensor cores" : "bfloat16", ")"));
-  }
-  return absl::OkStatus();
+  return ir::CheckFormatTarget(tf32 ? v1::DTYPE_FLOAT32 : precision, tf32, target,
+                               absl::StrCat(tf32 ? "tf32" : DTypeWord(precision), " models"));
+}
+
+std::optional<v1::DType> PrecisionNamed(const std::string& word) {
+  if (word == "fp32") return v1::DTYPE_FLOAT32;
+  if (word == "fp16") return v1::DTYPE_FLOAT16;
+  if (word == "bf16") return v1::DTYPE_BFLOAT16;
+  if (word == "tf32") return v1::DTYPE_TF32;
+  return std::nullopt;
 }
 
 ExtractOptions ExtractOptionsFor(const ir::Target& target, std::optional<bool> channels_last,

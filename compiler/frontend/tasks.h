@@ -80,8 +80,12 @@ struct ExtractOptions {
 // (DTYPE_UNSPECIFIED is float32); float16, bfloat16 and tf32 on cuda
 // targets, bfloat16 and tf32 from sm_80. Otherwise InvalidArgument naming
 // the precision and why ("bfloat16 models need sm_80 or newer (sm_75 has
-// no bfloat16)"). The CLI, `BuildPackage` and model jobs ask this one rule.
+// no bfloat16 conversions)"): ir::CheckFormatTarget's rule. The CLI,
+// `BuildPackage` and model jobs ask it.
 absl::Status CheckPrecision(v1::DType precision, const ir::Target& target);
+// The precision a `--precision` word names ("fp32", "fp16", "bf16",
+// "tf32"); nullopt for any other word.
+std::optional<v1::DType> PrecisionNamed(const std::string& word);
 
 // The options for kernels of `target`: channels-last on CPU targets (with
 // the target's vector lanes), NCHW on GPUs; `channels_last` overrides.

@@ -621,20 +621,24 @@ bool IsProductOp(v1::OpKind op) {
          op == v1::OP_KIND_DENSE || op == v1::OP_KIND_MATMUL || op == v1::OP_KIND_BATCH_MATMUL;
 }
 
-absl::Status CheckWorkloadTarget(const v1::Workload& w, const Target& target) {
-  const v1::DType d = w.inputs_size() > 0 ? w.inputs(0).dtype() : v1::DTYPE_FLOAT32;
-  const bool half = d == v1::DTYPE_FLOAT16 || d == v1::DTYPE_BFLOAT16;
-  const std::string what = w.tf32() ? "tf32 products" : StrCat(DTypeWord(d), " kernels");
-  if ((half || w.tf32()) && !target.is_gpu()) {
+absl::Status CheckFormatTarget(v1::DType dtype, bool tf32, const Target& target,
+                               const std::string& what) {
+  const bool half = dtype == v1::DTYPE_FLOAT16 || dtype == v1::DTYPE_BFLOAT16;
+  if ((half || tf32) && !target.is_gpu()) {
     return InvalidArgumentError(
         StrCat(what, " build for cuda targets only (", target.ToString(), " is a CPU target)"));
   }
-  if ((d == v1::DTYPE_BFLOAT16 || w.tf32()) && target.sm < 80) {
+  if ((dtype == v1::DTYPE_BFLOAT16 || tf32) && target.sm < 80) {
     return InvalidArgumentError(StrCat(what, " need sm_80 or newer (", target.arch(), " has no ",
-                                       w.tf32() ? "tf32 tensor cores" : "bfloat16 conversions",
-                                       ")"));
+                                       tf32 ? "tf32 tensor cores" : "bfloat16 conversions", ")"));
   }
   return absl::OkStatus();
+}
+
+absl::Status CheckWorkloadTarget(const v1::Workload& w, const Target& target) {
+  const v1::DType d = w.inputs_size() > 0 ? w.inputs(0).dtype() : v1::DTYPE_FLOAT32;
+  return CheckFormatTarget(d, w.tf32(), target,
+                           w.tf32() ? "tf32 products" : StrCat(DTypeWord(d), " kernels"));
 }
 
 std::string Describe(const v1::Workload& w) {

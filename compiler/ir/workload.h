@@ -39,6 +39,11 @@ absl::StatusOr<v1::DType> WorkloadDType(const v1::Workload& canonical);
 // InvalidArgument saying which and why ("bfloat16 kernels need sm_80 or
 // newer (sm_75 has no bfloat16 conversions)").
 absl::Status CheckWorkloadTarget(const v1::Workload& w, const Target& target);
+// The rule under it and frontend::CheckPrecision: values of `dtype` and,
+// with `tf32`, tf32 products on `target`; the error names `what` ("tf32
+// products", "bfloat16 models").
+absl::Status CheckFormatTarget(v1::DType dtype, bool tf32, const Target& target,
+                               const std::string& what);
 
 // Whether `op` is a product that may take Workload.tf32 (conv2d,
 // conv2d_transpose, dense, matmul, batch_matmul).
