@@ -248,11 +248,13 @@ absl::Status CheckTensorCoreTiling(const TensorCoreTiling& t, const Target& targ
   if (t.k_steps < 1 || t.k_steps > 4) return bad("1 to 4 k steps");
   if (t.pad != 0 && t.pad != 8 && !(t.tf32 && t.pad == 4))
     return bad(t.tf32 ? "a pad of 0, 4 or 8" : "a pad of 0 or 8");
-  if (t.stages != 1 && t.stages != 2) return bad("1 or 2 stages");
+  if (t.stages < 1 || t.stages > kMaxTensorCoreStages)
+    return bad(absl::StrCat("1 to ", kMaxTensorCoreStages, " stages"));
   if (t.ldmatrix != 0 && t.ldmatrix != 1) return bad("ldmatrix 0 or 1");
   if (t.tf32 && t.ldmatrix != 0) return bad("ldmatrix 0 for tf32 (it moves 16-bit rows)");
   if (t.async_copy != 0 && t.async_copy != 1) return bad("async_copy 0 or 1");
-  if (t.async_copy == 1 && t.stages != 2) return bad("async_copy needs 2 stages");
+  if (t.async_copy == 1 && t.stages < 2) return bad("async_copy needs 2 stages or more");
+  if (t.async_copy == 0 && t.stages > 2) return bad("more than 2 stages need async_copy");
   if (t.Accumulators() > kMaxTensorCoreAccumulators)
     return bad(absl::StrCat(t.Accumulators(), " accumulators per thread exceed ",
                             kMaxTensorCoreAccumulators));
@@ -299,6 +301,13 @@ TensorCoreTiling DefaultTensorCoreTiling(const ComputeDAG& dag, const Target& ta
     choose_pad();
   }
   t.async_copy = VectorA(*g) && VectorB(*g) ? 1 : 0;
+  // cp.async keeps two tiles in flight where the K loop is long enough and
+  // the third buffer fits.
+  if (t.async_copy == 1 && CeilDiv(g->k.size, t.BlockK()) >= 3) {
+    TensorCoreTiling deeper = t;
+    deeper.stages = 3;
+    if (CheckTensorCoreTiling(deeper, target).ok()) t = deeper;
+  }
   return t;
 }
 
@@ -507,7 +516,7 @@ Stmt LowerTensorCore(const ComputeDAG& dag, absl::Span<const int64_t> decisions)
   };
 
   Expr ko = Var("tc.k");
-  Expr cur = t.stages == 2 ? FloorMod(ko, I(2)) : I(0);
+  Expr cur = t.stages >= 2 ? FloorMod(ko, I(t.stages)) : I(0);
   Expr ks = Var("tc.ks"), fi = Var("tc.fi"), fj = Var("tc.fj");
   // The fragment's first row and column in the tiles, and its strides.
   Expr m0 = (wm * I(t.frags_m) + fi) * I(16), n0 = (wn * I(t.frags_n) + fj) * I(8);
@@ -528,15 +537,24 @@ Stmt LowerTensorCore(const ComputeDAG& dag, absl::Span<const int64_t> decisions)
     k_loop = For(ko, k_tiles, ForKind::kSerial,
                  Seq({Barrier(), fill(ko, I(0), false), Barrier(), products}));
   } else if (async) {
-    // Tile ko+1 is copied into the other buffer while tile ko's products
-    // run; the wait leaves only that copy in flight (tile ko has landed),
-    // the barriers order every thread's copies before the products and the
-    // products before the next copy into their buffer.
-    Expr more = ko + I(1) < I(k_tiles);
-    k_loop = Seq({fill(I(0), I(0), true), AsyncCommit(-1),
-                  For(ko, k_tiles, ForKind::kSerial,
-                      Seq({IfThen(more, fill(ko + I(1), FloorMod(ko + I(1), I(2)), true)),
-                           AsyncCommit(1), Barrier(), products, Barrier()}))});
+    // S stages in flight: tiles 0..S-2 are copied first, one group each.
+    // Iteration ko copies tile ko+S-1 into the buffer tile ko-1 used (every
+    // thread finished its products before the last barrier), runs tile
+    // ko's products, and commits; waiting until S-2 groups are left lands
+    // tile ko+1, and the barrier makes it every thread's. Every iteration
+    // commits a group, empty past the last tile, so the count holds.
+    const int64_t S = t.stages;
+    std::vector<Stmt> k_seq;
+    for (int64_t s = 0; s + 1 < S; ++s) {
+      if (s < k_tiles) k_seq.push_back(fill(I(s), I(s), true));
+      k_seq.push_back(AsyncCommit(s + 2 == S ? S - 2 : -1));
+    }
+    k_seq.push_back(Barrier());
+    Expr next = ko + I(S - 1);
+    k_seq.push_back(For(ko, k_tiles, ForKind::kSerial,
+                        Seq({IfThen(next < I(k_tiles), fill(next, FloorMod(next, I(S)), true)),
+                             products, AsyncCommit(S - 2), Barrier()})));
+    k_loop = Seq(std::move(k_seq));
   } else {
     // One barrier per tile: tile ko+1 goes into the buffer the products of
     // tile ko-1 read (finished before the last barrier).

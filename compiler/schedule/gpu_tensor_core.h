@@ -14,10 +14,11 @@
 // its fragments loaded by ldmatrix (16-bit tiles) or element by element.
 // With two stages the next tiles are loaded into registers before the
 // products and stored into the other buffer after them (one barrier per
-// tile), or, with async_copy, copied by cp.async straight into the other
-// buffer while the products run (two barriers per tile; every tile row must
-// move 16 bytes at a time: 8 16-bit elements or 4 floats). The write-back
-// applies the epilogue to each accumulator where it lies in the output.
+// tile). With async_copy and S stages (2 to 4), cp.async keeps S-1 tiles
+// in flight straight into their shared buffers while the products of the
+// oldest run (one barrier per tile; every tile row must move 16 bytes at a
+// time: 8 16-bit elements or 4 floats). The write-back applies the
+// epilogue to each accumulator where it lies in the output.
 //
 // The schedule is its decisions (sketch_id kGpuTensorCoreSketchId, no
 // steps): ScheduleState::Replay adds the shared tiles and the accumulators
@@ -45,9 +46,9 @@ struct TensorCoreTiling {
   int64_t frags_m = 2, frags_n = 4;  // 16x8 accumulator tiles of a warp along M and N
   int64_t k_steps = 2;               // mma-deep steps (16, or 8 for tf32) per staged tile
   int64_t pad = 8;                   // elements after each shared row
-  int64_t stages = 2;                // shared buffers: 2 double-buffers through registers
+  int64_t stages = 2;                // shared buffers of each tile
   int64_t ldmatrix = 1;              // fragments loaded with ldmatrix (else element by element)
-  int64_t async_copy = 1;            // stages=2: tiles staged by cp.async, not through registers
+  int64_t async_copy = 1;            // tiles staged by cp.async (2 stages or more), not registers
   // The operands' format, not on the wire: the DAG's (ComputeDAG::tf32);
   // every function here that takes the DAG sets it.
   bool tf32 = false;
@@ -76,6 +77,8 @@ struct TensorCoreTiling {
 
 // At most this many accumulators per thread (registers).
 constexpr int64_t kMaxTensorCoreAccumulators = 128;
+// At most this many shared buffers per tile (cp.async pipeline depth + 1).
+constexpr int64_t kMaxTensorCoreStages = 4;
 
 // Whether `dag` is a 16-bit or tf32 matrix product a tensor-core schedule
 // computes on `target`; FailedPrecondition saying why not (float32 without
@@ -90,14 +93,16 @@ inline bool HasTensorCoreSketch(const ComputeDAG& dag, const Target& target) {
 std::array<int64_t, 3> TensorCoreProductShape(const ComputeDAG& dag);
 
 // Each field within its range (warps 1-4 each, 8 at most; frags 1-8;
-// k_steps 1-4; pad 0 or 8, or 4 for tf32 (16 bytes); stages 1 or 2;
-// ldmatrix and async_copy 0 or 1, ldmatrix 0 for tf32, async_copy only with
-// 2 stages), within the target's threads and shared memory and
+// k_steps 1-4; pad 0 or 8, or 4 for tf32 (16 bytes); stages 1 to 4;
+// ldmatrix and async_copy 0 or 1, ldmatrix 0 for tf32, async_copy with 2
+// stages or more and needed past 2), within the target's threads and shared memory and
 // kMaxTensorCoreAccumulators; InvalidArgument naming the limit.
 absl::Status CheckTensorCoreTiling(const TensorCoreTiling& tiling, const Target& target);
 
 // Moderate decisions that fit the product's shape: 4 warps where the tile
-// has rows and columns for them, 2x4 fragments shrunk for small matrices.
+// has rows and columns for them, 2x4 fragments shrunk for small matrices,
+// cp.async with 3 stages where both tiles' rows move 16 bytes at a time and
+// K holds 3 tiles or more.
 TensorCoreTiling DefaultTensorCoreTiling(const ComputeDAG& dag, const Target& target);
 
 // The schedule of `tiling` (no steps; its tf32 taken from the DAG),

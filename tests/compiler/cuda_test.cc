@@ -252,9 +252,9 @@ ir::TensorCoreTiling RandomTensorCoreTiling(const ir::ComputeDAG& dag, const ir:
     t.frags_n = int64_t{1} << (rng() % 4);
     t.k_steps = 1 + int64_t(rng() % 3);
     t.pad = dag.tf32 ? int64_t(rng() % 3) * 4 : rng() % 2 ? 8 : 0;
-    t.stages = 1 + int64_t(rng() % 2);
+    t.stages = 1 + int64_t(rng() % ir::kMaxTensorCoreStages);
     t.ldmatrix = dag.tf32 ? 0 : int64_t(rng() % 2);
-    t.async_copy = t.stages == 2 ? int64_t(rng() % 2) : 0;
+    t.async_copy = t.stages == 2 ? int64_t(rng() % 2) : t.stages > 2 ? 1 : 0;
     if (ir::TensorCoreSchedule(dag, target, t).ok()) return t;
   }
 }
@@ -572,6 +572,62 @@ TEST(GpuTensorCore, SimulatorCatchesAWrongFragmentLayout) {
   ASSERT_TRUE(tf32_sched.ok()) << tf32_sched.status();
   ASSERT_TRUE(Simulate(tf32, *tf32_sched, target, 1).ok());
   EXPECT_FALSE(Simulate(tf32, *tf32_sched, target, 1, swap).ok());
+}
+
+// Each asynchronous-copy group's wait, made one group laxer.
+ir::Stmt WaitOneGroupLess(const ir::Stmt& s) {
+  auto n = std::make_shared<ir::StmtNode>(*s);
+  if (n->kind == ir::StmtKind::kAsyncCommit && n->extent >= 0) ++n->extent;
+  for (ir::Stmt& b : n->body) b = WaitOneGroupLess(b);
+  return n;
+}
+
+// cp.async pipelines 2 to 4 stages deep, over K loops longer and shorter
+// than the pipeline, ragged and exact, 16-bit and tf32: right numbers, one
+// barrier per tile, and a wait one group short is caught (a tile read
+// before it has landed).
+TEST(GpuTensorCore, DeepPipelinesMatchReferenceInTheSimulator) {
+  const ir::Target target = Cuda("cuda -arch=sm_80");
+  int checked = 0;
+  for (const std::string spec :
+       {"matmul(M=64,N=48,K=200,dtype=float16)", "matmul(M=32,N=16,K=32,dtype=float16)",
+        "conv2d_nhwc(N=1,C=16,H=8,W=8,K=24,R=3,S=3,pad=1,dtype=float16)+bias+relu",
+        "batch_matmul(B=2,M=20,N=24,K=72,dtype=tf32)+relu",
+        "matmul(M=40,N=16,K=64,dtype=bfloat16)"}) {
+    ir::ComputeDAG dag = Dag(spec);
+    ir::TensorCoreTiling t = ir::DefaultTensorCoreTiling(dag, target);
+    ASSERT_EQ(t.async_copy, 1) << spec;
+    t.k_steps = 1;
+    const int64_t k_tiles = (ir::TensorCoreProductShape(dag)[2] + t.BlockK() - 1) / t.BlockK();
+    for (int64_t stages = 2; stages <= ir::kMaxTensorCoreStages; ++stages) {
+      t.stages = stages;
+      auto sched = ir::TensorCoreSchedule(dag, target, t);
+      ASSERT_TRUE(sched.ok()) << spec << ": " << sched.status();
+      auto r = Simulate(dag, *sched, target, 40 + stages);
+      ASSERT_TRUE(r.ok()) << spec << " decisions " << absl::StrJoin(t.Encode(), ",") << ": "
+                          << r.status();
+      EXPECT_EQ(r->stats.barriers, k_tiles + 1) << spec << ", " << stages << " stages";
+      auto early = Simulate(dag, *sched, target, 40 + stages, WaitOneGroupLess);
+      ASSERT_FALSE(early.ok()) << spec << ", " << stages << " stages";
+      EXPECT_TRUE(absl::StrContains(early.status().message(), "in flight")) << early.status();
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, 15);
+  // More than 2 stages need cp.async; a long K loop gets 3 by default.
+  ir::ComputeDAG dag = Dag("matmul(M=1024,N=1024,K=1024,dtype=float16)");
+  ir::TensorCoreTiling t = ir::DefaultTensorCoreTiling(dag, target);
+  EXPECT_EQ(t.stages, 3);
+  EXPECT_EQ(t.async_copy, 1);
+  t.async_copy = 0;
+  auto refused = ir::TensorCoreSchedule(dag, target, t);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_TRUE(absl::StrContains(refused.status().message(), "more than 2 stages need async_copy"))
+      << refused.status();
+  t.async_copy = 1;
+  t.stages = 5;
+  EXPECT_TRUE(absl::StrContains(ir::TensorCoreSchedule(dag, target, t).status().message(),
+                                "1 to 4 stages"));
 }
 
 TEST(GpuTensorCore, RefusedWithReasons) {

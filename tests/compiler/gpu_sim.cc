@@ -25,6 +25,7 @@ using ir::StmtKind;
 struct SharedCell {
   int64_t write_epoch = -1, read_epoch = -1;
   int writer = -1, reader = -1;  // reader -2: several threads
+  int in_flight = 0;             // asynchronous copies issued into it, not yet landed
 };
 
 class BlockSim {
@@ -127,6 +128,7 @@ class BlockSim {
           open_[size_t(t)].clear();
           while (s->extent >= 0 && int64_t(committed_[size_t(t)].size()) > s->extent) {
             for (const AsyncWrite& w : committed_[size_t(t)].front()) {
+              --cells_[w.tensor][size_t(w.flat)].in_flight;
               TF_ASSIGN_OR_RETURN(float* p, FlatAddress(w.tensor, w.flat, t, /*write=*/true));
               *p = w.value;
             }
@@ -243,13 +245,19 @@ class BlockSim {
         for (int64_t e : shapes_[tensor]) size *= e;
         if (flat < 0 || flat >= size)
           return absl::OutOfRangeError(StrCat("async copy to element ", flat, " of ", size));
-        const SharedCell& c = cells_[tensor][size_t(flat)];
+        SharedCell& c = cells_[tensor][size_t(flat)];
         if ((c.read_epoch == epoch_ && c.reader != t) ||
             (c.write_epoch == epoch_ && c.writer != t)) {
           return absl::InternalError(
               StrCat("shared-memory race on ", dag_.tensors[tensor].name, "[", flat, "]: thread ",
                      t, " copies into it with no barrier after another thread"));
         }
+        if (c.in_flight > 0) {
+          return absl::InternalError(StrCat("shared-memory race on ", dag_.tensors[tensor].name,
+                                            "[", flat, "]: thread ", t,
+                                            " copies into it while another copy is in flight"));
+        }
+        ++c.in_flight;
         const float f = dag_.tensors[size_t(tensor)].float16 ? RoundToHalf(float(value), dag_.half)
                                                              : float(value);
         open_[size_t(t)].push_back({tensor, flat, f});
@@ -340,6 +348,13 @@ class BlockSim {
     }
     if (auto it = shared_.find(tensor); it != shared_.end()) {
       SharedCell& c = cells_[tensor][flat];
+      // An element an asynchronous copy is still writing holds no value yet:
+      // on a GPU it may land at any moment until its group is waited for.
+      if (c.in_flight > 0) {
+        return absl::InternalError(StrCat("shared-memory race on ", dag_.tensors[tensor].name, "[",
+                                          flat, "]: thread ", t, write ? " writes" : " reads",
+                                          " it while an asynchronous copy into it is in flight"));
+      }
       if (write) {
         if ((c.write_epoch == epoch_ && c.writer != t) ||
             (c.read_epoch == epoch_ && c.reader != t)) {

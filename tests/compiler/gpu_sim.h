@@ -6,8 +6,9 @@
 // lockstep, statement by statement, masked by guards. It is strict where a
 // GPU is forgiving: a read or write outside a buffer, a barrier some thread
 // of the block does not reach, or a shared-memory element that one thread
-// writes and another reads (or writes) with no barrier between them is an
-// error, not a wrong number. 16-bit tensors hold values of their format: the
+// writes and another reads (or writes) with no barrier between them, or one
+// read or written while a cp.async copy into it has not been waited for, is
+// an error, not a wrong number. 16-bit tensors hold values of their format: the
 // arguments are rounded on entry, every store rounds. It checks our IR, not
 // NVRTC's code: the cubin itself is only checked on a GPU.
 #pragma once

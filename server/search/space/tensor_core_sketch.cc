@@ -32,9 +32,10 @@ TensorCoreTiling TensorCoreSketch::SampleTiling(std::mt19937_64& rng) const {
     t.frags_n = PickOf(rng, {1, 2, 4, 8});
     t.k_steps = PickOf(rng, {1, 2, 4});
     t.pad = t.tf32 ? PickOf(rng, {0, 4, 8}) : PickOf(rng, {0, 8});
-    t.stages = PickOf(rng, {1, 2});
+    t.stages = PickOf(rng, {1, 2, 3, 4});
     t.ldmatrix = t.tf32 ? 0 : PickOf(rng, {0, 1});  // ldmatrix moves 16-bit rows
-    t.async_copy = t.stages == 2 ? PickOf(rng, {0, 1}) : 0;
+    // Past 2 stages only cp.async keeps tiles in flight.
+    t.async_copy = t.stages == 2 ? PickOf(rng, {0, 1}) : t.stages > 2 ? 1 : 0;
     if (Fits(t)) return t;
   }
   return ir::DefaultTensorCoreTiling(dag_, target_);
@@ -61,8 +62,9 @@ TensorCoreTiling TensorCoreSketch::MutateTiling(const TensorCoreTiling& parent,
         t.k_steps = PickOf(rng, {1, 2, 4});
         break;
       case 5:
-        t.stages = t.stages == 1 ? 2 : 1;
+        t.stages = PickOf(rng, {1, 2, 3, 4});
         if (t.stages == 1) t.async_copy = 0;
+        if (t.stages > 2) t.async_copy = 1;
         break;
       case 7:
         t.async_copy = 1 - t.async_copy;
