@@ -91,7 +91,7 @@ int RunGpuKernelsBench(const std::string& target_flag, int samples, uint64_t see
       std::fprintf(stderr, "tunefarm-bench: kernels --target cuda: no GPU on this machine\n");
       return 1;
     }
-    spec = "cuda -arch=" + caps.cuda_archs(0);
+    spec = agent::LocalCudaTarget(caps);
   }
   absl::StatusOr<ir::Target> target = ir::Target::Parse(spec);
   if (!target.ok() || !target->is_gpu()) {

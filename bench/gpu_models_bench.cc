@@ -146,7 +146,7 @@ int RunGpuModelsBench(const std::vector<std::string>& args) {
     std::fprintf(stderr, "tunefarm-bench: gpu-models: no GPU on this machine\n");
     return 1;
   }
-  const std::string spec = "cuda -arch=" + caps.cuda_archs(0);
+  const std::string spec = agent::LocalCudaTarget(caps);
   absl::StatusOr<ir::Target> target = ir::Target::Parse(spec);
   if (!target.ok()) {
     std::fprintf(stderr, "tunefarm-bench: gpu-models: %s\n",

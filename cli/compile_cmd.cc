@@ -167,7 +167,8 @@ int RunCompile(const std::vector<std::string>& args, std::ostream& out, std::ost
       binary = emit == "cubin";
       for (const codegen::GpuKernel& k : art->program.kernels) {
         err << k.name << ": grid " << absl::StrJoin(k.grid, "x") << ", block "
-            << absl::StrJoin(k.block, "x") << ", " << k.shared_bytes << " B shared";
+            << absl::StrJoin(k.block, "x") << ", " << k.shared_bytes << " B shared"
+            << (k.dynamic_shared ? " (dynamic)" : "");
         if (k.registers >= 0) {
           err << ", " << k.registers << " registers, " << k.spill_store_bytes
               << " B spill stores, " << k.spill_load_bytes << " B spill loads";

@@ -334,19 +334,29 @@ absl::Status JobManager::CheckCudaAgents(const ir::Target& target, const std::st
   for (const v1::Device& d : devices) {
     if (!OnlineAgentOf(d, device_key)) continue;
     const v1::Capabilities& c = d.capabilities();
-    if (c.has_gpu() && std::find(c.cuda_archs().begin(), c.cuda_archs().end(), target.arch()) !=
-                           c.cuda_archs().end()) {
+    // (An agent that does not report its shared memory is taken at its word.)
+    const int64_t shared = c.gpu_shared_memory_per_block();
+    if (c.has_gpu() &&
+        std::find(c.cuda_archs().begin(), c.cuda_archs().end(), target.arch()) !=
+            c.cuda_archs().end() &&
+        (shared == 0 || target.max_shared_memory_per_block <= shared)) {
       return absl::OkStatus();
     }
     seen.push_back(absl::StrCat(
         d.device_id(), ": ",
         !c.has_gpu() ? "no GPU"
-                     : absl::StrCat(c.gpu_name(), " ", absl::StrJoin(c.cuda_archs(), "/"))));
+                     : absl::StrCat(c.gpu_name(), " ", absl::StrJoin(c.cuda_archs(), "/"),
+                                    shared > 0 ? absl::StrCat(", ", shared, " B shared") : "")));
   }
   if (seen.empty()) return absl::OkStatus();
+  // (Past the 48 KiB every GPU allows, the shared memory is asked for too.)
+  const std::string with_shared =
+      target.max_shared_memory_per_block > 48 * 1024
+          ? absl::StrCat(" with ", target.max_shared_memory_per_block, " B of shared memory")
+          : "";
   return absl::FailedPreconditionError(
       absl::StrCat(caller, ": no connected agent with device key '", device_key, "' has a ",
-                   target.arch(), " GPU (", absl::StrJoin(seen, "; "), ")"));
+                   target.arch(), " GPU", with_shared, " (", absl::StrJoin(seen, "; "), ")"));
 }
 
 absl::StatusOr<v1::Job> JobManager::Cancel(int64_t job_id) {

@@ -68,6 +68,7 @@ absl::Status BuildGpu(const ir::ScheduleState& st, const ir::Target& target, boo
     for (int64_t g : k.grid) mk->add_grid(g);
     for (int64_t b : k.block) mk->add_block(b);
     mk->set_shared_bytes(k.shared_bytes);
+    mk->set_dynamic_shared(k.dynamic_shared);
     for (int p : k.params) mk->add_params(p);
     mk->set_registers(k.registers);
     mk->set_spill_store_bytes(k.spill_store_bytes);

@@ -23,12 +23,19 @@
 
 namespace tunefarm::codegen {
 
+// The most static shared memory a kernel may declare, on every arch.
+constexpr int64_t kStaticSharedLimit = 48 * 1024;
+
 struct GpuKernel {
   std::string name;  // tf_kernel_0, tf_kernel_1, ...
   std::array<int64_t, 3> grid = {1, 1, 1};
   std::array<int64_t, 3> block = {1, 1, 1};
-  int64_t shared_bytes = 0;  // static __shared__ arrays
-  std::vector<int> params;   // tensor ids, in parameter order
+  // Shared memory: static __shared__ arrays, or, where dynamic_shared (past
+  // kStaticSharedLimit), the bytes each launch passes, opted in to by the
+  // loader (CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES).
+  int64_t shared_bytes = 0;
+  bool dynamic_shared = false;
+  std::vector<int> params;  // tensor ids, in parameter order
   // From the build (NVRTC's ptxas report and the cubin); -1 where unknown.
   int registers = -1;
   int64_t stack_bytes = -1;
@@ -49,7 +56,7 @@ struct GpuProgram {
 // CUDA C for `program` (a GPU-lowered program of `dag`). Refuses, naming the
 // kernel and the limit, a program the target cannot launch: more threads per
 // block than -max-threads-per-block, block or grid dimensions past CUDA's
-// limits, more static shared memory than -max-shared-memory-per-block, or two
+// limits, more shared memory than -max-shared-memory-per-block, or two
 // loops of one kernel bound to the same thread index with different extents.
 absl::StatusOr<GpuProgram> EmitCuda(const ir::ComputeDAG& dag, const ir::Stmt& program,
                                     const ir::Target& target);

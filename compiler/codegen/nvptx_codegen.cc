@@ -487,6 +487,13 @@ absl::StatusOr<GpuArtifact> CompileCudaWithLlvm(const ir::ComputeDAG& dag, const
   }
   const auto t0 = std::chrono::steady_clock::now();
   TF_ASSIGN_OR_RETURN(ir::GpuLaunchPlan plan, ir::PlanGpuLaunches(dag, program, target));
+  for (const ir::GpuLaunch& k : plan.kernels) {
+    if (k.shared_bytes > kStaticSharedLimit) {
+      return absl::UnimplementedError(absl::StrCat(
+          "a kernel with ", k.shared_bytes, " bytes of shared memory: the NVPTX route declares ",
+          kStaticSharedLimit, " at most (static shared memory; NVRTC builds opt in to more)"));
+    }
+  }
   GpuArtifact out;
   std::set<int> global(dag.args.begin(), dag.args.end());
   for (const auto& [tensor, shape] : plan.workspace) {

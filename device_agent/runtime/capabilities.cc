@@ -68,6 +68,9 @@ void DetectGpu(v1::Capabilities* caps) {
   caps->set_has_gpu(true);
   caps->set_gpu_name(name);
   caps->add_cuda_archs(absl::StrCat("sm_", major, minor));
+  int shared_optin = 0;
+  if (d.cuDeviceGetAttribute(&shared_optin, runner::kCuAttrMaxSharedMemoryPerBlockOptin, dev) == 0)
+    caps->set_gpu_shared_memory_per_block(shared_optin);
   caps->mutable_fingerprint()->set_gpu_name(name);
   if (clock_khz > 0) caps->mutable_fingerprint()->set_gpu_clocks(absl::StrCat(clock_khz / 1000, " MHz"));
 }
@@ -139,6 +142,15 @@ v1::Capabilities DetectCapabilities() {
   caps.set_version(TUNEFARM_VERSION);
   DetectGpu(&caps);
   return caps;
+}
+
+std::string LocalCudaTarget(const v1::Capabilities& caps) {
+  if (!caps.has_gpu() || caps.cuda_archs_size() == 0) return "";
+  std::string spec = absl::StrCat("cuda -arch=", caps.cuda_archs(0));
+  // The parser's default is the 48 KiB every arch allows without opt-in.
+  if (caps.gpu_shared_memory_per_block() > 48 * 1024)
+    absl::StrAppend(&spec, " -max-shared-memory-per-block=", caps.gpu_shared_memory_per_block());
+  return spec;
 }
 
 }  // namespace tunefarm::agent

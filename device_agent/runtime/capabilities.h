@@ -3,10 +3,18 @@
 // build or start the agent).
 #pragma once
 
+#include <string>
+
 #include "tunefarm/v1/records.pb.h"
 
 namespace tunefarm::agent {
 
 ::tunefarm::v1::Capabilities DetectCapabilities();
+
+// The cuda target of the GPU `caps` describes: its arch and, where it
+// reports more, the shared memory a block may opt in to
+// ("cuda -arch=sm_90 -max-shared-memory-per-block=232448"); "" without a
+// GPU.
+std::string LocalCudaTarget(const ::tunefarm::v1::Capabilities& caps);
 
 }  // namespace tunefarm::agent

@@ -49,6 +49,7 @@ absl::StatusOr<const CudaDriver*> Load() {
   need(&d.cuModuleLoadData, "cuModuleLoadData");
   need(&d.cuModuleUnload, "cuModuleUnload");
   need(&d.cuModuleGetFunction, "cuModuleGetFunction");
+  need(&d.cuFuncSetAttribute, "cuFuncSetAttribute");
   need(&d.cuMemAlloc, "cuMemAlloc_v2");
   need(&d.cuMemFree, "cuMemFree_v2");
   need(&d.cuMemcpyHtoD, "cuMemcpyHtoD_v2");
@@ -147,6 +148,15 @@ absl::StatusOr<CudaDriver::CUmodule> CudaDriver::LoadModule(
       cuModuleUnload(module);
       return absl::FailedPreconditionError(
           absl::StrCat("kernel '", k.name, "' not loaded from the module: ", Describe(r)));
+    }
+    if (k.dynamic_shared_bytes > 0) {
+      if (CUresult r = cuFuncSetAttribute(f, kCuFuncMaxDynamicShared, int(k.dynamic_shared_bytes));
+          r != 0) {
+        cuModuleUnload(module);
+        return absl::FailedPreconditionError(
+            absl::StrCat("kernel '", k.name, "' needs ", k.dynamic_shared_bytes,
+                         " bytes of shared memory, which the device refuses: ", Describe(r)));
+      }
     }
     functions->push_back(f);
   }
@@ -251,8 +261,8 @@ absl::Status GpuSession::LaunchOne(size_t k) {
   const GpuPlan::Kernel& kernel = kernels_[k];
   CudaDriver::CUresult r = d_.cuLaunchKernel(
       functions_[k], unsigned(kernel.grid[0]), unsigned(kernel.grid[1]), unsigned(kernel.grid[2]),
-      unsigned(kernel.block[0]), unsigned(kernel.block[1]), unsigned(kernel.block[2]), 0, nullptr,
-      params_[k].data(), nullptr);
+      unsigned(kernel.block[0]), unsigned(kernel.block[1]), unsigned(kernel.block[2]),
+      unsigned(kernel.dynamic_shared_bytes), nullptr, params_[k].data(), nullptr);
   if (r == 0) return absl::OkStatus();
   return absl::InternalError(absl::StrCat("launch of ", LaunchName(k), ": ", d_.Describe(r)));
 }

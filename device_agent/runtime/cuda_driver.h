@@ -68,6 +68,7 @@ class CudaDriver {
   CUresult (*cuModuleLoadData)(CUmodule*, const void*) = nullptr;
   CUresult (*cuModuleUnload)(CUmodule) = nullptr;
   CUresult (*cuModuleGetFunction)(CUfunction*, CUmodule, const char*) = nullptr;
+  CUresult (*cuFuncSetAttribute)(CUfunction, int, int) = nullptr;
   CUresult (*cuMemAlloc)(CUdeviceptr*, size_t) = nullptr;
   CUresult (*cuMemFree)(CUdeviceptr) = nullptr;
   CUresult (*cuMemcpyHtoD)(CUdeviceptr, const void*, size_t) = nullptr;
@@ -97,9 +98,11 @@ class CudaDriver {
   bool HasGraphs() const;
 
   // The plan's module image loaded (cuModuleLoadData; PTX given its NUL)
-  // and its kernels looked up, in plan order. A module or kernel the driver
-  // refuses is FailedPrecondition (with lazy loading, CUDA 12.2+, a bad
-  // image can show up only at the lookup); the module is then unloaded.
+  // and its kernels looked up, in plan order, each opted in to its dynamic
+  // shared memory. A module or kernel the driver refuses, or shared memory
+  // past the device's, is FailedPrecondition (with lazy loading, CUDA
+  // 12.2+, a bad image can show up only at the lookup); the module is then
+  // unloaded.
   absl::StatusOr<CUmodule> LoadModule(const GpuPlan& plan,
                                       std::vector<CUfunction>* functions) const;
 };
@@ -112,6 +115,9 @@ class CudaDriver {
 // Confine call) then holds the driver, or why it did not start.
 void PrepareGpuConfinement(ConfineOptions* options, absl::StatusOr<const CudaDriver*>* driver);
 
+// CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES.
+constexpr int kCuFuncMaxDynamicShared = 8;
+
 // CU_STREAM_CAPTURE_MODE_THREAD_LOCAL.
 constexpr int kCuCaptureThreadLocal = 1;
 
@@ -120,6 +126,7 @@ constexpr int kCuAttrClockRate = 13;  // kHz
 constexpr int kCuAttrL2CacheSize = 38;
 constexpr int kCuAttrComputeCapabilityMajor = 75;
 constexpr int kCuAttrComputeCapabilityMinor = 76;
+constexpr int kCuAttrMaxSharedMemoryPerBlockOptin = 97;
 
 class GpuSession {
  public:

@@ -115,10 +115,10 @@ absl::Status GpuGraph::Download(int64_t offset_bytes, float* data, int64_t n) co
 absl::Status GpuGraph::LaunchStep(size_t step, CudaDriver::CUstream stream) {
   for (const auto& l : steps_[step]) {
     const GpuPlan::Kernel& k = *l->launch;
-    CudaDriver::CUresult r =
-        d_.cuLaunchKernel(l->function, unsigned(k.grid[0]), unsigned(k.grid[1]),
-                          unsigned(k.grid[2]), unsigned(k.block[0]), unsigned(k.block[1]),
-                          unsigned(k.block[2]), 0, stream, l->params.data(), nullptr);
+    CudaDriver::CUresult r = d_.cuLaunchKernel(
+        l->function, unsigned(k.grid[0]), unsigned(k.grid[1]), unsigned(k.grid[2]),
+        unsigned(k.block[0]), unsigned(k.block[1]), unsigned(k.block[2]),
+        unsigned(k.dynamic_shared_bytes), stream, l->params.data(), nullptr);
     if (r != 0)
       return absl::InternalError(
           absl::StrCat("step ", step, ": launch of ", k.name, ": ", d_.Describe(r)));

@@ -36,6 +36,13 @@ absl::StatusOr<GpuPlan> PlanFromModule(const v1::GpuModule& module,
           absl::StrCat("kernel ", k.name(), ": a launch has 3 grid and 3 block dimensions"));
     }
     for (int i = 0; i < 3; ++i) pk.grid[size_t(i)] = k.grid(i), pk.block[size_t(i)] = k.block(i);
+    if (k.dynamic_shared()) {
+      if (k.shared_bytes() < 1 || k.shared_bytes() > kMaxGpuDynamicShared) {
+        return absl::InvalidArgumentError(absl::StrCat("kernel ", k.name(), ": ", k.shared_bytes(),
+                                                       " bytes of dynamic shared memory"));
+      }
+      pk.dynamic_shared_bytes = k.shared_bytes();
+    }
     for (int t : k.params()) {
       auto it = buffer_of.find(t);
       if (it == buffer_of.end()) {

@@ -24,6 +24,7 @@ struct KernelRecord {
   char name[kMaxGpuKernelName + 1];
   int64_t grid[3];
   int64_t block[3];
+  int64_t dynamic_shared_bytes;
   int32_t n_params;
   int32_t params[kMaxGpuParams];
 };
@@ -63,6 +64,7 @@ absl::StatusOr<std::string> EncodeGpuPlan(const GpuPlan& plan) {
     KernelRecord r{};
     std::memcpy(r.name, k.name.data(), k.name.size());
     for (int i = 0; i < 3; ++i) r.grid[i] = k.grid[i], r.block[i] = k.block[i];
+    r.dynamic_shared_bytes = k.dynamic_shared_bytes;
     r.n_params = int32_t(k.buffers.size());
     for (size_t i = 0; i < k.buffers.size(); ++i) r.params[i] = k.buffers[i];
     Put(&out, r);
@@ -113,6 +115,9 @@ absl::StatusOr<GpuPlan> DecodeGpuPlan(const char* data, size_t size, int64_t n_a
     }
     if (r.block[0] * r.block[1] * r.block[2] > 1024)
       return bad(absl::StrCat("kernel ", kernel.name, ": more than 1024 threads per block"));
+    if (r.dynamic_shared_bytes < 0 || r.dynamic_shared_bytes > kMaxGpuDynamicShared)
+      return bad(absl::StrCat("kernel ", kernel.name, ": dynamic shared memory out of range"));
+    kernel.dynamic_shared_bytes = r.dynamic_shared_bytes;
     if (r.n_params < 0 || r.n_params > kMaxGpuParams)
       return bad(absl::StrCat("kernel ", kernel.name, ": parameter count out of range"));
     for (int i = 0; i < r.n_params; ++i) {

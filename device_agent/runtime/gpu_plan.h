@@ -25,6 +25,9 @@ struct GpuPlan {
     std::array<int64_t, 3> grid = {1, 1, 1};
     std::array<int64_t, 3> block = {1, 1, 1};
     std::vector<int> buffers;  // one per kernel parameter
+    // Dynamic shared memory each launch passes (opted in to at load); 0 for
+    // a kernel with static shared memory only.
+    int64_t dynamic_shared_bytes = 0;
   };
   std::string image;  // cubin (ELF) or PTX text
   std::vector<Kernel> kernels;
@@ -40,13 +43,15 @@ struct GpuPlan {
 constexpr int kMaxGpuKernels = 64;
 constexpr int kMaxGpuParams = 64;
 constexpr int kMaxGpuKernelName = 63;
+constexpr int64_t kMaxGpuDynamicShared = 256 * 1024;  // above every arch's opt-in limit
 
 // The flat bytes of `plan`; InvalidArgument past the limits above.
 absl::StatusOr<std::string> EncodeGpuPlan(const GpuPlan& plan);
 // Back from bytes; InvalidArgument naming what is wrong for anything that
 // is not a plan `n_args` inputs can run (truncated, counts out of range,
-// a parameter naming no buffer, a launch dimension below 1, a float16
-// buffer that is not an argument).
+// a parameter naming no buffer, a launch dimension below 1, dynamic shared
+// memory past kMaxGpuDynamicShared, a float16 buffer that is not an
+// argument).
 absl::StatusOr<GpuPlan> DecodeGpuPlan(const char* data, size_t size, int64_t n_args);
 
 }  // namespace tunefarm::runner

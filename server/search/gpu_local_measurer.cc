@@ -32,6 +32,13 @@ absl::Status GpuLocalMeasurer::Check(const ir::Target& target) {
                      caps.cuda_archs_size() ? caps.cuda_archs(0) : "of an unknown arch",
                      ", the target is ", target.arch()));
   }
+  if (caps.gpu_shared_memory_per_block() > 0 &&
+      target.max_shared_memory_per_block > caps.gpu_shared_memory_per_block()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("the target lets a block take ", target.max_shared_memory_per_block,
+                     " bytes of shared memory; this machine's GPU (", caps.gpu_name(), ") allows ",
+                     caps.gpu_shared_memory_per_block(), " (-max-shared-memory-per-block)"));
+  }
   std::vector<std::string> archs = codegen::NvrtcSupportedArchs();
   if (std::find(archs.begin(), archs.end(), target.arch()) == archs.end()) {
     return absl::FailedPreconditionError(absl::StrCat("this build's CUDA toolkit does not build ",

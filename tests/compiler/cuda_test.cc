@@ -961,6 +961,76 @@ TEST_F(NvrtcTest, Tf32TensorCoreBuildsCompile) {
       << old.status();
 }
 
+// Past the 48 KiB of static shared memory, where the target allows more, a
+// kernel takes its shared buffers from dynamic shared memory (16-byte
+// aligned, in the order met) and says so; up to it, it keeps static
+// arrays. A 4-stage 64x128x32 float16 tile (55 KiB) and a SIMT tiling of
+// 128x128 with 64-deep K tiles (65536 B) both compile that way.
+TEST_F(NvrtcTest, SharedMemoryPastTheStaticLimitIsDynamic) {
+  const ir::Target big = Cuda("cuda -arch=sm_90 -max-shared-memory-per-block=232448");
+  const ir::Target plain = Cuda("cuda -arch=sm_90");
+  ir::ComputeDAG dag = Dag("matmul(M=512,N=512,K=512,dtype=float16)");
+  ir::TensorCoreTiling t = ir::DefaultTensorCoreTiling(dag, big);
+  t.warps_m = t.warps_n = 2;
+  t.frags_m = 2;
+  t.frags_n = 8;
+  t.k_steps = 2;
+  t.stages = 4;
+  t.async_copy = 1;
+  ASSERT_GT(t.SharedBytes(), codegen::kStaticSharedLimit);
+  auto refused = ir::TensorCoreSchedule(dag, plain, t);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_TRUE(absl::StrContains(refused.status().message(), "exceed the target's 49152"))
+      << refused.status();
+  auto a = BuildTensorCore(dag, big, t);
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_EQ(a->program.kernels.size(), 1u);
+  const codegen::GpuKernel& k = a->program.kernels[0];
+  EXPECT_TRUE(k.dynamic_shared);
+  EXPECT_GT(k.shared_bytes, codegen::kStaticSharedLimit);
+  EXPECT_LE(k.shared_bytes, t.SharedBytes());
+  EXPECT_TRUE(absl::StrContains(a->program.source,
+                                "extern __shared__ __align__(16) unsigned char "
+                                "tf_shared[]"))
+      << a->program.source;
+  EXPECT_EQ(k.spill_store_bytes, 0) << a->log;
+  EXPECT_TRUE(absl::StrContains(a->ptx, "cp.async.wait_group 2")) << a->program.source;
+  auto cubin = codegen::ReadCubin(a->cubin);
+  ASSERT_TRUE(cubin.ok()) << cubin.status();
+  ASSERT_EQ(cubin->size(), 1u);
+  EXPECT_LT((*cubin)[0].shared_bytes, codegen::kStaticSharedLimit);  // none of it static
+  // The same decisions with 2 stages fit 48 KiB: static arrays, as before.
+  t.stages = 2;
+  auto small = BuildTensorCore(dag, big, t);
+  ASSERT_TRUE(small.ok()) << small.status();
+  EXPECT_FALSE(small->program.kernels[0].dynamic_shared);
+  EXPECT_FALSE(absl::StrContains(small->program.source, "extern __shared__"));
+
+  ir::ComputeDAG f32 = Dag("matmul(M=256,N=256,K=256)");
+  ir::GpuTiling g = ir::DefaultGpuTiling(f32, big);
+  for (ir::GpuTiling::Axis& axis : g.spatial) axis = {1, 16, 4, 2};  // 128-wide block tiles
+  g.reduce[0] = {8, 8};                                              // 64-deep K tiles
+  auto simt = ir::BuildGpuTiledSchedule(f32, big, g);
+  ASSERT_TRUE(simt.ok()) << simt.status();
+  auto b = Build(f32, *simt, big);
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_TRUE(b->program.kernels[0].dynamic_shared);
+  EXPECT_EQ(b->program.kernels[0].shared_bytes, 2 * 128 * 64 * 4);
+  // The simulator runs it as any other tiling (the IR does not change).
+  auto r = Simulate(f32, *simt, big, 11);
+  ASSERT_TRUE(r.ok()) << r.status();
+  // LLVM's NVPTX route declares static shared memory only: refused by name.
+  const ir::Target xavier = Cuda("cuda -arch=sm_72 -max-shared-memory-per-block=98304");
+  auto xsched = ir::BuildGpuTiledSchedule(f32, xavier, g);
+  ASSERT_TRUE(xsched.ok()) << xsched.status();
+  auto st = ir::ScheduleState::Replay(f32, *xsched, xavier);
+  ASSERT_TRUE(st.ok()) << st.status();
+  auto x = codegen::CompileCudaWithLlvm(st->dag(), ir::Lower(*st), xavier);
+  ASSERT_FALSE(x.ok());
+  EXPECT_TRUE(absl::StrContains(x.status().message(), "the NVPTX route declares 49152 at most"))
+      << x.status();
+}
+
 TEST_F(NvrtcTest, UnbuildableArchAndRegisterLimitAreClearErrors) {
   ir::ComputeDAG dag = Dag("matmul(M=64,N=64,K=64)");
   ir::Target xavier = Cuda("cuda -arch=sm_72");  // NVRTC 13: no (LLVM builds it)

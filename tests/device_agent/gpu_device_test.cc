@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_join.h"
 #include "compiler/codegen/cuda_codegen.h"
 #include "compiler/codegen/llvm_target.h"
 #include "compiler/codegen/nvrtc_info.h"
@@ -38,7 +39,7 @@ class GpuDevice : public ::testing::Test {
   void SetUp() override {
     caps_ = agent::DetectCapabilities();
     if (!caps_.has_gpu()) TF_SKIP("no-gpu") << "no GPU on this machine";
-    target_spec_ = "cuda -arch=" + caps_.cuda_archs(0);
+    target_spec_ = agent::LocalCudaTarget(caps_);
     // No toolkit in this build, or a driver too old for what NVRTC builds
     // (CUDA_ERROR_UNSUPPORTED_PTX_VERSION): say so rather than fail.
     if (absl::Status s = search::GpuLocalMeasurer::Check(*ir::Target::Parse(target_spec_));
@@ -211,6 +212,54 @@ TEST_F(GpuDevice, Float16AndTensorCoreSchedulesMatchTheReference) {
   if (t.sm >= 80) EXPECT_GE(bf16_built, 10);  // bfloat16 is checked here, not only float16
   if (t.sm >= 80) EXPECT_GE(tf32_built, 10);
   if (t.sm >= 80) EXPECT_GE(tf32_mma, 6);  // m16n8k8 tf32 on the hardware, not only SIMT
+}
+
+// cp.async pipelines 2 to 4 stages deep, and tiles past the 48 KiB of
+// static shared memory where the GPU lets a block opt in to more (the
+// loader sets the kernel's dynamic shared memory, each launch passes it):
+// right outputs on the hardware.
+TEST_F(GpuDevice, DeepPipelinesAndDynamicSharedMemoryRunCorrectly) {
+  ir::Target t = *ir::Target::Parse(target_spec_);
+  if (t.sm < 80) TF_SKIP("has-gpu") << "no cp.async before sm_80 (" << t.arch() << ")";
+  int measured = 0, built = 0, dynamic = 0;
+  for (const char* spec : {"matmul(M=512,N=384,K=520,dtype=float16)+relu",
+                           "conv2d_nhwc(N=2,C=64,H=14,W=14,K=128,R=3,S=3,pad=1,dtype=float16)",
+                           "matmul(M=256,N=256,K=264,dtype=tf32)"}) {
+    ir::ComputeDAG dag = *ir::BuildComputeDAG(*ir::ParseWorkloadSpec(spec));
+    for (int64_t stages = 2; stages <= ir::kMaxTensorCoreStages; ++stages) {
+      for (bool large : {false, true}) {
+        ir::TensorCoreTiling tiling = ir::DefaultTensorCoreTiling(dag, t);
+        tiling.stages = stages;
+        tiling.async_copy = 1;
+        if (large) {  // 128x128 block tiles, 64-deep 16-bit (32-deep tf32) K steps
+          tiling.warps_m = tiling.warps_n = 2;
+          tiling.frags_m = 4;
+          tiling.frags_n = 8;
+          tiling.k_steps = 4;
+        }
+        absl::StatusOr<ir::Trace> s = ir::TensorCoreSchedule(dag, t, tiling);
+        if (!s.ok()) continue;  // past this GPU's shared memory
+        v1::BuildResult b = Build(spec, *s);
+        ASSERT_TRUE(b.error().empty()) << spec << ": " << b.error();
+        ++built;
+        v1::GpuModule m;
+        ASSERT_TRUE(m.ParseFromString(b.artifact()));
+        dynamic += m.kernels(0).dynamic_shared();
+        v1::MeasureResult r = handler_->Measure(Request(spec, *s, b));
+        EXPECT_EQ(r.status(), v1::MEASURE_STATUS_OK)
+            << spec << " decisions " << absl::StrJoin(tiling.Encode(), ",") << ": " << r.error();
+        measured += r.status() == v1::MEASURE_STATUS_OK;
+      }
+    }
+  }
+  std::printf(
+      "GPU: %d of %d pipelined tensor-core kernels (%d with dynamic shared memory) "
+      "measured correct on %s (%lld B shared per block)\n",
+      measured, built, dynamic, caps_.gpu_name().c_str(),
+      static_cast<long long>(caps_.gpu_shared_memory_per_block()));
+  EXPECT_GE(built, 9);
+  EXPECT_EQ(measured, built);
+  if (caps_.gpu_shared_memory_per_block() >= 100 * 1024) EXPECT_GE(dynamic, 3);
 }
 
 TEST_F(GpuDevice, WrongFaultingAndSpinningKernelsAreResults) {

@@ -8,11 +8,12 @@
 
 #include "absl/strings/match.h"
 #include "compiler/codegen/nvrtc_info.h"
-#include "compiler/schedule/schedule.h"
 #include "compiler/ir/workload.h"
 #include "compiler/ir/workload_spec.h"
-#include "device_agent/runtime/cuda_driver.h"
+#include "compiler/schedule/gpu_tensor_core.h"
+#include "compiler/schedule/schedule.h"
 #include "device_agent/measure_handler.h"
+#include "device_agent/runtime/cuda_driver.h"
 #include "device_agent/runtime/measure.h"
 #include "device_agent/runtime/sandbox.h"
 #include "gtest/gtest.h"
@@ -183,6 +184,71 @@ TEST(GpuPlan, MapsAWorkerModulesParametersToArguments) {
   ASSERT_FALSE(bad.ok());
   EXPECT_TRUE(absl::StrContains(bad.status().message(), "tensor 9999")) << bad.status();
   EXPECT_TRUE(plan->float16_buffers.empty());
+}
+
+// A worker's build whose tiles pass the 48 KiB of static shared memory (a
+// 4-stage float16 tensor-core tiling on a target that allows 227 KiB)
+// marks its kernel dynamic; the runner's plan carries the bytes each
+// launch passes, through the flat form, and refuses a damaged amount.
+TEST(GpuPlan, DynamicSharedMemoryTravelsFromTheBuildToTheLaunch) {
+  if (codegen::NvrtcSupportedArchs().empty())
+    TF_SKIP("no-cuda-toolkit") << "no CUDA toolkit in this build";
+  v1::BuildRequest req;
+  *req.mutable_workload() =
+      ir::Canonicalize(*ir::ParseWorkloadSpec("matmul(M=256,N=256,K=256,dtype=float16)"))->workload;
+  req.mutable_target()->set_spec("cuda -arch=sm_90 -max-shared-memory-per-block=232448");
+  absl::StatusOr<ir::Target> t = ir::Target::Parse(req.target().spec());
+  ASSERT_TRUE(t.ok());
+  absl::StatusOr<ir::ComputeDAG> dag = ir::BuildComputeDAG(req.workload());
+  ASSERT_TRUE(dag.ok());
+  ir::TensorCoreTiling tiling = ir::DefaultTensorCoreTiling(*dag, *t);
+  tiling.frags_m = 4;
+  tiling.frags_n = 8;
+  tiling.k_steps = 4;
+  tiling.stages = 4;
+  tiling.async_copy = 1;
+  absl::StatusOr<ir::Trace> sched = ir::TensorCoreSchedule(*dag, *t, tiling);
+  ASSERT_TRUE(sched.ok()) << sched.status();
+  *req.mutable_schedule() = ir::ToProto(*sched);
+  req.set_kind(v1::ARTIFACT_KIND_CUBIN);
+  v1::BuildResult r = worker::Build(req);
+  ASSERT_TRUE(r.error().empty()) << r.error();
+  EXPECT_GT(r.shared_bytes(), 48 * 1024);
+  v1::GpuModule m;
+  ASSERT_TRUE(m.ParseFromString(r.artifact()));
+  ASSERT_EQ(m.kernels_size(), 1);
+  EXPECT_TRUE(m.kernels(0).dynamic_shared());
+  EXPECT_EQ(m.kernels(0).shared_bytes(), r.shared_bytes());
+  absl::StatusOr<runner::GpuPlan> plan = runner::PlanFromModule(m, r.signature());
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->kernels[0].dynamic_shared_bytes, m.kernels(0).shared_bytes());
+  absl::StatusOr<std::string> bytes = runner::EncodeGpuPlan(*plan);
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  absl::StatusOr<runner::GpuPlan> back = runner::DecodeGpuPlan(bytes->data(), bytes->size(), 2);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->kernels[0].dynamic_shared_bytes, plan->kernels[0].dynamic_shared_bytes);
+  // Static kernels launch with none.
+  runner::GpuPlan plain = *plan;
+  plain.kernels[0].dynamic_shared_bytes = 0;
+  bytes = runner::EncodeGpuPlan(plain);
+  ASSERT_TRUE(bytes.ok());
+  back = runner::DecodeGpuPlan(bytes->data(), bytes->size(), 2);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->kernels[0].dynamic_shared_bytes, 0);
+  // More than any GPU has, in the flat form or in the module: refused.
+  runner::GpuPlan huge = *plan;
+  huge.kernels[0].dynamic_shared_bytes = runner::kMaxGpuDynamicShared + 1;
+  bytes = runner::EncodeGpuPlan(huge);
+  ASSERT_TRUE(bytes.ok());
+  back = runner::DecodeGpuPlan(bytes->data(), bytes->size(), 2);
+  ASSERT_FALSE(back.ok());
+  EXPECT_TRUE(absl::StrContains(back.status().message(), "dynamic shared memory out of range"))
+      << back.status();
+  m.mutable_kernels(0)->set_shared_bytes(int64_t{1} << 30);
+  absl::StatusOr<runner::GpuPlan> bad = runner::PlanFromModule(m, r.signature());
+  ASSERT_FALSE(bad.ok());
+  EXPECT_TRUE(absl::StrContains(bad.status().message(), "bytes of dynamic shared memory"))
+      << bad.status();
 }
 
 // A float16 build's plan names its float16 arguments: every input and the

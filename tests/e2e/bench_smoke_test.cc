@@ -46,7 +46,7 @@ TEST(BenchSmoke, KernelsWritesRowsWithEveryField) {
 // Whether this machine's GPU can run the GPU benches: OK, or why not.
 absl::Status GpuUsable(const v1::Capabilities& caps) {
   if (!caps.has_gpu()) return absl::FailedPreconditionError("no GPU on this machine");
-  return search::GpuLocalMeasurer::Check(*ir::Target::Parse("cuda -arch=" + caps.cuda_archs(0)));
+  return search::GpuLocalMeasurer::Check(*ir::Target::Parse(agent::LocalCudaTarget(caps)));
 }
 
 // A GPU bench where the GPU is not usable: exit 1, one line saying why.

@@ -37,7 +37,7 @@ class GpuFarm : public ::testing::Test {
   void SetUp() override {
     v1::Capabilities caps = agent::DetectCapabilities();
     if (!caps.has_gpu()) TF_SKIP("no-gpu") << "no GPU on this machine";
-    target = "cuda -arch=" + caps.cuda_archs(0);
+    target = agent::LocalCudaTarget(caps);
     if (absl::Status s = search::GpuLocalMeasurer::Check(*ir::Target::Parse(target)); !s.ok())
       TF_SKIP("gpu-unusable") << s;
   }

@@ -723,6 +723,7 @@ TEST_F(E2ETest, JetPackBoardsGetPtxTheirDriverLoads) {
   caps->set_has_gpu(true);
   caps->set_gpu_name("Orin (nvgpu)");
   caps->add_cuda_archs("sm_87");
+  caps->set_gpu_shared_memory_per_block(166912);  // Orin's opt-in limit, 163 KiB
   caps->mutable_fingerprint()->set_cuda_driver("11.4");
   v1::RegisterResponse registered;
   {
@@ -757,8 +758,18 @@ TEST_F(E2ETest, JetPackBoardsGetPtxTheirDriverLoads) {
       << Cli(**server, {"devices"}).out;
   const std::string list = dir_.File("w.txt");
   testing::WriteFile(list, "matmul(M=64,N=64,K=64)\n");
-  CommandResult r = Cli(**server, {"submit", "--workloads=" + list, "--target=cuda -arch=sm_87",
+  // More shared memory per block than the board's GPU lets a block take:
+  // refused at submit, naming what the board has.
+  CommandResult r = Cli(**server, {"submit", "--workloads=" + list,
+                                   "--target=cuda -arch=sm_87 -max-shared-memory-per-block=200000",
                                    "--device_key=orin-jp5", "--trials=2"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(absl::StrContains(r.err,
+                                "has a sm_87 GPU with 200000 B of shared memory "
+                                "(orin-jp5: Orin (nvgpu) sm_87, 166912 B shared)"))
+      << r.err;
+  r = Cli(**server, {"submit", "--workloads=" + list, "--target=cuda -arch=sm_87",
+                     "--device_key=orin-jp5", "--trials=2"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
 
   v1::StreamWorkRequest sw;
