@@ -108,9 +108,9 @@ int RunCompile(const std::vector<std::string>& args, std::ostream& out, std::ost
       } else if (schedule.sketch_id == ir::kGpuTensorCoreSketchId && target.is_gpu()) {
         std::optional<ir::TensorCoreTiling> t = ir::TensorCoreTiling::Decode(d, dag->tf32);
         built = t ? ir::TensorCoreSchedule(*dag, target, *t)
-                  : absl::InvalidArgumentError(absl::StrCat("a tensor-core schedule has ",
-                                                            ir::TensorCoreTiling{}.Encode().size(),
-                                                            " decisions, not ", d.size()));
+                  : absl::InvalidArgumentError(absl::StrCat(
+                        "a tensor-core schedule has ", ir::TensorCoreTiling{}.Encode().size(),
+                        " decisions (one more with wgmma), not ", d.size()));
       } else {
         return Fail(
             err, 2,

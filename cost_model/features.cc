@@ -182,8 +182,11 @@ class Extractor : public ir::StmtFunctor<void()> {
         ir::Load(s->tensor, ir::ScalarType::kFloat32, update.indices) +
         ir::Load(s->mma_a, ir::ScalarType::kFloat32, at(s->mma_a, s->mma_offsets[0])) *
             ir::Load(s->mma_b, ir::ScalarType::kFloat32, at(s->mma_b, s->mma_offsets[1]));
-    loops_.push_back({ir::Var("mma.mac"), s->mma_tf32 ? kMmaMacsPerLane / 2 : kMmaMacsPerLane,
-                      ForKind::kUnrolled});
+    // A warpgroup's wgmma: 64 x n x 16 over its 128 threads.
+    const int64_t macs = s->mma_wgmma  ? 64 * s->mma_n * 16 / 128
+                         : s->mma_tf32 ? kMmaMacsPerLane / 2
+                                       : kMmaMacsPerLane;
+    loops_.push_back({ir::Var("mma.mac"), macs, ForKind::kUnrolled});
     Row(update);
     loops_.pop_back();
   }

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <map>
 #include <set>
+#include <tuple>
 #include <unordered_map>
 
 #include "absl/strings/str_cat.h"
@@ -89,6 +90,49 @@ __device__ __forceinline__ void tf_cp_async16(void* dst, const void* src, bool p
                : "r"(tf_shared_address(dst)), "l"(src), "r"(pred ? 16 : 0));
 }
 )";
+
+// wgmma's shared-memory matrix descriptor (no swizzle): the start address
+// and the leading and stride byte offsets, each in 16-byte units.
+constexpr const char* kWgmmaPrelude =
+    R"(__device__ __forceinline__ unsigned long long tf_wgmma_desc(const void* p, unsigned lbo,
+                                                            unsigned sbo) {
+  const unsigned long long a = tf_shared_address(p);
+  return ((a & 0x3FFFFull) >> 4) | ((unsigned long long)((lbo & 0x3FFFFu) >> 4) << 16) |
+         ((unsigned long long)((sbo & 0x3FFFFu) >> 4) << 32);
+}
+__device__ __forceinline__ void tf_wgmma_fence() {
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ void tf_wgmma_commit_wait0() {
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+  asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+}
+)";
+
+// The name of the device function of one wgmma shape.
+std::string WgmmaName(int64_t n, bool a_mn, bool b_mn) {
+  return StrCat("tf_wgmma_m64n", n, "k16", a_mn ? "_amn" : "", b_mn ? "_bmn" : "");
+}
+
+// The device function of one wgmma shape: D (64 x n, float32, n / 2 per
+// thread) += A (64 x 16) x B (16 x n) from descriptors; `type` f16 or bf16;
+// the A and B operands MN-major (transposed) where a_mn, b_mn. D always
+// accumulates (scale-d true).
+std::string WgmmaFunction(int64_t n, const std::string& type, bool a_mn, bool b_mn) {
+  std::string regs, operands;
+  for (int64_t i = 0; i < n / 2; ++i) {
+    StrAppend(&regs, i ? ", " : "", "%", i);
+    StrAppend(&operands, i ? ", " : "", "\"+f\"(d[", i, "])");
+  }
+  return StrCat("__device__ __forceinline__ void ", WgmmaName(n, a_mn, b_mn),
+                "(float* d, unsigned long long da, unsigned long long db) {\n"
+                "  asm volatile(\n"
+                "      \"{\\n.reg .pred p;\\nsetp.ne.b32 p, %",
+                n / 2 + 2, ", 0;\\n\"\n      \"wgmma.mma_async.sync.aligned.m64n", n, "k16.f32.",
+                type, ".", type, " {", regs, "}, %", n / 2, ", %", n / 2 + 1, ", p, 1, 1, ",
+                a_mn ? 1 : 0, ", ", b_mn ? 1 : 0, ";\\n}\\n\"\n      : ", operands,
+                "\n      : \"l\"(da), \"l\"(db), \"r\"(1));\n}\n");
+}
 
 // One warp's D += A x B (ir::StmtKind::kMma): each lane gathers its
 // fragments of A (16x16) and B (16x8) from shared memory in mma.sync's
@@ -220,6 +264,9 @@ class KernelEmitter : public ir::ExprFunctor<std::string()>,
     for (const ir::TensorDecl& t : dag.tensors) shapes_.push_back(t.shape);
   }
 
+  // The wgmma shapes the kernel uses: (n, A MN-major, B MN-major).
+  const std::set<std::tuple<int64_t, bool, bool>>& wgmma_shapes() const { return wgmma_shapes_; }
+
   GpuKernel Emit(const std::set<int>& global_tensors, std::string* out) {
     std::set<int> loads, stores;
     CollectAccesses(launch_.nest, &loads, &stores);
@@ -267,6 +314,8 @@ class KernelEmitter : public ir::ExprFunctor<std::string()>,
   }
 
  private:
+  std::set<std::tuple<int64_t, bool, bool>> wgmma_shapes_;  // (n, a MN-major, b MN-major)
+
   std::string TensorName(int t) const { return StrCat("t", t); }
   bool IsHalf(int t) const { return dag_.tensors[size_t(t)].float16; }
   // The 16 bits of a float16 load, not widened.
@@ -522,6 +571,17 @@ class KernelEmitter : public ir::ExprFunctor<std::string()>,
 
   void VisitMma(const Stmt& s, int indent, std::string* out) override {
     std::string pad(size_t(indent) * 2, ' ');
+    if (s->mma_wgmma) {
+      // Descriptors' offsets in bytes: the strides are in 16-bit elements.
+      wgmma_shapes_.insert({s->mma_n, s->mma_a_mn_major, s->mma_b_mn_major});
+      StrAppend(out, pad, WgmmaName(s->mma_n, s->mma_a_mn_major, s->mma_b_mn_major), "(&",
+                TensorName(s->tensor), "[", GenExpr(s->indices[0]), "], tf_wgmma_desc(",
+                TensorName(s->mma_a), " + ", GenExpr(s->mma_offsets[0]), ", ",
+                2 * s->mma_a_strides[0], "u, ", 2 * s->mma_a_strides[1], "u), tf_wgmma_desc(",
+                TensorName(s->mma_b), " + ", GenExpr(s->mma_offsets[1]), ", ",
+                2 * s->mma_b_strides[0], "u, ", 2 * s->mma_b_strides[1], "u));\n");
+      return;
+    }
     if (s->mma_tf32) {
       StrAppend(out, pad, "tf_mma_m16n8k8_tf32(&", TensorName(s->tensor), "[",
                 GenExpr(s->indices[0]), "], ", TensorName(s->mma_a), " + ",
@@ -554,6 +614,23 @@ class KernelEmitter : public ir::ExprFunctor<std::string()>,
     StrAppend(out, pad, "asm volatile(\"cp.async.commit_group;\\n\" ::);\n");
     if (s->extent >= 0)
       StrAppend(out, pad, "asm volatile(\"cp.async.wait_group ", s->extent, ";\\n\" ::);\n");
+    if (s->proxy_fence)
+      StrAppend(out, pad, "asm volatile(\"fence.proxy.async.shared::cta;\\n\" ::: \"memory\");\n");
+  }
+
+  // wgmma.fence, or commit and wait (wait 0 only); either way the
+  // accumulators are pinned in place around it (an empty asm that reads
+  // and writes each), so the compiler moves no access to them across.
+  void VisitWgmmaSync(const Stmt& s, int indent, std::string* out) override {
+    std::string pad(size_t(indent) * 2, ' ');
+    const std::string pin = StrCat(pad, "#pragma unroll\n", pad, "for (int tf_i = 0; tf_i < ",
+                                   s->shape[0], "; ++tf_i) asm volatile(\"\" : \"+f\"(",
+                                   TensorName(s->tensor), "[tf_i]) :: \"memory\");\n");
+    if (s->extent < 0) {
+      StrAppend(out, pin, pad, "tf_wgmma_fence();\n");
+    } else {
+      StrAppend(out, pad, "tf_wgmma_commit_wait0();\n", pin);
+    }
   }
 
   void VisitSeq(const Stmt& s, int indent, std::string* out) override {
@@ -626,9 +703,11 @@ absl::StatusOr<GpuProgram> EmitCuda(const ir::ComputeDAG& dag, const ir::Stmt& p
   int64_t largest = 1;
   for (int t : global) largest = std::max(largest, dag.NumElements(t));
   std::string kernels;
+  std::set<std::tuple<int64_t, bool, bool>> wgmma_shapes;
   for (const ir::GpuLaunch& launch : plan.kernels) {
     KernelEmitter k(dag, launch, StrCat("tf_kernel_", out.kernels.size()));
     out.kernels.push_back(k.Emit(global, &kernels));
+    wgmma_shapes.insert(k.wgmma_shapes().begin(), k.wgmma_shapes().end());
     const GpuKernel& e = out.kernels.back();
     if (e.shared_bytes > target.max_shared_memory_per_block) {  // with alignment
       return absl::InvalidArgumentError(
@@ -657,6 +736,17 @@ absl::StatusOr<GpuProgram> EmitCuda(const ir::ComputeDAG& dag, const ir::Stmt& p
          at = mma.find(".f32.f16.f16.f32", at))
       mma.replace(at, strlen(".f32.f16.f16.f32"), ".f32.bf16.bf16.f32");
     prelude += mma;
+  }
+  if (!wgmma_shapes.empty()) {
+    if (target.sm != 90) {
+      return absl::InvalidArgumentError(
+          StrCat("wgmma kernels are sm_90a code; the target is ", target.arch()));
+    }
+    if (prelude.find("tf_shared_address") == std::string::npos) prelude += kSharedPrelude;
+    prelude += kWgmmaPrelude;
+    for (const auto& [n, a_mn, b_mn] : wgmma_shapes)
+      prelude += WgmmaFunction(n, bf16 ? "bf16" : "f16", a_mn, b_mn);
+    out.arch_specific = true;
   }
   out.source = prelude + "\n" + kernels;
   return out;

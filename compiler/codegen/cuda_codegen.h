@@ -48,6 +48,9 @@ struct GpuKernel {
 
 struct GpuProgram {
   std::string source;  // CUDA C
+  // Uses sm_90a's own instructions (wgmma): built for sm_90a and
+  // compute_90a, which run on sm_90 devices only.
+  bool arch_specific = false;
   std::vector<GpuKernel> kernels;
   // Root intermediate tensors the kernels pass between them: (tensor, bytes).
   std::vector<std::pair<int, int64_t>> workspace;

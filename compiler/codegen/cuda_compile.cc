@@ -127,12 +127,13 @@ absl::StatusOr<GpuArtifact> CompileCuda(const GpuProgram& program, const ir::Tar
   auto start = std::chrono::steady_clock::now();
   GpuArtifact out;
   out.program = program;
+  const char* suffix = program.arch_specific ? "a" : "";
   if (options.cubin) {
-    TF_ASSIGN_OR_RETURN(out.cubin, CompileOnce(program.source, sm, true, &out.log));
+    TF_ASSIGN_OR_RETURN(out.cubin, CompileOnce(program.source, sm + suffix, true, &out.log));
     ApplyPtxasReport(out.log, &out.program.kernels);
   }
   if (options.ptx) {
-    std::string compute = StrCat("compute_", target.sm);
+    std::string compute = StrCat("compute_", target.sm, suffix);
     TF_ASSIGN_OR_RETURN(out.ptx, CompileOnce(program.source, compute, false, &out.log));
   }
   out.compile_ms =

@@ -130,6 +130,8 @@ class StmtFunctor<R(Args...)> {
         return VisitMma(s, args...);
       case StmtKind::kAsyncCommit:
         return VisitAsyncCommit(s, args...);
+      case StmtKind::kWgmmaSync:
+        return VisitWgmmaSync(s, args...);
     }
     return VisitDefault(s, args...);
   }
@@ -144,6 +146,7 @@ class StmtFunctor<R(Args...)> {
   virtual R VisitBarrier(const Stmt& s, Args... args) { return VisitDefault(s, args...); }
   virtual R VisitMma(const Stmt& s, Args... args) { return VisitDefault(s, args...); }
   virtual R VisitAsyncCommit(const Stmt& s, Args... args) { return VisitDefault(s, args...); }
+  virtual R VisitWgmmaSync(const Stmt& s, Args... args) { return VisitDefault(s, args...); }
 };
 
 // Visits every statement, a statement before its body; the expressions of

@@ -70,10 +70,39 @@ Stmt Barrier() {
   return n;
 }
 
-Stmt AsyncCommit(int64_t wait) {
+Stmt AsyncCommit(int64_t wait, bool proxy_fence) {
   auto n = std::make_shared<StmtNode>();
   n->kind = StmtKind::kAsyncCommit;
   n->extent = wait;
+  n->proxy_fence = proxy_fence;
+  return n;
+}
+
+Stmt WgmmaSync(int acc, int64_t accumulators, int64_t wait) {
+  auto n = std::make_shared<StmtNode>();
+  n->kind = StmtKind::kWgmmaSync;
+  n->tensor = acc;
+  n->shape = {accumulators};
+  n->extent = wait;
+  return n;
+}
+
+Stmt Wgmma(int d, Expr d_offset, int64_t n_cols, int a, Expr a_offset,
+           std::array<int64_t, 2> a_strides, bool a_mn_major, int b, Expr b_offset,
+           std::array<int64_t, 2> b_strides, bool b_mn_major) {
+  auto n = std::make_shared<StmtNode>();
+  n->kind = StmtKind::kMma;
+  n->tensor = d;
+  n->indices = {std::move(d_offset)};
+  n->mma_a = a;
+  n->mma_b = b;
+  n->mma_offsets = {std::move(a_offset), std::move(b_offset)};
+  n->mma_a_strides = a_strides;
+  n->mma_b_strides = b_strides;
+  n->mma_wgmma = true;
+  n->mma_n = n_cols;
+  n->mma_a_mn_major = a_mn_major;
+  n->mma_b_mn_major = b_mn_major;
   return n;
 }
 
@@ -170,19 +199,28 @@ void Print(const Stmt& s, const std::vector<std::string>* names, int indent, std
     case StmtKind::kAsyncCommit:
       absl::StrAppend(out, pad, "async commit",
                       s->extent >= 0 ? absl::StrCat(", wait until ", s->extent, " in flight") : "",
+                      s->proxy_fence ? ", proxy fence" : "", "\n");
+      break;
+    case StmtKind::kWgmmaSync:
+      absl::StrAppend(out, pad,
+                      s->extent < 0
+                          ? std::string("wgmma fence")
+                          : absl::StrCat("wgmma commit, wait until ", s->extent, " in flight"),
                       "\n");
       break;
     case StmtKind::kMma: {
       auto name = [&](int t) { return names ? (*names)[t] : absl::StrCat("T", t); };
-      absl::StrAppend(out, pad,
-                      s->mma_tf32       ? "mma16x8x8.tf32 "
-                      : s->mma_ldmatrix ? "mma16x8x16.ldmatrix "
-                                        : "mma16x8x16 ",
-                      name(s->tensor), "[", ToString(s->indices[0], names), "] += ", name(s->mma_a),
-                      "[", ToString(s->mma_offsets[0], names), " : ", s->mma_a_strides[0], ", ",
-                      s->mma_a_strides[1], "] x ", name(s->mma_b), "[",
-                      ToString(s->mma_offsets[1], names), " : ", s->mma_b_strides[0], ", ",
-                      s->mma_b_strides[1], "]\n");
+      absl::StrAppend(
+          out, pad,
+          s->mma_wgmma ? absl::StrCat("wgmma64x", s->mma_n, "x16", s->mma_a_mn_major ? ".a_mn" : "",
+                                      s->mma_b_mn_major ? ".b_mn" : "", " ")
+          : s->mma_tf32     ? "mma16x8x8.tf32 "
+          : s->mma_ldmatrix ? "mma16x8x16.ldmatrix "
+                            : "mma16x8x16 ",
+          name(s->tensor), "[", ToString(s->indices[0], names), "] += ", name(s->mma_a), "[",
+          ToString(s->mma_offsets[0], names), " : ", s->mma_a_strides[0], ", ", s->mma_a_strides[1],
+          "] x ", name(s->mma_b), "[", ToString(s->mma_offsets[1], names), " : ",
+          s->mma_b_strides[0], ", ", s->mma_b_strides[1], "]\n");
       break;
     }
   }
@@ -196,9 +234,10 @@ int64_t StoreCount(const Stmt& s) {
       return 1;
     case StmtKind::kBarrier:
     case StmtKind::kAsyncCommit:
+    case StmtKind::kWgmmaSync:
       return 0;
     case StmtKind::kMma:
-      return 4;  // per lane
+      return s->mma_wgmma ? s->mma_n / 2 : 4;  // per lane
     case StmtKind::kFor:
       return s->extent * StoreCount(s->body[0]);
     default: {

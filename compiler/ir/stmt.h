@@ -32,8 +32,26 @@ enum class ForKind : uint8_t {
 // kMma: one warp's tensor-core product (see StmtNode::mma_*).
 // kAsyncCommit: the thread's asynchronous copies issued so far form a group
 // (cp.async.commit_group); then, where `extent` >= 0, it waits until at most
-// `extent` of its groups are still in flight (cp.async.wait_group).
-enum class StmtKind : uint8_t { kFor, kStore, kSeq, kIf, kAllocate, kBarrier, kMma, kAsyncCommit };
+// `extent` of its groups are still in flight (cp.async.wait_group), and
+// with `proxy_fence` makes what landed visible to wgmma's reads
+// (fence.proxy.async.shared::cta).
+// kWgmmaSync: for the warpgroup's wgmma products into `tensor` (a thread's
+// `shape[0]` float32 accumulators): `extent` -1 is wgmma.fence (the
+// accumulators' writes so far ordered before the products); `extent` >= 0
+// commits the products issued so far as a group and waits until at most
+// `extent` groups are in flight (wgmma.commit_group, wgmma.wait_group), the
+// accumulators of the landed groups then readable.
+enum class StmtKind : uint8_t {
+  kFor,
+  kStore,
+  kSeq,
+  kIf,
+  kAllocate,
+  kBarrier,
+  kMma,
+  kAsyncCommit,
+  kWgmmaSync
+};
 
 bool IsBlockBound(ForKind k);
 bool IsThreadBound(ForKind k);
@@ -84,6 +102,23 @@ struct StmtNode {
   // The product is m16n8k8 in TF32: each factor rounded to TF32 (nearest,
   // ties away from zero: cvt.rna.tf32.f32) as its fragment is loaded.
   bool mma_tf32 = false;
+  // wgmma (sm_90a): D (64 x mma_n) += A (64 x 16) x B (16 x mma_n), 16-bit
+  // factors, for the warpgroup (4 warps, threads 128g..128g+127) running
+  // it, asynchronously until a kWgmmaSync waits for it. A and B are read
+  // from shared memory through descriptors in the no-swizzle canonical
+  // layouts of 16-byte core matrices (8 rows of 8 elements):
+  //   K-major (mn_major false): element (i, k), i along M (N), at
+  //     offset + (i % 8) * 8 + (i / 8) * sbo + (k % 8) + (k / 8) * lbo;
+  //   MN-major: at offset + (i % 8) + (i / 8) * sbo + (k % 8) * 8 + (k / 8) * lbo;
+  // mma_a_strides and mma_b_strides hold {lbo, sbo}, in elements. D: from
+  // flat element indices[0] of `tensor`, mma_n / 2 per thread: thread
+  // 32w + l of the warpgroup holds, for q < mma_n / 2, row 16w + l/4 +
+  // 8 ((q % 4) / 2), column 8 (q / 4) + 2 (l % 4) + q % 2.
+  bool mma_wgmma = false;
+  int64_t mma_n = 0;
+  bool mma_a_mn_major = false, mma_b_mn_major = false;
+  // kAsyncCommit (see StmtKind).
+  bool proxy_fence = false;
   // kFor (vectorized, GPU): the 16-byte copy is asynchronous (cp.async, sm_80
   // and newer): it lands in shared memory at the kAsyncCommit that waits
   // for its group, zeros where the guard is false.
@@ -100,7 +135,13 @@ Stmt Allocate(int tensor, std::vector<int64_t> shape, bool local, Stmt body);
 Stmt AllocateShared(int tensor, std::vector<int64_t> shape, Stmt body);
 Stmt Barrier();
 // `wait` < 0: commit without waiting.
-Stmt AsyncCommit(int64_t wait);
+Stmt AsyncCommit(int64_t wait, bool proxy_fence = false);
+// `wait` -1: wgmma.fence; else commit and wait (see kWgmmaSync).
+Stmt WgmmaSync(int acc, int64_t accumulators, int64_t wait);
+// One warpgroup's wgmma product (see StmtNode::mma_wgmma); strides {lbo, sbo}.
+Stmt Wgmma(int d, Expr d_offset, int64_t n, int a, Expr a_offset, std::array<int64_t, 2> a_strides,
+           bool a_mn_major, int b, Expr b_offset, std::array<int64_t, 2> b_strides,
+           bool b_mn_major);
 Stmt Mma(int d, Expr d_offset, int a, Expr a_offset, std::array<int64_t, 2> a_strides, int b,
          Expr b_offset, std::array<int64_t, 2> b_strides, bool ldmatrix = false, bool tf32 = false);
 

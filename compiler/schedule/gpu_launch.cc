@@ -60,6 +60,7 @@ class Scanner {
       case StmtKind::kBarrier:
       case StmtKind::kMma:
       case StmtKind::kAsyncCommit:
+      case StmtKind::kWgmmaSync:
         return absl::OkStatus();
     }
     return absl::OkStatus();

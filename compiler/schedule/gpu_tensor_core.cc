@@ -9,7 +9,7 @@
 namespace tunefarm::ir {
 namespace {
 
-constexpr size_t kWireSize = 9;
+constexpr size_t kWireSize = 9;       // 10 with wgmma
 constexpr int kAddedTensors = 5;      // by TensorCoreDag
 // Elements a thread moves at once where a tile's rows are contiguous in
 // memory: 16 bytes (8 16-bit elements, 4 floats), one vectorized loop (see
@@ -207,12 +207,15 @@ std::array<int64_t, 3> TensorCoreProductShape(const ComputeDAG& dag) {
 }
 
 std::vector<int64_t> TensorCoreTiling::Encode() const {
-  return {warps_m, warps_n, frags_m, frags_n, k_steps, pad, stages, ldmatrix, async_copy};
+  std::vector<int64_t> wire = {warps_m, warps_n, frags_m,  frags_n,   k_steps,
+                               pad,     stages,  ldmatrix, async_copy};
+  if (wgmma != 0) wire.push_back(wgmma);
+  return wire;
 }
 
 std::optional<TensorCoreTiling> TensorCoreTiling::Decode(absl::Span<const int64_t> wire,
                                                          bool tf32) {
-  if (wire.size() != kWireSize) return std::nullopt;
+  if (wire.size() != kWireSize && wire.size() != kWireSize + 1) return std::nullopt;
   TensorCoreTiling t;
   t.tf32 = tf32;
   t.warps_m = wire[0];
@@ -224,6 +227,7 @@ std::optional<TensorCoreTiling> TensorCoreTiling::Decode(absl::Span<const int64_
   t.stages = wire[6];
   t.ldmatrix = wire[7];
   t.async_copy = wire[8];
+  t.wgmma = wire.size() > kWireSize ? wire[9] : 0;
   return t;
 }
 
@@ -243,8 +247,18 @@ absl::Status CheckTensorCoreTiling(const TensorCoreTiling& t, const Target& targ
   };
   if (t.warps_m < 1 || t.warps_m > 4 || t.warps_n < 1 || t.warps_n > 4 || t.warps_m * t.warps_n > 8)
     return bad("1 to 4 warps along each of M and N, 8 in all");
-  if (t.frags_m < 1 || t.frags_m > 8 || t.frags_n < 1 || t.frags_n > 8)
-    return bad("1 to 8 fragments along each of M and N");
+  if (t.wgmma != 0 && t.wgmma != 1) return bad("wgmma 0 or 1");
+  if (t.frags_m < 1 || t.frags_m > 8 || t.frags_n < 1 || t.frags_n > (t.wgmma ? 32 : 8))
+    return bad(t.wgmma ? "1 to 8 fragments along M and 1 to 32 along N (wgmma)"
+                       : "1 to 8 fragments along each of M and N");
+  if (t.wgmma == 1) {
+    if (target.sm != 90)
+      return bad(absl::StrCat("wgmma is sm_90's (sm_90a code), not ", target.arch(), "'s"));
+    if (t.tf32) return bad("wgmma for 16-bit factors only here");
+    if (t.warps_m != 4) return bad("wgmma needs 4 warps along M (a warpgroup)");
+    if (t.pad != 0 || t.ldmatrix != 0 || t.async_copy != 1)
+      return bad("wgmma tiles are core matrices: pad 0, ldmatrix 0, async_copy 1");
+  }
   if (t.k_steps < 1 || t.k_steps > 4) return bad("1 to 4 k steps");
   if (t.pad != 0 && t.pad != 8 && !(t.tf32 && t.pad == 4))
     return bad(t.tf32 ? "a pad of 0, 4 or 8" : "a pad of 0 or 8");
@@ -334,8 +348,9 @@ absl::StatusOr<ComputeDAG> TensorCoreDag(const ComputeDAG& dag, const Target& ta
   TF_RETURN_IF_ERROR(CheckTensorCoreSketch(dag, target));
   std::optional<TensorCoreTiling> t = TensorCoreTiling::Decode(decisions, dag.tf32);
   if (!t) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("tensor-core decisions: ", kWireSize, " values, not ", decisions.size()));
+    return absl::InvalidArgumentError(absl::StrCat("tensor-core decisions: ", kWireSize, " or ",
+                                                   kWireSize + 1, " values, not ",
+                                                   decisions.size()));
   }
   TF_RETURN_IF_ERROR(CheckTensorCoreTiling(*t, target));
   const Gemm g = *MatchGemm(dag);
@@ -352,6 +367,10 @@ absl::StatusOr<ComputeDAG> TensorCoreDag(const ComputeDAG& dag, const Target& ta
   b.name = "b.shared";
   b.shape = g.b_k_inner ? std::vector<int64_t>{t->stages, t->BlockN(), t->BlockK() + t->pad}
                         : std::vector<int64_t>{t->stages, t->BlockK(), t->BlockN() + t->pad};
+  if (t->wgmma == 1) {  // core matrices: stages x (16-byte rows) x 8 elements
+    a.shape = {t->stages, t->BlockM() * t->BlockK() / 8, 8};
+    b.shape = {t->stages, t->BlockN() * t->BlockK() / 8, 8};
+  }
   TensorDecl acc;
   acc.name = "acc.local";
   acc.shape = {t->Accumulators()};
@@ -377,6 +396,7 @@ Stmt LowerTensorCore(const ComputeDAG& dag, absl::Span<const int64_t> decisions)
   // Shape of a shared tile's buffer (see TensorCoreDag): stages x rows x row length.
   const std::vector<int64_t>& a_shape = dag.tensors[size_t(sa)].shape;
   const std::vector<int64_t>& b_shape = dag.tensors[size_t(sb)].shape;
+  const bool wg = t.wgmma == 1;
   const int64_t lda = a_shape[2], ldb = b_shape[2];
   const int64_t tiles_m = CeilDiv(g.m.size, BM), tiles_n = CeilDiv(g.n.size, BN),
                 k_tiles = CeilDiv(g.k.size, BK);
@@ -434,8 +454,9 @@ Stmt LowerTensorCore(const ComputeDAG& dag, absl::Span<const int64_t> decisions)
   };
   const bool vec_a = VectorA(g), vec_b = VectorB(g);
   const bool async = t.async_copy == 1 && vec_a && vec_b;
-  const int64_t a_rows = a_shape[1], a_cols = g.a_k_inner ? BK : BM;
-  const int64_t b_rows = b_shape[1], b_cols = g.b_k_inner ? BK : BN;
+  // Each tile as it moves: rows across its operand's contiguous axis.
+  const int64_t a_rows = g.a_k_inner ? BM : BK, a_cols = g.a_k_inner ? BK : BM;
+  const int64_t b_rows = g.b_k_inner ? BN : BK, b_cols = g.b_k_inner ? BK : BN;
   const int64_t a_width = vec_a ? vec_width : 1, b_width = vec_b ? vec_width : 1;
   // Tile kt's element (r, c) of A or B as the shared buffer holds it; with
   // `lane` defined, lane `lane` of the vector whose first column is c.
@@ -462,6 +483,10 @@ Stmt LowerTensorCore(const ComputeDAG& dag, absl::Span<const int64_t> decisions)
     Expr flat = e * I(T) + tx;
     const int64_t per_row = cols / width, pieces = rows * per_row;
     Expr r = FloorDiv(flat, I(per_row)), c = FloorMod(flat, I(per_row)) * I(width);
+    if (wg) {  // core-matrix order: 8 rows of one 16-byte column, then the next column
+      r = FloorDiv(flat, I(8 * per_row)) * I(8) + FloorMod(flat, I(8));
+      c = FloorMod(FloorDiv(flat, I(8)), I(per_row)) * I(width);
+    }
     Stmt body = move(e, r, c, Expr());
     if (width > 1) {
       auto vector = std::make_shared<StmtNode>(
@@ -476,20 +501,34 @@ Stmt LowerTensorCore(const ComputeDAG& dag, absl::Span<const int64_t> decisions)
   auto column = [](const Expr& first, const Expr& lane) {
     return lane.defined() ? first + lane : first;
   };
+  // Where element (r, c) of a rows x cols tile lies in its buffer: row r,
+  // column c; with wgmma, the core matrix of 8 rows x 8 columns holding it
+  // (row-major over the tile's core matrices) and its place in there, as
+  // 16-byte row (r % 8) of that core matrix, element c % 8.
+  auto place = [&](int64_t cols, Expr r, Expr c, Expr lane) -> std::vector<Expr> {
+    if (!wg) return {r, column(c, lane)};
+    Expr core = FloorDiv(r, I(8)) * I(cols / 8) + FloorDiv(c, I(8));
+    return {core * I(8) + FloorMod(r, I(8)), lane.defined() ? lane : FloorMod(c, I(8))};
+  };
   // Tile kt straight into buffer `buf` (by cp.async when `async`).
   auto fill = [&](const Expr& kt, const Expr& buf, bool async) {
-    return Seq({each_piece(
-                    a_rows, a_cols, a_width, "tc.fa",
-                    [&](Expr, Expr r, Expr c, Expr lane) {
-                      return Store(sa, {buf, r, column(c, lane)}, a_elem(kt, r, c, lane));
-                    },
-                    async),
-                each_piece(
-                    b_rows, b_cols, b_width, "tc.fb",
-                    [&](Expr, Expr r, Expr c, Expr lane) {
-                      return Store(sb, {buf, r, column(c, lane)}, b_elem(kt, r, c, lane));
-                    },
-                    async)});
+    auto index = [&](const Expr& b, std::vector<Expr> at) {
+      at.insert(at.begin(), b);
+      return at;
+    };
+    return Seq(
+        {each_piece(
+             a_rows, a_cols, a_width, "tc.fa",
+             [&](Expr, Expr r, Expr c, Expr lane) {
+               return Store(sa, index(buf, place(a_cols, r, c, lane)), a_elem(kt, r, c, lane));
+             },
+             async),
+         each_piece(
+             b_rows, b_cols, b_width, "tc.fb",
+             [&](Expr, Expr r, Expr c, Expr lane) {
+               return Store(sb, index(buf, place(b_cols, r, c, lane)), b_elem(kt, r, c, lane));
+             },
+             async)});
   };
   // Double buffering: tile kt loaded into each thread's registers, then
   // (after the products on the other buffer) stored into buffer `buf`.
@@ -532,6 +571,31 @@ Stmt LowerTensorCore(const ComputeDAG& dag, absl::Span<const int64_t> decisions)
   Stmt products =
       For(ks, t.k_steps, ForKind::kUnrolled,
           For(fi, t.frags_m, ForKind::kUnrolled, For(fj, t.frags_n, ForKind::kUnrolled, mma)));
+  // wgmma: warpgroup gw (warps 4gw..4gw+3) owns columns gw * 8 frags_n of
+  // the tile, product fi its rows 64 fi.., k step ks K 16 ks... Starts and
+  // {lbo, sbo} in elements of the core-matrix layout (see `place`): in a
+  // K-major tile the next 8 along K are 64 elements on (lbo), the next 8
+  // rows 8 BK (sbo); in an M- (N-) major one the next 8 along K are 8 BM
+  // (8 BN) on (lbo), the next 8 along M (N) 64 (sbo).
+  Expr gw = FloorDiv(warp, I(4));
+  const int64_t n_inst = 8 * t.frags_n;
+  if (wg) {
+    Expr m0w = fi * I(64), n0w = gw * I(n_inst), k0w = ks * I(16);
+    Expr a_start =
+        cur * I(BM * BK) + (g.a_k_inner ? m0w * I(BK) + k0w * I(8) : k0w * I(BM) + m0w * I(8));
+    Expr b_start =
+        cur * I(BN * BK) + (g.b_k_inner ? n0w * I(BK) + k0w * I(8) : k0w * I(BN) + n0w * I(8));
+    const std::array<int64_t, 2> a_lbo_sbo =
+        g.a_k_inner ? std::array<int64_t, 2>{64, 8 * BK} : std::array<int64_t, 2>{8 * BM, 64};
+    const std::array<int64_t, 2> b_lbo_sbo =
+        g.b_k_inner ? std::array<int64_t, 2>{64, 8 * BK} : std::array<int64_t, 2>{8 * BN, 64};
+    Stmt product = Wgmma(acc, fi * I(4 * t.frags_n), n_inst, sa, a_start, a_lbo_sbo, !g.a_k_inner,
+                         sb, b_start, b_lbo_sbo, !g.b_k_inner);
+    products = Seq(
+        {WgmmaSync(acc, t.Accumulators(), -1),
+         For(ks, t.k_steps, ForKind::kUnrolled, For(fi, t.frags_m, ForKind::kUnrolled, product)),
+         WgmmaSync(acc, t.Accumulators(), 0)});
+  }
   Stmt k_loop;
   if (t.stages == 1) {
     k_loop = For(ko, k_tiles, ForKind::kSerial,
@@ -547,13 +611,13 @@ Stmt LowerTensorCore(const ComputeDAG& dag, absl::Span<const int64_t> decisions)
     std::vector<Stmt> k_seq;
     for (int64_t s = 0; s + 1 < S; ++s) {
       if (s < k_tiles) k_seq.push_back(fill(I(s), I(s), true));
-      k_seq.push_back(AsyncCommit(s + 2 == S ? S - 2 : -1));
+      k_seq.push_back(s + 2 == S ? AsyncCommit(S - 2, wg) : AsyncCommit(-1));
     }
     k_seq.push_back(Barrier());
     Expr next = ko + I(S - 1);
     k_seq.push_back(For(ko, k_tiles, ForKind::kSerial,
                         Seq({IfThen(next < I(k_tiles), fill(next, FloorMod(next, I(S)), true)),
-                             products, AsyncCommit(S - 2), Barrier()})));
+                             products, AsyncCommit(S - 2, wg), Barrier()})));
     k_loop = Seq(std::move(k_seq));
   } else {
     // One barrier per tile: tile ko+1 goes into the buffer the products of
@@ -573,10 +637,12 @@ Stmt LowerTensorCore(const ComputeDAG& dag, absl::Span<const int64_t> decisions)
   // Write-back: accumulator r of fragment (fi, fj) is at row lane/4 + 8 (r/2),
   // column 2 (lane%4) + r%2 of the fragment.
   Expr wi = Var("tc.wi"), wj = Var("tc.wj"), r = Var("tc.r");
-  Expr row = tm * I(BM) + (wm * I(t.frags_m) + wi) * I(16) + FloorDiv(lane, I(4)) +
-             FloorDiv(r, I(2)) * I(8);
-  Expr col = tn * I(BN) + (wn * I(t.frags_n) + wj) * I(8) + FloorMod(lane, I(4)) * I(2) +
-             FloorMod(r, I(2));
+  // With wgmma, warp w of a warpgroup holds rows 16 w.. of each product.
+  Expr row = tm * I(BM) +
+             (wg ? wi * I(64) + FloorMod(warp, I(4)) * I(16) : (wm * I(t.frags_m) + wi) * I(16)) +
+             FloorDiv(lane, I(4)) + FloorDiv(r, I(2)) * I(8);
+  Expr col = tn * I(BN) + ((wg ? gw : wn) * I(t.frags_n) + wj) * I(8) +
+             FloorMod(lane, I(4)) * I(2) + FloorMod(r, I(2));
   Expr value = Load(acc, ScalarType::kFloat32, {(wi * I(t.frags_n) + wj) * I(4) + r});
   std::vector<VarMapEntry> at = g.batch.At(bb);
   for (const VarMapEntry& v : g.m.At(row)) at.push_back(v);

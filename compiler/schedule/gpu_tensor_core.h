@@ -49,6 +49,11 @@ struct TensorCoreTiling {
   int64_t stages = 2;                // shared buffers of each tile
   int64_t ldmatrix = 1;              // fragments loaded with ldmatrix (else element by element)
   int64_t async_copy = 1;            // tiles staged by cp.async (2 stages or more), not registers
+  // sm_90 (sm_90a code): each warpgroup (4 warps, warps_m 4) computes
+  // frags_m products of 64 x 8 frags_n by wgmma.mma_async from tiles in
+  // shared memory laid out as 16-byte core matrices (no pad, no ldmatrix),
+  // 16-bit factors only. On the wire only when set (a 10th value).
+  int64_t wgmma = 0;
   // The operands' format, not on the wire: the DAG's (ComputeDAG::tf32);
   // every function here that takes the DAG sets it.
   bool tf32 = false;
@@ -69,8 +74,8 @@ struct TensorCoreTiling {
 
   bool operator==(const TensorCoreTiling& o) const { return Encode() == o.Encode(); }
   // The wire form (Schedule.decisions): warps_m, warps_n, frags_m, frags_n,
-  // k_steps, pad, stages, ldmatrix, async_copy. nullopt for another length;
-  // the result's tf32 is `tf32`.
+  // k_steps, pad, stages, ldmatrix, async_copy, and wgmma where it is 1.
+  // nullopt for another length; the result's tf32 is `tf32`.
   std::vector<int64_t> Encode() const;
   static std::optional<TensorCoreTiling> Decode(absl::Span<const int64_t> wire, bool tf32);
 };
@@ -92,11 +97,14 @@ inline bool HasTensorCoreSketch(const ComputeDAG& dag, const Target& target) {
 // reduction extent for a convolution). Requires HasTensorCoreSketch.
 std::array<int64_t, 3> TensorCoreProductShape(const ComputeDAG& dag);
 
-// Each field within its range (warps 1-4 each, 8 at most; frags 1-8;
+// Each field within its range (warps 1-4 each, 8 at most; frags 1-8, frags_n
+// up to 32 with wgmma;
 // k_steps 1-4; pad 0 or 8, or 4 for tf32 (16 bytes); stages 1 to 4;
 // ldmatrix and async_copy 0 or 1, ldmatrix 0 for tf32, async_copy with 2
-// stages or more and needed past 2), within the target's threads and shared memory and
-// kMaxTensorCoreAccumulators; InvalidArgument naming the limit.
+// stages or more and needed past 2; wgmma 0 or 1, 1 only on sm_90 with 4
+// warps along M, 16-bit factors, pad 0, ldmatrix 0 and async_copy), within
+// the target's threads and shared memory and kMaxTensorCoreAccumulators;
+// InvalidArgument naming the limit.
 absl::Status CheckTensorCoreTiling(const TensorCoreTiling& tiling, const Target& target);
 
 // Moderate decisions that fit the product's shape: 4 warps where the tile

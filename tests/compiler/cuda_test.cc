@@ -630,6 +630,144 @@ TEST(GpuTensorCore, DeepPipelinesMatchReferenceInTheSimulator) {
                                 "1 to 4 stages"));
 }
 
+// ---- wgmma (sm_90a): warpgroup products from core-matrix tiles ----
+
+// Decisions for wgmma: one warpgroup along M, `warps_n` along N, each
+// frags_m products of 64 x 8 frags_n.
+ir::TensorCoreTiling WgmmaTiling(int64_t warps_n, int64_t frags_m, int64_t frags_n, int64_t k_steps,
+                                 int64_t stages) {
+  ir::TensorCoreTiling t;
+  t.warps_m = 4;
+  t.warps_n = warps_n;
+  t.frags_m = frags_m;
+  t.frags_n = frags_n;
+  t.k_steps = k_steps;
+  t.pad = 0;
+  t.stages = stages;
+  t.ldmatrix = 0;
+  t.async_copy = 1;
+  t.wgmma = 1;
+  return t;
+}
+
+// `s` with each statement `edit` returns a replacement for replaced
+// (nullptr: kept), recursively.
+ir::Stmt EditStmts(const ir::Stmt& s, const std::function<ir::Stmt(const ir::Stmt&)>& edit) {
+  if (ir::Stmt r = edit(s)) return r;
+  auto n = std::make_shared<ir::StmtNode>(*s);
+  for (ir::Stmt& b : n->body) b = EditStmts(b, edit);
+  return n;
+}
+
+// wgmma schedules of 16-bit products whose operands are K-major and M- or
+// N-major (transposes, dense weights, NHWC convolutions), ragged and
+// exact, with epilogues, against the float64 reference: the interpreter
+// reads each factor through the descriptors' canonical layouts, so a
+// wrong start, lbo or sbo fails; it also requires the proxy fence after
+// the copies land, the wgmma fence after the accumulators are written, and
+// the wait before they are read, each shown by removing it.
+TEST(GpuWgmma, SchedulesMatchReferenceInTheSimulator) {
+  const ir::Target target = Cuda("cuda -arch=sm_90 -max-shared-memory-per-block=232448");
+  int checked = 0;
+  struct Case {
+    std::string spec;
+    ir::TensorCoreTiling tiling;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"matmul(M=128,N=64,K=64,dtype=float16)", WgmmaTiling(1, 2, 8, 2, 2)},
+           {"matmul(M=64,N=48,K=80,transpose_a=1,dtype=float16)", WgmmaTiling(1, 1, 6, 1, 3)},
+           {"dense(M=70,N=40,K=48,dtype=float16)+bias+relu", WgmmaTiling(2, 1, 4, 1, 3)},
+           {"batch_matmul(B=2,M=64,N=32,K=32,transpose_b=1,dtype=bfloat16)",
+            WgmmaTiling(1, 1, 4, 2, 2)},
+           {"conv2d_nhwc(N=1,C=16,H=8,W=8,K=32,R=3,S=3,pad=1,dtype=float16)+bias",
+            WgmmaTiling(2, 1, 2, 1, 4)},
+           {"matmul(M=64,N=256,K=32,dtype=float16)", WgmmaTiling(1, 1, 32, 2, 2)}}) {
+    ir::ComputeDAG dag = Dag(c.spec);
+    auto sched = ir::TensorCoreSchedule(dag, target, c.tiling);
+    ASSERT_TRUE(sched.ok()) << c.spec << ": " << sched.status();
+    EXPECT_EQ(sched->decisions.size(), 10u);
+    auto st = ir::ScheduleState::Replay(dag, *sched, target);
+    ASSERT_TRUE(st.ok()) << st.status();
+    EXPECT_TRUE(absl::StrContains(ir::ToString(ir::Lower(*st)), "wgmma64x")) << c.spec;
+    auto r = Simulate(dag, *sched, target, 60 + checked);
+    ASSERT_TRUE(r.ok()) << c.spec << " decisions " << absl::StrJoin(c.tiling.Encode(), ",") << ": "
+                        << r.status();
+    EXPECT_EQ(r->stats.threads_per_block, c.tiling.Threads());
+    ++checked;
+    if (checked > 2) continue;
+    // Without the proxy fence, the wgmma fence, or the wait: refused.
+    auto no_proxy = Simulate(dag, *sched, target, 1, [](ir::Stmt p) {
+      return EditStmts(p, [](const ir::Stmt& s) -> ir::Stmt {
+        if (s->kind != ir::StmtKind::kAsyncCommit || !s->proxy_fence) return nullptr;
+        auto n = std::make_shared<ir::StmtNode>(*s);
+        n->proxy_fence = false;
+        return n;
+      });
+    });
+    ASSERT_FALSE(no_proxy.ok());
+    EXPECT_TRUE(absl::StrContains(no_proxy.status().message(), "no proxy fence"))
+        << no_proxy.status();
+    auto no_fence = Simulate(dag, *sched, target, 1, [](ir::Stmt p) {
+      return EditStmts(p, [](const ir::Stmt& s) -> ir::Stmt {
+        return s->kind == ir::StmtKind::kWgmmaSync && s->extent < 0 ? ir::Seq({}) : nullptr;
+      });
+    });
+    ASSERT_FALSE(no_fence.ok());
+    EXPECT_TRUE(absl::StrContains(no_fence.status().message(), "without a wgmma fence"))
+        << no_fence.status();
+    auto no_wait = Simulate(dag, *sched, target, 1, [](ir::Stmt p) {
+      return EditStmts(p, [](const ir::Stmt& s) -> ir::Stmt {
+        if (s->kind != ir::StmtKind::kWgmmaSync || s->extent < 0) return nullptr;
+        auto n = std::make_shared<ir::StmtNode>(*s);
+        n->extent = 1;
+        return n;
+      });
+    });
+    ASSERT_FALSE(no_wait.ok());
+    EXPECT_TRUE(absl::StrContains(no_wait.status().message(), "not waited for"))
+        << no_wait.status();
+    // A's lbo and sbo swapped, or B read in the other major-ness: wrong numbers.
+    for (int wrong = 0; wrong < 2; ++wrong) {
+      auto broken = Simulate(dag, *sched, target, 1, [&](ir::Stmt p) {
+        return EditStmts(p, [&](const ir::Stmt& s) -> ir::Stmt {
+          if (s->kind != ir::StmtKind::kMma) return nullptr;
+          auto n = std::make_shared<ir::StmtNode>(*s);
+          if (wrong == 0) std::swap(n->mma_a_strides[0], n->mma_a_strides[1]);
+          if (wrong == 1) n->mma_b_mn_major = !n->mma_b_mn_major;
+          return n;
+        });
+      });
+      EXPECT_FALSE(broken.ok()) << c.spec << " edit " << wrong;
+    }
+  }
+  EXPECT_EQ(checked, 6);
+}
+
+// wgmma decisions are refused where they cannot run, by name.
+TEST(GpuWgmma, RefusedWithReasons) {
+  ir::ComputeDAG dag = Dag("matmul(M=128,N=64,K=64,dtype=float16)");
+  auto why = [&](const std::string& target, ir::TensorCoreTiling t,
+                 const ir::ComputeDAG& d) -> std::string {
+    return std::string(ir::TensorCoreSchedule(d, Cuda(target), t).status().message());
+  };
+  const ir::TensorCoreTiling ok = WgmmaTiling(1, 1, 8, 1, 2);
+  EXPECT_EQ(why("cuda -arch=sm_90", ok, dag), "");
+  EXPECT_TRUE(absl::StrContains(why("cuda -arch=sm_80", ok, dag), "wgmma is sm_90's"));
+  ir::TensorCoreTiling two = ok;
+  two.warps_m = 2;
+  EXPECT_TRUE(absl::StrContains(why("cuda -arch=sm_90", two, dag), "4 warps along M"));
+  ir::TensorCoreTiling padded = ok;
+  padded.pad = 8;
+  EXPECT_TRUE(absl::StrContains(why("cuda -arch=sm_90", padded, dag), "pad 0"));
+  EXPECT_TRUE(absl::StrContains(
+      why("cuda -arch=sm_90", ok, Dag("matmul(M=128,N=64,K=64,dtype=tf32)")), "16-bit"));
+  // A nine-value wire form is an mma.sync tiling, as before.
+  auto nine = ir::TensorCoreTiling::Decode(std::vector<int64_t>{2, 2, 2, 4, 2, 8, 2, 1, 1}, false);
+  ASSERT_TRUE(nine.has_value());
+  EXPECT_EQ(nine->wgmma, 0);
+  EXPECT_EQ(nine->Encode().size(), 9u);
+}
+
 TEST(GpuTensorCore, RefusedWithReasons) {
   auto why = [](const std::string& spec, const std::string& arch) {
     return std::string(ir::CheckTensorCoreSketch(Dag(spec), Cuda("cuda -arch=" + arch)).message());
@@ -658,7 +796,8 @@ TEST(GpuTensorCore, RefusedWithReasons) {
   bad.decisions = {2, 2, 2};
   auto replay = ir::ScheduleState::Replay(dag, bad, target);
   ASSERT_FALSE(replay.ok());
-  EXPECT_TRUE(absl::StrContains(replay.status().message(), "9 values, not 3")) << replay.status();
+  EXPECT_TRUE(absl::StrContains(replay.status().message(), "9 or 10 values, not 3"))
+      << replay.status();
   // Two decisions are two schedules (a tensor-core schedule has no steps).
   auto a = ir::TensorCoreSchedule(dag, target, ir::TensorCoreTiling{});
   ir::TensorCoreTiling other;
@@ -1029,6 +1168,39 @@ TEST_F(NvrtcTest, SharedMemoryPastTheStaticLimitIsDynamic) {
   ASSERT_FALSE(x.ok());
   EXPECT_TRUE(absl::StrContains(x.status().message(), "the NVPTX route declares 49152 at most"))
       << x.status();
+}
+
+// wgmma tilings compile as sm_90a code: the PTX holds the warpgroup
+// products and their fences, ptxas keeps them asynchronous (no C7510
+// serialization warning), nothing spills; float16 and bfloat16, K- and
+// MN-major operands, up to 64 x 256 products.
+TEST_F(NvrtcTest, WgmmaBuildsCompileForSm90a) {
+  const ir::Target target = Cuda("cuda -arch=sm_90 -max-shared-memory-per-block=232448");
+  int built = 0;
+  for (const auto& [spec, tiling] : std::vector<std::pair<std::string, ir::TensorCoreTiling>>{
+           {"matmul(M=4096,N=4096,K=4096,dtype=float16)", WgmmaTiling(2, 1, 16, 4, 4)},
+           {"matmul(M=4096,N=4096,K=4096,dtype=float16)", WgmmaTiling(1, 1, 32, 4, 3)},
+           {"matmul(M=1024,N=1024,K=1024,transpose_a=1,dtype=bfloat16)",
+            WgmmaTiling(1, 2, 16, 2, 3)},
+           {"dense(M=512,N=512,K=512,dtype=float16)+bias+relu", WgmmaTiling(2, 1, 8, 4, 3)},
+           {"conv2d_nhwc(N=16,C=128,H=28,W=28,K=128,R=3,S=3,pad=1,dtype=float16)+bias+relu",
+            WgmmaTiling(2, 1, 8, 4, 3)}}) {
+    ir::ComputeDAG dag = Dag(spec);
+    auto a = BuildTensorCore(dag, target, tiling);
+    ASSERT_TRUE(a.ok()) << spec << ": " << a.status();
+    EXPECT_TRUE(a->program.arch_specific);
+    EXPECT_TRUE(absl::StrContains(a->ptx, ".target sm_90a")) << a->ptx.substr(0, 400);
+    EXPECT_TRUE(absl::StrContains(a->ptx, "wgmma.mma_async.sync.aligned.m64n" +
+                                              std::to_string(8 * tiling.frags_n) + "k16.f32"))
+        << a->program.source;
+    EXPECT_TRUE(absl::StrContains(a->ptx, "fence.proxy.async.shared::cta")) << a->program.source;
+    EXPECT_TRUE(absl::StrContains(a->ptx, "wgmma.wait_group.sync.aligned 0"));
+    EXPECT_FALSE(absl::StrContains(a->log, "C7510")) << a->log;
+    EXPECT_EQ(a->program.kernels[0].spill_store_bytes, 0) << a->log;
+    ASSERT_TRUE(codegen::ReadCubin(a->cubin).ok());
+    ++built;
+  }
+  EXPECT_EQ(built, 5);
 }
 
 TEST_F(NvrtcTest, UnbuildableArchAndRegisterLimitAreClearErrors) {

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <deque>
 #include <map>
+#include <set>
 #include <unordered_map>
 
 #include "absl/strings/str_cat.h"
@@ -26,6 +27,8 @@ struct SharedCell {
   int64_t write_epoch = -1, read_epoch = -1;
   int writer = -1, reader = -1;  // reader -2: several threads
   int in_flight = 0;             // asynchronous copies issued into it, not yet landed
+  int64_t writer_fences = 0;     // the writer's proxy fences when it wrote
+  int wgmma_reading = 0;         // un-waited wgmma products reading it
 };
 
 class BlockSim {
@@ -36,6 +39,8 @@ class BlockSim {
     threads_ = int(launch.block[0] * launch.block[1] * launch.block[2]);
     open_.resize(size_t(threads_));
     committed_.resize(size_t(threads_));
+    proxy_fences_.assign(size_t(threads_), 0);
+    wgmma_.resize(size_t(threads_));
     for (const ir::TensorDecl& t : dag.tensors) shapes_.push_back(t.shape);
     int64_t b[3] = {block_id % launch.grid[0], (block_id / launch.grid[0]) % launch.grid[1],
                     block_id / (launch.grid[0] * launch.grid[1])};
@@ -118,7 +123,9 @@ class BlockSim {
         ++epoch_;
         return absl::OkStatus();
       case StmtKind::kMma:
-        return Mma(*s, mask);
+        return s->mma_wgmma ? Wgmma(*s, mask) : Mma(*s, mask);
+      case StmtKind::kWgmmaSync:
+        return WgmmaSync(*s, mask);
       case StmtKind::kAsyncCommit:
         // Each thread's copies so far form a group; waiting, the oldest
         // groups land (written now, race-checked as this thread's writes).
@@ -134,6 +141,7 @@ class BlockSim {
             }
             committed_[size_t(t)].pop_front();
           }
+          if (s->proxy_fence) ++proxy_fences_[size_t(t)];
         }
         return absl::OkStatus();
       case StmtKind::kStore:
@@ -227,6 +235,121 @@ class BlockSim {
     return absl::OkStatus();
   }
 
+  // One warpgroup's wgmma: every thread of each warpgroup that runs it, with
+  // the same offsets; the factors are read from the descriptors' canonical
+  // layouts (each a read by the warpgroup's first thread, which must follow
+  // its writer's proxy fence, and which no thread may overwrite until the
+  // product is waited for), the accumulators updated now but unreadable
+  // until then.
+  absl::Status Wgmma(const ir::StmtNode& s, const std::vector<bool>& mask) {
+    if (threads_ % 128 != 0)
+      return absl::InternalError(StrCat("wgmma in a block of ", threads_, " threads"));
+    const int64_t n = s.mma_n;
+    if (n < 8 || n > 256 || n % 8 != 0) return absl::InternalError(StrCat("wgmma with N ", n));
+    for (int g = 0; g < threads_ / 128; ++g) {
+      int active = 0;
+      for (int l = 0; l < 128; ++l) active += mask[size_t(128 * g + l)];
+      if (active == 0) continue;
+      if (active != 128)
+        return absl::InternalError(
+            StrCat("wgmma with ", active, " of 128 threads of warpgroup ", g));
+      int64_t off[3] = {0, 0, 0};
+      for (int l = 0; l < 128; ++l) {
+        const int t = 128 * g + l;
+        TF_ASSIGN_OR_RETURN(int64_t d, EvalInt(s.indices[0], t));
+        TF_ASSIGN_OR_RETURN(int64_t a, EvalInt(s.mma_offsets[0], t));
+        TF_ASSIGN_OR_RETURN(int64_t b, EvalInt(s.mma_offsets[1], t));
+        if (l > 0 && (d != off[0] || a != off[1] || b != off[2]))
+          return absl::InternalError(StrCat("wgmma offsets differ in warpgroup ", g));
+        off[0] = d, off[1] = a, off[2] = b;
+        WgmmaState& w = wgmma_[size_t(t)];
+        if (w.written.count(s.tensor)) {
+          return absl::InternalError(StrCat("wgmma into ", dag_.tensors[s.tensor].name,
+                                            " without a wgmma fence after thread ", t,
+                                            " wrote it"));
+        }
+      }
+      // Descriptors address 16-byte units: starts and strides whole ones.
+      for (int64_t v : {off[1], off[2], s.mma_a_strides[0], s.mma_a_strides[1], s.mma_b_strides[0],
+                        s.mma_b_strides[1]}) {
+        if (v % 8 != 0)
+          return absl::InternalError(StrCat("wgmma descriptor field ", v, " not 16-byte"));
+      }
+      auto at = [](int64_t i, int64_t k, bool mn_major, const std::array<int64_t, 2>& lbo_sbo) {
+        return mn_major ? i % 8 + (i / 8) * lbo_sbo[1] + (k % 8) * 8 + (k / 8) * lbo_sbo[0]
+                        : (i % 8) * 8 + (i / 8) * lbo_sbo[1] + k % 8 + (k / 8) * lbo_sbo[0];
+      };
+      const int reader = 128 * g;
+      WgmmaState& first = wgmma_[size_t(reader)];
+      auto read = [&](int tensor, int64_t flat) -> absl::StatusOr<double> {
+        TF_ASSIGN_OR_RETURN(float* p, FlatAddress(tensor, flat, reader, false));
+        SharedCell& c = cells_[tensor][size_t(flat)];
+        if (c.writer >= 0 && proxy_fences_[size_t(c.writer)] <= c.writer_fences) {
+          return absl::InternalError(StrCat("wgmma reads ", dag_.tensors[tensor].name, "[", flat,
+                                            "] that thread ", c.writer,
+                                            " wrote with no proxy fence after"));
+        }
+        ++c.wgmma_reading;
+        first.reading.push_back({tensor, flat});
+        return double(*p);
+      };
+      std::vector<double> A(64 * 16), B(16 * size_t(n));
+      for (int64_t i = 0; i < 64; ++i) {
+        for (int64_t k = 0; k < 16; ++k) {
+          TF_ASSIGN_OR_RETURN(A[size_t(i * 16 + k)],
+                              read(s.mma_a, off[1] + at(i, k, s.mma_a_mn_major, s.mma_a_strides)));
+        }
+      }
+      for (int64_t j = 0; j < n; ++j) {
+        for (int64_t k = 0; k < 16; ++k) {
+          TF_ASSIGN_OR_RETURN(B[size_t(k * n + j)],
+                              read(s.mma_b, off[2] + at(j, k, s.mma_b_mn_major, s.mma_b_strides)));
+        }
+      }
+      for (int l = 0; l < 128; ++l) {
+        const int t = 128 * g + l, w = l / 32, lane = l % 32;
+        for (int64_t q = 0; q < n / 2; ++q) {
+          const int64_t row = 16 * w + lane / 4 + 8 * ((q % 4) / 2),
+                        col = 8 * (q / 4) + 2 * (lane % 4) + q % 2;
+          // (Products chained on the same accumulators need no wait.)
+          const std::vector<float>& regs = local_.at(s.tensor)[size_t(t)];
+          if (off[0] + q < 0 || off[0] + q >= int64_t(regs.size()))
+            return absl::OutOfRangeError(StrCat("wgmma accumulator ", off[0] + q));
+          float* p = &local_.at(s.tensor)[size_t(t)][size_t(off[0] + q)];
+          double acc = *p;
+          for (int64_t k = 0; k < 16; ++k) acc += A[size_t(row * 16 + k)] * B[size_t(k * n + col)];
+          *p = float(acc);
+        }
+        wgmma_[size_t(t)].written.erase(s.tensor);  // (the product's own write)
+        wgmma_[size_t(t)].acc = s.tensor;
+        ++wgmma_[size_t(t)].open;
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  // wgmma.fence, or commit and wait (see ir::StmtKind::kWgmmaSync).
+  absl::Status WgmmaSync(const ir::StmtNode& s, const std::vector<bool>& mask) {
+    for (int t = 0; t < threads_; ++t) {
+      if (!mask[size_t(t)]) continue;
+      WgmmaState& w = wgmma_[size_t(t)];
+      if (s.extent < 0) {
+        w.written.erase(s.tensor);
+        continue;
+      }
+      if (w.open > 0) w.groups.push_back(w.open);
+      w.open = 0;
+      while (int64_t(w.groups.size()) > s.extent) w.groups.pop_front();
+      // The warpgroup's reads end with its last group (a conservative
+      // account: they end when none is left in flight).
+      if (!w.Pending()) {
+        for (const auto& [tensor, flat] : w.reading) --cells_[tensor][size_t(flat)].wgmma_reading;
+        w.reading.clear();
+      }
+    }
+    return absl::OkStatus();
+  }
+
   // An asynchronous copy: each element's value is read now and lands at the
   // commit that waits for its group. Issuing into a shared element another
   // thread reads or writes in this barrier interval is a race.
@@ -252,10 +375,12 @@ class BlockSim {
               StrCat("shared-memory race on ", dag_.tensors[tensor].name, "[", flat, "]: thread ",
                      t, " copies into it with no barrier after another thread"));
         }
-        if (c.in_flight > 0) {
+        if (c.in_flight > 0 || c.wgmma_reading > 0) {
           return absl::InternalError(StrCat("shared-memory race on ", dag_.tensors[tensor].name,
-                                            "[", flat, "]: thread ", t,
-                                            " copies into it while another copy is in flight"));
+                                            "[", flat, "]: thread ", t, " copies into it while ",
+                                            c.in_flight > 0
+                                                ? "another copy is in flight"
+                                                : "a wgmma reading it is not waited for"));
         }
         ++c.in_flight;
         const float f = dag_.tensors[size_t(tensor)].float16 ? RoundToHalf(float(value), dag_.half)
@@ -355,7 +480,13 @@ class BlockSim {
                                           flat, "]: thread ", t, write ? " writes" : " reads",
                                           " it while an asynchronous copy into it is in flight"));
       }
+      if (write && c.wgmma_reading > 0) {
+        return absl::InternalError(StrCat("shared-memory race on ", dag_.tensors[tensor].name, "[",
+                                          flat, "]: thread ", t,
+                                          " writes it while a wgmma reading it is not waited for"));
+      }
       if (write) {
+        c.writer_fences = proxy_fences_[size_t(t)];
         if ((c.write_epoch == epoch_ && c.writer != t) ||
             (c.read_epoch == epoch_ && c.reader != t)) {
           return absl::InternalError(StrCat("shared-memory race on ", dag_.tensors[tensor].name,
@@ -374,7 +505,16 @@ class BlockSim {
       }
       return &it->second[flat];
     }
-    if (auto it = local_.find(tensor); it != local_.end()) return &it->second[t][flat];
+    if (auto it = local_.find(tensor); it != local_.end()) {
+      WgmmaState& w = wgmma_[size_t(t)];
+      if (tensor == w.acc && w.Pending()) {
+        return absl::InternalError(StrCat("thread ", t, (write ? " writes " : " reads "),
+                                          dag_.tensors[tensor].name, "[", flat,
+                                          "] while a wgmma into it is not waited for"));
+      }
+      if (write) w.written.insert(tensor);
+      return &it->second[t][flat];
+    }
     auto it = global_->find(tensor);
     if (it == global_->end()) {
       return absl::InternalError(StrCat(dag_.tensors[tensor].name, " is not allocated here"));
@@ -554,6 +694,21 @@ class BlockSim {
   };
   std::vector<std::vector<AsyncWrite>> open_;
   std::vector<std::deque<std::vector<AsyncWrite>>> committed_;
+  // Per thread: fence.proxy.async executed so far.
+  std::vector<int64_t> proxy_fences_;
+  // Per thread: its wgmma accumulators, products issued and not committed,
+  // committed groups in flight (products each), local tensors written since
+  // the last wgmma fence, and (first thread of a warpgroup) the shared
+  // elements its un-waited products read.
+  struct WgmmaState {
+    int acc = -1;
+    int64_t open = 0;
+    std::deque<int64_t> groups;
+    std::set<int> written;
+    std::vector<std::pair<int, int64_t>> reading;
+    bool Pending() const { return open > 0 || !groups.empty(); }
+  };
+  std::vector<WgmmaState> wgmma_;
 };
 
 }  // namespace

@@ -262,6 +262,44 @@ TEST_F(GpuDevice, DeepPipelinesAndDynamicSharedMemoryRunCorrectly) {
   if (caps_.gpu_shared_memory_per_block() >= 100 * 1024) EXPECT_GE(dynamic, 3);
 }
 
+// sm_90: wgmma tilings (warpgroup products from core-matrix tiles, the
+// descriptors' layouts as the interpreter reads them, K- and MN-major
+// operands, float16 and bfloat16), with the search's own samples: right
+// outputs on the hardware, so a layout or fence the interpreter and the
+// GPU disagree on fails here.
+TEST_F(GpuDevice, WgmmaSchedulesMatchTheReference) {
+  ir::Target t = *ir::Target::Parse(target_spec_);
+  if (t.sm != 90) TF_SKIP("has-gpu") << "wgmma is sm_90's; this GPU is " << t.arch();
+  std::mt19937_64 rng(90);
+  int measured = 0, built = 0;
+  for (const char* spec : {"matmul(M=512,N=384,K=512,dtype=float16)+relu",
+                           "matmul(M=200,N=136,K=72,transpose_a=1,dtype=float16)",
+                           "dense(M=256,N=256,K=256,dtype=bfloat16)+bias",
+                           "conv2d_nhwc(N=2,C=64,H=14,W=14,K=128,R=3,S=3,pad=1,dtype=float16)"}) {
+    ir::ComputeDAG dag = *ir::BuildComputeDAG(*ir::ParseWorkloadSpec(spec));
+    search::space::TensorCoreSketch sketch(dag, t);
+    int taken = 0;
+    for (int i = 0; i < 200 && taken < 4; ++i) {
+      ir::TensorCoreTiling tiling = sketch.SampleTiling(rng);
+      if (tiling.wgmma != 1) continue;
+      ++taken;
+      absl::StatusOr<ir::Trace> s = ir::TensorCoreSchedule(dag, t, tiling);
+      ASSERT_TRUE(s.ok()) << spec << ": " << s.status();
+      v1::BuildResult b = Build(spec, *s);
+      ASSERT_TRUE(b.error().empty()) << spec << ": " << b.error();
+      ++built;
+      v1::MeasureResult r = handler_->Measure(Request(spec, *s, b));
+      EXPECT_EQ(r.status(), v1::MEASURE_STATUS_OK)
+          << spec << " decisions " << absl::StrJoin(tiling.Encode(), ",") << ": " << r.error();
+      measured += r.status() == v1::MEASURE_STATUS_OK;
+    }
+  }
+  std::printf("GPU: %d of %d wgmma kernels measured correct on %s\n", measured, built,
+              caps_.gpu_name().c_str());
+  EXPECT_GE(built, 12);
+  EXPECT_EQ(measured, built);
+}
+
 TEST_F(GpuDevice, WrongFaultingAndSpinningKernelsAreResults) {
   const std::string spec = "relu(N=1,C=1,H=1,W=32)";
   ir::ComputeDAG dag = *ir::BuildComputeDAG(*ir::ParseWorkloadSpec(spec));

@@ -247,7 +247,7 @@ TEST(SearchPolicy, Float16AndTf32ProductsSearchTheTensorCoreSketch) {
     ASSERT_TRUE(task.ok()) << task.status();
     search::SearchPolicy policy(search::Strategy::kEvolutionary, {}, 7);
     search::TaskHistory history;
-    int tensor_core = 0, mutated = 0, proposed = 0;
+    int tensor_core = 0, mutated = 0, proposed = 0, wgmma = 0;
     for (int round = 0; round < 3; ++round) {
       for (const ir::Trace& s : policy.Propose(*task, history, nullptr, 16)) {
         ++proposed;
@@ -255,8 +255,11 @@ TEST(SearchPolicy, Float16AndTf32ProductsSearchTheTensorCoreSketch) {
         if (s.sketch_id == ir::kGpuTensorCoreSketchId) {
           ++tensor_core;
           if (dtype == "tf32") EXPECT_EQ(s.decisions.at(7), 0) << "ldmatrix";
+          wgmma += s.decisions.size() == 10;  // sm_90's warpgroup products
           for (const auto& e : history.ok) {
-            if (e.schedule.sketch_id == s.sketch_id && DecisionsApart(e.schedule, s) == 1) {
+            if (e.schedule.sketch_id == s.sketch_id &&
+                e.schedule.decisions.size() == s.decisions.size() &&
+                DecisionsApart(e.schedule, s) == 1) {
               ++mutated;
               break;
             }
@@ -271,6 +274,8 @@ TEST(SearchPolicy, Float16AndTf32ProductsSearchTheTensorCoreSketch) {
     if (arch == "sm_90") {
       EXPECT_GT(tensor_core, 24);
       EXPECT_GT(mutated, 0);
+      if (dtype == "float16") EXPECT_GT(wgmma, 4);
+      if (dtype == "tf32") EXPECT_EQ(wgmma, 0);
     } else {
       EXPECT_EQ(tensor_core, 0);
     }

@@ -22,6 +22,24 @@ bool TensorCoreSketch::Fits(const TensorCoreTiling& t) const {
          t.BlockN() <= 2 * round_up(n_, 8) && t.BlockK() <= 2 * round_up(k_, t.KDepth());
 }
 
+namespace {
+
+// sm_90's warpgroup products: one warpgroup along M, 64 x 8 frags_n each,
+// from core-matrix tiles moved by cp.async.
+void MakeWgmma(TensorCoreTiling* t, std::mt19937_64& rng) {
+  t->wgmma = 1;
+  t->warps_m = 4;
+  t->warps_n = PickOf(rng, {1, 2});
+  t->frags_m = PickOf(rng, {1, 2});
+  t->frags_n = PickOf(rng, {4, 8, 16, 32});
+  t->pad = 0;
+  t->ldmatrix = 0;
+  t->async_copy = 1;
+  if (t->stages < 2) t->stages = PickOf(rng, {2, 3, 4});
+}
+
+}  // namespace
+
 TensorCoreTiling TensorCoreSketch::SampleTiling(std::mt19937_64& rng) const {
   for (int tries = 0; tries < 64; ++tries) {
     TensorCoreTiling t;
@@ -36,6 +54,8 @@ TensorCoreTiling TensorCoreSketch::SampleTiling(std::mt19937_64& rng) const {
     t.ldmatrix = t.tf32 ? 0 : PickOf(rng, {0, 1});  // ldmatrix moves 16-bit rows
     // Past 2 stages only cp.async keeps tiles in flight.
     t.async_copy = t.stages == 2 ? PickOf(rng, {0, 1}) : t.stages > 2 ? 1 : 0;
+    // On sm_90, half of the 16-bit samples are warpgroup products.
+    if (target_.sm == 90 && !t.tf32 && PickOf(rng, {0, 1}) == 1) MakeWgmma(&t, rng);
     if (Fits(t)) return t;
   }
   return ir::DefaultTensorCoreTiling(dag_, target_);
@@ -45,7 +65,30 @@ TensorCoreTiling TensorCoreSketch::MutateTiling(const TensorCoreTiling& parent,
                                                 std::mt19937_64& rng) const {
   for (int tries = 0; tries < 16; ++tries) {
     TensorCoreTiling t = parent;
-    switch (Pick(rng, 0, 8)) {
+    if (t.wgmma == 1) {  // within wgmma's space, or back to mma.sync
+      switch (Pick(rng, 0, 5)) {
+        case 0:
+          t.warps_n = PickOf(rng, {1, 2});
+          break;
+        case 1:
+          t.frags_m = PickOf(rng, {1, 2});
+          break;
+        case 2:
+          t.frags_n = PickOf(rng, {4, 8, 16, 32});
+          break;
+        case 3:
+          t.k_steps = PickOf(rng, {1, 2, 4});
+          break;
+        case 4:
+          t.stages = PickOf(rng, {2, 3, 4});
+          break;
+        default:
+          t = ir::DefaultTensorCoreTiling(dag_, target_);
+      }
+      if (!(t == parent) && Fits(t)) return t;
+      continue;
+    }
+    switch (Pick(rng, 0, 9)) {
       case 0:
         t.warps_m = PickOf(rng, {1, 2, 4});
         break;
@@ -57,6 +100,10 @@ TensorCoreTiling TensorCoreSketch::MutateTiling(const TensorCoreTiling& parent,
         break;
       case 3:
         t.frags_n = PickOf(rng, {1, 2, 4, 8});
+        break;
+      case 9:
+        if (target_.sm != 90 || t.tf32) continue;
+        MakeWgmma(&t, rng);
         break;
       case 4:
         t.k_steps = PickOf(rng, {1, 2, 4});
