@@ -103,9 +103,8 @@ constexpr const char* kWgmmaPrelude =
 __device__ __forceinline__ void tf_wgmma_fence() {
   asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
 }
-__device__ __forceinline__ void tf_wgmma_commit_wait0() {
+__device__ __forceinline__ void tf_wgmma_commit() {
   asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-  asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
 }
 )";
 
@@ -618,7 +617,7 @@ class KernelEmitter : public ir::ExprFunctor<std::string()>,
       StrAppend(out, pad, "asm volatile(\"fence.proxy.async.shared::cta;\\n\" ::: \"memory\");\n");
   }
 
-  // wgmma.fence, or commit and wait (wait 0 only); either way the
+  // wgmma.fence, or commit and wait; either way the
   // accumulators are pinned in place around it (an empty asm that reads
   // and writes each), so the compiler moves no access to them across.
   void VisitWgmmaSync(const Stmt& s, int indent, std::string* out) override {
@@ -629,7 +628,9 @@ class KernelEmitter : public ir::ExprFunctor<std::string()>,
     if (s->extent < 0) {
       StrAppend(out, pin, pad, "tf_wgmma_fence();\n");
     } else {
-      StrAppend(out, pad, "tf_wgmma_commit_wait0();\n", pin);
+      StrAppend(out, pad, "tf_wgmma_commit();\n", pad,
+                "asm volatile(\"wgmma.wait_group.sync.aligned ", s->extent,
+                ";\\n\" ::: \"memory\");\n", pin);
     }
   }
 

@@ -247,11 +247,13 @@ absl::Status CheckTensorCoreTiling(const TensorCoreTiling& t, const Target& targ
   };
   if (t.warps_m < 1 || t.warps_m > 4 || t.warps_n < 1 || t.warps_n > 4 || t.warps_m * t.warps_n > 8)
     return bad("1 to 4 warps along each of M and N, 8 in all");
-  if (t.wgmma != 0 && t.wgmma != 1) return bad("wgmma 0 or 1");
+  if (t.wgmma < 0 || t.wgmma > 2) return bad("wgmma 0, 1 or 2");
+  if (t.wgmma == 2 && t.stages < 3)
+    return bad("wgmma 2 (products left in flight) needs 3 stages or more");
   if (t.frags_m < 1 || t.frags_m > 8 || t.frags_n < 1 || t.frags_n > (t.wgmma ? 32 : 8))
     return bad(t.wgmma ? "1 to 8 fragments along M and 1 to 32 along N (wgmma)"
                        : "1 to 8 fragments along each of M and N");
-  if (t.wgmma == 1) {
+  if (t.wgmma != 0) {
     if (target.sm != 90)
       return bad(absl::StrCat("wgmma is sm_90's (sm_90a code), not ", target.arch(), "'s"));
     if (t.tf32) return bad("wgmma for 16-bit factors only here");
@@ -367,7 +369,7 @@ absl::StatusOr<ComputeDAG> TensorCoreDag(const ComputeDAG& dag, const Target& ta
   b.name = "b.shared";
   b.shape = g.b_k_inner ? std::vector<int64_t>{t->stages, t->BlockN(), t->BlockK() + t->pad}
                         : std::vector<int64_t>{t->stages, t->BlockK(), t->BlockN() + t->pad};
-  if (t->wgmma == 1) {  // core matrices: stages x (16-byte rows) x 8 elements
+  if (t->wgmma != 0) {  // core matrices: stages x (16-byte rows) x 8 elements
     a.shape = {t->stages, t->BlockM() * t->BlockK() / 8, 8};
     b.shape = {t->stages, t->BlockN() * t->BlockK() / 8, 8};
   }
@@ -396,7 +398,7 @@ Stmt LowerTensorCore(const ComputeDAG& dag, absl::Span<const int64_t> decisions)
   // Shape of a shared tile's buffer (see TensorCoreDag): stages x rows x row length.
   const std::vector<int64_t>& a_shape = dag.tensors[size_t(sa)].shape;
   const std::vector<int64_t>& b_shape = dag.tensors[size_t(sb)].shape;
-  const bool wg = t.wgmma == 1;
+  const bool wg = t.wgmma != 0;
   const int64_t lda = a_shape[2], ldb = b_shape[2];
   const int64_t tiles_m = CeilDiv(g.m.size, BM), tiles_n = CeilDiv(g.n.size, BN),
                 k_tiles = CeilDiv(g.k.size, BK);
@@ -591,33 +593,38 @@ Stmt LowerTensorCore(const ComputeDAG& dag, absl::Span<const int64_t> decisions)
         g.b_k_inner ? std::array<int64_t, 2>{64, 8 * BK} : std::array<int64_t, 2>{8 * BN, 64};
     Stmt product = Wgmma(acc, fi * I(4 * t.frags_n), n_inst, sa, a_start, a_lbo_sbo, !g.a_k_inner,
                          sb, b_start, b_lbo_sbo, !g.b_k_inner);
+    // wgmma 2 leaves the tile's products in flight until the next tile's
+    // are issued (their group waited for then).
     products = Seq(
         {WgmmaSync(acc, t.Accumulators(), -1),
          For(ks, t.k_steps, ForKind::kUnrolled, For(fi, t.frags_m, ForKind::kUnrolled, product)),
-         WgmmaSync(acc, t.Accumulators(), 0)});
+         WgmmaSync(acc, t.Accumulators(), t.wgmma == 2 ? 1 : 0)});
   }
   Stmt k_loop;
   if (t.stages == 1) {
     k_loop = For(ko, k_tiles, ForKind::kSerial,
                  Seq({Barrier(), fill(ko, I(0), false), Barrier(), products}));
   } else if (async) {
-    // S stages in flight: tiles 0..S-2 are copied first, one group each.
-    // Iteration ko copies tile ko+S-1 into the buffer tile ko-1 used (every
-    // thread finished its products before the last barrier), runs tile
-    // ko's products, and commits; waiting until S-2 groups are left lands
-    // tile ko+1, and the barrier makes it every thread's. Every iteration
-    // commits a group, empty past the last tile, so the count holds.
-    const int64_t S = t.stages;
+    // C = S-1 tiles in flight (S-2 where wgmma 2 keeps the last tile's
+    // products reading their buffer): tiles 0..C-1 are copied first, one
+    // group each. Iteration ko copies tile ko+C into the buffer tile
+    // ko+C-S used (every thread finished its products on it before the
+    // last barrier), runs tile ko's products, and commits; waiting until
+    // C-1 groups are left lands tile ko+1, and the barrier makes it every
+    // thread's. Every iteration commits a group, empty past the last tile,
+    // so the count holds.
+    const int64_t S = t.stages, C = t.wgmma == 2 ? S - 2 : S - 1;
     std::vector<Stmt> k_seq;
-    for (int64_t s = 0; s + 1 < S; ++s) {
+    for (int64_t s = 0; s < C; ++s) {
       if (s < k_tiles) k_seq.push_back(fill(I(s), I(s), true));
-      k_seq.push_back(s + 2 == S ? AsyncCommit(S - 2, wg) : AsyncCommit(-1));
+      k_seq.push_back(s + 1 == C ? AsyncCommit(C - 1, wg) : AsyncCommit(-1));
     }
     k_seq.push_back(Barrier());
-    Expr next = ko + I(S - 1);
+    Expr next = ko + I(C);
     k_seq.push_back(For(ko, k_tiles, ForKind::kSerial,
                         Seq({IfThen(next < I(k_tiles), fill(next, FloorMod(next, I(S)), true)),
-                             products, AsyncCommit(S - 2, wg), Barrier()})));
+                             products, AsyncCommit(C - 1, wg), Barrier()})));
+    if (t.wgmma == 2) k_seq.push_back(WgmmaSync(acc, t.Accumulators(), 0));
     k_loop = Seq(std::move(k_seq));
   } else {
     // One barrier per tile: tile ko+1 goes into the buffer the products of

@@ -52,7 +52,10 @@ struct TensorCoreTiling {
   // sm_90 (sm_90a code): each warpgroup (4 warps, warps_m 4) computes
   // frags_m products of 64 x 8 frags_n by wgmma.mma_async from tiles in
   // shared memory laid out as 16-byte core matrices (no pad, no ldmatrix),
-  // 16-bit factors only. On the wire only when set (a 10th value).
+  // 16-bit factors only; 1 waits for a tile's products before the next
+  // tile, 2 leaves them in flight until the next tile's are issued (one
+  // stage more held, 3 stages or more). On the wire only when set (a 10th
+  // value).
   int64_t wgmma = 0;
   // The operands' format, not on the wire: the DAG's (ComputeDAG::tf32);
   // every function here that takes the DAG sets it.
@@ -101,7 +104,7 @@ std::array<int64_t, 3> TensorCoreProductShape(const ComputeDAG& dag);
 // up to 32 with wgmma;
 // k_steps 1-4; pad 0 or 8, or 4 for tf32 (16 bytes); stages 1 to 4;
 // ldmatrix and async_copy 0 or 1, ldmatrix 0 for tf32, async_copy with 2
-// stages or more and needed past 2; wgmma 0 or 1, 1 only on sm_90 with 4
+// stages or more and needed past 2; wgmma 0, 1 or 2, set only on sm_90 with 4
 // warps along M, 16-bit factors, pad 0, ldmatrix 0 and async_copy), within
 // the target's threads and shared memory and kMaxTensorCoreAccumulators;
 // InvalidArgument naming the limit.

@@ -27,6 +27,7 @@
 #include "compiler/schedule/schedule.h"
 #include "gtest/gtest.h"
 #include "server/search/space/gpu_sketch.h"
+#include "server/search/space/tensor_core_sketch.h"
 #include "tests/compiler/gpu_sim.h"
 #include "tests/testing/skip.h"
 #include "tests/testing/temp_dir.h"
@@ -635,7 +636,7 @@ TEST(GpuTensorCore, DeepPipelinesMatchReferenceInTheSimulator) {
 // Decisions for wgmma: one warpgroup along M, `warps_n` along N, each
 // frags_m products of 64 x 8 frags_n.
 ir::TensorCoreTiling WgmmaTiling(int64_t warps_n, int64_t frags_m, int64_t frags_n, int64_t k_steps,
-                                 int64_t stages) {
+                                 int64_t stages, int64_t wgmma = 1) {
   ir::TensorCoreTiling t;
   t.warps_m = 4;
   t.warps_n = warps_n;
@@ -646,7 +647,7 @@ ir::TensorCoreTiling WgmmaTiling(int64_t warps_n, int64_t frags_m, int64_t frags
   t.stages = stages;
   t.ldmatrix = 0;
   t.async_copy = 1;
-  t.wgmma = 1;
+  t.wgmma = wgmma;
   return t;
 }
 
@@ -675,12 +676,12 @@ TEST(GpuWgmma, SchedulesMatchReferenceInTheSimulator) {
   };
   for (const Case& c : std::vector<Case>{
            {"matmul(M=128,N=64,K=64,dtype=float16)", WgmmaTiling(1, 2, 8, 2, 2)},
-           {"matmul(M=64,N=48,K=80,transpose_a=1,dtype=float16)", WgmmaTiling(1, 1, 6, 1, 3)},
+           {"matmul(M=64,N=48,K=80,transpose_a=1,dtype=float16)", WgmmaTiling(1, 1, 6, 1, 3, 2)},
            {"dense(M=70,N=40,K=48,dtype=float16)+bias+relu", WgmmaTiling(2, 1, 4, 1, 3)},
            {"batch_matmul(B=2,M=64,N=32,K=32,transpose_b=1,dtype=bfloat16)",
             WgmmaTiling(1, 1, 4, 2, 2)},
            {"conv2d_nhwc(N=1,C=16,H=8,W=8,K=32,R=3,S=3,pad=1,dtype=float16)+bias",
-            WgmmaTiling(2, 1, 2, 1, 4)},
+            WgmmaTiling(2, 1, 2, 1, 4, 2)},
            {"matmul(M=64,N=256,K=32,dtype=float16)", WgmmaTiling(1, 1, 32, 2, 2)}}) {
     ir::ComputeDAG dag = Dag(c.spec);
     auto sched = ir::TensorCoreSchedule(dag, target, c.tiling);
@@ -726,6 +727,21 @@ TEST(GpuWgmma, SchedulesMatchReferenceInTheSimulator) {
     ASSERT_FALSE(no_wait.ok());
     EXPECT_TRUE(absl::StrContains(no_wait.status().message(), "not waited for"))
         << no_wait.status();
+    if (c.tiling.wgmma == 2) {
+      // Two tiles' products left in flight: the copy into the buffer the
+      // older one still reads is a race.
+      auto lax = Simulate(dag, *sched, target, 1, [](ir::Stmt p) {
+        return EditStmts(p, [](const ir::Stmt& s) -> ir::Stmt {
+          if (s->kind != ir::StmtKind::kWgmmaSync || s->extent != 1) return nullptr;
+          auto n = std::make_shared<ir::StmtNode>(*s);
+          n->extent = 2;
+          return n;
+        });
+      });
+      ASSERT_FALSE(lax.ok());
+      EXPECT_TRUE(absl::StrContains(lax.status().message(), "a wgmma reading it is not waited for"))
+          << lax.status();
+    }
     // A's lbo and sbo swapped, or B read in the other major-ness: wrong numbers.
     for (int wrong = 0; wrong < 2; ++wrong) {
       auto broken = Simulate(dag, *sched, target, 1, [&](ir::Stmt p) {
@@ -743,6 +759,40 @@ TEST(GpuWgmma, SchedulesMatchReferenceInTheSimulator) {
   EXPECT_EQ(checked, 6);
 }
 
+// The library-like tilings the sketch draws a quarter of its samples from:
+// those that fit each target, every one building, and the interpreter
+// agreeing with the reference on a product they tile several times over.
+TEST(GpuWgmma, KnownTilingsFitTheirTargetAndMatchTheReference) {
+  const ir::Target h100 = Cuda("cuda -arch=sm_90 -max-shared-memory-per-block=232448");
+  const ir::Target a100 = Cuda("cuda -arch=sm_80 -max-shared-memory-per-block=166912");
+  const ir::Target plain = Cuda("cuda -arch=sm_90");
+  ir::ComputeDAG big = Dag("matmul(M=4096,N=4096,K=4096,dtype=float16)");
+  auto known = [&](const ir::ComputeDAG& dag, const ir::Target& t) {
+    return search::space::TensorCoreSketch(dag, t).KnownTilings();
+  };
+  const auto on_h100 = known(big, h100), on_a100 = known(big, a100), on_plain = known(big, plain);
+  int wgmma = 0;
+  for (const ir::TensorCoreTiling& t : on_h100) wgmma += t.wgmma != 0;
+  EXPECT_GE(wgmma, 4);
+  EXPECT_GE(int(on_h100.size()) - wgmma, 5);
+  for (const ir::TensorCoreTiling& t : on_a100) EXPECT_EQ(t.wgmma, 0);
+  EXPECT_GE(on_a100.size(), 5u);
+  EXPECT_LT(on_plain.size(), on_a100.size());  // 48 KiB leaves the deep ones out
+  for (const ir::TensorCoreTiling& t : on_h100)
+    EXPECT_TRUE(ir::TensorCoreSchedule(big, h100, t).ok()) << absl::StrJoin(t.Encode(), ",");
+  // Tiled several times over, ragged along N.
+  ir::ComputeDAG mid = Dag("matmul(M=256,N=264,K=192,dtype=float16)+relu");
+  int checked = 0;
+  for (const ir::TensorCoreTiling& t : known(mid, h100)) {
+    auto sched = ir::TensorCoreSchedule(mid, h100, t);
+    ASSERT_TRUE(sched.ok()) << sched.status();
+    auto r = Simulate(mid, *sched, h100, 70 + checked);
+    ASSERT_TRUE(r.ok()) << absl::StrJoin(t.Encode(), ",") << ": " << r.status();
+    ++checked;
+  }
+  EXPECT_GE(checked, 6);
+}
+
 // wgmma decisions are refused where they cannot run, by name.
 TEST(GpuWgmma, RefusedWithReasons) {
   ir::ComputeDAG dag = Dag("matmul(M=128,N=64,K=64,dtype=float16)");
@@ -756,6 +806,9 @@ TEST(GpuWgmma, RefusedWithReasons) {
   ir::TensorCoreTiling two = ok;
   two.warps_m = 2;
   EXPECT_TRUE(absl::StrContains(why("cuda -arch=sm_90", two, dag), "4 warps along M"));
+  ir::TensorCoreTiling shallow = ok;
+  shallow.wgmma = 2;
+  EXPECT_TRUE(absl::StrContains(why("cuda -arch=sm_90", shallow, dag), "3 stages or more"));
   ir::TensorCoreTiling padded = ok;
   padded.pad = 8;
   EXPECT_TRUE(absl::StrContains(why("cuda -arch=sm_90", padded, dag), "pad 0"));
@@ -1178,7 +1231,7 @@ TEST_F(NvrtcTest, WgmmaBuildsCompileForSm90a) {
   const ir::Target target = Cuda("cuda -arch=sm_90 -max-shared-memory-per-block=232448");
   int built = 0;
   for (const auto& [spec, tiling] : std::vector<std::pair<std::string, ir::TensorCoreTiling>>{
-           {"matmul(M=4096,N=4096,K=4096,dtype=float16)", WgmmaTiling(2, 1, 16, 4, 4)},
+           {"matmul(M=4096,N=4096,K=4096,dtype=float16)", WgmmaTiling(2, 1, 16, 4, 4, 2)},
            {"matmul(M=4096,N=4096,K=4096,dtype=float16)", WgmmaTiling(1, 1, 32, 4, 3)},
            {"matmul(M=1024,N=1024,K=1024,transpose_a=1,dtype=bfloat16)",
             WgmmaTiling(1, 2, 16, 2, 3)},

@@ -290,7 +290,7 @@ class BlockSim {
                                             " wrote with no proxy fence after"));
         }
         ++c.wgmma_reading;
-        first.reading.push_back({tensor, flat});
+        first.open_reads.push_back({tensor, flat});
         return double(*p);
       };
       std::vector<double> A(64 * 16), B(16 * size_t(n));
@@ -337,14 +337,18 @@ class BlockSim {
         w.written.erase(s.tensor);
         continue;
       }
-      if (w.open > 0) w.groups.push_back(w.open);
+      if (w.open > 0) {
+        w.groups.push_back(w.open);
+        w.group_reads.push_back(std::move(w.open_reads));
+        w.open_reads.clear();
+      }
       w.open = 0;
-      while (int64_t(w.groups.size()) > s.extent) w.groups.pop_front();
-      // The warpgroup's reads end with its last group (a conservative
-      // account: they end when none is left in flight).
-      if (!w.Pending()) {
-        for (const auto& [tensor, flat] : w.reading) --cells_[tensor][size_t(flat)].wgmma_reading;
-        w.reading.clear();
+      // A group's reads end when it is waited for.
+      while (int64_t(w.groups.size()) > s.extent) {
+        for (const auto& [tensor, flat] : w.group_reads.front())
+          --cells_[tensor][size_t(flat)].wgmma_reading;
+        w.groups.pop_front();
+        w.group_reads.pop_front();
       }
     }
     return absl::OkStatus();
@@ -699,13 +703,14 @@ class BlockSim {
   // Per thread: its wgmma accumulators, products issued and not committed,
   // committed groups in flight (products each), local tensors written since
   // the last wgmma fence, and (first thread of a warpgroup) the shared
-  // elements its un-waited products read.
+  // elements its uncommitted products and each group in flight read.
   struct WgmmaState {
     int acc = -1;
     int64_t open = 0;
     std::deque<int64_t> groups;
     std::set<int> written;
-    std::vector<std::pair<int, int64_t>> reading;
+    std::vector<std::pair<int, int64_t>> open_reads;
+    std::deque<std::vector<std::pair<int, int64_t>>> group_reads;
     bool Pending() const { return open > 0 || !groups.empty(); }
   };
   std::vector<WgmmaState> wgmma_;

@@ -27,7 +27,6 @@ namespace {
 // sm_90's warpgroup products: one warpgroup along M, 64 x 8 frags_n each,
 // from core-matrix tiles moved by cp.async.
 void MakeWgmma(TensorCoreTiling* t, std::mt19937_64& rng) {
-  t->wgmma = 1;
   t->warps_m = 4;
   t->warps_n = PickOf(rng, {1, 2});
   t->frags_m = PickOf(rng, {1, 2});
@@ -36,11 +35,42 @@ void MakeWgmma(TensorCoreTiling* t, std::mt19937_64& rng) {
   t->ldmatrix = 0;
   t->async_copy = 1;
   if (t->stages < 2) t->stages = PickOf(rng, {2, 3, 4});
+  t->wgmma = t->stages >= 3 ? PickOf(rng, {1, 2}) : 1;
 }
 
 }  // namespace
 
+std::vector<TensorCoreTiling> TensorCoreSketch::KnownTilings() const {
+  // (warps_m, warps_n, frags_m, frags_n, k_steps, stages, wgmma)
+  static constexpr int64_t kTable[][7] = {
+      {2, 2, 4, 8, 2, 3, 0},  {2, 2, 4, 8, 2, 4, 0},  {2, 4, 4, 8, 2, 3, 0},
+      {4, 2, 4, 8, 2, 3, 0},  {2, 2, 2, 4, 2, 4, 0},  {2, 2, 4, 8, 4, 3, 0},
+      {4, 2, 2, 16, 4, 3, 1}, {4, 2, 2, 16, 4, 4, 2}, {4, 1, 2, 16, 4, 4, 1},
+      {4, 1, 2, 16, 4, 4, 2}, {4, 1, 1, 32, 4, 4, 2}, {4, 2, 2, 8, 4, 4, 1}};
+  std::vector<TensorCoreTiling> out;
+  for (const auto& row : kTable) {
+    TensorCoreTiling t;
+    t.tf32 = dag_.tf32;
+    t.warps_m = row[0];
+    t.warps_n = row[1];
+    t.frags_m = row[2];
+    t.frags_n = row[3];
+    t.k_steps = t.tf32 ? 2 * row[4] : row[4];  // the same depth in bytes
+    t.stages = row[5];
+    t.async_copy = 1;
+    t.wgmma = row[6];
+    t.ldmatrix = t.tf32 || t.wgmma ? 0 : 1;
+    t.pad = t.wgmma ? 0 : t.tf32 ? 4 : 8;
+    if (t.k_steps <= 4 && Fits(t)) out.push_back(t);
+  }
+  return out;
+}
+
 TensorCoreTiling TensorCoreSketch::SampleTiling(std::mt19937_64& rng) const {
+  if (Pick(rng, 0, 3) == 0) {
+    std::vector<TensorCoreTiling> known = KnownTilings();
+    if (!known.empty()) return known[size_t(Pick(rng, 0, int64_t(known.size()) - 1))];
+  }
   for (int tries = 0; tries < 64; ++tries) {
     TensorCoreTiling t;
     t.tf32 = dag_.tf32;
@@ -65,8 +95,8 @@ TensorCoreTiling TensorCoreSketch::MutateTiling(const TensorCoreTiling& parent,
                                                 std::mt19937_64& rng) const {
   for (int tries = 0; tries < 16; ++tries) {
     TensorCoreTiling t = parent;
-    if (t.wgmma == 1) {  // within wgmma's space, or back to mma.sync
-      switch (Pick(rng, 0, 5)) {
+    if (t.wgmma != 0) {  // within wgmma's space, or back to mma.sync
+      switch (Pick(rng, 0, 6)) {
         case 0:
           t.warps_n = PickOf(rng, {1, 2});
           break;
@@ -81,6 +111,10 @@ TensorCoreTiling TensorCoreSketch::MutateTiling(const TensorCoreTiling& parent,
           break;
         case 4:
           t.stages = PickOf(rng, {2, 3, 4});
+          if (t.stages < 3) t.wgmma = 1;
+          break;
+        case 5:
+          t.wgmma = 3 - t.wgmma;  // products waited for, or left in flight
           break;
         default:
           t = ir::DefaultTensorCoreTiling(dag_, target_);
