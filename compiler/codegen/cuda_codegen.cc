@@ -130,7 +130,7 @@ std::string WgmmaFunction(int64_t n, const std::string& type, bool a_mn, bool b_
                 n / 2 + 2, ", 0;\\n\"\n      \"wgmma.mma_async.sync.aligned.m64n", n, "k16.f32.",
                 type, ".", type, " {", regs, "}, %", n / 2, ", %", n / 2 + 1, ", p, 1, 1, ",
                 a_mn ? 1 : 0, ", ", b_mn ? 1 : 0, ";\\n}\\n\"\n      : ", operands,
-                "\n      : \"l\"(da), \"l\"(db), \"r\"(1));\n}\n");
+                "\n      : \"l\"(da), \"l\"(db), \"r\"(1)\n      : \"memory\");\n}\n");
 }
 
 // One warp's D += A x B (ir::StmtKind::kMma): each lane gathers its

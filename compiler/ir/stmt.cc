@@ -90,15 +90,8 @@ Stmt WgmmaSync(int acc, int64_t accumulators, int64_t wait) {
 Stmt Wgmma(int d, Expr d_offset, int64_t n_cols, int a, Expr a_offset,
            std::array<int64_t, 2> a_strides, bool a_mn_major, int b, Expr b_offset,
            std::array<int64_t, 2> b_strides, bool b_mn_major) {
-  auto n = std::make_shared<StmtNode>();
-  n->kind = StmtKind::kMma;
-  n->tensor = d;
-  n->indices = {std::move(d_offset)};
-  n->mma_a = a;
-  n->mma_b = b;
-  n->mma_offsets = {std::move(a_offset), std::move(b_offset)};
-  n->mma_a_strides = a_strides;
-  n->mma_b_strides = b_strides;
+  auto n = std::make_shared<StmtNode>(*Mma(d, std::move(d_offset), a, std::move(a_offset),
+                                           a_strides, b, std::move(b_offset), b_strides));
   n->mma_wgmma = true;
   n->mma_n = n_cols;
   n->mma_a_mn_major = a_mn_major;

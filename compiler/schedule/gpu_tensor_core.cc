@@ -356,6 +356,14 @@ absl::StatusOr<ComputeDAG> TensorCoreDag(const ComputeDAG& dag, const Target& ta
   }
   TF_RETURN_IF_ERROR(CheckTensorCoreTiling(*t, target));
   const Gemm g = *MatchGemm(dag);
+  // (Only cp.async fills the core-matrix layout: stored decisions replayed
+  // onto a product whose rows cannot move 16 bytes at a time are refused.)
+  if (t->wgmma != 0 && !(VectorA(g) && VectorB(g))) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tensor-core decisions: wgmma needs both tiles' rows to move 16 bytes at a "
+                     "time (contiguous, a multiple of ",
+                     VectorElements(g.tf32), " elements)"));
+  }
   ComputeDAG out = dag;
   TensorDecl a;
   a.name = "a.shared";

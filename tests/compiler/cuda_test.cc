@@ -660,6 +660,19 @@ ir::Stmt EditStmts(const ir::Stmt& s, const std::function<ir::Stmt(const ir::Stm
   return n;
 }
 
+// The edit that applies `change` to a copy of each statement `match`es.
+std::function<ir::Stmt(ir::Stmt)> Changing(std::function<bool(const ir::StmtNode&)> match,
+                                           std::function<void(ir::StmtNode*)> change) {
+  return [=](ir::Stmt p) {
+    return EditStmts(p, [&](const ir::Stmt& s) -> ir::Stmt {
+      if (!match(*s)) return nullptr;
+      auto n = std::make_shared<ir::StmtNode>(*s);
+      change(n.get());
+      return n;
+    });
+  };
+}
+
 // wgmma schedules of 16-bit products whose operands are K-major and M- or
 // N-major (transposes, dense weights, NHWC convolutions), ragged and
 // exact, with epilogues, against the float64 reference: the interpreter
@@ -697,14 +710,10 @@ TEST(GpuWgmma, SchedulesMatchReferenceInTheSimulator) {
     ++checked;
     if (checked > 2) continue;
     // Without the proxy fence, the wgmma fence, or the wait: refused.
-    auto no_proxy = Simulate(dag, *sched, target, 1, [](ir::Stmt p) {
-      return EditStmts(p, [](const ir::Stmt& s) -> ir::Stmt {
-        if (s->kind != ir::StmtKind::kAsyncCommit || !s->proxy_fence) return nullptr;
-        auto n = std::make_shared<ir::StmtNode>(*s);
-        n->proxy_fence = false;
-        return n;
-      });
-    });
+    auto no_proxy = Simulate(
+        dag, *sched, target, 1,
+        Changing([](const ir::StmtNode& s) { return s.kind == ir::StmtKind::kAsyncCommit; },
+                 [](ir::StmtNode* n) { n->proxy_fence = false; }));
     ASSERT_FALSE(no_proxy.ok());
     EXPECT_TRUE(absl::StrContains(no_proxy.status().message(), "no proxy fence"))
         << no_proxy.status();
@@ -716,43 +725,32 @@ TEST(GpuWgmma, SchedulesMatchReferenceInTheSimulator) {
     ASSERT_FALSE(no_fence.ok());
     EXPECT_TRUE(absl::StrContains(no_fence.status().message(), "without a wgmma fence"))
         << no_fence.status();
-    auto no_wait = Simulate(dag, *sched, target, 1, [](ir::Stmt p) {
-      return EditStmts(p, [](const ir::Stmt& s) -> ir::Stmt {
-        if (s->kind != ir::StmtKind::kWgmmaSync || s->extent < 0) return nullptr;
-        auto n = std::make_shared<ir::StmtNode>(*s);
-        n->extent = 1;
-        return n;
-      });
-    });
+    auto commits = [](const ir::StmtNode& s) {
+      return s.kind == ir::StmtKind::kWgmmaSync && s.extent >= 0;
+    };
+    auto no_wait =
+        Simulate(dag, *sched, target, 1, Changing(commits, [](ir::StmtNode* n) { n->extent = 1; }));
     ASSERT_FALSE(no_wait.ok());
     EXPECT_TRUE(absl::StrContains(no_wait.status().message(), "not waited for"))
         << no_wait.status();
     if (c.tiling.wgmma == 2) {
       // Two tiles' products left in flight: the copy into the buffer the
       // older one still reads is a race.
-      auto lax = Simulate(dag, *sched, target, 1, [](ir::Stmt p) {
-        return EditStmts(p, [](const ir::Stmt& s) -> ir::Stmt {
-          if (s->kind != ir::StmtKind::kWgmmaSync || s->extent != 1) return nullptr;
-          auto n = std::make_shared<ir::StmtNode>(*s);
-          n->extent = 2;
-          return n;
-        });
-      });
+      auto lax = Simulate(dag, *sched, target, 1,
+                          Changing(commits, [](ir::StmtNode* n) { n->extent += 1; }));
       ASSERT_FALSE(lax.ok());
       EXPECT_TRUE(absl::StrContains(lax.status().message(), "a wgmma reading it is not waited for"))
           << lax.status();
     }
     // A's lbo and sbo swapped, or B read in the other major-ness: wrong numbers.
     for (int wrong = 0; wrong < 2; ++wrong) {
-      auto broken = Simulate(dag, *sched, target, 1, [&](ir::Stmt p) {
-        return EditStmts(p, [&](const ir::Stmt& s) -> ir::Stmt {
-          if (s->kind != ir::StmtKind::kMma) return nullptr;
-          auto n = std::make_shared<ir::StmtNode>(*s);
-          if (wrong == 0) std::swap(n->mma_a_strides[0], n->mma_a_strides[1]);
-          if (wrong == 1) n->mma_b_mn_major = !n->mma_b_mn_major;
-          return n;
-        });
-      });
+      auto broken =
+          Simulate(dag, *sched, target, 1,
+                   Changing([](const ir::StmtNode& s) { return s.kind == ir::StmtKind::kMma; },
+                            [&](ir::StmtNode* n) {
+                              if (wrong == 0) std::swap(n->mma_a_strides[0], n->mma_a_strides[1]);
+                              if (wrong == 1) n->mma_b_mn_major = !n->mma_b_mn_major;
+                            }));
       EXPECT_FALSE(broken.ok()) << c.spec << " edit " << wrong;
     }
   }
@@ -814,6 +812,16 @@ TEST(GpuWgmma, RefusedWithReasons) {
   EXPECT_TRUE(absl::StrContains(why("cuda -arch=sm_90", padded, dag), "pad 0"));
   EXPECT_TRUE(absl::StrContains(
       why("cuda -arch=sm_90", ok, Dag("matmul(M=128,N=64,K=64,dtype=tf32)")), "16-bit"));
+  // Stored wgmma decisions replayed onto a product whose rows cannot move
+  // 16 bytes at a time (K = 20): refused, not lowered without cp.async.
+  ir::Trace stored;
+  stored.sketch_id = ir::kGpuTensorCoreSketchId;
+  stored.decisions = ok.Encode();
+  auto replay = ir::ScheduleState::Replay(Dag("matmul(M=128,N=64,K=20,dtype=float16)"), stored,
+                                          Cuda("cuda -arch=sm_90"));
+  ASSERT_FALSE(replay.ok());
+  EXPECT_TRUE(absl::StrContains(replay.status().message(), "wgmma needs both tiles' rows"))
+      << replay.status();
   // A nine-value wire form is an mma.sync tiling, as before.
   auto nine = ir::TensorCoreTiling::Decode(std::vector<int64_t>{2, 2, 2, 4, 2, 8, 2, 1, 1}, false);
   ASSERT_TRUE(nine.has_value());
