@@ -16,6 +16,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "bench/anchors.h"
 #include "bench/cuda_references.h"
 #include "bench/references.h"
@@ -79,6 +80,15 @@ constexpr double kInterpretUpTo = 4e9;
 int CpuThreads() { return std::max(1, int(std::thread::hardware_concurrency())); }
 
 std::string Num(double v) { return std::isnan(v) ? "null" : absl::StrFormat("%.1f", v); }
+
+// The fastest sample as JSON: its sketch and decisions (a tensor-core
+// sketch's say mma.sync or wgmma), or null.
+std::string Winner(const std::vector<ir::Trace>& schedules, int best) {
+  if (best <= 0) return "null";
+  const ir::Trace& s = schedules[size_t(best)];
+  return absl::StrCat("{\"sketch_id\": ", s.sketch_id, ", \"decisions\": [",
+                      absl::StrJoin(s.decisions, ", "), "]}");
+}
 
 }  // namespace
 
@@ -213,11 +223,12 @@ int RunGpuKernelsBench(const std::string& target_flag, int samples, uint64_t see
                 lib_note.c_str());
     std::fflush(stdout);
     rows.push_back(absl::StrCat(
-        "{\"workload\": \"", a.name, "\", \"spec\": \"", a.spec,
-        "\", \"default_gflops\": ", Num(def_g), ", \"sampled_best_gflops\": ", Num(smp_g),
-        ", \"samples\": ", samples, ", \"ok\": ", ok, ", \"library_gflops\": ", Num(lib_g),
-        ", \"library\": \"", lib.ok() ? lib->library : "", "\", \"library_error\": ",
-        lib_error.empty() ? "null" : absl::StrCat("\"", lib_error, "\""), "}"));
+        "{\"workload\": \"", a.name, "\", \"spec\": \"", a.spec, "\", \"default_gflops\": ",
+        Num(def_g), ", \"sampled_best_gflops\": ", Num(smp_g), ", \"samples\": ", samples,
+        ", \"ok\": ", ok, ", \"sampled_best\": ", Winner(schedules, best_i),
+        ", \"library_gflops\": ", Num(lib_g), ", \"library\": \"", lib.ok() ? lib->library : "",
+        "\", \"library_error\": ", lib_error.empty() ? "null" : absl::StrCat("\"", lib_error, "\""),
+        "}"));
   }
   std::printf("\n%d kernels checked against the reference and timed, %d wrong or failed "
               "(kernels, defaults, libraries)\n", checked, wrong);

@@ -76,7 +76,7 @@ TEST(BenchSmoke, GpuKernelsRunOrSayWhyNot) {
   std::string text = testing::ReadFileOrEmpty(json);
   for (const char* field :
        {"\"workload\": \"gemm_1024\"", "\"default_gflops\": ", "\"sampled_best_gflops\": ",
-        "\"library_gflops\": ", "\"library\": \"cublas\""}) {
+        "\"sampled_best\": {\"sketch_id\": ", "\"library_gflops\": ", "\"library\": \"cublas\""}) {
     EXPECT_TRUE(absl::StrContains(text, field)) << field << " missing in\n" << text;
   }
   EXPECT_FALSE(absl::StrContains(text, "\"default_gflops\": null")) << text;
