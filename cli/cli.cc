@@ -967,6 +967,8 @@ Result CmdDevices(Client& c, const Args& a, std::ostream& out) {
       absl::StrAppend(&details, ", ", cap.has_gpu() ? cap.gpu_name() : std::string("no GPU"));
       if (cap.cuda_archs_size())
         absl::StrAppend(&details, " ", absl::StrJoin(cap.cuda_archs(), ","));
+      if (cap.gpu_shared_memory_per_block() > 0)
+        absl::StrAppend(&details, " (", cap.gpu_shared_memory_per_block(), " B shared per block)");
     }
     std::string state = ShortName(v1::DeviceState_Name(d.state()), "DEVICE_STATE_");
     if (d.drained()) {

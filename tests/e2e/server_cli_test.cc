@@ -756,6 +756,11 @@ TEST_F(E2ETest, JetPackBoardsGetPtxTheirDriverLoads) {
       },
       absl::Seconds(60)))
       << Cli(**server, {"devices"}).out;
+  // The board's GPU as `devices` shows it: arch and the shared memory a
+  // block may opt in to.
+  EXPECT_TRUE(absl::StrContains(Cli(**server, {"devices"}).out,
+                                "Orin (nvgpu) sm_87 (166912 B shared per block)"))
+      << Cli(**server, {"devices"}).out;
   const std::string list = dir_.File("w.txt");
   testing::WriteFile(list, "matmul(M=64,N=64,K=64)\n");
   // More shared memory per block than the board's GPU lets a block take:
