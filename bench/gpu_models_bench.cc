@@ -249,9 +249,7 @@ int RunGpuModelsBench(const std::vector<std::string>& args) {
         failures = true;
         continue;
       }
-      const double tolerance = half                      ? HalfModelTolerance(*half)
-                               : dtype == v1::DTYPE_TF32 ? kTf32ModelTolerance
-                                                         : 1e-4;
+      const double tolerance = ModelTolerance(half, dtype == v1::DTYPE_TF32);
       const double err =
           std::max(WorstError(*untuned, *model, in, *ref), WorstError(*tuned, *model, in, *ref));
       if (!(err < tolerance)) {

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 namespace tunefarm {
@@ -57,6 +58,13 @@ inline double HalfTolerance(HalfKind k) {
 }
 inline double HalfModelTolerance(HalfKind k) {
   return k == HalfKind::kBFloat16 ? kBFloat16ModelTolerance : kFloat16ModelTolerance;
+}
+// A float32 model's, run as built (only the order of sums differs).
+constexpr double kFloat32ModelTolerance = 1e-4;
+// The tolerance of a model run in 16 bits of format `*half`, with TF32
+// products (`tf32`), or in float32.
+inline double ModelTolerance(std::optional<HalfKind> half, bool tf32) {
+  return half ? HalfModelTolerance(*half) : tf32 ? kTf32ModelTolerance : kFloat32ModelTolerance;
 }
 // `f` rounded to TF32 (float32's exponent, 10 mantissa bits) to nearest,
 // ties away from zero, as the GPU's cvt.rna.tf32.f32 does; still a float

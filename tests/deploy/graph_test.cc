@@ -650,10 +650,7 @@ TEST_F(GraphTest, CudaPackagesRunInTheSimtInterpreter) {
           continue;
         }
         const double err = RelError(ran->outputs[o], ref->at(o));
-        EXPECT_LT(err, half   ? HalfModelTolerance(*kind)
-                       : tf32 ? kTf32ModelTolerance
-                              : 1e-4)
-            << "output " << o;
+        EXPECT_LT(err, ModelTolerance(kind, tf32)) << "output " << o;
         std::printf("%s %s output %s: error %.2g of the output's range (%d tensor-core kernels)\n",
                     name, v1::DType_Name(precision).c_str(), o.c_str(), err, tensor_core);
         if (half) {
@@ -708,7 +705,7 @@ TEST_F(GraphTest, CudaChannelsLastPackagesRunInTheSimtInterpreter) {
       for (const std::string& o : model.outputs) {
         if (kind.has_value() && Largest(ref->at(o)) > 65504) continue;  // past float16's range
         const double err = RelError(ran->outputs[o], ref->at(o));
-        EXPECT_LT(err, kind ? HalfModelTolerance(*kind) : kTf32ModelTolerance) << "output " << o;
+        EXPECT_LT(err, ModelTolerance(kind, precision == v1::DTYPE_TF32)) << "output " << o;
         std::printf("%s %s NHWC output %s: error %.2g of the output's range (%d tensor-core)\n",
                     name, v1::DType_Name(precision).c_str(), o.c_str(), err, tensor_core);
       }
