@@ -35,6 +35,16 @@ GpuGraph::~GpuGraph() {
   if (retained_) d_.cuDevicePrimaryCtxRelease(device_);
 }
 
+absl::StatusOr<GpuGraph::DevicePtr> GpuGraph::AddConstantBits(const uint16_t* bits, int64_t n) {
+  if (!half_) return absl::InternalError("16-bit constant bits for a float32 graph");
+  DevicePtr p = 0;
+  TF_RETURN_IF_ERROR(d_.Check(d_.cuMemAlloc(&p, size_t(std::max<int64_t>(n, 1)) * 2),
+                              "device memory for a constant"));
+  constants_.push_back(p);
+  if (n > 0) TF_RETURN_IF_ERROR(d_.Check(d_.cuMemcpyHtoD(p, bits, size_t(n) * 2), "constant copy"));
+  return p;
+}
+
 absl::StatusOr<GpuGraph::DevicePtr> GpuGraph::AddConstant(const float* data, int64_t n) {
   DevicePtr p = 0;
   const size_t bytes = size_t(std::max<int64_t>(n, 1)) * size_t(element_bytes());

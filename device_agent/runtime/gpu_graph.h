@@ -42,6 +42,9 @@ class GpuGraph {
   // A device copy of `n` floats (in 16 bits in a 16-bit graph), for the
   // life of the graph.
   absl::StatusOr<DevicePtr> AddConstant(const float* data, int64_t n);
+  // The same from values already in the graph's 16-bit format (their
+  // bits, as a 16-bit package stores them): copied as they are.
+  absl::StatusOr<DevicePtr> AddConstantBits(const uint16_t* bits, int64_t n);
   // Loads the plan's module and functions and allocates its workspaces
   // (shared by the kernel's steps: the steps run one after another).
   absl::StatusOr<int> AddKernel(const GpuPlan& plan);

@@ -16,6 +16,9 @@ struct Constant {
   bool is_int = false;
   std::vector<float> floats;
   std::vector<int64_t> ints;
+  // A 16-bit package's constant: the bits it stores (floats holds their
+  // values), uploaded to a GPU as they are and then dropped.
+  std::vector<uint16_t> bits16;
   int64_t size() const {
     int64_t n = 1;
     for (int64_t d : shape) n *= d;

@@ -71,10 +71,10 @@ absl::StatusOr<Constant> FromPackage(const v1::PackageTensor& t, std::optional<H
   if (t.is_int()) {
     k.ints.assign(t.i64().begin(), t.i64().end());
   } else if (bits16) {
-    std::vector<uint16_t> bits(static_cast<size_t>(n));
-    std::memcpy(bits.data(), t.f16().data(), t.f16().size());
+    k.bits16.resize(static_cast<size_t>(n));
+    std::memcpy(k.bits16.data(), t.f16().data(), t.f16().size());
     k.floats.resize(size_t(n));
-    FromHalfBits(bits.data(), n, *half, k.floats.data());
+    FromHalfBits(k.bits16.data(), n, *half, k.floats.data());
   } else {
     k.floats.resize(size_t(n));
     std::memcpy(k.floats.data(), t.f32().data(), t.f32().size());
@@ -174,8 +174,11 @@ absl::Status GraphRuntime::Impl::Init() {
     auto& stored = constants[c.name()] = std::move(k);
     tensors[c.name()] = Tensor{buf->data(), stored.shape, n, &stored};
     if (cuda) {
-      TF_ASSIGN_OR_RETURN(device_of[c.name()], gpu->AddConstant(buf->data(), n));
+      TF_ASSIGN_OR_RETURN(device_of[c.name()], stored.bits16.empty()
+                                                   ? gpu->AddConstant(buf->data(), n)
+                                                   : gpu->AddConstantBits(stored.bits16.data(), n));
     }
+    stored.bits16 = {};  // the floats stay for the host
     owned.push_back(std::move(buf));
   }
   for (const v1::PackageValue& v : pkg.values()) {
