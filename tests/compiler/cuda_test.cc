@@ -695,7 +695,9 @@ TEST(GpuWgmma, SchedulesMatchReferenceInTheSimulator) {
             WgmmaTiling(1, 1, 4, 2, 2)},
            {"conv2d_nhwc(N=1,C=16,H=8,W=8,K=32,R=3,S=3,pad=1,dtype=float16)+bias",
             WgmmaTiling(2, 1, 2, 1, 4, 2)},
-           {"matmul(M=64,N=256,K=32,dtype=float16)", WgmmaTiling(1, 1, 32, 2, 2)}}) {
+           {"matmul(M=64,N=256,K=32,dtype=float16)", WgmmaTiling(1, 1, 32, 2, 2)},
+           // ragged along M, N and K (72 = 2 x 32 + 8)
+           {"matmul(M=96,N=40,K=72,dtype=float16)+relu", WgmmaTiling(1, 1, 4, 2, 3, 2)}}) {
     ir::ComputeDAG dag = Dag(c.spec);
     auto sched = ir::TensorCoreSchedule(dag, target, c.tiling);
     ASSERT_TRUE(sched.ok()) << c.spec << ": " << sched.status();
@@ -754,7 +756,7 @@ TEST(GpuWgmma, SchedulesMatchReferenceInTheSimulator) {
       EXPECT_FALSE(broken.ok()) << c.spec << " edit " << wrong;
     }
   }
-  EXPECT_EQ(checked, 6);
+  EXPECT_EQ(checked, 7);
 }
 
 // The library-like tilings the sketch draws a quarter of its samples from:
