@@ -12,6 +12,13 @@
 #
 #   usage: scripts/gpu-checks.sh [--tests-only] [BUILD_DIR] [OUT_DIR] [BENCH_ARGS...]
 #
+# The GPU issue's kernel floors alone (fp32 GEMM 1024, fp16 GEMM 4096, the
+# batch-16 ResNet 3x3 layers in fp16, NCHW and NHWC), with fewer samples:
+#   scripts/gpu-checks.sh build out --only gemm_1024,gemm_4096_fp16,_b16_fp16,_b16_nhwc_fp16 \
+#     --samples 48
+# gpu-kernels.json then names each row's winning sketch and decisions
+# (mma.sync, wgmma or SIMT).
+#
 # --tests-only runs part 1 alone, without the bench's binaries (a build
 # copied to the GPU machine without oneDNN and OpenBLAS).
 #
