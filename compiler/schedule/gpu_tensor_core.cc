@@ -356,13 +356,15 @@ absl::StatusOr<ComputeDAG> TensorCoreDag(const ComputeDAG& dag, const Target& ta
   }
   TF_RETURN_IF_ERROR(CheckTensorCoreTiling(*t, target));
   const Gemm g = *MatchGemm(dag);
-  // (Only cp.async fills the core-matrix layout: stored decisions replayed
-  // onto a product whose rows cannot move 16 bytes at a time are refused.)
-  if (t->wgmma != 0 && !(VectorA(g) && VectorB(g))) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("tensor-core decisions: wgmma needs both tiles' rows to move 16 bytes at a "
-                     "time (contiguous, a multiple of ",
-                     VectorElements(g.tf32), " elements)"));
+  // Only cp.async fills the core-matrix layout and keeps more than one
+  // tile in flight: such decisions replayed onto a product whose rows
+  // cannot move 16 bytes at a time are refused. (Two stages fall back to
+  // double buffering through registers.)
+  if ((t->wgmma != 0 || t->stages > 2) && !(VectorA(g) && VectorB(g))) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "tensor-core decisions: ", t->wgmma != 0 ? "wgmma" : "more than 2 stages",
+        " needs both tiles' rows to move 16 bytes at a time (contiguous, a multiple of ",
+        VectorElements(g.tf32), " elements)"));
   }
   ComputeDAG out = dag;
   TensorDecl a;
@@ -403,7 +405,8 @@ Stmt LowerTensorCore(const ComputeDAG& dag, absl::Span<const int64_t> decisions)
   const int sa = int(dag.tensors.size()) - kAddedTensors, sb = sa + 1, acc = sa + 2, pa = sa + 3,
             pb = sa + 4;
   const int64_t BM = t.BlockM(), BN = t.BlockN(), BK = t.BlockK(), T = t.Threads();
-  // Shape of a shared tile's buffer (see TensorCoreDag): stages x rows x row length.
+  // Shape of a shared tile's buffer (see TensorCoreDag): stages x rows x row
+  // length (with wgmma: stages x core-matrix rows x 8).
   const std::vector<int64_t>& a_shape = dag.tensors[size_t(sa)].shape;
   const std::vector<int64_t>& b_shape = dag.tensors[size_t(sb)].shape;
   const bool wg = t.wgmma != 0;

@@ -824,6 +824,21 @@ TEST(GpuWgmma, RefusedWithReasons) {
   ASSERT_FALSE(replay.ok());
   EXPECT_TRUE(absl::StrContains(replay.status().message(), "wgmma needs both tiles' rows"))
       << replay.status();
+  // Likewise an mma.sync pipeline 3 stages deep (2 would fall back to
+  // registers).
+  ir::TensorCoreTiling deep;
+  deep.stages = 3;
+  stored.decisions = deep.Encode();
+  replay = ir::ScheduleState::Replay(Dag("matmul(M=128,N=64,K=20,dtype=float16)"), stored,
+                                     Cuda("cuda -arch=sm_90"));
+  ASSERT_FALSE(replay.ok());
+  EXPECT_TRUE(absl::StrContains(replay.status().message(), "more than 2 stages needs"))
+      << replay.status();
+  deep.stages = 2;
+  stored.decisions = deep.Encode();
+  EXPECT_TRUE(ir::ScheduleState::Replay(Dag("matmul(M=128,N=64,K=20,dtype=float16)"), stored,
+                                        Cuda("cuda -arch=sm_90"))
+                  .ok());
   // A nine-value wire form is an mma.sync tiling, as before.
   auto nine = ir::TensorCoreTiling::Decode(std::vector<int64_t>{2, 2, 2, 4, 2, 8, 2, 1, 1}, false);
   ASSERT_TRUE(nine.has_value());
