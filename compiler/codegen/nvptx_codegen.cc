@@ -141,7 +141,33 @@ class KernelGen : public ir::ExprFunctor<llvm::Value*()>, public ir::StmtFunctor
     Annotate("maxntidx", kernel_.threads());
     entry_ = llvm::BasicBlock::Create(ctx_, "entry", fn_);
     b_.SetInsertPoint(entry_);
+    // Up to the static limit, one addrspace(3) array per buffer; past it
+    // the buffers are carved, 16-byte aligned, from the module's extern
+    // shared array (dynamic shared memory the launch passes), as the CUDA
+    // back end does.
+    kernel_.dynamic_shared = launch_.shared_bytes > kStaticSharedLimit;
+    llvm::GlobalVariable* dynamic = nullptr;
+    if (kernel_.dynamic_shared) {
+      dynamic = mod_.getNamedGlobal("tf_shared");
+      if (dynamic == nullptr) {
+        auto* ty = llvm::ArrayType::get(llvm::Type::getInt8Ty(ctx_), 0);
+        dynamic =
+            new llvm::GlobalVariable(mod_, ty, false, llvm::GlobalValue::ExternalLinkage, nullptr,
+                                     "tf_shared", nullptr, llvm::GlobalValue::NotThreadLocal, 3);
+        dynamic->setAlignment(llvm::Align(16));
+      }
+    }
+    int64_t end = 0;
     for (const auto& [tensor, elements] : launch_.shared) {
+      if (dynamic != nullptr) {
+        const int64_t at = (end + 15) / 16 * 16;
+        end = at + elements * (half_[size_t(tensor)] ? 2 : 4);
+        llvm::Constant* p = llvm::ConstantExpr::getGetElementPtr(
+            llvm::Type::getInt8Ty(ctx_), dynamic,
+            llvm::ConstantInt::get(llvm::Type::getInt64Ty(ctx_), uint64_t(at)));
+        buffers_[size_t(tensor)] = llvm::ConstantExpr::getAddrSpaceCast(p, ptr_);
+        continue;
+      }
       auto* ty = llvm::ArrayType::get(ElementType(tensor), uint64_t(elements));
       auto* g = new llvm::GlobalVariable(mod_, ty, false, llvm::GlobalValue::InternalLinkage,
                                          llvm::UndefValue::get(ty),
@@ -150,6 +176,7 @@ class KernelGen : public ir::ExprFunctor<llvm::Value*()>, public ir::StmtFunctor
       g->setAlignment(llvm::Align(16));
       buffers_[size_t(tensor)] = llvm::ConstantExpr::getAddrSpaceCast(g, ptr_);
     }
+    if (dynamic != nullptr) kernel_.shared_bytes = end;
     for (const auto& [var, kind] : launch_.bound) {
       const int axis = ir::BindingAxis(kind);
       static const llvm::Intrinsic::ID kBlock[] = {llvm::Intrinsic::nvvm_read_ptx_sreg_ctaid_x,
@@ -487,13 +514,6 @@ absl::StatusOr<GpuArtifact> CompileCudaWithLlvm(const ir::ComputeDAG& dag, const
   }
   const auto t0 = std::chrono::steady_clock::now();
   TF_ASSIGN_OR_RETURN(ir::GpuLaunchPlan plan, ir::PlanGpuLaunches(dag, program, target));
-  for (const ir::GpuLaunch& k : plan.kernels) {
-    if (k.shared_bytes > kStaticSharedLimit) {
-      return absl::UnimplementedError(absl::StrCat(
-          "a kernel with ", k.shared_bytes, " bytes of shared memory: the NVPTX route declares ",
-          kStaticSharedLimit, " at most (static shared memory; NVRTC builds opt in to more)"));
-    }
-  }
   GpuArtifact out;
   std::set<int> global(dag.args.begin(), dag.args.end());
   for (const auto& [tensor, shape] : plan.workspace) {
@@ -525,7 +545,13 @@ absl::StatusOr<GpuArtifact> CompileCudaWithLlvm(const ir::ComputeDAG& dag, const
     KernelGen k(mod, dag, launch, absl::StrCat("tf_kernel_", out.program.kernels.size()),
                 largest >= (int64_t{1} << 31));
     out.program.kernels.push_back(k.Emit(global));
-    names.insert(out.program.kernels.back().name);
+    const GpuKernel& e = out.program.kernels.back();
+    if (e.shared_bytes > target.max_shared_memory_per_block) {  // with alignment
+      return absl::InvalidArgumentError(
+          absl::StrCat(e.name, ": ", e.shared_bytes, " bytes of shared memory exceed the target's ",
+                       target.max_shared_memory_per_block, " (-max-shared-memory-per-block)"));
+    }
+    names.insert(e.name);
   }
   std::string verify;
   llvm::raw_string_ostream vs(verify);
