@@ -278,25 +278,18 @@ class KernelEmitter : public ir::ExprFunctor<std::string()>,
     }
     std::string body;
     // Up to the static limit, one __shared__ array per buffer; past it the
-    // buffers are carved, 16-byte aligned, from the dynamic shared memory
-    // the launch passes (shared_bytes), which the loader opts in to.
-    std::vector<int64_t> offsets;
-    int64_t end = 0;
-    for (const auto& [tensor, elements] : launch_.shared) {
-      const int64_t at = (end + 15) / 16 * 16;
-      offsets.push_back(at);
-      end = at + elements * ir::ElementBytes(dag_.tensors[size_t(tensor)]);
-    }
-    kernel_.dynamic_shared = launch_.shared_bytes > kStaticSharedLimit;
+    // buffers are carved from the dynamic shared memory the launch passes
+    // (shared_bytes), which the loader opts in to, at the launch's layout.
+    kernel_.dynamic_shared = launch_.DynamicShared();
     if (kernel_.dynamic_shared) {
-      kernel_.shared_bytes = end;
+      kernel_.shared_bytes = launch_.shared_end;
       StrAppend(&body, "  extern __shared__ __align__(16) unsigned char tf_shared[];\n");
     }
     for (size_t i = 0; i < launch_.shared.size(); ++i) {
       const auto& [tensor, elements] = launch_.shared[i];
       if (kernel_.dynamic_shared) {
         StrAppend(&body, "  ", ElementType(tensor), "* const ", TensorName(tensor), " = (",
-                  ElementType(tensor), "*)(tf_shared + ", offsets[i], ");\n");
+                  ElementType(tensor), "*)(tf_shared + ", launch_.shared_offsets[i], ");\n");
       } else {
         StrAppend(&body, "  __shared__ __align__(16) ", ElementType(tensor), " ",
                   TensorName(tensor), "[", elements, "];\n");
@@ -709,12 +702,6 @@ absl::StatusOr<GpuProgram> EmitCuda(const ir::ComputeDAG& dag, const ir::Stmt& p
     KernelEmitter k(dag, launch, StrCat("tf_kernel_", out.kernels.size()));
     out.kernels.push_back(k.Emit(global, &kernels));
     wgmma_shapes.insert(k.wgmma_shapes().begin(), k.wgmma_shapes().end());
-    const GpuKernel& e = out.kernels.back();
-    if (e.shared_bytes > target.max_shared_memory_per_block) {  // with alignment
-      return absl::InvalidArgumentError(
-          StrCat(e.name, ": ", e.shared_bytes, " bytes of shared memory exceed the target's ",
-                 target.max_shared_memory_per_block, " (-max-shared-memory-per-block)"));
-    }
   }
   // 32-bit index math where every tensor fits (64-bit multiplies are slow).
   std::string prelude = kPrelude;

@@ -20,11 +20,12 @@
 #include "compiler/ir/compute.h"
 #include "compiler/ir/stmt.h"
 #include "compiler/ir/target.h"
+#include "compiler/schedule/gpu_launch.h"
 
 namespace tunefarm::codegen {
 
 // The most static shared memory a kernel may declare, on every arch.
-constexpr int64_t kStaticSharedLimit = 48 * 1024;
+constexpr int64_t kStaticSharedLimit = ir::kStaticSharedBytes;
 
 struct GpuKernel {
   std::string name;  // tf_kernel_0, tf_kernel_1, ...

@@ -142,10 +142,10 @@ class KernelGen : public ir::ExprFunctor<llvm::Value*()>, public ir::StmtFunctor
     entry_ = llvm::BasicBlock::Create(ctx_, "entry", fn_);
     b_.SetInsertPoint(entry_);
     // Up to the static limit, one addrspace(3) array per buffer; past it
-    // the buffers are carved, 16-byte aligned, from the module's extern
-    // shared array (dynamic shared memory the launch passes), as the CUDA
+    // the buffers are carved from the module's extern shared array (dynamic
+    // shared memory the launch passes) at the launch's layout, as the CUDA
     // back end does.
-    kernel_.dynamic_shared = launch_.shared_bytes > kStaticSharedLimit;
+    kernel_.dynamic_shared = launch_.DynamicShared();
     llvm::GlobalVariable* dynamic = nullptr;
     if (kernel_.dynamic_shared) {
       dynamic = mod_.getNamedGlobal("tf_shared");
@@ -157,14 +157,13 @@ class KernelGen : public ir::ExprFunctor<llvm::Value*()>, public ir::StmtFunctor
         dynamic->setAlignment(llvm::Align(16));
       }
     }
-    int64_t end = 0;
-    for (const auto& [tensor, elements] : launch_.shared) {
+    for (size_t i = 0; i < launch_.shared.size(); ++i) {
+      const auto& [tensor, elements] = launch_.shared[i];
       if (dynamic != nullptr) {
-        const int64_t at = (end + 15) / 16 * 16;
-        end = at + elements * (half_[size_t(tensor)] ? 2 : 4);
         llvm::Constant* p = llvm::ConstantExpr::getGetElementPtr(
             llvm::Type::getInt8Ty(ctx_), dynamic,
-            llvm::ConstantInt::get(llvm::Type::getInt64Ty(ctx_), uint64_t(at)));
+            llvm::ConstantInt::get(llvm::Type::getInt64Ty(ctx_),
+                                   uint64_t(launch_.shared_offsets[i])));
         buffers_[size_t(tensor)] = llvm::ConstantExpr::getAddrSpaceCast(p, ptr_);
         continue;
       }
@@ -176,7 +175,7 @@ class KernelGen : public ir::ExprFunctor<llvm::Value*()>, public ir::StmtFunctor
       g->setAlignment(llvm::Align(16));
       buffers_[size_t(tensor)] = llvm::ConstantExpr::getAddrSpaceCast(g, ptr_);
     }
-    if (dynamic != nullptr) kernel_.shared_bytes = end;
+    if (dynamic != nullptr) kernel_.shared_bytes = launch_.shared_end;
     for (const auto& [var, kind] : launch_.bound) {
       const int axis = ir::BindingAxis(kind);
       static const llvm::Intrinsic::ID kBlock[] = {llvm::Intrinsic::nvvm_read_ptx_sreg_ctaid_x,
@@ -545,13 +544,7 @@ absl::StatusOr<GpuArtifact> CompileCudaWithLlvm(const ir::ComputeDAG& dag, const
     KernelGen k(mod, dag, launch, absl::StrCat("tf_kernel_", out.program.kernels.size()),
                 largest >= (int64_t{1} << 31));
     out.program.kernels.push_back(k.Emit(global));
-    const GpuKernel& e = out.program.kernels.back();
-    if (e.shared_bytes > target.max_shared_memory_per_block) {  // with alignment
-      return absl::InvalidArgumentError(
-          absl::StrCat(e.name, ": ", e.shared_bytes, " bytes of shared memory exceed the target's ",
-                       target.max_shared_memory_per_block, " (-max-shared-memory-per-block)"));
-    }
-    names.insert(e.name);
+    names.insert(out.program.kernels.back().name);
   }
   std::string verify;
   llvm::raw_string_ostream vs(verify);

@@ -46,8 +46,11 @@ class Scanner {
           bool fresh = true;
           for (const auto& [t, n] : k_->shared) fresh = fresh && t != s->tensor;
           if (fresh) {
+            const int64_t bytes = elements * ElementBytes(dag_.tensors[size_t(s->tensor)]);
             k_->shared.push_back({s->tensor, elements});
-            k_->shared_bytes += elements * ElementBytes(dag_.tensors[size_t(s->tensor)]);
+            k_->shared_bytes += bytes;
+            k_->shared_offsets.push_back((k_->shared_end + 15) / 16 * 16);
+            k_->shared_end = k_->shared_offsets.back() + bytes;
           }
         }
         return Scan(s->body[0]);
@@ -97,9 +100,9 @@ absl::StatusOr<GpuLaunchPlan> PlanGpuLaunches(const ComputeDAG& dag, const Stmt&
                                                target.max_threads_per_block,
                                                " (-max-threads-per-block)"));
     }
-    if (k.shared_bytes > target.max_shared_memory_per_block) {
+    if (k.shared_end > target.max_shared_memory_per_block) {
       return absl::InvalidArgumentError(
-          StrCat(name, ": ", k.shared_bytes, " bytes of shared memory exceed the target's ",
+          StrCat(name, ": ", k.shared_end, " bytes of shared memory exceed the target's ",
                  target.max_shared_memory_per_block, " (-max-shared-memory-per-block)"));
     }
     plan.kernels.push_back(std::move(k));
