@@ -351,7 +351,7 @@ absl::Status JobManager::CheckCudaAgents(const ir::Target& target, const std::st
   if (seen.empty()) return absl::OkStatus();
   // (Past the 48 KiB every GPU allows, the shared memory is asked for too.)
   const std::string with_shared =
-      target.max_shared_memory_per_block > 48 * 1024
+      target.max_shared_memory_per_block > ir::kStaticSharedBytes
           ? absl::StrCat(" with ", target.max_shared_memory_per_block, " B of shared memory")
           : "";
   return absl::FailedPreconditionError(

@@ -115,8 +115,7 @@ absl::StatusOr<Target> Target::Parse(const std::string& spec) {
   } else {
     if (t.sm == 0) return InvalidArgumentError("cuda target needs -arch=sm_XX");
     if (t.max_threads_per_block == 0) t.max_threads_per_block = 1024;
-    // The static shared-memory limit of a kernel without opt-in is 48 KiB on every arch.
-    if (t.max_shared_memory_per_block == 0) t.max_shared_memory_per_block = 49152;
+    if (t.max_shared_memory_per_block == 0) t.max_shared_memory_per_block = kStaticSharedBytes;
     if (t.max_registers_per_thread == 0) t.max_registers_per_thread = 255;
   }
   return t;

@@ -10,12 +10,17 @@
 // by the code generator, not here.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 
 namespace tunefarm::ir {
+
+// The most static shared memory a kernel may declare, on every arch: a
+// cuda target's shared memory per block unless it says more.
+constexpr int64_t kStaticSharedBytes = 48 * 1024;
 
 struct Target {
   enum class Kind { kLLVM, kCUDA };

@@ -16,9 +16,6 @@
 
 namespace tunefarm::ir {
 
-// The most static shared memory a kernel may declare, on every arch.
-constexpr int64_t kStaticSharedBytes = 48 * 1024;
-
 struct GpuLaunch {
   Stmt nest;
   std::array<int64_t, 3> grid = {1, 1, 1};
