@@ -1,8 +1,10 @@
 #include "tests/compiler/gpu_sim.h"
 
+#include <array>
 #include <cmath>
 #include <deque>
 #include <map>
+#include <optional>
 #include <set>
 #include <unordered_map>
 
@@ -157,6 +159,35 @@ class BlockSim {
     return absl::OkStatus();
   }
 
+  // The offsets (accumulators, A, B) of a tensor-core product `s` that
+  // threads first..first+size-1 (a warp, a warpgroup: `group` i) run
+  // together: nullopt where none of them runs it; an error where only some
+  // do or their offsets differ.
+  absl::StatusOr<std::optional<std::array<int64_t, 3>>> GroupOffsets(const ir::StmtNode& s,
+                                                                     const std::vector<bool>& mask,
+                                                                     int first, int size,
+                                                                     const std::string& group,
+                                                                     int i) {
+    const char* what = s.mma_wgmma ? "wgmma" : "mma";
+    int active = 0;
+    for (int l = 0; l < size; ++l) active += mask[size_t(first + l)];
+    if (active == 0) return std::nullopt;
+    if (active != size)
+      return absl::InternalError(
+          StrCat(what, " with ", active, " of ", size, " threads of ", group, " ", i));
+    std::array<int64_t, 3> off = {0, 0, 0};
+    for (int l = 0; l < size; ++l) {
+      const int t = first + l;
+      TF_ASSIGN_OR_RETURN(int64_t d, EvalInt(s.indices[0], t));
+      TF_ASSIGN_OR_RETURN(int64_t a, EvalInt(s.mma_offsets[0], t));
+      TF_ASSIGN_OR_RETURN(int64_t b, EvalInt(s.mma_offsets[1], t));
+      if (l > 0 && (d != off[0] || a != off[1] || b != off[2]))
+        return absl::InternalError(StrCat(what, " offsets differ in ", group, " ", i));
+      off = {d, a, b};
+    }
+    return off;
+  }
+
   // A warp's m16n8k16 product: every lane of each warp that runs it, with
   // the same offsets; each lane reads its own fragments (so shared-memory
   // races are caught) and updates its four accumulators.
@@ -164,21 +195,9 @@ class BlockSim {
     if (threads_ % 32 != 0)
       return absl::InternalError(StrCat("mma in a block of ", threads_, " threads"));
     for (int w = 0; w < threads_ / 32; ++w) {
-      int active = 0;
-      for (int l = 0; l < 32; ++l) active += mask[size_t(32 * w + l)];
-      if (active == 0) continue;
-      if (active != 32)
-        return absl::InternalError(StrCat("mma with ", active, " of 32 lanes of warp ", w));
-      int64_t off[3] = {0, 0, 0};
-      for (int l = 0; l < 32; ++l) {
-        const int t = 32 * w + l;
-        TF_ASSIGN_OR_RETURN(int64_t d, EvalInt(s.indices[0], t));
-        TF_ASSIGN_OR_RETURN(int64_t a, EvalInt(s.mma_offsets[0], t));
-        TF_ASSIGN_OR_RETURN(int64_t b, EvalInt(s.mma_offsets[1], t));
-        if (l > 0 && (d != off[0] || a != off[1] || b != off[2]))
-          return absl::InternalError(StrCat("mma offsets differ between lanes of warp ", w));
-        off[0] = d, off[1] = a, off[2] = b;
-      }
+      TF_ASSIGN_OR_RETURN(auto offsets, GroupOffsets(s, mask, 32 * w, 32, "warp", w));
+      if (!offsets) continue;
+      const std::array<int64_t, 3> off = *offsets;
       if (s.mma_ldmatrix) {
         // Rows of 8 contiguous elements, 16-byte aligned, for each operand.
         auto rows_aligned = [](int64_t offset, const std::array<int64_t, 2>& st) {
@@ -247,21 +266,11 @@ class BlockSim {
     const int64_t n = s.mma_n;
     if (n < 8 || n > 256 || n % 8 != 0) return absl::InternalError(StrCat("wgmma with N ", n));
     for (int g = 0; g < threads_ / 128; ++g) {
-      int active = 0;
-      for (int l = 0; l < 128; ++l) active += mask[size_t(128 * g + l)];
-      if (active == 0) continue;
-      if (active != 128)
-        return absl::InternalError(
-            StrCat("wgmma with ", active, " of 128 threads of warpgroup ", g));
-      int64_t off[3] = {0, 0, 0};
+      TF_ASSIGN_OR_RETURN(auto offsets, GroupOffsets(s, mask, 128 * g, 128, "warpgroup", g));
+      if (!offsets) continue;
+      const std::array<int64_t, 3> off = *offsets;
       for (int l = 0; l < 128; ++l) {
         const int t = 128 * g + l;
-        TF_ASSIGN_OR_RETURN(int64_t d, EvalInt(s.indices[0], t));
-        TF_ASSIGN_OR_RETURN(int64_t a, EvalInt(s.mma_offsets[0], t));
-        TF_ASSIGN_OR_RETURN(int64_t b, EvalInt(s.mma_offsets[1], t));
-        if (l > 0 && (d != off[0] || a != off[1] || b != off[2]))
-          return absl::InternalError(StrCat("wgmma offsets differ in warpgroup ", g));
-        off[0] = d, off[1] = a, off[2] = b;
         WgmmaState& w = wgmma_[size_t(t)];
         if (w.written.count(s.tensor)) {
           return absl::InternalError(StrCat("wgmma into ", dag_.tensors[s.tensor].name,
