@@ -165,15 +165,29 @@ class Extractor : public ir::StmtFunctor<void()> {
   }
   void VisitStore(const Stmt& s) override { Row(*s); }
   // One warp's m16n8k16 (m16n8k8) product: for each lane, kMmaMacsPerLane (half)
-  // multiply-adds into its accumulators from A and B in shared memory; a
-  // row for an update d += a * b run that many times (the offsets as the
-  // last index of each buffer).
+  // multiply-adds into its accumulators from A and B (register fragments;
+  // a wgmma's in shared memory); a row for an update d += a * b run that
+  // many times (the offsets as the last index of each buffer). A fragment
+  // load: a row for a copy from shared memory into the fragment, run once
+  // per element of the lane's fragment.
   void VisitMma(const Stmt& s) override {
     auto at = [&](int tensor, const Expr& offset) {
       std::vector<Expr> idx(shapes_[size_t(tensor)].size(), ir::IntImm(0));
       idx.back() = offset;
       return idx;
     };
+    if (s->mma_load != 0) {
+      ir::StmtNode copy;
+      copy.kind = ir::StmtKind::kStore;
+      copy.tensor = s->tensor;
+      copy.indices = at(s->tensor, s->indices[0]);
+      copy.value = ir::Load(s->mma_a, ir::ScalarType::kFloat32, at(s->mma_a, s->mma_offsets[0]));
+      loops_.push_back({ir::Var("mma.frag"), ir::MmaFragmentElements(s->mma_load == 2, s->mma_tf32),
+                        ForKind::kUnrolled});
+      Row(copy);
+      loops_.pop_back();
+      return;
+    }
     ir::StmtNode update;
     update.kind = ir::StmtKind::kStore;
     update.tensor = s->tensor;

@@ -133,87 +133,98 @@ std::string WgmmaFunction(int64_t n, const std::string& type, bool a_mn, bool b_
                 "\n      : \"l\"(da), \"l\"(db), \"r\"(1)\n      : \"memory\");\n}\n");
 }
 
-// One warp's D += A x B (ir::StmtKind::kMma): each lane gathers its
-// fragments of A (16x16) and B (16x8) from shared memory in mma.sync's
-// layout; element (r, c) of A at a[r * a_r + c * a_c], of B likewise.
+// One warp's mma.sync products (ir::StmtKind::kMma) and the loads of
+// their fragments: each lane's A (16x16) and B (16x8) fragments, in
+// mma.sync's layout, are four and two 32-bit registers of two 16-bit
+// values. A load gathers them from shared memory, element (r, c) of the
+// operand at a[r * a_r + c * a_c]; with ldmatrix, rows of 16 aligned bytes
+// at a pitch of ld elements (ldmatrix.trans where the operand is stored
+// k-major: A's m, or B's n, contiguous). Lane l names the row of one 8x8
+// matrix (A: four, B: two).
 constexpr const char* kMmaPrelude =
     R"(__device__ __forceinline__ unsigned tf_pack_h2(unsigned short lo, unsigned short hi) {
   return (unsigned)lo | ((unsigned)hi << 16);
 }
-__device__ __forceinline__ void tf_mma_m16n8k16(float* d, const unsigned short* a, int a_r, int a_c,
-                                                const unsigned short* b, int b_r, int b_c) {
+__device__ __forceinline__ void tf_mma_m16n8k16_frag_a(unsigned* r, const unsigned short* a,
+                                                       int a_r, int a_c) {
   const int lane = threadIdx.x & 31, g = lane >> 2, t = (lane & 3) * 2;
-  unsigned ra0 = tf_pack_h2(a[g * a_r + t * a_c], a[g * a_r + (t + 1) * a_c]);
-  unsigned ra1 = tf_pack_h2(a[(g + 8) * a_r + t * a_c], a[(g + 8) * a_r + (t + 1) * a_c]);
-  unsigned ra2 = tf_pack_h2(a[g * a_r + (t + 8) * a_c], a[g * a_r + (t + 9) * a_c]);
-  unsigned ra3 = tf_pack_h2(a[(g + 8) * a_r + (t + 8) * a_c], a[(g + 8) * a_r + (t + 9) * a_c]);
-  unsigned rb0 = tf_pack_h2(b[t * b_r + g * b_c], b[(t + 1) * b_r + g * b_c]);
-  unsigned rb1 = tf_pack_h2(b[(t + 8) * b_r + g * b_c], b[(t + 9) * b_r + g * b_c]);
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-      "{%8, %9}, {%0, %1, %2, %3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(ra0), "r"(ra1), "r"(ra2), "r"(ra3), "r"(rb0), "r"(rb1));
+  r[0] = tf_pack_h2(a[g * a_r + t * a_c], a[g * a_r + (t + 1) * a_c]);
+  r[1] = tf_pack_h2(a[(g + 8) * a_r + t * a_c], a[(g + 8) * a_r + (t + 1) * a_c]);
+  r[2] = tf_pack_h2(a[g * a_r + (t + 8) * a_c], a[g * a_r + (t + 9) * a_c]);
+  r[3] = tf_pack_h2(a[(g + 8) * a_r + (t + 8) * a_c], a[(g + 8) * a_r + (t + 9) * a_c]);
 }
-// The same with ldmatrix: A is 16x16 at a (rows of lda elements; stored
-// k-major when kATrans), B 16x8 at b (stored n-major, or k-major when
-// kBTrans, rows of ldb); every row 16-byte aligned. Lane l names the row of
-// one 8x8 matrix (A: four, B: two).
-template <bool kATrans, bool kBTrans>
-__device__ __forceinline__ void tf_mma_m16n8k16_ldm(float* d, const unsigned short* a, int lda,
-                                                    const unsigned short* b, int ldb) {
+__device__ __forceinline__ void tf_mma_m16n8k16_frag_b(unsigned* r, const unsigned short* b,
+                                                       int b_r, int b_c) {
+  const int lane = threadIdx.x & 31, g = lane >> 2, t = (lane & 3) * 2;
+  r[0] = tf_pack_h2(b[t * b_r + g * b_c], b[(t + 1) * b_r + g * b_c]);
+  r[1] = tf_pack_h2(b[(t + 8) * b_r + g * b_c], b[(t + 9) * b_r + g * b_c]);
+}
+template <bool kTrans>
+__device__ __forceinline__ void tf_mma_m16n8k16_ldm_a(unsigned* r, const unsigned short* a, int ld) {
   const int lane = threadIdx.x & 31;
-  unsigned ra0, ra1, ra2, ra3, rb0, rb1;
-  const int ar = kATrans ? (lane & 7) + ((lane >> 4) & 1) * 8 : (lane & 15);
-  const int ac = kATrans ? ((lane >> 3) & 1) * 8 : (lane >> 4) * 8;
-  const unsigned aa = tf_shared_address(a + ar * lda + ac);
-  if (kATrans) {
+  const int ar = kTrans ? (lane & 7) + ((lane >> 4) & 1) * 8 : (lane & 15);
+  const int ac = kTrans ? ((lane >> 3) & 1) * 8 : (lane >> 4) * 8;
+  const unsigned at = tf_shared_address(a + ar * ld + ac);
+  if (kTrans) {
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(ra0), "=r"(ra1), "=r"(ra2), "=r"(ra3) : "r"(aa));
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(at));
   } else {
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(ra0), "=r"(ra1), "=r"(ra2), "=r"(ra3) : "r"(aa));
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(at));
   }
-  const int br = kBTrans ? (lane & 15) : (lane & 7);
-  const int bc = kBTrans ? 0 : ((lane >> 3) & 1) * 8;
-  const unsigned ba = tf_shared_address(b + br * ldb + bc);
-  if (kBTrans) {
+}
+template <bool kTrans>
+__device__ __forceinline__ void tf_mma_m16n8k16_ldm_b(unsigned* r, const unsigned short* b, int ld) {
+  const int lane = threadIdx.x & 31;
+  const int br = kTrans ? (lane & 15) : (lane & 7);
+  const int bc = kTrans ? 0 : ((lane >> 3) & 1) * 8;
+  const unsigned at = tf_shared_address(b + br * ld + bc);
+  if (kTrans) {
     asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];\n"
-                 : "=r"(rb0), "=r"(rb1) : "r"(ba));
+                 : "=r"(r[0]), "=r"(r[1]) : "r"(at));
   } else {
     asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];\n"
-                 : "=r"(rb0), "=r"(rb1) : "r"(ba));
+                 : "=r"(r[0]), "=r"(r[1]) : "r"(at));
   }
+}
+__device__ __forceinline__ void tf_mma_m16n8k16(float* d, const unsigned* a, const unsigned* b) {
   asm volatile(
       "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
       "{%8, %9}, {%0, %1, %2, %3};\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(ra0), "r"(ra1), "r"(ra2), "r"(ra3), "r"(rb0), "r"(rb1));
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 )";
 
-// One warp's D += A x B in TF32 (ir::StmtKind::kMma with mma_tf32): A
-// 16x8 and B 8x8 float32 in shared memory, element (r, c) of A at
-// a[r * a_r + c * a_c], of B likewise; each factor rounded to TF32
-// (nearest, ties away from zero) as the lane gathers its fragments.
+// The same in TF32 (kMma with mma_tf32, m16n8k8): A 16x8 and B 8x8 float32
+// in shared memory, four and two registers per lane, each value rounded to
+// TF32 (nearest, ties away from zero) as the lane gathers it.
 constexpr const char* kMmaTf32Prelude =
     R"(__device__ __forceinline__ unsigned tf_tf32(float f) {
   unsigned r;
   asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(f));
   return r;
 }
-__device__ __forceinline__ void tf_mma_m16n8k8_tf32(float* d, const float* a, int a_r, int a_c,
-                                                    const float* b, int b_r, int b_c) {
+__device__ __forceinline__ void tf_mma_m16n8k8_tf32_frag_a(unsigned* r, const float* a, int a_r,
+                                                           int a_c) {
   const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-  const unsigned ra0 = tf_tf32(a[g * a_r + t * a_c]), ra1 = tf_tf32(a[(g + 8) * a_r + t * a_c]),
-                 ra2 = tf_tf32(a[g * a_r + (t + 4) * a_c]),
-                 ra3 = tf_tf32(a[(g + 8) * a_r + (t + 4) * a_c]);
-  const unsigned rb0 = tf_tf32(b[t * b_r + g * b_c]), rb1 = tf_tf32(b[(t + 4) * b_r + g * b_c]);
+  r[0] = tf_tf32(a[g * a_r + t * a_c]);
+  r[1] = tf_tf32(a[(g + 8) * a_r + t * a_c]);
+  r[2] = tf_tf32(a[g * a_r + (t + 4) * a_c]);
+  r[3] = tf_tf32(a[(g + 8) * a_r + (t + 4) * a_c]);
+}
+__device__ __forceinline__ void tf_mma_m16n8k8_tf32_frag_b(unsigned* r, const float* b, int b_r,
+                                                           int b_c) {
+  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  r[0] = tf_tf32(b[t * b_r + g * b_c]);
+  r[1] = tf_tf32(b[(t + 4) * b_r + g * b_c]);
+}
+__device__ __forceinline__ void tf_mma_m16n8k8_tf32(float* d, const unsigned* a, const unsigned* b) {
   asm volatile(
       "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
       "{%8, %9}, {%0, %1, %2, %3};\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(ra0), "r"(ra1), "r"(ra2), "r"(ra3), "r"(rb0), "r"(rb1));
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 )";
 
@@ -574,31 +585,33 @@ class KernelEmitter : public ir::ExprFunctor<std::string()>,
                 2 * s->mma_b_strides[0], "u, ", 2 * s->mma_b_strides[1], "u));\n");
       return;
     }
-    if (s->mma_tf32) {
-      StrAppend(out, pad, "tf_mma_m16n8k8_tf32(&", TensorName(s->tensor), "[",
-                GenExpr(s->indices[0]), "], ", TensorName(s->mma_a), " + ",
-                GenExpr(s->mma_offsets[0]), ", ", s->mma_a_strides[0], ", ", s->mma_a_strides[1],
-                ", ", TensorName(s->mma_b), " + ", GenExpr(s->mma_offsets[1]), ", ",
-                s->mma_b_strides[0], ", ", s->mma_b_strides[1], ");\n");
+    const char* shape = s->mma_tf32 ? "tf_mma_m16n8k8_tf32" : "tf_mma_m16n8k16";
+    if (s->mma_load == 0) {
+      StrAppend(out, pad, shape, "(&", TensorName(s->tensor), "[", GenExpr(s->indices[0]), "], &",
+                TensorName(s->mma_a), "[", FragmentRegister(s->mma_offsets[0]), "], &",
+                TensorName(s->mma_b), "[", FragmentRegister(s->mma_offsets[1]), "]);\n");
       return;
     }
+    const bool b = s->mma_load == 2;
+    const std::array<int64_t, 2>& st = s->mma_a_strides;
+    const std::string into =
+        StrCat("&", TensorName(s->tensor), "[", FragmentRegister(s->indices[0]), "], ",
+               TensorName(s->mma_a), " + ", GenExpr(s->mma_offsets[0]), ", ");
     if (s->mma_ldmatrix) {
-      // ldmatrix.trans where A or B is stored k-major (A's m, or B's n, the
-      // contiguous index: stride 1); the other stride is the row pitch.
-      const bool a_trans = s->mma_a_strides[0] == 1, b_trans = s->mma_b_strides[1] == 1;
-      StrAppend(out, pad, "tf_mma_m16n8k16_ldm<", a_trans ? "true" : "false", ", ",
-                b_trans ? "true" : "false", ">(&", TensorName(s->tensor), "[",
-                GenExpr(s->indices[0]), "], ", TensorName(s->mma_a), " + ",
-                GenExpr(s->mma_offsets[0]), ", ", s->mma_a_strides[a_trans ? 1 : 0], ", ",
-                TensorName(s->mma_b), " + ", GenExpr(s->mma_offsets[1]), ", ",
-                s->mma_b_strides[b_trans ? 0 : 1], ");\n");
+      // ldmatrix.trans where the operand is stored k-major (A's m, or B's
+      // n, the contiguous index: stride 1); the other stride is the pitch.
+      const bool trans = b ? st[1] == 1 : st[0] == 1;
+      StrAppend(out, pad, shape, b ? "_ldm_b<" : "_ldm_a<", trans ? "true" : "false", ">(", into,
+                st[trans == b ? 0 : 1], ");\n");
       return;
     }
-    StrAppend(out, pad, "tf_mma_m16n8k16(&", TensorName(s->tensor), "[", GenExpr(s->indices[0]),
-              "], ", TensorName(s->mma_a), " + ", GenExpr(s->mma_offsets[0]), ", ",
-              s->mma_a_strides[0], ", ", s->mma_a_strides[1], ", ", TensorName(s->mma_b), " + ",
-              GenExpr(s->mma_offsets[1]), ", ", s->mma_b_strides[0], ", ", s->mma_b_strides[1],
-              ");\n");
+    StrAppend(out, pad, shape, b ? "_frag_b(" : "_frag_a(", into, st[0], ", ", st[1], ");\n");
+  }
+
+  // The 32-bit register of an mma_fragment tensor that holds element `at`
+  // (two 16-bit values per register).
+  std::string FragmentRegister(const Expr& at) {
+    return dag_.tf32 ? GenExpr(at) : StrCat("(", GenExpr(at), ") / 2");
   }
 
   void VisitAsyncCommit(const Stmt& s, int indent, std::string* out) override {
@@ -644,6 +657,13 @@ class KernelEmitter : public ir::ExprFunctor<std::string()>,
     shapes_[s->tensor] = s->shape;
     if (s->shared) {  // declared at the top of the kernel
       EmitStmt(s->body[0], indent, out);
+    } else if (dag_.tensors[size_t(s->tensor)].mma_fragment) {
+      int64_t elements = 1;
+      for (int64_t e : s->shape) elements *= e;
+      StrAppend(out, pad, "{\n", pad, "  unsigned ", TensorName(s->tensor), "[",
+                dag_.tf32 ? elements : elements / 2, "];\n");
+      EmitStmt(s->body[0], indent + 1, out);
+      StrAppend(out, pad, "}\n");
     } else {
       int64_t elements = 1;
       for (int64_t e : s->shape) elements *= e;

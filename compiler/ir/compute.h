@@ -44,6 +44,11 @@ struct TensorDecl {
   // float16 or bfloat16 workload and their shared-memory copies; CUDA
   // targets only.
   bool float16 = false;
+  // A warp's mma.sync operand fragments, in each lane's registers (local):
+  // written by kMma fragment loads, read by kMma products only (see
+  // StmtNode::mma_load). CUDA holds them as 32-bit registers, two 16-bit
+  // values or one TF32 value each.
+  bool mma_fragment = false;
   std::vector<int64_t> pack_block;
   std::vector<int> pack_inner;
 };

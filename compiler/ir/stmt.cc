@@ -90,8 +90,10 @@ Stmt WgmmaSync(int acc, int64_t accumulators, int64_t wait) {
 Stmt Wgmma(int d, Expr d_offset, int64_t n_cols, int a, Expr a_offset,
            std::array<int64_t, 2> a_strides, bool a_mn_major, int b, Expr b_offset,
            std::array<int64_t, 2> b_strides, bool b_mn_major) {
-  auto n = std::make_shared<StmtNode>(*Mma(d, std::move(d_offset), a, std::move(a_offset),
-                                           a_strides, b, std::move(b_offset), b_strides));
+  auto n = std::make_shared<StmtNode>(
+      *Mma(d, std::move(d_offset), a, std::move(a_offset), b, std::move(b_offset)));
+  n->mma_a_strides = a_strides;
+  n->mma_b_strides = b_strides;
   n->mma_wgmma = true;
   n->mma_n = n_cols;
   n->mma_a_mn_major = a_mn_major;
@@ -99,8 +101,7 @@ Stmt Wgmma(int d, Expr d_offset, int64_t n_cols, int a, Expr a_offset,
   return n;
 }
 
-Stmt Mma(int d, Expr d_offset, int a, Expr a_offset, std::array<int64_t, 2> a_strides, int b,
-         Expr b_offset, std::array<int64_t, 2> b_strides, bool ldmatrix, bool tf32) {
+Stmt Mma(int d, Expr d_offset, int a, Expr a_offset, int b, Expr b_offset, bool tf32) {
   auto n = std::make_shared<StmtNode>();
   n->kind = StmtKind::kMma;
   n->tensor = d;
@@ -108,12 +109,26 @@ Stmt Mma(int d, Expr d_offset, int a, Expr a_offset, std::array<int64_t, 2> a_st
   n->mma_a = a;
   n->mma_b = b;
   n->mma_offsets = {std::move(a_offset), std::move(b_offset)};
-  n->mma_a_strides = a_strides;
-  n->mma_b_strides = b_strides;
+  n->mma_tf32 = tf32;
+  return n;
+}
+
+Stmt MmaLoad(bool b, int fragment, Expr fragment_offset, int source, Expr offset,
+             std::array<int64_t, 2> strides, bool ldmatrix, bool tf32) {
+  auto n = std::make_shared<StmtNode>();
+  n->kind = StmtKind::kMma;
+  n->mma_load = b ? 2 : 1;
+  n->tensor = fragment;
+  n->indices = {std::move(fragment_offset)};
+  n->mma_a = source;
+  n->mma_offsets = {std::move(offset)};
+  n->mma_a_strides = strides;
   n->mma_ldmatrix = ldmatrix;
   n->mma_tf32 = tf32;
   return n;
 }
+
+int64_t MmaFragmentElements(bool b, bool tf32) { return (b ? 4 : 8) / (tf32 ? 2 : 1); }
 
 bool IsBlockBound(ForKind k) {
   return k == ForKind::kBlockX || k == ForKind::kBlockY || k == ForKind::kBlockZ;
@@ -203,17 +218,28 @@ void Print(const Stmt& s, const std::vector<std::string>* names, int indent, std
       break;
     case StmtKind::kMma: {
       auto name = [&](int t) { return names ? (*names)[t] : absl::StrCat("T", t); };
+      if (s->mma_load != 0) {
+        absl::StrAppend(out, pad, s->mma_load == 1 ? "fragment A" : "fragment B",
+                        s->mma_tf32       ? ".tf32 "
+                        : s->mma_ldmatrix ? ".ldmatrix "
+                                          : " ",
+                        name(s->tensor), "[", ToString(s->indices[0], names),
+                        "] = ", name(s->mma_a), "[", ToString(s->mma_offsets[0], names), " : ",
+                        s->mma_a_strides[0], ", ", s->mma_a_strides[1], "]\n");
+        break;
+      }
       absl::StrAppend(
           out, pad,
           s->mma_wgmma ? absl::StrCat("wgmma64x", s->mma_n, "x16", s->mma_a_mn_major ? ".a_mn" : "",
                                       s->mma_b_mn_major ? ".b_mn" : "", " ")
-          : s->mma_tf32     ? "mma16x8x8.tf32 "
-          : s->mma_ldmatrix ? "mma16x8x16.ldmatrix "
-                            : "mma16x8x16 ",
+          : s->mma_tf32 ? "mma16x8x8.tf32 "
+                        : "mma16x8x16 ",
           name(s->tensor), "[", ToString(s->indices[0], names), "] += ", name(s->mma_a), "[",
-          ToString(s->mma_offsets[0], names), " : ", s->mma_a_strides[0], ", ", s->mma_a_strides[1],
-          "] x ", name(s->mma_b), "[", ToString(s->mma_offsets[1], names), " : ",
-          s->mma_b_strides[0], ", ", s->mma_b_strides[1], "]\n");
+          ToString(s->mma_offsets[0], names),
+          s->mma_wgmma ? absl::StrCat(" : ", s->mma_a_strides[0], ", ", s->mma_a_strides[1]) : "",
+          "] x ", name(s->mma_b), "[", ToString(s->mma_offsets[1], names),
+          s->mma_wgmma ? absl::StrCat(" : ", s->mma_b_strides[0], ", ", s->mma_b_strides[1]) : "",
+          "]\n");
       break;
     }
   }
@@ -230,6 +256,7 @@ int64_t StoreCount(const Stmt& s) {
     case StmtKind::kWgmmaSync:
       return 0;
     case StmtKind::kMma:
+      if (s->mma_load != 0) return MmaFragmentElements(s->mma_load == 2, s->mma_tf32);
       return s->mma_wgmma ? s->mma_n / 2 : 4;  // per lane
     case StmtKind::kFor:
       return s->extent * StoreCount(s->body[0]);

@@ -29,7 +29,8 @@ enum class ForKind : uint8_t {
   kVThread,
 };
 // kBarrier: every thread of a GPU block waits there (__syncthreads).
-// kMma: one warp's tensor-core product (see StmtNode::mma_*).
+// kMma: one warp's tensor-core product, or a warp's load of one operand
+// fragment for it, or a warpgroup's wgmma (see StmtNode::mma_*).
 // kAsyncCommit: the thread's asynchronous copies issued so far form a group
 // (cp.async.commit_group); then, where `extent` >= 0, it waits until at most
 // `extent` of its groups are still in flight (cp.async.wait_group), and
@@ -83,24 +84,32 @@ struct StmtNode {
   std::vector<int64_t> shape;
   bool local = false;
   bool shared = false;
-  // kMma: D += A x B for one warp (mma.sync m16n8k16, float32 accumulate).
-  // A (16x16) and B (16x8) are 16-bit tensors in shared memory (with
-  // mma_tf32: A 16x8 and B 8x8, float32 tensors, m16n8k8): element
-  // (r, c) of A at flat element mma_offsets[0] + r * mma_a_strides[0] +
-  // c * mma_a_strides[1] of tensor mma_a, of B likewise. D is `tensor` (a
-  // thread's float32 registers) from flat element indices[0], four per
-  // lane in mma.sync's layout: lane l holds rows l/4 (elements 0, 1) and
-  // l/4 + 8 (2, 3), columns 2*(l%4) and 2*(l%4) + 1. The 32 lanes of a warp
-  // (threads 32w..32w+31 of a 1-D block) run it together with equal offsets.
+  // kMma, mma_load 0: D += A x B for one warp (mma.sync m16n8k16, float32
+  // accumulate; with mma_tf32 m16n8k8). A (16x16; tf32 16x8) and B (16x8;
+  // tf32 8x8) are fragments in each lane's registers (mma_fragment tensors
+  // mma_a and mma_b, from flat elements mma_offsets[0] and [1]); with
+  // g = l/4, c = 2 (l%4) (tf32: c = l%4), lane l holds
+  //   A: (g, c), (g, c+1), (g+8, c), (g+8, c+1), (g, c+8), (g, c+9),
+  //      (g+8, c+8), (g+8, c+9); tf32: (g, c), (g+8, c), (g, c+4), (g+8, c+4);
+  //   B (row k, column n): (c, g), (c+1, g), (c+8, g), (c+9, g);
+  //      tf32: (c, g), (c+4, g).
+  // D is `tensor` (a thread's float32 registers) from flat element
+  // indices[0], four per lane: rows g (elements 0, 1) and g + 8 (2, 3),
+  // columns 2 (l%4) and 2 (l%4) + 1. The 32 lanes of a warp (threads
+  // 32w..32w+31 of a 1-D block) run it together with equal offsets.
+  // mma_load 1 (A) or 2 (B): the warp loads its lanes' fragments of that
+  // operand into `tensor` (an mma_fragment tensor) from flat element
+  // indices[0]: element (r, c) of the operand at flat element
+  // mma_offsets[0] + r * mma_a_strides[0] + c * mma_a_strides[1] of shared
+  // tensor mma_a; with mma_tf32 each value rounded to TF32 (nearest, ties
+  // away from zero: cvt.rna.tf32.f32).
+  int mma_load = 0;
   int mma_a = -1, mma_b = -1;
   std::vector<Expr> mma_offsets;
   std::array<int64_t, 2> mma_a_strides = {0, 0}, mma_b_strides = {0, 0};
-  // The fragments are loaded with ldmatrix: each operand has one stride 1
-  // and the other a multiple of 8, and both offsets are multiples of 8 (rows
-  // of 16 aligned bytes).
+  // A fragment load by ldmatrix: one stride 1 and the other a multiple of
+  // 8, the offset a multiple of 8 (rows of 16 aligned bytes).
   bool mma_ldmatrix = false;
-  // The product is m16n8k8 in TF32: each factor rounded to TF32 (nearest,
-  // ties away from zero: cvt.rna.tf32.f32) as its fragment is loaded.
   bool mma_tf32 = false;
   // wgmma (sm_90a): D (64 x mma_n) += A (64 x 16) x B (16 x mma_n), 16-bit
   // factors, for the warpgroup (4 warps, threads 128g..128g+127) running
@@ -142,8 +151,13 @@ Stmt WgmmaSync(int acc, int64_t accumulators, int64_t wait);
 Stmt Wgmma(int d, Expr d_offset, int64_t n, int a, Expr a_offset, std::array<int64_t, 2> a_strides,
            bool a_mn_major, int b, Expr b_offset, std::array<int64_t, 2> b_strides,
            bool b_mn_major);
-Stmt Mma(int d, Expr d_offset, int a, Expr a_offset, std::array<int64_t, 2> a_strides, int b,
-         Expr b_offset, std::array<int64_t, 2> b_strides, bool ldmatrix = false, bool tf32 = false);
+// One warp's mma.sync product from register fragments (mma_load 0).
+Stmt Mma(int d, Expr d_offset, int a, Expr a_offset, int b, Expr b_offset, bool tf32 = false);
+// One warp's load of operand A's (`b` false) or B's fragments (mma_load 1, 2).
+Stmt MmaLoad(bool b, int fragment, Expr fragment_offset, int source, Expr offset,
+             std::array<int64_t, 2> strides, bool ldmatrix, bool tf32);
+// Elements of one lane's fragment of A or B (mma_load's `tensor` span).
+int64_t MmaFragmentElements(bool b, bool tf32);
 
 std::string ToString(const Stmt& s, const std::vector<std::string>* tensor_names = nullptr);
 

@@ -10,7 +10,7 @@ namespace tunefarm::ir {
 namespace {
 
 constexpr size_t kWireSize = 9;       // 10 with wgmma
-constexpr int kAddedTensors = 5;      // by TensorCoreDag
+constexpr int kAddedTensors = 7;      // by TensorCoreDag
 // Elements a thread moves at once where a tile's rows are contiguous in
 // memory: 16 bytes (8 16-bit elements, 4 floats), one vectorized loop (see
 // Lower's contract for GPU targets in schedule.h).
@@ -394,7 +394,15 @@ absl::StatusOr<ComputeDAG> TensorCoreDag(const ComputeDAG& dag, const Target& ta
   a_next.float16 = !dag.tf32;
   b_next.name = "b.next";
   b_next.float16 = !dag.tf32;
-  for (const TensorDecl& d : {a, b, acc, a_next, b_next}) out.tensors.push_back(d);
+  // Each warp's fragments of one k step: frags_m of A, frags_n of B.
+  TensorDecl a_frag = a_next, b_frag = b_next;
+  a_frag.name = "a.frag";
+  a_frag.shape = {t->frags_m * MmaFragmentElements(false, dag.tf32)};
+  a_frag.mma_fragment = true;
+  b_frag.name = "b.frag";
+  b_frag.shape = {t->frags_n * MmaFragmentElements(true, dag.tf32)};
+  b_frag.mma_fragment = true;
+  for (const TensorDecl& d : {a, b, acc, a_next, b_next, a_frag, b_frag}) out.tensors.push_back(d);
   return out;
 }
 
@@ -403,7 +411,7 @@ Stmt LowerTensorCore(const ComputeDAG& dag, absl::Span<const int64_t> decisions)
   const Gemm g = *MatchGemm(dag);
   const int64_t vec_width = VectorElements(t.tf32);
   const int sa = int(dag.tensors.size()) - kAddedTensors, sb = sa + 1, acc = sa + 2, pa = sa + 3,
-            pb = sa + 4;
+            pb = sa + 4, fa = sa + 5, fb = sa + 6;
   const int64_t BM = t.BlockM(), BN = t.BlockN(), BK = t.BlockK(), T = t.Threads();
   // Shape of a shared tile's buffer (see TensorCoreDag): stages x rows x row
   // length (with wgmma: stages x core-matrix rows x 8).
@@ -579,11 +587,23 @@ Stmt LowerTensorCore(const ComputeDAG& dag, absl::Span<const int64_t> decisions)
       g.a_k_inner ? std::array<int64_t, 2>{lda, 1} : std::array<int64_t, 2>{1, lda};
   const std::array<int64_t, 2> b_strides =
       g.b_k_inner ? std::array<int64_t, 2>{1, ldb} : std::array<int64_t, 2>{ldb, 1};
-  Stmt mma = Mma(acc, (fi * I(t.frags_n) + fj) * I(4), sa, a_offset, a_strides, sb, b_offset,
-                 b_strides, t.ldmatrix != 0, t.tf32);
-  Stmt products =
-      For(ks, t.k_steps, ForKind::kUnrolled,
-          For(fi, t.frags_m, ForKind::kUnrolled, For(fj, t.frags_n, ForKind::kUnrolled, mma)));
+  // Per k step each warp loads its frags_m fragments of A and frags_n of B
+  // once, then runs the frags_m x frags_n products on them.
+  const int64_t a_elems = MmaFragmentElements(false, t.tf32),
+                b_elems = MmaFragmentElements(true, t.tf32);
+  Stmt products = For(ks, t.k_steps, ForKind::kUnrolled,
+                      Seq({For(fi, t.frags_m, ForKind::kUnrolled,
+                               MmaLoad(false, fa, fi * I(a_elems), sa, a_offset, a_strides,
+                                       t.ldmatrix != 0, t.tf32)),
+                           For(fj, t.frags_n, ForKind::kUnrolled,
+                               MmaLoad(true, fb, fj * I(b_elems), sb, b_offset, b_strides,
+                                       t.ldmatrix != 0, t.tf32)),
+                           For(fi, t.frags_m, ForKind::kUnrolled,
+                               For(fj, t.frags_n, ForKind::kUnrolled,
+                                   Mma(acc, (fi * I(t.frags_n) + fj) * I(4), fa, fi * I(a_elems),
+                                       fb, fj * I(b_elems), t.tf32)))}));
+  products = Allocate(fa, {t.frags_m * a_elems}, /*local=*/true,
+                      Allocate(fb, {t.frags_n * b_elems}, /*local=*/true, products));
   // wgmma: warpgroup gw (warps 4gw..4gw+3) owns columns gw * 8 frags_n of
   // the tile, product fi its rows 64 fi.., k step ks K 16 ks... Starts and
   // {lbo, sbo} in elements of the core-matrix layout (see `place`): in a

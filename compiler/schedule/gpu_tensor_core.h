@@ -10,8 +10,9 @@
 // in its registers. The K loop steps BlockK at a time: the whole block
 // stages the A and B tiles in shared memory (in the operands' format, rows
 // padded by `pad` elements against bank conflicts, zero past the matrix
-// edges), then each warp runs k_steps x frags_m x frags_n mma.sync on them,
-// its fragments loaded by ldmatrix (16-bit tiles) or element by element.
+// edges); per k step each warp loads its frags_m fragments of A and
+// frags_n of B into registers once (by ldmatrix from 16-bit tiles, or
+// element by element) and runs frags_m x frags_n mma.sync on them.
 // With two stages the next tiles are loaded into registers before the
 // products and stored into the other buffer after them (one barrier per
 // tile). With async_copy and S stages (2 to 4), cp.async keeps S-1 tiles
@@ -124,8 +125,9 @@ absl::StatusOr<Trace> TensorCoreSchedule(const ComputeDAG& dag, const Target& ta
 
 // `dag` with the buffers of a tensor-core schedule appended: the A and B
 // tiles (shared, the operands' format, one per stage), the accumulators
-// (registers, float32) and each thread's share of the next tiles
-// (registers, the operands' format).
+// (registers, float32), each thread's share of the next tiles (registers,
+// the operands' format) and each warp's fragments of one k step (A's, then
+// B's: registers, TensorDecl::mma_fragment).
 absl::StatusOr<ComputeDAG> TensorCoreDag(const ComputeDAG& dag, const Target& target,
                                          absl::Span<const int64_t> decisions);
 // The one-kernel program of a tensor-core schedule over TensorCoreDag's DAG.

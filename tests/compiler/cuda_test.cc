@@ -235,9 +235,10 @@ TEST(GpuFloat16, SharedTilesTakeHalfTheBytes) {
 
 // ---- Tensor cores: float16 products by mma.sync m16n8k16 ----
 
-int CountMma(const ir::Stmt& s) {
-  int n = s->kind == ir::StmtKind::kMma;
-  for (const ir::Stmt& b : s->body) n += CountMma(b);
+// The statements of kind kMma that load fragments (`loads`) or multiply.
+int CountMma(const ir::Stmt& s, bool loads = false) {
+  int n = s->kind == ir::StmtKind::kMma && (s->mma_load != 0) == loads;
+  for (const ir::Stmt& b : s->body) n += CountMma(b, loads);
   return n;
 }
 
@@ -301,7 +302,9 @@ TEST(GpuTensorCore, SchedulesMatchReferenceInTheSimulator) {
       ASSERT_TRUE(sched.ok()) << spec << ": " << sched.status();
       auto st = ir::ScheduleState::Replay(dag, *sched, target);
       ASSERT_TRUE(st.ok()) << st.status();
+      // One product on fragments each loaded once per k step: A's and B's.
       EXPECT_EQ(CountMma(ir::Lower(*st)), 1) << spec;
+      EXPECT_EQ(CountMma(ir::Lower(*st), /*loads=*/true), 2) << spec;
       auto r = Simulate(dag, *sched, target, 500 + i);
       ASSERT_TRUE(r.ok()) << spec << " decisions " << absl::StrJoin(tiling.Encode(), ",") << ": "
                           << r.status();
@@ -448,6 +451,7 @@ TEST(GpuTf32, SchedulesMatchReferenceInTheSimulator) {
         ASSERT_TRUE(st.ok()) << st.status();
         const ir::Stmt program = ir::Lower(*st);
         EXPECT_EQ(CountMma(program), 1) << spec;
+        EXPECT_EQ(CountMma(program, /*loads=*/true), 2) << spec;
         EXPECT_TRUE(absl::StrContains(ir::ToString(program), "mma16x8x8.tf32"));
         for (const ir::TensorDecl& t : st->dag().tensors) EXPECT_FALSE(t.float16) << t.name;
         ++mma;
@@ -549,10 +553,12 @@ TEST(GpuTensorCore, SimulatorCatchesAWrongFragmentLayout) {
   auto sched = ir::TensorCoreSchedule(dag, target, ir::DefaultTensorCoreTiling(dag, target));
   ASSERT_TRUE(sched.ok()) << sched.status();
   ASSERT_TRUE(Simulate(dag, *sched, target, 1).ok());
-  // B's strides swapped: the warp multiplies by B's transpose.
+  // B's strides swapped as its fragments load: the warp multiplies by B's
+  // transpose.
   std::function<ir::Stmt(ir::Stmt)> swap = [&](ir::Stmt s) -> ir::Stmt {
     auto n = std::make_shared<ir::StmtNode>(*s);
-    if (n->kind == ir::StmtKind::kMma) std::swap(n->mma_b_strides[0], n->mma_b_strides[1]);
+    if (n->kind == ir::StmtKind::kMma && n->mma_load == 2)
+      std::swap(n->mma_a_strides[0], n->mma_a_strides[1]);
     for (ir::Stmt& b : n->body) b = swap(b);
     return n;
   };
@@ -567,7 +573,7 @@ TEST(GpuTensorCore, SimulatorCatchesAWrongFragmentLayout) {
   auto raced = Simulate(dag, *async_sched, target, 1, DropBarriers);
   ASSERT_FALSE(raced.ok());
   EXPECT_TRUE(absl::StrContains(raced.status().message(), "race")) << raced.status();
-  // tf32 likewise: B's strides swapped in the m16n8k8 product.
+  // tf32 likewise: B's strides swapped in the m16n8k8 fragment load.
   ir::ComputeDAG tf32 = Dag("matmul(M=32,N=32,K=32,dtype=tf32)");
   auto tf32_sched = ir::TensorCoreSchedule(tf32, target, ir::DefaultTensorCoreTiling(tf32, target));
   ASSERT_TRUE(tf32_sched.ok()) << tf32_sched.status();
@@ -1099,6 +1105,13 @@ absl::StatusOr<codegen::GpuArtifact> BuildTensorCore(const ir::ComputeDAG& dag,
   return Build(dag, sched, target, opts);
 }
 
+// How often `needle` occurs in `text`.
+int64_t Occurrences(const std::string& text, const std::string& needle) {
+  int64_t n = 0;
+  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
+  return n;
+}
+
 // Tensor-core schedules compile for the archs that have mma.sync
 // m16n8k16: the PTX holds it, nothing spills, the cubin reads back.
 TEST_F(NvrtcTest, TensorCoreBuildsCompile) {
@@ -1124,6 +1137,15 @@ TEST_F(NvrtcTest, TensorCoreBuildsCompile) {
         if (i == 0) {  // the default: double-buffered, fragments by ldmatrix
           EXPECT_EQ(a->program.kernels[0].spill_store_bytes, 0) << a->log;
           EXPECT_TRUE(absl::StrContains(a->ptx, "ldmatrix.sync.aligned.m8n8.x4")) << a->ptx;
+          // Each k step loads a warp's fragments once: frags_m of A (x4),
+          // frags_n of B (x2), for frags_m x frags_n products.
+          const ir::TensorCoreTiling t = ir::DefaultTensorCoreTiling(dag, target);
+          const int64_t products = Occurrences(a->ptx, "mma.sync.aligned.m16n8k16"),
+                        a_loads = Occurrences(a->ptx, "ldmatrix.sync.aligned.m8n8.x4"),
+                        b_loads = Occurrences(a->ptx, "ldmatrix.sync.aligned.m8n8.x2");
+          EXPECT_GT(products, 0);
+          EXPECT_EQ(a_loads * t.frags_n, products) << spec;
+          EXPECT_EQ(b_loads * t.frags_m, products) << spec;
           // Rows of 8 contiguous, aligned elements move 16 bytes at a time,
           // by cp.async.
           if (spec.find("4096") != std::string::npos) {

@@ -159,82 +159,131 @@ class BlockSim {
     return absl::OkStatus();
   }
 
-  // The offsets (accumulators, A, B) of a tensor-core product `s` that
-  // threads first..first+size-1 (a warp, a warpgroup: `group` i) run
-  // together: nullopt where none of them runs it; an error where only some
-  // do or their offsets differ.
-  absl::StatusOr<std::optional<std::array<int64_t, 3>>> GroupOffsets(const ir::StmtNode& s,
-                                                                     const std::vector<bool>& mask,
-                                                                     int first, int size,
-                                                                     const std::string& group,
-                                                                     int i) {
-    const char* what = s.mma_wgmma ? "wgmma" : "mma";
+  // The offsets (indices[0], then mma_offsets) of a tensor-core statement
+  // `s` that threads first..first+size-1 (a warp, a warpgroup: `group` i)
+  // run together: nullopt where none of them runs it; an error where only
+  // some do or their offsets differ.
+  absl::StatusOr<std::optional<std::vector<int64_t>>> GroupOffsets(const ir::StmtNode& s,
+                                                                   const std::vector<bool>& mask,
+                                                                   int first, int size,
+                                                                   const std::string& group,
+                                                                   int i) {
+    const char* what = s.mma_wgmma ? "wgmma" : s.mma_load ? "fragment load" : "mma";
     int active = 0;
     for (int l = 0; l < size; ++l) active += mask[size_t(first + l)];
     if (active == 0) return std::nullopt;
     if (active != size)
       return absl::InternalError(
           StrCat(what, " with ", active, " of ", size, " threads of ", group, " ", i));
-    std::array<int64_t, 3> off = {0, 0, 0};
+    std::vector<int64_t> off;
     for (int l = 0; l < size; ++l) {
-      const int t = first + l;
-      TF_ASSIGN_OR_RETURN(int64_t d, EvalInt(s.indices[0], t));
-      TF_ASSIGN_OR_RETURN(int64_t a, EvalInt(s.mma_offsets[0], t));
-      TF_ASSIGN_OR_RETURN(int64_t b, EvalInt(s.mma_offsets[1], t));
-      if (l > 0 && (d != off[0] || a != off[1] || b != off[2]))
+      std::vector<int64_t> mine;
+      TF_ASSIGN_OR_RETURN(int64_t d, EvalInt(s.indices[0], first + l));
+      mine.push_back(d);
+      for (const Expr& e : s.mma_offsets) {
+        TF_ASSIGN_OR_RETURN(int64_t v, EvalInt(e, first + l));
+        mine.push_back(v);
+      }
+      if (l > 0 && mine != off)
         return absl::InternalError(StrCat(what, " offsets differ in ", group, " ", i));
-      off = {d, a, b};
+      off = std::move(mine);
     }
     return off;
   }
 
-  // A warp's m16n8k16 product: every lane of each warp that runs it, with
-  // the same offsets; each lane reads its own fragments (so shared-memory
-  // races are caught) and updates its four accumulators.
-  absl::Status Mma(const ir::StmtNode& s, const std::vector<bool>& mask) {
+  // Lane l's fragment of A (16x16; tf32 16x8) or B (16x8; tf32 8x8) in
+  // mma.sync's layout (ir::StmtNode::mma_load): element e at row [e].first,
+  // column [e].second of the operand.
+  static std::vector<std::pair<int, int>> FragmentPlaces(bool b, bool tf32, int l) {
+    const int g = l / 4, c = tf32 ? l % 4 : 2 * (l % 4);
+    if (tf32) {
+      if (b) return {{c, g}, {c + 4, g}};
+      return {{g, c}, {g + 8, c}, {g, c + 4}, {g + 8, c + 4}};
+    }
+    if (b) return {{c, g}, {c + 1, g}, {c + 8, g}, {c + 9, g}};
+    return {{g, c},     {g, c + 1}, {g + 8, c},     {g + 8, c + 1},
+            {g, c + 8}, {g, c + 9}, {g + 8, c + 8}, {g + 8, c + 9}};
+  }
+
+  // A lane's register at element `at` of a fragment or accumulator tensor.
+  absl::StatusOr<float*> Register(int tensor, int64_t at, int t) {
+    auto it = local_.find(tensor);
+    if (it == local_.end())
+      return absl::InternalError(StrCat(dag_.tensors[size_t(tensor)].name, " is not registers"));
+    std::vector<float>& regs = it->second[size_t(t)];
+    if (at < 0 || at >= int64_t(regs.size()))
+      return absl::OutOfRangeError(StrCat(
+          "register ", at, " of ", dag_.tensors[size_t(tensor)].name, " (", regs.size(), ")"));
+    return &regs[size_t(at)];
+  }
+
+  // A warp's fragment load: every lane of each warp that runs it, with the
+  // same offsets; each lane reads its own elements from shared memory (so
+  // races are caught) into its registers.
+  absl::Status MmaLoad(const ir::StmtNode& s, const std::vector<bool>& mask) {
     if (threads_ % 32 != 0)
-      return absl::InternalError(StrCat("mma in a block of ", threads_, " threads"));
+      return absl::InternalError(StrCat("fragment load in a block of ", threads_, " threads"));
+    if (!dag_.tensors[size_t(s.tensor)].mma_fragment)
+      return absl::InternalError(
+          StrCat("fragment load into ", dag_.tensors[size_t(s.tensor)].name, ", not fragments"));
+    const bool b = s.mma_load == 2;
+    const std::array<int64_t, 2>& st = s.mma_a_strides;
     for (int w = 0; w < threads_ / 32; ++w) {
       TF_ASSIGN_OR_RETURN(auto offsets, GroupOffsets(s, mask, 32 * w, 32, "warp", w));
       if (!offsets) continue;
-      const std::array<int64_t, 3> off = *offsets;
-      if (s.mma_ldmatrix) {
-        // Rows of 8 contiguous elements, 16-byte aligned, for each operand.
-        auto rows_aligned = [](int64_t offset, const std::array<int64_t, 2>& st) {
-          return offset % 8 == 0 &&
-                 ((st[0] == 1 && st[1] % 8 == 0) || (st[1] == 1 && st[0] % 8 == 0));
-        };
-        if (!rows_aligned(off[1], s.mma_a_strides) || !rows_aligned(off[2], s.mma_b_strides))
-          return absl::InternalError(StrCat("ldmatrix on unaligned rows in warp ", w));
+      const std::vector<int64_t>& off = *offsets;
+      // ldmatrix: rows of 8 contiguous elements, 16-byte aligned.
+      if (s.mma_ldmatrix &&
+          !(off[1] % 8 == 0 && ((st[0] == 1 && st[1] % 8 == 0) || (st[1] == 1 && st[0] % 8 == 0))))
+        return absl::InternalError(StrCat("ldmatrix on unaligned rows in warp ", w));
+      for (int l = 0; l < 32; ++l) {
+        const int t = 32 * w + l;
+        const std::vector<std::pair<int, int>> places = FragmentPlaces(b, s.mma_tf32, l);
+        for (size_t e = 0; e < places.size(); ++e) {
+          TF_ASSIGN_OR_RETURN(
+              float* from,
+              FlatAddress(s.mma_a, off[1] + places[e].first * st[0] + places[e].second * st[1], t,
+                          false));
+          TF_ASSIGN_OR_RETURN(float* to, Register(s.tensor, off[0] + int64_t(e), t));
+          *to = s.mma_tf32 ? RoundToTf32(*from) : *from;
+        }
       }
-      // Each lane's fragment columns of A (rows of B): m16n8k16 takes
-      // 2(l%4), +1, +8, +9; m16n8k8 (tf32) l%4 and l%4 + 4, each factor
-      // rounded to TF32.
-      const int depth = s.mma_tf32 ? 8 : 16;
+    }
+    return absl::OkStatus();
+  }
+
+  // A warp's m16n8k16 (tf32: m16n8k8) product from its lanes' fragments:
+  // every lane of each warp that runs it, with the same offsets, updating
+  // its four accumulators.
+  absl::Status Mma(const ir::StmtNode& s, const std::vector<bool>& mask) {
+    if (s.mma_load != 0) return MmaLoad(s, mask);
+    if (threads_ % 32 != 0)
+      return absl::InternalError(StrCat("mma in a block of ", threads_, " threads"));
+    for (int tensor : {s.mma_a, s.mma_b}) {
+      if (!dag_.tensors[size_t(tensor)].mma_fragment)
+        return absl::InternalError(
+            StrCat("mma reads ", dag_.tensors[size_t(tensor)].name, ", not fragments"));
+    }
+    const int depth = s.mma_tf32 ? 8 : 16;
+    for (int w = 0; w < threads_ / 32; ++w) {
+      TF_ASSIGN_OR_RETURN(auto offsets, GroupOffsets(s, mask, 32 * w, 32, "warp", w));
+      if (!offsets) continue;
+      const std::vector<int64_t>& off = *offsets;
       double A[16][16], B[16][8], D[16][8];
       for (int l = 0; l < 32; ++l) {
-        const int t = 32 * w + l, g = l / 4, c2 = (l % 4) * 2, c1 = l % 4;
-        const std::vector<int> ks = s.mma_tf32 ? std::vector<int>{c1, c1 + 4}
-                                               : std::vector<int>{c2, c2 + 1, c2 + 8, c2 + 9};
-        auto factor = [&](float v) { return s.mma_tf32 ? RoundToTf32(v) : v; };
-        for (int r : {g, g + 8}) {
-          for (int c : ks) {
-            TF_ASSIGN_OR_RETURN(
-                float* p,
-                FlatAddress(s.mma_a, off[1] + r * s.mma_a_strides[0] + c * s.mma_a_strides[1], t,
-                            false));
-            A[r][c] = factor(*p);
+        const int t = 32 * w + l, g = l / 4, c2 = (l % 4) * 2;
+        for (int operand = 0; operand < 2; ++operand) {
+          const std::vector<std::pair<int, int>> places =
+              FragmentPlaces(operand == 1, s.mma_tf32, l);
+          for (size_t e = 0; e < places.size(); ++e) {
+            TF_ASSIGN_OR_RETURN(float* p, Register(operand == 0 ? s.mma_a : s.mma_b,
+                                                   off[size_t(1 + operand)] + int64_t(e), t));
+            (operand == 0 ? A[places[e].first][places[e].second]
+                          : B[places[e].first][places[e].second]) = *p;
           }
         }
-        for (int k : ks) {
-          TF_ASSIGN_OR_RETURN(
-              float* p,
-              FlatAddress(s.mma_b, off[2] + k * s.mma_b_strides[0] + g * s.mma_b_strides[1], t,
-                          false));
-          B[k][g] = factor(*p);
-        }
         for (int i = 0; i < 4; ++i) {
-          TF_ASSIGN_OR_RETURN(float* p, FlatAddress(s.tensor, off[0] + i, t, false));
+          TF_ASSIGN_OR_RETURN(float* p, Register(s.tensor, off[0] + i, t));
           D[g + 8 * (i / 2)][c2 + i % 2] = *p;
         }
       }
@@ -246,7 +295,7 @@ class BlockSim {
       for (int l = 0; l < 32; ++l) {
         const int t = 32 * w + l, g = l / 4, c2 = (l % 4) * 2;
         for (int i = 0; i < 4; ++i) {
-          TF_ASSIGN_OR_RETURN(float* p, FlatAddress(s.tensor, off[0] + i, t, true));
+          TF_ASSIGN_OR_RETURN(float* p, Register(s.tensor, off[0] + i, t));
           *p = float(D[g + 8 * (i / 2)][c2 + i % 2]);
         }
       }
@@ -268,7 +317,7 @@ class BlockSim {
     for (int g = 0; g < threads_ / 128; ++g) {
       TF_ASSIGN_OR_RETURN(auto offsets, GroupOffsets(s, mask, 128 * g, 128, "warpgroup", g));
       if (!offsets) continue;
-      const std::array<int64_t, 3> off = *offsets;
+      const std::vector<int64_t> off = *offsets;
       for (int l = 0; l < 128; ++l) {
         const int t = 128 * g + l;
         WgmmaState& w = wgmma_[size_t(t)];
