@@ -366,6 +366,20 @@ class Lowerer {
   // Appends the loop nest(s) of `stage` to `out`. For a stage computed at
   // another, `region` is the box it computes and `layout` its buffer.
   // A stage computed at a loop of another: its region, nest and buffer.
+  // Whether `s` reads a GPU shared-memory tensor anywhere.
+  bool LoadsShared(const Stmt& s) const {
+    bool found = false;
+    auto check = [&](const Expr& e) {
+      if (!e.defined()) return;
+      VisitLoads(e, [&](const ExprNode& n) { found = found || dag_.tensors[n.tensor].shared; });
+    };
+    check(s->value);
+    check(s->cond);
+    for (const Expr& i : s->indices) check(i);
+    for (const Stmt& b : s->body) found = found || LoadsShared(b);
+    return found;
+  }
+
   struct Attached {
     int stage;
     int pos;  // the loop it is computed at
@@ -418,15 +432,33 @@ class Lowerer {
   Stmt WrapAttached(const std::vector<Attached>& attached, int pos, Stmt body) const {
     for (auto it = attached.rbegin(); it != attached.rend(); ++it) {
       if (it->pos != pos) continue;
-      int tensor = dag_.stages[it->stage].output;
       if (it->shared) {
-        // The first barrier keeps the fetch from overwriting what other
-        // threads still read in the previous iteration; the second makes
-        // the whole box visible before anyone reads it.
-        body = AllocateShared(tensor, it->shared_shape,
-                              Seq({Barrier(), it->nest[0], Barrier(), body}));
+        // Shared fetches attached here one after another, none reading
+        // shared memory, share their barriers: the first keeps each fetch
+        // from overwriting what other threads still read in the previous
+        // iteration; the second makes the boxes visible before anyone
+        // reads them. (Each writes only its own box.)
+        auto first = it;
+        while (std::next(first) != attached.rend() && std::next(first)->pos == pos &&
+               std::next(first)->shared && !LoadsShared(std::next(first)->nest[0]) &&
+               !LoadsShared(first->nest[0]))
+          ++first;
+        std::vector<Stmt> seq = {Barrier()};
+        for (auto f = first;; --f) {
+          seq.push_back(f->nest[0]);
+          if (f == it) break;
+        }
+        seq.push_back(Barrier());
+        seq.push_back(body);
+        body = Seq(std::move(seq));
+        for (auto f = it;; ++f) {
+          body = AllocateShared(dag_.stages[f->stage].output, f->shared_shape, body);
+          if (f == first) break;
+        }
+        it = first;
         continue;
       }
+      int tensor = dag_.stages[it->stage].output;
       std::vector<Stmt> seq = it->nest;
       seq.push_back(body);
       std::vector<int64_t> shape = it->layout.Shape();

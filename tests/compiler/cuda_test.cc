@@ -166,6 +166,44 @@ TEST(GpuSchedule, SimulatorCatchesAMissingBarrier) {
   EXPECT_TRUE(absl::StrContains(broken.status().message(), "race")) << broken.status();
 }
 
+// `s` without its barrier statement number `which` (in program order);
+// `*seen` counts the barrier statements met.
+ir::Stmt DropBarrier(const ir::Stmt& s, int which, int* seen) {
+  if (s->kind == ir::StmtKind::kBarrier) return (*seen)++ == which ? ir::Seq({}) : s;
+  if (s->body.empty()) return s;
+  auto n = std::make_shared<ir::StmtNode>(*s);
+  for (ir::Stmt& b : n->body) b = DropBarrier(b, which, seen);
+  return n;
+}
+
+// The shared fetches of a tiling's operands (both matrices of a GEMM, the
+// padded input and the weights of a convolution) share one barrier before
+// them and one after: two barrier statements, each needed (without either
+// the interpreter finds a race).
+TEST(GpuSchedule, SharedFetchesShareTheirBarriers) {
+  const ir::Target target = Cuda();
+  for (const char* spec :
+       {"matmul(M=32,N=32,K=32)", "conv2d_nchw(N=1,C=8,H=12,W=12,K=16,R=3,S=3,pad=1)+bias+relu"}) {
+    ir::ComputeDAG dag = Dag(spec);
+    auto sched = ir::BuildGpuTiledSchedule(dag, target, ir::DefaultGpuTiling(dag, target));
+    ASSERT_TRUE(sched.ok()) << sched.status();
+    auto st = ir::ScheduleState::Replay(dag, *sched, target);
+    ASSERT_TRUE(st.ok()) << st.status();
+    int barriers = 0;
+    DropBarrier(ir::Lower(*st), -1, &barriers);
+    EXPECT_EQ(barriers, 2) << spec << "\n" << ir::ToString(ir::Lower(*st));
+    ASSERT_TRUE(Simulate(dag, *sched, target, 3).ok()) << spec;
+    for (int which = 0; which < barriers; ++which) {
+      auto broken = Simulate(dag, *sched, target, 3, [&](ir::Stmt s) {
+        int seen = 0;
+        return DropBarrier(s, which, &seen);
+      });
+      ASSERT_FALSE(broken.ok()) << spec << " without barrier " << which;
+      EXPECT_TRUE(absl::StrContains(broken.status().message(), "race")) << broken.status();
+    }
+  }
+}
+
 // The float16 form of a spec (dtype=float16 inside its parentheses).
 std::string Half(const std::string& spec) {
   std::string out = spec;
