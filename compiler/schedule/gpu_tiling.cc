@@ -34,8 +34,8 @@ GpuTiling GpuTiling::Shaped(const TilingNest& nest) {
 }
 
 std::optional<GpuTiling> GpuTiling::Decode(const TilingNest& nest, absl::Span<const int64_t> wire) {
-  if (wire.size() != kPerSpatial * size_t(nest.ns()) + kPerReduce * size_t(nest.nr()) + 2)
-    return std::nullopt;
+  const size_t base = kPerSpatial * size_t(nest.ns()) + kPerReduce * size_t(nest.nr()) + 2;
+  if (wire.size() != base && wire.size() != base + 1) return std::nullopt;
   GpuTiling t;
   size_t at = 0;
   for (int a = 0; a < nest.ns(); ++a, at += kPerSpatial)
@@ -44,6 +44,7 @@ std::optional<GpuTiling> GpuTiling::Decode(const TilingNest& nest, absl::Span<co
     t.reduce.push_back({wire[at], wire[at + 1]});
   t.unroll = wire[at];
   t.storage_align = wire[at + 1] != 0;
+  t.double_buffer = wire.size() > base && wire[at + 2] != 0;
   return t;
 }
 
@@ -53,6 +54,7 @@ std::vector<int64_t> GpuTiling::Encode() const {
   for (const Reduce& r : reduce) w.insert(w.end(), {r.r1, r.r2});
   w.push_back(unroll);
   w.push_back(storage_align);
+  if (double_buffer) w.push_back(1);
   return w;
 }
 
@@ -221,6 +223,7 @@ absl::StatusOr<Trace> BuildGpuTiledSchedule(const ComputeDAG& dag, const Target&
                              /*factor=*/32, /*offset=*/1});
     }
   }
+  if (d.double_buffer && nr > 0) b.AnnotateLoop(L, attach, v1::ANNOTATION_DOUBLE_BUFFER);
   b.ComputeAt(L, C, 2);
   if (!b.ok()) return b.status();
   Trace out = b.Take();

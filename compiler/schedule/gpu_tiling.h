@@ -59,17 +59,21 @@ struct GpuTiling {
   std::vector<Reduce> reduce;
   int64_t unroll = 0;          // auto-unroll max step index into {0, 16, 64, 512}
   bool storage_align = false;  // shared copies padded against bank conflicts
+  // The shared copies double-buffered at the innermost R0 loop: the next
+  // K tiles fetched while this one's products run, one barrier per tile.
+  bool double_buffer = false;
 
   bool operator==(const GpuTiling& o) const {
     return spatial == o.spatial && reduce == o.reduce && unroll == o.unroll &&
-           storage_align == o.storage_align;
+           storage_align == o.storage_align && double_buffer == o.double_buffer;
   }
   bool operator!=(const GpuTiling& o) const { return !(*this == o); }
 
   // Every tile 1, shaped for `nest`.
   static GpuTiling Shaped(const TilingNest& nest);
   // The wire form (Schedule.decisions): per spatial axis vthread, thread,
-  // S3, S4; per reduction axis R1, R2; then unroll and storage_align.
+  // S3, S4; per reduction axis R1, R2; then unroll and storage_align, and
+  // double_buffer only when set (so earlier decisions keep their form).
   // nullopt when the length does not fit `nest`.
   static std::optional<GpuTiling> Decode(const TilingNest& nest, absl::Span<const int64_t> wire);
   std::vector<int64_t> Encode() const;

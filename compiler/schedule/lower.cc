@@ -470,6 +470,77 @@ class Lowerer {
     return body;
   }
 
+  // Loop `it` (at `pos`, of `kind`) over `body`, its shared fetches
+  // double-buffered where it is so annotated and they allow it (only shared
+  // fetches attached there, none reading shared memory, at least two
+  // iterations); nullptr otherwise. Each buffer gains a leading dimension
+  // of 2: iteration v computes on buffer v % 2, then fetches iteration
+  // v+1's tiles into the other (the last iteration fetches its own again:
+  // branch-free, so their global loads may be issued before the products),
+  // then crosses the one barrier; the first tiles are fetched before the
+  // loop.
+  Stmt DoubleBuffered(const std::vector<Attached>& attached, int pos, const LoopIter& it,
+                      ForKind kind, const Stmt& body) const {
+    if (!state_.is_gpu() || !it.double_buffer || it.extent < 2 || IsThreadBound(kind) ||
+        IsBlockBound(kind))
+      return nullptr;
+    std::vector<const Attached*> here;
+    for (const Attached& a : attached) {
+      if (a.pos != pos) continue;
+      if (!a.shared || LoadsShared(a.nest[0])) return nullptr;
+      here.push_back(&a);
+    }
+    if (here.empty()) return nullptr;
+    std::set<int> buffers;
+    for (const Attached* a : here) buffers.insert(dag_.stages[a->stage].output);
+    const Expr v = it.var;
+    auto fetches = [&](const Expr& at, const Expr& buffer) {
+      std::vector<Stmt> seq;
+      for (const Attached* a : here)
+        seq.push_back(WithBuffer(a->nest[0], buffers, buffer, {{v.get(), at}}));
+      return seq;
+    };
+    std::vector<Stmt> loop = {WithBuffer(body, buffers, FloorMod(v, IntImm(2)), {})};
+    for (Stmt& f :
+         fetches(Min(v + IntImm(1), IntImm(it.extent - 1)), FloorMod(v + IntImm(1), IntImm(2))))
+      loop.push_back(std::move(f));
+    loop.push_back(Barrier());
+    std::vector<Stmt> seq = fetches(IntImm(0), IntImm(0));
+    seq.push_back(Barrier());
+    seq.push_back(For(v, it.extent, kind, Seq(std::move(loop))));
+    Stmt out = Seq(std::move(seq));
+    for (auto a = here.rbegin(); a != here.rend(); ++a) {
+      std::vector<int64_t> shape = (*a)->shared_shape;
+      shape.insert(shape.begin(), 2);
+      out = AllocateShared(dag_.stages[(*a)->stage].output, shape, out);
+    }
+    return out;
+  }
+
+  // `s` with `buffer` as a new leading index of every access to a tensor
+  // of `buffers`, and `map` substituted.
+  static Stmt WithBuffer(const Stmt& s, const std::set<int>& buffers, const Expr& buffer,
+                         const std::vector<VarMapEntry>& map) {
+    auto expr = [&](const Expr& e) -> Expr {
+      if (!e.defined()) return e;
+      Expr out = MapLoads(e, [&](const ExprNode& load, const std::vector<Expr>& args) {
+        if (!buffers.count(load.tensor)) return Expr();
+        std::vector<Expr> idx = {buffer};
+        idx.insert(idx.end(), args.begin(), args.end());
+        return Load(load.tensor, load.type, std::move(idx));
+      });
+      return map.empty() ? out : Substitute(out, map);
+    };
+    auto n = std::make_shared<StmtNode>(*s);
+    n->value = expr(n->value);
+    n->cond = expr(n->cond);
+    for (Expr& i : n->indices) i = expr(i);
+    if (n->kind == StmtKind::kStore && buffers.count(n->tensor))
+      n->indices.insert(n->indices.begin(), buffer);
+    for (Stmt& b : n->body) b = WithBuffer(b, buffers, buffer, map);
+    return n;
+  }
+
   void Nest(int stage, const Region* region, const LocalLayout* layout, std::vector<Stmt>* out) {
     const StageState& st = state_.stages()[stage];
     const Stage& s = dag_.stages[stage];
@@ -562,8 +633,12 @@ class Lowerer {
       init_value_ = Expr();
     }
     for (int k = int(iters.size()) - 1; k >= 0; --k) {
-      inner = WrapAttached(attached, k, inner);
-      inner = For(iters[k].var, iters[k].extent, kinds[k], inner);
+      if (Stmt db = DoubleBuffered(attached, k, iters[k], kinds[k], inner); db != nullptr) {
+        inner = db;
+      } else {
+        inner = WrapAttached(attached, k, inner);
+        inner = For(iters[k].var, iters[k].extent, kinds[k], inner);
+      }
       if (k == first_reduce) inner = Seq({init, inner});
     }
     out->push_back(WrapAttached(attached, -1, inner));

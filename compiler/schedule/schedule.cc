@@ -255,6 +255,14 @@ absl::Status ScheduleState::Annotate(const AnnotateStep& s, const Target& target
   LoopIter& it = st.iters[s.iter];
   if (it.kind != ForKind::kSerial) return InvalidArgumentError("loop is already annotated");
   switch (s.annotation) {
+    case v1::ANNOTATION_DOUBLE_BUFFER:
+      if (!target.is_gpu()) {
+        return InvalidArgumentError("double buffering stages GPU shared memory; the target is " +
+                                    target.ToString());
+      }
+      if (it.double_buffer) return InvalidArgumentError("loop is already double-buffered");
+      it.double_buffer = true;
+      return absl::OkStatus();
     case v1::ANNOTATION_PARALLEL:
     case v1::ANNOTATION_VECTORIZE:
       if (target.is_gpu()) {

@@ -26,6 +26,9 @@ struct LoopIter {
   int64_t extent = 0;
   bool reduce = false;
   ForKind kind = ForKind::kSerial;
+  // GPU: the shared fetches computed at this loop are double-buffered
+  // (v1::ANNOTATION_DOUBLE_BUFFER).
+  bool double_buffer = false;
 };
 
 struct StageState {

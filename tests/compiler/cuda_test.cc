@@ -125,7 +125,7 @@ TEST(GpuSchedule, DefaultsMatchReferenceInTheSimulator) {
 TEST(GpuSchedule, RandomSchedulesMatchReferenceInTheSimulator) {
   const ir::Target target = Cuda();
   std::mt19937_64 rng(2026);
-  int tiled = 0, with_barriers = 0;
+  int tiled = 0, with_barriers = 0, double_buffered = 0;
   std::set<std::string> distinct;
   for (int i = 0; i < 192; ++i) {
     const std::string& spec = Workloads()[i % Workloads().size()];
@@ -137,6 +137,8 @@ TEST(GpuSchedule, RandomSchedulesMatchReferenceInTheSimulator) {
     distinct.insert(spec + ir::ToProto(sched).SerializeAsString());
     tiled += sched.sketch_id == ir::kGpuTilingSketchId;
     with_barriers += r->stats.barriers > 0;
+    double_buffered +=
+        absl::StrContains(ir::ToProto(sched).ShortDebugString(), "ANNOTATION_DOUBLE_BUFFER");
   }
   // The draws differ: 192 pairs are not a few schedules checked many times
   // (a data mover's space is small: it has no reduction to tile).
@@ -144,6 +146,7 @@ TEST(GpuSchedule, RandomSchedulesMatchReferenceInTheSimulator) {
   // The tiling sketch (shared memory, barriers) must be a good part of it.
   EXPECT_GE(tiled, 40);
   EXPECT_GE(with_barriers, 40);
+  EXPECT_GE(double_buffered, 10);
 }
 
 ir::Stmt DropBarriers(const ir::Stmt& s) {
@@ -202,6 +205,70 @@ TEST(GpuSchedule, SharedFetchesShareTheirBarriers) {
       EXPECT_TRUE(absl::StrContains(broken.status().message(), "race")) << broken.status();
     }
   }
+}
+
+// Double-buffered shared fetches: two buffers of each tile, the first
+// tiles fetched before the K loop and one barrier per K tile (the interpreter
+// counts 1 + tiles crossings for block 0), the right numbers, and each of
+// the two barriers needed.
+TEST(GpuSchedule, DoubleBufferedFetchesCrossOneBarrierPerTile) {
+  const ir::Target target = Cuda();
+  for (const char* spec : {"matmul(M=32,N=32,K=32)", "dense(M=20,N=24,K=40)+bias+relu",
+                           "batch_matmul(B=2,M=12,N=16,K=24)"}) {
+    ir::ComputeDAG dag = Dag(spec);
+    ir::GpuTiling d = ir::DefaultGpuTiling(dag, target);
+    d.double_buffer = true;
+    ASSERT_EQ(d.reduce.size(), 1u);
+    const int64_t k = ir::TilingNest::Of(dag).reduce[0];
+    const int64_t tiles = k / (d.reduce[0].r1 * d.reduce[0].r2);
+    ASSERT_GE(tiles, 2) << spec;
+    auto sched = ir::BuildGpuTiledSchedule(dag, target, d);
+    ASSERT_TRUE(sched.ok()) << sched.status();
+    auto back = ir::GpuTiling::Decode(ir::TilingNest::Of(dag), sched->decisions);
+    ASSERT_TRUE(back.has_value());
+    EXPECT_TRUE(back->double_buffer);
+    auto st = ir::ScheduleState::Replay(dag, *sched, target);
+    ASSERT_TRUE(st.ok()) << st.status();
+    const ir::Stmt program = ir::Lower(*st);
+    std::vector<std::string> names = st->dag().TensorNames();
+    const std::string text = ir::ToString(program, &names);
+    int barriers = 0;
+    DropBarrier(program, -1, &barriers);
+    EXPECT_EQ(barriers, 2) << spec << "\n" << text;
+    auto r = Simulate(dag, *sched, target, 4);
+    ASSERT_TRUE(r.ok()) << spec << ": " << r.status() << "\n" << text;
+    EXPECT_EQ(r->stats.barriers, 1 + tiles) << spec;
+    // Twice the shared memory of the single-buffered tiling.
+    ir::GpuTiling single = d;
+    single.double_buffer = false;
+    auto single_sched = ir::BuildGpuTiledSchedule(dag, target, single);
+    ASSERT_TRUE(single_sched.ok());
+    auto single_st = ir::ScheduleState::Replay(dag, *single_sched, target);
+    ASSERT_TRUE(single_st.ok());
+    auto plan = ir::PlanGpuLaunches(st->dag(), program, target);
+    auto single_plan = ir::PlanGpuLaunches(single_st->dag(), ir::Lower(*single_st), target);
+    ASSERT_TRUE(plan.ok() && single_plan.ok());
+    EXPECT_EQ(plan->kernels[0].shared_bytes, 2 * single_plan->kernels[0].shared_bytes) << spec;
+    for (int which = 0; which < barriers; ++which) {
+      auto broken = Simulate(dag, *sched, target, 4, [&](ir::Stmt s) {
+        int seen = 0;
+        return DropBarrier(s, which, &seen);
+      });
+      ASSERT_FALSE(broken.ok()) << spec << " without barrier " << which;
+      EXPECT_TRUE(absl::StrContains(broken.status().message(), "race")) << broken.status();
+    }
+  }
+  // On a CPU target the annotation is refused by name.
+  ir::ComputeDAG dag = Dag("matmul(M=32,N=32,K=32)");
+  ir::Trace t;
+  t.steps.push_back(ir::AnnotateStep{0, 2, v1::ANNOTATION_DOUBLE_BUFFER});
+  auto host = ir::Target::Parse("llvm -mtriple=x86_64-linux-gnu -mcpu=x86-64");
+  ASSERT_TRUE(host.ok());
+  auto cpu = ir::ScheduleState::Replay(dag, t, *host);
+  ASSERT_FALSE(cpu.ok());
+  EXPECT_TRUE(
+      absl::StrContains(cpu.status().message(), "double buffering stages GPU shared memory"))
+      << cpu.status();
 }
 
 // The float16 form of a spec (dtype=float16 inside its parentheses).

@@ -53,6 +53,7 @@ GpuTiling GpuSketch::SampleTiling(std::mt19937_64& rng) const {
   for (int r = 0; r < sh.nr(); ++r) SampleReduce(sh, r, rng, &d);
   d.unroll = Pick(rng, 0, 3);
   d.storage_align = Pick(rng, 0, 1) != 0;
+  d.double_buffer = sh.nr() > 0 && Pick(rng, 0, 1) != 0;
   if (!d.Fits(sh, target_)) {  // fall back to one register per thread
     for (GpuTiling::Axis& x : d.spatial) x.vthread = x.s3 = 1;
   }
@@ -63,7 +64,7 @@ GpuTiling GpuSketch::MutateTiling(const GpuTiling& parent, std::mt19937_64& rng)
   const TilingNest& sh = nest_;
   for (int tries = 0; tries < 16; ++tries) {
     GpuTiling d = parent;
-    switch (Pick(rng, 0, 5)) {
+    switch (Pick(rng, 0, 6)) {
       case 0:
       case 1:
       case 2: {  // one tile level of one spatial axis
@@ -82,6 +83,9 @@ GpuTiling GpuSketch::MutateTiling(const GpuTiling& parent, std::mt19937_64& rng)
         break;
       case 4:
         d.unroll = Pick(rng, 0, 3);
+        break;
+      case 5:
+        d.double_buffer = sh.nr() > 0 && !d.double_buffer;
         break;
       default:
         d.storage_align = !d.storage_align;
