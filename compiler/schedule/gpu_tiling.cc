@@ -1,6 +1,7 @@
 #include "compiler/schedule/gpu_tiling.h"
 
 #include <algorithm>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
@@ -241,10 +242,28 @@ absl::StatusOr<Trace> GpuFusedSchedule(const ComputeDAG& dag, const Target& targ
     if (!s.inlinable || s.output == dag.output) continue;
     b.Add(ComputeInlineStep{int(i)});
   }
+  // A reduction into a 16-bit tensor accumulates in a float32 register
+  // (cache_write local, computed at the thread's loop) and rounds once.
+  std::vector<std::string> accumulated;
   for (size_t i = 0; i < dag.stages.size(); ++i) {
+    const Stage& s = dag.stages[i];
+    if (s.reduce == ReduceKind::kNone || !dag.tensors[size_t(s.output)].float16 ||
+        b.state().stages()[i].location != StageState::Location::kRoot || s.axes.empty())
+      continue;
+    accumulated.push_back(s.name);
+  }
+  for (const std::string& name : accumulated)
+    b.Add(CacheWriteStep{FindStage(b.state(), name), v1::MEMORY_SCOPE_LOCAL});
+  if (!b.ok()) return b.status();
+  std::set<std::string> locals;
+  for (const std::string& name : accumulated) locals.insert(name + ".local");
+  const size_t stages = b.state().dag().stages.size();
+  for (size_t i = 0; i < stages; ++i) {
     if (b.state().stages()[i].location != StageState::Location::kRoot) continue;
     const int stage = int(i);
-    const int ns = int(dag.stages[i].axes.size());
+    const Stage& s = b.state().dag().stages[i];
+    const int ns = int(s.axes.size());
+    if (locals.count(s.name)) continue;  // computed at its copy's thread loop below
     if (ns == 0) continue;  // a scalar: one thread
     if (ns >= 2) {
       std::vector<int> iters;
@@ -258,6 +277,8 @@ absl::StatusOr<Trace> GpuFusedSchedule(const ComputeDAG& dag, const Target& targ
     b.AnnotateLoop(stage, parts[0], v1::ANNOTATION_BLOCK_X);
     b.AnnotateLoop(stage, parts[1], v1::ANNOTATION_THREAD_X);
   }
+  for (const std::string& name : accumulated)
+    b.ComputeAt(FindStage(b.state(), name + ".local"), FindStage(b.state(), name), 1);
   if (!b.ok()) return b.status();
   Trace out = b.Take();
   out.sketch_id = kGpuFusedSketchId;

@@ -16,7 +16,8 @@
 // the whole block; the epilogue runs in the write-back.
 //
 // Fused: cheap stages inlined, each remaining stage's spatial loops fused and
-// split into blockIdx.x x threadIdx.x, reductions serial inside each thread.
+// split into blockIdx.x x threadIdx.x, reductions serial inside each thread
+// (one into a 16-bit tensor accumulating in a float32 register).
 #pragma once
 
 #include <cstdint>

@@ -425,6 +425,26 @@ TEST(GpuTensorCore, SchedulesMatchReferenceInTheSimulator) {
 // bfloat16: the same kernels with bfloat16 storage (SIMT schedules, and
 // tensor-core ones on the mma's bfloat16 form), outputs bfloat16 values
 // within 4 bfloat16 ulps of the float64 reference on bfloat16 inputs.
+// The fused schedule of a reduction into a 16-bit tensor accumulates in a
+// float32 register and rounds once: a 400-long bfloat16 sum stays within
+// the output's rounding (rounding every partial sum drifts past it).
+TEST(GpuBFloat16, FusedReductionsAccumulateInFloat32) {
+  const ir::Target target = Cuda("cuda -arch=sm_80");
+  for (const char* spec :
+       {"matmul(M=8,N=12,K=400,dtype=bfloat16)", "matmul(M=8,N=12,K=400,dtype=float16)"}) {
+    ir::ComputeDAG dag = Dag(spec);
+    auto sched = ir::GpuFusedSchedule(dag, target, 64);
+    ASSERT_TRUE(sched.ok()) << spec << ": " << sched.status();
+    auto st = ir::ScheduleState::Replay(dag, *sched, target);
+    ASSERT_TRUE(st.ok()) << st.status();
+    std::vector<std::string> names = st->dag().TensorNames();
+    const std::string text = ir::ToString(ir::Lower(*st), &names);
+    EXPECT_TRUE(absl::StrContains(text, "allocate local ")) << spec << "\n" << text;
+    auto r = Simulate(dag, *sched, target, 7);
+    EXPECT_TRUE(r.ok()) << spec << ": " << r.status() << "\n" << text;
+  }
+}
+
 TEST(GpuBFloat16, SchedulesMatchReferenceInTheSimulator) {
   const ir::Target target = Cuda("cuda -arch=sm_80");
   std::mt19937_64 rng(1680);
