@@ -138,9 +138,11 @@ std::string WgmmaFunction(int64_t n, const std::string& type, bool a_mn, bool b_
 // mma.sync's layout, are four and two 32-bit registers of two 16-bit
 // values. A load gathers them from shared memory, element (r, c) of the
 // operand at a[r * a_r + c * a_c]; with ldmatrix, rows of 16 aligned bytes
-// at a pitch of ld elements (ldmatrix.trans where the operand is stored
-// k-major: A's m, or B's n, contiguous). Lane l names the row of one 8x8
-// matrix (A: four, B: two).
+// from element u of `base` at a pitch of ld elements (ldmatrix.trans where
+// the operand is stored k-major: A's m, or B's n, contiguous), where the
+// tile is swizzled in rows of kRow elements each row's place moved by
+// tf_swizzle (ir::SwizzledElement). Lane l names the row of one 8x8 matrix
+// (A: four, B: two).
 constexpr const char* kMmaPrelude =
     R"(__device__ __forceinline__ unsigned tf_pack_h2(unsigned short lo, unsigned short hi) {
   return (unsigned)lo | ((unsigned)hi << 16);
@@ -159,12 +161,21 @@ __device__ __forceinline__ void tf_mma_m16n8k16_frag_b(unsigned* r, const unsign
   r[0] = tf_pack_h2(b[t * b_r + g * b_c], b[(t + 1) * b_r + g * b_c]);
   r[1] = tf_pack_h2(b[(t + 8) * b_r + g * b_c], b[(t + 9) * b_r + g * b_c]);
 }
-template <bool kTrans>
-__device__ __forceinline__ void tf_mma_m16n8k16_ldm_a(unsigned* r, const unsigned short* a, int ld) {
+template <int kRow>
+__device__ __forceinline__ int tf_swizzle(int u) {
+  if (kRow == 0) return u;
+  constexpr int kChunks = kRow >= 8 ? kRow / 8 : 1, kM = kChunks < 8 ? kChunks : 8,
+                kStep = kChunks < 8 ? 8 / kChunks : 1;
+  const int r = u / kRow, c = (u % kRow) / 8, s = (r / kStep) % kM;
+  return r * kRow + ((c / kM) * kM + (c % kM + s) % kM) * 8 + u % 8;
+}
+template <bool kTrans, int kRow>
+__device__ __forceinline__ void tf_mma_m16n8k16_ldm_a(unsigned* r, const unsigned short* base,
+                                                      int u, int ld) {
   const int lane = threadIdx.x & 31;
   const int ar = kTrans ? (lane & 7) + ((lane >> 4) & 1) * 8 : (lane & 15);
   const int ac = kTrans ? ((lane >> 3) & 1) * 8 : (lane >> 4) * 8;
-  const unsigned at = tf_shared_address(a + ar * ld + ac);
+  const unsigned at = tf_shared_address(base + tf_swizzle<kRow>(u + ar * ld + ac));
   if (kTrans) {
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(at));
@@ -173,12 +184,13 @@ __device__ __forceinline__ void tf_mma_m16n8k16_ldm_a(unsigned* r, const unsigne
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(at));
   }
 }
-template <bool kTrans>
-__device__ __forceinline__ void tf_mma_m16n8k16_ldm_b(unsigned* r, const unsigned short* b, int ld) {
+template <bool kTrans, int kRow>
+__device__ __forceinline__ void tf_mma_m16n8k16_ldm_b(unsigned* r, const unsigned short* base,
+                                                      int u, int ld) {
   const int lane = threadIdx.x & 31;
   const int br = kTrans ? (lane & 15) : (lane & 7);
   const int bc = kTrans ? 0 : ((lane >> 3) & 1) * 8;
-  const unsigned at = tf_shared_address(b + br * ld + bc);
+  const unsigned at = tf_shared_address(base + tf_swizzle<kRow>(u + br * ld + bc));
   if (kTrans) {
     asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];\n"
                  : "=r"(r[0]), "=r"(r[1]) : "r"(at));
@@ -601,7 +613,9 @@ class KernelEmitter : public ir::ExprFunctor<std::string()>,
       // ldmatrix.trans where the operand is stored k-major (A's m, or B's
       // n, the contiguous index: stride 1); the other stride is the pitch.
       const bool trans = b ? st[1] == 1 : st[0] == 1;
-      StrAppend(out, pad, shape, b ? "_ldm_b<" : "_ldm_a<", trans ? "true" : "false", ">(", into,
+      StrAppend(out, pad, shape, b ? "_ldm_b<" : "_ldm_a<", trans ? "true" : "false", ", ",
+                s->mma_swizzle, ">(&", TensorName(s->tensor), "[", FragmentRegister(s->indices[0]),
+                "], ", TensorName(s->mma_a), ", ", GenExpr(s->mma_offsets[0]), ", ",
                 st[trans == b ? 0 : 1], ");\n");
       return;
     }

@@ -1,5 +1,7 @@
 #include "compiler/ir/stmt.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
@@ -114,7 +116,7 @@ Stmt Mma(int d, Expr d_offset, int a, Expr a_offset, int b, Expr b_offset, bool 
 }
 
 Stmt MmaLoad(bool b, int fragment, Expr fragment_offset, int source, Expr offset,
-             std::array<int64_t, 2> strides, bool ldmatrix, bool tf32) {
+             std::array<int64_t, 2> strides, bool ldmatrix, bool tf32, int64_t swizzle) {
   auto n = std::make_shared<StmtNode>();
   n->kind = StmtKind::kMma;
   n->mma_load = b ? 2 : 1;
@@ -125,10 +127,36 @@ Stmt MmaLoad(bool b, int fragment, Expr fragment_offset, int source, Expr offset
   n->mma_a_strides = strides;
   n->mma_ldmatrix = ldmatrix;
   n->mma_tf32 = tf32;
+  n->mma_swizzle = swizzle;
   return n;
 }
 
 int64_t MmaFragmentElements(bool b, bool tf32) { return (b ? 4 : 8) / (tf32 ? 2 : 1); }
+
+namespace {
+// Chunks rotated together (m) and rows sharing one rotation (rows_per_step).
+void SwizzleShape(int64_t row, int64_t* m, int64_t* rows_per_step) {
+  const int64_t chunks = row / 8;
+  *m = std::min<int64_t>(chunks, 8);
+  *rows_per_step = std::max<int64_t>(1, 8 / chunks);
+}
+}  // namespace
+
+int64_t SwizzledElement(int64_t u, int64_t row) {
+  int64_t m, rows_per_step;
+  SwizzleShape(row, &m, &rows_per_step);
+  const int64_t r = u / row, c = (u % row) / 8, s = (r / rows_per_step) % m;
+  return r * row + ((c / m) * m + (c % m + s) % m) * 8 + u % 8;
+}
+
+Expr SwizzledColumn(const Expr& r, const Expr& c, int64_t row) {
+  int64_t m, rows_per_step;
+  SwizzleShape(row, &m, &rows_per_step);
+  auto I = [](int64_t v) { return IntImm(v); };
+  Expr chunk = FloorDiv(c, I(8)), s = FloorMod(FloorDiv(r, I(rows_per_step)), I(m));
+  return (FloorDiv(chunk, I(m)) * I(m) + FloorMod(FloorMod(chunk, I(m)) + s, I(m))) * I(8) +
+         FloorMod(c, I(8));
+}
 
 bool IsBlockBound(ForKind k) {
   return k == ForKind::kBlockX || k == ForKind::kBlockY || k == ForKind::kBlockZ;
@@ -223,6 +251,7 @@ void Print(const Stmt& s, const std::vector<std::string>* names, int indent, std
                         s->mma_tf32       ? ".tf32 "
                         : s->mma_ldmatrix ? ".ldmatrix "
                                           : " ",
+                        s->mma_swizzle ? absl::StrCat("swizzled ", s->mma_swizzle, " ") : "",
                         name(s->tensor), "[", ToString(s->indices[0], names),
                         "] = ", name(s->mma_a), "[", ToString(s->mma_offsets[0], names), " : ",
                         s->mma_a_strides[0], ", ", s->mma_a_strides[1], "]\n");

@@ -110,6 +110,10 @@ struct StmtNode {
   // A fragment load by ldmatrix: one stride 1 and the other a multiple of
   // 8, the offset a multiple of 8 (rows of 16 aligned bytes).
   bool mma_ldmatrix = false;
+  // An ldmatrix fragment load from a swizzled tile of rows of mma_swizzle
+  // elements (0: none): the element at flat u above is read at
+  // SwizzledElement(u, mma_swizzle).
+  int64_t mma_swizzle = 0;
   bool mma_tf32 = false;
   // wgmma (sm_90a): D (64 x mma_n) += A (64 x 16) x B (16 x mma_n), 16-bit
   // factors, for the warpgroup (4 warps, threads 128g..128g+127) running
@@ -155,9 +159,19 @@ Stmt Wgmma(int d, Expr d_offset, int64_t n, int a, Expr a_offset, std::array<int
 Stmt Mma(int d, Expr d_offset, int a, Expr a_offset, int b, Expr b_offset, bool tf32 = false);
 // One warp's load of operand A's (`b` false) or B's fragments (mma_load 1, 2).
 Stmt MmaLoad(bool b, int fragment, Expr fragment_offset, int source, Expr offset,
-             std::array<int64_t, 2> strides, bool ldmatrix, bool tf32);
+             std::array<int64_t, 2> strides, bool ldmatrix, bool tf32, int64_t swizzle = 0);
 // Elements of one lane's fragment of A or B (mma_load's `tensor` span).
 int64_t MmaFragmentElements(bool b, bool tf32);
+
+// Where a swizzled 16-bit tile of rows of `row` elements (a power of two,
+// 8 or more) keeps its flat element u: with C = row / 8 16-byte chunks a
+// row, m = min(C, 8), R = u / row, chunk c = (u % row) / 8 moves to
+// (c / m) m + (c % m + s) % m within row R, where s = (R / max(1, 8 / C))
+// % m. 8 consecutive rows' same chunk, and 8 consecutive chunks in row
+// order, then lie in 8 distinct 16-byte bank groups.
+int64_t SwizzledElement(int64_t u, int64_t row);
+// The same as an expression: the stored column of column `c` of row `r`.
+Expr SwizzledColumn(const Expr& r, const Expr& c, int64_t row);
 
 std::string ToString(const Stmt& s, const std::vector<std::string>* tensor_names = nullptr);
 

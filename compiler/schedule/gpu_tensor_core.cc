@@ -9,7 +9,7 @@
 namespace tunefarm::ir {
 namespace {
 
-constexpr size_t kWireSize = 9;       // 10 with wgmma
+constexpr size_t kWireSize = 9;       // 10 with wgmma, 11 with swizzle
 constexpr int kAddedTensors = 7;      // by TensorCoreDag
 // Elements a thread moves at once where a tile's rows are contiguous in
 // memory: 16 bytes (8 16-bit elements, 4 floats), one vectorized loop (see
@@ -209,13 +209,14 @@ std::array<int64_t, 3> TensorCoreProductShape(const ComputeDAG& dag) {
 std::vector<int64_t> TensorCoreTiling::Encode() const {
   std::vector<int64_t> wire = {warps_m, warps_n, frags_m,  frags_n,   k_steps,
                                pad,     stages,  ldmatrix, async_copy};
-  if (wgmma != 0) wire.push_back(wgmma);
+  if (wgmma != 0 || swizzle != 0) wire.push_back(wgmma);
+  if (swizzle != 0) wire.push_back(swizzle);
   return wire;
 }
 
 std::optional<TensorCoreTiling> TensorCoreTiling::Decode(absl::Span<const int64_t> wire,
                                                          bool tf32) {
-  if (wire.size() != kWireSize && wire.size() != kWireSize + 1) return std::nullopt;
+  if (wire.size() < kWireSize || wire.size() > kWireSize + 2) return std::nullopt;
   TensorCoreTiling t;
   t.tf32 = tf32;
   t.warps_m = wire[0];
@@ -228,6 +229,7 @@ std::optional<TensorCoreTiling> TensorCoreTiling::Decode(absl::Span<const int64_
   t.ldmatrix = wire[7];
   t.async_copy = wire[8];
   t.wgmma = wire.size() > kWireSize ? wire[9] : 0;
+  t.swizzle = wire.size() > kWireSize + 1 ? wire[10] : 0;
   return t;
 }
 
@@ -267,6 +269,15 @@ absl::Status CheckTensorCoreTiling(const TensorCoreTiling& t, const Target& targ
   if (t.stages < 1 || t.stages > kMaxTensorCoreStages)
     return bad(absl::StrCat("1 to ", kMaxTensorCoreStages, " stages"));
   if (t.ldmatrix != 0 && t.ldmatrix != 1) return bad("ldmatrix 0 or 1");
+  if (t.swizzle != 0) {
+    if (t.swizzle != 1) return bad("swizzle 0 or 1");
+    if (t.tf32 || t.wgmma != 0 || t.pad != 0 || t.ldmatrix != 1)
+      return bad("swizzled tiles are 16-bit mma.sync tiles read by ldmatrix, with pad 0");
+    for (int64_t row : {t.BlockM(), t.BlockN(), t.BlockK()}) {
+      if ((row & (row - 1)) != 0)
+        return bad(absl::StrCat("swizzled tiles need power-of-two rows, not ", row));
+    }
+  }
   if (t.tf32 && t.ldmatrix != 0) return bad("ldmatrix 0 for tf32 (it moves 16-bit rows)");
   if (t.async_copy != 0 && t.async_copy != 1) return bad("async_copy 0 or 1");
   if (t.async_copy == 1 && t.stages < 2) return bad("async_copy needs 2 stages or more");
@@ -350,8 +361,8 @@ absl::StatusOr<ComputeDAG> TensorCoreDag(const ComputeDAG& dag, const Target& ta
   TF_RETURN_IF_ERROR(CheckTensorCoreSketch(dag, target));
   std::optional<TensorCoreTiling> t = TensorCoreTiling::Decode(decisions, dag.tf32);
   if (!t) {
-    return absl::InvalidArgumentError(absl::StrCat("tensor-core decisions: ", kWireSize, " or ",
-                                                   kWireSize + 1, " values, not ",
+    return absl::InvalidArgumentError(absl::StrCat("tensor-core decisions: ", kWireSize, " to ",
+                                                   kWireSize + 2, " values, not ",
                                                    decisions.size()));
   }
   TF_RETURN_IF_ERROR(CheckTensorCoreTiling(*t, target));
@@ -526,17 +537,20 @@ Stmt LowerTensorCore(const ComputeDAG& dag, absl::Span<const int64_t> decisions)
   // column c; with wgmma, the core matrix of 8 rows x 8 columns holding it
   // (row-major over the tile's core matrices) and its place in there, as
   // 16-byte row (r % 8) of that core matrix, element c % 8.
+  // Swizzled: row r, column c's chunk rotated (SwizzledColumn).
   auto place = [&](int64_t cols, Expr r, Expr c, Expr lane) -> std::vector<Expr> {
+    if (t.swizzle != 0) return {r, column(SwizzledColumn(r, c, cols), lane)};
     if (!wg) return {r, column(c, lane)};
     Expr core = FloorDiv(r, I(8)) * I(cols / 8) + FloorDiv(c, I(8));
     return {core * I(8) + FloorMod(r, I(8)), lane.defined() ? lane : FloorMod(c, I(8))};
   };
+  // Buffer b's element at `at` (a place).
+  auto index = [](const Expr& b, std::vector<Expr> at) {
+    at.insert(at.begin(), b);
+    return at;
+  };
   // Tile kt straight into buffer `buf` (by cp.async when `async`).
   auto fill = [&](const Expr& kt, const Expr& buf, bool async) {
-    auto index = [&](const Expr& b, std::vector<Expr> at) {
-      at.insert(at.begin(), b);
-      return at;
-    };
     return Seq(
         {each_piece(
              a_rows, a_cols, a_width, "tc.fa",
@@ -565,13 +579,14 @@ Stmt LowerTensorCore(const ComputeDAG& dag, absl::Span<const int64_t> decisions)
   };
   auto commit = [&](const Expr& buf) {
     return Seq(
-        {each_piece(
-             a_rows, a_cols, a_width, "tc.ca",
-             [&](Expr e, Expr r, Expr c, Expr lane) {
-               return Store(sa, {buf, r, column(c, lane)}, Load(pa, ScalarType::kFloat32, {e}));
-             }),
+        {each_piece(a_rows, a_cols, a_width, "tc.ca",
+                    [&](Expr e, Expr r, Expr c, Expr lane) {
+                      return Store(sa, index(buf, place(a_cols, r, c, lane)),
+                                   Load(pa, ScalarType::kFloat32, {e}));
+                    }),
          each_piece(b_rows, b_cols, b_width, "tc.cb", [&](Expr e, Expr r, Expr c, Expr lane) {
-           return Store(sb, {buf, r, column(c, lane)}, Load(pb, ScalarType::kFloat32, {e}));
+           return Store(sb, index(buf, place(b_cols, r, c, lane)),
+                        Load(pb, ScalarType::kFloat32, {e}));
          })});
   };
 
@@ -594,10 +609,10 @@ Stmt LowerTensorCore(const ComputeDAG& dag, absl::Span<const int64_t> decisions)
   Stmt products = For(ks, t.k_steps, ForKind::kUnrolled,
                       Seq({For(fi, t.frags_m, ForKind::kUnrolled,
                                MmaLoad(false, fa, fi * I(a_elems), sa, a_offset, a_strides,
-                                       t.ldmatrix != 0, t.tf32)),
+                                       t.ldmatrix != 0, t.tf32, t.swizzle != 0 ? lda : 0)),
                            For(fj, t.frags_n, ForKind::kUnrolled,
                                MmaLoad(true, fb, fj * I(b_elems), sb, b_offset, b_strides,
-                                       t.ldmatrix != 0, t.tf32)),
+                                       t.ldmatrix != 0, t.tf32, t.swizzle != 0 ? ldb : 0)),
                            For(fi, t.frags_m, ForKind::kUnrolled,
                                For(fj, t.frags_n, ForKind::kUnrolled,
                                    Mma(acc, (fi * I(t.frags_n) + fj) * I(4), fa, fi * I(a_elems),

@@ -58,6 +58,12 @@ struct TensorCoreTiling {
   // stage more held, 3 stages or more). On the wire only when set (a 10th
   // value).
   int64_t wgmma = 0;
+  // 1: 16-bit tiles stored without pad, the 16-byte chunks of each row
+  // rotated (SwizzledElement), so that ldmatrix's 8 rows and each quarter
+  // warp's 8 16-byte copies fall in 8 distinct bank groups; needs pad 0,
+  // ldmatrix 1, no wgmma and power-of-two tile sides. On the wire only when
+  // set (an 11th value, after wgmma).
+  int64_t swizzle = 0;
   // The operands' format, not on the wire: the DAG's (ComputeDAG::tf32);
   // every function here that takes the DAG sets it.
   bool tf32 = false;
@@ -78,7 +84,8 @@ struct TensorCoreTiling {
 
   bool operator==(const TensorCoreTiling& o) const { return Encode() == o.Encode(); }
   // The wire form (Schedule.decisions): warps_m, warps_n, frags_m, frags_n,
-  // k_steps, pad, stages, ldmatrix, async_copy, and wgmma where it is 1.
+  // k_steps, pad, stages, ldmatrix, async_copy, then wgmma where it or
+  // swizzle is set, then swizzle where it is set.
   // nullopt for another length; the result's tf32 is `tf32`.
   std::vector<int64_t> Encode() const;
   static std::optional<TensorCoreTiling> Decode(absl::Span<const int64_t> wire, bool tf32);

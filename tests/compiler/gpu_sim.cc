@@ -236,14 +236,15 @@ class BlockSim {
       if (s.mma_ldmatrix &&
           !(off[1] % 8 == 0 && ((st[0] == 1 && st[1] % 8 == 0) || (st[1] == 1 && st[0] % 8 == 0))))
         return absl::InternalError(StrCat("ldmatrix on unaligned rows in warp ", w));
+      if (s.mma_swizzle != 0 && !s.mma_ldmatrix)
+        return absl::InternalError("a swizzled fragment load without ldmatrix");
       for (int l = 0; l < 32; ++l) {
         const int t = 32 * w + l;
         const std::vector<std::pair<int, int>> places = FragmentPlaces(b, s.mma_tf32, l);
         for (size_t e = 0; e < places.size(); ++e) {
-          TF_ASSIGN_OR_RETURN(
-              float* from,
-              FlatAddress(s.mma_a, off[1] + places[e].first * st[0] + places[e].second * st[1], t,
-                          false));
+          int64_t u = off[1] + places[e].first * st[0] + places[e].second * st[1];
+          if (s.mma_swizzle != 0) u = ir::SwizzledElement(u, s.mma_swizzle);
+          TF_ASSIGN_OR_RETURN(float* from, FlatAddress(s.mma_a, u, t, false));
           TF_ASSIGN_OR_RETURN(float* to, Register(s.tensor, off[0] + int64_t(e), t));
           *to = s.mma_tf32 ? RoundToTf32(*from) : *from;
         }

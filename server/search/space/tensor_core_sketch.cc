@@ -33,6 +33,7 @@ void MakeWgmma(TensorCoreTiling* t, std::mt19937_64& rng) {
   t->frags_n = PickOf(rng, {4, 8, 16, 32});
   t->pad = 0;
   t->ldmatrix = 0;
+  t->swizzle = 0;
   t->async_copy = 1;
   if (t->stages < 2) t->stages = PickOf(rng, {2, 3, 4});
   t->wgmma = t->stages >= 3 ? PickOf(rng, {1, 2}) : 1;
@@ -62,6 +63,10 @@ std::vector<TensorCoreTiling> TensorCoreSketch::KnownTilings() const {
     t.ldmatrix = t.tf32 || t.wgmma ? 0 : 1;
     t.pad = t.wgmma ? 0 : t.tf32 ? 4 : 8;
     if (t.k_steps <= 4 && Fits(t)) out.push_back(t);
+    // 16-bit mma.sync tiles also swizzled (CUTLASS's way) instead of padded.
+    t.pad = 0;
+    t.swizzle = 1;
+    if (t.ldmatrix == 1 && t.k_steps <= 4 && Fits(t)) out.push_back(t);
   }
   return out;
 }
@@ -82,6 +87,10 @@ TensorCoreTiling TensorCoreSketch::SampleTiling(std::mt19937_64& rng) const {
     t.pad = t.tf32 ? PickOf(rng, {0, 4, 8}) : PickOf(rng, {0, 8});
     t.stages = PickOf(rng, {1, 2, 3, 4});
     t.ldmatrix = t.tf32 ? 0 : PickOf(rng, {0, 1});  // ldmatrix moves 16-bit rows
+    if (t.ldmatrix == 1 && PickOf(rng, {0, 1}) == 1) {  // swizzled rather than padded
+      t.pad = 0;
+      t.swizzle = 1;
+    }
     // Past 2 stages only cp.async keeps tiles in flight.
     t.async_copy = t.stages == 2 ? PickOf(rng, {0, 1}) : t.stages > 2 ? 1 : 0;
     // On sm_90, half of the 16-bit samples are warpgroup products.
@@ -153,9 +162,15 @@ TensorCoreTiling TensorCoreSketch::MutateTiling(const TensorCoreTiling& parent,
       case 6:
         if (t.tf32) continue;  // ldmatrix moves 16-bit rows
         t.ldmatrix = 1 - t.ldmatrix;
+        t.swizzle = 0;
         break;
-      default:  // 0 -> 8 -> 0, or for tf32 0 -> 4 -> 8 -> 0
-        t.pad = t.pad == 0 ? (t.tf32 ? 4 : 8) : t.pad == 4 ? 8 : 0;
+      default:
+        if (t.ldmatrix == 1) {  // padded -> swizzled -> neither -> padded
+          t.swizzle = t.pad == 8 ? 1 : 0;
+          t.pad = t.pad == 0 && t.swizzle == 0 && parent.swizzle == 0 ? 8 : 0;
+        } else {  // 0 -> 8 -> 0, or for tf32 0 -> 4 -> 8 -> 0
+          t.pad = t.pad == 0 ? (t.tf32 ? 4 : 8) : t.pad == 4 ? 8 : 0;
+        }
     }
     if (!(t == parent) && Fits(t)) return t;
   }
@@ -175,6 +190,7 @@ Decisions TensorCoreSketch::Mutate(const Decisions& d, std::mt19937_64& rng) con
 std::vector<int64_t> TensorCoreSketch::Structure(const Decisions& d) const {
   TensorCoreTiling t = std::get<TensorCoreTiling>(d);
   t.pad = 0;
+  t.swizzle = 0;
   return t.Encode();
 }
 

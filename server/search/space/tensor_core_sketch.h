@@ -28,8 +28,8 @@ class TensorCoreSketch final : public Sketch {
   ir::TensorCoreTiling SampleTiling(std::mt19937_64& rng) const;
   // The library-like tilings that fit this product and target: 128x128,
   // 128x256, 256x128 and 64x64 block tiles of 64x64 warp tiles, 3-4
-  // cp.async stages; on sm_90 also wgmma 128x256, 128x128 and 64x256 tiles
-  // 64 deep.
+  // cp.async stages, each padded and swizzled; on sm_90 also wgmma 128x256,
+  // 128x128 and 64x256 tiles 64 deep.
   std::vector<ir::TensorCoreTiling> KnownTilings() const;
   ir::TensorCoreTiling MutateTiling(const ir::TensorCoreTiling& t, std::mt19937_64& rng) const;
 
