@@ -180,6 +180,20 @@ ir::Stmt DropBarrier(const ir::Stmt& s, int which, int* seen) {
   return n;
 }
 
+// Without any one of its `barriers` barrier statements, `sched`'s program
+// races in the interpreter.
+void ExpectEachBarrierNeeded(const ir::ComputeDAG& dag, const ir::Trace& sched,
+                             const ir::Target& target, int barriers, const std::string& spec) {
+  for (int which = 0; which < barriers; ++which) {
+    auto broken = Simulate(dag, sched, target, 3, [&](ir::Stmt s) {
+      int seen = 0;
+      return DropBarrier(s, which, &seen);
+    });
+    ASSERT_FALSE(broken.ok()) << spec << " without barrier " << which;
+    EXPECT_TRUE(absl::StrContains(broken.status().message(), "race")) << broken.status();
+  }
+}
+
 // The shared fetches of a tiling's operands (both matrices of a GEMM, the
 // padded input and the weights of a convolution) share one barrier before
 // them and one after: two barrier statements, each needed (without either
@@ -197,14 +211,7 @@ TEST(GpuSchedule, SharedFetchesShareTheirBarriers) {
     DropBarrier(ir::Lower(*st), -1, &barriers);
     EXPECT_EQ(barriers, 2) << spec << "\n" << ir::ToString(ir::Lower(*st));
     ASSERT_TRUE(Simulate(dag, *sched, target, 3).ok()) << spec;
-    for (int which = 0; which < barriers; ++which) {
-      auto broken = Simulate(dag, *sched, target, 3, [&](ir::Stmt s) {
-        int seen = 0;
-        return DropBarrier(s, which, &seen);
-      });
-      ASSERT_FALSE(broken.ok()) << spec << " without barrier " << which;
-      EXPECT_TRUE(absl::StrContains(broken.status().message(), "race")) << broken.status();
-    }
+    ExpectEachBarrierNeeded(dag, *sched, target, barriers, spec);
   }
 }
 
@@ -250,14 +257,7 @@ TEST(GpuSchedule, DoubleBufferedFetchesCrossOneBarrierPerTile) {
     auto single_plan = ir::PlanGpuLaunches(single_st->dag(), ir::Lower(*single_st), target);
     ASSERT_TRUE(plan.ok() && single_plan.ok());
     EXPECT_EQ(plan->kernels[0].shared_bytes, 2 * single_plan->kernels[0].shared_bytes) << spec;
-    for (int which = 0; which < barriers; ++which) {
-      auto broken = Simulate(dag, *sched, target, 4, [&](ir::Stmt s) {
-        int seen = 0;
-        return DropBarrier(s, which, &seen);
-      });
-      ASSERT_FALSE(broken.ok()) << spec << " without barrier " << which;
-      EXPECT_TRUE(absl::StrContains(broken.status().message(), "race")) << broken.status();
-    }
+    ExpectEachBarrierNeeded(dag, *sched, target, barriers, spec);
   }
   // On a CPU target the annotation is refused by name.
   ir::ComputeDAG dag = Dag("matmul(M=32,N=32,K=32)");
@@ -270,6 +270,32 @@ TEST(GpuSchedule, DoubleBufferedFetchesCrossOneBarrierPerTile) {
   EXPECT_TRUE(
       absl::StrContains(cpu.status().message(), "double buffering stages GPU shared memory"))
       << cpu.status();
+}
+
+// The GEMM-library-like SIMT tilings the sketch draws a quarter of its
+// samples from: only for products with two inner axes of 64 or more, all
+// double-buffered, each matching the reference in the interpreter.
+TEST(GpuSchedule, KnownTilingsMatchTheReference) {
+  const ir::Target target = Cuda("cuda -arch=sm_90");
+  int checked = 0;
+  for (const char* spec : {"matmul(M=256,N=192,K=40)", "batch_matmul(B=2,M=64,N=128,K=24)+relu",
+                           "dense(M=128,N=72,K=33)+bias"}) {
+    ir::ComputeDAG dag = Dag(spec);
+    const std::vector<ir::GpuTiling> known = search::space::GpuSketch(dag, target).KnownTilings();
+    EXPECT_GE(known.size(), 4u) << spec;
+    for (const ir::GpuTiling& d : known) {
+      EXPECT_TRUE(d.double_buffer);
+      auto sched = ir::BuildGpuTiledSchedule(dag, target, d);
+      ASSERT_TRUE(sched.ok()) << spec << ": " << sched.status();
+      auto r = Simulate(dag, *sched, target, 11);
+      ASSERT_TRUE(r.ok()) << spec << " decisions " << absl::StrJoin(d.Encode(), ",") << ": "
+                          << r.status();
+      ++checked;
+    }
+  }
+  EXPECT_GE(checked, 12);
+  ir::ComputeDAG small = Dag("matmul(M=32,N=256,K=64)");
+  EXPECT_TRUE(search::space::GpuSketch(small, target).KnownTilings().empty());
 }
 
 // The float16 form of a spec (dtype=float16 inside its parentheses).

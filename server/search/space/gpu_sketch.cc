@@ -35,13 +35,47 @@ void SampleReduce(const TilingNest& sh, int r, std::mt19937_64& rng, GpuTiling* 
   x.r1 = Pick(rng, 0, 1) == 0 ? RandomDivisor(rng, sh.reduce[size_t(r)] / x.r2, 8) : 1;
 }
 
+// Whether double buffering changes the program: the loop the shared copies
+// are computed at (the innermost reduction axis's R0) runs twice or more.
+bool Pipelined(const TilingNest& sh, const GpuTiling& d) {
+  if (sh.nr() == 0) return false;
+  const GpuTiling::Reduce& r = d.reduce[size_t(sh.nr() - 1)];
+  return CeilDiv(sh.reduce[size_t(sh.nr() - 1)], r.r1 * r.r2) >= 2;
+}
+
 }  // namespace
 
 GpuSketch::GpuSketch(const ir::ComputeDAG& dag, const ir::Target& target)
     : dag_(dag), target_(target), nest_(TilingNest::Of(dag)) {}
 
+std::vector<GpuTiling> GpuSketch::KnownTilings() const {
+  const TilingNest& sh = nest_;
+  std::vector<GpuTiling> out;
+  const int ns = sh.ns();
+  if (ns < 2 || sh.nr() != 1 || sh.spatial[size_t(ns - 2)] < 64 || sh.spatial[size_t(ns - 1)] < 64)
+    return out;
+  // (threads along M, along N, vthreads along M, K tile as r1 x r2)
+  static constexpr int64_t kTable[][5] = {{16, 16, 2, 1, 8}, {16, 16, 2, 2, 8}, {8, 16, 2, 1, 8},
+                                          {16, 8, 2, 1, 8},  {8, 8, 2, 1, 8},   {16, 16, 1, 1, 8}};
+  for (const auto& row : kTable) {
+    GpuTiling d = GpuTiling::Shaped(sh);
+    GpuTiling::Axis &m = d.spatial[size_t(ns - 2)], &n = d.spatial[size_t(ns - 1)];
+    m = {row[2], row[0], 1, 4};
+    n = {2, row[1], 1, 4};
+    d.reduce[0] = {row[3], row[4]};
+    d.unroll = 3;
+    d.double_buffer = Pipelined(sh, d);
+    if (d.Fits(sh, target_)) out.push_back(d);
+  }
+  return out;
+}
+
 GpuTiling GpuSketch::SampleTiling(std::mt19937_64& rng) const {
   const TilingNest& sh = nest_;
+  if (Pick(rng, 0, 3) == 0) {
+    std::vector<GpuTiling> known = KnownTilings();
+    if (!known.empty()) return known[size_t(Pick(rng, 0, int64_t(known.size()) - 1))];
+  }
   GpuTiling d = GpuTiling::Shaped(sh);
   for (int tries = 0; tries < 32; ++tries) {
     static const int64_t kBudgets[] = {32, 64, 128, 256, 512, 1024};
@@ -53,7 +87,7 @@ GpuTiling GpuSketch::SampleTiling(std::mt19937_64& rng) const {
   for (int r = 0; r < sh.nr(); ++r) SampleReduce(sh, r, rng, &d);
   d.unroll = Pick(rng, 0, 3);
   d.storage_align = Pick(rng, 0, 1) != 0;
-  d.double_buffer = sh.nr() > 0 && Pick(rng, 0, 1) != 0;
+  d.double_buffer = Pipelined(sh, d) && Pick(rng, 0, 1) != 0;
   if (!d.Fits(sh, target_)) {  // fall back to one register per thread
     for (GpuTiling::Axis& x : d.spatial) x.vthread = x.s3 = 1;
   }
@@ -80,12 +114,13 @@ GpuTiling GpuSketch::MutateTiling(const GpuTiling& parent, std::mt19937_64& rng)
       }
       case 3:
         if (sh.nr() > 0) SampleReduce(sh, int(Pick(rng, 0, sh.nr() - 1)), rng, &d);
+        d.double_buffer = d.double_buffer && Pipelined(sh, d);
         break;
       case 4:
         d.unroll = Pick(rng, 0, 3);
         break;
       case 5:
-        d.double_buffer = sh.nr() > 0 && !d.double_buffer;
+        d.double_buffer = !d.double_buffer && Pipelined(sh, d);
         break;
       default:
         d.storage_align = !d.storage_align;

@@ -21,7 +21,16 @@ class GpuSketch final : public Sketch {
  public:
   GpuSketch(const ir::ComputeDAG& dag, const ir::Target& target);
 
+  // A quarter of the draws is one of KnownTilings where any fits; the rest
+  // are uniform.
   ir::GpuTiling SampleTiling(std::mt19937_64& rng) const;
+  // GEMM-library-like tilings for a product with one reduction and two
+  // inner spatial axes of 64 or more (batch axes untiled): 128x128,
+  // 128x64, 64x128 and 64x64 block tiles, each thread 8x8 (or 4x8)
+  // results in runs of 4 per axis 64 apart (vthread 2: a warp's 16-byte
+  // shared reads spread over the banks), K tiles 8 or 16 deep,
+  // double-buffered, unrolled; those that fit.
+  std::vector<ir::GpuTiling> KnownTilings() const;
   ir::GpuTiling MutateTiling(const ir::GpuTiling& t, std::mt19937_64& rng) const;
 
   // Sketch.
