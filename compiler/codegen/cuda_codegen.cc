@@ -164,10 +164,10 @@ __device__ __forceinline__ void tf_mma_m16n8k16_frag_b(unsigned* r, const unsign
 template <int kRow>
 __device__ __forceinline__ int tf_swizzle(int u) {
   if (kRow == 0) return u;
-  constexpr int kChunks = kRow >= 8 ? kRow / 8 : 1, kM = kChunks < 8 ? kChunks : 8,
+  constexpr int kR = kRow >= 8 ? kRow : 8, kChunks = kR / 8, kM = kChunks < 8 ? kChunks : 8,
                 kStep = kChunks < 8 ? 8 / kChunks : 1;
-  const int r = u / kRow, c = (u % kRow) / 8, s = (r / kStep) % kM;
-  return r * kRow + ((c / kM) * kM + (c % kM + s) % kM) * 8 + u % 8;
+  const int r = u / kR, c = (u % kR) / 8, s = (r / kStep) % kM;
+  return r * kR + ((c / kM) * kM + (c % kM + s) % kM) * 8 + u % 8;
 }
 template <bool kTrans, int kRow>
 __device__ __forceinline__ void tf_mma_m16n8k16_ldm_a(unsigned* r, const unsigned short* base,

@@ -36,7 +36,7 @@ GpuTiling GpuTiling::Shaped(const TilingNest& nest) {
 
 std::optional<GpuTiling> GpuTiling::Decode(const TilingNest& nest, absl::Span<const int64_t> wire) {
   const size_t base = kPerSpatial * size_t(nest.ns()) + kPerReduce * size_t(nest.nr()) + 2;
-  if (wire.size() != base && wire.size() != base + 1) return std::nullopt;
+  if (wire.size() != base && !(wire.size() == base + 1 && wire[base] == 1)) return std::nullopt;
   GpuTiling t;
   size_t at = 0;
   for (int a = 0; a < nest.ns(); ++a, at += kPerSpatial)
@@ -45,7 +45,7 @@ std::optional<GpuTiling> GpuTiling::Decode(const TilingNest& nest, absl::Span<co
     t.reduce.push_back({wire[at], wire[at + 1]});
   t.unroll = wire[at];
   t.storage_align = wire[at + 1] != 0;
-  t.double_buffer = wire.size() > base && wire[at + 2] != 0;
+  t.double_buffer = wire.size() > base;
   return t;
 }
 

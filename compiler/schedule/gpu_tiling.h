@@ -74,7 +74,7 @@ struct GpuTiling {
   static GpuTiling Shaped(const TilingNest& nest);
   // The wire form (Schedule.decisions): per spatial axis vthread, thread,
   // S3, S4; per reduction axis R1, R2; then unroll and storage_align, and
-  // double_buffer only when set (so earlier decisions keep their form).
+  // double_buffer (1) only when set (so earlier decisions keep their form).
   // nullopt when the length does not fit `nest`.
   static std::optional<GpuTiling> Decode(const TilingNest& nest, absl::Span<const int64_t> wire);
   std::vector<int64_t> Encode() const;

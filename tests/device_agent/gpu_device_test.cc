@@ -216,12 +216,13 @@ TEST_F(GpuDevice, Float16AndTensorCoreSchedulesMatchTheReference) {
 
 // cp.async pipelines 2 to 4 stages deep, and tiles past the 48 KiB of
 // static shared memory where the GPU lets a block opt in to more (the
-// loader sets the kernel's dynamic shared memory, each launch passes it):
-// right outputs on the hardware.
+// loader sets the kernel's dynamic shared memory, each launch passes it),
+// the large 16-bit ones with 2 and 4 stages swizzled (ldmatrix through
+// tf_swizzle): right outputs on the hardware.
 TEST_F(GpuDevice, DeepPipelinesAndDynamicSharedMemoryRunCorrectly) {
   ir::Target t = *ir::Target::Parse(target_spec_);
   if (t.sm < 80) TF_SKIP("has-gpu") << "no cp.async before sm_80 (" << t.arch() << ")";
-  int measured = 0, built = 0, dynamic = 0;
+  int measured = 0, built = 0, dynamic = 0, swizzled = 0;
   for (const char* spec : {"matmul(M=512,N=384,K=520,dtype=float16)+relu",
                            "conv2d_nhwc(N=2,C=64,H=14,W=14,K=128,R=3,S=3,pad=1,dtype=float16)",
                            "matmul(M=256,N=256,K=264,dtype=tf32)"}) {
@@ -236,12 +237,17 @@ TEST_F(GpuDevice, DeepPipelinesAndDynamicSharedMemoryRunCorrectly) {
           tiling.frags_m = 4;
           tiling.frags_n = 8;
           tiling.k_steps = 4;
+          if (!dag.tf32 && stages != 3) {
+            tiling.pad = 0;
+            tiling.swizzle = 1;
+          }
         }
         absl::StatusOr<ir::Trace> s = ir::TensorCoreSchedule(dag, t, tiling);
         if (!s.ok()) continue;  // past this GPU's shared memory
         v1::BuildResult b = Build(spec, *s);
         ASSERT_TRUE(b.error().empty()) << spec << ": " << b.error();
         ++built;
+        swizzled += tiling.swizzle;
         v1::GpuModule m;
         ASSERT_TRUE(m.ParseFromString(b.artifact()));
         dynamic += m.kernels(0).dynamic_shared();
@@ -253,13 +259,14 @@ TEST_F(GpuDevice, DeepPipelinesAndDynamicSharedMemoryRunCorrectly) {
     }
   }
   std::printf(
-      "GPU: %d of %d pipelined tensor-core kernels (%d with dynamic shared memory) "
+      "GPU: %d of %d pipelined tensor-core kernels (%d with dynamic shared memory, %d swizzled) "
       "measured correct on %s (%lld B shared per block)\n",
-      measured, built, dynamic, caps_.gpu_name().c_str(),
+      measured, built, dynamic, swizzled, caps_.gpu_name().c_str(),
       static_cast<long long>(caps_.gpu_shared_memory_per_block()));
   EXPECT_GE(built, 9);
   EXPECT_EQ(measured, built);
   if (caps_.gpu_shared_memory_per_block() >= 100 * 1024) EXPECT_GE(dynamic, 3);
+  if (caps_.gpu_shared_memory_per_block() >= 100 * 1024) EXPECT_GE(swizzled, 2);
 }
 
 // sm_90: wgmma tilings (warpgroup products from core-matrix tiles, the
