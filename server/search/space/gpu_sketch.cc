@@ -54,15 +54,15 @@ std::vector<GpuTiling> GpuSketch::KnownTilings() const {
   const int ns = sh.ns();
   if (ns < 2 || sh.nr() != 1 || sh.spatial[size_t(ns - 2)] < 64 || sh.spatial[size_t(ns - 1)] < 64)
     return out;
-  // (threads along M, along N, vthreads along M, K tile as r1 x r2)
-  static constexpr int64_t kTable[][5] = {{16, 16, 2, 1, 8}, {16, 16, 2, 2, 8}, {8, 16, 2, 1, 8},
-                                          {16, 8, 2, 1, 8},  {8, 8, 2, 1, 8},   {16, 16, 1, 1, 8}};
+  // (threads along M, along N, S3 on both, vthreads on both, K tile r1 x r2)
+  static constexpr int64_t kTable[][6] = {{16, 16, 2, 1, 1, 8}, {16, 16, 2, 1, 2, 8},
+                                          {8, 16, 2, 1, 1, 8},  {16, 8, 2, 1, 1, 8},
+                                          {8, 8, 2, 1, 1, 8},   {16, 16, 1, 2, 1, 8}};
   for (const auto& row : kTable) {
     GpuTiling d = GpuTiling::Shaped(sh);
-    GpuTiling::Axis &m = d.spatial[size_t(ns - 2)], &n = d.spatial[size_t(ns - 1)];
-    m = {row[2], row[0], 1, 4};
-    n = {2, row[1], 1, 4};
-    d.reduce[0] = {row[3], row[4]};
+    d.spatial[size_t(ns - 2)] = {row[3], row[0], row[2], 4};
+    d.spatial[size_t(ns - 1)] = {row[3], row[1], row[2], 4};
+    d.reduce[0] = {row[4], row[5]};
     d.unroll = 3;
     d.double_buffer = Pipelined(sh, d);
     if (d.Fits(sh, target_)) out.push_back(d);

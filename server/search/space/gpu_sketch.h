@@ -26,9 +26,8 @@ class GpuSketch final : public Sketch {
   ir::GpuTiling SampleTiling(std::mt19937_64& rng) const;
   // GEMM-library-like tilings for a product with one reduction and two
   // inner spatial axes of 64 or more (batch axes untiled): 128x128,
-  // 128x64, 64x128 and 64x64 block tiles, each thread 8x8 (or 4x8)
-  // results in runs of 4 per axis 64 apart (vthread 2: a warp's 16-byte
-  // shared reads spread over the banks), K tiles 8 or 16 deep,
+  // 128x64, 64x128 and 64x64 block tiles of 8x8 results a thread (and one
+  // of 4 vthread passes of 64x64 at 4x4), K tiles 8 or 16 deep,
   // double-buffered, unrolled; those that fit.
   std::vector<ir::GpuTiling> KnownTilings() const;
   ir::GpuTiling MutateTiling(const ir::GpuTiling& t, std::mt19937_64& rng) const;
