@@ -113,7 +113,9 @@ std::array<int64_t, 3> TensorCoreProductShape(const ComputeDAG& dag);
 // k_steps 1-4; pad 0 or 8, or 4 for tf32 (16 bytes); stages 1 to 4;
 // ldmatrix and async_copy 0 or 1, ldmatrix 0 for tf32, async_copy with 2
 // stages or more and needed past 2; wgmma 0, 1 or 2, set only on sm_90 with 4
-// warps along M, 16-bit factors, pad 0, ldmatrix 0 and async_copy), within
+// warps along M, 16-bit factors, pad 0, ldmatrix 0 and async_copy; swizzle
+// 0 or 1, set only with 16-bit factors, pad 0, ldmatrix 1, no wgmma and
+// power-of-two tile sides), within
 // the target's threads and shared memory and kMaxTensorCoreAccumulators;
 // InvalidArgument naming the limit.
 absl::Status CheckTensorCoreTiling(const TensorCoreTiling& tiling, const Target& target);

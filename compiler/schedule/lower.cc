@@ -363,9 +363,6 @@ class Lowerer {
     });
   }
 
-  // Appends the loop nest(s) of `stage` to `out`. For a stage computed at
-  // another, `region` is the box it computes and `layout` its buffer.
-  // A stage computed at a loop of another: its region, nest and buffer.
   // Whether `s` reads a GPU shared-memory tensor anywhere.
   bool LoadsShared(const Stmt& s) const {
     bool found = false;
@@ -380,6 +377,7 @@ class Lowerer {
     return found;
   }
 
+  // A stage computed at a loop of another: its region, nest and buffer.
   struct Attached {
     int stage;
     int pos;  // the loop it is computed at
@@ -541,6 +539,8 @@ class Lowerer {
     return n;
   }
 
+  // Appends the loop nest(s) of `stage` to `out`. For a stage computed at
+  // another, `region` is the box it computes and `layout` its buffer.
   void Nest(int stage, const Region* region, const LocalLayout* layout, std::vector<Stmt>* out) {
     const StageState& st = state_.stages()[stage];
     const Stage& s = dag_.stages[stage];
