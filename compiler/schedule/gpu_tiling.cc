@@ -214,7 +214,18 @@ absl::StatusOr<Trace> BuildGpuTiledSchedule(const ComputeDAG& dag, const Target&
   if (!b.ok()) return b.status();
   // Shared copies at the innermost R0 loop (the whole tile when there is no
   // reduction split), padded against bank conflicts when decided so.
-  const ExprNode* attach = nr > 0 ? rl[nr - 1][0] : ll[ns - 1][2];
+  // Double-buffered ones sit at the innermost R0 loop that runs twice or
+  // more, the R0 loops inside it running once (the same boxes), so that the
+  // pipeline spans the loop that iterates (a convolution's channels when
+  // its kernel window is covered by R1 and R2).
+  int attach_r = nr - 1;
+  while (d.double_buffer && attach_r > 0 &&
+         (sh.reduce[size_t(attach_r)] +
+          d.reduce[size_t(attach_r)].r1 * d.reduce[size_t(attach_r)].r2 - 1) /
+                 (d.reduce[size_t(attach_r)].r1 * d.reduce[size_t(attach_r)].r2) ==
+             1)
+    --attach_r;
+  const ExprNode* attach = nr > 0 ? rl[attach_r][0] : ll[ns - 1][2];
   for (size_t i = 0; i < b.state().dag().stages.size(); ++i) {
     const ComputeDAG& sdag = b.state().dag();
     if (!sdag.tensors[sdag.stages[i].output].shared) continue;

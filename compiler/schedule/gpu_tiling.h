@@ -60,8 +60,9 @@ struct GpuTiling {
   std::vector<Reduce> reduce;
   int64_t unroll = 0;          // auto-unroll max step index into {0, 16, 64, 512}
   bool storage_align = false;  // shared copies padded against bank conflicts
-  // The shared copies double-buffered at the innermost R0 loop: the next
-  // K tiles fetched while this one's products run, one barrier per tile.
+  // The shared copies double-buffered at the innermost R0 loop that runs
+  // twice or more (those inside it running once): the next K tiles fetched
+  // while this one's products run, one barrier per tile.
   bool double_buffer = false;
 
   bool operator==(const GpuTiling& o) const {

@@ -221,14 +221,19 @@ TEST(GpuSchedule, SharedFetchesShareTheirBarriers) {
 // the two barriers needed.
 TEST(GpuSchedule, DoubleBufferedFetchesCrossOneBarrierPerTile) {
   const ir::Target target = Cuda();
+  // The convolution's default covers its 3x3 window with R2: the pipeline
+  // runs over its channels' R0 loop.
   for (const char* spec : {"matmul(M=32,N=32,K=32)", "dense(M=20,N=24,K=40)+bias+relu",
-                           "batch_matmul(B=2,M=12,N=16,K=24)"}) {
+                           "batch_matmul(B=2,M=12,N=16,K=24)",
+                           "conv2d_nchw(N=1,C=16,H=8,W=8,K=16,R=3,S=3,pad=1)+bias+relu"}) {
     ir::ComputeDAG dag = Dag(spec);
     ir::GpuTiling d = ir::DefaultGpuTiling(dag, target);
     d.double_buffer = true;
-    ASSERT_EQ(d.reduce.size(), 1u);
-    const int64_t k = ir::TilingNest::Of(dag).reduce[0];
-    const int64_t tiles = k / (d.reduce[0].r1 * d.reduce[0].r2);
+    int64_t tiles = 1;  // every R0 loop's iterations (all but one run once)
+    for (size_t r = 0; r < d.reduce.size(); ++r) {
+      const int64_t step = d.reduce[r].r1 * d.reduce[r].r2;
+      tiles *= (ir::TilingNest::Of(dag).reduce[r] + step - 1) / step;
+    }
     ASSERT_GE(tiles, 2) << spec;
     auto sched = ir::BuildGpuTiledSchedule(dag, target, d);
     ASSERT_TRUE(sched.ok()) << sched.status();

@@ -35,12 +35,14 @@ void SampleReduce(const TilingNest& sh, int r, std::mt19937_64& rng, GpuTiling* 
   x.r1 = Pick(rng, 0, 1) == 0 ? RandomDivisor(rng, sh.reduce[size_t(r)] / x.r2, 8) : 1;
 }
 
-// Whether double buffering changes the program: the loop the shared copies
-// are computed at (the innermost reduction axis's R0) runs twice or more.
+// Whether double buffering changes the program: some R0 loop runs twice or
+// more (the copies then sit at the innermost such one).
 bool Pipelined(const TilingNest& sh, const GpuTiling& d) {
-  if (sh.nr() == 0) return false;
-  const GpuTiling::Reduce& r = d.reduce[size_t(sh.nr() - 1)];
-  return CeilDiv(sh.reduce[size_t(sh.nr() - 1)], r.r1 * r.r2) >= 2;
+  for (int r = 0; r < sh.nr(); ++r) {
+    const GpuTiling::Reduce& x = d.reduce[size_t(r)];
+    if (CeilDiv(sh.reduce[size_t(r)], x.r1 * x.r2) >= 2) return true;
+  }
+  return false;
 }
 
 }  // namespace
