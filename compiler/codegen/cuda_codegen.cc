@@ -606,26 +606,26 @@ class KernelEmitter : public ir::ExprFunctor<std::string()>,
     }
     const bool b = s->mma_load == 2;
     const std::array<int64_t, 2>& st = s->mma_a_strides;
-    const std::string into =
-        StrCat("&", TensorName(s->tensor), "[", FragmentRegister(s->indices[0]), "], ",
-               TensorName(s->mma_a), " + ", GenExpr(s->mma_offsets[0]), ", ");
+    const std::string regs = StrCat("&", TensorName(s->tensor), "[",
+                                    FragmentRegister(s->indices[0]), "], ", TensorName(s->mma_a));
+    const std::string offset = GenExpr(s->mma_offsets[0]);
     if (s->mma_ldmatrix) {
       // ldmatrix.trans where the operand is stored k-major (A's m, or B's
       // n, the contiguous index: stride 1); the other stride is the pitch.
       const bool trans = b ? st[1] == 1 : st[0] == 1;
       StrAppend(out, pad, shape, b ? "_ldm_b<" : "_ldm_a<", trans ? "true" : "false", ", ",
-                s->mma_swizzle, ">(&", TensorName(s->tensor), "[", FragmentRegister(s->indices[0]),
-                "], ", TensorName(s->mma_a), ", ", GenExpr(s->mma_offsets[0]), ", ",
-                st[trans == b ? 0 : 1], ");\n");
+                s->mma_swizzle, ">(", regs, ", ", offset, ", ", st[trans == b ? 0 : 1], ");\n");
       return;
     }
-    StrAppend(out, pad, shape, b ? "_frag_b(" : "_frag_a(", into, st[0], ", ", st[1], ");\n");
+    StrAppend(out, pad, shape, b ? "_frag_b(" : "_frag_a(", regs, " + ", offset, ", ", st[0], ", ",
+              st[1], ");\n");
   }
 
-  // The 32-bit register of an mma_fragment tensor that holds element `at`
-  // (two 16-bit values per register).
+  // mma_fragment values per 32-bit register: two 16-bit ones, or one TF32.
+  int64_t ValuesPerRegister() const { return dag_.tf32 ? 1 : 2; }
+  // The 32-bit register of an mma_fragment tensor that holds element `at`.
   std::string FragmentRegister(const Expr& at) {
-    return dag_.tf32 ? GenExpr(at) : StrCat("(", GenExpr(at), ") / 2");
+    return ValuesPerRegister() == 1 ? GenExpr(at) : StrCat("(", GenExpr(at), ") / 2");
   }
 
   void VisitAsyncCommit(const Stmt& s, int indent, std::string* out) override {
@@ -671,19 +671,17 @@ class KernelEmitter : public ir::ExprFunctor<std::string()>,
     shapes_[s->tensor] = s->shape;
     if (s->shared) {  // declared at the top of the kernel
       EmitStmt(s->body[0], indent, out);
-    } else if (dag_.tensors[size_t(s->tensor)].mma_fragment) {
-      int64_t elements = 1;
-      for (int64_t e : s->shape) elements *= e;
-      StrAppend(out, pad, "{\n", pad, "  unsigned ", TensorName(s->tensor), "[",
-                dag_.tf32 ? elements : elements / 2, "];\n");
-      EmitStmt(s->body[0], indent + 1, out);
-      StrAppend(out, pad, "}\n");
     } else {
       int64_t elements = 1;
       for (int64_t e : s->shape) elements *= e;
-      // 16-bit registers and a tf32 schedule's take 16-byte copies.
-      StrAppend(out, pad, "{\n", pad, IsHalf(s->tensor) || dag_.tf32 ? "  __align__(16) " : "  ",
-                ElementType(s->tensor), " ", TensorName(s->tensor), "[", elements, "];\n");
+      // mma fragments are 32-bit registers (FragmentRegister); 16-bit
+      // registers and a tf32 schedule's take 16-byte copies.
+      const std::string decl =
+          dag_.tensors[size_t(s->tensor)].mma_fragment
+              ? StrCat("unsigned ", TensorName(s->tensor), "[", elements / ValuesPerRegister(), "]")
+              : StrCat(IsHalf(s->tensor) || dag_.tf32 ? "__align__(16) " : "",
+                       ElementType(s->tensor), " ", TensorName(s->tensor), "[", elements, "]");
+      StrAppend(out, pad, "{\n", pad, "  ", decl, ";\n");
       EmitStmt(s->body[0], indent + 1, out);
       StrAppend(out, pad, "}\n");
     }

@@ -617,8 +617,8 @@ Stmt LowerTensorCore(const ComputeDAG& dag, absl::Span<const int64_t> decisions)
                                For(fj, t.frags_n, ForKind::kUnrolled,
                                    Mma(acc, (fi * I(t.frags_n) + fj) * I(4), fa, fi * I(a_elems),
                                        fb, fj * I(b_elems), t.tf32)))}));
-  products = Allocate(fa, {t.frags_m * a_elems}, /*local=*/true,
-                      Allocate(fb, {t.frags_n * b_elems}, /*local=*/true, products));
+  products = Allocate(fa, dag.tensors[size_t(fa)].shape, /*local=*/true,
+                      Allocate(fb, dag.tensors[size_t(fb)].shape, /*local=*/true, products));
   // wgmma: warpgroup gw (warps 4gw..4gw+3) owns columns gw * 8 frags_n of
   // the tile, product fi its rows 64 fi.., k step ks K 16 ks... Starts and
   // {lbo, sbo} in elements of the core-matrix layout (see `place`): in a

@@ -71,6 +71,14 @@ int64_t GpuTiling::Accumulators() const {
   return n;
 }
 
+int GpuTiling::PipelinedReduce(const TilingNest& nest) const {
+  for (int r = nest.nr() - 1; r >= 0; --r) {
+    const int64_t step = reduce[size_t(r)].r1 * reduce[size_t(r)].r2;
+    if ((nest.reduce[size_t(r)] + step - 1) / step >= 2) return r;
+  }
+  return -1;
+}
+
 bool GpuTiling::Fits(const TilingNest& nest, const Target& target) const {
   if (int(spatial.size()) != nest.ns() || int(reduce.size()) != nest.nr()) return false;
   for (int a = 0; a < nest.ns(); ++a) {
@@ -218,14 +226,8 @@ absl::StatusOr<Trace> BuildGpuTiledSchedule(const ComputeDAG& dag, const Target&
   // more, the R0 loops inside it running once (the same boxes), so that the
   // pipeline spans the loop that iterates (a convolution's channels when
   // its kernel window is covered by R1 and R2).
-  int attach_r = nr - 1;
-  while (d.double_buffer && attach_r > 0 &&
-         (sh.reduce[size_t(attach_r)] +
-          d.reduce[size_t(attach_r)].r1 * d.reduce[size_t(attach_r)].r2 - 1) /
-                 (d.reduce[size_t(attach_r)].r1 * d.reduce[size_t(attach_r)].r2) ==
-             1)
-    --attach_r;
-  const ExprNode* attach = nr > 0 ? rl[attach_r][0] : ll[ns - 1][2];
+  const int pipelined = d.double_buffer ? d.PipelinedReduce(sh) : -1;
+  const ExprNode* attach = nr > 0 ? rl[pipelined >= 0 ? pipelined : nr - 1][0] : ll[ns - 1][2];
   for (size_t i = 0; i < b.state().dag().stages.size(); ++i) {
     const ComputeDAG& sdag = b.state().dag();
     if (!sdag.tensors[sdag.stages[i].output].shared) continue;

@@ -82,6 +82,10 @@ struct GpuTiling {
 
   int64_t Threads() const;       // per block
   int64_t Accumulators() const;  // registers of the register tile, per thread
+  // The innermost reduction axis whose R0 loop runs twice or more in
+  // `nest` (ceil(extent / (R1 R2)) >= 2), where a double-buffered
+  // tiling's copies sit; -1 when none does.
+  int PipelinedReduce(const TilingNest& nest) const;
   // Every tile at least 1 and within its axis (twice the extent at most,
   // so a ragged last tile is allowed), the block within the target's thread
   // limit, at most kMaxGpuAccumulators per thread.

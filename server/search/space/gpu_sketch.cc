@@ -37,13 +37,7 @@ void SampleReduce(const TilingNest& sh, int r, std::mt19937_64& rng, GpuTiling* 
 
 // Whether double buffering changes the program: some R0 loop runs twice or
 // more (the copies then sit at the innermost such one).
-bool Pipelined(const TilingNest& sh, const GpuTiling& d) {
-  for (int r = 0; r < sh.nr(); ++r) {
-    const GpuTiling::Reduce& x = d.reduce[size_t(r)];
-    if (CeilDiv(sh.reduce[size_t(r)], x.r1 * x.r2) >= 2) return true;
-  }
-  return false;
-}
+bool Pipelined(const TilingNest& sh, const GpuTiling& d) { return d.PipelinedReduce(sh) >= 0; }
 
 }  // namespace
 
