@@ -142,7 +142,7 @@ std::string WgmmaFunction(int64_t n, const std::string& type, bool a_mn, bool b_
 // the operand is stored k-major: A's m, or B's n, contiguous), where the
 // tile is swizzled in rows of kRow elements each row's place moved by
 // tf_swizzle (ir::SwizzledElement). Lane l names the row of one 8x8 matrix
-// (A: four, B: two).
+// (A: four, B: two; _ldm_b2, B's fragments of columns 0-7 and 8-15: four).
 constexpr const char* kMmaPrelude =
     R"(__device__ __forceinline__ unsigned tf_pack_h2(unsigned short lo, unsigned short hi) {
   return (unsigned)lo | ((unsigned)hi << 16);
@@ -197,6 +197,21 @@ __device__ __forceinline__ void tf_mma_m16n8k16_ldm_b(unsigned* r, const unsigne
   } else {
     asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];\n"
                  : "=r"(r[0]), "=r"(r[1]) : "r"(at));
+  }
+}
+template <bool kTrans, int kRow>
+__device__ __forceinline__ void tf_mma_m16n8k16_ldm_b2(unsigned* r, const unsigned short* base,
+                                                       int u, int ld) {
+  const int lane = threadIdx.x & 31;
+  const int br = kTrans ? (lane & 15) : (lane & 7) + ((lane >> 4) & 1) * 8;
+  const int bc = kTrans ? (lane >> 4) * 8 : ((lane >> 3) & 1) * 8;
+  const unsigned at = tf_shared_address(base + tf_swizzle<kRow>(u + br * ld + bc));
+  if (kTrans) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(at));
+  } else {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(at));
   }
 }
 __device__ __forceinline__ void tf_mma_m16n8k16(float* d, const unsigned* a, const unsigned* b) {
@@ -613,8 +628,9 @@ class KernelEmitter : public ir::ExprFunctor<std::string()>,
       // ldmatrix.trans where the operand is stored k-major (A's m, or B's
       // n, the contiguous index: stride 1); the other stride is the pitch.
       const bool trans = b ? st[1] == 1 : st[0] == 1;
-      StrAppend(out, pad, shape, b ? "_ldm_b<" : "_ldm_a<", trans ? "true" : "false", ", ",
-                s->mma_swizzle, ">(", regs, ", ", offset, ", ", st[trans == b ? 0 : 1], ");\n");
+      const char* load = !b ? "_ldm_a<" : s->mma_fragments == 2 ? "_ldm_b2<" : "_ldm_b<";
+      StrAppend(out, pad, shape, load, trans ? "true" : "false", ", ", s->mma_swizzle, ">(", regs,
+                ", ", offset, ", ", st[trans == b ? 0 : 1], ");\n");
       return;
     }
     StrAppend(out, pad, shape, b ? "_frag_b(" : "_frag_a(", regs, " + ", offset, ", ", st[0], ", ",

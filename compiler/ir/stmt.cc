@@ -116,7 +116,8 @@ Stmt Mma(int d, Expr d_offset, int a, Expr a_offset, int b, Expr b_offset, bool 
 }
 
 Stmt MmaLoad(bool b, int fragment, Expr fragment_offset, int source, Expr offset,
-             std::array<int64_t, 2> strides, bool ldmatrix, bool tf32, int64_t swizzle) {
+             std::array<int64_t, 2> strides, bool ldmatrix, bool tf32, int64_t swizzle,
+             int64_t fragments) {
   auto n = std::make_shared<StmtNode>();
   n->kind = StmtKind::kMma;
   n->mma_load = b ? 2 : 1;
@@ -128,6 +129,7 @@ Stmt MmaLoad(bool b, int fragment, Expr fragment_offset, int source, Expr offset
   n->mma_ldmatrix = ldmatrix;
   n->mma_tf32 = tf32;
   n->mma_swizzle = swizzle;
+  n->mma_fragments = fragments;
   return n;
 }
 
@@ -252,6 +254,7 @@ void Print(const Stmt& s, const std::vector<std::string>* names, int indent, std
                         : s->mma_ldmatrix ? ".ldmatrix "
                                           : " ",
                         s->mma_swizzle ? absl::StrCat("swizzled ", s->mma_swizzle, " ") : "",
+                        s->mma_fragments > 1 ? absl::StrCat("x", s->mma_fragments, " ") : "",
                         name(s->tensor), "[", ToString(s->indices[0], names),
                         "] = ", name(s->mma_a), "[", ToString(s->mma_offsets[0], names), " : ",
                         s->mma_a_strides[0], ", ", s->mma_a_strides[1], "]\n");
@@ -285,7 +288,8 @@ int64_t StoreCount(const Stmt& s) {
     case StmtKind::kWgmmaSync:
       return 0;
     case StmtKind::kMma:
-      if (s->mma_load != 0) return MmaFragmentElements(s->mma_load == 2, s->mma_tf32);
+      if (s->mma_load != 0)
+        return s->mma_fragments * MmaFragmentElements(s->mma_load == 2, s->mma_tf32);
       return s->mma_wgmma ? s->mma_n / 2 : 4;  // per lane
     case StmtKind::kFor:
       return s->extent * StoreCount(s->body[0]);

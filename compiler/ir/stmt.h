@@ -102,8 +102,11 @@ struct StmtNode {
   // indices[0]: element (r, c) of the operand at flat element
   // mma_offsets[0] + r * mma_a_strides[0] + c * mma_a_strides[1] of shared
   // tensor mma_a; with mma_tf32 each value rounded to TF32 (nearest, ties
-  // away from zero: cvt.rna.tf32.f32).
+  // away from zero: cvt.rna.tf32.f32). A B load of mma_fragments 2 fills
+  // two fragments, the second (elements MmaFragmentElements on) from the
+  // operand's columns 8.. on (by ldmatrix only: one .x4 for two .x2).
   int mma_load = 0;
+  int64_t mma_fragments = 1;
   int mma_a = -1, mma_b = -1;
   std::vector<Expr> mma_offsets;
   std::array<int64_t, 2> mma_a_strides = {0, 0}, mma_b_strides = {0, 0};
@@ -157,9 +160,11 @@ Stmt Wgmma(int d, Expr d_offset, int64_t n, int a, Expr a_offset, std::array<int
            bool b_mn_major);
 // One warp's mma.sync product from register fragments (mma_load 0).
 Stmt Mma(int d, Expr d_offset, int a, Expr a_offset, int b, Expr b_offset, bool tf32 = false);
-// One warp's load of operand A's (`b` false) or B's fragments (mma_load 1, 2).
+// One warp's load of operand A's (`b` false) or B's fragments (mma_load 1,
+// 2); `fragments` 2 loads B's fragments of columns 0-7 and 8-15.
 Stmt MmaLoad(bool b, int fragment, Expr fragment_offset, int source, Expr offset,
-             std::array<int64_t, 2> strides, bool ldmatrix, bool tf32, int64_t swizzle = 0);
+             std::array<int64_t, 2> strides, bool ldmatrix, bool tf32, int64_t swizzle = 0,
+             int64_t fragments = 1);
 // Elements of one lane's fragment of A or B (mma_load's `tensor` span).
 int64_t MmaFragmentElements(bool b, bool tf32);
 

@@ -594,7 +594,11 @@ Stmt LowerTensorCore(const ComputeDAG& dag, absl::Span<const int64_t> decisions)
   Expr cur = t.stages >= 2 ? FloorMod(ko, I(t.stages)) : I(0);
   Expr ks = Var("tc.ks"), fi = Var("tc.fi"), fj = Var("tc.fj");
   // The fragment's first row and column in the tiles, and its strides.
-  Expr m0 = (wm * I(t.frags_m) + fi) * I(16), n0 = (wn * I(t.frags_n) + fj) * I(8);
+  // With ldmatrix B's fragments load in pairs (one .x4 for two .x2): load
+  // fjp fills fragments b_pair fjp...
+  const int64_t b_pair = t.ldmatrix != 0 && t.frags_n % 2 == 0 ? 2 : 1;
+  Expr fb_load = Var("tc.fjp");
+  Expr m0 = (wm * I(t.frags_m) + fi) * I(16), n0 = (wn * I(t.frags_n) + fb_load * I(b_pair)) * I(8);
   Expr k0 = ks * I(t.KDepth());
   Expr a_offset = cur * I(a_rows * lda) + (g.a_k_inner ? m0 * I(lda) + k0 : k0 * I(lda) + m0);
   Expr b_offset = cur * I(b_rows * ldb) + (g.b_k_inner ? n0 * I(ldb) + k0 : k0 * I(ldb) + n0);
@@ -606,17 +610,18 @@ Stmt LowerTensorCore(const ComputeDAG& dag, absl::Span<const int64_t> decisions)
   // once, then runs the frags_m x frags_n products on them.
   const int64_t a_elems = MmaFragmentElements(false, t.tf32),
                 b_elems = MmaFragmentElements(true, t.tf32);
-  Stmt products = For(ks, t.k_steps, ForKind::kUnrolled,
-                      Seq({For(fi, t.frags_m, ForKind::kUnrolled,
-                               MmaLoad(false, fa, fi * I(a_elems), sa, a_offset, a_strides,
-                                       t.ldmatrix != 0, t.tf32, t.swizzle != 0 ? lda : 0)),
-                           For(fj, t.frags_n, ForKind::kUnrolled,
-                               MmaLoad(true, fb, fj * I(b_elems), sb, b_offset, b_strides,
-                                       t.ldmatrix != 0, t.tf32, t.swizzle != 0 ? ldb : 0)),
-                           For(fi, t.frags_m, ForKind::kUnrolled,
-                               For(fj, t.frags_n, ForKind::kUnrolled,
-                                   Mma(acc, (fi * I(t.frags_n) + fj) * I(4), fa, fi * I(a_elems),
-                                       fb, fj * I(b_elems), t.tf32)))}));
+  Stmt products =
+      For(ks, t.k_steps, ForKind::kUnrolled,
+          Seq({For(fi, t.frags_m, ForKind::kUnrolled,
+                   MmaLoad(false, fa, fi * I(a_elems), sa, a_offset, a_strides, t.ldmatrix != 0,
+                           t.tf32, t.swizzle != 0 ? lda : 0)),
+               For(fb_load, t.frags_n / b_pair, ForKind::kUnrolled,
+                   MmaLoad(true, fb, fb_load * I(b_pair * b_elems), sb, b_offset, b_strides,
+                           t.ldmatrix != 0, t.tf32, t.swizzle != 0 ? ldb : 0, b_pair)),
+               For(fi, t.frags_m, ForKind::kUnrolled,
+                   For(fj, t.frags_n, ForKind::kUnrolled,
+                       Mma(acc, (fi * I(t.frags_n) + fj) * I(4), fa, fi * I(a_elems), fb,
+                           fj * I(b_elems), t.tf32)))}));
   products = Allocate(fa, dag.tensors[size_t(fa)].shape, /*local=*/true,
                       Allocate(fb, dag.tensors[size_t(fb)].shape, /*local=*/true, products));
   // wgmma: warpgroup gw (warps 4gw..4gw+3) owns columns gw * 8 frags_n of

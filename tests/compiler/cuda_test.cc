@@ -150,6 +150,9 @@ TEST(GpuSchedule, RandomSchedulesMatchReferenceInTheSimulator) {
   EXPECT_GE(double_buffered, 10);
 }
 
+std::function<ir::Stmt(ir::Stmt)> Changing(std::function<bool(const ir::StmtNode&)> match,
+                                           std::function<void(ir::StmtNode*)> change);
+
 ir::Stmt DropBarriers(const ir::Stmt& s) {
   if (s->kind == ir::StmtKind::kBarrier) return ir::Seq({});
   if (s->body.empty()) return s;
@@ -721,6 +724,15 @@ TEST(GpuTensorCore, SimulatorCatchesAWrongFragmentLayout) {
   };
   auto broken = Simulate(dag, *sched, target, 1, swap);
   EXPECT_FALSE(broken.ok());
+  // B's paired ldmatrix loads (.x4) filling only their first fragment.
+  ASSERT_EQ(ir::DefaultTensorCoreTiling(dag, target).ldmatrix, 1);
+  auto pair = [](const ir::StmtNode& s) { return s.mma_load == 2 && s.mma_fragments == 2; };
+  auto unpaired = Changing(pair, [](ir::StmtNode* n) { n->mma_fragments = 1; });
+  int pairs = 0;
+  auto count = Changing(pair, [&](ir::StmtNode*) { ++pairs; });
+  ASSERT_TRUE(Simulate(dag, *sched, target, 1, count).ok());
+  EXPECT_GT(pairs, 0);
+  EXPECT_FALSE(Simulate(dag, *sched, target, 1, unpaired).ok());
   // cp.async staging without its barriers: a race.
   ir::TensorCoreTiling async = ir::DefaultTensorCoreTiling(dag, target);
   ASSERT_EQ(async.async_copy, 1);
@@ -793,9 +805,6 @@ TEST(GpuTensorCore, DeepPipelinesMatchReferenceInTheSimulator) {
   EXPECT_TRUE(absl::StrContains(ir::TensorCoreSchedule(dag, target, t).status().message(),
                                 "1 to 4 stages"));
 }
-
-std::function<ir::Stmt(ir::Stmt)> Changing(std::function<bool(const ir::StmtNode&)> match,
-                                           std::function<void(ir::StmtNode*)> change);
 
 // The most 16-byte chunks of `chunks` (element offsets of 16-bit data)
 // that share one of the 8 bank groups of a 128-byte line: the wavefronts a
@@ -1388,14 +1397,14 @@ TEST_F(NvrtcTest, TensorCoreBuildsCompile) {
           EXPECT_EQ(a->program.kernels[0].spill_store_bytes, 0) << a->log;
           EXPECT_TRUE(absl::StrContains(a->ptx, "ldmatrix.sync.aligned.m8n8.x4")) << a->ptx;
           // Each k step loads a warp's fragments once: frags_m of A (x4),
-          // frags_n of B (x2), for frags_m x frags_n products.
+          // frags_n of B in pairs (x4), for frags_m x frags_n products.
           const ir::TensorCoreTiling t = ir::DefaultTensorCoreTiling(dag, target);
+          ASSERT_EQ(t.frags_n % 2, 0);
           const int64_t products = Occurrences(a->ptx, "mma.sync.aligned.m16n8k16"),
-                        a_loads = Occurrences(a->ptx, "ldmatrix.sync.aligned.m8n8.x4"),
-                        b_loads = Occurrences(a->ptx, "ldmatrix.sync.aligned.m8n8.x2");
+                        loads = Occurrences(a->ptx, "ldmatrix.sync.aligned.m8n8.x4");
           EXPECT_GT(products, 0);
-          EXPECT_EQ(a_loads * t.frags_n, products) << spec;
-          EXPECT_EQ(b_loads * t.frags_m, products) << spec;
+          EXPECT_EQ(loads * t.frags_m * t.frags_n, products * (t.frags_m + t.frags_n / 2)) << spec;
+          EXPECT_EQ(Occurrences(a->ptx, "ldmatrix.sync.aligned.m8n8.x2"), 0) << spec;
           // Rows of 8 contiguous, aligned elements move 16 bytes at a time,
           // by cp.async.
           if (spec.find("4096") != std::string::npos) {
@@ -1425,8 +1434,8 @@ TEST_F(NvrtcTest, SwizzledTensorCoreTilesCompile) {
     ASSERT_TRUE(a.ok()) << target_spec << ": " << a.status();
     EXPECT_TRUE(absl::StrContains(a->program.source, "tf_mma_m16n8k16_ldm_a<false, 32>"))
         << a->program.source;
-    EXPECT_EQ(Occurrences(a->ptx, "ldmatrix.sync.aligned.m8n8.x4") * t->frags_n,
-              Occurrences(a->ptx, "mma.sync.aligned.m16n8k16"));
+    EXPECT_EQ(Occurrences(a->ptx, "ldmatrix.sync.aligned.m8n8.x4") * t->frags_m * t->frags_n,
+              Occurrences(a->ptx, "mma.sync.aligned.m16n8k16") * (t->frags_m + t->frags_n / 2));
     EXPECT_EQ(a->program.kernels[0].spill_store_bytes, 0) << a->log;
     EXPECT_LE(a->program.kernels[0].registers, 255);
   }

@@ -238,15 +238,22 @@ class BlockSim {
         return absl::InternalError(StrCat("ldmatrix on unaligned rows in warp ", w));
       if (s.mma_swizzle != 0 && !s.mma_ldmatrix)
         return absl::InternalError("a swizzled fragment load without ldmatrix");
-      for (int l = 0; l < 32; ++l) {
-        const int t = 32 * w + l;
-        const std::vector<std::pair<int, int>> places = FragmentPlaces(b, s.mma_tf32, l);
-        for (size_t e = 0; e < places.size(); ++e) {
-          int64_t u = off[1] + places[e].first * st[0] + places[e].second * st[1];
-          if (s.mma_swizzle != 0) u = ir::SwizzledElement(u, s.mma_swizzle);
-          TF_ASSIGN_OR_RETURN(float* from, FlatAddress(s.mma_a, u, t, false));
-          TF_ASSIGN_OR_RETURN(float* to, Register(s.tensor, off[0] + int64_t(e), t));
-          *to = s.mma_tf32 ? RoundToTf32(*from) : *from;
+      if (s.mma_fragments != 1 && !(b && s.mma_ldmatrix && s.mma_fragments == 2))
+        return absl::InternalError(
+            StrCat("a fragment load of ", s.mma_fragments, b ? " B" : " A", " fragments"));
+      // Fragment q of a paired B load: columns 8q.. of the operand.
+      for (int64_t q = 0; q < s.mma_fragments; ++q) {
+        for (int l = 0; l < 32; ++l) {
+          const int t = 32 * w + l;
+          const std::vector<std::pair<int, int>> places = FragmentPlaces(b, s.mma_tf32, l);
+          for (size_t e = 0; e < places.size(); ++e) {
+            int64_t u = off[1] + places[e].first * st[0] + (places[e].second + 8 * q) * st[1];
+            if (s.mma_swizzle != 0) u = ir::SwizzledElement(u, s.mma_swizzle);
+            TF_ASSIGN_OR_RETURN(float* from, FlatAddress(s.mma_a, u, t, false));
+            TF_ASSIGN_OR_RETURN(
+                float* to, Register(s.tensor, off[0] + q * int64_t(places.size()) + int64_t(e), t));
+            *to = s.mma_tf32 ? RoundToTf32(*from) : *from;
+          }
         }
       }
     }
