@@ -137,12 +137,9 @@ std::string WgmmaFunction(int64_t n, const std::string& type, bool a_mn, bool b_
 // their fragments: each lane's A (16x16) and B (16x8) fragments, in
 // mma.sync's layout, are four and two 32-bit registers of two 16-bit
 // values. A load gathers them from shared memory, element (r, c) of the
-// operand at a[r * a_r + c * a_c]; with ldmatrix, rows of 16 aligned bytes
-// from element u of `base` at a pitch of ld elements (ldmatrix.trans where
-// the operand is stored k-major: A's m, or B's n, contiguous), where the
-// tile is swizzled in rows of kRow elements each row's place moved by
-// tf_swizzle (ir::SwizzledElement). Lane l names the row of one 8x8 matrix
-// (A: four, B: two; _ldm_b2, B's fragments of columns 0-7 and 8-15: four).
+// operand at a[r * a_r + c * a_c]; or tf_ldmatrix_* loads 4 or 2 8x8
+// matrices into as many registers, from the 16-byte rows the lanes name
+// (ir::StmtNode::mma_ldmatrix).
 constexpr const char* kMmaPrelude =
     R"(__device__ __forceinline__ unsigned tf_pack_h2(unsigned short lo, unsigned short hi) {
   return (unsigned)lo | ((unsigned)hi << 16);
@@ -161,58 +158,21 @@ __device__ __forceinline__ void tf_mma_m16n8k16_frag_b(unsigned* r, const unsign
   r[0] = tf_pack_h2(b[t * b_r + g * b_c], b[(t + 1) * b_r + g * b_c]);
   r[1] = tf_pack_h2(b[(t + 8) * b_r + g * b_c], b[(t + 9) * b_r + g * b_c]);
 }
-template <int kRow>
-__device__ __forceinline__ int tf_swizzle(int u) {
-  if (kRow == 0) return u;
-  constexpr int kR = kRow >= 8 ? kRow : 8, kChunks = kR / 8, kM = kChunks < 8 ? kChunks : 8,
-                kStep = kChunks < 8 ? 8 / kChunks : 1;
-  const int r = u / kR, c = (u % kR) / 8, s = (r / kStep) % kM;
-  return r * kR + ((c / kM) * kM + (c % kM + s) % kM) * 8 + u % 8;
+__device__ __forceinline__ void tf_ldmatrix_x4(unsigned* r, const unsigned short* row) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(tf_shared_address(row)));
 }
-template <bool kTrans, int kRow>
-__device__ __forceinline__ void tf_mma_m16n8k16_ldm_a(unsigned* r, const unsigned short* base,
-                                                      int u, int ld) {
-  const int lane = threadIdx.x & 31;
-  const int ar = kTrans ? (lane & 7) + ((lane >> 4) & 1) * 8 : (lane & 15);
-  const int ac = kTrans ? ((lane >> 3) & 1) * 8 : (lane >> 4) * 8;
-  const unsigned at = tf_shared_address(base + tf_swizzle<kRow>(u + ar * ld + ac));
-  if (kTrans) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(at));
-  } else {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(at));
-  }
+__device__ __forceinline__ void tf_ldmatrix_x4_trans(unsigned* r, const unsigned short* row) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(tf_shared_address(row)));
 }
-template <bool kTrans, int kRow>
-__device__ __forceinline__ void tf_mma_m16n8k16_ldm_b(unsigned* r, const unsigned short* base,
-                                                      int u, int ld) {
-  const int lane = threadIdx.x & 31;
-  const int br = kTrans ? (lane & 15) : (lane & 7);
-  const int bc = kTrans ? 0 : ((lane >> 3) & 1) * 8;
-  const unsigned at = tf_shared_address(base + tf_swizzle<kRow>(u + br * ld + bc));
-  if (kTrans) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];\n"
-                 : "=r"(r[0]), "=r"(r[1]) : "r"(at));
-  } else {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];\n"
-                 : "=r"(r[0]), "=r"(r[1]) : "r"(at));
-  }
+__device__ __forceinline__ void tf_ldmatrix_x2(unsigned* r, const unsigned short* row) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];\n"
+               : "=r"(r[0]), "=r"(r[1]) : "r"(tf_shared_address(row)));
 }
-template <bool kTrans, int kRow>
-__device__ __forceinline__ void tf_mma_m16n8k16_ldm_b2(unsigned* r, const unsigned short* base,
-                                                       int u, int ld) {
-  const int lane = threadIdx.x & 31;
-  const int br = kTrans ? (lane & 15) : (lane & 7) + ((lane >> 4) & 1) * 8;
-  const int bc = kTrans ? (lane >> 4) * 8 : ((lane >> 3) & 1) * 8;
-  const unsigned at = tf_shared_address(base + tf_swizzle<kRow>(u + br * ld + bc));
-  if (kTrans) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(at));
-  } else {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(at));
-  }
+__device__ __forceinline__ void tf_ldmatrix_x2_trans(unsigned* r, const unsigned short* row) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];\n"
+               : "=r"(r[0]), "=r"(r[1]) : "r"(tf_shared_address(row)));
 }
 __device__ __forceinline__ void tf_mma_m16n8k16(float* d, const unsigned* a, const unsigned* b) {
   asm volatile(
@@ -619,22 +579,18 @@ class KernelEmitter : public ir::ExprFunctor<std::string()>,
                 TensorName(s->mma_b), "[", FragmentRegister(s->mma_offsets[1]), "]);\n");
       return;
     }
-    const bool b = s->mma_load == 2;
-    const std::array<int64_t, 2>& st = s->mma_a_strides;
-    const std::string regs = StrCat("&", TensorName(s->tensor), "[",
-                                    FragmentRegister(s->indices[0]), "], ", TensorName(s->mma_a));
-    const std::string offset = GenExpr(s->mma_offsets[0]);
+    const std::string regs =
+        StrCat("&", TensorName(s->tensor), "[", FragmentRegister(s->indices[0]), "]");
     if (s->mma_ldmatrix) {
-      // ldmatrix.trans where the operand is stored k-major (A's m, or B's
-      // n, the contiguous index: stride 1); the other stride is the pitch.
-      const bool trans = b ? st[1] == 1 : st[0] == 1;
-      const char* load = !b ? "_ldm_a<" : s->mma_fragments == 2 ? "_ldm_b2<" : "_ldm_b<";
-      StrAppend(out, pad, shape, load, trans ? "true" : "false", ", ", s->mma_swizzle, ">(", regs,
-                ", ", offset, ", ", st[trans == b ? 0 : 1], ");\n");
+      StrAppend(out, pad, "tf_ldmatrix_x", ir::LdmatrixMatrices(*s),
+                ir::LdmatrixTransposed(*s) ? "_trans" : "", "(", regs, ", &", TensorName(s->mma_a),
+                "[", GenExpr(s->mma_row), "]);\n");
       return;
     }
-    StrAppend(out, pad, shape, b ? "_frag_b(" : "_frag_a(", regs, " + ", offset, ", ", st[0], ", ",
-              st[1], ");\n");
+    const std::array<int64_t, 2>& st = s->mma_a_strides;
+    StrAppend(out, pad, shape, s->mma_load == 2 ? "_frag_b(" : "_frag_a(", regs, ", ",
+              TensorName(s->mma_a), " + ", GenExpr(s->mma_offsets[0]), ", ", st[0], ", ", st[1],
+              ");\n");
   }
 
   // mma_fragment values per 32-bit register: two 16-bit ones, or one TF32.

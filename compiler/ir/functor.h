@@ -150,7 +150,8 @@ class StmtFunctor<R(Args...)> {
 };
 
 // Visits every statement, a statement before its body; the expressions of
-// each (loop variable, store indices and value, condition) go to VisitExpr.
+// each (loop variable, store indices and value, condition, tensor-core
+// offsets and lane row) go to VisitExpr.
 class StmtVisitor : public StmtFunctor<void()> {
  protected:
   virtual void VisitExpr(const Expr&) {}
@@ -158,6 +159,7 @@ class StmtVisitor : public StmtFunctor<void()> {
     if (s->var.defined()) VisitExpr(s->var);
     for (const Expr& i : s->indices) VisitExpr(i);
     for (const Expr& o : s->mma_offsets) VisitExpr(o);
+    if (s->mma_row.defined()) VisitExpr(s->mma_row);
     if (s->value.defined()) VisitExpr(s->value);
     if (s->cond.defined()) VisitExpr(s->cond);
     for (const Stmt& b : s->body) Visit(b);

@@ -115,9 +115,9 @@ Stmt Mma(int d, Expr d_offset, int a, Expr a_offset, int b, Expr b_offset, bool 
   return n;
 }
 
-Stmt MmaLoad(bool b, int fragment, Expr fragment_offset, int source, Expr offset,
-             std::array<int64_t, 2> strides, bool ldmatrix, bool tf32, int64_t swizzle,
-             int64_t fragments) {
+namespace {
+std::shared_ptr<StmtNode> FragmentLoad(bool b, int fragment, Expr fragment_offset, int source,
+                                       Expr offset, std::array<int64_t, 2> strides) {
   auto n = std::make_shared<StmtNode>();
   n->kind = StmtKind::kMma;
   n->mma_load = b ? 2 : 1;
@@ -126,11 +126,35 @@ Stmt MmaLoad(bool b, int fragment, Expr fragment_offset, int source, Expr offset
   n->mma_a = source;
   n->mma_offsets = {std::move(offset)};
   n->mma_a_strides = strides;
-  n->mma_ldmatrix = ldmatrix;
+  return n;
+}
+}  // namespace
+
+Stmt MmaLoad(bool b, int fragment, Expr fragment_offset, int source, Expr offset,
+             std::array<int64_t, 2> strides, bool tf32) {
+  auto n =
+      FragmentLoad(b, fragment, std::move(fragment_offset), source, std::move(offset), strides);
   n->mma_tf32 = tf32;
+  return n;
+}
+
+Stmt LdmatrixLoad(bool b, int fragment, Expr fragment_offset, int source, Expr offset,
+                  std::array<int64_t, 2> strides, int64_t swizzle, int64_t fragments, Expr row) {
+  auto n =
+      FragmentLoad(b, fragment, std::move(fragment_offset), source, std::move(offset), strides);
+  n->mma_ldmatrix = true;
   n->mma_swizzle = swizzle;
   n->mma_fragments = fragments;
+  n->mma_row = std::move(row);
   return n;
+}
+
+int64_t LdmatrixMatrices(const StmtNode& load) {
+  return load.mma_load == 2 ? 2 * load.mma_fragments : 4;
+}
+
+bool LdmatrixTransposed(const StmtNode& load) {
+  return load.mma_a_strides[load.mma_load == 2 ? 1 : 0] == 1;
 }
 
 int64_t MmaFragmentElements(bool b, bool tf32) { return (b ? 4 : 8) / (tf32 ? 2 : 1); }
@@ -249,15 +273,18 @@ void Print(const Stmt& s, const std::vector<std::string>* names, int indent, std
     case StmtKind::kMma: {
       auto name = [&](int t) { return names ? (*names)[t] : absl::StrCat("T", t); };
       if (s->mma_load != 0) {
-        absl::StrAppend(out, pad, s->mma_load == 1 ? "fragment A" : "fragment B",
-                        s->mma_tf32       ? ".tf32 "
-                        : s->mma_ldmatrix ? ".ldmatrix "
-                                          : " ",
-                        s->mma_swizzle ? absl::StrCat("swizzled ", s->mma_swizzle, " ") : "",
-                        s->mma_fragments > 1 ? absl::StrCat("x", s->mma_fragments, " ") : "",
-                        name(s->tensor), "[", ToString(s->indices[0], names),
-                        "] = ", name(s->mma_a), "[", ToString(s->mma_offsets[0], names), " : ",
-                        s->mma_a_strides[0], ", ", s->mma_a_strides[1], "]\n");
+        absl::StrAppend(
+            out, pad, s->mma_load == 1 ? "fragment A" : "fragment B",
+            s->mma_tf32       ? ".tf32 "
+            : s->mma_ldmatrix ? ".ldmatrix "
+                              : " ",
+            s->mma_swizzle ? absl::StrCat("swizzled ", s->mma_swizzle, " ") : "",
+            s->mma_fragments > 1 ? absl::StrCat("x", s->mma_fragments, " ") : "", name(s->tensor),
+            "[", ToString(s->indices[0], names), "] = ", name(s->mma_a), "[",
+            ToString(s->mma_offsets[0], names), " : ", s->mma_a_strides[0], ", ",
+            s->mma_a_strides[1], "]",
+            s->mma_row.defined() ? absl::StrCat(", lane row ", ToString(s->mma_row, names)) : "",
+            "\n");
         break;
       }
       absl::StrAppend(

@@ -110,11 +110,18 @@ struct StmtNode {
   int mma_a = -1, mma_b = -1;
   std::vector<Expr> mma_offsets;
   std::array<int64_t, 2> mma_a_strides = {0, 0}, mma_b_strides = {0, 0};
-  // A fragment load by ldmatrix: one stride 1 and the other a multiple of
-  // 8, the offset a multiple of 8 (rows of 16 aligned bytes).
+  // A 16-bit fragment load by ldmatrix (LdmatrixLoad): the layout above is
+  // what it must deliver; what runs is ldmatrix.sync.aligned.m8n8 of
+  // LdmatrixMatrices 8x8 matrices (.trans where LdmatrixTransposed), lane
+  // 8j + i naming row i of matrix j by the flat element mma_row of mma_a,
+  // the row's first of 8 contiguous 16-bit elements (16 aligned bytes).
+  // Lane l receives register j of its fragment (elements 2j, 2j + 1) from
+  // matrix j: row l/4, columns 2 (l%4) and 2 (l%4) + 1 (.trans: rows 2
+  // (l%4) and 2 (l%4) + 1, column l/4).
   bool mma_ldmatrix = false;
+  Expr mma_row;
   // An ldmatrix fragment load from a swizzled tile of rows of mma_swizzle
-  // elements (0: none): the element at flat u above is read at
+  // elements (0: none): the element at flat u of the layout above lies at
   // SwizzledElement(u, mma_swizzle).
   int64_t mma_swizzle = 0;
   bool mma_tf32 = false;
@@ -161,10 +168,19 @@ Stmt Wgmma(int d, Expr d_offset, int64_t n, int a, Expr a_offset, std::array<int
 // One warp's mma.sync product from register fragments (mma_load 0).
 Stmt Mma(int d, Expr d_offset, int a, Expr a_offset, int b, Expr b_offset, bool tf32 = false);
 // One warp's load of operand A's (`b` false) or B's fragments (mma_load 1,
-// 2); `fragments` 2 loads B's fragments of columns 0-7 and 8-15.
+// 2), each lane gathering its elements.
 Stmt MmaLoad(bool b, int fragment, Expr fragment_offset, int source, Expr offset,
-             std::array<int64_t, 2> strides, bool ldmatrix, bool tf32, int64_t swizzle = 0,
-             int64_t fragments = 1);
+             std::array<int64_t, 2> strides, bool tf32);
+// The same by ldmatrix from a 16-bit tile (see StmtNode::mma_ldmatrix):
+// `fragments` 2 loads B's fragments of columns 0-7 and 8-15; `row` is each
+// lane's row address.
+Stmt LdmatrixLoad(bool b, int fragment, Expr fragment_offset, int source, Expr offset,
+                  std::array<int64_t, 2> strides, int64_t swizzle, int64_t fragments, Expr row);
+// An ldmatrix load's 8x8 matrices (A: 4; B: 2 a fragment), and whether it
+// transposes them: where the operand is stored with its m (A) or n (B)
+// index contiguous (stride 1).
+int64_t LdmatrixMatrices(const StmtNode& load);
+bool LdmatrixTransposed(const StmtNode& load);
 // Elements of one lane's fragment of A or B (mma_load's `tensor` span).
 int64_t MmaFragmentElements(bool b, bool tf32);
 

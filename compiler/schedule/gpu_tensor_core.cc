@@ -606,22 +606,46 @@ Stmt LowerTensorCore(const ComputeDAG& dag, absl::Span<const int64_t> decisions)
       g.a_k_inner ? std::array<int64_t, 2>{lda, 1} : std::array<int64_t, 2>{1, lda};
   const std::array<int64_t, 2> b_strides =
       g.b_k_inner ? std::array<int64_t, 2>{1, ldb} : std::array<int64_t, 2>{ldb, 1};
+  // ldmatrix: the row this lane names (StmtNode::mma_ldmatrix) of an
+  // operand (A, or B if `b`) whose fragment starts at row p0 (A's m, B's
+  // n) and k index k0, in a tile of `rows` rows of `ld`. Matrix j covers
+  // A's rows 8 (j % 2).. and k 8 (j / 2)..; B's k 8 (j % 2).. and columns
+  // 8 (j / 2)... Transposed, a matrix row runs along the operand's rows.
+  auto lane_row = [&](bool b, int64_t matrices, bool trans, const Expr& p0, const Expr& kk0,
+                      int64_t rows, int64_t ld) {
+    Expr j = FloorMod(FloorDiv(lane, I(8)), I(matrices)), i = FloorMod(lane, I(8));
+    Expr pb = b ? FloorDiv(j, I(2)) : FloorMod(j, I(2));
+    Expr kb = b ? FloorMod(j, I(2)) : FloorDiv(j, I(2));
+    Expr p = p0 + pb * I(8), k = kk0 + kb * I(8);
+    if (trans) {
+      k = k + i;
+    } else {
+      p = p + i;
+    }
+    Expr r = trans ? k : p, c = trans ? p : k;
+    return cur * I(rows * ld) + r * I(ld) + (t.swizzle != 0 ? SwizzledColumn(r, c, ld) : c);
+  };
   // Per k step each warp loads its frags_m fragments of A and frags_n of B
   // once, then runs the frags_m x frags_n products on them.
   const int64_t a_elems = MmaFragmentElements(false, t.tf32),
                 b_elems = MmaFragmentElements(true, t.tf32);
-  Stmt products =
-      For(ks, t.k_steps, ForKind::kUnrolled,
-          Seq({For(fi, t.frags_m, ForKind::kUnrolled,
-                   MmaLoad(false, fa, fi * I(a_elems), sa, a_offset, a_strides, t.ldmatrix != 0,
-                           t.tf32, t.swizzle != 0 ? lda : 0)),
-               For(fb_load, t.frags_n / b_pair, ForKind::kUnrolled,
-                   MmaLoad(true, fb, fb_load * I(b_pair * b_elems), sb, b_offset, b_strides,
-                           t.ldmatrix != 0, t.tf32, t.swizzle != 0 ? ldb : 0, b_pair)),
-               For(fi, t.frags_m, ForKind::kUnrolled,
-                   For(fj, t.frags_n, ForKind::kUnrolled,
-                       Mma(acc, (fi * I(t.frags_n) + fj) * I(4), fa, fi * I(a_elems), fb,
-                           fj * I(b_elems), t.tf32)))}));
+  Stmt a_load = MmaLoad(false, fa, fi * I(a_elems), sa, a_offset, a_strides, t.tf32);
+  Stmt b_load = MmaLoad(true, fb, fb_load * I(b_elems), sb, b_offset, b_strides, t.tf32);
+  if (t.ldmatrix != 0) {
+    a_load =
+        LdmatrixLoad(false, fa, fi * I(a_elems), sa, a_offset, a_strides, t.swizzle != 0 ? lda : 0,
+                     1, lane_row(false, 4, !g.a_k_inner, m0, k0, a_rows, lda));
+    b_load = LdmatrixLoad(true, fb, fb_load * I(b_pair * b_elems), sb, b_offset, b_strides,
+                          t.swizzle != 0 ? ldb : 0, b_pair,
+                          lane_row(true, 2 * b_pair, !g.b_k_inner, n0, k0, b_rows, ldb));
+  }
+  Stmt products = For(ks, t.k_steps, ForKind::kUnrolled,
+                      Seq({For(fi, t.frags_m, ForKind::kUnrolled, a_load),
+                           For(fb_load, t.frags_n / b_pair, ForKind::kUnrolled, b_load),
+                           For(fi, t.frags_m, ForKind::kUnrolled,
+                               For(fj, t.frags_n, ForKind::kUnrolled,
+                                   Mma(acc, (fi * I(t.frags_n) + fj) * I(4), fa, fi * I(a_elems),
+                                       fb, fj * I(b_elems), t.tf32)))}));
   products = Allocate(fa, dag.tensors[size_t(fa)].shape, /*local=*/true,
                       Allocate(fb, dag.tensors[size_t(fb)].shape, /*local=*/true, products));
   // wgmma: warpgroup gw (warps 4gw..4gw+3) owns columns gw * 8 frags_n of

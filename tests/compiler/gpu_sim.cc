@@ -232,29 +232,75 @@ class BlockSim {
       TF_ASSIGN_OR_RETURN(auto offsets, GroupOffsets(s, mask, 32 * w, 32, "warp", w));
       if (!offsets) continue;
       const std::vector<int64_t>& off = *offsets;
-      // ldmatrix: rows of 8 contiguous elements, 16-byte aligned.
-      if (s.mma_ldmatrix &&
-          !(off[1] % 8 == 0 && ((st[0] == 1 && st[1] % 8 == 0) || (st[1] == 1 && st[0] % 8 == 0))))
-        return absl::InternalError(StrCat("ldmatrix on unaligned rows in warp ", w));
       if (s.mma_swizzle != 0 && !s.mma_ldmatrix)
         return absl::InternalError("a swizzled fragment load without ldmatrix");
       if (s.mma_fragments != 1 && !(b && s.mma_ldmatrix && s.mma_fragments == 2))
         return absl::InternalError(
             StrCat("a fragment load of ", s.mma_fragments, b ? " B" : " A", " fragments"));
-      // Fragment q of a paired B load: columns 8q.. of the operand.
-      for (int64_t q = 0; q < s.mma_fragments; ++q) {
-        for (int l = 0; l < 32; ++l) {
-          const int t = 32 * w + l;
-          const std::vector<std::pair<int, int>> places = FragmentPlaces(b, s.mma_tf32, l);
-          for (size_t e = 0; e < places.size(); ++e) {
-            int64_t u = off[1] + places[e].first * st[0] + (places[e].second + 8 * q) * st[1];
-            if (s.mma_swizzle != 0) u = ir::SwizzledElement(u, s.mma_swizzle);
-            TF_ASSIGN_OR_RETURN(float* from, FlatAddress(s.mma_a, u, t, false));
-            TF_ASSIGN_OR_RETURN(
-                float* to, Register(s.tensor, off[0] + q * int64_t(places.size()) + int64_t(e), t));
-            *to = s.mma_tf32 ? RoundToTf32(*from) : *from;
+      // The layout the load must deliver: lane l's element e at flat
+      // element want[l][e] of mma_a (fragment q of a paired B load from
+      // the operand's columns 8q..).
+      std::vector<std::vector<int64_t>> want(32);
+      for (int l = 0; l < 32; ++l) {
+        const std::vector<std::pair<int, int>> places = FragmentPlaces(b, s.mma_tf32, l);
+        for (int64_t q = 0; q < s.mma_fragments; ++q) {
+          for (const auto& [r, c] : places) {
+            const int64_t u = off[1] + r * st[0] + (c + 8 * q) * st[1];
+            want[size_t(l)].push_back(s.mma_swizzle != 0 ? ir::SwizzledElement(u, s.mma_swizzle)
+                                                         : u);
           }
         }
+      }
+      std::vector<std::vector<int64_t>> read = want;
+      if (s.mma_ldmatrix) TF_RETURN_IF_ERROR(LdmatrixReads(s, w, want, &read));
+      for (int l = 0; l < 32; ++l) {
+        const int t = 32 * w + l;
+        for (size_t e = 0; e < read[size_t(l)].size(); ++e) {
+          TF_ASSIGN_OR_RETURN(float* from, FlatAddress(s.mma_a, read[size_t(l)][e], t, false));
+          TF_ASSIGN_OR_RETURN(float* to, Register(s.tensor, off[0] + int64_t(e), t));
+          *to = s.mma_tf32 ? RoundToTf32(*from) : *from;
+        }
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  // What warp w's ldmatrix (ir::StmtNode::mma_ldmatrix) reads: lane 8j + i
+  // names row i of matrix j by its mma_row; lane l receives register j,
+  // its elements 2j and 2j + 1, from matrix j's row l/4, columns 2 (l%4)
+  // and 2 (l%4) + 1 (transposed: those rows, column l/4). An error where a
+  // row is not 16-byte aligned or a lane would receive other elements than
+  // the fragment layout's `want`.
+  absl::Status LdmatrixReads(const ir::StmtNode& s, int w,
+                             const std::vector<std::vector<int64_t>>& want,
+                             std::vector<std::vector<int64_t>>* read) {
+    if (!s.mma_row.defined()) return absl::InternalError("an ldmatrix load without lane rows");
+    const int matrices = int(ir::LdmatrixMatrices(s));
+    const bool trans = ir::LdmatrixTransposed(s);
+    std::vector<int64_t> row(size_t(8 * matrices));
+    for (int l = 0; l < 8 * matrices; ++l) {
+      TF_ASSIGN_OR_RETURN(row[size_t(l)], EvalInt(s.mma_row, 32 * w + l));
+      if (row[size_t(l)] % 8 != 0)
+        return absl::InternalError(StrCat("ldmatrix row of lane ", l, " in warp ", w,
+                                          " at element ", row[size_t(l)], ", not 16-byte aligned"));
+    }
+    for (int l = 0; l < 32; ++l) {
+      std::vector<int64_t>& mine = (*read)[size_t(l)];
+      mine.clear();
+      for (int j = 0; j < matrices; ++j) {
+        for (int h = 0; h < 2; ++h) {
+          const int r = trans ? 2 * (l % 4) + h : l / 4, c = trans ? l / 4 : 2 * (l % 4) + h;
+          mine.push_back(row[size_t(8 * j + r)] + c);
+        }
+      }
+      if (mine != want[size_t(l)]) {
+        size_t e = 0;
+        while (e < mine.size() && e < want[size_t(l)].size() && mine[e] == want[size_t(l)][e]) ++e;
+        return absl::InternalError(
+            StrCat("ldmatrix lane rows disagree with the fragment layout: warp ", w, " lane ", l,
+                   " element ", e, " reads ", e < mine.size() ? StrCat(mine[e]) : "nothing",
+                   ", the layout wants ",
+                   e < want[size_t(l)].size() ? StrCat(want[size_t(l)][e]) : "nothing"));
       }
     }
     return absl::OkStatus();

@@ -217,8 +217,8 @@ TEST_F(GpuDevice, Float16AndTensorCoreSchedulesMatchTheReference) {
 // cp.async pipelines 2 to 4 stages deep, and tiles past the 48 KiB of
 // static shared memory where the GPU lets a block opt in to more (the
 // loader sets the kernel's dynamic shared memory, each launch passes it),
-// the large 16-bit ones with 2 and 4 stages swizzled (ldmatrix through
-// tf_swizzle): right outputs on the hardware.
+// the large 16-bit ones with 2 and 4 stages swizzled (ldmatrix from the
+// swizzled rows, B's fragments in pairs): right outputs on the hardware.
 TEST_F(GpuDevice, DeepPipelinesAndDynamicSharedMemoryRunCorrectly) {
   ir::Target t = *ir::Target::Parse(target_spec_);
   if (t.sm < 80) TF_SKIP("has-gpu") << "no cp.async before sm_80 (" << t.arch() << ")";

@@ -473,7 +473,7 @@ TEST(CompileCli, Float16AndTensorCoreDecisions) {
        "--schedule", write("tc.json", ir::TensorCoreTiling{}.Encode()), "--emit", "cuda"},
       dir.path());
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_TRUE(absl::StrContains(r.out, "tf_mma_m16n8k16_ldm_a<")) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "tf_ldmatrix_x4(")) << r.out;
   EXPECT_TRUE(absl::StrContains(r.out, "const unsigned short* __restrict__")) << r.out;
   EXPECT_TRUE(absl::StrContains(r.out, "tf_cp_async16(")) << r.out;
   r = testing::RunCommand(
