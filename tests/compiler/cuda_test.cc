@@ -952,7 +952,8 @@ std::function<ir::Stmt(ir::Stmt)> Changing(std::function<bool(const ir::StmtNode
 }
 
 // wgmma schedules of 16-bit products whose operands are K-major and M- or
-// N-major (transposes, dense weights, NHWC convolutions), ragged and
+// N-major, in all four pairs (transposes, dense weights, NHWC
+// convolutions), ragged and
 // exact, with epilogues, against the float64 reference: the interpreter
 // reads each factor through the descriptors' canonical layouts, so a
 // wrong start, lbo or sbo fails; it also requires the proxy fence after
@@ -968,6 +969,9 @@ TEST(GpuWgmma, SchedulesMatchReferenceInTheSimulator) {
   for (const Case& c : std::vector<Case>{
            {"matmul(M=128,N=64,K=64,dtype=float16)", WgmmaTiling(1, 2, 8, 2, 2)},
            {"matmul(M=64,N=48,K=80,transpose_a=1,dtype=float16)", WgmmaTiling(1, 1, 6, 1, 3, 2)},
+           // A M-major and B K-major: the fourth pair
+           {"matmul(M=128,N=96,K=64,transpose_a=1,transpose_b=1,dtype=float16)",
+            WgmmaTiling(2, 1, 6, 2, 2)},
            {"dense(M=70,N=40,K=48,dtype=float16)+bias+relu", WgmmaTiling(2, 1, 4, 1, 3)},
            {"batch_matmul(B=2,M=64,N=32,K=32,transpose_b=1,dtype=bfloat16)",
             WgmmaTiling(1, 1, 4, 2, 2)},
@@ -1034,7 +1038,7 @@ TEST(GpuWgmma, SchedulesMatchReferenceInTheSimulator) {
       EXPECT_FALSE(broken.ok()) << c.spec << " edit " << wrong;
     }
   }
-  EXPECT_EQ(checked, 7);
+  EXPECT_EQ(checked, 8);
 }
 
 // The library-like tilings the sketch draws a quarter of its samples from:
