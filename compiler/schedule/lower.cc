@@ -425,6 +425,10 @@ class Lowerer {
     return attached;
   }
 
+  // A shared fetch that reads no shared memory: such fetches at one loop
+  // may share barriers (WrapAttached) or be double-buffered together.
+  bool IndependentFetch(const Attached& a) const { return a.shared && !LoadsShared(a.nest[0]); }
+
   // `body` inside the buffers and nests of the stages attached at loop
   // `pos` (-1: outside every loop).
   Stmt WrapAttached(const std::vector<Attached>& attached, int pos, Stmt body) const {
@@ -438,8 +442,7 @@ class Lowerer {
         // reads them. (Each writes only its own box.)
         auto first = it;
         while (std::next(first) != attached.rend() && std::next(first)->pos == pos &&
-               std::next(first)->shared && !LoadsShared(std::next(first)->nest[0]) &&
-               !LoadsShared(first->nest[0]))
+               IndependentFetch(*std::next(first)) && IndependentFetch(*first))
           ++first;
         std::vector<Stmt> seq = {Barrier()};
         for (auto f = first;; --f) {
@@ -485,7 +488,7 @@ class Lowerer {
     std::vector<const Attached*> here;
     for (const Attached& a : attached) {
       if (a.pos != pos) continue;
-      if (!a.shared || LoadsShared(a.nest[0])) return nullptr;
+      if (!IndependentFetch(a)) return nullptr;
       here.push_back(&a);
     }
     if (here.empty()) return nullptr;
