@@ -610,7 +610,8 @@ Stmt LowerTensorCore(const ComputeDAG& dag, absl::Span<const int64_t> decisions)
   // operand (A, or B if `b`) whose fragment starts at row p0 (A's m, B's
   // n) and k index k0, in a tile of `rows` rows of `ld`. Matrix j covers
   // A's rows 8 (j % 2).. and k 8 (j / 2)..; B's k 8 (j % 2).. and columns
-  // 8 (j / 2)... Transposed, a matrix row runs along the operand's rows.
+  // 8 (j / 2)... Lane 8j + i names the matrix's stored row i: k 8 kb + i
+  // where the tile's rows run along k (transposed), else p 8 pb + i.
   auto lane_row = [&](bool b, int64_t matrices, bool trans, const Expr& p0, const Expr& kk0,
                       int64_t rows, int64_t ld) {
     Expr j = FloorMod(FloorDiv(lane, I(8)), I(matrices)), i = FloorMod(lane, I(8));
