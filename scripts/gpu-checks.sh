@@ -71,8 +71,10 @@ run() {
   local name=$1
   shift
   echo "== $name" | tee -a "$out/tests.log"
+  local start=$SECONDS
   timeout "${RUN_TIMEOUT:-300}" "$@" 2>&1 | tee -a "$out/tests.log" >"$out/$name.log"
   local status=${PIPESTATUS[0]}
+  echo "gpu-checks: $name took $((SECONDS - start)) s" | tee -a "$out/tests.log"
   if [ "$status" -ne 0 ]; then
     echo "gpu-checks: $name exited with $status" | tee -a "$out/tests.log"
     rc=1
@@ -94,9 +96,11 @@ device_test() { RUN_TIMEOUT=480 run gpu_device_test "$build/tests/gpu_device_tes
 # The kernels bench (its arguments: this script's BENCH_ARGS).
 kernels_bench() {
   echo "== tunefarm-bench kernels --target cuda $*" | tee -a "$out/tests.log"
+  local start=$SECONDS
   timeout 480 "$build/bin/tunefarm-bench" kernels --target cuda --json "$out/gpu-kernels.json" "$@" \
     2>&1 | tee "$out/bench.log"
   [ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
+  echo "gpu-checks: the kernels bench took $((SECONDS - start)) s" | tee -a "$out/tests.log"
 }
 
 # Whole models, where GPU_MODELS_TRIALS is set.
@@ -111,10 +115,12 @@ models_bench() {
     fi
   fi
   echo "== tunefarm-bench gpu-models --trials $GPU_MODELS_TRIALS $args" | tee -a "$out/tests.log"
+  local start=$SECONDS
   # shellcheck disable=SC2086  # args is a list of flags
   timeout 1800 "$build/bin/tunefarm-bench" gpu-models --trials "$GPU_MODELS_TRIALS" $args \
     --json "$out/gpu-models.json" 2>&1 | tee "$out/gpu-models.log"
   [ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
+  echo "gpu-checks: the models bench took $((SECONDS - start)) s" | tee -a "$out/tests.log"
 }
 
 if [ "$floors" -eq 1 ]; then
