@@ -15,6 +15,10 @@
 # functions bind lazily), never run on wrong data.
 #
 #   usage: scripts/gpu-pack.sh [BUILD_DIR] [DEST]     (defaults: build .gpu)
+#
+# .gpu is git-ignored (never committed): a device call takes it by naming
+# it, e.g. the device tool's run with carry [".gpu"] and the command
+# `OUT=$OUT .gpu/run.sh --floors`.
 set -eu
 build=${1:-build}
 dest=${2:-.gpu}
