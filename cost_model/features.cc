@@ -182,9 +182,7 @@ class Extractor : public ir::StmtFunctor<void()> {
       copy.tensor = s->tensor;
       copy.indices = at(s->tensor, s->indices[0]);
       copy.value = ir::Load(s->mma_a, ir::ScalarType::kFloat32, at(s->mma_a, s->mma_offsets[0]));
-      loops_.push_back({ir::Var("mma.frag"),
-                        s->mma_fragments * ir::MmaFragmentElements(s->mma_load == 2, s->mma_tf32),
-                        ForKind::kUnrolled});
+      loops_.push_back({ir::Var("mma.frag"), ir::MmaLoadElements(*s), ForKind::kUnrolled});
       Row(copy);
       loops_.pop_back();
       return;

@@ -159,6 +159,10 @@ bool LdmatrixTransposed(const StmtNode& load) {
 
 int64_t MmaFragmentElements(bool b, bool tf32) { return (b ? 4 : 8) / (tf32 ? 2 : 1); }
 
+int64_t MmaLoadElements(const StmtNode& load) {
+  return load.mma_fragments * MmaFragmentElements(load.mma_load == 2, load.mma_tf32);
+}
+
 namespace {
 // Chunks rotated together (m) and rows sharing one rotation (rows_per_step).
 void SwizzleShape(int64_t row, int64_t* m, int64_t* rows_per_step) {
@@ -315,8 +319,7 @@ int64_t StoreCount(const Stmt& s) {
     case StmtKind::kWgmmaSync:
       return 0;
     case StmtKind::kMma:
-      if (s->mma_load != 0)
-        return s->mma_fragments * MmaFragmentElements(s->mma_load == 2, s->mma_tf32);
+      if (s->mma_load != 0) return MmaLoadElements(*s);
       return s->mma_wgmma ? s->mma_n / 2 : 4;  // per lane
     case StmtKind::kFor:
       return s->extent * StoreCount(s->body[0]);

@@ -183,6 +183,8 @@ int64_t LdmatrixMatrices(const StmtNode& load);
 bool LdmatrixTransposed(const StmtNode& load);
 // Elements of one lane's fragment of A or B (mma_load's `tensor` span).
 int64_t MmaFragmentElements(bool b, bool tf32);
+// The elements a fragment load writes per lane: mma_fragments fragments.
+int64_t MmaLoadElements(const StmtNode& load);
 
 // Where a swizzled 16-bit tile of rows of `row` elements (a power of two,
 // 8 or more) keeps its flat element u: with C = row / 8 16-byte chunks a

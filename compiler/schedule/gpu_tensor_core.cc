@@ -630,16 +630,16 @@ Stmt LowerTensorCore(const ComputeDAG& dag, absl::Span<const int64_t> decisions)
   // once, then runs the frags_m x frags_n products on them.
   const int64_t a_elems = MmaFragmentElements(false, t.tf32),
                 b_elems = MmaFragmentElements(true, t.tf32);
-  Stmt a_load = MmaLoad(false, fa, fi * I(a_elems), sa, a_offset, a_strides, t.tf32);
-  Stmt b_load = MmaLoad(true, fb, fb_load * I(b_elems), sb, b_offset, b_strides, t.tf32);
-  if (t.ldmatrix != 0) {
-    a_load =
-        LdmatrixLoad(false, fa, fi * I(a_elems), sa, a_offset, a_strides, t.swizzle != 0 ? lda : 0,
-                     1, lane_row(false, 4, !g.a_k_inner, m0, k0, a_rows, lda));
-    b_load = LdmatrixLoad(true, fb, fb_load * I(b_pair * b_elems), sb, b_offset, b_strides,
-                          t.swizzle != 0 ? ldb : 0, b_pair,
-                          lane_row(true, 2 * b_pair, !g.b_k_inner, n0, k0, b_rows, ldb));
-  }
+  const Stmt a_load = t.ldmatrix != 0
+                          ? LdmatrixLoad(false, fa, fi * I(a_elems), sa, a_offset, a_strides,
+                                         t.swizzle != 0 ? lda : 0, 1,
+                                         lane_row(false, 4, !g.a_k_inner, m0, k0, a_rows, lda))
+                          : MmaLoad(false, fa, fi * I(a_elems), sa, a_offset, a_strides, t.tf32);
+  const Stmt b_load =
+      t.ldmatrix != 0 ? LdmatrixLoad(true, fb, fb_load * I(b_pair * b_elems), sb, b_offset,
+                                     b_strides, t.swizzle != 0 ? ldb : 0, b_pair,
+                                     lane_row(true, 2 * b_pair, !g.b_k_inner, n0, k0, b_rows, ldb))
+                      : MmaLoad(true, fb, fb_load * I(b_elems), sb, b_offset, b_strides, t.tf32);
   Stmt products = For(ks, t.k_steps, ForKind::kUnrolled,
                       Seq({For(fi, t.frags_m, ForKind::kUnrolled, a_load),
                            For(fb_load, t.frags_n / b_pair, ForKind::kUnrolled, b_load),

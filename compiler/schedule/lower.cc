@@ -441,9 +441,11 @@ class Lowerer {
         // iteration; the second makes the boxes visible before anyone
         // reads them. (Each writes only its own box.)
         auto first = it;
-        while (std::next(first) != attached.rend() && std::next(first)->pos == pos &&
-               IndependentFetch(*std::next(first)) && IndependentFetch(*first))
-          ++first;
+        if (IndependentFetch(*it)) {
+          while (std::next(first) != attached.rend() && std::next(first)->pos == pos &&
+                 IndependentFetch(*std::next(first)))
+            ++first;
+        }
         std::vector<Stmt> seq = {Barrier()};
         for (auto f = first;; --f) {
           seq.push_back(f->nest[0]);
