@@ -5,6 +5,8 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/logging.h"
 #include "device_agent/runtime/measure.h"
 #include "proto/kernel_signature.h"
 
@@ -33,6 +35,36 @@ v1::MeasureStatus ToProto(runner::SandboxOutcome::Status s) {
 }
 
 }  // namespace
+
+void MeasureHandler::NoteConfinement(const runner::SandboxOutcome& o) {
+  // Only a runner that got as far as its kernel's output says how it was
+  // confined.
+  if (o.status != runner::SandboxOutcome::Status::kOk &&
+      o.status != runner::SandboxOutcome::Status::kWrongResult) {
+    return;
+  }
+  auto yes = [](bool b) { return b ? "yes" : "no"; };
+  std::string line = absl::StrCat("event=sandbox namespaces=", yes(o.namespaces),
+                                  " pid_namespace=", yes(o.pid_namespace),
+                                  " filter=", yes(o.filtered));
+  if (line == confinement_logged_) return;
+  confinement_logged_ = line;
+  static const auto log = Logger("agent");
+  std::vector<std::string> missing;
+  if (!o.namespaces) missing.push_back("no own root: kernels can read what this user can");
+  if (!o.pid_namespace) {
+    missing.push_back(o.filtered
+                          ? "no PID namespace: only the seccomp filter keeps kernels from naming "
+                            "other processes"
+                          : "no PID namespace");
+  }
+  if (!o.filtered) missing.push_back("no seccomp filter");
+  if (missing.empty()) {
+    log->info("{}", line);
+  } else {
+    log->warn("{} ({})", line, absl::StrJoin(missing, "; "));
+  }
+}
 
 v1::MeasureResult MeasureHandler::Measure(const v1::MeasureRequest& req,
                                           const std::function<bool()>& cancelled) {
@@ -118,6 +150,7 @@ v1::MeasureResult MeasureHandler::Measure(const v1::MeasureRequest& req,
   }
   runner::Kernel k{req.kind(), req.artifact(), req.signature()};
   runner::SandboxOutcome o = runner::MeasureFromSeed(k, req.input_seed(), *reference, so);
+  NoteConfinement(o);
   out.set_status(ToProto(o.status));
   out.set_error(o.error);
   for (double c : o.costs) out.add_costs_sec(c);

@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "device_agent/runtime/sandbox.h"
 #include "tunefarm/v1/farm.pb.h"
 
 namespace tunefarm::agent {
@@ -45,8 +46,14 @@ class MeasureHandler {
                                         const std::function<bool()>& cancelled = nullptr);
 
  private:
+  // Logs how the runner was confined (namespaces, PID namespace, filter)
+  // the first time and whenever it changes, as a warning when a layer is
+  // missing. Called with mu_ held.
+  void NoteConfinement(const runner::SandboxOutcome& o);
+
   MeasureHandlerOptions options_;
   std::mutex mu_;  // one measurement at a time
+  std::string confinement_logged_;  // the last line NoteConfinement logged
   std::map<std::string, std::vector<float>> references_;  // by reference_key
   std::vector<std::string> reference_order_;              // oldest first
 };

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
@@ -59,34 +60,91 @@ std::string FindHelper(const char* env_var, const std::string& name, const char*
 }
 
 int NewRequestFile(const char* name) {
-  return int(syscall(SYS_memfd_create, name, MFD_CLOEXEC));
+  return int(syscall(SYS_memfd_create, name, MFD_CLOEXEC | MFD_ALLOW_SEALING));
 }
 
+namespace {
+
+// `fd` sealed against every change (no writes through any descriptor or
+// mapping, no size change), as a read-only descriptor of its own: both
+// where the system allows, one at least (qemu-user may not know seals;
+// /proc may be missing); -1 when neither. Takes `fd` over.
+int SealedReadOnly(int fd) {
+  const bool sealed =
+      fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_SEAL) == 0;
+  char path[64];
+  std::snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+  const int read_only = open(path, O_RDONLY | O_CLOEXEC);
+  if (read_only < 0 && !sealed) {
+    close(fd);
+    return -1;
+  }
+  if (read_only < 0) return fd;
+  close(fd);
+  return read_only;
+}
+
+// Writes `bytes` to a pipe whose reader may be gone: EPIPE, not SIGPIPE
+// (blocked for this thread around the write, and taken if it came).
+void AnswerChild(int fd, const std::string& bytes) {
+  sigset_t pipe_sig, old;
+  sigemptyset(&pipe_sig);
+  sigaddset(&pipe_sig, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe_sig, &old);
+  bool written = true;
+  for (size_t at = 0; written && at < bytes.size();) {
+    const ssize_t n = write(fd, bytes.data() + at, bytes.size() - at);
+    if (n < 0 && errno == EINTR) continue;
+    written = n > 0;
+    if (written) at += size_t(n);
+  }
+  if (!written) {
+    const timespec now{0, 0};
+    while (sigtimedwait(&pipe_sig, nullptr, &now) < 0 && errno == EINTR) {
+    }
+  }
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+}
+
+}  // namespace
+
 ChildExchange ExchangeWithChild(const std::string& executable, int request_fd, double deadline_s,
-                                size_t max_report, const std::function<bool()>& cancelled) {
+                                size_t max_report, const std::function<bool()>& cancelled,
+                                const std::function<ReportStep(const std::string&)>& on_report) {
   ChildExchange x;
-  int fds[2];
-  if (request_fd < 0 || pipe2(fds, O_CLOEXEC) != 0) {
-    if (request_fd >= 0) close(request_fd);
-    x.error = "cannot set up the child process (request file or pipe failed)";
+  if (request_fd >= 0) request_fd = SealedReadOnly(request_fd);
+  int fds[2] = {-1, -1}, answers[2] = {-1, -1};
+  const int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+  if (request_fd < 0 || null < 0 || pipe2(fds, O_CLOEXEC) != 0 ||
+      (on_report && pipe2(answers, O_CLOEXEC) != 0)) {
+    for (int fd : {request_fd, null, fds[0], fds[1]})
+      if (fd >= 0) close(fd);
+    x.error = "cannot set up the child process (request file, /dev/null or pipe failed)";
     return x;
   }
-  // The child dup2s these onto fds 3 and 4. One already there would stay
-  // close-on-exec (dup2 onto itself changes nothing) or be overwritten by the
-  // other, so all move above 4 first (a process with few files open gets
+  // The child dup2s these onto fds 0-5. One already there would stay
+  // close-on-exec (dup2 onto itself changes nothing) or be overwritten by
+  // another, so all move above 5 first (a process with few files open gets
   // fd 3 for its request file).
   auto above = [](int fd) {
-    if (fd > kChildReportFd) return fd;
-    int moved = fcntl(fd, F_DUPFD_CLOEXEC, kChildReportFd + 1);
+    if (fd < 0 || fd > kChildAnswerFd) return fd;
+    int moved = fcntl(fd, F_DUPFD_CLOEXEC, kChildAnswerFd + 1);
     close(fd);
-    return moved;
+    return moved < 0 ? -2 : moved;
   };
   int req = above(request_fd);
+  int dev_null = above(null);
   fds[0] = above(fds[0]);
   fds[1] = above(fds[1]);
-  if (req < 0 || fds[0] < 0 || fds[1] < 0) {
-    for (int fd : {req, fds[0], fds[1]})
+  answers[0] = above(answers[0]);
+  answers[1] = above(answers[1]);
+  auto close_all = [&] {
+    for (int fd : {req, dev_null, fds[0], fds[1], answers[0], answers[1]})
       if (fd >= 0) close(fd);
+  };
+  if (req < 0 || dev_null < 0 || fds[0] < 0 || fds[1] < 0 || answers[0] == -2 ||
+      answers[1] == -2) {
+    close_all();
     x.error = "cannot set up the child process (no file descriptors)";
     return x;
   }
@@ -110,15 +168,24 @@ ChildExchange ExchangeWithChild(const std::string& executable, int request_fd, d
     for (int sig = 1; sig < NSIG; ++sig) {
       if (sig != SIGKILL && sig != SIGSTOP) signal(sig, SIG_DFL);
     }
+    // Nothing of the caller's terminal, log or journal: stdin, stdout and
+    // stderr are /dev/null.
+    for (int fd = 0; fd <= 2; ++fd) {
+      if (dup2(dev_null, fd) < 0) _exit(126);
+    }
     if (dup2(req, kChildRequestFd) < 0 || dup2(fds[1], kChildReportFd) < 0) _exit(126);
-    syscall(SYS_close_range, kChildReportFd + 1, ~0U, 0);
+    if (answers[0] >= 0 && dup2(answers[0], kChildAnswerFd) < 0) _exit(126);
+    syscall(SYS_close_range, answers[0] >= 0 ? kChildAnswerFd + 1 : kChildReportFd + 1, ~0U, 0);
     execve(argv[0], const_cast<char* const*>(argv), const_cast<char* const*>(envp));
     _exit(127);
   }
   close(req);
+  close(dev_null);
   close(fds[1]);
+  if (answers[0] >= 0) close(answers[0]);
   if (pid < 0) {
     close(fds[0]);
+    if (answers[1] >= 0) close(answers[1]);
     x.error = "fork failed";
     return x;
   }
@@ -141,13 +208,23 @@ ChildExchange ExchangeWithChild(const std::string& executable, int request_fd, d
     if (n <= 0) break;  // the child closed fd 4 (exited)
     if (x.report.size() < max_report)
       x.report.append(buf, std::min(size_t(n), max_report - x.report.size()));
+    if (on_report) {
+      ReportStep step = on_report(x.report);
+      if (step.stop) {
+        x.stopped = true;
+        break;
+      }
+      if (!step.answer.empty()) AnswerChild(answers[1], step.answer);
+    }
   }
   close(fds[0]);
-  if (x.timed_out || x.cancelled) kill(pid, SIGKILL);
+  if (answers[1] >= 0) close(answers[1]);
+  const bool killed = x.timed_out || x.cancelled || x.stopped;
+  if (killed) kill(pid, SIGKILL);
   // After end of stream the child is exiting; one that closed fd 4 and kept
   // running is given until the deadline, then killed.
   for (;;) {
-    pid_t r = waitpid(pid, &x.wait_status, x.timed_out || x.cancelled ? 0 : WNOHANG);
+    pid_t r = waitpid(pid, &x.wait_status, killed ? 0 : WNOHANG);
     if (r == pid || (r < 0 && errno != EINTR)) break;
     if (r == 0 && MonotonicSeconds() >= deadline_s) {
       kill(pid, SIGKILL);

@@ -1,10 +1,13 @@
 // One request/report exchange with a helper executable in a child process:
 // what the measurement sandbox (kernels, tunefarm-runner) and the model runs
 // (whole packages, tunefarm-model-runner) share. The request is a memfd the
-// child reads as fd 3; the child writes its report to a pipe on fd 4 and
-// exits. The child is fork+exec'd (none of the caller's threads or locks are
-// inherited) with every other descriptor closed; past the time limit it is
-// killed. Between fork and exec only async-signal-safe calls are made.
+// child reads as fd 3, read-only and sealed (no writes, no size change); the
+// child writes its report to a pipe on fd 4 and exits; where the caller
+// answers reports (on_report), the child reads the answers from a pipe on
+// fd 5. Its fds 0-2 are /dev/null. The child is fork+exec'd (none of the
+// caller's threads or locks are inherited) with every other descriptor
+// closed; past the time limit it is killed. Between fork and exec only
+// async-signal-safe calls are made.
 #pragma once
 
 #include <cstddef>
@@ -16,28 +19,40 @@ namespace tunefarm::runner {
 
 constexpr int kChildRequestFd = 3;
 constexpr int kChildReportFd = 4;
+constexpr int kChildAnswerFd = 5;
 
 struct ChildExchange {
   bool started = false;    // false: setup failed (error says why), no child ran
   bool timed_out = false;  // killed at the time limit
   bool cancelled = false;  // killed because `cancelled` said so
+  bool stopped = false;    // killed because on_report said so
   int wait_status = 0;     // as waitpid reports it (started)
   std::string report;      // what the child wrote to fd 4, up to max_report bytes
   std::string error;
 };
 
-// An anonymous, close-on-exec file for a request; -1 on failure.
+// An anonymous, close-on-exec file for a request (sealable); -1 on failure.
 int NewRequestFile(const char* name);
 
-// Runs `executable` with `request_fd` (taken over and closed) as its fd 3
-// and collects its report until it closes fd 4 or exits. The child gets an
-// empty environment (but CUDA_VISIBLE_DEVICES), no blocked or ignored
-// signals, and SIGKILL when the calling thread dies. `deadline_s` is
-// absolute, on the clock of MonotonicSeconds().
+// What on_report decides after a read.
+struct ReportStep {
+  bool stop = false;  // kill the child now (ChildExchange::stopped)
+  std::string answer;  // written to the child's fd 5
+};
+
+// Runs `executable` with `request_fd` (taken over, made read-only and
+// sealed, and closed) as its fd 3 and collects its report until it closes fd 4 or
+// exits. The child gets an empty environment (but CUDA_VISIBLE_DEVICES), no
+// blocked or ignored signals, and SIGKILL when the calling thread dies.
+// `deadline_s` is absolute, on the clock of MonotonicSeconds().
 // `cancelled`, when given, is asked every 100 ms: true kills the child.
-ChildExchange ExchangeWithChild(const std::string& executable, int request_fd, double deadline_s,
-                                size_t max_report,
-                                const std::function<bool()>& cancelled = nullptr);
+// `on_report`, when given, is called after every read with the report so
+// far (up to max_report bytes); the child then has fd 5. A child that is
+// gone when answered costs only the answer (no SIGPIPE).
+ChildExchange ExchangeWithChild(
+    const std::string& executable, int request_fd, double deadline_s, size_t max_report,
+    const std::function<bool()>& cancelled = nullptr,
+    const std::function<ReportStep(const std::string& report)>& on_report = nullptr);
 
 double MonotonicSeconds();
 

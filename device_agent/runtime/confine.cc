@@ -6,6 +6,7 @@
 #include <linux/audit.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
+#include <poll.h>
 #include <sched.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
@@ -13,6 +14,7 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -20,6 +22,8 @@
 #include <csignal>
 #include <cstddef>
 #include <cstring>
+#include <initializer_list>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "device_agent/runtime/sandbox_wire.h"
@@ -105,7 +109,6 @@ constexpr int kAllowed[] = {
     SYS_restart_syscall,
     SYS_membarrier,
     SYS_getcwd,
-    SYS_fcntl,
     SYS_dup,
 };
 
@@ -165,12 +168,21 @@ constexpr int kGpuAllowed[] = {
     SYS_timerfd_gettime,
 };
 
-// Refused calls end here: the call is not made, and the SIGSYS handler
-// (OnRefusedCall) names it and kills the process.
-constexpr uint32_t kRefuse = SECCOMP_RET_TRAP;
+// The fcntl commands loaded code may use: descriptor and status flags and
+// duplicates, what the C library's stdio and the loader use. Not F_SETOWN,
+// F_SETOWN_EX, F_SETSIG, F_SETLEASE or F_NOTIFY (each makes the kernel
+// signal a process the caller names), and F_SETFL only without O_ASYNC.
+constexpr std::initializer_list<uint32_t> kFcntlAllowed = {F_DUPFD, F_DUPFD_CLOEXEC, F_GETFD,
+                                                           F_SETFD, F_GETFL};
+// What the CUDA driver may use besides: record locks.
+constexpr std::initializer_list<uint32_t> kGpuFcntlAllowed = {
+    F_DUPFD,  F_DUPFD_CLOEXEC, F_GETFD,     F_SETFD,     F_GETFL,      F_GETLK,
+    F_SETLK,  F_SETLKW,        F_OFD_GETLK, F_OFD_SETLK, F_OFD_SETLKW, F_GETPIPE_SZ};
 
 class Program {
  public:
+  // `refuse`: what a refused call returns to the kernel.
+  explicit Program(uint32_t refuse) : refuse_(refuse) {}
   void Stmt(uint16_t code, uint32_t k) { p_.push_back(BPF_STMT(code, k)); }
   void Jump(uint16_t code, uint32_t k, uint8_t jt, uint8_t jf) {
     p_.push_back(BPF_JUMP(code, k, jt, jf));
@@ -196,7 +208,27 @@ class Program {
     LoadArg(arg);
     Jump(BPF_JMP | BPF_JEQ | BPF_K, a, 2, 0);
     Jump(BPF_JMP | BPF_JEQ | BPF_K, b, 1, 0);
-    Stmt(BPF_RET | BPF_K, kRefuse);
+    Stmt(BPF_RET | BPF_K, refuse_);
+    Stmt(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
+  }
+  // fcntl with one of `cmds`, or F_SETFL without O_ASYNC; refused with any
+  // other command.
+  void AllowFcntl(std::initializer_list<uint32_t> cmds) {
+    const uint8_t n = uint8_t(cmds.size());
+    // Body: 0 load cmd; 1 F_SETFL?; 2-4 O_ASYNC clear?; 5..4+n the
+    // commands; 5+n refuse; 6+n allow.
+    Jump(BPF_JMP | BPF_JEQ | BPF_K, uint32_t(SYS_fcntl), 0, uint8_t(7 + n));
+    LoadArg(1);
+    Jump(BPF_JMP | BPF_JEQ | BPF_K, F_SETFL, 0, 3);
+    LoadArg(2);
+    Stmt(BPF_ALU | BPF_AND | BPF_K, O_ASYNC);
+    Jump(BPF_JMP | BPF_JEQ | BPF_K, 0, uint8_t(n + 1), n);
+    uint8_t k = 0;
+    for (uint32_t cmd : cmds) {
+      Jump(BPF_JMP | BPF_JEQ | BPF_K, cmd, uint8_t(n - k), 0);
+      ++k;
+    }
+    Stmt(BPF_RET | BPF_K, refuse_);
     Stmt(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
   }
   std::vector<sock_filter>& code() { return p_; }
@@ -206,8 +238,8 @@ class Program {
     Stmt(BPF_LD | BPF_W | BPF_ABS, uint32_t(offsetof(seccomp_data, args) + 8 * arg));
   }
   void Masked(int nr, int arg, uint32_t mask, uint32_t value, bool allow_equal) {
-    const uint32_t equal = allow_equal ? SECCOMP_RET_ALLOW : kRefuse;
-    const uint32_t other = allow_equal ? kRefuse : SECCOMP_RET_ALLOW;
+    const uint32_t equal = allow_equal ? SECCOMP_RET_ALLOW : refuse_;
+    const uint32_t other = allow_equal ? refuse_ : SECCOMP_RET_ALLOW;
     Jump(BPF_JMP | BPF_JEQ | BPF_K, uint32_t(nr), 0, 5);
     LoadArg(arg);
     Stmt(BPF_ALU | BPF_AND | BPF_K, mask);
@@ -216,11 +248,12 @@ class Program {
     Stmt(BPF_RET | BPF_K, other);
   }
 
+  const uint32_t refuse_;
   std::vector<sock_filter> p_;
 };
 
-std::vector<sock_filter> Filter(bool gpu, bool namespaces) {
-  Program p;
+std::vector<sock_filter> Filter(bool gpu, bool namespaces, uint32_t refuse) {
+  Program p(refuse);
   p.Stmt(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, arch));
   p.Jump(BPF_JMP | BPF_JEQ | BPF_K, kAuditArch, 1, 0);
   p.Stmt(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS);
@@ -234,6 +267,7 @@ std::vector<sock_filter> Filter(bool gpu, bool namespaces) {
   if (gpu) {
     for (int nr : kGpuAllowed) p.Allow(nr);
   }
+  p.AllowFcntl(gpu ? kGpuFcntlAllowed : kFcntlAllowed);
   // clone3's flags sit in memory the filter cannot read: ENOSYS makes the C
   // library fall back to clone, whose flags it can.
 #ifdef SYS_clone3
@@ -275,16 +309,17 @@ std::vector<sock_filter> Filter(bool gpu, bool namespaces) {
   p.Jump(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, 2);
   p.Stmt(BPF_LD | BPF_W | BPF_ABS, uint32_t(offsetof(seccomp_data, args) + 8 * 2 + 4));
   p.Jump(BPF_JMP | BPF_JEQ | BPF_K, 0, 1, 0);
-  p.Stmt(BPF_RET | BPF_K, kRefuse);
+  p.Stmt(BPF_RET | BPF_K, refuse);
   p.Stmt(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
-  p.Stmt(BPF_RET | BPF_K, kRefuse);  // everything else
+  p.Stmt(BPF_RET | BPF_K, refuse);  // everything else
   return std::move(p.code());
 }
 
 void (*g_on_violation)(long) = nullptr;
 
-// SIGSYS from the filter: the call was not made. Tells on_violation which
-// it was, then dies of SIGSYS (the default action, now unblocked).
+// SIGSYS from a filter that traps (ConfineOptions::on_violation, for
+// diagnosis): the call was not made. Tells on_violation which it was, then
+// dies of SIGSYS (the default action, now unblocked).
 void OnRefusedCall(int, siginfo_t* info, void*) {
   if (g_on_violation != nullptr) g_on_violation(long(info->si_syscall));
   struct sigaction dfl {};
@@ -376,24 +411,132 @@ absl::Status BindGpuFiles(const std::string& root) {
                            "/proc/sys/vm/overcommit_memory"}) {
     BindInto(root, file, Bind::kReadOnly);
   }
-  // This process's own directory (what /proc/self names now), not /proc:
-  // the agent's and every other process's stay out of reach. Writable: the
-  // driver names its threads (task/*/comm) and fails when it cannot.
-  BindInto(root, absl::StrCat("/proc/", getpid()), Bind::kAsIs, "/proc/self");
+  // This process's own directory (what /proc/self names now: its pid in
+  // the agent's PID namespace, which /proc shows), not /proc: the agent's
+  // and every other process's stay out of reach. Writable: the driver
+  // names its threads (task/*/comm) and fails when it cannot.
+  char self[32] = {0};
+  if (readlink("/proc/self", self, sizeof(self) - 1) <= 0) return Errno("reading /proc/self");
+  BindInto(root, absl::StrCat("/proc/", self), Bind::kAsIs, "/proc/self");
   return absl::OkStatus();
 }
 
-// Its own user (where needed), mount, network and IPC namespaces, with a
-// fresh tmpfs as the root holding `files`. False when the kernel refuses
-// (no user namespaces for this user); an error when it half-happened.
-absl::StatusOr<bool> EnterNamespaces(const ConfineOptions& o, std::vector<std::string>* paths) {
+// Ends this process as `status` (a wait status) says its child ended: with
+// its exit code, or killed by its signal.
+[[noreturn]] void EndAs(int status) {
+  if (WIFEXITED(status)) _exit(WEXITSTATUS(status));
+  const int sig = WIFSIGNALED(status) ? WTERMSIG(status) : SIGKILL;
+  rlimit no_core{0, 0};
+  setrlimit(RLIMIT_CORE, &no_core);
+  signal(sig, SIG_DFL);
+  sigset_t one;
+  sigemptyset(&one);
+  sigaddset(&one, sig);
+  sigprocmask(SIG_UNBLOCK, &one, nullptr);
+  kill(getpid(), sig);
+  _exit(128 + sig);
+}
+
+// Closes every descriptor but `a` and `b` (which may be the same).
+void CloseAllBut(int a, int b) {
+  if (a > b) std::swap(a, b);
+  auto close_from_to = [](unsigned first, unsigned last) {
+    if (syscall(SYS_close_range, first, last, 0) == 0) return;
+    for (unsigned fd = first; fd <= last && fd < 1024; ++fd) close(int(fd));
+  };
+  if (a > 0) close_from_to(0, unsigned(a) - 1);
+  if (b > a + 1) close_from_to(unsigned(a) + 1, unsigned(b) - 1);
+  close_from_to(unsigned(b) + 1, ~0U);
+}
+
+// The wait status of `pid`, a child; 125 (exited) when it cannot be had.
+int WaitFor(pid_t pid) {
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) return 125 << 8;
+  }
+  return status;
+}
+
+// The process outside the PID namespace (Confine): holds none of the
+// runner's descriptors but `alive` (its child learns from that pipe's end
+// whether it is still there) and `relay` (how the confined process ended,
+// from the namespace's init), waits for its child, the init, and ends as
+// the confined process ended. Never returns.
+[[noreturn]] void Reap(pid_t init, int alive, int relay) {
+  CloseAllBut(alive, relay);
+  const int init_status = WaitFor(init);
+  int status = 0;
+  EndAs(read(relay, &status, sizeof(status)) == ssize_t(sizeof(status)) ? status : init_status);
+}
+
+// The PID namespace's init (pid 1): holds only `relay`, waits for the
+// confined process and writes its wait status to `relay`. Its death (with
+// the reaper's: PR_SET_PDEATHSIG) kills every process of the namespace.
+// Never returns.
+[[noreturn]] void Init(pid_t confined, int relay) {
+  CloseAllBut(relay, relay);
+  const int status = WaitFor(confined);
+  (void)!write(relay, &status, sizeof(status));
+  _exit(0);
+}
+
+// In the init: SIGKILL when the reaper dies, and gone at once if it
+// already has (its end of `alive` closed: the pipe reads as hung up).
+void StayWithReaper(int alive) {
+  if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) _exit(125);
+  pollfd p{alive, POLLIN, 0};
+  if (poll(&p, 1, 0) != 0) _exit(125);
+  close(alive);
+}
+
+// Forks into the PID namespace unshare made: returns in its second
+// process (pid 2; not its init, so the signals it sends itself act as
+// anywhere), in a session of its own. The calling process becomes the
+// reaper outside, the first child the namespace's init (Reap, Init).
+absl::Status ForkIntoPidNamespace() {
+  int alive[2], relay[2];
+  if (pipe2(alive, O_CLOEXEC) != 0) return Errno("pipe for the PID namespace");
+  if (pipe2(relay, O_CLOEXEC) != 0) return Errno("pipe for the PID namespace");
+  const pid_t init = fork();
+  if (init < 0) return Errno("fork into the PID namespace");
+  if (init > 0) {
+    close(alive[0]);
+    close(relay[1]);
+    Reap(init, alive[1], relay[0]);
+  }
+  close(alive[1]);
+  close(relay[0]);
+  StayWithReaper(alive[0]);
+  const pid_t confined = fork();
+  if (confined < 0) return Errno("fork in the PID namespace");
+  if (confined > 0) Init(confined, relay[1]);
+  close(relay[1]);
+  if (setsid() < 0) return Errno("setsid in the PID namespace");
+  return absl::OkStatus();
+}
+
+// Its own user (where needed), mount, network, IPC and PID namespaces,
+// with a fresh tmpfs as the root holding `files`; c->namespaces false when
+// the kernel refuses them (no user namespaces for this user), and
+// c->pid_namespace false where it refuses only that one. An error when it
+// half-happened. With a PID namespace this forks (Confine); only the
+// process confined returns.
+absl::Status EnterNamespaces(const ConfineOptions& o, Confined* c) {
   const uid_t uid = getuid();
   const gid_t gid = getgid();
-  bool user_ns = true;
-  if (unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC) != 0) {
-    user_ns = false;
-    if (unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC) != 0) return false;
+  const int base = CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC;
+  int entered = -1;
+  for (int extra : {CLONE_NEWUSER | CLONE_NEWPID, CLONE_NEWUSER, CLONE_NEWPID, 0}) {
+    if (unshare(base | extra) == 0) {
+      entered = extra;
+      break;
+    }
   }
+  if (entered < 0) return absl::OkStatus();
+  c->namespaces = true;
+  c->pid_namespace = (entered & CLONE_NEWPID) != 0;
+  const bool user_ns = (entered & CLONE_NEWUSER) != 0;
   if (user_ns) {
     // Root inside, the caller's own ids outside.
     if (!WriteWhole("/proc/self/setgroups", "deny") ||
@@ -402,6 +545,14 @@ absl::StatusOr<bool> EnterNamespaces(const ConfineOptions& o, std::vector<std::s
       return Errno("writing the user namespace's id maps");
     }
   }
+  if (c->pid_namespace) {
+    // The new PID namespace is for the children made from now on: the
+    // process confined goes on in one, where it sees no process outside
+    // (its parent is the namespace's init) and is in a session of its own
+    // (kill(0, ...) reaches no process group outside).
+    if (absl::Status s = ForkIntoPidNamespace(); !s.ok()) return s;
+  }
+
   if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
     return Errno("making the mounts private");
   }
@@ -416,7 +567,7 @@ absl::StatusOr<bool> EnterNamespaces(const ConfineOptions& o, std::vector<std::s
     if (!WriteNewFile(absl::StrCat(root, "/", name), bytes, 0755)) {
       return Errno(absl::StrCat("writing ", name, " into the runner's root"));
     }
-    paths->push_back("/" + name);
+    c->paths.push_back("/" + name);
   }
   if (o.gpu) {
     if (absl::Status s = BindGpuFiles(root); !s.ok()) return s;
@@ -437,16 +588,14 @@ absl::StatusOr<bool> EnterNamespaces(const ConfineOptions& o, std::vector<std::s
       return Errno("dropping to uid 65534");
     }
   }
-  return true;
+  return absl::OkStatus();
 }
 
 }  // namespace
 
 absl::StatusOr<Confined> Confine(const ConfineOptions& options) {
   Confined c;
-  absl::StatusOr<bool> ns = EnterNamespaces(options, &c.paths);
-  if (!ns.ok()) return ns.status();
-  c.namespaces = *ns;
+  if (absl::Status s = EnterNamespaces(options, &c); !s.ok()) return s;
   if (!c.namespaces) {
     // The files as memory-backed descriptors, opened by their /proc path.
     c.paths.clear();
@@ -476,12 +625,16 @@ absl::StatusOr<Confined> Confine(const ConfineOptions& options) {
     if (setrlimit(RLIMIT_CPU, &rl) != 0) return Errno("setrlimit CPU");
   }
   if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return Errno("PR_SET_NO_NEW_PRIVS");
-  g_on_violation = options.on_violation;
-  struct sigaction on_sys {};
-  on_sys.sa_sigaction = OnRefusedCall;
-  on_sys.sa_flags = SA_SIGINFO;
-  if (sigaction(SIGSYS, &on_sys, nullptr) != 0) return Errno("sigaction SIGSYS");
-  std::vector<sock_filter> code = Filter(options.gpu, c.namespaces);
+  uint32_t refuse = SECCOMP_RET_KILL_PROCESS;
+  if (options.on_violation != nullptr) {
+    refuse = SECCOMP_RET_TRAP;
+    g_on_violation = options.on_violation;
+    struct sigaction on_sys {};
+    on_sys.sa_sigaction = OnRefusedCall;
+    on_sys.sa_flags = SA_SIGINFO;
+    if (sigaction(SIGSYS, &on_sys, nullptr) != 0) return Errno("sigaction SIGSYS");
+  }
+  std::vector<sock_filter> code = Filter(options.gpu, c.namespaces, refuse);
   sock_fprog prog{static_cast<unsigned short>(code.size()), code.data()};
   // TSYNC: the filter (and NO_NEW_PRIVS) on every thread of the process.
   if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC, &prog) != 0) {
@@ -499,59 +652,43 @@ const char* SyscallName(long nr) {
   } kNames[] = {
 #define TF_SYSCALL(name) {SYS_##name, #name},
 #ifdef SYS_open
-      TF_SYSCALL(open) TF_SYSCALL(creat) TF_SYSCALL(fork) TF_SYSCALL(vfork) TF_SYSCALL(poll) TF_SYSCALL(
-          epoll_wait) TF_SYSCALL(readlink) TF_SYSCALL(access) TF_SYSCALL(stat) TF_SYSCALL(lstat) TF_SYSCALL(dup2) TF_SYSCALL(unlink)
-          TF_SYSCALL(rename) TF_SYSCALL(mkdir) TF_SYSCALL(rmdir) TF_SYSCALL(chmod) TF_SYSCALL(chown) TF_SYSCALL(mknod) TF_SYSCALL(
-              pipe) TF_SYSCALL(eventfd) TF_SYSCALL(epoll_create) TF_SYSCALL(signalfd) TF_SYSCALL(inotify_init)
+      TF_SYSCALL(open) TF_SYSCALL(creat) TF_SYSCALL(fork) TF_SYSCALL(vfork)
+      TF_SYSCALL(poll) TF_SYSCALL(epoll_wait) TF_SYSCALL(readlink) TF_SYSCALL(access)
+      TF_SYSCALL(stat) TF_SYSCALL(lstat) TF_SYSCALL(dup2) TF_SYSCALL(unlink) TF_SYSCALL(rename)
+      TF_SYSCALL(mkdir) TF_SYSCALL(rmdir) TF_SYSCALL(chmod) TF_SYSCALL(chown) TF_SYSCALL(mknod)
+      TF_SYSCALL(pipe) TF_SYSCALL(eventfd) TF_SYSCALL(epoll_create) TF_SYSCALL(signalfd)
+      TF_SYSCALL(inotify_init)
 #endif
-              TF_SYSCALL(openat) TF_SYSCALL(ioctl) TF_SYSCALL(
-                  socket) TF_SYSCALL(socketpair) TF_SYSCALL(connect) TF_SYSCALL(bind) TF_SYSCALL(listen)
-                  TF_SYSCALL(accept) TF_SYSCALL(accept4) TF_SYSCALL(sendto) TF_SYSCALL(
-                      recvfrom) TF_SYSCALL(sendmsg) TF_SYSCALL(recvmsg) TF_SYSCALL(shutdown) TF_SYSCALL(setsockopt) TF_SYSCALL(getsockopt)
-                      TF_SYSCALL(clone) TF_SYSCALL(execve) TF_SYSCALL(execveat) TF_SYSCALL(wait4) TF_SYSCALL(waitid) TF_SYSCALL(
-                          kill) TF_SYSCALL(tkill) TF_SYSCALL(tgkill) TF_SYSCALL(ptrace) TF_SYSCALL(process_vm_readv) TF_SYSCALL(process_vm_writev)
-                          TF_SYSCALL(mount) TF_SYSCALL(umount2) TF_SYSCALL(pivot_root) TF_SYSCALL(
-                              chroot) TF_SYSCALL(unshare) TF_SYSCALL(setns) TF_SYSCALL(prctl) TF_SYSCALL(prlimit64)
-                              TF_SYSCALL(setrlimit) TF_SYSCALL(setuid) TF_SYSCALL(
-                                  setgid) TF_SYSCALL(setresuid) TF_SYSCALL(setresgid) TF_SYSCALL(setgroups) TF_SYSCALL(capset)
-                                  TF_SYSCALL(unlinkat) TF_SYSCALL(renameat) TF_SYSCALL(mkdirat) TF_SYSCALL(mknodat) TF_SYSCALL(fchmod) TF_SYSCALL(
-                                      fchmodat) TF_SYSCALL(fchown) TF_SYSCALL(fchownat)
-                                      TF_SYSCALL(truncate) TF_SYSCALL(ftruncate) TF_SYSCALL(fsync) TF_SYSCALL(fdatasync) TF_SYSCALL(
-                                          linkat) TF_SYSCALL(symlinkat) TF_SYSCALL(readlinkat) TF_SYSCALL(faccessat)
-                                          TF_SYSCALL(getdents64) TF_SYSCALL(statfs) TF_SYSCALL(fstatfs) TF_SYSCALL(
-                                              uname) TF_SYSCALL(sysinfo) TF_SYSCALL(getrusage) TF_SYSCALL(ppoll)
-                                              TF_SYSCALL(pselect6) TF_SYSCALL(epoll_create1) TF_SYSCALL(
-                                                  epoll_ctl) TF_SYSCALL(epoll_pwait) TF_SYSCALL(eventfd2)
-                                                  TF_SYSCALL(pipe2) TF_SYSCALL(dup3) TF_SYSCALL(signalfd4) TF_SYSCALL(
-                                                      inotify_init1) TF_SYSCALL(timerfd_create) TF_SYSCALL(timerfd_settime)
-                                                      TF_SYSCALL(memfd_create) TF_SYSCALL(get_mempolicy) TF_SYSCALL(
-                                                          set_mempolicy) TF_SYSCALL(mbind) TF_SYSCALL(migrate_pages)
-                                                          TF_SYSCALL(move_pages) TF_SYSCALL(sched_setaffinity) TF_SYSCALL(
-                                                              sched_setscheduler) TF_SYSCALL(sched_getparam)
-                                                              TF_SYSCALL(sched_getscheduler) TF_SYSCALL(
-                                                                  setpriority) TF_SYSCALL(getpriority)
-                                                                  TF_SYSCALL(mlock) TF_SYSCALL(munlock) TF_SYSCALL(mlockall) TF_SYSCALL(
-                                                                      msync) TF_SYSCALL(mincore) TF_SYSCALL(shmget)
-                                                                      TF_SYSCALL(shmat) TF_SYSCALL(semget) TF_SYSCALL(
-                                                                          msgget) TF_SYSCALL(bpf) TF_SYSCALL(perf_event_open)
-                                                                          TF_SYSCALL(
-                                                                              seccomp) TF_SYSCALL(userfaultfd)
-                                                                              TF_SYSCALL(keyctl) TF_SYSCALL(
-                                                                                  add_key) TF_SYSCALL(personality)
-                                                                                  TF_SYSCALL(syslog) TF_SYSCALL(
-                                                                                      kcmp) TF_SYSCALL(io_uring_setup)
-                                                                                      TF_SYSCALL(io_setup) TF_SYSCALL(
-                                                                                          timer_create) TF_SYSCALL(getitimer)
-                                                                                          TF_SYSCALL(setitimer) TF_SYSCALL(
-                                                                                              times) TF_SYSCALL(getsid)
-                                                                                              TF_SYSCALL(setsid) TF_SYSCALL(
-                                                                                                  getpgid)
-                                                                                                  TF_SYSCALL(
-                                                                                                      setpgid)
-                                                                                                      TF_SYSCALL(
-                                                                                                          clone3)
-                                                                                                          TF_SYSCALL(
-                                                                                                              close_range)
+      TF_SYSCALL(openat) TF_SYSCALL(ioctl) TF_SYSCALL(socket) TF_SYSCALL(socketpair)
+      TF_SYSCALL(connect) TF_SYSCALL(bind) TF_SYSCALL(listen) TF_SYSCALL(accept) TF_SYSCALL(accept4)
+      TF_SYSCALL(sendto) TF_SYSCALL(recvfrom) TF_SYSCALL(sendmsg) TF_SYSCALL(recvmsg)
+      TF_SYSCALL(shutdown) TF_SYSCALL(setsockopt) TF_SYSCALL(getsockopt) TF_SYSCALL(clone)
+      TF_SYSCALL(execve) TF_SYSCALL(execveat) TF_SYSCALL(wait4) TF_SYSCALL(waitid) TF_SYSCALL(kill)
+      TF_SYSCALL(tkill) TF_SYSCALL(tgkill) TF_SYSCALL(ptrace) TF_SYSCALL(process_vm_readv)
+      TF_SYSCALL(process_vm_writev) TF_SYSCALL(mount) TF_SYSCALL(umount2) TF_SYSCALL(pivot_root)
+      TF_SYSCALL(chroot) TF_SYSCALL(unshare) TF_SYSCALL(setns) TF_SYSCALL(prctl)
+      TF_SYSCALL(prlimit64) TF_SYSCALL(setrlimit) TF_SYSCALL(setuid) TF_SYSCALL(setgid)
+      TF_SYSCALL(setresuid) TF_SYSCALL(setresgid) TF_SYSCALL(setgroups) TF_SYSCALL(capset)
+      TF_SYSCALL(unlinkat) TF_SYSCALL(renameat) TF_SYSCALL(mkdirat) TF_SYSCALL(mknodat)
+      TF_SYSCALL(fchmod) TF_SYSCALL(fchmodat) TF_SYSCALL(fchown) TF_SYSCALL(fchownat)
+      TF_SYSCALL(truncate) TF_SYSCALL(ftruncate) TF_SYSCALL(fsync) TF_SYSCALL(fdatasync)
+      TF_SYSCALL(linkat) TF_SYSCALL(symlinkat) TF_SYSCALL(readlinkat) TF_SYSCALL(faccessat)
+      TF_SYSCALL(getdents64) TF_SYSCALL(statfs) TF_SYSCALL(fstatfs) TF_SYSCALL(uname)
+      TF_SYSCALL(sysinfo) TF_SYSCALL(getrusage) TF_SYSCALL(ppoll) TF_SYSCALL(pselect6)
+      TF_SYSCALL(epoll_create1) TF_SYSCALL(epoll_ctl) TF_SYSCALL(epoll_pwait) TF_SYSCALL(eventfd2)
+      TF_SYSCALL(pipe2) TF_SYSCALL(dup3) TF_SYSCALL(signalfd4) TF_SYSCALL(inotify_init1)
+      TF_SYSCALL(timerfd_create) TF_SYSCALL(timerfd_settime) TF_SYSCALL(memfd_create)
+      TF_SYSCALL(get_mempolicy) TF_SYSCALL(set_mempolicy) TF_SYSCALL(mbind)
+      TF_SYSCALL(migrate_pages) TF_SYSCALL(move_pages) TF_SYSCALL(sched_setaffinity)
+      TF_SYSCALL(sched_setscheduler) TF_SYSCALL(sched_getparam) TF_SYSCALL(sched_getscheduler)
+      TF_SYSCALL(setpriority) TF_SYSCALL(getpriority) TF_SYSCALL(mlock) TF_SYSCALL(munlock)
+      TF_SYSCALL(mlockall) TF_SYSCALL(msync) TF_SYSCALL(mincore) TF_SYSCALL(shmget)
+      TF_SYSCALL(shmat) TF_SYSCALL(semget) TF_SYSCALL(msgget) TF_SYSCALL(bpf)
+      TF_SYSCALL(perf_event_open) TF_SYSCALL(seccomp) TF_SYSCALL(userfaultfd) TF_SYSCALL(keyctl)
+      TF_SYSCALL(add_key) TF_SYSCALL(personality) TF_SYSCALL(syslog) TF_SYSCALL(kcmp)
+      TF_SYSCALL(io_uring_setup) TF_SYSCALL(io_setup) TF_SYSCALL(timer_create) TF_SYSCALL(getitimer)
+      TF_SYSCALL(setitimer) TF_SYSCALL(times) TF_SYSCALL(getsid) TF_SYSCALL(setsid)
+      TF_SYSCALL(getpgid) TF_SYSCALL(setpgid) TF_SYSCALL(clone3) TF_SYSCALL(close_range)
 #undef TF_SYSCALL
   };
   for (const auto& n : kNames) {

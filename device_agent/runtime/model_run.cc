@@ -79,19 +79,22 @@ v1::ModelRunResult RunModelInChild(const v1::ModelRunRequest& request,
                                   request.repeats() > 0 ? request.repeats()
                                                         : kDefaultModelRepeats));
   }
+  // How it ended first: a refused system call kills the runner (SIGSYS),
+  // whatever it wrote before.
+  const int w = x.wait_status;
+  if (WIFSIGNALED(w) && WTERMSIG(w) == SIGSYS) {
+    return finish(v1::MEASURE_STATUS_SANDBOX_VIOLATION,
+                  "the package's code made a system call the sandbox does not allow (killed by "
+                  "SIGSYS)");
+  }
   v1::ModelRunResult reported;
-  if (x.report.empty() || !reported.ParseFromString(x.report) ||
+  if (!WIFEXITED(w) || x.report.empty() || !reported.ParseFromString(x.report) ||
       reported.status() == v1::MEASURE_STATUS_UNSPECIFIED) {
-    const int w = x.wait_status;
-    if (WIFSIGNALED(w) && WTERMSIG(w) == SIGSYS) {
-      return finish(v1::MEASURE_STATUS_SANDBOX_VIOLATION,
-                    "the package's code made a system call the sandbox does not allow (killed by "
-                    "SIGSYS)");
-    }
     return finish(v1::MEASURE_STATUS_RUNTIME_ERROR,
                   WIFEXITED(w) && WEXITSTATUS(w) == 127
                       ? absl::StrCat("cannot run ", runner)
-                      : absl::StrCat("model process ", DescribeWaitStatus(w), " with no report"));
+                      : absl::StrCat("model process ", DescribeWaitStatus(w),
+                                     WIFEXITED(w) ? " with no report" : ""));
   }
   reported.set_run_sec(MonotonicSeconds() - start);
   return reported;

@@ -1,7 +1,9 @@
 // Whole-model runs on an agent: a package from a ModelRunRequest runs in a
-// child process (tunefarm-model-runner, through child_exec.h), so a kernel
-// that crashes or hangs inside the model becomes a RUNTIME_ERROR or TIMEOUT
-// result and the agent carries on.
+// child process (tunefarm-model-runner, through child_exec.h), confined as
+// the kernel runner is (confine.h), so a kernel that crashes or hangs
+// inside the model becomes a RUNTIME_ERROR or TIMEOUT result and the agent
+// carries on. A refused system call is a SANDBOX_VIOLATION read from how
+// the runner died (SIGSYS), never from what it wrote.
 //
 // Wire (both ends come from the same build): the request file holds a
 // ModelRunWireHeader, then the serialized ModelRunRequest; the child writes

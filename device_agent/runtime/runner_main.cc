@@ -1,10 +1,12 @@
 // tunefarm-runner: the process the measurement sandbox execs for every
 // kernel it measures. It reads one request (sandbox_wire.h) from fd 3,
-// limits its own address space, loads the kernel, checks its output against
-// the reference, times it and writes the report to fd 4. A CUDA plan
-// (gpu_plan.h) runs on device 0 through the driver opened at run time. A kernel that
-// crashes or hangs takes only this process down; the sandbox turns that into
-// an outcome. Not meant to be run by hand.
+// limits its own address space, confines itself, loads the kernel, runs it
+// once and sends that run's output to fd 4; told to go on (fd 5), it warms
+// up, times the kernel and writes the report to fd 4. It never sees the
+// reference: the agent checks the output. A CUDA plan (gpu_plan.h) runs on
+// device 0 through the driver opened at run time. A kernel that crashes or
+// hangs takes only this process down; the sandbox turns that into an
+// outcome. Not meant to be run by hand.
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -13,7 +15,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <csignal>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -24,7 +26,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
-#include "common/float16.h"
 #include "device_agent/runtime/child_exec.h"
 #include "device_agent/runtime/confine.h"
 #include "device_agent/runtime/cuda_driver.h"
@@ -47,11 +48,14 @@ double Now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-int Report(wire::RunReport& rep, const float* output, int64_t n_out) {
+// How Confine left this process (sent with every message).
+wire::Confinement g_confinement{};
+
+int Report(wire::RunReport& rep) {
   rep.magic = wire::kMagic;
-  bool ok = wire::WriteAll(wire::kReportFd, &rep, sizeof(rep));
-  if (ok && output != nullptr) ok = wire::WriteAll(wire::kReportFd, output, size_t(n_out) * 4);
-  return ok ? 0 : 1;
+  rep.kind = wire::MessageKind::kReport;
+  rep.confinement = g_confinement;
+  return wire::WriteAll(wire::kReportFd, &rep, sizeof(rep)) ? 0 : 1;
 }
 
 int BadRequest(const char* why) {
@@ -59,33 +63,30 @@ int BadRequest(const char* why) {
   rep.status = wire::RunStatus::kRuntimeError;
   rep.bad_request = 1;
   std::snprintf(rep.message, sizeof(rep.message), "%s", why);
-  return Report(rep, nullptr, 0);
+  return Report(rep);
+}
+
+// The checking run's output to the agent, then its answer: true when it
+// says to time the kernel (it kills this process when the output is wrong).
+bool ShowOutputAndAwaitGo(const float* out, int64_t n_out) {
+  wire::Checked c{};
+  c.magic = wire::kMagic;
+  c.kind = wire::MessageKind::kChecked;
+  c.confinement = g_confinement;
+  if (!wire::WriteAll(wire::kReportFd, &c, sizeof(c)) ||
+      !wire::WriteAll(wire::kReportFd, out, size_t(n_out) * 4)) {
+    return false;
+  }
+  char go = 0;
+  ssize_t n;
+  do {
+    n = read(wire::kGoFd, &go, 1);
+  } while (n < 0 && errno == EINTR);
+  return n == 1 && go == wire::kGo;
 }
 
 void SetMessage(wire::RunReport& rep, absl::string_view text) {
   std::snprintf(rep.message, sizeof(rep.message), "%.*s", int(text.size()), text.data());
-}
-
-// The output against the reference: wrong at the first element off by more
-// than the tolerance (relative to max(1, |reference|)) or NaN.
-void CheckOutput(const float* out, int64_t n_out, const std::vector<float>& reference,
-                 double tolerance, wire::RunReport& rep) {
-  if (reference.empty()) return;
-  for (int64_t i = 0; i < n_out; ++i) {
-    // NaN where the reference has NaN (sqrt or log of a random negative
-    // input) and an infinity equal to the reference's are right.
-    if (std::isnan(out[i]) && std::isnan(reference[size_t(i)])) continue;
-    if (std::isinf(out[i]) && out[i] == reference[size_t(i)]) continue;
-    double e = std::fabs(double(out[i]) - reference[size_t(i)]) /
-               std::max(1.0, std::fabs(double(reference[size_t(i)])));
-    if (!(e <= tolerance)) {  // NaN too
-      rep.status = wire::RunStatus::kWrongResult;
-      rep.worst_error = std::isnan(e) ? INFINITY : e;
-      rep.bad_index = i;
-      return;
-    }
-    rep.worst_error = std::max(rep.worst_error, e);
-  }
 }
 
 struct Arg {
@@ -131,10 +132,9 @@ absl::Status MakeInputs(const wire::RunRequestHeader& h, const std::string& byte
 int InputsFailed(const absl::Status& why) {
   wire::RunReport rep{};
   rep.status = wire::RunStatus::kRuntimeError;
-  rep.bad_index = -1;
   rep.bad_request = why.code() == absl::StatusCode::kInvalidArgument;
   SetMessage(rep, absl::StrCat("inputs: ", why.message()));
-  return Report(rep, nullptr, 0);
+  return Report(rep);
 }
 
 // How the timing goes, from the last warm-up run of `once` seconds: repeats (as
@@ -158,41 +158,25 @@ TimingPlan PlanTiming(const wire::RunRequestHeader& h, double once) {
   return t;
 }
 
-// Whether Confine gave this process its own root (for ReportRefusedCall).
-volatile sig_atomic_t g_namespaces = 0;
-
-// The SIGSYS handler's report (ConfineOptions::on_violation): which call
-// the filter refused. Async-signal-safe: a static report and one write.
-void ReportRefusedCall(long nr) {
-  static wire::RunReport rep;
-  rep.magic = wire::kMagic;
-  rep.status = wire::RunStatus::kRuntimeError;
-  rep.bad_index = -1;
-  rep.namespaces = g_namespaces;
-  rep.filtered = 1;
-  rep.refused = 1;
-  rep.refused_syscall = int32_t(nr);
-  wire::WriteAll(wire::kReportFd, &rep, sizeof(rep));
-}
-
 // Confines this process (confine.h) with `confine` and the request's
-// limits, and notes how in `rep`. On failure it reports that, sets
-// *exit_code and returns nothing.
+// limits, and notes how in g_confinement. On failure it reports that in
+// `rep`, sets *exit_code and returns nothing. (With a PID namespace, what
+// follows runs in Confine's child.)
 std::optional<tunefarm::runner::Confined> ConfineFor(const wire::RunRequestHeader& h,
                                                      tunefarm::runner::ConfineOptions confine,
                                                      wire::RunReport& rep, int* exit_code) {
   confine.cpu_limit_s = h.cpu_limit_s;
   confine.filter_optional = h.filter_optional != 0;
-  confine.on_violation = ReportRefusedCall;
   absl::StatusOr<tunefarm::runner::Confined> confined = tunefarm::runner::Confine(confine);
   if (!confined.ok()) {
     rep.not_confined = 1;
     SetMessage(rep, absl::StrCat("sandbox: ", confined.status().message()));
-    *exit_code = Report(rep, nullptr, 0);
+    *exit_code = Report(rep);
     return std::nullopt;
   }
-  rep.namespaces = g_namespaces = confined->namespaces;
-  rep.filtered = confined->filtered;
+  g_confinement.namespaces = confined->namespaces;
+  g_confinement.pid_namespace = confined->pid_namespace;
+  g_confinement.filtered = confined->filtered;
   return *std::move(confined);
 }
 
@@ -200,15 +184,14 @@ std::optional<tunefarm::runner::Confined> ConfineFor(const wire::RunRequestHeade
 // files in the new root (confine.h): the driver is loaded before, started
 // (context and threads) between the namespaces and the filter, and the
 // plan's bytes and the inputs are read and made after. Then: load, copy the
-// inputs up, run once and check, then time with events (the warm-up runs
-// size the repeats as on the CPU). Every CUDA failure is a runtime error
-// carrying the driver's reason; a module the driver refuses is a load
-// failure.
+// inputs up, run once and show the output, then (told to go on) time with
+// events (the warm-up runs size the repeats as on the CPU). Every CUDA
+// failure is a runtime error carrying the driver's reason; a module the
+// driver refuses is a load failure.
 int RunGpu(const wire::RunRequestHeader& h, const char* plan_bytes, std::vector<Arg> args,
-           const std::string& signature, const std::vector<float>& reference) {
+           const std::string& signature) {
   wire::RunReport rep{};
   rep.status = wire::RunStatus::kRuntimeError;
-  rep.bad_index = -1;
   // (The driver's errors come back as results, not on the agent's stderr.)
   tunefarm::runner::ConfineOptions confine;
   absl::StatusOr<const CudaDriver*> driver;
@@ -217,7 +200,7 @@ int RunGpu(const wire::RunRequestHeader& h, const char* plan_bytes, std::vector<
   if (!ConfineFor(h, confine, rep, &exit_code)) return exit_code;
   if (!driver.ok()) {
     SetMessage(rep, driver.status().message());
-    return Report(rep, nullptr, 0);
+    return Report(rep);
   }
   std::vector<std::vector<float>> made;
   if (!signature.empty()) {
@@ -235,7 +218,7 @@ int RunGpu(const wire::RunRequestHeader& h, const char* plan_bytes, std::vector<
   if (!session.ok()) {
     rep.load_failed = session.status().code() == absl::StatusCode::kFailedPrecondition;
     SetMessage(rep, session.status().message());
-    return Report(rep, nullptr, 0);
+    return Report(rep);
   }
   GpuSession& s = **session;
   std::vector<float> out(size_t(h.n_out));
@@ -243,39 +226,32 @@ int RunGpu(const wire::RunRequestHeader& h, const char* plan_bytes, std::vector<
   if (st.ok()) st = s.ReadOutput(out.data());
   if (!st.ok()) {
     SetMessage(rep, st.message());
-    return Report(rep, nullptr, 0);
+    return Report(rep);
   }
-  rep.status = wire::RunStatus::kOk;
-  // A 16-bit output is checked within its dtype's rounding.
-  CheckOutput(
-      out.data(), h.n_out, reference,
-      s.half_output() ? std::max(h.tolerance, tunefarm::HalfTolerance(s.half())) : h.tolerance,
-      rep);
-  if (rep.status == wire::RunStatus::kOk) {
-    // Warm-up: runs until warmup_ms has passed (clocks ramp up); the last
-    // one sizes the timing.
-    absl::StatusOr<double> once = s.Time(1, false);
-    for (double t0 = Now(); once.ok() && Now() - t0 < h.warmup_ms * 1e-3;)
-      once = s.Time(1, false);
-    int repeats = 0;
-    if (once.ok()) {
-      const TimingPlan t = PlanTiming(h, *once);
-      repeats = t.repeats;
-      for (int r = 0; r < repeats && once.ok(); ++r) {
-        absl::StatusOr<double> spent = s.Time(t.inner, h.flush_cache != 0);
-        if (!spent.ok())
-          once = spent.status();
-        else
-          rep.costs[r] = *spent;
-      }
+  if (!ShowOutputAndAwaitGo(out.data(), h.n_out)) return 0;
+  // Warm-up: runs until warmup_ms has passed (clocks ramp up); the last
+  // one sizes the timing.
+  absl::StatusOr<double> once = s.Time(1, false);
+  for (double t0 = Now(); once.ok() && Now() - t0 < h.warmup_ms * 1e-3;) once = s.Time(1, false);
+  if (once.ok()) {
+    const TimingPlan t = PlanTiming(h, *once);
+    rep.repeats = t.repeats;
+    rep.inner = t.inner;
+    for (int r = 0; r < t.repeats && once.ok(); ++r) {
+      absl::StatusOr<double> spent = s.Time(t.inner, h.flush_cache != 0);
+      if (!spent.ok())
+        once = spent.status();
+      else
+        rep.costs[r] = *spent;
     }
-    if (!once.ok()) {
-      rep.status = wire::RunStatus::kRuntimeError;
-      SetMessage(rep, once.status().message());
-    }
-    rep.repeats = repeats;
   }
-  return Report(rep, h.want_output ? out.data() : nullptr, h.n_out);
+  if (once.ok()) {
+    rep.status = wire::RunStatus::kOk;
+  } else {
+    rep.repeats = 0;
+    SetMessage(rep, once.status().message());
+  }
+  return Report(rep);
 }
 
 }  // namespace
@@ -320,23 +296,15 @@ int main() {
     if (sig == nullptr) return BadRequest("truncated request");
     signature.assign(sig, size_t(h.signature_bytes));
   }
-  const char* ref_bytes = h.reference_count >= 0 && h.reference_count <= (end - p) / 4
-                              ? take(h.reference_count * 4)
-                              : nullptr;
-  if (ref_bytes == nullptr) return BadRequest("truncated request");
-  // The floats sit at 8-byte offsets after the counts; copy the reference
-  // rather than rely on alignment.
-  std::vector<float> reference(size_t(h.reference_count));
-  std::memcpy(reference.data(), ref_bytes, reference.size() * 4);
+  if (p != end) return BadRequest("request longer than it says");
 
   // The CUDA driver reserves address space far beyond what it uses, so a
   // GPU measurement has no address-space limit (the time limit still holds).
-  if (h.device == wire::Device::kCuda) return RunGpu(h, so, std::move(args), signature, reference);
+  if (h.device == wire::Device::kCuda) return RunGpu(h, so, std::move(args), signature);
   std::vector<std::vector<float>> made;
   if (h.device != wire::Device::kCpu) return BadRequest("unknown device in the request");
   wire::RunReport rep{};
   rep.status = wire::RunStatus::kRuntimeError;
-  rep.bad_index = -1;
   // (Measured from /proc, which is gone once confined.)
   tunefarm::runner::LimitAddressSpace(h.memory_limit_bytes);
   // The kernel's code runs from here on, its constructors at the load:
@@ -360,7 +328,7 @@ int main() {
     rep.load_failed = 1;
     std::snprintf(rep.message, sizeof(rep.message), "%s",
                   std::string(lib.status().message()).c_str());
-    return Report(rep, nullptr, 0);
+    return Report(rep);
   }
   std::vector<std::unique_ptr<AlignedBuffer>> bufs;
   std::vector<void*> ptrs;
@@ -380,48 +348,46 @@ int main() {
   ptrs.push_back(out.data());
   const FlushDenormals flush_denormals;  // as the graph runtime runs kernels
   rep.rc = (*lib)->Run(ptrs.data(), *pool);
-  rep.status = rep.rc == 0 ? wire::RunStatus::kOk : wire::RunStatus::kRuntimeError;
-  if (rep.rc == 0) CheckOutput(out.data(), h.n_out, reference, h.tolerance, rep);
-  std::vector<float> first;
-  if (h.want_output) first.assign(out.data(), out.data() + h.n_out);
-  if (rep.status == wire::RunStatus::kOk) {
-    // Warm-up: runs until warmup_ms has passed (a fresh process runs the
-    // first milliseconds slower); the last one sizes the timing.
-    const double t0 = Now();
-    double once = 0, s = t0;
-    do {
-      (*lib)->Run(ptrs.data(), *pool);
-      const double e = Now();
-      once = e - s;
-      s = e;
-    } while (s - t0 < h.warmup_ms * 1e-3);
-    const TimingPlan t = PlanTiming(h, once);
-    const int repeats = t.repeats;
-    const int64_t inner = t.inner;
-    // Flushing: write a buffer twice the last-level cache before each timed
-    // run (not timed), so weights and inputs come from memory.
-    std::vector<char> flush;
-    if (h.flush_cache) {
-      long llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
-      flush.assign(size_t(std::max<long>(llc > 0 ? 2 * llc : 0, 64L << 20)), 1);
-    }
-    for (int r = 0; r < repeats; ++r) {
-      double spent = 0;
-      if (flush.empty()) {
-        double s = Now();
-        for (int64_t k = 0; k < inner; ++k) (*lib)->Run(ptrs.data(), *pool);
-        spent = Now() - s;
-      } else {
-        for (int64_t k = 0; k < inner; ++k) {
-          for (size_t i = 0; i < flush.size(); i += 64) flush[i] = char(flush[i] + 1);
-          double s = Now();
-          (*lib)->Run(ptrs.data(), *pool);
-          spent += Now() - s;
-        }
-      }
-      rep.costs[r] = spent / double(inner);
-    }
-    rep.repeats = repeats;
+  if (rep.rc != 0) return Report(rep);
+  if (!ShowOutputAndAwaitGo(out.data(), h.n_out)) return 0;
+  // Warm-up: runs until warmup_ms has passed (a fresh process runs the
+  // first milliseconds slower); the last one sizes the timing.
+  const double t0 = Now();
+  double once = 0, s = t0;
+  do {
+    (*lib)->Run(ptrs.data(), *pool);
+    const double e = Now();
+    once = e - s;
+    s = e;
+  } while (s - t0 < h.warmup_ms * 1e-3);
+  const TimingPlan t = PlanTiming(h, once);
+  const int repeats = t.repeats;
+  const int64_t inner = t.inner;
+  // Flushing: write a buffer twice the last-level cache before each timed
+  // run (not timed), so weights and inputs come from memory.
+  std::vector<char> flush;
+  if (h.flush_cache) {
+    long llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    flush.assign(size_t(std::max<long>(llc > 0 ? 2 * llc : 0, 64L << 20)), 1);
   }
-  return Report(rep, h.want_output ? first.data() : nullptr, h.n_out);
+  for (int r = 0; r < repeats; ++r) {
+    double spent = 0;
+    if (flush.empty()) {
+      double s = Now();
+      for (int64_t k = 0; k < inner; ++k) (*lib)->Run(ptrs.data(), *pool);
+      spent = Now() - s;
+    } else {
+      for (int64_t k = 0; k < inner; ++k) {
+        for (size_t i = 0; i < flush.size(); i += 64) flush[i] = char(flush[i] + 1);
+        double s = Now();
+        (*lib)->Run(ptrs.data(), *pool);
+        spent += Now() - s;
+      }
+    }
+    rep.costs[r] = spent / double(inner);
+  }
+  rep.repeats = repeats;
+  rep.inner = inner;
+  rep.status = wire::RunStatus::kOk;
+  return Report(rep);
 }

@@ -5,6 +5,17 @@
 // reference and times it. A kernel that crashes, hangs, exhausts memory or returns an error
 // becomes an outcome; the calling process (agent, local tuner) carries on.
 // Links no compiler code.
+//
+// The runner runs the code it measures, so what it says is not trusted:
+// the outcome is decided here. The runner never sees the reference; it
+// sends the output of its first run and this side compares it (and stops
+// the runner when it is wrong). A refused system call is read from how the
+// runner died (SIGSYS), never from its report. The timings are the
+// runner's own (native code cannot be timed from outside it), held to this
+// process's clock: their sum (every repeat's cost times the runs per
+// repeat) may not exceed the time from this side's go-ahead to the report's
+// arrival, and the repeats and runs per repeat must be what was asked for.
+// What loaded code can still do to its own timings: docs/security.md.
 #pragma once
 
 #include <cstdint>
@@ -45,21 +56,26 @@ struct SandboxOptions {
 struct SandboxOutcome {
   // kLoadError: the bytes did not load as a kernel library on this machine
   // (corrupt, or built for another one). kSandboxViolation: the kernel made
-  // a system call the sandbox does not allow (confine.h) and was killed.
+  // a system call the sandbox does not allow (confine.h) and was killed
+  // (the runner died of SIGSYS; which call is not known).
   enum class Status { kOk, kWrongResult, kRuntimeError, kTimeout, kLoadError, kSandboxViolation };
   Status status = Status::kRuntimeError;
   double seconds = 0;         // median of the repeats (kOk)
   std::vector<double> costs;  // every repeat, seconds per run
   double run_s = 0;           // wall time of the whole measurement
-  bool namespaces = false;    // the runner had its own empty root and no network
-  bool filtered = false;      // the runner ran under the seccomp filter
+  // How the runner says it was confined (informational: a kernel could
+  // forge these; confine.h).
+  bool namespaces = false;     // its own empty root and no network
+  bool pid_namespace = false;  // its own PID namespace
+  bool filtered = false;       // under the seccomp filter
   std::string error;          // one line (not kOk)
 };
 
 // `args`: the kernel's input buffers in ABI order (already packed where the
 // schedule packs constants); the output buffer of `n_out` floats is added
 // last. `reference` (n_out values, or empty: no check). When `output` is not
-// null it receives the kernel's output (for making a reference).
+// null it receives the kernel's output (for making a reference), when its
+// first run finished.
 SandboxOutcome MeasureInSandbox(const std::string& shared_object,
                                 const std::vector<const std::vector<float>*>& args, int64_t n_out,
                                 const std::vector<float>& reference, const SandboxOptions& options,
