@@ -284,7 +284,8 @@ absl::StatusOr<double> RealJob(int agents, int trials) {
                           "--device_id=worker", "--threads=1"});
   for (int a = 0; a < agents && s.ok(); ++a) {
     s = start({SiblingBinary("tunefarm-agent"), "--server=" + server->address, "--key=local",
-               absl::StrCat("--device_id=agent-", a)});
+               absl::StrCat("--device_id=agent-", a),
+               "--server_key=" + dir.path + "/farm.db.signing-key.pub"});
   }
   if (!s.ok()) return s;
   Api api(server->address);

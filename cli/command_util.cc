@@ -8,6 +8,7 @@
 #include "common/status_macros.h"
 #include "compiler/codegen/llvm_target.h"
 #include "compiler/frontend/tasks.h"
+#include "proto/client.h"
 #include "server/store/tuning_log.h"
 
 namespace tunefarm::cli {
@@ -20,33 +21,16 @@ int Fail(std::ostream& err, int code, const std::string& msg) {
 }
 
 namespace {
-
-// What to change, from gRPC's words for a failed connection.
-std::string ConnectionHint(const std::string& message) {
-  auto has = [&](const char* text) { return message.find(text) != std::string::npos; };
-  if (has("Ssl handshake failed") && (has("wrong version number") || has("WRONG_VERSION_NUMBER"))) {
-    return "; the server speaks plain text, not TLS: drop --tls_ca, or start the server with "
-           "--tls_cert and --tls_key";
-  }
-  if (has("CERTIFICATE_VERIFY_FAILED") || has("certificate verify failed")) {
-    return "; its certificate is not from the CA of --tls_ca, or does not name the host dialled "
-           "(dial a name or address its certificate holds; scripts/make-certs.sh)";
-  }
-  if (has("Socket closed")) {
-    return "; a server that serves TLS closes plain-text connections: give --tls_ca=CA.pem";
-  }
-  if (has("Connection refused")) {
-    return "; nothing listens there: a wrong port, or the server is not running";
-  }
-  return "";
+std::string HintSuffix(const std::string& message) {
+  const std::string hint = ConnectionHint(message);
+  return hint.empty() ? "" : "; " + hint;
 }
-
 }  // namespace
 
 RpcError DescribeRpcError(const grpc::Status& s, const std::string& server) {
   if (s.error_code() == grpc::StatusCode::UNAVAILABLE) {
     return {kExitUnreachable, absl::StrCat("cannot reach the server at ", server, ": ",
-                                           s.error_message(), ConnectionHint(s.error_message()))};
+                                           s.error_message(), HintSuffix(s.error_message()))};
   }
   if (s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
     return {kExitUnreachable,

@@ -12,13 +12,15 @@
 #include "cli/flags.h"
 #include "common/access_tokens.h"
 #include "common/sha256.h"
+#include "common/signing.h"
+#include "proto/client.h"
 
 namespace tunefarm::cli {
 namespace {
 
 constexpr const char* kHelp =
     R"(usage: tunefarm token --role ROLE [--name NAME] [--keys K1,K2] [--devices ID1,ID2]
-                      [--secret-file FILE]
+                      [--secret-file FILE [--server_key SERVER_DB.signing-key.pub]]
 
 Makes a new access token: 256 random bits, "tf_" and 43 characters. Prints
 the line for the server's --tokens_file, which holds only the token's
@@ -35,13 +37,16 @@ printed first, on its own line.
   --keys     agents: the device keys it may register for (default: any)
   --devices  agents and workers: the device ids it may register as; an
              entry ending in * matches every id with that prefix (default: any)
+  --server_key  agents: also write the server's public signing key into the
+             --secret-file, after the token: an agent given that one file
+             runs only code the server signed, with no --server_key of its own
 )";
 
 }  // namespace
 
 int RunToken(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   absl::StatusOr<Flags> parsed =
-      ParseFlags(args, FlagSpec{{"role", "name", "keys", "devices", "secret_file"}, {}}, "token");
+      ParseFlags(args, FlagSpec{{"role", "name", "keys", "devices", "secret_file", "server_key"}, {}}, "token");
   if (!parsed.ok()) return Fail(err, kExitUsage, std::string(parsed.status().message()));
   if (parsed->help()) {
     out << kHelp;
@@ -71,13 +76,30 @@ int RunToken(const std::vector<std::string>& args, std::ostream& out, std::ostre
     return Fail(err, kExitUsage, absl::StrCat("token: ", what));
   }
   const std::string file = parsed->Get("secret_file");
+  std::string server_key;
+  if (parsed->Has("server_key")) {
+    if (file.empty()) {
+      return Fail(err, kExitUsage,
+                  "token: --server_key goes into the --secret-file; give both");
+    }
+    server_key = ReadPublicKeyPem(parsed->Get("server_key"));
+    if (server_key.empty()) {
+      return Fail(err, kExitFailed,
+                  absl::StrCat("token: ", parsed->Get("server_key"),
+                               " holds no PEM public key (the server's --signing_key file's .pub)"));
+    }
+    if (absl::Status v = Verifier::FromPem(server_key).status(); !v.ok()) {
+      return Fail(err, kExitFailed, absl::StrCat("token: ", parsed->Get("server_key"), ": ",
+                                                 v.message()));
+    }
+  }
   if (!file.empty()) {
     int fd = open(file.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd < 0) {
       return Fail(err, kExitFailed,
                   absl::StrCat("token: cannot create ", file, ": ", std::strerror(errno)));
     }
-    const std::string text = *secret + "\n";
+    const std::string text = *secret + "\n" + server_key;
     const bool ok = write(fd, text.data(), text.size()) == ssize_t(text.size());
     const bool closed = close(fd) == 0;
     if (!ok || !closed) {

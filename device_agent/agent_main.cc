@@ -2,7 +2,8 @@
 // measures the kernels it is handed, and runs whole built models it is
 // handed (end-to-end timing, tunefarm-model-runner).
 //
-//   tunefarm-agent --server=HOST:PORT --key=jetson-orin-nano [--token_file=F] [--tls_ca=F]
+//   tunefarm-agent --server=HOST:PORT --key=jetson-orin-nano --server_key=F.pub
+//                  [--token_file=F] [--tls_ca=F]
 //
 // Reconnects with back-off when the server goes away. Every kernel runs in a
 // sandboxed child process; one measurement at a time. Stops on SIGINT/SIGTERM.
@@ -12,6 +13,8 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "common/flags_usage.h"
 #include "common/logging.h"
 #include "common/signing.h"
@@ -30,10 +33,13 @@ ABSL_FLAG(std::string, device_id, "", "stable name of this board (default: the h
 ABSL_FLAG(std::string, token_file, "", "file holding the bearer token");
 ABSL_FLAG(std::string, tls_ca, "", "PEM CA certificate; connect with TLS");
 ABSL_FLAG(bool, insecure, false,
-          "allow plain text to a server beyond loopback (the token crosses the network readable)");
+          "allow plain text to a server beyond loopback (the token crosses the network readable) "
+          "and, without a server key, run code nobody signed");
 ABSL_FLAG(std::string, server_key, "",
           "the server's public signing key (its --signing_key file's .pub): run only code the "
-          "server signed");
+          "server signed; required unless the token file carries it or --insecure is given");
+ABSL_FLAG(absl::Duration, report_offline_after, absl::Seconds(60),
+          "unregistered this long, say why in one line (e.g. 60s, 5m)");
 ABSL_FLAG(bool, print_capabilities, false, "print the detected capabilities as JSON and exit");
 ABSL_FLAG(int64_t, memory_limit_mb, 4096, "address space a measured kernel may add, in MiB");
 ABSL_FLAG(std::string, log_level, "info", "trace, debug, info, warn, error");
@@ -52,7 +58,7 @@ int Fail(const std::string& msg) {
 int main(int argc, char** argv) {
   tunefarm::SetDaemonUsage(
       "the tunefarm device agent\n\n  tunefarm-agent --key=KEY (required) "
-      "--server=HOST[:PORT] [--token_file=F] [--tls_ca=F] [--server_key=F.pub]\n\nExit codes: 0 "
+      "--server=HOST[:PORT] --server_key=F.pub|--insecure [--token_file=F] [--tls_ca=F]\n\nExit codes: 0 "
       "stopped by SIGINT/SIGTERM, 1 refused by the server, 2 bad flags or set-up (docs/cli.md)");
   absl::ParseCommandLine(argc, argv);
   if (absl::Status s = tunefarm::InitLogging(absl::GetFlag(FLAGS_log_level)); !s.ok()) {
@@ -84,12 +90,27 @@ int main(int argc, char** argv) {
       absl::GetFlag(FLAGS_insecure));
   if (!client.ok()) return Fail(std::string(client.status().message()));
 
+  // The server's key: --server_key, else the one the token file carries.
   std::optional<tunefarm::Verifier> verifier;
+  const std::string token_file = absl::GetFlag(FLAGS_token_file);
   if (!absl::GetFlag(FLAGS_server_key).empty()) {
     absl::StatusOr<tunefarm::Verifier> v =
         tunefarm::Verifier::FromPemFile(absl::GetFlag(FLAGS_server_key));
     if (!v.ok()) return Fail(std::string(v.status().message()));
     verifier = *std::move(v);
+  } else if (std::string pem = token_file.empty() ? "" : tunefarm::ReadPublicKeyPem(token_file);
+             !pem.empty()) {
+    absl::StatusOr<tunefarm::Verifier> v = tunefarm::Verifier::FromPem(pem);
+    if (!v.ok()) {
+      return Fail(absl::StrCat("the server key in token file ", token_file, ": ",
+                               v.status().message()));
+    }
+    verifier = *std::move(v);
+  } else if (!absl::GetFlag(FLAGS_insecure)) {
+    return Fail(
+        "no server key: give --server_key=SERVER_DB.signing-key.pub (the server's public key), "
+        "or a token file made with `tunefarm token --server_key`, so that only code the server "
+        "signed runs here; or --insecure to run any code a lease carries (docs/security.md)");
   }
 
   tunefarm::FarmSession::Options opts;
@@ -99,6 +120,7 @@ int main(int argc, char** argv) {
   opts.device_id = absl::GetFlag(FLAGS_device_id);
   if (opts.device_id.empty()) opts.device_id = tunefarm::HostName();
   opts.capabilities = caps;
+  opts.report_offline_after = absl::GetFlag(FLAGS_report_offline_after);
   auto log = tunefarm::Logger("agent");
   log->info("event=starting device={} key={} cpu=\"{}\" cores={} gpu=\"{}\"", opts.device_id,
             opts.device_key, caps.cpu_model(), caps.cores(),
@@ -112,8 +134,8 @@ int main(int argc, char** argv) {
   tunefarm::agent::MeasureHandler handler(mo);
   if (!verifier) {
     log->warn(
-        "event=unverified_code no --server_key: this agent runs whatever code a lease "
-        "carries, signed or not (docs/security.md)");
+        "event=unverified_code --insecure and no server key: this agent runs whatever code a "
+        "lease carries, signed or not (docs/security.md)");
   }
   if (mo.filter_optional) {
     log->warn(

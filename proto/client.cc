@@ -63,11 +63,55 @@ absl::StatusOr<std::string> ReadTokenFile(const std::string& path) {
   std::ifstream in(path);
   if (!in) return absl::NotFoundError(absl::StrCat("cannot read token file ", path));
   std::string line;
+  bool in_pem = false;
   while (std::getline(in, line)) {
     std::string t(absl::StripAsciiWhitespace(line));
+    if (absl::StartsWith(t, "-----BEGIN ")) in_pem = true;
+    if (in_pem) {
+      in_pem = !absl::StartsWith(t, "-----END ");
+      continue;
+    }
     if (!t.empty() && t[0] != '#') return t;
   }
   return absl::InvalidArgumentError(absl::StrCat("token file ", path, " has no token"));
+}
+
+std::string ReadPublicKeyPem(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string text = ss.str();
+  const std::string kBegin = "-----BEGIN PUBLIC KEY-----";
+  const std::string kEnd = "-----END PUBLIC KEY-----";
+  const size_t begin = text.find(kBegin);
+  const size_t end = begin == std::string::npos ? begin : text.find(kEnd, begin);
+  if (end == std::string::npos) return "";
+  return text.substr(begin, end + kEnd.size() - begin) + "\n";
+}
+
+std::string ConnectionHint(absl::string_view message) {
+  auto has = [&](absl::string_view text) { return absl::StrContains(message, text); };
+  if (has("Ssl handshake failed") && (has("wrong version number") || has("WRONG_VERSION_NUMBER"))) {
+    return "the server speaks plain text, not TLS: drop --tls_ca, or start the server with "
+           "--tls_cert and --tls_key";
+  }
+  if (has("CERTIFICATE_VERIFY_FAILED") || has("certificate verify failed")) {
+    return "its certificate is not from the CA of --tls_ca, or does not name the host dialled "
+           "(dial a name or address its certificate holds; scripts/make-certs.sh)";
+  }
+  if (has("Socket closed")) {
+    return "a server that serves TLS closes plain-text connections: give --tls_ca=CA.pem";
+  }
+  if (has("Connection refused")) {
+    return "nothing listens there: a wrong port, or the server is not running";
+  }
+  if (has("DNS resolution failed") || has("Name or service not known")) {
+    return "the server's host name does not resolve";
+  }
+  if (has("Deadline Exceeded") || has("handshaker shutdown") || has("Timeout occurred")) {
+    return "no answer in time: a firewall, a wrong address, or an overloaded server";
+  }
+  return "";
 }
 
 absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeChannel(const ClientOptions& options) {

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "grpcpp/grpcpp.h"
 
@@ -34,8 +35,19 @@ std::string WithDefaultPort(const std::string& address);
 // the network: refused (naming --tls_ca and --insecure) unless `insecure`.
 absl::Status CheckTransport(const ClientOptions& options, bool insecure);
 
-// Reads the first non-empty, non-comment line of a tokens file.
+// Reads the token of a client's token file: its first non-empty line
+// that is neither a comment nor part of a PEM block.
 absl::StatusOr<std::string> ReadTokenFile(const std::string& path);
+
+// The PEM public key a token file may carry after its token (the server's
+// signing key, written by `tunefarm token --server_key`), or "" when it
+// carries none or cannot be read.
+std::string ReadPublicKeyPem(const std::string& path);
+
+// What to change, from gRPC's words for a failed connection ("nothing
+// listens there: ...", "... give --tls_ca=CA.pem"); "" when its words name
+// no known cause.
+std::string ConnectionHint(absl::string_view grpc_message);
 
 absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeChannel(const ClientOptions& options);
 

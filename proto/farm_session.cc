@@ -29,17 +29,33 @@ bool FarmSession::SleepUnlessStopped(absl::Duration d) {
   return !stop_;
 }
 
+void FarmSession::WaitForConnection(grpc::Channel& channel, absl::Time deadline) {
+  // In slices, so that Stop() is seen within one.
+  while (channel.GetState(/*try_to_connect=*/true) != GRPC_CHANNEL_READY) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stop_) return;
+    }
+    const absl::Time now = absl::Now();
+    if (now >= deadline) return;
+    channel.WaitForConnected(absl::ToChronoTime(std::min(deadline, now + absl::Milliseconds(500))));
+  }
+}
+
 absl::Status FarmSession::Run(const WorkHandler& handler) {
   absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = MakeChannel(options_.client);
   if (!channel.ok()) return channel.status();
   auto stub = v1::FarmService::NewStub(*channel);
   std::mt19937_64 rng{std::random_device{}()};
   absl::Duration backoff = options_.min_backoff;
+  absl::Time offline_since = absl::Now();
+  bool offline_reported = false;
   while (true) {
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (stop_) return absl::OkStatus();
     }
+    WaitForConnection(**channel, absl::Now() + absl::Seconds(10));
     int before = registrations_.load();
     bool refused = false;
     absl::Status s = RunOnce(*stub, handler, &refused);
@@ -53,11 +69,29 @@ absl::Status FarmSession::Run(const WorkHandler& handler) {
       if (stop_) return absl::OkStatus();
     }
     // A session that got as far as registering resets the back-off.
-    if (registrations_.load() != before) backoff = options_.min_backoff;
+    if (registrations_.load() != before) {
+      backoff = options_.min_backoff;
+      offline_since = absl::Now();
+      offline_reported = false;
+    }
     double jitter = std::uniform_real_distribution<double>(0.8, 1.2)(rng);
     absl::Duration wait = backoff * jitter;
+    // Held by another token: not a connection problem, and it takes a
+    // person to mend; ask seldom.
+    if (s.code() == absl::StatusCode::kAlreadyExists) wait = std::max(wait, absl::Seconds(15));
     log_->warn("event=disconnected server={} error=\"{}\" retry_in_ms={}", options_.client.server,
                std::string(s.message()), absl::ToInt64Milliseconds(wait));
+    if (!offline_reported && absl::Now() - offline_since >= options_.report_offline_after) {
+      offline_reported = true;
+      const std::string hint =
+          s.code() == absl::StatusCode::kAlreadyExists
+              ? "another token registered this device id first: give this process its own "
+                "--device_id, or name the id in this token's devices= in the server's tokens file"
+              : ConnectionHint(s.message());
+      log_->error("event=offline server={} for_s={} error=\"{}\"{}{}", options_.client.server,
+                  absl::ToInt64Seconds(absl::Now() - offline_since), std::string(s.message()),
+                  hint.empty() ? "" : " hint=", hint.empty() ? "" : absl::StrCat("\"", hint, "\""));
+    }
     if (!SleepUnlessStopped(wait)) return absl::OkStatus();
     backoff = std::min(backoff * 2, options_.max_backoff);
   }

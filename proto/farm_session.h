@@ -5,7 +5,14 @@
 // away, restarts, or forgets the session, it registers again after an
 // exponential back-off (capped, with jitter), forever, until Stop(). Nothing
 // ever dials the process: it works behind NAT, WSL or Docker.
-// Run() blocks; Stop() may be called from any thread.
+//
+// Each attempt first waits for the channel to connect, so that this thread
+// drives the connection: gRPC advances a connection attempt (the TCP
+// connect, the TLS handshake) only while some call or watcher polls the
+// channel, and otherwise only when its backup poller runs, every 5 s,
+// too seldom for a TLS handshake to finish within its connect timeout.
+// A process that stays out for Options::report_offline_after says why in
+// one log line. Run() blocks; Stop() may be called from any thread.
 #pragma once
 
 #include <atomic>
@@ -35,6 +42,9 @@ class FarmSession {
     absl::Duration min_backoff = absl::Milliseconds(200);
     absl::Duration max_backoff = absl::Milliseconds(kReconnectBackoffMs);
     int max_in_flight = 1;
+    // How long the process may stay unregistered before one error line
+    // says why (the last error and its likely cause); once per outage.
+    absl::Duration report_offline_after = absl::Seconds(60);
   };
   // Called for every lease, on a thread of its own (at most max_in_flight
   // at once); returns the result to report (the build or measure field set).
@@ -45,9 +55,11 @@ class FarmSession {
 
   // Returns OK after Stop(); an error when it cannot even try (a bad TLS CA
   // file, say) or when the server refuses the registration itself
-  // (UNAUTHENTICATED: the token; PERMISSION_DENIED: its role or the device
-  // id), which retrying cannot mend. Connection failures are retried, never
-  // returned.
+  // (UNAUTHENTICATED: the token; PERMISSION_DENIED: its role, or a device
+  // id or key its token does not allow), which retrying cannot mend.
+  // Connection failures are retried, never returned, and so is
+  // ALREADY_EXISTS (the device id is held by another token: an operator
+  // may release it), at a slower pace.
   absl::Status Run(const WorkHandler& handler);
   void Stop();
 
@@ -68,6 +80,8 @@ class FarmSession {
   absl::Status RunOnce(v1::FarmService::Stub& stub, const WorkHandler& handler, bool* refused);
   // Waits `d` or until Stop(); false when stopping.
   bool SleepUnlessStopped(absl::Duration d);
+  // Polls `channel` until it is connected, `deadline` passes or Stop().
+  void WaitForConnection(grpc::Channel& channel, absl::Time deadline);
 
   const Options options_;
   std::shared_ptr<spdlog::logger> log_;

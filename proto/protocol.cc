@@ -33,11 +33,13 @@ grpc::ChannelArguments DefaultChannelArguments() {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(kMaxMessageBytes);
   args.SetMaxSendMessageSize(kMaxMessageBytes);
-  // A server that comes back is dialled again within ~2 s (gRPC's default
-  // back-off grows to 120 s: agents sat out restarts for 25-40 s).
+  // A server that comes back is dialled again within kReconnectBackoffMs
+  // (gRPC's default back-off grows to 120 s).
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, kReconnectBackoffMs / 4);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, kReconnectBackoffMs / 4);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, kReconnectBackoffMs);
+  // gRPC names its connect timeout "min reconnect back-off": each attempt
+  // (TCP connect and TLS handshake) gets at least this long.
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, kConnectTimeoutMs);
   return args;
 }
 

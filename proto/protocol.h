@@ -34,12 +34,21 @@ absl::Status FromGrpcStatus(const grpc::Status& s);
 // workload, a model run's package; "" for a build, which carries no code.
 std::string SignedPartOf(const v1::WorkLease& lease);
 
+// Whether more of the device's new-best timings were disputed by a second
+// device of its key than confirmed: its timings disagree with its peers'
+// (`devices`, the dashboard and /metrics flag it).
+inline bool TimingsDisputed(const v1::Device& d) {
+  return d.timings_disputed() > d.timings_confirmed();
+}
+
 // The longest a client waits between dialling a server that is down, and
 // so how long after a server comes back its agents and workers are in.
 inline constexpr int kReconnectBackoffMs = 2000;
+// How long one connection attempt (TCP connect and TLS handshake) may take.
+inline constexpr int kConnectTimeoutMs = 10000;
 
-// Channel arguments with the message size limits and the reconnect
-// back-off (at most kReconnectBackoffMs) set.
+// Channel arguments with the message size limits, the reconnect back-off
+// (at most kReconnectBackoffMs) and the connect timeout set.
 grpc::ChannelArguments DefaultChannelArguments();
 
 }  // namespace tunefarm

@@ -11,6 +11,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/time/time.h"
 #include "common/flags_usage.h"
 #include "common/logging.h"
 #include "proto/farm_session.h"
@@ -27,6 +28,8 @@ ABSL_FLAG(bool, insecure, false,
 ABSL_FLAG(int64_t, cache_mb, 512, "artifact cache size in MiB (content-addressed)");
 ABSL_FLAG(int, threads, 0, "builds at once (default: one per core)");
 ABSL_FLAG(std::string, log_level, "info", "trace, debug, info, warn, error");
+ABSL_FLAG(absl::Duration, report_offline_after, absl::Seconds(60),
+          "unregistered this long, say why in one line (e.g. 60s, 5m)");
 
 int main(int argc, char** argv) {
   tunefarm::SetDaemonUsage(
@@ -49,6 +52,7 @@ int main(int argc, char** argv) {
   opts.device_id = absl::GetFlag(FLAGS_device_id);
   if (opts.device_id.empty()) opts.device_id = "worker-" + tunefarm::HostName();
   opts.capabilities = tunefarm::worker::DetectWorkerCapabilities();
+  opts.report_offline_after = absl::GetFlag(FLAGS_report_offline_after);
   opts.max_in_flight = absl::GetFlag(FLAGS_threads) > 0 ? absl::GetFlag(FLAGS_threads)
                                                         : std::max(1, opts.capabilities.cores());
   auto log = tunefarm::Logger("worker");

@@ -92,8 +92,9 @@ TEST_F(Aarch64Agent, TunesAJobAsAJetsonLikeBoard) {
   // qemu-user refuses seccomp filters: the emulated board runs kernels
   // only when told it may without one. The strict one (the default)
   // refuses to run them.
-  auto emulated = StartAgent(addr, "jetson-emu", "orin-emu", {"--seccomp_optional"});
-  auto strict = StartAgent(addr, "jetson-strict", "orin-strict");
+  auto emulated = StartAgent(addr, "jetson-emu", "orin-emu",
+                             {"--seccomp_optional", (*server)->server_key_flag()});
+  auto strict = StartAgent(addr, "jetson-strict", "orin-strict", {(*server)->server_key_flag()});
   ASSERT_TRUE(emulated.ok() && strict.ok());
 
   std::string devices;

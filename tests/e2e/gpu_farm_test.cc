@@ -57,7 +57,9 @@ TEST_F(GpuFarm, CudaJobIsBuiltByAWorkerAndTimedByAnAgentWithTheGpu) {
   quiet.capture_stdout = false;
   quiet.stderr_path = dir.File("procs.log");
   auto agent = Subprocess::Start(
-      {BinPath("tunefarm-agent"), "--server=" + addr, "--key=gpu", "--device_id=g1"}, quiet);
+      {BinPath("tunefarm-agent"), "--server=" + addr, "--key=gpu", "--device_id=g1",
+       (*server)->server_key_flag()},
+      quiet);
   auto worker =
       Subprocess::Start({BinPath("tunefarm-worker"), "--server=" + addr, "--device_id=w1"}, quiet);
   ASSERT_TRUE(agent.ok() && worker.ok());
@@ -190,7 +192,7 @@ TEST_F(GpuFarm, CudaModelPackageRunsOnAnAgentWithTheGpu) {
   quiet.capture_stdout = false;
   quiet.stderr_path = dir.File("procs.log");
   auto agent = Subprocess::Start({BinPath("tunefarm-agent"), "--server=" + (*server)->address(),
-                                  "--key=gpu", "--device_id=g1"},
+                                  "--key=gpu", "--device_id=g1", (*server)->server_key_flag()},
                                  quiet);
   auto worker = Subprocess::Start(
       {BinPath("tunefarm-worker"), "--server=" + (*server)->address(), "--device_id=w1"}, quiet);

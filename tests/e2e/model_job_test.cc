@@ -49,6 +49,7 @@ class ModelJob : public ::testing::Test {
     quiet.capture_stdout = false;
     quiet.stderr_path = dir.File("procs.log");
     argv.insert(argv.begin() + 1, "--server=" + server->address());
+    if (absl::EndsWith(argv[0], "tunefarm-agent")) argv.push_back(server->server_key_flag());
     return Subprocess::Start(argv, quiet);
   }
 

@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/ascii.h"
 #include "tests/testing/temp_dir.h"
@@ -90,6 +91,10 @@ absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(
   if (!proc.ok()) return proc.status();
   auto s = std::unique_ptr<ServerProcess>(new ServerProcess());
   s->proc_ = *std::move(proc);
+  s->signing_key_ = db + ".signing-key";
+  for (const std::string& flag : extra) {
+    if (absl::StartsWith(flag, "--signing_key=")) s->signing_key_ = flag.substr(14);
+  }
   bool up = WaitFor(
       [&] {
         std::string text(absl::StripAsciiWhitespace(ReadFileOrEmpty(port_file)));

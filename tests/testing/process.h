@@ -55,6 +55,8 @@ class ServerProcess {
       const std::string& db, const std::string& dir, const std::vector<std::string>& extra = {});
   int port() const { return port_; }
   std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+  // --server_key=<the public half of the server's signing key>, for its agents.
+  std::string server_key_flag() const { return "--server_key=" + signing_key_ + ".pub"; }
   Subprocess& process() { return *proc_; }
   // `tunefarm --server=<this server> args...`, run in `scratch_dir`.
   CommandResult Cli(std::vector<std::string> args, const std::string& scratch_dir) const;
@@ -64,6 +66,7 @@ class ServerProcess {
  private:
   std::unique_ptr<Subprocess> proc_;
   int port_ = 0;
+  std::string signing_key_;
 };
 
 }  // namespace tunefarm::testing
