@@ -120,6 +120,14 @@ bool AccessToken::MayRegister(const std::string& device_id, const std::string& d
   return NameMatches(devices, device_id) && NameMatches(keys, device_key);
 }
 
+std::vector<std::string> AccessTokens::Reserving(const std::string& device_id) const {
+  std::vector<std::string> names;
+  for (const AccessToken& t : tokens_) {
+    if (!t.devices.empty() && NameMatches(t.devices, device_id)) names.push_back(t.name);
+  }
+  return names;
+}
+
 absl::StatusOr<AccessTokens> AccessTokens::FromText(absl::string_view text,
                                                     const std::string& origin,
                                                     std::vector<std::string>* warnings) {

@@ -74,6 +74,11 @@ class AccessTokens {
 
   size_t size() const { return tokens_.size(); }
 
+  // The names of the tokens whose devices= list names `device_id` (an
+  // entry equal to it, or a prefix pattern matching it): only they may
+  // register that id. Empty when no token's list names it.
+  std::vector<std::string> Reserving(const std::string& device_id) const;
+
  private:
   std::vector<AccessToken> tokens_;
 };

@@ -7,24 +7,24 @@
 namespace tunefarm::server {
 
 absl::StatusOr<std::string> DeviceRegistry::Register(const v1::Device& device,
-                                                     const std::string& owner) {
+                                                     const std::string& owner,
+                                                     bool reserved_for_owner) {
   v1::Device d = device;
   int64_t now = absl::ToUnixMillis(absl::Now());
   d.set_registered_unix_ms(now);
   d.set_last_seen_unix_ms(now);
+  d.set_owner(owner);
   TF_ASSIGN_OR_RETURN(std::string id, RandomHex(16));
   std::lock_guard<std::mutex> lock(mu_);
-  auto [owned, first] = owners_.emplace(d.device_id(), owner);
-  if (!first && owned->second != owner) {
-    return absl::PermissionDeniedError(absl::StrCat("device id '", d.device_id(),
-                                                    "' belongs to token '", owned->second,
-                                                    "'; token '", owner, "' cannot register it"));
+  absl::StatusOr<std::string> stored = log_.DeviceOwner(d.device_id());
+  if (!stored.ok() && !absl::IsNotFound(stored.status())) return stored.status();
+  if (stored.ok() && !stored->empty() && *stored != owner && !reserved_for_owner) {
+    return absl::AlreadyExistsError(absl::StrCat(
+        "device id '", d.device_id(), "' belongs to token '", *stored, "'; token '", owner,
+        "' cannot register it (an admin can release it: tunefarm devices remove ", d.device_id(),
+        ")"));
   }
-  absl::Status stored = log_.UpsertDevice(d);
-  if (!stored.ok()) {
-    if (first) owners_.erase(owned);
-    return stored;
-  }
+  TF_RETURN_IF_ERROR(log_.UpsertDevice(d));
   for (auto it = sessions_.begin(); it != sessions_.end();) {
     it = it->second.device_id == d.device_id() ? sessions_.erase(it) : std::next(it);
   }

@@ -1,7 +1,7 @@
 // DeviceRegistry: which workers and agents are connected right now.
 //
 // Registration is persisted in the log database (one row per device_id, so a
-// board that reconnects keeps its row); sessions and heartbeats live in
+// board that reconnects keeps its row, with the token that owns it); sessions and heartbeats live in
 // memory, so after a server restart every process registers again (the
 // Heartbeat reply tells it to). A device is online while its session's last
 // heartbeat is younger than three heartbeat intervals. Thread safe.
@@ -25,11 +25,15 @@ class DeviceRegistry {
 
   absl::Duration heartbeat_interval() const { return heartbeat_interval_; }
 
-  // Stores the device and opens a session for it; returns the session id.
-  // A previous session of the same device_id is closed. The first token to
-  // register a device id in this server's life owns it: the same id from a
-  // token of another `owner` name is refused (PERMISSION_DENIED).
-  absl::StatusOr<std::string> Register(const v1::Device& device, const std::string& owner);
+  // Stores the device with `owner` and opens a session for it; returns the
+  // session id. A previous session of the same device_id is closed. The
+  // first token to register a device id owns it, in the database, so
+  // across restarts: the same id from a token of another name is refused
+  // (ALREADY_EXISTS, naming the owner) unless `reserved_for_owner` (the
+  // tokens file names the id in the owner's devices=: the file decides),
+  // and then it changes hands.
+  absl::StatusOr<std::string> Register(const v1::Device& device, const std::string& owner,
+                                       bool reserved_for_owner);
 
   // Records a heartbeat; false when the session is unknown (closed, expired
   // or from before a restart).
@@ -51,7 +55,6 @@ class DeviceRegistry {
   const absl::Duration heartbeat_interval_;
   std::mutex mu_;
   std::map<std::string, Session> sessions_;  // by session id
-  std::map<std::string, std::string> owners_;  // token name by device id
 };
 
 }  // namespace tunefarm::server

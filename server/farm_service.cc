@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/access_tokens.h"
 #include "common/logging.h"
 #include "server/limits.h"
@@ -75,13 +76,25 @@ grpc::Status FarmService::Register(grpc::ServerContext* ctx, const v1::RegisterR
                      agent ? absl::StrCat(" for key '", req->device_key(), "'") : "",
                      " (see its devices= and keys= in the tokens file)"));
   }
+  // An id some token's devices= names is that token's (or those tokens'):
+  // no other may take it, whatever the database says.
+  const std::vector<std::string> reserving = gate_.Reserving(req->device_id());
+  const bool reserved_for_caller =
+      std::find(reserving.begin(), reserving.end(), caller.name) != reserving.end();
+  if (!reserving.empty() && !reserved_for_caller) {
+    return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                        absl::StrCat("Register: device id '", req->device_id(),
+                                     "' is reserved by the devices= of token(s) '",
+                                     absl::StrJoin(reserving, "', '"), "'; token '", caller.name,
+                                     "' cannot register it"));
+  }
   v1::Device d;
   d.set_device_id(req->device_id());
   d.set_role(req->role());
   d.set_device_key(req->device_key());
   *d.mutable_capabilities() = req->capabilities();
   d.set_peer(ctx->peer());
-  absl::StatusOr<std::string> session = devices_.Register(d, caller.name);
+  absl::StatusOr<std::string> session = devices_.Register(d, caller.name, reserved_for_caller);
   if (!session.ok()) {
     return grpc::Status(static_cast<grpc::StatusCode>(session.status().code()),
                         std::string(session.status().message()));

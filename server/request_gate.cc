@@ -118,4 +118,8 @@ MalformedRequestInterceptorFactory() {
   return std::make_unique<MalformedRequestFactory>();
 }
 
+std::vector<std::string> RequestGate::Reserving(const std::string& device_id) const {
+  return tokens_ ? tokens_->Reserving(device_id) : std::vector<std::string>{};
+}
+
 }  // namespace tunefarm::server

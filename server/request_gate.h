@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -48,6 +49,10 @@ class RequestGate {
   // OK without a tokens file; UNAUTHENTICATED for a missing or unknown
   // token, PERMISSION_DENIED for a role without `need`.
   absl::Status CheckToken(absl::string_view token, Permission need, absl::string_view what) const;
+
+  // The tokens whose devices= names `device_id` (AccessTokens::Reserving);
+  // empty without a tokens file.
+  std::vector<std::string> Reserving(const std::string& device_id) const;
 
  private:
   std::optional<AccessTokens> tokens_;
