@@ -79,8 +79,9 @@ bool OnlineAgentOf(const v1::Device& d, const std::string& device_key) {
 
 }  // namespace
 
-absl::StatusOr<int64_t> JobManager::Submit(v1::JobSpec spec, const std::string& owner,
+absl::StatusOr<int64_t> JobManager::Submit(v1::JobSpec spec, const Requester& by,
                                            bool wait_for_device) {
+  const std::string& owner = by.name;
   spec.set_owner(owner);
   {
     int active = 0;
@@ -131,7 +132,7 @@ absl::StatusOr<int64_t> JobManager::Submit(v1::JobSpec spec, const std::string& 
       TF_RETURN_IF_ERROR(CheckCpuAgents(*t, spec.device_key(), devices));
     }
   }
-  TF_ASSIGN_OR_RETURN(int64_t id, log_.CreateJob(spec));
+  TF_ASSIGN_OR_RETURN(int64_t id, log_.CreateJob(spec, by.token_digest));
   Logger("server")->info("event=job_submitted job={} tasks={} target=\"{}\"", id,
                          spec.tasks_size(), spec.target().spec());
   on_change_();
@@ -359,8 +360,28 @@ absl::Status JobManager::CheckCudaAgents(const ir::Target& target, const std::st
                    target.arch(), " GPU", with_shared, " (", absl::StrJoin(seen, "; "), ")"));
 }
 
-absl::StatusOr<v1::Job> JobManager::Cancel(int64_t job_id) {
-  TF_ASSIGN_OR_RETURN(v1::Job job, log_.CancelJob(job_id, "cancelled by user"));
+absl::Status JobManager::CheckOwner(const v1::Job& job, const Requester& by, const char* rpc,
+                                    const char* action) const {
+  if (by.admin) return absl::OkStatus();
+  TF_ASSIGN_OR_RETURN(std::string owner_token, log_.JobOwnerToken(job.job_id()));
+  const bool mine = owner_token.empty()
+                        ? job.spec().owner() == by.name
+                        : !by.token_digest.empty() && owner_token == by.token_digest;
+  if (mine) return absl::OkStatus();
+  return absl::PermissionDeniedError(absl::StrCat(
+      rpc, ": job ", job.job_id(), " belongs to token '", job.spec().owner(), "'; token '", by.name,
+      "' may not ", action, " it (its owner or an admin token may)"));
+}
+
+absl::StatusOr<v1::Job> JobManager::Cancel(int64_t job_id, const Requester& by) {
+  {
+    TF_ASSIGN_OR_RETURN(v1::Job before, log_.GetJob(job_id));
+    TF_RETURN_IF_ERROR(CheckOwner(before, by, "CancelJob", "cancel"));
+  }
+  TF_ASSIGN_OR_RETURN(v1::Job job, log_.CancelJob(job_id, by.token_digest.empty()
+                                                              ? std::string("cancelled by user")
+                                                              : absl::StrCat("cancelled by token '",
+                                                                             by.name, "'")));
   jobs_.Stop(job_id);
   queue_.CancelJob(job_id);
   Logger("server")->info("event=job_cancelled job={}", job_id);
@@ -368,17 +389,21 @@ absl::StatusOr<v1::Job> JobManager::Cancel(int64_t job_id) {
   return job;
 }
 
-absl::StatusOr<v1::Job> JobManager::Resume(int64_t job_id) {
+absl::StatusOr<v1::Job> JobManager::Resume(int64_t job_id, const Requester& by) {
   TF_ASSIGN_OR_RETURN(v1::Job job, log_.GetJob(job_id));
+  TF_RETURN_IF_ERROR(CheckOwner(job, by, "ResumeJob", "resume"));
   if (job.state() == v1::JOB_STATE_SUCCEEDED || job.state() == v1::JOB_STATE_CANCELLED) {
     return absl::FailedPreconditionError(absl::StrCat("job ", job_id, " has ended (",
                                                       v1::JobState_Name(job.state()),
                                                       "); there is nothing to resume"));
   }
   if (!jobs_.Running(job_id)) {
-    TF_RETURN_IF_ERROR(log_.SetJobState(job_id, v1::JOB_STATE_QUEUED,
-                                        absl::StrCat("resuming after ", job.trials_done(),
-                                                     " trials")));
+    TF_RETURN_IF_ERROR(log_.SetJobState(
+        job_id, v1::JOB_STATE_QUEUED,
+        absl::StrCat("resuming after ", job.trials_done(), " trials",
+                     job.failed_trials() > 0
+                         ? absl::StrCat(" and ", job.failed_trials(), " that did not run")
+                         : "")));
     jobs_.Start(job_id);
     Logger("server")->info("event=job_resumed job={} trials_done={}", job_id, job.trials_done());
     on_change_();
@@ -407,10 +432,14 @@ absl::Status JobManager::Recover(bool auto_resume) {
 absl::StatusOr<store::TuningLog::CommitResult> JobManager::ImportRecords(
     std::vector<v1::Record> records) {
   TF_RETURN_IF_ERROR(CheckImport(records));
-  // Job ids are local to the farm that made the record.
+  // Job ids are local to the farm that made the record, and so is what its
+  // devices confirmed.
   for (v1::Record& r : records) {
     r.clear_job_id();
     r.clear_record_id();
+    r.clear_confirmation();
+    r.clear_confirmed_by();
+    r.clear_confirm_cost_sec();
   }
   TF_ASSIGN_OR_RETURN(store::TuningLog::CommitResult res, log_.CommitRecords(records));
   Logger("server")->info("event=records_imported imported={} duplicates={}", res.inserted,

@@ -24,6 +24,15 @@
 
 namespace tunefarm::server {
 
+// Who asks for a change to a job: the calling token's name and the SHA-256
+// of its secret (empty on a server without tokens), and whether its role is
+// admin.
+struct Requester {
+  std::string name = "anonymous";
+  std::string token_digest;
+  bool admin = true;
+};
+
 class JobManager {
  public:
   // `on_change` is called after every change of a job's state made here.
@@ -36,21 +45,26 @@ class JobManager {
   // for a spec that names no work or a model that does not import;
   // FAILED_PRECONDITION for a CUDA job no connected worker or agent of
   // its key can serve; RESOURCE_EXHAUSTED when `owner` (the submitting
-  // token's name, stored as spec.owner) has max_jobs_per_owner jobs that
-  // have not ended.
+  // token: its name is stored as spec.owner, its digest with the job) has
+  // max_jobs_per_owner jobs that have not ended.
   // `wait_for_device`: queue it even when no agent of its key has ever
   // registered while agents of other keys have (a typo, otherwise).
-  absl::StatusOr<int64_t> Submit(v1::JobSpec spec, const std::string& owner = "anonymous",
+  absl::StatusOr<int64_t> Submit(v1::JobSpec spec, const Requester& owner = {},
                                  bool wait_for_device = false);
 
   // Drains, resumes or removes a device (UpdateDeviceRequest's actions);
   // the device as it is now (as it was, for a removal). Removing an online
   // device is refused: drain it and stop its process first.
   absl::StatusOr<v1::Device> UpdateDevice(const std::string& device_id, int action);
-  absl::StatusOr<v1::Job> Cancel(int64_t job_id);
+  // Cancel and Resume are for the job's owner (the token that submitted
+  // it) or an admin: PERMISSION_DENIED naming the owner otherwise. A job
+  // stored without its token's digest belongs to every token of its
+  // owner's name.
+  absl::StatusOr<v1::Job> Cancel(int64_t job_id, const Requester& by = {});
   // Starts a job that is not running and has not ended (FAILED_PRECONDITION
-  // for one that succeeded or was cancelled); the job as it is then.
-  absl::StatusOr<v1::Job> Resume(int64_t job_id);
+  // for one that succeeded or was cancelled); the job as it is then. A
+  // failed job gets its failed trials measured again (JobRunner).
+  absl::StatusOr<v1::Job> Resume(int64_t job_id, const Requester& by = {});
   // The jobs a previous server left: queued ones start; running or waiting
   // ones become INTERRUPTED, or start again with `auto_resume`.
   absl::Status Recover(bool auto_resume);
@@ -77,6 +91,10 @@ class JobManager {
   void Shutdown();
 
  private:
+  // OK when `by` may change `job`; the error names `rpc` and `action`
+  // ("cancel", "resume").
+  absl::Status CheckOwner(const v1::Job& job, const Requester& by, const char* rpc,
+                          const char* action) const;
   // Adds the tasks of the spec's ONNX model to it and drops the model.
   absl::Status ImportModel(v1::JobSpec* spec) const;
   // Against the devices registered now (`devices`).

@@ -48,6 +48,11 @@ absl::StatusOr<store::TuningLog::RecordQuery> ToQuery(const v1::RecordFilter& f)
     if (!gate_status.ok()) return gate_status;                                                     \
   } while (0)
 
+// The caller as the job manager sees it.
+Requester RequesterOf(const Caller& c) {
+  return Requester{c.name, c.token == nullptr ? "" : c.token->digest, c.role == TokenRole::kAdmin};
+}
+
 }  // namespace
 
 void TuningService::Shutdown() {
@@ -68,7 +73,8 @@ grpc::Status TuningService::SubmitJob(grpc::ServerContext* ctx, const v1::Submit
   grpc::Status gate =
       gate_.Check(ctx, req->protocol_version(), Permission::kSubmit, "SubmitJob", &caller);
   if (!gate.ok()) return gate;
-  absl::StatusOr<int64_t> id = manager_.Submit(req->spec(), caller.name, req->wait_for_device());
+  absl::StatusOr<int64_t> id =
+      manager_.Submit(req->spec(), RequesterOf(caller), req->wait_for_device());
   if (!id.ok()) return ToGrpcStatus(id.status());
   resp->set_job_id(*id);
   return grpc::Status::OK;
@@ -167,8 +173,11 @@ grpc::Status TuningService::WatchJob(grpc::ServerContext* ctx, const v1::WatchJo
 
 grpc::Status TuningService::CancelJob(grpc::ServerContext* ctx, const v1::CancelJobRequest* req,
                                       v1::Job* resp) {
-  TF_GATE(req, kSubmit, "CancelJob");
-  absl::StatusOr<v1::Job> job = manager_.Cancel(req->job_id());
+  Caller caller;
+  grpc::Status gate =
+      gate_.Check(ctx, req->protocol_version(), Permission::kSubmit, "CancelJob", &caller);
+  if (!gate.ok()) return gate;
+  absl::StatusOr<v1::Job> job = manager_.Cancel(req->job_id(), RequesterOf(caller));
   if (!job.ok()) return ToGrpcStatus(job.status());
   *resp = *std::move(job);
   return grpc::Status::OK;
@@ -176,8 +185,11 @@ grpc::Status TuningService::CancelJob(grpc::ServerContext* ctx, const v1::Cancel
 
 grpc::Status TuningService::ResumeJob(grpc::ServerContext* ctx, const v1::ResumeJobRequest* req,
                                       v1::Job* resp) {
-  TF_GATE(req, kSubmit, "ResumeJob");
-  absl::StatusOr<v1::Job> job = manager_.Resume(req->job_id());
+  Caller caller;
+  grpc::Status gate =
+      gate_.Check(ctx, req->protocol_version(), Permission::kSubmit, "ResumeJob", &caller);
+  if (!gate.ok()) return gate;
+  absl::StatusOr<v1::Job> job = manager_.Resume(req->job_id(), RequesterOf(caller));
   if (!job.ok()) return ToGrpcStatus(job.status());
   *resp = *std::move(job);
   return grpc::Status::OK;

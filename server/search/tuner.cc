@@ -39,6 +39,7 @@ Tuner::Tuner(std::vector<Task> tasks, Measurer* measurer, TuneOptions options)
           }()),
       model_(std::make_unique<cost_model::CostModel>(options.objective)),
       task_trials_(tasks_.size(), 0),
+      ok_hashes_(tasks_.size()),
       seeds_(tasks_.size(), 0) {}
 
 double Tuner::seconds() const {
@@ -107,6 +108,7 @@ absl::Status Tuner::Restore(const v1::SearchSnapshot& snapshot) {
 
 void Tuner::Record(int task, const ir::Trace& s, const MeasureResult& r) {
   histories_[task].Add(s, r);
+  if (r.status == MeasureResult::Status::kOk) ok_hashes_[task].insert(ir::TraceHash(s));
   if (!options_.keep_features && options_.strategy == Strategy::kRandom) return;
   absl::StatusOr<cost_model::ProgramFeatures> f = FeaturesOf(tasks_[task], s);
   if (f.ok()) {
@@ -270,11 +272,18 @@ absl::Status Tuner::Run(const std::function<void(const Trial&)>& on_trial) {
   auto elapsed = [&] {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   };
+  // The trials max_trials counts, and whether a result counts.
+  auto used = [&] { return options_.failed_trials_count ? trials_ : ok_trials_; };
+  auto counts = [&](const MeasureResult& r) {
+    return options_.failed_trials_count || r.status == MeasureResult::Status::kOk;
+  };
   auto out_of_budget = [&] {
     if (options_.stop && options_.stop()) {
       end_ = End::kStopped;
-    } else if (trials_ >= options_.max_trials) {
+    } else if (used() >= options_.max_trials) {
       end_ = End::kTrials;
+    } else if (trials_ >= options_.max_attempts) {
+      end_ = End::kAttempts;
     } else if (options_.max_seconds > 0 && seconds() >= options_.max_seconds) {
       end_ = End::kSeconds;
     } else {
@@ -294,18 +303,48 @@ absl::Status Tuner::Run(const std::function<void(const Trial&)>& on_trial) {
       Record(task, batch[i], results[i]);
       if (on_trial) on_trial({task, trials_, int(i), batch[i], results[i], elapsed()});
       ++trials_;
-      ++task_trials_[task];
+      ok_trials_ += results[i].status == MeasureResult::Status::kOk;
+      task_trials_[task] += counts(results[i]);
     }
     return results;
   };
+  // How many more schedules of `task` the budget lets one batch take.
+  auto batch_room = [&](int task) {
+    return int(std::min<int64_t>({options_.batch, int64_t(options_.max_trials) - used(),
+                                  int64_t(options_.max_attempts) - trials_, task_left(task)}));
+  };
+  // Schedules measured again in this run (defaults and retries): once each.
+  std::set<std::pair<int, std::string>> again;
   if (options_.measure_default) {
+    // A default whose earlier measurement failed is measured again.
     for (size_t t = 0; t < tasks_.size() && !out_of_budget(); ++t) {
       ir::Trace def = ir::DefaultSchedule(tasks_[t].dag, tasks_[t].target);
-      if (histories_[t].measured.count(ir::TraceHash(def)) || task_left(int(t)) == 0) continue;
+      const std::string hash = ir::TraceHash(def);
+      if (default_seconds_[t] > 0 || ok_hashes_[t].count(hash) || task_left(int(t)) == 0) continue;
+      again.insert({int(t), hash});
       std::vector<MeasureResult> r = measure(int(t), {def});
       if (r[0].status == MeasureResult::Status::kOk) default_seconds_[t] = r[0].seconds;
     }
   }
+  // An earlier run's failed schedules, a batch of one task at a time.
+  std::stable_sort(retries_.begin(), retries_.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (size_t i = 0; i < retries_.size() && !out_of_budget();) {
+    const int task = retries_[i].first;
+    const int room = batch_room(task);
+    std::vector<ir::Trace> batch;
+    for (; i < retries_.size() && retries_[i].first == task && int(batch.size()) < room; ++i) {
+      const std::string hash = ir::TraceHash(retries_[i].second);
+      if (ok_hashes_[task].count(hash) || !again.insert({task, hash}).second) continue;
+      batch.push_back(retries_[i].second);
+    }
+    if (room <= 0) {
+      // This task is at its limit: skip its retries.
+      while (i < retries_.size() && retries_[i].first == task) ++i;
+    }
+    if (!batch.empty()) measure(task, batch);
+  }
+  retries_.clear();
   // A restored model is the one the interrupted run would have used next;
   // an initial one was trained on what the database holds (retraining on
   // the same records would only cost time).
@@ -324,8 +363,7 @@ absl::Status Tuner::Run(const std::function<void(const Trial&)>& on_trial) {
       scheduler_.Stop(task);
       continue;
     }
-    int n =
-        int(std::min<int64_t>({options_.batch, options_.max_trials - trials_, task_left(task)}));
+    const int n = batch_room(task);
     std::vector<ir::Trace> batch = policy_.Propose(tasks_[task], histories_[task], model_.get(), n);
     if (batch.empty()) {
       scheduler_.Stop(task);  // nothing new left to try

@@ -1,6 +1,8 @@
 // The tuning loop over the tasks of a job:
 //
-//   measure each task's default schedule (the floor a tuned build keeps);
+//   measure each task's default schedule (the floor a tuned build keeps)
+//     unless one of its measurements ran;
+//   measure the retries (AddRetry) that have not run;
 //   repeat until the trial or time budget is spent:
 //     task = the task scheduler's pick
 //     batch = the policy's proposals for it (never anything measured before)
@@ -8,7 +10,7 @@
 //     histories and the cost model (retrained on every result) updated
 //
 // Records already measured (a resumed job, or the database's records for
-// the target: warm start) enter through AddHistory and are never measured
+// the target: warm start) enter through AddHistory and are never proposed
 // again. `on_trial` sees every result as it arrives (to store it).
 #pragma once
 
@@ -17,6 +19,7 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -35,6 +38,11 @@ struct TuneOptions {
   int max_trials = 64;          // measurements, defaults included (kNoTrialLimit: none)
   double max_seconds = 0;       // wall time, a restored run's earlier time included; 0: no limit
   int max_trials_per_task = 0;  // this task's measurements, earlier ones included; 0: no limit
+  // Whether failed measurements count towards max_trials and
+  // max_trials_per_task. Without, only those that ran do, and the run also
+  // ends after max_attempts measurements of any outcome.
+  bool failed_trials_count = true;
+  int max_attempts = kNoTrialLimit;
   // A task whose best has not improved for this many of its trials stops
   // (TaskSchedulerOptions::early_stop_rounds, in batches); 0: never.
   int early_stop_trials = 0;
@@ -75,6 +83,10 @@ class Tuner {
   // Trials of `task` an earlier run of the same job made (a resumed job):
   // they count towards max_trials_per_task.
   void AddEarlierTrials(int task, int64_t n) { task_trials_[task] += n; }
+  // A schedule of `task` an earlier run of the same job measured without
+  // success (also given to AddHistory): Run measures it again, after the
+  // default schedules and before searching, unless it has run since.
+  void AddRetry(int task, const ir::Trace& schedule) { retries_.push_back({task, schedule}); }
   // A record of another workload on the same target: training data for the
   // cost model (transfer across tasks and jobs); the best two CPU tiling
   // schedules of each such workload also seed the evolutionary search of
@@ -95,12 +107,13 @@ class Tuner {
   // The default schedule's time: as this run measured it, else the best of
   // the earlier measurements AddHistory was given; 0 while unknown.
   double default_seconds(int task) const { return default_seconds_[task]; }
-  int trials() const { return trials_; }
+  int trials() const { return trials_; }        // measurements of this run, any outcome
+  int ok_trials() const { return ok_trials_; }  // of them, those that ran
   int64_t task_trials(int task) const { return task_trials_[task]; }
   // Why the last Run ended. kTasksDone: every task at its per-task limit,
   // stopped early (no better schedule for early_stop_trials) or out of new
-  // schedules.
-  enum class End { kNotRun, kTrials, kSeconds, kStopped, kTasksDone };
+  // schedules. kAttempts: max_attempts measurements made.
+  enum class End { kNotRun, kTrials, kSeconds, kStopped, kTasksDone, kAttempts };
   End end() const { return end_; }
   // Wall time spent tuning: this run's, plus a restored run's earlier time.
   double seconds() const;
@@ -157,7 +170,10 @@ class Tuner {
   static constexpr size_t kKeptPerWorkload = 2;
   std::map<std::string, OtherWorkload> others_;
   int trials_ = 0;
-  std::vector<int64_t> task_trials_;
+  int ok_trials_ = 0;
+  std::vector<int64_t> task_trials_;              // what max_trials_per_task counts
+  std::vector<std::set<std::string>> ok_hashes_;  // per task: schedules that ran
+  std::vector<std::pair<int, ir::Trace>> retries_;
   std::vector<int> seeds_;  // per task: schedules of other workloads handed to the policy
   double seconds_before_ = 0;  // restored
   std::chrono::steady_clock::time_point start_;

@@ -1070,5 +1070,81 @@ TEST(Tuner, ResumedRunProposesWhatTheInterruptedOneWould) {
   EXPECT_FALSE(third.Restore(wrong).ok());
 }
 
+// A measurer whose every result is scripted: all fail (runtime error) or all
+// run in 1 ms. It notes what it was asked to measure.
+class ScriptedMeasurer : public search::Measurer {
+ public:
+  bool fail = true;
+  std::vector<ir::Trace> asked;
+  std::vector<MeasureResult> Measure(const search::Task&,
+                                     const std::vector<ir::Trace>& schedules) override {
+    std::vector<MeasureResult> out;
+    for (const ir::Trace& s : schedules) {
+      asked.push_back(s);
+      MeasureResult r;
+      if (fail) {
+        r.status = MeasureResult::Status::kRuntimeError;
+        r.error = "the board is broken";
+      } else {
+        r.seconds = 1e-3;
+      }
+      out.push_back(r);
+    }
+    return out;
+  }
+};
+
+// A job's rules (failed_trials_count off): failed trials spend no budget,
+// a run stops at max_attempts, and a later run measures the earlier run's
+// failed schedules again, the failed default schedule first.
+TEST(Tuner, FailedTrialsSpendNoBudgetAndAreMeasuredAgain) {
+  const std::vector<search::Task> tasks = {MakeTask("matmul(M=16,N=32,K=8)")};
+  search::TuneOptions o;
+  o.strategy = search::Strategy::kRandom;
+  o.max_trials = 4;
+  o.batch = 4;
+  ScriptedMeasurer broken;
+  {
+    // Counted as before: four failures spend the budget.
+    search::Tuner counted(tasks, &broken, o);
+    ASSERT_TRUE(counted.Run().ok());
+    EXPECT_EQ(counted.trials(), 4);
+    EXPECT_EQ(counted.end(), search::Tuner::End::kTrials);
+  }
+  o.failed_trials_count = false;
+  o.max_attempts = 8;
+  broken.asked.clear();
+  search::Tuner first(tasks, &broken, o);
+  ASSERT_TRUE(first.Run().ok());
+  EXPECT_EQ(first.trials(), 8);
+  EXPECT_EQ(first.ok_trials(), 0);
+  EXPECT_EQ(first.end(), search::Tuner::End::kAttempts);
+  EXPECT_EQ(first.default_seconds(0), 0);
+  ASSERT_EQ(broken.asked.size(), 8u);
+  EXPECT_TRUE(broken.asked[0].is_default);
+
+  // The board mended: a second run given the first's records as history
+  // and its other failures to retry measures the default (failed before:
+  // measured again, a retry or not), then the retries, and the budget's
+  // four trials are spent on them.
+  ScriptedMeasurer mended;
+  mended.fail = false;
+  search::Tuner second(tasks, &mended, o);
+  MeasureResult failure;
+  failure.status = MeasureResult::Status::kRuntimeError;
+  for (const ir::Trace& s : broken.asked) {
+    second.AddHistory(0, s, failure);
+    if (!s.is_default) second.AddRetry(0, s);
+  }
+  ASSERT_TRUE(second.Run().ok());
+  EXPECT_EQ(second.ok_trials(), 4);
+  EXPECT_EQ(second.trials(), 4);
+  EXPECT_EQ(second.end(), search::Tuner::End::kTrials);
+  EXPECT_GT(second.default_seconds(0), 0);
+  ASSERT_EQ(mended.asked.size(), 4u);
+  for (size_t i = 0; i < 4; ++i)
+    EXPECT_EQ(ir::TraceHash(mended.asked[i]), ir::TraceHash(broken.asked[i])) << i;
+}
+
 }  // namespace
 }  // namespace tunefarm
