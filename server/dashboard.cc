@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "compiler/ir/workload.h"
+#include "proto/protocol.h"
 #include "proto/tuning_curves.h"
 #include "server/device_registry.h"
 #include "server/store/tuning_log.h"
@@ -85,6 +86,9 @@ std::string DashboardState(const MetricsSources& s, CurveCache& curves, int max_
                         ",\"key\":", Str(d.device_key()), ",\"state\":",
                         Str(EnumLabel(v1::DeviceState_Name(d.state()), "DEVICE_STATE_")),
                         ",\"drained\":", d.drained() ? "true" : "false",
+                        ",\"timings_confirmed\":", d.timings_confirmed(),
+                        ",\"timings_disputed\":", d.timings_disputed(),
+                        ",\"timings_flagged\":", TimingsDisputed(d) ? "true" : "false",
                         ",\"triple\":", Str(c.triple()), ",\"cpu\":", Str(c.cpu_model()),
                         ",\"gpu\":", Str(c.has_gpu() ? c.gpu_name() : ""), "}");
         first = false;
@@ -140,7 +144,7 @@ const std::string& DashboardHtml() {
 body{font-family:sans-serif;margin:1.5em;color:#222}
 table{border-collapse:collapse;margin-bottom:1.5em}
 td,th{border-bottom:1px solid #ddd;padding:3px 10px;text-align:left;font-size:13px}
-.online{color:#2a7} .offline{color:#999} .drained{color:#c70}
+.online{color:#2a7} .offline{color:#999} .drained{color:#c70} .disputed{color:#c22;font-weight:bold}
 .bar{display:inline-block;width:120px;height:8px;background:#eee;vertical-align:middle}
 .bar i{display:block;height:8px;background:#48c}
 .curves svg{margin:0 12px 12px 0;border:1px solid #eee}
@@ -165,11 +169,13 @@ function chart(title, pts, color){
     '<text x="'+P+'" y="'+(P-4)+'">max '+(ym/1.1).toPrecision(3)+'</text></svg>';
 }
 function draw(s){
-  let d='<tr><th>device</th><th>role</th><th>key</th><th>state</th><th>runs</th></tr>';
+  let d='<tr><th>device</th><th>role</th><th>key</th><th>state</th><th>runs</th><th>timings checked</th></tr>';
   for(const v of s.devices){
     const st=v.drained?'drained':v.state;
+    const t=v.timings_confirmed+v.timings_disputed?v.timings_confirmed+' confirmed, '+v.timings_disputed+' disputed':'';
     d+='<tr class="device"><td>'+esc(v.id)+'</td><td>'+esc(v.role)+'</td><td>'+esc(v.key)+
-       '</td><td class="'+esc(st)+'">'+esc(st)+'</td><td>'+esc(v.triple+' '+v.cpu+(v.gpu?', '+v.gpu:''))+'</td></tr>';
+       '</td><td class="'+esc(st)+'">'+esc(st)+'</td><td>'+esc(v.triple+' '+v.cpu+(v.gpu?', '+v.gpu:''))+
+       '</td><td class="'+(v.timings_flagged?'disputed':'')+'">'+esc(t)+'</td></tr>';
   }
   document.getElementById('devices').innerHTML=d;
   let q='<tr><th>queue</th><th>waiting</th></tr>';

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
+#include "proto/protocol.h"
 #include "server/device_registry.h"
 #include "server/store/group_commit.h"
 #include "server/store/tuning_log.h"
@@ -66,6 +67,25 @@ std::string RenderMetrics(const MetricsSources& s) {
       for (const auto& [k, count] : n) {
         absl::StrAppend(&out, "tunefarm_devices{role=\"", k.first, "\",state=\"", k.second, "\"} ",
                         count, "\n");
+      }
+      Head(&out, "tunefarm_device_timings_checked", "counter",
+           "An agent's new-best timings measured again on a second device of its key, by "
+           "outcome.");
+      for (const v1::Device& d : *devices) {
+        if (d.role() != v1::ROLE_AGENT) continue;
+        for (const auto& [outcome, count] :
+             {std::pair<const char*, int>{"confirmed", d.timings_confirmed()},
+              {"disputed", d.timings_disputed()}}) {
+          absl::StrAppend(&out, "tunefarm_device_timings_checked{device=\"",
+                          Label(d.device_id()), "\",outcome=\"", outcome, "\"} ", count, "\n");
+        }
+      }
+      Head(&out, "tunefarm_device_timings_disputed", "gauge",
+           "1 for an agent whose timings its peers disputed more often than confirmed.");
+      for (const v1::Device& d : *devices) {
+        if (d.role() != v1::ROLE_AGENT) continue;
+        absl::StrAppend(&out, "tunefarm_device_timings_disputed{device=\"", Label(d.device_id()),
+                        "\"} ", TimingsDisputed(d) ? 1 : 0, "\n");
       }
     } else {
       absl::StrAppend(&out, "# tunefarm_devices: ", Label(devices.status().message()), "\n");

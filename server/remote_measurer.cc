@@ -1,5 +1,9 @@
 #include "server/remote_measurer.h"
 
+#include <algorithm>
+#include <memory>
+#include <numeric>
+
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "compiler/ir/reference.h"
@@ -115,6 +119,63 @@ const RemoteMeasurer::Reference& RemoteMeasurer::ReferenceFor(const search::Task
   return ref;
 }
 
+bool RemoteMeasurer::NeedsConfirmationLocked(const search::Task& task, double mean_sec,
+                                             Detail& detail) {
+  if (!options_.known_best || !options_.on_confirmation) return false;
+  const double best = options_.known_best(task);
+  if (best > 0 && mean_sec >= best) return false;
+  const bool other = queue_.HasOtherTaker(WorkQueue::MeasureQueue(options_.device_key),
+                                          detail.device_id);
+  detail.confirmation = other ? v1::CONFIRMATION_PENDING : v1::CONFIRMATION_SINGLE_DEVICE;
+  return other;
+}
+
+void RemoteMeasurer::SubmitConfirmation(const search::Task& task, const v1::Schedule& schedule,
+                                        const v1::MeasureRequest& request, const Detail& first,
+                                        double first_median) {
+  WorkQueue::Item item;
+  item.queue = WorkQueue::MeasureQueue(options_.device_key);
+  item.job_id = options_.job_id;
+  item.priority = options_.priority + 1;
+  item.exclude_device = first.device_id;
+  *item.work.mutable_measure() = request;
+  item.done = [on_confirmation = options_.on_confirmation, workload = task.workload, schedule,
+               first, first_median, tolerance = options_.confirm_tolerance, flops = task.flops,
+               peak = PeakFlops(task.target)](absl::StatusOr<v1::ReportResultRequest> r) {
+    Options::Confirmation c;
+    if (!r.ok() || !r->has_measure()) {
+      on_confirmation(workload, schedule, first, c);
+      return;
+    }
+    const v1::MeasureResult& mr = r->measure();
+    c.confirmed_by = mr.device_id();
+    std::vector<double> costs(mr.costs_sec().begin(), mr.costs_sec().end());
+    bool ok = mr.status() == v1::MEASURE_STATUS_OK && !costs.empty();
+    for (double s : costs) ok = ok && CheckTiming(s, flops, peak).ok();
+    if (ok) {
+      std::sort(costs.begin(), costs.end());
+      c.confirm_seconds = costs[costs.size() / 2];
+    }
+    const double slack = 1 + tolerance;
+    if (!ok || c.confirm_seconds > slack * first_median) {
+      c.outcome = v1::CONFIRMATION_DISPUTED;
+      if (ok) c.suspect = first.device_id;
+    } else {
+      c.outcome = v1::CONFIRMATION_CONFIRMED;
+      if (first_median > slack * c.confirm_seconds) c.suspect = c.confirmed_by;
+    }
+    Logger("server")->log(
+        c.suspect.empty() && c.outcome == v1::CONFIRMATION_CONFIRMED ? spdlog::level::info
+                                                                     : spdlog::level::warn,
+        "event=timing_checked outcome={} device={} seconds={:.3g} confirmer={} "
+        "confirm_seconds={:.3g} confirm_status={} suspect={}",
+        v1::Confirmation_Name(c.outcome), first.device_id, first_median, c.confirmed_by,
+        c.confirm_seconds, v1::MeasureStatus_Name(mr.status()), c.suspect);
+    on_confirmation(workload, schedule, first, c);
+  };
+  queue_.Submit(std::move(item));
+}
+
 std::vector<MeasureResult> RemoteMeasurer::Measure(const search::Task& task,
                                                    const std::vector<ir::Trace>& traces) {
   const size_t n = traces.size();
@@ -196,7 +257,8 @@ std::vector<MeasureResult> RemoteMeasurer::Measure(const search::Task& task,
         *req->mutable_reference_signature() = ref->signature;
         *req->mutable_reference_schedule() = ref->schedule;
       }
-      m.done = [&, i](absl::StatusOr<v1::ReportResultRequest> r) {
+      auto request = std::make_shared<const v1::MeasureRequest>(*req);
+      m.done = [&, i, request](absl::StatusOr<v1::ReportResultRequest> r) {
         std::lock_guard<std::mutex> l(mu_);
         if (!r.ok()) return lost(i, r.status());
         if (!r->has_measure()) {
@@ -228,12 +290,18 @@ std::vector<MeasureResult> RemoteMeasurer::Measure(const search::Task& task,
             }
           }
         }
+        bool confirm = false;
         if (st == v1::MEASURE_STATUS_OK) {
           std::vector<double> c = d.costs;
           std::sort(c.begin(), c.end());
           results[i].seconds = c[c.size() / 2];
+          const double mean = std::accumulate(c.begin(), c.end(), 0.0) / double(c.size());
+          confirm = NeedsConfirmationLocked(task, mean, d);
         }
         finish(i, st, mr.error());
+        // After the record is stored as pending; Measure cannot return
+        // while mu_ is held, so `task` and the schedule are still there.
+        if (confirm) SubmitConfirmation(task, schedules[i], *request, d, results[i].seconds);
       };
       l.unlock();
       queue_.Submit(std::move(m));

@@ -32,6 +32,9 @@ class RemoteMeasurer : public search::Measurer {
     v1::Fingerprint fingerprint;  // the worker's compiler + the agent's device
     std::string device_id;        // the agent that measured it
     bool cancelled = false;
+    // A new best for its task is PENDING while another device of the key
+    // measures it again (SINGLE_DEVICE when there is none); others NOT_NEEDED.
+    v1::Confirmation confirmation = v1::CONFIRMATION_NOT_NEEDED;
   };
 
   struct Options {
@@ -50,6 +53,28 @@ class RemoteMeasurer : public search::Measurer {
     std::function<void(const search::Task&, const v1::Schedule&, const search::MeasureResult&,
                        const Detail&)>
         on_result;
+    // Confirmation of new bests (docs/security.md), on when both are set.
+    // `known_best`: the lowest mean cost of the task's workload and target
+    // among records that rank (0: none). A result below it would rank
+    // first: another device of the key measures it again, and
+    // `on_confirmation` gets the outcome (Confirmation). It may run after
+    // Measure returned, and after the measurer is gone.
+    std::function<double(const search::Task&)> known_best;
+    struct Confirmation {
+      v1::Confirmation outcome = v1::CONFIRMATION_SINGLE_DEVICE;
+      std::string confirmed_by;     // the second device ("": lost or cancelled)
+      double confirm_seconds = 0;   // its median
+      // The device that claimed the faster time when the two disagree: the
+      // first one (then DISPUTED: the record does not rank) or the second
+      // (CONFIRMED: the record ranks at its own, slower time). "" when
+      // they agree or the second did not measure it OK (DISPUTED).
+      std::string suspect;
+    };
+    std::function<void(const v1::Workload&, const v1::Schedule&, const Detail& first,
+                       const Confirmation&)>
+        on_confirmation;
+    // Agreement: the two medians within a factor 1 + this.
+    double confirm_tolerance = 0.5;
   };
   RemoteMeasurer(WorkQueue& queue, Options options) : queue_(queue), options_(std::move(options)) {}
 
@@ -70,6 +95,13 @@ class RemoteMeasurer : public search::Measurer {
   };
   const Reference& InterpretedFor(const search::Task& task);
   const Reference& ReferenceFor(const search::Task& task);
+  // Whether the OK result `detail` (mean `mean_sec`) of `task` is to be
+  // measured again elsewhere; marks it PENDING or SINGLE_DEVICE. mu_ held.
+  bool NeedsConfirmationLocked(const search::Task& task, double mean_sec, Detail& detail);
+  // Queues `request` again for another device than `first.device_id`.
+  void SubmitConfirmation(const search::Task& task, const v1::Schedule& schedule,
+                          const v1::MeasureRequest& request, const Detail& first,
+                          double first_median);
   // Blocks until `pending` reaches 0 (or the job stops).
   void Wait(const search::Task& task, const int& pending, std::unique_lock<std::mutex>& lock);
 

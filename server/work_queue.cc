@@ -34,8 +34,14 @@ void WorkQueue::Submit(Item item) {
   std::string key = item.queue;
   q.item = std::move(item);
   q.item.work.set_queued_unix_us(absl::ToUnixMicros(options_.now()));
+  const bool excludes = !q.item.exclude_device.empty();
   queues_[key].push_back(std::move(q));
-  WakeOneLocked(key);
+  // The one woken might be the excluded device.
+  if (excludes) {
+    WakeAllLocked();
+  } else {
+    WakeOneLocked(key);
+  }
 }
 
 void WorkQueue::OpenSession(const std::string& session_id, const std::string& device_id,
@@ -152,6 +158,7 @@ std::optional<WorkQueue::Queued> WorkQueue::TakeLocked(const Session& s) {
     const bool others = OtherDeviceTakesLocked(key, s.device_id);
     for (auto it = qi->second.begin(); it != qi->second.end(); ++it) {
       if (others && it->lost_by == s.device_id) continue;
+      if (it->item.exclude_device == s.device_id) continue;
       if (best_q == nullptr) {
         best_q = &qi->second, best = it;
         continue;
@@ -349,6 +356,11 @@ bool WorkQueue::HasTaker(const std::string& queue) {
     }
   }
   return false;
+}
+
+bool WorkQueue::HasOtherTaker(const std::string& queue, const std::string& device) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return OtherDeviceTakesLocked(queue, device);
 }
 
 void WorkQueue::SetDrained(const std::string& device_id, bool drained) {

@@ -58,6 +58,9 @@ class WorkQueue {
     int priority = 0;
     v1::WorkLease work;  // build or measure set; lease_id and deadline are assigned
     Done done;
+    // Never leased to this device (a measurement to confirm its timing
+    // elsewhere); waits for another device of the queue.
+    std::string exclude_device;
   };
 
   WorkQueue() : WorkQueue(Options()) {}
@@ -99,6 +102,8 @@ class WorkQueue {
   int LeasesOut();
   // Whether any open session of a device not drained takes work from `queue`.
   bool HasTaker(const std::string& queue);
+  // The same, of a device other than `device`.
+  bool HasOtherTaker(const std::string& queue, const std::string& device);
 
   // A drained device is leased no new work (what it holds it finishes and
   // reports); undrained, it takes work again.

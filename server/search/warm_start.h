@@ -19,8 +19,9 @@
 
 namespace tunefarm::search {
 
-// A stored record as a search result: the median of its costs when OK;
-// any failure is a runtime error (never a parent).
+// A stored record as a search result: the median of its costs when OK
+// (the second device's, when it measured a disputed one slower); any
+// failure is a runtime error (never a parent).
 MeasureResult ResultFromRecord(const v1::Record& r);
 
 // A trial of `task` on `target_spec` as a record to commit (no job, device

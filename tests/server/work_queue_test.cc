@@ -47,6 +47,32 @@ struct Fixture {
   }
 };
 
+// A measurement that confirms another device's timing never goes back to
+// that device, even when it is the only one asking; it waits for another.
+TEST(WorkQueue, ExcludedDeviceNeverTakesTheItem) {
+  Fixture f;
+  const std::string q = WorkQueue::MeasureQueue("x86");
+  f.q->OpenSession("s-a", "board-a", {q}, 2);
+  WorkQueue::Item item;
+  item.queue = q;
+  item.job_id = 1;
+  item.exclude_device = "board-a";
+  item.work.mutable_measure()->set_artifact_sha256("confirm");
+  item.done = [&f](absl::StatusOr<v1::ReportResultRequest> r) { f.done["confirm"].push_back(r); };
+  f.q->Submit(std::move(item));
+  f.Add(q, 1, 0, "plain");
+  EXPECT_FALSE(f.q->HasOtherTaker(q, "board-a"));
+  EXPECT_EQ(f.Take("s-a"), "plain");
+  EXPECT_EQ(f.Take("s-a"), "");
+  f.q->OpenSession("s-b", "board-b", {q}, 1);
+  EXPECT_TRUE(f.q->HasOtherTaker(q, "board-a"));
+  v1::WorkLease lease;
+  EXPECT_EQ(f.Take("s-b", &lease), "confirm");
+  ASSERT_TRUE(f.Report("s-b", lease).ok());
+  ASSERT_EQ(f.done["confirm"].size(), 1u);
+  EXPECT_TRUE(f.done["confirm"][0].ok());
+}
+
 TEST(WorkQueue, MatchesKeysAndIsFairAcrossJobs) {
   Fixture f;
   const std::string orin = WorkQueue::MeasureQueue("jetson-orin-nano");
