@@ -661,7 +661,10 @@ void PrintJob(const v1::Job& j, const std::map<std::string, double>& default_cos
   out << "job " << j.job_id() << " \"" << Printable(j.spec().name())
       << "\": " << StateName(j.state()) << " (" << Printable(j.status_message()) << ")\n";
   out << "target: " << j.spec().target().spec() << "   device key: " << j.spec().device_key()
-      << "   trials: " << j.trials_done() << "\n";
+      << "   trials: " << j.trials_done()
+      << (j.failed_trials() > 0 ? absl::StrCat(" (and ", j.failed_trials(), " that did not run)")
+                                : "")
+      << "\n";
   const v1::Budget& b = j.spec().budget();
   std::string budget;
   if (b.max_trials() > 0) absl::StrAppend(&budget, "   trials ", b.max_trials());
@@ -969,6 +972,14 @@ Result CmdDevices(Client& c, const Args& a, std::ostream& out) {
         absl::StrAppend(&details, " ", absl::StrJoin(cap.cuda_archs(), ","));
       if (cap.gpu_shared_memory_per_block() > 0)
         absl::StrAppend(&details, " (", cap.gpu_shared_memory_per_block(), " B shared per block)");
+    }
+    if (TimingsDisputed(d)) {
+      details = absl::StrCat("TIMINGS DISPUTED by its peers (", d.timings_disputed(), " of ",
+                             d.timings_disputed() + d.timings_confirmed(),
+                             " new bests checked); ", details);
+    } else if (d.timings_confirmed() + d.timings_disputed() > 0) {
+      absl::StrAppend(&details, "; new bests checked: ", d.timings_confirmed(), " confirmed, ",
+                      d.timings_disputed(), " disputed");
     }
     std::string state = ShortName(v1::DeviceState_Name(d.state()), "DEVICE_STATE_");
     if (d.drained()) {

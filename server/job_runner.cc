@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <map>
+#include <numeric>
 #include <set>
 
 #include "absl/strings/ascii.h"
@@ -11,6 +12,7 @@
 #include "absl/time/clock.h"
 #include "common/logging.h"
 #include "compiler/ir/target.h"
+#include "compiler/schedule/trace.h"
 #include "server/metrics.h"
 #include "server/remote_measurer.h"
 #include "server/search/tuner.h"
@@ -161,9 +163,14 @@ int64_t TrialBudget(const v1::Budget& b, size_t tasks, int default_per_task) {
   return int64_t(default_per_task) * int64_t(tasks);
 }
 
-// The search's options for a run that starts after `done_before` trials.
+// The search's options for a run of a job of `tasks` tasks that starts
+// after `done_before` trials that ran and `attempts_before` in all. Failed
+// trials do not count against the budget; a run makes at most
+// kAttemptsPerTrial times the trials its budget has left (or, with only a
+// per-task limit, the tasks' limits).
+constexpr int64_t kAttemptsPerTrial = 2;
 search::TuneOptions TuneOptionsFor(const v1::JobSpec& spec, int64_t budget, int64_t done_before,
-                                   int batch) {
+                                   int64_t attempts_before, size_t tasks, int batch) {
   const v1::Budget& b = spec.budget();
   search::TuneOptions o;
   o.strategy = spec.strategy() == v1::SEARCH_STRATEGY_RANDOM ? search::Strategy::kRandom
@@ -172,10 +179,21 @@ search::TuneOptions TuneOptionsFor(const v1::JobSpec& spec, int64_t budget, int6
   o.max_seconds = double(b.max_seconds());
   o.max_trials_per_task = int(std::min<int64_t>(b.max_trials_per_task(), search::kNoTrialLimit));
   o.early_stop_trials = int(std::min<int64_t>(b.early_stop_trials(), search::kNoTrialLimit));
+  o.failed_trials_count = false;
+  const int64_t limit =
+      budget != search::kNoTrialLimit ? budget - done_before
+      : b.max_trials_per_task() > 0
+          ? std::min<int64_t>(b.max_trials_per_task(), search::kNoTrialLimit) * int64_t(tasks) -
+                done_before
+          : -1;
+  if (limit >= 0) {
+    o.max_attempts =
+        int(std::clamp<int64_t>(kAttemptsPerTrial * limit, 0, search::kNoTrialLimit - 1));
+  }
   o.batch = batch;
   o.keep_features = false;  // the job trains no model beyond its own search's
   // A resumed job draws from a fresh stream (its earlier draws are in the records).
-  o.seed = spec.seed() + uint64_t(done_before);
+  o.seed = spec.seed() + uint64_t(attempts_before);
   return o;
 }
 
@@ -199,6 +217,7 @@ v1::Record RecordOf(int64_t job_id, const v1::JobSpec& spec, const std::string& 
   r.set_run_sec(d.run_sec);
   *r.mutable_fingerprint() = d.fingerprint;
   r.set_timestamp_unix_ms(absl::ToUnixMillis(absl::Now()));
+  r.set_confirmation(d.confirmation);
   return r;
 }
 
@@ -296,6 +315,7 @@ class ResultSink {
                                 r.status() == v1::MEASURE_STATUS_UPLOAD_ERROR;
     const std::string kind = absl::StrCat(r.status(), " ", FailureKind(r.error()));
     if (r.status() != v1::MEASURE_STATUS_OK) {
+      ++by_status_[r.status()];
       Group& g = groups_[kind];
       if (g.count++ == 0)
         g.example = absl::StrCat(EnumLabel(v1::MeasureStatus_Name(r.status()), "MEASURE_STATUS_"),
@@ -313,6 +333,21 @@ class ResultSink {
     }
   }
   bool device_broken() const { return device_broken_; }
+  // This run's failures by status, most frequent first: "8
+  // sandbox_violation, 4 runtime_error".
+  std::string FailureCounts() const {
+    std::lock_guard<std::mutex> l(mu_);
+    std::vector<std::pair<int, v1::MeasureStatus>> order;
+    for (const auto& [status, n] : by_status_) order.push_back({n, status});
+    std::stable_sort(order.begin(), order.end(),
+                     [](const auto& a, const auto& b) { return a.first > b.first; });
+    std::string out;
+    for (const auto& [n, status] : order) {
+      absl::StrAppend(&out, out.empty() ? "" : ", ", n, " ",
+                      EnumLabel(v1::MeasureStatus_Name(status), "MEASURE_STATUS_"));
+    }
+    return out;
+  }
   absl::Status store_error() const {
     std::lock_guard<std::mutex> l(mu_);
     return store_error_;
@@ -331,11 +366,11 @@ class ResultSink {
     }
     return out;
   }
-  // Why the job stopped for a broken device, after `trials` trials.
-  std::string BrokenDevice(int64_t trials) const {
+  // Why the job stopped for a broken device.
+  std::string BrokenDevice() const {
     std::lock_guard<std::mutex> l(mu_);
     return absl::StrCat(
-        "stopped after ", trials, " trials: the last ", same_failures_,
+        "the last ", same_failures_,
         " failed on the device with the same kind of error, the last: ", last_failure_);
   }
 
@@ -349,6 +384,7 @@ class ResultSink {
     std::string example;  // the first message of the kind, with its status
   };
   std::map<std::string, Group> groups_;  // failures by status and FailureKind
+  std::map<v1::MeasureStatus, int> by_status_;  // failures by status
   std::string last_kind_;     // status and FailureKind of the run of failures
   std::string last_failure_;  // the last one's message
   std::atomic<bool> device_broken_{false};
@@ -416,8 +452,53 @@ struct ForeignRecords {
   bool refused = false;  // left out (else reused)
 };
 
-// The job's closing message after a run of `trials` trials.
-std::string EndNote(const search::Tuner& tuner, int64_t trials, const v1::Budget& b,
+// Whether a failure may be the board's or the farm's rather than the
+// schedule's: all but a build error or a wrong result.
+bool DeviceFailure(v1::MeasureStatus s) {
+  return s != v1::MEASURE_STATUS_OK && s != v1::MEASURE_STATUS_COMPILE_ERROR &&
+         s != v1::MEASURE_STATUS_WRONG_RESULT;
+}
+
+// The schedules job `job_id` measured without success, for a reason a
+// board may have had (DeviceFailure), and never ran, for `tuner` to measure
+// again (Tuner::AddRetry); how many.
+absl::StatusOr<int> AddRetries(store::TuningLog& log, int64_t job_id,
+                               const std::map<std::string, int>& task_of, search::Tuner& tuner) {
+  std::map<std::pair<int, std::string>, ir::Trace> failed;  // by task and schedule hash
+  std::set<std::pair<int, std::string>> ran;
+  store::TuningLog::RecordQuery q;
+  q.job_id = job_id;
+  q.limit = 1000;
+  for (;;) {
+    absl::StatusOr<std::vector<v1::Record>> page = log.ListRecords(q);
+    if (!page.ok()) return page.status();
+    for (const v1::Record& r : *page) {
+      auto t = task_of.find(r.workload_key());
+      if (t == task_of.end()) continue;
+      std::pair<int, std::string> key{t->second, r.schedule_hash()};
+      if (r.status() == v1::MEASURE_STATUS_OK) {
+        ran.insert(std::move(key));
+      } else if (DeviceFailure(r.status()) && !failed.count(key)) {
+        absl::StatusOr<ir::Trace> trace = ir::TraceFromProto(r.schedule());
+        if (trace.ok()) failed.emplace(std::move(key), *std::move(trace));
+      }
+    }
+    if (int(page->size()) < q.limit) break;
+    q.after_record_id = page->back().record_id();
+  }
+  int n = 0;
+  for (const auto& [key, trace] : failed) {
+    if (ran.count(key)) continue;
+    tuner.AddRetry(key.first, trace);
+    ++n;
+  }
+  return n;
+}
+
+// The job's closing message after a run of `trials` trials that ran and
+// `failed` that did not (`failures`: their counts by status).
+std::string EndNote(const search::Tuner& tuner, int64_t trials, int64_t failed,
+                    const std::string& failures, const v1::Budget& b,
                     const absl::StatusOr<search::StoredModelStart>& model_start, bool restored,
                     const ForeignRecords& foreign, int64_t done_before) {
   std::string note;
@@ -445,7 +526,11 @@ std::string EndNote(const search::Tuner& tuner, int64_t trials, const v1::Budget
     note = absl::StrCat(note, "; resumed after ", done_before, " trials",
                         restored ? " from its saved search state" : " (search state rebuilt)");
   }
-  return absl::StrCat(trials, " trials this run", note);
+  return absl::StrCat(trials, " trials this run",
+                      failed > 0 ? absl::StrCat(" (and ", failed, " that did not run: ", failures,
+                                                "; not counted in the budget)")
+                                 : "",
+                      note);
 }
 
 }  // namespace
@@ -476,6 +561,7 @@ void JobRunner::RunJob(int64_t job_id, Running_* running) {
   const int64_t budget =
       TrialBudget(spec.budget(), tasks->tasks.size(), options_.default_trials_per_task);
   const int64_t done_before = job->trials_done();
+  const int64_t attempts_before = job->trials_done() + job->failed_trials();
 
   // The measurer: results committed as they arrive; waits for a device shown
   // in the job's state.
@@ -505,9 +591,37 @@ void JobRunner::RunJob(int64_t job_id, Running_* running) {
                      const search::MeasureResult& result, const RemoteMeasurer::Detail& d) {
     sink.Add(RecordOf(job_id, spec, target_spec, task, schedule, result, d));
   };
+  // New bests rank once another device of the key measured them alike.
+  mo.known_best = [this, &target_spec](const search::Task& task) {
+    absl::StatusOr<std::vector<v1::Record>> best = log_.TopK(task.key, target_spec, 1);
+    if (!best.ok() || best->empty() || (*best)[0].costs_sec().empty()) return 0.0;
+    const auto& c = (*best)[0].costs_sec();
+    return std::accumulate(c.begin(), c.end(), 0.0) / double(c.size());
+  };
+  mo.confirm_tolerance = options_.confirm_tolerance;
+  mo.on_confirmation = [log = &log_, on_change = on_change_, job_id](
+                           const v1::Workload& workload, const v1::Schedule& schedule,
+                           const RemoteMeasurer::Detail& first,
+                           const RemoteMeasurer::Options::Confirmation& outcome) {
+    store::TuningLog::Confirmation c;
+    c.job_id = job_id;
+    c.workload = workload;
+    c.schedule = schedule;
+    c.device_id = first.device_id;
+    c.state = outcome.outcome;
+    c.confirmed_by = outcome.confirmed_by;
+    c.confirm_cost_sec = outcome.confirm_seconds;
+    c.suspect = outcome.suspect;
+    if (absl::Status s = log->SetConfirmation(c); !s.ok()) {
+      Logger("server")->error("event=confirmation_not_stored job={} error=\"{}\"", job_id,
+                              std::string(s.message()));
+    }
+    on_change();
+  };
   RemoteMeasurer measurer(queue_, mo);
 
-  search::TuneOptions o = TuneOptionsFor(spec, budget, done_before, options_.batch);
+  search::TuneOptions o = TuneOptionsFor(spec, budget, done_before, attempts_before,
+                                         tasks->tasks.size(), options_.batch);
   // After every batch the search's own state goes to the database beside the
   // records, so a resume continues exactly where this run stops; a job whose
   // state cannot be saved stops (a resume could not continue it).
@@ -557,7 +671,14 @@ void JobRunner::RunJob(int64_t job_id, Running_* running) {
       log->info("event=cost_model job={} {}", job_id, model_start->note);
     }
   }
-  const bool restored = done_before > 0 && RestoreSearch(job_id, &tuner);
+  // A resumed job measures its failed trials again first (those a board
+  // may have failed).
+  if (attempts_before > done_before) {
+    absl::StatusOr<int> retries = AddRetries(log_, job_id, tasks->index, tuner);
+    if (!retries.ok()) return fail(retries.status());
+    log->info("event=job_retries job={} schedules={}", job_id, *retries);
+  }
+  const bool restored = attempts_before > 0 && RestoreSearch(job_id, &tuner);
   log_.UpdateActiveJob(job_id, v1::JOB_STATE_RUNNING,
                        done_before > 0
                            ? absl::StrCat("resumed after ", done_before, " trials",
@@ -588,22 +709,37 @@ void JobRunner::RunJob(int64_t job_id, Running_* running) {
                      snapshot_error.message(), "; then `tunefarm resume ", job_id, "`"));
   }
   if (!s.ok()) return fail(s);
-  if (sink.device_broken()) return finish(v1::JOB_STATE_FAILED, sink.BrokenDevice(tuner.trials()));
-  // Trials made and not one schedule of any task ran: nothing was tuned.
-  bool any_ok = false;
-  for (size_t t = 0; t < tuner.tasks().size(); ++t)
-    any_ok |= tuner.history(int(t)).best_seconds() > 0;
-  if (!any_ok && tuner.trials() > 0) {
-    return finish(v1::JOB_STATE_FAILED, absl::StrCat("every one of the ", tuner.trials(),
-                                                     " trials failed: ", sink.FailureGroups()));
+  // Failed trials leave budget for a resume, which measures again those a
+  // board may have failed (DeviceFailure).
+  const int64_t failed = tuner.trials() - tuner.ok_trials();
+  const std::string again = absl::StrCat(
+      "; `tunefarm resume ", job_id, "` goes on, measuring again those the board may have failed");
+  if (tuner.trials() > 0 && tuner.ok_trials() == 0) {
+    return finish(
+        v1::JOB_STATE_FAILED,
+        absl::StrCat("all ", tuner.trials(), " trials", done_before > 0 ? " of this run" : "",
+                     " failed: ", sink.FailureCounts(), "; ",
+                     sink.device_broken() ? sink.BrokenDevice() : sink.FailureGroups(), again));
+  }
+  if (sink.device_broken()) {
+    return finish(v1::JOB_STATE_FAILED,
+                  absl::StrCat("stopped after ", tuner.trials(), " trials, ", failed, " failed (",
+                               sink.FailureCounts(), "): ", sink.BrokenDevice(), again));
+  }
+  if (tuner.end() == search::Tuner::End::kAttempts) {
+    return finish(v1::JOB_STATE_FAILED,
+                  absl::StrCat("stopped after ", tuner.trials(), " trials, ", kAttemptsPerTrial,
+                               " times the trials left in the budget: ", failed, " failed (",
+                               sink.FailureCounts(), ")", again));
   }
   // The final model is the next job's (or `tunefarm tune`'s) starting model
   // on this target.
   if (absl::Status m = search::StoreModel(log_, target_spec, tuner); !m.ok()) {
     log->warn("event=cost_model_not_stored job={} error=\"{}\"", job_id, std::string(m.message()));
   }
-  finish(v1::JOB_STATE_SUCCEEDED, EndNote(tuner, tuner.trials(), spec.budget(), model_start,
-                                          restored, foreign, done_before));
+  finish(v1::JOB_STATE_SUCCEEDED,
+         EndNote(tuner, tuner.ok_trials(), failed, sink.FailureCounts(), spec.budget(), model_start,
+                 restored, foreign, done_before));
 }
 
 bool JobRunner::RestoreSearch(int64_t job_id, search::Tuner* tuner) {

@@ -7,10 +7,16 @@
 // server shutdown is left INTERRUPTED.
 //
 // Start-up of a job (first run or resume): the records already in the
-// database for its workloads on its target are history (never measured
+// database for its workloads on its target are history (never proposed
 // again) and the target's other records train the cost model (warm start);
-// the budget already spent is the job's own record count. Records made on
-// other hardware are reused with a warning or left out, by policy.
+// the budget already spent is the job's own count of records that ran
+// (status OK). Its failed trials spend no budget: a resumed job measures
+// again first those a board may have failed (all but build errors and
+// wrong results), and a default schedule that never ran is measured again.
+// A run makes at most twice the trials its budget has left, so a broken
+// board cannot keep a job going; one whose every trial failed ends FAILED,
+// its failures counted by status. Records made on other hardware are reused
+// with a warning or left out, by policy.
 #pragma once
 
 #include <atomic>
@@ -62,6 +68,9 @@ class JobRunner {
     // The farm's devices with their live state (DeviceRegistry::List), for
     // the choices made at a job's start (NeedsLlvmPtx). Unset: none online.
     std::function<std::vector<v1::Device>()> live_devices;
+    // A new best measured again on a second device of the key confirms
+    // when the two medians are within a factor 1 + this (RemoteMeasurer).
+    double confirm_tolerance = 0.5;
   };
   JobRunner(store::TuningLog& log, WorkQueue& queue, std::function<void()> on_change,
             Options options)

@@ -86,6 +86,7 @@ absl::StatusOr<std::unique_ptr<TunefarmServer>> TunefarmServer::Start(const Opti
   TunefarmServer* raw = s.get();
   JobRunner::Options jo;
   jo.max_running_jobs = std::max(1, options.max_running_jobs);
+  jo.confirm_tolerance = options.confirm_tolerance;
   if (options.fingerprint_policy == "refuse") {
     jo.fingerprint_policy = JobRunner::Options::FingerprintPolicy::kRefuse;
   } else if (options.fingerprint_policy != "warn") {
@@ -144,7 +145,8 @@ absl::StatusOr<std::unique_ptr<TunefarmServer>> TunefarmServer::Start(const Opti
     TF_ASSIGN_OR_RETURN(s->http_, HttpServer::Start(options.http_listen,
                                                     [sources, gate, curves](const HttpRequest& r) {
                                                       return ServePage(r, sources, *gate, *curves);
-                                                    }));
+                                                    },
+                                                    options.http));
     Logger("server")->info("event=http listen={} port={}", options.http_listen, s->http_->port());
   }
   // Jobs left behind: queued ones start; ones the last server was running

@@ -15,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "grpcpp/grpcpp.h"
+#include "server/http_server.h"
 
 namespace tunefarm::store {
 class TuningLog;
@@ -29,7 +30,6 @@ class FarmService;
 class WorkQueue;
 class JobRunner;
 class JobManager;
-class HttpServer;
 
 class TunefarmServer {
  public:
@@ -54,9 +54,14 @@ class TunefarmServer {
     // queued, running, waiting or interrupted at once.
     int max_running_jobs = 32;
     int max_jobs_per_token = 256;
+    // A job's new best confirms on a second device when the two medians are
+    // within a factor 1 + this (docs/security.md).
+    double confirm_tolerance = 0.5;
     // HOST:PORT of the HTTP pages (/metrics); empty: none. Same tokens as
     // the gRPC port (a reader's, as a bearer header or ?token=).
     std::string http_listen;
+    // Its connection caps and deadlines (server/http_server.h).
+    HttpServer::Options http;
   };
 
   static absl::StatusOr<std::unique_ptr<TunefarmServer>> Start(const Options& options);

@@ -35,6 +35,9 @@ ABSL_FLAG(std::string, fingerprint_policy, "warn",
 ABSL_FLAG(int, heartbeat_interval_ms, 5000, "heartbeat interval asked of workers and agents");
 ABSL_FLAG(int, max_message_mb, 256, "largest request or response in MiB");
 ABSL_FLAG(int, max_running_jobs, 32, "jobs tuned at once; more wait, queued");
+ABSL_FLAG(double, confirm_tolerance, 0.5,
+          "a new best measured again on a second device of the key confirms when the two "
+          "medians are within a factor 1 + this; otherwise it is disputed and never ranks");
 ABSL_FLAG(int, max_jobs_per_token, 256,
           "jobs one token may have queued, running, waiting or interrupted at once");
 ABSL_FLAG(std::string, log_level, "info", "trace, debug, info, warn, error");
@@ -44,6 +47,13 @@ ABSL_FLAG(std::string, http_listen, "",
           "TLS proxy in front)");
 ABSL_FLAG(std::string, http_port_file, "",
           "write the HTTP pages' bound port to this file once listening");
+ABSL_FLAG(int, http_max_connections, 128,
+          "HTTP connections open at once, those still sending their request included");
+ABSL_FLAG(int, http_max_connections_per_peer, 32,
+          "HTTP connections open at once from one IP address (past a cap, a new connection "
+          "replaces the oldest one still sending its request)");
+ABSL_FLAG(int, http_head_timeout_ms, 3000, "time an HTTP client has to send its request head");
+ABSL_FLAG(int, http_send_timeout_ms, 10000, "time an HTTP client has to take its response");
 ABSL_FLAG(bool, insecure, false,
           "listen beyond loopback without TLS or without tokens (anyone who can reach the port "
           "can then submit, import and register)");
@@ -87,6 +97,11 @@ int main(int argc, char** argv) {
   }
   opts.max_message_bytes = max_mb << 20;
   opts.max_running_jobs = absl::GetFlag(FLAGS_max_running_jobs);
+  opts.confirm_tolerance = absl::GetFlag(FLAGS_confirm_tolerance);
+  if (!(opts.confirm_tolerance >= 0)) {
+    std::fprintf(stderr, "tunefarm-server: --confirm_tolerance must be 0 or more\n");
+    return 2;
+  }
   opts.max_jobs_per_token = absl::GetFlag(FLAGS_max_jobs_per_token);
   if (opts.max_running_jobs < 1 || opts.max_jobs_per_token < 1) {
     std::fprintf(
@@ -114,6 +129,18 @@ int main(int argc, char** argv) {
                  "would cross the network readable); listen on 127.0.0.1 behind a TLS proxy, or "
                  "add --insecure\n",
                  opts.http_listen.c_str());
+    return 2;
+  }
+  opts.http.max_connections = absl::GetFlag(FLAGS_http_max_connections);
+  opts.http.max_connections_per_peer = absl::GetFlag(FLAGS_http_max_connections_per_peer);
+  opts.http.head_timeout = absl::Milliseconds(absl::GetFlag(FLAGS_http_head_timeout_ms));
+  opts.http.send_timeout = absl::Milliseconds(absl::GetFlag(FLAGS_http_send_timeout_ms));
+  if (opts.http.max_connections < 1 || opts.http.max_connections_per_peer < 1 ||
+      absl::GetFlag(FLAGS_http_head_timeout_ms) < 1 ||
+      absl::GetFlag(FLAGS_http_send_timeout_ms) < 1) {
+    std::fprintf(stderr,
+                 "tunefarm-server: --http_max_connections, --http_max_connections_per_peer, "
+                 "--http_head_timeout_ms and --http_send_timeout_ms must be at least 1\n");
     return 2;
   }
   auto server = tunefarm::server::TunefarmServer::Start(opts);

@@ -124,6 +124,27 @@ CREATE TABLE job_snapshots (
     R"sql(
 ALTER TABLE devices ADD COLUMN drained INTEGER NOT NULL DEFAULT 0;
 )sql",
+    // 4 -> 5: the token that owns each device id, across restarts.
+    R"sql(
+ALTER TABLE devices ADD COLUMN owner TEXT NOT NULL DEFAULT '';
+)sql",
+    // 5 -> 6: the SHA-256 of the token that submitted each job ('': none
+    // recorded), so only it (or an admin) cancels or resumes the job.
+    R"sql(
+ALTER TABLE jobs ADD COLUMN owner_token TEXT NOT NULL DEFAULT '';
+)sql",
+    // 6 -> 7: new bests measured again on a second device; pending and
+    // disputed ones (confirmation >= 3) leave the ranking index.
+    R"sql(
+ALTER TABLE records ADD COLUMN confirmation INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE records ADD COLUMN confirmed_by TEXT NOT NULL DEFAULT '';
+ALTER TABLE records ADD COLUMN confirm_cost REAL;
+DROP INDEX records_best;
+CREATE INDEX records_best ON records(workload_id, target_id, mean_cost)
+  WHERE status = 1 AND confirmation < 3;
+ALTER TABLE devices ADD COLUMN timings_confirmed INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE devices ADD COLUMN timings_disputed INTEGER NOT NULL DEFAULT 0;
+)sql",
 };
 static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == TuningLog::kSchemaVersion);
 
@@ -149,7 +170,8 @@ std::string FormatCosts(const google::protobuf::RepeatedField<double>& costs) {
 constexpr const char* kRecordColumns =
     "r.id, w.key, w.workload, t.spec, r.schedule, r.status, r.costs, r.error, r.build_sec, "
     "r.run_sec, r.device_key, r.device_id, r.job_id, r.timestamp_unix_ms, r.fingerprint, "
-    "r.schedule_hash FROM records r JOIN workloads w ON w.id = r.workload_id "
+    "r.schedule_hash, r.confirmation, r.confirmed_by, r.confirm_cost "
+    "FROM records r JOIN workloads w ON w.id = r.workload_id "
     "JOIN targets t ON t.id = r.target_id";
 
 // Best OK records of one (workload, target): served by the partial index
@@ -158,7 +180,7 @@ std::string TopKSql() {
   return absl::StrCat("SELECT ", kRecordColumns,
                       " WHERE r.workload_id = (SELECT id FROM workloads WHERE key = ?) "
                       "AND r.target_id = (SELECT id FROM targets WHERE spec = ?) "
-                      "AND r.status = 1 ORDER BY r.mean_cost, r.id LIMIT ?");
+                      "AND r.status = 1 AND r.confirmation < 3 ORDER BY r.mean_cost, r.id LIMIT ?");
 }
 
 absl::StatusOr<v1::Record> RowToRecord(const Stmt& st, const std::string& path) {
@@ -183,6 +205,9 @@ absl::StatusOr<v1::Record> RowToRecord(const Stmt& st, const std::string& path) 
   r.set_timestamp_unix_ms(st.Int(13));
   ok = ok && r.mutable_fingerprint()->ParseFromString(st.Blob(14));
   r.set_schedule_hash(st.Text(15));
+  r.set_confirmation(static_cast<v1::Confirmation>(st.Int(16)));
+  r.set_confirmed_by(st.Text(17));
+  r.set_confirm_cost_sec(st.IsNull(18) ? 0 : st.Double(18));
   if (!ok) {
     return absl::DataLossError(
         absl::StrCat("record ", r.record_id(), " in ", path, " does not decode"));
@@ -263,6 +288,9 @@ absl::StatusOr<PreparedRecord> PrepareRecord(const v1::Record& in, const Canon& 
   identity.clear_job_id();
   identity.clear_workload_key();
   identity.clear_schedule_hash();
+  identity.clear_confirmation();
+  identity.clear_confirmed_by();
+  identity.clear_confirm_cost_sec();
   p.content_hash = Sha256Hex(DeterministicBytes(identity));
   // Filled in after hashing, so a record sent twice without a time is one record.
   if (r.timestamp_unix_ms() <= 0) r.set_timestamp_unix_ms(NowMs());
@@ -420,8 +448,8 @@ absl::StatusOr<TuningLog::CommitResult> TuningLog::CommitRecords(
     TF_RETURN_IF_ERROR(ins.Prepare(
         "INSERT OR IGNORE INTO records (workload_id, target_id, schedule, schedule_hash, status, "
         "costs, mean_cost, error, build_sec, run_sec, device_key, device_id, job_id, "
-        "timestamp_unix_ms, fingerprint, content_hash) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
+        "timestamp_unix_ms, fingerprint, content_hash, confirmation) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
     Stmt dup(db_->raw(), path_);
     TF_RETURN_IF_ERROR(dup.Prepare("SELECT id FROM records WHERE content_hash = ?"));
     Stmt job(db_->raw(), path_);
@@ -456,7 +484,7 @@ absl::StatusOr<TuningLog::CommitResult> TuningLog::CommitRecords(
         ins.BindNull(13);
       }
       ins.Bind(14, r.timestamp_unix_ms()).BindBlob(15, DeterministicBytes(r.fingerprint()));
-      ins.Bind(16, p.content_hash);
+      ins.Bind(16, p.content_hash).Bind(17, int64_t{r.confirmation()});
       TF_RETURN_IF_ERROR(ins.Run());
       if (sqlite3_changes(db_->raw()) == 1) {
         result.record_ids.push_back(sqlite3_last_insert_rowid(db_->raw()));
@@ -594,7 +622,8 @@ absl::StatusOr<v1::Workload> TuningLog::GetWorkload(const std::string& workload_
   return w;
 }
 
-absl::StatusOr<int64_t> TuningLog::CreateJob(const v1::JobSpec& in) {
+absl::StatusOr<int64_t> TuningLog::CreateJob(const v1::JobSpec& in,
+                                             const std::string& owner_token) {
   v1::JobSpec spec = in;
   if (spec.onnx_model().size() > 0) {
     return absl::InvalidArgumentError(
@@ -657,13 +686,14 @@ absl::StatusOr<int64_t> TuningLog::CreateJob(const v1::JobSpec& in) {
     Stmt ins(db_->raw(), path_);
     TF_RETURN_IF_ERROR(ins.Prepare(
         "INSERT INTO jobs (name, spec, target_id, device_key, seed, state, status_message, "
-        "created_unix_ms, updated_unix_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"));
+        "created_unix_ms, updated_unix_ms, owner_token) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
     ins.Bind(1, spec.name()).BindBlob(2, DeterministicBytes(spec)).Bind(3, tid);
     ins.Bind(4, spec.device_key()).Bind(5, static_cast<int64_t>(spec.seed()));
     ins.Bind(6, int64_t{v1::JOB_STATE_QUEUED})
         .Bind(7, "stored; this server does not run tuning yet")
         .Bind(8, now)
-        .Bind(9, now);
+        .Bind(9, now)
+        .Bind(10, owner_token);
     TF_RETURN_IF_ERROR(ins.Run());
     int64_t id = sqlite3_last_insert_rowid(db_->raw());
     Stmt task(db_->raw(), path_);
@@ -704,9 +734,12 @@ absl::StatusOr<v1::Job> TuningLog::LoadJobLocked(int64_t job_id) {
   Stmt tasks(db_->raw(), path_);
   TF_RETURN_IF_ERROR(tasks.Prepare(
       "SELECT k.id, w.id, w.key, w.workload, k.weight, w.flops, "
-      "(SELECT count(*) FROM records r WHERE r.job_id = k.job_id AND r.workload_id = w.id), "
+      "(SELECT count(*) FROM records r WHERE r.job_id = k.job_id AND r.workload_id = w.id "
+      " AND r.status = 1), "
       "(SELECT min(mean_cost) FROM records r WHERE r.workload_id = w.id AND r.target_id = ?2 "
-      " AND r.status = 1) "
+      " AND r.status = 1 AND r.confirmation < 3), "
+      "(SELECT count(*) FROM records r WHERE r.job_id = k.job_id AND r.workload_id = w.id "
+      " AND r.status != 1) "
       "FROM tasks k JOIN workloads w ON w.id = k.workload_id WHERE k.job_id = ?1 ORDER BY k.id"));
   tasks.Bind(1, job_id).Bind(2, target_id);
   while (true) {
@@ -720,7 +753,9 @@ absl::StatusOr<v1::Job> TuningLog::LoadJobLocked(int64_t job_id) {
     t->set_flops(tasks.Double(5));
     t->set_trials(tasks.Int(6));
     t->set_best_cost_sec(tasks.IsNull(7) ? 0 : tasks.Double(7));
+    t->set_failed_trials(tasks.Int(8));
     job.set_trials_done(job.trials_done() + t->trials());
+    job.set_failed_trials(job.failed_trials() + t->failed_trials());
   }
   return job;
 }
@@ -728,6 +763,16 @@ absl::StatusOr<v1::Job> TuningLog::LoadJobLocked(int64_t job_id) {
 absl::StatusOr<v1::Job> TuningLog::GetJob(int64_t job_id) {
   std::lock_guard<std::mutex> lock(mu_);
   return LoadJobLocked(job_id);
+}
+
+absl::StatusOr<std::string> TuningLog::JobOwnerToken(int64_t job_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Stmt st(db_->raw(), path_);
+  TF_RETURN_IF_ERROR(st.Prepare("SELECT owner_token FROM jobs WHERE id = ?"));
+  st.Bind(1, job_id);
+  TF_ASSIGN_OR_RETURN(bool row, st.Step());
+  if (!row) return absl::NotFoundError(absl::StrCat("no job ", job_id));
+  return st.Text(0);
 }
 
 absl::StatusOr<std::vector<v1::Job>> TuningLog::ListJobs(v1::JobState state, int limit) {
@@ -801,12 +846,12 @@ absl::Status TuningLog::UpsertDevice(const v1::Device& d) {
   Stmt st(db_->raw(), path_);
   TF_RETURN_IF_ERROR(st.Prepare(
       "INSERT INTO devices (device_id, role, device_key, capabilities, registered_unix_ms, "
-      "last_seen_unix_ms, peer) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) "
+      "last_seen_unix_ms, peer, owner) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) "
       "ON CONFLICT (device_id) DO UPDATE SET role = ?2, device_key = ?3, capabilities = ?4, "
-      "registered_unix_ms = ?5, last_seen_unix_ms = ?6, peer = ?7"));
+      "registered_unix_ms = ?5, last_seen_unix_ms = ?6, peer = ?7, owner = ?8"));
   st.Bind(1, d.device_id()).Bind(2, int64_t{d.role()}).Bind(3, d.device_key());
   st.BindBlob(4, DeterministicBytes(d.capabilities())).Bind(5, d.registered_unix_ms());
-  st.Bind(6, d.last_seen_unix_ms()).Bind(7, d.peer());
+  st.Bind(6, d.last_seen_unix_ms()).Bind(7, d.peer()).Bind(8, d.owner());
   return st.Run();
 }
 
@@ -839,7 +884,8 @@ absl::StatusOr<std::vector<v1::Device>> TuningLog::ListDevices() {
   Stmt st(db_->raw(), path_);
   TF_RETURN_IF_ERROR(st.Prepare(
       "SELECT device_id, role, device_key, capabilities, registered_unix_ms, last_seen_unix_ms, "
-      "peer, drained FROM devices ORDER BY device_id"));
+      "peer, drained, owner, timings_confirmed, timings_disputed FROM devices "
+      "ORDER BY device_id"));
   std::vector<v1::Device> out;
   while (true) {
     TF_ASSIGN_OR_RETURN(bool row, st.Step());
@@ -853,10 +899,76 @@ absl::StatusOr<std::vector<v1::Device>> TuningLog::ListDevices() {
     d.set_last_seen_unix_ms(st.Int(5));
     d.set_peer(st.Text(6));
     d.set_drained(st.Int(7) != 0);
+    d.set_owner(st.Text(8));
+    d.set_timings_confirmed(int32_t(st.Int(9)));
+    d.set_timings_disputed(int32_t(st.Int(10)));
     d.set_state(v1::DEVICE_STATE_OFFLINE);
     out.push_back(std::move(d));
   }
   return out;
+}
+
+absl::Status TuningLog::SetConfirmation(const Confirmation& c) {
+  if (c.state != v1::CONFIRMATION_CONFIRMED && c.state != v1::CONFIRMATION_DISPUTED &&
+      c.state != v1::CONFIRMATION_SINGLE_DEVICE) {
+    return absl::InvalidArgumentError("SetConfirmation: the outcome of a confirmation only");
+  }
+  absl::StatusOr<Canon::Workload> workload = canon_.workload(c.workload);
+  if (!workload.ok()) return workload.status();
+  const std::string schedule_hash = canon_.schedule_hash(c.schedule);
+  std::lock_guard<std::mutex> lock(mu_);
+  TF_RETURN_IF_ERROR(db_->Exec("BEGIN IMMEDIATE"));
+  absl::Status s = [&]() -> absl::Status {
+    Stmt rec(db_->raw(), path_);
+    TF_RETURN_IF_ERROR(rec.Prepare(
+        "UPDATE records SET confirmation = ?1, confirmed_by = ?2, confirm_cost = ?3 "
+        "WHERE job_id = ?4 AND schedule_hash = ?5 AND device_id = ?6 AND status = 1 "
+        "AND confirmation = 3 AND workload_id = (SELECT id FROM workloads WHERE key = ?7)"));
+    rec.Bind(1, int64_t{c.state}).Bind(2, c.confirmed_by);
+    if (c.state == v1::CONFIRMATION_SINGLE_DEVICE) {
+      rec.BindNull(3);
+    } else {
+      rec.Bind(3, c.confirm_cost_sec);
+    }
+    rec.Bind(4, c.job_id).Bind(5, schedule_hash).Bind(6, c.device_id).Bind(7, workload->key);
+    TF_RETURN_IF_ERROR(rec.Run());
+    if (sqlite3_changes(db_->raw()) == 0) {
+      return absl::NotFoundError(absl::StrCat("no pending record of job ", c.job_id, " by ",
+                                              c.device_id, " for schedule ", schedule_hash));
+    }
+    auto count = [&](const char* sql, const std::string& device) -> absl::Status {
+      Stmt dev(db_->raw(), path_);
+      TF_RETURN_IF_ERROR(dev.Prepare(sql));
+      dev.Bind(1, device);
+      return dev.Run();
+    };
+    if (c.state == v1::CONFIRMATION_CONFIRMED) {
+      TF_RETURN_IF_ERROR(count(
+          "UPDATE devices SET timings_confirmed = timings_confirmed + 1 WHERE device_id = ?1",
+          c.device_id));
+    }
+    if (!c.suspect.empty()) {
+      TF_RETURN_IF_ERROR(count(
+          "UPDATE devices SET timings_disputed = timings_disputed + 1 WHERE device_id = ?1",
+          c.suspect));
+    }
+    return absl::OkStatus();
+  }();
+  if (!s.ok()) {
+    db_->Exec("ROLLBACK").IgnoreError();
+    return s;
+  }
+  return db_->Exec("COMMIT");
+}
+
+absl::StatusOr<std::string> TuningLog::DeviceOwner(const std::string& device_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Stmt st(db_->raw(), path_);
+  TF_RETURN_IF_ERROR(st.Prepare("SELECT owner FROM devices WHERE device_id = ?1"));
+  st.Bind(1, device_id);
+  TF_ASSIGN_OR_RETURN(bool row, st.Step());
+  if (!row) return absl::NotFoundError(absl::StrCat("no device '", device_id, "' has registered"));
+  return st.Text(0);
 }
 
 absl::StatusOr<int64_t> TuningLog::SaveCostModel(const StoredCostModel& model) {

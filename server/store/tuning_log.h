@@ -47,7 +47,7 @@ class TuningLog {
   };
 
   // The schema this build writes; older files are migrated forward on open.
-  static constexpr int kSchemaVersion = 4;
+  static constexpr int kSchemaVersion = 7;
 
   static absl::StatusOr<std::unique_ptr<TuningLog>> Open(const Options& options);
   ~TuningLog();
@@ -68,7 +68,8 @@ class TuningLog {
   // non-empty workload_key must match. job_id must name a stored job or be 0.
   absl::StatusOr<CommitResult> CommitRecords(const std::vector<v1::Record>& records);
 
-  // Best `k` OK records of a workload on a target, lowest mean cost first.
+  // Best `k` OK records of a workload on a target that rank (not pending
+  // or disputed: v1::Confirmation), lowest mean cost first.
   absl::StatusOr<std::vector<v1::Record>> TopK(const std::string& workload_key,
                                                const std::string& target_spec, int k);
 
@@ -100,9 +101,14 @@ class TuningLog {
 
   // ---- jobs ----
   // Validates and stores a job with its tasks (state QUEUED). The seed is
-  // drawn when the spec has none, and stored.
-  absl::StatusOr<int64_t> CreateJob(const v1::JobSpec& spec);
+  // drawn when the spec has none, and stored. `owner_token`: the SHA-256 of
+  // the token that submitted it ("" on a server without tokens).
+  absl::StatusOr<int64_t> CreateJob(const v1::JobSpec& spec, const std::string& owner_token = "");
+  // A job with its tasks: per task the trials that ran (OK records of the
+  // job) and those that failed, and the best cost on the job's target.
   absl::StatusOr<v1::Job> GetJob(int64_t job_id);
+  // The owner_token CreateJob stored ("" for none); NotFound for no job.
+  absl::StatusOr<std::string> JobOwnerToken(int64_t job_id);
   // Newest first. state UNSPECIFIED: all.
   absl::StatusOr<std::vector<v1::Job>> ListJobs(v1::JobState state, int limit);
   absl::Status SetJobState(int64_t job_id, v1::JobState state, const std::string& message);
@@ -135,9 +141,29 @@ class TuningLog {
   absl::Status SaveJobSnapshot(int64_t job_id, const std::string& bytes);
   absl::StatusOr<std::string> LoadJobSnapshot(int64_t job_id);
 
+  // The outcome of measuring a pending record again on another device
+  // (v1::Confirmation): CONFIRMED (counted for the device that measured it
+  // first) or DISPUTED, or SINGLE_DEVICE when no other device could; the
+  // `suspect` device, if any, gets a disputed timing counted.
+  struct Confirmation {
+    int64_t job_id = 0;
+    v1::Workload workload;
+    v1::Schedule schedule;
+    std::string device_id;  // who measured it first
+    v1::Confirmation state = v1::CONFIRMATION_PENDING;
+    std::string confirmed_by;
+    double confirm_cost_sec = 0;
+    std::string suspect;
+  };
+  // NotFound when no such record is pending.
+  absl::Status SetConfirmation(const Confirmation& c);
+
   // ---- devices ----
   absl::Status UpsertDevice(const v1::Device& device);
   absl::StatusOr<std::vector<v1::Device>> ListDevices();
+  // The owner stored with a device id ("" for none); NotFound when no
+  // device of that id was ever stored.
+  absl::StatusOr<std::string> DeviceOwner(const std::string& device_id);
   // NotFound when no device of that id was ever stored.
   absl::Status SetDeviceDrained(const std::string& device_id, bool drained);
   absl::Status RemoveDevice(const std::string& device_id);

@@ -25,27 +25,10 @@ namespace {
 
 using testing::ServerProcess;
 
-// A connection to 127.0.0.1:`port` from `source`; -1 if none.
-int Connect(int port, const char* source) {
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in from{};
-  from.sin_family = AF_INET;
-  inet_pton(AF_INET, source, &from.sin_addr);
-  sockaddr_in to{};
-  to.sin_family = AF_INET;
-  to.sin_port = htons(uint16_t(port));
-  to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (bind(fd, reinterpret_cast<sockaddr*>(&from), sizeof(from)) != 0 ||
-      connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof(to)) != 0) {
-    close(fd);
-    return -1;
-  }
-  return fd;
-}
 
 // One GET of `target` with `headers`; the whole response.
 std::string Get(int port, const std::string& target, const std::string& headers) {
-  const int fd = Connect(port, "127.0.0.1");
+  const int fd = testing::ConnectLoopback(port, "127.0.0.1");
   if (fd < 0) return "connect failed";
   const std::string req = "GET " + target + " HTTP/1.1\r\nHost: 127.0.0.1\r\n" + headers + "\r\n";
   send(fd, req.data(), req.size(), MSG_NOSIGNAL);
@@ -105,7 +88,7 @@ TEST(HttpPages, SlowConnectionsDoNotKeepAReaderOut) {
               fd = -1;
             }
           }
-          if (fd < 0) fd = Connect(http, source);
+          if (fd < 0) fd = testing::ConnectLoopback(http, source);
         }
         ++sent;
         std::this_thread::sleep_for(std::chrono::milliseconds(100));

@@ -87,16 +87,17 @@ class E2ETest : public ::testing::Test {
     return parsed.ok() ? *parsed : std::vector<v1::Record>();
   }
 
-  // An agent of key x86-test and a 2-thread worker dialling `addr`; their
-  // logs go to procs.log.
+  // An agent of key x86-test (installed with `server`'s key) and a
+  // 2-thread worker dialling `server`; their logs go to procs.log.
   std::pair<absl::StatusOr<std::unique_ptr<Subprocess>>,
             absl::StatusOr<std::unique_ptr<Subprocess>>>
-  StartAgentAndWorker(const std::string& addr) {
+  StartAgentAndWorker(const ServerProcess& server) {
+    const std::string addr = server.address();
     Subprocess::Options quiet;
     quiet.capture_stdout = false;
     quiet.stderr_path = dir_.File("procs.log");
     return {Subprocess::Start({BinPath("tunefarm-agent"), "--server=" + addr, "--key=x86-test",
-                               "--device_id=agent-1"},
+                               "--device_id=agent-1", server.server_key_flag()},
                               quiet),
             Subprocess::Start({BinPath("tunefarm-worker"), "--server=" + addr,
                                "--device_id=worker-1", "--threads=2"},
@@ -296,9 +297,10 @@ TEST_F(E2ETest, AgentAndWorkerDialInAndReconnect) {
   Subprocess::Options quiet;
   quiet.capture_stdout = false;
   quiet.stderr_path = dir_.File("procs.log");
-  auto agent = Subprocess::Start(
-      {BinPath("tunefarm-agent"), "--server=" + addr, "--key=x86-test", "--device_id=agent-1"},
-      quiet);
+  auto agent = Subprocess::Start({BinPath("tunefarm-agent"), "--server=" + addr,
+                                  "--key=x86-test", "--device_id=agent-1",
+                                  (*server)->server_key_flag()},
+                                 quiet);
   auto worker = Subprocess::Start(
       {BinPath("tunefarm-worker"), "--server=" + addr, "--device_id=worker-1"}, quiet);
   ASSERT_TRUE(agent.ok() && worker.ok());
@@ -327,7 +329,8 @@ TEST_F(E2ETest, AgentAndWorkerDialInAndReconnect) {
 
   // A process that cannot even try (its CA file is missing) says so and exits.
   CommandResult bad = RunCommand(
-      {BinPath("tunefarm-agent"), "--server=" + addr, "--key=k", "--tls_ca=/nonexistent/ca.pem"},
+      {BinPath("tunefarm-agent"), "--server=" + addr, "--key=k", "--tls_ca=/nonexistent/ca.pem",
+       (*revived)->server_key_flag()},
       dir_.path());
   EXPECT_EQ(bad.exit_code, 1);
   EXPECT_TRUE(absl::StrContains(bad.err, "cannot read CA file /nonexistent/ca.pem")) << bad.err;
@@ -353,7 +356,7 @@ TEST_F(E2ETest, FarmRunsAJobAndResumesItAfterAServerCrash) {
                                      {"--heartbeat_interval_ms=200", (*port)->listen_flag()});
   ASSERT_TRUE(server.ok()) << server.status();
   std::string addr = (*server)->address();
-  auto [agent, worker] = StartAgentAndWorker(addr);
+  auto [agent, worker] = StartAgentAndWorker(**server);
   ASSERT_TRUE(agent.ok() && worker.ok());
   std::string spec = dir_.File("job.json");
   testing::WriteFile(spec, R"({"name": "farm", "tasks": [
@@ -462,7 +465,7 @@ TEST_F(E2ETest, JobBudgetsStrategiesAndTheStoredModel) {
   auto server = ServerProcess::Start(db, dir_.path(), {"--heartbeat_interval_ms=200"});
   ASSERT_TRUE(server.ok()) << server.status();
   std::string addr = (*server)->address();
-  auto [agent, worker] = StartAgentAndWorker(addr);
+  auto [agent, worker] = StartAgentAndWorker(**server);
   ASSERT_TRUE(agent.ok() && worker.ok());
   std::string spec = dir_.File("job.json");
   testing::WriteFile(spec, R"({"name": "budgets", "tasks": [
@@ -536,8 +539,10 @@ TEST_F(E2ETest, RecordsFromOtherHardwareFollowThePolicy) {
     Subprocess::Options quiet;
     quiet.capture_stdout = false;
     quiet.stderr_path = dir.File("procs.log");
-    auto agent = Subprocess::Start(
-        {BinPath("tunefarm-agent"), "--server=" + addr, "--key=x86-test", "--device_id=a1"}, quiet);
+    auto agent = Subprocess::Start({BinPath("tunefarm-agent"), "--server=" + addr,
+                                    "--key=x86-test", "--device_id=a1",
+                                    (*server)->server_key_flag()},
+                                   quiet);
     auto worker = Subprocess::Start(
         {BinPath("tunefarm-worker"), "--server=" + addr, "--device_id=w1"}, quiet);
     ASSERT_TRUE(agent.ok() && worker.ok());
@@ -653,7 +658,7 @@ TEST_F(E2ETest, CudaJobNeedsAWorkerThatBuildsItsArch) {
     // failures in a row the job stops, failed, naming the error, well before
     // its budget.
     auto agent = Subprocess::Start({BinPath("tunefarm-agent"), "--server=" + (*server)->address(),
-                                    "--key=orin", "--device_id=a1"},
+                                    "--key=orin", "--device_id=a1", (*server)->server_key_flag()},
                                    quiet);
     ASSERT_TRUE(agent.ok());
     ASSERT_TRUE(testing::WaitFor(
@@ -816,16 +821,18 @@ TEST_F(E2ETest, CpuJobsAreCheckedAgainstTheBoardsThatRunThem) {
   CommandResult r =
       Cli(**server, {"submit", "--workloads=" + list, arm, "--device_key=late", "--trials=64"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  // Fewer trials than the stop rule's 16: the budget ends it, all failed.
-  r = Cli(**server, {"submit", "--workloads=" + list, arm, "--device_key=late", "--trials=8"});
+  // Fewer attempts than the stop rule's 16 (twice the budget): the attempt
+  // limit ends it, all failed.
+  r = Cli(**server, {"submit", "--workloads=" + list, arm, "--device_key=late", "--trials=4"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  auto [agent, worker] = StartAgentAndWorker((*server)->address());
+  auto [agent, worker] = StartAgentAndWorker(**server);
   ASSERT_TRUE(agent.ok() && worker.ok());
   Subprocess::Options quiet;
   quiet.capture_stdout = false;
   quiet.stderr_path = dir_.File("late.log");
   auto late = Subprocess::Start({BinPath("tunefarm-agent"), "--server=" + (*server)->address(),
-                                 "--key=late", "--device_id=x86-late"},
+                                 "--key=late", "--device_id=x86-late",
+                                 (*server)->server_key_flag()},
                                 quiet);
   ASSERT_TRUE(late.ok());
   ASSERT_TRUE(testing::WaitFor(
@@ -847,8 +854,8 @@ TEST_F(E2ETest, CpuJobsAreCheckedAgainstTheBoardsThatRunThem) {
       },
       absl::Seconds(180)))
       << Cli(**server, {"job", "2"}).out;
-  EXPECT_TRUE(
-      absl::StrContains(Cli(**server, {"job", "2"}).out, "every one of the 8 trials failed: 8 x "))
+  EXPECT_TRUE(absl::StrContains(Cli(**server, {"job", "2"}).out,
+                                "all 8 trials failed: 8 upload_error; 8 x upload_error: "))
       << Cli(**server, {"job", "2"}).out;
 
   // records: newest first, a page at a time, saying how many more, with
@@ -898,7 +905,7 @@ TEST_F(E2ETest, CpuJobsAreCheckedAgainstTheBoardsThatRunThem) {
 TEST_F(E2ETest, SubmitMistakesAreNamed) {
   auto server = ServerProcess::Start(dir_.File("farm.db"), dir_.path());
   ASSERT_TRUE(server.ok()) << server.status();
-  auto [agent, worker] = StartAgentAndWorker((*server)->address());
+  auto [agent, worker] = StartAgentAndWorker(**server);
   ASSERT_TRUE(agent.ok() && worker.ok());
   ASSERT_TRUE(testing::WaitFor(
       [&] {
@@ -982,7 +989,7 @@ TEST_F(E2ETest, SubmitMistakesAreNamed) {
 TEST_F(E2ETest, WatchShowsTrueTimesAndTheBestSoFar) {
   auto server = ServerProcess::Start(dir_.File("farm.db"), dir_.path());
   ASSERT_TRUE(server.ok()) << server.status();
-  auto [agent, worker] = StartAgentAndWorker((*server)->address());
+  auto [agent, worker] = StartAgentAndWorker(**server);
   ASSERT_TRUE(agent.ok() && worker.ok());
   const std::string list = dir_.File("w.txt");
   testing::WriteFile(list, "matmul(M=32,N=32,K=32)\nmatmul(M=16,N=48,K=32) x2\n");
@@ -1052,7 +1059,7 @@ TEST_F(E2ETest, DevicesAreDrainedResumedAndRemoved) {
   auto server =
       ServerProcess::Start(dir_.File("farm.db"), dir_.path(), {"--heartbeat_interval_ms=200"});
   ASSERT_TRUE(server.ok()) << server.status();
-  auto [agent, worker] = StartAgentAndWorker((*server)->address());
+  auto [agent, worker] = StartAgentAndWorker(**server);
   ASSERT_TRUE(agent.ok() && worker.ok());
   auto row = [&](const std::string& id) {
     const std::string d = Cli(**server, {"devices"}).out;
@@ -1182,7 +1189,7 @@ TEST_F(E2ETest, MetricsForPrometheus) {
   int http = 0;
   auto server = StartServerWithHttp(dir_.path(), {}, &http);
   ASSERT_TRUE(server.ok()) << server.status();
-  auto [agent, worker] = StartAgentAndWorker((*server)->address());
+  auto [agent, worker] = StartAgentAndWorker(**server);
   ASSERT_TRUE(agent.ok() && worker.ok());
   const std::string list = dir_.File("w.txt");
   testing::WriteFile(list, "matmul(M=16,N=16,K=16)\n");
@@ -1235,7 +1242,7 @@ TEST_F(E2ETest, DashboardInAHeadlessBrowser) {
   int http = 0;
   auto server = StartServerWithHttp(dir_.path(), {}, &http);
   ASSERT_TRUE(server.ok()) << server.status();
-  auto [agent, worker] = StartAgentAndWorker((*server)->address());
+  auto [agent, worker] = StartAgentAndWorker(**server);
   ASSERT_TRUE(agent.ok() && worker.ok());
   const std::string list = dir_.File("w.txt");
   testing::WriteFile(list, "matmul(M=32,N=32,K=32)\nmatmul(M=16,N=48,K=32) x2\n");
@@ -1434,7 +1441,7 @@ TEST(Security, RolesWithRealProcesses) {
     quiet.stderr_path = dir.File(log);
     return Subprocess::Start(
         {BinPath("tunefarm-agent"), "--server=" + (*server)->address(), "--key=jetson-orin",
-         "--device_id=" + id, "--token_file=" + token_file},
+         "--device_id=" + id, "--token_file=" + token_file, (*server)->server_key_flag()},
         quiet);
   };
   auto exits_refused = [&](absl::StatusOr<std::unique_ptr<Subprocess>> p, const std::string& log,
@@ -1459,7 +1466,7 @@ TEST(Security, RolesWithRealProcesses) {
       absl::Seconds(60)))
       << testing::ReadFileOrEmpty(dir.File("orin.log"));
   exits_refused(agent(dir.File("lab.token"), "orin-01", "lab.log"), "lab.log",
-                "device id 'orin-01' belongs to token 'orin'");
+                "device id 'orin-01' is reserved by the devices= of token(s) 'orin'");
   // The board's own agent is still there.
   CommandResult d = cli(dir.File("admin.token"), {"devices"});
   EXPECT_TRUE(absl::StrContains(d.out, " online ")) << d.out;
@@ -1551,6 +1558,45 @@ TEST(Security, SecureByDefault) {
   EXPECT_EQ(verify.exit_code, 0) << verify.out << verify.err;
 }
 
+// A board that lies about its timings: an agent of key x86-test, in this
+// process, that answers every measurement OK with `seconds` per run after
+// `delay` (as long as a real measurement takes, so that an honest agent
+// beside it gets its share); stopped when it goes.
+class LyingAgent {
+ public:
+  LyingAgent(const std::string& server, double seconds, absl::Duration delay) {
+    FarmSession::Options o;
+    o.client.server = server;
+    o.role = v1::ROLE_AGENT;
+    o.device_id = "liar";
+    o.device_key = "x86-test";
+    o.capabilities.set_cores(1);
+    session_ = std::make_unique<FarmSession>(o, Logger("liar"));
+    thread_ = std::thread([this, seconds, delay] {
+      session_
+          ->Run([this, seconds, delay](const v1::WorkLease&) {
+            v1::ReportResultRequest r;
+            r.mutable_measure()->set_status(v1::MEASURE_STATUS_OK);
+            for (int i = 0; i < 3; ++i) r.mutable_measure()->add_costs_sec(seconds);
+            ++lies_;
+            absl::SleepFor(delay);
+            return r;
+          })
+          .IgnoreError();
+    });
+  }
+  ~LyingAgent() {
+    session_->Stop();
+    thread_.join();
+  }
+  int lies() const { return lies_.load(); }
+
+ private:
+  std::unique_ptr<FarmSession> session_;
+  std::thread thread_;
+  std::atomic<int> lies_{0};
+};
+
 // An agent that lies about its timings (1 ns for every candidate, the fault
 // a real board cannot produce on demand): with a real server and a real
 // worker, none of its timings becomes a record's OK, nor the job's best.
@@ -1566,24 +1612,7 @@ TEST(Security, ForgedTimingsAreRefused) {
                                    "--device_id=w1", "--threads=1"},
                                   quiet);
   ASSERT_TRUE(worker.ok()) << worker.status();
-  FarmSession::Options o;
-  o.client.server = (*server)->address();
-  o.role = v1::ROLE_AGENT;
-  o.device_id = "liar";
-  o.device_key = "x86-test";
-  o.capabilities.set_cores(1);
-  FarmSession liar(o, Logger("liar"));
-  std::atomic<int> lies{0};
-  std::thread t([&] {
-    liar.Run([&](const v1::WorkLease& lease) {
-          v1::ReportResultRequest r;
-          r.mutable_measure()->set_status(v1::MEASURE_STATUS_OK);
-          for (int i = 0; i < 3; ++i) r.mutable_measure()->add_costs_sec(1e-9);
-          ++lies;
-          return r;
-        })
-        .IgnoreError();
-  });
+  auto liar = std::make_unique<LyingAgent>((*server)->address(), 1e-9, absl::ZeroDuration());
   const std::string list = dir.File("w.txt");
   testing::WriteFile(list, "dense(M=64,N=64,K=64)\n");
   CommandResult sub = (*server)->Cli({"submit", "--workloads=" + list, "--target=llvm -num-cores=1",
@@ -1598,9 +1627,8 @@ TEST(Security, ForgedTimingsAreRefused) {
       absl::Seconds(120)))
       << (*server)->Cli({"job", "1"}, dir.path()).out
       << testing::ReadFileOrEmpty(dir.File("worker.log"));
-  liar.Stop();
-  t.join();
-  EXPECT_GT(lies.load(), 0);
+  EXPECT_GT(liar->lies(), 0);
+  liar.reset();
   CommandResult out = (*server)->Cli({"records", "--json"}, dir.path());
   ASSERT_EQ(out.exit_code, 0) << out.err;
   std::istringstream in(out.out);
@@ -1614,6 +1642,108 @@ TEST(Security, ForgedTimingsAreRefused) {
   }
   (*worker)->Kill(SIGTERM);
   ASSERT_TRUE((*worker)->Wait(absl::Seconds(20)).ok());
+}
+
+// An agent that reports plausible timings (1 us for a 32x32x32 product,
+// 65 GFLOP/s, above the physical floor) beside an honest agent of the same
+// key: every claim of its that would rank first is measured again by the
+// honest one, disputed and left out of the ranking, so `best` names the
+// honest agent's schedule; its own claims as the second measurer of the
+// honest agent's bests count against it too, and `devices` and /metrics
+// flag it while the honest one stays clean.
+TEST(Security, PlausibleForgedTimingsDoNotRank) {
+  testing::TempDir dir;
+  int http = 0;
+  auto server = StartServerWithHttp(dir.path(), {"--heartbeat_interval_ms=200"}, &http);
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto cli = [&](std::vector<std::string> args) { return (*server)->Cli(args, dir.path()); };
+  Subprocess::Options quiet;
+  quiet.capture_stdout = false;
+  quiet.stderr_path = dir.File("procs.log");
+  auto worker = Subprocess::Start({BinPath("tunefarm-worker"), "--server=" + (*server)->address(),
+                                   "--device_id=w1", "--threads=1"},
+                                  quiet);
+  auto honest = Subprocess::Start({BinPath("tunefarm-agent"), "--server=" + (*server)->address(),
+                                   "--key=x86-test", "--device_id=honest",
+                                   (*server)->server_key_flag()},
+                                  quiet);
+  ASSERT_TRUE(worker.ok() && honest.ok());
+  LyingAgent liar((*server)->address(), 1e-6, absl::Milliseconds(200));
+  ASSERT_TRUE(testing::WaitFor(
+      [&] {
+        std::string d = cli({"devices"}).out;
+        size_t online = 0;
+        for (size_t at = d.find(" online "); at != std::string::npos; at = d.find(" online ", at + 1))
+          ++online;
+        return online == 3;
+      },
+      absl::Seconds(60)))
+      << cli({"devices"}).out;
+  const std::string list = dir.File("w.txt");
+  testing::WriteFile(list, "dense(M=32,N=32,K=32)\n");
+  CommandResult sub = cli({"submit", "--workloads=" + list, "--target=llvm -num-cores=1",
+                           "--device_key=x86-test", "--trials=16"});
+  ASSERT_EQ(sub.exit_code, 0) << sub.err;
+  auto records = [&] {
+    CommandResult out = cli({"records", "--json", "--limit=1000"});
+    std::istringstream in(out.out);
+    auto parsed = cli::ParseRecordsJsonl(in, "records --json");
+    return parsed.ok() ? *parsed : std::vector<v1::Record>();
+  };
+  // The job ends, and every second measurement it asked for has come back.
+  ASSERT_TRUE(testing::WaitFor(
+      [&] {
+        if (!absl::StrContains(cli({"job", "1"}).out, "succeeded")) return false;
+        for (const v1::Record& r : records()) {
+          if (r.confirmation() == v1::CONFIRMATION_PENDING) return false;
+        }
+        return true;
+      },
+      absl::Seconds(240)))
+      << cli({"job", "1"}).out << testing::ReadFileOrEmpty(dir.File("procs.log"));
+  EXPECT_GT(liar.lies(), 0);
+  int liar_ok = 0, honest_ranked = 0;
+  for (const v1::Record& r : records()) {
+    if (r.status() != v1::MEASURE_STATUS_OK) continue;
+    if (r.device_id() == "liar") {
+      ++liar_ok;
+      // Faster than anything that ranked when it arrived: checked, and the
+      // honest agent measured it slower.
+      EXPECT_EQ(r.confirmation(), v1::CONFIRMATION_DISPUTED) << cli::RecordToJsonLine(r);
+      EXPECT_EQ(r.confirmed_by(), "honest") << cli::RecordToJsonLine(r);
+    } else {
+      EXPECT_NE(r.confirmation(), v1::CONFIRMATION_DISPUTED) << cli::RecordToJsonLine(r);
+      honest_ranked += r.confirmation() != v1::CONFIRMATION_PENDING;
+    }
+  }
+  std::string all;
+  for (const v1::Record& r : records()) all += cli::RecordToJsonLine(r) + "\n";
+  EXPECT_GT(liar_ok, 0) << all;
+  EXPECT_GT(honest_ranked, 0) << all;
+  CommandResult best = cli({"best", "--target=llvm -num-cores=1", "--job=1", "--json"});
+  ASSERT_EQ(best.exit_code, 0) << best.err;
+  EXPECT_TRUE(absl::StrContains(best.out, "\"device_id\":\"honest\"")) << best.out;
+  EXPECT_FALSE(absl::StrContains(best.out, "\"device_id\":\"liar\"")) << best.out;
+  const std::string devices = cli({"devices"}).out;
+  std::string liar_line, honest_line;
+  for (absl::string_view line : absl::StrSplit(devices, '\n')) {
+    if (absl::StartsWith(line, "liar ")) liar_line = std::string(line);
+    if (absl::StartsWith(line, "honest ")) honest_line = std::string(line);
+  }
+  EXPECT_TRUE(absl::StrContains(liar_line, "TIMINGS DISPUTED by its peers")) << devices;
+  EXPECT_FALSE(absl::StrContains(honest_line, "DISPUTED")) << devices;
+  auto metrics = HttpGet(http, "/metrics");
+  ASSERT_EQ(metrics.first, 200);
+  EXPECT_TRUE(absl::StrContains(metrics.second,
+                                "tunefarm_device_timings_disputed{device=\"liar\"} 1"))
+      << metrics.second;
+  EXPECT_TRUE(absl::StrContains(metrics.second,
+                                "tunefarm_device_timings_disputed{device=\"honest\"} 0"))
+      << metrics.second;
+  for (auto* p : {&*honest, &*worker}) {
+    (*p)->Kill(SIGTERM);
+    ASSERT_TRUE((*p)->Wait(absl::Seconds(20)).ok());
+  }
 }
 
 // The children of `pid` named `comm` (from /proc/*/stat).
@@ -1815,6 +1945,39 @@ TEST(Security, AgentsRunOnlyCodeTheFarmsKeySigned) {
   EXPECT_NE(access(dropped.c_str(), F_OK), 0) << "the unsigned library ran";
   (*agent)->Kill(SIGTERM);
   ASSERT_TRUE((*agent)->Wait(absl::Seconds(20)).ok());
+
+  // Without the farm's key an agent does not start (it used to run
+  // whatever the server it dialled sent): it names the key and dials
+  // nothing.
+  CommandResult keyless = RunCommand({BinPath("tunefarm-agent"),
+                                      absl::StrCat("--server=127.0.0.1:", port), "--key=k",
+                                      "--device_id=a0"},
+                                     dir.path());
+  EXPECT_EQ(keyless.exit_code, 2);
+  EXPECT_TRUE(absl::StrContains(keyless.err, "no server key: give --server_key=")) << keyless.err;
+  EXPECT_EQ(impostor.results().size(), 3u);
+  // The key can come in the token file, after the token: the same refusal.
+  testing::WriteFile(dir.File("agent.token"),
+                     "tf_board\n" + testing::ReadFileOrEmpty(dir.File("farm.signing-key.pub")));
+  ImpostorFarm impostor3({lease("unsigned-3", nullptr)});
+  grpc::ServerBuilder b3;
+  int port3 = 0;
+  b3.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port3);
+  b3.RegisterService(&impostor3);
+  std::unique_ptr<grpc::Server> fake3 = b3.BuildAndStart();
+  ASSERT_NE(fake3, nullptr);
+  auto agent3 = Subprocess::Start({BinPath("tunefarm-agent"),
+                                   absl::StrCat("--server=127.0.0.1:", port3), "--key=k",
+                                   "--device_id=a3", "--token_file=" + dir.File("agent.token")},
+                                  quiet);
+  ASSERT_TRUE(agent3.ok());
+  ASSERT_TRUE(testing::WaitFor([&] { return impostor3.results().size() == 1; }, absl::Seconds(60)))
+      << testing::ReadFileOrEmpty(dir.File("agent.log"));
+  EXPECT_EQ(impostor3.results().at("unsigned-3").status(), v1::MEASURE_STATUS_UPLOAD_ERROR);
+  EXPECT_NE(access(dropped.c_str(), F_OK), 0) << "the unsigned library ran";
+  (*agent3)->Kill(SIGTERM);
+  ASSERT_TRUE((*agent3)->Wait(absl::Seconds(20)).ok());
+  fake3->Shutdown();
 
   // The same code, signed by the farm's key for its lease, does load (its
   // constructor then runs inside the sandbox, which it cannot write out of).

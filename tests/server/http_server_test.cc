@@ -22,23 +22,6 @@
 namespace tunefarm::server {
 namespace {
 
-// A connection to 127.0.0.1:`port` from the address `source`; -1 if none.
-int Connect(int port, const char* source = "127.0.0.1") {
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in from{};
-  from.sin_family = AF_INET;
-  inet_pton(AF_INET, source, &from.sin_addr);
-  sockaddr_in to{};
-  to.sin_family = AF_INET;
-  to.sin_port = htons(uint16_t(port));
-  to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (bind(fd, reinterpret_cast<sockaddr*>(&from), sizeof(from)) != 0 ||
-      connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof(to)) != 0) {
-    close(fd);
-    return -1;
-  }
-  return fd;
-}
 
 void Send(int fd, const std::string& bytes) {
   ASSERT_EQ(send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL), ssize_t(bytes.size()));
@@ -62,7 +45,7 @@ int StatusOf(const std::string& response) {
 
 // One GET whose head is sent at once; the whole response.
 std::string Get(int port, const std::string& target = "/", const char* source = "127.0.0.1") {
-  const int fd = Connect(port, source);
+  const int fd = testing::ConnectLoopback(port, source);
   if (fd < 0) return "";
   Send(fd, "GET " + target + " HTTP/1.1\r\nHost: x\r\n\r\n");
   std::string out = ReadAll(fd);
@@ -99,7 +82,7 @@ TEST(HttpServer, SlowConnectionsOfOnePeerKeepNoQuickClientOut) {
   const int port = (*server)->port();
   std::vector<int> slow;
   for (int i = 0; i < 40; ++i) {
-    const int fd = Connect(port);
+    const int fd = testing::ConnectLoopback(port);
     ASSERT_GE(fd, 0);
     Send(fd, "GET / HTTP/1.1\r\nHost: ");
     slow.push_back(fd);
@@ -123,7 +106,7 @@ TEST(HttpServer, APeerHoldsAtMostItsCap) {
   const int port = (*server)->port();
   std::vector<int> slow;
   for (int i = 0; i < 40; ++i) {
-    const int fd = Connect(port, "127.0.0.2");
+    const int fd = testing::ConnectLoopback(port, "127.0.0.2");
     ASSERT_GE(fd, 0);
     Send(fd, "GET / HT");
     slow.push_back(fd);
@@ -149,7 +132,7 @@ TEST(HttpServer, AHeadNotSentInTimeIsAnswered408) {
   o.head_timeout = absl::Milliseconds(200);
   auto server = HttpServer::Start("127.0.0.1:0", Pages(), o);
   ASSERT_TRUE(server.ok()) << server.status();
-  const int fd = Connect((*server)->port());
+  const int fd = testing::ConnectLoopback((*server)->port());
   ASSERT_GE(fd, 0);
   Send(fd, "GET / HTTP/1.1\r\n");
   const std::string r = ReadAll(fd);
@@ -167,7 +150,7 @@ TEST(HttpServer, AClientThatDoesNotReadIsDroppedAfterTheSendTimeout) {
   auto server = HttpServer::Start("127.0.0.1:0", Pages(), o);
   ASSERT_TRUE(server.ok()) << server.status();
   const int port = (*server)->port();
-  const int stuck = Connect(port);
+  const int stuck = testing::ConnectLoopback(port);
   ASSERT_GE(stuck, 0);
   Send(stuck, "GET /big HTTP/1.1\r\n\r\n");
   const std::string r = Get(port);
@@ -183,7 +166,7 @@ TEST(HttpServer, EveryAnswerSaysNosniff) {
     const std::string r = Get(port, target);
     EXPECT_TRUE(absl::StrContains(r, "\r\nX-Content-Type-Options: nosniff\r\n")) << r;
   }
-  const int fd = Connect(port);
+  const int fd = testing::ConnectLoopback(port);
   ASSERT_GE(fd, 0);
   Send(fd, "BREW / HTTP/1.1\r\n\r\n");
   const std::string r = ReadAll(fd);

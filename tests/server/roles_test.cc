@@ -29,9 +29,17 @@ class RolesTest : public ::testing::Test {
                                     " admin name=ops\n",
                                     "reader-secret reader name=dash\n"
                                     "submitter-secret submitter name=ci\n"
+                                    "qa-secret submitter name=qa\n"
+                                    "ci-too-secret submitter name=ci\n"
                                     "orin-secret agent name=orin keys=jetson-orin devices=orin-*\n"
                                     "other-agent-secret agent name=lab\n"
+                                    "spare-agent-secret agent name=spare\n"
                                     "worker-secret worker name=builders devices=w-1\n"));
+    StartServer();
+  }
+  // A server on the fixture's database and tokens (again after Shutdown:
+  // a restart).
+  void StartServer() {
     TunefarmServer::Options o;
     o.listen = "127.0.0.1:0";
     o.db_path = dir_.File("roles.db");
@@ -91,12 +99,19 @@ class RolesTest : public ::testing::Test {
     v1::ImportRecordsResponse resp;
     return s.tuning->ImportRecords(s.Ctx().get(), req, &resp);
   }
-  static grpc::Status Cancel(Stubs& s) {
+  static grpc::Status Cancel(Stubs& s, int64_t job = 1) {
     v1::CancelJobRequest req;
     req.set_protocol_version(kProtocolVersion);
-    req.set_job_id(1);
+    req.set_job_id(job);
     v1::Job resp;
     return s.tuning->CancelJob(s.Ctx().get(), req, &resp);
+  }
+  static grpc::Status Resume(Stubs& s, int64_t job) {
+    v1::ResumeJobRequest req;
+    req.set_protocol_version(kProtocolVersion);
+    req.set_job_id(job);
+    v1::Job resp;
+    return s.tuning->ResumeJob(s.Ctx().get(), req, &resp);
   }
   static grpc::Status Register(Stubs& s, v1::Role role, const std::string& id,
                                const std::string& key, std::string* session = nullptr) {
@@ -157,6 +172,26 @@ TEST_F(RolesTest, EachRoleCallsOnlyWhatItIsFor) {
   EXPECT_EQ(ListJobs(guess).error_code(), grpc::StatusCode::UNAUTHENTICATED);
 }
 
+// A job is cancelled or resumed by the token that submitted it or by an
+// admin; another submitter, even one of the same name, is refused.
+TEST_F(RolesTest, OnlyTheOwnerOrAnAdminCancelsOrResumesAJob) {
+  Stubs ci = As("submitter-secret"), qa = As("qa-secret"), ci_too = As("ci-too-secret"),
+        admin = As("admin-secret");
+  ASSERT_TRUE(Submit(ci).ok());  // job 1
+  EXPECT_DENIED(Cancel(qa, 1),
+                "CancelJob: job 1 belongs to token 'ci'; token 'qa' may not cancel it (its owner "
+                "or an admin token may)");
+  EXPECT_DENIED(Resume(qa, 1), "token 'qa' may not resume it");
+  EXPECT_DENIED(Cancel(ci_too, 1), "job 1 belongs to token 'ci'");
+  EXPECT_TRUE(Resume(ci, 1).ok());
+  EXPECT_TRUE(Cancel(ci, 1).ok());
+  ASSERT_TRUE(Submit(qa).ok());  // job 2
+  EXPECT_DENIED(Cancel(ci, 2), "job 2 belongs to token 'qa'");
+  EXPECT_TRUE(Cancel(admin, 2).ok());
+  // A job that does not exist is not found, whoever asks.
+  EXPECT_EQ(Cancel(qa, 99).error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
 TEST_F(RolesTest, AgentsAndWorkersRegisterOnlyAsTheirTokenAllows) {
   Stubs agent = As("orin-secret"), worker = As("worker-secret");
   EXPECT_DENIED(Register(agent, v1::ROLE_WORKER, "orin-01", ""),
@@ -176,9 +211,11 @@ TEST_F(RolesTest, ADeviceAndItsSessionBelongToTheTokenThatRegisteredIt) {
   std::string session;
   ASSERT_TRUE(Register(orin, v1::ROLE_AGENT, "orin-01", "jetson-orin", &session).ok());
   ASSERT_FALSE(session.empty());
-  // Another agent token, unlimited as it is, cannot take the device id over.
+  // Another agent token, unlimited as it is, cannot take the device id
+  // over: orin's devices= names it.
   EXPECT_DENIED(Register(lab, v1::ROLE_AGENT, "orin-01", "jetson-orin"),
-                "device id 'orin-01' belongs to token 'orin'; token 'lab' cannot register it");
+                "device id 'orin-01' is reserved by the devices= of token(s) 'orin'; token 'lab' "
+                "cannot register it");
   // Nor use its session: heartbeats, the work stream, results.
   v1::HeartbeatRequest hb;
   hb.set_protocol_version(kProtocolVersion);
@@ -224,6 +261,45 @@ TEST_F(RolesTest, ADeviceAndItsSessionBelongToTheTokenThatRegisteredIt) {
   forged.set_session_id(fresh);
   EXPECT_EQ(orin.farm->ReportResult(orin.Ctx().get(), forged, &rr).error_code(),
             grpc::StatusCode::NOT_FOUND);
+}
+
+// An id no token's devices= names belongs to the first token that
+// registers it, in the database: across a restart too, so that nobody can
+// take a board's or a worker's id in the moments before it dials back in.
+TEST_F(RolesTest, ADeviceIdStaysItsOwnersAcrossARestart) {
+  {
+    Stubs lab = As("other-agent-secret"), spare = As("spare-agent-secret");
+    ASSERT_TRUE(Register(lab, v1::ROLE_AGENT, "bench-01", "x86").ok());
+    grpc::Status taken = Register(spare, v1::ROLE_AGENT, "bench-01", "x86");
+    EXPECT_EQ(taken.error_code(), grpc::StatusCode::ALREADY_EXISTS);
+    EXPECT_TRUE(absl::StrContains(taken.error_message(),
+                                  "device id 'bench-01' belongs to token 'lab'; token 'spare' "
+                                  "cannot register it"))
+        << taken.error_message();
+  }
+  server_->Shutdown();
+  server_.reset();
+  ASSERT_NO_FATAL_FAILURE(StartServer());
+  Stubs lab = As("other-agent-secret"), spare = As("spare-agent-secret");
+  EXPECT_EQ(Register(spare, v1::ROLE_AGENT, "bench-01", "x86").error_code(),
+            grpc::StatusCode::ALREADY_EXISTS);
+  // Nor as a worker's id, nor the worker's own, reserved by its token.
+  EXPECT_DENIED(Register(lab, v1::ROLE_AGENT, "w-1", "x86"),
+                "device id 'w-1' is reserved by the devices= of token(s) 'builders'");
+  EXPECT_TRUE(Register(lab, v1::ROLE_AGENT, "bench-01", "x86").ok());
+  // The owner is shown with the device.
+  v1::ListDevicesRequest req;
+  req.set_protocol_version(kProtocolVersion);
+  v1::ListDevicesResponse resp;
+  Stubs admin = As("admin-secret");
+  ASSERT_TRUE(admin.tuning->ListDevices(admin.Ctx().get(), req, &resp).ok());
+  bool found = false;
+  for (const v1::Device& d : resp.devices()) {
+    if (d.device_id() != "bench-01") continue;
+    found = true;
+    EXPECT_EQ(d.owner(), "lab");
+  }
+  EXPECT_TRUE(found);
 }
 
 }  // namespace

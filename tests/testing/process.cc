@@ -24,6 +24,24 @@ std::string TestBinPath(const std::string& name) {
   return std::string(TF_TEST_BIN_DIR) + "/" + name;
 }
 
+int ConnectLoopback(int port, const char* source) {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  sockaddr_in from{};
+  from.sin_family = AF_INET;
+  inet_pton(AF_INET, source, &from.sin_addr);
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_port = htons(uint16_t(port));
+  to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&from), sizeof(from)) != 0 ||
+      connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof(to)) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
 bool WaitFor(const std::function<bool()>& pred, absl::Duration timeout) {
   absl::Time deadline = absl::Now() + timeout;
   absl::Duration step = absl::Milliseconds(2);

@@ -31,6 +31,10 @@ struct CommandResult {
 CommandResult RunCommand(const std::vector<std::string>& argv, const std::string& scratch_dir,
                          absl::Duration quiet = absl::Seconds(120));
 
+// A TCP connection to 127.0.0.1:`port` from the loopback address `source`
+// (any of 127.0.0.0/8, to stand for another peer); -1 if none.
+int ConnectLoopback(int port, const char* source = "127.0.0.1");
+
 // A port on 127.0.0.1 held for the life of the object: bound (SO_REUSEPORT,
 // not listening), so no other process is given it as port 0 while a server
 // started on it (gRPC binds with SO_REUSEPORT too) is down between restarts,

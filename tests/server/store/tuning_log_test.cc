@@ -330,13 +330,22 @@ TEST(TuningLog, JobsStoreTasksAndState) {
   EXPECT_NE(job->spec().seed(), 0u);
   EXPECT_EQ(job->spec().target().spec(), "llvm -mtriple=x86_64-linux-gnu -mcpu=skylake-avx512");
 
-  // Records of the job count as its trials and give the task its best cost.
+  // Records of the job that ran count as its trials and give the task its
+  // best cost; failed ones are counted apart.
   v1::Record r = MakeRecord(Conv2d(8, 8, 8), kTargetX86, 4e-6, 1);
   r.set_job_id(*id);
-  ASSERT_TRUE(log->CommitRecords({r}).ok());
+  v1::Record failed = MakeRecord(Conv2d(8, 8, 8), kTargetX86, 4e-6, 2);
+  failed.set_job_id(*id);
+  failed.set_status(v1::MEASURE_STATUS_RUNTIME_ERROR);
+  failed.clear_costs_sec();
+  failed.set_error("the runner died");
+  ASSERT_TRUE(log->CommitRecords({r, failed}).ok());
   job = log->GetJob(*id);
   EXPECT_EQ(job->trials_done(), 1);
+  EXPECT_EQ(job->failed_trials(), 1);
   EXPECT_EQ(job->tasks(0).trials(), 1);
+  EXPECT_EQ(job->tasks(0).failed_trials(), 1);
+  EXPECT_EQ(job->tasks(1).failed_trials(), 0);
   EXPECT_NEAR(job->tasks(0).best_cost_sec(), 4e-6, 1e-12);
 
   ASSERT_TRUE(log->SetJobState(*id, v1::JOB_STATE_CANCELLED, "by test").ok());
@@ -344,6 +353,13 @@ TEST(TuningLog, JobsStoreTasksAndState) {
   EXPECT_EQ(log->ListJobs(v1::JOB_STATE_QUEUED, 10)->size(), 0u);
   EXPECT_TRUE(absl::IsNotFound(log->GetJob(999).status()));
   EXPECT_TRUE(absl::IsNotFound(log->SetJobState(999, v1::JOB_STATE_FAILED, "")));
+
+  // The submitting token's digest is kept with the job.
+  EXPECT_EQ(*log->JobOwnerToken(*id), "");
+  auto owned = log->CreateJob(spec, "ab12");
+  ASSERT_TRUE(owned.ok()) << owned.status();
+  EXPECT_EQ(*log->JobOwnerToken(*owned), "ab12");
+  EXPECT_TRUE(absl::IsNotFound(log->JobOwnerToken(999).status()));
 
   spec.clear_device_key();
   EXPECT_TRUE(absl::IsInvalidArgument(log->CreateJob(spec).status()));
@@ -405,14 +421,17 @@ TEST(TuningLog, NewerSchemaIsRefused) {
   TempDir dir;
   std::string path = dir.File("t.db");
   { ASSERT_NE(OpenOrDie(path), nullptr); }
-  RawExec(path, "INSERT INTO schema_version VALUES (7, 0)");
+  RawExec(path, absl::StrCat("INSERT INTO schema_version VALUES (",
+                              store::TuningLog::kSchemaVersion + 1, ", 0)"));
   store::TuningLog::Options o;
   o.canon = search::CompilerCanon();
   o.path = path;
   auto log = store::TuningLog::Open(o);
   ASSERT_FALSE(log.ok());
   EXPECT_TRUE(absl::IsFailedPrecondition(log.status()));
-  EXPECT_NE(std::string(log.status().message()).find("schema version 7"), std::string::npos)
+  EXPECT_NE(std::string(log.status().message())
+                .find(absl::StrCat("schema version ", store::TuningLog::kSchemaVersion + 1)),
+            std::string::npos)
       << log.status();
 }
 
@@ -473,10 +492,21 @@ TEST(TuningLog, MigratesAVersion1File) {
   std::string path = dir.File("t.db");
   { ASSERT_NE(OpenOrDie(path), nullptr); }
   // Back to what version 1 wrote: no cost_models or job_snapshots tables,
-  // no devices.drained column.
+  // no devices.drained, owner or timings columns, no jobs.owner_token, no
+  // records.confirmation columns, the first records_best index.
   RawExec(path,
           "DROP TABLE cost_models; DROP TABLE job_snapshots; "
           "ALTER TABLE devices DROP COLUMN drained; "
+          "ALTER TABLE devices DROP COLUMN owner; "
+          "ALTER TABLE devices DROP COLUMN timings_confirmed; "
+          "ALTER TABLE devices DROP COLUMN timings_disputed; "
+          "ALTER TABLE jobs DROP COLUMN owner_token; "
+          "DROP INDEX records_best; "
+          "ALTER TABLE records DROP COLUMN confirmation; "
+          "ALTER TABLE records DROP COLUMN confirmed_by; "
+          "ALTER TABLE records DROP COLUMN confirm_cost; "
+          "CREATE INDEX records_best ON records(workload_id, target_id, mean_cost) "
+          "WHERE status = 1; "
           "DELETE FROM schema_version WHERE version >= 2");
   auto log = OpenOrDie(path);
   ASSERT_NE(log, nullptr);
