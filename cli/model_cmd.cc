@@ -156,7 +156,9 @@ absl::StatusOr<deploy::KernelChoice> ChooseFromLog(store::TuningLog* log,
   for (;;) {
     TF_ASSIGN_OR_RETURN(std::vector<v1::Record> page, log->ListRecords(q));
     for (const v1::Record& r : page) {
+      // Only timings that rank (not pending or disputed).
       if (r.schedule().is_default() && r.device_key() == b.device_key() &&
+          r.confirmation() < v1::CONFIRMATION_PENDING &&
           (c.default_sec == 0 || Mean(r) < c.default_sec))
         c.default_sec = Mean(r);
     }

@@ -79,9 +79,11 @@ std::string ResponseBytes(const HttpResponse& r, bool head_only) {
 
 // Sends all of `bytes` on the non-blocking socket `fd` by `deadline`;
 // false when the peer did not take them in time or went away.
-bool SendAll(int fd, const std::string& bytes, absl::Time deadline) {
+bool SendAll(int fd, const std::string& bytes, absl::Time deadline,
+             const std::atomic<bool>& stop) {
   size_t off = 0;
   while (off < bytes.size()) {
+    if (stop) return false;
     const ssize_t w = send(fd, bytes.data() + off, bytes.size() - off, MSG_NOSIGNAL);
     if (w > 0) {
       off += size_t(w);
@@ -92,7 +94,7 @@ bool SendAll(int fd, const std::string& bytes, absl::Time deadline) {
     const int64_t left = absl::ToInt64Milliseconds(deadline - absl::Now());
     if (left <= 0) return false;
     pollfd p{fd, POLLOUT, 0};
-    if (poll(&p, 1, int(std::min<int64_t>(left, 1000))) < 0 && errno != EINTR) return false;
+    if (poll(&p, 1, int(std::min<int64_t>(left, 100))) < 0 && errno != EINTR) return false;
   }
   return true;
 }
@@ -270,7 +272,15 @@ void HttpServer::Accept() {
     socklen_t len = sizeof(sa);
     const int fd =
         accept4(listen_fd_, reinterpret_cast<sockaddr*>(&sa), &len, SOCK_CLOEXEC | SOCK_NONBLOCK);
-    if (fd < 0) return;
+    if (fd < 0) {
+      // Out of descriptors the listener stays readable: pause instead of
+      // spinning on it (the connections open meanwhile go on being read
+      // after the pause).
+      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+        absl::SleepFor(absl::Milliseconds(50));
+      }
+      return;
+    }
     const uint32_t peer = ntohl(sa.sin_addr.s_addr);
     bool peer_full, all_full;
     {
@@ -337,21 +347,21 @@ void HttpServer::WorkLoop() {
 void HttpServer::Answer(const Ready& r) {
   const absl::Time deadline = absl::Now() + options_.send_timeout;
   if (r.too_long) {
-    SendAll(r.fd, ResponseBytes(Text(400, "request head over 16 KiB\n"), false), deadline);
+    SendAll(r.fd, ResponseBytes(Text(400, "request head over 16 KiB\n"), false), deadline, stop_);
     return;
   }
   absl::StatusOr<HttpRequest> req = ParseHttpRequest(r.head);
   if (!req.ok()) {
     SendAll(r.fd, ResponseBytes(Text(400, std::string(req.status().message()) + "\n"), false),
-            deadline);
+            deadline, stop_);
     return;
   }
   if (req->method != "GET" && req->method != "HEAD") {
-    SendAll(r.fd, ResponseBytes(Text(405, "only GET and HEAD\n"), false), deadline);
+    SendAll(r.fd, ResponseBytes(Text(405, "only GET and HEAD\n"), false), deadline, stop_);
     return;
   }
   SendAll(r.fd, ResponseBytes(handler_(*req), req->method == "HEAD"),
-          absl::Now() + options_.send_timeout);
+          absl::Now() + options_.send_timeout, stop_);
 }
 
 }  // namespace tunefarm::server

@@ -142,11 +142,10 @@ void RemoteMeasurer::SubmitConfirmation(const search::Task& task, const v1::Sche
   item.done = [on_confirmation = options_.on_confirmation, workload = task.workload, schedule,
                first, first_median, tolerance = options_.confirm_tolerance, flops = task.flops,
                peak = PeakFlops(task.target)](absl::StatusOr<v1::ReportResultRequest> r) {
+    // Lost or cancelled (the job stopped): the record stays pending and
+    // does not rank.
+    if (!r.ok()) return;
     Options::Confirmation c;
-    if (!r.ok() || !r->has_measure()) {
-      on_confirmation(workload, schedule, first, c);
-      return;
-    }
     const v1::MeasureResult& mr = r->measure();
     c.confirmed_by = mr.device_id();
     std::vector<double> costs(mr.costs_sec().begin(), mr.costs_sec().end());
@@ -157,9 +156,13 @@ void RemoteMeasurer::SubmitConfirmation(const search::Task& task, const v1::Sche
       c.confirm_seconds = costs[costs.size() / 2];
     }
     const double slack = 1 + tolerance;
-    if (!ok || c.confirm_seconds > slack * first_median) {
+    if (!ok) {
+      // It could not measure what another device ran: it is the suspect.
       c.outcome = v1::CONFIRMATION_DISPUTED;
-      if (ok) c.suspect = first.device_id;
+      c.suspect = c.confirmed_by;
+    } else if (c.confirm_seconds > slack * first_median) {
+      c.outcome = v1::CONFIRMATION_DISPUTED;
+      c.suspect = first.device_id;
     } else {
       c.outcome = v1::CONFIRMATION_CONFIRMED;
       if (first_median > slack * c.confirm_seconds) c.suspect = c.confirmed_by;

@@ -57,17 +57,20 @@ class RemoteMeasurer : public search::Measurer {
     // `known_best`: the lowest mean cost of the task's workload and target
     // among records that rank (0: none). A result below it would rank
     // first: another device of the key measures it again, and
-    // `on_confirmation` gets the outcome (Confirmation). It may run after
-    // Measure returned, and after the measurer is gone.
+    // `on_confirmation` gets the outcome (Confirmation); a second
+    // measurement that is lost or cancelled gives none (the record stays
+    // pending). It may run after Measure returned, and after the measurer
+    // is gone.
     std::function<double(const search::Task&)> known_best;
     struct Confirmation {
-      v1::Confirmation outcome = v1::CONFIRMATION_SINGLE_DEVICE;
-      std::string confirmed_by;     // the second device ("": lost or cancelled)
-      double confirm_seconds = 0;   // its median
-      // The device that claimed the faster time when the two disagree: the
-      // first one (then DISPUTED: the record does not rank) or the second
-      // (CONFIRMED: the record ranks at its own, slower time). "" when
-      // they agree or the second did not measure it OK (DISPUTED).
+      v1::Confirmation outcome = v1::CONFIRMATION_DISPUTED;
+      std::string confirmed_by;     // the second device
+      double confirm_seconds = 0;   // its median (0: it did not measure it OK)
+      // Whose timing disagrees, when they do: the first device when the
+      // second measured it slower (DISPUTED: the record does not rank);
+      // the second when it measured it faster (CONFIRMED: the record ranks
+      // at its own, slower time) or not OK at all (DISPUTED). "" when they
+      // agree.
       std::string suspect;
     };
     std::function<void(const v1::Workload&, const v1::Schedule&, const Detail& first,

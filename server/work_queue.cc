@@ -157,8 +157,9 @@ std::optional<WorkQueue::Queued> WorkQueue::TakeLocked(const Session& s) {
     // device of the queue while there is one, never straight back.
     const bool others = OtherDeviceTakesLocked(key, s.device_id);
     for (auto it = qi->second.begin(); it != qi->second.end(); ++it) {
-      if (others && it->lost_by == s.device_id) continue;
       if (it->item.exclude_device == s.device_id) continue;
+      // (An item that excludes a device may have no third one to go to.)
+      if (others && it->lost_by == s.device_id && it->item.exclude_device.empty()) continue;
       if (best_q == nullptr) {
         best_q = &qi->second, best = it;
         continue;

@@ -527,7 +527,12 @@ absl::Status EnterNamespaces(const ConfineOptions& o, Confined* c) {
   const gid_t gid = getgid();
   const int base = CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC;
   int entered = -1;
-  for (int extra : {CLONE_NEWUSER | CLONE_NEWPID, CLONE_NEWUSER, CLONE_NEWPID, 0}) {
+  // GPU runs keep the agent's PID namespace: the driver names its threads
+  // through the /proc/self bound in (BindGpuFiles), which is the outer
+  // procfs and knows their outer ids only. The filter still keeps them
+  // from naming another process.
+  const int pid_ns = o.gpu ? 0 : CLONE_NEWPID;
+  for (int extra : {CLONE_NEWUSER | pid_ns, CLONE_NEWUSER, pid_ns, 0}) {
     if (unshare(base | extra) == 0) {
       entered = extra;
       break;

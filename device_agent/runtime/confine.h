@@ -48,7 +48,8 @@
 // Where namespaces are refused (no user namespaces for this user), the
 // filter and limits still apply and `namespaces` says so; files the user
 // can read stay readable to the loaded code then. Where only the PID
-// namespace is refused, `pid_namespace` says so; the filter alone then
+// namespace is refused, and for GPU runs (the driver names its threads
+// through the outer /proc), `pid_namespace` says so; the filter alone then
 // keeps the process from naming others.
 #pragma once
 

@@ -10,7 +10,11 @@ namespace tunefarm::search {
 
 MeasureResult ResultFromRecord(const v1::Record& r) {
   MeasureResult m;
-  if (r.status() == v1::MEASURE_STATUS_OK && r.costs_sec_size() > 0) {
+  // A timing no second device stood by is not one to learn from.
+  const bool unchecked = r.confirmation() == v1::CONFIRMATION_PENDING ||
+                         (r.confirmation() == v1::CONFIRMATION_DISPUTED &&
+                          !(r.confirm_cost_sec() > 0));
+  if (r.status() == v1::MEASURE_STATUS_OK && r.costs_sec_size() > 0 && !unchecked) {
     std::vector<double> c(r.costs_sec().begin(), r.costs_sec().end());
     std::sort(c.begin(), c.end());
     m.seconds = c[c.size() / 2];
@@ -20,7 +24,7 @@ MeasureResult ResultFromRecord(const v1::Record& r) {
     }
   } else {
     m.status = MeasureResult::Status::kRuntimeError;
-    m.error = r.error();
+    m.error = unchecked ? "timing not confirmed by a second device" : r.error();
   }
   return m;
 }

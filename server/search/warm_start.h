@@ -21,7 +21,8 @@ namespace tunefarm::search {
 
 // A stored record as a search result: the median of its costs when OK
 // (the second device's, when it measured a disputed one slower); any
-// failure is a runtime error (never a parent).
+// failure, and an OK timing still pending or disputed without a second
+// one, is a runtime error (never a parent).
 MeasureResult ResultFromRecord(const v1::Record& r);
 
 // A trial of `task` on `target_spec` as a record to commit (no job, device

@@ -909,9 +909,8 @@ absl::StatusOr<std::vector<v1::Device>> TuningLog::ListDevices() {
 }
 
 absl::Status TuningLog::SetConfirmation(const Confirmation& c) {
-  if (c.state != v1::CONFIRMATION_CONFIRMED && c.state != v1::CONFIRMATION_DISPUTED &&
-      c.state != v1::CONFIRMATION_SINGLE_DEVICE) {
-    return absl::InvalidArgumentError("SetConfirmation: the outcome of a confirmation only");
+  if (c.state != v1::CONFIRMATION_CONFIRMED && c.state != v1::CONFIRMATION_DISPUTED) {
+    return absl::InvalidArgumentError("SetConfirmation: CONFIRMED or DISPUTED only");
   }
   absl::StatusOr<Canon::Workload> workload = canon_.workload(c.workload);
   if (!workload.ok()) return workload.status();
@@ -924,12 +923,7 @@ absl::Status TuningLog::SetConfirmation(const Confirmation& c) {
         "UPDATE records SET confirmation = ?1, confirmed_by = ?2, confirm_cost = ?3 "
         "WHERE job_id = ?4 AND schedule_hash = ?5 AND device_id = ?6 AND status = 1 "
         "AND confirmation = 3 AND workload_id = (SELECT id FROM workloads WHERE key = ?7)"));
-    rec.Bind(1, int64_t{c.state}).Bind(2, c.confirmed_by);
-    if (c.state == v1::CONFIRMATION_SINGLE_DEVICE) {
-      rec.BindNull(3);
-    } else {
-      rec.Bind(3, c.confirm_cost_sec);
-    }
+    rec.Bind(1, int64_t{c.state}).Bind(2, c.confirmed_by).Bind(3, c.confirm_cost_sec);
     rec.Bind(4, c.job_id).Bind(5, schedule_hash).Bind(6, c.device_id).Bind(7, workload->key);
     TF_RETURN_IF_ERROR(rec.Run());
     if (sqlite3_changes(db_->raw()) == 0) {

@@ -143,8 +143,8 @@ class TuningLog {
 
   // The outcome of measuring a pending record again on another device
   // (v1::Confirmation): CONFIRMED (counted for the device that measured it
-  // first) or DISPUTED, or SINGLE_DEVICE when no other device could; the
-  // `suspect` device, if any, gets a disputed timing counted.
+  // first) or DISPUTED; the `suspect` device, if any, gets a disputed
+  // timing counted.
   struct Confirmation {
     int64_t job_id = 0;
     v1::Workload workload;
