@@ -1418,6 +1418,7 @@ TEST(Security, RolesWithRealProcesses) {
   token({"--role", "agent", "--name", "orin", "--keys", "jetson-orin", "--devices", "orin-01"},
         dir.File("orin.token"));
   token({"--role", "agent", "--name", "lab"}, dir.File("lab.token"));
+  token({"--role", "agent", "--name", "spare"}, dir.File("spare.token"));
   testing::WriteFile(dir.File("tokens"), lines);
   EXPECT_FALSE(absl::StrContains(lines, testing::ReadFileOrEmpty(dir.File("admin.token"))));
   auto server =
@@ -1472,6 +1473,47 @@ TEST(Security, RolesWithRealProcesses) {
   EXPECT_TRUE(absl::StrContains(d.out, " online ")) << d.out;
   (*orin)->Kill(SIGTERM);
   ASSERT_TRUE((*orin)->Wait(absl::Seconds(20)).ok());
+
+  // An id no devices= names is its first token's: another token's agent
+  // is refused, but keeps asking (an admin may release the id) instead of
+  // exiting, and gets in once the id is removed.
+  auto first = agent(dir.File("lab.token"), "bench-01", "bench-first.log");
+  ASSERT_TRUE(first.ok());
+  ASSERT_TRUE(testing::WaitFor(
+      [&] {
+        return absl::StrContains(cli(dir.File("admin.token"), {"devices"}).out, "bench-01");
+      },
+      absl::Seconds(60)));
+  (*first)->Kill(SIGTERM);
+  ASSERT_TRUE((*first)->Wait(absl::Seconds(20)).ok());
+  auto second = agent(dir.File("spare.token"), "bench-01", "bench-second.log");
+  ASSERT_TRUE(second.ok());
+  ASSERT_TRUE(testing::WaitFor(
+      [&] {
+        return absl::StrContains(testing::ReadFileOrEmpty(dir.File("bench-second.log")),
+                                 "device id 'bench-01' belongs to token 'lab'");
+      },
+      absl::Seconds(60)))
+      << testing::ReadFileOrEmpty(dir.File("bench-second.log"));
+  ASSERT_TRUE(testing::WaitFor(
+      [&] {
+        return cli(dir.File("admin.token"), {"devices", "remove", "bench-01"}).exit_code == 0;
+      },
+      absl::Seconds(60)))
+      << cli(dir.File("admin.token"), {"devices"}).out;
+  EXPECT_TRUE(testing::WaitFor(
+      [&] {
+        CommandResult list = cli(dir.File("admin.token"), {"devices"});
+        return absl::StrContains(list.out, "bench-01") && absl::StrContains(list.out, " online ");
+      },
+      absl::Seconds(90)))
+      << testing::ReadFileOrEmpty(dir.File("bench-second.log"));
+  EXPECT_FALSE(absl::StrContains(testing::ReadFileOrEmpty(dir.File("bench-second.log")),
+                                 "refused to register this process"));
+  (*second)->Kill(SIGTERM);
+  auto st = (*second)->Wait(absl::Seconds(20));
+  ASSERT_TRUE(st.ok());
+  EXPECT_EQ(DescribeWaitStatus(*st), "exited with 0");
 }
 
 // Secure by default: no plain text or open door beyond loopback unless
