@@ -1,24 +1,33 @@
-// --help for the daemons (tunefarm-server, -worker, -agent), which parse
-// their flags with absl: the usage line, then every flag of the program's
-// own *_main.cc with its default (absl's default lists only flags of a file
-// named like the program, so it found none).
+// Flags of the daemons (tunefarm-server, -worker, -agent), which define
+// them with absl, parsed the way the CLI parses its own: --help prints the
+// usage line and every flag of the program's *_main.cc with its default
+// (no source paths) and exits 0; an unknown flag (with the nearest known
+// name), a bad value, or an argument that is not a flag is one line on
+// stderr and exit 2.
 #pragma once
 
-#include "absl/flags/usage.h"
-#include "absl/flags/usage_config.h"
-#include "absl/strings/match.h"
+#include <string>
+#include <vector>
+
 #include "absl/strings/string_view.h"
 
 namespace tunefarm {
 
-inline void SetDaemonUsage(absl::string_view usage) {
-  absl::SetProgramUsageMessage(usage);
-  absl::FlagsUsageConfig config;
-  config.contains_help_flags = [](absl::string_view file) {
-    return absl::EndsWith(file, "_main.cc");
-  };
-  config.contains_helpshort_flags = config.contains_help_flags;
-  absl::SetFlagsUsageConfig(config);
-}
+// Sets the usage line --help prints first.
+void SetDaemonUsage(absl::string_view usage);
+
+// Parses argv into the program's absl flags; on --help, or on an error,
+// prints and exits (0, 2). Flags are --name=value, --name value, --name
+// and --noname for booleans; "--" ends them.
+void ParseDaemonFlags(int argc, char** argv);
+
+// What ParseDaemonFlags does, without exiting or printing: the text to
+// print and the exit code (-1: go on). For tests.
+struct DaemonFlagsOutcome {
+  int exit_code = -1;
+  std::string text;
+};
+DaemonFlagsOutcome ParseDaemonFlagsOrExplain(const std::vector<std::string>& args,
+                                             absl::string_view program);
 
 }  // namespace tunefarm

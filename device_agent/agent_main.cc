@@ -11,8 +11,6 @@
 #include <optional>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "common/flags_usage.h"
@@ -60,7 +58,7 @@ int main(int argc, char** argv) {
       "the tunefarm device agent\n\n  tunefarm-agent --key=KEY (required) "
       "--server=HOST[:PORT] --server_key=F.pub|--insecure [--token_file=F] [--tls_ca=F]\n\nExit codes: 0 "
       "stopped by SIGINT/SIGTERM, 1 refused by the server, 2 bad flags or set-up (docs/cli.md)");
-  absl::ParseCommandLine(argc, argv);
+  tunefarm::ParseDaemonFlags(argc, argv);
   if (absl::Status s = tunefarm::InitLogging(absl::GetFlag(FLAGS_log_level)); !s.ok()) {
     return Fail(std::string(s.message()));
   }

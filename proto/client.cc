@@ -121,6 +121,12 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeChannel(const ClientOptions& 
     if (!in) return absl::NotFoundError(absl::StrCat("cannot read CA file ", options.tls_ca_file));
     std::stringstream ss;
     ss << in.rdbuf();
+    if (!absl::StrContains(ss.str(), "-----BEGIN CERTIFICATE-----")) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "CA file ", options.tls_ca_file,
+          " holds no PEM certificate: give --tls_ca the CA's certificate (ca.pem from "
+          "scripts/make-certs.sh, docs/security.md)"));
+    }
     grpc::SslCredentialsOptions ssl;
     ssl.pem_root_certs = ss.str();
     creds = grpc::SslCredentials(ssl);

@@ -11,8 +11,6 @@
 #include <thread>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
 #include "absl/synchronization/mutex.h"
 #include "common/flags_usage.h"
 #include "common/logging.h"
@@ -63,7 +61,7 @@ int main(int argc, char** argv) {
       "the tunefarm tuning server\n\n  tunefarm-server [--listen=HOST:PORT] [--db=FILE] "
       "[--tls_cert=F --tls_key=F] [--tokens_file=F]\n\nExit codes: 0 stopped by SIGINT/SIGTERM, "
       "1 failed while serving, 2 bad flags or set-up (docs/cli.md)");
-  absl::ParseCommandLine(argc, argv);
+  tunefarm::ParseDaemonFlags(argc, argv);
   // Debian's Abseil checks every absl::Mutex (gRPC's locks) for lock-order
   // cycles: a few percent of the server's CPU under load, for a debugging aid.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);

@@ -9,8 +9,6 @@
 #include <optional>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
 #include "absl/time/time.h"
 #include "common/flags_usage.h"
 #include "common/logging.h"
@@ -36,7 +34,7 @@ int main(int argc, char** argv) {
       "the tunefarm compile worker\n\n  tunefarm-worker --server=HOST[:PORT] [--token_file=F] "
       "[--tls_ca=F]\n\nExit codes: 0 stopped by SIGINT/SIGTERM, 1 refused by the server, 2 bad "
       "flags or set-up (docs/cli.md)");
-  absl::ParseCommandLine(argc, argv);
+  tunefarm::ParseDaemonFlags(argc, argv);
   absl::Status logging = tunefarm::InitLogging(absl::GetFlag(FLAGS_log_level));
   auto client = tunefarm::ClientOptionsFromFlags(
       absl::GetFlag(FLAGS_server), absl::GetFlag(FLAGS_tls_ca), absl::GetFlag(FLAGS_token_file),

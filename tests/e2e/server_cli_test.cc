@@ -978,9 +978,32 @@ TEST_F(E2ETest, SubmitMistakesAreNamed) {
                                                         {"tunefarm-worker", "--server"},
                                                         {"tunefarm-agent", "--key"}}) {
     CommandResult h = RunCommand({BinPath(bin), "--help"}, dir_.path());
-    EXPECT_TRUE(absl::StrContains(h.out + h.err, flag)) << bin << ": " << h.out << h.err;
-    EXPECT_FALSE(absl::StrContains(h.out + h.err, "No flags matched")) << bin;
+    EXPECT_EQ(h.exit_code, 0) << bin;
+    EXPECT_TRUE(absl::StrContains(h.out, flag)) << bin << ": " << h.out << h.err;
+    EXPECT_FALSE(absl::StrContains(h.out, "_main.cc")) << bin << ": a source path\n" << h.out;
+    // Mistakes are one line naming the fix, exit 2, as the CLI's.
+    for (const auto& [args, says] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+             {{flag + "x=1"}, "unknown flag " + flag + "x; did you mean " + flag + "?"},
+             {{"--log_level=loud"}, ""},
+             {{"--log_levle=debug"}, "did you mean --log_level?"},
+             {{"stray"}, "unexpected argument 'stray'"},
+             {{"--report_offline_after=soon"}, "--report_offline_after=soon: "}}) {
+      if (bin == "tunefarm-server" && args[0] == "--report_offline_after=soon") continue;
+      std::vector<std::string> argv = {BinPath(bin)};
+      argv.insert(argv.end(), args.begin(), args.end());
+      CommandResult bad = RunCommand(argv, dir_.path());
+      EXPECT_EQ(bad.exit_code, 2) << bin << " " << args[0] << ": " << bad.err;
+      EXPECT_TRUE(absl::StrContains(bad.err, says)) << bin << " " << args[0] << ": " << bad.err;
+      EXPECT_EQ(std::count(bad.err.begin(), bad.err.end(), '\n'), 1) << bad.err;
+    }
   }
+  // A CA file that is no certificate says so.
+  testing::WriteFile(dir_.File("not-a-ca.pem"), "hello\n");
+  CommandResult ca = RunCommand({BinPath("tunefarm-worker"), "--server=" + (*server)->address(),
+                                 "--tls_ca=" + dir_.File("not-a-ca.pem")},
+                                dir_.path());
+  EXPECT_EQ(ca.exit_code, 1);
+  EXPECT_TRUE(absl::StrContains(ca.err, "holds no PEM certificate")) << ca.err;
   StopAll({agent->get(), worker->get()});
 }
 
