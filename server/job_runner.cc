@@ -315,8 +315,8 @@ class ResultSink {
                                 r.status() == v1::MEASURE_STATUS_UPLOAD_ERROR;
     const std::string kind = absl::StrCat(r.status(), " ", FailureKind(r.error()));
     if (r.status() != v1::MEASURE_STATUS_OK) {
-      ++by_status_[r.status()];
       Group& g = groups_[kind];
+      g.status = r.status();
       if (g.count++ == 0)
         g.example = absl::StrCat(EnumLabel(v1::MeasureStatus_Name(r.status()), "MEASURE_STATUS_"),
                                  ": ", r.error());
@@ -338,7 +338,9 @@ class ResultSink {
   std::string FailureCounts() const {
     std::lock_guard<std::mutex> l(mu_);
     std::vector<std::pair<int, v1::MeasureStatus>> order;
-    for (const auto& [status, n] : by_status_) order.push_back({n, status});
+    std::map<v1::MeasureStatus, int> by_status;
+    for (const auto& [kind, g] : groups_) by_status[g.status] += g.count;
+    for (const auto& [status, n] : by_status) order.push_back({n, status});
     std::stable_sort(order.begin(), order.end(),
                      [](const auto& a, const auto& b) { return a.first > b.first; });
     std::string out;
@@ -380,11 +382,11 @@ class ResultSink {
   absl::Status store_error_;  // the first failed commit
   int same_failures_ = 0;
   struct Group {
+    v1::MeasureStatus status = v1::MEASURE_STATUS_UNSPECIFIED;
     int count = 0;
     std::string example;  // the first message of the kind, with its status
   };
   std::map<std::string, Group> groups_;  // failures by status and FailureKind
-  std::map<v1::MeasureStatus, int> by_status_;  // failures by status
   std::string last_kind_;     // status and FailureKind of the run of failures
   std::string last_failure_;  // the last one's message
   std::atomic<bool> device_broken_{false};
