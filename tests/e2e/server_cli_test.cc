@@ -1746,45 +1746,54 @@ TEST(Security, PlausibleForgedTimingsDoNotRank) {
       << cli({"devices"}).out;
   const std::string list = dir.File("w.txt");
   testing::WriteFile(list, "dense(M=32,N=32,K=32)\n");
-  CommandResult sub = cli({"submit", "--workloads=" + list, "--target=llvm -num-cores=1",
-                           "--device_key=x86-test", "--trials=16"});
-  ASSERT_EQ(sub.exit_code, 0) << sub.err;
   auto records = [&] {
     CommandResult out = cli({"records", "--json", "--limit=1000"});
     std::istringstream in(out.out);
     auto parsed = cli::ParseRecordsJsonl(in, "records --json");
     return parsed.ok() ? *parsed : std::vector<v1::Record>();
   };
-  // The job ends, and every second measurement it asked for has come back.
-  ASSERT_TRUE(testing::WaitFor(
-      [&] {
-        if (!absl::StrContains(cli({"job", "1"}).out, "succeeded")) return false;
-        for (const v1::Record& r : records()) {
-          if (r.confirmation() == v1::CONFIRMATION_PENDING) return false;
-        }
-        return true;
-      },
-      absl::Seconds(240)))
-      << cli({"job", "1"}).out << testing::ReadFileOrEmpty(dir.File("procs.log"));
+  // Jobs of 16 trials until each agent measured some candidates first (the
+  // liar also measures again the honest agent's new bests, ahead of new
+  // work, so which takes which candidate varies); each job ends, and every
+  // second measurement it asked for has come back.
+  int liar_ok = 0, honest_ok = 0;
+  for (int job = 1; job <= 6 && (liar_ok == 0 || honest_ok == 0); ++job) {
+    CommandResult sub = cli({"submit", "--workloads=" + list, "--target=llvm -num-cores=1",
+                             "--device_key=x86-test", "--trials=16"});
+    ASSERT_EQ(sub.exit_code, 0) << sub.err;
+    ASSERT_TRUE(testing::WaitFor(
+        [&] {
+          if (!absl::StrContains(cli({"job", std::to_string(job)}).out, "succeeded")) return false;
+          for (const v1::Record& r : records()) {
+            if (r.confirmation() == v1::CONFIRMATION_PENDING) return false;
+          }
+          return true;
+        },
+        absl::Seconds(240)))
+        << cli({"job", std::to_string(job)}).out
+        << testing::ReadFileOrEmpty(dir.File("procs.log"));
+    liar_ok = honest_ok = 0;
+    for (const v1::Record& r : records()) {
+      if (r.status() != v1::MEASURE_STATUS_OK) continue;
+      ++(r.device_id() == "liar" ? liar_ok : honest_ok);
+    }
+  }
   EXPECT_GT(liar.lies(), 0);
-  int liar_ok = 0, honest_ranked = 0;
+  std::string all;
+  for (const v1::Record& r : records()) all += cli::RecordToJsonLine(r) + "\n";
+  ASSERT_GT(liar_ok, 0) << all;
+  ASSERT_GT(honest_ok, 0) << all;
   for (const v1::Record& r : records()) {
     if (r.status() != v1::MEASURE_STATUS_OK) continue;
     if (r.device_id() == "liar") {
-      ++liar_ok;
       // Faster than anything that ranked when it arrived: checked, and the
       // honest agent measured it slower.
       EXPECT_EQ(r.confirmation(), v1::CONFIRMATION_DISPUTED) << cli::RecordToJsonLine(r);
       EXPECT_EQ(r.confirmed_by(), "honest") << cli::RecordToJsonLine(r);
     } else {
       EXPECT_NE(r.confirmation(), v1::CONFIRMATION_DISPUTED) << cli::RecordToJsonLine(r);
-      honest_ranked += r.confirmation() != v1::CONFIRMATION_PENDING;
     }
   }
-  std::string all;
-  for (const v1::Record& r : records()) all += cli::RecordToJsonLine(r) + "\n";
-  EXPECT_GT(liar_ok, 0) << all;
-  EXPECT_GT(honest_ranked, 0) << all;
   CommandResult best = cli({"best", "--target=llvm -num-cores=1", "--job=1", "--json"});
   ASSERT_EQ(best.exit_code, 0) << best.err;
   EXPECT_TRUE(absl::StrContains(best.out, "\"device_id\":\"honest\"")) << best.out;
