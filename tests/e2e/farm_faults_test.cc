@@ -34,12 +34,6 @@ using testing::BinPath;
 using testing::CommandResult;
 using testing::ServerProcess;
 
-int Count(const std::string& text, const std::string& what) {
-  int n = 0;
-  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
-  return n;
-}
-
 TEST(FarmFaults, TwoJobsOnTwoWorkersAndThreeAgentsSurviveAKilledAgent) {
   testing::TempDir dir;
   auto server =
@@ -72,15 +66,19 @@ TEST(FarmFaults, TwoJobsOnTwoWorkersAndThreeAgentsSurviveAKilledAgent) {
     if (a == 3) victim = p;
   }
   ASSERT_NE(victim, nullptr);
-  ASSERT_TRUE(testing::WaitFor([&] { return Count(cli({"devices"}).out, " online ") == 5; },
-                               absl::Seconds(60)))
+  ASSERT_TRUE(testing::WaitFor(
+      [&] {
+        return testing::Occurrences(cli({"devices"}).out, " online ") == 5;
+      },
+      absl::Seconds(60)))
       << cli({"devices"}).out;
 
   // Two jobs at once; every measurement runs for at least 150 ms, so an
   // agent spends most of its time inside one.
   const int kTrials = 24;
   for (const char* shapes : {"[8, 48]}, {\"shape\": [40, 48]", "[4, 32]}, {\"shape\": [24, 32]"}) {
-    std::string spec = dir.File(absl::StrCat("job-", Count(shapes, "4"), ".json"));
+    std::string spec = dir.File(
+        absl::StrCat("job-", testing::Occurrences(shapes, "4"), ".json"));
     testing::WriteFile(spec, absl::StrCat(R"({"name": "farm", "measure": {"min_repeat_ms": 150},
       "tasks": [{"workload": {"op": "OP_KIND_DENSE", "inputs": [{"shape": )",
                                           shapes, "}]}}]}"));
@@ -95,7 +93,8 @@ TEST(FarmFaults, TwoJobsOnTwoWorkersAndThreeAgentsSurviveAKilledAgent) {
   ASSERT_TRUE(testing::WaitFor(
       [&] {
         std::string log = testing::ReadFileOrEmpty(victim_log);
-        int started = Count(log, "event=measuring "), finished = Count(log, "event=measured ");
+        int started = testing::Occurrences(log, "event=measuring "),
+            finished = testing::Occurrences(log, "event=measured ");
         return finished >= 1 && started > finished;
       },
       absl::Seconds(120)))
@@ -295,8 +294,11 @@ TEST(FarmFaults, ASilentLinkLosesNoResult) {
     start({BinPath("tunefarm-agent"), "--server=" + (*server)->address(), "--key=x86-test",
            "--device_id=direct", (*server)->server_key_flag()},
           "direct.log");
-    ASSERT_TRUE(testing::WaitFor([&] { return Count(cli({"devices"}).out, " online ") == 3; },
-                                 absl::Seconds(60)))
+    ASSERT_TRUE(testing::WaitFor(
+        [&] {
+          return testing::Occurrences(cli({"devices"}).out, " online ") == 3;
+        },
+        absl::Seconds(60)))
         << cli({"devices"}).out;
     const std::string spec = dir.File("job.json");
     testing::WriteFile(spec, R"({"name": "silent", "measure": {"number": 10000},
@@ -312,7 +314,8 @@ TEST(FarmFaults, ASilentLinkLosesNoResult) {
     ASSERT_TRUE(testing::WaitFor(
         [&] {
           std::string log = testing::ReadFileOrEmpty(dir.File("silent.log"));
-          return Count(log, "event=measuring ") > Count(log, "event=measured ");
+          return testing::Occurrences(log, "event=measuring ") >
+                 testing::Occurrences(log, "event=measured ");
         },
         absl::Seconds(120)))
         << testing::ReadFileOrEmpty(dir.File("silent.log"));

@@ -28,12 +28,6 @@ using testing::CommandResult;
 using testing::RunCommand;
 using testing::ServerProcess;
 
-int Count(const std::string& text, const std::string& what) {
-  int n = 0;
-  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
-  return n;
-}
-
 TEST(FarmRestart, TlsFarmWithTokensComesBackAfterALongOutage) {
   testing::TempDir dir;
   const std::string db = dir.File("farm.db");
@@ -100,9 +94,11 @@ TEST(FarmRestart, TlsFarmWithTokensComesBackAfterALongOutage) {
     return testing::ReadFileOrEmpty(dir.File("worker.log")) +
            testing::ReadFileOrEmpty(dir.File("agent.log"));
   };
-  ASSERT_TRUE(
-      testing::WaitFor([&] { return Count(cli({"devices"}).out, " online ") == 2; },
-                       absl::Seconds(60)))
+  ASSERT_TRUE(testing::WaitFor(
+      [&] {
+        return testing::Occurrences(cli({"devices"}).out, " online ") == 2;
+      },
+      absl::Seconds(60)))
       << cli({"devices"}).out << logs();
 
   const std::string spec = dir.File("job.json");
@@ -128,8 +124,12 @@ TEST(FarmRestart, TlsFarmWithTokensComesBackAfterALongOutage) {
   ASSERT_TRUE((*server)->process().Wait(absl::Seconds(10)).ok());
   ASSERT_TRUE(testing::WaitFor(
       [&] {
-        return Count(testing::ReadFileOrEmpty(dir.File("worker.log")), "event=offline") == 1 &&
-               Count(testing::ReadFileOrEmpty(dir.File("agent.log")), "event=offline") == 1;
+        return testing::Occurrences(
+                   testing::ReadFileOrEmpty(dir.File("worker.log")),
+                   "event=offline") == 1 &&
+               testing::Occurrences(
+                   testing::ReadFileOrEmpty(dir.File("agent.log")),
+                   "event=offline") == 1;
       },
       absl::Seconds(120)))
       << logs();
@@ -175,11 +175,13 @@ TEST(FarmRestart, TlsFarmWithTokensComesBackAfterALongOutage) {
                                   "'orin'"))
         << board_id.error_message();
   }
-  ASSERT_TRUE(
-      testing::WaitFor([&] { return Count(cli({"devices"}).out, " online ") == 2; },
-                       absl::Seconds(120)))
+  ASSERT_TRUE(testing::WaitFor(
+      [&] {
+        return testing::Occurrences(cli({"devices"}).out, " online ") == 2;
+      },
+      absl::Seconds(120)))
       << cli({"devices"}).out << logs();
-  EXPECT_EQ(Count(logs(), "event=registered"), 4) << logs();
+  EXPECT_EQ(testing::Occurrences(logs(), "event=registered"), 4) << logs();
 
   r = cli({"resume", "1"});
   ASSERT_EQ(r.exit_code, 0) << r.err;

@@ -1736,11 +1736,7 @@ TEST(Security, PlausibleForgedTimingsDoNotRank) {
   LyingAgent liar((*server)->address(), 1e-6, absl::Milliseconds(200));
   ASSERT_TRUE(testing::WaitFor(
       [&] {
-        std::string d = cli({"devices"}).out;
-        size_t online = 0;
-        for (size_t at = d.find(" online "); at != std::string::npos; at = d.find(" online ", at + 1))
-          ++online;
-        return online == 3;
+        return testing::Occurrences(cli({"devices"}).out, " online ") == 3;
       },
       absl::Seconds(60)))
       << cli({"devices"}).out;

@@ -24,6 +24,14 @@ std::string TestBinPath(const std::string& name) {
   return std::string(TF_TEST_BIN_DIR) + "/" + name;
 }
 
+int Occurrences(const std::string &text, const std::string &what) {
+  int n = 0;
+  for (size_t at = text.find(what); at != std::string::npos;
+       at = text.find(what, at + 1))
+    ++n;
+  return n;
+}
+
 int ConnectLoopback(int port, const char* source) {
   const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return -1;

@@ -13,6 +13,9 @@
 
 namespace tunefarm::testing {
 
+// How many times `what` occurs in `text` (overlapping ones counted).
+int Occurrences(const std::string &text, const std::string &what);
+
 // Absolute path of a binary in build/bin, and of a test helper in build/tests.
 std::string BinPath(const std::string& name);
 std::string TestBinPath(const std::string& name);
