@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <functional>
 #include <iostream>
@@ -25,6 +26,7 @@
 #include "cli/plot.h"
 #include "cli/records_jsonl.h"
 #include "cli/tasks_cmd.h"
+#include "cli/target_cmd.h"
 #include "cli/token_cmd.h"
 #include "cli/tune_cmd.h"
 #include "compiler/codegen/llvm_target.h"
@@ -65,6 +67,7 @@ commands:
   resume ID
   devices [--all] [--json]      workers and agents known to the server (--all: with those offline over a day)
   devices drain|resume|remove ID   stop leasing work to a device, lease again, forget an offline one
+  target --device=ID [--gpu] [--why]   the target string for an agent's board, from what it reported
   compile --workload SPEC --target T --emit ir|llvm|asm|obj|so   (no server; see compile --help)
   tasks MODEL.onnx [--shape NAME=DIMS] [--json]   the model's tunable workloads (no server)
   tune --workload SPEC [--trials N] [--db FILE]   tune on this machine, no server (see tune --help)
@@ -903,6 +906,38 @@ Result CmdPlot(Client& c, const Args& a, std::ostream& out) {
   return std::nullopt;
 }
 
+// target --device ID [--gpu] [--why]: the target string for a registered
+// agent's board (cli/target_cmd.h).
+Result CmdTarget(Client& c, const Args& a, std::ostream& out) {
+  const std::string id = a.Get("device");
+  if (id.empty() || !a.positional().empty()) return Usage("target takes --device=ID");
+  v1::ListDevicesRequest req;
+  req.set_protocol_version(kProtocolVersion);
+  v1::ListDevicesResponse resp;
+  grpc::Status s = c.stub().ListDevices(c.Context().get(), req, &resp);
+  if (!s.ok()) return RpcFailure(c, s);
+  std::vector<std::string> agents;
+  for (const v1::Device& d : resp.devices()) {
+    if (d.role() != v1::ROLE_AGENT) continue;
+    agents.push_back(d.device_id());
+    if (d.device_id() != id) continue;
+    absl::StatusOr<SuggestedTarget> t = SuggestTarget(d.capabilities(), a.Has("gpu"));
+    if (!t.ok()) {
+      return Failure{kExitFailed, absl::StrCat("no target for ", Printable(id), ": ",
+                                               t.status().message())};
+    }
+    out << t->spec << "\n";
+    if (a.Has("why")) out << Printable(id) << ": " << Printable(t->why) << "\n";
+    return std::nullopt;
+  }
+  return Failure{kExitFailed,
+                 absl::StrCat("no agent ", Printable(id), " is registered",
+                              agents.empty() ? std::string(" (none is)")
+                                             : absl::StrCat(" (agents: ",
+                                                            Printable(absl::StrJoin(agents, ", ")),
+                                                            ")"))};
+}
+
 Result CmdDevices(Client& c, const Args& a, std::ostream& out) {
   if (!a.positional().empty()) {
     // devices drain|resume|remove ID
@@ -1051,7 +1086,15 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
   }
   ClientOptions opts;
   int64_t timeout_s = 30;
-  for (const auto& [k, values] : g->given()) {
+  // The environment gives what a flag does not: set them once per shell.
+  std::map<std::string, std::vector<std::string>> given = g->given();
+  for (const auto& [flag, var] : {std::pair<std::string, const char*>{"server", "TUNEFARM_SERVER"},
+                                  {"tls_ca", "TUNEFARM_TLS_CA"},
+                                  {"token_file", "TUNEFARM_TOKEN_FILE"}}) {
+    const char* v = std::getenv(var);
+    if (v != nullptr && *v != '\0' && !given.count(flag)) given[flag] = {v};
+  }
+  for (const auto& [k, values] : given) {
     const std::string& v = values.back();
     if (k == "help" || k == "insecure") {
       continue;
@@ -1111,7 +1154,8 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
       {"cancel", {CmdCancel, {}}},
       {"resume", {CmdResume, {}}},
       {"devices", {CmdDevices, {{}, {"json", "all"}}}},
-      {"plot", {CmdPlot, {{"o"}, {}}}}};
+      {"plot", {CmdPlot, {{"o"}, {}}}},
+      {"target", {CmdTarget, {{"device"}, {"gpu", "why"}}}}};
   auto it = kCommands.find(cmd);
   if (it == kCommands.end()) {
     err << "tunefarm: error: unknown command '" << cmd << "' (tunefarm help lists them)\n";

@@ -6,13 +6,14 @@
 #   cmake -G Ninja -S . -B build-aarch64 -DTUNEFARM_AGENT_ONLY=ON \
 #         -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake
 #   ninja -C build-aarch64
+#   scripts/make-agent-bundle.sh build-aarch64/bin tunefarm-agent-aarch64.tar.gz
 #
-# The libraries (gRPC, protobuf, Abseil, spdlog, OpenSSL) are Debian's arm64
-# builds installed beside the host's (multiarch, /usr/lib/aarch64-linux-gnu);
-# protoc and grpc_cpp_plugin are the host's. The binaries need the same
-# libraries on the board: Debian 12 or Ubuntu 22.04/24.04 arm64 (JetPack 6
-# is Ubuntu 22.04) with the packages of `install-deps.sh --agent`, or build
-# there natively (docs/agent-install.md).
+# The libraries (gRPC, protobuf, Abseil, spdlog, OpenSSL) are Debian 12's
+# arm64 builds installed beside the host's (multiarch,
+# /usr/lib/aarch64-linux-gnu); protoc and grpc_cpp_plugin are the host's.
+# The binaries need those libraries (and glibc 2.36) on the board: older
+# systems (JetPack 5 and 6: Ubuntu 20.04 and 22.04) lack them, so boards get
+# the bundle, which carries them and its own loader (docs/agent-install.md).
 set(CMAKE_SYSTEM_NAME Linux)
 set(CMAKE_SYSTEM_PROCESSOR aarch64)
 set(CMAKE_C_COMPILER aarch64-linux-gnu-gcc)

@@ -3,13 +3,17 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <map>
 
 #include "absl/flags/commandlineflag.h"
 #include "absl/flags/reflection.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/match.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "absl/strings/ascii.h"
 #include "common/edit_distance.h"
 
 namespace tunefarm {
@@ -28,7 +32,9 @@ std::map<std::string, absl::CommandLineFlag*> OwnFlags() {
 
 std::string Help(absl::string_view program,
                  const std::map<std::string, absl::CommandLineFlag*>& own) {
-  std::string out = absl::StrCat(program, ": ", absl::ProgramUsageMessage(), "\n\nFlags:\n");
+  std::string out = absl::StrCat(program, ": ", absl::ProgramUsageMessage(),
+                                 "\n\nFlags (also read from --flagfile=FILE, one --name=value a "
+                                 "line, # comments):\n");
   for (const auto& [name, flag] : own) {
     absl::StrAppend(&out, "  --", name, " (default: ",
                     flag->DefaultValue().empty() ? "\"\"" : flag->DefaultValue(), ")\n      ",
@@ -41,14 +47,64 @@ std::string Help(absl::string_view program,
 
 void SetDaemonUsage(absl::string_view usage) { absl::SetProgramUsageMessage(usage); }
 
-DaemonFlagsOutcome ParseDaemonFlagsOrExplain(const std::vector<std::string>& args,
+namespace {
+
+// An argument and where it came from ("" for the command line, else
+// "FILE:LINE: ").
+struct Arg {
+  std::string text;
+  std::string origin;
+};
+
+// `args` with every --flagfile=FILE (or --flagfile FILE) replaced by the
+// file's lines: one --name=value each; blank lines and lines starting with
+// '#' skipped. A file that cannot be read, or one that names another
+// --flagfile, is the error.
+absl::StatusOr<std::vector<Arg>> ExpandFlagFiles(const std::vector<std::string>& args) {
+  std::vector<Arg> out;
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string file;
+    if (absl::StartsWith(args[i], "--flagfile=")) {
+      file = args[i].substr(11);
+    } else if (args[i] == "--flagfile" && i + 1 < args.size()) {
+      file = args[++i];
+    } else {
+      out.push_back({args[i], ""});
+      continue;
+    }
+    std::ifstream in(file);
+    if (!in) return absl::NotFoundError(absl::StrCat("--flagfile=", file, ": cannot read it"));
+    int line_no = 0;
+    for (std::string line; std::getline(in, line);) {
+      ++line_no;
+      const std::string text(absl::StripAsciiWhitespace(line));
+      if (text.empty() || text[0] == '#') continue;
+      const std::string origin = absl::StrCat(file, ":", line_no, ": ");
+      if (absl::StartsWith(text, "--flagfile")) {
+        return absl::InvalidArgumentError(absl::StrCat(origin, "a flag file cannot name another"));
+      }
+      out.push_back({text, origin});
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+DaemonFlagsOutcome ParseDaemonFlagsOrExplain(const std::vector<std::string>& given,
                                              absl::string_view program) {
   const std::map<std::string, absl::CommandLineFlag*> own = OwnFlags();
+  std::string origin;
   auto fail = [&](const std::string& why) {
-    return DaemonFlagsOutcome{2, absl::StrCat(program, ": ", why, "\n")};
+    return DaemonFlagsOutcome{2, absl::StrCat(program, ": ", origin, why, "\n")};
   };
+  absl::StatusOr<std::vector<Arg>> expanded = ExpandFlagFiles(given);
+  if (!expanded.ok()) return fail(std::string(expanded.status().message()));
+  std::vector<std::string> args;
+  for (const Arg& a : *expanded) args.push_back(a.text);
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& arg = args[i];
+    origin = (*expanded)[i].origin;
     if (arg == "--") break;
     if (arg.size() < 2 || arg[0] != '-') {
       return fail(absl::StrCat("unexpected argument '", arg,
@@ -91,7 +147,7 @@ DaemonFlagsOutcome ParseDaemonFlagsOrExplain(const std::vector<std::string>& arg
       value = body.substr(eq + 1);
     } else if (flag->IsOfType<bool>()) {
       value = negated ? "false" : "true";
-    } else if (i + 1 < args.size()) {
+    } else if (i + 1 < args.size() && (*expanded)[i + 1].origin == origin) {
       value = args[++i];
     } else {
       return fail(absl::StrCat("--", name, " needs a value (--", name, "=VALUE)"));

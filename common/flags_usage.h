@@ -18,7 +18,9 @@ void SetDaemonUsage(absl::string_view usage);
 
 // Parses argv into the program's absl flags; on --help, or on an error,
 // prints and exits (0, 2). Flags are --name=value, --name value, --name
-// and --noname for booleans; "--" ends them.
+// and --noname for booleans; "--" ends them. --flagfile=FILE reads flags
+// from FILE in its place (one --name=value a line; blank lines and # lines
+// skipped); an error in it names FILE:LINE.
 void ParseDaemonFlags(int argc, char** argv);
 
 // What ParseDaemonFlags does, without exiting or printing: the text to

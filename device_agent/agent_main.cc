@@ -8,10 +8,14 @@
 // Reconnects with back-off when the server goes away. Every kernel runs in a
 // sandboxed child process; one measurement at a time. Stops on SIGINT/SIGTERM.
 #include <cstdio>
+#include <cstdlib>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "common/flags_usage.h"
 #include "common/logging.h"
@@ -40,6 +44,9 @@ ABSL_FLAG(absl::Duration, report_offline_after, absl::Seconds(60),
           "unregistered this long, say why in one line (e.g. 60s, 5m)");
 ABSL_FLAG(bool, print_capabilities, false, "print the detected capabilities as JSON and exit");
 ABSL_FLAG(int64_t, memory_limit_mb, 4096, "address space a measured kernel may add, in MiB");
+ABSL_FLAG(std::string, runner_wrapper, "",
+          "run the runners through this program and its arguments, e.g. qemu-aarch64 for an "
+          "aarch64 agent on an x86-64 host (default: $TUNEFARM_RUNNER_WRAPPER, else none)");
 ABSL_FLAG(std::string, log_level, "info", "trace, debug, info, warn, error");
 ABSL_FLAG(bool, seccomp_optional, false,
           "run code even where the system refuses the runners' seccomp filter (qemu-user does): "
@@ -47,6 +54,9 @@ ABSL_FLAG(bool, seccomp_optional, false,
           "filtered");
 
 namespace {
+// An emulated runner (qemu-user) takes seconds to start on a loaded host.
+constexpr double kProbeTimeoutS = 60;
+
 int Fail(const std::string& msg) {
   std::fprintf(stderr, "tunefarm-agent: %s\n", msg.c_str());
   return 2;
@@ -56,7 +66,8 @@ int Fail(const std::string& msg) {
 int main(int argc, char** argv) {
   tunefarm::SetDaemonUsage(
       "the tunefarm device agent\n\n  tunefarm-agent --key=KEY (required) "
-      "--server=HOST[:PORT] --server_key=F.pub|--insecure [--token_file=F] [--tls_ca=F]\n\nExit codes: 0 "
+      "--server=HOST[:PORT] --server_key=F.pub|--insecure [--token_file=F] [--tls_ca=F]\n"
+      "  [--device_id=ID] [--runner_wrapper=qemu-aarch64]\n\nExit codes: 0 "
       "stopped by SIGINT/SIGTERM, 1 refused by the server, 2 bad flags or set-up (docs/cli.md)");
   tunefarm::ParseDaemonFlags(argc, argv);
   if (absl::Status s = tunefarm::InitLogging(absl::GetFlag(FLAGS_log_level)); !s.ok()) {
@@ -83,6 +94,24 @@ int main(int argc, char** argv) {
     return Fail("tunefarm-runner not found beside tunefarm-agent (install both, or set "
                 "TUNEFARM_RUNNER)");
   }
+  std::string wrapper_flag = absl::GetFlag(FLAGS_runner_wrapper);
+  if (const char* env = getenv("TUNEFARM_RUNNER_WRAPPER"); wrapper_flag.empty() && env) {
+    wrapper_flag = env;
+  }
+  const std::vector<std::string> wrapper =
+      absl::StrSplit(wrapper_flag, absl::ByAnyChar(" \t"), absl::SkipEmpty());
+  // Every trial would fail the same way: find out now, and say why.
+  if (std::string why = tunefarm::runner::ProbeHelper(
+          tunefarm::runner::HelperCommand(wrapper, runner), kProbeTimeoutS);
+      !why.empty()) {
+    return Fail("the kernel runner does not run here: " + why);
+  }
+  std::string model_runner_problem =
+      model_runner.empty()
+          ? "tunefarm-model-runner not found beside tunefarm-agent (install it there, or set "
+            "TUNEFARM_MODEL_RUNNER)"
+          : tunefarm::runner::ProbeHelper(tunefarm::runner::HelperCommand(wrapper, model_runner),
+                                          kProbeTimeoutS);
   auto client = tunefarm::ClientOptionsFromFlags(
       absl::GetFlag(FLAGS_server), absl::GetFlag(FLAGS_tls_ca), absl::GetFlag(FLAGS_token_file),
       absl::GetFlag(FLAGS_insecure));
@@ -129,11 +158,15 @@ int main(int argc, char** argv) {
   mo.gpu = caps.has_gpu();
   mo.filter_optional = absl::GetFlag(FLAGS_seccomp_optional);
   mo.runner_path = runner;
+  mo.runner_wrapper = wrapper;
   tunefarm::agent::MeasureHandler handler(mo);
   if (!verifier) {
     log->warn(
         "event=unverified_code --insecure and no server key: this agent runs whatever code a "
         "lease carries, signed or not (docs/security.md)");
+  }
+  if (!model_runner_problem.empty()) {
+    log->warn("event=no_model_runner whole-model runs will fail: {}", model_runner_problem);
   }
   if (mo.filter_optional) {
     log->warn(
@@ -166,15 +199,14 @@ int main(int argc, char** argv) {
           log->info("event=model_run lease={} package_bytes={} threads={} repeats={}",
                     lease.lease_id(), lease.model_run().package().size(),
                     lease.model_run().threads(), lease.model_run().repeats());
-          if (model_runner.empty()) {
+          if (!model_runner_problem.empty()) {
             r.mutable_model_run()->set_status(tunefarm::v1::MEASURE_STATUS_RUNTIME_ERROR);
-            r.mutable_model_run()->set_error(
-                "tunefarm-model-runner not found beside tunefarm-agent (install it there, or set "
-                "TUNEFARM_MODEL_RUNNER)");
+            r.mutable_model_run()->set_error(model_runner_problem);
             return r;
           }
           tunefarm::runner::ModelRunOptions ro;
           ro.runner_path = model_runner;
+          ro.runner_wrapper = wrapper;
           ro.memory_limit_bytes = mo.memory_limit_bytes;
           ro.filter_optional = mo.filter_optional;
           ro.cancelled = [&session, id = lease.lease_id()] { return session.Revoked(id); };

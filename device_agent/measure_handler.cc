@@ -110,6 +110,7 @@ v1::MeasureResult MeasureHandler::Measure(const v1::MeasureRequest& req,
   so.cancelled = cancelled;
   so.filter_optional = options_.filter_optional;
   so.runner_path = options_.runner_path;
+  so.runner_wrapper = options_.runner_wrapper;
 
   std::lock_guard<std::mutex> lock(mu_);
   const std::string& key = req.reference_key();

@@ -35,6 +35,7 @@ struct MeasureHandlerOptions {
   size_t max_cached_references = 64;  // the oldest is dropped past this
   bool filter_optional = false;       // SandboxOptions::filter_optional
   std::string runner_path;            // SandboxOptions::runner_path
+  std::vector<std::string> runner_wrapper;  // SandboxOptions::runner_wrapper
 };
 
 class MeasureHandler {

@@ -60,9 +60,17 @@ absl::Status FarmSession::Run(const WorkHandler& handler) {
     bool refused = false;
     absl::Status s = RunOnce(*stub, handler, &refused);
     if (refused) {
+      std::string fix;
+      if (s.code() == absl::StatusCode::kUnauthenticated) {
+        fix = options_.client.token.empty()
+                  ? " (give --token_file=FILE with a token of this role: `tunefarm token`, "
+                    "docs/security.md)"
+                  : " (the server's tokens file has no line for the secret in --token_file: "
+                    "add the line `tunefarm token` printed with it, or give the right file)";
+      }
       return absl::Status(s.code(),
                           absl::StrCat("the server ", options_.client.server,
-                                       " refused to register this process: ", s.message()));
+                                       " refused to register this process: ", s.message(), fix));
     }
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -79,8 +87,12 @@ absl::Status FarmSession::Run(const WorkHandler& handler) {
     // Held by another token: not a connection problem, and it takes a
     // person to mend; ask seldom.
     if (s.code() == absl::StatusCode::kAlreadyExists) wait = std::max(wait, absl::Seconds(15));
-    log_->warn("event=disconnected server={} error=\"{}\" retry_in_ms={}", options_.client.server,
-               std::string(s.message()), absl::ToInt64Milliseconds(wait));
+    // A mistake of set-up (TLS on one side only, another CA) is named at
+    // once; the offline report below says it again after a while.
+    const std::string fix = ConnectionHint(s.message());
+    log_->warn("event=disconnected server={} error=\"{}\" retry_in_ms={}{}", options_.client.server,
+               std::string(s.message()), absl::ToInt64Milliseconds(wait),
+               fix.empty() ? "" : absl::StrCat(" hint=\"", fix, "\""));
     if (!offline_reported && absl::Now() - offline_since >= options_.report_offline_after) {
       offline_reported = true;
       const std::string hint =

@@ -28,7 +28,7 @@ FULL_PKGS=(
   libsqlite3-dev sqlite3
   libxgboost-dev xgboost
   llvm-19-dev lld-19 libzstd-dev
-  libgtest-dev libgmock-dev openssl
+  libgtest-dev libgmock-dev openssl curl
   qemu-user g++-aarch64-linux-gnu
   libdnnl-dev libopenblas-dev
   libonnx-dev python3-onnx libonnx-testdata

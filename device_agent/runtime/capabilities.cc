@@ -125,6 +125,9 @@ v1::Capabilities DetectCapabilities() {
 #if defined(__aarch64__)
   // From the auxiliary vector: /proc/cpuinfo under qemu-user is the host's.
   for (const std::string& f : Aarch64Features()) caps.add_features(f);
+  if (const std::string part = CpuinfoField("CPU part"); !part.empty()) {
+    caps.set_cpu_part(absl::StrCat(CpuinfoField("CPU implementer"), ":", part));
+  }
 #else
   // x86 lists "flags", Arm "Features"; keep the ones that matter for codegen.
   static const std::set<std::string> kInteresting = {

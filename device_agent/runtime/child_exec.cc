@@ -18,7 +18,9 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
+#include <vector>
 
 namespace tunefarm::runner {
 
@@ -108,16 +110,17 @@ void AnswerChild(int fd, const std::string& bytes) {
 
 }  // namespace
 
-ChildExchange ExchangeWithChild(const std::string& executable, int request_fd, double deadline_s,
+ChildExchange ExchangeWithChild(const std::vector<std::string>& command, int request_fd,
+                                double deadline_s,
                                 size_t max_report, const std::function<bool()>& cancelled,
                                 const std::function<ReportStep(const std::string&)>& on_report) {
   ChildExchange x;
   if (request_fd >= 0) request_fd = SealedReadOnly(request_fd);
-  int fds[2] = {-1, -1}, answers[2] = {-1, -1};
+  int fds[2] = {-1, -1}, answers[2] = {-1, -1}, exec_err[2] = {-1, -1};
   const int null = open("/dev/null", O_RDWR | O_CLOEXEC);
-  if (request_fd < 0 || null < 0 || pipe2(fds, O_CLOEXEC) != 0 ||
-      (on_report && pipe2(answers, O_CLOEXEC) != 0)) {
-    for (int fd : {request_fd, null, fds[0], fds[1]})
+  if (command.empty() || request_fd < 0 || null < 0 || pipe2(fds, O_CLOEXEC) != 0 ||
+      pipe2(exec_err, O_CLOEXEC) != 0 || (on_report && pipe2(answers, O_CLOEXEC) != 0)) {
+    for (int fd : {request_fd, null, fds[0], fds[1], exec_err[0], exec_err[1]})
       if (fd >= 0) close(fd);
     x.error = "cannot set up the child process (request file, /dev/null or pipe failed)";
     return x;
@@ -138,17 +141,21 @@ ChildExchange ExchangeWithChild(const std::string& executable, int request_fd, d
   fds[1] = above(fds[1]);
   answers[0] = above(answers[0]);
   answers[1] = above(answers[1]);
+  exec_err[0] = above(exec_err[0]);
+  exec_err[1] = above(exec_err[1]);
   auto close_all = [&] {
-    for (int fd : {req, dev_null, fds[0], fds[1], answers[0], answers[1]})
+    for (int fd : {req, dev_null, fds[0], fds[1], answers[0], answers[1], exec_err[0], exec_err[1]})
       if (fd >= 0) close(fd);
   };
   if (req < 0 || dev_null < 0 || fds[0] < 0 || fds[1] < 0 || answers[0] == -2 ||
-      answers[1] == -2) {
+      answers[1] == -2 || exec_err[0] < 0 || exec_err[1] < 0) {
     close_all();
     x.error = "cannot set up the child process (no file descriptors)";
     return x;
   }
-  const char* argv[] = {executable.c_str(), nullptr};
+  std::vector<const char*> argv;
+  for (const std::string& a : command) argv.push_back(a.c_str());
+  argv.push_back(nullptr);
   // A clean environment: nothing of the caller's (tokens, paths) reaches the
   // child; the CUDA device choice does.
   std::string cuda_devices;
@@ -175,16 +182,25 @@ ChildExchange ExchangeWithChild(const std::string& executable, int request_fd, d
     }
     if (dup2(req, kChildRequestFd) < 0 || dup2(fds[1], kChildReportFd) < 0) _exit(126);
     if (answers[0] >= 0 && dup2(answers[0], kChildAnswerFd) < 0) _exit(126);
-    syscall(SYS_close_range, answers[0] >= 0 ? kChildAnswerFd + 1 : kChildReportFd + 1, ~0U, 0);
-    execve(argv[0], const_cast<char* const*>(argv), const_cast<char* const*>(envp));
+    // Everything else closes; the exec-error pipe (close-on-exec) stays
+    // until the exec, to carry its errno back.
+    const unsigned first = answers[0] >= 0 ? kChildAnswerFd + 1 : kChildReportFd + 1;
+    const unsigned keep = unsigned(exec_err[1]);
+    if (keep > first) syscall(SYS_close_range, first, keep - 1, 0);
+    syscall(SYS_close_range, keep + 1, ~0U, 0);
+    execve(argv[0], const_cast<char* const*>(argv.data()), const_cast<char* const*>(envp));
+    const int why = errno;
+    (void)!write(exec_err[1], &why, sizeof(why));
     _exit(127);
   }
+  close(exec_err[1]);
   close(req);
   close(dev_null);
   close(fds[1]);
   if (answers[0] >= 0) close(answers[0]);
   if (pid < 0) {
     close(fds[0]);
+    close(exec_err[0]);
     if (answers[1] >= 0) close(answers[1]);
     x.error = "fork failed";
     return x;
@@ -233,7 +249,104 @@ ChildExchange ExchangeWithChild(const std::string& executable, int request_fd, d
       usleep(1000);
     }
   }
+  // The child is gone: its end of the pipe is closed, so this does not block.
+  int why = 0;
+  if (read(exec_err[0], &why, sizeof(why)) == ssize_t(sizeof(why))) x.exec_errno = why;
+  close(exec_err[0]);
   return x;
+}
+
+std::vector<std::string> HelperCommand(const std::vector<std::string>& wrapper,
+                                       const std::string& helper) {
+  std::vector<std::string> command = wrapper;
+  if (!command.empty() && command[0].find('/') == std::string::npos) {
+    // The child's environment is empty: resolve the wrapper on our $PATH.
+    const char* path = getenv("PATH");
+    std::string dirs = path != nullptr ? path : "/usr/local/bin:/usr/bin:/bin";
+    for (size_t at = 0; at <= dirs.size();) {
+      size_t end = dirs.find(':', at);
+      if (end == std::string::npos) end = dirs.size();
+      const std::string candidate = dirs.substr(at, end - at) + "/" + command[0];
+      if (end > at && Executable(candidate)) {
+        command[0] = candidate;
+        break;
+      }
+      at = end + 1;
+    }
+  }
+  command.push_back(helper);
+  return command;
+}
+
+namespace {
+
+// The machine an ELF file is built for ("aarch64", "x86-64", ...); "" when
+// it is not an ELF file or cannot be read.
+std::string ElfMachine(const std::string& path) {
+  unsigned char h[20] = {};
+  FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) return "";
+  const size_t n = std::fread(h, 1, sizeof(h), f);
+  std::fclose(f);
+  if (n < sizeof(h) || h[0] != 0x7f || h[1] != 'E' || h[2] != 'L' || h[3] != 'F') return "";
+  const int machine = h[5] == 2 ? (h[18] << 8 | h[19]) : (h[18] | h[19] << 8);
+  switch (machine) {
+    case 62: return "x86-64";
+    case 183: return "aarch64";
+    case 40: return "arm";
+    case 243: return "riscv";
+    case 3: return "i386";
+    default: return "machine " + std::to_string(machine);
+  }
+}
+
+}  // namespace
+
+std::string DescribeExecFailure(const std::vector<std::string>& command, int exec_errno) {
+  const std::string& program = command.empty() ? std::string() : command[0];
+  std::string why = "cannot run " + program + ": " + std::strerror(exec_errno);
+  if (exec_errno == ENOEXEC) {
+    const std::string machine = ElfMachine(program);
+    if (!machine.empty()) {
+      why += " (built for " + machine + ", which this system cannot execute: give "
+             "--runner_wrapper=qemu-" + (machine == "x86-64" ? "x86_64" : machine) +
+             " (qemu-user), or register qemu-user with binfmt_misc)";
+    }
+  } else if (exec_errno == ENOENT && !ElfMachine(program).empty()) {
+    why += " (its program loader is missing: it was built for another system's libraries)";
+  }
+  return why;
+}
+
+std::string ProbeHelper(const std::vector<std::string>& command, double timeout_s) {
+  if (command.empty()) return "no program to run";
+  for (const std::string& part : {command.front(), command.back()}) {
+    if (!Executable(part)) return "cannot run " + part + ": " + std::strerror(errno);
+  }
+  const int fd = NewRequestFile("tunefarm-probe");
+  if (fd < 0) return "cannot make a request file (memfd_create failed)";
+  ChildExchange x = ExchangeWithChild(command, fd, MonotonicSeconds() + timeout_s, 4096);
+  std::string program;
+  for (const std::string& part : command) program += (program.empty() ? "" : " ") + part;
+  if (!x.started) return x.error;
+  if (x.exec_errno != 0) return DescribeExecFailure(command, x.exec_errno);
+  if (x.timed_out) {
+    return "`" + program + "` did not answer an empty request within " +
+           std::to_string(int(timeout_s)) + " s";
+  }
+  if (!x.report.empty()) return "";
+  std::string ended = WIFEXITED(x.wait_status)
+                          ? "exited " + std::to_string(WEXITSTATUS(x.wait_status))
+                          : "was killed by signal " + std::to_string(WTERMSIG(x.wait_status));
+  std::string hint;
+  if (command.size() > 1) {
+    hint = " (the wrapper could not run it: is it a program of the machine the wrapper "
+           "emulates?)";
+  } else if (const std::string machine = ElfMachine(command.back()); !machine.empty()) {
+    hint = " (built for " + machine + ": if this system runs it through binfmt_misc, check "
+           "the qemu-user registration, or give --runner_wrapper)";
+  }
+  return "`" + program + "` " + ended + " without answering an empty request" + hint;
 }
 
 }  // namespace tunefarm::runner

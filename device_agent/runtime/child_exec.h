@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 namespace tunefarm::runner {
 
@@ -27,6 +28,7 @@ struct ChildExchange {
   bool cancelled = false;  // killed because `cancelled` said so
   bool stopped = false;    // killed because on_report said so
   int wait_status = 0;     // as waitpid reports it (started)
+  int exec_errno = 0;      // the exec of command[0] failed with this errno (exit 127)
   std::string report;      // what the child wrote to fd 4, up to max_report bytes
   std::string error;
 };
@@ -40,7 +42,8 @@ struct ReportStep {
   std::string answer;  // written to the child's fd 5
 };
 
-// Runs `executable` with `request_fd` (taken over, made read-only and
+// Runs `command` (a program and its arguments: a runner, or a wrapper such
+// as qemu-aarch64 followed by the runner) with `request_fd` (taken over, made read-only and
 // sealed, and closed) as its fd 3 and collects its report until it closes fd 4 or
 // exits. The child gets an empty environment (but CUDA_VISIBLE_DEVICES), no
 // blocked or ignored signals, and SIGKILL when the calling thread dies.
@@ -50,11 +53,28 @@ struct ReportStep {
 // far (up to max_report bytes); the child then has fd 5. A child that is
 // gone when answered costs only the answer (no SIGPIPE).
 ChildExchange ExchangeWithChild(
-    const std::string& executable, int request_fd, double deadline_s, size_t max_report,
+    const std::vector<std::string>& command, int request_fd, double deadline_s, size_t max_report,
     const std::function<bool()>& cancelled = nullptr,
     const std::function<ReportStep(const std::string& report)>& on_report = nullptr);
 
 double MonotonicSeconds();
+
+// `wrapper` (a program, resolved on $PATH, and its arguments; may be empty)
+// followed by `helper`.
+std::vector<std::string> HelperCommand(const std::vector<std::string>& wrapper,
+                                       const std::string& helper);
+
+// Whether `command` runs here: it is started with an empty request and
+// must exit with a report (a runner reports a bad request). "" when it
+// does, else one line saying why and what to change (the exec's errno; for
+// a program built for another machine, qemu-user or binfmt_misc).
+// `timeout_s` bounds the wait (an emulated runner starts slowly).
+std::string ProbeHelper(const std::vector<std::string>& command, double timeout_s);
+
+// Why `command` could not be executed, given the exec's errno: the
+// program, the system's reason and, for a program of another machine
+// (ENOEXEC), what runs it.
+std::string DescribeExecFailure(const std::vector<std::string>& command, int exec_errno);
 
 // In the child: the address space may grow by `extra` bytes beyond what the
 // process holds now (0: no limit).

@@ -65,7 +65,8 @@ v1::ModelRunResult RunModelInChild(const v1::ModelRunRequest& request,
   // The report carries the outputs when asked for: allow the package's size
   // plus room, which is more than any output set of that package.
   const size_t max_report = (size_t(64) << 20) + request.package().size();
-  ChildExchange x = ExchangeWithChild(runner, fd, start + limit, max_report, options.cancelled);
+  const std::vector<std::string> command = HelperCommand(options.runner_wrapper, runner);
+  ChildExchange x = ExchangeWithChild(command, fd, start + limit, max_report, options.cancelled);
   if (!x.started) return finish(v1::MEASURE_STATUS_RUNTIME_ERROR, x.error);
   if (x.cancelled) {
     return finish(v1::MEASURE_STATUS_RUNTIME_ERROR,
@@ -91,8 +92,8 @@ v1::ModelRunResult RunModelInChild(const v1::ModelRunRequest& request,
   if (!WIFEXITED(w) || x.report.empty() || !reported.ParseFromString(x.report) ||
       reported.status() == v1::MEASURE_STATUS_UNSPECIFIED) {
     return finish(v1::MEASURE_STATUS_RUNTIME_ERROR,
-                  WIFEXITED(w) && WEXITSTATUS(w) == 127
-                      ? absl::StrCat("cannot run ", runner)
+                  x.exec_errno != 0
+                      ? DescribeExecFailure(command, x.exec_errno)
                       : absl::StrCat("model process ", DescribeWaitStatus(w),
                                      WIFEXITED(w) ? " with no report" : ""));
   }

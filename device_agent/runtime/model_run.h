@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "proto/protocol.h"
 #include "tunefarm/v1/farm.pb.h"
@@ -35,6 +36,7 @@ constexpr int kDefaultModelRepeats = 10;
 struct ModelRunOptions {
   int64_t memory_limit_bytes = 0;
   std::string runner_path;  // empty: ModelRunnerPath()
+  std::vector<std::string> runner_wrapper;  // SandboxOptions::runner_wrapper
   bool filter_optional = false;  // SandboxOptions::filter_optional
   // Asked every 100 ms while the model runs; true kills it.
   std::function<bool()> cancelled;

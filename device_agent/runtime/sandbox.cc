@@ -229,7 +229,7 @@ SandboxOutcome MeasureWith(const std::string& shared_object,
   }
   Exchange exchange(n_out, reference, OutputTolerance(shared_object, n_args, options), output);
   ChildExchange x = ExchangeWithChild(
-      runner, req, start + options.time_limit_s, exchange.max_bytes(), options.cancelled,
+      HelperCommand(options.runner_wrapper, runner), req, start + options.time_limit_s, exchange.max_bytes(), options.cancelled,
       [&](const std::string& got) { return exchange.OnReport(got); });
   result.run_s = MonotonicSeconds() - start;
   if (!x.started) {
@@ -264,8 +264,9 @@ SandboxOutcome MeasureWith(const std::string& shared_object,
     result.error = absl::StrFormat("no result within %.2f s", options.time_limit_s);
   } else if (!have_report || !WIFEXITED(wstatus)) {
     result.status = Status::kRuntimeError;
-    result.error = WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 127
-                       ? absl::StrCat("cannot run ", runner)
+    result.error = x.exec_errno != 0
+                       ? DescribeExecFailure(HelperCommand(options.runner_wrapper, runner),
+                                             x.exec_errno)
                        : absl::StrCat("kernel process ", DescribeWaitStatus(wstatus),
                                       have_report ? "" : " with no report");
   } else if (rep.not_confined) {

@@ -41,6 +41,9 @@ struct SandboxOptions {
   int64_t memory_limit_bytes = 0;  // RLIMIT_AS of the child; 0: none
   double tolerance = 1e-3;         // relative to max(1, |reference|)
   std::string runner_path;         // empty: RunnerPath()
+  // A program and its arguments the runner is run through (qemu-aarch64 for
+  // an emulated board); empty: the runner is executed directly.
+  std::vector<std::string> runner_wrapper;
   // The kernel bytes are a GpuPlan (EncodeGpuPlan), run on GPU 0 and timed
   // with CUDA events; flush_cache then flushes the GPU's L2, and
   // memory_limit_bytes does not apply (the driver reserves address space).

@@ -1,9 +1,11 @@
 // The device agent cross-built for aarch64 (cmake/aarch64-linux-gnu.cmake)
-// run as a Jetson-like board under qemu-user: it registers with a real
-// server, reporting its triple and CPU features; a real x86 worker builds
-// the aarch64 kernels of a tuning job; the agent's aarch64 runner checks
-// each against the reference and times it. Timings under emulation mean
-// nothing; the path is what is tested.
+// and packed as a board gets it (scripts/make-agent-bundle.sh: the agent
+// with its libraries and loader), run as a Jetson-like board under
+// qemu-user the way docs/agent-install.md says (TUNEFARM_EMULATOR): it
+// registers with a real server, reporting its triple and CPU features; a
+// real x86 worker builds the aarch64 kernels of a tuning job; the agent's
+// aarch64 runner checks each against the reference and times it. Timings
+// under emulation mean nothing; the path is what is tested.
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -34,16 +36,17 @@ std::string Aarch64Bin(const std::string& name) {
 class Aarch64Agent : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (access(kQemu, X_OK) != 0 || access(Aarch64Bin("tunefarm-agent").c_str(), X_OK) != 0) {
+    if (access(kQemu, X_OK) != 0 || access(Aarch64Bin("tunefarm-agent").c_str(), X_OK) != 0 ||
+        access(TF_AARCH64_AGENT_BUNDLE, R_OK) != 0) {
       TF_SKIP("no-package") << "qemu-user or the aarch64 cross-build of the agent is missing "
                                "(scripts/install-deps.sh installs the arm64 libraries)";
     }
-    // The agent execs its runner, an aarch64 program: through qemu-user
-    // here (no binfmt_misc in a container), on a board directly.
-    runner_ = dir_.File("aarch64-runner.sh");
-    testing::WriteFile(runner_, std::string("#!/bin/sh\nexec ") + kQemu + " " +
-                                    Aarch64Bin("tunefarm-runner") + " \"$@\"\n");
-    ASSERT_EQ(chmod(runner_.c_str(), 0755), 0);
+    // The tarball as a board unpacks it.
+    CommandResult unpack =
+        testing::RunCommand({"/bin/tar", "-C", dir_.path(), "-xzf", TF_AARCH64_AGENT_BUNDLE},
+                            dir_.path());
+    ASSERT_EQ(unpack.exit_code, 0) << unpack.err;
+    bundle_ = dir_.File("tunefarm-agent");
   }
 
   // The aarch64 agent under qemu-user, as board `id` of key `key`.
@@ -55,9 +58,8 @@ class Aarch64Agent : public ::testing::Test {
     quiet.capture_stdout = false;
     quiet.stderr_path = dir_.File(id + ".log");
     std::vector<std::string> argv = {"/usr/bin/env",
-                                     "TUNEFARM_RUNNER=" + runner_,
-                                     kQemu,
-                                     Aarch64Bin("tunefarm-agent"),
+                                     std::string("TUNEFARM_EMULATOR=") + kQemu,
+                                     bundle_ + "/bin/tunefarm-agent",
                                      "--server=" + addr,
                                      "--key=" + key,
                                      "--device_id=" + id};
@@ -75,8 +77,57 @@ class Aarch64Agent : public ::testing::Test {
   }
 
   testing::TempDir dir_;
-  std::string runner_;
+  std::string bundle_;  // the unpacked tarball
 };
+
+// Every library the bundled programs load comes from the bundle: the
+// board's own libraries (older on JetPack) never matter.
+TEST_F(Aarch64Agent, TheBundleLoadsOnlyItsOwnLibraries) {
+  const std::string lib = bundle_ + "/lib";
+  for (const std::string program :
+       {"tunefarm-agent", "tunefarm-runner", "tunefarm-model-runner"}) {
+    CommandResult list = testing::RunCommand(
+        {kQemu, lib + "/ld-linux-aarch64.so.1", "--library-path", lib, "--list",
+         bundle_ + "/libexec/" + program},
+        dir_.path());
+    ASSERT_EQ(list.exit_code, 0) << program << ": " << list.out << list.err;
+    int resolved = 0;
+    std::istringstream lines(list.out);
+    for (std::string line; std::getline(lines, line);) {
+      const size_t arrow = line.find("=> ");
+      if (arrow == std::string::npos) continue;
+      ++resolved;
+      EXPECT_TRUE(absl::StartsWith(line.substr(arrow + 3), lib + "/")) << program << ": " << line;
+    }
+    EXPECT_GE(resolved, 3) << program << ": " << list.out;
+  }
+}
+
+// An aarch64 agent that cannot execute its aarch64 runner (no binfmt_misc
+// on an x86-64 host) stops at start, saying why and what to give, instead
+// of registering and failing every trial.
+TEST_F(Aarch64Agent, ARunnerThatCannotRunStopsTheAgentAtStart) {
+  // Where binfmt_misc runs aarch64 programs, the runner runs directly.
+  if (access("/proc/sys/fs/binfmt_misc/qemu-aarch64", F_OK) != 0) {
+    CommandResult direct = testing::RunCommand(
+        {kQemu, Aarch64Bin("tunefarm-agent"), "--key=k", "--insecure", "--server=127.0.0.1:1"},
+        dir_.path());
+    EXPECT_EQ(direct.exit_code, 2) << direct.err;
+    EXPECT_EQ(testing::Occurrences(direct.err, "\n"), 1) << direct.err;
+    EXPECT_TRUE(absl::StrContains(direct.err, "Exec format error")) << direct.err;
+    EXPECT_TRUE(absl::StrContains(direct.err, "--runner_wrapper=qemu-aarch64")) << direct.err;
+    EXPECT_TRUE(absl::StrContains(direct.err, "binfmt_misc")) << direct.err;
+  }
+
+  // A wrapper that does not run it is named too.
+  CommandResult wrong = testing::RunCommand(
+      {kQemu, Aarch64Bin("tunefarm-agent"), "--key=k", "--insecure", "--server=127.0.0.1:1",
+       "--runner_wrapper=/bin/true"},
+      dir_.path());
+  EXPECT_EQ(wrong.exit_code, 2) << wrong.err;
+  EXPECT_TRUE(absl::StrContains(wrong.err, "/bin/true " + Aarch64Bin("tunefarm-runner")))
+      << wrong.err;
+}
 
 TEST_F(Aarch64Agent, TunesAJobAsAJetsonLikeBoard) {
   auto server = ServerProcess::Start(dir_.File("farm.db"), dir_.path());

@@ -997,6 +997,24 @@ TEST_F(E2ETest, SubmitMistakesAreNamed) {
       EXPECT_EQ(std::count(bad.err.begin(), bad.err.end(), '\n'), 1) << bad.err;
     }
   }
+  // Flags from a file (the systemd units' one config file): read in place,
+  // a mistake named by FILE:LINE.
+  const std::string flags = dir_.File("agent.flags");
+  testing::WriteFile(flags, "# the board\n--key=orin\n\n--print_capabilities\n");
+  CommandResult from_file =
+      RunCommand({BinPath("tunefarm-agent"), "--flagfile=" + flags}, dir_.path());
+  EXPECT_EQ(from_file.exit_code, 0) << from_file.err;
+  EXPECT_TRUE(absl::StrContains(from_file.out, "\"triple\"")) << from_file.out;
+  testing::WriteFile(flags, "# the board\n--key=orin\n--log_levle=debug\n");
+  from_file = RunCommand({BinPath("tunefarm-agent"), "--flagfile", flags}, dir_.path());
+  EXPECT_EQ(from_file.exit_code, 2) << from_file.err;
+  EXPECT_TRUE(absl::StrContains(from_file.err, flags + ":3: unknown flag --log_levle; did you "
+                                                       "mean --log_level?"))
+      << from_file.err;
+  from_file = RunCommand({BinPath("tunefarm-worker"), "--flagfile=" + dir_.File("none")},
+                         dir_.path());
+  EXPECT_EQ(from_file.exit_code, 2) << from_file.err;
+  EXPECT_TRUE(absl::StrContains(from_file.err, "none: cannot read it")) << from_file.err;
   // A CA file that is no certificate says so.
   testing::WriteFile(dir_.File("not-a-ca.pem"), "hello\n");
   CommandResult ca = RunCommand({BinPath("tunefarm-worker"), "--server=" + (*server)->address(),
@@ -1413,6 +1431,35 @@ TEST(Security, TlsAndTokens) {
   // Plain text to a TLS port does not get through.
   CommandResult plain = cli({"--token_file=" + dir.File("my-token")});
   EXPECT_NE(plain.exit_code, 0);
+
+  // The daemons name the fix too: a worker speaking plain text to the TLS
+  // port says so at its first retry; one with a token the server does not
+  // know exits 1 saying where the token's line belongs.
+  Subprocess::Options quiet;
+  quiet.capture_stdout = false;
+  quiet.stderr_path = dir.File("plain-worker.log");
+  auto plain_worker = Subprocess::Start({BinPath("tunefarm-worker"),
+                                         "--server=" + (*server)->address(),
+                                         "--token_file=" + dir.File("my-token")},
+                                        quiet);
+  ASSERT_TRUE(plain_worker.ok()) << plain_worker.status();
+  EXPECT_TRUE(testing::WaitFor(
+      [&] {
+        return absl::StrContains(testing::ReadFileOrEmpty(dir.File("plain-worker.log")),
+                                 "give --tls_ca");
+      },
+      absl::Seconds(60)))
+      << testing::ReadFileOrEmpty(dir.File("plain-worker.log"));
+  (*plain_worker)->Kill(SIGTERM);
+  ASSERT_TRUE((*plain_worker)->Wait(absl::Seconds(30)).ok());
+  CommandResult bad_token = RunCommand(
+      {BinPath("tunefarm-worker"), "--server=" + (*server)->address(), "--tls_ca=" + cert,
+       "--token_file=" + dir.File("bad-token")},
+      dir.path());
+  EXPECT_EQ(bad_token.exit_code, 1) << bad_token.err;
+  EXPECT_TRUE(absl::StrContains(bad_token.err, "token not accepted (the server's tokens file has "
+                                               "no line for the secret in --token_file"))
+      << bad_token.err;
 }
 
 }  // namespace
