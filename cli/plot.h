@@ -1,7 +1,8 @@
-// `tunefarm plot JOB -o curves.svg`: a job's tuning curves as one SVG. A
-// first panel shows the model's estimated time (sum of weight x best over
-// the tasks that have one) over the job's minutes; then a row per task:
-// its best GFLOP/s so far over its trials, and over the job's minutes.
+// `tunefarm plot JOB -o curves.svg`: a job's tuning curves as one SVG
+// (proto/svg_chart.h draws each panel). A first panel shows the model's
+// estimated time (sum of weight x best over its tasks) over the job's
+// minutes, from when every task has a time; then a row per task: its best
+// GFLOP/s so far over its trials, and over the job's minutes.
 #pragma once
 
 #include <string>

@@ -1,8 +1,8 @@
 // A job's tuning curves from its records: what `tunefarm plot` draws and
-// the server's dashboard shows. The model's estimated time (sum of weight x
-// best over the tasks with a best) and each task's best GFLOP/s so far, a
-// point per trial, in record order. Failed trials count as trials and do
-// not move a curve.
+// the server's dashboard shows. A point per trial, in record order; failed
+// trials count as trials and do not move a curve. A task's best is the
+// fastest mean of an OK record that ranks (not waiting for, or refused by,
+// a second device's check: as the job's best).
 #pragma once
 
 #include <vector>
@@ -15,11 +15,20 @@ struct TuningCurves {
   struct Point {
     double x, y;
   };
-  std::vector<Point> model_ms;                // x: minutes since the first record
+  // The model's estimated time, sum of weight x best over the tasks, from
+  // the first trial after which every task has a best: so it never rises.
+  // x: minutes since the first record.
+  std::vector<Point> model_ms;
   std::vector<std::vector<Point>> by_trial;   // per task (job order): x the task's trial
   std::vector<std::vector<Point>> by_minute;  // per task: x minutes since the first record
 };
 
 TuningCurves CurvesOf(const v1::Job& job, std::vector<v1::Record> records);
+
+// Whether `r` can be a task's best: OK with timings, and ranking.
+bool Ranks(const v1::Record& r);
+
+// The mean of `r`'s timings (0 without any).
+double MeanCostSec(const v1::Record& r);
 
 }  // namespace tunefarm

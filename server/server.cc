@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "common/file_util.h"
@@ -27,7 +28,7 @@ namespace {
 
 // The HTTP pages: /metrics for a reader's token (bearer header or ?token=).
 HttpResponse ServePage(const HttpRequest& r, const MetricsSources& sources, const RequestGate& gate,
-                       CurveCache& curves) {
+                       DashboardCache& cache) {
   std::string token;
   if (auto it = r.headers.find("authorization"); it != r.headers.end()) {
     absl::string_view v = it->second;
@@ -45,7 +46,18 @@ HttpResponse ServePage(const HttpRequest& r, const MetricsSources& sources, cons
   }
   if (r.path == "/") return {200, "text/html; charset=utf-8", DashboardHtml()};
   if (r.path == "/api/state") {
-    return {200, "application/json", DashboardState(sources, curves)};
+    auto job = r.query.find("job");
+    if (job == r.query.end()) return {200, "application/json", DashboardState(sources, cache)};
+    int64_t id = 0;
+    if (!absl::SimpleAtoi(job->second, &id) || id <= 0) {
+      return {400, "text/plain; charset=utf-8", "job= takes a job id\n"};
+    }
+    absl::StatusOr<std::string> one = DashboardJobState(sources, cache, id);
+    if (!one.ok()) {
+      return {absl::IsNotFound(one.status()) ? 404 : 500, "text/plain; charset=utf-8",
+              std::string(one.status().message()) + "\n"};
+    }
+    return {200, "application/json", *std::move(one)};
   }
   return {404, "text/plain; charset=utf-8", absl::StrCat("no page ", r.path, "\n")};
 }
@@ -141,10 +153,10 @@ absl::StatusOr<std::unique_ptr<TunefarmServer>> TunefarmServer::Start(const Opti
   if (!options.http_listen.empty()) {
     MetricsSources sources{s->queue_.get(), s->devices_.get(), s->log_.get(), &s->jobs_->commits()};
     const RequestGate* gate = s->gate_.get();
-    auto curves = std::make_shared<CurveCache>();
+    auto cache = std::make_shared<DashboardCache>();
     TF_ASSIGN_OR_RETURN(s->http_, HttpServer::Start(options.http_listen,
-                                                    [sources, gate, curves](const HttpRequest& r) {
-                                                      return ServePage(r, sources, *gate, *curves);
+                                                    [sources, gate, cache](const HttpRequest& r) {
+                                                      return ServePage(r, sources, *gate, *cache);
                                                     },
                                                     options.http));
     Logger("server")->info("event=http listen={} port={}", options.http_listen, s->http_->port());

@@ -6,6 +6,7 @@
 #include "absl/time/clock.h"
 #include "compiler/ir/target.h"
 #include "compiler/ir/workload.h"
+#include "proto/job_progress.h"
 #include "proto/protocol.h"
 
 namespace tunefarm::server {
@@ -139,23 +140,14 @@ grpc::Status TuningService::WatchJob(grpc::ServerContext* ctx, const v1::WatchJo
       ev.set_trials_done(job->trials_done());
       ev.set_message(job->status_message());
       ev.set_timestamp_unix_ms(absl::ToUnixMillis(now));
-      ev.set_tasks(job->tasks_size());
-      for (const v1::Task& t : job->tasks()) {
-        if (t.best_cost_sec() <= 0) continue;
-        ev.set_model_best_sec(ev.model_best_sec() + t.weight() * t.best_cost_sec());
-        ev.set_tasks_with_best(ev.tasks_with_best() + 1);
-      }
-      const double minutes = absl::ToDoubleMinutes(now - start);
-      if (job->trials_done() > start_trials && minutes > 0) {
-        const double rate = double(job->trials_done() - start_trials) / minutes;
-        ev.set_trials_per_minute(rate);
-        const v1::Budget& b = job->spec().budget();
-        int64_t total = b.max_trials();
-        if (total == 0 && b.max_trials_per_task() > 0)
-          total = b.max_trials_per_task() * job->tasks_size();
-        if (total > job->trials_done() && job->state() == v1::JOB_STATE_RUNNING)
-          ev.set_eta_sec(double(total - job->trials_done()) / rate * 60);
-      }
+      // The rate since this watch began.
+      const JobProgress p = ProgressOf(*job, job->trials_done() - start_trials,
+                                       absl::ToDoubleMinutes(now - start));
+      ev.set_tasks(p.tasks);
+      ev.set_model_best_sec(p.model_best_sec);
+      ev.set_tasks_with_best(p.tasks_with_best);
+      ev.set_trials_per_minute(p.trials_per_minute);
+      ev.set_eta_sec(p.eta_sec);
       if (!writer->Write(ev)) return grpc::Status::OK;  // client went away
       last_state = job->state();
       last_trials = job->trials_done();

@@ -210,7 +210,8 @@ std::optional<v1::WorkLease> WorkQueue::Next(const std::string& session_id, absl
         if (options_.on_lease) options_.on_lease(&q->item.work);
         out = q->item.work;
         s->second.leases.insert(id);
-        leases_[id] = Lease{*std::move(q), session_id, s->second.device_id, deadline};
+        leases_[id] =
+            Lease{*std::move(q), session_id, s->second.device_id, deadline, options_.now()};
         break;
       }
       absl::Duration left = until - absl::Now();
@@ -346,6 +347,26 @@ std::map<std::string, int> WorkQueue::QueuedByKey() {
 int WorkQueue::LeasesOut() {
   std::lock_guard<std::mutex> lock(mu_);
   return int(leases_.size());
+}
+
+std::vector<WorkQueue::LeaseView> WorkQueue::Leases() {
+  std::vector<LeaseView> out;
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [id, l] : leases_) {
+    const v1::WorkLease& w = l.q.item.work;
+    LeaseView v{l.device_id, l.q.item.job_id, "model run", {}, l.leased_at};
+    if (w.has_build()) {
+      v.kind = "build";
+      v.workload = w.build().workload();
+    } else if (w.has_measure()) {
+      v.kind = "measure";
+      v.workload = w.measure().workload();
+    }
+    out.push_back(std::move(v));
+  }
+  std::sort(out.begin(), out.end(),
+            [](const LeaseView& a, const LeaseView& b) { return a.leased_at < b.leased_at; });
+  return out;
 }
 
 bool WorkQueue::HasTaker(const std::string& queue) {

@@ -100,6 +100,16 @@ class WorkQueue {
   // Queued items per queue key, and leases out.
   std::map<std::string, int> QueuedByKey();
   int LeasesOut();
+  // A lease in flight as the dashboard shows it.
+  struct LeaseView {
+    std::string device_id;
+    int64_t job_id = 0;
+    std::string kind;       // "build", "measure" or "model run"
+    v1::Workload workload;  // of a build or a measurement
+    absl::Time leased_at;
+  };
+  // Every lease in flight, oldest first.
+  std::vector<LeaseView> Leases();
   // Whether any open session of a device not drained takes work from `queue`.
   bool HasTaker(const std::string& queue);
   // The same, of a device other than `device`.
@@ -122,6 +132,7 @@ class WorkQueue {
     std::string session_id;
     std::string device_id;
     absl::Time deadline;
+    absl::Time leased_at;
   };
   struct Session {
     std::string device_id;

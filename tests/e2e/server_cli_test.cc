@@ -31,6 +31,7 @@
 #include "proto/client.h"
 #include "proto/farm_session.h"
 #include "proto/protocol.h"
+#include "proto/tuning_curves.h"
 #include "tests/server/test_records.h"
 #include "tests/testing/process.h"
 #include "tests/testing/skip.h"
@@ -1086,7 +1087,19 @@ TEST_F(E2ETest, WatchShowsTrueTimesAndTheBestSoFar) {
     points.push_back(size_t(std::count(p.begin(), p.end(), ' ')) + 1);
   }
   ASSERT_EQ(points.size(), 5u) << svg;
-  EXPECT_EQ(points[0], trials);
+  // The model's time from the first trial after which both tasks have a
+  // time, a point per trial from there on.
+  std::vector<v1::Record> records = JobRecords(**server, 1);
+  std::sort(records.begin(), records.end(), [](const v1::Record& a, const v1::Record& b) {
+    return a.record_id() < b.record_id();
+  });
+  std::set<std::string> timed;
+  size_t from = records.size();
+  for (size_t i = 0; i < records.size() && from == records.size(); ++i) {
+    if (Ranks(records[i])) timed.insert(records[i].workload_key());
+    if (timed.size() == 2) from = i;
+  }
+  EXPECT_EQ(points[0], trials - from);
   EXPECT_EQ(points[1], points[2]);
   EXPECT_EQ(points[3], points[4]);
   EXPECT_EQ(points[1] + points[3], trials);
@@ -1272,9 +1285,43 @@ TEST_F(E2ETest, MetricsForPrometheus) {
   StopAll({agent->get(), worker->get()});
 }
 
+// What the dashboard's script drew: the page up to the script (whose text
+// spells what it might draw) once headless chromium ran it.
+std::string DrawnPage(const std::string& chromium, const testing::TempDir& dir, int http,
+                      const std::string& path) {
+  CommandResult page = RunCommand({chromium, "--headless", "--no-sandbox", "--disable-gpu",
+                                   "--disable-dev-shm-usage", "--user-data-dir=" + dir.File("chromium"),
+                                   "--virtual-time-budget=5000", "--dump-dom",
+                                   absl::StrCat("http://127.0.0.1:", http, path)},
+                                  dir.path());
+  EXPECT_TRUE(absl::StrContains(page.out, "<h1>tunefarm</h1>")) << page.err.substr(0, 2000);
+  return page.out.substr(0, page.out.find("<script"));
+}
+
+// The number in group 1 of each match of `pattern` in `text`.
+std::vector<double> Numbers(const std::string& text, const std::string& pattern) {
+  std::vector<double> out;
+  const std::regex re(pattern);
+  for (std::sregex_iterator it(text.begin(), text.end(), re), end; it != end; ++it) {
+    double v = 0;
+    EXPECT_TRUE(absl::SimpleAtod((*it)[1].str(), &v)) << (*it)[0].str();
+    out.push_back(v);
+  }
+  return out;
+}
+
+size_t Count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
 // The dashboard in a real headless browser (Debian's chromium) against a
-// real server after a real job: what a user would see, drawn by the page's
-// own script from /api/state.
+// real server, drawn by the page's own script from /api/state: the empty
+// farm says so; after a real job, each device's last heartbeat, what it
+// holds and its rates, and the job's rate, failures by kind, model time
+// and speed-up over the default, with a link to the job's page, which
+// shows every task with its times and curve.
 TEST_F(E2ETest, DashboardInAHeadlessBrowser) {
   const std::string chromium = "/usr/bin/chromium";
   if (access(chromium.c_str(), X_OK) != 0) {
@@ -1283,6 +1330,11 @@ TEST_F(E2ETest, DashboardInAHeadlessBrowser) {
   int http = 0;
   auto server = StartServerWithHttp(dir_.path(), {}, &http);
   ASSERT_TRUE(server.ok()) << server.status();
+  std::string drawn = DrawnPage(chromium, dir_, http, "/");
+  EXPECT_TRUE(absl::StrContains(drawn, "no devices registered yet")) << drawn;
+  EXPECT_TRUE(absl::StrContains(drawn, "no jobs yet")) << drawn;
+  EXPECT_TRUE(absl::StrContains(drawn, "no work queued")) << drawn;
+
   auto [agent, worker] = StartAgentAndWorker(**server);
   ASSERT_TRUE(agent.ok() && worker.ok());
   const std::string list = dir_.File("w.txt");
@@ -1295,32 +1347,95 @@ TEST_F(E2ETest, DashboardInAHeadlessBrowser) {
         return absl::StrContains(Cli(**server, {"job", "1"}).out, "succeeded");
       },
       absl::Seconds(120)));
-  const std::string url = absl::StrCat("http://127.0.0.1:", http, "/");
-  CommandResult page = RunCommand(
-      {chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-       "--user-data-dir=" + dir_.File("chromium"), "--virtual-time-budget=5000", "--dump-dom", url},
-      dir_.path());
-  const std::string& dom = page.out;
-  ASSERT_TRUE(absl::StrContains(dom, "<h1>tunefarm</h1>")) << page.err.substr(0, 2000);
-  // Drawn by the script: the devices, online; the job with its progress
-  // and a curve for the model and each task.
-  EXPECT_TRUE(absl::StrContains(dom, "<td>agent-1</td><td>agent</td><td>x86-test</td>")) << dom;
-  EXPECT_TRUE(absl::StrContains(dom, "<td>worker-1</td><td>worker</td>")) << dom;
-  EXPECT_TRUE(absl::StrContains(dom, "class=\"online\">online</td>")) << dom;
-  EXPECT_TRUE(absl::StrContains(dom, "job 1 dash <span class=\"state\">succeeded</span>")) << dom;
-  EXPECT_TRUE(absl::StrContains(dom, "trials 16/16")) << dom;
-  // (The page's own script, in the DOM too, spells "<polyline" once.)
-  const size_t jobs = dom.find("<div id=\"jobs\">");
-  ASSERT_NE(jobs, std::string::npos) << dom;
-  const std::string drawn = dom.substr(jobs, dom.find("<script", jobs) - jobs);
-  size_t curves = 0;
-  for (size_t at = drawn.find("<polyline"); at != std::string::npos;
-       at = drawn.find("<polyline", at + 1)) {
-    ++curves;
+  const std::vector<v1::Record> records = JobRecords(**server, 1);
+  drawn = DrawnPage(chromium, dir_, http, "/");
+  // The devices, online, seen at their last heartbeat, idle now the job is done.
+  EXPECT_TRUE(absl::StrContains(drawn, "<td>agent-1</td><td>agent</td><td>x86-test</td>")) << drawn;
+  EXPECT_TRUE(absl::StrContains(drawn, "<td>worker-1</td><td>worker</td>")) << drawn;
+  EXPECT_TRUE(absl::StrContains(drawn, "class=\"online\">online</td>")) << drawn;
+  const size_t at = drawn.find("<td>agent-1</td>");
+  ASSERT_NE(at, std::string::npos) << drawn;
+  const std::string agent_row = drawn.substr(at, drawn.find("</tr>", at) - at);
+  EXPECT_TRUE(std::regex_search(agent_row, std::regex("class=\"seen\">(just now|[0-9]+s ago)<")))
+      << agent_row;
+  EXPECT_TRUE(absl::StrContains(agent_row, "class=\"lease idle\">idle<")) << agent_row;
+  // Its rates, over its results: every record of the job is one.
+  const std::vector<double> agent_rate = Numbers(agent_row, "class=\"num tpm\">([0-9.]+)<");
+  ASSERT_EQ(agent_rate.size(), 1u) << agent_row;
+  EXPECT_GT(agent_rate[0], 0) << agent_row;
+  const auto measured = std::count_if(records.begin(), records.end(),
+                                      [](const v1::Record& r) { return r.device_id() == "agent-1"; });
+  for (const char* rate : {"errors", "timeouts"}) {
+    const std::vector<double> pct = Numbers(
+        agent_row, absl::StrCat("class=\"num ", rate, "\" title=\"of its last ", measured,
+                                " results\">([0-9.]+)%<"));
+    ASSERT_EQ(pct.size(), 1u) << rate << ": " << agent_row;
+    EXPECT_TRUE(pct[0] >= 0 && pct[0] <= 100) << agent_row;
   }
-  EXPECT_EQ(curves, 3u) << drawn;
-  EXPECT_TRUE(absl::StrContains(dom, "leases in flight: 0")) << dom;
-  EXPECT_FALSE(absl::StrContains(dom, "<div id=\"error\">4")) << dom;
+  // The job, linked to its page: progress, rate, failures by kind (as the
+  // records have them), the model's time and its speed-up over the default.
+  EXPECT_TRUE(absl::StrContains(
+      drawn, "<a href=\"/?job=1\">job 1 dash</a> <span class=\"state\">succeeded</span>"))
+      << drawn;
+  EXPECT_TRUE(absl::StrContains(drawn, "trials 16/16")) << drawn;
+  const std::vector<double> job_rate = Numbers(drawn, "class=\"tpm\">([0-9.]+) trials/min<");
+  ASSERT_EQ(job_rate.size(), 1u) << drawn;
+  EXPECT_GT(job_rate[0], 0);
+  std::map<int, int> failed;
+  for (const v1::Record& rec : records) {
+    if (rec.status() != v1::MEASURE_STATUS_OK) ++failed[rec.status()];
+  }
+  std::string failures;
+  for (const auto& [status, n] : failed) {
+    absl::StrAppend(&failures, failures.empty() ? "" : ", ",
+                    absl::AsciiStrToLower(absl::StripPrefix(
+                        v1::MeasureStatus_Name(v1::MeasureStatus(status)), "MEASURE_STATUS_")),
+                    " ", n);
+  }
+  EXPECT_TRUE(absl::StrContains(drawn, absl::StrCat("failures: <span class=\"failures\">",
+                                                    failures.empty() ? "none" : failures, "<")))
+      << failures << "\n" << drawn;
+  const std::vector<double> model = Numbers(drawn, "class=\"model-ms\">([0-9.]+) (ms|µs)<");
+  ASSERT_EQ(model.size(), 1u) << drawn;
+  EXPECT_GT(model[0], 0);
+  // The job measured each task's default schedule, and its best is at least as fast.
+  const std::vector<double> speedup = Numbers(drawn, "class=\"speedup\">([0-9.]+)x<");
+  ASSERT_EQ(speedup.size(), 1u) << drawn;
+  EXPECT_GE(speedup[0], 1.0) << drawn;
+  EXPECT_EQ(Count(drawn, "<tr class=\"task\">"), 2u) << drawn;
+  EXPECT_EQ(Count(drawn.substr(drawn.find("<div id=\"jobs\">")), "<polyline"), 1u)
+      << "the model's curve: " << drawn;
+  EXPECT_TRUE(absl::StrContains(drawn, "leases in flight: 0")) << drawn;
+  EXPECT_FALSE(absl::StrContains(drawn, "<div id=\"error\">E")) << drawn;
+
+  // The job's page: every task with its default and best times, speed-up,
+  // trials and failures, and a curve each.
+  drawn = DrawnPage(chromium, dir_, http, "/?job=1");
+  EXPECT_TRUE(absl::StrContains(drawn, "&larr; all jobs") || absl::StrContains(drawn, "← all jobs"))
+      << drawn;
+  EXPECT_TRUE(absl::StrContains(drawn, "job 1 dash</a>")) << drawn;
+  const std::string page = drawn.substr(drawn.find("<div id=\"jobpage\""));
+  EXPECT_EQ(Count(page, "<tr class=\"task\">"), 2u) << page;
+  const std::vector<double> defaults = Numbers(page, "class=\"num default\">([0-9.]+) (µs|ms)<");
+  const std::vector<double> bests = Numbers(page, "class=\"num best\">([0-9.]+) (µs|ms)<");
+  const std::vector<double> speedups = Numbers(page, "class=\"num speedup\">([0-9.]+)x<");
+  const std::vector<double> trials = Numbers(page, "class=\"num trials\">([0-9]+)<");
+  ASSERT_EQ(defaults.size(), 2u) << page;
+  ASSERT_EQ(bests.size(), 2u) << page;
+  ASSERT_EQ(speedups.size(), 2u) << page;
+  ASSERT_EQ(trials.size(), 2u) << page;
+  for (size_t t = 0; t < 2; ++t) {
+    EXPECT_GT(defaults[t], 0);
+    EXPECT_GT(bests[t], 0);
+    EXPECT_GE(speedups[t], 1.0) << page;
+  }
+  EXPECT_EQ(trials[0] + trials[1], 16) << page;
+  EXPECT_EQ(Count(page, "class=\"failures\">"), 1u + 2u) << page;
+  EXPECT_EQ(Count(page, "<polyline"), 3u) << "the model's and each task's curve: " << page;
+  // A job that does not exist says so; a job id that is no number is refused.
+  drawn = DrawnPage(chromium, dir_, http, "/?job=99");
+  EXPECT_TRUE(absl::StrContains(drawn, "404 no job 99")) << drawn;
+  EXPECT_EQ(HttpGet(http, "/api/state?job=x").first, 400);
   StopAll({agent->get(), worker->get()});
 }
 
