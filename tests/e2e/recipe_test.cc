@@ -101,7 +101,8 @@ class RecipeTest : public ::testing::Test {
   CommandResult Run(const std::vector<Recipe>& recipes) {
     const std::map<std::string, std::string> vars = Settings();
     std::string script =
-        "set -e\n"
+        "set -eE\n"
+        "trap 'echo \"recipe: line $LINENO failed: $BASH_COMMAND\" >&2' ERR\n"
         "trap 'kill $(jobs -p) 2>/dev/null; wait' EXIT\n"
         "unset TUNEFARM_SERVER TUNEFARM_TLS_CA TUNEFARM_TOKEN_FILE\n";
     for (const Recipe& r : recipes) {
