@@ -120,6 +120,11 @@ bool AccessToken::MayRegister(const std::string& device_id, const std::string& d
   return NameMatches(devices, device_id) && NameMatches(keys, device_key);
 }
 
+bool AccessToken::operator==(const AccessToken& other) const {
+  return digest == other.digest && role == other.role && name == other.name &&
+         keys == other.keys && devices == other.devices;
+}
+
 std::vector<std::string> AccessTokens::Reserving(const std::string& device_id) const {
   std::vector<std::string> names;
   for (const AccessToken& t : tokens_) {
@@ -216,6 +221,13 @@ const AccessToken* AccessTokens::Find(absl::string_view secret) const {
     if (ConstantTimeEqual(t.digest, digest)) found = &t;
   }
   return found;
+}
+
+const AccessToken* AccessTokens::FindDigest(absl::string_view digest) const {
+  for (const AccessToken& t : tokens_) {
+    if (t.digest == digest) return &t;
+  }
+  return nullptr;
 }
 
 absl::StatusOr<std::string> RandomHex(size_t n) {

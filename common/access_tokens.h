@@ -56,6 +56,10 @@ struct AccessToken {
   // Whether this token may register device `device_id` (and, for an agent,
   // `device_key`).
   bool MayRegister(const std::string& device_id, const std::string& device_key) const;
+
+  // The same line of a tokens file: digest, role, name and lists.
+  bool operator==(const AccessToken& other) const;
+  bool operator!=(const AccessToken& other) const { return !(*this == other); }
 };
 
 class AccessTokens {
@@ -72,7 +76,13 @@ class AccessTokens {
   // digest with every entry's in constant time, whichever matches.
   const AccessToken* Find(absl::string_view secret) const;
 
+  // The token whose secret's SHA-256 is `digest` (lower-case hex), or
+  // nullptr. For digests the server already holds, not for a caller's secret
+  // (use Find: this one is not constant-time).
+  const AccessToken* FindDigest(absl::string_view digest) const;
+
   size_t size() const { return tokens_.size(); }
+  const std::vector<AccessToken>& tokens() const { return tokens_; }
 
   // The names of the tokens whose devices= list names `device_id` (an
   // entry equal to it, or a prefix pattern matching it): only they may

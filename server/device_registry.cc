@@ -54,6 +54,11 @@ bool DeviceRegistry::SessionAlive(const std::string& session_id) {
   return it != sessions_.end() && AliveLocked(it->second);
 }
 
+void DeviceRegistry::EndSession(const std::string& session_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  sessions_.erase(session_id);
+}
+
 absl::StatusOr<std::vector<v1::Device>> DeviceRegistry::List() {
   TF_ASSIGN_OR_RETURN(std::vector<v1::Device> devices, log_.ListDevices());
   std::lock_guard<std::mutex> lock(mu_);

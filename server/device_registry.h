@@ -41,6 +41,10 @@ class DeviceRegistry {
 
   bool SessionAlive(const std::string& session_id);
 
+  // Closes the session now: its device is offline and its heartbeats are
+  // told to register again. Nothing when the session is unknown.
+  void EndSession(const std::string& session_id);
+
   // Every device ever registered, with its current state.
   absl::StatusOr<std::vector<v1::Device>> List();
 

@@ -16,6 +16,55 @@ grpc::Status Invalid(const std::string& msg) {
 }
 
 bool ValidId(const std::string& s) { return !s.empty() && s.size() <= 128 && IsNameText(s); }
+
+// Whether the caller's role serves the farm, as an agent (`agent`) or a
+// worker; `what` starts the message.
+grpc::Status RoleMayServe(const Caller& caller, bool agent, absl::string_view what) {
+  if (!Grants(caller.role, Permission::kFarm)) {
+    return grpc::Status(
+        grpc::StatusCode::PERMISSION_DENIED,
+        absl::StrCat(what, ": token '", caller.name, "' has the ", TokenRoleName(caller.role),
+                     " role; serving the farm needs a worker or agent token"));
+  }
+  if ((caller.role == TokenRole::kWorker && agent) ||
+      (caller.role == TokenRole::kAgent && !agent)) {
+    return grpc::Status(
+        grpc::StatusCode::PERMISSION_DENIED,
+        absl::StrCat(what, ": token '", caller.name, "' is ", agent ? "a worker" : "an agent",
+                     " token; it cannot register as ", agent ? "an agent" : "a worker"));
+  }
+  return grpc::Status::OK;
+}
+
+// Whether the caller's keys= and devices= allow device `device_id` (of
+// `device_key`, for an agent), and no other token's devices= reserves it;
+// *reserved_for_caller (when given): whether the caller's devices= does.
+grpc::Status IdsMayServe(const Caller& caller, const RequestGate& gate, bool agent,
+                         const std::string& device_id, const std::string& device_key,
+                         absl::string_view what, bool* reserved_for_caller) {
+  if (!caller.MayRegister(device_id, agent ? device_key : "")) {
+    return grpc::Status(
+        grpc::StatusCode::PERMISSION_DENIED,
+        absl::StrCat(what, ": token '", caller.name, "' may not register device id '", device_id,
+                     "'", agent ? absl::StrCat(" for key '", device_key, "'") : "",
+                     " (see its devices= and keys= in the tokens file)"));
+  }
+  // An id some token's devices= names is that token's (or those tokens'):
+  // no other may take it, whatever the database says.
+  const std::vector<std::string> reserving = gate.Reserving(device_id);
+  const bool reserved =
+      std::find(reserving.begin(), reserving.end(), caller.name) != reserving.end();
+  if (!reserving.empty() && !reserved) {
+    return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                        absl::StrCat(what, ": device id '", device_id,
+                                     "' is reserved by the devices= of token(s) '",
+                                     absl::StrJoin(reserving, "', '"), "'; token '", caller.name,
+                                     "' cannot register it"));
+  }
+  if (reserved_for_caller != nullptr) *reserved_for_caller = reserved;
+  return grpc::Status::OK;
+}
+
 }  // namespace
 
 void FarmService::Shutdown() {
@@ -36,8 +85,52 @@ grpc::Status FarmService::OwnSession(const Caller& caller, const std::string& se
                         absl::StrCat("session of device '", it->second.device_id,
                                      "' belongs to another token than '", caller.name, "'"));
   }
+  if (!it->second.ended.ok()) return it->second.ended;
   if (info != nullptr) *info = it->second;
   return grpc::Status::OK;
+}
+
+grpc::Status FarmService::StillAllowed(const SessionInfo& info, std::string* owner) const {
+  if (!gate_.has_tokens()) {
+    *owner = info.owner;
+    return grpc::Status::OK;
+  }
+  std::shared_ptr<const AccessToken> token = gate_.CurrentToken(info.token_digest);
+  if (token == nullptr) {
+    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                        absl::StrCat("token '", info.owner, "' is no longer in the tokens file"));
+  }
+  const Caller now{token->name, token->role, token};
+  const bool agent = info.role == v1::ROLE_AGENT;
+  constexpr absl::string_view kWhat = "the tokens file changed";
+  if (grpc::Status s = RoleMayServe(now, agent, kWhat); !s.ok()) return s;
+  grpc::Status ids =
+      IdsMayServe(now, gate_, agent, info.device_id, info.device_key, kWhat, nullptr);
+  if (!ids.ok()) return ids;
+  *owner = token->name;
+  return grpc::Status::OK;
+}
+
+int FarmService::RecheckSessions() {
+  int ended = 0;
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& [id, info] : sessions_) {
+    if (!info.ended.ok() || !devices_.SessionAlive(id)) continue;
+    std::string owner;
+    grpc::Status now = StillAllowed(info, &owner);
+    if (now.ok()) {
+      info.owner = owner;
+      continue;
+    }
+    info.ended = grpc::Status(
+        now.error_code(),
+        absl::StrCat(now.error_message(), "; the session of device '", info.device_id, "' ended"));
+    devices_.EndSession(id);
+    Logger("server")->warn("event=session_ended device={} error=\"{}\"", info.device_id,
+                           info.ended.error_message());
+    ++ended;
+  }
+  return ended;
 }
 
 grpc::Status FarmService::Register(grpc::ServerContext* ctx, const v1::RegisterRequest* req,
@@ -53,13 +146,7 @@ grpc::Status FarmService::Register(grpc::ServerContext* ctx, const v1::RegisterR
     return Invalid(std::string(c.message()));
   }
   const bool agent = req->role() == v1::ROLE_AGENT;
-  if ((caller.role == TokenRole::kWorker && agent) ||
-      (caller.role == TokenRole::kAgent && !agent)) {
-    return grpc::Status(
-        grpc::StatusCode::PERMISSION_DENIED,
-        absl::StrCat("Register: token '", caller.name, "' is ", agent ? "a worker" : "an agent",
-                     " token; it cannot register as ", agent ? "an agent" : "a worker"));
-  }
+  if (grpc::Status role = RoleMayServe(caller, agent, "Register"); !role.ok()) return role;
   if (!ValidId(req->device_id())) {
     return Invalid(absl::StrCat("Register: device_id '", req->device_id(),
                                 "' must be 1-128 characters of [A-Za-z0-9._:-]"));
@@ -68,25 +155,11 @@ grpc::Status FarmService::Register(grpc::ServerContext* ctx, const v1::RegisterR
     return Invalid(absl::StrCat("Register: an agent needs a device_key of [A-Za-z0-9._:-], got '",
                                 req->device_key(), "'"));
   }
-  if (!caller.MayRegister(req->device_id(), agent ? req->device_key() : "")) {
-    return grpc::Status(
-        grpc::StatusCode::PERMISSION_DENIED,
-        absl::StrCat("Register: token '", caller.name, "' may not register device id '",
-                     req->device_id(), "'",
-                     agent ? absl::StrCat(" for key '", req->device_key(), "'") : "",
-                     " (see its devices= and keys= in the tokens file)"));
-  }
-  // An id some token's devices= names is that token's (or those tokens'):
-  // no other may take it, whatever the database says.
-  const std::vector<std::string> reserving = gate_.Reserving(req->device_id());
-  const bool reserved_for_caller =
-      std::find(reserving.begin(), reserving.end(), caller.name) != reserving.end();
-  if (!reserving.empty() && !reserved_for_caller) {
-    return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
-                        absl::StrCat("Register: device id '", req->device_id(),
-                                     "' is reserved by the devices= of token(s) '",
-                                     absl::StrJoin(reserving, "', '"), "'; token '", caller.name,
-                                     "' cannot register it"));
+  bool reserved_for_caller = false;
+  if (grpc::Status ids = IdsMayServe(caller, gate_, agent, req->device_id(), req->device_key(),
+                                     "Register", &reserved_for_caller);
+      !ids.ok()) {
+    return ids;
   }
   v1::Device d;
   d.set_device_id(req->device_id());
@@ -101,8 +174,10 @@ grpc::Status FarmService::Register(grpc::ServerContext* ctx, const v1::RegisterR
   }
   SessionInfo info;
   info.device_id = req->device_id();
+  info.device_key = req->device_key();
   info.role = req->role();
   info.owner = caller.name;
+  info.token_digest = caller.token == nullptr ? "" : caller.token->digest;
   if (req->role() == v1::ROLE_WORKER) {
     for (const std::string& t : req->capabilities().build_triples())
       info.queues.push_back(WorkQueue::BuildQueue(t));
@@ -113,6 +188,12 @@ grpc::Status FarmService::Register(grpc::ServerContext* ctx, const v1::RegisterR
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
+    // The tokens file may have been reloaded since the gate let this call
+    // in, and RecheckSessions has not seen this session: check it here.
+    if (grpc::Status now = StillAllowed(info, &info.owner); !now.ok()) {
+      devices_.EndSession(*session);
+      return now;
+    }
     sessions_[*session] = std::move(info);
   }
   resp->set_session_id(*session);
@@ -146,6 +227,11 @@ grpc::Status FarmService::StreamWork(grpc::ServerContext* ctx, const v1::StreamW
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (shutdown_) break;
+      auto it = sessions_.find(req->session_id());
+      if (it != sessions_.end() && !it->second.ended.ok()) {
+        end = it->second.ended;
+        break;
+      }
     }
     if (ctx->IsCancelled()) {
       end = grpc::Status::CANCELLED;

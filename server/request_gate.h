@@ -1,17 +1,20 @@
 // RequestGate: the checks every RPC passes before its handler runs: the
 // protocol version and, when the server has a tokens file, the bearer token
 // in the "authorization" metadata and whether its role grants what the call
-// needs (common/access_tokens.h). Immutable after construction; thread safe.
+// needs (common/access_tokens.h). The tokens file can be read again while
+// the server runs (ReloadTokensFile); each check sees one whole set of
+// tokens, the one current when it starts. Thread safe.
 #pragma once
 
 #include <cstdint>
 #include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 #include "common/access_tokens.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/support/server_interceptor.h"
@@ -23,7 +26,9 @@ namespace tunefarm::server {
 struct Caller {
   std::string name = "anonymous";
   TokenRole role = TokenRole::kAdmin;
-  const AccessToken* token = nullptr;  // nullptr: the server has no tokens file
+  // The line of the tokens file that let the call in, as it was then (a
+  // reload does not change it); nullptr: the server has no tokens file.
+  std::shared_ptr<const AccessToken> token;
 
   bool MayRegister(const std::string& device_id, const std::string& device_key) const {
     return token == nullptr || token->MayRegister(device_id, device_key);
@@ -32,13 +37,15 @@ struct Caller {
 
 class RequestGate {
  public:
+  // No tokens file: every caller is "anonymous", an admin.
   RequestGate() = default;
-  explicit RequestGate(AccessTokens tokens) : tokens_(std::move(tokens)) {}
+  // The tokens of the file at `path` (read again by ReloadTokensFile).
+  RequestGate(AccessTokens tokens, std::string path);
 
   // Reads a tokens file (common/access_tokens.h); every problem in it is an
   // error, so a typo cannot lock everyone out or let everyone in. Lines
   // worth a warning (a token with no role) are logged.
-  static absl::StatusOr<RequestGate> FromTokensFile(const std::string& path);
+  static absl::StatusOr<std::unique_ptr<RequestGate>> FromTokensFile(const std::string& path);
 
   // OK when the call's protocol version is served and its token grants
   // `need`; `rpc` names the call in the error. Fills `caller` when given.
@@ -54,8 +61,36 @@ class RequestGate {
   // empty without a tokens file.
   std::vector<std::string> Reserving(const std::string& device_id) const;
 
+  // Whether calls need a token (the server has a tokens file).
+  bool has_tokens() const;
+
+  // The current line of the token whose secret's digest is `digest`;
+  // nullptr when the tokens file no longer has it (or there is none).
+  std::shared_ptr<const AccessToken> CurrentToken(absl::string_view digest) const;
+
+  // What a reload changed, by token (its digest): tokens now in the file,
+  // ones new to it, ones gone, and ones whose line changed (role, name,
+  // keys=, devices=).
+  struct TokensReload {
+    size_t tokens = 0;
+    size_t added = 0;
+    size_t removed = 0;
+    size_t changed = 0;
+  };
+  // Reads the tokens file again. When it parses, its tokens replace the
+  // current ones for every check that starts afterwards: a new token is
+  // accepted, a removed one is UNAUTHENTICATED, a changed line gives its
+  // new rights. When it does not (or cannot be read), the current tokens
+  // stay and the error names the file and the problem. FAILED_PRECONDITION
+  // without a tokens file.
+  absl::StatusOr<TokensReload> ReloadTokensFile();
+
  private:
-  std::optional<AccessTokens> tokens_;
+  std::shared_ptr<const AccessTokens> Tokens() const;
+
+  const std::string path_;  // the tokens file; empty: none
+  mutable absl::Mutex mu_;
+  std::shared_ptr<const AccessTokens> tokens_ ABSL_GUARDED_BY(mu_);  // nullptr: no tokens file
 };
 
 // Requests whose bytes are not their method's message never reach a

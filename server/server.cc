@@ -4,8 +4,8 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
-#include "common/file_util.h"
 #include "common/logging.h"
 #include "common/signing.h"
 #include "common/status_macros.h"
@@ -19,6 +19,7 @@
 #include "server/metrics.h"
 #include "server/request_gate.h"
 #include "server/search/store_canon.h"
+#include "server/server_certificate.h"
 #include "server/store/tuning_log.h"
 #include "server/tuning_service.h"
 #include "server/work_queue.h"
@@ -71,8 +72,7 @@ absl::StatusOr<std::unique_ptr<TunefarmServer>> TunefarmServer::Start(const Opti
   db_opts.path = options.db_path;
   TF_ASSIGN_OR_RETURN(s->log_, store::TuningLog::Open(db_opts));
   if (!options.tokens_file.empty()) {
-    TF_ASSIGN_OR_RETURN(RequestGate gate, RequestGate::FromTokensFile(options.tokens_file));
-    s->gate_ = std::make_unique<RequestGate>(std::move(gate));
+    TF_ASSIGN_OR_RETURN(s->gate_, RequestGate::FromTokensFile(options.tokens_file));
   } else {
     s->gate_ = std::make_unique<RequestGate>();
   }
@@ -123,12 +123,13 @@ absl::StatusOr<std::unique_ptr<TunefarmServer>> TunefarmServer::Start(const Opti
     return absl::InvalidArgumentError("TLS needs both a certificate and a key file");
   }
   if (!options.tls_cert_file.empty()) {
-    grpc::SslServerCredentialsOptions ssl;
-    grpc::SslServerCredentialsOptions::PemKeyCertPair pair;
-    TF_ASSIGN_OR_RETURN(pair.cert_chain, ReadFile(options.tls_cert_file));
-    TF_ASSIGN_OR_RETURN(pair.private_key, ReadFile(options.tls_key_file));
-    ssl.pem_key_cert_pairs.push_back(std::move(pair));
-    creds = grpc::SslServerCredentials(ssl);
+    TF_ASSIGN_OR_RETURN(s->tls_,
+                        ServerCertificate::Load(options.tls_cert_file, options.tls_key_file));
+    const ServerCertificate::Info cert = s->tls_->current();
+    Logger("server")->info(
+        "event=certificate file={} subject=\"{}\" serial={} not_after=\"{}\" sha256={}",
+        options.tls_cert_file, cert.subject, cert.serial, cert.not_after, cert.sha256);
+    creds = s->tls_->Credentials();
   } else {
     creds = grpc::InsecureServerCredentials();
   }
@@ -168,6 +169,44 @@ absl::StatusOr<std::unique_ptr<TunefarmServer>> TunefarmServer::Start(const Opti
 }
 
 int TunefarmServer::http_port() const { return http_ == nullptr ? 0 : http_->port(); }
+
+absl::Status TunefarmServer::Reload() {
+  std::vector<std::string> done;  // what was replaced, for the event=reloaded line
+  absl::Status first_error;
+  if (gate_->has_tokens()) {
+    absl::StatusOr<RequestGate::TokensReload> t = gate_->ReloadTokensFile();
+    if (t.ok()) {
+      const int ended = farm_->RecheckSessions();
+      done.push_back(absl::StrCat("tokens=", t->tokens, " added=", t->added, " removed=",
+                                  t->removed, " changed=", t->changed, " sessions_ended=", ended));
+    } else {
+      Logger("server")->error(
+          "event=reload_failed what=tokens error=\"{}\" kept=\"the tokens loaded before\"",
+          std::string(t.status().message()));
+      first_error.Update(t.status());
+    }
+  }
+  if (tls_ != nullptr) {
+    const ServerCertificate::Info before = tls_->current();
+    absl::StatusOr<ServerCertificate::Info> cert = tls_->Reload();
+    if (cert.ok()) {
+      done.push_back(absl::StrCat("cert_subject=\"", cert->subject, "\" cert_serial=", cert->serial,
+                                  " cert_not_after=\"", cert->not_after,
+                                  "\" cert_sha256=", cert->sha256));
+    } else {
+      Logger("server")->error(
+          "event=reload_failed what=certificate error=\"{}\" kept=\"the certificate of serial "
+          "{}\"",
+          std::string(cert.status().message()), before.serial);
+      first_error.Update(cert.status());
+    }
+  }
+  if (!gate_->has_tokens() && tls_ == nullptr) {
+    done.push_back("nothing=\"no --tokens_file, no --tls_cert\"");
+  }
+  if (!done.empty()) Logger("server")->info("event=reloaded {}", absl::StrJoin(done, " "));
+  return first_error;
+}
 
 void TunefarmServer::Shutdown() {
   if (shut_down_ || server_ == nullptr) return;  // stopped, or never started

@@ -6,6 +6,7 @@
 //   TF_ASSIGN_OR_RETURN(auto server, TunefarmServer::Start(opts));
 //   int port = server->port();
 //   ...
+//   server->Reload();  // the tokens file, the TLS certificate and key again
 //   server->Shutdown();
 #pragma once
 
@@ -30,6 +31,7 @@ class FarmService;
 class WorkQueue;
 class JobRunner;
 class JobManager;
+class ServerCertificate;
 
 class TunefarmServer {
  public:
@@ -69,6 +71,18 @@ class TunefarmServer {
 
   int port() const { return port_; }
   int http_port() const;  // 0 without http_listen
+
+  // Reads the tokens file and the TLS certificate and key again (those of
+  // Options; the server's SIGHUP). Each that loads replaces the current
+  // one: the tokens for every call from now on, the certificate for every
+  // connection from now on. Sessions of farm processes whose token is gone,
+  // or may no longer serve their device, end (FarmService::RecheckSessions);
+  // the others, and their leases, go on. One that does not load is logged
+  // (event=reload_failed, naming the file and the problem) and the current
+  // one stays. Logs event=reloaded with the counts of what was replaced.
+  // Returns the first error, or OK. Safe to call while serving.
+  absl::Status Reload();
+
   // Stops accepting calls, ends open streams, waits for handlers, closes the db.
   void Shutdown();
   void Wait();
@@ -84,6 +98,8 @@ class TunefarmServer {
   std::unique_ptr<JobManager> manager_;
   std::unique_ptr<TuningService> tuning_;
   std::unique_ptr<FarmService> farm_;
+  // Before server_: gRPC calls back into it until the server is destroyed.
+  std::shared_ptr<ServerCertificate> tls_;  // nullptr: plain text
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<HttpServer> http_;
   int port_ = 0;

@@ -2,8 +2,11 @@
 //
 //   tunefarm-server --listen=127.0.0.1:7070 --db=tunefarm.db
 //
-// Stops cleanly on SIGINT/SIGTERM. With --port_file it writes the bound port
-// there once it listens (use --listen=127.0.0.1:0 to let the OS pick).
+// Stops cleanly on SIGINT/SIGTERM. On SIGHUP it reads --tokens_file,
+// --tls_cert and --tls_key again (TunefarmServer::Reload; a file that does
+// not load is logged and the one before stays). With --port_file it writes
+// the bound port there once it listens (use --listen=127.0.0.1:0 to let the
+// OS pick).
 #include <signal.h>
 
 #include <cstdio>
@@ -59,7 +62,8 @@ ABSL_FLAG(bool, insecure, false,
 int main(int argc, char** argv) {
   tunefarm::SetDaemonUsage(
       "the tunefarm tuning server\n\n  tunefarm-server [--listen=HOST:PORT] [--db=FILE] "
-      "[--tls_cert=F --tls_key=F] [--tokens_file=F]\n\nExit codes: 0 stopped by SIGINT/SIGTERM, "
+      "[--tls_cert=F --tls_key=F] [--tokens_file=F]\n\nSIGHUP reads the tokens file, certificate "
+      "and key again.\n\nExit codes: 0 stopped by SIGINT/SIGTERM, "
       "1 failed while serving, 2 bad flags or set-up (docs/cli.md)");
   tunefarm::ParseDaemonFlags(argc, argv);
   // Debian's Abseil checks every absl::Mutex (gRPC's locks) for lock-order
@@ -69,12 +73,13 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "tunefarm-server: %s\n", std::string(s.message()).c_str());
     return 2;
   }
-  // Block the stop signals in every thread; one thread waits for them.
-  sigset_t stop;
-  sigemptyset(&stop);
-  sigaddset(&stop, SIGINT);
-  sigaddset(&stop, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &stop, nullptr);
+  // Block the stop and reload signals in every thread; this one waits for them.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   tunefarm::server::TunefarmServer::Options opts;
   opts.listen = absl::GetFlag(FLAGS_listen);
@@ -158,7 +163,9 @@ int main(int argc, char** argv) {
     std::rename(tmp.c_str(), absl::GetFlag(FLAGS_http_port_file).c_str());
   }
   int sig = 0;
-  sigwait(&stop, &sig);
+  while (sigwait(&signals, &sig) == 0 && sig == SIGHUP) {
+    (void)(*server)->Reload();  // logs what it replaced, or why not
+  }
   tunefarm::Logger("server")->info("event=signal signal={}", sig);
   (*server)->Shutdown();
   return 0;

@@ -1,9 +1,11 @@
 // Tokens with roles against a real server (in this process, gRPC on
 // 127.0.0.1, a real database): what each role may call, what an agent or
 // worker token may register as, device ids that cannot be taken over, and
-// sessions that only their own token can use.
+// sessions that only their own token can use; a tokens file reloaded while
+// the server runs.
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "common/sha256.h"
 #include "gtest/gtest.h"
 #include "proto/client.h"
@@ -39,12 +41,12 @@ class RolesTest : public ::testing::Test {
   }
   // A server on the fixture's database and tokens (again after Shutdown:
   // a restart).
-  void StartServer() {
+  void StartServer(absl::Duration heartbeat_interval = absl::Seconds(2)) {
     TunefarmServer::Options o;
     o.listen = "127.0.0.1:0";
     o.db_path = dir_.File("roles.db");
     o.tokens_file = dir_.File("tokens");
-    o.heartbeat_interval = absl::Seconds(2);
+    o.heartbeat_interval = heartbeat_interval;
     auto s = TunefarmServer::Start(o);
     ASSERT_TRUE(s.ok()) << s.status();
     server_ = *std::move(s);
@@ -300,6 +302,102 @@ TEST_F(RolesTest, ADeviceIdStaysItsOwnersAcrossARestart) {
     EXPECT_EQ(d.owner(), "lab");
   }
   EXPECT_TRUE(found);
+}
+
+// A tokens file read again while the server runs: new tokens and new
+// rights count from the next call; the sessions of a removed token, or of
+// one that may no longer serve its device, end saying why; every other
+// session goes on; a file that does not parse changes nothing.
+TEST_F(RolesTest, AReloadedTokensFileEndsOnlyTheSessionsItNoLongerAllows) {
+  // Sessions live 3 minutes without heartbeats: only the reload ends them.
+  server_->Shutdown();
+  server_.reset();
+  ASSERT_NO_FATAL_FAILURE(StartServer(absl::Minutes(1)));
+  Stubs orin = As("orin-secret"), lab = As("other-agent-secret"), worker = As("worker-secret"),
+        dash = As("reader-secret"), newbie = As("new-reader-secret");
+  std::string orin_session, lab_session, worker_session;
+  ASSERT_TRUE(Register(orin, v1::ROLE_AGENT, "orin-01", "jetson-orin", &orin_session).ok());
+  ASSERT_TRUE(Register(lab, v1::ROLE_AGENT, "bench-01", "x86", &lab_session).ok());
+  ASSERT_TRUE(Register(worker, v1::ROLE_WORKER, "w-1", "", &worker_session).ok());
+  auto open_stream = [](Stubs& s, const std::string& session,
+                        std::unique_ptr<grpc::ClientContext>* ctx) {
+    v1::StreamWorkRequest req;
+    req.set_protocol_version(kProtocolVersion);
+    req.set_session_id(session);
+    *ctx = s.Ctx();
+    return s.farm->StreamWork(ctx->get(), req);
+  };
+  std::unique_ptr<grpc::ClientContext> orin_ctx, worker_ctx;
+  auto orin_stream = open_stream(orin, orin_session, &orin_ctx);
+  auto worker_stream = open_stream(worker, worker_session, &worker_ctx);
+  EXPECT_EQ(ListJobs(newbie).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_DENIED(Submit(dash), "has the reader role");
+
+  // The worker's token goes, orin's no longer covers orin-01, lab is
+  // renamed, dash becomes a submitter, and a new reader comes.
+  const std::string before = testing::ReadFileOrEmpty(dir_.File("tokens"));
+  std::string after = absl::StrReplaceAll(
+      before, {{"worker-secret worker name=builders devices=w-1\n", ""},
+               {"devices=orin-*", "devices=orin-02"},
+               {"other-agent-secret agent name=lab", "other-agent-secret agent name=lab2"},
+               {"reader-secret reader name=dash", "reader-secret submitter name=dash"}});
+  after += "new-reader-secret reader name=newbie\n";
+  ASSERT_NE(after, before);
+  testing::WriteFile(dir_.File("tokens"), after);
+  ASSERT_TRUE(server_->Reload().ok());
+
+  EXPECT_TRUE(ListJobs(newbie).ok());
+  EXPECT_TRUE(Submit(dash).ok());
+  EXPECT_EQ(ListJobs(worker).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  v1::WorkLease lease;
+  EXPECT_FALSE(worker_stream->Read(&lease));
+  grpc::Status worker_end = worker_stream->Finish();
+  EXPECT_EQ(worker_end.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(worker_end.error_message(),
+            "token 'builders' is no longer in the tokens file; the session of device 'w-1' ended");
+  EXPECT_FALSE(orin_stream->Read(&lease));
+  grpc::Status orin_end = orin_stream->Finish();
+  EXPECT_EQ(orin_end.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_TRUE(absl::StrContains(orin_end.error_message(),
+                                "the tokens file changed: token 'orin' may not register device id "
+                                "'orin-01' for key 'jetson-orin'"))
+      << orin_end.error_message();
+  v1::HeartbeatRequest hb;
+  hb.set_protocol_version(kProtocolVersion);
+  hb.set_session_id(orin_session);
+  v1::HeartbeatResponse hb_resp;
+  EXPECT_DENIED(orin.farm->Heartbeat(orin.Ctx().get(), hb, &hb_resp), "ended");
+  // The renamed token's session goes on under its new name.
+  hb.set_session_id(lab_session);
+  ASSERT_TRUE(lab.farm->Heartbeat(lab.Ctx().get(), hb, &hb_resp).ok());
+  EXPECT_FALSE(hb_resp.register_again());
+  auto online = [&] {
+    v1::ListDevicesRequest req;
+    req.set_protocol_version(kProtocolVersion);
+    v1::ListDevicesResponse resp;
+    Stubs admin = As("admin-secret");
+    EXPECT_TRUE(admin.tuning->ListDevices(admin.Ctx().get(), req, &resp).ok());
+    std::string ids;
+    for (const v1::Device& d : resp.devices()) {
+      if (d.state() == v1::DEVICE_STATE_ONLINE) absl::StrAppend(&ids, d.device_id(), " ");
+    }
+    return ids;
+  };
+  EXPECT_EQ(online(), "bench-01 ");
+
+  // A file that does not parse: the error names it and its line, and the
+  // tokens loaded before stay.
+  testing::WriteFile(dir_.File("tokens"), after + "guess superuser\n");
+  absl::Status broken = server_->Reload();
+  EXPECT_TRUE(absl::IsInvalidArgument(broken)) << broken;
+  EXPECT_TRUE(absl::StrContains(
+      broken.message(),
+      absl::StrCat("tokens file ", dir_.File("tokens"), " line 11: unknown role 'superuser'")))
+      << broken;
+  EXPECT_TRUE(ListJobs(newbie).ok());
+  EXPECT_EQ(ListJobs(worker).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  ASSERT_TRUE(lab.farm->Heartbeat(lab.Ctx().get(), hb, &hb_resp).ok());
+  EXPECT_EQ(online(), "bench-01 ");
 }
 
 }  // namespace
