@@ -360,6 +360,20 @@ Result CmdRecords(Client& c, const Args& a, std::ostream& out) {
     for (const v1::Record& r : resp.records()) out << RecordToJsonLine(r) << "\n";
     return std::nullopt;
   }
+  if (resp.records().empty()) {
+    // One line naming the filters as given, not a bare header.
+    std::vector<std::string> given;
+    for (const char* flag : {"workload", "target", "job", "status", "after", "before"}) {
+      if (!a.Has(flag)) continue;
+      const std::string v = Printable(a.Get(flag));
+      const std::string quote = v.find(' ') != std::string::npos ? "'" : "";
+      given.push_back(absl::StrCat("--", flag, "=", quote, v, quote));
+    }
+    out << (given.empty() ? std::string("no records: the database holds none")
+                          : absl::StrCat("no records match ", absl::StrJoin(given, " ")))
+        << "\n";
+    return std::nullopt;
+  }
   PrintRecordHeader(out);
   for (const v1::Record& r : resp.records()) PrintRecordRow(r, out);
   if (resp.more() > 0) {
@@ -652,8 +666,9 @@ std::string TopShares(const v1::Job& j, size_t n) {
   std::stable_sort(order.begin(), order.end(),
                    [&](size_t a, size_t b) { return shares[a] > shares[b]; });
   order.resize(std::min(order.size(), n));
+  const std::vector<int64_t> percent = ApportionShares(shares, 100);  // all tasks' add up to 100
   std::vector<std::string> parts;
-  for (size_t i : order) parts.push_back(absl::StrFormat("#%d %.0f%%", i + 1, 100 * shares[i]));
+  for (size_t i : order) parts.push_back(absl::StrFormat("#%d %d%%", i + 1, percent[i]));
   return absl::StrJoin(parts, ", ");
 }
 
@@ -685,7 +700,7 @@ void PrintJob(const v1::Job& j, const std::map<std::string, double>& default_cos
   out << absl::StrFormat("%-3s %-36s %7s %10s %7s %12s %12s %8s %6s  %s\n", "#", "task", "weight",
                          "mflops", "trials", "default_us", "best_us", "speedup", "share",
                          "workload");
-  const std::vector<double> shares = TaskShares(j);
+  const std::vector<int64_t> shares = ApportionShares(TaskShares(j), 100);  // adding up to 100
   for (int i = 0; i < j.tasks_size(); ++i) {
     const v1::Task& t = j.tasks(i);
     auto d = default_cost.find(t.workload_key());
@@ -696,7 +711,7 @@ void PrintJob(const v1::Job& j, const std::map<std::string, double>& default_cos
         t.flops() * 1e-6, t.trials(), def > 0 ? absl::StrFormat("%.3f", def * 1e6) : "-",
         best > 0 ? absl::StrFormat("%.3f", best * 1e6) : "-",
         def > 0 && best > 0 ? absl::StrFormat("%.2fx", def / best) : "-",
-        shares[size_t(i)] >= 0 ? absl::StrFormat("%.0f%%", 100 * shares[size_t(i)]) : "-",
+        shares[size_t(i)] >= 0 ? absl::StrFormat("%d%%", shares[size_t(i)]) : "-",
         ir::Describe(t.workload()));
   }
 }
@@ -824,7 +839,12 @@ Result CmdWatch(Client& c, const Args& a, std::ostream& out) {
       if (json) {
         out << JsonOf(ev) << std::endl;
       } else if (!terminal) {
-        out << clock(ev) << " job " << ev.job_id() << " task #" << ev.task_id() << " best "
+        // Numbered as `tunefarm job` lists the tasks (a server that does not
+        // send the number: the database's task id).
+        out << clock(ev) << " job " << ev.job_id() << " task "
+            << (ev.task_number() > 0 ? absl::StrCat("#", ev.task_number())
+                                     : absl::StrCat("id ", ev.task_id()))
+            << " best "
             << absl::StrFormat("%.3f us", ev.best_cost_sec() * 1e6) << std::endl;
       }
       continue;

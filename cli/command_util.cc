@@ -1,6 +1,7 @@
 #include "cli/command_util.h"
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -18,6 +19,34 @@ int Fail(std::ostream& err, int code, const std::string& msg) {
   std::replace(one_line.begin(), one_line.end(), '\n', ' ');
   err << "tunefarm: error: " << one_line << "\n";
   return code;
+}
+
+std::vector<int64_t> ApportionShares(const std::vector<double>& parts, int64_t total) {
+  double sum = 0;
+  for (double p : parts) sum += std::max(p, 0.0);
+  std::vector<int64_t> out(parts.size(), 0);
+  if (!(sum > 0)) {
+    for (size_t i = 0; i < parts.size(); ++i) out[i] = parts[i] < 0 ? -1 : 0;
+    return out;
+  }
+  std::vector<std::pair<double, size_t>> remainders;  // (remainder, index)
+  int64_t given = 0;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    if (parts[i] < 0) {
+      out[i] = -1;
+      continue;
+    }
+    const double exact = parts[i] / sum * double(total);
+    out[i] = int64_t(std::floor(exact));
+    given += out[i];
+    remainders.emplace_back(exact - double(out[i]), i);
+  }
+  // Largest remainders first; ties to the earlier part.
+  std::stable_sort(remainders.begin(), remainders.end(),
+                   [](const auto& a, const auto& b) { return a.first > b.first; });
+  for (size_t k = 0; given < total && k < remainders.size(); ++k, ++given)
+    ++out[remainders[k].second];
+  return out;
 }
 
 namespace {

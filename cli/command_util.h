@@ -2,6 +2,7 @@
 // what a failed call to the server means to the user.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <ostream>
 #include <string>
@@ -38,6 +39,14 @@ int Fail(std::ostream& err, int code, const std::string& msg);
 // Text from other users (job names, messages) made safe for a terminal
 // table: control characters (newlines, escape sequences) as \xNN.
 std::string Printable(const std::string& text);
+
+// `parts` (each >= 0; a negative one has no share) as whole units of
+// `total` (100: percent, 1000: tenths of a percent) that add up to `total`
+// exactly: each part's exact share rounded down, then one more unit to each
+// of those with the largest remainders until the sum is `total` (largest
+// remainder rounding). A negative part gets -1; all 0 when no part is
+// positive.
+std::vector<int64_t> ApportionShares(const std::vector<double>& parts, int64_t total);
 
 // A --target value: "host" (this machine) or a target string.
 absl::StatusOr<ir::Target> ParseTargetFlag(const std::string& value);

@@ -96,8 +96,9 @@ Runs a built model on this machine. Inputs come from .npy files (float32 or
 float64, C order); inputs not given are filled with seeded uniform random
 values in [-1, 1). Prints each output's shape and statistics; --output-dir
 writes OUTPUT.npy files; --repeat N runs N more times and prints the median
-latency; --profile prints the time of every step (its median over the
-repeated runs).
+latency; --profile prints the time of every step: its median over the
+timed runs after the first (a warm-up), 20 of them unless --repeat says
+how many (fewer, at least 3, where 20 would take over 5 s).
 
 With --device-key the package goes through the server to a connected agent
 of that key and runs there in a child process of the agent's (end-to-end
@@ -309,6 +310,42 @@ absl::StatusOr<v1::ModelPackage> BuildChecked(const frontend::Model& model,
   return deploy::BuildPackage(model, target, bo);
 }
 
+// --profile without --repeat: the warm runs it times (the first run is the
+// warm-up): kProfileRuns, or as many as fit in kProfileSeconds, at least
+// kProfileMinRuns. A cold run's time is mostly first-touch page faults and
+// cold caches, not the kernels.
+constexpr int64_t kProfileRuns = 20;
+constexpr int64_t kProfileMinRuns = 3;
+constexpr double kProfileSeconds = 5;
+
+// Runs `rt` on `inputs` `runs` times after the warm-up (stopping early,
+// after at least `min_runs`, once the runs took `max_seconds`): each run's
+// latency into `lat` and, when profiling, each step's median over the runs
+// into `step_sec` (left as it is when no run is timed). A median, as a mean
+// would carry the rare run where a worker thread was descheduled.
+absl::Status TimeRuns(runner::GraphRuntime& rt,
+                      const std::map<std::string, std::vector<float>>& inputs, int64_t runs,
+                      int64_t min_runs, double max_seconds, std::vector<double>* lat,
+                      std::vector<double>* step_sec) {
+  std::vector<std::vector<double>> step_runs(step_sec->size());
+  double spent = 0;
+  for (int64_t r = 0; r < runs && (r < min_runs || spent < max_seconds); ++r) {
+    auto t = std::chrono::steady_clock::now();
+    TF_RETURN_IF_ERROR(rt.Run(inputs, nullptr));
+    lat->push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count());
+    spent += lat->back();
+    const std::vector<double>& sec = rt.StepSeconds();
+    for (size_t s = 0; s < sec.size() && s < step_runs.size(); ++s) step_runs[s].push_back(sec[s]);
+  }
+  for (size_t s = 0; s < step_runs.size(); ++s) {
+    std::vector<double>& v = step_runs[s];
+    if (v.empty()) continue;
+    std::nth_element(v.begin(), v.begin() + ptrdiff_t(v.size() / 2), v.end());
+    (*step_sec)[s] = v[v.size() / 2];
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 int RunBuild(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
@@ -513,24 +550,15 @@ int RunModel(const std::vector<std::string>& args, std::ostream& out, std::ostre
     return Fail(err, 1, std::string(s.message()));
   const double first = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::vector<double> lat;
-  // --profile: each step's median over the timed runs (the first run alone
-  // when there are none); a mean would carry the rare run where a worker
-  // thread was descheduled.
+  // --profile: each step's median over the timed runs (the first, cold run
+  // alone with --repeat 0).
   std::vector<double> step_sec = (*rt)->StepSeconds();
-  std::vector<std::vector<double>> step_runs(step_sec.size());
-  for (int64_t r = 0; r < repeat; ++r) {
-    auto t = std::chrono::steady_clock::now();
-    if (absl::Status s = (*rt)->Run(inputs, nullptr); !s.ok())
-      return Fail(err, 1, std::string(s.message()));
-    lat.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count());
-    const std::vector<double>& sec = (*rt)->StepSeconds();
-    for (size_t s = 0; s < sec.size() && s < step_runs.size(); ++s) step_runs[s].push_back(sec[s]);
-  }
-  for (size_t s = 0; s < step_runs.size(); ++s) {
-    std::vector<double>& v = step_runs[s];
-    if (v.empty()) continue;
-    std::nth_element(v.begin(), v.begin() + ptrdiff_t(v.size() / 2), v.end());
-    step_sec[s] = v[v.size() / 2];
+  const bool profile_runs = ro.profile && !f.Has("repeat");
+  if (absl::Status s = TimeRuns(**rt, inputs, profile_runs ? kProfileRuns : repeat,
+                                profile_runs ? kProfileMinRuns : repeat,
+                                profile_runs ? kProfileSeconds : INFINITY, &lat, &step_sec);
+      !s.ok()) {
+    return Fail(err, 1, std::string(s.message()));
   }
   std::vector<ModelOutput> outs;
   for (const std::string& name : pkg->outputs())
@@ -538,16 +566,20 @@ int RunModel(const std::vector<std::string>& args, std::ostream& out, std::ostre
   if (int code = ReportRun(f, f.positional()[0], int(threads), first, lat, outs, "", out, err))
     return code;
   if (ro.profile && !f.Has("json")) {
+    out << (lat.empty() ? std::string("profile: the first run alone (cold: page faults and cold "
+                                      "caches; --repeat N times N warm runs)\n")
+                        : absl::StrFormat("profile: each step's median over %d runs after a "
+                                          "warm-up run\n",
+                                          lat.size()));
     for (size_t s = 0; s < step_sec.size(); ++s)
       out << absl::StrFormat("  %4d %10.4f ms  %s\n", s, step_sec[s] * 1e3,
                              (*rt)->StepLabel(int(s)));
     const runner::TimeShares t = runner::SharesOf(*pkg, step_sec);
-    const double all = std::max(t.total(), 1e-12);
+    const std::vector<int64_t> pct = ApportionShares({t.tuned, t.default_kernels, t.native}, 100);
     out << absl::StrFormat(
-        "time: tuned kernels %.3f ms (%.0f%%), default kernels %.3f ms (%.0f%%), native steps "
-        "%.3f ms (%.0f%%)\n",
-        t.tuned * 1e3, 100 * t.tuned / all, t.default_kernels * 1e3, 100 * t.default_kernels / all,
-        t.native * 1e3, 100 * t.native / all);
+        "time: tuned kernels %.3f ms (%d%%), default kernels %.3f ms (%d%%), native steps "
+        "%.3f ms (%d%%)\n",
+        t.tuned * 1e3, pct[0], t.default_kernels * 1e3, pct[1], t.native * 1e3, pct[2]);
   }
   return 0;
 }

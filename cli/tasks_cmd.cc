@@ -23,9 +23,10 @@ constexpr const char* kHelp =
 Imports an ONNX model and prints its tunable workloads (convolutions,
 dense and matmul layers, with the bias, BatchNormalization, activation and
 residual add that fuse into them), each once, with its weight (how often it
-occurs), its FLOPs and its share of the whole model's FLOPs. These are the
-tasks a tuning job for the model gets. Each workload is printed as the
-spec `tunefarm tune --workload` and `compile --workload` take.
+occurs), its FLOPs and its share of the tasks' FLOPs (weight x FLOPs; the
+shares add up to 100%). These are the tasks a tuning job for the model
+gets. Each workload is printed as the spec `tunefarm tune --workload` and
+`compile --workload` take.
 
   --shape   a shape for an input with dynamic dimensions (repeat per input;
             NAME may be left out when the model has one input)
@@ -34,7 +35,8 @@ spec `tunefarm tune --workload` and `compile --workload` take.
             the target's, nhwc on CPU targets; `tunefarm build --layout`)
   --precision  fp16, bf16 or tf32 (cuda targets): the tasks of a build
             with that --precision (default fp32)
-  --json    {"model": ..., "opset": N, "model_flops": F, "tasks": [...]}
+  --json    {"model": ..., "opset": N, "model_flops": F, "task_flops": F,
+            "tasks": [{..., "share": S}, ...]} (S: the exact share, 0..1)
   --specs   one line per task, "SPEC xWEIGHT": the task list `tunefarm submit`
             reads (a task the spec syntax cannot say is a "#" line)
 )";
@@ -96,7 +98,13 @@ int RunTasks(const std::vector<std::string>& args, std::ostream& out, std::ostre
   absl::StatusOr<frontend::TaskExtraction> ex =
       frontend::ExtractTasks(*model, frontend::ExtractOptionsFor(*t, *channels_last, *precision));
   if (!ex.ok()) return Fail(err, 2, std::string(ex.status().message()));
-  const double total = std::max(ex->model_flops, 1.0);
+  // Each task's share of the tasks' FLOPs (weight x FLOPs), in tenths of a
+  // percent that add up to 100%. Not of the model's: a task counts its fused
+  // epilogue as its kernel computes it, not as the nodes it replaces.
+  std::vector<double> weighted;
+  for (const frontend::ModelTask& task : ex->tasks) weighted.push_back(task.flops * task.weight);
+  const double task_total = std::max(ex->task_flops, 1.0);
+  const std::vector<int64_t> permille = ApportionShares(weighted, 1000);
   std::vector<absl::StatusOr<std::string>> spec_of;
   for (const frontend::ModelTask& task : ex->tasks)
     spec_of.push_back(ir::FormatWorkloadSpec(task.workload));
@@ -115,13 +123,14 @@ int RunTasks(const std::vector<std::string>& args, std::ostream& out, std::ostre
   if (json) {
     out << "{\"model\": " << Quote(model_path) << ", \"opset\": " << model->opset
         << ", \"ir_version\": " << model->ir_version << ", \"target\": " << Quote(t->ToString())
-        << ", \"model_flops\": " << absl::StrFormat("%.0f", ex->model_flops) << ", \"tasks\": [";
+        << ", \"model_flops\": " << absl::StrFormat("%.0f", ex->model_flops)
+        << ", \"task_flops\": " << absl::StrFormat("%.0f", ex->task_flops) << ", \"tasks\": [";
     for (size_t i = 0; i < ex->tasks.size(); ++i) {
       const frontend::ModelTask& task = ex->tasks[i];
       out << (i ? ",\n  " : "\n  ") << "{\"key\": " << Quote(task.key)
           << ", \"weight\": " << task.weight
           << ", \"flops\": " << absl::StrFormat("%.0f", task.flops)
-          << ", \"share\": " << absl::StrFormat("%.4f", task.flops * task.weight / total)
+          << ", \"share\": " << absl::StrFormat("%.4f", weighted[i] / task_total)
           << ", \"description\": " << Quote(task.description) << ", \"spec\": "
           << (spec_of[i].ok() ? Quote(*spec_of[i]) : "null")
           << ", \"workload\": " << Json(task.workload) << ", \"nodes\": [";
@@ -131,15 +140,17 @@ int RunTasks(const std::vector<std::string>& args, std::ostream& out, std::ostre
     out << "\n]}\n";
     return 0;
   }
-  out << absl::StrFormat("%s: IR %d, opset %d, %d nodes, %.3f GFLOP; %d tasks cover %.1f%%\n",
-                         model_path, model->ir_version, model->opset, model->nodes.size(),
-                         ex->model_flops * 1e-9, ex->tasks.size(), 100 * ex->task_flops / total);
+  out << absl::StrFormat(
+      "%s: IR %d, opset %d, %d nodes, %.3f GFLOP; %d tasks, %.3f GFLOP as their kernels "
+      "compute them (share: of these)\n",
+      model_path, model->ir_version, model->opset, model->nodes.size(), ex->model_flops * 1e-9,
+      ex->tasks.size(), ex->task_flops * 1e-9);
   out << absl::StrFormat("%3s %6s %10s %7s  %-30s %s\n", "#", "weight", "MFLOP", "share", "key",
                          "workload");
   for (size_t i = 0; i < ex->tasks.size(); ++i) {
     const frontend::ModelTask& task = ex->tasks[i];
-    out << absl::StrFormat("%3d %6d %10.2f %6.1f%%  %-30s %s\n", i + 1, task.weight,
-                           task.flops * 1e-6, 100 * task.flops * task.weight / total, task.key,
+    out << absl::StrFormat("%3d %6d %10.2f %4d.%d%%  %-30s %s\n", i + 1, task.weight,
+                           task.flops * 1e-6, permille[i] / 10, permille[i] % 10, task.key,
                            spec_of[i].ok() ? *spec_of[i]
                                            : absl::StrCat(task.description, " (no spec: ",
                                                           spec_of[i].status().message(), ")"));

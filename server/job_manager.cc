@@ -14,6 +14,7 @@
 #include "compiler/frontend/onnx_import.h"
 #include "compiler/frontend/tasks.h"
 #include "compiler/ir/workload.h"
+#include "compiler/ir/workload_spec.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "proto/protocol.h"
 #include "server/limits.h"
@@ -72,6 +73,25 @@ absl::Status JobManager::ImportModel(v1::JobSpec* spec) const {
 
 namespace {
 
+// Each task's workload_spec parsed into its workload (and cleared), so the
+// job stores the message alone.
+absl::Status ParseWorkloadSpecs(v1::JobSpec* spec) {
+  for (int i = 0; i < spec->tasks_size(); ++i) {
+    v1::TaskSpec* t = spec->mutable_tasks(i);
+    if (t->workload_spec().empty()) continue;
+    const std::string field = absl::StrCat("SubmitJob: tasks[", i, "].workload_spec: ");
+    if (t->has_workload()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, "the task has a workload too; give one or the other"));
+    }
+    absl::StatusOr<v1::Workload> w = ir::ParseWorkloadSpec(t->workload_spec());
+    if (!w.ok()) return absl::InvalidArgumentError(absl::StrCat(field, w.status().message()));
+    *t->mutable_workload() = *std::move(w);
+    t->clear_workload_spec();
+  }
+  return absl::OkStatus();
+}
+
 bool OnlineAgentOf(const v1::Device& d, const std::string& device_key) {
   return d.role() == v1::ROLE_AGENT && d.state() == v1::DEVICE_STATE_ONLINE &&
          d.device_key() == device_key;
@@ -97,6 +117,7 @@ absl::StatusOr<int64_t> JobManager::Submit(v1::JobSpec spec, const Requester& by
                        "one token may have (--max_jobs_per_token); cancel some or wait for them"));
     }
   }
+  TF_RETURN_IF_ERROR(ParseWorkloadSpecs(&spec));
   // A model: the job keeps its tasks, not its bytes (weights are the
   // client's to keep).
   if (!spec.onnx_model().empty()) {

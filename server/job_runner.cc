@@ -143,11 +143,13 @@ struct JobTasks {
 
 absl::StatusOr<JobTasks> TasksOf(const v1::Job& job, const ir::Target& target) {
   JobTasks out;
-  for (const v1::Task& t : job.tasks()) {
+  for (int i = 0; i < job.tasks_size(); ++i) {
+    const v1::Task& t = job.tasks(i);
     absl::StatusOr<search::Task> st = search::Task::Make(t.workload(), target, "", t.weight());
     if (!st.ok()) {
+      // Numbered as `tunefarm job ID` lists the tasks.
       return absl::InvalidArgumentError(
-          absl::StrCat("task ", t.task_id(), ": ", st.status().message()));
+          absl::StrCat("task #", i + 1, ": ", st.status().message()));
     }
     out.index[st->key] = int(out.tasks.size());
     out.tasks.push_back(*std::move(st));

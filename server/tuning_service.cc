@@ -1,8 +1,11 @@
 #include "server/tuning_service.h"
 
 #include <map>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "compiler/ir/target.h"
 #include "compiler/ir/workload.h"
@@ -48,6 +51,23 @@ absl::StatusOr<store::TuningLog::RecordQuery> ToQuery(const v1::RecordFilter& f)
     grpc::Status gate_status = gate_.Check(ctx, (req)->protocol_version(), Permission::need, rpc); \
     if (!gate_status.ok()) return gate_status;                                                     \
   } while (0)
+
+// What a job may spend, as the first WatchJob event says it: "24 trials",
+// "8 trials per task, 600 s", ...
+std::string BudgetText(const v1::Budget& b) {
+  std::vector<std::string> parts;
+  if (b.max_trials() > 0) parts.push_back(absl::StrCat(b.max_trials(), " trials"));
+  if (b.max_trials_per_task() > 0)
+    parts.push_back(absl::StrCat(b.max_trials_per_task(), " trials per task"));
+  if (b.max_seconds() > 0) parts.push_back(absl::StrCat(b.max_seconds(), " s of tuning"));
+  if (b.early_stop_trials() > 0) {
+    parts.push_back(absl::StrCat("a task stops after ", b.early_stop_trials(),
+                                 " trials without a better schedule"));
+  }
+  if (b.max_trials() <= 0 && b.max_trials_per_task() <= 0 && b.max_seconds() <= 0)
+    parts.insert(parts.begin(), "the server's default trials per task");
+  return absl::StrJoin(parts, ", ");
+}
 
 // The caller as the job manager sees it.
 Requester RequesterOf(const Caller& c) {
@@ -108,6 +128,7 @@ grpc::Status TuningService::WatchJob(grpc::ServerContext* ctx, const v1::WatchJo
   v1::JobState last_state = v1::JOB_STATE_UNSPECIFIED;
   int64_t last_trials = -1;
   std::map<int64_t, double> best;  // task id -> best sent
+  bool first = true;
   const absl::Time start = absl::Now();
   int64_t start_trials = -1;
   while (true) {
@@ -121,7 +142,8 @@ grpc::Status TuningService::WatchJob(grpc::ServerContext* ctx, const v1::WatchJo
     const absl::Time now = absl::Now();
     if (start_trials < 0) start_trials = job->trials_done();
     // Each task's new best first, then the job's progress.
-    for (const v1::Task& t : job->tasks()) {
+    for (int i = 0; i < job->tasks_size(); ++i) {
+      const v1::Task& t = job->tasks(i);
       if (t.best_cost_sec() <= 0 || best[t.task_id()] == t.best_cost_sec()) continue;
       best[t.task_id()] = t.best_cost_sec();
       v1::JobEvent ev;
@@ -129,6 +151,7 @@ grpc::Status TuningService::WatchJob(grpc::ServerContext* ctx, const v1::WatchJo
       ev.set_state(job->state());
       ev.set_trials_done(job->trials_done());
       ev.set_task_id(t.task_id());
+      ev.set_task_number(i + 1);
       ev.set_best_cost_sec(t.best_cost_sec());
       ev.set_timestamp_unix_ms(absl::ToUnixMillis(now));
       if (!writer->Write(ev)) return grpc::Status::OK;
@@ -138,7 +161,14 @@ grpc::Status TuningService::WatchJob(grpc::ServerContext* ctx, const v1::WatchJo
       ev.set_job_id(job->job_id());
       ev.set_state(job->state());
       ev.set_trials_done(job->trials_done());
-      ev.set_message(job->status_message());
+      // The first event says what the job is; the rest, its status.
+      ev.set_message(first ? absl::StrCat(job->tasks_size(),
+                                          job->tasks_size() == 1 ? " task" : " tasks",
+                                          "; budget: ", BudgetText(job->spec().budget()),
+                                          job->status_message().empty() ? "" : "; ",
+                                          job->status_message())
+                           : job->status_message());
+      first = false;
       ev.set_timestamp_unix_ms(absl::ToUnixMillis(now));
       // The rate since this watch began.
       const JobProgress p = ProgressOf(*job, job->trials_done() - start_trials,

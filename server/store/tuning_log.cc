@@ -690,7 +690,7 @@ absl::StatusOr<int64_t> TuningLog::CreateJob(const v1::JobSpec& in,
     ins.Bind(1, spec.name()).BindBlob(2, DeterministicBytes(spec)).Bind(3, tid);
     ins.Bind(4, spec.device_key()).Bind(5, static_cast<int64_t>(spec.seed()));
     ins.Bind(6, int64_t{v1::JOB_STATE_QUEUED})
-        .Bind(7, "stored; this server does not run tuning yet")
+        .Bind(7, "stored; starting")
         .Bind(8, now)
         .Bind(9, now)
         .Bind(10, owner_token);

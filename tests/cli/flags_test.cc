@@ -1,5 +1,7 @@
 #include "cli/flags.h"
 
+#include <numeric>
+
 #include "cli/command_util.h"
 #include "gtest/gtest.h"
 
@@ -62,6 +64,22 @@ TEST(Printable, ControlCharactersAreEscaped) {
   EXPECT_EQ(Printable("a\n6  forged  succeeded\x1b[2J\t\x7f"),
             "a\\x0a6  forged  succeeded\\x1b[2J\\x09\\x7f");
   EXPECT_EQ(Printable("caf\xc3\xa9"), "caf\xc3\xa9");  // UTF-8 stays
+}
+
+// Shares printed as whole units add up to the whole: three equal thirds are
+// 34 + 33 + 33 percent, not 33 x 3 = 99 (nor 101 from rounding each).
+TEST(ApportionShares, AddUpToTheWholeByLargestRemainder) {
+  EXPECT_EQ(ApportionShares({1, 1, 1}, 100), (std::vector<int64_t>{34, 33, 33}));
+  // The unit left goes to the largest remainder (66.67's), a tie to the earlier part.
+  EXPECT_EQ(ApportionShares({1, 2}, 100), (std::vector<int64_t>{33, 67}));
+  EXPECT_EQ(ApportionShares({1, 1}, 3), (std::vector<int64_t>{2, 1}));
+  // Each of six shares rounded alone (16.67% -> 17%) would give 102%.
+  std::vector<int64_t> sixths = ApportionShares(std::vector<double>(6, 1.0), 100);
+  EXPECT_EQ(std::accumulate(sixths.begin(), sixths.end(), int64_t{0}), 100);
+  // A negative part has no share (-1); nothing positive: all 0.
+  EXPECT_EQ(ApportionShares({3, -1, 1}, 100), (std::vector<int64_t>{75, -1, 25}));
+  EXPECT_EQ(ApportionShares({0, -1}, 100), (std::vector<int64_t>{0, -1}));
+  EXPECT_EQ(ApportionShares({}, 100), (std::vector<int64_t>{}));
 }
 
 }  // namespace

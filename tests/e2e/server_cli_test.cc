@@ -146,6 +146,11 @@ TEST_F(E2ETest, ImportQueryRestartQueryAgain) {
   ASSERT_EQ(table.exit_code, 0) << table.err;
   EXPECT_TRUE(absl::StrContains(table.out, "mean_us")) << table.out;
   EXPECT_TRUE(absl::StrContains(table.out, "25.000")) << table.out;  // 1e-3/40 s = 25 us
+  // Filters that match nothing: one line naming them, not a bare header.
+  CommandResult none =
+      Cli(**again, {"records", "--job=99", "--status=ok", "--target=llvm -mcpu=znver3"});
+  EXPECT_EQ(none.exit_code, 0) << none.err;
+  EXPECT_EQ(none.out, "no records match --target='llvm -mcpu=znver3' --job=99 --status=ok\n");
 
   // Export gives back the 40 records, and a second farm imports them all.
   std::string exported = dir_.File("export.jsonl");
@@ -265,6 +270,39 @@ TEST_F(E2ETest, JobsThroughTheCli) {
   EXPECT_TRUE(absl::StrContains(r.out, "JOB_STATE_CANCELLED")) << r.out;
   r = Cli(**server, {"jobs", "--state=cancelled"});
   EXPECT_TRUE(absl::StrContains(r.out, "demo")) << r.out;
+  r = Cli(**server, {"records"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "no records: the database holds none\n");
+
+  // A task given as the CLI's workload spec string: the server parses it
+  // into the job's workload; a bad one names the task and the column.
+  testing::WriteFile(spec, R"j({"tasks": [{"workloadSpec": "matmul(M=8,N=8,K=8)+relu"},
+                                           {"workload_spec": "matmul(M=4,N=4,K=4)", "weight": 3}]})j");
+  r = Cli(**server, {"submit", spec, "--target=llvm", "--device_key=none", "--wait-for-device"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "submitted job 2\n");
+  r = Cli(**server, {"job", "2", "--json"});
+  v1::Job from_specs;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(r.out, &from_specs).ok()) << r.out;
+  ASSERT_EQ(from_specs.tasks_size(), 2) << r.out;
+  EXPECT_EQ(from_specs.tasks(0).workload().op(), v1::OP_KIND_MATMUL) << r.out;
+  EXPECT_EQ(from_specs.tasks(0).workload().epilogue_size(), 1) << r.out;
+  EXPECT_EQ(from_specs.tasks(1).weight(), 3) << r.out;
+  for (const v1::TaskSpec& t : from_specs.spec().tasks()) EXPECT_EQ(t.workload_spec(), "");
+  Cli(**server, {"cancel", "2"});
+  testing::WriteFile(spec, R"j({"tasks": [{"workloadSpec": "matmul(M=8,N=8,K=8)"},
+                                           {"workloadSpec": "matmul(M=8,N=8)"}]})j");
+  r = Cli(**server, {"submit", spec, "--target=llvm", "--device_key=none", "--wait-for-device"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(absl::StrContains(r.err, "SubmitJob: tasks[1].workload_spec: workload spec "
+                                       "'matmul(M=8,N=8)' at column 16: matmul needs K"))
+      << r.err;
+  testing::WriteFile(spec, R"j({"tasks": [{"workloadSpec": "matmul(M=8,N=8,K=8)",
+    "workload": {"op": "OP_KIND_DENSE", "inputs": [{"shape": [1, 8]}, {"shape": [8, 8]}]}}]})j");
+  r = Cli(**server, {"submit", spec, "--target=llvm", "--device_key=none", "--wait-for-device"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(absl::StrContains(r.err, "tasks[0].workload_spec: the task has a workload too"))
+      << r.err;
 
   // A plain list of workload specs; a bad line is named.
   std::string list = dir_.File("workloads.txt");
@@ -272,8 +310,8 @@ TEST_F(E2ETest, JobsThroughTheCli) {
   r = Cli(**server, {"submit", "--workloads=" + list, "--target=llvm", "--device_key=none",
                      "--time_limit=600"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(r.out, "submitted job 2\n");
-  r = Cli(**server, {"job", "2", "--json"});
+  EXPECT_EQ(r.out, "submitted job 3\n");
+  r = Cli(**server, {"job", "3", "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(absl::StrContains(r.out, "\"max_seconds\":\"600\"")) << r.out;
   EXPECT_TRUE(absl::StrContains(r.out, "\"weight\":3")) << r.out;
@@ -283,7 +321,7 @@ TEST_F(E2ETest, JobsThroughTheCli) {
   EXPECT_TRUE(absl::StrContains(r.err, "workloads.txt:2: ")) << r.err;
   r = Cli(**server, {"jobs", "--json"});
   EXPECT_TRUE(absl::StrContains(r.out, "\"jobs\"")) << r.out;
-  Cli(**server, {"cancel", "2"});
+  Cli(**server, {"cancel", "3"});
 }
 
 TEST_F(E2ETest, AgentAndWorkerDialInAndReconnect) {
@@ -1027,18 +1065,30 @@ TEST_F(E2ETest, SubmitMistakesAreNamed) {
 }
 
 // `watch --json` while a job runs: events stamped when they happened, each
-// task's new best, the model's time by the best so far and the trial rate.
+// task's new best numbered as `job` lists the tasks, the model's time by the
+// best so far and the trial rate. The job's tasks are workload spec strings
+// in its JSON spec, which the server parses.
 TEST_F(E2ETest, WatchShowsTrueTimesAndTheBestSoFar) {
   auto server = ServerProcess::Start(dir_.File("farm.db"), dir_.path());
   ASSERT_TRUE(server.ok()) << server.status();
   auto [agent, worker] = StartAgentAndWorker(**server);
   ASSERT_TRUE(agent.ok() && worker.ok());
+  // A first job takes the database's task ids 1 and 2, so the watched
+  // job's are 3 and 4 while its tasks are #1 and #2.
   const std::string list = dir_.File("w.txt");
-  testing::WriteFile(list, "matmul(M=32,N=32,K=32)\nmatmul(M=16,N=48,K=32) x2\n");
+  testing::WriteFile(list, "matmul(M=8,N=8,K=8)\nmatmul(M=4,N=4,K=4)\n");
   CommandResult r = Cli(**server, {"submit", "--workloads=" + list, "--target=llvm",
-                                   "--device_key=x86-test", "--trials=24"});
+                                   "--device_key=elsewhere", "--wait-for-device"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  r = Cli(**server, {"watch", "1", "--json"});
+  ASSERT_EQ(Cli(**server, {"cancel", "1"}).exit_code, 0);
+  const std::string spec = dir_.File("job.json");
+  testing::WriteFile(spec, R"j({"name": "specs", "tasks": [
+    {"workloadSpec": "matmul(M=32,N=32,K=32)"},
+    {"workloadSpec": "matmul(M=16,N=48,K=32)", "weight": 2}]})j");
+  r = Cli(**server, {"submit", spec, "--target=llvm", "--device_key=x86-test", "--trials=24"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "submitted job 2\n");
+  r = Cli(**server, {"watch", "2", "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   std::vector<v1::JobEvent> job_events, task_events;
   for (absl::string_view line : absl::StrSplit(r.out, '\n', absl::SkipEmpty())) {
@@ -1052,29 +1102,44 @@ TEST_F(E2ETest, WatchShowsTrueTimesAndTheBestSoFar) {
   }
   EXPECT_GT(job_events.back().timestamp_unix_ms(), job_events.front().timestamp_unix_ms())
       << "every event carries the same time: " << r.out;
+  // The first event says what the job is.
+  EXPECT_TRUE(absl::StartsWith(job_events.front().message(), "2 tasks; budget: 24 trials"))
+      << r.out;
   const v1::JobEvent& done = job_events.back();
   EXPECT_EQ(done.state(), v1::JOB_STATE_SUCCEEDED) << r.out;
   EXPECT_EQ(done.tasks(), 2);
   EXPECT_EQ(done.tasks_with_best(), 2) << r.out;
   EXPECT_GT(done.model_best_sec(), 0) << r.out;
-  std::set<int64_t> improved;
+  v1::Job job;
+  ASSERT_TRUE(
+      google::protobuf::util::JsonStringToMessage(Cli(**server, {"job", "2", "--json"}).out, &job)
+          .ok());
+  ASSERT_EQ(job.tasks_size(), 2);
+  EXPECT_EQ(job.tasks(0).task_id(), 3);
+  std::set<int> improved;
   for (const v1::JobEvent& ev : task_events) {
     EXPECT_GT(ev.best_cost_sec(), 0);
-    improved.insert(ev.task_id());
+    ASSERT_TRUE(ev.task_number() == 1 || ev.task_number() == 2) << r.out;
+    EXPECT_EQ(ev.task_id(), job.tasks(ev.task_number() - 1).task_id()) << r.out;
+    improved.insert(ev.task_number());
   }
   EXPECT_EQ(improved.size(), 2u) << r.out;
   bool rate = false;
   for (const v1::JobEvent& ev : job_events) rate |= ev.trials_per_minute() > 0;
   EXPECT_TRUE(rate) << r.out;
-  // The same, as lines: the model's time and each task's new best.
-  r = Cli(**server, {"watch", "1"});
+  // The same, as lines: the model's time and each task's new best, by
+  // the task's number in the job.
+  r = Cli(**server, {"watch", "2"});
   EXPECT_TRUE(absl::StrContains(r.out, " model ")) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "job 2 task #1 best ")) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "job 2 task #2 best ")) << r.out;
+  EXPECT_FALSE(absl::StrContains(r.out, "task #3")) << r.out;
   // And as curves in an SVG: the model's time, then each task's best over
   // its trials and over the minutes, a point per trial.
   const std::string svg_path = dir_.File("curves.svg");
-  r = Cli(**server, {"plot", "1", "-o", svg_path});
+  r = Cli(**server, {"plot", "2", "-o", svg_path});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  const size_t trials = JobRecords(**server, 1).size();
+  const size_t trials = JobRecords(**server, 2).size();
   EXPECT_TRUE(absl::StrContains(
       r.out, absl::StrCat("wrote ", svg_path, ": ", trials, " trials of 2 tasks")))
       << r.out;
@@ -1089,7 +1154,7 @@ TEST_F(E2ETest, WatchShowsTrueTimesAndTheBestSoFar) {
   ASSERT_EQ(points.size(), 5u) << svg;
   // The model's time from the first trial after which both tasks have a
   // time, a point per trial from there on.
-  std::vector<v1::Record> records = JobRecords(**server, 1);
+  std::vector<v1::Record> records = JobRecords(**server, 2);
   std::sort(records.begin(), records.end(), [](const v1::Record& a, const v1::Record& b) {
     return a.record_id() < b.record_id();
   });

@@ -151,9 +151,24 @@ TEST(TuneCli, ModelTunesEveryTaskAndWritesItsPackage) {
                                            "kernels [0-9.]+ ms \\((\\d+)%\\), native steps "
                                            "[0-9.]+ ms \\((\\d+)%\\)")))
       << run.out;
-  const int shares = std::stoi(m[1]) + std::stoi(m[2]) + std::stoi(m[3]);
-  EXPECT_GE(shares, 98) << run.out;
-  EXPECT_LE(shares, 102) << run.out;
+  EXPECT_EQ(std::stoi(m[1]) + std::stoi(m[2]) + std::stoi(m[3]), 100) << run.out;
+  // The profile is of warm runs after a warm-up, as many as the latency's
+  // median (up to 20 by default), and says how many.
+  ASSERT_TRUE(std::regex_search(
+      run.out, m, std::regex("profile: each step's median over (\\d+) runs after a warm-up run")))
+      << run.out;
+  EXPECT_GE(std::stoi(m[1]), 3) << run.out;
+  EXPECT_LE(std::stoi(m[1]), 20) << run.out;
+  EXPECT_TRUE(absl::StrContains(run.out, "(median of " + std::string(m[1]) + ", ")) << run.out;
+  run = testing::RunCommand({testing::BinPath("tunefarm"), "run", pkg, "--profile", "--repeat=7"},
+                            dir.path());
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_TRUE(absl::StrContains(run.out, "each step's median over 7 runs after a warm-up run"))
+      << run.out;
+  run = testing::RunCommand({testing::BinPath("tunefarm"), "run", pkg, "--profile", "--repeat=0"},
+                            dir.path());
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_TRUE(absl::StrContains(run.out, "profile: the first run alone (cold")) << run.out;
 
   // The second run: history from the first, defaults known, nothing twice.
   cmd[4] = "6";
@@ -509,6 +524,27 @@ TEST(CompileCli, Float16AndTensorCoreDecisions) {
     EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
     EXPECT_TRUE(absl::StrContains(r.err, why)) << r.err;
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  }
+}
+
+// `tunefarm tasks`: each task's share of the tasks' FLOPs, in tenths of a
+// percent that add up to 100.0% whatever the model (a fused epilogue counts
+// as its kernel computes it, so the tasks' FLOPs are not the nodes').
+TEST(TasksCli, SharesAddUpTo100Percent) {
+  testing::TempDir dir;
+  if (std::string why = MakeModels(dir); !why.empty()) TF_SKIP("no-package") << why;
+  for (const char* model : {"tiny", "dags", "norm", "upsample", "sig_residual"}) {
+    SCOPED_TRACE(model);
+    testing::CommandResult r = testing::RunCommand(
+        {testing::BinPath("tunefarm"), "tasks", dir.File(std::string(model) + ".onnx")},
+        dir.path());
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    std::regex row("\\n +\\d+ +\\d+ +[0-9.]+ +(\\d+)\\.(\\d)%  ");
+    int tenths = 0, rows = 0;
+    for (std::sregex_iterator it(r.out.begin(), r.out.end(), row), end; it != end; ++it, ++rows)
+      tenths += 10 * std::stoi((*it)[1]) + std::stoi((*it)[2]);
+    EXPECT_GE(rows, 1) << r.out;
+    EXPECT_EQ(tenths, 1000) << r.out;
   }
 }
 
