@@ -35,7 +35,7 @@
 #include "server/search/policy.h"
 #include "server/search/store_canon.h"
 #include "server/search/tuner.h"
-#include "server/search/warm_start.h"
+#include "server/search/session.h"
 #include "server/store/tuning_log.h"
 
 namespace tunefarm::bench {
@@ -108,17 +108,15 @@ absl::StatusOr<std::set<std::string>> FillPool(store::TuningLog& log, const ir::
                 o.max_trials);
     std::fflush(stdout);
     // The stored records are history: a top-up never measures them again.
-    search::Tuner fill({*task}, &measurer, o);
-    TF_RETURN_IF_ERROR(
-        search::WarmStart(log, target, spec, {{key, 0}}, fill, [&](const v1::Record& r) {
-          return r.workload_key() == key;
-        }).status());
-    absl::Status stored;
-    TF_RETURN_IF_ERROR(fill.Run([&](const search::Trial& t) {
-      auto c = log.CommitRecords({search::RecordOfTrial(*task, spec, t)});
-      if (!c.ok() && stored.ok()) stored = c.status();
-    }));
-    TF_RETURN_IF_ERROR(stored);
+    search::SessionOptions so;
+    so.tune = o;
+    so.log = &log;
+    so.keep_record = [&](const v1::Record& r) { return r.workload_key() == key; };
+    so.store_model = false;
+    search::Session fill({*task}, &measurer, std::move(so));
+    TF_ASSIGN_OR_RETURN(search::SessionEnd end, fill.Run());
+    TF_RETURN_IF_ERROR(end.run);
+    TF_RETURN_IF_ERROR(end.records);
   }
   return keys;
 }
@@ -344,7 +342,6 @@ struct Pool {
 absl::StatusOr<Run> TuneOnce(const char* name, const search::Task& task,
                              search::Strategy strategy, int seed, const SearchBenchOptions& opts,
                              const Pool& pool) {
-  const ir::Target& target = task.target;
   const int max_trials = opts.max_trials();
   search::LocalMeasureOptions mo;
   mo.threads = opts.threads;
@@ -361,20 +358,24 @@ absl::StatusOr<Run> TuneOnce(const char* name, const search::Task& task,
   // The default schedule is not a trial here: the strategies are
   // compared on what they find themselves (it is timed separately).
   o.measure_default = false;
-  search::Tuner tuner({task}, &measurer, o);
-  Run run{name, search::StrategyName(strategy), uint64_t(seed), {}, 0, 0, {}, {}, {}, 0};
+  // As a job starts from the database, an evolutionary run with --warm-db
+  // starts from the pool: its records train the cost model from the first
+  // batch (random search has no model). Nothing is stored.
+  search::SessionOptions so;
+  so.tune = o;
   if (pool.log != nullptr && strategy == search::Strategy::kEvolutionary) {
-    // As a job starts from the database: the pool's records train the
-    // cost model from the first batch (random search has no model).
-    auto warm = search::WarmStart(
-        *pool.log, target, target.ToString(), {{task.key, 0}}, tuner,
-        [&](const v1::Record& r) { return pool.keys.count(r.workload_key()) > 0; });
-    if (!warm.ok()) return warm.status();
-    run.warm = warm->transfer;
+    so.log = pool.log.get();
+    so.keep_record = [&](const v1::Record& r) { return pool.keys.count(r.workload_key()) > 0; };
   }
+  so.stored_model = false;
+  so.commit_records = false;
+  so.store_model = false;
+  search::Session session({task}, &measurer, std::move(so));
+  const search::Tuner& tuner = session.tuner();
+  Run run{name, search::StrategyName(strategy), uint64_t(seed), {}, 0, 0, {}, {}, {}, 0};
   double best = 0;
   auto t0 = std::chrono::steady_clock::now();
-  absl::Status s = tuner.Run([&](const search::Trial& t) {
+  search::TrialObserver observer([&](const search::Trial& t) {
     if (t.result.status == search::MeasureResult::Status::kOk) {
       double g = task.flops / t.result.seconds * 1e-9;
       if (g > best && int(run.best_so_far.size()) < max_trials) run.best = t.schedule;
@@ -393,6 +394,10 @@ absl::StatusOr<Run> TuneOnce(const char* name, const search::Task& task,
                   TileShapeOf(task, s), DecisionsText(s).c_str());
     }
   });
+  absl::StatusOr<search::SessionEnd> ended = session.Run(&observer);
+  if (!ended.ok()) return ended.status();
+  run.warm = session.start().warm.transfer;
+  const absl::Status& s = ended->run;
   run.minutes = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / 60;
   if (!s.ok())
     std::printf("%s %s seed %d: %s\n", name, run.strategy.c_str(), seed, s.ToString().c_str());

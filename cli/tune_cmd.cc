@@ -24,7 +24,7 @@
 #include "server/search/local_measurer.h"
 #include "server/search/store_canon.h"
 #include "server/search/tuner.h"
-#include "server/search/warm_start.h"
+#include "server/search/session.h"
 #include "server/store/tuning_log.h"
 
 namespace tunefarm::cli {
@@ -166,6 +166,63 @@ void PrintTaskTable(const search::Tuner& tuner, std::ostream& out) {
   }
 }
 
+// What `tune` prints as the session goes: what it starts from, then a line
+// per batch (a workload's best GFLOP/s, or a model's time).
+class TuneProgress : public search::SessionObserver {
+ public:
+  TuneProgress(std::string what, bool model, const search::TuneOptions& o, int64_t trials,
+               double seconds, bool flushed, std::ostream& out)
+      : what_(std::move(what)), model_(model), batch_(o.batch), max_trials_(o.max_trials),
+        strategy_(o.strategy), trials_(trials), seconds_(seconds), flushed_(flushed), out_(out) {}
+
+  void OnStart(const search::Tuner& tuner, const search::SessionStart& start) override {
+    if (!start.model_loaded && !start.model_note.empty()) out_ << start.model_note << "\n";
+    out_ << absl::StrFormat(
+        "tuning %s on %s: %s, %s; %d earlier records of %s, %d of others%s\n", what_,
+        tuner.tasks().front().target.ToString(),
+        trials_ > 0 ? absl::StrCat(trials_, " trials") : absl::StrCat(seconds_, " s of trials"),
+        search::StrategyName(strategy_), start.warm.history, model_ ? "its tasks" : "this workload",
+        start.warm.transfer,
+        start.seeds > 0
+            ? absl::StrCat(" (", start.seeds, " schedules of similar workloads to start from)")
+            : "");
+    if (start.model_loaded) out_ << "cost model: " << start.model_note << "\n";
+    if (flushed_) out_ << "timing: the cache is flushed before every run\n";
+  }
+
+  void OnTrial(const search::Tuner& tuner, const search::Trial& t) override {
+    const search::Task& task = tuner.tasks()[t.task];
+    if (!model_ && t.result.status == search::MeasureResult::Status::kOk)
+      best_ = std::max(best_, task.flops / t.result.seconds * 1e-9);
+    if ((t.index + 1) % batch_ != 0 && t.index + 1 != max_trials_) return;
+    if (model_) {
+      const int n_tasks = int(tuner.tasks().size());
+      int timed = 0, timed_def = 0;
+      const double now = ModelSeconds(tuner, true, &timed);
+      const double def = ModelSeconds(tuner, false, &timed_def);
+      out_ << absl::StrFormat("  trial %d  tasks' time %.3f ms", t.index + 1, now * 1e3);
+      if (timed < n_tasks) out_ << absl::StrFormat(" (%d of %d tasks timed)", timed, n_tasks);
+      if (timed_def == n_tasks) out_ << absl::StrFormat(", defaults %.3f ms", def * 1e3);
+      out_ << absl::StrFormat("  (%.0f s)\n", t.elapsed_s);
+    } else {
+      out_ << absl::StrFormat("  trial %d  best %.1f GFLOP/s  (%.0f s)\n", t.index + 1, best_,
+                              t.elapsed_s);
+    }
+    out_.flush();
+  }
+
+ private:
+  const std::string what_;
+  const bool model_;
+  const int batch_, max_trials_;
+  const search::Strategy strategy_;
+  const int64_t trials_;
+  const double seconds_;
+  const bool flushed_;
+  std::ostream& out_;
+  double best_ = 0;  // GFLOP/s, a workload's
+};
+
 }  // namespace
 
 int RunTune(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
@@ -290,7 +347,8 @@ int RunTune(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   } else {
     measurer = std::make_unique<search::LocalMeasurer>(mo);
   }
-  search::TuneOptions o;
+  search::SessionOptions so;
+  search::TuneOptions& o = so.tune;
   o.strategy = *strategy;
   o.max_trials =
       trials > 0 ? int(std::min<int64_t>(trials, search::kNoTrialLimit)) : search::kNoTrialLimit;
@@ -301,17 +359,8 @@ int RunTune(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   // Measured here, a task's failures are its candidates' own: one with
   // nothing valid after 4 rounds stops instead of taking every round.
   o.scheduler.failed_rounds = 4;
-  std::map<std::string, int> task_of;
-  for (size_t i = 0; i < tasks.size(); ++i) task_of[tasks[i].key] = int(i);
-  const int n_tasks = int(tasks.size());
-  search::Tuner tuner(std::move(tasks), measurer.get(), o);
-
-  // Warm start: these workloads' records are history; the target's others train the model.
-  const std::string spec = target.ToString();
-  auto warm = search::WarmStart(**log, target, spec, task_of, tuner);
-  if (!warm.ok()) return Fail(err, 1, std::string(warm.status().message()));
+  so.log = log->get();
   // The starting model: a file named by the user, else the database's newest for the target.
-  std::string model_from;
   if (flags.count("load_model")) {
     std::ifstream f(flags["load_model"], std::ios::binary);
     std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
@@ -319,62 +368,23 @@ int RunTune(const std::vector<std::string>& args, std::ostream& out, std::ostrea
       return Fail(err, 1, absl::StrCat("cannot read ", flags["load_model"]));
     auto m = cost_model::CostModel::Deserialize(bytes);
     if (!m.ok()) return Fail(err, 1, absl::StrCat(flags["load_model"], ": ", m.status().message()));
-    tuner.SetInitialModel(*std::move(m));
-    model_from = flags["load_model"];
-  } else {
-    auto from = search::StartFromStoredModel(**log, spec, tuner);
-    if (!from.ok()) return Fail(err, 1, std::string(from.status().message()));
-    if (from->loaded) {
-      model_from = from->note;
-    } else if (!from->note.empty()) {
-      out << from->note << "\n";
-    }
+    so.given_model = *std::move(m);
+    so.given_name = flags["load_model"];
   }
-  tuner.SeedFromOtherWorkloads();
-  int seeded = 0;
-  for (int i = 0; i < n_tasks; ++i) seeded += tuner.seeds(i);
-  const std::string what =
-      model ? absl::StrCat(model_path, " (", n_tasks, " tasks)") : flags["workload"];
-  out << absl::StrFormat(
-      "tuning %s on %s: %s, %s; %d earlier records of %s, %d of others%s\n", what, spec,
-      trials > 0 ? absl::StrCat(trials, " trials") : absl::StrCat(seconds, " s of trials"),
-      search::StrategyName(*strategy), warm->history, model ? "its tasks" : "this workload",
-      warm->transfer,
-      seeded > 0 ? absl::StrCat(" (", seeded, " schedules of similar workloads to start from)")
-                 : "");
-  if (!model_from.empty()) out << "cost model: " << model_from << "\n";
-  if (mo.flush_cache && !target.is_gpu()) out << "timing: the cache is flushed before every run\n";
-  v1::Fingerprint fp;
-  if (target.is_gpu()) fp = search::GpuLocalMeasurer::MachineFingerprint();
-  fp.set_compiler(absl::StrCat("tunefarm ", TUNEFARM_VERSION, " LLVM ", codegen::LLVMVersion()));
-  absl::Status store_error;
-  double best = 0;
-  absl::Status s = tuner.Run([&](const search::Trial& t) {
-    const search::Task& task = tuner.tasks()[t.task];
-    v1::Record r = search::RecordOfTrial(task, spec, t);
-    if (!model && t.result.status == search::MeasureResult::Status::kOk)
-      best = std::max(best, task.flops / t.result.seconds * 1e-9);
-    *r.mutable_fingerprint() = fp;
-    auto c = (*log)->CommitRecords({r});
-    if (!c.ok() && store_error.ok()) store_error = c.status();
-    if ((t.index + 1) % o.batch != 0 && t.index + 1 != o.max_trials) return;
-    if (model) {
-      int timed = 0, timed_def = 0;
-      const double now = ModelSeconds(tuner, true, &timed);
-      const double def = ModelSeconds(tuner, false, &timed_def);
-      out << absl::StrFormat("  trial %d  tasks' time %.3f ms", t.index + 1, now * 1e3);
-      if (timed < n_tasks) out << absl::StrFormat(" (%d of %d tasks timed)", timed, n_tasks);
-      if (timed_def == n_tasks) out << absl::StrFormat(", defaults %.3f ms", def * 1e3);
-      out << absl::StrFormat("  (%.0f s)\n", t.elapsed_s);
-    } else {
-      out << absl::StrFormat("  trial %d  best %.1f GFLOP/s  (%.0f s)\n", t.index + 1, best,
-                             t.elapsed_s);
-    }
-    out.flush();
-  });
-  if (!store_error.ok())
-    return Fail(err, 1, absl::StrCat("storing records: ", store_error.message()));
-  if (!s.ok()) return Fail(err, 1, std::string(s.message()));
+  if (target.is_gpu()) so.source.fingerprint = search::GpuLocalMeasurer::MachineFingerprint();
+  so.source.fingerprint.set_compiler(
+      absl::StrCat("tunefarm ", TUNEFARM_VERSION, " LLVM ", codegen::LLVMVersion()));
+  const int n_tasks = int(tasks.size());
+  TuneProgress progress(model ? absl::StrCat(model_path, " (", n_tasks, " tasks)")
+                              : flags["workload"],
+                        model, o, trials, seconds, mo.flush_cache && !target.is_gpu(), out);
+  search::Session session(std::move(tasks), measurer.get(), std::move(so));
+  const search::Tuner& tuner = session.tuner();
+  absl::StatusOr<search::SessionEnd> ended = session.Run(&progress);
+  if (!ended.ok()) return Fail(err, 1, std::string(ended.status().message()));
+  if (!ended->records.ok())
+    return Fail(err, 1, absl::StrCat("storing records: ", ended->records.message()));
+  if (!ended->run.ok()) return Fail(err, 1, std::string(ended->run.message()));
   if (model) {
     PrintTaskTable(tuner, out);
     out << absl::StrFormat("trials this run: %d\n", tuner.trials());
@@ -399,16 +409,14 @@ int RunTune(const std::vector<std::string>& args, std::ostream& out, std::ostrea
                              def / h.best_seconds());
     out << "\n";
   }
-  // Serialized once, for the file and the database.
-  std::string bytes;
-  if (flags.count("save_model") && tuner.model().trained()) {
-    absl::StatusOr<std::string> s = tuner.model().Serialize();
-    if (!s.ok()) return Fail(err, 1, std::string(s.status().message()));
-    bytes = *std::move(s);
-  }
-  if (absl::Status m = search::StoreModel(**log, spec, tuner, bytes); !m.ok())
-    return Fail(err, 1, std::string(m.message()));
+  if (!ended->model.ok()) return Fail(err, 1, std::string(ended->model.message()));
   if (flags.count("save_model")) {
+    std::string bytes;
+    if (tuner.model().trained()) {
+      absl::StatusOr<std::string> s = tuner.model().Serialize();
+      if (!s.ok()) return Fail(err, 1, std::string(s.status().message()));
+      bytes = *std::move(s);
+    }
     std::ofstream f(flags["save_model"], std::ios::binary);
     if (bytes.empty() || !(f << bytes)) {
       return Fail(err, 1,

@@ -16,7 +16,7 @@
 #include "server/metrics.h"
 #include "server/remote_measurer.h"
 #include "server/search/tuner.h"
-#include "server/search/warm_start.h"
+#include "server/search/session.h"
 
 namespace tunefarm::server {
 
@@ -199,28 +199,21 @@ search::TuneOptions TuneOptionsFor(const v1::JobSpec& spec, int64_t budget, int6
   return o;
 }
 
-// One measurement as the record the log database keeps.
-v1::Record RecordOf(int64_t job_id, const v1::JobSpec& spec, const std::string& target_spec,
-                    const search::Task& task, const v1::Schedule& schedule,
-                    const search::MeasureResult& result, const RemoteMeasurer::Detail& d) {
-  v1::Record r;
-  *r.mutable_workload() = task.workload;
-  r.mutable_target()->set_spec(target_spec);
-  *r.mutable_schedule() = schedule;
-  r.set_job_id(job_id);
-  r.set_device_key(spec.device_key());
-  r.set_device_id(d.device_id);
-  r.set_status(d.status);
-  if (d.status == v1::MEASURE_STATUS_OK) {
-    for (double c : d.costs) r.add_costs_sec(c);
-  }
-  r.set_error(result.error);
-  r.set_build_sec(d.build_sec);
-  r.set_run_sec(d.run_sec);
-  *r.mutable_fingerprint() = d.fingerprint;
-  r.set_timestamp_unix_ms(absl::ToUnixMillis(absl::Now()));
-  r.set_confirmation(d.confirmation);
-  return r;
+// What a farm measurement's record says beyond its result: the job, the
+// agent, the worker's and the agent's fingerprint, every repeat's time.
+search::RecordSource SourceOf(int64_t job_id, const v1::JobSpec& spec,
+                              const RemoteMeasurer::Detail& d) {
+  search::RecordSource src;
+  src.job_id = job_id;
+  src.device_key = spec.device_key();
+  src.device_id = d.device_id;
+  src.fingerprint = d.fingerprint;
+  src.costs = d.costs;
+  src.status = d.status;
+  src.build_sec = d.build_sec;
+  src.run_sec = d.run_sec;
+  src.confirmation = d.confirmation;
+  return src;
 }
 
 }  // namespace
@@ -503,7 +496,7 @@ absl::StatusOr<int> AddRetries(store::TuningLog& log, int64_t job_id,
 // `failed` that did not (`failures`: their counts by status).
 std::string EndNote(const search::Tuner& tuner, int64_t trials, int64_t failed,
                     const std::string& failures, const v1::Budget& b,
-                    const absl::StatusOr<search::StoredModelStart>& model_start, bool restored,
+                    const search::SessionStart& start, bool restored,
                     const ForeignRecords& foreign, int64_t done_before) {
   std::string note;
   if (tuner.end() == search::Tuner::End::kSeconds) {
@@ -513,8 +506,8 @@ std::string EndNote(const search::Tuner& tuner, int64_t trials, int64_t failed,
         "; every task stopped (at its trial limit, no better schedule for the early-stop "
         "trials, or none left to try)";
   }
-  if (model_start.ok() && model_start->loaded && !restored) {
-    absl::StrAppend(&note, "; the search started from ", model_start->note);
+  if (start.model_loaded && !restored) {
+    absl::StrAppend(&note, "; the search started from ", start.model_note);
   }
   const char* fate = foreign.refused ? "left out" : "reused";
   const char* policy = foreign.refused ? "refuse" : "warn";
@@ -536,6 +529,23 @@ std::string EndNote(const search::Tuner& tuner, int64_t trials, int64_t failed,
                                  : "",
                       note);
 }
+
+// A job's view of its session: its start logged and shown, every trial
+// shown (the job's counts changed).
+class JobObserver : public search::SessionObserver {
+ public:
+  JobObserver(std::function<void(const search::SessionStart&)> on_start,
+              std::function<void()> on_change)
+      : on_start_(std::move(on_start)), on_change_(std::move(on_change)) {}
+  void OnStart(const search::Tuner&, const search::SessionStart& start) override {
+    on_start_(start);
+  }
+  void OnTrial(const search::Tuner&, const search::Trial&) override { on_change_(); }
+
+ private:
+  std::function<void(const search::SessionStart&)> on_start_;
+  std::function<void()> on_change_;
+};
 
 }  // namespace
 
@@ -593,7 +603,7 @@ void JobRunner::RunJob(int64_t job_id, Running_* running) {
   };
   mo.on_result = [&](const search::Task& task, const v1::Schedule& schedule,
                      const search::MeasureResult& result, const RemoteMeasurer::Detail& d) {
-    sink.Add(RecordOf(job_id, spec, target_spec, task, schedule, result, d));
+    sink.Add(search::RecordOf(task, target_spec, schedule, result, SourceOf(job_id, spec, d)));
   };
   // New bests rank once another device of the key measured them alike.
   mo.known_best = [this, &target_spec](const search::Task& task) {
@@ -645,64 +655,68 @@ void JobRunner::RunJob(int64_t job_id, Running_* running) {
       snapshot_failed = true;
     }
   };
-  search::Tuner tuner(tasks->tasks, &measurer, o);
-  tuner_ptr = &tuner;
-  // tasks[i] is job->tasks(i): a resumed job's trials count towards the per-task limit.
-  for (int i = 0; i < job->tasks_size(); ++i) tuner.AddEarlierTrials(i, job->tasks(i).trials());
-
   // Warm start and resume: what the database knows about this target.
   absl::StatusOr<std::vector<v1::Device>> devices = log_.ListDevices();
   const Provenance provenance(devices.ok() ? *devices : std::vector<v1::Device>{},
                               spec.device_key(), *target);
   ForeignRecords foreign;
   foreign.refused = options_.fingerprint_policy == Options::FingerprintPolicy::kRefuse;
-  absl::StatusOr<search::WarmStartCounts> warm = search::WarmStart(
-      log_, *target, target_spec, tasks->index, tuner, [&](const v1::Record& r) {
-        const bool hardware = provenance.OtherHardware(r);
-        const bool toolchain = !hardware && provenance.OtherToolchain(r);
-        foreign.hardware += hardware;
-        foreign.toolchain += toolchain;
-        return !((hardware || toolchain) && foreign.refused);
-      });
-  if (!warm.ok()) return fail(warm.status());
-  // The target's newest stored cost model ranks the first batch (a resumed
-  // job's own snapshot, restored below, replaces it).
-  absl::StatusOr<search::StoredModelStart> model_start;
-  if (o.strategy == search::Strategy::kEvolutionary) {
-    model_start = search::StartFromStoredModel(log_, target_spec, tuner);
-    if (!model_start.ok()) return fail(model_start.status());
-    if (!model_start->note.empty()) {
-      log->info("event=cost_model job={} {}", job_id, model_start->note);
-    }
-  }
+  bool restored = false;
+  search::SessionOptions so;
+  so.tune = o;
+  so.log = &log_;
+  so.keep_record = [&](const v1::Record& r) {
+    const bool hardware = provenance.OtherHardware(r);
+    const bool toolchain = !hardware && provenance.OtherToolchain(r);
+    foreign.hardware += hardware;
+    foreign.toolchain += toolchain;
+    return !((hardware || toolchain) && foreign.refused);
+  };
+  so.commit_records = false;  // the measurer's sink stores them, with the devices' detail
   // A resumed job measures its failed trials again first (those a board
-  // may have failed).
-  if (attempts_before > done_before) {
-    absl::StatusOr<int> retries = AddRetries(log_, job_id, tasks->index, tuner);
-    if (!retries.ok()) return fail(retries.status());
-    log->info("event=job_retries job={} schedules={}", job_id, *retries);
-  }
-  const bool restored = attempts_before > 0 && RestoreSearch(job_id, &tuner);
-  log_.UpdateActiveJob(job_id, v1::JOB_STATE_RUNNING,
-                       done_before > 0
-                           ? absl::StrCat("resumed after ", done_before, " trials",
-                                          restored ? " from its saved search state" : "")
-                           : "")
-      .IgnoreError();
-  on_change_();
-  log->info("event=job_started job={} tasks={} strategy={} budget={} done_before={} device_key={}",
-            job_id, tasks->tasks.size(), search::StrategyName(o.strategy), budget, done_before,
-            spec.device_key());
-  if (foreign.hardware + foreign.toolchain > 0) {
-    log->warn("event=foreign_records job={} other_hardware={} other_toolchain={} policy={}", job_id,
-              foreign.hardware, foreign.toolchain, foreign.refused ? "refuse" : "warn");
-  }
-
-  absl::Status s = tuner.Run([&](const search::Trial&) { on_change_(); });
+  // may have failed), and continues from its saved search state, which
+  // replaces the stored starting model.
+  so.prepare = [&](search::Tuner& tuner) -> absl::Status {
+    // tasks[i] is job->tasks(i): a resumed job's trials count towards the per-task limit.
+    for (int i = 0; i < job->tasks_size(); ++i) tuner.AddEarlierTrials(i, job->tasks(i).trials());
+    if (attempts_before > done_before) {
+      absl::StatusOr<int> retries = AddRetries(log_, job_id, tasks->index, tuner);
+      if (!retries.ok()) return retries.status();
+      log->info("event=job_retries job={} schedules={}", job_id, *retries);
+    }
+    restored = attempts_before > 0 && RestoreSearch(job_id, &tuner);
+    return absl::OkStatus();
+  };
+  search::Session session(tasks->tasks, &measurer, std::move(so));
+  tuner_ptr = &session.tuner();
+  JobObserver observer([&](const search::SessionStart& start) {
+    if (!start.model_note.empty()) {
+      log->info("event=cost_model job={} {}", job_id, start.model_note);
+    }
+    log_.UpdateActiveJob(job_id, v1::JOB_STATE_RUNNING,
+                         done_before > 0
+                             ? absl::StrCat("resumed after ", done_before, " trials",
+                                            restored ? " from its saved search state" : "")
+                             : "")
+        .IgnoreError();
+    on_change_();
+    log->info(
+        "event=job_started job={} tasks={} strategy={} budget={} done_before={} device_key={}",
+        job_id, tasks->tasks.size(), search::StrategyName(o.strategy), budget, done_before,
+        spec.device_key());
+    if (foreign.hardware + foreign.toolchain > 0) {
+      log->warn("event=foreign_records job={} other_hardware={} other_toolchain={} policy={}",
+                job_id, foreign.hardware, foreign.toolchain, foreign.refused ? "refuse" : "warn");
+    }
+  }, on_change_);
+  absl::StatusOr<search::SessionEnd> ended = session.Run(&observer);
+  if (!ended.ok()) return fail(ended.status());
+  const search::Tuner& tuner = session.tuner();
   if (running->stop) {
     running->done = true;
     return;  // cancelled or shutting down: the state was set by whoever stopped it
   }
+  const absl::Status& s = ended->run;
   if (absl::Status e = sink.store_error(); !e.ok()) {
     return finish(v1::JOB_STATE_FAILED, absl::StrCat("storing records: ", e.message()));
   }
@@ -737,13 +751,14 @@ void JobRunner::RunJob(int64_t job_id, Running_* running) {
                                sink.FailureCounts(), ")", again));
   }
   // The final model is the next job's (or `tunefarm tune`'s) starting model
-  // on this target.
-  if (absl::Status m = search::StoreModel(log_, target_spec, tuner); !m.ok()) {
-    log->warn("event=cost_model_not_stored job={} error=\"{}\"", job_id, std::string(m.message()));
+  // on this target (stored by the session).
+  if (!ended->model.ok()) {
+    log->warn("event=cost_model_not_stored job={} error=\"{}\"", job_id,
+              std::string(ended->model.message()));
   }
   finish(v1::JOB_STATE_SUCCEEDED,
-         EndNote(tuner, tuner.ok_trials(), failed, sink.FailureCounts(), spec.budget(), model_start,
-                 restored, foreign, done_before));
+         EndNote(tuner, tuner.ok_trials(), failed, sink.FailureCounts(), spec.budget(),
+                 session.start(), restored, foreign, done_before));
 }
 
 bool JobRunner::RestoreSearch(int64_t job_id, search::Tuner* tuner) {

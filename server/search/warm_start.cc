@@ -29,21 +29,6 @@ MeasureResult ResultFromRecord(const v1::Record& r) {
   return m;
 }
 
-v1::Record RecordOfTrial(const Task& task, const std::string& target_spec,
-                         const Trial& trial) {
-  v1::Record r;
-  *r.mutable_workload() = task.workload;
-  r.mutable_target()->set_spec(target_spec);
-  *r.mutable_schedule() = ir::ToProto(trial.schedule);
-  r.set_status(StatusToProto(trial.result.status));
-  if (trial.result.status == MeasureResult::Status::kOk)
-    r.add_costs_sec(trial.result.seconds);
-  r.set_error(trial.result.error);
-  r.set_build_sec(trial.result.compile_ms * 1e-3);
-  r.set_device_key("local");
-  return r;
-}
-
 absl::StatusOr<WarmStartCounts> WarmStart(store::TuningLog& log, const ir::Target& target,
                                           const std::string& target_spec,
                                           const std::map<std::string, int>& task_of,

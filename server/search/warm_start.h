@@ -25,11 +25,6 @@ namespace tunefarm::search {
 // one, is a runtime error (never a parent).
 MeasureResult ResultFromRecord(const v1::Record& r);
 
-// A trial of `task` on `target_spec` as a record to commit (no job, device
-// key "local" unless set later).
-v1::Record RecordOfTrial(const Task& task, const std::string& target_spec,
-                         const Trial& trial);
-
 struct WarmStartCounts {
   int64_t history = 0;   // records of the tuner's own workloads
   int64_t transfer = 0;  // records of other workloads, for the cost model

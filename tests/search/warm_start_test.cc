@@ -1,7 +1,9 @@
+#include "server/search/session.h"
 #include "server/search/warm_start.h"
 
 #include <random>
 
+#include "compiler/ir/workload_spec.h"
 #include "server/search/space/random_schedule.h"
 #include "compiler/schedule/schedule.h"
 #include "gtest/gtest.h"
@@ -28,8 +30,50 @@ class NoMeasurer : public search::Measurer {
 
 // A record of `task` with schedule `s`, as a local run stores it.
 v1::Record Stored(const search::Task& task, const ir::Trace& s, search::MeasureResult r) {
-  search::Trial t{0, 0, 0, s, std::move(r), 0};
-  return search::RecordOfTrial(task, kTargetX86, t);
+  return search::RecordOf(task, kTargetX86, ir::ToProto(s), r);
+}
+
+// One record maker for local and farm results: what the source says wins
+// over the result (a farm's status, every repeat's time), else the result.
+TEST(RecordOf, LocalAndFarmResultsMakeTheSameKindOfRecord) {
+  auto w = ir::ParseWorkloadSpec("matmul(M=8,N=8,K=8)");
+  ASSERT_TRUE(w.ok());
+  auto task = search::Task::Make(*w, *ir::Target::Parse(kTargetX86));
+  ASSERT_TRUE(task.ok());
+  search::MeasureResult ok;
+  ok.status = search::MeasureResult::Status::kOk;
+  ok.seconds = 2e-6;
+  ok.compile_ms = 30;
+  const v1::Record local = search::RecordOf(*task, kTargetX86, v1::Schedule(), ok);
+  EXPECT_EQ(local.device_key(), "local");
+  EXPECT_EQ(local.status(), v1::MEASURE_STATUS_OK);
+  ASSERT_EQ(local.costs_sec_size(), 1);
+  EXPECT_DOUBLE_EQ(local.costs_sec(0), 2e-6);
+  EXPECT_DOUBLE_EQ(local.build_sec(), 0.03);
+  EXPECT_GT(local.timestamp_unix_ms(), 0);
+
+  search::RecordSource farm;
+  farm.job_id = 7;
+  farm.device_key = "jetson-orin";
+  farm.device_id = "orin-01";
+  farm.costs = {1e-6, 3e-6, 2e-6};
+  farm.build_sec = 0.5;
+  farm.confirmation = v1::CONFIRMATION_PENDING;
+  const v1::Record remote = search::RecordOf(*task, kTargetX86, v1::Schedule(), ok, farm);
+  EXPECT_EQ(remote.job_id(), 7);
+  EXPECT_EQ(remote.device_id(), "orin-01");
+  EXPECT_EQ(remote.costs_sec_size(), 3);
+  EXPECT_DOUBLE_EQ(remote.build_sec(), 0.5);
+  EXPECT_EQ(remote.confirmation(), v1::CONFIRMATION_PENDING);
+
+  search::MeasureResult failed;
+  failed.status = search::MeasureResult::Status::kRuntimeError;
+  failed.error = "kernel process killed by signal 11";
+  farm.status = v1::MEASURE_STATUS_TIMEOUT;  // the agent's word for it
+  const v1::Record lost = search::RecordOf(*task, kTargetX86, v1::Schedule(), failed, farm);
+  EXPECT_EQ(lost.status(), v1::MEASURE_STATUS_TIMEOUT);
+  EXPECT_EQ(lost.costs_sec_size(), 0);
+  EXPECT_EQ(lost.error(), failed.error);
 }
 
 TEST(WarmStart, OwnRecordsAreHistoryOthersTrainTheModelAndKeepFilters) {
