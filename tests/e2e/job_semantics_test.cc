@@ -86,9 +86,13 @@ TEST_F(JobSemantics, ABrokenBoardFailsTheJobAndResumeMeasuresTheFailedTrialsAgai
                                    "--device_id=worker-1", "--threads=2"},
                                   quiet);
   ASSERT_TRUE(worker.ok()) << worker.status();
-  // A board whose runner cannot run anything.
+  // A board whose runner fails every kernel: it answers the agent's
+  // start-up check (an empty request) as the real runner does, and dies
+  // on every measurement.
   const std::string broken_runner = dir_.File("broken-runner");
-  testing::WriteFile(broken_runner, "#!/bin/sh\necho 'no runner on this board' >&2\nexit 1\n");
+  testing::WriteFile(broken_runner, "#!/bin/sh\n[ -s /proc/self/fd/3 ] || exec " +
+                                        BinPath("tunefarm-runner") +
+                                        "\necho 'no runner on this board' >&2\nexit 1\n");
   ASSERT_EQ(chmod(broken_runner.c_str(), 0755), 0);
   auto broken = Agent("broken-1", broken_runner);
   ASSERT_TRUE(broken.ok()) << broken.status();
