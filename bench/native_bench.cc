@@ -19,7 +19,7 @@ namespace tunefarm::bench {
 namespace {
 
 using Shape = std::vector<int64_t>;
-using runner::Numel;
+using graph::Numel;
 
 struct Case {
   std::string what;  // the model pattern it stands for
@@ -102,7 +102,7 @@ int RunNativeBench(const std::vector<std::string>& args) {
     std::vector<float> a(size_t(Numel(c.a))), b(c.b.empty() ? 0 : size_t(Numel(c.b)));
     for (float& x : a) x = value(rng);
     for (float& x : b) x = value(rng) + (value(rng) < 0 ? -2.5f : 2.5f);  // no division by ~0
-    runner::Node n;
+    graph::Node n;
     n.op = c.op;
     n.name = c.what;
     n.inputs = c.b.empty() ? std::vector<std::string>{"a"} : std::vector<std::string>{"a", "b"};

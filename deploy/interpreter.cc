@@ -9,8 +9,8 @@
 namespace tunefarm::deploy {
 
 using frontend::Model;
-using runner::Node;
-using runner::Numel;
+using graph::Node;
+using graph::Numel;
 
 using runner::OpArgs;
 using runner::RunOp;

@@ -37,9 +37,9 @@ using frontend::Model;
 using frontend::ModelTask;
 using frontend::TaskExtraction;
 using frontend::TaskOccurrence;
-using runner::Constant;
-using runner::Node;
-using runner::Numel;
+using graph::Constant;
+using graph::Node;
+using graph::Numel;
 
 using runner::GraphRuntime;
 using runner::kPackageFormatVersion;

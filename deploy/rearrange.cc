@@ -17,9 +17,9 @@ namespace tunefarm::deploy {
 namespace {
 
 namespace v1 = ::tunefarm::v1;
-using runner::Constant;
-using runner::Node;
-using runner::Numel;
+using graph::Constant;
+using graph::Node;
+using graph::Numel;
 using Shape = std::vector<int64_t>;
 
 // Probe values are exact in float32 below 2^24; the second probe adds kShift.

@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "device_agent/runtime/graph_node.h"
+#include "proto/model_graph.h"
 #include "tunefarm/v1/workload.pb.h"
 
 namespace tunefarm::deploy {
@@ -38,9 +38,9 @@ bool MayRearrange(const std::string& op);
 // per output, its inputs shaped `in_shapes` and, for constant inputs,
 // `in_const` (nullptr for runtime values and omitted inputs); empty when
 // the node is not a pure data mover of that form, or has no runtime input.
-std::vector<RearrangeStep> RearrangeOf(const runner::Node& n, int64_t opset,
+std::vector<RearrangeStep> RearrangeOf(const graph::Node& n, int64_t opset,
                                        const std::vector<std::vector<int64_t>>& in_shapes,
-                                       const std::vector<const runner::Constant*>& in_const,
+                                       const std::vector<const graph::Constant*>& in_const,
                                        const std::vector<std::vector<int64_t>>& out_shapes);
 
 }  // namespace tunefarm::deploy

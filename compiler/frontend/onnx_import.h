@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "device_agent/runtime/graph_node.h"
+#include "proto/model_graph.h"
 
 namespace onnx {
 class NodeProto;
@@ -28,8 +28,8 @@ class NodeProto;
 
 namespace tunefarm::frontend {
 
-using runner::Constant;
-using runner::Node;
+using graph::Constant;
+using graph::Node;
 
 struct Model {
   int64_t ir_version = 0;

@@ -11,7 +11,7 @@
 #include "device_agent/runtime/cuda_driver.h"
 #include "device_agent/runtime/gpu_graph.h"
 #include "device_agent/runtime/gpu_module.h"
-#include "device_agent/runtime/graph_node.h"
+#include "proto/model_graph.h"
 #include "device_agent/runtime/ops.h"
 #include "device_agent/runtime/runner.h"
 #include "proto/kernel_signature.h"

@@ -14,11 +14,16 @@
 
 #include "absl/status/statusor.h"
 #include "common/float16.h"
-#include "device_agent/runtime/graph_node.h"
+#include "proto/model_graph.h"
 #include "device_agent/runtime/runner.h"
 #include "tunefarm/v1/package.pb.h"
 
 namespace tunefarm::runner {
+
+// The package format's graph (proto/model_graph.h), as the runtime runs it.
+using graph::Constant;
+using graph::Node;
+using graph::Numel;
 
 // The ModelPackage formats (2: kernels carry their KernelSignature; 3: view
 // steps, value offsets on any float; 4: a precision, 16-bit values): the

@@ -13,9 +13,14 @@
 
 #include "absl/status/status.h"
 #include "common/kernel_abi.h"
-#include "device_agent/runtime/graph_node.h"
+#include "proto/model_graph.h"
 
 namespace tunefarm::runner {
+
+// The package format's graph (proto/model_graph.h), as the runtime runs it.
+using graph::Constant;
+using graph::Node;
+using graph::Numel;
 
 template <typename T>
 struct OpArgs {

@@ -43,7 +43,7 @@ absl::StatusOr<SimulatedPackage> SimulatePackage(
   }
   std::map<std::string, std::vector<float>> constants;
   for (const v1::PackageTensor& t : pkg.constants()) {
-    TF_ASSIGN_OR_RETURN(runner::Constant c, runner::FromPackage(t, half));
+    TF_ASSIGN_OR_RETURN(graph::Constant c, runner::FromPackage(t, half));
     std::vector<float> f = c.floats;
     if (c.is_int) f.assign(c.ints.begin(), c.ints.end());
     constants[t.name()] = held(std::move(f));

@@ -18,8 +18,8 @@
 namespace tunefarm::deploy {
 namespace {
 
-using runner::Constant;
-using runner::Node;
+using graph::Constant;
+using graph::Node;
 using Shape = std::vector<int64_t>;
 
 struct Case {
@@ -310,12 +310,12 @@ TEST(Rearrange, DataMoversBecomeKernelsThatWriteWhatTheOperatorWrites) {
                           : consts[i]->floats;
         a.in.push_back(consts_f[i].data());
       } else {
-        for (int64_t e = 0; e < runner::Numel(c.in_shapes[i]); ++e) data[i].push_back(dist(rng));
+        for (int64_t e = 0; e < graph::Numel(c.in_shapes[i]); ++e) data[i].push_back(dist(rng));
         a.in.push_back(data[i].data());
       }
     }
     std::vector<std::vector<float>> want;
-    for (const Shape& s : c.out_shapes) want.emplace_back(size_t(runner::Numel(s)), 0.f);
+    for (const Shape& s : c.out_shapes) want.emplace_back(size_t(graph::Numel(s)), 0.f);
     for (size_t k = 0; k < want.size(); ++k) {
       a.out.push_back(want[k].data());
       a.out_shapes.push_back(c.out_shapes[k]);

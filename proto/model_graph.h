@@ -1,6 +1,8 @@
-// The graph a model package runs: nodes with their attributes and constant
-// tensors, as the ONNX importer reads them and the native operators
-// (ops.h) take them. Plain data, no ONNX dependency.
+// The model graph of the package format: nodes with their attributes and
+// constant tensors, as the ONNX importer (compiler/frontend) reads them, the
+// whole-model build (deploy) writes them into a package and the board's
+// graph runtime and native operators (device_agent/runtime) take them.
+// Plain data, no ONNX dependency.
 #pragma once
 
 #include <cstdint>
@@ -8,7 +10,7 @@
 #include <string>
 #include <vector>
 
-namespace tunefarm::runner {
+namespace tunefarm::graph {
 
 // A constant tensor: float data or int64 data (shape arithmetic), row-major.
 struct Constant {
@@ -57,4 +59,4 @@ inline int64_t Numel(const std::vector<int64_t>& shape) {
   return n;
 }
 
-}  // namespace tunefarm::runner
+}  // namespace tunefarm::graph
