@@ -27,6 +27,7 @@
 #include "deploy/interpreter.h"
 #include "deploy/package_build.h"
 #include "device_agent/runtime/graph_runtime.h"
+#include "device_agent/runtime/model_timing.h"
 #include "device_agent/runtime/npy.h"
 
 namespace tunefarm::bench {
@@ -75,27 +76,7 @@ struct ModelSpec {
 
 }  // namespace
 
-// How many timed runs a model gets at `threads`: `repeat`, or as many as
-// fill about a quarter of a second where that is more. Twenty runs of a
-// model of microseconds end before its caches, its worker threads and the
-// core's clock settle: Silero VAD's medians over 20 paired runs at 2
-// threads were 0.028-0.05 ms, over 2,000 0.020.
-absl::StatusOr<int> RunsFor(const v1::ModelPackage& pkg, int threads, int repeat,
-                            const std::map<std::string, std::vector<float>>& in) {
-  runner::GraphRuntime::Options o;
-  o.threads = threads;
-  TF_ASSIGN_OR_RETURN(std::unique_ptr<runner::GraphRuntime> rt, runner::GraphRuntime::Load(pkg, o));
-  double fastest = INFINITY;
-  for (int r = 0; r < 3; ++r) {
-    const auto t0 = std::chrono::steady_clock::now();
-    TF_RETURN_IF_ERROR(rt->Run(in, nullptr));
-    fastest = std::min(
-        fastest, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  }
-  return std::max(repeat, int(std::min(50000.0, std::ceil(0.25 / std::max(fastest, 1e-7)))));
-}
-
-// Where the tuned build's time goes at `threads`: every step timed over
+// Where the tuned build's time goes at `threads`: each step's median over
 // `runs` profiled runs after one that is not counted (a first run's page
 // faults would otherwise weigh on a model of microseconds).
 absl::StatusOr<runner::TimeShares> ProfiledShares(
@@ -105,15 +86,11 @@ absl::StatusOr<runner::TimeShares> ProfiledShares(
   o.threads = threads;
   o.profile = true;
   TF_ASSIGN_OR_RETURN(std::unique_ptr<runner::GraphRuntime> rt, runner::GraphRuntime::Load(pkg, o));
-  std::vector<double> sum;
   TF_RETURN_IF_ERROR(rt->Run(in, nullptr));
-  for (int r = 0; r < runs; ++r) {
-    TF_RETURN_IF_ERROR(rt->Run(in, nullptr));
-    const std::vector<double>& sec = rt->StepSeconds();
-    sum.resize(sec.size(), 0);
-    for (size_t i = 0; i < sec.size(); ++i) sum[i] += sec[i];
-  }
-  return runner::SharesOf(pkg, sum);
+  runner::ModelRunCount count;
+  count.runs = count.min_runs = runs;
+  TF_ASSIGN_OR_RETURN(runner::ModelTimes t, runner::TimeModel(*rt, in, count));
+  return runner::SharesOf(pkg, t.step_seconds);
 }
 
 int RunModelsBench(const std::vector<std::string>& args) {
@@ -355,8 +332,7 @@ int RunModelsBench(const std::vector<std::string>& args) {
         failures = true;
         continue;
       }
-      const int runs = RunsFor(*untuned, th, repeat, in).value_or(repeat);
-      auto times = deploy::TimePaired(*untuned, *tuned, th, runs, &in);
+      auto times = deploy::TimePaired(*untuned, *tuned, th, repeat, &in);
       if (!times.ok()) {
         std::printf("%-20s %3d timing failed: %s\n", spec.name.c_str(), th,
                     std::string(times.status().message()).c_str());
@@ -364,6 +340,7 @@ int RunModelsBench(const std::vector<std::string>& args) {
         continue;
       }
       const double u = times->a_seconds, t = times->b_seconds;
+      const int runs = times->runs;  // ONNX Runtime gets as many
       double ort = 0;
       if (auto o = TimeOrt(spec.path, th, runs, input_flags, ""); o.ok()) ort = *o;
       runner::TimeShares shares;

@@ -22,6 +22,7 @@
 #include "compiler/frontend/onnx_import.h"
 #include "deploy/package_build.h"
 #include "device_agent/runtime/graph_runtime.h"
+#include "device_agent/runtime/model_timing.h"
 #include "device_agent/runtime/npy.h"
 #include "proto/client.h"
 #include "proto/kernel_signature.h"
@@ -318,33 +319,6 @@ constexpr int64_t kProfileRuns = 20;
 constexpr int64_t kProfileMinRuns = 3;
 constexpr double kProfileSeconds = 5;
 
-// Runs `rt` on `inputs` `runs` times after the warm-up (stopping early,
-// after at least `min_runs`, once the runs took `max_seconds`): each run's
-// latency into `lat` and, when profiling, each step's median over the runs
-// into `step_sec` (left as it is when no run is timed). A median, as a mean
-// would carry the rare run where a worker thread was descheduled.
-absl::Status TimeRuns(runner::GraphRuntime& rt,
-                      const std::map<std::string, std::vector<float>>& inputs, int64_t runs,
-                      int64_t min_runs, double max_seconds, std::vector<double>* lat,
-                      std::vector<double>* step_sec) {
-  std::vector<std::vector<double>> step_runs(step_sec->size());
-  double spent = 0;
-  for (int64_t r = 0; r < runs && (r < min_runs || spent < max_seconds); ++r) {
-    auto t = std::chrono::steady_clock::now();
-    TF_RETURN_IF_ERROR(rt.Run(inputs, nullptr));
-    lat->push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count());
-    spent += lat->back();
-    const std::vector<double>& sec = rt.StepSeconds();
-    for (size_t s = 0; s < sec.size() && s < step_runs.size(); ++s) step_runs[s].push_back(sec[s]);
-  }
-  for (size_t s = 0; s < step_runs.size(); ++s) {
-    std::vector<double>& v = step_runs[s];
-    if (v.empty()) continue;
-    std::nth_element(v.begin(), v.begin() + ptrdiff_t(v.size() / 2), v.end());
-    (*step_sec)[s] = v[v.size() / 2];
-  }
-  return absl::OkStatus();
-}
 
 }  // namespace
 
@@ -554,12 +528,14 @@ int RunModel(const std::vector<std::string>& args, std::ostream& out, std::ostre
   // alone with --repeat 0).
   std::vector<double> step_sec = (*rt)->StepSeconds();
   const bool profile_runs = ro.profile && !f.Has("repeat");
-  if (absl::Status s = TimeRuns(**rt, inputs, profile_runs ? kProfileRuns : repeat,
-                                profile_runs ? kProfileMinRuns : repeat,
-                                profile_runs ? kProfileSeconds : INFINITY, &lat, &step_sec);
-      !s.ok()) {
-    return Fail(err, 1, std::string(s.message()));
-  }
+  runner::ModelRunCount count;
+  count.runs = profile_runs ? kProfileRuns : repeat;
+  count.min_runs = profile_runs ? kProfileMinRuns : repeat;
+  count.max_seconds = profile_runs ? kProfileSeconds : 0;
+  absl::StatusOr<runner::ModelTimes> timed = runner::TimeModel(**rt, inputs, count);
+  if (!timed.ok()) return Fail(err, 1, std::string(timed.status().message()));
+  lat = timed->latencies;
+  if (!timed->step_seconds.empty()) step_sec = timed->step_seconds;
   std::vector<ModelOutput> outs;
   for (const std::string& name : pkg->outputs())
     outs.push_back({name, (*rt)->Shape(name), std::move(outputs[name])});

@@ -26,6 +26,8 @@
 #include "compiler/schedule/schedule.h"
 #include "deploy/rearrange.h"
 #include "device_agent/runtime/graph_runtime.h"
+#include "device_agent/runtime/measure.h"
+#include "device_agent/runtime/model_timing.h"
 #include "device_agent/runtime/ops.h"
 #include "device_agent/runtime/runner.h"
 #include "proto/kernel_signature.h"
@@ -71,38 +73,21 @@ absl::StatusOr<Built> Compile(const v1::Workload& workload, const v1::Schedule* 
   return Built{dag, std::move(a.bytes), ir::ToProto(trace), std::move(a.signature)};
 }
 
-// Median seconds of a kernel on random inputs, on this machine.
+// Median seconds of a kernel on random inputs, on this machine: the one
+// kernel Measure, in the sandbox, as the search times candidates.
 absl::StatusOr<double> TimeHere(const Built& b, int threads) {
-  TF_ASSIGN_OR_RETURN(auto lib, runner::KernelLibrary::Load(b.shared_object));
-  runner::ThreadPool pool(threads);
-  std::vector<std::vector<float>> inputs = RandomInputs(b.signature, 7);
-  std::vector<std::unique_ptr<runner::AlignedBuffer>> bufs;
-  std::vector<void*> ptrs;
-  for (int i = 0; i < b.signature.args_size(); ++i) {
-    const v1::KernelArgument& a = b.signature.args(i);
-    auto buf = std::make_unique<runner::AlignedBuffer>(KernelElements(a));
-    if (size_t(i) < inputs.size()) {
-      std::vector<float> data = PackArgument(a, inputs[size_t(i)]);
-      std::copy(data.begin(), data.end(), buf->data());
-    }
-    ptrs.push_back(buf->data());
-    bufs.push_back(std::move(buf));
+  runner::Kernel k;
+  k.bytes = b.shared_object;
+  k.signature = b.signature;
+  runner::SandboxOptions o;
+  o.threads = threads;
+  o.repeats = 7;
+  o.min_repeat_ms = 14;  // 2 ms a repeat
+  runner::SandboxOutcome r = runner::MeasureFromSeed(k, 7, {}, o);
+  if (r.status != runner::SandboxOutcome::Status::kOk) {
+    return absl::InternalError(absl::StrCat("the kernel did not run: ", r.error));
   }
-  lib->Run(ptrs.data(), pool);  // warm-up
-  std::vector<double> sec;
-  for (int r = 0; r < 7; ++r) {
-    auto t0 = std::chrono::steady_clock::now();
-    int runs = 0;
-    double el = 0;
-    do {
-      if (lib->Run(ptrs.data(), pool) != 0) return absl::InternalError("kernel returned an error");
-      ++runs;
-      el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    } while (el < 0.002);
-    sec.push_back(el / runs);
-  }
-  std::sort(sec.begin(), sec.end());
-  return sec[sec.size() / 2];
+  return r.seconds;
 }
 
 void PutFloats(v1::PackageTensor* t, const Shape& shape, const std::vector<float>& data) {
@@ -131,21 +116,6 @@ bool RunsHere(const ir::Target& target) {
   return target.ToString() == codegen::HostTarget().ToString();
 }
 
-// Times one run of a and one of b (warm or not), and returns `runs`, or the
-// count of pairs that fills kMinPairedSeconds where that is more: a model
-// of microseconds timed 15 times ends before its caches, the pool's workers
-// and the core's clock settle (Silero VAD at 2 threads: medians of 0.028-
-// 0.05 ms over 20 pairs, 0.020 over 2,000).
-constexpr double kMinPairedSeconds = 0.2;
-absl::StatusOr<int> PairedRuns(GraphRuntime& a, GraphRuntime& b,
-                               const std::map<std::string, std::vector<float>>& in, int runs) {
-  const auto t0 = std::chrono::steady_clock::now();
-  TF_RETURN_IF_ERROR(a.Run(in, nullptr));
-  TF_RETURN_IF_ERROR(b.Run(in, nullptr));
-  const double pair = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return std::max(runs,
-                  int(std::min(20000.0, std::ceil(kMinPairedSeconds / std::max(pair, 1e-7)))));
-}
 
 }  // namespace
 
@@ -172,30 +142,18 @@ absl::StatusOr<std::set<std::string>> TunedKernelsNotFasterInModel(const v1::Mod
     v.resize(size_t(n));
     for (size_t i = 0; i < v.size(); ++i) v[i] = float((i * 7919) % 2001) / 1000.0f - 1.0f;
   }
-  TF_ASSIGN_OR_RETURN(runs, PairedRuns(*ru, *rt, in, runs));
+  TF_ASSIGN_OR_RETURN(runner::PairedModelTimes t, runner::TimeModelsPaired(*ru, *rt, in, runs));
   const int steps = untuned.steps_size();
-  std::vector<std::vector<double>> su(static_cast<size_t>(steps)), st(static_cast<size_t>(steps));
-  for (int r = 0; r < runs + 1; ++r) {
-    for (int k = 0; k < 2; ++k) {
-      GraphRuntime* g = ((r + k) % 2 == 0 ? ru : rt).get();
-      TF_RETURN_IF_ERROR(g->Run(in, nullptr));
-      if (r == 0) continue;  // warm-up
-      auto& dst = g == ru.get() ? su : st;
-      for (int s = 0; s < steps; ++s) dst[size_t(s)].push_back(g->StepSeconds()[size_t(s)]);
-    }
-  }
-  auto median = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v.empty() ? 0.0 : v[v.size() / 2];
-  };
+  if (int(t.a_steps.size()) < steps || int(t.b_steps.size()) < steps)
+    return absl::InternalError("the profile has another count of steps than the package");
   std::map<std::string, std::pair<double, double>> by_task;  // key -> (default, tuned)
   for (int s = 0; s < steps; ++s) {
     if (!tuned.steps(s).has_kernel()) continue;
     const v1::PackageKernel& k = tuned.kernels(tuned.steps(s).kernel().kernel());
     if (!k.tuned()) continue;
     auto& p = by_task[k.workload_key()];
-    p.first += median(su[size_t(s)]);
-    p.second += median(st[size_t(s)]);
+    p.first += t.a_steps[size_t(s)];
+    p.second += t.b_steps[size_t(s)];
   }
   std::set<std::string> slower;
   for (const auto& [key, p] : by_task)
@@ -217,29 +175,8 @@ absl::StatusOr<PairedTiming> TimePaired(const v1::ModelPackage& a, const v1::Mod
     seeded = ra->SeededInputs(7);
     inputs = &seeded;
   }
-  TF_RETURN_IF_ERROR(ra->Run(*inputs, nullptr));
-  TF_RETURN_IF_ERROR(rb->Run(*inputs, nullptr));
-  TF_ASSIGN_OR_RETURN(runs, PairedRuns(*ra, *rb, *inputs, runs));
-  std::vector<double> sa, sb, ratio;
-  for (int i = 0; i < runs; ++i) {
-    double secs[2] = {0, 0};
-    for (int k = 0; k < 2; ++k) {
-      const int which = (i + k) % 2;  // 0: a
-      GraphRuntime* g = (which == 0 ? ra : rb).get();
-      auto t0 = std::chrono::steady_clock::now();
-      TF_RETURN_IF_ERROR(g->Run(*inputs, nullptr));
-      secs[which] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    }
-    sa.push_back(secs[0]);
-    sb.push_back(secs[1]);
-    ratio.push_back(secs[0] / std::max(secs[1], 1e-12));
-  }
-  if (ratio.empty()) return absl::InvalidArgumentError("no timed runs");
-  auto median = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-  };
-  return PairedTiming{median(sa), median(sb), median(ratio)};
+  TF_ASSIGN_OR_RETURN(runner::PairedModelTimes t, runner::TimeModelsPaired(*ra, *rb, *inputs, runs));
+  return PairedTiming{t.a_seconds, t.b_seconds, t.a_over_b, t.pairs};
 }
 
 absl::StatusOr<double> PairedSpeedup(const v1::ModelPackage& untuned,

@@ -22,6 +22,7 @@
 #include "device_agent/runtime/confine.h"
 #include "device_agent/runtime/cuda_driver.h"
 #include "device_agent/runtime/graph_runtime.h"
+#include "device_agent/runtime/model_timing.h"
 #include "device_agent/runtime/model_run.h"
 #include "device_agent/runtime/runner.h"
 #include "device_agent/runtime/sandbox_wire.h"
@@ -133,12 +134,13 @@ int main() {
     return Fail(v1::MEASURE_STATUS_RUNTIME_ERROR, std::string(s.message()));
   const int repeats = std::min(req.repeats() > 0 ? req.repeats() : runner::kDefaultModelRepeats,
                                tunefarm::kMaxModelRepeats);
-  for (int r = 0; r < repeats; ++r) {
-    const double t = Now();
-    if (absl::Status s = (*rt)->Run(inputs, nullptr); !s.ok())
-      return Fail(v1::MEASURE_STATUS_RUNTIME_ERROR, std::string(s.message()));
-    result.add_latencies_sec(Now() - t);
+  runner::ModelRunCount count;
+  count.runs = count.min_runs = repeats;
+  absl::StatusOr<runner::ModelTimes> timed = runner::TimeModel(**rt, inputs, count);
+  if (!timed.ok()) {
+    return Fail(v1::MEASURE_STATUS_RUNTIME_ERROR, std::string(timed.status().message()));
   }
+  for (double t : timed->latencies) result.add_latencies_sec(t);
   if (req.return_outputs()) {
     for (const std::string& name : pkg->outputs()) {
       v1::PackageTensor* t = result.add_outputs();
