@@ -7,6 +7,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "device_agent/runtime/capabilities.h"
 
 namespace tunefarm::cli {
 namespace {
@@ -54,11 +55,7 @@ absl::StatusOr<SuggestedTarget> SuggestTarget(const v1::Capabilities& caps, bool
     if (!caps.has_gpu() || caps.cuda_archs_size() == 0) {
       return absl::FailedPreconditionError("it reported no GPU");
     }
-    t.spec = absl::StrCat("cuda -arch=", caps.cuda_archs(0));
-    // 48 KiB is what every arch gives a block without opting in.
-    if (caps.gpu_shared_memory_per_block() > 48 * 1024) {
-      absl::StrAppend(&t.spec, " -max-shared-memory-per-block=", caps.gpu_shared_memory_per_block());
-    }
+    t.spec = agent::LocalCudaTarget(caps);
     t.why = absl::StrCat("its GPU, ", caps.gpu_name(), ", is ", caps.cuda_archs(0));
     return t;
   }

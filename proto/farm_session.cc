@@ -99,7 +99,7 @@ absl::Status FarmSession::Run(const WorkHandler& handler) {
           s.code() == absl::StatusCode::kAlreadyExists
               ? "another token registered this device id first: give this process its own "
                 "--device_id, or name the id in this token's devices= in the server's tokens file"
-              : ConnectionHint(s.message());
+              : fix;
       log_->error("event=offline server={} for_s={} error=\"{}\"{}{}", options_.client.server,
                   absl::ToInt64Seconds(absl::Now() - offline_since), std::string(s.message()),
                   hint.empty() ? "" : " hint=", hint.empty() ? "" : absl::StrCat("\"", hint, "\""));

@@ -188,8 +188,8 @@ grpc::Status FarmService::Register(grpc::ServerContext* ctx, const v1::RegisterR
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
-    // The tokens file may have been reloaded since the gate let this call
-    // in, and RecheckSessions has not seen this session: check it here.
+    // A reload between the gate's check and here is not covered by
+    // RecheckSessions (this session is not in sessions_ yet): check again.
     if (grpc::Status now = StillAllowed(info, &info.owner); !now.ok()) {
       devices_.EndSession(*session);
       return now;
