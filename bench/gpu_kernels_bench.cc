@@ -27,8 +27,8 @@
 #include "compiler/schedule/gpu_tiling.h"
 #include "compiler/schedule/schedule.h"
 #include "device_agent/runtime/capabilities.h"
-#include "server/search/gpu_local_measurer.h"
-#include "server/search/space/gpu_sketch.h"
+#include "search/gpu_local_measurer.h"
+#include "search/space/gpu_sketch.h"
 
 namespace tunefarm::bench {
 namespace {
@@ -94,14 +94,14 @@ std::string Winner(const std::vector<ir::Trace>& schedules, int best) {
 
 int RunGpuKernelsBench(const std::string& target_flag, int samples, uint64_t seed,
                        const std::string& only, const std::string& json_path) {
-  v1::Capabilities caps = agent::DetectCapabilities();
+  v1::Capabilities caps = runtime::DetectCapabilities();
   std::string spec = target_flag;
   if (spec == "cuda") {
     if (!caps.has_gpu()) {
       std::fprintf(stderr, "tunefarm-bench: kernels --target cuda: no GPU on this machine\n");
       return 1;
     }
-    spec = agent::LocalCudaTarget(caps);
+    spec = runtime::LocalCudaTarget(caps);
   }
   absl::StatusOr<ir::Target> target = ir::Target::Parse(spec);
   if (!target.ok() || !target->is_gpu()) {

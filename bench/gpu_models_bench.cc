@@ -44,14 +44,14 @@
 #include "device_agent/runtime/capabilities.h"
 #include "device_agent/runtime/graph_runtime.h"
 #include "proto/kernel_signature.h"
-#include "server/search/gpu_local_measurer.h"
+#include "search/gpu_local_measurer.h"
 
 namespace tunefarm::bench {
 namespace {
 
 namespace fs = std::filesystem;
 namespace v1 = ::tunefarm::v1;
-using runner::GraphRuntime;
+using runtime::GraphRuntime;
 
 // The largest |ours - reference| of any output, relative to that output's
 // largest |reference|; infinite where a value is not finite or a run fails.
@@ -141,12 +141,12 @@ int RunGpuModelsBench(const std::vector<std::string>& args) {
                  {"--model-dir", TextFlag(&model_dir)}});
   if (flags != 0) return flags;
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
-  v1::Capabilities caps = agent::DetectCapabilities();
+  v1::Capabilities caps = runtime::DetectCapabilities();
   if (!caps.has_gpu()) {
     std::fprintf(stderr, "tunefarm-bench: gpu-models: no GPU on this machine\n");
     return 1;
   }
-  const std::string spec = agent::LocalCudaTarget(caps);
+  const std::string spec = runtime::LocalCudaTarget(caps);
   absl::StatusOr<ir::Target> target = ir::Target::Parse(spec);
   if (!target.ok()) {
     std::fprintf(stderr, "tunefarm-bench: gpu-models: %s\n",

@@ -28,7 +28,7 @@
 #include "compiler/codegen/llvm_target.h"
 #include "compiler/ir/compute.h"
 #include "compiler/schedule/handwritten.h"
-#include "server/search/space/random_schedule.h"
+#include "search/space/random_schedule.h"
 #include "compiler/ir/reference.h"
 #include "compiler/schedule/schedule.h"
 #include "compiler/ir/workload.h"
@@ -42,12 +42,12 @@ namespace {
 namespace v1 = ::tunefarm::v1;
 
 struct Candidate {
-  std::unique_ptr<runner::KernelLibrary> lib;
+  std::unique_ptr<runtime::KernelLibrary> lib;
   double compile_ms = 0;
   // The kernel's arguments: the shared buffers, except weights the schedule
   // repacked (layout_pack), which are packed once here, like a deployment does.
   std::vector<void*> ptrs;
-  std::vector<std::unique_ptr<runner::AlignedBuffer>> packed;
+  std::vector<std::unique_ptr<runtime::AlignedBuffer>> packed;
 };
 
 absl::StatusOr<Candidate> Build(const ir::ComputeDAG& dag, const ir::Trace& s,
@@ -63,13 +63,13 @@ absl::StatusOr<Candidate> Build(const ir::ComputeDAG& dag, const ir::Trace& s,
     const v1::KernelArgument& a = art->signature.args(int(i));
     if (a.pack_block_size() == 0) continue;
     std::vector<float> p = PackArgument(a, inputs[i]);
-    auto buf = std::make_unique<runner::AlignedBuffer>(int64_t(p.size()));
+    auto buf = std::make_unique<runtime::AlignedBuffer>(int64_t(p.size()));
     std::copy(p.begin(), p.end(), buf->data());
     c.ptrs[i] = buf->data();
     c.packed.push_back(std::move(buf));
   }
-  absl::StatusOr<std::unique_ptr<runner::KernelLibrary>> lib =
-      runner::KernelLibrary::Load(art->bytes);
+  absl::StatusOr<std::unique_ptr<runtime::KernelLibrary>> lib =
+      runtime::KernelLibrary::Load(art->bytes);
   if (!lib.ok()) return lib.status();
   c.lib = *std::move(lib);
   return c;
@@ -79,7 +79,7 @@ absl::StatusOr<Candidate> Build(const ir::ComputeDAG& dag, const ir::Trace& s,
 bool RunsWithin(const Candidate& c, int threads, double limit_s) {
   pid_t pid = fork();
   if (pid == 0) {
-    runner::ThreadPool pool(threads);  // the parent's pool threads do not exist here
+    runtime::ThreadPool pool(threads);  // the parent's pool threads do not exist here
     c.lib->Run(c.ptrs.data(), pool);
     _exit(0);
   }
@@ -171,20 +171,20 @@ int RunKernelsBench(const std::vector<std::string>& args) {
     ir::ComputeDAG dag = *ir::BuildComputeDAG(w);
     std::mt19937_64 rng(seed);
     std::vector<std::vector<float>> inputs;
-    std::vector<std::unique_ptr<runner::AlignedBuffer>> bufs;
+    std::vector<std::unique_ptr<runtime::AlignedBuffer>> bufs;
     std::vector<void*> ptrs;
     for (size_t i = 0; i + 1 < dag.args.size(); ++i) {
       int64_t n = dag.NumElements(dag.args[i]);
       std::vector<float> v(n);
       std::uniform_real_distribution<float> d(-1, 1);
       for (float& x : v) x = d(rng);
-      auto b = std::make_unique<runner::AlignedBuffer>(n);
+      auto b = std::make_unique<runtime::AlignedBuffer>(n);
       std::copy(v.begin(), v.end(), b->data());
       ptrs.push_back(b->data());
       bufs.push_back(std::move(b));
       inputs.push_back(std::move(v));
     }
-    runner::AlignedBuffer out(dag.NumElements(dag.output));
+    runtime::AlignedBuffer out(dag.NumElements(dag.output));
     ptrs.push_back(out.data());
 
     // Default schedule and the sample, compiled once, timed per thread count.
@@ -233,7 +233,7 @@ int RunKernelsBench(const std::vector<std::string>& args) {
     const std::vector<float> want(ref64->begin(), ref64->end());
     const int64_t n_out = dag.NumElements(dag.output);
     for (int threads : thread_counts) {
-      runner::ThreadPool pool(threads);
+      runtime::ThreadPool pool(threads);
       std::vector<std::string> errors;
       auto wrong = [&](const std::string& who, double err) {
         errors.push_back(absl::StrFormat("%s: max relative error %g against the float64 reference",

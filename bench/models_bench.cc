@@ -34,7 +34,7 @@ namespace tunefarm::bench {
 namespace {
 
 namespace fs = std::filesystem;
-using runner::GraphRuntime;
+using runtime::GraphRuntime;
 
 // ONNX Runtime through node: latency (s) and, with out_dir, its outputs.
 absl::StatusOr<double> TimeOrt(const std::string& model, int threads, int repeat,
@@ -79,18 +79,18 @@ struct ModelSpec {
 // Where the tuned build's time goes at `threads`: each step's median over
 // `runs` profiled runs after one that is not counted (a first run's page
 // faults would otherwise weigh on a model of microseconds).
-absl::StatusOr<runner::TimeShares> ProfiledShares(
+absl::StatusOr<runtime::TimeShares> ProfiledShares(
     const v1::ModelPackage& pkg, int threads, int runs,
     const std::map<std::string, std::vector<float>>& in) {
-  runner::GraphRuntime::Options o;
+  runtime::GraphRuntime::Options o;
   o.threads = threads;
   o.profile = true;
-  TF_ASSIGN_OR_RETURN(std::unique_ptr<runner::GraphRuntime> rt, runner::GraphRuntime::Load(pkg, o));
+  TF_ASSIGN_OR_RETURN(std::unique_ptr<runtime::GraphRuntime> rt, runtime::GraphRuntime::Load(pkg, o));
   TF_RETURN_IF_ERROR(rt->Run(in, nullptr));
-  runner::ModelRunCount count;
+  runtime::ModelRunCount count;
   count.runs = count.min_runs = runs;
-  TF_ASSIGN_OR_RETURN(runner::ModelTimes t, runner::TimeModel(*rt, in, count));
-  return runner::SharesOf(pkg, t.step_seconds);
+  TF_ASSIGN_OR_RETURN(runtime::ModelTimes t, runtime::TimeModel(*rt, in, count));
+  return runtime::SharesOf(pkg, t.step_seconds);
 }
 
 int RunModelsBench(const std::vector<std::string>& args) {
@@ -215,7 +215,7 @@ int RunModelsBench(const std::vector<std::string>& args) {
     std::vector<std::string> input_flags;
     for (const auto& [name, v] : in) {
       const fs::path f = tmp / absl::StrCat(spec.name, "_in_", input_flags.size() / 2, ".npy");
-      std::ofstream(f, std::ios::binary) << runner::WriteNpy(model->shapes.at(name), v);
+      std::ofstream(f, std::ios::binary) << runtime::WriteNpy(model->shapes.at(name), v);
       input_flags.push_back("--input");
       input_flags.push_back(absl::StrCat(name, "=", f.string()));
     }
@@ -237,9 +237,9 @@ int RunModelsBench(const std::vector<std::string>& args) {
       if (!rt.ok() || !(*rt)->Run(in, &ours).ok()) return double(INFINITY);
       double worst = 0;
       for (const std::string& o : model->outputs) {
-        absl::StatusOr<std::string> bytes = ReadFile((ort_out / runner::NpyFileName(o)).string());
-        absl::StatusOr<runner::NpyArray> theirs =
-            bytes.ok() ? runner::ParseNpy(*bytes) : bytes.status();
+        absl::StatusOr<std::string> bytes = ReadFile((ort_out / runtime::NpyFileName(o)).string());
+        absl::StatusOr<runtime::NpyArray> theirs =
+            bytes.ok() ? runtime::ParseNpy(*bytes) : bytes.status();
         if (!theirs.ok() || theirs->data.size() != ours[o].size()) return double(INFINITY);
         // Relative to the output's largest |value|, but at least 0.01: ONNX
         // Runtime's sigmoid is exactly 0 below about -16 (true value 1e-7),
@@ -343,7 +343,7 @@ int RunModelsBench(const std::vector<std::string>& args) {
       const int runs = times->runs;  // ONNX Runtime gets as many
       double ort = 0;
       if (auto o = TimeOrt(spec.path, th, runs, input_flags, ""); o.ok()) ort = *o;
-      runner::TimeShares shares;
+      runtime::TimeShares shares;
       if (auto p = ProfiledShares(*tuned, th, std::max(5, runs / 4), in); p.ok()) shares = *p;
       const double all = std::max(shares.total(), 1e-12);
       auto layout_of = [](const v1::ModelPackage& p) {

@@ -108,7 +108,7 @@ int RunNativeBench(const std::vector<std::string>& args) {
     n.inputs = c.b.empty() ? std::vector<std::string>{"a"} : std::vector<std::string>{"a", "b"};
     n.outputs = {"y"};
     std::vector<float> y(size_t(Numel(c.out)));
-    runner::OpArgs<float> op;
+    runtime::OpArgs<float> op;
     op.node = &n;
     op.opset = 13;
     op.in = {a.data()};
@@ -121,13 +121,13 @@ int RunNativeBench(const std::vector<std::string>& args) {
     }
     op.out = {y.data()};
     op.out_shapes = {c.out};
-    absl::Status s = runner::RunOp(op);
+    absl::Status s = runtime::RunOp(op);
     if (!s.ok()) {
       std::printf("%-20s %s\n", c.what.c_str(), std::string(s.message()).c_str());
       ++wrong;
       continue;
     }
-    const double ours = TimeIt([&] { (void)runner::RunOp(op); });
+    const double ours = TimeIt([&] { (void)runtime::RunOp(op); });
     const ReferenceRun ref = OneDnn(c, a, b);
     const double err = MaxRelError(y.data(), y.size(), ref.output);
     const std::string shapes = c.b.empty()

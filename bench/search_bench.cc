@@ -28,15 +28,15 @@
 #include "compiler/schedule/schedule.h"
 #include "compiler/ir/schedule_hash.h"
 #include "compiler/schedule/tiling.h"
-#include "server/search/space/cpu_sketch.h"
+#include "search/space/cpu_sketch.h"
 #include "compiler/ir/workload_spec.h"
 #include "cost_model/xgb_model.h"
-#include "server/search/local_measurer.h"
-#include "server/search/policy.h"
-#include "server/search/store_canon.h"
-#include "server/search/tuner.h"
-#include "server/search/session.h"
-#include "server/store/tuning_log.h"
+#include "search/local_measurer.h"
+#include "search/policy.h"
+#include "search/store_canon.h"
+#include "search/tuner.h"
+#include "search/session.h"
+#include "store/tuning_log.h"
 
 namespace tunefarm::bench {
 namespace {

@@ -10,7 +10,7 @@
 #include "compiler/codegen/llvm_target.h"
 #include "compiler/frontend/tasks.h"
 #include "proto/client.h"
-#include "server/store/tuning_log.h"
+#include "store/tuning_log.h"
 
 namespace tunefarm::cli {
 

@@ -27,7 +27,7 @@
 #include "compiler/ir/workload.h"
 #include "compiler/ir/workload_spec.h"
 #include "proto/protocol.h"
-#include "server/search/policy.h"
+#include "search/policy.h"
 
 namespace tunefarm::cli {
 

@@ -27,8 +27,8 @@
 #include "proto/client.h"
 #include "proto/kernel_signature.h"
 #include "proto/protocol.h"
-#include "server/search/store_canon.h"
-#include "server/store/tuning_log.h"
+#include "search/store_canon.h"
+#include "store/tuning_log.h"
 #include "tunefarm/v1/tuning.grpc.pb.h"
 
 namespace tunefarm::cli {
@@ -199,9 +199,9 @@ int ReportRun(const Flags& f, const std::string& package, int threads, double fi
     std::error_code ec;
     std::filesystem::create_directories(dir, ec);
     for (const ModelOutput& o : outputs) {
-      std::ofstream file(std::filesystem::path(dir) / runner::NpyFileName(o.name),
+      std::ofstream file(std::filesystem::path(dir) / runtime::NpyFileName(o.name),
                          std::ios::binary);
-      const std::string bytes = runner::WriteNpy(o.shape, o.values);
+      const std::string bytes = runtime::WriteNpy(o.shape, o.values);
       file.write(bytes.data(), std::streamsize(bytes.size()));
       if (!file) return Fail(err, 1, absl::StrCat("cannot write into ", dir));
     }
@@ -485,13 +485,13 @@ int RunModel(const std::vector<std::string>& args, std::ostream& out, std::ostre
   if (!absl::SimpleAtoi(f.Get("repeat", "0"), &repeat) || repeat < 0)
     return Fail(err, 2, "--repeat needs a number >= 0");
   if (!absl::SimpleAtoi(f.Get("seed", "1"), &seed)) return Fail(err, 2, "--seed needs a number");
-  absl::StatusOr<v1::ModelPackage> pkg = runner::GraphRuntime::ReadPackage(f.positional()[0]);
+  absl::StatusOr<v1::ModelPackage> pkg = runtime::GraphRuntime::ReadPackage(f.positional()[0]);
   if (!pkg.ok()) return Fail(err, 1, std::string(pkg.status().message()));
   threads = RunThreads(f, threads, *pkg, f.positional()[0], err);
-  runner::GraphRuntime::Options ro;
+  runtime::GraphRuntime::Options ro;
   ro.threads = int(threads);
   ro.profile = f.Has("profile");
-  absl::StatusOr<std::unique_ptr<runner::GraphRuntime>> rt = runner::GraphRuntime::Load(*pkg, ro);
+  absl::StatusOr<std::unique_ptr<runtime::GraphRuntime>> rt = runtime::GraphRuntime::Load(*pkg, ro);
   if (!rt.ok()) return Fail(err, 1, absl::StrCat(f.positional()[0], ": ", rt.status().message()));
   std::map<std::string, std::vector<float>> inputs = (*rt)->SeededInputs(uint64_t(seed));
   if (f.Has("input")) {
@@ -508,7 +508,7 @@ int RunModel(const std::vector<std::string>& args, std::ostream& out, std::ostre
         return Fail(err, 2, absl::StrCat("'", name, "' is not an input of the model"));
       absl::StatusOr<std::string> bytes = ReadFile(file);
       if (!bytes.ok()) return Fail(err, 1, std::string(bytes.status().message()));
-      absl::StatusOr<runner::NpyArray> a = runner::ParseNpy(*bytes);
+      absl::StatusOr<runtime::NpyArray> a = runtime::ParseNpy(*bytes);
       if (!a.ok()) return Fail(err, 1, absl::StrCat(file, ": ", a.status().message()));
       if (a->shape != (*rt)->Shape(name)) {
         std::string want;
@@ -528,11 +528,11 @@ int RunModel(const std::vector<std::string>& args, std::ostream& out, std::ostre
   // alone with --repeat 0).
   std::vector<double> step_sec = (*rt)->StepSeconds();
   const bool profile_runs = ro.profile && !f.Has("repeat");
-  runner::ModelRunCount count;
+  runtime::ModelRunCount count;
   count.runs = profile_runs ? kProfileRuns : repeat;
   count.min_runs = profile_runs ? kProfileMinRuns : repeat;
   count.max_seconds = profile_runs ? kProfileSeconds : 0;
-  absl::StatusOr<runner::ModelTimes> timed = runner::TimeModel(**rt, inputs, count);
+  absl::StatusOr<runtime::ModelTimes> timed = runtime::TimeModel(**rt, inputs, count);
   if (!timed.ok()) return Fail(err, 1, std::string(timed.status().message()));
   lat = timed->latencies;
   if (!timed->step_seconds.empty()) step_sec = timed->step_seconds;
@@ -550,7 +550,7 @@ int RunModel(const std::vector<std::string>& args, std::ostream& out, std::ostre
     for (size_t s = 0; s < step_sec.size(); ++s)
       out << absl::StrFormat("  %4d %10.4f ms  %s\n", s, step_sec[s] * 1e3,
                              (*rt)->StepLabel(int(s)));
-    const runner::TimeShares t = runner::SharesOf(*pkg, step_sec);
+    const runtime::TimeShares t = runtime::SharesOf(*pkg, step_sec);
     const std::vector<int64_t> pct = ApportionShares({t.tuned, t.default_kernels, t.native}, 100);
     out << absl::StrFormat(
         "time: tuned kernels %.3f ms (%d%%), default kernels %.3f ms (%d%%), native steps "
@@ -597,7 +597,7 @@ int RunModelOnAgent(const ClientOptions& client, absl::Duration timeout,
     return Fail(err, 2, "--time-limit needs seconds, more than 0 and at most 86400");
   absl::StatusOr<std::string> bytes = ReadFile(f.positional()[0]);
   if (!bytes.ok()) return Fail(err, 1, std::string(bytes.status().message()));
-  absl::StatusOr<v1::ModelPackage> pkg = runner::GraphRuntime::ParsePackage(*bytes, f.positional()[0]);
+  absl::StatusOr<v1::ModelPackage> pkg = runtime::GraphRuntime::ParsePackage(*bytes, f.positional()[0]);
   if (!pkg.ok()) return Fail(err, 1, std::string(pkg.status().message()));
   threads = RunThreads(f, threads, *pkg, f.positional()[0], err);
 

@@ -55,7 +55,7 @@ absl::StatusOr<SuggestedTarget> SuggestTarget(const v1::Capabilities& caps, bool
     if (!caps.has_gpu() || caps.cuda_archs_size() == 0) {
       return absl::FailedPreconditionError("it reported no GPU");
     }
-    t.spec = agent::LocalCudaTarget(caps);
+    t.spec = runtime::LocalCudaTarget(caps);
     t.why = absl::StrCat("its GPU, ", caps.gpu_name(), ", is ", caps.cuda_archs(0));
     return t;
   }

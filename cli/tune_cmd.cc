@@ -20,12 +20,12 @@
 #include "compiler/ir/workload.h"
 #include "compiler/ir/workload_spec.h"
 #include "deploy/package_build.h"
-#include "server/search/gpu_local_measurer.h"
-#include "server/search/local_measurer.h"
-#include "server/search/store_canon.h"
-#include "server/search/tuner.h"
-#include "server/search/session.h"
-#include "server/store/tuning_log.h"
+#include "search/gpu_local_measurer.h"
+#include "search/local_measurer.h"
+#include "search/store_canon.h"
+#include "search/tuner.h"
+#include "search/session.h"
+#include "store/tuning_log.h"
 
 namespace tunefarm::cli {
 namespace {

@@ -12,8 +12,8 @@ using frontend::Model;
 using graph::Node;
 using graph::Numel;
 
-using runner::OpArgs;
-using runner::RunOp;
+using runtime::OpArgs;
+using runtime::RunOp;
 
 template <typename T>
 absl::StatusOr<Values<T>> Interpret(const Model& model, const Values<T>& inputs) {

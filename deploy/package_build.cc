@@ -43,8 +43,8 @@ using graph::Constant;
 using graph::Node;
 using graph::Numel;
 
-using runner::GraphRuntime;
-using runner::kPackageFormatVersion;
+using runtime::GraphRuntime;
+using runtime::kPackageFormatVersion;
 namespace {
 
 namespace v1 = ::tunefarm::v1;
@@ -76,15 +76,15 @@ absl::StatusOr<Built> Compile(const v1::Workload& workload, const v1::Schedule* 
 // Median seconds of a kernel on random inputs, on this machine: the one
 // kernel Measure, in the sandbox, as the search times candidates.
 absl::StatusOr<double> TimeHere(const Built& b, int threads) {
-  runner::Kernel k;
+  runtime::Kernel k;
   k.bytes = b.shared_object;
   k.signature = b.signature;
-  runner::SandboxOptions o;
+  runtime::SandboxOptions o;
   o.threads = threads;
   o.repeats = 7;
   o.min_repeat_ms = 14;  // 2 ms a repeat
-  runner::SandboxOutcome r = runner::MeasureFromSeed(k, 7, {}, o);
-  if (r.status != runner::SandboxOutcome::Status::kOk) {
+  runtime::SandboxOutcome r = runtime::MeasureFromSeed(k, 7, {}, o);
+  if (r.status != runtime::SandboxOutcome::Status::kOk) {
     return absl::InternalError(absl::StrCat("the kernel did not run: ", r.error));
   }
   return r.seconds;
@@ -556,7 +556,7 @@ absl::Status AddKernelStep(const Model& model, const TaskExtraction& ex, const T
 
 // The ops ViewOffsets can place as views (where their shapes allow).
 bool MayBeView(const std::string& op) {
-  return runner::IsViewOp(op) || op == "Split" || op == "Gather" || op == "Slice";
+  return runtime::IsViewOp(op) || op == "Split" || op == "Gather" || op == "Slice";
 }
 
 // Byte offsets of a native step's outputs inside its input 0 (shaped
@@ -585,7 +585,7 @@ std::vector<int64_t> ViewOffsets(const Model& model, const v1::PackageNode& n, c
       v.push_back(int64_t(frontend::ConstValue(c->second, k)));
     return v;
   };
-  if (runner::IsViewOp(n.op())) {
+  if (runtime::IsViewOp(n.op())) {
     if (outs.size() != 1 || Numel(*outs[0]) != Numel(in)) return {};
     return {0};
   }
@@ -678,7 +678,7 @@ absl::Status PlanValues(const Model& model, const PackageConstants& consts,
   std::map<std::string, Place> views;  // value -> where it lies in another
   const bool gpu = absl::StartsWith(pkg->target(), "cuda");
   const bool wide_moves =
-      runner::ValueBytes(*pkg) == 2 ||
+      runtime::ValueBytes(*pkg) == 2 ||
       std::any_of(pkg->kernels().begin(), pkg->kernels().end(),
                   [](const v1::PackageKernel& k) { return k.workload().tf32(); });
   auto owner = [&](std::string v) {
@@ -701,7 +701,7 @@ absl::Status PlanValues(const Model& model, const PackageConstants& consts,
     }
     if (!ok) continue;
     std::vector<int64_t> at =
-        ViewOffsets(model, n, *si, outs, pkg->opset(), runner::ValueBytes(*pkg));
+        ViewOffsets(model, n, *si, outs, pkg->opset(), runtime::ValueBytes(*pkg));
     if (at.size() != outs.size()) continue;
     // 16-bit and tf32 GPU kernels may move 16 bytes at a time (tensor-core
     // tiles): a view there starts on a 16-byte boundary of its input, or
@@ -740,7 +740,7 @@ absl::Status PlanValues(const Model& model, const PackageConstants& consts,
     if (sh == nullptr) return absl::InternalError(StrCat("value '", v, "' has no shape"));
     names.push_back(v);
     lifetimes.push_back(l);
-    bytes.push_back(Numel(*sh) * runner::ValueBytes(*pkg));
+    bytes.push_back(Numel(*sh) * runtime::ValueBytes(*pkg));
   }
   std::vector<int64_t> offsets;
   pkg->set_arena_bytes(PlanMemory(lifetimes, bytes, &offsets));
@@ -799,7 +799,7 @@ absl::Status RearrangeSteps(const ir::Target& target, v1::ModelPackage* pkg) {
   std::map<std::string, Constant> constants;
   for (const v1::PackageTensor& t : pkg->constants()) {
     if (!read.count(t.name())) continue;
-    TF_ASSIGN_OR_RETURN(Constant c, runner::FromPackage(t));
+    TF_ASSIGN_OR_RETURN(Constant c, runtime::FromPackage(t));
     shapes[t.name()] = c.shape;
     constants[t.name()] = std::move(c);
   }
@@ -808,7 +808,7 @@ absl::Status RearrangeSteps(const ir::Target& target, v1::ModelPackage* pkg) {
   for (v1::PackageStep& st : *pkg->mutable_steps()) {
     std::vector<RearrangeStep> movers;
     if (candidate(st)) {
-      const Node n = runner::FromPackage(st.node());
+      const Node n = runtime::FromPackage(st.node());
       std::vector<Shape> in_shapes, out_shapes;
       std::vector<const Constant*> in_const;
       bool known = true;
@@ -888,7 +888,7 @@ absl::StatusOr<v1::ModelPackage> BuildPackage(const Model& model, const ir::Targ
                                                                       options.precision)));
   v1::ModelPackage pkg;
   // Float32 packages keep format 3, which older runtimes read.
-  pkg.set_format_version(half ? kPackageFormatVersion : runner::kFloat32PackageFormatVersion);
+  pkg.set_format_version(half ? kPackageFormatVersion : runtime::kFloat32PackageFormatVersion);
   pkg.set_target(target.ToString());
   pkg.set_model_name(options.model_name);
   pkg.set_model_sha256(options.model_sha256);
@@ -972,7 +972,7 @@ absl::StatusOr<v1::ModelPackage> BuildPackage(const Model& model, const ir::Targ
     const HalfKind kind = *HalfKindOf(pkg.precision());
     for (v1::PackageTensor& t : *pkg.mutable_constants()) {
       if (t.is_int() || t.f32().empty()) continue;
-      TF_ASSIGN_OR_RETURN(Constant c, runner::FromPackage(t));
+      TF_ASSIGN_OR_RETURN(Constant c, runtime::FromPackage(t));
       const std::vector<uint16_t> bits = ToHalfBits(c.floats.data(), c.size(), kind);
       t.clear_f32();
       t.set_f16(bits.data(), bits.size() * 2);  // little-endian, as f32 is

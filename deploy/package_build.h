@@ -86,7 +86,7 @@ absl::StatusOr<std::set<std::string>> TunedKernelsNotFasterInModel(const v1::Mod
 struct PairedTiming {
   double a_seconds = 0, b_seconds = 0;  // median latencies
   double a_over_b = 0;                  // median over the pairs of a_i / b_i
-  int runs = 0;  // pairs timed (runner::TimeModelsPaired: at least those asked for)
+  int runs = 0;  // pairs timed (runtime::TimeModelsPaired: at least those asked for)
 };
 absl::StatusOr<PairedTiming> TimePaired(
     const v1::ModelPackage& a, const v1::ModelPackage& b, int threads, int runs,

@@ -1,7 +1,7 @@
 // Whole builds timed against each other on this machine (package_build.h):
 // the never-slower check of tuned kernels inside the model, paired A/B
 // timings, the layout choice. The timing loop is the runtime's
-// (runner::TimeModelsPaired).
+// (runtime::TimeModelsPaired).
 #include <map>
 #include <set>
 #include <string>
@@ -15,7 +15,7 @@
 
 namespace tunefarm::deploy {
 
-using runner::GraphRuntime;
+using runtime::GraphRuntime;
 
 absl::StatusOr<std::set<std::string>> TunedKernelsNotFasterInModel(const v1::ModelPackage& untuned,
                                                                    const v1::ModelPackage& tuned,
@@ -25,7 +25,7 @@ absl::StatusOr<std::set<std::string>> TunedKernelsNotFasterInModel(const v1::Mod
     return absl::InvalidArgumentError("the two builds have different steps");
   // One pool for both: a second pool's workers, spinning after its run,
   // would hold a core the other build's run needs (as two processes would).
-  runner::ThreadPool pool(threads);
+  runtime::ThreadPool pool(threads);
   GraphRuntime::Options o;
   o.threads = threads;
   o.profile = true;
@@ -40,7 +40,7 @@ absl::StatusOr<std::set<std::string>> TunedKernelsNotFasterInModel(const v1::Mod
     v.resize(size_t(n));
     for (size_t i = 0; i < v.size(); ++i) v[i] = float((i * 7919) % 2001) / 1000.0f - 1.0f;
   }
-  TF_ASSIGN_OR_RETURN(runner::PairedModelTimes t, runner::TimeModelsPaired(*ru, *rt, in, runs));
+  TF_ASSIGN_OR_RETURN(runtime::PairedModelTimes t, runtime::TimeModelsPaired(*ru, *rt, in, runs));
   const int steps = untuned.steps_size();
   if (int(t.a_steps.size()) < steps || int(t.b_steps.size()) < steps)
     return absl::InternalError("the profile has another count of steps than the package");
@@ -62,7 +62,7 @@ absl::StatusOr<std::set<std::string>> TunedKernelsNotFasterInModel(const v1::Mod
 absl::StatusOr<PairedTiming> TimePaired(const v1::ModelPackage& a, const v1::ModelPackage& b,
                                         int threads, int runs,
                                         const std::map<std::string, std::vector<float>>* inputs) {
-  runner::ThreadPool pool(threads);  // shared, as in TunedKernelsNotFasterInModel
+  runtime::ThreadPool pool(threads);  // shared, as in TunedKernelsNotFasterInModel
   GraphRuntime::Options o;
   o.threads = threads;
   o.pool = &pool;
@@ -73,7 +73,7 @@ absl::StatusOr<PairedTiming> TimePaired(const v1::ModelPackage& a, const v1::Mod
     seeded = ra->SeededInputs(7);
     inputs = &seeded;
   }
-  TF_ASSIGN_OR_RETURN(runner::PairedModelTimes t, runner::TimeModelsPaired(*ra, *rb, *inputs, runs));
+  TF_ASSIGN_OR_RETURN(runtime::PairedModelTimes t, runtime::TimeModelsPaired(*ra, *rb, *inputs, runs));
   return PairedTiming{t.a_seconds, t.b_seconds, t.a_over_b, t.pairs};
 }
 

@@ -35,7 +35,7 @@ std::optional<std::vector<std::vector<float>>> RunNative(
     const Node& n, int64_t opset, const std::vector<Shape>& in_shapes,
     const std::vector<const Constant*>& in_const, const std::vector<std::vector<float>>& data,
     const std::vector<Shape>& out_shapes) {
-  runner::OpArgs<float> a;
+  runtime::OpArgs<float> a;
   a.node = &n;
   a.opset = opset;
   std::vector<std::vector<float>> const_floats(n.inputs.size());
@@ -58,7 +58,7 @@ std::optional<std::vector<std::vector<float>>> RunNative(
     a.out.push_back(k < n.outputs.size() && !n.outputs[k].empty() ? out[k].data() : nullptr);
     a.out_shapes.push_back(out_shapes[k]);
   }
-  if (!runner::RunOp<float>(a).ok()) return std::nullopt;
+  if (!runtime::RunOp<float>(a).ok()) return std::nullopt;
   return out;
 }
 

@@ -73,7 +73,7 @@ int main(int argc, char** argv) {
   if (absl::Status s = tunefarm::InitLogging(absl::GetFlag(FLAGS_log_level)); !s.ok()) {
     return Fail(std::string(s.message()));
   }
-  tunefarm::v1::Capabilities caps = tunefarm::agent::DetectCapabilities();
+  tunefarm::v1::Capabilities caps = tunefarm::runtime::DetectCapabilities();
   if (absl::GetFlag(FLAGS_print_capabilities)) {
     std::string json;
     google::protobuf::util::JsonPrintOptions o;
@@ -87,9 +87,9 @@ int main(int argc, char** argv) {
   // The runners beside this program, or where the environment says: never
   // the build tree's (a copied agent would run another build's runner).
   const std::string runner =
-      tunefarm::runner::FindHelper("TUNEFARM_RUNNER", "tunefarm-runner", nullptr);
+      tunefarm::runtime::FindHelper("TUNEFARM_RUNNER", "tunefarm-runner", nullptr);
   const std::string model_runner =
-      tunefarm::runner::FindHelper("TUNEFARM_MODEL_RUNNER", "tunefarm-model-runner", nullptr);
+      tunefarm::runtime::FindHelper("TUNEFARM_MODEL_RUNNER", "tunefarm-model-runner", nullptr);
   if (runner.empty()) {
     return Fail("tunefarm-runner not found beside tunefarm-agent (install both, or set "
                 "TUNEFARM_RUNNER)");
@@ -101,8 +101,8 @@ int main(int argc, char** argv) {
   const std::vector<std::string> wrapper =
       absl::StrSplit(wrapper_flag, absl::ByAnyChar(" \t"), absl::SkipEmpty());
   // Every trial would fail the same way: find out now, and say why.
-  if (std::string why = tunefarm::runner::ProbeHelper(
-          tunefarm::runner::HelperCommand(wrapper, runner), kProbeTimeoutS);
+  if (std::string why = tunefarm::runtime::ProbeHelper(
+          tunefarm::runtime::HelperCommand(wrapper, runner), kProbeTimeoutS);
       !why.empty()) {
     return Fail("the kernel runner does not run here: " + why);
   }
@@ -110,7 +110,7 @@ int main(int argc, char** argv) {
       model_runner.empty()
           ? "tunefarm-model-runner not found beside tunefarm-agent (install it there, or set "
             "TUNEFARM_MODEL_RUNNER)"
-          : tunefarm::runner::ProbeHelper(tunefarm::runner::HelperCommand(wrapper, model_runner),
+          : tunefarm::runtime::ProbeHelper(tunefarm::runtime::HelperCommand(wrapper, model_runner),
                                           kProbeTimeoutS);
   auto client = tunefarm::ClientOptionsFromFlags(
       absl::GetFlag(FLAGS_server), absl::GetFlag(FLAGS_tls_ca), absl::GetFlag(FLAGS_token_file),
@@ -204,13 +204,13 @@ int main(int argc, char** argv) {
             r.mutable_model_run()->set_error(model_runner_problem);
             return r;
           }
-          tunefarm::runner::ModelRunOptions ro;
+          tunefarm::runtime::ModelRunOptions ro;
           ro.runner_path = model_runner;
           ro.runner_wrapper = wrapper;
           ro.memory_limit_bytes = mo.memory_limit_bytes;
           ro.filter_optional = mo.filter_optional;
           ro.cancelled = [&session, id = lease.lease_id()] { return session.Revoked(id); };
-          *r.mutable_model_run() = tunefarm::runner::RunModelInChild(lease.model_run(), ro);
+          *r.mutable_model_run() = tunefarm::runtime::RunModelInChild(lease.model_run(), ro);
           *r.mutable_model_run()->mutable_fingerprint() = caps.fingerprint();
           log->info("event=model_ran lease={} status={} runs={} load_ms={:.1f} error=\"{}\"",
                     lease.lease_id(), tunefarm::v1::MeasureStatus_Name(r.model_run().status()),

@@ -16,19 +16,19 @@ namespace v1 = ::tunefarm::v1;
 
 namespace {
 
-v1::MeasureStatus ToProto(runner::SandboxOutcome::Status s) {
+v1::MeasureStatus ToProto(runtime::SandboxOutcome::Status s) {
   switch (s) {
-    case runner::SandboxOutcome::Status::kOk:
+    case runtime::SandboxOutcome::Status::kOk:
       return v1::MEASURE_STATUS_OK;
-    case runner::SandboxOutcome::Status::kWrongResult:
+    case runtime::SandboxOutcome::Status::kWrongResult:
       return v1::MEASURE_STATUS_WRONG_RESULT;
-    case runner::SandboxOutcome::Status::kRuntimeError:
+    case runtime::SandboxOutcome::Status::kRuntimeError:
       return v1::MEASURE_STATUS_RUNTIME_ERROR;
-    case runner::SandboxOutcome::Status::kTimeout:
+    case runtime::SandboxOutcome::Status::kTimeout:
       return v1::MEASURE_STATUS_TIMEOUT;
-    case runner::SandboxOutcome::Status::kLoadError:
+    case runtime::SandboxOutcome::Status::kLoadError:
       return v1::MEASURE_STATUS_UPLOAD_ERROR;
-    case runner::SandboxOutcome::Status::kSandboxViolation:
+    case runtime::SandboxOutcome::Status::kSandboxViolation:
       return v1::MEASURE_STATUS_SANDBOX_VIOLATION;
   }
   return v1::MEASURE_STATUS_RUNTIME_ERROR;
@@ -36,11 +36,11 @@ v1::MeasureStatus ToProto(runner::SandboxOutcome::Status s) {
 
 }  // namespace
 
-void MeasureHandler::NoteConfinement(const runner::SandboxOutcome& o) {
+void MeasureHandler::NoteConfinement(const runtime::SandboxOutcome& o) {
   // Only a runner that got as far as its kernel's output says how it was
   // confined.
-  if (o.status != runner::SandboxOutcome::Status::kOk &&
-      o.status != runner::SandboxOutcome::Status::kWrongResult) {
+  if (o.status != runtime::SandboxOutcome::Status::kOk &&
+      o.status != runtime::SandboxOutcome::Status::kWrongResult) {
     return;
   }
   auto yes = [](bool b) { return b ? "yes" : "no"; };
@@ -90,14 +90,14 @@ v1::MeasureResult MeasureHandler::Measure(const v1::MeasureRequest& req,
   // is held here): a huge workload is a result, not an allocation failure of
   // the agent.
   if (absl::Status s = CheckSignature(req.signature(),
-                                      runner::MaxKernelElements(options_.memory_limit_bytes));
+                                      runtime::MaxKernelElements(options_.memory_limit_bytes));
       !s.ok()) {
     return fail(v1::MEASURE_STATUS_RUNTIME_ERROR, absl::StrCat("signature: ", s.message()));
   }
   const v1::KernelArgument& out_arg = req.signature().args(req.signature().args_size() - 1);
   const int64_t n_out = KernelElements(out_arg);
 
-  runner::SandboxOptions so;
+  runtime::SandboxOptions so;
   so.threads =
       req.threads() > 0 ? req.threads() : std::max(1, int(std::thread::hardware_concurrency()));
   if (req.options().repeat() > 0) so.repeats = req.options().repeat();
@@ -128,9 +128,9 @@ v1::MeasureResult MeasureHandler::Measure(const v1::MeasureRequest& req,
       made.resize(size_t(n_out));
       std::memcpy(made.data(), req.reference_output().data(), made.size() * 4);
     } else if (!req.reference_artifact().empty()) {
-      runner::Kernel k{req.kind(), req.reference_artifact(), req.reference_signature()};
-      runner::SandboxOutcome o = runner::RunForOutputFromSeed(k, req.input_seed(), so, &made);
-      if (o.status != runner::SandboxOutcome::Status::kOk) {
+      runtime::Kernel k{req.kind(), req.reference_artifact(), req.reference_signature()};
+      runtime::SandboxOutcome o = runtime::RunForOutputFromSeed(k, req.input_seed(), so, &made);
+      if (o.status != runtime::SandboxOutcome::Status::kOk) {
         return fail(v1::MEASURE_STATUS_RUNTIME_ERROR,
                     absl::StrCat("the reference (default schedule) failed: ", o.error));
       }
@@ -149,8 +149,8 @@ v1::MeasureResult MeasureHandler::Measure(const v1::MeasureRequest& req,
       reference = &(references_[key] = std::move(made));
     }
   }
-  runner::Kernel k{req.kind(), req.artifact(), req.signature()};
-  runner::SandboxOutcome o = runner::MeasureFromSeed(k, req.input_seed(), *reference, so);
+  runtime::Kernel k{req.kind(), req.artifact(), req.signature()};
+  runtime::SandboxOutcome o = runtime::MeasureFromSeed(k, req.input_seed(), *reference, so);
   NoteConfinement(o);
   out.set_status(ToProto(o.status));
   out.set_error(o.error);

@@ -50,7 +50,7 @@ class MeasureHandler {
   // Logs how the runner was confined (namespaces, PID namespace, filter)
   // the first time and whenever it changes, as a warning when a layer is
   // missing. Called with mu_ held.
-  void NoteConfinement(const runner::SandboxOutcome& o);
+  void NoteConfinement(const runtime::SandboxOutcome& o);
 
   MeasureHandlerOptions options_;
   std::mutex mu_;  // one measurement at a time

@@ -30,11 +30,11 @@
 namespace {
 
 namespace v1 = tunefarm::v1;
-namespace runner = tunefarm::runner;
+namespace runtime = tunefarm::runtime;
 
 int Report(const v1::ModelRunResult& r) {
   const std::string bytes = r.SerializeAsString();
-  return runner::wire::WriteAll(runner::kChildReportFd, bytes.data(), bytes.size()) ? 0 : 1;
+  return runtime::wire::WriteAll(runtime::kChildReportFd, bytes.data(), bytes.size()) ? 0 : 1;
 }
 
 int Fail(v1::MeasureStatus status, const std::string& error) {
@@ -44,22 +44,22 @@ int Fail(v1::MeasureStatus status, const std::string& error) {
   return Report(r);
 }
 
-double Now() { return runner::MonotonicSeconds(); }
+double Now() { return runtime::MonotonicSeconds(); }
 
 }  // namespace
 
 int main() {
   struct stat st {};
-  if (fstat(runner::kChildRequestFd, &st) != 0 ||
-      st.st_size < int64_t(sizeof(runner::ModelRunWireHeader))) {
+  if (fstat(runtime::kChildRequestFd, &st) != 0 ||
+      st.st_size < int64_t(sizeof(runtime::ModelRunWireHeader))) {
     return Fail(v1::MEASURE_STATUS_RUNTIME_ERROR, "model runner: no request on fd 3");
   }
   const size_t size = size_t(st.st_size);
-  void* map = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, runner::kChildRequestFd, 0);
+  void* map = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, runtime::kChildRequestFd, 0);
   if (map == MAP_FAILED) return Fail(v1::MEASURE_STATUS_RUNTIME_ERROR, "cannot map the request");
-  runner::ModelRunWireHeader h;
+  runtime::ModelRunWireHeader h;
   std::memcpy(&h, map, sizeof(h));
-  if (h.magic != runner::kModelRunMagic)
+  if (h.magic != runtime::kModelRunMagic)
     return Fail(v1::MEASURE_STATUS_RUNTIME_ERROR, "model request from another tunefarm build");
   v1::ModelRunRequest req;
   if (h.request_bytes < 0 || size_t(h.request_bytes) > size - sizeof(h) ||
@@ -74,10 +74,10 @@ int main() {
   result.set_threads(threads);
   const double t_load = Now();
   absl::StatusOr<v1::ModelPackage> pkg =
-      tunefarm::runner::GraphRuntime::ParsePackage(req.package(), "the package sent");
+      tunefarm::runtime::GraphRuntime::ParsePackage(req.package(), "the package sent");
   if (!pkg.ok()) return Fail(v1::MEASURE_STATUS_UPLOAD_ERROR, std::string(pkg.status().message()));
   req.clear_package();
-  tunefarm::runner::GraphRuntime::Options ro;
+  tunefarm::runtime::GraphRuntime::Options ro;
   ro.threads = threads;
   // The package's code runs from the load on: confined first (confine.h),
   // its libraries placed in the runner's own root; a CUDA package's modules
@@ -86,7 +86,7 @@ int main() {
   // The CUDA driver reserves address space far beyond what it uses, so a
   // GPU run has no address-space limit (the time limit still holds); the
   // host copies it makes (arena, constants) are held to the limit instead.
-  if (!cuda) runner::LimitAddressSpace(h.memory_limit_bytes);
+  if (!cuda) runtime::LimitAddressSpace(h.memory_limit_bytes);
   if (cuda && h.memory_limit_bytes > 0) {
     int64_t host = pkg->arena_bytes();
     for (const v1::PackageTensor& c : pkg->constants())
@@ -97,12 +97,12 @@ int main() {
                                " bytes of host memory, the board allows ", h.memory_limit_bytes));
     }
   }
-  runner::ConfineOptions confine;
-  std::unique_ptr<runner::ThreadPool> pool;
-  confine.start_threads = [&] { pool = std::make_unique<runner::ThreadPool>(threads); };
-  absl::StatusOr<const runner::CudaDriver*> driver = nullptr;
+  runtime::ConfineOptions confine;
+  std::unique_ptr<runtime::ThreadPool> pool;
+  confine.start_threads = [&] { pool = std::make_unique<runtime::ThreadPool>(threads); };
+  absl::StatusOr<const runtime::CudaDriver*> driver = nullptr;
   if (cuda) {
-    runner::PrepareGpuConfinement(&confine, &driver);
+    runtime::PrepareGpuConfinement(&confine, &driver);
   } else {
     for (int k = 0; k < pkg->kernels_size(); ++k) {
       confine.files.push_back({absl::StrCat("kernel-", k, ".so"),
@@ -111,7 +111,7 @@ int main() {
   }
   confine.cpu_limit_s = h.cpu_limit_s;
   confine.filter_optional = h.filter_optional != 0;
-  absl::StatusOr<runner::Confined> confined = runner::Confine(confine);
+  absl::StatusOr<runtime::Confined> confined = runtime::Confine(confine);
   if (!confined.ok()) {
     return Fail(v1::MEASURE_STATUS_RUNTIME_ERROR,
                 absl::StrCat("sandbox: ", confined.status().message()));
@@ -122,7 +122,7 @@ int main() {
   confine.files.clear();
   if (!cuda) ro.library_paths = confined->paths;
   ro.pool = pool.get();
-  auto rt = tunefarm::runner::GraphRuntime::Load(*pkg, ro);
+  auto rt = tunefarm::runtime::GraphRuntime::Load(*pkg, ro);
   if (!rt.ok()) {
     return Fail(v1::MEASURE_STATUS_UPLOAD_ERROR,
                 absl::StrCat("the package did not load here: ", rt.status().message()));
@@ -132,11 +132,11 @@ int main() {
   std::map<std::string, std::vector<float>> outputs;
   if (absl::Status s = (*rt)->Run(inputs, &outputs); !s.ok())
     return Fail(v1::MEASURE_STATUS_RUNTIME_ERROR, std::string(s.message()));
-  const int repeats = std::min(req.repeats() > 0 ? req.repeats() : runner::kDefaultModelRepeats,
+  const int repeats = std::min(req.repeats() > 0 ? req.repeats() : runtime::kDefaultModelRepeats,
                                tunefarm::kMaxModelRepeats);
-  runner::ModelRunCount count;
+  runtime::ModelRunCount count;
   count.runs = count.min_runs = repeats;
-  absl::StatusOr<runner::ModelTimes> timed = runner::TimeModel(**rt, inputs, count);
+  absl::StatusOr<runtime::ModelTimes> timed = runtime::TimeModel(**rt, inputs, count);
   if (!timed.ok()) {
     return Fail(v1::MEASURE_STATUS_RUNTIME_ERROR, std::string(timed.status().message()));
   }

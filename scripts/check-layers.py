@@ -23,9 +23,9 @@ import os
 import re
 import sys
 
-SOURCE_DIRS = ["common", "proto", "compiler", "cost_model", "device_agent", "server", "worker",
+SOURCE_DIRS = ["common", "proto", "compiler", "cost_model", "device_agent", "store", "search", "server", "worker",
                "deploy", "cli", "bench"]
-NAMED = {"common": "common", "store": "server/store", "runtime": "device_agent/runtime"}
+NAMED = {"common": "common", "store": "store", "runtime": "device_agent/runtime"}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 
 

@@ -16,7 +16,7 @@
 #include "proto/svg_chart.h"
 #include "proto/tuning_curves.h"
 #include "server/device_registry.h"
-#include "server/store/tuning_log.h"
+#include "store/tuning_log.h"
 #include "server/work_queue.h"
 
 namespace tunefarm::server {

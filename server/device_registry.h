@@ -14,7 +14,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "server/store/tuning_log.h"
+#include "store/tuning_log.h"
 
 namespace tunefarm::server {
 

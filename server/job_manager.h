@@ -18,7 +18,7 @@
 #include "compiler/ir/target.h"
 #include "server/device_registry.h"
 #include "server/job_runner.h"
-#include "server/store/tuning_log.h"
+#include "store/tuning_log.h"
 #include "server/work_queue.h"
 #include "tunefarm/v1/tuning.pb.h"
 

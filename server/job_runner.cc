@@ -15,8 +15,8 @@
 #include "compiler/schedule/trace.h"
 #include "server/metrics.h"
 #include "server/remote_measurer.h"
-#include "server/search/tuner.h"
-#include "server/search/session.h"
+#include "search/tuner.h"
+#include "search/session.h"
 
 namespace tunefarm::server {
 

@@ -30,9 +30,9 @@
 #include <vector>
 
 #include "absl/strings/string_view.h"
-#include "server/search/tuner.h"
-#include "server/store/group_commit.h"
-#include "server/store/tuning_log.h"
+#include "search/tuner.h"
+#include "store/group_commit.h"
+#include "store/tuning_log.h"
 #include "server/work_queue.h"
 
 namespace tunefarm::server {

@@ -9,8 +9,8 @@
 #include "absl/strings/strip.h"
 #include "proto/protocol.h"
 #include "server/device_registry.h"
-#include "server/store/group_commit.h"
-#include "server/store/tuning_log.h"
+#include "store/group_commit.h"
+#include "store/tuning_log.h"
 #include "server/work_queue.h"
 
 namespace tunefarm::server {

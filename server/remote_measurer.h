@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "server/search/task.h"
+#include "search/task.h"
 #include "server/work_queue.h"
 #include "tunefarm/v1/records.pb.h"
 

@@ -18,9 +18,9 @@
 #include "server/job_runner.h"
 #include "server/metrics.h"
 #include "server/request_gate.h"
-#include "server/search/store_canon.h"
+#include "search/store_canon.h"
 #include "server/server_certificate.h"
-#include "server/store/tuning_log.h"
+#include "store/tuning_log.h"
 #include "server/tuning_service.h"
 #include "server/work_queue.h"
 

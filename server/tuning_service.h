@@ -10,7 +10,7 @@
 #include "server/device_registry.h"
 #include "server/job_manager.h"
 #include "server/request_gate.h"
-#include "server/store/tuning_log.h"
+#include "store/tuning_log.h"
 #include "tunefarm/v1/tuning.grpc.pb.h"
 
 namespace tunefarm::server {

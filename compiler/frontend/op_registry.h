@@ -2,7 +2,7 @@
 // reads, holding everything the frontend knows about it: the opsets it is
 // read at, the attributes the generic conversion does not read, its shape
 // inference and constant folding, whether the graph runtime computes it
-// natively (runner::NativeOps), its role in fusion and, for an anchor, the
+// natively (runtime::NativeOps), its role in fusion and, for an anchor, the
 // tunable workload it becomes.
 //
 // Adding an operator is one OpDef in one of the family files
@@ -67,7 +67,7 @@ struct OpDef {
   // of its outputs; an error names the node. nullptr: `fold` always folds.
   absl::Status (*infer)(ShapeContext& c, const Node& n) = nullptr;
   // Whether the graph runtime computes a node of this op that import keeps
-  // (runner::RunOp). false only for operators `fold` always removes.
+  // (runtime::RunOp). false only for operators `fold` always removes.
   bool native = true;
 
   FusionRole fusion = FusionRole::kNone;

@@ -2,7 +2,7 @@
 // "SSSRRSRS") with its decisions as a struct and their wire form, the fused
 // thread-bound schedule for everything else, and the GPU default. How
 // decisions are drawn and mutated is the search's business
-// (server/search/space/gpu_sketch.h).
+// (search/space/gpu_sketch.h).
 //
 // Tiling: the reduction accumulates in registers (cache_write local, or the
 // fused epilogue stage as the write-back) computed at its consumer's thread

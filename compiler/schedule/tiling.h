@@ -1,7 +1,7 @@
 // The CPU multi-level tiling sketch (Ansor's "SSRSRS" rule) as a program:
 // its decisions as a struct, their one wire form, and the schedule they
 // build. How decisions are drawn, mutated and fitted is the search's
-// business (server/search/space/cpu_sketch.h).
+// business (search/space/cpu_sketch.h).
 //
 // The reduction computes into a local tile (cache_write, or the fused
 // epilogue stage as the write-back via compute_at) computed inside a tile

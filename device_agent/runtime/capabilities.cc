@@ -16,7 +16,7 @@
 #include "absl/strings/str_split.h"
 #include "device_agent/runtime/cuda_driver.h"
 
-namespace tunefarm::agent {
+namespace tunefarm::runtime {
 namespace {
 
 namespace v1 = ::tunefarm::v1;
@@ -47,9 +47,9 @@ std::string CpuinfoField(const std::string& key) {
 // The first CUDA device, through the driver opened at run time; nothing
 // when there is no driver or no device.
 void DetectGpu(v1::Capabilities* caps) {
-  absl::StatusOr<const runner::CudaDriver*> driver = runner::CudaDriver::Get();
+  absl::StatusOr<const runtime::CudaDriver*> driver = runtime::CudaDriver::Get();
   if (!driver.ok()) return;
-  const runner::CudaDriver& d = **driver;
+  const runtime::CudaDriver& d = **driver;
   int version = 0;
   if (d.cuDriverGetVersion(&version) == 0) {
     caps->mutable_fingerprint()->set_cuda_driver(
@@ -57,19 +57,19 @@ void DetectGpu(v1::Capabilities* caps) {
   }
   int count = 0;
   if (d.cuDeviceGetCount(&count) != 0 || count == 0) return;
-  runner::CudaDriver::CUdevice dev = 0;
+  runtime::CudaDriver::CUdevice dev = 0;
   if (d.cuDeviceGet(&dev, 0) != 0) return;
   char name[256] = {0};
   d.cuDeviceGetName(name, sizeof(name) - 1, dev);
   int major = 0, minor = 0, clock_khz = 0;
-  d.cuDeviceGetAttribute(&major, runner::kCuAttrComputeCapabilityMajor, dev);
-  d.cuDeviceGetAttribute(&minor, runner::kCuAttrComputeCapabilityMinor, dev);
-  d.cuDeviceGetAttribute(&clock_khz, runner::kCuAttrClockRate, dev);
+  d.cuDeviceGetAttribute(&major, runtime::kCuAttrComputeCapabilityMajor, dev);
+  d.cuDeviceGetAttribute(&minor, runtime::kCuAttrComputeCapabilityMinor, dev);
+  d.cuDeviceGetAttribute(&clock_khz, runtime::kCuAttrClockRate, dev);
   caps->set_has_gpu(true);
   caps->set_gpu_name(name);
   caps->add_cuda_archs(absl::StrCat("sm_", major, minor));
   int shared_optin = 0;
-  if (d.cuDeviceGetAttribute(&shared_optin, runner::kCuAttrMaxSharedMemoryPerBlockOptin, dev) == 0)
+  if (d.cuDeviceGetAttribute(&shared_optin, runtime::kCuAttrMaxSharedMemoryPerBlockOptin, dev) == 0)
     caps->set_gpu_shared_memory_per_block(shared_optin);
   caps->mutable_fingerprint()->set_gpu_name(name);
   if (clock_khz > 0) caps->mutable_fingerprint()->set_gpu_clocks(absl::StrCat(clock_khz / 1000, " MHz"));
@@ -156,4 +156,4 @@ std::string LocalCudaTarget(const v1::Capabilities& caps) {
   return spec;
 }
 
-}  // namespace tunefarm::agent
+}  // namespace tunefarm::runtime

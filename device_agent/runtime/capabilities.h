@@ -7,7 +7,7 @@
 
 #include "tunefarm/v1/records.pb.h"
 
-namespace tunefarm::agent {
+namespace tunefarm::runtime {
 
 ::tunefarm::v1::Capabilities DetectCapabilities();
 
@@ -17,4 +17,4 @@ namespace tunefarm::agent {
 // GPU.
 std::string LocalCudaTarget(const ::tunefarm::v1::Capabilities& caps);
 
-}  // namespace tunefarm::agent
+}  // namespace tunefarm::runtime

@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-namespace tunefarm::runner {
+namespace tunefarm::runtime {
 
 double MonotonicSeconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -349,4 +349,4 @@ std::string ProbeHelper(const std::vector<std::string>& command, double timeout_
   return "`" + program + "` " + ended + " without answering an empty request" + hint;
 }
 
-}  // namespace tunefarm::runner
+}  // namespace tunefarm::runtime

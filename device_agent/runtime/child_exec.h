@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-namespace tunefarm::runner {
+namespace tunefarm::runtime {
 
 constexpr int kChildRequestFd = 3;
 constexpr int kChildReportFd = 4;
@@ -93,4 +93,4 @@ bool Executable(const std::string& path);
 // when none is found.
 std::string FindHelper(const char* env_var, const std::string& name, const char* build_path);
 
-}  // namespace tunefarm::runner
+}  // namespace tunefarm::runtime

@@ -28,7 +28,7 @@
 #include "absl/strings/str_cat.h"
 #include "device_agent/runtime/sandbox_wire.h"
 
-namespace tunefarm::runner {
+namespace tunefarm::runtime {
 namespace {
 
 #if defined(__x86_64__)
@@ -702,4 +702,4 @@ const char* SyscallName(long nr) {
   return "";
 }
 
-}  // namespace tunefarm::runner
+}  // namespace tunefarm::runtime

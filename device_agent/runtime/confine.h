@@ -60,7 +60,7 @@
 
 #include "absl/status/statusor.h"
 
-namespace tunefarm::runner {
+namespace tunefarm::runtime {
 
 struct ConfineOptions {
   // Files to place in the new root, by name (no '/'), with their bytes.
@@ -101,4 +101,4 @@ absl::StatusOr<Confined> Confine(const ConfineOptions& options);
 // calls a filter refusal is likely to name; "" for others.
 const char* SyscallName(long nr);
 
-}  // namespace tunefarm::runner
+}  // namespace tunefarm::runtime

@@ -12,7 +12,7 @@
 #include "common/float16.h"
 #include "common/status_macros.h"
 
-namespace tunefarm::runner {
+namespace tunefarm::runtime {
 namespace {
 
 // Resolves `name` (or, when given, `preferred` first) into `*fn`; false if
@@ -340,4 +340,4 @@ absl::StatusOr<double> GpuSession::Time(int64_t runs, bool flush_l2) {
   return total_ms * 1e-3 / double(runs);
 }
 
-}  // namespace tunefarm::runner
+}  // namespace tunefarm::runtime

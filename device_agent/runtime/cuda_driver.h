@@ -22,7 +22,7 @@
 #include "device_agent/runtime/confine.h"
 #include "device_agent/runtime/gpu_plan.h"
 
-namespace tunefarm::runner {
+namespace tunefarm::runtime {
 
 class CudaDriver {
  public:
@@ -176,4 +176,4 @@ class GpuSession {
   CudaDriver::CUevent start_ = nullptr, stop_ = nullptr;
 };
 
-}  // namespace tunefarm::runner
+}  // namespace tunefarm::runtime

@@ -7,7 +7,7 @@
 #include "common/float16.h"
 #include "common/status_macros.h"
 
-namespace tunefarm::runner {
+namespace tunefarm::runtime {
 
 absl::StatusOr<std::unique_ptr<GpuGraph>> GpuGraph::Open(const CudaDriver& d, int64_t arena_bytes,
                                                          std::optional<HalfKind> half) {
@@ -176,4 +176,4 @@ absl::Status GpuGraph::Run(std::vector<double>* step_seconds) {
   return absl::OkStatus();
 }
 
-}  // namespace tunefarm::runner
+}  // namespace tunefarm::runtime

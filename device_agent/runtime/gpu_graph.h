@@ -25,7 +25,7 @@
 #include "device_agent/runtime/cuda_driver.h"
 #include "device_agent/runtime/gpu_plan.h"
 
-namespace tunefarm::runner {
+namespace tunefarm::runtime {
 
 class GpuGraph {
  public:
@@ -93,4 +93,4 @@ class GpuGraph {
   std::vector<std::vector<std::unique_ptr<Launch>>> steps_;
 };
 
-}  // namespace tunefarm::runner
+}  // namespace tunefarm::runtime

@@ -5,7 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "proto/kernel_signature.h"
 
-namespace tunefarm::runner {
+namespace tunefarm::runtime {
 
 namespace v1 = ::tunefarm::v1;
 
@@ -57,4 +57,4 @@ absl::StatusOr<GpuPlan> PlanFromModule(const v1::GpuModule& module,
   return plan;
 }
 
-}  // namespace tunefarm::runner
+}  // namespace tunefarm::runtime

@@ -7,7 +7,7 @@
 #include "device_agent/runtime/gpu_plan.h"
 #include "tunefarm/v1/farm.pb.h"
 
-namespace tunefarm::runner {
+namespace tunefarm::runtime {
 
 // The runner's plan of a CUDA build: each kernel parameter, a tensor id,
 // becomes the index of the argument (signature order, the output last) or
@@ -15,4 +15,4 @@ namespace tunefarm::runner {
 absl::StatusOr<GpuPlan> PlanFromModule(const ::tunefarm::v1::GpuModule& module,
                                        const ::tunefarm::v1::KernelSignature& signature);
 
-}  // namespace tunefarm::runner
+}  // namespace tunefarm::runtime

@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace tunefarm::runner {
+namespace tunefarm::runtime {
 namespace {
 
 constexpr uint32_t kPlanMagic = 0x4c504654;  // "TFPL"
@@ -145,4 +145,4 @@ absl::StatusOr<GpuPlan> DecodeGpuPlan(const char* data, size_t size, int64_t n_a
   return plan;
 }
 
-}  // namespace tunefarm::runner
+}  // namespace tunefarm::runtime

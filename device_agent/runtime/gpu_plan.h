@@ -17,7 +17,7 @@
 #include "absl/status/statusor.h"
 #include "common/float16.h"
 
-namespace tunefarm::runner {
+namespace tunefarm::runtime {
 
 struct GpuPlan {
   struct Kernel {
@@ -54,4 +54,4 @@ absl::StatusOr<std::string> EncodeGpuPlan(const GpuPlan& plan);
 // argument).
 absl::StatusOr<GpuPlan> DecodeGpuPlan(const char* data, size_t size, int64_t n_args);
 
-}  // namespace tunefarm::runner
+}  // namespace tunefarm::runtime

@@ -16,7 +16,7 @@
 #include "device_agent/runtime/runner.h"
 #include "proto/kernel_signature.h"
 
-namespace tunefarm::runner {
+namespace tunefarm::runtime {
 namespace {
 
 using absl::StrCat;
@@ -85,11 +85,11 @@ absl::StatusOr<Constant> FromPackage(const v1::PackageTensor& t, std::optional<H
 struct GraphRuntime::Impl {
   v1::ModelPackage pkg;
   Options options;
-  std::unique_ptr<runner::ThreadPool> own_pool;
-  runner::ThreadPool* pool = nullptr;
-  std::vector<std::unique_ptr<runner::KernelLibrary>> libs;
-  std::unique_ptr<runner::AlignedBuffer> arena;
-  std::vector<std::unique_ptr<runner::AlignedBuffer>> owned;
+  std::unique_ptr<runtime::ThreadPool> own_pool;
+  runtime::ThreadPool* pool = nullptr;
+  std::vector<std::unique_ptr<runtime::KernelLibrary>> libs;
+  std::unique_ptr<runtime::AlignedBuffer> arena;
+  std::vector<std::unique_ptr<runtime::AlignedBuffer>> owned;
   struct Tensor {
     float* data = nullptr;
     Dims shape;
@@ -135,7 +135,7 @@ absl::Status GraphRuntime::Impl::Init() {
   if (options.pool != nullptr) {
     pool = options.pool;
   } else {
-    own_pool = std::make_unique<runner::ThreadPool>(options.threads);
+    own_pool = std::make_unique<runtime::ThreadPool>(options.threads);
     pool = own_pool.get();
   }
   if (pkg.arena_bytes() < 0 || pkg.arena_bytes() > kMaxElements * 4) return Bad("arena size");
@@ -159,12 +159,12 @@ absl::Status GraphRuntime::Impl::Init() {
     TF_ASSIGN_OR_RETURN(gpu, GpuGraph::Open(*driver, pkg.arena_bytes(), half));
   }
   if (!options.keep_values)
-    arena = std::make_unique<runner::AlignedBuffer>(
+    arena = std::make_unique<runtime::AlignedBuffer>(
         (pkg.arena_bytes() + value_bytes - 1) / value_bytes + 16);
   for (const v1::PackageTensor& c : pkg.constants()) {
     TF_ASSIGN_OR_RETURN(Constant k, FromPackage(c, half));
     const int64_t n = k.size();
-    auto buf = std::make_unique<runner::AlignedBuffer>(std::max<int64_t>(n, 1));
+    auto buf = std::make_unique<runtime::AlignedBuffer>(std::max<int64_t>(n, 1));
     if (k.is_int) {
       for (int64_t i = 0; i < n; ++i) buf->data()[i] = float(k.ints[size_t(i)]);
     } else {
@@ -186,7 +186,7 @@ absl::Status GraphRuntime::Impl::Init() {
     if (tensors.count(v.name())) return Bad(StrCat("value '", v.name(), "' twice"));
     float* p;
     if (options.keep_values) {
-      auto buf = std::make_unique<runner::AlignedBuffer>(std::max<int64_t>(n, 1));
+      auto buf = std::make_unique<runtime::AlignedBuffer>(std::max<int64_t>(n, 1));
       p = buf->data();
       owned.push_back(std::move(buf));
     } else {
@@ -229,9 +229,9 @@ absl::Status GraphRuntime::Impl::Init() {
     const size_t i = libs.size();
     if (!options.library_paths.empty() && i >= options.library_paths.size())
       return Bad(StrCat("kernel ", k.workload_key(), " has no library path"));
-    absl::StatusOr<std::unique_ptr<runner::KernelLibrary>> lib =
-        options.library_paths.empty() ? runner::KernelLibrary::Load(k.shared_object())
-                                      : runner::KernelLibrary::Open(options.library_paths[i]);
+    absl::StatusOr<std::unique_ptr<runtime::KernelLibrary>> lib =
+        options.library_paths.empty() ? runtime::KernelLibrary::Load(k.shared_object())
+                                      : runtime::KernelLibrary::Open(options.library_paths[i]);
     if (!lib.ok()) return Bad(StrCat("kernel ", k.workload_key(), ": ", lib.status().message()));
     libs.push_back(*std::move(lib));
   }
@@ -460,4 +460,4 @@ TimeShares SharesOf(const v1::ModelPackage& package, const std::vector<double>& 
   return t;
 }
 
-}  // namespace tunefarm::runner
+}  // namespace tunefarm::runtime

@@ -2,7 +2,7 @@
 // runtime of device_agent/runner.h, its weights, its memory plan) and runs
 // it: compiled kernels for the tasks, native operators for the rest.
 //
-//   TF_ASSIGN_OR_RETURN(auto rt, runner::GraphRuntime::Load(pkg, {.threads = 2}));
+//   TF_ASSIGN_OR_RETURN(auto rt, runtime::GraphRuntime::Load(pkg, {.threads = 2}));
 //   TF_RETURN_IF_ERROR(rt->Run(inputs, &outputs));
 #pragma once
 
@@ -18,7 +18,7 @@
 #include "device_agent/runtime/runner.h"
 #include "tunefarm/v1/package.pb.h"
 
-namespace tunefarm::runner {
+namespace tunefarm::runtime {
 
 // The package format's graph (proto/model_graph.h), as the runtime runs it.
 using graph::Constant;
@@ -60,7 +60,7 @@ class GraphRuntime {
     std::vector<std::string> library_paths;
     // Runs the kernels when given (it outlives the runtime; `threads` is
     // then its size): a confined runner starts it before its filter.
-    runner::ThreadPool* pool = nullptr;
+    runtime::ThreadPool* pool = nullptr;
   };
   static absl::StatusOr<std::unique_ptr<GraphRuntime>> Load(const v1::ModelPackage& package,
                                                             const Options& options);
@@ -102,4 +102,4 @@ struct TimeShares {
 // over runs, or not).
 TimeShares SharesOf(const v1::ModelPackage& package, const std::vector<double>& step_seconds);
 
-}  // namespace tunefarm::runner
+}  // namespace tunefarm::runtime

@@ -5,7 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "proto/kernel_signature.h"
 
-namespace tunefarm::runner {
+namespace tunefarm::runtime {
 
 namespace v1 = ::tunefarm::v1;
 
@@ -108,4 +108,4 @@ SandboxOutcome RunForOutputFromSeed(const Kernel& kernel, uint64_t input_seed,
   return MeasureFromSeed(kernel, input_seed, {}, ForOutput(options), output);
 }
 
-}  // namespace tunefarm::runner
+}  // namespace tunefarm::runtime

@@ -17,7 +17,7 @@
 #include "device_agent/runtime/sandbox.h"
 #include "tunefarm/v1/farm.pb.h"
 
-namespace tunefarm::runner {
+namespace tunefarm::runtime {
 
 // A built kernel as the runtime takes it (codegen::Artifact's wire fields).
 struct Kernel {
@@ -51,4 +51,4 @@ SandboxOutcome RunForOutput(const Kernel& kernel, const std::vector<std::vector<
 SandboxOutcome RunForOutputFromSeed(const Kernel& kernel, uint64_t input_seed,
                                     SandboxOptions options, std::vector<float>* output);
 
-}  // namespace tunefarm::runner
+}  // namespace tunefarm::runtime

@@ -13,7 +13,7 @@
 #include "device_agent/runtime/child_exec.h"
 #include "device_agent/runtime/sandbox_wire.h"
 
-namespace tunefarm::runner {
+namespace tunefarm::runtime {
 
 const std::string& ModelRunnerPath() {
 #ifdef TF_MODEL_RUNNER_BUILD_PATH
@@ -101,4 +101,4 @@ v1::ModelRunResult RunModelInChild(const v1::ModelRunRequest& request,
   return reported;
 }
 
-}  // namespace tunefarm::runner
+}  // namespace tunefarm::runtime

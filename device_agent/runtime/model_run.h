@@ -18,7 +18,7 @@
 #include "proto/protocol.h"
 #include "tunefarm/v1/farm.pb.h"
 
-namespace tunefarm::runner {
+namespace tunefarm::runtime {
 
 namespace v1 = ::tunefarm::v1;
 
@@ -51,4 +51,4 @@ v1::ModelRunResult RunModelInChild(const v1::ModelRunRequest& request,
 // in the build tree; empty when none is found.
 const std::string& ModelRunnerPath();
 
-}  // namespace tunefarm::runner
+}  // namespace tunefarm::runtime

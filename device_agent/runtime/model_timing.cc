@@ -7,7 +7,7 @@
 #include "absl/status/status.h"
 #include "common/status_macros.h"
 
-namespace tunefarm::runner {
+namespace tunefarm::runtime {
 namespace {
 
 double Since(std::chrono::steady_clock::time_point t0) {
@@ -90,4 +90,4 @@ absl::StatusOr<PairedModelTimes> TimeModelsPaired(GraphRuntime& a, GraphRuntime&
   return t;
 }
 
-}  // namespace tunefarm::runner
+}  // namespace tunefarm::runtime

@@ -13,7 +13,7 @@
 #include "absl/status/statusor.h"
 #include "device_agent/runtime/graph_runtime.h"
 
-namespace tunefarm::runner {
+namespace tunefarm::runtime {
 
 using ModelInputs = std::map<std::string, std::vector<float>>;
 
@@ -54,4 +54,4 @@ absl::StatusOr<PairedModelTimes> TimeModelsPaired(GraphRuntime& a, GraphRuntime&
                                                   const ModelInputs& inputs, int pairs);
 constexpr double kMinPairedSeconds = 0.2;
 
-}  // namespace tunefarm::runner
+}  // namespace tunefarm::runtime

@@ -8,7 +8,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 
-namespace tunefarm::runner {
+namespace tunefarm::runtime {
 namespace {
 
 absl::Status Bad(const std::string& what) {
@@ -128,4 +128,4 @@ std::string WriteNpy(const std::vector<int64_t>& shape, const std::vector<float>
   return out;
 }
 
-}  // namespace tunefarm::runner
+}  // namespace tunefarm::runtime

@@ -8,7 +8,7 @@
 
 #include "absl/status/statusor.h"
 
-namespace tunefarm::runner {
+namespace tunefarm::runtime {
 
 struct NpyArray {
   std::vector<int64_t> shape;
@@ -24,4 +24,4 @@ std::string WriteNpy(const std::vector<int64_t>& shape, const std::vector<float>
 // other than [A-Za-z0-9_.-] replaced by '_', plus ".npy".
 std::string NpyFileName(const std::string& value);
 
-}  // namespace tunefarm::runner
+}  // namespace tunefarm::runtime

@@ -19,7 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 
-namespace tunefarm::runner {
+namespace tunefarm::runtime {
 namespace {
 
 using Shape = std::vector<int64_t>;
@@ -1797,4 +1797,4 @@ absl::Status RunOp(const OpArgs<T>& args) {
 template absl::Status RunOp<float>(const OpArgs<float>&);
 template absl::Status RunOp<double>(const OpArgs<double>&);
 
-}  // namespace tunefarm::runner
+}  // namespace tunefarm::runtime

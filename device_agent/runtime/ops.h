@@ -15,7 +15,7 @@
 #include "common/kernel_abi.h"
 #include "proto/model_graph.h"
 
-namespace tunefarm::runner {
+namespace tunefarm::runtime {
 
 // The package format's graph (proto/model_graph.h), as the runtime runs it.
 using graph::Constant;
@@ -58,4 +58,4 @@ bool IsCopyOp(const std::string& op);
 // and the runtime then skips the step.
 bool IsViewOp(const std::string& op);
 
-}  // namespace tunefarm::runner
+}  // namespace tunefarm::runtime

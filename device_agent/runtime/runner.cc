@@ -17,7 +17,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace tunefarm::runner {
+namespace tunefarm::runtime {
 
 // Kernel scratch buffers (padding passes, intermediate stages), kept for the
 // next call of the same size instead of going back to the C library: a
@@ -315,4 +315,4 @@ AlignedBuffer::AlignedBuffer(int64_t count) : count_(count) {
 
 AlignedBuffer::~AlignedBuffer() { free(data_); }
 
-}  // namespace tunefarm::runner
+}  // namespace tunefarm::runtime

@@ -12,7 +12,7 @@
 #include "absl/status/statusor.h"
 #include "common/kernel_abi.h"
 
-namespace tunefarm::runner {
+namespace tunefarm::runtime {
 
 // Denormal floats read and written as zero on the calling thread while the
 // guard lives (x86 MXCSR FTZ and DAZ, AArch64 FPCR.FZ), the previous mode
@@ -89,4 +89,4 @@ class AlignedBuffer {
   int64_t count_;
 };
 
-}  // namespace tunefarm::runner
+}  // namespace tunefarm::runtime

@@ -36,13 +36,13 @@
 
 namespace {
 
-using tunefarm::runner::AlignedBuffer;
-using tunefarm::runner::CudaDriver;
-using tunefarm::runner::FlushDenormals;
-using tunefarm::runner::GpuSession;
-using tunefarm::runner::KernelLibrary;
-using tunefarm::runner::ThreadPool;
-namespace wire = tunefarm::runner::wire;
+using tunefarm::runtime::AlignedBuffer;
+using tunefarm::runtime::CudaDriver;
+using tunefarm::runtime::FlushDenormals;
+using tunefarm::runtime::GpuSession;
+using tunefarm::runtime::KernelLibrary;
+using tunefarm::runtime::ThreadPool;
+namespace wire = tunefarm::runtime::wire;
 
 double Now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -108,7 +108,7 @@ absl::Status MakeInputs(const wire::RunRequestHeader& h, const std::string& byte
   if (!sig.ParseFromString(bytes))
     return absl::InvalidArgumentError("the signature does not parse");
   if (absl::Status s =
-          tunefarm::CheckSignature(sig, tunefarm::runner::MaxKernelElements(h.memory_limit_bytes));
+          tunefarm::CheckSignature(sig, tunefarm::runtime::MaxKernelElements(h.memory_limit_bytes));
       !s.ok()) {
     return s;
   }
@@ -162,12 +162,12 @@ TimingPlan PlanTiming(const wire::RunRequestHeader& h, double once) {
 // limits, and notes how in g_confinement. On failure it reports that in
 // `rep`, sets *exit_code and returns nothing. (With a PID namespace, what
 // follows runs in Confine's child.)
-std::optional<tunefarm::runner::Confined> ConfineFor(const wire::RunRequestHeader& h,
-                                                     tunefarm::runner::ConfineOptions confine,
+std::optional<tunefarm::runtime::Confined> ConfineFor(const wire::RunRequestHeader& h,
+                                                     tunefarm::runtime::ConfineOptions confine,
                                                      wire::RunReport& rep, int* exit_code) {
   confine.cpu_limit_s = h.cpu_limit_s;
   confine.filter_optional = h.filter_optional != 0;
-  absl::StatusOr<tunefarm::runner::Confined> confined = tunefarm::runner::Confine(confine);
+  absl::StatusOr<tunefarm::runtime::Confined> confined = tunefarm::runtime::Confine(confine);
   if (!confined.ok()) {
     rep.not_confined = 1;
     SetMessage(rep, absl::StrCat("sandbox: ", confined.status().message()));
@@ -193,9 +193,9 @@ int RunGpu(const wire::RunRequestHeader& h, const char* plan_bytes, std::vector<
   wire::RunReport rep{};
   rep.status = wire::RunStatus::kRuntimeError;
   // (The driver's errors come back as results, not on the agent's stderr.)
-  tunefarm::runner::ConfineOptions confine;
+  tunefarm::runtime::ConfineOptions confine;
   absl::StatusOr<const CudaDriver*> driver;
-  tunefarm::runner::PrepareGpuConfinement(&confine, &driver);
+  tunefarm::runtime::PrepareGpuConfinement(&confine, &driver);
   int exit_code = 0;
   if (!ConfineFor(h, confine, rep, &exit_code)) return exit_code;
   if (!driver.ok()) {
@@ -209,8 +209,8 @@ int RunGpu(const wire::RunRequestHeader& h, const char* plan_bytes, std::vector<
     }
   }
   // Against the inputs as given or made (h.n_args is 0 when made here).
-  absl::StatusOr<tunefarm::runner::GpuPlan> plan =
-      tunefarm::runner::DecodeGpuPlan(plan_bytes, size_t(h.so_bytes), int64_t(args.size()));
+  absl::StatusOr<tunefarm::runtime::GpuPlan> plan =
+      tunefarm::runtime::DecodeGpuPlan(plan_bytes, size_t(h.so_bytes), int64_t(args.size()));
   if (!plan.ok()) return BadRequest(std::string(plan.status().message()).c_str());
   std::vector<std::pair<const float*, int64_t>> inputs;
   for (const Arg& a : args) inputs.push_back({reinterpret_cast<const float*>(a.data), a.count});
@@ -306,15 +306,15 @@ int main() {
   wire::RunReport rep{};
   rep.status = wire::RunStatus::kRuntimeError;
   // (Measured from /proc, which is gone once confined.)
-  tunefarm::runner::LimitAddressSpace(h.memory_limit_bytes);
+  tunefarm::runtime::LimitAddressSpace(h.memory_limit_bytes);
   // The kernel's code runs from here on, its constructors at the load:
   // confined first (confine.h).
-  tunefarm::runner::ConfineOptions confine;
+  tunefarm::runtime::ConfineOptions confine;
   confine.files.push_back({"kernel.so", std::string(so, size_t(h.so_bytes))});
   std::unique_ptr<ThreadPool> pool;
   confine.start_threads = [&] { pool = std::make_unique<ThreadPool>(std::max(1, h.threads)); };
   int exit_code = 0;
-  std::optional<tunefarm::runner::Confined> confined = ConfineFor(h, confine, rep, &exit_code);
+  std::optional<tunefarm::runtime::Confined> confined = ConfineFor(h, confine, rep, &exit_code);
   if (!confined) return exit_code;
   // Made confined, within the address-space limit: a signature too large
   // for it fails here, not in the agent.

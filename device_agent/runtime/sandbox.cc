@@ -17,7 +17,7 @@
 #include "device_agent/runtime/sandbox_wire.h"
 #include "proto/kernel_signature.h"
 
-namespace tunefarm::runner {
+namespace tunefarm::runtime {
 namespace {
 
 static_assert(wire::kRequestFd == kChildRequestFd && wire::kReportFd == kChildReportFd &&
@@ -323,4 +323,4 @@ SandboxOutcome MeasureInSandboxFromSeed(const std::string& shared_object,
                      output);
 }
 
-}  // namespace tunefarm::runner
+}  // namespace tunefarm::runtime

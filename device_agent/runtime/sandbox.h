@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-namespace tunefarm::runner {
+namespace tunefarm::runtime {
 
 struct SandboxOptions {
   int threads = 1;                 // kernel threads
@@ -99,4 +99,4 @@ SandboxOutcome MeasureInSandboxFromSeed(const std::string& shared_object,
 // none is found (measurements then fail with a runtime error saying so).
 const std::string& RunnerPath();
 
-}  // namespace tunefarm::runner
+}  // namespace tunefarm::runtime

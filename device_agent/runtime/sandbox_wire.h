@@ -30,7 +30,7 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace tunefarm::runner::wire {
+namespace tunefarm::runtime::wire {
 
 // Writes all n bytes (short writes continued); false on an error.
 inline bool WriteAll(int fd, const void* data, size_t n) {
@@ -108,4 +108,4 @@ struct RunReport {
   char message[160];  // why it did not load / the request was bad / the GPU failed
 };
 
-}  // namespace tunefarm::runner::wire
+}  // namespace tunefarm::runtime::wire

@@ -9,7 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "compiler/ir/compute.h"
-#include "server/search/space/random_schedule.h"
+#include "search/space/random_schedule.h"
 #include "compiler/ir/workload_spec.h"
 #include "gtest/gtest.h"
 #include "tests/compiler/kernel_check.h"

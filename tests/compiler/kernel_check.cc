@@ -47,19 +47,19 @@ absl::StatusOr<Built> BuildAndRun(const ir::ComputeDAG& dag, const ir::Trace* sc
 KernelRunFn InProcess(int threads) {
   return [threads](const std::string& so, const std::vector<std::vector<float>>& inputs,
                    int64_t n_out) -> absl::StatusOr<std::vector<float>> {
-    TF_ASSIGN_OR_RETURN(auto lib, runner::KernelLibrary::Load(so));
-    std::vector<std::unique_ptr<runner::AlignedBuffer>> buffers;
+    TF_ASSIGN_OR_RETURN(auto lib, runtime::KernelLibrary::Load(so));
+    std::vector<std::unique_ptr<runtime::AlignedBuffer>> buffers;
     std::vector<void*> ptrs;
     for (const std::vector<float>& in : inputs) {
-      auto buf = std::make_unique<runner::AlignedBuffer>(int64_t(in.size()));
+      auto buf = std::make_unique<runtime::AlignedBuffer>(int64_t(in.size()));
       std::copy(in.begin(), in.end(), buf->data());
       ptrs.push_back(buf->data());
       buffers.push_back(std::move(buf));
     }
-    runner::AlignedBuffer out(n_out);
+    runtime::AlignedBuffer out(n_out);
     std::fill(out.data(), out.data() + n_out, std::nanf(""));  // every output must be written
     ptrs.push_back(out.data());
-    runner::ThreadPool pool(threads);
+    runtime::ThreadPool pool(threads);
     int32_t rc = lib->Run(ptrs.data(), pool);
     if (rc != 0) return absl::InternalError(absl::StrCat("kernel returned ", rc));
     return std::vector<float>(out.data(), out.data() + n_out);

@@ -14,7 +14,7 @@
 #include "compiler/schedule/handwritten.h"
 #include "compiler/schedule/schedule.h"
 #include "compiler/schedule/tiling.h"
-#include "server/search/space/cpu_sketch.h"
+#include "search/space/cpu_sketch.h"
 #include "compiler/ir/workload_spec.h"
 #include "gtest/gtest.h"
 #include "tests/compiler/kernel_check.h"

@@ -7,7 +7,7 @@
 
 #include "compiler/codegen/llvm_target.h"
 #include "compiler/ir/compute.h"
-#include "server/search/space/random_schedule.h"
+#include "search/space/random_schedule.h"
 #include "compiler/ir/workload_spec.h"
 #include "gtest/gtest.h"
 #include "tests/compiler/kernel_check.h"

@@ -13,7 +13,7 @@
 #include "compiler/schedule/schedule.h"
 #include "compiler/ir/schedule_hash.h"
 #include "compiler/schedule/tiling.h"
-#include "server/search/space/cpu_sketch.h"
+#include "search/space/cpu_sketch.h"
 #include "compiler/ir/workload_spec.h"
 #include "gtest/gtest.h"
 #include "tests/testing/tiling.h"

@@ -13,7 +13,7 @@
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "gtest/gtest.h"
-#include "server/search/space/random_schedule.h"
+#include "search/space/random_schedule.h"
 
 namespace tunefarm {
 namespace {

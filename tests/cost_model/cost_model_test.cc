@@ -14,7 +14,7 @@
 #include "cost_model/features.h"
 #include "cost_model/xgb_model.h"
 #include "gtest/gtest.h"
-#include "server/search/space/random_schedule.h"
+#include "search/space/random_schedule.h"
 #include "xgboost/c_api.h"
 
 namespace tunefarm {

@@ -21,7 +21,7 @@ absl::StatusOr<SimulatedPackage> SimulatePackage(
     const v1::ModelPackage& pkg, const std::map<std::string, std::vector<float>>& inputs) {
   TF_ASSIGN_OR_RETURN(ir::Target target, ir::Target::Parse(pkg.target()));
   if (!target.is_gpu()) return absl::InvalidArgumentError("not a cuda package: " + pkg.target());
-  const int64_t bytes = runner::ValueBytes(pkg);
+  const int64_t bytes = runtime::ValueBytes(pkg);
   const std::optional<HalfKind> half = HalfKindOf(pkg.precision());
   auto held = [&](std::vector<float> v) {  // as the device holds it
     if (half)
@@ -43,7 +43,7 @@ absl::StatusOr<SimulatedPackage> SimulatePackage(
   }
   std::map<std::string, std::vector<float>> constants;
   for (const v1::PackageTensor& t : pkg.constants()) {
-    TF_ASSIGN_OR_RETURN(graph::Constant c, runner::FromPackage(t, half));
+    TF_ASSIGN_OR_RETURN(graph::Constant c, runtime::FromPackage(t, half));
     std::vector<float> f = c.floats;
     if (c.is_int) f.assign(c.ints.begin(), c.ints.end());
     constants[t.name()] = held(std::move(f));

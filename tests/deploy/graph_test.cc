@@ -30,7 +30,7 @@
 #include "device_agent/runtime/npy.h"
 #include "gtest/gtest.h"
 #include "proto/kernel_signature.h"
-#include "server/search/space/random_schedule.h"
+#include "search/space/random_schedule.h"
 #include "tests/deploy/gpu_package_sim.h"
 #include "tests/deploy/ort_runner.h"
 #include "tests/testing/process.h"
@@ -46,10 +46,10 @@ using frontend::Model;
 using frontend::ModelTask;
 using frontend::TaskExtraction;
 
-using runner::GraphRuntime;
-using runner::NpyArray;
-using runner::ParseNpy;
-using runner::WriteNpy;
+using runtime::GraphRuntime;
+using runtime::NpyArray;
+using runtime::ParseNpy;
+using runtime::WriteNpy;
 namespace {
 
 namespace v1 = ::tunefarm::v1;
@@ -433,13 +433,13 @@ TEST_F(GraphTest, SplitGatherAndSliceAreViews) {
 
 // The arch of this machine's GPU ("sm_90"), or empty where there is none.
 std::string LocalGpuArch() {
-  absl::StatusOr<const runner::CudaDriver*> d = runner::CudaDriver::Get();
+  absl::StatusOr<const runtime::CudaDriver*> d = runtime::CudaDriver::Get();
   if (!d.ok()) return "";
-  absl::StatusOr<runner::CudaDriver::CUdevice> dev = (*d)->RetainDevice0();
+  absl::StatusOr<runtime::CudaDriver::CUdevice> dev = (*d)->RetainDevice0();
   if (!dev.ok()) return "";
   int major = 0, minor = 0;
-  (*d)->cuDeviceGetAttribute(&major, runner::kCuAttrComputeCapabilityMajor, *dev);
-  (*d)->cuDeviceGetAttribute(&minor, runner::kCuAttrComputeCapabilityMinor, *dev);
+  (*d)->cuDeviceGetAttribute(&major, runtime::kCuAttrComputeCapabilityMajor, *dev);
+  (*d)->cuDeviceGetAttribute(&minor, runtime::kCuAttrComputeCapabilityMinor, *dev);
   (*d)->cuDevicePrimaryCtxRelease(*dev);
   return absl::StrCat("sm_", major, minor);
 }
@@ -1264,7 +1264,7 @@ TEST_F(GraphTest, CliBuilds16BitAndTf32Packages) {
   absl::StatusOr<v1::ModelPackage> built = GraphRuntime::ReadPackage(pkg);
   ASSERT_TRUE(built.ok()) << built.status();
   EXPECT_EQ(built->precision(), v1::DTYPE_FLOAT16);
-  EXPECT_EQ(built->format_version(), runner::kPackageFormatVersion);
+  EXPECT_EQ(built->format_version(), runtime::kPackageFormatVersion);
   ASSERT_GT(built->kernels_size(), 0);
   for (const v1::PackageKernel& k : built->kernels())
     EXPECT_TRUE(absl::StrContains(k.description(), " fp16 ")) << k.description();
@@ -1287,7 +1287,7 @@ TEST_F(GraphTest, CliBuilds16BitAndTf32Packages) {
   absl::StatusOr<v1::ModelPackage> tf32 = GraphRuntime::ReadPackage(dir_->File("tiny_tf32.tfpkg"));
   ASSERT_TRUE(tf32.ok()) << tf32.status();
   EXPECT_EQ(tf32->precision(), v1::DTYPE_UNSPECIFIED);
-  EXPECT_EQ(tf32->format_version(), runner::kFloat32PackageFormatVersion);
+  EXPECT_EQ(tf32->format_version(), runtime::kFloat32PackageFormatVersion);
   int tf32_kernels = 0;
   for (const v1::PackageKernel& k : tf32->kernels()) {
     EXPECT_EQ(absl::StrContains(k.description(), " tf32 "), k.workload().tf32()) << k.description();

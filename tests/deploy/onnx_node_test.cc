@@ -31,7 +31,7 @@ using frontend::ImportOnnx;
 using frontend::ImportOptions;
 using frontend::Model;
 
-using runner::GraphRuntime;
+using runtime::GraphRuntime;
 namespace {
 
 namespace fs = std::filesystem;

@@ -30,7 +30,7 @@ using frontend::ImportOnnxFile;
 using frontend::ImportOptions;
 using frontend::Model;
 
-using runner::GraphRuntime;
+using runtime::GraphRuntime;
 namespace {
 
 namespace fs = std::filesystem;

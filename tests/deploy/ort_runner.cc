@@ -41,7 +41,7 @@ absl::StatusOr<deploy::Values<float>> RunOrt(
   int i = 0;
   for (const auto& [name, v] : inputs) {
     const std::string f = absl::StrCat(out_dir, "-in", i++, ".npy");
-    std::ofstream(f, std::ios::binary) << runner::WriteNpy(shapes.at(name), v);
+    std::ofstream(f, std::ios::binary) << runtime::WriteNpy(shapes.at(name), v);
     argv.push_back("--input");
     argv.push_back(name + "=" + f);
   }
@@ -58,8 +58,8 @@ absl::StatusOr<deploy::Values<float>> RunOrt(
   if (*rc != 0) return absl::InternalError(absl::StrCat("ort_run.js exited with ", *rc, ": ", all));
   deploy::Values<float> got;
   for (const std::string& o : outputs) {
-    absl::StatusOr<runner::NpyArray> a =
-        runner::ParseNpy(ReadFileOrEmpty((fs::path(out_dir) / runner::NpyFileName(o)).string()));
+    absl::StatusOr<runtime::NpyArray> a =
+        runtime::ParseNpy(ReadFileOrEmpty((fs::path(out_dir) / runtime::NpyFileName(o)).string()));
     if (!a.ok()) return absl::InternalError(absl::StrCat("output ", o, ": ", a.status().message()));
     got[o] = a->data;
   }

@@ -296,7 +296,7 @@ TEST(Rearrange, DataMoversBecomeKernelsThatWriteWhatTheOperatorWrites) {
     ASSERT_EQ(steps.size(), c.out_shapes.size());
     // The native operator's outputs on random data.
     std::vector<std::vector<float>> data(c.node.inputs.size()), consts_f(c.node.inputs.size());
-    runner::OpArgs<float> a;
+    runtime::OpArgs<float> a;
     a.node = &c.node;
     a.opset = c.opset;
     for (size_t i = 0; i < c.node.inputs.size(); ++i) {
@@ -320,7 +320,7 @@ TEST(Rearrange, DataMoversBecomeKernelsThatWriteWhatTheOperatorWrites) {
       a.out.push_back(want[k].data());
       a.out_shapes.push_back(c.out_shapes[k]);
     }
-    ASSERT_TRUE(runner::RunOp<float>(a).ok());
+    ASSERT_TRUE(runtime::RunOp<float>(a).ok());
     for (const RearrangeStep& step : steps) {
       SCOPED_TRACE(ir::Describe(step.workload));
       std::vector<std::vector<float>> inputs;

@@ -25,9 +25,9 @@
 #include "device_agent/runtime/capabilities.h"
 #include "device_agent/runtime/measure.h"
 #include "gtest/gtest.h"
-#include "server/search/gpu_local_measurer.h"
-#include "server/search/space/gpu_sketch.h"
-#include "server/search/space/tensor_core_sketch.h"
+#include "search/gpu_local_measurer.h"
+#include "search/space/gpu_sketch.h"
+#include "search/space/tensor_core_sketch.h"
 #include "tests/testing/skip.h"
 #include "worker/builder.h"
 
@@ -37,9 +37,9 @@ namespace {
 class GpuDevice : public ::testing::Test {
  protected:
   void SetUp() override {
-    caps_ = agent::DetectCapabilities();
+    caps_ = runtime::DetectCapabilities();
     if (!caps_.has_gpu()) TF_SKIP("no-gpu") << "no GPU on this machine";
-    target_spec_ = agent::LocalCudaTarget(caps_);
+    target_spec_ = runtime::LocalCudaTarget(caps_);
     // No toolkit in this build, or a driver too old for what NVRTC builds
     // (CUDA_ERROR_UNSUPPORTED_PTX_VERSION): say so rather than fail.
     if (absl::Status s = search::GpuLocalMeasurer::Check(*ir::Target::Parse(target_spec_));
@@ -398,11 +398,11 @@ TEST_F(GpuDevice, TheRunnerIsConfinedAsOnTheCpu) {
   v1::MeasureRequest req = Request(spec, def, gpu);
   std::vector<float> reference(size_t(req.reference_output().size() / 4));
   std::memcpy(reference.data(), req.reference_output().data(), reference.size() * 4);
-  runner::SandboxOptions so;
+  runtime::SandboxOptions so;
   so.time_limit_s = 60;
-  runner::SandboxOutcome on_gpu = runner::MeasureFromSeed(
-      runner::Kernel{gpu.kind(), gpu.artifact(), gpu.signature()}, 17, reference, so);
-  ASSERT_EQ(on_gpu.status, runner::SandboxOutcome::Status::kOk) << on_gpu.error;
+  runtime::SandboxOutcome on_gpu = runtime::MeasureFromSeed(
+      runtime::Kernel{gpu.kind(), gpu.artifact(), gpu.signature()}, 17, reference, so);
+  ASSERT_EQ(on_gpu.status, runtime::SandboxOutcome::Status::kOk) << on_gpu.error;
   EXPECT_TRUE(on_gpu.filtered);
 
   v1::BuildRequest cpu_req;
@@ -413,9 +413,9 @@ TEST_F(GpuDevice, TheRunnerIsConfinedAsOnTheCpu) {
   cpu_req.set_kind(v1::ARTIFACT_KIND_SHARED_OBJECT);
   v1::BuildResult cpu = worker::Build(cpu_req);
   ASSERT_TRUE(cpu.error().empty()) << cpu.error();
-  runner::SandboxOutcome on_cpu = runner::MeasureFromSeed(
-      runner::Kernel{cpu.kind(), cpu.artifact(), cpu.signature()}, 17, reference, so);
-  ASSERT_EQ(on_cpu.status, runner::SandboxOutcome::Status::kOk) << on_cpu.error;
+  runtime::SandboxOutcome on_cpu = runtime::MeasureFromSeed(
+      runtime::Kernel{cpu.kind(), cpu.artifact(), cpu.signature()}, 17, reference, so);
+  ASSERT_EQ(on_cpu.status, runtime::SandboxOutcome::Status::kOk) << on_cpu.error;
   EXPECT_EQ(on_gpu.namespaces, on_cpu.namespaces);
   std::printf("[gpu sandbox] namespaces: %s, filter: %s\n", on_gpu.namespaces ? "yes" : "no",
               on_gpu.filtered ? "yes" : "no");

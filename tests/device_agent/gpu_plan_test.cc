@@ -23,8 +23,8 @@
 namespace tunefarm {
 namespace {
 
-runner::GpuPlan TwoKernels() {
-  runner::GpuPlan plan;
+runtime::GpuPlan TwoKernels() {
+  runtime::GpuPlan plan;
   plan.image = std::string(
                    "\x7f"
                    "ELF") +
@@ -36,11 +36,11 @@ runner::GpuPlan TwoKernels() {
 }
 
 TEST(GpuPlan, RoundTripsAndRefusesDamage) {
-  const runner::GpuPlan plan = TwoKernels();
-  absl::StatusOr<std::string> bytes = runner::EncodeGpuPlan(plan);
+  const runtime::GpuPlan plan = TwoKernels();
+  absl::StatusOr<std::string> bytes = runtime::EncodeGpuPlan(plan);
   ASSERT_TRUE(bytes.ok()) << bytes.status();
   // 2 inputs: buffers 0, 1; output 2; workspace 3.
-  absl::StatusOr<runner::GpuPlan> back = runner::DecodeGpuPlan(bytes->data(), bytes->size(), 2);
+  absl::StatusOr<runtime::GpuPlan> back = runtime::DecodeGpuPlan(bytes->data(), bytes->size(), 2);
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(back->image, plan.image);
   EXPECT_EQ(back->workspace_bytes, plan.workspace_bytes);
@@ -52,14 +52,14 @@ TEST(GpuPlan, RoundTripsAndRefusesDamage) {
     EXPECT_EQ(back->kernels[k].buffers, plan.kernels[k].buffers);
   }
   // With one input there are only 3 buffers: buffer 3 names none.
-  absl::StatusOr<runner::GpuPlan> short_args =
-      runner::DecodeGpuPlan(bytes->data(), bytes->size(), 1);
+  absl::StatusOr<runtime::GpuPlan> short_args =
+      runtime::DecodeGpuPlan(bytes->data(), bytes->size(), 1);
   ASSERT_FALSE(short_args.ok());
   EXPECT_TRUE(absl::StrContains(short_args.status().message(), "names buffer 3 of 3"))
       << short_args.status();
   // Every truncation is refused.
   for (size_t n = 0; n < bytes->size(); n += 7) {
-    EXPECT_FALSE(runner::DecodeGpuPlan(bytes->data(), n, 2).ok()) << n;
+    EXPECT_FALSE(runtime::DecodeGpuPlan(bytes->data(), n, 2).ok()) << n;
   }
   // Random damage: refused, or a plan whose every launch and buffer is in range.
   std::mt19937_64 rng(3);
@@ -67,7 +67,7 @@ TEST(GpuPlan, RoundTripsAndRefusesDamage) {
   for (int i = 0; i < 2000; ++i) {
     std::string damaged = *bytes;
     for (int k = 0; k < 4; ++k) damaged[rng() % damaged.size()] = char(rng());
-    absl::StatusOr<runner::GpuPlan> p = runner::DecodeGpuPlan(damaged.data(), damaged.size(), 2);
+    absl::StatusOr<runtime::GpuPlan> p = runtime::DecodeGpuPlan(damaged.data(), damaged.size(), 2);
     if (!p.ok()) {
       ++refused;
       continue;
@@ -87,20 +87,20 @@ TEST(GpuPlan, RoundTripsAndRefusesDamage) {
   }
   EXPECT_GT(refused, 0);
   // Float16 buffers travel; one that is not an argument buffer is refused.
-  runner::GpuPlan half = plan;
+  runtime::GpuPlan half = plan;
   half.float16_buffers = {0, 2};
-  absl::StatusOr<std::string> half_bytes = runner::EncodeGpuPlan(half);
+  absl::StatusOr<std::string> half_bytes = runtime::EncodeGpuPlan(half);
   ASSERT_TRUE(half_bytes.ok()) << half_bytes.status();
-  absl::StatusOr<runner::GpuPlan> half_back =
-      runner::DecodeGpuPlan(half_bytes->data(), half_bytes->size(), 2);
+  absl::StatusOr<runtime::GpuPlan> half_back =
+      runtime::DecodeGpuPlan(half_bytes->data(), half_bytes->size(), 2);
   ASSERT_TRUE(half_back.ok()) << half_back.status();
   EXPECT_EQ(half_back->float16_buffers, half.float16_buffers);
   EXPECT_EQ(half_back->half, HalfKind::kFloat16);
   half.half = HalfKind::kBFloat16;  // the buffers' format travels too
-  absl::StatusOr<std::string> bf_bytes = runner::EncodeGpuPlan(half);
+  absl::StatusOr<std::string> bf_bytes = runtime::EncodeGpuPlan(half);
   ASSERT_TRUE(bf_bytes.ok()) << bf_bytes.status();
-  absl::StatusOr<runner::GpuPlan> bf_back =
-      runner::DecodeGpuPlan(bf_bytes->data(), bf_bytes->size(), 2);
+  absl::StatusOr<runtime::GpuPlan> bf_back =
+      runtime::DecodeGpuPlan(bf_bytes->data(), bf_bytes->size(), 2);
   ASSERT_TRUE(bf_back.ok()) << bf_back.status();
   EXPECT_EQ(bf_back->half, HalfKind::kBFloat16);
   half.half = HalfKind::kFloat16;
@@ -110,7 +110,7 @@ TEST(GpuPlan, RoundTripsAndRefusesDamage) {
   for (int i = 0; i < 2000; ++i) {
     std::string damaged = *half_bytes;
     for (int k = 0; k < 3; ++k) damaged[rng() % damaged.size()] = char(rng());
-    absl::StatusOr<runner::GpuPlan> p = runner::DecodeGpuPlan(damaged.data(), damaged.size(), 2);
+    absl::StatusOr<runtime::GpuPlan> p = runtime::DecodeGpuPlan(damaged.data(), damaged.size(), 2);
     if (!p.ok()) continue;
     for (int b : p->float16_buffers) {
       EXPECT_GE(b, 0);
@@ -118,20 +118,20 @@ TEST(GpuPlan, RoundTripsAndRefusesDamage) {
     }
   }
   half.float16_buffers = {3};  // the workspace
-  half_bytes = runner::EncodeGpuPlan(half);
+  half_bytes = runtime::EncodeGpuPlan(half);
   ASSERT_TRUE(half_bytes.ok());
-  absl::StatusOr<runner::GpuPlan> not_arg =
-      runner::DecodeGpuPlan(half_bytes->data(), half_bytes->size(), 2);
+  absl::StatusOr<runtime::GpuPlan> not_arg =
+      runtime::DecodeGpuPlan(half_bytes->data(), half_bytes->size(), 2);
   ASSERT_FALSE(not_arg.ok());
   EXPECT_TRUE(absl::StrContains(not_arg.status().message(), "float16 buffer 3 is not an argument"))
       << not_arg.status();
   // Past the limits: refused when encoded.
-  runner::GpuPlan none = plan;
+  runtime::GpuPlan none = plan;
   none.kernels.clear();
-  EXPECT_FALSE(runner::EncodeGpuPlan(none).ok());
-  runner::GpuPlan long_name = plan;
+  EXPECT_FALSE(runtime::EncodeGpuPlan(none).ok());
+  runtime::GpuPlan long_name = plan;
   long_name.kernels[0].name = std::string(80, 'k');
-  EXPECT_FALSE(runner::EncodeGpuPlan(long_name).ok());
+  EXPECT_FALSE(runtime::EncodeGpuPlan(long_name).ok());
 }
 
 // The worker's module for a dense layer: parameters, tensor ids in the
@@ -155,7 +155,7 @@ TEST(GpuPlan, MapsAWorkerModulesParametersToArguments) {
   auto st = ir::ScheduleState::Replay(*dag, *ir::TraceFromProto(req.schedule()), *t);
   ASSERT_TRUE(st.ok());
   const ir::ComputeDAG& sdag = st->dag();
-  absl::StatusOr<runner::GpuPlan> plan = runner::PlanFromModule(m, r.signature());
+  absl::StatusOr<runtime::GpuPlan> plan = runtime::PlanFromModule(m, r.signature());
   ASSERT_TRUE(plan.ok()) << plan.status();
   ASSERT_EQ(plan->kernels.size(), size_t(m.kernels_size()));
   const int n_inputs = int(sdag.args.size()) - 1;  // data, weight, bias
@@ -175,12 +175,12 @@ TEST(GpuPlan, MapsAWorkerModulesParametersToArguments) {
   }
   EXPECT_TRUE(writes_output);
   EXPECT_EQ(plan->image, m.image());
-  absl::StatusOr<std::string> bytes = runner::EncodeGpuPlan(*plan);
+  absl::StatusOr<std::string> bytes = runtime::EncodeGpuPlan(*plan);
   ASSERT_TRUE(bytes.ok()) << bytes.status();
-  EXPECT_TRUE(runner::DecodeGpuPlan(bytes->data(), bytes->size(), n_inputs).ok());
+  EXPECT_TRUE(runtime::DecodeGpuPlan(bytes->data(), bytes->size(), n_inputs).ok());
   // A parameter naming a tensor that is neither an argument nor a workspace.
   m.mutable_kernels(0)->set_params(0, 9999);
-  absl::StatusOr<runner::GpuPlan> bad = runner::PlanFromModule(m, r.signature());
+  absl::StatusOr<runtime::GpuPlan> bad = runtime::PlanFromModule(m, r.signature());
   ASSERT_FALSE(bad.ok());
   EXPECT_TRUE(absl::StrContains(bad.status().message(), "tensor 9999")) << bad.status();
   EXPECT_TRUE(plan->float16_buffers.empty());
@@ -219,33 +219,33 @@ TEST(GpuPlan, DynamicSharedMemoryTravelsFromTheBuildToTheLaunch) {
   ASSERT_EQ(m.kernels_size(), 1);
   EXPECT_TRUE(m.kernels(0).dynamic_shared());
   EXPECT_EQ(m.kernels(0).shared_bytes(), r.shared_bytes());
-  absl::StatusOr<runner::GpuPlan> plan = runner::PlanFromModule(m, r.signature());
+  absl::StatusOr<runtime::GpuPlan> plan = runtime::PlanFromModule(m, r.signature());
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_EQ(plan->kernels[0].dynamic_shared_bytes, m.kernels(0).shared_bytes());
-  absl::StatusOr<std::string> bytes = runner::EncodeGpuPlan(*plan);
+  absl::StatusOr<std::string> bytes = runtime::EncodeGpuPlan(*plan);
   ASSERT_TRUE(bytes.ok()) << bytes.status();
-  absl::StatusOr<runner::GpuPlan> back = runner::DecodeGpuPlan(bytes->data(), bytes->size(), 2);
+  absl::StatusOr<runtime::GpuPlan> back = runtime::DecodeGpuPlan(bytes->data(), bytes->size(), 2);
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(back->kernels[0].dynamic_shared_bytes, plan->kernels[0].dynamic_shared_bytes);
   // Static kernels launch with none.
-  runner::GpuPlan plain = *plan;
+  runtime::GpuPlan plain = *plan;
   plain.kernels[0].dynamic_shared_bytes = 0;
-  bytes = runner::EncodeGpuPlan(plain);
+  bytes = runtime::EncodeGpuPlan(plain);
   ASSERT_TRUE(bytes.ok());
-  back = runner::DecodeGpuPlan(bytes->data(), bytes->size(), 2);
+  back = runtime::DecodeGpuPlan(bytes->data(), bytes->size(), 2);
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(back->kernels[0].dynamic_shared_bytes, 0);
   // More than any GPU has, in the flat form or in the module: refused.
-  runner::GpuPlan huge = *plan;
-  huge.kernels[0].dynamic_shared_bytes = runner::kMaxGpuDynamicShared + 1;
-  bytes = runner::EncodeGpuPlan(huge);
+  runtime::GpuPlan huge = *plan;
+  huge.kernels[0].dynamic_shared_bytes = runtime::kMaxGpuDynamicShared + 1;
+  bytes = runtime::EncodeGpuPlan(huge);
   ASSERT_TRUE(bytes.ok());
-  back = runner::DecodeGpuPlan(bytes->data(), bytes->size(), 2);
+  back = runtime::DecodeGpuPlan(bytes->data(), bytes->size(), 2);
   ASSERT_FALSE(back.ok());
   EXPECT_TRUE(absl::StrContains(back.status().message(), "dynamic shared memory out of range"))
       << back.status();
   m.mutable_kernels(0)->set_shared_bytes(int64_t{1} << 30);
-  absl::StatusOr<runner::GpuPlan> bad = runner::PlanFromModule(m, r.signature());
+  absl::StatusOr<runtime::GpuPlan> bad = runtime::PlanFromModule(m, r.signature());
   ASSERT_FALSE(bad.ok());
   EXPECT_TRUE(absl::StrContains(bad.status().message(), "bytes of dynamic shared memory"))
       << bad.status();
@@ -270,7 +270,7 @@ TEST(GpuPlan, Float16ArgumentsAreNamedForTheRunner) {
   ASSERT_TRUE(r.error().empty()) << r.error();
   v1::GpuModule m;
   ASSERT_TRUE(m.ParseFromString(r.artifact()));
-  absl::StatusOr<runner::GpuPlan> plan = runner::PlanFromModule(m, r.signature());
+  absl::StatusOr<runtime::GpuPlan> plan = runtime::PlanFromModule(m, r.signature());
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_EQ(plan->float16_buffers, (std::vector<int>{0, 1, 2}));
   // The same build asked of a CPU target is refused by name.
@@ -301,14 +301,14 @@ TEST(GpuPlan, WithoutAGpuTheAnswerSaysSo) {
   EXPECT_EQ(r.status(), v1::MEASURE_STATUS_RUNTIME_ERROR);
   EXPECT_TRUE(absl::StrContains(r.error(), "no GPU")) << r.error();
 
-  if (runner::CudaDriver::Get().ok()) TF_SKIP("has-gpu") << "this machine has a CUDA driver";
-  absl::StatusOr<std::string> plan = runner::EncodeGpuPlan(TwoKernels());
+  if (runtime::CudaDriver::Get().ok()) TF_SKIP("has-gpu") << "this machine has a CUDA driver";
+  absl::StatusOr<std::string> plan = runtime::EncodeGpuPlan(TwoKernels());
   ASSERT_TRUE(plan.ok());
   std::vector<float> a(10, 1.0f), b(10, 2.0f);
-  runner::SandboxOptions so;
+  runtime::SandboxOptions so;
   so.cuda = true;
-  runner::SandboxOutcome out = runner::MeasureInSandbox(*plan, {&a, &b}, 10, {}, so);
-  EXPECT_EQ(out.status, runner::SandboxOutcome::Status::kRuntimeError);
+  runtime::SandboxOutcome out = runtime::MeasureInSandbox(*plan, {&a, &b}, 10, {}, so);
+  EXPECT_EQ(out.status, runtime::SandboxOutcome::Status::kRuntimeError);
   EXPECT_TRUE(absl::StrContains(out.error, "no GPU")) << out.error;
 }
 

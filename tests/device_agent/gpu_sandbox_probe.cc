@@ -54,7 +54,7 @@ int Threads() {
 void OnRefused(long nr) {
   char b[96];
   int n = std::snprintf(b, sizeof b, "refused system call %ld (%s)\n", nr,
-                        tunefarm::runner::SyscallName(nr));
+                        tunefarm::runtime::SyscallName(nr));
   if (n > 0) (void)!write(1, b, size_t(n));
 }
 
@@ -130,7 +130,7 @@ ssize_t readlink(const char* path, char* buf, size_t n) {
 }
 
 int main(int argc, char** argv) {
-  using tunefarm::runner::CudaDriver;
+  using tunefarm::runtime::CudaDriver;
   const bool confined = argc > 1 && std::strcmp(argv[1], "confined") == 0;
   g_all = !confined;
   setenv("CUDA_CACHE_DISABLE", "1", 1);
@@ -155,12 +155,12 @@ int main(int argc, char** argv) {
     started = "ok";
   };
   if (confined) {
-    tunefarm::runner::ConfineOptions o;
+    tunefarm::runtime::ConfineOptions o;
     o.gpu = true;
     o.on_violation = OnRefused;
     o.start_threads = start;
     std::fflush(stdout);
-    absl::StatusOr<tunefarm::runner::Confined> c = tunefarm::runner::Confine(o);
+    absl::StatusOr<tunefarm::runtime::Confined> c = tunefarm::runtime::Confine(o);
     if (!c.ok()) {
       std::printf("confine: %s\n", std::string(c.status().message()).c_str());
       return 1;

@@ -13,7 +13,7 @@
 
 #include "gtest/gtest.h"
 
-namespace tunefarm::runner {
+namespace tunefarm::runtime {
 namespace {
 
 using Shape = std::vector<int64_t>;
@@ -177,4 +177,4 @@ TEST(NativeOps, TransposeMatchesDirectIndexing) {
 }
 
 }  // namespace
-}  // namespace tunefarm::runner
+}  // namespace tunefarm::runtime

@@ -26,7 +26,7 @@
 #include "tests/testing/process.h"
 #include "tests/testing/temp_dir.h"
 
-namespace tunefarm::runner {
+namespace tunefarm::runtime {
 namespace {
 
 using Status = SandboxOutcome::Status;
@@ -538,7 +538,7 @@ std::string BuildForger(const testing::TempDir& dir, const std::string& name,
   std::ofstream(cc)
       << "#include <signal.h>\n#include <sys/socket.h>\n#include <unistd.h>\n"
       << "#include \"device_agent/runtime/sandbox_wire.h\"\n"
-      << "namespace wire = tunefarm::runner::wire;\n"
+      << "namespace wire = tunefarm::runtime::wire;\n"
       << "static void Forge(const float* out, double cost, int repeats, bool show, bool wait) {\n"
       << "  if (show) {\n"
       << "    wire::Checked c{}; c.magic = wire::kMagic; c.kind = wire::MessageKind::kChecked;\n"
@@ -665,4 +665,4 @@ TEST(Sandbox, ModelRunnersAreConfinedTheSameWay) {
 }
 
 }  // namespace
-}  // namespace tunefarm::runner
+}  // namespace tunefarm::runtime

@@ -1,4 +1,4 @@
-// The runtime table a kernel is handed (runner::ThreadPool): every index of a
+// The runtime table a kernel is handed (runtime::ThreadPool): every index of a
 // parallel loop runs once, and scratch buffers are 64-byte aligned, distinct
 // while live, and reused by the next call of the same size (a block freed to
 // the C library is often returned to the system and faulted in again), and
@@ -16,7 +16,7 @@
 #include "device_agent/runtime/runner.h"
 #include "gtest/gtest.h"
 
-namespace tunefarm::runner {
+namespace tunefarm::runtime {
 namespace {
 
 TEST(ThreadPool, ParallelForRunsEveryIndexOnce) {
@@ -105,4 +105,4 @@ TEST(ThreadPool, BuffersHaveMappedMemoryPastTheirEnd) {
 }
 
 }  // namespace
-}  // namespace tunefarm::runner
+}  // namespace tunefarm::runtime

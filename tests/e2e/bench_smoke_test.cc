@@ -12,7 +12,7 @@
 #include "absl/strings/match.h"
 #include "device_agent/runtime/capabilities.h"
 #include "gtest/gtest.h"
-#include "server/search/gpu_local_measurer.h"
+#include "search/gpu_local_measurer.h"
 #include "tests/deploy/ort_runner.h"
 #include "tests/testing/process.h"
 #include "tests/testing/skip.h"
@@ -46,7 +46,7 @@ TEST(BenchSmoke, KernelsWritesRowsWithEveryField) {
 // Whether this machine's GPU can run the GPU benches: OK, or why not.
 absl::Status GpuUsable(const v1::Capabilities& caps) {
   if (!caps.has_gpu()) return absl::FailedPreconditionError("no GPU on this machine");
-  return search::GpuLocalMeasurer::Check(*ir::Target::Parse(agent::LocalCudaTarget(caps)));
+  return search::GpuLocalMeasurer::Check(*ir::Target::Parse(runtime::LocalCudaTarget(caps)));
 }
 
 // A GPU bench where the GPU is not usable: exit 1, one line saying why.
@@ -65,7 +65,7 @@ TEST(BenchSmoke, GpuKernelsRunOrSayWhyNot) {
       testing::RunCommand({testing::BinPath("tunefarm-bench"), "kernels", "--target", "cuda",
                            "--samples", "2", "--only", "gemm_1024", "--json", json},
                           dir.path());
-  v1::Capabilities caps = agent::DetectCapabilities();
+  v1::Capabilities caps = runtime::DetectCapabilities();
   absl::Status usable = GpuUsable(caps);
   if (!usable.ok()) {
     ExpectOneLineWhyNot(r, usable);
@@ -89,7 +89,7 @@ TEST(BenchSmoke, GpuKernelsRunOrSayWhyNot) {
 TEST(BenchSmoke, GpuModelsRunOrSayWhyNot) {
   testing::TempDir dir;
   std::string json = dir.File("gpu-models.json");
-  v1::Capabilities caps = agent::DetectCapabilities();
+  v1::Capabilities caps = runtime::DetectCapabilities();
   absl::Status usable = GpuUsable(caps);
   std::vector<std::string> cmd = {testing::BinPath("tunefarm-bench"),
                                   "gpu-models",

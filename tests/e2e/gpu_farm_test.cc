@@ -18,7 +18,7 @@
 #include "device_agent/runtime/npy.h"
 #include "gtest/gtest.h"
 #include "onnx/onnx_pb.h"
-#include "server/search/gpu_local_measurer.h"
+#include "search/gpu_local_measurer.h"
 #include "tests/testing/process.h"
 #include "tests/testing/skip.h"
 #include "tests/testing/temp_dir.h"
@@ -35,9 +35,9 @@ using testing::ServerProcess;
 class GpuFarm : public ::testing::Test {
  protected:
   void SetUp() override {
-    v1::Capabilities caps = agent::DetectCapabilities();
+    v1::Capabilities caps = runtime::DetectCapabilities();
     if (!caps.has_gpu()) TF_SKIP("no-gpu") << "no GPU on this machine";
-    target = agent::LocalCudaTarget(caps);
+    target = runtime::LocalCudaTarget(caps);
     if (absl::Status s = search::GpuLocalMeasurer::Check(*ir::Target::Parse(target)); !s.ok())
       TF_SKIP("gpu-unusable") << s;
   }
@@ -163,7 +163,7 @@ std::string SmallCnn() {
 }
 
 std::vector<float> ReadNpy(const std::string& path) {
-  absl::StatusOr<runner::NpyArray> a = runner::ParseNpy(testing::ReadFileOrEmpty(path));
+  absl::StatusOr<runtime::NpyArray> a = runtime::ParseNpy(testing::ReadFileOrEmpty(path));
   EXPECT_TRUE(a.ok()) << path << ": " << a.status();
   return a.ok() ? a->data : std::vector<float>();
 }

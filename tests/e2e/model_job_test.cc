@@ -337,9 +337,9 @@ TEST_F(ModelJob, BuiltPackageRunsOnAnAgent) {
   v1::ModelRunRequest direct;
   direct.set_package(p.SerializeAsString());
   direct.set_time_limit_s(60);
-  runner::ModelRunOptions mo;
+  runtime::ModelRunOptions mo;
   mo.runner_path = BinPath("tunefarm-model-runner");
-  v1::ModelRunResult confined = runner::RunModelInChild(direct, mo);
+  v1::ModelRunResult confined = runtime::RunModelInChild(direct, mo);
   EXPECT_EQ(confined.status(), v1::MEASURE_STATUS_SANDBOX_VIOLATION) << confined.error();
   EXPECT_NE(access(dropped.c_str(), F_OK), 0) << "the package's code wrote a file";
   // A run that cannot finish in its time limit is killed there.
@@ -360,7 +360,7 @@ TEST_F(ModelJob, BuiltPackageRunsOnAnAgent) {
                  dir.path());
   if (r.exit_code != 0) {
     TF_SKIP_NOTE("no-cuda-toolkit") << "no CUDA package to send: " << r.err;
-  } else if (runner::CudaDriver::Get().ok()) {
+  } else if (runtime::CudaDriver::Get().ok()) {
     // (This board would have the GPU: GpuFarm.CudaModelPackageRuns... runs it.)
     TF_SKIP_NOTE("has-gpu") << "the board here has a CUDA driver";
   } else {

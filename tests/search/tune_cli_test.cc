@@ -19,10 +19,10 @@
 #include "device_agent/runtime/capabilities.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
-#include "server/search/gpu_local_measurer.h"
-#include "server/search/space/cpu_sketch.h"
-#include "server/search/store_canon.h"
-#include "server/store/tuning_log.h"
+#include "search/gpu_local_measurer.h"
+#include "search/space/cpu_sketch.h"
+#include "search/store_canon.h"
+#include "store/tuning_log.h"
 #include "tests/testing/process.h"
 #include "tests/testing/skip.h"
 #include "tests/testing/temp_dir.h"
@@ -342,7 +342,7 @@ TEST(TuneCli, CostModelIsStoredAndLoaded) {
 // sandboxed measurement); without one the answer is one line saying why.
 TEST(TuneCli, CudaTargetTunesOnThisMachinesGpuOrSaysWhyNot) {
   testing::TempDir dir;
-  v1::Capabilities caps = agent::DetectCapabilities();
+  v1::Capabilities caps = runtime::DetectCapabilities();
   const std::string arch = caps.has_gpu() ? caps.cuda_archs(0) : "sm_87";
   auto target = ir::Target::Parse("cuda -arch=" + arch);
   ASSERT_TRUE(target.ok());

@@ -1,13 +1,13 @@
-#include "server/search/session.h"
-#include "server/search/warm_start.h"
+#include "search/session.h"
+#include "search/warm_start.h"
 
 #include <random>
 
 #include "compiler/ir/workload_spec.h"
-#include "server/search/space/random_schedule.h"
+#include "search/space/random_schedule.h"
 #include "compiler/schedule/schedule.h"
 #include "gtest/gtest.h"
-#include "server/search/store_canon.h"
+#include "search/store_canon.h"
 #include "tests/server/test_records.h"
 #include "tests/testing/temp_dir.h"
 

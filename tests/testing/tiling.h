@@ -10,7 +10,7 @@
 #include "compiler/ir/compute.h"
 #include "compiler/schedule/tiling.h"
 #include "gtest/gtest.h"
-#include "server/search/space/cpu_sketch.h"
+#include "search/space/cpu_sketch.h"
 
 namespace tunefarm::testing {
 

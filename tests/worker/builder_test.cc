@@ -11,7 +11,7 @@
 #include "common/sha256.h"
 #include "compiler/codegen/llvm_target.h"
 #include "compiler/codegen/nvrtc_info.h"
-#include "server/search/space/random_schedule.h"
+#include "search/space/random_schedule.h"
 #include "compiler/ir/reference.h"
 #include "compiler/schedule/schedule.h"
 #include "compiler/ir/workload.h"

@@ -21,7 +21,7 @@ TEST(OpRegistryTest, NativeOpsAreExactlyTheRuntimeTable) {
   for (const OpDef* d : AllOps()) {
     if (d->native) frontend_native.emplace(d->name);
   }
-  for (const std::string& op : runner::NativeOps()) runtime.insert(op);
+  for (const std::string& op : runtime::NativeOps()) runtime.insert(op);
   for (const std::string& op : frontend_native) {
     EXPECT_TRUE(runtime.count(op)) << op << " is native in the registry but the runtime has no kernel";
   }
@@ -236,7 +236,7 @@ TEST(OpRegistryTest, LogicalKernelsComputeOnRuntimeValues) {
     n.inputs = op == "Not" ? std::vector<std::string>{"a"} : std::vector<std::string>{"a", "b"};
     n.outputs = {"y"};
     std::vector<float> y(4, -1);
-    runner::OpArgs<float> args;
+    runtime::OpArgs<float> args;
     args.node = &n;
     args.opset = 13;
     for (size_t i = 0; i < n.inputs.size(); ++i) {
@@ -246,7 +246,7 @@ TEST(OpRegistryTest, LogicalKernelsComputeOnRuntimeValues) {
     }
     args.out = {y.data()};
     args.out_shapes = {{4}};
-    ASSERT_TRUE(runner::RunOp(args).ok());
+    ASSERT_TRUE(runtime::RunOp(args).ok());
     EXPECT_EQ(y, want);
   }
 }
@@ -263,7 +263,7 @@ TEST(OpRegistryTest, LogSumExpOfLargeValuesDoesNotOverflow) {
   n.ints["keepdims"] = {0};
   const std::vector<double> a = {1000, 1000, -5, 3};  // two rows of two
   std::vector<double> y(2, -1);
-  runner::OpArgs<double> args;
+  runtime::OpArgs<double> args;
   args.node = &n;
   args.opset = 13;
   args.in = {a.data()};
@@ -271,7 +271,7 @@ TEST(OpRegistryTest, LogSumExpOfLargeValuesDoesNotOverflow) {
   args.in_const = {nullptr};
   args.out = {y.data()};
   args.out_shapes = {{2}};
-  ASSERT_TRUE(runner::RunOp(args).ok());
+  ASSERT_TRUE(runtime::RunOp(args).ok());
   EXPECT_NEAR(y[0], 1000 + std::log(2.0), 1e-9);
   EXPECT_NEAR(y[1], std::log(std::exp(-5.0) + std::exp(3.0)), 1e-12);
 }
