@@ -83,9 +83,9 @@ std::string Num(double v) { return std::isnan(v) ? "null" : absl::StrFormat("%.1
 
 // The fastest sample as JSON: its sketch and decisions (a tensor-core
 // sketch's say mma.sync or wgmma), or null.
-std::string Winner(const std::vector<ir::Trace>& schedules, int best) {
+std::string Winner(const std::vector<schedule::Trace>& schedules, int best) {
   if (best <= 0) return "null";
-  const ir::Trace& s = schedules[size_t(best)];
+  const schedule::Trace& s = schedules[size_t(best)];
   return absl::StrCat("{\"sketch_id\": ", s.sketch_id, ", \"decisions\": [",
                       absl::StrJoin(s.decisions, ", "), "]}");
 }
@@ -141,7 +141,7 @@ int RunGpuKernelsBench(const std::string& target_flag, int samples, uint64_t see
       continue;
     }
     std::mt19937_64 rng(seed);
-    std::vector<ir::Trace> schedules = {ir::DefaultSchedule(task->dag, *target)};
+    std::vector<schedule::Trace> schedules = {schedule::DefaultSchedule(task->dag, *target)};
     for (int s = 0; s < samples; ++s)
       schedules.push_back(search::space::RandomGpuSchedule(task->dag, *target, rng));
     std::vector<search::MeasureResult> got = measurer.Measure(*task, schedules);

@@ -50,7 +50,7 @@ struct Candidate {
   std::vector<std::unique_ptr<runtime::AlignedBuffer>> packed;
 };
 
-absl::StatusOr<Candidate> Build(const ir::ComputeDAG& dag, const ir::Trace& s,
+absl::StatusOr<Candidate> Build(const ir::ComputeDAG& dag, const schedule::Trace& s,
                                 const ir::Target& target,
                                 const std::vector<std::vector<float>>& inputs,
                                 const std::vector<void*>& ptrs) {
@@ -109,7 +109,7 @@ int RunKernelsBench(const std::vector<std::string>& args) {
   std::vector<int> thread_counts = {1, 2};
   std::string only, json_path;
   uint64_t seed = 2026;
-  std::optional<ir::ConvTile> tile_override;
+  std::optional<schedule::ConvTile> tile_override;
   std::string target_flag;
   bool samples_given = false;
   for (size_t i = 0; i < args.size(); ++i) {
@@ -127,7 +127,7 @@ int RunKernelsBench(const std::vector<std::string>& args) {
       // channels,rows,cols for the hand-written convolution schedule
       std::vector<std::string> p = absl::StrSplit(value(), ',');
       if (p.size() == 3) {
-        tile_override = ir::ConvTile{std::atoll(p[0].c_str()), std::atoll(p[1].c_str()),
+        tile_override = schedule::ConvTile{std::atoll(p[0].c_str()), std::atoll(p[1].c_str()),
                                      std::atoll(p[2].c_str())};
       }
     } else if (args[i] == "--seed")
@@ -188,7 +188,7 @@ int RunKernelsBench(const std::vector<std::string>& args) {
     ptrs.push_back(out.data());
 
     // Default schedule and the sample, compiled once, timed per thread count.
-    auto def = Build(dag, ir::DefaultSchedule(dag, target), target, inputs, ptrs);
+    auto def = Build(dag, schedule::DefaultSchedule(dag, target), target, inputs, ptrs);
     if (!def.ok()) {
       std::printf("%-28s default schedule failed: %s\n", a.name,
                   std::string(def.status().message()).c_str());
@@ -198,8 +198,8 @@ int RunKernelsBench(const std::vector<std::string>& args) {
     // The hand-written schedule (convolutions): what the space can express.
     std::optional<Candidate> hand;
     if (cw.workload.op() == v1::OP_KIND_CONV2D) {
-      ir::ConvTile tile = tile_override ? *tile_override : ir::PickConvTile(dag, target);
-      auto hs = ir::HandwrittenConv2dSchedule(dag, target, tile);
+      schedule::ConvTile tile = tile_override ? *tile_override : schedule::PickConvTile(dag, target);
+      auto hs = schedule::HandwrittenConv2dSchedule(dag, target, tile);
       auto hc =
           hs.ok() ? Build(dag, *hs, target, inputs, ptrs) : absl::StatusOr<Candidate>(hs.status());
       if (hc.ok()) {
@@ -211,7 +211,7 @@ int RunKernelsBench(const std::vector<std::string>& args) {
     }
     std::vector<Candidate> sampled;
     for (int s = 0; s < samples; ++s) {
-      ir::Trace sched = search::space::RandomSchedule(dag, target, rng);
+      schedule::Trace sched = search::space::RandomSchedule(dag, target, rng);
       auto c = Build(dag, sched, target, inputs, ptrs);
       if (c.ok()) {
         compile_ms.push_back(c->compile_ms);

@@ -54,7 +54,7 @@ struct Run {
   double minutes = 0;
   double budget_minutes = 0;  // up to the largest budget
   std::vector<search::Tuner::MeasuredProgram> measured;
-  std::optional<ir::Trace> best;               // the fastest schedule within the largest budget
+  std::optional<schedule::Trace> best;               // the fastest schedule within the largest budget
   std::vector<search::TaskHistory::Entry> ok;  // every successful measurement
   int64_t warm = 0;                            // records of other workloads it started from
 };
@@ -140,7 +140,7 @@ Timing FinalTiming() {
 
 // GFLOP/s of `schedules` on `threads` kernel threads, timed after tuning
 // (nothing else of ours running); NaN where a schedule fails.
-std::vector<double> TimeSchedules(const search::Task& task, const std::vector<ir::Trace>& schedules,
+std::vector<double> TimeSchedules(const search::Task& task, const std::vector<schedule::Trace>& schedules,
                                   int threads) {
   search::LocalMeasureOptions mo;
   mo.threads = threads;
@@ -238,15 +238,15 @@ void WriteSvg(const std::string& path, const std::vector<Run>& runs,
 }
 
 // The CPU tile shape of a schedule of the tiling sketch, -1 for any other.
-int TileShapeOf(const search::Task& task, const ir::Trace& s) {
-  if (s.sketch_id != ir::kTilingSketchId || task.target.is_gpu()) return -1;
+int TileShapeOf(const search::Task& task, const schedule::Trace& s) {
+  if (s.sketch_id != schedule::kTilingSketchId || task.target.is_gpu()) return -1;
   const search::space::CpuSketch sketch(task.dag, task.target);
-  std::optional<ir::CpuTiling> t = ir::CpuTiling::Decode(sketch.nest(), s.decisions);
+  std::optional<schedule::CpuTiling> t = schedule::CpuTiling::Decode(sketch.nest(), s.decisions);
   return t ? sketch.TileShape(*t) : -1;
 }
 
 // A schedule's sketch decisions as text, for the logs.
-std::string DecisionsText(const ir::Trace& s) {
+std::string DecisionsText(const schedule::Trace& s) {
   return s.decisions.empty() ? "not a sketch" : absl::StrJoin(s.decisions, ",");
 }
 
@@ -386,7 +386,7 @@ absl::StatusOr<Run> TuneOnce(const char* name, const search::Task& task,
       run.budget_minutes =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / 60;
     if (opts.trace) {
-      const ir::Trace& s = t.schedule;
+      const schedule::Trace& s = t.schedule;
       std::printf("  trial %3d  %7.1f GFLOP/s  shape %d  [%s]\n", t.index,
                   t.result.status == search::MeasureResult::Status::kOk
                       ? task.flops / t.result.seconds * 1e-9
@@ -420,7 +420,7 @@ absl::StatusOr<Run> TuneOnce(const char* name, const search::Task& task,
               curve.c_str());
   // The fastest schedules' sketch decisions: where the run ended up.
   for (size_t i = 0; i < std::min<size_t>(3, run.ok.size()); ++i) {
-    const ir::Trace& b = run.ok[i].schedule;
+    const schedule::Trace& b = run.ok[i].schedule;
     std::printf("%-22s %-12s seed %d: #%zu %.1f GFLOP/s, decisions [%s]\n", name,
                 run.strategy.c_str(), seed, i + 1, task.flops / run.ok[i].seconds * 1e-9,
                 DecisionsText(b).c_str());
@@ -521,7 +521,7 @@ void PrintFinals(const char* name, const search::Task& task, const v1::Workload&
                  const std::vector<std::vector<float>>& inputs, bool library_ok,
                  const std::vector<Run*>& mine, const SearchBenchOptions& opts,
                  SearchBenchRows* out) {
-  std::vector<ir::Trace> finals = {ir::DefaultSchedule(task.dag, task.target)};
+  std::vector<schedule::Trace> finals = {schedule::DefaultSchedule(task.dag, task.target)};
   std::vector<Run*> with_best;
   for (Run* r : mine) {
     if (r->best) {
@@ -587,7 +587,7 @@ void PrintModelQuality(const char* name, const search::Task& task, const std::ve
   const search::space::CpuSketch sketch(task.dag, task.target);
   auto f0 = std::chrono::steady_clock::now();
   for (int i = 0; i < 512; ++i) {
-    auto sched = ir::BuildTiledSchedule(task.dag, task.target, sketch.SampleTiling(rng));
+    auto sched = schedule::BuildTiledSchedule(task.dag, task.target, sketch.SampleTiling(rng));
     if (!sched.ok()) continue;
     auto f = search::FeaturesOf(task, *sched);
     if (f.ok()) fresh.push_back(*std::move(f));
@@ -692,7 +692,7 @@ int RunSearchBench(const std::vector<std::string>& args) {
       search::LocalMeasureOptions mo;
       mo.threads = opts.threads;
       search::LocalMeasurer measurer(mo);
-      auto r = measurer.Measure(task, {ir::DefaultSchedule(task.dag, target)});
+      auto r = measurer.Measure(task, {schedule::DefaultSchedule(task.dag, target)});
       if (r[0].status == search::MeasureResult::Status::kOk)
         default_g = task.flops / r[0].seconds * 1e-9;
       std::printf("%-22s default schedule: %.1f GFLOP/s\n", a.name, default_g);

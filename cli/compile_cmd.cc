@@ -77,11 +77,11 @@ int RunCompile(const std::vector<std::string>& args, std::ostream& out, std::ost
   }
   auto dag = ir::BuildComputeDAG(*workload);
   if (!dag.ok()) return Fail(err, 1, std::string(dag.status().message()));
-  ir::Trace schedule;
+  schedule::Trace schedule;
   if (!flags.count("schedule") || flags["schedule"] == "default") {
-    schedule = ir::DefaultSchedule(*dag, target);
+    schedule = schedule::DefaultSchedule(*dag, target);
   } else if (flags["schedule"] == "handwritten") {
-    auto hw = ir::HandwrittenConv2dSchedule(*dag, target, ir::PickConvTile(*dag, target));
+    auto hw = schedule::HandwrittenConv2dSchedule(*dag, target, schedule::PickConvTile(*dag, target));
     if (!hw.ok())
       return Fail(err, 1, absl::StrCat("handwritten schedule: ", hw.status().message()));
     schedule = *std::move(hw);
@@ -95,37 +95,37 @@ int RunCompile(const std::vector<std::string>& args, std::ostream& out, std::ost
         !google::protobuf::TextFormat::ParseFromString(ss.str(), &wire)) {
       return Fail(err, 2, absl::StrCat(flags["schedule"], " is not a Schedule (JSON or text)"));
     }
-    absl::StatusOr<ir::Trace> trace = ir::TraceFromProto(wire);
+    absl::StatusOr<schedule::Trace> trace = schedule::TraceFromProto(wire);
     if (!trace.ok()) return Fail(err, 1, absl::StrCat("schedule: ", trace.status().message()));
     schedule = *std::move(trace);
     if (schedule.steps.empty() && !schedule.decisions.empty()) {
       const absl::Span<const int64_t> d(schedule.decisions);
-      absl::StatusOr<ir::Trace> built;
-      if (schedule.sketch_id == ir::kTilingSketchId && !target.is_gpu()) {
-        built = ir::BuildTiledSchedule(*dag, target, d);
-      } else if (schedule.sketch_id == ir::kGpuTilingSketchId && target.is_gpu()) {
-        built = ir::BuildGpuTiledSchedule(*dag, target, d);
+      absl::StatusOr<schedule::Trace> built;
+      if (schedule.sketch_id == schedule::kTilingSketchId && !target.is_gpu()) {
+        built = schedule::BuildTiledSchedule(*dag, target, d);
+      } else if (schedule.sketch_id == schedule::kGpuTilingSketchId && target.is_gpu()) {
+        built = schedule::BuildGpuTiledSchedule(*dag, target, d);
       } else if (schedule.sketch_id == ir::kGpuTensorCoreSketchId && target.is_gpu()) {
-        std::optional<ir::TensorCoreTiling> t = ir::TensorCoreTiling::Decode(d, dag->tf32);
-        built = t ? ir::TensorCoreSchedule(*dag, target, *t)
+        std::optional<schedule::TensorCoreTiling> t = schedule::TensorCoreTiling::Decode(d, dag->tf32);
+        built = t ? schedule::TensorCoreSchedule(*dag, target, *t)
                   : absl::InvalidArgumentError(absl::StrCat(
-                        "a tensor-core schedule has ", ir::TensorCoreTiling{}.Encode().size(),
+                        "a tensor-core schedule has ", schedule::TensorCoreTiling{}.Encode().size(),
                         " decisions (one more with wgmma), not ", d.size()));
       } else {
         return Fail(
             err, 2,
             absl::StrCat(flags["schedule"], ": decisions of sketch ", schedule.sketch_id,
                          " do not build on target ", target.ToString(), " (sketch ",
-                         target.is_gpu() ? ir::kGpuTilingSketchId : ir::kTilingSketchId, " does)"));
+                         target.is_gpu() ? schedule::kGpuTilingSketchId : schedule::kTilingSketchId, " does)"));
       }
       if (!built.ok())
         return Fail(err, 2, absl::StrCat(flags["schedule"], ": ", built.status().message()));
       schedule = *std::move(built);
     }
   }
-  auto state = ir::ScheduleState::Replay(*dag, schedule, target);
+  auto state = schedule::ScheduleState::Replay(*dag, schedule, target);
   if (!state.ok()) return Fail(err, 1, absl::StrCat("schedule: ", state.status().message()));
-  ir::Stmt program = ir::Lower(*state);
+  ir::Stmt program = schedule::Lower(*state);
 
   const std::string emit = flags["emit"];
   std::string text;
@@ -136,7 +136,7 @@ int RunCompile(const std::vector<std::string>& args, std::ostream& out, std::ost
   } else if (emit == "schedule") {
     google::protobuf::util::JsonPrintOptions o;
     o.add_whitespace = true;
-    (void)google::protobuf::util::MessageToJsonString(ir::ToProto(schedule), &text, o);
+    (void)google::protobuf::util::MessageToJsonString(schedule::ToProto(schedule), &text, o);
   } else if (emit == "ptx" && target.is_gpu() &&
              codegen::RouteFor(target.arch()) == codegen::GpuRoute::kLlvmPtx) {
     // An arch NVRTC does not build: PTX through LLVM's NVPTX back end.

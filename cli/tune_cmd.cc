@@ -223,9 +223,44 @@ class TuneProgress : public search::SessionObserver {
   double best_ = 0;  // GFLOP/s, a workload's
 };
 
-}  // namespace
+// RunTune's steps return kContinue, or the exit code to stop with.
+constexpr int kContinue = -1;
 
-int RunTune(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+// The command line, checked: every flag's value or its default.
+struct TuneArgs {
+  Flags parsed;
+  std::map<std::string, std::string> flags;
+  std::string model_path;  // empty: --workload
+  ir::Target target;
+  int64_t threads = 0, trials = 0, batch = 0, seed = 0, early_stop = 0;
+  double seconds = 0;
+  search::Strategy strategy = search::Strategy::kEvolutionary;
+  bool model() const { return !model_path.empty(); }
+};
+
+// Whether this machine can run `target`'s kernels.
+int CheckTuneTarget(const ir::Target& target, std::ostream& err) {
+  if (target.is_gpu()) {
+    if (absl::Status s = search::GpuLocalMeasurer::Check(target); !s.ok()) {
+      return Fail(err, 1,
+                  absl::StrCat("tune runs kernels on this machine: ", s.message(),
+                               "; a job submitted to a farm (tunefarm submit) tunes ",
+                               target.arch(), " on a device agent with that GPU"));
+    }
+    return kContinue;
+  }
+  if (target.arch() != codegen::HostTarget().arch()) {
+    return Fail(err, 1,
+                absl::StrCat("tune runs kernels on this machine (", codegen::HostTarget().arch(),
+                             "); ", target.arch(), " needs a device agent"));
+  }
+  if (absl::Status s = codegen::CheckLLVMTarget(target); !s.ok())
+    return Fail(err, 2, std::string(s.message()));
+  return kContinue;
+}
+
+int ParseTuneArgs(const std::vector<std::string>& args, std::ostream& out, std::ostream& err,
+                  TuneArgs* a) {
   absl::StatusOr<Flags> parsed =
       ParseFlags(args,
                  FlagSpec{{"workload", "target", "trials", "seconds", "strategy", "threads",
@@ -241,163 +276,134 @@ int RunTune(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   if (parsed->positional().size() > 1) {
     return Fail(err, 2, absl::StrCat("tune: unexpected argument '", parsed->positional()[1], "'"));
   }
-  const std::string model_path = parsed->positional().empty() ? "" : parsed->positional()[0];
-  // Every flag's value, or its default.
-  std::map<std::string, std::string> flags = {
-      {"target", "host"},    {"trials", "64"}, {"strategy", "evolutionary"},
-      {"threads", "1"},      {"batch", "16"},  {"seed", "1"},
-      {"db", "tunefarm.db"}, {"seconds", "0"}, {"early_stop", "0"}};
-  for (const auto& [name, values] : parsed->given()) flags[name] = values.back();
-  if (model_path.empty() && !flags.count("workload"))
+  a->parsed = *std::move(parsed);
+  a->model_path = a->parsed.positional().empty() ? "" : a->parsed.positional()[0];
+  std::map<std::string, std::string>& flags = a->flags;
+  flags = {{"target", "host"},    {"trials", "64"}, {"strategy", "evolutionary"},
+           {"threads", "1"},      {"batch", "16"},  {"seed", "1"},
+           {"db", "tunefarm.db"}, {"seconds", "0"}, {"early_stop", "0"}};
+  for (const auto& [name, values] : a->parsed.given()) flags[name] = values.back();
+  if (!a->model() && !flags.count("workload"))
     return Fail(err, 2, "tune needs --workload SPEC or a model file (MODEL.onnx)");
-  if (!model_path.empty() && flags.count("workload"))
+  if (a->model() && flags.count("workload"))
     return Fail(err, 2, "tune takes --workload or a model file, not both");
-  if (model_path.empty() && (flags.count("output") || flags.count("shape") ||
-                             flags.count("value") || flags.count("precision"))) {
+  if (!a->model() && (flags.count("output") || flags.count("shape") || flags.count("value") ||
+                      flags.count("precision"))) {
     return Fail(err, 2,
                 "-o, --shape, --value and --precision are for a model: tunefarm tune MODEL.onnx "
                 "... (a workload spec says dtype=float16 or dtype=bfloat16 itself)");
   }
-  int64_t threads = 0;
-  if (!absl::SimpleAtoi(flags["threads"], &threads) || threads < 1 || threads > 256)
+  if (!absl::SimpleAtoi(flags["threads"], &a->threads) || a->threads < 1 || a->threads > 256)
     return Fail(err, 2, "--threads needs a number from 1 to 256");
-  absl::StatusOr<ir::Target> parsed_target = TargetForThreads(flags["target"], int(threads));
-  if (!parsed_target.ok()) return Fail(err, 2, std::string(parsed_target.status().message()));
-  const ir::Target target = *parsed_target;
-  if (target.is_gpu()) {
-    if (absl::Status s = search::GpuLocalMeasurer::Check(target); !s.ok()) {
-      return Fail(err, 1,
-                  absl::StrCat("tune runs kernels on this machine: ", s.message(),
-                               "; a job submitted to a farm (tunefarm submit) tunes ",
-                               target.arch(), " on a device agent with that GPU"));
-    }
-  } else {
-    if (target.arch() != codegen::HostTarget().arch()) {
-      return Fail(err, 1,
-                  absl::StrCat("tune runs kernels on this machine (", codegen::HostTarget().arch(),
-                               "); ", target.arch(), " needs a device agent"));
-    }
-    if (absl::Status s = codegen::CheckLLVMTarget(target); !s.ok())
-      return Fail(err, 2, std::string(s.message()));
-  }
-  int64_t trials = 0, batch = 0, seed = 0, early_stop = 0;
-  double seconds = 0;
-  if (!absl::SimpleAtod(flags["seconds"], &seconds) || seconds < 0)
+  absl::StatusOr<ir::Target> target = TargetForThreads(flags["target"], int(a->threads));
+  if (!target.ok()) return Fail(err, 2, std::string(target.status().message()));
+  a->target = *target;
+  if (int code = CheckTuneTarget(a->target, err); code != kContinue) return code;
+  if (!absl::SimpleAtod(flags["seconds"], &a->seconds) || a->seconds < 0)
     return Fail(err, 2, "--seconds needs a number of seconds");
-  if (!absl::SimpleAtoi(flags["trials"], &trials) || trials < 0 || (trials == 0 && seconds <= 0))
+  if (!absl::SimpleAtoi(flags["trials"], &a->trials) || a->trials < 0 ||
+      (a->trials == 0 && a->seconds <= 0))
     return Fail(err, 2, "--trials needs a positive number (or 0 with --seconds)");
-  if (!absl::SimpleAtoi(flags["early_stop"], &early_stop) || early_stop < 0)
+  if (!absl::SimpleAtoi(flags["early_stop"], &a->early_stop) || a->early_stop < 0)
     return Fail(err, 2, "--early-stop needs a number of trials");
-  if (!absl::SimpleAtoi(flags["batch"], &batch) || batch < 1)
+  if (!absl::SimpleAtoi(flags["batch"], &a->batch) || a->batch < 1)
     return Fail(err, 2, "--batch needs a positive number");
-  if (!absl::SimpleAtoi(flags["seed"], &seed)) return Fail(err, 2, "--seed needs a number");
-  auto strategy = search::ParseStrategy(flags["strategy"]);
+  if (!absl::SimpleAtoi(flags["seed"], &a->seed)) return Fail(err, 2, "--seed needs a number");
+  absl::StatusOr<search::Strategy> strategy = search::ParseStrategy(flags["strategy"]);
   if (!strategy.ok()) return Fail(err, 2, std::string(strategy.status().message()));
+  a->strategy = *strategy;
+  return kContinue;
+}
 
-  store::TuningLog::Options lo;
-  lo.canon = search::CompilerCanon();
-  lo.path = flags["db"];
-  auto log = store::TuningLog::Open(lo);
-  if (!log.ok()) return Fail(err, 1, std::string(log.status().message()));
-
-  std::vector<search::Task> tasks;
-  if (model_path.empty()) {
-    auto workload = ir::ParseWorkloadSpec(flags["workload"]);
+// The tasks: the workload, or the model's (in the layout --layout names,
+// else the one chosen here); a model's default budget is 32 trials per
+// task, or the wall time alone.
+int TasksToTune(TuneArgs& a, store::TuningLog* log, std::ostream& out, std::ostream& err,
+                std::vector<search::Task>* tasks) {
+  if (!a.model()) {
+    auto workload = ir::ParseWorkloadSpec(a.flags["workload"]);
     if (!workload.ok()) return Fail(err, 2, std::string(workload.status().message()));
-    if (absl::Status fits = ir::CheckWorkloadTarget(*workload, target); !fits.ok())
+    if (absl::Status fits = ir::CheckWorkloadTarget(*workload, a.target); !fits.ok())
       return Fail(err, 2, std::string(fits.message()));
-    auto task = search::Task::Make(*workload, target, flags["workload"]);
+    auto task = search::Task::Make(*workload, a.target, a.flags["workload"]);
     if (!task.ok()) return Fail(err, 1, std::string(task.status().message()));
-    tasks.push_back(*std::move(task));
-  } else {
-    std::vector<std::string> shapes;
-    if (parsed->Has("shape")) shapes = parsed->All("shape");
-    absl::StatusOr<std::optional<bool>> channels_last = ParseLayoutFlag(parsed->Get("layout", ""));
-    if (!channels_last.ok()) return Fail(err, 2, std::string(channels_last.status().message()));
-    std::optional<bool> layout = *channels_last;
-    absl::StatusOr<v1::DType> precision = ParsePrecisionFlag(parsed->Get("precision", ""), target);
-    if (!precision.ok()) return Fail(err, 2, std::string(precision.status().message()));
-    ir::Target host = codegen::HostTarget();
-    host.num_cores = target.num_cores;
-    if (!layout.has_value() && !target.is_gpu() && target.ToString() == host.ToString()) {
-      // No --layout: the tasks of the layout whose untuned build runs faster
-      // here (`build` compares the tuned build with the other layout's).
-      absl::StatusOr<bool> chosen = LayoutHere(model_path, shapes, parsed->All("value"), target,
-                                               int(threads), log->get(), out);
-      if (!chosen.ok()) return Fail(err, 1, std::string(chosen.status().message()));
-      layout = *chosen;
-    }
-    auto model_tasks =
-        ModelTasks(model_path, shapes, parsed->All("value"), target, layout, *precision);
-    if (!model_tasks.ok()) return Fail(err, 1, std::string(model_tasks.status().message()));
-    tasks = *std::move(model_tasks);
-    // A model's default budget: 32 trials per task, or the wall time alone.
-    if (!parsed->given().count("trials")) trials = seconds > 0 ? 0 : 32 * int64_t(tasks.size());
+    tasks->push_back(*std::move(task));
+    return kContinue;
   }
-  const bool model = !model_path.empty();
+  std::vector<std::string> shapes;
+  if (a.parsed.Has("shape")) shapes = a.parsed.All("shape");
+  absl::StatusOr<std::optional<bool>> channels_last = ParseLayoutFlag(a.parsed.Get("layout", ""));
+  if (!channels_last.ok()) return Fail(err, 2, std::string(channels_last.status().message()));
+  std::optional<bool> layout = *channels_last;
+  absl::StatusOr<v1::DType> precision = ParsePrecisionFlag(a.parsed.Get("precision", ""), a.target);
+  if (!precision.ok()) return Fail(err, 2, std::string(precision.status().message()));
+  ir::Target host = codegen::HostTarget();
+  host.num_cores = a.target.num_cores;
+  if (!layout.has_value() && !a.target.is_gpu() && a.target.ToString() == host.ToString()) {
+    // No --layout: the tasks of the layout whose untuned build runs faster
+    // here (`build` compares the tuned build with the other layout's).
+    absl::StatusOr<bool> chosen = LayoutHere(a.model_path, shapes, a.parsed.All("value"), a.target,
+                                             int(a.threads), log, out);
+    if (!chosen.ok()) return Fail(err, 1, std::string(chosen.status().message()));
+    layout = *chosen;
+  }
+  auto model_tasks =
+      ModelTasks(a.model_path, shapes, a.parsed.All("value"), a.target, layout, *precision);
+  if (!model_tasks.ok()) return Fail(err, 1, std::string(model_tasks.status().message()));
+  *tasks = *std::move(model_tasks);
+  if (!a.parsed.given().count("trials"))
+    a.trials = a.seconds > 0 ? 0 : 32 * int64_t(tasks->size());
+  return kContinue;
+}
 
-  search::LocalMeasureOptions mo;
-  mo.threads = int(threads);
-  mo.flush_cache = parsed->Has("flush_cache");
-  std::unique_ptr<search::Measurer> measurer;
-  if (target.is_gpu()) {
+std::unique_ptr<search::Measurer> MeasurerFor(const TuneArgs& a) {
+  if (a.target.is_gpu()) {
     search::GpuLocalMeasureOptions go;
-    go.input_seed = uint64_t(seed);
-    measurer = std::make_unique<search::GpuLocalMeasurer>(go);
-  } else {
-    measurer = std::make_unique<search::LocalMeasurer>(mo);
+    go.input_seed = uint64_t(a.seed);
+    return std::make_unique<search::GpuLocalMeasurer>(go);
   }
-  search::SessionOptions so;
-  search::TuneOptions& o = so.tune;
-  o.strategy = *strategy;
-  o.max_trials =
-      trials > 0 ? int(std::min<int64_t>(trials, search::kNoTrialLimit)) : search::kNoTrialLimit;
-  o.max_seconds = seconds;
-  o.early_stop_trials = int(std::min<int64_t>(early_stop, search::kNoTrialLimit));
-  o.batch = int(batch);
-  o.seed = uint64_t(seed);
+  search::LocalMeasureOptions mo;
+  mo.threads = int(a.threads);
+  mo.flush_cache = a.parsed.Has("flush_cache");
+  return std::make_unique<search::LocalMeasurer>(mo);
+}
+
+// The session's options: the search's, the log, the starting model (a file
+// named by the user, else the database's newest for the target) and the
+// fingerprint each record carries.
+int SessionOptionsFor(TuneArgs& a, store::TuningLog* log, std::ostream& err,
+                      search::SessionOptions* so) {
+  search::TuneOptions& o = so->tune;
+  o.strategy = a.strategy;
+  o.max_trials = a.trials > 0 ? int(std::min<int64_t>(a.trials, search::kNoTrialLimit))
+                              : search::kNoTrialLimit;
+  o.max_seconds = a.seconds;
+  o.early_stop_trials = int(std::min<int64_t>(a.early_stop, search::kNoTrialLimit));
+  o.batch = int(a.batch);
+  o.seed = uint64_t(a.seed);
   // Measured here, a task's failures are its candidates' own: one with
   // nothing valid after 4 rounds stops instead of taking every round.
   o.scheduler.failed_rounds = 4;
-  so.log = log->get();
-  // The starting model: a file named by the user, else the database's newest for the target.
-  if (flags.count("load_model")) {
-    std::ifstream f(flags["load_model"], std::ios::binary);
+  so->log = log;
+  if (a.flags.count("load_model")) {
+    const std::string& path = a.flags["load_model"];
+    std::ifstream f(path, std::ios::binary);
     std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-    if (!f.good() && !f.eof())
-      return Fail(err, 1, absl::StrCat("cannot read ", flags["load_model"]));
+    if (!f.good() && !f.eof()) return Fail(err, 1, absl::StrCat("cannot read ", path));
     auto m = cost_model::CostModel::Deserialize(bytes);
-    if (!m.ok()) return Fail(err, 1, absl::StrCat(flags["load_model"], ": ", m.status().message()));
-    so.given_model = *std::move(m);
-    so.given_name = flags["load_model"];
+    if (!m.ok()) return Fail(err, 1, absl::StrCat(path, ": ", m.status().message()));
+    so->given_model = *std::move(m);
+    so->given_name = path;
   }
-  if (target.is_gpu()) so.source.fingerprint = search::GpuLocalMeasurer::MachineFingerprint();
-  so.source.fingerprint.set_compiler(
+  if (a.target.is_gpu()) so->source.fingerprint = search::GpuLocalMeasurer::MachineFingerprint();
+  so->source.fingerprint.set_compiler(
       absl::StrCat("tunefarm ", TUNEFARM_VERSION, " LLVM ", codegen::LLVMVersion()));
-  const int n_tasks = int(tasks.size());
-  TuneProgress progress(model ? absl::StrCat(model_path, " (", n_tasks, " tasks)")
-                              : flags["workload"],
-                        model, o, trials, seconds, mo.flush_cache && !target.is_gpu(), out);
-  search::Session session(std::move(tasks), measurer.get(), std::move(so));
-  const search::Tuner& tuner = session.tuner();
-  absl::StatusOr<search::SessionEnd> ended = session.Run(&progress);
-  if (!ended.ok()) return Fail(err, 1, std::string(ended.status().message()));
-  if (!ended->records.ok())
-    return Fail(err, 1, absl::StrCat("storing records: ", ended->records.message()));
-  if (!ended->run.ok()) return Fail(err, 1, std::string(ended->run.message()));
-  if (model) {
-    PrintTaskTable(tuner, out);
-    out << absl::StrFormat("trials this run: %d\n", tuner.trials());
-    int timed_best = 0, timed_def = 0;
-    const double now = ModelSeconds(tuner, true, &timed_best);
-    const double def = ModelSeconds(tuner, false, &timed_def);
-    if (timed_best == 0) return Fail(err, 1, "no candidate of any task ran successfully");
-    out << absl::StrFormat("tasks' time (weight x best): %.3f ms", now * 1e3);
-    if (timed_def == n_tasks && def > 0)
-      out << absl::StrFormat(", with default schedules %.3f ms: %.2fx", def * 1e3, def / now);
-    if (timed_best < n_tasks) out << " (" << n_tasks - timed_best << " tasks not timed)";
-    out << "\n";
-  } else {
+  return kContinue;
+}
+
+// The run's outcome: a model's task table and time, or a workload's best.
+int PrintOutcome(const search::Tuner& tuner, bool model, std::ostream& out, std::ostream& err) {
+  if (!model) {
     const search::TaskHistory& h = tuner.history(0);
     if (h.ok.empty()) return Fail(err, 1, "no candidate ran successfully");
     const search::Task& task = tuner.tasks()[0];
@@ -408,33 +414,89 @@ int RunTune(const std::vector<std::string>& args, std::ostream& out, std::ostrea
       out << absl::StrFormat(", default schedule %.1f GFLOP/s: %.2fx", task.flops / def * 1e-9,
                              def / h.best_seconds());
     out << "\n";
+    return kContinue;
   }
-  if (!ended->model.ok()) return Fail(err, 1, std::string(ended->model.message()));
-  if (flags.count("save_model")) {
-    std::string bytes;
-    if (tuner.model().trained()) {
-      absl::StatusOr<std::string> s = tuner.model().Serialize();
-      if (!s.ok()) return Fail(err, 1, std::string(s.status().message()));
-      bytes = *std::move(s);
-    }
-    std::ofstream f(flags["save_model"], std::ios::binary);
-    if (bytes.empty() || !(f << bytes)) {
-      return Fail(err, 1,
-                  bytes.empty() ? "--save-model: no cost model was trained (too few records)"
-                                : absl::StrCat("cannot write ", flags["save_model"]));
-    }
+  const int n_tasks = int(tuner.tasks().size());
+  PrintTaskTable(tuner, out);
+  out << absl::StrFormat("trials this run: %d\n", tuner.trials());
+  int timed_best = 0, timed_def = 0;
+  const double now = ModelSeconds(tuner, true, &timed_best);
+  const double def = ModelSeconds(tuner, false, &timed_def);
+  if (timed_best == 0) return Fail(err, 1, "no candidate of any task ran successfully");
+  out << absl::StrFormat("tasks' time (weight x best): %.3f ms", now * 1e3);
+  if (timed_def == n_tasks && def > 0)
+    out << absl::StrFormat(", with default schedules %.3f ms: %.2fx", def * 1e3, def / now);
+  if (timed_best < n_tasks) out << " (" << n_tasks - timed_best << " tasks not timed)";
+  out << "\n";
+  return kContinue;
+}
+
+// --save-model: the final cost model to `path`.
+int SaveModel(const search::Tuner& tuner, const std::string& path, std::ostream& err) {
+  std::string bytes;
+  if (tuner.model().trained()) {
+    absl::StatusOr<std::string> s = tuner.model().Serialize();
+    if (!s.ok()) return Fail(err, 1, std::string(s.status().message()));
+    bytes = *std::move(s);
   }
-  if (!model || !flags.count("output")) return 0;
-  // The package, from the database: the same choice `tunefarm build` makes.
-  log->reset();
-  std::vector<std::string> build = {model_path,      "-o",   flags["output"], "--target",
-                                    flags["target"], "--db", flags["db"],     "--threads",
-                                    flags["threads"]};
-  for (const std::string& shape : parsed->All("shape")) build.push_back("--shape=" + shape);
-  for (const std::string& value : parsed->All("value")) build.push_back("--value=" + value);
-  if (parsed->Has("layout")) build.push_back("--layout=" + parsed->Get("layout", ""));
-  if (parsed->Has("precision")) build.push_back("--precision=" + parsed->Get("precision", ""));
+  std::ofstream f(path, std::ios::binary);
+  if (bytes.empty() || !(f << bytes)) {
+    return Fail(err, 1,
+                bytes.empty() ? "--save-model: no cost model was trained (too few records)"
+                              : absl::StrCat("cannot write ", path));
+  }
+  return kContinue;
+}
+
+// -o: the package, from the database: the same choice `tunefarm build` makes.
+int BuildTunedPackage(TuneArgs& a, std::ostream& out, std::ostream& err) {
+  std::vector<std::string> build = {a.model_path,      "-o",   a.flags["output"],
+                                    "--target",        a.flags["target"],
+                                    "--db",            a.flags["db"],
+                                    "--threads",       a.flags["threads"]};
+  for (const std::string& shape : a.parsed.All("shape")) build.push_back("--shape=" + shape);
+  for (const std::string& value : a.parsed.All("value")) build.push_back("--value=" + value);
+  if (a.parsed.Has("layout")) build.push_back("--layout=" + a.parsed.Get("layout", ""));
+  if (a.parsed.Has("precision")) build.push_back("--precision=" + a.parsed.Get("precision", ""));
   return RunBuild(build, out, err);
+}
+
+}  // namespace
+
+int RunTune(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  TuneArgs a;
+  if (int code = ParseTuneArgs(args, out, err, &a); code != kContinue) return code;
+  store::TuningLog::Options lo;
+  lo.canon = search::CompilerCanon();
+  lo.path = a.flags["db"];
+  auto log = store::TuningLog::Open(lo);
+  if (!log.ok()) return Fail(err, 1, std::string(log.status().message()));
+  std::vector<search::Task> tasks;
+  if (int code = TasksToTune(a, log->get(), out, err, &tasks); code != kContinue) return code;
+
+  std::unique_ptr<search::Measurer> measurer = MeasurerFor(a);
+  search::SessionOptions so;
+  if (int code = SessionOptionsFor(a, log->get(), err, &so); code != kContinue) return code;
+  const int n_tasks = int(tasks.size());
+  TuneProgress progress(
+      a.model() ? absl::StrCat(a.model_path, " (", n_tasks, " tasks)") : a.flags["workload"],
+      a.model(), so.tune, a.trials, a.seconds, a.parsed.Has("flush_cache") && !a.target.is_gpu(),
+      out);
+  search::Session session(std::move(tasks), measurer.get(), std::move(so));
+  absl::StatusOr<search::SessionEnd> ended = session.Run(&progress);
+  if (!ended.ok()) return Fail(err, 1, std::string(ended.status().message()));
+  if (!ended->records.ok())
+    return Fail(err, 1, absl::StrCat("storing records: ", ended->records.message()));
+  if (!ended->run.ok()) return Fail(err, 1, std::string(ended->run.message()));
+  if (int code = PrintOutcome(session.tuner(), a.model(), out, err); code != kContinue) return code;
+  if (!ended->model.ok()) return Fail(err, 1, std::string(ended->model.message()));
+  if (a.flags.count("save_model")) {
+    if (int code = SaveModel(session.tuner(), a.flags["save_model"], err); code != kContinue)
+      return code;
+  }
+  if (!a.model() || !a.flags.count("output")) return 0;
+  log->reset();  // `build` opens the database itself
+  return BuildTunedPackage(a, out, err);
 }
 
 }  // namespace tunefarm::cli

@@ -62,15 +62,15 @@ absl::StatusOr<Built> Compile(const v1::Workload& workload, const v1::Schedule* 
                               const ir::Target& target) {
   TF_ASSIGN_OR_RETURN(ir::CanonicalWorkload cw, ir::Canonicalize(workload));
   TF_ASSIGN_OR_RETURN(ir::ComputeDAG dag, ir::BuildComputeDAG(cw.workload));
-  ir::Trace trace;
+  schedule::Trace trace;
   if (schedule != nullptr) {
-    TF_ASSIGN_OR_RETURN(trace, ir::TraceFromProto(*schedule));
+    TF_ASSIGN_OR_RETURN(trace, schedule::TraceFromProto(*schedule));
   } else {
-    trace = ir::DefaultSchedule(dag, target);
+    trace = schedule::DefaultSchedule(dag, target);
   }
-  TF_ASSIGN_OR_RETURN(ir::ScheduleState st, ir::ScheduleState::Replay(dag, trace, target));
+  TF_ASSIGN_OR_RETURN(schedule::ScheduleState st, schedule::ScheduleState::Replay(dag, trace, target));
   TF_ASSIGN_OR_RETURN(codegen::Artifact a, codegen::Build(st, target));
-  return Built{dag, std::move(a.bytes), ir::ToProto(trace), std::move(a.signature)};
+  return Built{dag, std::move(a.bytes), schedule::ToProto(trace), std::move(a.signature)};
 }
 
 // Median seconds of a kernel on random inputs, on this machine: the one

@@ -62,7 +62,7 @@ absl::StatusOr<LocalMeasurer::TaskData*> LocalMeasurer::Prepare(const Task& task
     data->reference.assign(ref.begin(), ref.end());
   } else {
     absl::StatusOr<codegen::Artifact> def =
-        codegen::Build(task.dag, task.target, ir::DefaultSchedule(task.dag, task.target));
+        codegen::Build(task.dag, task.target, schedule::DefaultSchedule(task.dag, task.target));
     if (!def.ok()) {
       return absl::InternalError(absl::StrCat("the default schedule: ", def.status().message()));
     }
@@ -81,7 +81,7 @@ absl::StatusOr<LocalMeasurer::TaskData*> LocalMeasurer::Prepare(const Task& task
 }
 
 std::vector<MeasureResult> LocalMeasurer::Measure(const Task& task,
-                                                  const std::vector<ir::Trace>& schedules) {
+                                                  const std::vector<schedule::Trace>& schedules) {
   std::vector<MeasureResult> results(schedules.size());
   absl::StatusOr<TaskData*> prepared = Prepare(task);
   if (!prepared.ok()) {

@@ -43,7 +43,7 @@ class LocalMeasurer : public Measurer {
   ~LocalMeasurer() override;
 
   std::vector<MeasureResult> Measure(const Task& task,
-                                     const std::vector<ir::Trace>& schedules) override;
+                                     const std::vector<schedule::Trace>& schedules) override;
 
  private:
   struct TaskData;

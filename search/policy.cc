@@ -20,7 +20,7 @@ namespace v1 = ::tunefarm::v1;
 namespace {
 
 // A schedule's sketch decisions as stored (the wire form).
-absl::Span<const int64_t> Wire(const ir::Trace& s) {
+absl::Span<const int64_t> Wire(const schedule::Trace& s) {
   return {s.decisions.data(), size_t(s.decisions.size())};
 }
 
@@ -35,8 +35,8 @@ absl::StatusOr<Strategy> ParseStrategy(absl::string_view name) {
       absl::StrCat("unknown search strategy '", std::string(name), "' (random, evolutionary)"));
 }
 
-void TaskHistory::Add(const ir::Trace& schedule, const MeasureResult& result) {
-  measured.insert(ir::TraceHash(schedule));
+void TaskHistory::Add(const schedule::Trace& schedule, const MeasureResult& result) {
+  measured.insert(schedule::TraceHash(schedule));
   ++trials;
   if (schedule.decisions.empty()) ++plain_trials;
   if (result.status != MeasureResult::Status::kOk) return;
@@ -58,33 +58,33 @@ std::vector<std::vector<int64_t>> TaskHistory::BestDecisions(int sketch_id, int 
   return out;
 }
 
-absl::StatusOr<cost_model::ProgramFeatures> FeaturesOf(const Task& task, const ir::Trace& s) {
-  TF_ASSIGN_OR_RETURN(ir::ScheduleState st, ir::ScheduleState::Replay(task.dag, s, task.target));
-  return cost_model::ExtractFeatures(st.dag(), ir::Lower(st));
+absl::StatusOr<cost_model::ProgramFeatures> FeaturesOf(const Task& task, const schedule::Trace& s) {
+  TF_ASSIGN_OR_RETURN(schedule::ScheduleState st, schedule::ScheduleState::Replay(task.dag, s, task.target));
+  return cost_model::ExtractFeatures(st.dag(), schedule::Lower(st));
 }
 
-std::vector<ir::Trace> SearchPolicy::Fresh(const TaskHistory& history, int n,
+std::vector<schedule::Trace> SearchPolicy::Fresh(const TaskHistory& history, int n,
                                            std::set<std::string>* taken,
-                                           const std::function<absl::StatusOr<ir::Trace>()>& draw) {
-  std::vector<ir::Trace> out;
+                                           const std::function<absl::StatusOr<schedule::Trace>()>& draw) {
+  std::vector<schedule::Trace> out;
   for (int tries = 0; int(out.size()) < n && tries < n * 20; ++tries) {
-    absl::StatusOr<ir::Trace> s = draw();
+    absl::StatusOr<schedule::Trace> s = draw();
     if (!s.ok()) continue;
-    std::string h = ir::TraceHash(*s);
+    std::string h = schedule::TraceHash(*s);
     if (history.measured.count(h) || !taken->insert(h).second) continue;
     out.push_back(*std::move(s));
   }
   return out;
 }
 
-std::vector<ir::Trace> SearchPolicy::Random(const Task& task, const TaskHistory& history, int n,
+std::vector<schedule::Trace> SearchPolicy::Random(const Task& task, const TaskHistory& history, int n,
                                             std::set<std::string>* taken) {
-  return Fresh(history, n, taken, [&]() -> absl::StatusOr<ir::Trace> {
+  return Fresh(history, n, taken, [&]() -> absl::StatusOr<schedule::Trace> {
     return space::RandomSchedule(task.dag, task.target, rng_);
   });
 }
 
-std::vector<ir::Trace> SearchPolicy::SketchSamples(const space::Sketch& sketch,
+std::vector<schedule::Trace> SearchPolicy::SketchSamples(const space::Sketch& sketch,
                                                    const TaskHistory& history, int n,
                                                    std::set<std::string>* taken) {
   return Fresh(history, n, taken, [&] { return sketch.Build(sketch.Sample(rng_)); });
@@ -123,11 +123,11 @@ class SearchPolicy::Proposal {
   // Up to `n` unmeasured schedules: paired moves of the best, the seeds,
   // the best-scored candidate of each stratum, then the best-scored rest
   // (near-copies last), and an epsilon share explored at random.
-  std::vector<ir::Trace> PickWithEpsGreedy(int n);
+  std::vector<schedule::Trace> PickWithEpsGreedy(int n);
 
  private:
   struct Cand {
-    ir::Trace schedule;
+    schedule::Trace schedule;
     std::optional<space::Decisions> decisions;  // none outside the task's tiling sketch
     std::string hash;
     float score = 0;
@@ -137,7 +137,7 @@ class SearchPolicy::Proposal {
   // The decisions of `wire` that fit the task's sketch, in order.
   std::vector<space::Decisions> Decoded(const std::vector<std::vector<int64_t>>& wire) const;
   // The stratum of a schedule of the sketch (0 when its decisions do not fit).
-  int StratumOf(const ir::Trace& s) const;
+  int StratumOf(const schedule::Trace& s) const;
 
   // Schedules outside the tiling sketch (plain primitives) are judged like
   // a stratum: once they have `stratum_trials` trials and none runs within
@@ -180,7 +180,7 @@ std::vector<space::Decisions> SearchPolicy::Proposal::Decoded(
   return out;
 }
 
-int SearchPolicy::Proposal::StratumOf(const ir::Trace& s) const {
+int SearchPolicy::Proposal::StratumOf(const schedule::Trace& s) const {
   std::optional<space::Decisions> d = sketch_->Decode(Wire(s));
   return d ? sketch_->Stratum(*d) : 0;
 }
@@ -198,13 +198,13 @@ bool SearchPolicy::Proposal::PlainJudged() const {
 }
 
 SearchPolicy::Proposal::Cand* SearchPolicy::Proposal::Add(space::Decisions d) {
-  absl::StatusOr<ir::Trace> s = sketch_->Build(d);
+  absl::StatusOr<schedule::Trace> s = sketch_->Build(d);
   if (!s.ok()) return nullptr;
-  std::string h = ir::TraceHash(*s);
+  std::string h = schedule::TraceHash(*s);
   if (!seen_.insert(h).second) return nullptr;
   // A GPU candidate past the target's launch limits never reaches a device.
   if (task_.target.is_gpu()) {
-    if (absl::Status launch = ir::CheckGpuLaunch(task_.dag, task_.target, *s); !launch.ok()) {
+    if (absl::Status launch = schedule::CheckGpuLaunch(task_.dag, task_.target, *s); !launch.ok()) {
       ++p_.rejected_;
       p_.last_rejection_ = std::string(launch.message());
       return nullptr;
@@ -277,8 +277,8 @@ void SearchPolicy::Proposal::SampleInitPopulation() {
   // the GPU's fused one, too): on some workloads (depthwise) the tiling
   // sketch is not the best shape.
   for (int k = 0; !plain_judged_ && k < o.population / 4; ++k) {
-    ir::Trace s = space::RandomSchedule(task_.dag, task_.target, rng);
-    std::string h = ir::TraceHash(s);
+    schedule::Trace s = space::RandomSchedule(task_.dag, task_.target, rng);
+    std::string h = schedule::TraceHash(s);
     if (!seen_.insert(h).second) continue;
     std::optional<space::Decisions> d;
     if (s.sketch_id == sketch_->id()) d = sketch_->Decode(Wire(s));
@@ -323,7 +323,7 @@ bool SearchPolicy::Proposal::NearPicked(const Cand& c) const {
   return false;
 }
 
-std::vector<ir::Trace> SearchPolicy::Proposal::PickWithEpsGreedy(int n) {
+std::vector<schedule::Trace> SearchPolicy::Proposal::PickWithEpsGreedy(int n) {
   const EvolutionOptions& o = p_.options_;
   // Stalled (no new best in the last two batches' worth of trials): the
   // model and the parents hold the search in one corner, so half the batch
@@ -332,7 +332,7 @@ std::vector<ir::Trace> SearchPolicy::Proposal::PickWithEpsGreedy(int n) {
       !history_.ok.empty() && history_.trials - history_.last_improvement >= 2 * n;
   const double epsilon = stalled ? std::max(o.epsilon, o.stalled_epsilon) : o.epsilon;
   int n_random = std::min(n, int(std::round(n * epsilon)));
-  std::vector<ir::Trace> out;
+  std::vector<schedule::Trace> out;
   // The first pass takes the best-scored candidate of each stratum (tile
   // shape, packed or not) first: the model extrapolates badly to a stratum
   // the run has not measured (a GEMM run warm from convolutions proposed
@@ -409,11 +409,11 @@ std::vector<ir::Trace> SearchPolicy::Proposal::PickWithEpsGreedy(int n) {
   if (stalled && !parents_.empty()) {
     const int want =
         std::min(n - int(out.size()), int(std::round(n_random * o.stalled_neighbors)));
-    std::vector<ir::Trace> near =
-        p_.Fresh(history_, want, &taken_, [&]() -> absl::StatusOr<ir::Trace> {
-          absl::StatusOr<ir::Trace> s = sketch_->Build(sketch_->Mutate(parents_[0], p_.rng_));
+    std::vector<schedule::Trace> near =
+        p_.Fresh(history_, want, &taken_, [&]() -> absl::StatusOr<schedule::Trace> {
+          absl::StatusOr<schedule::Trace> s = sketch_->Build(sketch_->Mutate(parents_[0], p_.rng_));
           if (s.ok() && task_.target.is_gpu()) {
-            if (absl::Status launch = ir::CheckGpuLaunch(task_.dag, task_.target, *s);
+            if (absl::Status launch = schedule::CheckGpuLaunch(task_.dag, task_.target, *s);
                 !launch.ok())
               return launch;
           }
@@ -421,16 +421,16 @@ std::vector<ir::Trace> SearchPolicy::Proposal::PickWithEpsGreedy(int n) {
         });
     out.insert(out.end(), near.begin(), near.end());
   }
-  std::vector<ir::Trace> extra =
+  std::vector<schedule::Trace> extra =
       plain_judged_ ? p_.SketchSamples(*sketch_, history_, n - int(out.size()), &taken_)
                     : p_.Random(task_, history_, n - int(out.size()), &taken_);
   out.insert(out.end(), extra.begin(), extra.end());
   return out;
 }
 
-std::vector<ir::Trace> SearchPolicy::Propose(const Task& task, const TaskHistory& history,
+std::vector<schedule::Trace> SearchPolicy::Propose(const Task& task, const TaskHistory& history,
                                              const cost_model::CostModel* model, int n) {
-  if (strategy_ == Strategy::kRandom || !ir::HasTilingSketch(task.dag)) {
+  if (strategy_ == Strategy::kRandom || !schedule::HasTilingSketch(task.dag)) {
     std::set<std::string> taken;
     return Random(task, history, n, &taken);
   }

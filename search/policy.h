@@ -76,7 +76,7 @@ struct EvolutionOptions {
 struct TaskHistory {
   std::set<std::string> measured;  // schedule hashes, any outcome
   struct Entry {
-    ir::Trace schedule;
+    schedule::Trace schedule;
     double seconds;
   };
   std::vector<Entry> ok;  // successful measurements, best first
@@ -87,11 +87,11 @@ struct TaskHistory {
   // The decisions of the best (at most `n`) successful schedules of sketch
   // `sketch_id` that carry decisions, best first: the mutation parents.
   std::vector<std::vector<int64_t>> BestDecisions(int sketch_id, int n) const;
-  void Add(const ir::Trace& schedule, const MeasureResult& result);
+  void Add(const schedule::Trace& schedule, const MeasureResult& result);
 };
 
 // Program features of a schedule, or an error if it does not lower.
-absl::StatusOr<cost_model::ProgramFeatures> FeaturesOf(const Task& task, const ir::Trace& s);
+absl::StatusOr<cost_model::ProgramFeatures> FeaturesOf(const Task& task, const schedule::Trace& s);
 
 class SearchPolicy {
  public:
@@ -100,7 +100,7 @@ class SearchPolicy {
 
   // Up to `n` unmeasured, distinct schedules. `model` may be null or
   // untrained (then candidates are not ranked).
-  std::vector<ir::Trace> Propose(const Task& task, const TaskHistory& history,
+  std::vector<schedule::Trace> Propose(const Task& task, const TaskHistory& history,
                                  const cost_model::CostModel* model, int n);
 
   // The random generator's state as text, and back (false: not a state).
@@ -126,14 +126,14 @@ class SearchPolicy {
  private:
   class Proposal;  // one batch of Propose, in stages (policy.cc)
 
-  std::vector<ir::Trace> Random(const Task& task, const TaskHistory& history, int n,
+  std::vector<schedule::Trace> Random(const Task& task, const TaskHistory& history, int n,
                                 std::set<std::string>* taken);
   // Up to `n` distinct schedules from `draw` (errors skipped), none measured
   // or in `taken`; each is added to `taken`.
-  std::vector<ir::Trace> Fresh(const TaskHistory& history, int n, std::set<std::string>* taken,
-                               const std::function<absl::StatusOr<ir::Trace>()>& draw);
+  std::vector<schedule::Trace> Fresh(const TaskHistory& history, int n, std::set<std::string>* taken,
+                               const std::function<absl::StatusOr<schedule::Trace>()>& draw);
   // Up to `n` unmeasured samples of `sketch`.
-  std::vector<ir::Trace> SketchSamples(const space::Sketch& sketch, const TaskHistory& history,
+  std::vector<schedule::Trace> SketchSamples(const space::Sketch& sketch, const TaskHistory& history,
                                        int n, std::set<std::string>* taken);
   Strategy strategy_;
   EvolutionOptions options_;

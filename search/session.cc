@@ -82,7 +82,7 @@ absl::StatusOr<SessionEnd> Session::Run(SessionObserver* observer) {
   const bool commit = options_.commit_records && options_.log != nullptr;
   end.run = tuner_.Run([&](const Trial& t) {
     if (commit) {
-      const v1::Record r = RecordOf(tuner_.tasks()[t.task], target_spec_, ir::ToProto(t.schedule),
+      const v1::Record r = RecordOf(tuner_.tasks()[t.task], target_spec_, schedule::ToProto(t.schedule),
                                     t.result, options_.source);
       if (auto c = options_.log->CommitRecords({r}); !c.ok() && end.records.ok()) {
         end.records = c.status();

@@ -49,7 +49,7 @@ class Measurer {
  public:
   virtual ~Measurer() = default;
   virtual std::vector<MeasureResult> Measure(const Task& task,
-                                             const std::vector<ir::Trace>& schedules) = 0;
+                                             const std::vector<schedule::Trace>& schedules) = 0;
 };
 
 }  // namespace tunefarm::search

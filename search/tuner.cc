@@ -106,9 +106,9 @@ absl::Status Tuner::Restore(const v1::SearchSnapshot& snapshot) {
   return absl::OkStatus();
 }
 
-void Tuner::Record(int task, const ir::Trace& s, const MeasureResult& r) {
+void Tuner::Record(int task, const schedule::Trace& s, const MeasureResult& r) {
   histories_[task].Add(s, r);
-  if (r.status == MeasureResult::Status::kOk) ok_hashes_[task].insert(ir::TraceHash(s));
+  if (r.status == MeasureResult::Status::kOk) ok_hashes_[task].insert(schedule::TraceHash(s));
   if (!options_.keep_features && options_.strategy == Strategy::kRandom) return;
   absl::StatusOr<cost_model::ProgramFeatures> f = FeaturesOf(tasks_[task], s);
   if (f.ok()) {
@@ -117,21 +117,21 @@ void Tuner::Record(int task, const ir::Trace& s, const MeasureResult& r) {
   }
 }
 
-void Tuner::AddHistory(int task, const ir::Trace& schedule, const MeasureResult& result) {
+void Tuner::AddHistory(int task, const schedule::Trace& schedule, const MeasureResult& result) {
   Record(task, schedule, result);
   if (schedule.is_default && result.status == MeasureResult::Status::kOk &&
       (default_seconds_[task] <= 0 || result.seconds < default_seconds_[task]))
     default_seconds_[task] = result.seconds;
 }
 
-void Tuner::AddTransferRecord(const Task& other, const ir::Trace& schedule, double seconds) {
+void Tuner::AddTransferRecord(const Task& other, const schedule::Trace& schedule, double seconds) {
   if (!options_.keep_features && options_.strategy == Strategy::kRandom) return;
   absl::StatusOr<cost_model::ProgramFeatures> f = FeaturesOf(other, schedule);
   if (!f.ok()) return;
   auto [it, fresh] =
       transfer_groups_.emplace(other.key, int(tasks_.size() + transfer_groups_.size()));
   measured_.push_back({-1, it->second, *std::move(f), seconds});
-  if (seconds <= 0 || other.target.is_gpu() || schedule.sketch_id != ir::kTilingSketchId ||
+  if (seconds <= 0 || other.target.is_gpu() || schedule.sketch_id != schedule::kTilingSketchId ||
       schedule.decisions.empty())
     return;
   auto o = others_.find(other.key);
@@ -175,7 +175,7 @@ std::string SeedClass(const v1::Workload& w) {
 // then reduction axes (equal lengths: the same decision layout).
 std::vector<int64_t> LoopExtents(const ir::ComputeDAG& dag) {
   std::vector<int64_t> out;
-  const int main = ir::TilingMainStage(dag);
+  const int main = schedule::TilingMainStage(dag);
   if (main < 0) return out;
   for (const ir::IterVar& a : dag.stages[main].axes) out.push_back(a.extent);
   out.push_back(-1);
@@ -189,7 +189,7 @@ void Tuner::SeedFromOtherWorkloads() {
   if (options_.strategy != Strategy::kEvolutionary) return;
   for (size_t t = 0; t < tasks_.size(); ++t) {
     const Task& task = tasks_[t];
-    if (task.target.is_gpu() || !ir::HasTilingSketch(task.dag)) continue;
+    if (task.target.is_gpu() || !schedule::HasTilingSketch(task.dag)) continue;
     const std::vector<int64_t> mine = LoopExtents(task.dag);
     const std::string mine_class = SeedClass(task.workload);
     const space::CpuSketch sketch(task.dag, task.target);
@@ -216,7 +216,7 @@ void Tuner::SeedFromOtherWorkloads() {
       }
       if (!same_layout) continue;
       for (size_t r = 0; r < other.best.size(); ++r) {
-        if (std::optional<ir::CpuTiling> d = sketch.Fit(other.best[r].second))
+        if (std::optional<schedule::CpuTiling> d = sketch.Fit(other.best[r].second))
           seeds.push_back({r, distance, d->Encode()});
       }
     }
@@ -226,7 +226,7 @@ void Tuner::SeedFromOtherWorkloads() {
     std::vector<std::vector<int64_t>> out;
     for (Seed& s : seeds) out.push_back(std::move(s.decisions));
     // A task with a tiling schedule of its own that ran starts from that.
-    const bool own = !histories_[t].BestDecisions(ir::kTilingSketchId, 1).empty();
+    const bool own = !histories_[t].BestDecisions(schedule::kTilingSketchId, 1).empty();
     seeds_[t] = own ? 0 : int(out.size());
     policy_.SetTransferred(task.key, std::move(out));
   }
@@ -297,7 +297,7 @@ absl::Status Tuner::Run(const std::function<void(const Trial&)>& on_trial) {
                ? std::max<int64_t>(0, options_.max_trials_per_task - task_trials_[task])
                : int64_t{kNoTrialLimit};
   };
-  auto measure = [&](int task, const std::vector<ir::Trace>& batch) {
+  auto measure = [&](int task, const std::vector<schedule::Trace>& batch) {
     std::vector<MeasureResult> results = measurer_->Measure(tasks_[task], batch);
     for (size_t i = 0; i < batch.size(); ++i) {
       Record(task, batch[i], results[i]);
@@ -318,8 +318,8 @@ absl::Status Tuner::Run(const std::function<void(const Trial&)>& on_trial) {
   if (options_.measure_default) {
     // A default whose earlier measurement failed is measured again.
     for (size_t t = 0; t < tasks_.size() && !out_of_budget(); ++t) {
-      ir::Trace def = ir::DefaultSchedule(tasks_[t].dag, tasks_[t].target);
-      const std::string hash = ir::TraceHash(def);
+      schedule::Trace def = schedule::DefaultSchedule(tasks_[t].dag, tasks_[t].target);
+      const std::string hash = schedule::TraceHash(def);
       if (default_seconds_[t] > 0 || ok_hashes_[t].count(hash) || task_left(int(t)) == 0) continue;
       again.insert({int(t), hash});
       std::vector<MeasureResult> r = measure(int(t), {def});
@@ -332,9 +332,9 @@ absl::Status Tuner::Run(const std::function<void(const Trial&)>& on_trial) {
   for (size_t i = 0; i < retries_.size() && !out_of_budget();) {
     const int task = retries_[i].first;
     const int room = batch_room(task);
-    std::vector<ir::Trace> batch;
+    std::vector<schedule::Trace> batch;
     for (; i < retries_.size() && retries_[i].first == task && int(batch.size()) < room; ++i) {
-      const std::string hash = ir::TraceHash(retries_[i].second);
+      const std::string hash = schedule::TraceHash(retries_[i].second);
       if (ok_hashes_[task].count(hash) || !again.insert({task, hash}).second) continue;
       batch.push_back(retries_[i].second);
     }
@@ -364,7 +364,7 @@ absl::Status Tuner::Run(const std::function<void(const Trial&)>& on_trial) {
       continue;
     }
     const int n = batch_room(task);
-    std::vector<ir::Trace> batch = policy_.Propose(tasks_[task], histories_[task], model_.get(), n);
+    std::vector<schedule::Trace> batch = policy_.Propose(tasks_[task], histories_[task], model_.get(), n);
     if (batch.empty()) {
       scheduler_.Stop(task);  // nothing new left to try
       continue;

@@ -70,7 +70,7 @@ struct Trial {
   int task;
   int index;        // 0-based over the whole run
   int batch_index;  // position in the batch the measurer was handed
-  ir::Trace schedule;
+  schedule::Trace schedule;
   MeasureResult result;
   double elapsed_s;  // since Run started
 };
@@ -79,20 +79,20 @@ class Tuner {
  public:
   Tuner(std::vector<Task> tasks, Measurer* measurer, TuneOptions options);
 
-  void AddHistory(int task, const ir::Trace& schedule, const MeasureResult& result);
+  void AddHistory(int task, const schedule::Trace& schedule, const MeasureResult& result);
   // Trials of `task` an earlier run of the same job made (a resumed job):
   // they count towards max_trials_per_task.
   void AddEarlierTrials(int task, int64_t n) { task_trials_[task] += n; }
   // A schedule of `task` an earlier run of the same job measured without
   // success (also given to AddHistory): Run measures it again, after the
   // default schedules and before searching, unless it has run since.
-  void AddRetry(int task, const ir::Trace& schedule) { retries_.push_back({task, schedule}); }
+  void AddRetry(int task, const schedule::Trace& schedule) { retries_.push_back({task, schedule}); }
   // A record of another workload on the same target: training data for the
   // cost model (transfer across tasks and jobs); the best two CPU tiling
   // schedules of each such workload also seed the evolutionary search of
   // this run's tasks of the same operator and loop layout, fitted to them
   // (EvolutionOptions::transferred), nearest workload first.
-  void AddTransferRecord(const Task& other, const ir::Trace& schedule, double seconds);
+  void AddTransferRecord(const Task& other, const schedule::Trace& schedule, double seconds);
   absl::Status Run(const std::function<void(const Trial&)>& on_trial = {});
   // Hands the policy each task's fitted schedules of other workloads (the
   // transfer records' best; Run does this too, after any AddTransferRecord).
@@ -146,7 +146,7 @@ class Tuner {
 
  private:
   absl::Status Retrain();
-  void Record(int task, const ir::Trace& s, const MeasureResult& r);
+  void Record(int task, const schedule::Trace& s, const MeasureResult& r);
 
   std::vector<Task> tasks_;
   Measurer* measurer_;
@@ -173,7 +173,7 @@ class Tuner {
   int ok_trials_ = 0;
   std::vector<int64_t> task_trials_;              // what max_trials_per_task counts
   std::vector<std::set<std::string>> ok_hashes_;  // per task: schedules that ran
-  std::vector<std::pair<int, ir::Trace>> retries_;
+  std::vector<std::pair<int, schedule::Trace>> retries_;
   std::vector<int> seeds_;  // per task: schedules of other workloads handed to the policy
   double seconds_before_ = 0;  // restored
   std::chrono::steady_clock::time_point start_;

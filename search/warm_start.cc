@@ -47,7 +47,7 @@ absl::StatusOr<WarmStartCounts> WarmStart(store::TuningLog& log, const ir::Targe
         ++counts.skipped;
         continue;
       }
-      absl::StatusOr<ir::Trace> trace = ir::TraceFromProto(r.schedule());
+      absl::StatusOr<schedule::Trace> trace = schedule::TraceFromProto(r.schedule());
       if (!trace.ok()) {
         ++counts.skipped;
         continue;

@@ -461,7 +461,7 @@ bool DeviceFailure(v1::MeasureStatus s) {
 // again (Tuner::AddRetry); how many.
 absl::StatusOr<int> AddRetries(store::TuningLog& log, int64_t job_id,
                                const std::map<std::string, int>& task_of, search::Tuner& tuner) {
-  std::map<std::pair<int, std::string>, ir::Trace> failed;  // by task and schedule hash
+  std::map<std::pair<int, std::string>, schedule::Trace> failed;  // by task and schedule hash
   std::set<std::pair<int, std::string>> ran;
   store::TuningLog::RecordQuery q;
   q.job_id = job_id;
@@ -476,7 +476,7 @@ absl::StatusOr<int> AddRetries(store::TuningLog& log, int64_t job_id,
       if (r.status() == v1::MEASURE_STATUS_OK) {
         ran.insert(std::move(key));
       } else if (DeviceFailure(r.status()) && !failed.count(key)) {
-        absl::StatusOr<ir::Trace> trace = ir::TraceFromProto(r.schedule());
+        absl::StatusOr<schedule::Trace> trace = schedule::TraceFromProto(r.schedule());
         if (trace.ok()) failed.emplace(std::move(key), *std::move(trace));
       }
     }
@@ -547,6 +547,129 @@ class JobObserver : public search::SessionObserver {
   std::function<void()> on_change_;
 };
 
+// The measurer's options for job `job_id`: results go to `sink` as they
+// arrive; waits for a device are shown in the job's state.
+RemoteMeasurer::Options MeasureOptionsFor(int64_t job_id, const v1::JobSpec& spec,
+                                          const ir::Target& target, const std::string& target_spec,
+                                          const JobRunner::Options& options,
+                                          store::TuningLog& log, std::function<void()> on_change,
+                                          std::function<bool()> stopped, ResultSink& sink) {
+  RemoteMeasurer::Options mo;
+  mo.job_id = job_id;
+  mo.priority = spec.priority();
+  mo.device_key = spec.device_key();
+  mo.measure = spec.measure();
+  mo.input_seed = spec.seed();
+  mo.threads = target.num_cores;  // -num-cores of the target; 0: all of the board's
+  if (target.is_gpu() && options.live_devices) {
+    std::string why;
+    if (NeedsLlvmPtx(options.live_devices(), spec.device_key(), &why)) {
+      mo.llvm_ptx = true;
+      Logger("server")->info("event=llvm_ptx job={} why=\"{}\"", job_id, why);
+    }
+  }
+  mo.stopped = std::move(stopped);
+  mo.on_wait = [&log, on_change, job_id](const std::string& why) {
+    log.UpdateActiveJob(job_id,
+                        why.empty() ? v1::JOB_STATE_RUNNING : v1::JOB_STATE_WAITING_FOR_DEVICE,
+                        why)
+        .IgnoreError();
+    on_change();
+  };
+  mo.on_result = [&sink, target_spec, job_id, spec](const search::Task& task,
+                                                    const v1::Schedule& schedule,
+                                                    const search::MeasureResult& result,
+                                                    const RemoteMeasurer::Detail& d) {
+    sink.Add(search::RecordOf(task, target_spec, schedule, result, SourceOf(job_id, spec, d)));
+  };
+  // New bests rank once another device of the key measured them alike.
+  mo.known_best = [&log, target_spec](const search::Task& task) {
+    absl::StatusOr<std::vector<v1::Record>> best = log.TopK(task.key, target_spec, 1);
+    if (!best.ok() || best->empty() || (*best)[0].costs_sec().empty()) return 0.0;
+    const auto& c = (*best)[0].costs_sec();
+    return std::accumulate(c.begin(), c.end(), 0.0) / double(c.size());
+  };
+  mo.confirm_tolerance = options.confirm_tolerance;
+  mo.on_confirmation = [&log, on_change, job_id](
+                           const v1::Workload& workload, const v1::Schedule& schedule,
+                           const RemoteMeasurer::Detail& first,
+                           const RemoteMeasurer::Options::Confirmation& outcome) {
+    store::TuningLog::Confirmation c;
+    c.job_id = job_id;
+    c.workload = workload;
+    c.schedule = schedule;
+    c.device_id = first.device_id;
+    c.state = outcome.outcome;
+    c.confirmed_by = outcome.confirmed_by;
+    c.confirm_cost_sec = outcome.confirm_seconds;
+    c.suspect = outcome.suspect;
+    if (absl::Status s = log.SetConfirmation(c); !s.ok()) {
+      Logger("server")->error("event=confirmation_not_stored job={} error=\"{}\"", job_id,
+                              std::string(s.message()));
+    }
+    on_change();
+  };
+  return mo;
+}
+
+// What a finished run leaves the job as, and why.
+struct JobOutcome {
+  v1::JobState state;
+  std::string message;
+};
+
+// How job `job_id`'s run ended: the session's end, its results' sink, and a
+// failed save of the search state (`snapshot_error`, when not OK).
+JobOutcome OutcomeOf(int64_t job_id, const search::SessionEnd& ended, const ResultSink& sink,
+                     const absl::Status& snapshot_error, const search::Session& session,
+                     const v1::Budget& budget, bool restored, const ForeignRecords& foreign,
+                     int64_t done_before) {
+  const search::Tuner& tuner = session.tuner();
+  if (absl::Status e = sink.store_error(); !e.ok()) {
+    return {v1::JOB_STATE_FAILED, absl::StrCat("storing records: ", e.message())};
+  }
+  if (!snapshot_error.ok()) {
+    return {v1::JOB_STATE_FAILED,
+            absl::StrCat("stopped after ", tuner.trials(),
+                         " trials: saving the search state failed: ", snapshot_error.message(),
+                         "; then `tunefarm resume ", job_id, "`")};
+  }
+  if (!ended.run.ok()) return {v1::JOB_STATE_FAILED, std::string(ended.run.message())};
+  // Failed trials leave budget for a resume, which measures again those a
+  // board may have failed (DeviceFailure).
+  const int64_t failed = tuner.trials() - tuner.ok_trials();
+  const std::string again = absl::StrCat(
+      "; `tunefarm resume ", job_id, "` goes on, measuring again those the board may have failed");
+  if (tuner.trials() > 0 && tuner.ok_trials() == 0) {
+    return {v1::JOB_STATE_FAILED,
+            absl::StrCat("all ", tuner.trials(), " trials", done_before > 0 ? " of this run" : "",
+                         " failed: ", sink.FailureCounts(), "; ",
+                         sink.device_broken() ? sink.BrokenDevice() : sink.FailureGroups(),
+                         again)};
+  }
+  if (sink.device_broken()) {
+    return {v1::JOB_STATE_FAILED,
+            absl::StrCat("stopped after ", tuner.trials(), " trials, ", failed, " failed (",
+                         sink.FailureCounts(), "): ", sink.BrokenDevice(), again)};
+  }
+  if (tuner.end() == search::Tuner::End::kAttempts) {
+    return {v1::JOB_STATE_FAILED,
+            absl::StrCat("stopped after ", tuner.trials(), " trials, ", kAttemptsPerTrial,
+                         " times the trials left in the budget: ", failed, " failed (",
+                         sink.FailureCounts(), ")", again)};
+  }
+  // The final model is the next job's (or `tunefarm tune`'s) starting model
+  // on this target (stored by the session).
+  if (!ended.model.ok()) {
+    Logger("server")->warn("event=cost_model_not_stored job={} error=\"{}\"", job_id,
+                           std::string(ended.model.message()));
+  }
+  return {v1::JOB_STATE_SUCCEEDED,
+          EndNote(tuner, tuner.ok_trials(), failed, sink.FailureCounts(), budget,
+                  session.start(), restored, foreign, done_before)};
+}
+
+
 }  // namespace
 
 void JobRunner::RunJob(int64_t job_id, Running_* running) {
@@ -577,62 +700,10 @@ void JobRunner::RunJob(int64_t job_id, Running_* running) {
   const int64_t done_before = job->trials_done();
   const int64_t attempts_before = job->trials_done() + job->failed_trials();
 
-  // The measurer: results committed as they arrive; waits for a device shown
-  // in the job's state.
   ResultSink sink(commits_);
-  RemoteMeasurer::Options mo;
-  mo.job_id = job_id;
-  mo.priority = spec.priority();
-  mo.device_key = spec.device_key();
-  mo.measure = spec.measure();
-  mo.input_seed = spec.seed();
-  mo.threads = target->num_cores;  // -num-cores of the target; 0: all of the board's
-  if (target->is_gpu() && options_.live_devices) {
-    std::string why;
-    if (NeedsLlvmPtx(options_.live_devices(), spec.device_key(), &why)) {
-      mo.llvm_ptx = true;
-      log->info("event=llvm_ptx job={} why=\"{}\"", job_id, why);
-    }
-  }
-  mo.stopped = [running] { return running->stop.load(); };
-  mo.on_wait = [&](const std::string& why) {
-    log_.UpdateActiveJob(
-            job_id, why.empty() ? v1::JOB_STATE_RUNNING : v1::JOB_STATE_WAITING_FOR_DEVICE, why)
-        .IgnoreError();
-    on_change_();
-  };
-  mo.on_result = [&](const search::Task& task, const v1::Schedule& schedule,
-                     const search::MeasureResult& result, const RemoteMeasurer::Detail& d) {
-    sink.Add(search::RecordOf(task, target_spec, schedule, result, SourceOf(job_id, spec, d)));
-  };
-  // New bests rank once another device of the key measured them alike.
-  mo.known_best = [this, &target_spec](const search::Task& task) {
-    absl::StatusOr<std::vector<v1::Record>> best = log_.TopK(task.key, target_spec, 1);
-    if (!best.ok() || best->empty() || (*best)[0].costs_sec().empty()) return 0.0;
-    const auto& c = (*best)[0].costs_sec();
-    return std::accumulate(c.begin(), c.end(), 0.0) / double(c.size());
-  };
-  mo.confirm_tolerance = options_.confirm_tolerance;
-  mo.on_confirmation = [log = &log_, on_change = on_change_, job_id](
-                           const v1::Workload& workload, const v1::Schedule& schedule,
-                           const RemoteMeasurer::Detail& first,
-                           const RemoteMeasurer::Options::Confirmation& outcome) {
-    store::TuningLog::Confirmation c;
-    c.job_id = job_id;
-    c.workload = workload;
-    c.schedule = schedule;
-    c.device_id = first.device_id;
-    c.state = outcome.outcome;
-    c.confirmed_by = outcome.confirmed_by;
-    c.confirm_cost_sec = outcome.confirm_seconds;
-    c.suspect = outcome.suspect;
-    if (absl::Status s = log->SetConfirmation(c); !s.ok()) {
-      Logger("server")->error("event=confirmation_not_stored job={} error=\"{}\"", job_id,
-                              std::string(s.message()));
-    }
-    on_change();
-  };
-  RemoteMeasurer measurer(queue_, mo);
+  RemoteMeasurer measurer(
+      queue_, MeasureOptionsFor(job_id, spec, *target, target_spec, options_, log_, on_change_,
+                                [running] { return running->stop.load(); }, sink));
 
   search::TuneOptions o = TuneOptionsFor(spec, budget, done_before, attempts_before,
                                          tasks->tasks.size(), options_.batch);
@@ -711,54 +782,14 @@ void JobRunner::RunJob(int64_t job_id, Running_* running) {
   }, on_change_);
   absl::StatusOr<search::SessionEnd> ended = session.Run(&observer);
   if (!ended.ok()) return fail(ended.status());
-  const search::Tuner& tuner = session.tuner();
   if (running->stop) {
     running->done = true;
     return;  // cancelled or shutting down: the state was set by whoever stopped it
   }
-  const absl::Status& s = ended->run;
-  if (absl::Status e = sink.store_error(); !e.ok()) {
-    return finish(v1::JOB_STATE_FAILED, absl::StrCat("storing records: ", e.message()));
-  }
-  if (snapshot_failed) {
-    return finish(
-        v1::JOB_STATE_FAILED,
-        absl::StrCat("stopped after ", tuner.trials(), " trials: saving the search state failed: ",
-                     snapshot_error.message(), "; then `tunefarm resume ", job_id, "`"));
-  }
-  if (!s.ok()) return fail(s);
-  // Failed trials leave budget for a resume, which measures again those a
-  // board may have failed (DeviceFailure).
-  const int64_t failed = tuner.trials() - tuner.ok_trials();
-  const std::string again = absl::StrCat(
-      "; `tunefarm resume ", job_id, "` goes on, measuring again those the board may have failed");
-  if (tuner.trials() > 0 && tuner.ok_trials() == 0) {
-    return finish(
-        v1::JOB_STATE_FAILED,
-        absl::StrCat("all ", tuner.trials(), " trials", done_before > 0 ? " of this run" : "",
-                     " failed: ", sink.FailureCounts(), "; ",
-                     sink.device_broken() ? sink.BrokenDevice() : sink.FailureGroups(), again));
-  }
-  if (sink.device_broken()) {
-    return finish(v1::JOB_STATE_FAILED,
-                  absl::StrCat("stopped after ", tuner.trials(), " trials, ", failed, " failed (",
-                               sink.FailureCounts(), "): ", sink.BrokenDevice(), again));
-  }
-  if (tuner.end() == search::Tuner::End::kAttempts) {
-    return finish(v1::JOB_STATE_FAILED,
-                  absl::StrCat("stopped after ", tuner.trials(), " trials, ", kAttemptsPerTrial,
-                               " times the trials left in the budget: ", failed, " failed (",
-                               sink.FailureCounts(), ")", again));
-  }
-  // The final model is the next job's (or `tunefarm tune`'s) starting model
-  // on this target (stored by the session).
-  if (!ended->model.ok()) {
-    log->warn("event=cost_model_not_stored job={} error=\"{}\"", job_id,
-              std::string(ended->model.message()));
-  }
-  finish(v1::JOB_STATE_SUCCEEDED,
-         EndNote(tuner, tuner.ok_trials(), failed, sink.FailureCounts(), spec.budget(),
-                 session.start(), restored, foreign, done_before));
+  const JobOutcome outcome =
+      OutcomeOf(job_id, *ended, sink, snapshot_failed ? snapshot_error : absl::OkStatus(),
+                session, spec.budget(), restored, foreign, done_before);
+  finish(outcome.state, outcome.message);
 }
 
 bool JobRunner::RestoreSearch(int64_t job_id, search::Tuner* tuner) {

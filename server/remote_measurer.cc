@@ -91,7 +91,7 @@ const RemoteMeasurer::Reference& RemoteMeasurer::ReferenceFor(const search::Task
   if (it != references_.end() && it->second.error.empty()) return it->second;
   Reference& ref = references_[task.key];
   ref = Reference();
-  ref.schedule = ir::ToProto(ir::DefaultSchedule(task.dag, task.target));
+  ref.schedule = schedule::ToProto(schedule::DefaultSchedule(task.dag, task.target));
   int pending = 1;
   WorkQueue::Item item;
   item.queue = BuildQueueOf(task.target);
@@ -180,13 +180,13 @@ void RemoteMeasurer::SubmitConfirmation(const search::Task& task, const v1::Sche
 }
 
 std::vector<MeasureResult> RemoteMeasurer::Measure(const search::Task& task,
-                                                   const std::vector<ir::Trace>& traces) {
+                                                   const std::vector<schedule::Trace>& traces) {
   const size_t n = traces.size();
   // The wire form of each candidate: what the builds, the measurements and
   // the records carry.
   std::vector<v1::Schedule> schedules;
   schedules.reserve(n);
-  for (const ir::Trace& t : traces) schedules.push_back(ir::ToProto(t));
+  for (const schedule::Trace& t : traces) schedules.push_back(schedule::ToProto(t));
   std::vector<MeasureResult> results(n);
   details_.assign(n, Detail());
   const bool interpreted = ir::InterpretReference(task.dag, task.flops);

@@ -82,7 +82,7 @@ class RemoteMeasurer : public search::Measurer {
   RemoteMeasurer(WorkQueue& queue, Options options) : queue_(queue), options_(std::move(options)) {}
 
   std::vector<search::MeasureResult> Measure(const search::Task& task,
-                                             const std::vector<ir::Trace>& schedules) override;
+                                             const std::vector<schedule::Trace>& schedules) override;
   // Details of the last batch, in its order.
   const std::vector<Detail>& details() const { return details_; }
 

@@ -16,7 +16,7 @@ v1::BuildResult Build(const v1::BuildRequest& request) {
     out.set_error(absl::StrCat("target: ", target.status().message()));
     return out;
   }
-  absl::StatusOr<ir::Trace> schedule = ir::TraceFromProto(request.schedule());
+  absl::StatusOr<schedule::Trace> schedule = schedule::TraceFromProto(request.schedule());
   if (!schedule.ok()) {
     out.set_error(absl::StrCat("schedule: ", schedule.status().message()));
     return out;

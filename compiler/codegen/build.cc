@@ -34,12 +34,12 @@ GpuRoute RouteFor(const std::string& arch, bool llvm_ptx) {
 
 // CUDA C through NVRTC, or LLVM IR through NVPTX, packed with its launches
 // as a GpuModule.
-absl::Status BuildGpu(const ir::ScheduleState& st, const ir::Target& target, bool ptx,
+absl::Status BuildGpu(const schedule::ScheduleState& st, const ir::Target& target, bool ptx,
                       bool llvm_ptx, Artifact* out) {
   absl::StatusOr<GpuArtifact> a;
   switch (RouteFor(target.arch(), llvm_ptx)) {
     case GpuRoute::kNvrtc: {
-      absl::StatusOr<GpuProgram> program = EmitCuda(st.dag(), ir::Lower(st), target);
+      absl::StatusOr<GpuProgram> program = EmitCuda(st.dag(), schedule::Lower(st), target);
       if (!program.ok()) return program.status();
       CudaCompileOptions co;
       co.ptx = ptx;
@@ -49,7 +49,7 @@ absl::Status BuildGpu(const ir::ScheduleState& st, const ir::Target& target, boo
     }
     case GpuRoute::kLlvmPtx:
       ptx = true;
-      a = CompileCudaWithLlvm(st.dag(), ir::Lower(st), target);
+      a = CompileCudaWithLlvm(st.dag(), schedule::Lower(st), target);
       break;
     case GpuRoute::kNone:
       // NVRTC's own message names the archs it builds.
@@ -96,7 +96,7 @@ double Since(std::chrono::steady_clock::time_point t0) {
 
 GpuRoute RouteFor(const std::string& arch) { return RouteFor(arch, false); }
 
-absl::StatusOr<Artifact> Build(const ir::ScheduleState& scheduled, const ir::Target& target,
+absl::StatusOr<Artifact> Build(const schedule::ScheduleState& scheduled, const ir::Target& target,
                                const BuildOptions& options) {
   const auto t0 = std::chrono::steady_clock::now();
   Artifact out;
@@ -107,7 +107,7 @@ absl::StatusOr<Artifact> Build(const ir::ScheduleState& scheduled, const ir::Tar
   } else {
     if (absl::Status s = CheckLLVMTarget(target); !s.ok()) return Prefixed("target", s);
     absl::StatusOr<CpuArtifact> a =
-        CompileCpu(scheduled.dag(), ir::Lower(scheduled), target, options.cpu);
+        CompileCpu(scheduled.dag(), schedule::Lower(scheduled), target, options.cpu);
     if (!a.ok()) return Prefixed("build", a.status());
     out.kind = v1::ARTIFACT_KIND_SHARED_OBJECT;
     out.bytes = std::move(a->shared_object);
@@ -119,9 +119,9 @@ absl::StatusOr<Artifact> Build(const ir::ScheduleState& scheduled, const ir::Tar
 }
 
 absl::StatusOr<Artifact> Build(const ir::ComputeDAG& dag, const ir::Target& target,
-                               const ir::Trace& schedule, const BuildOptions& options) {
+                               const schedule::Trace& schedule, const BuildOptions& options) {
   const auto t0 = std::chrono::steady_clock::now();
-  absl::StatusOr<ir::ScheduleState> st = ir::ScheduleState::Replay(dag, schedule, target);
+  absl::StatusOr<schedule::ScheduleState> st = schedule::ScheduleState::Replay(dag, schedule, target);
   if (!st.ok()) return Prefixed("schedule", st.status());
   absl::StatusOr<Artifact> a = Build(*st, target, options);
   if (a.ok()) a->seconds = Since(t0);
@@ -129,7 +129,7 @@ absl::StatusOr<Artifact> Build(const ir::ComputeDAG& dag, const ir::Target& targ
 }
 
 absl::StatusOr<Artifact> Build(const v1::Workload& workload, const ir::Target& target,
-                               const ir::Trace& schedule, const BuildOptions& options) {
+                               const schedule::Trace& schedule, const BuildOptions& options) {
   const auto t0 = std::chrono::steady_clock::now();
   absl::StatusOr<ir::ComputeDAG> dag = ir::BuildComputeDAG(workload);
   if (!dag.ok()) return Prefixed("workload", dag.status());

@@ -46,13 +46,13 @@ struct Artifact {
   double seconds = 0;             // replay, lowering and code generation
 };
 
-absl::StatusOr<Artifact> Build(const ir::ScheduleState& scheduled, const ir::Target& target,
+absl::StatusOr<Artifact> Build(const schedule::ScheduleState& scheduled, const ir::Target& target,
                                const BuildOptions& options = {});
 // `dag`: BuildComputeDAG of the workload.
 absl::StatusOr<Artifact> Build(const ir::ComputeDAG& dag, const ir::Target& target,
-                               const ir::Trace& schedule, const BuildOptions& options = {});
+                               const schedule::Trace& schedule, const BuildOptions& options = {});
 absl::StatusOr<Artifact> Build(const ::tunefarm::v1::Workload& workload, const ir::Target& target,
-                               const ir::Trace& schedule, const BuildOptions& options = {});
+                               const schedule::Trace& schedule, const BuildOptions& options = {});
 
 // How a cuda arch is built here: NVRTC (CUDA C -> cubin or PTX), LLVM's
 // NVPTX back end (LLVM IR -> PTX the board's driver compiles; archs NVRTC

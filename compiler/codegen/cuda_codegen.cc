@@ -252,7 +252,7 @@ class KernelEmitter : public ir::ExprFunctor<std::string()>,
   using StmtFunctor::Visit;
 
  public:
-  KernelEmitter(const ir::ComputeDAG& dag, const ir::GpuLaunch& launch, std::string name)
+  KernelEmitter(const ir::ComputeDAG& dag, const schedule::GpuLaunch& launch, std::string name)
       : dag_(dag), launch_(launch) {
     kernel_.name = std::move(name);
     kernel_.grid = launch.grid;
@@ -512,7 +512,7 @@ class KernelEmitter : public ir::ExprFunctor<std::string()>,
     StrAppend(out, pad, "}\n");
   }
 
-  // A vectorized loop on a GPU (the tensor-core lowering's, see ir::Lower):
+  // A vectorized loop on a GPU (the tensor-core lowering's, see schedule::Lower):
   // 16 bytes (8 16-bit elements or 4 floats) copied, or zeroed where the
   // guard is false, as one load and store; both starts are 16-byte aligned
   // by contract. False, emitting nothing, for any other loop.
@@ -668,7 +668,7 @@ class KernelEmitter : public ir::ExprFunctor<std::string()>,
   void VisitDefault(const Stmt&, int, std::string*) override {}
 
   const ir::ComputeDAG& dag_;
-  const ir::GpuLaunch& launch_;
+  const schedule::GpuLaunch& launch_;
   GpuKernel kernel_;
   std::vector<std::vector<int64_t>> shapes_;
   std::unordered_map<const ExprNode*, std::string> var_names_;
@@ -689,7 +689,7 @@ absl::StatusOr<GpuProgram> EmitCuda(const ir::ComputeDAG& dag, const ir::Stmt& p
                                 dag.tf32 ? "tf32 products" : StrCat(DTypeWord(dtype), " kernels"));
       !s.ok())
     return absl::UnimplementedError(s.message());
-  TF_ASSIGN_OR_RETURN(ir::GpuLaunchPlan plan, ir::PlanGpuLaunches(dag, program, target));
+  TF_ASSIGN_OR_RETURN(schedule::GpuLaunchPlan plan, schedule::PlanGpuLaunches(dag, program, target));
   GpuProgram out;
   std::set<int> global(dag.args.begin(), dag.args.end());
   for (const auto& [tensor, shape] : plan.workspace) {
@@ -702,7 +702,7 @@ absl::StatusOr<GpuProgram> EmitCuda(const ir::ComputeDAG& dag, const ir::Stmt& p
   for (int t : global) largest = std::max(largest, dag.NumElements(t));
   std::string kernels;
   std::set<std::tuple<int64_t, bool, bool>> wgmma_shapes;
-  for (const ir::GpuLaunch& launch : plan.kernels) {
+  for (const schedule::GpuLaunch& launch : plan.kernels) {
     KernelEmitter k(dag, launch, StrCat("tf_kernel_", out.kernels.size()));
     out.kernels.push_back(k.Emit(global, &kernels));
     wgmma_shapes.insert(k.wgmma_shapes().begin(), k.wgmma_shapes().end());

@@ -95,7 +95,7 @@ class KernelGen : public ir::ExprFunctor<llvm::Value*()>, public ir::StmtFunctor
  public:
   // `wide_index`: 64-bit index math (a tensor of 2^31 elements or more);
   // else 32-bit, as the CUDA C back end does (64-bit multiplies are slow).
-  KernelGen(llvm::Module& mod, const ir::ComputeDAG& dag, const ir::GpuLaunch& launch,
+  KernelGen(llvm::Module& mod, const ir::ComputeDAG& dag, const schedule::GpuLaunch& launch,
             std::string name, bool wide_index)
       : ctx_(mod.getContext()),
         mod_(mod),
@@ -409,7 +409,7 @@ class KernelGen : public ir::ExprFunctor<llvm::Value*()>, public ir::StmtFunctor
   llvm::LLVMContext& ctx_;
   llvm::Module& mod_;
   llvm::IRBuilder<> b_;
-  const ir::GpuLaunch& launch_;
+  const schedule::GpuLaunch& launch_;
   GpuKernel kernel_;
   std::vector<std::vector<int64_t>> shapes_;
   std::vector<bool> half_;  // per tensor: held as float16
@@ -512,7 +512,7 @@ absl::StatusOr<GpuArtifact> CompileCudaWithLlvm(const ir::ComputeDAG& dag, const
         "tensor-core kernels build through NVRTC (sm_80 and newer), not LLVM's NVPTX route");
   }
   const auto t0 = std::chrono::steady_clock::now();
-  TF_ASSIGN_OR_RETURN(ir::GpuLaunchPlan plan, ir::PlanGpuLaunches(dag, program, target));
+  TF_ASSIGN_OR_RETURN(schedule::GpuLaunchPlan plan, schedule::PlanGpuLaunches(dag, program, target));
   GpuArtifact out;
   std::set<int> global(dag.args.begin(), dag.args.end());
   for (const auto& [tensor, shape] : plan.workspace) {
@@ -540,7 +540,7 @@ absl::StatusOr<GpuArtifact> CompileCudaWithLlvm(const ir::ComputeDAG& dag, const
   int64_t largest = 1;
   for (int t : global) largest = std::max(largest, dag.NumElements(t));
   std::set<std::string> names;
-  for (const ir::GpuLaunch& launch : plan.kernels) {
+  for (const schedule::GpuLaunch& launch : plan.kernels) {
     KernelGen k(mod, dag, launch, absl::StrCat("tf_kernel_", out.program.kernels.size()),
                 largest >= (int64_t{1} << 31));
     out.program.kernels.push_back(k.Emit(global));

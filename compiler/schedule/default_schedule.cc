@@ -4,7 +4,15 @@
 #include "compiler/schedule/handwritten.h"
 #include "compiler/schedule/schedule.h"
 
-namespace tunefarm::ir {
+namespace tunefarm::schedule {
+
+using ir::ComputeDAG;
+using ir::Expr;
+using ir::ExprKind;
+using ir::ForKind;
+using ir::Mentions;
+using ir::Stage;
+using ir::Target;
 
 namespace v1 = ::tunefarm::v1;
 
@@ -135,4 +143,4 @@ Trace DefaultSchedule(const ComputeDAG& dag, const Target& target) {
   return sched;
 }
 
-}  // namespace tunefarm::ir
+}  // namespace tunefarm::schedule

@@ -3,7 +3,17 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 
-namespace tunefarm::ir {
+namespace tunefarm::schedule {
+
+using ir::BindingAxis;
+using ir::BindingName;
+using ir::ComputeDAG;
+using ir::ElementBytes;
+using ir::IsBlockBound;
+using ir::IsThreadBound;
+using ir::Stmt;
+using ir::StmtKind;
+using ir::Target;
 namespace {
 
 using absl::StrCat;
@@ -110,4 +120,4 @@ absl::StatusOr<GpuLaunchPlan> PlanGpuLaunches(const ComputeDAG& dag, const Stmt&
   return plan;
 }
 
-}  // namespace tunefarm::ir
+}  // namespace tunefarm::schedule

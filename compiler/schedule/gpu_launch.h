@@ -14,22 +14,22 @@
 #include "compiler/ir/stmt.h"
 #include "compiler/ir/target.h"
 
-namespace tunefarm::ir {
+namespace tunefarm::schedule {
 
 struct GpuLaunch {
-  Stmt nest;
+  ir::Stmt nest;
   std::array<int64_t, 3> grid = {1, 1, 1};
   std::array<int64_t, 3> block = {1, 1, 1};
   int64_t shared_bytes = 0;  // the buffers' sizes summed
   // Shared buffers (tensor, elements) and bound loop variables, in order met.
   std::vector<std::pair<int, int64_t>> shared;
-  std::vector<std::pair<const ExprNode*, ForKind>> bound;
+  std::vector<std::pair<const ir::ExprNode*, ir::ForKind>> bound;
   // The shared buffers laid out in order, each 16-byte aligned: byte offset
   // of each (as `shared`), and where the last ends (what the kernel takes).
   std::vector<int64_t> shared_offsets;
   int64_t shared_end = 0;
   // Past the static limit the layout is carved from dynamic shared memory.
-  bool DynamicShared() const { return shared_end > kStaticSharedBytes; }
+  bool DynamicShared() const { return shared_end > ir::kStaticSharedBytes; }
 };
 
 struct GpuLaunchPlan {
@@ -43,7 +43,7 @@ struct GpuLaunchPlan {
 // block dimensions past 1024/1024/64 or grid y/z past 65535, a shared
 // layout (shared_end) past -max-shared-memory-per-block, or one index bound
 // twice with two extents in a kernel.
-absl::StatusOr<GpuLaunchPlan> PlanGpuLaunches(const ComputeDAG& dag, const Stmt& program,
-                                              const Target& target);
+absl::StatusOr<GpuLaunchPlan> PlanGpuLaunches(const ir::ComputeDAG& dag, const ir::Stmt& program,
+                                              const ir::Target& target);
 
-}  // namespace tunefarm::ir
+}  // namespace tunefarm::schedule

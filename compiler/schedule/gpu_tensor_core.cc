@@ -6,7 +6,52 @@
 #include "common/status_macros.h"
 #include "compiler/schedule/tiling.h"
 
-namespace tunefarm::ir {
+namespace tunefarm::schedule {
+
+using ir::Allocate;
+using ir::AllocateShared;
+using ir::And;
+using ir::AsyncCommit;
+using ir::Barrier;
+using ir::ComputeDAG;
+using ir::Expr;
+using ir::ExprKind;
+using ir::ExprNode;
+using ir::FloatImm;
+using ir::FloorDiv;
+using ir::FloorMod;
+using ir::For;
+using ir::ForKind;
+using ir::HasFloat16;
+using ir::IfThen;
+using ir::IntImm;
+using ir::IterVar;
+using ir::LdmatrixLoad;
+using ir::Load;
+using ir::MapLoads;
+using ir::Mentions;
+using ir::Min;
+using ir::Mma;
+using ir::MmaFragmentElements;
+using ir::MmaLoad;
+using ir::Op;
+using ir::ScalarType;
+using ir::Select;
+using ir::Seq;
+using ir::Stage;
+using ir::Stmt;
+using ir::StmtNode;
+using ir::Store;
+using ir::Substitute;
+using ir::SwizzledColumn;
+using ir::Target;
+using ir::TensorDecl;
+using ir::Var;
+using ir::VarMapEntry;
+using ir::VisitLoads;
+using ir::Wgmma;
+using ir::WgmmaSync;
+using ir::kGpuTensorCoreSketchId;
 namespace {
 
 constexpr size_t kWireSize = 9;       // 10 with wgmma, 11 with swizzle
@@ -760,4 +805,4 @@ Stmt LowerTensorCore(const ComputeDAG& dag, absl::Span<const int64_t> decisions)
              For(tx, T, ForKind::kThreadX, body));
 }
 
-}  // namespace tunefarm::ir
+}  // namespace tunefarm::schedule

@@ -40,7 +40,7 @@
 #include "compiler/ir/target.h"
 #include "compiler/schedule/trace.h"
 
-namespace tunefarm::ir {
+namespace tunefarm::schedule {
 
 struct TensorCoreTiling {
   int64_t warps_m = 2, warps_n = 2;  // warps of a block along M and N
@@ -99,14 +99,14 @@ constexpr int64_t kMaxTensorCoreStages = 4;
 // Whether `dag` is a 16-bit or tf32 matrix product a tensor-core schedule
 // computes on `target`; FailedPrecondition saying why not (float32 without
 // tf32, not a product of two loads, an arch before sm_80, ...).
-absl::Status CheckTensorCoreSketch(const ComputeDAG& dag, const Target& target);
-inline bool HasTensorCoreSketch(const ComputeDAG& dag, const Target& target) {
+absl::Status CheckTensorCoreSketch(const ir::ComputeDAG& dag, const ir::Target& target);
+inline bool HasTensorCoreSketch(const ir::ComputeDAG& dag, const ir::Target& target) {
   return CheckTensorCoreSketch(dag, target).ok();
 }
 
 // The implicit GEMM's M, N and K (output positions, output channels and
 // reduction extent for a convolution). Requires HasTensorCoreSketch.
-std::array<int64_t, 3> TensorCoreProductShape(const ComputeDAG& dag);
+std::array<int64_t, 3> TensorCoreProductShape(const ir::ComputeDAG& dag);
 
 // Each field within its range (warps 1-4 each, 8 at most; frags 1-8, frags_n
 // up to 32 with wgmma;
@@ -118,18 +118,18 @@ std::array<int64_t, 3> TensorCoreProductShape(const ComputeDAG& dag);
 // power-of-two tile sides), within
 // the target's threads and shared memory and kMaxTensorCoreAccumulators;
 // InvalidArgument naming the limit.
-absl::Status CheckTensorCoreTiling(const TensorCoreTiling& tiling, const Target& target);
+absl::Status CheckTensorCoreTiling(const TensorCoreTiling& tiling, const ir::Target& target);
 
 // Moderate decisions that fit the product's shape: 4 warps where the tile
 // has rows and columns for them, 2x4 fragments shrunk for small matrices,
 // cp.async with 3 stages where both tiles' rows move 16 bytes at a time and
 // K holds 3 tiles or more.
-TensorCoreTiling DefaultTensorCoreTiling(const ComputeDAG& dag, const Target& target);
+TensorCoreTiling DefaultTensorCoreTiling(const ir::ComputeDAG& dag, const ir::Target& target);
 
 // The schedule of `tiling` (no steps; its tf32 taken from the DAG),
 // checked against dag and target (async_copy needs both tiles' rows to move
 // 16 bytes at a time).
-absl::StatusOr<Trace> TensorCoreSchedule(const ComputeDAG& dag, const Target& target,
+absl::StatusOr<Trace> TensorCoreSchedule(const ir::ComputeDAG& dag, const ir::Target& target,
                                          TensorCoreTiling tiling);
 
 // `dag` with the buffers of a tensor-core schedule appended: the A and B
@@ -137,9 +137,9 @@ absl::StatusOr<Trace> TensorCoreSchedule(const ComputeDAG& dag, const Target& ta
 // (registers, float32), each thread's share of the next tiles (registers,
 // the operands' format) and each warp's fragments of one k step (A's, then
 // B's: registers, TensorDecl::mma_fragment).
-absl::StatusOr<ComputeDAG> TensorCoreDag(const ComputeDAG& dag, const Target& target,
+absl::StatusOr<ir::ComputeDAG> TensorCoreDag(const ir::ComputeDAG& dag, const ir::Target& target,
                                          absl::Span<const int64_t> decisions);
 // The one-kernel program of a tensor-core schedule over TensorCoreDag's DAG.
-Stmt LowerTensorCore(const ComputeDAG& scheduled, absl::Span<const int64_t> decisions);
+ir::Stmt LowerTensorCore(const ir::ComputeDAG& scheduled, absl::Span<const int64_t> decisions);
 
-}  // namespace tunefarm::ir
+}  // namespace tunefarm::schedule

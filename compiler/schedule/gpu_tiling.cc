@@ -9,7 +9,14 @@
 #include "compiler/schedule/schedule.h"
 #include "compiler/schedule/schedule_builder.h"
 
-namespace tunefarm::ir {
+namespace tunefarm::schedule {
+
+using ir::ComputeDAG;
+using ir::ExprNode;
+using ir::ReduceKind;
+using ir::Stage;
+using ir::StageInputs;
+using ir::Target;
 namespace {
 
 namespace v1 = ::tunefarm::v1;
@@ -319,4 +326,4 @@ Trace DefaultGpuSchedule(const ComputeDAG& dag, const Target& target) {
   return *std::move(fused);
 }
 
-}  // namespace tunefarm::ir
+}  // namespace tunefarm::schedule

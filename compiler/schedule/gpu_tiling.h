@@ -31,7 +31,7 @@
 #include "compiler/schedule/tiling.h"
 #include "compiler/schedule/trace.h"
 
-namespace tunefarm::ir {
+namespace tunefarm::schedule {
 
 constexpr int kGpuTilingSketchId = 2;
 constexpr int kGpuFusedSketchId = 3;
@@ -89,7 +89,7 @@ struct GpuTiling {
   // Every tile at least 1 and within its axis (twice the extent at most,
   // so a ragged last tile is allowed), the block within the target's thread
   // limit, at most kMaxGpuAccumulators per thread.
-  bool Fits(const TilingNest& nest, const Target& target) const;
+  bool Fits(const TilingNest& nest, const ir::Target& target) const;
 };
 
 constexpr int64_t kMaxGpuAccumulators = 64;
@@ -97,26 +97,26 @@ constexpr int64_t kMaxGpuAccumulators = 64;
 // Moderate fixed decisions (about 64-256 threads, 4x4 register tiles where
 // the shape allows): the default schedule of convolutions and matrix
 // products. Requires HasTilingSketch(dag).
-GpuTiling DefaultGpuTiling(const ComputeDAG& dag, const Target& target);
+GpuTiling DefaultGpuTiling(const ir::ComputeDAG& dag, const ir::Target& target);
 
-absl::StatusOr<Trace> BuildGpuTiledSchedule(const ComputeDAG& dag, const Target& target,
+absl::StatusOr<Trace> BuildGpuTiledSchedule(const ir::ComputeDAG& dag, const ir::Target& target,
                                             const GpuTiling& tiling);
 // The same from the wire form.
-absl::StatusOr<Trace> BuildGpuTiledSchedule(const ComputeDAG& dag, const Target& target,
+absl::StatusOr<Trace> BuildGpuTiledSchedule(const ir::ComputeDAG& dag, const ir::Target& target,
                                             absl::Span<const int64_t> wire);
 
 // The fused thread-bound schedule with `threads` threads per block.
-absl::StatusOr<Trace> GpuFusedSchedule(const ComputeDAG& dag, const Target& target,
+absl::StatusOr<Trace> GpuFusedSchedule(const ir::ComputeDAG& dag, const ir::Target& target,
                                        int64_t threads);
 
 // The default on a GPU target: the tiling sketch with the default decisions
 // where it applies and fits the target, else the fused schedule.
-Trace DefaultGpuSchedule(const ComputeDAG& dag, const Target& target);
+Trace DefaultGpuSchedule(const ir::ComputeDAG& dag, const ir::Target& target);
 
 // Whether `schedule` replays, lowers and launches within the target's
 // limits (threads per block, block and grid dimensions, shared memory); the
 // reason when not. Register use is only known after the build (the CUDA
 // back end checks it).
-absl::Status CheckGpuLaunch(const ComputeDAG& dag, const Target& target, const Trace& schedule);
+absl::Status CheckGpuLaunch(const ir::ComputeDAG& dag, const ir::Target& target, const Trace& schedule);
 
-}  // namespace tunefarm::ir
+}  // namespace tunefarm::schedule

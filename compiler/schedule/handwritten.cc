@@ -10,7 +10,19 @@
 #include "compiler/schedule/schedule_builder.h"
 #include "compiler/schedule/tiling.h"
 
-namespace tunefarm::ir {
+namespace tunefarm::schedule {
+
+using ir::ComputeDAG;
+using ir::Expr;
+using ir::ExprNode;
+using ir::IterVar;
+using ir::Linearize;
+using ir::Mentions;
+using ir::ReduceKind;
+using ir::Stage;
+using ir::StageInputs;
+using ir::Target;
+using ir::VisitLoads;
 namespace {
 
 namespace v1 = ::tunefarm::v1;
@@ -692,4 +704,4 @@ absl::StatusOr<Trace> WinogradConv2dSchedule(const ComputeDAG& dag, const Target
   return t;
 }
 
-}  // namespace tunefarm::ir
+}  // namespace tunefarm::schedule

@@ -26,7 +26,7 @@
 #include "compiler/ir/target.h"
 #include "compiler/schedule/trace.h"
 
-namespace tunefarm::ir {
+namespace tunefarm::schedule {
 
 struct ConvTile {
   int64_t channels = 32;  // output channels per tile (a multiple of the vector lanes)
@@ -37,12 +37,12 @@ struct ConvTile {
 // A register tile for the convolution of `dag`: as wide a row segment as
 // divides the output width (up to 14), and as many channel vectors as keep
 // the accumulators within the register file.
-ConvTile PickConvTile(const ComputeDAG& dag, const Target& target);
+ConvTile PickConvTile(const ir::ComputeDAG& dag, const ir::Target& target);
 
 // The schedule above for a conv2d_nchw DAG (padding, convolution, optional
 // epilogue); an error if the DAG is not one, or if its input depends on the
 // output channel (grouped, depthwise).
-absl::StatusOr<Trace> HandwrittenConv2dSchedule(const ComputeDAG& dag, const Target& target,
+absl::StatusOr<Trace> HandwrittenConv2dSchedule(const ir::ComputeDAG& dag, const ir::Target& target,
                                                 const ConvTile& tile);
 
 // Dense (data [M,K] x weight [N,K]^T) on CPUs: the weight would be read
@@ -53,7 +53,7 @@ absl::StatusOr<Trace> HandwrittenConv2dSchedule(const ComputeDAG& dag, const Tar
 // Tiles are fused into one parallel loop. v is the widest of the target's
 // lanes, 8 or 4 that divides N; an error if none does, or if the DAG is not
 // a dense with a constant weight.
-absl::StatusOr<Trace> HandwrittenDenseSchedule(const ComputeDAG& dag, const Target& target);
+absl::StatusOr<Trace> HandwrittenDenseSchedule(const ir::ComputeDAG& dag, const ir::Target& target);
 
 // Grouped and depthwise NCHW convolutions on CPUs (the input depends on the
 // output channel, so HandwrittenConv2dSchedule does not apply), as decisions
@@ -62,7 +62,7 @@ absl::StatusOr<Trace> HandwrittenDenseSchedule(const ComputeDAG& dag, const Targ
 // accumulators hold; several rows where they are short), vectorized along
 // the row, the reduction inside the tile, and (batch, channel) as the
 // parallel loop. An error for any other DAG.
-absl::StatusOr<Trace> GroupedConv2dSchedule(const ComputeDAG& dag, const Target& target);
+absl::StatusOr<Trace> GroupedConv2dSchedule(const ir::ComputeDAG& dag, const ir::Target& target);
 
 // Dense NCHW convolutions vectorized along the output row instead (the
 // tiling sketch's decisions, as for grouped ones, with a tile of output
@@ -70,8 +70,8 @@ absl::StatusOr<Trace> GroupedConv2dSchedule(const ComputeDAG& dag, const Target&
 // PrefersRowConv(dag, target), i.e. the output channels are not whole
 // vectors, or the reduction is shallow and the rows unstrided. An error for
 // any other DAG.
-absl::StatusOr<Trace> RowConv2dSchedule(const ComputeDAG& dag, const Target& target);
-bool PrefersRowConv(const ComputeDAG& dag, const Target& target);
+absl::StatusOr<Trace> RowConv2dSchedule(const ir::ComputeDAG& dag, const ir::Target& target);
+bool PrefersRowConv(const ir::ComputeDAG& dag, const ir::Target& target);
 
 // Dense NHWC convolutions on CPUs whose output channels are whole
 // vectors, as decisions of the tiling sketch: padding as a pass of its
@@ -80,7 +80,7 @@ bool PrefersRowConv(const ComputeDAG& dag, const Target& target);
 // input channels innermost, and (batch, row, column, channel) blocks as
 // the parallel loop. An error for any other DAG (grouped and depthwise NHWC
 // ones take GroupedConv2dSchedule).
-absl::StatusOr<Trace> NhwcConv2dSchedule(const ComputeDAG& dag, const Target& target);
+absl::StatusOr<Trace> NhwcConv2dSchedule(const ir::ComputeDAG& dag, const ir::Target& target);
 
 // NHWC transposed convolutions whose kernel is the stride (upsampling) on
 // CPUs, as decisions of the tiling sketch: register tiles of two rows x
@@ -90,7 +90,7 @@ absl::StatusOr<Trace> NhwcConv2dSchedule(const ComputeDAG& dag, const Target& ta
 // outside the tile, and the tile loops fused into the parallel loop. An
 // error for any other DAG, or where the output channels are not whole
 // vectors of 4 or more lanes.
-absl::StatusOr<Trace> NhwcConvTransposeSchedule(const ComputeDAG& dag, const Target& target);
+absl::StatusOr<Trace> NhwcConvTransposeSchedule(const ir::ComputeDAG& dag, const ir::Target& target);
 
 // Winograd F(2x2, 3x3) convolutions (conv2d with winograd = 2) on CPUs, per
 // row of output tiles (the parallel loop): the input tiles of that row
@@ -102,6 +102,6 @@ absl::StatusOr<Trace> NhwcConvTransposeSchedule(const ComputeDAG& dag, const Tar
 // instead transform the whole input in one pass and run parallel over
 // channel blocks, so the weight is read once. An error for any other DAG,
 // or where the channels are not whole vectors of 4 or more lanes.
-absl::StatusOr<Trace> WinogradConv2dSchedule(const ComputeDAG& dag, const Target& target);
+absl::StatusOr<Trace> WinogradConv2dSchedule(const ir::ComputeDAG& dag, const ir::Target& target);
 
-}  // namespace tunefarm::ir
+}  // namespace tunefarm::schedule

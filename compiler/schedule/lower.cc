@@ -7,7 +7,50 @@
 #include "compiler/schedule/gpu_tensor_core.h"
 #include "compiler/schedule/schedule.h"
 
-namespace tunefarm::ir {
+namespace tunefarm::schedule {
+
+using ir::Allocate;
+using ir::AllocateShared;
+using ir::And;
+using ir::Barrier;
+using ir::BoolImm;
+using ir::Bounds;
+using ir::ComputeDAG;
+using ir::Expr;
+using ir::ExprNode;
+using ir::FloatImm;
+using ir::FloorDiv;
+using ir::FloorMod;
+using ir::For;
+using ir::ForKind;
+using ir::FromLinear;
+using ir::IfThen;
+using ir::IntImm;
+using ir::IsBlockBound;
+using ir::IsThreadBound;
+using ir::IterVar;
+using ir::LinearForm;
+using ir::Linearize;
+using ir::Load;
+using ir::MapLoads;
+using ir::Max;
+using ir::Min;
+using ir::ReduceIdentity;
+using ir::ReduceKind;
+using ir::ScalarType;
+using ir::Seq;
+using ir::SimplifyProgram;
+using ir::Stage;
+using ir::Stmt;
+using ir::StmtKind;
+using ir::StmtNode;
+using ir::Store;
+using ir::Substitute;
+using ir::ToString;
+using ir::Var;
+using ir::VarMapEntry;
+using ir::VarRanges;
+using ir::VisitLoads;
 
 namespace v1 = ::tunefarm::v1;
 
@@ -666,4 +709,4 @@ Stmt Lower(const ScheduleState& state) {
   return Lowerer(state).Run();
 }
 
-}  // namespace tunefarm::ir
+}  // namespace tunefarm::schedule

@@ -14,7 +14,32 @@
 #include "compiler/schedule/gpu_tiling.h"
 #include "compiler/schedule/handwritten.h"
 
-namespace tunefarm::ir {
+namespace tunefarm::schedule {
+
+using ir::BindingName;
+using ir::ComputeDAG;
+using ir::Expr;
+using ir::ExprNode;
+using ir::FloorDiv;
+using ir::FloorMod;
+using ir::ForKind;
+using ir::IntImm;
+using ir::IterVar;
+using ir::LinearForm;
+using ir::Linearize;
+using ir::Load;
+using ir::MapLoads;
+using ir::PackedIndex;
+using ir::ReduceKind;
+using ir::Stage;
+using ir::StageInputs;
+using ir::Substitute;
+using ir::Target;
+using ir::TensorDecl;
+using ir::Var;
+using ir::VarMapEntry;
+using ir::VisitLoads;
+using ir::kGpuTensorCoreSketchId;
 namespace {
 
 namespace v1 = ::tunefarm::v1;
@@ -633,4 +658,4 @@ absl::Status ScheduleState::LayoutPack(const LayoutPackStep& s) {
   return absl::OkStatus();
 }
 
-}  // namespace tunefarm::ir
+}  // namespace tunefarm::schedule

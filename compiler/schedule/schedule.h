@@ -19,13 +19,13 @@
 #include "compiler/ir/target.h"
 #include "compiler/schedule/trace.h"
 
-namespace tunefarm::ir {
+namespace tunefarm::schedule {
 
 struct LoopIter {
-  Expr var;
+  ir::Expr var;
   int64_t extent = 0;
   bool reduce = false;
-  ForKind kind = ForKind::kSerial;
+  ir::ForKind kind = ir::ForKind::kSerial;
   // GPU: the shared fetches computed at this loop are double-buffered
   // (v1::ANNOTATION_DOUBLE_BUFFER).
   bool double_buffer = false;
@@ -37,17 +37,17 @@ struct StageState {
   // of that region's size (on the stack when small).
   enum class Location { kRoot, kInline, kAt };
   std::vector<LoopIter> iters;    // leaf loops, outermost first
-  std::vector<Expr> axis_values;  // spatial then reduce axes, as functions of the leaf vars
+  std::vector<ir::Expr> axis_values;  // spatial then reduce axes, as functions of the leaf vars
   // Guards from splits whose factors do not divide the extent; `reduce` when
   // the guarded axis is a reduction axis.
   struct Guard {
-    Expr cond;
+    ir::Expr cond;
     bool reduce;
   };
   std::vector<Guard> guards;
   Location location = Location::kRoot;
   int attach_stage = -1;
-  Expr attach_var;
+  ir::Expr attach_var;
   int64_t auto_unroll_max_step = 0;
   // storage_align: the stride of buffer dimension `align_dim` is padded to
   // factor*k + offset elements (GPU shared memory, against bank conflicts).
@@ -58,16 +58,16 @@ struct StageState {
 
 class ScheduleState {
  public:
-  static ScheduleState Initial(const ComputeDAG& dag);
-  static absl::StatusOr<ScheduleState> Replay(const ComputeDAG& dag, const Trace& trace,
-                                              const Target& target);
+  static ScheduleState Initial(const ir::ComputeDAG& dag);
+  static absl::StatusOr<ScheduleState> Replay(const ir::ComputeDAG& dag, const Trace& trace,
+                                              const ir::Target& target);
 
   // Applies step number `index` of a trace (the number its errors name).
-  absl::Status Apply(const Step& step, int index, const Target& target);
+  absl::Status Apply(const Step& step, int index, const ir::Target& target);
 
   // The program being scheduled: the workload's DAG plus the stages and
   // tensors that cache_write and layout_pack steps added. Compile this one.
-  const ComputeDAG& dag() const { return dag_; }
+  const ir::ComputeDAG& dag() const { return dag_; }
   const std::vector<StageState>& stages() const { return stages_; }
   // Scheduled for a CUDA target: loops may be bound to the grid.
   bool is_gpu() const { return gpu_; }
@@ -76,31 +76,31 @@ class ScheduleState {
   const std::vector<int64_t>& tensor_core() const { return tensor_core_; }
 
  private:
-  explicit ScheduleState(const ComputeDAG& dag) : dag_(dag) {}
+  explicit ScheduleState(const ir::ComputeDAG& dag) : dag_(dag) {}
   absl::Status Split(const SplitStep& s);
   absl::Status Reorder(const ReorderStep& s);
   absl::Status Fuse(const FuseStep& s);
-  absl::Status Annotate(const AnnotateStep& s, const Target& target);
+  absl::Status Annotate(const AnnotateStep& s, const ir::Target& target);
   absl::Status Pragma(const PragmaStep& s);
   absl::Status Inline(int stage);
   absl::Status ComputeRoot(int stage);
   absl::Status ComputeAt(const ComputeAtStep& s);
-  absl::Status CacheWrite(const CacheWriteStep& s, const Target& target);
+  absl::Status CacheWrite(const CacheWriteStep& s, const ir::Target& target);
   absl::Status LayoutPack(const LayoutPackStep& s);
-  absl::Status CacheRead(const CacheReadStep& s, const Target& target);
+  absl::Status CacheRead(const CacheReadStep& s, const ir::Target& target);
   bool ReadsTensor(int stage, int tensor) const;
   // The tensor of operand `input` of `stage` (StageInputs order).
   absl::StatusOr<int> Operand(int stage, int input) const;
   // Inserts `stage` (with untransformed loops) at index `at`, renumbering attachments.
-  void InsertStage(int at, Stage stage);
-  void MoveAttachments(const ExprNode* from, const Expr& to);
+  void InsertStage(int at, ir::Stage stage);
+  void MoveAttachments(const ir::ExprNode* from, const ir::Expr& to);
   absl::Status CheckStage(int stage) const;
   absl::Status CheckIter(int stage, int iter) const;
-  void SubstituteLeaf(StageState& st, const ExprNode* var, const Expr& value);
+  void SubstituteLeaf(StageState& st, const ir::ExprNode* var, const ir::Expr& value);
 
-  absl::Status StorageAlign(const StorageAlignStep& s, const Target& target);
+  absl::Status StorageAlign(const StorageAlignStep& s, const ir::Target& target);
 
-  ComputeDAG dag_;
+  ir::ComputeDAG dag_;
   std::vector<StageState> stages_;
   bool gpu_ = false;
   std::vector<int64_t> tensor_core_;
@@ -115,7 +115,7 @@ constexpr int64_t kMaxUnrolledCopies = 512;
 // pass of its own, other cheap stages inlined, outer spatial loops fused and
 // parallel, then the reduction loops, then the innermost spatial loop, whole
 // and vectorized.
-Trace DefaultSchedule(const ComputeDAG& dag, const Target& target);
+Trace DefaultSchedule(const ir::ComputeDAG& dag, const ir::Target& target);
 
 // The loop program of a scheduled state (LowerTensorCore's for a
 // tensor-core schedule).
@@ -132,6 +132,6 @@ Trace DefaultSchedule(const ComputeDAG& dag, const Target& target);
 // vectorize on a GPU) is one 16-byte access: 8 16-bit elements or 4 floats
 // stored, copied from a load or zero, both starting at a multiple of 8 (4)
 // elements.
-Stmt Lower(const ScheduleState& state);
+ir::Stmt Lower(const ScheduleState& state);
 
-}  // namespace tunefarm::ir
+}  // namespace tunefarm::schedule

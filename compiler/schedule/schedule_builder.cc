@@ -1,6 +1,8 @@
 #include "compiler/schedule/schedule_builder.h"
 
-namespace tunefarm::ir {
+namespace tunefarm::schedule {
+
+using ir::ExprNode;
 
 namespace v1 = ::tunefarm::v1;
 
@@ -72,4 +74,4 @@ int FindStage(const ScheduleState& st, const std::string& name) {
   return -1;
 }
 
-}  // namespace tunefarm::ir
+}  // namespace tunefarm::schedule

@@ -15,11 +15,11 @@
 #include "absl/status/status.h"
 #include "compiler/schedule/schedule.h"
 
-namespace tunefarm::ir {
+namespace tunefarm::schedule {
 
 class ScheduleBuilder {
  public:
-  ScheduleBuilder(const ComputeDAG& dag, const Target& target)
+  ScheduleBuilder(const ir::ComputeDAG& dag, const ir::Target& target)
       : state_(ScheduleState::Initial(dag)), target_(target) {}
 
   // Applies `step` and records it; returns status().
@@ -35,11 +35,11 @@ class ScheduleBuilder {
 
   // Loops named by their variable. SplitLoop returns the new loops'
   // variables, outermost first (empty once a step failed).
-  int IndexOf(int stage, const ExprNode* var) const;
-  std::vector<const ExprNode*> SplitLoop(int stage, const ExprNode* var,
+  int IndexOf(int stage, const ir::ExprNode* var) const;
+  std::vector<const ir::ExprNode*> SplitLoop(int stage, const ir::ExprNode* var,
                                          const std::vector<int64_t>& lengths);
-  absl::Status ReorderLoops(int stage, const std::vector<const ExprNode*>& order);
-  absl::Status AnnotateLoop(int stage, const ExprNode* var, Annotation a);
+  absl::Status ReorderLoops(int stage, const std::vector<const ir::ExprNode*>& order);
+  absl::Status AnnotateLoop(int stage, const ir::ExprNode* var, Annotation a);
 
   bool ok() const { return status_.ok(); }
   const absl::Status& status() const { return status_; }
@@ -48,7 +48,7 @@ class ScheduleBuilder {
 
  private:
   ScheduleState state_;
-  const Target& target_;
+  const ir::Target& target_;
   Trace trace_;
   absl::Status status_;
 };
@@ -57,4 +57,4 @@ class ScheduleBuilder {
 // stages (cache_read, cache_write) move the others.
 int FindStage(const ScheduleState& st, const std::string& name);
 
-}  // namespace tunefarm::ir
+}  // namespace tunefarm::schedule

@@ -6,7 +6,18 @@
 #include "compiler/schedule/schedule.h"
 #include "compiler/schedule/schedule_builder.h"
 
-namespace tunefarm::ir {
+namespace tunefarm::schedule {
+
+using ir::ComputeDAG;
+using ir::ExprNode;
+using ir::IterVar;
+using ir::Mentions;
+using ir::ReduceKind;
+using ir::Stage;
+using ir::StageInputs;
+using ir::Target;
+using ir::TensorDecl;
+using ir::VisitLoads;
 namespace {
 
 namespace v1 = ::tunefarm::v1;
@@ -339,4 +350,4 @@ absl::StatusOr<Trace> BuildTiledSchedule(const ComputeDAG& dag, const Target& ta
   return out;
 }
 
-}  // namespace tunefarm::ir
+}  // namespace tunefarm::schedule

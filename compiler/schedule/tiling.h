@@ -21,14 +21,14 @@
 #include "compiler/ir/target.h"
 #include "compiler/schedule/trace.h"
 
-namespace tunefarm::ir {
+namespace tunefarm::schedule {
 
 constexpr int kTilingSketchId = 1;
 
 // Whether the DAG has a reduction the tiling sketches (CPU and GPU) apply to.
-bool HasTilingSketch(const ComputeDAG& dag);
+bool HasTilingSketch(const ir::ComputeDAG& dag);
 // The stage of that reduction (the last sum with reduction axes), or -1.
-int TilingMainStage(const ComputeDAG& dag);
+int TilingMainStage(const ir::ComputeDAG& dag);
 
 // The loops a tiling sketch splits: the extents of the main stage's spatial
 // and reduction axes. Of() requires HasTilingSketch(dag).
@@ -36,7 +36,7 @@ struct TilingNest {
   std::vector<int64_t> spatial, reduce;
   int ns() const { return int(spatial.size()); }
   int nr() const { return int(reduce.size()); }
-  static TilingNest Of(const ComputeDAG& dag);
+  static TilingNest Of(const ir::ComputeDAG& dag);
 };
 
 // Compute locations of the local tile: the innermost consumer loop of level
@@ -111,10 +111,10 @@ struct CpuTiling {
 // The schedule of `tiling` (sketch_id kTilingSketchId, decisions its wire
 // form), or an error if it does not fit the DAG. A placement that builds
 // the program of another builds that one's steps: one program, one hash.
-absl::StatusOr<Trace> BuildTiledSchedule(const ComputeDAG& dag, const Target& target,
+absl::StatusOr<Trace> BuildTiledSchedule(const ir::ComputeDAG& dag, const ir::Target& target,
                                          const CpuTiling& tiling);
 // The same from the wire form (either length).
-absl::StatusOr<Trace> BuildTiledSchedule(const ComputeDAG& dag, const Target& target,
+absl::StatusOr<Trace> BuildTiledSchedule(const ir::ComputeDAG& dag, const ir::Target& target,
                                          absl::Span<const int64_t> wire);
 
-}  // namespace tunefarm::ir
+}  // namespace tunefarm::schedule

@@ -4,7 +4,9 @@
 #include "common/overload.h"
 #include "compiler/ir/schedule_hash.h"
 
-namespace tunefarm::ir {
+namespace tunefarm::schedule {
+
+using ir::ScheduleHash;
 
 namespace v1 = ::tunefarm::v1;
 
@@ -180,4 +182,4 @@ absl::StatusOr<Trace> TraceFromProto(const v1::Schedule& schedule) {
 
 std::string TraceHash(const Trace& trace) { return ScheduleHash(ToProto(trace)); }
 
-}  // namespace tunefarm::ir
+}  // namespace tunefarm::schedule

@@ -21,7 +21,7 @@
 #include "absl/status/statusor.h"
 #include "tunefarm/v1/schedule.pb.h"
 
-namespace tunefarm::ir {
+namespace tunefarm::schedule {
 
 using ::tunefarm::v1::Annotation;
 using ::tunefarm::v1::MemoryScope;
@@ -117,4 +117,4 @@ absl::StatusOr<Trace> TraceFromProto(const ::tunefarm::v1::Schedule& schedule);
 // so a trace and its wire form have the same hash.
 std::string TraceHash(const Trace& trace);
 
-}  // namespace tunefarm::ir
+}  // namespace tunefarm::schedule

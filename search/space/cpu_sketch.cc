@@ -7,10 +7,10 @@
 namespace tunefarm::search::space {
 namespace {
 
-using ir::CpuTiling;
-using ir::kComputeAtS0;
-using ir::kComputeAtS2;
-using ir::TilingNest;
+using schedule::CpuTiling;
+using schedule::kComputeAtS0;
+using schedule::kComputeAtS2;
+using schedule::TilingNest;
 
 // A factor for a tile level: a divisor of `extent` up to `limit` mostly.
 int64_t TileFactor(std::mt19937_64& rng, int64_t extent, int64_t limit) {
@@ -157,7 +157,7 @@ void DrawPlacement(const TilingNest& sh, Mode mode, int cores, std::mt19937_64& 
       FitLocalTile(&e);
       e.compute_at = kComputeAtS2;
     } else {
-      e.compute_at = ir::kComputeAtS1;
+      e.compute_at = schedule::kComputeAtS1;
     }
     if (e.EffectivePlacement(sh).level > kComputeAtS0 && ModeOf(sh, e) == mode) *d = e;
   }
@@ -420,8 +420,8 @@ std::vector<int64_t> CpuSketch::Structure(const Decisions& d) const {
   return TilingStructure(std::get<CpuTiling>(d)).Encode();
 }
 
-absl::StatusOr<ir::Trace> CpuSketch::Build(const Decisions& d) const {
-  return ir::BuildTiledSchedule(dag_, target_, std::get<CpuTiling>(d));
+absl::StatusOr<schedule::Trace> CpuSketch::Build(const Decisions& d) const {
+  return schedule::BuildTiledSchedule(dag_, target_, std::get<CpuTiling>(d));
 }
 
 }  // namespace tunefarm::search::space

@@ -10,8 +10,8 @@ namespace tunefarm::search::space {
 namespace {
 
 namespace v1 = ::tunefarm::v1;
-using ir::GpuTiling;
-using ir::TilingNest;
+using schedule::GpuTiling;
+using schedule::TilingNest;
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -78,7 +78,7 @@ GpuTiling GpuSketch::SampleTiling(std::mt19937_64& rng) const {
     int64_t budget = std::min<int64_t>(kBudgets[Pick(rng, 0, 5)], target_.max_threads_per_block);
     // Innermost axes first: consecutive threads along the contiguous axis.
     for (int a = sh.ns() - 1; a >= 0; --a) SampleAxis(sh, a, &budget, rng, &d);
-    if (d.Accumulators() <= ir::kMaxGpuAccumulators) break;
+    if (d.Accumulators() <= schedule::kMaxGpuAccumulators) break;
   }
   for (int r = 0; r < sh.nr(); ++r) SampleReduce(sh, r, rng, &d);
   d.unroll = Pick(rng, 0, 3);
@@ -136,29 +136,29 @@ Decisions GpuSketch::Mutate(const Decisions& d, std::mt19937_64& rng) const {
   return MutateTiling(std::get<GpuTiling>(d), rng);
 }
 
-absl::StatusOr<ir::Trace> GpuSketch::Build(const Decisions& d) const {
-  return ir::BuildGpuTiledSchedule(dag_, target_, std::get<GpuTiling>(d));
+absl::StatusOr<schedule::Trace> GpuSketch::Build(const Decisions& d) const {
+  return schedule::BuildGpuTiledSchedule(dag_, target_, std::get<GpuTiling>(d));
 }
 
-ir::Trace RandomGpuSchedule(const ir::ComputeDAG& dag, const ir::Target& target,
+schedule::Trace RandomGpuSchedule(const ir::ComputeDAG& dag, const ir::Target& target,
                             std::mt19937_64& rng) {
-  if (ir::HasTensorCoreSketch(dag, target) && Pick(rng, 0, 1) == 0) {
+  if (schedule::HasTensorCoreSketch(dag, target) && Pick(rng, 0, 1) == 0) {
     const TensorCoreSketch sketch(dag, target);
-    absl::StatusOr<ir::Trace> tc = sketch.Build(sketch.Sample(rng));
+    absl::StatusOr<schedule::Trace> tc = sketch.Build(sketch.Sample(rng));
     if (tc.ok()) return *std::move(tc);
   }
-  if (ir::HasTilingSketch(dag) && Pick(rng, 0, 3) != 0) {
+  if (schedule::HasTilingSketch(dag) && Pick(rng, 0, 3) != 0) {
     const GpuSketch sketch(dag, target);
     for (int tries = 0; tries < 8; ++tries) {
       GpuTiling d = sketch.SampleTiling(rng);
       if (Pick(rng, 0, 2) == 0) d = sketch.MutateTiling(d, rng);
-      absl::StatusOr<ir::Trace> tiled = ir::BuildGpuTiledSchedule(dag, target, d);
-      if (tiled.ok() && ir::CheckGpuLaunch(dag, target, *tiled).ok()) return *std::move(tiled);
+      absl::StatusOr<schedule::Trace> tiled = schedule::BuildGpuTiledSchedule(dag, target, d);
+      if (tiled.ok() && schedule::CheckGpuLaunch(dag, target, *tiled).ok()) return *std::move(tiled);
     }
   }
   static const int64_t kThreads[] = {32, 64, 128, 256, 512, 1024};
   int64_t threads = std::min<int64_t>(kThreads[Pick(rng, 0, 5)], target.max_threads_per_block);
-  absl::StatusOr<ir::Trace> fused = ir::GpuFusedSchedule(dag, target, threads);
+  absl::StatusOr<schedule::Trace> fused = schedule::GpuFusedSchedule(dag, target, threads);
   TF_CHECK(fused.ok());
   return *std::move(fused);
 }

@@ -14,9 +14,9 @@ namespace tunefarm::search::space {
 namespace {
 
 using ir::ComputeDAG;
-using ir::ScheduleState;
+using schedule::ScheduleState;
 using ir::Stage;
-using ir::StageState;
+using schedule::StageState;
 using ir::Target;
 
 namespace v1 = ::tunefarm::v1;
@@ -30,17 +30,17 @@ int64_t Factor(std::mt19937_64& rng, int64_t extent) {
 
 }  // namespace
 
-ir::Trace RandomSchedule(const ComputeDAG& dag, const Target& target, std::mt19937_64& rng) {
+schedule::Trace RandomSchedule(const ComputeDAG& dag, const Target& target, std::mt19937_64& rng) {
   if (target.is_gpu()) return RandomGpuSchedule(dag, target, rng);
-  if (Pick(rng, 0, 1) == 0 && ir::HasTilingSketch(dag)) {
-    absl::StatusOr<ir::Trace> tiled =
-        ir::BuildTiledSchedule(dag, target, CpuSketch(dag, target).SampleTiling(rng, true));
+  if (Pick(rng, 0, 1) == 0 && schedule::HasTilingSketch(dag)) {
+    absl::StatusOr<schedule::Trace> tiled =
+        schedule::BuildTiledSchedule(dag, target, CpuSketch(dag, target).SampleTiling(rng, true));
     if (tiled.ok()) return *std::move(tiled);
   }
-  ir::Trace sched;
+  schedule::Trace sched;
   ScheduleState st = ScheduleState::Initial(dag);
   // Steps are tried on the state first and kept only if they apply.
-  auto try_apply = [&](ir::Step step) {
+  auto try_apply = [&](schedule::Step step) {
     if (!st.Apply(step, int(sched.steps.size()), target).ok()) return false;
     sched.steps.push_back(std::move(step));
     return true;
@@ -48,7 +48,7 @@ ir::Trace RandomSchedule(const ComputeDAG& dag, const Target& target, std::mt199
   for (size_t i = 0; i < dag.stages.size(); ++i) {
     const Stage& s = dag.stages[i];
     if (s.inlinable && s.output != dag.output && Pick(rng, 0, 4) != 0) {
-      try_apply(ir::ComputeInlineStep{int(i)});
+      try_apply(schedule::ComputeInlineStep{int(i)});
     }
   }
   for (size_t i = 0; i < dag.stages.size(); ++i) {
@@ -60,7 +60,7 @@ ir::Trace RandomSchedule(const ComputeDAG& dag, const Target& target, std::mt199
       int levels = int(Pick(rng, 0, 2));
       if (levels == 0) continue;
       int64_t extent = st.stages()[i].iters[it].extent;
-      ir::SplitStep sp{stage, it};
+      schedule::SplitStep sp{stage, it};
       int64_t rest = extent;
       for (int l = 0; l < levels; ++l) {
         int64_t f = Factor(rng, rest);
@@ -74,23 +74,23 @@ ir::Trace RandomSchedule(const ComputeDAG& dag, const Target& target, std::mt199
       std::vector<int> order(n);
       std::iota(order.begin(), order.end(), 0);
       std::shuffle(order.begin(), order.end(), rng);
-      try_apply(ir::ReorderStep{stage, std::move(order)});
+      try_apply(schedule::ReorderStep{stage, std::move(order)});
     }
     if (n >= 2 && Pick(rng, 0, 1) == 0) {
       int first = int(Pick(rng, 0, n - 2));
-      try_apply(ir::FuseStep{stage, {first, first + 1}});
+      try_apply(schedule::FuseStep{stage, {first, first + 1}});
     }
     n = int(st.stages()[i].iters.size());
     for (v1::Annotation a :
          {v1::ANNOTATION_PARALLEL, v1::ANNOTATION_VECTORIZE, v1::ANNOTATION_UNROLL}) {
       if (Pick(rng, 0, 2) == 0) continue;
       const int iter = a == v1::ANNOTATION_VECTORIZE ? n - 1 : int(Pick(rng, 0, n - 1));
-      try_apply(ir::AnnotateStep{stage, iter, a});
+      try_apply(schedule::AnnotateStep{stage, iter, a});
     }
     if (Pick(rng, 0, 1) == 0) {
       static const int64_t kSteps[] = {0, 16, 64, 512};
       try_apply(
-          ir::PragmaStep{stage, 0, v1::PRAGMA_KIND_AUTO_UNROLL_MAX_STEP, kSteps[Pick(rng, 0, 3)]});
+          schedule::PragmaStep{stage, 0, v1::PRAGMA_KIND_AUTO_UNROLL_MAX_STEP, kSteps[Pick(rng, 0, 3)]});
     }
   }
   return sched;

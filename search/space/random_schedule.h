@@ -14,6 +14,6 @@ namespace tunefarm::search::space {
 // Every step of the result applies (Replay succeeds). Deterministic for a seed.
 // On a cuda target this is RandomGpuSchedule (space/gpu_sketch.h): the GPU
 // sketches, every one within the target's launch limits.
-ir::Trace RandomSchedule(const ir::ComputeDAG& dag, const ir::Target& target, std::mt19937_64& rng);
+schedule::Trace RandomSchedule(const ir::ComputeDAG& dag, const ir::Target& target, std::mt19937_64& rng);
 
 }  // namespace tunefarm::search::space

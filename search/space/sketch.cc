@@ -13,8 +13,8 @@ int Sketch::Stratum(const Decisions&) const { return 0; }
 std::vector<int64_t> Sketch::Structure(const Decisions&) const { return {}; }
 
 std::unique_ptr<Sketch> TilingSketchFor(const ir::ComputeDAG& dag, const ir::Target& target) {
-  if (!ir::HasTilingSketch(dag)) return nullptr;
-  if (ir::HasTensorCoreSketch(dag, target)) return std::make_unique<TensorCoreSketch>(dag, target);
+  if (!schedule::HasTilingSketch(dag)) return nullptr;
+  if (schedule::HasTensorCoreSketch(dag, target)) return std::make_unique<TensorCoreSketch>(dag, target);
   if (target.is_gpu()) return std::make_unique<GpuSketch>(dag, target);
   return std::make_unique<CpuSketch>(dag, target);
 }

@@ -1,7 +1,7 @@
 // The search space of a task: a sketch (a family of schedules with typed
 // decisions) bound to the task's DAG and target. The search draws, mutates
 // and moves decisions through this interface; a schedule (the wire form,
-// ir::Trace with the encoded decisions) exists only once Build makes one.
+// schedule::Trace with the encoded decisions) exists only once Build makes one.
 #pragma once
 
 #include <cstdint>
@@ -23,7 +23,7 @@
 namespace tunefarm::search::space {
 
 // The decisions of one sketch; each sketch takes only its own alternative.
-using Decisions = std::variant<ir::CpuTiling, ir::GpuTiling, ir::TensorCoreTiling>;
+using Decisions = std::variant<schedule::CpuTiling, schedule::GpuTiling, schedule::TensorCoreTiling>;
 
 class Sketch {
  public:
@@ -51,7 +51,7 @@ class Sketch {
   // not tell.
   virtual std::vector<int64_t> Structure(const Decisions& d) const;
   // The schedule of `d`, or why it does not build.
-  virtual absl::StatusOr<ir::Trace> Build(const Decisions& d) const = 0;
+  virtual absl::StatusOr<schedule::Trace> Build(const Decisions& d) const = 0;
 };
 
 // The tiling sketch of the target (CPU "SSRSRS" or GPU "SSSRRSRS"; the

@@ -6,11 +6,11 @@
 
 namespace tunefarm::search::space {
 
-using ir::TensorCoreTiling;
+using schedule::TensorCoreTiling;
 
 TensorCoreSketch::TensorCoreSketch(const ir::ComputeDAG& dag, const ir::Target& target)
     : dag_(dag), target_(target) {
-  const std::array<int64_t, 3> mnk = ir::TensorCoreProductShape(dag);
+  const std::array<int64_t, 3> mnk = schedule::TensorCoreProductShape(dag);
   m_ = mnk[0];
   n_ = mnk[1];
   k_ = mnk[2];
@@ -18,7 +18,7 @@ TensorCoreSketch::TensorCoreSketch(const ir::ComputeDAG& dag, const ir::Target& 
 
 bool TensorCoreSketch::Fits(const TensorCoreTiling& t) const {
   auto round_up = [](int64_t v, int64_t to) { return (v + to - 1) / to * to; };
-  return ir::TensorCoreSchedule(dag_, target_, t).ok() && t.BlockM() <= 2 * round_up(m_, 16) &&
+  return schedule::TensorCoreSchedule(dag_, target_, t).ok() && t.BlockM() <= 2 * round_up(m_, 16) &&
          t.BlockN() <= 2 * round_up(n_, 8) && t.BlockK() <= 2 * round_up(k_, t.KDepth());
 }
 
@@ -97,7 +97,7 @@ TensorCoreTiling TensorCoreSketch::SampleTiling(std::mt19937_64& rng) const {
     if (target_.sm == 90 && !t.tf32 && PickOf(rng, {0, 1}) == 1) MakeWgmma(&t, rng);
     if (Fits(t)) return t;
   }
-  return ir::DefaultTensorCoreTiling(dag_, target_);
+  return schedule::DefaultTensorCoreTiling(dag_, target_);
 }
 
 TensorCoreTiling TensorCoreSketch::MutateTiling(const TensorCoreTiling& parent,
@@ -126,7 +126,7 @@ TensorCoreTiling TensorCoreSketch::MutateTiling(const TensorCoreTiling& parent,
           t.wgmma = 3 - t.wgmma;  // products waited for, or left in flight
           break;
         default:
-          t = ir::DefaultTensorCoreTiling(dag_, target_);
+          t = schedule::DefaultTensorCoreTiling(dag_, target_);
       }
       if (!(t == parent) && Fits(t)) return t;
       continue;
@@ -179,7 +179,7 @@ TensorCoreTiling TensorCoreSketch::MutateTiling(const TensorCoreTiling& parent,
 
 std::optional<Decisions> TensorCoreSketch::Decode(absl::Span<const int64_t> wire) const {
   std::optional<TensorCoreTiling> t = TensorCoreTiling::Decode(wire, dag_.tf32);
-  if (!t || !ir::CheckTensorCoreTiling(*t, target_).ok()) return std::nullopt;
+  if (!t || !schedule::CheckTensorCoreTiling(*t, target_).ok()) return std::nullopt;
   return Decisions(*t);
 }
 
@@ -194,8 +194,8 @@ std::vector<int64_t> TensorCoreSketch::Structure(const Decisions& d) const {
   return t.Encode();
 }
 
-absl::StatusOr<ir::Trace> TensorCoreSketch::Build(const Decisions& d) const {
-  return ir::TensorCoreSchedule(dag_, target_, std::get<TensorCoreTiling>(d));
+absl::StatusOr<schedule::Trace> TensorCoreSketch::Build(const Decisions& d) const {
+  return schedule::TensorCoreSchedule(dag_, target_, std::get<TensorCoreTiling>(d));
 }
 
 }  // namespace tunefarm::search::space

@@ -1,5 +1,5 @@
 // How the search moves through the tensor-core sketch
-// (ir::TensorCoreTiling): warps, fragments per warp, k steps, padding,
+// (schedule::TensorCoreTiling): warps, fragments per warp, k steps, padding,
 // stages, how fragments are loaded and how tiles are staged,
 // drawn and mutated within the target's limits and never far past the
 // product's own extents. The program the decisions build is
@@ -17,7 +17,7 @@
 
 namespace tunefarm::search::space {
 
-// Bound to a DAG with a tensor-core sketch (ir::HasTensorCoreSketch) and its
+// Bound to a DAG with a tensor-core sketch (schedule::HasTensorCoreSketch) and its
 // target; the DAG must outlive it.
 class TensorCoreSketch final : public Sketch {
  public:
@@ -25,13 +25,13 @@ class TensorCoreSketch final : public Sketch {
 
   // A quarter of the draws is one of the tilings GEMM libraries ship for
   // large products (KnownTilings) that fits; the rest are uniform.
-  ir::TensorCoreTiling SampleTiling(std::mt19937_64& rng) const;
+  schedule::TensorCoreTiling SampleTiling(std::mt19937_64& rng) const;
   // The library-like tilings that fit this product and target: 128x128,
   // 128x256, 256x128 and 64x64 block tiles of 64x64 warp tiles, 3-4
   // cp.async stages, each padded and swizzled; on sm_90 also wgmma 128x256,
   // 128x128 and 64x256 tiles 64 deep.
-  std::vector<ir::TensorCoreTiling> KnownTilings() const;
-  ir::TensorCoreTiling MutateTiling(const ir::TensorCoreTiling& t, std::mt19937_64& rng) const;
+  std::vector<schedule::TensorCoreTiling> KnownTilings() const;
+  schedule::TensorCoreTiling MutateTiling(const schedule::TensorCoreTiling& t, std::mt19937_64& rng) const;
 
   // Sketch.
   int id() const override { return ir::kGpuTensorCoreSketchId; }
@@ -39,12 +39,12 @@ class TensorCoreSketch final : public Sketch {
   Decisions Sample(std::mt19937_64& rng) const override { return SampleTiling(rng); }
   Decisions Mutate(const Decisions& d, std::mt19937_64& rng) const override;
   std::vector<int64_t> Structure(const Decisions& d) const override;
-  absl::StatusOr<ir::Trace> Build(const Decisions& d) const override;
+  absl::StatusOr<schedule::Trace> Build(const Decisions& d) const override;
 
  private:
   // Within the target's limits, and no block tile past twice the product's
   // extent (rounded up to a fragment) along M, N or K.
-  bool Fits(const ir::TensorCoreTiling& t) const;
+  bool Fits(const schedule::TensorCoreTiling& t) const;
 
   const ir::ComputeDAG& dag_;
   ir::Target target_;

@@ -72,9 +72,9 @@ TEST(Aarch64, KernelsRunUnderQemuAndMatchTheReference) {
       auto check = testing::CheckKernelWith(*w, nullptr, *target, rng(), 1e-4, QemuRunner(dir.path()));
       ASSERT_TRUE(check.ok()) << cpu << " " << spec << ": " << check.status();
       auto dag = ir::BuildComputeDAG(*w);
-      ir::Trace random = search::space::RandomSchedule(*dag, *target, rng);
+      schedule::Trace random = search::space::RandomSchedule(*dag, *target, rng);
       check = testing::CheckKernelWith(*w, &random, *target, rng(), 1e-4, QemuRunner(dir.path()));
-      ASSERT_TRUE(check.ok()) << cpu << " " << spec << " " << ir::ToProto(random).ShortDebugString()
+      ASSERT_TRUE(check.ok()) << cpu << " " << spec << " " << schedule::ToProto(random).ShortDebugString()
                               << ": " << check.status();
       runs += 2;
     }

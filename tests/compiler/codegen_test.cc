@@ -26,10 +26,10 @@ Built Build(const std::string& spec, const std::string& target_spec) {
   EXPECT_TRUE(dag.ok()) << dag.status();
   auto target = ir::Target::Parse(target_spec);
   EXPECT_TRUE(target.ok());
-  auto st = ir::ScheduleState::Replay(*dag, ir::DefaultSchedule(*dag, *target), *target);
+  auto st = schedule::ScheduleState::Replay(*dag, schedule::DefaultSchedule(*dag, *target), *target);
   EXPECT_TRUE(st.ok()) << st.status();
   // The scheduled program's DAG (with any repacked weights) is what compiles.
-  Built b{st->dag(), ir::Lower(*st)};
+  Built b{st->dag(), schedule::Lower(*st)};
   return b;
 }
 
@@ -201,15 +201,15 @@ TEST(Codegen, LoweredProgramReadsLikeTheSchedule) {
 absl::Status ApplyOne(const std::string& workload, const std::string& step_text) {
   auto dag = ir::BuildComputeDAG(*ir::ParseWorkloadSpec(workload));
   v1::Schedule s;
-  auto st = ir::ScheduleState::Initial(*dag);
+  auto st = schedule::ScheduleState::Initial(*dag);
   v1::Step step;
   if (!google::protobuf::TextFormat::ParseFromString(step_text, &step)) {
     return absl::InternalError("bad test step");
   }
   *s.add_steps() = step;
-  absl::StatusOr<ir::Trace> trace = ir::TraceFromProto(s);
+  absl::StatusOr<schedule::Trace> trace = schedule::TraceFromProto(s);
   if (!trace.ok()) return trace.status();
-  return ir::ScheduleState::Replay(*dag, *trace, *ir::Target::Parse("llvm")).status();
+  return schedule::ScheduleState::Replay(*dag, *trace, *ir::Target::Parse("llvm")).status();
 }
 
 TEST(Schedule, BadStepsAreRefusedWithTheReason) {

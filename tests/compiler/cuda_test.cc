@@ -82,11 +82,11 @@ struct Simulated {
   testing::GpuSimStats stats;
 };
 
-absl::StatusOr<Simulated> Simulate(const ir::ComputeDAG& dag, const ir::Trace& sched,
+absl::StatusOr<Simulated> Simulate(const ir::ComputeDAG& dag, const schedule::Trace& sched,
                                    const ir::Target& target, uint64_t seed,
                                    const std::function<ir::Stmt(ir::Stmt)>& edit = nullptr) {
-  TF_ASSIGN_OR_RETURN(ir::ScheduleState st, ir::ScheduleState::Replay(dag, sched, target));
-  ir::Stmt program = ir::Lower(st);
+  TF_ASSIGN_OR_RETURN(schedule::ScheduleState st, schedule::ScheduleState::Replay(dag, sched, target));
+  ir::Stmt program = schedule::Lower(st);
   if (edit) program = edit(program);
   std::vector<std::vector<float>> inputs = ir::RandomInputs(dag, seed);
   TF_ASSIGN_OR_RETURN(std::vector<double> ref, ir::EvaluateReference(dag, inputs));
@@ -116,7 +116,7 @@ TEST(GpuSchedule, DefaultsMatchReferenceInTheSimulator) {
   const ir::Target target = Cuda();
   for (const std::string& spec : Workloads()) {
     ir::ComputeDAG dag = Dag(spec);
-    ir::Trace sched = ir::DefaultSchedule(dag, target);
+    schedule::Trace sched = schedule::DefaultSchedule(dag, target);
     auto r = Simulate(dag, sched, target, 7);
     ASSERT_TRUE(r.ok()) << spec << ": " << r.status();
     EXPECT_GT(r->stats.threads_per_block, 1) << spec;
@@ -131,15 +131,15 @@ TEST(GpuSchedule, RandomSchedulesMatchReferenceInTheSimulator) {
   for (int i = 0; i < 192; ++i) {
     const std::string& spec = Workloads()[i % Workloads().size()];
     ir::ComputeDAG dag = Dag(spec);
-    ir::Trace sched = search::space::RandomGpuSchedule(dag, target, rng);
+    schedule::Trace sched = search::space::RandomGpuSchedule(dag, target, rng);
     auto r = Simulate(dag, sched, target, 100 + i);
-    ASSERT_TRUE(r.ok()) << spec << " schedule " << ir::ToProto(sched).ShortDebugString() << ": "
+    ASSERT_TRUE(r.ok()) << spec << " schedule " << schedule::ToProto(sched).ShortDebugString() << ": "
                         << r.status();
-    distinct.insert(spec + ir::ToProto(sched).SerializeAsString());
-    tiled += sched.sketch_id == ir::kGpuTilingSketchId;
+    distinct.insert(spec + schedule::ToProto(sched).SerializeAsString());
+    tiled += sched.sketch_id == schedule::kGpuTilingSketchId;
     with_barriers += r->stats.barriers > 0;
     double_buffered +=
-        absl::StrContains(ir::ToProto(sched).ShortDebugString(), "ANNOTATION_DOUBLE_BUFFER");
+        absl::StrContains(schedule::ToProto(sched).ShortDebugString(), "ANNOTATION_DOUBLE_BUFFER");
   }
   // The draws differ: 192 pairs are not a few schedules checked many times
   // (a data mover's space is small: it has no reduction to tile).
@@ -164,8 +164,8 @@ ir::Stmt DropBarriers(const ir::Stmt& s) {
 TEST(GpuSchedule, SimulatorCatchesAMissingBarrier) {
   const ir::Target target = Cuda();
   ir::ComputeDAG dag = Dag("matmul(M=32,N=32,K=32)");
-  ir::GpuTiling d = ir::DefaultGpuTiling(dag, target);
-  auto sched = ir::BuildGpuTiledSchedule(dag, target, d);
+  schedule::GpuTiling d = schedule::DefaultGpuTiling(dag, target);
+  auto sched = schedule::BuildGpuTiledSchedule(dag, target, d);
   ASSERT_TRUE(sched.ok()) << sched.status();
   ASSERT_TRUE(Simulate(dag, *sched, target, 1).ok());
   auto broken = Simulate(dag, *sched, target, 1, DropBarriers);
@@ -185,7 +185,7 @@ ir::Stmt DropBarrier(const ir::Stmt& s, int which, int* seen) {
 
 // Without any one of its `barriers` barrier statements, `sched`'s program
 // races in the interpreter.
-void ExpectEachBarrierNeeded(const ir::ComputeDAG& dag, const ir::Trace& sched,
+void ExpectEachBarrierNeeded(const ir::ComputeDAG& dag, const schedule::Trace& sched,
                              const ir::Target& target, int barriers, const std::string& spec) {
   for (int which = 0; which < barriers; ++which) {
     auto broken = Simulate(dag, sched, target, 3, [&](ir::Stmt s) {
@@ -206,13 +206,13 @@ TEST(GpuSchedule, SharedFetchesShareTheirBarriers) {
   for (const char* spec :
        {"matmul(M=32,N=32,K=32)", "conv2d_nchw(N=1,C=8,H=12,W=12,K=16,R=3,S=3,pad=1)+bias+relu"}) {
     ir::ComputeDAG dag = Dag(spec);
-    auto sched = ir::BuildGpuTiledSchedule(dag, target, ir::DefaultGpuTiling(dag, target));
+    auto sched = schedule::BuildGpuTiledSchedule(dag, target, schedule::DefaultGpuTiling(dag, target));
     ASSERT_TRUE(sched.ok()) << sched.status();
-    auto st = ir::ScheduleState::Replay(dag, *sched, target);
+    auto st = schedule::ScheduleState::Replay(dag, *sched, target);
     ASSERT_TRUE(st.ok()) << st.status();
     int barriers = 0;
-    DropBarrier(ir::Lower(*st), -1, &barriers);
-    EXPECT_EQ(barriers, 2) << spec << "\n" << ir::ToString(ir::Lower(*st));
+    DropBarrier(schedule::Lower(*st), -1, &barriers);
+    EXPECT_EQ(barriers, 2) << spec << "\n" << ir::ToString(schedule::Lower(*st));
     ASSERT_TRUE(Simulate(dag, *sched, target, 3).ok()) << spec;
     ExpectEachBarrierNeeded(dag, *sched, target, barriers, spec);
   }
@@ -230,22 +230,22 @@ TEST(GpuSchedule, DoubleBufferedFetchesCrossOneBarrierPerTile) {
                            "batch_matmul(B=2,M=12,N=16,K=24)",
                            "conv2d_nchw(N=1,C=16,H=8,W=8,K=16,R=3,S=3,pad=1)+bias+relu"}) {
     ir::ComputeDAG dag = Dag(spec);
-    ir::GpuTiling d = ir::DefaultGpuTiling(dag, target);
+    schedule::GpuTiling d = schedule::DefaultGpuTiling(dag, target);
     d.double_buffer = true;
     int64_t tiles = 1;  // every R0 loop's iterations (all but one run once)
     for (size_t r = 0; r < d.reduce.size(); ++r) {
       const int64_t step = d.reduce[r].r1 * d.reduce[r].r2;
-      tiles *= (ir::TilingNest::Of(dag).reduce[r] + step - 1) / step;
+      tiles *= (schedule::TilingNest::Of(dag).reduce[r] + step - 1) / step;
     }
     ASSERT_GE(tiles, 2) << spec;
-    auto sched = ir::BuildGpuTiledSchedule(dag, target, d);
+    auto sched = schedule::BuildGpuTiledSchedule(dag, target, d);
     ASSERT_TRUE(sched.ok()) << sched.status();
-    auto back = ir::GpuTiling::Decode(ir::TilingNest::Of(dag), sched->decisions);
+    auto back = schedule::GpuTiling::Decode(schedule::TilingNest::Of(dag), sched->decisions);
     ASSERT_TRUE(back.has_value());
     EXPECT_TRUE(back->double_buffer);
-    auto st = ir::ScheduleState::Replay(dag, *sched, target);
+    auto st = schedule::ScheduleState::Replay(dag, *sched, target);
     ASSERT_TRUE(st.ok()) << st.status();
-    const ir::Stmt program = ir::Lower(*st);
+    const ir::Stmt program = schedule::Lower(*st);
     std::vector<std::string> names = st->dag().TensorNames();
     const std::string text = ir::ToString(program, &names);
     int barriers = 0;
@@ -255,25 +255,25 @@ TEST(GpuSchedule, DoubleBufferedFetchesCrossOneBarrierPerTile) {
     ASSERT_TRUE(r.ok()) << spec << ": " << r.status() << "\n" << text;
     EXPECT_EQ(r->stats.barriers, 1 + tiles) << spec;
     // Twice the shared memory of the single-buffered tiling.
-    ir::GpuTiling single = d;
+    schedule::GpuTiling single = d;
     single.double_buffer = false;
-    auto single_sched = ir::BuildGpuTiledSchedule(dag, target, single);
+    auto single_sched = schedule::BuildGpuTiledSchedule(dag, target, single);
     ASSERT_TRUE(single_sched.ok());
-    auto single_st = ir::ScheduleState::Replay(dag, *single_sched, target);
+    auto single_st = schedule::ScheduleState::Replay(dag, *single_sched, target);
     ASSERT_TRUE(single_st.ok());
-    auto plan = ir::PlanGpuLaunches(st->dag(), program, target);
-    auto single_plan = ir::PlanGpuLaunches(single_st->dag(), ir::Lower(*single_st), target);
+    auto plan = schedule::PlanGpuLaunches(st->dag(), program, target);
+    auto single_plan = schedule::PlanGpuLaunches(single_st->dag(), schedule::Lower(*single_st), target);
     ASSERT_TRUE(plan.ok() && single_plan.ok());
     EXPECT_EQ(plan->kernels[0].shared_bytes, 2 * single_plan->kernels[0].shared_bytes) << spec;
     ExpectEachBarrierNeeded(dag, *sched, target, barriers, spec);
   }
   // On a CPU target the annotation is refused by name.
   ir::ComputeDAG dag = Dag("matmul(M=32,N=32,K=32)");
-  ir::Trace t;
-  t.steps.push_back(ir::AnnotateStep{0, 2, v1::ANNOTATION_DOUBLE_BUFFER});
+  schedule::Trace t;
+  t.steps.push_back(schedule::AnnotateStep{0, 2, v1::ANNOTATION_DOUBLE_BUFFER});
   auto host = ir::Target::Parse("llvm -mtriple=x86_64-linux-gnu -mcpu=x86-64");
   ASSERT_TRUE(host.ok());
-  auto cpu = ir::ScheduleState::Replay(dag, t, *host);
+  auto cpu = schedule::ScheduleState::Replay(dag, t, *host);
   ASSERT_FALSE(cpu.ok());
   EXPECT_TRUE(
       absl::StrContains(cpu.status().message(), "double buffering stages GPU shared memory"))
@@ -289,11 +289,11 @@ TEST(GpuSchedule, KnownTilingsMatchTheReference) {
   for (const char* spec : {"matmul(M=256,N=192,K=40)", "batch_matmul(B=2,M=64,N=128,K=24)+relu",
                            "dense(M=128,N=72,K=33)+bias"}) {
     ir::ComputeDAG dag = Dag(spec);
-    const std::vector<ir::GpuTiling> known = search::space::GpuSketch(dag, target).KnownTilings();
+    const std::vector<schedule::GpuTiling> known = search::space::GpuSketch(dag, target).KnownTilings();
     EXPECT_GE(known.size(), 4u) << spec;
-    for (const ir::GpuTiling& d : known) {
+    for (const schedule::GpuTiling& d : known) {
       EXPECT_TRUE(d.double_buffer);
-      auto sched = ir::BuildGpuTiledSchedule(dag, target, d);
+      auto sched = schedule::BuildGpuTiledSchedule(dag, target, d);
       ASSERT_TRUE(sched.ok()) << spec << ": " << sched.status();
       auto r = Simulate(dag, *sched, target, 11);
       ASSERT_TRUE(r.ok()) << spec << " decisions " << absl::StrJoin(d.Encode(), ",") << ": "
@@ -331,12 +331,12 @@ TEST(GpuFloat16, SchedulesMatchReferenceInTheSimulator) {
     ir::ComputeDAG dag = Dag(spec);
     ASSERT_TRUE(ir::HasFloat16(dag)) << spec;
     for (int i = 0; i < 6; ++i) {
-      ir::Trace sched = i == 0 ? ir::DefaultSchedule(dag, target)
+      schedule::Trace sched = i == 0 ? schedule::DefaultSchedule(dag, target)
                                : search::space::RandomGpuSchedule(dag, target, rng);
       auto r = Simulate(dag, sched, target, 300 + i);
-      ASSERT_TRUE(r.ok()) << spec << " schedule " << ir::ToProto(sched).ShortDebugString() << ": "
+      ASSERT_TRUE(r.ok()) << spec << " schedule " << schedule::ToProto(sched).ShortDebugString() << ": "
                           << r.status();
-      tiled += sched.sketch_id == ir::kGpuTilingSketchId;
+      tiled += sched.sketch_id == schedule::kGpuTilingSketchId;
       ++checked;
     }
   }
@@ -352,11 +352,11 @@ TEST(GpuFloat16, SharedTilesTakeHalfTheBytes) {
   for (int half = 0; half < 2; ++half) {
     const std::string spec = "matmul(M=64,N=64,K=64)";
     ir::ComputeDAG dag = Dag(half ? Half(spec) : spec);
-    auto sched = ir::BuildGpuTiledSchedule(dag, target, ir::DefaultGpuTiling(dag, target));
+    auto sched = schedule::BuildGpuTiledSchedule(dag, target, schedule::DefaultGpuTiling(dag, target));
     ASSERT_TRUE(sched.ok()) << sched.status();
-    auto st = ir::ScheduleState::Replay(dag, *sched, target);
+    auto st = schedule::ScheduleState::Replay(dag, *sched, target);
     ASSERT_TRUE(st.ok()) << st.status();
-    auto plan = ir::PlanGpuLaunches(st->dag(), ir::Lower(*st), target);
+    auto plan = schedule::PlanGpuLaunches(st->dag(), schedule::Lower(*st), target);
     ASSERT_TRUE(plan.ok()) << plan.status();
     ASSERT_EQ(plan->kernels.size(), 1u);
     bytes[half] = plan->kernels[0].shared_bytes;
@@ -364,7 +364,7 @@ TEST(GpuFloat16, SharedTilesTakeHalfTheBytes) {
       if (t.name.find(".local") != std::string::npos) EXPECT_FALSE(t.float16) << t.name;
       if (t.shared) EXPECT_EQ(t.float16, half == 1) << t.name;
     }
-    auto program = codegen::EmitCuda(st->dag(), ir::Lower(*st), target);
+    auto program = codegen::EmitCuda(st->dag(), schedule::Lower(*st), target);
     ASSERT_TRUE(program.ok()) << program.status();
     EXPECT_EQ(program->kernels[0].shared_bytes, bytes[half]);
     EXPECT_EQ(absl::StrContains(program->source, "tf_f2h("), half == 1) << program->source;
@@ -383,10 +383,10 @@ int CountMma(const ir::Stmt& s, bool loads = false) {
 }
 
 // Random decisions within the sketch's ranges that build for dag and target.
-ir::TensorCoreTiling RandomTensorCoreTiling(const ir::ComputeDAG& dag, const ir::Target& target,
+schedule::TensorCoreTiling RandomTensorCoreTiling(const ir::ComputeDAG& dag, const ir::Target& target,
                                             std::mt19937_64& rng) {
   for (;;) {
-    ir::TensorCoreTiling t;
+    schedule::TensorCoreTiling t;
     t.tf32 = dag.tf32;
     t.warps_m = int64_t{1} << (rng() % 3);
     t.warps_n = int64_t{1} << (rng() % 3);
@@ -394,10 +394,10 @@ ir::TensorCoreTiling RandomTensorCoreTiling(const ir::ComputeDAG& dag, const ir:
     t.frags_n = int64_t{1} << (rng() % 4);
     t.k_steps = 1 + int64_t(rng() % 3);
     t.pad = dag.tf32 ? int64_t(rng() % 3) * 4 : rng() % 2 ? 8 : 0;
-    t.stages = 1 + int64_t(rng() % ir::kMaxTensorCoreStages);
+    t.stages = 1 + int64_t(rng() % schedule::kMaxTensorCoreStages);
     t.ldmatrix = dag.tf32 ? 0 : int64_t(rng() % 2);
     t.async_copy = t.stages == 2 ? int64_t(rng() % 2) : t.stages > 2 ? 1 : 0;
-    if (ir::TensorCoreSchedule(dag, target, t).ok()) return t;
+    if (schedule::TensorCoreSchedule(dag, target, t).ok()) return t;
   }
 }
 
@@ -423,28 +423,28 @@ TEST(GpuTensorCore, SchedulesMatchReferenceInTheSimulator) {
         "conv2d_nchw(N=1,C=16,H=12,W=12,K=16,R=3,S=3,pad=2,dilation=2,dtype=float16)+map[16x1x1]"
         "(mul(%0,$0),sigmoid(%1))"}) {
     ir::ComputeDAG dag = Dag(spec);
-    ASSERT_TRUE(ir::CheckTensorCoreSketch(dag, target).ok())
-        << spec << ": " << ir::CheckTensorCoreSketch(dag, target);
+    ASSERT_TRUE(schedule::CheckTensorCoreSketch(dag, target).ok())
+        << spec << ": " << schedule::CheckTensorCoreSketch(dag, target);
     for (int i = 0; i < 6; ++i) {
       // Random tiles, each of the four stages x ldmatrix choices staged
       // through registers once, then cp.async where the rows allow it.
-      ir::TensorCoreTiling tiling = i == 0 ? ir::DefaultTensorCoreTiling(dag, target)
+      schedule::TensorCoreTiling tiling = i == 0 ? schedule::DefaultTensorCoreTiling(dag, target)
                                            : RandomTensorCoreTiling(dag, target, rng);
       if (i > 0) {
         tiling.stages = i == 5 ? 2 : 1 + (i - 1) % 2;
         tiling.ldmatrix = i == 5 ? 1 : (i - 1) / 2;
         tiling.async_copy = i == 5 ? 1 : 0;
-        if (!ir::CheckTensorCoreTiling(tiling, target).ok()) tiling.k_steps = 1;
-        if (!ir::TensorCoreSchedule(dag, target, tiling).ok()) tiling.async_copy = 0;
+        if (!schedule::CheckTensorCoreTiling(tiling, target).ok()) tiling.k_steps = 1;
+        if (!schedule::TensorCoreSchedule(dag, target, tiling).ok()) tiling.async_copy = 0;
       }
       async += tiling.async_copy;
-      auto sched = ir::TensorCoreSchedule(dag, target, tiling);
+      auto sched = schedule::TensorCoreSchedule(dag, target, tiling);
       ASSERT_TRUE(sched.ok()) << spec << ": " << sched.status();
-      auto st = ir::ScheduleState::Replay(dag, *sched, target);
+      auto st = schedule::ScheduleState::Replay(dag, *sched, target);
       ASSERT_TRUE(st.ok()) << st.status();
       // One product on fragments each loaded once per k step: A's and B's.
-      EXPECT_EQ(CountMma(ir::Lower(*st)), 1) << spec;
-      EXPECT_EQ(CountMma(ir::Lower(*st), /*loads=*/true), 2) << spec;
+      EXPECT_EQ(CountMma(schedule::Lower(*st)), 1) << spec;
+      EXPECT_EQ(CountMma(schedule::Lower(*st), /*loads=*/true), 2) << spec;
       auto r = Simulate(dag, *sched, target, 500 + i);
       ASSERT_TRUE(r.ok()) << spec << " decisions " << absl::StrJoin(tiling.Encode(), ",") << ": "
                           << r.status();
@@ -468,12 +468,12 @@ TEST(GpuBFloat16, FusedReductionsAccumulateInFloat32) {
   for (const char* spec :
        {"matmul(M=8,N=12,K=400,dtype=bfloat16)", "matmul(M=8,N=12,K=400,dtype=float16)"}) {
     ir::ComputeDAG dag = Dag(spec);
-    auto sched = ir::GpuFusedSchedule(dag, target, 64);
+    auto sched = schedule::GpuFusedSchedule(dag, target, 64);
     ASSERT_TRUE(sched.ok()) << spec << ": " << sched.status();
-    auto st = ir::ScheduleState::Replay(dag, *sched, target);
+    auto st = schedule::ScheduleState::Replay(dag, *sched, target);
     ASSERT_TRUE(st.ok()) << st.status();
     std::vector<std::string> names = st->dag().TensorNames();
-    const std::string text = ir::ToString(ir::Lower(*st), &names);
+    const std::string text = ir::ToString(schedule::Lower(*st), &names);
     EXPECT_TRUE(absl::StrContains(text, "allocate local ")) << spec << "\n" << text;
     auto r = Simulate(dag, *sched, target, 7);
     EXPECT_TRUE(r.ok()) << spec << ": " << r.status() << "\n" << text;
@@ -493,18 +493,18 @@ TEST(GpuBFloat16, SchedulesMatchReferenceInTheSimulator) {
     ASSERT_TRUE(ir::HasFloat16(dag)) << spec;
     ASSERT_EQ(dag.half, HalfKind::kBFloat16) << spec;
     EXPECT_EQ(ir::SignatureOf(dag).args(0).dtype(), v1::DTYPE_BFLOAT16);
-    const bool tc = ir::CheckTensorCoreSketch(dag, target).ok();
+    const bool tc = schedule::CheckTensorCoreSketch(dag, target).ok();
     for (int i = 0; i < 4; ++i) {
-      absl::StatusOr<ir::Trace> sched =
-          tc && i >= 2 ? ir::TensorCoreSchedule(dag, target,
-                                                i == 2 ? ir::DefaultTensorCoreTiling(dag, target)
+      absl::StatusOr<schedule::Trace> sched =
+          tc && i >= 2 ? schedule::TensorCoreSchedule(dag, target,
+                                                i == 2 ? schedule::DefaultTensorCoreTiling(dag, target)
                                                        : RandomTensorCoreTiling(dag, target, rng))
-          : i == 0 ? ir::DefaultSchedule(dag, target)
+          : i == 0 ? schedule::DefaultSchedule(dag, target)
                        : search::space::RandomGpuSchedule(dag, target, rng);
       ASSERT_TRUE(sched.ok()) << spec << ": " << sched.status();
       mma += sched->sketch_id == ir::kGpuTensorCoreSketchId;
       auto r = Simulate(dag, *sched, target, 700 + i);
-      ASSERT_TRUE(r.ok()) << spec << " schedule " << ir::ToProto(*sched).ShortDebugString() << ": "
+      ASSERT_TRUE(r.ok()) << spec << " schedule " << schedule::ToProto(*sched).ShortDebugString() << ": "
                           << r.status();
       ++checked;
     }
@@ -584,32 +584,32 @@ TEST(GpuTf32, SchedulesMatchReferenceInTheSimulator) {
         "conv2d_nchw(N=2,C=8,H=9,W=9,K=16,R=3,S=3,pad=1,dtype=tf32)+bias+relu",
         "conv2d_nhwc(N=1,C=16,H=8,W=8,K=24,R=3,S=3,stride=2,pad=1,dtype=tf32)"}) {
     ir::ComputeDAG dag = Dag(spec);
-    ASSERT_TRUE(ir::CheckTensorCoreSketch(dag, target).ok())
-        << spec << ": " << ir::CheckTensorCoreSketch(dag, target);
+    ASSERT_TRUE(schedule::CheckTensorCoreSketch(dag, target).ok())
+        << spec << ": " << schedule::CheckTensorCoreSketch(dag, target);
     for (int i = 0; i < 6; ++i) {
-      absl::StatusOr<ir::Trace> sched;
-      ir::TensorCoreTiling tiling;
+      absl::StatusOr<schedule::Trace> sched;
+      schedule::TensorCoreTiling tiling;
       if (i == 5) {
         sched = search::space::RandomGpuSchedule(dag, target, rng);  // SIMT: float32 products
       } else {
-        tiling = i == 0 ? ir::DefaultTensorCoreTiling(dag, target)
+        tiling = i == 0 ? schedule::DefaultTensorCoreTiling(dag, target)
                         : RandomTensorCoreTiling(dag, target, rng);
         if (i == 4) {  // cp.async where the rows and the shared memory allow it
-          ir::TensorCoreTiling copy = tiling;
+          schedule::TensorCoreTiling copy = tiling;
           copy.stages = 2;
           copy.async_copy = 1;
-          if (ir::TensorCoreSchedule(dag, target, copy).ok()) tiling = copy;
+          if (schedule::TensorCoreSchedule(dag, target, copy).ok()) tiling = copy;
         }
         EXPECT_TRUE(tiling.tf32);
         EXPECT_EQ(tiling.ldmatrix, 0);
         async += tiling.async_copy;
-        sched = ir::TensorCoreSchedule(dag, target, tiling);
+        sched = schedule::TensorCoreSchedule(dag, target, tiling);
       }
       ASSERT_TRUE(sched.ok()) << spec << ": " << sched.status();
       if (sched->sketch_id == ir::kGpuTensorCoreSketchId) {
-        auto st = ir::ScheduleState::Replay(dag, *sched, target);
+        auto st = schedule::ScheduleState::Replay(dag, *sched, target);
         ASSERT_TRUE(st.ok()) << st.status();
-        const ir::Stmt program = ir::Lower(*st);
+        const ir::Stmt program = schedule::Lower(*st);
         EXPECT_EQ(CountMma(program), 1) << spec;
         EXPECT_EQ(CountMma(program, /*loads=*/true), 2) << spec;
         EXPECT_TRUE(absl::StrContains(ir::ToString(program), "mma16x8x8.tf32"));
@@ -617,7 +617,7 @@ TEST(GpuTf32, SchedulesMatchReferenceInTheSimulator) {
         ++mma;
       }
       auto r = Simulate(dag, *sched, target, 900 + i);
-      ASSERT_TRUE(r.ok()) << spec << " schedule " << ir::ToProto(*sched).ShortDebugString() << ": "
+      ASSERT_TRUE(r.ok()) << spec << " schedule " << schedule::ToProto(*sched).ShortDebugString() << ": "
                           << r.status();
       ++checked;
     }
@@ -632,9 +632,9 @@ TEST(GpuTf32, SchedulesMatchReferenceInTheSimulator) {
 TEST(GpuTf32, FactorsAreRoundedToTf32) {
   const ir::Target target = Cuda("cuda -arch=sm_90");
   ir::ComputeDAG dag = Dag("matmul(M=32,N=16,K=64,dtype=tf32)");
-  auto sched = ir::TensorCoreSchedule(dag, target, ir::DefaultTensorCoreTiling(dag, target));
+  auto sched = schedule::TensorCoreSchedule(dag, target, schedule::DefaultTensorCoreTiling(dag, target));
   ASSERT_TRUE(sched.ok()) << sched.status();
-  auto st = ir::ScheduleState::Replay(dag, *sched, target);
+  auto st = schedule::ScheduleState::Replay(dag, *sched, target);
   ASSERT_TRUE(st.ok()) << st.status();
   std::vector<std::vector<float>> inputs(2), rounded(2);
   for (int i = 0; i < 2; ++i) {
@@ -648,7 +648,7 @@ TEST(GpuTf32, FactorsAreRoundedToTf32) {
   ASSERT_TRUE(exact.ok() && tf32.ok());
   std::vector<std::vector<float>> args = inputs;
   args.push_back(std::vector<float>(exact->size(), std::nanf("")));
-  auto got = testing::SimulateGpu(st->dag(), ir::Lower(*st), target, args, nullptr);
+  auto got = testing::SimulateGpu(st->dag(), schedule::Lower(*st), target, args, nullptr);
   ASSERT_TRUE(got.ok()) << got.status();
   double off_tf32 = 0, off_exact = 0;
   for (size_t i = 0; i < got->size(); ++i) {
@@ -664,31 +664,31 @@ TEST(GpuTf32, FactorsAreRoundedToTf32) {
 TEST(GpuTf32, TilingsAreCheckedForTheFormat) {
   const ir::Target target = Cuda("cuda -arch=sm_90");
   ir::ComputeDAG dag = Dag("matmul(M=128,N=128,K=128,dtype=tf32)");
-  ir::TensorCoreTiling t = ir::DefaultTensorCoreTiling(dag, target);
+  schedule::TensorCoreTiling t = schedule::DefaultTensorCoreTiling(dag, target);
   EXPECT_TRUE(t.tf32);
   EXPECT_EQ(t.BlockK(), 8 * t.k_steps);
   // The default pad spreads the fragments' reads over the banks: A's rows
   // (K inner, 16 floats) want 4, B's (N inner, 64 floats) 8; both beat 0.
   EXPECT_NE(t.pad, 0);
-  ASSERT_TRUE(ir::TensorCoreSchedule(dag, target, t).ok());
-  ir::TensorCoreTiling ldm = t;
+  ASSERT_TRUE(schedule::TensorCoreSchedule(dag, target, t).ok());
+  schedule::TensorCoreTiling ldm = t;
   ldm.ldmatrix = 1;
-  auto refused = ir::TensorCoreSchedule(dag, target, ldm);
+  auto refused = schedule::TensorCoreSchedule(dag, target, ldm);
   ASSERT_FALSE(refused.ok());
   EXPECT_TRUE(absl::StrContains(refused.status().message(), "ldmatrix 0 for tf32"))
       << refused.status();
   ir::ComputeDAG half = Dag("matmul(M=128,N=128,K=128,dtype=float16)");
-  ir::TensorCoreTiling pad4 = ir::DefaultTensorCoreTiling(half, target);
+  schedule::TensorCoreTiling pad4 = schedule::DefaultTensorCoreTiling(half, target);
   pad4.pad = 4;
-  auto odd = ir::TensorCoreSchedule(half, target, pad4);
+  auto odd = schedule::TensorCoreSchedule(half, target, pad4);
   ASSERT_FALSE(odd.ok());
   EXPECT_TRUE(absl::StrContains(odd.status().message(), "a pad of 0 or 8")) << odd.status();
   // Float32 tiles: the kernel's shared memory is 4 bytes per element of
   // the two tiles, within the bound the checks use.
-  auto sched = ir::TensorCoreSchedule(dag, target, t);
-  auto st = ir::ScheduleState::Replay(dag, *sched, target);
+  auto sched = schedule::TensorCoreSchedule(dag, target, t);
+  auto st = schedule::ScheduleState::Replay(dag, *sched, target);
   ASSERT_TRUE(st.ok()) << st.status();
-  auto plan = ir::PlanGpuLaunches(st->dag(), ir::Lower(*st), target);
+  auto plan = schedule::PlanGpuLaunches(st->dag(), schedule::Lower(*st), target);
   ASSERT_TRUE(plan.ok()) << plan.status();
   int64_t tile_elements = 0;
   for (const ir::TensorDecl& d : st->dag().tensors) {
@@ -699,7 +699,7 @@ TEST(GpuTf32, TilingsAreCheckedForTheFormat) {
   EXPECT_EQ(plan->kernels[0].shared_bytes, 4 * tile_elements);
   EXPECT_LE(plan->kernels[0].shared_bytes, t.SharedBytes());
   // The decisions travel as before: tf32 comes from the DAG.
-  auto back = ir::TensorCoreTiling::Decode(t.Encode(), true);
+  auto back = schedule::TensorCoreTiling::Decode(t.Encode(), true);
   ASSERT_TRUE(back.has_value());
   EXPECT_TRUE(back->tf32);
   EXPECT_EQ(back->Encode(), t.Encode());
@@ -710,7 +710,7 @@ TEST(GpuTf32, TilingsAreCheckedForTheFormat) {
 TEST(GpuTensorCore, SimulatorCatchesAWrongFragmentLayout) {
   const ir::Target target = Cuda("cuda -arch=sm_90");
   ir::ComputeDAG dag = Dag("matmul(M=32,N=32,K=32,dtype=float16)");
-  auto sched = ir::TensorCoreSchedule(dag, target, ir::DefaultTensorCoreTiling(dag, target));
+  auto sched = schedule::TensorCoreSchedule(dag, target, schedule::DefaultTensorCoreTiling(dag, target));
   ASSERT_TRUE(sched.ok()) << sched.status();
   ASSERT_TRUE(Simulate(dag, *sched, target, 1).ok());
   // B's strides swapped as its fragments load: the warp multiplies by B's
@@ -725,7 +725,7 @@ TEST(GpuTensorCore, SimulatorCatchesAWrongFragmentLayout) {
   auto broken = Simulate(dag, *sched, target, 1, swap);
   EXPECT_FALSE(broken.ok());
   // B's paired ldmatrix loads (.x4) filling only their first fragment.
-  ASSERT_EQ(ir::DefaultTensorCoreTiling(dag, target).ldmatrix, 1);
+  ASSERT_EQ(schedule::DefaultTensorCoreTiling(dag, target).ldmatrix, 1);
   auto pair = [](const ir::StmtNode& s) { return s.mma_load == 2 && s.mma_fragments == 2; };
   auto unpaired = Changing(pair, [](ir::StmtNode* n) { n->mma_fragments = 1; });
   int pairs = 0;
@@ -747,9 +747,9 @@ TEST(GpuTensorCore, SimulatorCatchesAWrongFragmentLayout) {
         << moved.status();
   }
   // cp.async staging without its barriers: a race.
-  ir::TensorCoreTiling async = ir::DefaultTensorCoreTiling(dag, target);
+  schedule::TensorCoreTiling async = schedule::DefaultTensorCoreTiling(dag, target);
   ASSERT_EQ(async.async_copy, 1);
-  auto async_sched = ir::TensorCoreSchedule(dag, target, async);
+  auto async_sched = schedule::TensorCoreSchedule(dag, target, async);
   ASSERT_TRUE(async_sched.ok()) << async_sched.status();
   ASSERT_TRUE(Simulate(dag, *async_sched, target, 1).ok());
   auto raced = Simulate(dag, *async_sched, target, 1, DropBarriers);
@@ -757,7 +757,7 @@ TEST(GpuTensorCore, SimulatorCatchesAWrongFragmentLayout) {
   EXPECT_TRUE(absl::StrContains(raced.status().message(), "race")) << raced.status();
   // tf32 likewise: B's strides swapped in the m16n8k8 fragment load.
   ir::ComputeDAG tf32 = Dag("matmul(M=32,N=32,K=32,dtype=tf32)");
-  auto tf32_sched = ir::TensorCoreSchedule(tf32, target, ir::DefaultTensorCoreTiling(tf32, target));
+  auto tf32_sched = schedule::TensorCoreSchedule(tf32, target, schedule::DefaultTensorCoreTiling(tf32, target));
   ASSERT_TRUE(tf32_sched.ok()) << tf32_sched.status();
   ASSERT_TRUE(Simulate(tf32, *tf32_sched, target, 1).ok());
   EXPECT_FALSE(Simulate(tf32, *tf32_sched, target, 1, swap).ok());
@@ -784,13 +784,13 @@ TEST(GpuTensorCore, DeepPipelinesMatchReferenceInTheSimulator) {
         "batch_matmul(B=2,M=20,N=24,K=72,dtype=tf32)+relu",
         "matmul(M=40,N=16,K=64,dtype=bfloat16)"}) {
     ir::ComputeDAG dag = Dag(spec);
-    ir::TensorCoreTiling t = ir::DefaultTensorCoreTiling(dag, target);
+    schedule::TensorCoreTiling t = schedule::DefaultTensorCoreTiling(dag, target);
     ASSERT_EQ(t.async_copy, 1) << spec;
     t.k_steps = 1;
-    const int64_t k_tiles = (ir::TensorCoreProductShape(dag)[2] + t.BlockK() - 1) / t.BlockK();
-    for (int64_t stages = 2; stages <= ir::kMaxTensorCoreStages; ++stages) {
+    const int64_t k_tiles = (schedule::TensorCoreProductShape(dag)[2] + t.BlockK() - 1) / t.BlockK();
+    for (int64_t stages = 2; stages <= schedule::kMaxTensorCoreStages; ++stages) {
       t.stages = stages;
-      auto sched = ir::TensorCoreSchedule(dag, target, t);
+      auto sched = schedule::TensorCoreSchedule(dag, target, t);
       ASSERT_TRUE(sched.ok()) << spec << ": " << sched.status();
       auto r = Simulate(dag, *sched, target, 40 + stages);
       ASSERT_TRUE(r.ok()) << spec << " decisions " << absl::StrJoin(t.Encode(), ",") << ": "
@@ -805,17 +805,17 @@ TEST(GpuTensorCore, DeepPipelinesMatchReferenceInTheSimulator) {
   EXPECT_EQ(checked, 15);
   // More than 2 stages need cp.async; a long K loop gets 3 by default.
   ir::ComputeDAG dag = Dag("matmul(M=1024,N=1024,K=1024,dtype=float16)");
-  ir::TensorCoreTiling t = ir::DefaultTensorCoreTiling(dag, target);
+  schedule::TensorCoreTiling t = schedule::DefaultTensorCoreTiling(dag, target);
   EXPECT_EQ(t.stages, 3);
   EXPECT_EQ(t.async_copy, 1);
   t.async_copy = 0;
-  auto refused = ir::TensorCoreSchedule(dag, target, t);
+  auto refused = schedule::TensorCoreSchedule(dag, target, t);
   ASSERT_FALSE(refused.ok());
   EXPECT_TRUE(absl::StrContains(refused.status().message(), "more than 2 stages need async_copy"))
       << refused.status();
   t.async_copy = 1;
   t.stages = 5;
-  EXPECT_TRUE(absl::StrContains(ir::TensorCoreSchedule(dag, target, t).status().message(),
+  EXPECT_TRUE(absl::StrContains(schedule::TensorCoreSchedule(dag, target, t).status().message(),
                                 "1 to 4 stages"));
 }
 
@@ -868,16 +868,16 @@ TEST(GpuTensorCore, SwizzledTilesSpreadTheBanksAndMatchTheReference) {
         "conv2d_nchw(N=1,C=16,H=6,W=6,K=16,R=3,S=3,pad=1,dtype=float16)"}) {
     ir::ComputeDAG dag = Dag(spec);
     for (int64_t stages : {1, 2, 3}) {
-      ir::TensorCoreTiling t = ir::DefaultTensorCoreTiling(dag, target);
+      schedule::TensorCoreTiling t = schedule::DefaultTensorCoreTiling(dag, target);
       t.pad = 0;
       t.swizzle = 1;
       t.k_steps = stages == 3 ? 4 : stages;
       t.stages = stages;
       t.async_copy = stages == 3 ? 1 : 0;
-      auto sched = ir::TensorCoreSchedule(dag, target, t);
+      auto sched = schedule::TensorCoreSchedule(dag, target, t);
       if (stages == 3 && !sched.ok()) continue;  // rows that cp.async cannot move (NCHW)
       ASSERT_TRUE(sched.ok()) << spec << ": " << sched.status();
-      EXPECT_EQ(ir::TensorCoreTiling::Decode(sched->decisions, false)->swizzle, 1);
+      EXPECT_EQ(schedule::TensorCoreTiling::Decode(sched->decisions, false)->swizzle, 1);
       auto r = Simulate(dag, *sched, target, 60 + stages);
       ASSERT_TRUE(r.ok()) << spec << " decisions " << absl::StrJoin(t.Encode(), ",") << ": "
                           << r.status();
@@ -891,15 +891,15 @@ TEST(GpuTensorCore, SwizzledTilesSpreadTheBanksAndMatchTheReference) {
   }
   EXPECT_GE(checked, 13);
   ir::ComputeDAG dag = Dag("matmul(M=256,N=256,K=256,dtype=float16)");
-  ir::TensorCoreTiling t = ir::DefaultTensorCoreTiling(dag, target);
+  schedule::TensorCoreTiling t = schedule::DefaultTensorCoreTiling(dag, target);
   t.pad = 0;
   t.swizzle = 1;
   for (int bad = 0; bad < 3; ++bad) {
-    ir::TensorCoreTiling b = t;
+    schedule::TensorCoreTiling b = t;
     if (bad == 0) b.pad = 8;
     if (bad == 1) b.ldmatrix = 0;
     if (bad == 2) b.k_steps = 3;
-    auto refused = ir::TensorCoreSchedule(dag, target, b);
+    auto refused = schedule::TensorCoreSchedule(dag, target, b);
     ASSERT_FALSE(refused.ok()) << bad;
     EXPECT_TRUE(absl::StrContains(refused.status().message(),
                                   bad < 2 ? "swizzled tiles are 16-bit mma.sync tiles read by "
@@ -913,9 +913,9 @@ TEST(GpuTensorCore, SwizzledTilesSpreadTheBanksAndMatchTheReference) {
 
 // Decisions for wgmma: one warpgroup along M, `warps_n` along N, each
 // frags_m products of 64 x 8 frags_n.
-ir::TensorCoreTiling WgmmaTiling(int64_t warps_n, int64_t frags_m, int64_t frags_n, int64_t k_steps,
+schedule::TensorCoreTiling WgmmaTiling(int64_t warps_n, int64_t frags_m, int64_t frags_n, int64_t k_steps,
                                  int64_t stages, int64_t wgmma = 1) {
-  ir::TensorCoreTiling t;
+  schedule::TensorCoreTiling t;
   t.warps_m = 4;
   t.warps_n = warps_n;
   t.frags_m = frags_m;
@@ -964,7 +964,7 @@ TEST(GpuWgmma, SchedulesMatchReferenceInTheSimulator) {
   int checked = 0;
   struct Case {
     std::string spec;
-    ir::TensorCoreTiling tiling;
+    schedule::TensorCoreTiling tiling;
   };
   for (const Case& c : std::vector<Case>{
            {"matmul(M=128,N=64,K=64,dtype=float16)", WgmmaTiling(1, 2, 8, 2, 2)},
@@ -981,12 +981,12 @@ TEST(GpuWgmma, SchedulesMatchReferenceInTheSimulator) {
            // ragged along M, N and K (72 = 2 x 32 + 8)
            {"matmul(M=96,N=40,K=72,dtype=float16)+relu", WgmmaTiling(1, 1, 4, 2, 3, 2)}}) {
     ir::ComputeDAG dag = Dag(c.spec);
-    auto sched = ir::TensorCoreSchedule(dag, target, c.tiling);
+    auto sched = schedule::TensorCoreSchedule(dag, target, c.tiling);
     ASSERT_TRUE(sched.ok()) << c.spec << ": " << sched.status();
     EXPECT_EQ(sched->decisions.size(), 10u);
-    auto st = ir::ScheduleState::Replay(dag, *sched, target);
+    auto st = schedule::ScheduleState::Replay(dag, *sched, target);
     ASSERT_TRUE(st.ok()) << st.status();
-    EXPECT_TRUE(absl::StrContains(ir::ToString(ir::Lower(*st)), "wgmma64x")) << c.spec;
+    EXPECT_TRUE(absl::StrContains(ir::ToString(schedule::Lower(*st)), "wgmma64x")) << c.spec;
     auto r = Simulate(dag, *sched, target, 60 + checked);
     ASSERT_TRUE(r.ok()) << c.spec << " decisions " << absl::StrJoin(c.tiling.Encode(), ",") << ": "
                         << r.status();
@@ -1054,19 +1054,19 @@ TEST(GpuWgmma, KnownTilingsFitTheirTargetAndMatchTheReference) {
   };
   const auto on_h100 = known(big, h100), on_a100 = known(big, a100), on_plain = known(big, plain);
   int wgmma = 0;
-  for (const ir::TensorCoreTiling& t : on_h100) wgmma += t.wgmma != 0;
+  for (const schedule::TensorCoreTiling& t : on_h100) wgmma += t.wgmma != 0;
   EXPECT_GE(wgmma, 4);
   EXPECT_GE(int(on_h100.size()) - wgmma, 5);
-  for (const ir::TensorCoreTiling& t : on_a100) EXPECT_EQ(t.wgmma, 0);
+  for (const schedule::TensorCoreTiling& t : on_a100) EXPECT_EQ(t.wgmma, 0);
   EXPECT_GE(on_a100.size(), 5u);
   EXPECT_LT(on_plain.size(), on_a100.size());  // 48 KiB leaves the deep ones out
-  for (const ir::TensorCoreTiling& t : on_h100)
-    EXPECT_TRUE(ir::TensorCoreSchedule(big, h100, t).ok()) << absl::StrJoin(t.Encode(), ",");
+  for (const schedule::TensorCoreTiling& t : on_h100)
+    EXPECT_TRUE(schedule::TensorCoreSchedule(big, h100, t).ok()) << absl::StrJoin(t.Encode(), ",");
   // Tiled several times over, ragged along N.
   ir::ComputeDAG mid = Dag("matmul(M=256,N=264,K=192,dtype=float16)+relu");
   int checked = 0;
-  for (const ir::TensorCoreTiling& t : known(mid, h100)) {
-    auto sched = ir::TensorCoreSchedule(mid, h100, t);
+  for (const schedule::TensorCoreTiling& t : known(mid, h100)) {
+    auto sched = schedule::TensorCoreSchedule(mid, h100, t);
     ASSERT_TRUE(sched.ok()) << sched.status();
     auto r = Simulate(mid, *sched, h100, 70 + checked);
     ASSERT_TRUE(r.ok()) << absl::StrJoin(t.Encode(), ",") << ": " << r.status();
@@ -1078,51 +1078,51 @@ TEST(GpuWgmma, KnownTilingsFitTheirTargetAndMatchTheReference) {
 // wgmma decisions are refused where they cannot run, by name.
 TEST(GpuWgmma, RefusedWithReasons) {
   ir::ComputeDAG dag = Dag("matmul(M=128,N=64,K=64,dtype=float16)");
-  auto why = [&](const std::string& target, ir::TensorCoreTiling t,
+  auto why = [&](const std::string& target, schedule::TensorCoreTiling t,
                  const ir::ComputeDAG& d) -> std::string {
-    return std::string(ir::TensorCoreSchedule(d, Cuda(target), t).status().message());
+    return std::string(schedule::TensorCoreSchedule(d, Cuda(target), t).status().message());
   };
-  const ir::TensorCoreTiling ok = WgmmaTiling(1, 1, 8, 1, 2);
+  const schedule::TensorCoreTiling ok = WgmmaTiling(1, 1, 8, 1, 2);
   EXPECT_EQ(why("cuda -arch=sm_90", ok, dag), "");
   EXPECT_TRUE(absl::StrContains(why("cuda -arch=sm_80", ok, dag), "wgmma is sm_90's"));
-  ir::TensorCoreTiling two = ok;
+  schedule::TensorCoreTiling two = ok;
   two.warps_m = 2;
   EXPECT_TRUE(absl::StrContains(why("cuda -arch=sm_90", two, dag), "4 warps along M"));
-  ir::TensorCoreTiling shallow = ok;
+  schedule::TensorCoreTiling shallow = ok;
   shallow.wgmma = 2;
   EXPECT_TRUE(absl::StrContains(why("cuda -arch=sm_90", shallow, dag), "3 stages or more"));
-  ir::TensorCoreTiling padded = ok;
+  schedule::TensorCoreTiling padded = ok;
   padded.pad = 8;
   EXPECT_TRUE(absl::StrContains(why("cuda -arch=sm_90", padded, dag), "pad 0"));
   EXPECT_TRUE(absl::StrContains(
       why("cuda -arch=sm_90", ok, Dag("matmul(M=128,N=64,K=64,dtype=tf32)")), "16-bit"));
   // Stored wgmma decisions replayed onto a product whose rows cannot move
   // 16 bytes at a time (K = 20): refused, not lowered without cp.async.
-  ir::Trace stored;
+  schedule::Trace stored;
   stored.sketch_id = ir::kGpuTensorCoreSketchId;
   stored.decisions = ok.Encode();
-  auto replay = ir::ScheduleState::Replay(Dag("matmul(M=128,N=64,K=20,dtype=float16)"), stored,
+  auto replay = schedule::ScheduleState::Replay(Dag("matmul(M=128,N=64,K=20,dtype=float16)"), stored,
                                           Cuda("cuda -arch=sm_90"));
   ASSERT_FALSE(replay.ok());
   EXPECT_TRUE(absl::StrContains(replay.status().message(), "wgmma needs both tiles' rows"))
       << replay.status();
   // Likewise an mma.sync pipeline 3 stages deep (2 would fall back to
   // registers).
-  ir::TensorCoreTiling deep;
+  schedule::TensorCoreTiling deep;
   deep.stages = 3;
   stored.decisions = deep.Encode();
-  replay = ir::ScheduleState::Replay(Dag("matmul(M=128,N=64,K=20,dtype=float16)"), stored,
+  replay = schedule::ScheduleState::Replay(Dag("matmul(M=128,N=64,K=20,dtype=float16)"), stored,
                                      Cuda("cuda -arch=sm_90"));
   ASSERT_FALSE(replay.ok());
   EXPECT_TRUE(absl::StrContains(replay.status().message(), "more than 2 stages needs"))
       << replay.status();
   deep.stages = 2;
   stored.decisions = deep.Encode();
-  EXPECT_TRUE(ir::ScheduleState::Replay(Dag("matmul(M=128,N=64,K=20,dtype=float16)"), stored,
+  EXPECT_TRUE(schedule::ScheduleState::Replay(Dag("matmul(M=128,N=64,K=20,dtype=float16)"), stored,
                                         Cuda("cuda -arch=sm_90"))
                   .ok());
   // A nine-value wire form is an mma.sync tiling, as before.
-  auto nine = ir::TensorCoreTiling::Decode(std::vector<int64_t>{2, 2, 2, 4, 2, 8, 2, 1, 1}, false);
+  auto nine = schedule::TensorCoreTiling::Decode(std::vector<int64_t>{2, 2, 2, 4, 2, 8, 2, 1, 1}, false);
   ASSERT_TRUE(nine.has_value());
   EXPECT_EQ(nine->wgmma, 0);
   EXPECT_EQ(nine->Encode().size(), 9u);
@@ -1130,7 +1130,7 @@ TEST(GpuWgmma, RefusedWithReasons) {
 
 TEST(GpuTensorCore, RefusedWithReasons) {
   auto why = [](const std::string& spec, const std::string& arch) {
-    return std::string(ir::CheckTensorCoreSketch(Dag(spec), Cuda("cuda -arch=" + arch)).message());
+    return std::string(schedule::CheckTensorCoreSketch(Dag(spec), Cuda("cuda -arch=" + arch)).message());
   };
   EXPECT_TRUE(absl::StrContains(why("matmul(M=64,N=64,K=64,dtype=float16)", "sm_75"),
                                 "sm_75 has no float16 mma.sync"));
@@ -1144,31 +1144,31 @@ TEST(GpuTensorCore, RefusedWithReasons) {
                                 "no tensor-core schedule"));
   const ir::Target target = Cuda("cuda -arch=sm_90");
   ir::ComputeDAG dag = Dag("matmul(M=64,N=64,K=64,dtype=float16)");
-  ir::TensorCoreTiling t;
+  schedule::TensorCoreTiling t;
   t.frags_m = 8;
   t.frags_n = 8;
-  auto too_many = ir::TensorCoreSchedule(dag, target, t);
+  auto too_many = schedule::TensorCoreSchedule(dag, target, t);
   ASSERT_FALSE(too_many.ok());
   EXPECT_TRUE(absl::StrContains(too_many.status().message(), "256 accumulators per thread"))
       << too_many.status();
-  ir::Trace bad;
+  schedule::Trace bad;
   bad.sketch_id = ir::kGpuTensorCoreSketchId;
   bad.decisions = {2, 2, 2};
-  auto replay = ir::ScheduleState::Replay(dag, bad, target);
+  auto replay = schedule::ScheduleState::Replay(dag, bad, target);
   ASSERT_FALSE(replay.ok());
   EXPECT_TRUE(absl::StrContains(replay.status().message(), "9 to 11 values, not 3"))
       << replay.status();
   // Two decisions are two schedules (a tensor-core schedule has no steps).
-  auto a = ir::TensorCoreSchedule(dag, target, ir::TensorCoreTiling{});
-  ir::TensorCoreTiling other;
+  auto a = schedule::TensorCoreSchedule(dag, target, schedule::TensorCoreTiling{});
+  schedule::TensorCoreTiling other;
   other.pad = 0;
-  auto b = ir::TensorCoreSchedule(dag, target, other);
+  auto b = schedule::TensorCoreSchedule(dag, target, other);
   ASSERT_TRUE(a.ok() && b.ok());
-  EXPECT_NE(ir::TraceHash(*a), ir::TraceHash(*b));
+  EXPECT_NE(schedule::TraceHash(*a), schedule::TraceHash(*b));
   // LLVM's NVPTX route has no tensor-core lowering and says so.
-  auto st = ir::ScheduleState::Replay(dag, *a, target);
+  auto st = schedule::ScheduleState::Replay(dag, *a, target);
   ASSERT_TRUE(st.ok()) << st.status();
-  auto llvm = codegen::CompileCudaWithLlvm(st->dag(), ir::Lower(*st), target);
+  auto llvm = codegen::CompileCudaWithLlvm(st->dag(), schedule::Lower(*st), target);
   ASSERT_FALSE(llvm.ok());
   EXPECT_TRUE(absl::StrContains(llvm.status().message(), "through NVRTC")) << llvm.status();
 }
@@ -1176,12 +1176,12 @@ TEST(GpuTensorCore, RefusedWithReasons) {
 TEST(GpuSchedule, LoweredTiledProgramStagesInSharedMemory) {
   const ir::Target target = Cuda();
   ir::ComputeDAG dag = Dag("conv2d_nchw(N=1,C=8,H=12,W=12,K=16,R=3,S=3,pad=1)+bias+relu");
-  auto sched = ir::BuildGpuTiledSchedule(dag, target, ir::DefaultGpuTiling(dag, target));
+  auto sched = schedule::BuildGpuTiledSchedule(dag, target, schedule::DefaultGpuTiling(dag, target));
   ASSERT_TRUE(sched.ok()) << sched.status();
-  auto st = ir::ScheduleState::Replay(dag, *sched, target);
+  auto st = schedule::ScheduleState::Replay(dag, *sched, target);
   ASSERT_TRUE(st.ok()) << st.status();
   std::vector<std::string> names = st->dag().TensorNames();
-  std::string text = ir::ToString(ir::Lower(*st), &names);
+  std::string text = ir::ToString(schedule::Lower(*st), &names);
   EXPECT_TRUE(absl::StrContains(text, "(blockIdx.x)")) << text;
   EXPECT_TRUE(absl::StrContains(text, "(threadIdx.x)")) << text;
   EXPECT_TRUE(absl::StrContains(text, "allocate shared ")) << text;
@@ -1191,24 +1191,24 @@ TEST(GpuSchedule, LoweredTiledProgramStagesInSharedMemory) {
 
 TEST(GpuSchedule, PrimitivesRefusedWithReasons) {
   ir::ComputeDAG dag = Dag("matmul(M=16,N=16,K=16)");
-  auto refuse = [&](const ir::Target& target, ir::Step step, const std::string& why) {
-    ir::Trace s;
+  auto refuse = [&](const ir::Target& target, schedule::Step step, const std::string& why) {
+    schedule::Trace s;
     s.steps.push_back(std::move(step));
-    auto st = ir::ScheduleState::Replay(dag, s, target);
+    auto st = schedule::ScheduleState::Replay(dag, s, target);
     ASSERT_FALSE(st.ok()) << why;
     EXPECT_TRUE(absl::StrContains(st.status().message(), why)) << st.status();
   };
-  const ir::AnnotateStep bind{0, 0, v1::ANNOTATION_THREAD_X};
+  const schedule::AnnotateStep bind{0, 0, v1::ANNOTATION_THREAD_X};
   auto host = ir::Target::Parse("llvm");
   ASSERT_TRUE(host.ok());
   refuse(*host, bind, "is for GPU targets");
-  ir::AnnotateStep par = bind;
+  schedule::AnnotateStep par = bind;
   par.annotation = v1::ANNOTATION_PARALLEL;
   refuse(Cuda(), par, "is for CPU targets");
-  ir::AnnotateStep reduce = bind;
+  schedule::AnnotateStep reduce = bind;
   reduce.iter = 2;
   refuse(Cuda(), reduce, "cannot bind reduction loop");
-  ir::StorageAlignStep align{0};
+  schedule::StorageAlignStep align{0};
   align.factor = 32;
   refuse(Cuda(), align, "not a shared-memory copy");
 }
@@ -1216,33 +1216,33 @@ TEST(GpuSchedule, PrimitivesRefusedWithReasons) {
 TEST(GpuLimits, TooManyThreadsAndTooMuchSharedMemoryAreRefused) {
   ir::ComputeDAG dag = Dag("matmul(M=64,N=64,K=64)");
   ir::Target small = Cuda("cuda -arch=sm_87 -max-threads-per-block=64");
-  auto fused = ir::GpuFusedSchedule(dag, small, 128);
+  auto fused = schedule::GpuFusedSchedule(dag, small, 128);
   ASSERT_TRUE(fused.ok());
-  auto st = ir::ScheduleState::Replay(dag, *fused, small);
+  auto st = schedule::ScheduleState::Replay(dag, *fused, small);
   ASSERT_TRUE(st.ok());
-  auto plan = ir::PlanGpuLaunches(st->dag(), ir::Lower(*st), small);
+  auto plan = schedule::PlanGpuLaunches(st->dag(), schedule::Lower(*st), small);
   ASSERT_FALSE(plan.ok());
   EXPECT_TRUE(absl::StrContains(plan.status().message(), "128 threads per block exceed"))
       << plan.status();
-  auto emitted = codegen::EmitCuda(st->dag(), ir::Lower(*st), small);
+  auto emitted = codegen::EmitCuda(st->dag(), schedule::Lower(*st), small);
   EXPECT_FALSE(emitted.ok());
 
   // The whole K in one shared tile: 64x64 floats per operand = 32 KiB.
   ir::Target tiny_smem = Cuda("cuda -arch=sm_87 -max-shared-memory-per-block=16384");
-  ir::GpuTiling d = ir::DefaultGpuTiling(dag, tiny_smem);
+  schedule::GpuTiling d = schedule::DefaultGpuTiling(dag, tiny_smem);
   d.reduce[0].r2 = 64;
-  auto tiled = ir::BuildGpuTiledSchedule(dag, tiny_smem, d);
+  auto tiled = schedule::BuildGpuTiledSchedule(dag, tiny_smem, d);
   ASSERT_TRUE(tiled.ok()) << tiled.status();
-  auto st2 = ir::ScheduleState::Replay(dag, *tiled, tiny_smem);
+  auto st2 = schedule::ScheduleState::Replay(dag, *tiled, tiny_smem);
   ASSERT_TRUE(st2.ok());
-  auto plan2 = ir::PlanGpuLaunches(st2->dag(), ir::Lower(*st2), tiny_smem);
+  auto plan2 = schedule::PlanGpuLaunches(st2->dag(), schedule::Lower(*st2), tiny_smem);
   ASSERT_FALSE(plan2.ok());
   EXPECT_TRUE(absl::StrContains(plan2.status().message(), "bytes of shared memory exceed"))
       << plan2.status();
   // The default for that target fits it.
-  auto def = ir::ScheduleState::Replay(dag, ir::DefaultSchedule(dag, tiny_smem), tiny_smem);
+  auto def = schedule::ScheduleState::Replay(dag, schedule::DefaultSchedule(dag, tiny_smem), tiny_smem);
   ASSERT_TRUE(def.ok());
-  EXPECT_TRUE(ir::PlanGpuLaunches(def->dag(), ir::Lower(*def), tiny_smem).ok());
+  EXPECT_TRUE(schedule::PlanGpuLaunches(def->dag(), schedule::Lower(*def), tiny_smem).ok());
 }
 
 // ---- NVRTC: real compilation for three archs (no GPU needed) ----
@@ -1257,11 +1257,11 @@ class NvrtcTest : public ::testing::Test {
   }
 };
 
-absl::StatusOr<codegen::GpuArtifact> Build(const ir::ComputeDAG& dag, const ir::Trace& sched,
+absl::StatusOr<codegen::GpuArtifact> Build(const ir::ComputeDAG& dag, const schedule::Trace& sched,
                                            const ir::Target& target,
                                            codegen::CudaCompileOptions options = {}) {
-  TF_ASSIGN_OR_RETURN(ir::ScheduleState st, ir::ScheduleState::Replay(dag, sched, target));
-  TF_ASSIGN_OR_RETURN(codegen::GpuProgram p, codegen::EmitCuda(st.dag(), ir::Lower(st), target));
+  TF_ASSIGN_OR_RETURN(schedule::ScheduleState st, schedule::ScheduleState::Replay(dag, sched, target));
+  TF_ASSIGN_OR_RETURN(codegen::GpuProgram p, codegen::EmitCuda(st.dag(), schedule::Lower(st), target));
   return codegen::CompileCuda(p, target, options);
 }
 
@@ -1280,7 +1280,7 @@ TEST_F(NvrtcTest, RandomPairsCompileForThreeArchsAndTheCubinsSayWhatPtxasSaid) {
     for (int i = 0; i < 12; ++i) {
       const std::string& spec = Workloads()[rng() % Workloads().size()];
       ir::ComputeDAG dag = Dag(spec);
-      ir::Trace sched = search::space::RandomGpuSchedule(dag, target, rng);
+      schedule::Trace sched = search::space::RandomGpuSchedule(dag, target, rng);
       auto a = Build(dag, sched, target);
       ASSERT_TRUE(a.ok()) << arch << " " << spec << ": " << a.status();
       auto info = codegen::ReadCubin(a->cubin);
@@ -1315,7 +1315,7 @@ TEST_F(NvrtcTest, DefaultSchedulesDoNotSpill) {
           std::string("depthwise_conv2d_nchw(N=1,C=144,H=56,W=56,R=3,S=3,pad=1)"),
           std::string("add(N=1,C=64,H=56,W=56)+relu")}) {
       ir::ComputeDAG dag = Dag(spec);
-      auto a = Build(dag, ir::DefaultSchedule(dag, target), target);
+      auto a = Build(dag, schedule::DefaultSchedule(dag, target), target);
       ASSERT_TRUE(a.ok()) << arch << " " << spec << ": " << a.status();
       for (const codegen::GpuKernel& k : a->program.kernels) {
         EXPECT_EQ(k.spill_store_bytes, 0) << arch << " " << spec << "\n" << a->log;
@@ -1332,7 +1332,7 @@ TEST_F(NvrtcTest, PtxOnRequest) {
   codegen::CudaCompileOptions opts;
   opts.cubin = false;
   opts.ptx = true;
-  auto a = Build(dag, ir::DefaultSchedule(dag, target), target, opts);
+  auto a = Build(dag, schedule::DefaultSchedule(dag, target), target, opts);
   ASSERT_TRUE(a.ok()) << a.status();
   EXPECT_TRUE(a->cubin.empty());
   EXPECT_TRUE(absl::StrContains(a->ptx, ".target sm_87")) << a->ptx.substr(0, 400);
@@ -1351,7 +1351,7 @@ TEST_F(NvrtcTest, Float16BuildsCompileForThreeArchs) {
           Half(i % 2 == 0 ? "conv2d_nchw(N=1,C=7,H=9,W=11,K=10,R=3,S=3,pad=1)+bias+relu"
                           : "matmul(M=64,N=48,K=40)");
       ir::ComputeDAG dag = Dag(spec);
-      ir::Trace sched = i < 2 ? ir::DefaultSchedule(dag, target)
+      schedule::Trace sched = i < 2 ? schedule::DefaultSchedule(dag, target)
                               : search::space::RandomGpuSchedule(dag, target, rng);
       codegen::CudaCompileOptions opts;
       opts.ptx = true;
@@ -1374,8 +1374,8 @@ TEST_F(NvrtcTest, Float16BuildsCompileForThreeArchs) {
 // The tensor-core schedule of `tiling` built by NVRTC, with its PTX.
 absl::StatusOr<codegen::GpuArtifact> BuildTensorCore(const ir::ComputeDAG& dag,
                                                      const ir::Target& target,
-                                                     const ir::TensorCoreTiling& tiling) {
-  TF_ASSIGN_OR_RETURN(ir::Trace sched, ir::TensorCoreSchedule(dag, target, tiling));
+                                                     const schedule::TensorCoreTiling& tiling) {
+  TF_ASSIGN_OR_RETURN(schedule::Trace sched, schedule::TensorCoreSchedule(dag, target, tiling));
   codegen::CudaCompileOptions opts;
   opts.ptx = true;
   return Build(dag, sched, target, opts);
@@ -1402,7 +1402,7 @@ TEST_F(NvrtcTest, TensorCoreBuildsCompile) {
       ir::ComputeDAG dag = Dag(spec);
       for (int i = 0; i < 2; ++i) {
         auto a = BuildTensorCore(dag, target,
-                                 i == 0 ? ir::DefaultTensorCoreTiling(dag, target)
+                                 i == 0 ? schedule::DefaultTensorCoreTiling(dag, target)
                                         : RandomTensorCoreTiling(dag, target, rng));
         ASSERT_TRUE(a.ok()) << arch << " " << spec << ": " << a.status();
         EXPECT_TRUE(absl::StrContains(a->ptx, "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"))
@@ -1415,7 +1415,7 @@ TEST_F(NvrtcTest, TensorCoreBuildsCompile) {
           EXPECT_TRUE(absl::StrContains(a->ptx, "ldmatrix.sync.aligned.m8n8.x4")) << a->ptx;
           // Each k step loads a warp's fragments once: frags_m of A (x4),
           // frags_n of B in pairs (x4), for frags_m x frags_n products.
-          const ir::TensorCoreTiling t = ir::DefaultTensorCoreTiling(dag, target);
+          const schedule::TensorCoreTiling t = schedule::DefaultTensorCoreTiling(dag, target);
           ASSERT_EQ(t.frags_n % 2, 0);
           const int64_t products = Occurrences(a->ptx, "mma.sync.aligned.m16n8k16"),
                         loads = Occurrences(a->ptx, "ldmatrix.sync.aligned.m8n8.x4");
@@ -1445,7 +1445,7 @@ TEST_F(NvrtcTest, SwizzledTensorCoreTilesCompile) {
   for (const char* target_spec : {"cuda -arch=sm_80 -max-shared-memory-per-block=166912",
                                   "cuda -arch=sm_90 -max-shared-memory-per-block=232448"}) {
     const ir::Target target = Cuda(target_spec);
-    auto t = ir::TensorCoreTiling::Decode({2, 2, 4, 8, 2, 0, 3, 1, 1, 0, 1}, false);
+    auto t = schedule::TensorCoreTiling::Decode({2, 2, 4, 8, 2, 0, 3, 1, 1, 0, 1}, false);
     ASSERT_TRUE(t.has_value());
     auto a = BuildTensorCore(dag, target, *t);
     ASSERT_TRUE(a.ok()) << target_spec << ": " << a.status();
@@ -1471,7 +1471,7 @@ TEST_F(NvrtcTest, Tf32TensorCoreBuildsCompile) {
       ir::ComputeDAG dag = Dag(spec);
       for (int i = 0; i < 2; ++i) {
         auto a = BuildTensorCore(dag, target,
-                                 i == 0 ? ir::DefaultTensorCoreTiling(dag, target)
+                                 i == 0 ? schedule::DefaultTensorCoreTiling(dag, target)
                                         : RandomTensorCoreTiling(dag, target, rng));
         ASSERT_TRUE(a.ok()) << arch << " " << spec << ": " << a.status();
         EXPECT_TRUE(absl::StrContains(a->ptx, "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32"))
@@ -1493,7 +1493,7 @@ TEST_F(NvrtcTest, Tf32TensorCoreBuildsCompile) {
   EXPECT_EQ(built, 8);
   ir::ComputeDAG dag = Dag("matmul(M=64,N=64,K=64,dtype=tf32)");
   ir::Target turing = Cuda("cuda -arch=sm_75");
-  auto old = Build(dag, ir::DefaultSchedule(dag, turing), turing);
+  auto old = Build(dag, schedule::DefaultSchedule(dag, turing), turing);
   ASSERT_FALSE(old.ok());
   EXPECT_TRUE(absl::StrContains(old.status().message(), "tf32 products need sm_80 or newer"))
       << old.status();
@@ -1508,7 +1508,7 @@ TEST_F(NvrtcTest, SharedMemoryPastTheStaticLimitIsDynamic) {
   const ir::Target big = Cuda("cuda -arch=sm_90 -max-shared-memory-per-block=232448");
   const ir::Target plain = Cuda("cuda -arch=sm_90");
   ir::ComputeDAG dag = Dag("matmul(M=512,N=512,K=512,dtype=float16)");
-  ir::TensorCoreTiling t = ir::DefaultTensorCoreTiling(dag, big);
+  schedule::TensorCoreTiling t = schedule::DefaultTensorCoreTiling(dag, big);
   t.warps_m = t.warps_n = 2;
   t.frags_m = 2;
   t.frags_n = 8;
@@ -1516,7 +1516,7 @@ TEST_F(NvrtcTest, SharedMemoryPastTheStaticLimitIsDynamic) {
   t.stages = 4;
   t.async_copy = 1;
   ASSERT_GT(t.SharedBytes(), codegen::kStaticSharedLimit);
-  auto refused = ir::TensorCoreSchedule(dag, plain, t);
+  auto refused = schedule::TensorCoreSchedule(dag, plain, t);
   ASSERT_FALSE(refused.ok());
   EXPECT_TRUE(absl::StrContains(refused.status().message(), "exceed the target's 49152"))
       << refused.status();
@@ -1545,10 +1545,10 @@ TEST_F(NvrtcTest, SharedMemoryPastTheStaticLimitIsDynamic) {
   EXPECT_FALSE(absl::StrContains(small->program.source, "extern __shared__"));
 
   ir::ComputeDAG f32 = Dag("matmul(M=256,N=256,K=256)");
-  ir::GpuTiling g = ir::DefaultGpuTiling(f32, big);
-  for (ir::GpuTiling::Axis& axis : g.spatial) axis = {1, 16, 4, 2};  // 128-wide block tiles
+  schedule::GpuTiling g = schedule::DefaultGpuTiling(f32, big);
+  for (schedule::GpuTiling::Axis& axis : g.spatial) axis = {1, 16, 4, 2};  // 128-wide block tiles
   g.reduce[0] = {8, 8};                                              // 64-deep K tiles
-  auto simt = ir::BuildGpuTiledSchedule(f32, big, g);
+  auto simt = schedule::BuildGpuTiledSchedule(f32, big, g);
   ASSERT_TRUE(simt.ok()) << simt.status();
   auto b = Build(f32, *simt, big);
   ASSERT_TRUE(b.ok()) << b.status();
@@ -1560,11 +1560,11 @@ TEST_F(NvrtcTest, SharedMemoryPastTheStaticLimitIsDynamic) {
   // LLVM's NVPTX route (Xavier) likewise: its PTX declares an extern shared
   // array, which ptxas takes.
   const ir::Target xavier = Cuda("cuda -arch=sm_72 -max-shared-memory-per-block=98304");
-  auto xsched = ir::BuildGpuTiledSchedule(f32, xavier, g);
+  auto xsched = schedule::BuildGpuTiledSchedule(f32, xavier, g);
   ASSERT_TRUE(xsched.ok()) << xsched.status();
-  auto st = ir::ScheduleState::Replay(f32, *xsched, xavier);
+  auto st = schedule::ScheduleState::Replay(f32, *xsched, xavier);
   ASSERT_TRUE(st.ok()) << st.status();
-  auto x = codegen::CompileCudaWithLlvm(st->dag(), ir::Lower(*st), xavier);
+  auto x = codegen::CompileCudaWithLlvm(st->dag(), schedule::Lower(*st), xavier);
   ASSERT_TRUE(x.ok()) << x.status();
   EXPECT_TRUE(x->program.kernels[0].dynamic_shared);
   EXPECT_EQ(x->program.kernels[0].shared_bytes, 2 * 128 * 64 * 4);
@@ -1579,7 +1579,7 @@ TEST_F(NvrtcTest, SharedMemoryPastTheStaticLimitIsDynamic) {
   }
   // Past the target's limit: refused, naming it.
   const ir::Target tight = Cuda("cuda -arch=sm_72 -max-shared-memory-per-block=60000");
-  auto over = codegen::CompileCudaWithLlvm(st->dag(), ir::Lower(*st), tight);
+  auto over = codegen::CompileCudaWithLlvm(st->dag(), schedule::Lower(*st), tight);
   ASSERT_FALSE(over.ok());
   EXPECT_TRUE(absl::StrContains(over.status().message(), "exceed the target's 60000"))
       << over.status();
@@ -1592,7 +1592,7 @@ TEST_F(NvrtcTest, SharedMemoryPastTheStaticLimitIsDynamic) {
 TEST_F(NvrtcTest, WgmmaBuildsCompileForSm90a) {
   const ir::Target target = Cuda("cuda -arch=sm_90 -max-shared-memory-per-block=232448");
   int built = 0;
-  for (const auto& [spec, tiling] : std::vector<std::pair<std::string, ir::TensorCoreTiling>>{
+  for (const auto& [spec, tiling] : std::vector<std::pair<std::string, schedule::TensorCoreTiling>>{
            {"matmul(M=4096,N=4096,K=4096,dtype=float16)", WgmmaTiling(2, 1, 16, 4, 4, 2)},
            {"matmul(M=4096,N=4096,K=4096,dtype=float16)", WgmmaTiling(1, 1, 32, 4, 3)},
            {"matmul(M=1024,N=1024,K=1024,transpose_a=1,dtype=bfloat16)",
@@ -1621,13 +1621,13 @@ TEST_F(NvrtcTest, WgmmaBuildsCompileForSm90a) {
 TEST_F(NvrtcTest, UnbuildableArchAndRegisterLimitAreClearErrors) {
   ir::ComputeDAG dag = Dag("matmul(M=64,N=64,K=64)");
   ir::Target xavier = Cuda("cuda -arch=sm_72");  // NVRTC 13: no (LLVM builds it)
-  auto a = Build(dag, ir::DefaultSchedule(dag, xavier), xavier);
+  auto a = Build(dag, schedule::DefaultSchedule(dag, xavier), xavier);
   ASSERT_FALSE(a.ok());
   EXPECT_EQ(a.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_TRUE(absl::StrContains(a.status().message(), "cannot build sm_72")) << a.status();
 
   ir::Target few_regs = Cuda("cuda -arch=sm_87 -max-registers-per-thread=16");
-  auto b = Build(dag, ir::DefaultSchedule(dag, few_regs), few_regs);
+  auto b = Build(dag, schedule::DefaultSchedule(dag, few_regs), few_regs);
   ASSERT_FALSE(b.ok());
   EXPECT_TRUE(absl::StrContains(b.status().message(), "registers per thread")) << b.status();
 }
@@ -1659,12 +1659,12 @@ TEST(NvptxRoute, RandomPairsBuildPtxForXavierThatPtxasCompiles) {
   for (int i = 0; i < 30; ++i) {
     const std::string& spec = Workloads()[size_t(i) % Workloads().size()];
     ir::ComputeDAG dag = Dag(spec);
-    ir::Trace sched = i < int(Workloads().size())
-                          ? ir::DefaultSchedule(dag, xavier)
+    schedule::Trace sched = i < int(Workloads().size())
+                          ? schedule::DefaultSchedule(dag, xavier)
                           : search::space::RandomGpuSchedule(dag, xavier, rng);
-    auto st = ir::ScheduleState::Replay(dag, sched, xavier);
+    auto st = schedule::ScheduleState::Replay(dag, sched, xavier);
     ASSERT_TRUE(st.ok()) << st.status();
-    auto a = codegen::CompileCudaWithLlvm(st->dag(), ir::Lower(*st), xavier);
+    auto a = codegen::CompileCudaWithLlvm(st->dag(), schedule::Lower(*st), xavier);
     ASSERT_TRUE(a.ok()) << spec << ": " << a.status();
     EXPECT_TRUE(a->cubin.empty());
     EXPECT_TRUE(absl::StrContains(a->ptx, ".target sm_72")) << a->ptx.substr(0, 300);
@@ -1704,9 +1704,9 @@ TEST(NvptxRoute, Float16PtxForXavierCompiles) {
   for (const std::string spec : {Half("conv2d_nchw(N=1,C=7,H=9,W=11,K=10,R=3,S=3,pad=1)+bias+relu"),
                                  Half("add(N=1,C=3,H=5,W=11)+sigmoid")}) {
     ir::ComputeDAG dag = Dag(spec);
-    auto st = ir::ScheduleState::Replay(dag, ir::DefaultSchedule(dag, xavier), xavier);
+    auto st = schedule::ScheduleState::Replay(dag, schedule::DefaultSchedule(dag, xavier), xavier);
     ASSERT_TRUE(st.ok()) << st.status();
-    auto a = codegen::CompileCudaWithLlvm(st->dag(), ir::Lower(*st), xavier);
+    auto a = codegen::CompileCudaWithLlvm(st->dag(), schedule::Lower(*st), xavier);
     ASSERT_TRUE(a.ok()) << spec << ": " << a.status();
     EXPECT_TRUE(absl::StrContains(a->ptx, "cvt.rn.f16.f32")) << a->ptx;
     EXPECT_TRUE(absl::StrContains(a->ptx, "cvt.f32.f16")) << a->ptx;
@@ -1730,10 +1730,10 @@ TEST_F(NvrtcTest, BFloat16BuildsCompileForSm80AndNewer) {
           "matmul(M=256,N=256,K=256,dtype=bfloat16)"}) {
       ir::ComputeDAG dag = Dag(spec);
       for (bool tc : {false, true}) {
-        if (tc && !ir::CheckTensorCoreSketch(dag, target).ok()) continue;
-        absl::StatusOr<ir::Trace> sched =
-            tc ? ir::TensorCoreSchedule(dag, target, ir::DefaultTensorCoreTiling(dag, target))
-               : absl::StatusOr<ir::Trace>(ir::DefaultSchedule(dag, target));
+        if (tc && !schedule::CheckTensorCoreSketch(dag, target).ok()) continue;
+        absl::StatusOr<schedule::Trace> sched =
+            tc ? schedule::TensorCoreSchedule(dag, target, schedule::DefaultTensorCoreTiling(dag, target))
+               : absl::StatusOr<schedule::Trace>(schedule::DefaultSchedule(dag, target));
         ASSERT_TRUE(sched.ok()) << sched.status();
         codegen::CudaCompileOptions opts;
         opts.ptx = true;
@@ -1754,14 +1754,14 @@ TEST_F(NvrtcTest, BFloat16BuildsCompileForSm80AndNewer) {
   EXPECT_EQ(built, 8);
   ir::ComputeDAG dag = Dag("matmul(M=64,N=48,K=40,dtype=bfloat16)");
   const ir::Target turing = Cuda("cuda -arch=sm_75");
-  auto old = Build(dag, ir::DefaultSchedule(dag, turing), turing, {});
+  auto old = Build(dag, schedule::DefaultSchedule(dag, turing), turing, {});
   ASSERT_FALSE(old.ok());
   EXPECT_TRUE(absl::StrContains(old.status().message(), "bfloat16 kernels need sm_80 or newer"))
       << old.status();
   const ir::Target xavier = Cuda("cuda -arch=sm_72");
-  auto st = ir::ScheduleState::Replay(dag, ir::DefaultSchedule(dag, xavier), xavier);
+  auto st = schedule::ScheduleState::Replay(dag, schedule::DefaultSchedule(dag, xavier), xavier);
   ASSERT_TRUE(st.ok()) << st.status();
-  auto llvm = codegen::CompileCudaWithLlvm(st->dag(), ir::Lower(*st), xavier);
+  auto llvm = codegen::CompileCudaWithLlvm(st->dag(), schedule::Lower(*st), xavier);
   ASSERT_FALSE(llvm.ok());
   EXPECT_TRUE(
       absl::StrContains(llvm.status().message(), "bfloat16 kernels are built through NVRTC"))
@@ -1773,13 +1773,13 @@ TEST_F(NvrtcTest, BFloat16BuildsCompileForSm80AndNewer) {
 TEST(NvptxRoute, LimitsAndUnknownArchsAreClearErrors) {
   ir::ComputeDAG dag = Dag("matmul(M=64,N=64,K=64)");
   const ir::Target kepler = Cuda("cuda -arch=sm_35");
-  auto st = ir::ScheduleState::Replay(dag, ir::DefaultSchedule(dag, Cuda()), Cuda());
+  auto st = schedule::ScheduleState::Replay(dag, schedule::DefaultSchedule(dag, Cuda()), Cuda());
   ASSERT_TRUE(st.ok());
-  auto a = codegen::CompileCudaWithLlvm(st->dag(), ir::Lower(*st), kepler);
+  auto a = codegen::CompileCudaWithLlvm(st->dag(), schedule::Lower(*st), kepler);
   ASSERT_FALSE(a.ok());
   EXPECT_TRUE(absl::StrContains(a.status().message(), "does not build sm_35")) << a.status();
   const ir::Target small = Cuda("cuda -arch=sm_72 -max-threads-per-block=32");
-  auto b = codegen::CompileCudaWithLlvm(st->dag(), ir::Lower(*st), small);
+  auto b = codegen::CompileCudaWithLlvm(st->dag(), schedule::Lower(*st), small);
   ASSERT_FALSE(b.ok());
   EXPECT_EQ(b.status().code(), absl::StatusCode::kInvalidArgument) << b.status();
   EXPECT_TRUE(absl::StrContains(b.status().message(), "tf_kernel_0")) << b.status();

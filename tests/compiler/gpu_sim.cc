@@ -35,7 +35,7 @@ struct SharedCell {
 
 class BlockSim {
  public:
-  BlockSim(const ir::ComputeDAG& dag, const ir::GpuLaunch& launch,
+  BlockSim(const ir::ComputeDAG& dag, const schedule::GpuLaunch& launch,
            std::map<int, std::vector<float>>* global, int64_t block_id)
       : dag_(dag), launch_(launch), global_(global) {
     threads_ = int(launch.block[0] * launch.block[1] * launch.block[2]);
@@ -508,7 +508,7 @@ class BlockSim {
     return absl::OkStatus();
   }
 
-  // A vectorized loop on a GPU is one 16-byte access (ir::Lower's
+  // A vectorized loop on a GPU is one 16-byte access (schedule::Lower's
   // contract): 8 consecutive 16-bit elements or 4 floats, a store (and the
   // load it copies, where the guard lets it) starting at a multiple of that.
   absl::Status CheckVector(const ir::StmtNode& loop, const std::vector<bool>& mask) {
@@ -792,7 +792,7 @@ class BlockSim {
   }
 
   const ir::ComputeDAG& dag_;
-  const ir::GpuLaunch& launch_;
+  const schedule::GpuLaunch& launch_;
   std::map<int, std::vector<float>>* global_;
   int threads_ = 1;
   int64_t epoch_ = 0;
@@ -834,7 +834,7 @@ absl::StatusOr<std::vector<float>> SimulateGpu(const ir::ComputeDAG& dag, const 
                                                const ir::Target& target,
                                                std::vector<std::vector<float>> args,
                                                GpuSimStats* stats) {
-  TF_ASSIGN_OR_RETURN(ir::GpuLaunchPlan plan, ir::PlanGpuLaunches(dag, program, target));
+  TF_ASSIGN_OR_RETURN(schedule::GpuLaunchPlan plan, schedule::PlanGpuLaunches(dag, program, target));
   if (args.size() != dag.args.size()) return absl::InvalidArgumentError("argument count");
   std::map<int, std::vector<float>> global;
   for (size_t i = 0; i < args.size(); ++i) {
@@ -851,7 +851,7 @@ absl::StatusOr<std::vector<float>> SimulateGpu(const ir::ComputeDAG& dag, const 
     global[tensor].assign(n, std::nanf(""));
   }
   GpuSimStats local_stats;
-  for (const ir::GpuLaunch& k : plan.kernels) {
+  for (const schedule::GpuLaunch& k : plan.kernels) {
     int64_t blocks = k.grid[0] * k.grid[1] * k.grid[2];
     for (int64_t b = 0; b < blocks; ++b) {
       int64_t barriers = 0;

@@ -21,11 +21,11 @@ struct Built {
   int steps = 0;
 };
 
-absl::StatusOr<Built> BuildAndRun(const ir::ComputeDAG& dag, const ir::Trace* schedule,
+absl::StatusOr<Built> BuildAndRun(const ir::ComputeDAG& dag, const schedule::Trace* schedule,
                                   const ir::Target& target,
                                   const std::vector<std::vector<float>>& inputs,
                                   const KernelRunFn& run) {
-  ir::Trace sched = schedule ? *schedule : ir::DefaultSchedule(dag, target);
+  schedule::Trace sched = schedule ? *schedule : schedule::DefaultSchedule(dag, target);
   TF_ASSIGN_OR_RETURN(codegen::Artifact art, codegen::Build(dag, target, sched));
   int64_t n_out = dag.NumElements(dag.output);
   // Weights the schedule repacked (layout_pack) are packed once, as a
@@ -69,7 +69,7 @@ KernelRunFn InProcess(int threads) {
 }  // namespace
 
 absl::StatusOr<std::vector<float>> RunKernel(const v1::Workload& workload,
-                                             const ir::Trace* schedule, const ir::Target& target,
+                                             const schedule::Trace* schedule, const ir::Target& target,
                                              const std::vector<std::vector<float>>& inputs,
                                              int threads) {
   TF_ASSIGN_OR_RETURN(ir::ComputeDAG dag, ir::BuildComputeDAG(workload));
@@ -81,7 +81,7 @@ absl::StatusOr<std::vector<float>> RunKernel(const v1::Workload& workload,
   return std::move(b.out);
 }
 
-absl::StatusOr<KernelCheck> CheckKernelWith(const v1::Workload& workload, const ir::Trace* schedule,
+absl::StatusOr<KernelCheck> CheckKernelWith(const v1::Workload& workload, const schedule::Trace* schedule,
                                             const ir::Target& target, uint64_t seed,
                                             double tolerance, const KernelRunFn& run) {
   TF_ASSIGN_OR_RETURN(ir::ComputeDAG dag, ir::BuildComputeDAG(workload));
@@ -108,7 +108,7 @@ absl::StatusOr<KernelCheck> CheckKernelWith(const v1::Workload& workload, const 
   return check;
 }
 
-absl::StatusOr<KernelCheck> CheckKernel(const v1::Workload& workload, const ir::Trace* schedule,
+absl::StatusOr<KernelCheck> CheckKernel(const v1::Workload& workload, const schedule::Trace* schedule,
                                         const ir::Target& target, uint64_t seed, double tolerance,
                                         int threads) {
   return CheckKernelWith(workload, schedule, target, seed, tolerance, InProcess(threads));

@@ -27,7 +27,7 @@ using KernelRunFn = std::function<absl::StatusOr<std::vector<float>>(
 
 // The same check with another way of running the kernel (e.g. under qemu).
 absl::StatusOr<KernelCheck> CheckKernelWith(const ::tunefarm::v1::Workload& workload,
-                                            const ir::Trace* schedule, const ir::Target& target,
+                                            const schedule::Trace* schedule, const ir::Target& target,
                                             uint64_t seed, double tolerance,
                                             const KernelRunFn& run);
 
@@ -36,7 +36,7 @@ absl::StatusOr<KernelCheck> CheckKernelWith(const ::tunefarm::v1::Workload& work
 // ones the schedule packs are packed here). Every output must be written:
 // the buffer starts as NaN.
 absl::StatusOr<std::vector<float>> RunKernel(const ::tunefarm::v1::Workload& workload,
-                                             const ir::Trace* schedule, const ir::Target& target,
+                                             const schedule::Trace* schedule, const ir::Target& target,
                                              const std::vector<std::vector<float>>& inputs,
                                              int threads = 2);
 
@@ -44,7 +44,7 @@ absl::StatusOr<std::vector<float>> RunKernel(const ::tunefarm::v1::Workload& wor
 // apply, the kernel did not build or load, or an output is off by more than
 // `tolerance` (relative to max(1, |ref|)).
 absl::StatusOr<KernelCheck> CheckKernel(const ::tunefarm::v1::Workload& workload,
-                                        const ir::Trace* schedule, const ir::Target& target,
+                                        const schedule::Trace* schedule, const ir::Target& target,
                                         uint64_t seed, double tolerance = 1e-4, int threads = 2);
 
 }  // namespace tunefarm::testing

@@ -25,21 +25,21 @@ namespace {
 namespace v1 = ::tunefarm::v1;
 
 // A schedule written in the wire form's text format.
-ir::Trace Parse(const std::string& text) {
+schedule::Trace Parse(const std::string& text) {
   v1::Schedule s;
   EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(text, &s)) << text;
-  absl::StatusOr<ir::Trace> t = ir::TraceFromProto(s);
+  absl::StatusOr<schedule::Trace> t = schedule::TraceFromProto(s);
   EXPECT_TRUE(t.ok()) << t.status();
-  return t.ok() ? *std::move(t) : ir::Trace();
+  return t.ok() ? *std::move(t) : schedule::Trace();
 }
 
-std::string LoweredText(const std::string& spec, const ir::Trace& s) {
+std::string LoweredText(const std::string& spec, const schedule::Trace& s) {
   auto dag = ir::BuildComputeDAG(*ir::ParseWorkloadSpec(spec));
-  auto st = ir::ScheduleState::Replay(*dag, s, codegen::HostTarget());
+  auto st = schedule::ScheduleState::Replay(*dag, s, codegen::HostTarget());
   EXPECT_TRUE(st.ok()) << st.status();
   if (!st.ok()) return "";
   std::vector<std::string> names = st->dag().TensorNames();
-  return ir::ToString(ir::Lower(*st), &names);
+  return ir::ToString(schedule::Lower(*st), &names);
 }
 
 // matmul: cache_write, then the local stage tiled and computed per output tile.
@@ -78,7 +78,7 @@ TEST(Primitives, CacheWriteComputesATileInALocalBuffer) {
 TEST(Primitives, CacheWriteAndComputeAtMatchReference) {
   for (const char* spec :
        {"matmul(M=16,N=32,K=8)", "matmul(M=13,N=29,K=7)", "matmul(M=4,N=8,K=3)"}) {
-    ir::Trace s = Parse(kMatmulTiled);
+    schedule::Trace s = Parse(kMatmulTiled);
     auto check = testing::CheckKernel(*ir::ParseWorkloadSpec(spec), &s, codegen::HostTarget(), 7);
     ASSERT_TRUE(check.ok()) << spec << ": " << check.status();
     EXPECT_GT(check->outputs, 0);
@@ -104,7 +104,7 @@ TEST(Primitives, ComputeAtRegionSpanningSeveralTilesWithUnitSplits) {
     steps { compute_at { stage: 0 target_stage: 1 target_iter: 0 } }
   )pb";
   for (const char* spec : {"matmul(M=16,N=16,K=5)", "matmul(M=14,N=19,K=3)"}) {
-    ir::Trace s = Parse(sched);
+    schedule::Trace s = Parse(sched);
     auto check = testing::CheckKernel(*ir::ParseWorkloadSpec(spec), &s, codegen::HostTarget(), 21);
     ASSERT_TRUE(check.ok()) << spec << ": " << check.status() << "\n" << LoweredText(spec, s);
   }
@@ -119,7 +119,7 @@ TEST(Primitives, ComputeAtFusesTheConvolutionIntoItsEpilogue) {
   std::string spec = "conv2d_nchw(N=1,C=3,H=9,W=7,K=5,R=3,S=3,pad=1)+bias+relu";
   std::string text = LoweredText(spec, Parse(sched));
   EXPECT_TRUE(absl::StrContains(text, "allocate local conv[1, 1, 1, 7]")) << text;
-  ir::Trace s = Parse(sched);
+  schedule::Trace s = Parse(sched);
   auto check = testing::CheckKernel(*ir::ParseWorkloadSpec(spec), &s, codegen::HostTarget(), 3);
   ASSERT_TRUE(check.ok()) << check.status();
 }
@@ -132,7 +132,7 @@ TEST(Primitives, ComputeAtPaddingIntoTheConvolution) {
   std::string spec = "conv2d_nchw(N=1,C=2,H=8,W=6,K=3,R=3,S=3,pad=1,stride=1)";
   std::string text = LoweredText(spec, Parse(sched));
   EXPECT_TRUE(absl::StrContains(text, "allocate local data_pad[1, 2, 3, 8]")) << text;
-  ir::Trace s = Parse(sched);
+  schedule::Trace s = Parse(sched);
   auto check = testing::CheckKernel(*ir::ParseWorkloadSpec(spec), &s, codegen::HostTarget(), 5);
   ASSERT_TRUE(check.ok()) << check.status();
   // Stride 2: rows y*2 .. y*2+2.
@@ -152,7 +152,7 @@ TEST(Primitives, CacheReadCopiesAnInputTilePerOutputTile) {
   for (const char* spec : {"matmul(M=16,N=12,K=9)", "matmul(M=15,N=7,K=5)"}) {
     std::string text = LoweredText(spec, Parse(sched));
     EXPECT_TRUE(absl::StrContains(text, "allocate local a.local[4, ")) << text;
-    ir::Trace s = Parse(sched);
+    schedule::Trace s = Parse(sched);
     auto check = testing::CheckKernel(*ir::ParseWorkloadSpec(spec), &s, codegen::HostTarget(), 4);
     ASSERT_TRUE(check.ok()) << spec << ": " << check.status();
   }
@@ -173,20 +173,20 @@ TEST(Primitives, TilingSketchCopiesAStreamedOperandPerReductionStep) {
     std::mt19937_64 rng(11);
     int copies = 0;
     for (int i = 0; i < 12; ++i) {
-      ir::CpuTiling d = search::space::CpuSketch(*dag, target).SampleTiling(rng);
+      schedule::CpuTiling d = search::space::CpuSketch(*dag, target).SampleTiling(rng);
       d.vector_axis = int64_t(dag->stages.back().axes.size()) - 1;  // b's columns
       d.pack = true;
       d.spatial.back().s3 = std::min<int64_t>(lanes, 16);  // the vector axis's register tile
       d.reduce_steps.back() = 4 + i % 5;
-      auto s = ir::BuildTiledSchedule(*dag, target, d);
+      auto s = schedule::BuildTiledSchedule(*dag, target, d);
       ASSERT_TRUE(s.ok()) << spec << ": " << s.status();
       bool copy = false;
-      for (const ir::Step& step : s->steps) copy |= std::holds_alternative<ir::CacheReadStep>(step);
+      for (const schedule::Step& step : s->steps) copy |= std::holds_alternative<schedule::CacheReadStep>(step);
       copies += copy;
-      auto st = ir::ScheduleState::Replay(*dag, *s, target);
+      auto st = schedule::ScheduleState::Replay(*dag, *s, target);
       ASSERT_TRUE(st.ok()) << st.status();
       std::vector<std::string> names = st->dag().TensorNames();
-      std::string text = ir::ToString(ir::Lower(*st), &names);
+      std::string text = ir::ToString(schedule::Lower(*st), &names);
       if (copy) {  // allocated inside the reduction-step loop, one step long
         // The step loop: serial, or unrolled by the auto-unroll pragma.
         size_t step = text.find(" rk.o in "), alloc = text.find("allocate local b.local[");
@@ -217,7 +217,7 @@ TEST(Primitives, LayoutPackBlocksTheWeights) {
   )pb";
   std::string spec = "dense(M=6,N=10,K=20)";
   auto dag = ir::BuildComputeDAG(*ir::ParseWorkloadSpec(spec));
-  auto st = ir::ScheduleState::Replay(*dag, Parse(sched), codegen::HostTarget());
+  auto st = schedule::ScheduleState::Replay(*dag, Parse(sched), codegen::HostTarget());
   ASSERT_TRUE(st.ok()) << st.status();
   int packed = st->dag().args[1];
   const ir::TensorDecl& t = st->dag().tensors[packed];
@@ -231,7 +231,7 @@ TEST(Primitives, LayoutPackBlocksTheWeights) {
   // weight[9, 13] is at [1, 3, 1, 1]; weight[10.., *] does not exist and is zero.
   EXPECT_EQ(p[((1 * 5 + 3) * 8 + 1) * 4 + 1], orig[9 * 20 + 13]);
   EXPECT_EQ(p[((1 * 5 + 3) * 8 + 2) * 4 + 1], 0.0f);
-  ir::Trace s = Parse(sched);
+  schedule::Trace s = Parse(sched);
   auto check = testing::CheckKernel(*ir::ParseWorkloadSpec(spec), &s, codegen::HostTarget(), 9);
   ASSERT_TRUE(check.ok()) << check.status();
 }
@@ -248,8 +248,8 @@ TEST(Handwritten, Conv2dScheduleMatchesReference) {
     auto w = ir::ParseWorkloadSpec(spec);
     ASSERT_TRUE(w.ok()) << w.status();
     auto dag = ir::BuildComputeDAG(*w);
-    ir::ConvTile tile = ir::PickConvTile(*dag, target);
-    auto s = ir::HandwrittenConv2dSchedule(*dag, target, tile);
+    schedule::ConvTile tile = schedule::PickConvTile(*dag, target);
+    auto s = schedule::HandwrittenConv2dSchedule(*dag, target, tile);
     ASSERT_TRUE(s.ok()) << spec << ": " << s.status();
     auto check = testing::CheckKernel(*w, &*s, target, 11);
     ASSERT_TRUE(check.ok()) << spec << ": " << check.status();
@@ -278,11 +278,11 @@ TEST(Handwritten, GroupedConvDefaultIsATiledScheduleThatMatchesReference) {
     ASSERT_TRUE(w.ok()) << spec << ": " << w.status();
     auto dag = ir::BuildComputeDAG(*w);
     ASSERT_TRUE(dag.ok()) << spec << ": " << dag.status();
-    auto s = ir::GroupedConv2dSchedule(*dag, target);
+    auto s = schedule::GroupedConv2dSchedule(*dag, target);
     ASSERT_TRUE(s.ok()) << spec << ": " << s.status();
     EXPECT_TRUE(s->is_default);
-    EXPECT_EQ(s->sketch_id, ir::kTilingSketchId);
-    const ir::Trace def = ir::DefaultSchedule(*dag, target);
+    EXPECT_EQ(s->sketch_id, schedule::kTilingSketchId);
+    const schedule::Trace def = schedule::DefaultSchedule(*dag, target);
     EXPECT_EQ(def.decisions, s->decisions) << spec << ": the default is not this schedule";
     auto check = testing::CheckKernel(*w, &def, target, 23);
     ASSERT_TRUE(check.ok()) << spec << ": " << check.status();
@@ -291,7 +291,7 @@ TEST(Handwritten, GroupedConvDefaultIsATiledScheduleThatMatchesReference) {
   for (const char* other : {"conv2d_nchw(N=1,C=8,H=8,W=8,K=16,R=3,S=3,pad=1)",
                             "dense(M=4,N=16,K=8)", "max_pool2d_nchw(N=1,C=4,H=8,W=8,R=2,S=2)"}) {
     auto dag = ir::BuildComputeDAG(*ir::ParseWorkloadSpec(other));
-    EXPECT_FALSE(ir::GroupedConv2dSchedule(*dag, target).ok()) << other;
+    EXPECT_FALSE(schedule::GroupedConv2dSchedule(*dag, target).ok()) << other;
   }
 }
 
@@ -313,11 +313,11 @@ TEST(Handwritten, RowConvDefaultWhereChannelVectorsDoNotFit) {
     ASSERT_TRUE(w.ok()) << spec << ": " << w.status();
     auto dag = ir::BuildComputeDAG(*w);
     ASSERT_TRUE(dag.ok()) << spec << ": " << dag.status();
-    EXPECT_TRUE(ir::PrefersRowConv(*dag, target)) << spec;
-    auto s = ir::RowConv2dSchedule(*dag, target);
+    EXPECT_TRUE(schedule::PrefersRowConv(*dag, target)) << spec;
+    auto s = schedule::RowConv2dSchedule(*dag, target);
     ASSERT_TRUE(s.ok()) << spec << ": " << s.status();
-    EXPECT_EQ(s->sketch_id, ir::kTilingSketchId);
-    const ir::Trace def = ir::DefaultSchedule(*dag, target);
+    EXPECT_EQ(s->sketch_id, schedule::kTilingSketchId);
+    const schedule::Trace def = schedule::DefaultSchedule(*dag, target);
     EXPECT_EQ(def.decisions, s->decisions) << spec << ": the default is not this schedule";
     auto check = testing::CheckKernel(*w, &def, target, 29);
     ASSERT_TRUE(check.ok()) << spec << ": " << check.status();
@@ -332,15 +332,15 @@ TEST(Handwritten, RowConvDefaultWhereChannelVectorsDoNotFit) {
     ASSERT_TRUE(w.ok()) << deep;
     auto dag = ir::BuildComputeDAG(*w);
     ASSERT_TRUE(dag.ok()) << deep;
-    EXPECT_FALSE(ir::PrefersRowConv(*dag, target)) << deep;
-    const ir::Trace def = ir::DefaultSchedule(*dag, target);
-    EXPECT_NE(def.sketch_id, ir::kTilingSketchId) << deep;
+    EXPECT_FALSE(schedule::PrefersRowConv(*dag, target)) << deep;
+    const schedule::Trace def = schedule::DefaultSchedule(*dag, target);
+    EXPECT_NE(def.sketch_id, schedule::kTilingSketchId) << deep;
     auto check = testing::CheckKernel(*w, &def, target, 31);
     ASSERT_TRUE(check.ok()) << deep << ": " << check.status();
   }
   auto dw = ir::BuildComputeDAG(
       *ir::ParseWorkloadSpec("depthwise_conv2d_nchw(N=1,C=8,H=7,W=7,R=3,S=3,pad=1)"));
-  EXPECT_FALSE(ir::RowConv2dSchedule(*dw, target).ok()) << "depthwise is not a dense conv";
+  EXPECT_FALSE(schedule::RowConv2dSchedule(*dw, target).ok()) << "depthwise is not a dense conv";
 }
 
 TEST(Handwritten, DenseScheduleMatchesReference) {
@@ -356,25 +356,25 @@ TEST(Handwritten, DenseScheduleMatchesReference) {
     auto w = ir::ParseWorkloadSpec(spec);
     ASSERT_TRUE(w.ok()) << w.status();
     auto dag = ir::BuildComputeDAG(*w);
-    auto s = ir::HandwrittenDenseSchedule(*dag, target);
+    auto s = schedule::HandwrittenDenseSchedule(*dag, target);
     ASSERT_TRUE(s.ok()) << spec << ": " << s.status();
-    ir::Trace def = ir::DefaultSchedule(*dag, target);
+    schedule::Trace def = schedule::DefaultSchedule(*dag, target);
     bool packs = false;
-    for (const ir::Step& step : def.steps)
-      packs |= std::holds_alternative<ir::LayoutPackStep>(step);
+    for (const schedule::Step& step : def.steps)
+      packs |= std::holds_alternative<schedule::LayoutPackStep>(step);
     EXPECT_TRUE(packs) << spec << ": the default schedule does not pack the weight";
-    for (const ir::Trace* sched : {&*s, &def}) {
+    for (const schedule::Trace* sched : {&*s, &def}) {
       auto check = testing::CheckKernel(*w, sched, target, 13);
       ASSERT_TRUE(check.ok()) << spec << ": " << check.status();
       EXPECT_GT(check->outputs, 0);
     }
   }
   auto odd = ir::BuildComputeDAG(*ir::ParseWorkloadSpec("dense(M=3,N=13,K=9)"));
-  auto s = ir::HandwrittenDenseSchedule(*odd, target);
+  auto s = schedule::HandwrittenDenseSchedule(*odd, target);
   ASSERT_FALSE(s.ok());
   EXPECT_TRUE(absl::StrContains(s.status().message(), "13")) << s.status();
   auto mm = ir::BuildComputeDAG(*ir::ParseWorkloadSpec("matmul(M=4,N=16,K=8)"));
-  EXPECT_FALSE(ir::HandwrittenDenseSchedule(*mm, target).ok()) << "matmul's b is [K,N]";
+  EXPECT_FALSE(schedule::HandwrittenDenseSchedule(*mm, target).ok()) << "matmul's b is [K,N]";
 }
 
 TEST(Padding, ReadsAreMaskedLoadsAndMatchTheReference) {
@@ -384,13 +384,13 @@ TEST(Padding, ReadsAreMaskedLoadsAndMatchTheReference) {
   ir::Target target = codegen::HostTarget();
   auto dw = ir::BuildComputeDAG(
       *ir::ParseWorkloadSpec("depthwise_conv2d_nchw(N=1,C=8,H=10,W=10,R=3,S=3,pad=1)"));
-  auto st = ir::ScheduleState::Replay(*dw, ir::DefaultSchedule(*dw, target), target);
+  auto st = schedule::ScheduleState::Replay(*dw, schedule::DefaultSchedule(*dw, target), target);
   ASSERT_TRUE(st.ok()) << st.status();
   codegen::CpuCompileOptions o;
   o.keep_llvm_ir = true;
   o.optimize = false;
   o.link = false;
-  auto art = codegen::CompileCpu(st->dag(), ir::Lower(*st), target, o);
+  auto art = codegen::CompileCpu(st->dag(), schedule::Lower(*st), target, o);
   ASSERT_TRUE(art.ok()) << art.status();
   EXPECT_TRUE(absl::StrContains(art->llvm_ir, "@llvm.masked.load")) << art->llvm_ir;
   EXPECT_FALSE(absl::StrContains(art->llvm_ir, "@llvm.masked.gather")) << art->llvm_ir;
@@ -403,16 +403,16 @@ TEST(Padding, ReadsAreMaskedLoadsAndMatchTheReference) {
   ASSERT_TRUE(s2_workload.ok()) << s2_workload.status();
   auto s2 = ir::BuildComputeDAG(*s2_workload);
   std::mt19937_64 sample_rng(1);
-  ir::CpuTiling inline_pad = search::space::CpuSketch(*s2, target).SampleTiling(sample_rng);
+  schedule::CpuTiling inline_pad = search::space::CpuSketch(*s2, target).SampleTiling(sample_rng);
   inline_pad.pad_pass = false;
   inline_pad.vector_axis = 3;
-  for (ir::CpuTiling::Axis& a : inline_pad.spatial) a.s1 = a.s2 = a.s3 = 1;
+  for (schedule::CpuTiling::Axis& a : inline_pad.spatial) a.s1 = a.s2 = a.s3 = 1;
   inline_pad.spatial[3].s3 = 8;
-  auto tiled = ir::BuildTiledSchedule(*s2, target, inline_pad);
+  auto tiled = schedule::BuildTiledSchedule(*s2, target, inline_pad);
   ASSERT_TRUE(tiled.ok()) << tiled.status();
-  st = ir::ScheduleState::Replay(*s2, *tiled, target);
+  st = schedule::ScheduleState::Replay(*s2, *tiled, target);
   ASSERT_TRUE(st.ok()) << st.status();
-  art = codegen::CompileCpu(st->dag(), ir::Lower(*st), target, o);
+  art = codegen::CompileCpu(st->dag(), schedule::Lower(*st), target, o);
   ASSERT_TRUE(art.ok()) << art.status();
   EXPECT_TRUE(absl::StrContains(art->llvm_ir, "inside")) << art->llvm_ir;
   EXPECT_TRUE(absl::StrContains(art->llvm_ir, "@llvm.masked.load")) << art->llvm_ir;
@@ -435,12 +435,12 @@ TEST(Padding, ReadsAreMaskedLoadsAndMatchTheReference) {
     auto check = testing::CheckKernel(*w, nullptr, target, 17);
     ASSERT_TRUE(check.ok()) << spec << ": " << check.status();
     auto dag = ir::BuildComputeDAG(*w);
-    if (!ir::HasTilingSketch(*dag)) continue;
+    if (!schedule::HasTilingSketch(*dag)) continue;
     std::mt19937_64 rng(3);
     for (int i = 0; i < 4; ++i) {
-      ir::CpuTiling d = search::space::CpuSketch(*dag, target).SampleTiling(rng);
+      schedule::CpuTiling d = search::space::CpuSketch(*dag, target).SampleTiling(rng);
       d.pad_pass = i % 2;  // false: padding inlined into the reduction's loads
-      auto s = ir::BuildTiledSchedule(*dag, target, d);
+      auto s = schedule::BuildTiledSchedule(*dag, target, d);
       ASSERT_TRUE(s.ok()) << spec << ": " << s.status();
       auto c = testing::CheckKernel(*w, &*s, target, 19 + i);
       ASSERT_TRUE(c.ok()) << spec << " (padding pass " << d.pad_pass << "): " << c.status();
@@ -454,14 +454,14 @@ TEST(Handwritten, RegisterTileStaysInRegisters) {
   ir::Target target = *ir::Target::Parse("llvm -mtriple=x86_64-linux-gnu -mcpu=skylake-avx512");
   auto w = ir::ParseWorkloadSpec("conv2d_nchw(N=1,C=16,H=14,W=14,K=32,R=3,S=3,pad=1)");
   auto dag = ir::BuildComputeDAG(*w);
-  auto s = ir::HandwrittenConv2dSchedule(*dag, target, ir::PickConvTile(*dag, target));
+  auto s = schedule::HandwrittenConv2dSchedule(*dag, target, schedule::PickConvTile(*dag, target));
   ASSERT_TRUE(s.ok()) << s.status();
-  auto st = ir::ScheduleState::Replay(*dag, *s, target);
+  auto st = schedule::ScheduleState::Replay(*dag, *s, target);
   ASSERT_TRUE(st.ok()) << st.status();
   codegen::CpuCompileOptions o;
   o.keep_assembly = true;
   o.link = false;
-  auto art = codegen::CompileCpu(st->dag(), ir::Lower(*st), target, o);
+  auto art = codegen::CompileCpu(st->dag(), schedule::Lower(*st), target, o);
   ASSERT_TRUE(art.ok()) << art.status();
   // zmm FMAs for the whole tile (7 columns x 2 channel vectors, LLVM may
   // unroll further), and no zmm register ever goes through the stack.

@@ -65,11 +65,11 @@ TEST_P(RandomScheduleTest, RandomPairsMatchReference) {
     ASSERT_TRUE(w.ok()) << w.status();
     auto dag = ir::BuildComputeDAG(*w);
     ASSERT_TRUE(dag.ok());
-    ir::Trace sched = search::space::RandomSchedule(*dag, target, rng);
+    schedule::Trace sched = search::space::RandomSchedule(*dag, target, rng);
     steps += int(sched.steps.size());
     tiled += sched.sketch_id == 1;
     auto check = testing::CheckKernel(*w, &sched, target, rng(), 1e-4, 1 + int(rng() % 3));
-    ASSERT_TRUE(check.ok()) << spec << "\nschedule: " << ir::ToProto(sched).ShortDebugString()
+    ASSERT_TRUE(check.ok()) << spec << "\nschedule: " << schedule::ToProto(sched).ShortDebugString()
                             << "\n"
                             << check.status();
   }

@@ -41,7 +41,7 @@ ir::ComputeDAG Dag(const std::string& spec) {
 }
 
 int SpatialAxes(const ir::ComputeDAG& dag) {
-  return int(dag.stages[ir::TilingMainStage(dag)].axes.size());
+  return int(dag.stages[schedule::TilingMainStage(dag)].axes.size());
 }
 
 std::vector<int64_t> WithPlacement(std::vector<int64_t> d, int64_t level, int64_t parallel) {
@@ -59,7 +59,7 @@ int64_t Tile(const std::vector<int64_t>& d, int a, int level) {
 int64_t OuterExtent(const ir::ComputeDAG& dag, const std::vector<int64_t>& d, int j) {
   const int ns = SpatialAxes(dag), a = j % ns;
   if (j >= ns) return Tile(d, a, 0);
-  const int64_t extent = dag.stages[ir::TilingMainStage(dag)].axes[a].extent;
+  const int64_t extent = dag.stages[schedule::TilingMainStage(dag)].axes[a].extent;
   const int64_t tile = Tile(d, a, 0) * Tile(d, a, 1) * Tile(d, a, 2);
   return (extent + tile - 1) / tile;
 }
@@ -85,9 +85,9 @@ int64_t AllocatedElements(const ir::Stmt& s, int tensor) {
   return -1;
 }
 
-Built Inspect(const ir::ComputeDAG& dag, const ir::Trace& s, const ir::Target& target) {
+Built Inspect(const ir::ComputeDAG& dag, const schedule::Trace& s, const ir::Target& target) {
   Built out;
-  auto st = ir::ScheduleState::Replay(dag, s, target);
+  auto st = schedule::ScheduleState::Replay(dag, s, target);
   EXPECT_TRUE(st.ok()) << st.status();
   if (!st.ok()) return out;
   const ir::ComputeDAG& sdag = st->dag();
@@ -96,8 +96,8 @@ Built Inspect(const ir::ComputeDAG& dag, const ir::Trace& s, const ir::Target& t
     if (sdag.stages[i].output == sdag.output) consumer = int(i);
   }
   for (size_t i = 0; i < sdag.stages.size(); ++i) {
-    const ir::StageState& ss = st->stages()[i];
-    if (ss.location == ir::StageState::Location::kAt && ss.attach_stage == consumer &&
+    const schedule::StageState& ss = st->stages()[i];
+    if (ss.location == schedule::StageState::Location::kAt && ss.attach_stage == consumer &&
         !sdag.tensors[sdag.stages[i].output].cache_copy)
       local = int(i);
   }
@@ -111,7 +111,7 @@ Built Inspect(const ir::ComputeDAG& dag, const ir::Trace& s, const ir::Target& t
       out.parallel_extent = iters[k].extent;
     }
   }
-  out.local_elements = AllocatedElements(ir::Lower(*st), sdag.stages[local].output);
+  out.local_elements = AllocatedElements(schedule::Lower(*st), sdag.stages[local].output);
   return out;
 }
 
@@ -153,7 +153,7 @@ TEST(TilingSketch, EveryPlacementBuildsWhatItSaysAndMatchesTheReference) {
     for (int64_t level = 0; level <= 2; ++level) {
       for (int64_t p = 1; p <= (level == 0 ? ns : 2 * ns); ++p) {
         const std::vector<int64_t> d = WithPlacement(k.legacy, level, p);
-        auto s = ir::BuildTiledSchedule(dag, target, d);
+        auto s = schedule::BuildTiledSchedule(dag, target, d);
         ASSERT_TRUE(s.ok()) << k.spec << " level " << level << " parallel " << p << ": "
                             << s.status();
         // The placement the build uses (the same program with needless
@@ -163,13 +163,13 @@ TEST(TilingSketch, EveryPlacementBuildsWhatItSaysAndMatchesTheReference) {
         const int64_t eff_level = structure[d.size() - 2], eff_p = structure[d.size() - 1];
         EXPECT_EQ(eff_level, level) << "every tile level here has loops above one iteration";
         if (!placements.insert({eff_level, eff_p}).second) continue;
-        EXPECT_TRUE(hashes.insert(ir::TraceHash(*s)).second)
+        EXPECT_TRUE(hashes.insert(schedule::TraceHash(*s)).second)
             << k.spec << ": placement (" << eff_level << ", " << eff_p
             << ") builds the schedule of another";
         bool packs = false, copies = false;
-        for (const ir::Step& step : s->steps) {
-          packs |= std::holds_alternative<ir::LayoutPackStep>(step);
-          copies |= std::holds_alternative<ir::CacheReadStep>(step);
+        for (const schedule::Step& step : s->steps) {
+          packs |= std::holds_alternative<schedule::LayoutPackStep>(step);
+          copies |= std::holds_alternative<schedule::CacheReadStep>(step);
         }
         EXPECT_EQ(packs, k.packs) << k.spec;
         EXPECT_EQ(copies, k.copies) << k.spec;
@@ -189,7 +189,7 @@ TEST(TilingSketch, EveryPlacementBuildsWhatItSaysAndMatchesTheReference) {
         auto check = testing::CheckKernel(*w, &*s, target, 40 + checked, 1e-4, 1 + checked % 3);
         ASSERT_TRUE(check.ok()) << k.spec << " level " << level << " parallel " << p << ": "
                                 << check.status() << "\n"
-                                << ir::ToProto(*s).ShortDebugString();
+                                << schedule::ToProto(*s).ShortDebugString();
         ++checked;
       }
     }
@@ -216,24 +216,24 @@ TEST(TilingSketch, EquivalentPlacementsBuildOneSchedule) {
   ir::ComputeDAG dag = Dag("matmul(M=37,N=45,K=29)");
   // Register tiles only (S1 = S2 = 1): every location is the S0 one.
   const std::vector<int64_t> reg = {1, 1, 1, -1, 1, 1, 1, 3, 1, 1, 1, 16, 1, 5};
-  auto base = ir::BuildTiledSchedule(dag, target, reg);
+  auto base = schedule::BuildTiledSchedule(dag, target, reg);
   ASSERT_TRUE(base.ok()) << base.status();
   for (auto [level, p] : std::vector<std::pair<int64_t, int64_t>>{{1, 2}, {2, 2}, {1, 3}, {2, 4}}) {
-    auto s = ir::BuildTiledSchedule(dag, target, WithPlacement(reg, level, p));
+    auto s = schedule::BuildTiledSchedule(dag, target, WithPlacement(reg, level, p));
     ASSERT_TRUE(s.ok()) << s.status();
-    EXPECT_EQ(ir::TraceHash(*s), ir::TraceHash(*base)) << level << " " << p;
+    EXPECT_EQ(schedule::TraceHash(*s), schedule::TraceHash(*base)) << level << " " << p;
     EXPECT_EQ(Space(dag).TilingStructure(Tiling(dag, WithPlacement(reg, level, p))).Encode(),
               Space(dag).TilingStructure(Tiling(dag, reg)).Encode());
   }
   // N in one S0 tile (3*3*16 >= 45): parallel over M's S0 alone is the default.
   const std::vector<int64_t> wide = {1, 1, 1, -1, 1, 2, 1, 3, 1, 3, 1, 16, 1, 5};
-  EXPECT_EQ(ir::TraceHash(*ir::BuildTiledSchedule(dag, target, WithPlacement(wide, 0, 1))),
-            ir::TraceHash(*ir::BuildTiledSchedule(dag, target, wide)));
+  EXPECT_EQ(schedule::TraceHash(*schedule::BuildTiledSchedule(dag, target, WithPlacement(wide, 0, 1))),
+            schedule::TraceHash(*schedule::BuildTiledSchedule(dag, target, wide)));
   // But a real choice is another schedule.
-  EXPECT_NE(ir::TraceHash(*ir::BuildTiledSchedule(dag, target, WithPlacement(wide, 1, 2))),
-            ir::TraceHash(*ir::BuildTiledSchedule(dag, target, wide)));
-  EXPECT_NE(ir::TraceHash(*ir::BuildTiledSchedule(dag, target, WithPlacement(wide, 1, 3))),
-            ir::TraceHash(*ir::BuildTiledSchedule(dag, target, WithPlacement(wide, 1, 2))));
+  EXPECT_NE(schedule::TraceHash(*schedule::BuildTiledSchedule(dag, target, WithPlacement(wide, 1, 2))),
+            schedule::TraceHash(*schedule::BuildTiledSchedule(dag, target, wide)));
+  EXPECT_NE(schedule::TraceHash(*schedule::BuildTiledSchedule(dag, target, WithPlacement(wide, 1, 3))),
+            schedule::TraceHash(*schedule::BuildTiledSchedule(dag, target, WithPlacement(wide, 1, 2))));
 }
 
 // The tile shape (and so the stratum) is the local tile's: narrow or
@@ -260,7 +260,7 @@ TEST(TilingSketch, TheShapeIsTheLocalTiles) {
       const std::vector<int64_t> d = WithPlacement(narrow, 2, 3);
       std::vector<int64_t> m = Space(dag, target).MoveTiling(Tiling(dag, d), k, rng).Encode();
       EXPECT_EQ(Space(dag).TilingStratum(Tiling(dag, m)), k) << "seed " << seed;
-      EXPECT_TRUE(ir::BuildTiledSchedule(dag, target, m).ok());
+      EXPECT_TRUE(schedule::BuildTiledSchedule(dag, target, m).ok());
       // Kept where the shape allows it: a register tile stays at S2.
       if (k % search::space::kTilingShapes == 0) EXPECT_EQ(m[m.size() - 2], 2);
     }
@@ -330,12 +330,12 @@ TEST(TilingSketch, LegacyDecisionsBuildTheScheduleTheyBuiltBefore) {
     ir::ComputeDAG dag = Dag(g.spec);
     const int ns = SpatialAxes(dag);
     const std::vector<int64_t> full = WithPlacement(g.legacy, 0, ns);
-    auto old_s = ir::BuildTiledSchedule(dag, target, g.legacy);
-    auto new_s = ir::BuildTiledSchedule(dag, target, full);
+    auto old_s = schedule::BuildTiledSchedule(dag, target, g.legacy);
+    auto new_s = schedule::BuildTiledSchedule(dag, target, full);
     ASSERT_TRUE(old_s.ok()) << g.spec << ": " << old_s.status();
     ASSERT_TRUE(new_s.ok()) << g.spec << ": " << new_s.status();
-    EXPECT_EQ(ir::TraceHash(*old_s), g.hash) << g.spec << ": an old record's schedule changed";
-    EXPECT_EQ(ir::TraceHash(*new_s), g.hash) << g.spec;
+    EXPECT_EQ(schedule::TraceHash(*old_s), g.hash) << g.spec << ": an old record's schedule changed";
+    EXPECT_EQ(schedule::TraceHash(*new_s), g.hash) << g.spec;
     // The same steps; the decisions are stored with the placement.
     EXPECT_EQ(int(old_s->steps.size()), int(new_s->steps.size()));
     EXPECT_EQ(std::vector<int64_t>(old_s->decisions.begin(), old_s->decisions.end()), full);
@@ -354,7 +354,7 @@ TEST(TilingSketch, LegacyDecisionsBuildTheScheduleTheyBuiltBefore) {
           Space(dag, target).MoveTiling(Tiling(dag, g.legacy), k, r1).Encode();
       std::vector<int64_t> m2 = Space(dag, target).MoveTiling(Tiling(dag, full), k, r2).Encode();
       EXPECT_EQ(m1, m2) << g.spec << " stratum " << k;
-      EXPECT_TRUE(ir::BuildTiledSchedule(dag, target, m1).ok()) << g.spec;
+      EXPECT_TRUE(schedule::BuildTiledSchedule(dag, target, m1).ok()) << g.spec;
     }
     for (int i = 0; i < 10; ++i) {
       std::vector<int64_t> m = Space(dag, target).MutateTiling(Tiling(dag, g.legacy), rng).Encode();
@@ -362,15 +362,15 @@ TEST(TilingSketch, LegacyDecisionsBuildTheScheduleTheyBuiltBefore) {
       int diff = 0;
       for (size_t j = 0; j < m.size(); ++j) diff += m[j] != full[j];
       EXPECT_GE(diff, 1) << g.spec;
-      EXPECT_TRUE(ir::BuildTiledSchedule(dag, target, m).ok()) << g.spec;
+      EXPECT_TRUE(schedule::BuildTiledSchedule(dag, target, m).ok()) << g.spec;
     }
     // Neither length, or a placement out of range: refused.
     std::vector<int64_t> odd = g.legacy;
     odd.push_back(0);
-    EXPECT_FALSE(ir::BuildTiledSchedule(dag, target, odd).ok());
+    EXPECT_FALSE(schedule::BuildTiledSchedule(dag, target, odd).ok());
     for (auto [level, p] : std::vector<std::pair<int64_t, int64_t>>{
              {3, 1}, {-1, 1}, {0, 0}, {0, ns + 1}, {1, 2 * ns + 1}, {2, 2 * ns + 1}}) {
-      EXPECT_FALSE(ir::BuildTiledSchedule(dag, target, WithPlacement(g.legacy, level, p)).ok())
+      EXPECT_FALSE(schedule::BuildTiledSchedule(dag, target, WithPlacement(g.legacy, level, p)).ok())
           << g.spec << " level " << level << " parallel " << p;
     }
   }
@@ -394,8 +394,8 @@ TEST(TilingSketch, ParallelLoopKeepsEveryCoreBusy) {
     std::vector<int64_t> d = Space(dag, target).SampleTiling(rng, true).Encode();
     for (const std::vector<int64_t>& c :
          {d, Space(dag, target).MutateTiling(Tiling(dag, d), rng).Encode()}) {
-      auto s = ir::BuildTiledSchedule(dag, target, c);
-      auto def = ir::BuildTiledSchedule(
+      auto s = schedule::BuildTiledSchedule(dag, target, c);
+      auto def = schedule::BuildTiledSchedule(
           dag, target, WithPlacement(std::vector<int64_t>(c.begin(), c.end() - 2), 0, ns));
       ASSERT_TRUE(s.ok() && def.ok()) << s.status() << def.status();
       if (Inspect(dag, *def, target).parallel_extent < 2) continue;
@@ -426,12 +426,12 @@ TEST(TilingSketch, SamplingAndMutationReachThePlacements) {
       // The search's own samples keep the default placement.
       const std::vector<int64_t> plain = Space(dag, target).SampleTiling(rng).Encode();
       ASSERT_EQ(plain.size(), size_t(kFixed + kPerAxis * ns +
-                                     dag.stages[ir::TilingMainStage(dag)].reduce_axes.size() + 2));
+                                     dag.stages[schedule::TilingMainStage(dag)].reduce_axes.size() + 2));
       EXPECT_EQ(plain[plain.size() - 2], 0) << spec;
       EXPECT_EQ(plain.back(), ns) << spec;
       std::vector<int64_t> d = Space(dag, target).SampleTiling(rng, true).Encode();
       ASSERT_EQ(d.size(), size_t(kFixed + kPerAxis * ns +
-                                 dag.stages[ir::TilingMainStage(dag)].reduce_axes.size() + 2));
+                                 dag.stages[schedule::TilingMainStage(dag)].reduce_axes.size() + 2));
       const size_t at = d.size() - 2;
       default_level += d[at] == 0;
       default_parallel += d[at + 1] == ns;
@@ -449,9 +449,9 @@ TEST(TilingSketch, SamplingAndMutationReachThePlacements) {
       more += d[at + 1] > ns;
       std::vector<int64_t> m = Space(dag, target).MutateTiling(Tiling(dag, d), rng).Encode();
       ASSERT_EQ(m.size(), d.size());
-      auto s = ir::BuildTiledSchedule(dag, target, m);
+      auto s = schedule::BuildTiledSchedule(dag, target, m);
       ASSERT_TRUE(s.ok()) << spec << ": " << s.status();
-      ASSERT_TRUE(ir::ScheduleState::Replay(dag, *s, target).ok());
+      ASSERT_TRUE(schedule::ScheduleState::Replay(dag, *s, target).ok());
       const std::vector<int64_t> before = Space(dag).TilingStructure(Tiling(dag, d)).Encode();
       const std::vector<int64_t> after = Space(dag).TilingStructure(Tiling(dag, m)).Encode();
       const bool lc = m[at] != d[at], pc = m[at + 1] != d[at + 1];
@@ -466,7 +466,7 @@ TEST(TilingSketch, SamplingAndMutationReachThePlacements) {
         if (ran < 4) {
           auto check = testing::CheckKernel(*w, &*s, target, 70 + i);
           ASSERT_TRUE(check.ok()) << spec << ": " << check.status() << "\n"
-                                  << ir::ToProto(*s).ShortDebugString();
+                                  << schedule::ToProto(*s).ShortDebugString();
           ++ran;
         }
       }

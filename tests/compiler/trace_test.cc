@@ -76,18 +76,18 @@ TEST(Trace, EveryStepKindAndFieldRoundTrips) {
   s.set_is_default(true);
   s.add_decisions(7);
   s.add_decisions(-1);
-  absl::StatusOr<ir::Trace> t = ir::TraceFromProto(s);
+  absl::StatusOr<schedule::Trace> t = schedule::TraceFromProto(s);
   ASSERT_TRUE(t.ok()) << t.status();
   ASSERT_EQ(t->steps.size(), size_t(step->field_count()));
   for (int i = 0; i < step->field_count(); ++i) {
-    EXPECT_EQ(ir::StepName(t->steps[i]), step->field(i)->name()) << i;
+    EXPECT_EQ(schedule::StepName(t->steps[i]), step->field(i)->name()) << i;
   }
   EXPECT_EQ(t->sketch_id, 3);
   EXPECT_TRUE(t->is_default);
   EXPECT_EQ(t->decisions, (std::vector<int64_t>{7, -1}));
-  EXPECT_EQ(Bytes(ir::ToProto(*t)), Bytes(s)) << ir::ToProto(*t).ShortDebugString() << "\n"
+  EXPECT_EQ(Bytes(schedule::ToProto(*t)), Bytes(s)) << schedule::ToProto(*t).ShortDebugString() << "\n"
                                               << s.ShortDebugString();
-  EXPECT_EQ(ir::TraceHash(*t), ir::ScheduleHash(s));
+  EXPECT_EQ(schedule::TraceHash(*t), ir::ScheduleHash(s));
 }
 
 TEST(Trace, SpaceSchedulesRoundTripWithTheirHash) {
@@ -102,16 +102,16 @@ TEST(Trace, SpaceSchedulesRoundTripWithTheirHash) {
     const ir::Target target = *ir::Target::Parse(spec_target);
     for (const std::string& spec : specs) {
       const ir::ComputeDAG dag = *ir::BuildComputeDAG(*ir::ParseWorkloadSpec(spec));
-      std::vector<ir::Trace> traces = {ir::DefaultSchedule(dag, target)};
+      std::vector<schedule::Trace> traces = {schedule::DefaultSchedule(dag, target)};
       for (int i = 0; i < 8; ++i) traces.push_back(search::space::RandomSchedule(dag, target, rng));
-      for (const ir::Trace& t : traces) {
-        const v1::Schedule wire = ir::ToProto(t);
-        absl::StatusOr<ir::Trace> back = ir::TraceFromProto(wire);
+      for (const schedule::Trace& t : traces) {
+        const v1::Schedule wire = schedule::ToProto(t);
+        absl::StatusOr<schedule::Trace> back = schedule::TraceFromProto(wire);
         ASSERT_TRUE(back.ok()) << back.status();
-        EXPECT_EQ(Bytes(ir::ToProto(*back)), Bytes(wire)) << spec;
-        EXPECT_EQ(ir::TraceHash(t), ir::ScheduleHash(wire));
+        EXPECT_EQ(Bytes(schedule::ToProto(*back)), Bytes(wire)) << spec;
+        EXPECT_EQ(schedule::TraceHash(t), ir::ScheduleHash(wire));
         // The same program either way.
-        EXPECT_TRUE(ir::ScheduleState::Replay(dag, *back, target).ok()) << spec;
+        EXPECT_TRUE(schedule::ScheduleState::Replay(dag, *back, target).ok()) << spec;
         steps += int(t.steps.size());
       }
     }
@@ -120,21 +120,21 @@ TEST(Trace, SpaceSchedulesRoundTripWithTheirHash) {
 }
 
 TEST(Trace, ProvenanceIsNotIdentity) {
-  ir::Trace a;
-  a.steps.push_back(ir::SplitStep{1, 0, {4}});
-  ir::Trace b = a;
+  schedule::Trace a;
+  a.steps.push_back(schedule::SplitStep{1, 0, {4}});
+  schedule::Trace b = a;
   b.sketch_id = 2;
   b.decisions = {4};
-  EXPECT_EQ(ir::TraceHash(a), ir::TraceHash(b));
-  b.steps.push_back(ir::ComputeRootStep{0});
-  EXPECT_NE(ir::TraceHash(a), ir::TraceHash(b));
+  EXPECT_EQ(schedule::TraceHash(a), schedule::TraceHash(b));
+  b.steps.push_back(schedule::ComputeRootStep{0});
+  EXPECT_NE(schedule::TraceHash(a), schedule::TraceHash(b));
 }
 
 TEST(Trace, AStepWithNoKindIsRefusedByIndex) {
   v1::Schedule s;
   s.add_steps()->mutable_fuse()->set_stage(0);
   s.add_steps();
-  absl::StatusOr<ir::Trace> t = ir::TraceFromProto(s);
+  absl::StatusOr<schedule::Trace> t = schedule::TraceFromProto(s);
   ASSERT_FALSE(t.ok());
   EXPECT_TRUE(absl::StrContains(t.status().message(), "step 1 (empty)")) << t.status();
 }

@@ -37,9 +37,9 @@ TEST(Features, MatmulLoopsCheckedByHand) {
   // No schedule steps: for i in 4: for j in 8: { out = 0; for rk in 2: out += a[i,rk] * b[rk,j] }
   auto dag = ir::BuildComputeDAG(*ir::ParseWorkloadSpec("matmul(M=4,N=8,K=2)"));
   ASSERT_TRUE(dag.ok());
-  auto st = ir::ScheduleState::Replay(*dag, {}, codegen::HostTarget());
+  auto st = schedule::ScheduleState::Replay(*dag, {}, codegen::HostTarget());
   ASSERT_TRUE(st.ok());
-  cost_model::ProgramFeatures f = cost_model::ExtractFeatures(st->dag(), ir::Lower(*st));
+  cost_model::ProgramFeatures f = cost_model::ExtractFeatures(st->dag(), schedule::Lower(*st));
   ASSERT_EQ(f.rows.size(), 2u);
   ASSERT_EQ(FeatureNames().size(), size_t(kStoreFeatures));
   const auto& init = f.rows[0];
@@ -93,9 +93,9 @@ TEST(Features, AnnotationsShowUp) {
   // The default matmul schedule: parallel i, rk, vectorized j (32).
   auto dag = ir::BuildComputeDAG(*ir::ParseWorkloadSpec("matmul(M=6,N=32,K=5)"));
   ir::Target t = codegen::HostTarget();
-  auto st = ir::ScheduleState::Replay(*dag, ir::DefaultSchedule(*dag, t), t);
+  auto st = schedule::ScheduleState::Replay(*dag, schedule::DefaultSchedule(*dag, t), t);
   ASSERT_TRUE(st.ok());
-  cost_model::ProgramFeatures f = cost_model::ExtractFeatures(st->dag(), ir::Lower(*st));
+  cost_model::ProgramFeatures f = cost_model::ExtractFeatures(st->dag(), schedule::Lower(*st));
   const auto& upd = f.rows.back();
   EXPECT_FLOAT_EQ(Col(upd, "vector_len"), L(32));
   EXPECT_FLOAT_EQ(Col(upd, "vector_innermost"), 1);
@@ -115,14 +115,14 @@ TEST(Features, AnnotationsShowUp) {
 
   // j split 4x8 and moved inside rk, both parts unrolled (unrolling is
   // honoured on innermost loops only).
-  ir::ScheduleBuilder b(*dag, t);
+  schedule::ScheduleBuilder b(*dag, t);
   ASSERT_TRUE(b.Split(0, 1, {8}).ok());          // i j.0 j.1 rk
   ASSERT_TRUE(b.Reorder(0, {0, 3, 1, 2}).ok());  // i rk j.0 j.1
   ASSERT_TRUE(b.Annotate(0, 2, v1::ANNOTATION_UNROLL).ok());
   ASSERT_TRUE(b.Annotate(0, 3, v1::ANNOTATION_UNROLL).ok());
-  auto unrolled = ir::ScheduleState::Replay(*dag, b.Take(), t);
+  auto unrolled = schedule::ScheduleState::Replay(*dag, b.Take(), t);
   ASSERT_TRUE(unrolled.ok()) << unrolled.status();
-  f = cost_model::ExtractFeatures(unrolled->dag(), ir::Lower(*unrolled));
+  f = cost_model::ExtractFeatures(unrolled->dag(), schedule::Lower(*unrolled));
   for (const auto& row : f.rows) {
     EXPECT_FLOAT_EQ(Col(row, "unroll_count"), 2);
     EXPECT_FLOAT_EQ(Col(row, "unroll_product"), L(4 * 8));
@@ -155,11 +155,11 @@ TEST(Features, GpuBindingAndSharedMemoryCheckedByHand) {
   ir::Target t = *ir::Target::Parse("cuda -arch=sm_87");
   // Fused, 8 threads a block: for bx in 4 (blockIdx.x): for tx in 8
   // (threadIdx.x): { out = 0; for rk in 2: out += a * b }.
-  auto fused = ir::GpuFusedSchedule(*dag, t, 8);
+  auto fused = schedule::GpuFusedSchedule(*dag, t, 8);
   ASSERT_TRUE(fused.ok()) << fused.status();
-  auto st = ir::ScheduleState::Replay(*dag, *fused, t);
+  auto st = schedule::ScheduleState::Replay(*dag, *fused, t);
   ASSERT_TRUE(st.ok()) << st.status();
-  cost_model::ProgramFeatures f = cost_model::ExtractFeatures(st->dag(), ir::Lower(*st));
+  cost_model::ProgramFeatures f = cost_model::ExtractFeatures(st->dag(), schedule::Lower(*st));
   ASSERT_EQ(f.rows.size(), 2u);
   for (const auto& row : f.rows) {
     EXPECT_FLOAT_EQ(Col(row, "gpu_blocks"), L(4));
@@ -177,11 +177,11 @@ TEST(Features, GpuBindingAndSharedMemoryCheckedByHand) {
   // bytes) and b[2, 8] (64 bytes) are staged whole in shared memory.
   //           i: vthread thread S3 S4 | j: vthread thread S3 S4 | rk: R1 R2 | unroll align
   std::vector<int64_t> d = {1, 2, 1, 2, 1, 4, 1, 2, 1, 2, 0, 0};
-  auto tiled = ir::BuildGpuTiledSchedule(*dag, t, d);
+  auto tiled = schedule::BuildGpuTiledSchedule(*dag, t, d);
   ASSERT_TRUE(tiled.ok()) << tiled.status();
-  st = ir::ScheduleState::Replay(*dag, *tiled, t);
+  st = schedule::ScheduleState::Replay(*dag, *tiled, t);
   ASSERT_TRUE(st.ok()) << st.status();
-  f = cost_model::ExtractFeatures(st->dag(), ir::Lower(*st));
+  f = cost_model::ExtractFeatures(st->dag(), schedule::Lower(*st));
   int shared_rows = 0, updates = 0;
   for (const auto& row : f.rows) {
     EXPECT_FLOAT_EQ(Col(row, "gpu_blocks"), L(1));
@@ -198,8 +198,8 @@ TEST(Features, GpuBindingAndSharedMemoryCheckedByHand) {
   EXPECT_EQ(shared_rows, 2);  // the two cooperative fetches
   EXPECT_EQ(updates, 1);
   // A CPU program has no GPU columns.
-  auto cpu = ir::ScheduleState::Replay(*dag, {}, codegen::HostTarget());
-  for (const auto& row : cost_model::ExtractFeatures(cpu->dag(), ir::Lower(*cpu)).rows) {
+  auto cpu = schedule::ScheduleState::Replay(*dag, {}, codegen::HostTarget());
+  for (const auto& row : cost_model::ExtractFeatures(cpu->dag(), schedule::Lower(*cpu)).rows) {
     EXPECT_FLOAT_EQ(Col(row, "gpu_threads"), 0);
     EXPECT_FLOAT_EQ(Col(row, "work_per_thread"), 0);
   }
@@ -211,12 +211,12 @@ TEST(Features, TensorCoreProductsAreRows) {
   auto dag = ir::BuildComputeDAG(*ir::ParseWorkloadSpec("matmul(M=64,N=64,K=64,dtype=float16)"));
   ASSERT_TRUE(dag.ok()) << dag.status();
   ir::Target t = *ir::Target::Parse("cuda -arch=sm_90");
-  ir::TensorCoreTiling tiling;  // 2x2 warps of 2x4 fragments, 32-deep tiles
-  auto sched = ir::TensorCoreSchedule(*dag, t, tiling);
+  schedule::TensorCoreTiling tiling;  // 2x2 warps of 2x4 fragments, 32-deep tiles
+  auto sched = schedule::TensorCoreSchedule(*dag, t, tiling);
   ASSERT_TRUE(sched.ok()) << sched.status();
-  auto st = ir::ScheduleState::Replay(*dag, *sched, t);
+  auto st = schedule::ScheduleState::Replay(*dag, *sched, t);
   ASSERT_TRUE(st.ok()) << st.status();
-  cost_model::ProgramFeatures f = cost_model::ExtractFeatures(st->dag(), ir::Lower(*st));
+  cost_model::ProgramFeatures f = cost_model::ExtractFeatures(st->dag(), schedule::Lower(*st));
   int products = 0;
   for (const auto& row : f.rows) {
     if (Col(row, "reduction_update") != 1) continue;
@@ -247,8 +247,8 @@ Data MakeData(int n, uint64_t seed) {
   std::vector<double> raw;
   for (int i = 0; i < n; ++i) {
     auto dag = ir::BuildComputeDAG(*ir::ParseWorkloadSpec(specs[i % 2]));
-    auto st = ir::ScheduleState::Replay(*dag, search::space::RandomSchedule(*dag, t, rng), t);
-    d.programs.push_back(cost_model::ExtractFeatures(st->dag(), ir::Lower(*st)));
+    auto st = schedule::ScheduleState::Replay(*dag, search::space::RandomSchedule(*dag, t, rng), t);
+    d.programs.push_back(cost_model::ExtractFeatures(st->dag(), schedule::Lower(*st)));
     double v = 0;
     for (const auto& r : d.programs.back().rows)
       v += Col(r, "vector_len") + 2 * Col(r, "unroll_count");

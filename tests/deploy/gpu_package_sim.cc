@@ -56,7 +56,7 @@ absl::StatusOr<SimulatedPackage> SimulatePackage(
     std::copy(h.begin(), h.end(), it->second.data);
   }
   struct Lowered {
-    ir::ScheduleState state;
+    schedule::ScheduleState state;
     ir::Stmt program;
   };
   std::map<int, Lowered> lowered;
@@ -76,9 +76,9 @@ absl::StatusOr<SimulatedPackage> SimulatePackage(
       const v1::PackageKernel& k = pkg.kernels(ks.kernel());
       TF_ASSIGN_OR_RETURN(ir::CanonicalWorkload cw, ir::Canonicalize(k.workload()));
       TF_ASSIGN_OR_RETURN(ir::ComputeDAG dag, ir::BuildComputeDAG(cw.workload));
-      TF_ASSIGN_OR_RETURN(ir::Trace trace, ir::TraceFromProto(k.schedule()));
-      TF_ASSIGN_OR_RETURN(ir::ScheduleState state, ir::ScheduleState::Replay(dag, trace, target));
-      ir::Stmt program = ir::Lower(state);
+      TF_ASSIGN_OR_RETURN(schedule::Trace trace, schedule::TraceFromProto(k.schedule()));
+      TF_ASSIGN_OR_RETURN(schedule::ScheduleState state, schedule::ScheduleState::Replay(dag, trace, target));
+      ir::Stmt program = schedule::Lower(state);
       l = lowered.emplace(ks.kernel(), Lowered{std::move(state), std::move(program)}).first;
     }
     std::vector<std::vector<float>> args;

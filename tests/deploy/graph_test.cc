@@ -556,11 +556,11 @@ std::function<absl::StatusOr<KernelChoice>(const ModelTask&)> TensorCoreChoice(
   return [target, count](const ModelTask& t) -> absl::StatusOr<KernelChoice> {
     KernelChoice c;
     TF_ASSIGN_OR_RETURN(ir::ComputeDAG dag, ir::BuildComputeDAG(t.workload));
-    if (!ir::HasTensorCoreSketch(dag, target)) return c;
-    TF_ASSIGN_OR_RETURN(ir::Trace tc, ir::TensorCoreSchedule(
-                                          dag, target, ir::DefaultTensorCoreTiling(dag, target)));
+    if (!schedule::HasTensorCoreSketch(dag, target)) return c;
+    TF_ASSIGN_OR_RETURN(schedule::Trace tc, schedule::TensorCoreSchedule(
+                                          dag, target, schedule::DefaultTensorCoreTiling(dag, target)));
     c.tuned = true;
-    c.schedule = ir::ToProto(tc);
+    c.schedule = schedule::ToProto(tc);
     c.tuned_sec = 1e-3;
     c.default_sec = 2e-3;
     c.why = "tensor cores";
@@ -929,7 +929,7 @@ TEST_F(GraphTest, TunedKernelOnlyWhereItBeatsTheDefault) {
     auto dag = ir::BuildComputeDAG(t.workload);
     if (!dag.ok()) return dag.status();
     c.tuned = true;
-    c.schedule = ir::ToProto(search::space::RandomSchedule(*dag, host, rng));
+    c.schedule = schedule::ToProto(search::space::RandomSchedule(*dag, host, rng));
     c.record_id = 100 + asked;
     // Even tasks: the tuned one measured faster; odd: slower; the last: no
     // default time (and no local comparison), so the default is kept.
@@ -977,7 +977,7 @@ TEST_F(GraphTest, TunedWithoutADefaultTimeIsComparedHere) {
     auto dag = ir::BuildComputeDAG(t.workload);
     if (!dag.ok()) return dag.status();
     c.tuned = true;
-    c.schedule = ir::ToProto(search::space::RandomSchedule(*dag, codegen::HostTarget(), rng));
+    c.schedule = schedule::ToProto(search::space::RandomSchedule(*dag, codegen::HostTarget(), rng));
     c.record_id = 7;
     return c;
   };

@@ -51,12 +51,12 @@ class GpuDevice : public ::testing::Test {
     handler_ = std::make_unique<agent::MeasureHandler>(o);
   }
 
-  v1::MeasureRequest Request(const std::string& spec, const ir::Trace& schedule,
+  v1::MeasureRequest Request(const std::string& spec, const schedule::Trace& schedule,
                              const v1::BuildResult& built) {
     v1::MeasureRequest m;
     *m.mutable_workload() = ir::Canonicalize(*ir::ParseWorkloadSpec(spec))->workload;
     m.mutable_target()->set_spec(target_spec_);
-    *m.mutable_schedule() = ir::ToProto(schedule);
+    *m.mutable_schedule() = schedule::ToProto(schedule);
     m.set_kind(built.kind());
     m.set_artifact(built.artifact());
     *m.mutable_signature() = built.signature();
@@ -70,13 +70,13 @@ class GpuDevice : public ::testing::Test {
     return m;
   }
 
-  v1::BuildResult Build(const std::string& spec, const ir::Trace& schedule,
+  v1::BuildResult Build(const std::string& spec, const schedule::Trace& schedule,
                         v1::ArtifactKind kind = v1::ARTIFACT_KIND_CUBIN,
                         const std::string& target = "") {
     v1::BuildRequest req;
     *req.mutable_workload() = ir::Canonicalize(*ir::ParseWorkloadSpec(spec))->workload;
     req.mutable_target()->set_spec(target.empty() ? target_spec_ : target);
-    *req.mutable_schedule() = ir::ToProto(schedule);
+    *req.mutable_schedule() = schedule::ToProto(schedule);
     req.set_kind(kind);
     return worker::Build(req);
   }
@@ -129,8 +129,8 @@ TEST_F(GpuDevice, RandomSchedulesMatchTheReference) {
   for (const char* spec : specs) {
     ir::ComputeDAG dag = *ir::BuildComputeDAG(*ir::ParseWorkloadSpec(spec));
     for (int i = 0; i < 12; ++i) {
-      ir::Trace s =
-          i == 0 ? ir::DefaultGpuSchedule(dag, t) : search::space::RandomGpuSchedule(dag, t, rng);
+      schedule::Trace s =
+          i == 0 ? schedule::DefaultGpuSchedule(dag, t) : search::space::RandomGpuSchedule(dag, t, rng);
       v1::BuildResult b = Build(spec, s);
       if (!b.error().empty()) continue;  // past a launch limit: refused before any device
       ++built;
@@ -150,7 +150,7 @@ TEST_F(GpuDevice, RandomSchedulesMatchTheReference) {
   // PTX instead of a cubin: the driver JIT-compiles it.
   const char* spec = specs[0];
   ir::ComputeDAG dag = *ir::BuildComputeDAG(*ir::ParseWorkloadSpec(spec));
-  ir::Trace s = ir::DefaultGpuSchedule(dag, t);
+  schedule::Trace s = schedule::DefaultGpuSchedule(dag, t);
   v1::BuildResult ptx = Build(spec, s, v1::ARTIFACT_KIND_PTX);
   ASSERT_TRUE(ptx.error().empty()) << ptx.error();
   v1::MeasureResult r = handler_->Measure(Request(spec, s, ptx));
@@ -182,11 +182,11 @@ TEST_F(GpuDevice, Float16AndTensorCoreSchedulesMatchTheReference) {
     ir::ComputeDAG dag = *ir::BuildComputeDAG(*ir::ParseWorkloadSpec(spec));
     for (int i = 0; i < 10; ++i) {
       // The default tiling, and for tf32 the search's samples too.
-      const bool tc = ir::HasTensorCoreSketch(dag, t) && (i == 1 || (dag.tf32 && i < 5));
-      ir::Trace s = i == 0 ? ir::DefaultGpuSchedule(dag, t)
-                    : tc   ? *ir::TensorCoreSchedule(
+      const bool tc = schedule::HasTensorCoreSketch(dag, t) && (i == 1 || (dag.tf32 && i < 5));
+      schedule::Trace s = i == 0 ? schedule::DefaultGpuSchedule(dag, t)
+                    : tc   ? *schedule::TensorCoreSchedule(
                                  dag, t,
-                               i == 1 ? ir::DefaultTensorCoreTiling(dag, t)
+                               i == 1 ? schedule::DefaultTensorCoreTiling(dag, t)
                                         : search::space::TensorCoreSketch(dag, t).SampleTiling(rng))
                          : search::space::RandomGpuSchedule(dag, t, rng);
       v1::BuildResult b = Build(spec, s);
@@ -227,9 +227,9 @@ TEST_F(GpuDevice, DeepPipelinesAndDynamicSharedMemoryRunCorrectly) {
                            "conv2d_nhwc(N=2,C=64,H=14,W=14,K=128,R=3,S=3,pad=1,dtype=float16)",
                            "matmul(M=256,N=256,K=264,dtype=tf32)"}) {
     ir::ComputeDAG dag = *ir::BuildComputeDAG(*ir::ParseWorkloadSpec(spec));
-    for (int64_t stages = 2; stages <= ir::kMaxTensorCoreStages; ++stages) {
+    for (int64_t stages = 2; stages <= schedule::kMaxTensorCoreStages; ++stages) {
       for (bool large : {false, true}) {
-        ir::TensorCoreTiling tiling = ir::DefaultTensorCoreTiling(dag, t);
+        schedule::TensorCoreTiling tiling = schedule::DefaultTensorCoreTiling(dag, t);
         tiling.stages = stages;
         tiling.async_copy = 1;
         if (large) {  // 128x128 block tiles, 64-deep 16-bit (32-deep tf32) K steps
@@ -242,7 +242,7 @@ TEST_F(GpuDevice, DeepPipelinesAndDynamicSharedMemoryRunCorrectly) {
             tiling.swizzle = 1;
           }
         }
-        absl::StatusOr<ir::Trace> s = ir::TensorCoreSchedule(dag, t, tiling);
+        absl::StatusOr<schedule::Trace> s = schedule::TensorCoreSchedule(dag, t, tiling);
         if (!s.ok()) continue;  // past this GPU's shared memory
         v1::BuildResult b = Build(spec, *s);
         ASSERT_TRUE(b.error().empty()) << spec << ": " << b.error();
@@ -289,10 +289,10 @@ TEST_F(GpuDevice, WgmmaSchedulesMatchTheReference) {
     search::space::TensorCoreSketch sketch(dag, t);
     int taken = 0;
     for (int i = 0; i < 200 && taken < 4; ++i) {
-      ir::TensorCoreTiling tiling = sketch.SampleTiling(rng);
+      schedule::TensorCoreTiling tiling = sketch.SampleTiling(rng);
       if (tiling.wgmma == 0) continue;
       ++taken;
-      absl::StatusOr<ir::Trace> s = ir::TensorCoreSchedule(dag, t, tiling);
+      absl::StatusOr<schedule::Trace> s = schedule::TensorCoreSchedule(dag, t, tiling);
       ASSERT_TRUE(s.ok()) << spec << ": " << s.status();
       v1::BuildResult b = Build(spec, *s);
       ASSERT_TRUE(b.error().empty()) << spec << ": " << b.error();
@@ -313,8 +313,8 @@ TEST_F(GpuDevice, WrongFaultingAndSpinningKernelsAreResults) {
   const std::string spec = "relu(N=1,C=1,H=1,W=32)";
   ir::ComputeDAG dag = *ir::BuildComputeDAG(*ir::ParseWorkloadSpec(spec));
   ir::Target t = *ir::Target::Parse(target_spec_);
-  ir::Trace def = ir::DefaultGpuSchedule(dag, t);
-  ir::Trace fused = *ir::GpuFusedSchedule(dag, t, 32);
+  schedule::Trace def = schedule::DefaultGpuSchedule(dag, t);
+  schedule::Trace fused = *schedule::GpuFusedSchedule(dag, t, 32);
 
   v1::BuildResult wrong = HandWritten(spec, "out[threadIdx.x] = x[threadIdx.x] + 1.0f;");
   ASSERT_TRUE(wrong.error().empty()) << wrong.error();
@@ -359,8 +359,8 @@ TEST_F(GpuDevice, XavierPtxFromLlvmRunsCorrectlyHere) {
   for (const char* spec : specs) {
     ir::ComputeDAG dag = *ir::BuildComputeDAG(*ir::ParseWorkloadSpec(spec));
     for (int i = 0; i < 8; ++i) {
-      ir::Trace s =
-          i == 0 ? ir::DefaultGpuSchedule(dag, t) : search::space::RandomGpuSchedule(dag, t, rng);
+      schedule::Trace s =
+          i == 0 ? schedule::DefaultGpuSchedule(dag, t) : search::space::RandomGpuSchedule(dag, t, rng);
       v1::BuildResult b = Build(spec, s, v1::ARTIFACT_KIND_CUBIN, xavier);
       if (!b.error().empty()) continue;  // past a launch limit
       ASSERT_EQ(b.kind(), v1::ARTIFACT_KIND_PTX);
@@ -369,7 +369,7 @@ TEST_F(GpuDevice, XavierPtxFromLlvmRunsCorrectlyHere) {
       EXPECT_EQ(r.status(), v1::MEASURE_STATUS_OK) << spec << " #" << i << ": " << r.error();
       measured += r.status() == v1::MEASURE_STATUS_OK;
       if (i == 0 && r.status() == v1::MEASURE_STATUS_OK) {
-        ir::Trace here = ir::DefaultGpuSchedule(dag, *ir::Target::Parse(target_spec_));
+        schedule::Trace here = schedule::DefaultGpuSchedule(dag, *ir::Target::Parse(target_spec_));
         v1::MeasureResult n = handler_->Measure(Request(spec, here, Build(spec, here)));
         if (n.status() == v1::MEASURE_STATUS_OK) {
           std::printf("[llvm ptx] %s: sm_72 PTX via LLVM %.1f us, %s cubin via NVRTC %.1f us\n",
@@ -392,7 +392,7 @@ TEST_F(GpuDevice, TheRunnerIsConfinedAsOnTheCpu) {
   const std::string spec = "dense(M=64,K=96,N=80)";
   ir::ComputeDAG dag = *ir::BuildComputeDAG(*ir::ParseWorkloadSpec(spec));
   ir::Target t = *ir::Target::Parse(target_spec_);
-  ir::Trace def = ir::DefaultGpuSchedule(dag, t);
+  schedule::Trace def = schedule::DefaultGpuSchedule(dag, t);
   v1::BuildResult gpu = Build(spec, def);
   ASSERT_TRUE(gpu.error().empty()) << gpu.error();
   v1::MeasureRequest req = Request(spec, def, gpu);
@@ -409,7 +409,7 @@ TEST_F(GpuDevice, TheRunnerIsConfinedAsOnTheCpu) {
   *cpu_req.mutable_workload() = req.workload();
   const ir::Target host = codegen::HostTarget();
   cpu_req.mutable_target()->set_spec(host.ToString());
-  *cpu_req.mutable_schedule() = ir::ToProto(ir::DefaultSchedule(dag, host));
+  *cpu_req.mutable_schedule() = schedule::ToProto(schedule::DefaultSchedule(dag, host));
   cpu_req.set_kind(v1::ARTIFACT_KIND_SHARED_OBJECT);
   v1::BuildResult cpu = worker::Build(cpu_req);
   ASSERT_TRUE(cpu.error().empty()) << cpu.error();

@@ -146,13 +146,13 @@ TEST(GpuPlan, MapsAWorkerModulesParametersToArguments) {
   ASSERT_TRUE(t.ok());
   absl::StatusOr<ir::ComputeDAG> dag = ir::BuildComputeDAG(req.workload());
   ASSERT_TRUE(dag.ok());
-  *req.mutable_schedule() = ir::ToProto(ir::DefaultSchedule(*dag, *t));
+  *req.mutable_schedule() = schedule::ToProto(schedule::DefaultSchedule(*dag, *t));
   req.set_kind(v1::ARTIFACT_KIND_CUBIN);
   v1::BuildResult r = worker::Build(req);
   ASSERT_TRUE(r.error().empty()) << r.error();
   v1::GpuModule m;
   ASSERT_TRUE(m.ParseFromString(r.artifact()));
-  auto st = ir::ScheduleState::Replay(*dag, *ir::TraceFromProto(req.schedule()), *t);
+  auto st = schedule::ScheduleState::Replay(*dag, *schedule::TraceFromProto(req.schedule()), *t);
   ASSERT_TRUE(st.ok());
   const ir::ComputeDAG& sdag = st->dag();
   absl::StatusOr<runtime::GpuPlan> plan = runtime::PlanFromModule(m, r.signature());
@@ -201,15 +201,15 @@ TEST(GpuPlan, DynamicSharedMemoryTravelsFromTheBuildToTheLaunch) {
   ASSERT_TRUE(t.ok());
   absl::StatusOr<ir::ComputeDAG> dag = ir::BuildComputeDAG(req.workload());
   ASSERT_TRUE(dag.ok());
-  ir::TensorCoreTiling tiling = ir::DefaultTensorCoreTiling(*dag, *t);
+  schedule::TensorCoreTiling tiling = schedule::DefaultTensorCoreTiling(*dag, *t);
   tiling.frags_m = 4;
   tiling.frags_n = 8;
   tiling.k_steps = 4;
   tiling.stages = 4;
   tiling.async_copy = 1;
-  absl::StatusOr<ir::Trace> sched = ir::TensorCoreSchedule(*dag, *t, tiling);
+  absl::StatusOr<schedule::Trace> sched = schedule::TensorCoreSchedule(*dag, *t, tiling);
   ASSERT_TRUE(sched.ok()) << sched.status();
-  *req.mutable_schedule() = ir::ToProto(*sched);
+  *req.mutable_schedule() = schedule::ToProto(*sched);
   req.set_kind(v1::ARTIFACT_KIND_CUBIN);
   v1::BuildResult r = worker::Build(req);
   ASSERT_TRUE(r.error().empty()) << r.error();
@@ -264,7 +264,7 @@ TEST(GpuPlan, Float16ArgumentsAreNamedForTheRunner) {
   ASSERT_TRUE(t.ok());
   absl::StatusOr<ir::ComputeDAG> dag = ir::BuildComputeDAG(req.workload());
   ASSERT_TRUE(dag.ok()) << dag.status();
-  *req.mutable_schedule() = ir::ToProto(ir::DefaultSchedule(*dag, *t));
+  *req.mutable_schedule() = schedule::ToProto(schedule::DefaultSchedule(*dag, *t));
   req.set_kind(v1::ARTIFACT_KIND_CUBIN);
   v1::BuildResult r = worker::Build(req);
   ASSERT_TRUE(r.error().empty()) << r.error();
@@ -277,7 +277,7 @@ TEST(GpuPlan, Float16ArgumentsAreNamedForTheRunner) {
   req.mutable_target()->set_spec("llvm -mtriple=x86_64-linux-gnu");
   absl::StatusOr<ir::Target> cpu = ir::Target::Parse(req.target().spec());
   ASSERT_TRUE(cpu.ok());
-  *req.mutable_schedule() = ir::ToProto(ir::DefaultSchedule(*dag, *cpu));
+  *req.mutable_schedule() = schedule::ToProto(schedule::DefaultSchedule(*dag, *cpu));
   req.set_kind(v1::ARTIFACT_KIND_SHARED_OBJECT);
   v1::BuildResult refused = worker::Build(req);
   EXPECT_TRUE(absl::StrContains(refused.error(),

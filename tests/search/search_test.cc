@@ -39,7 +39,7 @@ using testing::Tiling;
 // Another workload's decisions fitted to `dag`, in wire form; empty when they do not fit.
 std::vector<int64_t> Fit(const ir::ComputeDAG& dag, const ir::Target& target,
                          const std::vector<int64_t>& other) {
-  std::optional<ir::CpuTiling> t = search::space::CpuSketch(dag, target).Fit(other);
+  std::optional<schedule::CpuTiling> t = search::space::CpuSketch(dag, target).Fit(other);
   return t ? t->Encode() : std::vector<int64_t>{};
 }
 
@@ -124,7 +124,7 @@ search::Task MakeTask(const std::string& spec, const ir::Target& target = codege
 }
 
 // How many sketch decisions two schedules of the same decision length differ in.
-int DecisionsApart(const ir::Trace& a, const ir::Trace& b) {
+int DecisionsApart(const schedule::Trace& a, const schedule::Trace& b) {
   EXPECT_EQ(a.decisions.size(), b.decisions.size());
   int diff = 0;
   for (size_t i = 0; i < std::min(a.decisions.size(), b.decisions.size()); ++i)
@@ -147,10 +147,10 @@ TEST(SearchPolicy, NeverProposesAMeasuredSchedule) {
     ok.seconds = 1e-3;
     std::set<std::string> seen;
     for (int round = 0; round < 6; ++round) {
-      std::vector<ir::Trace> batch = policy.Propose(task, history, nullptr, 12);
+      std::vector<schedule::Trace> batch = policy.Propose(task, history, nullptr, 12);
       EXPECT_FALSE(batch.empty());
-      for (const ir::Trace& s : batch) {
-        std::string h = ir::TraceHash(s);
+      for (const schedule::Trace& s : batch) {
+        std::string h = schedule::TraceHash(s);
         EXPECT_TRUE(seen.insert(h).second) << "proposed twice";
         EXPECT_FALSE(history.measured.count(h));
         ok.seconds *= 0.99;
@@ -186,15 +186,15 @@ TEST(SearchPolicy, ProposesGpuSchedulesWithinTheTargetsLimits) {
       std::set<std::string> seen;
       int tiled = 0, mutated = 0;
       for (int round = 0; round < 3; ++round) {
-        std::vector<ir::Trace> batch = policy.Propose(*task, history, nullptr, 16);
+        std::vector<schedule::Trace> batch = policy.Propose(*task, history, nullptr, 16);
         ASSERT_EQ(batch.size(), 16u) << spec;
-        for (const ir::Trace& s : batch) {
-          EXPECT_TRUE(s.sketch_id == ir::kGpuTilingSketchId || s.sketch_id == ir::kGpuFusedSketchId)
+        for (const schedule::Trace& s : batch) {
+          EXPECT_TRUE(s.sketch_id == schedule::kGpuTilingSketchId || s.sketch_id == schedule::kGpuFusedSketchId)
               << s.sketch_id;
-          absl::Status launch = ir::CheckGpuLaunch(task->dag, t, s);
+          absl::Status launch = schedule::CheckGpuLaunch(task->dag, t, s);
           EXPECT_TRUE(launch.ok()) << spec << ": " << launch;
-          EXPECT_TRUE(seen.insert(ir::TraceHash(s)).second) << "proposed twice";
-          tiled += s.sketch_id == ir::kGpuTilingSketchId;
+          EXPECT_TRUE(seen.insert(schedule::TraceHash(s)).second) << "proposed twice";
+          tiled += s.sketch_id == schedule::kGpuTilingSketchId;
           // One decision away from a measured tiled schedule: a mutation.
           for (const auto& e : history.ok) {
             if (e.schedule.decisions.size() != s.decisions.size()) continue;
@@ -204,9 +204,9 @@ TEST(SearchPolicy, ProposesGpuSchedulesWithinTheTargetsLimits) {
             }
           }
           if (nvrtc && built < 6 && round == 0) {
-            auto st = ir::ScheduleState::Replay(task->dag, s, t);
+            auto st = schedule::ScheduleState::Replay(task->dag, s, t);
             ASSERT_TRUE(st.ok());
-            auto program = codegen::EmitCuda(st->dag(), ir::Lower(*st), t);
+            auto program = codegen::EmitCuda(st->dag(), schedule::Lower(*st), t);
             ASSERT_TRUE(program.ok()) << program.status();
             auto a = codegen::CompileCuda(*program, t);
             EXPECT_TRUE(a.ok()) << a.status();
@@ -249,9 +249,9 @@ TEST(SearchPolicy, Float16AndTf32ProductsSearchTheTensorCoreSketch) {
     search::TaskHistory history;
     int tensor_core = 0, mutated = 0, proposed = 0, wgmma = 0;
     for (int round = 0; round < 3; ++round) {
-      for (const ir::Trace& s : policy.Propose(*task, history, nullptr, 16)) {
+      for (const schedule::Trace& s : policy.Propose(*task, history, nullptr, 16)) {
         ++proposed;
-        EXPECT_TRUE(ir::CheckGpuLaunch(task->dag, t, s).ok()) << arch;
+        EXPECT_TRUE(schedule::CheckGpuLaunch(task->dag, t, s).ok()) << arch;
         if (s.sketch_id == ir::kGpuTensorCoreSketchId) {
           ++tensor_core;
           if (dtype == "tf32") EXPECT_EQ(s.decisions.at(7), 0) << "ldmatrix";
@@ -290,14 +290,14 @@ TEST(SearchPolicy, BatchesAreSpreadAndStallsAreCounted) {
   MeasureResult r;
   r.seconds = 1e-3;
   // Parents to mutate, each one a new best: no stall.
-  for (const ir::Trace& s : policy.Propose(task, history, nullptr, 16)) {
+  for (const schedule::Trace& s : policy.Propose(task, history, nullptr, 16)) {
     r.seconds *= 0.9;
     history.Add(s, r);
   }
   EXPECT_EQ(history.last_improvement, history.trials);
   const int n = 12;
   const int chosen = n - int(std::round(n * eo.epsilon));  // the rest is random
-  std::vector<ir::Trace> batch = policy.Propose(task, history, nullptr, n);
+  std::vector<schedule::Trace> batch = policy.Propose(task, history, nullptr, n);
   ASSERT_EQ(int(batch.size()), n);
   // The chosen part: sketch decision vectors at least min_distance apart
   // (a population of 128 always has that many).
@@ -316,7 +316,7 @@ TEST(SearchPolicy, BatchesAreSpreadAndStallsAreCounted) {
   }
   // Slower results do not move the last improvement; a 0.5% gain is not one.
   const int best_at = history.last_improvement;
-  for (const ir::Trace& s : batch) {
+  for (const schedule::Trace& s : batch) {
     MeasureResult slow;
     slow.seconds = history.best_seconds() * (s.decisions.empty() ? 2.0 : 0.995);
     history.Add(s, slow);
@@ -330,15 +330,15 @@ TEST(SearchPolicy, BatchesAreSpreadAndStallsAreCounted) {
   // Two batches without a new best: a stall. Half the batch is exploration,
   // and half of that the best schedule with one decision changed, right
   // after the model's choices.
-  for (const ir::Trace& s : policy.Propose(task, history, nullptr, n)) {
+  for (const schedule::Trace& s : policy.Propose(task, history, nullptr, n)) {
     MeasureResult slow;
     slow.seconds = history.best_seconds() * 1.5;
     history.Add(s, slow);
   }
   ASSERT_GE(history.trials - history.last_improvement, 2 * n);
-  ir::Trace best;  // the best tiling-sketch schedule: the one mutated
+  schedule::Trace best;  // the best tiling-sketch schedule: the one mutated
   for (const auto& e : history.ok) {
-    if (e.schedule.sketch_id == ir::kTilingSketchId && !e.schedule.decisions.empty()) {
+    if (e.schedule.sketch_id == schedule::kTilingSketchId && !e.schedule.decisions.empty()) {
       best = e.schedule;
       break;
     }
@@ -347,13 +347,13 @@ TEST(SearchPolicy, BatchesAreSpreadAndStallsAreCounted) {
   const int n_random = int(std::round(n * eo.stalled_epsilon));
   const int neighbours = int(std::round(n_random * eo.stalled_neighbors));
   ASSERT_GT(neighbours, 0);
-  std::vector<ir::Trace> stalled = policy.Propose(task, history, nullptr, n);
+  std::vector<schedule::Trace> stalled = policy.Propose(task, history, nullptr, n);
   ASSERT_EQ(int(stalled.size()), n);
   for (int i = n - n_random; i < n - n_random + neighbours; ++i) {
     ASSERT_EQ(stalled[i].decisions.size(), best.decisions.size()) << "candidate " << i;
     EXPECT_EQ(DecisionsApart(stalled[i], best), 1)
         << "candidate " << i << " is not a neighbour of the best";
-    EXPECT_EQ(history.measured.count(ir::TraceHash(stalled[i])), 0u);
+    EXPECT_EQ(history.measured.count(schedule::TraceHash(stalled[i])), 0u);
   }
 }
 
@@ -370,7 +370,7 @@ TEST(SearchPolicy, EveryBatchMeasuresEachStratumUntilItIsJudged) {
   std::map<int, int> sampled;
   for (int i = 0; i < 120; ++i) {
     std::vector<int64_t> d = Space(task.dag, task.target).SampleTiling(rng).Encode();
-    auto s = ir::BuildTiledSchedule(task.dag, task.target, d);
+    auto s = schedule::BuildTiledSchedule(task.dag, task.target, d);
     ASSERT_TRUE(s.ok()) << s.status();
     auto f = search::FeaturesOf(task, *s);
     ASSERT_TRUE(f.ok()) << f.status();
@@ -393,11 +393,11 @@ TEST(SearchPolicy, EveryBatchMeasuresEachStratumUntilItIsJudged) {
   for (int round = 0; round < 4; ++round) {
     std::map<int, int> strata;
     int favourite = 0, other_tiles = 0;
-    for (const ir::Trace& s : policy.Propose(task, history, &model, 12)) {
+    for (const schedule::Trace& s : policy.Propose(task, history, &model, 12)) {
       // Register tiles run 10x faster than the rest on this "device".
       MeasureResult r;
       r.seconds = 1e-2;
-      if (s.sketch_id == ir::kTilingSketchId) {
+      if (s.sketch_id == schedule::kTilingSketchId) {
         std::vector<int64_t> d(s.decisions.begin(), s.decisions.end());
         ++strata[Space(task.dag).TilingStratum(Tiling(task.dag, d))];
         const bool register_tile = Space(task.dag).TileShape(Tiling(task.dag, d)) == 0;
@@ -445,8 +445,8 @@ TEST(SearchPolicy, JudgedStrataGetTheNewBestMovedIntoThem) {
     std::vector<int64_t> d = Space(task.dag, task.target).SampleTiling(rng).Encode();
     int k = Space(task.dag).TilingStratum(Tiling(task.dag, d));
     if (count[k] >= eo.stratum_trials) continue;
-    auto s = ir::BuildTiledSchedule(task.dag, task.target, d);
-    if (!s.ok() || history.measured.count(ir::TraceHash(*s))) continue;
+    auto s = schedule::BuildTiledSchedule(task.dag, task.target, d);
+    if (!s.ok() || history.measured.count(schedule::TraceHash(*s))) continue;
     history.Add(*s, slow);
     full += ++count[k] == eo.stratum_trials;
   }
@@ -463,21 +463,21 @@ TEST(SearchPolicy, JudgedStrataGetTheNewBestMovedIntoThem) {
   ASSERT_EQ(best_stratum, search::space::kTilingShapes);  // register, packed
   MeasureResult fast;
   fast.seconds = 1e-3;
-  history.Add(*ir::BuildTiledSchedule(task.dag, task.target, best), fast);
+  history.Add(*schedule::BuildTiledSchedule(task.dag, task.target, best), fast);
   // A random sample lands in every stratum after the new best: it says
   // nothing of the best's tiles there, so the moves are still owed.
   std::vector<bool> sampled(search::space::kTilingStrata, false);
   for (int i = 0; i < 5000 && std::count(sampled.begin(), sampled.end(), false) > 0; ++i) {
     std::vector<int64_t> d = Space(task.dag, task.target).SampleTiling(rng).Encode();
     int k = Space(task.dag).TilingStratum(Tiling(task.dag, d));
-    auto s = ir::BuildTiledSchedule(task.dag, task.target, d);
-    if (sampled[k] || !s.ok() || history.measured.count(ir::TraceHash(*s))) continue;
+    auto s = schedule::BuildTiledSchedule(task.dag, task.target, d);
+    if (sampled[k] || !s.ok() || history.measured.count(schedule::TraceHash(*s))) continue;
     history.Add(*s, slow);
     sampled[k] = true;
   }
   // The batch opens with the moves of the best, one per other stratum: its
   // vector axis and register tile there.
-  std::vector<ir::Trace> batch = policy.Propose(task, history, nullptr, 16);
+  std::vector<schedule::Trace> batch = policy.Propose(task, history, nullptr, 16);
   ASSERT_GE(batch.size(), size_t(search::space::kTilingStrata));
   std::set<int> paired;
   for (int i = 0; i < search::space::kTilingStrata - 1; ++i) {
@@ -493,7 +493,7 @@ TEST(SearchPolicy, JudgedStrataGetTheNewBestMovedIntoThem) {
   }
   // Measured (and slower): the same best is not moved again. The next batch
   // opens with the one stratum still open, the best's own.
-  for (const ir::Trace& s : batch) history.Add(s, slow);
+  for (const schedule::Trace& s : batch) history.Add(s, slow);
   batch = policy.Propose(task, history, nullptr, 16);
   ASSERT_FALSE(batch.empty());
   EXPECT_EQ(Space(task.dag).TilingStratum(
@@ -515,7 +515,7 @@ TEST(SearchPolicy, PlainSchedulesStopOnceJudged) {
   ok.seconds = 1e-3;
   failed.status = MeasureResult::Status::kTimeout;
   for (int round = 0; round < 8 && history.plain_trials < eo.stratum_trials; ++round) {
-    for (const ir::Trace& s : policy.Propose(task, history, nullptr, 16)) {
+    for (const schedule::Trace& s : policy.Propose(task, history, nullptr, 16)) {
       plain_before += s.decisions.empty();
       history.Add(s, s.decisions.empty() ? failed : ok);
     }
@@ -523,7 +523,7 @@ TEST(SearchPolicy, PlainSchedulesStopOnceJudged) {
   ASSERT_GE(plain_before, eo.stratum_trials);
   EXPECT_EQ(history.plain_trials, plain_before);
   for (int round = 0; round < 3; ++round) {
-    for (const ir::Trace& s : policy.Propose(task, history, nullptr, 16)) {
+    for (const schedule::Trace& s : policy.Propose(task, history, nullptr, 16)) {
       EXPECT_FALSE(s.decisions.empty()) << "round " << round << ": a plain schedule";
       history.Add(s, ok);
     }
@@ -542,10 +542,10 @@ TEST(SearchPolicy, NewTaskOpensWithTransferredSchedules) {
   while (seeds.size() < 8) {
     std::vector<int64_t> d =
         Fit(task.dag, task.target, Space(other.dag, other.target).SampleTiling(rng).Encode());
-    auto s = ir::BuildTiledSchedule(task.dag, task.target, d);
-    if (!s.ok() || std::count(hashes.begin(), hashes.end(), ir::TraceHash(*s))) continue;
+    auto s = schedule::BuildTiledSchedule(task.dag, task.target, d);
+    if (!s.ok() || std::count(hashes.begin(), hashes.end(), schedule::TraceHash(*s))) continue;
     seeds.push_back(d);
-    hashes.push_back(ir::TraceHash(*s));
+    hashes.push_back(schedule::TraceHash(*s));
   }
   search::EvolutionOptions eo;
   eo.transferred = 4;
@@ -555,13 +555,13 @@ TEST(SearchPolicy, NewTaskOpensWithTransferredSchedules) {
   // The first seed was measured already (it failed): the next four open the batch.
   MeasureResult failed;
   failed.status = MeasureResult::Status::kTimeout;
-  history.Add(*ir::BuildTiledSchedule(task.dag, task.target, seeds[0]), failed);
-  std::vector<ir::Trace> batch = policy.Propose(task, history, nullptr, 12);
+  history.Add(*schedule::BuildTiledSchedule(task.dag, task.target, seeds[0]), failed);
+  std::vector<schedule::Trace> batch = policy.Propose(task, history, nullptr, 12);
   ASSERT_EQ(batch.size(), 12u);
-  for (int i = 0; i < 4; ++i) EXPECT_EQ(ir::TraceHash(batch[i]), hashes[i + 1]) << i;
-  auto seeds_in = [&](const std::vector<ir::Trace>& b) {
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(schedule::TraceHash(batch[i]), hashes[i + 1]) << i;
+  auto seeds_in = [&](const std::vector<schedule::Trace>& b) {
     int n = 0;
-    for (const ir::Trace& s : b) n += std::count(hashes.begin(), hashes.end(), ir::TraceHash(s));
+    for (const schedule::Trace& s : b) n += std::count(hashes.begin(), hashes.end(), schedule::TraceHash(s));
     return n;
   };
   EXPECT_EQ(seeds_in(batch), 4) << "at most `transferred` seeds";
@@ -569,13 +569,13 @@ TEST(SearchPolicy, NewTaskOpensWithTransferredSchedules) {
   // (three seeds are left).
   MeasureResult ok;
   ok.seconds = 1e-4;
-  for (const ir::Trace& s : batch) history.Add(s, ok);
+  for (const schedule::Trace& s : batch) history.Add(s, ok);
   EXPECT_EQ(seeds_in(policy.Propose(task, history, nullptr, 12)), 0);
   // Off: no seed in the batch.
   eo.transferred = 0;
   search::SearchPolicy off(search::Strategy::kEvolutionary, eo, 5);
   off.SetTransferred(task.key, seeds);
-  std::vector<ir::Trace> plain = off.Propose(task, search::TaskHistory(), nullptr, 12);
+  std::vector<schedule::Trace> plain = off.Propose(task, search::TaskHistory(), nullptr, 12);
   ASSERT_FALSE(plain.empty());
   EXPECT_EQ(seeds_in(plain), 0);
 }
@@ -584,8 +584,8 @@ TEST(Sketch, TilingStructureIgnoresUnrollingAndPadding) {
   search::Task task = MakeTask("conv2d_nchw(N=1,C=8,H=10,W=10,K=16,R=3,S=3,pad=1)");
   std::mt19937_64 rng(5);
   const search::space::CpuSketch space = Space(task.dag);
-  const ir::CpuTiling d = space.SampleTiling(rng);
-  ir::CpuTiling cosmetic = d, tiles = d;
+  const schedule::CpuTiling d = space.SampleTiling(rng);
+  schedule::CpuTiling cosmetic = d, tiles = d;
   cosmetic.pad_pass = !cosmetic.pad_pass;
   cosmetic.unroll_tile = !cosmetic.unroll_tile;
   cosmetic.pragma = cosmetic.pragma == 2 ? 3 : 2;
@@ -594,7 +594,7 @@ TEST(Sketch, TilingStructureIgnoresUnrollingAndPadding) {
   EXPECT_EQ(space.TilingStructure(d), space.TilingStructure(cosmetic));
   EXPECT_NE(space.TilingStructure(d), space.TilingStructure(tiles));
   // Decisions of another layout are not decisions of this sketch at all.
-  EXPECT_FALSE(ir::CpuTiling::Decode(space.nest(), std::vector<int64_t>{1, 2, 3}).has_value());
+  EXPECT_FALSE(schedule::CpuTiling::Decode(space.nest(), std::vector<int64_t>{1, 2, 3}).has_value());
 }
 
 TEST(Sketch, MutationsChangeOneDecisionAndStillBuild) {
@@ -606,15 +606,15 @@ TEST(Sketch, MutationsChangeOneDecisionAndStillBuild) {
     std::vector<int64_t> m =
         Space(task.dag, task.target).MutateTiling(Tiling(task.dag, d), rng).Encode();
     differ += m != d;
-    auto s = ir::BuildTiledSchedule(task.dag, task.target, m);
+    auto s = schedule::BuildTiledSchedule(task.dag, task.target, m);
     if (!s.ok()) continue;
     ++built;
     EXPECT_EQ(std::vector<int64_t>(s->decisions.begin(), s->decisions.end()), m);
-    EXPECT_TRUE(ir::ScheduleState::Replay(task.dag, *s, task.target).ok());
+    EXPECT_TRUE(schedule::ScheduleState::Replay(task.dag, *s, task.target).ok());
   }
   EXPECT_GE(differ, 45);
   EXPECT_GE(built, 45);
-  EXPECT_FALSE(ir::BuildTiledSchedule(task.dag, task.target, std::vector<int64_t>{1, 2, 3}).ok());
+  EXPECT_FALSE(schedule::BuildTiledSchedule(task.dag, task.target, std::vector<int64_t>{1, 2, 3}).ok());
 }
 
 // A move into another stratum keeps the register tile and vector axis,
@@ -633,7 +633,7 @@ TEST(Sketch, MovesKeepTheRegisterTileAndLandInTheStratum) {
           Space(task.dag, task.target).MoveTiling(Tiling(task.dag, d), k, rng).Encode();
       ++tried;
       landed += Space(task.dag).TilingStratum(Tiling(task.dag, m)) == k;
-      EXPECT_TRUE(ir::BuildTiledSchedule(task.dag, task.target, m).ok());
+      EXPECT_TRUE(schedule::BuildTiledSchedule(task.dag, task.target, m).ok());
       EXPECT_EQ(m[1], d[1]);
       EXPECT_EQ(m[5 + 2], d[5 + 2]);          // register tile along m
       EXPECT_EQ(m[5 + 4 + 2], d[5 + 4 + 2]);  // and along n
@@ -662,9 +662,9 @@ TEST(Sketch, FittedDecisionsClampTilesToDivisorsAndBuild) {
                                      1, 2, 5, 1, 1, 1, 10, 1,            // h 7 -> 5; w 14 -> 10
                                      8, 3, 1, 0, 4};                     // c 16 -> 8
   EXPECT_EQ(fitted, want);
-  auto built = ir::BuildTiledSchedule(task.dag, task.target, fitted);
+  auto built = schedule::BuildTiledSchedule(task.dag, task.target, fitted);
   ASSERT_TRUE(built.ok()) << built.status();
-  EXPECT_TRUE(ir::ScheduleState::Replay(task.dag, *built, task.target).ok());
+  EXPECT_TRUE(schedule::ScheduleState::Replay(task.dag, *built, task.target).ok());
   // h 4 -> 2 (a divisor within half); an out-of-range placement -> default.
   std::vector<int64_t> odd = theirs;
   odd[5 + 4 * 2 + 2] = 4;
@@ -690,10 +690,10 @@ TEST(Sketch, FittedDecisionsClampTilesToDivisorsAndBuild) {
 
 TEST(LocalMeasurer, BadScheduleIsABuildErrorWithTheReason) {
   search::Task task = MakeTask("matmul(M=8,N=8,K=8)");
-  ir::Trace bad;
-  bad.steps.push_back(ir::SplitStep{0, 0, {}});  // no lengths
+  schedule::Trace bad;
+  bad.steps.push_back(schedule::SplitStep{0, 0, {}});  // no lengths
   search::LocalMeasurer m;
-  std::vector<MeasureResult> r = m.Measure(task, {bad, ir::DefaultSchedule(task.dag, task.target)});
+  std::vector<MeasureResult> r = m.Measure(task, {bad, schedule::DefaultSchedule(task.dag, task.target)});
   ASSERT_EQ(r.size(), 2u);
   EXPECT_EQ(r[0].status, MeasureResult::Status::kBuildError);
   EXPECT_NE(r[0].error.find("no split lengths"), std::string::npos) << r[0].error;
@@ -722,7 +722,7 @@ TEST(Tuner, ShortRealRunMeasuresEachCandidateOnce) {
   int trials = 0, ok = 0;
   absl::Status s = tuner.Run([&](const search::Trial& t) {
     EXPECT_EQ(t.index, trials++);
-    EXPECT_TRUE(hashes[t.task].insert(ir::TraceHash(t.schedule)).second) << "measured twice";
+    EXPECT_TRUE(hashes[t.task].insert(schedule::TraceHash(t.schedule)).second) << "measured twice";
     if (t.index < int(tasks.size())) {
       EXPECT_TRUE(t.schedule.is_default);
     }
@@ -756,7 +756,7 @@ class WatchedMeasurer : public search::Measurer {
  public:
   explicit WatchedMeasurer(search::Measurer* real) : real_(real) {}
   std::vector<MeasureResult> Measure(const search::Task& task,
-                                     const std::vector<ir::Trace>& schedules) override {
+                                     const std::vector<schedule::Trace>& schedules) override {
     if (tuner != nullptr) models.push_back(&tuner->model());
     return real_->Measure(task, schedules);
   }
@@ -835,18 +835,18 @@ TEST(Tuner, NewTaskStartsFromTheBestOfSimilarWorkloads) {
   search::Task dw = MakeTask("depthwise_conv2d_nchw(N=1,C=16,H=10,W=10,R=3,S=3,pad=1)");
   std::mt19937_64 rng(8);
   auto sample = [&](const search::Task& t) {
-    return *ir::BuildTiledSchedule(t.dag, t.target,
+    return *schedule::BuildTiledSchedule(t.dag, t.target,
                                    Space(t.dag, t.target).SampleTiling(rng).Encode());
   };
-  auto fitted = [&](const ir::Trace& s) {
-    auto b = ir::BuildTiledSchedule(
+  auto fitted = [&](const schedule::Trace& s) {
+    auto b = schedule::BuildTiledSchedule(
         mine.dag, mine.target,
         Fit(mine.dag, mine.target, {s.decisions.begin(), s.decisions.end()}));
     EXPECT_TRUE(b.ok()) << b.status();
-    return b.ok() ? ir::TraceHash(*b) : std::string();
+    return b.ok() ? schedule::TraceHash(*b) : std::string();
   };
-  const ir::Trace near1 = sample(near), near2 = sample(near), near3 = sample(near);
-  const ir::Trace far1 = sample(far);
+  const schedule::Trace near1 = sample(near), near2 = sample(near), near3 = sample(near);
+  const schedule::Trace far1 = sample(far);
   const std::vector<std::string> want = {fitted(near1), fitted(far1), fitted(near2)};
   ASSERT_EQ(std::set<std::string>(want.begin(), want.end()).size(), 3u);
   ASSERT_NE(fitted(near3), want[2]);
@@ -874,7 +874,7 @@ TEST(Tuner, NewTaskStartsFromTheBestOfSimilarWorkloads) {
     }
     seen.clear();
     ASSERT_TRUE(
-        tuner.Run([&](const search::Trial& t) { seen.push_back(ir::TraceHash(t.schedule)); }).ok());
+        tuner.Run([&](const search::Trial& t) { seen.push_back(schedule::TraceHash(t.schedule)); }).ok());
     ASSERT_EQ(seen.size(), 8u);
     EXPECT_EQ(tuner.seeds(0), similar ? 3 : 2);
     if (similar) {
@@ -988,10 +988,10 @@ class ReplayMeasurer : public search::Measurer {
   explicit ReplayMeasurer(std::map<std::string, MeasureResult> results)
       : results_(std::move(results)) {}
   std::vector<MeasureResult> Measure(const search::Task&,
-                                     const std::vector<ir::Trace>& schedules) override {
+                                     const std::vector<schedule::Trace>& schedules) override {
     std::vector<MeasureResult> out;
-    for (const ir::Trace& s : schedules) {
-      auto it = results_.find(ir::TraceHash(s));
+    for (const schedule::Trace& s : schedules) {
+      auto it = results_.find(schedule::TraceHash(s));
       MeasureResult r;
       r.status = MeasureResult::Status::kRuntimeError;
       r.error = "not measured by the first run";
@@ -1039,7 +1039,7 @@ TEST(Tuner, ResumedRunProposesWhatTheInterruptedOneWould) {
 
   // The resumed run: the first 33 records, the snapshot, a fresh seed.
   std::map<std::string, MeasureResult> measured;
-  for (const search::Trial& t : trials) measured[ir::TraceHash(t.schedule)] = t.result;
+  for (const search::Trial& t : trials) measured[schedule::TraceHash(t.schedule)] = t.result;
   ReplayMeasurer replay(measured);
   search::TuneOptions o2 = o;
   o2.on_batch = nullptr;
@@ -1050,11 +1050,11 @@ TEST(Tuner, ResumedRunProposesWhatTheInterruptedOneWould) {
   ASSERT_TRUE(second.Restore(*after_two).ok());
   std::vector<std::string> proposed;
   ASSERT_TRUE(
-      second.Run([&](const search::Trial& t) { proposed.push_back(ir::TraceHash(t.schedule)); })
+      second.Run([&](const search::Trial& t) { proposed.push_back(schedule::TraceHash(t.schedule)); })
           .ok());
   ASSERT_EQ(proposed.size(), 16u);
   for (int i = 0; i < 16; ++i) {
-    EXPECT_EQ(proposed[i], ir::TraceHash(trials[33 + i].schedule)) << "trial " << 33 + i;
+    EXPECT_EQ(proposed[i], schedule::TraceHash(trials[33 + i].schedule)) << "trial " << 33 + i;
   }
 
   // A snapshot of another job's shape is refused, not half-applied.
@@ -1075,11 +1075,11 @@ TEST(Tuner, ResumedRunProposesWhatTheInterruptedOneWould) {
 class ScriptedMeasurer : public search::Measurer {
  public:
   bool fail = true;
-  std::vector<ir::Trace> asked;
+  std::vector<schedule::Trace> asked;
   std::vector<MeasureResult> Measure(const search::Task&,
-                                     const std::vector<ir::Trace>& schedules) override {
+                                     const std::vector<schedule::Trace>& schedules) override {
     std::vector<MeasureResult> out;
-    for (const ir::Trace& s : schedules) {
+    for (const schedule::Trace& s : schedules) {
       asked.push_back(s);
       MeasureResult r;
       if (fail) {
@@ -1132,7 +1132,7 @@ TEST(Tuner, FailedTrialsSpendNoBudgetAndAreMeasuredAgain) {
   search::Tuner second(tasks, &mended, o);
   MeasureResult failure;
   failure.status = MeasureResult::Status::kRuntimeError;
-  for (const ir::Trace& s : broken.asked) {
+  for (const schedule::Trace& s : broken.asked) {
     second.AddHistory(0, s, failure);
     if (!s.is_default) second.AddRetry(0, s);
   }
@@ -1143,7 +1143,7 @@ TEST(Tuner, FailedTrialsSpendNoBudgetAndAreMeasuredAgain) {
   EXPECT_GT(second.default_seconds(0), 0);
   ASSERT_EQ(mended.asked.size(), 4u);
   for (size_t i = 0; i < 4; ++i)
-    EXPECT_EQ(ir::TraceHash(mended.asked[i]), ir::TraceHash(broken.asked[i])) << i;
+    EXPECT_EQ(schedule::TraceHash(mended.asked[i]), schedule::TraceHash(broken.asked[i])) << i;
 }
 
 }  // namespace

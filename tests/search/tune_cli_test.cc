@@ -438,25 +438,25 @@ TEST(CompileCli, DecisionsAloneBuildTheSketchSchedule) {
     return dir.File(name);
   };
   for (int i = 0; i < 3; ++i) {
-    ir::CpuTiling d = search::space::CpuSketch(*dag, host).SampleTiling(rng);
-    auto want = ir::BuildTiledSchedule(*dag, host, d);
+    schedule::CpuTiling d = search::space::CpuSketch(*dag, host).SampleTiling(rng);
+    auto want = schedule::BuildTiledSchedule(*dag, host, d);
     ASSERT_TRUE(want.ok()) << want.status();
     testing::CommandResult r = testing::RunCommand(
         {testing::BinPath("tunefarm"), "compile", "--workload", spec, "--target", "host",
-         "--schedule", write("d.json", ir::kTilingSketchId, d.Encode()), "--emit", "schedule"},
+         "--schedule", write("d.json", schedule::kTilingSketchId, d.Encode()), "--emit", "schedule"},
         dir.path());
     ASSERT_EQ(r.exit_code, 0) << r.err;
     v1::Schedule got;
     ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(r.out, &got).ok()) << r.out;
     EXPECT_GT(got.steps_size(), 0);
-    EXPECT_EQ(ir::ScheduleHash(got), ir::TraceHash(*want)) << r.out;
+    EXPECT_EQ(ir::ScheduleHash(got), schedule::TraceHash(*want)) << r.out;
   }
-  ir::CpuTiling good = search::space::CpuSketch(*dag, host).SampleTiling(rng);
+  schedule::CpuTiling good = search::space::CpuSketch(*dag, host).SampleTiling(rng);
   const std::vector<int64_t> good_d = good.Encode();
   std::vector<int64_t> short_d(good_d.begin(), good_d.end() - 1);
   for (auto [file, target] : std::vector<std::pair<std::string, std::string>>{
-           {write("short.json", ir::kTilingSketchId, short_d), "host"},
-           {write("cpu.json", ir::kTilingSketchId, good_d), "cuda -arch=sm_87"}}) {
+           {write("short.json", schedule::kTilingSketchId, short_d), "host"},
+           {write("cpu.json", schedule::kTilingSketchId, good_d), "cuda -arch=sm_87"}}) {
     testing::CommandResult r =
         testing::RunCommand({testing::BinPath("tunefarm"), "compile", "--workload", spec,
                              "--target", target, "--schedule", file, "--emit", "ir"},
@@ -485,7 +485,7 @@ TEST(CompileCli, Float16AndTensorCoreDecisions) {
   };
   testing::CommandResult r = testing::RunCommand(
       {testing::BinPath("tunefarm"), "compile", "--workload", spec, "--target", "cuda -arch=sm_90",
-       "--schedule", write("tc.json", ir::TensorCoreTiling{}.Encode()), "--emit", "cuda"},
+       "--schedule", write("tc.json", schedule::TensorCoreTiling{}.Encode()), "--emit", "cuda"},
       dir.path());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(absl::StrContains(r.out, "tf_ldmatrix_x4(")) << r.out;

@@ -22,15 +22,15 @@ using ::tunefarm::testing::TempDir;
 class NoMeasurer : public search::Measurer {
  public:
   std::vector<search::MeasureResult> Measure(const search::Task&,
-                                             const std::vector<ir::Trace>& s) override {
+                                             const std::vector<schedule::Trace>& s) override {
     ADD_FAILURE() << "warm start measured " << s.size() << " schedules";
     return std::vector<search::MeasureResult>(s.size());
   }
 };
 
 // A record of `task` with schedule `s`, as a local run stores it.
-v1::Record Stored(const search::Task& task, const ir::Trace& s, search::MeasureResult r) {
-  return search::RecordOf(task, kTargetX86, ir::ToProto(s), r);
+v1::Record Stored(const search::Task& task, const schedule::Trace& s, search::MeasureResult r) {
+  return search::RecordOf(task, kTargetX86, schedule::ToProto(s), r);
 }
 
 // One record maker for local and farm results: what the source says wins
@@ -140,7 +140,7 @@ TEST(WarmStart, RecordRoundTripKeepsTheOutcome) {
   search::MeasureResult ok;
   ok.seconds = 2.5e-5;
   ok.compile_ms = 40;
-  v1::Record r = Stored(t, ir::DefaultSchedule(t.dag, target), ok);
+  v1::Record r = Stored(t, schedule::DefaultSchedule(t.dag, target), ok);
   EXPECT_EQ(r.status(), v1::MEASURE_STATUS_OK);
   EXPECT_DOUBLE_EQ(r.build_sec(), 0.04);
   search::MeasureResult back = search::ResultFromRecord(r);
@@ -150,7 +150,7 @@ TEST(WarmStart, RecordRoundTripKeepsTheOutcome) {
   search::MeasureResult late;
   late.status = search::MeasureResult::Status::kTimeout;
   late.error = "stopped after 0.30 s";
-  v1::Record rt = Stored(t, ir::DefaultSchedule(t.dag, target), late);
+  v1::Record rt = Stored(t, schedule::DefaultSchedule(t.dag, target), late);
   EXPECT_EQ(rt.status(), v1::MEASURE_STATUS_TIMEOUT);
   EXPECT_EQ(rt.costs_sec_size(), 0);
   search::MeasureResult lost = search::ResultFromRecord(rt);

@@ -22,10 +22,10 @@ inline search::space::CpuSketch Space(const ir::ComputeDAG& dag,
 
 // Decisions in wire form (either length) decoded for `dag`; a failed
 // expectation when they do not fit.
-inline ir::CpuTiling Tiling(const ir::ComputeDAG& dag, const std::vector<int64_t>& wire) {
-  std::optional<ir::CpuTiling> t = ir::CpuTiling::Decode(ir::TilingNest::Of(dag), wire);
+inline schedule::CpuTiling Tiling(const ir::ComputeDAG& dag, const std::vector<int64_t>& wire) {
+  std::optional<schedule::CpuTiling> t = schedule::CpuTiling::Decode(schedule::TilingNest::Of(dag), wire);
   EXPECT_TRUE(t.has_value()) << wire.size() << " decisions do not fit the workload";
-  return t.value_or(ir::CpuTiling{});
+  return t.value_or(schedule::CpuTiling{});
 }
 
 }  // namespace tunefarm::testing

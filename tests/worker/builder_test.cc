@@ -30,7 +30,7 @@ v1::BuildRequest Request(const std::string& spec, uint64_t seed) {
   req.mutable_target()->set_spec(t.ToString());
   auto dag = ir::BuildComputeDAG(req.workload());
   std::mt19937_64 rng(seed);
-  *req.mutable_schedule() = ir::ToProto(seed == 0 ? ir::DefaultSchedule(*dag, t)
+  *req.mutable_schedule() = schedule::ToProto(seed == 0 ? schedule::DefaultSchedule(*dag, t)
                                                   : search::space::RandomSchedule(*dag, t, rng));
   req.set_kind(v1::ARTIFACT_KIND_SHARED_OBJECT);
   return req;
@@ -173,7 +173,7 @@ TEST(Worker, BuildsCudaModulesWithTheirLaunches) {
   ASSERT_TRUE(t.ok());
   auto dag = ir::BuildComputeDAG(req.workload());
   ASSERT_TRUE(dag.ok());
-  *req.mutable_schedule() = ir::ToProto(ir::DefaultSchedule(*dag, *t));
+  *req.mutable_schedule() = schedule::ToProto(schedule::DefaultSchedule(*dag, *t));
   req.set_kind(v1::ARTIFACT_KIND_CUBIN);
   v1::BuildResult r = worker::Build(req);
   ASSERT_TRUE(r.error().empty()) << r.error();
