@@ -1,5 +1,6 @@
-// CPU code generation: loop IR -> LLVM IR (IRBuilder) -> O3 for a
-// TargetMachine built from the target -> ELF object -> shared object (lld).
+// CPU code generation: loop IR -> LLVM IR (CpuEmitter, cpu_emitter.h, on
+// the LoopEmitter the NVPTX back end shares) -> O3 for a TargetMachine
+// built from the target -> ELF object -> shared object (lld).
 // Works for any x86_64 or aarch64 target from this machine. Thread safe: each
 // call owns its LLVMContext.
 #pragma once

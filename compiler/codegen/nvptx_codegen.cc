@@ -11,7 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
-#include "compiler/codegen/llvm_ops.h"
+#include "compiler/codegen/loop_emitter.h"
 #include "compiler/codegen/llvm_target.h"
 #include "compiler/ir/functor.h"
 #include "compiler/schedule/gpu_launch.h"
@@ -85,39 +85,26 @@ class Accesses : public ir::StmtVisitor {
   }
 };
 
-// One kernel (a GpuLaunch) as an LLVM function: the launch's bound loops
-// read the block and thread indices, shared buffers are addrspace(3)
-// globals, local ones allocas, barriers llvm.nvvm.barrier0.
-class KernelGen : public ir::ExprFunctor<llvm::Value*()>, public ir::StmtFunctor<void()> {
-  using ExprFunctor::Visit;
-  using StmtFunctor::Visit;
-
+// One kernel (a GpuLaunch) as an LLVM function on LoopEmitter: the
+// launch's bound loops read the block and thread indices, shared buffers
+// are addrspace(3) globals, local ones allocas, barriers
+// llvm.nvvm.barrier0; float16 tensors are held as half.
+class KernelGen : public LoopEmitter {
  public:
   // `wide_index`: 64-bit index math (a tensor of 2^31 elements or more);
   // else 32-bit, as the CUDA C back end does (64-bit multiplies are slow).
   KernelGen(llvm::Module& mod, const ir::ComputeDAG& dag, const schedule::GpuLaunch& launch,
             std::string name, bool wide_index)
-      : ctx_(mod.getContext()),
-        mod_(mod),
-        b_(ctx_),
+      : LoopEmitter(mod, dag,
+                    wide_index ? llvm::Type::getInt64Ty(mod.getContext())
+                               : llvm::Type::getInt32Ty(mod.getContext())),
         launch_(launch),
-        buffers_(dag.tensors.size(), nullptr) {
-    for (const ir::TensorDecl& t : dag.tensors) {
-      shapes_.push_back(t.shape);
-      half_.push_back(t.float16);
-    }
+        f16_(llvm::Type::getHalfTy(ctx_)) {
+    for (const ir::TensorDecl& t : dag.tensors) half_.push_back(t.float16);
     kernel_.name = std::move(name);
     kernel_.grid = launch.grid;
     kernel_.block = launch.block;
     kernel_.shared_bytes = launch.shared_bytes;
-    ptr_ = llvm::PointerType::getUnqual(ctx_);
-    idx_ = wide_index ? llvm::Type::getInt64Ty(ctx_) : llvm::Type::getInt32Ty(ctx_);
-    i32_ = llvm::Type::getInt32Ty(ctx_);
-    f32_ = llvm::Type::getFloatTy(ctx_);
-    f16_ = llvm::Type::getHalfTy(ctx_);
-    llvm::FastMathFlags fmf;
-    fmf.setAllowContract(true);  // a*b+c may become an FMA, as nvcc's default
-    b_.setFastMathFlags(fmf);
   }
 
   GpuKernel Emit(const std::set<int>& global_tensors) {
@@ -141,10 +128,26 @@ class KernelGen : public ir::ExprFunctor<llvm::Value*()>, public ir::StmtFunctor
     Annotate("maxntidx", kernel_.threads());
     entry_ = llvm::BasicBlock::Create(ctx_, "entry", fn_);
     b_.SetInsertPoint(entry_);
-    // Up to the static limit, one addrspace(3) array per buffer; past it
-    // the buffers are carved from the module's extern shared array (dynamic
-    // shared memory the launch passes) at the launch's layout, as the CUDA
-    // back end does.
+    PlaceSharedBuffers();
+    for (const auto& [var, kind] : launch_.bound) Bind(var, LaunchIndex(kind));
+    GenStmt(launch_.nest);
+    b_.CreateRetVoid();
+    return kernel_;
+  }
+
+ private:
+  void Annotate(const char* key, int64_t value) {
+    llvm::NamedMDNode* md = mod_.getOrInsertNamedMetadata("nvvm.annotations");
+    md->addOperand(llvm::MDNode::get(
+        ctx_, {llvm::ValueAsMetadata::get(fn_), llvm::MDString::get(ctx_, key),
+               llvm::ConstantAsMetadata::get(llvm::ConstantInt::get(i32_, value))}));
+  }
+
+  // Up to the static limit, one addrspace(3) array per buffer; past it the
+  // buffers are carved from the module's extern shared array (dynamic
+  // shared memory the launch passes) at the launch's layout, as the CUDA
+  // back end does.
+  void PlaceSharedBuffers() {
     kernel_.dynamic_shared = launch_.DynamicShared();
     llvm::GlobalVariable* dynamic = nullptr;
     if (kernel_.dynamic_shared) {
@@ -176,63 +179,28 @@ class KernelGen : public ir::ExprFunctor<llvm::Value*()>, public ir::StmtFunctor
       buffers_[size_t(tensor)] = llvm::ConstantExpr::getAddrSpaceCast(g, ptr_);
     }
     if (dynamic != nullptr) kernel_.shared_bytes = launch_.shared_end;
-    for (const auto& [var, kind] : launch_.bound) {
-      const int axis = ir::BindingAxis(kind);
-      static const llvm::Intrinsic::ID kBlock[] = {llvm::Intrinsic::nvvm_read_ptx_sreg_ctaid_x,
-                                                   llvm::Intrinsic::nvvm_read_ptx_sreg_ctaid_y,
-                                                   llvm::Intrinsic::nvvm_read_ptx_sreg_ctaid_z};
-      static const llvm::Intrinsic::ID kThread[] = {llvm::Intrinsic::nvvm_read_ptx_sreg_tid_x,
-                                                    llvm::Intrinsic::nvvm_read_ptx_sreg_tid_y,
-                                                    llvm::Intrinsic::nvvm_read_ptx_sreg_tid_z};
-      llvm::Function* f = llvm::Intrinsic::getDeclaration(
-          &mod_, ir::IsBlockBound(kind) ? kBlock[axis] : kThread[axis]);
-      vars_[var] = b_.CreateZExt(b_.CreateCall(f), idx_);
-    }
-    Gen(launch_.nest);
-    b_.CreateRetVoid();
-    return kernel_;
   }
 
- private:
-  void Annotate(const char* key, int64_t value) {
-    llvm::NamedMDNode* md = mod_.getOrInsertNamedMetadata("nvvm.annotations");
-    md->addOperand(llvm::MDNode::get(
-        ctx_, {llvm::ValueAsMetadata::get(fn_), llvm::MDString::get(ctx_, key),
-               llvm::ConstantAsMetadata::get(llvm::ConstantInt::get(i32_, value))}));
+  // The block or thread index a loop of `kind` is bound to.
+  llvm::Value* LaunchIndex(ir::ForKind kind) {
+    const int axis = ir::BindingAxis(kind);
+    static const llvm::Intrinsic::ID kBlock[] = {llvm::Intrinsic::nvvm_read_ptx_sreg_ctaid_x,
+                                                 llvm::Intrinsic::nvvm_read_ptx_sreg_ctaid_y,
+                                                 llvm::Intrinsic::nvvm_read_ptx_sreg_ctaid_z};
+    static const llvm::Intrinsic::ID kThread[] = {llvm::Intrinsic::nvvm_read_ptx_sreg_tid_x,
+                                                  llvm::Intrinsic::nvvm_read_ptx_sreg_tid_y,
+                                                  llvm::Intrinsic::nvvm_read_ptx_sreg_tid_z};
+    llvm::Function* f = llvm::Intrinsic::getDeclaration(
+        &mod_, ir::IsBlockBound(kind) ? kBlock[axis] : kThread[axis]);
+    return b_.CreateZExt(b_.CreateCall(f), idx_);
   }
 
-  llvm::Type* TypeOf(ScalarType t) { return LlvmType(ctx_, t, idx_); }
   // How a tensor's elements are held: float, or half (float16 tensors).
-  llvm::Type* ElementType(int tensor) const { return half_[size_t(tensor)] ? f16_ : f32_; }
+  llvm::Type* ElementType(int tensor) const override { return half_[size_t(tensor)] ? f16_ : f32_; }
   llvm::Align ElementAlign(int tensor) const { return llvm::Align(half_[size_t(tensor)] ? 2 : 4); }
 
-  llvm::Value* Address(int tensor, const std::vector<Expr>& idx) {
-    std::vector<llvm::Value*> values;
-    for (const Expr& e : idx) values.push_back(GenExpr(e));
-    llvm::Value* flat = RowMajorIndex(b_, shapes_[size_t(tensor)], values, idx_);
-    llvm::Value* base = buffers_[size_t(tensor)];
-    TF_CHECK(base != nullptr && "a tensor without a buffer in the GPU back end");
-    return b_.CreateInBoundsGEP(ElementType(tensor), base, flat);
-  }
-
-  llvm::Value* GenExpr(const Expr& e) { return Visit(e); }
-
-  // One method per expression kind (ir::ExprFunctor).
-  llvm::Value* VisitIntImm(const Expr& e) override {
-    return llvm::ConstantInt::get(idx_, uint64_t(e->int_value), true);
-  }
-  llvm::Value* VisitFloatImm(const Expr& e) override {
-    return llvm::ConstantFP::get(TypeOf(e->type), e->float_value);
-  }
-  llvm::Value* VisitVar(const Expr& e) override {
-    auto it = vars_.find(e.get());
-    TF_CHECK(it != vars_.end() && "unbound loop variable in the GPU back end");
-    return it->second;
-  }
-  llvm::Value* VisitBinary(const Expr& e) override {
-    const ExprNode& n = *e.get();
-    llvm::Value* a = GenExpr(n.args[0]);
-    llvm::Value* c = GenExpr(n.args[1]);
+  // Integer division and remainder by a power of two as a shift and a mask.
+  llvm::Value* EmitBinary(const ExprNode& n, llvm::Value* a, llvm::Value* c) override {
     int64_t k = 0;
     const bool pow2 = ir::IsConstInt(n.args[1], &k) && k > 0 && (k & (k - 1)) == 0;
     if (!ir::IsFloat(n.type) && pow2) {
@@ -240,46 +208,9 @@ class KernelGen : public ir::ExprFunctor<llvm::Value*()>, public ir::StmtFunctor
       if (n.op == Op::kFloorDiv) return b_.CreateAShr(a, uint64_t(llvm::Log2_64(uint64_t(k))));
       if (n.op == Op::kFloorMod) return b_.CreateAnd(a, llvm::ConstantInt::get(idx_, k - 1));
     }
-    if (llvm::Value* v = BinaryOp(b_, n.op, ir::IsFloat(n.type), a, c)) return v;
-    TF_CHECK(false && "unsupported binary op in the GPU back end");
-    return nullptr;
+    return LoopEmitter::EmitBinary(n, a, c);
   }
-  llvm::Value* VisitCmp(const Expr& e) override {
-    const ExprNode& n = *e.get();
-    llvm::Value* a = GenExpr(n.args[0]);
-    llvm::Value* c = GenExpr(n.args[1]);
-    const bool f = ir::IsFloat(n.args[0]->type);
-    const llvm::CmpInst::Predicate p = ComparePredicate(n.op, f);
-    return f ? b_.CreateFCmp(p, a, c) : b_.CreateICmp(p, a, c);
-  }
-  llvm::Value* VisitAnd(const Expr& e) override {
-    return b_.CreateAnd(GenExpr(e->args[0]), GenExpr(e->args[1]));
-  }
-  llvm::Value* VisitOr(const Expr& e) override {
-    return b_.CreateOr(GenExpr(e->args[0]), GenExpr(e->args[1]));
-  }
-  llvm::Value* VisitNot(const Expr& e) override { return b_.CreateNot(GenExpr(e->args[0])); }
-  llvm::Value* VisitSelect(const Expr& e) override {
-    llvm::Value* cond = GenExpr(e->args[0]);
-    return b_.CreateSelect(cond, GenExpr(e->args[1]), GenExpr(e->args[2]));
-  }
-  llvm::Value* VisitCast(const Expr& e) override {
-    const ExprNode& n = *e.get();
-    llvm::Value* x = GenExpr(n.args[0]);
-    const bool from_f = ir::IsFloat(n.args[0]->type), to_f = ir::IsFloat(n.type);
-    llvm::Type* to = TypeOf(n.type);
-    if (n.type == ScalarType::kBool) {
-      return from_f ? b_.CreateFCmpUNE(x, llvm::ConstantFP::get(x->getType(), 0))
-                    : b_.CreateICmpNE(x, llvm::ConstantInt::get(x->getType(), 0));
-    }
-    if (n.args[0]->type == ScalarType::kBool) {
-      return to_f ? b_.CreateUIToFP(x, to) : b_.CreateZExt(x, to);
-    }
-    if (!from_f && to_f) return b_.CreateSIToFP(x, to);
-    if (from_f && !to_f) return b_.CreateFPToSI(x, to);
-    if (from_f && to_f) return b_.CreateFPCast(x, to);
-    return b_.CreateIntCast(x, to, true);
-  }
+
   llvm::Value* VisitCall(const Expr& e) override {
     const ExprNode& n = *e.get();
     llvm::Value* x = GenExpr(n.args[0]);
@@ -311,7 +242,8 @@ class KernelGen : public ir::ExprFunctor<llvm::Value*()>, public ir::StmtFunctor
     return b_.CreateCall(f, {x});
   }
   llvm::Value* VisitLoad(const Expr& e) override {
-    llvm::Value* v = b_.CreateAlignedLoad(ElementType(e->tensor), Address(e->tensor, e->args),
+    llvm::Value* v = b_.CreateAlignedLoad(ElementType(e->tensor),
+                                          ElementAddress(e->tensor, e->args),
                                           ElementAlign(e->tensor));
     return half_[size_t(e->tensor)] ? b_.CreateFPExt(v, f32_) : v;
   }
@@ -319,8 +251,6 @@ class KernelGen : public ir::ExprFunctor<llvm::Value*()>, public ir::StmtFunctor
     TF_CHECK(false && "unsupported expression in the GPU back end");
     return nullptr;
   }
-
-  void Gen(const Stmt& s) { Visit(s); }
 
   // One method per statement kind (ir::StmtFunctor).
   void VisitFor(const Stmt& s) override {
@@ -335,52 +265,26 @@ class KernelGen : public ir::ExprFunctor<llvm::Value*()>, public ir::StmtFunctor
             b_.CreateICmpSLT(VisitVar(s->var), llvm::ConstantInt::get(idx_, s->extent));
         Guarded(in, s->body[0]);
       } else {
-        Gen(s->body[0]);
+        GenStmt(s->body[0]);
       }
       return;
     }
-    llvm::BasicBlock* pre = b_.GetInsertBlock();
-    auto* header = llvm::BasicBlock::Create(ctx_, "loop", fn_);
-    auto* body = llvm::BasicBlock::Create(ctx_, "body", fn_);
-    auto* exit = llvm::BasicBlock::Create(ctx_, "exit", fn_);
-    b_.CreateBr(header);
-    b_.SetInsertPoint(header);
-    llvm::PHINode* phi = b_.CreatePHI(idx_, 2, s->var->name);
-    phi->addIncoming(llvm::ConstantInt::get(idx_, 0), pre);
-    b_.CreateCondBr(b_.CreateICmpSLT(phi, llvm::ConstantInt::get(idx_, s->extent)), body, exit);
-    b_.SetInsertPoint(body);
-    vars_[s->var.get()] = phi;
-    Gen(s->body[0]);
-    vars_.erase(s->var.get());
-    llvm::Value* next = b_.CreateAdd(phi, llvm::ConstantInt::get(idx_, 1), "", true, true);
-    llvm::BranchInst* back = b_.CreateBr(header);
-    if (s->for_kind == ir::ForKind::kUnrolled || s->for_kind == ir::ForKind::kVThread) {
-      llvm::MDNode* unroll =
-          llvm::MDNode::get(ctx_, {llvm::MDString::get(ctx_, "llvm.loop.unroll.full")});
-      llvm::MDNode* md = llvm::MDNode::getDistinct(ctx_, {nullptr, unroll});
-      md->replaceOperandWith(0, md);
-      back->setMetadata(llvm::LLVMContext::MD_loop, md);
-    }
-    phi->addIncoming(next, b_.GetInsertBlock());
-    b_.SetInsertPoint(exit);
-  }
-  void Guarded(llvm::Value* cond, const Stmt& body) {
-    auto* then = llvm::BasicBlock::Create(ctx_, "then", fn_);
-    auto* done = llvm::BasicBlock::Create(ctx_, "done", fn_);
-    b_.CreateCondBr(cond, then, done);
-    b_.SetInsertPoint(then);
-    Gen(body);
-    b_.CreateBr(done);
-    b_.SetInsertPoint(done);
+    const bool unrolled =
+        s->for_kind == ir::ForKind::kUnrolled || s->for_kind == ir::ForKind::kVThread;
+    EmitCountedLoop(s->var->name, llvm::ConstantInt::get(idx_, 0),
+                    llvm::ConstantInt::get(idx_, s->extent),
+                    unrolled ? LoopMetadata(ir::ForKind::kUnrolled) : nullptr,
+                    [&](llvm::Value* i) {
+                      Bind(s->var.get(), i);
+                      GenStmt(s->body[0]);
+                      Unbind();
+                    });
   }
   void VisitStore(const Stmt& s) override {
     llvm::Value* v = GenExpr(s->value);
     if (!v->getType()->isFloatTy()) v = b_.CreateFPCast(v, f32_);
     if (half_[size_t(s->tensor)]) v = b_.CreateFPTrunc(v, f16_);  // round to nearest even
-    b_.CreateAlignedStore(v, Address(s->tensor, s->indices), ElementAlign(s->tensor));
-  }
-  void VisitSeq(const Stmt& s) override {
-    for (const Stmt& b : s->body) Gen(b);
+    b_.CreateAlignedStore(v, ElementAddress(s->tensor, s->indices), ElementAlign(s->tensor));
   }
   void VisitIf(const Stmt& s) override { Guarded(GenExpr(s->cond), s->body[0]); }
   void VisitAllocate(const Stmt& s) override {
@@ -397,7 +301,7 @@ class KernelGen : public ir::ExprFunctor<llvm::Value*()>, public ir::StmtFunctor
       a->setAlignment(llvm::Align(16));
       buffers_[t] = a;
     }  // shared: an addrspace(3) global made at the top
-    Gen(s->body[0]);
+    GenStmt(s->body[0]);
     shapes_[t] = saved_shape;
     buffers_[t] = saved_buffer;
   }
@@ -406,19 +310,12 @@ class KernelGen : public ir::ExprFunctor<llvm::Value*()>, public ir::StmtFunctor
   }
   void VisitDefault(const Stmt&) override {}
 
-  llvm::LLVMContext& ctx_;
-  llvm::Module& mod_;
-  llvm::IRBuilder<> b_;
+
   const schedule::GpuLaunch& launch_;
   GpuKernel kernel_;
-  std::vector<std::vector<int64_t>> shapes_;
   std::vector<bool> half_;  // per tensor: held as float16
-  std::vector<llvm::Value*> buffers_;
-  std::unordered_map<const ExprNode*, llvm::Value*> vars_;
-  llvm::Function* fn_ = nullptr;
   llvm::BasicBlock* entry_ = nullptr;
-  llvm::PointerType* ptr_;
-  llvm::Type *idx_, *i32_, *f32_, *f16_;  // idx_: the IR's integers (i32 where every tensor fits)
+  llvm::Type* f16_;
 };
 
 // Links the libdevice functions `mod` calls into it (only those), then
