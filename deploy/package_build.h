@@ -3,10 +3,12 @@
 // chosen schedule, or its default schedule) placed where the last node it
 // fuses was; BatchNorm and constant bias adds are folded into the kernel's
 // weights and bias; weights are packed into the layouts the schedules chose;
-// every other node runs natively in the graph runtime. All kernels read and
-// write NCHW (the layout ONNX models come in), so no layout transforms appear
-// between tuned and untuned layers. Intermediates share one arena, planned
-// statically from their lifetimes.
+// every other node runs natively in the graph runtime. Values are NCHW (the
+// layout ONNX models come in) unless the tasks are channels-last
+// (BuildOptions::channels_last): then convolutions and what runs between
+// them read and write NHWC, and a Transpose step is placed where an NCHW
+// node meets an NHWC value (package_layouts.cc). Intermediates share one
+// arena, planned statically from their lifetimes.
 #pragma once
 
 #include <functional>

@@ -3,9 +3,9 @@
 // Constant nodes, and shape arithmetic folded once the input shapes are
 // fixed: Shape -> Gather/Slice -> Concat -> Reshape).
 //
-//   deploy::ImportOptions o;
+//   frontend::ImportOptions o;
 //   o.input_shapes["images"] = {1, 3, 640, 640};  // for dynamic dimensions
-//   TF_ASSIGN_OR_RETURN(deploy::Model m, deploy::ImportOnnxFile("yolo.onnx", o));
+//   TF_ASSIGN_OR_RETURN(frontend::Model m, frontend::ImportOnnxFile("yolo.onnx", o));
 //
 // Errors name what is wrong: a file that is not an ONNX model, an IR
 // version or opset outside what is supported, an unsupported operator (with
