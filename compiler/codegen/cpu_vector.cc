@@ -77,9 +77,7 @@ llvm::Value* CpuEmitter::ScalarAddress(int tensor, const ir::Expr& flat) {
 // padding lane): element 0 where the whole vector starts past the
 // tensor's end, so every lane is masked off there. A masked-off lane on an
 // unmapped page is not read, but the core pays an assist for it on every
-// access: a tile whose last channel blocks lay past a 264 KB weight
-// (malloc maps such buffers alone, so what follows is unmapped) ran 10-30x
-// slower, depending on where the allocator had put the weight.
+// access (docs/tuning-guide.md).
 llvm::Value* CpuEmitter::MaskedAddress(int tensor, const ir::Expr& flat) {
   llvm::Value* index = ScalarIndex(flat);
   llvm::Value* past =
@@ -278,8 +276,7 @@ void CpuEmitter::GenVectorStore(const ir::StmtNode& s) {
       // A guarded store to a stack tile, every lane inside it whatever the
       // guard: the lanes the guard leaves off keep their value, through a
       // blend and a plain store. A masked store would keep the tile in
-      // memory: an accumulator tile over 258 channels (16-lane blocks, the
-      // last guarded) ran 4-7x slower so.
+      // memory (docs/tuning-guide.md).
       llvm::Value* addr = ScalarAddress(s.tensor, flat);
       llvm::Value* old = b_.CreateAlignedLoad(v->getType(), addr, llvm::Align(4));
       b_.CreateAlignedStore(b_.CreateSelect(mask, v, old), addr, llvm::Align(4));
@@ -389,7 +386,7 @@ void CpuEmitter::GenVectorLoop(const ir::StmtNode& s) {
   // A lane count that divides the extent where one does; else full
   // registers and then one narrower vector for the rest. No chunk is
   // masked for the extent: masked stores cost many times a plain store on
-  // some cores (8x on AMD Zen 3, measured), and a masked store to a local
+  // some cores (docs/tuning-guide.md), and a masked store to a local
   // tile keeps it out of registers. (LLVM splits an odd-width vector into
   // legal pieces without touching memory past it.)
   int lanes = 0;

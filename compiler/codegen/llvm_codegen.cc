@@ -91,10 +91,9 @@ absl::StatusOr<CpuArtifact> CompileCpu(const ir::ComputeDAG& dag, const ir::Stmt
     llvm::PipelineTuningOptions pto;
     pto.LoopVectorization = true;
     // No SLP vectorizer: LLVM 19's miscompiles fully unrolled scalar
-    // reductions into a buffer inside an outlined parallel loop (a random
-    // conv2d_nhwc schedule of the property test read 2.34 for 3.15; bisected
-    // to SLPVectorizerPass on tf_par_1), and upstream has fixed several such
-    // SLP bugs since. Vector code comes from vectorized loops (our own vector
+    // reductions into a buffer inside an outlined parallel loop
+    // (docs/tuning-guide.md), and upstream has fixed several such SLP bugs
+    // since. Vector code comes from vectorized loops (our own vector
     // IR, and the loop vectorizer), which the schedules ask for explicitly.
     pto.SLPVectorization = false;
     llvm::PassBuilder pb(tm.get(), pto);

@@ -540,9 +540,7 @@ absl::StatusOr<TaskExtraction> ExtractTasks(const Model& model, const ExtractOpt
       // Whole channel vectors, or any count between channels-last layers
       // (reading a value written so, read only by convolutions): there a
       // narrow NHWC layer costs less than the conversions NCHW needs around
-      // it. PP-OCRv4 det's 1x1 layers at 1 thread, NHWC against NCHW +
-      // Transposes: C48 H160 K12 0.92 against 0.38 + 0.94 + 0.22 ms, C96 H80
-      // K18 0.34 against 0.49 + 0.47 + 0.09 ms. (A head read by a Reshape,
+      // it (docs/tuning-guide.md). (A head read by a Reshape,
       // as YOLO's K=255, stays NCHW: its output would be converted back.)
       const std::string& out_value = model.nodes[size_t(taken.back())].outputs[0];
       // (A transposed convolution's channels must be whole vectors of 4, as
@@ -570,9 +568,8 @@ absl::StatusOr<TaskExtraction> ExtractTasks(const Model& model, const ExtractOpt
                      (out_channels % std::min<int64_t>(options.lanes, 8) == 0 || between_nhwc) &&
                      model.shapes.at(n.inputs[0]).size() == 4 &&
                      model.shapes.at(n.outputs[0]).size() == 4;
-      // Except where Winograd takes them (at most 14x14 and 7x7 stay
-      // NCHW then: ResNet-18's 14x14 3x3 layers, GFLOP/s at 1 thread, NCHW
-      // 158, NHWC Winograd 232; 7x7, an odd output, is not Winograd's).
+      // Except where Winograd takes them, layers of at most 14x14 stay
+      // NCHW (docs/tuning-guide.md); 7x7, an odd output, is not Winograd's.
       if (conv_ok && !options.gpu && !transpose && cw.conv2d().groups() == 1 &&
           cw.inputs(1).shape(2) * cw.inputs(1).shape(3) > 1) {
         const Shape& o = model.shapes.at(n.outputs[0]);

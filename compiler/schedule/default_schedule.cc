@@ -73,10 +73,8 @@ Trace DefaultSchedule(const ComputeDAG& dag, const Target& target) {
   for (size_t i = 0; i < dag.stages.size(); ++i) {
     const Stage& s = dag.stages[i];
     // Padding is inlined into its readers too: the codegen reads a padded
-    // row as one masked load (no gather, no extra pass). Measured on the
-    // default schedules of depthwise 3x3 C144 H56 (19 -> 29 GFLOP/s),
-    // C96 H112 stride 2 (2.0 -> 8.3) and max pooling 3x3 stride 2 (1.0 ->
-    // 4.0) on 1 thread, against padding as a pass of its own.
+    // row as one masked load (no gather, no extra pass), 1.5-4x a pass of
+    // its own on depthwise and pooling layers (docs/tuning-guide.md).
     if (s.inlinable && s.output != dag.output) {
       apply(ComputeInlineStep{int(i)});
     }
@@ -85,16 +83,15 @@ Trace DefaultSchedule(const ComputeDAG& dag, const Target& target) {
     if (st.stages()[i].location == StageState::Location::kInline) continue;
     const Stage& s = dag.stages[i];
     int ns = int(s.axes.size()), nr = int(s.reduce_axes.size());
-    // (Fusing a short innermost axis with the one before it was measured
-    // slower: the fused index turns the input loads into gathers.)
+    // (No fusing of a short innermost axis with the one before it: the
+    // fused index turns the input loads into gathers.)
     int inner_axes = 1;
     int last = ns - inner_axes;
     if (int gather = TransposedAxis(s); gather >= 0) {
       // A transpose: the output axis the input's rows run along goes just
       // outside the innermost, so the input rows one outer iteration
       // gathers from stay in cache while every output row they feed is
-      // written (PP-OCRv4 det's 1x320x320x24 NHWC -> NCHW at 1 thread: 8.3 -> 1.8
-      // ms; the native Transpose 3.5 ms).
+      // written (docs/tuning-guide.md).
       ReorderStep ro{int(i)};
       for (int k = 0; k < ns - 1; ++k)
         if (k != gather) ro.order.push_back(k);

@@ -201,9 +201,8 @@ absl::StatusOr<Trace> RowTiledConv(const ComputeDAG& dag, const Target& target, 
   t.spatial[3].unroll = true;
   if (channels) {
     // Accumulators: channels x vectors, the input vectors and a broadcast
-    // weight beside them in the register file (16 with AVX2, 32 otherwise).
-    // Measured on C128 1x1 K255 H80 (AVX2): 2 vectors x 5 channels 57
-    // GFLOP/s, 2 rows 41, 1 vector 44; packing the input rows 54.
+    // weight beside them in the register file (16 with AVX2, 32 otherwise)
+    // (docs/tuning-guide.md).
     const int64_t budget = AccumulatorBudget(lanes);
     const int64_t cols = ChannelTileRow(w, lanes, 2), vectors = VectorRegisters(cols, lanes);
     t.pad_pass = true;
@@ -212,11 +211,8 @@ absl::StatusOr<Trace> RowTiledConv(const ComputeDAG& dag, const Target& target, 
     t.spatial[1].unroll = true;
   } else {
     // The input streams through once, row after row, with no padded copy to
-    // write and read; inside a model a layer's input is not in cache.
-    // Measured at 1 thread (AVX2) on MobileNetV2's C96 H112 stride 2, cache
-    // flushed, 16 columns x 4 rows with a padding pass 2.8-3.2 ms, whole rows
-    // inline 1.3; in the model 2.75 -> 0.40-0.78 ms, its 17 depthwise layers
-    // 6.3 -> 2.1 ms.
+    // write and read; inside a model a layer's input is not in cache
+    // (docs/tuning-guide.md).
     const int64_t budget = lanes == 8 ? 8 : 16;
     const int64_t row = RowTile(w, lanes, budget), vectors = VectorRegisters(row, lanes);
     t.pad_pass = false;
@@ -247,11 +243,9 @@ ConvTile PickConvTile(const ComputeDAG& dag, const Target& target) {
   // a broadcast must fit the register file with room for LLVM's scheduling:
   // 32 vector registers with AVX-512 and NEON, 16 with AVX2.
   int64_t budget = AccumulatorBudget(lanes);
-  // Few input channels (an RGB stem): at most 2 channel vectors. Measured
-  // at 1 / 2 threads on ResNet-18's 7x7 stride-2 stem (C = 3, K = 64):
-  // 4 cols x 4 vectors 73 / 106 GFLOP/s, 8 x 2 113 / 153. The same cap on
-  // layers with many input channels lost up to 2x (YOLO's 1x1 C256 convs),
-  // so it stays with the shallow reductions it was measured on.
+  // Few input channels (an RGB stem): at most 2 channel vectors; only
+  // there, as layers with many input channels lose by it
+  // (docs/tuning-guide.md).
   const bool shallow = s.reduce_axes[0].extent < lanes;
   int64_t best_acc = 0, best_loads = 0;
   for (int64_t cols = 1; cols <= std::min<int64_t>(w, 16); ++cols) {
@@ -383,21 +377,15 @@ bool PrefersRowConv(const ComputeDAG& dag, const Target& target) {
   const Stage& s = dag.stages[conv];
   const int64_t lanes = target.float_lanes(), k = s.axes[1].extent, w = s.axes[3].extent;
   // Output channels in whole vectors, or the channel-vector schedule runs
-  // every block guarded: YOLOv5s's 255-channel heads ran at 4 GFLOP/s
-  // (1 thread, AVX2) and at 41-57 along rows. Unless a row fills under half
-  // a vector: Silero VAD's STFT as a convolution (258 channels, rows of 3,
-  // a 256-deep reduction) ran at 27 GFLOP/s along rows (1 thread,
-  // AVX-512) and at 80-90 over guarded channel vectors.
+  // every block guarded; unless a row fills under half a vector
+  // (docs/tuning-guide.md).
   if (k % lanes != 0) return 2 * w >= lanes || k < lanes;
   int64_t depth = 1;
   for (const IterVar& r : s.reduce_axes) depth *= r.extent;
   const int64_t channels = s.reduce_axes[0].extent;
   // A shallow reduction leaves the channel-vector tile little work per
-  // write-back, and a stride makes the row loads strided. Measured at 1
-  // thread (AVX2), channel vectors -> rows, GFLOP/s: C16 1x1 K96 H112 30 ->
-  // 69, C24 1x1 K144 H56 41 -> 73, C32 3x3 K32 H160 33 -> 74, C64 1x1 K64
-  // H160 19 -> 40; deeper ones go the other way (C128 1x1 K128 H40 30 ->
-  // 21, C64 3x3 K64 H56 71 -> 55), strided ones by 1.5-3x.
+  // write-back, and a stride makes the row loads strided
+  // (docs/tuning-guide.md).
   bool strided = false;
   VisitLoads(s.body, [&](const ExprNode& n) {
     if (dag.tensors[n.tensor].is_constant || n.args.empty()) return;
@@ -432,18 +420,12 @@ absl::StatusOr<Trace> NhwcConv2dSchedule(const ComputeDAG& dag, const Target& ta
   // Register tile: 2 channel vectors x 2 columns x as many rows as the
   // accumulators allow (12 of AVX2's 16 registers, 24 of 32 otherwise),
   // the input channels innermost in the reduction so both the packed
-  // weight and the input row stream contiguously. Measured at 1 thread
-  // (AVX2), GFLOP/s for C64 H56 / C128 H28 / C256 H14 3x3: 2x2x3 96 / 76 /
-  // 65; 4 columns x 2 vectors 88 / 59 / 44; 7 x 1 x 2 rows 80 / 63 / 51;
-  // the input channels outermost instead 83 / - / 42.
+  // weight and the input row stream contiguously (docs/tuning-guide.md).
   const int64_t budget = AccumulatorBudget(target.float_lanes());
   // Up to two vectors of channels; narrower vectors up to three of the
   // target's width (AVX-512: K = 24 three 8-lane vectors, K = 200 five).
   // Three vectors where they are all the channels (AVX2 K = 24: each
-  // input load feeds every output channel). Measured at 1 thread (AVX2),
-  // ms, 3 vectors x 2 x 2 against 1 x 2 x 6: 1x1 C144 K24 H56 0.26 /
-  // 0.46, C96 K24 H56 0.18 / 0.24; 3x3 C24 K24 H56 0.40 / 0.62, C48 K24
-  // H40 0.41 / 0.91; at 2 threads 1x1 C144 K24 H56 0.14 / 0.24.
+  // input load feeds every output channel).
   int64_t vectors = lanes == target.float_lanes()
                         ? (k / lanes == 3 ? 3 : DivisorAtMost(k / lanes, 2))
                         : DivisorAtMost(k / lanes, 3 * target.float_lanes() / lanes);
@@ -451,14 +433,9 @@ absl::StatusOr<Trace> NhwcConv2dSchedule(const ComputeDAG& dag, const Target& ta
   int64_t rows = std::clamp<int64_t>(budget / (vectors * cols), 1, h);
   // Under AVX-512, two or more whole vectors of channels: a GEMM's tile of
   // up to 4 vectors x consecutive pixels of one row. Unstrided 1x1 layers
-  // reduce in steps of 2 over the unpacked weight: GFLOP/s at 1 thread,
-  // best of 2, C256 K128 H40 / C64 K64 H160 / C24 K144 H56: 143 / 106 /
-  // 142 against the tile below 67 / 53 / 51 (a 96-trial tune of the first:
-  // 149). Others take the whole window inside the tile: 3x3 C128 K128 H40 /
-  // C64 K64 H56 / C64 K128 H160 stride 2: 152-160 / 162-165 / 128-131
-  // against 93-96 / 99-101 / 122-126 (what 128-trial tunes found, 125 on
-  // the last). Fewer channels lost (1x1 K16 H112: 0.12 -> 0.17 ms). (Deep
-  // layers of little spatial extent take the blocked tile further below.)
+  // reduce in steps of 2 over the unpacked weight; others take the whole
+  // window inside the tile. (Deep layers of little spatial extent take the
+  // blocked tile further below.)
   const bool pointwise = s.reduce_axes[1].extent * s.reduce_axes[2].extent == 1 && !strided;
   bool gemm_tile = false;
   if (target.float_lanes() == 16 && lanes == 16 && k / lanes >= 2) {
@@ -470,8 +447,7 @@ absl::StatusOr<Trace> NhwcConv2dSchedule(const ComputeDAG& dag, const Target& ta
     }
   }
   // Short images (a text line's 2 or 3 rows) widen the tile along the row
-  // instead. Measured at 1 thread (AVX-512) on C32 1x1 K200 H2 W96: 2 x 2
-  // x 1 vector 38 GFLOP/s, NCHW's default 100.
+  // instead.
   if (vectors * cols * rows < budget / 2) {
     cols = std::clamp<int64_t>(budget / (vectors * rows), 1, w);
   }
@@ -490,14 +466,8 @@ absl::StatusOr<Trace> NhwcConv2dSchedule(const ComputeDAG& dag, const Target& ta
   }
   const int64_t c = s.reduce_axes[0].extent, r = s.reduce_axes[1].extent;
   // (Under AVX-512 the GEMM tile, where its row holds 16 or more
-  // accumulators: 3x3 C128 K128 H28 126-135 GFLOP/s against 97-127 blocked,
-  // 1x1 C512 K256 H20 101-154 against 68-102; C256 H14's 2-column tile 42-52
-  // against 83-93.)
-  // 1x1 layers keep the register tile above unless its rows and columns
-  // fit the image badly (7x7: 72 pixels computed for 49). Alone at 1
-  // thread (AVX2), ms, that tile against the one-vector tile below: C576
-  // K96 H14 0.26 / 0.42, C512 K256 H20 1.16 / 1.88, C512 K256 H10 0.31 /
-  // 0.53, C144 K32 H28 0.12 / 0.12; C1280 K320 H7 0.93 / 0.65.
+  // accumulators.) 1x1 layers keep the register tile above unless its rows
+  // and columns fit the image badly (7x7: 72 pixels computed for 49).
   const int64_t computed = (h + rows - 1) / rows * rows * ((w + cols - 1) / cols * cols);
   const bool ragged = computed * 4 > h * w * 5;
   if (h * w <= 28 * 28 && c >= 128 && !strided && !(gemm_tile && vectors * cols >= 16) &&
@@ -506,11 +476,8 @@ absl::StatusOr<Trace> NhwcConv2dSchedule(const ComputeDAG& dag, const Target& ta
     // input channels outside a local tile of whole rows x a few channel
     // vectors (about 32 KB), so each block of the weight is reused by every
     // pixel while it sits in L1; a register tile of up to 8 rows x 1
-    // vector. The decisions a 128-trial tune found on C512 H7 3x3,
-    // generalized. GFLOP/s at 1 thread (AVX2), best of 2, C512 H7 / C256
-    // H14 / C128 H28 3x3: 44 / 45 / 58 against the tile below 21 / 48 / 49
-    // (strided layers lost, 17 against 22). 1x1 layers take their own
-    // local tile (below).
+    // vector: the decisions a 128-trial tune found on C512 H7 3x3,
+    // generalized. 1x1 layers take their own local tile (below).
     t = CpuTiling{};
     t.pad_pass = true;
     t.vector_axis = 3;
@@ -551,11 +518,8 @@ absl::StatusOr<Trace> NhwcConv2dSchedule(const ComputeDAG& dag, const Target& ta
   }
   // Channel blocks outermost: each block's packed weight is read from
   // memory once and reused by every pixel tile (rows and columns at level
-  // S1, the tile computed there, all loops parallel). Pixel tiles outermost
-  // stream the whole weight per tile: C512 H7 3x3 11.5 -> 21.8 GFLOP/s, C64
-  // H56 about equal. (Deep layers with little spatial extent stay well
-  // below NCHW's default, 62 there; their tuned schedules block the
-  // reduction.)
+  // S1, the tile computed there, all loops parallel); pixel tiles
+  // outermost would stream the whole weight per tile.
   t.spatial[1].s1 = (h + rows - 1) / rows;
   t.spatial[2].s1 = (w + cols - 1) / cols;
   t.compute_at = kComputeAtS1;
@@ -634,10 +598,7 @@ absl::StatusOr<Trace> WinogradConv2dSchedule(const ComputeDAG& dag, const Target
   // Register tile: output tiles x channel vectors, as many accumulators as
   // the budget allows: AVX2 12 of 16 registers; AVX-512 28 of 32 (the
   // transformed input is a broadcast memory operand of each FMA, so the
-  // weight vectors take the other 4); 24 of 32 otherwise. Measured at 1
-  // thread (AVX-512), GFLOP/s counted as the direct convolution's, C64 H56 /
-  // C128 H28 / C256 H14: 7 tiles x 4 vectors 261 / 277 / 147, 7 x 2 218 /
-  // 270 / 134, 4 x 4 192 / - / -.
+  // weight vectors take the other 4); 24 of 32 otherwise.
   const int64_t budget = target.float_lanes() == 8 ? 12 : target.float_lanes() == 16 ? 28 : 24;
   int64_t best_t = 1, best_kt = 1;
   for (int64_t kt = 1; kt <= std::min<int64_t>(k / kl, 4); ++kt) {  // ties: more vectors
@@ -685,8 +646,7 @@ absl::StatusOr<Trace> WinogradConv2dSchedule(const ComputeDAG& dag, const Target
   TF_RETURN_IF_ERROR(b.Annotate(gemm, 9, v1::ANNOTATION_VECTORIZE));
   // U [eps][nu][c][k] packed [eps][nu][1][k / block][c][block]: a channel
   // block's weights for one (eps, nu) contiguous, not one cache line per
-  // page-sized stride. GFLOP/s at 1 thread, best of 3, unpacked -> packed:
-  // C64 H56 188 -> 230, C128 H28 224 -> 249, C256 H14 153 -> 166.
+  // page-sized stride.
   TF_RETURN_IF_ERROR(PackWeight(b, gemm, {0, 0, c, whole ? best_kt * kl : kl}));
   TF_RETURN_IF_ERROR(b.ComputeAt(gemm, last, 0));
   // The input transform: eps nu n ty tx c -> n ty tx eps nu c, so that its

@@ -22,8 +22,7 @@ namespace tunefarm::runtime {
 // Kernel scratch buffers (padding passes, intermediate stages), kept for the
 // next call of the same size instead of going back to the C library: a
 // multi-megabyte block freed to glibc is often returned to the system, and
-// the next call then faults every page in again (1,220 faults for 5 MB, a
-// few milliseconds on a VM: more than the kernel itself).
+// the next call then faults every page in again (docs/tuning-guide.md).
 class ScratchCache {
  public:
   ~ScratchCache() {
@@ -130,8 +129,8 @@ bool SpinUntil(F done, std::chrono::microseconds limit) {
 
 // Workers wait for a new generation; the caller works too, and the last
 // worker out wakes the caller. Both sides spin for a while before sleeping:
-// a model runs kernels back to back, and waking a sleeping thread costs some
-// 10-20 us on a VM, more than many small kernels take.
+// a model runs kernels back to back, and waking a sleeping thread costs
+// more than many small kernels take (docs/tuning-guide.md).
 //
 // The iterations are split into one block per thread (the caller's first),
 // each a few chunks: a thread runs its own block's chunks from the front,
@@ -140,8 +139,7 @@ bool SpinUntil(F done, std::chrono::microseconds limit) {
 // kernel's part reads (its slice of the weights, of the input) stays in that
 // core's cache between runs; chunks handed out first-come, first-served
 // moved a small model's weights between the cores' caches on every run
-// (Silero VAD at 2 threads on a 2-core VM: 149k-MAC convolutions took 2.2x
-// as long as on one thread).
+// (docs/tuning-guide.md).
 struct ThreadPool::Impl {
   static constexpr std::chrono::microseconds kSpin{200};
   static constexpr int64_t kChunksPerThread = 4;

@@ -29,9 +29,8 @@ struct SandboxOptions {
   int threads = 1;                 // kernel threads
   double min_repeat_ms = 20;       // the repeats together run the kernel at least this long
   // Untimed runs before the timing, at least one, until this much has run:
-  // in a fresh process the first ~20 ms of a kernel run slower (measured on
-  // a znver4 host: the default C64 3x3 conv at 90 GFLOP/s in its first
-  // 10 ms, 110 after 20-30 ms; the same with 200 ms of timing after one run).
+  // in a fresh process the first ~20 ms of a kernel run slower
+  // (docs/tuning-guide.md).
   double warmup_ms = 30;
   int repeats = 5;                 // timings kept; the median is the result
   int number = 0;                  // runs per repeat; 0: enough for min_repeat_ms
