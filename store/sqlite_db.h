@@ -1,6 +1,6 @@
 // A thin RAII layer over sqlite3: a connection, prepared statements, and
-// SQLite result codes turned into absl::Status. Internal to server/; only
-// tuning_log.cc uses it. Not thread safe: the owner serialises access.
+// SQLite result codes turned into absl::Status. Internal to store/; only
+// the tuning_log*.cc files use it. Not thread safe: the owner serialises access.
 #pragma once
 
 #include <sqlite3.h>

@@ -1,5 +1,5 @@
 // Winograd F(2x2, 3x3) weights: the transformed weight a conv2d workload
-// with winograd = 2 takes (compute.cc defines the rest of the algorithm).
+// with winograd = 2 takes (compute_conv.cc defines the rest of the algorithm).
 #pragma once
 
 #include <cstddef>
