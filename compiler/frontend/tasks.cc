@@ -5,6 +5,7 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "compiler/frontend/op_context.h"
 #include "compiler/frontend/op_registry.h"
 #include "compiler/ir/map_program.h"
@@ -421,6 +422,211 @@ bool ToChannelsLast(v1::Workload* w) {
   return !transpose || ir::Canonicalize(*w).ok();
 }
 
+// The elementwise nodes after the kernel's value (`taken`'s last node) as
+// one program; for a map alone, from node i's input, node i itself left
+// out. `w` (an elementwise kernel) takes the program's 4-D form with it.
+// nullopt: node i makes no task.
+std::optional<Extractor::MapRegion> EpilogueMap(Extractor& x, const Model& model, int i,
+                                                bool anchor, bool map_alone,
+                                                const std::vector<int>& taken,
+                                                const std::set<int>& fused, v1::Workload* w) {
+  const Node& n = model.nodes[size_t(i)];
+  // The elementwise nodes after the kernel's value, as one program (for
+  // a map alone: from its input, starting at the node).
+  std::set<int> busy = fused;
+  if (!map_alone) busy.insert(taken.begin(), taken.end());
+  const std::string& last = model.nodes[size_t(taken.back())].outputs[0];
+  Extractor::MapRegion map;
+  if (map_alone) {
+    map = x.FuseMap(n.inputs[0], model.shapes.at(n.inputs[0]), busy, i);
+    if (map.nodes.empty()) return std::nullopt;
+    map.nodes.erase(map.nodes.begin());  // node i, already taken
+  } else if (anchor || w->op() == v1::OP_KIND_ELEMENTWISE || w->op() == v1::OP_KIND_POOL2D) {
+    map = x.FuseMap(last, model.shapes.at(last), busy);
+  } else if (w->op() == v1::OP_KIND_REDUCE) {
+    // The kernel writes [A] or [A, B], not the node's shape: only a
+    // program whose inputs are single elements reads the same there.
+    map = x.FuseMap(last, model.shapes.at(last), busy);
+    bool scalars = true;
+    for (const std::string& in : map.inputs) scalars &= Elements(model.shapes.at(in)) == 1;
+    if (!scalars) map = {};
+    for (v1::TensorSpec& t : *map.epilogue.mutable_map_inputs()) {
+      t.clear_shape();
+      t.add_shape(1);
+    }
+  }
+  if ((!map.nodes.empty() || map_alone) && w->op() == v1::OP_KIND_ELEMENTWISE) {
+    // A kernel of its own is written in 4 dimensions: the program's
+    // inputs take the same form as the kernel's own.
+    std::vector<Shape> shapes;
+    const size_t own = size_t(w->inputs_size());
+    for (size_t k = 0; k < own; ++k) shapes.push_back(model.shapes.at(n.inputs[k]));
+    for (const std::string& in : map.inputs) shapes.push_back(model.shapes.at(in));
+    Shape out = model.shapes.at(last);
+    if (ElementwiseForm(&out, &shapes)) {
+      // The kernel's own inputs take the joint form too: above 4
+      // dimensions it can merge differently from theirs alone.
+      for (size_t k = 0; k < own; ++k) {
+        v1::TensorSpec* t = w->mutable_inputs(int(k));
+        t->clear_shape();
+        for (int64_t d : shapes[k]) t->add_shape(d);
+      }
+      for (int k = 0; k < map.epilogue.map_inputs_size(); ++k) {
+        v1::TensorSpec* t = map.epilogue.mutable_map_inputs(k);
+        t->clear_shape();
+        for (int64_t d : shapes[own + size_t(k)]) t->add_shape(d);
+      }
+    } else {
+      if (map_alone) return std::nullopt;
+      map = {};
+    }
+  }
+  return map;
+}
+
+// The channels-last form of `cw` (node `n`'s kernel, which fuses `taken`
+// and the program `map`) where it applies: convolutions with whole channel
+// vectors; pooling, reductions and elementwise kernels that read a value
+// written channels-last (`nhwc_values`). nullopt: it stays NCHW.
+std::optional<ir::CanonicalWorkload> ChannelsLastForm(const Model& model,
+                                                      const ExtractOptions& options, const Node& n,
+                                                      const std::vector<int>& taken,
+                                                      const Extractor::MapRegion& map,
+                                                      const v1::Workload& cw,
+                                                      const std::set<std::string>& nhwc_values) {
+  // Dense convolutions with a spatial kernel and under 28x28 output
+  // pixels stay NCHW: there NCHW's default schedule is the faster one
+  // (docs/tuning-guide.md).
+  // (A 1-D convolution, written as 2-D, keeps its 3-D values NCHW.)
+  // The Winograd form, where it applies; it needs the weight at build
+  // time, to transform it.
+  std::optional<v1::Workload> winograd;
+  if (options.winograd && n.inputs.size() > 1 && model.constants.count(n.inputs[1]) > 0) {
+    v1::Workload f = cw;
+    if (ToChannelsLast(&f) && ToWinograd(&f)) winograd = std::move(f);
+  }
+  // Whole channel vectors, or any count between channels-last layers
+  // (reading a value written so, read only by convolutions): there a
+  // narrow NHWC layer costs less than the conversions NCHW needs around
+  // it (docs/tuning-guide.md). (A head read by a Reshape,
+  // as YOLO's K=255, stays NCHW: its output would be converted back.)
+  const std::string& out_value = model.nodes[size_t(taken.back())].outputs[0];
+  // (A transposed convolution's channels must be whole vectors of 4, as
+  // its NHWC schedule needs, and its weight a constant, permuted at
+  // build time.)
+  const bool transpose = cw.op() == v1::OP_KIND_CONV2D_TRANSPOSE;
+  const int64_t out_channels =
+      (cw.op() == v1::OP_KIND_CONV2D || transpose) && cw.inputs_size() > 1 &&
+              cw.inputs(1).shape_size() == 4
+          ? (transpose ? cw.inputs(1).shape(1) * std::max<int64_t>(1, cw.conv2d().groups())
+                       : cw.inputs(1).shape(0))
+          : 0;
+  bool between_nhwc =
+      nhwc_values.count(n.inputs[0]) > 0 &&
+      std::find(model.outputs.begin(), model.outputs.end(), out_value) == model.outputs.end();
+  if (auto it = model.consumers.find(out_value); between_nhwc && it != model.consumers.end()) {
+    for (int reader : it->second) {
+      const std::string& op = model.nodes[size_t(reader)].op;
+      between_nhwc &= op == "Conv" || op == "ConvTranspose";
+    }
+  }
+  bool conv_ok = out_channels > 0 &&
+                 (!transpose || (out_channels % 4 == 0 && n.inputs.size() > 1 &&
+                                 model.constants.count(n.inputs[1]) > 0)) &&
+                 (out_channels % std::min<int64_t>(options.lanes, 8) == 0 || between_nhwc) &&
+                 model.shapes.at(n.inputs[0]).size() == 4 &&
+                 model.shapes.at(n.outputs[0]).size() == 4;
+  // Except where Winograd takes them, layers of at most 14x14 stay
+  // NCHW (docs/tuning-guide.md); 7x7, an odd output, is not Winograd's.
+  if (conv_ok && !options.gpu && !transpose && cw.conv2d().groups() == 1 &&
+      cw.inputs(1).shape(2) * cw.inputs(1).shape(3) > 1) {
+    const Shape& o = model.shapes.at(n.outputs[0]);
+    conv_ok = o[2] * o[3] >= 28 * 28 || (winograd.has_value() && o[2] * o[3] >= 14 * 14);
+  }
+  const bool pool_ok =
+      cw.op() == v1::OP_KIND_POOL2D && nhwc_values.count(n.inputs[0]) > 0;
+  // A reduction that keeps its dimensions, reading a value written
+  // channels-last, over dimensions that are neighbours there: its
+  // output is then channels-last too.
+  std::optional<Shape> reduce_form;
+  if (cw.op() == v1::OP_KIND_REDUCE && nhwc_values.count(n.inputs[0]) > 0)
+    reduce_form =
+        ChannelsLastReduceForm(model.shapes.at(n.inputs[0]), model.shapes.at(n.outputs[0]));
+  // The values the kernel reads at run time: its operands (an
+  // elementwise kernel's first inputs) and the program's inputs.
+  std::vector<std::string> runtime;
+  if (cw.op() == v1::OP_KIND_ELEMENTWISE) {
+    for (int k = 0; k < cw.inputs_size() && size_t(k) < n.inputs.size(); ++k)
+      runtime.push_back(n.inputs[size_t(k)]);
+  }
+  runtime.insert(runtime.end(), map.inputs.begin(), map.inputs.end());
+  // Each is converted whole, so it is 4-D, or one whose NHWC form is its
+  // NCHW memory; an elementwise kernel goes channels-last when one of
+  // them was written so.
+  bool inputs_ok = true, reads_nhwc = false;
+  std::vector<Shape> shapes;  // each one's NHWC form
+  for (const std::string& in : runtime) {
+    const Shape& s = model.shapes.at(in);
+    shapes.push_back(NhwcShape(s));
+    if (model.constants.count(in)) continue;
+    inputs_ok &= s.size() == 4 || SameInNhwc(s);
+    reads_nhwc |= nhwc_values.count(in) > 0;
+  }
+  v1::Workload t = cw;
+  bool converted = false;
+  if (cw.op() == v1::OP_KIND_ELEMENTWISE) {
+    // The NHWC form of every operand, then the 4-D form of the kernel.
+    const Shape& out = model.shapes.at(out_value);
+    Shape o = NhwcShape(out);
+    converted = reads_nhwc && out.size() == 4 && ElementwiseForm(&o, &shapes);
+    for (int k = 0; converted && k < t.inputs_size(); ++k) {
+      t.mutable_inputs(k)->clear_shape();
+      for (int64_t d : shapes[size_t(k)]) t.mutable_inputs(k)->add_shape(d);
+    }
+    for (v1::Epilogue& e : *t.mutable_epilogue()) {
+      for (int k = 0; converted && k < e.map_inputs_size(); ++k) {
+        e.mutable_map_inputs(k)->clear_shape();
+        for (int64_t d : shapes[size_t(t.inputs_size() + k)])
+          e.mutable_map_inputs(k)->add_shape(d);
+      }
+    }
+  } else if (reduce_form.has_value()) {
+    *t.mutable_inputs(0) = FloatSpec(*reduce_form);
+    converted = true;
+  } else {
+    converted = (conv_ok || pool_ok) && ToChannelsLast(&t);
+    if (converted && winograd.has_value()) t = *std::move(winograd);
+  }
+  if (!inputs_ok || !converted) return std::nullopt;
+  absl::StatusOr<ir::CanonicalWorkload> cl = ir::Canonicalize(t);
+  if (!cl.ok()) return std::nullopt;
+  return *std::move(cl);
+}
+
+// `c` in the options' precision: tf32 products, or 16-bit values; an
+// error names node `n`.
+absl::Status ApplyPrecision(const ExtractOptions& options, const Node& n,
+                            absl::StatusOr<ir::CanonicalWorkload>* c_out) {
+  absl::StatusOr<ir::CanonicalWorkload>& c = *c_out;
+  if (options.precision == v1::DTYPE_TF32) {
+    if (ir::IsProductOp(c->workload.op())) {
+      v1::Workload w = c->workload;
+      w.set_tf32(true);
+      c = ir::Canonicalize(w);
+    }
+  } else if (options.precision != v1::DTYPE_FLOAT32) {
+    c = ir::WithDType(c->workload, options.precision);
+  }
+  if (options.precision != v1::DTYPE_FLOAT32) {
+    if (!c.ok()) {
+      return absl::Status(c.status().code(), absl::StrCat("node '", n.name, "' as ",
+                                                          v1::DType_Name(options.precision), ": ",
+                                                          c.status().message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<TaskExtraction> ExtractTasks(const Model& model, const ExtractOptions& options) {
   TaskExtraction ex;
   std::set<std::string> nhwc_values;  // written channels-last by an earlier kernel
@@ -447,56 +653,10 @@ absl::StatusOr<TaskExtraction> ExtractTasks(const Model& model, const ExtractOpt
       }
     }
     size_t chain = taken.size();
-    // The elementwise nodes after the kernel's value, as one program (for
-    // a map alone: from its input, starting at the node).
-    std::set<int> busy = fused;
-    if (!map_alone) busy.insert(taken.begin(), taken.end());
-    const std::string& last = model.nodes[size_t(taken.back())].outputs[0];
-    Extractor::MapRegion map;
-    if (map_alone) {
-      map = x.FuseMap(n.inputs[0], model.shapes.at(n.inputs[0]), busy, int(i));
-      if (map.nodes.empty()) continue;
-      map.nodes.erase(map.nodes.begin());  // node i, already taken
-    } else if (anchor || w.op() == v1::OP_KIND_ELEMENTWISE || w.op() == v1::OP_KIND_POOL2D) {
-      map = x.FuseMap(last, model.shapes.at(last), busy);
-    } else if (w.op() == v1::OP_KIND_REDUCE) {
-      // The kernel writes [A] or [A, B], not the node's shape: only a
-      // program whose inputs are single elements reads the same there.
-      map = x.FuseMap(last, model.shapes.at(last), busy);
-      bool scalars = true;
-      for (const std::string& in : map.inputs) scalars &= Elements(model.shapes.at(in)) == 1;
-      if (!scalars) map = {};
-      for (v1::TensorSpec& t : *map.epilogue.mutable_map_inputs()) {
-        t.clear_shape();
-        t.add_shape(1);
-      }
-    }
-    if ((!map.nodes.empty() || map_alone) && w.op() == v1::OP_KIND_ELEMENTWISE) {
-      // A kernel of its own is written in 4 dimensions: the program's
-      // inputs take the same form as the kernel's own.
-      std::vector<Shape> shapes;
-      const size_t own = size_t(w.inputs_size());
-      for (size_t k = 0; k < own; ++k) shapes.push_back(model.shapes.at(n.inputs[k]));
-      for (const std::string& in : map.inputs) shapes.push_back(model.shapes.at(in));
-      Shape out = model.shapes.at(last);
-      if (ElementwiseForm(&out, &shapes)) {
-        // The kernel's own inputs take the joint form too: above 4
-        // dimensions it can merge differently from theirs alone.
-        for (size_t k = 0; k < own; ++k) {
-          v1::TensorSpec* t = w.mutable_inputs(int(k));
-          t->clear_shape();
-          for (int64_t d : shapes[k]) t->add_shape(d);
-        }
-        for (int k = 0; k < map.epilogue.map_inputs_size(); ++k) {
-          v1::TensorSpec* t = map.epilogue.mutable_map_inputs(k);
-          t->clear_shape();
-          for (int64_t d : shapes[own + size_t(k)]) t->add_shape(d);
-        }
-      } else {
-        if (map_alone) continue;
-        map = {};
-      }
-    }
+    std::optional<Extractor::MapRegion> fused_map =
+        EpilogueMap(x, model, int(i), anchor, map_alone, taken, fused, &w);
+    if (!fused_map.has_value()) continue;
+    Extractor::MapRegion map = *std::move(fused_map);
     absl::StatusOr<ir::CanonicalWorkload> c = absl::InternalError("unset");
     if (!map.nodes.empty() || map_alone) {
       v1::Workload with_map = w;
@@ -519,141 +679,17 @@ absl::StatusOr<TaskExtraction> ExtractTasks(const Model& model, const ExtractOpt
       c = ir::Canonicalize(w);
       if (!c.ok()) continue;
     }
-    // The channels-last form where the options ask for it: convolutions
-    // with whole channel vectors; pooling and elementwise kernels that read
-    // a value written channels-last.
+    // The channels-last form where the options ask for it.
     bool nhwc = false;
     if (options.channels_last) {
-      const v1::Workload& cw = c->workload;
-      // Dense convolutions with a spatial kernel and under 28x28 output
-      // pixels stay NCHW: there NCHW's default schedule is the faster one
-      // (ResNet-18's 14x14 and 7x7 3x3 layers, in the model: 3.3 and 3.8
-      // ms NCHW, 4.5 and 5.2 NHWC).
-      // (A 1-D convolution, written as 2-D, keeps its 3-D values NCHW.)
-      // The Winograd form, where it applies; it needs the weight at build
-      // time, to transform it.
-      std::optional<v1::Workload> winograd;
-      if (options.winograd && n.inputs.size() > 1 && model.constants.count(n.inputs[1]) > 0) {
-        v1::Workload f = cw;
-        if (ToChannelsLast(&f) && ToWinograd(&f)) winograd = std::move(f);
-      }
-      // Whole channel vectors, or any count between channels-last layers
-      // (reading a value written so, read only by convolutions): there a
-      // narrow NHWC layer costs less than the conversions NCHW needs around
-      // it (docs/tuning-guide.md). (A head read by a Reshape,
-      // as YOLO's K=255, stays NCHW: its output would be converted back.)
-      const std::string& out_value = model.nodes[size_t(taken.back())].outputs[0];
-      // (A transposed convolution's channels must be whole vectors of 4, as
-      // its NHWC schedule needs, and its weight a constant, permuted at
-      // build time.)
-      const bool transpose = cw.op() == v1::OP_KIND_CONV2D_TRANSPOSE;
-      const int64_t out_channels =
-          (cw.op() == v1::OP_KIND_CONV2D || transpose) && cw.inputs_size() > 1 &&
-                  cw.inputs(1).shape_size() == 4
-              ? (transpose ? cw.inputs(1).shape(1) * std::max<int64_t>(1, cw.conv2d().groups())
-                           : cw.inputs(1).shape(0))
-              : 0;
-      bool between_nhwc =
-          nhwc_values.count(n.inputs[0]) > 0 &&
-          std::find(model.outputs.begin(), model.outputs.end(), out_value) == model.outputs.end();
-      if (auto it = model.consumers.find(out_value); between_nhwc && it != model.consumers.end()) {
-        for (int reader : it->second) {
-          const std::string& op = model.nodes[size_t(reader)].op;
-          between_nhwc &= op == "Conv" || op == "ConvTranspose";
-        }
-      }
-      bool conv_ok = out_channels > 0 &&
-                     (!transpose || (out_channels % 4 == 0 && n.inputs.size() > 1 &&
-                                     model.constants.count(n.inputs[1]) > 0)) &&
-                     (out_channels % std::min<int64_t>(options.lanes, 8) == 0 || between_nhwc) &&
-                     model.shapes.at(n.inputs[0]).size() == 4 &&
-                     model.shapes.at(n.outputs[0]).size() == 4;
-      // Except where Winograd takes them, layers of at most 14x14 stay
-      // NCHW (docs/tuning-guide.md); 7x7, an odd output, is not Winograd's.
-      if (conv_ok && !options.gpu && !transpose && cw.conv2d().groups() == 1 &&
-          cw.inputs(1).shape(2) * cw.inputs(1).shape(3) > 1) {
-        const Shape& o = model.shapes.at(n.outputs[0]);
-        conv_ok = o[2] * o[3] >= 28 * 28 || (winograd.has_value() && o[2] * o[3] >= 14 * 14);
-      }
-      const bool pool_ok =
-          cw.op() == v1::OP_KIND_POOL2D && nhwc_values.count(model.nodes[i].inputs[0]) > 0;
-      // A reduction that keeps its dimensions, reading a value written
-      // channels-last, over dimensions that are neighbours there: its
-      // output is then channels-last too.
-      std::optional<Shape> reduce_form;
-      if (cw.op() == v1::OP_KIND_REDUCE && nhwc_values.count(n.inputs[0]) > 0)
-        reduce_form =
-            ChannelsLastReduceForm(model.shapes.at(n.inputs[0]), model.shapes.at(n.outputs[0]));
-      // The values the kernel reads at run time: its operands (an
-      // elementwise kernel's first inputs) and the program's inputs.
-      std::vector<std::string> runtime;
-      if (cw.op() == v1::OP_KIND_ELEMENTWISE) {
-        for (int k = 0; k < cw.inputs_size() && size_t(k) < n.inputs.size(); ++k)
-          runtime.push_back(n.inputs[size_t(k)]);
-      }
-      runtime.insert(runtime.end(), map.inputs.begin(), map.inputs.end());
-      // Each is converted whole, so it is 4-D, or one whose NHWC form is its
-      // NCHW memory; an elementwise kernel goes channels-last when one of
-      // them was written so.
-      bool inputs_ok = true, reads_nhwc = false;
-      std::vector<Shape> shapes;  // each one's NHWC form
-      for (const std::string& in : runtime) {
-        const Shape& s = model.shapes.at(in);
-        shapes.push_back(NhwcShape(s));
-        if (model.constants.count(in)) continue;
-        inputs_ok &= s.size() == 4 || SameInNhwc(s);
-        reads_nhwc |= nhwc_values.count(in) > 0;
-      }
-      v1::Workload t = cw;
-      bool converted = false;
-      if (cw.op() == v1::OP_KIND_ELEMENTWISE) {
-        // The NHWC form of every operand, then the 4-D form of the kernel.
-        const Shape& out = model.shapes.at(out_value);
-        Shape o = NhwcShape(out);
-        converted = reads_nhwc && out.size() == 4 && ElementwiseForm(&o, &shapes);
-        for (int k = 0; converted && k < t.inputs_size(); ++k) {
-          t.mutable_inputs(k)->clear_shape();
-          for (int64_t d : shapes[size_t(k)]) t.mutable_inputs(k)->add_shape(d);
-        }
-        for (v1::Epilogue& e : *t.mutable_epilogue()) {
-          for (int k = 0; converted && k < e.map_inputs_size(); ++k) {
-            e.mutable_map_inputs(k)->clear_shape();
-            for (int64_t d : shapes[size_t(t.inputs_size() + k)])
-              e.mutable_map_inputs(k)->add_shape(d);
-          }
-        }
-      } else if (reduce_form.has_value()) {
-        *t.mutable_inputs(0) = FloatSpec(*reduce_form);
-        converted = true;
-      } else {
-        converted = (conv_ok || pool_ok) && ToChannelsLast(&t);
-        if (converted && winograd.has_value()) t = *std::move(winograd);
-      }
-      if (inputs_ok && converted) {
-        absl::StatusOr<ir::CanonicalWorkload> cl = ir::Canonicalize(t);
-        if (cl.ok()) {
-          c = std::move(cl);
-          nhwc = true;
-          nhwc_values.insert(out_value);
-        }
+      if (std::optional<ir::CanonicalWorkload> cl =
+              ChannelsLastForm(model, options, n, taken, map, c->workload, nhwc_values)) {
+        c = *std::move(cl);
+        nhwc = true;
+        nhwc_values.insert(model.nodes[size_t(taken.back())].outputs[0]);
       }
     }
-    if (options.precision == v1::DTYPE_TF32) {
-      if (ir::IsProductOp(c->workload.op())) {
-        v1::Workload w = c->workload;
-        w.set_tf32(true);
-        c = ir::Canonicalize(w);
-      }
-    } else if (options.precision != v1::DTYPE_FLOAT32) {
-      c = ir::WithDType(c->workload, options.precision);
-    }
-    if (options.precision != v1::DTYPE_FLOAT32) {
-      if (!c.ok()) {
-        return absl::Status(c.status().code(), absl::StrCat("node '", n.name, "' as ",
-                                                            v1::DType_Name(options.precision), ": ",
-                                                            c.status().message()));
-      }
-    }
+    TF_RETURN_IF_ERROR(ApplyPrecision(options, n, &c));
     for (int t : taken) fused.insert(t);
     auto [it, fresh] = by_key.try_emplace(c->key, ex.tasks.size());
     if (fresh) {
