@@ -154,65 +154,63 @@ absl::StatusOr<Trace> BuildTiledSchedule(const ComputeDAG& dag, const Target& ta
   return BuildTiledSchedule(dag, target, *tiling);
 }
 
-absl::StatusOr<Trace> BuildTiledSchedule(const ComputeDAG& dag, const Target& target,
-                                         const CpuTiling& d) {
-  int main = TilingMainStage(dag);
-  if (main < 0) return absl::InvalidArgumentError("no reduction to tile");
-  const TilingNest sh = TilingNest::Of(dag);
-  if (int(d.spatial.size()) != sh.ns() || int(d.reduce_steps.size()) != sh.nr()) {
-    return absl::InvalidArgumentError("decisions do not match the workload");
-  }
-  const int ns = sh.ns();
-  const int v = int(d.vector_axis);
-  if (v < 0 || v >= ns) return absl::InvalidArgumentError("bad vector axis");
-  if (!d.PlacementValid(sh)) {
-    return absl::InvalidArgumentError(absl::StrCat("bad placement: compute location ", d.compute_at,
-                                                   " (0-2), parallel loops ", d.parallel, " (1-",
-                                                   ns, " at location 0, 1-", 2 * ns, " deeper)"));
-  }
-  std::vector<int64_t> m(ns), t2(ns), t3(ns);
-  for (int a = 0; a < ns; ++a) {
-    m[a] = d.spatial[a].s1, t2[a] = d.spatial[a].s2, t3[a] = d.spatial[a].s3;
-    if (m[a] < 1 || t2[a] < 1 || t3[a] < 1) return absl::InvalidArgumentError("tile size below 1");
-  }
-  ScheduleBuilder b(dag, target);
-  // Cheap stages: inlined, except padding read by the reduction, which stays
-  // a pass of its own when the decision says so.
-  std::vector<int> passes;
+namespace {
+
+// What BuildTiledSchedule's steps share: the decisions, the builder, and
+// the loops they split (per spatial axis: S0..S3 of the consumer, `cl`,
+// and of the local stage, `ll`; per reduction axis its two parts, `rl`).
+struct TiledBuild {
+  TiledBuild(const ComputeDAG& dag, const Target& target, const CpuTiling& d, int main)
+      : dag(dag), d(d), sh(TilingNest::Of(dag)), b(dag, target), main(main), local(main) {}
+  const ComputeDAG& dag;
+  const CpuTiling& d;
+  const TilingNest sh;
+  ScheduleBuilder b;
+  int ns = 0, v = 0;
+  std::vector<int64_t> m, t2, t3;  // S1, S2, S3 tile sizes per spatial axis
+  int main, local, consumer = -1;
+  std::vector<int> passes;  // padding stages kept as passes of their own
+  std::vector<std::vector<const ExprNode*>> cl, ll, rl;
+};
+
+// Cheap stages inlined, except padding read by the reduction, which stays
+// a pass of its own (parallel, vectorized) when the decision says so; the
+// reduction's result cached locally when it is the output. Sets the
+// consumer (the stage that writes the output).
+absl::Status InlineAndFindConsumer(TiledBuild& t) {
+  ScheduleBuilder& b = t.b;
+  const ComputeDAG& dag = t.dag;
   for (int i = 0; i < int(dag.stages.size()); ++i) {
     const Stage& s = dag.stages[i];
     if (!s.inlinable || s.output == dag.output) continue;
     bool feeds_main = false;
-    VisitLoads(dag.stages[main].body,
+    VisitLoads(dag.stages[t.main].body,
                [&](const ExprNode& n) { feeds_main |= n.tensor == s.output; });
-    if (feeds_main && d.pad_pass) {
-      passes.push_back(i);
+    if (feeds_main && t.d.pad_pass) {
+      t.passes.push_back(i);
       continue;
     }
     b.Add(ComputeInlineStep{i});
   }
-  int local = main, consumer = -1;
-  if (dag.stages[main].output == dag.output) {
-    b.Add(CacheWriteStep{main, v1::MEMORY_SCOPE_LOCAL});
-    consumer = main + 1;
+  if (dag.stages[t.main].output == dag.output) {
+    b.Add(CacheWriteStep{t.main, v1::MEMORY_SCOPE_LOCAL});
+    t.consumer = t.main + 1;
   } else {
-    for (int j = main + 1; j < int(dag.stages.size()); ++j) {
-      if (b.state().stages()[j].location == StageState::Location::kRoot) consumer = j;
+    for (int j = t.main + 1; j < int(dag.stages.size()); ++j) {
+      if (b.state().stages()[j].location == StageState::Location::kRoot) t.consumer = j;
     }
-    if (consumer < 0 || dag.stages[consumer].output != dag.output) {
+    if (t.consumer < 0 || dag.stages[t.consumer].output != dag.output) {
       return absl::InvalidArgumentError("the reduction's consumer is not the output");
     }
   }
   if (!b.ok()) return absl::InvalidArgumentError("sketch does not apply");
-  const ComputeDAG& sdag = b.state().dag();
-  const Stage& L = sdag.stages[local];
-  const Stage& C = sdag.stages[consumer];
-  if (C.axes.size() != L.axes.size()) return absl::InvalidArgumentError("consumer shape differs");
-  for (size_t a = 0; a < L.axes.size(); ++a) {
-    if (C.axes[a].extent != L.axes[a].extent)
-      return absl::InvalidArgumentError("consumer shape differs");
-  }
-  for (int p : passes) {
+  return absl::OkStatus();
+}
+
+// The padding passes: outer loops fused and parallel, the innermost vectorized.
+void SchedulePasses(TiledBuild& t) {
+  ScheduleBuilder& b = t.b;
+  for (int p : t.passes) {
     const auto& iters = b.state().stages()[p].iters;
     if (iters.size() < 2) continue;
     if (iters.size() > 2) {
@@ -223,124 +221,184 @@ absl::StatusOr<Trace> BuildTiledSchedule(const ComputeDAG& dag, const Target& ta
     b.AnnotateLoop(p, b.state().stages()[p].iters[0].var.get(), v1::ANNOTATION_PARALLEL);
     b.AnnotateLoop(p, b.state().stages()[p].iters.back().var.get(), v1::ANNOTATION_VECTORIZE);
   }
-  // The consumer: tiles of m*t2*t3 per axis, split like the local stage so
-  // its reads of the tile are plain; its first `parallel` outer loops (S0
-  // of every axis, then S1) fused and parallel.
-  const CpuTiling::Placement place = d.EffectivePlacement(sh);
-  std::vector<std::vector<const ExprNode*>> cl(ns), ll(ns);
+}
+
+// The consumer: tiles of m*t2*t3 per axis, split like the local stage so
+// its reads of the tile are plain; its first `parallel` outer loops (S0
+// of every axis, then S1) fused and parallel.
+absl::Status TileConsumer(TiledBuild& t, const Stage& C, const CpuTiling::Placement& place) {
+  ScheduleBuilder& b = t.b;
+  const int ns = t.ns, v = t.v;
+  t.cl.assign(size_t(ns), {});
   for (int a = 0; a < ns; ++a)
-    cl[a] = b.SplitLoop(consumer, C.axes[a].var.get(), {m[a], t2[a], t3[a]});
+    t.cl[a] = b.SplitLoop(t.consumer, C.axes[a].var.get(), {t.m[a], t.t2[a], t.t3[a]});
   if (!b.ok()) return absl::InvalidArgumentError("tile sizes do not apply");
   std::vector<const ExprNode*> order;
   for (int level = 0; level < 4; ++level) {
     for (int a = 0; a < ns; ++a) {
       if (level == 3 && a == v) continue;
-      order.push_back(cl[a][level]);
+      order.push_back(t.cl[a][level]);
     }
   }
-  order.push_back(cl[v][3]);
-  b.ReorderLoops(consumer, order);
+  order.push_back(t.cl[v][3]);
+  b.ReorderLoops(t.consumer, order);
   if (place.parallel >= 2) {
-    FuseStep fuse{consumer};
+    FuseStep fuse{t.consumer};
     for (int j = 0; j < place.parallel; ++j) fuse.iters.push_back(j);
     b.Add(std::move(fuse));
   }
   if (!b.ok()) return absl::InvalidArgumentError("consumer tiling does not apply");
-  b.AnnotateLoop(consumer, b.state().stages()[consumer].iters[0].var.get(),
+  b.AnnotateLoop(t.consumer, b.state().stages()[t.consumer].iters[0].var.get(),
                  v1::ANNOTATION_PARALLEL);
-  if (t3[v] > 1) b.AnnotateLoop(consumer, cl[v][3], v1::ANNOTATION_VECTORIZE);
+  if (t.t3[v] > 1) b.AnnotateLoop(t.consumer, t.cl[v][3], v1::ANNOTATION_VECTORIZE);
   for (int a = 0; a < ns; ++a) {
-    if (a != v && t3[a] > 1 && d.spatial[a].unroll)
-      b.AnnotateLoop(consumer, cl[a][3], v1::ANNOTATION_UNROLL);
+    if (a != v && t.t3[a] > 1 && t.d.spatial[a].unroll)
+      b.AnnotateLoop(t.consumer, t.cl[a][3], v1::ANNOTATION_UNROLL);
   }
-  // The local stage: S0 S1 R0 S2 R1 S3.
+  return absl::OkStatus();
+}
+
+// The local stage: S0 S1 R0 S2 R1 S3, the vector tile vectorized, the
+// register tile unrolled where the decisions say, and the unroll pragma.
+absl::Status TileLocal(TiledBuild& t, const Stage& L) {
+  ScheduleBuilder& b = t.b;
+  const int ns = t.ns, v = t.v;
+  t.ll.assign(size_t(ns), {});
   for (int a = 0; a < ns; ++a)
-    ll[a] = b.SplitLoop(local, L.axes[a].var.get(), {m[a], t2[a], t3[a]});
-  std::vector<std::vector<const ExprNode*>> rl;
-  for (int r = 0; r < sh.nr(); ++r) {
-    int64_t inner = std::clamp<int64_t>(d.reduce_steps[r], 1, L.reduce_axes[r].extent);
-    rl.push_back(b.SplitLoop(local, L.reduce_axes[r].var.get(), {inner}));
+    t.ll[a] = b.SplitLoop(t.local, L.axes[a].var.get(), {t.m[a], t.t2[a], t.t3[a]});
+  for (int r = 0; r < t.sh.nr(); ++r) {
+    int64_t inner = std::clamp<int64_t>(t.d.reduce_steps[r], 1, L.reduce_axes[r].extent);
+    t.rl.push_back(b.SplitLoop(t.local, L.reduce_axes[r].var.get(), {inner}));
   }
   if (!b.ok()) return absl::InvalidArgumentError("local tiling does not apply");
-  order.clear();
-  for (int a = 0; a < ns; ++a) order.push_back(ll[a][0]);
-  for (int a = 0; a < ns; ++a) order.push_back(ll[a][1]);
-  for (auto& r : rl) order.push_back(r[0]);
-  for (int a = 0; a < ns; ++a) order.push_back(ll[a][2]);
-  for (auto& r : rl) order.push_back(r[1]);
+  std::vector<const ExprNode*> order;
+  for (int a = 0; a < ns; ++a) order.push_back(t.ll[a][0]);
+  for (int a = 0; a < ns; ++a) order.push_back(t.ll[a][1]);
+  for (auto& r : t.rl) order.push_back(r[0]);
+  for (int a = 0; a < ns; ++a) order.push_back(t.ll[a][2]);
+  for (auto& r : t.rl) order.push_back(r[1]);
   for (int a = 0; a < ns; ++a) {
-    if (a != v) order.push_back(ll[a][3]);
+    if (a != v) order.push_back(t.ll[a][3]);
   }
-  order.push_back(ll[v][3]);
-  b.ReorderLoops(local, order);
-  if (t3[v] > 1) b.AnnotateLoop(local, ll[v][3], v1::ANNOTATION_VECTORIZE);
+  order.push_back(t.ll[v][3]);
+  b.ReorderLoops(t.local, order);
+  if (t.t3[v] > 1) b.AnnotateLoop(t.local, t.ll[v][3], v1::ANNOTATION_VECTORIZE);
   for (int a = 0; a < ns; ++a) {
-    if (a != v && t3[a] > 1 && d.unroll_tile)
-      b.AnnotateLoop(local, ll[a][3], v1::ANNOTATION_UNROLL);
+    if (a != v && t.t3[a] > 1 && t.d.unroll_tile)
+      b.AnnotateLoop(t.local, t.ll[a][3], v1::ANNOTATION_UNROLL);
   }
-  if (d.pragma >= 0 && d.pragma < 4) {
-    b.Add(PragmaStep{local, 0, v1::PRAGMA_KIND_AUTO_UNROLL_MAX_STEP, kPragmaSteps[d.pragma]});
+  if (t.d.pragma >= 0 && t.d.pragma < 4) {
+    b.Add(PragmaStep{t.local, 0, v1::PRAGMA_KIND_AUTO_UNROLL_MAX_STEP, kPragmaSteps[t.d.pragma]});
   }
-  // Operands indexed by the vector axis get a blocked layout: a constant
-  // (weight) is repacked by the vector tile once, ahead of time; any other
-  // input is copied per reduction step into a buffer of its tile (the
-  // cache_read below), so the register tile streams contiguous rows instead
-  // of rows a whole tensor row apart.
-  std::vector<std::pair<int, std::string>> copied;  // operand, copy's name
-  const std::string local_name = L.name, consumer_name = C.name;
-  if (t3[v] > 1 && d.pack) {
-    std::vector<int> inputs = StageInputs(L);
-    for (size_t op = 0; op < inputs.size(); ++op) {
-      const TensorDecl& t = sdag.tensors[inputs[op]];
-      // The dimension the vector axis indexes, and those any spatial axis reaches.
-      int dim = -1;
-      std::vector<bool> spatial(t.shape.size(), false);
-      VisitLoads(L.body, [&](const ExprNode& n) {
-        if (n.tensor != inputs[op]) return;
-        for (size_t k = 0; k < n.args.size(); ++k) {
-          if (n.args[k].same_as(L.axes[v].var)) dim = int(k);
-          for (const IterVar& a : L.axes)
-            spatial[k] = spatial[k] || Mentions(n.args[k], a.var.get());
-        }
-      });
-      if (dim < 0 || t.shape[dim] < t3[v]) continue;
-      if (!t.is_constant) {
-        if (t.role == TensorDecl::Role::kInput && dim + 1 == int(t.shape.size()) && sh.nr() > 0)
-          copied.emplace_back(int(op), t.name + ".local");
-        continue;
+  return absl::OkStatus();
+}
+
+// Operands indexed by the vector axis get a blocked layout: a constant
+// (weight) is repacked by the vector tile once, ahead of time; any other
+// input is copied per reduction step into a buffer of its tile (returned:
+// operand, copy's name, for a cache_read), so the register tile streams
+// contiguous rows instead of rows a whole tensor row apart.
+std::vector<std::pair<int, std::string>> PackOperands(TiledBuild& t, const ComputeDAG& sdag,
+                                                      const Stage& L) {
+  std::vector<std::pair<int, std::string>> copied;
+  const int v = t.v;
+  if (t.t3[v] <= 1 || !t.d.pack) return copied;
+  std::vector<int> inputs = StageInputs(L);
+  for (size_t op = 0; op < inputs.size(); ++op) {
+    const TensorDecl& td = sdag.tensors[inputs[op]];
+    // The dimension the vector axis indexes, and those any spatial axis reaches.
+    int dim = -1;
+    std::vector<bool> spatial(td.shape.size(), false);
+    VisitLoads(L.body, [&](const ExprNode& n) {
+      if (n.tensor != inputs[op]) return;
+      for (size_t k = 0; k < n.args.size(); ++k) {
+        if (n.args[k].same_as(L.axes[v].var)) dim = int(k);
+        for (const IterVar& a : L.axes)
+          spatial[k] = spatial[k] || Mentions(n.args[k], a.var.get());
       }
-      // Blocked by the vector tile, with the dimensions read only through
-      // reduction axes inside it (whole), ahead of the vector block: each
-      // channel vector's weights are then one sequential stream over the
-      // reduction ([K/8][R][S][C][8] for an RSCK weight), which the
-      // hardware prefetchers follow when the weight comes from memory.
-      LayoutPackStep lp{local, int(op)};
-      lp.block.assign(t.shape.size(), 0);
-      lp.block[size_t(dim)] = t3[v];
-      for (size_t k = 0; k < t.shape.size(); ++k) {
-        if (int(k) == dim || spatial[k] || t.shape[k] == 1) continue;
-        lp.block[k] = t.shape[k];
-        lp.inner_dims.push_back(int(k));
-      }
-      lp.inner_dims.push_back(dim);
-      b.Add(std::move(lp));
+    });
+    if (dim < 0 || td.shape[dim] < t.t3[v]) continue;
+    if (!td.is_constant) {
+      if (td.role == TensorDecl::Role::kInput && dim + 1 == int(td.shape.size()) && t.sh.nr() > 0)
+        copied.emplace_back(int(op), td.name + ".local");
+      continue;
     }
+    // Blocked by the vector tile, with the dimensions read only through
+    // reduction axes inside it (whole), ahead of the vector block: each
+    // channel vector's weights are then one sequential stream over the
+    // reduction ([K/8][R][S][C][8] for an RSCK weight), which the
+    // hardware prefetchers follow when the weight comes from memory.
+    LayoutPackStep lp{t.local, int(op)};
+    lp.block.assign(td.shape.size(), 0);
+    lp.block[size_t(dim)] = t.t3[v];
+    for (size_t k = 0; k < td.shape.size(); ++k) {
+      if (int(k) == dim || spatial[k] || td.shape[k] == 1) continue;
+      lp.block[k] = td.shape[k];
+      lp.inner_dims.push_back(int(k));
+    }
+    lp.inner_dims.push_back(dim);
+    t.b.Add(std::move(lp));
   }
+  return copied;
+}
+
+}  // namespace
+
+absl::StatusOr<Trace> BuildTiledSchedule(const ComputeDAG& dag, const Target& target,
+                                         const CpuTiling& d) {
+  int main = TilingMainStage(dag);
+  if (main < 0) return absl::InvalidArgumentError("no reduction to tile");
+  TiledBuild t(dag, target, d, main);
+  const TilingNest& sh = t.sh;
+  if (int(d.spatial.size()) != sh.ns() || int(d.reduce_steps.size()) != sh.nr()) {
+    return absl::InvalidArgumentError("decisions do not match the workload");
+  }
+  const int ns = t.ns = sh.ns();
+  const int v = t.v = int(d.vector_axis);
+  if (v < 0 || v >= ns) return absl::InvalidArgumentError("bad vector axis");
+  if (!d.PlacementValid(sh)) {
+    return absl::InvalidArgumentError(absl::StrCat("bad placement: compute location ", d.compute_at,
+                                                   " (0-2), parallel loops ", d.parallel, " (1-",
+                                                   ns, " at location 0, 1-", 2 * ns, " deeper)"));
+  }
+  t.m.resize(ns), t.t2.resize(ns), t.t3.resize(ns);
+  for (int a = 0; a < ns; ++a) {
+    t.m[a] = d.spatial[a].s1, t.t2[a] = d.spatial[a].s2, t.t3[a] = d.spatial[a].s3;
+    if (t.m[a] < 1 || t.t2[a] < 1 || t.t3[a] < 1)
+      return absl::InvalidArgumentError("tile size below 1");
+  }
+  ScheduleBuilder& b = t.b;
+  if (absl::Status s = InlineAndFindConsumer(t); !s.ok()) return s;
+  const ComputeDAG& sdag = b.state().dag();
+  const Stage& L = sdag.stages[t.local];
+  const Stage& C = sdag.stages[t.consumer];
+  if (C.axes.size() != L.axes.size()) return absl::InvalidArgumentError("consumer shape differs");
+  for (size_t a = 0; a < L.axes.size(); ++a) {
+    if (C.axes[a].extent != L.axes[a].extent)
+      return absl::InvalidArgumentError("consumer shape differs");
+  }
+  SchedulePasses(t);
+  const CpuTiling::Placement place = d.EffectivePlacement(sh);
+  if (absl::Status s = TileConsumer(t, C, place); !s.ok()) return s;
+  if (absl::Status s = TileLocal(t, L); !s.ok()) return s;
+  const std::string local_name = L.name, consumer_name = C.name;
+  const std::vector<std::pair<int, std::string>> copied = PackOperands(t, sdag, L);
   for (const auto& copy : copied)
     b.CacheRead(FindStage(b.state(), local_name), copy.first, v1::MEMORY_SCOPE_LOCAL);
   if (!b.ok()) return absl::InvalidArgumentError("sketch step does not apply");
-  local = FindStage(b.state(), local_name);
-  consumer = FindStage(b.state(), consumer_name);
+  const int local = FindStage(b.state(), local_name);
+  const int consumer = FindStage(b.state(), consumer_name);
   for (const auto& copy : copied) {
     const int cs = FindStage(b.state(), copy.second);
     if (cs < 0) return absl::InvalidArgumentError("the operand copy is missing");
     b.AnnotateLoop(cs, b.state().stages()[cs].iters.back().var.get(), v1::ANNOTATION_VECTORIZE);
-    b.ComputeAt(cs, local, b.IndexOf(local, rl.back()[0]));
+    b.ComputeAt(cs, local, b.IndexOf(local, t.rl.back()[0]));
   }
   // The local tile at the innermost consumer loop of its level: the fused
   // parallel loop when that loop is in it (the default: all S0 loops fused).
-  const int attach =
-      place.parallel >= (place.level + 1) * ns ? 0 : b.IndexOf(consumer, cl[ns - 1][place.level]);
+  const int attach = place.parallel >= (place.level + 1) * ns
+                         ? 0
+                         : b.IndexOf(consumer, t.cl[ns - 1][place.level]);
   if (attach < 0) return absl::InvalidArgumentError("the compute location is gone");
   b.ComputeAt(local, consumer, attach);
   if (!b.ok()) return absl::InvalidArgumentError("sketch step does not apply");
