@@ -1,6 +1,7 @@
 // Native operators: every ONNX operator the importer keeps as a graph node,
-// one entry each in the table in ops.cc (the frontend's operator registry
-// marks the same set native), on dense row-major tensors, for T = float (the graph runtime's path for what is not
+// one entry each in the table in ops.cc, the union of the families'
+// lists in ops_*.cc (the frontend's operator registry marks the same set
+// native), on dense row-major tensors, for T = float (the graph runtime's path for what is not
 // a compiled kernel) and T = double (the float64 reference the tests compare
 // builds against). Output shapes come from the importer's shape inference;
 // an operator form we do not compute (Resize cubic, MaxPool indices, ...)
