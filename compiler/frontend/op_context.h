@@ -46,11 +46,6 @@ absl::Status CheckShape(const Shape& s, const std::string& what);
 // Adds a 1-D int64 constant `values` named `name` to the model; returns
 // the name.
 std::string AddIntConstant(Model* m, const std::string& name, const std::vector<int64_t>& values);
-// Whether reduction `op` (ReduceSum, ReduceMean, ...) takes its axes as an
-// input at `opset` (ReduceSum from 13, the others from 18) rather than as an
-// attribute.
-bool ReduceAxesAreAnInput(const std::string& op, int64_t opset);
-
 // Element i of a constant, as a double.
 double ConstValue(const Constant& c, int64_t i);
 // Appends v to a constant's values (int64 or float, as the constant is).

@@ -74,10 +74,6 @@ std::string AddIntConstant(Model* m, const std::string& name, const std::vector<
   return name;
 }
 
-bool ReduceAxesAreAnInput(const std::string& op, int64_t opset) {
-  return opset >= (op == "ReduceSum" ? 13 : 18);
-}
-
 double Elements(const Shape& s) {
   double n = 1;
   for (int64_t d : s) n *= double(d);

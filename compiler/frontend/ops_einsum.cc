@@ -17,6 +17,7 @@
 #include "common/status_macros.h"
 #include "compiler/frontend/op_context.h"
 #include "compiler/frontend/op_registry.h"
+#include "proto/onnx_forms.h"
 
 namespace tunefarm::frontend {
 namespace {
@@ -93,7 +94,7 @@ class Expander {
     const std::string out = Value("sum");
     Node r = Make("ReduceSum", {x}, out);
     r.ints["keepdims"] = {0};
-    if (ReduceAxesAreAnInput("ReduceSum", m_.opset)) {
+    if (graph::ReduceAxesAreAnInput("ReduceSum", m_.opset)) {
       r.inputs.push_back(IntConstant(axes));
     } else {
       r.ints["axes"] = axes;

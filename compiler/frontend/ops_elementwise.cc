@@ -9,6 +9,7 @@
 #include "compiler/frontend/op_registry.h"
 #include "compiler/ir/map_program.h"
 #include "onnx/onnx_pb.h"  // defines ONNX_API, then includes onnx-ml.pb.h
+#include "proto/onnx_forms.h"
 
 namespace tunefarm::frontend {
 namespace {
@@ -50,7 +51,7 @@ absl::Status InferWhere(ShapeContext& c, const Node& n) {
 // where B's dimensions start in A; as numpy broadcasting that is B with
 // trailing 1s, so a constant B gets a reshaped copy.
 absl::Status LegacyBroadcast(Model* m, Node* n) {
-  if (m->opset >= 7 || n->Int("broadcast", 0) == 0 || !n->ints.count("axis") ||
+  if (!graph::HasLegacyBroadcast(m->opset) || n->Int("broadcast", 0) == 0 || !n->ints.count("axis") ||
       n->inputs.size() != 2)
     return absl::OkStatus();
   auto a = m->shapes.find(n->inputs[0]), b = m->shapes.find(n->inputs[1]);
@@ -186,7 +187,7 @@ bool HardSwishEpilogue(const Model&, const Node&, v1::Epilogue* e) {
 // [0, 6] is ReLU6.
 bool ClipEpilogue(const Model& m, const Node& n, v1::Epilogue* e) {
   float lo = -FLT_MAX, hi = FLT_MAX;
-  if (m.opset < 11) {
+  if (!graph::ClipBoundsAreInputs(m.opset)) {
     lo = n.Float("min", lo);
     hi = n.Float("max", hi);
   } else {

@@ -7,6 +7,7 @@
 #include "compiler/frontend/op_context.h"
 #include "compiler/frontend/op_registry.h"
 #include "compiler/ir/workload.h"
+#include "proto/onnx_forms.h"
 
 namespace tunefarm::frontend {
 namespace {
@@ -471,12 +472,12 @@ bool SoftmaxAlone(const Model& m, const Node& n, v1::Workload* w) {
   auto s = m.shapes.find(n.inputs[0]);
   if (s == m.shapes.end() || s->second.empty() || n.outputs.size() != 1) return false;
   const Shape& x = s->second;
-  int64_t axis = n.Int("axis", m.opset < 13 ? 1 : -1);
+  int64_t axis = n.Int("axis", graph::SoftmaxDefaultAxis(m.opset));
   if (axis < 0) axis += int64_t(x.size());
   if (axis < 0 || axis >= int64_t(x.size())) return false;
   int64_t a = 1, len = 1, b = 1;
   for (size_t d = 0; d < x.size(); ++d) {
-    int64_t& f = int64_t(d) < axis ? a : int64_t(d) == axis || m.opset < 13 ? len : b;
+    int64_t& f = int64_t(d) < axis ? a : int64_t(d) == axis || graph::SoftmaxCoercesTo2D(m.opset) ? len : b;
     f *= x[d];
   }
   w->set_op(v1::OP_KIND_SOFTMAX);

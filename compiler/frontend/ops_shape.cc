@@ -13,6 +13,7 @@
 #include "common/status_macros.h"
 #include "compiler/frontend/op_context.h"
 #include "compiler/frontend/op_registry.h"
+#include "proto/onnx_forms.h"
 
 namespace tunefarm::frontend {
 namespace {
@@ -157,7 +158,7 @@ absl::Status InferReshape(ShapeContext& c, const Node& n) {
 
 // Axes: an attribute before opset 13, an optional input from 13.
 absl::StatusOr<std::vector<int64_t>> SqueezeAxes(ShapeContext& c, const Node& n) {
-  if (c.opset() < 13) return n.Ints("axes");
+  if (!graph::SqueezeAxesAreAnInput(c.opset())) return n.Ints("axes");
   if (c.Has(n, 1)) return c.ConstInts(n, 1);
   return std::vector<int64_t>();
 }
@@ -251,8 +252,9 @@ absl::Status InferConcat(ShapeContext& c, const Node& n) {
 absl::Status InferSplit(ShapeContext& c, const Node& n) {
   TF_ASSIGN_OR_RETURN(Shape x, c.In(n, 0));
   TF_ASSIGN_OR_RETURN(int64_t axis, c.Axis(n, n.Int("axis", 0), x.size()));
-  std::vector<int64_t> parts = c.opset() < 13 ? n.Ints("split") : std::vector<int64_t>();
-  if (c.opset() >= 13 && c.Has(n, 1)) {
+  const bool sizes_input = graph::SplitSizesAreAnInput(c.opset());
+  std::vector<int64_t> parts = sizes_input ? std::vector<int64_t>() : n.Ints("split");
+  if (sizes_input && c.Has(n, 1)) {
     TF_ASSIGN_OR_RETURN(parts, c.ConstInts(n, 1));
   }
   const int64_t outs = int64_t(n.outputs.size());
@@ -280,7 +282,7 @@ absl::Status FoldSlice(ShapeContext& c, const Node& n, bool* folded) {
   const Constant& a = *c.Const(n, 0);
   if (a.shape.size() != 1) return absl::OkStatus();
   std::vector<int64_t> starts, ends, steps;
-  if (c.opset() < 10) {
+  if (!graph::SliceBoundsAreInputs(c.opset())) {
     starts = n.Ints("starts");
     ends = n.Ints("ends");
   } else {
@@ -311,7 +313,7 @@ absl::Status FoldSlice(ShapeContext& c, const Node& n, bool* folded) {
 absl::Status InferSlice(ShapeContext& c, const Node& n) {
   TF_ASSIGN_OR_RETURN(Shape x, c.In(n, 0));
   std::vector<int64_t> starts, ends, axes, steps;
-  if (c.opset() < 10) {
+  if (!graph::SliceBoundsAreInputs(c.opset())) {
     starts = n.Ints("starts");
     ends = n.Ints("ends");
     axes = n.Ints("axes");
@@ -351,8 +353,9 @@ absl::Status InferSlice(ShapeContext& c, const Node& n) {
 // pads: an attribute before opset 11, an input from 11.
 absl::Status InferPad(ShapeContext& c, const Node& n) {
   TF_ASSIGN_OR_RETURN(Shape x, c.In(n, 0));
-  std::vector<int64_t> pads = c.opset() < 11 ? n.Ints("pads") : std::vector<int64_t>();
-  if (c.opset() >= 11) {
+  const bool pads_input = graph::PadsAreInputs(c.opset());
+  std::vector<int64_t> pads = pads_input ? std::vector<int64_t>() : n.Ints("pads");
+  if (pads_input) {
     TF_ASSIGN_OR_RETURN(pads, c.ConstInts(n, 1));
   }
   if (pads.size() != 2 * x.size()) return c.Error(n, "pads has the wrong length");
@@ -380,7 +383,7 @@ absl::Status InferResize(ShapeContext& c, const Node& n) {
   TF_ASSIGN_OR_RETURN(Shape x, c.In(n, 0));
   std::vector<float> scales;
   std::vector<int64_t> sizes;
-  if (c.opset() < 11) {
+  if (!graph::ResizeHasRoi(c.opset())) {
     TF_ASSIGN_OR_RETURN(scales, c.ConstFloats(n, 1));
   } else if (c.Has(n, 3)) {
     TF_ASSIGN_OR_RETURN(sizes, c.ConstInts(n, 3));
@@ -394,7 +397,7 @@ absl::Status InferResize(ShapeContext& c, const Node& n) {
 absl::Status InferUpsample(ShapeContext& c, const Node& n) {
   TF_ASSIGN_OR_RETURN(Shape x, c.In(n, 0));
   std::vector<float> scales;
-  if (c.opset() < 9) {
+  if (!graph::UpsampleScalesAreAnInput(c.opset())) {
     scales = n.floats.count("scales") ? n.floats.at("scales") : std::vector<float>();
   } else {
     TF_ASSIGN_OR_RETURN(scales, c.ConstFloats(n, 1));
@@ -540,7 +543,7 @@ absl::Status FoldRange(ShapeContext& c, const Node& n, bool* folded) {
 absl::Status InferArgReduce(ShapeContext& c, const Node& n) {
   TF_ASSIGN_OR_RETURN(Shape x, c.In(n, 0));
   TF_ASSIGN_OR_RETURN(int64_t axis, c.Axis(n, n.Int("axis", 0), x.size()));
-  if (c.opset() < 12 && n.ints.count("select_last_index"))
+  if (!graph::ArgHasSelectLastIndex(c.opset()) && n.ints.count("select_last_index"))
     return c.Error(n, "select_last_index needs opset 12");
   Shape out = x;
   if (n.Int("keepdims", 1) != 0) {
@@ -557,14 +560,14 @@ absl::Status InferTopK(ShapeContext& c, const Node& n) {
   TF_ASSIGN_OR_RETURN(Shape x, c.In(n, 0));
   TF_ASSIGN_OR_RETURN(int64_t axis, c.Axis(n, n.Int("axis", -1), x.size()));
   int64_t k = n.Int("k", -1);
-  if (c.opset() >= 10) {
+  if (graph::TopKIsAnInput(c.opset())) {
     TF_ASSIGN_OR_RETURN(std::vector<int64_t> kv, c.ConstInts(n, 1));
     if (kv.size() != 1) return c.Error(n, "k must have one element");
     k = kv[0];
   } else if (!n.ints.count("k")) {
     return c.Error(n, "no k attribute");
   }
-  if (c.opset() < 11 && (n.ints.count("largest") || n.ints.count("sorted")))
+  if (!graph::TopKHasOrder(c.opset()) && (n.ints.count("largest") || n.ints.count("sorted")))
     return c.Error(n, "largest and sorted need opset 11");
   if (k < 0 || k > x[size_t(axis)])
     return c.Error(n, StrCat("k = ", k, " for a dimension of ", x[size_t(axis)]));
@@ -646,7 +649,7 @@ absl::StatusOr<std::vector<Node>> ExpandReduce(Model* m, const Node& n) {
     r.inputs = {in};
     r.outputs = {out};
     r.ints["keepdims"] = {keep};
-    if (ReduceAxesAreAnInput(op, m->opset)) {
+    if (graph::ReduceAxesAreAnInput(op, m->opset)) {
       r.inputs.push_back(AddIntConstant(m, StrCat(out, "/axes"), axes));
     } else {
       r.ints["axes"] = axes;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "device_agent/runtime/ops_internal.h"
+#include "proto/onnx_forms.h"
 
 namespace tunefarm::runtime::ops_internal {
 
@@ -33,7 +34,7 @@ absl::Status Op<T>::Pow() {
 template <typename T>
 absl::Status Op<T>::Clip() {
   double lo = -std::numeric_limits<double>::infinity(), hi = -lo;
-  if (a_.opset < 11) {
+  if (!graph::ClipBoundsAreInputs(a_.opset)) {
     if (n_.floats.count("min")) lo = n_.Float("min", 0);
     if (n_.floats.count("max")) hi = n_.Float("max", 0);
   } else {

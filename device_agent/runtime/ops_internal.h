@@ -135,8 +135,8 @@ class Op {
   absl::Status Pad();
   absl::Status Resize(bool upsample);
   absl::Status Softmax(bool log);
-  // Axes are an input from opset `axes_input_from` on, an attribute before.
-  absl::Status Reduce(ReduceKind kind, int64_t axes_input_from);
+  // Axes: an input or an attribute, as graph::ReduceAxesAreAnInput says.
+  absl::Status Reduce(ReduceKind kind);
   absl::Status Gather();
   absl::Status GatherElements();
   absl::Status Expand();

@@ -8,6 +8,7 @@
 
 #include "common/status_macros.h"
 #include "device_agent/runtime/ops_internal.h"
+#include "proto/onnx_forms.h"
 
 namespace tunefarm::runtime::ops_internal {
 namespace {
@@ -462,12 +463,12 @@ absl::Status Op<T>::Pool(bool global, bool is_max) {
 template <typename T>
 absl::Status Op<T>::Softmax(bool log) {
   const Shape& xs = InShape(0);
-  const int64_t axis = Axis(n_.Int("axis", a_.opset < 13 ? 1 : -1), xs.size());
+  const int64_t axis = Axis(n_.Int("axis", graph::SoftmaxDefaultAxis(a_.opset)), xs.size());
   if (axis < 0 || axis >= int64_t(xs.size())) return Error("axis out of range");
   // Before opset 13 the input is coerced to 2-D at `axis`; from 13 on the
   // reduction is over `axis` alone.
   int64_t len, inner;
-  if (a_.opset < 13) {
+  if (graph::SoftmaxCoercesTo2D(a_.opset)) {
     len = Numel(Shape(xs.begin() + axis, xs.end()));
     inner = 1;
   } else {

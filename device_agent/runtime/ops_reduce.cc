@@ -8,15 +8,16 @@
 #include <vector>
 
 #include "device_agent/runtime/ops_internal.h"
+#include "proto/onnx_forms.h"
 
 namespace tunefarm::runtime::ops_internal {
 
 template <typename T>
-absl::Status Op<T>::Reduce(ReduceKind kind, int64_t axes_input_from) {
+absl::Status Op<T>::Reduce(ReduceKind kind) {
   const Shape& xs = InShape(0);
   const size_t r = xs.size();
   std::vector<double> axes;
-  const bool axes_input = a_.opset >= axes_input_from;
+  const bool axes_input = graph::ReduceAxesAreAnInput(n_.op, a_.opset);
   if (axes_input) {
     Params(1, &axes);
   } else {
@@ -167,16 +168,16 @@ std::vector<NativeOp> ReduceOps() {
       Kernel("TopK", [](auto& o) { return o.TopK(); }),
       Kernel("ArgMax", [](auto& o) { return o.ArgReduce(true); }),
       Kernel("ArgMin", [](auto& o) { return o.ArgReduce(false); }),
-      Kernel("ReduceMax", [](auto& o) { return o.Reduce(ReduceKind::kMax, 18); }),
-      Kernel("ReduceMean", [](auto& o) { return o.Reduce(ReduceKind::kMean, 18); }),
-      Kernel("ReduceSum", [](auto& o) { return o.Reduce(ReduceKind::kSum, 13); }),
-      Kernel("ReduceMin", [](auto& o) { return o.Reduce(ReduceKind::kMin, 18); }),
-      Kernel("ReduceProd", [](auto& o) { return o.Reduce(ReduceKind::kProd, 18); }),
-      Kernel("ReduceL1", [](auto& o) { return o.Reduce(ReduceKind::kL1, 18); }),
-      Kernel("ReduceL2", [](auto& o) { return o.Reduce(ReduceKind::kL2, 18); }),
-      Kernel("ReduceSumSquare", [](auto& o) { return o.Reduce(ReduceKind::kSumSquare, 18); }),
-      Kernel("ReduceLogSum", [](auto& o) { return o.Reduce(ReduceKind::kLogSum, 18); }),
-      Kernel("ReduceLogSumExp", [](auto& o) { return o.Reduce(ReduceKind::kLogSumExp, 18); }),
+      Kernel("ReduceMax", [](auto& o) { return o.Reduce(ReduceKind::kMax); }),
+      Kernel("ReduceMean", [](auto& o) { return o.Reduce(ReduceKind::kMean); }),
+      Kernel("ReduceSum", [](auto& o) { return o.Reduce(ReduceKind::kSum); }),
+      Kernel("ReduceMin", [](auto& o) { return o.Reduce(ReduceKind::kMin); }),
+      Kernel("ReduceProd", [](auto& o) { return o.Reduce(ReduceKind::kProd); }),
+      Kernel("ReduceL1", [](auto& o) { return o.Reduce(ReduceKind::kL1); }),
+      Kernel("ReduceL2", [](auto& o) { return o.Reduce(ReduceKind::kL2); }),
+      Kernel("ReduceSumSquare", [](auto& o) { return o.Reduce(ReduceKind::kSumSquare); }),
+      Kernel("ReduceLogSum", [](auto& o) { return o.Reduce(ReduceKind::kLogSum); }),
+      Kernel("ReduceLogSumExp", [](auto& o) { return o.Reduce(ReduceKind::kLogSumExp); }),
   };
 }
 

@@ -7,6 +7,7 @@
 
 #include "common/status_macros.h"
 #include "device_agent/runtime/ops_internal.h"
+#include "proto/onnx_forms.h"
 
 namespace tunefarm::runtime::ops_internal {
 
@@ -93,7 +94,7 @@ absl::Status Op<T>::PlanResize(bool upsample, ResizePlan* plan) const {
     } else {
       Params(1, &scales);
     }
-  } else if (a_.opset < 11) {
+  } else if (!graph::ResizeHasRoi(a_.opset)) {
     Params(1, &scales);
     nearest = "round_prefer_floor";
   } else {

@@ -18,6 +18,7 @@
 #endif
 
 #include "device_agent/runtime/ops_internal.h"
+#include "proto/onnx_forms.h"
 
 namespace tunefarm::runtime::ops_internal {
 namespace {
@@ -143,7 +144,7 @@ absl::Status Op<T>::Slice() {
   const Shape& xs = InShape(0);
   const size_t r = xs.size();
   std::vector<double> starts, ends, axes, steps;
-  if (a_.opset < 10) {
+  if (!graph::SliceBoundsAreInputs(a_.opset)) {
     for (int64_t v : n_.Ints("starts")) starts.push_back(double(v));
     for (int64_t v : n_.Ints("ends")) ends.push_back(double(v));
     for (int64_t v : n_.Ints("axes")) axes.push_back(double(v));
@@ -271,7 +272,7 @@ absl::Status Op<T>::Pad() {
   const std::string mode = n_.strings.count("mode") ? n_.strings.at("mode") : "constant";
   std::vector<double> pads, value, axes;
   double cval = 0;
-  if (a_.opset < 11) {
+  if (!graph::PadsAreInputs(a_.opset)) {
     for (int64_t v : n_.Ints("pads")) pads.push_back(double(v));
     cval = n_.Float("value", 0);
   } else {
