@@ -394,6 +394,54 @@ bool PrefersRowConv(const ComputeDAG& dag, const Target& target) {
   return !strided && (depth <= 96 || channels <= 32);
 }
 
+namespace {
+
+// The tiling of deep layers with little spatial extent (h x w pixels, k
+// output and c input channels, r kernel rows, `lanes` per channel vector):
+// the reduction blocked by 16 input channels outside a local tile of whole
+// rows x a few channel vectors (about 32 KB), so each block of the weight
+// is reused by every pixel while it sits in L1; a register tile of up to 8
+// rows x 1 vector: the decisions a 128-trial tune found on C512 H7 3x3,
+// generalized. 1x1 layers take their own local tile.
+CpuTiling DeepLayerTiling(const ComputeDAG& dag, int64_t h, int64_t w, int64_t k, int64_t c,
+                          int64_t r, int64_t lanes, bool pointwise) {
+  CpuTiling t;
+  t.pad_pass = true;
+  t.vector_axis = 3;
+  t.pragma = 3;
+  t.pack = true;
+  t.spatial.resize(4);
+  const int64_t rows8 = DivisorAtMost(h, 8);
+  t.spatial[1].s3 = rows8;
+  t.spatial[1].unroll = true;
+  if (pointwise) {
+    // 1x1 (a ragged fit above): a local tile of one channel vector over
+    // the rows x whole row width, the columns outside the reduction (64
+    // input channels a step), as a 128-trial tune of C320 K1280 H7 found:
+    // each column streams the vector's weights once at 7 FMAs per load
+    // and the next columns find them in L1. Every channel vector is a
+    // parallel iteration (the tile below made K160 one iteration)
+    // (docs/tuning-guide.md).
+    t.spatial[2].s1 = w;
+    t.spatial[3] = {1, 1, lanes, true};
+    t.reduce_steps = {DivisorAtMost(c, 64), 1, 1};
+  } else {
+    t.spatial[2].s2 = w;
+    const int64_t kv = k / lanes, s2 = DivisorAtMost(kv, 4);
+    int64_t s1 = 1;
+    for (int64_t d = 1; d <= kv / s2; ++d) {
+      if ((kv / s2) % d == 0 && rows8 * w * d * s2 * lanes * 4 <= 32 * 1024) s1 = d;
+    }
+    t.spatial[3] = {s1, s2, lanes, true};
+    t.reduce_steps = {DivisorAtMost(c, 16), r, 1};
+  }
+  t.compute_at = kComputeAtS0;
+  t.parallel = CpuTiling::DefaultParallel(TilingNest::Of(dag));
+  return t;
+}
+
+}  // namespace
+
 absl::StatusOr<Trace> NhwcConv2dSchedule(const ComputeDAG& dag, const Target& target) {
   const int main = TilingMainStage(dag);
   if (main < 0) return absl::InvalidArgumentError("not an NHWC convolution");
@@ -472,46 +520,8 @@ absl::StatusOr<Trace> NhwcConv2dSchedule(const ComputeDAG& dag, const Target& ta
   const bool ragged = computed * 4 > h * w * 5;
   if (h * w <= 28 * 28 && c >= 128 && !strided && !(gemm_tile && vectors * cols >= 16) &&
       (!pointwise || ragged)) {
-    // Deep layers with little spatial extent: the reduction blocked by 16
-    // input channels outside a local tile of whole rows x a few channel
-    // vectors (about 32 KB), so each block of the weight is reused by every
-    // pixel while it sits in L1; a register tile of up to 8 rows x 1
-    // vector: the decisions a 128-trial tune found on C512 H7 3x3,
-    // generalized. 1x1 layers take their own local tile (below).
-    t = CpuTiling{};
-    t.pad_pass = true;
-    t.vector_axis = 3;
-    t.pragma = 3;
-    t.pack = true;
-    t.spatial.resize(4);
-    const int64_t rows8 = DivisorAtMost(h, 8);
-    t.spatial[1].s3 = rows8;
-    t.spatial[1].unroll = true;
-    if (pointwise) {
-      // 1x1 (a ragged fit above): a local tile of one channel vector over
-      // the rows x whole row width, the columns outside the reduction (64
-      // input channels a step), as a 128-trial tune of C320 K1280 H7 found:
-      // each column streams the vector's weights once at 7 FMAs per load
-      // and the next columns find them in L1. Every channel vector is a
-      // parallel iteration (the tile below made K160 one iteration).
-      // Alone, ms, against the tile below at 1 / 2 threads: C960 K160 H7
-      // 0.20 / 0.12 against 0.30 / 0.31, C320 K1280 H7 0.78 / 0.31 against
-      // 0.84 / 0.37.
-      t.spatial[2].s1 = w;
-      t.spatial[3] = {1, 1, lanes, true};
-      t.reduce_steps = {DivisorAtMost(c, 64), 1, 1};
-    } else {
-      t.spatial[2].s2 = w;
-      const int64_t kv = k / lanes, s2 = DivisorAtMost(kv, 4);
-      int64_t s1 = 1;
-      for (int64_t d = 1; d <= kv / s2; ++d) {
-        if ((kv / s2) % d == 0 && rows8 * w * d * s2 * lanes * 4 <= 32 * 1024) s1 = d;
-      }
-      t.spatial[3] = {s1, s2, lanes, true};
-      t.reduce_steps = {DivisorAtMost(c, 16), r, 1};
-    }
-    t.compute_at = kComputeAtS0;
-    t.parallel = CpuTiling::DefaultParallel(TilingNest::Of(dag));
+    // Deep layers with little spatial extent: a blocked reduction.
+    t = DeepLayerTiling(dag, h, w, k, c, r, lanes, pointwise);
     absl::StatusOr<Trace> trace = BuildTiledSchedule(dag, target, t);
     if (trace.ok()) trace->is_default = true;
     return trace;
