@@ -90,16 +90,17 @@ std::string Winner(const std::vector<schedule::Trace>& schedules, int best) {
                       absl::StrJoin(s.decisions, ", "), "]}");
 }
 
-}  // namespace
-
-int RunGpuKernelsBench(const std::string& target_flag, int samples, uint64_t seed,
-                       const std::string& only, const std::string& json_path) {
-  v1::Capabilities caps = runtime::DetectCapabilities();
+// The GPU target `target_flag` names ("cuda": this machine's GPU), measurable
+// here and with cuBLAS/cuDNN to compare with. Otherwise nullopt after one
+// line on stderr, `*exit_code` 2 for a target that is no CUDA target, else 1.
+std::optional<ir::Target> UsableCudaTarget(const std::string& target_flag,
+                                           const v1::Capabilities& caps, int* exit_code) {
+  *exit_code = 1;
   std::string spec = target_flag;
   if (spec == "cuda") {
     if (!caps.has_gpu()) {
       std::fprintf(stderr, "tunefarm-bench: kernels --target cuda: no GPU on this machine\n");
-      return 1;
+      return std::nullopt;
     }
     spec = runtime::LocalCudaTarget(caps);
   }
@@ -108,17 +109,169 @@ int RunGpuKernelsBench(const std::string& target_flag, int samples, uint64_t see
     std::fprintf(
         stderr, "tunefarm-bench: --target %s: %s\n", spec.c_str(),
         target.ok() ? "not a cuda target" : std::string(target.status().message()).c_str());
-    return 2;
+    *exit_code = 2;
+    return std::nullopt;
   }
   if (absl::Status s = search::GpuLocalMeasurer::Check(*target); !s.ok()) {
     std::fprintf(stderr, "tunefarm-bench: kernels --target %s: %s\n", spec.c_str(),
                  std::string(s.message()).c_str());
-    return 1;
+    return std::nullopt;
   }
   if (!HaveCudaReferences()) {
     std::fprintf(stderr, "tunefarm-bench: this build has no cuBLAS/cuDNN to compare with\n");
-    return 1;
+    return std::nullopt;
   }
+  return *std::move(target);
+}
+
+// Our kernels of one workload, as measured: the default schedule (first)
+// and the samples, how many passed, and the fastest sample (re-timed).
+struct GpuSampleResults {
+  std::vector<schedule::Trace> schedules;  // [0] is the default schedule
+  std::vector<search::MeasureResult> got;  // one per schedule
+  int ok = 0, best_i = -1;                 // best_i: the fastest sample, -1 where none passed
+  double best_s = NAN;                     // its re-timed seconds; NaN where none or it failed
+  double median_compile_ms = NAN;          // over the schedules that built
+};
+
+// Measures the default schedule and `samples` random GPU schedules drawn
+// with `seed` through `measurer`, then the fastest sample once more, as the
+// library is timed. Adds the wrong results and a failed re-timing to `*wrong`.
+GpuSampleResults MeasureGpuSamples(search::GpuLocalMeasurer& measurer, const search::Task& task,
+                                   const ir::Target& target, int samples, uint64_t seed,
+                                   const char* name, int* wrong) {
+  GpuSampleResults r;
+  std::mt19937_64 rng(seed);
+  r.schedules = {schedule::DefaultSchedule(task.dag, target)};
+  for (int s = 0; s < samples; ++s)
+    r.schedules.push_back(search::space::RandomGpuSchedule(task.dag, target, rng));
+  r.got = measurer.Measure(task, r.schedules);
+  std::vector<double> compile_ms;
+  for (size_t i = 0; i < r.got.size(); ++i) {
+    if (r.got[i].status != search::MeasureResult::Status::kBuildError)
+      compile_ms.push_back(r.got[i].compile_ms);
+    if (r.got[i].status == search::MeasureResult::Status::kWrongResult) ++*wrong;
+    if (r.got[i].status != search::MeasureResult::Status::kOk) continue;
+    ++r.ok;
+    if (i > 0 && (std::isnan(r.best_s) || r.got[i].seconds < r.best_s)) {
+      r.best_s = r.got[i].seconds;
+      r.best_i = int(i);
+    }
+  }
+  // The fastest sample was picked by its own timing: it is timed once more,
+  // as the library is, and that time is the one reported.
+  if (r.best_i > 0) {
+    std::vector<search::MeasureResult> again = measurer.Measure(task, {r.schedules[r.best_i]});
+    r.best_s = again[0].status == search::MeasureResult::Status::kOk ? again[0].seconds : NAN;
+    if (std::isnan(r.best_s)) {
+      std::printf("%-26s sampled best re-timed: %s: %s\n", name,
+                  search::StatusName(again[0].status), again[0].error.c_str());
+      ++*wrong;
+    }
+  }
+  std::sort(compile_ms.begin(), compile_ms.end());
+  if (!compile_ms.empty()) r.median_compile_ms = compile_ms[compile_ms.size() / 2];
+  return r;
+}
+
+// The library's run (cuBLAS, cuDNN) on the inputs the measurement used, and
+// what its check said: `note` for the table, `error` (empty: none) where
+// its output is wrong or unchecked.
+struct GpuLibraryResult {
+  absl::StatusOr<GpuReferenceRun> run;
+  std::string note, error;
+};
+
+// Runs the library on `task` with inputs from `seed` and checks its output
+// against the float64 interpreter, or above kInterpretUpTo against oneDNN or
+// OpenBLAS on the CPU: a wrong library is no baseline. A wrong one gets a
+// line and adds one to `*wrong`.
+GpuLibraryResult RunCheckedGpuLibrary(const search::Task& task, uint64_t seed, const char* name,
+                                      int* wrong) {
+  const std::vector<std::vector<float>> inputs = ir::RandomInputs(task.dag, seed);
+  GpuLibraryResult r{RunCudaReference(task.workload, inputs), "", ""};
+  if (!r.run.ok()) {
+    r.note = std::string(r.run.status().message());
+    return r;
+  }
+  const GpuReferenceRun& lib = *r.run;
+  double err = INFINITY;
+  std::string against;
+  if (task.flops <= kInterpretUpTo) {
+    absl::StatusOr<std::vector<double>> want = ir::EvaluateReference(task.dag, inputs);
+    if (want.ok()) {
+      err = MaxRelError(lib.output.data(), lib.output.size(), *want);
+      against = "float64 reference";
+    }
+  } else {
+    std::optional<ReferenceRun> cpu = RunOneDnn(task.workload, inputs, CpuThreads());
+    if (!cpu) cpu = RunOpenBlas(task.workload, inputs, CpuThreads());
+    if (cpu) {
+      err = MaxRelError(lib.output.data(), lib.output.size(), cpu->output);
+      against = "CPU library";
+    }
+  }
+  r.note = absl::StrFormat("%s, max rel. error %.1e against the %s", lib.library, err,
+                           against.empty() ? "(none)" : against);
+  const bool half = task.dag.tensors[size_t(task.dag.output)].float16;
+  if (!(err <= (half ? HalfTolerance(task.dag.half) : 1e-3))) {
+    r.error = absl::StrCat(lib.library, " output wrong or unchecked: ", r.note);
+    std::printf("%-26s %s\n", name, r.error.c_str());
+    ++*wrong;
+  }
+  return r;
+}
+
+// Anchor `a` on the GPU: our kernels measured, then the library; prints its
+// table line and returns its JSON row. Adds the kernels that passed to
+// `*checked`, and the failures to `*wrong`. nullopt, after a line, where
+// the workload is no task for `target`.
+std::optional<std::string> BenchGpuKernel(const Anchor& a, search::GpuLocalMeasurer& measurer,
+                                          const ir::Target& target, int samples, uint64_t seed,
+                                          int* checked, int* wrong) {
+  absl::StatusOr<search::Task> task =
+      search::Task::Make(*ir::ParseWorkloadSpec(a.spec), target, a.name);
+  if (!task.ok()) {
+    std::printf("%-26s %s\n", a.name, std::string(task.status().message()).c_str());
+    return std::nullopt;
+  }
+  const GpuSampleResults s = MeasureGpuSamples(measurer, *task, target, samples, seed, a.name,
+                                               wrong);
+  *checked += s.ok;
+  const search::MeasureResult& def = s.got[0];
+  const double def_s = def.status == search::MeasureResult::Status::kOk ? def.seconds : NAN;
+  if (std::isnan(def_s)) {
+    std::printf("%-26s default schedule: %s: %s\n", a.name, search::StatusName(def.status),
+                def.error.c_str());
+  }
+  const GpuLibraryResult lib = RunCheckedGpuLibrary(*task, seed, a.name, wrong);
+  if (std::isnan(def_s)) ++*wrong;
+  const double gf = task->flops * 1e-9;
+  const double def_g = gf / def_s, smp_g = gf / s.best_s,
+               lib_g = lib.run.ok() && lib.error.empty() ? gf / lib.run->seconds : NAN;
+  std::printf("%-26s %9s %9s %9s %7s %7s %3d/%-3d %7.0f  %s\n", a.name, Num(def_g).c_str(),
+              Num(smp_g).c_str(), Num(lib_g).c_str(),
+              absl::StrFormat("%.2f", def_g / lib_g).c_str(),
+              absl::StrFormat("%.2f", smp_g / lib_g).c_str(), s.ok, int(s.got.size()),
+              s.median_compile_ms, lib.note.c_str());
+  std::fflush(stdout);
+  return absl::StrCat(
+      "{\"workload\": \"", a.name, "\", \"spec\": \"", a.spec, "\", \"default_gflops\": ",
+      Num(def_g), ", \"sampled_best_gflops\": ", Num(smp_g), ", \"samples\": ", samples,
+      ", \"ok\": ", s.ok, ", \"sampled_best\": ", Winner(s.schedules, s.best_i),
+      ", \"library_gflops\": ", Num(lib_g), ", \"library\": \"",
+      lib.run.ok() ? lib.run->library : "", "\", \"library_error\": ",
+      lib.error.empty() ? "null" : absl::StrCat("\"", lib.error, "\""), "}");
+}
+
+}  // namespace
+
+int RunGpuKernelsBench(const std::string& target_flag, int samples, uint64_t seed,
+                       const std::string& only, const std::string& json_path) {
+  v1::Capabilities caps = runtime::DetectCapabilities();
+  int exit_code = 1;
+  const std::optional<ir::Target> target = UsableCudaTarget(target_flag, caps, &exit_code);
+  if (!target) return exit_code;
   std::printf("target: %s   GPU: %s   driver: CUDA %s   samples: %d   seed: %llu\n",
               target->ToString().c_str(), caps.gpu_name().c_str(),
               caps.fingerprint().cuda_driver().c_str(), samples,
@@ -134,101 +287,9 @@ int RunGpuKernelsBench(const std::string& target_flag, int samples, uint64_t see
   int checked = 0, wrong = 0;
   for (const Anchor& a : Anchors()) {
     if (!Selected(a.name, only)) continue;
-    absl::StatusOr<search::Task> task =
-        search::Task::Make(*ir::ParseWorkloadSpec(a.spec), *target, a.name);
-    if (!task.ok()) {
-      std::printf("%-26s %s\n", a.name, std::string(task.status().message()).c_str());
-      continue;
-    }
-    std::mt19937_64 rng(seed);
-    std::vector<schedule::Trace> schedules = {schedule::DefaultSchedule(task->dag, *target)};
-    for (int s = 0; s < samples; ++s)
-      schedules.push_back(search::space::RandomGpuSchedule(task->dag, *target, rng));
-    std::vector<search::MeasureResult> got = measurer.Measure(*task, schedules);
-    int ok = 0, best_i = -1;
-    double best_s = NAN;
-    std::vector<double> compile_ms;
-    for (size_t i = 0; i < got.size(); ++i) {
-      if (got[i].status != search::MeasureResult::Status::kBuildError)
-        compile_ms.push_back(got[i].compile_ms);
-      if (got[i].status == search::MeasureResult::Status::kWrongResult) ++wrong;
-      if (got[i].status != search::MeasureResult::Status::kOk) continue;
-      ++ok;
-      if (i > 0 && (std::isnan(best_s) || got[i].seconds < best_s)) {
-        best_s = got[i].seconds;
-        best_i = int(i);
-      }
-    }
-    // The fastest sample was picked by its own timing: it is timed once more,
-    // as the library is, and that time is the one reported.
-    if (best_i > 0) {
-      std::vector<search::MeasureResult> again = measurer.Measure(*task, {schedules[best_i]});
-      best_s = again[0].status == search::MeasureResult::Status::kOk ? again[0].seconds : NAN;
-      if (std::isnan(best_s)) {
-        std::printf("%-26s sampled best re-timed: %s: %s\n", a.name,
-                    search::StatusName(again[0].status), again[0].error.c_str());
-        ++wrong;
-      }
-    }
-    checked += ok;
-    std::sort(compile_ms.begin(), compile_ms.end());
-    const double median_compile = compile_ms.empty() ? NAN : compile_ms[compile_ms.size() / 2];
-    const double def_s = got[0].status == search::MeasureResult::Status::kOk ? got[0].seconds : NAN;
-    if (std::isnan(def_s)) {
-      std::printf("%-26s default schedule: %s: %s\n", a.name, search::StatusName(got[0].status),
-                  got[0].error.c_str());
-    }
-    // The library, on the inputs the measurement used.
-    const std::vector<std::vector<float>> inputs = ir::RandomInputs(task->dag, seed);
-    absl::StatusOr<GpuReferenceRun> lib = RunCudaReference(task->workload, inputs);
-    std::string lib_note, lib_error;
-    if (!lib.ok()) {
-      lib_note = std::string(lib.status().message());
-    } else {
-      // The library's output against the float64 interpreter, or above its
-      // limit against oneDNN/OpenBLAS on the CPU: a wrong library is no baseline.
-      double err = INFINITY;
-      std::string against;
-      if (task->flops <= kInterpretUpTo) {
-        absl::StatusOr<std::vector<double>> want = ir::EvaluateReference(task->dag, inputs);
-        if (want.ok()) {
-          err = MaxRelError(lib->output.data(), lib->output.size(), *want);
-          against = "float64 reference";
-        }
-      } else {
-        std::optional<ReferenceRun> cpu = RunOneDnn(task->workload, inputs, CpuThreads());
-        if (!cpu) cpu = RunOpenBlas(task->workload, inputs, CpuThreads());
-        if (cpu) {
-          err = MaxRelError(lib->output.data(), lib->output.size(), cpu->output);
-          against = "CPU library";
-        }
-      }
-      lib_note = absl::StrFormat("%s, max rel. error %.1e against the %s", lib->library, err,
-                                 against.empty() ? "(none)" : against);
-      const bool half = task->dag.tensors[size_t(task->dag.output)].float16;
-      if (!(err <= (half ? HalfTolerance(task->dag.half) : 1e-3))) {
-        lib_error = absl::StrCat(lib->library, " output wrong or unchecked: ", lib_note);
-        std::printf("%-26s %s\n", a.name, lib_error.c_str());
-        ++wrong;
-      }
-    }
-    if (std::isnan(def_s)) ++wrong;
-    const double gf = task->flops * 1e-9;
-    const double def_g = gf / def_s, smp_g = gf / best_s,
-                 lib_g = lib.ok() && lib_error.empty() ? gf / lib->seconds : NAN;
-    std::printf("%-26s %9s %9s %9s %7s %7s %3d/%-3d %7.0f  %s\n", a.name, Num(def_g).c_str(),
-                Num(smp_g).c_str(), Num(lib_g).c_str(),
-                absl::StrFormat("%.2f", def_g / lib_g).c_str(),
-                absl::StrFormat("%.2f", smp_g / lib_g).c_str(), ok, int(got.size()), median_compile,
-                lib_note.c_str());
-    std::fflush(stdout);
-    rows.push_back(absl::StrCat(
-        "{\"workload\": \"", a.name, "\", \"spec\": \"", a.spec, "\", \"default_gflops\": ",
-        Num(def_g), ", \"sampled_best_gflops\": ", Num(smp_g), ", \"samples\": ", samples,
-        ", \"ok\": ", ok, ", \"sampled_best\": ", Winner(schedules, best_i),
-        ", \"library_gflops\": ", Num(lib_g), ", \"library\": \"", lib.ok() ? lib->library : "",
-        "\", \"library_error\": ", lib_error.empty() ? "null" : absl::StrCat("\"", lib_error, "\""),
-        "}"));
+    std::optional<std::string> row =
+        BenchGpuKernel(a, measurer, *target, samples, seed, &checked, &wrong);
+    if (row) rows.push_back(*std::move(row));
   }
   std::printf("\n%d kernels checked against the reference and timed, %d wrong or failed "
               "(kernels, defaults, libraries)\n", checked, wrong);

@@ -23,6 +23,8 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
+#include <utility>
 
 #include "absl/algorithm/container.h"
 #include "absl/strings/match.h"
@@ -110,192 +112,271 @@ absl::StatusOr<LibrarySum> TimeLibraries(const frontend::Model& model, const ir:
   return sum;
 }
 
-}  // namespace
-
-int RunGpuModelsBench(const std::vector<std::string>& args) {
-  int trials = 0, repeat = 50;
+// What `gpu-models` was asked for on the command line.
+struct GpuModelsOptions {
+  int trials = 0, repeat = 50;  // trials 0: tune's default budget
   std::vector<std::string> precisions = {"fp32", "fp16"}, layouts = {"nchw"};
   std::string only, json_path, db_dir, model_dir;
-  const int flags =
-      ReadFlags("gpu-models", args,
-                {{"--trials",
-                  [&](const std::string& v) { return absl::SimpleAtoi(v, &trials) && trials > 0; }},
-                 {"--repeat",
-                  [&](const std::string& v) { return absl::SimpleAtoi(v, &repeat) && repeat > 0; }},
-                 {"--precision",
-                  [&](const std::string& v) {
-                    precisions = absl::StrSplit(v, ',');
-                    return absl::c_all_of(precisions, [](const std::string& p) {
-                      return frontend::PrecisionNamed(p).has_value();
-                    });
-                  }},
-                 {"--layout",
-                  [&](const std::string& v) {
-                    layouts = absl::StrSplit(v, ',');
-                    return absl::c_all_of(
-                        layouts, [](const std::string& l) { return l == "nchw" || l == "nhwc"; });
-                  }},
-                 {"--only", TextFlag(&only)},
-                 {"--json", TextFlag(&json_path)},
-                 {"--db-dir", TextFlag(&db_dir)},
-                 {"--model-dir", TextFlag(&model_dir)}});
-  if (flags != 0) return flags;
-  std::setvbuf(stdout, nullptr, _IOLBF, 0);
-  v1::Capabilities caps = runtime::DetectCapabilities();
+};
+
+// Reads `args` into `o`, as ReadFlags does: 0, or 2 after one line on stderr.
+int ParseGpuModelsArgs(const std::vector<std::string>& args, GpuModelsOptions* o) {
+  return ReadFlags(
+      "gpu-models", args,
+      {{"--trials",
+        [&](const std::string& v) { return absl::SimpleAtoi(v, &o->trials) && o->trials > 0; }},
+       {"--repeat",
+        [&](const std::string& v) { return absl::SimpleAtoi(v, &o->repeat) && o->repeat > 0; }},
+       {"--precision",
+        [&](const std::string& v) {
+          o->precisions = absl::StrSplit(v, ',');
+          return absl::c_all_of(o->precisions, [](const std::string& p) {
+            return frontend::PrecisionNamed(p).has_value();
+          });
+        }},
+       {"--layout",
+        [&](const std::string& v) {
+          o->layouts = absl::StrSplit(v, ',');
+          return absl::c_all_of(
+              o->layouts, [](const std::string& l) { return l == "nchw" || l == "nhwc"; });
+        }},
+       {"--only", TextFlag(&o->only)},
+       {"--json", TextFlag(&o->json_path)},
+       {"--db-dir", TextFlag(&o->db_dir)},
+       {"--model-dir", TextFlag(&o->model_dir)}});
+}
+
+// This machine's GPU as a target the bench can measure on (`spec` gets its
+// spec), with cuBLAS/cuDNN to compare with; nullopt after one line on stderr.
+std::optional<ir::Target> UsableGpuTarget(const v1::Capabilities& caps, std::string* spec) {
   if (!caps.has_gpu()) {
     std::fprintf(stderr, "tunefarm-bench: gpu-models: no GPU on this machine\n");
-    return 1;
+    return std::nullopt;
   }
-  const std::string spec = runtime::LocalCudaTarget(caps);
-  absl::StatusOr<ir::Target> target = ir::Target::Parse(spec);
+  *spec = runtime::LocalCudaTarget(caps);
+  absl::StatusOr<ir::Target> target = ir::Target::Parse(*spec);
   if (!target.ok()) {
     std::fprintf(stderr, "tunefarm-bench: gpu-models: %s\n",
                  std::string(target.status().message()).c_str());
-    return 1;
+    return std::nullopt;
   }
   if (absl::Status s = search::GpuLocalMeasurer::Check(*target); !s.ok()) {
     std::fprintf(stderr, "tunefarm-bench: gpu-models: %s\n", std::string(s.message()).c_str());
-    return 1;
+    return std::nullopt;
   }
   if (!HaveCudaReferences()) {
     std::fprintf(stderr, "tunefarm-bench: this build has no cuBLAS/cuDNN to compare with\n");
-    return 1;
+    return std::nullopt;
   }
+  return *std::move(target);
+}
+
+// Where the bench runs: the GPU target, the options and the folders (`tmp`
+// for make_zoo.py's models, `keep` for packages, databases and logs).
+struct GpuBenchContext {
+  const GpuModelsOptions& o;
+  const ir::Target& target;
+  const std::string& spec;
+  fs::path tmp, keep;
+};
+
+// A model imported for the bench, its random inputs and the float64
+// interpreter's outputs on them.
+struct GpuModel {
+  const char* name;
+  std::string path;
+  frontend::Model model;
+  std::map<std::string, std::vector<float>> in;
+  deploy::Values<double> ref;
+};
+
+// `tunefarm build --untuned` and `tunefarm tune` of `m` for one precision
+// and layout, named `base` under ctx.keep; the untuned and tuned packages.
+absl::StatusOr<std::pair<v1::ModelPackage, v1::ModelPackage>> BuildAndTuneGpu(
+    const GpuBenchContext& ctx, const GpuModel& m, const std::string& precision,
+    const std::string& layout, const std::string& base) {
+  const fs::path untuned_path = ctx.keep / (base + "-untuned.tfpkg"),
+                 tuned_path = ctx.keep / (base + ".tfpkg");
+  std::vector<std::string> build = {
+      "build",   m.path, "--untuned",           "--target", ctx.spec, "--precision",
+      precision, "-o",   untuned_path.string(), "--layout", layout};
+  std::vector<std::string> tune = {"tune",        m.path,
+                                   "--target",    ctx.spec,
+                                   "--precision", precision,
+                                   "--layout",    layout,
+                                   "--db",        (ctx.keep / (base + ".db")).string(),
+                                   "-o",          tuned_path.string()};
+  if (ctx.o.trials > 0) tune.insert(tune.end(), {"--trials", std::to_string(ctx.o.trials)});
+  absl::Status s = RunTunefarm(build, ctx.keep / (base + "-untuned.log"), absl::Hours(1), nullptr);
+  if (s.ok()) s = RunTunefarm(tune, ctx.keep / (base + "-tune.log"), absl::Hours(3), nullptr);
+  absl::StatusOr<v1::ModelPackage> untuned =
+      s.ok() ? GraphRuntime::ReadPackage(untuned_path.string()) : s;
+  absl::StatusOr<v1::ModelPackage> tuned =
+      untuned.ok() ? GraphRuntime::ReadPackage(tuned_path.string()) : untuned.status();
+  if (!tuned.ok()) return tuned.status();
+  return std::pair{*std::move(untuned), *std::move(tuned)};
+}
+
+// One precision in one layout of `m`: both packages built, checked against
+// the float64 interpreter, then timed against each other and beside the
+// libraries' layer sum; the table line printed and the JSON row appended.
+// False after a line saying why where a step failed or a package is wrong;
+// true also where the arch lacks the precision (skipped, with a line).
+bool BenchGpuVariant(const GpuBenchContext& ctx, const GpuModel& m, const std::string& precision,
+                     const std::string& layout, std::string* rows) {
+  const char* name = m.name;
+  const std::string label = layout == "nchw" ? precision : precision + "/" + layout;
+  const v1::DType dtype = *frontend::PrecisionNamed(precision);
+  const std::optional<HalfKind> half = HalfKindOf(dtype);
+  if (absl::Status fits = frontend::CheckPrecision(dtype, ctx.target); !fits.ok()) {
+    std::printf("%-14s %9s skipped: %s\n", name, label.c_str(),
+                std::string(fits.message()).c_str());
+    return true;
+  }
+  const std::string base = absl::StrCat(name, "-", precision, "-", layout);
+  auto built = BuildAndTuneGpu(ctx, m, precision, layout, base);
+  if (!built.ok()) {
+    std::printf("%-14s %9s %s\n", name, label.c_str(),
+                std::string(built.status().message()).c_str());
+    return false;
+  }
+  const v1::ModelPackage& untuned = built->first;
+  const v1::ModelPackage& tuned = built->second;
+  const double tolerance = ModelTolerance(half, dtype == v1::DTYPE_TF32);
+  const double err = std::max(WorstError(untuned, m.model, m.in, m.ref),
+                              WorstError(tuned, m.model, m.in, m.ref));
+  if (!(err < tolerance)) {
+    std::printf(
+        "%-14s %9s WRONG: max error %.3g of an output's range (tolerance %.3g); "
+        "not timed\n",
+        name, label.c_str(), err, tolerance);
+    return false;
+  }
+  absl::StatusOr<deploy::PairedTiming> t =
+      deploy::TimePaired(untuned, tuned, 1, ctx.o.repeat, &m.in);
+  absl::StatusOr<LibrarySum> lib = TimeLibraries(m.model, ctx.target, dtype, layout == "nhwc");
+  if (!t.ok() || !lib.ok()) {
+    std::printf("%-14s %9s timing failed: %s\n", name, label.c_str(),
+                std::string((t.ok() ? lib.status() : t.status()).message()).c_str());
+    return false;
+  }
+  int tuned_kernels = 0;
+  for (const v1::PackageKernel& k : tuned.kernels()) tuned_kernels += k.tuned();
+  std::printf("%-14s %9s %11.3f %9.3f %7.2fx %10.3f %7.2fx %5d of %-4d %10.2g  %d of %d\n", name,
+              label.c_str(), t->a_seconds * 1e3, t->b_seconds * 1e3, t->a_over_b,
+              lib->seconds * 1e3, lib->seconds / t->b_seconds, lib->counted, lib->tasks, err,
+              tuned_kernels, tuned.kernels_size());
+  absl::StrAppend(
+      rows, rows->empty() ? "" : ",\n",
+      absl::StrFormat(
+          "  {\"model\": \"%s\", \"precision\": \"%s\", \"layout\": \"%s\", "
+          "\"untuned_ms\": %.4f, "
+          "\"tuned_ms\": %.4f, \"untuned_over_tuned\": %.3f, \"library_sum_ms\": %.4f, "
+          "\"library_layers\": %d, \"tasks\": %d, \"library_flop_share\": %.3f, "
+          "\"library_over_tuned\": %.3f, \"max_error\": %.3g, \"tuned_kernels\": %d}",
+          name, precision, layout, t->a_seconds * 1e3, t->b_seconds * 1e3, t->a_over_b,
+          lib->seconds * 1e3, lib->counted, lib->tasks, lib->share, lib->seconds / t->b_seconds,
+          err, tuned_kernels));
+  return true;
+}
+
+// Model `name` (from --model-dir, else ctx.tmp) in each precision and
+// layout of `variants`. True where something failed that makes the bench
+// exit 1; a model --model-dir lacks is passed over.
+bool BenchGpuModel(const GpuBenchContext& ctx, const char* name,
+                   const std::vector<std::pair<std::string, std::string>>& variants,
+                   std::string* rows) {
+  const std::string& model_dir = ctx.o.model_dir;
+  const std::string path =
+      ((model_dir.empty() ? ctx.tmp : fs::path(model_dir)) / (std::string(name) + ".onnx"))
+          .string();
+  if (!model_dir.empty() && !fs::exists(path)) return false;  // not carried
+  absl::StatusOr<frontend::Model> model = frontend::ImportOnnxFile(path);
+  if (!model.ok()) {
+    std::printf("%-14s import failed: %s\n", name, std::string(model.status().message()).c_str());
+    return true;
+  }
+  GpuModel m{name, path, *std::move(model), {}, {}};
+  m.in = deploy::RandomModelInputs(m.model, 3);
+  deploy::Values<double> in64;
+  for (const auto& [k, v] : m.in) in64[k].assign(v.begin(), v.end());
+  absl::StatusOr<deploy::Values<double>> ref = deploy::Interpret(m.model, in64);
+  if (!ref.ok()) {
+    std::printf("%-14s reference failed: %s\n", name, std::string(ref.status().message()).c_str());
+    return true;
+  }
+  m.ref = *std::move(ref);
+  bool failures = false;
+  for (const auto& [precision, layout] : variants) {
+    if (!BenchGpuVariant(ctx, m, precision, layout, rows)) failures = true;
+  }
+  return failures;
+}
+
+// Writes make_zoo.py's models (YOLO at 160 pixels) to `tmp`; false after
+// a line on stderr where it fails.
+bool WriteGpuZoo(const fs::path& tmp) {
+  auto child = Subprocess::Start(
+      {"/usr/bin/python3", std::string(TF_SOURCE_DIR) + "/tests/deploy/make_zoo.py", tmp.string(),
+       "--yolo-size", "160"},
+      {false, ""});
+  absl::StatusOr<int> rc = child.ok() ? (*child)->Wait(absl::Minutes(5)) : child.status();
+  if (!rc.ok() || *rc != 0) {
+    std::fprintf(stderr,
+                 "tunefarm-bench: gpu-models: make_zoo.py failed (python3-onnx? --model-dir "
+                 "takes models written elsewhere)\n");
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+int RunGpuModelsBench(const std::vector<std::string>& args) {
+  GpuModelsOptions o;
+  if (const int flags = ParseGpuModelsArgs(args, &o); flags != 0) return flags;
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
+  v1::Capabilities caps = runtime::DetectCapabilities();
+  std::string spec;
+  const std::optional<ir::Target> target = UsableGpuTarget(caps, &spec);
+  if (!target) return 1;
   const fs::path tmp = fs::temp_directory_path() / absl::StrCat("tf-gpu-models-", getpid());
   std::error_code ec;
   fs::create_directories(tmp, ec);
-  const fs::path keep = db_dir.empty() ? tmp : fs::path(db_dir);
+  const fs::path keep = o.db_dir.empty() ? tmp : fs::path(o.db_dir);
   fs::create_directories(keep, ec);
-  if (model_dir.empty()) {
-    auto child = Subprocess::Start(
-        {"/usr/bin/python3", std::string(TF_SOURCE_DIR) + "/tests/deploy/make_zoo.py", tmp.string(),
-         "--yolo-size", "160"},
-        {false, ""});
-    absl::StatusOr<int> rc = child.ok() ? (*child)->Wait(absl::Minutes(5)) : child.status();
-    if (!rc.ok() || *rc != 0) {
-      std::fprintf(stderr,
-                   "tunefarm-bench: gpu-models: make_zoo.py failed (python3-onnx? --model-dir "
-                   "takes models written elsewhere)\n");
-      fs::remove_all(tmp, ec);
-      return 1;
-    }
+  if (o.model_dir.empty() && !WriteGpuZoo(tmp)) {
+    fs::remove_all(tmp, ec);
+    return 1;
   }
   std::printf("target: %s   GPU: %s   driver: CUDA %s   tune budget: %s\n",
               target->ToString().c_str(), caps.gpu_name().c_str(),
               caps.fingerprint().cuda_driver().c_str(),
-              trials > 0 ? absl::StrCat(trials, " trials").c_str() : "tune's default");
+              o.trials > 0 ? absl::StrCat(o.trials, " trials").c_str() : "tune's default");
   // Each precision in each layout, named "fp16" (NCHW) or "fp16/nhwc".
   std::vector<std::pair<std::string, std::string>> variants;
-  for (const std::string& p : precisions) {
-    for (const std::string& l : layouts) variants.push_back({p, l});
+  for (const std::string& p : o.precisions) {
+    for (const std::string& l : o.layouts) variants.push_back({p, l});
   }
   std::printf("%-14s %9s %11s %9s %8s %10s %8s %12s %10s  %s\n", "model", "prec", "untuned ms",
               "tuned ms", "speedup", "lib sum ms", "lib/tun", "lib layers", "max err",
               "tuned kernels");
+  const GpuBenchContext ctx{o, *target, spec, tmp, keep};
   bool failures = false;
   std::string rows;
   for (const char* name : {"resnet18", "mobilenet_v2"}) {
-    if (!only.empty() && std::string(name).find(only) == std::string::npos) continue;
-    const std::string path =
-        ((model_dir.empty() ? tmp : fs::path(model_dir)) / (std::string(name) + ".onnx")).string();
-    if (!model_dir.empty() && !fs::exists(path)) continue;  // not carried
-    absl::StatusOr<frontend::Model> model = frontend::ImportOnnxFile(path);
-    if (!model.ok()) {
-      std::printf("%-14s import failed: %s\n", name, std::string(model.status().message()).c_str());
-      failures = true;
-      continue;
-    }
-    const std::map<std::string, std::vector<float>> in = deploy::RandomModelInputs(*model, 3);
-    deploy::Values<double> in64;
-    for (const auto& [k, v] : in) in64[k].assign(v.begin(), v.end());
-    absl::StatusOr<deploy::Values<double>> ref = deploy::Interpret(*model, in64);
-    if (!ref.ok()) {
-      std::printf("%-14s reference failed: %s\n", name,
-                  std::string(ref.status().message()).c_str());
-      failures = true;
-      continue;
-    }
-    for (const auto& [precision, layout] : variants) {
-      const std::string label = layout == "nchw" ? precision : precision + "/" + layout;
-      const v1::DType dtype = *frontend::PrecisionNamed(precision);
-      const std::optional<HalfKind> half = HalfKindOf(dtype);
-      if (absl::Status fits = frontend::CheckPrecision(dtype, *target); !fits.ok()) {
-        std::printf("%-14s %9s skipped: %s\n", name, label.c_str(),
-                    std::string(fits.message()).c_str());
-        continue;
-      }
-      const std::string base = absl::StrCat(name, "-", precision, "-", layout);
-      const fs::path untuned_path = keep / (base + "-untuned.tfpkg"),
-                     tuned_path = keep / (base + ".tfpkg");
-      std::vector<std::string> build = {
-          "build",   path, "--untuned",           "--target", spec,  "--precision",
-          precision, "-o", untuned_path.string(), "--layout", layout};
-      std::vector<std::string> tune = {"tune",        path,
-                                       "--target",    spec,
-                                       "--precision", precision,
-                                       "--layout",    layout,
-                                       "--db",        (keep / (base + ".db")).string(),
-                                       "-o",          tuned_path.string()};
-      if (trials > 0) tune.insert(tune.end(), {"--trials", std::to_string(trials)});
-      absl::Status s = RunTunefarm(build, keep / (base + "-untuned.log"), absl::Hours(1), nullptr);
-      if (s.ok()) s = RunTunefarm(tune, keep / (base + "-tune.log"), absl::Hours(3), nullptr);
-      absl::StatusOr<v1::ModelPackage> untuned =
-          s.ok() ? GraphRuntime::ReadPackage(untuned_path.string()) : s;
-      absl::StatusOr<v1::ModelPackage> tuned =
-          untuned.ok() ? GraphRuntime::ReadPackage(tuned_path.string()) : untuned.status();
-      if (!tuned.ok()) {
-        std::printf("%-14s %9s %s\n", name, label.c_str(),
-                    std::string(tuned.status().message()).c_str());
-        failures = true;
-        continue;
-      }
-      const double tolerance = ModelTolerance(half, dtype == v1::DTYPE_TF32);
-      const double err =
-          std::max(WorstError(*untuned, *model, in, *ref), WorstError(*tuned, *model, in, *ref));
-      if (!(err < tolerance)) {
-        std::printf(
-            "%-14s %9s WRONG: max error %.3g of an output's range (tolerance %.3g); "
-            "not timed\n",
-            name, label.c_str(), err, tolerance);
-        failures = true;
-        continue;
-      }
-      absl::StatusOr<deploy::PairedTiming> t = deploy::TimePaired(*untuned, *tuned, 1, repeat, &in);
-      absl::StatusOr<LibrarySum> lib = TimeLibraries(*model, *target, dtype, layout == "nhwc");
-      if (!t.ok() || !lib.ok()) {
-        std::printf("%-14s %9s timing failed: %s\n", name, label.c_str(),
-                    std::string((t.ok() ? lib.status() : t.status()).message()).c_str());
-        failures = true;
-        continue;
-      }
-      int tuned_kernels = 0;
-      for (const v1::PackageKernel& k : tuned->kernels()) tuned_kernels += k.tuned();
-      std::printf("%-14s %9s %11.3f %9.3f %7.2fx %10.3f %7.2fx %5d of %-4d %10.2g  %d of %d\n",
-                  name, label.c_str(), t->a_seconds * 1e3, t->b_seconds * 1e3, t->a_over_b,
-                  lib->seconds * 1e3, lib->seconds / t->b_seconds, lib->counted, lib->tasks, err,
-                  tuned_kernels, tuned->kernels_size());
-      absl::StrAppend(
-          &rows, rows.empty() ? "" : ",\n",
-          absl::StrFormat(
-              "  {\"model\": \"%s\", \"precision\": \"%s\", \"layout\": \"%s\", "
-              "\"untuned_ms\": %.4f, "
-              "\"tuned_ms\": %.4f, \"untuned_over_tuned\": %.3f, \"library_sum_ms\": %.4f, "
-              "\"library_layers\": %d, \"tasks\": %d, \"library_flop_share\": %.3f, "
-              "\"library_over_tuned\": %.3f, \"max_error\": %.3g, \"tuned_kernels\": %d}",
-              name, precision, layout, t->a_seconds * 1e3, t->b_seconds * 1e3, t->a_over_b,
-              lib->seconds * 1e3, lib->counted, lib->tasks, lib->share, lib->seconds / t->b_seconds,
-              err, tuned_kernels));
-    }
+    if (!o.only.empty() && std::string(name).find(o.only) == std::string::npos) continue;
+    if (BenchGpuModel(ctx, name, variants, &rows)) failures = true;
   }
   std::printf(
       "speedup: untuned/tuned, median of %d paired runs; lib sum: cuDNN/cuBLAS best per layer, "
       "layers alone (no epilogue, pooling or copies), times their occurrences; lib/tun above 1: "
       "the tuned package beats the libraries' layer sum\n",
-      repeat);
-  if (!json_path.empty()) {
-    std::ofstream(json_path) << "{\"target\": \"" << target->ToString() << "\", \"gpu\": \""
-                             << caps.gpu_name() << "\", \"rows\": [\n"
-                             << rows << "\n]}\n";
+      o.repeat);
+  if (!o.json_path.empty()) {
+    std::ofstream(o.json_path) << "{\"target\": \"" << target->ToString() << "\", \"gpu\": \""
+                               << caps.gpu_name() << "\", \"rows\": [\n"
+                               << rows << "\n]}\n";
   }
   fs::remove_all(tmp, ec);
   return failures ? 1 : 0;

@@ -12,6 +12,9 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
+#include <tuple>
+#include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -93,58 +96,49 @@ absl::StatusOr<runtime::TimeShares> ProfiledShares(
   return runtime::SharesOf(pkg, t.step_seconds);
 }
 
-int RunModelsBench(const std::vector<std::string>& args) {
+namespace {
+
+// What `models` was asked for on the command line.
+struct ModelsOptions {
   int trials = 0, repeat = 20, yolo = 640;
-  double seconds = 1200;
+  double seconds = 1200;  // 0 where a trial budget replaces it
   std::vector<int> thread_list = {1, 2};
   std::string only, json_path, db_dir;
+};
+
+// Reads `args` into `o`, as ReadFlags does: 0, or 2 after one line on stderr.
+int ParseModelsArgs(const std::vector<std::string>& args, ModelsOptions* o) {
   const int flags = ReadFlags(
       "models", args,
       {{"--trials",
-        [&](const std::string& v) { return absl::SimpleAtoi(v, &trials) && trials >= 0; }},
+        [&](const std::string& v) { return absl::SimpleAtoi(v, &o->trials) && o->trials >= 0; }},
        {"--seconds",
-        [&](const std::string& v) { return absl::SimpleAtod(v, &seconds) && seconds > 0; }},
+        [&](const std::string& v) { return absl::SimpleAtod(v, &o->seconds) && o->seconds > 0; }},
        {"--repeat",
-        [&](const std::string& v) { return absl::SimpleAtoi(v, &repeat) && repeat > 0; }},
+        [&](const std::string& v) { return absl::SimpleAtoi(v, &o->repeat) && o->repeat > 0; }},
        {"--yolo-size",
-        [&](const std::string& v) { return absl::SimpleAtoi(v, &yolo) && yolo > 0; }},
-       {"--only", TextFlag(&only)},
-       {"--json", TextFlag(&json_path)},
-       {"--db-dir", TextFlag(&db_dir)},
+        [&](const std::string& v) { return absl::SimpleAtoi(v, &o->yolo) && o->yolo > 0; }},
+       {"--only", TextFlag(&o->only)},
+       {"--json", TextFlag(&o->json_path)},
+       {"--db-dir", TextFlag(&o->db_dir)},
        {"--threads", [&](const std::string& v) {
-          thread_list.clear();
+          o->thread_list.clear();
           for (absl::string_view t : absl::StrSplit(v, ',')) {
             int n = 0;
             if (!absl::SimpleAtoi(t, &n) || n <= 0) return false;
-            thread_list.push_back(n);
+            o->thread_list.push_back(n);
           }
           return true;
         }}});
   if (flags != 0) return flags;
-  if (trials > 0) seconds = 0;  // a trial budget replaces the wall-time one
-  // Rows appear as they are measured, also through a pipe.
-  std::setvbuf(stdout, nullptr, _IOLBF, 0);
-  const bool have_ort =
-      fs::exists(CacheDir() + "/ort/node_modules/onnxruntime-node") || getenv("ORT_NODE");
-  if (!have_ort) {
-    // Every timing here rests on an output check against ONNX Runtime.
-    std::fprintf(stderr,
-                 "tunefarm-bench: models: ONNX Runtime is not fetched (run "
-                 "scripts/fetch-models.sh); nothing is timed unchecked\n");
-    return 1;
-  }
-  const fs::path tmp = fs::temp_directory_path() / absl::StrCat("tf-models-", getpid());
-  fs::create_directories(tmp);
-  const fs::path keep = db_dir.empty() ? tmp : fs::path(db_dir);
-  std::error_code made;
-  fs::create_directories(keep, made);
-  if (made) {
-    std::fprintf(stderr, "tunefarm-bench: models: --db-dir %s: %s\n", db_dir.c_str(),
-                 made.message().c_str());
-    fs::remove_all(tmp, made);
-    return 2;
-  }
-  std::vector<ModelSpec> models = {
+  if (o->trials > 0) o->seconds = 0;  // a trial budget replaces the wall-time one
+  return 0;
+}
+
+// The models the bench knows, in the order they are run: make_zoo.py's
+// (written to `tmp`, YOLO at `yolo` pixels), then those of the model cache.
+std::vector<ModelSpec> KnownModels(const fs::path& tmp, int yolo) {
+  return {
       {"resnet18", (tmp / "resnet18.onnx").string(), {}, {}, true},
       {"mobilenet_v2", (tmp / "mobilenet_v2.onnx").string(), {}, {}, true},
       {absl::StrCat("yolov5s_", yolo),
@@ -165,220 +159,325 @@ int RunModelsBench(const std::vector<std::string>& args) {
        CacheDir() + "/models/silero_vad_op18_ifless.onnx",
        {{"input", {1, 512}}, {"state", {2, 1, 128}}},
        {{"sr", {16000}}}}};
+}
+
+// An imported model ready to build, check and time: its flags as a user
+// gives them to `tunefarm tune` and `build`, its random inputs (also as .npy
+// files, ort_run.js's `input_flags`) and where ONNX Runtime's outputs go.
+struct PreparedModel {
+  const ModelSpec& spec;
+  frontend::Model model;
+  std::vector<std::string> model_flags;
+  std::map<std::string, std::vector<float>> in;
+  std::vector<std::string> input_flags;
+  fs::path ort_out;
+};
+
+// Builds the flags and the inputs of `model` (spec's), writing the inputs
+// to `tmp` as .npy files.
+PreparedModel PrepareModel(const ModelSpec& spec, frontend::Model model, const fs::path& tmp) {
+  PreparedModel m{spec, std::move(model), {}, {}, {}, tmp / (spec.name + "_ort")};
+  for (const auto& [name, dims] : spec.shapes)
+    m.model_flags.push_back(absl::StrCat("--shape=", name, "=", absl::StrJoin(dims, "x")));
+  for (const auto& [name, values] : spec.values)
+    m.model_flags.push_back(absl::StrCat("--value=", name, "=", absl::StrJoin(values, ",")));
+  m.in = deploy::RandomModelInputs(m.model, 3);
+  for (const auto& [name, v] : m.in) {
+    const fs::path f = tmp / absl::StrCat(spec.name, "_in_", m.input_flags.size() / 2, ".npy");
+    std::ofstream(f, std::ios::binary) << runtime::WriteNpy(m.model.shapes.at(name), v);
+    m.input_flags.push_back("--input");
+    m.input_flags.push_back(absl::StrCat(name, "=", f.string()));
+  }
+  for (const auto& [name, values] : spec.values) {
+    m.input_flags.push_back("--value");
+    m.input_flags.push_back(absl::StrCat(name, "=", absl::StrJoin(values, ",")));
+  }
+  return m;
+}
+
+// The largest error of `pkg`'s outputs against ONNX Runtime's (in
+// m.ort_out), each relative to that output's range; infinite where a run
+// fails or an output is missing.
+double WorstErrorVsOrt(const v1::ModelPackage& pkg, const PreparedModel& m) {
+  std::map<std::string, std::vector<float>> ours;
+  auto rt = GraphRuntime::Load(pkg, {});
+  if (!rt.ok() || !(*rt)->Run(m.in, &ours).ok()) return double(INFINITY);
+  double worst = 0;
+  for (const std::string& o : m.model.outputs) {
+    absl::StatusOr<std::string> bytes = ReadFile((m.ort_out / runtime::NpyFileName(o)).string());
+    absl::StatusOr<runtime::NpyArray> theirs =
+        bytes.ok() ? runtime::ParseNpy(*bytes) : bytes.status();
+    if (!theirs.ok() || theirs->data.size() != ours[o].size()) return double(INFINITY);
+    // Relative to the output's largest |value|, but at least 0.01: ONNX
+    // Runtime's sigmoid is exactly 0 below about -16 (true value 1e-7),
+    // which a saturated probability map would show as a large error.
+    double err = 0, scale = 0.01;
+    for (size_t i = 0; i < ours[o].size(); ++i) {
+      const double d = std::fabs(ours[o][i] - theirs->data[i]);
+      if (!(d <= err)) err = std::isnan(d) ? INFINITY : d;
+      scale = std::max(scale, double(std::fabs(theirs->data[i])));
+    }
+    worst = std::max(worst, err / scale);
+  }
+  return worst;
+}
+
+// Where one thread count's builds of a model go, under --db-dir.
+struct ModelPaths {
+  std::string base;  // "NAME-tTHREADS"
+  fs::path untuned, tuned;
+};
+
+// Runs `tunefarm build --untuned` and `tunefarm tune MODEL.onnx -o` at `th`
+// threads, as a user does. The tune command's wall time (s) and its trial
+// count, or nullopt after a line saying which failed.
+std::optional<std::pair<double, int>> BuildAndTune(const PreparedModel& m, int th,
+                                                   const ModelsOptions& o, const fs::path& keep,
+                                                   const ModelPaths& p) {
+  const ModelSpec& spec = m.spec;
+  std::vector<std::string> build = {"build",
+                                    spec.path,
+                                    "--untuned",
+                                    "--threads",
+                                    std::to_string(th),
+                                    "-o",
+                                    p.untuned.string()};
+  build.insert(build.end(), m.model_flags.begin(), m.model_flags.end());
+  if (absl::Status s =
+          RunTunefarm(build, keep / (p.base + "-untuned.log"), absl::Hours(1), nullptr);
+      !s.ok()) {
+    std::printf("%-20s %3d untuned build failed: %s\n", spec.name.c_str(), th,
+                std::string(s.message()).c_str());
+    return std::nullopt;
+  }
+  std::vector<std::string> tune = {"tune",      spec.path,
+                                   "--threads", std::to_string(th),
+                                   "--db",      (keep / (p.base + ".db")).string(),
+                                   "-o",        p.tuned.string()};
+  if (o.trials > 0) {
+    tune.insert(tune.end(), {"--trials", std::to_string(o.trials)});
+  } else {
+    tune.insert(tune.end(), {"--seconds", absl::StrCat(o.seconds)});
+  }
+  tune.insert(tune.end(), m.model_flags.begin(), m.model_flags.end());
+  std::vector<std::string> lines;
+  const auto t0 = std::chrono::steady_clock::now();
+  // The wall-time budget plus the build's checks at the end.
+  const absl::Duration limit = absl::Seconds(o.seconds) + absl::Hours(2);
+  if (absl::Status s = RunTunefarm(tune, keep / (p.base + "-tune.log"), limit, &lines); !s.ok()) {
+    std::printf("%-20s %3d tuning failed: %s\n", spec.name.c_str(), th,
+                std::string(s.message()).c_str());
+    return std::nullopt;
+  }
+  // The tune command's wall time: its layout choice, the trials and the
+  // package build with its checks.
+  const double tune_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  int tuned_trials = 0;  // tune's "trials this run: N"
+  for (const std::string& l : lines) {
+    if (absl::StartsWith(l, "trials this run: "))
+      (void)absl::SimpleAtoi(l.substr(17), &tuned_trials);
+  }
+  return std::pair{tune_s, tuned_trials};
+}
+
+// What was measured for a model at one thread count: a line of the table
+// and a row of the JSON.
+struct ModelRow {
+  std::string layout, untuned_layout, check;
+  double untuned_s = 0, tuned_s = 0, speedup = 0, tune_s = 0;
+  double ort_s = 0;  // 0: ONNX Runtime did not run
+  int trials = 0, tuned_kernels = 0, kernels = 0, reverted = 0;
+  runtime::TimeShares shares;
+};
+
+// Prints `r`'s two lines and appends its JSON row to `rows`.
+void ReportModelRow(const std::string& name, int th, const ModelRow& r, std::string* rows) {
+  const double u = r.untuned_s, t = r.tuned_s, ort = r.ort_s;
+  const double all = std::max(r.shares.total(), 1e-12);
+  std::printf(
+      "%-20s %3d %6s %12.2f %12.2f %14s %8d %10.2f %10s  %d/%d, %d reverted (tuning %.0f s)\n",
+      name.c_str(), th, r.layout.c_str(), u * 1e3, t * 1e3,
+      ort > 0 ? absl::StrFormat("%.2f", ort * 1e3).c_str() : "-", r.trials, r.speedup,
+      ort > 0 ? absl::StrFormat("%.2f", ort / t).c_str() : "-", r.tuned_kernels, r.kernels,
+      r.reverted, r.tune_s);
+  std::printf(
+      "%-20s %3d time in tuned kernels %.0f%%, default kernels %.0f%%, native steps %.0f%%; "
+      "%s\n",
+      name.c_str(), th, 100 * r.shares.tuned / all, 100 * r.shares.default_kernels / all,
+      100 * r.shares.native / all, r.check.c_str());
+  std::fflush(stdout);
+  absl::StrAppend(
+      rows, rows->empty() ? "" : ",\n  ",
+      absl::StrFormat("{\"model\": \"%s\", \"layout\": \"%s\", \"threads\": %d, "
+                      "\"untuned_layout\": \"%s\", \"untuned_ms\": %.3f, "
+                      "\"tuned_ms\": %.3f, \"trials\": %d, \"onnxruntime_ms\": %s, "
+                      "\"tuned_kernels\": %d, \"kernels\": %d, \"reverted\": %d, "
+                      "\"speedup_paired\": %.4f, \"tuning_s\": %.1f, "
+                      "\"share_tuned\": %.4f, \"share_default\": %.4f, "
+                      "\"share_native\": %.4f, \"check\": \"%s\"}",
+                      name, r.layout, th, r.untuned_layout, u * 1e3, t * 1e3, r.trials,
+                      ort > 0 ? absl::StrFormat("%.3f", ort * 1e3) : "null", r.tuned_kernels,
+                      r.kernels, r.reverted, r.speedup, r.tune_s, r.shares.tuned / all,
+                      r.shares.default_kernels / all, r.shares.native / all, r.check));
+}
+
+// One thread count of a model: its two builds, checked against ONNX Runtime,
+// then timed against each other, beside ONNX Runtime and with the tuned
+// build's time shares. False, after a line saying why, where a step failed
+// or a package differs (then nothing is timed).
+bool BenchModelAtThreads(const PreparedModel& m, int th, const ModelsOptions& o,
+                         const fs::path& keep, std::string* rows) {
+  // Each thread count is its own pair of builds, as a user makes them:
+  // `build --untuned` and `tune MODEL.onnx -o` (tasks tuned at this
+  // count, the package built from the database with the build's
+  // never-slower checks and its layout choice).
+  const ModelSpec& spec = m.spec;
+  ModelPaths p;
+  p.base = absl::StrCat(spec.name, "-t", th);
+  p.untuned = keep / (p.base + "-untuned.tfpkg");
+  p.tuned = keep / (p.base + ".tfpkg");
+  std::optional<std::pair<double, int>> tuning = BuildAndTune(m, th, o, keep, p);
+  if (!tuning) return false;
+  ModelRow r;
+  std::tie(r.tune_s, r.trials) = *tuning;
+  auto untuned = GraphRuntime::ReadPackage(p.untuned.string());
+  auto tuned = GraphRuntime::ReadPackage(p.tuned.string());
+  if (!untuned.ok() || !tuned.ok()) {
+    std::printf("%-20s %3d %s\n", spec.name.c_str(), th,
+                std::string((untuned.ok() ? tuned : untuned).status().message()).c_str());
+    return false;
+  }
+  for (const auto& k : tuned->kernels()) {
+    r.tuned_kernels += k.tuned();
+    // Tuned kernels the build's never-slower checks sent back to their
+    // default schedules: each alone, or all of them as a whole.
+    r.reverted += absl::StrContains(k.choice(), "not faster");
+  }
+  r.kernels = tuned->kernels_size();
+  const double tuned_err = WorstErrorVsOrt(*tuned, m), untuned_err = WorstErrorVsOrt(*untuned, m);
+  r.check = absl::StrFormat("max error vs ONNX Runtime %.2g (untuned %.2g) of the output's range",
+                            tuned_err, untuned_err);
+  if (!(tuned_err < 1e-3) || !(untuned_err < 1e-3)) {
+    std::printf("%-20s %3d WRONG: a package differs from ONNX Runtime (%s); not timed\n",
+                spec.name.c_str(), th, r.check.c_str());
+    return false;
+  }
+  auto times = deploy::TimePaired(*untuned, *tuned, th, o.repeat, &m.in);
+  if (!times.ok()) {
+    std::printf("%-20s %3d timing failed: %s\n", spec.name.c_str(), th,
+                std::string(times.status().message()).c_str());
+    return false;
+  }
+  r.untuned_s = times->a_seconds, r.tuned_s = times->b_seconds, r.speedup = times->a_over_b;
+  const int runs = times->runs;  // ONNX Runtime gets as many
+  if (auto ort = TimeOrt(spec.path, th, runs, m.input_flags, ""); ort.ok()) r.ort_s = *ort;
+  if (auto sh = ProfiledShares(*tuned, th, std::max(5, runs / 4), m.in); sh.ok()) r.shares = *sh;
+  auto layout_of = [](const v1::ModelPackage& pkg) {
+    return pkg.layout().empty() ? std::string("NCHW") : pkg.layout();
+  };
+  r.layout = layout_of(*tuned), r.untuned_layout = layout_of(*untuned);
+  ReportModelRow(spec.name, th, r, rows);
+  return true;
+}
+
+// One model at every thread count of `o`: imported, its inputs written to
+// `tmp` and run through ONNX Runtime, then each thread count benched. True
+// where something failed that makes the bench exit 1.
+bool BenchModel(const ModelSpec& spec, const ModelsOptions& o, const fs::path& tmp,
+                const fs::path& keep, std::string* rows) {
+  if (!fs::exists(spec.path)) {
+    std::printf("%-20s skipped: %s missing (scripts/fetch-models.sh)\n", spec.name.c_str(),
+                spec.path.c_str());
+    return false;
+  }
+  frontend::ImportOptions io;
+  io.input_shapes = spec.shapes;
+  io.input_values = spec.values;
+  auto model = frontend::ImportOnnxFile(spec.path, io);
+  if (!model.ok()) {
+    std::printf("%-20s import failed: %s\n", spec.name.c_str(),
+                std::string(model.status().message()).c_str());
+    return false;
+  }
+  const PreparedModel m = PrepareModel(spec, *std::move(model), tmp);
+  // Correctness first: every package's outputs against ONNX Runtime's.
+  if (!TimeOrt(spec.path, 1, 1, m.input_flags, m.ort_out.string()).ok()) {
+    std::printf("%-20s ONNX Runtime did not run the model: nothing to check against, not timed\n",
+                spec.name.c_str());
+    return true;
+  }
+  bool failures = false;
+  for (int th : o.thread_list) {
+    if (!BenchModelAtThreads(m, th, o, keep, rows)) failures = true;
+  }
+  return failures;
+}
+
+// Writes make_zoo.py's models to `tmp` (YOLO at `yolo` pixels); false after
+// a line on stderr where it fails.
+bool WriteZoo(const fs::path& tmp, int yolo) {
+  std::vector<std::string> argv = {"/usr/bin/python3",
+                                   std::string(TF_SOURCE_DIR) + "/tests/deploy/make_zoo.py",
+                                   tmp.string(), "--yolo-size", std::to_string(yolo)};
+  auto child = Subprocess::Start(argv, {false, ""});
+  absl::StatusOr<int> rc = child.ok() ? (*child)->Wait(absl::Minutes(5)) : child.status();
+  if (!rc.ok() || *rc != 0) {
+    std::fprintf(stderr, "models: make_zoo.py failed (python3-onnx installed?)\n");
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+int RunModelsBench(const std::vector<std::string>& args) {
+  ModelsOptions o;
+  if (const int flags = ParseModelsArgs(args, &o); flags != 0) return flags;
+  // Rows appear as they are measured, also through a pipe.
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
+  const bool have_ort =
+      fs::exists(CacheDir() + "/ort/node_modules/onnxruntime-node") || getenv("ORT_NODE");
+  if (!have_ort) {
+    // Every timing here rests on an output check against ONNX Runtime.
+    std::fprintf(stderr,
+                 "tunefarm-bench: models: ONNX Runtime is not fetched (run "
+                 "scripts/fetch-models.sh); nothing is timed unchecked\n");
+    return 1;
+  }
+  const fs::path tmp = fs::temp_directory_path() / absl::StrCat("tf-models-", getpid());
+  fs::create_directories(tmp);
+  const fs::path keep = o.db_dir.empty() ? tmp : fs::path(o.db_dir);
+  std::error_code made;
+  fs::create_directories(keep, made);
+  if (made) {
+    std::fprintf(stderr, "tunefarm-bench: models: --db-dir %s: %s\n", o.db_dir.c_str(),
+                 made.message().c_str());
+    fs::remove_all(tmp, made);
+    return 2;
+  }
+  const std::vector<ModelSpec> models = KnownModels(tmp, o.yolo);
   auto selected = [&](const ModelSpec& m) {
-    return only.empty() || m.name.find(only) != std::string::npos;
+    return o.only.empty() || m.name.find(o.only) != std::string::npos;
   };
   if (std::any_of(models.begin(), models.end(),
-                  [&](const ModelSpec& m) { return m.generated && selected(m); })) {
-    std::vector<std::string> argv = {"/usr/bin/python3",
-                                     std::string(TF_SOURCE_DIR) + "/tests/deploy/make_zoo.py",
-                                     tmp.string(), "--yolo-size", std::to_string(yolo)};
-    auto child = Subprocess::Start(argv, {false, ""});
-    absl::StatusOr<int> rc = child.ok() ? (*child)->Wait(absl::Minutes(5)) : child.status();
-    if (!rc.ok() || *rc != 0) {
-      std::fprintf(stderr, "models: make_zoo.py failed (python3-onnx installed?)\n");
-      fs::remove_all(tmp, made);
-      return 1;
-    }
+                  [&](const ModelSpec& m) { return m.generated && selected(m); }) &&
+      !WriteZoo(tmp, o.yolo)) {
+    fs::remove_all(tmp, made);
+    return 1;
   }
   bool failures = false;  // a package that differs from ONNX Runtime, or no check: exit 1
   std::string rows;
-  std::printf(
-      "budget per model and thread count: %s of `tunefarm tune MODEL.onnx`\n",
-      trials > 0 ? absl::StrCat(trials, " trials").c_str() : absl::StrCat(seconds, " s").c_str());
+  std::printf("budget per model and thread count: %s of `tunefarm tune MODEL.onnx`\n",
+              o.trials > 0 ? absl::StrCat(o.trials, " trials").c_str()
+                           : absl::StrCat(o.seconds, " s").c_str());
   std::printf("%-20s %3s %6s %12s %12s %14s %8s %10s %10s  %s\n", "model", "thr", "layout",
               "untuned ms", "tuned ms", "onnxruntime ms", "trials", "speedup", "ORT/tuned",
               "tuned kernels");
   for (const ModelSpec& spec : models) {
-    if (!selected(spec)) continue;
-    if (!fs::exists(spec.path)) {
-      std::printf("%-20s skipped: %s missing (scripts/fetch-models.sh)\n", spec.name.c_str(),
-                  spec.path.c_str());
-      continue;
-    }
-    frontend::ImportOptions io;
-    io.input_shapes = spec.shapes;
-    io.input_values = spec.values;
-    auto model = frontend::ImportOnnxFile(spec.path, io);
-    if (!model.ok()) {
-      std::printf("%-20s import failed: %s\n", spec.name.c_str(),
-                  std::string(model.status().message()).c_str());
-      continue;
-    }
-    // The model's flags, as a user gives them to `tunefarm tune` and `build`.
-    std::vector<std::string> model_flags;
-    for (const auto& [name, dims] : spec.shapes)
-      model_flags.push_back(absl::StrCat("--shape=", name, "=", absl::StrJoin(dims, "x")));
-    for (const auto& [name, values] : spec.values)
-      model_flags.push_back(absl::StrCat("--value=", name, "=", absl::StrJoin(values, ",")));
-    std::map<std::string, std::vector<float>> in = deploy::RandomModelInputs(*model, 3);
-    std::vector<std::string> input_flags;
-    for (const auto& [name, v] : in) {
-      const fs::path f = tmp / absl::StrCat(spec.name, "_in_", input_flags.size() / 2, ".npy");
-      std::ofstream(f, std::ios::binary) << runtime::WriteNpy(model->shapes.at(name), v);
-      input_flags.push_back("--input");
-      input_flags.push_back(absl::StrCat(name, "=", f.string()));
-    }
-    for (const auto& [name, values] : spec.values) {
-      input_flags.push_back("--value");
-      input_flags.push_back(absl::StrCat(name, "=", absl::StrJoin(values, ",")));
-    }
-    // Correctness first: every package's outputs against ONNX Runtime's.
-    const fs::path ort_out = tmp / (spec.name + "_ort");
-    if (!TimeOrt(spec.path, 1, 1, input_flags, ort_out.string()).ok()) {
-      std::printf("%-20s ONNX Runtime did not run the model: nothing to check against, not timed\n",
-                  spec.name.c_str());
-      failures = true;
-      continue;
-    }
-    auto worst_error = [&](const v1::ModelPackage& pkg) {
-      std::map<std::string, std::vector<float>> ours;
-      auto rt = GraphRuntime::Load(pkg, {});
-      if (!rt.ok() || !(*rt)->Run(in, &ours).ok()) return double(INFINITY);
-      double worst = 0;
-      for (const std::string& o : model->outputs) {
-        absl::StatusOr<std::string> bytes = ReadFile((ort_out / runtime::NpyFileName(o)).string());
-        absl::StatusOr<runtime::NpyArray> theirs =
-            bytes.ok() ? runtime::ParseNpy(*bytes) : bytes.status();
-        if (!theirs.ok() || theirs->data.size() != ours[o].size()) return double(INFINITY);
-        // Relative to the output's largest |value|, but at least 0.01: ONNX
-        // Runtime's sigmoid is exactly 0 below about -16 (true value 1e-7),
-        // which a saturated probability map would show as a large error.
-        double err = 0, scale = 0.01;
-        for (size_t i = 0; i < ours[o].size(); ++i) {
-          const double d = std::fabs(ours[o][i] - theirs->data[i]);
-          if (!(d <= err)) err = std::isnan(d) ? INFINITY : d;
-          scale = std::max(scale, double(std::fabs(theirs->data[i])));
-        }
-        worst = std::max(worst, err / scale);
-      }
-      return worst;
-    };
-    for (int th : thread_list) {
-      // Each thread count is its own pair of builds, as a user makes them:
-      // `build --untuned` and `tune MODEL.onnx -o` (tasks tuned at this
-      // count, the package built from the database with the build's
-      // never-slower checks and its layout choice).
-      const std::string base = absl::StrCat(spec.name, "-t", th);
-      const fs::path untuned_path = keep / (base + "-untuned.tfpkg"),
-                     tuned_path = keep / (base + ".tfpkg");
-      std::vector<std::string> build = {"build",
-                                        spec.path,
-                                        "--untuned",
-                                        "--threads",
-                                        std::to_string(th),
-                                        "-o",
-                                        untuned_path.string()};
-      build.insert(build.end(), model_flags.begin(), model_flags.end());
-      if (absl::Status s =
-              RunTunefarm(build, keep / (base + "-untuned.log"), absl::Hours(1), nullptr);
-          !s.ok()) {
-        std::printf("%-20s %3d untuned build failed: %s\n", spec.name.c_str(), th,
-                    std::string(s.message()).c_str());
-        failures = true;
-        continue;
-      }
-      std::vector<std::string> tune = {"tune",      spec.path,
-                                       "--threads", std::to_string(th),
-                                       "--db",      (keep / (base + ".db")).string(),
-                                       "-o",        tuned_path.string()};
-      if (trials > 0) {
-        tune.insert(tune.end(), {"--trials", std::to_string(trials)});
-      } else {
-        tune.insert(tune.end(), {"--seconds", absl::StrCat(seconds)});
-      }
-      tune.insert(tune.end(), model_flags.begin(), model_flags.end());
-      std::vector<std::string> lines;
-      const auto t0 = std::chrono::steady_clock::now();
-      // The wall-time budget plus the build's checks at the end.
-      const absl::Duration limit = absl::Seconds(seconds) + absl::Hours(2);
-      if (absl::Status s = RunTunefarm(tune, keep / (base + "-tune.log"), limit, &lines); !s.ok()) {
-        std::printf("%-20s %3d tuning failed: %s\n", spec.name.c_str(), th,
-                    std::string(s.message()).c_str());
-        failures = true;
-        continue;
-      }
-      // The tune command's wall time: its layout choice, the trials and the
-      // package build with its checks.
-      const double tune_s =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      int tuned_trials = 0;  // tune's "trials this run: N"
-      for (const std::string& l : lines) {
-        if (absl::StartsWith(l, "trials this run: "))
-          (void)absl::SimpleAtoi(l.substr(17), &tuned_trials);
-      }
-      auto untuned = GraphRuntime::ReadPackage(untuned_path.string());
-      auto tuned = GraphRuntime::ReadPackage(tuned_path.string());
-      if (!untuned.ok() || !tuned.ok()) {
-        std::printf("%-20s %3d %s\n", spec.name.c_str(), th,
-                    std::string((untuned.ok() ? tuned : untuned).status().message()).c_str());
-        failures = true;
-        continue;
-      }
-      int tuned_kernels = 0, reverted = 0;
-      for (const auto& k : tuned->kernels()) {
-        tuned_kernels += k.tuned();
-        // Tuned kernels the build's never-slower checks sent back to their
-        // default schedules: each alone, or all of them as a whole.
-        reverted += absl::StrContains(k.choice(), "not faster");
-      }
-      const double tuned_err = worst_error(*tuned), untuned_err = worst_error(*untuned);
-      const std::string check =
-          absl::StrFormat("max error vs ONNX Runtime %.2g (untuned %.2g) of the output's range",
-                          tuned_err, untuned_err);
-      if (!(tuned_err < 1e-3) || !(untuned_err < 1e-3)) {
-        std::printf("%-20s %3d WRONG: a package differs from ONNX Runtime (%s); not timed\n",
-                    spec.name.c_str(), th, check.c_str());
-        failures = true;
-        continue;
-      }
-      auto times = deploy::TimePaired(*untuned, *tuned, th, repeat, &in);
-      if (!times.ok()) {
-        std::printf("%-20s %3d timing failed: %s\n", spec.name.c_str(), th,
-                    std::string(times.status().message()).c_str());
-        failures = true;
-        continue;
-      }
-      const double u = times->a_seconds, t = times->b_seconds;
-      const int runs = times->runs;  // ONNX Runtime gets as many
-      double ort = 0;
-      if (auto o = TimeOrt(spec.path, th, runs, input_flags, ""); o.ok()) ort = *o;
-      runtime::TimeShares shares;
-      if (auto p = ProfiledShares(*tuned, th, std::max(5, runs / 4), in); p.ok()) shares = *p;
-      const double all = std::max(shares.total(), 1e-12);
-      auto layout_of = [](const v1::ModelPackage& p) {
-        return p.layout().empty() ? std::string("NCHW") : p.layout();
-      };
-      const std::string layout = layout_of(*tuned), untuned_layout = layout_of(*untuned);
-      std::printf(
-          "%-20s %3d %6s %12.2f %12.2f %14s %8d %10.2f %10s  %d/%d, %d reverted (tuning %.0f s)\n",
-          spec.name.c_str(), th, layout.c_str(), u * 1e3, t * 1e3,
-          ort > 0 ? absl::StrFormat("%.2f", ort * 1e3).c_str() : "-", tuned_trials, times->a_over_b,
-          ort > 0 ? absl::StrFormat("%.2f", ort / t).c_str() : "-", tuned_kernels,
-          tuned->kernels_size(), reverted, tune_s);
-      std::printf(
-          "%-20s %3d time in tuned kernels %.0f%%, default kernels %.0f%%, native steps %.0f%%; "
-          "%s\n",
-          spec.name.c_str(), th, 100 * shares.tuned / all, 100 * shares.default_kernels / all,
-          100 * shares.native / all, check.c_str());
-      std::fflush(stdout);
-      absl::StrAppend(
-          &rows, rows.empty() ? "" : ",\n  ",
-          absl::StrFormat("{\"model\": \"%s\", \"layout\": \"%s\", \"threads\": %d, "
-                          "\"untuned_layout\": \"%s\", \"untuned_ms\": %.3f, "
-                          "\"tuned_ms\": %.3f, \"trials\": %d, \"onnxruntime_ms\": %s, "
-                          "\"tuned_kernels\": %d, \"kernels\": %d, \"reverted\": %d, "
-                          "\"speedup_paired\": %.4f, \"tuning_s\": %.1f, "
-                          "\"share_tuned\": %.4f, \"share_default\": %.4f, "
-                          "\"share_native\": %.4f, \"check\": \"%s\"}",
-                          spec.name, layout, th, untuned_layout, u * 1e3, t * 1e3, tuned_trials,
-                          ort > 0 ? absl::StrFormat("%.3f", ort * 1e3) : "null", tuned_kernels,
-                          tuned->kernels_size(), reverted, times->a_over_b, tune_s,
-                          shares.tuned / all, shares.default_kernels / all, shares.native / all,
-                          check));
-    }
+    if (selected(spec) && BenchModel(spec, o, tmp, keep, &rows)) failures = true;
   }
-  if (!json_path.empty()) std::ofstream(json_path) << "{\"rows\": [\n  " << rows << "\n]}\n";
+  if (!o.json_path.empty()) std::ofstream(o.json_path) << "{\"rows\": [\n  " << rows << "\n]}\n";
   std::error_code ec;
   fs::remove_all(tmp, ec);
   return failures ? 1 : 0;
