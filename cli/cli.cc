@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <functional>
 #include <iostream>
@@ -80,51 +81,30 @@ std::string CommandUsage(const std::string& cmd) {
   return out;
 }
 
-}  // namespace
-
-int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
-  // Global flags come before the command.
+// The global flags at the head of `args` (each with its value, when given
+// apart), into `global`. Returns the index of the command (args.size(): none).
+size_t SplitGlobalFlags(const std::vector<std::string>& args, std::vector<std::string>* global) {
   size_t i = 0;
-  std::vector<std::string> global;
   while (i < args.size() && args[i].rfind("--", 0) == 0) {
-    global.push_back(args[i]);
+    global->push_back(args[i]);
     if (args[i].find('=') == std::string::npos && args[i] != "--help" && args[i] != "--insecure" &&
         i + 1 < args.size()) {
-      global.push_back(args[++i]);
+      global->push_back(args[++i]);
     }
     ++i;
   }
-  absl::StatusOr<Flags> g = ParseFlags(
-      global, FlagSpec{{"server", "tls_ca", "token_file", "timeout"}, {"insecure"}}, "tunefarm");
-  if (!g.ok()) {
-    err << "tunefarm: error: " << g.status().message() << "\n";
-    return kExitUsage;
-  }
-  if (!g->positional().empty()) {
-    err << "tunefarm: error: unexpected argument '" << g->positional()[0] << "'\n";
-    return kExitUsage;
-  }
-  // `tunefarm help CMD` is `tunefarm CMD --help`.
-  if (i + 1 < args.size() && args[i] == "help") return RunCli({args[i + 1], "--help"}, out, err);
-  if (g->help() || i >= args.size() || args[i] == "help") {
-    (i >= args.size() && !g->help() ? err : out) << kUsage;
-    return i >= args.size() && !g->help() ? kExitUsage : kExitOk;
-  }
-  const std::string cmd = args[i];
-  if (cmd == "compile") {
-    return RunCompile(std::vector<std::string>(args.begin() + i + 1, args.end()), out, err);
-  }
-  if (cmd == "tasks") {
-    return RunTasks(std::vector<std::string>(args.begin() + i + 1, args.end()), out, err);
-  }
-  if (cmd == "build") {
-    return RunBuild(std::vector<std::string>(args.begin() + i + 1, args.end()), out, err);
-  }
-  const std::vector<std::string> rest(args.begin() + i + 1, args.end());
+  return i;
+}
+
+// The commands that need no server (and `run` without --device-key): runs
+// `cmd` when it is one and returns its exit code; nullopt for the others.
+std::optional<int> RunLocalCommand(const std::string& cmd, const std::vector<std::string>& rest,
+                                   std::ostream& out, std::ostream& err) {
+  if (cmd == "compile") return RunCompile(rest, out, err);
+  if (cmd == "tasks") return RunTasks(rest, out, err);
+  if (cmd == "build") return RunBuild(rest, out, err);
   if (cmd == "run" && !RunsOnAgent(rest)) return RunModel(rest, out, err);
-  if (cmd == "tune") {
-    return RunTune(std::vector<std::string>(args.begin() + i + 1, args.end()), out, err);
-  }
+  if (cmd == "tune") return RunTune(rest, out, err);
   if (cmd == "token") return RunToken(rest, out, err);
   if (cmd == "version") {
     out << "tunefarm " << TUNEFARM_VERSION << " (protocol " << kProtocolVersion << ")\n";
@@ -132,10 +112,16 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
     out << "host target: " << codegen::HostTarget().ToString() << "\n";
     return kExitOk;
   }
-  ClientOptions opts;
-  int64_t timeout_s = 30;
+  return std::nullopt;
+}
+
+// The connection the global flags `g` (or, for those not given, the
+// environment) ask for, into `opts` and `timeout_s`. Returns kExitUsage (with
+// the message on `err`) when a flag is bad, else nullopt.
+std::optional<int> ResolveClientOptions(const Flags& g, ClientOptions* opts, int64_t* timeout_s,
+                                        std::ostream& err) {
   // The environment gives what a flag does not: set them once per shell.
-  std::map<std::string, std::vector<std::string>> given = g->given();
+  std::map<std::string, std::vector<std::string>> given = g.given();
   for (const auto& [flag, var] : {std::pair<std::string, const char*>{"server", "TUNEFARM_SERVER"},
                                   {"tls_ca", "TUNEFARM_TLS_CA"},
                                   {"token_file", "TUNEFARM_TOKEN_FILE"}}) {
@@ -147,18 +133,18 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
     if (k == "help" || k == "insecure") {
       continue;
     } else if (k == "server") {
-      opts.server = WithDefaultPort(v);
+      opts->server = WithDefaultPort(v);
     } else if (k == "tls_ca") {
-      opts.tls_ca_file = v;
+      opts->tls_ca_file = v;
     } else if (k == "token_file") {
       absl::StatusOr<std::string> t = ReadTokenFile(v);
       if (!t.ok()) {
         err << "tunefarm: error: " << t.status().message() << "\n";
         return kExitUsage;
       }
-      opts.token = *t;
+      opts->token = *t;
     } else if (k == "timeout") {
-      if (!absl::SimpleAtoi(v, &timeout_s) || timeout_s <= 0) {
+      if (!absl::SimpleAtoi(v, timeout_s) || *timeout_s <= 0) {
         err << "tunefarm: error: --timeout needs a positive number of seconds\n";
         return kExitUsage;
       }
@@ -168,19 +154,24 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
     }
   }
   // A token in plain text beyond loopback would cross the network readable.
-  if (!opts.token.empty()) {
-    if (absl::Status t = CheckTransport(opts, g->Has("insecure")); !t.ok()) {
+  if (!opts->token.empty()) {
+    if (absl::Status t = CheckTransport(*opts, g.Has("insecure")); !t.ok()) {
       err << "tunefarm: error: " << t.message() << "\n";
       return kExitUsage;
     }
   }
-  if (cmd == "run") return RunModelOnAgent(opts, absl::Seconds(timeout_s), rest, out, err);
-  using Command = Result (*)(Client&, const Args&, std::ostream&);
-  struct Entry {
-    Command run;
-    FlagSpec flags;
-  };
-  static const std::map<std::string, Entry> kCommands = {
+  return std::nullopt;
+}
+
+// A command that talks to the server: its function and the flags it takes.
+struct ServerCommand {
+  Result (*run)(Client&, const Args&, std::ostream&);
+  FlagSpec flags;
+};
+
+// The commands that talk to the server, by name.
+const std::map<std::string, ServerCommand>& ServerCommands() {
+  static const std::map<std::string, ServerCommand> kCommands = {
       {"import", {CmdImport, {}}},
       {"export", {CmdExport, {{"o", "workload", "target", "job", "status"}, {}}}},
       {"records",
@@ -204,8 +195,17 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
       {"devices", {CmdDevices, {{}, {"json", "all"}}}},
       {"plot", {CmdPlot, {{"o"}, {}}}},
       {"target", {CmdTarget, {{"device"}, {"gpu", "why"}}}}};
-  auto it = kCommands.find(cmd);
-  if (it == kCommands.end()) {
+  return kCommands;
+}
+
+// Runs the server command `cmd` with its arguments `rest` over a client of
+// `opts`. Returns the exit code (kExitUsage for an unknown command or bad flags).
+int RunServerCommand(const std::string& cmd, const std::vector<std::string>& rest,
+                     const ClientOptions& opts, int64_t timeout_s, std::ostream& out,
+                     std::ostream& err) {
+  const std::map<std::string, ServerCommand>& commands = ServerCommands();
+  auto it = commands.find(cmd);
+  if (it == commands.end()) {
     err << "tunefarm: error: unknown command '" << cmd << "' (tunefarm help lists them)\n";
     return kExitUsage;
   }
@@ -231,6 +231,38 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
     return r->code;
   }
   return kExitOk;
+}
+
+}  // namespace
+
+int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  // Global flags come before the command.
+  std::vector<std::string> global;
+  const size_t i = SplitGlobalFlags(args, &global);
+  absl::StatusOr<Flags> g = ParseFlags(
+      global, FlagSpec{{"server", "tls_ca", "token_file", "timeout"}, {"insecure"}}, "tunefarm");
+  if (!g.ok()) {
+    err << "tunefarm: error: " << g.status().message() << "\n";
+    return kExitUsage;
+  }
+  if (!g->positional().empty()) {
+    err << "tunefarm: error: unexpected argument '" << g->positional()[0] << "'\n";
+    return kExitUsage;
+  }
+  // `tunefarm help CMD` is `tunefarm CMD --help`.
+  if (i + 1 < args.size() && args[i] == "help") return RunCli({args[i + 1], "--help"}, out, err);
+  if (g->help() || i >= args.size() || args[i] == "help") {
+    (i >= args.size() && !g->help() ? err : out) << kUsage;
+    return i >= args.size() && !g->help() ? kExitUsage : kExitOk;
+  }
+  const std::string cmd = args[i];
+  const std::vector<std::string> rest(args.begin() + i + 1, args.end());
+  if (std::optional<int> code = RunLocalCommand(cmd, rest, out, err)) return *code;
+  ClientOptions opts;
+  int64_t timeout_s = 30;
+  if (std::optional<int> code = ResolveClientOptions(*g, &opts, &timeout_s, err)) return *code;
+  if (cmd == "run") return RunModelOnAgent(opts, absl::Seconds(timeout_s), rest, out, err);
+  return RunServerCommand(cmd, rest, opts, timeout_s, out, err);
 }
 
 }  // namespace tunefarm::cli

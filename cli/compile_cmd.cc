@@ -2,6 +2,7 @@
 
 #include <fstream>
 #include <map>
+#include <optional>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
@@ -46,9 +47,19 @@ constexpr const char* kHelp =
 
 )";
 
-}  // namespace
+// The flags of one compile, checked: the workload parsed, the target known.
+struct CompileFlags {
+  v1::Workload workload;
+  ir::Target target;
+  std::optional<std::string> schedule;  // --schedule as given (absent: the default)
+  std::string emit;
+  std::optional<std::string> output;    // -o
+};
 
-int RunCompile(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+// Parses and checks compile's flags into `cf`. Returns the exit code when the
+// command ends here (0 after --help, 2 for bad usage), else nullopt.
+std::optional<int> ParseCompileFlags(const std::vector<std::string>& args, std::ostream& out,
+                                     std::ostream& err, CompileFlags* cf) {
   absl::StatusOr<Flags> parsed =
       ParseFlags(args, FlagSpec{{"workload", "target", "schedule", "emit", "o"}, {}}, "compile");
   if (!parsed.ok()) return Fail(err, 2, std::string(parsed.status().message()));
@@ -69,78 +80,107 @@ int RunCompile(const std::vector<std::string>& args, std::ostream& out, std::ost
   if (!workload.ok()) return Fail(err, 2, std::string(workload.status().message()));
   absl::StatusOr<ir::Target> parsed_target = ParseTargetFlag(flags["target"]);
   if (!parsed_target.ok()) return Fail(err, 2, std::string(parsed_target.status().message()));
-  const ir::Target target = *parsed_target;
-  if (!target.is_gpu()) {
-    if (absl::Status s = codegen::CheckLLVMTarget(target); !s.ok()) {
+  if (!parsed_target->is_gpu()) {
+    if (absl::Status s = codegen::CheckLLVMTarget(*parsed_target); !s.ok()) {
       return Fail(err, 2, std::string(s.message()));
     }
   }
-  auto dag = ir::BuildComputeDAG(*workload);
-  if (!dag.ok()) return Fail(err, 1, std::string(dag.status().message()));
-  schedule::Trace schedule;
-  if (!flags.count("schedule") || flags["schedule"] == "default") {
-    schedule = schedule::DefaultSchedule(*dag, target);
-  } else if (flags["schedule"] == "handwritten") {
-    auto hw = schedule::HandwrittenConv2dSchedule(*dag, target, schedule::PickConvTile(*dag, target));
+  cf->workload = *std::move(workload);
+  cf->target = *parsed_target;
+  if (flags.count("schedule")) cf->schedule = flags["schedule"];
+  cf->emit = flags["emit"];
+  if (flags.count("o")) cf->output = flags["o"];
+  return std::nullopt;
+}
+
+// Builds the steps of `schedule` (read from `path`: a sketch id and its
+// decisions, no steps) on the sketch for `target`. Returns the exit code on
+// failure (2, with the message on `err`), else nullopt.
+std::optional<int> BuildFromDecisions(const std::string& path, const ir::ComputeDAG& dag,
+                                      const ir::Target& target, std::ostream& err,
+                                      schedule::Trace* schedule) {
+  const absl::Span<const int64_t> d(schedule->decisions);
+  absl::StatusOr<schedule::Trace> built;
+  if (schedule->sketch_id == schedule::kTilingSketchId && !target.is_gpu()) {
+    built = schedule::BuildTiledSchedule(dag, target, d);
+  } else if (schedule->sketch_id == schedule::kGpuTilingSketchId && target.is_gpu()) {
+    built = schedule::BuildGpuTiledSchedule(dag, target, d);
+  } else if (schedule->sketch_id == ir::kGpuTensorCoreSketchId && target.is_gpu()) {
+    std::optional<schedule::TensorCoreTiling> t = schedule::TensorCoreTiling::Decode(d, dag.tf32);
+    built = t ? schedule::TensorCoreSchedule(dag, target, *t)
+              : absl::InvalidArgumentError(absl::StrCat(
+                    "a tensor-core schedule has ", schedule::TensorCoreTiling{}.Encode().size(),
+                    " decisions (one more with wgmma), not ", d.size()));
+  } else {
+    return Fail(
+        err, 2,
+        absl::StrCat(path, ": decisions of sketch ", schedule->sketch_id,
+                     " do not build on target ", target.ToString(), " (sketch ",
+                     target.is_gpu() ? schedule::kGpuTilingSketchId : schedule::kTilingSketchId, " does)"));
+  }
+  if (!built.ok()) return Fail(err, 2, absl::StrCat(path, ": ", built.status().message()));
+  *schedule = *std::move(built);
+  return std::nullopt;
+}
+
+// Reads the schedule file `path` (JSON or text; steps, or a sketch's
+// decisions that are built here). Returns the exit code on failure, else nullopt.
+std::optional<int> ReadScheduleFile(const std::string& path, const ir::ComputeDAG& dag,
+                                    const ir::Target& target, std::ostream& err,
+                                    schedule::Trace* schedule) {
+  std::ifstream in(path);
+  if (!in) return Fail(err, 2, absl::StrCat("cannot read ", path));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  v1::Schedule wire;
+  if (!google::protobuf::util::JsonStringToMessage(ss.str(), &wire).ok() &&
+      !google::protobuf::TextFormat::ParseFromString(ss.str(), &wire)) {
+    return Fail(err, 2, absl::StrCat(path, " is not a Schedule (JSON or text)"));
+  }
+  absl::StatusOr<schedule::Trace> trace = schedule::TraceFromProto(wire);
+  if (!trace.ok()) return Fail(err, 1, absl::StrCat("schedule: ", trace.status().message()));
+  *schedule = *std::move(trace);
+  if (schedule->steps.empty() && !schedule->decisions.empty()) {
+    return BuildFromDecisions(path, dag, target, err, schedule);
+  }
+  return std::nullopt;
+}
+
+// The schedule --schedule names: the default, the hand-written one, or a
+// file. Returns the exit code on failure, else nullopt.
+std::optional<int> ChooseSchedule(const CompileFlags& cf, const ir::ComputeDAG& dag,
+                                  std::ostream& err, schedule::Trace* schedule) {
+  if (!cf.schedule || *cf.schedule == "default") {
+    *schedule = schedule::DefaultSchedule(dag, cf.target);
+  } else if (*cf.schedule == "handwritten") {
+    auto hw = schedule::HandwrittenConv2dSchedule(dag, cf.target,
+                                                  schedule::PickConvTile(dag, cf.target));
     if (!hw.ok())
       return Fail(err, 1, absl::StrCat("handwritten schedule: ", hw.status().message()));
-    schedule = *std::move(hw);
+    *schedule = *std::move(hw);
   } else {
-    std::ifstream in(flags["schedule"]);
-    if (!in) return Fail(err, 2, absl::StrCat("cannot read ", flags["schedule"]));
-    std::stringstream ss;
-    ss << in.rdbuf();
-    v1::Schedule wire;
-    if (!google::protobuf::util::JsonStringToMessage(ss.str(), &wire).ok() &&
-        !google::protobuf::TextFormat::ParseFromString(ss.str(), &wire)) {
-      return Fail(err, 2, absl::StrCat(flags["schedule"], " is not a Schedule (JSON or text)"));
-    }
-    absl::StatusOr<schedule::Trace> trace = schedule::TraceFromProto(wire);
-    if (!trace.ok()) return Fail(err, 1, absl::StrCat("schedule: ", trace.status().message()));
-    schedule = *std::move(trace);
-    if (schedule.steps.empty() && !schedule.decisions.empty()) {
-      const absl::Span<const int64_t> d(schedule.decisions);
-      absl::StatusOr<schedule::Trace> built;
-      if (schedule.sketch_id == schedule::kTilingSketchId && !target.is_gpu()) {
-        built = schedule::BuildTiledSchedule(*dag, target, d);
-      } else if (schedule.sketch_id == schedule::kGpuTilingSketchId && target.is_gpu()) {
-        built = schedule::BuildGpuTiledSchedule(*dag, target, d);
-      } else if (schedule.sketch_id == ir::kGpuTensorCoreSketchId && target.is_gpu()) {
-        std::optional<schedule::TensorCoreTiling> t = schedule::TensorCoreTiling::Decode(d, dag->tf32);
-        built = t ? schedule::TensorCoreSchedule(*dag, target, *t)
-                  : absl::InvalidArgumentError(absl::StrCat(
-                        "a tensor-core schedule has ", schedule::TensorCoreTiling{}.Encode().size(),
-                        " decisions (one more with wgmma), not ", d.size()));
-      } else {
-        return Fail(
-            err, 2,
-            absl::StrCat(flags["schedule"], ": decisions of sketch ", schedule.sketch_id,
-                         " do not build on target ", target.ToString(), " (sketch ",
-                         target.is_gpu() ? schedule::kGpuTilingSketchId : schedule::kTilingSketchId, " does)"));
-      }
-      if (!built.ok())
-        return Fail(err, 2, absl::StrCat(flags["schedule"], ": ", built.status().message()));
-      schedule = *std::move(built);
-    }
+    return ReadScheduleFile(*cf.schedule, dag, cf.target, err, schedule);
   }
-  auto state = schedule::ScheduleState::Replay(*dag, schedule, target);
-  if (!state.ok()) return Fail(err, 1, absl::StrCat("schedule: ", state.status().message()));
-  ir::Stmt program = schedule::Lower(*state);
+  return std::nullopt;
+}
 
-  const std::string emit = flags["emit"];
+// What --emit produces: the text (or bytes) and whether it is binary.
+struct Emitted {
   std::string text;
   bool binary = false;
-  if (emit == "ir") {
-    std::vector<std::string> names = state->dag().TensorNames();
-    text = ir::ToString(program, &names);
-  } else if (emit == "schedule") {
-    google::protobuf::util::JsonPrintOptions o;
-    o.add_whitespace = true;
-    (void)google::protobuf::util::MessageToJsonString(schedule::ToProto(schedule), &text, o);
-  } else if (emit == "ptx" && target.is_gpu() &&
-             codegen::RouteFor(target.arch()) == codegen::GpuRoute::kLlvmPtx) {
+};
+
+// --emit cuda, ptx or cubin: CUDA C, or PTX/cubin (through NVRTC, or PTX
+// through LLVM's NVPTX back end for an arch NVRTC does not build); each
+// kernel's launch on `err`. Returns the exit code on failure, else nullopt.
+std::optional<int> EmitGpu(const CompileFlags& cf, const schedule::ScheduleState& state,
+                           const ir::Stmt& program, std::ostream& err, Emitted* e) {
+  const std::string& emit = cf.emit;
+  const ir::Target& target = cf.target;
+  if (emit == "ptx" && target.is_gpu() &&
+      codegen::RouteFor(target.arch()) == codegen::GpuRoute::kLlvmPtx) {
     // An arch NVRTC does not build: PTX through LLVM's NVPTX back end.
-    auto art = codegen::CompileCudaWithLlvm(state->dag(), program, target);
+    auto art = codegen::CompileCudaWithLlvm(state.dag(), program, target);
     if (!art.ok()) return Fail(err, 1, std::string(art.status().message()));
     err << "PTX through LLVM's NVPTX back end (this NVRTC does not build " << target.arch()
         << ")\n";
@@ -148,64 +188,115 @@ int RunCompile(const std::vector<std::string>& args, std::ostream& out, std::ost
       err << k.name << ": grid " << absl::StrJoin(k.grid, "x") << ", block "
           << absl::StrJoin(k.block, "x") << ", " << k.shared_bytes << " B shared\n";
     }
-    text = art->ptx;
+    e->text = art->ptx;
+    return std::nullopt;
+  }
+  if (!target.is_gpu()) {
+    return Fail(err, 2, absl::StrCat("--emit ", emit, " needs a cuda target, e.g. 'cuda -arch=sm_87'"));
+  }
+  auto program_or = codegen::EmitCuda(state.dag(), program, target);
+  if (!program_or.ok()) return Fail(err, 1, std::string(program_or.status().message()));
+  if (emit == "cuda") {
+    e->text = program_or->source;
+    return std::nullopt;
+  }
+  codegen::CudaCompileOptions o;
+  o.cubin = emit == "cubin";
+  o.ptx = emit == "ptx";
+  auto art = codegen::CompileCuda(*program_or, target, o);
+  if (!art.ok()) return Fail(err, 1, std::string(art.status().message()));
+  e->text = emit == "ptx" ? art->ptx : art->cubin;
+  e->binary = emit == "cubin";
+  for (const codegen::GpuKernel& k : art->program.kernels) {
+    err << k.name << ": grid " << absl::StrJoin(k.grid, "x") << ", block "
+        << absl::StrJoin(k.block, "x") << ", " << k.shared_bytes << " B shared"
+        << (k.dynamic_shared ? " (dynamic)" : "");
+    if (k.registers >= 0) {
+      err << ", " << k.registers << " registers, " << k.spill_store_bytes
+          << " B spill stores, " << k.spill_load_bytes << " B spill loads";
+    }
+    err << "\n";
+  }
+  return std::nullopt;
+}
+
+// --emit llvm, llvm-noopt, asm, obj or so for an llvm target. Returns the
+// exit code on failure, else nullopt.
+std::optional<int> EmitCpu(const CompileFlags& cf, const schedule::ScheduleState& state,
+                           const ir::Stmt& program, std::ostream& err, Emitted* e) {
+  const std::string& emit = cf.emit;
+  codegen::CpuCompileOptions o;
+  o.keep_llvm_ir = emit == "llvm" || emit == "llvm-noopt";
+  o.optimize = emit != "llvm-noopt";
+  o.keep_assembly = emit == "asm";
+  o.link = emit == "so";
+  auto art = codegen::CompileCpu(state.dag(), program, cf.target, o);
+  if (!art.ok()) return Fail(err, 1, std::string(art.status().message()));
+  e->text = o.keep_llvm_ir  ? art->llvm_ir
+            : emit == "asm" ? art->assembly
+            : emit == "obj" ? art->object
+                            : art->shared_object;
+  e->binary = emit == "obj" || emit == "so";
+  return std::nullopt;
+}
+
+// What --emit asks for, of the scheduled and lowered program. Returns the
+// exit code on failure (2: an --emit the target does not take), else nullopt.
+std::optional<int> Emit(const CompileFlags& cf, const schedule::Trace& schedule,
+                        const schedule::ScheduleState& state, const ir::Stmt& program,
+                        std::ostream& err, Emitted* e) {
+  const std::string& emit = cf.emit;
+  if (emit == "ir") {
+    std::vector<std::string> names = state.dag().TensorNames();
+    e->text = ir::ToString(program, &names);
+  } else if (emit == "schedule") {
+    google::protobuf::util::JsonPrintOptions o;
+    o.add_whitespace = true;
+    (void)google::protobuf::util::MessageToJsonString(schedule::ToProto(schedule), &e->text, o);
   } else if (emit == "cuda" || emit == "ptx" || emit == "cubin") {
-    if (!target.is_gpu()) {
-      return Fail(err, 2, absl::StrCat("--emit ", emit, " needs a cuda target, e.g. 'cuda -arch=sm_87'"));
-    }
-    auto program_or = codegen::EmitCuda(state->dag(), program, target);
-    if (!program_or.ok()) return Fail(err, 1, std::string(program_or.status().message()));
-    if (emit == "cuda") {
-      text = program_or->source;
-    } else {
-      codegen::CudaCompileOptions o;
-      o.cubin = emit == "cubin";
-      o.ptx = emit == "ptx";
-      auto art = codegen::CompileCuda(*program_or, target, o);
-      if (!art.ok()) return Fail(err, 1, std::string(art.status().message()));
-      text = emit == "ptx" ? art->ptx : art->cubin;
-      binary = emit == "cubin";
-      for (const codegen::GpuKernel& k : art->program.kernels) {
-        err << k.name << ": grid " << absl::StrJoin(k.grid, "x") << ", block "
-            << absl::StrJoin(k.block, "x") << ", " << k.shared_bytes << " B shared"
-            << (k.dynamic_shared ? " (dynamic)" : "");
-        if (k.registers >= 0) {
-          err << ", " << k.registers << " registers, " << k.spill_store_bytes
-              << " B spill stores, " << k.spill_load_bytes << " B spill loads";
-        }
-        err << "\n";
-      }
-    }
-  } else if (target.is_gpu() && emit != "ir" && emit != "schedule") {
+    return EmitGpu(cf, state, program, err, e);
+  } else if (cf.target.is_gpu()) {
     return Fail(err, 2, absl::StrCat("--emit ", emit, " is for llvm targets; a cuda target emits cuda, ptx or cubin"));
   } else if (emit == "llvm" || emit == "llvm-noopt" || emit == "asm" || emit == "obj" ||
              emit == "so") {
-    codegen::CpuCompileOptions o;
-    o.keep_llvm_ir = emit == "llvm" || emit == "llvm-noopt";
-    o.optimize = emit != "llvm-noopt";
-    o.keep_assembly = emit == "asm";
-    o.link = emit == "so";
-    auto art = codegen::CompileCpu(state->dag(), program, target, o);
-    if (!art.ok()) return Fail(err, 1, std::string(art.status().message()));
-    text = o.keep_llvm_ir  ? art->llvm_ir
-           : emit == "asm" ? art->assembly
-           : emit == "obj" ? art->object
-                           : art->shared_object;
-    binary = emit == "obj" || emit == "so";
+    return EmitCpu(cf, state, program, err, e);
   } else {
     return Fail(err, 2, absl::StrCat("--emit ", emit,
                                      " is not one of ir, llvm, asm, obj, so, cuda, ptx, cubin, "
                                      "schedule"));
   }
-  if (!flags.count("o")) {
-    if (binary) return Fail(err, 2, absl::StrCat("--emit ", emit, " needs -o FILE"));
-    out << text;
+  return std::nullopt;
+}
+
+// Writes `e` to -o, or to `out` when there is none (binary output needs -o).
+// Returns the exit code.
+int WriteEmitted(const CompileFlags& cf, const Emitted& e, std::ostream& out, std::ostream& err) {
+  if (!cf.output) {
+    if (e.binary) return Fail(err, 2, absl::StrCat("--emit ", cf.emit, " needs -o FILE"));
+    out << e.text;
     return 0;
   }
-  std::ofstream f(flags["o"], std::ios::binary);
-  f << text;
-  if (!f) return Fail(err, 1, absl::StrCat("cannot write ", flags["o"]));
+  std::ofstream f(*cf.output, std::ios::binary);
+  f << e.text;
+  if (!f) return Fail(err, 1, absl::StrCat("cannot write ", *cf.output));
   return 0;
+}
+
+}  // namespace
+
+int RunCompile(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  CompileFlags cf;
+  if (std::optional<int> code = ParseCompileFlags(args, out, err, &cf)) return *code;
+  auto dag = ir::BuildComputeDAG(cf.workload);
+  if (!dag.ok()) return Fail(err, 1, std::string(dag.status().message()));
+  schedule::Trace schedule;
+  if (std::optional<int> code = ChooseSchedule(cf, *dag, err, &schedule)) return *code;
+  auto state = schedule::ScheduleState::Replay(*dag, schedule, cf.target);
+  if (!state.ok()) return Fail(err, 1, absl::StrCat("schedule: ", state.status().message()));
+  ir::Stmt program = schedule::Lower(*state);
+  Emitted e;
+  if (std::optional<int> code = Emit(cf, schedule, *state, program, err, &e)) return *code;
+  return WriteEmitted(cf, e, out, err);
 }
 
 }  // namespace tunefarm::cli

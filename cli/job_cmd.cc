@@ -58,95 +58,94 @@ Result ReadWorkloadsFile(const std::string& path, v1::JobSpec* spec) {
   return std::nullopt;
 }
 
-}  // namespace
-
-Result CmdSubmit(Client& c, const Args& a, std::ostream& out) {
-  v1::SubmitJobRequest req;
-  req.set_protocol_version(kProtocolVersion);
-  if (a.Has("workloads")) {
-    if (!a.positional().empty())
-      return Usage("submit takes a job spec file or --workloads, not both");
-    if (a.Has("precision") || a.Has("layout"))
-      return Usage(
-          "--precision and --layout go with a model (MODEL.onnx); a workload spec says its dtype "
-          "and layout");
-    if (Result r = ReadWorkloadsFile(a.Get("workloads"), req.mutable_spec())) return r;
-  } else if (a.positional().size() == 1 && absl::EndsWith(a.positional()[0], ".onnx")) {
-    // A model: the server extracts its tasks (weights = occurrences).
-    std::ifstream in(a.positional()[0], std::ios::binary);
-    if (!in) return Usage(absl::StrCat("cannot read ", a.positional()[0]));
-    std::stringstream ss;
-    ss << in.rdbuf();
-    req.mutable_spec()->set_onnx_model(ss.str());
-    std::string base = a.positional()[0].substr(a.positional()[0].rfind('/') + 1);
-    req.mutable_spec()->set_name(base.substr(0, base.size() - 5));
-    if (a.Has("shape")) {
-      for (absl::string_view one : absl::StrSplit(a.Get("shape"), ',')) {
-        auto parsed = frontend::ParseShapeOverride(std::string(one));
-        if (!parsed.ok()) return Usage(std::string(parsed.status().message()));
-        v1::InputShape* is = req.mutable_spec()->add_input_shapes();
-        is->set_name(parsed->first);
-        for (int64_t d : parsed->second) is->add_shape(d);
-      }
-    }
-    for (const std::string& one : a.All("value")) {
-      auto parsed = frontend::ParseValueOverride(one);
+// submit MODEL.onnx: the model, its --shape and --value overrides, and its
+// --precision and --layout, into `spec` (the server extracts the tasks).
+// The model is imported here first: what does not import is bad usage (exit 2).
+Result ReadModelSpec(const Args& a, v1::JobSpec* spec) {
+  // A model: the server extracts its tasks (weights = occurrences).
+  std::ifstream in(a.positional()[0], std::ios::binary);
+  if (!in) return Usage(absl::StrCat("cannot read ", a.positional()[0]));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  spec->set_onnx_model(ss.str());
+  std::string base = a.positional()[0].substr(a.positional()[0].rfind('/') + 1);
+  spec->set_name(base.substr(0, base.size() - 5));
+  if (a.Has("shape")) {
+    for (absl::string_view one : absl::StrSplit(a.Get("shape"), ',')) {
+      auto parsed = frontend::ParseShapeOverride(std::string(one));
       if (!parsed.ok()) return Usage(std::string(parsed.status().message()));
-      v1::InputValue* iv = req.mutable_spec()->add_input_values();
-      iv->set_name(parsed->first);
-      for (double v : parsed->second) iv->add_values(v);
-    }
-    // The model imported here first, as `tasks` and `build` do: a dynamic
-    // input without --shape, or an operator not supported, is a usage error
-    // (exit 2) in every command, not the server's refusal.
-    std::vector<std::string> shapes;
-    if (a.Has("shape")) shapes = absl::StrSplit(a.Get("shape"), ',');
-    absl::StatusOr<frontend::ImportOptions> o = ImportOverrides(shapes, a.All("value"));
-    if (!o.ok()) return Usage(std::string(o.status().message()));
-    if (absl::StatusOr<frontend::Model> m = frontend::ImportOnnxFile(a.positional()[0], *o);
-        !m.ok()) {
-      return Usage(std::string(m.status().message()));
-    }
-    if (a.Has("precision")) {
-      absl::StatusOr<ir::Target> t = ParseTargetFlag(a.Get("target"));
-      if (!t.ok()) return Usage(std::string(t.status().message()));
-      absl::StatusOr<v1::DType> precision = ParsePrecisionFlag(a.Get("precision"), *t);
-      if (!precision.ok()) return Usage(std::string(precision.status().message()));
-      req.mutable_spec()->set_precision(*precision);
-    }
-    absl::StatusOr<std::optional<bool>> layout = ParseLayoutFlag(a.Get("layout"));
-    if (!layout.ok()) return Usage(std::string(layout.status().message()));
-    if (layout->has_value())
-      req.mutable_spec()->set_layout(**layout ? v1::DATA_LAYOUT_NHWC : v1::DATA_LAYOUT_NCHW);
-  } else {
-    if (a.positional().size() != 1) {
-      return Usage(
-          "submit takes one job spec file (JSON JobSpec), a model (MODEL.onnx) or "
-          "--workloads FILE");
-    }
-    if (a.Has("shape") || a.Has("value") || a.Has("precision") || a.Has("layout"))
-      return Usage(
-          "--shape, --value, --precision and --layout go with a model (MODEL.onnx; a workload "
-          "spec says its dtype and layout itself)");
-    std::ifstream in(a.positional()[0]);
-    if (!in) return Usage(absl::StrCat("cannot read ", a.positional()[0]));
-    std::stringstream ss;
-    ss << in.rdbuf();
-    const std::string text = ss.str();
-    const size_t first = text.find_first_not_of(" \t\r\n");
-    if (first == std::string::npos || text[first] != '{') {
-      return Usage(absl::StrCat(a.positional()[0],
-                                " is not a JSON job spec; a list of workloads goes with "
-                                "--workloads=",
-                                a.positional()[0]));
-    }
-    auto st = google::protobuf::util::JsonStringToMessage(text, req.mutable_spec());
-    if (!st.ok()) {
-      return Usage(absl::StrCat(a.positional()[0], ": not a job spec: ", st.message().as_string()));
+      v1::InputShape* is = spec->add_input_shapes();
+      is->set_name(parsed->first);
+      for (int64_t d : parsed->second) is->add_shape(d);
     }
   }
-  // Budget flags, each a positive number when given.
-  v1::Budget* budget = req.mutable_spec()->mutable_budget();
+  for (const std::string& one : a.All("value")) {
+    auto parsed = frontend::ParseValueOverride(one);
+    if (!parsed.ok()) return Usage(std::string(parsed.status().message()));
+    v1::InputValue* iv = spec->add_input_values();
+    iv->set_name(parsed->first);
+    for (double v : parsed->second) iv->add_values(v);
+  }
+  // The model imported here first, as `tasks` and `build` do: a dynamic
+  // input without --shape, or an operator not supported, is a usage error
+  // (exit 2) in every command, not the server's refusal.
+  std::vector<std::string> shapes;
+  if (a.Has("shape")) shapes = absl::StrSplit(a.Get("shape"), ',');
+  absl::StatusOr<frontend::ImportOptions> o = ImportOverrides(shapes, a.All("value"));
+  if (!o.ok()) return Usage(std::string(o.status().message()));
+  if (absl::StatusOr<frontend::Model> m = frontend::ImportOnnxFile(a.positional()[0], *o);
+      !m.ok()) {
+    return Usage(std::string(m.status().message()));
+  }
+  if (a.Has("precision")) {
+    absl::StatusOr<ir::Target> t = ParseTargetFlag(a.Get("target"));
+    if (!t.ok()) return Usage(std::string(t.status().message()));
+    absl::StatusOr<v1::DType> precision = ParsePrecisionFlag(a.Get("precision"), *t);
+    if (!precision.ok()) return Usage(std::string(precision.status().message()));
+    spec->set_precision(*precision);
+  }
+  absl::StatusOr<std::optional<bool>> layout = ParseLayoutFlag(a.Get("layout"));
+  if (!layout.ok()) return Usage(std::string(layout.status().message()));
+  if (layout->has_value())
+    spec->set_layout(**layout ? v1::DATA_LAYOUT_NHWC : v1::DATA_LAYOUT_NCHW);
+  return std::nullopt;
+}
+
+// submit SPEC.json: the one positional argument, a JSON JobSpec, into
+// `spec`; model flags and anything not JSON are bad usage.
+Result ReadJobSpecFile(const Args& a, v1::JobSpec* spec) {
+  if (a.positional().size() != 1) {
+    return Usage(
+        "submit takes one job spec file (JSON JobSpec), a model (MODEL.onnx) or "
+        "--workloads FILE");
+  }
+  if (a.Has("shape") || a.Has("value") || a.Has("precision") || a.Has("layout"))
+    return Usage(
+        "--shape, --value, --precision and --layout go with a model (MODEL.onnx; a workload "
+        "spec says its dtype and layout itself)");
+  std::ifstream in(a.positional()[0]);
+  if (!in) return Usage(absl::StrCat("cannot read ", a.positional()[0]));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string text = ss.str();
+  const size_t first = text.find_first_not_of(" \t\r\n");
+  if (first == std::string::npos || text[first] != '{') {
+    return Usage(absl::StrCat(a.positional()[0],
+                              " is not a JSON job spec; a list of workloads goes with "
+                              "--workloads=",
+                              a.positional()[0]));
+  }
+  auto st = google::protobuf::util::JsonStringToMessage(text, spec);
+  if (!st.ok()) {
+    return Usage(absl::StrCat(a.positional()[0], ": not a job spec: ", st.message().as_string()));
+  }
+  return std::nullopt;
+}
+
+// The flags that override the spec: the budget (each a positive number when
+// given), --target, --device_key, --name and --strategy, into `spec`.
+Result ApplySpecFlags(const Args& a, v1::JobSpec* spec) {
+  v1::Budget* budget = spec->mutable_budget();
   struct BudgetFlag {
     const char* name;
     const char* unit;
@@ -162,16 +161,37 @@ Result CmdSubmit(Client& c, const Args& a, std::ostream& out) {
       return Usage(absl::StrCat("--", f.name, " needs a positive number", f.unit));
     (budget->*f.set)(n);
   }
-  if (a.Has("target")) req.mutable_spec()->mutable_target()->set_spec(a.Get("target"));
-  if (a.Has("device_key")) req.mutable_spec()->set_device_key(a.Get("device_key"));
-  if (a.Has("name")) req.mutable_spec()->set_name(a.Get("name"));
+  if (a.Has("target")) spec->mutable_target()->set_spec(a.Get("target"));
+  if (a.Has("device_key")) spec->set_device_key(a.Get("device_key"));
+  if (a.Has("name")) spec->set_name(a.Get("name"));
   if (a.Has("strategy")) {
     absl::StatusOr<search::Strategy> st = search::ParseStrategy(a.Get("strategy"));
     if (!st.ok()) return Usage(std::string(st.status().message()));
-    req.mutable_spec()->set_strategy(*st == search::Strategy::kRandom
-                                         ? v1::SEARCH_STRATEGY_RANDOM
-                                         : v1::SEARCH_STRATEGY_EVOLUTIONARY);
+    spec->set_strategy(*st == search::Strategy::kRandom ? v1::SEARCH_STRATEGY_RANDOM
+                                                        : v1::SEARCH_STRATEGY_EVOLUTIONARY);
   }
+  return std::nullopt;
+}
+
+}  // namespace
+
+Result CmdSubmit(Client& c, const Args& a, std::ostream& out) {
+  v1::SubmitJobRequest req;
+  req.set_protocol_version(kProtocolVersion);
+  if (a.Has("workloads")) {
+    if (!a.positional().empty())
+      return Usage("submit takes a job spec file or --workloads, not both");
+    if (a.Has("precision") || a.Has("layout"))
+      return Usage(
+          "--precision and --layout go with a model (MODEL.onnx); a workload spec says its dtype "
+          "and layout");
+    if (Result r = ReadWorkloadsFile(a.Get("workloads"), req.mutable_spec())) return r;
+  } else if (a.positional().size() == 1 && absl::EndsWith(a.positional()[0], ".onnx")) {
+    if (Result r = ReadModelSpec(a, req.mutable_spec())) return r;
+  } else {
+    if (Result r = ReadJobSpecFile(a, req.mutable_spec())) return r;
+  }
+  if (Result r = ApplySpecFlags(a, req.mutable_spec())) return r;
   if (req.spec().target().spec().empty())
     return Usage("submit needs --target=T (llvm, host, or cuda -arch=sm_XX): the spec names none");
   if (req.spec().device_key().empty())

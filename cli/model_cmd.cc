@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "absl/strings/ascii.h"
@@ -319,10 +320,23 @@ constexpr int64_t kProfileRuns = 20;
 constexpr int64_t kProfileMinRuns = 3;
 constexpr double kProfileSeconds = 5;
 
+// A build's flags, checked, and the model they name, imported.
+struct BuildRequest {
+  std::string model_path;  // the positional MODEL.onnx
+  std::string output;      // -o
+  int64_t threads = 1;
+  ir::Target target;
+  frontend::Model model;
+  deploy::BuildOptions bo;         // all but `choose` (set once the log is open)
+  std::optional<std::string> db;   // the log database; none with --untuned
+  bool model_check = true;         // false with --no-model-check
+};
 
-}  // namespace
-
-int RunBuild(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+// Parses build's flags and imports the model they name into `r`. Returns the
+// exit code when the command ends here (0 after --help, 2 bad usage, 1 an
+// unreadable or unsupported model), else nullopt.
+std::optional<int> ParseBuild(const std::vector<std::string>& args, std::ostream& out,
+                              std::ostream& err, BuildRequest* r) {
   absl::StatusOr<Flags> parsed =
       ParseWithOneFile(args,
                        FlagSpec{{"output", "target", "db", "shape", "value", "threads", "layout",
@@ -336,27 +350,29 @@ int RunBuild(const std::vector<std::string>& args, std::ostream& out, std::ostre
     return 0;
   }
   if (f.positional().empty()) return Fail(err, 2, "build needs a model file (MODEL.onnx)");
-  const std::string output = f.Get("output", "");
-  if (output.empty()) return Fail(err, 2, "build needs -o MODEL.tfpkg");
-  int64_t threads = 1;
-  if (!absl::SimpleAtoi(f.Get("threads", "1"), &threads) || threads < 1 || threads > 256)
+  r->model_path = f.positional()[0];
+  r->output = f.Get("output", "");
+  if (r->output.empty()) return Fail(err, 2, "build needs -o MODEL.tfpkg");
+  if (!absl::SimpleAtoi(f.Get("threads", "1"), &r->threads) || r->threads < 1 || r->threads > 256)
     return Fail(err, 2, "--threads needs a number from 1 to 256");
-  absl::StatusOr<ir::Target> target = TargetForThreads(f.Get("target", "host"), int(threads));
+  absl::StatusOr<ir::Target> target = TargetForThreads(f.Get("target", "host"), int(r->threads));
   if (!target.ok()) return Fail(err, 2, std::string(target.status().message()));
+  r->target = *target;
   absl::StatusOr<frontend::ImportOptions> io = ImportOverrides(f.All("shape"), f.All("value"));
   if (!io.ok()) return Fail(err, 2, std::string(io.status().message()));
-  absl::StatusOr<std::string> bytes = ReadFile(f.positional()[0]);
+  absl::StatusOr<std::string> bytes = ReadFile(r->model_path);
   if (!bytes.ok()) return Fail(err, 1, std::string(bytes.status().message()));
   absl::StatusOr<frontend::Model> model = frontend::ImportOnnx(*bytes, *io);
-  if (!model.ok()) return Fail(err, 1, absl::StrCat(f.positional()[0], ": ", model.status().message()));
-  deploy::BuildOptions bo;
-  bo.model_name = std::filesystem::path(f.positional()[0]).filename().string();
+  if (!model.ok()) return Fail(err, 1, absl::StrCat(r->model_path, ": ", model.status().message()));
+  r->model = *std::move(model);
+  deploy::BuildOptions& bo = r->bo;
+  bo.model_name = std::filesystem::path(r->model_path).filename().string();
   bo.model_sha256 = Sha256Hex(*bytes);
-  bo.threads = int(threads);
+  bo.threads = int(r->threads);
   absl::StatusOr<std::optional<bool>> channels_last = ParseLayoutFlag(f.Get("layout", ""));
   if (!channels_last.ok()) return Fail(err, 2, std::string(channels_last.status().message()));
   bo.channels_last = *channels_last;
-  absl::StatusOr<v1::DType> precision = ParsePrecisionFlag(f.Get("precision", ""), *target);
+  absl::StatusOr<v1::DType> precision = ParsePrecisionFlag(f.Get("precision", ""), r->target);
   if (!precision.ok()) return Fail(err, 2, std::string(precision.status().message()));
   bo.precision = *precision;
   if (const std::string movers = f.Get("data_movers", "kernels"); movers == "native") {
@@ -364,107 +380,156 @@ int RunBuild(const std::vector<std::string>& args, std::ostream& out, std::ostre
   } else if (movers != "kernels") {
     return Fail(err, 2, "--data-movers takes kernels or native");
   }
-  std::unique_ptr<store::TuningLog> log;
-  if (!f.Has("untuned")) {
-    store::TuningLog::Options lo;
-    lo.canon = search::CompilerCanon();
-    lo.path = f.Get("db", "tunefarm.db");
-    if (!std::filesystem::exists(lo.path))
-      return Fail(err, 1,
-                  absl::StrCat("no log database at ", lo.path, " (--untuned builds without one)"));
-    auto opened = store::TuningLog::Open(lo);
-    if (!opened.ok()) return Fail(err, 1, std::string(opened.status().message()));
-    log = *std::move(opened);
-    const std::string spec = target->ToString();
-    store::TuningLog* l = log.get();
-    bo.choose = [l, spec](const frontend::ModelTask& t) { return ChooseFromLog(l, spec, t); };
+  if (!f.Has("untuned")) r->db = f.Get("db", "tunefarm.db");
+  r->model_check = !f.Has("no_model_check");
+  return std::nullopt;
+}
+
+// Opens r's log database (none with --untuned) into `log`, and has r->bo
+// choose each kernel from it. Returns the exit code (1) on failure, else nullopt.
+std::optional<int> OpenBuildLog(BuildRequest* r, std::unique_ptr<store::TuningLog>* log,
+                                std::ostream& err) {
+  if (!r->db) return std::nullopt;
+  store::TuningLog::Options lo;
+  lo.canon = search::CompilerCanon();
+  lo.path = *r->db;
+  if (!std::filesystem::exists(lo.path))
+    return Fail(err, 1,
+                absl::StrCat("no log database at ", lo.path, " (--untuned builds without one)"));
+  auto opened = store::TuningLog::Open(lo);
+  if (!opened.ok()) return Fail(err, 1, std::string(opened.status().message()));
+  *log = *std::move(opened);
+  const std::string spec = r->target.ToString();
+  store::TuningLog* l = log->get();
+  r->bo.choose = [l, spec](const frontend::ModelTask& t) { return ChooseFromLog(l, spec, t); };
+  return std::nullopt;
+}
+
+// With no --layout on this machine: builds both layouts (each checked) into
+// `pkg` and keeps the one that runs faster here, saying so in `layout_line`.
+// Returns the exit code (1) when the timing fails; a failed build is left in *pkg.
+std::optional<int> BuildFasterLayout(const BuildRequest& r, const deploy::BuildOptions& bo,
+                                     std::ostream& err, absl::StatusOr<v1::ModelPackage>* pkg,
+                                     std::string* layout_line) {
+  const int threads = int(r.threads);
+  deploy::BuildOptions nhwc = bo, nchw = bo;
+  nhwc.channels_last = true;
+  nchw.channels_last = false;
+  *pkg = BuildChecked(r.model, r.target, nhwc, threads, true);
+  absl::StatusOr<v1::ModelPackage> other = BuildChecked(r.model, r.target, nchw, threads, true);
+  if (pkg->ok() && !other.ok()) *pkg = other.status();
+  if (!pkg->ok()) return std::nullopt;
+  absl::StatusOr<deploy::LayoutChoice> choice = deploy::ChooseLayout(**pkg, *other, threads);
+  if (!choice.ok()) return Fail(err, 1, std::string(choice.status().message()));
+  if (!choice->channels_last) *pkg = *std::move(other);
+  if (choice->nhwc_seconds > 0) {
+    *layout_line = absl::StrFormat(
+        "layout %s: nhwc %.3f ms, nchw %.3f ms, nhwc/nchw %.2f (median of 9 paired runs "
+        "here at %d thread%s; --layout picks one)\n",
+        choice->channels_last ? "nhwc" : "nchw", choice->nhwc_seconds * 1e3,
+        choice->nchw_seconds * 1e3, choice->nhwc_over_nchw, threads, threads == 1 ? "" : "s");
   }
-  auto t0 = std::chrono::steady_clock::now();
+  return std::nullopt;
+}
+
+// Builds r's package into `out_pkg` in the layout --layout names, else the
+// one the database has records of, else (this machine) the faster one;
+// `layout_line` says which when chosen here. Returns the exit code (1) on failure, else nullopt.
+std::optional<int> BuildInLayout(const BuildRequest& r, store::TuningLog* log, std::ostream& err,
+                                 v1::ModelPackage* out_pkg, std::string* layout_line) {
+  deploy::BuildOptions bo = r.bo;
   ir::Target host = codegen::HostTarget();
-  host.num_cores = target->num_cores;
-  const bool here = !f.Has("no_model_check") && target->ToString() == host.ToString();
+  host.num_cores = r.target.num_cores;
+  const bool here = r.model_check && r.target.ToString() == host.ToString();
   absl::StatusOr<v1::ModelPackage> pkg;
-  std::string layout_line;
-  if (!bo.channels_last.has_value() && log != nullptr && !(here && !target->is_gpu())) {
+  if (!bo.channels_last.has_value() && log != nullptr && !(here && !r.target.is_gpu())) {
     // Not timed here: the layout the records were tuned in, if only one.
-    absl::StatusOr<std::optional<bool>> tuned =
-        TunedLayout(*model, *target, log.get(), bo.precision);
+    absl::StatusOr<std::optional<bool>> tuned = TunedLayout(r.model, r.target, log, bo.precision);
     if (!tuned.ok()) return Fail(err, 1, std::string(tuned.status().message()));
     if (tuned->has_value()) {
       bo.channels_last = **tuned;
-      layout_line = absl::StrCat("layout ", **tuned ? "nhwc" : "nchw",
-                                 ": the one this database has records of (--layout picks one)\n");
+      *layout_line = absl::StrCat("layout ", **tuned ? "nhwc" : "nchw",
+                                  ": the one this database has records of (--layout picks one)\n");
     }
   }
-  if (here && !bo.channels_last.has_value() && !target->is_gpu()) {
+  if (here && !bo.channels_last.has_value() && !r.target.is_gpu()) {
     // No --layout: the layout that runs faster here, each built as it would be.
-    deploy::BuildOptions nhwc = bo, nchw = bo;
-    nhwc.channels_last = true;
-    nchw.channels_last = false;
-    pkg = BuildChecked(*model, *target, nhwc, int(threads), true);
-    absl::StatusOr<v1::ModelPackage> other =
-        BuildChecked(*model, *target, nchw, int(threads), true);
-    if (pkg.ok() && !other.ok()) pkg = other.status();
-    if (pkg.ok()) {
-      absl::StatusOr<deploy::LayoutChoice> choice =
-          deploy::ChooseLayout(*pkg, *other, int(threads));
-      if (!choice.ok()) return Fail(err, 1, std::string(choice.status().message()));
-      if (!choice->channels_last) pkg = *std::move(other);
-      if (choice->nhwc_seconds > 0) {
-        layout_line = absl::StrFormat(
-            "layout %s: nhwc %.3f ms, nchw %.3f ms, nhwc/nchw %.2f (median of 9 paired runs "
-            "here at %d thread%s; --layout picks one)\n",
-            choice->channels_last ? "nhwc" : "nchw", choice->nhwc_seconds * 1e3,
-            choice->nchw_seconds * 1e3, choice->nhwc_over_nchw, int(threads),
-            threads == 1 ? "" : "s");
-      }
-    }
+    if (std::optional<int> code = BuildFasterLayout(r, bo, err, &pkg, layout_line)) return *code;
   } else {
-    pkg = BuildChecked(*model, *target, bo, int(threads), here);
+    pkg = BuildChecked(r.model, r.target, bo, int(r.threads), here);
   }
-  if (!pkg.ok()) return Fail(err, 1, absl::StrCat(f.positional()[0], ": ", pkg.status().message()));
+  if (!pkg.ok()) return Fail(err, 1, absl::StrCat(r.model_path, ": ", pkg.status().message()));
+  *out_pkg = *std::move(pkg);
+  return std::nullopt;
+}
+
+// Writes `pkg` to `output` (through a temporary file renamed into place).
+// Returns the exit code (1) on failure, else nullopt.
+std::optional<int> WritePackage(const v1::ModelPackage& pkg, const std::string& output,
+                                std::ostream& err) {
   std::string serialized;
-  if (!pkg->SerializeToString(&serialized)) return Fail(err, 1, "the package does not serialize");
-  {
-    const std::string tmp = output + ".tmp";
-    std::ofstream o(tmp, std::ios::binary | std::ios::trunc);
-    o.write(serialized.data(), std::streamsize(serialized.size()));
-    o.close();
-    if (!o) return Fail(err, 1, absl::StrCat("cannot write ", output));
-    std::error_code ec;
-    std::filesystem::rename(tmp, output, ec);
-    if (ec) return Fail(err, 1, absl::StrCat("cannot write ", output, ": ", ec.message()));
-  }
+  if (!pkg.SerializeToString(&serialized)) return Fail(err, 1, "the package does not serialize");
+  const std::string tmp = output + ".tmp";
+  std::ofstream o(tmp, std::ios::binary | std::ios::trunc);
+  o.write(serialized.data(), std::streamsize(serialized.size()));
+  o.close();
+  if (!o) return Fail(err, 1, absl::StrCat("cannot write ", output));
+  std::error_code ec;
+  std::filesystem::rename(tmp, output, ec);
+  if (ec) return Fail(err, 1, absl::StrCat("cannot write ", output, ": ", ec.message()));
+  return std::nullopt;
+}
+
+// Prints what build made: the package's counts and sizes, the time since
+// `t0`, `layout_line`, and each kernel's choice.
+void PrintBuildSummary(const v1::ModelPackage& pkg, const std::string& output,
+                       std::chrono::steady_clock::time_point t0, const std::string& layout_line,
+                       std::ostream& out) {
   int tuned = 0, movers = 0, kernel_steps = 0, native_steps = 0, views = 0;
   int tf32 = 0;
-  for (const auto& k : pkg->kernels()) {
+  for (const auto& k : pkg.kernels()) {
     tuned += k.tuned();
     movers += k.workload().op() == v1::OP_KIND_REARRANGE;
     tf32 += k.workload().tf32();
   }
-  for (const auto& s : pkg->steps()) {
+  for (const auto& s : pkg.steps()) {
     (s.has_kernel() ? kernel_steps : native_steps)++;
     views += s.has_node() && s.node().view();
   }
   int64_t weights = 0;
-  for (const auto& c : pkg->constants())
+  for (const auto& c : pkg.constants())
     weights += int64_t(c.f32().size() + c.f16().size() + 8 * c.i64_size());
-  const int tasks = pkg->kernels_size() - movers;
-  const bool half = pkg->precision() == v1::DTYPE_FLOAT16 || pkg->precision() == v1::DTYPE_BFLOAT16;
-  const char* dtype = DTypeWord(pkg->precision());
+  const int tasks = pkg.kernels_size() - movers;
+  const bool half = pkg.precision() == v1::DTYPE_FLOAT16 || pkg.precision() == v1::DTYPE_BFLOAT16;
+  const char* dtype = DTypeWord(pkg.precision());
   out << absl::StrFormat(
       "%s: %d task kernels (%d tuned, %d default%s) and %d data movers, %d kernel steps, %d "
       "native steps (%d of them views); weights %.1f MB%s, arena %.1f MB%s; built in %.1f s\n",
       output, tasks, tuned, tasks - tuned, tf32 > 0 ? absl::StrCat("; ", tf32, " in tf32") : "",
       movers, kernel_steps, native_steps, views, weights / 1e6,
-      half ? absl::StrCat(" in ", dtype) : "", pkg->arena_bytes() / 1e6,
+      half ? absl::StrCat(" in ", dtype) : "", pkg.arena_bytes() / 1e6,
       half ? absl::StrCat(" of ", dtype, " values") : "",
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   out << layout_line;
-  for (const auto& k : pkg->kernels()) {
+  for (const auto& k : pkg.kernels()) {
     out << absl::StrFormat("  %-8s %-60s %s\n", k.tuned() ? "tuned" : "default", k.description(),
                            k.choice());
   }
+}
+
+}  // namespace
+
+int RunBuild(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  BuildRequest r;
+  if (std::optional<int> code = ParseBuild(args, out, err, &r)) return *code;
+  std::unique_ptr<store::TuningLog> log;
+  if (std::optional<int> code = OpenBuildLog(&r, &log, err)) return *code;
+  auto t0 = std::chrono::steady_clock::now();
+  v1::ModelPackage pkg;
+  std::string layout_line;
+  if (std::optional<int> code = BuildInLayout(r, log.get(), err, &pkg, &layout_line)) return *code;
+  if (std::optional<int> code = WritePackage(pkg, r.output, err)) return *code;
+  PrintBuildSummary(pkg, r.output, t0, layout_line, out);
   return 0;
 }
 

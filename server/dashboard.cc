@@ -428,8 +428,11 @@ absl::StatusOr<std::string> DashboardJobState(const MetricsSources& s, Dashboard
                       ",\"job\":", JobJson(job, cache.Job(job, *s.log), now_ms, true), "}");
 }
 
-const std::string& DashboardHtml() {
-  static const std::string html = R"html(<!DOCTYPE html>
+namespace {
+
+// The page: its style sheet and the tables the script fills in, up to the
+// opening <script> tag.
+constexpr const char* kPageHtml = R"html(<!DOCTYPE html>
 <html><head><meta charset="utf-8"><title>tunefarm</title>
 <style>
 body{font-family:sans-serif;margin:1.5em;color:#222}
@@ -452,7 +455,11 @@ td,th{border-bottom:1px solid #ddd;padding:3px 10px;text-align:left;font-size:13
 </div>
 <div id="jobpage" hidden></div>
 <script>
-const params=new URLSearchParams(location.search);
+)html";
+
+// The script's start: the page's query (token, job), links, and the
+// formatting of durations, shares, times and lease lines.
+constexpr const char* kFormatScript = R"html(const params=new URLSearchParams(location.search);
 const token=params.get('token'), jobId=params.get('job');
 function esc(s){return String(s).replace(/[&<>"']/g,c=>'&#'+c.charCodeAt(0)+';');}
 function link(job){
@@ -473,7 +480,11 @@ function kinds(f){const k=Object.keys(f);return k.length?k.map(n=>esc(n)+' '+f[n
 function leaseText(l){
   return esc(l.kind)+(l.what?' '+esc(l.what):'')+' &middot; <a href="'+link(l.job)+'">job '+l.job+'</a> &middot; '+dur(l.sec);
 }
-function deviceRow(v){
+)html";
+
+// The rendering of one device row, a job's task table and a job card (the
+// job page shows each task's chart as well).
+constexpr const char* kRenderScript = R"html(function deviceRow(v){
   const st=v.drained?'drained':v.state, live=v.state=='online';
   const checked=v.timings_confirmed+v.timings_disputed?v.timings_confirmed+' confirmed, '+v.timings_disputed+' disputed':'';
   const leases=v.leases.length?v.leases.map(leaseText).join('<br>'):(live?'idle':'&mdash;');
@@ -515,7 +526,11 @@ function jobCard(v,full){
   if(full) for(const k of v.tasks) h+=k.svg;
   return h+'</div></div>';
 }
-function drawFarm(s){
+)html";
+
+// The farm page's tables, and the poll of /api/state every 2 s that redraws
+// the farm or the one job; then the end of the page.
+constexpr const char* kPollScript = R"html(function drawFarm(s){
   let d='<tr><th>device</th><th>role</th><th>key</th><th>state</th><th>last seen</th><th>now</th>'+
     '<th class="num">trials/min</th><th class="num">errors</th><th class="num">timeouts</th><th>timings checked</th><th>runs</th></tr>';
   for(const v of s.devices) d+=deviceRow(v);
@@ -550,6 +565,12 @@ async function poll(){
 poll();
 </script></body></html>
 )html";
+
+}  // namespace
+
+const std::string& DashboardHtml() {
+  static const std::string html =
+      absl::StrCat(kPageHtml, kFormatScript, kRenderScript, kPollScript);
   return html;
 }
 
