@@ -258,45 +258,63 @@ class Extractor : public ir::StmtFunctor<void()> {
     return std::fabs(stride);
   }
 
-  void Row(const ir::StmtNode& store) {
-    FeatureRow row{};
+  // What the loops around the current statement add up to: trip counts by
+  // kind, the vectorized loop's variable and the first parallel loop.
+  struct LoopSummary {
     double iterations = 1, vec_product = 1, unroll_product = 1, parallel_product = 1;
     double blocks = 1, threads = 1, vthreads = 1;
     bool gpu = false;
     int unrolled = 0, vec_len = 0;
-    size_t first_parallel = loops_.size();
+    size_t first_parallel = 0;  // loops_.size() when none is parallel
     const ExprNode* vec_var = nullptr;
+  };
+  // One buffer's columns and the distinct bytes it touches (the sort key).
+  struct Scored {
+    std::array<float, kBufferFeatures> f;
+    double bytes;
+  };
+
+  // Summarizes loops_ (outermost first) as LoopSummary; reads nothing else.
+  LoopSummary SummarizeLoops() const {
+    LoopSummary ls;
+    ls.first_parallel = loops_.size();
     for (size_t k = 0; k < loops_.size(); ++k) {
       const Loop& l = loops_[k];
-      iterations *= double(l.extent);
+      ls.iterations *= double(l.extent);
       if (l.kind == ForKind::kVectorized)
-        vec_product *= double(l.extent), vec_len = int(l.extent), vec_var = l.var.get();
-      if (l.kind == ForKind::kUnrolled) unroll_product *= double(l.extent), ++unrolled;
+        ls.vec_product *= double(l.extent), ls.vec_len = int(l.extent), ls.vec_var = l.var.get();
+      if (l.kind == ForKind::kUnrolled) ls.unroll_product *= double(l.extent), ++ls.unrolled;
       if (l.kind == ForKind::kParallel) {
-        parallel_product *= double(l.extent);
-        if (first_parallel == loops_.size()) first_parallel = k;
+        ls.parallel_product *= double(l.extent);
+        if (ls.first_parallel == loops_.size()) ls.first_parallel = k;
       }
       switch (l.kind) {
         case ForKind::kBlockX:
         case ForKind::kBlockY:
         case ForKind::kBlockZ:
-          blocks *= double(l.extent), gpu = true;
+          ls.blocks *= double(l.extent), ls.gpu = true;
           break;
         case ForKind::kThreadX:
         case ForKind::kThreadY:
         case ForKind::kThreadZ:
-          threads *= double(l.extent), gpu = true;
+          ls.threads *= double(l.extent), ls.gpu = true;
           break;
         case ForKind::kVThread:
-          vthreads *= double(l.extent), gpu = true;
+          ls.vthreads *= double(l.extent), ls.gpu = true;
           break;
         default:
           break;
       }
     }
-    OpCounts ops;
-    CountOps(store.value, &ops);
-    for (const Expr& i : store.indices) CountOps(i, &ops);
+    return ls;
+  }
+
+  // Fills the header columns that come from the arithmetic, the loops and the
+  // stored tensor's placement (all but kReduceUpdate, kNumBuffers, kIntensity).
+  void LoopAndOpFeatures(const ir::StmtNode& store, const LoopSummary& ls, const OpCounts& ops,
+                         FeatureRow* out) const {
+    FeatureRow& row = *out;
+    const double iterations = ls.iterations;
     row[kAdd] = Log(ops.add * iterations);
     row[kMul] = Log(ops.mul * iterations);
     row[kDiv] = Log(ops.div * iterations);
@@ -306,25 +324,28 @@ class Extractor : public ir::StmtFunctor<void()> {
     row[kIntOps] = Log(ops.intops * iterations);
     row[kIterations] = Log(iterations);
     row[kDepth] = float(loops_.size());
-    row[kVecLen] = Log(vec_len);
-    row[kVecProduct] = Log(vec_var ? vec_product : 0);
+    row[kVecLen] = Log(ls.vec_len);
+    row[kVecProduct] = Log(ls.vec_var ? ls.vec_product : 0);
     row[kVecInnermost] = !loops_.empty() && loops_.back().kind == ForKind::kVectorized;
-    row[kUnrollProduct] = Log(unrolled ? unroll_product : 0);
-    row[kUnrollCount] = float(unrolled);
-    row[kParallelProduct] = Log(first_parallel < loops_.size() ? parallel_product : 0);
-    row[kWorkPerParallel] = Log(iterations / parallel_product);
+    row[kUnrollProduct] = Log(ls.unrolled ? ls.unroll_product : 0);
+    row[kUnrollCount] = float(ls.unrolled);
+    row[kParallelProduct] = Log(ls.first_parallel < loops_.size() ? ls.parallel_product : 0);
+    row[kWorkPerParallel] = Log(iterations / ls.parallel_product);
     row[kLocalStore] = local_[store.tensor];
     row[kLocalBytes] = local_[store.tensor] ? Log(double(Elements(store.tensor)) * 4) : 0;
-    if (gpu) {
-      row[kGpuBlocks] = Log(blocks);
-      row[kGpuThreads] = Log(threads);
-      row[kGpuVThreads] = Log(vthreads);
-      row[kWorkPerThread] = Log(iterations / (blocks * threads));
+    if (ls.gpu) {
+      row[kGpuBlocks] = Log(ls.blocks);
+      row[kGpuThreads] = Log(ls.threads);
+      row[kGpuVThreads] = Log(ls.vthreads);
+      row[kWorkPerThread] = Log(iterations / (ls.blocks * ls.threads));
     }
     row[kSharedStore] = shared_[store.tensor];
     row[kSharedBytes] = Log(shared_bytes_);
+  }
 
-    // The buffers: the stored one, and each loaded one (grouped by tensor).
+  // The buffers a store touches: the stored one first (kind 2, or 3 when the
+  // value also loads it), then each loaded tensor once, in first-load order.
+  static std::vector<Access> Accesses(const ir::StmtNode& store) {
     std::vector<Access> accesses = {{store.tensor, store.indices, 2, 1}};
     ir::VisitLoads(store.value, [&](const ExprNode& n) {
       for (Access& a : accesses) {
@@ -336,49 +357,66 @@ class Extractor : public ir::StmtFunctor<void()> {
       }
       accesses.push_back({n.tensor, n.args, 1, 1});
     });
+    return accesses;
+  }
+
+  // One buffer's kBufferFeatures columns under the current loops;
+  // `par_first`: the first loop inside the outermost parallel one (0 if none).
+  Scored BufferFeatures(const Access& a, const LoopSummary& ls, size_t par_first) const {
+    Scored s{};
+    double lines = 0;
+    s.bytes = Span(a, 0, &lines) * 4;
+    s.f[kKind] = float(a.kind);
+    s.f[kBytes] = Log(s.bytes);
+    s.f[kBytesPerParallel] = Log(Span(a, par_first, nullptr) * 4);
+    s.f[kLines] = Log(lines);
+    s.f[kInnerStride] = loops_.empty() ? 0 : Log(Stride(a, loops_.back().var.get()));
+    s.f[kVecStride] = ls.vec_var ? Log(Stride(a, ls.vec_var)) : 0;
+    // Reuse: loops whose variable the index does not use.
+    double reuse = 1;
+    int innermost_reuse = -1;
+    for (size_t k = 0; k < loops_.size(); ++k) {
+      bool used = false;
+      for (const Expr& i : a.idx) used |= ir::Mentions(i, loops_[k].var.get());
+      if (!used) reuse *= double(loops_[k].extent), innermost_reuse = int(k);
+    }
+    s.f[kReuseCount] = Log(innermost_reuse >= 0 ? reuse : 0);
+    if (innermost_reuse >= 0) {
+      double dist = 1;
+      for (size_t k = innermost_reuse + 1; k < loops_.size(); ++k)
+        dist *= double(loops_[k].extent);
+      s.f[kReuseIters] = Log(dist);
+      s.f[kReuseBytes] = Log(Span(a, innermost_reuse + 1, nullptr) * 4);
+    }
+    s.f[kAccessCount] = float(a.count);
+    // All the bytes the nest reads and writes there, reuse included (bytes
+    // is the distinct ones).
+    s.f[kAccessedBytes] = Log(double(a.count) * ls.iterations * 4);
+    return s;
+  }
+
+  // Appends to out_ the feature row of `store` under the current loops.
+  void Row(const ir::StmtNode& store) {
+    FeatureRow row{};
+    const LoopSummary ls = SummarizeLoops();
+    OpCounts ops;
+    CountOps(store.value, &ops);
+    for (const Expr& i : store.indices) CountOps(i, &ops);
+    LoopAndOpFeatures(store, ls, ops, &row);
+
+    // The buffers: the stored one, and each loaded one (grouped by tensor).
+    const std::vector<Access> accesses = Accesses(store);
     row[kReduceUpdate] = accesses[0].kind == 3;
-    struct Scored {
-      std::array<float, kBufferFeatures> f;
-      double bytes;
-    };
     std::vector<Scored> scored;
     double total_bytes = 0;
-    size_t par_first = first_parallel < loops_.size() ? first_parallel + 1 : 0;
+    size_t par_first = ls.first_parallel < loops_.size() ? ls.first_parallel + 1 : 0;
     for (const Access& a : accesses) {
-      Scored s{};
-      double lines = 0;
-      s.bytes = Span(a, 0, &lines) * 4;
-      total_bytes += s.bytes;
-      s.f[kKind] = float(a.kind);
-      s.f[kBytes] = Log(s.bytes);
-      s.f[kBytesPerParallel] = Log(Span(a, par_first, nullptr) * 4);
-      s.f[kLines] = Log(lines);
-      s.f[kInnerStride] = loops_.empty() ? 0 : Log(Stride(a, loops_.back().var.get()));
-      s.f[kVecStride] = vec_var ? Log(Stride(a, vec_var)) : 0;
-      // Reuse: loops whose variable the index does not use.
-      double reuse = 1;
-      int innermost_reuse = -1;
-      for (size_t k = 0; k < loops_.size(); ++k) {
-        bool used = false;
-        for (const Expr& i : a.idx) used |= ir::Mentions(i, loops_[k].var.get());
-        if (!used) reuse *= double(loops_[k].extent), innermost_reuse = int(k);
-      }
-      s.f[kReuseCount] = Log(innermost_reuse >= 0 ? reuse : 0);
-      if (innermost_reuse >= 0) {
-        double dist = 1;
-        for (size_t k = innermost_reuse + 1; k < loops_.size(); ++k)
-          dist *= double(loops_[k].extent);
-        s.f[kReuseIters] = Log(dist);
-        s.f[kReuseBytes] = Log(Span(a, innermost_reuse + 1, nullptr) * 4);
-      }
-      s.f[kAccessCount] = float(a.count);
-      // All the bytes the nest reads and writes there, reuse included (bytes
-      // is the distinct ones).
-      s.f[kAccessedBytes] = Log(double(a.count) * iterations * 4);
-      scored.push_back(s);
+      scored.push_back(BufferFeatures(a, ls, par_first));
+      total_bytes += scored.back().bytes;
     }
     row[kNumBuffers] = float(accesses.size());
-    double flops = (ops.add + ops.mul + ops.div + ops.minmax + ops.math + ops.cmpsel) * iterations;
+    double flops =
+        (ops.add + ops.mul + ops.div + ops.minmax + ops.math + ops.cmpsel) * ls.iterations;
     row[kIntensity] = Log(total_bytes > 0 ? flops / total_bytes : 0);
     // The stored buffer first, then the others by bytes touched.
     std::stable_sort(scored.begin() + 1, scored.end(),

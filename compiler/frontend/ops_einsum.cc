@@ -137,41 +137,56 @@ class Expander {
   int counter_ = 0;
 };
 
-absl::StatusOr<std::vector<Node>> ExpandEinsum(Model* m, const Node& n) {
+// Sets `equation` to n's equation without spaces and `terms` to its operands'
+// labels as written; an error unless it is well formed for n's inputs and one output.
+absl::Status ParseEquation(const Node& n, std::string* equation, std::vector<std::string>* terms) {
   auto eq = n.strings.find("equation");
   if (eq == n.strings.end() || eq->second.empty()) return EinsumError(n, "no equation");
-  std::string equation;
+  equation->clear();
   for (char ch : eq->second) {
-    if (ch != ' ') equation.push_back(ch);
+    if (ch != ' ') equation->push_back(ch);
   }
   if (n.outputs.size() != 1 || n.outputs[0].empty()) return EinsumError(n, "one output expected");
-  const size_t arrow = equation.find("->");
-  const std::string lhs = equation.substr(0, arrow);
-  std::vector<std::string> terms = absl::StrSplit(lhs, ',');
-  if (terms.size() != n.inputs.size()) {
-    return EinsumError(n, StrCat("the equation names ", terms.size(), " operands for ",
+  const size_t arrow = equation->find("->");
+  const std::string lhs = equation->substr(0, arrow);
+  *terms = absl::StrSplit(lhs, ',');
+  if (terms->size() != n.inputs.size()) {
+    return EinsumError(n, StrCat("the equation names ", terms->size(), " operands for ",
                                  n.inputs.size(), " inputs"));
   }
-  if (terms.size() > 2) {
+  if (terms->size() > 2) {
     return EinsumError(
-        n, StrCat(terms.size(), " operands (one or two are supported; split it into pairs)"),
+        n, StrCat(terms->size(), " operands (one or two are supported; split it into pairs)"),
         absl::StatusCode::kUnimplemented);
   }
-  for (char ch : equation) {
+  for (char ch : *equation) {
     if (!std::isalpha(static_cast<unsigned char>(ch)) && ch != ',' && ch != '.' && ch != '-' &&
         ch != '>') {
       return EinsumError(n, StrCat("'", std::string(1, ch), "' in the equation is not a label"));
     }
   }
-  size_t ellipsis_rank = 0;
-  std::vector<Shape> shapes;
-  for (size_t i = 0; i < terms.size(); ++i) {
-    auto s = m->shapes.find(n.inputs[i]);
-    if (s == m->shapes.end()) return EinsumError(n, StrCat("input ", i, " has no shape"));
-    shapes.push_back(s->second);
-    TF_ASSIGN_OR_RETURN(terms[i], ExpandEllipsis(n, terms[i], s->second.size(), &ellipsis_rank));
+  return absl::OkStatus();
+}
+
+// Appends each input's shape to `shapes` and expands each term's ellipsis
+// (ExpandEllipsis); `ellipsis_rank` becomes the widest. Errors on a missing shape.
+absl::Status ResolveOperands(const Model& m, const Node& n, std::vector<std::string>* terms,
+                             std::vector<Shape>* shapes, size_t* ellipsis_rank) {
+  for (size_t i = 0; i < terms->size(); ++i) {
+    auto s = m.shapes.find(n.inputs[i]);
+    if (s == m.shapes.end()) return EinsumError(n, StrCat("input ", i, " has no shape"));
+    shapes->push_back(s->second);
+    TF_ASSIGN_OR_RETURN((*terms)[i],
+                        ExpandEllipsis(n, (*terms)[i], s->second.size(), ellipsis_rank));
   }
-  // Each label's size; a label of size 1 broadcasts against the other operand's.
+  return absl::OkStatus();
+}
+
+// Each label's size; a label of size 1 broadcasts against the other operand's.
+// Refuses a label repeated in one operand and sizes that do not broadcast.
+absl::StatusOr<std::map<char, int64_t>> LabelSizes(const Node& n,
+                                                   const std::vector<std::string>& terms,
+                                                   const std::vector<Shape>& shapes) {
   std::map<char, int64_t> size;
   for (size_t i = 0; i < terms.size(); ++i) {
     for (size_t d = 0; d < terms[i].size(); ++d) {
@@ -192,6 +207,16 @@ absl::StatusOr<std::vector<Node>> ExpandEinsum(Model* m, const Node& n) {
       }
     }
   }
+  return size;
+}
+
+// The output's labels: the equation's after "->" with the ellipsis expanded
+// (each in some operand, once), or if none the implicit numpy output.
+absl::StatusOr<std::string> OutputLabels(const Node& n, const std::string& equation,
+                                         const std::vector<std::string>& terms,
+                                         size_t ellipsis_rank,
+                                         const std::map<char, int64_t>& size) {
+  const size_t arrow = equation.find("->");
   std::string out;
   if (arrow == std::string::npos) {
     // Implicit output: the ellipsis, then the labels seen once, sorted.
@@ -205,29 +230,31 @@ absl::StatusOr<std::vector<Node>> ExpandEinsum(Model* m, const Node& n) {
     for (const auto& [l, c] : count) {
       if (c == 1) out.push_back(l);
     }
-  } else {
-    const std::string rhs = equation.substr(arrow + 2);
-    const size_t dots = rhs.find("...");
-    out = dots == std::string::npos
-              ? rhs
-              : rhs.substr(0, dots) + EllipsisLabels(ellipsis_rank) + rhs.substr(dots + 3);
-    for (size_t d = 0; d < out.size(); ++d) {
-      if (!size.count(out[d])) {
-        return EinsumError(n,
-                           StrCat("output label '", std::string(1, out[d]), "' is in no operand"));
-      }
-      if (out.find(out[d]) != d) {
-        return EinsumError(n, StrCat("output label '", std::string(1, out[d]), "' repeats"));
-      }
+    return out;
+  }
+  const std::string rhs = equation.substr(arrow + 2);
+  const size_t dots = rhs.find("...");
+  out = dots == std::string::npos
+            ? rhs
+            : rhs.substr(0, dots) + EllipsisLabels(ellipsis_rank) + rhs.substr(dots + 3);
+  for (size_t d = 0; d < out.size(); ++d) {
+    if (!size.count(out[d])) {
+      return EinsumError(n, StrCat("output label '", std::string(1, out[d]), "' is in no operand"));
+    }
+    if (out.find(out[d]) != d) {
+      return EinsumError(n, StrCat("output label '", std::string(1, out[d]), "' repeats"));
     }
   }
+  return out;
+}
+
+// The nodes of a two-operand Einsum (labels `terms`, expanded, and `shapes`)
+// as ReduceSums, Transposes and Reshapes around one MatMul, ending at `out`.
+std::vector<Node> ExpandPair(Model* m, const Node& n, const std::vector<std::string>& terms,
+                             const std::vector<Shape>& shapes,
+                             const std::map<char, int64_t>& size, const std::string& out) {
   Expander x(m, n);
-  if (terms.size() == 1) {
-    std::string labels = terms[0];
-    std::string v = x.SumOut(n.inputs[0], &labels, out);
-    return x.Finish(x.Permute(v, labels, out));
-  }
-  // Two operands: sum away what only one has and the output lacks.
+  // Sum away what only one has and the output lacks.
   std::string la = terms[0], lb = terms[1];
   std::string a = x.SumOut(n.inputs[0], &la, out + lb);
   std::string b = x.SumOut(n.inputs[1], &lb, out + la);
@@ -282,6 +309,24 @@ absl::StatusOr<std::vector<Node>> ExpandEinsum(Model* m, const Node& n) {
   for (char l : free_b) rc.push_back(size.at(l));
   if (rc != mm_shape) c = x.Reshape(c, rc);
   return x.Finish(x.Permute(c, batch + free_a + free_b, out));
+}
+
+absl::StatusOr<std::vector<Node>> ExpandEinsum(Model* m, const Node& n) {
+  std::string equation;
+  std::vector<std::string> terms;
+  TF_RETURN_IF_ERROR(ParseEquation(n, &equation, &terms));
+  size_t ellipsis_rank = 0;
+  std::vector<Shape> shapes;
+  TF_RETURN_IF_ERROR(ResolveOperands(*m, n, &terms, &shapes, &ellipsis_rank));
+  TF_ASSIGN_OR_RETURN(const auto size, LabelSizes(n, terms, shapes));
+  TF_ASSIGN_OR_RETURN(const std::string out,
+                      OutputLabels(n, equation, terms, ellipsis_rank, size));
+  if (terms.size() == 2) return ExpandPair(m, n, terms, shapes, size, out);
+  // One operand: sum away the labels the output lacks, then permute.
+  Expander x(m, n);
+  std::string labels = terms[0];
+  std::string v = x.SumOut(n.inputs[0], &labels, out);
+  return x.Finish(x.Permute(v, labels, out));
 }
 
 }  // namespace
