@@ -108,22 +108,24 @@ void AnswerChild(int fd, const std::string& bytes) {
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
 }
 
-}  // namespace
+// The descriptors one exchange hands its child, all above fd 5 and
+// close-on-exec; -1 where not made (answers without on_report).
+struct ChildFds {
+  int req = -1, dev_null = -1;
+  int report[2] = {-1, -1}, answers[2] = {-1, -1}, exec_err[2] = {-1, -1};
+};
 
-ChildExchange ExchangeWithChild(const std::vector<std::string>& command, int request_fd,
-                                double deadline_s,
-                                size_t max_report, const std::function<bool()>& cancelled,
-                                const std::function<ReportStep(const std::string&)>& on_report) {
-  ChildExchange x;
-  if (request_fd >= 0) request_fd = SealedReadOnly(request_fd);
+// Makes the child's descriptors from `request_fd` (taken over; < 0 when
+// sealing it failed): "" and *f filled, or the error with everything closed
+// (also when there is no command).
+std::string OpenChildFds(bool have_command, int request_fd, bool with_answers, ChildFds* f) {
   int fds[2] = {-1, -1}, answers[2] = {-1, -1}, exec_err[2] = {-1, -1};
   const int null = open("/dev/null", O_RDWR | O_CLOEXEC);
-  if (command.empty() || request_fd < 0 || null < 0 || pipe2(fds, O_CLOEXEC) != 0 ||
-      pipe2(exec_err, O_CLOEXEC) != 0 || (on_report && pipe2(answers, O_CLOEXEC) != 0)) {
+  if (!have_command || request_fd < 0 || null < 0 || pipe2(fds, O_CLOEXEC) != 0 ||
+      pipe2(exec_err, O_CLOEXEC) != 0 || (with_answers && pipe2(answers, O_CLOEXEC) != 0)) {
     for (int fd : {request_fd, null, fds[0], fds[1], exec_err[0], exec_err[1]})
       if (fd >= 0) close(fd);
-    x.error = "cannot set up the child process (request file, /dev/null or pipe failed)";
-    return x;
+    return "cannot set up the child process (request file, /dev/null or pipe failed)";
   }
   // The child dup2s these onto fds 0-5. One already there would stay
   // close-on-exec (dup2 onto itself changes nothing) or be overwritten by
@@ -135,24 +137,122 @@ ChildExchange ExchangeWithChild(const std::vector<std::string>& command, int req
     close(fd);
     return moved < 0 ? -2 : moved;
   };
-  int req = above(request_fd);
-  int dev_null = above(null);
-  fds[0] = above(fds[0]);
-  fds[1] = above(fds[1]);
-  answers[0] = above(answers[0]);
-  answers[1] = above(answers[1]);
-  exec_err[0] = above(exec_err[0]);
-  exec_err[1] = above(exec_err[1]);
-  auto close_all = [&] {
-    for (int fd : {req, dev_null, fds[0], fds[1], answers[0], answers[1], exec_err[0], exec_err[1]})
+  f->req = above(request_fd);
+  f->dev_null = above(null);
+  f->report[0] = above(fds[0]);
+  f->report[1] = above(fds[1]);
+  f->answers[0] = above(answers[0]);
+  f->answers[1] = above(answers[1]);
+  f->exec_err[0] = above(exec_err[0]);
+  f->exec_err[1] = above(exec_err[1]);
+  if (f->req < 0 || f->dev_null < 0 || f->report[0] < 0 || f->report[1] < 0 ||
+      f->answers[0] == -2 || f->answers[1] == -2 || f->exec_err[0] < 0 || f->exec_err[1] < 0) {
+    for (int fd : {f->req, f->dev_null, f->report[0], f->report[1], f->answers[0], f->answers[1],
+                   f->exec_err[0], f->exec_err[1]})
       if (fd >= 0) close(fd);
-  };
-  if (req < 0 || dev_null < 0 || fds[0] < 0 || fds[1] < 0 || answers[0] == -2 ||
-      answers[1] == -2 || exec_err[0] < 0 || exec_err[1] < 0) {
-    close_all();
-    x.error = "cannot set up the child process (no file descriptors)";
-    return x;
+    return "cannot set up the child process (no file descriptors)";
   }
+  return "";
+}
+
+// The forked child: puts `f` on fds 0-5, closes the rest and execs; never
+// returns. Runs between fork and exec, so it allocates nothing.
+[[noreturn]] void ExecChild(const ChildFds& f, pid_t parent, const char* const* argv,
+                            const char* const* envp) {
+  // Dies with its parent, even one killed outright; starts with no signal
+  // blocked or ignored (the caller's mask and dispositions would carry
+  // over exec).
+  if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent) _exit(125);
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
+  for (int sig = 1; sig < NSIG; ++sig) {
+    if (sig != SIGKILL && sig != SIGSTOP) signal(sig, SIG_DFL);
+  }
+  // Nothing of the caller's terminal, log or journal: stdin, stdout and
+  // stderr are /dev/null.
+  for (int fd = 0; fd <= 2; ++fd) {
+    if (dup2(f.dev_null, fd) < 0) _exit(126);
+  }
+  if (dup2(f.req, kChildRequestFd) < 0 || dup2(f.report[1], kChildReportFd) < 0) _exit(126);
+  if (f.answers[0] >= 0 && dup2(f.answers[0], kChildAnswerFd) < 0) _exit(126);
+  // Everything else closes; the exec-error pipe (close-on-exec) stays
+  // until the exec, to carry its errno back.
+  const unsigned first = f.answers[0] >= 0 ? kChildAnswerFd + 1 : kChildReportFd + 1;
+  const unsigned keep = unsigned(f.exec_err[1]);
+  if (keep > first) syscall(SYS_close_range, first, keep - 1, 0);
+  syscall(SYS_close_range, keep + 1, ~0U, 0);
+  execve(argv[0], const_cast<char* const*>(argv), const_cast<char* const*>(envp));
+  const int why = errno;
+  (void)!write(f.exec_err[1], &why, sizeof(why));
+  _exit(127);
+}
+
+// Reads the child's reports from `report_fd` into x->report (at most
+// max_report bytes) until end of stream, the deadline, cancellation or a stop.
+void PumpReports(int report_fd, int answer_fd, double deadline_s, size_t max_report,
+                 const std::function<bool()>& cancelled,
+                 const std::function<ReportStep(const std::string&)>& on_report,
+                 ChildExchange* x) {
+  char buf[1 << 16];
+  for (;;) {
+    double left = deadline_s - MonotonicSeconds();
+    if (left <= 0) {
+      x->timed_out = true;
+      break;
+    }
+    if (cancelled && cancelled()) {
+      x->cancelled = true;
+      break;
+    }
+    pollfd p{report_fd, POLLIN, 0};
+    const double slice = cancelled ? std::min(left, 0.1) : left;
+    if (poll(&p, 1, int(std::ceil(slice * 1000))) <= 0) continue;
+    ssize_t n = read(report_fd, buf, sizeof(buf));
+    if (n <= 0) break;  // the child closed fd 4 (exited)
+    if (x->report.size() < max_report)
+      x->report.append(buf, std::min(size_t(n), max_report - x->report.size()));
+    if (on_report) {
+      ReportStep step = on_report(x->report);
+      if (step.stop) {
+        x->stopped = true;
+        break;
+      }
+      if (!step.answer.empty()) AnswerChild(answer_fd, step.answer);
+    }
+  }
+}
+
+// Waits for the child `pid` to end, killing it first when the exchange was
+// cut short, or at the deadline; sets x->wait_status (and x->timed_out).
+void ReapChild(pid_t pid, double deadline_s, ChildExchange* x) {
+  const bool killed = x->timed_out || x->cancelled || x->stopped;
+  if (killed) kill(pid, SIGKILL);
+  // After end of stream the child is exiting; one that closed fd 4 and kept
+  // running is given until the deadline, then killed.
+  for (;;) {
+    pid_t r = waitpid(pid, &x->wait_status, killed ? 0 : WNOHANG);
+    if (r == pid || (r < 0 && errno != EINTR)) break;
+    if (r == 0 && MonotonicSeconds() >= deadline_s) {
+      kill(pid, SIGKILL);
+      x->timed_out = true;
+    } else if (r == 0) {
+      usleep(1000);
+    }
+  }
+}
+
+}  // namespace
+
+ChildExchange ExchangeWithChild(const std::vector<std::string>& command, int request_fd,
+                                double deadline_s,
+                                size_t max_report, const std::function<bool()>& cancelled,
+                                const std::function<ReportStep(const std::string&)>& on_report) {
+  ChildExchange x;
+  if (request_fd >= 0) request_fd = SealedReadOnly(request_fd);
+  ChildFds f;
+  x.error = OpenChildFds(!command.empty(), request_fd, bool(on_report), &f);
+  if (!x.error.empty()) return x;
   std::vector<const char*> argv;
   for (const std::string& a : command) argv.push_back(a.c_str());
   argv.push_back(nullptr);
@@ -164,95 +264,28 @@ ChildExchange ExchangeWithChild(const std::vector<std::string>& command, int req
   const char* envp[] = {cuda_devices.empty() ? nullptr : cuda_devices.c_str(), nullptr};
   const pid_t parent = getpid();
   pid_t pid = fork();
-  if (pid == 0) {
-    // Dies with its parent, even one killed outright; starts with no signal
-    // blocked or ignored (the caller's mask and dispositions would carry
-    // over exec).
-    if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent) _exit(125);
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, nullptr);
-    for (int sig = 1; sig < NSIG; ++sig) {
-      if (sig != SIGKILL && sig != SIGSTOP) signal(sig, SIG_DFL);
-    }
-    // Nothing of the caller's terminal, log or journal: stdin, stdout and
-    // stderr are /dev/null.
-    for (int fd = 0; fd <= 2; ++fd) {
-      if (dup2(dev_null, fd) < 0) _exit(126);
-    }
-    if (dup2(req, kChildRequestFd) < 0 || dup2(fds[1], kChildReportFd) < 0) _exit(126);
-    if (answers[0] >= 0 && dup2(answers[0], kChildAnswerFd) < 0) _exit(126);
-    // Everything else closes; the exec-error pipe (close-on-exec) stays
-    // until the exec, to carry its errno back.
-    const unsigned first = answers[0] >= 0 ? kChildAnswerFd + 1 : kChildReportFd + 1;
-    const unsigned keep = unsigned(exec_err[1]);
-    if (keep > first) syscall(SYS_close_range, first, keep - 1, 0);
-    syscall(SYS_close_range, keep + 1, ~0U, 0);
-    execve(argv[0], const_cast<char* const*>(argv.data()), const_cast<char* const*>(envp));
-    const int why = errno;
-    (void)!write(exec_err[1], &why, sizeof(why));
-    _exit(127);
-  }
-  close(exec_err[1]);
-  close(req);
-  close(dev_null);
-  close(fds[1]);
-  if (answers[0] >= 0) close(answers[0]);
+  if (pid == 0) ExecChild(f, parent, argv.data(), envp);
+  close(f.exec_err[1]);
+  close(f.req);
+  close(f.dev_null);
+  close(f.report[1]);
+  if (f.answers[0] >= 0) close(f.answers[0]);
   if (pid < 0) {
-    close(fds[0]);
-    close(exec_err[0]);
-    if (answers[1] >= 0) close(answers[1]);
+    close(f.report[0]);
+    close(f.exec_err[0]);
+    if (f.answers[1] >= 0) close(f.answers[1]);
     x.error = "fork failed";
     return x;
   }
   x.started = true;
-  char buf[1 << 16];
-  for (;;) {
-    double left = deadline_s - MonotonicSeconds();
-    if (left <= 0) {
-      x.timed_out = true;
-      break;
-    }
-    if (cancelled && cancelled()) {
-      x.cancelled = true;
-      break;
-    }
-    pollfd p{fds[0], POLLIN, 0};
-    const double slice = cancelled ? std::min(left, 0.1) : left;
-    if (poll(&p, 1, int(std::ceil(slice * 1000))) <= 0) continue;
-    ssize_t n = read(fds[0], buf, sizeof(buf));
-    if (n <= 0) break;  // the child closed fd 4 (exited)
-    if (x.report.size() < max_report)
-      x.report.append(buf, std::min(size_t(n), max_report - x.report.size()));
-    if (on_report) {
-      ReportStep step = on_report(x.report);
-      if (step.stop) {
-        x.stopped = true;
-        break;
-      }
-      if (!step.answer.empty()) AnswerChild(answers[1], step.answer);
-    }
-  }
-  close(fds[0]);
-  if (answers[1] >= 0) close(answers[1]);
-  const bool killed = x.timed_out || x.cancelled || x.stopped;
-  if (killed) kill(pid, SIGKILL);
-  // After end of stream the child is exiting; one that closed fd 4 and kept
-  // running is given until the deadline, then killed.
-  for (;;) {
-    pid_t r = waitpid(pid, &x.wait_status, killed ? 0 : WNOHANG);
-    if (r == pid || (r < 0 && errno != EINTR)) break;
-    if (r == 0 && MonotonicSeconds() >= deadline_s) {
-      kill(pid, SIGKILL);
-      x.timed_out = true;
-    } else if (r == 0) {
-      usleep(1000);
-    }
-  }
+  PumpReports(f.report[0], f.answers[1], deadline_s, max_report, cancelled, on_report, &x);
+  close(f.report[0]);
+  if (f.answers[1] >= 0) close(f.answers[1]);
+  ReapChild(pid, deadline_s, &x);
   // The child is gone: its end of the pipe is closed, so this does not block.
   int why = 0;
-  if (read(exec_err[0], &why, sizeof(why)) == ssize_t(sizeof(why))) x.exec_errno = why;
-  close(exec_err[0]);
+  if (read(f.exec_err[0], &why, sizeof(why)) == ssize_t(sizeof(why))) x.exec_errno = why;
+  close(f.exec_err[0]);
   return x;
 }
 

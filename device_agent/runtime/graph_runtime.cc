@@ -114,6 +114,30 @@ struct GraphRuntime::Impl {
   std::vector<int> gpu_step_of;  // GpuGraph step -> package step
 
   absl::Status Init();
+  // Init's steps, in the order below. Refuses a format, arena size or
+  // precision this build does not run; sets pool, cuda, half, dtype, value_bytes.
+  absl::Status CheckPackage();
+  // Opens the GPU graph (cuda) and the host arena (unless keep_values).
+  absl::Status OpenArena();
+  // Each constant into a buffer of its own (and onto the device, recorded in
+  // *device_of); refuses one that does not decode or comes twice.
+  absl::Status PlaceConstants(std::map<std::string, GpuGraph::DevicePtr>* device_of);
+  // Each value at its arena offset (or its own buffer with keep_values), and
+  // every input and output named has one.
+  absl::Status PlaceValues(std::map<std::string, GpuGraph::DevicePtr>* device_of);
+  // Loads every kernel (libraries, or GPU modules), checking its signature;
+  // *arg_sizes gets each kernel's argument element counts.
+  absl::Status LoadKernels(std::vector<std::vector<int64_t>>* arg_sizes);
+  // One Step per package step, kernel arguments checked against `arg_sizes`
+  // (and added to the GPU graph for cuda).
+  absl::Status MakeSteps(const std::vector<std::vector<int64_t>>& arg_sizes,
+                         const std::map<std::string, GpuGraph::DevicePtr>& device_of);
+  // Fills every node step's OpArgs (pointing into `steps`, which is final by
+  // then) and marks the view steps that are no-ops.
+  absl::Status BindNodes();
+  bool cuda = false;  // the package's target is a cuda one
+  std::optional<HalfKind> half;  // its 16-bit value kind, if any
+  std::string dtype = "float32";  // the word for its values' type
   // The steps of one run, the inputs in place: natively and through the
   // kernel libraries, or on the GPU (inputs copied up, outputs back).
   absl::Status RunOnHost();
@@ -126,6 +150,19 @@ struct GraphRuntime::Impl {
 };
 
 absl::Status GraphRuntime::Impl::Init() {
+  TF_RETURN_IF_ERROR(CheckPackage());
+  std::map<std::string, GpuGraph::DevicePtr> device_of;
+  TF_RETURN_IF_ERROR(OpenArena());
+  TF_RETURN_IF_ERROR(PlaceConstants(&device_of));
+  TF_RETURN_IF_ERROR(PlaceValues(&device_of));
+  // Kernels: loaded, and their argument sizes taken from their signatures.
+  std::vector<std::vector<int64_t>> arg_sizes;
+  TF_RETURN_IF_ERROR(LoadKernels(&arg_sizes));
+  TF_RETURN_IF_ERROR(MakeSteps(arg_sizes, device_of));
+  return BindNodes();
+}
+
+absl::Status GraphRuntime::Impl::CheckPackage() {
   if (pkg.format_version() < kOldestPackageFormatVersion ||
       pkg.format_version() > kPackageFormatVersion) {
     return Bad(StrCat("format version ", pkg.format_version(), " (this build reads ",
@@ -139,19 +176,22 @@ absl::Status GraphRuntime::Impl::Init() {
     pool = own_pool.get();
   }
   if (pkg.arena_bytes() < 0 || pkg.arena_bytes() > kMaxElements * 4) return Bad("arena size");
-  const bool cuda = absl::StartsWith(pkg.target(), "cuda");
-  const std::optional<HalfKind> half = HalfKindOf(pkg.precision());
+  cuda = absl::StartsWith(pkg.target(), "cuda");
+  half = HalfKindOf(pkg.precision());
   if (pkg.precision() != v1::DTYPE_UNSPECIFIED && pkg.precision() != v1::DTYPE_FLOAT32 && !half)
     return Bad(StrCat("precision ",
                       v1::DType_IsValid(pkg.precision()) ? v1::DType_Name(pkg.precision())
                                                          : std::to_string(pkg.precision()),
                       " (float32, float16 and bfloat16 run)"));
-  const std::string dtype = half ? DTypeWord(pkg.precision()) : "float32";
+  dtype = half ? DTypeWord(pkg.precision()) : "float32";
   if (half && !cuda)
     return absl::UnimplementedError(
         StrCat("a ", dtype, " package runs on cuda targets; this one is for ", pkg.target()));
   value_bytes = ValueBytes(pkg);
-  std::map<std::string, GpuGraph::DevicePtr> device_of;
+  return absl::OkStatus();
+}
+
+absl::Status GraphRuntime::Impl::OpenArena() {
   if (cuda) {
     if (options.keep_values)
       return absl::FailedPreconditionError("a CUDA package's values stay on the device");
@@ -161,6 +201,11 @@ absl::Status GraphRuntime::Impl::Init() {
   if (!options.keep_values)
     arena = std::make_unique<runtime::AlignedBuffer>(
         (pkg.arena_bytes() + value_bytes - 1) / value_bytes + 16);
+  return absl::OkStatus();
+}
+
+absl::Status GraphRuntime::Impl::PlaceConstants(
+    std::map<std::string, GpuGraph::DevicePtr>* device_of) {
   for (const v1::PackageTensor& c : pkg.constants()) {
     TF_ASSIGN_OR_RETURN(Constant k, FromPackage(c, half));
     const int64_t n = k.size();
@@ -174,13 +219,18 @@ absl::Status GraphRuntime::Impl::Init() {
     auto& stored = constants[c.name()] = std::move(k);
     tensors[c.name()] = Tensor{buf->data(), stored.shape, n, &stored};
     if (cuda) {
-      TF_ASSIGN_OR_RETURN(device_of[c.name()], stored.bits16.empty()
-                                                   ? gpu->AddConstant(buf->data(), n)
-                                                   : gpu->AddConstantBits(stored.bits16.data(), n));
+      TF_ASSIGN_OR_RETURN((*device_of)[c.name()],
+                          stored.bits16.empty() ? gpu->AddConstant(buf->data(), n)
+                                                : gpu->AddConstantBits(stored.bits16.data(), n));
     }
     stored.bits16 = {};  // the floats stay for the host
     owned.push_back(std::move(buf));
   }
+  return absl::OkStatus();
+}
+
+absl::Status GraphRuntime::Impl::PlaceValues(
+    std::map<std::string, GpuGraph::DevicePtr>* device_of) {
   for (const v1::PackageValue& v : pkg.values()) {
     TF_ASSIGN_OR_RETURN(int64_t n, Numel(v.shape(), StrCat("value '", v.name(), "'")));
     if (tensors.count(v.name())) return Bad(StrCat("value '", v.name(), "' twice"));
@@ -194,7 +244,7 @@ absl::Status GraphRuntime::Impl::Init() {
           v.offset() + n * value_bytes > pkg.arena_bytes())
         return Bad(StrCat("value '", v.name(), "' lies outside the arena"));
       p = arena->data() + v.offset() / value_bytes;
-      if (cuda) device_of[v.name()] = gpu->ArenaAt(v.offset());
+      if (cuda) (*device_of)[v.name()] = gpu->ArenaAt(v.offset());
     }
     tensors[v.name()] = Tensor{p, Dims(v.shape().begin(), v.shape().end()), n, nullptr};
   }
@@ -202,8 +252,10 @@ absl::Status GraphRuntime::Impl::Init() {
     if (!tensors.count(name)) return Bad(StrCat("input '", name, "' has no value"));
   for (const std::string& name : pkg.outputs())
     if (!tensors.count(name)) return Bad(StrCat("output '", name, "' has no value"));
-  // Kernels: loaded, and their argument sizes taken from their signatures.
-  std::vector<std::vector<int64_t>> arg_sizes;
+  return absl::OkStatus();
+}
+
+absl::Status GraphRuntime::Impl::LoadKernels(std::vector<std::vector<int64_t>>* arg_sizes) {
   for (const v1::PackageKernel& k : pkg.kernels()) {
     if (absl::Status s = CheckSignature(k.signature(), kMaxElements); !s.ok())
       return Bad(StrCat("kernel ", k.workload_key(), ": ", s.message()));
@@ -214,7 +266,7 @@ absl::Status GraphRuntime::Impl::Init() {
         return Bad(StrCat("kernel ", k.workload_key(), " takes ", DTypeWord(a.dtype()),
                           " arguments, the package's values are ", dtype));
     }
-    arg_sizes.push_back(std::move(sizes));
+    arg_sizes->push_back(std::move(sizes));
     if (cuda) {
       // The kernel's bytes are a serialized GpuModule.
       v1::GpuModule module;
@@ -235,7 +287,12 @@ absl::Status GraphRuntime::Impl::Init() {
     if (!lib.ok()) return Bad(StrCat("kernel ", k.workload_key(), ": ", lib.status().message()));
     libs.push_back(*std::move(lib));
   }
-  const TFRuntime* rt = pool->runtime();
+  return absl::OkStatus();
+}
+
+absl::Status GraphRuntime::Impl::MakeSteps(
+    const std::vector<std::vector<int64_t>>& arg_sizes,
+    const std::map<std::string, GpuGraph::DevicePtr>& device_of) {
   for (int s = 0; s < pkg.steps_size(); ++s) {
     const v1::PackageStep& ps = pkg.steps(s);
     Step st;
@@ -270,6 +327,11 @@ absl::Status GraphRuntime::Impl::Init() {
     }
     steps.push_back(std::move(st));
   }
+  return absl::OkStatus();
+}
+
+absl::Status GraphRuntime::Impl::BindNodes() {
+  const TFRuntime* rt = pool->runtime();
   // Node arguments point into `steps`, so fill them once the vector is final.
   for (Step& st : steps) {
     if (st.kernel >= 0) continue;

@@ -254,55 +254,117 @@ int RunGpu(const wire::RunRequestHeader& h, const char* plan_bytes, std::vector<
   return Report(rep);
 }
 
-}  // namespace
+// The request on fd 3, mapped (sandbox_wire.h): its header, the kernel's
+// bytes and the arguments given, or the signature to make them from.
+struct Request {
+  void* map = nullptr;
+  size_t size = 0;
+  wire::RunRequestHeader h;
+  const char* so = nullptr;
+  std::vector<Arg> args;
+  std::string signature;  // the inputs are made here from it (sandbox_wire.h)
+};
 
-int main() {
+// Maps and parses the request on fd 3 into *r. A malformed one is reported
+// (BadRequest): then *exit_code is set and it returns false.
+bool ReadRequest(Request* r, int* exit_code) {
+  auto bad = [exit_code](const char* why) {
+    *exit_code = BadRequest(why);
+    return false;
+  };
   struct stat st {};
   if (fstat(wire::kRequestFd, &st) != 0 || st.st_size < int64_t(sizeof(wire::RunRequestHeader))) {
-    return BadRequest("no request on fd 3");
+    return bad("no request on fd 3");
   }
-  const size_t size = size_t(st.st_size);
-  void* map = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, wire::kRequestFd, 0);
-  if (map == MAP_FAILED) return BadRequest("cannot map the request");
-  const char* p = static_cast<const char*>(map);
-  const char* end = p + size;
-  wire::RunRequestHeader h;
+  r->size = size_t(st.st_size);
+  r->map = mmap(nullptr, r->size, PROT_READ, MAP_PRIVATE, wire::kRequestFd, 0);
+  if (r->map == MAP_FAILED) return bad("cannot map the request");
+  const char* p = static_cast<const char*>(r->map);
+  const char* end = p + r->size;
+  wire::RunRequestHeader& h = r->h;
   std::memcpy(&h, p, sizeof(h));
   p += sizeof(h);
-  if (h.magic != wire::kMagic) return BadRequest("request from another tunefarm build");
+  if (h.magic != wire::kMagic) return bad("request from another tunefarm build");
   auto take = [&](int64_t bytes) -> const char* {
     if (bytes < 0 || bytes > end - p) return nullptr;
     const char* at = p;
     p += bytes;
     return at;
   };
-  const char* so = take(h.so_bytes);
-  if (so == nullptr || h.n_out < 0 || h.n_args < 0 || h.n_args > 1024) {
-    return BadRequest("truncated request");
+  r->so = take(h.so_bytes);
+  if (r->so == nullptr || h.n_out < 0 || h.n_args < 0 || h.n_args > 1024) {
+    return bad("truncated request");
   }
-  std::vector<Arg> args;
   for (int64_t i = 0; i < h.n_args; ++i) {
     int64_t count = 0;
     const char* c = take(sizeof(count));
-    if (c == nullptr) return BadRequest("truncated request");
+    if (c == nullptr) return bad("truncated request");
     std::memcpy(&count, c, sizeof(count));
     const char* data = count >= 0 && count <= (end - p) / 4 ? take(count * 4) : nullptr;
-    if (data == nullptr) return BadRequest("truncated request");
-    args.push_back({data, count});
+    if (data == nullptr) return bad("truncated request");
+    r->args.push_back({data, count});
   }
-  std::string signature;  // the inputs are made here from it (sandbox_wire.h)
   if (h.signature_bytes != 0) {
     const char* sig = h.n_args == 0 ? take(h.signature_bytes) : nullptr;
-    if (sig == nullptr) return BadRequest("truncated request");
-    signature.assign(sig, size_t(h.signature_bytes));
+    if (sig == nullptr) return bad("truncated request");
+    r->signature.assign(sig, size_t(h.signature_bytes));
   }
-  if (p != end) return BadRequest("request longer than it says");
+  if (p != end) return bad("request longer than it says");
+  return true;
+}
 
-  // The CUDA driver reserves address space far beyond what it uses, so a
-  // GPU measurement has no address-space limit (the time limit still holds).
-  if (h.device == wire::Device::kCuda) return RunGpu(h, so, std::move(args), signature);
+// Times `lib`, its output already checked: warm-up runs, then the repeats
+// PlanTiming sizes, into rep's costs, repeats and inner; rep.status is kOk.
+void TimeOnCpu(const wire::RunRequestHeader& h, const KernelLibrary& lib, void* const* ptrs,
+               const ThreadPool& pool, wire::RunReport& rep) {
+  // Warm-up: runs until warmup_ms has passed (a fresh process runs the
+  // first milliseconds slower); the last one sizes the timing.
+  const double t0 = Now();
+  double once = 0, s = t0;
+  do {
+    lib.Run(ptrs, pool);
+    const double e = Now();
+    once = e - s;
+    s = e;
+  } while (s - t0 < h.warmup_ms * 1e-3);
+  const TimingPlan t = PlanTiming(h, once);
+  const int repeats = t.repeats;
+  const int64_t inner = t.inner;
+  // Flushing: write a buffer twice the last-level cache before each timed
+  // run (not timed), so weights and inputs come from memory.
+  std::vector<char> flush;
+  if (h.flush_cache) {
+    long llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    flush.assign(size_t(std::max<long>(llc > 0 ? 2 * llc : 0, 64L << 20)), 1);
+  }
+  for (int r = 0; r < repeats; ++r) {
+    double spent = 0;
+    if (flush.empty()) {
+      double s = Now();
+      for (int64_t k = 0; k < inner; ++k) lib.Run(ptrs, pool);
+      spent = Now() - s;
+    } else {
+      for (int64_t k = 0; k < inner; ++k) {
+        for (size_t i = 0; i < flush.size(); i += 64) flush[i] = char(flush[i] + 1);
+        double s = Now();
+        lib.Run(ptrs, pool);
+        spent += Now() - s;
+      }
+    }
+    rep.costs[r] = spent / double(inner);
+  }
+  rep.repeats = repeats;
+  rep.inner = inner;
+  rep.status = wire::RunStatus::kOk;
+}
+
+// A CPU kernel: limits the address space, confines this process, makes the
+// inputs, loads the kernel, runs it once and shows the output, then (told to
+// go on) times it. The request's mapping (`map`, `size`) is unmapped once the
+// inputs are copied. Returns the exit code.
+int RunCpu(const wire::RunRequestHeader& h, const char* so, std::vector<Arg> args,
+           const std::string& signature, void* map, size_t size) {
   std::vector<std::vector<float>> made;
-  if (h.device != wire::Device::kCpu) return BadRequest("unknown device in the request");
   wire::RunReport rep{};
   rep.status = wire::RunStatus::kRuntimeError;
   // (Measured from /proc, which is gone once confined.)
@@ -350,44 +412,20 @@ int main() {
   rep.rc = (*lib)->Run(ptrs.data(), *pool);
   if (rep.rc != 0) return Report(rep);
   if (!ShowOutputAndAwaitGo(out.data(), h.n_out)) return 0;
-  // Warm-up: runs until warmup_ms has passed (a fresh process runs the
-  // first milliseconds slower); the last one sizes the timing.
-  const double t0 = Now();
-  double once = 0, s = t0;
-  do {
-    (*lib)->Run(ptrs.data(), *pool);
-    const double e = Now();
-    once = e - s;
-    s = e;
-  } while (s - t0 < h.warmup_ms * 1e-3);
-  const TimingPlan t = PlanTiming(h, once);
-  const int repeats = t.repeats;
-  const int64_t inner = t.inner;
-  // Flushing: write a buffer twice the last-level cache before each timed
-  // run (not timed), so weights and inputs come from memory.
-  std::vector<char> flush;
-  if (h.flush_cache) {
-    long llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
-    flush.assign(size_t(std::max<long>(llc > 0 ? 2 * llc : 0, 64L << 20)), 1);
-  }
-  for (int r = 0; r < repeats; ++r) {
-    double spent = 0;
-    if (flush.empty()) {
-      double s = Now();
-      for (int64_t k = 0; k < inner; ++k) (*lib)->Run(ptrs.data(), *pool);
-      spent = Now() - s;
-    } else {
-      for (int64_t k = 0; k < inner; ++k) {
-        for (size_t i = 0; i < flush.size(); i += 64) flush[i] = char(flush[i] + 1);
-        double s = Now();
-        (*lib)->Run(ptrs.data(), *pool);
-        spent += Now() - s;
-      }
-    }
-    rep.costs[r] = spent / double(inner);
-  }
-  rep.repeats = repeats;
-  rep.inner = inner;
-  rep.status = wire::RunStatus::kOk;
+  TimeOnCpu(h, **lib, ptrs.data(), *pool, rep);
   return Report(rep);
+}
+
+}  // namespace
+
+int main() {
+  Request req;
+  int exit_code = 0;
+  if (!ReadRequest(&req, &exit_code)) return exit_code;
+  const wire::RunRequestHeader& h = req.h;
+  // The CUDA driver reserves address space far beyond what it uses, so a
+  // GPU measurement has no address-space limit (the time limit still holds).
+  if (h.device == wire::Device::kCuda) return RunGpu(h, req.so, std::move(req.args), req.signature);
+  if (h.device != wire::Device::kCpu) return BadRequest("unknown device in the request");
+  return RunCpu(h, req.so, std::move(req.args), req.signature, req.map, req.size);
 }
