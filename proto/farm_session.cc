@@ -109,25 +109,121 @@ absl::Status FarmSession::Run(const WorkHandler& handler) {
   }
 }
 
-absl::Status FarmSession::RunOnce(v1::FarmService::Stub& stub, const WorkHandler& handler,
-                                  bool* refused) {
+absl::Status FarmSession::Register(v1::FarmService::Stub& stub, v1::RegisterResponse* resp,
+                                   bool* refused) {
   v1::RegisterRequest reg;
   reg.set_protocol_version(kProtocolVersion);
   reg.set_role(options_.role);
   reg.set_device_id(options_.device_id);
   reg.set_device_key(options_.device_key);
   *reg.mutable_capabilities() = options_.capabilities;
-  v1::RegisterResponse reg_resp;
   {
     auto ctx = MakeContext(options_.client, absl::Seconds(10));
-    grpc::Status s = stub.Register(ctx.get(), reg, &reg_resp);
+    grpc::Status s = stub.Register(ctx.get(), reg, resp);
     *refused = s.error_code() == grpc::StatusCode::UNAUTHENTICATED ||
                s.error_code() == grpc::StatusCode::PERMISSION_DENIED;
     if (!s.ok()) return FromGrpcStatus(s);
   }
   registrations_.fetch_add(1);
   log_->info("event=registered server={} device={} key={} session={}", options_.client.server,
-             options_.device_id, options_.device_key, reg_resp.session_id());
+             options_.device_id, options_.device_key, resp->session_id());
+  return absl::OkStatus();
+}
+
+void FarmSession::HeartbeatLoop(v1::FarmService::Stub& stub, const std::string& session_id,
+                                absl::Duration interval, HeldLeases& held, HeartbeatStop& stop,
+                                grpc::ClientContext& stream_ctx) {
+  int failures = 0;
+  std::unique_lock<std::mutex> lock(stop.mu);
+  while (!stop.cv.wait_for(lock, absl::ToChronoNanoseconds(interval), [&] { return stop.done; })) {
+    lock.unlock();
+    v1::HeartbeatRequest hb;
+    hb.set_protocol_version(kProtocolVersion);
+    hb.set_session_id(session_id);
+    {
+      std::lock_guard<std::mutex> h(held.mu);
+      for (const std::string& id : held.ids) hb.add_held_lease_ids(id);
+    }
+    v1::HeartbeatResponse hb_resp;
+    auto ctx = MakeContext(options_.client, interval * 2);
+    grpc::Status s = stub.Heartbeat(ctx.get(), hb, &hb_resp);
+    failures = s.ok() ? 0 : failures + 1;
+    if (s.ok() && hb_resp.revoked_lease_ids_size() > 0) {
+      // Only leases named in this heartbeat, i.e. still being worked on.
+      std::set<std::string> sent(hb.held_lease_ids().begin(), hb.held_lease_ids().end());
+      std::lock_guard<std::mutex> r(revoked_mu_);
+      for (const std::string& id : hb_resp.revoked_lease_ids()) {
+        if (sent.count(id)) revoked_.insert(id);
+      }
+    }
+    bool lost = hb_resp.register_again() || failures >= 3;
+    lock.lock();
+    if (lost) {
+      log_->warn("event=session_lost register_again={} heartbeat_failures={}",
+                 hb_resp.register_again(), failures);
+      stream_ctx.TryCancel();
+      return;
+    }
+  }
+}
+
+void FarmSession::WorkOnLease(v1::FarmService::Stub& stub, const WorkHandler& handler,
+                              const std::string& session_id, const v1::WorkLease& lease,
+                              HeldLeases& held) {
+  v1::ReportResultRequest result = handler(lease);
+  result.set_protocol_version(kProtocolVersion);
+  result.set_session_id(session_id);
+  result.set_lease_id(lease.lease_id());
+  // A few tries across a brief outage; after that the lease expires on
+  // the server and the work is re-issued.
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    v1::ReportResultResponse resp;
+    auto ctx = MakeContext(options_.client, absl::Seconds(30));
+    grpc::Status s = stub.ReportResult(ctx.get(), result, &resp);
+    if (s.ok()) {
+      reported_.fetch_add(1);
+      break;
+    }
+    log_->warn("event=report_failed lease={} attempt={} error=\"{}\"", lease.lease_id(),
+               attempt + 1, s.error_message());
+    if (s.error_code() != grpc::StatusCode::UNAVAILABLE &&
+        s.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED) {
+      break;  // the server refused it (expired, cancelled): nothing to retry
+    }
+    if (!SleepUnlessStopped(absl::Milliseconds(200 << attempt))) break;
+  }
+  {
+    std::lock_guard<std::mutex> h(held.mu);
+    held.ids.erase(lease.lease_id());
+  }
+  std::lock_guard<std::mutex> r(revoked_mu_);
+  revoked_.erase(lease.lease_id());
+}
+
+grpc::Status FarmSession::ReadLeases(grpc::ClientReader<v1::WorkLease>& reader,
+                                     v1::FarmService::Stub& stub, const WorkHandler& handler,
+                                     const std::string& session_id, HeldLeases& held) {
+  std::vector<std::thread> workers;
+  v1::WorkLease lease;
+  while (reader.Read(&lease)) {
+    {
+      std::lock_guard<std::mutex> h(held.mu);
+      held.ids.insert(lease.lease_id());
+    }
+    workers.emplace_back([this, &stub, &handler, &session_id, &held, lease] {
+      WorkOnLease(stub, handler, session_id, lease, held);
+    });
+  }
+  grpc::Status status = reader.Finish();
+  for (std::thread& t : workers) t.join();
+  return status;
+}
+
+absl::Status FarmSession::RunOnce(v1::FarmService::Stub& stub, const WorkHandler& handler,
+                                  bool* refused) {
+  v1::RegisterResponse reg_resp;
+  if (absl::Status s = Register(stub, &reg_resp, refused); !s.ok()) return s;
+  const std::string& session_id = reg_resp.session_id();
 
   grpc::ClientContext stream_ctx;
   if (!options_.client.token.empty()) {
@@ -140,99 +236,24 @@ absl::Status FarmSession::RunOnce(v1::FarmService::Stub& stub, const WorkHandler
   }
   v1::StreamWorkRequest req;
   req.set_protocol_version(kProtocolVersion);
-  req.set_session_id(reg_resp.session_id());
+  req.set_session_id(session_id);
   req.set_max_in_flight(options_.max_in_flight);
   std::unique_ptr<grpc::ClientReader<v1::WorkLease>> reader = stub.StreamWork(&stream_ctx, req);
 
   // Leases being worked on: named in heartbeats, so the server keeps them.
-  std::mutex held_mu;
-  std::set<std::string> held;
-  std::vector<std::thread> workers;
-
+  HeldLeases held;
   // Heartbeats run beside the blocking stream read; a heartbeat that fails or
   // that the server answers with register_again cancels the stream.
-  std::mutex hb_mu;
-  std::condition_variable hb_cv;
-  bool hb_done = false;
+  HeartbeatStop hb_stop;
   absl::Duration interval = absl::Milliseconds(std::max(reg_resp.heartbeat_interval_ms(), 50));
-  std::thread heartbeat([&] {
-    int failures = 0;
-    std::unique_lock<std::mutex> lock(hb_mu);
-    while (!hb_cv.wait_for(lock, absl::ToChronoNanoseconds(interval), [&] { return hb_done; })) {
-      lock.unlock();
-      v1::HeartbeatRequest hb;
-      hb.set_protocol_version(kProtocolVersion);
-      hb.set_session_id(reg_resp.session_id());
-      {
-        std::lock_guard<std::mutex> h(held_mu);
-        for (const std::string& id : held) hb.add_held_lease_ids(id);
-      }
-      v1::HeartbeatResponse hb_resp;
-      auto ctx = MakeContext(options_.client, interval * 2);
-      grpc::Status s = stub.Heartbeat(ctx.get(), hb, &hb_resp);
-      failures = s.ok() ? 0 : failures + 1;
-      if (s.ok() && hb_resp.revoked_lease_ids_size() > 0) {
-        // Only leases named in this heartbeat, i.e. still being worked on.
-        std::set<std::string> sent(hb.held_lease_ids().begin(), hb.held_lease_ids().end());
-        std::lock_guard<std::mutex> r(revoked_mu_);
-        for (const std::string& id : hb_resp.revoked_lease_ids()) {
-          if (sent.count(id)) revoked_.insert(id);
-        }
-      }
-      bool lost = hb_resp.register_again() || failures >= 3;
-      lock.lock();
-      if (lost) {
-        log_->warn("event=session_lost register_again={} heartbeat_failures={}",
-                   hb_resp.register_again(), failures);
-        stream_ctx.TryCancel();
-        return;
-      }
-    }
-  });
+  std::thread heartbeat(
+      [&] { HeartbeatLoop(stub, session_id, interval, held, hb_stop, stream_ctx); });
 
-  v1::WorkLease lease;
-  while (reader->Read(&lease)) {
-    {
-      std::lock_guard<std::mutex> h(held_mu);
-      held.insert(lease.lease_id());
-    }
-    workers.emplace_back([&, lease] {
-      v1::ReportResultRequest result = handler(lease);
-      result.set_protocol_version(kProtocolVersion);
-      result.set_session_id(reg_resp.session_id());
-      result.set_lease_id(lease.lease_id());
-      // A few tries across a brief outage; after that the lease expires on
-      // the server and the work is re-issued.
-      for (int attempt = 0; attempt < 5; ++attempt) {
-        v1::ReportResultResponse resp;
-        auto ctx = MakeContext(options_.client, absl::Seconds(30));
-        grpc::Status s = stub.ReportResult(ctx.get(), result, &resp);
-        if (s.ok()) {
-          reported_.fetch_add(1);
-          break;
-        }
-        log_->warn("event=report_failed lease={} attempt={} error=\"{}\"", lease.lease_id(),
-                   attempt + 1, s.error_message());
-        if (s.error_code() != grpc::StatusCode::UNAVAILABLE &&
-            s.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED) {
-          break;  // the server refused it (expired, cancelled): nothing to retry
-        }
-        if (!SleepUnlessStopped(absl::Milliseconds(200 << attempt))) break;
-      }
-      {
-        std::lock_guard<std::mutex> h(held_mu);
-        held.erase(lease.lease_id());
-      }
-      std::lock_guard<std::mutex> r(revoked_mu_);
-      revoked_.erase(lease.lease_id());
-    });
-  }
-  grpc::Status status = reader->Finish();
-  for (std::thread& t : workers) t.join();
+  grpc::Status status = ReadLeases(*reader, stub, handler, session_id, held);
   {
-    std::lock_guard<std::mutex> lock(hb_mu);
-    hb_done = true;
-    hb_cv.notify_all();
+    std::lock_guard<std::mutex> lock(hb_stop.mu);
+    hb_stop.done = true;
+    hb_stop.cv.notify_all();
   }
   heartbeat.join();
   {

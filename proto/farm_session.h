@@ -78,6 +78,34 @@ class FarmSession {
   // stream ends for any reason.
   // `refused`: the server answered Register with a refusal.
   absl::Status RunOnce(v1::FarmService::Stub& stub, const WorkHandler& handler, bool* refused);
+  // Leases being worked on in one connected period (named in heartbeats).
+  struct HeldLeases {
+    std::mutex mu;
+    std::set<std::string> ids;  // guarded by mu
+  };
+  // Tells RunOnce's heartbeat thread to end.
+  struct HeartbeatStop {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;  // guarded by mu
+  };
+  // RunOnce's first step: registers into `resp`, counting and logging a
+  // success; sets `refused` as RunOnce documents.
+  absl::Status Register(v1::FarmService::Stub& stub, v1::RegisterResponse* resp, bool* refused);
+  // Heartbeats every `interval` until `stop`; records revoked leases, and
+  // cancels `stream_ctx` when the session is lost (3 failures, register_again).
+  void HeartbeatLoop(v1::FarmService::Stub& stub, const std::string& session_id,
+                     absl::Duration interval, HeldLeases& held, HeartbeatStop& stop,
+                     grpc::ClientContext& stream_ctx);
+  // One lease's worker thread: runs `handler`, reports the result (retrying
+  // across a brief outage), then forgets the lease in `held` and revoked_.
+  void WorkOnLease(v1::FarmService::Stub& stub, const WorkHandler& handler,
+                   const std::string& session_id, const v1::WorkLease& lease, HeldLeases& held);
+  // Starts a worker per lease read from `reader` until the stream ends;
+  // returns its final status once every worker has finished.
+  grpc::Status ReadLeases(grpc::ClientReader<v1::WorkLease>& reader, v1::FarmService::Stub& stub,
+                          const WorkHandler& handler, const std::string& session_id,
+                          HeldLeases& held);
   // Waits `d` or until Stop(); false when stopping.
   bool SleepUnlessStopped(absl::Duration d);
   // Polls `channel` until it is connected, `deadline` passes or Stop().

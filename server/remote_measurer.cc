@@ -179,6 +179,139 @@ void RemoteMeasurer::SubmitConfirmation(const search::Task& task, const v1::Sche
   queue_.Submit(std::move(item));
 }
 
+void RemoteMeasurer::FinishLocked(Batch& batch, size_t i, v1::MeasureStatus status,
+                                  const std::string& error) {
+  details_[i].status = status;
+  batch.results[i].status = search::StatusFromProto(status);
+  batch.results[i].error = error;
+  if (!details_[i].cancelled && options_.on_result) {
+    options_.on_result(batch.task, batch.schedules[i], batch.results[i], details_[i]);
+  }
+  --batch.pending;
+  cv_.notify_all();
+}
+
+void RemoteMeasurer::LostLocked(Batch& batch, size_t i, const absl::Status& s) {
+  details_[i].cancelled = absl::IsCancelled(s);
+  FinishLocked(batch, i,
+               absl::IsCancelled(s) ? v1::MEASURE_STATUS_RUNTIME_ERROR : v1::MEASURE_STATUS_LOST,
+               std::string(s.message()));
+}
+
+WorkQueue::Item RemoteMeasurer::BuildItem(Batch& batch, size_t i) {
+  WorkQueue::Item item;
+  item.queue = BuildQueueOf(batch.task.target);
+  item.job_id = options_.job_id;
+  item.priority = options_.priority;
+  item.work = BuildWork(batch.task, batch.schedules[i], options_.llvm_ptx);
+  item.done = [this, &batch, i](absl::StatusOr<v1::ReportResultRequest> r) {
+    OnBuilt(batch, i, std::move(r));
+  };
+  return item;
+}
+
+void RemoteMeasurer::OnBuilt(Batch& batch, size_t i, absl::StatusOr<v1::ReportResultRequest> r) {
+  std::unique_lock<std::mutex> l(mu_);
+  if (!r.ok()) return LostLocked(batch, i, r.status());
+  if (!r->has_build()) {
+    return FinishLocked(batch, i, v1::MEASURE_STATUS_COMPILE_ERROR, "no build result");
+  }
+  const v1::BuildResult& b = r->build();
+  details_[i].build_sec = b.compile_sec();
+  batch.results[i].compile_ms = b.compile_sec() * 1e3;
+  *details_[i].fingerprint.mutable_compiler() = b.fingerprint().compiler();
+  *details_[i].fingerprint.mutable_cuda_toolkit() = b.fingerprint().cuda_toolkit();
+  if (!b.error().empty()) {
+    return FinishLocked(batch, i, v1::MEASURE_STATUS_COMPILE_ERROR, b.error());
+  }
+  WorkQueue::Item m = MeasureItem(batch, i, b);
+  l.unlock();
+  queue_.Submit(std::move(m));
+}
+
+WorkQueue::Item RemoteMeasurer::MeasureItem(Batch& batch, size_t i, const v1::BuildResult& b) {
+  const search::Task& task = batch.task;
+  const Reference* ref = &batch.ref;
+  WorkQueue::Item m;
+  m.queue = WorkQueue::MeasureQueue(options_.device_key);
+  m.job_id = options_.job_id;
+  m.priority = options_.priority;
+  v1::MeasureRequest* req = m.work.mutable_measure();
+  *req->mutable_workload() = task.workload;
+  req->mutable_target()->set_spec(task.target.ToString());
+  *req->mutable_schedule() = batch.schedules[i];
+  req->set_kind(b.kind());
+  req->set_artifact(b.artifact());
+  req->set_artifact_sha256(b.artifact_sha256());
+  *req->mutable_options() = options_.measure;
+  req->set_input_seed(options_.input_seed);
+  req->set_threads(options_.threads);
+  *req->mutable_signature() = b.signature();
+  req->set_reference_key(batch.ref_key);
+  if (!ref->output.empty()) {
+    req->set_reference_output(ref->output);
+  } else {
+    req->set_reference_artifact(ref->artifact);
+    *req->mutable_reference_signature() = ref->signature;
+    *req->mutable_reference_schedule() = ref->schedule;
+  }
+  auto request = std::make_shared<const v1::MeasureRequest>(*req);
+  m.done = [this, &batch, i, request](absl::StatusOr<v1::ReportResultRequest> r) {
+    OnMeasured(batch, i, *request, std::move(r));
+  };
+  return m;
+}
+
+void RemoteMeasurer::OnMeasured(Batch& batch, size_t i, const v1::MeasureRequest& request,
+                                absl::StatusOr<v1::ReportResultRequest> r) {
+  const search::Task& task = batch.task;
+  std::lock_guard<std::mutex> l(mu_);
+  if (!r.ok()) return LostLocked(batch, i, r.status());
+  if (!r->has_measure()) {
+    return FinishLocked(batch, i, v1::MEASURE_STATUS_RUNTIME_ERROR,
+                        "the agent answered with no measurement");
+  }
+  const v1::MeasureResult& mr = r->measure();
+  Detail& d = details_[i];
+  d.costs.assign(mr.costs_sec().begin(), mr.costs_sec().end());
+  d.run_sec = mr.run_sec();
+  d.device_id = mr.device_id();
+  // The board's fingerprint, with the toolchain the worker built with.
+  v1::Fingerprint built = d.fingerprint;
+  d.fingerprint = mr.fingerprint();
+  d.fingerprint.set_compiler(built.compiler());
+  if (!built.cuda_toolkit().empty()) d.fingerprint.set_cuda_toolkit(built.cuda_toolkit());
+  v1::MeasureStatus st = mr.status();
+  if (st == v1::MEASURE_STATUS_OK && d.costs.empty()) {
+    st = v1::MEASURE_STATUS_RUNTIME_ERROR;
+    return FinishLocked(batch, i, st, "the agent reported success without timings");
+  }
+  if (st == v1::MEASURE_STATUS_OK) {
+    for (double c : d.costs) {
+      if (absl::Status t = CheckTiming(c, task.flops, PeakFlops(task.target)); !t.ok()) {
+        Logger("server")->warn("event=implausible_timing device={} seconds={} flops={}",
+                               d.device_id, c, task.flops);
+        return FinishLocked(batch, i, v1::MEASURE_STATUS_RUNTIME_ERROR,
+                            absl::StrCat("refused from ", d.device_id, ": ", t.message()));
+      }
+    }
+  }
+  bool confirm = false;
+  if (st == v1::MEASURE_STATUS_OK) {
+    std::vector<double> c = d.costs;
+    std::sort(c.begin(), c.end());
+    batch.results[i].seconds = c[c.size() / 2];
+    const double mean = std::accumulate(c.begin(), c.end(), 0.0) / double(c.size());
+    confirm = NeedsConfirmationLocked(task, mean, d);
+  }
+  FinishLocked(batch, i, st, mr.error());
+  // After the record is stored as pending; Measure cannot return
+  // while mu_ is held, so `task` and the schedule are still there.
+  if (confirm) {
+    SubmitConfirmation(task, batch.schedules[i], request, d, batch.results[i].seconds);
+  }
+}
+
 std::vector<MeasureResult> RemoteMeasurer::Measure(const search::Task& task,
                                                    const std::vector<schedule::Trace>& traces) {
   const size_t n = traces.size();
@@ -201,121 +334,17 @@ std::vector<MeasureResult> RemoteMeasurer::Measure(const search::Task& task,
     }
     return results;
   }
-  const std::string ref_key = absl::StrCat(task.key, "|", options_.input_seed);
+  Batch batch{task, *ref, absl::StrCat(task.key, "|", options_.input_seed), std::move(schedules),
+              std::move(results), 0};
   std::unique_lock<std::mutex> lock(mu_);
-  int pending = int(n);
-  // Runs with mu_ held: the end of candidate i.
-  auto finish = [&](size_t i, v1::MeasureStatus status, const std::string& error) {
-    details_[i].status = status;
-    results[i].status = search::StatusFromProto(status);
-    results[i].error = error;
-    if (!details_[i].cancelled && options_.on_result) {
-      options_.on_result(task, schedules[i], results[i], details_[i]);
-    }
-    --pending;
-    cv_.notify_all();
-  };
-  auto lost = [&](size_t i, const absl::Status& s) {
-    details_[i].cancelled = absl::IsCancelled(s);
-    finish(i, absl::IsCancelled(s) ? v1::MEASURE_STATUS_RUNTIME_ERROR : v1::MEASURE_STATUS_LOST,
-           std::string(s.message()));
-  };
+  batch.pending = int(n);
   std::vector<WorkQueue::Item> builds;
-  for (size_t i = 0; i < n; ++i) {
-    WorkQueue::Item item;
-    item.queue = BuildQueueOf(task.target);
-    item.job_id = options_.job_id;
-    item.priority = options_.priority;
-    item.work = BuildWork(task, schedules[i], options_.llvm_ptx);
-    item.done = [&, i](absl::StatusOr<v1::ReportResultRequest> r) {
-      std::unique_lock<std::mutex> l(mu_);
-      if (!r.ok()) return lost(i, r.status());
-      if (!r->has_build()) return finish(i, v1::MEASURE_STATUS_COMPILE_ERROR, "no build result");
-      const v1::BuildResult& b = r->build();
-      details_[i].build_sec = b.compile_sec();
-      results[i].compile_ms = b.compile_sec() * 1e3;
-      *details_[i].fingerprint.mutable_compiler() = b.fingerprint().compiler();
-      *details_[i].fingerprint.mutable_cuda_toolkit() = b.fingerprint().cuda_toolkit();
-      if (!b.error().empty()) return finish(i, v1::MEASURE_STATUS_COMPILE_ERROR, b.error());
-      WorkQueue::Item m;
-      m.queue = WorkQueue::MeasureQueue(options_.device_key);
-      m.job_id = options_.job_id;
-      m.priority = options_.priority;
-      v1::MeasureRequest* req = m.work.mutable_measure();
-      *req->mutable_workload() = task.workload;
-      req->mutable_target()->set_spec(task.target.ToString());
-      *req->mutable_schedule() = schedules[i];
-      req->set_kind(b.kind());
-      req->set_artifact(b.artifact());
-      req->set_artifact_sha256(b.artifact_sha256());
-      *req->mutable_options() = options_.measure;
-      req->set_input_seed(options_.input_seed);
-      req->set_threads(options_.threads);
-      *req->mutable_signature() = b.signature();
-      req->set_reference_key(ref_key);
-      if (!ref->output.empty()) {
-        req->set_reference_output(ref->output);
-      } else {
-        req->set_reference_artifact(ref->artifact);
-        *req->mutable_reference_signature() = ref->signature;
-        *req->mutable_reference_schedule() = ref->schedule;
-      }
-      auto request = std::make_shared<const v1::MeasureRequest>(*req);
-      m.done = [&, i, request](absl::StatusOr<v1::ReportResultRequest> r) {
-        std::lock_guard<std::mutex> l(mu_);
-        if (!r.ok()) return lost(i, r.status());
-        if (!r->has_measure()) {
-          return finish(i, v1::MEASURE_STATUS_RUNTIME_ERROR,
-                        "the agent answered with no measurement");
-        }
-        const v1::MeasureResult& mr = r->measure();
-        Detail& d = details_[i];
-        d.costs.assign(mr.costs_sec().begin(), mr.costs_sec().end());
-        d.run_sec = mr.run_sec();
-        d.device_id = mr.device_id();
-        // The board's fingerprint, with the toolchain the worker built with.
-        v1::Fingerprint built = d.fingerprint;
-        d.fingerprint = mr.fingerprint();
-        d.fingerprint.set_compiler(built.compiler());
-        if (!built.cuda_toolkit().empty()) d.fingerprint.set_cuda_toolkit(built.cuda_toolkit());
-        v1::MeasureStatus st = mr.status();
-        if (st == v1::MEASURE_STATUS_OK && d.costs.empty()) {
-          st = v1::MEASURE_STATUS_RUNTIME_ERROR;
-          return finish(i, st, "the agent reported success without timings");
-        }
-        if (st == v1::MEASURE_STATUS_OK) {
-          for (double c : d.costs) {
-            if (absl::Status t = CheckTiming(c, task.flops, PeakFlops(task.target)); !t.ok()) {
-              Logger("server")->warn("event=implausible_timing device={} seconds={} flops={}",
-                                     d.device_id, c, task.flops);
-              return finish(i, v1::MEASURE_STATUS_RUNTIME_ERROR,
-                            absl::StrCat("refused from ", d.device_id, ": ", t.message()));
-            }
-          }
-        }
-        bool confirm = false;
-        if (st == v1::MEASURE_STATUS_OK) {
-          std::vector<double> c = d.costs;
-          std::sort(c.begin(), c.end());
-          results[i].seconds = c[c.size() / 2];
-          const double mean = std::accumulate(c.begin(), c.end(), 0.0) / double(c.size());
-          confirm = NeedsConfirmationLocked(task, mean, d);
-        }
-        finish(i, st, mr.error());
-        // After the record is stored as pending; Measure cannot return
-        // while mu_ is held, so `task` and the schedule are still there.
-        if (confirm) SubmitConfirmation(task, schedules[i], *request, d, results[i].seconds);
-      };
-      l.unlock();
-      queue_.Submit(std::move(m));
-    };
-    builds.push_back(std::move(item));
-  }
+  for (size_t i = 0; i < n; ++i) builds.push_back(BuildItem(batch, i));
   lock.unlock();
   for (WorkQueue::Item& b : builds) queue_.Submit(std::move(b));
   lock.lock();
-  Wait(task, pending, lock);
-  return results;
+  Wait(task, batch.pending, lock);
+  return std::move(batch.results);
 }
 
 }  // namespace tunefarm::server

@@ -96,6 +96,33 @@ class RemoteMeasurer : public search::Measurer {
     v1::Schedule schedule;
     std::string error;
   };
+  // One Measure call's candidates, shared with their work's callbacks; on
+  // Measure's stack until its Wait ends. All but task/ref/ref_key under mu_.
+  struct Batch {
+    const search::Task& task;
+    const Reference& ref;
+    std::string ref_key;
+    std::vector<v1::Schedule> schedules;  // wire form, in the batch's order
+    std::vector<search::MeasureResult> results;
+    int pending = 0;  // candidates not yet finished
+  };
+  // The end of candidate `i`: records `status`, calls on_result (unless
+  // cancelled) and counts it done. mu_ held.
+  void FinishLocked(Batch& batch, size_t i, v1::MeasureStatus status, const std::string& error);
+  // Finishes candidate `i` whose work was lost or cancelled (`s`). mu_ held.
+  void LostLocked(Batch& batch, size_t i, const absl::Status& s);
+  // The build lease of candidate `i`; its result goes to OnBuilt.
+  WorkQueue::Item BuildItem(Batch& batch, size_t i);
+  // Candidate `i`'s build result: finishes it on an error, else submits its
+  // measure lease. Takes mu_ (released before the submit).
+  void OnBuilt(Batch& batch, size_t i, absl::StatusOr<v1::ReportResultRequest> r);
+  // The measure lease of candidate `i` built as `b`; its result goes to
+  // OnMeasured. Called with mu_ held.
+  WorkQueue::Item MeasureItem(Batch& batch, size_t i, const v1::BuildResult& b);
+  // Candidate `i`'s measurement: checks it, finishes it, and submits a
+  // confirmation of a new best. Takes mu_ (held throughout).
+  void OnMeasured(Batch& batch, size_t i, const v1::MeasureRequest& request,
+                  absl::StatusOr<v1::ReportResultRequest> r);
   const Reference& InterpretedFor(const search::Task& task);
   const Reference& ReferenceFor(const search::Task& task);
   // Whether the OK result `detail` (mean `mean_sec`) of `task` is to be

@@ -336,12 +336,14 @@ TEST(FarmFaults, ASilentLinkLosesNoResult) {
     ASSERT_TRUE(records.ok()) << records.status();
     std::set<std::string> seen;
     int lost = 0;
+    std::string statuses;  // each record's, for a failure's message
     for (const v1::Record& rec : *records) {
       EXPECT_TRUE(seen.insert(rec.schedule_hash()).second) << "measured twice";
       lost += rec.status() == v1::MEASURE_STATUS_LOST;
+      absl::StrAppend(&statuses, v1::MeasureStatus_Name(rec.status()), " ", rec.error(), "\n");
     }
     EXPECT_EQ(lost, 0) << "results lost";
-    EXPECT_EQ(int(records->size()), kTrials);
+    EXPECT_EQ(int(records->size()), kTrials) << statuses;
     // The silence did cost the agent its lease (the fault happened).
     EXPECT_TRUE(
         absl::StrContains(testing::ReadFileOrEmpty(dir.File("server.log")), "event=work_requeued"))
