@@ -5,6 +5,7 @@
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "absl/strings/numbers.h"
@@ -223,9 +224,6 @@ class TuneProgress : public search::SessionObserver {
   double best_ = 0;  // GFLOP/s, a workload's
 };
 
-// RunTune's steps return kContinue, or the exit code to stop with.
-constexpr int kContinue = -1;
-
 // The command line, checked: every flag's value or its default.
 struct TuneArgs {
   Flags parsed;
@@ -238,8 +236,10 @@ struct TuneArgs {
   bool model() const { return !model_path.empty(); }
 };
 
+// RunTune's steps return the exit code to stop with, or nothing to go on.
+
 // Whether this machine can run `target`'s kernels.
-int CheckTuneTarget(const ir::Target& target, std::ostream& err) {
+std::optional<int> CheckTuneTarget(const ir::Target& target, std::ostream& err) {
   if (target.is_gpu()) {
     if (absl::Status s = search::GpuLocalMeasurer::Check(target); !s.ok()) {
       return Fail(err, 1,
@@ -247,7 +247,7 @@ int CheckTuneTarget(const ir::Target& target, std::ostream& err) {
                                "; a job submitted to a farm (tunefarm submit) tunes ",
                                target.arch(), " on a device agent with that GPU"));
     }
-    return kContinue;
+    return std::nullopt;
   }
   if (target.arch() != codegen::HostTarget().arch()) {
     return Fail(err, 1,
@@ -256,11 +256,11 @@ int CheckTuneTarget(const ir::Target& target, std::ostream& err) {
   }
   if (absl::Status s = codegen::CheckLLVMTarget(target); !s.ok())
     return Fail(err, 2, std::string(s.message()));
-  return kContinue;
+  return std::nullopt;
 }
 
-int ParseTuneArgs(const std::vector<std::string>& args, std::ostream& out, std::ostream& err,
-                  TuneArgs* a) {
+std::optional<int> ParseTuneArgs(const std::vector<std::string>& args, std::ostream& out,
+                                 std::ostream& err, TuneArgs* a) {
   absl::StatusOr<Flags> parsed =
       ParseFlags(args,
                  FlagSpec{{"workload", "target", "trials", "seconds", "strategy", "threads",
@@ -298,7 +298,7 @@ int ParseTuneArgs(const std::vector<std::string>& args, std::ostream& out, std::
   absl::StatusOr<ir::Target> target = TargetForThreads(flags["target"], int(a->threads));
   if (!target.ok()) return Fail(err, 2, std::string(target.status().message()));
   a->target = *target;
-  if (int code = CheckTuneTarget(a->target, err); code != kContinue) return code;
+  if (std::optional<int> code = CheckTuneTarget(a->target, err)) return *code;
   if (!absl::SimpleAtod(flags["seconds"], &a->seconds) || a->seconds < 0)
     return Fail(err, 2, "--seconds needs a number of seconds");
   if (!absl::SimpleAtoi(flags["trials"], &a->trials) || a->trials < 0 ||
@@ -312,14 +312,14 @@ int ParseTuneArgs(const std::vector<std::string>& args, std::ostream& out, std::
   absl::StatusOr<search::Strategy> strategy = search::ParseStrategy(flags["strategy"]);
   if (!strategy.ok()) return Fail(err, 2, std::string(strategy.status().message()));
   a->strategy = *strategy;
-  return kContinue;
+  return std::nullopt;
 }
 
 // The tasks: the workload, or the model's (in the layout --layout names,
 // else the one chosen here); a model's default budget is 32 trials per
 // task, or the wall time alone.
-int TasksToTune(TuneArgs& a, store::TuningLog* log, std::ostream& out, std::ostream& err,
-                std::vector<search::Task>* tasks) {
+std::optional<int> TasksToTune(TuneArgs& a, store::TuningLog* log, std::ostream& out,
+                               std::ostream& err, std::vector<search::Task>* tasks) {
   if (!a.model()) {
     auto workload = ir::ParseWorkloadSpec(a.flags["workload"]);
     if (!workload.ok()) return Fail(err, 2, std::string(workload.status().message()));
@@ -328,7 +328,7 @@ int TasksToTune(TuneArgs& a, store::TuningLog* log, std::ostream& out, std::ostr
     auto task = search::Task::Make(*workload, a.target, a.flags["workload"]);
     if (!task.ok()) return Fail(err, 1, std::string(task.status().message()));
     tasks->push_back(*std::move(task));
-    return kContinue;
+    return std::nullopt;
   }
   std::vector<std::string> shapes;
   if (a.parsed.Has("shape")) shapes = a.parsed.All("shape");
@@ -353,7 +353,7 @@ int TasksToTune(TuneArgs& a, store::TuningLog* log, std::ostream& out, std::ostr
   *tasks = *std::move(model_tasks);
   if (!a.parsed.given().count("trials"))
     a.trials = a.seconds > 0 ? 0 : 32 * int64_t(tasks->size());
-  return kContinue;
+  return std::nullopt;
 }
 
 std::unique_ptr<search::Measurer> MeasurerFor(const TuneArgs& a) {
@@ -371,8 +371,8 @@ std::unique_ptr<search::Measurer> MeasurerFor(const TuneArgs& a) {
 // The session's options: the search's, the log, the starting model (a file
 // named by the user, else the database's newest for the target) and the
 // fingerprint each record carries.
-int SessionOptionsFor(TuneArgs& a, store::TuningLog* log, std::ostream& err,
-                      search::SessionOptions* so) {
+std::optional<int> SessionOptionsFor(TuneArgs& a, store::TuningLog* log, std::ostream& err,
+                                     search::SessionOptions* so) {
   search::TuneOptions& o = so->tune;
   o.strategy = a.strategy;
   o.max_trials = a.trials > 0 ? int(std::min<int64_t>(a.trials, search::kNoTrialLimit))
@@ -398,11 +398,12 @@ int SessionOptionsFor(TuneArgs& a, store::TuningLog* log, std::ostream& err,
   if (a.target.is_gpu()) so->source.fingerprint = search::GpuLocalMeasurer::MachineFingerprint();
   so->source.fingerprint.set_compiler(
       absl::StrCat("tunefarm ", TUNEFARM_VERSION, " LLVM ", codegen::LLVMVersion()));
-  return kContinue;
+  return std::nullopt;
 }
 
 // The run's outcome: a model's task table and time, or a workload's best.
-int PrintOutcome(const search::Tuner& tuner, bool model, std::ostream& out, std::ostream& err) {
+std::optional<int> PrintOutcome(const search::Tuner& tuner, bool model, std::ostream& out,
+                                std::ostream& err) {
   if (!model) {
     const search::TaskHistory& h = tuner.history(0);
     if (h.ok.empty()) return Fail(err, 1, "no candidate ran successfully");
@@ -414,7 +415,7 @@ int PrintOutcome(const search::Tuner& tuner, bool model, std::ostream& out, std:
       out << absl::StrFormat(", default schedule %.1f GFLOP/s: %.2fx", task.flops / def * 1e-9,
                              def / h.best_seconds());
     out << "\n";
-    return kContinue;
+    return std::nullopt;
   }
   const int n_tasks = int(tuner.tasks().size());
   PrintTaskTable(tuner, out);
@@ -428,11 +429,12 @@ int PrintOutcome(const search::Tuner& tuner, bool model, std::ostream& out, std:
     out << absl::StrFormat(", with default schedules %.3f ms: %.2fx", def * 1e3, def / now);
   if (timed_best < n_tasks) out << " (" << n_tasks - timed_best << " tasks not timed)";
   out << "\n";
-  return kContinue;
+  return std::nullopt;
 }
 
 // --save-model: the final cost model to `path`.
-int SaveModel(const search::Tuner& tuner, const std::string& path, std::ostream& err) {
+std::optional<int> SaveModel(const search::Tuner& tuner, const std::string& path,
+                             std::ostream& err) {
   std::string bytes;
   if (tuner.model().trained()) {
     absl::StatusOr<std::string> s = tuner.model().Serialize();
@@ -445,7 +447,7 @@ int SaveModel(const search::Tuner& tuner, const std::string& path, std::ostream&
                 bytes.empty() ? "--save-model: no cost model was trained (too few records)"
                               : absl::StrCat("cannot write ", path));
   }
-  return kContinue;
+  return std::nullopt;
 }
 
 // -o: the package, from the database: the same choice `tunefarm build` makes.
@@ -465,18 +467,18 @@ int BuildTunedPackage(TuneArgs& a, std::ostream& out, std::ostream& err) {
 
 int RunTune(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   TuneArgs a;
-  if (int code = ParseTuneArgs(args, out, err, &a); code != kContinue) return code;
+  if (std::optional<int> code = ParseTuneArgs(args, out, err, &a)) return *code;
   store::TuningLog::Options lo;
   lo.canon = search::CompilerCanon();
   lo.path = a.flags["db"];
   auto log = store::TuningLog::Open(lo);
   if (!log.ok()) return Fail(err, 1, std::string(log.status().message()));
   std::vector<search::Task> tasks;
-  if (int code = TasksToTune(a, log->get(), out, err, &tasks); code != kContinue) return code;
+  if (std::optional<int> code = TasksToTune(a, log->get(), out, err, &tasks)) return *code;
 
   std::unique_ptr<search::Measurer> measurer = MeasurerFor(a);
   search::SessionOptions so;
-  if (int code = SessionOptionsFor(a, log->get(), err, &so); code != kContinue) return code;
+  if (std::optional<int> code = SessionOptionsFor(a, log->get(), err, &so)) return *code;
   const int n_tasks = int(tasks.size());
   TuneProgress progress(
       a.model() ? absl::StrCat(a.model_path, " (", n_tasks, " tasks)") : a.flags["workload"],
@@ -488,11 +490,11 @@ int RunTune(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   if (!ended->records.ok())
     return Fail(err, 1, absl::StrCat("storing records: ", ended->records.message()));
   if (!ended->run.ok()) return Fail(err, 1, std::string(ended->run.message()));
-  if (int code = PrintOutcome(session.tuner(), a.model(), out, err); code != kContinue) return code;
+  if (std::optional<int> code = PrintOutcome(session.tuner(), a.model(), out, err)) return *code;
   if (!ended->model.ok()) return Fail(err, 1, std::string(ended->model.message()));
   if (a.flags.count("save_model")) {
-    if (int code = SaveModel(session.tuner(), a.flags["save_model"], err); code != kContinue)
-      return code;
+    if (std::optional<int> code = SaveModel(session.tuner(), a.flags["save_model"], err))
+      return *code;
   }
   if (!a.model() || !a.flags.count("output")) return 0;
   log->reset();  // `build` opens the database itself
