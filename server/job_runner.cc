@@ -629,8 +629,8 @@ void JobRunner::RunJob(int64_t job_id, Running_* running) {
     return;  // cancelled or shutting down: the state was set by whoever stopped it
   }
   const JobOutcome outcome =
-      OutcomeOf(job_id, *ended, sink, snapshot_failed ? snapshot_error : absl::OkStatus(),
-                session, spec.budget(), restored, foreign, done_before);
+      OutcomeOf(job_id, *ended, sink, snapshot_error, session, spec.budget(), restored, foreign,
+                done_before);
   finish(outcome.state, outcome.message);
 }
 

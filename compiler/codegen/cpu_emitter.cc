@@ -17,7 +17,6 @@ CpuEmitter::CpuEmitter(llvm::Module& mod, const ir::ComputeDAG& dag, int vector_
     : LoopEmitter(mod, dag, llvm::Type::getInt64Ty(mod.getContext())),
       dag_(dag),
       vector_lanes_(vector_lanes),
-      i64_(idx_),
       runtime_ty_(llvm::StructType::get(ctx_, {i32_, i32_, ptr_, ptr_, ptr_, ptr_})) {}
 
 void CpuEmitter::Generate(const ir::Stmt& program, const std::vector<std::string>& fn_attrs_kv) {
@@ -77,7 +76,7 @@ llvm::Value* CpuEmitter::GenExpr(const ir::Expr& e) {
     if (n.kind == ExprKind::kVar && e.get() == vec_var_) {
       // chunk base + <0, 1, ..., lanes-1>
       std::vector<llvm::Constant*> ramp;
-      for (int i = 0; i < lanes_; ++i) ramp.push_back(llvm::ConstantInt::get(i64_, i));
+      for (int i = 0; i < lanes_; ++i) ramp.push_back(llvm::ConstantInt::get(idx_, i));
       return b_.CreateAdd(b_.CreateVectorSplat(lanes_, Lookup(e.get())),
                           llvm::ConstantVector::get(ramp));
     }
@@ -141,7 +140,7 @@ void CpuEmitter::GenParallel(const ir::StmtNode& s) {
   for (size_t t = 0; t < buffers_.size(); ++t) {
     if (buffers_[t]) tensors.push_back(int(t)), fields.push_back(ptr_);
   }
-  for (size_t v = 0; v < vars_.size(); ++v) fields.push_back(i64_);
+  for (size_t v = 0; v < vars_.size(); ++v) fields.push_back(idx_);
   auto* closure_ty = llvm::StructType::get(ctx_, fields);
   llvm::IRBuilderBase::InsertPoint saved_ip = b_.saveIP();
   llvm::Function* parent = fn_;
@@ -157,15 +156,15 @@ void CpuEmitter::GenParallel(const ir::StmtNode& s) {
   for (auto& [var, val] : vars_)
     b_.CreateStore(val, b_.CreateStructGEP(closure_ty, closure, f++));
 
-  auto* par_ty = llvm::FunctionType::get(llvm::Type::getVoidTy(ctx_), {ptr_, i64_, i64_}, false);
+  auto* par_ty = llvm::FunctionType::get(llvm::Type::getVoidTy(ctx_), {ptr_, idx_, idx_}, false);
   auto* par = llvm::Function::Create(par_ty, llvm::Function::InternalLinkage,
                                      absl::StrCat("tf_par_", parallel_count_++), mod_);
   Decorate(par, fn_attrs_kv_);
   // The call below: rt->parallel_for(rt->ctx, extent, closure, par)
   llvm::Value* pf = b_.CreateLoad(ptr_, b_.CreateStructGEP(runtime_ty_, rt_, kParallelFor));
   llvm::Value* ctx = b_.CreateLoad(ptr_, b_.CreateStructGEP(runtime_ty_, rt_, kCtx));
-  auto* pf_ty = llvm::FunctionType::get(i32_, {ptr_, i64_, ptr_, ptr_}, false);
-  b_.CreateCall(pf_ty, pf, {ctx, llvm::ConstantInt::get(i64_, s.extent), closure, par});
+  auto* pf_ty = llvm::FunctionType::get(i32_, {ptr_, idx_, ptr_, ptr_}, false);
+  b_.CreateCall(pf_ty, pf, {ctx, llvm::ConstantInt::get(idx_, s.extent), closure, par});
   llvm::IRBuilderBase::InsertPoint after = b_.saveIP();
   (void)saved_ip;
 
@@ -173,9 +172,9 @@ void CpuEmitter::GenParallel(const ir::StmtNode& s) {
   // parameters are noalias like tf_body's (a closure field carries none).
   std::vector<llvm::Type*> inner_params = {ptr_};  // rt
   for (size_t t = 0; t < tensors.size(); ++t) inner_params.push_back(ptr_);
-  for (size_t v = 0; v < vars_.size(); ++v) inner_params.push_back(i64_);
-  inner_params.push_back(i64_);  // begin
-  inner_params.push_back(i64_);  // end
+  for (size_t v = 0; v < vars_.size(); ++v) inner_params.push_back(idx_);
+  inner_params.push_back(idx_);  // begin
+  inner_params.push_back(idx_);  // end
   auto* inner_ty = llvm::FunctionType::get(llvm::Type::getVoidTy(ctx_), inner_params, false);
   auto* inner = llvm::Function::Create(inner_ty, llvm::Function::InternalLinkage,
                                        absl::StrCat(par->getName().str(), "_body"), mod_);
@@ -246,7 +245,7 @@ void CpuEmitter::GenFor(const ir::Stmt& s) {
   } else {
     ir::ForKind kind =
         s->for_kind == ir::ForKind::kParallel ? ir::ForKind::kSerial : s->for_kind;
-    GenLoop(s->var, llvm::ConstantInt::get(i64_, 0), llvm::ConstantInt::get(i64_, s->extent),
+    GenLoop(s->var, llvm::ConstantInt::get(idx_, 0), llvm::ConstantInt::get(idx_, s->extent),
             kind, s->body[0]);
   }
 }
@@ -281,7 +280,7 @@ void CpuEmitter::VisitAllocate(const ir::Stmt& s) {
     // A small region (an accumulator tile): a stack array in the entry
     // block of the function running the loop, so SROA can promote it.
     llvm::IRBuilder<> entry(&fn_->getEntryBlock(), fn_->getEntryBlock().begin());
-    llvm::AllocaInst* a = entry.CreateAlloca(f32_, llvm::ConstantInt::get(i64_, elements));
+    llvm::AllocaInst* a = entry.CreateAlloca(f32_, llvm::ConstantInt::get(idx_, elements));
     a->setAlignment(llvm::Align(64));
     buffers_[s->tensor] = a;
     GenStmt(s->body[0]);
@@ -292,8 +291,8 @@ void CpuEmitter::VisitAllocate(const ir::Stmt& s) {
   int64_t bytes = elements * 4;
   llvm::Value* alloc = b_.CreateLoad(ptr_, b_.CreateStructGEP(runtime_ty_, rt_, kAlloc));
   llvm::Value* ctx = b_.CreateLoad(ptr_, b_.CreateStructGEP(runtime_ty_, rt_, kCtx));
-  auto* alloc_ty = llvm::FunctionType::get(ptr_, {ptr_, i64_}, false);
-  llvm::CallInst* p = b_.CreateCall(alloc_ty, alloc, {ctx, llvm::ConstantInt::get(i64_, bytes)});
+  auto* alloc_ty = llvm::FunctionType::get(ptr_, {ptr_, idx_}, false);
+  llvm::CallInst* p = b_.CreateCall(alloc_ty, alloc, {ctx, llvm::ConstantInt::get(idx_, bytes)});
   // Fresh memory, as malloc's: no other pointer of the kernel reaches it,
   // so accumulators in it can live in registers across a reduction loop.
   p->addRetAttr(llvm::Attribute::NoAlias);

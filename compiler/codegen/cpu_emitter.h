@@ -88,7 +88,6 @@ class CpuEmitter : public LoopEmitter {
 
   const ir::ComputeDAG& dag_;
   const int vector_lanes_;
-  llvm::Type* i64_;                // idx_: the CPU's integers are 64-bit
   llvm::StructType* runtime_ty_;  // TFRuntime
   ir::VarRanges ranges_;          // the loops being generated: variable -> extent
   llvm::Value* rt_ = nullptr;     // the TFRuntime* of the function being emitted

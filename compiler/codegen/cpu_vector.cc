@@ -256,7 +256,7 @@ bool CpuEmitter::EndsDecide(const ir::Expr& cond) const {
 llvm::Value* CpuEmitter::ScalarAtLane(const ir::Expr& e, int lane) {
   const ExprNode* var = vec_var_;
   llvm::Value* base = Lookup(var);
-  vars_.emplace_back(var, b_.CreateAdd(base, llvm::ConstantInt::get(i64_, lane)));
+  vars_.emplace_back(var, b_.CreateAdd(base, llvm::ConstantInt::get(idx_, lane)));
   vec_var_ = nullptr;
   llvm::Value* v = GenExpr(e);
   vec_var_ = var;
@@ -405,13 +405,13 @@ void CpuEmitter::GenVectorLoop(const ir::StmtNode& s) {
   };
   if (full > 0) {
     EmitCountedLoop(
-        s.var->name + ".v", llvm::ConstantInt::get(i64_, 0), llvm::ConstantInt::get(i64_, full),
+        s.var->name + ".v", llvm::ConstantInt::get(idx_, 0), llvm::ConstantInt::get(idx_, full),
         nullptr, [&](llvm::Value* chunk) {
-          chunk_body(b_.CreateMul(chunk, llvm::ConstantInt::get(i64_, lanes), "", true, true),
+          chunk_body(b_.CreateMul(chunk, llvm::ConstantInt::get(idx_, lanes), "", true, true),
                      lanes);
         });
   }
-  if (rest > 0) chunk_body(llvm::ConstantInt::get(i64_, full * lanes), int(rest));
+  if (rest > 0) chunk_body(llvm::ConstantInt::get(idx_, full * lanes), int(rest));
 }
 
 }  // namespace tunefarm::codegen
