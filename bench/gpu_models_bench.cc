@@ -9,7 +9,8 @@
 // often as the model has it. Both packages' outputs are checked against the
 // float64 interpreter first (float32 within 1e-4, 16-bit and tf32 within
 // their model tolerance of each output's range); a package that differs is
-// reported and not timed. A package's latency is GraphRuntime::Run's: the
+// reported and not timed. Packages run in a confined child
+// (runtime::MeasureModel). A package's latency is GraphRuntime::Run's: the
 // input copied up, the captured CUDA graph, the outputs copied back; the
 // library sum counts the layers' kernels only (no pooling, no elementwise
 // nodes, no copies), so it is the harder of the two to beat. The models are
@@ -45,6 +46,7 @@
 #include "deploy/package_build.h"
 #include "device_agent/runtime/capabilities.h"
 #include "device_agent/runtime/graph_runtime.h"
+#include "device_agent/runtime/model_run.h"
 #include "proto/kernel_signature.h"
 #include "search/gpu_local_measurer.h"
 
@@ -60,9 +62,15 @@ using runtime::GraphRuntime;
 double WorstError(const v1::ModelPackage& pkg, const frontend::Model& model,
                   const std::map<std::string, std::vector<float>>& in,
                   const deploy::Values<double>& ref) {
-  std::map<std::string, std::vector<float>> ours;
-  absl::StatusOr<std::unique_ptr<GraphRuntime>> rt = GraphRuntime::Load(pkg, {});
-  if (!rt.ok() || !(*rt)->Run(in, &ours).ok()) return INFINITY;
+  v1::ModelRunRequest req;
+  req.set_package(pkg.SerializeAsString());
+  req.set_threads(1);
+  req.set_first_run_only(true);
+  req.set_return_outputs(true);
+  runtime::SetModelInputs(pkg, in, &req);
+  const v1::ModelRunResult run = runtime::MeasureModel(req);
+  if (run.status() != v1::MEASURE_STATUS_OK) return INFINITY;
+  std::map<std::string, std::vector<float>> ours = runtime::ModelRunOutputs(run);
   double worst = 0;
   for (const std::string& o : model.outputs) {
     const std::vector<double>& r = ref.at(o);

@@ -30,6 +30,7 @@
 #include "deploy/interpreter.h"
 #include "deploy/package_build.h"
 #include "device_agent/runtime/graph_runtime.h"
+#include "device_agent/runtime/model_run.h"
 #include "device_agent/runtime/model_timing.h"
 #include "device_agent/runtime/npy.h"
 
@@ -81,19 +82,20 @@ struct ModelSpec {
 
 // Where the tuned build's time goes at `threads`: each step's median over
 // `runs` profiled runs after one that is not counted (a first run's page
-// faults would otherwise weigh on a model of microseconds).
+// faults would otherwise weigh on a model of microseconds), measured in a
+// confined child (runtime::MeasureModel).
 absl::StatusOr<runtime::TimeShares> ProfiledShares(
     const v1::ModelPackage& pkg, int threads, int runs,
     const std::map<std::string, std::vector<float>>& in) {
-  runtime::GraphRuntime::Options o;
-  o.threads = threads;
-  o.profile = true;
-  TF_ASSIGN_OR_RETURN(std::unique_ptr<runtime::GraphRuntime> rt, runtime::GraphRuntime::Load(pkg, o));
-  TF_RETURN_IF_ERROR(rt->Run(in, nullptr));
-  runtime::ModelRunCount count;
-  count.runs = count.min_runs = runs;
-  TF_ASSIGN_OR_RETURN(runtime::ModelTimes t, runtime::TimeModel(*rt, in, count));
-  return runtime::SharesOf(pkg, t.step_seconds);
+  v1::ModelRunRequest req;
+  req.set_package(pkg.SerializeAsString());
+  req.set_threads(threads);
+  req.set_repeats(runs);
+  req.set_profile(true);
+  runtime::SetModelInputs(pkg, in, &req);
+  const v1::ModelRunResult r = runtime::MeasureModel(req);
+  TF_RETURN_IF_ERROR(runtime::ModelRunStatus(r));
+  return runtime::SharesOf(pkg, {r.step_sec().begin(), r.step_sec().end()});
 }
 
 namespace {
@@ -199,25 +201,25 @@ PreparedModel PrepareModel(const ModelSpec& spec, frontend::Model model, const f
 // m.ort_out), each relative to that output's range; infinite where a run
 // fails or an output is missing.
 double WorstErrorVsOrt(const v1::ModelPackage& pkg, const PreparedModel& m) {
-  std::map<std::string, std::vector<float>> ours;
-  auto rt = GraphRuntime::Load(pkg, {});
-  if (!rt.ok() || !(*rt)->Run(m.in, &ours).ok()) return double(INFINITY);
+  v1::ModelRunRequest req;
+  req.set_package(pkg.SerializeAsString());
+  req.set_threads(1);
+  req.set_first_run_only(true);
+  req.set_return_outputs(true);
+  runtime::SetModelInputs(pkg, m.in, &req);
+  const v1::ModelRunResult r = runtime::MeasureModel(req);
+  if (r.status() != v1::MEASURE_STATUS_OK) return double(INFINITY);
+  std::map<std::string, std::vector<float>> ours = runtime::ModelRunOutputs(r);
   double worst = 0;
   for (const std::string& o : m.model.outputs) {
     absl::StatusOr<std::string> bytes = ReadFile((m.ort_out / runtime::NpyFileName(o)).string());
     absl::StatusOr<runtime::NpyArray> theirs =
         bytes.ok() ? runtime::ParseNpy(*bytes) : bytes.status();
-    if (!theirs.ok() || theirs->data.size() != ours[o].size()) return double(INFINITY);
+    if (!theirs.ok()) return double(INFINITY);
     // Relative to the output's largest |value|, but at least 0.01: ONNX
     // Runtime's sigmoid is exactly 0 below about -16 (true value 1e-7),
     // which a saturated probability map would show as a large error.
-    double err = 0, scale = 0.01;
-    for (size_t i = 0; i < ours[o].size(); ++i) {
-      const double d = std::fabs(ours[o][i] - theirs->data[i]);
-      if (!(d <= err)) err = std::isnan(d) ? INFINITY : d;
-      scale = std::max(scale, double(std::fabs(theirs->data[i])));
-    }
-    worst = std::max(worst, err / scale);
+    worst = std::max(worst, runtime::OutputError(theirs->data, ours[o]));
   }
   return worst;
 }

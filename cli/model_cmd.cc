@@ -14,6 +14,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "cli/command_util.h"
 #include "cli/flags.h"
 #include "common/file_util.h"
@@ -23,7 +24,7 @@
 #include "compiler/frontend/onnx_import.h"
 #include "deploy/package_build.h"
 #include "device_agent/runtime/graph_runtime.h"
-#include "device_agent/runtime/model_timing.h"
+#include "device_agent/runtime/model_run.h"
 #include "device_agent/runtime/npy.h"
 #include "proto/client.h"
 #include "proto/kernel_signature.h"
@@ -90,17 +91,20 @@ statically planned arena. The package runs with `tunefarm run`.
 
 constexpr const char* kRunHelp =
     R"(usage: tunefarm run MODEL.tfpkg [--input NAME=FILE.npy]... [--seed N] [--threads N]
-                    [--repeat N] [--output-dir DIR] [--profile] [--json]
+                    [--repeat N] [--time-limit SEC] [--output-dir DIR] [--profile] [--json]
        tunefarm [--server=HOST:PORT] run MODEL.tfpkg --device-key KEY [--seed N]
                     [--threads N] [--repeat N] [--time-limit SEC] [--output-dir DIR] [--json]
 
-Runs a built model on this machine. Inputs come from .npy files (float32 or
+Runs a built model on this machine, in a confined child process (the
+tunefarm-model-runner an agent uses: a kernel that crashes or hangs is an
+error, not a crash of this command). Inputs come from .npy files (float32 or
 float64, C order); inputs not given are filled with seeded uniform random
 values in [-1, 1). Prints each output's shape and statistics; --output-dir
 writes OUTPUT.npy files; --repeat N runs N more times and prints the median
 latency; --profile prints the time of every step: its median over the
 timed runs after the first (a warm-up), 20 of them unless --repeat says
-how many (fewer, at least 3, where 20 would take over 5 s).
+how many (fewer, at least 3, where 20 would take over 5 s). A run past
+--time-limit (load and runs together, default 300 s) is stopped.
 
 With --device-key the package goes through the server to a connected agent
 of that key and runs there in a child process of the agent's (end-to-end
@@ -185,6 +189,28 @@ std::string ShortStatus(v1::MeasureStatus s) {
   std::string n = v1::MeasureStatus_Name(s);
   if (n.rfind("MEASURE_STATUS_", 0) == 0) n = n.substr(15);
   return absl::AsciiStrToLower(n);
+}
+
+// --time-limit of `run` (default 300 s), or nullopt after the error line.
+std::optional<double> ParseTimeLimit(const Flags& f, std::ostream& err) {
+  double limit = 0;
+  if (!absl::SimpleAtod(f.Get("time_limit", "300"), &limit) || !(limit > 0) || limit > 86400) {
+    Fail(err, 2, "--time-limit needs seconds, more than 0 and at most 86400");
+    return std::nullopt;
+  }
+  return limit;
+}
+
+// A model run's outputs, in the package's order, as `run` reports them.
+std::vector<ModelOutput> OutputsOf(const v1::ModelRunResult& r) {
+  std::vector<ModelOutput> outs;
+  for (const v1::PackageTensor& t : r.outputs()) {
+    ModelOutput o{t.name(), {t.shape().begin(), t.shape().end()}, {}};
+    o.values.resize(t.f32().size() / 4);
+    std::memcpy(o.values.data(), t.f32().data(), o.values.size() * 4);
+    outs.push_back(std::move(o));
+  }
+  return outs;
 }
 
 // What `run` prints, here or from an agent (`where` names the board; empty:
@@ -533,9 +559,68 @@ int RunBuild(const std::vector<std::string>& args, std::ostream& out, std::ostre
   return 0;
 }
 
+namespace {
+
+// --input NAME=FILE.npy (NAME may be left out where the model has one
+// input) into `req`, each checked against the package's input. Returns the
+// exit code when the command ends here, else nullopt.
+std::optional<int> AddInputFiles(const Flags& f, const v1::ModelPackage& pkg,
+                                 v1::ModelRunRequest* req, std::ostream& err) {
+  for (const std::string& spec : f.All("input")) {
+    const size_t eq = spec.find('=');
+    std::string name = eq == std::string::npos ? "" : spec.substr(0, eq);
+    const std::string file = eq == std::string::npos ? spec : spec.substr(eq + 1);
+    if (name.empty()) {
+      if (pkg.inputs_size() != 1)
+        return Fail(err, 2, "--input needs NAME=FILE.npy (the model has several inputs)");
+      name = pkg.inputs(0);
+    }
+    if (std::find(pkg.inputs().begin(), pkg.inputs().end(), name) == pkg.inputs().end())
+      return Fail(err, 2, absl::StrCat("'", name, "' is not an input of the model"));
+    absl::StatusOr<std::string> bytes = ReadFile(file);
+    if (!bytes.ok()) return Fail(err, 1, std::string(bytes.status().message()));
+    absl::StatusOr<runtime::NpyArray> a = runtime::ParseNpy(*bytes);
+    if (!a.ok()) return Fail(err, 1, absl::StrCat(file, ": ", a.status().message()));
+    const std::vector<int64_t> want = runtime::ValueShape(pkg, name);
+    if (a->shape != want) {
+      return Fail(err, 1, absl::StrCat(file, ": input '", name, "' needs shape ",
+                                       absl::StrJoin(want, "x")));
+    }
+    v1::PackageTensor* t = req->add_inputs();
+    t->set_name(name);
+    for (int64_t d : a->shape) t->add_shape(d);
+    t->set_f32(std::string(reinterpret_cast<const char*>(a->data.data()), a->data.size() * 4));
+  }
+  return std::nullopt;
+}
+
+// --profile's table: each step's time and label, then the shares of tuned
+// kernels, default kernels and native steps.
+void PrintProfile(const v1::ModelPackage& pkg, const std::vector<double>& step_sec, size_t runs,
+                  std::ostream& out) {
+  out << (runs == 0 ? std::string("profile: the first run alone (cold: page faults and cold "
+                                  "caches; --repeat N times N warm runs)\n")
+                    : absl::StrFormat("profile: each step's median over %d runs after a "
+                                      "warm-up run\n",
+                                      runs));
+  for (size_t s = 0; s < step_sec.size() && int(s) < pkg.steps_size(); ++s)
+    out << absl::StrFormat("  %4d %10.4f ms  %s\n", s, step_sec[s] * 1e3,
+                           runtime::StepLabel(pkg, int(s)));
+  const runtime::TimeShares t = runtime::SharesOf(pkg, step_sec);
+  const std::vector<int64_t> pct = ApportionShares({t.tuned, t.default_kernels, t.native}, 100);
+  out << absl::StrFormat(
+      "time: tuned kernels %.3f ms (%d%%), default kernels %.3f ms (%d%%), native steps "
+      "%.3f ms (%d%%)\n",
+      t.tuned * 1e3, pct[0], t.default_kernels * 1e3, pct[1], t.native * 1e3, pct[2]);
+}
+
+}  // namespace
+
 int RunModel(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   absl::StatusOr<Flags> parsed = ParseWithOneFile(
-      args, FlagSpec{{"input", "seed", "threads", "repeat", "output_dir"}, {"profile", "json"}},
+      args,
+      FlagSpec{{"input", "seed", "threads", "repeat", "time_limit", "output_dir"},
+               {"profile", "json"}},
       "run");
   if (!parsed.ok()) return Fail(err, 2, std::string(parsed.status().message()));
   const Flags& f = *parsed;
@@ -544,84 +629,47 @@ int RunModel(const std::vector<std::string>& args, std::ostream& out, std::ostre
     return 0;
   }
   if (f.positional().empty()) return Fail(err, 2, "run needs a package file (MODEL.tfpkg)");
+  const std::string& path = f.positional()[0];
   int64_t threads = 1, repeat = 0, seed = 1;
   if (!absl::SimpleAtoi(f.Get("threads", "1"), &threads) || threads < 1 || threads > 256)
     return Fail(err, 2, "--threads needs a number from 1 to 256");
-  if (!absl::SimpleAtoi(f.Get("repeat", "0"), &repeat) || repeat < 0)
-    return Fail(err, 2, "--repeat needs a number >= 0");
+  if (!absl::SimpleAtoi(f.Get("repeat", "0"), &repeat) || repeat < 0 || repeat > kMaxModelRepeats)
+    return Fail(err, 2, absl::StrCat("--repeat needs a number from 0 to ", kMaxModelRepeats));
   if (!absl::SimpleAtoi(f.Get("seed", "1"), &seed)) return Fail(err, 2, "--seed needs a number");
-  absl::StatusOr<v1::ModelPackage> pkg = runtime::GraphRuntime::ReadPackage(f.positional()[0]);
+  std::optional<double> time_limit = ParseTimeLimit(f, err);
+  if (!time_limit) return 2;
+  absl::StatusOr<std::string> bytes = ReadFile(path);
+  if (!bytes.ok()) return Fail(err, 1, std::string(bytes.status().message()));
+  absl::StatusOr<v1::ModelPackage> pkg = runtime::GraphRuntime::ParsePackage(*bytes, path);
   if (!pkg.ok()) return Fail(err, 1, std::string(pkg.status().message()));
-  threads = RunThreads(f, threads, *pkg, f.positional()[0], err);
-  runtime::GraphRuntime::Options ro;
-  ro.threads = int(threads);
-  ro.profile = f.Has("profile");
-  absl::StatusOr<std::unique_ptr<runtime::GraphRuntime>> rt = runtime::GraphRuntime::Load(*pkg, ro);
-  if (!rt.ok()) return Fail(err, 1, absl::StrCat(f.positional()[0], ": ", rt.status().message()));
-  std::map<std::string, std::vector<float>> inputs = (*rt)->SeededInputs(uint64_t(seed));
-  if (f.Has("input")) {
-    for (const std::string& spec : f.All("input")) {
-      const size_t eq = spec.find('=');
-      std::string name = eq == std::string::npos ? "" : spec.substr(0, eq);
-      const std::string file = eq == std::string::npos ? spec : spec.substr(eq + 1);
-      if (name.empty()) {
-        if (pkg->inputs_size() != 1)
-          return Fail(err, 2, "--input needs NAME=FILE.npy (the model has several inputs)");
-        name = pkg->inputs(0);
-      }
-      if (std::find(pkg->inputs().begin(), pkg->inputs().end(), name) == pkg->inputs().end())
-        return Fail(err, 2, absl::StrCat("'", name, "' is not an input of the model"));
-      absl::StatusOr<std::string> bytes = ReadFile(file);
-      if (!bytes.ok()) return Fail(err, 1, std::string(bytes.status().message()));
-      absl::StatusOr<runtime::NpyArray> a = runtime::ParseNpy(*bytes);
-      if (!a.ok()) return Fail(err, 1, absl::StrCat(file, ": ", a.status().message()));
-      if (a->shape != (*rt)->Shape(name)) {
-        std::string want;
-        for (int64_t d : (*rt)->Shape(name)) absl::StrAppend(&want, want.empty() ? "" : "x", d);
-        return Fail(err, 1, absl::StrCat(file, ": input '", name, "' needs shape ", want));
-      }
-      inputs[name] = std::move(a->data);
-    }
+  threads = RunThreads(f, threads, *pkg, path, err);
+
+  // Measured as an agent measures it (runtime::MeasureModel: a confined
+  // child), so a kernel that crashes takes only that process down.
+  v1::ModelRunRequest req;
+  req.set_package(std::move(*bytes));
+  req.set_threads(int32_t(threads));
+  req.set_input_seed(uint64_t(seed));
+  req.set_return_outputs(true);
+  req.set_time_limit_s(*time_limit);
+  req.set_profile(f.Has("profile"));
+  if (f.Has("profile") && !f.Has("repeat")) {
+    req.set_repeats(kProfileRuns);
+    req.set_min_repeats(kProfileMinRuns);
+    req.set_max_run_s(kProfileSeconds);
+  } else {
+    req.set_repeats(int32_t(repeat));
+    req.set_first_run_only(repeat == 0);
   }
-  std::map<std::string, std::vector<float>> outputs;
-  auto t0 = std::chrono::steady_clock::now();
-  if (absl::Status s = (*rt)->Run(inputs, &outputs); !s.ok())
-    return Fail(err, 1, std::string(s.message()));
-  const double first = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::vector<double> lat;
-  // --profile: each step's median over the timed runs (the first, cold run
-  // alone with --repeat 0).
-  std::vector<double> step_sec = (*rt)->StepSeconds();
-  const bool profile_runs = ro.profile && !f.Has("repeat");
-  runtime::ModelRunCount count;
-  count.runs = profile_runs ? kProfileRuns : repeat;
-  count.min_runs = profile_runs ? kProfileMinRuns : repeat;
-  count.max_seconds = profile_runs ? kProfileSeconds : 0;
-  absl::StatusOr<runtime::ModelTimes> timed = runtime::TimeModel(**rt, inputs, count);
-  if (!timed.ok()) return Fail(err, 1, std::string(timed.status().message()));
-  lat = timed->latencies;
-  if (!timed->step_seconds.empty()) step_sec = timed->step_seconds;
-  std::vector<ModelOutput> outs;
-  for (const std::string& name : pkg->outputs())
-    outs.push_back({name, (*rt)->Shape(name), std::move(outputs[name])});
-  if (int code = ReportRun(f, f.positional()[0], int(threads), first, lat, outs, "", out, err))
+  if (std::optional<int> code = AddInputFiles(f, *pkg, &req, err)) return *code;
+  const v1::ModelRunResult r = runtime::MeasureModel(req);
+  if (absl::Status s = runtime::ModelRunStatus(r); !s.ok())
+    return Fail(err, 1, absl::StrCat(path, ": ", s.message()));
+  std::vector<double> lat(r.latencies_sec().begin(), r.latencies_sec().end());
+  if (int code = ReportRun(f, path, int(threads), r.first_run_sec(), lat, OutputsOf(r), "", out, err))
     return code;
-  if (ro.profile && !f.Has("json")) {
-    out << (lat.empty() ? std::string("profile: the first run alone (cold: page faults and cold "
-                                      "caches; --repeat N times N warm runs)\n")
-                        : absl::StrFormat("profile: each step's median over %d runs after a "
-                                          "warm-up run\n",
-                                          lat.size()));
-    for (size_t s = 0; s < step_sec.size(); ++s)
-      out << absl::StrFormat("  %4d %10.4f ms  %s\n", s, step_sec[s] * 1e3,
-                             (*rt)->StepLabel(int(s)));
-    const runtime::TimeShares t = runtime::SharesOf(*pkg, step_sec);
-    const std::vector<int64_t> pct = ApportionShares({t.tuned, t.default_kernels, t.native}, 100);
-    out << absl::StrFormat(
-        "time: tuned kernels %.3f ms (%d%%), default kernels %.3f ms (%d%%), native steps "
-        "%.3f ms (%d%%)\n",
-        t.tuned * 1e3, pct[0], t.default_kernels * 1e3, pct[1], t.native * 1e3, pct[2]);
-  }
+  if (f.Has("profile") && !f.Has("json"))
+    PrintProfile(*pkg, {r.step_sec().begin(), r.step_sec().end()}, lat.size(), out);
   return 0;
 }
 
@@ -651,15 +699,13 @@ int RunModelOnAgent(const ClientOptions& client, absl::Duration timeout,
   const std::string key = f.Get("device_key", "");
   if (key.empty()) return Fail(err, 2, "--device-key needs the key of the agents to run on");
   int64_t threads = 1, repeat = 10, seed = 1;
-  double time_limit = 300;
   if (!absl::SimpleAtoi(f.Get("threads", "1"), &threads) || threads < 0 || threads > 256)
     return Fail(err, 2, "--threads needs a number from 0 (every core) to 256");
   if (!absl::SimpleAtoi(f.Get("repeat", "10"), &repeat) || repeat < 1 || repeat > 1000)
     return Fail(err, 2, "--repeat needs a number from 1 to 1000 on an agent");
   if (!absl::SimpleAtoi(f.Get("seed", "1"), &seed)) return Fail(err, 2, "--seed needs a number");
-  if (!absl::SimpleAtod(f.Get("time_limit", "300"), &time_limit) || !(time_limit > 0) ||
-      time_limit > 86400)
-    return Fail(err, 2, "--time-limit needs seconds, more than 0 and at most 86400");
+  std::optional<double> time_limit = ParseTimeLimit(f, err);
+  if (!time_limit) return 2;
   absl::StatusOr<std::string> bytes = ReadFile(f.positional()[0]);
   if (!bytes.ok()) return Fail(err, 1, std::string(bytes.status().message()));
   absl::StatusOr<v1::ModelPackage> pkg = runtime::GraphRuntime::ParsePackage(*bytes, f.positional()[0]);
@@ -675,13 +721,13 @@ int RunModelOnAgent(const ClientOptions& client, absl::Duration timeout,
   run->set_repeats(int32_t(repeat));
   run->set_input_seed(uint64_t(seed));
   run->set_return_outputs(true);
-  run->set_time_limit_s(time_limit);
+  run->set_time_limit_s(*time_limit);
   absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = MakeChannel(client);
   if (!channel.ok()) return Fail(err, 2, std::string(channel.status().message()));
   auto stub = v1::TuningService::NewStub(*channel);
   // The run may wait behind the measurement the agent is doing, then takes
   // up to its time limit there.
-  auto ctx = MakeContext(client, timeout + absl::Seconds(time_limit));
+  auto ctx = MakeContext(client, timeout + absl::Seconds(*time_limit));
   v1::RunModelResponse resp;
   grpc::Status st = stub->RunModel(ctx.get(), req, &resp);
   if (!st.ok()) {
@@ -694,15 +740,8 @@ int RunModelOnAgent(const ClientOptions& client, absl::Duration timeout,
                 absl::StrCat("on ", r.device_id().empty() ? key : r.device_id(), ": ",
                              ShortStatus(r.status()), ": ", r.error()));
   }
-  std::vector<ModelOutput> outs;
-  for (const v1::PackageTensor& t : r.outputs()) {
-    ModelOutput o{t.name(), {t.shape().begin(), t.shape().end()}, {}};
-    o.values.resize(t.f32().size() / 4);
-    memcpy(o.values.data(), t.f32().data(), o.values.size() * 4);
-    outs.push_back(std::move(o));
-  }
   std::vector<double> lat(r.latencies_sec().begin(), r.latencies_sec().end());
-  return ReportRun(f, f.positional()[0], r.threads(), lat.empty() ? 0 : lat[0], lat, outs,
+  return ReportRun(f, f.positional()[0], r.threads(), lat.empty() ? 0 : lat[0], lat, OutputsOf(r),
                    absl::StrCat(r.device_id(), " (", key, ")"), out, err);
 }
 

@@ -67,7 +67,7 @@ absl::StatusOr<v1::ModelPackage> BuildPackage(const frontend::Model& model, cons
 
 // The in-model check of the never-slower rule, on this machine: runs the
 // untuned and the tuned build of one model (same graph, same steps)
-// interleaved with every step timed, and returns the workload keys of the
+// interleaved with every step timed (TimePaired, profiled), and returns the workload keys of the
 // tasks whose tuned kernels, summed over their steps, were not at least
 // `margin` faster than the default kernels in the same places (`runs`
 // pairs, more where they would take under 0.2 s). A kernel
@@ -79,12 +79,13 @@ absl::StatusOr<std::set<std::string>> TunedKernelsNotFasterInModel(const v1::Mod
                                                                    int threads, int runs = 15,
                                                                    double margin = 0.02);
 
-// Two builds of one model timed against each other at `threads`: after
-// two warm-up runs each, `runs` back-to-back pairs (more where `runs`
-// would take under 0.2 s), the order alternating (drift on a shared machine
-// hits both alike), both on one thread pool, as one process runs them back
-// to back. `inputs` null: the seeded inputs of `a`
-// (GraphRuntime::SeededInputs(7)).
+// Two builds of one model timed against each other at `threads`, in one
+// confined child process (runtime::MeasureModel, paired): each run once
+// and b's outputs checked against a's (a DataLoss error where they
+// disagree), then after a warm-up pair, `runs` back-to-back pairs (more
+// where `runs` would take under 0.2 s), the order alternating (drift on a
+// shared machine hits both alike), both on one thread pool. `inputs` null:
+// the seeded inputs of `a` (GraphRuntime::SeededInputs(7)).
 struct PairedTiming {
   double a_seconds = 0, b_seconds = 0;  // median latencies
   double a_over_b = 0;                  // median over the pairs of a_i / b_i

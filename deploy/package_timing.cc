@@ -1,21 +1,61 @@
 // Whole builds timed against each other on this machine (package_build.h):
 // the never-slower check of tuned kernels inside the model, paired A/B
-// timings, the layout choice. The timing loop is the runtime's
-// (runtime::TimeModelsPaired).
+// timings, the layout choice. Each is one paired runtime::MeasureModel: a
+// confined child runs both builds, checks that their outputs agree and
+// times them pair by pair.
+#include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "common/float16.h"
 #include "common/status_macros.h"
 #include "deploy/package_build.h"
-#include "device_agent/runtime/graph_runtime.h"
-#include "device_agent/runtime/model_timing.h"
-#include "device_agent/runtime/runner.h"
+#include "device_agent/runtime/model_run.h"
 
 namespace tunefarm::deploy {
+namespace {
 
-using runtime::GraphRuntime;
+// A paired run of two whole builds: load, the checked first runs and the
+// pairs together. Generous: a model of a second per run timed for 15 pairs
+// takes under a minute.
+constexpr double kPairedTimeLimitS = 1800;
+
+// How far the outputs of two builds may differ: each may be its precision's
+// model tolerance away from the exact outputs (common/float16.h), so twice
+// that, and at least 1e-3 of the output's range.
+double PairTolerance(const v1::ModelPackage& p) {
+  std::optional<HalfKind> half;
+  if (p.precision() == v1::DTYPE_FLOAT16) half = HalfKind::kFloat16;
+  if (p.precision() == v1::DTYPE_BFLOAT16) half = HalfKind::kBFloat16;
+  return std::max(1e-3, 2 * ModelTolerance(half, p.precision() == v1::DTYPE_TF32));
+}
+
+// `a` and `b` timed against each other at `threads` (runtime::MeasureModel,
+// paired): `runs` pairs at least, each step profiled where `profile`.
+// `inputs` null: the seeded inputs (seed 7).
+absl::StatusOr<v1::ModelRunPair> MeasurePair(
+    const v1::ModelPackage& a, const v1::ModelPackage& b, int threads, int runs, bool profile,
+    const std::map<std::string, std::vector<float>>* inputs) {
+  v1::ModelRunRequest req;
+  req.set_package(a.SerializeAsString());
+  req.set_paired_package(b.SerializeAsString());
+  req.set_threads(threads);
+  req.set_repeats(runs);
+  req.set_input_seed(7);
+  req.set_profile(profile);
+  req.set_time_limit_s(kPairedTimeLimitS);
+  req.set_output_tolerance(std::max(PairTolerance(a), PairTolerance(b)));
+  if (inputs != nullptr) runtime::SetModelInputs(a, *inputs, &req);
+  const v1::ModelRunResult r = runtime::MeasureModel(req);
+  TF_RETURN_IF_ERROR(runtime::ModelRunStatus(r));
+  return r.pair();
+}
+
+}  // namespace
 
 absl::StatusOr<std::set<std::string>> TunedKernelsNotFasterInModel(const v1::ModelPackage& untuned,
                                                                    const v1::ModelPackage& tuned,
@@ -23,26 +63,10 @@ absl::StatusOr<std::set<std::string>> TunedKernelsNotFasterInModel(const v1::Mod
                                                                    double margin) {
   if (untuned.steps_size() != tuned.steps_size())
     return absl::InvalidArgumentError("the two builds have different steps");
-  // One pool for both: a second pool's workers, spinning after its run,
-  // would hold a core the other build's run needs (as two processes would).
-  runtime::ThreadPool pool(threads);
-  GraphRuntime::Options o;
-  o.threads = threads;
-  o.profile = true;
-  o.pool = &pool;
-  TF_ASSIGN_OR_RETURN(auto ru, GraphRuntime::Load(untuned, o));
-  TF_ASSIGN_OR_RETURN(auto rt, GraphRuntime::Load(tuned, o));
-  std::map<std::string, std::vector<float>> in;
-  for (const std::string& name : untuned.inputs()) {
-    int64_t n = 1;
-    for (int64_t d : ru->Shape(name)) n *= d;
-    std::vector<float>& v = in[name];
-    v.resize(size_t(n));
-    for (size_t i = 0; i < v.size(); ++i) v[i] = float((i * 7919) % 2001) / 1000.0f - 1.0f;
-  }
-  TF_ASSIGN_OR_RETURN(runtime::PairedModelTimes t, runtime::TimeModelsPaired(*ru, *rt, in, runs));
+  TF_ASSIGN_OR_RETURN(v1::ModelRunPair t,
+                      MeasurePair(untuned, tuned, threads, runs, /*profile=*/true, nullptr));
   const int steps = untuned.steps_size();
-  if (int(t.a_steps.size()) < steps || int(t.b_steps.size()) < steps)
+  if (t.a_step_sec_size() < steps || t.b_step_sec_size() < steps)
     return absl::InternalError("the profile has another count of steps than the package");
   std::map<std::string, std::pair<double, double>> by_task;  // key -> (default, tuned)
   for (int s = 0; s < steps; ++s) {
@@ -50,8 +74,8 @@ absl::StatusOr<std::set<std::string>> TunedKernelsNotFasterInModel(const v1::Mod
     const v1::PackageKernel& k = tuned.kernels(tuned.steps(s).kernel().kernel());
     if (!k.tuned()) continue;
     auto& p = by_task[k.workload_key()];
-    p.first += t.a_steps[size_t(s)];
-    p.second += t.b_steps[size_t(s)];
+    p.first += t.a_step_sec(s);
+    p.second += t.b_step_sec(s);
   }
   std::set<std::string> slower;
   for (const auto& [key, p] : by_task)
@@ -62,19 +86,9 @@ absl::StatusOr<std::set<std::string>> TunedKernelsNotFasterInModel(const v1::Mod
 absl::StatusOr<PairedTiming> TimePaired(const v1::ModelPackage& a, const v1::ModelPackage& b,
                                         int threads, int runs,
                                         const std::map<std::string, std::vector<float>>* inputs) {
-  runtime::ThreadPool pool(threads);  // shared, as in TunedKernelsNotFasterInModel
-  GraphRuntime::Options o;
-  o.threads = threads;
-  o.pool = &pool;
-  TF_ASSIGN_OR_RETURN(auto ra, GraphRuntime::Load(a, o));
-  TF_ASSIGN_OR_RETURN(auto rb, GraphRuntime::Load(b, o));
-  std::map<std::string, std::vector<float>> seeded;
-  if (inputs == nullptr) {
-    seeded = ra->SeededInputs(7);
-    inputs = &seeded;
-  }
-  TF_ASSIGN_OR_RETURN(runtime::PairedModelTimes t, runtime::TimeModelsPaired(*ra, *rb, *inputs, runs));
-  return PairedTiming{t.a_seconds, t.b_seconds, t.a_over_b, t.pairs};
+  TF_ASSIGN_OR_RETURN(v1::ModelRunPair t,
+                      MeasurePair(a, b, threads, runs, /*profile=*/false, inputs));
+  return PairedTiming{t.a_sec(), t.b_sec(), t.a_over_b(), t.pairs()};
 }
 
 absl::StatusOr<double> PairedSpeedup(const v1::ModelPackage& untuned,

@@ -247,7 +247,7 @@ class LeaseHandler {
     ro.memory_limit_bytes = mo_.memory_limit_bytes;
     ro.filter_optional = mo_.filter_optional;
     ro.cancelled = [this, id = lease.lease_id()] { return session_.Revoked(id); };
-    *r.mutable_model_run() = tunefarm::runtime::RunModelInChild(lease.model_run(), ro);
+    *r.mutable_model_run() = tunefarm::runtime::MeasureModel(lease.model_run(), ro);
     *r.mutable_model_run()->mutable_fingerprint() = caps_.fingerprint();
     log_.info("event=model_ran lease={} status={} runs={} load_ms={:.1f} error=\"{}\"",
               lease.lease_id(), tunefarm::v1::MeasureStatus_Name(r.model_run().status()),

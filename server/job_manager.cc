@@ -487,6 +487,15 @@ absl::StatusOr<v1::ModelRunResult> JobManager::RunModel(const std::string& devic
   if (!(run.time_limit_s() >= 0) || run.time_limit_s() > 24 * 3600)
     return absl::InvalidArgumentError(
         "RunModel: time_limit_s must be between 0 (default) and 86400");
+  v1::ModelPackage paired;
+  if (!run.paired_package().empty() &&
+      (!paired.ParseFromString(run.paired_package()) || paired.format_version() == 0))
+    return absl::InvalidArgumentError(
+        "RunModel: the paired package is not a tunefarm model package (tunefarm build -o)");
+  if (run.min_repeats() < 0 || run.min_repeats() > kMaxModelRepeats || !(run.max_run_s() >= 0) ||
+      !(run.output_tolerance() >= 0))
+    return absl::InvalidArgumentError(
+        "RunModel: min_repeats, max_run_s and output_tolerance must not be negative");
   const std::string queue = WorkQueue::MeasureQueue(device_key);
   // Taking work now, or registered and about to (its stream opens after
   // registration).

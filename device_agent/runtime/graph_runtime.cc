@@ -497,12 +497,23 @@ absl::StatusOr<std::vector<float>> GraphRuntime::Value(const std::string& name) 
 const std::vector<double>& GraphRuntime::StepSeconds() const { return impl_->step_sec; }
 
 std::string GraphRuntime::StepLabel(int step) const {
-  const v1::PackageStep& s = impl_->pkg.steps(step);
+  return runtime::StepLabel(impl_->pkg, step);
+}
+
+std::string StepLabel(const v1::ModelPackage& package, int step) {
+  const v1::PackageStep& s = package.steps(step);
   if (s.has_kernel()) {
-    const v1::PackageKernel& k = impl_->pkg.kernels(s.kernel().kernel());
+    const v1::PackageKernel& k = package.kernels(s.kernel().kernel());
     return StrCat(k.tuned() ? "tuned " : "default ", k.description());
   }
   return StrCat(s.node().op(), " ", s.node().name());
+}
+
+std::vector<int64_t> ValueShape(const v1::ModelPackage& package, const std::string& value) {
+  for (const v1::PackageValue& v : package.values()) {
+    if (v.name() == value) return {v.shape().begin(), v.shape().end()};
+  }
+  return {};
 }
 
 TimeShares SharesOf(const v1::ModelPackage& package, const std::vector<double>& step_seconds) {

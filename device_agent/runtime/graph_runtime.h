@@ -92,6 +92,12 @@ class GraphRuntime {
   std::unique_ptr<Impl> impl_;
 };
 
+// The shape of `value` in `package` (its PackageValue; empty if unknown),
+// and a label for step `step` ("tuned conv2d ...", "Resize /up/Resize"):
+// what GraphRuntime::Shape and StepLabel say once it is loaded.
+std::vector<int64_t> ValueShape(const v1::ModelPackage& package, const std::string& value);
+std::string StepLabel(const v1::ModelPackage& package, int step);
+
 // Where a profiled run's time went (seconds): kernel steps whose kernel is
 // tuned, kernel steps on default schedules, native operator steps.
 struct TimeShares {

@@ -5,9 +5,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <thread>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_format.h"
 #include "common/subprocess.h"
 #include "device_agent/runtime/child_exec.h"
@@ -26,8 +30,8 @@ const std::string& ModelRunnerPath() {
   return path;
 }
 
-v1::ModelRunResult RunModelInChild(const v1::ModelRunRequest& request,
-                                   const ModelRunOptions& options) {
+v1::ModelRunResult MeasureModel(const v1::ModelRunRequest& request,
+                                const ModelRunOptions& options) {
   const double start = MonotonicSeconds();
   v1::ModelRunResult result;
   result.set_status(v1::MEASURE_STATUS_RUNTIME_ERROR);
@@ -64,7 +68,8 @@ v1::ModelRunResult RunModelInChild(const v1::ModelRunRequest& request,
   }
   // The report carries the outputs when asked for: allow the package's size
   // plus room, which is more than any output set of that package.
-  const size_t max_report = (size_t(64) << 20) + request.package().size();
+  const size_t max_report = (size_t(64) << 20) + request.package().size() +
+                            request.paired_package().size();
   const std::vector<std::string> command = HelperCommand(options.runner_wrapper, runner);
   ChildExchange x = ExchangeWithChild(command, fd, start + limit, max_report, options.cancelled);
   if (!x.started) return finish(v1::MEASURE_STATUS_RUNTIME_ERROR, x.error);
@@ -99,6 +104,44 @@ v1::ModelRunResult RunModelInChild(const v1::ModelRunRequest& request,
   }
   reported.set_run_sec(MonotonicSeconds() - start);
   return reported;
+}
+
+void SetModelInputs(const v1::ModelPackage& package,
+                    const std::map<std::string, std::vector<float>>& inputs,
+                    v1::ModelRunRequest* request) {
+  for (const auto& [name, values] : inputs) {
+    v1::PackageTensor* t = request->add_inputs();
+    t->set_name(name);
+    for (const v1::PackageValue& v : package.values()) {
+      if (v.name() == name) t->mutable_shape()->CopyFrom(v.shape());
+    }
+    t->set_f32(std::string(reinterpret_cast<const char*>(values.data()), values.size() * 4));
+  }
+}
+
+std::map<std::string, std::vector<float>> ModelRunOutputs(const v1::ModelRunResult& result) {
+  std::map<std::string, std::vector<float>> out;
+  for (const v1::PackageTensor& t : result.outputs()) {
+    std::vector<float>& v = out[t.name()];
+    v.resize(t.f32().size() / 4);
+    std::memcpy(v.data(), t.f32().data(), v.size() * 4);
+  }
+  return out;
+}
+
+absl::Status ModelRunStatus(const v1::ModelRunResult& result) {
+  if (result.status() == v1::MEASURE_STATUS_OK) return absl::OkStatus();
+  std::string kind = v1::MeasureStatus_Name(result.status());
+  if (absl::StartsWith(kind, "MEASURE_STATUS_")) kind = kind.substr(15);
+  absl::AsciiStrToLower(&kind);
+  absl::StrReplaceAll({{"_", " "}}, &kind);
+  const std::string message = absl::StrCat(kind, ": ", result.error());
+  switch (result.status()) {
+    case v1::MEASURE_STATUS_TIMEOUT: return absl::DeadlineExceededError(message);
+    case v1::MEASURE_STATUS_UPLOAD_ERROR: return absl::InvalidArgumentError(message);
+    case v1::MEASURE_STATUS_WRONG_RESULT: return absl::DataLossError(message);
+    default: return absl::InternalError(message);
+  }
 }
 
 }  // namespace tunefarm::runtime

@@ -1,9 +1,14 @@
-// Whole-model runs on an agent: a package from a ModelRunRequest runs in a
-// child process (tunefarm-model-runner, through child_exec.h), confined as
-// the kernel runner is (confine.h), so a kernel that crashes or hangs
-// inside the model becomes a RUNTIME_ERROR or TIMEOUT result and the agent
-// carries on. A refused system call is a SANDBOX_VIOLATION read from how
-// the runner died (SIGSYS), never from what it wrote.
+// The runtime's Measure for whole models (measure.h is the kernels'): a
+// package from a ModelRunRequest runs in a child process
+// (tunefarm-model-runner, through child_exec.h), confined as the kernel
+// runner is (confine.h), so a kernel that crashes or hangs inside the model
+// becomes a RUNTIME_ERROR or TIMEOUT result and the caller carries on. A
+// refused system call is a SANDBOX_VIOLATION read from how the runner died
+// (SIGSYS), never from what it wrote. One package is timed run by run; a
+// paired request times two builds against each other and first checks
+// that their outputs agree (WRONG_RESULT where they do not). An agent's
+// model runs, `tunefarm run`, the whole-model build's A/B timings and the
+// models bench all measure through here.
 //
 // Wire (both ends come from the same build): the request file holds a
 // ModelRunWireHeader, then the serialized ModelRunRequest; the child writes
@@ -12,9 +17,11 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "proto/protocol.h"
 #include "tunefarm/v1/farm.pb.h"
 
@@ -42,10 +49,23 @@ struct ModelRunOptions {
   std::function<bool()> cancelled;
 };
 
-// Runs the request's package in a child process; never throws, never
-// returns without a status set.
-v1::ModelRunResult RunModelInChild(const v1::ModelRunRequest& request,
-                                   const ModelRunOptions& options);
+// Runs the request's package (and paired package) in a confined child
+// process; never throws, never returns without a status set.
+v1::ModelRunResult MeasureModel(const v1::ModelRunRequest& request,
+                                const ModelRunOptions& options = {});
+
+// `inputs` (name -> row-major float32) as the request's given inputs,
+// shaped as `package`'s values say.
+void SetModelInputs(const v1::ModelPackage& package,
+                    const std::map<std::string, std::vector<float>>& inputs,
+                    v1::ModelRunRequest* request);
+
+// The outputs a result carries (return_outputs), by name.
+std::map<std::string, std::vector<float>> ModelRunOutputs(const v1::ModelRunResult& result);
+
+// OK where `result` is, else an error whose message names the status
+// ("wrong result: the two builds disagree ...").
+absl::Status ModelRunStatus(const v1::ModelRunResult& result);
 
 // tunefarm-model-runner: $TUNEFARM_MODEL_RUNNER, beside this executable, or
 // in the build tree; empty when none is found.

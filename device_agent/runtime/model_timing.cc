@@ -90,4 +90,19 @@ absl::StatusOr<PairedModelTimes> TimeModelsPaired(GraphRuntime& a, GraphRuntime&
   return t;
 }
 
+double OutputError(const std::vector<float>& expected, const std::vector<float>& got) {
+  if (expected.size() != got.size()) return INFINITY;
+  double err = 0, scale = 0.01;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double e = expected[i], g = got[i];
+    if (std::isnan(e) || std::isnan(g)) {
+      if (std::isnan(e) != std::isnan(g)) return INFINITY;
+      continue;
+    }
+    if (std::isfinite(e)) scale = std::max(scale, std::fabs(e));
+    if (e != g) err = std::max(err, std::fabs(g - e));  // infinite where one side is
+  }
+  return err / scale;
+}
+
 }  // namespace tunefarm::runtime

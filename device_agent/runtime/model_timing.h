@@ -1,8 +1,8 @@
-// The one timing loop of whole models (packages loaded in a GraphRuntime):
-// `tunefarm run` and its profile, the model runner on a board, and the
-// paired A/B timing the whole-model build and the models bench compare
-// builds with. Runs in the caller's process; the model runner calls it
-// confined (model_run.h).
+// The one timing loop of whole models (packages loaded in a GraphRuntime),
+// and the check of a paired run's outputs. Only tunefarm-model-runner calls
+// them, confined (model_run.h); `tunefarm run`, its profile, a board's model
+// runs, the whole-model build's A/B timings and the models bench all reach
+// them through runtime::MeasureModel.
 #pragma once
 
 #include <cstdint>
@@ -53,5 +53,11 @@ struct PairedModelTimes {
 absl::StatusOr<PairedModelTimes> TimeModelsPaired(GraphRuntime& a, GraphRuntime& b,
                                                   const ModelInputs& inputs, int pairs);
 constexpr double kMinPairedSeconds = 0.2;
+
+// How far `got` is from `expected` (one output of two builds of a model):
+// the largest |got - expected|, relative to the largest |expected| but at
+// least 0.01 (a saturated sigmoid's 1e-7 is 0 in another build); infinity
+// where the sizes differ or one side is NaN where the other is not.
+double OutputError(const std::vector<float>& expected, const std::vector<float>& got);
 
 }  // namespace tunefarm::runtime

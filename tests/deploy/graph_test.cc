@@ -5,6 +5,7 @@
 // imported model, node by node, and the outputs with ONNX Runtime. Also: the never-slower rule, the memory plan,
 // bad packages, .npy files, and the CLI (build, run).
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <random>
 #include <set>
@@ -27,6 +28,7 @@
 #include "deploy/package_build.h"
 #include "device_agent/runtime/cuda_driver.h"
 #include "device_agent/runtime/graph_runtime.h"
+#include "device_agent/runtime/model_run.h"
 #include "device_agent/runtime/npy.h"
 #include "gtest/gtest.h"
 #include "proto/kernel_signature.h"
@@ -992,6 +994,18 @@ TEST_F(GraphTest, TunedWithoutADefaultTimeIsComparedHere) {
   }
 }
 
+// A shared object that kills its process (SIGSEGV) as it is loaded.
+absl::StatusOr<std::string> CrashingLibrary(const testing::TempDir& dir) {
+  std::ofstream(dir.File("crash.c"))
+      << "#include <signal.h>\n__attribute__((constructor)) static void die(void) { "
+         "raise(SIGSEGV); }\n";
+  testing::CommandResult cc = testing::RunCommand(
+      {"/usr/bin/cc", "-shared", "-fPIC", "-o", dir.File("crash.so"), dir.File("crash.c")},
+      dir.path());
+  if (cc.exit_code != 0) return absl::InternalError(cc.err);
+  return testing::ReadFileOrEmpty(dir.File("crash.so"));
+}
+
 // The whole-model comparison behind never-slower: a ratio of paired runs
 // (no claim on its value here: this machine is noisy), and the reason when
 // a build does not load.
@@ -1007,6 +1021,35 @@ TEST_F(GraphTest, PairedSpeedupComparesWholeBuilds) {
   absl::StatusOr<double> bad = PairedSpeedup(*pkg, broken, 1, 5);
   ASSERT_FALSE(bad.ok());
   EXPECT_TRUE(absl::StrContains(bad.status().message(), "kernel ")) << bad.status();
+  // A build that computes something else is refused before it is timed:
+  // its weights moved by 0.5 move the outputs far past the tolerance.
+  v1::ModelPackage other = *pkg;
+  int moved = 0;
+  for (v1::PackageTensor& c : *other.mutable_constants()) {
+    std::string& bytes = *c.mutable_f32();
+    for (size_t i = 0; i + 4 <= bytes.size(); i += 4) {
+      float v;
+      std::memcpy(&v, bytes.data() + i, 4);
+      v += 0.5f;
+      std::memcpy(bytes.data() + i, &v, 4);
+      ++moved;
+    }
+  }
+  ASSERT_GT(moved, 0) << "the model has no float32 weights to move";
+  absl::StatusOr<PairedTiming> wrong = TimePaired(*pkg, other, 1, 5);
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_EQ(wrong.status().code(), absl::StatusCode::kDataLoss) << wrong.status();
+  EXPECT_TRUE(absl::StrContains(wrong.status().message(), "the two builds disagree on output"))
+      << wrong.status();
+  // A kernel that kills its process takes the child down, not the caller.
+  v1::ModelPackage crashing = *pkg;
+  absl::StatusOr<std::string> so = CrashingLibrary(*dir_);
+  ASSERT_TRUE(so.ok()) << so.status();
+  crashing.mutable_kernels(0)->set_shared_object(*so);
+  absl::StatusOr<PairedTiming> died = TimePaired(*pkg, crashing, 1, 5);
+  ASSERT_FALSE(died.ok());
+  EXPECT_TRUE(absl::StrContains(died.status().message(), "runtime error: model process"))
+      << died.status();
 }
 
 TEST(MemoryPlan, LiveValuesNeverOverlap) {
@@ -1243,6 +1286,81 @@ TEST_F(GraphTest, CliBuildsAndRunsAModel) {
       dir_->path());
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_TRUE(absl::StrContains(r.err, "--value names 'sr'")) << r.err;
+}
+
+// runtime::MeasureModel, the one measure of whole packages: given inputs
+// (checked by name and shape) beside seeded ones, outputs from the first
+// run, each step profiled, the run count as asked; paired, both builds'
+// steps and the error between their outputs.
+TEST_F(GraphTest, MeasureModelTakesInputsProfilesAndPairs) {
+  Model m = Import("tiny");
+  absl::StatusOr<v1::ModelPackage> pkg = BuildPackage(m, codegen::HostTarget());
+  ASSERT_TRUE(pkg.ok()) << pkg.status();
+  Values<float> in = RandomModelInputs(m, 5);
+  v1::ModelRunRequest req;
+  req.set_package(pkg->SerializeAsString());
+  req.set_repeats(3);
+  req.set_profile(true);
+  req.set_return_outputs(true);
+  req.set_time_limit_s(120);
+  runtime::SetModelInputs(*pkg, in, &req);
+  v1::ModelRunResult r = runtime::MeasureModel(req);
+  ASSERT_EQ(r.status(), v1::MEASURE_STATUS_OK) << r.error();
+  EXPECT_EQ(r.latencies_sec_size(), 3);
+  EXPECT_EQ(r.step_sec_size(), pkg->steps_size());
+  EXPECT_GT(r.first_run_sec(), 0);
+  Values<double> in64;
+  in64["x"].assign(in.at("x").begin(), in.at("x").end());
+  auto ref = Interpret(m, in64);
+  ASSERT_TRUE(ref.ok()) << ref.status();
+  EXPECT_LT(RelError(runtime::ModelRunOutputs(r)["y"], ref->at("y")), 2e-4);
+
+  v1::ModelRunRequest first = req;
+  first.set_first_run_only(true);
+  r = runtime::MeasureModel(first);
+  ASSERT_EQ(r.status(), v1::MEASURE_STATUS_OK) << r.error();
+  EXPECT_EQ(r.latencies_sec_size(), 0);
+  EXPECT_EQ(r.step_sec_size(), pkg->steps_size());  // the first run's
+
+  v1::ModelRunRequest bad = req;
+  bad.mutable_inputs(0)->set_name("nope");
+  r = runtime::MeasureModel(bad);
+  EXPECT_EQ(r.status(), v1::MEASURE_STATUS_RUNTIME_ERROR);
+  EXPECT_TRUE(absl::StrContains(r.error(), "'nope' is not an input of the model")) << r.error();
+  bad = req;
+  bad.mutable_inputs(0)->set_shape(0, 2);
+  r = runtime::MeasureModel(bad);
+  EXPECT_EQ(r.status(), v1::MEASURE_STATUS_RUNTIME_ERROR);
+  EXPECT_TRUE(absl::StrContains(r.error(), "input 'x' needs shape 1x3x16x16 (given 2x3x16x16)"))
+      << r.error();
+
+  v1::ModelRunRequest paired = req;
+  paired.set_paired_package(pkg->SerializeAsString());
+  r = runtime::MeasureModel(paired);
+  ASSERT_EQ(r.status(), v1::MEASURE_STATUS_OK) << r.error();
+  EXPECT_GE(r.pair().pairs(), 3);
+  EXPECT_EQ(r.pair().a_step_sec_size(), pkg->steps_size());
+  EXPECT_EQ(r.pair().b_step_sec_size(), pkg->steps_size());
+  EXPECT_EQ(r.pair().output_error(), 0);  // one build, one set of outputs
+  EXPECT_TRUE(r.pair().a_sec() > 0 && r.pair().b_sec() > 0 && r.pair().a_over_b() > 0);
+}
+
+// `tunefarm run` measures in a confined child (runtime::MeasureModel): a
+// kernel that kills its process is an error naming the package, and the
+// command exits 1 with one line.
+TEST_F(GraphTest, CliRunSurvivesAKernelThatCrashes) {
+  absl::StatusOr<v1::ModelPackage> pkg = BuildPackage(Import("tiny"), codegen::HostTarget());
+  ASSERT_TRUE(pkg.ok()) << pkg.status();
+  absl::StatusOr<std::string> so = CrashingLibrary(*dir_);
+  ASSERT_TRUE(so.ok()) << so.status();
+  pkg->mutable_kernels(0)->set_shared_object(*so);
+  const std::string path = dir_->File("crash.tfpkg");
+  testing::WriteFile(path, pkg->SerializeAsString());
+  testing::CommandResult r = testing::RunCommand(
+      {std::string(TF_BIN_DIR) + "/tunefarm", "run", path, "--repeat", "3"}, dir_->path());
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_TRUE(absl::StrContains(r.err, path + ": runtime error: model process")) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
 }
 
 // `--precision fp16`: a cuda package of float16 kernels and values (the

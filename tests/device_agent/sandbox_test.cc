@@ -654,7 +654,7 @@ TEST(Sandbox, ModelRunnersAreConfinedTheSameWay) {
       v1::ModelRunRequest req;
       req.set_package(pkg.SerializeAsString());
       req.set_time_limit_s(20);
-      v1::ModelRunResult r = RunModelInChild(req, {});
+      v1::ModelRunResult r = MeasureModel(req, {});
       return absl::StrCat(int(r.status()), " ", r.error());
     });
     ASSERT_TRUE(v.survived) << name << ": the agent was " << v.how;

@@ -339,7 +339,7 @@ TEST_F(ModelJob, BuiltPackageRunsOnAnAgent) {
   direct.set_time_limit_s(60);
   runtime::ModelRunOptions mo;
   mo.runner_path = BinPath("tunefarm-model-runner");
-  v1::ModelRunResult confined = runtime::RunModelInChild(direct, mo);
+  v1::ModelRunResult confined = runtime::MeasureModel(direct, mo);
   EXPECT_EQ(confined.status(), v1::MEASURE_STATUS_SANDBOX_VIOLATION) << confined.error();
   EXPECT_NE(access(dropped.c_str(), F_OK), 0) << "the package's code wrote a file";
   // A run that cannot finish in its time limit is killed there.
