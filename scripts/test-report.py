@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""The test suite's summary: counts, every skip with its cause, and a verdict.
+"""The test suite's summary: counts, every skip with its cause, the ten
+slowest entries, and a verdict.
 
     scripts/test-report.py BUILD/ctest-junit.xml [BUILD/skips-allowed.txt]
 
@@ -46,9 +47,13 @@ def main(argv):
             line = line.split("#", 1)[0].strip()
             if line:
                 allowed.add(line)
-    passed, failed, skipped = [], [], []
+    passed, failed, skipped, timed = [], [], [], []
     for case in root.iter("testcase"):
         name = case.get("name")
+        try:
+            timed.append((float(case.get("time") or 0), name))
+        except ValueError:
+            pass
         out = case.findtext("system-out") or ""
         if case.find("failure") is not None or case.get("status") == "fail":
             failed.append(name)
@@ -68,6 +73,11 @@ def main(argv):
     if bad:
         print(f"  {len(bad)} skip(s) for a cause this machine should not have "
               f"(allowed: {', '.join(sorted(allowed)) or 'none'}; TF_ALLOWED_SKIPS)")
+    slowest = sorted(timed, reverse=True)[:10]
+    if slowest:
+        print("  slowest:")
+        for seconds, name in slowest:
+            print(f"  {seconds:8.1f} s  {name}")
     print(f"tests: {total} run, {len(passed)} passed, {len(failed)} failed, "
           f"{len(skipped)} skipped")
     return 1 if failed or bad or total == 0 else 0
