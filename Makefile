@@ -1,6 +1,9 @@
 # tunefarm: the two entry points of README.md, plus the build they share.
 BUILD ?= build
 JOBS ?= $(shell nproc)
+# Extra configure options, e.g. CMAKE_ARGS=-DTUNEFARM_REQUIRE_CUDA=OFF on a
+# machine without the CUDA toolkit.
+CMAKE_ARGS ?=
 
 .PHONY: all deps configure build test models demo agent clean
 
@@ -11,7 +14,7 @@ deps:
 
 configure: deps
 	@if [ ! -f $(BUILD)/build.ninja ]; then \
-	  cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo; fi
+	  cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_ARGS); fi
 
 build: configure
 	cmake --build $(BUILD) -j $(JOBS)

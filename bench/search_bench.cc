@@ -261,7 +261,7 @@ struct SearchBenchOptions {
   std::string only;
   std::string json_path, svg_path;
   bool trace = false;
-  cost_model::Objective objective = cost_model::Objective::kRegression;  // docs/benchmarks.md
+  cost_model::Objective objective = cost_model::Objective::kRegression;  // docs/benchmarks-history.md
   std::vector<search::Strategy> strategies = {search::Strategy::kRandom,
                                               search::Strategy::kEvolutionary};
   int max_trials() const { return budgets.back(); }

@@ -191,13 +191,20 @@ TEST_F(Aarch64Agent, TunesAJobAsAJetsonLikeBoard) {
       << testing::ReadFileOrEmpty(dir_.File("orin-emu.log"))
       << testing::ReadFileOrEmpty(dir_.File("worker.log"));
 
-  // Every aarch64 kernel matched the reference on the emulated board.
+  // Every aarch64 kernel ran and matched the reference on the emulated
+  // board. The one failure allowed is a timeout: qemu-user runs a kernel
+  // some 10-50x slower than the board would, so on a loaded machine a
+  // candidate can pass its time limit there.
   const std::vector<v1::Record> emu = JobRecords(**server, 1);
   EXPECT_EQ(emu.size(), 8u);
   int ok = 0;
   for (const v1::Record& rec : emu) {
     const std::string line = cli::RecordToJsonLine(rec);
-    EXPECT_NE(rec.status(), v1::MEASURE_STATUS_WRONG_RESULT) << line;
+    EXPECT_TRUE(rec.status() == v1::MEASURE_STATUS_OK || rec.status() == v1::MEASURE_STATUS_TIMEOUT)
+        << line;
+    if (rec.status() != v1::MEASURE_STATUS_OK)
+      std::printf("allowed on the emulated board: %s: %s\n",
+                  v1::MeasureStatus_Name(rec.status()).c_str(), rec.error().c_str());
     EXPECT_EQ(rec.device_key(), "jetson-emu") << line;
     EXPECT_TRUE(absl::StrContains(rec.target().spec(), "aarch64")) << line;
     if (rec.status() == v1::MEASURE_STATUS_OK) {
@@ -206,7 +213,7 @@ TEST_F(Aarch64Agent, TunesAJobAsAJetsonLikeBoard) {
       EXPECT_EQ(rec.fingerprint().cpu_model(), "aarch64") << line;
     }
   }
-  EXPECT_GE(ok, 6);
+  EXPECT_GE(ok, 6) << "most candidates run well inside their time limit, even emulated";
   // Without --seccomp_optional, no code ran without the filter.
   for (const v1::Record& rec : JobRecords(**server, 2)) {
     EXPECT_EQ(rec.status(), v1::MEASURE_STATUS_RUNTIME_ERROR) << cli::RecordToJsonLine(rec);
