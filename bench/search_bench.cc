@@ -5,6 +5,11 @@
 // by either strategy, the ratio to oneDNN measured in the same run, trials
 // per minute, and the cost model's quality per objective on held-out
 // records; writes JSON rows and an SVG plot of best-so-far against trials.
+// Both strategies start alike: cold, or with --warm-db FILE both warm
+// from the same pool (random search opens with the same transferred
+// seeds). FILE is created or topped up by the same command: the pool's
+// workloads measured at random to --pool-trials records each, so
+// `tunefarm-bench search --warm-db pool.db` builds the database it reads.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -121,7 +126,7 @@ absl::StatusOr<std::set<std::string>> FillPool(store::TuningLog& log, const ir::
   return keys;
 }
 
-// Rounds of the final timing; each kernel's best round counts.
+// Rounds of the final timing; each kernel's median round counts.
 constexpr int kFinalRounds = 3;
 
 // How the finals are timed: ours through the local measurer, the library
@@ -358,12 +363,14 @@ absl::StatusOr<Run> TuneOnce(const char* name, const search::Task& task,
   // The default schedule is not a trial here: the strategies are
   // compared on what they find themselves (it is timed separately).
   o.measure_default = false;
-  // As a job starts from the database, an evolutionary run with --warm-db
-  // starts from the pool: its records train the cost model from the first
-  // batch (random search has no model). Nothing is stored.
+  // As a job starts from the database, every run with --warm-db starts
+  // from the pool: both strategies open with the same transferred seeds
+  // (the fitted bests of similar pool workloads), and its records train
+  // the evolutionary run's cost model from the first batch (random search
+  // has no model). Without it both start cold. Nothing is stored.
   search::SessionOptions so;
   so.tune = o;
-  if (pool.log != nullptr && strategy == search::Strategy::kEvolutionary) {
+  if (pool.log != nullptr) {
     so.log = pool.log.get();
     so.keep_record = [&](const v1::Record& r) { return pool.keys.count(r.workload_key()) > 0; };
   }
@@ -514,8 +521,8 @@ void PrintBudgets(const char* name, const std::vector<Run*>& mine, double defaul
 }
 
 // The final kernels (the default and each run's best) on 1 and 2 threads
-// beside the library, all timed now, best of kFinalRounds rounds, each
-// timing every kernel and then the library: a slow spell of this VM
+// beside the library, all timed now, the median of kFinalRounds rounds,
+// each timing every kernel and then the library: a slow spell of this VM
 // lowers one round, not one kernel's figure.
 void PrintFinals(const char* name, const search::Task& task, const v1::Workload& w,
                  const std::vector<std::vector<float>>& inputs, bool library_ok,
@@ -530,15 +537,26 @@ void PrintFinals(const char* name, const search::Task& task, const v1::Workload&
     }
   }
   for (int th : {1, 2}) {
-    std::vector<double> g(finals.size(), NAN);
-    double ref_g = NAN;
+    std::vector<std::vector<double>> rounds(finals.size());
+    std::vector<double> ref_rounds;
     for (int round = 0; round < kFinalRounds; ++round) {
       std::vector<double> gr = TimeSchedules(task, finals, th);
-      for (size_t i = 0; i < g.size(); ++i) g[i] = std::fmax(g[i], gr[i]);
+      for (size_t i = 0; i < gr.size() && i < rounds.size(); ++i) rounds[i].push_back(gr[i]);
       std::optional<ReferenceRun> ref = RunOneDnn(w, inputs, th, FinalTiming());
       if (!ref) ref = RunOpenBlas(w, inputs, th, FinalTiming());
-      if (ref && library_ok) ref_g = std::fmax(ref_g, task.flops / ref->seconds * 1e-9);
+      if (ref && library_ok) ref_rounds.push_back(task.flops / ref->seconds * 1e-9);
     }
+    // The median round (NaN: a kernel that failed to run counts as lowest).
+    auto median = [](std::vector<double> v) {
+      if (v.empty()) return double(NAN);
+      for (double& x : v) x = std::isnan(x) ? -1 : x;
+      std::sort(v.begin(), v.end());
+      const double m = v[v.size() / 2];
+      return m < 0 ? double(NAN) : m;
+    };
+    std::vector<double> g;
+    for (const std::vector<double>& r : rounds) g.push_back(median(r));
+    const double ref_g = median(ref_rounds);
     std::printf("%-22s %d thread(s): oneDNN %.1f GFLOP/s, default %.1f (%sx)\n", name, th, ref_g,
                 g[0], Num(g[0] / ref_g).c_str());
     for (size_t i = 0; i < with_best.size(); ++i) {
@@ -661,7 +679,8 @@ int RunSearchBench(const std::vector<std::string>& args) {
       "target: %s   threads: %d   budgets: %s   seeds: %d   objective: %s   warm start: %s\n",
       target.ToString().c_str(), opts.threads, absl::StrJoin(opts.budgets, ",").c_str(),
       opts.seeds, cost_model::ObjectiveName(opts.objective),
-      opts.warm_db.empty() ? "none (cold)" : opts.warm_db.c_str());
+      opts.warm_db.empty() ? "none (both strategies cold)"
+                           : absl::StrCat(opts.warm_db, " (both strategies warm)").c_str());
   Pool pool;
   if (!opts.warm_db.empty()) {
     store::TuningLog::Options lo;

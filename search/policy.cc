@@ -84,6 +84,27 @@ std::vector<schedule::Trace> SearchPolicy::Random(const Task& task, const TaskHi
   });
 }
 
+std::vector<schedule::Trace> SearchPolicy::TransferredSeeds(const Task& task,
+                                                         const TaskHistory& history, int n,
+                                                         std::set<std::string>* taken) {
+  std::vector<schedule::Trace> out;
+  auto it = transferred_.find(task.key);
+  if (it == transferred_.end() || !schedule::HasTilingSketch(task.dag)) return out;
+  const std::unique_ptr<space::Sketch> sketch = space::TilingSketchFor(task.dag, task.target);
+  if (!history.BestDecisions(sketch->id(), 1).empty()) return out;
+  for (const std::vector<int64_t>& wire : it->second) {
+    if (int(out.size()) >= std::min(n, options_.transferred)) break;
+    std::optional<space::Decisions> d = sketch->Decode(wire);
+    if (!d) continue;
+    absl::StatusOr<schedule::Trace> s = sketch->Build(*d);
+    if (!s.ok()) continue;
+    const std::string h = schedule::TraceHash(*s);
+    if (history.measured.count(h) || !taken->insert(h).second) continue;
+    out.push_back(*std::move(s));
+  }
+  return out;
+}
+
 std::vector<schedule::Trace> SearchPolicy::SketchSamples(const space::Sketch& sketch,
                                                    const TaskHistory& history, int n,
                                                    std::set<std::string>* taken) {
@@ -431,8 +452,15 @@ std::vector<schedule::Trace> SearchPolicy::Proposal::PickWithEpsGreedy(int n) {
 std::vector<schedule::Trace> SearchPolicy::Propose(const Task& task, const TaskHistory& history,
                                              const cost_model::CostModel* model, int n) {
   if (strategy_ == Strategy::kRandom || !schedule::HasTilingSketch(task.dag)) {
+    // Random search starts where evolution starts: the transferred seeds
+    // (unmeasured, while the task has no tiling schedule of its own that
+    // ran) open its batch as they open evolution's, so the two compare
+    // from the same start.
     std::set<std::string> taken;
-    return Random(task, history, n, &taken);
+    std::vector<schedule::Trace> out = TransferredSeeds(task, history, n, &taken);
+    std::vector<schedule::Trace> rest = Random(task, history, n - int(out.size()), &taken);
+    out.insert(out.end(), std::make_move_iterator(rest.begin()), std::make_move_iterator(rest.end()));
+    return out;
   }
   Proposal proposal(*this, task, history, model);
   proposal.SampleInitPopulation();

@@ -128,6 +128,12 @@ class SearchPolicy {
 
   std::vector<schedule::Trace> Random(const Task& task, const TaskHistory& history, int n,
                                 std::set<std::string>* taken);
+  // The first min(n, EvolutionOptions::transferred) seeds of `task`
+  // (SetTransferred) that are unmeasured and not in `taken`, as schedules
+  // (each added to `taken`), as evolution opens with them; none once the
+  // task has a tiling schedule of its own that ran.
+  std::vector<schedule::Trace> TransferredSeeds(const Task& task, const TaskHistory& history, int n,
+                                                std::set<std::string>* taken);
   // Up to `n` distinct schedules from `draw` (errors skipped), none measured
   // or in `taken`; each is added to `taken`.
   std::vector<schedule::Trace> Fresh(const TaskHistory& history, int n, std::set<std::string>* taken,

@@ -125,12 +125,15 @@ void Tuner::AddHistory(int task, const schedule::Trace& schedule, const MeasureR
 }
 
 void Tuner::AddTransferRecord(const Task& other, const schedule::Trace& schedule, double seconds) {
-  if (!options_.keep_features && options_.strategy == Strategy::kRandom) return;
-  absl::StatusOr<cost_model::ProgramFeatures> f = FeaturesOf(other, schedule);
-  if (!f.ok()) return;
-  auto [it, fresh] =
-      transfer_groups_.emplace(other.key, int(tasks_.size() + transfer_groups_.size()));
-  measured_.push_back({-1, it->second, *std::move(f), seconds});
+  // The model's training data (a random search without keep_features
+  // trains none), then the seeds' source.
+  if (options_.keep_features || options_.strategy != Strategy::kRandom) {
+    absl::StatusOr<cost_model::ProgramFeatures> f = FeaturesOf(other, schedule);
+    if (!f.ok()) return;
+    auto [it, fresh] =
+        transfer_groups_.emplace(other.key, int(tasks_.size() + transfer_groups_.size()));
+    measured_.push_back({-1, it->second, *std::move(f), seconds});
+  }
   if (seconds <= 0 || other.target.is_gpu() || schedule.sketch_id != schedule::kTilingSketchId ||
       schedule.decisions.empty())
     return;
@@ -186,7 +189,6 @@ std::vector<int64_t> LoopExtents(const ir::ComputeDAG& dag) {
 }  // namespace
 
 void Tuner::SeedFromOtherWorkloads() {
-  if (options_.strategy != Strategy::kEvolutionary) return;
   for (size_t t = 0; t < tasks_.size(); ++t) {
     const Task& task = tasks_[t];
     if (task.target.is_gpu() || !schedule::HasTilingSketch(task.dag)) continue;

@@ -97,9 +97,10 @@ class Tuner {
   // Hands the policy each task's fitted schedules of other workloads (the
   // transfer records' best; Run does this too, after any AddTransferRecord).
   void SeedFromOtherWorkloads();
-  // How many of them `task` starts from: 0 before, for a random search,
-  // where no similar workload has a tiling schedule, or where the task has
-  // one of its own that ran (its own best are the parents then).
+  // How many of them `task` starts from: 0 before, where no similar
+  // workload has a tiling schedule, or where the task has one of its own
+  // that ran (its own best are the parents then). A random search opens
+  // with the same seeds (SearchPolicy::Propose), then draws at random.
   int seeds(int task) const { return seeds_[task]; }
 
   const std::vector<Task>& tasks() const { return tasks_; }

@@ -14,6 +14,39 @@
 #include "compiler/schedule/gpu_launch.h"
 
 namespace tunefarm::testing {
+
+std::vector<std::pair<int, int>> MmaFragmentPlaces(bool b, bool tf32, int l) {
+  const int g = l / 4, c = tf32 ? l % 4 : 2 * (l % 4);
+  if (tf32) {
+    if (b) return {{c, g}, {c + 4, g}};
+    return {{g, c}, {g + 8, c}, {g, c + 4}, {g + 8, c + 4}};
+  }
+  if (b) return {{c, g}, {c + 1, g}, {c + 8, g}, {c + 9, g}};
+  return {{g, c},     {g, c + 1}, {g + 8, c},     {g + 8, c + 1},
+          {g, c + 8}, {g, c + 9}, {g + 8, c + 8}, {g + 8, c + 9}};
+}
+
+std::pair<int, int> MmaAccumulatorPlace(int l, int i) {
+  return {l / 4 + 8 * (i / 2), (l % 4) * 2 + i % 2};
+}
+
+int LdmatrixRowLane(int matrix, int row) { return 8 * matrix + row; }
+
+std::pair<int, int> LdmatrixPlace(bool trans, int l, int h) {
+  return {trans ? 2 * (l % 4) + h : l / 4, trans ? l / 4 : 2 * (l % 4) + h};
+}
+
+std::pair<int64_t, int64_t> WgmmaAccumulatorPlace(int t, int64_t q) {
+  const int w = t / 32, lane = t % 32;
+  return {16 * w + lane / 4 + 8 * ((q % 4) / 2), 8 * (q / 4) + 2 * (lane % 4) + q % 2};
+}
+
+int64_t WgmmaCanonicalOffset(int64_t i, int64_t k, bool mn_major,
+                             const std::array<int64_t, 2>& lbo_sbo) {
+  return mn_major ? i % 8 + (i / 8) * lbo_sbo[1] + (k % 8) * 8 + (k / 8) * lbo_sbo[0]
+                  : (i % 8) * 8 + (i / 8) * lbo_sbo[1] + k % 8 + (k / 8) * lbo_sbo[0];
+}
+
 namespace {
 
 using absl::StrCat;
@@ -191,18 +224,9 @@ class BlockSim {
     return off;
   }
 
-  // Lane l's fragment of A (16x16; tf32 16x8) or B (16x8; tf32 8x8) in
-  // mma.sync's layout (ir::StmtNode::mma_load): element e at row [e].first,
-  // column [e].second of the operand.
+  // Lane l's fragment of A or B in mma.sync's layout (MmaFragmentPlaces).
   static std::vector<std::pair<int, int>> FragmentPlaces(bool b, bool tf32, int l) {
-    const int g = l / 4, c = tf32 ? l % 4 : 2 * (l % 4);
-    if (tf32) {
-      if (b) return {{c, g}, {c + 4, g}};
-      return {{g, c}, {g + 8, c}, {g, c + 4}, {g + 8, c + 4}};
-    }
-    if (b) return {{c, g}, {c + 1, g}, {c + 8, g}, {c + 9, g}};
-    return {{g, c},     {g, c + 1}, {g + 8, c},     {g + 8, c + 1},
-            {g, c + 8}, {g, c + 9}, {g + 8, c + 8}, {g + 8, c + 9}};
+    return MmaFragmentPlaces(b, tf32, l);
   }
 
   // A lane's register at element `at` of a fragment or accumulator tensor.
@@ -277,7 +301,7 @@ class BlockSim {
     if (!s.mma_row.defined()) return absl::InternalError("an ldmatrix load without lane rows");
     const int matrices = int(ir::LdmatrixMatrices(s));
     const bool trans = ir::LdmatrixTransposed(s);
-    std::vector<int64_t> row(size_t(8 * matrices));
+    std::vector<int64_t> row(size_t(8 * matrices));  // by lane
     for (int l = 0; l < 8 * matrices; ++l) {
       TF_ASSIGN_OR_RETURN(row[size_t(l)], EvalInt(s.mma_row, 32 * w + l));
       if (row[size_t(l)] % 8 != 0)
@@ -289,8 +313,8 @@ class BlockSim {
       mine.clear();
       for (int j = 0; j < matrices; ++j) {
         for (int h = 0; h < 2; ++h) {
-          const int r = trans ? 2 * (l % 4) + h : l / 4, c = trans ? l / 4 : 2 * (l % 4) + h;
-          mine.push_back(row[size_t(8 * j + r)] + c);
+          const auto [r, c] = LdmatrixPlace(trans, l, h);
+          mine.push_back(row[size_t(LdmatrixRowLane(j, r))] + c);
         }
       }
       if (mine != want[size_t(l)]) {
@@ -325,7 +349,7 @@ class BlockSim {
       const std::vector<int64_t>& off = *offsets;
       double A[16][16], B[16][8], D[16][8];
       for (int l = 0; l < 32; ++l) {
-        const int t = 32 * w + l, g = l / 4, c2 = (l % 4) * 2;
+        const int t = 32 * w + l;
         for (int operand = 0; operand < 2; ++operand) {
           const std::vector<std::pair<int, int>> places =
               FragmentPlaces(operand == 1, s.mma_tf32, l);
@@ -338,7 +362,8 @@ class BlockSim {
         }
         for (int i = 0; i < 4; ++i) {
           TF_ASSIGN_OR_RETURN(float* p, Register(s.tensor, off[0] + i, t));
-          D[g + 8 * (i / 2)][c2 + i % 2] = *p;
+          const auto [r, c] = MmaAccumulatorPlace(l, i);
+          D[r][c] = *p;
         }
       }
       for (int r = 0; r < 16; ++r) {
@@ -347,10 +372,11 @@ class BlockSim {
         }
       }
       for (int l = 0; l < 32; ++l) {
-        const int t = 32 * w + l, g = l / 4, c2 = (l % 4) * 2;
+        const int t = 32 * w + l;
         for (int i = 0; i < 4; ++i) {
           TF_ASSIGN_OR_RETURN(float* p, Register(s.tensor, off[0] + i, t));
-          *p = float(D[g + 8 * (i / 2)][c2 + i % 2]);
+          const auto [r, c] = MmaAccumulatorPlace(l, i);
+          *p = float(D[r][c]);
         }
       }
     }
@@ -387,10 +413,7 @@ class BlockSim {
         if (v % 8 != 0)
           return absl::InternalError(StrCat("wgmma descriptor field ", v, " not 16-byte"));
       }
-      auto at = [](int64_t i, int64_t k, bool mn_major, const std::array<int64_t, 2>& lbo_sbo) {
-        return mn_major ? i % 8 + (i / 8) * lbo_sbo[1] + (k % 8) * 8 + (k / 8) * lbo_sbo[0]
-                        : (i % 8) * 8 + (i / 8) * lbo_sbo[1] + k % 8 + (k / 8) * lbo_sbo[0];
-      };
+      auto at = WgmmaCanonicalOffset;
       const int reader = 128 * g;
       WgmmaState& first = wgmma_[size_t(reader)];
       auto read = [&](int tensor, int64_t flat) -> absl::StatusOr<double> {
@@ -419,10 +442,9 @@ class BlockSim {
         }
       }
       for (int l = 0; l < 128; ++l) {
-        const int t = 128 * g + l, w = l / 32, lane = l % 32;
+        const int t = 128 * g + l;
         for (int64_t q = 0; q < n / 2; ++q) {
-          const int64_t row = 16 * w + lane / 4 + 8 * ((q % 4) / 2),
-                        col = 8 * (q / 4) + 2 * (lane % 4) + q % 2;
+          const auto [row, col] = WgmmaAccumulatorPlace(l, q);
           // (Products chained on the same accumulators need no wait.)
           const std::vector<float>& regs = local_.at(s.tensor)[size_t(t)];
           if (off[0] + q < 0 || off[0] + q >= int64_t(regs.size()))

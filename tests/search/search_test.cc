@@ -571,6 +571,17 @@ TEST(SearchPolicy, NewTaskOpensWithTransferredSchedules) {
   ok.seconds = 1e-4;
   for (const schedule::Trace& s : batch) history.Add(s, ok);
   EXPECT_EQ(seeds_in(policy.Propose(task, history, nullptr, 12)), 0);
+  // Random search opens with the same seeds (so the two compare from the
+  // same start), then draws at random.
+  search::SearchPolicy random(search::Strategy::kRandom, eo, 5);
+  random.SetTransferred(task.key, seeds);
+  search::TaskHistory fresh;
+  fresh.Add(*schedule::BuildTiledSchedule(task.dag, task.target, seeds[0]), failed);
+  std::vector<schedule::Trace> drawn = random.Propose(task, fresh, nullptr, 12);
+  ASSERT_EQ(drawn.size(), 12u);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(schedule::TraceHash(drawn[i]), hashes[i + 1]) << i;
+  EXPECT_EQ(seeds_in(drawn), 4);
+  EXPECT_EQ(seeds_in(random.Propose(task, history, nullptr, 12)), 0) << "the task has its own";
   // Off: no seed in the batch.
   eo.transferred = 0;
   search::SearchPolicy off(search::Strategy::kEvolutionary, eo, 5);
