@@ -38,6 +38,8 @@
 // (CLayout_64xN, make_gmma_desc), include/cute/arch/mma_sm90_desc.hpp
 // (GmmaDescriptor's bit fields). The tables are written here from those
 // texts; no code of theirs is used.
+#include <unistd.h>
+
 #include <algorithm>
 #include <array>
 #include <cctype>
@@ -49,13 +51,10 @@
 #include <optional>
 #include <regex>
 #include <set>
-#include <sstream>
 #include <string>
 #include <unordered_map>
 #include <utility>
 #include <vector>
-
-#include <unistd.h>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -97,8 +96,8 @@ namespace isa {
 RC M16n8k16A(int laneid, int i) {
   const int groupID = laneid >> 2, threadID_in_group = laneid % 4;
   const int row = ((0 <= i && i < 2) || (4 <= i && i < 6)) ? groupID : groupID + 8;
-  const int col = i < 4 ? (threadID_in_group * 2) + (i & 0x1)
-                        : (threadID_in_group * 2) + (i & 0x1) + 8;
+  const int col =
+      i < 4 ? (threadID_in_group * 2) + (i & 0x1) : (threadID_in_group * 2) + (i & 0x1) + 8;
   return {row, col};
 }
 // [mma16816], Multiplicand B, .f16/.bf16 ("two .f16x2 registers ... b0, b1,
@@ -108,8 +107,8 @@ RC M16n8k16A(int laneid, int i) {
 //   col = groupID
 RC M16n8k16B(int laneid, int i) {
   const int groupID = laneid >> 2, threadID_in_group = laneid % 4;
-  const int row = i < 2 ? (threadID_in_group * 2) + (i & 0x1)
-                        : (threadID_in_group * 2) + (i & 0x1) + 8;
+  const int row =
+      i < 2 ? (threadID_in_group * 2) + (i & 0x1) : (threadID_in_group * 2) + (i & 0x1) + 8;
   return {row, groupID};
 }
 // [mma16816], Accumulators (C or D), .f32 ("four .f32 registers ... c0, c1,
@@ -264,9 +263,9 @@ TV Gmma64xN(int64_t n) { return {{{4, 128}, {8, 1}, {4, 16}}, {{2, 64}, {2, 8}, 
 // mma.sync fragments
 // ===================================================================
 
-// The transcriptions above agree with each other: the ISA's formulas, CuTe's
-// layouts, a few entries worked by hand from Figures 79/81/83, and every
-// element of each operand held by exactly one lane.
+// The transcriptions above agree with each other: the ISA's formulas and
+// CuTe's layouts, entry by entry; a few entries worked out by hand from the
+// formulas; and every element of each operand held by exactly one lane.
 TEST(PtxIsaMma, TranscribedFragmentTablesAgreeWithCutlassAndCoverEachElementOnce) {
   struct Case {
     const char* name;
@@ -291,7 +290,8 @@ TEST(PtxIsaMma, TranscribedFragmentTablesAgreeWithCutlassAndCoverEachElementOnce
       }
     }
     EXPECT_EQ(int(holders.size()), c.f.rows * c.f.cols) << c.name;
-    for (const auto& [rc, n] : holders) EXPECT_EQ(n, 1) << c.name << " (" << rc.first << ", " << rc.second << ")";
+    for (const auto& [rc, n] : holders)
+      EXPECT_EQ(n, 1) << c.name << " (" << rc.first << ", " << rc.second << ")";
   }
   // By hand from the formulas: lane 0 and lane 30 (groupID 7,
   // threadID_in_group 2).
@@ -323,15 +323,16 @@ TEST(PtxIsaMma, InterpreterFragmentsMatchTheIsa) {
     bool b, tf32;
     isa::Fragment f;
   };
-  for (const Case& c : {Case{"A m16n8k16", false, false, isa::kA16},
-                        Case{"B m16n8k16", true, false, isa::kB16},
-                        Case{"A m16n8k8 tf32", false, true, isa::kATf32},
-                        Case{"B m16n8k8 tf32", true, true, isa::kBTf32}}) {
+  for (const Case& c :
+       {Case{"A m16n8k16", false, false, isa::kA16}, Case{"B m16n8k16", true, false, isa::kB16},
+        Case{"A m16n8k8 tf32", false, true, isa::kATf32},
+        Case{"B m16n8k8 tf32", true, true, isa::kBTf32}}) {
     for (int lane = 0; lane < 32; ++lane) {
       const std::vector<RC> got = testing::MmaFragmentPlaces(c.b, c.tf32, lane);
       ASSERT_EQ(int(got.size()), c.f.elements) << c.name;
       for (int i = 0; i < c.f.elements; ++i)
-        EXPECT_EQ(got[size_t(i)], c.f.place(lane, i)) << c.name << " lane " << lane << " element " << i;
+        EXPECT_EQ(got[size_t(i)], c.f.place(lane, i))
+            << c.name << " lane " << lane << " element " << i;
     }
   }
 }
@@ -587,8 +588,8 @@ LdmatrixReport ReadLdmatrixLoads(const ir::Stmt& program) {
                 const int addr_lane = isa::LdmatrixAddressThread(num, j, mr);
                 if (row[size_t(addr_lane)] % 8 != 0) {
                   ++rep.misaligned;
-                  problem(absl::StrCat("lane ", addr_lane, "'s row address ", row[size_t(addr_lane)],
-                                       " is not 16-byte aligned"));
+                  problem(absl::StrCat("lane ", addr_lane, "'s row address ",
+                                       row[size_t(addr_lane)], " is not 16-byte aligned"));
                 }
                 const int64_t got = row[size_t(addr_lane)] + mc;
                 // What the mma fragment wants there: element 2 (j % regs) + h
@@ -712,7 +713,8 @@ TEST(PtxIsaWgmma, InterpreterAccumulatorLayoutMatchesTheDocuments) {
       for (int64_t q = 0; q < n / 2; ++q) {
         const auto got = testing::WgmmaAccumulatorPlace(t, q);
         const int64_t index = tv(t, q);
-        EXPECT_EQ(got, std::make_pair(index % 64, index / 64)) << "N " << n << " thread " << t << " d" << q;
+        EXPECT_EQ(got, std::make_pair(index % 64, index / 64))
+            << "N " << n << " thread " << t << " d" << q;
         const RC c = isa::M16n8C(t % 32, int(q % 4));
         EXPECT_EQ(got, std::make_pair(int64_t(16 * (t / 32) + c.first), 8 * (q / 4) + c.second))
             << "N " << n << " thread " << t << " d" << q;
@@ -749,7 +751,8 @@ TEST(PtxIsaWgmma, InterpreterCanonicalLayoutsMatchTheIsa) {
   for (const std::array<int64_t, 2>& lbo_sbo :
        std::vector<std::array<int64_t, 2>>{{64, 256}, {128, 64}, {512, 64}, {72, 1032}, {8, 16}}) {
     const int64_t lbo = lbo_sbo[0], sbo = lbo_sbo[1];
-    const std::vector<cute::Mode> mn_rows = {{T, 1}, {1, T}, {64, sbo}}, mn_cols = {{8, T}, {64, lbo}};
+    const std::vector<cute::Mode> mn_rows = {{T, 1}, {1, T}, {64, sbo}},
+                                  mn_cols = {{8, T}, {64, lbo}};
     const std::vector<cute::Mode> k_rows = {{8, T}, {64, sbo}}, k_cols = {{T, 1}, {64, lbo}};
     for (int64_t i = 0; i < 256; ++i) {
       for (int64_t k = 0; k < 16; ++k) {
@@ -788,49 +791,61 @@ TEST(PtxIsaWgmma, CompilerDescriptorsAreWholeSixteenByteUnitsAsEmitted) {
   t.warps_m = 4, t.warps_n = 1, t.frags_m = 2, t.frags_n = 8, t.k_steps = 2, t.pad = 0;
   t.stages = 2, t.ldmatrix = 0, t.async_copy = 1, t.wgmma = 1;
   std::set<std::pair<bool, bool>> majorness;
-  for (const std::string spec : {"matmul(M=128,N=64,K=64,dtype=float16)",
-                                 "matmul(M=128,N=64,K=64,transpose_a=1,dtype=float16)",
-                                 "matmul(M=128,N=64,K=64,transpose_b=1,dtype=bfloat16)",
-                                 "matmul(M=128,N=64,K=64,transpose_a=1,transpose_b=1,dtype=float16)"}) {
+  for (const std::string spec :
+       {"matmul(M=128,N=64,K=64,dtype=float16)",
+        "matmul(M=128,N=64,K=64,transpose_a=1,dtype=float16)",
+        "matmul(M=128,N=64,K=64,transpose_b=1,dtype=bfloat16)",
+        "matmul(M=128,N=64,K=64,transpose_a=1,transpose_b=1,dtype=float16)"}) {
     auto lowered = LowerTensorCore(spec, target, t);
     ASSERT_TRUE(lowered.ok()) << spec << ": " << lowered.status();
     std::multiset<std::pair<int64_t, int64_t>> expected_bytes;
     std::set<std::string> names;
     int products = 0;
-    MmaWalker walker([](const ir::StmtNode& s) { return s.mma_wgmma; },
-                     [&](const ir::StmtNode& s, MmaWalker::Env& env, const ir::ExprNode* tx,
-                         int64_t threads) {
-                       ++products;
-                       EXPECT_TRUE(s.mma_n >= 8 && s.mma_n <= 256 && s.mma_n % 8 == 0) << s.mma_n;
-                       majorness.insert({s.mma_a_mn_major, s.mma_b_mn_major});
-                       names.insert(codegen::WgmmaName(s.mma_n, s.mma_a_mn_major, s.mma_b_mn_major));
-                       for (const std::array<int64_t, 2>& st : {s.mma_a_strides, s.mma_b_strides}) {
-                         for (int64_t v : st) {
-                           EXPECT_EQ(v % 8, 0) << spec << ": stride " << v;
-                           EXPECT_LT(2 * v, int64_t(1) << 18) << spec << ": stride " << v;
-                         }
-                       }
-                       expected_bytes.insert({2 * s.mma_a_strides[0], 2 * s.mma_a_strides[1]});
-                       expected_bytes.insert({2 * s.mma_b_strides[0], 2 * s.mma_b_strides[1]});
-                       for (int64_t th = 0; th < threads; th += 32) {
-                         env[tx] = th;
-                         for (const ir::Expr& e : s.mma_offsets) {
-                           auto v = EvalInt(e, env);
-                           ASSERT_TRUE(v.has_value()) << ir::ToString(e);
-                           EXPECT_EQ(*v % 8, 0) << spec << ": start " << *v;
-                         }
-                       }
-                     });
+    MmaWalker walker(
+        [](const ir::StmtNode& s) { return s.mma_wgmma; },
+        [&](const ir::StmtNode& s, MmaWalker::Env& env, const ir::ExprNode* tx, int64_t threads) {
+          ++products;
+          EXPECT_TRUE(s.mma_n >= 8 && s.mma_n <= 256 && s.mma_n % 8 == 0) << s.mma_n;
+          majorness.insert({s.mma_a_mn_major, s.mma_b_mn_major});
+          names.insert(codegen::WgmmaName(s.mma_n, s.mma_a_mn_major, s.mma_b_mn_major));
+          for (const std::array<int64_t, 2>& st : {s.mma_a_strides, s.mma_b_strides}) {
+            for (int64_t v : st) {
+              EXPECT_EQ(v % 8, 0) << spec << ": stride " << v;
+              EXPECT_LT(2 * v, int64_t(1) << 18) << spec << ": stride " << v;
+            }
+          }
+          expected_bytes.insert({2 * s.mma_a_strides[0], 2 * s.mma_a_strides[1]});
+          expected_bytes.insert({2 * s.mma_b_strides[0], 2 * s.mma_b_strides[1]});
+          for (int64_t th = 0; th < threads; th += 32) {
+            env[tx] = th;
+            for (const ir::Expr& e : s.mma_offsets) {
+              auto v = EvalInt(e, env);
+              ASSERT_TRUE(v.has_value()) << ir::ToString(e);
+              EXPECT_EQ(*v % 8, 0) << spec << ": start " << *v;
+            }
+          }
+        });
     walker.Walk(lowered->program);
     ASSERT_GT(products, 0) << spec;
     auto program = codegen::EmitCuda(lowered->dag, lowered->program, target);
     ASSERT_TRUE(program.ok()) << program.status();
-    const std::regex call(R"(tf_wgmma_desc\([^,]+, (\d+)u, (\d+)u\))");
+    // Each call: tf_wgmma_desc(<pointer expression>, <lbo>u, <sbo>u).
+    const std::regex args(R"(, (\d+)u, (\d+)u\)$)");
     std::set<std::pair<int64_t, int64_t>> emitted;
-    for (auto it = std::sregex_iterator(program->source.begin(), program->source.end(), call);
-         it != std::sregex_iterator(); ++it) {
-      emitted.insert({std::stoll((*it)[1]), std::stoll((*it)[2])});
+    int calls = 0;
+    const std::string& src = program->source;
+    for (size_t at = src.find("tf_wgmma_desc("); at != std::string::npos;
+         at = src.find("tf_wgmma_desc(", at + 1)) {
+      const size_t end = src.find("u)", at);
+      if (end == std::string::npos) break;
+      const std::string call = src.substr(at, end + 2 - at);
+      std::smatch m;
+      if (absl::StartsWith(call, "tf_wgmma_desc(const")) continue;  // the definition
+      ASSERT_TRUE(std::regex_search(call, m, args)) << call;
+      emitted.insert({std::stoll(m[1]), std::stoll(m[2])});
+      ++calls;
     }
+    EXPECT_GT(calls, 0) << spec;
     const std::set<std::pair<int64_t, int64_t>> expected(expected_bytes.begin(),
                                                          expected_bytes.end());
     EXPECT_EQ(emitted, expected) << spec;
@@ -909,7 +924,10 @@ void CheckPreludeHelpers(const std::string& base, const std::string& mma, const 
   }
   const std::vector<std::array<unsigned, 3>> descriptors = {
       {0, 256, 128},  // the ISA's MN-major bf16 example: LBO 256 B -> 16, SBO 128 B -> 8
-      {0x400, 128, 1024}, {0x3FFF0, 0x3FFF0, 0x10}, {0x12340, 0x2A0, 0x1F0}, {0x47FF0, 0x40010, 16}};
+      {0x400, 128, 1024},
+      {0x3FFF0, 0x3FFF0, 0x10},
+      {0x12340, 0x2A0, 0x1F0},
+      {0x47FF0, 0x40010, 16}};
   std::string desc_calls;
   for (const auto& d : descriptors)
     absl::StrAppend(&desc_calls, "  tf_stub_address = ", d[0], "u; std::printf(\"DESC ", d[0], " ",
@@ -962,10 +980,9 @@ int main() {
 )");
   testing::TempDir dir;
   testing::WriteFile(dir.File("prelude_host.cc"), source);
-  testing::CommandResult built =
-      testing::RunCommand({cxx, "-std=c++17", "-O1", "-w", "-o", dir.File("prelude_host"),
-                           dir.File("prelude_host.cc")},
-                          dir.path());
+  testing::CommandResult built = testing::RunCommand(
+      {cxx, "-std=c++17", "-O1", "-w", "-o", dir.File("prelude_host"), dir.File("prelude_host.cc")},
+      dir.path());
   ASSERT_EQ(built.exit_code, 0) << built.err << "\n" << source;
   testing::CommandResult ran = testing::RunCommand({dir.File("prelude_host")}, dir.path());
   ASSERT_EQ(ran.exit_code, 0) << ran.err;
@@ -1039,8 +1056,8 @@ struct AsmOperand {
   std::string constraint, expr;
 };
 struct AsmStatement {
-  std::string function;  // the device function it is in ("" at a kernel's level)
-  std::string ptx;       // the template, C escapes undone
+  std::string function;              // the device function it is in ("" at a kernel's level)
+  std::string ptx;                   // the template, C escapes undone
   std::vector<AsmOperand> operands;  // outputs, then inputs (GCC's %N numbering)
   size_t outputs = 0;
 };
@@ -1140,8 +1157,9 @@ std::vector<AsmStatement> FindAsm(const std::string& c) {
         const absl::string_view v = absl::StripAsciiWhitespace(item);
         if (v.empty()) continue;
         const size_t q = v.find('"', 1), open = v.find('(', q), close = v.rfind(')');
-        AsmOperand op{std::string(v.substr(1, q - 1)),
-                      std::string(absl::StripAsciiWhitespace(v.substr(open + 1, close - open - 1)))};
+        AsmOperand op{
+            std::string(v.substr(1, q - 1)),
+            std::string(absl::StripAsciiWhitespace(v.substr(open + 1, close - open - 1)))};
         a.operands.push_back(op);
         if (s == 1) ++a.outputs;
       }
@@ -1162,7 +1180,8 @@ std::vector<Instruction> ParsePtx(const std::string& ptx, std::set<std::string>*
   std::vector<Instruction> out;
   for (absl::string_view piece : absl::StrSplit(ptx, ';')) {
     std::string s(absl::StripAsciiWhitespace(piece));
-    while (!s.empty() && (s[0] == '{' || s[0] == '}')) s = std::string(absl::StripAsciiWhitespace(s.substr(1)));
+    while (!s.empty() && (s[0] == '{' || s[0] == '}'))
+      s = std::string(absl::StripAsciiWhitespace(s.substr(1)));
     if (s.empty()) continue;
     if (absl::StartsWith(s, ".reg .pred ")) {
       predicates->insert(std::string(absl::StripAsciiWhitespace(s.substr(11))));
@@ -1206,7 +1225,8 @@ std::vector<Instruction> ParsePtx(const std::string& ptx, std::set<std::string>*
 
 // Opcodes and operand expressions the asm check recognizes.
 const std::regex kElement(R"(([A-Za-z_]\w*)\[(\d+)\])");
-const std::regex kMma(R"(mma\.sync\.aligned\.(m16n8k16|m16n8k8)\.row\.col\.f32\.(\w+)\.(\w+)\.f32)");
+const std::regex kMma(
+    R"(mma\.sync\.aligned\.(m16n8k16|m16n8k8)\.row\.col\.f32\.(\w+)\.(\w+)\.f32)");
 const std::regex kLdmatrix(R"(ldmatrix\.sync\.aligned\.m8n8\.x([124])(\.trans)?\.shared\.b16)");
 const std::regex kWgmma(R"(wgmma\.mma_async\.sync\.aligned\.m64n(\d+)k16\.f32\.(\w+)\.(\w+))");
 const std::regex kSrcSize(R"(.*\? *(16|0) *: *(16|0).*)");
@@ -1227,7 +1247,8 @@ void CheckAsm(const AsmStatement& a, const std::string& where, std::set<std::str
   };
   auto letter = [&](int n) {
     std::string c = a.operands[size_t(n)].constraint;
-    c.erase(std::remove_if(c.begin(), c.end(), [](char ch) { return ch == '=' || ch == '+' || ch == '&'; }),
+    c.erase(std::remove_if(c.begin(), c.end(),
+                           [](char ch) { return ch == '=' || ch == '+' || ch == '&'; }),
             c.end());
     return c;
   };
@@ -1259,7 +1280,8 @@ void CheckAsm(const AsmStatement& a, const std::string& where, std::set<std::str
     ASSERT_TRUE(ref(s, &n)) << what << ": " << s << " in " << ctx;
     EXPECT_EQ(letter(n), l) << what << " in " << ctx;
   };
-  auto immediate = [&](const std::vector<std::string>& op, std::set<int> allowed, const char* what) {
+  auto immediate = [&](const std::vector<std::string>& op, std::set<int> allowed,
+                       const char* what) {
     int v = 0;
     if (op.size() != 1 || !absl::SimpleAtoi(op[0], &v)) {
       ADD_FAILURE() << what << " is not an immediate in " << ctx;
@@ -1280,8 +1302,7 @@ void CheckAsm(const AsmStatement& a, const std::string& where, std::set<std::str
   for (const Instruction& i : ins) {
     const std::vector<std::string> q = absl::StrSplit(i.opcode, '.');
     std::smatch m;
-    if (std::regex_match(i.opcode, m,
-                         kMma)) {
+    if (std::regex_match(i.opcode, m, kMma)) {
       // [mma]: mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 d, a, b, c
       // (and .f16; .m16n8k8 .tf32): D and C four .f32, A four .f16x2 /
       // .b32, B two ([mma16816], [mma1688] "Fragment" columns).
@@ -1307,8 +1328,7 @@ void CheckAsm(const AsmStatement& a, const std::string& where, std::set<std::str
       }
       continue;
     }
-    if (std::regex_match(i.opcode, m,
-                         kLdmatrix)) {
+    if (std::regex_match(i.opcode, m, kLdmatrix)) {
       // [ldmatrix]: ldmatrix.sync.aligned.shape.num{.trans}{.ss}.type r, [p];
       // r "1, 2, or 4 32-bit registers as per the value of .num".
       const int num = std::stoi(m[1]);
@@ -1321,8 +1341,7 @@ void CheckAsm(const AsmStatement& a, const std::string& where, std::set<std::str
       scalar(i.operands[1], "r", "[p] (a 32-bit .shared address)");
       continue;
     }
-    if (std::regex_match(i.opcode, m,
-                         kWgmma)) {
+    if (std::regex_match(i.opcode, m, kWgmma)) {
       // [wgmma]: wgmma.mma_async.sync.aligned.shape.dtype.bf16.bf16 d,
       // a-desc, b-desc, scale-d, imm-scale-a, imm-scale-b, imm-trans-a,
       // imm-trans-b; .shape m64nNk16, N = 8 .. 256 by 8; d "N/2 .f32
@@ -1354,7 +1373,8 @@ void CheckAsm(const AsmStatement& a, const std::string& where, std::set<std::str
       EXPECT_EQ(a.function, codegen::WgmmaName(n, ta == 1, tb == 1)) << ctx;
       continue;
     }
-    if (absl::StartsWith(i.opcode, "cp.async.cg.shared") && absl::StrContains(i.opcode, ".global")) {
+    if (absl::StartsWith(i.opcode, "cp.async.cg.shared") &&
+        absl::StrContains(i.opcode, ".global")) {
       // [cp.async]: cp.async.cg.shared{::cta}.global [dst], [src], 16{, src-size};
       // src-size a 32-bit integer, at most cp-size ("Specifying src-size larger
       // than cp-size results in undefined behavior").
@@ -1369,8 +1389,7 @@ void CheckAsm(const AsmStatement& a, const std::string& where, std::set<std::str
         scalar(i.operands[3], "r", "src-size");
         int n = -1;
         ref(i.operands[3][0], &n);
-        EXPECT_TRUE(std::regex_match(a.operands[size_t(n)].expr,
-                                     kSrcSize))
+        EXPECT_TRUE(std::regex_match(a.operands[size_t(n)].expr, kSrcSize))
             << "src-size 0 or 16: " << ctx;
       }
       continue;
@@ -1453,7 +1472,8 @@ TEST(PtxIsaPrelude, InlineAsmOperandsFollowTheIsaSyntax) {
   for (int64_t n = 8; n <= 256; n += 8) {
     for (const char* type : {"f16", "bf16"}) {
       for (int mn = 0; mn < 4; ++mn)
-        check_source(codegen::WgmmaFunction(n, type, mn & 1, mn & 2), codegen::WgmmaName(n, mn & 1, mn & 2));
+        check_source(codegen::WgmmaFunction(n, type, mn & 1, mn & 2),
+                     codegen::WgmmaName(n, mn & 1, mn & 2));
     }
   }
   struct Program {
@@ -1481,7 +1501,8 @@ TEST(PtxIsaPrelude, InlineAsmOperandsFollowTheIsaSyntax) {
     auto program = codegen::EmitCuda(lowered->dag, lowered->program, target);
     ASSERT_TRUE(program.ok()) << p.spec << ": " << program.status();
     check_source(program->source, p.spec);
-    const std::regex call(R"((tf_ldmatrix_x\d(?:_trans)?|tf_wgmma_m64n\d+k16(?:_amn)?(?:_bmn)?)\()");
+    const std::regex call(
+        R"((tf_ldmatrix_x\d(?:_trans)?|tf_wgmma_m64n\d+k16(?:_amn)?(?:_bmn)?)\()");
     for (auto it = std::sregex_iterator(program->source.begin(), program->source.end(), call);
          it != std::sregex_iterator(); ++it) {
       EXPECT_FALSE(DeviceFunction(program->source, (*it)[1]).empty())
@@ -1497,7 +1518,6 @@ TEST(PtxIsaPrelude, InlineAsmOperandsFollowTheIsaSyntax) {
   EXPECT_GT(statements, 300);
 }
 
-
 // ===================================================================
 // The checks can fail: each shown a broken copy of what it checks.
 // ===================================================================
@@ -1512,7 +1532,8 @@ std::vector<std::string> Failures(const std::function<void()>& f) {
   }
   std::vector<std::string> out;
   for (int i = 0; i < results.size(); ++i) {
-    if (results.GetTestPartResult(i).failed()) out.push_back(results.GetTestPartResult(i).message());
+    if (results.GetTestPartResult(i).failed())
+      out.push_back(results.GetTestPartResult(i).message());
   }
   return out;
 }
@@ -1543,18 +1564,21 @@ TEST(PtxIsaSelfCheck, AsmCheckCatchesOperandMistakes) {
   EXPECT_TRUE(AnyMentions(
       failures(Broken(codegen::kCudaMmaPrelude, "{%8, %9}, {%0", "{%9, %8}, {%0")), "b register"));
   // An .x2 ldmatrix given four registers.
-  EXPECT_TRUE(AnyMentions(failures(Broken(codegen::kCudaMmaPrelude, "m8n8.x4.shared", "m8n8.x2.shared")),
-                          "r registers"));
+  EXPECT_TRUE(
+      AnyMentions(failures(Broken(codegen::kCudaMmaPrelude, "m8n8.x4.shared", "m8n8.x2.shared")),
+                  "r registers"));
   // wgmma's imm-trans-a and imm-trans-b swapped.
   const std::string wgmma = codegen::WgmmaFunction(64, "f16", true, false);
-  EXPECT_TRUE(AnyMentions(failures(Broken(wgmma, "1, 1, 1, 0;", "1, 1, 0, 1;")), "tf_wgmma_m64n64k16"));
+  EXPECT_TRUE(
+      AnyMentions(failures(Broken(wgmma, "1, 1, 1, 0;", "1, 1, 0, 1;")), "tf_wgmma_m64n64k16"));
   // A descriptor passed as a 32-bit register.
   EXPECT_TRUE(AnyMentions(failures(Broken(wgmma, "\"l\"(da)", "\"r\"(da)")), "a-desc"));
   // cp.async.cg with 8 bytes.
-  EXPECT_TRUE(AnyMentions(failures(Broken(codegen::kCudaSharedPrelude, "16, %2;", "8, %2;")), "cp-size"));
+  EXPECT_TRUE(
+      AnyMentions(failures(Broken(codegen::kCudaSharedPrelude, "16, %2;", "8, %2;")), "cp-size"));
   // A 16-bit source in a 32-bit register.
-  EXPECT_TRUE(AnyMentions(
-      failures(Broken(codegen::kCudaFloat16Prelude, "\"h\"(h)", "\"r\"(h)")), "a in"));
+  EXPECT_TRUE(
+      AnyMentions(failures(Broken(codegen::kCudaFloat16Prelude, "\"h\"(h)", "\"r\"(h)")), "a in"));
   // An instruction the check does not know.
   EXPECT_TRUE(AnyMentions(failures(Broken(codegen::kCudaFloat16Prelude, "cvt.f32.f16", "mov.b32")),
                           "does not know"));
@@ -1567,14 +1591,15 @@ TEST(PtxIsaSelfCheck, HelperCheckCatchesLayoutMistakes) {
       Broken(codegen::kCudaMmaPrelude,
              "r[2] = tf_pack_h2(a[g * a_r + (t + 8) * a_c], a[g * a_r + (t + 9) * a_c]);",
              "r[2] = tf_pack_h2(a[g * a_r + (t + 9) * a_c], a[g * a_r + (t + 8) * a_c]);");
-  const std::string tf32 = Broken(codegen::kCudaMmaTf32Prelude,
-                                  "r[1] = tf_tf32(a[(g + 8) * a_r + t * a_c]);",
-                                  "r[1] = tf_tf32(a[g * a_r + (t + 4) * a_c]);");
+  const std::string tf32 =
+      Broken(codegen::kCudaMmaTf32Prelude, "r[1] = tf_tf32(a[(g + 8) * a_r + t * a_c]);",
+             "r[1] = tf_tf32(a[g * a_r + (t + 4) * a_c]);");
   const std::string wgmma =
       Broken(codegen::kCudaWgmmaPrelude, "((lbo & 0x3FFFFu) >> 4)", "((sbo & 0x3FFFFu) >> 4)");
   const std::vector<std::string> failures =
       Failures([&] { CheckPreludeHelpers(codegen::kCudaPrelude, mma, tf32, wgmma); });
-  EXPECT_TRUE(AnyMentions(failures, "tf_mma_m16n8k16_frag_a order 0 lane 0 element 4")) << failures.size();
+  EXPECT_TRUE(AnyMentions(failures, "tf_mma_m16n8k16_frag_a order 0 lane 0 element 4"))
+      << failures.size();
   EXPECT_TRUE(AnyMentions(failures, "tf_mma_m16n8k8_tf32_frag_a order 1 lane 0 element 1"));
   EXPECT_TRUE(AnyMentions(failures, "tf_wgmma_desc(start 0, lbo 256, sbo 128)"));
   EXPECT_FALSE(AnyMentions(failures, "tf_mma_m16n8k16_frag_b"));
@@ -1594,19 +1619,22 @@ TEST(PtxIsaSelfCheck, LdmatrixCheckCatchesWrongLaneRows) {
   ASSERT_TRUE(plain.ok() && swizzled.ok());
   // Each lane naming the next matrix row; half a row on; the swizzle
   // forgotten on reading; the operand's strides swapped (.trans flipped).
-  const LdmatrixReport next_row = ReadLdmatrixLoads(EditLdmatrix(plain->program, [](ir::StmtNode* n) {
-    n->mma_row = n->mma_row + ir::IntImm(n->mma_a_strides[0] == 1 ? n->mma_a_strides[1] : n->mma_a_strides[0]);
-  }));
+  const LdmatrixReport next_row =
+      ReadLdmatrixLoads(EditLdmatrix(plain->program, [](ir::StmtNode* n) {
+        n->mma_row = n->mma_row + ir::IntImm(n->mma_a_strides[0] == 1 ? n->mma_a_strides[1]
+                                                                      : n->mma_a_strides[0]);
+      }));
   EXPECT_GT(next_row.mismatches, 0);
-  const LdmatrixReport half_row = ReadLdmatrixLoads(
-      EditLdmatrix(plain->program, [](ir::StmtNode* n) { n->mma_row = n->mma_row + ir::IntImm(4); }));
+  const LdmatrixReport half_row = ReadLdmatrixLoads(EditLdmatrix(
+      plain->program, [](ir::StmtNode* n) { n->mma_row = n->mma_row + ir::IntImm(4); }));
   EXPECT_GT(half_row.misaligned, 0);
   const LdmatrixReport unswizzled = ReadLdmatrixLoads(
       EditLdmatrix(swizzled->program, [](ir::StmtNode* n) { n->mma_swizzle = 0; }));
   EXPECT_GT(unswizzled.mismatches, 0);
-  const LdmatrixReport transposed = ReadLdmatrixLoads(EditLdmatrix(plain->program, [](ir::StmtNode* n) {
-    std::swap(n->mma_a_strides[0], n->mma_a_strides[1]);
-  }));
+  const LdmatrixReport transposed =
+      ReadLdmatrixLoads(EditLdmatrix(plain->program, [](ir::StmtNode* n) {
+        std::swap(n->mma_a_strides[0], n->mma_a_strides[1]);
+      }));
   EXPECT_GT(transposed.mismatches, 0);
 }
 
