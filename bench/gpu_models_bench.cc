@@ -62,15 +62,9 @@ using runtime::GraphRuntime;
 double WorstError(const v1::ModelPackage& pkg, const frontend::Model& model,
                   const std::map<std::string, std::vector<float>>& in,
                   const deploy::Values<double>& ref) {
-  v1::ModelRunRequest req;
-  req.set_package(pkg.SerializeAsString());
-  req.set_threads(1);
-  req.set_first_run_only(true);
-  req.set_return_outputs(true);
-  runtime::SetModelInputs(pkg, in, &req);
-  const v1::ModelRunResult run = runtime::MeasureModel(req);
-  if (run.status() != v1::MEASURE_STATUS_OK) return INFINITY;
-  std::map<std::string, std::vector<float>> ours = runtime::ModelRunOutputs(run);
+  absl::StatusOr<std::map<std::string, std::vector<float>>> run = runtime::RunModelOnce(pkg, in);
+  if (!run.ok()) return INFINITY;
+  std::map<std::string, std::vector<float>>& ours = *run;
   double worst = 0;
   for (const std::string& o : model.outputs) {
     const std::vector<double>& r = ref.at(o);

@@ -201,15 +201,9 @@ PreparedModel PrepareModel(const ModelSpec& spec, frontend::Model model, const f
 // m.ort_out), each relative to that output's range; infinite where a run
 // fails or an output is missing.
 double WorstErrorVsOrt(const v1::ModelPackage& pkg, const PreparedModel& m) {
-  v1::ModelRunRequest req;
-  req.set_package(pkg.SerializeAsString());
-  req.set_threads(1);
-  req.set_first_run_only(true);
-  req.set_return_outputs(true);
-  runtime::SetModelInputs(pkg, m.in, &req);
-  const v1::ModelRunResult r = runtime::MeasureModel(req);
-  if (r.status() != v1::MEASURE_STATUS_OK) return double(INFINITY);
-  std::map<std::string, std::vector<float>> ours = runtime::ModelRunOutputs(r);
+  absl::StatusOr<std::map<std::string, std::vector<float>>> run = runtime::RunModelOnce(pkg, m.in);
+  if (!run.ok()) return double(INFINITY);
+  std::map<std::string, std::vector<float>>& ours = *run;
   double worst = 0;
   for (const std::string& o : m.model.outputs) {
     absl::StatusOr<std::string> bytes = ReadFile((m.ort_out / runtime::NpyFileName(o)).string());

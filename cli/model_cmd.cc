@@ -586,10 +586,7 @@ std::optional<int> AddInputFiles(const Flags& f, const v1::ModelPackage& pkg,
       return Fail(err, 1, absl::StrCat(file, ": input '", name, "' needs shape ",
                                        absl::StrJoin(want, "x")));
     }
-    v1::PackageTensor* t = req->add_inputs();
-    t->set_name(name);
-    for (int64_t d : a->shape) t->add_shape(d);
-    t->set_f32(std::string(reinterpret_cast<const char*>(a->data.data()), a->data.size() * 4));
+    runtime::SetModelInputs(pkg, {{name, std::move(a->data)}}, req);
   }
   return std::nullopt;
 }

@@ -117,6 +117,8 @@ struct Loaded {
   std::unique_ptr<GraphRuntime> a, b;  // b: the paired package, if any
 };
 
+// Returns -1 once the package (and the paired one) are loaded, else the
+// exit code after the failure was reported.
 int LoadConfined(v1::ModelRunRequest& req, const runtime::ModelRunWireHeader& h, int threads,
                  Loaded* loaded) {
   std::vector<v1::ModelPackage> pkgs;
@@ -194,6 +196,12 @@ int LoadConfined(v1::ModelRunRequest& req, const runtime::ModelRunWireHeader& h,
   return -1;
 }
 
+// The timed runs (pairs, for a paired request) the request asks for.
+int Repeats(const v1::ModelRunRequest& req) {
+  return std::min(req.repeats() > 0 ? req.repeats() : runtime::kDefaultModelRepeats,
+                  tunefarm::kMaxModelRepeats);
+}
+
 // One package: the untimed first run, then the timed runs.
 int RunOne(const v1::ModelRunRequest& req, GraphRuntime& rt, const runtime::ModelInputs& inputs,
            v1::ModelRunResult* result) {
@@ -204,8 +212,7 @@ int RunOne(const v1::ModelRunRequest& req, GraphRuntime& rt, const runtime::Mode
   result->set_first_run_sec(Now() - t0);
   const std::vector<double> first_steps = rt.StepSeconds();
   runtime::ModelRunCount count;
-  count.runs = req.first_run_only() ? 0 : std::min(req.repeats() > 0 ? req.repeats() : runtime::kDefaultModelRepeats,
-                        tunefarm::kMaxModelRepeats);
+  count.runs = req.first_run_only() ? 0 : Repeats(req);
   count.min_runs =
       req.min_repeats() > 0 ? std::min<int64_t>(req.min_repeats(), count.runs) : count.runs;
   count.max_seconds = req.max_run_s();
@@ -243,8 +250,7 @@ int RunPaired(const v1::ModelRunRequest& req, GraphRuntime& a, GraphRuntime& b,
                                " of its largest value (allowed ", tolerance, ")"));
     }
   }
-  const int pairs = std::min(req.repeats() > 0 ? req.repeats() : runtime::kDefaultModelRepeats,
-                             tunefarm::kMaxModelRepeats);
+  const int pairs = Repeats(req);
   absl::StatusOr<runtime::PairedModelTimes> t = runtime::TimeModelsPaired(a, b, inputs, pairs);
   if (!t.ok()) return Fail(v1::MEASURE_STATUS_RUNTIME_ERROR, std::string(t.status().message()));
   pair->set_a_sec(t->a_seconds);

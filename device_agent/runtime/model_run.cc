@@ -129,6 +129,20 @@ std::map<std::string, std::vector<float>> ModelRunOutputs(const v1::ModelRunResu
   return out;
 }
 
+absl::StatusOr<std::map<std::string, std::vector<float>>> RunModelOnce(
+    const v1::ModelPackage& package, const std::map<std::string, std::vector<float>>& inputs,
+    int threads) {
+  v1::ModelRunRequest req;
+  req.set_package(package.SerializeAsString());
+  req.set_threads(threads);
+  req.set_first_run_only(true);
+  req.set_return_outputs(true);
+  SetModelInputs(package, inputs, &req);
+  const v1::ModelRunResult r = MeasureModel(req);
+  if (absl::Status s = ModelRunStatus(r); !s.ok()) return s;
+  return ModelRunOutputs(r);
+}
+
 absl::Status ModelRunStatus(const v1::ModelRunResult& result) {
   if (result.status() == v1::MEASURE_STATUS_OK) return absl::OkStatus();
   std::string kind = v1::MeasureStatus_Name(result.status());

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "proto/protocol.h"
 #include "tunefarm/v1/farm.pb.h"
 
@@ -62,6 +63,13 @@ void SetModelInputs(const v1::ModelPackage& package,
 
 // The outputs a result carries (return_outputs), by name.
 std::map<std::string, std::vector<float>> ModelRunOutputs(const v1::ModelRunResult& result);
+
+// The outputs of one untimed run of `package` at `threads` on `inputs`
+// (the package's other inputs seeded), measured as MeasureModel measures:
+// what a check against a reference reads.
+absl::StatusOr<std::map<std::string, std::vector<float>>> RunModelOnce(
+    const v1::ModelPackage& package, const std::map<std::string, std::vector<float>>& inputs,
+    int threads = 1);
 
 // OK where `result` is, else an error whose message names the status
 // ("wrong result: the two builds disagree ...").
