@@ -7,11 +7,15 @@
 // (streams may run to it), never INTERNAL (bytes that do not parse are
 // INVALID_ARGUMENT), stay up and answer a plain call after, and its memory
 // may not grow by more than a bound over the fuzzing.
+#include <condition_variable>
 #include <fstream>
 #include <map>
+#include <mutex>
+#include <thread>
 #include <random>
 #include <sstream>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "gtest/gtest.h"
@@ -245,7 +249,7 @@ grpc::Status CallStream(grpc::GenericStub& stub, grpc::CompletionQueue& cq,
 TEST(GrpcFuzz, EveryRpcSurvivesMutatedRequests) {
   testing::TempDir dir;
   auto server = testing::ServerProcess::Start(dir.File("fuzz.db"), dir.path(),
-                                              {"--heartbeat_interval_ms=200"});
+                                              {"--heartbeat_interval_ms=1000"});
   ASSERT_TRUE(server.ok()) << server.status();
   ClientOptions options;
   options.server = (*server)->address();
@@ -270,6 +274,35 @@ TEST(GrpcFuzz, EveryRpcSurvivesMutatedRequests) {
     ASSERT_TRUE(st.ok()) << st.error_message();
   }
   const std::vector<Method> methods = Methods(registered.session_id());
+  // The board heartbeats its session for the whole test, as an agent does,
+  // so the seed statuses of the farm methods do not depend on how soon the
+  // loop reaches them (a session lives 3 heartbeat intervals unseen).
+  std::mutex keepalive_mu;
+  std::condition_variable keepalive_cv;
+  bool keepalive_stop = false;
+  std::thread keepalive([&] {
+    v1::HeartbeatRequest hb;
+    hb.set_protocol_version(kProtocolVersion);
+    hb.set_session_id(registered.session_id());
+    std::unique_lock<std::mutex> lock(keepalive_mu);
+    while (!keepalive_stop) {
+      lock.unlock();
+      v1::HeartbeatResponse ignored;
+      std::unique_ptr<grpc::ClientContext> ctx = MakeContext(options, absl::Seconds(5));
+      (void)farm->Heartbeat(ctx.get(), hb, &ignored);
+      lock.lock();
+      keepalive_cv.wait_for(lock, std::chrono::milliseconds(200), [&] { return keepalive_stop; });
+    }
+  });
+  auto stop_keepalive = [&] {
+    {
+      std::lock_guard<std::mutex> lock(keepalive_mu);
+      keepalive_stop = true;
+    }
+    keepalive_cv.notify_all();
+    if (keepalive.joinable()) keepalive.join();
+  };
+  absl::Cleanup stop_keepalive_on_exit = stop_keepalive;
   constexpr int kPerUnary = 250, kPerStream = 40;
   std::map<grpc::StatusCode, int> codes;
   int calls = 0;
@@ -330,6 +363,7 @@ TEST(GrpcFuzz, EveryRpcSurvivesMutatedRequests) {
   // What ~3,000 rejected calls may leave behind: allocator caches and
   // gRPC's per-call arenas, not the requests themselves.
   EXPECT_LT(rss_after - rss_before, kMaxRssGrowthKb) << "the server's memory grew";
+  stop_keepalive();
   absl::StatusOr<int> stopped = (*server)->Stop();
   ASSERT_TRUE(stopped.ok()) << stopped.status();
   EXPECT_EQ(DescribeWaitStatus(*stopped), "exited with 0");
