@@ -2,6 +2,7 @@
 // where each value lives in it (PlanValues; views inside their input).
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <utility>
 #include <vector>
@@ -156,6 +157,61 @@ std::vector<int64_t> ViewOffsets(const Model& model, const v1::PackageNode& n, c
   return {};
 }
 
+// Where a value lies inside another: that value and the byte offset.
+struct Place {
+  std::string of;
+  int64_t bytes = 0;
+};
+
+// A Concat whose inputs are each a contiguous block of its output (every
+// dimension before the axis is 1) and are all runtime values that no other
+// Concat reads, none a model input or output or already placed in another
+// value: each input is placed in its block of the output, so its producer
+// writes it there, and the step is a view (the runtime skips it where the
+// inputs do lie in place). `aligned16`: a block must start on a 16-byte
+// boundary (wide GPU moves).
+void PlaceConcatInputs(const Model& model, const PackageConstants& consts,
+                       const std::function<const Shape*(const std::string&)>& shape_of,
+                       bool aligned16, v1::ModelPackage* pkg, std::map<std::string, Place>* views) {
+  std::map<std::string, int> concat_reads;
+  for (const v1::PackageStep& st : pkg->steps()) {
+    if (!st.has_node() || st.node().op() != "Concat") continue;
+    for (const std::string& in : st.node().inputs()) ++concat_reads[in];
+  }
+  auto listed = [](const std::vector<std::string>& names, const std::string& v) {
+    return std::find(names.begin(), names.end(), v) != names.end();
+  };
+  const int64_t f = runtime::ValueBytes(*pkg);
+  for (v1::PackageStep& st : *pkg->mutable_steps()) {
+    if (!st.has_node() || st.node().op() != "Concat" || st.node().outputs_size() != 1) continue;
+    const v1::PackageNode& n = st.node();
+    const std::string& out = n.outputs(0);
+    const Shape* so = shape_of(out);
+    if (so == nullptr || so->empty() || views->count(out) || listed(model.outputs, out)) continue;
+    auto it = n.ints().find("axis");
+    int64_t axis = it == n.ints().end() || it->second.v_size() == 0 ? 0 : it->second.v(0);
+    if (axis < 0) axis += int64_t(so->size());
+    if (axis < 0 || axis >= int64_t(so->size())) continue;
+    bool ok = n.inputs_size() > 0;
+    for (int64_t d = 0; d < axis; ++d) ok &= (*so)[size_t(d)] == 1;
+    std::vector<int64_t> at;
+    int64_t offset = 0;
+    for (int k = 0; ok && k < n.inputs_size(); ++k) {
+      const std::string& in = n.inputs(k);
+      const Shape* si = shape_of(in);
+      ok = !in.empty() && si != nullptr && !consts.Has(in) && in != out && !views->count(in) &&
+           concat_reads[in] == 1 && !listed(model.inputs, in) && !listed(model.outputs, in) &&
+           (!aligned16 || offset % 16 == 0);
+      if (!ok) break;
+      at.push_back(offset);
+      offset += Numel(*si) * f;
+    }
+    if (!ok || offset != Numel(*so) * f) continue;
+    for (int k = 0; k < n.inputs_size(); ++k) (*views)[n.inputs(k)] = {out, at[size_t(k)]};
+    st.mutable_node()->set_view(true);
+  }
+}
+
 // The package's runtime values and their places in one arena. Inputs are
 // defined before step 0, outputs live past the last step.
 absl::Status PlanValues(const Model& model, const PackageConstants& consts,
@@ -172,10 +228,6 @@ absl::Status PlanValues(const Model& model, const PackageConstants& consts,
   // input's allocation (one allocation over all their lifetimes; values
   // are written once; kernels load and store at element alignment), and
   // the runtime skips the step.
-  struct Place {
-    std::string of;
-    int64_t bytes = 0;
-  };
   std::map<std::string, Place> views;  // value -> where it lies in another
   const bool gpu = absl::StartsWith(pkg->target(), "cuda");
   const bool wide_moves =
@@ -213,6 +265,7 @@ absl::Status PlanValues(const Model& model, const PackageConstants& consts,
     for (int k = 0; k < n.outputs_size(); ++k) views[n.outputs(k)] = {in, at[size_t(k)]};
     st.mutable_node()->set_view(true);
   }
+  PlaceConcatInputs(model, consts, shape_of, gpu && wide_moves, pkg, &views);
   std::map<std::string, std::pair<int, int>> life;
   auto touch = [&](const std::string& name, int step) {
     if (name.empty() || consts.Has(name)) return;

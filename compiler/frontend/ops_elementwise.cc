@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "common/float16.h"
 #include "common/status_macros.h"
 #include "compiler/frontend/op_context.h"
 #include "compiler/frontend/op_registry.h"
@@ -90,12 +91,18 @@ absl::Status FoldCast(ShapeContext& c, const Node& n, bool* folded) {
   Constant out = a;
   int64_t to = n.Int("to", onnx::TensorProto::FLOAT);
   bool to_int = to != onnx::TensorProto::FLOAT && to != onnx::TensorProto::DOUBLE &&
-                to != onnx::TensorProto::FLOAT16;
+                to != onnx::TensorProto::FLOAT16 && to != onnx::TensorProto::BFLOAT16;
   if (to_int != a.is_int) {
     out.is_int = to_int;
     out.ints.clear();
     out.floats.clear();
     for (int64_t i = 0; i < a.size(); ++i) PushValue(&out, ConstValue(a, i));
+  }
+  // A 16-bit float keeps the value of its format (held as a float).
+  if (to == onnx::TensorProto::FLOAT16 || to == onnx::TensorProto::BFLOAT16) {
+    const HalfKind k =
+        to == onnx::TensorProto::FLOAT16 ? HalfKind::kFloat16 : HalfKind::kBFloat16;
+    for (float& v : out.floats) v = RoundToHalf(v, k);
   }
   *folded = true;
   return c.SetConst(n, 0, out);
@@ -135,6 +142,27 @@ double LessOf(const double* v) { return v[0] < v[1]; }
 double LessOrEqualOf(const double* v) { return v[0] <= v[1]; }
 double GreaterOf(const double* v) { return v[0] > v[1]; }
 double GreaterOrEqualOf(const double* v) { return v[0] >= v[1]; }
+double SinOf(const double* v) { return std::sin(v[0]); }
+double CosOf(const double* v) { return std::cos(v[0]); }
+double TanOf(const double* v) { return std::tan(v[0]); }
+double AsinOf(const double* v) { return std::asin(v[0]); }
+double AcosOf(const double* v) { return std::acos(v[0]); }
+double AtanOf(const double* v) { return std::atan(v[0]); }
+double SinhOf(const double* v) { return std::sinh(v[0]); }
+double CoshOf(const double* v) { return std::cosh(v[0]); }
+double AsinhOf(const double* v) { return std::asinh(v[0]); }
+double AcoshOf(const double* v) { return std::acosh(v[0]); }
+double AtanhOf(const double* v) { return std::atanh(v[0]); }
+double SignOf(const double* v) { return v[0] > 0 ? 1 : v[0] < 0 ? -1 : 0; }
+double RoundOf(const double* v) { return std::nearbyint(v[0]); }  // halves to even
+double IsNaNOf(const double* v) { return std::isnan(v[0]) ? 1 : 0; }
+// Mod with fmod = 0 (integers): the remainder takes the divisor's sign.
+double ModOf(const double* v) {
+  if (v[1] == 0) return 0;
+  const double r = std::fmod(v[0], v[1]);
+  return r != 0 && (r < 0) != (v[1] < 0) ? r + v[1] : r;
+}
+double FmodOf(const double* v) { return std::fmod(v[0], v[1]); }
 
 // An element-wise node whose inputs are all constant: f over them,
 // broadcast; a boolean (int) result when kToInt.
@@ -149,6 +177,30 @@ absl::Status FoldElementwise(ShapeContext& c, const Node& n, bool* folded) {
     inputs.push_back(i);
   }
   return c.FoldBroadcast(n, inputs, out, kToInt, F, folded);
+}
+
+// Like FoldElementwise, the result an integer when every input is.
+template <double (*F)(const double*)>
+absl::Status FoldSameType(ShapeContext& c, const Node& n, bool* folded) {
+  if (n.inputs.empty() || !c.InputsConstant(n)) return absl::OkStatus();
+  std::vector<size_t> inputs;
+  Shape out;
+  bool ints = true;
+  for (size_t i = 0; i < n.inputs.size(); ++i) {
+    TF_ASSIGN_OR_RETURN(Shape s, c.In(n, i));
+    TF_ASSIGN_OR_RETURN(out, c.Broadcast(n, out, s));
+    ints &= c.Const(n, i) != nullptr && c.Const(n, i)->is_int;
+    inputs.push_back(i);
+  }
+  return c.FoldBroadcast(n, inputs, out, ints, F, folded);
+}
+
+// Mod: integers by the divisor's sign (fmod = 0), or C's fmod (fmod = 1,
+// which float inputs require). Shape arithmetic (window partitions) folds.
+absl::Status FoldMod(ShapeContext& c, const Node& n, bool* folded) {
+  const int64_t fmod = n.Int("fmod", 0);
+  if (fmod != 0 && fmod != 1) return c.Error(n, StrCat("fmod ", fmod, " is not 0 or 1"));
+  return fmod == 1 ? FoldSameType<FmodOf>(c, n, folded) : FoldSameType<ModOf>(c, n, folded);
 }
 
 // A comparison or logical operator: two inputs broadcast, a boolean result.
@@ -212,6 +264,15 @@ bool ClipEpilogue(const Model& m, const Node& n, v1::Epilogue* e) {
 
 OpDef Unary(std::string_view name, bool (*map)(const Model&, const Node&, v1::MapStep*) = nullptr) {
   return {.name = name, .infer = InferSameShape, .map = map};
+}
+
+// One input, f element by element, folded when the input is constant.
+template <double (*F)(const double*)>
+OpDef Folded(std::string_view name, int64_t min_opset) {
+  return {.name = name,
+          .min_opset = min_opset,
+          .fold = FoldElementwise<F, false>,
+          .infer = InferSameShape};
 }
 
 //===--- Kernels of their own ---------------------------------------------===//
@@ -360,8 +421,28 @@ const std::vector<OpDef>& ElementwiseOps() {
        .map = MapPlain<v1::MAP_FN_LOG>},
       Unary("Neg", MapPlain<v1::MAP_FN_NEG>),
       {.name = "Not", .fold = FoldElementwise<NotOf, true>, .infer = InferSameShape},
-      Unary("PRelu"),  // the slope broadcasts to the input (or is per channel)
+      // The slope broadcasts to the input: a program step whose second
+      // operand is the slope. The pre-opset-7 per-channel form ([C] against
+      // [N, C, ...]) broadcasts differently and runs natively.
+      Unary("PRelu", MapPlain<v1::MAP_FN_PRELU>),
       Unary("Reciprocal", MapPlain<v1::MAP_FN_RECIPROCAL>),
+      Folded<SinOf>("Sin", 7),
+      Folded<CosOf>("Cos", 7),
+      Folded<TanOf>("Tan", 7),
+      Folded<AsinOf>("Asin", 7),
+      Folded<AcosOf>("Acos", 7),
+      Folded<AtanOf>("Atan", 7),
+      Folded<SinhOf>("Sinh", 9),
+      Folded<CoshOf>("Cosh", 9),
+      Folded<AsinhOf>("Asinh", 9),
+      Folded<AcoshOf>("Acosh", 9),
+      Folded<AtanhOf>("Atanh", 9),
+      {.name = "Sign", .min_opset = 9, .fold = FoldSameType<SignOf>, .infer = InferSameShape},
+      Folded<RoundOf>("Round", 11),
+      {.name = "IsNaN", .min_opset = 9, .fold = FoldElementwise<IsNaNOf, true>,
+       .infer = InferSameShape},
+      {.name = "IsInf", .min_opset = 10, .infer = InferSameShape},
+      Unary("Softsign"),
       Unary("Selu"),
       Unary("Softplus", MapPlain<v1::MAP_FN_SOFTPLUS>),
       Unary("Sqrt", MapPlain<v1::MAP_FN_SQRT>),
@@ -430,6 +511,7 @@ const std::vector<OpDef>& ElementwiseOps() {
        .map = MapPlain<v1::MAP_FN_DIV>},
       {.name = "Pow", .normalize = LegacyBroadcast, .infer = InferBroadcast2, .map = MapPow},
       {.name = "Max", .infer = InferBroadcast2, .map = MapPlain<v1::MAP_FN_MAX>},
+      {.name = "Mod", .min_opset = 10, .fold = FoldMod, .infer = InferBroadcast2},
       {.name = "Min", .infer = InferBroadcast2, .map = MapPlain<v1::MAP_FN_MIN>},
       // Comparisons and logical operators (booleans are 0 and 1).
       Compare<EqualOf>("Equal", kMinOpset),

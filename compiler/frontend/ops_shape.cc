@@ -249,9 +249,9 @@ absl::Status InferConcat(ShapeContext& c, const Node& n) {
 
 // Sizes: an attribute before opset 13, an optional input from 13; equal
 // parts (the last smaller) when absent.
-absl::Status InferSplit(ShapeContext& c, const Node& n) {
-  TF_ASSIGN_OR_RETURN(Shape x, c.In(n, 0));
-  TF_ASSIGN_OR_RETURN(int64_t axis, c.Axis(n, n.Int("axis", 0), x.size()));
+// The extent of each output of Split node `n` along `axis` of its input `x`.
+absl::StatusOr<std::vector<int64_t>> SplitParts(ShapeContext& c, const Node& n, const Shape& x,
+                                                int64_t axis) {
   const bool sizes_input = graph::SplitSizesAreAnInput(c.opset());
   std::vector<int64_t> parts = sizes_input ? std::vector<int64_t>() : n.Ints("split");
   if (sizes_input && c.Has(n, 1)) {
@@ -268,11 +268,47 @@ absl::Status InferSplit(ShapeContext& c, const Node& n) {
       std::accumulate(parts.begin(), parts.end(), int64_t{0}) != x[size_t(axis)]) {
     return c.Error(n, "split sizes do not add up to the dimension");
   }
+  return parts;
+}
+
+absl::Status InferSplit(ShapeContext& c, const Node& n) {
+  TF_ASSIGN_OR_RETURN(Shape x, c.In(n, 0));
+  TF_ASSIGN_OR_RETURN(int64_t axis, c.Axis(n, n.Int("axis", 0), x.size()));
+  TF_ASSIGN_OR_RETURN(std::vector<int64_t> parts, SplitParts(c, n, x, axis));
+  const int64_t outs = int64_t(n.outputs.size());
   for (int64_t i = 0; i < outs; ++i) {
     Shape s = x;
     s[size_t(axis)] = parts[size_t(i)];
     TF_RETURN_IF_ERROR(c.Set(n, size_t(i), s));
   }
+  return absl::OkStatus();
+}
+
+// A Split of a constant (tf2onnx writes pads and shapes as one constant
+// split into parts and concatenated back): each output a constant.
+absl::Status FoldSplit(ShapeContext& c, const Node& n, bool* folded) {
+  if (!c.InputsConstant(n) || c.Const(n, 0) == nullptr) return absl::OkStatus();
+  const Constant& a = *c.Const(n, 0);
+  if (double(a.size()) > kMaxFoldElements) return absl::OkStatus();
+  TF_ASSIGN_OR_RETURN(int64_t axis, c.Axis(n, n.Int("axis", 0), a.shape.size()));
+  TF_ASSIGN_OR_RETURN(std::vector<int64_t> parts, SplitParts(c, n, a.shape, axis));
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < axis; ++d) outer *= a.shape[size_t(d)];
+  for (size_t d = size_t(axis) + 1; d < a.shape.size(); ++d) inner *= a.shape[d];
+  const int64_t dim = a.shape[size_t(axis)];
+  int64_t start = 0;
+  for (size_t k = 0; k < parts.size(); ++k) {
+    Constant out;
+    out.is_int = a.is_int;
+    out.shape = a.shape;
+    out.shape[size_t(axis)] = parts[k];
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t i = (o * dim + start) * inner, e = i + parts[k] * inner; i < e; ++i)
+        PushValue(&out, ConstValue(a, i));
+    start += parts[k];
+    if (!n.outputs[k].empty()) TF_RETURN_IF_ERROR(c.SetConst(n, k, std::move(out)));
+  }
+  *folded = true;
   return absl::OkStatus();
 }
 
@@ -706,7 +742,7 @@ const std::vector<OpDef>& ShapeOps() {
       {.name = "Unsqueeze", .fold = FoldKeepValues, .infer = InferUnsqueeze},
       {.name = "Transpose", .infer = InferTranspose},
       {.name = "Concat", .fold = FoldConcat, .infer = InferConcat},
-      {.name = "Split", .infer = InferSplit},
+      {.name = "Split", .fold = FoldSplit, .infer = InferSplit},
       {.name = "Slice", .fold = FoldSlice, .infer = InferSlice},
       {.name = "Pad", .infer = InferPad},
       {.name = "Resize", .min_opset = 10, .infer = InferResize},

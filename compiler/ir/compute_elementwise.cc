@@ -83,6 +83,8 @@ Expr MapStepExpr(const v1::MapStep& s, const std::vector<Expr>& t, const std::ve
       return Min(t[0], t[1]);
     case v1::MAP_FN_MAX:
       return Max(t[0], t[1]);
+    case v1::MAP_FN_PRELU:
+      return Select(t[0] < F(0), t[0] * t[1], t[0]);
     case v1::MAP_FN_NEG:
       return F(0) - t[0];
     case v1::MAP_FN_ABS:

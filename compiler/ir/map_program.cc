@@ -19,6 +19,7 @@ const std::vector<MapFnInfo>& MapFns() {
       {v1::MAP_FN_DIV, "div", 2, 0, 1},
       {v1::MAP_FN_MIN, "min", 2, 0, 1},
       {v1::MAP_FN_MAX, "max", 2, 0, 1},
+      {v1::MAP_FN_PRELU, "prelu", 2, 0, 2},
       {v1::MAP_FN_NEG, "neg", 1, 0, 1},
       {v1::MAP_FN_ABS, "abs", 1, 0, 1},
       {v1::MAP_FN_SQRT, "sqrt", 1, 0, 1},

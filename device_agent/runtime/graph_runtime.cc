@@ -365,9 +365,19 @@ absl::Status GraphRuntime::Impl::BindNodes() {
       a.out.push_back(t->second.data);
       a.out_shapes.push_back(t->second.shape);
     }
-    // A view step is skipped when each output does lie inside input 0.
+    // A view step is skipped when each output does lie inside input 0; a
+    // Concat view when each input lies in its block of the output.
     st.noop = st.view && !a.in.empty() && a.in[0] != nullptr;
-    for (size_t k = 0; st.noop && k < a.out.size(); ++k) {
+    if (st.noop && st.node.op == "Concat") {
+      int64_t at = 0;
+      st.noop = a.out.size() == 1 && a.out[0] != nullptr;
+      for (size_t k = 0; st.noop && k < a.in.size(); ++k) {
+        st.noop = a.in[k] == a.out[0] + at;
+        at += Numel(a.in_shapes[k]);
+      }
+      st.noop = st.noop && at == Numel(a.out_shapes[0]);
+    }
+    for (size_t k = 0; st.noop && st.node.op != "Concat" && k < a.out.size(); ++k) {
       const float* lo = a.in[0];
       const float* hi = lo + Numel(a.in_shapes[0]);
       st.noop = a.out[k] != nullptr && a.out[k] >= lo && a.out[k] + Numel(a.out_shapes[k]) <= hi;
@@ -516,13 +526,19 @@ std::vector<int64_t> ValueShape(const v1::ModelPackage& package, const std::stri
   return {};
 }
 
+bool IsLayoutFlip(const v1::PackageNode& n) {
+  if (n.op() != "Transpose" || n.inputs_size() != 1 || n.outputs_size() != 1) return false;
+  auto nhwc = [](const std::string& v) { return absl::EndsWith(v, "@nhwc"); };
+  return nhwc(n.inputs(0)) != nhwc(n.outputs(0)) && absl::EndsWith(n.name(), "/transpose");
+}
+
 TimeShares SharesOf(const v1::ModelPackage& package, const std::vector<double>& step_seconds) {
   TimeShares t;
   for (int i = 0; i < package.steps_size() && size_t(i) < step_seconds.size(); ++i) {
     const v1::PackageStep& s = package.steps(i);
     const double sec = step_seconds[size_t(i)];
     if (!s.has_kernel()) {
-      t.native += sec;
+      (IsLayoutFlip(s.node()) ? t.layout : t.native) += sec;
     } else if (s.kernel().kernel() < package.kernels_size() &&
                package.kernels(s.kernel().kernel()).tuned()) {
       t.tuned += sec;

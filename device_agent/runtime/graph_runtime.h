@@ -101,9 +101,14 @@ std::string StepLabel(const v1::ModelPackage& package, int step);
 // Where a profiled run's time went (seconds): kernel steps whose kernel is
 // tuned, kernel steps on default schedules, native operator steps.
 struct TimeShares {
-  double tuned = 0, default_kernels = 0, native = 0;
-  double total() const { return tuned + default_kernels + native; }
+  // `native`: native operator steps other than layout flips; `layout`: the
+  // Transpose steps a build adds where NCHW and channels-last values meet.
+  double tuned = 0, default_kernels = 0, native = 0, layout = 0;
+  double total() const { return tuned + default_kernels + native + layout; }
 };
+// Whether `n` is a layout flip a build added: a Transpose between a value's
+// NCHW form and its channels-last one (NAME@nhwc).
+bool IsLayoutFlip(const v1::PackageNode& n);
 // `step_seconds`: GraphRuntime::StepSeconds of a run of `package` (summed
 // over runs, or not).
 TimeShares SharesOf(const v1::ModelPackage& package, const std::vector<double>& step_seconds);

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "common/float16.h"
 #include "device_agent/runtime/ops_internal.h"
 #include "proto/onnx_forms.h"
 
@@ -56,6 +57,9 @@ absl::Status Op<T>::Cast() {
     return Map([](double v) { return std::trunc(v); });
   } else if (to == 1 || to == 11) {
     return Map([](double v) { return v; });
+  } else if (to == 10 || to == 16) {  // FLOAT16, BFLOAT16: the format's value, held as T
+    const HalfKind k = to == 10 ? HalfKind::kFloat16 : HalfKind::kBFloat16;
+    return Map([k](double v) { return double(RoundToHalf(float(v), k)); });
   }
   return Error(StrCat("cast to element type ", to, " is not supported"));
 }
@@ -276,6 +280,35 @@ std::vector<NativeOp> ElementwiseOps() {
                return o.Map([](double v) { return v > 30 ? v : std::log1p(std::exp(v)); });
              }),
       Kernel("Sqrt", [](auto& o) { return o.MapInT([](auto v) { return std::sqrt(v); }); }),
+      Kernel("Sin", [](auto& o) { return o.MapInT([](auto v) { return std::sin(v); }); }),
+      Kernel("Cos", [](auto& o) { return o.MapInT([](auto v) { return std::cos(v); }); }),
+      Kernel("Tan", [](auto& o) { return o.Map([](double v) { return std::tan(v); }); }),
+      Kernel("Asin", [](auto& o) { return o.Map([](double v) { return std::asin(v); }); }),
+      Kernel("Acos", [](auto& o) { return o.Map([](double v) { return std::acos(v); }); }),
+      Kernel("Atan", [](auto& o) { return o.Map([](double v) { return std::atan(v); }); }),
+      Kernel("Sinh", [](auto& o) { return o.Map([](double v) { return std::sinh(v); }); }),
+      Kernel("Cosh", [](auto& o) { return o.Map([](double v) { return std::cosh(v); }); }),
+      Kernel("Asinh", [](auto& o) { return o.Map([](double v) { return std::asinh(v); }); }),
+      Kernel("Acosh", [](auto& o) { return o.Map([](double v) { return std::acosh(v); }); }),
+      Kernel("Atanh", [](auto& o) { return o.Map([](double v) { return std::atanh(v); }); }),
+      Kernel("Sign",
+             [](auto& o) {
+               return o.Map([](double v) { return v > 0 ? 1.0 : v < 0 ? -1.0 : 0.0; });
+             }),
+      // Halves to even (the default rounding mode).
+      Kernel("Round", [](auto& o) { return o.Map([](double v) { return std::nearbyint(v); }); }),
+      Kernel("Softsign",
+             [](auto& o) { return o.Map([](double v) { return v / (1 + std::fabs(v)); }); }),
+      Kernel("IsNaN",
+             [](auto& o) { return o.Map([](double v) { return std::isnan(v) ? 1.0 : 0.0; }); }),
+      Kernel("IsInf",
+             [](auto& o) {
+               const bool neg = o.node().Int("detect_negative", 1) != 0;
+               const bool pos = o.node().Int("detect_positive", 1) != 0;
+               return o.Map([neg, pos](double v) {
+                 return std::isinf(v) && (v > 0 ? pos : neg) ? 1.0 : 0.0;
+               });
+             }),
       Kernel("Tanh", [](auto& o) { return o.MapInT([](auto v) { return std::tanh(v); }); }),
       // Broadcast inputs (computed in T).
       Kernel("Add", [](auto& o) { return o.Zip([](auto a, auto b) { return a + b; }); }),
@@ -294,6 +327,17 @@ std::vector<NativeOp> ElementwiseOps() {
       Kernel("Max", [](auto& o) { return o.MinMax(true); }),
       Kernel("Min", [](auto& o) { return o.MinMax(false); }),
       Kernel("Mul", [](auto& o) { return o.Zip([](auto a, auto b) { return a * b; }); }),
+      // fmod = 1: C's fmod; fmod = 0 (integers): the remainder takes the divisor's sign.
+      Kernel("Mod",
+             [](auto& o) {
+               if (o.node().Int("fmod", 0) == 1)
+                 return o.Zip([](auto a, auto b) { return std::fmod(a, b); });
+               return o.Zip([](auto a, auto b) {
+                 if (b == 0) return decltype(a)(0);
+                 const auto r = std::fmod(a, b);
+                 return r != 0 && (r < 0) != (b < 0) ? r + b : r;
+               });
+             }),
       Kernel("Pow", [](auto& o) { return o.Pow(); }),
       Kernel("PRelu", [](auto& o) { return o.PRelu(); }),
       Kernel("Sub", [](auto& o) { return o.Zip([](auto a, auto b) { return a - b; }); }),

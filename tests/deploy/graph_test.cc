@@ -795,6 +795,102 @@ TEST_F(GraphTest, ElementwiseDagsFuseIntoOnePrograms) {
   EXPECT_EQ(pkg.steps_size(), 5);
 }
 
+// PRelu is a program step, never a native one: fused after a convolution
+// (and the BatchNorm folded into it) with its slope per channel, after a
+// depthwise convolution, with one slope for all channels, and on a graph
+// input as a kernel of its own. NCHW and channels-last builds, every value
+// against the float64 interpreter and ONNX Runtime.
+TEST_F(GraphTest, PReluIsAFusedProgramStep) {
+  Model m = Import("prelu");
+  const std::vector<std::string> specs = TaskSpecs(m, v1::OP_KIND_UNSPECIFIED, {});
+  const std::string all = absl::StrJoin(specs, "\n");
+  ASSERT_EQ(specs.size(), 4u) << all;
+  int convs = 0, copies = 0;
+  for (const std::string& s : specs) {
+    EXPECT_TRUE(absl::StrContains(s, "(prelu(%0,$0))")) << s;
+    convs += absl::StrContains(s, "conv2d") ? 1 : 0;
+    copies += absl::StartsWith(s, "copy(") ? 1 : 0;
+  }
+  EXPECT_EQ(convs, 3) << all;
+  EXPECT_EQ(copies, 1) << all;
+  for (const BuildOptions& options : {Nchw(), BuildOptions{}}) {
+    v1::ModelPackage pkg;
+    EXPECT_GE(CheckAgainstReference(m, options, &pkg, dir_->File("prelu.onnx")), 2);
+    for (const auto& s : pkg.steps()) EXPECT_FALSE(s.has_node()) << s.node().name();
+  }
+}
+
+// BatchNorm that no convolution absorbs (after a concatenation, after a
+// ReLU) is a scale and shift by per-channel constants: a program step of a
+// kernel, never a native step, in NCHW and channels-last builds. In NCHW
+// the second concatenation is written in place: the convolution and the
+// first concatenation write their blocks of it, and its step is skipped
+// (the first reads a model input, which stays where the caller put it).
+// Every value against the float64 interpreter and ONNX Runtime.
+TEST_F(GraphTest, BatchNormNoConvolutionAbsorbsIsAProgram) {
+  Model m = Import("dense_bn");
+  for (const auto& n : m.nodes) EXPECT_NE(n.op, "BatchNormalization") << n.name;
+  const std::vector<std::string> specs = TaskSpecs(m);
+  const std::string all = absl::StrJoin(specs, "\n");
+  // After each concatenation: a scale kernel whose program shifts and
+  // applies the ReLU; after the last ReLU: a program of the convolution.
+  EXPECT_TRUE(absl::c_linear_search(specs, "mul(N=1,C=20,H=16,W=16,yH=1,yW=1)+map[20x1x1]"
+                                           "(add(%0,$0),relu(%1))"))
+      << all;
+  EXPECT_TRUE(absl::c_linear_search(specs, "mul(N=1,C=32,H=16,W=16,yH=1,yW=1)+map[32x1x1]"
+                                           "(add(%0,$0),relu(%1))"))
+      << all;
+  EXPECT_TRUE(absl::c_linear_search(specs, "conv2d_nchw(N=1,C=32,H=16,W=16,K=16,R=3,S=3,pad=1)"
+                                           "+bias+relu+map[16x1x1,16x1x1](mul(%0,$0),add(%1,$1))"))
+      << all;
+  for (bool nchw : {true, false}) {
+    v1::ModelPackage pkg;
+    EXPECT_GE(CheckAgainstReference(m, nchw ? Nchw() : BuildOptions{}, &pkg,
+                                    dir_->File("dense_bn.onnx")),
+              4);
+    std::vector<std::string> in_place;
+    for (const auto& s : pkg.steps()) {
+      if (s.has_node()) EXPECT_EQ(s.node().op(), "Concat") << s.node().name();
+      if (s.has_node() && s.node().view()) in_place.push_back(s.node().name());
+    }
+    if (!nchw) continue;
+    EXPECT_EQ(in_place, std::vector<std::string>{"cat2"});
+    std::map<std::string, int64_t> at;
+    for (const v1::PackageValue& v : pkg.values()) at[v.name()] = v.offset();
+    ASSERT_TRUE(at.count("cat1") && at.count("c2") && at.count("cat2"));
+    EXPECT_EQ(at["cat1"], at["cat2"]);
+    EXPECT_EQ(at["c2"], at["cat2"] + 20 * 16 * 16 * 4);
+  }
+}
+
+// A float16 export with float32 inputs and outputs imports (float16
+// initializers as raw data and as int32_data bit patterns) and runs in
+// float32 on the 16-bit values: a Cast to float16 or bfloat16 rounds to that
+// format. Every value against the float64 interpreter; the output against
+// ONNX Runtime, which computes in float16, within the float16 model
+// tolerance.
+TEST_F(GraphTest, Float16ExportsImportAndRun) {
+  Model m = Import("fp16_io32");
+  const std::vector<std::string> specs = TaskSpecs(m, v1::OP_KIND_CONV2D);
+  EXPECT_EQ(specs.size(), 2u) << absl::StrJoin(specs, "\n");
+  v1::ModelPackage pkg;
+  EXPECT_GE(CheckAgainstReference(m, Nchw(), &pkg), 4);
+  if (absl::Status ort = testing::OrtAvailable(); !ort.ok()) {
+    TF_SKIP("no-models") << "outputs not compared with ONNX Runtime: " << ort.message();
+  }
+  auto rt = GraphRuntime::Load(pkg, {});
+  ASSERT_TRUE(rt.ok()) << rt.status();
+  const Values<float> in = RandomModelInputs(m, 16);
+  Values<float> out;
+  ASSERT_TRUE((*rt)->Run(in, &out).ok());
+  testing::TempDir scratch;
+  auto theirs = testing::RunOrt(dir_->File("fp16_io32.onnx"), in, m.shapes, m.outputs,
+                                scratch.path());
+  ASSERT_TRUE(theirs.ok()) << theirs.status();
+  const double err = testing::MaxOutputError(out, *theirs, m.outputs);
+  EXPECT_LT(err, kFloat16ModelTolerance) << "against ONNX Runtime";
+}
+
 // Softmax and LogSoftmax are kernels: over a strided axis (channels of
 // NCHW), over rows, and in the opset-11 form that normalizes the whole
 // input coerced to 2-D. Every value against the interpreter and ONNX Runtime.

@@ -449,3 +449,92 @@ save("cycle", cycle, [tensor("x", [2])], [tensor("x2", [2])], [], check=False)
 
 save("opset19", [helper.make_node("Relu", ["x"], ["y"])], [tensor("x", [2])], [tensor("y", [2])],
      [], opset=19, ir=9, check=False)
+
+
+# PRelu as face-embedding and pruned networks use it: after a convolution
+# and its BatchNorm (slope per channel, [C, 1, 1]), after a depthwise
+# convolution with an odd channel count, with one slope for every channel,
+# and on a graph input that no convolution produces (a kernel of its own).
+prelu = [
+    helper.make_node("Conv", ["x", "w1"], ["c1"], pads=[1, 1, 1, 1], strides=[2, 2],
+                     name="conv1"),
+    helper.make_node("BatchNormalization", ["c1", "g1", "be1", "mu1", "var1"], ["n1"],
+                     name="bn1"),
+    helper.make_node("PRelu", ["n1", "a1"], ["p1"], name="prelu_bn"),
+    helper.make_node("Conv", ["p1", "wdw"], ["c2"], pads=[1, 1, 1, 1], group=21, name="dw"),
+    helper.make_node("PRelu", ["c2", "a2"], ["p2"], name="prelu_dw"),
+    helper.make_node("Conv", ["p2", "w3", "b3"], ["c3"], name="pw_odd"),
+    helper.make_node("PRelu", ["c3", "a3"], ["y"], name="prelu_shared"),
+    helper.make_node("PRelu", ["x", "a0"], ["yx"], name="prelu_input"),
+]
+save("prelu", prelu, [tensor("x", [1, 8, 24, 40])],
+     [tensor("y", [1, 13, 12, 20]), tensor("yx", [1, 8, 24, 40])],
+     [init("w1", (21, 8, 3, 3)), init("g1", (21,)), init("be1", (21,)), init("mu1", (21,)),
+      positive("var1", (21,)), init("a1", (21, 1, 1)), init("wdw", (21, 1, 3, 3)),
+      init("a2", (21, 1, 1)), init("w3", (13, 21, 1, 1)), init("b3", (13,)),
+      scalar("a3", [0.25]), init("a0", (8, 1, 1))],
+     opset=13)
+
+# A model exported in float16 with float32 inputs and outputs (as converters
+# that keep the I/O types write it): initializers in float16 (raw data and,
+# for the bias, int32_data bit patterns), Casts at both ends and one inside
+# (to bfloat16 and back). Weights scaled so the values stay within float16.
+fp16 = np.random.default_rng(16)
+w16 = numpy_helper.from_array((fp16.standard_normal((16, 8, 3, 3)) * 0.2).astype(np.float16), "w16")
+b16 = helper.make_tensor("b16", TensorProto.FLOAT16, [16],
+                         (fp16.standard_normal(16) * 0.1).astype(np.float16).tolist())
+w16b = numpy_helper.from_array((fp16.standard_normal((8, 16, 1, 1)) * 0.3).astype(np.float16),
+                               "w16b")
+half = [
+    helper.make_node("Cast", ["x"], ["xh"], to=TensorProto.FLOAT16, name="to_half"),
+    helper.make_node("Conv", ["xh", "w16", "b16"], ["c1"], pads=[1, 1, 1, 1], name="conv_h"),
+    helper.make_node("Relu", ["c1"], ["r1"], name="relu_h"),
+    helper.make_node("Cast", ["r1"], ["rb"], to=TensorProto.BFLOAT16, name="to_bf16"),
+    helper.make_node("Cast", ["rb"], ["rh"], to=TensorProto.FLOAT16, name="back_h"),
+    helper.make_node("Conv", ["rh", "w16b"], ["c2"], name="conv_h2"),
+    helper.make_node("Cast", ["c2"], ["y"], to=TensorProto.FLOAT, name="to_float"),
+]
+save("fp16_io32", half, [tensor("x", [1, 8, 16, 16])], [tensor("y", [1, 8, 16, 16])],
+     [w16, b16, w16b], opset=13)
+
+# BatchNorm that no convolution absorbs, as DenseNet-style and
+# post-activation networks place it: after a concatenation (pre-activation
+# BN + ReLU before each convolution of a dense block), and after a ReLU.
+dn = np.random.default_rng(21)
+
+
+def dn_init(name, shape, positive_values=False):
+    v = dn.uniform(0.5, 1.5, shape) if positive_values else dn.standard_normal(shape)
+    return numpy_helper.from_array(v.astype(np.float32), name)
+
+
+def dn_bn(prefix, c):
+    return [dn_init(prefix + "_g", (c,)), dn_init(prefix + "_b", (c,)),
+            dn_init(prefix + "_m", (c,)), dn_init(prefix + "_v", (c,), True)]
+
+
+dense = [
+    helper.make_node("Conv", ["x", "w1"], ["c1"], pads=[1, 1, 1, 1], name="conv1"),
+    helper.make_node("Concat", ["x", "c1"], ["cat1"], axis=1, name="cat1"),
+    helper.make_node("BatchNormalization", ["cat1", "bn1_g", "bn1_b", "bn1_m", "bn1_v"], ["n1"],
+                     name="bn1"),
+    helper.make_node("Relu", ["n1"], ["r1"], name="relu1"),
+    helper.make_node("Conv", ["r1", "w2"], ["c2"], name="conv2"),
+    helper.make_node("Concat", ["cat1", "c2"], ["cat2"], axis=1, name="cat2"),
+    helper.make_node("BatchNormalization", ["cat2", "bn2_g", "bn2_b", "bn2_m", "bn2_v"], ["n2"],
+                     name="bn2"),
+    helper.make_node("Relu", ["n2"], ["r2"], name="relu2"),
+    helper.make_node("Conv", ["r2", "w3", "b3"], ["c3"], pads=[1, 1, 1, 1], name="conv3"),
+    helper.make_node("Relu", ["c3"], ["r3"], name="relu3"),
+    helper.make_node("BatchNormalization", ["r3", "bn3_g", "bn3_b", "bn3_m", "bn3_v"], ["y"],
+                     name="bn_after_relu"),
+]
+save("dense_bn", dense, [tensor("x", [1, 8, 16, 16])], [tensor("y", [1, 16, 16, 16])],
+     [dn_init("w1", (12, 8, 3, 3)), *dn_bn("bn1", 20), dn_init("w2", (12, 20, 1, 1)),
+      *dn_bn("bn2", 32), dn_init("w3", (16, 32, 3, 3)), dn_init("b3", (16,)), *dn_bn("bn3", 16)],
+     opset=13)
+
+# An initializer of an element type the importer does not read (strings).
+save("string_init", [helper.make_node("Relu", ["x"], ["y"])], [tensor("x", [2])],
+     [tensor("y", [2])], [helper.make_tensor("labels", TensorProto.STRING, [2], [b"a", b"b"])],
+     check=False)
