@@ -160,7 +160,31 @@ std::vector<ModelSpec> KnownModels(const fs::path& tmp, int yolo) {
       {"silero_vad",
        CacheDir() + "/models/silero_vad_op18_ifless.onnx",
        {{"input", {1, 512}}, {"state", {2, 1, 128}}},
-       {{"sr", {16000}}}}};
+       {{"sr", {16000}}}},
+      // Face analysis (faceplugin, PyTorch exports at opset 9): a DenseNet-121
+      // expression classifier (62 concatenations, BatchNorm + ReLU before
+      // each convolution), a squeeze-excitation PRelu liveness network with
+      // pruned channel counts, a MobileFaceNet-style PRelu embedding, a
+      // ShuffleNetV2 head-pose network (5-D channel shuffles), an RFB face
+      // detector, SSR-Net age and gender regressors, a landmark regressor
+      // and an eye-state classifier.
+      {"fr_expression", CacheDir() + "/models/fr_expression.onnx"},
+      {"fr_liveness", CacheDir() + "/models/fr_liveness.onnx"},
+      {"fr_feature", CacheDir() + "/models/fr_feature.onnx"},
+      {"fr_pose", CacheDir() + "/models/fr_pose.onnx"},
+      {"fr_detect", CacheDir() + "/models/fr_detect.onnx"},
+      {"fr_age", CacheDir() + "/models/fr_age.onnx"},
+      {"fr_gender", CacheDir() + "/models/fr_gender.onnx"},
+      {"fr_landmark", CacheDir() + "/models/fr_landmark.onnx"},
+      {"fr_eye", CacheDir() + "/models/fr_eye.onnx"},
+      // openWakeWord's front end: the mel spectrogram of 110 ms of 16 kHz
+      // audio (STFT as convolutions) and the speech embedding of 76 frames
+      // (tf2onnx, NHWC input).
+      {"oww_mel", CacheDir() + "/models/oww_melspectrogram.onnx", {{"input", {1, 1760}}}},
+      {"oww_embedding", CacheDir() + "/models/oww_embedding.onnx", {{"input_1", {1, 76, 32, 1}}}},
+      // M-LSD line detectors (tf2onnx, MobileNetV2 backbones, NHWC RGBA input).
+      {"mlsd_320_tiny", CacheDir() + "/models/mlsd_320_tiny.onnx"},
+      {"mlsd_512_large", CacheDir() + "/models/mlsd_512_large.onnx"}};
 }
 
 // An imported model ready to build, check and time: its flags as a user
@@ -298,10 +322,10 @@ void ReportModelRow(const std::string& name, int th, const ModelRow& r, std::str
       ort > 0 ? absl::StrFormat("%.2f", ort / t).c_str() : "-", r.tuned_kernels, r.kernels,
       r.reverted, r.tune_s);
   std::printf(
-      "%-20s %3d time in tuned kernels %.0f%%, default kernels %.0f%%, native steps %.0f%%; "
-      "%s\n",
+      "%-20s %3d time in tuned kernels %.0f%%, default kernels %.0f%%, native steps %.0f%%, "
+      "layout flips %.0f%%; %s\n",
       name.c_str(), th, 100 * r.shares.tuned / all, 100 * r.shares.default_kernels / all,
-      100 * r.shares.native / all, r.check.c_str());
+      100 * r.shares.native / all, 100 * r.shares.layout / all, r.check.c_str());
   std::fflush(stdout);
   absl::StrAppend(
       rows, rows->empty() ? "" : ",\n  ",
@@ -311,11 +335,32 @@ void ReportModelRow(const std::string& name, int th, const ModelRow& r, std::str
                       "\"tuned_kernels\": %d, \"kernels\": %d, \"reverted\": %d, "
                       "\"speedup_paired\": %.4f, \"tuning_s\": %.1f, "
                       "\"share_tuned\": %.4f, \"share_default\": %.4f, "
-                      "\"share_native\": %.4f, \"check\": \"%s\"}",
+                      "\"share_native\": %.4f, \"share_layout\": %.4f, \"check\": \"%s\"}",
                       name, r.layout, th, r.untuned_layout, u * 1e3, t * 1e3, r.trials,
                       ort > 0 ? absl::StrFormat("%.3f", ort * 1e3) : "null", r.tuned_kernels,
                       r.kernels, r.reverted, r.speedup, r.tune_s, r.shares.tuned / all,
-                      r.shares.default_kernels / all, r.shares.native / all, r.check));
+                      r.shares.default_kernels / all, r.shares.native / all,
+                      r.shares.layout / all, r.check));
+}
+
+// tuned/ONNX Runtime latency of each model timed, per thread count.
+using RatiosByThreads = std::map<int, std::vector<std::pair<std::string, double>>>;
+
+// After the last model: per thread count, the geomean of tuned/ORT over the
+// models timed and the worst of them.
+void PrintSummary(const RatiosByThreads& ratios) {
+  for (const auto& [th, rs] : ratios) {
+    if (rs.empty()) continue;
+    double log_sum = 0;
+    const std::pair<std::string, double>* worst = &rs[0];
+    for (const auto& r : rs) {
+      log_sum += std::log(r.second);
+      if (r.second > worst->second) worst = &r;
+    }
+    std::printf("%d thread(s): tuned/ONNX Runtime geomean %.2f over %zu model(s), worst %s %.2f\n",
+                th, std::exp(log_sum / double(rs.size())), rs.size(), worst->first.c_str(),
+                worst->second);
+  }
 }
 
 // One thread count of a model: its two builds, checked against ONNX Runtime,
@@ -323,7 +368,7 @@ void ReportModelRow(const std::string& name, int th, const ModelRow& r, std::str
 // build's time shares. False, after a line saying why, where a step failed
 // or a package differs (then nothing is timed).
 bool BenchModelAtThreads(const PreparedModel& m, int th, const ModelsOptions& o,
-                         const fs::path& keep, std::string* rows) {
+                         const fs::path& keep, std::string* rows, RatiosByThreads* ratios) {
   // Each thread count is its own pair of builds, as a user makes them:
   // `build --untuned` and `tune MODEL.onnx -o` (tasks tuned at this
   // count, the package built from the database with the build's
@@ -374,6 +419,7 @@ bool BenchModelAtThreads(const PreparedModel& m, int th, const ModelsOptions& o,
   };
   r.layout = layout_of(*tuned), r.untuned_layout = layout_of(*untuned);
   ReportModelRow(spec.name, th, r, rows);
+  if (r.ort_s > 0) (*ratios)[th].emplace_back(spec.name, r.tuned_s / r.ort_s);
   return true;
 }
 
@@ -381,7 +427,7 @@ bool BenchModelAtThreads(const PreparedModel& m, int th, const ModelsOptions& o,
 // `tmp` and run through ONNX Runtime, then each thread count benched. True
 // where something failed that makes the bench exit 1.
 bool BenchModel(const ModelSpec& spec, const ModelsOptions& o, const fs::path& tmp,
-                const fs::path& keep, std::string* rows) {
+                const fs::path& keep, std::string* rows, RatiosByThreads* ratios) {
   if (!fs::exists(spec.path)) {
     std::printf("%-20s skipped: %s missing (scripts/fetch-models.sh)\n", spec.name.c_str(),
                 spec.path.c_str());
@@ -405,7 +451,7 @@ bool BenchModel(const ModelSpec& spec, const ModelsOptions& o, const fs::path& t
   }
   bool failures = false;
   for (int th : o.thread_list) {
-    if (!BenchModelAtThreads(m, th, o, keep, rows)) failures = true;
+    if (!BenchModelAtThreads(m, th, o, keep, rows, ratios)) failures = true;
   }
   return failures;
 }
@@ -470,9 +516,11 @@ int RunModelsBench(const std::vector<std::string>& args) {
   std::printf("%-20s %3s %6s %12s %12s %14s %8s %10s %10s  %s\n", "model", "thr", "layout",
               "untuned ms", "tuned ms", "onnxruntime ms", "trials", "speedup", "ORT/tuned",
               "tuned kernels");
+  RatiosByThreads ratios;
   for (const ModelSpec& spec : models) {
-    if (selected(spec) && BenchModel(spec, o, tmp, keep, &rows)) failures = true;
+    if (selected(spec) && BenchModel(spec, o, tmp, keep, &rows, &ratios)) failures = true;
   }
+  PrintSummary(ratios);
   if (!o.json_path.empty()) std::ofstream(o.json_path) << "{\"rows\": [\n  " << rows << "\n]}\n";
   std::error_code ec;
   fs::remove_all(tmp, ec);

@@ -166,4 +166,17 @@ absl::StatusOr<std::optional<bool>> TunedLayout(const frontend::Model& model,
   return tuned[1];
 }
 
+std::string JsonQuote(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    if (static_cast<unsigned char>(c) < 0x20) {
+      out += absl::StrFormat("\\u%04x", c);
+      continue;
+    }
+    out += c;
+  }
+  return out + "\"";
+}
+
 }  // namespace tunefarm::cli

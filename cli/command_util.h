@@ -83,4 +83,8 @@ absl::StatusOr<std::optional<bool>> TunedLayout(const frontend::Model& model,
                                                 const ir::Target& target, store::TuningLog* log,
                                                 v1::DType precision = v1::DTYPE_FLOAT32);
 
+// `s` as a JSON string literal: quotes, backslashes and control characters
+// escaped (model value names may hold any of them).
+std::string JsonQuote(const std::string& s);
+
 }  // namespace tunefarm::cli

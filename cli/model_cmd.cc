@@ -235,11 +235,11 @@ int ReportRun(const Flags& f, const std::string& package, int threads, double fi
   }
   const bool json = f.Has("json");
   if (json) {
-    out << "{\"package\": \"" << package << "\", \"threads\": " << threads
+    out << "{\"package\": " << JsonQuote(package) << ", \"threads\": " << threads
         << absl::StrFormat(", \"latency_ms\": %.4f, \"runs\": %d", median * 1e3,
                            lat.empty() ? 1 : lat.size());
     if (!where.empty()) {
-      out << absl::StrFormat(", \"device\": \"%s\", \"latencies_ms\": [", where);
+      out << ", \"device\": " << JsonQuote(where) << ", \"latencies_ms\": [";
       for (size_t i = 0; i < lat.size(); ++i) out << (i ? ", " : "") << lat[i] * 1e3;
       out << "]";
     }
@@ -260,9 +260,9 @@ int ReportRun(const Flags& f, const std::string& package, int threads, double fi
     if (json) {
       out << (firsto ? "" : ", ")
           << absl::StrFormat(
-                 "{\"name\": \"%s\", \"shape\": \"%s\", \"min\": %g, \"max\": %g, "
+                 "{\"name\": %s, \"shape\": \"%s\", \"min\": %g, \"max\": %g, "
                  "\"mean\": %g}",
-                 o.name, shape, mn, mx, mean);
+                 JsonQuote(o.name), shape, mn, mx, mean);
     } else {
       out << absl::StrFormat("%s %s: min %g max %g mean %g; first:", o.name, shape, mn, mx, mean);
       for (size_t i = 0; i < std::min<size_t>(5, v.size()); ++i) out << " " << v[i];
@@ -604,11 +604,13 @@ void PrintProfile(const v1::ModelPackage& pkg, const std::vector<double>& step_s
     out << absl::StrFormat("  %4d %10.4f ms  %s\n", s, step_sec[s] * 1e3,
                            runtime::StepLabel(pkg, int(s)));
   const runtime::TimeShares t = runtime::SharesOf(pkg, step_sec);
-  const std::vector<int64_t> pct = ApportionShares({t.tuned, t.default_kernels, t.native}, 100);
+  const std::vector<int64_t> pct =
+      ApportionShares({t.tuned, t.default_kernels, t.native, t.layout}, 100);
   out << absl::StrFormat(
       "time: tuned kernels %.3f ms (%d%%), default kernels %.3f ms (%d%%), native steps "
-      "%.3f ms (%d%%)\n",
-      t.tuned * 1e3, pct[0], t.default_kernels * 1e3, pct[1], t.native * 1e3, pct[2]);
+      "%.3f ms (%d%%), layout flips %.3f ms (%d%%)\n",
+      t.tuned * 1e3, pct[0], t.default_kernels * 1e3, pct[1], t.native * 1e3, pct[2],
+      t.layout * 1e3, pct[3]);
 }
 
 }  // namespace

@@ -49,19 +49,6 @@ std::string Json(const google::protobuf::Message& m) {
   return s;
 }
 
-std::string Quote(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    if (static_cast<unsigned char>(c) < 0x20) {
-      out += absl::StrFormat("\\u%04x", c);
-      continue;
-    }
-    out += c;
-  }
-  return out + "\"";
-}
-
 }  // namespace
 
 int RunTasks(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
@@ -121,20 +108,22 @@ int RunTasks(const std::vector<std::string>& args, std::ostream& out, std::ostre
     return 0;
   }
   if (json) {
-    out << "{\"model\": " << Quote(model_path) << ", \"opset\": " << model->opset
-        << ", \"ir_version\": " << model->ir_version << ", \"target\": " << Quote(t->ToString())
+    out << "{\"model\": " << JsonQuote(model_path) << ", \"opset\": " << model->opset
+        << ", \"ir_version\": " << model->ir_version
+        << ", \"target\": " << JsonQuote(t->ToString())
         << ", \"model_flops\": " << absl::StrFormat("%.0f", ex->model_flops)
         << ", \"task_flops\": " << absl::StrFormat("%.0f", ex->task_flops) << ", \"tasks\": [";
     for (size_t i = 0; i < ex->tasks.size(); ++i) {
       const frontend::ModelTask& task = ex->tasks[i];
-      out << (i ? ",\n  " : "\n  ") << "{\"key\": " << Quote(task.key)
+      out << (i ? ",\n  " : "\n  ") << "{\"key\": " << JsonQuote(task.key)
           << ", \"weight\": " << task.weight
           << ", \"flops\": " << absl::StrFormat("%.0f", task.flops)
           << ", \"share\": " << absl::StrFormat("%.4f", weighted[i] / task_total)
-          << ", \"description\": " << Quote(task.description) << ", \"spec\": "
-          << (spec_of[i].ok() ? Quote(*spec_of[i]) : "null")
+          << ", \"description\": " << JsonQuote(task.description) << ", \"spec\": "
+          << (spec_of[i].ok() ? JsonQuote(*spec_of[i]) : "null")
           << ", \"workload\": " << Json(task.workload) << ", \"nodes\": [";
-      for (size_t k = 0; k < task.nodes.size(); ++k) out << (k ? ", " : "") << Quote(task.nodes[k]);
+      for (size_t k = 0; k < task.nodes.size(); ++k)
+        out << (k ? ", " : "") << JsonQuote(task.nodes[k]);
       out << "]}";
     }
     out << "\n]}\n";

