@@ -773,6 +773,29 @@ absl::Status InferShapes(std::vector<Node>& nodes, const Branches& branches, Mod
   return absl::OkStatus();
 }
 
+// The runtime holds every value as floats: an integer input is exact
+// there, but a division of it is not the integer division ONNX means. A
+// Div or Mod that reads an integer graph input is refused by name.
+absl::Status CheckIntegerInputs(const onnx::GraphProto& g, const Model& m) {
+  for (const onnx::ValueInfoProto& in : g.input()) {
+    const int type = in.type().tensor_type().elem_type();
+    const bool is_float = type == onnx::TensorProto::FLOAT || type == onnx::TensorProto::DOUBLE ||
+                          type == onnx::TensorProto::FLOAT16 ||
+                          type == onnx::TensorProto::BFLOAT16;
+    if (is_float || std::find(m.inputs.begin(), m.inputs.end(), in.name()) == m.inputs.end())
+      continue;
+    for (const Node& n : m.nodes) {
+      if ((n.op == "Div" || n.op == "Mod") &&
+          std::find(n.inputs.begin(), n.inputs.end(), in.name()) != n.inputs.end()) {
+        return absl::UnimplementedError(
+            StrCat(n.op, " node '", n.name, "' divides integer input '", in.name(),
+                   "': integer arithmetic on run-time values is not supported"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<Model> ImportOnnx(const std::string& bytes, const ImportOptions& options) {
@@ -790,6 +813,7 @@ absl::StatusOr<Model> ImportOnnx(const std::string& bytes, const ImportOptions& 
   TF_RETURN_IF_ERROR(ReadGraphNodes(g, "", &m, &branches, &nodes));
   TF_RETURN_IF_ERROR(CheckOpsSupported(nodes, m.opset));
   TF_RETURN_IF_ERROR(InferShapes(nodes, branches, &m));
+  TF_RETURN_IF_ERROR(CheckIntegerInputs(g, m));
   return m;
 }
 

@@ -25,6 +25,59 @@ absl::Status InferSameShape(ShapeContext& c, const Node& n) {
   return c.Set(n, 0, x);
 }
 
+// DynamicQuantizeLinear: the 8-bit values have the input's shape; the
+// scale and the zero point are scalars.
+absl::Status InferDynamicQuantize(ShapeContext& c, const Node& n) {
+  TF_ASSIGN_OR_RETURN(Shape x, c.In(n, 0));
+  if (n.outputs.size() != 3) return c.Error(n, "expected 3 outputs (y, y_scale, y_zero_point)");
+  TF_RETURN_IF_ERROR(c.Set(n, 0, x));
+  TF_RETURN_IF_ERROR(c.Set(n, 1, Shape{}));
+  return c.Set(n, 2, Shape{});
+}
+
+// DequantizeLinear: (x - zero_point) * scale, the scale and zero point one
+// value or one per index of `axis` (default 1); output x's shape.
+absl::Status InferDequantize(ShapeContext& c, const Node& n) {
+  TF_ASSIGN_OR_RETURN(Shape x, c.In(n, 0));
+  TF_ASSIGN_OR_RETURN(Shape s, c.In(n, 1));
+  if (Elements(s) != 1) {
+    TF_ASSIGN_OR_RETURN(int64_t axis, c.Axis(n, n.Int("axis", 1), x.size()));
+    if (s.size() != 1 || s[0] != x[size_t(axis)])
+      return c.Error(n, StrCat("scale of shape ", ShapeText(s), " is not one value per index of "
+                                                               "axis ",
+                               axis, " of ", ShapeText(x)));
+  }
+  return c.Set(n, 0, x);
+}
+
+// A DequantizeLinear of constants (the 8-bit weights of a QDQ model): a
+// float constant.
+absl::Status FoldDequantize(ShapeContext& c, const Node& n, bool* folded) {
+  if (!c.InputsConstant(n) || c.Const(n, 0) == nullptr || c.Const(n, 1) == nullptr)
+    return absl::OkStatus();
+  const Constant& x = *c.Const(n, 0);
+  const Constant& s = *c.Const(n, 1);
+  const Constant* z = c.Has(n, 2) ? c.Const(n, 2) : nullptr;
+  if (double(x.size()) > kMaxFoldElements || (z != nullptr && z->size() != s.size()))
+    return absl::OkStatus();
+  int64_t inner = 1, per = 1;  // elements per index of the axis, and the axis' extent
+  if (s.size() != 1) {
+    TF_ASSIGN_OR_RETURN(int64_t axis, c.Axis(n, n.Int("axis", 1), x.shape.size()));
+    if (s.size() != x.shape[size_t(axis)]) return absl::OkStatus();  // infer names it
+    per = s.size();
+    for (size_t d = size_t(axis) + 1; d < x.shape.size(); ++d) inner *= x.shape[d];
+  }
+  Constant out;
+  out.shape = x.shape;
+  for (int64_t i = 0; i < x.size(); ++i) {
+    const int64_t k = (i / inner) % per;
+    const double zp = z == nullptr ? 0 : ConstValue(*z, k);
+    out.floats.push_back(float((ConstValue(x, i) - zp) * ConstValue(s, k)));
+  }
+  *folded = true;
+  return c.SetConst(n, 0, std::move(out));
+}
+
 // Output 0 and the optional mask (output 1) have the input's shape.
 absl::Status InferDropout(ShapeContext& c, const Node& n) {
   TF_ASSIGN_OR_RETURN(Shape x, c.In(n, 0));
@@ -449,6 +502,13 @@ const std::vector<OpDef>& ElementwiseOps() {
       Unary("Tanh", MapPlain<v1::MAP_FN_TANH>),
       {.name = "Identity", .fold = FoldIdentity, .infer = InferSameShape},
       {.name = "Cast", .fold = FoldCast, .infer = InferSameShape},
+      // 8-bit quantization (dynamically quantized models: uint8 values, a
+      // float scale, a uint8 zero point).
+      {.name = "DynamicQuantizeLinear", .min_opset = 11, .infer = InferDynamicQuantize},
+      {.name = "DequantizeLinear",
+       .min_opset = 10,
+       .fold = FoldDequantize,
+       .infer = InferDequantize},
       {.name = "Dropout", .infer = InferDropout},
       // Activations.
       {.name = "Relu",

@@ -504,6 +504,10 @@ const std::vector<OpDef>& NnOps() {
        .channel_axis = 1,
        .scale_weights = ScaleConvWeights,
        .flops = ConvFlops},
+      // Products of 8-bit operands less their zero points, summed in 32-bit
+      // integers (dynamically quantized models); the float operator's shapes.
+      {.name = "ConvInteger", .min_opset = 10, .infer = InferConv},
+      {.name = "MatMulInteger", .min_opset = 10, .infer = InferMatMul},
       {.name = "ConvTranspose",
        .infer = InferConvTranspose,
        .fusion = FusionRole::kAnchor,

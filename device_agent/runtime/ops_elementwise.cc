@@ -64,6 +64,61 @@ absl::Status Op<T>::Cast() {
   return Error(StrCat("cast to element type ", to, " is not supported"));
 }
 
+// To uint8 over the range of x and 0: scale (max - min) / 255 and zero
+// point round(-min / scale) in float32, each value round(x / scale) plus
+// the zero point, saturated; halves round to even. All zeros: scale 1 (as
+// ONNX Runtime has it), zero point 0, values 0.
+template <typename T>
+absl::Status Op<T>::DynamicQuantize() {
+  if (a_.out.size() != 3 || Out(1) == nullptr || Out(2) == nullptr)
+    return Error("needs its three outputs");
+  const T* x = In(0);
+  const int64_t n = Numel(InShape(0));
+  float lo = 0, hi = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    lo = std::min(lo, float(x[i]));
+    hi = std::max(hi, float(x[i]));
+  }
+  const float scale = hi == lo ? 1.0f : (hi - lo) / 255.0f;
+  const float zp = std::nearbyint(std::clamp(0.0f - lo / scale, 0.0f, 255.0f));
+  T* y = Out(0);
+  ParallelElements(n, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i)
+      y[i] = T(std::clamp(std::nearbyint(float(x[i]) / scale) + zp, 0.0f, 255.0f));
+  });
+  Out(1)[0] = T(scale);
+  Out(2)[0] = T(zp);
+  return absl::OkStatus();
+}
+
+// (x - zero_point) * scale, per tensor or per index of `axis`.
+template <typename T>
+absl::Status Op<T>::Dequantize() {
+  std::vector<double> s, z;
+  if (!Params(1, &s) || s.empty()) return Error("no scale");
+  Params(2, &z);
+  if (!z.empty() && z.size() != s.size()) return Error("scale and zero point differ in size");
+  const Shape& xs = InShape(0);
+  int64_t inner = 1, per = 1;
+  if (s.size() > 1) {
+    int64_t axis = n_.Int("axis", 1);
+    if (axis < 0) axis += int64_t(xs.size());
+    if (axis < 0 || axis >= int64_t(xs.size()) || xs[size_t(axis)] != int64_t(s.size()))
+      return Error("scale is not one value per index of the axis");
+    per = int64_t(s.size());
+    for (size_t d = size_t(axis) + 1; d < xs.size(); ++d) inner *= xs[d];
+  }
+  const T* x = In(0);
+  T* y = Out();
+  ParallelElements(Numel(xs), [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      const size_t k = size_t((i / inner) % per);
+      y[i] = T((double(x[i]) - (z.empty() ? 0.0 : z[k])) * s[k]);
+    }
+  });
+  return absl::OkStatus();
+}
+
 template <typename T>
 absl::Status Op<T>::Gelu() {
   const std::string approx = n_.strings.count("approximate") ? n_.strings.at("approximate") : "";
@@ -230,6 +285,8 @@ std::vector<NativeOp> ElementwiseOps() {
       // One input, element by element (computed in double; MapInT where float is exact).
       Kernel("Abs", [](auto& o) { return o.MapInT([](auto v) { return std::fabs(v); }); }),
       Kernel("Cast", [](auto& o) { return o.Cast(); }),
+      Kernel("DynamicQuantizeLinear", [](auto& o) { return o.DynamicQuantize(); }),
+      Kernel("DequantizeLinear", [](auto& o) { return o.Dequantize(); }),
       Kernel("Ceil", [](auto& o) { return o.Map([](double v) { return std::ceil(v); }); }),
       Kernel("Clip", [](auto& o) { return o.Clip(); }),
       Kernel("Elu",

@@ -124,6 +124,11 @@ class Op {
   absl::Status ConvTranspose();
   absl::Status Gemm();
   absl::Status MatMul();
+  // ConvInteger (conv) or MatMulInteger: the float operator on the
+  // operands less their zero points (8-bit integers held as T).
+  absl::Status IntegerProduct(bool conv);
+  absl::Status DynamicQuantize();
+  absl::Status Dequantize();
   absl::Status BatchNorm();
   absl::Status InstanceNorm();
   absl::Status LayerNorm();

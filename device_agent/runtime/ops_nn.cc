@@ -496,6 +496,46 @@ absl::Status Op<T>::Softmax(bool log) {
   return absl::OkStatus();
 }
 
+// Zero points: a scalar for either operand, or one per row of A
+// (MatMulInteger) and one per output channel of W (ConvInteger) or column
+// of B (MatMulInteger). The products of 8-bit values less zero points are
+// integers that T holds exactly; Conv sums them in T, MatMul in double.
+template <typename T>
+absl::Status Op<T>::IntegerProduct(bool conv) {
+  const Shape& as = InShape(0);
+  const Shape& bs = InShape(1);
+  std::vector<double> za, zb;
+  Params(2, &za);
+  Params(3, &zb);
+  std::vector<T> a(size_t(Numel(as))), b(size_t(Numel(bs)));
+  const int64_t K = as.empty() ? 1 : as.back();
+  const int64_t rows = as.size() < 2 ? 1 : as[as.size() - 2];
+  if (za.size() > 1 && (conv || int64_t(za.size()) != rows))
+    return Error("a zero point of the first operand that is not one value or one per row");
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double z = za.empty() ? 0 : za.size() == 1 ? za[0] : za[(int64_t(i) / K) % rows];
+    a[i] = T(double(In(0)[i]) - z);
+  }
+  // Per output channel (the first dimension of W) or column (B's last).
+  const int64_t per = conv ? bs[0] : bs.back();
+  const int64_t inner = conv ? Numel(bs) / std::max<int64_t>(bs[0], 1) : 1;
+  if (zb.size() > 1 && int64_t(zb.size()) != per)
+    return Error("a zero point of the second operand that is not one value or one per output "
+                 "channel");
+  for (size_t i = 0; i < b.size(); ++i) {
+    const double z = zb.empty() ? 0 : zb.size() == 1 ? zb[0] : zb[(int64_t(i) / inner) % per];
+    b[i] = T(double(In(1)[i]) - z);
+  }
+  Node two = n_;
+  two.inputs.resize(2);
+  OpArgs<T> shifted = a_;
+  shifted.node = &two;
+  shifted.in = {a.data(), b.data()};
+  shifted.in_shapes = {as, bs};
+  shifted.in_const = {nullptr, nullptr};
+  return conv ? Op<T>(shifted).Conv() : Op<T>(shifted).MatMul();
+}
+
 // The neural-network family's operators.
 std::vector<NativeOp> NnOps() {
   return {
@@ -504,6 +544,8 @@ std::vector<NativeOp> NnOps() {
       Kernel("ConvTranspose", [](auto& o) { return o.ConvTranspose(); }),
       Kernel("Gemm", [](auto& o) { return o.Gemm(); }),
       Kernel("MatMul", [](auto& o) { return o.MatMul(); }),
+      Kernel("ConvInteger", [](auto& o) { return o.IntegerProduct(true); }),
+      Kernel("MatMulInteger", [](auto& o) { return o.IntegerProduct(false); }),
       Kernel("BatchNormalization", [](auto& o) { return o.BatchNorm(); }),
       Kernel("InstanceNormalization", [](auto& o) { return o.InstanceNorm(); }),
       Kernel("LayerNormalization", [](auto& o) { return o.LayerNorm(); }),

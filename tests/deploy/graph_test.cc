@@ -863,6 +863,24 @@ TEST_F(GraphTest, BatchNormNoConvolutionAbsorbsIsAProgram) {
   }
 }
 
+// A dynamically quantized model (DynamicQuantizeLinear, ConvInteger,
+// MatMulInteger, their int32 sums cast and scaled) imports and runs: the
+// integer products natively, exact; a QDQ weight (int8, per output
+// channel) folds at import into the float convolution's weights, a
+// kernel. Every value against the float64 interpreter, the output against
+// ONNX Runtime.
+TEST_F(GraphTest, DynamicallyQuantizedModelsImportAndRun) {
+  Model m = Import("quant_dynamic");
+  std::set<std::string> ops;
+  for (const auto& n : m.nodes) ops.insert(n.op);
+  EXPECT_FALSE(ops.count("DequantizeLinear")) << absl::StrJoin(ops, ", ");
+  EXPECT_TRUE(ops.count("ConvInteger") && ops.count("MatMulInteger")) << absl::StrJoin(ops, ", ");
+  const std::vector<std::string> convs = TaskSpecs(m, v1::OP_KIND_CONV2D);
+  EXPECT_EQ(convs, std::vector<std::string>{"conv2d_nchw(N=1,C=8,H=12,W=12,K=6,R=1,S=1)"});
+  v1::ModelPackage pkg;
+  EXPECT_GE(CheckAgainstReference(m, Nchw(), &pkg, dir_->File("quant_dynamic.onnx")), 8);
+}
+
 // A float16 export with float32 inputs and outputs imports (float16
 // initializers as raw data and as int32_data bit patterns) and runs in
 // float32 on the 16-bit values: a Cast to float16 or bfloat16 rounds to that

@@ -538,3 +538,47 @@ save("dense_bn", dense, [tensor("x", [1, 8, 16, 16])], [tensor("y", [1, 16, 16, 
 save("string_init", [helper.make_node("Relu", ["x"], ["y"])], [tensor("x", [2])],
      [tensor("y", [2])], [helper.make_tensor("labels", TensorProto.STRING, [2], [b"a", b"b"])],
      check=False)
+
+# A dynamically quantized network as ONNX Runtime's quantize_dynamic writes
+# it: each activation quantized at run time (DynamicQuantizeLinear), 8-bit
+# weights with their zero points (per tensor for the convolution, per
+# column for the dense layer), ConvInteger and MatMulInteger, their int32
+# sums cast to float and scaled; and a QDQ weight (int8, per output
+# channel) that folds into the float convolution after it.
+q8 = np.random.default_rng(8)
+
+
+def u8(name, shape):
+    return numpy_helper.from_array(q8.integers(0, 256, shape).astype(np.uint8), name)
+
+
+def f32(name, v):
+    return numpy_helper.from_array(np.asarray(v, dtype=np.float32), name)
+
+
+quant = [
+    helper.make_node("DynamicQuantizeLinear", ["x"], ["xq", "xs", "xz"], name="quant_x"),
+    helper.make_node("ConvInteger", ["xq", "wq", "xz", "wz"], ["ci"], pads=[1, 1, 1, 1],
+                     name="conv_int"),
+    helper.make_node("Cast", ["ci"], ["cf"], to=TensorProto.FLOAT, name="conv_cast"),
+    helper.make_node("Mul", ["xs", "ws"], ["cs"], name="conv_scale"),
+    helper.make_node("Mul", ["cf", "cs"], ["cm"], name="conv_rescale"),
+    helper.make_node("Add", ["cm", "cb"], ["cba"], name="conv_bias"),
+    helper.make_node("Relu", ["cba"], ["cr"], name="conv_relu"),
+    helper.make_node("DequantizeLinear", ["w8", "w8s", "w8z"], ["wd"], axis=0, name="dq_w"),
+    helper.make_node("Conv", ["cr", "wd"], ["c2"], name="conv_qdq"),
+    helper.make_node("Flatten", ["c2"], ["fl"], axis=1, name="flatten"),
+    helper.make_node("DynamicQuantizeLinear", ["fl"], ["fq", "fs", "fz"], name="quant_f"),
+    helper.make_node("MatMulInteger", ["fq", "bq", "fz", "bz"], ["mi"], name="matmul_int"),
+    helper.make_node("Cast", ["mi"], ["mf"], to=TensorProto.FLOAT, name="matmul_cast"),
+    helper.make_node("Mul", ["fs", "bs"], ["ms"], name="matmul_scale"),
+    helper.make_node("Mul", ["mf", "ms"], ["y"], name="matmul_rescale"),
+]
+save("quant_dynamic", quant, [tensor("x", [1, 4, 12, 12])], [tensor("y", [1, 10])],
+     [u8("wq", (8, 4, 3, 3)), numpy_helper.from_array(np.array(131, dtype=np.uint8), "wz"),
+      f32("ws", 0.004), f32("cb", q8.standard_normal((8, 1, 1)) * 0.1),
+      numpy_helper.from_array(q8.integers(-127, 128, (6, 8, 1, 1)).astype(np.int8), "w8"),
+      f32("w8s", q8.uniform(0.005, 0.02, 6)),
+      numpy_helper.from_array(np.zeros(6, dtype=np.int8), "w8z"),
+      u8("bq", (6 * 12 * 12, 10)), u8("bz", (10,)), f32("bs", 0.003)],
+     opset=13)
