@@ -312,37 +312,107 @@ absl::Status FoldSplit(ShapeContext& c, const Node& n, bool* folded) {
   return absl::OkStatus();
 }
 
-// A slice of a 1-D constant along its one axis.
+// A slice of a constant (shape vectors, and the pads PyTorch's F.pad
+// writes as reshape, reversing slice, transpose, reshape).
 absl::Status FoldSlice(ShapeContext& c, const Node& n, bool* folded) {
   if (!c.InputsConstant(n) || c.Const(n, 0) == nullptr) return absl::OkStatus();
   const Constant& a = *c.Const(n, 0);
-  if (a.shape.size() != 1) return absl::OkStatus();
-  std::vector<int64_t> starts, ends, steps;
+  const Shape& in = a.shape;
+  if (in.empty() || double(a.size()) > kMaxFoldElements) return absl::OkStatus();
+  std::vector<int64_t> starts, ends, axes, steps;
   if (!graph::SliceBoundsAreInputs(c.opset())) {
     starts = n.Ints("starts");
     ends = n.Ints("ends");
+    axes = n.Ints("axes");
   } else {
     TF_ASSIGN_OR_RETURN(starts, c.ConstInts(n, 1));
     TF_ASSIGN_OR_RETURN(ends, c.ConstInts(n, 2));
+    if (c.Has(n, 3)) {
+      TF_ASSIGN_OR_RETURN(axes, c.ConstInts(n, 3));
+    }
     if (c.Has(n, 4)) {
       TF_ASSIGN_OR_RETURN(steps, c.ConstInts(n, 4));
     }
   }
-  if (starts.size() != 1 || ends.size() != 1) return absl::OkStatus();
-  int64_t step = steps.empty() ? 1 : steps[0];
-  if (step == 0) return c.Error(n, "slice step 0");
-  int64_t len = a.size();
-  auto clampi = [&](int64_t v) {
-    if (v < 0) v += len;
-    return step > 0 ? std::clamp<int64_t>(v, 0, len) : std::clamp<int64_t>(v, -1, len - 1);
-  };
-  Constant out;
-  out.is_int = a.is_int;
-  int64_t s = clampi(starts[0]), e = clampi(ends[0]);
-  for (int64_t i = s; step > 0 ? i < e : i > e; i += step) PushValue(&out, ConstValue(a, i));
-  out.shape = {ValueCount(out)};
+  if (starts.size() != ends.size() || (!axes.empty() && axes.size() != starts.size()) ||
+      (!steps.empty() && steps.size() != starts.size()))
+    return absl::OkStatus();  // InferSlice names what is wrong
+  const int64_t r = int64_t(in.size());
+  Shape first(in.size(), 0), step(in.size(), 1), out = in;
+  for (size_t i = 0; i < starts.size(); ++i) {
+    int64_t ax = axes.empty() ? int64_t(i) : axes[i];
+    if (ax < 0) ax += r;
+    if (ax < 0 || ax >= r) return absl::OkStatus();
+    const int64_t dim = in[size_t(ax)], st = steps.empty() ? 1 : steps[i];
+    if (st == 0) return c.Error(n, "slice step 0");
+    int64_t b = starts[i] < 0 ? starts[i] + dim : starts[i];
+    int64_t e = ends[i] < 0 ? ends[i] + dim : ends[i];
+    if (st > 0) {
+      b = std::clamp<int64_t>(b, 0, dim);
+      e = std::clamp<int64_t>(e, 0, dim);
+    } else {
+      b = std::clamp<int64_t>(b, 0, dim - 1);
+      e = std::clamp<int64_t>(e, -1, dim - 1);
+    }
+    const int64_t count = st > 0 ? (e - b + st - 1) / st : (b - e + (-st) - 1) / (-st);
+    first[size_t(ax)] = b;
+    step[size_t(ax)] = st;
+    out[size_t(ax)] = std::max<int64_t>(count, 0);
+  }
+  Constant result;
+  result.is_int = a.is_int;
+  result.shape = out;
+  const Shape strides = [&] {
+    Shape st(in.size(), 1);
+    for (int64_t d = r - 2; d >= 0; --d) st[size_t(d)] = st[size_t(d) + 1] * in[size_t(d) + 1];
+    return st;
+  }();
+  Shape idx(in.size(), 0);
+  for (int64_t k = 0, total = int64_t(Elements(out)); k < total; ++k) {
+    int64_t at = 0;
+    for (size_t d = 0; d < in.size(); ++d) at += (first[d] + idx[d] * step[d]) * strides[d];
+    PushValue(&result, ConstValue(a, at));
+    for (int64_t d = r - 1; d >= 0; --d) {
+      if (++idx[size_t(d)] < out[size_t(d)]) break;
+      idx[size_t(d)] = 0;
+    }
+  }
   *folded = true;
-  return c.SetConst(n, 0, out);
+  return c.SetConst(n, 0, result);
+}
+
+// A transpose of a constant.
+absl::Status FoldTranspose(ShapeContext& c, const Node& n, bool* folded) {
+  if (!c.InputsConstant(n) || c.Const(n, 0) == nullptr) return absl::OkStatus();
+  const Constant& a = *c.Const(n, 0);
+  const Shape& in = a.shape;
+  std::vector<int64_t> perm = n.Ints("perm");
+  if (perm.empty()) {
+    for (int64_t i = int64_t(in.size()) - 1; i >= 0; --i) perm.push_back(i);
+  }
+  if (perm.size() != in.size() || double(a.size()) > kMaxFoldElements) return absl::OkStatus();
+  Shape out, strides(in.size(), 1);
+  for (int64_t d = int64_t(in.size()) - 2; d >= 0; --d)
+    strides[size_t(d)] = strides[size_t(d) + 1] * in[size_t(d) + 1];
+  for (int64_t p : perm) {
+    if (p < 0 || p >= int64_t(in.size())) return absl::OkStatus();  // InferTranspose names it
+    out.push_back(in[size_t(p)]);
+  }
+  Constant result;
+  result.is_int = a.is_int;
+  result.shape = out;
+  Shape idx(out.size(), 0);
+  for (int64_t k = 0, total = a.size(); k < total; ++k) {
+    int64_t at = 0;
+    for (size_t d = 0; d < out.size(); ++d) at += idx[d] * strides[size_t(perm[d])];
+    PushValue(&result, ConstValue(a, at));
+    for (int64_t d = int64_t(out.size()) - 1; d >= 0; --d) {
+      if (++idx[size_t(d)] < out[size_t(d)]) break;
+      idx[size_t(d)] = 0;
+    }
+  }
+  *folded = true;
+  return c.SetConst(n, 0, result);
 }
 
 // starts, ends, axes, steps: attributes before opset 10, inputs from 10.
@@ -740,7 +810,7 @@ const std::vector<OpDef>& ShapeOps() {
       {.name = "Reshape", .fold = FoldKeepValues, .infer = InferReshape},
       {.name = "Squeeze", .fold = FoldKeepValues, .infer = InferSqueeze},
       {.name = "Unsqueeze", .fold = FoldKeepValues, .infer = InferUnsqueeze},
-      {.name = "Transpose", .infer = InferTranspose},
+      {.name = "Transpose", .fold = FoldTranspose, .infer = InferTranspose},
       {.name = "Concat", .fold = FoldConcat, .infer = InferConcat},
       {.name = "Split", .fold = FoldSplit, .infer = InferSplit},
       {.name = "Slice", .fold = FoldSlice, .infer = InferSlice},

@@ -881,6 +881,19 @@ TEST_F(GraphTest, DynamicallyQuantizedModelsImportAndRun) {
   EXPECT_GE(CheckAgainstReference(m, Nchw(), &pkg, dir_->File("quant_dynamic.onnx")), 8);
 }
 
+// Pads computed by a shape chain as PyTorch's F.pad exports it (concat
+// with zeros, reshape to pairs, a reversing slice, a transpose, a flatten, a
+// cast) fold at import: the Pad alone remains, and its values match the
+// interpreter and ONNX Runtime.
+TEST_F(GraphTest, PadsFromShapeChainsFold) {
+  Model m = Import("pad_chain");
+  ASSERT_EQ(m.nodes.size(), 1u);
+  EXPECT_EQ(m.nodes[0].op, "Pad");
+  const frontend::Constant& pads = m.constants.at(m.nodes[0].inputs[1]);
+  EXPECT_EQ(pads.ints, (std::vector<int64_t>{0, 0, 1, 0, 0, 2}));
+  EXPECT_GE(CheckAgainstReference(m, Nchw(), nullptr, dir_->File("pad_chain.onnx")), 1);
+}
+
 // A float16 export with float32 inputs and outputs imports (float16
 // initializers as raw data and as int32_data bit patterns) and runs in
 // float32 on the 16-bit values: a Cast to float16 or bfloat16 rounds to that

@@ -582,3 +582,23 @@ save("quant_dynamic", quant, [tensor("x", [1, 4, 12, 12])], [tensor("y", [1, 10]
       numpy_helper.from_array(np.zeros(6, dtype=np.int8), "w8z"),
       u8("bq", (6 * 12 * 12, 10)), u8("bz", (10,)), f32("bs", 0.003)],
      opset=13)
+
+# Pads as PyTorch's F.pad exports them: [left, right] of the last dimension
+# joined with zeros, reshaped to pairs, the pairs reversed (a slice of step
+# -1), transposed and flattened, then cast; every step folds at import.
+chain = [
+    helper.make_node("ConstantOfShape", ["zeros_len"], ["zeros"],
+                     value=helper.make_tensor("v", TensorProto.INT64, [1], [0]), name="zeros"),
+    helper.make_node("Concat", ["lr", "zeros"], ["pads6"], axis=0, name="pads_concat"),
+    helper.make_node("Reshape", ["pads6", "pairs"], ["pads32"], name="pads_pairs"),
+    helper.make_node("Slice", ["pads32", "s_start", "s_end", "s_axes", "s_step"], ["rev"],
+                     name="pads_reverse"),
+    helper.make_node("Transpose", ["rev"], ["revt"], perm=[1, 0], name="pads_transpose"),
+    helper.make_node("Reshape", ["revt", "flat"], ["pads"], name="pads_flat"),
+    helper.make_node("Cast", ["pads"], ["pads64"], to=TensorProto.INT64, name="pads_cast"),
+    helper.make_node("Pad", ["x", "pads64"], ["y"], mode="reflect", name="pad"),
+]
+save("pad_chain", chain, [tensor("x", [1, 4, 64])], [tensor("y", [1, 4, 67])],
+     [ints("zeros_len", [4]), ints("lr", [1, 2]), ints("pairs", [-1, 2]), ints("s_start", [-1]),
+      ints("s_end", [-9223372036854775807]), ints("s_axes", [0]), ints("s_step", [-1]),
+      ints("flat", [-1])], opset=13)
