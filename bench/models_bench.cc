@@ -182,9 +182,11 @@ std::vector<ModelSpec> KnownModels(const fs::path& tmp, int yolo) {
       // (tf2onnx, NHWC input).
       {"oww_mel", CacheDir() + "/models/oww_melspectrogram.onnx", {{"input", {1, 1760}}}},
       {"oww_embedding", CacheDir() + "/models/oww_embedding.onnx", {{"input_1", {1, 76, 32, 1}}}},
-      // M-LSD line detectors (tf2onnx, MobileNetV2 backbones, NHWC RGBA input).
-      {"mlsd_320_tiny", CacheDir() + "/models/mlsd_320_tiny.onnx"},
-      {"mlsd_512_large", CacheDir() + "/models/mlsd_512_large.onnx"}};
+      // An M-LSD line detector (tf2onnx, MobileNetV2 backbone, NHWC RGBA
+      // input). Its `scores` keep a value where it equals its 3x3 local
+      // maximum, so an ulp can flip an element; the larger M-LSD is left out
+      // for that (docs/benchmarks.md, "models").
+      {"mlsd_320_tiny", CacheDir() + "/models/mlsd_320_tiny.onnx"}};
 }
 
 // An imported model ready to build, check and time: its flags as a user

