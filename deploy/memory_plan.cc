@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <set>
 #include <utility>
 #include <vector>
 
@@ -163,52 +164,99 @@ struct Place {
   int64_t bytes = 0;
 };
 
-// A Concat whose inputs are each a contiguous block of its output (every
-// dimension before the axis is 1) and are all runtime values that no other
-// Concat reads, none a model input or output or already placed in another
-// value: each input is placed in its block of the output, so its producer
-// writes it there, and the step is a view (the runtime skips it where the
-// inputs do lie in place). `aligned16`: a block must start on a 16-byte
-// boundary (wide GPU moves).
+// Concats whose inputs are each a contiguous block of the output (every
+// dimension before the axis is 1) are written in place, in families: a
+// Concat and those whose input lists begin with its list (DenseNet's
+// blocks concatenate every earlier feature at each layer) share the buffer
+// of the longest, its root. Each input of the root is placed in its block
+// there, so its producer writes it in place; each other member's output is
+// the root's buffer from its start (its inputs are a prefix of the
+// root's). Every member step is then a view (the runtime skips it where
+// the inputs do lie in place). An input qualifies where it is a runtime
+// value that only Concats of the family read among Concats, none a model
+// input or output or already placed in another value. `aligned16`: a block
+// must start on a 16-byte boundary (wide GPU moves).
 void PlaceConcatInputs(const Model& model, const PackageConstants& consts,
                        const std::function<const Shape*(const std::string&)>& shape_of,
                        bool aligned16, v1::ModelPackage* pkg, std::map<std::string, Place>* views) {
-  std::map<std::string, int> concat_reads;
-  for (const v1::PackageStep& st : pkg->steps()) {
-    if (!st.has_node() || st.node().op() != "Concat") continue;
-    for (const std::string& in : st.node().inputs()) ++concat_reads[in];
-  }
+  struct Candidate {
+    int step;
+    std::vector<std::string> inputs;
+    std::string out;
+  };
   auto listed = [](const std::vector<std::string>& names, const std::string& v) {
     return std::find(names.begin(), names.end(), v) != names.end();
   };
-  const int64_t f = runtime::ValueBytes(*pkg);
-  for (v1::PackageStep& st : *pkg->mutable_steps()) {
-    if (!st.has_node() || st.node().op() != "Concat" || st.node().outputs_size() != 1) continue;
+  std::map<std::string, std::set<int>> readers;  // value -> the Concat steps that read it
+  std::vector<Candidate> cands;
+  for (int s = 0; s < pkg->steps_size(); ++s) {
+    const v1::PackageStep& st = pkg->steps(s);
+    if (!st.has_node() || st.node().op() != "Concat") continue;
     const v1::PackageNode& n = st.node();
+    for (const std::string& in : n.inputs()) readers[in].insert(s);
+    if (n.outputs_size() != 1 || n.inputs_size() == 0) continue;
     const std::string& out = n.outputs(0);
     const Shape* so = shape_of(out);
-    if (so == nullptr || so->empty() || views->count(out) || listed(model.outputs, out)) continue;
+    if (so == nullptr || so->empty() || listed(model.outputs, out)) continue;
     auto it = n.ints().find("axis");
     int64_t axis = it == n.ints().end() || it->second.v_size() == 0 ? 0 : it->second.v(0);
     if (axis < 0) axis += int64_t(so->size());
     if (axis < 0 || axis >= int64_t(so->size())) continue;
-    bool ok = n.inputs_size() > 0;
+    bool ok = true;
     for (int64_t d = 0; d < axis; ++d) ok &= (*so)[size_t(d)] == 1;
+    if (ok) cands.push_back({s, {n.inputs().begin(), n.inputs().end()}, out});
+  }
+  auto extends = [](const std::vector<std::string>& a, const std::vector<std::string>& b) {
+    return a.size() <= b.size() && std::equal(a.begin(), a.end(), b.begin());
+  };
+  // Each candidate's root: the longest list that begins with its own (the
+  // first of equal ones); none where two longer lists part ways.
+  std::map<size_t, std::vector<size_t>> families;
+  for (size_t i = 0; i < cands.size(); ++i) {
+    size_t root = i;
+    for (size_t j = 0; j < cands.size(); ++j) {
+      if (extends(cands[i].inputs, cands[j].inputs) &&
+          cands[j].inputs.size() > cands[root].inputs.size())
+        root = j;
+    }
+    bool parts = false;
+    for (size_t j = 0; j < cands.size(); ++j)
+      parts |= extends(cands[i].inputs, cands[j].inputs) &&
+               !extends(cands[j].inputs, cands[root].inputs);
+    if (!parts) families[root].push_back(i);
+  }
+  const int64_t f = runtime::ValueBytes(*pkg);
+  for (const auto& [root, members] : families) {
+    const Candidate& r = cands[root];
+    std::set<int> steps;
+    std::set<std::string> outs;
+    for (size_t m : members) {
+      steps.insert(cands[m].step);
+      outs.insert(cands[m].out);
+    }
+    bool ok = std::find(members.begin(), members.end(), root) != members.end();
+    for (size_t m : members) ok &= m == root || !views->count(cands[m].out);
     std::vector<int64_t> at;
     int64_t offset = 0;
-    for (int k = 0; ok && k < n.inputs_size(); ++k) {
-      const std::string& in = n.inputs(k);
+    for (size_t k = 0; ok && k < r.inputs.size(); ++k) {
+      const std::string& in = r.inputs[k];
       const Shape* si = shape_of(in);
-      ok = !in.empty() && si != nullptr && !consts.Has(in) && in != out && !views->count(in) &&
-           concat_reads[in] == 1 && !listed(model.inputs, in) && !listed(model.outputs, in) &&
+      ok = !in.empty() && si != nullptr && !consts.Has(in) && !outs.count(in) &&
+           !views->count(in) && std::count(r.inputs.begin(), r.inputs.end(), in) == 1 &&
+           !listed(model.inputs, in) && !listed(model.outputs, in) &&
+           std::includes(steps.begin(), steps.end(), readers[in].begin(), readers[in].end()) &&
            (!aligned16 || offset % 16 == 0);
       if (!ok) break;
       at.push_back(offset);
       offset += Numel(*si) * f;
     }
-    if (!ok || offset != Numel(*so) * f) continue;
-    for (int k = 0; k < n.inputs_size(); ++k) (*views)[n.inputs(k)] = {out, at[size_t(k)]};
-    st.mutable_node()->set_view(true);
+    const Shape* so = shape_of(r.out);
+    if (!ok || so == nullptr || offset != Numel(*so) * f) continue;
+    for (size_t k = 0; k < r.inputs.size(); ++k) (*views)[r.inputs[k]] = {r.out, at[k]};
+    for (size_t m : members) {
+      if (m != root) (*views)[cands[m].out] = {r.out, 0};
+      pkg->mutable_steps(cands[m].step)->mutable_node()->set_view(true);
+    }
   }
 }
 

@@ -894,6 +894,35 @@ TEST_F(GraphTest, PadsFromShapeChainsFold) {
   EXPECT_GE(CheckAgainstReference(m, Nchw(), nullptr, dir_->File("pad_chain.onnx")), 1);
 }
 
+// A dense block as torchvision exports it (each layer concatenates every
+// earlier feature) in NCHW: the four concatenations share the last one's
+// buffer, each feature is written by its producer into its block there,
+// and no concatenation copies. Every value against the float64
+// interpreter and ONNX Runtime.
+TEST_F(GraphTest, DenseBlockConcatenationsShareOneBuffer) {
+  Model m = Import("dense_block");
+  v1::ModelPackage pkg;
+  EXPECT_GE(CheckAgainstReference(m, Nchw(), &pkg, dir_->File("dense_block.onnx")), 8);
+  std::vector<std::string> in_place;
+  for (const auto& s : pkg.steps()) {
+    if (s.has_node() && s.node().op() == "Concat") {
+      EXPECT_TRUE(s.node().view()) << s.node().name();
+      in_place.push_back(s.node().name());
+    }
+  }
+  EXPECT_EQ(in_place, (std::vector<std::string>{"cat0", "cat1", "cat2", "cat3"}));
+  std::map<std::string, int64_t> at;
+  for (const v1::PackageValue& v : pkg.values()) at[v.name()] = v.offset();
+  const int64_t plane = 16 * 16 * 4;  // bytes of one channel
+  ASSERT_TRUE(at.count("block_out"));
+  const int64_t base = at["block_out"];
+  for (const char* cat : {"cat0", "cat1", "cat2"}) EXPECT_EQ(at[cat], base) << cat;
+  EXPECT_EQ(at["x0"], base);
+  EXPECT_EQ(at["f1"], base + 8 * plane);
+  EXPECT_EQ(at["f2"], base + 12 * plane);
+  EXPECT_EQ(at["f3"], base + 16 * plane);
+}
+
 // A float16 export with float32 inputs and outputs imports (float16
 // initializers as raw data and as int32_data bit patterns) and runs in
 // float32 on the 16-bit values: a Cast to float16 or bfloat16 rounds to that

@@ -602,3 +602,38 @@ save("pad_chain", chain, [tensor("x", [1, 4, 64])], [tensor("y", [1, 4, 67])],
      [ints("zeros_len", [4]), ints("lr", [1, 2]), ints("pairs", [-1, 2]), ints("s_start", [-1]),
       ints("s_end", [-9223372036854775807]), ints("s_axes", [0]), ints("s_step", [-1]),
       ints("flat", [-1])], opset=13)
+
+# A dense block as torchvision's DenseNet exports it: every layer
+# concatenates all the features before it (the block's input and each
+# layer's output), BatchNorm + ReLU + convolution after each concatenation.
+tv = np.random.default_rng(121)
+
+
+def tv_init(name, shape, positive_values=False):
+    v = tv.uniform(0.5, 1.5, shape) if positive_values else tv.standard_normal(shape) * 0.3
+    return numpy_helper.from_array(v.astype(np.float32), name)
+
+
+block, block_inits = [helper.make_node("Conv", ["x", "w0"], ["f0"], pads=[1, 1, 1, 1],
+                                       name="stem"),
+                      helper.make_node("Relu", ["f0"], ["x0"], name="stem_relu")], \
+    [tv_init("w0", (8, 3, 3, 3))]
+features, channels = ["x0"], 8
+for layer in range(3):
+    cat = f"cat{layer}"
+    block.append(helper.make_node("Concat", list(features), [cat], axis=1, name=cat))
+    bn = [f"bn{layer}_{p}" for p in "gbmv"]
+    block_inits += [tv_init(bn[0], (channels,)), tv_init(bn[1], (channels,)),
+                    tv_init(bn[2], (channels,)), tv_init(bn[3], (channels,), True),
+                    tv_init(f"w{layer + 1}", (4, channels, 3, 3))]
+    block += [helper.make_node("BatchNormalization", [cat] + bn, [f"n{layer}"], name=f"bn{layer}"),
+              helper.make_node("Relu", [f"n{layer}"], [f"r{layer}"], name=f"relu{layer}"),
+              helper.make_node("Conv", [f"r{layer}", f"w{layer + 1}"], [f"f{layer + 1}"],
+                               pads=[1, 1, 1, 1], name=f"conv{layer + 1}")]
+    features.append(f"f{layer + 1}")
+    channels += 4
+block.append(helper.make_node("Concat", list(features), ["block_out"], axis=1, name="cat3"))
+block.append(helper.make_node("AveragePool", ["block_out"], ["y"], kernel_shape=[2, 2],
+                              strides=[2, 2], name="transition"))
+save("dense_block", block, [tensor("x", [1, 3, 16, 16])], [tensor("y", [1, 20, 8, 8])],
+     block_inits, opset=13)
