@@ -332,9 +332,7 @@ absl::Status FixInput(const onnx::ValueInfoProto& in, const std::vector<double>&
     return InvalidArgumentError(StrCat(what, ": ", values.size(), " values for shape ",
                                        ShapeText(c.shape), " (", c.size(), " needed)"));
   }
-  const int type = in.type().tensor_type().elem_type();
-  c.is_int = type != onnx::TensorProto::FLOAT && type != onnx::TensorProto::DOUBLE &&
-             type != onnx::TensorProto::FLOAT16 && type != onnx::TensorProto::BFLOAT16;
+  c.is_int = !IsFloatElementType(in.type().tensor_type().elem_type());
   for (double v : values) {
     if (c.is_int && v != std::floor(v)) {
       return InvalidArgumentError(StrCat(what, ": ", v, " is not an integer, and the input is"));
@@ -778,15 +776,13 @@ absl::Status InferShapes(std::vector<Node>& nodes, const Branches& branches, Mod
 // Div or Mod that reads an integer graph input is refused by name.
 absl::Status CheckIntegerInputs(const onnx::GraphProto& g, const Model& m) {
   for (const onnx::ValueInfoProto& in : g.input()) {
-    const int type = in.type().tensor_type().elem_type();
-    const bool is_float = type == onnx::TensorProto::FLOAT || type == onnx::TensorProto::DOUBLE ||
-                          type == onnx::TensorProto::FLOAT16 ||
-                          type == onnx::TensorProto::BFLOAT16;
-    if (is_float || std::find(m.inputs.begin(), m.inputs.end(), in.name()) == m.inputs.end())
+    auto readers = m.consumers.find(in.name());
+    if (IsFloatElementType(in.type().tensor_type().elem_type()) || readers == m.consumers.end() ||
+        std::find(m.inputs.begin(), m.inputs.end(), in.name()) == m.inputs.end())
       continue;
-    for (const Node& n : m.nodes) {
-      if ((n.op == "Div" || n.op == "Mod") &&
-          std::find(n.inputs.begin(), n.inputs.end(), in.name()) != n.inputs.end()) {
+    for (int i : readers->second) {
+      const Node& n = m.nodes[size_t(i)];
+      if (n.op == "Div" || n.op == "Mod") {
         return absl::UnimplementedError(
             StrCat(n.op, " node '", n.name, "' divides integer input '", in.name(),
                    "': integer arithmetic on run-time values is not supported"));

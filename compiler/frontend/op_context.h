@@ -50,6 +50,9 @@ std::string AddIntConstant(Model* m, const std::string& name, const std::vector<
 double ConstValue(const Constant& c, int64_t i);
 // Appends v to a constant's values (int64 or float, as the constant is).
 void PushValue(Constant* c, double v);
+// Whether an ONNX element type (TensorProto.DataType) is a floating-point
+// one (float, double, float16, bfloat16); every other type holds integers.
+bool IsFloatElementType(int64_t type);
 // The number of values a constant holds.
 int64_t ValueCount(const Constant& c);
 // Whether a tensor of shape `s` broadcast against `out` varies only along

@@ -90,6 +90,11 @@ absl::Status CheckShape(const Shape& s, const std::string& what) {
   return absl::OkStatus();
 }
 
+bool IsFloatElementType(int64_t type) {
+  // TensorProto.DataType: FLOAT 1, FLOAT16 10, DOUBLE 11, BFLOAT16 16.
+  return type == 1 || type == 10 || type == 11 || type == 16;
+}
+
 double ConstValue(const Constant& c, int64_t i) {
   return c.is_int ? double(c.ints[size_t(i)]) : double(c.floats[size_t(i)]);
 }

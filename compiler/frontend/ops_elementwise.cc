@@ -2,6 +2,7 @@
 // numpy-style), with the activations an anchor's kernel fuses.
 #include <cfloat>
 #include <cmath>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "common/float16.h"
@@ -143,8 +144,7 @@ absl::Status FoldCast(ShapeContext& c, const Node& n, bool* folded) {
   const Constant& a = *c.Const(n, 0);
   Constant out = a;
   int64_t to = n.Int("to", onnx::TensorProto::FLOAT);
-  bool to_int = to != onnx::TensorProto::FLOAT && to != onnx::TensorProto::DOUBLE &&
-                to != onnx::TensorProto::FLOAT16 && to != onnx::TensorProto::BFLOAT16;
+  const bool to_int = !IsFloatElementType(to);
   if (to_int != a.is_int) {
     out.is_int = to_int;
     out.ints.clear();
@@ -218,23 +218,10 @@ double ModOf(const double* v) {
 double FmodOf(const double* v) { return std::fmod(v[0], v[1]); }
 
 // An element-wise node whose inputs are all constant: f over them,
-// broadcast; a boolean (int) result when kToInt.
-template <double (*F)(const double*), bool kToInt>
-absl::Status FoldElementwise(ShapeContext& c, const Node& n, bool* folded) {
-  if (n.inputs.empty() || !c.InputsConstant(n)) return absl::OkStatus();
-  std::vector<size_t> inputs;
-  Shape out;
-  for (size_t i = 0; i < n.inputs.size(); ++i) {
-    TF_ASSIGN_OR_RETURN(Shape s, c.In(n, i));
-    TF_ASSIGN_OR_RETURN(out, c.Broadcast(n, out, s));
-    inputs.push_back(i);
-  }
-  return c.FoldBroadcast(n, inputs, out, kToInt, F, folded);
-}
-
-// Like FoldElementwise, the result an integer when every input is.
-template <double (*F)(const double*)>
-absl::Status FoldSameType(ShapeContext& c, const Node& n, bool* folded) {
+// broadcast; an integer result when `to_int` says so, or (nullopt) when
+// every input is an integer.
+absl::Status FoldElementwiseOf(ShapeContext& c, const Node& n, double (*f)(const double*),
+                               std::optional<bool> to_int, bool* folded) {
   if (n.inputs.empty() || !c.InputsConstant(n)) return absl::OkStatus();
   std::vector<size_t> inputs;
   Shape out;
@@ -245,7 +232,19 @@ absl::Status FoldSameType(ShapeContext& c, const Node& n, bool* folded) {
     ints &= c.Const(n, i) != nullptr && c.Const(n, i)->is_int;
     inputs.push_back(i);
   }
-  return c.FoldBroadcast(n, inputs, out, ints, F, folded);
+  return c.FoldBroadcast(n, inputs, out, to_int.value_or(ints), f, folded);
+}
+
+// FoldElementwiseOf with f; a boolean (int) result when kToInt.
+template <double (*F)(const double*), bool kToInt>
+absl::Status FoldElementwise(ShapeContext& c, const Node& n, bool* folded) {
+  return FoldElementwiseOf(c, n, F, kToInt, folded);
+}
+
+// FoldElementwiseOf with f, the result an integer when every input is.
+template <double (*F)(const double*)>
+absl::Status FoldSameType(ShapeContext& c, const Node& n, bool* folded) {
+  return FoldElementwiseOf(c, n, F, std::nullopt, folded);
 }
 
 // Mod: integers by the divisor's sign (fmod = 0), or C's fmod (fmod = 1,

@@ -284,6 +284,34 @@ absl::Status InferSplit(ShapeContext& c, const Node& n) {
   return absl::OkStatus();
 }
 
+// The distance in elements between neighbours along each dimension of a
+// row-major tensor of `shape`.
+Shape RowMajorStrides(const Shape& shape) {
+  Shape st(shape.size(), 1);
+  for (int64_t d = int64_t(shape.size()) - 2; d >= 0; --d)
+    st[size_t(d)] = st[size_t(d) + 1] * shape[size_t(d) + 1];
+  return st;
+}
+
+// A constant of shape `out` whose element idx is a's row-major element
+// base + sum(idx[d] * stride[d]): a strided view of `a` (slices, transposes).
+Constant StridedValues(const Constant& a, const Shape& out, int64_t base, const Shape& stride) {
+  Constant result;
+  result.is_int = a.is_int;
+  result.shape = out;
+  Shape idx(out.size(), 0);
+  for (int64_t k = 0, total = int64_t(Elements(out)); k < total; ++k) {
+    int64_t at = base;
+    for (size_t d = 0; d < out.size(); ++d) at += idx[d] * stride[d];
+    PushValue(&result, ConstValue(a, at));
+    for (int64_t d = int64_t(out.size()) - 1; d >= 0; --d) {
+      if (++idx[size_t(d)] < out[size_t(d)]) break;
+      idx[size_t(d)] = 0;
+    }
+  }
+  return result;
+}
+
 // A Split of a constant (tf2onnx writes pads and shapes as one constant
 // split into parts and concatenated back): each output a constant.
 absl::Status FoldSplit(ShapeContext& c, const Node& n, bool* folded) {
@@ -359,26 +387,15 @@ absl::Status FoldSlice(ShapeContext& c, const Node& n, bool* folded) {
     step[size_t(ax)] = st;
     out[size_t(ax)] = std::max<int64_t>(count, 0);
   }
-  Constant result;
-  result.is_int = a.is_int;
-  result.shape = out;
-  const Shape strides = [&] {
-    Shape st(in.size(), 1);
-    for (int64_t d = r - 2; d >= 0; --d) st[size_t(d)] = st[size_t(d) + 1] * in[size_t(d) + 1];
-    return st;
-  }();
-  Shape idx(in.size(), 0);
-  for (int64_t k = 0, total = int64_t(Elements(out)); k < total; ++k) {
-    int64_t at = 0;
-    for (size_t d = 0; d < in.size(); ++d) at += (first[d] + idx[d] * step[d]) * strides[d];
-    PushValue(&result, ConstValue(a, at));
-    for (int64_t d = r - 1; d >= 0; --d) {
-      if (++idx[size_t(d)] < out[size_t(d)]) break;
-      idx[size_t(d)] = 0;
-    }
+  const Shape strides = RowMajorStrides(in);
+  int64_t base = 0;
+  Shape stride(in.size());
+  for (size_t d = 0; d < in.size(); ++d) {
+    base += first[d] * strides[d];
+    stride[d] = step[d] * strides[d];
   }
   *folded = true;
-  return c.SetConst(n, 0, result);
+  return c.SetConst(n, 0, StridedValues(a, out, base, stride));
 }
 
 // A transpose of a constant.
@@ -391,28 +408,15 @@ absl::Status FoldTranspose(ShapeContext& c, const Node& n, bool* folded) {
     for (int64_t i = int64_t(in.size()) - 1; i >= 0; --i) perm.push_back(i);
   }
   if (perm.size() != in.size() || double(a.size()) > kMaxFoldElements) return absl::OkStatus();
-  Shape out, strides(in.size(), 1);
-  for (int64_t d = int64_t(in.size()) - 2; d >= 0; --d)
-    strides[size_t(d)] = strides[size_t(d) + 1] * in[size_t(d) + 1];
+  const Shape strides = RowMajorStrides(in);
+  Shape out, stride;
   for (int64_t p : perm) {
     if (p < 0 || p >= int64_t(in.size())) return absl::OkStatus();  // InferTranspose names it
     out.push_back(in[size_t(p)]);
-  }
-  Constant result;
-  result.is_int = a.is_int;
-  result.shape = out;
-  Shape idx(out.size(), 0);
-  for (int64_t k = 0, total = a.size(); k < total; ++k) {
-    int64_t at = 0;
-    for (size_t d = 0; d < out.size(); ++d) at += idx[d] * strides[size_t(perm[d])];
-    PushValue(&result, ConstValue(a, at));
-    for (int64_t d = int64_t(out.size()) - 1; d >= 0; --d) {
-      if (++idx[size_t(d)] < out[size_t(d)]) break;
-      idx[size_t(d)] = 0;
-    }
+    stride.push_back(strides[size_t(p)]);
   }
   *folded = true;
-  return c.SetConst(n, 0, result);
+  return c.SetConst(n, 0, StridedValues(a, out, 0, stride));
 }
 
 // starts, ends, axes, steps: attributes before opset 10, inputs from 10.

@@ -376,11 +376,13 @@ absl::Status GraphRuntime::Impl::BindNodes() {
         at += Numel(a.in_shapes[k]);
       }
       st.noop = st.noop && at == Numel(a.out_shapes[0]);
-    }
-    for (size_t k = 0; st.noop && st.node.op != "Concat" && k < a.out.size(); ++k) {
-      const float* lo = a.in[0];
-      const float* hi = lo + Numel(a.in_shapes[0]);
-      st.noop = a.out[k] != nullptr && a.out[k] >= lo && a.out[k] + Numel(a.out_shapes[k]) <= hi;
+    } else {
+      for (size_t k = 0; st.noop && k < a.out.size(); ++k) {
+        const float* lo = a.in[0];
+        const float* hi = lo + Numel(a.in_shapes[0]);
+        st.noop =
+            a.out[k] != nullptr && a.out[k] >= lo && a.out[k] + Numel(a.out_shapes[k]) <= hi;
+      }
     }
     if (cuda && !st.noop) {
       return absl::UnimplementedError(StrCat("node '", st.node.name, "' (", st.node.op,
