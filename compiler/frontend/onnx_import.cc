@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <functional>
 #include <map>
 #include <set>
@@ -12,9 +11,10 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/file_util.h"
-#include "common/float16.h"
 #include "common/status_macros.h"
 #include "compiler/frontend/op_context.h"
+#include "compiler/frontend/model_rewrites.h"
+#include "compiler/frontend/onnx_tensor.h"
 #include "compiler/frontend/op_registry.h"
 #include "onnx/onnx_pb.h"  // defines ONNX_API, then includes onnx-ml.pb.h
 
@@ -29,110 +29,6 @@ constexpr int64_t kMaxIrVersion = 10;
 // Imported only when its condition folds to a constant: the taken branch's
 // nodes replace it (InlineIf).
 constexpr char kIf[] = "If";
-
-absl::StatusOr<Constant> FromTensor(const onnx::TensorProto& t, const std::string& what) {
-  Constant c;
-  for (int64_t d : t.dims()) c.shape.push_back(d);
-  TF_RETURN_IF_ERROR(CheckShape(c.shape, what));
-  const int64_t n = c.size();
-  if (t.has_data_location() && t.data_location() == onnx::TensorProto::EXTERNAL) {
-    return InvalidArgumentError(StrCat(what, ": external data is not supported"));
-  }
-  const std::string& raw = t.raw_data();
-  auto need = [&](size_t got, size_t want) -> absl::Status {
-    if (got != want) {
-      return InvalidArgumentError(StrCat(what, ": ", got, " values for shape ", ShapeText(c.shape),
-                                         " (", want, " needed)"));
-    }
-    return absl::OkStatus();
-  };
-  switch (t.data_type()) {
-    case onnx::TensorProto::FLOAT:
-      if (!raw.empty()) {
-        TF_RETURN_IF_ERROR(need(raw.size(), size_t(n) * 4));
-        c.floats.resize(size_t(n));
-        std::memcpy(c.floats.data(), raw.data(), raw.size());
-      } else {
-        TF_RETURN_IF_ERROR(need(size_t(t.float_data_size()), size_t(n)));
-        c.floats.assign(t.float_data().begin(), t.float_data().end());
-      }
-      return c;
-    case onnx::TensorProto::DOUBLE:
-      if (!raw.empty()) {
-        TF_RETURN_IF_ERROR(need(raw.size(), size_t(n) * 8));
-        for (int64_t i = 0; i < n; ++i) {
-          double v;
-          std::memcpy(&v, raw.data() + 8 * i, 8);
-          c.floats.push_back(float(v));
-        }
-      } else {
-        TF_RETURN_IF_ERROR(need(size_t(t.double_data_size()), size_t(n)));
-        for (double v : t.double_data()) c.floats.push_back(float(v));
-      }
-      return c;
-    case onnx::TensorProto::FLOAT16:
-    case onnx::TensorProto::BFLOAT16: {
-      // Held as floats: a 16-bit model computes in float32, each value
-      // exactly the 16-bit one it was stored as.
-      const bool half = t.data_type() == onnx::TensorProto::FLOAT16;
-      auto widen = [half](uint16_t bits) {
-        return half ? HalfBitsToFloat(bits) : BFloat16BitsToFloat(bits);
-      };
-      if (!raw.empty()) {
-        TF_RETURN_IF_ERROR(need(raw.size(), size_t(n) * 2));
-        for (int64_t i = 0; i < n; ++i) {
-          uint16_t bits;
-          std::memcpy(&bits, raw.data() + 2 * i, 2);
-          c.floats.push_back(widen(bits));
-        }
-      } else {
-        // int32_data holds one 16-bit pattern per element.
-        TF_RETURN_IF_ERROR(need(size_t(t.int32_data_size()), size_t(n)));
-        for (int32_t bits : t.int32_data()) c.floats.push_back(widen(uint16_t(bits)));
-      }
-      return c;
-    }
-    case onnx::TensorProto::INT64:
-      c.is_int = true;
-      if (!raw.empty()) {
-        TF_RETURN_IF_ERROR(need(raw.size(), size_t(n) * 8));
-        c.ints.resize(size_t(n));
-        std::memcpy(c.ints.data(), raw.data(), raw.size());
-      } else {
-        TF_RETURN_IF_ERROR(need(size_t(t.int64_data_size()), size_t(n)));
-        c.ints.assign(t.int64_data().begin(), t.int64_data().end());
-      }
-      return c;
-    case onnx::TensorProto::INT32:
-    case onnx::TensorProto::INT8:
-    case onnx::TensorProto::UINT8:
-    case onnx::TensorProto::BOOL:
-      c.is_int = true;
-      if (!raw.empty()) {
-        const size_t width = t.data_type() == onnx::TensorProto::INT32 ? 4 : 1;
-        TF_RETURN_IF_ERROR(need(raw.size(), size_t(n) * width));
-        for (int64_t i = 0; i < n; ++i) {
-          if (width == 4) {
-            int32_t v;
-            std::memcpy(&v, raw.data() + 4 * i, 4);
-            c.ints.push_back(v);
-          } else if (t.data_type() == onnx::TensorProto::INT8) {
-            c.ints.push_back(int8_t(raw[size_t(i)]));
-          } else {
-            c.ints.push_back(uint8_t(raw[size_t(i)]));
-          }
-        }
-      } else {
-        TF_RETURN_IF_ERROR(need(size_t(t.int32_data_size()), size_t(n)));
-        c.ints.assign(t.int32_data().begin(), t.int32_data().end());
-      }
-      return c;
-    default:
-      return InvalidArgumentError(StrCat(what, ": element type ", t.data_type(),
-                                         " is not supported (float, float16, bfloat16, double "
-                                         "and integers are)"));
-  }
-}
 
 
 // Shape inference and folding of one node, as its registry entry says;
@@ -680,77 +576,6 @@ absl::Status ImportNodes(std::vector<Node>& nodes, const Branches& branches, Sha
     TF_RETURN_IF_ERROR(import(n));
   }
   return absl::OkStatus();
-}
-
-// A BatchNormalization in inference form with constant parameters that no
-// producer absorbs (its input is not the only use of an anchor whose
-// weights take a per-channel scale) becomes Mul and Add by per-channel
-// constants, y = x * a + b: they fuse as a program into the kernel before
-// them, or run as a kernel of their own in either layout, where the
-// operator itself would be a native step.
-void RewriteLoneBatchNorms(Model* mp) {
-  Model& m = *mp;
-  std::map<std::string, std::string> producer;  // value -> the op that writes it
-  std::map<std::string, int> uses;
-  for (const Node& n : m.nodes) {
-    for (const std::string& o : n.outputs) producer[o] = n.op;
-    for (const std::string& in : n.inputs) ++uses[in];
-  }
-  for (const std::string& o : m.outputs) ++uses[o];
-  auto fresh = [&m](std::string name) {
-    while (m.shapes.count(name)) name += "'";
-    return name;
-  };
-  std::vector<Node> nodes;
-  for (Node& n : m.nodes) {
-    const std::string& x = n.inputs.empty() ? n.op : n.inputs[0];
-    bool lone = n.op == "BatchNormalization" && n.inputs.size() == 5 && n.outputs.size() == 1 &&
-                n.Int("training_mode", 0) == 0 && n.Int("spatial", 1) == 1 && m.shapes.count(x) &&
-                m.shapes.at(x).size() >= 2;
-    const int64_t c = lone ? m.shapes.at(x)[1] : 0;
-    for (size_t k = 1; lone && k < 5; ++k) {
-      auto it = m.constants.find(n.inputs[k]);
-      lone = it != m.constants.end() && !it->second.is_int && it->second.size() == c;
-    }
-    if (lone) {
-      if (auto p = producer.find(x); p != producer.end()) {
-        const OpDef* def = FindOp(p->second);
-        lone = def == nullptr || def->fusion != FusionRole::kAnchor ||
-               def->scale_weights == nullptr || uses[x] != 1;
-      }
-    }
-    if (!lone) {
-      nodes.push_back(std::move(n));
-      continue;
-    }
-    const double eps = n.Float("epsilon", 1e-5f);
-    const auto& g = m.constants.at(n.inputs[1]).floats;
-    const auto& beta = m.constants.at(n.inputs[2]).floats;
-    const auto& mean = m.constants.at(n.inputs[3]).floats;
-    const auto& var = m.constants.at(n.inputs[4]).floats;
-    Constant a, b;
-    a.shape.assign(m.shapes.at(x).size() - 1, 1);
-    a.shape[0] = c;
-    b.shape = a.shape;
-    for (int64_t i = 0; i < c; ++i) {
-      const double s = double(g[size_t(i)]) / std::sqrt(double(var[size_t(i)]) + eps);
-      a.floats.push_back(float(s));
-      b.floats.push_back(float(double(beta[size_t(i)]) - double(mean[size_t(i)]) * s));
-    }
-    const std::string& y = n.outputs[0];
-    const std::string an = fresh(y + "/bn_scale"), bn = fresh(y + "/bn_shift");
-    m.shapes[an] = a.shape;
-    m.constants[an] = std::move(a);
-    m.shapes[bn] = b.shape;
-    m.constants[bn] = std::move(b);
-    const std::string mid = fresh(y + "/bn_scaled");
-    m.shapes[mid] = m.shapes.at(x);
-    Node mul{.op = "Mul", .name = n.name + "/scale", .inputs = {x, an}, .outputs = {mid}};
-    Node add{.op = "Add", .name = n.name + "/shift", .inputs = {mid, bn}, .outputs = {y}};
-    nodes.push_back(std::move(mul));
-    nodes.push_back(std::move(add));
-  }
-  m.nodes = std::move(nodes);
 }
 
 // The model's nodes imported, its outputs checked, and every value's consumers.

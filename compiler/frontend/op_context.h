@@ -22,6 +22,7 @@ using Shape = std::vector<int64_t>;
 const std::vector<OpDef>& NnOps();
 const std::vector<OpDef>& ElementwiseOps();
 const std::vector<OpDef>& ShapeOps();
+const std::vector<OpDef>& ReduceOps();
 const std::vector<OpDef>& EinsumOps();
 
 // The largest dimension a shape (or a --shape override) may have.

@@ -255,7 +255,7 @@ const std::vector<const OpDef*>& AllOps() {
   static const auto* ops = [] {
     auto* all = new std::vector<const OpDef*>;
     for (const std::vector<OpDef>* family :
-         {&NnOps(), &ElementwiseOps(), &ShapeOps(), &EinsumOps()}) {
+         {&NnOps(), &ElementwiseOps(), &ShapeOps(), &ReduceOps(), &EinsumOps()}) {
       for (const OpDef& d : *family) all->push_back(&d);
     }
     std::sort(all->begin(), all->end(),

@@ -7,7 +7,8 @@
 //
 // Adding an operator is one OpDef in one of the family files
 // (ops_nn.cc: convolution, pooling, dense, normalization; ops_elementwise.cc;
-// ops_shape.cc: layout, shape and constant operators; ops_einsum.cc); when it runs natively,
+// ops_shape.cc: layout, shape and constant operators; ops_reduce.cc;
+// ops_einsum.cc); when it runs natively,
 // also one entry in the runtime's table (device_agent/runtime/ops.cc), which
 // tests/compiler/frontend/op_registry_test.cc checks.
 #pragma once

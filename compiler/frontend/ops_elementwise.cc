@@ -456,8 +456,11 @@ bool ElementwiseForm(std::vector<int64_t>* out, std::vector<std::vector<int64_t>
   return true;
 }
 
-const std::vector<OpDef>& ElementwiseOps() {
-  static const auto* ops = new std::vector<OpDef>{
+namespace {
+
+// One input, apart from the activations (the registry's ElementwiseOps).
+std::vector<OpDef> OneInputOps() {
+  return {
       // One input.
       Unary("Abs", MapPlain<v1::MAP_FN_ABS>),
       Unary("Ceil"),
@@ -509,6 +512,12 @@ const std::vector<OpDef>& ElementwiseOps() {
        .fold = FoldDequantize,
        .infer = InferDequantize},
       {.name = "Dropout", .infer = InferDropout},
+  };
+}
+
+// Activations, then two inputs broadcast, comparisons and Where.
+std::vector<OpDef> ActivationAndBinaryOps() {
+  return {
       // Activations.
       {.name = "Relu",
        .infer = InferSameShape,
@@ -583,6 +592,16 @@ const std::vector<OpDef>& ElementwiseOps() {
       Compare<XorOf>("Xor", 7),
       {.name = "Where", .min_opset = 9, .infer = InferWhere},
   };
+}
+
+}  // namespace
+
+const std::vector<OpDef>& ElementwiseOps() {
+  static const auto* ops = [] {
+    auto* all = new std::vector<OpDef>(OneInputOps());
+    for (OpDef& d : ActivationAndBinaryOps()) all->push_back(std::move(d));
+    return all;
+  }();
   return *ops;
 }
 

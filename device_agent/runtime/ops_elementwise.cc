@@ -279,9 +279,45 @@ absl::Status Op<T>::Expand() {
   return Broadcast(0, 1, [](const T* v) { return v[0]; });
 }
 
+// Trigonometric, hyperbolic, sign, rounding and classification (computed in
+// double; MapInT where float is exact).
+static std::vector<NativeOp> MathOps() {
+  return {
+      Kernel("Sin", [](auto& o) { return o.MapInT([](auto v) { return std::sin(v); }); }),
+      Kernel("Cos", [](auto& o) { return o.MapInT([](auto v) { return std::cos(v); }); }),
+      Kernel("Tan", [](auto& o) { return o.Map([](double v) { return std::tan(v); }); }),
+      Kernel("Asin", [](auto& o) { return o.Map([](double v) { return std::asin(v); }); }),
+      Kernel("Acos", [](auto& o) { return o.Map([](double v) { return std::acos(v); }); }),
+      Kernel("Atan", [](auto& o) { return o.Map([](double v) { return std::atan(v); }); }),
+      Kernel("Sinh", [](auto& o) { return o.Map([](double v) { return std::sinh(v); }); }),
+      Kernel("Cosh", [](auto& o) { return o.Map([](double v) { return std::cosh(v); }); }),
+      Kernel("Asinh", [](auto& o) { return o.Map([](double v) { return std::asinh(v); }); }),
+      Kernel("Acosh", [](auto& o) { return o.Map([](double v) { return std::acosh(v); }); }),
+      Kernel("Atanh", [](auto& o) { return o.Map([](double v) { return std::atanh(v); }); }),
+      Kernel("Sign",
+             [](auto& o) {
+               return o.Map([](double v) { return v > 0 ? 1.0 : v < 0 ? -1.0 : 0.0; });
+             }),
+      // Halves to even (the default rounding mode).
+      Kernel("Round", [](auto& o) { return o.Map([](double v) { return std::nearbyint(v); }); }),
+      Kernel("Softsign",
+             [](auto& o) { return o.Map([](double v) { return v / (1 + std::fabs(v)); }); }),
+      Kernel("IsNaN",
+             [](auto& o) { return o.Map([](double v) { return std::isnan(v) ? 1.0 : 0.0; }); }),
+      Kernel("IsInf",
+             [](auto& o) {
+               const bool neg = o.node().Int("detect_negative", 1) != 0;
+               const bool pos = o.node().Int("detect_positive", 1) != 0;
+               return o.Map([neg, pos](double v) {
+                 return std::isinf(v) && (v > 0 ? pos : neg) ? 1.0 : 0.0;
+               });
+             }),
+  };
+}
+
 // The elementwise family's operators.
 std::vector<NativeOp> ElementwiseOps() {
-  return {
+  std::vector<NativeOp> ops = {
       // One input, element by element (computed in double; MapInT where float is exact).
       Kernel("Abs", [](auto& o) { return o.MapInT([](auto v) { return std::fabs(v); }); }),
       Kernel("Cast", [](auto& o) { return o.Cast(); }),
@@ -337,35 +373,6 @@ std::vector<NativeOp> ElementwiseOps() {
                return o.Map([](double v) { return v > 30 ? v : std::log1p(std::exp(v)); });
              }),
       Kernel("Sqrt", [](auto& o) { return o.MapInT([](auto v) { return std::sqrt(v); }); }),
-      Kernel("Sin", [](auto& o) { return o.MapInT([](auto v) { return std::sin(v); }); }),
-      Kernel("Cos", [](auto& o) { return o.MapInT([](auto v) { return std::cos(v); }); }),
-      Kernel("Tan", [](auto& o) { return o.Map([](double v) { return std::tan(v); }); }),
-      Kernel("Asin", [](auto& o) { return o.Map([](double v) { return std::asin(v); }); }),
-      Kernel("Acos", [](auto& o) { return o.Map([](double v) { return std::acos(v); }); }),
-      Kernel("Atan", [](auto& o) { return o.Map([](double v) { return std::atan(v); }); }),
-      Kernel("Sinh", [](auto& o) { return o.Map([](double v) { return std::sinh(v); }); }),
-      Kernel("Cosh", [](auto& o) { return o.Map([](double v) { return std::cosh(v); }); }),
-      Kernel("Asinh", [](auto& o) { return o.Map([](double v) { return std::asinh(v); }); }),
-      Kernel("Acosh", [](auto& o) { return o.Map([](double v) { return std::acosh(v); }); }),
-      Kernel("Atanh", [](auto& o) { return o.Map([](double v) { return std::atanh(v); }); }),
-      Kernel("Sign",
-             [](auto& o) {
-               return o.Map([](double v) { return v > 0 ? 1.0 : v < 0 ? -1.0 : 0.0; });
-             }),
-      // Halves to even (the default rounding mode).
-      Kernel("Round", [](auto& o) { return o.Map([](double v) { return std::nearbyint(v); }); }),
-      Kernel("Softsign",
-             [](auto& o) { return o.Map([](double v) { return v / (1 + std::fabs(v)); }); }),
-      Kernel("IsNaN",
-             [](auto& o) { return o.Map([](double v) { return std::isnan(v) ? 1.0 : 0.0; }); }),
-      Kernel("IsInf",
-             [](auto& o) {
-               const bool neg = o.node().Int("detect_negative", 1) != 0;
-               const bool pos = o.node().Int("detect_positive", 1) != 0;
-               return o.Map([neg, pos](double v) {
-                 return std::isinf(v) && (v > 0 ? pos : neg) ? 1.0 : 0.0;
-               });
-             }),
       Kernel("Tanh", [](auto& o) { return o.MapInT([](auto v) { return std::tanh(v); }); }),
       // Broadcast inputs (computed in T).
       Kernel("Add", [](auto& o) { return o.Zip([](auto a, auto b) { return a + b; }); }),
@@ -404,6 +411,8 @@ std::vector<NativeOp> ElementwiseOps() {
              }),
       Kernel("Expand", [](auto& o) { return o.Expand(); }),
   };
+  for (NativeOp& op : MathOps()) ops.push_back(std::move(op));
+  return ops;
 }
 
 }  // namespace tunefarm::runtime::ops_internal
