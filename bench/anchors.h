@@ -24,6 +24,12 @@ inline const std::vector<Anchor>& KernelAnchors() {
       {"resnet_c64_c128_h56_1x1_s2", "conv2d_nchw(N=1,C=64,H=56,W=56,K=128,R=1,S=1,stride=2)"},
       {"yolo_c32_h160_3x3_s2", "conv2d_nchw(N=1,C=32,H=160,W=160,K=64,R=3,S=3,stride=2,pad=1)"},
       {"yolo_c128_h40_1x1", "conv2d_nchw(N=1,C=128,H=40,W=40,K=128,R=1,S=1)"},
+      // Channel counts off the vector width: ShuffleNetV2's 1x1 layers
+      // (58/116/232, 2 x 29 x 2^k) and a DenseNet layer (growth 32).
+      {"shufflenet_c58_h28_1x1", "conv2d_nchw(N=1,C=58,H=28,W=28,K=58,R=1,S=1)"},
+      {"shufflenet_c116_h14_1x1", "conv2d_nchw(N=1,C=116,H=14,W=14,K=116,R=1,S=1)"},
+      {"shufflenet_c232_h7_1x1", "conv2d_nchw(N=1,C=232,H=7,W=7,K=232,R=1,S=1)"},
+      {"densenet_c128_h14_3x3_k32", "conv2d_nchw(N=1,C=128,H=14,W=14,K=32,R=3,S=3,pad=1)"},
       {"mbv2_dw_c144_h56", "depthwise_conv2d_nchw(N=1,C=144,H=56,W=56,R=3,S=3,pad=1)"},
       {"mbv2_dw_c576_h14", "depthwise_conv2d_nchw(N=1,C=576,H=14,W=14,R=3,S=3,pad=1)"},
       // Reductions and normalizations: rows (PP-OCR rec's LayerNorm, a

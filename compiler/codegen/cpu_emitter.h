@@ -78,6 +78,7 @@ class CpuEmitter : public LoopEmitter {
   bool EndsDecide(const ir::Expr& cond) const;
   llvm::Value* ScalarAtLane(const ir::Expr& e, int lane);
   void GenVectorStore(const ir::StmtNode& s);
+  llvm::Value* PaddedLoad(llvm::Value* addr);
   llvm::Value* F(llvm::Value* like, double v);
   llvm::Value* MulAdd(llvm::Value* a, llvm::Value* b, llvm::Value* c);
   llvm::Value* FastTanh(llvm::Value* x);

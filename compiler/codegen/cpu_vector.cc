@@ -107,6 +107,27 @@ llvm::Value* CpuEmitter::StridedMaskedLoad(llvm::Value* addr, int coeff, llvm::V
   return b_.CreateShuffleVector(all, pick);
 }
 
+// An unmasked load of lanes_ (not a power of two) contiguous elements from
+// memory as one masked load of the next power of two, the lanes past
+// lanes_ off, narrowed back to lanes_ (a shuffle LLVM folds away where the
+// narrow vector's arithmetic is widened to the register). With AVX-512 that
+// is one instruction where LLVM splits a 14-lane load into 8 + 4 + 2 loads
+// and inserts; elsewhere (AVX2's vmaskmov, NEON without masked loads) null:
+// the plain load is kept.
+llvm::Value* CpuEmitter::PaddedLoad(llvm::Value* addr) {
+  if (vector_lanes_ < 16 || (lanes_ & (lanes_ - 1)) == 0) return nullptr;
+  int wide = 1;
+  while (wide < lanes_) wide *= 2;
+  if (wide > vector_lanes_) return nullptr;
+  std::vector<llvm::Constant*> bits;
+  std::vector<int> narrow;
+  for (int i = 0; i < wide; ++i) bits.push_back(b_.getInt1(i < lanes_));
+  for (int i = 0; i < lanes_; ++i) narrow.push_back(i);
+  llvm::Value* all = b_.CreateMaskedLoad(llvm::VectorType::get(f32_, wide, false), addr,
+                                         llvm::Align(4), llvm::ConstantVector::get(bits));
+  return b_.CreateShuffleVector(all, narrow);
+}
+
 llvm::Value* CpuEmitter::AllTrue() {
   return llvm::ConstantInt::getTrue(llvm::VectorType::get(b_.getInt1Ty(), lanes_, false));
 }
@@ -124,6 +145,9 @@ llvm::Value* CpuEmitter::GenVectorLoad(const ExprNode& n) {
     // Unmasked accesses stay plain loads, which SROA can keep in registers;
     // so do guarded ones of a stack tile that the loops keep inside it
     // (the guard keeps lanes out of the output, not out of the tile).
+    if (mask_ == nullptr && !OnStack(n.tensor)) {
+      if (llvm::Value* v = PaddedLoad(ScalarAddress(n.tensor, flat))) return v;
+    }
     if (mask_ == nullptr || (OnStack(n.tensor) && AlwaysInside(n.tensor, flat)))
       return b_.CreateAlignedLoad(vty, ScalarAddress(n.tensor, flat), llvm::Align(4));
     return b_.CreateMaskedLoad(vty, MaskedAddress(n.tensor, flat), llvm::Align(4), mask);

@@ -181,6 +181,39 @@ CpuTiling NhwcRegisterTile(int64_t rows, int64_t cols, int64_t channels) {
   return t;
 }
 
+// Independent accumulators that keep two FMA pipes of 4 cycles' latency
+// busy.
+constexpr int64_t kFmaChains = 8;
+
+struct RowsTile {
+  int64_t channels = 1, rows = 1;
+};
+
+// A register tile of `channels` (dividing k) x `rows` (dividing h) x
+// `vectors` output row vectors, for channel counts whose divisors leave
+// too few accumulators: the most accumulators up to 12, with at most 4
+// input vectors live per reduction step (more spill once LLVM pipelines
+// the reduction loop), then the fewest loads per FMA (docs/tuning-guide.md).
+RowsTile StarvedChannelTile(int64_t k, int64_t h, int64_t vectors) {
+  RowsTile best;
+  int64_t best_acc = 0;
+  double best_loads = 0;
+  for (int64_t c = 1; c <= std::min<int64_t>(k, 12); ++c) {
+    if (k % c != 0) continue;
+    for (int64_t r = 1; r * vectors <= 4 && r <= h; ++r) {
+      const int64_t acc = c * r * vectors;
+      if (h % r != 0 || acc > 12) continue;
+      const double loads = double(r * vectors + c) / double(acc);
+      if (acc > best_acc || (acc == best_acc && loads < best_loads - 1e-9)) {
+        best = {c, r};
+        best_acc = acc;
+        best_loads = loads;
+      }
+    }
+  }
+  return best;
+}
+
 // The tiling sketch's decisions for a convolution vectorized along the
 // output row, the reduction inside the register tile and (batch, channel)
 // as the parallel loop. With `channels` (dense convolutions): padding as a
@@ -209,6 +242,18 @@ absl::StatusOr<Trace> RowTiledConv(const ComputeDAG& dag, const Target& target, 
     t.spatial[3].s3 = cols;
     t.spatial[1].s3 = DivisorAtMost(k, std::max<int64_t>(1, budget / vectors));
     t.spatial[1].unroll = true;
+    if (t.spatial[1].s3 * vectors < kFmaChains) {
+      // The channel count's divisors starve the FMA pipes (58 = 2 x 29):
+      // the tile grows along output rows, and the channel tiles loop inside
+      // the pixel tile, so its input rows stay in L1 for all of them.
+      const RowsTile rt = StarvedChannelTile(k, h, vectors);
+      t.spatial[1].s3 = rt.channels;
+      t.spatial[1].s1 = k / rt.channels;
+      t.spatial[2].s3 = rt.rows;
+      t.spatial[2].unroll = true;
+      t.compute_at = kComputeAtS1;
+      t.parallel = CpuTiling::DefaultParallel(nest);
+    }
   } else {
     // The input streams through once, row after row, with no padded copy to
     // write and read; inside a model a layer's input is not in cache
@@ -223,8 +268,7 @@ absl::StatusOr<Trace> RowTiledConv(const ComputeDAG& dag, const Target& target, 
     t.pack = true;
   }
   t.reduce_steps.assign(3, 1);
-  t.compute_at = kComputeAtS0;
-  t.parallel = 2;  // batch x channels
+  if (t.compute_at == kComputeAtS0) t.parallel = 2;  // batch x channels
   absl::StatusOr<Trace> trace = BuildTiledSchedule(dag, target, t);
   if (trace.ok()) trace->is_default = true;
   return trace;
