@@ -84,4 +84,74 @@ void RewriteLoneBatchNorms(Model* mp) {
   }
   m.nodes = std::move(nodes);
 }
+namespace {
+
+// The pads of Pad node `n` when it pads with zeros in constant mode and
+// every pad is a known non-negative constant; empty otherwise.
+std::vector<int64_t> ZeroPads(const Model& m, const Node& n) {
+  auto mode = n.strings.find("mode");
+  if (mode != n.strings.end() && mode->second != "constant") return {};
+  std::vector<int64_t> pads = n.Ints("pads");
+  if (n.inputs.size() > 3 && !n.inputs[3].empty()) return {};  // axes (opset 18)
+  if (n.inputs.size() > 1 && !n.inputs[1].empty()) {
+    auto it = m.constants.find(n.inputs[1]);
+    if (it == m.constants.end() || !it->second.is_int) return {};
+    pads = it->second.ints;
+  }
+  if (n.inputs.size() > 2 && !n.inputs[2].empty()) {
+    auto it = m.constants.find(n.inputs[2]);
+    if (it == m.constants.end()) return {};
+    for (float v : it->second.floats)
+      if (v != 0) return {};
+    for (int64_t v : it->second.ints)
+      if (v != 0) return {};
+  }
+  if (n.Float("value", 0) != 0) return {};
+  for (int64_t p : pads)
+    if (p < 0) return {};
+  return pads;
+}
+
+}  // namespace
+
+void FoldPadsIntoConvs(Model* mp) {
+  Model& m = *mp;
+  std::map<std::string, int> producer, uses;
+  for (size_t i = 0; i < m.nodes.size(); ++i) {
+    for (const std::string& o : m.nodes[i].outputs) producer[o] = int(i);
+    for (const std::string& in : m.nodes[i].inputs) ++uses[in];
+  }
+  for (const std::string& o : m.outputs) ++uses[o];
+  std::vector<bool> dropped(m.nodes.size(), false);
+  for (Node& conv : m.nodes) {
+    if (conv.op != "Conv" || conv.inputs.empty()) continue;
+    auto auto_pad = conv.strings.find("auto_pad");
+    if (auto_pad != conv.strings.end() && auto_pad->second != "NOTSET") continue;
+    auto p = producer.find(conv.inputs[0]);
+    if (p == producer.end() || uses[conv.inputs[0]] != 1) continue;
+    const Node& pad = m.nodes[size_t(p->second)];
+    if (pad.op != "Pad" || pad.inputs.empty() || !m.shapes.count(pad.inputs[0])) continue;
+    const std::vector<int64_t> pads = ZeroPads(m, pad);
+    const size_t rank = m.shapes.at(pad.inputs[0]).size();
+    if (rank < 3 || pads.size() != 2 * rank || pads[0] || pads[1] || pads[rank] ||
+        pads[rank + 1])
+      continue;
+    const size_t spatial = rank - 2;
+    std::vector<int64_t> conv_pads = conv.Ints("pads");
+    if (conv_pads.empty()) conv_pads.assign(2 * spatial, 0);
+    if (conv_pads.size() != 2 * spatial) continue;
+    for (size_t d = 0; d < spatial; ++d) {
+      conv_pads[d] += pads[2 + d];
+      conv_pads[spatial + d] += pads[rank + 2 + d];
+    }
+    conv.ints["pads"] = conv_pads;
+    conv.inputs[0] = pad.inputs[0];
+    dropped[size_t(p->second)] = true;
+  }
+  std::vector<Node> kept;
+  for (size_t i = 0; i < m.nodes.size(); ++i)
+    if (!dropped[i]) kept.push_back(std::move(m.nodes[i]));
+  m.nodes = std::move(kept);
+}
+
 }  // namespace tunefarm::frontend

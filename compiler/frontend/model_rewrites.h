@@ -15,4 +15,13 @@ namespace tunefarm::frontend {
 // filled.
 void RewriteLoneBatchNorms(Model* m);
 
+// A Pad of zeros over the spatial dimensions only (constant mode, constant
+// non-negative pads, N and C unpadded) whose one reader is a Conv with
+// explicit pads becomes part of that Conv's pads, and the Pad is dropped:
+// tf2onnx writes every TensorFlow "SAME" convolution of stride 2 as Pad
+// then Conv, and the Pad would otherwise be a copy of its own (with a
+// layout flip on each side in a channels-last build). Runs before
+// m->consumers is filled.
+void FoldPadsIntoConvs(Model* m);
+
 }  // namespace tunefarm::frontend

@@ -588,6 +588,7 @@ absl::Status InferShapes(std::vector<Node>& nodes, const Branches& branches, Mod
       return InvalidArgumentError(StrCat("output '", o, "' is never produced"));
   }
   RewriteLoneBatchNorms(&m);
+  FoldPadsIntoConvs(&m);
   for (size_t i = 0; i < m.nodes.size(); ++i) {
     for (const std::string& in : m.nodes[i].inputs) {
       if (!in.empty()) m.consumers[in].push_back(int(i));

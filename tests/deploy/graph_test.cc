@@ -863,6 +863,26 @@ TEST_F(GraphTest, BatchNormNoConvolutionAbsorbsIsAProgram) {
   }
 }
 
+// A Pad of zeros before a Conv is the Conv's padding (asymmetric, as
+// tf2onnx writes a "SAME" stride-2 layer); a Pad of 0.5 is not. Both
+// layouts against the float64 interpreter and ONNX Runtime.
+TEST_F(GraphTest, ZeroPadsFoldIntoTheConvolutionAfterThem) {
+  Model m = Import("pad_conv");
+  std::vector<std::string> ops;
+  for (const auto& n : m.nodes) ops.push_back(n.name);
+  EXPECT_EQ(ops, (std::vector<std::string>{"conv_s2", "pad_half", "conv_after_half"}));
+  EXPECT_EQ(m.nodes[0].inputs[0], "x");
+  EXPECT_EQ(m.nodes[0].Ints("pads"), (std::vector<int64_t>{0, 0, 1, 1}));
+  const std::string all = absl::StrJoin(TaskSpecs(m), "\n");
+  EXPECT_TRUE(absl::StrContains(all, "stride=2,pad_top=0,pad_left=0,pad_bottom=1,pad_right=1"))
+      << all;
+  for (bool nchw : {true, false}) {
+    EXPECT_GE(CheckAgainstReference(m, nchw ? Nchw() : BuildOptions{}, nullptr,
+                                    dir_->File("pad_conv.onnx")),
+              3);
+  }
+}
+
 // A dynamically quantized model (DynamicQuantizeLinear, ConvInteger,
 // MatMulInteger, their int32 sums cast and scaled) imports and runs: the
 // integer products natively, exact; a QDQ weight (int8, per output

@@ -534,6 +534,22 @@ save("dense_bn", dense, [tensor("x", [1, 8, 16, 16])], [tensor("y", [1, 16, 16, 
       *dn_bn("bn2", 32), dn_init("w3", (16, 32, 3, 3)), dn_init("b3", (16,)), *dn_bn("bn3", 16)],
      opset=13)
 
+# tf2onnx's "SAME" stride-2 convolution: a Pad of zeros on the bottom and
+# right, then a Conv without pads (the Pad folds into the Conv's pads); a
+# Pad of another value stays an operator.
+pad_conv = [
+    helper.make_node("Pad", ["x", "pads1"], ["p1"], mode="constant", name="pad_zero"),
+    helper.make_node("Conv", ["p1", "pw1"], ["c1"], strides=[2, 2], name="conv_s2"),
+    helper.make_node("Pad", ["c1", "pads2", "half"], ["p2"], mode="constant", name="pad_half"),
+    helper.make_node("Conv", ["p2", "pw2"], ["y"], name="conv_after_half"),
+]
+save("pad_conv", pad_conv, [tensor("x", [1, 8, 15, 15])], [tensor("y", [1, 16, 7, 7])],
+     [ints("pads1", [0, 0, 0, 0, 0, 0, 1, 1]), dn_init("pw1", (12, 8, 3, 3)),
+      ints("pads2", [0, 0, 1, 1, 0, 0, 1, 1]),
+      numpy_helper.from_array(np.asarray(0.5, dtype=np.float32), "half"),
+      dn_init("pw2", (16, 12, 3, 3))],
+     opset=13)
+
 # An initializer of an element type the importer does not read (strings).
 save("string_init", [helper.make_node("Relu", ["x"], ["y"])], [tensor("x", [2])],
      [tensor("y", [2])], [helper.make_tensor("labels", TensorProto.STRING, [2], [b"a", b"b"])],
