@@ -30,6 +30,8 @@ inline const std::vector<Anchor>& KernelAnchors() {
       {"shufflenet_c116_h14_1x1", "conv2d_nchw(N=1,C=116,H=14,W=14,K=116,R=1,S=1)"},
       {"shufflenet_c232_h7_1x1", "conv2d_nchw(N=1,C=232,H=7,W=7,K=232,R=1,S=1)"},
       {"densenet_c128_h14_3x3_k32", "conv2d_nchw(N=1,C=128,H=14,W=14,K=32,R=3,S=3,pad=1)"},
+      {"densenet_c96_h56_1x1_k128", "conv2d_nchw(N=1,C=96,H=56,W=56,K=128,R=1,S=1)"},
+      {"densenet_c256_h56_1x1_k128", "conv2d_nchw(N=1,C=256,H=56,W=56,K=128,R=1,S=1)"},
       {"mbv2_dw_c144_h56", "depthwise_conv2d_nchw(N=1,C=144,H=56,W=56,R=3,S=3,pad=1)"},
       {"mbv2_dw_c576_h14", "depthwise_conv2d_nchw(N=1,C=576,H=14,W=14,R=3,S=3,pad=1)"},
       // Reductions and normalizations: rows (PP-OCR rec's LayerNorm, a

@@ -7,7 +7,7 @@
 //                         [--objective O] [--run-to N] [--json FILE] [--svg FILE] [--trace]
 //   tunefarm-bench farm [--agents 1,10,100] [--seconds 10] [--trials 96] [--json FILE]
 //   tunefarm-bench models [--seconds 1200 | --trials N] [--threads 1,2] [--repeat 20]
-//                         [--yolo-size 640] [--only NAME] [--db-dir DIR] [--json FILE]
+//                         [--yolo-size 640] [--only S1,S2] [--db-dir DIR] [--json FILE]
 //   tunefarm-bench gpu-models [--trials N] [--precision fp32,fp16,bf16,tf32] [--layout nchw,nhwc]
 //                             [--repeat 50] [--only NAME] [--model-dir DIR] [--db-dir DIR]
 //                             [--json FILE]
@@ -66,7 +66,7 @@ int main(int argc, char** argv) {
         "       tunefarm-bench farm [--agents 1,10,100] [--seconds 10] [--trials 96] "
         "[--json FILE]\n"
         "       tunefarm-bench models [--seconds 1200 | --trials N] [--threads 1,2] "
-        "[--repeat 20] [--yolo-size 640] [--only NAME] [--db-dir DIR] [--json FILE]\n"
+        "[--repeat 20] [--yolo-size 640] [--only S1,S2] [--db-dir DIR] [--json FILE]\n"
         "       tunefarm-bench gpu-models [--trials N] [--precision fp32,fp16,bf16,tf32] "
         "[--layout nchw,nhwc] [--repeat 50] [--only NAME] [--model-dir DIR] [--db-dir DIR] "
         "[--json FILE]\n"

@@ -2,6 +2,7 @@
 // tests (the oracle) and tunefarm-bench models (the latency peer).
 //   node bench/ort_run.js MODEL.onnx --threads N [--repeat N] [--input NAME=FILE.npy]...
 //                         [--shape NAME=D1xD2...] [--value NAME=V1,V2...] [--seed N] [--out DIR]
+//                         [--opt all|extended|basic|disabled]
 // Inputs not given are seeded uniform random in [-1, 1) (shapes from the model
 // or --shape); --value fixes an input to values, in the input's element
 // type. Prints one JSON line: {"latency_ms": median, "runs": N, "outputs": [...]}.
@@ -54,7 +55,7 @@ function rng(seed) {  // xorshift64*, uniform in [-1, 1)
 async function main() {
   const args = process.argv.slice(2);
   const model = args[0];
-  let threads = 1, repeat = 10, seed = 1, out = null;
+  let threads = 1, repeat = 10, seed = 1, out = null, opt = 'all';
   const inputs = {}, shapes = {}, values = {};
   for (let i = 1; i < args.length; i += 2) {
     const [k, v] = [args[i], args[i + 1]];
@@ -62,6 +63,7 @@ async function main() {
     else if (k === '--repeat') repeat = Number(v);
     else if (k === '--seed') seed = Number(v);
     else if (k === '--out') out = v;
+    else if (k === '--opt') opt = v;
     else if (k === '--input') { const [n, f] = v.split('='); inputs[n] = readNpy(f); }
     else if (k === '--shape') { const [n, d] = v.split('='); shapes[n] = d.split('x').map(Number); }
     else if (k === '--value') { const [n, d] = v.split('='); values[n] = d.split(',').map(Number); }
@@ -69,7 +71,7 @@ async function main() {
   }
   const session = await ort.InferenceSession.create(model, {
     intraOpNumThreads: threads, interOpNumThreads: 1, executionMode: 'sequential',
-    graphOptimizationLevel: 'all', logSeverityLevel: 3 });
+    graphOptimizationLevel: opt, logSeverityLevel: 3 });
   const feeds = {};
   const r = rng(seed);
   for (const name of session.inputNames) {

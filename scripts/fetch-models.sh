@@ -64,6 +64,7 @@ cp "$tmp/package/models/melspectrogram.onnx" "$CACHE/models/oww_melspectrogram.o
 cp "$tmp/package/models/embedding_model.onnx" "$CACHE/models/oww_embedding.onnx"
 tar xzf "$CACHE/npm/jp.keijiro.mlsd-1.0.0.tgz" -C "$tmp"
 cp "$tmp/package/ONNX/mlsd_320x320_tiny.onnx" "$CACHE/models/mlsd_320_tiny.onnx"
+cp "$tmp/package/ONNX/mlsd_512x512_large.onnx" "$CACHE/models/mlsd_512_large.onnx"
 
 # ONNX Runtime for node, installed from the pinned tarball (its one
 # dependency, onnxruntime-common, comes with npm's own integrity check).
