@@ -523,6 +523,17 @@ bool WriteZoo(const fs::path& tmp, int yolo) {
 int RunModelsBench(const std::vector<std::string>& args) {
   ModelsOptions o;
   if (const int flags = ParseModelsArgs(args, &o); flags != 0) return flags;
+  {
+    const std::vector<ModelSpec> known = KnownModels(fs::path(), o.yolo);
+    if (std::none_of(known.begin(), known.end(),
+                     [&](const ModelSpec& m) { return Selected(m.name, o.only); })) {
+      std::string names;
+      for (const ModelSpec& m : known) absl::StrAppend(&names, names.empty() ? "" : ", ", m.name);
+      std::fprintf(stderr, "tunefarm-bench: models: --only %s matches no model (%s)\n",
+                   o.only.c_str(), names.c_str());
+      return 2;
+    }
+  }
   // Rows appear as they are measured, also through a pipe.
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   const bool have_ort =
@@ -547,14 +558,6 @@ int RunModelsBench(const std::vector<std::string>& args) {
   }
   const std::vector<ModelSpec> models = KnownModels(tmp, o.yolo);
   auto selected = [&](const ModelSpec& m) { return Selected(m.name, o.only); };
-  if (std::none_of(models.begin(), models.end(), selected)) {
-    std::string names;
-    for (const ModelSpec& m : models) absl::StrAppend(&names, names.empty() ? "" : ", ", m.name);
-    std::fprintf(stderr, "tunefarm-bench: models: --only %s matches no model (%s)\n",
-                 o.only.c_str(), names.c_str());
-    fs::remove_all(tmp, made);
-    return 2;
-  }
   if (std::any_of(models.begin(), models.end(),
                   [&](const ModelSpec& m) { return m.generated && selected(m); }) &&
       !WriteZoo(tmp, o.yolo)) {

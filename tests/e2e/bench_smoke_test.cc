@@ -178,8 +178,9 @@ TEST(BenchSmoke, ModelsTunesEachThreadCountAndChecksAgainstOrt) {
   EXPECT_TRUE(std::filesystem::exists(dir.File("dbs/ppocr_cls_v2-t1.db"))) << r.out;
 }
 
-// --help prints the usage and runs nothing; a bad flag of the models bench
-// is one line and exit 2 before anything is tuned or timed.
+// --help prints the usage and runs nothing; a bad flag of the models bench,
+// or an --only that selects no model, is one line and exit 2 before
+// anything is tuned or timed.
 TEST(BenchSmoke, HelpAndBadModelsFlagsRunNothing) {
   testing::TempDir dir;
   const std::string bench = testing::BinPath("tunefarm-bench");
@@ -195,6 +196,7 @@ TEST(BenchSmoke, HelpAndBadModelsFlagsRunNothing) {
       {{"--only", "resnet18", "--seconds"}, "--seconds needs a value"},
       {{"--frobnicate", "1"}, "unknown flag --frobnicate"},
       {{"--repeat", "3", "--frobnicate"}, "unknown flag --frobnicate"},
+      {{"--only", "no_such_model"}, "--only no_such_model matches no model (resnet18, "},
   };
   for (const auto& [flags, why] : bad) {
     std::vector<std::string> argv = {bench, "models"};
