@@ -191,18 +191,21 @@ struct RowsTile {
 
 // A register tile of `channels` (dividing k) x `rows` (dividing h) x
 // `vectors` output row vectors, for channel counts whose divisors leave
-// too few accumulators: the most accumulators up to 12, with at most 4
-// input vectors live per reduction step (more spill once LLVM pipelines
-// the reduction loop), then the fewest loads per FMA (docs/tuning-guide.md).
-RowsTile StarvedChannelTile(int64_t k, int64_t h, int64_t vectors) {
+// too few accumulators: the most accumulators up to 12 (8 with AVX2's 16
+// registers, which also hold the 4 input vectors and a broadcast), with at
+// most 4 input vectors live per reduction step (more spill once LLVM
+// pipelines the reduction loop), then the fewest loads per FMA
+// (docs/tuning-guide.md).
+RowsTile StarvedChannelTile(int64_t k, int64_t h, int64_t vectors, int64_t lanes) {
+  const int64_t cap = lanes == 8 ? 8 : 12;
   RowsTile best;
   int64_t best_acc = 0;
   double best_loads = 0;
-  for (int64_t c = 1; c <= std::min<int64_t>(k, 12); ++c) {
+  for (int64_t c = 1; c <= std::min<int64_t>(k, cap); ++c) {
     if (k % c != 0) continue;
     for (int64_t r = 1; r * vectors <= 4 && r <= h; ++r) {
       const int64_t acc = c * r * vectors;
-      if (h % r != 0 || acc > 12) continue;
+      if (h % r != 0 || acc > cap) continue;
       const double loads = double(r * vectors + c) / double(acc);
       if (acc > best_acc || (acc == best_acc && loads < best_loads - 1e-9)) {
         best = {c, r};
@@ -246,7 +249,7 @@ absl::StatusOr<Trace> RowTiledConv(const ComputeDAG& dag, const Target& target, 
       // The channel count's divisors starve the FMA pipes (58 = 2 x 29):
       // the tile grows along output rows, and the channel tiles loop inside
       // the pixel tile, so its input rows stay in L1 for all of them.
-      const RowsTile rt = StarvedChannelTile(k, h, vectors);
+      const RowsTile rt = StarvedChannelTile(k, h, vectors, lanes);
       t.spatial[1].s3 = rt.channels;
       t.spatial[1].s1 = k / rt.channels;
       t.spatial[2].s3 = rt.rows;
