@@ -1,5 +1,6 @@
 #include "compiler/frontend/tasks.h"
 
+#include <algorithm>
 #include <map>
 #include <optional>
 #include <set>
@@ -603,6 +604,56 @@ std::optional<ir::CanonicalWorkload> ChannelsLastForm(const Model& model,
   return *std::move(cl);
 }
 
+// The pixel-row form of an NCHW 1x1 convolution (stride 1, no padding,
+// one group): [N, C, H, W] read as [N, C, 1, H*W], the same memory, so the
+// row schedule's vectors run along all H*W pixels instead of rows of W
+// that leave a partial vector (56 = 3 x 16 + 8). Taken where the default
+// takes that schedule (a shallow reduction, or output channels that are not
+// whole vectors) with output channels a multiple of 8 and rows of at least
+// 16 pixels; elsewhere the flat row measured slower (docs/tuning-guide.md).
+// nullopt: `c` keeps its form.
+std::optional<ir::CanonicalWorkload> PixelRowForm(const ExtractOptions& options,
+                                                  const ir::CanonicalWorkload& c) {
+  const v1::Workload& w = c.workload;
+  if (options.gpu || w.op() != v1::OP_KIND_CONV2D || !w.has_conv2d() || w.inputs_size() != 2)
+    return std::nullopt;
+  const v1::Conv2dAttrs& a = w.conv2d();
+  auto all = [](const auto& v, int64_t x) {
+    return std::all_of(v.begin(), v.end(), [x](int64_t e) { return e == x; });
+  };
+  const auto& x = w.inputs(0).shape();
+  const auto& k = w.inputs(1).shape();
+  if (a.layout() != v1::DATA_LAYOUT_NCHW || a.winograd() != 0 || a.groups() > 1 ||
+      !all(a.strides(), 1) || !all(a.pads(), 0) || x.size() != 4 || k.size() != 4 || k[2] != 1 ||
+      k[3] != 1 || x[2] == 1 || x[3] < 16)
+    return std::nullopt;
+  const int64_t channels = x[1], out_channels = k[0], h = x[2], wd = x[3];
+  if (out_channels % 8 != 0 || !(channels <= 96 || out_channels % options.lanes != 0))
+    return std::nullopt;
+  v1::Workload f = w;
+  f.mutable_inputs(0)->set_shape(2, 1);
+  f.mutable_inputs(0)->set_shape(3, h * wd);
+  // Epilogue operands broadcast against [N, K, H, W]: per pixel, or the
+  // same for every pixel.
+  for (v1::Epilogue& e : *f.mutable_epilogue()) {
+    for (v1::TensorSpec& t : *e.mutable_map_inputs()) {
+      std::vector<int64_t> s(t.shape().begin(), t.shape().end());
+      while (s.size() < 4) s.insert(s.begin(), 1);
+      if (s.size() != 4) return std::nullopt;
+      if (s[2] == h && s[3] == wd) {
+        s[2] = 1, s[3] = h * wd;
+      } else if (s[2] != 1 || s[3] != 1) {
+        return std::nullopt;
+      }
+      t.clear_shape();
+      for (int64_t d : s) t.add_shape(d);
+    }
+  }
+  absl::StatusOr<ir::CanonicalWorkload> flat = ir::Canonicalize(f);
+  if (!flat.ok()) return std::nullopt;
+  return *std::move(flat);
+}
+
 // `c` in the options' precision: tf32 products, or 16-bit values; an
 // error names node `n`.
 absl::Status ApplyPrecision(const ExtractOptions& options, const Node& n,
@@ -688,6 +739,9 @@ absl::StatusOr<TaskExtraction> ExtractTasks(const Model& model, const ExtractOpt
         nhwc = true;
         nhwc_values.insert(model.nodes[size_t(taken.back())].outputs[0]);
       }
+    }
+    if (!nhwc) {
+      if (std::optional<ir::CanonicalWorkload> flat = PixelRowForm(options, *c)) c = *std::move(flat);
     }
     TF_RETURN_IF_ERROR(ApplyPrecision(options, n, &c));
     for (int t : taken) fused.insert(t);

@@ -780,14 +780,15 @@ TEST_F(GraphTest, ElementwiseDagsFuseIntoOnePrograms) {
   EXPECT_EQ(specs[1],
             "add(N=1,C=8,H=24,W=40,yC=1,yH=1,yW=1)+map[8x24x40,1](clip(%0,0,6),mul($0,%1),"
             "div(%2,$1))");
+  // (The 1x1 layers read their 24 x 40 pixels as one row: PixelRowForm.)
   EXPECT_EQ(specs[2],
-            "conv2d_nchw(N=1,C=8,H=24,W=40,K=16,R=1,S=1)+bias+map[](softplus(%0),tanh(%1),"
+            "conv2d_nchw(N=1,C=8,H=1,W=960,K=16,R=1,S=1)+bias+map[](softplus(%0),tanh(%1),"
             "mul(%0,%2))");
   EXPECT_EQ(specs[3],
             "conv2d_nchw(N=1,C=16,H=24,W=40,K=16,R=3,S=3,pad=1)+map[1,1,1](div(%0,$0),erf(%1),"
             "add(%2,$1),mul(%0,%3),mul(%4,$2))");
   EXPECT_EQ(specs[4],
-            "conv2d_nchw(N=1,C=16,H=24,W=40,K=16,R=1,S=1)+bias+map[16x1x1](pow(%0,2),abs(%0),"
+            "conv2d_nchw(N=1,C=16,H=1,W=960,K=16,R=1,S=1)+bias+map[16x1x1](pow(%0,2),abs(%0),"
             "sqrt(%2),sub(%1,%3),mul(%4,$0))");
   v1::ModelPackage pkg;
   EXPECT_GE(CheckAgainstReference(m, Nchw(), &pkg, dir_->File("dags.onnx")), 3);
@@ -880,6 +881,30 @@ TEST_F(GraphTest, ZeroPadsFoldIntoTheConvolutionAfterThem) {
     EXPECT_GE(CheckAgainstReference(m, nchw ? Nchw() : BuildOptions{}, nullptr,
                                     dir_->File("pad_conv.onnx")),
               3);
+  }
+}
+
+// An NCHW 1x1 convolution with a shallow reduction reads its H x W pixels
+// as one row (the same memory), its residual and per-channel PRelu
+// reshaped with it; one whose epilogue varies along the row, one with
+// short rows and every channels-last build keep their rows. Every value
+// matches the interpreter and ONNX Runtime.
+TEST_F(GraphTest, PointwiseConvolutionsReadPixelsAsOneRow) {
+  Model m = Import("pointwise");
+  frontend::ExtractOptions nchw;
+  nchw.lanes = 16;
+  const std::string all = absl::StrJoin(TaskSpecs(m, v1::OP_KIND_CONV2D, nchw), "\n");
+  EXPECT_TRUE(absl::StrContains(all, "C=24,H=1,W=440,K=32,R=1,S=1")) << all;
+  EXPECT_TRUE(absl::StrContains(all, "C=32,H=20,W=22,K=16,R=1,S=1")) << all;
+  EXPECT_TRUE(absl::StrContains(all, "C=16,H=11,W=12,K=16,R=1,S=1")) << all;
+  frontend::ExtractOptions nhwc = nchw;
+  nhwc.channels_last = true;
+  EXPECT_FALSE(absl::StrContains(absl::StrJoin(TaskSpecs(m, v1::OP_KIND_CONV2D, nhwc), "\n"),
+                                 "W=440"));
+  for (bool nchw_build : {true, false}) {
+    EXPECT_GE(CheckAgainstReference(m, nchw_build ? Nchw() : BuildOptions{}, nullptr,
+                                    dir_->File("pointwise.onnx")),
+              6);
   }
 }
 

@@ -550,6 +550,25 @@ save("pad_conv", pad_conv, [tensor("x", [1, 8, 15, 15])], [tensor("y", [1, 16, 7
       dn_init("pw2", (16, 12, 3, 3))],
      opset=13)
 
+# NCHW 1x1 convolutions: the first (shallow, 32 outputs, rows of 20) reads
+# its pixels as one row, with a per-pixel residual and a per-channel PRelu
+# fused after it; the second's bias varies along the row only, so it keeps
+# its rows; the third's rows (12) are too short.
+pointwise = [
+    helper.make_node("Conv", ["x", "pw_w1", "pw_b1"], ["c1"], name="pw_flat"),
+    helper.make_node("Add", ["c1", "r"], ["a1"], name="pw_residual"),
+    helper.make_node("PRelu", ["a1", "pw_slope"], ["p1"], name="pw_prelu"),
+    helper.make_node("Conv", ["p1", "pw_w2"], ["c2"], name="pw_rowwise"),
+    helper.make_node("Add", ["c2", "pw_row"], ["a2"], name="pw_row_bias"),
+    helper.make_node("MaxPool", ["a2"], ["m2"], kernel_shape=[2, 2], strides=[2, 2], pads=[1, 1, 1, 1],
+                     name="pw_pool"),
+    helper.make_node("Conv", ["m2", "pw_w3"], ["y"], name="pw_short"),
+]
+save("pointwise", pointwise, [tensor("x", [1, 24, 20, 22]), tensor("r", [1, 32, 20, 22])],
+     [tensor("y", [1, 16, 11, 12])],
+     [init("pw_w1", (32, 24, 1, 1)), init("pw_b1", (32,)), init("pw_slope", (32, 1, 1)),
+      init("pw_w2", (16, 32, 1, 1)), init("pw_row", (1, 22)), init("pw_w3", (16, 16, 1, 1))])
+
 # An initializer of an element type the importer does not read (strings).
 save("string_init", [helper.make_node("Relu", ["x"], ["y"])], [tensor("x", [2])],
      [tensor("y", [2])], [helper.make_tensor("labels", TensorProto.STRING, [2], [b"a", b"b"])],
