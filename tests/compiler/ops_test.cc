@@ -79,9 +79,10 @@ INSTANTIATE_TEST_SUITE_P(
         "dense(M=5,N=40,K=24)+bias+map[40,5x1](erf(%0),max(%1,$0),pow(%2,3),min(%3,$1))",
         "add(N=1,C=3,H=9,W=21,yC=1,yH=1,yW=1)+map[3x9x21](sigmoid(%0),mul(%1,$0),"
         "leaky_relu(%2,0.1),hard_sigmoid(%0,0.2,0.5),sub(%3,%4))",
-        // Softmax along rows (16-wide slices, a ragged last one) and across
-        // a strided axis.
-        "softmax(A=5,N=37)", "softmax(A=2,N=6625)", "log_softmax(A=3,N=20,B=9)",
+        // Softmax along rows (16-wide slices, a ragged last one), along rows
+        // shorter than a slice and across a strided axis.
+        "softmax(A=5,N=37)", "softmax(A=2,N=6625)", "softmax(A=37,N=2)", "log_softmax(A=9,N=5)",
+        "log_softmax(A=3,N=20,B=9)",
         "softmax(A=4,N=7,B=33)",
         // Reductions: along rows in 16-wide slices (ragged last one), along
         // short rows, across a strided axis; min as -max(-x), mean's divide,
