@@ -342,10 +342,21 @@ std::optional<std::pair<double, int>> BuildAndTune(const PreparedModel& m, int t
 
 // What was measured for a model at one thread count: a line of the table
 // and a row of the JSON.
+// Rounds of (both packages paired, then ONNX Runtime) per model and thread
+// count.
+constexpr int kTimingRounds = 3;
+
+double MedianOf(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::nth_element(v.begin(), v.begin() + ptrdiff_t(v.size() / 2), v.end());
+  return v[v.size() / 2];
+}
+
 struct ModelRow {
   std::string layout, untuned_layout, check;
   double untuned_s = 0, tuned_s = 0, speedup = 0, tune_s = 0;
-  double ort_s = 0;  // 0: ONNX Runtime did not run
+  double ort_s = 0;     // 0: ONNX Runtime did not run
+  double over_ort = 0;  // tuned / ONNX Runtime, the median over the rounds
   int trials = 0, tuned_kernels = 0, kernels = 0, reverted = 0;
   runtime::TimeShares shares;
 };
@@ -358,7 +369,7 @@ void ReportModelRow(const std::string& name, int th, const ModelRow& r, std::str
       "%-20s %3d %6s %12.2f %12.2f %14s %8d %10.2f %10s  %d/%d, %d reverted (tuning %.0f s)\n",
       name.c_str(), th, r.layout.c_str(), u * 1e3, t * 1e3,
       ort > 0 ? absl::StrFormat("%.2f", ort * 1e3).c_str() : "-", r.trials, r.speedup,
-      ort > 0 ? absl::StrFormat("%.2f", ort / t).c_str() : "-", r.tuned_kernels, r.kernels,
+      ort > 0 ? absl::StrFormat("%.2f", 1 / r.over_ort).c_str() : "-", r.tuned_kernels, r.kernels,
       r.reverted, r.tune_s);
   std::printf(
       "%-20s %3d time in tuned kernels %.0f%%, default kernels %.0f%%, native steps %.0f%%, "
@@ -371,12 +382,15 @@ void ReportModelRow(const std::string& name, int th, const ModelRow& r, std::str
       absl::StrFormat("{\"model\": \"%s\", \"layout\": \"%s\", \"threads\": %d, "
                       "\"untuned_layout\": \"%s\", \"untuned_ms\": %.3f, "
                       "\"tuned_ms\": %.3f, \"trials\": %d, \"onnxruntime_ms\": %s, "
+                      "\"tuned_over_onnxruntime\": %s, \"rounds\": %d, "
                       "\"tuned_kernels\": %d, \"kernels\": %d, \"reverted\": %d, "
                       "\"speedup_paired\": %.4f, \"tuning_s\": %.1f, "
                       "\"share_tuned\": %.4f, \"share_default\": %.4f, "
                       "\"share_native\": %.4f, \"share_layout\": %.4f, \"check\": \"%s\"}",
                       name, r.layout, th, r.untuned_layout, u * 1e3, t * 1e3, r.trials,
-                      ort > 0 ? absl::StrFormat("%.3f", ort * 1e3) : "null", r.tuned_kernels,
+                      ort > 0 ? absl::StrFormat("%.3f", ort * 1e3) : "null",
+                      ort > 0 ? absl::StrFormat("%.4f", r.over_ort) : "null", kTimingRounds,
+                      r.tuned_kernels,
                       r.kernels, r.reverted, r.speedup, r.tune_s, r.shares.tuned / all,
                       r.shares.default_kernels / all, r.shares.native / all,
                       r.shares.layout / all, r.check));
@@ -445,22 +459,38 @@ bool BenchModelAtThreads(const PreparedModel& m, int th, const ModelsOptions& o,
                 spec.name.c_str(), th, r.check.c_str());
     return false;
   }
-  auto times = deploy::TimePaired(*untuned, *tuned, th, o.repeat, &m.in);
-  if (!times.ok()) {
-    std::printf("%-20s %3d timing failed: %s\n", spec.name.c_str(), th,
-                std::string(times.status().message()).c_str());
-    return false;
+  // The packages and ONNX Runtime in alternating rounds, each side's time
+  // and tuned/ORT the medians over the rounds: a VM's speed shifts between
+  // runs (its neighbours, where its cores sit) by more than the
+  // differences measured, and one round of each side can fall on either
+  // side of a shift.
+  std::vector<double> untuned_s, tuned_s, speedup, ort_s, over_ort;
+  int runs = 0;
+  for (int round = 0; round < kTimingRounds; ++round) {
+    auto times = deploy::TimePaired(*untuned, *tuned, th, o.repeat, &m.in);
+    if (!times.ok()) {
+      std::printf("%-20s %3d timing failed: %s\n", spec.name.c_str(), th,
+                  std::string(times.status().message()).c_str());
+      return false;
+    }
+    untuned_s.push_back(times->a_seconds);
+    tuned_s.push_back(times->b_seconds);
+    speedup.push_back(times->a_over_b);
+    runs = times->runs;  // ONNX Runtime gets as many
+    if (auto ort = TimeOrt(spec.path, th, runs, m.input_flags, ""); ort.ok()) {
+      ort_s.push_back(*ort);
+      over_ort.push_back(times->b_seconds / *ort);
+    }
   }
-  r.untuned_s = times->a_seconds, r.tuned_s = times->b_seconds, r.speedup = times->a_over_b;
-  const int runs = times->runs;  // ONNX Runtime gets as many
-  if (auto ort = TimeOrt(spec.path, th, runs, m.input_flags, ""); ort.ok()) r.ort_s = *ort;
+  r.untuned_s = MedianOf(untuned_s), r.tuned_s = MedianOf(tuned_s), r.speedup = MedianOf(speedup);
+  if (!ort_s.empty()) r.ort_s = MedianOf(ort_s), r.over_ort = MedianOf(over_ort);
   if (auto sh = ProfiledShares(*tuned, th, std::max(5, runs / 4), m.in); sh.ok()) r.shares = *sh;
   auto layout_of = [](const v1::ModelPackage& pkg) {
     return pkg.layout().empty() ? std::string("NCHW") : pkg.layout();
   };
   r.layout = layout_of(*tuned), r.untuned_layout = layout_of(*untuned);
   ReportModelRow(spec.name, th, r, rows);
-  if (r.ort_s > 0) (*ratios)[th].emplace_back(spec.name, r.tuned_s / r.ort_s);
+  if (r.ort_s > 0) (*ratios)[th].emplace_back(spec.name, r.over_ort);
   return true;
 }
 
