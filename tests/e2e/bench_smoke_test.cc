@@ -164,7 +164,8 @@ TEST(BenchSmoke, ModelsTunesEachThreadCountAndChecksAgainstOrt) {
       "\"model\": \"ppocr_cls_v2\", \"layout\": \"(NCHW|NHWC)\", \"threads\": 1, "
       "\"untuned_layout\": \"(NCHW|NHWC)\", \"untuned_ms\": [0-9.]+, \"tuned_ms\": [0-9.]+, "
       "\"trials\": ([0-9]+), "
-      "\"onnxruntime_ms\": [0-9.]+, .*\"check\": \"max error vs ONNX Runtime");
+      "\"onnxruntime_ms\": [0-9.]+, \"tuned_over_onnxruntime\": [0-9.]+, \"rounds\": 3, "
+      ".*\"check\": \"max error vs ONNX Runtime");
   std::smatch m;
   ASSERT_TRUE(std::regex_search(text, m, row)) << text;
   EXPECT_EQ(std::stoi(m[3]), 6) << text;
