@@ -208,6 +208,10 @@ double AcoshOf(const double* v) { return std::acosh(v[0]); }
 double AtanhOf(const double* v) { return std::atanh(v[0]); }
 double SignOf(const double* v) { return v[0] > 0 ? 1 : v[0] < 0 ? -1 : 0; }
 double RoundOf(const double* v) { return std::nearbyint(v[0]); }  // halves to even
+double AbsOf(const double* v) { return std::fabs(v[0]); }
+double NegOf(const double* v) { return -v[0]; }
+double CeilOf(const double* v) { return std::ceil(v[0]); }
+double FloorOf(const double* v) { return std::floor(v[0]); }
 double IsNaNOf(const double* v) { return std::isnan(v[0]) ? 1 : 0; }
 // Mod with fmod = 0 (integers): the remainder takes the divisor's sign.
 double ModOf(const double* v) {
@@ -316,6 +320,14 @@ bool ClipEpilogue(const Model& m, const Node& n, v1::Epilogue* e) {
 
 OpDef Unary(std::string_view name, bool (*map)(const Model&, const Node&, v1::MapStep*) = nullptr) {
   return {.name = name, .infer = InferSameShape, .map = map};
+}
+
+// A Unary that also folds on a constant input, keeping its element type
+// (shape arithmetic: a negated axis, a rounded size).
+template <double (*F)(const double*)>
+OpDef UnaryFolded(std::string_view name,
+                  bool (*map)(const Model&, const Node&, v1::MapStep*) = nullptr) {
+  return {.name = name, .fold = FoldSameType<F>, .infer = InferSameShape, .map = map};
 }
 
 // One input, f element by element, folded when the input is constant.
@@ -462,19 +474,19 @@ namespace {
 std::vector<OpDef> OneInputOps() {
   return {
       // One input.
-      Unary("Abs", MapPlain<v1::MAP_FN_ABS>),
-      Unary("Ceil"),
+      UnaryFolded<AbsOf>("Abs", MapPlain<v1::MAP_FN_ABS>),
+      UnaryFolded<CeilOf>("Ceil"),
       Unary("Elu"),
       {.name = "Erf", .min_opset = 9, .infer = InferSameShape, .map = MapPlain<v1::MAP_FN_ERF>},
       Unary("Exp", MapPlain<v1::MAP_FN_EXP>),
-      Unary("Floor"),
+      UnaryFolded<FloorOf>("Floor"),
       Unary("Gelu"),
       Unary("HardSigmoid", MapHardSigmoid),
       {.name = "Log",
        .fold = FoldElementwise<LogOf, false>,
        .infer = InferSameShape,
        .map = MapPlain<v1::MAP_FN_LOG>},
-      Unary("Neg", MapPlain<v1::MAP_FN_NEG>),
+      UnaryFolded<NegOf>("Neg", MapPlain<v1::MAP_FN_NEG>),
       {.name = "Not", .fold = FoldElementwise<NotOf, true>, .infer = InferSameShape},
       // The slope broadcasts to the input: a program step whose second
       // operand is the slope. The pre-opset-7 per-channel form ([C] against
@@ -516,6 +528,43 @@ std::vector<OpDef> OneInputOps() {
 }
 
 // Activations, then two inputs broadcast, comparisons and Where.
+// Sum and Mean of one or more inputs (numpy broadcast) as a chain of Adds,
+// Mean's then divided by the count.
+absl::StatusOr<std::vector<Node>> ExpandSumOrMean(Model* m, const Node& n) {
+  if (n.inputs.empty() || n.outputs.empty()) {
+    return absl::InvalidArgumentError(StrCat(n.op, " node '", n.name, "' has no inputs"));
+  }
+  const bool mean = n.op == "Mean";
+  const size_t count = n.inputs.size();
+  auto make = [&](const std::string& op, std::vector<std::string> in, std::string out) {
+    Node node;
+    node.op = op;
+    node.name = StrCat(n.name, "/", op, "_", in.size(), "_", out);
+    node.inputs = std::move(in);
+    node.outputs = {std::move(out)};
+    return node;
+  };
+  std::vector<Node> nodes;
+  std::string acc = n.inputs[0];
+  for (size_t i = 1; i < count; ++i) {
+    const bool last = i + 1 == count && !mean;
+    nodes.push_back(
+        make("Add", {acc, n.inputs[i]}, last ? n.outputs[0] : StrCat(n.outputs[0], "/sum", i)));
+    acc = nodes.back().outputs[0];
+  }
+  if (mean) {
+    Constant k;
+    k.floats = {float(count)};
+    const std::string name = StrCat(n.outputs[0], "/count");
+    m->constants[name] = k;
+    m->shapes[name] = k.shape;
+    nodes.push_back(make("Div", {acc, name}, n.outputs[0]));
+  } else if (count == 1) {
+    nodes.push_back(make("Identity", {acc}, n.outputs[0]));
+  }
+  return nodes;
+}
+
 std::vector<OpDef> ActivationAndBinaryOps() {
   return {
       // Activations.
@@ -581,6 +630,8 @@ std::vector<OpDef> ActivationAndBinaryOps() {
       {.name = "Max", .infer = InferBroadcast2, .map = MapPlain<v1::MAP_FN_MAX>},
       {.name = "Mod", .min_opset = 10, .fold = FoldMod, .infer = InferBroadcast2},
       {.name = "Min", .infer = InferBroadcast2, .map = MapPlain<v1::MAP_FN_MIN>},
+      {.name = "Sum", .expand = ExpandSumOrMean, .native = false},
+      {.name = "Mean", .expand = ExpandSumOrMean, .native = false},
       // Comparisons and logical operators (booleans are 0 and 1).
       Compare<EqualOf>("Equal", kMinOpset),
       Compare<LessOf>("Less", kMinOpset),

@@ -105,6 +105,17 @@ absl::Status FoldShape(ShapeContext& c, const Node& n, bool* folded) {
   return c.SetConst(n, 0, out);
 }
 
+// The input's element count as an int64 scalar (shapes are fixed at
+// import, so Size always folds).
+absl::Status FoldSize(ShapeContext& c, const Node& n, bool* folded) {
+  TF_ASSIGN_OR_RETURN(Shape x, c.In(n, 0));
+  Constant out;
+  out.is_int = true;
+  out.ints = {int64_t(Elements(x))};
+  *folded = true;
+  return c.SetConst(n, 0, out);
+}
+
 //===--- Reshape-like: values kept, shape inferred ------------------------===//
 
 absl::Status FoldKeepValues(ShapeContext& c, const Node& n, bool* folded) {
@@ -116,7 +127,11 @@ absl::Status FoldKeepValues(ShapeContext& c, const Node& n, bool* folded) {
 
 absl::Status InferFlatten(ShapeContext& c, const Node& n) {
   TF_ASSIGN_OR_RETURN(Shape x, c.In(n, 0));
-  TF_ASSIGN_OR_RETURN(int64_t axis, c.Axis(n, n.Int("axis", 1), x.size() + 1));
+  // axis in [-r, r]: a negative one counts from the back (-1: all but the
+  // last dimension in the first), so it is normalized by r, not r + 1.
+  int64_t axis = n.Int("axis", 1);
+  if (axis < 0) axis += int64_t(x.size());
+  TF_ASSIGN_OR_RETURN(axis, c.Axis(n, axis, x.size() + 1));
   int64_t outer = 1, inner = 1;
   for (size_t i = 0; i < x.size(); ++i) (int64_t(i) < axis ? outer : inner) *= x[i];
   return c.Set(n, 0, {outer, inner});
@@ -658,6 +673,7 @@ const std::vector<OpDef>& ShapeOps() {
        .fold = FoldConstantOfShape,
        .native = false},
       {.name = "Shape", .fold = FoldShape, .native = false},
+      {.name = "Size", .fold = FoldSize, .native = false},
       {.name = "Flatten", .fold = FoldKeepValues, .infer = InferFlatten},
       {.name = "Reshape", .fold = FoldKeepValues, .infer = InferReshape},
       {.name = "Squeeze", .fold = FoldKeepValues, .infer = InferSqueeze},
