@@ -14,6 +14,7 @@
 #include "common/status_macros.h"
 #include "compiler/frontend/op_context.h"
 #include "compiler/frontend/model_rewrites.h"
+#include "compiler/frontend/onnx_functions.h"
 #include "compiler/frontend/onnx_tensor.h"
 #include "compiler/frontend/op_registry.h"
 #include "onnx/onnx_pb.h"  // defines ONNX_API, then includes onnx-ml.pb.h
@@ -628,6 +629,7 @@ absl::StatusOr<Model> ImportOnnx(const std::string& bytes, const ImportOptions& 
   if (!proto.has_graph()) return InvalidArgumentError("not an ONNX model (no graph)");
   Model m;
   TF_RETURN_IF_ERROR(ReadHeader(proto, &m));
+  TF_RETURN_IF_ERROR(ExpandFunctionOps(&proto, m.opset));
   const onnx::GraphProto& g = proto.graph();
   TF_RETURN_IF_ERROR(ReadInputs(g, options, &m));
   std::vector<Node> nodes;

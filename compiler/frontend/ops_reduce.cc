@@ -31,6 +31,29 @@ absl::Status InferArgReduce(ShapeContext& c, const Node& n) {
   return c.Set(n, 0, out);
 }
 
+absl::Status InferHardmax(ShapeContext& c, const Node& n) {
+  TF_ASSIGN_OR_RETURN(Shape x, c.In(n, 0));
+  TF_RETURN_IF_ERROR(c.Axis(n, n.Int("axis", -1), x.size()).status());
+  return c.Set(n, 0, x);
+}
+
+// OneHot: indices [...] -> the same with a dimension of `depth` inserted at
+// `axis` of the output (default last); depth and values [off, on] are
+// constants.
+absl::Status InferOneHot(ShapeContext& c, const Node& n) {
+  TF_ASSIGN_OR_RETURN(Shape x, c.In(n, 0));
+  const Constant* depth = c.Const(n, 1);
+  const Constant* values = c.Const(n, 2);
+  if (depth == nullptr || depth->size() != 1) return c.Error(n, "depth must be a constant scalar");
+  if (values == nullptr || values->size() != 2)
+    return c.Error(n, "values must be a constant pair [off, on]");
+  const int64_t d = int64_t(ConstValue(*depth, 0));
+  if (d < 1) return c.Error(n, StrCat("depth ", d, " is below 1"));
+  TF_ASSIGN_OR_RETURN(int64_t axis, c.Axis(n, n.Int("axis", -1), x.size() + 1));
+  x.insert(x.begin() + axis, d);
+  return c.Set(n, 0, x);
+}
+
 // Values and indices of the k largest (or smallest) along `axis`; k is an
 // attribute before opset 10, a one-element constant input from 10.
 absl::Status InferTopK(ShapeContext& c, const Node& n) {
@@ -171,6 +194,10 @@ bool ReduceAlone(const Model& m, const Node& n, v1::Workload* w) {
 const std::vector<OpDef>& ReduceOps() {
   static const auto* ops = new std::vector<OpDef>{
       {.name = "TopK", .infer = InferTopK},
+      // 1 at the first largest value along `axis`, 0 elsewhere (the opset 13
+      // form; earlier ones flatten the input to 2-D first).
+      {.name = "Hardmax", .min_opset = 13, .infer = InferHardmax},
+      {.name = "OneHot", .min_opset = 9, .infer = InferOneHot},
       {.name = "ArgMax", .infer = InferArgReduce},
       {.name = "ArgMin", .infer = InferArgReduce},
       {.name = "ReduceL1",

@@ -13,6 +13,7 @@
 #include "common/status_macros.h"
 #include "compiler/frontend/op_context.h"
 #include "compiler/frontend/op_registry.h"
+#include "onnx/onnx_pb.h"  // defines ONNX_API, then includes onnx-ml.pb.h
 #include "proto/onnx_forms.h"
 
 namespace tunefarm::frontend {
@@ -114,6 +115,79 @@ absl::Status FoldSize(ShapeContext& c, const Node& n, bool* folded) {
   out.ints = {int64_t(Elements(x))};
   *folded = true;
   return c.SetConst(n, 0, out);
+}
+
+absl::Status InferTrilu(ShapeContext& c, const Node& n) {
+  TF_ASSIGN_OR_RETURN(Shape x, c.In(n, 0));
+  if (x.size() < 2) return c.Error(n, StrCat("input of shape ", ShapeText(x), " is not a matrix"));
+  if (c.Has(n, 1) && (c.Const(n, 1) == nullptr || c.Const(n, 1)->size() != 1))
+    return c.Error(n, "k must be a constant scalar");
+  return c.Set(n, 0, x);
+}
+
+// EyeLike: ones on diagonal `k` of the input's 2-D shape, known at import.
+absl::Status FoldEyeLike(ShapeContext& c, const Node& n, bool* folded) {
+  TF_ASSIGN_OR_RETURN(Shape x, c.In(n, 0));
+  if (x.size() != 2) return c.Error(n, StrCat("input of shape ", ShapeText(x), " is not 2-D"));
+  if (Elements(x) > kMaxFoldElements) return c.Error(n, StrCat(ShapeText(x), " is too large"));
+  const int64_t k = n.Int("k", 0);
+  const int64_t dtype = n.Int("dtype", onnx::TensorProto::FLOAT);
+  Constant out;
+  out.is_int = dtype != onnx::TensorProto::FLOAT && dtype != onnx::TensorProto::DOUBLE &&
+               dtype != onnx::TensorProto::FLOAT16 && dtype != onnx::TensorProto::BFLOAT16;
+  out.shape = x;
+  for (int64_t i = 0; i < x[0]; ++i)
+    for (int64_t j = 0; j < x[1]; ++j) PushValue(&out, j - i == k ? 1 : 0);
+  *folded = true;
+  return c.SetConst(n, 0, out);
+}
+
+// DepthToSpace (DCR or CRD) and SpaceToDepth of [N, C, H, W] by
+// `blocksize`, as ONNX defines them: a Reshape to 6-D, a Transpose, a
+// Reshape back.
+absl::StatusOr<std::vector<Node>> ExpandDepthSpace(Model* m, const Node& n) {
+  auto it = m->shapes.find(n.inputs.empty() ? "" : n.inputs[0]);
+  const int64_t b = n.Int("blocksize", 0);
+  auto error = [&](const std::string& what) {
+    return absl::InvalidArgumentError(StrCat(n.op, " node '", n.name, "': ", what));
+  };
+  if (it == m->shapes.end() || it->second.size() != 4 || n.outputs.empty())
+    return error("needs one 4-D input and an output");
+  if (b < 1) return error("blocksize must be at least 1");
+  const Shape x = it->second;
+  const int64_t batch = x[0], ch = x[1], h = x[2], w = x[3];
+  std::vector<int64_t> six, perm, out;
+  if (n.op == "DepthToSpace") {
+    if (ch % (b * b) != 0) return error(StrCat(ch, " channels are not a multiple of ", b * b));
+    auto mode = n.strings.find("mode");
+    const bool crd = mode != n.strings.end() && mode->second == "CRD";
+    six = crd ? std::vector<int64_t>{batch, ch / (b * b), b, b, h, w}
+              : std::vector<int64_t>{batch, b, b, ch / (b * b), h, w};
+    perm = crd ? std::vector<int64_t>{0, 1, 4, 2, 5, 3} : std::vector<int64_t>{0, 3, 4, 1, 5, 2};
+    out = {batch, ch / (b * b), h * b, w * b};
+  } else {
+    if (h % b != 0 || w % b != 0) return error(StrCat(ShapeText(x), " is not divisible by ", b));
+    six = {batch, ch, h / b, b, w / b, b};
+    perm = {0, 3, 5, 1, 2, 4};
+    out = {batch, ch * b * b, h / b, w / b};
+  }
+  const std::string base = StrCat(n.outputs[0], "/", n.op);
+  auto make = [&](const std::string& op, std::vector<std::string> in, std::string value) {
+    Node node;
+    node.op = op;
+    node.name = StrCat(n.name, "/", op, "_", value);
+    node.inputs = std::move(in);
+    node.outputs = {std::move(value)};
+    return node;
+  };
+  std::vector<Node> nodes;
+  nodes.push_back(make("Reshape", {n.inputs[0], AddIntConstant(m, base + "_6d", six)},
+                       base + "_blocks"));
+  nodes.push_back(make("Transpose", {base + "_blocks"}, base + "_moved"));
+  nodes.back().ints["perm"] = perm;
+  nodes.push_back(
+      make("Reshape", {base + "_moved", AddIntConstant(m, base + "_4d", out)}, n.outputs[0]));
+  return nodes;
 }
 
 //===--- Reshape-like: values kept, shape inferred ------------------------===//
@@ -674,6 +748,12 @@ const std::vector<OpDef>& ShapeOps() {
        .native = false},
       {.name = "Shape", .fold = FoldShape, .native = false},
       {.name = "Size", .fold = FoldSize, .native = false},
+      {.name = "EyeLike", .min_opset = 9, .fold = FoldEyeLike, .native = false},
+      {.name = "DepthToSpace", .expand = ExpandDepthSpace, .native = false},
+      {.name = "SpaceToDepth", .expand = ExpandDepthSpace, .native = false},
+      // Zeros above or below diagonal k (an input, 0 by default) of the
+      // last two dimensions.
+      {.name = "Trilu", .min_opset = 14, .infer = InferTrilu},
       {.name = "Flatten", .fold = FoldKeepValues, .infer = InferFlatten},
       {.name = "Reshape", .fold = FoldKeepValues, .infer = InferReshape},
       {.name = "Squeeze", .fold = FoldKeepValues, .infer = InferSqueeze},

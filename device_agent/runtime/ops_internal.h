@@ -148,6 +148,9 @@ class Op {
   absl::Status Tile();
   absl::Status ArgReduce(bool max);
   absl::Status TopK();
+  absl::Status Hardmax();
+  absl::Status OneHot();
+  absl::Status Trilu();
 
  private:
   bool Has(size_t i) const { return i < n_.inputs.size() && !n_.inputs[i].empty(); }

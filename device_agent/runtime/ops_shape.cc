@@ -6,6 +6,7 @@
 // ops_elementwise.cc), plus the copies Identity and Dropout, which the
 // frontend lists as elementwise.
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <string>
 #include <type_traits>
@@ -432,6 +433,32 @@ absl::Status Op<T>::Tile() {
 
 // The index of the largest (smallest) value along `axis`: the first such
 
+// Zeros above diagonal k (upper = 0) or below it (upper = 1, the
+// default) of each matrix of the last two dimensions; k is input 1, 0 when
+// absent.
+template <typename T>
+absl::Status Op<T>::Trilu() {
+  const Shape& xs = InShape(0);
+  if (xs.size() < 2) return Error("input is not a matrix");
+  std::vector<double> kv;
+  const int64_t k = Params(1, &kv) && !kv.empty() ? int64_t(std::llround(kv[0])) : 0;
+  const bool upper = n_.Int("upper", 1) != 0;
+  const int64_t rows = xs[xs.size() - 2], cols = xs.back();
+  const int64_t mats = Numel(xs) / std::max<int64_t>(rows * cols, 1);
+  const T* x = In(0);
+  T* y = Out();
+  for (int64_t m = 0; m < mats; ++m) {
+    for (int64_t i = 0; i < rows; ++i) {
+      for (int64_t j = 0; j < cols; ++j) {
+        const int64_t at = (m * rows + i) * cols + j;
+        const bool keep = upper ? j - i >= k : j - i <= k;
+        y[at] = keep ? x[at] : T(0);
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
 // The shape family's operators.
 std::vector<NativeOp> ShapeOps() {
   return {
@@ -448,6 +475,7 @@ std::vector<NativeOp> ShapeOps() {
       Kernel("Gather", [](auto& o) { return o.Gather(); }),
       Kernel("GatherElements", [](auto& o) { return o.GatherElements(); }),
       Kernel("Tile", [](auto& o) { return o.Tile(); }),
+      Kernel("Trilu", [](auto& o) { return o.Trilu(); }),
       Kernel("Pad", [](auto& o) { return o.Pad(); }),
       Kernel("Slice", [](auto& o) { return o.Slice(); }),
       Kernel("Split", [](auto& o) { return o.Split(); }),
