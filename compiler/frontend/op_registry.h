@@ -25,8 +25,13 @@
 
 namespace tunefarm::frontend {
 
-// The opsets of the default ("" / "ai.onnx") domain the importer reads.
-inline constexpr int64_t kMinOpset = 6, kMaxOpset = 18;
+// The opsets of the default ("" / "ai.onnx") domain a model may import at.
+// An operator's entry reads its forms from kDefaultMinOpset on unless it
+// says otherwise: before opset 6 many took forms since dropped
+// (consumed_inputs, Reshape's shape attribute, legacy broadcasts); the
+// entries whose form has not changed since opset 1 say so.
+inline constexpr int64_t kMinOpset = 1, kMaxOpset = 18;
+inline constexpr int64_t kDefaultMinOpset = 6;
 
 class ShapeContext;  // compiler/frontend/op_context.h
 
@@ -43,7 +48,7 @@ enum class FusionRole {
 struct OpDef {
   std::string_view name;  // op_type
   // Opsets of the default domain whose form of the operator the entry reads.
-  int64_t min_opset = kMinOpset;
+  int64_t min_opset = kDefaultMinOpset;
   int64_t max_opset = kMaxOpset;
 
   // Reads a `value` tensor attribute (already converted; nullptr when the

@@ -44,9 +44,9 @@ absl::Status InferOneHot(ShapeContext& c, const Node& n) {
   TF_ASSIGN_OR_RETURN(Shape x, c.In(n, 0));
   const Constant* depth = c.Const(n, 1);
   const Constant* values = c.Const(n, 2);
-  if (depth == nullptr || depth->size() != 1) return c.Error(n, "depth must be a constant scalar");
+  if (depth == nullptr || depth->size() != 1) return c.Error(n, "depth must be constant: a scalar");
   if (values == nullptr || values->size() != 2)
-    return c.Error(n, "values must be a constant pair [off, on]");
+    return c.Error(n, "values must be constant: a pair [off, on]");
   const int64_t d = int64_t(ConstValue(*depth, 0));
   if (d < 1) return c.Error(n, StrCat("depth ", d, " is below 1"));
   TF_ASSIGN_OR_RETURN(int64_t axis, c.Axis(n, n.Int("axis", -1), x.size() + 1));

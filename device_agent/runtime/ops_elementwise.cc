@@ -325,6 +325,18 @@ std::vector<NativeOp> ElementwiseOps() {
       Kernel("DequantizeLinear", [](auto& o) { return o.Dequantize(); }),
       Kernel("Ceil", [](auto& o) { return o.Map([](double v) { return std::ceil(v); }); }),
       Kernel("Clip", [](auto& o) { return o.Clip(); }),
+      Kernel("ThresholdedRelu",
+             [](auto& o) {
+               const double alpha = o.node().Float("alpha", 1.0f);
+               return o.Map([alpha](double v) { return v > alpha ? v : 0.0; });
+             }),
+      Kernel("Shrink",
+             [](auto& o) {
+               const double lambd = o.node().Float("lambd", 0.5f), bias = o.node().Float("bias", 0.0f);
+               return o.Map([lambd, bias](double v) {
+                 return v < -lambd ? v + bias : v > lambd ? v - bias : 0.0;
+               });
+             }),
       Kernel("Elu",
              [](auto& o) {
                const double alpha = o.node().Float("alpha", 1.0f);

@@ -173,7 +173,7 @@ TEST_F(OnnxTest, BadModelsAreClearErrors) {
                                    "run time is not supported"))
       << e;
   EXPECT_EQ(Error("cycle"), Path("cycle") + ": the graph has a cycle through node 'a'");
-  EXPECT_EQ(Error("opset19"), Path("opset19") + ": opset 19 is not supported (6 to 18)");
+  EXPECT_EQ(Error("opset19"), Path("opset19") + ": opset 19 is not supported (1 to 18)");
   EXPECT_EQ(Error("no_such_file"), "cannot read " + Path("no_such_file"));
   EXPECT_EQ(Error("string_init"),
             Path("string_init") + ": initializer 'labels': element type 8 is not supported "
