@@ -619,6 +619,34 @@ absl::Status CheckIntegerInputs(const onnx::GraphProto& g, const Model& m) {
   return absl::OkStatus();
 }
 
+// A QuantizeLinear's output type is its zero point's (uint8 without one),
+// a fact of the protobuf that the model's constants (values only) lose:
+// recorded as the node's output_dtype attribute, as opset 21 writes it.
+void RecordQuantizeOutputTypes(onnx::GraphProto* g) {
+  std::map<std::string, int> types;
+  for (const onnx::TensorProto& t : g->initializer()) types[t.name()] = t.data_type();
+  for (const onnx::ValueInfoProto& v : g->input()) {
+    if (v.type().has_tensor_type()) types[v.name()] = v.type().tensor_type().elem_type();
+  }
+  for (const onnx::NodeProto& n : g->node()) {
+    if (n.op_type() != "Constant" || n.output_size() != 1) continue;
+    for (const onnx::AttributeProto& a : n.attribute()) {
+      if (a.name() == "value" && a.has_t()) types[n.output(0)] = a.t().data_type();
+    }
+  }
+  for (onnx::NodeProto& n : *g->mutable_node()) {
+    if (n.op_type() != "QuantizeLinear" || n.input_size() < 3 || n.input(2).empty()) continue;
+    bool has = false;
+    for (const onnx::AttributeProto& a : n.attribute()) has |= a.name() == "output_dtype";
+    auto it = types.find(n.input(2));
+    if (has || it == types.end()) continue;
+    onnx::AttributeProto* a = n.add_attribute();
+    a->set_name("output_dtype");
+    a->set_type(onnx::AttributeProto::INT);
+    a->set_i(it->second);
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<Model> ImportOnnx(const std::string& bytes, const ImportOptions& options) {
@@ -630,6 +658,7 @@ absl::StatusOr<Model> ImportOnnx(const std::string& bytes, const ImportOptions& 
   Model m;
   TF_RETURN_IF_ERROR(ReadHeader(proto, &m));
   TF_RETURN_IF_ERROR(ExpandFunctionOps(&proto, m.opset));
+  RecordQuantizeOutputTypes(proto.mutable_graph());
   const onnx::GraphProto& g = proto.graph();
   TF_RETURN_IF_ERROR(ReadInputs(g, options, &m));
   std::vector<Node> nodes;

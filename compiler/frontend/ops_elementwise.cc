@@ -528,11 +528,13 @@ std::vector<OpDef> OneInputOps() {
        .min_opset = 10,
        .fold = FoldDequantize,
        .infer = InferDequantize},
+      // round(x / scale) + zero point, saturated to the zero point's 8-bit
+      // type (import records it as output_dtype; uint8 without one).
+      {.name = "QuantizeLinear", .min_opset = 10, .infer = InferDequantize},
       {.name = "Dropout", .infer = InferDropout},
   };
 }
 
-// Activations, then two inputs broadcast, comparisons and Where.
 // Sum and Mean of one or more inputs (numpy broadcast) as a chain of Adds,
 // Mean's then divided by the count.
 absl::StatusOr<std::vector<Node>> ExpandSumOrMean(Model* m, const Node& n) {
@@ -570,6 +572,7 @@ absl::StatusOr<std::vector<Node>> ExpandSumOrMean(Model* m, const Node& n) {
   return nodes;
 }
 
+// Activations, then two inputs broadcast, comparisons and Where.
 std::vector<OpDef> ActivationAndBinaryOps() {
   return {
       // Activations.

@@ -129,6 +129,7 @@ class Op {
   absl::Status IntegerProduct(bool conv);
   absl::Status DynamicQuantize();
   absl::Status Dequantize();
+  absl::Status Quantize();
   absl::Status BatchNorm();
   absl::Status InstanceNorm();
   absl::Status LayerNorm();

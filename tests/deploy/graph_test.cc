@@ -926,6 +926,26 @@ TEST_F(GraphTest, DynamicallyQuantizedModelsImportAndRun) {
   EXPECT_GE(CheckAgainstReference(m, Nchw(), &pkg, dir_->File("quant_dynamic.onnx")), 8);
 }
 
+// A QDQ model (activations quantized and dequantized around a
+// convolution, int8 in and uint8 out; an int8 per-channel weight): the
+// weight's DequantizeLinear folds into a float kernel, QuantizeLinear
+// saturates to its zero point's type, and every value matches the
+// interpreter and ONNX Runtime.
+TEST_F(GraphTest, QdqModelsQuantizeToTheirZeroPointsType) {
+  Model m = Import("quant_qdq");
+  std::vector<std::string> ops;
+  for (const auto& n : m.nodes) ops.push_back(n.op);
+  EXPECT_EQ(std::count(ops.begin(), ops.end(), "QuantizeLinear"), 2) << absl::StrJoin(ops, ", ");
+  EXPECT_EQ(std::count(ops.begin(), ops.end(), "DequantizeLinear"), 2) << absl::StrJoin(ops, ", ");
+  for (const auto& n : m.nodes) {
+    if (n.op != "QuantizeLinear") continue;
+    // TensorProto's INT8 (3) before the convolution, UINT8 (2) after.
+    EXPECT_EQ(n.Int("output_dtype", 0), n.name == "q_in" ? 3 : 2) << n.name;
+  }
+  EXPECT_EQ(TaskSpecs(m, v1::OP_KIND_CONV2D).size(), 1u);
+  EXPECT_GE(CheckAgainstReference(m, Nchw(), nullptr, dir_->File("quant_qdq.onnx")), 4);
+}
+
 // Pads computed by a shape chain as PyTorch's F.pad exports it (concat
 // with zeros, reshape to pairs, a reversing slice, a transpose, a flatten, a
 // cast) fold at import: the Pad alone remains, and its values match the

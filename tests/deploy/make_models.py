@@ -618,6 +618,27 @@ save("quant_dynamic", quant, [tensor("x", [1, 4, 12, 12])], [tensor("y", [1, 10]
       u8("bq", (6 * 12 * 12, 10)), u8("bz", (10,)), f32("bs", 0.003)],
      opset=13)
 
+# A QDQ model as ONNX Runtime's static quantization writes it: activations
+# quantized and dequantized around each layer (int8 before the
+# convolution, uint8 after), the weight int8 per output channel and
+# dequantized (a DequantizeLinear of constants, folded at import).
+qdq = [
+    helper.make_node("QuantizeLinear", ["x", "xs", "xz"], ["xq"], name="q_in"),
+    helper.make_node("DequantizeLinear", ["xq", "xs", "xz"], ["xd"], name="dq_in"),
+    helper.make_node("DequantizeLinear", ["qw", "qws", "qwz"], ["wd"], axis=0, name="dq_w"),
+    helper.make_node("Conv", ["xd", "wd", "qb"], ["c"], pads=[1, 1, 1, 1], name="qdq_conv"),
+    helper.make_node("Relu", ["c"], ["r"], name="qdq_relu"),
+    helper.make_node("QuantizeLinear", ["r", "ys", "yz"], ["yq"], name="q_out"),
+    helper.make_node("DequantizeLinear", ["yq", "ys", "yz"], ["y"], name="dq_out"),
+]
+save("quant_qdq", qdq, [tensor("x", [1, 3, 10, 10])], [tensor("y", [1, 8, 10, 10])],
+     [f32("xs", 0.01), numpy_helper.from_array(np.array(-3, dtype=np.int8), "xz"),
+      numpy_helper.from_array(q8.integers(-127, 128, (8, 3, 3, 3)).astype(np.int8), "qw"),
+      f32("qws", q8.uniform(0.002, 0.01, 8)), numpy_helper.from_array(np.zeros(8, dtype=np.int8), "qwz"),
+      f32("qb", q8.standard_normal(8) * 0.1), f32("ys", 0.02),
+      numpy_helper.from_array(np.array(7, dtype=np.uint8), "yz")],
+     opset=13)
+
 # Pads as PyTorch's F.pad exports them: [left, right] of the last dimension
 # joined with zeros, reshaped to pairs, the pairs reversed (a slice of step
 # -1), transposed and flattened, then cast; every step folds at import.
