@@ -31,10 +31,38 @@ absl::Status InferArgReduce(ShapeContext& c, const Node& n) {
   return c.Set(n, 0, out);
 }
 
-absl::Status InferHardmax(ShapeContext& c, const Node& n) {
-  TF_ASSIGN_OR_RETURN(Shape x, c.In(n, 0));
-  TF_RETURN_IF_ERROR(c.Axis(n, n.Int("axis", -1), x.size()).status());
-  return c.Set(n, 0, x);
+// Hardmax (the opset 13 form): 1 at the first largest value along `axis`,
+// 0 elsewhere, as OneHot(ArgMax(x, axis), its length, [0, 1], axis).
+absl::StatusOr<std::vector<Node>> ExpandHardmax(Model* m, const Node& n) {
+  auto it = m->shapes.find(n.inputs.empty() ? "" : n.inputs[0]);
+  if (it == m->shapes.end() || n.outputs.empty())
+    return absl::InvalidArgumentError(StrCat("Hardmax node '", n.name, "' needs an input"));
+  const Shape& x = it->second;
+  int64_t axis = n.Int("axis", -1);
+  if (axis < 0) axis += int64_t(x.size());
+  if (axis < 0 || axis >= int64_t(x.size()))
+    return absl::InvalidArgumentError(StrCat("Hardmax node '", n.name, "': axis out of range"));
+  const std::string base = StrCat(n.outputs[0], "/hardmax");
+  Node arg;
+  arg.op = "ArgMax";
+  arg.name = StrCat(n.name, "/ArgMax");
+  arg.inputs = {n.inputs[0]};
+  arg.outputs = {base + "_index"};
+  arg.ints["axis"] = {axis};
+  arg.ints["keepdims"] = {0};
+  Constant off_on;
+  off_on.shape = {2};
+  off_on.floats = {0, 1};
+  m->constants[base + "_values"] = off_on;
+  m->shapes[base + "_values"] = off_on.shape;
+  Node hot;
+  hot.op = "OneHot";
+  hot.name = StrCat(n.name, "/OneHot");
+  hot.inputs = {arg.outputs[0], AddIntConstant(m, base + "_depth", {x[size_t(axis)]}),
+                base + "_values"};
+  hot.outputs = {n.outputs[0]};
+  hot.ints["axis"] = {axis};
+  return std::vector<Node>{arg, hot};
 }
 
 // OneHot: indices [...] -> the same with a dimension of `depth` inserted at
@@ -194,9 +222,8 @@ bool ReduceAlone(const Model& m, const Node& n, v1::Workload* w) {
 const std::vector<OpDef>& ReduceOps() {
   static const auto* ops = new std::vector<OpDef>{
       {.name = "TopK", .infer = InferTopK},
-      // 1 at the first largest value along `axis`, 0 elsewhere (the opset 13
-      // form; earlier ones flatten the input to 2-D first).
-      {.name = "Hardmax", .min_opset = 13, .infer = InferHardmax},
+      // (Earlier opsets' Hardmax flattens the input to 2-D first.)
+      {.name = "Hardmax", .min_opset = 13, .expand = ExpandHardmax, .native = false},
       {.name = "OneHot", .min_opset = 9, .infer = InferOneHot},
       {.name = "ArgMax", .infer = InferArgReduce},
       {.name = "ArgMin", .infer = InferArgReduce},

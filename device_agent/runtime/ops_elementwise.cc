@@ -91,9 +91,12 @@ absl::Status Op<T>::DynamicQuantize() {
   return absl::OkStatus();
 }
 
-// (x - zero_point) * scale, per tensor or per index of `axis`.
+// y = f(x, scale, zero point) element by element, with the scale and zero
+// point (inputs 1 and 2; no zero point: 0) per tensor or per index of
+// `axis`.
 template <typename T>
-absl::Status Op<T>::Dequantize() {
+template <typename F>
+absl::Status Op<T>::PerAxisAffine(F f) {
   std::vector<double> s, z;
   if (!Params(1, &s) || s.empty()) return Error("no scale");
   Params(2, &z);
@@ -113,45 +116,30 @@ absl::Status Op<T>::Dequantize() {
   ParallelElements(Numel(xs), [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) {
       const size_t k = size_t((i / inner) % per);
-      y[i] = T((double(x[i]) - (z.empty() ? 0.0 : z[k])) * s[k]);
+      y[i] = T(f(x[i], s[k], z.empty() ? 0.0 : z[k]));
     }
   });
   return absl::OkStatus();
+}
+
+// (x - zero_point) * scale.
+template <typename T>
+absl::Status Op<T>::Dequantize() {
+  return PerAxisAffine([](T x, double s, double z) { return (double(x) - z) * s; });
 }
 
 // round(x / scale) + zero point (halves to even), saturated to the range
 // of output_dtype (TensorProto's UINT8 = 2, the default, or INT8 = 3).
 template <typename T>
 absl::Status Op<T>::Quantize() {
-  std::vector<double> s, z;
-  if (!Params(1, &s) || s.empty()) return Error("no scale");
-  Params(2, &z);
-  if (!z.empty() && z.size() != s.size()) return Error("scale and zero point differ in size");
   const int64_t dtype = n_.Int("output_dtype", 2);
   if (dtype != 2 && dtype != 3) return Error("the output type is not uint8 or int8");
   const double lo = dtype == 3 ? -128 : 0, hi = dtype == 3 ? 127 : 255;
-  const Shape& xs = InShape(0);
-  int64_t inner = 1, per = 1;
-  if (s.size() > 1) {
-    int64_t axis = n_.Int("axis", 1);
-    if (axis < 0) axis += int64_t(xs.size());
-    if (axis < 0 || axis >= int64_t(xs.size()) || xs[size_t(axis)] != int64_t(s.size()))
-      return Error("scale is not one value per index of the axis");
-    per = int64_t(s.size());
-    for (size_t d = size_t(axis) + 1; d < xs.size(); ++d) inner *= xs[d];
-  }
-  const T* x = In(0);
-  T* y = Out();
-  ParallelElements(Numel(xs), [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) {
-      const size_t k = size_t((i / inner) % per);
-      // The quotient in float32, as the operator is defined on float
-      // inputs: in double a quotient just off .5 rounds the other way.
-      const double q = std::nearbyint(float(x[i]) / float(s[k])) + (z.empty() ? 0.0 : z[k]);
-      y[i] = T(std::clamp(q, lo, hi));
-    }
+  return PerAxisAffine([lo, hi](T x, double s, double z) {
+    // The quotient in float32, as the operator is defined on float
+    // inputs: in double a quotient just off .5 rounds the other way.
+    return std::clamp(std::nearbyint(float(x) / float(s)) + z, lo, hi);
   });
-  return absl::OkStatus();
 }
 
 template <typename T>

@@ -149,12 +149,15 @@ class Op {
   absl::Status Tile();
   absl::Status ArgReduce(bool max);
   absl::Status TopK();
-  absl::Status Hardmax();
   absl::Status OneHot();
   absl::Status Trilu();
 
  private:
   bool Has(size_t i) const { return i < n_.inputs.size() && !n_.inputs[i].empty(); }
+  // y = f(x, scale, zero point) per element, the scale and zero point
+  // (inputs 1 and 2) per tensor or per index of `axis`.
+  template <typename F>
+  absl::Status PerAxisAffine(F f);
   const T* In(size_t i) const { return a_.in[i]; }
   const Shape& InShape(size_t i) const { return a_.in_shapes[i]; }
   T* Out(size_t i = 0) const { return i < a_.out.size() ? a_.out[i] : nullptr; }

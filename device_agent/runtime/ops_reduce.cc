@@ -126,30 +126,6 @@ absl::Status Op<T>::ArgReduce(bool max) {
   return absl::OkStatus();
 }
 
-// 1 at the first largest value along `axis` (default the last), 0 elsewhere.
-template <typename T>
-absl::Status Op<T>::Hardmax() {
-  const Shape& xs = InShape(0);
-  const int64_t axis = Axis(n_.Int("axis", -1), xs.size());
-  if (axis < 0 || axis >= int64_t(xs.size())) return Error("axis out of range");
-  const int64_t len = xs[size_t(axis)];
-  const int64_t inner = Numel(Shape(xs.begin() + axis + 1, xs.end()));
-  const int64_t outer = Numel(xs) / std::max<int64_t>(len * inner, 1);
-  const T* x = In(0);
-  T* y = Out();
-  Parallel(outer * inner, [&](int64_t b, int64_t e) {
-    for (int64_t oi = b; oi < e; ++oi) {
-      const int64_t at = (oi / inner) * len * inner + oi % inner;
-      int64_t best = 0;
-      for (int64_t k = 1; k < len; ++k) {
-        if (x[at + k * inner] > x[at + best * inner]) best = k;
-      }
-      for (int64_t k = 0; k < len; ++k) y[at + k * inner] = T(k == best ? 1 : 0);
-    }
-  });
-  return absl::OkStatus();
-}
-
 // `on` at each index's place along the output's `axis` (a negative index
 // counts from the end), `off` elsewhere; an index outside [-depth, depth)
 // marks nothing.
@@ -216,7 +192,6 @@ absl::Status Op<T>::TopK() {
 std::vector<NativeOp> ReduceOps() {
   return {
       Kernel("TopK", [](auto& o) { return o.TopK(); }),
-      Kernel("Hardmax", [](auto& o) { return o.Hardmax(); }),
       Kernel("OneHot", [](auto& o) { return o.OneHot(); }),
       Kernel("ArgMax", [](auto& o) { return o.ArgReduce(true); }),
       Kernel("ArgMin", [](auto& o) { return o.ArgReduce(false); }),
