@@ -11,6 +11,7 @@
 #include "compiler/ir/reference.h"
 #include "compiler/schedule/schedule.h"
 #include "device_agent/runtime/measure.h"
+#include "device_agent/runtime/sandbox_wire.h"
 
 namespace tunefarm::search {
 
@@ -123,9 +124,13 @@ std::vector<MeasureResult> LocalMeasurer::Measure(const Task& task,
     // Once something ran, a candidate far slower than the best is cut short:
     // it will not win, and a search must not spend its minutes on it.
     so.time_limit_s = options_.timeout_s;
-    // A flushed run first writes over the last-level cache (64 MiB or
-    // more, untimed): allow a generous second for each repeat's flush.
-    const double flush_s = options_.flush_cache ? 1.0 * options_.repeats : 0.0;
+    // A flushed run first fills its buffer, then writes over it before
+    // each repeat (untimed): each allowed at a slow 256 MiB/s, as on a
+    // loaded machine.
+    const double flush_s =
+        options_.flush_cache
+            ? double(runtime::wire::CacheFlushBytes()) / (256.0 * (1 << 20)) * (options_.repeats + 1)
+            : 0.0;
     const double short_limit_s = 0.25 + flush_s +
                                  (options_.warmup_ms + options_.min_repeat_ms) * 1e-3 +
                                  options_.slow_factor * data.best_seconds;

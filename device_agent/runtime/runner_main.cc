@@ -333,10 +333,7 @@ void TimeOnCpu(const wire::RunRequestHeader& h, const KernelLibrary& lib, void* 
   // Flushing: write a buffer twice the last-level cache before each timed
   // run (not timed), so weights and inputs come from memory.
   std::vector<char> flush;
-  if (h.flush_cache) {
-    long llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
-    flush.assign(size_t(std::max<long>(llc > 0 ? 2 * llc : 0, 64L << 20)), 1);
-  }
+  if (h.flush_cache) flush.assign(wire::CacheFlushBytes(), 1);
   for (int r = 0; r < repeats; ++r) {
     double spent = 0;
     if (flush.empty()) {

@@ -27,6 +27,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 
@@ -42,6 +43,13 @@ inline bool WriteAll(int fd, const void* data, size_t n) {
     n -= size_t(w);
   }
   return true;
+}
+
+// The buffer a runner writes before each timed run of a flushed timing:
+// twice the last-level cache, at least 64 MiB.
+inline size_t CacheFlushBytes() {
+  const long llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
+  return size_t(std::max<long>(llc > 0 ? 2 * llc : 0, 64L << 20));
 }
 
 constexpr uint32_t kMagic = 0x37524654;  // "TFR7"
