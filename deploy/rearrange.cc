@@ -309,7 +309,7 @@ std::vector<RearrangeStep> LinearResizeOf(const Node& n, int64_t opset,
 
 bool MayRearrange(const std::string& op) {
   static const std::set<std::string> ops = {
-      "Concat",   "DepthToSpace", "Expand",  "Flatten",   "Gather",    "GatherElements",
+      "Concat",   "DepthToSpace", "Expand",  "Flatten",   "Gather",    "GatherElements", "GatherND",
       "Identity", "Pad",          "Reshape", "Resize",    "Slice",     "SpaceToDepth",
       "Split",    "Squeeze",      "Tile",    "Transpose", "Unsqueeze", "Upsample"};
   return ops.count(op) > 0;

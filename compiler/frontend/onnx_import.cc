@@ -132,9 +132,6 @@ absl::Status CheckOpsSupported(const std::vector<Node>& nodes, int64_t opset) {
       {{"Loop", "Scan"},
        "control flow (Loop, Scan) is not supported; export the model with static control "
        "flow (e.g. torch.onnx.export of a traced model)"},
-      {{"GRU", "LSTM", "RNN"},
-       "recurrent layers (GRU, LSTM, RNN) are not supported: neither compiled nor computed "
-       "by the graph runtime"},
   };
   auto reason_of = [](const std::string& op) -> const Refusal* {
     for (const Refusal& r : *kRefusals) {
@@ -354,6 +351,10 @@ absl::StatusOr<Node> ReadNode(const onnx::NodeProto& np, int i, Model* m) {
         break;
       case onnx::AttributeProto::STRING:
         n.strings[a.name()] = a.s();
+        break;
+      case onnx::AttributeProto::STRINGS:
+        // Names (a recurrent layer's activations), comma-separated.
+        n.strings[a.name()] = absl::StrJoin(a.strings(), ",");
         break;
       case onnx::AttributeProto::TENSOR:
         if (def != nullptr && def->read_value != nullptr && a.name() == "value") {
@@ -598,30 +599,74 @@ absl::Status InferShapes(std::vector<Node>& nodes, const Branches& branches, Mod
   return absl::OkStatus();
 }
 
-// The runtime holds every value as floats: an integer input is exact
-// there, but a division of it is not the integer division ONNX means. A
-// Div or Mod that reads an integer graph input is refused by name.
-absl::Status CheckIntegerInputs(const onnx::GraphProto& g, const Model& m) {
-  for (const onnx::ValueInfoProto& in : g.input()) {
-    auto readers = m.consumers.find(in.name());
-    if (IsFloatElementType(in.type().tensor_type().elem_type()) || readers == m.consumers.end() ||
-        std::find(m.inputs.begin(), m.inputs.end(), in.name()) == m.inputs.end())
-      continue;
-    for (int i : readers->second) {
-      const Node& n = m.nodes[size_t(i)];
-      if (n.op == "Div" || n.op == "Mod") {
-        return absl::UnimplementedError(
-            StrCat(n.op, " node '", n.name, "' divides integer input '", in.name(),
-                   "': integer arithmetic on run-time values is not supported"));
-      }
+// A BitShift's width (where a left shift wraps) is its input's unsigned
+// type, which the model's constants (values only) lose: recorded as the
+// node's element_type attribute when an initializer, a graph input or a
+// value_info names it.
+void RecordBitShiftTypes(onnx::GraphProto* g) {
+  std::map<std::string, int> types;
+  for (const onnx::TensorProto& t : g->initializer()) types[t.name()] = t.data_type();
+  for (const auto* list : {&g->input(), &g->value_info()}) {
+    for (const onnx::ValueInfoProto& v : *list) {
+      if (v.type().has_tensor_type()) types[v.name()] = v.type().tensor_type().elem_type();
     }
   }
-  return absl::OkStatus();
+  for (onnx::NodeProto& n : *g->mutable_node()) {
+    if (n.op_type() != "BitShift") continue;
+    for (const std::string& in : n.input()) {
+      auto it = types.find(in);
+      if (it == types.end()) continue;
+      onnx::AttributeProto* a = n.add_attribute();
+      a->set_name("element_type");
+      a->set_type(onnx::AttributeProto::INT);
+      a->set_i(it->second);
+      break;
+    }
+  }
+}
+
+// The runtime holds every value as floats: an integer input is exact
+// there, and so is Mod of it (fmod is exact), but a Div of it is not the
+// truncating integer division ONNX means: each Div that reads an integer
+// graph input gets a Cast to that type (truncating) after it.
+void TruncateIntegerDivisions(onnx::GraphProto* g) {
+  std::set<std::string> bound;
+  for (const onnx::TensorProto& t : g->initializer()) bound.insert(t.name());
+  std::map<std::string, int> int_inputs;
+  for (const onnx::ValueInfoProto& in : g->input()) {
+    const int type = in.type().tensor_type().elem_type();
+    if (in.type().has_tensor_type() && !IsFloatElementType(type) && !bound.count(in.name()))
+      int_inputs[in.name()] = type;
+  }
+  std::vector<onnx::NodeProto> casts;
+  for (onnx::NodeProto& n : *g->mutable_node()) {
+    if (n.op_type() != "Div" || n.output_size() != 1) continue;
+    int type = 0;
+    for (const std::string& in : n.input()) {
+      if (auto it = int_inputs.find(in); it != int_inputs.end()) type = it->second;
+    }
+    if (type == 0) continue;
+    const std::string out = n.output(0);
+    n.set_output(0, StrCat(out, "/quotient"));
+    onnx::NodeProto cast;
+    cast.set_op_type("Cast");
+    cast.set_name(StrCat(n.name().empty() ? out : n.name(), "/truncate"));
+    cast.add_input(n.output(0));
+    cast.add_output(out);
+    onnx::AttributeProto* to = cast.add_attribute();
+    to->set_name("to");
+    to->set_type(onnx::AttributeProto::INT);
+    to->set_i(type);
+    casts.push_back(std::move(cast));
+  }
+  for (onnx::NodeProto& c : casts) *g->add_node() = std::move(c);
 }
 
 // A QuantizeLinear's output type is its zero point's (uint8 without one),
 // a fact of the protobuf that the model's constants (values only) lose:
 // recorded as the node's output_dtype attribute, as opset 21 writes it.
+// QLinearConv and QLinearMatMul (output zero point: input 7) get it too,
+// for the QuantizeLinear they expand into.
 void RecordQuantizeOutputTypes(onnx::GraphProto* g) {
   std::map<std::string, int> types;
   for (const onnx::TensorProto& t : g->initializer()) types[t.name()] = t.data_type();
@@ -635,10 +680,13 @@ void RecordQuantizeOutputTypes(onnx::GraphProto* g) {
     }
   }
   for (onnx::NodeProto& n : *g->mutable_node()) {
-    if (n.op_type() != "QuantizeLinear" || n.input_size() < 3 || n.input(2).empty()) continue;
+    const int zp = n.op_type() == "QuantizeLinear" ? 2
+                   : n.op_type() == "QLinearConv" || n.op_type() == "QLinearMatMul" ? 7
+                                                                                     : -1;
+    if (zp < 0 || n.input_size() <= zp || n.input(zp).empty()) continue;
     bool has = false;
     for (const onnx::AttributeProto& a : n.attribute()) has |= a.name() == "output_dtype";
-    auto it = types.find(n.input(2));
+    auto it = types.find(n.input(zp));
     if (has || it == types.end()) continue;
     onnx::AttributeProto* a = n.add_attribute();
     a->set_name("output_dtype");
@@ -659,6 +707,8 @@ absl::StatusOr<Model> ImportOnnx(const std::string& bytes, const ImportOptions& 
   TF_RETURN_IF_ERROR(ReadHeader(proto, &m));
   TF_RETURN_IF_ERROR(ExpandFunctionOps(&proto, m.opset));
   RecordQuantizeOutputTypes(proto.mutable_graph());
+  TruncateIntegerDivisions(proto.mutable_graph());
+  RecordBitShiftTypes(proto.mutable_graph());
   const onnx::GraphProto& g = proto.graph();
   TF_RETURN_IF_ERROR(ReadInputs(g, options, &m));
   std::vector<Node> nodes;
@@ -666,7 +716,6 @@ absl::StatusOr<Model> ImportOnnx(const std::string& bytes, const ImportOptions& 
   TF_RETURN_IF_ERROR(ReadGraphNodes(g, "", &m, &branches, &nodes));
   TF_RETURN_IF_ERROR(CheckOpsSupported(nodes, m.opset));
   TF_RETURN_IF_ERROR(InferShapes(nodes, branches, &m));
-  TF_RETURN_IF_ERROR(CheckIntegerInputs(g, m));
   return m;
 }
 

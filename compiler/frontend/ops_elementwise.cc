@@ -572,6 +572,48 @@ absl::StatusOr<std::vector<Node>> ExpandSumOrMean(Model* m, const Node& n) {
   return nodes;
 }
 
+// BitShift: two unsigned inputs broadcast, of a type of at most 32 bits
+// (held exactly as floats) that import recorded.
+absl::Status InferBitShift(ShapeContext& c, const Node& n) {
+  const int64_t type = n.Int("element_type", 0);
+  // TensorProto.DataType: UINT8 2, UINT16 4, UINT32 12.
+  if (type != 2 && type != 4)
+    return c.Error(n, "shifts only uint8 and uint16 values (the type of its input must be known)");
+  auto dir = n.strings.find("direction");
+  if (dir == n.strings.end() || (dir->second != "LEFT" && dir->second != "RIGHT"))
+    return c.Error(n, "direction must be LEFT or RIGHT");
+  return InferBroadcast2(c, n);
+}
+
+// Max and Min of other than two inputs as a chain of binary ones (one
+// input: its copy); two inputs come back as they are.
+absl::StatusOr<std::vector<Node>> ExpandMinMax(Model*, const Node& n) {
+  if (n.inputs.empty() || n.outputs.empty()) {
+    return absl::InvalidArgumentError(StrCat(n.op, " node '", n.name, "' has no inputs"));
+  }
+  if (n.inputs.size() == 2) return std::vector<Node>{n};
+  std::vector<Node> nodes;
+  std::string acc = n.inputs[0];
+  for (size_t i = 1; i < n.inputs.size(); ++i) {
+    Node part;
+    part.op = n.op;
+    part.name = StrCat(n.name, "/", i);
+    part.inputs = {acc, n.inputs[i]};
+    part.outputs = {i + 1 == n.inputs.size() ? n.outputs[0] : StrCat(n.outputs[0], "/", i)};
+    acc = part.outputs[0];
+    nodes.push_back(std::move(part));
+  }
+  if (nodes.empty()) {
+    Node copy;
+    copy.op = "Identity";
+    copy.name = StrCat(n.name, "/copy");
+    copy.inputs = {n.inputs[0]};
+    copy.outputs = {n.outputs[0]};
+    nodes.push_back(std::move(copy));
+  }
+  return nodes;
+}
+
 // Activations, then two inputs broadcast, comparisons and Where.
 std::vector<OpDef> ActivationAndBinaryOps() {
   return {
@@ -635,9 +677,16 @@ std::vector<OpDef> ActivationAndBinaryOps() {
        .alone = BinaryAlone<v1::ELEMENTWISE_KIND_DIV>,
        .map = MapPlain<v1::MAP_FN_DIV>},
       {.name = "Pow", .normalize = LegacyBroadcast, .infer = InferBroadcast2, .map = MapPow},
-      {.name = "Max", .infer = InferBroadcast2, .map = MapPlain<v1::MAP_FN_MAX>},
+      {.name = "Max",
+       .expand = ExpandMinMax,
+       .infer = InferBroadcast2,
+       .map = MapPlain<v1::MAP_FN_MAX>},
       {.name = "Mod", .min_opset = 10, .fold = FoldMod, .infer = InferBroadcast2},
-      {.name = "Min", .infer = InferBroadcast2, .map = MapPlain<v1::MAP_FN_MIN>},
+      {.name = "BitShift", .min_opset = 11, .infer = InferBitShift},
+      {.name = "Min",
+       .expand = ExpandMinMax,
+       .infer = InferBroadcast2,
+       .map = MapPlain<v1::MAP_FN_MIN>},
       {.name = "Sum", .expand = ExpandSumOrMean, .native = false},
       {.name = "Mean", .expand = ExpandSumOrMean, .native = false},
       // Comparisons and logical operators (booleans are 0 and 1).

@@ -492,10 +492,127 @@ absl::Status InferSoftmax(ShapeContext& c, const Node& n) {
   return c.Set(n, 0, x);
 }
 
+// LRN: the input's shape, of rank >= 3 (channels second).
+absl::Status InferLrn(ShapeContext& c, const Node& n) {
+  TF_ASSIGN_OR_RETURN(Shape x, c.In(n, 0));
+  if (x.size() < 3) return c.Error(n, StrCat("input ", ShapeText(x), " has no spatial dimensions"));
+  if (n.Int("size", 0) < 1) return c.Error(n, "size must be at least 1");
+  return c.Set(n, 0, x);
+}
+
+// QLinearConv and QLinearMatMul as their float operator between
+// DequantizeLinear and QuantizeLinear: the 8-bit weights dequantize at
+// import, the convolution or product is a float kernel, and the result
+// saturates to the output zero point's type. QLinearConv's int32 bias
+// (scale x_scale * w_scale, zero point 0) becomes a float constant.
+absl::StatusOr<std::vector<Node>> ExpandQLinear(Model* m, const Node& n) {
+  const bool conv = n.op == "QLinearConv";
+  auto error = [&](const std::string& what) {
+    return absl::InvalidArgumentError(StrCat(n.op, " node '", n.name, "': ", what));
+  };
+  auto has = [&](size_t i) { return i < n.inputs.size() && !n.inputs[i].empty(); };
+  for (size_t i = 0; i < 8; ++i) {
+    if (!has(i) && i != 2 && i != 5 && i != 7) return error(StrCat("input ", i, " is missing"));
+  }
+  if (n.outputs.empty()) return error("has no output");
+  const std::string base = StrCat(n.outputs[0], "/", n.op);
+  auto make = [&](const std::string& op, std::vector<std::string> in, std::string out) {
+    Node node;
+    node.op = op;
+    node.name = StrCat(n.name, "/", op, "_", out);
+    node.inputs = std::move(in);
+    node.outputs = {std::move(out)};
+    return node;
+  };
+  auto shape = m->shapes.find(n.inputs[3]);
+  auto wscale = m->constants.find(n.inputs[4]);
+  const bool per_channel = wscale == m->constants.end() || ValueCount(wscale->second) != 1;
+  std::vector<Node> nodes;
+  nodes.push_back(make("DequantizeLinear", {n.inputs[0], n.inputs[1], has(2) ? n.inputs[2] : ""},
+                       base + "_x"));
+  nodes.push_back(make("DequantizeLinear", {n.inputs[3], n.inputs[4], has(5) ? n.inputs[5] : ""},
+                       base + "_w"));
+  // Per output channel: axis 0 of a convolution's weight, the last axis
+  // (columns) of a product's right operand.
+  if (per_channel) {
+    const int64_t rank = shape != m->shapes.end() ? int64_t(shape->second.size()) : 2;
+    nodes.back().ints["axis"] = {conv ? 0 : rank - 1};
+  }
+  Node op = make(conv ? "Conv" : "MatMul", {base + "_x", base + "_w"}, base + "_y");
+  if (conv) {
+    op.ints = n.ints;
+    op.ints.erase("output_dtype");
+    op.strings = n.strings;
+    op.floats = n.floats;
+    if (has(8)) {
+      auto bias = m->constants.find(n.inputs[8]);
+      auto xscale = m->constants.find(n.inputs[1]);
+      if (bias == m->constants.end() || xscale == m->constants.end() ||
+          wscale == m->constants.end() || ValueCount(xscale->second) != 1)
+        return error("the bias and the input and weight scales must be constants");
+      const int64_t count = ValueCount(bias->second), scales = ValueCount(wscale->second);
+      if (scales != 1 && scales != count) return error("the bias and the weight scales differ in length");
+      Constant b;
+      b.shape = {count};
+      for (int64_t c = 0; c < count; ++c) {
+        b.floats.push_back(float(ConstValue(bias->second, c) * ConstValue(xscale->second, 0) *
+                                 ConstValue(wscale->second, scales == 1 ? 0 : c)));
+      }
+      const std::string name = base + "_bias";
+      m->constants[name] = b;
+      m->shapes[name] = b.shape;
+      op.inputs.push_back(name);
+    }
+  }
+  nodes.push_back(std::move(op));
+  nodes.push_back(make("QuantizeLinear", {base + "_y", n.inputs[6], has(7) ? n.inputs[7] : ""},
+                       n.outputs[0]));
+  if (auto dtype = n.ints.find("output_dtype"); dtype != n.ints.end())
+    nodes.back().ints["output_dtype"] = dtype->second;
+  return nodes;
+}
+
+// RNN, GRU, LSTM: X [steps, batch, input] ([batch, steps, input] with
+// layout 1) and W [directions, gates * hidden, input] give Y [steps,
+// directions, batch, hidden] ([batch, steps, directions, hidden]) and the
+// last hidden (and, LSTM, cell) state [directions, batch, hidden]
+// ([batch, directions, hidden]).
+absl::Status InferRecurrent(ShapeContext& c, const Node& n) {
+  TF_ASSIGN_OR_RETURN(Shape x, c.In(n, 0));
+  TF_ASSIGN_OR_RETURN(Shape w, c.In(n, 1));
+  const int64_t gates = n.op == "LSTM" ? 4 : n.op == "GRU" ? 3 : 1;
+  const int64_t hidden = n.Int("hidden_size", 0);
+  auto dir = n.strings.find("direction");
+  const std::string direction = dir == n.strings.end() ? "forward" : dir->second;
+  if (direction != "forward" && direction != "reverse" && direction != "bidirectional")
+    return c.Error(n, StrCat("direction '", direction, "' is unknown"));
+  const int64_t dirs = direction == "bidirectional" ? 2 : 1;
+  if (x.size() != 3 || hidden < 1 || w != Shape{dirs, gates * hidden, x[2]})
+    return c.Error(n, StrCat("input ", ShapeText(x), ", weights ", ShapeText(w),
+                             " and hidden_size ", hidden, " do not fit"));
+  if (n.Int("input_forget", 0) != 0) return c.Error(n, "input_forget is not supported");
+  const bool batch_first = n.Int("layout", 0) != 0;
+  const int64_t steps = batch_first ? x[1] : x[0], batch = batch_first ? x[0] : x[1];
+  const Shape state = batch_first ? Shape{batch, dirs, hidden} : Shape{dirs, batch, hidden};
+  if (c.Has(n, 4) && c.Const(n, 4) == nullptr)
+    return c.Error(n, "sequence_lens must be a constant once input shapes are fixed");
+  TF_RETURN_IF_ERROR(c.Set(n, 0, batch_first ? Shape{batch, steps, dirs, hidden}
+                                             : Shape{steps, dirs, batch, hidden}));
+  for (size_t k = 1; k < n.outputs.size() && k < (n.op == "LSTM" ? 3u : 2u); ++k)
+    TF_RETURN_IF_ERROR(c.Set(n, k, state));
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 const std::vector<OpDef>& NnOps() {
   static const auto* ops = new std::vector<OpDef>{
+      {.name = "LRN", .infer = InferLrn},
+      {.name = "RNN", .min_opset = 7, .infer = InferRecurrent},
+      {.name = "GRU", .min_opset = 7, .infer = InferRecurrent},
+      {.name = "LSTM", .min_opset = 7, .infer = InferRecurrent},
+      {.name = "QLinearConv", .min_opset = 10, .expand = ExpandQLinear, .native = false},
+      {.name = "QLinearMatMul", .min_opset = 10, .expand = ExpandQLinear, .native = false},
       {.name = "Conv",
        .infer = InferConv,
        .fusion = FusionRole::kAnchor,

@@ -217,10 +217,19 @@ bool ReduceAlone(const Model& m, const Node& n, v1::Workload* w) {
   return true;
 }
 
+// Det: square matrices in the last two dimensions; one value per matrix.
+absl::Status InferDet(ShapeContext& c, const Node& n) {
+  TF_ASSIGN_OR_RETURN(Shape x, c.In(n, 0));
+  if (x.size() < 2 || x[x.size() - 1] != x[x.size() - 2])
+    return c.Error(n, StrCat("input ", ShapeText(x), " is not a batch of square matrices"));
+  return c.Set(n, 0, Shape(x.begin(), x.end() - 2));
+}
+
 }  // namespace
 
 const std::vector<OpDef>& ReduceOps() {
   static const auto* ops = new std::vector<OpDef>{
+      {.name = "Det", .min_opset = 11, .infer = InferDet},
       {.name = "TopK", .infer = InferTopK},
       // (Earlier opsets' Hardmax flattens the input to 2-D first.)
       {.name = "Hardmax", .min_opset = 13, .expand = ExpandHardmax, .native = false},

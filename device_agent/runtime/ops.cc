@@ -16,7 +16,12 @@ namespace ops_internal {
 
 template <typename T>
 absl::Status Op<T>::CheckArgs() const {
-  if (a_.out.empty() || Out() == nullptr) return Error("no output");
+  // A recurrent layer's sequence output (output 0) is optional: its last
+  // states may be all a model reads.
+  const bool first_optional = n_.op == "RNN" || n_.op == "GRU" || n_.op == "LSTM";
+  bool any = false;
+  for (T* out : a_.out) any = any || out != nullptr;
+  if (!any || (!first_optional && Out() == nullptr)) return Error("no output");
   for (size_t i = 0; i < n_.inputs.size(); ++i) {
     if (Has(i) && a_.in[i] == nullptr && a_.in_const[i] == nullptr)
       return Error(StrCat("input '", n_.inputs[i], "' has no data"));

@@ -427,6 +427,20 @@ std::vector<NativeOp> ElementwiseOps() {
       Kernel("Max", [](auto& o) { return o.MinMax(true); }),
       Kernel("Min", [](auto& o) { return o.MinMax(false); }),
       Kernel("Mul", [](auto& o) { return o.Zip([](auto a, auto b) { return a * b; }); }),
+      // Unsigned values of element_type's width (uint8, uint16): a left
+      // shift wraps at it.
+      Kernel("BitShift",
+             [](auto& o) {
+               const double wrap = o.node().Int("element_type", 2) == 4 ? 65536.0 : 256.0;
+               if (o.node().strings.count("direction") &&
+                   o.node().strings.at("direction") == "LEFT")
+                 return o.Zip([wrap](auto a, auto b) {
+                   return decltype(a)(std::fmod(std::ldexp(double(a), int(b)), wrap));
+                 });
+               return o.Zip([](auto a, auto b) {
+                 return decltype(a)(std::floor(std::ldexp(double(a), -int(b))));
+               });
+             }),
       // fmod = 1: C's fmod; fmod = 0 (integers): the remainder takes the divisor's sign.
       Kernel("Mod",
              [](auto& o) {

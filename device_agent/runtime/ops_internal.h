@@ -133,6 +133,13 @@ class Op {
   absl::Status BatchNorm();
   absl::Status InstanceNorm();
   absl::Status LayerNorm();
+  absl::Status Lrn();
+  // RNN, GRU and LSTM: time steps in order (reverse and bidirectional too),
+  // gates as ONNX orders them, in double.
+  absl::Status Recurrent();
+  absl::Status MaxUnpool();
+  absl::Status ReverseSequence();
+  absl::Status Det();
   absl::Status Pool(bool global, bool is_max);
   absl::Status Concat();
   absl::Status Split();
@@ -140,11 +147,17 @@ class Op {
   absl::Status Transpose();
   absl::Status Pad();
   absl::Status Resize(bool upsample);
+  absl::Status GridSample();
   absl::Status Softmax(bool log);
   // Axes: an input or an attribute, as graph::ReduceAxesAreAnInput says.
   absl::Status Reduce(ReduceKind kind);
   absl::Status Gather();
   absl::Status GatherElements();
+  absl::Status GatherND();
+  // ScatterElements (and opset 9's Scatter) and ScatterND: the data with
+  // the updates written (or combined by `reduction`) at the indices.
+  absl::Status ScatterElements();
+  absl::Status ScatterND();
   absl::Status Expand();
   absl::Status Tile();
   absl::Status ArgReduce(bool max);
@@ -212,6 +225,7 @@ class Op {
   absl::Status PlanResize(bool upsample, ResizePlan* plan) const;
   void ResizeRows(const ResizePlan& plan) const;
   void ResizeInterpolate(const ResizePlan& plan) const;
+  void ResizeCubic(const ResizePlan& plan) const;
 
   const OpArgs<T>& a_;
   const Node& n_;

@@ -189,8 +189,47 @@ absl::Status Op<T>::TopK() {
 }
 
 // The reduction family's operators.
+// The determinant of each matrix of the last two dimensions: LU
+// decomposition with partial pivoting, in double.
+template <typename T>
+absl::Status Op<T>::Det() {
+  const Shape& xs = InShape(0);
+  if (xs.size() < 2 || xs[xs.size() - 1] != xs[xs.size() - 2])
+    return Error("input is not a batch of square matrices");
+  const int64_t m = xs.back(), count = Numel(xs) / std::max<int64_t>(m * m, 1);
+  const T* x = In(0);
+  T* y = Out();
+  std::vector<double> a(size_t(m * m));
+  for (int64_t b = 0; b < count; ++b) {
+    for (int64_t i = 0; i < m * m; ++i) a[size_t(i)] = double(x[b * m * m + i]);
+    double det = 1;
+    for (int64_t col = 0; col < m && det != 0; ++col) {
+      int64_t pivot = col;
+      for (int64_t r = col + 1; r < m; ++r)
+        if (std::fabs(a[size_t(r * m + col)]) > std::fabs(a[size_t(pivot * m + col)])) pivot = r;
+      if (a[size_t(pivot * m + col)] == 0) {
+        det = 0;
+        break;
+      }
+      if (pivot != col) {
+        for (int64_t k = 0; k < m; ++k) std::swap(a[size_t(pivot * m + k)], a[size_t(col * m + k)]);
+        det = -det;
+      }
+      const double p = a[size_t(col * m + col)];
+      det *= p;
+      for (int64_t r = col + 1; r < m; ++r) {
+        const double f = a[size_t(r * m + col)] / p;
+        for (int64_t k = col; k < m; ++k) a[size_t(r * m + k)] -= f * a[size_t(col * m + k)];
+      }
+    }
+    y[b] = T(det);
+  }
+  return absl::OkStatus();
+}
+
 std::vector<NativeOp> ReduceOps() {
   return {
+      Kernel("Det", [](auto& o) { return o.Det(); }),
       Kernel("TopK", [](auto& o) { return o.TopK(); }),
       Kernel("OneHot", [](auto& o) { return o.OneHot(); }),
       Kernel("ArgMax", [](auto& o) { return o.ArgReduce(true); }),

@@ -412,6 +412,206 @@ absl::Status Op<T>::GatherElements() {
   return absl::OkStatus();
 }
 
+// GatherND: the last dimension of the indices (k) addresses the data's
+// dimensions after the first `batch_dims` (shared with the indices); each
+// index tuple copies the slice of the data's remaining dimensions.
+template <typename T>
+absl::Status Op<T>::GatherND() {
+  const Shape& xs = InShape(0);
+  const Shape& is = InShape(1);
+  const int64_t b = n_.Int("batch_dims", 0);
+  std::vector<double> ind;
+  if (!Params(1, &ind)) return Error("indices are missing");
+  if (is.empty() || b < 0 || b >= int64_t(is.size()) || b > int64_t(xs.size()))
+    return Error("batch_dims does not fit the inputs' ranks");
+  const int64_t k = is.back();
+  if (k < 1 || b + k > int64_t(xs.size()))
+    return Error(StrCat("index tuples of ", k, " do not fit data of rank ", xs.size()));
+  const Shape xst = Strides(xs);
+  int64_t batches = 1, slice = 1;
+  for (int64_t d = 0; d < b; ++d) batches *= xs[size_t(d)];
+  for (size_t d = size_t(b + k); d < xs.size(); ++d) slice *= xs[d];
+  const int64_t per_batch = Numel(is) / std::max<int64_t>(k, 1) / std::max<int64_t>(batches, 1);
+  const int64_t batch_stride = b > 0 ? xst[size_t(b - 1)] : 0;
+  const T* x = In(0);
+  T* y = Out();
+  for (int64_t bi = 0; bi < batches; ++bi) {
+    for (int64_t t = 0; t < per_batch; ++t) {
+      const double* tuple = ind.data() + (bi * per_batch + t) * k;
+      int64_t off = bi * batch_stride;
+      for (int64_t j = 0; j < k; ++j) {
+        const int64_t dim = xs[size_t(b + j)];
+        int64_t v = int64_t(tuple[j]);
+        if (v < 0) v += dim;
+        if (v < 0 || v >= dim) return Error(StrCat("index ", int64_t(tuple[j]), " out of range"));
+        off += v * xst[size_t(b + j)];
+      }
+      std::copy(x + off, x + off + slice, y + (bi * per_batch + t) * slice);
+    }
+  }
+  return absl::OkStatus();
+}
+
+namespace {
+
+// Combines an update into the value at its position, as a Scatter's
+// `reduction` attribute says; false for an unknown one.
+template <typename T>
+bool ScatterCombine(const std::string& reduction, T* at, T update) {
+  if (reduction == "none") {
+    *at = update;
+  } else if (reduction == "add") {
+    *at += update;
+  } else if (reduction == "mul") {
+    *at *= update;
+  } else if (reduction == "max") {
+    *at = std::max(*at, update);
+  } else if (reduction == "min") {
+    *at = std::min(*at, update);
+  } else {
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+// Each update goes to the data position of its own index but along `axis`,
+// where it is the index's value (negative: from the end).
+template <typename T>
+absl::Status Op<T>::ScatterElements() {
+  const Shape& xs = InShape(0);
+  const Shape& is = InShape(1);
+  const std::string reduction = n_.strings.count("reduction") ? n_.strings.at("reduction") : "none";
+  const int64_t axis = Axis(n_.Int("axis", 0), xs.size());
+  std::vector<double> ind;
+  if (!Params(1, &ind)) return Error("indices are missing");
+  if (axis < 0 || axis >= int64_t(xs.size()) || is.size() != xs.size() || InShape(2) != is)
+    return Error("axis, indices and updates do not match the data");
+  const Shape xst = Strides(xs);
+  T* y = Out();
+  std::copy(In(0), In(0) + Numel(xs), y);
+  const T* u = In(2);
+  const int64_t total = Numel(is), dim = xs[size_t(axis)];
+  Shape idx(is.size(), 0);
+  for (int64_t i = 0; i < total; ++i) {
+    int64_t k = int64_t(ind[size_t(i)]);
+    if (k < 0) k += dim;
+    if (k < 0 || k >= dim) return Error(StrCat("index ", int64_t(ind[size_t(i)]), " out of range"));
+    int64_t off = 0;
+    for (size_t d = 0; d < is.size(); ++d) off += (int64_t(d) == axis ? k : idx[d]) * xst[d];
+    if (!ScatterCombine(reduction, y + off, u[i]))
+      return Error(StrCat("reduction '", reduction, "' is not supported"));
+    NextIndex(&idx, is);
+  }
+  return absl::OkStatus();
+}
+
+// Each index tuple (the indices' last dimension, k) addresses a slice of
+// the data's dimensions after the first k; the update's slice goes there.
+template <typename T>
+absl::Status Op<T>::ScatterND() {
+  const Shape& xs = InShape(0);
+  const Shape& is = InShape(1);
+  const std::string reduction = n_.strings.count("reduction") ? n_.strings.at("reduction") : "none";
+  std::vector<double> ind;
+  if (!Params(1, &ind)) return Error("indices are missing");
+  if (is.empty() || is.back() < 1 || is.back() > int64_t(xs.size()))
+    return Error("index tuples do not fit the data's rank");
+  const int64_t k = is.back();
+  const Shape xst = Strides(xs);
+  int64_t slice = 1;
+  for (size_t d = size_t(k); d < xs.size(); ++d) slice *= xs[d];
+  const int64_t tuples = Numel(is) / k;
+  if (Numel(InShape(2)) != tuples * slice) return Error("updates do not match the indices");
+  T* y = Out();
+  std::copy(In(0), In(0) + Numel(xs), y);
+  const T* u = In(2);
+  for (int64_t t = 0; t < tuples; ++t) {
+    int64_t off = 0;
+    for (int64_t j = 0; j < k; ++j) {
+      const int64_t dim = xs[size_t(j)];
+      int64_t v = int64_t(ind[size_t(t * k + j)]);
+      if (v < 0) v += dim;
+      if (v < 0 || v >= dim) return Error(StrCat("index ", int64_t(ind[size_t(t * k + j)]), " out of range"));
+      off += v * xst[size_t(j)];
+    }
+    for (int64_t e = 0; e < slice; ++e) {
+      if (!ScatterCombine(reduction, y + off + e, u[t * slice + e]))
+        return Error(StrCat("reduction '", reduction, "' is not supported"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Each batch's first sequence_lens[b] elements along the time axis in
+// reverse order; the rest as they are.
+template <typename T>
+absl::Status Op<T>::ReverseSequence() {
+  const Shape& xs = InShape(0);
+  const int64_t batch_axis = n_.Int("batch_axis", 1), time_axis = n_.Int("time_axis", 0);
+  std::vector<double> lens;
+  if (!Params(1, &lens)) return Error("sequence_lens are missing");
+  if (xs.size() < 2 || batch_axis < 0 || time_axis < 0 || batch_axis >= int64_t(xs.size()) ||
+      time_axis >= int64_t(xs.size()) || batch_axis == time_axis ||
+      int64_t(lens.size()) != xs[size_t(batch_axis)])
+    return Error("batch_axis, time_axis and sequence_lens do not fit the input");
+  const Shape st = Strides(xs);
+  const T* x = In(0);
+  T* y = Out();
+  const int64_t total = Numel(xs), steps = xs[size_t(time_axis)];
+  Shape idx(xs.size(), 0);
+  for (int64_t i = 0; i < total; ++i) {
+    const int64_t len = int64_t(lens[size_t(idx[size_t(batch_axis)])]);
+    if (len < 0 || len > steps) return Error(StrCat("sequence length ", len, " out of range"));
+    const int64_t t = idx[size_t(time_axis)];
+    const int64_t from = t < len ? len - 1 - t : t;
+    y[i] = x[i + (from - t) * st[size_t(time_axis)]];
+    NextIndex(&idx, xs);
+  }
+  return absl::OkStatus();
+}
+
+// Zeros of the output's shape, each input value written at its index.
+// An index flattens a position of the shape the pooling attributes give
+// (as MaxPool's second output does); a larger output_shape keeps each
+// value at the same coordinates.
+template <typename T>
+absl::Status Op<T>::MaxUnpool() {
+  std::vector<double> ind;
+  if (!Params(1, &ind)) return Error("indices are missing");
+  const Shape& xs = InShape(0);
+  const Shape& os = OutShape();
+  const int64_t n = Numel(xs), total = Numel(os);
+  if (int64_t(ind.size()) != n) return Error("indices do not match the input");
+  const std::vector<int64_t> kernel = n_.Ints("kernel_shape");
+  const size_t r = kernel.size();
+  std::vector<int64_t> strides = n_.Ints("strides"), pads = n_.Ints("pads");
+  if (strides.empty()) strides.assign(r, 1);
+  if (pads.empty()) pads.assign(2 * r, 0);
+  if (xs.size() != r + 2 || os.size() != r + 2 || strides.size() != r || pads.size() != 2 * r)
+    return Error("kernel_shape, strides or pads do not fit the input");
+  Shape pooled = {xs[0], xs[1]};
+  for (size_t d = 0; d < r; ++d)
+    pooled.push_back((xs[d + 2] - 1) * strides[d] + kernel[d] - pads[d] - pads[d + r]);
+  const Shape ost = Strides(os);
+  const T* x = In(0);
+  T* y = Out();
+  std::fill(y, y + total, T(0));
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t rest = int64_t(ind[size_t(i)]), at = 0;
+    if (rest < 0 || rest >= Numel(pooled)) return Error(StrCat("index ", rest, " out of range"));
+    for (int64_t d = int64_t(pooled.size()) - 1; d >= 0; --d) {
+      const int64_t coord = rest % pooled[size_t(d)];
+      rest /= pooled[size_t(d)];
+      if (coord >= os[size_t(d)]) return Error("output_shape is smaller than the pooled input");
+      at += coord * ost[size_t(d)];
+    }
+    y[at] = x[i];
+  }
+  return absl::OkStatus();
+}
+
 // Output index i reads the input at i modulo the input's dimensions.
 template <typename T>
 absl::Status Op<T>::Tile() {
@@ -474,6 +674,12 @@ std::vector<NativeOp> ShapeOps() {
       Kernel("Concat", [](auto& o) { return o.Concat(); }),
       Kernel("Gather", [](auto& o) { return o.Gather(); }),
       Kernel("GatherElements", [](auto& o) { return o.GatherElements(); }),
+      Kernel("GatherND", [](auto& o) { return o.GatherND(); }),
+      Kernel("ReverseSequence", [](auto& o) { return o.ReverseSequence(); }),
+      Kernel("MaxUnpool", [](auto& o) { return o.MaxUnpool(); }),
+      Kernel("Scatter", [](auto& o) { return o.ScatterElements(); }),
+      Kernel("ScatterElements", [](auto& o) { return o.ScatterElements(); }),
+      Kernel("ScatterND", [](auto& o) { return o.ScatterND(); }),
       Kernel("Tile", [](auto& o) { return o.Tile(); }),
       Kernel("Trilu", [](auto& o) { return o.Trilu(); }),
       Kernel("Pad", [](auto& o) { return o.Pad(); }),

@@ -414,9 +414,9 @@ save("topk", topk, [tensor("x", [1, 2, 4, 4])], [tensor("y", [1, 2, 4, 2])],
      [init("w", (2, 2, 1, 1)), ints("k", [2])])
 
 unsupported = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv"),
-               helper.make_node("NonZero", ["c"], ["y"], name="the_nonzero")]
+               helper.make_node("Unique", ["c"], ["y"], name="the_unique")]
 save("unsupported", unsupported, [tensor("x", [1, 2, 4, 4])],
-     [helper.make_tensor_value_info("y", TensorProto.INT64, None)], [init("w", (2, 2, 1, 1))],
+     [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [init("w", (2, 2, 1, 1))],
      check=False)
 
 many = [helper.make_node("Log", ["x"], ["l"], name="log1"),

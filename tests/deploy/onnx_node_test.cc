@@ -18,6 +18,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "common/float16.h"
 #include "compiler/codegen/llvm_target.h"
 #include "device_agent/runtime/graph_runtime.h"
 #include "deploy/package_build.h"
@@ -40,8 +41,11 @@ constexpr const char* kData = "/usr/share/libonnx-testdata/data";
 
 std::string Read(const fs::path& p) { return testing::ReadFileOrEmpty(p.string()); }
 
-// A tensor as doubles; false for element types we do not read.
-bool ToDoubles(const onnx::TensorProto& t, std::vector<double>* out) {
+// A tensor as doubles; false for element types we do not read. The 16-bit
+// float types are read from their bit patterns; `bfloat16_bits` reads a
+// UINT16 tensor as bfloat16 patterns (the test data stores a BFLOAT16 graph
+// input that way).
+bool ToDoubles(const onnx::TensorProto& t, std::vector<double>* out, bool bfloat16_bits = false) {
   out->clear();
   const std::string& raw = t.raw_data();
   auto from_raw = [&](auto sample) {
@@ -96,6 +100,37 @@ bool ToDoubles(const onnx::TensorProto& t, std::vector<double>* out) {
         out->assign(t.int32_data().begin(), t.int32_data().end());
       }
       return true;
+    case onnx::TensorProto::INT16:
+      if (!raw.empty()) {
+        from_raw(int16_t());
+      } else {
+        out->assign(t.int32_data().begin(), t.int32_data().end());
+      }
+      return true;
+    case onnx::TensorProto::UINT16:
+    case onnx::TensorProto::FLOAT16:
+    case onnx::TensorProto::BFLOAT16: {
+      std::vector<uint16_t> bits;
+      if (!raw.empty()) {
+        for (size_t i = 0; i + 2 <= raw.size(); i += 2) {
+          uint16_t v;
+          std::memcpy(&v, raw.data() + i, 2);
+          bits.push_back(v);
+        }
+      } else {
+        for (int32_t v : t.int32_data()) bits.push_back(uint16_t(v));
+      }
+      for (uint16_t b : bits) {
+        if (t.data_type() == onnx::TensorProto::FLOAT16) {
+          out->push_back(HalfBitsToFloat(b));
+        } else if (t.data_type() == onnx::TensorProto::BFLOAT16 || bfloat16_bits) {
+          out->push_back(BFloat16BitsToFloat(b));
+        } else {
+          out->push_back(b);
+        }
+      }
+      return true;
+    }
     default:
       return false;
   }
@@ -109,18 +144,38 @@ struct Outcome {
   bool constant_only = false;
 };
 
+// Cases whose expected outputs follow a rule newer ONNX releases changed.
+const std::map<std::string, std::string>& OutdatedCases() {
+  static const auto* cases = [] {
+    const std::string truncates =
+        "the expected output truncates float32 to bfloat16 (ONNX 1.12's data); the build rounds "
+        "to nearest even, as ONNX 1.14's reference and ONNX Runtime do";
+    return new std::map<std::string, std::string>{
+        {"test_cast_FLOAT_to_BFLOAT16", truncates},
+        {"test_castlike_FLOAT_to_BFLOAT16", truncates},
+        {"test_castlike_FLOAT_to_BFLOAT16_expanded", truncates},
+    };
+  }();
+  return *cases;
+}
+
 Outcome RunCase(const fs::path& dir) {
+  if (auto it = OutdatedCases().find(dir.filename().string()); it != OutdatedCases().end())
+    return {Outcome::kRefused, it->second};
   const fs::path data = dir / "test_data_set_0";
   const std::string bytes = Read(dir / "model.onnx");
   onnx::ModelProto mp;
   if (!mp.ParseFromString(bytes)) return {Outcome::kRefused, "model does not parse"};
   // Inputs in the order of the graph's non-initializer inputs.
   std::vector<std::string> names;
+  std::map<std::string, int> declared;
   {
     std::set<std::string> inits;
     for (const auto& i : mp.graph().initializer()) inits.insert(i.name());
     for (const auto& i : mp.graph().input())
       if (!inits.count(i.name())) names.push_back(i.name());
+    for (const auto& i : mp.graph().input())
+      declared[i.name()] = i.type().tensor_type().elem_type();
   }
   std::vector<onnx::TensorProto> given;
   for (size_t k = 0;; ++k) {
@@ -131,9 +186,11 @@ Outcome RunCase(const fs::path& dir) {
     if (k >= names.size()) return {Outcome::kRefused, "more inputs than the graph declares"};
     given.push_back(std::move(t));
   }
-  // Float tensors and 8-bit tensors (quantized data, held as floats) are
-  // runtime inputs. Integer and boolean inputs (shapes, indices, axes,
-  // conditions) and float and 8-bit scalars (zero points) are parameters:
+  // Float tensors of 32 bits or fewer (the runtime computes in float32;
+  // float64 values can lie outside its range) and 8- and 16-bit integer
+  // tensors (quantized data, exact as floats) are runtime inputs. 32- and 64-bit integer and boolean inputs (shapes,
+  // indices, axes, conditions) and float and 8-bit scalars (zero points)
+  // are parameters:
   // they are bound as initializers with the test's values, as a deployment
   // would fix them. `bind_floats` also binds the float inputs after the
   // first (a Resize's scales given as an input, ...).
@@ -142,9 +199,11 @@ Outcome RunCase(const fs::path& dir) {
     onnx::ModelProto copy = mp;
     for (size_t k = 0; k < given.size(); ++k) {
       const onnx::TensorProto& t = given[k];
-      const bool is_float = t.data_type() == onnx::TensorProto::FLOAT ||
-                            t.data_type() == onnx::TensorProto::UINT8 ||
-                            t.data_type() == onnx::TensorProto::INT8;
+      const int type = t.data_type();
+      const bool is_float =
+          type == onnx::TensorProto::FLOAT || type == onnx::TensorProto::FLOAT16 ||
+          type == onnx::TensorProto::BFLOAT16 || type == onnx::TensorProto::UINT8 || type == onnx::TensorProto::INT8 ||
+          type == onnx::TensorProto::UINT16 || type == onnx::TensorProto::INT16;
       const bool param = t.data_type() == onnx::TensorProto::INT64 ||
                          t.data_type() == onnx::TensorProto::INT32 ||
                          t.data_type() == onnx::TensorProto::BOOL ||
@@ -162,7 +221,8 @@ Outcome RunCase(const fs::path& dir) {
                              static_cast<onnx::TensorProto::DataType>(t.data_type()))));
       }
       std::vector<double> v;
-      ToDoubles(t, &v);
+      ToDoubles(t, &v, type == onnx::TensorProto::UINT16 &&
+                           declared[names[k]] == onnx::TensorProto::BFLOAT16);
       io->input_shapes[names[k]].assign(t.dims().begin(), t.dims().end());
       (*inputs)[names[k]].assign(v.begin(), v.end());
     }
@@ -197,7 +257,10 @@ Outcome RunCase(const fs::path& dir) {
     onnx::TensorProto t;
     if (!t.ParseFromString(Read(f))) return {Outcome::kFail, "expected output does not parse"};
     std::vector<double> want;
-    if (!ToDoubles(t, &want))
+    const bool bfloat16_bits =
+        t.data_type() == onnx::TensorProto::UINT16 && int(k) < mp.graph().output_size() &&
+        mp.graph().output(int(k)).type().tensor_type().elem_type() == onnx::TensorProto::BFLOAT16;
+    if (!ToDoubles(t, &want, bfloat16_bits))
       return {Outcome::kRefused, absl::StrCat("output of element type ", t.data_type())};
     // The shape too: a wrong one with the right values in order (a Flatten
     // split at the wrong axis) is a wrong result a later Reshape refuses.
@@ -225,7 +288,7 @@ Outcome RunCase(const fs::path& dir) {
 // when cases start to pass; a case that passed and no longer does fails
 // its suite's test by name (docs/onnx-node-tests.md lists them).
 const std::map<std::string, int> kKernelPassFloor = {
-    {"node", 617}, {"pytorch-converted", 67}, {"pytorch-operator", 29}};
+    {"node", 700}, {"pytorch-converted", 67}, {"pytorch-operator", 29}};
 
 const char* kDocHeader =
     "# ONNX backend tests (libonnx-testdata 1.12)\n\n"

@@ -106,11 +106,11 @@ TEST(OpRegistryTest, ImportNamesEveryUnsupportedOperatorAndVersionAtOnce) {
             "unsupported operator version at opset 13: 'HardSwish' (node 'n2') is supported from "
             "opset 14 to 18, 'LayerNormalization' (node 'n1') is supported from opset 17 to 18");
 
-  m = ImportOnnx(Chain(13, {"NonZero", "LayerNormalization", "Relu"}));
+  m = ImportOnnx(Chain(13, {"Unique", "LayerNormalization", "Relu"}));
   ASSERT_FALSE(m.ok());
   const std::string e(m.status().message());
   EXPECT_TRUE(absl::StartsWith(
-      e, "unsupported operator 'NonZero' (node 'n0', opset 13); operator versions at opset 13: "
+      e, "unsupported operator 'Unique' (node 'n0', opset 13); operator versions at opset 13: "
          "'LayerNormalization' (node 'n1') is supported from opset 17 to 18; supported: Abs, "))
       << e;
 
@@ -122,18 +122,19 @@ TEST(OpRegistryTest, ImportNamesEveryUnsupportedOperatorAndVersionAtOnce) {
 
 // Recurrent layers are refused with their own reason, naming the nodes; next
 // to an unknown operator, the reason follows the list.
-TEST(OpRegistryTest, RecurrentLayersAreRefusedWithAReason) {
-  absl::StatusOr<Model> m = ImportOnnx(Chain(14, {"LSTM", "Relu", "GRU"}));
+TEST(OpRegistryTest, ControlFlowIsRefusedWithAReason) {
+  absl::StatusOr<Model> m = ImportOnnx(Chain(14, {"Scan", "Relu", "Loop"}));
   ASSERT_FALSE(m.ok());
   EXPECT_EQ(m.status().message(),
-            "GRU node 'n2': recurrent layers (GRU, LSTM, RNN) are not supported: neither compiled "
-            "nor computed by the graph runtime; LSTM node 'n0': recurrent layers (GRU, LSTM, RNN) "
-            "are not supported: neither compiled nor computed by the graph runtime");
-  m = ImportOnnx(Chain(14, {"RNN", "NonZero"}));
+            "Loop node 'n2': control flow (Loop, Scan) is not supported; export the model with "
+            "static control flow (e.g. torch.onnx.export of a traced model); Scan node 'n0': "
+            "control flow (Loop, Scan) is not supported; export the model with static control "
+            "flow (e.g. torch.onnx.export of a traced model)");
+  m = ImportOnnx(Chain(14, {"Scan", "Unique"}));
   ASSERT_FALSE(m.ok());
   const std::string e(m.status().message());
-  EXPECT_TRUE(absl::StartsWith(e, "2 unsupported operators (opset 14): 'NonZero' (node 'n1'), "
-                                  "'RNN' (node 'n0'); recurrent layers (GRU, LSTM, RNN) are not "
+  EXPECT_TRUE(absl::StartsWith(e, "2 unsupported operators (opset 14): 'Scan' (node 'n0'), "
+                                  "'Unique' (node 'n1'); control flow (Loop, Scan) is not "
                                   "supported"))
       << e;
 }
@@ -215,10 +216,10 @@ TEST(OpRegistryTest, IfWithAConstantConditionIsItsTakenBranch) {
             "the inputs it depends on with --value NAME=V, or export the model with static "
             "control flow");
   // The taken branch's operators are checked like the graph's.
-  m = ImportOnnx(IfModel(true, 4, "NonZero", "Relu"));
+  m = ImportOnnx(IfModel(true, 4, "Unique", "Relu"));
   ASSERT_FALSE(m.ok());
   EXPECT_TRUE(absl::StartsWith(
-      m.status().message(), "unsupported operator 'NonZero' (node 'then_branch_node', opset 13)"))
+      m.status().message(), "unsupported operator 'Unique' (node 'then_branch_node', opset 13)"))
       << m.status();
 }
 
