@@ -16,6 +16,7 @@
 #include <tuple>
 #include <utility>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -287,10 +288,44 @@ struct ModelPaths {
   fs::path untuned, tuned;
 };
 
+// What `tunefarm tune MODEL.onnx` reported: its wall time, its trials, and
+// the seconds into the search after which the tasks' time (weight x best
+// of every task, printed once every task is timed) first came within 5% of
+// where it ended; -1 when no progress line had every task timed.
+struct TuneOutcome {
+  double wall_s = 0;
+  int trials = 0;
+  double within_5pct_s = -1;
+};
+
+// The progress lines of `tune MODEL.onnx` ("  trial N  tasks' time X ms
+// ...  (T s)", the ones without "tasks timed") as (T, X) pairs; the
+// first pair within 5% of the last.
+double WithinFivePercent(const std::vector<std::string>& lines) {
+  std::vector<std::pair<double, double>> curve;
+  for (const std::string& l : lines) {
+    if (!absl::StrContains(l, "tasks' time ") || absl::StrContains(l, "tasks timed") ||
+        !absl::StartsWith(absl::StripLeadingAsciiWhitespace(l), "trial "))
+      continue;
+    double ms = 0, sec = 0;
+    const size_t at = l.find("tasks' time ") + 12;
+    const size_t open = l.rfind('(');
+    if (!absl::SimpleAtod(l.substr(at, l.find(' ', at) - at), &ms) || open == std::string::npos ||
+        !absl::SimpleAtod(l.substr(open + 1, l.find(' ', open) - open - 1), &sec))
+      continue;
+    curve.emplace_back(sec, ms);
+  }
+  if (curve.empty()) return -1;
+  const double last = curve.back().second;
+  for (const auto& [sec, ms] : curve)
+    if (ms <= 1.05 * last) return sec;
+  return curve.back().first;
+}
+
 // Runs `tunefarm build --untuned` and `tunefarm tune MODEL.onnx -o` at `th`
-// threads, as a user does. The tune command's wall time (s) and its trial
-// count, or nullopt after a line saying which failed.
-std::optional<std::pair<double, int>> BuildAndTune(const PreparedModel& m, int th,
+// threads, as a user does. What the tune reported, or nullopt after a line
+// saying which step failed.
+std::optional<TuneOutcome> BuildAndTune(const PreparedModel& m, int th,
                                                    const ModelsOptions& o, const fs::path& keep,
                                                    const ModelPaths& p) {
   const ModelSpec& spec = m.spec;
@@ -332,12 +367,13 @@ std::optional<std::pair<double, int>> BuildAndTune(const PreparedModel& m, int t
   // package build with its checks.
   const double tune_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  int tuned_trials = 0;  // tune's "trials this run: N"
+  TuneOutcome out;
+  out.wall_s = tune_s;
   for (const std::string& l : lines) {
-    if (absl::StartsWith(l, "trials this run: "))
-      (void)absl::SimpleAtoi(l.substr(17), &tuned_trials);
+    if (absl::StartsWith(l, "trials this run: ")) (void)absl::SimpleAtoi(l.substr(17), &out.trials);
   }
-  return std::pair{tune_s, tuned_trials};
+  out.within_5pct_s = WithinFivePercent(lines);
+  return out;
 }
 
 // What was measured for a model at one thread count: a line of the table
@@ -355,6 +391,7 @@ double MedianOf(std::vector<double> v) {
 struct ModelRow {
   std::string layout, untuned_layout, check;
   double untuned_s = 0, tuned_s = 0, speedup = 0, tune_s = 0;
+  double within_5pct_s = -1;  // TuneOutcome's
   double ort_s = 0;     // 0: ONNX Runtime did not run
   double over_ort = 0;  // tuned / ONNX Runtime, the median over the rounds
   int trials = 0, tuned_kernels = 0, kernels = 0, reverted = 0;
@@ -366,11 +403,13 @@ void ReportModelRow(const std::string& name, int th, const ModelRow& r, std::str
   const double u = r.untuned_s, t = r.tuned_s, ort = r.ort_s;
   const double all = std::max(r.shares.total(), 1e-12);
   std::printf(
-      "%-20s %3d %6s %12.2f %12.2f %14s %8d %10.2f %10s  %d/%d, %d reverted (tuning %.0f s)\n",
+      "%-20s %3d %6s %12.2f %12.2f %14s %8d %10.2f %10s  %d/%d, %d reverted (tuning %.0f s%s)\n",
       name.c_str(), th, r.layout.c_str(), u * 1e3, t * 1e3,
       ort > 0 ? absl::StrFormat("%.2f", ort * 1e3).c_str() : "-", r.trials, r.speedup,
       ort > 0 ? absl::StrFormat("%.2f", 1 / r.over_ort).c_str() : "-", r.tuned_kernels, r.kernels,
-      r.reverted, r.tune_s);
+      r.reverted, r.tune_s,
+      r.within_5pct_s >= 0 ? absl::StrFormat(", tasks within 5%% after %.0f s", r.within_5pct_s).c_str()
+                           : "");
   std::printf(
       "%-20s %3d time in tuned kernels %.0f%%, default kernels %.0f%%, native steps %.0f%%, "
       "layout flips %.0f%%; %s\n",
@@ -385,13 +424,16 @@ void ReportModelRow(const std::string& name, int th, const ModelRow& r, std::str
                       "\"tuned_over_onnxruntime\": %s, \"rounds\": %d, "
                       "\"tuned_kernels\": %d, \"kernels\": %d, \"reverted\": %d, "
                       "\"speedup_paired\": %.4f, \"tuning_s\": %.1f, "
+                      "\"tasks_within_5pct_s\": %s, "
                       "\"share_tuned\": %.4f, \"share_default\": %.4f, "
                       "\"share_native\": %.4f, \"share_layout\": %.4f, \"check\": \"%s\"}",
                       name, r.layout, th, r.untuned_layout, u * 1e3, t * 1e3, r.trials,
                       ort > 0 ? absl::StrFormat("%.3f", ort * 1e3) : "null",
                       ort > 0 ? absl::StrFormat("%.4f", r.over_ort) : "null", kTimingRounds,
                       r.tuned_kernels,
-                      r.kernels, r.reverted, r.speedup, r.tune_s, r.shares.tuned / all,
+                      r.kernels, r.reverted, r.speedup, r.tune_s,
+                      r.within_5pct_s >= 0 ? absl::StrFormat("%.0f", r.within_5pct_s) : "null",
+                      r.shares.tuned / all,
                       r.shares.default_kernels / all, r.shares.native / all,
                       r.shares.layout / all, r.check));
 }
@@ -431,10 +473,12 @@ bool BenchModelAtThreads(const PreparedModel& m, int th, const ModelsOptions& o,
   p.base = absl::StrCat(spec.name, "-t", th);
   p.untuned = keep / (p.base + "-untuned.tfpkg");
   p.tuned = keep / (p.base + ".tfpkg");
-  std::optional<std::pair<double, int>> tuning = BuildAndTune(m, th, o, keep, p);
+  std::optional<TuneOutcome> tuning = BuildAndTune(m, th, o, keep, p);
   if (!tuning) return false;
   ModelRow r;
-  std::tie(r.tune_s, r.trials) = *tuning;
+  r.tune_s = tuning->wall_s;
+  r.trials = tuning->trials;
+  r.within_5pct_s = tuning->within_5pct_s;
   auto untuned = GraphRuntime::ReadPackage(p.untuned.string());
   auto tuned = GraphRuntime::ReadPackage(p.tuned.string());
   if (!untuned.ok() || !tuned.ok()) {

@@ -169,6 +169,13 @@ TEST(BenchSmoke, ModelsTunesEachThreadCountAndChecksAgainstOrt) {
   std::smatch m;
   ASSERT_TRUE(std::regex_search(text, m, row)) << text;
   EXPECT_EQ(std::stoi(m[3]), 6) << text;
+  // When the tasks' time is first within 5% of its end: null where no
+  // progress line had every task timed, else within the tune's wall time.
+  std::smatch w;
+  ASSERT_TRUE(std::regex_search(
+      text, w, std::regex("\"tuning_s\": ([0-9.]+), \"tasks_within_5pct_s\": (null|[0-9]+)")))
+      << text;
+  if (w[2] != "null") EXPECT_LE(std::stod(w[2]), std::stod(w[1])) << text;
   // The summary after the last model: the geomean and the worst model.
   EXPECT_TRUE(std::regex_search(
       r.out, std::regex("1 thread\\(s\\): tuned/ONNX Runtime geomean [0-9.]+ over 1 model\\(s\\), "
