@@ -223,6 +223,8 @@ absl::Status InferPool(ShapeContext& c, const Node& n) {
     if (o <= 0) return c.Error(n, "the output would be empty");
     out.push_back(o);
   }
+  // MaxPool's Indices: one per output value.
+  if (n.op == "MaxPool") TF_RETURN_IF_ERROR(c.Set(n, 1, out));
   return c.Set(n, 0, out);
 }
 

@@ -141,6 +141,10 @@ class Op {
   absl::Status ReverseSequence();
   absl::Status Det();
   absl::Status Pool(bool global, bool is_max);
+  // Any number of spatial dimensions, one output value at a time; MaxPool's
+  // Indices output (the flat input index of each max) too.
+  absl::Status PoolAnyRank(bool is_max, const Shape& k, const Shape& s, const Shape& d,
+                           const Shape& pads);
   absl::Status Concat();
   absl::Status Split();
   absl::Status Slice();

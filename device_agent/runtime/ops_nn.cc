@@ -577,7 +577,6 @@ absl::Status Op<T>::LayerNorm() {
 template <typename T>
 absl::Status Op<T>::Pool(bool global, bool is_max) {
   Shape x = InShape(0), y = OutShape();
-  if (Out(1) != nullptr) return Error("the Indices output is not supported");
   const size_t sp = x.size() - 2;
   const T* in = In(0);
   T* out = Out();
@@ -594,13 +593,14 @@ absl::Status Op<T>::Pool(bool global, bool is_max) {
     });
     return absl::OkStatus();
   }
-  if (sp < 1 || sp > 2) return Error(StrCat(sp, " spatial dimensions are not supported"));
+  if (sp < 1) return Error("the input has no spatial dimensions");
   Shape k = n_.Ints("kernel_shape"), s = n_.Ints("strides"), d = n_.Ints("dilations"), pads;
   if (k.size() != sp) return Error("kernel_shape does not match the input");
   if (s.empty()) s.assign(sp, 1);
   if (d.empty()) d.assign(sp, 1);
   TF_RETURN_IF_ERROR(
       SpatialPads(Shape(x.begin() + 2, x.end()), Shape(y.begin() + 2, y.end()), k, s, d, &pads));
+  if (sp > 2 || Out(1) != nullptr) return PoolAnyRank(is_max, k, s, d, pads);
   if (sp == 1) {
     LiftTo2D(&x, &y, &s, &d, &pads);
     k.insert(k.begin(), 1);
@@ -669,6 +669,63 @@ absl::Status Op<T>::Pool(bool global, bool is_max) {
           acc /= double(include_pad ? count + padded : std::max<int64_t>(count, 1));
           op[oh * OW + ow] = T(acc);
         }
+      }
+    }
+  });
+  return absl::OkStatus();
+}
+
+template <typename T>
+absl::Status Op<T>::PoolAnyRank(bool is_max, const Shape& k, const Shape& s, const Shape& d,
+                                const Shape& pads) {
+  const Shape& x = InShape(0);
+  const Shape& y = OutShape();
+  const size_t sp = x.size() - 2;
+  const Shape xs(x.begin() + 2, x.end()), ys(y.begin() + 2, y.end());
+  const int64_t plane = Numel(xs), out_plane = Numel(ys), taps = Numel(k);
+  const bool include_pad = n_.Int("count_include_pad", 0) != 0;
+  const bool column_major = n_.Int("storage_order", 0) != 0;
+  const T* in = In(0);
+  T* out = Out();
+  T* indices = Out(1);
+  Parallel(x[0] * x[1], [&](int64_t b, int64_t e) {
+    Shape o(sp), t(sp);
+    for (int64_t nc = b; nc < e; ++nc) {
+      const T* ip = in + nc * plane;
+      std::fill(o.begin(), o.end(), 0);
+      for (int64_t oi = 0; oi < out_plane; ++oi) {
+        double acc = is_max ? -std::numeric_limits<double>::infinity() : 0.0;
+        int64_t count = 0, padded = 0, best = -1;
+        std::fill(t.begin(), t.end(), 0);
+        for (int64_t ti = 0; ti < taps; ++ti) {
+          bool inside = true, in_pads = true;
+          int64_t at = 0, at_col = 0, stride_col = 1;
+          for (size_t j = 0; j < sp; ++j) {
+            const int64_t c = o[j] * s[j] - pads[j] + t[j] * d[j];
+            inside = inside && c >= 0 && c < xs[j];
+            in_pads = in_pads && c >= -pads[j] && c < xs[j] + pads[j + sp];
+            at = at * xs[j] + c;
+            at_col += c * stride_col;
+            stride_col *= xs[j];
+          }
+          if (inside) {
+            const double v = double(ip[at]);
+            if (!is_max) {
+              acc += v;
+              ++count;
+            } else if (best < 0 || v > acc) {
+              acc = v;
+              best = column_major ? at_col : at;
+            }
+          } else if (in_pads) {
+            ++padded;
+          }
+          NextIndex(&t, k);
+        }
+        if (!is_max) acc /= double(include_pad ? count + padded : std::max<int64_t>(count, 1));
+        out[nc * out_plane + oi] = T(acc);
+        if (indices != nullptr) indices[nc * out_plane + oi] = T(nc * plane + std::max<int64_t>(best, 0));
+        NextIndex(&o, ys);
       }
     }
   });
