@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -384,6 +385,93 @@ absl::Status Op<T>::Gather() {
   return absl::OkStatus();
 }
 
+namespace {
+
+// `v` as an index into a dimension of `dim` (negative: from the end);
+// false outside it.
+bool WrapIndex(double v, int64_t dim, int64_t* at) {
+  *at = int64_t(v) < 0 ? int64_t(v) + dim : int64_t(v);
+  return *at >= 0 && *at < dim;
+}
+
+// GatherElements and ScatterElements: the data offset (strides `xst`) of
+// each element of indices `ind` (shape `is`, the data's rank `xs`): its own
+// position, but along `axis` its value. On an index out of range, false
+// with that value in *bad.
+template <typename V>
+bool AxisOffsets(const Shape& xs, const Shape& xst, const Shape& is, int64_t axis, const V& ind,
+                 std::vector<int64_t>* offsets, int64_t* bad) {
+  const int64_t total = Numel(is);
+  offsets->resize(size_t(total));
+  Shape idx(is.size(), 0);
+  for (int64_t i = 0; i < total; ++i) {
+    int64_t k;
+    if (!WrapIndex(double(ind[size_t(i)]), xs[size_t(axis)], &k)) {
+      *bad = int64_t(ind[size_t(i)]);
+      return false;
+    }
+    int64_t off = 0;
+    for (size_t d = 0; d < is.size(); ++d) off += (int64_t(d) == axis ? k : idx[d]) * xst[d];
+    (*offsets)[size_t(i)] = off;
+    NextIndex(&idx, is);
+  }
+  return true;
+}
+
+// GatherND and ScatterND: the offset of index tuple `tuple` (k values)
+// into dimensions first .. first + k - 1 of data `xs` (strides `xst`). On
+// an index out of range, false with that value in *bad.
+bool TupleOffset(const Shape& xs, const Shape& xst, size_t first, const double* tuple, int64_t k,
+                 int64_t* off, int64_t* bad) {
+  *off = 0;
+  for (int64_t j = 0; j < k; ++j) {
+    int64_t v;
+    if (!WrapIndex(tuple[j], xs[first + size_t(j)], &v)) {
+      *bad = int64_t(tuple[j]);
+      return false;
+    }
+    *off += v * xst[first + size_t(j)];
+  }
+  return true;
+}
+
+// How a Scatter combines an update with the value at its position.
+enum class ScatterReduction { kNone, kAdd, kMul, kMax, kMin };
+
+std::optional<ScatterReduction> ParseScatterReduction(const Node& n) {
+  auto it = n.strings.find("reduction");
+  const std::string r = it == n.strings.end() ? "none" : it->second;
+  if (r == "none") return ScatterReduction::kNone;
+  if (r == "add") return ScatterReduction::kAdd;
+  if (r == "mul") return ScatterReduction::kMul;
+  if (r == "max") return ScatterReduction::kMax;
+  if (r == "min") return ScatterReduction::kMin;
+  return std::nullopt;
+}
+
+template <typename T>
+void ScatterCombine(ScatterReduction r, T* at, T update) {
+  switch (r) {
+    case ScatterReduction::kNone:
+      *at = update;
+      break;
+    case ScatterReduction::kAdd:
+      *at += update;
+      break;
+    case ScatterReduction::kMul:
+      *at *= update;
+      break;
+    case ScatterReduction::kMax:
+      *at = std::max(*at, update);
+      break;
+    case ScatterReduction::kMin:
+      *at = std::min(*at, update);
+      break;
+  }
+}
+
+}  // namespace
+
 // Each output element is the data element at the same position but along
 // `axis`, where it is the index (negative: from the end).
 template <typename T>
@@ -398,17 +486,11 @@ absl::Status Op<T>::GatherElements() {
   const T* x = In(0);
   const T* ind = In(1);
   T* y = Out();
-  const int64_t total = Numel(is), dim = xs[size_t(axis)];
-  Shape idx(is.size(), 0);
-  for (int64_t i = 0; i < total; ++i) {
-    int64_t k = int64_t(ind[i]);
-    if (k < 0) k += dim;
-    if (k < 0 || k >= dim) return Error(StrCat("index ", int64_t(ind[i]), " out of range"));
-    int64_t off = 0;
-    for (size_t d = 0; d < is.size(); ++d) off += (int64_t(d) == axis ? k : idx[d]) * xst[d];
-    y[i] = x[off];
-    NextIndex(&idx, is);
-  }
+  std::vector<int64_t> offsets;
+  int64_t bad = 0;
+  if (!AxisOffsets(xs, xst, is, axis, ind, &offsets, &bad))
+    return Error(StrCat("index ", bad, " out of range"));
+  for (size_t i = 0; i < offsets.size(); ++i) y[i] = x[offsets[i]];
   return absl::OkStatus();
 }
 
@@ -437,44 +519,15 @@ absl::Status Op<T>::GatherND() {
   T* y = Out();
   for (int64_t bi = 0; bi < batches; ++bi) {
     for (int64_t t = 0; t < per_batch; ++t) {
-      const double* tuple = ind.data() + (bi * per_batch + t) * k;
-      int64_t off = bi * batch_stride;
-      for (int64_t j = 0; j < k; ++j) {
-        const int64_t dim = xs[size_t(b + j)];
-        int64_t v = int64_t(tuple[j]);
-        if (v < 0) v += dim;
-        if (v < 0 || v >= dim) return Error(StrCat("index ", int64_t(tuple[j]), " out of range"));
-        off += v * xst[size_t(b + j)];
-      }
+      int64_t off = 0, bad = 0;
+      if (!TupleOffset(xs, xst, size_t(b), ind.data() + (bi * per_batch + t) * k, k, &off, &bad))
+        return Error(StrCat("index ", bad, " out of range"));
+      off += bi * batch_stride;
       std::copy(x + off, x + off + slice, y + (bi * per_batch + t) * slice);
     }
   }
   return absl::OkStatus();
 }
-
-namespace {
-
-// Combines an update into the value at its position, as a Scatter's
-// `reduction` attribute says; false for an unknown one.
-template <typename T>
-bool ScatterCombine(const std::string& reduction, T* at, T update) {
-  if (reduction == "none") {
-    *at = update;
-  } else if (reduction == "add") {
-    *at += update;
-  } else if (reduction == "mul") {
-    *at *= update;
-  } else if (reduction == "max") {
-    *at = std::max(*at, update);
-  } else if (reduction == "min") {
-    *at = std::min(*at, update);
-  } else {
-    return false;
-  }
-  return true;
-}
-
-}  // namespace
 
 // Each update goes to the data position of its own index but along `axis`,
 // where it is the index's value (negative: from the end).
@@ -482,28 +535,21 @@ template <typename T>
 absl::Status Op<T>::ScatterElements() {
   const Shape& xs = InShape(0);
   const Shape& is = InShape(1);
-  const std::string reduction = n_.strings.count("reduction") ? n_.strings.at("reduction") : "none";
+  const std::optional<ScatterReduction> reduction = ParseScatterReduction(n_);
+  if (!reduction) return Error(StrCat("reduction '", n_.strings.at("reduction"), "' is not supported"));
   const int64_t axis = Axis(n_.Int("axis", 0), xs.size());
   std::vector<double> ind;
   if (!Params(1, &ind)) return Error("indices are missing");
   if (axis < 0 || axis >= int64_t(xs.size()) || is.size() != xs.size() || InShape(2) != is)
     return Error("axis, indices and updates do not match the data");
-  const Shape xst = Strides(xs);
+  std::vector<int64_t> offsets;
+  int64_t bad = 0;
+  if (!AxisOffsets(xs, Strides(xs), is, axis, ind, &offsets, &bad))
+    return Error(StrCat("index ", bad, " out of range"));
   T* y = Out();
   std::copy(In(0), In(0) + Numel(xs), y);
   const T* u = In(2);
-  const int64_t total = Numel(is), dim = xs[size_t(axis)];
-  Shape idx(is.size(), 0);
-  for (int64_t i = 0; i < total; ++i) {
-    int64_t k = int64_t(ind[size_t(i)]);
-    if (k < 0) k += dim;
-    if (k < 0 || k >= dim) return Error(StrCat("index ", int64_t(ind[size_t(i)]), " out of range"));
-    int64_t off = 0;
-    for (size_t d = 0; d < is.size(); ++d) off += (int64_t(d) == axis ? k : idx[d]) * xst[d];
-    if (!ScatterCombine(reduction, y + off, u[i]))
-      return Error(StrCat("reduction '", reduction, "' is not supported"));
-    NextIndex(&idx, is);
-  }
+  for (size_t i = 0; i < offsets.size(); ++i) ScatterCombine(*reduction, y + offsets[i], u[i]);
   return absl::OkStatus();
 }
 
@@ -513,7 +559,8 @@ template <typename T>
 absl::Status Op<T>::ScatterND() {
   const Shape& xs = InShape(0);
   const Shape& is = InShape(1);
-  const std::string reduction = n_.strings.count("reduction") ? n_.strings.at("reduction") : "none";
+  const std::optional<ScatterReduction> reduction = ParseScatterReduction(n_);
+  if (!reduction) return Error(StrCat("reduction '", n_.strings.at("reduction"), "' is not supported"));
   std::vector<double> ind;
   if (!Params(1, &ind)) return Error("indices are missing");
   if (is.empty() || is.back() < 1 || is.back() > int64_t(xs.size()))
@@ -528,18 +575,10 @@ absl::Status Op<T>::ScatterND() {
   std::copy(In(0), In(0) + Numel(xs), y);
   const T* u = In(2);
   for (int64_t t = 0; t < tuples; ++t) {
-    int64_t off = 0;
-    for (int64_t j = 0; j < k; ++j) {
-      const int64_t dim = xs[size_t(j)];
-      int64_t v = int64_t(ind[size_t(t * k + j)]);
-      if (v < 0) v += dim;
-      if (v < 0 || v >= dim) return Error(StrCat("index ", int64_t(ind[size_t(t * k + j)]), " out of range"));
-      off += v * xst[size_t(j)];
-    }
-    for (int64_t e = 0; e < slice; ++e) {
-      if (!ScatterCombine(reduction, y + off + e, u[t * slice + e]))
-        return Error(StrCat("reduction '", reduction, "' is not supported"));
-    }
+    int64_t off = 0, bad = 0;
+    if (!TupleOffset(xs, xst, 0, ind.data() + t * k, k, &off, &bad))
+      return Error(StrCat("index ", bad, " out of range"));
+    for (int64_t e = 0; e < slice; ++e) ScatterCombine(*reduction, y + off + e, u[t * slice + e]);
   }
   return absl::OkStatus();
 }
