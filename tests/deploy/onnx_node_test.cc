@@ -42,10 +42,10 @@ constexpr const char* kData = "/usr/share/libonnx-testdata/data";
 std::string Read(const fs::path& p) { return testing::ReadFileOrEmpty(p.string()); }
 
 // A tensor as doubles; false for element types we do not read. The 16-bit
-// float types are read from their bit patterns; `bfloat16_bits` reads a
-// UINT16 tensor as bfloat16 patterns (the test data stores a BFLOAT16 graph
-// input that way).
-bool ToDoubles(const onnx::TensorProto& t, std::vector<double>* out, bool bfloat16_bits = false) {
+// float types are read from their bit patterns, and so is a UINT16 tensor
+// whose value is `declared` BFLOAT16 (the test data stores bfloat16 that
+// way).
+bool ToDoubles(const onnx::TensorProto& t, std::vector<double>* out, int declared = 0) {
   out->clear();
   const std::string& raw = t.raw_data();
   auto from_raw = [&](auto sample) {
@@ -55,6 +55,15 @@ bool ToDoubles(const onnx::TensorProto& t, std::vector<double>* out, bool bfloat
       std::memcpy(&v, raw.data() + i, sizeof(E));
       out->push_back(double(v));
     }
+  };
+  // Types of 32 bits or fewer keep their values in int32_data without raw data.
+  auto raw_or_int32 = [&](auto sample) {
+    if (!raw.empty()) {
+      from_raw(sample);
+    } else {
+      out->assign(t.int32_data().begin(), t.int32_data().end());
+    }
+    return true;
   };
   switch (t.data_type()) {
     case onnx::TensorProto::FLOAT:
@@ -80,53 +89,25 @@ bool ToDoubles(const onnx::TensorProto& t, std::vector<double>* out, bool bfloat
       return true;
     case onnx::TensorProto::BOOL:
     case onnx::TensorProto::UINT8:
-      if (!raw.empty()) {
-        from_raw(uint8_t());
-      } else {
-        out->assign(t.int32_data().begin(), t.int32_data().end());
-      }
-      return true;
+      return raw_or_int32(uint8_t());
     case onnx::TensorProto::INT8:
-      if (!raw.empty()) {
-        from_raw(int8_t());
-      } else {
-        out->assign(t.int32_data().begin(), t.int32_data().end());
-      }
-      return true;
+      return raw_or_int32(int8_t());
     case onnx::TensorProto::INT32:
-      if (!raw.empty()) {
-        from_raw(int32_t());
-      } else {
-        out->assign(t.int32_data().begin(), t.int32_data().end());
-      }
-      return true;
+      return raw_or_int32(int32_t());
     case onnx::TensorProto::INT16:
-      if (!raw.empty()) {
-        from_raw(int16_t());
-      } else {
-        out->assign(t.int32_data().begin(), t.int32_data().end());
-      }
-      return true;
+      return raw_or_int32(int16_t());
     case onnx::TensorProto::UINT16:
     case onnx::TensorProto::FLOAT16:
     case onnx::TensorProto::BFLOAT16: {
-      std::vector<uint16_t> bits;
-      if (!raw.empty()) {
-        for (size_t i = 0; i + 2 <= raw.size(); i += 2) {
-          uint16_t v;
-          std::memcpy(&v, raw.data() + i, 2);
-          bits.push_back(v);
-        }
-      } else {
-        for (int32_t v : t.int32_data()) bits.push_back(uint16_t(v));
-      }
-      for (uint16_t b : bits) {
+      raw_or_int32(uint16_t());
+      const bool bfloat16 = t.data_type() == onnx::TensorProto::BFLOAT16 ||
+                            declared == onnx::TensorProto::BFLOAT16;
+      for (double& v : *out) {
+        const uint16_t bits = uint16_t(int32_t(v));
         if (t.data_type() == onnx::TensorProto::FLOAT16) {
-          out->push_back(HalfBitsToFloat(b));
-        } else if (t.data_type() == onnx::TensorProto::BFLOAT16 || bfloat16_bits) {
-          out->push_back(BFloat16BitsToFloat(b));
-        } else {
-          out->push_back(b);
+          v = HalfBitsToFloat(bits);
+        } else if (bfloat16) {
+          v = BFloat16BitsToFloat(bits);
         }
       }
       return true;
@@ -221,8 +202,7 @@ Outcome RunCase(const fs::path& dir) {
                              static_cast<onnx::TensorProto::DataType>(t.data_type()))));
       }
       std::vector<double> v;
-      ToDoubles(t, &v, type == onnx::TensorProto::UINT16 &&
-                           declared[names[k]] == onnx::TensorProto::BFLOAT16);
+      ToDoubles(t, &v, declared[names[k]]);
       io->input_shapes[names[k]].assign(t.dims().begin(), t.dims().end());
       (*inputs)[names[k]].assign(v.begin(), v.end());
     }
@@ -257,10 +237,10 @@ Outcome RunCase(const fs::path& dir) {
     onnx::TensorProto t;
     if (!t.ParseFromString(Read(f))) return {Outcome::kFail, "expected output does not parse"};
     std::vector<double> want;
-    const bool bfloat16_bits =
-        t.data_type() == onnx::TensorProto::UINT16 && int(k) < mp.graph().output_size() &&
-        mp.graph().output(int(k)).type().tensor_type().elem_type() == onnx::TensorProto::BFLOAT16;
-    if (!ToDoubles(t, &want, bfloat16_bits))
+    const int declared_out = int(k) < mp.graph().output_size()
+                                 ? mp.graph().output(int(k)).type().tensor_type().elem_type()
+                                 : 0;
+    if (!ToDoubles(t, &want, declared_out))
       return {Outcome::kRefused, absl::StrCat("output of element type ", t.data_type())};
     // The shape too: a wrong one with the right values in order (a Flatten
     // split at the wrong axis) is a wrong result a later Reshape refuses.
