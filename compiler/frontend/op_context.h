@@ -22,6 +22,7 @@ using Shape = std::vector<int64_t>;
 const std::vector<OpDef>& NnOps();
 const std::vector<OpDef>& ElementwiseOps();
 const std::vector<OpDef>& ShapeOps();
+const std::vector<OpDef>& IndexOps();
 const std::vector<OpDef>& ReduceOps();
 const std::vector<OpDef>& EinsumOps();
 
@@ -44,9 +45,21 @@ std::optional<Shape> ReduceRunForm(const Shape& x, const std::vector<bool>& redu
 // 1e12 elements; the error names `what`.
 absl::Status CheckShape(const Shape& s, const std::string& what);
 
+// Adds constant `c` (its shape too) named `name` to the model; returns the
+// name.
+std::string AddConstant(Model* m, const std::string& name, Constant c);
 // Adds a 1-D int64 constant `values` named `name` to the model; returns
 // the name.
 std::string AddIntConstant(Model* m, const std::string& name, const std::vector<int64_t>& values);
+// A node of `parent`'s expansion: `op` on `inputs`, writing `output`, named
+// "<parent>/<op>_<output>".
+Node ExpandedNode(const Node& parent, const std::string& op, std::vector<std::string> inputs,
+                  std::string output);
+// `op` over all of `parent`'s inputs in order as a chain of binary
+// nodes appended to `nodes`, the last writing `output`; returns the value
+// holding the result: the one input itself, with no node, when there is one.
+std::string BinaryChain(const Node& parent, const std::string& op, const std::string& output,
+                        std::vector<Node>* nodes);
 // Element i of a constant, as a double.
 double ConstValue(const Constant& c, int64_t i);
 // Appends v to a constant's values (int64 or float, as the constant is).

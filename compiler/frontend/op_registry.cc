@@ -64,14 +64,40 @@ std::optional<Shape> ReduceRunForm(const Shape& x, const std::vector<bool>& redu
   return b > 1 ? Shape{a, len, b} : Shape{a, len};
 }
 
+std::string AddConstant(Model* m, const std::string& name, Constant c) {
+  m->shapes[name] = c.shape;
+  m->constants[name] = std::move(c);
+  return name;
+}
+
 std::string AddIntConstant(Model* m, const std::string& name, const std::vector<int64_t>& values) {
   Constant c;
   c.is_int = true;
   c.shape = {int64_t(values.size())};
   c.ints = values;
-  m->constants[name] = c;
-  m->shapes[name] = c.shape;
-  return name;
+  return AddConstant(m, name, std::move(c));
+}
+
+Node ExpandedNode(const Node& parent, const std::string& op, std::vector<std::string> inputs,
+                  std::string output) {
+  Node node;
+  node.op = op;
+  node.name = StrCat(parent.name, "/", op, "_", output);
+  node.inputs = std::move(inputs);
+  node.outputs = {std::move(output)};
+  return node;
+}
+
+std::string BinaryChain(const Node& parent, const std::string& op, const std::string& output,
+                        std::vector<Node>* nodes) {
+  std::string acc = parent.inputs[0];
+  for (size_t i = 1; i < parent.inputs.size(); ++i) {
+    const bool last = i + 1 == parent.inputs.size();
+    nodes->push_back(ExpandedNode(parent, op, {acc, parent.inputs[i]},
+                                  last ? output : StrCat(output, "/", op, i)));
+    acc = nodes->back().outputs[0];
+  }
+  return acc;
 }
 
 double Elements(const Shape& s) {
@@ -255,7 +281,7 @@ const std::vector<const OpDef*>& AllOps() {
   static const auto* ops = [] {
     auto* all = new std::vector<const OpDef*>;
     for (const std::vector<OpDef>* family :
-         {&NnOps(), &ElementwiseOps(), &ShapeOps(), &ReduceOps(), &EinsumOps()}) {
+         {&NnOps(), &ElementwiseOps(), &ShapeOps(), &IndexOps(), &ReduceOps(), &EinsumOps()}) {
       for (const OpDef& d : *family) all->push_back(&d);
     }
     std::sort(all->begin(), all->end(),

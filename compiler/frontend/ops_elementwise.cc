@@ -124,10 +124,7 @@ absl::Status LegacyBroadcast(Model* m, Node* n) {
   }
   Constant copy = c->second;
   copy.shape.insert(copy.shape.end(), size_t(pad), 1);
-  const std::string name = StrCat(n->inputs[1], "@axis", axis);
-  m->shapes[name] = copy.shape;
-  m->constants[name] = std::move(copy);
-  n->inputs[1] = name;
+  n->inputs[1] = AddConstant(m, StrCat(n->inputs[1], "@axis", axis), std::move(copy));
   return absl::OkStatus();
 }
 
@@ -542,32 +539,17 @@ absl::StatusOr<std::vector<Node>> ExpandSumOrMean(Model* m, const Node& n) {
     return absl::InvalidArgumentError(StrCat(n.op, " node '", n.name, "' has no inputs"));
   }
   const bool mean = n.op == "Mean";
-  const size_t count = n.inputs.size();
-  auto make = [&](const std::string& op, std::vector<std::string> in, std::string out) {
-    Node node;
-    node.op = op;
-    node.name = StrCat(n.name, "/", op, "_", in.size(), "_", out);
-    node.inputs = std::move(in);
-    node.outputs = {std::move(out)};
-    return node;
-  };
   std::vector<Node> nodes;
-  std::string acc = n.inputs[0];
-  for (size_t i = 1; i < count; ++i) {
-    const bool last = i + 1 == count && !mean;
-    nodes.push_back(
-        make("Add", {acc, n.inputs[i]}, last ? n.outputs[0] : StrCat(n.outputs[0], "/sum", i)));
-    acc = nodes.back().outputs[0];
-  }
+  const std::string sum =
+      BinaryChain(n, "Add", mean ? StrCat(n.outputs[0], "/sum") : n.outputs[0], &nodes);
   if (mean) {
     Constant k;
-    k.floats = {float(count)};
-    const std::string name = StrCat(n.outputs[0], "/count");
-    m->constants[name] = k;
-    m->shapes[name] = k.shape;
-    nodes.push_back(make("Div", {acc, name}, n.outputs[0]));
-  } else if (count == 1) {
-    nodes.push_back(make("Identity", {acc}, n.outputs[0]));
+    k.floats = {float(n.inputs.size())};
+    nodes.push_back(ExpandedNode(
+        n, "Div", {sum, AddConstant(m, StrCat(n.outputs[0], "/count"), std::move(k))},
+        n.outputs[0]));
+  } else if (nodes.empty()) {
+    nodes.push_back(ExpandedNode(n, "Identity", {sum}, n.outputs[0]));
   }
   return nodes;
 }
@@ -593,24 +575,8 @@ absl::StatusOr<std::vector<Node>> ExpandMinMax(Model*, const Node& n) {
   }
   if (n.inputs.size() == 2) return std::vector<Node>{n};
   std::vector<Node> nodes;
-  std::string acc = n.inputs[0];
-  for (size_t i = 1; i < n.inputs.size(); ++i) {
-    Node part;
-    part.op = n.op;
-    part.name = StrCat(n.name, "/", i);
-    part.inputs = {acc, n.inputs[i]};
-    part.outputs = {i + 1 == n.inputs.size() ? n.outputs[0] : StrCat(n.outputs[0], "/", i)};
-    acc = part.outputs[0];
-    nodes.push_back(std::move(part));
-  }
-  if (nodes.empty()) {
-    Node copy;
-    copy.op = "Identity";
-    copy.name = StrCat(n.name, "/copy");
-    copy.inputs = {n.inputs[0]};
-    copy.outputs = {n.outputs[0]};
-    nodes.push_back(std::move(copy));
-  }
+  const std::string result = BinaryChain(n, n.op, n.outputs[0], &nodes);
+  if (nodes.empty()) nodes.push_back(ExpandedNode(n, "Identity", {result}, n.outputs[0]));
   return nodes;
 }
 

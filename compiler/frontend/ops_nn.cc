@@ -519,12 +519,7 @@ absl::StatusOr<std::vector<Node>> ExpandQLinear(Model* m, const Node& n) {
   if (n.outputs.empty()) return error("has no output");
   const std::string base = StrCat(n.outputs[0], "/", n.op);
   auto make = [&](const std::string& op, std::vector<std::string> in, std::string out) {
-    Node node;
-    node.op = op;
-    node.name = StrCat(n.name, "/", op, "_", out);
-    node.inputs = std::move(in);
-    node.outputs = {std::move(out)};
-    return node;
+    return ExpandedNode(n, op, std::move(in), std::move(out));
   };
   auto shape = m->shapes.find(n.inputs[3]);
   auto wscale = m->constants.find(n.inputs[4]);
@@ -560,10 +555,7 @@ absl::StatusOr<std::vector<Node>> ExpandQLinear(Model* m, const Node& n) {
         b.floats.push_back(float(ConstValue(bias->second, c) * ConstValue(xscale->second, 0) *
                                  ConstValue(wscale->second, scales == 1 ? 0 : c)));
       }
-      const std::string name = base + "_bias";
-      m->constants[name] = b;
-      m->shapes[name] = b.shape;
-      op.inputs.push_back(name);
+      op.inputs.push_back(AddConstant(m, base + "_bias", std::move(b)));
     }
   }
   nodes.push_back(std::move(op));

@@ -43,24 +43,16 @@ absl::StatusOr<std::vector<Node>> ExpandHardmax(Model* m, const Node& n) {
   if (axis < 0 || axis >= int64_t(x.size()))
     return absl::InvalidArgumentError(StrCat("Hardmax node '", n.name, "': axis out of range"));
   const std::string base = StrCat(n.outputs[0], "/hardmax");
-  Node arg;
-  arg.op = "ArgMax";
-  arg.name = StrCat(n.name, "/ArgMax");
-  arg.inputs = {n.inputs[0]};
-  arg.outputs = {base + "_index"};
+  Node arg = ExpandedNode(n, "ArgMax", {n.inputs[0]}, base + "_index");
   arg.ints["axis"] = {axis};
   arg.ints["keepdims"] = {0};
   Constant off_on;
   off_on.shape = {2};
   off_on.floats = {0, 1};
-  m->constants[base + "_values"] = off_on;
-  m->shapes[base + "_values"] = off_on.shape;
-  Node hot;
-  hot.op = "OneHot";
-  hot.name = StrCat(n.name, "/OneHot");
-  hot.inputs = {arg.outputs[0], AddIntConstant(m, base + "_depth", {x[size_t(axis)]}),
-                base + "_values"};
-  hot.outputs = {n.outputs[0]};
+  Node hot = ExpandedNode(n, "OneHot",
+                          {arg.outputs[0], AddIntConstant(m, base + "_depth", {x[size_t(axis)]}),
+                           AddConstant(m, base + "_values", std::move(off_on))},
+                          n.outputs[0]);
   hot.ints["axis"] = {axis};
   return std::vector<Node>{arg, hot};
 }
