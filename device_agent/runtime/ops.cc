@@ -10,7 +10,7 @@
 
 // RunOp and the table of native operators. The kernels are members of
 // Op<T> (ops_internal.h), defined by family: ops_elementwise.cc, ops_nn.cc,
-// ops_shape.cc, ops_resize.cc, ops_reduce.cc.
+// ops_shape.cc, ops_resize.cc, ops_reduce.cc, ops_recurrent.cc.
 namespace tunefarm::runtime {
 namespace ops_internal {
 
@@ -51,7 +51,7 @@ const std::vector<NativeOp>& NativeTable() {
     auto* all = new std::vector<NativeOp>;
     for (std::vector<NativeOp> (*family)() :
          {ops_internal::ShapeOps, ops_internal::ElementwiseOps, ops_internal::NnOps,
-          ops_internal::ResizeOps, ops_internal::ReduceOps}) {
+          ops_internal::ResizeOps, ops_internal::ReduceOps, ops_internal::RecurrentOps}) {
       const std::vector<NativeOp> ops = family();
       all->insert(all->end(), ops.begin(), ops.end());
     }

@@ -8,7 +8,8 @@
 // - NativeOp, the table entry, and one function per family listing its
 //   operators (ops.cc's NativeTable is their union).
 // Included only by ops.cc (RunOp, the table) and the families beside it:
-// ops_elementwise.cc, ops_nn.cc, ops_shape.cc, ops_resize.cc, ops_reduce.cc.
+// ops_elementwise.cc, ops_nn.cc, ops_shape.cc, ops_resize.cc, ops_reduce.cc,
+// ops_recurrent.cc.
 // Each of those is compiled with -fvect-cost-model=dynamic (CMakeLists.txt);
 // a new family needs the same, and a kernel is defined in the family that
 // lists it (no family calls another's kernels).
@@ -256,6 +257,7 @@ std::vector<NativeOp> ElementwiseOps();  // ops_elementwise.cc
 std::vector<NativeOp> NnOps();           // ops_nn.cc
 std::vector<NativeOp> ShapeOps();        // ops_shape.cc
 std::vector<NativeOp> ResizeOps();       // ops_resize.cc
+std::vector<NativeOp> RecurrentOps();    // ops_recurrent.cc
 std::vector<NativeOp> ReduceOps();       // ops_reduce.cc
 
 }  // namespace tunefarm::runtime::ops_internal
