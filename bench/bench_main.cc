@@ -4,7 +4,8 @@
 //                          [--only S1,S2] [--json FILE]
 //   tunefarm-bench search [--budgets 64,128,256,512] [--seeds 3] [--threads 1] [--only S1,S2]
 //                         [--warm-db FILE [--pool-trials 128]] [--strategies random,evolutionary]
-//                         [--objective O] [--run-to N] [--json FILE] [--svg FILE] [--trace]
+//                         [--objective O] [--run-to N] [--from-default] [--json FILE] [--svg FILE]
+//                         [--trace]
 //   tunefarm-bench farm [--agents 1,10,100] [--seconds 10] [--trials 96] [--json FILE]
 //   tunefarm-bench models [--seconds 1200 | --trials N] [--threads 1,2] [--repeat 20]
 //                         [--yolo-size 640] [--only S1,S2] [--db-dir DIR] [--json FILE]
@@ -61,7 +62,7 @@ int main(int argc, char** argv) {
         "[--only S1,S2] [--warm-db FILE [--pool-trials 128]] [--strategies random,evolutionary] "
         "[--objective O] "
         "[--min-train N] [--population N] [--generations N] [--epsilon F] [--stalled-neighbors F] "
-        "[--transferred N] [--run-to N] "
+        "[--transferred N] [--run-to N] [--from-default] "
         "[--json FILE] [--svg FILE] [--trace]\n"
         "       tunefarm-bench farm [--agents 1,10,100] [--seconds 10] [--trials 96] "
         "[--json FILE]\n"

@@ -196,7 +196,8 @@ std::optional<ReferenceRun> OneDnnConv(const v1::Workload& w, const Inputs& inpu
   return run;
 }
 
-// oneDNN's matmul of a dense or matmul workload without epilogue.
+// oneDNN's matmul of a dense, matmul or batch_matmul workload without
+// epilogue.
 std::optional<ReferenceRun> OneDnnMatmul(const v1::Workload& w, const Inputs& inputs,
                                          dnnl::engine& eng, dnnl::stream& strm,
                                          const Timing& timing) {
@@ -207,12 +208,20 @@ std::optional<ReferenceRun> OneDnnMatmul(const v1::Workload& w, const Inputs& in
   bool ta = w.matmul().transpose_a(), tb = w.op() == v1::OP_KIND_DENSE || w.matmul().transpose_b();
   const auto& as = w.inputs(0).shape();
   const auto& bs = w.inputs(1).shape();
-  int64_t m = ta ? as[1] : as[0], k = ta ? as[0] : as[1], n = tb ? bs[0] : bs[1];
-  memory::desc a_md({m, k}, dt::f32, ta ? tag::ba : tag::ab);
-  memory::desc b_md({k, n}, dt::f32, tb ? tag::ba : tag::ab);
-  memory::desc c_md({m, n}, dt::f32, tag::ab);
+  // batch_matmul: [B, M, K] x [B, K, N], both batches equal.
+  const bool batch = w.op() == v1::OP_KIND_BATCH_MATMUL;
+  const int o = batch ? 1 : 0;
+  int64_t m = ta ? as[o + 1] : as[o], k = ta ? as[o] : as[o + 1], n = tb ? bs[o] : bs[o + 1];
+  const int64_t nb = batch ? as[0] : 1;
+  if (batch && bs[0] != nb) return std::nullopt;
+  memory::desc a_md = batch ? memory::desc({nb, m, k}, dt::f32, ta ? tag::acb : tag::abc)
+                            : memory::desc({m, k}, dt::f32, ta ? tag::ba : tag::ab);
+  memory::desc b_md = batch ? memory::desc({nb, k, n}, dt::f32, tb ? tag::acb : tag::abc)
+                            : memory::desc({k, n}, dt::f32, tb ? tag::ba : tag::ab);
+  memory::desc c_md = batch ? memory::desc({nb, m, n}, dt::f32, tag::abc)
+                            : memory::desc({m, n}, dt::f32, tag::ab);
   matmul::primitive_desc pd(matmul::desc(a_md, b_md, c_md), eng);
-  run.output.assign(size_t(m * n), 0);
+  run.output.assign(size_t(nb * m * n), 0);
   memory am(a_md, eng, const_cast<float*>(inputs[0].data()));
   memory bm(b_md, eng, const_cast<float*>(inputs[1].data()));
   memory cm(c_md, eng, run.output.data());
@@ -352,7 +361,9 @@ std::optional<ReferenceRun> RunOneDnn(const v1::Workload& w,
   dnnl::stream strm(eng);
   if (w.op() == v1::OP_KIND_CONV2D && w.conv2d().layout() == v1::DATA_LAYOUT_NCHW)
     return OneDnnConv(w, inputs, eng, strm, timing);
-  if ((w.op() == v1::OP_KIND_DENSE || w.op() == v1::OP_KIND_MATMUL) && w.epilogue_size() == 0)
+  if ((w.op() == v1::OP_KIND_DENSE || w.op() == v1::OP_KIND_MATMUL ||
+       w.op() == v1::OP_KIND_BATCH_MATMUL) &&
+      w.epilogue_size() == 0)
     return OneDnnMatmul(w, inputs, eng, strm, timing);
   if (w.op() == v1::OP_KIND_REDUCE && w.epilogue_size() == 0)
     return OneDnnReduce(w, inputs, eng, strm, timing);

@@ -266,6 +266,9 @@ struct SearchBenchOptions {
   std::string only;
   std::string json_path, svg_path;
   bool trace = false;
+  // --from-default: every run measures the default first, as `tunefarm
+  // tune` does (a default of the tiling sketch is then a mutation parent).
+  bool from_default = false;
   cost_model::Objective objective = cost_model::Objective::kRegression;  // docs/benchmarks-history.md
   std::vector<search::Strategy> strategies = {search::Strategy::kRandom,
                                               search::Strategy::kEvolutionary};
@@ -306,6 +309,8 @@ bool ParseSearchBenchArgs(const std::vector<std::string>& args, SearchBenchOptio
       o->json_path = value();
     else if (args[i] == "--trace")
       o->trace = true;
+    else if (args[i] == "--from-default")
+      o->from_default = true;
     else if (args[i] == "--svg")
       o->svg_path = value();
     else if (args[i] == "--objective") {
@@ -360,9 +365,10 @@ absl::StatusOr<Run> TuneOnce(const char* name, const search::Task& task,
   // trials it needs to reach what the budgets' best runs reached.
   o.max_trials = std::max(max_trials, opts.run_to);
   o.seed = 1000 + seed;
-  // The default schedule is not a trial here: the strategies are
-  // compared on what they find themselves (it is timed separately).
-  o.measure_default = false;
+  // The default schedule is not a trial here unless --from-default: the
+  // strategies are compared on what they find themselves (it is timed
+  // separately).
+  o.measure_default = opts.from_default;
   // As a job starts from the database, every run with --warm-db starts
   // from the pool: both strategies open with the same transferred seeds
   // (the fitted bests of similar pool workloads), and its records train

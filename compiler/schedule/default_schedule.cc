@@ -50,13 +50,12 @@ Trace DefaultSchedule(const ComputeDAG& dag, const Target& target) {
     absl::StatusOr<Trace> row = RowConv2dSchedule(dag, target);
     if (row.ok()) return *std::move(row);
   }
-  absl::StatusOr<Trace> conv = HandwrittenConv2dSchedule(dag, target, PickConvTile(dag, target));
-  if (conv.ok()) {
-    conv->is_default = true;
-    return *std::move(conv);
-  }
+  absl::StatusOr<Trace> conv = ChannelVectorConv2dSchedule(dag, target, PickConvTile(dag, target));
+  if (conv.ok()) return *std::move(conv);
   absl::StatusOr<Trace> grouped = GroupedConv2dSchedule(dag, target);
   if (grouped.ok()) return *std::move(grouped);
+  absl::StatusOr<Trace> product = MatmulTiledSchedule(dag, target);
+  if (product.ok()) return *std::move(product);
   absl::StatusOr<Trace> dense = HandwrittenDenseSchedule(dag, target);
   if (dense.ok()) {
     dense->is_default = true;

@@ -8,6 +8,7 @@
 #include "compiler/ir/simplify.h"
 #include "compiler/schedule/schedule.h"
 #include "compiler/schedule/schedule_builder.h"
+#include "compiler/schedule/tile_math.h"
 #include "compiler/schedule/tiling.h"
 
 namespace tunefarm::schedule {
@@ -67,14 +68,6 @@ int DenseStage(const ComputeDAG& dag) {
   return -1;
 }
 
-// The largest divisor of n that is at most `limit`.
-int64_t DivisorAtMost(int64_t n, int64_t limit) {
-  for (int64_t d = std::min(n, limit); d > 1; --d) {
-    if (n % d == 0) return d;
-  }
-  return 1;
-}
-
 // The register-tiled reduction `stage` accumulates into a local tile whose
 // write-back is the stage after it: a cache_write stage when `stage` writes
 // the output, else its fused epilogue, which must be the last stage.
@@ -114,20 +107,6 @@ int64_t RowTile(int64_t w, int64_t lanes, int64_t max_vectors) {
   }
   return DivisorAtMost(w, cap);
 }
-
-// The widest vector of `lanes`, lanes / 2, ... down to 4 lanes that divides
-// n (how GenVectorLoop splits a loop), or 0.
-int64_t WidestDividingLanes(int64_t n, int64_t lanes) {
-  for (int64_t v = lanes; v >= 4; v /= 2) {
-    if (n % v == 0) return v;
-  }
-  return 0;
-}
-
-// The vector registers a register tile's accumulators may take, leaving the
-// rest of the register file to the loaded vectors and a broadcast: 12 of
-// AVX2's 16, 24 of the 32 of AVX-512 and NEON.
-int64_t AccumulatorBudget(int64_t float_lanes) { return float_lanes == 8 ? 12 : 24; }
 
 // An NHWC tile's output-channel vector: the target's, or the widest narrower
 // one of at least 4 lanes that divides k; an error naming k where none does.
@@ -630,6 +609,31 @@ absl::StatusOr<Trace> NhwcConvTransposeSchedule(const ComputeDAG& dag, const Tar
 absl::StatusOr<Trace> RowConv2dSchedule(const ComputeDAG& dag, const Target& target) {
   if (ConvStage(dag) < 0) return absl::InvalidArgumentError("not a dense NCHW convolution");
   return RowTiledConv(dag, target, /*channels=*/true);
+}
+
+absl::StatusOr<Trace> ChannelVectorConv2dSchedule(const ComputeDAG& dag, const Target& target,
+                                                  const ConvTile& tile) {
+  if (ConvStage(dag) < 0) return absl::InvalidArgumentError("not a dense NCHW convolution");
+  const int64_t lanes = target.float_lanes();
+  if (tile.channels <= 0 || tile.channels % lanes != 0 || tile.rows <= 0 || tile.cols <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat("tile channels must be a positive multiple of ",
+                                                   lanes, ", rows and cols positive"));
+  }
+  CpuTiling t;
+  t.pad_pass = true;
+  t.vector_axis = 1;
+  t.unroll_tile = true;
+  t.pack = true;
+  t.spatial = {{1, 1, 1, false},
+               {1, 1, tile.channels, false},
+               {1, 1, tile.rows, true},
+               {1, 1, tile.cols, true}};
+  t.reduce_steps.assign(3, 1);
+  t.compute_at = kComputeAtS0;
+  t.parallel = CpuTiling::DefaultParallel(TilingNest::Of(dag));
+  absl::StatusOr<Trace> trace = BuildTiledSchedule(dag, target, t);
+  if (trace.ok()) trace->is_default = true;
+  return trace;
 }
 
 absl::StatusOr<Trace> WinogradConv2dSchedule(const ComputeDAG& dag, const Target& target) {

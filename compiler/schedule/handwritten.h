@@ -24,6 +24,7 @@
 #include "absl/status/statusor.h"
 #include "compiler/ir/compute.h"
 #include "compiler/ir/target.h"
+#include "compiler/schedule/tiling.h"
 #include "compiler/schedule/trace.h"
 
 namespace tunefarm::schedule {
@@ -45,6 +46,13 @@ ConvTile PickConvTile(const ir::ComputeDAG& dag, const ir::Target& target);
 absl::StatusOr<Trace> HandwrittenConv2dSchedule(const ir::ComputeDAG& dag, const ir::Target& target,
                                                 const ConvTile& tile);
 
+// The same loops as decisions of the tiling sketch (so a search can start
+// from them): the register tile of `tile` at S3, the whole reduction
+// outside it, padding as a pass of its own, the weight packed by the
+// channel tile, every tile loop in the parallel loop.
+absl::StatusOr<Trace> ChannelVectorConv2dSchedule(const ir::ComputeDAG& dag,
+                                                  const ir::Target& target, const ConvTile& tile);
+
 // Dense (data [M,K] x weight [N,K]^T) on CPUs: the weight would be read
 // across its rows by a loop vectorized over N (a gather per element), so it
 // is packed [N/v][K][v] and the output is computed in register tiles of
@@ -54,6 +62,18 @@ absl::StatusOr<Trace> HandwrittenConv2dSchedule(const ir::ComputeDAG& dag, const
 // lanes, 8 or 4 that divides N; an error if none does, or if the DAG is not
 // a dense with a constant weight.
 absl::StatusOr<Trace> HandwrittenDenseSchedule(const ir::ComputeDAG& dag, const ir::Target& target);
+
+// Matrix products on CPUs (matmul, batch_matmul, dense; B's rows
+// contiguous along the columns, or B constant) as decisions of the tiling
+// sketch, BLIS's blocking: register tiles of 4-8 rows x 2 column vectors
+// (6 x 2 with AVX2) or x 1 where that holds more accumulators, B packed per reduction block of 128 for 2 such tiles,
+// blocks of up to 128 rows streaming past it, and (batch, row block, column
+// block) as the parallel loop, with row blocks made smaller until there are
+// 2 blocks per core. An error for any other DAG, where the columns are not
+// whole vectors of 4 or more lanes, or where no tile of 4 or more rows
+// divides M.
+absl::StatusOr<CpuTiling> MatmulTiling(const ir::ComputeDAG& dag, const ir::Target& target);
+absl::StatusOr<Trace> MatmulTiledSchedule(const ir::ComputeDAG& dag, const ir::Target& target);
 
 // Grouped and depthwise NCHW convolutions on CPUs (the input depends on the
 // output channel, so HandwrittenConv2dSchedule does not apply), as decisions

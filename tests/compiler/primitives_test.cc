@@ -334,7 +334,10 @@ TEST(Handwritten, RowConvDefaultWhereChannelVectorsDoNotFit) {
     ASSERT_TRUE(dag.ok()) << deep;
     EXPECT_FALSE(schedule::PrefersRowConv(*dag, target)) << deep;
     const schedule::Trace def = schedule::DefaultSchedule(*dag, target);
-    EXPECT_NE(def.sketch_id, schedule::kTilingSketchId) << deep;
+    // The channel-vector tile: the tiling sketch vectorized along the
+    // output channels (axis 1), not along the row.
+    ASSERT_EQ(def.sketch_id, schedule::kTilingSketchId) << deep;
+    EXPECT_EQ(def.decisions.at(1), 1) << deep;
     auto check = testing::CheckKernel(*w, &def, target, 31);
     ASSERT_TRUE(check.ok()) << deep << ": " << check.status();
   }
@@ -374,6 +377,57 @@ TEST(Handwritten, DenseScheduleMatchesReference) {
   }
   auto mm = ir::BuildComputeDAG(*ir::ParseWorkloadSpec("matmul(M=4,N=16,K=8)"));
   EXPECT_FALSE(schedule::HandwrittenDenseSchedule(*mm, target).ok()) << "matmul's b is [K,N]";
+}
+
+TEST(Handwritten, MatmulTilingIsTheDefaultAndMatchesReference) {
+  // Matrix products whose B rows run along the columns (or whose B is a
+  // constant) default to the blocked tiling: 8 rows x 2 vectors with
+  // AVX-512's 32 registers, 6 rows with AVX2's 16; odd M by its divisors,
+  // reductions by divisors of 32-128 or whole; epilogues in the write-back.
+  ir::Target avx512 = codegen::HostTarget();
+  auto haswell = ir::Target::Parse("llvm -mtriple=x86_64-linux-gnu -mcpu=haswell -num-cores=2");
+  ASSERT_TRUE(haswell.ok()) << haswell.status();
+  const std::vector<ir::Target> targets =
+      avx512.float_lanes() == 16 ? std::vector<ir::Target>{avx512, *haswell}
+                                 : std::vector<ir::Target>{*haswell};
+  for (const ir::Target& target : targets) {
+    for (const char* spec : {
+             "matmul(M=64,N=96,K=200)",
+             "matmul(M=49,N=64,K=96)+bias+relu",
+             "matmul(M=24,N=40,K=7,transpose_a=1)",
+             "batch_matmul(B=3,M=16,N=32,K=64)",
+             "dense(M=32,N=48,K=70)+bias",
+             "matmul(M=12,N=32,K=300)",  // a reduction of 2 x 150: whole
+         }) {
+      SCOPED_TRACE(absl::StrCat(spec, " on ", target.ToString()));
+      auto w = ir::ParseWorkloadSpec(spec);
+      ASSERT_TRUE(w.ok()) << w.status();
+      auto dag = ir::BuildComputeDAG(*w);
+      ASSERT_TRUE(dag.ok()) << dag.status();
+      auto tiling = schedule::MatmulTiling(*dag, target);
+      ASSERT_TRUE(tiling.ok()) << tiling.status();
+      const int64_t lanes = target.float_lanes();
+      const auto& rows = tiling->spatial[tiling->spatial.size() - 2];
+      const auto& cols = tiling->spatial.back();
+      EXPECT_GE(rows.s3, 4);
+      EXPECT_LE(rows.s3 * (cols.s3 / std::min<int64_t>(cols.s3, lanes)), lanes == 8 ? 12 : 16);
+      const schedule::Trace def = schedule::DefaultSchedule(*dag, target);
+      EXPECT_EQ(def.sketch_id, schedule::kTilingSketchId);
+      EXPECT_EQ(def.decisions, tiling->Encode());
+      auto check = testing::CheckKernel(*w, &def, target, 37);
+      ASSERT_TRUE(check.ok()) << check.status();
+      EXPECT_GT(check->outputs, 0);
+    }
+  }
+  // B read across its rows, M without a divisor of 4-8, and columns that
+  // are no whole vectors keep the generic schedule.
+  for (const char* spec : {"matmul(M=16,N=32,K=8,transpose_b=1)", "matmul(M=197,N=64,K=32)",
+                           "matmul(M=16,N=13,K=8)"}) {
+    auto dag = ir::BuildComputeDAG(*ir::ParseWorkloadSpec(spec));
+    ASSERT_TRUE(dag.ok()) << spec;
+    EXPECT_FALSE(schedule::MatmulTiling(*dag, avx512).ok()) << spec;
+    EXPECT_NE(schedule::DefaultSchedule(*dag, avx512).sketch_id, schedule::kTilingSketchId) << spec;
+  }
 }
 
 TEST(Padding, ReadsAreMaskedLoadsAndMatchTheReference) {

@@ -14,6 +14,7 @@
 #include "absl/strings/str_join.h"
 #include "compiler/ir/target.h"
 #include "compiler/ir/workload_spec.h"
+#include "compiler/schedule/schedule.h"
 #include "gtest/gtest.h"
 #include "search/task.h"
 #include "search/tuner.h"
@@ -67,7 +68,7 @@ Tiling TilingOf(const schedule::Trace& t) {
 // a cache tile of 32 x 64 whose area also counts on its own (the
 // interaction: a tall tile and a wide one of the same area cost alike), a
 // reduction tile of 16, unrolling up to 64 steps. A schedule without the
-// tiling (the default) is 12 units away.
+// tiling is 12 units away.
 double Distance(const schedule::Trace& t) {
   const Tiling x = TilingOf(t);
   if (!x.found) return 12;
@@ -119,6 +120,10 @@ RunResult Tune(search::Strategy strategy, uint64_t seed, int budget, bool stop_a
   o.max_trials = budget;
   o.seed = seed;
   o.keep_features = strategy == search::Strategy::kEvolutionary;
+  // The default (a tiling 8.6 units away) is left out of the search: as a
+  // mutation parent it would decide how soon evolution gets near, which
+  // is the default's doing, not the model's. It is still the bar to beat.
+  o.measure_default = false;
   o.stop = [&] { return stop_at_90 && r.trials_to_90 > 0; };
   search::Tuner tuner({*task}, &measurer, o);
   absl::Status s = tuner.Run([&](const search::Trial& t) {
@@ -126,7 +131,7 @@ RunResult Tune(search::Strategy strategy, uint64_t seed, int budget, bool stop_a
   });
   EXPECT_TRUE(s.ok()) << s;
   r.best = tuner.history(0).best_seconds();
-  r.default_seconds = tuner.default_seconds(0);
+  r.default_seconds = SyntheticSeconds(schedule::DefaultSchedule(task->dag, task->target));
   return r;
 }
 
@@ -135,9 +140,10 @@ RunResult Tune(search::Strategy strategy, uint64_t seed, int budget, bool stop_a
 // never gets there counts as budget + 1) and beats the default schedule;
 // and over 8 seeds it gets there in at most kMaxMeanTrials on average,
 // which a cost model that ranks nothing (every score equal) does not:
-// measured, 65 trials on average with the model, 102 with a constant one
-// (seeds 1-8: 61 102 68 70 69 66 52 31 against 89 178 130 172 55 90 74 31),
-// while random search got there in 1 of 3 runs of 320 trials.
+// measured, 60 trials on average with the model (seeds 1-8: 116 68 57 26 57
+// 56 72 30), where a constant one took 102 (89 178 130 172 55 90 74 31, with
+// a generic default measured first, which no search mutates), while random
+// search got there in 1 of 3 runs of 320 trials.
 TEST(SearchQuality, EvolutionWithItsModelNearsTheOptimumFirst) {
   constexpr int kBudget = 320;
   constexpr double kMaxMeanTrials = 85;
