@@ -19,11 +19,13 @@ inline const std::vector<Anchor>& KernelAnchors() {
       {"gemm_128x3072x768", "matmul(M=128,N=3072,K=768)"},
       // A transformer's layers: a linear layer exported as Gemm (constant
       // weight [N, K]), the attention scores Q x K^T of 12 heads and their
-      // product with V, and a 49-token window (odd rows).
+      // product with V, a 49-token window (odd rows) and a ViT's 197
+      // tokens (a prime).
       {"dense_128x3072x768", "dense(M=128,N=3072,K=768)"},
       {"bmm_attn_scores_12x128x128x64", "batch_matmul(B=12,M=128,N=128,K=64)"},
       {"bmm_attn_values_12x128x64x128", "batch_matmul(B=12,M=128,N=64,K=128)"},
       {"gemm_49x384x96", "matmul(M=49,N=384,K=96)"},
+      {"gemm_197x768x768", "matmul(M=197,N=768,K=768)"},
       {"resnet_c64_h56_3x3", "conv2d_nchw(N=1,C=64,H=56,W=56,K=64,R=3,S=3,pad=1)"},
       {"resnet_c128_h28_3x3", "conv2d_nchw(N=1,C=128,H=28,W=28,K=128,R=3,S=3,pad=1)"},
       {"resnet_c256_h14_3x3", "conv2d_nchw(N=1,C=256,H=14,W=14,K=256,R=3,S=3,pad=1)"},

@@ -70,9 +70,7 @@ absl::StatusOr<CpuTiling> MatmulTiling(const ComputeDAG& dag, const Target& targ
   }
   // Register tile: rows x 2 vectors or rows x 1, as many rows as divide M
   // up to 8 within the accumulator budget (6 x 2 with AVX2, as BLIS's 6x16
-  // kernel); the most accumulators, then the fewest loads per FMA. A tile
-  // of fewer than 4 rows leaves the FMA pipes waiting on the B loads: such
-  // M (primes: 197 tokens) keep the generic schedule.
+  // kernel); the most accumulators, then the fewest loads per FMA.
   int64_t vectors = 0, rows = 0;
   for (int64_t v : {2, 1}) {
     if ((n / lanes) % v != 0) continue;
@@ -83,21 +81,36 @@ absl::StatusOr<CpuTiling> MatmulTiling(const ComputeDAG& dag, const Target& targ
     const bool fewer_loads = r * v == rows * vectors && (r + v) < (rows + vectors);
     if (more || fewer_loads) vectors = v, rows = r;
   }
-  if (rows == 0) return absl::InvalidArgumentError(absl::StrCat(m, " rows have no tile of 4-8"));
+  // M without such a divisor (a ViT's 197 tokens): rows of 1-3 x up to 8
+  // vectors, every row in one block over a 64-deep packed block of B (32 KB
+  // for 8 AVX-512 vectors), so B is packed once per column block; 8 or more
+  // accumulators, or the generic schedule.
+  const bool narrow = rows == 0;
+  if (narrow) {
+    rows = DivisorAtMost(m, 3);
+    const int64_t cap = std::min<int64_t>(kMaxTileRows, AccumulatorBudget(target.float_lanes()) / rows);
+    vectors = DivisorAtMost(n / lanes, cap);
+    if (rows * vectors < 8) {
+      return absl::InvalidArgumentError(absl::StrCat(m, " rows have no register tile"));
+    }
+  }
   const int64_t cols = vectors * lanes;
-  int64_t row_tiles = DivisorAtMost(m / rows, std::max<int64_t>(1, kBlockRows / rows));
-  int64_t col_tiles = (n / cols) % 2 == 0 ? 2 : 1;
+  int64_t row_tiles =
+      narrow ? m / rows : DivisorAtMost(m / rows, std::max<int64_t>(1, kBlockRows / rows));
+  int64_t col_tiles = !narrow && (n / cols) % 2 == 0 ? 2 : 1;
   // Two parallel blocks per core at least (a device of unknown cores counts
   // as 4): smaller row blocks first, then narrower ones. Each block packs
   // its own B, so no more blocks than that.
   const int64_t batch = ns == 3 ? s.axes[0].extent : 1;
   const int64_t want = 2 * (target.num_cores > 0 ? target.num_cores : 4);
   auto blocks = [&] { return batch * (m / (rows * row_tiles)) * (n / (cols * col_tiles)); };
-  while (blocks() < want && row_tiles > 1) row_tiles = DivisorAtMost(m / rows, row_tiles - 1);
+  while (!narrow && blocks() < want && row_tiles > 1)
+    row_tiles = DivisorAtMost(m / rows, row_tiles - 1);
   if (blocks() < want) col_tiles = 1;
-  // The reduction in blocks of 128 or the largest divisor of 32 to 128;
-  // whole where none divides (a guarded tail would run in every step).
-  int64_t step = DivisorAtMost(depth, kReduceBlock);
+  // The reduction in blocks of 128 (64 for the narrow tile) or the largest
+  // divisor of 32 up to that; whole where none divides (a guarded tail
+  // would run in every step).
+  int64_t step = DivisorAtMost(depth, narrow ? kReduceBlock / 2 : kReduceBlock);
   if (step < 32) step = depth;
 
   CpuTiling t;

@@ -383,7 +383,8 @@ TEST(Handwritten, MatmulTilingIsTheDefaultAndMatchesReference) {
   // Matrix products whose B rows run along the columns (or whose B is a
   // constant) default to the blocked tiling: 8 rows x 2 vectors with
   // AVX-512's 32 registers, 6 rows with AVX2's 16; odd M by its divisors,
-  // reductions by divisors of 32-128 or whole; epilogues in the write-back.
+  // prime M by rows of 1-3 x up to 8 vectors; reductions by divisors of
+  // 32-128 or whole; epilogues in the write-back.
   ir::Target avx512 = codegen::HostTarget();
   auto haswell = ir::Target::Parse("llvm -mtriple=x86_64-linux-gnu -mcpu=haswell -num-cores=2");
   ASSERT_TRUE(haswell.ok()) << haswell.status();
@@ -398,6 +399,7 @@ TEST(Handwritten, MatmulTilingIsTheDefaultAndMatchesReference) {
              "batch_matmul(B=3,M=16,N=32,K=64)",
              "dense(M=32,N=48,K=70)+bias",
              "matmul(M=12,N=32,K=300)",  // a reduction of 2 x 150: whole
+             "matmul(M=13,N=128,K=80)",  // prime M: 1 row x 8 vectors, every row
          }) {
       SCOPED_TRACE(absl::StrCat(spec, " on ", target.ToString()));
       auto w = ir::ParseWorkloadSpec(spec);
@@ -409,8 +411,9 @@ TEST(Handwritten, MatmulTilingIsTheDefaultAndMatchesReference) {
       const int64_t lanes = target.float_lanes();
       const auto& rows = tiling->spatial[tiling->spatial.size() - 2];
       const auto& cols = tiling->spatial.back();
-      EXPECT_GE(rows.s3, 4);
-      EXPECT_LE(rows.s3 * (cols.s3 / std::min<int64_t>(cols.s3, lanes)), lanes == 8 ? 12 : 16);
+      const int64_t accumulators = rows.s3 * (cols.s3 / std::min<int64_t>(cols.s3, lanes));
+      EXPECT_GE(accumulators, 4);
+      EXPECT_LE(accumulators, lanes == 8 ? 12 : 16);
       const schedule::Trace def = schedule::DefaultSchedule(*dag, target);
       EXPECT_EQ(def.sketch_id, schedule::kTilingSketchId);
       EXPECT_EQ(def.decisions, tiling->Encode());
@@ -419,8 +422,9 @@ TEST(Handwritten, MatmulTilingIsTheDefaultAndMatchesReference) {
       EXPECT_GT(check->outputs, 0);
     }
   }
-  // B read across its rows, M without a divisor of 4-8, and columns that
-  // are no whole vectors keep the generic schedule.
+  // B read across its rows, M without a divisor of 4-8 and columns too
+  // few for 8 accumulators, and columns that are no whole vectors keep the
+  // generic schedule.
   for (const char* spec : {"matmul(M=16,N=32,K=8,transpose_b=1)", "matmul(M=197,N=64,K=32)",
                            "matmul(M=16,N=13,K=8)"}) {
     auto dag = ir::BuildComputeDAG(*ir::ParseWorkloadSpec(spec));
