@@ -27,6 +27,8 @@ constexpr int64_t kBlockRows = 128;
 // The reduction block: the packed block of B (128 x 2 vectors x 2 tiles,
 // 32 KB with AVX-512) stays in L1 while a block of rows streams past it.
 constexpr int64_t kReduceBlock = 128;
+// The fewest rows a tile of 1-3 rows packs B for.
+constexpr int64_t kMinNarrowRows = 2;
 
 }  // namespace
 
@@ -84,8 +86,13 @@ absl::StatusOr<CpuTiling> MatmulTiling(const ComputeDAG& dag, const Target& targ
   // M without such a divisor (a ViT's 197 tokens): rows of 1-3 x up to 8
   // vectors, every row in one block over a 64-deep packed block of B (32 KB
   // for 8 AVX-512 vectors), so B is packed once per column block; 8 or more
-  // accumulators, or the generic schedule.
+  // accumulators, or the generic schedule. One row (a GEMV) reads each
+  // packed element once: the generic schedule streams B once instead
+  // (docs/tuning-guide.md).
   const bool narrow = rows == 0;
+  if (narrow && m < kMinNarrowRows) {
+    return absl::InvalidArgumentError(absl::StrCat(m, " rows: too few to pack B for"));
+  }
   if (narrow) {
     rows = DivisorAtMost(m, 3);
     const int64_t cap = std::min<int64_t>(kMaxTileRows, AccumulatorBudget(target.float_lanes()) / rows);

@@ -423,10 +423,10 @@ TEST(Handwritten, MatmulTilingIsTheDefaultAndMatchesReference) {
     }
   }
   // B read across its rows, M without a divisor of 4-8 and columns too
-  // few for 8 accumulators, and columns that are no whole vectors keep the
-  // generic schedule.
+  // few for 8 accumulators, columns that are no whole vectors, and a GEMV
+  // (one row) keep the generic schedule.
   for (const char* spec : {"matmul(M=16,N=32,K=8,transpose_b=1)", "matmul(M=197,N=64,K=32)",
-                           "matmul(M=16,N=13,K=8)"}) {
+                           "matmul(M=16,N=13,K=8)", "matmul(M=1,N=768,K=768)"}) {
     auto dag = ir::BuildComputeDAG(*ir::ParseWorkloadSpec(spec));
     ASSERT_TRUE(dag.ok()) << spec;
     EXPECT_FALSE(schedule::MatmulTiling(*dag, avx512).ok()) << spec;
