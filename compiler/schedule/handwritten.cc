@@ -68,6 +68,16 @@ int DenseStage(const ComputeDAG& dag) {
   return -1;
 }
 
+// A convolution register tile's sizes: channels a positive multiple of
+// `lanes`, rows and cols positive.
+absl::Status CheckConvTile(const ConvTile& tile, int64_t lanes) {
+  if (tile.channels <= 0 || tile.channels % lanes != 0 || tile.rows <= 0 || tile.cols <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat("tile channels must be a positive multiple of ",
+                                                   lanes, ", rows and cols positive"));
+  }
+  return absl::OkStatus();
+}
+
 // The register-tiled reduction `stage` accumulates into a local tile whose
 // write-back is the stage after it: a cache_write stage when `stage` writes
 // the output, else its fused epilogue, which must be the last stage.
@@ -251,9 +261,7 @@ absl::StatusOr<Trace> RowTiledConv(const ComputeDAG& dag, const Target& target, 
   }
   t.reduce_steps.assign(3, 1);
   if (t.compute_at == kComputeAtS0) t.parallel = 2;  // batch x channels
-  absl::StatusOr<Trace> trace = BuildTiledSchedule(dag, target, t);
-  if (trace.ok()) trace->is_default = true;
-  return trace;
+  return BuildDefaultTiledSchedule(dag, target, t);
 }
 
 }  // namespace
@@ -301,10 +309,7 @@ absl::StatusOr<Trace> HandwrittenConv2dSchedule(const ComputeDAG& dag, const Tar
         "not a dense NCHW convolution (grouped and depthwise ones are not covered)");
   }
   int64_t lanes = target.float_lanes();
-  if (tile.channels <= 0 || tile.channels % lanes != 0 || tile.rows <= 0 || tile.cols <= 0) {
-    return absl::InvalidArgumentError(absl::StrCat("tile channels must be a positive multiple of ",
-                                                   lanes, ", rows and cols positive"));
-  }
+  TF_RETURN_IF_ERROR(CheckConvTile(tile, lanes));
   ScheduleBuilder b(dag, target);
   // Padding is a stage of its own (computed once, no clamps in the hot loop).
   // The convolution's only reader is the output tile's stage: the fused
@@ -550,9 +555,7 @@ absl::StatusOr<Trace> NhwcConv2dSchedule(const ComputeDAG& dag, const Target& ta
       (!pointwise || ragged)) {
     // Deep layers with little spatial extent: a blocked reduction.
     t = DeepLayerTiling(dag, h, w, k, c, r, lanes, pointwise);
-    absl::StatusOr<Trace> trace = BuildTiledSchedule(dag, target, t);
-    if (trace.ok()) trace->is_default = true;
-    return trace;
+    return BuildDefaultTiledSchedule(dag, target, t);
   }
   // Channel blocks outermost: each block's packed weight is read from
   // memory once and reused by every pixel tile (rows and columns at level
@@ -562,9 +565,7 @@ absl::StatusOr<Trace> NhwcConv2dSchedule(const ComputeDAG& dag, const Target& ta
   t.spatial[2].s1 = (w + cols - 1) / cols;
   t.compute_at = kComputeAtS1;
   t.parallel = 8;
-  absl::StatusOr<Trace> trace = BuildTiledSchedule(dag, target, t);
-  if (trace.ok()) trace->is_default = true;
-  return trace;
+  return BuildDefaultTiledSchedule(dag, target, t);
 }
 
 absl::StatusOr<Trace> NhwcConvTransposeSchedule(const ComputeDAG& dag, const Target& target) {
@@ -601,9 +602,7 @@ absl::StatusOr<Trace> NhwcConvTransposeSchedule(const ComputeDAG& dag, const Tar
   t.reduce_steps = {s.reduce_axes[0].extent};
   t.compute_at = kComputeAtS0;
   t.parallel = CpuTiling::DefaultParallel(TilingNest::Of(dag));
-  absl::StatusOr<Trace> trace = BuildTiledSchedule(dag, target, t);
-  if (trace.ok()) trace->is_default = true;
-  return trace;
+  return BuildDefaultTiledSchedule(dag, target, t);
 }
 
 absl::StatusOr<Trace> RowConv2dSchedule(const ComputeDAG& dag, const Target& target) {
@@ -615,10 +614,7 @@ absl::StatusOr<Trace> ChannelVectorConv2dSchedule(const ComputeDAG& dag, const T
                                                   const ConvTile& tile) {
   if (ConvStage(dag) < 0) return absl::InvalidArgumentError("not a dense NCHW convolution");
   const int64_t lanes = target.float_lanes();
-  if (tile.channels <= 0 || tile.channels % lanes != 0 || tile.rows <= 0 || tile.cols <= 0) {
-    return absl::InvalidArgumentError(absl::StrCat("tile channels must be a positive multiple of ",
-                                                   lanes, ", rows and cols positive"));
-  }
+  TF_RETURN_IF_ERROR(CheckConvTile(tile, lanes));
   CpuTiling t;
   t.pad_pass = true;
   t.vector_axis = 1;
@@ -631,9 +627,7 @@ absl::StatusOr<Trace> ChannelVectorConv2dSchedule(const ComputeDAG& dag, const T
   t.reduce_steps.assign(3, 1);
   t.compute_at = kComputeAtS0;
   t.parallel = CpuTiling::DefaultParallel(TilingNest::Of(dag));
-  absl::StatusOr<Trace> trace = BuildTiledSchedule(dag, target, t);
-  if (trace.ok()) trace->is_default = true;
-  return trace;
+  return BuildDefaultTiledSchedule(dag, target, t);
 }
 
 absl::StatusOr<Trace> WinogradConv2dSchedule(const ComputeDAG& dag, const Target& target) {

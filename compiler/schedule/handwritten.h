@@ -66,14 +66,15 @@ absl::StatusOr<Trace> HandwrittenDenseSchedule(const ir::ComputeDAG& dag, const 
 // Matrix products on CPUs (matmul, batch_matmul, dense; B's rows
 // contiguous along the columns, or B constant) as decisions of the tiling
 // sketch, BLIS's blocking: register tiles of 4-8 rows x 2 column vectors
-// (6 x 2 with AVX2) or x 1 where that holds more accumulators, B packed per reduction block of 128 for 2 such tiles,
-// blocks of up to 128 rows streaming past it, and (batch, row block, column
-// block) as the parallel loop, with row blocks made smaller until there are
-// 2 blocks per core. M of 2 or more without a divisor of 4-8 (a ViT's 197
-// tokens) takes rows of 1-3 x up to 8 vectors, every row in one block over
-// a 64-deep packed block of B. An error for any other DAG, where the
-// columns are not whole vectors of 4 or more lanes, or where the tile
-// holds fewer than 8 accumulators.
+// (6 x 2 with AVX2) or x 1 where that holds more accumulators, B packed per
+// reduction block of 128 for 2 such tiles, blocks of up to 128 rows
+// streaming past it, and (batch, row block, column block) as the parallel
+// loop, with row blocks made smaller until there are 2 blocks per core. M
+// of 2 or more without a divisor of 4-8 (a ViT's 197 tokens) takes rows of
+// 1-3 x up to 8 vectors, every row in one block over a 64-deep packed
+// block of B. An error for any other DAG, where the columns are not whole
+// vectors of 4 or more lanes, or where the tile holds fewer than 8
+// accumulators.
 absl::StatusOr<CpuTiling> MatmulTiling(const ir::ComputeDAG& dag, const ir::Target& target);
 absl::StatusOr<Trace> MatmulTiledSchedule(const ir::ComputeDAG& dag, const ir::Target& target);
 

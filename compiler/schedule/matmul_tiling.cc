@@ -95,8 +95,8 @@ absl::StatusOr<CpuTiling> MatmulTiling(const ComputeDAG& dag, const Target& targ
   }
   if (narrow) {
     rows = DivisorAtMost(m, 3);
-    const int64_t cap = std::min<int64_t>(kMaxTileRows, AccumulatorBudget(target.float_lanes()) / rows);
-    vectors = DivisorAtMost(n / lanes, cap);
+    vectors = DivisorAtMost(
+        n / lanes, std::min(kMaxTileRows, AccumulatorBudget(target.float_lanes()) / rows));
     if (rows * vectors < 8) {
       return absl::InvalidArgumentError(absl::StrCat(m, " rows have no register tile"));
     }
@@ -136,9 +136,7 @@ absl::StatusOr<CpuTiling> MatmulTiling(const ComputeDAG& dag, const Target& targ
 absl::StatusOr<Trace> MatmulTiledSchedule(const ComputeDAG& dag, const Target& target) {
   absl::StatusOr<CpuTiling> t = MatmulTiling(dag, target);
   if (!t.ok()) return t.status();
-  absl::StatusOr<Trace> trace = BuildTiledSchedule(dag, target, *t);
-  if (trace.ok()) trace->is_default = true;
-  return trace;
+  return BuildDefaultTiledSchedule(dag, target, *t);
 }
 
 }  // namespace tunefarm::schedule

@@ -408,4 +408,11 @@ absl::StatusOr<Trace> BuildTiledSchedule(const ComputeDAG& dag, const Target& ta
   return out;
 }
 
+absl::StatusOr<Trace> BuildDefaultTiledSchedule(const ComputeDAG& dag, const Target& target,
+                                                const CpuTiling& tiling) {
+  absl::StatusOr<Trace> trace = BuildTiledSchedule(dag, target, tiling);
+  if (trace.ok()) trace->is_default = true;
+  return trace;
+}
+
 }  // namespace tunefarm::schedule

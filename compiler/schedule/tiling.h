@@ -116,5 +116,9 @@ absl::StatusOr<Trace> BuildTiledSchedule(const ir::ComputeDAG& dag, const ir::Ta
 // The same from the wire form (either length).
 absl::StatusOr<Trace> BuildTiledSchedule(const ir::ComputeDAG& dag, const ir::Target& target,
                                          absl::Span<const int64_t> wire);
+// BuildTiledSchedule's schedule marked as the workload's default (the
+// hand-picked decisions of a default schedule).
+absl::StatusOr<Trace> BuildDefaultTiledSchedule(const ir::ComputeDAG& dag,
+                                                const ir::Target& target, const CpuTiling& tiling);
 
 }  // namespace tunefarm::schedule
