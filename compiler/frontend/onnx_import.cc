@@ -484,21 +484,51 @@ absl::Status ReadGraphNodes(const onnx::GraphProto& g, const std::string& prefix
 absl::Status ImportNodes(std::vector<Node>& nodes, const Branches& branches, ShapeContext& ctx,
                          Model* m);
 
-// An If whose condition is constant: the taken branch's initializers become
-// constants, its nodes are imported in place of the If, and its outputs
-// become the If's (a constant, or an Identity node).
-absl::Status InlineIf(const Node& n, const Branches& branches, ShapeContext& ctx, Model* m) {
-  const Constant* cond = ctx.Const(n, 0);
-  if (cond == nullptr) {
-    return ctx.Error(n,
-                     "an If whose condition is only known at run time is not supported (an If "
-                     "imports when its condition is constant once input shapes are fixed); "
-                     "fix the inputs it depends on with --value NAME=V, or export the model "
-                     "with static control flow");
+// The names graph `g` and the graphs inside it define (initializers, inputs,
+// node outputs).
+void DefinedNames(const onnx::GraphProto& g, std::set<std::string>* out) {
+  for (const onnx::TensorProto& t : g.initializer()) out->insert(t.name());
+  for (const onnx::ValueInfoProto& v : g.input()) out->insert(v.name());
+  for (const onnx::NodeProto& n : g.node()) {
+    for (const std::string& o : n.output()) {
+      if (!o.empty()) out->insert(o);
+    }
+    for (const onnx::AttributeProto& a : n.attribute()) {
+      if (a.has_g()) DefinedNames(a.g(), out);
+      for (const onnx::GraphProto& sub : a.graphs()) DefinedNames(sub, out);
+    }
   }
-  if (cond->size() != 1) return ctx.Error(n, "the condition must have one element");
-  const auto& [then_g, else_g] = branches.at(n.outputs[0]);
-  const onnx::GraphProto& g = ConstValue(*cond, 0) != 0 ? *then_g : *else_g;
+}
+
+// `g` with every name in `names` and every node name prefixed by `prefix`,
+// in the graphs inside it too: a branch's values kept apart from its
+// sibling's, which may use the same names.
+void PrefixNames(onnx::GraphProto* g, const std::set<std::string>& names,
+                 const std::string& prefix) {
+  auto rename = [&](std::string* v) {
+    if (!v->empty() && names.count(*v)) *v = prefix + *v;
+  };
+  for (onnx::TensorProto& t : *g->mutable_initializer()) rename(t.mutable_name());
+  for (onnx::ValueInfoProto& v : *g->mutable_input()) rename(v.mutable_name());
+  for (onnx::ValueInfoProto& v : *g->mutable_output()) rename(v.mutable_name());
+  for (onnx::ValueInfoProto& v : *g->mutable_value_info()) rename(v.mutable_name());
+  for (onnx::NodeProto& n : *g->mutable_node()) {
+    for (std::string& v : *n.mutable_input()) rename(&v);
+    for (std::string& v : *n.mutable_output()) rename(&v);
+    if (!n.name().empty()) n.set_name(prefix + n.name());
+    for (onnx::AttributeProto& a : *n.mutable_attribute()) {
+      if (a.has_g()) PrefixNames(a.mutable_g(), names, prefix);
+      for (onnx::GraphProto& sub : *a.mutable_graphs()) PrefixNames(&sub, names, prefix);
+    }
+  }
+}
+
+// Branch `g` of If node `n` imported in place: its initializers become
+// constants and its nodes are imported (unnamed ones named under
+// `prefix`). Returns the values it gives the If's outputs.
+absl::StatusOr<std::vector<std::string>> ImportBranch(const Node& n, const onnx::GraphProto& g,
+                                                      const std::string& prefix,
+                                                      ShapeContext& ctx, Model* m) {
   if (g.output_size() != int(n.outputs.size())) {
     return ctx.Error(n, StrCat("the branch has ", g.output_size(), " outputs, the node ",
                                n.outputs.size()));
@@ -511,29 +541,85 @@ absl::Status InlineIf(const Node& n, const Branches& branches, ShapeContext& ctx
   }
   Branches inner;
   std::vector<Node> nodes;
-  TF_RETURN_IF_ERROR(ReadGraphNodes(g, StrCat(n.name, "/"), m, &inner, &nodes));
+  TF_RETURN_IF_ERROR(ReadGraphNodes(g, prefix, m, &inner, &nodes));
   TF_RETURN_IF_ERROR(CheckOpsSupported(nodes, m->opset));
   TF_RETURN_IF_ERROR(ImportNodes(nodes, inner, ctx, m));
-  for (size_t k = 0; k < n.outputs.size(); ++k) {
-    const std::string& from = g.output(int(k)).name();
-    const std::string& to = n.outputs[k];
-    if (to.empty()) continue;
-    auto shape = m->shapes.find(from);
-    if (shape == m->shapes.end())
+  std::vector<std::string> outs;
+  for (int k = 0; k < g.output_size(); ++k) {
+    const std::string& from = g.output(k).name();
+    if (!m->shapes.count(from))
       return ctx.Error(n, StrCat("the branch never produces its output '", from, "'"));
-    m->shapes[to] = shape->second;
-    if (auto c = m->constants.find(from); c != m->constants.end()) {
-      m->constants[to] = c->second;
-      continue;
-    }
-    Node copy;
-    copy.op = "Identity";
-    copy.name = StrCat(n.name, "/output", k);
-    copy.inputs = {from};
-    copy.outputs = {to};
-    m->nodes.push_back(std::move(copy));
+    outs.push_back(from);
   }
-  return absl::OkStatus();
+  return outs;
+}
+
+// An If. With a constant condition, the taken branch is imported in place
+// of the If and its outputs become the If's (a constant, or an Identity
+// node). With a condition known only at run time, both branches are
+// imported (their values renamed apart) and each output of the If is a
+// Where on the condition between the two branches' values: both branches
+// run, and the one the condition names gives the outputs, so the branches
+// must give outputs of the same shapes.
+absl::Status InlineIf(const Node& n, const Branches& branches, ShapeContext& ctx, Model* m) {
+  const auto& [then_g, else_g] = branches.at(n.outputs[0]);
+  const Constant* cond = ctx.Const(n, 0);
+  if (cond != nullptr) {
+    if (cond->size() != 1) return ctx.Error(n, "the condition must have one element");
+    const onnx::GraphProto& g = ConstValue(*cond, 0) != 0 ? *then_g : *else_g;
+    TF_ASSIGN_OR_RETURN(std::vector<std::string> outs,
+                        ImportBranch(n, g, StrCat(n.name, "/"), ctx, m));
+    for (size_t k = 0; k < n.outputs.size(); ++k) {
+      const std::string& from = outs[k];
+      const std::string& to = n.outputs[k];
+      if (to.empty()) continue;
+      m->shapes[to] = m->shapes.at(from);
+      if (auto c = m->constants.find(from); c != m->constants.end()) {
+        m->constants[to] = c->second;
+        continue;
+      }
+      Node copy;
+      copy.op = "Identity";
+      copy.name = StrCat(n.name, "/output", k);
+      copy.inputs = {from};
+      copy.outputs = {to};
+      m->nodes.push_back(std::move(copy));
+    }
+    return absl::OkStatus();
+  }
+  const std::string& c = n.inputs[0];
+  if (!m->shapes.count(c) || Elements(m->shapes.at(c)) != 1)
+    return ctx.Error(n, "the condition must have one element");
+  std::vector<std::string> outs[2];
+  for (int b = 0; b < 2; ++b) {
+    const std::string prefix = StrCat(n.name, b == 0 ? "/then/" : "/else/");
+    onnx::GraphProto g = b == 0 ? *then_g : *else_g;
+    std::set<std::string> names;
+    DefinedNames(g, &names);
+    PrefixNames(&g, names, prefix);
+    TF_ASSIGN_OR_RETURN(outs[b], ImportBranch(n, g, prefix, ctx, m));
+  }
+  std::vector<Node> selects;
+  for (size_t k = 0; k < n.outputs.size(); ++k) {
+    if (n.outputs[k].empty()) continue;
+    const Shape& t = m->shapes.at(outs[0][k]);
+    const Shape& e = m->shapes.at(outs[1][k]);
+    if (t != e || m->shapes.at(c).size() > t.size()) {
+      return ctx.Error(
+          n, StrCat("its condition is only known at run time, so both branches run and their "
+                    "outputs must have the same shapes, but output ", k, " is ",
+                    absl::StrJoin(t, "x"), " in then_branch and ", absl::StrJoin(e, "x"),
+                    " in else_branch; fix the inputs the condition depends on with --value "
+                    "NAME=V"));
+    }
+    Node select;
+    select.op = "Where";
+    select.name = StrCat(n.name, "/output", k);
+    select.inputs = {c, outs[0][k], outs[1][k]};
+    select.outputs = {n.outputs[k]};
+    selects.push_back(std::move(select));
+  }
+  return ImportNodes(selects, {}, ctx, m);
 }
 
 // Shape inference and constant folding of `nodes` in topological order: the

@@ -926,6 +926,39 @@ TEST_F(GraphTest, DynamicallyQuantizedModelsImportAndRun) {
   EXPECT_GE(CheckAgainstReference(m, Nchw(), &pkg, dir_->File("quant_dynamic.onnx")), 8);
 }
 
+// An If whose condition is computed from the data: both branches are
+// built and run, a Where picks the outputs; inputs that take each branch
+// give that branch's values, as the float64 interpreter and ONNX Runtime do.
+TEST_F(GraphTest, RuntimeIfRunsBothBranchesAndSelects) {
+  Model m = Import("runtime_branch");
+  std::vector<std::string> ops;
+  for (const auto& n : m.nodes) ops.push_back(n.op);
+  EXPECT_EQ(ops, (std::vector<std::string>{"ReduceSum", "Greater", "Sigmoid", "Mul", "Neg", "Mul",
+                                           "Where"}));
+  v1::ModelPackage pkg;
+  EXPECT_GE(CheckAgainstReference(m, Nchw(), &pkg, dir_->File("runtime_branch.onnx")), 1);
+  GraphRuntime::Options ro;
+  ro.threads = 1;
+  auto rt = GraphRuntime::Load(pkg, ro);
+  ASSERT_TRUE(rt.ok()) << rt.status();
+  const std::vector<float> mag = RandomModelInputs(m, 3).at("x");
+  for (float sign : {1.0f, -1.0f}) {
+    Values<float> in;
+    for (float v : mag) in["x"].push_back(sign * (std::abs(v) + 0.1f));
+    std::map<std::string, std::vector<float>> out;
+    ASSERT_TRUE((*rt)->Run(in, &out).ok());
+    ASSERT_EQ(out["y"].size(), 6u);
+    for (size_t i = 0; i < 6; ++i) {
+      const double x = in["x"][i];
+      const double want = sign > 0 ? 1 / (1 + std::exp(-x)) : -x;
+      EXPECT_NEAR(out["y"][i], want, 1e-5) << "x " << x;
+    }
+    absl::StatusOr<Values<double>> ref = InterpretFloat32(m, in);
+    ASSERT_TRUE(ref.ok()) << ref.status();
+    EXPECT_LT(RelError(out["y"], ref->at("y")), 1e-5);
+  }
+}
+
 // A QDQ model (activations quantized and dequantized around a
 // convolution, int8 in and uint8 out; an int8 per-channel weight): the
 // weight's DequantizeLinear folds into a float kernel, QuantizeLinear

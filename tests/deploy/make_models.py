@@ -426,11 +426,32 @@ many = [helper.make_node("Log", ["x"], ["l"], name="log1"),
 save("many_unsupported", many, [tensor("x", [2, 3])],
      [helper.make_tensor_value_info("y", TensorProto.BOOL, [2, 3])], [], check=False)
 
+# An If on a runtime condition whose branches give outputs of different
+# shapes (2 and 4): both branches cannot run and be selected between.
 then = helper.make_graph([helper.make_node("Identity", ["x"], ["t"])], "then", [], [tensor("t", None)])
+twice = helper.make_graph([helper.make_node("Concat", ["x", "x"], ["t"], axis=0)], "twice", [],
+                          [tensor("t", None)])
 save("control_flow",
-     [helper.make_node("If", ["cond"], ["y"], then_branch=then, else_branch=then, name="branch")],
+     [helper.make_node("If", ["cond"], ["y"], then_branch=then, else_branch=twice, name="branch")],
      [helper.make_tensor_value_info("cond", TensorProto.BOOL, [1]), tensor("x", [2])],
      [tensor("y", None)], [], check=False)
+
+# An If on a condition computed from the data (a wake-word verifier's
+# form): sigmoid(x) where x sums above 0, else -x. The branches name their
+# values alike ("t") and read an initializer of the same name ("k").
+pos_g = helper.make_graph([helper.make_node("Sigmoid", ["x"], ["s"]),
+                           helper.make_node("Mul", ["s", "k"], ["t"])], "pos", [],
+                          [tensor("t", None)], [numpy_helper.from_array(np.float32(1.0), "k")])
+neg_g = helper.make_graph([helper.make_node("Neg", ["x"], ["n"]),
+                           helper.make_node("Mul", ["n", "k"], ["t"])], "neg", [],
+                          [tensor("t", None)], [numpy_helper.from_array(np.float32(1.0), "k")])
+save("runtime_branch",
+     [helper.make_node("ReduceSum", ["x"], ["sum"], keepdims=0),
+      helper.make_node("Greater", ["sum", "zero"], ["positive"]),
+      helper.make_node("If", ["positive"], ["y"], then_branch=pos_g, else_branch=neg_g,
+                       name="by_sign")],
+     [tensor("x", [2, 3])], [tensor("y", [2, 3])],
+     [numpy_helper.from_array(np.float32(0.0), "zero")], check=False)
 
 # An If on a runtime sample rate (as Silero VAD's): imports once `rate` is
 # fixed with ImportOptions::input_values; 16000 takes Relu, others Neg.

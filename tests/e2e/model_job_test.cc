@@ -70,11 +70,12 @@ TEST_F(ModelJob, SubmitAnOnnxModelAndTuneItsTasks) {
   r = cli({"submit", dir.File("tiny_dynamic.onnx"), "--target=llvm", "--device_key=x86-test"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_TRUE(absl::StrContains(r.err, "give its shape with --shape x=")) << r.err;
-  // An If on an input: resolved only with the input fixed (a non-integer
-  // rate is refused).
-  r = cli({"submit", dir.File("rate_branch.onnx"), "--target=llvm", "--device_key=x86-test"});
+  // An If on an input whose branches give different shapes: resolved only
+  // with the input fixed (a non-integer rate is refused).
+  r = cli({"submit", dir.File("control_flow.onnx"), "--target=llvm", "--device_key=x86-test"});
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_TRUE(absl::StrContains(r.err, "fix the inputs it depends on with --value")) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.err, "fix the inputs the condition depends on with --value"))
+      << r.err;
   r = cli({"submit", dir.File("rate_branch.onnx"), "--value=rate=0.5", "--target=llvm",
            "--device_key=x86-test"});
   EXPECT_EQ(r.exit_code, 2);

@@ -169,8 +169,10 @@ TEST_F(OnnxTest, BadModelsAreClearErrors) {
   EXPECT_TRUE(absl::StrContains(e, "unsupported operator 'Unique' (node 'the_unique', opset 13)"))
       << e;
   e = Error("control_flow");
-  EXPECT_TRUE(absl::StrContains(e, "If node 'branch': an If whose condition is only known at "
-                                   "run time is not supported"))
+  EXPECT_TRUE(absl::StrContains(e, "If node 'branch': its condition is only known at run time, "
+                                   "so both branches run and their outputs must have the same "
+                                   "shapes, but output 0 is 2 in then_branch and 4 in "
+                                   "else_branch"))
       << e;
   EXPECT_EQ(Error("cycle"), Path("cycle") + ": the graph has a cycle through node 'a'");
   EXPECT_EQ(Error("opset19"), Path("opset19") + ": opset 19 is not supported (1 to 18)");
@@ -183,11 +185,24 @@ TEST_F(OnnxTest, BadModelsAreClearErrors) {
 }
 
 // An input fixed to a value is a constant of the input's type and shape,
-// no longer an input, and an If on it takes its branch; bad values are
-// clear errors.
+// no longer an input, and an If on it takes its branch; unfixed, both
+// branches are imported (their values apart) and a Where selects; bad
+// values are clear errors.
 TEST_F(OnnxTest, FixedInputValuesResolveControlFlow) {
-  EXPECT_TRUE(absl::StrContains(Error("rate_branch"), "fix the inputs it depends on with --value"))
-      << Error("rate_branch");
+  {
+    absl::StatusOr<Model> m = ImportOnnxFile(Path("rate_branch"));
+    ASSERT_TRUE(m.ok()) << m.status();
+    EXPECT_EQ(m->inputs, (std::vector<std::string>{"rate", "x"}));
+    ASSERT_EQ(m->nodes.size(), 4u);
+    EXPECT_EQ(m->nodes[0].op, "Equal");
+    EXPECT_EQ(m->nodes[1].op, "Relu");
+    EXPECT_EQ(m->nodes[2].op, "Neg");
+    EXPECT_EQ(m->nodes[3].op, "Where");
+    EXPECT_EQ(m->nodes[3].inputs, (std::vector<std::string>{"is16k", "by_rate/then/r",
+                                                             "by_rate/else/n"}));
+    EXPECT_EQ(m->nodes[3].outputs, std::vector<std::string>{"y"});
+    EXPECT_EQ(m->shapes.at("y"), (std::vector<int64_t>{2, 3}));
+  }
   for (double rate : {16000.0, 8000.0}) {
     ImportOptions o;
     o.input_values["rate"] = {rate};

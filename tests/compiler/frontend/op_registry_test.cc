@@ -208,13 +208,18 @@ TEST(OpRegistryTest, IfWithAConstantConditionIsItsTakenBranch) {
     EXPECT_EQ(m->nodes[1].outputs, std::vector<std::string>{"y"});
     EXPECT_EQ(m->shapes.at("y"), (std::vector<int64_t>{1, 4}));
   }
+  // A condition known only at run time: both branches (their values and
+  // node names apart), then a Where on the condition.
   absl::StatusOr<Model> m = ImportOnnx(IfModel(false, 0, "Relu", "Neg"));
-  ASSERT_FALSE(m.ok());
-  EXPECT_EQ(m.status().message(),
-            "If node 'branch': an If whose condition is only known at run time is not supported "
-            "(an If imports when its condition is constant once input shapes are fixed); fix "
-            "the inputs it depends on with --value NAME=V, or export the model with static "
-            "control flow");
+  ASSERT_TRUE(m.ok()) << m.status();
+  ASSERT_EQ(m->nodes.size(), 3u);
+  EXPECT_EQ(m->nodes[0].name, "branch/then/then_branch_node");
+  EXPECT_EQ(m->nodes[0].outputs, std::vector<std::string>{"branch/then/then_branch_out"});
+  EXPECT_EQ(m->nodes[1].name, "branch/else/else_branch_node");
+  EXPECT_EQ(m->nodes[2].op, "Where");
+  EXPECT_EQ(m->nodes[2].inputs, (std::vector<std::string>{"cond", "branch/then/then_branch_out",
+                                                           "branch/else/else_branch_out"}));
+  EXPECT_EQ(m->shapes.at("y"), (std::vector<int64_t>{1, 4}));
   // The taken branch's operators are checked like the graph's.
   m = ImportOnnx(IfModel(true, 4, "Unique", "Relu"));
   ASSERT_FALSE(m.ok());
