@@ -165,6 +165,22 @@ std::vector<ModelSpec> KnownModels(const fs::path& tmp, int yolo) {
        CacheDir() + "/models/silero_vad_op18_ifless.onnx",
        {{"input", {1, 512}}, {"state", {2, 1, 128}}},
        {{"sr", {16000}}}},
+      // Silero VAD as released: v5 (its 16 and 8 kHz models under an If
+      // on the rate, fixed here), its 16 kHz export at opset 15, and v4
+      // (an LSTM state of h and c) as openWakeWord ships it.
+      {"silero_vad_v5",
+       CacheDir() + "/models/silero_vad_v5.onnx",
+       {{"input", {1, 512}}, {"state", {2, 1, 128}}},
+       {{"sr", {16000}}}},
+      {"silero_vad_16k_op15",
+       CacheDir() + "/models/silero_vad_16k_op15.onnx",
+       {{"input", {1, 512}}, {"state", {2, 1, 128}}},
+       {{"sr", {16000}}}},
+      {"silero_vad_v4",
+       CacheDir() + "/models/silero_vad_v4.onnx",
+       {{"input", {1, 512}}, {"h", {2, 1, 64}}, {"c", {2, 1, 64}}},
+       {{"sr", {16000}}}},
+      {"blazeface_front_128", CacheDir() + "/models/blazeface_front_128.onnx"},
       // Face analysis (faceplugin, PyTorch exports at opset 9): a DenseNet-121
       // expression classifier (62 concatenations, BatchNorm + ReLU before
       // each convolution), a squeeze-excitation PRelu liveness network with
@@ -186,6 +202,15 @@ std::vector<ModelSpec> KnownModels(const fs::path& tmp, int yolo) {
       // (tf2onnx, NHWC input).
       {"oww_mel", CacheDir() + "/models/oww_melspectrogram.onnx", {{"input", {1, 1760}}}},
       {"oww_embedding", CacheDir() + "/models/oww_embedding.onnx", {{"input_1", {1, 76, 32, 1}}}},
+      // Its wake-word classifiers: MLPs of three Gemm layers over 16-34
+      // embedding frames, some with a LayerNorm written out (ReduceMean,
+      // Sub, Pow, Sqrt, Div).
+      {"oww_alexa", CacheDir() + "/models/oww_alexa.onnx"},
+      {"oww_hey_jarvis", CacheDir() + "/models/oww_hey_jarvis.onnx"},
+      {"oww_hey_mycroft", CacheDir() + "/models/oww_hey_mycroft.onnx"},
+      {"oww_hey_rhasspy", CacheDir() + "/models/oww_hey_rhasspy.onnx"},
+      {"oww_timer", CacheDir() + "/models/oww_timer.onnx"},
+      {"oww_weather", CacheDir() + "/models/oww_weather.onnx"},
       // M-LSD line detectors (tf2onnx, MobileNetV2 backbone, NHWC RGBA
       // input). Their `scores` keep a value where it equals its 3x3 local
       // maximum, so an ulp can flip an element (AllowedError).

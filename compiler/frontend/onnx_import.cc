@@ -597,7 +597,16 @@ absl::Status InlineIf(const Node& n, const Branches& branches, ShapeContext& ctx
     std::set<std::string> names;
     DefinedNames(g, &names);
     PrefixNames(&g, names, prefix);
-    TF_ASSIGN_OR_RETURN(outs[b], ImportBranch(n, g, prefix, ctx, m));
+    absl::StatusOr<std::vector<std::string>> o = ImportBranch(n, g, prefix, ctx, m);
+    if (!o.ok()) {
+      return absl::Status(
+          o.status().code(),
+          StrCat("If node '", n.name, "': its condition is only known at run time, so both "
+                 "branches are imported, and ", b == 0 ? "then_branch" : "else_branch",
+                 " does not import: ", o.status().message(),
+                 "; fix the inputs the condition depends on with --value NAME=V"));
+    }
+    outs[b] = *std::move(o);
   }
   std::vector<Node> selects;
   for (size_t k = 0; k < n.outputs.size(); ++k) {

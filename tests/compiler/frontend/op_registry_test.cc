@@ -220,6 +220,18 @@ TEST(OpRegistryTest, IfWithAConstantConditionIsItsTakenBranch) {
   EXPECT_EQ(m->nodes[2].inputs, (std::vector<std::string>{"cond", "branch/then/then_branch_out",
                                                            "branch/else/else_branch_out"}));
   EXPECT_EQ(m->shapes.at("y"), (std::vector<int64_t>{1, 4}));
+  // Both branches must import; the error says which did not and why.
+  m = ImportOnnx(IfModel(false, 0, "Relu", "Unique"));
+  ASSERT_FALSE(m.ok());
+  EXPECT_TRUE(absl::StartsWith(
+      m.status().message(),
+      "If node 'branch': its condition is only known at run time, so both branches are "
+      "imported, and else_branch does not import: unsupported operator 'Unique' (node "
+      "'branch/else/else_branch_node', opset 13)"))
+      << m.status();
+  EXPECT_TRUE(absl::EndsWith(m.status().message(),
+                             "; fix the inputs the condition depends on with --value NAME=V"))
+      << m.status();
   // The taken branch's operators are checked like the graph's.
   m = ImportOnnx(IfModel(true, 4, "Unique", "Relu"));
   ASSERT_FALSE(m.ok());
