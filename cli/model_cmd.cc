@@ -257,6 +257,19 @@ int ReportRun(const Flags& f, const std::string& package, int threads, double fi
     std::string shape;
     for (int64_t d : o.shape) absl::StrAppend(&shape, shape.empty() ? "" : "x", d);
     const double mean = v.empty() ? 0 : sum / double(v.size());
+    if (v.empty()) {  // a zero-size output has no range
+      if (json) {
+        out << (firsto ? "" : ", ")
+            << absl::StrFormat(
+                   "{\"name\": %s, \"shape\": \"%s\", \"min\": null, \"max\": null, "
+                   "\"mean\": null}",
+                   JsonQuote(o.name), shape);
+      } else {
+        out << absl::StrFormat("%s %s: empty (no values)\n", o.name, shape);
+      }
+      firsto = false;
+      continue;
+    }
     if (json) {
       out << (firsto ? "" : ", ")
           << absl::StrFormat(

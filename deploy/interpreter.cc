@@ -36,6 +36,10 @@ absl::StatusOr<Values<T>> Interpret(const Model& model, const Values<T>& inputs)
       d.assign(c.floats.begin(), c.floats.end());
     }
   }
+  // Where a zero-size value's data would be: not null (null marks an
+  // absent input or output), never read or written.
+  T no_elements[1] = {T(0)};
+  auto data = [&](std::vector<T>& d) { return d.empty() ? no_elements : d.data(); };
   for (const Node& n : model.nodes) {
     OpArgs<T> a;
     a.node = &n;
@@ -50,7 +54,7 @@ absl::StatusOr<Values<T>> Interpret(const Model& model, const Values<T>& inputs)
       auto it = v.find(in);
       if (it == v.end())
         return absl::InternalError(absl::StrCat("node '", n.name, "': '", in, "' not computed"));
-      a.in.push_back(it->second.data());
+      a.in.push_back(data(it->second));
       a.in_shapes.push_back(model.shapes.at(in));
       auto c = model.constants.find(in);
       a.in_const.push_back(c == model.constants.end() ? nullptr : &c->second);
@@ -63,7 +67,7 @@ absl::StatusOr<Values<T>> Interpret(const Model& model, const Values<T>& inputs)
       }
       std::vector<T>& d = v[out];
       d.assign(size_t(Numel(model.shapes.at(out))), T(0));
-      a.out.push_back(d.data());
+      a.out.push_back(data(d));
       a.out_shapes.push_back(model.shapes.at(out));
     }
     TF_RETURN_IF_ERROR(RunOp(a));

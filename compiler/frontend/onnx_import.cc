@@ -55,9 +55,9 @@ absl::StatusOr<std::pair<std::string, std::vector<int64_t>>> ParseShapeOverride(
   std::vector<int64_t> shape;
   for (absl::string_view d : absl::StrSplit(dims, 'x')) {
     int64_t v = 0;
-    if (!absl::SimpleAtoi(d, &v) || v <= 0 || v > kMaxDim) {
+    if (!absl::SimpleAtoi(d, &v) || v < 0 || v > kMaxDim) {
       return InvalidArgumentError(
-          StrCat("shape '", text, "': expected NAME=D1xD2x... with positive dimensions"));
+          StrCat("shape '", text, "': expected NAME=D1xD2x... with dimensions of 0 or more"));
     }
     shape.push_back(v);
   }

@@ -959,6 +959,45 @@ TEST_F(GraphTest, RuntimeIfRunsBothBranchesAndSelects) {
   }
 }
 
+// Zero-size tensors: a key/value cache of no past tokens (a decoder's first
+// step) and a batch of no rows run, and match the float64 interpreter and
+// ONNX Runtime; with no past, the attention of one token is its value.
+TEST_F(GraphTest, ZeroSizeTensorsRun) {
+  for (int64_t past : {0, 3}) {
+    frontend::ImportOptions io;
+    io.input_shapes["past_k"] = {1, 2, past, 4};
+    io.input_shapes["past_v"] = {1, 2, past, 4};
+    absl::StatusOr<Model> m = ImportOnnxFile(dir_->File("kv_step.onnx"), io);
+    ASSERT_TRUE(m.ok()) << m.status();
+    EXPECT_EQ(m->shapes.at("present_k"), (std::vector<int64_t>{1, 2, past + 1, 4}));
+    EXPECT_GE(CheckAgainstReference(*m, Nchw(), nullptr, dir_->File("kv_step.onnx")), 1)
+        << "past " << past;
+    if (past != 0) continue;
+    absl::StatusOr<v1::ModelPackage> pkg = BuildPackage(*m, codegen::HostTarget(), Nchw());
+    ASSERT_TRUE(pkg.ok()) << pkg.status();
+    auto rt = GraphRuntime::Load(*pkg, {});
+    ASSERT_TRUE(rt.ok()) << rt.status();
+    Values<float> in = RandomModelInputs(*m, 8);
+    EXPECT_TRUE(in.at("past_k").empty());
+    std::map<std::string, std::vector<float>> out;
+    ASSERT_TRUE((*rt)->Run(in, &out).ok());
+    ASSERT_EQ(out["y"].size(), in.at("v").size());
+    for (size_t i = 0; i < out["y"].size(); ++i) EXPECT_NEAR(out["y"][i], in.at("v")[i], 1e-6);
+  }
+  frontend::ImportOptions io;
+  io.input_shapes["x"] = {0, 4};
+  absl::StatusOr<Model> m = ImportOnnxFile(dir_->File("rows_dense.onnx"), io);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->shapes.at("y"), (std::vector<int64_t>{0, 3}));
+  absl::StatusOr<v1::ModelPackage> pkg = BuildPackage(*m, codegen::HostTarget(), Nchw());
+  ASSERT_TRUE(pkg.ok()) << pkg.status();
+  auto rt = GraphRuntime::Load(*pkg, {});
+  ASSERT_TRUE(rt.ok()) << rt.status();
+  std::map<std::string, std::vector<float>> out;
+  ASSERT_TRUE((*rt)->Run(RandomModelInputs(*m, 8), &out).ok());
+  EXPECT_TRUE(out.count("y") && out["y"].empty());
+}
+
 // A QDQ model (activations quantized and dequantized around a
 // convolution, int8 in and uint8 out; an int8 per-channel weight): the
 // weight's DequantizeLinear folds into a float kernel, QuantizeLinear
@@ -1540,6 +1579,21 @@ TEST_F(GraphTest, CliBuildsAndRunsAModel) {
       dir_->path());
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_TRUE(absl::StrContains(r.err, "--value names 'sr'")) << r.err;
+
+  // A zero-size input (a batch of no rows): an output of no values, said
+  // so in text and as nulls in JSON.
+  r = testing::RunCommand({cli, "build", dir_->File("rows_dense.onnx"), "-o",
+                           dir_->File("rows.tfpkg"), "--untuned", "--shape", "x=0x4"},
+                          dir_->path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = testing::RunCommand({cli, "run", dir_->File("rows.tfpkg")}, dir_->path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.out, "y 0x3: empty (no values)")) << r.out;
+  r = testing::RunCommand({cli, "run", dir_->File("rows.tfpkg"), "--json"}, dir_->path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(absl::StrContains(
+      r.out, "{\"name\": \"y\", \"shape\": \"0x3\", \"min\": null, \"max\": null"))
+      << r.out;
 }
 
 // runtime::MeasureModel, the one measure of whole packages: given inputs

@@ -453,6 +453,27 @@ save("runtime_branch",
      [tensor("x", [2, 3])], [tensor("y", [2, 3])],
      [numpy_helper.from_array(np.float32(0.0), "zero")], check=False)
 
+# A decoder's attention step over a key/value cache of P past tokens (P a
+# dynamic dimension: 0 on the first step): the cache grows by a Concat,
+# scores, Softmax and the weighted values.
+save("kv_step",
+     [helper.make_node("Concat", ["past_k", "k"], ["present_k"], axis=2),
+      helper.make_node("Concat", ["past_v", "v"], ["present_v"], axis=2),
+      helper.make_node("Transpose", ["present_k"], ["kt"], perm=[0, 1, 3, 2]),
+      helper.make_node("MatMul", ["q", "kt"], ["s0"]),
+      helper.make_node("Mul", ["s0", "scale"], ["s"]),
+      helper.make_node("Softmax", ["s"], ["a"], axis=-1),
+      helper.make_node("MatMul", ["a", "present_v"], ["y"])],
+     [tensor("q", [1, 2, 1, 4]), tensor("k", [1, 2, 1, 4]), tensor("v", [1, 2, 1, 4]),
+      tensor("past_k", [1, 2, "P", 4]), tensor("past_v", [1, 2, "P", 4])],
+     [tensor("y", [1, 2, 1, 4]), tensor("present_k", None), tensor("present_v", None)],
+     [numpy_helper.from_array(np.float32(0.5), "scale")], check=False)
+
+# Rows of a batch N (0 allowed) through a dense layer: an output of N rows.
+save("rows_dense",
+     [helper.make_node("MatMul", ["x", "w"], ["m"]), helper.make_node("Relu", ["m"], ["y"])],
+     [tensor("x", ["N", 4])], [tensor("y", None)], [init("w", (4, 3))], check=False)
+
 # An If on a runtime sample rate (as Silero VAD's): imports once `rate` is
 # fixed with ImportOptions::input_values; 16000 takes Relu, others Neg.
 relu_g = helper.make_graph([helper.make_node("Relu", ["x"], ["r"])], "relu", [], [tensor("r", None)])

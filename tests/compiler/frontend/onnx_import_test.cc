@@ -129,7 +129,11 @@ TEST_F(OnnxTest, DynamicDimensionsNeedAShape) {
   ASSERT_TRUE(parsed.ok());
   EXPECT_EQ(parsed->first, "x");
   EXPECT_EQ(parsed->second, (std::vector<int64_t>{1, 3, 640, 640}));
-  EXPECT_FALSE(ParseShapeOverride("x=1x0").ok());
+  // A zero-size dimension is a shape (a cache of no past tokens).
+  parsed = ParseShapeOverride("past=1x0x4");
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->second, (std::vector<int64_t>{1, 0, 4}));
+  EXPECT_FALSE(ParseShapeOverride("x=1x-1").ok());
   EXPECT_FALSE(ParseShapeOverride("x=ax3").ok());
 }
 
