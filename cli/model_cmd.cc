@@ -256,7 +256,6 @@ int ReportRun(const Flags& f, const std::string& package, int threads, double fi
     }
     std::string shape;
     for (int64_t d : o.shape) absl::StrAppend(&shape, shape.empty() ? "" : "x", d);
-    const double mean = v.empty() ? 0 : sum / double(v.size());
     if (v.empty()) {  // a zero-size output has no range
       if (json) {
         out << (firsto ? "" : ", ")
@@ -270,6 +269,7 @@ int ReportRun(const Flags& f, const std::string& package, int threads, double fi
       firsto = false;
       continue;
     }
+    const double mean = sum / double(v.size());
     if (json) {
       out << (firsto ? "" : ", ")
           << absl::StrFormat(

@@ -572,7 +572,7 @@ absl::Status InlineIf(const Node& n, const Branches& branches, ShapeContext& ctx
     for (size_t k = 0; k < n.outputs.size(); ++k) {
       const std::string& from = outs[k];
       const std::string& to = n.outputs[k];
-      if (to.empty()) continue;
+      if (to.empty() || to == from) continue;
       m->shapes[to] = m->shapes.at(from);
       if (auto c = m->constants.find(from); c != m->constants.end()) {
         m->constants[to] = c->second;
@@ -587,9 +587,27 @@ absl::Status InlineIf(const Node& n, const Branches& branches, ShapeContext& ctx
     }
     return absl::OkStatus();
   }
-  const std::string& c = n.inputs[0];
-  if (!m->shapes.count(c) || Elements(m->shapes.at(c)) != 1)
+  if (!m->shapes.count(n.inputs[0]) || Elements(m->shapes.at(n.inputs[0])) != 1)
     return ctx.Error(n, "the condition must have one element");
+  // The condition as a scalar, so the Where broadcasts it to each output's
+  // own shape.
+  std::string c = n.inputs[0];
+  std::vector<Node> selects;
+  if (!m->shapes.at(c).empty()) {
+    const std::string scalar_shape = StrCat(n.name, "/condition_shape");
+    Constant shape;
+    shape.is_int = true;
+    shape.shape = {0};
+    m->shapes[scalar_shape] = shape.shape;
+    m->constants[scalar_shape] = std::move(shape);
+    Node reshape;
+    reshape.op = "Reshape";
+    reshape.name = StrCat(n.name, "/condition");
+    reshape.inputs = {c, scalar_shape};
+    c = StrCat(n.name, "/condition");
+    reshape.outputs = {c};
+    selects.push_back(std::move(reshape));
+  }
   std::vector<std::string> outs[2];
   for (int b = 0; b < 2; ++b) {
     const std::string prefix = StrCat(n.name, b == 0 ? "/then/" : "/else/");
@@ -608,16 +626,15 @@ absl::Status InlineIf(const Node& n, const Branches& branches, ShapeContext& ctx
     }
     outs[b] = *std::move(o);
   }
-  std::vector<Node> selects;
   for (size_t k = 0; k < n.outputs.size(); ++k) {
     if (n.outputs[k].empty()) continue;
     const Shape& t = m->shapes.at(outs[0][k]);
     const Shape& e = m->shapes.at(outs[1][k]);
-    if (t != e || m->shapes.at(c).size() > t.size()) {
+    if (t != e) {
       return ctx.Error(
           n, StrCat("its condition is only known at run time, so both branches run and their "
-                    "outputs must have the same shapes, but output ", k, " is ",
-                    absl::StrJoin(t, "x"), " in then_branch and ", absl::StrJoin(e, "x"),
+                    "outputs must have the same shapes, but output ", k, " is ", ShapeText(t),
+                    " in then_branch and ", ShapeText(e),
                     " in else_branch; fix the inputs the condition depends on with --value "
                     "NAME=V"));
     }

@@ -353,7 +353,7 @@ absl::Status InferMatMul(ShapeContext& c, const Node& n) {
 // M; equal batches as a batch matmul; broadcast batches are not tuned.
 bool MatMulAnchor(const Model& m, const Node& n, v1::Workload* w) {
   Shape a = m.shapes.at(n.inputs[0]), b = m.shapes.at(n.inputs[1]);
-  if (a.size() < 2 || b.size() < 2) return false;
+  if (a.size() < 2 || b.size() < 2 || Elements(a) == 0 || Elements(b) == 0) return false;
   if (b.size() == 2) {
     Shape a2 = {int64_t(Elements(a) / double(a.back())), a.back()};
     w->set_op(v1::OP_KIND_MATMUL);

@@ -950,7 +950,7 @@ TEST_F(GraphTest, RuntimeIfRunsBothBranchesAndSelects) {
     ASSERT_EQ(out["y"].size(), 6u);
     for (size_t i = 0; i < 6; ++i) {
       const double x = in["x"][i];
-      const double want = sign > 0 ? 1 / (1 + std::exp(-x)) : -x;
+      const double want = sign > 0 ? 2 / (1 + std::exp(-x)) : -3 * x;
       EXPECT_NEAR(out["y"][i], want, 1e-5) << "x " << x;
     }
     absl::StatusOr<Values<double>> ref = InterpretFloat32(m, in);

@@ -437,14 +437,14 @@ save("control_flow",
      [tensor("y", None)], [], check=False)
 
 # An If on a condition computed from the data (a wake-word verifier's
-# form): sigmoid(x) where x sums above 0, else -x. The branches name their
-# values alike ("t") and read an initializer of the same name ("k").
+# form): 2 sigmoid(x) where x sums above 0, else -3 x. The branches name
+# their values alike ("t") and their initializers alike ("k": 2 and 3).
 pos_g = helper.make_graph([helper.make_node("Sigmoid", ["x"], ["s"]),
                            helper.make_node("Mul", ["s", "k"], ["t"])], "pos", [],
-                          [tensor("t", None)], [numpy_helper.from_array(np.float32(1.0), "k")])
+                          [tensor("t", None)], [numpy_helper.from_array(np.float32(2.0), "k")])
 neg_g = helper.make_graph([helper.make_node("Neg", ["x"], ["n"]),
                            helper.make_node("Mul", ["n", "k"], ["t"])], "neg", [],
-                          [tensor("t", None)], [numpy_helper.from_array(np.float32(1.0), "k")])
+                          [tensor("t", None)], [numpy_helper.from_array(np.float32(3.0), "k")])
 save("runtime_branch",
      [helper.make_node("ReduceSum", ["x"], ["sum"], keepdims=0),
       helper.make_node("Greater", ["sum", "zero"], ["positive"]),

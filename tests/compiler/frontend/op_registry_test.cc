@@ -143,7 +143,8 @@ TEST(OpRegistryTest, ControlFlowIsRefusedWithAReason) {
 // cond = (dimension 1 of x == `dim`), folded at import when `folded`, else
 // an input of the graph.
 std::string IfModel(bool folded, int64_t dim, const std::string& op_then,
-                    const std::string& op_else) {
+                    const std::string& op_else,
+                    std::vector<int64_t> cond_dims = {}) {
   onnx::ModelProto m;
   m.set_ir_version(8);
   m.add_opset_import()->set_version(13);
@@ -178,7 +179,7 @@ std::string IfModel(bool folded, int64_t dim, const std::string& op_then,
     node(g, "Gather", {"s", "one"}, "d");
     node(g, "Equal", {"d", "dim"}, "cond");
   } else {
-    value(g->add_input(), "cond", onnx::TensorProto::BOOL, {});
+    value(g->add_input(), "cond", onnx::TensorProto::BOOL, cond_dims);
   }
   onnx::NodeProto* n = node(g, "If", {"cond"}, "y");
   n->set_name("branch");
@@ -219,6 +220,16 @@ TEST(OpRegistryTest, IfWithAConstantConditionIsItsTakenBranch) {
   EXPECT_EQ(m->nodes[2].op, "Where");
   EXPECT_EQ(m->nodes[2].inputs, (std::vector<std::string>{"cond", "branch/then/then_branch_out",
                                                            "branch/else/else_branch_out"}));
+  EXPECT_EQ(m->shapes.at("y"), (std::vector<int64_t>{1, 4}));
+  // A one-element condition of higher rank than the outputs is made a
+  // scalar first, so the Where keeps the outputs' shape.
+  m = ImportOnnx(IfModel(false, 0, "Relu", "Neg", {1, 1, 1}));
+  ASSERT_TRUE(m.ok()) << m.status();
+  ASSERT_EQ(m->nodes.size(), 4u);
+  EXPECT_EQ(m->nodes[2].op, "Reshape");
+  EXPECT_EQ(m->nodes[3].op, "Where");
+  EXPECT_EQ(m->nodes[3].inputs[0], m->nodes[2].outputs[0]);
+  EXPECT_EQ(m->shapes.at(m->nodes[2].outputs[0]), std::vector<int64_t>{});
   EXPECT_EQ(m->shapes.at("y"), (std::vector<int64_t>{1, 4}));
   // Both branches must import; the error says which did not and why.
   m = ImportOnnx(IfModel(false, 0, "Relu", "Unique"));
