@@ -4,6 +4,7 @@
 // workload_spec_format.cc.
 #include "compiler/ir/workload_spec.h"
 
+#include <cstring>
 #include <map>
 #include <set>
 #include <string>
@@ -51,8 +52,16 @@ class Parser {
     while (pos_ < s_.size() && isdigit(static_cast<unsigned char>(s_[pos_]))) ++pos_;
     return s_.substr(b, pos_ - b);
   }
+  // A number, or "inf" / "-inf" (a clip without an upper or lower bound).
   std::string Number() {
     size_t b = pos_;
+    for (const char* word : {"inf", "-inf"}) {
+      if (s_.compare(pos_, std::strlen(word), word) == 0 &&
+          !isalnum(static_cast<unsigned char>(Peek(std::strlen(word))))) {
+        pos_ += std::strlen(word);
+        return s_.substr(b, pos_ - b);
+      }
+    }
     while (pos_ < s_.size() && (isdigit(static_cast<unsigned char>(s_[pos_])) || s_[pos_] == '.' ||
                                 s_[pos_] == '-' || s_[pos_] == 'e' || s_[pos_] == '+')) {
       ++pos_;

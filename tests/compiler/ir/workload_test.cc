@@ -359,6 +359,9 @@ TEST(WorkloadSpec, FormatReadsBackAsTheSameWorkload) {
       "sub(N=1,C=1,H=1,W=6,yN=2,yC=3,yH=5)",
       "div(N=2,C=3,H=4,W=5,yN=1,yC=1,yH=1,yW=1)",
       "clip(N=1,C=2,H=3,W=4,min=-0.5,max=0.8)",
+      // Unbounded clips (a log-mel front end's clip(min=1e-10)).
+      "clip(N=1,C=2,H=3,W=4,min=-inf,max=0)",
+      "matmul(M=8,N=32,K=257)+clip(min=1e-10,max=inf)+map[1](log(%0),mul(%1,$0))",
       "hardswish(N=1,C=8,H=4,W=4)",
       "conv2d_nchw(N=1,C=8,H=6,W=6,K=16,R=1,S=1)+bias+map[1,16x1x1](mul(%0,$0),add(%1,$1),"
       "clip(%2,0,6),mul(%2,%3),pow(%4,0.333333343),hard_sigmoid(%0,0.200000003,0.5))",
