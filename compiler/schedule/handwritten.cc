@@ -1,6 +1,7 @@
 #include "compiler/schedule/handwritten.h"
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
@@ -409,22 +410,26 @@ bool PrefersRowConv(const ComputeDAG& dag, const Target& target) {
   if (conv < 0) return false;
   const Stage& s = dag.stages[conv];
   const int64_t lanes = target.float_lanes(), k = s.axes[1].extent, w = s.axes[3].extent;
+  // The input's step along a row of the output: 1 unless strided.
+  int64_t step = 1;
+  VisitLoads(s.body, [&](const ExprNode& n) {
+    if (dag.tensors[n.tensor].is_constant || n.args.empty()) return;
+    const int64_t c = Linearize(n.args.back(), {}).CoeffOf(s.axes[3].var.get());
+    if (c != 1) step = std::max<int64_t>(step, std::abs(c));
+  });
   // Output channels in whole vectors, or the channel-vector schedule runs
   // every block guarded; unless a row fills under half a vector
-  // (docs/tuning-guide.md).
-  if (k % lanes != 0) return 2 * w >= lanes || k < lanes;
+  // (docs/tuning-guide.md). A row whose pixels lie more than 2 apart in
+  // the input (a spectrogram's hop of 160) gathers every load: the guarded
+  // channel vectors win there (docs/tuning-guide.md).
+  if (k % lanes != 0) return k < lanes || (step <= 2 && 2 * w >= lanes);
   int64_t depth = 1;
   for (const IterVar& r : s.reduce_axes) depth *= r.extent;
   const int64_t channels = s.reduce_axes[0].extent;
   // A shallow reduction leaves the channel-vector tile little work per
   // write-back, and a stride makes the row loads strided
   // (docs/tuning-guide.md).
-  bool strided = false;
-  VisitLoads(s.body, [&](const ExprNode& n) {
-    if (dag.tensors[n.tensor].is_constant || n.args.empty()) return;
-    strided |= Linearize(n.args.back(), {}).CoeffOf(s.axes[3].var.get()) != 1;
-  });
-  return !strided && (depth <= 96 || channels <= 32);
+  return step == 1 && (depth <= 96 || channels <= 32);
 }
 
 namespace {

@@ -324,10 +324,13 @@ TEST(Handwritten, RowConvDefaultWhereChannelVectorsDoNotFit) {
     EXPECT_GT(check->outputs, 0);
   }
   // Deep reductions, and ragged channels over rows that fill under half a
-  // vector (Silero VAD's STFT: rows of 3, 258 channels), take channel vectors.
+  // vector (Silero VAD's STFT: rows of 3, 258 channels) or whose pixels lie
+  // far apart in the input (openWakeWord's mel STFT: 8 frames at a hop of
+  // 160, 257 channels), take channel vectors.
   for (const char* deep : {"conv2d_nchw(N=1,C=64,H=8,W=8,K=64,R=3,S=3,pad=1)",
                            "conv2d_nchw(N=1,C=16,H=8,W=16,K=32,R=1,S=1,stride=2)",
-                           "conv2d_nchw(N=1,C=1,H=1,W=576,K=258,R=1,S=256,stride_w=128)+bias"}) {
+                           "conv2d_nchw(N=1,C=1,H=1,W=576,K=258,R=1,S=256,stride_w=128)+bias",
+                           "conv2d_nchw(N=1,C=1,H=1,W=1760,K=257,R=1,S=512,stride_w=160)"}) {
     auto w = ir::ParseWorkloadSpec(deep);
     ASSERT_TRUE(w.ok()) << deep;
     auto dag = ir::BuildComputeDAG(*w);
