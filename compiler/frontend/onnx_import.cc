@@ -6,6 +6,7 @@
 #include <map>
 #include <set>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -638,6 +639,7 @@ absl::Status InlineIf(const Node& n, const Branches& branches, ShapeContext& ctx
                     " in else_branch; fix the inputs the condition depends on with --value "
                     "NAME=V"));
     }
+    m->decided_at_run_time[n.outputs[k]] = n.name;
     Node select;
     select.op = "Where";
     select.name = StrCat(n.name, "/output", k);
@@ -669,7 +671,26 @@ absl::Status ImportNodes(std::vector<Node>& nodes, const Branches& branches, Sha
     }
     bool folded = false;
     if (def->normalize != nullptr) TF_RETURN_IF_ERROR(def->normalize(&m, &n));
-    TF_RETURN_IF_ERROR(RunNode(*def, ctx, n, &folded));
+    // The runtime If this node's inputs come from, if any.
+    std::string runtime_if;
+    for (const std::string& in : n.inputs) {
+      if (auto r = m.decided_at_run_time.find(in); r != m.decided_at_run_time.end()) {
+        runtime_if = r->second;
+        break;
+      }
+    }
+    if (absl::Status s = RunNode(*def, ctx, n, &folded); !s.ok()) {
+      if (runtime_if.empty() || !absl::StrContains(s.message(), "must be constant")) return s;
+      return absl::Status(
+          s.code(), StrCat(s.message(), "; it is computed from If node '", runtime_if,
+                           "', whose condition is only known at run time: fix the inputs the "
+                           "condition depends on with --value NAME=V"));
+    }
+    if (!folded && !runtime_if.empty()) {
+      for (const std::string& o : n.outputs) {
+        if (!o.empty()) m.decided_at_run_time[o] = runtime_if;
+      }
+    }
     if (folded) {
       // A folded reshape-like op keeps its values under the inferred shape.
       for (const std::string& o : n.outputs) {

@@ -42,6 +42,10 @@ struct Model {
   std::map<std::string, Constant> constants;
   // Consumers of each value (node indices), for fusion passes.
   std::map<std::string, std::vector<int>> consumers;
+  // Values computed from the outputs of an If whose condition is only known
+  // at run time, each with that If's name: import errors about a value that
+  // must be constant name the If and the way out (--value).
+  std::map<std::string, std::string> decided_at_run_time;
 };
 
 struct ImportOptions {

@@ -197,6 +197,67 @@ std::string IfModel(bool folded, int64_t dim, const std::string& op_then,
   return m.SerializeAsString();
 }
 
+// A shape chosen by an If on a runtime condition, read by a Reshape: the
+// Where between the branches' shapes is not a constant, and the error
+// says which If that comes from and how to fix its condition.
+TEST(OpRegistryTest, ShapesFromARuntimeIfNameTheIf) {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(13);
+  onnx::GraphProto* g = m.mutable_graph();
+  auto value = [](onnx::ValueInfoProto* v, const std::string& name, int type,
+                  std::vector<int64_t> dims) {
+    v->set_name(name);
+    auto* t = v->mutable_type()->mutable_tensor_type();
+    t->set_elem_type(type);
+    t->mutable_shape();
+    for (int64_t d : dims) t->mutable_shape()->add_dim()->set_dim_value(d);
+  };
+  value(g->add_input(), "x", onnx::TensorProto::FLOAT, {6});
+  value(g->add_input(), "cond", onnx::TensorProto::BOOL, {});
+  onnx::NodeProto* n = g->add_node();
+  n->set_op_type("If");
+  n->set_name("pick_shape");
+  n->add_input("cond");
+  n->add_output("dims");
+  for (const auto& [attr, dims] :
+       {std::pair<std::string, std::vector<int64_t>>{"then_branch", {2, 3}},
+        {"else_branch", {3, 2}}}) {
+    onnx::AttributeProto* a = n->add_attribute();
+    a->set_name(attr);
+    a->set_type(onnx::AttributeProto::GRAPH);
+    onnx::GraphProto* b = a->mutable_g();
+    b->set_name(attr);
+    onnx::TensorProto* t = b->add_initializer();
+    t->set_name("d");
+    t->set_data_type(onnx::TensorProto::INT64);
+    t->add_dims(2);
+    for (int64_t d : dims) t->add_int64_data(d);
+    onnx::NodeProto* id = b->add_node();
+    id->set_op_type("Identity");
+    id->add_input("d");
+    id->add_output("out");
+    value(b->add_output(), "out", onnx::TensorProto::INT64, {2});
+  }
+  onnx::NodeProto* r = g->add_node();
+  r->set_op_type("Reshape");
+  r->set_name("reshape");
+  r->add_input("x");
+  r->add_input("dims");
+  r->add_output("y");
+  value(g->add_output(), "y", onnx::TensorProto::FLOAT, {});
+  absl::StatusOr<Model> model = ImportOnnx(m.SerializeAsString());
+  ASSERT_FALSE(model.ok());
+  EXPECT_TRUE(absl::StrContains(model.status().message(), "Reshape node 'reshape'"))
+      << model.status();
+  EXPECT_TRUE(absl::StrContains(model.status().message(), "must be constant")) << model.status();
+  EXPECT_TRUE(absl::StrContains(model.status().message(),
+                                "it is computed from If node 'pick_shape', whose condition is "
+                                "only known at run time: fix the inputs the condition depends "
+                                "on with --value NAME=V"))
+      << model.status();
+}
+
 TEST(OpRegistryTest, IfWithAConstantConditionIsItsTakenBranch) {
   for (int64_t dim : {4, 5}) {
     absl::StatusOr<Model> m = ImportOnnx(IfModel(true, dim, "Relu", "Neg"));
