@@ -66,20 +66,24 @@ TEST(OpRegistryTest, EveryEntryIsCompleteForItsRole) {
   EXPECT_EQ(SupportedOps().front(), "Abs");
 }
 
+// Names `v` and gives it a tensor type of element `type` and shape `dims`
+// (none: a scalar, which still has a shape).
+void SetValue(onnx::ValueInfoProto* v, const std::string& name, int type,
+              const std::vector<int64_t>& dims) {
+  v->set_name(name);
+  auto* t = v->mutable_type()->mutable_tensor_type();
+  t->set_elem_type(type);
+  t->mutable_shape();
+  for (int64_t d : dims) t->mutable_shape()->add_dim()->set_dim_value(d);
+}
+
 // A model y = op_k(...(op_1(x))) of unary-shaped nodes, x of shape [1, 4].
 std::string Chain(int64_t opset, const std::vector<std::string>& ops) {
   onnx::ModelProto m;
   m.set_ir_version(8);
   m.add_opset_import()->set_version(opset);
   onnx::GraphProto* g = m.mutable_graph();
-  auto value = [](onnx::ValueInfoProto* v, const std::string& name) {
-    v->set_name(name);
-    auto* t = v->mutable_type()->mutable_tensor_type();
-    t->set_elem_type(onnx::TensorProto::FLOAT);
-    t->mutable_shape()->add_dim()->set_dim_value(1);
-    t->mutable_shape()->add_dim()->set_dim_value(4);
-  };
-  value(g->add_input(), "x");
+  SetValue(g->add_input(), "x", onnx::TensorProto::FLOAT, {1, 4});
   onnx::TensorProto* scale = g->add_initializer();
   scale->set_name("scale");
   scale->add_dims(4);
@@ -95,7 +99,7 @@ std::string Chain(int64_t opset, const std::vector<std::string>& ops) {
     cur = "v" + std::to_string(i);
     n->add_output(cur);
   }
-  value(g->add_output(), cur);
+  SetValue(g->add_output(), cur, onnx::TensorProto::FLOAT, {1, 4});
   return m.SerializeAsString();
 }
 
@@ -149,15 +153,7 @@ std::string IfModel(bool folded, int64_t dim, const std::string& op_then,
   m.set_ir_version(8);
   m.add_opset_import()->set_version(13);
   onnx::GraphProto* g = m.mutable_graph();
-  auto value = [](onnx::ValueInfoProto* v, const std::string& name, int type,
-                  std::vector<int64_t> dims) {
-    v->set_name(name);
-    auto* t = v->mutable_type()->mutable_tensor_type();
-    t->set_elem_type(type);
-    t->mutable_shape();  // a scalar has a shape without dimensions
-    for (int64_t d : dims) t->mutable_shape()->add_dim()->set_dim_value(d);
-  };
-  value(g->add_input(), "x", onnx::TensorProto::FLOAT, {1, 4});
+  SetValue(g->add_input(), "x", onnx::TensorProto::FLOAT, {1, 4});
   auto node = [](onnx::GraphProto* graph, const std::string& op, std::vector<std::string> in,
                  const std::string& out) {
     onnx::NodeProto* n = graph->add_node();
@@ -179,7 +175,7 @@ std::string IfModel(bool folded, int64_t dim, const std::string& op_then,
     node(g, "Gather", {"s", "one"}, "d");
     node(g, "Equal", {"d", "dim"}, "cond");
   } else {
-    value(g->add_input(), "cond", onnx::TensorProto::BOOL, cond_dims);
+    SetValue(g->add_input(), "cond", onnx::TensorProto::BOOL, cond_dims);
   }
   onnx::NodeProto* n = node(g, "If", {"cond"}, "y");
   n->set_name("branch");
@@ -191,9 +187,9 @@ std::string IfModel(bool folded, int64_t dim, const std::string& op_then,
     onnx::GraphProto* b = a->mutable_g();
     b->set_name(attr);
     node(b, op, {"x"}, attr + "_out")->set_name(attr + "_node");  // x from the outer scope
-    value(b->add_output(), attr + "_out", onnx::TensorProto::FLOAT, {1, 4});
+    SetValue(b->add_output(), attr + "_out", onnx::TensorProto::FLOAT, {1, 4});
   }
-  value(g->add_output(), "y", onnx::TensorProto::FLOAT, {1, 4});
+  SetValue(g->add_output(), "y", onnx::TensorProto::FLOAT, {1, 4});
   return m.SerializeAsString();
 }
 
@@ -205,16 +201,8 @@ TEST(OpRegistryTest, ShapesFromARuntimeIfNameTheIf) {
   m.set_ir_version(8);
   m.add_opset_import()->set_version(13);
   onnx::GraphProto* g = m.mutable_graph();
-  auto value = [](onnx::ValueInfoProto* v, const std::string& name, int type,
-                  std::vector<int64_t> dims) {
-    v->set_name(name);
-    auto* t = v->mutable_type()->mutable_tensor_type();
-    t->set_elem_type(type);
-    t->mutable_shape();
-    for (int64_t d : dims) t->mutable_shape()->add_dim()->set_dim_value(d);
-  };
-  value(g->add_input(), "x", onnx::TensorProto::FLOAT, {6});
-  value(g->add_input(), "cond", onnx::TensorProto::BOOL, {});
+  SetValue(g->add_input(), "x", onnx::TensorProto::FLOAT, {6});
+  SetValue(g->add_input(), "cond", onnx::TensorProto::BOOL, {});
   onnx::NodeProto* n = g->add_node();
   n->set_op_type("If");
   n->set_name("pick_shape");
@@ -237,7 +225,7 @@ TEST(OpRegistryTest, ShapesFromARuntimeIfNameTheIf) {
     id->set_op_type("Identity");
     id->add_input("d");
     id->add_output("out");
-    value(b->add_output(), "out", onnx::TensorProto::INT64, {2});
+    SetValue(b->add_output(), "out", onnx::TensorProto::INT64, {2});
   }
   onnx::NodeProto* r = g->add_node();
   r->set_op_type("Reshape");
@@ -245,7 +233,7 @@ TEST(OpRegistryTest, ShapesFromARuntimeIfNameTheIf) {
   r->add_input("x");
   r->add_input("dims");
   r->add_output("y");
-  value(g->add_output(), "y", onnx::TensorProto::FLOAT, {});
+  SetValue(g->add_output(), "y", onnx::TensorProto::FLOAT, {});
   absl::StatusOr<Model> model = ImportOnnx(m.SerializeAsString());
   ASSERT_FALSE(model.ok());
   EXPECT_TRUE(absl::StrContains(model.status().message(), "Reshape node 'reshape'"))
