@@ -256,26 +256,19 @@ int ReportRun(const Flags& f, const std::string& package, int threads, double fi
     }
     std::string shape;
     for (int64_t d : o.shape) absl::StrAppend(&shape, shape.empty() ? "" : "x", d);
-    if (v.empty()) {  // a zero-size output has no range
-      if (json) {
-        out << (firsto ? "" : ", ")
-            << absl::StrFormat(
-                   "{\"name\": %s, \"shape\": \"%s\", \"min\": null, \"max\": null, "
-                   "\"mean\": null}",
-                   JsonQuote(o.name), shape);
-      } else {
-        out << absl::StrFormat("%s %s: empty (no values)\n", o.name, shape);
-      }
-      firsto = false;
-      continue;
-    }
-    const double mean = sum / double(v.size());
+    const double mean = v.empty() ? 0 : sum / double(v.size());
+    // A zero-size output has no range: nulls in JSON.
+    auto stat = [&](double x) {
+      return v.empty() ? std::string("null") : absl::StrFormat("%g", x);
+    };
     if (json) {
       out << (firsto ? "" : ", ")
           << absl::StrFormat(
-                 "{\"name\": %s, \"shape\": \"%s\", \"min\": %g, \"max\": %g, "
-                 "\"mean\": %g}",
-                 JsonQuote(o.name), shape, mn, mx, mean);
+                 "{\"name\": %s, \"shape\": \"%s\", \"min\": %s, \"max\": %s, "
+                 "\"mean\": %s}",
+                 JsonQuote(o.name), shape, stat(mn), stat(mx), stat(mean));
+    } else if (v.empty()) {
+      out << absl::StrFormat("%s %s: empty (no values)\n", o.name, shape);
     } else {
       out << absl::StrFormat("%s %s: min %g max %g mean %g; first:", o.name, shape, mn, mx, mean);
       for (size_t i = 0; i < std::min<size_t>(5, v.size()); ++i) out << " " << v[i];
