@@ -1,6 +1,8 @@
 #include "compiler/ir/simplify.h"
 
 #include <algorithm>
+#include <functional>
+#include <set>
 
 #include "compiler/ir/functor.h"
 
@@ -239,12 +241,83 @@ Expr SimplifyExpr(const Expr& e, const VarRanges& ranges) {
 
 namespace {
 
+// A vectorized loop is split where this many elements or more lie on each
+// side of every point its conditions change value, up to this many pieces.
+constexpr int64_t kMinPiece = 8, kMaxPieces = 64;
+
+// The points in (0, extent) where a comparison in the value of `loop` (a
+// vectorized loop around one store) changes value, where every comparison
+// that reads the loop variable reads it alone, plus or minus a constant
+// (an NHWC concatenation's select chain, one comparison pair per input).
+// Empty where there is none, or where a piece would be shorter than
+// kMinPiece or there would be over kMaxPieces.
+std::vector<int64_t> CutPoints(const StmtNode& loop, const VarRanges& outer) {
+  if (loop.for_kind != ForKind::kVectorized || loop.body.size() != 1 ||
+      loop.body[0]->kind != StmtKind::kStore)
+    return {};
+  const ExprNode* var = loop.var.get();
+  VarRanges ranges = outer;
+  ranges[var] = loop.extent;
+  std::set<int64_t> cuts;
+  bool ok = true;
+  std::function<void(const Expr&)> visit = [&](const Expr& e) {
+    if (!ok || !e.defined() || !Mentions(e, var)) return;
+    if (e->kind == ExprKind::kCmp && e->args[0]->type == ScalarType::kInt64) {
+      LinearForm d = Linearize(e->args[0] - e->args[1], ranges);
+      const int64_t coef = d.CoeffOf(var);
+      if (d.terms.size() != 1 || (coef != 1 && coef != -1)) return void(ok = false);
+      // coef * v + c OP 0 first holds or fails at v = cut.
+      const int64_t c = d.constant;
+      int64_t cut;
+      switch (e->op) {
+        case Op::kLt:
+        case Op::kGe:
+          cut = coef == 1 ? -c : c + 1;
+          break;
+        case Op::kLe:
+        case Op::kGt:
+          cut = coef == 1 ? -c + 1 : c;
+          break;
+        default:
+          return void(ok = false);
+      }
+      if (cut > 0 && cut < loop.extent) cuts.insert(cut);
+      return;
+    }
+    for (const Expr& a : e->args) visit(a);
+  };
+  visit(loop.body[0]->value);
+  if (!ok || cuts.empty() || int64_t(cuts.size()) + 1 > kMaxPieces) return {};
+  std::vector<int64_t> points = {0};
+  points.insert(points.end(), cuts.begin(), cuts.end());
+  points.push_back(loop.extent);
+  for (size_t k = 1; k < points.size(); ++k)
+    if (points[k] - points[k - 1] < kMinPiece) return {};
+  return points;
+}
+
 // Simplifies every index and value of a program, each index within the
 // ranges of the loops around it; drops branches whose condition folds false.
+// A vectorized loop whose conditions change value at a few points becomes
+// one loop per piece between them, each simplified with its range, so a
+// select chain over the pieces folds to the one load each piece reads.
 class ProgramSimplifier : public StmtFunctor<Stmt()> {
  protected:
   Stmt VisitDefault(const Stmt& s) override { return s; }
   Stmt VisitFor(const Stmt& s) override {
+    if (std::vector<int64_t> points = CutPoints(*s, ranges_); !points.empty()) {
+      std::vector<Stmt> pieces;
+      const StmtNode& store = *s->body[0];
+      for (size_t k = 1; k < points.size(); ++k) {
+        Expr v = Var(s->var->name);
+        const std::vector<VarMapEntry> map = {{s->var.get(), v + IntImm(points[k - 1])}};
+        std::vector<Expr> idx;
+        for (const Expr& i : store.indices) idx.push_back(Substitute(i, map));
+        pieces.push_back(Visit(For(v, points[k] - points[k - 1], s->for_kind,
+                                   Store(store.tensor, std::move(idx), Substitute(store.value, map)))));
+      }
+      return Seq(std::move(pieces));
+    }
     ranges_[s->var.get()] = s->extent;
     Stmt body = Visit(s->body[0]);
     ranges_.erase(s->var.get());

@@ -200,6 +200,36 @@ TEST(Codegen, LoweredProgramReadsLikeTheSchedule) {
             "      out[i, j] = (out[i, j] + (a[i, rk] * b[rk, j]))\n");
 }
 
+// A concatenation along the vectorized axis (NHWC channels): one vector
+// loop per input, each reading its input alone, where every input spans 8
+// channels or more; a select chain over every input where one is shorter.
+TEST(Codegen, ConcatAlongTheVectorAxisIsOneLoopPerInput) {
+  const std::string t = "llvm -mcpu=skylake-avx512";
+  Built b = Build(
+      "rearrange(out=1x2x3x72,x0=1x2x3x40[o0,o1,o2,o3],x1=1x2x3x8[o0,o1,o2,o3-40],"
+      "x2=1x2x3x24[o0,o1,o2,o3-48])+map[1x1x1x72](mul(%0,$0))",
+      t);
+  std::vector<std::string> names = b.dag.TensorNames();
+  std::string text = ir::ToString(b.program, &names);
+  EXPECT_EQ(text,
+            "parallel e0.e1.e2.f in 0..6:\n"
+            "  vectorized e3 in 0..40:\n"
+            "    out[0, (e0.e1.e2.f // 3), (e0.e1.e2.f % 3), e3] = "
+            "(x0[0, (e0.e1.e2.f // 3), (e0.e1.e2.f % 3), e3] * map0[e3])\n"
+            "  vectorized e3 in 0..8:\n"
+            "    out[0, (e0.e1.e2.f // 3), (e0.e1.e2.f % 3), (e3 + 40)] = "
+            "(x1[0, (e0.e1.e2.f // 3), (e0.e1.e2.f % 3), e3] * map0[(e3 + 40)])\n"
+            "  vectorized e3 in 0..24:\n"
+            "    out[0, (e0.e1.e2.f // 3), (e0.e1.e2.f % 3), (e3 + 48)] = "
+            "(x2[0, (e0.e1.e2.f // 3), (e0.e1.e2.f % 3), e3] * map0[(e3 + 48)])\n");
+  Built narrow = Build(
+      "rearrange(out=1x2x3x44,x0=1x2x3x40[o0,o1,o2,o3],x1=1x2x3x4[o0,o1,o2,o3-40])", t);
+  names = narrow.dag.TensorNames();
+  text = ir::ToString(narrow.program, &names);
+  EXPECT_TRUE(absl::StrContains(text, "in 0..44:")) << text;
+  EXPECT_TRUE(absl::StrContains(text, "select(")) << text;
+}
+
 absl::Status ApplyOne(const std::string& workload, const std::string& step_text) {
   auto dag = ir::BuildComputeDAG(*ir::ParseWorkloadSpec(workload));
   v1::Schedule s;

@@ -108,6 +108,12 @@ INSTANTIATE_TEST_SUITE_P(
         "rearrange(out=1x3x4x43,fill=2,x0=1x3x4x16[o0,o1,o2,o3],x1=1x3x4x7[o0,o1,o2,o3-16],"
         "x2=1x3x4x17[o0,o1,o2,o3-23])",
         "rearrange(out=2x5x37,x0=2x5x19[o0,o1,o2],x1=2x5x18[o0,o1,o2-19])",
+        // The same with every segment 8 or wider: one loop per segment
+        // (ragged tails; an epilogue read at the segment's offset), and a
+        // fill on both sides of one input.
+        "rearrange(out=1x3x4x67,x0=1x3x4x24[o0,o1,o2,o3],x1=1x3x4x9[o0,o1,o2,o3-24],"
+        "x2=1x3x4x34[o0,o1,o2,o3-33])+map[1x1x1x67,1x1x1x67](mul(%0,$0),add(%1,$1),relu(%2))",
+        "rearrange(out=1x2x3x40,fill=0.5,x0=1x2x3x20[o0,o1,o2,o3-10])",
         "rearrange(out=1x3x9x12,fill=-1.5,x0=1x3x6x10[o0,o1,o2-2,o3-1])",
         "rearrange(out=1x5x14x22,x0=1x5x7x11[o0,o1,o2/2,o3/2])",
         "rearrange(out=1x4x3x6,x0=1x4x9x20[o0,o1,-3*o2+8,(3*o3+1)/2])",
