@@ -654,6 +654,22 @@ std::optional<ir::CanonicalWorkload> PixelRowForm(const ExtractOptions& options,
   return *std::move(flat);
 }
 
+// Whether Concat node `n` joins 4-D runtime values one of which is written
+// channels-last: a build then runs it channels-last (deploy's AddNhwcNode),
+// so its output is channels-last for the kernels that read it, as a
+// kernel's is (DenseNet's BatchNorm+ReLU after each concatenation).
+bool ConcatKeepsChannelsLast(const Model& model, const Node& n,
+                             const std::set<std::string>& nhwc_values) {
+  if (n.op != "Concat" || n.outputs.size() != 1 || n.outputs[0].empty()) return false;
+  if (model.shapes.at(n.outputs[0]).size() != 4) return false;
+  bool reads_nhwc = false;
+  for (const std::string& in : n.inputs) {
+    if (in.empty() || model.constants.count(in) || model.shapes.at(in).size() != 4) return false;
+    reads_nhwc |= nhwc_values.count(in) > 0;
+  }
+  return reads_nhwc;
+}
+
 // `c` in the options' precision: tf32 products, or 16-bit values; an
 // error names node `n`.
 absl::Status ApplyPrecision(const ExtractOptions& options, const Node& n,
@@ -689,6 +705,10 @@ absl::StatusOr<TaskExtraction> ExtractTasks(const Model& model, const ExtractOpt
   for (size_t i = 0; i < model.nodes.size(); ++i) {
     const Node& n = model.nodes[i];
     if (fused.count(int(i))) continue;
+    if (options.channels_last && ConcatKeepsChannelsLast(model, n, nhwc_values)) {
+      nhwc_values.insert(n.outputs[0]);
+      continue;
+    }
     v1::Workload w;
     std::vector<int> taken = {int(i)};
     const bool anchor = x.Anchor(n, &w);

@@ -1031,6 +1031,26 @@ TEST_F(GraphTest, PadsFromShapeChainsFold) {
   EXPECT_GE(CheckAgainstReference(m, Nchw(), nullptr, dir_->File("pad_chain.onnx")), 1);
 }
 
+// A BatchNorm + ReLU after a concatenation of values written channels-last
+// (a dense layer's input) runs channels-last: the concatenation has no
+// NCHW form and nothing is flipped between the first convolution and the
+// last. Every value against the float64 interpreter and ONNX Runtime.
+TEST_F(GraphTest, BatchNormAfterAChannelsLastConcatStaysChannelsLast) {
+  Model m = Import("dense_nhwc");
+  const std::vector<std::string> specs = TaskSpecs(m, v1::OP_KIND_UNSPECIFIED, ChannelsLast8());
+  EXPECT_TRUE(absl::c_linear_search(
+      specs, "mul(N=1,C=6,H=10,W=32,yC=1,yH=1)+map[32](add(%0,$0),relu(%1))"))
+      << absl::StrJoin(specs, "\n");
+  v1::ModelPackage pkg;
+  EXPECT_GE(CheckAgainstReference(m, Nhwc(), &pkg, dir_->File("dense_nhwc.onnx")), 4);
+  std::set<std::string> values;
+  for (const v1::PackageValue& v : pkg.values()) values.insert(v.name());
+  for (const char* v : {"a", "b", "cat", "r"}) {
+    EXPECT_TRUE(values.count(std::string(v) + "@nhwc")) << v;
+    EXPECT_FALSE(values.count(v)) << v << " has an NCHW form";
+  }
+}
+
 // A dense block as torchvision exports it (each layer concatenates every
 // earlier feature) in NCHW: the four concatenations share the last one's
 // buffer, each feature is written by its producer into its block there,

@@ -576,6 +576,22 @@ save("dense_bn", dense, [tensor("x", [1, 8, 16, 16])], [tensor("y", [1, 16, 16, 
       *dn_bn("bn2", 32), dn_init("w3", (16, 32, 3, 3)), dn_init("b3", (16,)), *dn_bn("bn3", 16)],
      opset=13)
 
+# A dense layer's BatchNorm + ReLU after a concatenation of channels-last
+# values (two 1x1 convolutions of 16 channels, whole vectors): the
+# concatenation and the BatchNorm's kernel stay channels-last.
+dense_cl = [
+    helper.make_node("Conv", ["x", "w1"], ["a"], name="pw_a"),
+    helper.make_node("Conv", ["a", "w2"], ["b"], name="pw_b"),
+    helper.make_node("Concat", ["a", "b"], ["cat"], axis=1, name="cat"),
+    helper.make_node("BatchNormalization", ["cat", "bn_g", "bn_b", "bn_m", "bn_v"], ["n"],
+                     name="bn"),
+    helper.make_node("Relu", ["n"], ["r"], name="relu"),
+    helper.make_node("Conv", ["r", "w3"], ["y"], name="pw_y"),
+]
+save("dense_nhwc", dense_cl, [tensor("x", [1, 8, 6, 10])], [tensor("y", [1, 16, 6, 10])],
+     [dn_init("w1", (16, 8, 1, 1)), dn_init("w2", (16, 16, 1, 1)), *dn_bn("bn", 32),
+      dn_init("w3", (16, 32, 1, 1))], opset=13)
+
 # tf2onnx's "SAME" stride-2 convolution: a Pad of zeros on the bottom and
 # right, then a Conv without pads (the Pad folds into the Conv's pads); a
 # Pad of another value stays an operator.
