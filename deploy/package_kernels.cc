@@ -136,6 +136,11 @@ absl::Status AddKernelStep(const Model& model, const TaskExtraction& ex, const T
       src = a.inputs[0];
     } else if (role == "y") {
       src = a.inputs[1];
+    } else if (size_t k = 0; task.workload.op() == v1::OP_KIND_REARRANGE && role.size() > 1 &&
+                             role[0] == 'x' &&
+                             absl::SimpleAtoi(absl::string_view(role).substr(1), &k) &&
+                             k < a.inputs.size()) {
+      src = a.inputs[k];  // a data mover's inputs: its node's (a Concat's)
     } else if (role == "weight" || role == "b") {
       if (p.const_weight) {
         derived = true;

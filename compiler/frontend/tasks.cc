@@ -670,6 +670,33 @@ bool ConcatKeepsChannelsLast(const Model& model, const Node& n,
   return reads_nhwc;
 }
 
+// Concat node `n` of 4-D values as a channels-last data mover: each input
+// [N, H, W, Ck] read at its offset along the concatenated axis.
+v1::Workload ChannelsLastConcat(const Model& model, const Node& n) {
+  static constexpr int kAxis[4] = {0, 3, 1, 2};  // NCHW axis -> NHWC axis
+  int64_t axis = n.Int("axis", 1);
+  if (axis < 0) axis += 4;
+  const int along = kAxis[axis];
+  v1::Workload w;
+  w.set_op(v1::OP_KIND_REARRANGE);
+  v1::RearrangeAttrs* r = w.mutable_rearrange();
+  for (int64_t d : NhwcShape(model.shapes.at(n.outputs[0]))) r->add_out_shape(d);
+  int64_t offset = 0;
+  for (const std::string& in : n.inputs) {
+    const Shape s = NhwcShape(model.shapes.at(in));
+    *w.add_inputs() = FloatSpec(s);
+    for (int d = 0; d < 4; ++d) {
+      v1::RearrangeIndex* ix = r->add_index();
+      ix->set_source(d);
+      ix->set_mul(1);
+      ix->set_add(d == along ? -offset : 0);
+      ix->set_div(1);
+    }
+    offset += s[size_t(along)];
+  }
+  return w;
+}
+
 // `c` in the options' precision: tf32 products, or 16-bit values; an
 // error names node `n`.
 absl::Status ApplyPrecision(const ExtractOptions& options, const Node& n,
@@ -694,6 +721,28 @@ absl::Status ApplyPrecision(const ExtractOptions& options, const Node& n,
   return absl::OkStatus();
 }
 
+// One occurrence of kernel `c` over nodes `taken` (the first `chain` of
+// them the anchor's chain, then its program's, which reads `map_inputs`):
+// a task of its own, or one more use of the task of equal key.
+void AddOccurrence(const Model& model, ir::CanonicalWorkload c, const std::vector<int>& taken,
+                   size_t chain, const std::vector<std::string>& map_inputs, bool nhwc,
+                   std::map<std::string, size_t>* by_key, TaskExtraction* ex) {
+  auto [it, fresh] = by_key->try_emplace(c.key, ex->tasks.size());
+  if (fresh) {
+    ModelTask t;
+    t.workload = std::move(c.workload);
+    t.key = c.key;
+    t.description = ir::Describe(t.workload);
+    t.flops = c.flops;
+    for (int k : taken) t.nodes.push_back(model.nodes[size_t(k)].name);
+    ex->tasks.push_back(std::move(t));
+  }
+  ModelTask& t = ex->tasks[it->second];
+  ex->occurrences.push_back({int(it->second), taken, chain, map_inputs, nhwc});
+  ++t.weight;
+  ex->task_flops += t.flops;
+}
+
 absl::StatusOr<TaskExtraction> ExtractTasks(const Model& model, const ExtractOptions& options) {
   TaskExtraction ex;
   std::set<std::string> nhwc_values;  // written channels-last by an earlier kernel
@@ -706,7 +755,34 @@ absl::StatusOr<TaskExtraction> ExtractTasks(const Model& model, const ExtractOpt
     const Node& n = model.nodes[i];
     if (fused.count(int(i))) continue;
     if (options.channels_last && ConcatKeepsChannelsLast(model, n, nhwc_values)) {
+      // The elementwise nodes after it (a dense layer's BatchNorm + ReLU)
+      // as its program: a kernel reads the inputs where they lie and
+      // writes the program's value, so the concatenation is never stored.
       nhwc_values.insert(n.outputs[0]);
+      const std::string& out = n.outputs[0];
+      std::set<int> busy = fused;
+      busy.insert(int(i));
+      Extractor::MapRegion map;
+      if (Elements(model.shapes.at(out)) >= kMinKernelElements)
+        map = x.FuseMap(out, model.shapes.at(out), busy);
+      absl::StatusOr<ir::CanonicalWorkload> c = absl::InternalError("no program");
+      if (!map.nodes.empty()) {
+        v1::Workload w = ChannelsLastConcat(model, n);
+        for (v1::TensorSpec& t : *map.epilogue.mutable_map_inputs()) {
+          const Shape s = NhwcShape({t.shape().begin(), t.shape().end()});
+          t.clear_shape();
+          for (int64_t d : s) t.add_shape(d);
+        }
+        *w.add_epilogue() = map.epilogue;
+        c = ir::Canonicalize(w);
+      }
+      if (!c.ok()) continue;
+      std::vector<int> taken = {int(i)};
+      taken.insert(taken.end(), map.nodes.begin(), map.nodes.end());
+      nhwc_values.insert(model.nodes[size_t(taken.back())].outputs[0]);
+      TF_RETURN_IF_ERROR(ApplyPrecision(options, n, &c));
+      AddOccurrence(model, *std::move(c), taken, 1, map.inputs, /*nhwc=*/true, &by_key, &ex);
+      for (int t : taken) fused.insert(t);
       continue;
     }
     v1::Workload w;
@@ -765,20 +841,7 @@ absl::StatusOr<TaskExtraction> ExtractTasks(const Model& model, const ExtractOpt
     }
     TF_RETURN_IF_ERROR(ApplyPrecision(options, n, &c));
     for (int t : taken) fused.insert(t);
-    auto [it, fresh] = by_key.try_emplace(c->key, ex.tasks.size());
-    if (fresh) {
-      ModelTask t;
-      t.workload = c->workload;
-      t.key = c->key;
-      t.description = ir::Describe(c->workload);
-      t.flops = c->flops;
-      for (int k : taken) t.nodes.push_back(model.nodes[size_t(k)].name);
-      ex.tasks.push_back(std::move(t));
-    }
-    ModelTask& t = ex.tasks[it->second];
-    ex.occurrences.push_back({int(it->second), taken, chain, map.inputs, nhwc});
-    ++t.weight;
-    ex.task_flops += t.flops;
+    AddOccurrence(model, *std::move(c), taken, chain, map.inputs, nhwc, &by_key, &ex);
   }
   return ex;
 }

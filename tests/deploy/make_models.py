@@ -370,19 +370,20 @@ save("conv1d", conv1d, [tensor("x", [1, 8, 900])], [tensor("y", [1, 16, 900])],
      [init("w1", (16, 8, 1)), init("w2", (16, 16, 3))])
 
 # Native steps after channels-last 1x1 convs (16 channels: whole vectors
-# for AVX2 and AVX-512): a Concat, elementwise ops with a per-channel and a
-# per-column constant (as their first operand, so not kernels), a Resize.
+# for AVX2 and AVX-512): a Concat, a Resize, elementwise ops with a
+# per-channel and a per-column constant (as their first operand, so not
+# kernels).
 nhwc_native = [
     helper.make_node("Conv", ["x", "w1"], ["a"], name="pw_a"),
     helper.make_node("Conv", ["x", "w2"], ["b"], name="pw_b"),
     helper.make_node("Concat", ["a", "b"], ["ab"], axis=1, name="cat"),
-    helper.make_node("Max", ["per_channel", "ab"], ["m"], name="floor"),
-    helper.make_node("Min", ["per_column", "m"], ["s"], name="ceiling"),
-    helper.make_node("Resize", ["s", "", "scales"], ["y"], mode="nearest", name="up2"),
+    helper.make_node("Resize", ["ab", "", "scales"], ["up"], mode="nearest", name="up2"),
+    helper.make_node("Max", ["per_channel", "up"], ["m"], name="floor"),
+    helper.make_node("Min", ["per_column", "m"], ["y"], name="ceiling"),
 ]
 save("nhwc_native", nhwc_native, [tensor("x", [1, 8, 8, 8])], [tensor("y", [1, 32, 16, 16])],
      [init("w1", (16, 8, 1, 1)), init("w2", (16, 8, 1, 1)), init("per_channel", (1, 32, 1, 1)),
-      init("per_column", (8,)),
+      init("per_column", (16,)),
       numpy_helper.from_array(np.array([1, 1, 2, 2], dtype=np.float32), "scales")])
 
 # Steps that only select a contiguous part of a value (views the package
@@ -577,8 +578,8 @@ save("dense_bn", dense, [tensor("x", [1, 8, 16, 16])], [tensor("y", [1, 16, 16, 
      opset=13)
 
 # A dense layer's BatchNorm + ReLU after a concatenation of channels-last
-# values (two 1x1 convolutions of 16 channels, whole vectors): the
-# concatenation and the BatchNorm's kernel stay channels-last.
+# values (two 1x1 convolutions of 16 channels, whole vectors): one
+# channels-last kernel for the concatenation and its BatchNorm + ReLU.
 dense_cl = [
     helper.make_node("Conv", ["x", "w1"], ["a"], name="pw_a"),
     helper.make_node("Conv", ["a", "w2"], ["b"], name="pw_b"),
