@@ -33,6 +33,12 @@ Built Build(const std::string& spec, const std::string& target_spec) {
   return b;
 }
 
+// The lowered program as text, tensors by name.
+std::string Text(const Built& b) {
+  std::vector<std::string> names = b.dag.TensorNames();
+  return ir::ToString(b.program, &names);
+}
+
 TEST(Codegen, Avx512TargetsUseZmmRegisters) {
   const std::string target_spec = "llvm -mtriple=x86_64-linux-gnu -mcpu=skylake-avx512";
   Built b = Build("conv2d_nchw(N=1,C=16,H=28,W=32,K=16,R=3,S=3,pad=1)+bias+relu", target_spec);
@@ -184,9 +190,7 @@ TEST(Codegen, CrossCompilesForAarch64) {
 }
 
 TEST(Codegen, LoweredProgramReadsLikeTheSchedule) {
-  Built b = Build("matmul(M=3,N=32,K=8)", "llvm -mcpu=skylake-avx512");
-  std::vector<std::string> names = b.dag.TensorNames();
-  std::string text = ir::ToString(b.program, &names);
+  const std::string text = Text(Build("matmul(M=3,N=32,K=8)", "llvm -mcpu=skylake-avx512"));
   // The generic default (3 rows have no register tile): rows parallel, the
   // reduction, then the whole row as one vector loop; the accumulator is
   // zeroed by its own nest first.
@@ -205,12 +209,10 @@ TEST(Codegen, LoweredProgramReadsLikeTheSchedule) {
 // channels or more; a select chain over every input where one is shorter.
 TEST(Codegen, ConcatAlongTheVectorAxisIsOneLoopPerInput) {
   const std::string t = "llvm -mcpu=skylake-avx512";
-  Built b = Build(
-      "rearrange(out=1x2x3x72,x0=1x2x3x40[o0,o1,o2,o3],x1=1x2x3x8[o0,o1,o2,o3-40],"
-      "x2=1x2x3x24[o0,o1,o2,o3-48])+map[1x1x1x72](mul(%0,$0))",
-      t);
-  std::vector<std::string> names = b.dag.TensorNames();
-  std::string text = ir::ToString(b.program, &names);
+  std::string text = Text(
+      Build("rearrange(out=1x2x3x72,x0=1x2x3x40[o0,o1,o2,o3],x1=1x2x3x8[o0,o1,o2,o3-40],"
+            "x2=1x2x3x24[o0,o1,o2,o3-48])+map[1x1x1x72](mul(%0,$0))",
+            t));
   EXPECT_EQ(text,
             "parallel e0.e1.e2.f in 0..6:\n"
             "  vectorized e3 in 0..40:\n"
@@ -222,10 +224,8 @@ TEST(Codegen, ConcatAlongTheVectorAxisIsOneLoopPerInput) {
             "  vectorized e3 in 0..24:\n"
             "    out[0, (e0.e1.e2.f // 3), (e0.e1.e2.f % 3), (e3 + 48)] = "
             "(x2[0, (e0.e1.e2.f // 3), (e0.e1.e2.f % 3), e3] * map0[(e3 + 48)])\n");
-  Built narrow = Build(
-      "rearrange(out=1x2x3x44,x0=1x2x3x40[o0,o1,o2,o3],x1=1x2x3x4[o0,o1,o2,o3-40])", t);
-  names = narrow.dag.TensorNames();
-  text = ir::ToString(narrow.program, &names);
+  text = Text(
+      Build("rearrange(out=1x2x3x44,x0=1x2x3x40[o0,o1,o2,o3],x1=1x2x3x4[o0,o1,o2,o3-40])", t));
   EXPECT_TRUE(absl::StrContains(text, "in 0..44:")) << text;
   EXPECT_TRUE(absl::StrContains(text, "select(")) << text;
 }
