@@ -662,6 +662,9 @@ bool ConcatKeepsChannelsLast(const Model& model, const Node& n,
                              const std::set<std::string>& nhwc_values) {
   if (n.op != "Concat" || n.outputs.size() != 1 || n.outputs[0].empty()) return false;
   if (model.shapes.at(n.outputs[0]).size() != 4) return false;
+  // (The axis attribute is required from opset 4; older defaults differ.)
+  const int64_t axis = n.Int("axis", -5);
+  if (axis < -4 || axis > 3) return false;
   bool reads_nhwc = false;
   for (const std::string& in : n.inputs) {
     if (in.empty() || model.constants.count(in) || model.shapes.at(in).size() != 4) return false;
@@ -674,7 +677,7 @@ bool ConcatKeepsChannelsLast(const Model& model, const Node& n,
 // [N, H, W, Ck] read at its offset along the concatenated axis.
 v1::Workload ChannelsLastConcat(const Model& model, const Node& n) {
   static constexpr int kAxis[4] = {0, 3, 1, 2};  // NCHW axis -> NHWC axis
-  int64_t axis = n.Int("axis", 1);
+  int64_t axis = n.Int("axis", 1);  // in [-4, 3] (ConcatKeepsChannelsLast)
   if (axis < 0) axis += 4;
   const int along = kAxis[axis];
   v1::Workload w;
@@ -766,7 +769,14 @@ absl::StatusOr<TaskExtraction> ExtractTasks(const Model& model, const ExtractOpt
       if (Elements(model.shapes.at(out)) >= kMinKernelElements)
         map = x.FuseMap(out, model.shapes.at(out), busy);
       absl::StatusOr<ir::CanonicalWorkload> c = absl::InternalError("no program");
-      if (!map.nodes.empty()) {
+      // The program's runtime inputs are read channels-last, each converted
+      // whole: 4-D, or one whose NHWC memory is its NCHW memory.
+      bool inputs_ok = true;
+      for (const std::string& in : map.inputs) {
+        const Shape& s = model.shapes.at(in);
+        inputs_ok &= model.constants.count(in) > 0 || s.size() == 4 || SameInNhwc(s);
+      }
+      if (!map.nodes.empty() && inputs_ok) {
         v1::Workload w = ChannelsLastConcat(model, n);
         for (v1::TensorSpec& t : *map.epilogue.mutable_map_inputs()) {
           const Shape s = NhwcShape({t.shape().begin(), t.shape().end()});

@@ -1056,6 +1056,16 @@ TEST_F(GraphTest, ConcatAndTheProgramAfterItAreOneChannelsLastKernel) {
   for (const auto& st : pkg.steps()) EXPECT_TRUE(st.has_kernel()) << st.node().name();
 }
 
+// A concatenation whose program would read a 3-D runtime value stays a step
+// of its own (the value has no channels-last form); the build still
+// matches the float64 interpreter and ONNX Runtime.
+TEST_F(GraphTest, ConcatWhoseProgramReadsA3dValueStaysAStep) {
+  Model m = Import("concat_add_3d");
+  for (const std::string& spec : TaskSpecs(m, v1::OP_KIND_UNSPECIFIED, ChannelsLast8()))
+    EXPECT_FALSE(absl::StartsWith(spec, "rearrange(")) << spec;
+  EXPECT_GE(CheckAgainstReference(m, Nhwc(), nullptr, dir_->File("concat_add_3d.onnx")), 3);
+}
+
 // A dense block as torchvision exports it (each layer concatenates every
 // earlier feature) in NCHW: the four concatenations share the last one's
 // buffer, each feature is written by its producer into its block there,

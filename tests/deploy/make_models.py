@@ -593,6 +593,22 @@ save("dense_nhwc", dense_cl, [tensor("x", [1, 8, 6, 10])], [tensor("y", [1, 16, 
      [dn_init("w1", (16, 8, 1, 1)), dn_init("w2", (16, 16, 1, 1)), *dn_bn("bn", 32),
       dn_init("w3", (16, 32, 1, 1))], opset=13)
 
+# The same concatenation with a runtime 3-D value added after it (a model
+# input broadcast over the batch): the program would read it channels-last,
+# which a 3-D value has no form for, so the Concat stays a step of its own.
+concat_3d = [
+    helper.make_node("Conv", ["x", "w1"], ["a"], name="pw_a"),
+    helper.make_node("Conv", ["a", "w2"], ["b"], name="pw_b"),
+    helper.make_node("Concat", ["a", "b"], ["cat"], axis=1, name="cat"),
+    helper.make_node("Add", ["cat", "z"], ["s"], name="add_z"),
+    helper.make_node("Relu", ["s"], ["r"], name="relu"),
+    helper.make_node("Conv", ["r", "w3"], ["y"], name="pw_y"),
+]
+save("concat_add_3d", concat_3d,
+     [tensor("x", [1, 8, 6, 10]), tensor("z", [32, 6, 10])], [tensor("y", [1, 16, 6, 10])],
+     [dn_init("w1", (16, 8, 1, 1)), dn_init("w2", (16, 16, 1, 1)),
+      dn_init("w3", (16, 32, 1, 1))], opset=13)
+
 # tf2onnx's "SAME" stride-2 convolution: a Pad of zeros on the bottom and
 # right, then a Conv without pads (the Pad folds into the Conv's pads); a
 # Pad of another value stays an operator.
