@@ -46,8 +46,6 @@ bool AddNhwcNode(const Model& model, const Node& n, PackageConstants* consts, La
   for (const std::string& in : n.inputs) reads_nhwc = reads_nhwc || layouts->OnlyNhwc(in);
   if (!reads_nhwc) return false;
   auto is_const = [&](const std::string& v) { return model.constants.count(v) > 0; };
-  // NCHW axis -> NHWC axis.
-  static constexpr int64_t kAxis[4] = {0, 3, 1, 2};
   Node m = n;
   std::vector<std::pair<std::string, Constant>> derived;  // permuted constants
   const frontend::OpDef* def = frontend::FindOp(n.op);
@@ -57,7 +55,7 @@ bool AddNhwcNode(const Model& model, const Node& n, PackageConstants* consts, La
     int64_t axis = n.Int("axis", 1);
     if (axis < 0) axis += 4;
     if (axis < 0 || axis > 3) return false;
-    m.ints["axis"] = {kAxis[axis]};
+    m.ints["axis"] = {frontend::NhwcAxis(axis)};
     for (std::string& in : m.inputs) in = layouts->Nhwc(in);
   } else if (n.op == "Resize" && model.opset >= 11) {
     if (n.inputs.empty() || is_const(n.inputs[0]) || !n.Ints("axes").empty()) return false;
@@ -69,9 +67,9 @@ bool AddNhwcNode(const Model& model, const Node& n, PackageConstants* consts, La
       Constant p = c;
       for (size_t d = 0; d < 4; ++d) {
         if (c.is_int) {
-          p.ints[size_t(kAxis[d])] = c.ints[d];
+          p.ints[size_t(frontend::NhwcAxis(int64_t(d)))] = c.ints[d];
         } else {
-          p.floats[size_t(kAxis[d])] = c.floats[d];
+          p.floats[size_t(frontend::NhwcAxis(int64_t(d)))] = c.floats[d];
         }
       }
       m.inputs[k] = StrCat(n.inputs[k], "@nhwc");

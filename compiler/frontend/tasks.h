@@ -6,6 +6,7 @@
 
 #include <array>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -107,6 +108,25 @@ std::vector<int64_t> NhwcShape(const std::vector<int64_t>& s);
 // Whether such a tensor's NHWC memory is its NCHW memory (one channel, or
 // one pixel), so it needs no conversion.
 bool SameInNhwc(const std::vector<int64_t>& s);
+// The NHWC dimension of NCHW dimension `axis` of a 4-D value (-4 to 3).
+int64_t NhwcAxis(int64_t axis);
+// Whether value `v` of `model` can be read channels-last by a kernel: a
+// constant (permuted at build time), 4-D (converted whole), or SameInNhwc.
+bool HasChannelsLastForm(const Model& model, const std::string& v);
+// Every elementwise program input of `w` shaped against the NHWC output
+// (NhwcShape).
+void MapInputsChannelsLast(v1::Workload* w);
+
+// Whether Concat node `n` (an axis attribute, 4-D runtime inputs) reads a
+// value of `nhwc_values` (written channels-last): a build then runs it
+// channels-last (deploy's AddNhwcNode), so its output is channels-last for
+// the kernels that read it, as a kernel's is (DenseNet's BatchNorm+ReLU
+// after each concatenation).
+bool ConcatKeepsChannelsLast(const Model& model, const Node& n,
+                             const std::set<std::string>& nhwc_values);
+// Such a Concat as a channels-last data mover (a rearrange): each input
+// [N, H, W, Ck] read at its offset along the concatenated axis.
+v1::Workload ChannelsLastConcat(const Model& model, const Node& n);
 
 // The NHWC form of an NCHW conv2d or pool2d workload (data [N,H,W,C],
 // conv weights HWIO, elementwise program inputs permuted alike), or of an
