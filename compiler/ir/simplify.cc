@@ -1,7 +1,6 @@
 #include "compiler/ir/simplify.h"
 
 #include <algorithm>
-#include <functional>
 #include <set>
 
 #include "compiler/ir/functor.h"
@@ -245,49 +244,63 @@ namespace {
 // side of every point its conditions change value, up to this many pieces.
 constexpr int64_t kMinPiece = 8, kMaxPieces = 64;
 
-// The points in (0, extent) where a comparison in the value of `loop` (a
-// vectorized loop around one store) changes value, where every comparison
-// that reads the loop variable reads it alone, plus or minus a constant
-// (an NHWC concatenation's select chain, one comparison pair per input).
-// Empty where there is none, or where a piece would be shorter than
-// kMinPiece or there would be over kMaxPieces.
+// The points in (0, extent) where the comparisons of an expression change
+// value as `var` runs over the loop, where every comparison that reads
+// `var` reads it alone, plus or minus a constant (an NHWC concatenation's
+// select chain, one comparison pair per input); `ok` false otherwise.
+class CutFinder : public ExprVisitor {
+ public:
+  CutFinder(const ExprNode* var, int64_t extent, const VarRanges& ranges)
+      : var_(var), extent_(extent), ranges_(ranges) {}
+  std::set<int64_t> cuts;
+  bool ok = true;
+
+ protected:
+  void VisitCmp(const Expr& e) override {
+    if (!ok || e->args[0]->type != ScalarType::kInt64 || !Mentions(e, var_)) {
+      return ExprVisitor::VisitCmp(e);
+    }
+    LinearForm d = Linearize(e->args[0] - e->args[1], ranges_);
+    const int64_t coef = d.CoeffOf(var_);
+    if (d.terms.size() != 1 || (coef != 1 && coef != -1)) return void(ok = false);
+    // coef * v + c OP 0 first holds or fails at v = cut.
+    const int64_t c = d.constant;
+    int64_t cut;
+    switch (e->op) {
+      case Op::kLt:
+      case Op::kGe:
+        cut = coef == 1 ? -c : c + 1;
+        break;
+      case Op::kLe:
+      case Op::kGt:
+        cut = coef == 1 ? -c + 1 : c;
+        break;
+      default:
+        return void(ok = false);
+    }
+    if (cut > 0 && cut < extent_) cuts.insert(cut);
+  }
+
+ private:
+  const ExprNode* var_;
+  int64_t extent_;
+  const VarRanges& ranges_;
+};
+
+// The pieces of `loop` (a vectorized loop around one store) between the
+// points its value's comparisons change value (CutFinder), as their
+// bounds 0, cuts..., extent. Empty where there is no cut, or where a piece
+// would be shorter than kMinPiece or there would be over kMaxPieces.
 std::vector<int64_t> CutPoints(const StmtNode& loop, const VarRanges& outer) {
   if (loop.for_kind != ForKind::kVectorized || loop.body.size() != 1 ||
       loop.body[0]->kind != StmtKind::kStore)
     return {};
-  const ExprNode* var = loop.var.get();
   VarRanges ranges = outer;
-  ranges[var] = loop.extent;
-  std::set<int64_t> cuts;
-  bool ok = true;
-  std::function<void(const Expr&)> visit = [&](const Expr& e) {
-    if (!ok || !e.defined() || !Mentions(e, var)) return;
-    if (e->kind == ExprKind::kCmp && e->args[0]->type == ScalarType::kInt64) {
-      LinearForm d = Linearize(e->args[0] - e->args[1], ranges);
-      const int64_t coef = d.CoeffOf(var);
-      if (d.terms.size() != 1 || (coef != 1 && coef != -1)) return void(ok = false);
-      // coef * v + c OP 0 first holds or fails at v = cut.
-      const int64_t c = d.constant;
-      int64_t cut;
-      switch (e->op) {
-        case Op::kLt:
-        case Op::kGe:
-          cut = coef == 1 ? -c : c + 1;
-          break;
-        case Op::kLe:
-        case Op::kGt:
-          cut = coef == 1 ? -c + 1 : c;
-          break;
-        default:
-          return void(ok = false);
-      }
-      if (cut > 0 && cut < loop.extent) cuts.insert(cut);
-      return;
-    }
-    for (const Expr& a : e->args) visit(a);
-  };
-  visit(loop.body[0]->value);
-  if (!ok || cuts.empty() || int64_t(cuts.size()) + 1 > kMaxPieces) return {};
+  ranges[loop.var.get()] = loop.extent;
+  CutFinder finder(loop.var.get(), loop.extent, ranges);
+  finder.Visit(loop.body[0]->value);
+  const std::set<int64_t>& cuts = finder.cuts;
+  if (!finder.ok || cuts.empty() || int64_t(cuts.size()) + 1 > kMaxPieces) return {};
   std::vector<int64_t> points = {0};
   points.insert(points.end(), cuts.begin(), cuts.end());
   points.push_back(loop.extent);
